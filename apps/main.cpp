@@ -1,0 +1,55 @@
+// `conveyor <subcommand> [flags]` — dispatches to the subcommands registered in apps/cmd_*.cpp.
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "apps/subcommand.hpp"
+
+namespace conveyor::apps {
+namespace {
+
+struct Entry {
+  const char* summary;
+  SubcommandFn fn;
+};
+
+std::map<std::string, Entry>& table() {
+  static std::map<std::string, Entry> t;
+  return t;
+}
+
+void usage(std::FILE* out) {
+  std::fprintf(out, "usage: conveyor <command> [flags]   (conveyor <command> --help for its flags)\n\ncommands:\n");
+  for (const auto& [name, e] : table())
+    std::fprintf(out, "  %-12s %s\n", name.c_str(), e.summary);
+}
+
+} // namespace
+
+Subcommand::Subcommand(const char* name, const char* summary, SubcommandFn fn) {
+  table()[name] = Entry{summary, fn};
+}
+
+} // namespace conveyor::apps
+
+int main(int argc, char** argv) {
+  using namespace conveyor::apps;
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  std::string name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") {
+    usage(stdout);
+    return 0;
+  }
+  auto it = table().find(name);
+  if (it == table().end()) {
+    std::fprintf(stderr, "conveyor: unknown command `%s`\n\n", name.c_str());
+    usage(stderr);
+    return 2;
+  }
+  std::vector<std::string> args(argv + 2, argv + argc);
+  return it->second.fn(args);
+}

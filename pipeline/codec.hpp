@@ -1,0 +1,37 @@
+// Element codec: the compact binary form in which elements cross the network.
+//
+// One element: component count, then per component dtype, rank, dims, payload (numeric bytes,
+// or length-prefixed strings). A batch buffer holds many elements behind a small header
+// (magic, format version, flags, element count, uncompressed size) and is optionally lz4
+// compressed as a whole. Decoding never trusts the buffer: any malformed input gives a
+// data_loss Status and never reads out of bounds.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipeline/element.hpp"
+#include "pipeline/status.hpp"
+
+namespace conveyor {
+
+// The reference's compression argument: "AUTO" lets the service decide (lz4 for batches where
+// it pays), "NONE" never compresses. `lz4` forces compression.
+enum class Compression : unsigned char { none, lz4, automatic };
+const char* to_string(Compression c); // "NONE", "LZ4", "AUTO"
+std::optional<Compression> compression_from_string(std::string_view name);
+
+// Appends one element's encoding to `out`.
+void encode_element(const Element& element, std::string& out);
+// Decodes exactly one element occupying all of `in`.
+Expected<Element> decode_element(std::string_view in);
+
+// Encodes many elements into one buffer (automatic = compress if the data is large enough
+// and lz4 shrinks it).
+std::string encode_batch(const std::vector<Element>& elements, Compression compression);
+// Appends the decoded elements to `out`; on error `out` is left as it was.
+Status decode_batch(std::string_view in, std::vector<Element>& out);
+
+} // namespace conveyor

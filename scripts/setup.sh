@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the Debian packages conveyor builds with — only those that are missing, and runs
+# `apt-get update` only when something is missing. Needs root (or sudo) on a fresh machine.
+set -euo pipefail
+packages=(g++ cmake ninja-build libcaf-dev libcereal-dev liblz4-dev doctest-dev
+          libboost-dev libboost-program-options-dev libboost-filesystem-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "setup: installing ${missing[*]}"
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
