@@ -1,0 +1,16 @@
+// `conveyor bench <name>`: each benchmark lives in apps/bench_<name>.cpp and registers itself
+// with a static Benchmark object.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace conveyor::apps {
+
+using BenchFn = int (*)(const std::vector<std::string>& args);
+
+struct Benchmark {
+  Benchmark(const char* name, const char* summary, BenchFn fn);
+};
+
+} // namespace conveyor::apps

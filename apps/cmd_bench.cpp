@@ -1,0 +1,45 @@
+// `conveyor bench <name> [flags]` — runs one registered benchmark (apps/bench_*.cpp).
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "apps/bench.hpp"
+#include "apps/subcommand.hpp"
+
+namespace conveyor::apps {
+namespace {
+
+struct BenchEntry {
+  const char* summary;
+  BenchFn fn;
+};
+
+std::map<std::string, BenchEntry>& benches() {
+  static std::map<std::string, BenchEntry> t;
+  return t;
+}
+
+int run_bench(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::printf("usage: conveyor bench <name> [flags]   (conveyor bench <name> --help)\n\nbenchmarks:\n");
+    for (const auto& [name, e] : benches())
+      std::printf("  %-10s %s\n", name.c_str(), e.summary);
+    return args.empty() ? 2 : 0;
+  }
+  auto it = benches().find(args[0]);
+  if (it == benches().end()) {
+    std::fprintf(stderr, "conveyor bench: unknown benchmark `%s` (see conveyor bench --help)\n", args[0].c_str());
+    return 2;
+  }
+  return it->second.fn(std::vector<std::string>(args.begin() + 1, args.end()));
+}
+
+const Subcommand reg{"bench", "run a benchmark (pipeline, service)", run_bench};
+
+} // namespace
+
+Benchmark::Benchmark(const char* name, const char* summary, BenchFn fn) {
+  benches()[name] = BenchEntry{summary, fn};
+}
+
+} // namespace conveyor::apps
