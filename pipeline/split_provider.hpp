@@ -55,6 +55,10 @@ public:
 struct SplitOptions {
   // Elements per split for index-range sources.
   int64_t range_split_size = 64;
+  // Seed for list_files(shuffle=true) sources that were given no seed (kNoSeed). Left at kNoSeed,
+  // the provider picks one at random when it is created; a job that must restore the same file
+  // order after a restart picks the seed itself, journals it and passes it here again.
+  int64_t seed = kNoSeed;
 };
 
 // The job-side provider for `dataset`. invalid_argument (naming the reason) when the dataset has

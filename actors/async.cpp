@@ -1,0 +1,72 @@
+// The asynchronous consumer API (conveyor/async.hpp): a consumer actor that bootstraps itself
+// and pushes to the caller's sink actor.
+#include "conveyor/async.hpp"
+
+#include <caf/send.hpp>
+
+#include "actors/consumer_actor.hpp"
+#include "actors/element_sink.hpp"
+#include "actors/transport.hpp"
+#include "messages/all.hpp"
+#include "pipeline/serialize.hpp"
+
+namespace conveyor {
+
+namespace {
+
+class ActorSink : public actors::ElementSink {
+public:
+  explicit ActorSink(msg::stream_sink_actor sink) : sink_(std::move(sink)) {}
+
+  void push(std::vector<Element>&& elements, const msg::stream_stats&) override {
+    caf::anon_send(sink_, msg::stream_batch{std::move(elements), false, Status::OK()});
+  }
+
+  void finish(Status status) override {
+    bool end = status.ok();
+    caf::anon_send(sink_, msg::stream_batch{{}, end, std::move(status)});
+  }
+
+private:
+  msg::stream_sink_actor sink_;
+};
+
+} // namespace
+
+msg::stream_actor spawn_element_stream(caf::actor_system& sys, msg::stream_sink_actor sink,
+                                       const std::string& dispatcher_address, StreamSource source,
+                                       DistributeOptions options, ClientConfig client) {
+  auto fail_now = [&](Status s) {
+    caf::anon_send(sink, msg::stream_batch{{}, false, std::move(s)});
+    return msg::stream_actor{};
+  };
+  if (auto s = validate(options); !s.ok())
+    return fail_now(s);
+  actors::ConsumerStart start;
+  if (source.dataset) {
+    if (auto s = source.dataset->validate(); !s.ok())
+      return fail_now(s);
+    start.definition = to_binary(*source.dataset);
+    start.compression = options.compression == "NONE" ? Compression::none : Compression::automatic;
+  } else if (source.dataset_id.empty()) {
+    return fail_now(invalid_argument("`dataset_id` must not be empty"));
+  }
+  start.transport = actors::make_tcp_transport(sys);
+  start.sink = std::make_shared<ActorSink>(std::move(sink));
+  start.limits.max_outstanding = options.max_outstanding_requests.value_or(65536);
+  start.limits.max_bytes = options.max_buffered_bytes;
+  start.request_timeout = caf::timespan{options.request_timeout};
+  start.task_refresh = caf::timespan{options.task_refresh_interval};
+  start.connect_timeout = caf::timespan{client.connect_timeout};
+  start.protocol_version = client.protocol_version == 0 ? msg::kProtocolVersion
+                                                        : client.protocol_version;
+  start.dispatcher_address = dispatcher_address;
+  start.job_request.dataset = source.dataset_id;
+  if (options.job_name)
+    start.job_request.job_name = *options.job_name;
+  start.job_request.policy = options.policy;
+  start.job_request.target_workers = options.target_workers;
+  return actors::spawn_consumer(sys, std::move(start));
+}
+
+} // namespace conveyor

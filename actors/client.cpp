@@ -1,0 +1,241 @@
+// The blocking consumer API (conveyor/client.hpp): a client-side actor system, blocking
+// requests to the dispatcher, and ElementStream over a consumer actor feeding a QueueSink.
+#include "conveyor/client.hpp"
+
+#include <deque>
+
+#include <caf/actor_system.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
+
+#include "actors/consumer_actor.hpp"
+#include "actors/element_sink.hpp"
+#include "actors/node_config.hpp"
+#include "actors/transport.hpp"
+#include "messages/all.hpp"
+#include "pipeline/serialize.hpp"
+
+namespace conveyor {
+
+namespace detail {
+
+class ClientContext {
+public:
+  ClientContext(ClientConfig c, std::string a)
+    : config(std::move(c)), address(std::move(a)), cfg(config.network), sys(cfg),
+      transport(actors::make_tcp_transport(sys)) {}
+
+  // One blocking request to the dispatcher; `what` names it in errors.
+  template <class Reply, class Request>
+  Expected<Reply> ask(Request req, const std::string& what) {
+    caf::scoped_actor self{sys};
+    Expected<Reply> result{Status{ErrorCode::internal, "no reply"}};
+    self->request(dispatcher, caf::timespan{config.request_timeout}, std::move(req))
+      .receive([&](Reply& r) { result = std::move(r); },
+               [&](caf::error& err) { result = msg::to_status(err, what); });
+    return result;
+  }
+
+  ClientConfig config;
+  std::string address;
+  actors::NodeConfig cfg;
+  caf::actor_system sys;
+  std::shared_ptr<actors::Transport> transport;
+  msg::dispatcher_actor dispatcher;
+};
+
+class StreamContext {
+public:
+  ~StreamContext() {
+    // Leaving: the consumer actor quits (if it has not ended already) and the job notices.
+    caf::anon_send(consumer, msg::cancel_atom_v);
+  }
+
+  void flush_acks() {
+    if (pending_acks > 0) {
+      caf::anon_send(consumer, msg::ack_atom_v, pending_acks);
+      pending_acks = 0;
+    }
+  }
+
+  std::shared_ptr<ClientContext> client; // keeps the actor system alive
+  std::shared_ptr<actors::QueueSink> sink;
+  msg::stream_actor consumer;
+  msg::job_id_t job = 0;
+  std::deque<Element> local;
+  uint64_t pending_acks = 0;
+  bool ended = false;
+  Status final_status;
+};
+
+} // namespace detail
+
+namespace {
+constexpr uint64_t kAckEvery = 4096;
+}
+
+// --- ElementStream
+
+ElementStream::ElementStream(std::unique_ptr<detail::StreamContext> ctx) : ctx_(std::move(ctx)) {}
+ElementStream::ElementStream(ElementStream&&) noexcept = default;
+ElementStream& ElementStream::operator=(ElementStream&&) noexcept = default;
+ElementStream::~ElementStream() = default;
+
+Status ElementStream::next(Element& out, bool& end_of_sequence, std::chrono::milliseconds timeout) {
+  end_of_sequence = false;
+  if (!ctx_)
+    return failed_precondition("the stream was moved from");
+  auto& c = *ctx_;
+  if (c.local.empty()) {
+    if (c.ended) {
+      end_of_sequence = c.final_status.ok();
+      return c.final_status;
+    }
+    c.flush_acks();
+    Status status;
+    switch (c.sink->take_all(c.local, timeout, status)) {
+    case actors::QueueSink::Wait::elements:
+      break;
+    case actors::QueueSink::Wait::end:
+      c.ended = true;
+      end_of_sequence = true;
+      return Status::OK();
+    case actors::QueueSink::Wait::error:
+      c.ended = true;
+      c.final_status = status;
+      return status;
+    case actors::QueueSink::Wait::timeout:
+      return Status{ErrorCode::deadline_exceeded,
+                    "no element arrived within " + std::to_string(timeout.count()) + " ms"};
+    }
+  }
+  out = std::move(c.local.front());
+  c.local.pop_front();
+  if (++c.pending_acks >= kAckEvery || c.local.empty())
+    c.flush_acks();
+  return Status::OK();
+}
+
+ElementStream::iterator& ElementStream::iterator::operator++() {
+  if (!stream_)
+    return *this;
+  bool end = false;
+  Status s = stream_->next(current_, end);
+  if (!s.ok())
+    stream_->status_ = s;
+  if (!s.ok() || end)
+    stream_ = nullptr;
+  return *this;
+}
+
+std::string ElementStream::job_id() const { return ctx_ ? std::to_string(ctx_->job) : ""; }
+
+StreamStats ElementStream::stats() const {
+  StreamStats out;
+  if (!ctx_)
+    return out;
+  auto s = ctx_->sink->stats();
+  out.elements = s.elements;
+  out.bytes = s.bytes;
+  out.messages = s.messages;
+  out.per_worker = s.per_worker;
+  return out;
+}
+
+// --- Client
+
+Client::Client(std::shared_ptr<detail::ClientContext> ctx) : ctx_(std::move(ctx)) {}
+
+const std::string& Client::address() const { return ctx_->address; }
+
+Expected<Client> Client::connect(const std::string& address, ClientConfig config) {
+  auto addr = parse_address(address);
+  if (!addr.ok())
+    return addr.status().with_context("dispatcher address");
+  if (config.connect_timeout.count() <= 0 || config.request_timeout.count() <= 0)
+    return invalid_argument("`connect_timeout` and `request_timeout` must be positive");
+  if (config.protocol_version == 0)
+    config.protocol_version = msg::kProtocolVersion;
+  auto ctx = std::make_shared<detail::ClientContext>(config, address);
+  auto dispatcher = actors::connect_blocking<msg::dispatcher_actor>(
+    ctx->sys, *ctx->transport, *addr, caf::timespan{config.connect_timeout}, "the dispatcher");
+  if (!dispatcher.ok())
+    return dispatcher.status();
+  ctx->dispatcher = *dispatcher;
+  // The handshake is bounded by connect_timeout too: a dispatcher that accepted the connection
+  // but never answers must not hang us.
+  caf::scoped_actor self{ctx->sys};
+  Status hello = Status{ErrorCode::internal, "no reply"};
+  self
+    ->request(ctx->dispatcher, caf::timespan{config.connect_timeout},
+              msg::client_hello{config.protocol_version, "client"})
+    .receive([&](msg::dispatcher_hello&) { hello = Status::OK(); },
+             [&](caf::error& err) {
+               hello = msg::to_status(err, "handshake with the dispatcher at " + address);
+             });
+  if (!hello.ok())
+    return hello;
+  return Client{std::move(ctx)};
+}
+
+Expected<std::string> Client::register_dataset(const Dataset& dataset,
+                                               const std::string& compression,
+                                               const std::optional<std::string>& requested_id) {
+  CONVEYOR_RETURN_IF_ERROR(validate_compression(compression));
+  if (requested_id && requested_id->empty())
+    return invalid_argument("`dataset_id` must not be empty");
+  CONVEYOR_RETURN_IF_ERROR(dataset.validate());
+  msg::register_dataset req;
+  req.definition = to_binary(dataset);
+  req.compression = compression == "NONE" ? Compression::none : Compression::automatic;
+  if (requested_id)
+    req.requested_id = *requested_id;
+  auto reply = ctx_->ask<msg::dataset_registered>(std::move(req), "registering the dataset");
+  if (!reply.ok())
+    return reply.status();
+  return reply->dataset;
+}
+
+Expected<ElementStream> Client::distribute(const Dataset& dataset,
+                                           const DistributeOptions& options) {
+  CONVEYOR_RETURN_IF_ERROR(validate(options));
+  auto id = register_dataset(dataset, options.compression);
+  if (!id.ok())
+    return id.status();
+  return from_dataset_id(*id, options);
+}
+
+Expected<ElementStream> Client::from_dataset_id(const std::string& dataset_id,
+                                                const DistributeOptions& options) {
+  CONVEYOR_RETURN_IF_ERROR(validate(options));
+  if (dataset_id.empty())
+    return invalid_argument("`dataset_id` must not be empty");
+  msg::get_or_create_job req;
+  req.dataset = dataset_id;
+  if (options.job_name)
+    req.job_name = *options.job_name;
+  req.policy = options.policy;
+  req.target_workers = options.target_workers;
+  auto job = ctx_->ask<msg::job_info>(std::move(req), "creating a job for dataset " + dataset_id);
+  if (!job.ok())
+    return job.status();
+
+  auto sc = std::make_unique<detail::StreamContext>();
+  sc->client = ctx_;
+  sc->sink = std::make_shared<actors::QueueSink>();
+  sc->job = job->job;
+  actors::ConsumerStart start;
+  start.transport = ctx_->transport;
+  start.sink = sc->sink;
+  start.limits.max_outstanding = options.max_outstanding_requests.value_or(65536);
+  start.limits.max_bytes = options.max_buffered_bytes;
+  start.request_timeout = caf::timespan{options.request_timeout};
+  start.task_refresh = caf::timespan{options.task_refresh_interval};
+  start.connect_timeout = caf::timespan{ctx_->config.connect_timeout};
+  start.protocol_version = ctx_->config.protocol_version;
+  start.job = std::move(*job);
+  sc->consumer = actors::spawn_consumer(ctx_->sys, std::move(start));
+  return ElementStream{std::move(sc)};
+}
+
+} // namespace conveyor

@@ -1,0 +1,353 @@
+#include "actors/consumer_actor.hpp"
+
+#include <map>
+#include <set>
+#include <vector>
+
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/log.hpp"
+#include "messages/all.hpp"
+
+namespace conveyor::actors {
+
+namespace {
+
+constexpr const char* kLog = "consumer";
+
+struct WorkerLink {
+  bool connected = false;
+  bool connecting = false;
+  std::vector<msg::task_id_t> waiting; // tasks to activate once connected
+};
+
+struct consumer_state {
+  static inline const char* name = "conveyor.consumer";
+
+  ConsumerStart start;
+  ConsumerCore core{ConsumerLimits{}};
+  msg::dispatcher_actor dispatcher;
+  msg::job_actor job;
+  msg::job_id_t job_id = 0;
+  msg::consumer_id_t consumer_id = 0;
+  std::map<msg::task_id_t, msg::task_actor> tasks;
+  std::map<caf::actor_addr, msg::task_id_t> task_by_addr;
+  std::map<std::string, WorkerLink> workers; // by advertised address
+  bool polling = false;
+  bool done = false;
+};
+
+using self_ptr = msg::stream_actor::stateful_pointer<consumer_state>;
+
+msg::stream_stats stats_of(const ConsumerCore& core) {
+  msg::stream_stats s;
+  s.elements = core.elements_received();
+  s.bytes = core.bytes_received();
+  s.messages = core.messages_received();
+  s.per_worker = core.per_worker();
+  return s;
+}
+
+void finish(self_ptr self, Status status) {
+  auto& st = self->state;
+  if (st.done)
+    return;
+  st.done = true;
+  if (!status.ok())
+    log::warning(kLog, "job " + std::to_string(st.job_id) + ": stream failed: " +
+                         status.to_string());
+  else
+    log::debug(kLog, "job " + std::to_string(st.job_id) + ": end of sequence");
+  st.start.sink->finish(std::move(status));
+  self->quit();
+}
+
+void check_finished(self_ptr self) {
+  if (!self->state.done && self->state.core.finished())
+    finish(self, Status::OK());
+}
+
+void pump(self_ptr self);
+
+void lose_task(self_ptr self, msg::task_id_t task, const std::string& why) {
+  auto& st = self->state;
+  if (!st.core.knows_task(task))
+    return;
+  log::warning(kLog, "job " + std::to_string(st.job_id) + ": lost task " + std::to_string(task) +
+                       " (" + why + ")");
+  st.core.on_task_lost(task);
+  if (auto h = st.tasks.find(task); h != st.tasks.end()) {
+    st.task_by_addr.erase(h->second.address());
+    self->demonitor(h->second.address());
+    st.tasks.erase(h);
+  }
+}
+
+void activate(self_ptr self, msg::task_id_t task) {
+  auto& st = self->state;
+  auto h = st.tasks.find(task);
+  if (h == st.tasks.end() || !st.core.knows_task(task))
+    return;
+  self->monitor(h->second);
+  st.task_by_addr[h->second.address()] = task;
+  st.core.on_connected(task);
+}
+
+// Opens (once) the connection to a worker, so that requests to its tasks go to it directly.
+void connect_worker(self_ptr self, const msg::task_info& info) {
+  auto& st = self->state;
+  auto& link = st.workers[info.worker_address];
+  if (link.connected) {
+    activate(self, info.task);
+    return;
+  }
+  link.waiting.push_back(info.task);
+  if (link.connecting)
+    return;
+  auto addr = parse_address(info.worker_address);
+  if (!addr.ok()) {
+    link.waiting.clear();
+    lose_task(self, info.task, addr.status().message());
+    return;
+  }
+  link.connecting = true;
+  std::string address = info.worker_address;
+  connect_to<msg::worker_actor>(
+    self, *st.start.transport, *addr, st.start.connect_timeout, "worker",
+    [self, address](Expected<msg::worker_actor> worker) {
+      auto& st = self->state;
+      auto& link = st.workers[address];
+      link.connecting = false;
+      auto waiting = std::move(link.waiting);
+      link.waiting.clear();
+      if (!worker.ok()) {
+        for (auto task : waiting)
+          lose_task(self, task, worker.status().to_string());
+      } else {
+        link.connected = true;
+        for (auto task : waiting)
+          activate(self, task);
+      }
+      pump(self);
+      check_finished(self);
+    });
+}
+
+void poll_tasks(self_ptr self) {
+  auto& st = self->state;
+  if (st.polling || st.done || st.core.job_finished())
+    return;
+  st.polling = true;
+  auto hold = std::min<caf::timespan>(st.start.task_refresh, st.start.request_timeout / 2);
+  msg::get_tasks req{st.consumer_id, st.core.known_version(), hold.count()};
+  self->request(st.job, st.start.request_timeout, std::move(req))
+    .then(
+      [self](msg::task_list& list) {
+        auto& st = self->state;
+        st.polling = false;
+        for (const auto& t : list.tasks)
+          if (!st.tasks.count(t.task))
+            st.tasks[t.task] = t.handle;
+        auto added = st.core.on_task_list(list);
+        // Tasks the job no longer lists were dropped by the core; forget their handles.
+        for (auto it = st.tasks.begin(); it != st.tasks.end();) {
+          if (!st.core.knows_task(it->first)) {
+            st.task_by_addr.erase(it->second.address());
+            self->demonitor(it->second.address());
+            it = st.tasks.erase(it);
+          } else {
+            ++it;
+          }
+        }
+        for (const auto& t : added)
+          connect_worker(self, t);
+        pump(self);
+        check_finished(self);
+        poll_tasks(self);
+      },
+      [self](caf::error& err) {
+        auto& st = self->state;
+        st.polling = false;
+        if (err == caf::sec::request_timeout) { // the job is slow, not gone: ask again
+          poll_tasks(self);
+          return;
+        }
+        finish(self, msg::to_status(err, "asking job " + std::to_string(st.job_id) +
+                                           " for its tasks"));
+      });
+}
+
+void request_batch(self_ptr self, const ConsumerCore::Request& r) {
+  auto& st = self->state;
+  auto handle = st.tasks.find(r.task);
+  if (handle == st.tasks.end()) {
+    st.core.on_request_failed(r);
+    return;
+  }
+  msg::get_elements req{st.consumer_id, r.max_elements, r.max_bytes,
+                        (st.start.request_timeout / 2).count()};
+  self->request(handle->second, st.start.request_timeout, std::move(req))
+    .then(
+      [self, r](msg::element_batch& batch) {
+        auto& st = self->state;
+        if (st.done)
+          return;
+        std::vector<Element> elements;
+        Status s = st.core.on_reply(r, std::move(batch), elements);
+        if (!s.ok()) {
+          finish(self, s);
+          return;
+        }
+        if (!elements.empty())
+          st.start.sink->push(std::move(elements), stats_of(st.core));
+        pump(self);
+        check_finished(self);
+      },
+      [self, r](caf::error& err) {
+        auto& st = self->state;
+        if (st.done)
+          return;
+        if (!st.core.in_flight(r)) { // the task was lost meanwhile
+          st.core.on_request_failed(r);
+          return;
+        }
+        st.core.on_request_failed(r);
+        if (err == caf::sec::request_timeout) {
+          pump(self); // the worker is alive (its connection is monitored) but slow: ask again
+          return;
+        }
+        std::string where = "reading task " + std::to_string(r.task) + " of job " +
+                            std::to_string(st.job_id);
+        finish(self, msg::to_status(err, where));
+      });
+}
+
+void pump(self_ptr self) {
+  auto& st = self->state;
+  if (st.done)
+    return;
+  for (const auto& r : st.core.next_requests())
+    request_batch(self, r);
+}
+
+void join(self_ptr self, const msg::job_info& info) {
+  auto& st = self->state;
+  st.job_id = info.job;
+  if (!info.handle) { // a finished, released named job: nothing to read (as in TF)
+    finish(self, Status::OK());
+    return;
+  }
+  st.job = info.handle;
+  self->monitor(st.job);
+  self->request(st.job, st.start.request_timeout,
+                msg::join_job{caf::actor_cast<caf::actor>(self)})
+    .then(
+      [self](msg::job_joined& joined) {
+        self->state.consumer_id = joined.consumer;
+        log::debug(kLog, "joined job " + std::to_string(self->state.job_id) + " as consumer " +
+                           std::to_string(joined.consumer));
+        poll_tasks(self);
+      },
+      [self](caf::error& err) {
+        finish(self, msg::to_status(err, "joining job " + std::to_string(self->state.job_id)));
+      });
+}
+
+void get_job(self_ptr self) {
+  auto& st = self->state;
+  self->request(st.dispatcher, st.start.request_timeout, st.start.job_request)
+    .then([self](msg::job_info& info) { join(self, info); },
+          [self](caf::error& err) { finish(self, msg::to_status(err, "creating the job")); });
+}
+
+// Async API only: connect, hello, register, then get the job.
+void bootstrap(self_ptr self) {
+  auto& st = self->state;
+  auto addr = parse_address(st.start.dispatcher_address);
+  if (!addr.ok()) {
+    finish(self, addr.status().with_context("dispatcher address"));
+    return;
+  }
+  connect_to<msg::dispatcher_actor>(
+    self, *st.start.transport, *addr, st.start.connect_timeout, "the dispatcher",
+    [self](Expected<msg::dispatcher_actor> d) {
+      if (!d.ok()) {
+        finish(self, d.status());
+        return;
+      }
+      auto& st = self->state;
+      st.dispatcher = *d;
+      self->request(st.dispatcher, st.start.connect_timeout,
+                    msg::client_hello{st.start.protocol_version, "consumer"})
+        .then(
+          [self](msg::dispatcher_hello&) {
+            auto& st = self->state;
+            if (!st.start.definition) {
+              get_job(self);
+              return;
+            }
+            msg::register_dataset reg{*st.start.definition, st.start.compression, caf::none};
+            self->request(st.dispatcher, st.start.request_timeout, std::move(reg))
+              .then(
+                [self](msg::dataset_registered& r) {
+                  self->state.start.job_request.dataset = r.dataset;
+                  get_job(self);
+                },
+                [self](caf::error& err) {
+                  finish(self, msg::to_status(err, "registering the dataset"));
+                });
+          },
+          [self](caf::error& err) {
+            finish(self, msg::to_status(err, "handshake with the dispatcher"));
+          });
+    });
+}
+
+msg::stream_actor::behavior_type consumer_impl(self_ptr self) {
+  self->set_down_handler([self](caf::down_msg& down) {
+    auto& st = self->state;
+    if (st.job && down.source == st.job.address()) {
+      if (!st.core.job_finished())
+        finish(self, Status{ErrorCode::unavailable,
+                            "lost job " + std::to_string(st.job_id) +
+                              " (the dispatcher is gone or unreachable: " +
+                              caf::to_string(down.reason) + ")"});
+      return;
+    }
+    if (auto t = st.task_by_addr.find(down.source); t != st.task_by_addr.end()) {
+      lose_task(self, t->second, "its worker is gone: " + caf::to_string(down.reason));
+      pump(self);
+      check_finished(self);
+    }
+  });
+  if (self->state.start.job)
+    join(self, *self->state.start.job);
+  else
+    bootstrap(self);
+  return {
+    [self](msg::ack_atom, uint64_t n) {
+      self->state.core.on_ack(n);
+      pump(self);
+    },
+    [self](msg::stats_atom) { return stats_of(self->state.core); },
+    [self](msg::cancel_atom) {
+      finish(self, Status{ErrorCode::cancelled, "the stream was cancelled"});
+    },
+  };
+}
+
+} // namespace
+
+msg::stream_actor spawn_consumer(caf::actor_system& sys, ConsumerStart start) {
+  return sys.spawn(
+    [](self_ptr self, ConsumerStart s) {
+      self->state.start = std::move(s);
+      self->state.core = ConsumerCore{self->state.start.limits};
+      return consumer_impl(self);
+    },
+    std::move(start));
+}
+
+} // namespace conveyor::actors

@@ -1,0 +1,51 @@
+// The consumer actor: reads one job for one stream (the blocking ElementStream or the async
+// API). Glossary: a *job* runs a dataset on every worker as one *task* per worker; the consumer
+// learns the tasks from the job actor (in the dispatcher process) and pulls elements from the
+// tasks directly, over connections it opens to each worker's advertised address.
+//
+//   [connect dispatcher] -> [hello] -> [register dataset] -> [get or create job]   (bootstrap,
+//        only for the async API; the blocking Client does these itself)
+//   -> [join job] -> loop { long-poll get_tasks ; connect new workers ; request batches within
+//      credits ; deliver to the sink } -> end: job finished and every task at end_of_sequence
+//
+// Failure handling: every request has a finite timeout; tasks and the job are monitored and a
+// down_msg releases everything in flight to that peer at once (CAF does not fail in-flight
+// requests to a dead peer); a task's error or a lost job ends the stream with that error.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <caf/actor_system.hpp>
+#include <caf/timespan.hpp>
+
+#include "actors/consumer_core.hpp"
+#include "actors/element_sink.hpp"
+#include "actors/transport.hpp"
+#include "messages/consumer_api.hpp"
+#include "messages/dispatcher_consumer.hpp"
+
+namespace conveyor::actors {
+
+struct ConsumerStart {
+  std::shared_ptr<Transport> transport;
+  std::shared_ptr<ElementSink> sink;
+  ConsumerLimits limits;
+  caf::timespan request_timeout = std::chrono::seconds(10);
+  caf::timespan task_refresh = std::chrono::milliseconds(500); // long-poll hold
+  caf::timespan connect_timeout = std::chrono::seconds(5);
+  uint32_t protocol_version = msg::kProtocolVersion;
+
+  // A job the caller obtained already...
+  std::optional<msg::job_info> job;
+  // ...or how to obtain one (bootstrap).
+  std::string dispatcher_address;
+  std::optional<std::string> definition; // register this first (distribute)
+  Compression compression = Compression::automatic;
+  msg::get_or_create_job job_request;     // its dataset is filled in after registering
+};
+
+msg::stream_actor spawn_consumer(caf::actor_system& sys, ConsumerStart start);
+
+} // namespace conveyor::actors

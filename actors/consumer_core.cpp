@@ -1,0 +1,223 @@
+#include "actors/consumer_core.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "pipeline/codec.hpp"
+
+namespace conveyor::actors {
+
+namespace {
+// Below this many free bytes no new request is made (unless nothing at all is outstanding,
+// which guarantees progress whatever the limits).
+constexpr int64_t kMinRequestBytes = 64 << 10;
+} // namespace
+
+ConsumerCore::ConsumerCore(ConsumerLimits limits) : limits_(limits) {
+  limits_.max_outstanding = std::max<int64_t>(1, limits_.max_outstanding);
+  limits_.max_bytes = std::max<int64_t>(1, limits_.max_bytes);
+  limits_.max_in_flight_per_task = std::max<uint32_t>(1, limits_.max_in_flight_per_task);
+}
+
+std::vector<msg::task_info> ConsumerCore::on_task_list(const msg::task_list& list) {
+  version_ = list.version;
+  job_finished_ = list.job_finished;
+  std::vector<msg::task_info> added;
+  std::set<msg::task_id_t> listed;
+  for (const auto& t : list.tasks) {
+    listed.insert(t.task);
+    if (tasks_.count(t.task))
+      continue;
+    TaskSlot slot;
+    slot.worker_address = t.worker_address;
+    tasks_.emplace(t.task, std::move(slot));
+    added.push_back(t);
+  }
+  std::vector<msg::task_id_t> gone;
+  for (const auto& [id, slot] : tasks_)
+    if (!listed.count(id))
+      gone.push_back(id);
+  for (auto id : gone)
+    on_task_lost(id);
+  return added;
+}
+
+void ConsumerCore::on_connected(msg::task_id_t task) {
+  if (auto t = tasks_.find(task); t != tasks_.end())
+    t->second.connected = true;
+}
+
+void ConsumerCore::on_task_lost(msg::task_id_t task) {
+  auto t = tasks_.find(task);
+  if (t == tasks_.end())
+    return;
+  for (auto i = in_flight_.begin(); i != in_flight_.end();) {
+    if (i->second.task == task) {
+      reserved_elements_ -= i->second.max_elements;
+      reserved_bytes_ -= static_cast<int64_t>(i->second.max_bytes);
+      i = in_flight_.erase(i);
+    } else {
+      ++i;
+    }
+  }
+  for (const auto& [seq, p] : t->second.partials)
+    reserved_elements_ -= p.num_elements;
+  tasks_.erase(t);
+}
+
+std::vector<ConsumerCore::Request> ConsumerCore::next_requests() {
+  std::vector<Request> out;
+  if (tasks_.empty())
+    return out;
+  std::vector<msg::task_id_t> order;
+  for (const auto& [id, slot] : tasks_)
+    if (slot.connected && !slot.end_of_sequence)
+      order.push_back(id);
+  if (order.empty())
+    return out;
+  std::rotate(order.begin(), order.begin() + static_cast<long>(rotation_++ % order.size()),
+              order.end());
+  int64_t free_elements = limits_.max_outstanding - reserved_elements_ - unacked_elements_;
+  // Share the credits among the tasks, so that a small max_outstanding still reaches all.
+  int64_t share = std::max<int64_t>(1, free_elements / static_cast<int64_t>(order.size()));
+  for (auto id : order) {
+    auto& slot = tasks_.at(id);
+    bool has_partial = false;
+    for (const auto& [seq, p] : slot.partials)
+      if (p.received < p.num_chunks)
+        has_partial = true;
+    if (has_partial && slot.in_flight == 0) { // fetch the rest of a chunked batch
+      Request r{next_request_id_++, id, 0, limits_.max_bytes_per_request};
+      ++slot.in_flight;
+      in_flight_[r.id] = r;
+      out.push_back(r);
+      continue;
+    }
+    while (slot.in_flight < limits_.max_in_flight_per_task) {
+      free_elements = limits_.max_outstanding - reserved_elements_ - unacked_elements_;
+      int64_t free_bytes = limits_.max_bytes - reserved_bytes_ - unacked_bytes_;
+      bool idle = in_flight_.empty() && unacked_elements_ == 0;
+      if (free_elements <= 0 || (free_bytes < kMinRequestBytes && !idle))
+        break;
+      int64_t n = std::min<int64_t>({free_elements, share, limits_.max_elements_per_request});
+      int64_t b = std::min<int64_t>(static_cast<int64_t>(limits_.max_bytes_per_request),
+                                    std::max<int64_t>(free_bytes, 1));
+      Request r{next_request_id_++, id, static_cast<uint32_t>(n), static_cast<uint64_t>(b)};
+      reserved_elements_ += n;
+      reserved_bytes_ += b;
+      ++slot.in_flight;
+      in_flight_[r.id] = r;
+      out.push_back(r);
+    }
+  }
+  return out;
+}
+
+bool ConsumerCore::release(const Request& request) {
+  auto i = in_flight_.find(request.id);
+  if (i == in_flight_.end())
+    return false;
+  reserved_elements_ -= i->second.max_elements;
+  reserved_bytes_ -= static_cast<int64_t>(i->second.max_bytes);
+  in_flight_.erase(i);
+  if (auto t = tasks_.find(request.task); t != tasks_.end() && t->second.in_flight > 0)
+    --t->second.in_flight;
+  return true;
+}
+
+void ConsumerCore::on_request_failed(const Request& request) { release(request); }
+
+Status ConsumerCore::deliver(TaskSlot& slot, std::string_view payload, uint32_t num_elements,
+                             std::vector<Element>& out) {
+  std::size_t before = out.size();
+  Status st = decode_batch(payload, out);
+  if (!st.ok())
+    return st.with_context("decoding a batch from worker " + slot.worker_address);
+  std::size_t n = out.size() - before;
+  if (n != num_elements) {
+    out.resize(before);
+    return data_loss("a batch from worker " + slot.worker_address + " announced " +
+                     std::to_string(num_elements) + " elements but held " + std::to_string(n));
+  }
+  if (n == 0)
+    return Status::OK();
+  auto bytes = static_cast<int64_t>(payload.size());
+  elements_ += static_cast<int64_t>(n);
+  per_worker_[slot.worker_address] += static_cast<int64_t>(n);
+  unacked_elements_ += static_cast<int64_t>(n);
+  unacked_bytes_ += bytes;
+  unacked_batches_.emplace_back(static_cast<int64_t>(n), static_cast<double>(bytes) / n);
+  return Status::OK();
+}
+
+Status ConsumerCore::on_reply(const Request& request, msg::element_batch batch,
+                              std::vector<Element>& out) {
+  if (!release(request))
+    return Status::OK(); // its task was lost meanwhile
+  auto t = tasks_.find(request.task);
+  if (t == tasks_.end())
+    return Status::OK();
+  auto& slot = t->second;
+  ++messages_;
+  bytes_ += static_cast<int64_t>(batch.payload.size());
+  if (batch.num_chunks == 1) {
+    CONVEYOR_RETURN_IF_ERROR(deliver(slot, batch.payload, batch.num_elements, out));
+  } else if (batch.num_chunks > 1) {
+    if (batch.chunk_index >= batch.num_chunks)
+      return data_loss("worker " + slot.worker_address + " sent chunk " +
+                       std::to_string(batch.chunk_index) + " of a " +
+                       std::to_string(batch.num_chunks) + "-chunk batch");
+    auto [it, fresh] = slot.partials.try_emplace(batch.batch_seq);
+    auto& p = it->second;
+    if (fresh) {
+      p.num_chunks = batch.num_chunks;
+      p.num_elements = batch.num_elements;
+      p.chunks.resize(batch.num_chunks);
+      reserved_elements_ += p.num_elements; // held until the batch is complete
+    }
+    if (p.chunks[batch.chunk_index].empty() && !batch.payload.empty())
+      ++p.received;
+    p.chunks[batch.chunk_index] = std::move(batch.payload);
+    if (p.received == p.num_chunks) {
+      std::string whole;
+      for (const auto& c : p.chunks)
+        whole += c;
+      reserved_elements_ -= p.num_elements;
+      uint32_t n = p.num_elements;
+      slot.partials.erase(it);
+      CONVEYOR_RETURN_IF_ERROR(deliver(slot, whole, n, out));
+    }
+  }
+  if (batch.end_of_sequence)
+    slot.end_of_sequence = true;
+  return Status::OK();
+}
+
+void ConsumerCore::on_ack(uint64_t n) {
+  auto left = static_cast<int64_t>(n);
+  while (left > 0 && !unacked_batches_.empty()) {
+    auto& [count, per_element] = unacked_batches_.front();
+    int64_t take = std::min(count, left);
+    count -= take;
+    left -= take;
+    unacked_elements_ -= take;
+    unacked_bytes_ -= static_cast<int64_t>(per_element * static_cast<double>(take));
+    if (count == 0)
+      unacked_batches_.pop_front();
+  }
+  if (unacked_batches_.empty()) {
+    unacked_elements_ = 0;
+    unacked_bytes_ = 0;
+  }
+}
+
+bool ConsumerCore::finished() const {
+  if (!job_finished_ || !in_flight_.empty())
+    return false;
+  for (const auto& [id, slot] : tasks_)
+    if (!slot.end_of_sequence || !slot.partials.empty())
+      return false;
+  return true;
+}
+
+} // namespace conveyor::actors

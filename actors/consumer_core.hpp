@@ -1,0 +1,122 @@
+// What a consumer does, without actors: tracks the job's tasks, decides which task to ask for
+// how many elements (credit-based flow control), reassembles chunked batches, decodes them, and
+// decides when the stream has ended.
+//
+// Credits: at most `max_outstanding` elements are ever requested-but-not-received, plus
+// received-but-not-acknowledged by the sink (the caller). A request reserves its max_elements;
+// its reply releases the reservation and adds what arrived as unacknowledged; an ack from the
+// sink releases those. Bytes are bounded the same way by `max_bytes` (each request reserves
+// its max_bytes; delivered bytes count until acknowledged), and an element larger than a
+// message travels in chunks that are always fetched, whatever the credits.
+//
+// End: the job said it finished (no task will be added), and every task the consumer knows
+// reached end_of_sequence or was removed (its worker left; OFF loses its remaining elements, as
+// in the reference).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "messages/job_consumer.hpp"
+#include "messages/worker_consumer.hpp"
+#include "pipeline/element.hpp"
+#include "pipeline/status.hpp"
+
+namespace conveyor::actors {
+
+struct ConsumerLimits {
+  int64_t max_outstanding = 65536; // elements
+  int64_t max_bytes = 64 << 20;
+  uint32_t max_in_flight_per_task = 2;
+  uint32_t max_elements_per_request = msg::kMaxElementsPerRequest;
+  uint64_t max_bytes_per_request = msg::kMaxChunkBytes;
+};
+
+class ConsumerCore {
+public:
+  explicit ConsumerCore(ConsumerLimits limits);
+
+  struct Request {
+    uint64_t id = 0; // unique per consumer: replies of a lost task's requests are ignored
+    msg::task_id_t task = 0;
+    uint32_t max_elements = 0;
+    uint64_t max_bytes = 0;
+  };
+
+  // A new task list from the job. Returns the tasks the consumer has not seen before: the
+  // caller connects to their workers and calls on_connected() (or on_task_lost()).
+  std::vector<msg::task_info> on_task_list(const msg::task_list& list);
+  uint64_t known_version() const { return version_; }
+  bool job_finished() const { return job_finished_; }
+
+  void on_connected(msg::task_id_t task);
+  // The task's worker is gone or unreachable: forget the task, release its reservations.
+  void on_task_lost(msg::task_id_t task);
+
+  // The requests to send now (each already reserved).
+  std::vector<Request> next_requests();
+
+  // A reply to `request`. Decoded elements (of every batch this reply completed) are appended
+  // to `out`. A decode failure is data_loss (final).
+  Status on_reply(const Request& request, msg::element_batch batch, std::vector<Element>& out);
+  // A request that failed without a verdict on the task (e.g. timed out): release it; the task
+  // is asked again.
+  void on_request_failed(const Request& request);
+  // Whether `request` still counts (false once its task was lost).
+  bool in_flight(const Request& request) const { return in_flight_.count(request.id) > 0; }
+  // The sink took `n` elements.
+  void on_ack(uint64_t n);
+
+  bool finished() const;
+  bool knows_task(msg::task_id_t task) const { return tasks_.count(task) > 0; }
+
+  // Counters.
+  int64_t elements_received() const { return elements_; }
+  int64_t bytes_received() const { return bytes_; }
+  int64_t messages_received() const { return messages_; }
+  const std::map<std::string, int64_t>& per_worker() const { return per_worker_; }
+  int64_t outstanding() const { return reserved_elements_ + unacked_elements_; }
+
+private:
+  struct Partial {
+    uint32_t num_chunks = 0;
+    uint32_t num_elements = 0;
+    uint32_t received = 0;
+    std::vector<std::string> chunks;
+  };
+  struct TaskSlot {
+    std::string worker_address;
+    bool connected = false;
+    bool end_of_sequence = false;
+    uint32_t in_flight = 0;
+    std::map<uint64_t, Partial> partials; // by batch_seq
+  };
+  // Releases an in-flight request's reservation; false if it no longer counted.
+  bool release(const Request& request);
+  Status deliver(TaskSlot& slot, std::string_view payload, uint32_t num_elements,
+                 std::vector<Element>& out);
+
+  ConsumerLimits limits_;
+  std::map<msg::task_id_t, TaskSlot> tasks_;
+  std::map<uint64_t, Request> in_flight_;
+  uint64_t next_request_id_ = 1;
+  uint64_t version_ = 0;
+  bool job_finished_ = false;
+  int64_t reserved_elements_ = 0; // in-flight requests + incomplete chunked batches
+  int64_t reserved_bytes_ = 0;
+  int64_t unacked_elements_ = 0;
+  int64_t unacked_bytes_ = 0;
+  // Delivered, unacknowledged batches: {elements left, bytes per element} in delivery order.
+  std::deque<std::pair<int64_t, double>> unacked_batches_;
+  std::size_t rotation_ = 0; // fairness: the task asked first rotates
+  int64_t elements_ = 0;
+  int64_t bytes_ = 0;
+  int64_t messages_ = 0;
+  std::map<std::string, int64_t> per_worker_;
+};
+
+} // namespace conveyor::actors

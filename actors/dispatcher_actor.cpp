@@ -1,0 +1,312 @@
+#include "actors/dispatcher_actor.hpp"
+
+#include <map>
+#include <set>
+
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/dispatcher_state.hpp"
+#include "actors/job_actor.hpp"
+#include "actors/log.hpp"
+#include "messages/all.hpp"
+#include "pipeline/serialize.hpp"
+#include "pipeline/split_provider.hpp"
+
+namespace conveyor::actors {
+
+namespace {
+
+constexpr const char* kLog = "dispatcher";
+
+struct LiveWorker {
+  msg::worker_actor handle;
+  caf::actor_clock::time_point last_heartbeat;
+};
+
+struct dispatcher_state {
+  static inline const char* name = "conveyor.dispatcher";
+  DispatcherStart start;
+  DispatcherState state;
+  std::map<msg::worker_id_t, LiveWorker> workers;
+  std::map<msg::job_id_t, job_full_actor> jobs; // running job actors
+  std::set<caf::actor_addr> job_addrs;           // job actors not yet exited
+};
+
+using self_ptr = dispatcher_full_actor::stateful_pointer<dispatcher_state>;
+
+int64_t now_us(self_ptr self) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+           self->clock().now().time_since_epoch())
+    .count();
+}
+
+// Applies a record the dispatcher just made. A refusal here is a dispatcher bug (requests are
+// validated before their records are made), so it is logged and reported, never ignored.
+Status apply(self_ptr self, msg::Update update) {
+  Status s = self->state.state.apply(update);
+  if (!s.ok())
+    log::error(kLog, "internal: an update record was refused: " + s.to_string());
+  return s;
+}
+
+std::string version_refusal(uint32_t ours, uint32_t theirs, const std::string& who) {
+  return "protocol version mismatch: the dispatcher speaks version " + std::to_string(ours) +
+         ", the " + who + " version " + std::to_string(theirs);
+}
+
+// Creates the task of `job` on `worker` and tells the job.
+void create_task(self_ptr self, msg::job_id_t job, msg::worker_id_t worker) {
+  auto& st = self->state;
+  auto j = st.jobs.find(job);
+  auto w = st.workers.find(worker);
+  const auto* entry = st.state.worker(worker);
+  if (j == st.jobs.end() || w == st.workers.end() || !entry)
+    return;
+  auto task = st.state.next_task_id();
+  if (!apply(self, msg::CreateTaskRecord{task, job, worker, now_us(self)}).ok())
+    return;
+  self->send(j->second, msg::add_task{task, worker, entry->address, w->second.handle});
+}
+
+void remove_worker(self_ptr self, msg::worker_id_t id, const std::string& reason) {
+  auto& st = self->state;
+  const auto* entry = st.state.worker(id);
+  if (!entry)
+    return;
+  std::string address = entry->address;
+  std::vector<std::pair<msg::task_id_t, msg::job_id_t>> tasks;
+  for (const auto* t : st.state.tasks_of_worker(id))
+    tasks.emplace_back(t->id, t->job);
+  if (!apply(self, msg::RemoveWorkerRecord{id, reason, now_us(self)}).ok())
+    return;
+  for (const auto& [task, job] : tasks)
+    if (auto j = st.jobs.find(job); j != st.jobs.end())
+      self->send(j->second, msg::remove_task{task, reason});
+  if (auto w = st.workers.find(id); w != st.workers.end()) {
+    self->demonitor(w->second.handle.address());
+    st.workers.erase(w);
+  }
+  log::info(kLog, "worker " + address + " removed (worker " + std::to_string(id) + ", " +
+                    reason + ")");
+}
+
+caf::result<msg::dataset_registered> register_dataset(self_ptr self, msg::register_dataset& req) {
+  auto& st = self->state;
+  auto dataset = from_binary(req.definition);
+  if (!dataset.ok())
+    return msg::to_error(dataset.status().with_context("decoding the dataset definition"));
+  std::string fp = dataset->fingerprint();
+  msg::dataset_id_t id;
+  if (req.requested_id) {
+    id = *req.requested_id;
+    if (id.empty())
+      return msg::make_error(ErrorCode::invalid_argument,
+                             "the requested dataset id must not be empty");
+    if (const auto* existing = st.state.dataset(id)) {
+      if (existing->fingerprint == fp)
+        return msg::dataset_registered{id};
+      return msg::make_error(ErrorCode::already_exists,
+                             "dataset id \"" + id +
+                               "\" is already registered with another definition");
+    }
+  } else if (const auto* existing = st.state.dataset_by_fingerprint(fp)) {
+    return msg::dataset_registered{existing->id};
+  } else {
+    id = st.state.next_dataset_id();
+  }
+  msg::RegisterDatasetRecord record{id, fp, std::move(req.definition),
+                                    static_cast<uint8_t>(req.compression), now_us(self)};
+  if (auto s = apply(self, std::move(record)); !s.ok())
+    return msg::to_error(s);
+  log::info(kLog, "registered dataset " + id + " (" + dataset->to_text() + ", compression " +
+                    to_string(req.compression) + ")");
+  return msg::dataset_registered{id};
+}
+
+caf::result<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create_job& req) {
+  auto& st = self->state;
+  const auto* dataset = st.state.dataset(req.dataset);
+  if (!dataset)
+    return msg::make_error(ErrorCode::not_found, "dataset id \"" + req.dataset +
+                                                   "\" is not registered with this dispatcher");
+  if (req.policy != ShardingPolicy::off && req.policy != ShardingPolicy::dynamic)
+    return msg::make_error(ErrorCode::unimplemented,
+                           std::string{"sharding policy "} + to_string(req.policy) +
+                             " is not supported yet");
+  if (req.num_consumers)
+    return msg::make_error(ErrorCode::unimplemented,
+                           "coordinated reads (`num_consumers`) are not supported yet");
+  if (req.job_name) {
+    if (req.job_name->empty())
+      return msg::make_error(ErrorCode::invalid_argument, "`job_name` must not be empty");
+    if (const auto* job = st.state.named_job(req.dataset, *req.job_name)) {
+      if (job->policy != req.policy)
+        return msg::make_error(ErrorCode::failed_precondition,
+                               "job \"" + *req.job_name + "\" exists with processing mode " +
+                                 to_string(job->policy) + "; it cannot be read with " +
+                                 to_string(req.policy));
+      msg::job_info info{job->id, job->name, job->dataset, job->policy,
+                         job->finished || job->released, {}};
+      if (auto h = st.jobs.find(job->id); h != st.jobs.end())
+        info.handle = h->second;
+      return info;
+    }
+  }
+  auto definition = from_binary(dataset->definition);
+  if (!definition.ok())
+    return msg::to_error(definition.status());
+  JobStart js;
+  if (req.policy == ShardingPolicy::dynamic) {
+    SplitOptions options;
+    options.range_split_size = st.start.range_split_size;
+    auto provider = make_split_provider(*definition, options);
+    if (!provider.ok())
+      return msg::to_error(provider.status().with_context(
+        "DYNAMIC (distributed_epoch) sharding of dataset " + req.dataset));
+    js.splits = std::make_shared<SplitAssigner>(std::move(provider).value());
+  }
+  auto id = st.state.next_job_id();
+  msg::CreateJobRecord record{id,
+                              req.dataset,
+                              req.job_name ? *req.job_name : std::string{},
+                              static_cast<uint8_t>(req.policy),
+                              -1,
+                              req.target_workers,
+                              now_us(self)};
+  if (auto s = apply(self, std::move(record)); !s.ok())
+    return msg::to_error(s);
+  js.id = id;
+  js.name = req.job_name ? *req.job_name : std::string{};
+  js.dataset = req.dataset;
+  js.definition = dataset->definition;
+  js.policy = req.policy;
+  js.compression = dataset->compression;
+  js.dispatcher = caf::actor_cast<msg::job_report_actor>(self);
+  js.request_timeout = st.start.request_timeout;
+  js.gc_timeout = st.start.job_gc_timeout;
+  auto job = spawn_job(self, std::move(js));
+  st.jobs[id] = job;
+  st.job_addrs.insert(job.address());
+  log::info(kLog, "created job " + std::to_string(id) +
+                    (req.job_name ? " (\"" + *req.job_name + "\")" : std::string{" (private)"}) +
+                    " for dataset " + req.dataset + ", " + to_string(req.policy) + ", " +
+                    std::to_string(st.workers.size()) + " worker(s)");
+  for (const auto& [wid, w] : st.workers)
+    create_task(self, id, wid);
+  return msg::job_info{id, req.job_name ? *req.job_name : std::string{}, req.dataset,
+                       req.policy, false, job};
+}
+
+caf::result<msg::worker_registered> register_worker(self_ptr self, msg::register_worker& req) {
+  auto& st = self->state;
+  if (req.protocol_version != st.start.protocol_version) {
+    auto why = version_refusal(st.start.protocol_version, req.protocol_version, "worker");
+    log::warning(kLog, "refused worker at " + req.address + ": " + why);
+    return msg::make_error(ErrorCode::version_mismatch, why);
+  }
+  if (req.address.empty() || !req.worker)
+    return msg::make_error(ErrorCode::invalid_argument,
+                           "a worker must register with its address and handle");
+  if (const auto* old = st.state.worker_by_address(req.address))
+    remove_worker(self, old->id, "it registered again");
+  auto id = st.state.next_worker_id();
+  if (auto s = apply(self, msg::RegisterWorkerRecord{id, req.address, now_us(self)}); !s.ok())
+    return msg::to_error(s);
+  self->monitor(req.worker);
+  st.workers[id] = LiveWorker{req.worker, self->clock().now()};
+  log::info(kLog, "worker " + req.address + " registered (worker " + std::to_string(id) + ")");
+  std::vector<msg::job_id_t> jobs;
+  for (const auto* job : st.state.unfinished_jobs())
+    jobs.push_back(job->id);
+  for (auto job : jobs)
+    create_task(self, job, id);
+  return msg::worker_registered{id, st.start.protocol_version};
+}
+
+void check_heartbeats(self_ptr self) {
+  auto& st = self->state;
+  auto now = self->clock().now();
+  std::vector<msg::worker_id_t> late;
+  for (const auto& [id, w] : st.workers)
+    if (now - w.last_heartbeat > st.start.worker_timeout)
+      late.push_back(id);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(st.start.worker_timeout);
+  for (auto id : late)
+    remove_worker(self, id, "no heartbeat for " + std::to_string(ms.count()) + " ms");
+}
+
+} // namespace
+
+dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart start) {
+  return sys.spawn(
+    [](self_ptr self, DispatcherStart start) -> dispatcher_full_actor::behavior_type {
+      self->state.start = std::move(start);
+      self->set_down_handler([self](caf::down_msg& down) {
+        auto& st = self->state;
+        for (const auto& [id, w] : st.workers)
+          if (w.handle.address() == down.source) {
+            remove_worker(self, id, "connection lost: " + caf::to_string(down.reason));
+            return;
+          }
+      });
+      // Job actors are linked so that they end with the dispatcher; a job that ends on its own
+      // (released) must not take the dispatcher down.
+      self->set_exit_handler([self](caf::exit_msg& exit) {
+        if (self->state.job_addrs.erase(exit.source))
+          return;
+        self->quit(exit.reason);
+      });
+      auto period = std::max<caf::timespan>(self->state.start.worker_timeout / 4,
+                                            std::chrono::milliseconds(10));
+      self->delayed_send(self, period, msg::tick_atom_v);
+      return {
+        [self](msg::client_hello& hello) -> caf::result<msg::dispatcher_hello> {
+          auto ours = self->state.start.protocol_version;
+          if (hello.protocol_version != ours) {
+            auto why = version_refusal(ours, hello.protocol_version, "client");
+            log::warning(kLog, "refused " + (hello.client.empty() ? "a client" : hello.client) +
+                                 ": " + why);
+            return msg::make_error(ErrorCode::version_mismatch, why);
+          }
+          return msg::dispatcher_hello{ours};
+        },
+        [self](msg::register_dataset& req) { return register_dataset(self, req); },
+        [self](msg::get_or_create_job& req) { return get_or_create_job(self, req); },
+        [self](msg::register_worker& req) { return register_worker(self, req); },
+        [self](msg::worker_heartbeat& hb) {
+          auto& st = self->state;
+          auto w = st.workers.find(hb.worker);
+          if (w == st.workers.end())
+            return msg::heartbeat_ack{false};
+          w->second.last_heartbeat = self->clock().now();
+          return msg::heartbeat_ack{true};
+        },
+        [self](msg::task_finished& done) {
+          const auto* task = self->state.state.task(done.task);
+          if (task && !task->finished)
+            apply(self, msg::FinishTaskRecord{done.task, done.error, now_us(self)});
+        },
+        [self](msg::job_finished& done) {
+          const auto* job = self->state.state.job(done.job);
+          if (job && !job->finished)
+            apply(self, msg::FinishJobRecord{done.job, now_us(self)});
+        },
+        [self](msg::job_released& released) {
+          auto& st = self->state;
+          if (st.state.job(released.job))
+            apply(self, msg::ReleaseJobRecord{released.job, now_us(self)});
+          st.jobs.erase(released.job);
+        },
+        [self](msg::tick_atom) {
+          check_heartbeats(self);
+          auto period = std::max<caf::timespan>(self->state.start.worker_timeout / 4,
+                                                std::chrono::milliseconds(10));
+          self->delayed_send(self, period, msg::tick_atom_v);
+        },
+      };
+    },
+    std::move(start));
+}
+
+} // namespace conveyor::actors

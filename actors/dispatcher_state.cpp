@@ -1,0 +1,202 @@
+#include "actors/dispatcher_state.hpp"
+
+#include <algorithm>
+
+namespace conveyor::actors {
+
+using namespace conveyor::msg;
+
+Status DispatcherState::apply(const Update& update) {
+  return std::visit([this](const auto& record) { return apply_one(record); }, update);
+}
+
+Status DispatcherState::apply_one(const RegisterDatasetRecord& r) {
+  if (r.dataset.empty())
+    return invalid_argument("dataset id must not be empty");
+  if (datasets_.count(r.dataset))
+    return failed_precondition("dataset id \"" + r.dataset + "\" is already registered");
+  datasets_[r.dataset] =
+    DatasetEntry{r.dataset, r.fingerprint, r.definition, static_cast<Compression>(r.compression)};
+  dataset_by_fingerprint_.emplace(r.fingerprint, r.dataset); // the first id keeps the fingerprint
+  // Generated ids are decimal numbers; never hand out one that a user requested.
+  if (!r.dataset.empty() && std::all_of(r.dataset.begin(), r.dataset.end(),
+                                         [](char c) { return c >= '0' && c <= '9'; }) &&
+      r.dataset.size() < 19)
+    next_dataset_number_ = std::max<uint64_t>(next_dataset_number_, std::stoull(r.dataset) + 1);
+  return Status::OK();
+}
+
+Status DispatcherState::apply_one(const RegisterWorkerRecord& r) {
+  if (r.worker == 0)
+    return invalid_argument("worker id 0 is reserved");
+  if (workers_.count(r.worker))
+    return failed_precondition("worker id " + std::to_string(r.worker) + " is already registered");
+  if (worker_by_address(r.address))
+    return failed_precondition("a worker at " + r.address + " is already registered");
+  workers_[r.worker] = WorkerEntry{r.worker, r.address, r.time_us};
+  next_worker_id_ = std::max(next_worker_id_, r.worker + 1);
+  return Status::OK();
+}
+
+Status DispatcherState::apply_one(const RemoveWorkerRecord& r) {
+  if (!workers_.erase(r.worker))
+    return not_found("worker " + std::to_string(r.worker) + " is not registered");
+  for (auto& [id, task] : tasks_)
+    if (task.worker == r.worker)
+      task.removed = true;
+  return Status::OK();
+}
+
+Status DispatcherState::apply_one(const CreateJobRecord& r) {
+  if (jobs_.count(r.job))
+    return failed_precondition("job " + std::to_string(r.job) + " already exists");
+  if (!datasets_.count(r.dataset))
+    return not_found("dataset id \"" + r.dataset + "\" is not registered");
+  if (!r.job_name.empty() && named_jobs_.count({r.dataset, r.job_name}))
+    return failed_precondition("a job named \"" + r.job_name + "\" already exists for dataset " +
+                               r.dataset);
+  JobEntry job;
+  job.id = r.job;
+  job.dataset = r.dataset;
+  job.name = r.job_name;
+  job.policy = static_cast<ShardingPolicy>(r.policy);
+  job.num_consumers = r.num_consumers;
+  job.target_workers = r.target_workers;
+  job.created_us = r.time_us;
+  jobs_[r.job] = std::move(job);
+  if (!r.job_name.empty())
+    named_jobs_[{r.dataset, r.job_name}] = r.job;
+  next_job_id_ = std::max(next_job_id_, r.job + 1);
+  return Status::OK();
+}
+
+Status DispatcherState::apply_one(const CreateTaskRecord& r) {
+  if (tasks_.count(r.task))
+    return failed_precondition("task " + std::to_string(r.task) + " already exists");
+  auto job = jobs_.find(r.job);
+  if (job == jobs_.end())
+    return not_found("job " + std::to_string(r.job) + " does not exist");
+  if (job->second.finished || job->second.released)
+    return failed_precondition("job " + std::to_string(r.job) + " is finished; it gets no tasks");
+  if (!workers_.count(r.worker))
+    return not_found("worker " + std::to_string(r.worker) + " is not registered");
+  for (auto id : job->second.tasks) {
+    const auto& t = tasks_.at(id);
+    if (t.worker == r.worker && !t.removed)
+      return failed_precondition("job " + std::to_string(r.job) + " already has task " +
+                                 std::to_string(id) + " on worker " + std::to_string(r.worker));
+  }
+  tasks_[r.task] = TaskEntry{r.task, r.job, r.worker, false, false, {}};
+  job->second.tasks.insert(r.task);
+  next_task_id_ = std::max(next_task_id_, r.task + 1);
+  return Status::OK();
+}
+
+Status DispatcherState::apply_one(const FinishTaskRecord& r) {
+  auto task = tasks_.find(r.task);
+  if (task == tasks_.end())
+    return not_found("task " + std::to_string(r.task) + " does not exist");
+  task->second.finished = true;
+  task->second.error = r.error;
+  return Status::OK();
+}
+
+Status DispatcherState::apply_one(const FinishJobRecord& r) {
+  auto job = jobs_.find(r.job);
+  if (job == jobs_.end())
+    return not_found("job " + std::to_string(r.job) + " does not exist");
+  job->second.finished = true;
+  return Status::OK();
+}
+
+Status DispatcherState::apply_one(const ReleaseJobRecord& r) {
+  auto job = jobs_.find(r.job);
+  if (job == jobs_.end())
+    return not_found("job " + std::to_string(r.job) + " does not exist");
+  job->second.released = true;
+  job->second.finished = true;
+  return Status::OK();
+}
+
+const DatasetEntry* DispatcherState::dataset(const dataset_id_t& id) const {
+  auto i = datasets_.find(id);
+  return i == datasets_.end() ? nullptr : &i->second;
+}
+
+const DatasetEntry* DispatcherState::dataset_by_fingerprint(const std::string& fp) const {
+  auto i = dataset_by_fingerprint_.find(fp);
+  return i == dataset_by_fingerprint_.end() ? nullptr : dataset(i->second);
+}
+
+const WorkerEntry* DispatcherState::worker(worker_id_t id) const {
+  auto i = workers_.find(id);
+  return i == workers_.end() ? nullptr : &i->second;
+}
+
+const WorkerEntry* DispatcherState::worker_by_address(const std::string& address) const {
+  for (const auto& [id, w] : workers_)
+    if (w.address == address)
+      return &w;
+  return nullptr;
+}
+
+std::vector<const WorkerEntry*> DispatcherState::workers() const {
+  std::vector<const WorkerEntry*> out;
+  for (const auto& [id, w] : workers_)
+    out.push_back(&w);
+  return out;
+}
+
+const JobEntry* DispatcherState::job(job_id_t id) const {
+  auto i = jobs_.find(id);
+  return i == jobs_.end() ? nullptr : &i->second;
+}
+
+const JobEntry* DispatcherState::named_job(const dataset_id_t& dataset,
+                                           const std::string& name) const {
+  auto i = named_jobs_.find({dataset, name});
+  return i == named_jobs_.end() ? nullptr : job(i->second);
+}
+
+std::vector<const JobEntry*> DispatcherState::unfinished_jobs() const {
+  std::vector<const JobEntry*> out;
+  for (const auto& [id, j] : jobs_)
+    if (!j.finished && !j.released)
+      out.push_back(&j);
+  return out;
+}
+
+const TaskEntry* DispatcherState::task(task_id_t id) const {
+  auto i = tasks_.find(id);
+  return i == tasks_.end() ? nullptr : &i->second;
+}
+
+std::vector<const TaskEntry*> DispatcherState::tasks_of_worker(worker_id_t worker) const {
+  std::vector<const TaskEntry*> out;
+  for (const auto& [id, t] : tasks_)
+    if (t.worker == worker && !t.removed)
+      out.push_back(&t);
+  return out;
+}
+
+std::vector<const TaskEntry*> DispatcherState::tasks_of_job(job_id_t job) const {
+  std::vector<const TaskEntry*> out;
+  auto j = jobs_.find(job);
+  if (j == jobs_.end())
+    return out;
+  for (auto id : j->second.tasks) {
+    const auto& t = tasks_.at(id);
+    if (!t.removed)
+      out.push_back(&t);
+  }
+  return out;
+}
+
+dataset_id_t DispatcherState::next_dataset_id() const {
+  uint64_t n = next_dataset_number_;
+  while (datasets_.count(std::to_string(n)))
+    ++n;
+  return std::to_string(n);
+}
+
+} // namespace conveyor::actors

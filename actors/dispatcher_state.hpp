@@ -1,0 +1,104 @@
+// The dispatcher's cluster state: datasets, workers, jobs and tasks. Pure: it changes only
+// through apply(update record) (messages/journal_records.hpp) and knows nothing of actors,
+// clocks or networks — the dispatcher actor validates a request, decides ids and time, makes
+// the record, applies it, then acts on it. A journal (a later issue) will append each record
+// before applying it, and a restarted dispatcher will replay them through the same apply().
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "messages/journal_records.hpp"
+#include "pipeline/codec.hpp"
+#include "pipeline/sharding.hpp"
+#include "pipeline/status.hpp"
+
+namespace conveyor::actors {
+
+struct DatasetEntry {
+  msg::dataset_id_t id;
+  std::string fingerprint;
+  std::string definition;
+  Compression compression = Compression::automatic;
+};
+
+struct WorkerEntry {
+  msg::worker_id_t id = 0;
+  std::string address;
+  int64_t registered_us = 0;
+};
+
+struct JobEntry {
+  msg::job_id_t id = 0;
+  msg::dataset_id_t dataset;
+  std::string name; // empty = private
+  ShardingPolicy policy = ShardingPolicy::off;
+  int64_t num_consumers = -1;
+  std::string target_workers;
+  int64_t created_us = 0;
+  bool finished = false;
+  bool released = false;
+  std::set<msg::task_id_t> tasks; // every task ever created for the job
+};
+
+struct TaskEntry {
+  msg::task_id_t id = 0;
+  msg::job_id_t job = 0;
+  msg::worker_id_t worker = 0;
+  bool finished = false;
+  bool removed = false; // its worker was removed
+  std::string error;
+};
+
+class DispatcherState {
+public:
+  // Applies one record. A record that contradicts the state (an id that exists, an unknown
+  // reference) is refused with failed_precondition / not_found naming it, and changes nothing.
+  Status apply(const msg::Update& update);
+
+  // --- lookups (nullptr when unknown)
+  const DatasetEntry* dataset(const msg::dataset_id_t& id) const;
+  const DatasetEntry* dataset_by_fingerprint(const std::string& fingerprint) const;
+  const WorkerEntry* worker(msg::worker_id_t id) const; // live workers only
+  const WorkerEntry* worker_by_address(const std::string& address) const;
+  std::vector<const WorkerEntry*> workers() const;
+  const JobEntry* job(msg::job_id_t id) const;
+  const JobEntry* named_job(const msg::dataset_id_t& dataset, const std::string& name) const;
+  std::vector<const JobEntry*> unfinished_jobs() const; // neither finished nor released
+  const TaskEntry* task(msg::task_id_t id) const;
+  // Live (not removed) tasks.
+  std::vector<const TaskEntry*> tasks_of_worker(msg::worker_id_t worker) const;
+  std::vector<const TaskEntry*> tasks_of_job(msg::job_id_t job) const;
+
+  // --- the ids the dispatcher puts into its next records
+  msg::dataset_id_t next_dataset_id() const;
+  msg::worker_id_t next_worker_id() const { return next_worker_id_; }
+  msg::job_id_t next_job_id() const { return next_job_id_; }
+  msg::task_id_t next_task_id() const { return next_task_id_; }
+
+private:
+  Status apply_one(const msg::RegisterDatasetRecord& r);
+  Status apply_one(const msg::RegisterWorkerRecord& r);
+  Status apply_one(const msg::RemoveWorkerRecord& r);
+  Status apply_one(const msg::CreateJobRecord& r);
+  Status apply_one(const msg::CreateTaskRecord& r);
+  Status apply_one(const msg::FinishTaskRecord& r);
+  Status apply_one(const msg::FinishJobRecord& r);
+  Status apply_one(const msg::ReleaseJobRecord& r);
+
+  std::map<msg::dataset_id_t, DatasetEntry> datasets_;
+  std::map<std::string, msg::dataset_id_t> dataset_by_fingerprint_;
+  std::map<msg::worker_id_t, WorkerEntry> workers_; // live
+  std::map<msg::job_id_t, JobEntry> jobs_;
+  std::map<std::pair<msg::dataset_id_t, std::string>, msg::job_id_t> named_jobs_;
+  std::map<msg::task_id_t, TaskEntry> tasks_;
+  uint64_t next_dataset_number_ = 1000;
+  msg::worker_id_t next_worker_id_ = 1;
+  msg::job_id_t next_job_id_ = 1;
+  msg::task_id_t next_task_id_ = 1;
+};
+
+} // namespace conveyor::actors

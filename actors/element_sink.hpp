@@ -1,0 +1,47 @@
+// Where a consumer actor delivers elements: the blocking ElementStream's queue (QueueSink) or a
+// user's sink actor (conveyor/async.hpp). The consumer calls push() for every batch and finish()
+// exactly once; the sink's reader returns credits to the consumer with (ack_atom, n).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <vector>
+
+#include "messages/consumer_api.hpp"
+#include "pipeline/element.hpp"
+#include "pipeline/status.hpp"
+
+namespace conveyor::actors {
+
+class ElementSink {
+public:
+  virtual ~ElementSink() = default;
+  virtual void push(std::vector<Element>&& elements, const msg::stream_stats& stats) = 0;
+  // OK = end of sequence; otherwise the error that ended the stream.
+  virtual void finish(Status status) = 0;
+};
+
+// A thread-safe queue between the consumer actor and a blocking reader.
+class QueueSink : public ElementSink {
+public:
+  void push(std::vector<Element>&& elements, const msg::stream_stats& stats) override;
+  void finish(Status status) override;
+
+  enum class Wait { elements, end, error, timeout };
+  // Moves every queued element to `out` (waiting up to `timeout` for one). `error` fills
+  // `status`.
+  Wait take_all(std::deque<Element>& out, std::chrono::milliseconds timeout, Status& status);
+  msg::stream_stats stats() const;
+
+private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Element> queue_;
+  bool finished_ = false;
+  Status final_;
+  msg::stream_stats stats_;
+};
+
+} // namespace conveyor::actors

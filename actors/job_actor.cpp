@@ -1,0 +1,225 @@
+#include "actors/job_actor.hpp"
+
+#include <deque>
+#include <map>
+
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
+
+#include "actors/job_tasks.hpp"
+#include "actors/log.hpp"
+#include "messages/all.hpp"
+
+namespace conveyor::actors {
+
+namespace {
+
+constexpr const char* kLog = "dispatcher";
+
+struct HeldPoll {
+  caf::typed_response_promise<msg::task_list> promise;
+  uint64_t token = 0;
+};
+
+struct job_state {
+  static inline const char* name = "conveyor.job";
+  JobStart start;
+  JobTasks tasks;
+  std::map<msg::task_id_t, msg::task_actor> task_handles;
+  std::map<msg::task_id_t, msg::worker_actor> workers;
+  std::map<caf::actor_addr, msg::consumer_id_t> consumers;
+  msg::consumer_id_t next_consumer = 1;
+  std::deque<HeldPoll> polls;
+  uint64_t next_token = 1;
+  uint64_t gc_token = 0; // only the latest gc timer counts
+
+  std::string label() const {
+    std::string l = "job " + std::to_string(start.id);
+    if (!start.name.empty())
+      l += " (\"" + start.name + "\")";
+    return l;
+  }
+};
+
+using self_ptr = job_full_actor::stateful_pointer<job_state>;
+
+msg::task_list current_list(const job_state& st) {
+  msg::task_list list;
+  list.version = st.tasks.version();
+  list.job_finished = st.tasks.finished();
+  for (const auto* t : st.tasks.listed()) {
+    auto h = st.task_handles.find(t->id);
+    if (h == st.task_handles.end())
+      continue;
+    list.tasks.push_back(msg::task_info{t->id, t->worker, t->worker_address, h->second});
+  }
+  return list;
+}
+
+void answer_polls(self_ptr self) {
+  auto& st = self->state;
+  if (st.polls.empty())
+    return;
+  auto list = current_list(st);
+  for (auto& p : st.polls)
+    p.promise.deliver(list);
+  st.polls.clear();
+}
+
+void on_finished(self_ptr self) {
+  auto& st = self->state;
+  log::info(kLog, st.label() + " finished");
+  self->send(st.start.dispatcher, msg::job_finished{st.start.id});
+}
+
+void arm_gc(self_ptr self, caf::timespan after) {
+  auto token = ++self->state.gc_token;
+  self->delayed_send(self, after, msg::gc_atom_v, token);
+}
+
+void release(self_ptr self) {
+  auto& st = self->state;
+  log::info(kLog, st.label() + " released (no consumers); stopping its " +
+                    std::to_string(st.workers.size()) + " task(s)");
+  for (const auto& [task, worker] : st.workers)
+    self->send(worker, msg::stop_task{task});
+  self->send(st.start.dispatcher, msg::job_released{st.start.id});
+  answer_polls(self);
+  self->quit();
+}
+
+void assign(self_ptr self, const msg::add_task& add) {
+  auto& st = self->state;
+  msg::task_def def;
+  def.task = add.task;
+  def.job = st.start.id;
+  def.dataset = st.start.dataset;
+  def.definition = st.start.definition;
+  def.policy = st.start.policy;
+  def.compression = st.start.compression;
+  def.splits = caf::actor_cast<msg::split_source_actor>(self);
+  st.workers[add.task] = add.handle;
+  auto task = add.task;
+  auto address = add.worker_address;
+  self->request(add.handle, st.start.request_timeout, msg::assign_task{std::move(def)})
+    .then(
+      [self](msg::task_assigned& reply) {
+        auto& st = self->state;
+        if (!st.tasks.find(reply.task))
+          return; // removed meanwhile
+        st.task_handles[reply.task] = reply.handle;
+        st.tasks.assigned(reply.task);
+        answer_polls(self);
+      },
+      [self, task, address](caf::error& err) {
+        auto& st = self->state;
+        auto status = msg::to_status(err, "assigning task " + std::to_string(task) +
+                                            " to worker " + address);
+        log::warning(kLog, st.label() + ": " + status.to_string());
+        st.workers.erase(task);
+        bool finished = st.tasks.remove(task);
+        self->send(st.start.dispatcher, msg::task_finished{st.start.id, task, status.to_string()});
+        if (finished)
+          on_finished(self);
+        answer_polls(self);
+      });
+}
+
+job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
+  self->state.start = std::move(start);
+  // A job nobody joins (its client died right after creating it) is released like any other.
+  arm_gc(self, self->state.start.gc_timeout);
+  self->set_down_handler([self](caf::down_msg& down) {
+    auto& st = self->state;
+    if (!st.consumers.erase(down.source) || !st.consumers.empty())
+      return;
+    if (st.start.name.empty())
+      release(self); // a private job: nobody else can read it
+    else
+      arm_gc(self, st.start.gc_timeout);
+  });
+  return {
+    [self](msg::get_split& req) -> caf::result<msg::split_reply> {
+      auto& st = self->state;
+      if (!st.start.splits)
+        return msg::make_error(ErrorCode::failed_precondition,
+                               st.label() + " is not DYNAMIC; it hands out no splits");
+      if (!st.tasks.find(req.task))
+        return msg::make_error(ErrorCode::failed_precondition,
+                               "task " + std::to_string(req.task) + " is not part of " +
+                                 st.label());
+      msg::split_reply reply;
+      Status s = st.start.splits->next(req.epoch, reply.split, reply.end_of_splits);
+      if (!s.ok())
+        return msg::to_error(s.with_context(st.label()));
+      return reply;
+    },
+    [self](msg::task_done& done) {
+      auto& st = self->state;
+      self->send(st.start.dispatcher, msg::task_finished{st.start.id, done.task, done.error});
+      if (st.tasks.done(done.task, done.error))
+        on_finished(self);
+      answer_polls(self);
+    },
+    [self](msg::join_job& join) -> msg::job_joined {
+      auto& st = self->state;
+      auto id = st.next_consumer++;
+      st.consumers[join.consumer.address()] = id;
+      self->monitor(join.consumer);
+      ++st.gc_token; // cancels a pending gc
+      return msg::job_joined{id};
+    },
+    [self](msg::get_tasks& req) -> caf::result<msg::task_list> {
+      auto& st = self->state;
+      if (req.known_version != st.tasks.version() || req.hold_ns <= 0)
+        return current_list(st);
+      auto promise = self->make_response_promise<msg::task_list>();
+      auto token = st.next_token++;
+      st.polls.push_back(HeldPoll{promise, token});
+      self->delayed_send(self, caf::timespan{req.hold_ns}, msg::expire_atom_v, token);
+      return promise;
+    },
+    [self](msg::add_task& add) {
+      auto& st = self->state;
+      if (!st.tasks.add(add.task, add.worker, add.worker_address)) {
+        // Finished meanwhile: the task never runs.
+        self->send(st.start.dispatcher,
+                   msg::task_finished{st.start.id, add.task, "the job had finished"});
+        return;
+      }
+      assign(self, add);
+    },
+    [self](msg::remove_task& rm) {
+      auto& st = self->state;
+      st.task_handles.erase(rm.task);
+      st.workers.erase(rm.task);
+      if (st.tasks.remove(rm.task))
+        on_finished(self);
+      answer_polls(self);
+    },
+    [self](msg::expire_atom, uint64_t token) {
+      auto& polls = self->state.polls;
+      for (auto it = polls.begin(); it != polls.end(); ++it) {
+        if (it->token == token) {
+          it->promise.deliver(current_list(self->state));
+          polls.erase(it);
+          return;
+        }
+      }
+    },
+    [self](msg::gc_atom, uint64_t token) {
+      auto& st = self->state;
+      if (token == st.gc_token && st.consumers.empty())
+        release(self);
+    },
+  };
+}
+
+} // namespace
+
+job_full_actor spawn_job(caf::local_actor* parent, JobStart start) {
+  return parent->spawn<caf::linked>(job_impl, std::move(start));
+}
+
+} // namespace conveyor::actors

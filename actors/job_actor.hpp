@@ -1,0 +1,43 @@
+// The job actor: one per job, in the dispatcher process, linked to the dispatcher.
+//
+// Glossary: a *job* is one reading of a registered dataset in a processing mode; it runs as one
+// *task* per live worker (the dispatcher decides task ids and tells the job with add_task,
+// including for workers that join mid-job). *Consumers* join the job and long-poll its task
+// list. DYNAMIC jobs own the split provider (actors/split_assigner.hpp) and answer the tasks'
+// get_split. The job is *finished* once every task's pipeline ended (no new tasks after that),
+// and *released* when no consumer is left: at once for a private job, after job_gc_timeout for
+// a named one; releasing stops its tasks on the workers.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <caf/local_actor.hpp>
+#include <caf/timespan.hpp>
+
+#include "actors/split_assigner.hpp"
+#include "messages/dispatcher_job.hpp"
+#include "messages/type_ids.hpp"
+
+namespace conveyor::actors {
+
+struct JobStart {
+  msg::job_id_t id = 0;
+  std::string name; // empty = private
+  msg::dataset_id_t dataset;
+  std::string definition;
+  ShardingPolicy policy = ShardingPolicy::off;
+  Compression compression = Compression::automatic;
+  std::shared_ptr<SplitAssigner> splits; // DYNAMIC only
+  msg::job_report_actor dispatcher;
+  caf::timespan request_timeout = std::chrono::seconds(10);
+  caf::timespan gc_timeout = std::chrono::seconds(60);
+};
+
+using job_full_actor = msg::job_actor::extend<caf::reacts_to<msg::expire_atom, uint64_t>,
+                                              caf::reacts_to<msg::gc_atom, uint64_t>>;
+
+// Spawned linked to `parent` (the dispatcher), so that jobs end with it.
+job_full_actor spawn_job(caf::local_actor* parent, JobStart start);
+
+} // namespace conveyor::actors

@@ -1,0 +1,28 @@
+#include "actors/node_config.hpp"
+
+#include <caf/io/middleman.hpp>
+
+#include "conveyor/async.hpp"
+#include "messages/all.hpp"
+
+namespace conveyor {
+
+void configure_actor_system(caf::actor_system_config& cfg, const NetworkConfig& network) {
+  cfg.load<caf::io::middleman>();
+  cfg.add_message_types<caf::id_block::conveyor>();
+  msg::add_error_category(cfg);
+  cfg.set("middleman.heartbeat-interval", caf::timespan{network.heartbeat_interval});
+  cfg.set("middleman.connection-timeout", caf::timespan{network.connection_timeout});
+  // Consumers reach workers over connections they open themselves (to the advertised
+  // address), never relayed through the dispatcher.
+  cfg.set("middleman.enable-automatic-connections", false);
+  if (network.scheduler_threads > 0)
+    cfg.set("scheduler.max-threads", network.scheduler_threads);
+}
+
+namespace actors {
+
+NodeConfig::NodeConfig(const NetworkConfig& network) { configure_actor_system(*this, network); }
+
+} // namespace actors
+} // namespace conveyor

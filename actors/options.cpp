@@ -1,0 +1,135 @@
+// Validation of the consumer API's options (conveyor/options.hpp), worded after the
+// reference's ValueErrors (003_3cbebc871b174894.txt).
+#include "conveyor/options.hpp"
+
+#include <cctype>
+#include <charconv>
+
+namespace conveyor {
+
+namespace {
+
+std::string quoted(std::string_view s) { return "\"" + std::string{s} + "\""; }
+
+std::string opt_to_string(const std::optional<int64_t>& v) {
+  return v ? std::to_string(*v) : std::string{"None"};
+}
+
+} // namespace
+
+Expected<ShardingPolicy> parse_processing_mode(std::string_view mode) {
+  if (mode == "parallel_epochs")
+    return ShardingPolicy::off;
+  if (mode == "distributed_epoch")
+    return ShardingPolicy::dynamic;
+  if (auto policy = sharding_policy_from_string(mode))
+    return *policy;
+  return invalid_argument(
+    "processing mode should be a ShardingPolicy (OFF, DYNAMIC, FILE, DATA, FILE_OR_DATA, HINT), "
+    "\"parallel_epochs\", or \"distributed_epoch\". Got " + quoted(mode) + ".");
+}
+
+Status validate_compression(std::string_view compression) {
+  if (compression == "AUTO" || compression == "NONE")
+    return Status::OK();
+  return invalid_argument("Invalid `compression` argument: " + quoted(compression) +
+                          ". Must be one of [\"AUTO\", \"NONE\"].");
+}
+
+Status validate(const DistributeOptions& o) {
+  if (o.job_name && o.job_name->empty())
+    return invalid_argument("`job_name` must not be empty");
+  if (o.consumer_index.has_value() != o.num_consumers.has_value())
+    return invalid_argument(
+      "Must either set both `consumer_index` and `num_consumers`, or neither. consumer_index=" +
+      opt_to_string(o.consumer_index) + ", num_consumers=" + opt_to_string(o.num_consumers));
+  if (o.num_consumers && !o.job_name)
+    return invalid_argument("`job_name` must be set when setting `num_consumers`. num_consumers "
+                            "was set to " + std::to_string(*o.num_consumers) + ".");
+  if (o.num_consumers && *o.num_consumers <= 0)
+    return invalid_argument("`num_consumers` must be positive, got " +
+                            std::to_string(*o.num_consumers));
+  if (o.consumer_index && (*o.consumer_index < 0 || *o.consumer_index >= *o.num_consumers))
+    return invalid_argument("`consumer_index` must be in [0, num_consumers) = [0, " +
+                            std::to_string(*o.num_consumers) + "), got " +
+                            std::to_string(*o.consumer_index));
+  CONVEYOR_RETURN_IF_ERROR(validate_compression(o.compression));
+  if (o.target_workers != "AUTO" && o.target_workers != "ANY" && o.target_workers != "LOCAL")
+    return invalid_argument("Invalid `target_workers` argument: " + quoted(o.target_workers) +
+                            ". Must be one of [\"AUTO\", \"ANY\", \"LOCAL\"].");
+  if (o.max_outstanding_requests && *o.max_outstanding_requests <= 0)
+    return invalid_argument("`max_outstanding_requests` must be positive, got " +
+                            std::to_string(*o.max_outstanding_requests));
+  if (o.max_buffered_bytes <= 0)
+    return invalid_argument("`max_buffered_bytes` must be positive, got " +
+                            std::to_string(o.max_buffered_bytes));
+  if (o.request_timeout.count() <= 0)
+    return invalid_argument("`request_timeout` must be positive, got " +
+                            std::to_string(o.request_timeout.count()) + " ms");
+  if (o.task_refresh_interval.count() <= 0)
+    return invalid_argument("`task_refresh_interval` must be positive, got " +
+                            std::to_string(o.task_refresh_interval.count()) + " ms");
+  // Valid, but not implemented in this version.
+  if (o.policy != ShardingPolicy::off && o.policy != ShardingPolicy::dynamic)
+    return unimplemented(std::string{"sharding policy "} + to_string(o.policy) +
+                         " is not supported yet; use OFF (parallel_epochs) or DYNAMIC "
+                         "(distributed_epoch)");
+  if (o.num_consumers)
+    return unimplemented("coordinated reads (`consumer_index` / `num_consumers`) are not "
+                         "supported yet");
+  if (o.target_workers == "LOCAL")
+    return unimplemented("`target_workers` \"LOCAL\" is not supported yet; use \"AUTO\" or "
+                         "\"ANY\"");
+  return Status::OK();
+}
+
+std::string HostPort::to_string() const {
+  std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  return h + ":" + std::to_string(port);
+}
+
+Expected<HostPort> parse_address(std::string_view address) {
+  if (address.empty())
+    return invalid_argument("address must not be empty; expected \"host:port\"");
+  std::string_view rest = address;
+  if (auto p = rest.find("://"); p != std::string_view::npos) {
+    if (rest.find("://", p + 3) != std::string_view::npos)
+      return invalid_argument("Malformed address " + quoted(address) + " has multiple '://'");
+    std::string_view protocol = rest.substr(0, p);
+    if (protocol != "conveyor" && protocol != "tcp")
+      return invalid_argument("unsupported protocol " + quoted(protocol) + " in address " +
+                              quoted(address) + "; expected \"host:port\" or "
+                              "\"conveyor://host:port\"");
+    rest = rest.substr(p + 3);
+  }
+  std::string_view host, port;
+  if (!rest.empty() && rest.front() == '[') { // [IPv6]:port
+    auto close = rest.find(']');
+    if (close == std::string_view::npos || close + 1 >= rest.size() || rest[close + 1] != ':')
+      return invalid_argument("malformed address " + quoted(address) +
+                              "; expected \"[ipv6]:port\"");
+    host = rest.substr(1, close - 1);
+    port = rest.substr(close + 2);
+  } else {
+    auto colon = rest.rfind(':');
+    if (colon == std::string_view::npos)
+      return invalid_argument("address " + quoted(address) + " has no port; expected "
+                              "\"host:port\"");
+    host = rest.substr(0, colon);
+    port = rest.substr(colon + 1);
+    if (host.find(':') != std::string_view::npos)
+      return invalid_argument("malformed address " + quoted(address) +
+                              "; write IPv6 hosts in brackets: \"[::1]:port\"");
+  }
+  if (host.empty())
+    return invalid_argument("address " + quoted(address) + " has an empty host; expected "
+                            "\"host:port\"");
+  unsigned value = 0;
+  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (port.empty() || ec != std::errc{} || end != port.data() + port.size() || value > 65535)
+    return invalid_argument("address " + quoted(address) + " has a bad port " + quoted(port) +
+                            "; expected a number in [0, 65535]");
+  return HostPort{std::string{host}, static_cast<uint16_t>(value)};
+}
+
+} // namespace conveyor

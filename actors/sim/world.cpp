@@ -1,0 +1,176 @@
+#include "actors/sim/world.hpp"
+
+#include <algorithm>
+
+namespace conveyor::sim {
+
+const char* to_string(StopReason r) {
+  switch (r) {
+    case StopReason::done: return "done";
+    case StopReason::quiescent: return "quiescent";
+    case StopReason::deadline: return "deadline";
+    case StopReason::step_limit: return "step_limit";
+  }
+  return "?";
+}
+
+namespace {
+// Virtual time starts at a fixed, non-zero point (CAF gives the zero time point a meaning).
+const Time kStart = Time{} + std::chrono::hours(1);
+} // namespace
+
+World::World(WorldOptions options)
+  : options_(std::move(options)), sched_rng_(options_.seed), network_rng_(sched_rng_.fork(1)),
+    fault_rng_(sched_rng_.fork(2)), user_rng_(sched_rng_.fork(3)), trace_(options_.keep_trace),
+    start_(kStart), now_(kStart) {
+  network_ = std::make_unique<Network>(*this);
+  network_->set_default_link(options_.link);
+  network_->set_connection_timeout(options_.connection_timeout);
+}
+
+World::~World() {
+  // Kill every node (newest first), then destroy them; exits during teardown are not traffic.
+  network_->shut_down();
+  for (auto i = slots_.rbegin(); i != slots_.rend(); ++i)
+    if (i->current)
+      i->current->kill();
+  events_.clear();
+  for (auto i = slots_.rbegin(); i != slots_.rend(); ++i)
+    i->current.reset();
+  dead_.clear();
+  network_.reset();
+}
+
+std::unique_ptr<Node> World::make_node(std::size_t slot) {
+  auto& s = slots_[slot];
+  auto incarnation = s.incarnations++;
+  auto name = incarnation == 0 ? s.name : s.name + "#" + std::to_string(incarnation);
+  return std::make_unique<Node>(*network_, slot, incarnation, std::move(name),
+                                options_.configure_node, now_);
+}
+
+std::size_t World::add_node(std::string name) {
+  slots_.push_back(Slot{std::move(name), 0, nullptr});
+  auto slot = slots_.size() - 1;
+  slots_[slot].current = make_node(slot);
+  trace_.record(elapsed(), {0x6e6f6465 /* node */, slot, 0},
+                [&] { return "start " + slots_[slot].current->name(); });
+  return slot;
+}
+
+Node* World::node(std::size_t slot) {
+  if (slot >= slots_.size())
+    return nullptr;
+  auto* n = slots_[slot].current.get();
+  return n != nullptr && n->alive() ? n : nullptr;
+}
+
+Node* World::node_by_id(const caf::node_id& id) {
+  for (auto& s : slots_)
+    if (s.current && s.current->alive() && s.current->id() == id)
+      return s.current.get();
+  return nullptr;
+}
+
+void World::crash(std::size_t slot) {
+  auto* n = node(slot);
+  if (n == nullptr)
+    return;
+  trace_.record(elapsed(), {0x63726173 /* cras */, slot, n->incarnation()},
+                [&] { return "CRASH " + n->name(); });
+  network_->crash(slot);
+  n->kill();
+  dead_.push_back(std::move(slots_[slot].current));
+}
+
+Node& World::restart(std::size_t slot) {
+  crash(slot);
+  slots_.at(slot).current = make_node(slot);
+  auto& n = *slots_[slot].current;
+  trace_.record(elapsed(), {0x72657374 /* rest */, slot, n.incarnation()},
+                [&] { return "restart " + n.name(); });
+  return n;
+}
+
+void World::at(Time t, std::function<void()> fn) {
+  events_.emplace(std::make_pair(std::max(t, now_), next_event_seq_++), Event{std::move(fn)});
+}
+
+void World::violation(std::string what) {
+  trace_.record(elapsed(), {0x76696f6c /* viol */, violations_.size()},
+                [&] { return "VIOLATION " + what; });
+  violations_.push_back(std::move(what));
+}
+
+bool World::next_event_time(Time& out) {
+  bool found = false;
+  if (!events_.empty()) {
+    out = events_.begin()->first.first;
+    found = true;
+  }
+  for (auto& s : slots_) {
+    Time t;
+    if (s.current && s.current->next_timeout(t) && (!found || t < out)) {
+      out = t;
+      found = true;
+    }
+  }
+  return found;
+}
+
+void World::fire_due() {
+  while (!events_.empty() && events_.begin()->first.first <= now_) {
+    auto fn = std::move(events_.begin()->second.fn);
+    events_.erase(events_.begin());
+    fn();
+  }
+  for (auto& s : slots_)
+    if (s.current)
+      s.current->set_time(now_);
+}
+
+StopReason World::run_until(const std::function<bool()>& done, Time deadline) {
+  uint64_t budget = options_.max_steps;
+  for (uint64_t local = 0;; ) {
+    if (done && done())
+      return StopReason::done;
+    std::size_t runnable = 0;
+    for (auto& s : slots_)
+      if (s.current && s.current->alive())
+        runnable += s.current->pending_jobs();
+    if (runnable > 0) {
+      if (local++ >= budget)
+        return StopReason::step_limit;
+      ++steps_;
+      auto pick = static_cast<std::size_t>(sched_rng_.below(runnable));
+      for (auto& s : slots_) {
+        if (!s.current || !s.current->alive())
+          continue;
+        auto n = s.current->pending_jobs();
+        if (pick < n) {
+          s.current->run_job(pick);
+          break;
+        }
+        pick -= n;
+      }
+      continue;
+    }
+    Time next;
+    if (!next_event_time(next))
+      return StopReason::quiescent;
+    if (next > deadline) {
+      if (deadline > now_) {
+        now_ = deadline;
+        fire_due();
+      }
+      return StopReason::deadline;
+    }
+    if (next > now_) {
+      now_ = next;
+      trace_.mix(static_cast<uint64_t>((now_ - start_).count()));
+    }
+    fire_due();
+  }
+}
+
+} // namespace conveyor::sim

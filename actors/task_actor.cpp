@@ -1,0 +1,225 @@
+#include "actors/task_actor.hpp"
+
+#include <deque>
+#include <optional>
+
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
+
+#include "actors/log.hpp"
+#include "messages/all.hpp"
+#include "pipeline/serialize.hpp"
+
+namespace conveyor::actors {
+
+namespace {
+
+constexpr const char* kLog = "worker";
+
+using task_full_actor =
+  msg::task_actor::extend<caf::reacts_to<msg::produce_atom>,
+                          caf::reacts_to<msg::expire_atom, uint64_t>>;
+
+struct Held {
+  caf::typed_response_promise<msg::element_batch> promise;
+  msg::get_elements request;
+  uint64_t token = 0;
+};
+
+struct task_state {
+  static inline const char* name = "conveyor.task";
+  TaskStart start;
+  std::unique_ptr<TaskRunner> runner;
+  Status start_error;
+  std::deque<Held> held;
+  uint64_t next_token = 1;
+  bool produce_scheduled = false;
+  bool waiting_for_split = false;
+  bool reported_done = false;
+
+  std::string label() const {
+    return "task " + std::to_string(start.def.task) + " (job " + std::to_string(start.def.job) +
+           ")";
+  }
+};
+
+using self_ptr = task_full_actor::stateful_pointer<task_state>;
+
+caf::timespan hold_of(const msg::get_elements& req) {
+  if (req.hold_ns <= 0)
+    return std::chrono::seconds(1);
+  return std::max<caf::timespan>(caf::timespan{req.hold_ns}, std::chrono::milliseconds(1));
+}
+
+void schedule_produce(self_ptr self) {
+  auto& st = self->state;
+  if (st.produce_scheduled || st.waiting_for_split || !st.runner || st.runner->ended() ||
+      st.runner->failed() || st.runner->buffer_full())
+    return;
+  st.produce_scheduled = true;
+  self->send(self, msg::produce_atom_v);
+}
+
+void request_splits(self_ptr self);
+
+void report_done(self_ptr self) {
+  auto& st = self->state;
+  if (st.reported_done)
+    return;
+  bool ended = st.runner && st.runner->ended();
+  bool failed = !st.start_error.ok() || (st.runner && st.runner->failed());
+  if (!ended && !failed)
+    return;
+  st.reported_done = true;
+  std::string error;
+  if (!st.start_error.ok())
+    error = st.start_error.to_string();
+  else if (failed)
+    error = st.runner->error().to_string();
+  if (error.empty())
+    log::info(kLog, st.label() + ": pipeline ended after " +
+                      std::to_string(st.runner->produced()) + " elements");
+  else
+    log::error(kLog, st.label() + ": pipeline failed: " + error);
+  self->send(st.start.def.splits, msg::task_done{st.start.def.task, error});
+}
+
+// Answers what can be answered now: a batch, end_of_sequence, or the task's error.
+// Returns false when the request must wait.
+template <class Deliver, class Fail>
+bool answer(self_ptr self, const msg::get_elements& req, Deliver&& deliver, Fail&& fail) {
+  auto& st = self->state;
+  if (!st.start_error.ok()) {
+    fail(msg::to_error(st.start_error));
+    return true;
+  }
+  auto batch = st.runner->take(req.consumer, req.max_elements, req.max_bytes);
+  if (batch) {
+    deliver(std::move(*batch));
+    schedule_produce(self); // taking made room in the buffer
+    return true;
+  }
+  if (st.runner->failed() && st.runner->buffered_elements() == 0) {
+    fail(msg::to_error(st.runner->error()));
+    return true;
+  }
+  return false;
+}
+
+void serve_held(self_ptr self) {
+  auto& held = self->state.held;
+  for (auto it = held.begin(); it != held.end();) {
+    auto& h = *it;
+    bool done = answer(
+      self, h.request, [&](msg::element_batch b) { h.promise.deliver(std::move(b)); },
+      [&](caf::error e) { h.promise.deliver(std::move(e)); });
+    it = done ? held.erase(it) : std::next(it);
+  }
+}
+
+void after_step(self_ptr self) {
+  serve_held(self);
+  report_done(self);
+  request_splits(self);
+  schedule_produce(self);
+}
+
+void request_splits(self_ptr self) {
+  auto& st = self->state;
+  SplitFeed* feed = st.runner ? st.runner->split_feed() : nullptr;
+  if (!feed || !feed->wants_split() || st.runner->ended() || st.runner->failed())
+    return;
+  feed->request_sent();
+  self->request(st.start.def.splits, st.start.split_timeout,
+                msg::get_split{st.start.def.task, feed->epoch()})
+    .then(
+      [self](msg::split_reply& reply) {
+        auto& st = self->state;
+        SplitFeed* feed = st.runner->split_feed();
+        if (reply.end_of_splits)
+          feed->deliver_end_of_splits();
+        else
+          feed->deliver(reply.split);
+        st.waiting_for_split = false;
+        after_step(self);
+      },
+      [self](caf::error& err) {
+        auto& st = self->state;
+        st.runner->split_feed()->fail(
+          msg::to_status(err, "asking job " + std::to_string(st.start.def.job) + " for a split"));
+        st.waiting_for_split = false;
+        after_step(self);
+      });
+}
+
+task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
+  auto& st = self->state;
+  st.start = std::move(start);
+  st.runner = std::make_unique<TaskRunner>(st.start.def.policy, st.start.def.compression,
+                                           st.start.limits);
+  auto dataset = from_binary(st.start.def.definition);
+  if (!dataset.ok())
+    st.start_error = dataset.status().with_context("decoding the dataset of " + st.label());
+  else
+    st.start_error = st.runner->start(*dataset, st.start.functions)
+                       .with_context("starting the pipeline of " + st.label());
+  if (!st.start_error.ok()) {
+    st.runner.reset();
+    report_done(self);
+  } else {
+    log::info(kLog, "started " + st.label() + " (" + to_string(st.start.def.policy) +
+                      ", dataset " + st.start.def.dataset + ")");
+    schedule_produce(self);
+  }
+  return {
+    [self](msg::get_elements& req) -> caf::result<msg::element_batch> {
+      std::optional<msg::element_batch> batch;
+      caf::error error;
+      if (answer(
+            self, req, [&](msg::element_batch b) { batch = std::move(b); },
+            [&](caf::error e) { error = std::move(e); })) {
+        if (batch)
+          return std::move(*batch);
+        return error;
+      }
+      auto& st = self->state;
+      auto promise = self->make_response_promise<msg::element_batch>();
+      uint64_t token = st.next_token++;
+      self->delayed_send(self, hold_of(req), msg::expire_atom_v, token);
+      st.held.push_back(Held{promise, std::move(req), token});
+      return promise;
+    },
+    [self](msg::produce_atom) {
+      auto& st = self->state;
+      st.produce_scheduled = false;
+      if (!st.runner)
+        return;
+      auto deadline = self->clock().now() + st.start.step_time;
+      auto step = st.runner->produce([&] { return self->clock().now() >= deadline; });
+      if (step == TaskRunner::Step::waiting_for_split)
+        st.waiting_for_split = true;
+      after_step(self);
+    },
+    [self](msg::expire_atom, uint64_t token) {
+      auto& held = self->state.held;
+      for (auto it = held.begin(); it != held.end(); ++it) {
+        if (it->token == token) {
+          it->promise.deliver(msg::element_batch{}); // nothing yet: ask again
+          held.erase(it);
+          return;
+        }
+      }
+    },
+  };
+}
+
+} // namespace
+
+msg::task_actor spawn_task(caf::local_actor* parent, TaskStart start, bool detached) {
+  if (detached)
+    return parent->spawn<caf::detached + caf::linked>(task_impl, std::move(start));
+  return parent->spawn<caf::linked>(task_impl, std::move(start));
+}
+
+} // namespace conveyor::actors

@@ -1,0 +1,34 @@
+// The task actor: one per (job, worker), in the worker process. It runs the job's pipeline
+// (actors/task_runner.hpp) into a bounded buffer, in steps so that consumer requests are
+// answered in between, and serves get_elements with batches; a request that finds nothing is
+// held until elements arrive, the pipeline ends, or the request's hold time passes (then an
+// empty batch tells the consumer to ask again). DYNAMIC: the pipeline's splits come from the
+// job (get_split); while none is buffered the pipeline waits, resumable. When the pipeline ends
+// (or fails) the task reports task_done to the job; consumers then drain its buffer and get
+// end_of_sequence (or the error).
+#pragma once
+
+#include <caf/local_actor.hpp>
+#include <caf/timespan.hpp>
+
+#include "actors/task_runner.hpp"
+#include "messages/dispatcher_worker.hpp"
+#include "pipeline/functions.hpp"
+
+namespace conveyor::actors {
+
+struct TaskStart {
+  msg::task_def def;
+  TaskLimits limits;
+  const FunctionRegistry* functions = nullptr; // null = the global registry
+  caf::timespan split_timeout = std::chrono::seconds(10);
+  caf::timespan step_time = std::chrono::milliseconds(5); // bound of one produce step
+  std::string worker_address; // for logs
+};
+
+// Spawns the task linked to `parent` (it dies with its worker). `detached` runs it on its own
+// thread (production: a slow pipeline must not starve the scheduler); the deterministic
+// simulator spawns it on the scheduler.
+msg::task_actor spawn_task(caf::local_actor* parent, TaskStart start, bool detached);
+
+} // namespace conveyor::actors

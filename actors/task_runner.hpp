@@ -1,0 +1,94 @@
+// What a task does, without actors: runs the job's pipeline into a bounded buffer and answers
+// consumer requests with batches of encoded elements.
+//
+// - produce() runs the pipeline one bounded step (it stops when the buffer is full, at the
+//   end, on `unavailable` — DYNAMIC waiting for a split — or on an error).
+// - take(consumer, max_elements, max_bytes) cuts a batch from the buffer (at least one element,
+//   at most max_elements, about max_bytes), encodes it with the dataset's compression and
+//   returns it — split into chunks of at most kMaxChunkBytes when it is larger, the later chunks
+//   kept for the same consumer's next requests. nullopt means "nothing now": the actor holds the
+//   request until produce() made progress.
+// - Elements go to whichever consumer asks first (a shared job's consumers split them).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "actors/split_feed.hpp"
+#include "messages/worker_consumer.hpp"
+#include "pipeline/codec.hpp"
+#include "pipeline/dataset.hpp"
+#include "pipeline/iterator.hpp"
+#include "pipeline/sharding.hpp"
+
+namespace conveyor::actors {
+
+struct TaskLimits {
+  int64_t buffer_elements = 65536;
+  int64_t buffer_bytes = 32 << 20;
+  // One produce() step runs at most this many elements / bytes, so the actor answers requests
+  // in between.
+  int64_t step_elements = 1024;
+  int64_t step_bytes = 4 << 20;
+  std::size_t chunk_bytes = msg::kMaxChunkBytes;
+};
+
+class TaskRunner {
+public:
+  TaskRunner(ShardingPolicy policy, Compression compression, TaskLimits limits = {});
+
+  // Builds the iterator (DYNAMIC: over a SplitFeed). invalid_argument / not_found when the
+  // dataset does not validate against `functions` (e.g. a function no plugin provides).
+  Status start(const Dataset& dataset, const FunctionRegistry* functions);
+
+  enum class Step { progress, buffer_full, waiting_for_split, ended, failed };
+  // `stop_early` (optional) is asked after every element; the actor uses it to bound a step's
+  // time by its clock, so a slow pipeline still answers requests in between.
+  Step produce(const std::function<bool()>& stop_early = {});
+
+  std::optional<msg::element_batch> take(msg::consumer_id_t consumer, uint32_t max_elements,
+                                         uint64_t max_bytes);
+
+  // The split feed of a DYNAMIC task (nullptr for OFF).
+  SplitFeed* split_feed() { return feed_.get(); }
+
+  bool ended() const { return ended_; }            // the pipeline reached its end
+  bool failed() const { return !error_.ok(); }
+  const Status& error() const { return error_; }
+  bool buffer_full() const;
+  std::size_t buffered_elements() const { return buffer_.size(); }
+  int64_t produced() const { return produced_; }
+  // Drops what a consumer that left had pending.
+  void forget_consumer(msg::consumer_id_t consumer) { pending_.erase(consumer); }
+
+private:
+  struct Pending { // later chunks of a batch already started for one consumer
+    uint64_t batch_seq = 0;
+    uint32_t num_elements = 0;
+    uint32_t num_chunks = 0;
+    uint32_t next_chunk = 0;
+    std::string payload;
+  };
+  msg::element_batch next_chunk(Pending& p);
+
+  ShardingPolicy policy_;
+  Compression compression_;
+  TaskLimits limits_;
+  std::unique_ptr<SplitFeed> feed_;
+  IteratorContext ctx_;
+  std::unique_ptr<Iterator> iterator_;
+  std::deque<Element> buffer_;
+  int64_t buffer_bytes_ = 0;
+  bool ended_ = false;
+  Status error_;
+  int64_t produced_ = 0;
+  uint64_t next_batch_seq_ = 1;
+  std::map<msg::consumer_id_t, Pending> pending_;
+};
+
+} // namespace conveyor::actors

@@ -1,0 +1,103 @@
+// The seam between actors and the network: how a node makes an actor reachable at host:port
+// and how an actor connects to one. Production uses CAF's middleman over TCP; the simulator
+// (a later issue) swaps in an implementation over its simulated network. Protocol code reaches
+// peers only through handles in messages and through connect_to() below.
+#pragma once
+
+#include <memory>
+#include <set>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/actor_cast.hpp>
+#include <caf/expected.hpp>
+#include <caf/node_id.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/timespan.hpp>
+
+#include "conveyor/options.hpp"
+#include "messages/dispatcher_consumer.hpp"
+#include "messages/dispatcher_worker.hpp"
+#include "messages/errors.hpp"
+
+namespace conveyor::actors {
+
+class Transport {
+public:
+  virtual ~Transport() = default;
+  // Makes a node's entry actor reachable at host:port (port 0 = any free port) with its typed
+  // interface; returns the bound port.
+  virtual caf::expected<uint16_t> publish(const msg::dispatcher_actor& whom,
+                                          const std::string& host, uint16_t port) = 0;
+  virtual caf::expected<uint16_t> publish(const msg::worker_actor& whom, const std::string& host,
+                                          uint16_t port) = 0;
+  virtual void unpublish(const caf::actor& whom, uint16_t port) = 0;
+  // An actor answering (caf::connect_atom, std::string host, uint16_t port) with
+  // (caf::node_id, caf::strong_actor_ptr, std::set<std::string> interface) — the shape of
+  // CAF's middleman actor, so that requests to it carry a timeout and never block.
+  virtual caf::actor connector() = 0;
+};
+
+// TCP through CAF's middleman (the actor system must have loaded it).
+std::shared_ptr<Transport> make_tcp_transport(caf::actor_system& sys);
+
+namespace detail {
+// Checks the connector's answer: a published actor with exactly Handle's interface.
+template <class Handle>
+Expected<Handle> check_connected(caf::actor_system& sys, const HostPort& addr,
+                                 caf::strong_actor_ptr& ptr, const std::set<std::string>& ifs) {
+  if (!ptr)
+    return Status{ErrorCode::unavailable, "nothing is published at " + addr.to_string()};
+  auto expected = sys.message_types(caf::detail::type_list<Handle>{});
+  if (ifs != expected)
+    return Status{ErrorCode::version_mismatch,
+                  "the peer at " + addr.to_string() +
+                    " speaks another protocol (its actor interface differs from this build's)"};
+  return caf::actor_cast<Handle>(std::move(ptr));
+}
+} // namespace detail
+
+// Connects from inside an event-based actor: `on_done(Expected<Handle>)` runs in `self`'s
+// context within `timeout` (deadline_exceeded for a silent peer, unavailable for a refused
+// connection, version_mismatch for another interface). `what` names the peer in errors.
+template <class Handle, class Self, class OnDone>
+void connect_to(Self* self, Transport& transport, const HostPort& addr, caf::timespan timeout,
+                std::string what, OnDone on_done) {
+  auto* sys = &self->system();
+  self->request(transport.connector(), timeout, caf::connect_atom_v, addr.host, addr.port)
+    .then(
+      [=](const caf::node_id&, caf::strong_actor_ptr& ptr,
+          const std::set<std::string>& ifs) mutable {
+        auto h = detail::check_connected<Handle>(*sys, addr, ptr, ifs);
+        if (!h.ok())
+          on_done(Expected<Handle>{h.status().with_context("connecting to " + what)});
+        else
+          on_done(std::move(h));
+      },
+      [=](caf::error& err) mutable {
+        on_done(Expected<Handle>{
+          msg::to_status(err, "connecting to " + what + " at " + addr.to_string())});
+      });
+}
+
+// The same from a thread outside the actor system (blocks at most `timeout`).
+template <class Handle>
+Expected<Handle> connect_blocking(caf::actor_system& sys, Transport& transport,
+                                  const HostPort& addr, caf::timespan timeout,
+                                  const std::string& what) {
+  caf::scoped_actor self{sys};
+  Expected<Handle> result{Status{ErrorCode::internal, "no answer"}};
+  self->request(transport.connector(), timeout, caf::connect_atom_v, addr.host, addr.port)
+    .receive(
+      [&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>& ifs) {
+        result = detail::check_connected<Handle>(sys, addr, ptr, ifs);
+        if (!result.ok())
+          result = result.status().with_context("connecting to " + what);
+      },
+      [&](caf::error& err) {
+        result = msg::to_status(err, "connecting to " + what + " at " + addr.to_string());
+      });
+  return result;
+}
+
+} // namespace conveyor::actors

@@ -1,0 +1,195 @@
+#include "actors/worker_actor.hpp"
+
+#include <map>
+
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/log.hpp"
+#include "actors/task_actor.hpp"
+#include "messages/all.hpp"
+
+namespace conveyor::actors {
+
+namespace {
+
+constexpr const char* kLog = "worker";
+
+struct worker_state {
+  static inline const char* name = "conveyor.worker";
+  WorkerStart start;
+  std::string address; // advertised
+  msg::dispatcher_actor dispatcher;
+  msg::worker_id_t id = 0;
+  bool started = false;
+  bool registered = false;
+  bool registering = false;
+  bool refused = false;          // the dispatcher refused us for good (version mismatch)
+  bool reported_first = false;
+  bool warned_unreachable = false;
+  std::map<msg::task_id_t, msg::task_actor> tasks;
+  std::map<caf::actor_addr, msg::task_id_t> task_by_addr;
+};
+
+using self_ptr = worker_full_actor::stateful_pointer<worker_state>;
+
+void report_first(self_ptr self, const Status& status) {
+  auto& st = self->state;
+  if (st.reported_first)
+    return;
+  st.reported_first = true;
+  if (st.start.on_first_registration)
+    st.start.on_first_registration(status);
+}
+
+void registration_failed(self_ptr self, const Status& status) {
+  auto& st = self->state;
+  st.registering = false;
+  if (status.code() == ErrorCode::version_mismatch) {
+    st.refused = true;
+    log::error(kLog, "the dispatcher at " + st.start.dispatcher.to_string() +
+                       " refused this worker: " + status.message());
+  } else if (!st.warned_unreachable) {
+    st.warned_unreachable = true;
+    log::warning(kLog, "cannot register with the dispatcher at " +
+                         st.start.dispatcher.to_string() + ": " + status.to_string() +
+                         " (retrying)");
+  }
+  report_first(self, status);
+}
+
+void send_registration(self_ptr self) {
+  auto& st = self->state;
+  msg::register_worker req{st.start.protocol_version, st.address,
+                           caf::actor_cast<msg::worker_actor>(self)};
+  self->request(st.dispatcher, st.start.request_timeout, std::move(req))
+    .then(
+      [self](msg::worker_registered& reply) {
+        auto& st = self->state;
+        st.registering = false;
+        st.registered = true;
+        st.warned_unreachable = false;
+        st.id = reply.worker;
+        log::info(kLog, "registered with dispatcher " + st.start.dispatcher.to_string() +
+                          " as worker " + std::to_string(reply.worker) + " (advertising " +
+                          st.address + ")");
+        report_first(self, Status::OK());
+      },
+      [self](caf::error& err) {
+        registration_failed(self, msg::to_status(err, "registering with the dispatcher"));
+      });
+}
+
+void register_now(self_ptr self) {
+  auto& st = self->state;
+  if (st.registering || st.registered || st.refused)
+    return;
+  st.registering = true;
+  if (st.dispatcher) {
+    send_registration(self);
+    return;
+  }
+  connect_to<msg::dispatcher_actor>(
+    self, *st.start.transport, st.start.dispatcher, st.start.connect_timeout, "the dispatcher",
+    [self](Expected<msg::dispatcher_actor> d) {
+      if (!d.ok()) {
+        registration_failed(self, d.status());
+        return;
+      }
+      self->state.dispatcher = *d;
+      self->monitor(self->state.dispatcher);
+      send_registration(self);
+    });
+}
+
+void heartbeat(self_ptr self) {
+  auto& st = self->state;
+  if (!st.registered) {
+    register_now(self);
+    return;
+  }
+  self->request(st.dispatcher, st.start.request_timeout,
+                msg::worker_heartbeat{st.id, st.tasks.size()})
+    .then(
+      [self](msg::heartbeat_ack& ack) {
+        auto& st = self->state;
+        if (!ack.known && st.registered) {
+          log::warning(kLog, "the dispatcher no longer knows worker " + std::to_string(st.id) +
+                               "; registering again");
+          st.registered = false;
+          register_now(self);
+        }
+      },
+      [self](caf::error& err) {
+        log::warning(kLog, "heartbeat to the dispatcher failed: " +
+                             msg::to_status(err).to_string());
+      });
+}
+
+} // namespace
+
+worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
+  return sys.spawn([](self_ptr self, WorkerStart start) -> worker_full_actor::behavior_type {
+    self->state.start = std::move(start);
+    self->set_down_handler([self](caf::down_msg& down) {
+      auto& st = self->state;
+      if (st.dispatcher && down.source == st.dispatcher.address()) {
+        log::warning(kLog, "lost the dispatcher at " + st.start.dispatcher.to_string() + " (" +
+                             caf::to_string(down.reason) + "); reconnecting");
+        st.dispatcher = nullptr;
+        st.registered = false;
+        st.registering = false;
+      }
+    });
+    // Tasks are linked to the worker so that they end with it; a task that ends on its own
+    // (stopped, or failed) must not take the worker down: forget it.
+    self->set_exit_handler([self](caf::exit_msg& exit) {
+      auto& st = self->state;
+      if (auto t = st.task_by_addr.find(exit.source); t != st.task_by_addr.end()) {
+        st.tasks.erase(t->second);
+        st.task_by_addr.erase(t);
+        return;
+      }
+      self->quit(exit.reason);
+    });
+    return {
+      [self](caf::connect_atom, std::string advertised) {
+        auto& st = self->state;
+        if (st.started)
+          return;
+        st.started = true;
+        st.address = std::move(advertised);
+        register_now(self);
+        self->delayed_send(self, st.start.heartbeat_interval, msg::tick_atom_v);
+      },
+      [self](msg::tick_atom) {
+        heartbeat(self);
+        self->delayed_send(self, self->state.start.heartbeat_interval, msg::tick_atom_v);
+      },
+      [self](msg::assign_task& req) -> caf::result<msg::task_assigned> {
+        auto& st = self->state;
+        auto id = req.def.task;
+        if (auto t = st.tasks.find(id); t != st.tasks.end())
+          return msg::task_assigned{id, t->second};
+        TaskStart ts;
+        ts.def = std::move(req.def);
+        ts.limits = st.start.task_limits;
+        ts.split_timeout = st.start.request_timeout;
+        ts.worker_address = st.address;
+        auto handle = spawn_task(self, std::move(ts), st.start.detached_tasks);
+        st.tasks[id] = handle;
+        st.task_by_addr[handle.address()] = id;
+        return msg::task_assigned{id, handle};
+      },
+      [self](msg::stop_task& req) {
+        auto& st = self->state;
+        if (auto t = st.tasks.find(req.task); t != st.tasks.end()) {
+          log::info(kLog, "stopping task " + std::to_string(req.task));
+          self->send_exit(t->second, caf::exit_reason::user_shutdown);
+        }
+      },
+    };
+  }, std::move(start));
+}
+
+} // namespace conveyor::actors

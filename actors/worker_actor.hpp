@@ -1,0 +1,45 @@
+// The worker actor: one per worker process. Registers with the dispatcher (advertising the
+// address consumers should connect to, which may differ from the bind address), heartbeats at
+// a configurable interval, and runs one task actor per job it is assigned.
+//
+//   idle --(start: advertised address)--> connecting --> registering --> registered
+//   registered --heartbeat ack "unknown"/dispatcher lost--> connecting (retried every tick)
+//   registering --version_mismatch--> refused (logged, reported to start(), never retried)
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <caf/actor_system.hpp>
+#include <caf/timespan.hpp>
+
+#include "actors/task_runner.hpp"
+#include "actors/transport.hpp"
+#include "messages/dispatcher_worker.hpp"
+#include "messages/type_ids.hpp"
+
+namespace conveyor::actors {
+
+struct WorkerStart {
+  std::shared_ptr<Transport> transport;
+  HostPort dispatcher;
+  caf::timespan heartbeat_interval = std::chrono::milliseconds(500);
+  caf::timespan connect_timeout = std::chrono::seconds(5);
+  caf::timespan request_timeout = std::chrono::seconds(10);
+  TaskLimits task_limits;
+  bool detached_tasks = true;
+  uint32_t protocol_version = msg::kProtocolVersion;
+  // Called once, with the outcome of the first registration attempt.
+  std::function<void(Status)> on_first_registration;
+};
+
+// The worker's full interface: what it publishes (msg::worker_actor) plus its own timer and
+// the start message carrying the advertised address (known only once its port is bound).
+using worker_full_actor =
+  msg::worker_actor::extend<caf::reacts_to<msg::tick_atom>,
+                            caf::reacts_to<caf::connect_atom, std::string>>;
+
+worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start);
+
+} // namespace conveyor::actors

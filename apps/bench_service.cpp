@@ -1,0 +1,350 @@
+// `conveyor bench service`: end-to-end throughput of the service on loopback, next to a raw TCP
+// stream of the same bytes measured in the same run.
+//
+// Service side: one DispatchServer and W WorkerServers run inside this process, each with its own
+// actor system and TCP port; C consumers (each its own Client, so its own actor system and
+// connections) share one named job and read for T seconds after a short warm-up. Elements travel
+// over loopback TCP exactly as between processes.
+//
+// Baseline: a sender thread writes the same number of elements of the same size, each behind an
+// 8-byte length header, over a plain loopback socket; a receiver thread parses the frames and
+// copies each payload into its own buffer (the least a consumer must do).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "apps/bench.hpp"
+#include "apps/cli_common.hpp"
+#include "conveyor/client.hpp"
+#include "conveyor/server.hpp"
+#include "pipeline/text_form.hpp"
+
+namespace conveyor::apps {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using Seconds = std::chrono::duration<double>;
+
+constexpr CommandInfo kInfo{
+    "bench service", "[--workers W] [--consumers C] [--element-size S] [--seconds T] [--mode off|dynamic]",
+    "Measures elements/s and MB/s from W in-process workers to C consumers over loopback TCP, and\n"
+    "in the same run a raw TCP stream of the same bytes as the baseline."};
+
+// --- raw TCP baseline
+
+struct Throughput {
+  int64_t elements = 0;
+  int64_t bytes = 0; // payload bytes (headers not counted)
+  double seconds = 0;
+  double elements_per_s() const { return seconds > 0 ? elements / seconds : 0; }
+  double mb_per_s() const { return seconds > 0 ? bytes / seconds / 1e6 : 0; }
+};
+
+bool write_all(int fd, const char* p, std::size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w <= 0) {
+      if (w < 0 && errno == EINTR)
+        continue;
+      return false;
+    }
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+// Streams `elements` frames of `size` payload bytes from a sender thread to a receiver thread.
+Expected<Throughput> raw_tcp(int64_t elements, int64_t size, milliseconds limit) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listener < 0)
+    return io_error("raw TCP: socket() failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(listener, 1) != 0 ||
+      ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(listener);
+    return io_error("raw TCP: cannot listen on 127.0.0.1");
+  }
+  const auto deadline = Clock::now() + limit;
+  std::atomic<bool> sender_ok{true};
+  std::thread sender([&] {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      sender_ok = false;
+      if (fd >= 0)
+        ::close(fd);
+      return;
+    }
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    const std::string payload(static_cast<std::size_t>(size), 'x');
+    // Small frames are packed into one buffer per send, as any buffered writer would.
+    std::string buf;
+    buf.reserve(1 << 18);
+    const uint64_t header = static_cast<uint64_t>(size);
+    for (int64_t i = 0; i < elements && sender_ok; ++i) {
+      buf.append(reinterpret_cast<const char*>(&header), sizeof header);
+      if (size >= (1 << 16)) {
+        if (!write_all(fd, buf.data(), buf.size()) || !write_all(fd, payload.data(), payload.size()))
+          sender_ok = false;
+        buf.clear();
+      } else {
+        buf.append(payload);
+        if (buf.size() >= (1 << 18)) {
+          sender_ok = write_all(fd, buf.data(), buf.size());
+          buf.clear();
+        }
+      }
+      if ((i & 1023) == 0 && Clock::now() > deadline)
+        break;
+    }
+    if (!buf.empty())
+      write_all(fd, buf.data(), buf.size());
+    ::close(fd);
+  });
+
+  const int conn = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+  ::close(listener);
+  if (conn < 0) {
+    sender_ok = false;
+    sender.join();
+    return io_error("raw TCP: accept() failed");
+  }
+  Throughput out;
+  const auto start = Clock::now();
+  std::vector<char> in(1 << 20);
+  std::size_t have = 0;
+  std::string element; // the receiver's copy of each payload
+  while (out.elements < elements) {
+    const ssize_t r = ::recv(conn, in.data() + have, in.size() - have, 0);
+    if (r <= 0) {
+      if (r < 0 && errno == EINTR)
+        continue;
+      break;
+    }
+    have += static_cast<std::size_t>(r);
+    std::size_t at = 0;
+    for (;;) {
+      if (have - at < 8)
+        break;
+      uint64_t frame = 0;
+      std::memcpy(&frame, in.data() + at, 8);
+      if (have - at - 8 < frame) {
+        if (frame + 8 > in.size())
+          in.resize(frame + 8);
+        break;
+      }
+      element.assign(in.data() + at + 8, frame);
+      at += 8 + frame;
+      ++out.elements;
+      out.bytes += static_cast<int64_t>(frame);
+    }
+    std::memmove(in.data(), in.data() + at, have - at);
+    have -= at;
+  }
+  out.seconds = Seconds(Clock::now() - start).count();
+  ::close(conn);
+  sender.join();
+  if (!sender_ok && out.elements == 0)
+    return io_error("raw TCP: the sender failed");
+  return out;
+}
+
+// --- the service
+
+struct ConsumerCounters {
+  std::atomic<int64_t> elements{0};
+  std::atomic<int64_t> bytes{0};
+};
+
+struct BenchFlags {
+  int64_t workers = 2;
+  int64_t consumers = 1;
+  int64_t element_size = 1 << 20;
+  double seconds = 5;
+  std::string mode = "off";
+  std::string compression = "NONE";
+  std::optional<int64_t> max_outstanding;
+};
+
+std::string dataset_for(int64_t element_size) {
+  // 8 bytes: plain int64 scalars; otherwise a string scalar of that many pseudo-random bytes.
+  constexpr const char* kEndless = "range(4611686018427387904)"; // 2^62: endless for a benchmark
+  if (element_size == 8)
+    return kEndless;
+  return std::string(kEndless) + ".map(bytes(size=" + std::to_string(element_size) + "))";
+}
+
+int run_bench_service(const std::vector<std::string>& args) {
+  BenchFlags f;
+  po::options_description options("service benchmark options");
+  options.add_options()
+      ("workers,w", po::value(&f.workers)->default_value(2)->value_name("W"), "in-process workers")
+      ("consumers,c", po::value(&f.consumers)->default_value(1)->value_name("C"), "consumers (one Client each)")
+      ("element-size,s", po::value(&f.element_size)->default_value(1 << 20)->value_name("S"),
+       "bytes per element (8 = int64 scalars)")
+      ("seconds,t", po::value(&f.seconds)->default_value(5)->value_name("T"), "measured seconds (after a warm-up)")
+      ("mode,m", po::value(&f.mode)->default_value("off")->value_name("MODE"), "processing mode: off or dynamic")
+      ("compression", po::value(&f.compression)->default_value("NONE")->value_name("AUTO|NONE"),
+       "wire compression (the payload is random, so AUTO only costs time)")
+      ("max-outstanding", po::value<int64_t>()->value_name("M"), "consumer credit (default: automatic)");
+  po::variables_map vm;
+  if (auto stop = parse_command_line(kInfo, options, args, vm))
+    return *stop;
+  const auto bad = [](const Status& st) { return report_status(kInfo.name, st); };
+  if (auto st = check_at_least("--workers", f.workers, 1); !st.ok())
+    return bad(st);
+  if (auto st = check_at_least("--consumers", f.consumers, 1); !st.ok())
+    return bad(st);
+  if (auto st = check_at_least("--element-size", f.element_size, 8); !st.ok())
+    return bad(st);
+  if (f.element_size > (64 << 20))
+    return bad(invalid_argument("`--element-size` must be at most 64 MiB, got " + std::to_string(f.element_size)));
+  if (!(f.seconds > 0 && f.seconds <= 600))
+    return bad(invalid_argument("`--seconds` must be in (0, 600], got " + std::to_string(f.seconds)));
+  if (f.workers > 32 || f.consumers > 32)
+    return bad(invalid_argument("`--workers` and `--consumers` must be at most 32"));
+  DistributeOptions opts;
+  auto policy = parse_processing_mode(f.mode);
+  if (!policy.ok())
+    return bad(Status(policy.status().code(), "`--mode`: " + policy.status().message()));
+  opts.policy = *policy;
+  opts.job_name = "bench-service-" + std::to_string(::getpid());
+  opts.compression = f.compression;
+  if (vm.count("max-outstanding"))
+    opts.max_outstanding_requests = vm["max-outstanding"].as<int64_t>();
+  if (auto st = validate(opts); !st.ok())
+    return bad(st);
+  const std::string dataset_text = dataset_for(f.element_size);
+  auto dataset = parse_dataset(dataset_text);
+  if (!dataset.ok())
+    return report_status(kInfo.name, dataset.status());
+
+  std::printf("bench service: %lld worker(s), %lld consumer(s), %lld-byte elements, %s, compression %s, %.1f s\n"
+              "  in-process servers (one actor system each) talking over loopback TCP\n"
+              "  dataset: %s\n",
+              static_cast<long long>(f.workers), static_cast<long long>(f.consumers),
+              static_cast<long long>(f.element_size), to_string(opts.policy), f.compression.c_str(), f.seconds,
+              dataset_text.c_str());
+  std::fflush(stdout);
+
+  DispatchServer dispatcher{DispatcherConfig{}};
+  if (auto st = dispatcher.start(); !st.ok())
+    return report_error(kInfo.name, "dispatcher: " + st.to_string(), kExitFailure);
+  std::vector<std::unique_ptr<WorkerServer>> workers;
+  for (int64_t i = 0; i < f.workers; ++i) {
+    WorkerConfig config;
+    config.dispatcher_address = dispatcher.target();
+    workers.push_back(std::make_unique<WorkerServer>(config));
+    if (auto st = workers.back()->start(); !st.ok())
+      return report_error(kInfo.name, "worker: " + st.to_string(), kExitFailure);
+  }
+
+  std::atomic<bool> stop{false};
+  std::vector<ConsumerCounters> counters(static_cast<std::size_t>(f.consumers));
+  std::mutex mu;
+  std::vector<Status> errors;
+  std::map<std::string, int64_t> per_worker;
+  std::vector<std::thread> threads;
+  for (int64_t c = 0; c < f.consumers; ++c) {
+    threads.emplace_back([&, c] {
+      auto fail = [&](Status st) {
+        std::lock_guard lock(mu);
+        errors.push_back(std::move(st));
+      };
+      auto client = Client::connect(dispatcher.target());
+      if (!client.ok())
+        return fail(client.status());
+      auto stream = client->distribute(*dataset, opts);
+      if (!stream.ok())
+        return fail(stream.status());
+      ConsumerCounters& mine = counters[static_cast<std::size_t>(c)];
+      Element e;
+      while (!stop.load(std::memory_order_relaxed)) {
+        bool end = false;
+        Status st = stream->next(e, end, milliseconds{200});
+        if (st.code() == ErrorCode::deadline_exceeded)
+          continue;
+        if (!st.ok())
+          return fail(st);
+        if (end)
+          return fail(failed_precondition("the endless dataset ended"));
+        mine.elements.fetch_add(1, std::memory_order_relaxed);
+        mine.bytes.fetch_add(static_cast<int64_t>(e.byte_size()), std::memory_order_relaxed);
+      }
+      std::lock_guard lock(mu);
+      for (const auto& [w, n] : stream->stats().per_worker)
+        per_worker[w] += n;
+    });
+  }
+  const auto totals = [&] {
+    Throughput t;
+    for (auto& c : counters) {
+      t.elements += c.elements.load();
+      t.bytes += c.bytes.load();
+    }
+    return t;
+  };
+  // Warm-up: connections, job creation, buffers filling.
+  const milliseconds warmup{std::min<int64_t>(1000, static_cast<int64_t>(f.seconds * 1000 / 2) + 100)};
+  std::this_thread::sleep_for(warmup);
+  const Throughput before = totals();
+  const auto t0 = Clock::now();
+  std::this_thread::sleep_for(Seconds(f.seconds));
+  Throughput service = totals();
+  service.seconds = Seconds(Clock::now() - t0).count();
+  service.elements -= before.elements;
+  service.bytes -= before.bytes;
+  stop = true;
+  for (auto& t : threads)
+    t.join();
+  for (auto& w : workers)
+    w->stop();
+  dispatcher.stop();
+  if (!errors.empty()) {
+    for (const auto& e : errors)
+      std::fprintf(stderr, "bench service: consumer failed: %s\n", e.to_string().c_str());
+    return kExitFailure;
+  }
+  if (service.elements == 0)
+    return report_error(kInfo.name, "no element arrived in the measured window", kExitFailure);
+
+  std::printf("  service : %12.0f elements/s %10.1f MB/s   (%lld elements in %.2f s)\n", service.elements_per_s(),
+              service.mb_per_s(), static_cast<long long>(service.elements), service.seconds);
+  for (const auto& [w, n] : per_worker)
+    std::printf("            worker %s: %lld elements\n", w.c_str(), static_cast<long long>(n));
+  std::fflush(stdout);
+
+  // Same elements, same sizes, over a plain socket; bounded in time like the service run.
+  auto raw = raw_tcp(service.elements, f.element_size,
+                     milliseconds{static_cast<int64_t>(f.seconds * 2000) + 5000});
+  if (!raw.ok())
+    return report_status(kInfo.name, raw.status());
+  std::printf("  raw TCP : %12.0f elements/s %10.1f MB/s   (%lld elements in %.2f s, 8-byte frame headers)\n",
+              raw->elements_per_s(), raw->mb_per_s(), static_cast<long long>(raw->elements), raw->seconds);
+  std::printf("  ratio   : %.2f of raw TCP (MB/s)\n", raw->mb_per_s() > 0 ? service.mb_per_s() / raw->mb_per_s() : 0.0);
+  return kExitOk;
+}
+
+const Benchmark reg{"service", "dispatcher + workers + consumers on loopback vs raw TCP", run_bench_service};
+
+} // namespace
+} // namespace conveyor::apps

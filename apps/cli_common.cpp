@@ -1,0 +1,182 @@
+#include "apps/cli_common.hpp"
+
+#include "actors/log.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+namespace conveyor::apps {
+
+std::optional<int> parse_command_line(const CommandInfo& info, const po::options_description& options,
+                                      const std::vector<std::string>& args, po::variables_map& vm,
+                                      const po::options_description* hidden) {
+  po::options_description common("common options");
+  common.add_options()
+      ("help,h", "print this help and exit")
+      ("config", po::value<std::string>()->value_name("FILE"),
+       "read flags from FILE: one `name = value` per line, names as the long flags without "
+       "`--`; flags given on the command line win");
+  po::options_description visible;
+  visible.add(options).add(common);
+  po::options_description all;
+  all.add(visible);
+  if (hidden)
+    all.add(*hidden);
+
+  try {
+    // Command line first: po::store never overwrites a value that is already stored, so the
+    // config file stored afterwards only fills in what the flags left out.
+    po::store(po::command_line_parser(args).options(all).run(), vm);
+    if (vm.count("help")) {
+      std::cout << "usage: conveyor " << info.name << " " << info.synopsis << "\n\n"
+                << info.summary << "\n\n"
+                << visible << std::flush;
+      return kExitOk;
+    }
+    if (vm.count("config")) {
+      const auto path = vm["config"].as<std::string>();
+      std::ifstream in(path);
+      if (!in)
+        return report_error(info.name, "`--config` file \"" + path + "\" cannot be opened",
+                            kExitBadArguments);
+      po::store(po::parse_config_file(in, all, /*allow_unregistered=*/false), vm);
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    return report_error(info.name,
+                        std::string(e.what()) + " (see conveyor " + info.name + " --help)",
+                        kExitBadArguments);
+  }
+  return std::nullopt;
+}
+
+int report_error(const char* command, const std::string& message, int exit_code) {
+  std::fprintf(stderr, "conveyor %s: %s\n", command, message.c_str());
+  return exit_code;
+}
+
+int exit_code_for(const Status& status) {
+  switch (status.code()) {
+  case ErrorCode::invalid_argument:
+  case ErrorCode::out_of_range:
+  case ErrorCode::unimplemented:
+  case ErrorCode::not_found:      // e.g. an unknown function or dataset id
+  case ErrorCode::already_exists: // e.g. a requested dataset id naming another definition
+    return kExitBadArguments;
+  default:
+    return kExitFailure;
+  }
+}
+
+int report_status(const char* command, const Status& status) {
+  return report_error(command, status.to_string(), exit_code_for(status));
+}
+
+Status check_host(const std::string& flag, const std::string& host) {
+  if (host.empty())
+    return invalid_argument("`" + flag + "` needs a host name or address, got an empty one");
+  if (host.find_first_of(" \t\n/[]") != std::string::npos)
+    return invalid_argument("`" + flag + "` host \"" + host + "\" is not a host name or address");
+  return Status::OK();
+}
+
+Expected<uint16_t> check_port(const std::string& flag, int64_t value) {
+  if (value < 0 || value > 65535)
+    return invalid_argument("`" + flag + "` must be a port in 0..65535, got " + std::to_string(value));
+  return static_cast<uint16_t>(value);
+}
+
+void add_log_level_option(po::options_description& options, const char* default_level) {
+  options.add_options()("log-level", po::value<std::string>()->default_value(default_level)->value_name("LEVEL"),
+                        "what the node logs to stderr: error, warning, info or debug");
+}
+
+Status apply_log_level(const po::variables_map& vm) {
+  // CONVEYOR_LOG_LEVEL (read by the logger) wins over the default, not over an explicit flag.
+  if (!vm.count("log-level") || (vm["log-level"].defaulted() && std::getenv("CONVEYOR_LOG_LEVEL")))
+    return Status::OK();
+  const auto& name = vm["log-level"].as<std::string>();
+  const auto level = log::level_from_string(name);
+  if (!level)
+    return invalid_argument("`--log-level` must be error, warning, info or debug, got \"" + name + "\"");
+  log::set_level(*level);
+  return Status::OK();
+}
+
+Expected<HostPort> parse_address_flag(const std::string& flag, const std::string& text) {
+  auto address = parse_address(text);
+  if (!address.ok())
+    return Status(address.status().code(), "`" + flag + "`: " + address.status().message());
+  return address;
+}
+
+Expected<std::chrono::milliseconds> check_millis(const std::string& flag, int64_t value, bool allow_zero) {
+  if (value < 0 || (value == 0 && !allow_zero))
+    return invalid_argument("`" + flag + "` must be " + (allow_zero ? "at least 0" : "positive") +
+                            " (milliseconds), got " + std::to_string(value));
+  return std::chrono::milliseconds{value};
+}
+
+Status check_at_least(const std::string& flag, int64_t value, int64_t minimum) {
+  if (value < minimum)
+    return invalid_argument("`" + flag + "` must be at least " + std::to_string(minimum) + ", got " +
+                            std::to_string(value));
+  return Status::OK();
+}
+
+// --- stop signals: a flag plus a self-pipe, so that waiting needs no polling.
+namespace {
+
+std::atomic<bool> g_stop{false};
+int g_stop_pipe[2] = {-1, -1};
+
+extern "C" void on_stop_signal(int sig) {
+  g_stop.store(true);
+  // A second Ctrl-C should not be ignored while a shutdown hangs: back to the default action.
+  std::signal(sig, SIG_DFL);
+  if (g_stop_pipe[1] >= 0) {
+    const char byte = 1;
+    [[maybe_unused]] auto n = ::write(g_stop_pipe[1], &byte, 1);
+  }
+}
+
+} // namespace
+
+void install_stop_signals() {
+  if (g_stop_pipe[0] < 0 && ::pipe2(g_stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+    g_stop_pipe[0] = g_stop_pipe[1] = -1;
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+bool stop_requested() { return g_stop.load(); }
+
+bool wait_for_stop_signal(std::optional<std::chrono::steady_clock::time_point> deadline) {
+  using namespace std::chrono;
+  while (!g_stop.load()) {
+    int timeout_ms = -1;
+    if (deadline) {
+      const auto left = duration_cast<milliseconds>(*deadline - steady_clock::now()).count();
+      if (left <= 0)
+        return false;
+      timeout_ms = static_cast<int>(std::min<long long>(left, 60'000));
+    } else if (g_stop_pipe[0] < 0) {
+      timeout_ms = 50; // no pipe: fall back to checking the flag
+    }
+    pollfd p{g_stop_pipe[0], POLLIN, 0};
+    ::poll(&p, g_stop_pipe[0] >= 0 ? 1 : 0, timeout_ms);
+  }
+  return true;
+}
+
+} // namespace conveyor::apps

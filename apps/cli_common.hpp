@@ -1,0 +1,75 @@
+// Shared command-line plumbing for the `conveyor` subcommands: boost.program_options parsing with
+// `--help` and `--config FILE` on every command, HOST:PORT and duration validation with messages
+// naming the flag, and the exit-code convention (0 ok, 1 runtime failure, 2 bad arguments).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "conveyor/options.hpp"
+#include "pipeline/status.hpp"
+
+namespace conveyor::apps {
+
+namespace po = boost::program_options;
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;     // the command ran and something failed
+inline constexpr int kExitBadArguments = 2; // the command line or config file was wrong
+
+// Describes one subcommand for --help: "conveyor <name> <synopsis>" then `summary`, then options.
+struct CommandInfo {
+  const char* name;     // e.g. "worker"
+  const char* synopsis; // e.g. "--dispatcher HOST:PORT --port PORT [flags]"
+  const char* summary;  // one or two sentences
+};
+
+// Parses `args` against `options` plus the common `--help` and `--config FILE`. Flags win over
+// the config file (INI-style `key = value` lines with the long flag names; `#` comments).
+// `hidden` options are accepted but not listed by --help.
+// Returns the exit code to stop with (0 after --help; 2 after a bad flag, already reported on
+// stderr as "conveyor <name>: ..."), or nullopt to go on with `vm`.
+std::optional<int> parse_command_line(const CommandInfo& info, const po::options_description& options,
+                                      const std::vector<std::string>& args, po::variables_map& vm,
+                                      const po::options_description* hidden = nullptr);
+
+// Prints "conveyor <command>: <message>" to stderr and returns `exit_code`.
+int report_error(const char* command, const std::string& message, int exit_code);
+// Same for a Status: argument errors (invalid_argument, out_of_range, unimplemented, not_found,
+// already_exists) exit 2, runtime failures (unavailable, version_mismatch, ...) exit 1.
+int report_status(const char* command, const Status& status);
+int exit_code_for(const Status& status);
+
+// `--log-level error|warning|info|debug` for node logs (actors/log.hpp), with `default_level`.
+void add_log_level_option(po::options_description& options, const char* default_level);
+// Applies it; invalid_argument naming `--log-level` for an unknown level.
+Status apply_log_level(const po::variables_map& vm);
+
+// A "host:port" flag value, checked with conveyor::parse_address (conveyor/options.hpp); the
+// error names the flag: "`--dispatcher`: ...".
+Expected<HostPort> parse_address_flag(const std::string& flag, const std::string& text);
+// A port flag value: 0..65535 (0 = pick a free port).
+Expected<uint16_t> check_port(const std::string& flag, int64_t value);
+// A non-empty host name or address, without spaces.
+Status check_host(const std::string& flag, const std::string& host);
+// A duration flag given in milliseconds: must be > 0 (or >= 0 when `allow_zero`).
+Expected<std::chrono::milliseconds> check_millis(const std::string& flag, int64_t value,
+                                                 bool allow_zero = false);
+// A count flag: must be >= `minimum`.
+Status check_at_least(const std::string& flag, int64_t value, int64_t minimum);
+
+// SIGINT/SIGTERM handling for long-running commands: after install_stop_signals(), the first
+// signal sets stop_requested(); the command then shuts down in order. A second signal kills the
+// process at once (the default action is restored by the first).
+void install_stop_signals();
+bool stop_requested();
+// Blocks until a stop signal arrives or `deadline` passes (if given). Returns true on a signal.
+bool wait_for_stop_signal(std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
+
+} // namespace conveyor::apps

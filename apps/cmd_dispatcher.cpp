@@ -1,0 +1,82 @@
+// `conveyor dispatcher`: runs one DispatchServer until SIGINT/SIGTERM.
+#include <cstdio>
+
+#include "apps/cli_common.hpp"
+#include "apps/subcommand.hpp"
+#include "conveyor/server.hpp"
+
+namespace conveyor::apps {
+namespace {
+
+constexpr CommandInfo kInfo{
+    "dispatcher", "--port PORT [--host HOST] [--work-dir DIR] [flags]",
+    "Runs the dispatcher of a conveyor cluster: it keeps the registered datasets, the jobs and the\n"
+    "workers, and tells consumers which workers serve their job. Prints `listening on HOST:PORT`\n"
+    "once it accepts connections; stops cleanly on Ctrl-C or SIGTERM."};
+
+int run_dispatcher(const std::vector<std::string>& args) {
+  int64_t port = -1;
+  int64_t worker_timeout_ms = 0;
+  int64_t job_gc_timeout_ms = 0;
+  int64_t range_split_size = 0;
+  DispatcherConfig defaults;
+  po::options_description options("dispatcher options");
+  options.add_options()
+      ("port,p", po::value(&port)->required()->value_name("PORT"),
+       "TCP port to listen on (0 = pick a free one; the chosen port is printed)")
+      ("host", po::value<std::string>()->default_value(defaults.bind_host)->value_name("HOST"),
+       "address to bind")
+      ("work-dir", po::value<std::string>()->default_value("")->value_name("DIR"),
+       "directory for the dispatcher's state (accepted; journaling comes later)")
+      ("worker-timeout", po::value(&worker_timeout_ms)->default_value(defaults.worker_timeout.count())->value_name("MS"),
+       "remove a worker after this long without a heartbeat")
+      ("job-gc-timeout", po::value(&job_gc_timeout_ms)->default_value(defaults.job_gc_timeout.count())->value_name("MS"),
+       "release a job after this long without consumers")
+      ("range-split-size", po::value(&range_split_size)->default_value(defaults.range_split_size)->value_name("N"),
+       "elements per split of range/from_tensor_slices sources in DYNAMIC mode");
+  po::options_description hidden;
+  hidden.add_options()("protocol-version", po::value<uint32_t>()->default_value(0),
+                       "speak another protocol version (tests of the version check)");
+  add_log_level_option(options, "info");
+  po::variables_map vm;
+  if (auto stop = parse_command_line(kInfo, options, args, vm, &hidden))
+    return *stop;
+  if (auto st = apply_log_level(vm); !st.ok())
+    return report_status(kInfo.name, st);
+
+  DispatcherConfig config;
+  const auto port_ok = check_port("--port", port);
+  if (!port_ok.ok())
+    return report_status(kInfo.name, port_ok.status());
+  config.port = *port_ok;
+  config.bind_host = vm["host"].as<std::string>();
+  config.work_dir = vm["work-dir"].as<std::string>();
+  config.protocol_version = vm["protocol-version"].as<uint32_t>();
+  if (auto st = check_host("--host", config.bind_host); !st.ok())
+    return report_status(kInfo.name, st);
+  auto worker_timeout = check_millis("--worker-timeout", worker_timeout_ms);
+  if (!worker_timeout.ok())
+    return report_status(kInfo.name, worker_timeout.status());
+  auto job_gc_timeout = check_millis("--job-gc-timeout", job_gc_timeout_ms);
+  if (!job_gc_timeout.ok())
+    return report_status(kInfo.name, job_gc_timeout.status());
+  if (auto st = check_at_least("--range-split-size", range_split_size, 1); !st.ok())
+    return report_status(kInfo.name, st);
+  config.worker_timeout = *worker_timeout;
+  config.job_gc_timeout = *job_gc_timeout;
+  config.range_split_size = range_split_size;
+
+  install_stop_signals();
+  DispatchServer server{config};
+  if (auto st = server.start(); !st.ok())
+    return report_error(kInfo.name, "cannot start: " + st.to_string(), exit_code_for(st));
+  wait_for_stop_signal();
+  std::fprintf(stderr, "dispatcher: stopping\n");
+  server.stop();
+  return kExitOk;
+}
+
+const Subcommand reg{"dispatcher", "run a dispatcher (datasets, jobs, workers)", run_dispatcher};
+
+} // namespace
+} // namespace conveyor::apps

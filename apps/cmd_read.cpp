@@ -1,0 +1,222 @@
+// `conveyor read`: reads a dataset through the service and prints one element per line.
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "apps/cli_common.hpp"
+#include "apps/subcommand.hpp"
+#include "conveyor/client.hpp"
+#include "pipeline/codec.hpp"
+#include "pipeline/text_form.hpp"
+#include "pipeline/tfrecord.hpp"
+
+namespace conveyor::apps {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr CommandInfo kInfo{
+    "read", "--dispatcher HOST:PORT --dataset EXPR [--mode off|dynamic] [--job-name NAME] [flags]",
+    "Registers the dataset EXPR (the pipeline text form, e.g. 'range(10).map(square)') with the\n"
+    "dispatcher, reads it through the workers and prints one element per line. Exit codes:\n"
+    "0 done, 1 the service failed, 2 bad arguments."};
+
+// How each element is printed.
+enum class PrintMode { text, digest, none };
+
+std::optional<PrintMode> print_mode_from(const std::string& s) {
+  if (s == "text")
+    return PrintMode::text;
+  if (s == "digest")
+    return PrintMode::digest;
+  if (s == "none")
+    return PrintMode::none;
+  return std::nullopt;
+}
+
+// "<byte size> <crc32c of the element's encoding, 8 hex digits>": compares large elements
+// without printing megabytes.
+std::string digest_of(const Element& e) {
+  std::string encoded;
+  encode_element(e, encoded);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%zu %08x", e.byte_size(), crc32c(encoded.data(), encoded.size()));
+  return buf;
+}
+
+struct ReadFlags {
+  std::string dispatcher;
+  std::string dataset_text;
+  std::string dataset_id;
+  std::string mode = "off";
+  int64_t take = -1;
+  int64_t timeout_ms = 60000;
+  int64_t connect_timeout_ms = 5000;
+  PrintMode print = PrintMode::text;
+  bool stats = false;
+};
+
+int run_read(const std::vector<std::string>& args) {
+  ReadFlags f;
+  po::options_description options("read options");
+  options.add_options()
+      ("dispatcher,d", po::value(&f.dispatcher)->required()->value_name("HOST:PORT"),
+       "address of the dispatcher")
+      ("dataset", po::value(&f.dataset_text)->value_name("EXPR"),
+       "the dataset, in the pipeline text form, e.g. 'range(10).map(square)'")
+      ("dataset-id", po::value(&f.dataset_id)->value_name("ID"),
+       "read an already registered dataset instead of --dataset")
+      ("mode,m", po::value(&f.mode)->default_value("off")->value_name("MODE"),
+       "processing mode: off (= parallel_epochs: every worker produces the whole dataset) or "
+       "dynamic (= distributed_epoch: each element once across the workers)")
+      ("job-name", po::value<std::string>()->value_name("NAME"),
+       "share the job NAME with every consumer naming it (default: a private job)")
+      ("num-consumers", po::value<int64_t>()->value_name("K"), "coordinated reads: number of consumers")
+      ("consumer-index", po::value<int64_t>()->value_name("I"), "coordinated reads: this consumer's index")
+      ("max-outstanding", po::value<int64_t>()->value_name("M"),
+       "at most M elements requested ahead (default: automatic)")
+      ("take", po::value(&f.take)->default_value(-1)->value_name("N"), "stop after N elements (-1 = all)")
+      ("compression", po::value<std::string>()->default_value("AUTO")->value_name("AUTO|NONE"),
+       "wire compression of the elements")
+      ("timeout-ms", po::value(&f.timeout_ms)->default_value(60000)->value_name("T"),
+       "fail when no element arrives for T milliseconds")
+      ("connect-timeout", po::value(&f.connect_timeout_ms)->default_value(5000)->value_name("MS"),
+       "fail when the dispatcher does not answer within MS milliseconds")
+      ("print", po::value<std::string>()->default_value("text")->value_name("text|digest|none"),
+       "per element: its text form, its size and crc32c, or nothing")
+      ("stats", po::bool_switch(&f.stats), "print elements, bytes and per-worker counts to stderr at the end");
+  po::options_description hidden;
+  hidden.add_options()("protocol-version", po::value<uint32_t>()->default_value(0),
+                       "speak another protocol version (tests of the version check)");
+  add_log_level_option(options, "warning");
+  po::variables_map vm;
+  if (auto stop = parse_command_line(kInfo, options, args, vm, &hidden))
+    return *stop;
+  if (auto st = apply_log_level(vm); !st.ok())
+    return report_status(kInfo.name, st);
+
+  // --- every argument is checked before anything touches the network
+  const auto bad = [](const Status& st) { return report_status(kInfo.name, st); };
+  auto address = parse_address_flag("--dispatcher", f.dispatcher);
+  if (!address.ok())
+    return bad(address.status());
+  if (f.dataset_text.empty() == f.dataset_id.empty())
+    return bad(invalid_argument("give exactly one of `--dataset EXPR` and `--dataset-id ID`"));
+  std::optional<Dataset> dataset;
+  if (!f.dataset_text.empty()) {
+    auto parsed = parse_dataset(f.dataset_text);
+    if (!parsed.ok())
+      return bad(Status(parsed.status().code(), "`--dataset`: " + parsed.status().message()));
+    dataset = std::move(parsed).value();
+  }
+  DistributeOptions opts;
+  auto policy = parse_processing_mode(f.mode);
+  if (!policy.ok())
+    return bad(Status(policy.status().code(), "`--mode`: " + policy.status().message()));
+  opts.policy = *policy;
+  if (vm.count("job-name"))
+    opts.job_name = vm["job-name"].as<std::string>();
+  if (vm.count("num-consumers"))
+    opts.num_consumers = vm["num-consumers"].as<int64_t>();
+  if (vm.count("consumer-index"))
+    opts.consumer_index = vm["consumer-index"].as<int64_t>();
+  if (vm.count("max-outstanding"))
+    opts.max_outstanding_requests = vm["max-outstanding"].as<int64_t>();
+  opts.compression = vm["compression"].as<std::string>();
+  if (auto st = validate(opts); !st.ok())
+    return bad(st);
+  if (f.take < -1)
+    return bad(invalid_argument("`--take` must be -1 (all) or at least 0, got " + std::to_string(f.take)));
+  auto timeout = check_millis("--timeout-ms", f.timeout_ms);
+  if (!timeout.ok())
+    return bad(timeout.status());
+  auto connect_timeout = check_millis("--connect-timeout", f.connect_timeout_ms);
+  if (!connect_timeout.ok())
+    return bad(connect_timeout.status());
+  auto print = print_mode_from(vm["print"].as<std::string>());
+  if (!print)
+    return bad(invalid_argument("`--print` must be text, digest or none, got \"" +
+                                vm["print"].as<std::string>() + "\""));
+  f.print = *print;
+
+  // --- the service
+  install_stop_signals();
+  ClientConfig client_config;
+  client_config.connect_timeout = *connect_timeout;
+  client_config.protocol_version = vm["protocol-version"].as<uint32_t>();
+  auto client = Client::connect(address->to_string(), client_config);
+  if (!client.ok())
+    return report_error(kInfo.name, "cannot connect to dispatcher " + address->to_string() + ": " +
+                                        client.status().to_string(), exit_code_for(client.status()));
+  auto stream = dataset ? client->distribute(*dataset, opts) : client->from_dataset_id(f.dataset_id, opts);
+  if (!stream.ok())
+    return report_status(kInfo.name, stream.status());
+
+  // Lines are flushed whenever the stream has to wait, so a slow job shows its elements as
+  // they come while a fast one is written in big blocks.
+  static char out_buf[1 << 16];
+  std::setvbuf(stdout, out_buf, _IOFBF, sizeof out_buf);
+  constexpr milliseconds kSlice{50}; // how often a wait checks for Ctrl-C and flushes
+  int64_t count = 0;
+  Status failure;
+  auto last_element = Clock::now();
+  while (f.take < 0 || count < f.take) {
+    Element element;
+    bool end = false;
+    Status st = stream->next(element, end, kSlice);
+    if (st.code() == ErrorCode::deadline_exceeded) {
+      std::fflush(stdout);
+      if (stop_requested())
+        break;
+      if (Clock::now() - last_element >= *timeout) {
+        failure = Status(ErrorCode::deadline_exceeded,
+                         "no element arrived within " + std::to_string(f.timeout_ms) + " ms (`--timeout-ms`)");
+        break;
+      }
+      continue;
+    }
+    if (!st.ok()) {
+      failure = st;
+      break;
+    }
+    if (end)
+      break;
+    last_element = Clock::now();
+    ++count;
+    switch (f.print) {
+    case PrintMode::text: {
+      const std::string line = element.to_string();
+      std::fwrite(line.data(), 1, line.size(), stdout);
+      std::fputc('\n', stdout);
+      break;
+    }
+    case PrintMode::digest:
+      std::printf("%s\n", digest_of(element).c_str());
+      break;
+    case PrintMode::none:
+      break;
+    }
+  }
+  std::fflush(stdout);
+  if (f.stats) {
+    const StreamStats s = stream->stats();
+    std::fprintf(stderr, "read: %lld elements, %lld bytes in %lld messages from job %s\n",
+                 static_cast<long long>(s.elements), static_cast<long long>(s.bytes),
+                 static_cast<long long>(s.messages), stream->job_id().c_str());
+    for (const auto& [worker, n] : s.per_worker)
+      std::fprintf(stderr, "read:   %s: %lld elements\n", worker.c_str(), static_cast<long long>(n));
+  }
+  if (!failure.ok())
+    return report_error(kInfo.name, "reading failed after " + std::to_string(count) +
+                                        " elements: " + failure.to_string(), kExitFailure);
+  if (stop_requested())
+    return 130; // the shell's convention for "ended by SIGINT"
+  return kExitOk;
+}
+
+const Subcommand reg{"read", "read a dataset through the service, one element per line", run_read};
+
+} // namespace
+} // namespace conveyor::apps

@@ -1,0 +1,465 @@
+// `conveyor run`: the README's one-command demo. Starts a local cluster — a dispatcher and N
+// workers as child processes of this same binary (or, with --in-process, as servers inside this
+// process) on 127.0.0.1 with free ports — reads a sample pipeline through it, and prints the
+// topology, sample elements, progress and a throughput summary. Children are always stopped and
+// reaped: on success, on failure and on Ctrl-C.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "apps/cli_common.hpp"
+#include "apps/subcommand.hpp"
+#include "conveyor/client.hpp"
+#include "conveyor/server.hpp"
+#include "pipeline/text_form.hpp"
+
+namespace conveyor::apps {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr CommandInfo kInfo{
+    "run", "[--workers N] [--dataset EXPR] [--mode dynamic|off] [--take N] [flags]",
+    "Starts a local cluster (a dispatcher and N workers, each a child process of this binary, on\n"
+    "127.0.0.1 with free ports), reads a sample pipeline through it and prints the topology, a few\n"
+    "elements, progress and a throughput summary. Ctrl-C stops everything cleanly."};
+
+// The default sample: a million squares in batches of 256, read in DYNAMIC mode, so the workers
+// share one epoch and every element arrives exactly once.
+constexpr const char* kDefaultDataset = "range(1000000).map(square).batch(256)";
+
+// --- one child node (a `conveyor dispatcher` or `conveyor worker` process)
+
+struct ChildNode {
+  std::string role; // "dispatcher", "worker-1", ...
+  pid_t pid = -1;
+  std::string log_path;
+  std::string address; // from its `listening on HOST:PORT` line
+  bool reaped = false;
+  int exit_status = 0;
+};
+
+std::string self_executable() {
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0)
+    return "conveyor";
+  return std::string(buf, static_cast<std::size_t>(n));
+}
+
+Expected<ChildNode> start_child(const std::string& exe, std::string role, const std::vector<std::string>& args,
+                                const std::string& log_dir) {
+  ChildNode node;
+  node.role = std::move(role);
+  node.log_path = log_dir + "/" + node.role + ".log";
+  std::vector<std::string> argv{exe};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> cargv;
+  for (auto& a : argv)
+    cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  const int log_fd = ::open(node.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (log_fd < 0)
+    return io_error("cannot create " + node.log_path);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(log_fd);
+    return io_error("fork failed for " + node.role);
+  }
+  if (pid == 0) {
+    // Child: only async-signal-safe calls until exec. If the parent dies without cleaning up
+    // (SIGKILL), the kernel sends us SIGTERM so no node outlives the demo.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent)
+      ::_exit(1);
+    const int null_fd = ::open("/dev/null", O_RDONLY);
+    if (null_fd >= 0)
+      ::dup2(null_fd, 0);
+    ::dup2(log_fd, 1);
+    ::dup2(log_fd, 2);
+    ::execv(cargv[0], cargv.data());
+    ::_exit(127);
+  }
+  ::close(log_fd);
+  node.pid = pid;
+  return node;
+}
+
+// Reaps the child if it has exited; true then.
+bool check_exited(ChildNode& node) {
+  if (node.reaped)
+    return true;
+  int status = 0;
+  if (::waitpid(node.pid, &status, WNOHANG) == node.pid) {
+    node.reaped = true;
+    node.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  return node.reaped;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Waits until the node's log holds `marker` (the log file is polled: the children write it,
+// nothing here can be woken by them), and takes its address from the `listening on` line.
+Status wait_ready(ChildNode& node, const std::string& marker, milliseconds timeout) {
+  static const std::string kListening = "listening on ";
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    const std::string log = read_file(node.log_path);
+    const auto listening = log.find(kListening);
+    if (log.find(marker) != std::string::npos && listening != std::string::npos) {
+      const auto at = listening + kListening.size();
+      node.address = log.substr(at, log.find_first_of(" \t\r\n", at) - at);
+      return Status::OK();
+    }
+    if (check_exited(node))
+      return failed_precondition(node.role + " exited with status " + std::to_string(node.exit_status) +
+                                 " before it was ready:\n" + log);
+    if (Clock::now() > deadline || stop_requested())
+      return Status(ErrorCode::deadline_exceeded,
+                    node.role + " was not ready within " + std::to_string(timeout.count()) + " ms (log: " +
+                        node.log_path + ")");
+    std::this_thread::sleep_for(milliseconds{10});
+  }
+}
+
+// SIGTERM to every node still running (workers first, the dispatcher last), then SIGKILL to
+// those that have not exited within `grace`; every node is reaped.
+void stop_children(std::vector<ChildNode>& nodes, milliseconds grace) {
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it)
+    if (!check_exited(*it))
+      ::kill(it->pid, SIGTERM);
+  const auto deadline = Clock::now() + grace;
+  for (;;) {
+    bool all = true;
+    for (auto& n : nodes)
+      all = check_exited(n) && all;
+    if (all)
+      return;
+    if (Clock::now() > deadline)
+      break;
+    std::this_thread::sleep_for(milliseconds{10});
+  }
+  for (auto& n : nodes) {
+    if (!check_exited(n)) {
+      std::fprintf(stderr, "run: %s did not stop within %lld ms, killing it\n", n.role.c_str(),
+                   static_cast<long long>(grace.count()));
+      ::kill(n.pid, SIGKILL);
+      int status = 0;
+      ::waitpid(n.pid, &status, 0);
+      n.reaped = true;
+      n.exit_status = 128 + SIGKILL;
+    }
+  }
+}
+
+// The cluster, either as child processes or in-process servers. Stops everything on destruction.
+class LocalCluster {
+public:
+  ~LocalCluster() { stop(); }
+
+  Status start_processes(int workers, const std::string& log_dir) {
+    const std::string exe = self_executable();
+    auto d = start_child(exe, "dispatcher", {"dispatcher", "--port", "0", "--host", "127.0.0.1"}, log_dir);
+    if (!d.ok())
+      return d.status();
+    children_.push_back(std::move(d).value());
+    CONVEYOR_RETURN_IF_ERROR(wait_ready(children_.back(), "listening on", milliseconds{15000}));
+    dispatcher_address_ = children_.back().address;
+    for (int i = 1; i <= workers; ++i) {
+      auto w = start_child(exe, "worker-" + std::to_string(i),
+                           {"worker", "--dispatcher", dispatcher_address_, "--port", "0", "--host", "127.0.0.1"},
+                           log_dir);
+      if (!w.ok())
+        return w.status();
+      children_.push_back(std::move(w).value());
+    }
+    // Workers start in parallel; each says "worker: ready" once the dispatcher registered it, so
+    // that the job starts with every worker (an OFF job then produces everything N times).
+    for (std::size_t i = 1; i < children_.size(); ++i)
+      CONVEYOR_RETURN_IF_ERROR(wait_ready(children_[i], "worker: ready", milliseconds{15000}));
+    return Status::OK();
+  }
+
+  Status start_in_process(int workers) {
+    dispatcher_ = std::make_unique<DispatchServer>(DispatcherConfig{});
+    CONVEYOR_RETURN_IF_ERROR(dispatcher_->start());
+    dispatcher_address_ = dispatcher_->target();
+    for (int i = 0; i < workers; ++i) {
+      WorkerConfig config;
+      config.dispatcher_address = dispatcher_address_;
+      workers_.push_back(std::make_unique<WorkerServer>(config));
+      CONVEYOR_RETURN_IF_ERROR(workers_.back()->start());
+    }
+    return Status::OK();
+  }
+
+  const std::string& dispatcher_address() const { return dispatcher_address_; }
+
+  // role, address, pid (0 in-process)
+  struct NodeInfo {
+    std::string role, address;
+    pid_t pid;
+  };
+  std::vector<NodeInfo> nodes() const {
+    std::vector<NodeInfo> out;
+    for (const auto& c : children_)
+      out.push_back({c.role, c.address, c.pid});
+    if (dispatcher_)
+      out.push_back({"dispatcher", dispatcher_address_, 0});
+    for (std::size_t i = 0; i < workers_.size(); ++i)
+      out.push_back({"worker-" + std::to_string(i + 1), workers_[i]->worker_address(), 0});
+    return out;
+  }
+
+  // Nodes that exited on their own while the demo ran (a crash, a failed start).
+  std::vector<std::string> died() {
+    std::vector<std::string> out;
+    for (auto& c : children_)
+      if (check_exited(c))
+        out.push_back(c.role + " (exit status " + std::to_string(c.exit_status) + ", log " + c.log_path + ")");
+    return out;
+  }
+
+  void stop() {
+    stop_children(children_, milliseconds{5000});
+    for (auto& w : workers_)
+      w->stop();
+    workers_.clear();
+    if (dispatcher_)
+      dispatcher_->stop();
+    dispatcher_.reset();
+  }
+
+private:
+  std::vector<ChildNode> children_;
+  std::unique_ptr<DispatchServer> dispatcher_;
+  std::vector<std::unique_ptr<WorkerServer>> workers_;
+  std::string dispatcher_address_;
+};
+
+std::string human_rate(double per_second) {
+  char buf[32];
+  if (per_second >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.2fM", per_second / 1e6);
+  else if (per_second >= 1e3)
+    std::snprintf(buf, sizeof buf, "%.1fk", per_second / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f", per_second);
+  return buf;
+}
+
+struct RunFlags {
+  int64_t workers = 2;
+  std::string dataset_text = kDefaultDataset;
+  std::string mode = "dynamic";
+  int64_t take = -1;
+  int64_t samples = 5;
+  int64_t progress_ms = 1000;
+  int64_t timeout_ms = 30000;
+  bool in_process = false;
+  std::string log_dir;
+};
+
+int run_run(const std::vector<std::string>& args) {
+  RunFlags f;
+  po::options_description options("run options");
+  options.add_options()
+      ("workers,w", po::value(&f.workers)->default_value(2)->value_name("N"), "number of worker processes")
+      ("dataset", po::value(&f.dataset_text)->default_value(kDefaultDataset)->value_name("EXPR"),
+       "the pipeline to serve, in the pipeline text form")
+      ("mode,m", po::value(&f.mode)->default_value("dynamic")->value_name("MODE"),
+       "dynamic (each element once across the workers) or off (every worker produces everything)")
+      ("take", po::value(&f.take)->default_value(-1)->value_name("N"), "stop after N elements (-1 = all)")
+      ("samples", po::value(&f.samples)->default_value(5)->value_name("K"), "print the first K elements")
+      ("progress-ms", po::value(&f.progress_ms)->default_value(1000)->value_name("MS"),
+       "print progress every MS milliseconds")
+      ("timeout-ms", po::value(&f.timeout_ms)->default_value(30000)->value_name("T"),
+       "fail when no element arrives for T milliseconds")
+      ("in-process", po::bool_switch(&f.in_process),
+       "run the dispatcher and workers as servers inside this process instead of child processes")
+      ("log-dir", po::value(&f.log_dir)->value_name("DIR"),
+       "where the child nodes write their logs (default: a new /tmp/conveyor-run-* directory)");
+  add_log_level_option(options, "warning");
+  po::variables_map vm;
+  if (auto stop = parse_command_line(kInfo, options, args, vm))
+    return *stop;
+  if (auto st = apply_log_level(vm); !st.ok())
+    return report_status(kInfo.name, st);
+
+  const auto bad = [](const Status& st) { return report_status(kInfo.name, st); };
+  if (auto st = check_at_least("--workers", f.workers, 1); !st.ok())
+    return bad(st);
+  if (f.workers > 64)
+    return bad(invalid_argument("`--workers` must be at most 64 on one machine, got " + std::to_string(f.workers)));
+  auto dataset = parse_dataset(f.dataset_text);
+  if (!dataset.ok())
+    return bad(Status(dataset.status().code(), "`--dataset`: " + dataset.status().message()));
+  if (auto st = dataset->validate(); !st.ok())
+    return bad(Status(st.code(), "`--dataset`: " + st.message()));
+  DistributeOptions opts;
+  auto policy = parse_processing_mode(f.mode);
+  if (!policy.ok())
+    return bad(Status(policy.status().code(), "`--mode`: " + policy.status().message()));
+  opts.policy = *policy;
+  if (auto st = validate(opts); !st.ok())
+    return bad(Status(st.code(), "`--mode`: " + st.message()));
+  if (f.take < -1)
+    return bad(invalid_argument("`--take` must be -1 (all) or at least 0, got " + std::to_string(f.take)));
+  if (auto st = check_at_least("--samples", f.samples, 0); !st.ok())
+    return bad(st);
+  auto progress_every = check_millis("--progress-ms", f.progress_ms);
+  if (!progress_every.ok())
+    return bad(progress_every.status());
+  auto timeout = check_millis("--timeout-ms", f.timeout_ms);
+  if (!timeout.ok())
+    return bad(timeout.status());
+
+  install_stop_signals();
+  LocalCluster cluster;
+  Status started;
+  if (f.in_process) {
+    started = cluster.start_in_process(static_cast<int>(f.workers));
+  } else {
+    if (f.log_dir.empty()) {
+      char tmpl[] = "/tmp/conveyor-run-XXXXXX";
+      if (!::mkdtemp(tmpl))
+        return report_error(kInfo.name, "cannot create a log directory in /tmp", kExitFailure);
+      f.log_dir = tmpl;
+    } else if (::access(f.log_dir.c_str(), W_OK) != 0) {
+      return bad(invalid_argument("`--log-dir` \"" + f.log_dir + "\" is not a writable directory"));
+    }
+    started = cluster.start_processes(static_cast<int>(f.workers), f.log_dir);
+  }
+  if (!started.ok()) {
+    cluster.stop();
+    return report_error(kInfo.name, "cannot start the local cluster: " + started.to_string(), kExitFailure);
+  }
+
+  std::printf("conveyor run: local cluster on 127.0.0.1%s\n", f.in_process ? " (in-process servers)" : "");
+  for (const auto& n : cluster.nodes()) {
+    if (n.pid > 0)
+      std::printf("  %-11s %-22s pid %d\n", n.role.c_str(), n.address.c_str(), static_cast<int>(n.pid));
+    else
+      std::printf("  %-11s %s\n", n.role.c_str(), n.address.c_str());
+  }
+  if (!f.in_process)
+    std::printf("  logs        %s\n", f.log_dir.c_str());
+  const int64_t cardinality = dataset->cardinality();
+  std::printf("dataset: %s\nmode:    %s", dataset->to_text().c_str(), to_string(opts.policy));
+  if (cardinality >= 0) {
+    const int64_t expect = opts.policy == ShardingPolicy::off ? cardinality * f.workers : cardinality;
+    std::printf(" (expecting %lld elements: %s)", static_cast<long long>(expect),
+                opts.policy == ShardingPolicy::off ? "every worker produces the whole dataset"
+                                                   : "each element once across the workers");
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+
+  auto client = Client::connect(cluster.dispatcher_address());
+  if (!client.ok())
+    return report_error(kInfo.name, "cannot connect: " + client.status().to_string(), kExitFailure);
+  auto stream = client->distribute(*dataset, opts);
+  if (!stream.ok())
+    return report_status(kInfo.name, stream.status());
+
+  const auto start = Clock::now();
+  auto last_progress = start;
+  auto last_element = start;
+  int64_t count = 0, payload_bytes = 0;
+  Status failure;
+  std::printf("first elements:\n");
+  while (f.take < 0 || count < f.take) {
+    Element e;
+    bool end = false;
+    Status st = stream->next(e, end, milliseconds{50});
+    const auto now = Clock::now();
+    if (st.code() == ErrorCode::deadline_exceeded) {
+      if (stop_requested())
+        break;
+      if (now - last_element >= *timeout) {
+        failure = Status(ErrorCode::deadline_exceeded, "no element within " + std::to_string(f.timeout_ms) + " ms");
+        break;
+      }
+    } else if (!st.ok()) {
+      failure = st;
+      break;
+    } else if (end) {
+      break;
+    } else {
+      last_element = now;
+      ++count;
+      payload_bytes += static_cast<int64_t>(e.byte_size());
+      if (count <= f.samples) {
+        std::string text = e.to_string();
+        if (text.size() > 100)
+          text = text.substr(0, 97) + "...";
+        std::printf("  %s\n", text.c_str());
+      }
+    }
+    if (now - last_progress >= *progress_every) {
+      const double secs = std::chrono::duration<double>(now - start).count();
+      std::printf("progress: %lld elements, %s elements/s, %.1f MB/s\n", static_cast<long long>(count),
+                  human_rate(count / secs).c_str(), payload_bytes / secs / 1e6);
+      std::fflush(stdout);
+      last_progress = now;
+    }
+  }
+  const double secs = std::max(1e-9, std::chrono::duration<double>(Clock::now() - start).count());
+  const StreamStats stats = stream->stats();
+  std::printf("summary: %lld elements (%.1f MB of tensor data) in %.2f s: %s elements/s, %.1f MB/s\n",
+              static_cast<long long>(count), payload_bytes / 1e6, secs, human_rate(count / secs).c_str(),
+              payload_bytes / secs / 1e6);
+  std::printf("  wire: %.1f MB in %lld messages (%.1f elements per message)\n", stats.bytes / 1e6,
+              static_cast<long long>(stats.messages),
+              stats.messages > 0 ? static_cast<double>(stats.elements) / stats.messages : 0.0);
+  for (const auto& [worker, n] : stats.per_worker) {
+    std::string role = worker;
+    for (const auto& node : cluster.nodes())
+      if (node.address == worker)
+        role = node.role + " (" + worker + ")";
+    std::printf("  %s: %lld elements\n", role.c_str(), static_cast<long long>(n));
+  }
+  std::fflush(stdout);
+
+  // Leave the job before the cluster goes away.
+  { ElementStream done = std::move(stream).value(); }
+  const auto died = cluster.died();
+  cluster.stop();
+  std::printf("cluster stopped\n");
+  for (const auto& d : died)
+    std::fprintf(stderr, "run: %s stopped during the run\n", d.c_str());
+  if (stop_requested()) {
+    std::printf("interrupted\n");
+    return 130;
+  }
+  if (!failure.ok())
+    return report_error(kInfo.name, "reading failed after " + std::to_string(count) + " elements: " + failure.to_string(),
+                        kExitFailure);
+  return died.empty() ? kExitOk : kExitFailure;
+}
+
+const Subcommand reg{"run", "start a local cluster and read a sample pipeline through it (demo)", run_run};
+
+} // namespace
+} // namespace conveyor::apps

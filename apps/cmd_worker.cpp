@@ -1,0 +1,111 @@
+// `conveyor worker`: runs one WorkerServer until SIGINT/SIGTERM.
+#include <cstdio>
+
+#include "apps/cli_common.hpp"
+#include "apps/subcommand.hpp"
+#include "conveyor/server.hpp"
+
+namespace conveyor::apps {
+namespace {
+
+constexpr CommandInfo kInfo{
+    "worker", "--dispatcher HOST:PORT --port PORT [--advertise HOST:PORT] [--plugin LIB.so ...] [flags]",
+    "Runs a conveyor worker: it registers with the dispatcher, runs a task for every job, and serves\n"
+    "the elements straight to the consumers. Prints `listening on HOST:PORT` once it serves;\n"
+    "stops cleanly on Ctrl-C or SIGTERM."};
+
+int run_worker(const std::vector<std::string>& args) {
+  int64_t port = -1;
+  int64_t heartbeat_ms = 0;
+  int64_t buffer_elements = 0;
+  int64_t buffer_bytes = 0;
+  int64_t connect_timeout_ms = 0;
+  WorkerConfig defaults;
+  po::options_description options("worker options");
+  options.add_options()
+      ("dispatcher,d", po::value<std::string>()->required()->value_name("HOST:PORT"),
+       "address of the dispatcher")
+      ("port,p", po::value(&port)->required()->value_name("PORT"),
+       "TCP port to serve consumers on (0 = pick a free one; the chosen port is printed)")
+      ("host", po::value<std::string>()->default_value(defaults.bind_host)->value_name("HOST"),
+       "address to bind")
+      ("advertise", po::value<std::string>()->default_value("")->value_name("HOST:PORT"),
+       "address consumers should use to reach this worker, if it differs from the bound one "
+       "(\"%port%\" stands for the bound port)")
+      ("heartbeat-interval", po::value(&heartbeat_ms)->default_value(defaults.heartbeat_interval.count())->value_name("MS"),
+       "how often to send the dispatcher a heartbeat")
+      ("plugin", po::value<std::vector<std::string>>()->composing()->value_name("LIB.so"),
+       "shared library with more dataset functions (repeatable)")
+      ("buffer-elements", po::value(&buffer_elements)->default_value(defaults.task_buffer_elements)->value_name("N"),
+       "elements each task buffers ahead of its consumers")
+      ("buffer-bytes", po::value(&buffer_bytes)->default_value(defaults.task_buffer_bytes)->value_name("BYTES"),
+       "bytes each task buffers ahead of its consumers")
+      ("connect-timeout", po::value(&connect_timeout_ms)->default_value(defaults.connect_timeout.count())->value_name("MS"),
+       "give up registering with the dispatcher after this long");
+  po::options_description hidden;
+  hidden.add_options()("protocol-version", po::value<uint32_t>()->default_value(0),
+                       "speak another protocol version (tests of the version check)");
+  add_log_level_option(options, "info");
+  po::variables_map vm;
+  if (auto stop = parse_command_line(kInfo, options, args, vm, &hidden))
+    return *stop;
+  if (auto st = apply_log_level(vm); !st.ok())
+    return report_status(kInfo.name, st);
+
+  WorkerConfig config;
+  auto dispatcher = parse_address_flag("--dispatcher", vm["dispatcher"].as<std::string>());
+  if (!dispatcher.ok())
+    return report_status(kInfo.name, dispatcher.status());
+  config.dispatcher_address = dispatcher->to_string();
+  auto port_ok = check_port("--port", port);
+  if (!port_ok.ok())
+    return report_status(kInfo.name, port_ok.status());
+  config.port = *port_ok;
+  config.bind_host = vm["host"].as<std::string>();
+  if (auto st = check_host("--host", config.bind_host); !st.ok())
+    return report_status(kInfo.name, st);
+  config.advertised_address = vm["advertise"].as<std::string>();
+  if (!config.advertised_address.empty()) {
+    // "%port%" is only known after binding; check the rest with a placeholder port.
+    std::string probe = config.advertised_address;
+    if (auto at = probe.find("%port%"); at != std::string::npos)
+      probe.replace(at, 6, "1");
+    if (auto st = parse_address_flag("--advertise", probe); !st.ok())
+      return report_status(kInfo.name, st.status());
+  }
+  auto heartbeat = check_millis("--heartbeat-interval", heartbeat_ms);
+  if (!heartbeat.ok())
+    return report_status(kInfo.name, heartbeat.status());
+  config.heartbeat_interval = *heartbeat;
+  auto connect_timeout = check_millis("--connect-timeout", connect_timeout_ms);
+  if (!connect_timeout.ok())
+    return report_status(kInfo.name, connect_timeout.status());
+  config.connect_timeout = *connect_timeout;
+  if (auto st = check_at_least("--buffer-elements", buffer_elements, 1); !st.ok())
+    return report_status(kInfo.name, st);
+  if (auto st = check_at_least("--buffer-bytes", buffer_bytes, 1); !st.ok())
+    return report_status(kInfo.name, st);
+  config.task_buffer_elements = buffer_elements;
+  config.task_buffer_bytes = buffer_bytes;
+  if (vm.count("plugin"))
+    config.plugins = vm["plugin"].as<std::vector<std::string>>();
+  config.protocol_version = vm["protocol-version"].as<uint32_t>();
+
+  install_stop_signals();
+  WorkerServer server{config};
+  if (auto st = server.start(); !st.ok())
+    return report_error(kInfo.name, "cannot start: " + st.to_string(), exit_code_for(st));
+  // start() returns once the dispatcher accepted the registration: from here on, new jobs and
+  // running ones get a task here. Scripts and tests wait for this line.
+  std::fprintf(stderr, "worker: ready: registered with dispatcher %s, serving consumers at %s\n",
+               config.dispatcher_address.c_str(), server.worker_address().c_str());
+  wait_for_stop_signal();
+  std::fprintf(stderr, "worker: stopping\n");
+  server.stop();
+  return kExitOk;
+}
+
+const Subcommand reg{"worker", "run a worker (serves elements of every job)", run_worker};
+
+} // namespace
+} // namespace conveyor::apps

@@ -1,0 +1,131 @@
+// The consumer API: the reference's register_dataset / distribute / from_dataset_id in C++
+// (003_3cbebc871b174894.txt). No CAF in this header; code that is itself a CAF actor uses
+// conveyor/async.hpp instead.
+//
+//   auto client = Client::connect("127.0.0.1:5050");            // bounded connect
+//   if (!client) return client.status();
+//   DistributeOptions opts;
+//   opts.policy = ShardingPolicy::dynamic;
+//   auto stream = client->distribute(Dataset::range(10), opts);
+//   for (const Element& e : *stream) std::cout << e.to_string() << "\n";
+//   if (!stream->status().ok()) ...                              // why iteration stopped early
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "conveyor/options.hpp"
+#include "pipeline/dataset.hpp"
+#include "pipeline/element.hpp"
+#include "pipeline/status.hpp"
+
+namespace conveyor {
+
+namespace detail {
+class ClientContext;
+class StreamContext;
+} // namespace detail
+
+struct ClientConfig {
+  // Bound on connecting to the dispatcher and the version handshake: an unreachable or frozen
+  // dispatcher gives unavailable / deadline_exceeded after at most this long.
+  std::chrono::milliseconds connect_timeout{5000};
+  // Bound on each request to the dispatcher (register_dataset, job creation).
+  std::chrono::milliseconds request_timeout{10000};
+  uint32_t protocol_version = 0; // 0 = this build's version
+  NetworkConfig network;
+};
+
+// What a stream has read so far.
+struct StreamStats {
+  int64_t elements = 0;
+  int64_t bytes = 0;                         // encoded bytes received
+  int64_t messages = 0;                      // element batches received
+  std::map<std::string, int64_t> per_worker; // worker address -> elements read from it
+};
+
+// The elements of one job, pulled from the workers. Move-only. Destroying it leaves the job
+// (a private job is then released).
+class ElementStream {
+public:
+  static constexpr std::chrono::milliseconds kDefaultTimeout{60000};
+
+  ElementStream(ElementStream&&) noexcept;
+  ElementStream& operator=(ElementStream&&) noexcept;
+  ~ElementStream();
+
+  // Blocks up to `timeout` for the next element. OK with end_of_sequence = false: `out` holds
+  // it; OK with end_of_sequence = true: every task reached its end. deadline_exceeded: nothing
+  // arrived in time (the stream stays usable: call again). Any other error is final.
+  Status next(Element& out, bool& end_of_sequence,
+              std::chrono::milliseconds timeout = kDefaultTimeout);
+
+  // Range-for over the elements; iteration stops at the end or at the first error
+  // (see status()).
+  class iterator {
+  public:
+    using value_type = Element;
+    iterator() = default;
+    const Element& operator*() const { return current_; }
+    const Element* operator->() const { return &current_; }
+    iterator& operator++();
+    friend bool operator==(const iterator& a, const iterator& b) { return a.stream_ == b.stream_; }
+    friend bool operator!=(const iterator& a, const iterator& b) { return !(a == b); }
+
+  private:
+    friend class ElementStream;
+    explicit iterator(ElementStream* s) : stream_(s) { ++*this; }
+    ElementStream* stream_ = nullptr;
+    Element current_;
+  };
+  iterator begin() { return iterator{this}; }
+  iterator end() { return iterator{}; }
+
+  // The error that stopped range-for iteration; OK otherwise.
+  const Status& status() const { return status_; }
+  // The job this stream reads ("<job id>" as the dispatcher names it).
+  std::string job_id() const;
+  StreamStats stats() const;
+
+private:
+  friend class Client;
+  explicit ElementStream(std::unique_ptr<detail::StreamContext> ctx);
+  std::unique_ptr<detail::StreamContext> ctx_;
+  Status status_;
+};
+
+class Client {
+public:
+  // Connects to the dispatcher at `address` ("host:port") and checks that it speaks this
+  // protocol version. Never hangs: fails after config.connect_timeout at the latest.
+  static Expected<Client> connect(const std::string& address, ClientConfig config = {});
+
+  // Registers `dataset` (validated first: an unknown function or bad argument is an error
+  // here, not in the middle of a job) and returns its id. Registering an equal definition again
+  // returns the same id. With `requested_id`: that id is used; if it already names an equal
+  // definition the call succeeds, if it names another definition it is already_exists.
+  // `compression`: "AUTO" or "NONE".
+  Expected<std::string> register_dataset(const Dataset& dataset,
+                                         const std::string& compression = "AUTO",
+                                         const std::optional<std::string>& requested_id = std::nullopt);
+
+  // register_dataset(dataset, options.compression) + from_dataset_id.
+  Expected<ElementStream> distribute(const Dataset& dataset, const DistributeOptions& options = {});
+
+  // Reads the registered dataset `dataset_id` in a new (or, with a job_name, shared) job.
+  Expected<ElementStream> from_dataset_id(const std::string& dataset_id,
+                                          const DistributeOptions& options = {});
+
+  // The dispatcher address given to connect().
+  const std::string& address() const;
+
+private:
+  explicit Client(std::shared_ptr<detail::ClientContext> ctx);
+  std::shared_ptr<detail::ClientContext> ctx_;
+};
+
+} // namespace conveyor

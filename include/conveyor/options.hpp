@@ -1,0 +1,82 @@
+// Options of the consumer API: how a dataset is distributed and read (the reference's
+// `distribute` / `from_dataset_id` arguments, 003_3cbebc871b174894.txt), and their validation.
+// No CAF here: this header is included by every user of the service.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "pipeline/sharding.hpp"
+#include "pipeline/status.hpp"
+
+namespace conveyor {
+
+// The reference's processing modes map onto sharding policies:
+//   "parallel_epochs"   = ShardingPolicy::off     (every worker produces the whole dataset)
+//   "distributed_epoch" = ShardingPolicy::dynamic (each element of an epoch produced once)
+// Accepts those two strings and the ShardingPolicy names ("OFF", "dynamic", ...).
+// invalid_argument with the reference's wording otherwise.
+Expected<ShardingPolicy> parse_processing_mode(std::string_view mode);
+
+// Time limits of the middleman's connection monitoring. Every node of a cluster must enable
+// heartbeats, otherwise an idle but healthy peer is declared dead after `connection_timeout`.
+struct NetworkConfig {
+  std::chrono::milliseconds heartbeat_interval{200};
+  std::chrono::milliseconds connection_timeout{5000};
+  // Scheduler threads of the node's actor system (0 = CAF's default).
+  std::size_t scheduler_threads = 0;
+};
+
+struct DistributeOptions {
+  // Processing mode. OFF and DYNAMIC are implemented; FILE, DATA, FILE_OR_DATA and HINT are
+  // refused with `unimplemented` for now.
+  ShardingPolicy policy = ShardingPolicy::off;
+  // Consumers naming the same job (on the same dataset) share it; unset = a private job.
+  std::optional<std::string> job_name;
+  // Coordinated (round-robin) reads: both or neither, and only with a job_name.
+  // Validated now, refused with `unimplemented` until coordinated reads land.
+  std::optional<int64_t> consumer_index;
+  std::optional<int64_t> num_consumers;
+  // How many elements may be requested (in flight or buffered, not yet handed to the caller)
+  // at the same time. Unset = automatic (a large element count, bounded by `max_buffered_bytes`).
+  std::optional<int64_t> max_outstanding_requests;
+  // Bound on the bytes the consumer requests ahead (used with the automatic setting, and as a
+  // second bound when max_outstanding_requests is set).
+  int64_t max_buffered_bytes = 64 << 20;
+  // How elements are compressed on the wire: "AUTO" (the service decides) or "NONE".
+  // Used by distribute() when it registers the dataset.
+  std::string compression = "AUTO";
+  // Which workers to read from: "AUTO" or "ANY" (any worker). "LOCAL" is refused with
+  // `unimplemented` for now.
+  std::string target_workers = "AUTO";
+  // Limit of every single request the consumer sends (to the dispatcher, the job or a task).
+  std::chrono::milliseconds request_timeout{10000};
+  // How long the job may hold a task-list poll before answering "no change" (a long poll: new
+  // and removed tasks are noticed at once, and at least this often otherwise).
+  std::chrono::milliseconds task_refresh_interval{500};
+};
+
+// Checks the arguments as the reference does (messages name the argument and what was
+// expected): empty job_name; num_consumers without job_name; consumer_index without
+// num_consumers or vice versa; consumer_index out of range; bad compression; bad
+// target_workers; max_outstanding_requests <= 0; non-positive timeouts.
+// Returns `unimplemented` ("not supported yet") for the parts later issues fill in.
+Status validate(const DistributeOptions& options);
+
+// The reference's `compression` values: "AUTO" or "NONE" (case-sensitive, as in the reference).
+Status validate_compression(std::string_view compression);
+
+// "host:port", "[::1]:port" or "conveyor://host:port" -> host and port.
+// invalid_argument naming the bad part otherwise (empty, no port, port out of range, an
+// unsupported protocol, several "://").
+struct HostPort {
+  std::string host;
+  uint16_t port = 0;
+  std::string to_string() const; // "host:port" ("[h]:port" for IPv6 literals)
+};
+Expected<HostPort> parse_address(std::string_view address);
+
+} // namespace conveyor

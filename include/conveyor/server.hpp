@@ -1,0 +1,115 @@
+// DispatchServer and WorkerServer: the reference's in-process servers
+// (002_32961d854c9a04d3.txt: DispatchServer / WorkerServer). Each server owns its own actor
+// system and listens on TCP; tests and `conveyor run` start them in-process, the `conveyor
+// dispatcher` / `conveyor worker` commands start one each. No CAF in this header.
+//
+//   DispatchServer dispatcher{DispatcherConfig{}};
+//   CONVEYOR_RETURN_IF_ERROR(dispatcher.start());        // logs "dispatcher: listening on HOST:PORT"
+//   WorkerServer worker{WorkerConfig{.dispatcher_address = dispatcher.target()}};
+//   CONVEYOR_RETURN_IF_ERROR(worker.start());            // registers with the dispatcher
+//   ...
+//   worker.stop(); dispatcher.stop();                    // also done by the destructors
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "conveyor/options.hpp"
+#include "pipeline/status.hpp"
+
+namespace conveyor {
+
+namespace detail {
+class DispatcherContext;
+class WorkerContext;
+} // namespace detail
+
+struct DispatcherConfig {
+  uint16_t port = 0;                    // 0 = pick a free port (see bound_port())
+  std::string bind_host = "127.0.0.1";
+  std::string work_dir;                 // accepted; journaling comes with a later issue
+  // A worker without a heartbeat for this long is removed (as is one whose connection drops).
+  std::chrono::milliseconds worker_timeout{5000};
+  // A job without consumers for this long is released.
+  std::chrono::milliseconds job_gc_timeout{60000};
+  // Elements per split for DYNAMIC index-range sources (range, from_tensor_slices).
+  int64_t range_split_size = 64;
+  // Protocol version this node speaks; 0 = this build's version. Tests override it to check
+  // that a mismatch is refused.
+  uint32_t protocol_version = 0;
+  NetworkConfig network;
+};
+
+class DispatchServer {
+public:
+  explicit DispatchServer(DispatcherConfig config = {});
+  ~DispatchServer(); // stop() + join()
+  DispatchServer(const DispatchServer&) = delete;
+  DispatchServer& operator=(const DispatchServer&) = delete;
+
+  // Starts the actor system and listens. failed_precondition if already started; io_error /
+  // invalid_argument naming the host and port when it cannot listen.
+  Status start();
+  // The port it listens on (after start(); 0 before).
+  uint16_t bound_port() const;
+  // "host:port" to give workers and clients.
+  std::string target() const;
+  // Stops serving: the dispatcher actor exits, connections close. Idempotent.
+  void stop();
+  // Blocks until stop() was called (from another thread or a signal handler's helper).
+  void join();
+
+private:
+  DispatcherConfig config_;
+  std::shared_ptr<detail::DispatcherContext> ctx_;
+};
+
+struct WorkerConfig {
+  std::string dispatcher_address;      // "host:port" of the dispatcher (required)
+  uint16_t port = 0;                   // 0 = pick a free port
+  std::string bind_host = "127.0.0.1";
+  // The address consumers use to reach this worker ("host:port"); empty = bind_host:bound port.
+  // It may differ from the bind address (NAT, containers). A "%port%" in it is replaced by the
+  // bound port.
+  std::string advertised_address;
+  std::chrono::milliseconds heartbeat_interval{500};
+  // Plugin shared libraries loaded into the function registry before serving.
+  std::vector<std::string> plugins;
+  // Elements a task buffers ahead of its consumers (and a byte bound on the same buffer).
+  int64_t task_buffer_elements = 65536;
+  int64_t task_buffer_bytes = 32 << 20;
+  // Limit of the registration handshake (connect + register) in start().
+  std::chrono::milliseconds connect_timeout{5000};
+  // Run each task's pipeline on its own thread (production). false runs tasks on the actor
+  // system's scheduler (deterministic simulation).
+  bool detached_tasks = true;
+  uint32_t protocol_version = 0;       // 0 = this build's version
+  NetworkConfig network;
+};
+
+class WorkerServer {
+public:
+  explicit WorkerServer(WorkerConfig config);
+  ~WorkerServer(); // stop() + join()
+  WorkerServer(const WorkerServer&) = delete;
+  WorkerServer& operator=(const WorkerServer&) = delete;
+
+  // Loads plugins, listens, connects to the dispatcher and registers (bounded by
+  // connect_timeout). Errors: invalid_argument (bad address), unavailable / deadline_exceeded
+  // (dispatcher unreachable or silent), version_mismatch (refused by the dispatcher).
+  Status start();
+  uint16_t bound_port() const;
+  // The address advertised to the dispatcher ("host:port").
+  std::string worker_address() const;
+  void stop();
+  void join();
+
+private:
+  WorkerConfig config_;
+  std::shared_ptr<detail::WorkerContext> ctx_;
+};
+
+} // namespace conveyor

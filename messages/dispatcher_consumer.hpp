@@ -1,0 +1,101 @@
+// Client / consumer -> dispatcher: handshake, dataset registration, job creation. Also defines
+// the dispatcher's whole interface (it is the actor workers and clients connect to).
+//
+//   client -> dispatcher  client_hello{version} -> dispatcher_hello (version_mismatch if the
+//                         versions differ; the dispatcher logs the refusal too)
+//   client -> dispatcher  register_dataset{definition, compression, requested_id} ->
+//                         dataset_registered{id}. Same fingerprint -> same id; a requested id
+//                         naming another definition -> already_exists.
+//   client -> dispatcher  get_or_create_job{dataset, job_name, policy, ...} -> job_info{job}.
+//                         A named job is shared by everyone naming it on the same dataset; an
+//                         unnamed job is private to its consumer.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <caf/meta/type_name.hpp>
+#include <caf/optional.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "messages/dispatcher_job.hpp"
+#include "messages/dispatcher_worker.hpp"
+#include "messages/protocol.hpp"
+#include "messages/type_ids.hpp"
+#include "pipeline/codec.hpp"
+#include "pipeline/sharding.hpp"
+
+namespace conveyor::msg {
+
+struct client_hello {
+  uint32_t protocol_version = 0;
+  std::string client; // a name for the dispatcher's log
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, client_hello& x) {
+  return f(caf::meta::type_name("client_hello"), x.protocol_version, x.client);
+}
+
+struct dispatcher_hello {
+  uint32_t protocol_version = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, dispatcher_hello& x) {
+  return f(caf::meta::type_name("dispatcher_hello"), x.protocol_version);
+}
+
+struct register_dataset {
+  std::string definition; // pipeline/serialize.hpp to_binary form
+  Compression compression = Compression::automatic;
+  caf::optional<std::string> requested_id;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, register_dataset& x) {
+  return f(caf::meta::type_name("register_dataset"), x.definition, x.compression,
+           x.requested_id);
+}
+
+struct dataset_registered {
+  dataset_id_t dataset;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, dataset_registered& x) {
+  return f(caf::meta::type_name("dataset_registered"), x.dataset);
+}
+
+struct get_or_create_job {
+  dataset_id_t dataset;
+  caf::optional<std::string> job_name; // none = a private job
+  ShardingPolicy policy = ShardingPolicy::off;
+  caf::optional<int64_t> num_consumers;
+  std::string target_workers = "AUTO";
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, get_or_create_job& x) {
+  return f(caf::meta::type_name("get_or_create_job"), x.dataset, x.job_name, x.policy,
+           x.num_consumers, x.target_workers);
+}
+
+struct job_info {
+  job_id_t job = 0;
+  std::string job_name; // empty for a private job
+  dataset_id_t dataset;
+  ShardingPolicy policy = ShardingPolicy::off;
+  bool finished = false; // a finished named job: a new consumer reads nothing (as in TF)
+  job_actor handle;      // null when finished and released
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_info& x) {
+  return f(caf::meta::type_name("job_info"), x.job, x.job_name, x.dataset, x.policy, x.finished,
+           x.handle);
+}
+
+using dispatcher_actor =
+  job_report_actor::extend<caf::replies_to<client_hello>::with<dispatcher_hello>,
+                           caf::replies_to<register_dataset>::with<dataset_registered>,
+                           caf::replies_to<get_or_create_job>::with<job_info>,
+                           caf::replies_to<register_worker>::with<worker_registered>,
+                           caf::replies_to<worker_heartbeat>::with<heartbeat_ack>>;
+
+} // namespace conveyor::msg

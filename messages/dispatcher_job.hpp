@@ -1,0 +1,84 @@
+// Dispatcher <-> job actor (both in the dispatcher process). The dispatcher owns the cluster
+// state (actors/dispatcher_state.hpp) and decides every id; a job actor runs one job.
+//
+//   dispatcher -> job  add_task (a task record was created: a live worker for a new job, or a
+//                      new worker for every unfinished job)
+//   dispatcher -> job  remove_task (its worker was removed: timeout or connection lost)
+//   job -> dispatcher  task_finished, job_finished, job_released (the job's state changes, which
+//                      the dispatcher records)
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "messages/dispatcher_worker.hpp"
+#include "messages/job_consumer.hpp"
+#include "messages/job_task.hpp"
+#include "messages/protocol.hpp"
+#include "messages/type_ids.hpp"
+
+namespace conveyor::msg {
+
+struct add_task {
+  task_id_t task = 0;
+  worker_id_t worker = 0;
+  std::string worker_address;
+  worker_actor handle;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, add_task& x) {
+  return f(caf::meta::type_name("add_task"), x.task, x.worker, x.worker_address, x.handle);
+}
+
+struct remove_task {
+  task_id_t task = 0;
+  std::string reason;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, remove_task& x) {
+  return f(caf::meta::type_name("remove_task"), x.task, x.reason);
+}
+
+struct task_finished {
+  job_id_t job = 0;
+  task_id_t task = 0;
+  std::string error; // empty = ended normally
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, task_finished& x) {
+  return f(caf::meta::type_name("task_finished"), x.job, x.task, x.error);
+}
+
+struct job_finished {
+  job_id_t job = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_finished& x) {
+  return f(caf::meta::type_name("job_finished"), x.job);
+}
+
+// The job had no consumer for job_gc_timeout: it stopped its tasks and exited.
+struct job_released {
+  job_id_t job = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_released& x) {
+  return f(caf::meta::type_name("job_released"), x.job);
+}
+
+// The job actor: tasks, consumers and the dispatcher see it through this interface.
+using job_actor = split_source_actor::extend<caf::replies_to<join_job>::with<job_joined>,
+                                             caf::replies_to<get_tasks>::with<task_list>,
+                                             caf::reacts_to<add_task>,
+                                             caf::reacts_to<remove_task>>;
+
+// The dispatcher, as its job actors see it.
+using job_report_actor = caf::typed_actor<caf::reacts_to<task_finished>,
+                                          caf::reacts_to<job_finished>,
+                                          caf::reacts_to<job_released>>;
+
+} // namespace conveyor::msg

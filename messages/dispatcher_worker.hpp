@@ -1,0 +1,116 @@
+// Worker <-> dispatcher side: registration, heartbeats, and the job's task assignments.
+//
+//   worker -> dispatcher  register_worker{version, address, worker} -> worker_registered
+//                         (a version mismatch is refused with version_mismatch)
+//   worker -> dispatcher  worker_heartbeat every heartbeat interval -> heartbeat_ack
+//                         (known = false: the dispatcher dropped this worker; register again)
+//   job    -> worker      assign_task{task_def} -> task_assigned{task}   (the job actor lives in
+//                         the dispatcher process; one task per job and worker)
+//   job    -> worker      stop_task (the job was released)
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "messages/job_task.hpp"
+#include "messages/protocol.hpp"
+#include "messages/type_ids.hpp"
+#include "messages/worker_consumer.hpp"
+#include "pipeline/codec.hpp"
+#include "pipeline/sharding.hpp"
+
+namespace conveyor::msg {
+
+// Everything a worker needs to run its share of a job.
+struct task_def {
+  task_id_t task = 0;
+  job_id_t job = 0;
+  dataset_id_t dataset;
+  std::string definition; // pipeline/serialize.hpp to_binary form
+  ShardingPolicy policy = ShardingPolicy::off;
+  Compression compression = Compression::automatic;
+  split_source_actor splits; // the job: DYNAMIC splits, task_done
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, task_def& x) {
+  return f(caf::meta::type_name("task_def"), x.task, x.job, x.dataset, x.definition, x.policy,
+           x.compression, x.splits);
+}
+
+// job -> worker
+struct assign_task {
+  task_def def;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, assign_task& x) {
+  return f(caf::meta::type_name("assign_task"), x.def);
+}
+
+// worker -> job
+struct task_assigned {
+  task_id_t task = 0;
+  task_actor handle;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, task_assigned& x) {
+  return f(caf::meta::type_name("task_assigned"), x.task, x.handle);
+}
+
+// job -> worker
+struct stop_task {
+  task_id_t task = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stop_task& x) {
+  return f(caf::meta::type_name("stop_task"), x.task);
+}
+
+// The worker actor, as the dispatcher and its jobs see it.
+using worker_actor = caf::typed_actor<caf::replies_to<assign_task>::with<task_assigned>,
+                                      caf::reacts_to<stop_task>>;
+
+// worker -> dispatcher
+struct register_worker {
+  uint32_t protocol_version = 0;
+  std::string address; // advertised "host:port" consumers connect to
+  worker_actor worker;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, register_worker& x) {
+  return f(caf::meta::type_name("register_worker"), x.protocol_version, x.address, x.worker);
+}
+
+// dispatcher -> worker
+struct worker_registered {
+  worker_id_t worker = 0;
+  uint32_t protocol_version = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, worker_registered& x) {
+  return f(caf::meta::type_name("worker_registered"), x.worker, x.protocol_version);
+}
+
+// worker -> dispatcher
+struct worker_heartbeat {
+  worker_id_t worker = 0;
+  uint64_t num_tasks = 0; // tasks the worker runs (for logs and status)
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, worker_heartbeat& x) {
+  return f(caf::meta::type_name("worker_heartbeat"), x.worker, x.num_tasks);
+}
+
+// dispatcher -> worker
+struct heartbeat_ack {
+  bool known = true; // false: the dispatcher does not know this worker (any more)
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, heartbeat_ack& x) {
+  return f(caf::meta::type_name("heartbeat_ack"), x.known);
+}
+
+} // namespace conveyor::msg

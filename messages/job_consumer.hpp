@@ -1,0 +1,74 @@
+// Consumer <-> job (the job actor lives in the dispatcher process): joining a job and
+// learning its tasks.
+//
+//   consumer -> job  join_job{consumer} -> job_joined{consumer id}; the job monitors the
+//                    consumer and releases itself when no consumer is left for job_gc_timeout
+//   consumer -> job  get_tasks{consumer, known_version} -> task_list. A long poll: when the
+//                    list still has `known_version`, the job holds the request until the list
+//                    changes (a task added, removed, the job finished) or its hold limit passes,
+//                    so consumers notice new and removed tasks at once without busy polling.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/meta/type_name.hpp>
+
+#include "messages/protocol.hpp"
+#include "messages/type_ids.hpp"
+#include "messages/worker_consumer.hpp"
+
+namespace conveyor::msg {
+
+struct join_job {
+  caf::actor consumer; // monitored by the job
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, join_job& x) {
+  return f(caf::meta::type_name("join_job"), x.consumer);
+}
+
+struct job_joined {
+  consumer_id_t consumer = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_joined& x) {
+  return f(caf::meta::type_name("job_joined"), x.consumer);
+}
+
+struct get_tasks {
+  consumer_id_t consumer = 0;
+  uint64_t known_version = 0; // 0 = none known yet (answered at once)
+  // How long the job may hold the request when nothing changed (nanoseconds; the consumer
+  // picks it below its own request timeout).
+  int64_t hold_ns = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, get_tasks& x) {
+  return f(caf::meta::type_name("get_tasks"), x.consumer, x.known_version, x.hold_ns);
+}
+
+struct task_info {
+  task_id_t task = 0;
+  worker_id_t worker = 0;
+  std::string worker_address; // where the consumer connects to reach the task directly
+  task_actor handle;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, task_info& x) {
+  return f(caf::meta::type_name("task_info"), x.task, x.worker, x.worker_address, x.handle);
+}
+
+struct task_list {
+  uint64_t version = 0;          // changes whenever the list or job_finished changes
+  std::vector<task_info> tasks;  // the job's live tasks (finished ones included)
+  bool job_finished = false;     // every task's pipeline ended: no new tasks will come
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, task_list& x) {
+  return f(caf::meta::type_name("task_list"), x.version, x.tasks, x.job_finished);
+}
+
+} // namespace conveyor::msg

@@ -1,0 +1,106 @@
+// The dispatcher's state changes as explicit update records (after TF's dispatcher_state.h /
+// journal.proto). The dispatcher decides every id and time BEFORE it makes a record, so applying
+// records (actors/dispatcher_state.hpp) is a pure function and a journal (a later issue) can
+// replay them exactly. No CAF here; each record has a field-by-field inspect for serializers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+
+#include "messages/protocol.hpp"
+
+namespace conveyor::msg {
+
+struct RegisterDatasetRecord {
+  dataset_id_t dataset;
+  std::string fingerprint;
+  std::string definition;   // to_binary form
+  uint8_t compression = 0;  // conveyor::Compression
+  int64_t time_us = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RegisterDatasetRecord& x) {
+  return f(x.dataset, x.fingerprint, x.definition, x.compression, x.time_us);
+}
+
+struct RegisterWorkerRecord {
+  worker_id_t worker = 0;
+  std::string address;
+  int64_t time_us = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RegisterWorkerRecord& x) {
+  return f(x.worker, x.address, x.time_us);
+}
+
+// Also removes the worker's tasks (each job loses the task on that worker).
+struct RemoveWorkerRecord {
+  worker_id_t worker = 0;
+  std::string reason;
+  int64_t time_us = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RemoveWorkerRecord& x) {
+  return f(x.worker, x.reason, x.time_us);
+}
+
+struct CreateJobRecord {
+  job_id_t job = 0;
+  dataset_id_t dataset;
+  std::string job_name;        // empty = private job
+  uint8_t policy = 0;          // conveyor::ShardingPolicy
+  int64_t num_consumers = -1;  // -1 = not coordinated
+  std::string target_workers;
+  int64_t time_us = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, CreateJobRecord& x) {
+  return f(x.job, x.dataset, x.job_name, x.policy, x.num_consumers, x.target_workers, x.time_us);
+}
+
+struct CreateTaskRecord {
+  task_id_t task = 0;
+  job_id_t job = 0;
+  worker_id_t worker = 0;
+  int64_t time_us = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, CreateTaskRecord& x) {
+  return f(x.task, x.job, x.worker, x.time_us);
+}
+
+struct FinishTaskRecord {
+  task_id_t task = 0;
+  std::string error; // empty = ended normally
+  int64_t time_us = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, FinishTaskRecord& x) {
+  return f(x.task, x.error, x.time_us);
+}
+
+struct FinishJobRecord {
+  job_id_t job = 0;
+  int64_t time_us = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, FinishJobRecord& x) {
+  return f(x.job, x.time_us);
+}
+
+// The job had no consumers for job_gc_timeout; it counts as finished from now on.
+struct ReleaseJobRecord {
+  job_id_t job = 0;
+  int64_t time_us = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ReleaseJobRecord& x) {
+  return f(x.job, x.time_us);
+}
+
+using Update = std::variant<RegisterDatasetRecord, RegisterWorkerRecord, RemoveWorkerRecord,
+                            CreateJobRecord, CreateTaskRecord, FinishTaskRecord, FinishJobRecord,
+                            ReleaseJobRecord>;
+
+} // namespace conveyor::msg

@@ -1,0 +1,26 @@
+// Protocol-wide constants and id types shared by every message header. No CAF here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace conveyor::msg {
+
+// Version of the node-to-node protocol. Every handshake (worker registration, client hello)
+// carries it; a peer speaking another version is refused with version_mismatch on both sides.
+// Bump it whenever a message changes shape or meaning.
+inline constexpr uint32_t kProtocolVersion = 1;
+
+using dataset_id_t = std::string; // generated ("1000", "1001", ...) or requested by the user
+using job_id_t = uint64_t;
+using task_id_t = uint64_t;
+using worker_id_t = uint64_t;
+using consumer_id_t = uint64_t;
+
+// CAF's remote messaging slows down sharply past a few MiB per message (CAF_NOTES §4), so an
+// encoded batch larger than this crosses the network in chunks of at most this size.
+inline constexpr std::size_t kMaxChunkBytes = 4u << 20;
+// Upper bound on the elements one get_elements request may ask for.
+inline constexpr uint32_t kMaxElementsPerRequest = 16384;
+
+} // namespace conveyor::msg

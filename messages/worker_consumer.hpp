@@ -1,0 +1,62 @@
+// Consumer <-> task (the task actor lives in a worker process): element delivery.
+//
+// The consumer pulls: get_elements asks a task for up to `max_elements` elements and about
+// `max_bytes` bytes. The task answers with ONE element_batch: many elements encoded together
+// (pipeline/codec.hpp encode_batch, compressed per the dataset's setting), because a remote
+// round trip costs ~0.3 ms and per-element messages would cap throughput. A batch whose encoding
+// exceeds kMaxChunkBytes travels as several chunks, one per reply; the task sends the remaining
+// chunks of a batch to the same consumer's next requests before anything else. When nothing is
+// ready the task holds the request (up to its hold limit) instead of answering empty at once.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "messages/protocol.hpp"
+#include "messages/type_ids.hpp"
+
+namespace conveyor::msg {
+
+// consumer -> task
+struct get_elements {
+  consumer_id_t consumer = 0;
+  // 0 = only the pending chunks of a batch already started for this consumer.
+  uint32_t max_elements = 0;
+  uint64_t max_bytes = kMaxChunkBytes; // soft bound: at least one element is always sent
+  // How long the task may hold the request when nothing is ready (nanoseconds); then it
+  // answers with an empty batch and the consumer asks again.
+  int64_t hold_ns = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, get_elements& x) {
+  return f(caf::meta::type_name("get_elements"), x.consumer, x.max_elements, x.max_bytes,
+           x.hold_ns);
+}
+
+// task -> consumer
+struct element_batch {
+  // encode_batch output, or chunk `chunk_index` of it.
+  std::string payload;
+  // Elements in the whole batch (0 for an empty reply).
+  uint32_t num_elements = 0;
+  // Numbers this task's batches for this consumer (chunks of a batch share it).
+  uint64_t batch_seq = 0;
+  uint32_t chunk_index = 0;
+  uint32_t num_chunks = 0; // 0 = no batch in this reply
+  // The task has nothing more for anyone: its pipeline ended and its buffer is empty.
+  bool end_of_sequence = false;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, element_batch& x) {
+  return f(caf::meta::type_name("element_batch"), x.payload, x.num_elements, x.batch_seq,
+           x.chunk_index, x.num_chunks, x.end_of_sequence);
+}
+
+// The task actor, as consumers see it.
+using task_actor = caf::typed_actor<caf::replies_to<get_elements>::with<element_batch>>;
+
+} // namespace conveyor::msg

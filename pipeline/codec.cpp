@@ -1,0 +1,466 @@
+// Element codec (format overview in codec.hpp).
+//
+// Element encoding; every integer is an unsigned LEB128 varint except the dtype byte:
+//   num_components, then per component:
+//     dtype (1 byte, DType's value) | rank | dims[rank] | payload
+//     payload of a numeric tensor: num_entries * dtype_size raw little-endian bytes
+//       (bool: one byte per entry, 0 or 1)
+//     payload of a string tensor: per entry, length | bytes
+//
+// Batch buffer:
+//   header, 22 bytes, integers little-endian:
+//     magic "CVEB" | format version (u8) | flags (u8) | element count (u64) | raw body size (u64)
+//   body: per element, length (varint) | element encoding — raw_size bytes in all; when flags has
+//   kFlagLz4 the body is stored as one lz4 block that decompresses to exactly raw_size bytes.
+//
+// Decoding trusts nothing: every count is checked against the bytes that remain before anything
+// is allocated for it, so a short or hostile buffer can only produce a data_loss Status.
+#include "pipeline/codec.hpp"
+
+#include <lz4.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <iterator>
+#include <limits>
+#include <memory>
+
+namespace conveyor {
+namespace {
+
+constexpr char kMagic[4] = {'C', 'V', 'E', 'B'};
+constexpr uint8_t kFormatVersion = 1;
+constexpr uint8_t kFlagLz4 = 1;
+constexpr std::size_t kHeaderSize = 4 + 1 + 1 + 8 + 8;
+
+// TensorFlow's own limit on the rank of a tensor.
+constexpr uint64_t kMaxRank = 254;
+// Bound on the product of the non-zero dims of an (empty) tensor, so that num_elements() of any
+// decoded shape cannot overflow int64. Non-empty tensors are bounded by the payload bytes anyway.
+constexpr uint64_t kMaxEntries = uint64_t{1} << 40;
+// lz4 expands at most ~255x (a run of length 255 per extra byte); a larger claim is a lie.
+constexpr uint64_t kMaxLz4Ratio = 255;
+
+// `automatic` compresses a body only from this size on, and keeps the compressed form only when
+// it saves at least 1/16 of the bytes: below that, decompressing costs more than it saves.
+constexpr std::size_t kAutoCompressMinBytes = 4096;
+
+// --- writing
+
+std::size_t varint_size(uint64_t v) {
+  std::size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+void put_varint(std::string& out, uint64_t v) {
+  if (v < 0x80) { // the common case: counts, ranks, small dims and lengths
+    out.push_back(static_cast<char>(v));
+    return;
+  }
+  char buf[10];
+  std::size_t n = 0;
+  while (v >= 0x80) {
+    buf[n++] = static_cast<char>((v & 0x7f) | 0x80);
+    v >>= 7;
+  }
+  buf[n++] = static_cast<char>(v);
+  out.append(buf, n);
+}
+
+void put_le(char* at, uint64_t v, std::size_t bytes) {
+  for (std::size_t i = 0; i < bytes; ++i)
+    at[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+
+uint64_t get_le(const char* at, std::size_t bytes) {
+  uint64_t v = 0;
+  for (std::size_t i = 0; i < bytes; ++i)
+    v |= uint64_t{static_cast<unsigned char>(at[i])} << (8 * i);
+  return v;
+}
+
+std::size_t encoded_size(const Tensor& t) {
+  std::size_t n = 1 + varint_size(t.shape().size());
+  for (int64_t d : t.shape())
+    n += varint_size(static_cast<uint64_t>(d));
+  if (t.dtype() == DType::string) {
+    for (const std::string& s : t.strings())
+      n += varint_size(s.size()) + s.size();
+  } else {
+    n += t.bytes().size();
+  }
+  return n;
+}
+
+std::size_t encoded_size(const Element& e) {
+  std::size_t n = varint_size(e.components.size());
+  for (const Tensor& t : e.components)
+    n += encoded_size(t);
+  return n;
+}
+
+void encode_tensor(const Tensor& t, std::string& out) {
+  out.push_back(static_cast<char>(t.dtype()));
+  put_varint(out, t.shape().size());
+  for (int64_t d : t.shape())
+    put_varint(out, static_cast<uint64_t>(d));
+  if (t.dtype() == DType::string) {
+    for (const std::string& s : t.strings()) {
+      put_varint(out, s.size());
+      out.append(s);
+    }
+  } else if (!t.bytes().empty()) {
+    out.append(reinterpret_cast<const char*>(t.bytes().data()), t.bytes().size());
+  }
+}
+
+void append_element(const Element& e, std::string& out) {
+  put_varint(out, e.components.size());
+  for (const Tensor& t : e.components)
+    encode_tensor(t, out);
+}
+
+void write_header(char* at, uint8_t flags, uint64_t count, uint64_t raw_size) {
+  std::memcpy(at, kMagic, sizeof kMagic);
+  at[4] = static_cast<char>(kFormatVersion);
+  at[5] = static_cast<char>(flags);
+  put_le(at + 6, count, 8);
+  put_le(at + 14, raw_size, 8);
+}
+
+// Compresses `raw` into one lz4 block, or returns false if lz4 cannot take it.
+bool lz4_compress(std::string_view raw, std::string& packed) {
+  if (raw.size() > static_cast<std::size_t>(LZ4_MAX_INPUT_SIZE))
+    return false;
+  const int bound = LZ4_compressBound(static_cast<int>(raw.size()));
+  packed.resize(static_cast<std::size_t>(bound));
+  const int n = LZ4_compress_default(raw.data(), packed.data(), static_cast<int>(raw.size()), bound);
+  if (n <= 0)
+    return false;
+  packed.resize(static_cast<std::size_t>(n));
+  return true;
+}
+
+// --- reading
+
+// A bounds-checked cursor over a buffer. `base` is the offset of the buffer inside the buffer or
+// batch body it came from, so that error messages give positions one can find in a hex dump.
+class Reader {
+public:
+  // `position_name` says what offsets count from: "byte offset" or "body byte offset".
+  Reader(std::string_view in, std::size_t base, const char* position_name)
+      : in_(in), base_(base), position_name_(position_name) {}
+
+  std::size_t offset() const { return base_ + pos_; }
+  std::size_t remaining() const { return in_.size() - pos_; }
+
+  bool read_u8(uint8_t& v) {
+    if (pos_ >= in_.size())
+      return false;
+    v = static_cast<uint8_t>(in_[pos_++]);
+    return true;
+  }
+
+  // False when truncated, longer than 10 bytes, or above 2^64 - 1.
+  bool read_varint(uint64_t& v) {
+    v = 0;
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+      uint8_t b;
+      if (!read_u8(b))
+        return false;
+      if (shift == 63 && b > 1)
+        return false;
+      v |= uint64_t{b & 0x7fu} << shift;
+      if ((b & 0x80) == 0)
+        return true;
+    }
+    return false;
+  }
+
+  // The next n bytes, which the caller has checked are there (n <= remaining()).
+  std::string_view peek(std::size_t n) const { return in_.substr(pos_, n); }
+  std::string_view take(std::size_t n) {
+    std::string_view s = peek(n);
+    pos_ += n;
+    return s;
+  }
+
+  Status error(const std::string& what) const {
+    return data_loss(what + " (at " + position_name_ + " " + std::to_string(offset()) + ")");
+  }
+  Status bad_varint(const char* field) const {
+    return error(std::string{"truncated or overlong varint for the "} + field);
+  }
+
+private:
+  std::string_view in_;
+  std::size_t base_;
+  const char* position_name_;
+  std::size_t pos_ = 0;
+};
+
+std::string shape_text(const Shape& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+Status decode_shape(Reader& r, Shape& shape, uint64_t& entries) {
+  uint64_t rank;
+  if (!r.read_varint(rank))
+    return r.bad_varint("rank");
+  if (rank > kMaxRank)
+    return r.error("rank " + std::to_string(rank) + " exceeds the maximum rank " + std::to_string(kMaxRank));
+  shape.assign(rank, 0);
+  uint64_t nonzero_product = 1;
+  bool has_zero_dim = false;
+  for (uint64_t i = 0; i < rank; ++i) {
+    uint64_t dim;
+    if (!r.read_varint(dim))
+      return r.bad_varint("dimension");
+    if (dim == 0) {
+      has_zero_dim = true;
+    } else if (dim > kMaxEntries / nonzero_product) {
+      return r.error("dimension " + std::to_string(i) + " (" + std::to_string(dim) +
+                     ") makes the shape exceed " + std::to_string(kMaxEntries) + " entries");
+    } else {
+      nonzero_product *= dim;
+    }
+    shape[i] = static_cast<int64_t>(dim);
+  }
+  entries = has_zero_dim ? 0 : nonzero_product;
+  return Status::OK();
+}
+
+Expected<Tensor> decode_numeric(Reader& r, DType dtype, Shape shape, uint64_t entries) {
+  const std::size_t entry_size = dtype_size(dtype);
+  if (entries > r.remaining() / entry_size)
+    return r.error("shape " + shape_text(shape) + " of " + dtype_name(dtype) + " needs " +
+                   std::to_string(entries) + " x " + std::to_string(entry_size) +
+                   " payload bytes, only " + std::to_string(r.remaining()) + " remain");
+  const std::size_t n = static_cast<std::size_t>(entries) * entry_size;
+  if (dtype == DType::boolean) {
+    // Any other byte would be an invalid bool value for whoever reads the tensor.
+    const std::string_view payload = r.peek(n);
+    for (std::size_t i = 0; i < n; ++i)
+      if (static_cast<unsigned char>(payload[i]) > 1)
+        return r.error("bool entry " + std::to_string(i) + " has byte value " +
+                       std::to_string(static_cast<unsigned char>(payload[i])) + ", expected 0 or 1");
+  }
+  std::string_view payload = r.take(n);
+  Tensor t{dtype, std::move(shape)};
+  if (n > 0)
+    std::memcpy(t.mutable_bytes().data(), payload.data(), n);
+  return t;
+}
+
+Expected<Tensor> decode_strings(Reader& r, Shape shape, uint64_t entries) {
+  // Every entry needs at least its one-byte length.
+  if (entries > r.remaining())
+    return r.error("string shape " + shape_text(shape) + " has " + std::to_string(entries) +
+                   " entries, more than the " + std::to_string(r.remaining()) + " bytes that remain");
+  Tensor t{DType::string, std::move(shape)};
+  for (std::string& s : t.mutable_strings()) {
+    uint64_t len;
+    if (!r.read_varint(len))
+      return r.bad_varint("string length");
+    if (len > r.remaining())
+      return r.error("string of " + std::to_string(len) + " bytes, only " + std::to_string(r.remaining()) +
+                     " remain");
+    std::string_view bytes = r.take(static_cast<std::size_t>(len));
+    s.assign(bytes.data(), bytes.size());
+  }
+  return t;
+}
+
+Expected<Tensor> decode_tensor(Reader& r) {
+  uint8_t code;
+  if (!r.read_u8(code))
+    return r.error("truncated before the dtype");
+  if (code > static_cast<uint8_t>(DType::string))
+    return r.error("unknown dtype code " + std::to_string(code) + ", expected 0.." +
+                   std::to_string(static_cast<int>(DType::string)));
+  const auto dtype = static_cast<DType>(code);
+  Shape shape;
+  uint64_t entries = 0;
+  CONVEYOR_RETURN_IF_ERROR(decode_shape(r, shape, entries));
+  if (dtype == DType::string)
+    return decode_strings(r, std::move(shape), entries);
+  return decode_numeric(r, dtype, std::move(shape), entries);
+}
+
+// Decodes one element that must occupy all of r's buffer.
+Status decode_whole_element(Reader& r, Element& out) {
+  uint64_t count;
+  if (!r.read_varint(count))
+    return r.bad_varint("component count");
+  // Every component takes at least a dtype byte and a rank byte.
+  if (count > r.remaining() / 2)
+    return r.error("component count " + std::to_string(count) + " cannot fit in the " +
+                   std::to_string(r.remaining()) + " bytes that remain");
+  Element e;
+  e.components.reserve(static_cast<std::size_t>(count));
+  for (uint64_t i = 0; i < count; ++i) {
+    auto t = decode_tensor(r);
+    if (!t.ok())
+      return t.status().with_context("component " + std::to_string(i) + " of " + std::to_string(count));
+    e.components.push_back(std::move(*t));
+  }
+  if (r.remaining() != 0)
+    return r.error(std::to_string(r.remaining()) + " trailing bytes after the element");
+  out = std::move(e);
+  return Status::OK();
+}
+
+Status batch_error(const std::string& what) { return data_loss("element batch: " + what); }
+
+} // namespace
+
+const char* to_string(Compression c) {
+  switch (c) {
+  case Compression::none: return "NONE";
+  case Compression::lz4: return "LZ4";
+  case Compression::automatic: return "AUTO";
+  }
+  return "?";
+}
+
+std::optional<Compression> compression_from_string(std::string_view name) {
+  std::string upper;
+  for (char ch : name)
+    upper += (ch >= 'a' && ch <= 'z') ? static_cast<char>(ch - 'a' + 'A') : ch;
+  if (upper == "NONE")
+    return Compression::none;
+  if (upper == "LZ4")
+    return Compression::lz4;
+  if (upper == "AUTO")
+    return Compression::automatic;
+  return std::nullopt;
+}
+
+void encode_element(const Element& element, std::string& out) {
+  // Grows geometrically, so that appending many elements to one string stays linear.
+  const std::size_t need = out.size() + encoded_size(element);
+  if (need > out.capacity())
+    out.reserve(std::max(need, 2 * out.capacity()));
+  append_element(element, out);
+}
+
+Expected<Element> decode_element(std::string_view in) {
+  Reader r{in, 0, "byte offset"};
+  Element e;
+  Status st = decode_whole_element(r, e);
+  if (!st.ok())
+    return st.with_context("element codec");
+  return e;
+}
+
+std::string encode_batch(const std::vector<Element>& elements, Compression compression) {
+  std::vector<std::size_t> sizes(elements.size());
+  std::size_t raw_size = 0;
+  for (std::size_t i = 0; i < elements.size(); ++i) {
+    sizes[i] = encoded_size(elements[i]);
+    raw_size += varint_size(sizes[i]) + sizes[i];
+  }
+
+  std::string out;
+  out.reserve(kHeaderSize + raw_size);
+  out.resize(kHeaderSize);
+  for (std::size_t i = 0; i < elements.size(); ++i) {
+    put_varint(out, sizes[i]);
+    append_element(elements[i], out);
+  }
+
+  uint8_t flags = 0;
+  const bool try_lz4 = compression == Compression::lz4 ||
+                       (compression == Compression::automatic && raw_size >= kAutoCompressMinBytes);
+  std::string packed;
+  // lz4 cannot take bodies above LZ4_MAX_INPUT_SIZE (~2 GiB); those stay uncompressed, which the
+  // flags record, so the buffer still decodes to the same elements.
+  if (try_lz4 && lz4_compress(std::string_view{out}.substr(kHeaderSize), packed)) {
+    const bool keep = compression == Compression::lz4 || packed.size() <= raw_size - raw_size / 16;
+    if (keep) {
+      flags |= kFlagLz4;
+      out.resize(kHeaderSize);
+      out.append(packed);
+    }
+  }
+  write_header(out.data(), flags, elements.size(), raw_size);
+  return out;
+}
+
+Status decode_batch(std::string_view in, std::vector<Element>& out) {
+  if (in.size() < kHeaderSize)
+    return batch_error("buffer of " + std::to_string(in.size()) + " bytes is shorter than the " +
+                       std::to_string(kHeaderSize) + "-byte header");
+  if (std::memcmp(in.data(), kMagic, sizeof kMagic) != 0)
+    return batch_error("bad magic, expected \"CVEB\" at the start of the buffer");
+  const auto version = static_cast<uint8_t>(in[4]);
+  if (version != kFormatVersion)
+    return Status{ErrorCode::version_mismatch, "element batch: format version " + std::to_string(version) +
+                                                   ", this build reads version " +
+                                                   std::to_string(kFormatVersion)};
+  const auto flags = static_cast<uint8_t>(in[5]);
+  if ((flags & ~kFlagLz4) != 0)
+    return batch_error("unknown flag bits " + std::to_string(flags & ~kFlagLz4) + " in the header");
+  const uint64_t count = get_le(in.data() + 6, 8);
+  const uint64_t raw_size = get_le(in.data() + 14, 8);
+  std::string_view body = in.substr(kHeaderSize);
+
+  std::unique_ptr<char[]> inflated;
+  if (flags & kFlagLz4) {
+    if (body.size() > static_cast<std::size_t>(LZ4_MAX_INPUT_SIZE) ||
+        raw_size > static_cast<uint64_t>(LZ4_MAX_INPUT_SIZE) || raw_size > body.size() * kMaxLz4Ratio + 16)
+      return batch_error("header claims " + std::to_string(raw_size) + " raw bytes, more than lz4 can expand " +
+                         std::to_string(body.size()) + " compressed bytes to");
+    inflated.reset(new char[raw_size]);
+    const int n = LZ4_decompress_safe(body.data(), inflated.get(), static_cast<int>(body.size()),
+                                      static_cast<int>(raw_size));
+    if (n < 0 || static_cast<uint64_t>(n) != raw_size)
+      return batch_error("lz4 body of " + std::to_string(body.size()) +
+                         " bytes does not decompress to the " + std::to_string(raw_size) +
+                         " bytes the header claims");
+    body = std::string_view{inflated.get(), static_cast<std::size_t>(raw_size)};
+  } else if (raw_size != body.size()) {
+    return batch_error("header claims a body of " + std::to_string(raw_size) + " bytes, the buffer holds " +
+                       std::to_string(body.size()));
+  }
+  // Every element takes at least its length byte and its component count byte.
+  if (count > body.size() / 2)
+    return batch_error("element count " + std::to_string(count) + " cannot fit in a body of " +
+                       std::to_string(body.size()) + " bytes");
+
+  std::vector<Element> decoded(static_cast<std::size_t>(count));
+  Reader r{body, 0, "body byte offset"};
+  for (uint64_t i = 0; i < count; ++i) {
+    // Built only on error: formatting it per element would cost more than decoding an int64.
+    const auto where = [&] {
+      return "element batch: element " + std::to_string(i) + " of " + std::to_string(count);
+    };
+    uint64_t len;
+    if (!r.read_varint(len))
+      return r.bad_varint("element length").with_context(where());
+    if (len > r.remaining())
+      return r.error("element of " + std::to_string(len) + " bytes, only " + std::to_string(r.remaining()) +
+                     " remain")
+          .with_context(where());
+    const std::size_t element_offset = r.offset();
+    Reader element_reader{r.take(static_cast<std::size_t>(len)), element_offset, "body byte offset"};
+    Status st = decode_whole_element(element_reader, decoded[i]);
+    if (!st.ok())
+      return st.with_context(where());
+  }
+  if (r.remaining() != 0)
+    return r.error(std::to_string(r.remaining()) + " trailing bytes after the last element")
+        .with_context("element batch");
+  out.insert(out.end(), std::make_move_iterator(decoded.begin()), std::make_move_iterator(decoded.end()));
+  return Status::OK();
+}
+
+} // namespace conveyor

@@ -1,0 +1,41 @@
+// enumerate(start): each element with its position prepended as an int64 scalar component:
+// (start + i, original components...).
+#include "pipeline/kernels/kernel.hpp"
+
+namespace conveyor::kernels {
+
+namespace {
+
+class EnumerateIterator : public Iterator {
+public:
+  EnumerateIterator(IteratorPtr input, int64_t start) : input_(std::move(input)), next_(start) {}
+
+  Status get_next(Element& out, bool& end_of_sequence) override {
+    Element element;
+    CONVEYOR_RETURN_IF_ERROR(input_->get_next(element, end_of_sequence));
+    if (end_of_sequence)
+      return Status::OK();
+    std::vector<Tensor> parts;
+    parts.reserve(element.size() + 1);
+    parts.push_back(Tensor::scalar(next_++));
+    for (Tensor& component : element.components)
+      parts.push_back(std::move(component));
+    out = Element{std::move(parts)};
+    return Status::OK();
+  }
+
+private:
+  IteratorPtr input_;
+  int64_t next_;
+};
+
+} // namespace
+
+MakeResult make_enumerate(const NodePtr& node, const KernelContext& kctx) {
+  auto input = make_input(node, kctx);
+  if (!input.ok())
+    return input.status();
+  return IteratorPtr(std::make_unique<EnumerateIterator>(std::move(*input), node->int_attr("start")));
+}
+
+} // namespace conveyor::kernels

@@ -1,0 +1,50 @@
+// filter(predicate): the elements for which the predicate is true.
+#include "pipeline/kernels/kernel.hpp"
+
+namespace conveyor::kernels {
+
+namespace {
+
+class FilterIterator : public Iterator {
+public:
+  FilterIterator(IteratorPtr input, PredicateFn predicate, Params params, std::string name)
+      : input_(std::move(input)), predicate_(std::move(predicate)), params_(std::move(params)),
+        name_(std::move(name)) {}
+
+  Status get_next(Element& out, bool& end_of_sequence) override {
+    for (;;) { // ends with the input
+      CONVEYOR_RETURN_IF_ERROR(input_->get_next(out, end_of_sequence));
+      if (end_of_sequence)
+        return Status::OK();
+      auto keep = predicate_(out, params_);
+      if (!keep.ok())
+        return keep.status().with_context("filter predicate `" + name_ + "`");
+      if (*keep)
+        return Status::OK();
+    }
+  }
+
+private:
+  IteratorPtr input_;
+  PredicateFn predicate_;
+  Params params_;
+  std::string name_;
+};
+
+} // namespace
+
+MakeResult make_filter(const NodePtr& node, const KernelContext& kctx) {
+  const FunctionRef& ref = node->function_attr("fn");
+  auto def = find_function("filter", ref, FunctionKind::predicate, kctx);
+  if (!def.ok())
+    return def.status();
+  if (!(*def)->predicate)
+    return internal_error("predicate `" + ref.name + "` has no implementation");
+  auto input = make_input(node, kctx);
+  if (!input.ok())
+    return input.status();
+  return IteratorPtr(std::make_unique<FilterIterator>(std::move(*input), (*def)->predicate,
+                                                      kctx.functions().resolve_params(ref), ref.name));
+}
+
+} // namespace conveyor::kernels

@@ -1,0 +1,49 @@
+// flat_map(fn): the elements of fn(x) for every input element x, one dataset after another.
+#include "pipeline/kernels/dataset_function.hpp"
+
+namespace conveyor::kernels {
+
+namespace {
+
+class FlatMapIterator : public Iterator {
+public:
+  FlatMapIterator(IteratorPtr input, DatasetFunction fn) : input_(std::move(input)), fn_(std::move(fn)) {}
+
+  Status get_next(Element& out, bool& end_of_sequence) override {
+    for (;;) { // ends with the input
+      if (current_) {
+        CONVEYOR_RETURN_IF_ERROR(current_->get_next(out, end_of_sequence));
+        if (!end_of_sequence)
+          return Status::OK();
+        current_.reset();
+      }
+      Element in;
+      CONVEYOR_RETURN_IF_ERROR(input_->get_next(in, end_of_sequence));
+      if (end_of_sequence)
+        return Status::OK();
+      auto inner = fn_.make_iterator(in);
+      if (!inner.ok())
+        return inner.status();
+      current_ = std::move(*inner);
+    }
+  }
+
+private:
+  IteratorPtr input_;
+  DatasetFunction fn_;
+  IteratorPtr current_;
+};
+
+} // namespace
+
+MakeResult make_flat_map(const NodePtr& node, const KernelContext& kctx) {
+  auto fn = DatasetFunction::find("flat_map", node->function_attr("fn"), kctx);
+  if (!fn.ok())
+    return fn.status();
+  auto input = make_input(node, kctx);
+  if (!input.ok())
+    return input.status();
+  return IteratorPtr(std::make_unique<FlatMapIterator>(std::move(*input), std::move(*fn)));
+}
+
+} // namespace conveyor::kernels

@@ -1,0 +1,99 @@
+// interleave(fn, cycle_length, block_length): keeps up to cycle_length datasets fn(x) open and takes
+// block_length elements from each in turn; a finished one is replaced by fn of the next input
+// element in its slot. Same algorithm (and so the same order) as tf.data's InterleaveDataset.
+#include "pipeline/kernels/dataset_function.hpp"
+
+namespace conveyor::kernels {
+
+namespace {
+
+// cycle_length = AUTOTUNE: fixed, so the output order is the same on every machine.
+constexpr int64_t kAutotuneCycleLength = 4;
+// Each slot may hold an open dataset; more than this is surely a mistake, not a plan.
+constexpr int64_t kMaxCycleLength = 1 << 16;
+
+class InterleaveIterator : public Iterator {
+public:
+  InterleaveIterator(IteratorPtr input, DatasetFunction fn, int64_t cycle_length, int64_t block_length)
+      : input_(std::move(input)), fn_(std::move(fn)), cycle_(static_cast<std::size_t>(cycle_length)),
+        block_length_(block_length) {}
+
+  Status get_next(Element& out, bool& end_of_sequence) override {
+    end_of_sequence = false;
+    // Each pass either returns, consumes an input element, closes an inner dataset or moves one
+    // slot on, so this ends with the input and the open datasets.
+    while (!end_of_input_ || num_open_ > 0) {
+      IteratorPtr& slot = cycle_[cycle_index_];
+      if (slot) {
+        bool inner_end = false;
+        CONVEYOR_RETURN_IF_ERROR(slot->get_next(out, inner_end));
+        if (!inner_end) {
+          if (++block_index_ == block_length_)
+            advance();
+          return Status::OK();
+        }
+        slot.reset();
+        --num_open_;
+        advance();
+      } else if (!end_of_input_) {
+        Element in;
+        bool input_end = false;
+        CONVEYOR_RETURN_IF_ERROR(input_->get_next(in, input_end));
+        if (input_end) {
+          end_of_input_ = true;
+          continue;
+        }
+        auto inner = fn_.make_iterator(in);
+        if (!inner.ok())
+          return inner.status();
+        slot = std::move(*inner);
+        ++num_open_;
+      } else {
+        advance();
+      }
+    }
+    end_of_sequence = true;
+    return Status::OK();
+  }
+
+private:
+  void advance() {
+    block_index_ = 0;
+    cycle_index_ = (cycle_index_ + 1) % cycle_.size();
+  }
+
+  IteratorPtr input_;
+  DatasetFunction fn_;
+  std::vector<IteratorPtr> cycle_;
+  int64_t block_length_;
+  std::size_t cycle_index_ = 0;
+  int64_t block_index_ = 0;
+  int64_t num_open_ = 0;
+  bool end_of_input_ = false;
+};
+
+} // namespace
+
+MakeResult make_interleave(const NodePtr& node, const KernelContext& kctx) {
+  int64_t cycle_length = node->int_attr("cycle_length");
+  if (cycle_length == kAutotune)
+    cycle_length = kAutotuneCycleLength;
+  if (cycle_length < 1 || cycle_length > kMaxCycleLength)
+    return invalid_argument("`interleave` argument `cycle_length` must be in [1, " +
+                            std::to_string(kMaxCycleLength) + "] or AUTOTUNE, got " +
+                            std::to_string(cycle_length));
+  const int64_t block_length = node->int_attr("block_length");
+  if (block_length < 1)
+    return invalid_argument("`interleave` argument `block_length` must be positive, got " +
+                            std::to_string(block_length));
+  auto fn = DatasetFunction::find("interleave", node->function_attr("fn"), kctx);
+  if (!fn.ok())
+    return fn.status();
+  auto input = make_input(node, kctx);
+  if (!input.ok())
+    return input.status();
+  return IteratorPtr(std::make_unique<InterleaveIterator>(std::move(*input), std::move(*fn),
+                                                          cycle_length, block_length));
+}
+
+} // namespace conveyor::kernels

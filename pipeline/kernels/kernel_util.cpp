@@ -1,0 +1,78 @@
+// Shared kernel helpers: the per-tree state, function lookup and seed derivation.
+#include "pipeline/kernels/kernel.hpp"
+
+namespace conveyor::kernels {
+
+int64_t TreeState::take_iteration(const Node* node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return nodes_[node].iterations++;
+}
+
+uint64_t TreeState::random_seed(const Node* node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  PerNode& state = nodes_[node];
+  if (!state.has_seed) {
+    std::random_device device;
+    state.seed = (static_cast<uint64_t>(device()) << 32) ^ device();
+    state.has_seed = true;
+  }
+  return state.seed;
+}
+
+std::shared_ptr<MemoryCache> TreeState::memory_cache(const Node* node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  PerNode& state = nodes_[node];
+  if (!state.cache)
+    state.cache = std::make_shared<MemoryCache>();
+  return state.cache;
+}
+
+KernelContext KernelContext::for_inner_dataset() const {
+  KernelContext inner;
+  inner.ctx.functions = ctx.functions;
+  inner.ctx.split_provider = nullptr;
+  inner.tree = std::make_shared<TreeState>();
+  return inner;
+}
+
+MakeResult make_input(const NodePtr& node, const KernelContext& kctx) {
+  return make_kernel(node->inputs.at(0), kctx);
+}
+
+Expected<const FunctionDef*> find_function(const std::string& op, const FunctionRef& ref,
+                                           FunctionKind kind, const KernelContext& kctx) {
+  Status checked = kctx.functions().check(ref, kind);
+  if (!checked.ok())
+    return checked.with_context("`" + op + "`");
+  const FunctionDef* def = kctx.functions().find(ref.name);
+  if (def == nullptr) // check() passed, so only a concurrent change could get here
+    return not_found("`" + op + "`: unknown function `" + ref.name + "`");
+  return def;
+}
+
+std::string shape_string(const Shape& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+uint64_t mix_seed(uint64_t seed, uint64_t iteration) {
+  auto splitmix = [](uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+  };
+  return splitmix(seed ^ splitmix(iteration));
+}
+
+uint64_t iteration_seed(const Node* node, int64_t seed, bool reshuffle_each_iteration,
+                        const KernelContext& kctx) {
+  const int64_t iteration = kctx.tree->take_iteration(node);
+  const uint64_t base =
+      seed == kNoSeed ? kctx.tree->random_seed(node) : static_cast<uint64_t>(seed);
+  return mix_seed(base, reshuffle_each_iteration ? static_cast<uint64_t>(iteration) : 0);
+}
+
+} // namespace conveyor::kernels

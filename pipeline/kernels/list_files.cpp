@@ -1,0 +1,63 @@
+// list_files(pattern, shuffle, seed): the files matching a POSIX glob, sorted by name, then
+// shuffled (reshuffled on every iteration, deterministically when seeded) unless shuffle=false.
+// Under DYNAMIC sharding it yields the file of each split instead.
+#include <glob.h>
+
+#include <algorithm>
+
+#include "pipeline/kernels/kernel.hpp"
+#include "pipeline/kernels/source_sequences.hpp"
+
+namespace conveyor::kernels {
+
+namespace {
+
+Expected<std::vector<std::string>> glob_sorted(const std::string& pattern) {
+  glob_t matches{};
+  const int rc = ::glob(pattern.c_str(), 0, nullptr, &matches);
+  std::vector<std::string> files;
+  if (rc == 0)
+    files.assign(matches.gl_pathv, matches.gl_pathv + matches.gl_pathc);
+  ::globfree(&matches);
+  if (rc == GLOB_NOMATCH)
+    return not_found("`list_files`: no files match the pattern `" + pattern + "`");
+  if (rc != 0)
+    return io_error("`list_files`: cannot read the directories of the pattern `" + pattern + "`");
+  std::sort(files.begin(), files.end()); // byte order, independent of the locale
+  return files;
+}
+
+class ListFilesIterator : public Iterator {
+public:
+  ListFilesIterator(std::vector<std::string> files, SplitProvider* provider)
+      : files_(std::move(files), provider) {}
+
+  Status get_next(Element& out, bool& end_of_sequence) override {
+    std::string file;
+    CONVEYOR_RETURN_IF_ERROR(files_.next(file, end_of_sequence));
+    if (!end_of_sequence)
+      out = Element{Tensor::scalar(std::move(file))};
+    return Status::OK();
+  }
+
+private:
+  FileSequence files_;
+};
+
+} // namespace
+
+MakeResult make_list_files(const NodePtr& node, const KernelContext& kctx) {
+  if (kctx.split_provider() != nullptr) // the provider decides which files and in what order
+    return IteratorPtr(std::make_unique<ListFilesIterator>(std::vector<std::string>{}, kctx.split_provider()));
+  auto files = glob_sorted(node->string_attr("pattern"));
+  if (!files.ok())
+    return files.status();
+  if (node->bool_attr("shuffle")) {
+    std::mt19937_64 rng(iteration_seed(node.get(), node->int_attr("seed"), true, kctx));
+    for (std::size_t i = files->size(); i > 1; --i) // Fisher-Yates
+      std::swap((*files)[i - 1], (*files)[uniform_below(rng, i)]);
+  }
+  return IteratorPtr(std::make_unique<ListFilesIterator>(std::move(*files), nullptr));
+}
+
+} // namespace conveyor::kernels

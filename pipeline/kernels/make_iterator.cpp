@@ -1,0 +1,62 @@
+// The dispatch from a graph node to its kernel (one kernel per op, in kernels/<op>.cpp).
+#include "pipeline/kernels/make_iterator.hpp"
+
+#include <unordered_map>
+
+#include "pipeline/kernels/kernel.hpp"
+#include "pipeline/ops.hpp"
+
+namespace conveyor {
+
+namespace kernels {
+
+MakeResult make_kernel(const NodePtr& node, const KernelContext& kctx) {
+  if (!node)
+    return invalid_argument("cannot iterate a null dataset node");
+  // Kernels read attributes without re-checking their kinds: the schema check makes that safe
+  // even for graphs that never went through Dataset::validate().
+  CONVEYOR_RETURN_IF_ERROR(check_node_schema(*node));
+
+  using Factory = MakeResult (*)(const NodePtr&, const KernelContext&);
+  static const std::unordered_map<std::string, Factory> factories = {
+    {"range", make_range},
+    {"from_tensors", make_from_tensors},
+    {"from_tensor_slices", make_from_tensor_slices},
+    {"list_files", make_list_files},
+    {"text_lines", make_text_lines},
+    {"tfrecord", make_tfrecord},
+    {"source", make_source},
+    {"map", make_map},
+    {"filter", make_filter},
+    {"flat_map", make_flat_map},
+    {"interleave", make_interleave},
+    {"batch", make_batch},
+    {"unbatch", make_unbatch},
+    {"shuffle", make_shuffle},
+    {"repeat", make_repeat},
+    {"take", make_take},
+    {"skip", make_skip},
+    {"shard", make_shard},
+    {"enumerate", make_enumerate},
+    {"zip", make_zip},
+    {"prefetch", make_prefetch},
+    {"cache", make_cache},
+  };
+  auto it = factories.find(node->op);
+  if (it == factories.end())
+    return unimplemented("no iterator for dataset op `" + node->op + "`");
+  return it->second(node, kctx);
+}
+
+} // namespace kernels
+
+Expected<std::unique_ptr<Iterator>> make_node_iterator(const NodePtr& node, IteratorContext& ctx) {
+  kernels::KernelContext kctx;
+  kctx.ctx = ctx;
+  if (kctx.ctx.functions == nullptr)
+    kctx.ctx.functions = &FunctionRegistry::global();
+  kctx.tree = std::make_shared<kernels::TreeState>();
+  return kernels::make_kernel(node, kctx);
+}
+
+} // namespace conveyor

@@ -1,0 +1,226 @@
+// map(fn, num_parallel_calls, deterministic): fn applied to every element. With more than one
+// parallel call, fn runs on a small thread pool while this iterator keeps pulling its input on the
+// caller's thread (so input errors and `unavailable` stay in stream order); deterministic=true
+// returns results in input order, false returns whichever finishes first.
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <thread>
+
+#include "pipeline/kernels/kernel.hpp"
+
+namespace conveyor::kernels {
+
+namespace {
+
+// Hard cap on pool threads whatever num_parallel_calls asks for.
+constexpr int64_t kMaxMapThreads = 64;
+
+Status function_error(const std::string& name, const Status& status) {
+  return status.with_context("map function `" + name + "`");
+}
+
+class MapIterator : public Iterator {
+public:
+  MapIterator(IteratorPtr input, MapFn fn, Params params, std::string name)
+      : input_(std::move(input)), fn_(std::move(fn)), params_(std::move(params)), name_(std::move(name)) {}
+
+  Status get_next(Element& out, bool& end_of_sequence) override {
+    Element in;
+    CONVEYOR_RETURN_IF_ERROR(input_->get_next(in, end_of_sequence));
+    if (end_of_sequence)
+      return Status::OK();
+    auto mapped = fn_(in, params_);
+    if (!mapped.ok())
+      return function_error(name_, mapped.status());
+    out = std::move(*mapped);
+    return Status::OK();
+  }
+
+private:
+  IteratorPtr input_;
+  MapFn fn_;
+  Params params_;
+  std::string name_;
+};
+
+// Runs queued jobs on a fixed set of threads; the destructor drops jobs not yet started and
+// waits for the running ones.
+class ThreadPool {
+public:
+  explicit ThreadPool(int64_t threads) {
+    for (int64_t i = 0; i < threads; ++i)
+      threads_.emplace_back([this] { work(); });
+  }
+  ~ThreadPool() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : threads_)
+      t.join();
+  }
+  void submit(std::function<void()> job) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      jobs_.push_back(std::move(job));
+    }
+    wake_.notify_one();
+  }
+
+private:
+  void work() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+        if (stopping_)
+          return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> jobs_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+class ParallelMapIterator : public Iterator {
+public:
+  ParallelMapIterator(IteratorPtr input, MapFn fn, Params params, std::string name,
+                      int64_t parallelism, bool deterministic)
+      : input_(std::move(input)), fn_(std::make_shared<MapFn>(std::move(fn))),
+        params_(std::make_shared<Params>(std::move(params))), name_(std::move(name)),
+        parallelism_(parallelism), deterministic_(deterministic),
+        shared_(std::make_shared<Shared>()) {}
+
+  // The pool (declared last) is destroyed first: it waits for running calls, which only touch
+  // `shared_`, `fn_` and `params_` through their own shared pointers.
+
+  Status get_next(Element& out, bool& end_of_sequence) override {
+    end_of_sequence = false;
+    // Keep `parallelism_` calls in flight. An input `unavailable` takes its place in the stream
+    // like an error, and the input is not asked again until the caller has received it.
+    while (!input_done_ && !waiting_for_retry_ && static_cast<int64_t>(slots_.size()) < parallelism_) {
+      Element in;
+      bool end = false;
+      Status status = input_->get_next(in, end);
+      if (status.code() == ErrorCode::unavailable) {
+        if (slots_.empty())
+          return status;
+        waiting_for_retry_ = true;
+      }
+      auto slot = std::make_shared<Slot>();
+      if (!status.ok()) { // an input error keeps its place in the stream
+        slot->result = status;
+        slot->done = true;
+      } else if (end) {
+        input_done_ = true;
+        break;
+      } else {
+        submit(slot, std::move(in));
+      }
+      slots_.push_back(std::move(slot));
+    }
+    if (slots_.empty()) {
+      end_of_sequence = true;
+      return Status::OK();
+    }
+    auto slot = take_finished_slot();
+    if (!slot->result.ok()) {
+      if (slot->result.status().code() == ErrorCode::unavailable)
+        waiting_for_retry_ = false;
+      return slot->result.status();
+    }
+    out = std::move(*slot->result);
+    return Status::OK();
+  }
+
+private:
+  struct Slot {
+    Expected<Element> result = Status(ErrorCode::internal, "map call not finished");
+    bool done = false; // guarded by Shared::mu
+  };
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable finished;
+  };
+
+  void submit(const std::shared_ptr<Slot>& slot, Element in) {
+    if (!pool_)
+      pool_ = std::make_unique<ThreadPool>(std::min(parallelism_, kMaxMapThreads));
+    pool_->submit([slot, in = std::move(in), fn = fn_, params = params_, shared = shared_,
+                   name = name_]() {
+      auto mapped = (*fn)(in, *params);
+      if (!mapped.ok())
+        mapped = function_error(name, mapped.status());
+      std::lock_guard<std::mutex> lock(shared->mu);
+      slot->result = std::move(mapped);
+      slot->done = true;
+      shared->finished.notify_all();
+    });
+  }
+
+  // The first slot (deterministic) or the first finished one, removed from `slots_`.
+  std::shared_ptr<Slot> take_finished_slot() {
+    std::unique_lock<std::mutex> lock(shared_->mu);
+    for (;;) {
+      for (auto it = slots_.begin(); it != slots_.end(); ++it) {
+        if ((*it)->done) {
+          auto slot = std::move(*it);
+          slots_.erase(it);
+          return slot;
+        }
+        if (deterministic_)
+          break;
+      }
+      shared_->finished.wait(lock);
+    }
+  }
+
+  IteratorPtr input_;
+  std::shared_ptr<const MapFn> fn_;
+  std::shared_ptr<const Params> params_;
+  std::string name_;
+  int64_t parallelism_;
+  bool deterministic_;
+  std::shared_ptr<Shared> shared_;
+  std::deque<std::shared_ptr<Slot>> slots_; // in input order
+  bool input_done_ = false;
+  bool waiting_for_retry_ = false; // an input `unavailable` is queued in slots_
+  std::unique_ptr<ThreadPool> pool_; // last: destroyed (joined) first
+};
+
+} // namespace
+
+MakeResult make_map(const NodePtr& node, const KernelContext& kctx) {
+  const FunctionRef& ref = node->function_attr("fn");
+  auto def = find_function("map", ref, FunctionKind::map, kctx);
+  if (!def.ok())
+    return def.status();
+  if (!(*def)->map)
+    return internal_error("map function `" + ref.name + "` has no implementation");
+  int64_t parallelism = node->int_attr("num_parallel_calls");
+  if (parallelism == kAutotune)
+    parallelism = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  if (parallelism < 1)
+    return invalid_argument("`map` argument `num_parallel_calls` must be positive or AUTOTUNE, got " +
+                            std::to_string(parallelism));
+  auto input = make_input(node, kctx);
+  if (!input.ok())
+    return input.status();
+  Params params = kctx.functions().resolve_params(ref);
+  if (parallelism == 1)
+    return IteratorPtr(std::make_unique<MapIterator>(std::move(*input), (*def)->map, std::move(params), ref.name));
+  return IteratorPtr(std::make_unique<ParallelMapIterator>(std::move(*input), (*def)->map, std::move(params),
+                                                           ref.name, parallelism, node->bool_attr("deterministic")));
+}
+
+} // namespace conveyor::kernels

@@ -1,0 +1,51 @@
+// shard(num_shards, index): the elements whose position i in the input has i % num_shards == index.
+#include "pipeline/kernels/kernel.hpp"
+
+namespace conveyor::kernels {
+
+namespace {
+
+class ShardIterator : public Iterator {
+public:
+  ShardIterator(IteratorPtr input, int64_t num_shards, int64_t index)
+      : input_(std::move(input)), num_shards_(num_shards), index_(index) {}
+
+  Status get_next(Element& out, bool& end_of_sequence) override {
+    for (;;) { // ends with the input
+      CONVEYOR_RETURN_IF_ERROR(input_->get_next(out, end_of_sequence));
+      if (end_of_sequence)
+        return Status::OK();
+      const int64_t position = position_;
+      position_ = (position_ + 1) % num_shards_;
+      if (position == index_)
+        return Status::OK();
+    }
+  }
+
+private:
+  IteratorPtr input_;
+  int64_t num_shards_;
+  int64_t index_;
+  int64_t position_ = 0; // input position modulo num_shards_
+};
+
+} // namespace
+
+MakeResult make_shard(const NodePtr& node, const KernelContext& kctx) {
+  const int64_t num_shards = node->int_attr("num_shards");
+  const int64_t index = node->int_attr("index");
+  if (num_shards == kShardHint || index == kShardHint)
+    return invalid_argument("`shard(SHARD_HINT, SHARD_HINT)` is a placeholder: run the dataset under "
+                            "the HINT sharding policy, which fills in the worker count and index");
+  if (num_shards < 1)
+    return invalid_argument("`shard` argument `num_shards` must be positive, got " + std::to_string(num_shards));
+  if (index < 0 || index >= num_shards)
+    return invalid_argument("`shard` argument `index` must be in [0, " + std::to_string(num_shards) +
+                            "), got " + std::to_string(index));
+  auto input = make_input(node, kctx);
+  if (!input.ok())
+    return input.status();
+  return IteratorPtr(std::make_unique<ShardIterator>(std::move(*input), num_shards, index));
+}
+
+} // namespace conveyor::kernels

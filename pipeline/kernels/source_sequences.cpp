@@ -1,0 +1,66 @@
+#include "pipeline/kernels/source_sequences.hpp"
+
+namespace conveyor::kernels {
+
+IndexSequence::IndexSequence(std::string op, int64_t count, SplitProvider* provider)
+    : op_(std::move(op)), count_(count), provider_(provider), end_(provider ? 0 : count) {}
+
+Status IndexSequence::next(int64_t& index, bool& end) {
+  while (!done_) {
+    if (next_ < end_) {
+      index = next_++;
+      end = false;
+      return Status::OK();
+    }
+    if (provider_ == nullptr) {
+      done_ = true;
+      break;
+    }
+    Split split;
+    bool end_of_splits = false;
+    CONVEYOR_RETURN_IF_ERROR(provider_->get_next(split, end_of_splits));
+    if (end_of_splits) {
+      done_ = true;
+      break;
+    }
+    if (split.begin < 0 || split.begin > split.end || split.end > count_)
+      return out_of_range("`" + op_ + "` got split [" + std::to_string(split.begin) + ", " +
+                          std::to_string(split.end) + ") (epoch " + std::to_string(split.epoch) +
+                          ", index " + std::to_string(split.index) +
+                          ") outside its elements [0, " + std::to_string(count_) + ")");
+    next_ = split.begin;
+    end_ = split.end;
+  }
+  end = true;
+  return Status::OK();
+}
+
+FileSequence::FileSequence(std::vector<std::string> files, SplitProvider* provider)
+    : files_(std::move(files)), provider_(provider) {}
+
+Status FileSequence::next(std::string& file, bool& end) {
+  end = false;
+  if (done_) {
+    end = true;
+    return Status::OK();
+  }
+  if (provider_ == nullptr) {
+    if (next_ < files_.size()) {
+      file = files_[next_++];
+      return Status::OK();
+    }
+    done_ = end = true;
+    return Status::OK();
+  }
+  Split split;
+  bool end_of_splits = false;
+  CONVEYOR_RETURN_IF_ERROR(provider_->get_next(split, end_of_splits));
+  if (end_of_splits) {
+    done_ = end = true;
+    return Status::OK();
+  }
+  file = split.file;
+  return Status::OK();
+}
+
+} // namespace conveyor::kernels

@@ -1,0 +1,44 @@
+// What the splittable sources iterate over: element indices (range, from_tensor_slices) or files
+// (list_files, text_lines, tfrecord) — either the source's whole content, or, under DYNAMIC
+// sharding, only the splits the SplitProvider hands out. Both are resumable: an `unavailable`
+// from the provider is returned unchanged and the next call asks the provider again.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pipeline/split_provider.hpp"
+#include "pipeline/status.hpp"
+
+namespace conveyor::kernels {
+
+class IndexSequence {
+public:
+  // Indices 0..count-1, or those of the provider's splits when `provider` is set.
+  IndexSequence(std::string op, int64_t count, SplitProvider* provider);
+  Status next(int64_t& index, bool& end);
+
+private:
+  std::string op_;
+  int64_t count_;
+  SplitProvider* provider_;
+  int64_t next_ = 0;
+  int64_t end_ = 0;
+  bool done_ = false;
+};
+
+class FileSequence {
+public:
+  // `files` in order, or the files of the provider's splits when `provider` is set.
+  FileSequence(std::vector<std::string> files, SplitProvider* provider);
+  Status next(std::string& file, bool& end);
+
+private:
+  std::vector<std::string> files_;
+  SplitProvider* provider_;
+  std::size_t next_ = 0;
+  bool done_ = false;
+};
+
+} // namespace conveyor::kernels

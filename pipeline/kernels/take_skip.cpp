@@ -1,0 +1,79 @@
+// take(count): the first `count` elements (all when count is -1).
+// skip(count): all but the first `count` elements (none when count is -1).
+#include "pipeline/kernels/kernel.hpp"
+
+namespace conveyor::kernels {
+
+namespace {
+
+class TakeIterator : public Iterator {
+public:
+  TakeIterator(IteratorPtr input, int64_t count) : input_(std::move(input)), count_(count) {}
+
+  Status get_next(Element& out, bool& end_of_sequence) override {
+    if (count_ >= 0 && taken_ >= count_) {
+      input_.reset(); // done with it: release its resources (threads, files) now
+      end_of_sequence = true;
+      return Status::OK();
+    }
+    CONVEYOR_RETURN_IF_ERROR(input_->get_next(out, end_of_sequence));
+    if (!end_of_sequence)
+      ++taken_;
+    return Status::OK();
+  }
+
+private:
+  IteratorPtr input_;
+  int64_t count_;
+  int64_t taken_ = 0;
+};
+
+class SkipIterator : public Iterator {
+public:
+  SkipIterator(IteratorPtr input, int64_t count) : input_(std::move(input)), count_(count) {}
+
+  Status get_next(Element& out, bool& end_of_sequence) override {
+    for (;;) { // ends with the input
+      CONVEYOR_RETURN_IF_ERROR(input_->get_next(out, end_of_sequence));
+      if (end_of_sequence)
+        return Status::OK();
+      if (count_ >= 0 && skipped_ >= count_)
+        return Status::OK();
+      ++skipped_;
+    }
+  }
+
+private:
+  IteratorPtr input_;
+  int64_t count_;
+  int64_t skipped_ = 0;
+};
+
+Status check_count(const char* op, int64_t count) {
+  if (count < -1)
+    return invalid_argument(std::string("`") + op + "` argument `count` must be non-negative or -1 (all), got " +
+                            std::to_string(count));
+  return Status::OK();
+}
+
+} // namespace
+
+MakeResult make_take(const NodePtr& node, const KernelContext& kctx) {
+  const int64_t count = node->int_attr("count");
+  CONVEYOR_RETURN_IF_ERROR(check_count("take", count));
+  auto input = make_input(node, kctx);
+  if (!input.ok())
+    return input.status();
+  return IteratorPtr(std::make_unique<TakeIterator>(std::move(*input), count));
+}
+
+MakeResult make_skip(const NodePtr& node, const KernelContext& kctx) {
+  const int64_t count = node->int_attr("count");
+  CONVEYOR_RETURN_IF_ERROR(check_count("skip", count));
+  auto input = make_input(node, kctx);
+  if (!input.ok())
+    return input.status();
+  return IteratorPtr(std::make_unique<SkipIterator>(std::move(*input), count));
+}
+
+} // namespace conveyor::kernels

@@ -1,0 +1,169 @@
+// The `conveyor` command line: --help everywhere, config files, argument errors (exit code 2 and
+// a message naming the argument), unreachable addresses (exit code 1 in bounded time) and the
+// protocol version check between real processes.
+#include <chrono>
+#include <fstream>
+
+#include <doctest/doctest.h>
+
+#include "test/integration/cluster.hpp"
+
+using namespace conveyor::testing;
+
+namespace {
+
+bool contains(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+
+// Runs a command that must fail on its arguments: exit code 2 and `needle` in stderr.
+void check_bad_arguments(std::vector<std::string> args, const std::string& needle) {
+  auto r = run_conveyor(args, Millis{20000}, "badargs");
+  CAPTURE(r.describe);
+  REQUIRE(r.exit_code.has_value());
+  CHECK(*r.exit_code == 2);
+  CHECK(contains(r.stderr_text, needle));
+  CHECK(r.lines.empty());
+}
+
+std::string write_config(const std::string& name, const std::string& text) {
+  const std::string path = test_log_dir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+} // namespace
+
+TEST_CASE("cli: --help works on every subcommand and lists its flags") {
+  const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> cases{
+      {{"dispatcher", "--help"}, {"usage: conveyor dispatcher", "--port", "--work-dir", "--worker-timeout", "--config"}},
+      {{"worker", "--help"}, {"usage: conveyor worker", "--dispatcher", "--advertise", "--plugin", "--heartbeat-interval"}},
+      {{"read", "--help"}, {"usage: conveyor read", "--dataset", "--mode", "--job-name", "--num-consumers",
+                            "--consumer-index", "--max-outstanding", "--take", "--compression"}},
+      {{"run", "--help"}, {"usage: conveyor run", "--workers", "--dataset"}},
+      {{"bench", "service", "--help"}, {"usage: conveyor bench service", "--workers", "--consumers", "--element-size"}},
+      {{"--help"}, {"dispatcher", "worker", "read", "run", "bench"}},
+  };
+  for (const auto& [args, needles] : cases) {
+    auto r = run_conveyor(args, Millis{20000}, "help");
+    CAPTURE(r.describe);
+    CHECK(r.exit_code == 0);
+    for (const auto& n : needles)
+      CHECK_MESSAGE(contains(r.stdout_text, n), n);
+  }
+}
+
+TEST_CASE("cli: bad arguments exit with 2 and name the argument") {
+  // Nothing needs to listen here: every one of these is refused before any connection.
+  const std::string ok_addr = "127.0.0.1:1";
+  check_bad_arguments({"read", "--dataset", "range(3)"}, "dispatcher");
+  check_bad_arguments({"read", "--dispatcher", "nonsense", "--dataset", "range(3)"}, "`--dispatcher`");
+  check_bad_arguments({"read", "--dispatcher", "127.0.0.1:99999", "--dataset", "range(3)"}, "`--dispatcher`");
+  check_bad_arguments({"read", "--dispatcher", "127.0.0.1:", "--dataset", "range(3)"}, "`--dispatcher`");
+  check_bad_arguments({"read", "--dispatcher", ok_addr}, "--dataset");
+  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3"}, "`--dataset`");
+  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--mode", "sideways"}, "`--mode`");
+  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--job-name", ""}, "job_name");
+  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--num-consumers", "2"}, "job_name");
+  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--job-name", "j",
+                       "--consumer-index", "0"},
+                      "num_consumers");
+  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--compression", "ZIP"},
+                      "compression");
+  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--max-outstanding", "0"},
+                      "max_outstanding_requests");
+  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--take", "-5"}, "`--take`");
+  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--timeout-ms", "0"},
+                      "`--timeout-ms`");
+  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--no-such-flag"}, "no-such-flag");
+  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--config", "/nonexistent.ini"},
+                      "`--config`");
+  check_bad_arguments({"dispatcher", "--port", "70000"}, "`--port`");
+  check_bad_arguments({"dispatcher"}, "port");
+  check_bad_arguments({"dispatcher", "--port", "0", "--worker-timeout", "-1"}, "`--worker-timeout`");
+  check_bad_arguments({"worker", "--dispatcher", "localhost", "--port", "0"}, "`--dispatcher`");
+  check_bad_arguments({"worker", "--dispatcher", ok_addr, "--port", "0", "--advertise", "a:b:c"}, "`--advertise`");
+  check_bad_arguments({"worker", "--dispatcher", ok_addr, "--port", "0", "--heartbeat-interval", "0"},
+                      "`--heartbeat-interval`");
+  check_bad_arguments({"run", "--workers", "0"}, "`--workers`");
+  check_bad_arguments({"run", "--dataset", "range(3).map(no_such_function)"}, "no_such_function");
+  check_bad_arguments({"bench", "service", "--element-size", "4"}, "`--element-size`");
+  check_bad_arguments({"nosuchcommand"}, "unknown command");
+}
+
+TEST_CASE("cli: an unreachable dispatcher is a runtime error (exit 1) within a bounded time") {
+  // Port 1 on loopback: nothing listens there, so the connection is refused at once.
+  const auto start = std::chrono::steady_clock::now();
+  auto r = run_conveyor({"read", "--dispatcher", "127.0.0.1:1", "--dataset", "range(3)", "--connect-timeout", "2000"},
+                        Millis{20000}, "unreachable");
+  CAPTURE(r.describe);
+  CHECK(r.exit_code == 1);
+  CHECK(contains(r.stderr_text, "127.0.0.1:1"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(15));
+
+  auto w = run_conveyor({"worker", "--dispatcher", "127.0.0.1:1", "--port", "0", "--connect-timeout", "2000"},
+                        Millis{20000}, "unreachable-worker");
+  CAPTURE(w.describe);
+  CHECK(w.exit_code == 1);
+  CHECK(contains(w.stderr_text, "cannot start"));
+}
+
+TEST_CASE("cli: a port that is already taken is a runtime error naming it") {
+  Cluster cluster(0);
+  const std::string port = std::to_string(cluster.port());
+  auto r = run_conveyor({"dispatcher", "--port", port}, Millis{20000}, "port-taken");
+  CAPTURE(r.describe);
+  CHECK(r.exit_code == 1);
+  CHECK(contains(r.stderr_text, port));
+}
+
+TEST_CASE("cli: a config file supplies flags, and flags given on the command line win") {
+  const std::string dispatcher_config =
+      write_config("dispatcher.ini", "# test dispatcher\nport = 0\nworker-timeout = 3000\n");
+  Cluster cluster(2, {"--config", dispatcher_config});
+  // The config asks for OFF mode (each element twice on two workers); the flag says DYNAMIC.
+  const std::string read_config = write_config(
+      "read.ini", "dispatcher = " + cluster.address() + "\ndataset = range(4)\nmode = off\n");
+  auto from_file = run_conveyor({"read", "--config", read_config}, kReadTimeout, "read-config");
+  CAPTURE(from_file.describe);
+  REQUIRE(from_file.exit_code == 0);
+  CHECK(sorted_ints(from_file.lines).sorted == std::vector<int64_t>{0, 0, 1, 1, 2, 2, 3, 3});
+  auto overridden = run_conveyor({"read", "--config", read_config, "--mode", "dynamic"}, kReadTimeout, "read-config");
+  CAPTURE(overridden.describe);
+  REQUIRE(overridden.exit_code == 0);
+  CHECK(sorted_ints(overridden.lines).sorted == std::vector<int64_t>{0, 1, 2, 3});
+
+  const std::string bad_config = write_config("bad.ini", "dispatcher = " + cluster.address() + "\nbogus = 1\n");
+  check_bad_arguments({"read", "--config", bad_config, "--dataset", "range(1)"}, "bogus");
+}
+
+TEST_CASE("cli: read --take stops early and --dataset-id reads a registered dataset") {
+  Cluster cluster(1);
+  auto r = cluster.read("range(1000000)", {"--take", "7"});
+  CAPTURE(r.describe);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.lines == std::vector<std::string>{"0", "1", "2", "3", "4", "5", "6"});
+
+  auto missing = run_conveyor({"read", "--dispatcher", cluster.address(), "--dataset-id", "no-such-id"}, kReadTimeout,
+                              "missing-id");
+  CAPTURE(missing.describe);
+  CHECK(missing.exit_code == 2);
+  CHECK(contains(missing.stderr_text, "no-such-id"));
+}
+
+TEST_CASE("version mismatch: nodes speaking another protocol version are refused on both sides") {
+  Cluster cluster(0);
+  auto worker = run_conveyor({"worker", "--dispatcher", cluster.address(), "--port", "0", "--protocol-version", "999",
+                              "--connect-timeout", "5000"},
+                             Millis{20000}, "old-worker");
+  CAPTURE(worker.describe);
+  CHECK(worker.exit_code == 1);
+  CHECK(contains(worker.stderr_text, "version"));
+
+  auto reader = run_conveyor({"read", "--dispatcher", cluster.address(), "--dataset", "range(3)",
+                              "--protocol-version", "999"},
+                             Millis{20000}, "old-reader");
+  CAPTURE(reader.describe);
+  CHECK(reader.exit_code == 1);
+  CHECK(contains(reader.stderr_text, "version"));
+  // The dispatcher says so too.
+  CHECK_MESSAGE(cluster.dispatcher().wait_for_output("version", Millis{5000}), cluster.describe());
+}

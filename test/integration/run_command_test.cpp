@@ -1,0 +1,87 @@
+// `conveyor run`: the one-command local cluster. It must print its topology, samples and a
+// summary, read exactly the expected elements, and leave no child process behind — also when
+// interrupted with Ctrl-C.
+#include <signal.h>
+
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include <doctest/doctest.h>
+
+#include "test/integration/cluster.hpp"
+
+using namespace conveyor::testing;
+
+namespace {
+
+bool contains(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+
+// The pids of the nodes from the topology lines ("  worker-1    127.0.0.1:4242   pid 123").
+std::vector<pid_t> node_pids(const std::string& output) {
+  std::vector<pid_t> pids;
+  static const std::regex kLine(R"(pid (\d+))");
+  for (std::sregex_iterator it(output.begin(), output.end(), kLine), end; it != end; ++it)
+    pids.push_back(std::stoi((*it)[1]));
+  return pids;
+}
+
+// A zombie counts as gone (it is reaped by init once orphaned); SIGKILL takes a moment to land.
+bool gone_within(pid_t pid, Millis timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string pid_field, comm, state;
+    if (!(stat >> pid_field >> comm >> state) || state == "Z" || state == "X")
+      return true;
+    if (std::chrono::steady_clock::now() > deadline)
+      return false;
+    std::this_thread::sleep_for(Millis{10});
+  }
+}
+
+} // namespace
+
+TEST_CASE("run: a local cluster of 2 worker processes reads a DYNAMIC dataset once and cleans up") {
+  auto r = run_conveyor({"run", "--workers", "2", "--dataset", "range(20000).map(square)", "--mode", "dynamic",
+                         "--progress-ms", "200"},
+                        kReadTimeout, "run");
+  CAPTURE(r.describe);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.stdout_text, "dispatcher"));
+  CHECK(contains(r.stdout_text, "worker-1"));
+  CHECK(contains(r.stdout_text, "worker-2"));
+  CHECK(contains(r.stdout_text, "expecting 20000 elements"));
+  CHECK(contains(r.stdout_text, "summary: 20000 elements"));
+  CHECK(contains(r.stdout_text, "cluster stopped"));
+  const auto pids = node_pids(r.stdout_text);
+  CHECK(pids.size() == 3);
+  for (pid_t pid : pids)
+    CHECK_MESSAGE(gone_within(pid, Millis{2000}), "node pid " << pid << " survived");
+}
+
+TEST_CASE("run: OFF mode on 3 in-process workers produces everything three times") {
+  auto r = run_conveyor({"run", "--in-process", "--workers", "3", "--dataset", "range(100)", "--mode", "off"},
+                        kReadTimeout, "run-inproc");
+  CAPTURE(r.describe);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.stdout_text, "summary: 300 elements"));
+}
+
+TEST_CASE("run: Ctrl-C stops the reader and every node, and exits with 130") {
+  // About 100 s of work: only an interrupt can end it within the test's time.
+  auto run = ChildProcess::conveyor(
+      {"run", "--workers", "2", "--dataset", "range(100000).map(sleep_us(us=1000))", "--mode", "dynamic"}, "run-sigint");
+  REQUIRE(run.ok());
+  auto& child = **run;
+  REQUIRE_MESSAGE(child.wait_for_output("first elements:\n  ", kStartTimeout), child.describe());
+  const auto pids = node_pids(child.stdout_text());
+  REQUIRE_MESSAGE(pids.size() == 3, child.describe());
+  child.signal(SIGINT);
+  auto code = child.wait_exit(Millis{20000});
+  CAPTURE(child.describe());
+  CHECK(code == 130);
+  CHECK(contains(child.stdout_text(), "cluster stopped"));
+  for (pid_t pid : pids)
+    CHECK_MESSAGE(gone_within(pid, Millis{2000}), "node pid " << pid << " survived");
+}
