@@ -93,13 +93,15 @@ std::vector<ConsumerCore::Request> ConsumerCore::next_requests() {
       out.push_back(r);
       continue;
     }
-    while (slot.in_flight < limits_.max_in_flight_per_task) {
+    int64_t budget = share; // this task's part of the free credits in this round
+    while (slot.in_flight < limits_.max_in_flight_per_task && budget > 0) {
       free_elements = limits_.max_outstanding - reserved_elements_ - unacked_elements_;
       int64_t free_bytes = limits_.max_bytes - reserved_bytes_ - unacked_bytes_;
       bool idle = in_flight_.empty() && unacked_elements_ == 0;
       if (free_elements <= 0 || (free_bytes < kMinRequestBytes && !idle))
         break;
-      int64_t n = std::min<int64_t>({free_elements, share, limits_.max_elements_per_request});
+      int64_t n = std::min<int64_t>({free_elements, budget, limits_.max_elements_per_request});
+      budget -= n;
       int64_t b = std::min<int64_t>(static_cast<int64_t>(limits_.max_bytes_per_request),
                                     std::max<int64_t>(free_bytes, 1));
       Request r{next_request_id_++, id, static_cast<uint32_t>(n), static_cast<uint64_t>(b)};

@@ -285,17 +285,17 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
         [self](msg::task_finished& done) {
           const auto* task = self->state.state.task(done.task);
           if (task && !task->finished)
-            apply(self, msg::FinishTaskRecord{done.task, done.error, now_us(self)});
+            (void)apply(self, msg::FinishTaskRecord{done.task, done.error, now_us(self)}); // logged
         },
         [self](msg::job_finished& done) {
           const auto* job = self->state.state.job(done.job);
           if (job && !job->finished)
-            apply(self, msg::FinishJobRecord{done.job, now_us(self)});
+            (void)apply(self, msg::FinishJobRecord{done.job, now_us(self)}); // logged
         },
         [self](msg::job_released& released) {
           auto& st = self->state;
           if (st.state.job(released.job))
-            apply(self, msg::ReleaseJobRecord{released.job, now_us(self)});
+            (void)apply(self, msg::ReleaseJobRecord{released.job, now_us(self)}); // logged
           st.jobs.erase(released.job);
         },
         [self](msg::tick_atom) {

@@ -26,6 +26,11 @@ std::mutex& output_mutex() {
   return m;
 }
 
+Sink& sink() { // guarded by output_mutex()
+  static Sink s;
+  return s;
+}
+
 const char* prefix(Level l) {
   switch (l) {
   case Level::error: return "error: ";
@@ -37,6 +42,11 @@ const char* prefix(Level l) {
 } // namespace
 
 void set_level(Level l) { current().store(l); }
+
+void set_sink(Sink s) {
+  std::lock_guard<std::mutex> guard{output_mutex()};
+  sink() = std::move(s);
+}
 Level level() { return current().load(std::memory_order_relaxed); }
 
 std::optional<Level> level_from_string(std::string_view name) {
@@ -50,6 +60,13 @@ std::optional<Level> level_from_string(std::string_view name) {
 void write(Level l, std::string_view component, std::string_view message) {
   if (!enabled(l))
     return;
+  {
+    std::lock_guard<std::mutex> guard{output_mutex()};
+    if (sink()) {
+      sink()(l, component, message);
+      return;
+    }
+  }
   std::string line;
   line.reserve(component.size() + message.size() + 16);
   line.append(component).append(": ").append(prefix(l)).append(message).push_back('\n');

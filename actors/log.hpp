@@ -3,6 +3,7 @@
 // defaults to info (or CONVEYOR_LOG_LEVEL=error|warning|info|debug).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,6 +19,11 @@ std::optional<Level> level_from_string(std::string_view name);
 inline bool enabled(Level l) { return l <= level(); }
 
 void write(Level level, std::string_view component, std::string_view message);
+
+// Where lines go instead of stderr: the deterministic simulator (actors/sim) puts them into its
+// trace. An empty function restores stderr. Process-wide, like the level.
+using Sink = std::function<void(Level, std::string_view component, std::string_view message)>;
+void set_sink(Sink sink);
 
 inline void error(std::string_view component, std::string_view message) {
   write(Level::error, component, message);

@@ -25,7 +25,9 @@ public:
     (void)sys_.middleman().unpublish(whom, port);
   }
 
-  caf::actor connector() override { return sys_.middleman().actor_handle(); }
+  caf::actor connector() override {
+    return caf::actor_cast<caf::actor>(sys_.middleman().actor_handle());
+  }
 
 private:
   caf::actor_system& sys_;

@@ -45,6 +45,12 @@ constexpr uint64_t kMaxLz4Ratio = 255;
 // `automatic` compresses a body only from this size on, and keeps the compressed form only when
 // it saves at least 1/16 of the bytes: below that, decompressing costs more than it saves.
 constexpr std::size_t kAutoCompressMinBytes = 4096;
+// Bodies larger than twice this are first probed: `automatic` compresses the whole body only if
+// its first kAutoProbeBytes shrink by 1/16, so incompressible megabytes cost one small lz4 pass
+// instead of a full one plus a discarded buffer.
+constexpr std::size_t kAutoProbeBytes = 64 * 1024;
+
+bool saves_enough(std::size_t raw, std::size_t packed) { return packed <= raw - raw / 16; }
 
 // --- writing
 
@@ -119,6 +125,14 @@ void encode_tensor(const Tensor& t, std::string& out) {
   }
 }
 
+// True if lz4 shrinks `sample` enough for `automatic` to keep the compressed form.
+bool probe_compresses(std::string_view sample) {
+  const int bound = LZ4_compressBound(static_cast<int>(sample.size()));
+  std::unique_ptr<char[]> scratch{new char[static_cast<std::size_t>(bound)]};
+  const int n = LZ4_compress_default(sample.data(), scratch.get(), static_cast<int>(sample.size()), bound);
+  return n > 0 && saves_enough(sample.size(), static_cast<std::size_t>(n));
+}
+
 void append_element(const Element& e, std::string& out) {
   put_varint(out, e.components.size());
   for (const Tensor& t : e.components)
@@ -133,16 +147,17 @@ void write_header(char* at, uint8_t flags, uint64_t count, uint64_t raw_size) {
   put_le(at + 14, raw_size, 8);
 }
 
-// Compresses `raw` into one lz4 block, or returns false if lz4 cannot take it.
-bool lz4_compress(std::string_view raw, std::string& packed) {
+// Compresses `raw` into one lz4 block placed after `offset` bytes of `packed` (room for the
+// header), or returns false if lz4 cannot take it.
+bool lz4_compress(std::string_view raw, std::size_t offset, std::string& packed) {
   if (raw.size() > static_cast<std::size_t>(LZ4_MAX_INPUT_SIZE))
     return false;
   const int bound = LZ4_compressBound(static_cast<int>(raw.size()));
-  packed.resize(static_cast<std::size_t>(bound));
-  const int n = LZ4_compress_default(raw.data(), packed.data(), static_cast<int>(raw.size()), bound);
+  packed.resize(offset + static_cast<std::size_t>(bound));
+  const int n = LZ4_compress_default(raw.data(), packed.data() + offset, static_cast<int>(raw.size()), bound);
   if (n <= 0)
     return false;
-  packed.resize(static_cast<std::size_t>(n));
+  packed.resize(offset + static_cast<std::size_t>(n));
   return true;
 }
 
@@ -378,17 +393,20 @@ std::string encode_batch(const std::vector<Element>& elements, Compression compr
   }
 
   uint8_t flags = 0;
-  const bool try_lz4 = compression == Compression::lz4 ||
+  bool try_lz4 = compression == Compression::lz4 ||
                        (compression == Compression::automatic && raw_size >= kAutoCompressMinBytes);
   std::string packed;
   // lz4 cannot take bodies above LZ4_MAX_INPUT_SIZE (~2 GiB); those stay uncompressed, which the
   // flags record, so the buffer still decodes to the same elements.
-  if (try_lz4 && lz4_compress(std::string_view{out}.substr(kHeaderSize), packed)) {
-    const bool keep = compression == Compression::lz4 || packed.size() <= raw_size - raw_size / 16;
-    if (keep) {
+  const std::string_view body = std::string_view{out}.substr(kHeaderSize);
+  if (try_lz4 && compression == Compression::automatic && raw_size > 2 * kAutoProbeBytes &&
+      !probe_compresses(body.substr(0, kAutoProbeBytes)))
+    try_lz4 = false;
+  if (try_lz4 && lz4_compress(body, kHeaderSize, packed)) {
+    const std::size_t packed_size = packed.size() - kHeaderSize;
+    if (compression == Compression::lz4 || saves_enough(raw_size, packed_size)) {
       flags |= kFlagLz4;
-      out.resize(kHeaderSize);
-      out.append(packed);
+      out.swap(packed);
     }
   }
   write_header(out.data(), flags, elements.size(), raw_size);

@@ -144,6 +144,18 @@ void Network::forward(SimProxy& proxy, caf::mailbox_element_ptr what) {
   p.dest = proxy.id();
   p.mid = what->mid;
   auto msg = what->move_content_to_message();
+  // CAF's serializer only prints an error for an unregistered type and sends an empty message;
+  // a simulation must fail loudly instead.
+  auto& types = from->system().types();
+  for (std::size_t i = 0; i < msg.size(); ++i) {
+    auto rtti = msg.type(i);
+    if (&types.portable_name(rtti) == &types.default_type_name()) {
+      world_.violation("cannot serialize a message from " + from->name() + " to " + to->name()
+                       + ": element " + std::to_string(i) + " has a type that is not registered ("
+                       + (rtti.second != nullptr ? rtti.second->name() : "?") + ")");
+      return;
+    }
+  }
   caf::binary_serializer sink{from->context(), p.bytes};
   if (auto err = sink(what->sender, what->stages, msg)) {
     world_.violation("cannot serialize a message from " + from->name() + " to " + to->name()

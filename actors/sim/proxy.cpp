@@ -1,7 +1,7 @@
 #include "actors/sim/proxy.hpp"
 
 #include <caf/atom.hpp>
-#include <caf/exit_msg.hpp>
+#include <caf/system_messages.hpp>
 #include <caf/mailbox_element.hpp>
 #include <caf/message_id.hpp>
 

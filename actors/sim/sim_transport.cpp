@@ -5,6 +5,7 @@
 #include <caf/atom.hpp>
 #include <caf/response_promise.hpp>
 #include <caf/send.hpp>
+#include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
 #include "actors/sim/world.hpp"

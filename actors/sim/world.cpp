@@ -28,12 +28,16 @@ World::World(WorldOptions options)
   network_->set_connection_timeout(options_.connection_timeout);
 }
 
-World::~World() {
-  // Kill every node (newest first), then destroy them; exits during teardown are not traffic.
+void World::shut_down() {
+  // Exits during teardown are not traffic.
   network_->shut_down();
   for (auto i = slots_.rbegin(); i != slots_.rend(); ++i)
     if (i->current)
       i->current->kill();
+}
+
+World::~World() {
+  shut_down();
   events_.clear();
   for (auto i = slots_.rbegin(); i != slots_.rend(); ++i)
     i->current.reset();
@@ -148,7 +152,9 @@ StopReason World::run_until(const std::function<bool()>& done, Time deadline) {
           continue;
         auto n = s.current->pending_jobs();
         if (pick < n) {
+          current_ = s.current.get();
           s.current->run_job(pick);
+          current_ = nullptr;
           break;
         }
         pick -= n;

@@ -51,6 +51,10 @@ public:
   std::size_t node_count() const { return slots_.size(); }
   const std::string& slot_name(std::size_t slot) const { return slots_.at(slot).name; }
 
+  // Kills every node (newest first); nothing runs afterwards. The destructor does it too;
+  // harnesses call it first when their own objects are used by the nodes' actors.
+  void shut_down();
+
   // The node dies (see Network::crash and Node::kill). No-op if already down.
   void crash(std::size_t slot);
   // A fresh process at `slot` (new node id, empty memory). Crashes the old one first.
@@ -83,6 +87,8 @@ public:
   const std::vector<std::string>& violations() const { return violations_; }
 
   uint64_t steps() const { return steps_; }
+  // The node whose actor is running right now (null between messages): log lines name it.
+  const Node* current_node() const { return current_; }
 
 private:
   struct Slot {
@@ -111,6 +117,7 @@ private:
   std::map<std::pair<Time, uint64_t>, Event> events_;
   uint64_t next_event_seq_ = 0;
   uint64_t steps_ = 0;
+  const Node* current_ = nullptr;
   std::vector<std::string> violations_;
 };
 

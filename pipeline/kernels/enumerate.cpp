@@ -17,7 +17,8 @@ public:
       return Status::OK();
     std::vector<Tensor> parts;
     parts.reserve(element.size() + 1);
-    parts.push_back(Tensor::scalar(next_++));
+    parts.push_back(Tensor::scalar(next_));
+    next_ = static_cast<int64_t>(static_cast<uint64_t>(next_) + 1); // wraps instead of overflowing
     for (Tensor& component : element.components)
       parts.push_back(std::move(component));
     out = Element{std::move(parts)};

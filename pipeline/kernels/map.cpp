@@ -151,6 +151,7 @@ private:
   struct Shared {
     std::mutex mu;
     std::condition_variable finished;
+    bool consumer_waiting = false; // notify only then: wake-ups are the cost of small calls
   };
 
   void submit(const std::shared_ptr<Slot>& slot, Element in) {
@@ -164,7 +165,8 @@ private:
       std::lock_guard<std::mutex> lock(shared->mu);
       slot->result = std::move(mapped);
       slot->done = true;
-      shared->finished.notify_all();
+      if (shared->consumer_waiting)
+        shared->finished.notify_one();
     });
   }
 
@@ -181,7 +183,9 @@ private:
         if (deterministic_)
           break;
       }
+      shared_->consumer_waiting = true;
       shared_->finished.wait(lock);
+      shared_->consumer_waiting = false;
     }
   }
 

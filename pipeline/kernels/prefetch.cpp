@@ -1,7 +1,8 @@
 // prefetch(buffer_size): a background thread pulls the input into a bounded buffer ahead of the
-// consumer. Results (elements, errors, end) come out in input order. When the input says
-// `unavailable`, the thread queues that status and pauses until the consumer has received it and
-// asks again, so the retry happens on the consumer's schedule, not in a busy loop.
+// consumer (double-buffered: while the consumer drains up to buffer_size taken entries, the thread
+// fills up to buffer_size more). Results (elements, errors, end) come out in input order. When the
+// input says `unavailable`, the thread queues that status and pauses until the consumer has
+// received it and asks again, so the retry happens on the consumer's schedule, not in a busy loop.
 #include <condition_variable>
 #include <deque>
 #include <thread>
@@ -14,6 +15,7 @@ namespace {
 
 // buffer_size = AUTOTUNE.
 constexpr int64_t kAutotuneBufferSize = 8;
+constexpr int kSpinsBeforeSleep = 32;
 
 class PrefetchIterator : public Iterator {
 public:
@@ -24,28 +26,21 @@ public:
       std::lock_guard<std::mutex> lock(mu_);
       cancelled_ = true;
     }
-    changed_.notify_all();
+    space_.notify_one();
     if (thread_.joinable())
       thread_.join(); // waits for the input call in progress, if any
   }
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     end_of_sequence = false;
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!thread_.joinable())
-      thread_ = std::thread([this] { produce(); });
-    if (paused_ && buffer_.empty()) { // the consumer already got the `unavailable`: retry now
-      paused_ = false;
-      changed_.notify_all();
-    }
-    changed_.wait(lock, [this] { return !buffer_.empty(); });
-    Entry entry = std::move(buffer_.front());
-    if (entry.end) { // stays queued: later calls keep getting the end
+    if (ready_.empty())
+      take_buffer();
+    if (ready_.front().end) { // stays queued: later calls keep getting the end
       end_of_sequence = true;
       return Status::OK();
     }
-    buffer_.pop_front();
-    changed_.notify_all();
+    Entry entry = std::move(ready_.front());
+    ready_.pop_front();
     if (!entry.status.ok())
       return entry.status;
     out = std::move(entry.element);
@@ -59,13 +54,41 @@ private:
     bool end = false;
   };
 
+  // Waits for entries and moves all of them to ready_ at once (one lock and at most one wake-up
+  // per buffer, not per element).
+  void take_buffer() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!thread_.joinable())
+      thread_ = std::thread([this] { produce(); });
+    if (paused_ && buffer_.empty()) { // the consumer already got the `unavailable`: retry now
+      paused_ = false;
+      space_.notify_one();
+    }
+    // A fast input refills within a few yields; sleeping at once would cost a context switch.
+    for (int spins = 0; spins < kSpinsBeforeSleep && buffer_.empty() && !paused_; ++spins) {
+      lock.unlock();
+      std::this_thread::yield();
+      lock.lock();
+    }
+    if (buffer_.empty()) {
+      consumer_waiting_ = true;
+      filled_.wait(lock, [this] { return !buffer_.empty(); });
+      consumer_waiting_ = false;
+    }
+    ready_.swap(buffer_);
+    if (producer_waiting_)
+      space_.notify_one();
+  }
+
   void produce() {
     for (;;) {
       {
         std::unique_lock<std::mutex> lock(mu_);
-        changed_.wait(lock, [this] {
+        producer_waiting_ = true;
+        space_.wait(lock, [this] {
           return cancelled_ || (!paused_ && static_cast<int64_t>(buffer_.size()) < capacity_);
         });
+        producer_waiting_ = false;
         if (cancelled_)
           return;
       }
@@ -76,7 +99,8 @@ private:
       std::lock_guard<std::mutex> lock(mu_);
       paused_ = entry.status.code() == ErrorCode::unavailable;
       buffer_.push_back(std::move(entry));
-      changed_.notify_all();
+      if (consumer_waiting_)
+        filled_.notify_one();
       if (buffer_.back().end)
         return;
     }
@@ -85,10 +109,14 @@ private:
   IteratorPtr input_;
   int64_t capacity_;
   std::mutex mu_;
-  std::condition_variable changed_;
-  std::deque<Entry> buffer_;
+  std::condition_variable filled_; // the consumer waits for an entry
+  std::condition_variable space_;  // the producer waits for room (or a retry after `unavailable`)
+  std::deque<Entry> buffer_; // filled by the producer
+  std::deque<Entry> ready_;  // taken from buffer_, drained by the consumer without locking
   bool paused_ = false;    // an `unavailable` is queued or not yet retried
   bool cancelled_ = false;
+  bool consumer_waiting_ = false; // notify only a thread that sleeps: wake-ups are the cost here
+  bool producer_waiting_ = false;
   std::thread thread_;     // started by the first get_next
 };
 

@@ -168,6 +168,10 @@ TEST_CASE("automatic compresses only large batches that lz4 shrinks") {
   CHECK(flags_of(forced) == 1);
   CHECK(round_trip_batch(random, Compression::lz4) == random);
 
+  // Mid-sized (compressed whole, without the 64 KiB probe) and incompressible: stays raw.
+  const std::vector<Element> mid{Element{Tensor::vector(std::vector<int64_t>(noise.begin(), noise.begin() + 1024))}};
+  CHECK(flags_of(encode_batch(mid, Compression::automatic)) == 0);
+
   // Large and compressible: compressed.
   const std::vector<Element> zeros{Element{Tensor{DType::float32, {1024, 1024}}}};
   const std::string packed = encode_batch(zeros, Compression::automatic);

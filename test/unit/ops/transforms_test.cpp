@@ -193,3 +193,48 @@ TEST_CASE("an abandoned prefetch or parallel map shuts its threads down") {
     CHECK(e.to_string() == "0");
   } // destroyed mid-stream: must join, not hang or crash
 }
+
+TEST_CASE("after the end, every op keeps answering end_of_sequence") {
+  test::TempDir dir;
+  test::write_file(dir.file("lines"), "a\nb\n");
+  const std::vector<Dataset> datasets = {
+      Dataset::range(3),
+      Dataset::from_tensors(test::ints({1})),
+      slices({1, 2}),
+      Dataset::list_files(dir.path() + "/*"),
+      Dataset::text_lines({dir.file("lines")}),
+      Dataset::source("counter"),
+      Dataset::range(3).map("square"),
+      Dataset::range(9).map("square", 3),
+      Dataset::range(3).filter("is_even"),
+      slices({2, 1}).flat_map("range_fn"),
+      slices({2, 1}).interleave("range_fn", 2),
+      Dataset::range(5).batch(2),
+      Dataset::range(4).batch(2).unbatch(),
+      Dataset::range(5).shuffle(3, 1),
+      Dataset::range(2).repeat(2),
+      Dataset::range(0).repeat(),
+      Dataset::range(5).take(2),
+      Dataset::range(5).skip(2),
+      Dataset::range(5).shard(2, 1),
+      Dataset::range(2).enumerate(),
+      Dataset::zip({Dataset::range(2), Dataset::range(3)}),
+      Dataset::range(3).prefetch(1),
+      Dataset::range(3).cache(),
+      Dataset::range(3).cache(dir.file("cache")),
+  };
+  for (const Dataset& ds : datasets) {
+    CAPTURE(ds.node()->op);
+    auto it = ds.make_iterator();
+    REQUIRE_MESSAGE(it.ok(), it.status().to_string());
+    std::vector<Element> out;
+    REQUIRE(test::drain(**it, out, 1000).ok());
+    CHECK(out.size() < 1000);
+    for (int i = 0; i < 3; ++i) {
+      Element e;
+      bool end = false;
+      REQUIRE((*it)->get_next(e, end).ok());
+      CHECK(end);
+    }
+  }
+}

@@ -1,0 +1,585 @@
+#include "actors/sim/cluster.hpp"
+
+#include <chrono>
+#include <map>
+#include <memory>
+
+#include <caf/send.hpp>
+
+#include "actors/consumer_actor.hpp"
+#include "actors/dispatcher_actor.hpp"
+#include "actors/element_sink.hpp"
+#include "actors/log.hpp"
+#include "actors/sim/invariants.hpp"
+#include "actors/sim/planted_bugs.hpp"
+#include "actors/sim/sim_transport.hpp"
+#include "actors/sim/world.hpp"
+#include "actors/worker_actor.hpp"
+#include "messages/all.hpp"
+#include "pipeline/serialize.hpp"
+
+namespace conveyor::sim {
+
+namespace {
+
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+
+constexpr uint16_t kDispatcherPort = 5050;
+constexpr uint16_t kWorkerPort = 6000; // + incarnation: a restarted worker is a new stream
+constexpr const char* kDispatcher = "dispatcher";
+
+void configure_node(caf::actor_system_config& cfg) {
+  // What configure_actor_system does for a real node, minus the middleman (the simulated
+  // network replaces it).
+  cfg.add_message_types<caf::id_block::conveyor>();
+  msg::add_error_category(cfg);
+}
+
+// The seed's choices for what the configuration leaves open (TigerBeetle's "swarm" testing:
+// every seed also explores another configuration). Printed with the result.
+struct Derived {
+  microseconds latency{200};
+  microseconds jitter{100};
+  int64_t credits = 65536;
+  int64_t split_size = 64;
+  actors::TaskLimits task_limits;
+  microseconds consumer_step{0};
+  std::vector<microseconds> consumer_start;
+  std::vector<Fault> faults;
+
+  std::string describe() const {
+    return "latency " + std::to_string(latency.count()) + "us, jitter " +
+           std::to_string(jitter.count()) + "us, credits " + std::to_string(credits) +
+           ", split size " + std::to_string(split_size) + ", task buffer " +
+           std::to_string(task_limits.buffer_elements) + ", produce step " +
+           std::to_string(task_limits.step_elements) + ", consumer step up to " +
+           std::to_string(consumer_step.count()) + "us";
+  }
+};
+
+template <class T>
+T pick(Rng& rng, std::initializer_list<T> choices) {
+  auto i = rng.below(choices.size());
+  return *(choices.begin() + static_cast<std::ptrdiff_t>(i));
+}
+
+Fault random_fault(Rng& rng, const std::string& kind_in, int workers, int consumers) {
+  std::string kind = kind_in;
+  if (kind == "any")
+    kind = pick<std::string>(rng, {"crash", "restart", "partition", "disconnect", "slow"});
+  auto worker = [&] { return "worker-" + std::to_string(rng.below(static_cast<uint64_t>(workers))); };
+  auto consumer = [&] {
+    return "consumer-" + std::to_string(rng.below(static_cast<uint64_t>(consumers)));
+  };
+  // A link of the cluster: worker-dispatcher, worker-consumer or consumer-dispatcher.
+  auto link = [&](Fault& f) {
+    switch (rng.below(3)) {
+      case 0: f.node = worker(); f.peer = kDispatcher; break;
+      case 1: f.node = worker(); f.peer = consumer(); break;
+      default: f.node = consumer(); f.peer = kDispatcher; break;
+    }
+  };
+  Fault f;
+  double progress = 0.02 + 0.88 * rng.unit();
+  if (kind == "crash") {
+    f = Fault::crash(worker(), microseconds{0});
+  } else if (kind == "restart") {
+    f = Fault::restart(worker(), microseconds{0}, milliseconds{rng.between(50, 3000)});
+  } else if (kind == "partition") {
+    f = Fault::partition("", "", microseconds{0}, milliseconds{rng.between(10, 10000)});
+    link(f);
+  } else if (kind == "disconnect") {
+    f = Fault::disconnect("", "", microseconds{0});
+    link(f);
+  } else {
+    f = Fault::slow("", "", microseconds{0}, milliseconds{rng.between(10, 2000)});
+    link(f);
+  }
+  return f.at_fraction(static_cast<double>(static_cast<int>(progress * 1000)) / 1000.0);
+}
+
+Derived derive(const SimConfig& cfg, const FaultSpec& spec) {
+  Rng rng{cfg.seed ^ 0x5eed5eed5eed5eedull};
+  Derived d;
+  d.latency = cfg.latency.value_or(microseconds{rng.between(20, 2000)});
+  d.jitter = cfg.jitter.value_or(microseconds{rng.between(0, d.latency.count())});
+  if (cfg.options.max_outstanding_requests)
+    d.credits = *cfg.options.max_outstanding_requests;
+  else if (cfg.draw_credits)
+    d.credits = pick<int64_t>(rng, {1, 2, 4, 16, 64, 256, 4096});
+  d.split_size = pick<int64_t>(rng, {2, 8, 64});
+  d.task_limits.buffer_elements = pick<int64_t>(rng, {4, 64, 65536});
+  d.task_limits.step_elements = pick<int64_t>(rng, {1, 16, 1024});
+  d.consumer_step = cfg.consumer_step.value_or(pick<microseconds>(
+    rng, {microseconds{0}, microseconds{200}, microseconds{2000}}));
+  for (int i = 0; i < cfg.consumers; ++i)
+    d.consumer_start.push_back(microseconds{rng.between(0, 20000)});
+  Rng fault_rng = rng.fork(7);
+  d.faults = cfg.faults;
+  for (const auto& f : spec.explicit_faults)
+    d.faults.push_back(f);
+  for (const auto& r : spec.random_faults)
+    for (int i = 0; i < r.count; ++i)
+      d.faults.push_back(random_fault(fault_rng, r.kind, cfg.workers, cfg.consumers));
+  return d;
+}
+
+// Routes the nodes' log lines into the trace while a run lasts.
+class LogCapture {
+public:
+  LogCapture(World& world, bool verbose) : previous_(log::level()) {
+    log::set_level(verbose ? log::Level::debug : log::Level::info);
+    log::set_sink([&world](log::Level, std::string_view component, std::string_view message) {
+      const Node* n = world.current_node();
+      world.trace().record(world.elapsed(), {0x6c6f67 /* log */, Trace::hash_of(message)}, [&] {
+        return "[" + (n != nullptr ? n->name() : std::string{"-"}) + "] " + std::string{component} +
+               ": " + std::string{message};
+      });
+    });
+  }
+  ~LogCapture() {
+    log::set_sink(nullptr);
+    log::set_level(previous_);
+  }
+
+private:
+  log::Level previous_;
+};
+
+class ClusterRun;
+
+// The trainer behind a consumer: records what arrives and returns the credits after its step.
+class RecordingSink : public actors::ElementSink {
+public:
+  RecordingSink(ClusterRun& run, int index) : run_(run), index_(index) {}
+  void push(std::vector<Element>&& elements, const msg::stream_stats& stats) override;
+  void finish(Status status) override;
+
+  msg::stream_actor consumer;
+  ObservedStream stream;
+  int64_t pushed = 0;
+  int64_t acked = 0;
+  std::map<std::string, int64_t> per_worker;
+
+private:
+  ClusterRun& run_;
+  int index_;
+};
+
+class ClusterRun {
+public:
+  ClusterRun(const Dataset& dataset, const SimConfig& cfg, const Reference& ref,
+             const FaultSpec& spec)
+    : dataset_(dataset), cfg_(cfg), ref_(ref), derived_(derive(cfg, spec)),
+      world_(world_options(cfg, derived_)) {}
+
+  ~ClusterRun() {
+    // The nodes' actors call into the sinks while they die: kill them while all is intact.
+    // Then no handle of a node's actor may outlive the node's actor system.
+    world_.shut_down();
+    for (auto& s : sinks_)
+      s->consumer = nullptr;
+  }
+
+  SimResult run();
+
+  // --- called by the sinks
+  void on_push(int index, int64_t n);
+  void on_finish(int index) {
+    if (!sinks_[static_cast<std::size_t>(index)]->stream.crashed)
+      ++ended_;
+  }
+  World& world() { return world_; }
+
+private:
+  static WorldOptions world_options(const SimConfig& cfg, const Derived& d) {
+    WorldOptions o;
+    o.seed = cfg.seed;
+    o.keep_trace = cfg.keep_trace;
+    o.connection_timeout = cfg.connection_timeout;
+    o.link.latency = d.latency;
+    o.link.jitter = d.jitter;
+    o.link.bytes_per_second = cfg.bytes_per_second;
+    o.configure_node = configure_node;
+    return o;
+  }
+
+  std::size_t slot_of(const std::string& name) const { return slots_.at(name); }
+  void start_dispatcher();
+  void start_worker(int index);
+  void start_consumer(int index);
+  void schedule_fault(const Fault& f);
+  void fire(const Fault& f);
+  std::vector<std::string> leaks();
+
+  const Dataset& dataset_;
+  const SimConfig& cfg_;
+  const Reference& ref_;
+  Derived derived_;
+  World world_; // declared before every handle-holding member: destroyed after them
+  std::map<std::string, std::size_t> slots_;
+  std::vector<std::shared_ptr<RecordingSink>> sinks_;
+  int ended_ = 0;
+  int64_t received_ = 0;
+  int64_t expected_ = 0;
+  std::vector<std::pair<double, Fault>> progress_faults_; // not fired yet
+  std::vector<std::string> fired_;
+  bool any_fault_ = false;
+  std::vector<std::pair<std::size_t, std::size_t>> partitions_; // to heal at the end
+};
+
+void RecordingSink::push(std::vector<Element>&& elements, const msg::stream_stats& stats) {
+  // The consumer pushes one task's batch at a time: its worker is the one whose count grew.
+  std::string source = "?";
+  for (const auto& [worker, count] : stats.per_worker) {
+    auto& before = per_worker[worker];
+    if (count != before) {
+      source = worker;
+      before = count;
+    }
+  }
+  auto n = static_cast<int64_t>(elements.size());
+  for (auto& e : elements) {
+    stream.elements.push_back(std::move(e));
+    stream.sources.push_back(source);
+  }
+  pushed += n;
+  stream.max_unacked = std::max(stream.max_unacked, pushed - acked);
+  run_.on_push(index_, n);
+}
+
+void RecordingSink::finish(Status status) {
+  if (stream.ended)
+    return;
+  stream.ended = true;
+  stream.status = std::move(status);
+  run_.on_finish(index_);
+}
+
+void ClusterRun::on_push(int index, int64_t n) {
+  received_ += n;
+  auto& sink = *sinks_[static_cast<std::size_t>(index)];
+  // The trainer takes the batch after its step, then returns the credits.
+  auto step = derived_.consumer_step.count() > 0
+                ? microseconds{world_.user_rng().between(0, derived_.consumer_step.count())}
+                : microseconds{0};
+  world_.after(step, [this, index, n] {
+    auto& s = *sinks_[static_cast<std::size_t>(index)];
+    s.acked += n;
+    if (s.consumer)
+      caf::anon_send(s.consumer, msg::ack_atom_v, static_cast<uint64_t>(n));
+  });
+  (void)sink;
+  // Progress-triggered faults fire between messages, never inside an actor.
+  for (auto it = progress_faults_.begin(); it != progress_faults_.end();) {
+    if (expected_ > 0 && static_cast<double>(received_) >= it->first * static_cast<double>(expected_)) {
+      auto f = it->second;
+      world_.after(microseconds{0}, [this, f] { fire(f); });
+      it = progress_faults_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void ClusterRun::start_dispatcher() {
+  auto slot = slot_of(kDispatcher);
+  auto* node = world_.node(slot);
+  actors::DispatcherStart start;
+  start.address = std::string{kDispatcher} + ":" + std::to_string(kDispatcherPort);
+  start.worker_timeout = cfg_.worker_timeout;
+  start.job_gc_timeout = cfg_.job_gc_timeout;
+  start.request_timeout = cfg_.options.request_timeout;
+  start.range_split_size = derived_.split_size;
+  auto dispatcher = actors::spawn_dispatcher(node->system(), start);
+  SimTransport transport{world_, slot, node->incarnation()};
+  if (auto port = transport.publish(msg::dispatcher_actor{dispatcher}, kDispatcher, kDispatcherPort);
+      !port)
+    world_.violation("the dispatcher cannot publish: " + node->system().render(port.error()));
+}
+
+void ClusterRun::start_worker(int index) {
+  auto name = "worker-" + std::to_string(index);
+  auto slot = slot_of(name);
+  auto* node = world_.node(slot);
+  auto transport = std::make_shared<SimTransport>(world_, slot, node->incarnation());
+  actors::WorkerStart start;
+  start.transport = transport;
+  start.dispatcher = HostPort{kDispatcher, kDispatcherPort};
+  start.heartbeat_interval = cfg_.heartbeat_interval;
+  start.request_timeout = cfg_.options.request_timeout;
+  start.task_limits = derived_.task_limits;
+  start.detached_tasks = false; // on the deterministic scheduler
+  auto worker = actors::spawn_worker(node->system(), std::move(start));
+  auto port = static_cast<uint16_t>(kWorkerPort + node->incarnation());
+  if (auto p = transport->publish(msg::worker_actor{worker}, name, port); !p)
+    world_.violation(name + " cannot publish: " + node->system().render(p.error()));
+  caf::anon_send(worker, caf::connect_atom_v, name + ":" + std::to_string(port));
+}
+
+void ClusterRun::start_consumer(int index) {
+  auto name = "consumer-" + std::to_string(index);
+  auto slot = slot_of(name);
+  auto* node = world_.node(slot);
+  if (node == nullptr)
+    return;
+  const auto& o = cfg_.options;
+  actors::ConsumerStart start;
+  start.transport = std::make_shared<SimTransport>(world_, slot, node->incarnation());
+  start.sink = sinks_[static_cast<std::size_t>(index)];
+  start.limits.max_outstanding = derived_.credits;
+  start.limits.max_bytes = o.max_buffered_bytes;
+  start.request_timeout = caf::timespan{o.request_timeout};
+  start.task_refresh = caf::timespan{o.task_refresh_interval};
+  start.dispatcher_address = std::string{kDispatcher} + ":" + std::to_string(kDispatcherPort);
+  start.definition = to_binary(dataset_);
+  start.compression = o.compression == "NONE" ? Compression::none : Compression::automatic;
+  start.job_request.policy = o.policy;
+  start.job_request.target_workers = o.target_workers;
+  if (o.job_name)
+    start.job_request.job_name = *o.job_name;
+  else if (cfg_.consumers > 1)
+    start.job_request.job_name = std::string{"sim"};
+  sinks_[static_cast<std::size_t>(index)]->consumer =
+    actors::spawn_consumer(node->system(), std::move(start));
+}
+
+void ClusterRun::schedule_fault(const Fault& f) {
+  if (f.at_progress) {
+    progress_faults_.emplace_back(*f.at_progress, f);
+    return;
+  }
+  world_.at(world_.start_time() + f.at, [this, f] { fire(f); });
+}
+
+void ClusterRun::fire(const Fault& f) {
+  any_fault_ = true;
+  fired_.push_back(f.to_string() + " (fired at " + format_time(world_.elapsed()) + ")");
+  auto a = slot_of(f.node);
+  switch (f.kind) {
+    case Fault::Kind::crash:
+    case Fault::Kind::restart: {
+      if (f.node.rfind("consumer-", 0) == 0) {
+        auto index = std::stoi(f.node.substr(9));
+        auto& sink = *sinks_[static_cast<std::size_t>(index)];
+        if (!sink.stream.ended && !sink.stream.crashed) {
+          sink.stream.crashed = true;
+          ++ended_;
+        }
+        sink.consumer = nullptr;
+      }
+      world_.crash(a);
+      if (f.kind == Fault::Kind::restart) {
+        world_.after(f.duration, [this, a, name = f.node] {
+          if (world_.node(a) != nullptr)
+            return;
+          world_.restart(a);
+          if (name == kDispatcher)
+            start_dispatcher();
+          else
+            start_worker(std::stoi(name.substr(7)));
+        });
+      }
+      break;
+    }
+    case Fault::Kind::partition: {
+      auto b = slot_of(f.peer);
+      world_.network().partition(a, b);
+      partitions_.emplace_back(a, b);
+      world_.after(f.duration, [this, a, b] { world_.network().heal(a, b); });
+      break;
+    }
+    case Fault::Kind::disconnect:
+      world_.network().disconnect(a, slot_of(f.peer));
+      break;
+    case Fault::Kind::slow: {
+      auto b = slot_of(f.peer);
+      auto before = world_.network().link_config(a, b);
+      auto slow = before;
+      slow.latency *= 50;
+      world_.network().set_link(a, b, slow);
+      world_.after(f.duration, [this, a, b, before] { world_.network().set_link(a, b, before); });
+      break;
+    }
+  }
+}
+
+std::vector<std::string> ClusterRun::leaks() {
+  std::vector<std::string> out;
+  for (std::size_t s = 0; s < world_.node_count(); ++s) {
+    auto* n = world_.node(s);
+    if (n == nullptr)
+      continue;
+    std::map<std::string, int> counts;
+    for (const auto& name : n->live_actor_names())
+      if (name == std::string{"conveyor.job"} || name == std::string{"conveyor.task"} ||
+          name == std::string{"conveyor.consumer"})
+        ++counts[name];
+    for (const auto& [name, count] : counts)
+      out.push_back(std::to_string(count) + " " + name + " actor(s) still alive on " + n->name() +
+                    " after every stream ended and the job's GC time passed");
+  }
+  return out;
+}
+
+SimResult ClusterRun::run() {
+  auto real_start = std::chrono::steady_clock::now();
+  PlantBug bug{planted_bug_from_string(cfg_.plant_bug).value_or(PlantedBug::none)};
+  LogCapture capture{world_, cfg_.keep_trace};
+  expected_ = static_cast<int64_t>(ref_.elements.size()) *
+              (cfg_.options.policy == ShardingPolicy::off ? cfg_.workers : 1);
+
+  // Nodes: the dispatcher, then the workers, then the consumers (slots in that order).
+  slots_[kDispatcher] = world_.add_node(kDispatcher);
+  for (int i = 0; i < cfg_.workers; ++i) {
+    auto name = "worker-" + std::to_string(i);
+    slots_[name] = world_.add_node(name);
+  }
+  for (int i = 0; i < cfg_.consumers; ++i) {
+    auto name = "consumer-" + std::to_string(i);
+    slots_[name] = world_.add_node(name);
+    sinks_.push_back(std::make_shared<RecordingSink>(*this, i));
+    sinks_.back()->stream.consumer = name;
+  }
+  start_dispatcher();
+  for (int i = 0; i < cfg_.workers; ++i)
+    start_worker(i);
+  for (int i = 0; i < cfg_.consumers; ++i)
+    world_.after(derived_.consumer_start[static_cast<std::size_t>(i)],
+                 [this, i] { start_consumer(i); });
+  for (const auto& f : derived_.faults)
+    schedule_fault(f);
+
+  auto deadline = world_.start_time() + cfg_.time_limit;
+  auto stop = world_.run_until([this] { return ended_ == cfg_.consumers; }, deadline);
+
+  // Liveness phase: the faults are over; the cluster must clean up after the job.
+  progress_faults_.clear();
+  for (auto [a, b] : partitions_)
+    world_.network().heal(a, b);
+  auto settle = caf::timespan{cfg_.job_gc_timeout + cfg_.worker_timeout + 4 * cfg_.heartbeat_interval +
+                              milliseconds{1000}};
+  if (stop == StopReason::done)
+    world_.run_until(nullptr, world_.now() + settle);
+
+  Observation obs;
+  obs.policy = cfg_.options.policy;
+  obs.workers = cfg_.workers;
+  obs.reference = ref_.elements;
+  obs.reference_ordered = ref_.ordered;
+  obs.faults = any_fault_;
+  obs.credits = derived_.credits;
+  obs.violations = world_.violations();
+  obs.time_limit = format_time(cfg_.time_limit);
+  obs.timed_out = stop != StopReason::done;
+  for (auto& s : sinks_)
+    obs.streams.push_back(s->stream);
+  if (stop == StopReason::done)
+    obs.leaks = leaks();
+  else if (stop == StopReason::step_limit)
+    obs.violations.push_back("the run exceeded its budget of processed messages (a message storm?)");
+
+  SimResult r;
+  r.seed = cfg_.seed;
+  r.failures = check_invariants(obs);
+  r.derived_config = derived_.describe();
+  r.faults_injected = fired_;
+  for (auto& s : obs.streams) {
+    SimConsumer c;
+    c.elements = std::move(s.elements);
+    c.sources = std::move(s.sources);
+    c.status = s.crashed ? Status{ErrorCode::unavailable, "the consumer's node crashed"} : s.status;
+    c.ended = s.ended || s.crashed;
+    r.consumers.push_back(std::move(c));
+  }
+  r.virtual_time = world_.elapsed();
+  r.steps = world_.steps();
+  r.messages = world_.network().messages_delivered();
+  r.trace_hash = world_.trace().hash_hex();
+  if (cfg_.keep_trace) {
+    r.trace = world_.trace().lines();
+    if (world_.trace().truncated())
+      r.trace.push_back("... (trace truncated)");
+  }
+  r.replay_command = replay_command(dataset_, cfg_);
+  r.real_seconds =
+    std::chrono::duration<double>(std::chrono::steady_clock::now() - real_start).count();
+  return r;
+}
+
+} // namespace
+
+Expected<Reference> make_reference(const Dataset& dataset) {
+  constexpr int64_t kMaxElements = 10000000;
+  auto first = dataset.collect(kMaxElements + 1);
+  if (!first.ok())
+    return first.status().with_context("running the dataset locally for the simulator's reference");
+  if (static_cast<int64_t>(first->size()) > kMaxElements)
+    return invalid_argument("the simulator needs a finite dataset of at most " +
+                            std::to_string(kMaxElements) + " elements");
+  Reference ref;
+  auto second = dataset.collect(kMaxElements + 1);
+  ref.ordered = second.ok() && *second == *first;
+  ref.elements = std::move(*first);
+  return ref;
+}
+
+Status validate_config(const SimConfig& config, const FaultSpec& spec) {
+  if (config.workers < 1 || config.workers > 10000)
+    return invalid_argument("`workers` must be 1..10000, got " + std::to_string(config.workers));
+  if (config.consumers < 1 || config.consumers > 1000)
+    return invalid_argument("`consumers` must be 1..1000, got " + std::to_string(config.consumers));
+  if (config.options.policy != ShardingPolicy::off && config.options.policy != ShardingPolicy::dynamic)
+    return invalid_argument(std::string{"the simulator runs OFF and DYNAMIC jobs, got "} +
+                            to_string(config.options.policy));
+  CONVEYOR_RETURN_IF_ERROR(validate(config.options));
+  if (!planted_bug_from_string(config.plant_bug.empty() ? "none" : config.plant_bug))
+    return invalid_argument("unknown planted bug \"" + config.plant_bug +
+                            "\" (expected duplicate-split or drop-late-batch)");
+  if (config.time_limit.count() <= 0)
+    return invalid_argument("`time_limit` must be positive");
+  auto known = [&](const std::string& name) {
+    if (name == kDispatcher)
+      return true;
+    auto numbered = [&](const char* prefix, int count) {
+      auto p = std::string{prefix};
+      if (name.rfind(p, 0) != 0 || name.size() == p.size())
+        return false;
+      for (std::size_t i = p.size(); i < name.size(); ++i)
+        if (!std::isdigit(static_cast<unsigned char>(name[i])))
+          return false;
+      return std::stol(name.substr(p.size())) < count;
+    };
+    return numbered("worker-", config.workers) || numbered("consumer-", config.consumers);
+  };
+  std::vector<Fault> all = config.faults;
+  all.insert(all.end(), spec.explicit_faults.begin(), spec.explicit_faults.end());
+  for (const auto& f : all) {
+    for (const auto* n : {&f.node, &f.peer}) {
+      if (n->empty() && n == &f.peer)
+        continue;
+      if (!known(*n))
+        return invalid_argument("fault `" + f.to_string() + "`: no node \"" + *n +
+                                "\" (nodes are dispatcher, worker-0..worker-" +
+                                std::to_string(config.workers - 1) + ", consumer-0..consumer-" +
+                                std::to_string(config.consumers - 1) + ")");
+    }
+    if (f.kind == Fault::Kind::restart && f.node.rfind("consumer-", 0) == 0)
+      return invalid_argument("fault `" + f.to_string() +
+                              "`: consumers can crash but not restart (a new consumer would be "
+                              "another stream)");
+    if ((f.kind == Fault::Kind::partition || f.kind == Fault::Kind::disconnect ||
+         f.kind == Fault::Kind::slow) && f.node == f.peer)
+      return invalid_argument("fault `" + f.to_string() + "`: a link needs two different nodes");
+  }
+  return Status::OK();
+}
+
+SimResult run_cluster(const Dataset& dataset, const SimConfig& config, const Reference& reference,
+                      const FaultSpec& spec) {
+  ClusterRun run{dataset, config, reference, spec};
+  return run.run();
+}
+
+} // namespace conveyor::sim

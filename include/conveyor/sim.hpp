@@ -1,0 +1,171 @@
+// The simulated cluster: a whole conveyor cluster — dispatcher, workers, consumers — in one
+// process, on a deterministic scheduler with virtual time and a simulated network, running
+// the same actor code as production. One seed decides everything; the same seed replays the
+// same run (compare trace_hash). For users' own doctest/gtest tests and `conveyor sim`.
+// No CAF in this header.
+//
+//   conveyor::SimConfig cfg;
+//   cfg.workers = 16;
+//   cfg.options.policy = conveyor::ShardingPolicy::dynamic;
+//   cfg.seed = 42;
+//   cfg.faults.push_back(conveyor::Fault::crash("worker-3", std::chrono::milliseconds(20)));
+//   auto result = conveyor::simulate(my_pipeline, cfg);
+//   CHECK(result.ok());                      // every invariant held (see SimResult::failures)
+//   CHECK(result.elements().size() <= 1000); // what the consumers received
+//
+// Node names: "dispatcher", "worker-0" .. "worker-<N-1>", "consumer-0" .. "consumer-<C-1>".
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "conveyor/options.hpp"
+#include "pipeline/dataset.hpp"
+#include "pipeline/element.hpp"
+#include "pipeline/status.hpp"
+
+namespace conveyor {
+
+// One fault, at a virtual time or when the consumers together received a fraction of the
+// elements they expect (progress triggers land inside the job whatever its length).
+struct Fault {
+  enum class Kind : unsigned char {
+    crash,      // the node dies for good (its actors are killed; peers see down_msg)
+    restart,    // the node dies and a fresh process starts after `duration`
+    partition,  // the link node <-> peer holds all messages for `duration`; past the
+                // connection timeout the connection breaks (down_msg on both sides)
+    disconnect, // the connection node <-> peer breaks now (both sides see down_msg)
+    slow,       // the link node <-> peer gets 50x its latency for `duration`
+  };
+  Kind kind = Kind::crash;
+  std::string node;
+  std::string peer; // partition, disconnect, slow
+  std::chrono::microseconds at{0};
+  std::optional<double> at_progress; // 0..1, instead of `at`
+  std::chrono::microseconds duration{0};
+
+  static Fault crash(std::string node, std::chrono::microseconds at);
+  static Fault restart(std::string node, std::chrono::microseconds at,
+                       std::chrono::microseconds downtime);
+  static Fault partition(std::string a, std::string b, std::chrono::microseconds at,
+                         std::chrono::microseconds duration);
+  static Fault disconnect(std::string a, std::string b, std::chrono::microseconds at);
+  static Fault slow(std::string a, std::string b, std::chrono::microseconds at,
+                    std::chrono::microseconds duration);
+  Fault at_fraction(double progress) const; // the same fault, triggered by progress
+
+  // "crash(worker-1)@200ms", "partition(worker-0,dispatcher)@30%+2s" — the syntax of
+  // parse_faults, so a printed fault can be pasted into --faults.
+  std::string to_string() const;
+};
+
+// The --faults syntax: comma-separated items, each either
+//   KIND:N                        N faults of that kind; nodes, times and durations drawn
+//                                 from the seed (KIND: crash, restart, partition, disconnect,
+//                                 slow, or "any" for a mix)
+//   KIND(NODE[,PEER])@WHEN[+DUR]  one explicit fault; WHEN is a duration ("200ms", "1.5s",
+//                                 "300us") or a progress ("40%")
+//   none                          no faults
+// invalid_argument naming the bad item otherwise.
+struct FaultSpec {
+  std::vector<Fault> explicit_faults;
+  struct Random {
+    std::string kind; // crash, restart, partition, disconnect, slow, any
+    int count = 0;
+  };
+  std::vector<Random> random_faults;
+  std::string text; // as given (for replay commands)
+};
+Expected<FaultSpec> parse_faults(const std::string& spec);
+
+struct SimConfig {
+  int workers = 2;
+  int consumers = 1;
+  // How consumers read. With several consumers they share one job, named "sim" unless
+  // options.job_name says otherwise (OFF: every worker's stream is split among them;
+  // DYNAMIC: together they read each element once).
+  DistributeOptions options;
+  uint64_t seed = 1;
+
+  std::vector<Fault> faults;   // explicit faults
+  std::string random_faults;   // a fault spec (above); its random items are drawn per seed
+
+  // The network. Unset: drawn from the seed (latency 20 us .. 2 ms, jitter up to the latency).
+  std::optional<std::chrono::microseconds> latency;
+  std::optional<std::chrono::microseconds> jitter;
+  double bytes_per_second = 1.25e9;
+  // The trainer's time per batch before it takes the next one (returns credits). Unset:
+  // drawn per batch in 0 .. 2 ms.
+  std::optional<std::chrono::microseconds> consumer_step;
+  // Credits (max_outstanding_requests) when options leave it unset: drawn from the seed.
+  bool draw_credits = true;
+
+  std::chrono::milliseconds heartbeat_interval{500};
+  std::chrono::milliseconds worker_timeout{5000};
+  std::chrono::milliseconds job_gc_timeout{2000};
+  std::chrono::milliseconds connection_timeout{5000};
+  // Virtual time after which a run that has not ended fails (liveness).
+  std::chrono::milliseconds time_limit{10 * 60 * 1000};
+
+  bool keep_trace = false;  // keep the readable event log in SimResult::trace
+  // Test-only: switch on a planted protocol bug ("duplicate-split", "drop-late-batch") to check
+  // that the invariants catch it.
+  std::string plant_bug;
+};
+
+struct SimConsumer {
+  std::vector<Element> elements;
+  std::vector<std::string> sources; // the worker address each element came from
+  Status status;                    // how the stream ended (OK = end of sequence)
+  bool ended = false;
+};
+
+struct SimResult {
+  uint64_t seed = 0;
+  std::string trace_hash; // 16 hex digits; equal for equal seeds and configs
+  // Invariant failures, readable. Empty = the run passed.
+  std::vector<std::string> failures;
+  std::vector<SimConsumer> consumers;
+  std::vector<std::string> faults_injected; // as Fault::to_string, with the time they fired
+  std::string derived_config;               // what the seed chose (latency, credits...)
+  std::chrono::nanoseconds virtual_time{0};
+  uint64_t steps = 0;    // actor messages processed
+  uint64_t messages = 0; // messages that crossed the simulated network
+  double real_seconds = 0;
+  std::vector<std::string> trace; // with keep_trace
+  std::string replay_command;     // `conveyor sim ...` that replays this run
+
+  bool ok() const { return failures.empty(); }
+  // All consumers' elements, in consumer order.
+  std::vector<Element> elements() const;
+  // "seed 7: PASS (412 elements, 1.23 s virtual, 3 faults) trace 1f0c..."
+  std::string summary() const;
+};
+
+// Runs `dataset` (finite; up to 10 million elements) on a simulated cluster.
+// invalid_argument for a bad configuration (no workers, an unknown node in a fault, bad options).
+Expected<SimResult> simulate(const Dataset& dataset, const SimConfig& config);
+
+struct SweepResult {
+  int runs = 0;
+  int failed_runs = 0;
+  int64_t faults_injected = 0;
+  std::vector<uint64_t> failing_seeds;
+  std::vector<SimResult> failures; // the failed runs (at most the first 10, with their traces
+                                   // only when config.keep_trace)
+  double real_seconds = 0;
+  std::string summary() const;
+};
+
+// Runs seeds first_seed, first_seed + 1, ... (`runs` of them) of `config`. `stop_after_failures`
+// > 0 stops early once that many runs failed.
+Expected<SweepResult> sweep(const Dataset& dataset, SimConfig config, uint64_t first_seed, int runs,
+                            int stop_after_failures = 0);
+
+// The `conveyor sim` command line that replays `config` with its seed.
+std::string replay_command(const Dataset& dataset, const SimConfig& config);
+
+} // namespace conveyor

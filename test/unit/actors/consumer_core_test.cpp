@@ -1,0 +1,160 @@
+// ConsumerCore: credits, chunk reassembly, task loss and the end condition, without actors.
+#include <doctest/doctest.h>
+
+#include "actors/consumer_core.hpp"
+#include "pipeline/codec.hpp"
+
+using namespace conveyor;
+using namespace conveyor::actors;
+
+namespace {
+
+msg::task_list list_of(uint64_t version, std::vector<msg::task_id_t> ids, bool finished) {
+  msg::task_list l;
+  l.version = version;
+  l.job_finished = finished;
+  for (auto id : ids)
+    l.tasks.push_back(msg::task_info{id, id, "w:" + std::to_string(id), {}});
+  return l;
+}
+
+msg::element_batch batch_of(std::vector<int64_t> values) {
+  std::vector<Element> es;
+  for (auto v : values)
+    es.emplace_back(Tensor::scalar(v));
+  msg::element_batch b;
+  b.payload = encode_batch(es, Compression::none);
+  b.num_elements = static_cast<uint32_t>(es.size());
+  b.num_chunks = 1;
+  return b;
+}
+
+msg::element_batch end_batch() {
+  msg::element_batch b;
+  b.end_of_sequence = true;
+  return b;
+}
+
+} // namespace
+
+TEST_CASE("credits bound what is requested and not yet acknowledged") {
+  ConsumerLimits limits;
+  limits.max_outstanding = 10;
+  ConsumerCore c{limits};
+  auto added = c.on_task_list(list_of(1, {1, 2}, false));
+  REQUIRE(added.size() == 2);
+  CHECK(c.next_requests().empty()); // not connected yet
+  c.on_connected(1);
+  c.on_connected(2);
+  auto reqs = c.next_requests();
+  int64_t asked = 0;
+  for (const auto& r : reqs)
+    asked += r.max_elements;
+  CHECK(asked == 10);
+  CHECK(c.next_requests().empty()); // no credit left
+  // Task 1 answers with 3 elements for a request of 5: 2 credits come back.
+  std::vector<Element> out;
+  auto r1 = reqs[0];
+  REQUIRE(c.on_reply(r1, batch_of({1, 2, 3}), out).ok());
+  CHECK(out.size() == 3);
+  CHECK(c.outstanding() == 10 - static_cast<int64_t>(r1.max_elements) + 3);
+  auto more = c.next_requests();
+  int64_t asked2 = 0;
+  for (const auto& r : more)
+    asked2 += r.max_elements;
+  CHECK(asked2 == static_cast<int64_t>(r1.max_elements) - 3);
+  c.on_ack(3);
+  CHECK(c.outstanding() == 10 - 3);
+}
+
+TEST_CASE("the stream ends when the job finished and every task reached its end") {
+  ConsumerCore c{ConsumerLimits{}};
+  c.on_task_list(list_of(1, {1}, false));
+  c.on_connected(1);
+  auto reqs = c.next_requests();
+  REQUIRE_FALSE(reqs.empty());
+  std::vector<Element> out;
+  for (const auto& r : reqs)
+    REQUIRE(c.on_reply(r, end_batch(), out).ok());
+  CHECK_FALSE(c.finished()); // the job may still get tasks (a worker may join)
+  c.on_task_list(list_of(2, {1, 2}, false));
+  c.on_connected(2);
+  c.on_task_list(list_of(3, {1, 2}, true));
+  CHECK_FALSE(c.finished()); // task 2 not drained yet
+  for (const auto& r : c.next_requests())
+    REQUIRE(c.on_reply(r, end_batch(), out).ok());
+  CHECK(c.finished());
+}
+
+TEST_CASE("a lost task releases its requests at once; its late replies are ignored") {
+  ConsumerLimits limits;
+  limits.max_outstanding = 4;
+  ConsumerCore c{limits};
+  c.on_task_list(list_of(1, {1, 2}, false));
+  c.on_connected(1);
+  c.on_connected(2);
+  auto reqs = c.next_requests();
+  REQUIRE(reqs.size() >= 2);
+  CHECK(c.outstanding() == 4);
+  c.on_task_lost(1);
+  CHECK(c.outstanding() < 4);
+  std::vector<Element> out;
+  for (const auto& r : reqs)
+    if (r.task == 1)
+      REQUIRE(c.on_reply(r, batch_of({9}), out).ok()); // a late reply from the lost task
+  CHECK(out.empty());
+  // The job no longer lists task 1 and finished: the stream ends once task 2 ends.
+  c.on_task_list(list_of(2, {2}, true));
+  for (const auto& r : reqs)
+    if (r.task == 2)
+      REQUIRE(c.on_reply(r, end_batch(), out).ok());
+  for (const auto& r : c.next_requests())
+    REQUIRE(c.on_reply(r, end_batch(), out).ok());
+  CHECK(c.finished());
+}
+
+TEST_CASE("chunks of a batch are reassembled, fetched even without credits") {
+  ConsumerLimits limits;
+  limits.max_outstanding = 1;
+  limits.max_in_flight_per_task = 1;
+  ConsumerCore c{limits};
+  c.on_task_list(list_of(1, {1}, false));
+  c.on_connected(1);
+  auto whole = batch_of({42});
+  std::string payload = whole.payload;
+  auto reqs = c.next_requests();
+  REQUIRE(reqs.size() == 1);
+  msg::element_batch first;
+  first.payload = payload.substr(0, 5);
+  first.num_elements = 1;
+  first.batch_seq = 3;
+  first.chunk_index = 0;
+  first.num_chunks = 2;
+  std::vector<Element> out;
+  REQUIRE(c.on_reply(reqs[0], first, out).ok());
+  CHECK(out.empty());
+  auto cont = c.next_requests();
+  REQUIRE(cont.size() == 1);
+  CHECK(cont[0].max_elements == 0); // a continuation
+  msg::element_batch second = first;
+  second.payload = payload.substr(5);
+  second.chunk_index = 1;
+  REQUIRE(c.on_reply(cont[0], second, out).ok());
+  REQUIRE(out.size() == 1);
+  CHECK(out[0][0].as_int64() == 42);
+  CHECK(c.per_worker().at("w:1") == 1);
+}
+
+TEST_CASE("a corrupt batch is data_loss naming the worker") {
+  ConsumerCore c{ConsumerLimits{}};
+  c.on_task_list(list_of(1, {1}, false));
+  c.on_connected(1);
+  auto reqs = c.next_requests();
+  auto bad = batch_of({1, 2});
+  bad.payload[bad.payload.size() / 2] ^= 0x5a;
+  bad.payload.resize(bad.payload.size() - 3);
+  std::vector<Element> out;
+  auto st = c.on_reply(reqs[0], bad, out);
+  CHECK(st.code() == ErrorCode::data_loss);
+  CHECK(st.message().find("w:1") != std::string::npos);
+}

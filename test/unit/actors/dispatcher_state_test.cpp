@@ -1,0 +1,105 @@
+// DispatcherState: update records applied one by one, no actors, no clock.
+#include <doctest/doctest.h>
+
+#include "actors/dispatcher_state.hpp"
+
+using namespace conveyor;
+using namespace conveyor::actors;
+using namespace conveyor::msg;
+
+namespace {
+
+Status add_dataset(DispatcherState& s, const std::string& id, const std::string& fp) {
+  return s.apply(RegisterDatasetRecord{id, fp, "def-" + fp, 0, 1});
+}
+
+} // namespace
+
+TEST_CASE("datasets are found by id and by fingerprint") {
+  DispatcherState s;
+  CHECK(s.next_dataset_id() == "1000");
+  REQUIRE(add_dataset(s, s.next_dataset_id(), "aaaa").ok());
+  CHECK(s.next_dataset_id() == "1001");
+  REQUIRE(s.dataset("1000"));
+  CHECK(s.dataset("1000")->definition == "def-aaaa");
+  REQUIRE(s.dataset_by_fingerprint("aaaa"));
+  CHECK(s.dataset_by_fingerprint("aaaa")->id == "1000");
+  CHECK(s.dataset("1001") == nullptr);
+  // A requested id is a new id for the same definition; the fingerprint keeps its first id.
+  REQUIRE(add_dataset(s, "mine", "aaaa").ok());
+  CHECK(s.dataset_by_fingerprint("aaaa")->id == "1000");
+  auto dup = add_dataset(s, "mine", "bbbb");
+  CHECK(dup.code() == ErrorCode::failed_precondition);
+  CHECK(dup.message() == "dataset id \"mine\" is already registered");
+  // A requested numeric id moves the generator past it.
+  REQUIRE(add_dataset(s, "1005", "cccc").ok());
+  CHECK(s.next_dataset_id() == "1006");
+}
+
+TEST_CASE("workers, jobs and tasks") {
+  DispatcherState s;
+  REQUIRE(add_dataset(s, "1000", "f").ok());
+  REQUIRE(s.apply(RegisterWorkerRecord{s.next_worker_id(), "h:1", 10}).ok());
+  REQUIRE(s.apply(RegisterWorkerRecord{s.next_worker_id(), "h:2", 11}).ok());
+  CHECK(s.workers().size() == 2);
+  CHECK(s.worker_by_address("h:2")->id == 2);
+  CHECK(s.apply(RegisterWorkerRecord{3, "h:2", 12}).code() == ErrorCode::failed_precondition);
+
+  REQUIRE(s.apply(CreateJobRecord{s.next_job_id(), "1000", "shared", 1, -1, "AUTO", 20}).ok());
+  REQUIRE(s.job(1));
+  CHECK(s.job(1)->policy == ShardingPolicy::dynamic);
+  CHECK(s.named_job("1000", "shared")->id == 1);
+  CHECK(s.named_job("1000", "other") == nullptr);
+  auto again = s.apply(CreateJobRecord{2, "1000", "shared", 0, -1, "AUTO", 21});
+  CHECK(again.message() == "a job named \"shared\" already exists for dataset 1000");
+  CHECK(s.apply(CreateJobRecord{2, "nope", "", 0, -1, "AUTO", 21}).code() ==
+        ErrorCode::not_found);
+
+  REQUIRE(s.apply(CreateTaskRecord{s.next_task_id(), 1, 1, 30}).ok());
+  REQUIRE(s.apply(CreateTaskRecord{s.next_task_id(), 1, 2, 30}).ok());
+  CHECK(s.tasks_of_job(1).size() == 2);
+  // One task per job and worker.
+  CHECK(s.apply(CreateTaskRecord{3, 1, 2, 31}).code() == ErrorCode::failed_precondition);
+  CHECK(s.apply(CreateTaskRecord{3, 1, 9, 31}).code() == ErrorCode::not_found);
+
+  // Removing a worker removes its tasks.
+  REQUIRE(s.apply(RemoveWorkerRecord{2, "no heartbeat", 40}).ok());
+  CHECK(s.worker(2) == nullptr);
+  CHECK(s.tasks_of_job(1).size() == 1);
+  CHECK(s.task(2)->removed);
+  CHECK(s.apply(RemoveWorkerRecord{2, "again", 41}).code() == ErrorCode::not_found);
+  // The same address may register again, under a new id.
+  REQUIRE(s.apply(RegisterWorkerRecord{s.next_worker_id(), "h:2", 50}).ok());
+  CHECK(s.worker_by_address("h:2")->id == 3);
+  REQUIRE(s.apply(CreateTaskRecord{s.next_task_id(), 1, 3, 51}).ok());
+  CHECK(s.tasks_of_worker(3).size() == 1);
+
+  // Finishing.
+  REQUIRE(s.apply(FinishTaskRecord{1, "", 60}).ok());
+  CHECK(s.task(1)->finished);
+  CHECK(s.unfinished_jobs().size() == 1);
+  REQUIRE(s.apply(FinishJobRecord{1, 61}).ok());
+  CHECK(s.unfinished_jobs().empty());
+  // A finished job takes no new task.
+  REQUIRE(s.apply(RegisterWorkerRecord{s.next_worker_id(), "h:4", 70}).ok());
+  CHECK(s.apply(CreateTaskRecord{s.next_task_id(), 1, 4, 71}).message() ==
+        "job 1 is finished; it gets no tasks");
+}
+
+TEST_CASE("replaying the same records gives the same state and the same next ids") {
+  std::vector<Update> log = {
+    RegisterDatasetRecord{"1000", "f", "d", 0, 1}, RegisterWorkerRecord{1, "a:1", 2},
+    CreateJobRecord{1, "1000", "", 0, -1, "AUTO", 3}, CreateTaskRecord{1, 1, 1, 4},
+    FinishTaskRecord{1, "", 5}, ReleaseJobRecord{1, 6}};
+  DispatcherState a, b;
+  for (const auto& u : log)
+    REQUIRE(a.apply(u).ok());
+  for (const auto& u : log)
+    REQUIRE(b.apply(u).ok());
+  CHECK(a.next_task_id() == b.next_task_id());
+  CHECK(a.next_job_id() == 2);
+  CHECK(a.next_worker_id() == 2);
+  CHECK(a.next_dataset_id() == "1001");
+  CHECK(a.job(1)->released);
+  CHECK(a.job(1)->finished);
+}

@@ -1,0 +1,38 @@
+#include <doctest/doctest.h>
+
+#include "actors/job_tasks.hpp"
+
+using namespace conveyor::actors;
+
+TEST_CASE("a job finishes when every remaining task is done, never with no tasks") {
+  JobTasks j;
+  CHECK_FALSE(j.finished());
+  REQUIRE(j.add(1, 1, "a:1"));
+  REQUIRE(j.add(2, 2, "a:2"));
+  CHECK_FALSE(j.add(2, 2, "a:2"));
+  auto v0 = j.version();
+  CHECK(j.listed().empty()); // not listed before assigned
+  j.assigned(1);
+  j.assigned(2);
+  CHECK(j.listed().size() == 2);
+  CHECK(j.version() > v0);
+  CHECK_FALSE(j.done(1, ""));
+  CHECK_FALSE(j.finished());
+  // Removing the unfinished task's worker finishes the job (its rest is lost).
+  auto v1 = j.version();
+  CHECK(j.remove(2));
+  CHECK(j.finished());
+  CHECK(j.version() > v1);
+  CHECK_FALSE(j.add(3, 3, "a:3")); // a finished job takes no new tasks
+}
+
+TEST_CASE("removing the only task leaves the job waiting for workers") {
+  JobTasks j;
+  REQUIRE(j.add(1, 1, "a:1"));
+  j.assigned(1);
+  CHECK_FALSE(j.remove(1));
+  CHECK_FALSE(j.finished());
+  REQUIRE(j.add(2, 2, "a:2"));
+  j.assigned(2);
+  CHECK(j.done(2, ""));
+}

@@ -1,0 +1,96 @@
+// Argument validation with the reference's messages (003_3cbebc871b174894.txt), in C++ form.
+#include <doctest/doctest.h>
+
+#include "conveyor/options.hpp"
+
+using namespace conveyor;
+
+namespace {
+std::string error_of(const DistributeOptions& o) { return validate(o).message(); }
+} // namespace
+
+TEST_CASE("the default options are valid") { CHECK(validate(DistributeOptions{}).ok()); }
+
+TEST_CASE("job_name, consumer_index and num_consumers are validated as in the reference") {
+  DistributeOptions o;
+  o.job_name = "";
+  CHECK(validate(o).code() == ErrorCode::invalid_argument);
+  CHECK(error_of(o) == "`job_name` must not be empty");
+
+  o = {};
+  o.consumer_index = 0;
+  CHECK(error_of(o) == "Must either set both `consumer_index` and `num_consumers`, or neither. "
+                       "consumer_index=0, num_consumers=None");
+  o = {};
+  o.num_consumers = 2;
+  CHECK(error_of(o) == "Must either set both `consumer_index` and `num_consumers`, or neither. "
+                       "consumer_index=None, num_consumers=2");
+  o.consumer_index = 0;
+  CHECK(error_of(o) == "`job_name` must be set when setting `num_consumers`. num_consumers was "
+                       "set to 2.");
+  o.job_name = "j";
+  o.consumer_index = 2;
+  CHECK(error_of(o) == "`consumer_index` must be in [0, num_consumers) = [0, 2), got 2");
+  o.consumer_index = 1;
+  CHECK(validate(o).code() == ErrorCode::unimplemented); // valid, not supported yet
+}
+
+TEST_CASE("compression, target_workers and max_outstanding_requests") {
+  DistributeOptions o;
+  o.compression = "ZIP";
+  CHECK(error_of(o) == "Invalid `compression` argument: \"ZIP\". Must be one of [\"AUTO\", "
+                       "\"NONE\"].");
+  CHECK(validate_compression("NONE").ok());
+  CHECK_FALSE(validate_compression("auto").ok()); // the reference's names are exact
+  o = {};
+  o.target_workers = "SOME";
+  CHECK(error_of(o) == "Invalid `target_workers` argument: \"SOME\". Must be one of [\"AUTO\", "
+                       "\"ANY\", \"LOCAL\"].");
+  o.target_workers = "LOCAL";
+  CHECK(validate(o).code() == ErrorCode::unimplemented);
+  o = {};
+  o.max_outstanding_requests = 0;
+  CHECK(error_of(o) == "`max_outstanding_requests` must be positive, got 0");
+  o.max_outstanding_requests = -1;
+  CHECK(validate(o).code() == ErrorCode::invalid_argument);
+}
+
+TEST_CASE("processing modes: the reference's strings and the sharding policies") {
+  CHECK(*parse_processing_mode("parallel_epochs") == ShardingPolicy::off);
+  CHECK(*parse_processing_mode("distributed_epoch") == ShardingPolicy::dynamic);
+  CHECK(*parse_processing_mode("DYNAMIC") == ShardingPolicy::dynamic);
+  auto bad = parse_processing_mode("epochs");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message() ==
+        "processing mode should be a ShardingPolicy (OFF, DYNAMIC, FILE, DATA, FILE_OR_DATA, "
+        "HINT), \"parallel_epochs\", or \"distributed_epoch\". Got \"epochs\".");
+  DistributeOptions o;
+  o.policy = ShardingPolicy::file;
+  CHECK(validate(o).code() == ErrorCode::unimplemented);
+  CHECK(error_of(o).find("not supported yet") != std::string::npos);
+}
+
+TEST_CASE("addresses") {
+  auto a = parse_address("127.0.0.1:5050");
+  REQUIRE(a.ok());
+  CHECK(a->host == "127.0.0.1");
+  CHECK(a->port == 5050);
+  CHECK(parse_address("conveyor://localhost:1")->host == "localhost");
+  auto v6 = parse_address("[::1]:7");
+  REQUIRE(v6.ok());
+  CHECK(v6->host == "::1");
+  CHECK(v6->to_string() == "[::1]:7");
+  CHECK(parse_address("").status().message() ==
+        "address must not be empty; expected \"host:port\"");
+  CHECK(parse_address("localhost").status().message() ==
+        "address \"localhost\" has no port; expected \"host:port\"");
+  CHECK(parse_address("localhost:99999").status().message() ==
+        "address \"localhost:99999\" has a bad port \"99999\"; expected a number in [0, 65535]");
+  CHECK(parse_address(":80").status().message() ==
+        "address \":80\" has an empty host; expected \"host:port\"");
+  CHECK(parse_address("grpc://h:1").status().message() ==
+        "unsupported protocol \"grpc\" in address \"grpc://h:1\"; expected \"host:port\" or "
+        "\"conveyor://host:port\"");
+  CHECK(parse_address("a://b://c:1").status().message() ==
+        "Malformed address \"a://b://c:1\" has multiple '://'");
+}

@@ -1,0 +1,129 @@
+// TaskRunner: the task's pipeline, buffer and batching without actors.
+#include <doctest/doctest.h>
+
+#include "actors/task_runner.hpp"
+#include "pipeline/codec.hpp"
+#include "pipeline/text_form.hpp"
+
+using namespace conveyor;
+using namespace conveyor::actors;
+
+namespace {
+
+std::vector<int64_t> decode_ints(const std::string& payload) {
+  std::vector<Element> out;
+  auto st = decode_batch(payload, out);
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
+  std::vector<int64_t> v;
+  for (const auto& e : out)
+    v.push_back(e[0].as_int64());
+  return v;
+}
+
+Dataset parse(const char* text) {
+  auto d = parse_dataset(text);
+  REQUIRE_MESSAGE(d.ok(), d.status().to_string());
+  return *d;
+}
+
+} // namespace
+
+TEST_CASE("OFF: the whole dataset in batches, then end_of_sequence") {
+  TaskRunner r{ShardingPolicy::off, Compression::none};
+  REQUIRE(r.start(Dataset::range(5), nullptr).ok());
+  CHECK_FALSE(r.take(1, 10, 1 << 20)); // nothing produced yet: hold
+  CHECK(r.produce() == TaskRunner::Step::ended);
+  auto b = r.take(1, 3, 1 << 20);
+  REQUIRE(b);
+  CHECK(b->num_elements == 3);
+  CHECK(b->num_chunks == 1);
+  CHECK(decode_ints(b->payload) == std::vector<int64_t>{0, 1, 2});
+  auto c = r.take(2, 100, 1 << 20); // another consumer gets the rest
+  REQUIRE(c);
+  CHECK(decode_ints(c->payload) == std::vector<int64_t>{3, 4});
+  auto end = r.take(1, 100, 1 << 20);
+  REQUIRE(end);
+  CHECK(end->end_of_sequence);
+  CHECK(end->num_chunks == 0);
+}
+
+TEST_CASE("the buffer is bounded and a step is bounded") {
+  TaskLimits limits;
+  limits.buffer_elements = 10;
+  limits.step_elements = 4;
+  TaskRunner r{ShardingPolicy::off, Compression::automatic, limits};
+  REQUIRE(r.start(Dataset::range(100), nullptr).ok());
+  CHECK(r.produce() == TaskRunner::Step::progress);
+  CHECK(r.buffered_elements() == 4);
+  CHECK(r.produce() == TaskRunner::Step::progress);
+  CHECK(r.produce() == TaskRunner::Step::buffer_full);
+  CHECK(r.buffered_elements() == 10);
+  REQUIRE(r.take(1, 5, 1 << 20));
+  CHECK_FALSE(r.buffer_full());
+  int stop_after = 0;
+  CHECK(r.produce([&] { return ++stop_after >= 2; }) == TaskRunner::Step::progress);
+  CHECK(r.buffered_elements() == 7);
+}
+
+TEST_CASE("a batch larger than a chunk travels in chunks to the same consumer") {
+  TaskLimits limits;
+  limits.chunk_bytes = 1000;
+  TaskRunner r{ShardingPolicy::off, Compression::none, limits};
+  REQUIRE(r.start(parse("range(2).map(bytes(size=2500))"), nullptr).ok());
+  CHECK(r.produce() == TaskRunner::Step::ended);
+  auto first = r.take(7, 1, 1 << 20);
+  REQUIRE(first);
+  CHECK(first->num_chunks == 3);
+  CHECK(first->chunk_index == 0);
+  CHECK(first->payload.size() == 1000);
+  // Another consumer is not given the rest of consumer 7's batch.
+  auto other = r.take(8, 1, 1 << 20);
+  REQUIRE(other);
+  CHECK(other->batch_seq != first->batch_seq);
+  std::string whole = first->payload;
+  for (uint32_t i = 1; i < 3; ++i) {
+    auto next = r.take(7, 0, 1 << 20); // continuation requests ask for no new elements
+    REQUIRE(next);
+    CHECK(next->batch_seq == first->batch_seq);
+    CHECK(next->chunk_index == i);
+    whole += next->payload;
+  }
+  std::vector<Element> out;
+  REQUIRE(decode_batch(whole, out).ok());
+  REQUIRE(out.size() == 1);
+  CHECK(out[0][0].strings()[0].size() == 2500);
+  auto none = r.take(7, 0, 1 << 20); // nothing pending: an empty answer at once
+  REQUIRE(none);
+  CHECK(none->num_chunks == 0);
+}
+
+TEST_CASE("DYNAMIC: the pipeline waits for splits and resumes") {
+  TaskRunner r{ShardingPolicy::dynamic, Compression::none};
+  REQUIRE(r.start(Dataset::range(10), nullptr).ok());
+  REQUIRE(r.split_feed());
+  CHECK(r.produce() == TaskRunner::Step::waiting_for_split);
+  REQUIRE(r.split_feed()->wants_split());
+  r.split_feed()->request_sent();
+  r.split_feed()->deliver(Split{0, 0, 2, 5, ""});
+  r.split_feed()->request_sent();
+  r.split_feed()->deliver_end_of_splits();
+  CHECK(r.produce() == TaskRunner::Step::ended);
+  auto b = r.take(1, 100, 1 << 20);
+  REQUIRE(b);
+  CHECK(decode_ints(b->payload) == std::vector<int64_t>{2, 3, 4});
+}
+
+TEST_CASE("errors: a bad dataset fails start, a failing pipeline fails after its buffer") {
+  TaskRunner bad{ShardingPolicy::off, Compression::none};
+  auto st = bad.start(Dataset::range(3).map("no_such_function"), nullptr);
+  CHECK_FALSE(st.ok());
+  CHECK(st.message().find("no_such_function") != std::string::npos);
+
+  TaskRunner r{ShardingPolicy::off, Compression::none};
+  // bytes(size=-1) fails on the first element.
+  REQUIRE(r.start(parse("range(3).map(bytes(size=-1))"), nullptr).ok());
+  CHECK(r.produce() == TaskRunner::Step::failed);
+  CHECK(r.failed());
+  CHECK(r.error().message().find("`size` must be >= 0") != std::string::npos);
+  CHECK_FALSE(r.take(1, 10, 1 << 20)); // the actor answers with error()
+}

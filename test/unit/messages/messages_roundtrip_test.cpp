@@ -1,0 +1,171 @@
+// Every wire message survives CAF's binary serializer (what BASP uses) unchanged, and every
+// message type is registered under one name in the conveyor type-id block.
+#include <doctest/doctest.h>
+
+#include <caf/actor_system.hpp>
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
+#include <caf/deep_to_string.hpp>
+#include <caf/proxy_registry.hpp>
+#include <caf/scoped_execution_unit.hpp>
+
+#include "actors/node_config.hpp"
+#include "messages/all.hpp"
+#include "messages/journal_records.hpp"
+
+using namespace conveyor;
+
+namespace {
+
+// Deserializing actor handles needs a proxy registry (BASP provides one); the handles in these
+// messages are null, so no proxy is ever made.
+struct NoProxies : caf::proxy_registry::backend {
+  caf::strong_actor_ptr make_proxy(caf::node_id, caf::actor_id) override { return nullptr; }
+  void set_last_hop(caf::node_id*) override {}
+};
+
+struct Fixture {
+  actors::NodeConfig cfg;
+  caf::actor_system sys{cfg};
+  NoProxies backend;
+  caf::proxy_registry proxies{sys, backend};
+  caf::scoped_execution_unit context{&sys};
+  Fixture() { context.proxy_registry_ptr(&proxies); }
+
+  template <class T>
+  T round_trip(T value) {
+    caf::binary_serializer::container_type buf;
+    caf::binary_serializer sink{sys, buf};
+    auto err = sink(value);
+    REQUIRE_MESSAGE(!err, sys.render(err));
+    T out;
+    caf::binary_deserializer source{&context, buf};
+    err = source(out);
+    REQUIRE_MESSAGE(!err, sys.render(err));
+    CHECK(caf::deep_to_string(out) == caf::deep_to_string(value));
+    return out;
+  }
+};
+
+} // namespace
+
+TEST_CASE_FIXTURE(Fixture, "element messages round trip") {
+  auto req = round_trip(msg::get_elements{7, 1024, 4u << 20, 500000000});
+  CHECK(req.consumer == 7);
+  CHECK(req.max_elements == 1024);
+  CHECK(req.max_bytes == (4u << 20));
+  CHECK(req.hold_ns == 500000000);
+  msg::element_batch batch;
+  batch.payload = std::string("\0binary\xff", 8);
+  batch.num_elements = 3;
+  batch.batch_seq = 9;
+  batch.chunk_index = 1;
+  batch.num_chunks = 2;
+  batch.end_of_sequence = false;
+  auto b = round_trip(batch);
+  CHECK(b.payload == batch.payload);
+  CHECK(b.num_elements == 3);
+  CHECK(b.batch_seq == 9);
+  CHECK(b.chunk_index == 1);
+  CHECK(b.num_chunks == 2);
+}
+
+TEST_CASE_FIXTURE(Fixture, "split messages round trip") {
+  msg::split_reply reply;
+  reply.split = Split{2, 5, 320, 384, "a/b.txt"};
+  auto r = round_trip(reply);
+  CHECK(r.split == reply.split);
+  CHECK_FALSE(r.end_of_splits);
+  auto g = round_trip(msg::get_split{4, 2});
+  CHECK(g.task == 4);
+  CHECK(g.epoch == 2);
+  auto d = round_trip(msg::task_done{4, "data_loss: bad"});
+  CHECK(d.error == "data_loss: bad");
+}
+
+TEST_CASE_FIXTURE(Fixture, "dispatcher and worker messages round trip") {
+  msg::task_def def;
+  def.task = 11;
+  def.job = 3;
+  def.dataset = "1000";
+  def.definition = "xyz";
+  def.policy = ShardingPolicy::dynamic;
+  def.compression = Compression::none;
+  auto a = round_trip(msg::assign_task{def});
+  CHECK(a.def.task == 11);
+  CHECK(a.def.policy == ShardingPolicy::dynamic);
+  CHECK(a.def.compression == Compression::none);
+  auto reg = round_trip(msg::register_worker{msg::kProtocolVersion, "10.0.0.1:6000", {}});
+  CHECK(reg.address == "10.0.0.1:6000");
+  CHECK(reg.protocol_version == msg::kProtocolVersion);
+  CHECK(round_trip(msg::worker_registered{5, 1}).worker == 5);
+  CHECK(round_trip(msg::worker_heartbeat{5, 2}).num_tasks == 2);
+  CHECK_FALSE(round_trip(msg::heartbeat_ack{false}).known);
+  CHECK(round_trip(msg::stop_task{8}).task == 8);
+}
+
+TEST_CASE_FIXTURE(Fixture, "consumer-facing messages round trip") {
+  msg::register_dataset reg;
+  reg.definition = "def";
+  reg.compression = Compression::automatic;
+  reg.requested_id = std::string("my-id");
+  auto r = round_trip(reg);
+  REQUIRE(r.requested_id);
+  CHECK(*r.requested_id == "my-id");
+  msg::get_or_create_job job;
+  job.dataset = "1000";
+  job.job_name = std::string("shared");
+  job.policy = ShardingPolicy::dynamic;
+  auto j = round_trip(job);
+  REQUIRE(j.job_name);
+  CHECK(*j.job_name == "shared");
+  CHECK_FALSE(j.num_consumers);
+  msg::task_list list;
+  list.version = 4;
+  list.job_finished = true;
+  list.tasks.push_back(msg::task_info{1, 2, "127.0.0.1:7000", {}});
+  auto l = round_trip(list);
+  REQUIRE(l.tasks.size() == 1);
+  CHECK(l.tasks[0].worker_address == "127.0.0.1:7000");
+  CHECK(l.job_finished);
+  CHECK(round_trip(msg::get_tasks{3, 4, 1000}).known_version == 4);
+  CHECK(round_trip(msg::client_hello{1, "c"}).client == "c");
+}
+
+TEST_CASE_FIXTURE(Fixture, "message types are registered under their C++ names") {
+  auto types = sys.message_types(caf::detail::type_list<msg::dispatcher_actor>{});
+  CHECK_FALSE(types.empty());
+  bool found = false;
+  for (const auto& t : types)
+    found = found || t.find("conveyor::msg::register_worker") != std::string::npos;
+  CHECK(found);
+  CHECK(caf::type_id<msg::get_elements>::value == caf::first_custom_type_id);
+}
+
+TEST_CASE_FIXTURE(Fixture, "a Status travels as a caf::error with its code and message intact") {
+  Status s{ErrorCode::already_exists, "dataset id \"x\" is already registered"};
+  auto err = msg::to_error(s);
+  REQUIRE(err);
+  CHECK(msg::to_status(err) == s);
+  CHECK(sys.render(err).find("already_exists: dataset id") != std::string::npos);
+  // Through the serializer too (the error crosses the network in a reply).
+  caf::binary_serializer::container_type buf;
+  caf::binary_serializer sink{sys, buf};
+  REQUIRE(!sink(err));
+  caf::error back;
+  caf::binary_deserializer source{sys, buf};
+  REQUIRE(!source(back));
+  CHECK(msg::to_status(back) == s);
+  CHECK_FALSE(msg::to_error(Status::OK()));
+  CHECK(msg::to_status(caf::error{}).ok());
+}
+
+TEST_CASE_FIXTURE(Fixture, "CAF's own errors map to the closest code with context") {
+  auto timeout = msg::to_status(caf::make_error(caf::sec::request_timeout), "asking the job");
+  CHECK(timeout.code() == ErrorCode::deadline_exceeded);
+  CHECK(timeout.message().find("asking the job") == 0);
+  auto refused = msg::to_status(caf::make_error(caf::sec::cannot_connect_to_node));
+  CHECK(refused.code() == ErrorCode::unavailable);
+  CHECK(msg::to_status(caf::make_error(caf::sec::unexpected_actor_messaging_interface)).code() ==
+        ErrorCode::version_mismatch);
+}
