@@ -18,17 +18,20 @@ class ActorSink : public actors::ElementSink {
 public:
   explicit ActorSink(msg::stream_sink_actor sink) : sink_(std::move(sink)) {}
 
+  void attach(const msg::stream_actor& stream) override { stream_ = stream; }
+
   void push(std::vector<Element>&& elements, const msg::stream_stats&) override {
-    caf::anon_send(sink_, msg::stream_batch{std::move(elements), false, Status::OK()});
+    caf::anon_send(sink_, msg::stream_batch{std::move(elements), false, Status::OK(), stream_});
   }
 
   void finish(Status status) override {
     bool end = status.ok();
-    caf::anon_send(sink_, msg::stream_batch{{}, end, std::move(status)});
+    caf::anon_send(sink_, msg::stream_batch{{}, end, std::move(status), stream_});
   }
 
 private:
   msg::stream_sink_actor sink_;
+  msg::stream_actor stream_;
 };
 
 } // namespace
@@ -37,7 +40,7 @@ msg::stream_actor spawn_element_stream(caf::actor_system& sys, msg::stream_sink_
                                        const std::string& dispatcher_address, StreamSource source,
                                        DistributeOptions options, ClientConfig client) {
   auto fail_now = [&](Status s) {
-    caf::anon_send(sink, msg::stream_batch{{}, false, std::move(s)});
+    caf::anon_send(sink, msg::stream_batch{{}, false, std::move(s), {}});
     return msg::stream_actor{};
   };
   if (auto s = validate(options); !s.ok())

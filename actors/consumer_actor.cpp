@@ -306,6 +306,7 @@ void bootstrap(self_ptr self) {
 }
 
 msg::stream_actor::behavior_type consumer_impl(self_ptr self) {
+  self->state.start.sink->attach(caf::actor_cast<msg::stream_actor>(self));
   self->set_down_handler([self](caf::down_msg& down) {
     auto& st = self->state;
     if (st.job && down.source == st.job.address()) {

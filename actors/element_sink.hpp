@@ -18,6 +18,8 @@ namespace conveyor::actors {
 class ElementSink {
 public:
   virtual ~ElementSink() = default;
+  // The consumer actor introduces itself before it pushes anything.
+  virtual void attach(const msg::stream_actor&) {}
   virtual void push(std::vector<Element>&& elements, const msg::stream_stats& stats) = 0;
   // OK = end of sequence; otherwise the error that ended the stream.
   virtual void finish(Status status) = 0;

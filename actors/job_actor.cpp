@@ -109,7 +109,8 @@ void assign(self_ptr self, const msg::add_task& add) {
         if (!st.tasks.find(reply.task))
           return; // removed meanwhile
         st.task_handles[reply.task] = reply.handle;
-        st.tasks.assigned(reply.task);
+        if (st.tasks.assigned(reply.task))
+          on_finished(self);
         answer_polls(self);
       },
       [self, task, address](caf::error& err) {

@@ -9,12 +9,13 @@ bool JobTasks::add(msg::task_id_t id, msg::worker_id_t worker, std::string worke
   return true; // not listed before it is assigned: the version does not change yet
 }
 
-void JobTasks::assigned(msg::task_id_t id) {
+bool JobTasks::assigned(msg::task_id_t id) {
   auto t = tasks_.find(id);
   if (t == tasks_.end() || t->second.assigned)
-    return;
+    return false;
   t->second.assigned = true;
   ++version_;
+  return update_finished();
 }
 
 bool JobTasks::done(msg::task_id_t id, std::string error) {
@@ -37,7 +38,7 @@ bool JobTasks::update_finished() {
   if (finished_ || tasks_.empty())
     return false;
   for (const auto& [id, t] : tasks_)
-    if (!t.done)
+    if (!t.done || !t.assigned)
       return false;
   finished_ = true;
   ++version_;

@@ -3,7 +3,8 @@
 // whole is finished. The version changes with every change consumers must see, so their
 // long-polling get_tasks requests are answered exactly when something changed.
 //
-// Finished = at least one task, and every task that is not removed reached its end. A task is
+// Finished = at least one task, and every task that is not removed is assigned (consumers can
+// see it) and reached its end. A task is
 // removed when its worker leaves; then it no longer counts (OFF: its rest is lost; DYNAMIC:
 // its unread splits are lost — the reference's at-most-once visitation).
 #pragma once
@@ -30,7 +31,9 @@ public:
 
   // false when the job is finished (it takes no new tasks) or the task exists.
   bool add(msg::task_id_t id, msg::worker_id_t worker, std::string worker_address);
-  void assigned(msg::task_id_t id);
+  // Returns true when this made the whole job finished (a task may report its end before the
+  // job learns its handle: both travel from the worker on different paths).
+  bool assigned(msg::task_id_t id);
   // Returns true when this made the whole job finished.
   bool done(msg::task_id_t id, std::string error);
   // Returns true when this made the whole job finished.

@@ -37,7 +37,8 @@ std::optional<int> parse_command_line(const CommandInfo& info, const po::options
     if (vm.count("help")) {
       std::cout << "usage: conveyor " << info.name << " " << info.synopsis << "\n\n"
                 << info.summary << "\n\n"
-                << visible << std::flush;
+                << options << "\n"
+                << common << std::flush;
       return kExitOk;
     }
     if (vm.count("config")) {

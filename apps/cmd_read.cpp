@@ -162,14 +162,12 @@ int run_read(const std::vector<std::string>& args) {
   int64_t count = 0;
   Status failure;
   auto last_element = Clock::now();
-  while (f.take < 0 || count < f.take) {
+  while ((f.take < 0 || count < f.take) && !stop_requested()) {
     Element element;
     bool end = false;
     Status st = stream->next(element, end, kSlice);
     if (st.code() == ErrorCode::deadline_exceeded) {
       std::fflush(stdout);
-      if (stop_requested())
-        break;
       if (Clock::now() - last_element >= *timeout) {
         failure = Status(ErrorCode::deadline_exceeded,
                          "no element arrived within " + std::to_string(f.timeout_ms) + " ms (`--timeout-ms`)");

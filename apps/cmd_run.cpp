@@ -389,14 +389,12 @@ int run_run(const std::vector<std::string>& args) {
   int64_t count = 0, payload_bytes = 0;
   Status failure;
   std::printf("first elements:\n");
-  while (f.take < 0 || count < f.take) {
+  while ((f.take < 0 || count < f.take) && !stop_requested()) {
     Element e;
     bool end = false;
     Status st = stream->next(e, end, milliseconds{50});
     const auto now = Clock::now();
     if (st.code() == ErrorCode::deadline_exceeded) {
-      if (stop_requested())
-        break;
       if (now - last_element >= *timeout) {
         failure = Status(ErrorCode::deadline_exceeded, "no element within " + std::to_string(f.timeout_ms) + " ms");
         break;

@@ -2,7 +2,7 @@
 // process, never sent over the network.
 //
 // The consumer actor pushes stream_batch messages to a sink actor; the sink returns credits with
-// (ack_atom, n) once it has taken n elements, so at most max_outstanding_requests elements are
+// (ack_atom, n) to the batch's `source` once it has taken n elements, so at most max_outstanding_requests elements are
 // requested from workers or waiting in the sink at any time. The last batch carries
 // end_of_sequence or a non-OK status; nothing follows it.
 #pragma once
@@ -22,12 +22,6 @@
 
 namespace conveyor::msg {
 
-struct stream_batch {
-  std::vector<Element> elements;
-  bool end_of_sequence = false;
-  Status status; // non-OK: the stream failed; final
-};
-
 struct stream_stats {
   int64_t elements = 0;
   int64_t bytes = 0;    // encoded bytes received
@@ -35,13 +29,20 @@ struct stream_stats {
   std::map<std::string, int64_t> per_worker;
 };
 
-// What the consumer pushes to.
-using stream_sink_actor = caf::typed_actor<caf::reacts_to<stream_batch>>;
-
 // The consumer actor.
 using stream_actor = caf::typed_actor<caf::reacts_to<ack_atom, uint64_t>,
                                       caf::replies_to<stats_atom>::with<stream_stats>,
                                       caf::reacts_to<cancel_atom>>;
+
+struct stream_batch {
+  std::vector<Element> elements;
+  bool end_of_sequence = false;
+  Status status;       // non-OK: the stream failed; final
+  stream_actor source; // where to send (ack_atom, n)
+};
+
+// What the consumer pushes to.
+using stream_sink_actor = caf::typed_actor<caf::reacts_to<stream_batch>>;
 
 } // namespace conveyor::msg
 

@@ -4,7 +4,8 @@
 // or length-prefixed strings). A batch buffer holds many elements behind a small header
 // (magic, format version, flags, element count, uncompressed size) and is optionally lz4
 // compressed as a whole. Decoding never trusts the buffer: any malformed input gives a
-// data_loss Status and never reads out of bounds.
+// data_loss Status (version_mismatch for a buffer of another format
+// version) and never reads out of bounds.
 #pragma once
 
 #include <optional>

@@ -223,20 +223,23 @@ private:
   }
   bool at(Token::Kind kind) const { return peek().kind == kind; }
 
-  // Keeps the recursion (and every later walk over the tree) within kMaxNesting.
+  // Keeps the parser's recursion within kMaxNesting.
   Status enter(int column) {
     if (++nesting_ > kMaxNesting)
-      return syntax_error(column, "expression nested deeper than " + std::to_string(kMaxNesting) + " levels");
+      return syntax_error(column, "brackets, parentheses and calls nested deeper than " +
+                                      std::to_string(kMaxNesting) + " levels");
     return Status::OK();
   }
+  // Keeps every later walk over the tree (and the graph made from it) within kMaxDepth.
   Status set_depth(TextValue& v, int column) {
     v.depth = 1;
     for (const auto& item : v.items)
       v.depth = std::max(v.depth, item.depth + 1);
     for (const auto& arg : v.args)
       v.depth = std::max(v.depth, arg.value.depth + 1);
-    if (v.depth > kMaxNesting)
-      return syntax_error(column, "expression nested deeper than " + std::to_string(kMaxNesting) + " levels");
+    if (v.depth > kMaxDepth)
+      return syntax_error(column, "expression deeper than " + std::to_string(kMaxDepth) +
+                                      " levels (each transform counts one)");
     return Status::OK();
   }
 

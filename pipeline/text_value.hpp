@@ -24,9 +24,12 @@
 
 namespace conveyor::text {
 
-// Deeper nesting (brackets, calls, method chains) is rejected, so that neither the parser nor
-// anything that walks the resulting graph can run out of stack.
-inline constexpr int kMaxNesting = 1000;
+// Limits that keep every recursion within the stack (also under AddressSanitizer, whose frames
+// are several times larger): brackets, parentheses and calls may nest kMaxNesting deep (the
+// parser recurses on them), and a whole expression, each transform of a method chain counting
+// one level, may be kMaxDepth deep (the walks over the tree and over the graph recurse on it).
+inline constexpr int kMaxNesting = 100;
+inline constexpr int kMaxDepth = 1000;
 
 struct TextArg;
 

@@ -503,6 +503,8 @@ SimResult ClusterRun::run() {
       r.trace.push_back("... (trace truncated)");
   }
   r.replay_command = replay_command(dataset_, cfg_);
+  // Tear down while the log lines still go to the trace (actors log as they die).
+  world_.shut_down();
   r.real_seconds =
     std::chrono::duration<double>(std::chrono::steady_clock::now() - real_start).count();
   return r;

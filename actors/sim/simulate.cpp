@@ -103,7 +103,8 @@ Expected<SimResult> simulate(const Dataset& dataset, const SimConfig& config) {
 }
 
 Expected<SweepResult> sweep(const Dataset& dataset, SimConfig config, uint64_t first_seed, int runs,
-                            int stop_after_failures) {
+                            int stop_after_failures,
+                            const std::function<void(const SimResult&)>& on_run) {
   if (runs < 1)
     return invalid_argument("`runs` must be at least 1, got " + std::to_string(runs));
   auto spec = parse_faults(config.random_faults);
@@ -121,6 +122,8 @@ Expected<SweepResult> sweep(const Dataset& dataset, SimConfig config, uint64_t f
     auto r = sim::run_cluster(dataset, config, *reference, *spec);
     ++out.runs;
     out.faults_injected += static_cast<int64_t>(r.faults_injected.size());
+    if (on_run)
+      on_run(r);
     if (!r.ok()) {
       ++out.failed_runs;
       out.failing_seeds.push_back(r.seed);

@@ -7,9 +7,9 @@
 //   auto sink = sys.spawn(my_sink);                  // accepts conveyor::msg::stream_batch
 //   auto stream = conveyor::spawn_element_stream(sys, sink, "127.0.0.1:5050",
 //                                                StreamSource::from_dataset(ds), options);
-//   // my_sink receives stream_batch{elements, end_of_sequence, status} messages and returns
-//   // credits with caf::anon_send(stream, conveyor::msg::ack_atom_v, uint64_t{n}) once it has
-//   // taken n elements. At most max_outstanding_requests elements are requested or unacked.
+//   // my_sink receives stream_batch{elements, end_of_sequence, status, source} messages and
+//   // returns credits with self->send(batch.source, conveyor::msg::ack_atom_v, uint64_t{n})
+//   // once it has taken n elements. At most max_outstanding_requests elements are requested or unacked.
 //   // The last batch has end_of_sequence or a non-OK status. (cancel_atom) stops the stream.
 #pragma once
 
@@ -42,7 +42,7 @@ struct StreamSource {
 // asynchronously (bounded by client.connect_timeout), registers the dataset if one is given,
 // joins or creates the job and pushes the elements to `sink`. Every error — bad options, an
 // unreachable dispatcher, an unknown dataset id, a failed task — arrives as the final
-// stream_batch's status.
+// stream_batch's status; invalid options are reported to `sink` at once and give a null handle.
 msg::stream_actor spawn_element_stream(caf::actor_system& sys, msg::stream_sink_actor sink,
                                        const std::string& dispatcher_address, StreamSource source,
                                        DistributeOptions options, ClientConfig client = {});

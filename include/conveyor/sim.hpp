@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -161,9 +162,10 @@ struct SweepResult {
 };
 
 // Runs seeds first_seed, first_seed + 1, ... (`runs` of them) of `config`. `stop_after_failures`
-// > 0 stops early once that many runs failed.
+// > 0 stops early once that many runs failed. `on_run` (optional) sees every result.
 Expected<SweepResult> sweep(const Dataset& dataset, SimConfig config, uint64_t first_seed, int runs,
-                            int stop_after_failures = 0);
+                            int stop_after_failures = 0,
+                            const std::function<void(const SimResult&)>& on_run = {});
 
 // The `conveyor sim` command line that replays `config` with its seed.
 std::string replay_command(const Dataset& dataset, const SimConfig& config);

@@ -62,7 +62,11 @@ TEST_CASE("cli: bad arguments exit with 2 and name the argument") {
   check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3"}, "`--dataset`");
   check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--mode", "sideways"}, "`--mode`");
   check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--job-name", ""}, "job_name");
-  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--num-consumers", "2"}, "job_name");
+  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--num-consumers", "2"},
+                      "consumer_index");
+  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--num-consumers", "2",
+                       "--consumer-index", "0"},
+                      "job_name");
   check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--job-name", "j",
                        "--consumer-index", "0"},
                       "num_consumers");

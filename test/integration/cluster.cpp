@@ -33,7 +33,7 @@ ChildProcess& Cluster::add_worker(std::vector<std::string> extra_flags) {
   REQUIRE_MESSAGE(w.ok(), w.status().to_string());
   workers_.push_back(std::move(w).value());
   ChildProcess& worker = *workers_.back();
-  REQUIRE_MESSAGE(worker.wait_for_output(kWorkerReady, kStartTimeout), worker.describe() + "\n" + describe());
+  REQUIRE_MESSAGE(worker.wait_for_output(kWorkerReady, kStartTimeout), (worker.describe() + "\n" + describe()));
   return worker;
 }
 

@@ -147,9 +147,9 @@ TEST_CASE("a worker started mid-job joins the running job") {
   // a second copy of every element. One worker needs about 30 x 100 ms = 3 s.
   const std::string dataset = "range(30).map(sleep_us(us=100000))";
   auto reader = cluster.start_read(dataset, {"--mode", "off", "--stats", "--timeout-ms", "30000"});
-  REQUIRE_MESSAGE(reader->wait_for_stdout_lines(1, kStartTimeout), reader->describe() + "\n" + cluster.describe());
+  REQUIRE_MESSAGE(reader->wait_for_stdout_lines(1, kStartTimeout), (reader->describe() + "\n" + cluster.describe()));
   cluster.add_worker();
-  REQUIRE_MESSAGE(reader->wait_exit(kReadTimeout) == 0, reader->describe() + "\n" + cluster.describe());
+  REQUIRE_MESSAGE(reader->wait_exit(kReadTimeout) == 0, (reader->describe() + "\n" + cluster.describe()));
   std::vector<int64_t> twice;
   for (int64_t i = 0; i < 30; ++i)
     twice.insert(twice.end(), {i, i});

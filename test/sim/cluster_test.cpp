@@ -29,7 +29,7 @@ SimResult run(const Dataset& ds, SimConfig cfg) {
 std::vector<int64_t> values(const std::vector<Element>& elements) {
   std::vector<int64_t> out;
   for (const auto& e : elements)
-    out.push_back(e[0].scalar<int64_t>());
+    out.push_back(e[0].as_int64());
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -53,7 +53,7 @@ TEST_CASE("OFF: range(5) on 2 simulated workers gives every element twice") {
   // Per worker, the stream is the dataset in order.
   std::map<std::string, std::vector<int64_t>> per_worker;
   for (std::size_t i = 0; i < r.consumers[0].elements.size(); ++i)
-    per_worker[r.consumers[0].sources[i]].push_back(r.consumers[0].elements[i][0].scalar<int64_t>());
+    per_worker[r.consumers[0].sources[i]].push_back(r.consumers[0].elements[i][0].as_int64());
   REQUIRE(per_worker.size() == 2);
   for (const auto& [worker, seq] : per_worker)
     CHECK(seq == std::vector<int64_t>{0, 1, 2, 3, 4});

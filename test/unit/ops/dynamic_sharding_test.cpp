@@ -2,6 +2,8 @@
 // exactly where it stopped after the provider says `unavailable`.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "ops_test_util.hpp"
 
 using namespace conveyor;
@@ -135,4 +137,46 @@ TEST_CASE("skip, shard and unbatch resume mid-way too") {
   const std::string expected = test::show(ds);
   test::FakeSplitProvider flaky(test::FakeSplitProvider::range_splits(50, 2, 1), 0.5, 7);
   CHECK(test::str(run_with(ds, flaky).elements) == expected);
+}
+
+TEST_CASE("two workers sharing the real split provider produce every element exactly once per epoch") {
+  auto ds = Dataset::range(100).map("square").repeat(2);
+  SplitOptions options;
+  options.range_split_size = 8;
+  auto provider = make_split_provider(ds, options);
+  REQUIRE_MESSAGE(provider.ok(), provider.status().to_string());
+  IteratorContext ctx;
+  ctx.split_provider = provider->get();
+  auto a = ds.make_iterator(ctx);
+  auto b = ds.make_iterator(ctx);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  std::vector<int64_t> counts(100, 0);
+  int64_t from_a = 0;
+  int64_t from_b = 0;
+  bool a_done = false;
+  bool b_done = false;
+  for (int step = 0; step < 1000 && !(a_done && b_done); ++step) {
+    const bool use_a = (step % 2 == 0 && !a_done) || b_done;
+    Iterator& it = use_a ? **a : **b;
+    Element e;
+    bool end = false;
+    REQUIRE(it.get_next(e, end).ok());
+    if (end) {
+      (use_a ? a_done : b_done) = true;
+      continue;
+    }
+    const int64_t v = e[0].as_int64();
+    int64_t root = 0;
+    while (root * root < v)
+      ++root;
+    REQUIRE(root * root == v);
+    ++counts.at(root);
+    ++(use_a ? from_a : from_b);
+  }
+  CHECK(a_done);
+  CHECK(b_done);
+  CHECK(std::all_of(counts.begin(), counts.end(), [](int64_t c) { return c == 2; }));
+  CHECK(from_a > 0);
+  CHECK(from_b > 0);
 }

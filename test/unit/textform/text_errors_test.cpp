@@ -2,6 +2,7 @@
 // offending text, and names what was wrong and what was expected.
 #include <doctest/doctest.h>
 
+#include "pipeline/serialize.hpp"
 #include "pipeline/text_form.hpp"
 
 using namespace conveyor;
@@ -134,13 +135,30 @@ TEST_CASE("element literal errors: ragged, mixed kinds, bad casts") {
 }
 
 TEST_CASE("nesting is bounded, so no input can exhaust the stack") {
-  CHECK(element_error(std::string(5000, '[')) == "column 1001: expression nested deeper than 1000 levels");
+  CHECK(element_error(std::string(5000, '[')) ==
+        "column 101: brackets, parentheses and calls nested deeper than 100 levels");
+  CHECK(dataset_error(std::string(100, '(') + "range(1)" + std::string(100, ')')) ==
+        "column 101: brackets, parentheses and calls nested deeper than 100 levels");
+  CHECK(parse_dataset(std::string(98, '(') + "range(1)" + std::string(98, ')')).ok());
+}
+
+TEST_CASE("method chains may be 1000 levels deep, and everything handles the deepest") {
   // range(1) is two levels (the call and its argument); each transform adds one.
   std::string chain = "range(1)";
   for (int i = 0; i < 998; ++i)
     chain += ".repeat()";
-  CHECK(parse_dataset(chain).ok());
+  auto deepest = parse_dataset(chain);
+  REQUIRE(deepest.ok());
+  CHECK(to_text(*deepest) == chain);
+  CHECK(fingerprint(*deepest).size() == 16);
+  auto from_bin = from_binary(to_binary(*deepest));
+  REQUIRE_MESSAGE(from_bin.ok(), from_bin.status().to_string());
+  CHECK(*from_bin == *deepest);
+  auto from_js = from_json(to_json(*deepest));
+  REQUIRE_MESSAGE(from_js.ok(), from_js.status().to_string());
+  CHECK(*from_js == *deepest);
+
   chain += ".repeat()";
   CHECK(dataset_error(chain) == "column " + std::to_string(chain.size() - 7) +
-                                    ": expression nested deeper than 1000 levels");
+                                    ": expression deeper than 1000 levels (each transform counts one)");
 }
