@@ -9,6 +9,7 @@
 
 #include "actors/job_tasks.hpp"
 #include "actors/log.hpp"
+#include "actors/sim/planted_bugs.hpp"
 #include "messages/all.hpp"
 
 namespace conveyor::actors {
@@ -33,6 +34,7 @@ struct job_state {
   std::deque<HeldPoll> polls;
   uint64_t next_token = 1;
   uint64_t gc_token = 0; // only the latest gc timer counts
+  sim::DuplicateSplitBug planted_bug; // test-only; inert unless the simulator switches it on
 
   std::string label() const {
     std::string l = "job " + std::to_string(start.id);
@@ -154,6 +156,7 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
       Status s = st.start.splits->next(req.epoch, reply.split, reply.end_of_splits);
       if (!s.ok())
         return msg::to_error(s.with_context(st.label()));
+      st.planted_bug.apply(req.task, reply.split, reply.end_of_splits);
       return reply;
     },
     [self](msg::task_done& done) {

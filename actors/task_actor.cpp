@@ -17,14 +17,16 @@ namespace {
 
 constexpr const char* kLog = "worker";
 
-using task_full_actor =
-  msg::task_actor::extend<caf::reacts_to<msg::produce_atom>,
-                          caf::reacts_to<msg::expire_atom, uint64_t>>;
+using task_full_actor = msg::task_actor::extend<caf::reacts_to<msg::produce_atom>>;
 
+// A request that found nothing. It is answered when elements arrive, the pipeline ends, or —
+// at the next produce step or request after its deadline — with an empty batch. No timer:
+// a delayed message would keep this (detached) actor alive past its exit and block the actor
+// system's shutdown (CAF's clock holds a strong reference to the receiver until it fires).
 struct Held {
   caf::typed_response_promise<msg::element_batch> promise;
   msg::get_elements request;
-  uint64_t token = 0;
+  caf::actor_clock::time_point deadline;
 };
 
 struct task_state {
@@ -33,7 +35,6 @@ struct task_state {
   std::unique_ptr<TaskRunner> runner;
   Status start_error;
   std::deque<Held> held;
-  uint64_t next_token = 1;
   bool produce_scheduled = false;
   bool waiting_for_split = false;
   bool reported_done = false;
@@ -109,11 +110,18 @@ bool answer(self_ptr self, const msg::get_elements& req, Deliver&& deliver, Fail
 
 void serve_held(self_ptr self) {
   auto& held = self->state.held;
+  auto now = self->clock().now();
   for (auto it = held.begin(); it != held.end();) {
     auto& h = *it;
-    bool done = answer(
-      self, h.request, [&](msg::element_batch b) { h.promise.deliver(std::move(b)); },
-      [&](caf::error e) { h.promise.deliver(std::move(e)); });
+    bool done = true;
+    // Past its deadline a request gets no elements: its consumer may have given up on it
+    // (the hold is half the consumer's timeout), and elements sent there would be lost.
+    if (now >= h.deadline)
+      h.promise.deliver(msg::element_batch{}); // nothing yet: the consumer asks again
+    else
+      done = answer(
+        self, h.request, [&](msg::element_batch b) { h.promise.deliver(std::move(b)); },
+        [&](caf::error e) { h.promise.deliver(std::move(e)); });
     it = done ? held.erase(it) : std::next(it);
   }
 }
@@ -156,6 +164,14 @@ void request_splits(self_ptr self) {
 task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
   auto& st = self->state;
   st.start = std::move(start);
+  // A task lives only as long as its job: when the job ends, or the connection to the
+  // dispatcher's process is lost (the dispatcher then drops this worker's tasks, and a
+  // stop_task can no longer arrive), the task stops instead of running on unseen. The
+  // simulator found such orphans (test/sim/sweep_test.cpp).
+  if (st.start.def.splits) {
+    self->monitor(st.start.def.splits);
+    self->set_down_handler([self](caf::down_msg&) { self->quit(caf::exit_reason::user_shutdown); });
+  }
   st.runner = std::make_unique<TaskRunner>(st.start.def.policy, st.start.def.compression,
                                            st.start.limits);
   auto dataset = from_binary(st.start.def.definition);
@@ -174,6 +190,7 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
   }
   return {
     [self](msg::get_elements& req) -> caf::result<msg::element_batch> {
+      serve_held(self); // answers expired holds first
       std::optional<msg::element_batch> batch;
       caf::error error;
       if (answer(
@@ -185,9 +202,8 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
       }
       auto& st = self->state;
       auto promise = self->make_response_promise<msg::element_batch>();
-      uint64_t token = st.next_token++;
-      self->delayed_send(self, hold_of(req), msg::expire_atom_v, token);
-      st.held.push_back(Held{promise, std::move(req), token});
+      auto deadline = self->clock().now() + hold_of(req);
+      st.held.push_back(Held{promise, std::move(req), deadline});
       return promise;
     },
     [self](msg::produce_atom) {
@@ -200,16 +216,6 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
       if (step == TaskRunner::Step::waiting_for_split)
         st.waiting_for_split = true;
       after_step(self);
-    },
-    [self](msg::expire_atom, uint64_t token) {
-      auto& held = self->state.held;
-      for (auto it = held.begin(); it != held.end(); ++it) {
-        if (it->token == token) {
-          it->promise.deliver(msg::element_batch{}); // nothing yet: ask again
-          held.erase(it);
-          return;
-        }
-      }
     },
   };
 }

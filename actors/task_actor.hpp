@@ -1,8 +1,9 @@
 // The task actor: one per (job, worker), in the worker process. It runs the job's pipeline
 // (actors/task_runner.hpp) into a bounded buffer, in steps so that consumer requests are
 // answered in between, and serves get_elements with batches; a request that finds nothing is
-// held until elements arrive, the pipeline ends, or the request's hold time passes (then an
-// empty batch tells the consumer to ask again). DYNAMIC: the pipeline's splits come from the
+// held until elements arrive, the pipeline ends, or its hold time has passed at the next step
+// (then an empty batch tells the consumer to ask again; a request held through a very slow
+// step ends at the consumer's own timeout, and the consumer asks again). DYNAMIC: the pipeline's splits come from the
 // job (get_split); while none is buffered the pipeline waits, resumable. When the pipeline ends
 // (or fails) the task reports task_done to the job; consumers then drain its buffer and get
 // end_of_sequence (or the error).

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <set>
 
 #include <caf/send.hpp>
 
@@ -119,17 +120,30 @@ Derived derive(const SimConfig& cfg, const FaultSpec& spec) {
   d.faults = cfg.faults;
   for (const auto& f : spec.explicit_faults)
     d.faults.push_back(f);
-  for (const auto& r : spec.random_faults)
-    for (int i = 0; i < r.count; ++i)
-      d.faults.push_back(random_fault(fault_rng, r.kind, cfg.workers, cfg.consumers));
+  // Drawn crashes leave at least one worker: a job whose workers all died for good waits for
+  // new ones (as in the reference), which a liveness check cannot tell from a hang.
+  std::set<std::string> crashed;
+  for (const auto& r : spec.random_faults) {
+    for (int i = 0; i < r.count; ++i) {
+      auto f = random_fault(fault_rng, r.kind, cfg.workers, cfg.consumers);
+      if (f.kind == Fault::Kind::crash && !crashed.count(f.node)) {
+        if (static_cast<int>(crashed.size()) + 1 >= cfg.workers)
+          f = Fault::restart(f.node, f.at, milliseconds{100}).at_fraction(*f.at_progress);
+        else
+          crashed.insert(f.node);
+      }
+      d.faults.push_back(std::move(f));
+    }
+  }
   return d;
 }
 
 // Routes the nodes' log lines into the trace while a run lasts.
 class LogCapture {
 public:
-  LogCapture(World& world, bool verbose) : previous_(log::level()) {
-    log::set_level(verbose ? log::Level::debug : log::Level::info);
+  // The level is fixed (not raised with keep_trace): log lines are part of the trace hash.
+  explicit LogCapture(World& world) : previous_(log::level()) {
+    log::set_level(log::Level::info);
     log::set_sink([&world](log::Level, std::string_view component, std::string_view message) {
       const Node* n = world.current_node();
       world.trace().record(world.elapsed(), {0x6c6f67 /* log */, Trace::hash_of(message)}, [&] {
@@ -426,7 +440,7 @@ std::vector<std::string> ClusterRun::leaks() {
 SimResult ClusterRun::run() {
   auto real_start = std::chrono::steady_clock::now();
   PlantBug bug{planted_bug_from_string(cfg_.plant_bug).value_or(PlantedBug::none)};
-  LogCapture capture{world_, cfg_.keep_trace};
+  LogCapture capture{world_};
   expected_ = static_cast<int64_t>(ref_.elements.size()) *
               (cfg_.options.policy == ShardingPolicy::off ? cfg_.workers : 1);
 
@@ -453,6 +467,10 @@ SimResult ClusterRun::run() {
 
   auto deadline = world_.start_time() + cfg_.time_limit;
   auto stop = world_.run_until([this] { return ended_ == cfg_.consumers; }, deadline);
+  int live_workers = 0;
+  for (int i = 0; i < cfg_.workers; ++i)
+    if (world_.node(slot_of("worker-" + std::to_string(i))) != nullptr)
+      ++live_workers;
 
   // Liveness phase: the faults are over; the cluster must clean up after the job.
   progress_faults_.clear();
@@ -472,6 +490,8 @@ SimResult ClusterRun::run() {
   obs.credits = derived_.credits;
   obs.violations = world_.violations();
   obs.time_limit = format_time(cfg_.time_limit);
+  if (live_workers == 0)
+    obs.time_limit += " (no worker was alive at the end: a job waits for workers to come back)";
   obs.timed_out = stop != StopReason::done;
   for (auto& s : sinks_)
     obs.streams.push_back(s->stream);
@@ -513,7 +533,9 @@ SimResult ClusterRun::run() {
 } // namespace
 
 Expected<Reference> make_reference(const Dataset& dataset) {
-  constexpr int64_t kMaxElements = 10000000;
+  constexpr int64_t kMaxElements = 1000000;
+  if (dataset.cardinality() == kInfiniteCardinality)
+    return invalid_argument("the simulator needs a finite dataset; this one repeats forever");
   auto first = dataset.collect(kMaxElements + 1);
   if (!first.ok())
     return first.status().with_context("running the dataset locally for the simulator's reference");

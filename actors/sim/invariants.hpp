@@ -2,8 +2,8 @@
 // (no actors): each failure is one readable sentence naming the consumer, worker or element.
 //
 //   OFF      without faults: every worker's stream is the whole dataset (in dataset order
-//            when the pipeline is deterministic); always: every worker stream is a part of the
-//            dataset, in order.
+//            when the pipeline is deterministic); with faults: every element is one of the
+//            dataset's (a worker that registers again restarts the job under its old address).
 //   DYNAMIC  always: no element delivered more often than the dataset holds it; without
 //            faults: none missing.
 //   always   every stream ended before the time limit; without faults, with OK; consumer

@@ -237,7 +237,12 @@ void Network::deliver(Node& from, Node& to, Packet p) {
                [&] {
                  return from.name() + " -> " + to.name() + "  actor " + std::to_string(p.dest)
                         + (p.mid.is_request() ? " request " : p.mid.is_response() ? " response " : " ")
-                        + std::to_string(p.bytes.size()) + "B  " + shorten(caf::to_string(msg), 160);
+                        + std::to_string(p.bytes.size()) + "B  "
+                        + shorten(readable(caf::to_string(msg), [this](std::size_t slot, uint32_t inc) {
+                                    if (slot >= world_.node_count())
+                                      return std::string{"?"};
+                                    return world_.slot_name(slot) + (inc > 0 ? "#" + std::to_string(inc) : "");
+                                  }), 160);
                });
   if (dst == nullptr) {
     // A request to an actor that is gone: answer it with an error, as BASP does.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +18,12 @@ using Duration = caf::timespan;
 
 // "12.345678s" relative to the start of the run.
 std::string format_time(Duration since_start);
+
+// Makes CAF's rendering of a message readable in one line: non-printable bytes become '.',
+// and simulated node ids ("4@636F6E76...#1") become node names ("4@worker-2") via `name_of`
+// (slot, incarnation) -> name.
+std::string readable(std::string text,
+                     const std::function<std::string(std::size_t, uint32_t)>& name_of);
 
 class Trace {
 public:

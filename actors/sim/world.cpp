@@ -83,7 +83,9 @@ void World::crash(std::size_t slot) {
   trace_.record(elapsed(), {0x63726173 /* cras */, slot, n->incarnation()},
                 [&] { return "CRASH " + n->name(); });
   network_->crash(slot);
+  current_ = n; // what its actors log while they die is theirs
   n->kill();
+  current_ = nullptr;
   dead_.push_back(std::move(slots_[slot].current));
 }
 

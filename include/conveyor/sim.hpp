@@ -146,7 +146,7 @@ struct SimResult {
   std::string summary() const;
 };
 
-// Runs `dataset` (finite; up to 10 million elements) on a simulated cluster.
+// Runs `dataset` (finite; up to a million elements) on a simulated cluster.
 // invalid_argument for a bad configuration (no workers, an unknown node in a fault, bad options).
 Expected<SimResult> simulate(const Dataset& dataset, const SimConfig& config);
 

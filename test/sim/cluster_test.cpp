@@ -64,3 +64,135 @@ TEST_CASE("DYNAMIC: range(5) on 2 simulated workers gives every element once") {
   CHECK_MESSAGE(r.ok(), r.summary());
   CHECK(values(r.elements()) == std::vector<int64_t>{0, 1, 2, 3, 4});
 }
+
+TEST_CASE("DYNAMIC: two consumers sharing a named job together get every element once") {
+  auto cfg = config(3, ShardingPolicy::dynamic, 4);
+  cfg.consumers = 2;
+  auto r = run(Dataset::range(50), cfg);
+  CHECK_MESSAGE(r.ok(), r.summary());
+  std::vector<int64_t> expected(50);
+  for (int i = 0; i < 50; ++i)
+    expected[static_cast<std::size_t>(i)] = i;
+  CHECK(values(r.elements()) == expected);
+  CHECK(r.consumers[0].status.ok());
+  CHECK(r.consumers[1].status.ok());
+}
+
+TEST_CASE("DYNAMIC: repeat(3) hands every split out once per epoch") {
+  auto r = run(Dataset::range(10).repeat(3), config(2, ShardingPolicy::dynamic, 5));
+  CHECK_MESSAGE(r.ok(), r.summary());
+  std::vector<int64_t> expected;
+  for (int i = 0; i < 10; ++i)
+    for (int k = 0; k < 3; ++k)
+      expected.push_back(i);
+  CHECK(values(r.elements()) == expected);
+}
+
+TEST_CASE("an empty dataset ends at once in both modes") {
+  for (auto policy : {ShardingPolicy::off, ShardingPolicy::dynamic}) {
+    auto r = run(Dataset::range(0), config(2, policy, 6));
+    CHECK_MESSAGE(r.ok(), r.summary());
+    CHECK(r.elements().empty());
+    CHECK(r.consumers[0].status.ok());
+  }
+}
+
+TEST_CASE("DYNAMIC: a worker that crashes mid-job loses its splits but nothing arrives twice") {
+  auto cfg = config(3, ShardingPolicy::dynamic, 7);
+  cfg.faults.push_back(Fault::crash("worker-1", 0us).at_fraction(0.3));
+  cfg.options.max_outstanding_requests = 4;
+  auto r = run(Dataset::range(300), cfg);
+  CHECK_MESSAGE(r.ok(), r.summary());
+  REQUIRE(r.faults_injected.size() == 1);
+  auto got = values(r.elements());
+  CHECK(std::adjacent_find(got.begin(), got.end()) == got.end()); // no duplicates
+  CHECK(got.size() <= 300);
+  CHECK(r.consumers[0].ended);
+}
+
+TEST_CASE("OFF: a restarted worker serves the job again from the beginning under its new address") {
+  auto cfg = config(2, ShardingPolicy::off, 8);
+  cfg.consumer_step = 1000us; // a slow trainer: the job is still running when worker-1 is back
+  cfg.options.max_outstanding_requests = 2;
+  cfg.faults.push_back(Fault::restart("worker-1", 0us, 100ms).at_fraction(0.2));
+  auto r = run(Dataset::range(100), cfg);
+  CHECK_MESSAGE(r.ok(), r.summary());
+  std::map<std::string, std::vector<int64_t>> per_worker;
+  for (std::size_t i = 0; i < r.consumers[0].elements.size(); ++i)
+    per_worker[r.consumers[0].sources[i]].push_back(r.consumers[0].elements[i][0].as_int64());
+  // worker-1's second incarnation listens on 6001 and starts from element 0.
+  REQUIRE(per_worker.count("worker-1:6001") == 1);
+  std::vector<int64_t> whole(100);
+  for (int i = 0; i < 100; ++i)
+    whole[static_cast<std::size_t>(i)] = i;
+  CHECK(per_worker["worker-1:6001"] == whole);
+  CHECK(per_worker["worker-0:6000"] == whole);
+}
+
+TEST_CASE("a partition that heals before the connection timeout loses nothing") {
+  auto cfg = config(2, ShardingPolicy::dynamic, 9);
+  cfg.options.max_outstanding_requests = 2;
+  cfg.consumer_step = 500us;
+  cfg.faults.push_back(Fault::partition("worker-0", "consumer-0", 0us, 1s).at_fraction(0.2));
+  cfg.faults.push_back(Fault::partition("worker-1", "dispatcher", 0us, 2s).at_fraction(0.4));
+  auto r = run(Dataset::range(200), cfg);
+  CHECK_MESSAGE(r.ok(), r.summary());
+  CHECK(r.faults_injected.size() == 2);
+  std::vector<int64_t> expected(200);
+  for (int i = 0; i < 200; ++i)
+    expected[static_cast<std::size_t>(i)] = i;
+  CHECK(values(r.elements()) == expected); // TCP kept everything: only delayed
+  CHECK(r.virtual_time > 2s);
+}
+
+TEST_CASE("a consumer that crashes leaves no job behind") {
+  auto cfg = config(2, ShardingPolicy::dynamic, 10);
+  cfg.consumers = 2;
+  cfg.consumer_step = 500us;
+  cfg.options.max_outstanding_requests = 2;
+  cfg.faults.push_back(Fault::crash("consumer-1", 0us).at_fraction(0.3));
+  auto r = run(Dataset::range(200), cfg);
+  CHECK_MESSAGE(r.ok(), r.summary()); // includes the leak check after the job's GC time
+  CHECK(r.consumers[0].status.ok());
+  CHECK_FALSE(r.consumers[1].status.ok());
+}
+
+TEST_CASE("the simulated run reports what it did") {
+  auto r = run(Dataset::range(20), config(2, ShardingPolicy::dynamic, 11));
+  CHECK(r.seed == 11);
+  CHECK(r.trace_hash.size() == 16);
+  CHECK(r.steps > 0);
+  CHECK(r.messages > 0);
+  CHECK(r.trace.empty()); // only with keep_trace
+  CHECK(r.replay_command.find("conveyor sim --workers 2 --consumers 1 --dataset 'range(20)' "
+                              "--mode dynamic --seed 11") == 0);
+  CHECK(r.summary().find("seed 11: PASS  20 elements") == 0);
+}
+
+TEST_CASE("bad simulator configurations are refused with a message naming the problem") {
+  auto bad = [](SimConfig cfg, const char* what) {
+    auto r = conveyor::simulate(Dataset::range(3), cfg);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == conveyor::ErrorCode::invalid_argument);
+    CHECK_MESSAGE(r.status().message().find(what) != std::string::npos, r.status().message());
+  };
+  auto cfg = config(0, ShardingPolicy::off);
+  bad(cfg, "`workers` must be 1..10000, got 0");
+  cfg = config(2, ShardingPolicy::off);
+  cfg.faults.push_back(Fault::crash("worker-7", 1ms));
+  bad(cfg, "no node \"worker-7\"");
+  cfg = config(2, ShardingPolicy::off);
+  cfg.faults.push_back(Fault::restart("consumer-0", 1ms, 1ms));
+  bad(cfg, "consumers can crash but not restart");
+  cfg = config(2, ShardingPolicy::off);
+  cfg.random_faults = "explode:2";
+  bad(cfg, "unknown kind");
+  cfg = config(2, ShardingPolicy::file);
+  bad(cfg, "OFF and DYNAMIC");
+  cfg = config(2, ShardingPolicy::off);
+  cfg.plant_bug = "nope";
+  bad(cfg, "unknown planted bug");
+  auto infinite = conveyor::simulate(Dataset::range(3).repeat(), config(1, ShardingPolicy::off));
+  REQUIRE_FALSE(infinite.ok());
+  CHECK(infinite.status().message().find("finite") != std::string::npos);
+}

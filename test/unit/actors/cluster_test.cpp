@@ -185,3 +185,32 @@ TEST_CASE("a worker started mid-job gets a task for the running job (OFF: it sta
   CHECK(sorted(got) == range_times(n, 2));
   CHECK(stream->stats().per_worker.size() == 2);
 }
+
+TEST_CASE("a worker that leaves mid-job: its task is dropped and the stream still ends") {
+  WorkerConfig small = test_worker_config();
+  small.task_buffer_elements = 128;
+  TestCluster cluster{2, test_dispatcher_config(), small};
+  auto client = cluster.client();
+  auto options = mode(ShardingPolicy::off);
+  options.max_outstanding_requests = 32;
+  constexpr int64_t n = 5000;
+  auto stream = client.distribute(Dataset::range(n), options);
+  REQUIRE(stream.ok());
+  std::vector<int64_t> got;
+  for (int i = 0; i < 100; ++i) {
+    Element e;
+    bool end = false;
+    REQUIRE(stream->next(e, end, std::chrono::seconds(10)).ok());
+    REQUIRE_FALSE(end);
+    got.push_back(e[0].as_int64());
+  }
+  cluster.stop_worker(1); // OFF: the rest of its copy is lost, as in the reference
+  for (const Element& x : *stream)
+    got.push_back(x[0].as_int64());
+  REQUIRE_MESSAGE(stream->status().ok(), stream->status().to_string());
+  CHECK(got.size() >= static_cast<std::size_t>(n));
+  CHECK(got.size() < static_cast<std::size_t>(2 * n));
+  auto unique = sorted(got);
+  unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
+  CHECK(unique == range_times(n, 1)); // the remaining worker produced everything once
+}

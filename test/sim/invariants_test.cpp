@@ -1,0 +1,159 @@
+// The invariant checks and the --faults syntax on their own, with hand-made observations.
+#include <doctest/doctest.h>
+
+#include "actors/sim/invariants.hpp"
+#include "actors/sim/rng.hpp"
+#include "actors/sim/trace.hpp"
+#include "conveyor/sim.hpp"
+
+using namespace std::chrono_literals;
+using conveyor::Element;
+using conveyor::Fault;
+using conveyor::ShardingPolicy;
+using conveyor::Tensor;
+using conveyor::sim::check_invariants;
+using conveyor::sim::Observation;
+using conveyor::sim::ObservedStream;
+
+namespace {
+
+std::vector<Element> range(int64_t n) {
+  std::vector<Element> out;
+  for (int64_t i = 0; i < n; ++i)
+    out.emplace_back(Tensor::scalar(i));
+  return out;
+}
+
+ObservedStream stream(std::vector<int64_t> values, std::vector<std::string> sources) {
+  ObservedStream s;
+  s.consumer = "consumer-0";
+  for (auto v : values)
+    s.elements.emplace_back(Tensor::scalar(v));
+  s.sources = std::move(sources);
+  s.ended = true;
+  return s;
+}
+
+Observation observe(ShardingPolicy policy, int workers, int64_t n) {
+  Observation o;
+  o.policy = policy;
+  o.workers = workers;
+  o.reference = range(n);
+  o.credits = 10;
+  o.time_limit = "600.000000s";
+  return o;
+}
+
+} // namespace
+
+TEST_CASE("DYNAMIC: the exact dataset passes; a repeat and a gap are named") {
+  auto o = observe(ShardingPolicy::dynamic, 2, 3);
+  o.streams.push_back(stream({2, 0, 1}, {"w0", "w1", "w0"}));
+  CHECK(check_invariants(o).empty());
+
+  o.streams[0] = stream({0, 1, 1}, {"w0", "w0", "w1"});
+  auto f = check_invariants(o);
+  REQUIRE(f.size() == 2);
+  CHECK(f[0] == "DYNAMIC: 1 element(s) delivered more often than the dataset holds them:\n"
+                "    1 delivered 2 times, the dataset holds it 1 (consumer-0 from w0, consumer-0 from w1)");
+  CHECK(f[1] == "DYNAMIC: 1 of 3 element(s) never delivered although no fault happened, e.g. 2");
+
+  o.faults = true; // with faults a gap is allowed, a repeat is not
+  f = check_invariants(o);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0].find("delivered more often") != std::string::npos);
+}
+
+TEST_CASE("OFF: every worker's stream must be the whole dataset, in order, without faults") {
+  auto o = observe(ShardingPolicy::off, 2, 3);
+  o.streams.push_back(stream({0, 0, 1, 2, 1, 2}, {"a", "b", "a", "a", "b", "b"}));
+  CHECK(check_invariants(o).empty());
+
+  o.streams[0] = stream({0, 0, 2, 1, 1, 2}, {"a", "b", "a", "a", "b", "b"});
+  auto f = check_invariants(o);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0] == "OFF: consumer-0 got worker a's elements out of dataset order (or ones not in it): "
+                "element #2 of that stream is 1");
+
+  o.streams[0] = stream({0, 1, 2}, {"a", "a", "a"});
+  f = check_invariants(o);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0] == "OFF: elements came from 1 worker(s), expected every one of the 2");
+
+  o.faults = true; // with faults only foreign elements count
+  CHECK(check_invariants(o).empty());
+  o.streams[0] = stream({0, 7}, {"a", "a"});
+  f = check_invariants(o);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0] == "OFF: 1 element(s) received that the dataset does not hold, e.g. 7 (consumer-0)");
+}
+
+TEST_CASE("liveness, failed streams, credits, leaks and simulator findings are reported") {
+  auto o = observe(ShardingPolicy::dynamic, 1, 2);
+  auto s = stream({0, 1}, {"w", "w"});
+  s.ended = false;
+  o.streams.push_back(s);
+  s = stream({}, {});
+  s.consumer = "consumer-1";
+  s.status = conveyor::Status{conveyor::ErrorCode::unavailable, "lost job 1"};
+  s.max_unacked = 11;
+  o.streams.push_back(s);
+  o.leaks.push_back("1 conveyor.task actor(s) still alive on worker-0");
+  o.violations.push_back("cannot serialize a message");
+  auto f = check_invariants(o);
+  REQUIRE(f.size() == 5);
+  CHECK(f[0] == "simulator: cannot serialize a message");
+  CHECK(f[1] == "liveness: consumer-0's stream did not end within 600.000000s of virtual time "
+                "(2 element(s) received)");
+  CHECK(f[2] == "consumer-1's stream failed although no fault happened: unavailable: lost job 1");
+  CHECK(f[3] == "consumer memory: consumer-1 held 11 delivered but untaken element(s), more than "
+                "its 10 credit(s)");
+  CHECK(f[4] == "leak: 1 conveyor.task actor(s) still alive on worker-0");
+}
+
+TEST_CASE("fault specs parse, print back, and name what is wrong") {
+  auto spec = conveyor::parse_faults(
+    "crash:2, any:1, restart(worker-1)@200ms+1.5s, partition(worker-0,dispatcher)@30%+2s");
+  REQUIRE(spec.ok());
+  REQUIRE(spec->random_faults.size() == 2);
+  CHECK(spec->random_faults[0].kind == "crash");
+  CHECK(spec->random_faults[0].count == 2);
+  CHECK(spec->random_faults[1].kind == "any");
+  REQUIRE(spec->explicit_faults.size() == 2);
+  CHECK(spec->explicit_faults[0].to_string() == "restart(worker-1)@200ms+1500ms");
+  CHECK(spec->explicit_faults[0].duration == 1500ms);
+  CHECK(spec->explicit_faults[1].to_string() == "partition(worker-0,dispatcher)@30%+2s");
+  CHECK(spec->explicit_faults[1].at_progress.value_or(0) == doctest::Approx(0.3));
+  CHECK(Fault::disconnect("a", "b", 300us).to_string() == "disconnect(a,b)@300us");
+  CHECK(conveyor::parse_faults("none")->random_faults.empty());
+
+  auto bad = [](const char* text, const char* what) {
+    auto s = conveyor::parse_faults(text);
+    REQUIRE_FALSE(s.ok());
+    CHECK_MESSAGE(s.status().message().find(what) != std::string::npos, s.status().message());
+  };
+  bad("crash:x", "the count must be 0..1000");
+  bad("melt:1", "unknown kind");
+  bad("crash(worker-1)", "expected KIND(NODE[,PEER])@WHEN");
+  bad("crash(worker-1)@5h", "unknown time unit \"h\"");
+  bad("partition(worker-1)@1s+1s", "partition needs two nodes");
+  bad("restart(worker-1)@1s", "restart needs a duration");
+  bad("crash(worker-1)@1s+1s", "crash takes no duration");
+  bad("crash(worker-1)@150%", "progress must be 0%..100%");
+}
+
+TEST_CASE("the seeded generator is the same everywhere and unbiased enough") {
+  conveyor::sim::Rng a{42}, b{42};
+  for (int i = 0; i < 100; ++i)
+    CHECK(a.next() == b.next());
+  // A fixed value: std distributions are implementation-defined, ours is not.
+  CHECK(conveyor::sim::Rng{1}.next() == conveyor::sim::Rng{1}.next());
+  conveyor::sim::Rng r{7};
+  int counts[4] = {0, 0, 0, 0};
+  for (int i = 0; i < 4000; ++i)
+    ++counts[r.below(4)];
+  for (int c : counts)
+    CHECK((c > 900 && c < 1100));
+  CHECK(r.between(5, 5) == 5);
+  CHECK(conveyor::sim::format_time(1500us) == "0.001500s");
+}

@@ -1,0 +1,59 @@
+// The CI sweep: many seeds of a 4-worker cluster with faults (crashes, restarts, partitions,
+// disconnects, slow links drawn per seed), every invariant checked after every run.
+// CONVEYOR_SIM_SEEDS sets the number of seeds per mode (default 250, so 500 in all; an ASan
+// build may use fewer); CONVEYOR_SIM_SOAK=N runs N more seeds per mode from a seed that
+// CONVEYOR_SIM_SOAK_FIRST sets (default 1000000).
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "conveyor/sim.hpp"
+
+using conveyor::Dataset;
+using conveyor::ShardingPolicy;
+using conveyor::SimConfig;
+
+namespace {
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
+}
+
+void sweep_and_check(ShardingPolicy policy, uint64_t first_seed, int runs) {
+  SimConfig cfg;
+  cfg.workers = 4;
+  cfg.consumers = 2;
+  cfg.options.policy = policy;
+  cfg.random_faults = "any:2";
+  auto s = conveyor::sweep(Dataset::range(200), cfg, first_seed, runs);
+  REQUIRE_MESSAGE(s.ok(), s.status().to_string());
+  const std::string line = std::string{to_string(policy)} + ": " + s->summary();
+  MESSAGE(line);
+  CHECK(s->runs == runs);
+  CHECK(s->faults_injected >= runs); // most seeds inject their two faults before the end
+  std::string failures;
+  for (const auto& r : s->failures)
+    failures += r.summary() + "\n  replay: " + r.replay_command + "\n";
+  CHECK_MESSAGE(s->failed_runs == 0, failures);
+}
+
+} // namespace
+
+TEST_CASE("CI sweep: seeds with faults hold every invariant (DYNAMIC)") {
+  sweep_and_check(ShardingPolicy::dynamic, 1, env_int("CONVEYOR_SIM_SEEDS", 250));
+}
+
+TEST_CASE("CI sweep: seeds with faults hold every invariant (OFF)") {
+  sweep_and_check(ShardingPolicy::off, 1, env_int("CONVEYOR_SIM_SEEDS", 250));
+}
+
+TEST_CASE("soak sweep (CONVEYOR_SIM_SOAK=N)") {
+  int runs = env_int("CONVEYOR_SIM_SOAK", 0);
+  if (runs <= 0)
+    return;
+  auto first = static_cast<uint64_t>(env_int("CONVEYOR_SIM_SOAK_FIRST", 1000000));
+  sweep_and_check(ShardingPolicy::dynamic, first, runs);
+  sweep_and_check(ShardingPolicy::off, first, runs);
+}
