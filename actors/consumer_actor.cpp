@@ -55,11 +55,12 @@ void finish(self_ptr self, Status status) {
   if (st.done)
     return;
   st.done = true;
-  if (!status.ok())
+  if (status.code() == ErrorCode::cancelled || status.ok())
+    log::debug(kLog, "job " + std::to_string(st.job_id) + ": " +
+                       (status.ok() ? std::string{"end of sequence"} : status.to_string()));
+  else
     log::warning(kLog, "job " + std::to_string(st.job_id) + ": stream failed: " +
                          status.to_string());
-  else
-    log::debug(kLog, "job " + std::to_string(st.job_id) + ": end of sequence");
   st.start.sink->finish(std::move(status));
   self->quit();
 }
@@ -214,13 +215,17 @@ void request_batch(self_ptr self, const ConsumerCore::Request& r) {
           return;
         }
         st.core.on_request_failed(r);
-        if (err == caf::sec::request_timeout) {
-          pump(self); // the worker is alive (its connection is monitored) but slow: ask again
-          return;
-        }
         std::string where = "reading task " + std::to_string(r.task) + " of job " +
                             std::to_string(st.job_id);
-        finish(self, msg::to_status(err, where));
+        if (err.category() == msg::error_category()) { // the task's own error: final
+          finish(self, msg::to_status(err, where));
+          return;
+        }
+        if (err != caf::sec::request_timeout) // e.g. request_receiver_down: the task is gone
+          lose_task(self, r.task, msg::to_status(err).message());
+        // A timeout: the worker is alive (its connection is monitored) but slow: ask again.
+        pump(self);
+        check_finished(self);
       });
 }
 

@@ -43,6 +43,11 @@ struct task_state {
     return "task " + std::to_string(start.def.task) + " (job " + std::to_string(start.def.job) +
            ")";
   }
+
+  ~task_state() {
+    if (runner)
+      log::debug(kLog, label() + " exited");
+  }
 };
 
 using self_ptr = task_full_actor::stateful_pointer<task_state>;

@@ -27,6 +27,7 @@ struct worker_state {
   bool refused = false;          // the dispatcher refused us for good (version mismatch)
   bool reported_first = false;
   bool warned_unreachable = false;
+  bool warned_heartbeat = false;
   std::map<msg::task_id_t, msg::task_actor> tasks;
   std::map<caf::actor_addr, msg::task_id_t> task_by_addr;
 };
@@ -113,6 +114,7 @@ void heartbeat(self_ptr self) {
     .then(
       [self](msg::heartbeat_ack& ack) {
         auto& st = self->state;
+        st.warned_heartbeat = false;
         if (!ack.known && st.registered) {
           log::warning(kLog, "the dispatcher no longer knows worker " + std::to_string(st.id) +
                                "; registering again");
@@ -121,6 +123,10 @@ void heartbeat(self_ptr self) {
         }
       },
       [self](caf::error& err) {
+        auto& st = self->state;
+        if (st.warned_heartbeat)
+          return; // once until a heartbeat goes through again
+        st.warned_heartbeat = true;
         log::warning(kLog, "heartbeat to the dispatcher failed: " +
                              msg::to_status(err).to_string());
       });

@@ -28,7 +28,7 @@ struct WorkerStart {
   caf::timespan connect_timeout = std::chrono::seconds(5);
   caf::timespan request_timeout = std::chrono::seconds(10);
   TaskLimits task_limits;
-  bool detached_tasks = true;
+  bool detached_tasks = false; // see WorkerConfig::detached_tasks
   uint32_t protocol_version = msg::kProtocolVersion;
   // Called once, with the outcome of the first registration attempt.
   std::function<void(Status)> on_first_registration;

@@ -38,9 +38,9 @@ constexpr CommandInfo kInfo{
     "127.0.0.1 with free ports), reads a sample pipeline through it and prints the topology, a few\n"
     "elements, progress and a throughput summary. Ctrl-C stops everything cleanly."};
 
-// The default sample: a million squares in batches of 256, read in DYNAMIC mode, so the workers
-// share one epoch and every element arrives exactly once.
-constexpr const char* kDefaultDataset = "range(1000000).map(square).batch(256)";
+// The default sample: four million squares in batches of 256 (a few seconds), read in DYNAMIC
+// mode, so the workers share one epoch and every element arrives exactly once.
+constexpr const char* kDefaultDataset = "range(4000000).map(square).batch(256)";
 
 // --- one child node (a `conveyor dispatcher` or `conveyor worker` process)
 
@@ -178,9 +178,12 @@ class LocalCluster {
 public:
   ~LocalCluster() { stop(); }
 
-  Status start_processes(int workers, const std::string& log_dir) {
+  Status start_processes(int workers, int64_t range_split_size, const std::string& log_dir) {
     const std::string exe = self_executable();
-    auto d = start_child(exe, "dispatcher", {"dispatcher", "--port", "0", "--host", "127.0.0.1"}, log_dir);
+    auto d = start_child(exe, "dispatcher",
+                         {"dispatcher", "--port", "0", "--host", "127.0.0.1", "--range-split-size",
+                          std::to_string(range_split_size)},
+                         log_dir);
     if (!d.ok())
       return d.status();
     children_.push_back(std::move(d).value());
@@ -201,8 +204,10 @@ public:
     return Status::OK();
   }
 
-  Status start_in_process(int workers) {
-    dispatcher_ = std::make_unique<DispatchServer>(DispatcherConfig{});
+  Status start_in_process(int workers, int64_t range_split_size) {
+    DispatcherConfig config;
+    config.range_split_size = range_split_size;
+    dispatcher_ = std::make_unique<DispatchServer>(config);
     CONVEYOR_RETURN_IF_ERROR(dispatcher_->start());
     dispatcher_address_ = dispatcher_->target();
     for (int i = 0; i < workers; ++i) {
@@ -277,6 +282,7 @@ struct RunFlags {
   int64_t samples = 5;
   int64_t progress_ms = 1000;
   int64_t timeout_ms = 30000;
+  int64_t range_split_size = 1024;
   bool in_process = false;
   std::string log_dir;
 };
@@ -296,6 +302,9 @@ int run_run(const std::vector<std::string>& args) {
        "print progress every MS milliseconds")
       ("timeout-ms", po::value(&f.timeout_ms)->default_value(30000)->value_name("T"),
        "fail when no element arrives for T milliseconds")
+      ("range-split-size", po::value(&f.range_split_size)->default_value(1024)->value_name("N"),
+       "elements per DYNAMIC split of a range source (each split costs the worker one round trip "
+       "to the dispatcher)")
       ("in-process", po::bool_switch(&f.in_process),
        "run the dispatcher and workers as servers inside this process instead of child processes")
       ("log-dir", po::value(&f.log_dir)->value_name("DIR"),
@@ -328,6 +337,8 @@ int run_run(const std::vector<std::string>& args) {
     return bad(invalid_argument("`--take` must be -1 (all) or at least 0, got " + std::to_string(f.take)));
   if (auto st = check_at_least("--samples", f.samples, 0); !st.ok())
     return bad(st);
+  if (auto st = check_at_least("--range-split-size", f.range_split_size, 1); !st.ok())
+    return bad(st);
   auto progress_every = check_millis("--progress-ms", f.progress_ms);
   if (!progress_every.ok())
     return bad(progress_every.status());
@@ -339,7 +350,7 @@ int run_run(const std::vector<std::string>& args) {
   LocalCluster cluster;
   Status started;
   if (f.in_process) {
-    started = cluster.start_in_process(static_cast<int>(f.workers));
+    started = cluster.start_in_process(static_cast<int>(f.workers), f.range_split_size);
   } else {
     if (f.log_dir.empty()) {
       char tmpl[] = "/tmp/conveyor-run-XXXXXX";
@@ -349,7 +360,7 @@ int run_run(const std::vector<std::string>& args) {
     } else if (::access(f.log_dir.c_str(), W_OK) != 0) {
       return bad(invalid_argument("`--log-dir` \"" + f.log_dir + "\" is not a writable directory"));
     }
-    started = cluster.start_processes(static_cast<int>(f.workers), f.log_dir);
+    started = cluster.start_processes(static_cast<int>(f.workers), f.range_split_size, f.log_dir);
   }
   if (!started.ok()) {
     cluster.stop();

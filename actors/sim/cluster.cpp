@@ -17,7 +17,9 @@
 #include "actors/sim/world.hpp"
 #include "actors/worker_actor.hpp"
 #include "messages/all.hpp"
+#include "pipeline/graph.hpp"
 #include "pipeline/serialize.hpp"
+#include "pipeline/split_provider.hpp"
 
 namespace conveyor::sim {
 
@@ -278,13 +280,15 @@ void ClusterRun::on_push(int index, int64_t n) {
   auto step = derived_.consumer_step.count() > 0
                 ? microseconds{world_.user_rng().between(0, derived_.consumer_step.count())}
                 : microseconds{0};
-  world_.after(step, [this, index, n] {
-    auto& s = *sinks_[static_cast<std::size_t>(index)];
-    s.acked += n;
-    if (s.consumer)
-      caf::anon_send(s.consumer, msg::ack_atom_v, static_cast<uint64_t>(n));
-  });
-  (void)sink;
+  world_.after(
+    step,
+    [this, index, n] {
+      auto& s = *sinks_[static_cast<std::size_t>(index)];
+      s.acked += n;
+      if (s.consumer)
+        caf::anon_send(s.consumer, msg::ack_atom_v, static_cast<uint64_t>(n));
+    },
+    slot_of(sink.stream.consumer));
   // Progress-triggered faults fire between messages, never inside an actor.
   for (auto it = progress_faults_.begin(); it != progress_faults_.end();) {
     if (expected_ > 0 && static_cast<double>(received_) >= it->first * static_cast<double>(expected_)) {
@@ -456,6 +460,15 @@ SimResult ClusterRun::run() {
     sinks_.push_back(std::make_shared<RecordingSink>(*this, i));
     sinks_.back()->stream.consumer = name;
   }
+  // DYNAMIC: every split that reaches a task, as the job's answers cross the network.
+  std::map<std::pair<int64_t, int64_t>, int64_t> splits;
+  world_.network().set_observer([&splits](std::size_t, std::size_t, const caf::message& m) {
+    if (m.match_elements<msg::split_reply>()) {
+      const auto& reply = m.get_as<msg::split_reply>(0);
+      if (!reply.end_of_splits)
+        ++splits[{reply.split.epoch, reply.split.index}];
+    }
+  });
   start_dispatcher();
   for (int i = 0; i < cfg_.workers; ++i)
     start_worker(i);
@@ -486,6 +499,11 @@ SimResult ClusterRun::run() {
   obs.workers = cfg_.workers;
   obs.reference = ref_.elements;
   obs.reference_ordered = ref_.ordered;
+  obs.split_transparent = ref_.split_transparent;
+  if (cfg_.options.policy == ShardingPolicy::dynamic) {
+    obs.splits_delivered = splits;
+    obs.expected_splits = count_splits(dataset_, derived_.split_size);
+  }
   obs.faults = any_fault_;
   obs.credits = derived_.credits;
   obs.violations = world_.violations();
@@ -525,9 +543,52 @@ SimResult ClusterRun::run() {
   r.replay_command = replay_command(dataset_, cfg_);
   // Tear down while the log lines still go to the trace (actors log as they die).
   world_.shut_down();
+  world_.network().set_observer(nullptr);
   r.real_seconds =
     std::chrono::duration<double>(std::chrono::steady_clock::now() - real_start).count();
   return r;
+}
+
+} // namespace
+
+namespace {
+
+bool split_transparent(const Dataset& dataset) {
+  static const std::set<std::string> per_element = {"map",     "filter",  "flat_map", "interleave",
+                                                    "unbatch", "shuffle", "prefetch", "repeat",
+                                                    "cache"};
+  const Node* n = dataset.node().get();
+  while (n != nullptr) {
+    if (n->inputs.empty())
+      return true; // the source
+    if (n->inputs.size() != 1 || per_element.count(n->op) == 0)
+      return false;
+    n = n->inputs[0].get();
+  }
+  return true;
+}
+
+// How many splits a DYNAMIC job of `dataset` hands out over all epochs; -1 if unknown.
+int64_t count_splits(const Dataset& dataset, int64_t split_size) {
+  SplitOptions options;
+  options.range_split_size = split_size;
+  auto provider = make_split_provider(dataset, options);
+  auto epochs = num_epochs(dataset);
+  if (!provider.ok() || epochs < 0)
+    return -1;
+  int64_t n = 0;
+  for (int64_t e = 0; e < epochs; ++e) {
+    for (int64_t guard = 0; guard < 100000000; ++guard) {
+      Split split;
+      bool end = false;
+      if (!(*provider)->get_next(split, end).ok())
+        return -1;
+      if (end)
+        break;
+      ++n;
+    }
+  }
+  return n;
 }
 
 } // namespace
@@ -543,6 +604,7 @@ Expected<Reference> make_reference(const Dataset& dataset) {
     return invalid_argument("the simulator needs a finite dataset of at most " +
                             std::to_string(kMaxElements) + " elements");
   Reference ref;
+  ref.split_transparent = split_transparent(dataset);
   auto second = dataset.collect(kMaxElements + 1);
   ref.ordered = second.ok() && *second == *first;
   ref.elements = std::move(*first);

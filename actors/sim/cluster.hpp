@@ -15,7 +15,8 @@ namespace conveyor::sim {
 // What the dataset yields, computed once per sweep (the invariants compare against it).
 struct Reference {
   std::vector<Element> elements;
-  bool ordered = true; // two local runs gave the same order
+  bool ordered = true;           // two local runs gave the same order
+  bool split_transparent = true; // see Observation::split_transparent
 };
 Expected<Reference> make_reference(const Dataset& dataset);
 

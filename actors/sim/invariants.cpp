@@ -46,7 +46,28 @@ std::size_t subsequence_break(const std::vector<const Element*>& part,
   return part.size();
 }
 
+void check_splits(const Observation& o, std::vector<std::string>& out) {
+  std::size_t twice = 0;
+  std::string examples;
+  for (const auto& [split, n] : o.splits_delivered) {
+    if (n > 1 && twice++ < kMaxExamples)
+      examples += std::string{examples.empty() ? "" : ", "} + "epoch " + std::to_string(split.first) +
+                  " #" + std::to_string(split.second) + " (" + std::to_string(n) + " times)";
+  }
+  if (twice > 0)
+    out.push_back("DYNAMIC: " + std::to_string(twice) +
+                  " split(s) handed to tasks more than once: " + examples);
+  if (!o.faults && o.expected_splits >= 0 &&
+      static_cast<int64_t>(o.splits_delivered.size()) != o.expected_splits)
+    out.push_back("DYNAMIC: " + std::to_string(o.splits_delivered.size()) + " of " +
+                  std::to_string(o.expected_splits) +
+                  " split(s) reached a task although no fault happened");
+}
+
 void check_dynamic(const Observation& o, std::vector<std::string>& out) {
+  check_splits(o, out);
+  if (!o.split_transparent)
+    return;
   auto expected = counts_of(o.reference);
   std::map<std::string, int64_t> got;
   std::map<std::string, std::vector<std::string>> where;

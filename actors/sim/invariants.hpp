@@ -4,14 +4,16 @@
 //   OFF      without faults: every worker's stream is the whole dataset (in dataset order
 //            when the pipeline is deterministic); with faults: every element is one of the
 //            dataset's (a worker that registers again restarts the job under its old address).
-//   DYNAMIC  always: no element delivered more often than the dataset holds it; without
-//            faults: none missing.
+//   DYNAMIC  always: no split handed to tasks twice, and (for pipelines whose output does not
+//            depend on the split assignment) no element delivered more often than the dataset
+//            holds it; without faults: no split and no element missing.
 //   always   every stream ended before the time limit; without faults, with OK; consumer
 //            memory (elements delivered but not yet taken) within the credits; no job, task or
 //            consumer actor left once the job ended; nothing the network could not carry.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -39,6 +41,15 @@ struct Observation {
   bool faults = false;            // any fault fired
   int64_t credits = 0;            // max_outstanding_requests
   std::vector<ObservedStream> streams;
+  // DYNAMIC: whether the pipeline's output, as a multiset, does not depend on how splits are
+  // spread over workers (only map, filter, flat_map, interleave, unbatch, shuffle, prefetch,
+  // repeat, cache above the source). Otherwise only the split-level checks apply: a batch or a
+  // take runs per worker in DYNAMIC, as in tf.data.
+  bool split_transparent = true;
+  // DYNAMIC: how often each split (epoch, index) reached a task; and how many the job should
+  // hand out in all (-1 = unknown).
+  std::map<std::pair<int64_t, int64_t>, int64_t> splits_delivered;
+  int64_t expected_splits = -1;
   std::vector<std::string> leaks;      // live protocol actors after the job ended
   std::vector<std::string> violations; // the simulator's own findings (serialization...)
   bool timed_out = false;

@@ -83,11 +83,14 @@ caf::strong_actor_ptr Network::make_proxy(Node& home, const caf::node_id& nid, c
     // Nobody answers at that node id (it crashed or restarted): connecting fails at once.
     auto home_slot = home.slot();
     auto home_inc = home.incarnation();
-    world_.after(link_config(home_slot, home_slot).latency, [this, home_slot, home_inc, nid, aid] {
-      auto* h = world_.node(home_slot);
-      if (h != nullptr && h->incarnation() == home_inc)
-        h->proxies().erase(nid, aid, caf::exit_reason::remote_link_unreachable);
-    });
+    world_.after(
+      link_config(home_slot, home_slot).latency,
+      [this, home_slot, home_inc, nid, aid] {
+        auto* h = world_.node(home_slot);
+        if (h != nullptr && h->incarnation() == home_inc)
+          h->proxies().erase(nid, aid, caf::exit_reason::remote_link_unreachable);
+      },
+      home_slot);
     return proxy;
   }
   // Remote monitoring, as BASP's monitor_message: the owner tells us when the actor exits.
@@ -184,7 +187,8 @@ void Network::send_packet(Node& from, Node& to, Packet p) {
 }
 
 void Network::schedule_delivery(std::size_t from, std::size_t to, Link& l, const Packet& p) {
-  world_.at(p.deliver_at, [this, from, to, epoch = l.epoch] { on_delivery_due(from, to, epoch); });
+  world_.at(
+    p.deliver_at, [this, from, to, epoch = l.epoch] { on_delivery_due(from, to, epoch); }, to);
 }
 
 void Network::on_delivery_due(std::size_t from, std::size_t to, uint64_t epoch) {
@@ -317,7 +321,8 @@ bool Network::connect(Node& from, const std::string& address,
                    if (f != nullptr && f->incarnation() == from_inc)
                      done(caf::make_error(caf::sec::cannot_connect_to_node, "no node listens at",
                                           address));
-                 });
+                 },
+                 from_slot);
     return true;
   }
   if (partitioned(from_slot, target->slot())) {
@@ -345,7 +350,8 @@ bool Network::connect(Node& from, const std::string& address,
                    return;
                  }
                  done(Connected{nid, f->proxies().get_or_put(nid, aid), std::move(ifs)});
-               });
+               },
+               from_slot);
   return true;
 }
 
@@ -456,11 +462,14 @@ void Network::crash(std::size_t slot) {
     if (s == slot || peer == nullptr)
       continue;
     auto inc = peer->incarnation();
-    world_.after(link_config(s, slot).latency, [this, s, inc, dead_id] {
-      auto* p = world_.node(s);
-      if (p != nullptr && p->incarnation() == inc)
-        p->proxies().erase(dead_id);
-    });
+    world_.after(
+      link_config(s, slot).latency,
+      [this, s, inc, dead_id] {
+        auto* p = world_.node(s);
+        if (p != nullptr && p->incarnation() == inc)
+          p->proxies().erase(dead_id);
+      },
+      s);
   }
   for (auto i = endpoints_.begin(); i != endpoints_.end();) {
     if (i->second.slot == slot)

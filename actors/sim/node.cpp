@@ -59,15 +59,17 @@ namespace {
 
 // A node id that depends only on (slot, incarnation): CAF's default one hashes the MAC
 // addresses and the process id, which would make traces differ between machines.
+// Layout: slot (4 bytes), incarnation (4 bytes), "conveyor-sim". The varying bytes come first
+// because CAF hashes a node id by its first 8 bytes (and the process id).
 caf::node_id simulated_node_id(std::size_t slot, uint32_t incarnation) {
   caf::node_id::default_data::host_id_type host{};
-  static constexpr char tag[] = "conveyor-sim";
-  std::memcpy(host.data(), tag, sizeof tag - 1);
   auto s = static_cast<uint32_t>(slot);
   for (int i = 0; i < 4; ++i) {
-    host[12 + i] = static_cast<uint8_t>(s >> (8 * i));
-    host[16 + i] = static_cast<uint8_t>(incarnation >> (8 * i));
+    host[i] = static_cast<uint8_t>(s >> (8 * i));
+    host[4 + i] = static_cast<uint8_t>(incarnation >> (8 * i));
   }
+  static constexpr char tag[] = "conveyor-sim";
+  std::memcpy(host.data() + 8, tag, sizeof tag - 1);
   return caf::make_node_id(incarnation + 1, host);
 }
 
@@ -109,10 +111,13 @@ void Node::note(caf::abstract_actor* actor) {
     seen_.emplace(id, caf::weak_actor_ptr{actor->ctrl()});
 }
 
-void Node::run_job(std::size_t index) {
+void Node::run_job(std::size_t index, Time now) {
   auto& jobs = sched_->jobs;
   if (index >= jobs.size())
     return;
+  // Idle nodes' clocks are not moved on every jump; a node reads the time only while it runs.
+  if (now > sched_->clock().current_time)
+    sched_->clock().current_time = now;
   if (index != 0)
     std::rotate(jobs.begin(), jobs.begin() + static_cast<std::ptrdiff_t>(index),
                 jobs.begin() + static_cast<std::ptrdiff_t>(index) + 1);
@@ -187,7 +192,7 @@ void Node::kill() {
     if (!sent && sched_->jobs.empty())
       break;
     while (!sched_->jobs.empty() && steps < kMaxSteps) {
-      run_job(0);
+      run_job(0, sched_->clock().current_time);
       ++steps;
     }
     sched_->clock().cancel_all();

@@ -49,9 +49,9 @@ public:
   // Execution context for (de)serializing and enqueueing from outside any actor.
   caf::execution_unit* context();
 
-  // Runs the job at `index` of the scheduler's queue for one message. Notes the actor so a
-  // crash can kill it and the leak check can count it.
-  void run_job(std::size_t index);
+  // Runs the job at `index` of the scheduler's queue for one message, with the clock at `now`.
+  // Notes the actor so a crash can kill it and the leak check can count it.
+  void run_job(std::size_t index, Time now);
   std::size_t pending_jobs() const { return sched_->jobs.size(); }
 
   // Actors of this node that have run and are still alive (non-hidden, not proxies).

@@ -28,13 +28,13 @@ unsigned hex_value(char c) {
 
 std::string readable(std::string text,
                      const std::function<std::string(std::size_t, uint32_t)>& name_of) {
-  // A node id prints as 40 hex digits (the host id, node.cpp: "conveyor-sim", slot,
-  // incarnation) then '#' and the process id.
+  // A node id prints as 40 hex digits (the host id, node.cpp: slot, incarnation,
+  // "conveyor-sim") then '#' and the process id.
   static constexpr char tag_hex[] = "636F6E7665796F722D73696D"; // "conveyor-sim"
   std::string out;
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size();) {
-    if (text[i] == '@' && i + 41 < text.size() && text.compare(i + 1, 24, tag_hex) == 0) {
+    if (text[i] == '@' && i + 41 < text.size() && text.compare(i + 17, 24, tag_hex) == 0) {
       bool hex = true;
       for (std::size_t k = i + 1; k < i + 41 && hex; ++k)
         hex = is_hex(text[k]);
@@ -45,8 +45,8 @@ std::string readable(std::string text,
         std::size_t slot = 0;
         uint32_t inc = 0;
         for (int b = 0; b < 4; ++b) {
-          slot |= static_cast<std::size_t>(byte(12 + b)) << (8 * b);
-          inc |= static_cast<uint32_t>(byte(16 + b)) << (8 * b);
+          slot |= static_cast<std::size_t>(byte(b)) << (8 * b);
+          inc |= static_cast<uint32_t>(byte(4 + b)) << (8 * b);
         }
         out += '@';
         out += name_of(slot, inc);

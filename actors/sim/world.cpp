@@ -49,14 +49,18 @@ std::unique_ptr<Node> World::make_node(std::size_t slot) {
   auto& s = slots_[slot];
   auto incarnation = s.incarnations++;
   auto name = incarnation == 0 ? s.name : s.name + "#" + std::to_string(incarnation);
-  return std::make_unique<Node>(*network_, slot, incarnation, std::move(name),
-                                options_.configure_node, now_);
+  auto n = std::make_unique<Node>(*network_, slot, incarnation, std::move(name),
+                                  options_.configure_node, now_);
+  slot_by_id_[n->id()] = slot;
+  return n;
 }
 
 std::size_t World::add_node(std::string name) {
   slots_.push_back(Slot{std::move(name), 0, nullptr});
+  timer_of_.emplace_back();
   auto slot = slots_.size() - 1;
   slots_[slot].current = make_node(slot);
+  refresh(slot);
   trace_.record(elapsed(), {0x6e6f6465 /* node */, slot, 0},
                 [&] { return "start " + slots_[slot].current->name(); });
   return slot;
@@ -70,10 +74,11 @@ Node* World::node(std::size_t slot) {
 }
 
 Node* World::node_by_id(const caf::node_id& id) {
-  for (auto& s : slots_)
-    if (s.current && s.current->alive() && s.current->id() == id)
-      return s.current.get();
-  return nullptr;
+  auto i = slot_by_id_.find(id);
+  if (i == slot_by_id_.end())
+    return nullptr;
+  auto* n = node(i->second);
+  return n != nullptr && n->id() == id ? n : nullptr;
 }
 
 void World::crash(std::size_t slot) {
@@ -87,19 +92,54 @@ void World::crash(std::size_t slot) {
   n->kill();
   current_ = nullptr;
   dead_.push_back(std::move(slots_[slot].current));
+  refresh(slot);
 }
 
 Node& World::restart(std::size_t slot) {
   crash(slot);
   slots_.at(slot).current = make_node(slot);
+  refresh(slot);
   auto& n = *slots_[slot].current;
   trace_.record(elapsed(), {0x72657374 /* rest */, slot, n.incarnation()},
                 [&] { return "restart " + n.name(); });
   return n;
 }
 
-void World::at(Time t, std::function<void()> fn) {
-  events_.emplace(std::make_pair(std::max(t, now_), next_event_seq_++), Event{std::move(fn)});
+void World::at(Time t, std::function<void()> fn, std::size_t touches) {
+  events_.emplace(std::make_pair(std::max(t, now_), next_event_seq_++),
+                  Event{std::move(fn), touches});
+}
+
+void World::refresh(std::size_t slot) {
+  auto* n = node(slot);
+  auto jobs = n != nullptr ? n->pending_jobs() : 0;
+  auto r = runnable_.find(slot);
+  if (r != runnable_.end()) {
+    runnable_total_ -= r->second;
+    if (jobs == 0)
+      runnable_.erase(r);
+    else
+      r->second = jobs;
+  } else if (jobs > 0) {
+    runnable_.emplace(slot, jobs);
+  }
+  runnable_total_ += jobs;
+  auto& entry = timer_of_[slot];
+  Time t;
+  bool has = n != nullptr && n->next_timeout(t);
+  if (entry && (!has || *entry != t)) {
+    timers_.erase({*entry, slot});
+    entry.reset();
+  }
+  if (has && !entry) {
+    timers_.emplace(t, slot);
+    entry = t;
+  }
+}
+
+void World::refresh_all() {
+  for (std::size_t s = 0; s < slots_.size(); ++s)
+    refresh(s);
 }
 
 void World::violation(std::string what) {
@@ -114,52 +154,55 @@ bool World::next_event_time(Time& out) {
     out = events_.begin()->first.first;
     found = true;
   }
-  for (auto& s : slots_) {
-    Time t;
-    if (s.current && s.current->next_timeout(t) && (!found || t < out)) {
-      out = t;
-      found = true;
-    }
+  if (!timers_.empty() && (!found || timers_.begin()->first < out)) {
+    out = timers_.begin()->first;
+    found = true;
   }
   return found;
 }
 
 void World::fire_due() {
   while (!events_.empty() && events_.begin()->first.first <= now_) {
-    auto fn = std::move(events_.begin()->second.fn);
+    auto event = std::move(events_.begin()->second);
     events_.erase(events_.begin());
-    fn();
+    event.fn();
+    if (event.touches == kAllSlots)
+      refresh_all();
+    else if (event.touches < slots_.size())
+      refresh(event.touches);
   }
-  for (auto& s : slots_)
-    if (s.current)
-      s.current->set_time(now_);
+  while (!timers_.empty() && timers_.begin()->first <= now_) {
+    auto slot = timers_.begin()->second;
+    if (auto* n = node(slot))
+      n->set_time(now_);
+    refresh(slot);
+    if (timer_of_[slot] && *timer_of_[slot] <= now_)
+      break; // a timeout that did not fire (cannot happen): never spin
+  }
 }
 
 StopReason World::run_until(const std::function<bool()>& done, Time deadline) {
   uint64_t budget = options_.max_steps;
-  for (uint64_t local = 0;; ) {
+  refresh_all(); // the harness may have sent messages since the last call
+  for (uint64_t local = 0;;) {
     if (done && done())
       return StopReason::done;
-    std::size_t runnable = 0;
-    for (auto& s : slots_)
-      if (s.current && s.current->alive())
-        runnable += s.current->pending_jobs();
-    if (runnable > 0) {
+    if (runnable_total_ > 0) {
       if (local++ >= budget)
         return StopReason::step_limit;
       ++steps_;
-      auto pick = static_cast<std::size_t>(sched_rng_.below(runnable));
-      for (auto& s : slots_) {
-        if (!s.current || !s.current->alive())
-          continue;
-        auto n = s.current->pending_jobs();
-        if (pick < n) {
-          current_ = s.current.get();
-          s.current->run_job(pick);
+      // A seeded pick among all runnable actors of all nodes (slot order, then queue order).
+      auto pick = static_cast<std::size_t>(sched_rng_.below(runnable_total_));
+      for (auto [slot, count] : runnable_) {
+        if (pick < count) {
+          auto* n = slots_[slot].current.get();
+          current_ = n;
+          n->run_job(pick, now_);
           current_ = nullptr;
+          refresh(slot);
           break;
         }
-        pick -= n;
+        pick -= count;
       }
       continue;
     }
@@ -167,10 +210,8 @@ StopReason World::run_until(const std::function<bool()>& done, Time deadline) {
     if (!next_event_time(next))
       return StopReason::quiescent;
     if (next > deadline) {
-      if (deadline > now_) {
+      if (deadline > now_)
         now_ = deadline;
-        fire_due();
-      }
       return StopReason::deadline;
     }
     if (next > now_) {

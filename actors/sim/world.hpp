@@ -14,7 +14,10 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "actors/sim/network.hpp"
@@ -65,9 +68,13 @@ public:
   Time start_time() const { return start_; }
 
   // Schedules `fn` at virtual time `t` (not before now). Events at the same time run in the
-  // order they were scheduled.
-  void at(Time t, std::function<void()> fn);
-  void after(Duration d, std::function<void()> fn) { at(now_ + d, std::move(fn)); }
+  // order they were scheduled. `touches`: the one node whose actors `fn` may give work (a
+  // network delivery), or kAllSlots — the loop then rechecks only that node.
+  static constexpr std::size_t kAllSlots = static_cast<std::size_t>(-1);
+  void at(Time t, std::function<void()> fn, std::size_t touches = kAllSlots);
+  void after(Duration d, std::function<void()> fn, std::size_t touches = kAllSlots) {
+    at(now_ + d, std::move(fn), touches);
+  }
 
   // Runs until `done()` holds, nothing is left to do, the virtual `deadline` passes or the
   // step budget is spent.
@@ -98,10 +105,15 @@ private:
   };
   struct Event {
     std::function<void()> fn;
+    std::size_t touches;
   };
   std::unique_ptr<Node> make_node(std::size_t slot);
   bool next_event_time(Time& out);
   void fire_due();
+  // Re-reads a node's runnable jobs and earliest timeout into the indexes below. Only the node
+  // that ran, or that an event touched, can have changed: the loop stays O(log nodes) per step.
+  void refresh(std::size_t slot);
+  void refresh_all();
 
   WorldOptions options_;
   Rng sched_rng_;
@@ -114,7 +126,12 @@ private:
   std::unique_ptr<Network> network_;
   std::vector<Slot> slots_;
   std::vector<std::unique_ptr<Node>> dead_; // kept until the end: the harness may hold handles
+  std::unordered_map<caf::node_id, std::size_t> slot_by_id_;
   std::map<std::pair<Time, uint64_t>, Event> events_;
+  std::map<std::size_t, std::size_t> runnable_; // slot -> pending jobs (> 0 only)
+  std::size_t runnable_total_ = 0;
+  std::set<std::pair<Time, std::size_t>> timers_; // (earliest timeout, slot)
+  std::vector<std::optional<Time>> timer_of_;      // by slot: its entry in timers_
   uint64_t next_event_seq_ = 0;
   uint64_t steps_ = 0;
   const Node* current_ = nullptr;

@@ -26,6 +26,18 @@ Cluster::Cluster(int workers, std::vector<std::string> dispatcher_flags) {
     add_worker();
 }
 
+Cluster::~Cluster() {
+  std::vector<ChildProcess*> order;
+  for (auto it = workers_.rbegin(); it != workers_.rend(); ++it)
+    order.push_back(it->get());
+  if (dispatcher_)
+    order.push_back(dispatcher_.get());
+  for (ChildProcess* p : order) {
+    p->stop(Millis{10000});
+    CHECK_MESSAGE(p->wait_exit(Millis{0}) == 0, "unclean shutdown\n" << p->describe());
+  }
+}
+
 ChildProcess& Cluster::add_worker(std::vector<std::string> extra_flags) {
   std::vector<std::string> args{"worker", "--dispatcher", address(), "--port", "0", "--heartbeat-interval", "200"};
   args.insert(args.end(), extra_flags.begin(), extra_flags.end());

@@ -20,6 +20,11 @@ public:
   // Starts a dispatcher (with `dispatcher_flags` added) and `workers` workers, and waits until
   // every worker is registered. REQUIREs on failure.
   explicit Cluster(int workers, std::vector<std::string> dispatcher_flags = {});
+  // Stops the workers, then the dispatcher, with SIGTERM, and checks that each shut down
+  // cleanly (exit status 0: no crash, no sanitizer report, no hang past the grace period).
+  ~Cluster();
+  Cluster(const Cluster&) = delete;
+  Cluster& operator=(const Cluster&) = delete;
 
   // Starts one more worker and waits until it is registered.
   ChildProcess& add_worker(std::vector<std::string> extra_flags = {});

@@ -162,3 +162,15 @@ TEST_CASE("a worker started mid-job joins the running job") {
     ++worker_lines;
   CHECK_MESSAGE(worker_lines == 2, stats);
 }
+
+TEST_CASE("a worker advertising another address than it binds is reached through that address") {
+  Cluster cluster(0);
+  // Binds 127.0.0.1, tells the dispatcher (and so the consumers) "localhost:<bound port>".
+  ChildProcess& worker = cluster.add_worker({"--advertise", "localhost:%port%"});
+  auto r = cluster.read("range(4)", {"--stats"});
+  CAPTURE(r.describe);
+  CAPTURE(worker.describe());
+  REQUIRE(r.exit_code == 0);
+  CHECK(sorted_ints(r.lines).sorted == std::vector<int64_t>{0, 1, 2, 3});
+  CHECK(r.stderr_text.find("read:   localhost:") != std::string::npos);
+}

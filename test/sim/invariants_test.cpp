@@ -64,6 +64,25 @@ TEST_CASE("DYNAMIC: the exact dataset passes; a repeat and a gap are named") {
   CHECK(f[0].find("delivered more often") != std::string::npos);
 }
 
+TEST_CASE("DYNAMIC: a split handed out twice or never is named; per-worker pipelines skip element checks") {
+  auto o = observe(ShardingPolicy::dynamic, 2, 4);
+  o.split_transparent = false; // e.g. a batch: workers batch their own splits
+  o.streams.push_back(stream({0, 0, 0}, {"w0", "w0", "w1"}));
+  o.splits_delivered = {{{0, 0}, 1}, {{0, 1}, 1}};
+  o.expected_splits = 2;
+  CHECK(check_invariants(o).empty());
+
+  o.splits_delivered[{0, 1}] = 2;
+  o.expected_splits = 3;
+  auto f = check_invariants(o);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0] == "DYNAMIC: 1 split(s) handed to tasks more than once: epoch 0 #1 (2 times)");
+  o.splits_delivered[{0, 1}] = 1;
+  f = check_invariants(o);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0] == "DYNAMIC: 2 of 3 split(s) reached a task although no fault happened");
+}
+
 TEST_CASE("OFF: every worker's stream must be the whole dataset, in order, without faults") {
   auto o = observe(ShardingPolicy::off, 2, 3);
   o.streams.push_back(stream({0, 0, 1, 2, 1, 2}, {"a", "b", "a", "a", "b", "b"}));

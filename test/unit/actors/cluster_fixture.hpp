@@ -35,7 +35,6 @@ inline DispatcherConfig test_dispatcher_config() {
 inline WorkerConfig test_worker_config() {
   WorkerConfig c;
   c.heartbeat_interval = std::chrono::milliseconds(200);
-  c.detached_tasks = false; // TEMP-EXPERIMENT
   c.connect_timeout = std::chrono::milliseconds(3000);
   c.network = test_network();
   return c;
