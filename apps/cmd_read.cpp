@@ -8,6 +8,7 @@
 #include "apps/subcommand.hpp"
 #include "conveyor/client.hpp"
 #include "pipeline/codec.hpp"
+#include "pipeline/functions.hpp"
 #include "pipeline/text_form.hpp"
 #include "pipeline/tfrecord.hpp"
 
@@ -86,6 +87,9 @@ int run_read(const std::vector<std::string>& args) {
        "fail when the dispatcher does not answer within MS milliseconds")
       ("print", po::value<std::string>()->default_value("text")->value_name("text|digest|none"),
        "per element: its text form, its size and crc32c, or nothing")
+      ("plugin", po::value<std::vector<std::string>>()->composing()->value_name("LIB.so"),
+       "load dataset functions from a plugin, as the workers do (the dataset is checked here "
+       "before it is registered; repeatable)")
       ("stats", po::bool_switch(&f.stats), "print elements, bytes and per-worker counts to stderr at the end");
   po::options_description hidden;
   hidden.add_options()("protocol-version", po::value<uint32_t>()->default_value(0),
@@ -102,6 +106,10 @@ int run_read(const std::vector<std::string>& args) {
   auto address = parse_address_flag("--dispatcher", f.dispatcher);
   if (!address.ok())
     return bad(address.status());
+  if (vm.count("plugin"))
+    for (const auto& path : vm["plugin"].as<std::vector<std::string>>())
+      if (auto st = FunctionRegistry::global().load_plugin(path); !st.ok())
+        return bad(Status(st.code(), "`--plugin` " + path + ": " + st.message()));
   if (f.dataset_text.empty() == f.dataset_id.empty())
     return bad(invalid_argument("give exactly one of `--dataset EXPR` and `--dataset-id ID`"));
   std::optional<Dataset> dataset;

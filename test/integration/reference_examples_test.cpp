@@ -1,5 +1,7 @@
 // The reference's worked examples (000_0e6e112c7a85afc7.txt) on real processes: a dispatcher,
 // workers and `conveyor read` consumers over loopback TCP.
+#include <fstream>
+
 #include <doctest/doctest.h>
 
 #include "pipeline/codec.hpp"
@@ -173,4 +175,20 @@ TEST_CASE("a worker advertising another address than it binds is reached through
   REQUIRE(r.exit_code == 0);
   CHECK(sorted_ints(r.lines).sorted == std::vector<int64_t>{0, 1, 2, 3});
   CHECK(r.stderr_text.find("read:   localhost:") != std::string::npos);
+}
+
+TEST_CASE("functions from a plugin run on the workers that load it") {
+  const std::string plugin = std::string(CONVEYOR_BINARY_DIR) + "/libtest_plugin.so";
+  REQUIRE_MESSAGE(std::ifstream(plugin).good(), plugin << " is missing: build the test_plugin target");
+  Cluster cluster(0);
+  cluster.add_worker({"--plugin", plugin});
+  // The reader checks the dataset before registering it, so it loads the plugin too.
+  auto r = cluster.read("range(4).map(plugin_triple)", {"--plugin", plugin});
+  CAPTURE(r.describe);
+  REQUIRE(r.exit_code == 0);
+  CHECK(sorted_ints(r.lines).sorted == std::vector<int64_t>{0, 3, 6, 9});
+  // Without it, the reader refuses the unknown function before any job starts.
+  auto unknown = cluster.read("range(4).map(plugin_triple)");
+  CHECK(unknown.exit_code == 2);
+  CHECK(unknown.stderr_text.find("plugin_triple") != std::string::npos);
 }
