@@ -4,10 +4,12 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "apps/cli_common.hpp"
 #include "apps/subcommand.hpp"
 #include "conveyor/sim.hpp"
+#include "pipeline/functions.hpp"
 #include "pipeline/text_form.hpp"
 
 namespace conveyor::apps {
@@ -80,6 +82,8 @@ int run_sim(const std::vector<std::string>& args) {
      "virtual time after which a run that did not end fails")
     ("stop-after", po::value(&f.stop_after)->default_value(0)->value_name("F"),
      "stop the sweep after F failed runs (0 = never)")
+    ("plugin", po::value<std::vector<std::string>>()->composing()->value_name("LIB"),
+     "load the functions of a plugin shared library (repeatable), as workers do")
     ("trace", po::bool_switch(&f.trace), "print the readable event log of each printed run")
     ("verbose,v", po::bool_switch(&f.verbose), "print every run, not only the failed ones");
   po::options_description hidden;
@@ -90,6 +94,10 @@ int run_sim(const std::vector<std::string>& args) {
     return *stop;
 
   const auto bad = [](const Status& st) { return report_status(kInfo.name, st); };
+  if (vm.count("plugin"))
+    for (const auto& lib : vm["plugin"].as<std::vector<std::string>>())
+      if (auto st = FunctionRegistry::global().load_plugin(lib); !st.ok())
+        return bad(st.with_context("`--plugin " + lib + "`"));
   auto dataset = parse_dataset(f.dataset);
   if (!dataset.ok())
     return bad(Status(dataset.status().code(), "`--dataset`: " + dataset.status().message()));

@@ -32,6 +32,57 @@ constexpr uint16_t kDispatcherPort = 5050;
 constexpr uint16_t kWorkerPort = 6000; // + incarnation: a restarted worker is a new stream
 constexpr const char* kDispatcher = "dispatcher";
 
+bool split_transparent(const Dataset& dataset) {
+  static const std::set<std::string> per_element = {"map",     "filter",  "flat_map", "interleave",
+                                                    "unbatch", "shuffle", "prefetch", "repeat",
+                                                    "cache"};
+  const conveyor::Node* n = dataset.node().get();
+  while (n != nullptr) {
+    if (n->inputs.empty())
+      return true; // the source
+    if (n->inputs.size() != 1 || per_element.count(n->op) == 0)
+      return false;
+    n = n->inputs[0].get();
+  }
+  return true;
+}
+
+bool has_take(const conveyor::Node& n) {
+  if (n.op == "take")
+    return true;
+  for (const auto& in : n.inputs)
+    if (has_take(*in))
+      return true;
+  return false;
+}
+
+// How many splits a DYNAMIC job of `dataset` hands out over all epochs; -1 if unknown (a take
+// stops each worker's pipeline early: it asks for fewer splits).
+int64_t count_splits(const Dataset& dataset, int64_t split_size) {
+  if (has_take(*dataset.node()))
+    return -1;
+  SplitOptions options;
+  options.range_split_size = split_size;
+  auto provider = make_split_provider(dataset, options);
+  auto epochs = num_epochs(dataset);
+  if (!provider.ok() || epochs < 0)
+    return -1;
+  int64_t n = 0;
+  for (int64_t e = 0; e < epochs; ++e) {
+    for (int64_t guard = 0; guard < 100000000; ++guard) {
+      Split split;
+      bool end = false;
+      if (!(*provider)->get_next(split, end).ok())
+        return -1;
+      if (end)
+        break;
+      ++n;
+    }
+  }
+  return n;
+}
+
+
 void configure_node(caf::actor_system_config& cfg) {
   // What configure_actor_system does for a real node, minus the middleman (the simulated
   // network replaces it).
@@ -547,48 +598,6 @@ SimResult ClusterRun::run() {
   r.real_seconds =
     std::chrono::duration<double>(std::chrono::steady_clock::now() - real_start).count();
   return r;
-}
-
-} // namespace
-
-namespace {
-
-bool split_transparent(const Dataset& dataset) {
-  static const std::set<std::string> per_element = {"map",     "filter",  "flat_map", "interleave",
-                                                    "unbatch", "shuffle", "prefetch", "repeat",
-                                                    "cache"};
-  const Node* n = dataset.node().get();
-  while (n != nullptr) {
-    if (n->inputs.empty())
-      return true; // the source
-    if (n->inputs.size() != 1 || per_element.count(n->op) == 0)
-      return false;
-    n = n->inputs[0].get();
-  }
-  return true;
-}
-
-// How many splits a DYNAMIC job of `dataset` hands out over all epochs; -1 if unknown.
-int64_t count_splits(const Dataset& dataset, int64_t split_size) {
-  SplitOptions options;
-  options.range_split_size = split_size;
-  auto provider = make_split_provider(dataset, options);
-  auto epochs = num_epochs(dataset);
-  if (!provider.ok() || epochs < 0)
-    return -1;
-  int64_t n = 0;
-  for (int64_t e = 0; e < epochs; ++e) {
-    for (int64_t guard = 0; guard < 100000000; ++guard) {
-      Split split;
-      bool end = false;
-      if (!(*provider)->get_next(split, end).ok())
-        return -1;
-      if (end)
-        break;
-      ++n;
-    }
-  }
-  return n;
 }
 
 } // namespace

@@ -73,11 +73,11 @@ TEST_CASE("DYNAMIC: a split handed out twice or never is named; per-worker pipel
   CHECK(check_invariants(o).empty());
 
   o.splits_delivered[{0, 1}] = 2;
-  o.expected_splits = 3;
   auto f = check_invariants(o);
   REQUIRE(f.size() == 1);
   CHECK(f[0] == "DYNAMIC: 1 split(s) handed to tasks more than once: epoch 0 #1 (2 times)");
   o.splits_delivered[{0, 1}] = 1;
+  o.expected_splits = 3;
   f = check_invariants(o);
   REQUIRE(f.size() == 1);
   CHECK(f[0] == "DYNAMIC: 2 of 3 split(s) reached a task although no fault happened");
