@@ -135,7 +135,9 @@ Status wait_ready(ChildNode& node, const std::string& marker, milliseconds timeo
     if (check_exited(node))
       return failed_precondition(node.role + " exited with status " + std::to_string(node.exit_status) +
                                  " before it was ready:\n" + log);
-    if (Clock::now() > deadline || stop_requested())
+    if (stop_requested())
+      return Status(ErrorCode::cancelled, "interrupted while waiting for " + node.role);
+    if (Clock::now() > deadline)
       return Status(ErrorCode::deadline_exceeded,
                     node.role + " was not ready within " + std::to_string(timeout.count()) + " ms (log: " +
                         node.log_path + ")");
@@ -364,6 +366,8 @@ int run_run(const std::vector<std::string>& args) {
   }
   if (!started.ok()) {
     cluster.stop();
+    if (stop_requested())
+      return 130;
     return report_error(kInfo.name, "cannot start the local cluster: " + started.to_string(), kExitFailure);
   }
 
@@ -456,12 +460,12 @@ int run_run(const std::vector<std::string>& args) {
   const auto died = cluster.died();
   cluster.stop();
   std::printf("cluster stopped\n");
-  for (const auto& d : died)
-    std::fprintf(stderr, "run: %s stopped during the run\n", d.c_str());
-  if (stop_requested()) {
+  if (stop_requested()) { // a terminal's Ctrl-C also reached the nodes: their exits are expected
     std::printf("interrupted\n");
     return 130;
   }
+  for (const auto& d : died)
+    std::fprintf(stderr, "run: %s stopped during the run\n", d.c_str());
   if (!failure.ok())
     return report_error(kInfo.name, "reading failed after " + std::to_string(count) + " elements: " + failure.to_string(),
                         kExitFailure);

@@ -3,7 +3,6 @@
 #include <chrono>
 #include <map>
 #include <memory>
-#include <set>
 
 #include <caf/send.hpp>
 
@@ -11,15 +10,14 @@
 #include "actors/dispatcher_actor.hpp"
 #include "actors/element_sink.hpp"
 #include "actors/log.hpp"
+#include "actors/sim/derived_config.hpp"
 #include "actors/sim/invariants.hpp"
 #include "actors/sim/planted_bugs.hpp"
 #include "actors/sim/sim_transport.hpp"
 #include "actors/sim/world.hpp"
 #include "actors/worker_actor.hpp"
 #include "messages/all.hpp"
-#include "pipeline/graph.hpp"
 #include "pipeline/serialize.hpp"
-#include "pipeline/split_provider.hpp"
 
 namespace conveyor::sim {
 
@@ -32,163 +30,11 @@ constexpr uint16_t kDispatcherPort = 5050;
 constexpr uint16_t kWorkerPort = 6000; // + incarnation: a restarted worker is a new stream
 constexpr const char* kDispatcher = "dispatcher";
 
-bool split_transparent(const Dataset& dataset) {
-  static const std::set<std::string> per_element = {"map",     "filter",  "flat_map", "interleave",
-                                                    "unbatch", "shuffle", "prefetch", "repeat",
-                                                    "cache"};
-  const conveyor::Node* n = dataset.node().get();
-  while (n != nullptr) {
-    if (n->inputs.empty())
-      return true; // the source
-    if (n->inputs.size() != 1 || per_element.count(n->op) == 0)
-      return false;
-    n = n->inputs[0].get();
-  }
-  return true;
-}
-
-bool has_take(const conveyor::Node& n) {
-  if (n.op == "take")
-    return true;
-  for (const auto& in : n.inputs)
-    if (has_take(*in))
-      return true;
-  return false;
-}
-
-// How many splits a DYNAMIC job of `dataset` hands out over all epochs; -1 if unknown (a take
-// stops each worker's pipeline early: it asks for fewer splits).
-int64_t count_splits(const Dataset& dataset, int64_t split_size) {
-  if (has_take(*dataset.node()))
-    return -1;
-  SplitOptions options;
-  options.range_split_size = split_size;
-  auto provider = make_split_provider(dataset, options);
-  auto epochs = num_epochs(dataset);
-  if (!provider.ok() || epochs < 0)
-    return -1;
-  int64_t n = 0;
-  for (int64_t e = 0; e < epochs; ++e) {
-    for (int64_t guard = 0; guard < 100000000; ++guard) {
-      Split split;
-      bool end = false;
-      if (!(*provider)->get_next(split, end).ok())
-        return -1;
-      if (end)
-        break;
-      ++n;
-    }
-  }
-  return n;
-}
-
-
 void configure_node(caf::actor_system_config& cfg) {
   // What configure_actor_system does for a real node, minus the middleman (the simulated
   // network replaces it).
   cfg.add_message_types<caf::id_block::conveyor>();
   msg::add_error_category(cfg);
-}
-
-// The seed's choices for what the configuration leaves open (TigerBeetle's "swarm" testing:
-// every seed also explores another configuration). Printed with the result.
-struct Derived {
-  microseconds latency{200};
-  microseconds jitter{100};
-  int64_t credits = 65536;
-  int64_t split_size = 64;
-  actors::TaskLimits task_limits;
-  microseconds consumer_step{0};
-  std::vector<microseconds> consumer_start;
-  std::vector<Fault> faults;
-
-  std::string describe() const {
-    return "latency " + std::to_string(latency.count()) + "us, jitter " +
-           std::to_string(jitter.count()) + "us, credits " + std::to_string(credits) +
-           ", split size " + std::to_string(split_size) + ", task buffer " +
-           std::to_string(task_limits.buffer_elements) + ", produce step " +
-           std::to_string(task_limits.step_elements) + ", consumer step up to " +
-           std::to_string(consumer_step.count()) + "us";
-  }
-};
-
-template <class T>
-T pick(Rng& rng, std::initializer_list<T> choices) {
-  auto i = rng.below(choices.size());
-  return *(choices.begin() + static_cast<std::ptrdiff_t>(i));
-}
-
-Fault random_fault(Rng& rng, const std::string& kind_in, int workers, int consumers) {
-  std::string kind = kind_in;
-  if (kind == "any")
-    kind = pick<std::string>(rng, {"crash", "restart", "partition", "disconnect", "slow"});
-  auto worker = [&] { return "worker-" + std::to_string(rng.below(static_cast<uint64_t>(workers))); };
-  auto consumer = [&] {
-    return "consumer-" + std::to_string(rng.below(static_cast<uint64_t>(consumers)));
-  };
-  // A link of the cluster: worker-dispatcher, worker-consumer or consumer-dispatcher.
-  auto link = [&](Fault& f) {
-    switch (rng.below(3)) {
-      case 0: f.node = worker(); f.peer = kDispatcher; break;
-      case 1: f.node = worker(); f.peer = consumer(); break;
-      default: f.node = consumer(); f.peer = kDispatcher; break;
-    }
-  };
-  Fault f;
-  double progress = 0.02 + 0.88 * rng.unit();
-  if (kind == "crash") {
-    f = Fault::crash(worker(), microseconds{0});
-  } else if (kind == "restart") {
-    f = Fault::restart(worker(), microseconds{0}, milliseconds{rng.between(50, 3000)});
-  } else if (kind == "partition") {
-    f = Fault::partition("", "", microseconds{0}, milliseconds{rng.between(10, 10000)});
-    link(f);
-  } else if (kind == "disconnect") {
-    f = Fault::disconnect("", "", microseconds{0});
-    link(f);
-  } else {
-    f = Fault::slow("", "", microseconds{0}, milliseconds{rng.between(10, 2000)});
-    link(f);
-  }
-  return f.at_fraction(static_cast<double>(static_cast<int>(progress * 1000)) / 1000.0);
-}
-
-Derived derive(const SimConfig& cfg, const FaultSpec& spec) {
-  Rng rng{cfg.seed ^ 0x5eed5eed5eed5eedull};
-  Derived d;
-  d.latency = cfg.latency.value_or(microseconds{rng.between(20, 2000)});
-  d.jitter = cfg.jitter.value_or(microseconds{rng.between(0, d.latency.count())});
-  if (cfg.options.max_outstanding_requests)
-    d.credits = *cfg.options.max_outstanding_requests;
-  else if (cfg.draw_credits)
-    d.credits = pick<int64_t>(rng, {1, 2, 4, 16, 64, 256, 4096});
-  d.split_size = pick<int64_t>(rng, {2, 8, 64});
-  d.task_limits.buffer_elements = pick<int64_t>(rng, {4, 64, 65536});
-  d.task_limits.step_elements = pick<int64_t>(rng, {1, 16, 1024});
-  d.consumer_step = cfg.consumer_step.value_or(pick<microseconds>(
-    rng, {microseconds{0}, microseconds{200}, microseconds{2000}}));
-  for (int i = 0; i < cfg.consumers; ++i)
-    d.consumer_start.push_back(microseconds{rng.between(0, 20000)});
-  Rng fault_rng = rng.fork(7);
-  d.faults = cfg.faults;
-  for (const auto& f : spec.explicit_faults)
-    d.faults.push_back(f);
-  // Drawn crashes leave at least one worker: a job whose workers all died for good waits for
-  // new ones (as in the reference), which a liveness check cannot tell from a hang.
-  std::set<std::string> crashed;
-  for (const auto& r : spec.random_faults) {
-    for (int i = 0; i < r.count; ++i) {
-      auto f = random_fault(fault_rng, r.kind, cfg.workers, cfg.consumers);
-      if (f.kind == Fault::Kind::crash && !crashed.count(f.node)) {
-        if (static_cast<int>(crashed.size()) + 1 >= cfg.workers)
-          f = Fault::restart(f.node, f.at, milliseconds{100}).at_fraction(*f.at_progress);
-        else
-          crashed.insert(f.node);
-      }
-      d.faults.push_back(std::move(f));
-    }
-  }
-  return d;
 }
 
 // Routes the nodes' log lines into the trace while a run lasts.
@@ -238,7 +84,7 @@ class ClusterRun {
 public:
   ClusterRun(const Dataset& dataset, const SimConfig& cfg, const Reference& ref,
              const FaultSpec& spec)
-    : dataset_(dataset), cfg_(cfg), ref_(ref), derived_(derive(cfg, spec)),
+    : dataset_(dataset), cfg_(cfg), ref_(ref), derived_(derive_config(cfg, spec)),
       world_(world_options(cfg, derived_)) {}
 
   ~ClusterRun() {
@@ -260,7 +106,7 @@ public:
   World& world() { return world_; }
 
 private:
-  static WorldOptions world_options(const SimConfig& cfg, const Derived& d) {
+  static WorldOptions world_options(const SimConfig& cfg, const DerivedConfig& d) {
     WorldOptions o;
     o.seed = cfg.seed;
     o.keep_trace = cfg.keep_trace;
@@ -283,7 +129,7 @@ private:
   const Dataset& dataset_;
   const SimConfig& cfg_;
   const Reference& ref_;
-  Derived derived_;
+  DerivedConfig derived_;
   World world_; // declared before every handle-holding member: destroyed after them
   std::map<std::string, std::size_t> slots_;
   std::vector<std::shared_ptr<RecordingSink>> sinks_;
@@ -601,75 +447,6 @@ SimResult ClusterRun::run() {
 }
 
 } // namespace
-
-Expected<Reference> make_reference(const Dataset& dataset) {
-  constexpr int64_t kMaxElements = 1000000;
-  if (dataset.cardinality() == kInfiniteCardinality)
-    return invalid_argument("the simulator needs a finite dataset; this one repeats forever");
-  auto first = dataset.collect(kMaxElements + 1);
-  if (!first.ok())
-    return first.status().with_context("running the dataset locally for the simulator's reference");
-  if (static_cast<int64_t>(first->size()) > kMaxElements)
-    return invalid_argument("the simulator needs a finite dataset of at most " +
-                            std::to_string(kMaxElements) + " elements");
-  Reference ref;
-  ref.split_transparent = split_transparent(dataset);
-  auto second = dataset.collect(kMaxElements + 1);
-  ref.ordered = second.ok() && *second == *first;
-  ref.elements = std::move(*first);
-  return ref;
-}
-
-Status validate_config(const SimConfig& config, const FaultSpec& spec) {
-  if (config.workers < 1 || config.workers > 10000)
-    return invalid_argument("`workers` must be 1..10000, got " + std::to_string(config.workers));
-  if (config.consumers < 1 || config.consumers > 1000)
-    return invalid_argument("`consumers` must be 1..1000, got " + std::to_string(config.consumers));
-  if (config.options.policy != ShardingPolicy::off && config.options.policy != ShardingPolicy::dynamic)
-    return invalid_argument(std::string{"the simulator runs OFF and DYNAMIC jobs, got "} +
-                            to_string(config.options.policy));
-  CONVEYOR_RETURN_IF_ERROR(validate(config.options));
-  if (!planted_bug_from_string(config.plant_bug.empty() ? "none" : config.plant_bug))
-    return invalid_argument("unknown planted bug \"" + config.plant_bug +
-                            "\" (expected duplicate-split or drop-late-batch)");
-  if (config.time_limit.count() <= 0)
-    return invalid_argument("`time_limit` must be positive");
-  auto known = [&](const std::string& name) {
-    if (name == kDispatcher)
-      return true;
-    auto numbered = [&](const char* prefix, int count) {
-      auto p = std::string{prefix};
-      if (name.rfind(p, 0) != 0 || name.size() == p.size())
-        return false;
-      for (std::size_t i = p.size(); i < name.size(); ++i)
-        if (!std::isdigit(static_cast<unsigned char>(name[i])))
-          return false;
-      return std::stol(name.substr(p.size())) < count;
-    };
-    return numbered("worker-", config.workers) || numbered("consumer-", config.consumers);
-  };
-  std::vector<Fault> all = config.faults;
-  all.insert(all.end(), spec.explicit_faults.begin(), spec.explicit_faults.end());
-  for (const auto& f : all) {
-    for (const auto* n : {&f.node, &f.peer}) {
-      if (n->empty() && n == &f.peer)
-        continue;
-      if (!known(*n))
-        return invalid_argument("fault `" + f.to_string() + "`: no node \"" + *n +
-                                "\" (nodes are dispatcher, worker-0..worker-" +
-                                std::to_string(config.workers - 1) + ", consumer-0..consumer-" +
-                                std::to_string(config.consumers - 1) + ")");
-    }
-    if (f.kind == Fault::Kind::restart && f.node.rfind("consumer-", 0) == 0)
-      return invalid_argument("fault `" + f.to_string() +
-                              "`: consumers can crash but not restart (a new consumer would be "
-                              "another stream)");
-    if ((f.kind == Fault::Kind::partition || f.kind == Fault::Kind::disconnect ||
-         f.kind == Fault::Kind::slow) && f.node == f.peer)
-      return invalid_argument("fault `" + f.to_string() + "`: a link needs two different nodes");
-  }
-  return Status::OK();
-}
 
 SimResult run_cluster(const Dataset& dataset, const SimConfig& config, const Reference& reference,
                       const FaultSpec& spec) {

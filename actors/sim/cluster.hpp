@@ -1,27 +1,15 @@
 // One simulated cluster run (conveyor/sim.hpp's simulate): builds the dispatcher, worker and
 // consumer nodes from the production actors (actors/dispatcher_actor, worker_actor,
-// consumer_actor) over SimTransport, lets the seed draw what the configuration leaves open,
-// injects the faults, runs the world until every stream ended, lets the cluster settle, and
-// checks the invariants (actors/sim/invariants.hpp).
+// consumer_actor) over SimTransport, takes what the seed decides (derived_config.hpp), injects
+// the faults, runs the world until every stream ended, lets the cluster settle, and checks the
+// invariants (invariants.hpp) against the reference (reference.hpp).
 #pragma once
 
-#include <vector>
-
+#include "actors/sim/reference.hpp"
 #include "conveyor/sim.hpp"
 #include "pipeline/dataset.hpp"
 
 namespace conveyor::sim {
-
-// What the dataset yields, computed once per sweep (the invariants compare against it).
-struct Reference {
-  std::vector<Element> elements;
-  bool ordered = true;           // two local runs gave the same order
-  bool split_transparent = true; // see Observation::split_transparent
-};
-Expected<Reference> make_reference(const Dataset& dataset);
-
-// Checks what simulate() refuses: counts, options, node names in faults, the planted bug name.
-Status validate_config(const SimConfig& config, const FaultSpec& spec);
 
 SimResult run_cluster(const Dataset& dataset, const SimConfig& config, const Reference& reference,
                       const FaultSpec& spec);

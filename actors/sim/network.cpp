@@ -26,6 +26,7 @@ constexpr uint64_t kTagDeliver = 0x64656c69; // "deli"
 constexpr uint64_t kTagDrop = 0x64726f70;    // "drop"
 constexpr uint64_t kTagDown = 0x646f776e;    // "down"
 constexpr uint64_t kTagFault = 0x666c7420;   // "flt "
+constexpr uint64_t kTagPublish = 0x70756273; // "pubs"
 
 std::string shorten(std::string s, std::size_t max) {
   if (s.size() > max) {
@@ -287,7 +288,7 @@ caf::error Network::publish(Node& node, const std::string& address, caf::strong_
   }
   // Like middleman::publish: the actor becomes reachable by id from other nodes.
   node.system().registry().put(actor->id(), actor);
-  world_.trace().record(world_.elapsed(), {kTagFault, 10, node.slot(), actor->id()},
+  world_.trace().record(world_.elapsed(), {kTagPublish, node.slot(), actor->id()},
                         [&] { return node.name() + " publishes actor " + std::to_string(actor->id())
                                      + " at " + address; });
   endpoints_[address] = Endpoint{node.slot(), node.incarnation(), std::move(actor), std::move(ifs)};

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "actors/sim/cluster.hpp"
+#include "actors/sim/derived_config.hpp"
 #include "actors/sim/trace.hpp"
 #include "conveyor/sim.hpp"
 #include "pipeline/text_form.hpp"

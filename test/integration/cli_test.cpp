@@ -123,17 +123,18 @@ TEST_CASE("cli: a config file supplies flags, and flags given on the command lin
   const std::string dispatcher_config =
       write_config("dispatcher.ini", "# test dispatcher\nport = 0\nworker-timeout = 3000\n");
   Cluster cluster(2, {"--config", dispatcher_config});
-  // The config asks for OFF mode (each element twice on two workers); the flag says DYNAMIC.
+  // The config asks for DYNAMIC mode (each element once), overriding the OFF default; the
+  // flag asks for OFF (each element twice on two workers) and wins over the config.
   const std::string read_config = write_config(
-      "read.ini", "dispatcher = " + cluster.address() + "\ndataset = range(4)\nmode = off\n");
+      "read.ini", "dispatcher = " + cluster.address() + "\ndataset = range(4)\nmode = dynamic\n");
   auto from_file = run_conveyor({"read", "--config", read_config}, kReadTimeout, "read-config");
   CAPTURE(from_file.describe);
   REQUIRE(from_file.exit_code == 0);
-  CHECK(sorted_ints(from_file.lines).sorted == std::vector<int64_t>{0, 0, 1, 1, 2, 2, 3, 3});
-  auto overridden = run_conveyor({"read", "--config", read_config, "--mode", "dynamic"}, kReadTimeout, "read-config");
+  CHECK(sorted_ints(from_file.lines).sorted == std::vector<int64_t>{0, 1, 2, 3});
+  auto overridden = run_conveyor({"read", "--config", read_config, "--mode", "off"}, kReadTimeout, "read-config");
   CAPTURE(overridden.describe);
   REQUIRE(overridden.exit_code == 0);
-  CHECK(sorted_ints(overridden.lines).sorted == std::vector<int64_t>{0, 1, 2, 3});
+  CHECK(sorted_ints(overridden.lines).sorted == std::vector<int64_t>{0, 0, 1, 1, 2, 2, 3, 3});
 
   const std::string bad_config = write_config("bad.ini", "dispatcher = " + cluster.address() + "\nbogus = 1\n");
   check_bad_arguments({"read", "--config", bad_config, "--dataset", "range(1)"}, "bogus");
