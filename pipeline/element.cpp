@@ -28,17 +28,7 @@ std::string TensorSpec::to_string() const {
   return "TensorSpec(shape=" + shape_text + ", dtype=" + dtype_name(dtype) + ")";
 }
 
-std::string ElementSpec::to_string() const {
-  if (components.size() == 1)
-    return components[0].to_string();
-  std::string out = "(";
-  for (std::size_t i = 0; i < components.size(); ++i) {
-    if (i > 0)
-      out += ", ";
-    out += components[i].to_string();
-  }
-  return out + ")";
-}
+std::string ElementSpec::to_string() const { return tuple_to_string(components); }
 
 bool ElementSpec::is_compatible(const Element& e) const {
   if (e.size() != components.size())

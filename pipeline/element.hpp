@@ -59,6 +59,20 @@ struct ElementSpec {
   bool is_compatible(const Element& e) const;
 };
 
+// "a" for one part, "(a, b, ...)" for several: how elements and specs print their tuples.
+template <class Parts>
+std::string tuple_to_string(const Parts& parts) {
+  if (parts.size() == 1)
+    return parts[0].to_string();
+  std::string out = "(";
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (i > 0)
+      out += ", ";
+    out += parts[i].to_string();
+  }
+  return out + ")";
+}
+
 // The spec of one concrete element.
 ElementSpec spec_of(const Element& e);
 

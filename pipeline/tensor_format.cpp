@@ -135,16 +135,6 @@ std::string Tensor::to_string() const {
   return out + ")";
 }
 
-std::string Element::to_string() const {
-  if (components.size() == 1)
-    return components[0].to_string();
-  std::string out = "(";
-  for (std::size_t i = 0; i < components.size(); ++i) {
-    if (i > 0)
-      out += ", ";
-    out += components[i].to_string();
-  }
-  return out + ")";
-}
+std::string Element::to_string() const { return tuple_to_string(components); }
 
 } // namespace conveyor

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "pipeline/serialize_checks.hpp"
 #include "pipeline/text_value.hpp"
 
 namespace conveyor::text {
@@ -166,20 +167,6 @@ Expected<Shape> shape_from_value(const TextValue& v) {
   return shape;
 }
 
-// Number of entries of `shape`, or nullopt when it exceeds `limit` (so it cannot overflow).
-std::optional<int64_t> entries_up_to(const Shape& shape, int64_t limit) {
-  for (int64_t d : shape)
-    if (d == 0)
-      return 0;
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    if (d > limit / n)
-      return std::nullopt;
-    n *= d;
-  }
-  return n;
-}
-
 } // namespace
 
 Expected<int64_t> int64_from_value(const TextValue& v) {
@@ -247,7 +234,7 @@ Expected<Tensor> tensor_from_value(const TextValue& v) {
   }
 
   if (reshape) {
-    auto n = entries_up_to(*reshape, static_cast<int64_t>(leaves.size()));
+    auto n = serial::entries_within(*reshape, static_cast<int64_t>(leaves.size()));
     if (!n || *n != static_cast<int64_t>(leaves.size()))
       return syntax_error(v.column, "the shape given to `" + v.text + "(...)` does not hold the literal's " +
                                         std::to_string(leaves.size()) + " entries");
