@@ -44,25 +44,29 @@ SimConfig config(int workers, ShardingPolicy policy, uint64_t seed = 1) {
 
 } // namespace
 
-TEST_CASE("OFF: range(5) on 2 simulated workers gives every element twice") {
-  auto r = run(Dataset::range(5), config(2, ShardingPolicy::off));
-  CHECK_MESSAGE(r.ok(), r.summary());
-  CHECK(values(r.elements()) == std::vector<int64_t>{0, 0, 1, 1, 2, 2, 3, 3, 4, 4});
-  REQUIRE(r.consumers.size() == 1);
-  CHECK(r.consumers[0].status.ok());
-  // Per worker, the stream is the dataset in order.
-  std::map<std::string, std::vector<int64_t>> per_worker;
-  for (std::size_t i = 0; i < r.consumers[0].elements.size(); ++i)
-    per_worker[r.consumers[0].sources[i]].push_back(r.consumers[0].elements[i][0].as_int64());
-  REQUIRE(per_worker.size() == 2);
-  for (const auto& [worker, seq] : per_worker)
-    CHECK(seq == std::vector<int64_t>{0, 1, 2, 3, 4});
+TEST_CASE("OFF: range(5) on 2 simulated workers gives every element twice, for every seed") {
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    auto r = run(Dataset::range(5), config(2, ShardingPolicy::off, seed));
+    CHECK_MESSAGE(r.ok(), r.summary());
+    CHECK(values(r.elements()) == std::vector<int64_t>{0, 0, 1, 1, 2, 2, 3, 3, 4, 4});
+    REQUIRE(r.consumers.size() == 1);
+    CHECK(r.consumers[0].status.ok());
+    // Per worker, the stream is the dataset in order.
+    std::map<std::string, std::vector<int64_t>> per_worker;
+    for (std::size_t i = 0; i < r.consumers[0].elements.size(); ++i)
+      per_worker[r.consumers[0].sources[i]].push_back(r.consumers[0].elements[i][0].as_int64());
+    REQUIRE(per_worker.size() == 2);
+    for (const auto& [worker, seq] : per_worker)
+      CHECK(seq == std::vector<int64_t>{0, 1, 2, 3, 4});
+  }
 }
 
-TEST_CASE("DYNAMIC: range(5) on 2 simulated workers gives every element once") {
-  auto r = run(Dataset::range(5), config(2, ShardingPolicy::dynamic));
-  CHECK_MESSAGE(r.ok(), r.summary());
-  CHECK(values(r.elements()) == std::vector<int64_t>{0, 1, 2, 3, 4});
+TEST_CASE("DYNAMIC: range(5) on 2 simulated workers gives every element once, for every seed") {
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    auto r = run(Dataset::range(5), config(2, ShardingPolicy::dynamic, seed));
+    CHECK_MESSAGE(r.ok(), r.summary());
+    CHECK(values(r.elements()) == std::vector<int64_t>{0, 1, 2, 3, 4});
+  }
 }
 
 TEST_CASE("DYNAMIC: two consumers sharing a named job together get every element once") {

@@ -28,9 +28,11 @@ typename Inspector::result_type inspect(Inspector& f, not_registered& v) {
   return f(caf::meta::type_name("not_registered"), v.x);
 }
 
-caf::behavior pong(caf::event_based_actor*) {
+// Replies x + offset. (Every toy actor takes an argument: CAF 0.17 spawns argument-less
+// function actors through a null pointer, which UBSan reports.)
+caf::behavior pong(caf::event_based_actor*, int offset) {
   return {
-    [](caf::ping_atom, int x) { return caf::make_message(caf::pong_atom::value, x); },
+    [offset](caf::ping_atom, int x) { return caf::make_message(caf::pong_atom::value, x + offset); },
     [](caf::get_atom, caf::actor other, int x) {
       // Replies through a handle that arrived inside the message.
       caf::anon_send(other, caf::pong_atom::value, x);
@@ -43,10 +45,12 @@ struct client_state {
   std::vector<caf::error> errors;
   std::vector<caf::error> downs;
   std::vector<int> pushed; // pong_atom messages sent to us through our own handle
+  std::string name;
   caf::actor_clock::time_point replied_at{};
 };
 
-caf::behavior client(caf::stateful_actor<client_state>* self) {
+caf::behavior client(caf::stateful_actor<client_state>* self, std::string name) {
+  self->state.name = std::move(name);
   self->set_down_handler([=](caf::down_msg& d) { self->state.downs.push_back(d.reason); });
   return {
     [=](caf::ping_atom, caf::actor target, int x, caf::timespan timeout) {
@@ -78,10 +82,10 @@ struct TwoNodes {
     : world(make_options(seed, latency, jitter)) {
     a = world.add_node("a");
     b = world.add_node("b");
-    server = world.node(b)->system().spawn(pong);
+    server = world.node(b)->system().spawn(pong, 0);
     REQUIRE_FALSE(world.network().publish(*world.node(b), "b:1",
                                           caf::actor_cast<caf::strong_actor_ptr>(server), {}));
-    cli = world.node(a)->system().spawn(client);
+    cli = world.node(a)->system().spawn(client, std::string{"client"});
     std::optional<caf::strong_actor_ptr> got;
     REQUIRE(world.network().connect(*world.node(a), "b:1",
                                     [&](caf::expected<Network::Connected> r) {
