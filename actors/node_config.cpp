@@ -9,8 +9,7 @@ namespace conveyor {
 
 void configure_actor_system(caf::actor_system_config& cfg, const NetworkConfig& network) {
   cfg.load<caf::io::middleman>();
-  cfg.add_message_types<caf::id_block::conveyor>();
-  msg::add_error_category(cfg);
+  actors::register_conveyor_types(cfg);
   cfg.set("middleman.heartbeat-interval", caf::timespan{network.heartbeat_interval});
   cfg.set("middleman.connection-timeout", caf::timespan{network.connection_timeout});
   // Consumers reach workers over connections they open themselves (to the advertised
@@ -21,6 +20,11 @@ void configure_actor_system(caf::actor_system_config& cfg, const NetworkConfig& 
 }
 
 namespace actors {
+
+void register_conveyor_types(caf::actor_system_config& cfg) {
+  cfg.add_message_types<caf::id_block::conveyor>();
+  msg::add_error_category(cfg);
+}
 
 NodeConfig::NodeConfig(const NetworkConfig& network) { configure_actor_system(*this, network); }
 

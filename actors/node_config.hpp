@@ -9,6 +9,11 @@
 
 namespace conveyor::actors {
 
+// Conveyor's message types and error category, registered under the same names on every node.
+// Real nodes get it through configure_actor_system; simulated nodes (actors/sim/) call it alone
+// because the simulated network replaces the middleman.
+void register_conveyor_types(caf::actor_system_config& cfg);
+
 class NodeConfig : public caf::actor_system_config {
 public:
   explicit NodeConfig(const NetworkConfig& network = {});

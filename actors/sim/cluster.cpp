@@ -10,6 +10,7 @@
 #include "actors/dispatcher_actor.hpp"
 #include "actors/element_sink.hpp"
 #include "actors/log.hpp"
+#include "actors/node_config.hpp"
 #include "actors/sim/derived_config.hpp"
 #include "actors/sim/invariants.hpp"
 #include "actors/sim/planted_bugs.hpp"
@@ -31,10 +32,8 @@ constexpr uint16_t kWorkerPort = 6000; // + incarnation: a restarted worker is a
 constexpr const char* kDispatcher = "dispatcher";
 
 void configure_node(caf::actor_system_config& cfg) {
-  // What configure_actor_system does for a real node, minus the middleman (the simulated
-  // network replaces it).
-  cfg.add_message_types<caf::id_block::conveyor>();
-  msg::add_error_category(cfg);
+  // The registration of a real node, minus the middleman (the simulated network replaces it).
+  actors::register_conveyor_types(cfg);
 }
 
 // Routes the nodes' log lines into the trace while a run lasts.
