@@ -45,30 +45,18 @@ msg::stream_actor spawn_element_stream(caf::actor_system& sys, msg::stream_sink_
   };
   if (auto s = validate(options); !s.ok())
     return fail_now(s);
-  actors::ConsumerStart start;
+  auto start = actors::consumer_start(options, actors::make_tcp_transport(sys),
+                                      client.connect_timeout, client.protocol_version);
   if (source.dataset) {
     if (auto s = source.dataset->validate(); !s.ok())
       return fail_now(s);
     start.definition = to_binary(*source.dataset);
-    start.compression = options.compression == "NONE" ? Compression::none : Compression::automatic;
   } else if (source.dataset_id.empty()) {
     return fail_now(invalid_argument("`dataset_id` must not be empty"));
   }
-  start.transport = actors::make_tcp_transport(sys);
   start.sink = std::make_shared<ActorSink>(std::move(sink));
-  start.limits.max_outstanding = options.max_outstanding_requests.value_or(65536);
-  start.limits.max_bytes = options.max_buffered_bytes;
-  start.request_timeout = caf::timespan{options.request_timeout};
-  start.task_refresh = caf::timespan{options.task_refresh_interval};
-  start.connect_timeout = caf::timespan{client.connect_timeout};
-  start.protocol_version = client.protocol_version == 0 ? msg::kProtocolVersion
-                                                        : client.protocol_version;
   start.dispatcher_address = dispatcher_address;
   start.job_request.dataset = source.dataset_id;
-  if (options.job_name)
-    start.job_request.job_name = *options.job_name;
-  start.job_request.policy = options.policy;
-  start.job_request.target_workers = options.target_workers;
   return actors::spawn_consumer(sys, std::move(start));
 }
 

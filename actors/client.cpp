@@ -210,31 +210,24 @@ Expected<ElementStream> Client::from_dataset_id(const std::string& dataset_id,
   CONVEYOR_RETURN_IF_ERROR(validate(options));
   if (dataset_id.empty())
     return invalid_argument("`dataset_id` must not be empty");
-  msg::get_or_create_job req;
-  req.dataset = dataset_id;
-  if (options.job_name)
-    req.job_name = *options.job_name;
-  req.policy = options.policy;
-  req.target_workers = options.target_workers;
-  auto job = ctx_->ask<msg::job_info>(std::move(req), "creating a job for dataset " + dataset_id);
-  if (!job.ok())
-    return job.status();
-
+  // The stream is the async consumer actor feeding a queue: it creates or joins the job on the
+  // dispatcher this client greeted, exactly as conveyor/async.hpp's streams do.
   auto sc = std::make_unique<detail::StreamContext>();
   sc->client = ctx_;
   sc->sink = std::make_shared<actors::QueueSink>();
-  sc->job = job->job;
-  actors::ConsumerStart start;
-  start.transport = ctx_->transport;
+  auto start = actors::consumer_start(options, ctx_->transport, ctx_->config.connect_timeout,
+                                      ctx_->config.protocol_version);
   start.sink = sc->sink;
-  start.limits.max_outstanding = options.max_outstanding_requests.value_or(65536);
-  start.limits.max_bytes = options.max_buffered_bytes;
-  start.request_timeout = caf::timespan{options.request_timeout};
-  start.task_refresh = caf::timespan{options.task_refresh_interval};
-  start.connect_timeout = caf::timespan{ctx_->config.connect_timeout};
-  start.protocol_version = ctx_->config.protocol_version;
-  start.job = std::move(*job);
+  start.dispatcher = ctx_->dispatcher;
+  start.dispatcher_address = ctx_->address;
+  start.job_request.dataset = dataset_id;
   sc->consumer = actors::spawn_consumer(ctx_->sys, std::move(start));
+  // Errors of job creation (an unknown dataset id, conflicting options) belong to this call,
+  // not to the first next(): wait until the consumer joined its job or failed. Both steps are
+  // requests bounded by request_timeout.
+  auto joined = sc->sink->wait_joined(2 * options.request_timeout + std::chrono::seconds(1), sc->job);
+  if (!joined.ok())
+    return joined;
   return ElementStream{std::move(sc)};
 }
 

@@ -240,6 +240,7 @@ void pump(self_ptr self) {
 void join(self_ptr self, const msg::job_info& info) {
   auto& st = self->state;
   st.job_id = info.job;
+  st.start.sink->joined(info.job);
   if (!info.handle) { // a finished, released named job: nothing to read (as in TF)
     finish(self, Status::OK());
     return;
@@ -264,12 +265,37 @@ void get_job(self_ptr self) {
   auto& st = self->state;
   self->request(st.dispatcher, st.start.request_timeout, st.start.job_request)
     .then([self](msg::job_info& info) { join(self, info); },
-          [self](caf::error& err) { finish(self, msg::to_status(err, "creating the job")); });
+          [self](caf::error& err) {
+            finish(self, msg::to_status(err, "creating a job for dataset " +
+                                               self->state.start.job_request.dataset));
+          });
 }
 
-// Async API only: connect, hello, register, then get the job.
+// Registers the dataset (when given one), then gets the job.
+void register_then_get_job(self_ptr self) {
+  auto& st = self->state;
+  if (!st.start.definition) {
+    get_job(self);
+    return;
+  }
+  msg::register_dataset reg{*st.start.definition, st.start.compression, caf::none};
+  self->request(st.dispatcher, st.start.request_timeout, std::move(reg))
+    .then(
+      [self](msg::dataset_registered& r) {
+        self->state.start.job_request.dataset = r.dataset;
+        get_job(self);
+      },
+      [self](caf::error& err) { finish(self, msg::to_status(err, "registering the dataset")); });
+}
+
+// Connects to the dispatcher and greets it, unless the caller did both already.
 void bootstrap(self_ptr self) {
   auto& st = self->state;
+  if (st.start.dispatcher) {
+    st.dispatcher = st.start.dispatcher;
+    register_then_get_job(self);
+    return;
+  }
   auto addr = parse_address(st.start.dispatcher_address);
   if (!addr.ok()) {
     finish(self, addr.status().with_context("dispatcher address"));
@@ -287,23 +313,7 @@ void bootstrap(self_ptr self) {
       self->request(st.dispatcher, st.start.connect_timeout,
                     msg::client_hello{st.start.protocol_version, "consumer"})
         .then(
-          [self](msg::dispatcher_hello&) {
-            auto& st = self->state;
-            if (!st.start.definition) {
-              get_job(self);
-              return;
-            }
-            msg::register_dataset reg{*st.start.definition, st.start.compression, caf::none};
-            self->request(st.dispatcher, st.start.request_timeout, std::move(reg))
-              .then(
-                [self](msg::dataset_registered& r) {
-                  self->state.start.job_request.dataset = r.dataset;
-                  get_job(self);
-                },
-                [self](caf::error& err) {
-                  finish(self, msg::to_status(err, "registering the dataset"));
-                });
-          },
+          [self](msg::dispatcher_hello&) { register_then_get_job(self); },
           [self](caf::error& err) {
             finish(self, msg::to_status(err, "handshake with the dispatcher"));
           });
@@ -328,10 +338,7 @@ msg::stream_actor::behavior_type consumer_impl(self_ptr self) {
       check_finished(self);
     }
   });
-  if (self->state.start.job)
-    join(self, *self->state.start.job);
-  else
-    bootstrap(self);
+  bootstrap(self);
   return {
     [self](msg::ack_atom, uint64_t n) {
       self->state.core.on_ack(n);
@@ -345,6 +352,26 @@ msg::stream_actor::behavior_type consumer_impl(self_ptr self) {
 }
 
 } // namespace
+
+ConsumerStart consumer_start(const DistributeOptions& options, std::shared_ptr<Transport> transport,
+                             std::chrono::milliseconds connect_timeout,
+                             uint32_t protocol_version) {
+  ConsumerStart start;
+  start.transport = std::move(transport);
+  start.limits.max_outstanding = options.max_outstanding_requests.value_or(65536);
+  start.limits.max_bytes = options.max_buffered_bytes;
+  start.request_timeout = caf::timespan{options.request_timeout};
+  start.task_refresh = caf::timespan{options.task_refresh_interval};
+  start.connect_timeout = caf::timespan{connect_timeout};
+  start.protocol_version = protocol_version == 0 ? msg::kProtocolVersion : protocol_version;
+  start.compression =
+    options.compression == "NONE" ? Compression::none : Compression::automatic;
+  start.job_request.policy = options.policy;
+  start.job_request.target_workers = options.target_workers;
+  if (options.job_name)
+    start.job_request.job_name = *options.job_name;
+  return start;
+}
 
 msg::stream_actor spawn_consumer(caf::actor_system& sys, ConsumerStart start) {
   return sys.spawn(

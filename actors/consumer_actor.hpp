@@ -3,8 +3,9 @@
 // learns the tasks from the job actor (in the dispatcher process) and pulls elements from the
 // tasks directly, over connections it opens to each worker's advertised address.
 //
-//   [connect dispatcher] -> [hello] -> [register dataset] -> [get or create job]   (bootstrap,
-//        only for the async API; the blocking Client does these itself)
+//   [connect dispatcher] -> [hello]      (skipped when the caller passes a connected dispatcher:
+//        the blocking Client has done both)
+//   -> [register dataset] (when given a definition) -> [get or create job]
 //   -> [join job] -> loop { long-poll get_tasks ; connect new workers ; request batches within
 //      credits ; deliver to the sink } -> end: job finished and every task at end_of_sequence
 //
@@ -37,14 +38,20 @@ struct ConsumerStart {
   caf::timespan connect_timeout = std::chrono::seconds(5);
   uint32_t protocol_version = msg::kProtocolVersion;
 
-  // A job the caller obtained already...
-  std::optional<msg::job_info> job;
-  // ...or how to obtain one (bootstrap).
+  // The dispatcher: a handle the caller connected and greeted already, or its address.
+  msg::dispatcher_actor dispatcher;
   std::string dispatcher_address;
   std::optional<std::string> definition; // register this first (distribute)
   Compression compression = Compression::automatic;
   msg::get_or_create_job job_request;     // its dataset is filled in after registering
 };
+
+// The one mapping of the public options onto a consumer's start parameters: the blocking
+// client, the async API and the simulator all go through it. The caller adds the sink, the
+// dispatcher and what to read (definition or job_request.dataset).
+ConsumerStart consumer_start(const DistributeOptions& options, std::shared_ptr<Transport> transport,
+                             std::chrono::milliseconds connect_timeout,
+                             uint32_t protocol_version);
 
 msg::stream_actor spawn_consumer(caf::actor_system& sys, ConsumerStart start);
 

@@ -2,6 +2,26 @@
 
 namespace conveyor::actors {
 
+void QueueSink::joined(msg::job_id_t job) {
+  {
+    std::lock_guard<std::mutex> guard{mu_};
+    job_ = job;
+  }
+  cv_.notify_all();
+}
+
+Status QueueSink::wait_joined(std::chrono::milliseconds timeout, msg::job_id_t& job) {
+  std::unique_lock<std::mutex> lock{mu_};
+  if (!cv_.wait_for(lock, timeout, [this] { return job_.has_value() || finished_; }))
+    return Status{ErrorCode::deadline_exceeded,
+                  "joining the job took longer than " + std::to_string(timeout.count()) + " ms"};
+  if (job_) {
+    job = *job_;
+    return Status::OK();
+  }
+  return final_;
+}
+
 void QueueSink::push(std::vector<Element>&& elements, const msg::stream_stats& stats) {
   {
     std::lock_guard<std::mutex> guard{mu_};

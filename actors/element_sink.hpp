@@ -7,9 +7,11 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "messages/consumer_api.hpp"
+#include "messages/protocol.hpp"
 #include "pipeline/element.hpp"
 #include "pipeline/status.hpp"
 
@@ -20,6 +22,8 @@ public:
   virtual ~ElementSink() = default;
   // The consumer actor introduces itself before it pushes anything.
   virtual void attach(const msg::stream_actor&) {}
+  // The consumer joined job `job` (before any element of it is pushed).
+  virtual void joined(msg::job_id_t) {}
   virtual void push(std::vector<Element>&& elements, const msg::stream_stats& stats) = 0;
   // OK = end of sequence; otherwise the error that ended the stream.
   virtual void finish(Status status) = 0;
@@ -28,8 +32,14 @@ public:
 // A thread-safe queue between the consumer actor and a blocking reader.
 class QueueSink : public ElementSink {
 public:
+  void joined(msg::job_id_t job) override;
   void push(std::vector<Element>&& elements, const msg::stream_stats& stats) override;
   void finish(Status status) override;
+
+  // Waits up to `timeout` until the consumer joined its job or the stream ended. OK: joined
+  // (`job` set) or ended without error before joining (a finished named job: nothing to read);
+  // otherwise the error that ended the stream, or deadline_exceeded.
+  Status wait_joined(std::chrono::milliseconds timeout, msg::job_id_t& job);
 
   enum class Wait { elements, end, error, timeout };
   // Moves every queued element to `out` (waiting up to `timeout` for one). `error` fills
@@ -42,6 +52,7 @@ private:
   std::condition_variable cv_;
   std::deque<Element> queue_;
   bool finished_ = false;
+  std::optional<msg::job_id_t> job_;
   Status final_;
   msg::stream_stats stats_;
 };

@@ -7,6 +7,7 @@
 #include <caf/send.hpp>
 
 #include "actors/consumer_actor.hpp"
+#include "conveyor/client.hpp"
 #include "actors/dispatcher_actor.hpp"
 #include "actors/element_sink.hpp"
 #include "actors/log.hpp"
@@ -239,21 +240,14 @@ void ClusterRun::start_consumer(int index) {
   if (node == nullptr)
     return;
   const auto& o = cfg_.options;
-  actors::ConsumerStart start;
-  start.transport = std::make_shared<SimTransport>(world_, slot, node->incarnation());
+  auto start = actors::consumer_start(
+    o, std::make_shared<SimTransport>(world_, slot, node->incarnation()),
+    conveyor::ClientConfig{}.connect_timeout, msg::kProtocolVersion);
   start.sink = sinks_[static_cast<std::size_t>(index)];
-  start.limits.max_outstanding = derived_.credits;
-  start.limits.max_bytes = o.max_buffered_bytes;
-  start.request_timeout = caf::timespan{o.request_timeout};
-  start.task_refresh = caf::timespan{o.task_refresh_interval};
+  start.limits.max_outstanding = derived_.credits; // the seed decides the credits
   start.dispatcher_address = std::string{kDispatcher} + ":" + std::to_string(kDispatcherPort);
   start.definition = to_binary(dataset_);
-  start.compression = o.compression == "NONE" ? Compression::none : Compression::automatic;
-  start.job_request.policy = o.policy;
-  start.job_request.target_workers = o.target_workers;
-  if (o.job_name)
-    start.job_request.job_name = *o.job_name;
-  else if (cfg_.consumers > 1)
+  if (!o.job_name && cfg_.consumers > 1)
     start.job_request.job_name = std::string{"sim"};
   sinks_[static_cast<std::size_t>(index)]->consumer =
     actors::spawn_consumer(node->system(), std::move(start));
