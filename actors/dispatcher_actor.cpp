@@ -1,5 +1,6 @@
 #include "actors/dispatcher_actor.hpp"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -11,6 +12,7 @@
 #include "actors/log.hpp"
 #include "messages/all.hpp"
 #include "pipeline/serialize.hpp"
+#include "pipeline/sharding.hpp"
 #include "pipeline/split_provider.hpp"
 
 namespace conveyor::actors {
@@ -55,6 +57,15 @@ std::string version_refusal(uint32_t ours, uint32_t theirs, const std::string& w
          ", the " + who + " version " + std::to_string(theirs);
 }
 
+// Where `address` stands in the fixed worker list (static sharding), or -1.
+int64_t fixed_index(const dispatcher_state& st, const std::string& address) {
+  const auto& list = st.start.worker_addresses;
+  auto it = std::find(list.begin(), list.end(), address);
+  return it == list.end() ? -1 : static_cast<int64_t>(it - list.begin());
+}
+
+bool is_static(ShardingPolicy p) { return p != ShardingPolicy::off && p != ShardingPolicy::dynamic; }
+
 // Creates the task of `job` on `worker` and tells the job.
 void create_task(self_ptr self, msg::job_id_t job, msg::worker_id_t worker) {
   auto& st = self->state;
@@ -66,7 +77,13 @@ void create_task(self_ptr self, msg::job_id_t job, msg::worker_id_t worker) {
   auto task = st.state.next_task_id();
   if (!apply(self, msg::CreateTaskRecord{task, job, worker, now_us(self)}).ok())
     return;
-  self->send(j->second, msg::add_task{task, worker, entry->address, w->second.handle});
+  msg::add_task add{task, worker, entry->address, w->second.handle};
+  const auto* job_entry = st.state.job(job);
+  if (job_entry && is_static(job_entry->policy)) {
+    add.num_workers = static_cast<int64_t>(st.start.worker_addresses.size());
+    add.worker_index = fixed_index(st, entry->address); // registration admitted listed ones only
+  }
+  self->send(j->second, std::move(add));
 }
 
 void remove_worker(self_ptr self, msg::worker_id_t id, const std::string& reason) {
@@ -130,10 +147,6 @@ caf::result<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create_j
   if (!dataset)
     return msg::make_error(ErrorCode::not_found, "dataset id \"" + req.dataset +
                                                    "\" is not registered with this dispatcher");
-  if (req.policy != ShardingPolicy::off && req.policy != ShardingPolicy::dynamic)
-    return msg::make_error(ErrorCode::unimplemented,
-                           std::string{"sharding policy "} + to_string(req.policy) +
-                             " is not supported yet");
   if (req.num_consumers)
     return msg::make_error(ErrorCode::unimplemented,
                            "coordinated reads (`num_consumers`) are not supported yet");
@@ -156,6 +169,20 @@ caf::result<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create_j
   auto definition = from_binary(dataset->definition);
   if (!definition.ok())
     return msg::to_error(definition.status());
+  if (is_static(req.policy)) {
+    auto n = static_cast<int64_t>(st.start.worker_addresses.size());
+    if (n == 0)
+      return msg::make_error(
+        ErrorCode::failed_precondition,
+        std::string{"sharding policy "} + to_string(req.policy) +
+          " needs a fixed list of workers: start the dispatcher with --worker-addresses "
+          "HOST:PORT,... (DispatcherConfig::worker_addresses)");
+    // What the rewrite can check here (a FILE policy on a source that reads no files, fewer
+    // listed files than workers) fails the job now instead of every task later.
+    if (auto sharded = apply_sharding(*definition, req.policy, n, 0); !sharded.ok())
+      return msg::to_error(sharded.status().with_context(
+        std::string{"sharding dataset "} + req.dataset + " with policy " + to_string(req.policy)));
+  }
   JobStart js;
   if (req.policy == ShardingPolicy::dynamic) {
     SplitOptions options;
@@ -208,6 +235,15 @@ caf::result<msg::worker_registered> register_worker(self_ptr self, msg::register
   if (req.address.empty() || !req.worker)
     return msg::make_error(ErrorCode::invalid_argument,
                            "a worker must register with its address and handle");
+  if (!st.start.worker_addresses.empty() && fixed_index(st, req.address) < 0) {
+    std::string list;
+    for (const auto& a : st.start.worker_addresses)
+      list += (list.empty() ? "" : ", ") + a;
+    auto why = "worker " + req.address +
+               " is not in the dispatcher's fixed worker list (--worker-addresses: " + list + ")";
+    log::warning(kLog, "refused " + why);
+    return msg::make_error(ErrorCode::failed_precondition, why);
+  }
   if (const auto* old = st.state.worker_by_address(req.address))
     remove_worker(self, old->id, "it registered again");
   auto id = st.state.next_worker_id();

@@ -12,6 +12,9 @@
 // every unfinished job.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include <caf/actor_system.hpp>
 #include <caf/timespan.hpp>
 
@@ -26,6 +29,7 @@ struct DispatcherStart {
   caf::timespan job_gc_timeout = std::chrono::seconds(60);
   caf::timespan request_timeout = std::chrono::seconds(10);
   int64_t range_split_size = 64;
+  std::vector<std::string> worker_addresses; // normalised "host:port"; see DispatcherConfig
   uint32_t protocol_version = msg::kProtocolVersion;
 };
 

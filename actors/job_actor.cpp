@@ -101,6 +101,8 @@ void assign(self_ptr self, const msg::add_task& add) {
   def.policy = st.start.policy;
   def.compression = st.start.compression;
   def.splits = caf::actor_cast<msg::split_source_actor>(self);
+  def.num_workers = add.num_workers;
+  def.worker_index = add.worker_index;
   st.workers[add.task] = add.handle;
   auto task = add.task;
   auto address = add.worker_address;

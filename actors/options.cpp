@@ -70,10 +70,6 @@ Status validate(const DistributeOptions& o) {
     return invalid_argument("`task_refresh_interval` must be positive, got " +
                             std::to_string(o.task_refresh_interval.count()) + " ms");
   // Valid, but not implemented in this version.
-  if (o.policy != ShardingPolicy::off && o.policy != ShardingPolicy::dynamic)
-    return unimplemented(std::string{"sharding policy "} + to_string(o.policy) +
-                         " is not supported yet; use OFF (parallel_epochs) or DYNAMIC "
-                         "(distributed_epoch)");
   if (o.num_consumers)
     return unimplemented("coordinated reads (`consumer_index` / `num_consumers`) are not "
                          "supported yet");

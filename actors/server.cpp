@@ -2,6 +2,7 @@
 // node's entry actor and publishes it through the transport.
 #include "conveyor/server.hpp"
 
+#include <algorithm>
 #include <condition_variable>
 #include <future>
 #include <mutex>
@@ -109,8 +110,18 @@ Status DispatchServer::start() {
   if (config_.range_split_size <= 0)
     return invalid_argument("`range_split_size` must be positive, got " +
                             std::to_string(config_.range_split_size));
-  auto ctx = std::make_shared<detail::DispatcherContext>(config_.network);
   actors::DispatcherStart start;
+  for (const auto& a : config_.worker_addresses) {
+    auto addr = parse_address(a);
+    if (!addr.ok())
+      return addr.status().with_context("`worker_addresses` entry \"" + a + "\"");
+    auto normal = addr->to_string();
+    if (std::find(start.worker_addresses.begin(), start.worker_addresses.end(), normal) !=
+        start.worker_addresses.end())
+      return invalid_argument("`worker_addresses` names " + normal + " twice");
+    start.worker_addresses.push_back(std::move(normal));
+  }
+  auto ctx = std::make_shared<detail::DispatcherContext>(config_.network);
   start.worker_timeout = config_.worker_timeout;
   start.job_gc_timeout = config_.job_gc_timeout;
   start.range_split_size = config_.range_split_size;

@@ -183,7 +183,9 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
   if (!dataset.ok())
     st.start_error = dataset.status().with_context("decoding the dataset of " + st.label());
   else
-    st.start_error = st.runner->start(*dataset, st.start.functions)
+    st.start_error = st.runner->start(*dataset, st.start.functions,
+                                             WorkerShard{st.start.def.num_workers,
+                                                         st.start.def.worker_index})
                        .with_context("starting the pipeline of " + st.label());
   if (!st.start_error.ok()) {
     st.runner.reset();

@@ -10,10 +10,19 @@ namespace conveyor::actors {
 TaskRunner::TaskRunner(ShardingPolicy policy, Compression compression, TaskLimits limits)
   : policy_(policy), compression_(compression), limits_(limits) {}
 
-Status TaskRunner::start(const Dataset& dataset, const FunctionRegistry* functions) {
-  if (policy_ != ShardingPolicy::off && policy_ != ShardingPolicy::dynamic)
-    return unimplemented(std::string{"sharding policy "} + to_string(policy_) +
-                         " is not supported yet");
+Status TaskRunner::start(const Dataset& input, const FunctionRegistry* functions,
+                         const WorkerShard& shard) {
+  Dataset dataset = input;
+  if (policy_ != ShardingPolicy::off && policy_ != ShardingPolicy::dynamic) {
+    if (shard.num_workers <= 0)
+      return failed_precondition(std::string{"sharding policy "} + to_string(policy_) +
+                                 " needs the worker's place in the dispatcher's fixed worker "
+                                 "list, and this task has none");
+    auto sharded = apply_sharding(input, policy_, shard.num_workers, shard.worker_index);
+    if (!sharded.ok())
+      return sharded.status();
+    dataset = std::move(sharded).value();
+  }
   CONVEYOR_RETURN_IF_ERROR(dataset.validate(functions));
   ctx_.functions = functions ? functions : &FunctionRegistry::global();
   if (policy_ == ShardingPolicy::dynamic) {

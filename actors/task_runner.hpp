@@ -38,13 +38,21 @@ struct TaskLimits {
   std::size_t chunk_bytes = msg::kMaxChunkBytes;
 };
 
+// Static sharding: which shard of how many this task's worker reads (num_workers = 0: none).
+struct WorkerShard {
+  int64_t num_workers = 0;
+  int64_t worker_index = 0;
+};
+
 class TaskRunner {
 public:
   TaskRunner(ShardingPolicy policy, Compression compression, TaskLimits limits = {});
 
-  // Builds the iterator (DYNAMIC: over a SplitFeed). invalid_argument / not_found when the
-  // dataset does not validate against `functions` (e.g. a function no plugin provides).
-  Status start(const Dataset& dataset, const FunctionRegistry* functions);
+  // Builds the iterator (DYNAMIC: over a SplitFeed; FILE/DATA/FILE_OR_DATA/HINT: over the
+  // dataset rewritten for `shard`). invalid_argument / not_found when the dataset does not
+  // validate against `functions` (e.g. a function no plugin provides) or cannot be sharded.
+  Status start(const Dataset& dataset, const FunctionRegistry* functions,
+               const WorkerShard& shard = {});
 
   enum class Step { progress, buffer_full, waiting_for_split, ended, failed };
   // `stop_early` (optional) is asked after every element; the actor uses it to bound a step's

@@ -1,5 +1,8 @@
 // `conveyor dispatcher`: runs one DispatchServer until SIGINT/SIGTERM.
+#include <algorithm>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "apps/cli_common.hpp"
 #include "apps/subcommand.hpp"
@@ -33,7 +36,10 @@ int run_dispatcher(const std::vector<std::string>& args) {
       ("job-gc-timeout", po::value(&job_gc_timeout_ms)->default_value(defaults.job_gc_timeout.count())->value_name("MS"),
        "release a job after this long without consumers")
       ("range-split-size", po::value(&range_split_size)->default_value(defaults.range_split_size)->value_name("N"),
-       "elements per split of range/from_tensor_slices sources in DYNAMIC mode");
+       "elements per split of range/from_tensor_slices sources in DYNAMIC mode")
+      ("worker-addresses", po::value<std::vector<std::string>>()->multitoken()->value_name("HOST:PORT,..."),
+       "the fixed worker list (advertised addresses, comma-separated or repeated) that the static "
+       "sharding policies FILE/DATA/FILE_OR_DATA/HINT need; workers not in it are refused");
   po::options_description hidden;
   hidden.add_options()("protocol-version", po::value<uint32_t>()->default_value(0),
                        "speak another protocol version (tests of the version check)");
@@ -65,6 +71,14 @@ int run_dispatcher(const std::vector<std::string>& args) {
   config.worker_timeout = *worker_timeout;
   config.job_gc_timeout = *job_gc_timeout;
   config.range_split_size = range_split_size;
+  if (vm.count("worker-addresses"))
+    for (const auto& arg : vm["worker-addresses"].as<std::vector<std::string>>())
+      for (std::size_t b = 0; b <= arg.size();) {
+        auto e = std::min(arg.find(',', b), arg.size());
+        if (e > b)
+          config.worker_addresses.push_back(arg.substr(b, e - b));
+        b = e + 1;
+      }
 
   install_stop_signals();
   DispatchServer server{config};

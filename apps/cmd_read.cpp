@@ -70,7 +70,7 @@ int run_read(const std::vector<std::string>& args) {
       ("dataset-id", po::value(&f.dataset_id)->value_name("ID"),
        "read an already registered dataset instead of --dataset")
       ("mode,m", po::value(&f.mode)->default_value("off")->value_name("MODE"),
-       "processing mode: off (= parallel_epochs: every worker produces the whole dataset) or "
+       "processing mode: off (= parallel_epochs: every worker produces the whole dataset), "
        "dynamic (= distributed_epoch: each element once across the workers)")
       ("job-name", po::value<std::string>()->value_name("NAME"),
        "share the job NAME with every consumer naming it (default: a private job)")

@@ -28,10 +28,14 @@ struct add_task {
   worker_id_t worker = 0;
   std::string worker_address;
   worker_actor handle;
+  // Static sharding: the worker's place in the dispatcher's fixed list (num_workers = 0: none).
+  int64_t num_workers = 0;
+  int64_t worker_index = 0;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, add_task& x) {
-  return f(caf::meta::type_name("add_task"), x.task, x.worker, x.worker_address, x.handle);
+  return f(caf::meta::type_name("add_task"), x.task, x.worker, x.worker_address, x.handle,
+           x.num_workers, x.worker_index);
 }
 
 struct remove_task {

@@ -34,11 +34,15 @@ struct task_def {
   ShardingPolicy policy = ShardingPolicy::off;
   Compression compression = Compression::automatic;
   split_source_actor splits; // the job: DYNAMIC splits, task_done
+  // Static sharding (FILE, DATA, FILE_OR_DATA, HINT): this worker's place in the dispatcher's
+  // fixed worker list. num_workers = 0 for OFF and DYNAMIC.
+  int64_t num_workers = 0;
+  int64_t worker_index = 0;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, task_def& x) {
   return f(caf::meta::type_name("task_def"), x.task, x.job, x.dataset, x.definition, x.policy,
-           x.compression, x.splits);
+           x.compression, x.splits, x.num_workers, x.worker_index);
 }
 
 // job -> worker

@@ -31,8 +31,8 @@ struct NetworkConfig {
 };
 
 struct DistributeOptions {
-  // Processing mode. OFF and DYNAMIC are implemented; FILE, DATA, FILE_OR_DATA and HINT are
-  // refused with `unimplemented` for now.
+  // Processing mode: OFF, DYNAMIC, or a static policy (FILE, DATA, FILE_OR_DATA, HINT), which
+  // needs a dispatcher started with its fixed worker list (DispatcherConfig::worker_addresses).
   ShardingPolicy policy = ShardingPolicy::off;
   // Consumers naming the same job (on the same dataset) share it; unset = a private job.
   std::optional<std::string> job_name;

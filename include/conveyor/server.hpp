@@ -37,6 +37,11 @@ struct DispatcherConfig {
   std::chrono::milliseconds job_gc_timeout{60000};
   // Elements per split for DYNAMIC index-range sources (range, from_tensor_slices).
   int64_t range_split_size = 64;
+  // The fixed list of workers (their advertised "host:port") that the static sharding
+  // policies FILE, DATA, FILE_OR_DATA and HINT need: worker i of the list reads shard i of
+  // len(list). When set, a worker not in the list is refused at registration. Empty = any
+  // worker may join, and static sharding policies are refused.
+  std::vector<std::string> worker_addresses;
   // Protocol version this node speaks; 0 = this build's version. Tests override it to check
   // that a mismatch is refused.
   uint32_t protocol_version = 0;
