@@ -3,7 +3,8 @@
 # `apt-get update` only when something is missing. Needs root (or sudo) on a fresh machine.
 set -euo pipefail
 packages=(g++ cmake ninja-build libcaf-dev libcereal-dev liblz4-dev doctest-dev
-          libboost-dev libboost-program-options-dev libboost-filesystem-dev)
+          libboost-dev libboost-program-options-dev libboost-filesystem-dev
+          pybind11-dev python3-dev python3-numpy python3-pytest python3-torch)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,276 @@
+"""tf.data service's Python API over conveyor's C++ client and servers.
+
+    dispatcher = conveyor.DispatchServer()                         # port 0: a free port
+    worker = conveyor.WorkerServer(dispatcher_address=dispatcher.target)
+    ds = conveyor.Dataset.range(10).map("square")
+    for x in conveyor.distribute(ds, service=dispatcher.target, processing_mode="distributed_epoch"):
+        ...                                                        # numpy arrays, no copy
+"""
+
+import atexit
+import dataclasses
+import threading
+import weakref
+from typing import Optional, Sequence
+
+from . import _conveyor
+
+Dataset = _conveyor.Dataset
+
+_live_servers = weakref.WeakSet()
+_live_streams = weakref.WeakSet()
+
+
+@dataclasses.dataclass
+class DispatcherConfig:
+    """The dispatcher's settings (tf.data.experimental.service.DispatcherConfig's names where they
+    exist). ``port=0`` picks a free port; ``target`` then says which."""
+
+    port: int = 0
+    bind_host: str = "127.0.0.1"
+    work_dir: Optional[str] = None
+    worker_timeout_ms: int = 5000
+    job_gc_timeout_ms: int = 60000
+    range_split_size: int = 64
+
+
+@dataclasses.dataclass
+class WorkerConfig:
+    """A worker's settings (tf.data.experimental.service.WorkerConfig's names where they exist).
+    ``worker_address`` is the address consumers use ("host:port", "%port%" = the bound port);
+    unset = bind_host:bound port. ``dispatcher_timeout_ms`` bounds the registration in start()."""
+
+    dispatcher_address: str = ""
+    port: int = 0
+    bind_host: str = "127.0.0.1"
+    worker_address: Optional[str] = None
+    heartbeat_interval_ms: int = 500
+    dispatcher_timeout_ms: int = 5000
+    plugins: Sequence[str] = ()
+    task_buffer_elements: int = 65536
+    task_buffer_bytes: int = 32 << 20
+
+
+def _make_config(cls, config, overrides, server):
+    if config is not None and not isinstance(config, cls):
+        raise TypeError(f"{server}: `config` must be a {cls.__name__}, got {type(config).__name__}")
+    config = dataclasses.replace(config) if config is not None else cls()
+    names = {f.name for f in dataclasses.fields(cls)}
+    for key, value in overrides.items():
+        if key not in names:
+            raise TypeError(f"{server}: unknown argument `{key}`; expected one of {sorted(names)}")
+        setattr(config, key, value)
+    return config
+
+
+class _Server:
+    """start/join/stop as in tf.data service: start() is idempotent, join() blocks until stop()
+    (interruptible with Ctrl-C), stop() is idempotent and also runs at interpreter exit."""
+
+    def __init__(self, impl, start):
+        self._impl = impl
+        self._started = False
+        self._stopped = threading.Event()
+        self._lock = threading.Lock()
+        _live_servers.add(self)
+        if start:
+            self.start()
+
+    def start(self):
+        with self._lock:
+            if self._stopped.is_set():
+                raise RuntimeError(f"{type(self).__name__} was stopped; start a new one")
+            if not self._started:
+                self._impl.start()
+                self._started = True
+
+    def join(self):
+        """Blocks until stop() is called (from another thread)."""
+        while not self._stopped.wait(0.2):
+            pass
+        self._impl.join()
+
+    def stop(self):
+        with self._lock:
+            self._stopped.set()
+            self._impl.stop()
+
+    _stop = stop  # tf.data's tests call _stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+
+class DispatchServer(_Server):
+    """The dispatcher, in this process: ``DispatchServer(port=0)`` or
+    ``DispatchServer(DispatcherConfig(...), start=False)``."""
+
+    def __init__(self, config: Optional[DispatcherConfig] = None, start: bool = True, **kwargs):
+        self.config = _make_config(DispatcherConfig, config, kwargs, "DispatchServer")
+        c = self.config
+        impl = _conveyor._DispatchServer(
+            port=c.port, bind_host=c.bind_host, work_dir=c.work_dir or "",
+            worker_timeout_ms=c.worker_timeout_ms, job_gc_timeout_ms=c.job_gc_timeout_ms,
+            range_split_size=c.range_split_size)
+        super().__init__(impl, start)
+
+    @property
+    def target(self) -> str:
+        """"host:port" for workers and consumers (after start())."""
+        return self._impl.target
+
+    @property
+    def port(self) -> int:
+        return self._impl.bound_port
+
+    def __repr__(self):
+        return f"DispatchServer(target={self.target!r})"
+
+
+class WorkerServer(_Server):
+    """A worker, in this process: ``WorkerServer(dispatcher_address=dispatcher.target)``."""
+
+    def __init__(self, config: Optional[WorkerConfig] = None, start: bool = True, **kwargs):
+        self.config = _make_config(WorkerConfig, config, kwargs, "WorkerServer")
+        c = self.config
+        impl = _conveyor._WorkerServer(
+            dispatcher_address=_service_address(c.dispatcher_address, "dispatcher_address"),
+            port=c.port, bind_host=c.bind_host, advertised_address=c.worker_address or "",
+            heartbeat_interval_ms=c.heartbeat_interval_ms, plugins=list(c.plugins),
+            task_buffer_elements=c.task_buffer_elements, task_buffer_bytes=c.task_buffer_bytes,
+            connect_timeout_ms=c.dispatcher_timeout_ms)
+        super().__init__(impl, start)
+
+    @property
+    def worker_address(self) -> str:
+        return self._impl.worker_address
+
+    _address = worker_address  # tf.data's name
+
+    @property
+    def port(self) -> int:
+        return self._impl.bound_port
+
+    def __repr__(self):
+        return f"WorkerServer(worker_address={self.worker_address!r})"
+
+
+def _service_address(service, what="service"):
+    if isinstance(service, DispatchServer):
+        return service.target
+    if not isinstance(service, str):
+        raise TypeError(f"`{what}` must be a \"host:port\" string or a DispatchServer, "
+                        f"got {type(service).__name__}")
+    return service
+
+
+def register_dataset(service, dataset: Dataset, compression: str = "AUTO",
+                     dataset_id: Optional[str] = None, *, connect_timeout_ms: int = 5000) -> str:
+    """Registers ``dataset`` with the dispatcher and returns its id (the same id for an equal
+    definition). ``dataset_id``: use this id (AlreadyExistsError if it names another dataset)."""
+    if not isinstance(dataset, Dataset):
+        raise TypeError(f"`dataset` must be a conveyor.Dataset, got {type(dataset).__name__}")
+    return _conveyor._register_dataset(_service_address(service), dataset, compression, dataset_id,
+                                       connect_timeout_ms)
+
+
+class DistributedDataset:
+    """The elements of a dataset read through the service. Every iter() joins (or creates) a job
+    and returns an iterator of numpy arrays (a tuple of them for several components; scalars are
+    0-d arrays, string scalars bytes). Arrays share the received buffers: no copy. A named job
+    read again after it finished starts its next repetition, as in tf.data service."""
+
+    def __init__(self, service, dataset=None, dataset_id=None, *, connect_timeout_ms, **options):
+        self.service = _service_address(service)
+        self.dataset = dataset
+        self.dataset_id = dataset_id
+        self._connect_timeout_ms = connect_timeout_ms
+        self._options = options
+        _conveyor._make_options(**options)  # invalid options fail here, not at iteration
+        if connect_timeout_ms <= 0:
+            raise ValueError(f"`connect_timeout_ms` must be positive, got {connect_timeout_ms}")
+
+    @property
+    def options(self) -> dict:
+        return dict(self._options)
+
+    def __iter__(self):
+        opts = _conveyor._make_options(**self._options)
+        if self.dataset is not None:
+            stream = _conveyor._distribute(self.service, self.dataset, opts, self._connect_timeout_ms)
+        else:
+            stream = _conveyor._from_dataset_id(self.service, self.dataset_id, opts,
+                                                self._connect_timeout_ms)
+        _live_streams.add(stream)
+        return stream
+
+    def __repr__(self):
+        what = f"dataset={self.dataset!r}" if self.dataset is not None else f"dataset_id={self.dataset_id!r}"
+        return f"DistributedDataset(service={self.service!r}, {what}, {self._options})"
+
+
+def _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
+                   max_outstanding_requests, compression, target_workers, max_buffered_bytes,
+                   request_timeout_ms):
+    if not isinstance(processing_mode, str):
+        # tf.data's ShardingPolicy enum values print as ShardingPolicy.OFF etc.
+        processing_mode = getattr(processing_mode, "name", processing_mode)
+    return dict(processing_mode=processing_mode, job_name=job_name, consumer_index=consumer_index,
+                num_consumers=num_consumers, max_outstanding_requests=max_outstanding_requests,
+                compression=compression, target_workers=target_workers,
+                max_buffered_bytes=max_buffered_bytes, request_timeout_ms=request_timeout_ms)
+
+
+def distribute(dataset: Dataset, service, processing_mode: str, job_name: Optional[str] = None,
+               consumer_index: Optional[int] = None, num_consumers: Optional[int] = None,
+               max_outstanding_requests: Optional[int] = None, compression: str = "AUTO",
+               target_workers: str = "AUTO", *, max_buffered_bytes: Optional[int] = None,
+               request_timeout_ms: Optional[int] = None,
+               connect_timeout_ms: int = 5000) -> DistributedDataset:
+    """Reads ``dataset`` through the service at ``service`` ("host:port" or a DispatchServer).
+    processing_mode: "parallel_epochs" (OFF: every worker produces the whole dataset) or
+    "distributed_epoch" (DYNAMIC: each element of an epoch once across the workers); the
+    ShardingPolicy names ("OFF", "DYNAMIC") work too. Option errors raise at once (ValueError)."""
+    if not isinstance(dataset, Dataset):
+        raise TypeError(f"`dataset` must be a conveyor.Dataset, got {type(dataset).__name__}")
+    opts = _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
+                          max_outstanding_requests, compression, target_workers,
+                          max_buffered_bytes, request_timeout_ms)
+    return DistributedDataset(service, dataset=dataset, connect_timeout_ms=connect_timeout_ms, **opts)
+
+
+def from_dataset_id(processing_mode: str, service, dataset_id: str, job_name: Optional[str] = None,
+                    consumer_index: Optional[int] = None, num_consumers: Optional[int] = None,
+                    max_outstanding_requests: Optional[int] = None, target_workers: str = "AUTO", *,
+                    max_buffered_bytes: Optional[int] = None, request_timeout_ms: Optional[int] = None,
+                    connect_timeout_ms: int = 5000) -> DistributedDataset:
+    """Reads the registered dataset ``dataset_id`` (from register_dataset), as tf.data service's
+    from_dataset_id; the arguments are distribute()'s."""
+    if not isinstance(dataset_id, str) or not dataset_id:
+        raise ValueError(f"`dataset_id` must be a non-empty string, got {dataset_id!r}")
+    opts = _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
+                          max_outstanding_requests, "AUTO", target_workers, max_buffered_bytes,
+                          request_timeout_ms)
+    return DistributedDataset(service, dataset_id=dataset_id, connect_timeout_ms=connect_timeout_ms, **opts)
+
+
+@atexit.register
+def _shutdown():
+    # Leave jobs and stop in-process servers before the interpreter tears down: their actor
+    # systems run threads that must not outlive the process's static destructors.
+    for stream in list(_live_streams):
+        try:
+            stream.close()
+        except Exception:
+            pass
+    servers = list(_live_servers)
+    for server in [s for s in servers if isinstance(s, WorkerServer)] + \
+                  [s for s in servers if not isinstance(s, WorkerServer)]:
+        try:
+            server.stop()
+        except Exception:
+            pass

@@ -1,0 +1,62 @@
+"""PyTorch adapter: conveyor elements as torch tensors.
+
+    ds = conveyor.torch.ConveyorIterableDataset(
+        conveyor.distribute(dataset, service=target, processing_mode="distributed_epoch", job_name="train"))
+    for x, y in torch.utils.data.DataLoader(ds, batch_size=None):   # batch in the pipeline
+        ...
+
+Numeric components become tensors over the received buffers (torch.from_numpy: no copy); string
+components stay bytes / numpy object arrays (torch has no string tensors).
+"""
+
+import numpy as np
+import torch
+import torch.utils.data
+
+from .service import DistributedDataset, distribute
+
+
+def to_torch(element):
+    """One element (an array or a tuple of arrays, as the iterator yields) as torch tensors."""
+    if isinstance(element, tuple):
+        return tuple(to_torch(part) for part in element)
+    if isinstance(element, np.ndarray) and element.dtype != object:
+        return torch.from_numpy(element)
+    return element
+
+
+class ConveyorIterableDataset(torch.utils.data.IterableDataset):
+    """A torch IterableDataset over a conveyor DistributedDataset, or over
+    ``distribute(dataset, service, processing_mode, **kwargs)`` when given a Dataset.
+
+    With DataLoader(num_workers=N > 1) every loader process becomes one consumer of the same job,
+    so the job must be named (job_name=...): then each element reaches one loader process.
+    Without a name every process would read a private job and the trainer would see each element
+    N times, so that is refused."""
+
+    def __init__(self, source, service=None, processing_mode=None, **distribute_kwargs):
+        super().__init__()
+        if isinstance(source, DistributedDataset):
+            if service is not None or processing_mode is not None or distribute_kwargs:
+                raise TypeError("ConveyorIterableDataset: pass either a DistributedDataset or a Dataset "
+                                "with service and processing_mode, not both")
+            self.distributed = source
+        else:
+            if service is None or processing_mode is None:
+                raise TypeError("ConveyorIterableDataset(dataset, service, processing_mode, ...): "
+                                "`service` and `processing_mode` are required with a Dataset")
+            self.distributed = distribute(source, service, processing_mode, **distribute_kwargs)
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        if info is not None and info.num_workers > 1 and not self.distributed.options.get("job_name"):
+            raise ValueError(
+                f"ConveyorIterableDataset: DataLoader has num_workers={info.num_workers}; set a "
+                "`job_name` so that the loader processes share one job (each element read once), "
+                "or use num_workers=0 (the service already runs the pipeline elsewhere)")
+        it = iter(self.distributed)
+        try:
+            for element in it:
+                yield to_torch(element)
+        finally:
+            it.close()

@@ -1,0 +1,624 @@
+// _conveyor: the Python binding of conveyor's public C++ API (include/conveyor/*.hpp and the
+// pipeline Dataset builder). The pure-Python package `conveyor` (python/conveyor/) wraps it with
+// tf.data service's names; this file only converts values and errors:
+//   - a Status error becomes the Python exception class registered for its code (errors.py), with
+//     the same message text;
+//   - an Element becomes numpy arrays that point into the received Tensor storage (no copy): the
+//     arrays' base is one capsule that owns the C++ Element;
+//   - every wait (connect, start, next element) runs with the GIL released.
+// No consumer logic here: iteration is ElementStream::next.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "conveyor/client.hpp"
+#include "conveyor/options.hpp"
+#include "conveyor/server.hpp"
+#include "pipeline/dataset.hpp"
+#include "pipeline/element.hpp"
+#include "pipeline/iterator.hpp"
+#include "pipeline/text_form.hpp"
+
+namespace py = pybind11;
+using namespace conveyor;
+using std::chrono::milliseconds;
+
+namespace {
+
+// ---------------------------------------------------------------- errors
+
+// A non-OK Status on its way to Python; translated by the translator registered below.
+struct StatusError : std::exception {
+  explicit StatusError(Status s) : status(std::move(s)) {}
+  const char* what() const noexcept override { return status.message().c_str(); }
+  Status status;
+};
+
+[[noreturn]] void raise(const Status& st) { throw StatusError(st); }
+void check(const Status& st) {
+  if (!st.ok())
+    raise(st);
+}
+template <class T>
+T unwrap(Expected<T>&& e) {
+  if (!e.ok())
+    raise(e.status());
+  return std::move(e).value();
+}
+
+// code name ("invalid_argument") -> Python exception class; filled by conveyor/errors.py.
+// Leaked on purpose: it must outlive every exception raised during interpreter shutdown.
+py::dict* error_classes = nullptr;
+
+void set_python_error(const Status& st) {
+  PyObject* cls = PyExc_RuntimeError;
+  if (error_classes != nullptr) {
+    py::str key(to_string(st.code()));
+    if (error_classes->contains(key))
+      cls = (*error_classes)[key].ptr();
+  }
+  PyErr_SetString(cls, st.message().c_str());
+}
+
+// ---------------------------------------------------------------- elements -> numpy
+
+const char* numpy_dtype_name(DType d) {
+  switch (d) {
+  case DType::boolean: return "bool";
+  case DType::int32: return "int32";
+  case DType::int64: return "int64";
+  case DType::float32: return "float32";
+  case DType::float64: return "float64";
+  case DType::string: return "object";
+  }
+  return "object";
+}
+
+// numpy dtype objects, made once per DType (leaked: used until the process exits).
+const py::dtype& numpy_dtype(DType d) {
+  static std::vector<py::dtype*> cache(6, nullptr);
+  auto i = static_cast<std::size_t>(d);
+  if (cache[i] == nullptr)
+    cache[i] = new py::dtype(numpy_dtype_name(d));
+  return *cache[i];
+}
+
+// A numeric tensor as an array over its own storage; `owner` (the capsule owning the Element)
+// becomes the array's base, so the storage lives as long as any array (or view) over it.
+py::array tensor_view(const Tensor& t, py::handle owner) {
+  std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
+  const void* data = t.data<unsigned char>();
+  if (t.num_elements() == 0)
+    return py::array(numpy_dtype(t.dtype()), shape); // nothing to share
+  return py::array(numpy_dtype(t.dtype()), std::move(shape), std::vector<py::ssize_t>{}, data, owner);
+}
+
+// Strings cannot be shared with numpy: a scalar becomes `bytes`-holding 0-d object array and a
+// tensor an object array of `bytes` (as tf.data's as_numpy_iterator gives).
+py::array string_array(const Tensor& t) {
+  std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
+  py::array out(numpy_dtype(DType::string), shape);
+  auto** items = static_cast<PyObject**>(out.mutable_data());
+  const auto& strings = t.strings();
+  for (std::size_t i = 0; i < strings.size(); ++i) {
+    PyObject* b = PyBytes_FromStringAndSize(strings[i].data(), static_cast<Py_ssize_t>(strings[i].size()));
+    if (b == nullptr)
+      throw py::error_already_set();
+    Py_XDECREF(items[i]); // numpy filled object arrays with None
+    items[i] = b;
+  }
+  return out;
+}
+
+constexpr const char* kCapsuleName = "conveyor.Element";
+
+// Element -> one array (one component) or a tuple of arrays. Takes the Element over.
+py::object element_to_python(Element&& e) {
+  auto* owned = new Element(std::move(e));
+  py::capsule owner(owned, kCapsuleName, [](PyObject* cap) {
+    delete static_cast<Element*>(PyCapsule_GetPointer(cap, kCapsuleName));
+  });
+  const auto convert = [&](const Tensor& t) -> py::object {
+    if (t.dtype() == DType::string && t.rank() == 0) {
+      const std::string& s = t.strings()[0];
+      return py::bytes(s.data(), s.size()); // as tf.data's as_numpy_iterator
+    }
+    if (t.dtype() == DType::string)
+      return string_array(t);
+    return tensor_view(t, owner);
+  };
+  if (owned->size() == 1)
+    return convert((*owned)[0]);
+  py::tuple out(owned->size());
+  for (std::size_t i = 0; i < owned->size(); ++i)
+    out[i] = convert((*owned)[i]);
+  return std::move(out);
+}
+
+// ---------------------------------------------------------------- python -> elements
+
+Tensor tensor_from_python(py::handle value, const char* what) {
+  py::module_ np = py::module_::import("numpy");
+  py::array arr = np.attr("asarray")(value);
+  const char kind = arr.dtype().kind();
+  Shape shape(arr.shape(), arr.shape() + arr.ndim());
+  if (kind == 'O' || kind == 'S' || kind == 'U') {
+    Tensor t(DType::string, shape);
+    py::list flat = arr.attr("reshape")(-1).attr("tolist")();
+    auto& strings = t.mutable_strings();
+    for (std::size_t i = 0; i < strings.size(); ++i) {
+      py::handle item = flat[i];
+      if (py::isinstance<py::bytes>(item))
+        strings[i] = item.cast<std::string>();
+      else if (py::isinstance<py::str>(item))
+        strings[i] = item.cast<std::string>(); // UTF-8
+      else
+        raise(invalid_argument(std::string{what} + ": an object array must hold bytes or str, got " +
+                               std::string(py::str(py::type::of(item).attr("__name__")))));
+    }
+    return t;
+  }
+  std::optional<DType> dtype;
+  const auto itemsize = arr.dtype().itemsize();
+  if (kind == 'b')
+    dtype = DType::boolean;
+  else if (kind == 'i' && itemsize == 4)
+    dtype = DType::int32;
+  else if (kind == 'i' && itemsize == 8)
+    dtype = DType::int64;
+  else if (kind == 'f' && itemsize == 4)
+    dtype = DType::float32;
+  else if (kind == 'f' && itemsize == 8)
+    dtype = DType::float64;
+  if (!dtype)
+    raise(invalid_argument(std::string{what} + ": unsupported numpy dtype " +
+                           std::string(py::str(arr.dtype())) +
+                           "; conveyor tensors are bool, int32, int64, float32, float64 or string"));
+  Tensor t(*dtype, shape);
+  py::array contiguous = np.attr("ascontiguousarray")(arr);
+  if (t.num_elements() > 0)
+    std::memcpy(t.mutable_bytes().data(), contiguous.data(), t.bytes().size());
+  return t;
+}
+
+// A tuple is a multi-component element; anything else one tensor (as tf.data's from_tensors).
+Element element_from_python(py::handle value, const char* what) {
+  if (py::isinstance<py::tuple>(value)) {
+    std::vector<Tensor> parts;
+    for (py::handle item : value)
+      parts.push_back(tensor_from_python(item, what));
+    if (parts.empty())
+      raise(invalid_argument(std::string{what} + ": an element needs at least one component"));
+    return Element{std::move(parts)};
+  }
+  return Element{tensor_from_python(value, what)};
+}
+
+// ---------------------------------------------------------------- functions
+
+// A function reference: "square", or Function("scale", factor=2.5).
+FunctionRef make_function(const std::string& name, const py::kwargs& params) {
+  if (name.empty())
+    raise(invalid_argument("function name must not be empty"));
+  FunctionRef fn{name};
+  for (auto [k, v] : params) {
+    const auto key = k.cast<std::string>();
+    if (py::isinstance<py::bool_>(v))
+      fn.params[key] = v.cast<bool>();
+    else if (py::isinstance<py::int_>(v))
+      fn.params[key] = v.cast<int64_t>();
+    else if (py::isinstance<py::float_>(v))
+      fn.params[key] = v.cast<double>();
+    else if (py::isinstance<py::str>(v))
+      fn.params[key] = v.cast<std::string>();
+    else
+      raise(invalid_argument("parameter `" + key + "` of function " + name +
+                             " must be a bool, int, float or str, got " +
+                             std::string(py::str(py::type::of(v).attr("__name__")))));
+  }
+  return fn;
+}
+
+std::string function_repr(const FunctionRef& fn) {
+  // The text form of a function reference: the form map(...) takes in the text form.
+  auto text = Dataset::range(0).map(fn).to_text();
+  const auto open = text.find(".map(");
+  return "Function(" + text.substr(open + 5, text.size() - open - 6) + ")";
+}
+
+int64_t opt_or(const std::optional<int64_t>& v, int64_t fallback) { return v ? *v : fallback; }
+
+// ---------------------------------------------------------------- streams
+
+// One job's elements for Python: ElementStream::next, GIL released while waiting.
+class PyStream {
+public:
+  explicit PyStream(ElementStream s) : stream_(std::move(s)) {}
+
+  py::object next() {
+    Element e;
+    bool end = false;
+    Status st;
+    {
+      std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+      if (lock.owns_lock()) {
+        // Fast path with the GIL held: an element already received is handed over at once.
+        st = stream()->next(e, end, milliseconds{0});
+        if (st.code() == ErrorCode::deadline_exceeded)
+          st = wait(e, end, lock);
+      } else {
+        std::unique_lock<std::mutex> waited;
+        {
+          py::gil_scoped_release release;
+          waited = std::unique_lock<std::mutex>(mu_);
+        }
+        st = stream()->next(e, end, milliseconds{0});
+        if (st.code() == ErrorCode::deadline_exceeded)
+          st = wait(e, end, waited);
+      }
+    }
+    if (!st.ok())
+      raise(st);
+    if (end)
+      throw py::stop_iteration();
+    return element_to_python(std::move(e));
+  }
+
+  void close() {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(mu_);
+    stream_.reset(); // leaves the job
+  }
+
+  std::string job_id() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stream()->job_id();
+  }
+
+  py::dict stats() {
+    StreamStats s;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      s = stream()->stats();
+    }
+    py::dict d;
+    d["elements"] = s.elements;
+    d["bytes"] = s.bytes;
+    d["messages"] = s.messages;
+    d["per_worker"] = s.per_worker;
+    return d;
+  }
+
+private:
+  ElementStream* stream() {
+    if (!stream_)
+      raise(failed_precondition("the iterator was closed"));
+    return &*stream_;
+  }
+
+  // Waits with the GIL released, in short slices so that Ctrl-C (a pending signal) interrupts.
+  Status wait(Element& e, bool& end, std::unique_lock<std::mutex>& /*held*/) {
+    for (;;) {
+      Status st;
+      {
+        py::gil_scoped_release release;
+        st = stream_->next(e, end, milliseconds{100});
+      }
+      if (st.code() != ErrorCode::deadline_exceeded)
+        return st;
+      if (PyErr_CheckSignals() != 0)
+        throw py::error_already_set();
+    }
+  }
+
+  std::mutex mu_;
+  std::optional<ElementStream> stream_;
+};
+
+Client connect(const std::string& service, int64_t connect_timeout_ms) {
+  ClientConfig config;
+  config.connect_timeout = milliseconds{connect_timeout_ms};
+  py::gil_scoped_release release;
+  return unwrap(Client::connect(service, config));
+}
+
+DistributeOptions make_options(const std::string& processing_mode, std::optional<std::string> job_name,
+                               std::optional<int64_t> consumer_index, std::optional<int64_t> num_consumers,
+                               std::optional<int64_t> max_outstanding_requests, const std::string& compression,
+                               const std::string& target_workers, std::optional<int64_t> max_buffered_bytes,
+                               std::optional<int64_t> request_timeout_ms) {
+  DistributeOptions o;
+  auto policy = parse_processing_mode(processing_mode);
+  if (!policy.ok())
+    raise(Status(policy.status().code(), "`processing_mode`: " + policy.status().message()));
+  o.policy = *policy;
+  o.job_name = std::move(job_name);
+  o.consumer_index = consumer_index;
+  o.num_consumers = num_consumers;
+  o.max_outstanding_requests = max_outstanding_requests;
+  o.compression = compression;
+  o.target_workers = target_workers;
+  if (max_buffered_bytes)
+    o.max_buffered_bytes = *max_buffered_bytes;
+  if (request_timeout_ms)
+    o.request_timeout = milliseconds{*request_timeout_ms};
+  check(validate(o));
+  return o;
+}
+
+// The C++ side of the throughput benchmark (python/bench): the same ElementStream loop a C++
+// trainer runs, for `seconds`, without the GIL. Returns (elements, bytes, seconds).
+py::tuple bench_cpp_stream(const std::string& service, const Dataset& dataset, const DistributeOptions& options,
+                           double warmup_s, double seconds) {
+  using Clock = std::chrono::steady_clock;
+  int64_t elements = 0, bytes = 0;
+  double elapsed = 0;
+  {
+    py::gil_scoped_release release;
+    auto client = unwrap(Client::connect(service));
+    auto stream = unwrap(client.distribute(dataset, options));
+    Element e;
+    bool end = false;
+    const auto run = [&](double limit, bool count) {
+      const auto start = Clock::now();
+      const auto until = start + std::chrono::duration<double>(limit);
+      while (Clock::now() < until) {
+        for (int i = 0; i < 64; ++i) {
+          check(stream.next(e, end));
+          if (end)
+            raise(failed_precondition("the benchmark dataset ended"));
+          if (count) {
+            ++elements;
+            bytes += static_cast<int64_t>(e.byte_size());
+          }
+        }
+      }
+      return std::chrono::duration<double>(Clock::now() - start).count();
+    };
+    run(warmup_s, false);
+    elapsed = run(seconds, true);
+  }
+  return py::make_tuple(elements, bytes, elapsed);
+}
+
+} // namespace
+
+PYBIND11_MODULE(_conveyor, m) {
+  m.doc() = "conveyor's C++ client and servers (use the `conveyor` package, not this module)";
+
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p)
+        std::rethrow_exception(p);
+    } catch (const StatusError& e) {
+      set_python_error(e.status);
+    }
+  });
+  m.def("_set_error_classes", [](py::dict classes) {
+    if (error_classes == nullptr)
+      error_classes = new py::dict();
+    error_classes->clear();
+    for (auto [k, v] : classes)
+      (*error_classes)[k] = v;
+  });
+  m.def("_raise_status", [](const std::string& code, const std::string& message) {
+    // Test hook: raises the exception a Status with this code name maps to.
+    for (int c = 1; c <= static_cast<int>(ErrorCode::cancelled); ++c)
+      if (code == to_string(static_cast<ErrorCode>(c)))
+        raise(Status(static_cast<ErrorCode>(c), message));
+    raise(invalid_argument("unknown error code " + code));
+  });
+  m.attr("AUTOTUNE") = kAutotune;
+  m.attr("INFINITE_CARDINALITY") = kInfiniteCardinality;
+  m.attr("UNKNOWN_CARDINALITY") = kUnknownCardinality;
+  m.attr("_CAPSULE_NAME") = kCapsuleName;
+
+  // --- functions and datasets
+  py::class_<FunctionRef>(m, "Function", "A registered function by name, with parameters: "
+                                         "Function(\"scale\", factor=2.5)")
+    .def(py::init([](const std::string& name, py::kwargs params) { return make_function(name, params); }),
+         py::arg("name"))
+    .def_readonly("name", &FunctionRef::name)
+    .def("__repr__", &function_repr)
+    .def("__eq__", [](const FunctionRef& a, const FunctionRef& b) { return a == b; });
+  py::implicitly_convertible<py::str, FunctionRef>();
+
+  py::class_<Dataset> ds(m, "Dataset", "A tf.data-style pipeline definition, run by the service's workers.");
+  ds.def_static("range", [](int64_t stop) { return Dataset::range(stop); }, py::arg("stop"))
+    .def_static("range", [](int64_t start, int64_t stop, int64_t step) {
+      if (step == 0)
+        raise(invalid_argument("`step` must not be 0"));
+      return Dataset::range(start, stop, step);
+    }, py::arg("start"), py::arg("stop"), py::arg("step") = 1)
+    .def_static("from_tensors", [](py::object v) { return Dataset::from_tensors(element_from_python(v, "from_tensors")); },
+                py::arg("tensors"))
+    .def_static("from_tensor_slices", [](py::object v) {
+      return Dataset::from_tensor_slices(element_from_python(v, "from_tensor_slices"));
+    }, py::arg("tensors"))
+    .def_static("list_files", [](std::string pattern, bool shuffle, std::optional<int64_t> seed) {
+      return Dataset::list_files(std::move(pattern), shuffle, opt_or(seed, kNoSeed));
+    }, py::arg("file_pattern"), py::arg("shuffle") = true, py::arg("seed") = py::none())
+    .def_static("text_lines", [](std::vector<std::string> files) { return Dataset::text_lines(std::move(files)); },
+                py::arg("filenames"))
+    .def_static("text_lines", [](std::string file) { return Dataset::text_lines({std::move(file)}); },
+                py::arg("filenames"))
+    .def_static("tfrecord", [](std::vector<std::string> files) { return Dataset::tfrecord(std::move(files)); },
+                py::arg("filenames"))
+    .def_static("tfrecord", [](std::string file) { return Dataset::tfrecord({std::move(file)}); },
+                py::arg("filenames"))
+    .def_static("source", &Dataset::source, py::arg("fn"))
+    .def_static("zip", [](py::args args) {
+      // zip(a, b) or tf.data's zip((a, b))
+      py::sequence items = args;
+      if (args.size() == 1 && (py::isinstance<py::tuple>(args[0]) || py::isinstance<py::list>(args[0])))
+        items = py::reinterpret_borrow<py::sequence>(args[0]);
+      std::vector<Dataset> inputs;
+      for (py::handle h : items)
+        inputs.push_back(h.cast<Dataset>());
+      if (inputs.empty())
+        raise(invalid_argument("zip needs at least one dataset"));
+      return Dataset::zip(std::move(inputs));
+    })
+    .def_static("from_text", [](const std::string& text) { return unwrap(parse_dataset(text)); }, py::arg("text"),
+                "Parses the pipeline text form, e.g. \"range(10).map(square).batch(4)\".")
+    .def("map", [](const Dataset& d, FunctionRef fn, std::optional<int64_t> npc, bool det) {
+      return d.map(std::move(fn), opt_or(npc, 1), det);
+    }, py::arg("map_func"), py::arg("num_parallel_calls") = py::none(), py::arg("deterministic") = true)
+    .def("filter", &Dataset::filter, py::arg("predicate"))
+    .def("flat_map", &Dataset::flat_map, py::arg("map_func"))
+    .def("interleave", [](const Dataset& d, FunctionRef fn, std::optional<int64_t> cycle, int64_t block) {
+      return d.interleave(std::move(fn), opt_or(cycle, kAutotune), block);
+    }, py::arg("map_func"), py::arg("cycle_length") = py::none(), py::arg("block_length") = 1)
+    .def("batch", &Dataset::batch, py::arg("batch_size"), py::arg("drop_remainder") = false)
+    .def("unbatch", &Dataset::unbatch)
+    .def("shuffle", [](const Dataset& d, int64_t buffer, std::optional<int64_t> seed, bool reshuffle) {
+      return d.shuffle(buffer, opt_or(seed, kNoSeed), reshuffle);
+    }, py::arg("buffer_size"), py::arg("seed") = py::none(), py::arg("reshuffle_each_iteration") = true)
+    .def("repeat", [](const Dataset& d, std::optional<int64_t> count) {
+      return d.repeat(opt_or(count, kRepeatForever));
+    }, py::arg("count") = py::none())
+    .def("take", &Dataset::take, py::arg("count"))
+    .def("skip", &Dataset::skip, py::arg("count"))
+    .def("shard", &Dataset::shard, py::arg("num_shards"), py::arg("index"))
+    .def("enumerate", &Dataset::enumerate, py::arg("start") = 0)
+    .def("prefetch", &Dataset::prefetch, py::arg("buffer_size") = kAutotune)
+    .def("cache", &Dataset::cache, py::arg("filename") = "")
+    .def("apply", [](const Dataset& d, py::function fn) { return fn(d); }, py::arg("transformation_func"))
+    .def("validate", [](const Dataset& d) { check(d.validate()); },
+         "Checks the graph and that every function exists (raises ValueError / LookupError).")
+    .def("cardinality", [](const Dataset& d) { return d.cardinality(); })
+    .def_property_readonly("element_spec", [](const Dataset& d) { return unwrap(d.element_spec()).to_string(); })
+    .def("fingerprint", &Dataset::fingerprint)
+    .def("to_text", &Dataset::to_text)
+    .def("__str__", &Dataset::to_text)
+    .def("__repr__", [](const Dataset& d) { return "Dataset.from_text(" + std::string(py::repr(py::str(d.to_text()))) + ")"; })
+    .def("__eq__", [](const Dataset& a, const Dataset& b) { return a == b; })
+    .def("__hash__", [](const Dataset& d) { return py::hash(py::str(d.fingerprint())); })
+    .def("_collect", [](const Dataset& d, int64_t limit) {
+      // Runs the pipeline here, in this process (tf.data's as_numpy_iterator, eagerly).
+      std::vector<Element> elements;
+      {
+        py::gil_scoped_release release;
+        elements = unwrap(d.collect(limit));
+      }
+      py::list out;
+      for (auto& e : elements)
+        out.append(element_to_python(std::move(e)));
+      return out;
+    }, py::arg("limit") = -1)
+    .def(py::pickle([](const Dataset& d) { return py::make_tuple(d.to_text()); },
+                    [](py::tuple t) { return unwrap(parse_dataset(t[0].cast<std::string>())); }));
+
+  // --- servers
+  py::class_<DispatchServer>(m, "_DispatchServer")
+    .def(py::init([](uint16_t port, std::string bind_host, std::string work_dir, int64_t worker_timeout_ms,
+                     int64_t job_gc_timeout_ms, int64_t range_split_size) {
+      DispatcherConfig c;
+      c.port = port;
+      c.bind_host = std::move(bind_host);
+      c.work_dir = std::move(work_dir);
+      c.worker_timeout = milliseconds{worker_timeout_ms};
+      c.job_gc_timeout = milliseconds{job_gc_timeout_ms};
+      c.range_split_size = range_split_size;
+      return std::make_unique<DispatchServer>(std::move(c));
+    }), py::arg("port"), py::arg("bind_host"), py::arg("work_dir"), py::arg("worker_timeout_ms"),
+        py::arg("job_gc_timeout_ms"), py::arg("range_split_size"))
+    .def("start", [](DispatchServer& s) {
+      Status st;
+      {
+        py::gil_scoped_release release;
+        st = s.start();
+      }
+      check(st);
+    })
+    .def("stop", &DispatchServer::stop, py::call_guard<py::gil_scoped_release>())
+    .def("join", &DispatchServer::join, py::call_guard<py::gil_scoped_release>())
+    .def_property_readonly("bound_port", &DispatchServer::bound_port)
+    .def_property_readonly("target", &DispatchServer::target);
+
+  py::class_<WorkerServer>(m, "_WorkerServer")
+    .def(py::init([](std::string dispatcher_address, uint16_t port, std::string bind_host,
+                     std::string advertised_address, int64_t heartbeat_interval_ms,
+                     std::vector<std::string> plugins, int64_t task_buffer_elements, int64_t task_buffer_bytes,
+                     int64_t connect_timeout_ms) {
+      WorkerConfig c;
+      c.dispatcher_address = std::move(dispatcher_address);
+      c.port = port;
+      c.bind_host = std::move(bind_host);
+      c.advertised_address = std::move(advertised_address);
+      c.heartbeat_interval = milliseconds{heartbeat_interval_ms};
+      c.plugins = std::move(plugins);
+      c.task_buffer_elements = task_buffer_elements;
+      c.task_buffer_bytes = task_buffer_bytes;
+      c.connect_timeout = milliseconds{connect_timeout_ms};
+      return std::make_unique<WorkerServer>(std::move(c));
+    }), py::arg("dispatcher_address"), py::arg("port"), py::arg("bind_host"), py::arg("advertised_address"),
+        py::arg("heartbeat_interval_ms"), py::arg("plugins"), py::arg("task_buffer_elements"),
+        py::arg("task_buffer_bytes"), py::arg("connect_timeout_ms"))
+    .def("start", [](WorkerServer& s) {
+      Status st;
+      {
+        py::gil_scoped_release release;
+        st = s.start();
+      }
+      check(st);
+    })
+    .def("stop", &WorkerServer::stop, py::call_guard<py::gil_scoped_release>())
+    .def("join", &WorkerServer::join, py::call_guard<py::gil_scoped_release>())
+    .def_property_readonly("bound_port", &WorkerServer::bound_port)
+    .def_property_readonly("worker_address", &WorkerServer::worker_address);
+
+  // --- the consumer API
+  py::class_<DistributeOptions>(m, "_Options");
+  m.def("_make_options", &make_options, py::arg("processing_mode"), py::arg("job_name"), py::arg("consumer_index"),
+        py::arg("num_consumers"), py::arg("max_outstanding_requests"), py::arg("compression"),
+        py::arg("target_workers"), py::arg("max_buffered_bytes"), py::arg("request_timeout_ms"));
+  m.def("_validate_address", [](const std::string& a) { return unwrap(parse_address(a)).to_string(); });
+
+  py::class_<PyStream>(m, "_Stream")
+    .def("__iter__", [](py::object self) { return self; })
+    .def("__next__", &PyStream::next)
+    .def("close", &PyStream::close, "Leaves the job (a private job is then released).")
+    .def("__enter__", [](py::object self) { return self; })
+    .def("__exit__", [](PyStream& s, py::args) { s.close(); })
+    .def_property_readonly("job_id", &PyStream::job_id)
+    .def("stats", &PyStream::stats);
+
+  m.def("_register_dataset", [](const std::string& service, const Dataset& dataset, const std::string& compression,
+                                std::optional<std::string> dataset_id, int64_t connect_timeout_ms) {
+    auto client = connect(service, connect_timeout_ms);
+    py::gil_scoped_release release;
+    return unwrap(client.register_dataset(dataset, compression, dataset_id));
+  });
+  m.def("_distribute", [](const std::string& service, const Dataset& dataset, const DistributeOptions& options,
+                          int64_t connect_timeout_ms) {
+    auto client = connect(service, connect_timeout_ms);
+    std::optional<ElementStream> stream;
+    {
+      py::gil_scoped_release release;
+      stream.emplace(unwrap(client.distribute(dataset, options)));
+    }
+    return std::make_unique<PyStream>(std::move(*stream));
+  });
+  m.def("_from_dataset_id", [](const std::string& service, const std::string& dataset_id,
+                               const DistributeOptions& options, int64_t connect_timeout_ms) {
+    auto client = connect(service, connect_timeout_ms);
+    std::optional<ElementStream> stream;
+    {
+      py::gil_scoped_release release;
+      stream.emplace(unwrap(client.from_dataset_id(dataset_id, options)));
+    }
+    return std::make_unique<PyStream>(std::move(*stream));
+  });
+  m.def("_bench_cpp_stream", &bench_cpp_stream, py::arg("service"), py::arg("dataset"), py::arg("options"),
+        py::arg("warmup_s"), py::arg("seconds"));
+}
