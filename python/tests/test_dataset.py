@@ -1,0 +1,90 @@
+"""The dataset builder, the text form and element conversion (no servers)."""
+
+import pickle
+
+import numpy as np
+import pytest
+
+import conveyor
+
+
+def test_builder_equals_text_form():
+    built = conveyor.Dataset.range(100).map("square").shuffle(16, seed=3).batch(8)
+    parsed = conveyor.Dataset.from_text("range(100).map(square).shuffle(16, seed=3).batch(8)")
+    assert built == parsed
+    assert built.fingerprint() == parsed.fingerprint()
+    assert built.to_text() == "range(100).map(square).shuffle(16, seed=3).batch(8)"
+    assert built.cardinality() == 13
+
+
+def test_function_with_parameters():
+    ds = conveyor.Dataset.range(3).map(conveyor.Function("scale", factor=2.5))
+    assert ds == conveyor.Dataset.from_text("range(3).map(scale(factor=2.5))")
+    assert [float(x) for x in ds._collect()] == [0.0, 2.5, 5.0]
+
+
+def test_local_collect_values_and_dtypes():
+    out = conveyor.Dataset.range(5).map("square")._collect()
+    assert [int(x) for x in out] == [0, 1, 4, 9, 16]
+    assert all(isinstance(x, np.ndarray) and x.shape == () and x.dtype == np.int64 for x in out)
+
+
+def test_from_tensor_slices_numpy_round_trip():
+    a = np.arange(12, dtype=np.float32).reshape(4, 3)
+    labels = np.array([b"a", b"b", b"c", b"d"], dtype=object)
+    out = conveyor.Dataset.from_tensor_slices((a, labels))._collect()
+    assert len(out) == 4
+    for i, (row, label) in enumerate(out):
+        assert row.dtype == np.float32 and row.shape == (3,)
+        np.testing.assert_array_equal(row, a[i])
+        assert label == labels[i]  # string scalars come back as bytes
+
+
+def test_from_tensors_dtypes():
+    for dtype in (np.bool_, np.int32, np.int64, np.float32, np.float64):
+        v = np.ones((2, 2), dtype=dtype)
+        (out,) = conveyor.Dataset.from_tensors(v)._collect()
+        assert out.dtype == dtype
+        np.testing.assert_array_equal(out, v)
+    (s,) = conveyor.Dataset.from_tensors(np.array([["x", "yy"]]))._collect()
+    assert s.dtype == object and s.shape == (1, 2) and s.tolist() == [[b"x", b"yy"]]
+
+
+def test_unsupported_dtype_is_value_error():
+    with pytest.raises(ValueError, match="unsupported numpy dtype uint8"):
+        conveyor.Dataset.from_tensors(np.zeros(3, dtype=np.uint8))
+
+
+def test_unknown_function_fails_validation_with_the_cpp_text():
+    ds = conveyor.Dataset.range(3).map("no_such_function")
+    with pytest.raises(conveyor.ConveyorError) as info:
+        ds.validate()
+    assert "no_such_function" in str(info.value)
+
+
+def test_text_form_syntax_error_is_value_error():
+    with pytest.raises(ValueError, match="column"):
+        conveyor.Dataset.from_text("range(10).map(")
+
+
+def test_bad_argument_is_value_error():
+    with pytest.raises(ValueError, match="batch_size"):
+        conveyor.Dataset.range(10).batch(0).validate()
+
+
+def test_pickle_round_trip():
+    ds = conveyor.Dataset.range(10).map("square").batch(3)
+    assert pickle.loads(pickle.dumps(ds)) == ds
+
+
+def test_error_classes_map_every_code():
+    cases = {
+        "invalid_argument": ValueError, "not_found": LookupError, "unimplemented": NotImplementedError,
+        "unavailable": ConnectionError, "deadline_exceeded": TimeoutError, "io_error": OSError,
+        "out_of_range": IndexError, "internal": RuntimeError,
+    }
+    for code, builtin in cases.items():
+        with pytest.raises(builtin) as info:
+            conveyor._conveyor._raise_status(code, "the text " + code)
+        assert str(info.value) == "the text " + code
+        assert isinstance(info.value, conveyor.ConveyorError) and info.value.code == code

@@ -1,0 +1,204 @@
+"""distribute / register_dataset / from_dataset_id against an in-process cluster on loopback."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import conveyor
+
+
+def ints(iterable):
+    return [int(x) for x in iterable]
+
+
+def test_off_every_worker_produces_everything(cluster):
+    ds = conveyor.Dataset.range(20).map("square")
+    got = ints(conveyor.distribute(ds, service=cluster.target, processing_mode="parallel_epochs"))
+    assert sorted(got) == sorted([i * i for i in range(20)] * len(cluster.workers))
+
+
+def test_dynamic_each_element_once(cluster):
+    ds = conveyor.Dataset.range(300)
+    got = ints(conveyor.distribute(ds, service=cluster.target, processing_mode="distributed_epoch"))
+    assert sorted(got) == list(range(300))
+
+
+def test_service_accepts_a_dispatch_server_and_policy_names(cluster):
+    got = ints(conveyor.distribute(conveyor.Dataset.range(5), service=cluster.dispatcher,
+                                   processing_mode="DYNAMIC"))
+    assert sorted(got) == list(range(5))
+
+
+def test_multi_component_elements_are_tuples(cluster):
+    ds = conveyor.Dataset.from_tensor_slices((np.arange(6, dtype=np.int32), np.arange(6) * 0.5))
+    got = list(conveyor.distribute(ds, cluster.target, "distributed_epoch"))
+    assert len(got) == 6
+    for a, b in got:
+        assert a.dtype == np.int32 and a.shape == () and b.dtype == np.float64
+        assert float(b) == int(a) * 0.5
+
+
+def test_strings_arrive_as_bytes(cluster):
+    ds = conveyor.Dataset.range(3).map("to_string")
+    got = sorted(conveyor.distribute(ds, cluster.target, "distributed_epoch"))
+    assert got == [b"0", b"1", b"2"]
+
+
+def test_shared_job_two_consumers_split_a_dynamic_epoch(cluster):
+    ds = conveyor.Dataset.range(2000)
+    results = [[], []]
+    errors = []
+
+    def consume(i):
+        try:
+            it = iter(conveyor.distribute(ds, cluster.target, "distributed_epoch", job_name="shared-py",
+                                          max_outstanding_requests=4))
+            results[i] = ints(it)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=consume, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    assert sorted(results[0] + results[1]) == list(range(2000))  # each element once, across both
+
+
+def test_named_job_read_again_starts_next_repetition(cluster):
+    d = conveyor.distribute(conveyor.Dataset.range(10), cluster.target, "distributed_epoch", job_name="again")
+    assert sorted(ints(d)) == list(range(10))
+    assert sorted(ints(d)) == list(range(10))
+
+
+def test_register_dataset_and_from_dataset_id(cluster):
+    ds = conveyor.Dataset.range(7).map("square")
+    dataset_id = conveyor.register_dataset(cluster.target, ds)
+    assert conveyor.register_dataset(cluster.target, ds) == dataset_id  # equal definition, same id
+    got = ints(conveyor.from_dataset_id("distributed_epoch", cluster.target, dataset_id))
+    assert sorted(got) == [i * i for i in range(7)]
+    named = conveyor.register_dataset(cluster.target, ds, dataset_id="py-named")
+    assert named == "py-named"
+    with pytest.raises(conveyor.AlreadyExistsError):
+        conveyor.register_dataset(cluster.target, conveyor.Dataset.range(8), dataset_id="py-named")
+
+
+def test_unknown_dataset_id_is_not_found(cluster):
+    with pytest.raises(LookupError):
+        iter(conveyor.from_dataset_id("parallel_epochs", cluster.target, "no-such-id"))
+
+
+@pytest.mark.parametrize("kwargs, exc, text", [
+    (dict(processing_mode="bogus"), ValueError,
+     '`processing_mode`: processing mode should be a ShardingPolicy (OFF, DYNAMIC, FILE, DATA, FILE_OR_DATA, '
+     'HINT), "parallel_epochs", or "distributed_epoch". Got "bogus".'),
+    (dict(job_name=""), ValueError, "`job_name` must not be empty"),
+    (dict(max_outstanding_requests=0), ValueError, "`max_outstanding_requests` must be positive, got 0"),
+    (dict(compression="GZIP"), ValueError, "Invalid `compression` argument"),
+    (dict(target_workers="SOMEWHERE"), ValueError, "Invalid `target_workers` argument"),
+    (dict(consumer_index=0, num_consumers=2), ValueError, "`job_name` must be set when setting `num_consumers`"),
+    (dict(num_consumers=2, job_name="j"), ValueError, "Must either set both `consumer_index` and `num_consumers`"),
+    (dict(job_name="j", consumer_index=0), ValueError, "consumer_index"),
+    (dict(job_name="j", consumer_index=0, num_consumers=2), NotImplementedError, "coordinated reads"),
+    (dict(target_workers="LOCAL"), NotImplementedError, "LOCAL"),
+])
+def test_option_validation_errors(cluster, kwargs, exc, text):
+    args = dict(processing_mode="distributed_epoch")
+    args.update(kwargs)
+    with pytest.raises(exc) as info:
+        conveyor.distribute(conveyor.Dataset.range(3), cluster.target, **args)
+    assert text in str(info.value)  # the C++ validator's text, unchanged
+
+
+def test_invalid_dataset_is_refused_at_registration(cluster):
+    with pytest.raises(conveyor.NotFoundError, match="unknown function `no_such_fn`"):
+        iter(conveyor.distribute(conveyor.Dataset.range(3).map("no_such_fn"), cluster.target, "parallel_epochs"))
+
+
+def test_bad_address_and_unreachable_dispatcher():
+    with pytest.raises(ValueError, match="no port"):
+        iter(conveyor.distribute(conveyor.Dataset.range(3), "127.0.0.1", "parallel_epochs"))
+    # A port nobody listens on: a clear error within the connect timeout, not a hang.
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    with pytest.raises((ConnectionError, TimeoutError)):
+        iter(conveyor.distribute(conveyor.Dataset.range(3), f"127.0.0.1:{port}", "parallel_epochs",
+                                 connect_timeout_ms=2000))
+
+
+def test_pipeline_failure_on_a_worker_raises_in_the_iterator(cluster):
+    ds = conveyor.Dataset.tfrecord("/nonexistent/conveyor-python-test.tfrecord")
+    with pytest.raises(conveyor.ConveyorError) as info:
+        list(conveyor.distribute(ds, cluster.target, "parallel_epochs"))
+    assert "conveyor-python-test.tfrecord" in str(info.value)
+
+
+def test_stream_stats_and_close(cluster):
+    it = iter(conveyor.distribute(conveyor.Dataset.range(10**9), cluster.target, "parallel_epochs"))
+    for _ in range(100):
+        next(it)
+    stats = it.stats()
+    assert stats["elements"] >= 100 and stats["bytes"] > 0
+    assert it.job_id
+    it.close()  # leaves the endless job
+    with pytest.raises(RuntimeError, match="closed"):
+        next(it)
+
+
+def test_zero_copy_arrays_share_the_received_buffers(cluster):
+    size = 1 << 17  # int64 entries: 1 MiB per element
+    ds = conveyor.Dataset.range(size).batch(size, drop_remainder=True).cache().repeat(4)
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        kept = list(conveyor.distribute(ds, cluster.target, "parallel_epochs"))
+        numpy_allocated, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(kept) == 4 * len(cluster.workers)
+    for a in kept:
+        assert a.shape == (size,) and a.dtype == np.int64 and a[size - 1] == size - 1
+        assert not a.flags.owndata and a.flags.writeable
+        # The base is the capsule that owns the C++ Element the stream received.
+        assert type(a.base).__name__ == "PyCapsule" and conveyor._conveyor._CAPSULE_NAME in repr(a.base)
+        assert not np.shares_memory(a, kept[0]) or a is kept[0]
+    # 8 MiB of elements are alive; had they been copied into numpy-allocated arrays,
+    # tracemalloc (which numpy reports its data allocations to) would count them.
+    assert numpy_allocated < (1 << 20), numpy_allocated
+    view = kept[0][10:20]
+    del kept
+    assert view[0] == 10  # a view keeps the Element alive
+
+
+def test_gil_is_released_while_waiting(cluster):
+    # Each element takes 300 ms to produce; a Python thread must keep running meanwhile.
+    ds = conveyor.Dataset.range(4).map(conveyor.Function("sleep_us", us=300_000))
+    import time
+    ticks = []
+    stop = threading.Event()
+
+    def ticker():
+        while not stop.is_set():
+            ticks.append(time.monotonic())
+            time.sleep(0.005)
+
+    t = threading.Thread(target=ticker)
+    t.start()
+    start = time.monotonic()
+    try:
+        got = ints(conveyor.distribute(ds, cluster.target, "distributed_epoch", max_outstanding_requests=1))
+    finally:
+        stop.set()
+        t.join()
+    elapsed = time.monotonic() - start
+    assert sorted(got) == [0, 1, 2, 3]
+    assert elapsed > 0.3  # we did wait for elements
+    during = [x for x in ticks if start <= x <= start + elapsed]
+    gaps = [b - a for a, b in zip(during, during[1:])]
+    # Holding the GIL during a 300 ms wait would stall the ticker for >= 300 ms.
+    assert len(during) > 20 and max(gaps) < 0.25, (len(during), max(gaps, default=None))

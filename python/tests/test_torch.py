@@ -1,0 +1,81 @@
+"""The PyTorch adapter and the examples/ training loop."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import conveyor
+
+torch = pytest.importorskip("torch")  # python3-torch is in scripts/setup.sh; skip only where absent
+import conveyor.torch as ct  # noqa: E402
+
+from conftest import REPO  # noqa: E402
+
+
+def test_dataloader_yields_torch_tensors(cluster):
+    ds = conveyor.Dataset.from_tensor_slices((np.arange(40, dtype=np.float32).reshape(20, 2),
+                                              np.arange(20))).batch(5)
+    loader = torch.utils.data.DataLoader(
+        ct.ConveyorIterableDataset(ds, cluster.target, "distributed_epoch"), batch_size=None)
+    batches = list(loader)
+    assert len(batches) == 4
+    rows = []
+    for x, y in batches:
+        assert isinstance(x, torch.Tensor) and x.dtype == torch.float32 and x.shape == (5, 2)
+        assert isinstance(y, torch.Tensor) and y.dtype == torch.int64
+        rows.extend(zip(y.tolist(), x.tolist()))
+    assert sorted(rows) == [(i, [2.0 * i, 2.0 * i + 1]) for i in range(20)]
+
+
+def test_adapter_accepts_a_distributed_dataset(cluster):
+    d = conveyor.distribute(conveyor.Dataset.range(6), cluster.target, "distributed_epoch")
+    got = sorted(int(t) for t in ct.ConveyorIterableDataset(d))
+    assert got == list(range(6))
+
+
+def test_to_torch_shares_memory_and_keeps_strings():
+    arr = conveyor.Dataset.from_tensors(np.arange(8, dtype=np.int64))._collect()[0]
+    t = ct.to_torch(arr)
+    assert t.data_ptr() == arr.__array_interface__["data"][0]  # torch.from_numpy: no copy
+    assert ct.to_torch(b"abc") == b"abc"
+    pair = ct.to_torch((arr, np.array([b"x"], dtype=object)))
+    assert isinstance(pair[0], torch.Tensor) and pair[1].dtype == object
+
+
+def test_several_loader_workers_need_a_job_name(cluster, monkeypatch):
+    class Info:
+        num_workers = 2
+        id = 0
+    monkeypatch.setattr(torch.utils.data, "get_worker_info", lambda: Info())
+    unnamed = ct.ConveyorIterableDataset(conveyor.Dataset.range(3), cluster.target, "parallel_epochs")
+    with pytest.raises(ValueError, match="job_name"):
+        list(unnamed)
+    named = ct.ConveyorIterableDataset(conveyor.Dataset.range(3), cluster.target, "distributed_epoch",
+                                       job_name="loader-job")
+    assert sorted(int(t) for t in named) == [0, 1, 2]
+
+
+def test_adapter_argument_errors():
+    with pytest.raises(TypeError, match="service"):
+        ct.ConveyorIterableDataset(conveyor.Dataset.range(3))
+
+
+def _run_example(*args):
+    env = dict(os.environ, CONVEYOR_LOG_LEVEL="warning")
+    return subprocess.run([sys.executable, os.path.join(REPO, "examples", "pytorch_train.py"), *args],
+                          capture_output=True, text=True, timeout=240, env=env)
+
+
+def test_example_trains_on_a_local_cluster():
+    r = _run_example("--steps", "60", "--workers", "2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "local cluster: dispatcher" in r.stdout and "trained 60 steps" in r.stdout
+
+
+def test_example_trains_against_a_running_dispatcher(cluster):
+    r = _run_example("--steps", "30", "--dispatcher", cluster.target, "--mode", "parallel_epochs")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "local cluster" not in r.stdout and "trained 30 steps" in r.stdout
