@@ -237,12 +237,34 @@ std::string function_repr(const FunctionRef& fn) {
 
 int64_t opt_or(const std::optional<int64_t>& v, int64_t fallback) { return v ? *v : fallback; }
 
+// ---------------------------------------------------------------- destruction without the GIL
+
+// Destroying a server or a stream stops actors and joins threads; other Python threads keep
+// running meanwhile. During interpreter shutdown the GIL stays where it is.
+bool may_release_gil() { return PyGILState_Check() != 0 && _Py_IsFinalizing() == 0; }
+
+struct DeleteWithoutGil {
+  template <class T>
+  void operator()(T* p) const {
+    if (may_release_gil()) {
+      py::gil_scoped_release release;
+      delete p;
+    } else {
+      delete p;
+    }
+  }
+};
+template <class T>
+using GilFreeHolder = std::unique_ptr<T, DeleteWithoutGil>;
+
 // ---------------------------------------------------------------- streams
 
 // One job's elements for Python: ElementStream::next, GIL released while waiting.
 class PyStream {
 public:
   explicit PyStream(ElementStream s) : stream_(std::move(s)) {}
+  PyStream(const PyStream&) = delete;
+  PyStream& operator=(const PyStream&) = delete;
 
   py::object next() {
     Element e;
@@ -519,7 +541,7 @@ PYBIND11_MODULE(_conveyor, m) {
                     [](py::tuple t) { return unwrap(parse_dataset(t[0].cast<std::string>())); }));
 
   // --- servers
-  py::class_<DispatchServer>(m, "_DispatchServer")
+  py::class_<DispatchServer, GilFreeHolder<DispatchServer>>(m, "_DispatchServer")
     .def(py::init([](uint16_t port, std::string bind_host, std::string work_dir, int64_t worker_timeout_ms,
                      int64_t job_gc_timeout_ms, int64_t range_split_size) {
       DispatcherConfig c;
@@ -529,7 +551,7 @@ PYBIND11_MODULE(_conveyor, m) {
       c.worker_timeout = milliseconds{worker_timeout_ms};
       c.job_gc_timeout = milliseconds{job_gc_timeout_ms};
       c.range_split_size = range_split_size;
-      return std::make_unique<DispatchServer>(std::move(c));
+      return new DispatchServer(std::move(c));
     }), py::arg("port"), py::arg("bind_host"), py::arg("work_dir"), py::arg("worker_timeout_ms"),
         py::arg("job_gc_timeout_ms"), py::arg("range_split_size"))
     .def("start", [](DispatchServer& s) {
@@ -545,7 +567,7 @@ PYBIND11_MODULE(_conveyor, m) {
     .def_property_readonly("bound_port", &DispatchServer::bound_port)
     .def_property_readonly("target", &DispatchServer::target);
 
-  py::class_<WorkerServer>(m, "_WorkerServer")
+  py::class_<WorkerServer, GilFreeHolder<WorkerServer>>(m, "_WorkerServer")
     .def(py::init([](std::string dispatcher_address, uint16_t port, std::string bind_host,
                      std::string advertised_address, int64_t heartbeat_interval_ms,
                      std::vector<std::string> plugins, int64_t task_buffer_elements, int64_t task_buffer_bytes,
@@ -560,7 +582,7 @@ PYBIND11_MODULE(_conveyor, m) {
       c.task_buffer_elements = task_buffer_elements;
       c.task_buffer_bytes = task_buffer_bytes;
       c.connect_timeout = milliseconds{connect_timeout_ms};
-      return std::make_unique<WorkerServer>(std::move(c));
+      return new WorkerServer(std::move(c));
     }), py::arg("dispatcher_address"), py::arg("port"), py::arg("bind_host"), py::arg("advertised_address"),
         py::arg("heartbeat_interval_ms"), py::arg("plugins"), py::arg("task_buffer_elements"),
         py::arg("task_buffer_bytes"), py::arg("connect_timeout_ms"))
@@ -584,7 +606,7 @@ PYBIND11_MODULE(_conveyor, m) {
         py::arg("target_workers"), py::arg("max_buffered_bytes"), py::arg("request_timeout_ms"));
   m.def("_validate_address", [](const std::string& a) { return unwrap(parse_address(a)).to_string(); });
 
-  py::class_<PyStream>(m, "_Stream")
+  py::class_<PyStream, GilFreeHolder<PyStream>>(m, "_Stream")
     .def("__iter__", [](py::object self) { return self; })
     .def("__next__", &PyStream::next)
     .def("close", &PyStream::close, "Leaves the job (a private job is then released).")
@@ -607,7 +629,7 @@ PYBIND11_MODULE(_conveyor, m) {
       py::gil_scoped_release release;
       stream.emplace(unwrap(client.distribute(dataset, options)));
     }
-    return std::make_unique<PyStream>(std::move(*stream));
+    return GilFreeHolder<PyStream>(new PyStream(std::move(*stream)));
   });
   m.def("_from_dataset_id", [](const std::string& service, const std::string& dataset_id,
                                const DistributeOptions& options, int64_t connect_timeout_ms) {
@@ -617,7 +639,7 @@ PYBIND11_MODULE(_conveyor, m) {
       py::gil_scoped_release release;
       stream.emplace(unwrap(client.from_dataset_id(dataset_id, options)));
     }
-    return std::make_unique<PyStream>(std::move(*stream));
+    return GilFreeHolder<PyStream>(new PyStream(std::move(*stream)));
   });
   m.def("_bench_cpp_stream", &bench_cpp_stream, py::arg("service"), py::arg("dataset"), py::arg("options"),
         py::arg("warmup_s"), py::arg("seconds"));

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Python iterator throughput against the C++ ElementStream, in the same run, on the same cluster.
+
+    PYTHONPATH=build/python /usr/bin/python3 python/bench/bench_iterator.py            # 8 B and 1 MiB
+    PYTHONPATH=build/python /usr/bin/python3 python/bench/bench_iterator.py --sizes 8 --seconds 5
+
+For each element size it reads an endless dataset through the service for --seconds, alternating
+(--reps times) between
+  C++    : a loop over ElementStream::next in C++ without the GIL (what a C++ trainer runs), and
+  Python : `for x in conveyor.distribute(...)`, taking each element as a numpy array (x.nbytes),
+and prints elements/s, MB/s, the ratio Python / C++ (medians), and at small sizes the Python
+per-element overhead (1/python_rate - 1/cpp_rate). Numeric elements: 8 B = int64 scalars, larger
+sizes = int64 vectors, so the Python side gets zero-copy arrays.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+try:
+    import conveyor
+except ImportError:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "python"))
+    import conveyor
+from conveyor import _conveyor
+
+
+def dataset_for(size):
+    if size == 8:
+        return conveyor.Dataset.range(1 << 62)  # endless int64 scalars
+    if size % 8:
+        raise SystemExit(f"--sizes: {size} is not a multiple of 8 (elements are int64 vectors)")
+    n = size // 8
+    return conveyor.Dataset.range(n).batch(n, drop_remainder=True).cache().repeat()
+
+
+def python_run(target, ds, opts, warmup, seconds):
+    it = iter(conveyor.distribute(ds, target, **opts))
+    try:
+        end = time.monotonic() + warmup
+        while time.monotonic() < end:
+            for _ in range(64):
+                next(it)
+        elements = nbytes = 0
+        start = time.monotonic()
+        end = start + seconds
+        while time.monotonic() < end:
+            for _ in range(64):
+                x = next(it)
+                elements += 1
+                nbytes += x.nbytes
+        return elements, nbytes, time.monotonic() - start
+    finally:
+        it.close()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--dispatcher", help="a running dispatcher (default: one dispatcher + --workers in-process)")
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--sizes", default="8,1048576", help="element sizes in bytes (default 8,1048576)")
+    p.add_argument("--seconds", type=float, default=3.0, help="measured seconds per run (default 3)")
+    p.add_argument("--warmup", type=float, default=1.0)
+    p.add_argument("--reps", type=int, default=3, help="C++/Python run pairs per size (default 3)")
+    p.add_argument("--mode", default="parallel_epochs")
+    args = p.parse_args()
+    if args.seconds <= 0 or args.seconds > 120 or args.reps < 1 or args.reps > 20:
+        p.error("--seconds must be in (0, 120] and --reps in [1, 20]")
+
+    servers = []
+    target = args.dispatcher
+    if not target:
+        dispatcher = conveyor.DispatchServer()
+        servers = [conveyor.WorkerServer(dispatcher_address=dispatcher.target) for _ in range(args.workers)]
+        servers.append(dispatcher)
+        target = dispatcher.target
+    opts = dict(processing_mode=args.mode, compression="NONE")
+    print(f"bench iterator: {target}, {args.workers if not args.dispatcher else '?'} worker(s), "
+          f"{args.mode}, compression NONE, {args.reps} x {args.seconds:.1f} s per side and size", flush=True)
+    try:
+        for size in [int(s) for s in args.sizes.split(",")]:
+            ds = dataset_for(size)
+            options = _conveyor._make_options(processing_mode=args.mode, job_name=None, consumer_index=None,
+                                              num_consumers=None, max_outstanding_requests=None,
+                                              compression="NONE", target_workers="AUTO",
+                                              max_buffered_bytes=None, request_timeout_ms=None)
+            cpp, py = [], []
+            for _ in range(args.reps):
+                n, b, s = _conveyor._bench_cpp_stream(target, ds, options, args.warmup, args.seconds)
+                cpp.append((n / s, b / s / 1e6))
+                n, b, s = python_run(target, ds, opts, args.warmup, args.seconds)
+                py.append((n / s, b / s / 1e6))
+            c_el = statistics.median(r[0] for r in cpp)
+            p_el = statistics.median(r[0] for r in py)
+            c_mb = statistics.median(r[1] for r in cpp)
+            p_mb = statistics.median(r[1] for r in py)
+            print(f"size {size} B:")
+            print(f"  C++ ElementStream : {c_el:12.0f} elements/s {c_mb:10.1f} MB/s  runs: "
+                  + ", ".join(f"{r[0]:.0f}" for r in cpp))
+            print(f"  Python iterator   : {p_el:12.0f} elements/s {p_mb:10.1f} MB/s  runs: "
+                  + ", ".join(f"{r[0]:.0f}" for r in py))
+            print(f"  ratio Python/C++  : {p_el / c_el:.2f}")
+            if size <= 4096:
+                print(f"  Python overhead   : {(1 / p_el - 1 / c_el) * 1e6:.2f} us per element")
+            sys.stdout.flush()
+    finally:
+        for s in servers:
+            s.stop()
+
+
+if __name__ == "__main__":
+    main()
