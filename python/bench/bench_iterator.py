@@ -8,7 +8,8 @@ For each element size it reads an endless dataset through the service for --seco
 (--reps times) between
   C++    : a loop over ElementStream::next in C++ without the GIL (what a C++ trainer runs), and
   Python : `for x in conveyor.distribute(...)`, taking each element as a numpy array (x.nbytes),
-and prints elements/s, MB/s, the ratio Python / C++ (medians), and at small sizes the Python
+(alternating which goes first) and prints elements/s, MB/s, the ratio Python / C++ (of the medians
+and per adjacent run pair), and at small sizes the Python
 per-element overhead (1/python_rate - 1/cpp_rate). Numeric elements: 8 B = int64 scalars, larger
 sizes = int64 vectors, so the Python side gets zero-copy arrays.
 """
@@ -87,11 +88,17 @@ def main():
                                               compression="NONE", target_workers="AUTO",
                                               max_buffered_bytes=None, request_timeout_ms=None)
             cpp, py = [], []
-            for _ in range(args.reps):
-                n, b, s = _conveyor._bench_cpp_stream(target, ds, options, args.warmup, args.seconds)
-                cpp.append((n / s, b / s / 1e6))
-                n, b, s = python_run(target, ds, opts, args.warmup, args.seconds)
-                py.append((n / s, b / s / 1e6))
+            for rep in range(args.reps):
+                # Alternate which side goes first, so that drifting load favours neither.
+                order = ("cpp", "py") if rep % 2 == 0 else ("py", "cpp")
+                for side in order:
+                    if side == "cpp":
+                        n, b, s = _conveyor._bench_cpp_stream(target, ds, options, args.warmup, args.seconds)
+                        cpp.append((n / s, b / s / 1e6))
+                    else:
+                        n, b, s = python_run(target, ds, opts, args.warmup, args.seconds)
+                        py.append((n / s, b / s / 1e6))
+            pair_ratios = [p[0] / c[0] for p, c in zip(py, cpp)]
             c_el = statistics.median(r[0] for r in cpp)
             p_el = statistics.median(r[0] for r in py)
             c_mb = statistics.median(r[1] for r in cpp)
@@ -101,7 +108,9 @@ def main():
                   + ", ".join(f"{r[0]:.0f}" for r in cpp))
             print(f"  Python iterator   : {p_el:12.0f} elements/s {p_mb:10.1f} MB/s  runs: "
                   + ", ".join(f"{r[0]:.0f}" for r in py))
-            print(f"  ratio Python/C++  : {p_el / c_el:.2f}")
+            print(f"  ratio Python/C++  : {p_el / c_el:.2f} (medians); per run pair: "
+                  + ", ".join(f"{r:.2f}" for r in pair_ratios)
+                  + f"; median {statistics.median(pair_ratios):.2f}")
             if size <= 4096:
                 print(f"  Python overhead   : {(1 / p_el - 1 / c_el) * 1e6:.2f} us per element")
             sys.stdout.flush()

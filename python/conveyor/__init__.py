@@ -26,6 +26,8 @@ from .service import (
 
 Dataset = _conveyor.Dataset
 Function = _conveyor.Function
+load_plugin = _conveyor.load_plugin
+function_names = _conveyor.function_names
 AUTOTUNE = _conveyor.AUTOTUNE
 INFINITE_CARDINALITY = _conveyor.INFINITE_CARDINALITY
 UNKNOWN_CARDINALITY = _conveyor.UNKNOWN_CARDINALITY
@@ -33,7 +35,7 @@ UNKNOWN_CARDINALITY = _conveyor.UNKNOWN_CARDINALITY
 __all__ = [
     "AUTOTUNE", "ConveyorError", "Dataset", "DispatchServer", "DispatcherConfig", "DistributedDataset",
     "Function", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "WorkerConfig", "WorkerServer",
-    "distribute", "from_dataset_id", "register_dataset",
+    "distribute", "from_dataset_id", "function_names", "load_plugin", "register_dataset",
 ]
 
 

@@ -25,6 +25,7 @@
 #include "conveyor/server.hpp"
 #include "pipeline/dataset.hpp"
 #include "pipeline/element.hpp"
+#include "pipeline/functions.hpp"
 #include "pipeline/iterator.hpp"
 #include "pipeline/text_form.hpp"
 
@@ -445,6 +446,18 @@ PYBIND11_MODULE(_conveyor, m) {
   m.attr("_CAPSULE_NAME") = kCapsuleName;
 
   // --- functions and datasets
+  m.def("load_plugin", [](const std::string& path) {
+    Status st;
+    {
+      py::gil_scoped_release release;
+      st = FunctionRegistry::global().load_plugin(path);
+    }
+    check(st);
+  }, py::arg("path"),
+        "Loads dataset functions from a plugin shared library into this process's registry (as\n"
+        "`conveyor worker --plugin` does), so datasets naming them validate here.");
+  m.def("function_names", [] { return FunctionRegistry::global().names(); },
+        "The names of the functions datasets can use in this process.");
   py::class_<FunctionRef>(m, "Function", "A registered function by name, with parameters: "
                                          "Function(\"scale\", factor=2.5)")
     .def(py::init([](const std::string& name, py::kwargs params) { return make_function(name, params); }),

@@ -204,3 +204,22 @@ def test_gil_is_released_while_waiting(cluster):
     gaps = [b - a for a, b in zip(during, during[1:])]
     # Holding the GIL during a 300 ms wait would stall the ticker for >= 300 ms.
     assert len(during) > 20 and max(gaps) < 0.25, (len(during), max(gaps, default=None))
+
+
+def test_plugin_functions_from_python(cluster):
+    import glob
+    import os
+    build = os.environ.get("CONVEYOR_BINARY_DIR") or os.path.join(os.path.dirname(__file__), "..", "..", "build")
+    plugins = glob.glob(os.path.join(build, "libtest_plugin.so"))
+    if not plugins:
+        pytest.skip(f"libtest_plugin.so is not built in {build}")
+    ds = conveyor.Dataset.range(4).map("plugin_triple")
+    with pytest.raises(LookupError, match="plugin_triple"):
+        ds.validate()
+    conveyor.load_plugin(plugins[0])
+    assert "plugin_triple" in conveyor.function_names()
+    ds.validate()
+    with pytest.raises(conveyor.ConveyorError):
+        conveyor.load_plugin("/nonexistent/libnothing.so")
+    # The in-process workers share this process's registry.
+    assert sorted(int(x) for x in conveyor.distribute(ds, cluster.target, "distributed_epoch")) == [0, 3, 6, 9]
