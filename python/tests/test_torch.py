@@ -79,3 +79,12 @@ def test_example_trains_against_a_running_dispatcher(cluster):
     r = _run_example("--steps", "30", "--dispatcher", cluster.target, "--mode", "parallel_epochs")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "local cluster" not in r.stdout and "trained 30 steps" in r.stdout
+
+
+def test_dataloader_worker_processes_share_a_named_job(cluster):
+    # Two loader processes (forked from this one, which runs the cluster) are two consumers of
+    # one job: DYNAMIC hands each element of the epoch to exactly one of them.
+    ds = ct.ConveyorIterableDataset(conveyor.Dataset.range(500), cluster.target, "distributed_epoch",
+                                    job_name="loader-processes")
+    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, timeout=60)
+    assert sorted(int(t) for t in loader) == list(range(500))
