@@ -1,0 +1,70 @@
+"""DispatchServer / WorkerServer: tf.data service's start / join / stop semantics and errors."""
+
+import socket
+import threading
+import time
+
+import pytest
+
+import conveyor
+
+
+def test_start_false_then_start_is_idempotent():
+    d = conveyor.DispatchServer(start=False)
+    d.start()
+    d.start()  # as tf.data's: starting a started server is fine
+    assert d.target.startswith("127.0.0.1:") and d.port > 0 and d.target.endswith(str(d.port))
+    d.stop()
+    d.stop()  # idempotent
+    with pytest.raises(RuntimeError, match="stopped"):
+        d.start()
+
+
+def test_join_returns_after_stop_from_another_thread():
+    d = conveyor.DispatchServer()
+    threading.Timer(0.3, d.stop).start()
+    t = time.monotonic()
+    d.join()
+    assert time.monotonic() - t >= 0.25
+
+
+def test_config_objects_and_unknown_arguments():
+    config = conveyor.DispatcherConfig(port=0, worker_timeout_ms=1000)
+    with conveyor.DispatchServer(config) as d:
+        with conveyor.WorkerServer(conveyor.WorkerConfig(dispatcher_address=d.target)) as w:
+            assert w.worker_address.startswith("127.0.0.1:")
+    with pytest.raises(TypeError, match="unknown argument `protocol`"):
+        conveyor.DispatchServer(protocol="grpc")
+    with pytest.raises(TypeError, match="DispatcherConfig"):
+        conveyor.DispatchServer(config={"port": 0})
+
+
+def test_port_in_use_is_an_error_naming_it():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    port = s.getsockname()[1]
+    try:
+        with pytest.raises(conveyor.ConveyorError, match=str(port)):
+            conveyor.DispatchServer(port=port)
+    finally:
+        s.close()
+
+
+def test_worker_without_a_reachable_dispatcher_fails_within_its_timeout():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    t = time.monotonic()
+    with pytest.raises((ConnectionError, TimeoutError)):
+        conveyor.WorkerServer(dispatcher_address=f"127.0.0.1:{port}", dispatcher_timeout_ms=1000)
+    assert time.monotonic() - t < 10
+    with pytest.raises(ValueError, match="address"):
+        conveyor.WorkerServer(dispatcher_address="")
+
+
+def test_worker_advertised_address():
+    with conveyor.DispatchServer() as d:
+        with conveyor.WorkerServer(dispatcher_address=d, worker_address="localhost:%port%") as w:
+            assert w.worker_address == f"localhost:{w.port}"
