@@ -9,8 +9,9 @@ For each element size it reads an endless dataset through the service for --seco
   C++    : a loop over ElementStream::next in C++ without the GIL (what a C++ trainer runs), and
   Python : `for x in conveyor.distribute(...)`, taking each element as a numpy array (x.nbytes),
 (alternating which goes first) and prints elements/s, MB/s, the ratio Python / C++ (of the medians
-and per adjacent run pair), and at small sizes the Python
-per-element overhead (1/python_rate - 1/cpp_rate). Numeric elements: 8 B = int64 scalars, larger
+and per adjacent run pair), the consuming thread's CPU time per element on each side (robust on a
+loaded machine: their difference is the Python per-element overhead), and at small sizes the
+wall-clock overhead 1/python_rate - 1/cpp_rate. Numeric elements: 8 B = int64 scalars, larger
 sizes = int64 vectors, so the Python side gets zero-copy arrays.
 """
 
@@ -45,6 +46,7 @@ def python_run(target, ds, opts, warmup, seconds):
             for _ in range(64):
                 next(it)
         elements = nbytes = 0
+        cpu0 = time.thread_time()
         start = time.monotonic()
         end = start + seconds
         while time.monotonic() < end:
@@ -52,7 +54,7 @@ def python_run(target, ds, opts, warmup, seconds):
                 x = next(it)
                 elements += 1
                 nbytes += x.nbytes
-        return elements, nbytes, time.monotonic() - start
+        return elements, nbytes, time.monotonic() - start, time.thread_time() - cpu0
     finally:
         it.close()
 
@@ -93,11 +95,11 @@ def main():
                 order = ("cpp", "py") if rep % 2 == 0 else ("py", "cpp")
                 for side in order:
                     if side == "cpp":
-                        n, b, s = _conveyor._bench_cpp_stream(target, ds, options, args.warmup, args.seconds)
-                        cpp.append((n / s, b / s / 1e6))
+                        n, b, s, c = _conveyor._bench_cpp_stream(target, ds, options, args.warmup, args.seconds)
+                        cpp.append((n / s, b / s / 1e6, c / n))
                     else:
-                        n, b, s = python_run(target, ds, opts, args.warmup, args.seconds)
-                        py.append((n / s, b / s / 1e6))
+                        n, b, s, c = python_run(target, ds, opts, args.warmup, args.seconds)
+                        py.append((n / s, b / s / 1e6, c / n))
             pair_ratios = [p[0] / c[0] for p, c in zip(py, cpp)]
             c_el = statistics.median(r[0] for r in cpp)
             p_el = statistics.median(r[0] for r in py)
@@ -111,8 +113,13 @@ def main():
             print(f"  ratio Python/C++  : {p_el / c_el:.2f} (medians); per run pair: "
                   + ", ".join(f"{r:.2f}" for r in pair_ratios)
                   + f"; median {statistics.median(pair_ratios):.2f}")
+            c_cpu = statistics.median(r[2] for r in cpp)
+            p_cpu = statistics.median(r[2] for r in py)
+            print(f"  consuming thread CPU per element: C++ {c_cpu * 1e6:.3f} us, Python {p_cpu * 1e6:.3f} us "
+                  f"-> Python overhead {(p_cpu - c_cpu) * 1e6:.3f} us per element")
             if size <= 4096:
-                print(f"  Python overhead   : {(1 / p_el - 1 / c_el) * 1e6:.2f} us per element")
+                print(f"  Python overhead (wall, 1/python_rate - 1/cpp_rate): "
+                      f"{(1 / p_el - 1 / c_el) * 1e6:.2f} us per element")
             sys.stdout.flush()
     finally:
         for s in servers:
