@@ -275,21 +275,11 @@ public:
     Status st;
     {
       std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-      if (lock.owns_lock()) {
-        // Fast path with the GIL held: an element already received is handed over at once.
-        st = stream()->next(e, end, milliseconds{0});
-        if (st.code() == ErrorCode::deadline_exceeded)
-          st = wait(e, end, lock);
-      } else {
-        std::unique_lock<std::mutex> waited;
-        {
-          py::gil_scoped_release release;
-          waited = std::unique_lock<std::mutex>(mu_);
-        }
-        st = stream()->next(e, end, milliseconds{0});
-        if (st.code() == ErrorCode::deadline_exceeded)
-          st = wait(e, end, waited);
+      if (!lock.owns_lock()) { // another thread is reading this stream: wait for it without the GIL
+        py::gil_scoped_release release;
+        lock = std::unique_lock<std::mutex>(mu_);
       }
+      st = take(e, end);
     }
     if (!st.ok())
       raise(st);
@@ -330,21 +320,40 @@ private:
     return &*stream_;
   }
 
-  // Waits with the GIL released, in short slices so that Ctrl-C (a pending signal) interrupts.
-  Status wait(Element& e, bool& end, std::unique_lock<std::mutex>& /*held*/) {
+  // The next element; called with mu_ held. While elements arrive faster than they are taken,
+  // ElementStream::next hands over an already received one without waiting: that fast path keeps
+  // the GIL (releasing it per element would hand it to any busy Python thread, and take up to
+  // the switch interval to get back). Once a call had to wait, the next one goes straight to the
+  // wait: a zero-timeout try would cost a futex round trip per element on a stream that is
+  // waited on anyway. Waits release the GIL, in short slices so that Ctrl-C interrupts them.
+  Status take(Element& e, bool& end) {
+    using Clock = std::chrono::steady_clock;
+    if (!stream_)
+      return failed_precondition("the iterator was closed");
+    if (!waiting_) {
+      Status st = stream_->next(e, end, milliseconds{0});
+      if (st.code() != ErrorCode::deadline_exceeded)
+        return st;
+    }
     for (;;) {
       Status st;
+      const auto start = Clock::now();
       {
         py::gil_scoped_release release;
         st = stream_->next(e, end, milliseconds{100});
       }
-      if (st.code() != ErrorCode::deadline_exceeded)
+      if (st.code() != ErrorCode::deadline_exceeded) {
+        // An element that was there at once means the stream runs ahead again: back to the fast path.
+        waiting_ = Clock::now() - start > std::chrono::microseconds{50};
         return st;
+      }
+      waiting_ = true;
       if (PyErr_CheckSignals() != 0)
         throw py::error_already_set();
     }
   }
 
+  bool waiting_ = false; // the last element had to be waited for (guarded by mu_)
   std::mutex mu_;
   std::optional<ElementStream> stream_;
 };
@@ -384,7 +393,7 @@ DistributeOptions make_options(const std::string& processing_mode, std::optional
 // trainer runs, for `seconds`, without the GIL. Returns (elements, bytes, seconds, cpu_seconds of
 // the consuming thread).
 py::tuple bench_cpp_stream(const std::string& service, const Dataset& dataset, const DistributeOptions& options,
-                           double warmup_s, double seconds) {
+                           double warmup_s, double seconds, bool two_step) {
   using Clock = std::chrono::steady_clock;
   int64_t elements = 0, bytes = 0;
   double elapsed = 0, cpu = 0;
@@ -404,7 +413,14 @@ py::tuple bench_cpp_stream(const std::string& service, const Dataset& dataset, c
       const auto until = start + std::chrono::duration<double>(limit);
       while (Clock::now() < until) {
         for (int i = 0; i < 64; ++i) {
-          check(stream.next(e, end));
+          if (!two_step) {
+            check(stream.next(e, end));
+          } else { // the Python iterator's calls: a non-blocking try, then a bounded wait
+            Status st = stream.next(e, end, milliseconds{0});
+            while (st.code() == ErrorCode::deadline_exceeded)
+              st = stream.next(e, end, milliseconds{100});
+            check(st);
+          }
           if (end)
             raise(failed_precondition("the benchmark dataset ended"));
           if (count) {
@@ -665,5 +681,5 @@ PYBIND11_MODULE(_conveyor, m) {
     return GilFreeHolder<PyStream>(new PyStream(std::move(*stream)));
   });
   m.def("_bench_cpp_stream", &bench_cpp_stream, py::arg("service"), py::arg("dataset"), py::arg("options"),
-        py::arg("warmup_s"), py::arg("seconds"));
+        py::arg("warmup_s"), py::arg("seconds"), py::arg("two_step") = false);
 }

@@ -223,3 +223,19 @@ def test_plugin_functions_from_python(cluster):
         conveyor.load_plugin("/nonexistent/libnothing.so")
     # The in-process workers share this process's registry.
     assert sorted(int(x) for x in conveyor.distribute(ds, cluster.target, "distributed_epoch")) == [0, 3, 6, 9]
+
+
+def test_one_iterator_read_from_two_threads(cluster):
+    it = iter(conveyor.distribute(conveyor.Dataset.range(5000), cluster.target, "distributed_epoch"))
+    parts = [[], []]
+
+    def drain(i):
+        for x in it:
+            parts[i].append(int(x))
+
+    threads = [threading.Thread(target=drain, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(parts[0] + parts[1]) == list(range(5000))
