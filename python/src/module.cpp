@@ -13,6 +13,7 @@
 
 #include <time.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -279,7 +280,7 @@ public:
         py::gil_scoped_release release;
         lock = std::unique_lock<std::mutex>(mu_);
       }
-      st = take(e, end);
+      st = take(e, end, lock);
     }
     if (!st.ok())
       raise(st);
@@ -288,21 +289,24 @@ public:
     return element_to_python(std::move(e));
   }
 
+  // A thread waiting in next() on this stream notices within one wait slice (100 ms).
   void close() {
+    closing_ = true;
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(mu_);
     stream_.reset(); // leaves the job
   }
 
+  // mu_ is taken without the GIL: a thread in next() may hold it while it waits for the GIL.
   std::string job_id() {
-    std::lock_guard<std::mutex> lock(mu_);
+    auto lock = lock_without_gil();
     return stream()->job_id();
   }
 
   py::dict stats() {
     StreamStats s;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      auto lock = lock_without_gil();
       s = stream()->stats();
     }
     py::dict d;
@@ -314,22 +318,29 @@ public:
   }
 
 private:
+  std::unique_lock<std::mutex> lock_without_gil() {
+    py::gil_scoped_release release;
+    return std::unique_lock<std::mutex>(mu_);
+  }
+
   ElementStream* stream() {
     if (!stream_)
       raise(failed_precondition("the iterator was closed"));
     return &*stream_;
   }
 
-  // The next element; called with mu_ held. While elements arrive faster than they are taken,
-  // ElementStream::next hands over an already received one without waiting: that fast path keeps
-  // the GIL (releasing it per element would hand it to any busy Python thread, and take up to
-  // the switch interval to get back). Once a call had to wait, the next one goes straight to the
-  // wait: a zero-timeout try would cost a futex round trip per element on a stream that is
-  // waited on anyway. Waits release the GIL, in short slices so that Ctrl-C interrupts them.
-  Status take(Element& e, bool& end) {
+  // The next element; called with mu_ held (`lock`). While elements arrive faster than they are
+  // taken, ElementStream::next hands over an already received one without waiting: that fast path
+  // keeps the GIL (releasing it per element would hand it to any busy Python thread, and take up
+  // to the switch interval to get back). Once a call had to wait, the next one goes straight to
+  // the wait: a zero-timeout try would cost a futex round trip per element on a stream that is
+  // waited on anyway. Waits release the GIL, in 100 ms slices; between slices mu_ is released too
+  // (so stats() and close() from other threads get in) and Ctrl-C is checked.
+  Status take(Element& e, bool& end, std::unique_lock<std::mutex>& lock) {
     using Clock = std::chrono::steady_clock;
+    const Status closed = failed_precondition("the iterator was closed");
     if (!stream_)
-      return failed_precondition("the iterator was closed");
+      return closed;
     if (!waiting_) {
       Status st = stream_->next(e, end, milliseconds{0});
       if (st.code() != ErrorCode::deadline_exceeded)
@@ -340,7 +351,13 @@ private:
       const auto start = Clock::now();
       {
         py::gil_scoped_release release;
+        if (!lock.owns_lock())
+          lock.lock();
+        if (closing_ || !stream_)
+          return closed;
         st = stream_->next(e, end, milliseconds{100});
+        if (st.code() == ErrorCode::deadline_exceeded)
+          lock.unlock();
       }
       if (st.code() != ErrorCode::deadline_exceeded) {
         // An element that was there at once means the stream runs ahead again: back to the fast path.
@@ -353,7 +370,8 @@ private:
     }
   }
 
-  bool waiting_ = false; // the last element had to be waited for (guarded by mu_)
+  std::atomic<bool> waiting_{false}; // the last element had to be waited for (a hint only)
+  std::atomic<bool> closing_{false};
   std::mutex mu_;
   std::optional<ElementStream> stream_;
 };

@@ -239,3 +239,30 @@ def test_one_iterator_read_from_two_threads(cluster):
     for t in threads:
         t.join(60)
     assert sorted(parts[0] + parts[1]) == list(range(5000))
+
+
+def test_close_and_stats_while_another_thread_waits(cluster):
+    # A stream whose elements take 5 s: one thread waits in next(); stats() and close() from this
+    # thread must neither deadlock (the waiter holds the stream, this thread the GIL) nor wait 5 s.
+    import time
+    ds = conveyor.Dataset.range(3).map(conveyor.Function("sleep_us", us=5_000_000))
+    it = iter(conveyor.distribute(ds, cluster.target, "parallel_epochs"))
+    outcome = []
+
+    def waiter():
+        try:
+            next(it)
+            outcome.append("element")
+        except RuntimeError as e:
+            outcome.append(str(e))
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    time.sleep(0.3)
+    start = time.monotonic()
+    assert it.stats()["elements"] == 0
+    it.close()
+    t.join(10)
+    assert not t.is_alive()
+    assert time.monotonic() - start < 3
+    assert outcome == ["the iterator was closed"]
