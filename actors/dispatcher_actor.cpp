@@ -132,11 +132,14 @@ caf::result<msg::dataset_registered> register_dataset(self_ptr self, msg::regist
   } else {
     id = st.state.next_dataset_id();
   }
+  const auto definition_bytes = req.definition.size();
   msg::RegisterDatasetRecord record{id, fp, std::move(req.definition),
                                     static_cast<uint8_t>(req.compression), now_us(self)};
   if (auto s = apply(self, std::move(record)); !s.ok())
     return msg::to_error(s);
-  log::info(kLog, "registered dataset " + id + " (" + dataset->to_text() + ", compression " +
+  // By id and fingerprint only: the text form of a dataset holding tensors can be megabytes.
+  log::info(kLog, "registered dataset " + id + " (fingerprint " + fp + ", " +
+                    std::to_string(definition_bytes) + " bytes, compression " +
                     to_string(req.compression) + ")");
   return msg::dataset_registered{id};
 }

@@ -23,6 +23,7 @@ std::optional<int> parse_command_line(const CommandInfo& info, const po::options
       ("config", po::value<std::string>()->value_name("FILE"),
        "read flags from FILE: one `name = value` per line, names as the long flags without "
        "`--`; flags given on the command line win");
+  log::set_node(info.name);
   po::options_description visible;
   visible.add(options).add(common);
   po::options_description all;
@@ -95,19 +96,37 @@ Expected<uint16_t> check_port(const std::string& flag, int64_t value) {
 }
 
 void add_log_level_option(po::options_description& options, const char* default_level) {
-  options.add_options()("log-level", po::value<std::string>()->default_value(default_level)->value_name("LEVEL"),
-                        "what the node logs to stderr: error, warning, info or debug");
+  options.add_options()
+      ("log-level", po::value<std::string>()->default_value(default_level)->value_name("LEVEL"),
+       "what the node logs to stderr: error, warning, info or debug (the environment variable "
+       "CONVEYOR_LOG_LEVEL sets it when this flag is not given)")
+      ("log-format", po::value<std::string>()->default_value("text")->value_name("FORMAT"),
+       "log line format: text (timestamp, level, node, pid, message) or json (one object per "
+       "line, for log collectors; CONVEYOR_LOG_FORMAT sets it when this flag is not given)");
 }
 
 Status apply_log_level(const po::variables_map& vm) {
-  // CONVEYOR_LOG_LEVEL (read by the logger) wins over the default, not over an explicit flag.
-  if (!vm.count("log-level") || (vm["log-level"].defaulted() && std::getenv("CONVEYOR_LOG_LEVEL")))
-    return Status::OK();
-  const auto& name = vm["log-level"].as<std::string>();
-  const auto level = log::level_from_string(name);
-  if (!level)
-    return invalid_argument("`--log-level` must be error, warning, info or debug, got \"" + name + "\"");
-  log::set_level(*level);
+  // CONVEYOR_LOG_LEVEL / CONVEYOR_LOG_FORMAT (read by the logger) win over the defaults, not
+  // over an explicit flag. A bad environment value is an error too, not silently ignored.
+  if (const char* env = std::getenv("CONVEYOR_LOG_LEVEL"); env && !log::level_from_string(env))
+    return invalid_argument(std::string{"CONVEYOR_LOG_LEVEL must be error, warning, info or debug, got \""} +
+                            env + "\"");
+  if (const char* env = std::getenv("CONVEYOR_LOG_FORMAT"); env && !log::format_from_string(env))
+    return invalid_argument(std::string{"CONVEYOR_LOG_FORMAT must be text or json, got \""} + env + "\"");
+  if (vm.count("log-level") && !(vm["log-level"].defaulted() && std::getenv("CONVEYOR_LOG_LEVEL"))) {
+    const auto& name = vm["log-level"].as<std::string>();
+    const auto level = log::level_from_string(name);
+    if (!level)
+      return invalid_argument("`--log-level` must be error, warning, info or debug, got \"" + name + "\"");
+    log::set_level(*level);
+  }
+  if (vm.count("log-format") && !(vm["log-format"].defaulted() && std::getenv("CONVEYOR_LOG_FORMAT"))) {
+    const auto& name = vm["log-format"].as<std::string>();
+    const auto format = log::format_from_string(name);
+    if (!format)
+      return invalid_argument("`--log-format` must be text or json, got \"" + name + "\"");
+    log::set_format(*format);
+  }
   return Status::OK();
 }
 

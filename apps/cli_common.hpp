@@ -46,9 +46,12 @@ int report_error(const char* command, const std::string& message, int exit_code)
 int report_status(const char* command, const Status& status);
 int exit_code_for(const Status& status);
 
-// `--log-level error|warning|info|debug` for node logs (actors/log.hpp), with `default_level`.
+// `--log-level error|warning|info|debug` (default `default_level`, or CONVEYOR_LOG_LEVEL) and
+// `--log-format text|json` (default text, or CONVEYOR_LOG_FORMAT) for node logs (actors/log.hpp).
+// parse_command_line() names the node after the command.
 void add_log_level_option(po::options_description& options, const char* default_level);
-// Applies it; invalid_argument naming `--log-level` for an unknown level.
+// Applies them; invalid_argument naming `--log-level` / `--log-format` (or the environment
+// variable) for an unknown value.
 Status apply_log_level(const po::variables_map& vm);
 
 // A "host:port" flag value, checked with conveyor::parse_address (conveyor/options.hpp); the

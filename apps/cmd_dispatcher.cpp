@@ -6,6 +6,7 @@
 
 #include "apps/cli_common.hpp"
 #include "apps/subcommand.hpp"
+#include "actors/log.hpp"
 #include "conveyor/server.hpp"
 
 namespace conveyor::apps {
@@ -85,7 +86,7 @@ int run_dispatcher(const std::vector<std::string>& args) {
   if (auto st = server.start(); !st.ok())
     return report_error(kInfo.name, "cannot start: " + st.to_string(), exit_code_for(st));
   wait_for_stop_signal();
-  std::fprintf(stderr, "dispatcher: stopping\n");
+  log::info("dispatcher", "stopping");
   server.stop();
   return kExitOk;
 }

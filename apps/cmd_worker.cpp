@@ -3,6 +3,7 @@
 
 #include "apps/cli_common.hpp"
 #include "apps/subcommand.hpp"
+#include "actors/log.hpp"
 #include "conveyor/server.hpp"
 
 namespace conveyor::apps {
@@ -97,10 +98,10 @@ int run_worker(const std::vector<std::string>& args) {
     return report_error(kInfo.name, "cannot start: " + st.to_string(), exit_code_for(st));
   // start() returns once the dispatcher accepted the registration: from here on, new jobs and
   // running ones get a task here. Scripts and tests wait for this line.
-  std::fprintf(stderr, "worker: ready: registered with dispatcher %s, serving consumers at %s\n",
-               config.dispatcher_address.c_str(), server.worker_address().c_str());
+  log::info("worker", "ready: registered with dispatcher " + config.dispatcher_address +
+                        ", serving consumers at " + server.worker_address());
   wait_for_stop_signal();
-  std::fprintf(stderr, "worker: stopping\n");
+  log::info("worker", "stopping");
   server.stop();
   return kExitOk;
 }
