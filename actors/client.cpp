@@ -139,6 +139,11 @@ StreamStats ElementStream::stats() const {
   out.bytes = s.bytes;
   out.messages = s.messages;
   out.per_worker = s.per_worker;
+  out.wait_worker_ns = s.wait_worker_ns;
+  out.wait_network_ns = s.wait_network_ns;
+  out.wait_split_ns = s.wait_split_ns;
+  out.wait_credit_ns = s.wait_credit_ns;
+  out.elapsed_ns = s.elapsed_ns;
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/log.hpp"
+#include "actors/wait_stats.hpp"
 #include "messages/all.hpp"
 
 namespace conveyor::actors {
@@ -37,16 +38,43 @@ struct consumer_state {
   std::map<std::string, WorkerLink> workers; // by advertised address
   bool polling = false;
   bool done = false;
+  // Observability: where the reader's waiting went, and whether the last reply was empty.
+  WaitStats waits;
+  bool last_reply_empty = true;
 };
 
 using self_ptr = msg::stream_actor::stateful_pointer<consumer_state>;
 
-msg::stream_stats stats_of(const ConsumerCore& core) {
+// Charges the time since the last event and notes the state the consumer is in now.
+void note_wait(consumer_state& st) {
+  st.waits.advance(WaitStats::Clock::now(),
+                   WaitStats::classify(st.core.unacked_elements(), st.core.requests_in_flight(),
+                                       st.last_reply_empty,
+                                       st.core.outstanding() >= st.start.limits.max_outstanding));
+}
+
+msg::consumer_progress progress_of(consumer_state& st) {
+  note_wait(st);
+  msg::consumer_progress p;
+  p.elements = st.core.elements_received();
+  p.bytes = st.core.bytes_received();
+  st.waits.fill(p, WaitStats::Clock::now());
+  return p;
+}
+
+msg::stream_stats stats_of(consumer_state& st) {
+  const auto& core = st.core;
   msg::stream_stats s;
   s.elements = core.elements_received();
   s.bytes = core.bytes_received();
   s.messages = core.messages_received();
   s.per_worker = core.per_worker();
+  const auto p = progress_of(st);
+  s.wait_worker_ns = p.wait_worker_ns;
+  s.wait_network_ns = p.wait_network_ns;
+  s.wait_split_ns = p.wait_split_ns;
+  s.wait_credit_ns = p.wait_credit_ns;
+  s.elapsed_ns = p.elapsed_ns;
   return s;
 }
 
@@ -55,6 +83,9 @@ void finish(self_ptr self, Status status) {
   if (st.done)
     return;
   st.done = true;
+  if (st.job && st.consumer_id != 0) // the final counters, for status and metrics (no reply)
+    caf::anon_send(st.job, msg::get_tasks{st.consumer_id, st.core.known_version(), 0,
+                                          progress_of(st)});
   if (status.code() == ErrorCode::cancelled || status.ok())
     log::debug(kLog, "job " + std::to_string(st.job_id) + ": " +
                        (status.ok() ? std::string{"end of sequence"} : status.to_string()));
@@ -142,7 +173,7 @@ void poll_tasks(self_ptr self) {
     return;
   st.polling = true;
   auto hold = std::min<caf::timespan>(st.start.task_refresh, st.start.request_timeout / 2);
-  msg::get_tasks req{st.consumer_id, st.core.known_version(), hold.count()};
+  msg::get_tasks req{st.consumer_id, st.core.known_version(), hold.count(), progress_of(st)};
   self->request(st.job, st.start.request_timeout, std::move(req))
     .then(
       [self](msg::task_list& list) {
@@ -195,6 +226,7 @@ void request_batch(self_ptr self, const ConsumerCore::Request& r) {
         auto& st = self->state;
         if (st.done)
           return;
+        st.last_reply_empty = batch.num_elements == 0 && !batch.end_of_sequence;
         std::vector<Element> elements;
         Status s = st.core.on_reply(r, std::move(batch), elements);
         if (!s.ok()) {
@@ -202,8 +234,9 @@ void request_batch(self_ptr self, const ConsumerCore::Request& r) {
           return;
         }
         if (!elements.empty())
-          st.start.sink->push(std::move(elements), stats_of(st.core));
+          st.start.sink->push(std::move(elements), stats_of(st));
         pump(self);
+        note_wait(st);
         check_finished(self);
       },
       [self, r](caf::error& err) {
@@ -343,8 +376,9 @@ msg::stream_actor::behavior_type consumer_impl(self_ptr self) {
     [self](msg::ack_atom, uint64_t n) {
       self->state.core.on_ack(n);
       pump(self);
+      note_wait(self->state);
     },
-    [self](msg::stats_atom) { return stats_of(self->state.core); },
+    [self](msg::stats_atom) { return stats_of(self->state); },
     [self](msg::cancel_atom) {
       finish(self, Status{ErrorCode::cancelled, "the stream was cancelled"});
     },

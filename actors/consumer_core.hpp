@@ -80,6 +80,8 @@ public:
   int64_t messages_received() const { return messages_; }
   const std::map<std::string, int64_t>& per_worker() const { return per_worker_; }
   int64_t outstanding() const { return reserved_elements_ + unacked_elements_; }
+  int64_t unacked_elements() const { return unacked_elements_; }
+  std::size_t requests_in_flight() const { return in_flight_.size(); }
 
 private:
   struct Partial {

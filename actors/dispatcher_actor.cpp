@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <set>
 
 #include <caf/stateful_actor.hpp>
@@ -33,6 +34,9 @@ struct dispatcher_state {
   std::map<msg::worker_id_t, LiveWorker> workers;
   std::map<msg::job_id_t, job_full_actor> jobs; // running job actors
   std::set<caf::actor_addr> job_addrs;           // job actors not yet exited
+  // Observability: dataset facts computed once for `conveyor status`, and the start time.
+  std::map<msg::dataset_id_t, msg::dataset_status> dataset_facts;
+  caf::actor_clock::time_point started;
 };
 
 using self_ptr = dispatcher_full_actor::stateful_pointer<dispatcher_state>;
@@ -108,6 +112,8 @@ void remove_worker(self_ptr self, msg::worker_id_t id, const std::string& reason
                     reason + ")");
 }
 
+const msg::dataset_status& dataset_facts(self_ptr self, const DatasetEntry& d);
+
 caf::result<msg::dataset_registered> register_dataset(self_ptr self, msg::register_dataset& req) {
   auto& st = self->state;
   auto dataset = from_binary(req.definition);
@@ -137,6 +143,7 @@ caf::result<msg::dataset_registered> register_dataset(self_ptr self, msg::regist
                                     static_cast<uint8_t>(req.compression), now_us(self)};
   if (auto s = apply(self, std::move(record)); !s.ok())
     return msg::to_error(s);
+  (void)dataset_facts(self, *st.state.dataset(id));
   // By id and fingerprint only: the text form of a dataset holding tensors can be megabytes.
   log::info(kLog, "registered dataset " + id + " (fingerprint " + fp + ", " +
                     std::to_string(definition_bytes) + " bytes, compression " +
@@ -263,6 +270,92 @@ caf::result<msg::worker_registered> register_worker(self_ptr self, msg::register
   return msg::worker_registered{id, st.start.protocol_version};
 }
 
+// `conveyor status`: the dispatcher's own state plus each live job's counters (asked in
+// parallel; a job that does not answer within the request timeout is listed from the state).
+const msg::dataset_status& dataset_facts(self_ptr self, const DatasetEntry& d) {
+  auto& facts = self->state.dataset_facts;
+  if (auto it = facts.find(d.id); it != facts.end())
+    return it->second;
+  msg::dataset_status s;
+  s.id = d.id;
+  s.fingerprint = d.fingerprint;
+  s.definition_bytes = static_cast<int64_t>(d.definition.size());
+  s.compression = to_string(d.compression);
+  if (auto ds = from_binary(d.definition); ds.ok()) {
+    if (auto spec = ds->element_spec(); spec.ok())
+      s.element_spec = spec->to_string();
+    s.cardinality = ds->cardinality();
+  }
+  return facts.emplace(d.id, std::move(s)).first->second;
+}
+
+caf::result<msg::cluster_status> get_status(self_ptr self, const msg::get_status& req) {
+  auto& st = self->state;
+  auto now = self->clock().now();
+  auto status = std::make_shared<msg::cluster_status>();
+  status->protocol_version = st.start.protocol_version;
+  status->uptime_ms =
+    std::chrono::duration_cast<std::chrono::milliseconds>(now - st.started).count();
+  for (const auto* w : st.state.workers()) {
+    msg::worker_status ws;
+    ws.id = w->id;
+    ws.address = w->address;
+    ws.tasks = static_cast<int64_t>(st.state.tasks_of_worker(w->id).size());
+    if (auto live = st.workers.find(w->id); live != st.workers.end())
+      ws.heartbeat_age_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                              now - live->second.last_heartbeat)
+                              .count();
+    status->workers.push_back(std::move(ws));
+  }
+  std::set<msg::dataset_id_t> listed;
+  for (const auto& [id, job] : st.jobs)
+    if (const auto* entry = st.state.job(id))
+      listed.insert(entry->dataset);
+  // Every dataset a live job reads, plus the most recent ones (bounded: a long-lived
+  // dispatcher may hold many).
+  constexpr std::size_t kMaxDatasets = 100;
+  for (const auto& id : listed)
+    if (const auto* d = st.state.dataset(id))
+      (void)dataset_facts(self, *d);
+  for (const auto& [id, facts] : st.dataset_facts) {
+    if (status->datasets.size() >= kMaxDatasets)
+      break;
+    if (st.state.dataset(id))
+      status->datasets.push_back(facts);
+  }
+  if (!req.include_jobs || st.jobs.empty())
+    return *status;
+  auto promise = self->make_response_promise<msg::cluster_status>();
+  auto pending = std::make_shared<std::size_t>(st.jobs.size());
+  auto deliver_one = [self, status, pending, promise](msg::job_status js) mutable {
+    if (const auto* entry = self->state.state.job(js.id)) {
+      js.name = entry->name;
+      js.dataset = entry->dataset;
+    }
+    status->jobs.push_back(std::move(js));
+    if (--*pending == 0) {
+      std::sort(status->jobs.begin(), status->jobs.end(),
+                [](const auto& a, const auto& b) { return a.id < b.id; });
+      promise.deliver(*status);
+    }
+  };
+  for (const auto& [id, job] : st.jobs) {
+    auto jid = id;
+    self->request(job, std::chrono::seconds(2), msg::get_job_status{})
+      .then([deliver_one](msg::job_status& js) mutable { deliver_one(std::move(js)); },
+            [self, jid, deliver_one](caf::error&) mutable {
+              msg::job_status js;
+              js.id = jid;
+              if (const auto* entry = self->state.state.job(jid)) {
+                js.mode = to_string(entry->policy);
+                js.finished = entry->finished;
+              }
+              deliver_one(std::move(js));
+            });
+  }
+  return promise;
+}
+
 void check_heartbeats(self_ptr self) {
   auto& st = self->state;
   auto now = self->clock().now();
@@ -281,6 +374,7 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
   return sys.spawn(
     [](self_ptr self, DispatcherStart start) -> dispatcher_full_actor::behavior_type {
       self->state.start = std::move(start);
+      self->state.started = self->clock().now();
       self->set_down_handler([self](caf::down_msg& down) {
         auto& st = self->state;
         for (const auto& [id, w] : st.workers)
@@ -321,6 +415,7 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
           w->second.last_heartbeat = self->clock().now();
           return msg::heartbeat_ack{true};
         },
+        [self](msg::get_status& req) { return get_status(self, req); },
         [self](msg::task_finished& done) {
           const auto* task = self->state.state.task(done.task);
           if (task && !task->finished)

@@ -35,6 +35,13 @@ struct job_state {
   uint64_t next_token = 1;
   uint64_t gc_token = 0; // only the latest gc timer counts
   sim::DuplicateSplitBug planted_bug; // test-only; inert unless the simulator switches it on
+  // Observability (`conveyor status`, metrics): what consumers reported on their polls.
+  std::map<msg::consumer_id_t, msg::consumer_progress> progress;
+  msg::consumer_progress departed; // sums of consumers that left
+  caf::actor_clock::time_point created;
+  caf::actor_clock::time_point last_status;
+  int64_t last_status_elements = 0;
+  int64_t last_status_bytes = 0;
 
   std::string label() const {
     std::string l = "job " + std::to_string(start.id);
@@ -45,6 +52,49 @@ struct job_state {
 };
 
 using self_ptr = job_full_actor::stateful_pointer<job_state>;
+
+void add_progress(msg::consumer_progress& sum, const msg::consumer_progress& p) {
+  sum.elements += p.elements;
+  sum.bytes += p.bytes;
+  sum.wait_worker_ns += p.wait_worker_ns;
+  sum.wait_network_ns += p.wait_network_ns;
+  sum.wait_split_ns += p.wait_split_ns;
+  sum.wait_credit_ns += p.wait_credit_ns;
+  sum.elapsed_ns += p.elapsed_ns;
+}
+
+msg::job_status job_status_of(self_ptr self) {
+  auto& st = self->state;
+  msg::job_status s;
+  s.id = st.start.id;
+  s.name = st.start.name;
+  s.dataset = st.start.dataset;
+  s.mode = to_string(st.start.policy);
+  s.finished = st.tasks.finished();
+  s.consumers = static_cast<int64_t>(st.consumers.size());
+  s.tasks = static_cast<int64_t>(st.workers.size());
+  msg::consumer_progress sum = st.departed;
+  for (const auto& [id, p] : st.progress)
+    add_progress(sum, p);
+  s.elements = sum.elements;
+  s.bytes = sum.bytes;
+  s.waiting = sum;
+  const auto now = self->clock().now();
+  s.age_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - st.created).count();
+  const double secs = std::chrono::duration<double>(now - st.last_status).count();
+  if (secs > 0) {
+    s.elements_per_s = static_cast<double>(sum.elements - st.last_status_elements) / secs;
+    s.bytes_per_s = static_cast<double>(sum.bytes - st.last_status_bytes) / secs;
+  }
+  st.last_status = now;
+  st.last_status_elements = sum.elements;
+  st.last_status_bytes = sum.bytes;
+  if (st.start.splits) {
+    s.epoch = st.start.splits->epoch();
+    s.splits_handed_out = st.start.splits->splits_handed_out();
+  }
+  return s;
+}
 
 msg::task_list current_list(const job_state& st) {
   msg::task_list list;
@@ -133,10 +183,17 @@ void assign(self_ptr self, const msg::add_task& add) {
 
 job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
   self->state.start = std::move(start);
+  self->state.created = self->state.last_status = self->clock().now();
   // A job nobody joins (its client died right after creating it) is released like any other.
   arm_gc(self, self->state.start.gc_timeout);
   self->set_down_handler([self](caf::down_msg& down) {
     auto& st = self->state;
+    if (auto c = st.consumers.find(down.source); c != st.consumers.end()) {
+      if (auto p = st.progress.find(c->second); p != st.progress.end()) {
+        add_progress(st.departed, p->second);
+        st.progress.erase(p);
+      }
+    }
     if (!st.consumers.erase(down.source) || !st.consumers.empty())
       return;
     if (st.start.name.empty())
@@ -178,6 +235,8 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
     },
     [self](msg::get_tasks& req) -> caf::result<msg::task_list> {
       auto& st = self->state;
+      if (req.consumer != 0)
+        st.progress[req.consumer] = req.progress;
       if (req.known_version != st.tasks.version() || req.hold_ns <= 0)
         return current_list(st);
       auto promise = self->make_response_promise<msg::task_list>();
@@ -204,6 +263,7 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
         on_finished(self);
       answer_polls(self);
     },
+    [self](msg::get_job_status&) { return job_status_of(self); },
     [self](msg::expire_atom, uint64_t token) {
       auto& polls = self->state.polls;
       for (auto it = polls.begin(); it != polls.end(); ++it) {

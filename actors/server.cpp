@@ -3,15 +3,22 @@
 #include "conveyor/server.hpp"
 
 #include <algorithm>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <condition_variable>
 #include <future>
 #include <mutex>
 
 #include <caf/actor_system.hpp>
+#include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
 #include "actors/dispatcher_actor.hpp"
 #include "actors/log.hpp"
+#include "actors/metrics.hpp"
 #include "actors/node_config.hpp"
 #include "actors/transport.hpp"
 #include "actors/worker_actor.hpp"
@@ -50,6 +57,7 @@ public:
   std::shared_ptr<actors::Transport> transport;
   uint16_t port = 0;
   std::string host;
+  std::unique_ptr<metrics::Endpoint> metrics; // destroyed before the actor system (declared after)
 
 private:
   std::mutex mu;
@@ -83,10 +91,46 @@ Status positive(std::chrono::milliseconds d, const char* name) {
                           std::to_string(d.count()) + " ms");
 }
 
+// CAF reports every bind failure as `cannot_open_port` with a raw text; binding a probe socket
+// the same way tells the common causes apart so the message says what to do.
 Status listen_error(caf::actor_system& sys, const caf::error& err, const std::string& who,
                     const std::string& host, uint16_t port) {
-  return io_error(who + " cannot listen on " + HostPort{host, port}.to_string() + ": " +
-                  sys.render(err));
+  const std::string where = HostPort{host, port}.to_string();
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  std::string bare = host;
+  if (bare.size() > 2 && bare.front() == '[' && bare.back() == ']')
+    bare = bare.substr(1, bare.size() - 2);
+  if (::getaddrinfo(bare.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || !found)
+    return invalid_argument(who + " cannot listen on " + where + ": `--host` " + host +
+                            " does not resolve to an address of this machine");
+  int probe_errno = 0;
+  int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0) {
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one); // as CAF does
+    if (::bind(fd, found->ai_addr, found->ai_addrlen) != 0)
+      probe_errno = errno;
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  if (probe_errno == EADDRINUSE)
+    return io_error(who + " cannot listen on " + where + ": port " + std::to_string(port) +
+                    " is already in use by another process (choose another `--port`, or 0 for "
+                    "a free one)");
+  if (probe_errno == EADDRNOTAVAIL)
+    return invalid_argument(who + " cannot listen on " + where + ": `--host` " + host +
+                            " is not an address of this machine");
+  if (probe_errno == EACCES)
+    return io_error(who + " cannot listen on " + where + ": permission denied (ports below "
+                    "1024 need privileges)");
+  return io_error(who + " cannot listen on " + where + ": " + sys.render(err));
+}
+
+bool is_wildcard(const std::string& host) {
+  return host == "0.0.0.0" || host == "::" || host == "[::]" || host == "0:0:0:0:0:0:0:0";
 }
 
 } // namespace
@@ -135,6 +179,31 @@ Status DispatchServer::start() {
   }
   ctx->port = *port;
   ctx->host = config_.bind_host;
+  if (config_.metrics_port >= 0) {
+    auto* sys = &ctx->sys;
+    auto dispatcher = ctx->dispatcher;
+    const std::string mhost = config_.metrics_host.empty() ? config_.bind_host : config_.metrics_host;
+    auto endpoint = metrics::Endpoint::start(
+      mhost, static_cast<uint16_t>(config_.metrics_port), [sys, dispatcher] {
+        // Runs on the exposer's thread at each scrape: one status request, bounded.
+        std::vector<metrics::Sample> out;
+        caf::scoped_actor self{*sys};
+        self->request(dispatcher, std::chrono::seconds(5), msg::get_status{true})
+          .receive([&](msg::cluster_status& s) { out = metrics::status_samples(s); },
+                   [&](caf::error& err) {
+                     log::warning("dispatcher", "metrics scrape: " + sys->render(err));
+                   });
+        return out;
+      });
+    if (!endpoint.ok()) {
+      ctx->transport->unpublish(caf::actor_cast<caf::actor>(ctx->dispatcher), ctx->port);
+      caf::anon_send_exit(ctx->dispatcher, caf::exit_reason::user_shutdown);
+      return endpoint.status();
+    }
+    ctx->metrics = std::move(endpoint).value();
+    log::info("dispatcher", "metrics on http://" + HostPort{mhost, ctx->metrics->port()}.to_string() +
+                              "/metrics");
+  }
   ctx_ = std::move(ctx);
   if (!config_.work_dir.empty())
     log::info("dispatcher", "work_dir " + config_.work_dir +
@@ -145,6 +214,14 @@ Status DispatchServer::start() {
 
 uint16_t DispatchServer::bound_port() const { return ctx_ ? ctx_->port : 0; }
 
+uint16_t DispatchServer::metrics_port() const {
+  return ctx_ && ctx_->metrics ? ctx_->metrics->port() : 0;
+}
+
+uint16_t WorkerServer::metrics_port() const {
+  return ctx_ && ctx_->metrics ? ctx_->metrics->port() : 0;
+}
+
 std::string DispatchServer::target() const {
   return ctx_ ? HostPort{ctx_->host, ctx_->port}.to_string() : std::string{};
 }
@@ -152,6 +229,7 @@ std::string DispatchServer::target() const {
 void DispatchServer::stop() {
   if (!ctx_ || ctx_->is_stopped())
     return;
+  ctx_->metrics.reset(); // no scrape may wait on a dispatcher that is going away
   ctx_->transport->unpublish(caf::actor_cast<caf::actor>(ctx_->dispatcher), ctx_->port);
   caf::anon_send_exit(ctx_->dispatcher, caf::exit_reason::user_shutdown);
   log::info("dispatcher", "stopped");
@@ -180,6 +258,11 @@ Status WorkerServer::start() {
     return dispatcher.status().with_context("`dispatcher_address`");
   if (config_.bind_host.empty())
     return invalid_argument("`bind_host` must not be empty");
+  if (is_wildcard(config_.bind_host) && config_.advertised_address.empty())
+    return invalid_argument(
+      "the worker binds the wildcard address " + config_.bind_host +
+      " but has no advertised address: consumers cannot connect to " + config_.bind_host +
+      "; give `--advertise HOST:PORT` (e.g. the pod IP and \"%port%\") or bind a concrete `--host`");
   CONVEYOR_RETURN_IF_ERROR(positive(config_.heartbeat_interval, "heartbeat_interval"));
   CONVEYOR_RETURN_IF_ERROR(positive(config_.connect_timeout, "connect_timeout"));
   if (config_.task_buffer_elements <= 0 || config_.task_buffer_bytes <= 0)
@@ -221,6 +304,16 @@ Status WorkerServer::start() {
   if (auto a = parse_address(ctx->advertised); !a.ok())
     return fail(a.status().with_context("`advertised_address`"));
   log::info("worker", "listening on " + HostPort{ctx->host, ctx->port}.to_string());
+  if (config_.metrics_port >= 0) {
+    const std::string mhost = config_.metrics_host.empty() ? config_.bind_host : config_.metrics_host;
+    auto endpoint = metrics::Endpoint::start(mhost, static_cast<uint16_t>(config_.metrics_port),
+                                             [] { return metrics::task_samples(); });
+    if (!endpoint.ok())
+      return fail(endpoint.status());
+    ctx->metrics = std::move(endpoint).value();
+    log::info("worker", "metrics on http://" + HostPort{mhost, ctx->metrics->port()}.to_string() +
+                          "/metrics");
+  }
   caf::anon_send(ctx->worker, caf::connect_atom_v, ctx->advertised);
   // Connecting and registering are each bounded by connect_timeout in the worker actor.
   auto limit = 2 * config_.connect_timeout + std::chrono::seconds(1);
@@ -242,6 +335,7 @@ std::string WorkerServer::worker_address() const { return ctx_ ? ctx_->advertise
 void WorkerServer::stop() {
   if (!ctx_ || ctx_->is_stopped())
     return;
+  ctx_->metrics.reset();
   ctx_->transport->unpublish(caf::actor_cast<caf::actor>(ctx_->worker), ctx_->port);
   caf::anon_send_exit(ctx_->worker, caf::exit_reason::user_shutdown);
   log::info("worker", "stopped");

@@ -8,6 +8,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include "actors/log.hpp"
+#include "actors/metrics.hpp"
 #include "messages/all.hpp"
 #include "pipeline/serialize.hpp"
 
@@ -38,6 +39,23 @@ struct task_state {
   bool produce_scheduled = false;
   bool waiting_for_split = false;
   bool reported_done = false;
+  // Observability: counters for the worker's metrics endpoint (actors/metrics.hpp).
+  std::shared_ptr<metrics::TaskStats> stats;
+  std::chrono::steady_clock::time_point split_asked{};
+
+  void update_stats() {
+    if (!stats || !runner)
+      return;
+    stats->produced_elements.store(runner->produced(), std::memory_order_relaxed);
+    stats->buffered_elements.store(static_cast<int64_t>(runner->buffered_elements()),
+                                   std::memory_order_relaxed);
+    stats->buffered_bytes.store(runner->buffered_bytes(), std::memory_order_relaxed);
+    const bool full = runner->buffer_full() && !runner->ended();
+    if (full && !buffer_was_full) // the pipeline pauses: consumers have no credit left
+      stats->buffer_full_total.fetch_add(1, std::memory_order_relaxed);
+    buffer_was_full = full;
+  }
+  bool buffer_was_full = false;
 
   std::string label() const {
     return "task " + std::to_string(start.def.task) + " (job " + std::to_string(start.def.job) +
@@ -102,6 +120,13 @@ bool answer(self_ptr self, const msg::get_elements& req, Deliver&& deliver, Fail
   }
   auto batch = st.runner->take(req.consumer, req.max_elements, req.max_bytes);
   if (batch) {
+    if (st.stats) {
+      if (batch->chunk_index == 0)
+        st.stats->delivered_elements.fetch_add(batch->num_elements, std::memory_order_relaxed);
+      st.stats->delivered_bytes.fetch_add(static_cast<int64_t>(batch->payload.size()),
+                                          std::memory_order_relaxed);
+      st.update_stats();
+    }
     deliver(std::move(*batch));
     schedule_produce(self); // taking made room in the buffer
     return true;
@@ -132,6 +157,7 @@ void serve_held(self_ptr self) {
 }
 
 void after_step(self_ptr self) {
+  self->state.update_stats();
   serve_held(self);
   report_done(self);
   request_splits(self);
@@ -144,11 +170,20 @@ void request_splits(self_ptr self) {
   if (!feed || !feed->wants_split() || st.runner->ended() || st.runner->failed())
     return;
   feed->request_sent();
+  st.split_asked = std::chrono::steady_clock::now();
   self->request(st.start.def.splits, st.start.split_timeout,
                 msg::get_split{st.start.def.task, feed->epoch()})
     .then(
       [self](msg::split_reply& reply) {
         auto& st = self->state;
+        if (st.stats) {
+          st.stats->split_waits_total.fetch_add(1, std::memory_order_relaxed);
+          st.stats->split_wait_ns.fetch_add(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
+                                                                 st.split_asked)
+              .count(),
+            std::memory_order_relaxed);
+        }
         SplitFeed* feed = st.runner->split_feed();
         if (reply.end_of_splits)
           feed->deliver_end_of_splits();
@@ -177,6 +212,8 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
     self->monitor(st.start.def.splits);
     self->set_down_handler([self](caf::down_msg&) { self->quit(caf::exit_reason::user_shutdown); });
   }
+  st.stats = metrics::register_task(st.start.def.job,
+                                    st.start.def.task, st.start.def.dataset);
   st.runner = std::make_unique<TaskRunner>(st.start.def.policy, st.start.def.compression,
                                            st.start.limits);
   auto dataset = from_binary(st.start.def.definition);

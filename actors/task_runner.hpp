@@ -70,6 +70,7 @@ public:
   const Status& error() const { return error_; }
   bool buffer_full() const;
   std::size_t buffered_elements() const { return buffer_.size(); }
+  int64_t buffered_bytes() const { return buffer_bytes_; }
   int64_t produced() const { return produced_; }
   // Drops what a consumer that left had pending.
   void forget_consumer(msg::consumer_id_t consumer) { pending_.erase(consumer); }

@@ -211,7 +211,10 @@ int run_bench_service(const std::vector<std::string>& args) {
       ("mode,m", po::value(&f.mode)->default_value("off")->value_name("MODE"), "processing mode: off or dynamic")
       ("compression", po::value(&f.compression)->default_value("NONE")->value_name("AUTO|NONE"),
        "wire compression (the payload is random, so AUTO only costs time)")
-      ("max-outstanding", po::value<int64_t>()->value_name("M"), "consumer credit (default: automatic)");
+      ("max-outstanding", po::value<int64_t>()->value_name("M"), "consumer credit (default: automatic)")
+      ("metrics-port", po::value<int64_t>()->default_value(-1)->value_name("PORT"),
+       "serve the dispatcher's Prometheus metrics on this port (0 = free; the first worker's on a "
+       "free port), to measure scrapes under load; -1 = off");
   add_log_level_option(options, "error");
   po::variables_map vm;
   if (auto stop = parse_command_line(kInfo, options, args, vm))
@@ -219,6 +222,9 @@ int run_bench_service(const std::vector<std::string>& args) {
   const auto bad = [](const Status& st) { return report_status(kInfo.name, st); };
   if (auto st = apply_log_level(vm); !st.ok())
     return bad(st);
+  if (auto p = vm["metrics-port"].as<int64_t>(); p < -1 || p > 65535)
+    return bad(invalid_argument("`--metrics-port` must be -1 (off) or a port in 0..65535, got " +
+                                std::to_string(p)));
   if (auto st = check_at_least("--workers", f.workers, 1); !st.ok())
     return bad(st);
   if (auto st = check_at_least("--consumers", f.consumers, 1); !st.ok())
@@ -255,13 +261,18 @@ int run_bench_service(const std::vector<std::string>& args) {
               dataset_text.c_str());
   std::fflush(stdout);
 
-  DispatchServer dispatcher{DispatcherConfig{}};
+  DispatcherConfig dispatcher_config;
+  dispatcher_config.metrics_port = static_cast<int>(vm["metrics-port"].as<int64_t>());
+  DispatchServer dispatcher{dispatcher_config};
   if (auto st = dispatcher.start(); !st.ok())
     return report_error(kInfo.name, "dispatcher: " + st.to_string(), kExitFailure);
   std::vector<std::unique_ptr<WorkerServer>> workers;
   for (int64_t i = 0; i < f.workers; ++i) {
     WorkerConfig config;
     config.dispatcher_address = dispatcher.target();
+    // Workers in one process share one task table; the first serves it (to scrape under load).
+    if (i == 0 && dispatcher_config.metrics_port >= 0)
+      config.metrics_port = 0;
     workers.push_back(std::make_unique<WorkerServer>(config));
     if (auto st = workers.back()->start(); !st.ok())
       return report_error(kInfo.name, "worker: " + st.to_string(), kExitFailure);

@@ -130,6 +130,31 @@ Status apply_log_level(const po::variables_map& vm) {
   return Status::OK();
 }
 
+void add_metrics_options(po::options_description& options) {
+  options.add_options()
+      ("metrics-port", po::value<int64_t>()->default_value(-1)->value_name("PORT"),
+       "serve Prometheus metrics at http://HOST:PORT/metrics (-1 = off, 0 = a free port; the "
+       "chosen one is logged as `metrics on http://...`)")
+      ("metrics-host", po::value<std::string>()->default_value("")->value_name("HOST"),
+       "address the metrics endpoint binds (default: the same as `--host`)");
+}
+
+Status apply_metrics_options(const po::variables_map& vm, int& port, std::string& host) {
+  const int64_t p = vm["metrics-port"].as<int64_t>();
+  if (p < -1 || p > 65535)
+    return invalid_argument("`--metrics-port` must be -1 (off) or a port in 0..65535, got " +
+                            std::to_string(p));
+  host = vm["metrics-host"].as<std::string>();
+  if (!host.empty())
+    CONVEYOR_RETURN_IF_ERROR(check_host("--metrics-host", host));
+  else if (!vm["metrics-host"].defaulted())
+    return invalid_argument("`--metrics-host` needs a host name or address, got an empty one");
+  if (p == -1 && !vm["metrics-host"].defaulted())
+    return invalid_argument("`--metrics-host` needs `--metrics-port`");
+  port = static_cast<int>(p);
+  return Status::OK();
+}
+
 Expected<HostPort> parse_address_flag(const std::string& flag, const std::string& text) {
   auto address = parse_address(text);
   if (!address.ok())

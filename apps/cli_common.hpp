@@ -54,6 +54,11 @@ void add_log_level_option(po::options_description& options, const char* default_
 // variable) for an unknown value.
 Status apply_log_level(const po::variables_map& vm);
 
+// `--metrics-port PORT` (Prometheus text endpoint; -1 = none, 0 = a free port) and
+// `--metrics-host HOST` (default: the node's `--host`).
+void add_metrics_options(po::options_description& options);
+Status apply_metrics_options(const po::variables_map& vm, int& port, std::string& host);
+
 // A "host:port" flag value, checked with conveyor::parse_address (conveyor/options.hpp); the
 // error names the flag: "`--dispatcher`: ...".
 Expected<HostPort> parse_address_flag(const std::string& flag, const std::string& text);

@@ -44,6 +44,7 @@ int run_dispatcher(const std::vector<std::string>& args) {
   po::options_description hidden;
   hidden.add_options()("protocol-version", po::value<uint32_t>()->default_value(0),
                        "speak another protocol version (tests of the version check)");
+  add_metrics_options(options);
   add_log_level_option(options, "info");
   po::variables_map vm;
   if (auto stop = parse_command_line(kInfo, options, args, vm, &hidden))
@@ -81,6 +82,8 @@ int run_dispatcher(const std::vector<std::string>& args) {
         b = e + 1;
       }
 
+  if (auto st = apply_metrics_options(vm, config.metrics_port, config.metrics_host); !st.ok())
+    return report_status(kInfo.name, st);
   install_stop_signals();
   DispatchServer server{config};
   if (auto st = server.start(); !st.ok())

@@ -4,6 +4,8 @@
 #include <optional>
 #include <string>
 
+#include "actors/log.hpp"
+#include "actors/status_client.hpp"
 #include "apps/cli_common.hpp"
 #include "apps/subcommand.hpp"
 #include "conveyor/client.hpp"
@@ -58,6 +60,12 @@ struct ReadFlags {
   PrintMode print = PrintMode::text;
   bool stats = false;
 };
+
+// True only when the dispatcher answered and has no worker (an unreachable one says nothing).
+bool dispatcher_has_no_workers(const std::string& address, std::chrono::milliseconds timeout) {
+  auto status = actors::fetch_status(address, timeout, /*include_jobs=*/false);
+  return status.ok() && status->workers.empty();
+}
 
 int run_read(const std::vector<std::string>& args) {
   ReadFlags f;
@@ -170,15 +178,35 @@ int run_read(const std::vector<std::string>& args) {
   int64_t count = 0;
   Status failure;
   auto last_element = Clock::now();
+  bool warned_no_workers = false;
+  bool no_workers = false;
   while ((f.take < 0 || count < f.take) && !stop_requested()) {
     Element element;
     bool end = false;
     Status st = stream->next(element, end, kSlice);
     if (st.code() == ErrorCode::deadline_exceeded) {
       std::fflush(stdout);
-      if (Clock::now() - last_element >= *timeout) {
-        failure = Status(ErrorCode::deadline_exceeded,
-                         "no element arrived within " + std::to_string(f.timeout_ms) + " ms (`--timeout-ms`)");
+      const auto waited = Clock::now() - last_element;
+      // Nothing for a while: is anyone serving? Asked once, and again at the timeout.
+      if (count == 0 && !warned_no_workers && (waited >= milliseconds{1000} || waited >= *timeout)) {
+        warned_no_workers = true;
+        no_workers = dispatcher_has_no_workers(address->to_string(), *connect_timeout);
+        if (no_workers)
+          log::warning("read", "no workers are registered with the dispatcher at " +
+                                 address->to_string() + "; waiting for one (up to `--timeout-ms` " +
+                                 std::to_string(f.timeout_ms) + " ms)");
+      }
+      if (waited >= *timeout) {
+        if (count == 0 && no_workers &&
+            dispatcher_has_no_workers(address->to_string(), *connect_timeout))
+          failure = Status(ErrorCode::unavailable,
+                           "no workers are registered with the dispatcher at " + address->to_string() +
+                             " (start one with `conveyor worker --dispatcher " + address->to_string() +
+                             " --port 0`); no element arrived within " + std::to_string(f.timeout_ms) +
+                             " ms (`--timeout-ms`)");
+        else
+          failure = Status(ErrorCode::deadline_exceeded,
+                           "no element arrived within " + std::to_string(f.timeout_ms) + " ms (`--timeout-ms`)");
         break;
       }
       continue;
@@ -213,6 +241,17 @@ int run_read(const std::vector<std::string>& args) {
                  static_cast<long long>(s.messages), stream->job_id().c_str());
     for (const auto& [worker, n] : s.per_worker)
       std::fprintf(stderr, "read:   %s: %lld elements\n", worker.c_str(), static_cast<long long>(n));
+    // "Why is my trainer waiting": the reader's blocked time by cause (actors/wait_stats.hpp).
+    const double elapsed = static_cast<double>(s.elapsed_ns) / 1e9;
+    const double waited = static_cast<double>(s.wait_worker_ns + s.wait_network_ns +
+                                              s.wait_split_ns + s.wait_credit_ns) / 1e9;
+    const auto pct = [&](int64_t ns) { return elapsed > 0 ? 100.0 * (ns / 1e9) / elapsed : 0.0; };
+    std::fprintf(stderr,
+                 "read: waiting %.3f s of %.3f s (%.0f%%): worker %.0f%%, network %.0f%%, "
+                 "split hand-out %.0f%%, credit limits %.0f%%\n",
+                 waited, elapsed, elapsed > 0 ? 100.0 * waited / elapsed : 0.0,
+                 pct(s.wait_worker_ns), pct(s.wait_network_ns), pct(s.wait_split_ns),
+                 pct(s.wait_credit_ns));
   }
   if (!failure.ok())
     return report_error(kInfo.name, "reading failed after " + std::to_string(count) +

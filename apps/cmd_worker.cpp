@@ -46,6 +46,7 @@ int run_worker(const std::vector<std::string>& args) {
   po::options_description hidden;
   hidden.add_options()("protocol-version", po::value<uint32_t>()->default_value(0),
                        "speak another protocol version (tests of the version check)");
+  add_metrics_options(options);
   add_log_level_option(options, "info");
   po::variables_map vm;
   if (auto stop = parse_command_line(kInfo, options, args, vm, &hidden))
@@ -66,6 +67,14 @@ int run_worker(const std::vector<std::string>& args) {
   if (auto st = check_host("--host", config.bind_host); !st.ok())
     return report_status(kInfo.name, st);
   config.advertised_address = vm["advertise"].as<std::string>();
+  if ((config.bind_host == "0.0.0.0" || config.bind_host == "::" || config.bind_host == "[::]") &&
+      config.advertised_address.empty())
+    return report_status(kInfo.name,
+                         invalid_argument("`--host " + config.bind_host +
+                                          "` binds every interface, so the worker cannot tell "
+                                          "consumers where to reach it: give `--advertise HOST:PORT` "
+                                          "(\"%port%\" stands for the bound port), or bind a "
+                                          "concrete `--host`"));
   if (!config.advertised_address.empty()) {
     // "%port%" is only known after binding; check the rest with a placeholder port.
     std::string probe = config.advertised_address;
@@ -92,6 +101,8 @@ int run_worker(const std::vector<std::string>& args) {
     config.plugins = vm["plugin"].as<std::vector<std::string>>();
   config.protocol_version = vm["protocol-version"].as<uint32_t>();
 
+  if (auto st = apply_metrics_options(vm, config.metrics_port, config.metrics_host); !st.ok())
+    return report_status(kInfo.name, st);
   install_stop_signals();
   WorkerServer server{config};
   if (auto st = server.start(); !st.ok())

@@ -9,5 +9,6 @@
 #include "messages/job_consumer.hpp"
 #include "messages/job_task.hpp"
 #include "messages/protocol.hpp"
+#include "messages/status.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/worker_consumer.hpp"

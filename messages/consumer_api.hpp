@@ -27,6 +27,12 @@ struct stream_stats {
   int64_t bytes = 0;    // encoded bytes received
   int64_t messages = 0; // element batches received
   std::map<std::string, int64_t> per_worker;
+  // Where the reader's waiting went (actors/wait_stats.hpp), nanoseconds.
+  int64_t wait_worker_ns = 0;
+  int64_t wait_network_ns = 0;
+  int64_t wait_split_ns = 0;
+  int64_t wait_credit_ns = 0;
+  int64_t elapsed_ns = 0;
 };
 
 // The consumer actor.

@@ -22,6 +22,7 @@
 #include "messages/dispatcher_job.hpp"
 #include "messages/dispatcher_worker.hpp"
 #include "messages/protocol.hpp"
+#include "messages/status.hpp"
 #include "messages/type_ids.hpp"
 #include "pipeline/codec.hpp"
 #include "pipeline/sharding.hpp"
@@ -96,6 +97,7 @@ using dispatcher_actor =
                            caf::replies_to<register_dataset>::with<dataset_registered>,
                            caf::replies_to<get_or_create_job>::with<job_info>,
                            caf::replies_to<register_worker>::with<worker_registered>,
-                           caf::replies_to<worker_heartbeat>::with<heartbeat_ack>>;
+                           caf::replies_to<worker_heartbeat>::with<heartbeat_ack>,
+                           caf::replies_to<get_status>::with<cluster_status>>;
 
 } // namespace conveyor::msg

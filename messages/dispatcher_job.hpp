@@ -19,6 +19,7 @@
 #include "messages/job_consumer.hpp"
 #include "messages/job_task.hpp"
 #include "messages/protocol.hpp"
+#include "messages/status.hpp"
 #include "messages/type_ids.hpp"
 
 namespace conveyor::msg {
@@ -78,7 +79,8 @@ typename Inspector::result_type inspect(Inspector& f, job_released& x) {
 using job_actor = split_source_actor::extend<caf::replies_to<join_job>::with<job_joined>,
                                              caf::replies_to<get_tasks>::with<task_list>,
                                              caf::reacts_to<add_task>,
-                                             caf::reacts_to<remove_task>>;
+                                             caf::reacts_to<remove_task>,
+                                             caf::replies_to<get_job_status>::with<job_status>>;
 
 // The dispatcher, as its job actors see it.
 using job_report_actor = caf::typed_actor<caf::reacts_to<task_finished>,

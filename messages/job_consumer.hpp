@@ -17,6 +17,7 @@
 #include <caf/meta/type_name.hpp>
 
 #include "messages/protocol.hpp"
+#include "messages/status.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/worker_consumer.hpp"
 
@@ -44,10 +45,13 @@ struct get_tasks {
   // How long the job may hold the request when nothing changed (nanoseconds; the consumer
   // picks it below its own request timeout).
   int64_t hold_ns = 0;
+  // What the consumer received so far (for `conveyor status` and the metrics; status.hpp).
+  consumer_progress progress;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, get_tasks& x) {
-  return f(caf::meta::type_name("get_tasks"), x.consumer, x.known_version, x.hold_ns);
+  return f(caf::meta::type_name("get_tasks"), x.consumer, x.known_version, x.hold_ns,
+           x.progress);
 }
 
 struct task_info {

@@ -43,6 +43,11 @@ struct register_dataset;
 struct dataset_registered;
 struct get_or_create_job;
 struct job_info;
+// status.hpp
+struct get_status;
+struct cluster_status;
+struct get_job_status;
+struct job_status;
 } // namespace conveyor::msg
 
 CAF_BEGIN_TYPE_ID_BLOCK(conveyor, caf::first_custom_type_id)
@@ -75,6 +80,10 @@ CAF_BEGIN_TYPE_ID_BLOCK(conveyor, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::dataset_registered))
   CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::get_or_create_job))
   CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::job_info))
+  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::get_status))
+  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::cluster_status))
+  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::get_job_status))
+  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::job_status))
   // Atoms (at most 10 characters). Local timers and the consumer API's flow control.
   CAF_ADD_ATOM(conveyor, conveyor::msg, tick_atom, "cv_tick")       // periodic timer
   CAF_ADD_ATOM(conveyor, conveyor::msg, produce_atom, "cv_produce") // task: run the pipeline a step

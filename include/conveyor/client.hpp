@@ -46,6 +46,15 @@ struct StreamStats {
   int64_t bytes = 0;                         // encoded bytes received
   int64_t messages = 0;                      // element batches received
   std::map<std::string, int64_t> per_worker; // worker address -> elements read from it
+  // "Why is my trainer waiting": time the reader was blocked with nothing to take, by cause
+  // (nanoseconds; see actors/wait_stats.hpp): tasks held the request with nothing ready
+  // (worker compute / split wait), replies with data in transit (network), no request could be
+  // sent (credit limits). elapsed_ns: since the stream joined its job.
+  int64_t wait_worker_ns = 0;
+  int64_t wait_network_ns = 0;
+  int64_t wait_split_ns = 0;
+  int64_t wait_credit_ns = 0;
+  int64_t elapsed_ns = 0;
 };
 
 // The elements of one job, pulled from the workers. Move-only. Destroying it leaves the job

@@ -45,6 +45,10 @@ struct DispatcherConfig {
   // Protocol version this node speaks; 0 = this build's version. Tests override it to check
   // that a mismatch is refused.
   uint32_t protocol_version = 0;
+  // Prometheus text endpoint (GET /metrics) on metrics_host (empty = bind_host):metrics_port;
+  // -1 = none, 0 = a free port (see metrics_port()).
+  int metrics_port = -1;
+  std::string metrics_host;
   NetworkConfig network;
 };
 
@@ -66,6 +70,8 @@ public:
   void stop();
   // Blocks until stop() was called (from another thread or a signal handler's helper).
   void join();
+  // The metrics endpoint's port (0 when there is none).
+  uint16_t metrics_port() const;
 
 private:
   DispatcherConfig config_;
@@ -94,6 +100,9 @@ struct WorkerConfig {
   // (seen in ~1 of 10 in-process test runs). The simulator needs it off too.
   bool detached_tasks = false;
   uint32_t protocol_version = 0;       // 0 = this build's version
+  // Prometheus text endpoint, as for the dispatcher (-1 = none, 0 = a free port).
+  int metrics_port = -1;
+  std::string metrics_host;
   NetworkConfig network;
 };
 
@@ -113,6 +122,7 @@ public:
   std::string worker_address() const;
   void stop();
   void join();
+  uint16_t metrics_port() const; // 0 when there is none
 
 private:
   WorkerConfig config_;

@@ -1,0 +1,42 @@
+#include "actors/status_client.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "actors/node_config.hpp"
+#include "actors/transport.hpp"
+#include "messages/all.hpp"
+
+namespace conveyor::actors {
+
+Expected<msg::cluster_status> fetch_status(const std::string& address,
+                                           std::chrono::milliseconds timeout, bool include_jobs) {
+  auto addr = parse_address(address);
+  if (!addr.ok())
+    return addr.status();
+  NodeConfig cfg;
+  caf::actor_system sys{cfg};
+  auto transport = make_tcp_transport(sys);
+  auto dispatcher = connect_blocking<msg::dispatcher_actor>(sys, *transport, *addr,
+                                                            caf::timespan{timeout},
+                                                            "the dispatcher");
+  if (!dispatcher.ok())
+    return dispatcher.status();
+  Expected<msg::cluster_status> result{Status{ErrorCode::internal, "no answer"}};
+  {
+    caf::scoped_actor self{sys};
+    self->request(*dispatcher, caf::timespan{timeout}, msg::get_status{include_jobs})
+      .receive(
+        [&](msg::cluster_status& s) {
+          s.dispatcher = addr->to_string();
+          result = std::move(s);
+        },
+        [&](caf::error& err) {
+          result = msg::to_status(err, "asking the dispatcher at " + addr->to_string() +
+                                         " for its status");
+        });
+  }
+  return result;
+}
+
+} // namespace conveyor::actors

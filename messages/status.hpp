@@ -1,0 +1,119 @@
+// `conveyor status`: what a running dispatcher holds, as one typed request.
+//
+//   anyone -> dispatcher  get_status{} -> cluster_status (workers, datasets, jobs)
+//   dispatcher -> job     get_job_status{} -> job_status (the job's live counters; the
+//                         dispatcher fills in what its own state knows)
+//   consumer -> job       consumer_progress rides on every get_tasks long poll (at least every
+//                         task_refresh), so the job knows what its consumers received.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/meta/type_name.hpp>
+
+#include "messages/protocol.hpp"
+#include "messages/type_ids.hpp"
+
+namespace conveyor::msg {
+
+// What one consumer received so far, and where its waiting time went (nanoseconds; the shares
+// are attributed by the consumer, see actors/wait_stats.hpp).
+struct consumer_progress {
+  int64_t elements = 0;
+  int64_t bytes = 0;
+  int64_t wait_worker_ns = 0;  // its requests were held by tasks with nothing ready
+  int64_t wait_network_ns = 0; // replies with data were on their way
+  int64_t wait_split_ns = 0;   // reserved: tasks waiting for split hand-out (reported by workers)
+  int64_t wait_credit_ns = 0;  // no request could be sent: every credit was in use
+  int64_t elapsed_ns = 0;      // since the consumer joined
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, consumer_progress& x) {
+  return f(caf::meta::type_name("consumer_progress"), x.elements, x.bytes, x.wait_worker_ns,
+           x.wait_network_ns, x.wait_split_ns, x.wait_credit_ns, x.elapsed_ns);
+}
+
+struct get_status {
+  bool include_jobs = true;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, get_status& x) {
+  return f(caf::meta::type_name("get_status"), x.include_jobs);
+}
+
+struct get_job_status {
+  int64_t unused = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, get_job_status& x) {
+  return f(caf::meta::type_name("get_job_status"), x.unused);
+}
+
+struct worker_status {
+  worker_id_t id = 0;
+  std::string address;
+  std::vector<std::string> tags;
+  int64_t tasks = 0;
+  int64_t heartbeat_age_ms = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, worker_status& x) {
+  return f(caf::meta::type_name("worker_status"), x.id, x.address, x.tags, x.tasks,
+           x.heartbeat_age_ms);
+}
+
+struct dataset_status {
+  dataset_id_t id;
+  std::string fingerprint;
+  std::string element_spec; // e.g. "(int64, [])"; empty when it cannot be known here
+  int64_t cardinality = -2; // n, -1 infinite, -2 unknown
+  int64_t definition_bytes = 0;
+  std::string compression;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, dataset_status& x) {
+  return f(caf::meta::type_name("dataset_status"), x.id, x.fingerprint, x.element_spec,
+           x.cardinality, x.definition_bytes, x.compression);
+}
+
+struct job_status {
+  job_id_t id = 0;
+  std::string name; // empty = private
+  dataset_id_t dataset;
+  std::string mode;
+  bool finished = false;
+  int64_t age_ms = 0;
+  int64_t consumers = 0;
+  int64_t tasks = 0;
+  int64_t elements = 0; // delivered to its consumers (as they last reported)
+  int64_t bytes = 0;
+  double elements_per_s = 0; // since the previous status request (or since creation)
+  double bytes_per_s = 0;
+  int64_t epoch = -1;            // DYNAMIC: the job's split epoch; -1 otherwise
+  int64_t splits_handed_out = -1; // DYNAMIC only
+  consumer_progress waiting;      // summed over its consumers
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_status& x) {
+  return f(caf::meta::type_name("job_status"), x.id, x.name, x.dataset, x.mode, x.finished,
+           x.age_ms, x.consumers, x.tasks, x.elements, x.bytes, x.elements_per_s, x.bytes_per_s,
+           x.epoch, x.splits_handed_out, x.waiting);
+}
+
+struct cluster_status {
+  std::string dispatcher; // where it listens (as it was asked)
+  uint32_t protocol_version = 0;
+  int64_t uptime_ms = 0;
+  std::vector<worker_status> workers;
+  std::vector<dataset_status> datasets;
+  std::vector<job_status> jobs;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, cluster_status& x) {
+  return f(caf::meta::type_name("cluster_status"), x.dispatcher, x.protocol_version, x.uptime_ms,
+           x.workers, x.datasets, x.jobs);
+}
+
+} // namespace conveyor::msg

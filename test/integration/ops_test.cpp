@@ -1,0 +1,225 @@
+// Operations: node log lines, clear start-up errors, `conveyor status`, the Prometheus
+// endpoints (scraped over HTTP on loopback) and the deployment files (deploy/).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <regex>
+
+#include <doctest/doctest.h>
+
+#include "test/integration/cluster.hpp"
+
+using namespace conveyor::testing;
+
+namespace {
+
+bool contains(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+
+// GET http://127.0.0.1:port/path; returns the body ("" on any failure, with `error` set).
+std::string http_get(uint16_t port, const std::string& path, std::string& error) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    error = "socket failed";
+    return {};
+  }
+  timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    error = "connect failed";
+    return {};
+  }
+  const std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  (void)!::write(fd, req.data(), req.size());
+  std::string resp;
+  char buf[65536];
+  for (;;) {
+    auto n = ::read(fd, buf, sizeof buf);
+    if (n <= 0)
+      break;
+    resp.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  auto body = resp.find("\r\n\r\n");
+  if (resp.rfind("HTTP/1.", 0) != 0 || !contains(resp.substr(0, 16), "200") || body == std::string::npos) {
+    error = "bad response: " + resp.substr(0, 200);
+    return {};
+  }
+  return resp.substr(body + 4);
+}
+
+// The port from a "metrics on http://HOST:PORT/metrics" log line.
+uint16_t metrics_port_of(ChildProcess& p) {
+  REQUIRE(p.wait_for_output("/metrics", kStartTimeout));
+  std::smatch m;
+  const std::string text = p.stderr_text();
+  REQUIRE(std::regex_search(text, m, std::regex(R"(metrics on http://[^ ]*:(\d+)/metrics)")));
+  return static_cast<uint16_t>(std::stoi(m[1].str()));
+}
+
+// The value of the first sample line starting with `prefix` (name plus labels), or -1.
+double sample_value(const std::string& text, const std::string& prefix) {
+  std::size_t at = 0;
+  while ((at = text.find(prefix, at)) != std::string::npos) {
+    if (at == 0 || text[at - 1] == '\n') {
+      auto eol = text.find('\n', at);
+      auto line = text.substr(at, eol - at);
+      return std::stod(line.substr(line.rfind(' ') + 1));
+    }
+    at += prefix.size();
+  }
+  return -1;
+}
+
+// Sum of every sample line of `name` (any labels).
+double sample_sum(const std::string& text, const std::string& name) {
+  double sum = 0;
+  std::regex re("(^|\\n)" + name + "(\\{[^}]*\\})? ([0-9.e+-]+)");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator(); ++it)
+    sum += std::stod((*it)[3].str());
+  return sum;
+}
+
+} // namespace
+
+TEST_CASE("ops: node log lines carry a timestamp, the level, the node and the pid; json on request") {
+  auto d = ChildProcess::conveyor({"dispatcher", "--port", "0"}, "log-text");
+  REQUIRE(d.ok());
+  REQUIRE((*d)->wait_listening(kStartTimeout).ok());
+  const std::regex text_line(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z info  node=dispatcher pid=(\d+) dispatcher: listening on 127\.0\.0\.1:\d+)");
+  std::smatch m;
+  const auto err = (*d)->stderr_text();
+  REQUIRE_MESSAGE(std::regex_search(err, m, text_line), err);
+  CHECK(std::stol(m[1].str()) == (*d)->pid());
+
+  auto j = ChildProcess::conveyor({"dispatcher", "--port", "0", "--log-format", "json"}, "log-json");
+  REQUIRE(j.ok());
+  REQUIRE((*j)->wait_for_output("listening on", kStartTimeout));
+  const auto jerr = (*j)->stderr_text();
+  CHECK_MESSAGE(std::regex_search(jerr, std::regex(R"(\{"ts":"[0-9T:.-]+Z","level":"info","pid":\d+,"node":"dispatcher","component":"dispatcher","msg":"listening on 127\.0\.0\.1:\d+"\})")), jerr);
+
+  auto bad = run_conveyor({"dispatcher", "--port", "0", "--log-format", "xml"}, Millis{20000}, "log-bad");
+  CHECK(bad.exit_code == 2);
+  CHECK(contains(bad.stderr_text, "`--log-format`"));
+}
+
+TEST_CASE("ops: a registered dataset is logged by id and fingerprint, not by its text") {
+  Cluster cluster(1);
+  std::string values;
+  for (int i = 0; i < 2000; ++i)
+    values += (i ? "," : "") + std::to_string(1000000 + i);
+  auto r = cluster.read("from_tensor_slices([" + values + "])", {"--print", "none"});
+  CAPTURE(r.describe);
+  REQUIRE(r.exit_code == 0);
+  const auto log = cluster.dispatcher().stderr_text();
+  const auto at = log.find("registered dataset");
+  REQUIRE(at != std::string::npos);
+  const auto line = log.substr(at, log.find('\n', at) - at);
+  CAPTURE(line);
+  CHECK(contains(line, "fingerprint"));
+  CHECK(line.size() < 200);
+  CHECK_FALSE(contains(log, "1000001"));
+}
+
+TEST_CASE("ops: clear start-up errors: port in use, wildcard bind without --advertise, no workers") {
+  Cluster cluster(0);
+  const std::string port = std::to_string(cluster.port());
+  auto taken = run_conveyor({"dispatcher", "--port", port}, Millis{20000}, "port-taken");
+  CAPTURE(taken.describe);
+  CHECK(taken.exit_code == 1);
+  CHECK(contains(taken.stderr_text, "port " + port + " is already in use"));
+  CHECK_FALSE(contains(taken.stderr_text, "cannot_open_port"));
+
+  for (const std::string host : {"0.0.0.0", "::"}) {
+    auto w = run_conveyor({"worker", "--dispatcher", cluster.address(), "--port", "0", "--host", host},
+                          Millis{20000}, "wildcard");
+    CAPTURE(w.describe);
+    CHECK(w.exit_code == 2);
+    CHECK(contains(w.stderr_text, "--advertise"));
+  }
+
+  auto r = cluster.read("range(3)", {"--timeout-ms", "1500"});
+  CAPTURE(r.describe);
+  CHECK(r.exit_code == 1);
+  CHECK(contains(r.stderr_text, "no workers are registered with the dispatcher at " + cluster.address()));
+}
+
+TEST_CASE("ops: conveyor status lists workers, datasets and jobs with their progress") {
+  Cluster cluster(2, {"--job-gc-timeout", "60000"});
+  auto r = cluster.read("range(100)", {"--mode", "dynamic", "--job-name", "trainer", "--stats"});
+  CAPTURE(r.describe);
+  REQUIRE(r.exit_code == 0);
+  CHECK(sorted_ints(r.lines).sorted.size() == 100);
+  CHECK(contains(r.stderr_text, "read: waiting "));
+
+  auto js = run_conveyor({"status", "--dispatcher", cluster.address(), "--json"}, Millis{20000}, "status-json");
+  CAPTURE(js.describe);
+  REQUIRE(js.exit_code == 0);
+  const auto& j = js.stdout_text;
+  CHECK(std::regex_search(j, std::regex(R"("workers":\[\{"id":\d+,"address":"127\.0\.0\.1:\d+","tags":\[\],"tasks":1,"heartbeat_age_ms":\d+\},\{)")));
+  CHECK(contains(j, "\"cardinality\":100"));
+  CHECK(contains(j, "\"element_spec\":\"TensorSpec(shape=(), dtype=int64)\""));
+  CHECK(contains(j, "\"name\":\"trainer\""));
+  CHECK(contains(j, "\"mode\":\"DYNAMIC\""));
+  CHECK(contains(j, "\"elements\":100,"));
+  CHECK(std::regex_search(j, std::regex(R"("splits_handed_out":[1-9]\d*)")));
+
+  auto table = run_conveyor({"status", "--dispatcher", cluster.address()}, Millis{20000}, "status-table");
+  CAPTURE(table.describe);
+  REQUIRE(table.exit_code == 0);
+  CHECK(contains(table.stdout_text, "workers: 2"));
+  CHECK(contains(table.stdout_text, "jobs: 1"));
+  CHECK(contains(table.stdout_text, "trainer"));
+
+  auto down = run_conveyor({"status", "--dispatcher", "127.0.0.1:1", "--timeout-ms", "2000"}, Millis{20000}, "status-down");
+  CHECK(down.exit_code == 1);
+  CHECK(contains(down.stderr_text, "cannot get the status of dispatcher 127.0.0.1:1"));
+}
+
+TEST_CASE("ops: the dispatcher and workers serve Prometheus metrics over HTTP") {
+  Cluster cluster(0, {"--metrics-port", "0", "--job-gc-timeout", "60000"});
+  auto& worker = cluster.add_worker({"--metrics-port", "0"});
+  const auto dport = metrics_port_of(cluster.dispatcher());
+  const auto wport = metrics_port_of(worker);
+
+  auto r = cluster.read("range(50)", {"--job-name", "m"});
+  CAPTURE(r.describe);
+  REQUIRE(r.exit_code == 0);
+
+  std::string error;
+  const auto d = http_get(dport, "/metrics", error);
+  CAPTURE(error);
+  CAPTURE(d);
+  CHECK(contains(d, "# TYPE conveyor_job_delivered_elements_total counter"));
+  CHECK(sample_value(d, "conveyor_workers ") == 1);
+  CHECK(sample_sum(d, "conveyor_job_delivered_elements_total") == 50);
+  CHECK(sample_sum(d, "conveyor_worker_heartbeat_age_seconds") >= 0);
+  CHECK(contains(d, "conveyor_job_consumer_wait_seconds_total{cause=\"credit\""));
+
+  const auto w = http_get(wport, "/metrics", error);
+  CAPTURE(w);
+  CHECK(sample_value(w, "conveyor_worker_tasks ") == 1);
+  CHECK(sample_sum(w, "conveyor_task_delivered_elements_total") == 50);
+  CHECK(sample_sum(w, "conveyor_task_produced_elements_total") == 50);
+  CHECK(contains(w, "conveyor_task_buffered_elements{"));
+
+  auto bad = run_conveyor({"dispatcher", "--port", "0", "--metrics-port", std::to_string(dport)}, Millis{20000},
+                          "metrics-taken");
+  CHECK(bad.exit_code == 1);
+  CHECK(contains(bad.stderr_text, "metrics endpoint cannot listen"));
+}
+
+TEST_CASE("ops: deploy/ manifests and units parse and name only flags that exist") {
+  auto r = run_to_completion({"/usr/bin/python3", CONVEYOR_SOURCE_DIR "/deploy/check_deploy.py", conveyor_binary()},
+                             Millis{60000}, "check-deploy", test_log_dir());
+  CAPTURE(r.describe);
+  CHECK(r.exit_code == 0);
+  CHECK(r.stdout_text.empty());
+}
