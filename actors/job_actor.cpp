@@ -235,8 +235,14 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
     },
     [self](msg::get_tasks& req) -> caf::result<msg::task_list> {
       auto& st = self->state;
+      // Only from a consumer still joined: a report arriving after its down_msg would count
+      // it twice (its last report already moved into `departed`).
       if (req.consumer != 0)
-        st.progress[req.consumer] = req.progress;
+        for (const auto& [addr, id] : st.consumers)
+          if (id == req.consumer) {
+            st.progress[req.consumer] = req.progress;
+            break;
+          }
       if (req.known_version != st.tasks.version() || req.hold_ns <= 0)
         return current_list(st);
       auto promise = self->make_response_promise<msg::task_list>();
