@@ -45,31 +45,34 @@ struct consumer_state {
 
 using self_ptr = msg::stream_actor::stateful_pointer<consumer_state>;
 
-// Charges the time since the last event and notes the state the consumer is in now.
-void note_wait(consumer_state& st) {
-  st.waits.advance(WaitStats::Clock::now(),
+// Charges the time since the last event and notes the state the consumer is in now. The
+// actor's clock, so that the simulator's virtual time keeps its runs deterministic.
+void note_wait(self_ptr self) {
+  auto& st = self->state;
+  st.waits.advance(self->clock().now(),
                    WaitStats::classify(st.core.unacked_elements(), st.core.requests_in_flight(),
                                        st.last_reply_empty,
                                        st.core.outstanding() >= st.start.limits.max_outstanding));
 }
 
-msg::consumer_progress progress_of(consumer_state& st) {
-  note_wait(st);
+msg::consumer_progress progress_of(self_ptr self) {
+  auto& st = self->state;
+  note_wait(self);
   msg::consumer_progress p;
   p.elements = st.core.elements_received();
   p.bytes = st.core.bytes_received();
-  st.waits.fill(p, WaitStats::Clock::now());
+  st.waits.fill(p, self->clock().now());
   return p;
 }
 
-msg::stream_stats stats_of(consumer_state& st) {
-  const auto& core = st.core;
+msg::stream_stats stats_of(self_ptr self) {
+  const auto& core = self->state.core;
   msg::stream_stats s;
   s.elements = core.elements_received();
   s.bytes = core.bytes_received();
   s.messages = core.messages_received();
   s.per_worker = core.per_worker();
-  const auto p = progress_of(st);
+  const auto p = progress_of(self);
   s.wait_worker_ns = p.wait_worker_ns;
   s.wait_network_ns = p.wait_network_ns;
   s.wait_split_ns = p.wait_split_ns;
@@ -85,7 +88,7 @@ void finish(self_ptr self, Status status) {
   st.done = true;
   if (st.job && st.consumer_id != 0) // the final counters, for status and metrics (no reply)
     caf::anon_send(st.job, msg::get_tasks{st.consumer_id, st.core.known_version(), 0,
-                                          progress_of(st)});
+                                          progress_of(self)});
   if (status.code() == ErrorCode::cancelled || status.ok())
     log::debug(kLog, "job " + std::to_string(st.job_id) + ": " +
                        (status.ok() ? std::string{"end of sequence"} : status.to_string()));
@@ -173,7 +176,7 @@ void poll_tasks(self_ptr self) {
     return;
   st.polling = true;
   auto hold = std::min<caf::timespan>(st.start.task_refresh, st.start.request_timeout / 2);
-  msg::get_tasks req{st.consumer_id, st.core.known_version(), hold.count(), progress_of(st)};
+  msg::get_tasks req{st.consumer_id, st.core.known_version(), hold.count(), progress_of(self)};
   self->request(st.job, st.start.request_timeout, std::move(req))
     .then(
       [self](msg::task_list& list) {
@@ -234,9 +237,9 @@ void request_batch(self_ptr self, const ConsumerCore::Request& r) {
           return;
         }
         if (!elements.empty())
-          st.start.sink->push(std::move(elements), stats_of(st));
+          st.start.sink->push(std::move(elements), stats_of(self));
         pump(self);
-        note_wait(st);
+        note_wait(self);
         check_finished(self);
       },
       [self, r](caf::error& err) {
@@ -376,9 +379,9 @@ msg::stream_actor::behavior_type consumer_impl(self_ptr self) {
     [self](msg::ack_atom, uint64_t n) {
       self->state.core.on_ack(n);
       pump(self);
-      note_wait(self->state);
+      note_wait(self);
     },
-    [self](msg::stats_atom) { return stats_of(self->state); },
+    [self](msg::stats_atom) { return stats_of(self); },
     [self](msg::cancel_atom) {
       finish(self, Status{ErrorCode::cancelled, "the stream was cancelled"});
     },

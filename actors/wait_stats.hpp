@@ -26,6 +26,7 @@ namespace conveyor::actors {
 
 class WaitStats {
 public:
+  // The consumer passes its actor clock's time (steady; virtual in the simulator).
   using Clock = std::chrono::steady_clock;
   enum class State : unsigned char { not_starving, worker, network, credit };
 
