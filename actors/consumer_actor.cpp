@@ -1,5 +1,6 @@
 #include "actors/consumer_actor.hpp"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <vector>
@@ -36,7 +37,12 @@ struct consumer_state {
   std::map<msg::task_id_t, msg::task_actor> tasks;
   std::map<caf::actor_addr, msg::task_id_t> task_by_addr;
   std::map<std::string, WorkerLink> workers; // by advertised address
+  // Tasks whose worker cannot be reached right now, since when: retried with every task-list
+  // poll; past the request timeout the read fails naming the worker.
+  std::map<msg::task_id_t, caf::actor_clock::time_point> unreachable;
+  std::map<msg::task_id_t, std::string> unreachable_why;
   bool polling = false;
+  bool refetch = false; // ask for the task list at once (fresh handles after a reconnection)
   bool done = false;
   // Observability: where the reader's waiting went, and whether the last reply was empty.
   WaitStats waits;
@@ -67,6 +73,7 @@ msg::consumer_progress progress_of(self_ptr self) {
 
 msg::stream_stats stats_of(self_ptr self) {
   const auto& core = self->state.core;
+  const auto& st = self->state;
   msg::stream_stats s;
   s.elements = core.elements_received();
   s.bytes = core.bytes_received();
@@ -78,6 +85,8 @@ msg::stream_stats stats_of(self_ptr self) {
   s.wait_split_ns = p.wait_split_ns;
   s.wait_credit_ns = p.wait_credit_ns;
   s.elapsed_ns = p.elapsed_ns;
+  s.job = st.job_id;
+  s.duplicates_dropped = core.duplicates_dropped();
   return s;
 }
 
@@ -95,6 +104,8 @@ void finish(self_ptr self, Status status) {
   else
     log::warning(kLog, "job " + std::to_string(st.job_id) + ": stream failed: " +
                          status.to_string());
+  if (st.job && st.consumer_id != 0)
+    self->send(st.job, msg::leave_job{st.consumer_id, status.ok()});
   st.start.sink->finish(std::move(status));
   self->quit();
 }
@@ -106,18 +117,26 @@ void check_finished(self_ptr self) {
 
 void pump(self_ptr self);
 
-void lose_task(self_ptr self, msg::task_id_t task, const std::string& why) {
+// The task's worker cannot be reached (connection failed or broke). The task stays: the
+// consumer reconnects with the next task-list poll; if the job drops the task meanwhile (its
+// worker was removed), DYNAMIC hands its splits out again and OFF fails the read (core).
+void unreachable(self_ptr self, msg::task_id_t task, const std::string& why) {
   auto& st = self->state;
   if (!st.core.knows_task(task))
     return;
-  log::warning(kLog, "job " + std::to_string(st.job_id) + ": lost task " + std::to_string(task) +
-                       " (" + why + ")");
-  st.core.on_task_lost(task);
+  if (!st.unreachable.count(task)) {
+    log::warning(kLog, "job " + std::to_string(st.job_id) + ": cannot reach task " +
+                         std::to_string(task) + " (" + why + "); retrying");
+    st.unreachable[task] = self->clock().now();
+  }
+  st.unreachable_why[task] = why;
+  st.core.on_disconnected(task);
   if (auto h = st.tasks.find(task); h != st.tasks.end()) {
     st.task_by_addr.erase(h->second.address());
     self->demonitor(h->second.address());
     st.tasks.erase(h);
   }
+  st.refetch = true;
 }
 
 void activate(self_ptr self, msg::task_id_t task) {
@@ -128,6 +147,8 @@ void activate(self_ptr self, msg::task_id_t task) {
   self->monitor(h->second);
   st.task_by_addr[h->second.address()] = task;
   st.core.on_connected(task);
+  st.unreachable.erase(task);
+  st.unreachable_why.erase(task);
 }
 
 // Opens (once) the connection to a worker, so that requests to its tasks go to it directly.
@@ -144,7 +165,7 @@ void connect_worker(self_ptr self, const msg::task_info& info) {
   auto addr = parse_address(info.worker_address);
   if (!addr.ok()) {
     link.waiting.clear();
-    lose_task(self, info.task, addr.status().message());
+    unreachable(self, info.task, addr.status().message());
     return;
   }
   link.connecting = true;
@@ -159,7 +180,7 @@ void connect_worker(self_ptr self, const msg::task_info& info) {
       link.waiting.clear();
       if (!worker.ok()) {
         for (auto task : waiting)
-          lose_task(self, task, worker.status().to_string());
+          unreachable(self, task, worker.status().to_string());
       } else {
         link.connected = true;
         for (auto task : waiting)
@@ -172,11 +193,14 @@ void connect_worker(self_ptr self, const msg::task_info& info) {
 
 void poll_tasks(self_ptr self) {
   auto& st = self->state;
-  if (st.polling || st.done || st.core.job_finished())
+  if (st.polling || st.done)
     return;
   st.polling = true;
+  // The poll is also the consumer's heartbeat to the job (client_timeout).
   auto hold = std::min<caf::timespan>(st.start.task_refresh, st.start.request_timeout / 2);
-  msg::get_tasks req{st.consumer_id, st.core.known_version(), hold.count(), progress_of(self)};
+  msg::get_tasks req{st.consumer_id, st.refetch ? 0 : st.core.known_version(), hold.count(),
+                     progress_of(self)};
+  st.refetch = false;
   self->request(st.job, st.start.request_timeout, std::move(req))
     .then(
       [self](msg::task_list& list) {
@@ -186,6 +210,45 @@ void poll_tasks(self_ptr self) {
           if (!st.tasks.count(t.task))
             st.tasks[t.task] = t.handle;
         auto added = st.core.on_task_list(list);
+        if (!st.core.error().ok()) {
+          finish(self, st.core.error());
+          return;
+        }
+        // Reconnect to the workers of tasks we could not reach (fresh handles from this list).
+        for (const auto& t : list.tasks) {
+          if (!st.core.knows_task(t.task) || st.core.connected(t.task) ||
+              std::find_if(added.begin(), added.end(),
+                           [&](const msg::task_info& a) { return a.task == t.task; }) != added.end())
+            continue;
+          if (auto& link = st.workers[t.worker_address]; link.connected && !link.connecting) {
+            link.connected = false; // the old connection broke: open a new one
+          }
+          st.tasks[t.task] = t.handle;
+          added.push_back(t);
+        }
+        for (auto it = st.unreachable.begin(); it != st.unreachable.end();) {
+          if (!st.core.knows_task(it->first)) { // the job dropped it (DYNAMIC: re-issued)
+            st.unreachable_why.erase(it->first);
+            it = st.unreachable.erase(it);
+            continue;
+          }
+          if (self->clock().now() - it->second > st.start.request_timeout) {
+            std::string worker = "?";
+            for (const auto& t : list.tasks)
+              if (t.task == it->first)
+                worker = t.worker_address;
+            finish(self, Status{ErrorCode::unavailable,
+                                "cannot reach worker " + worker + " (task " +
+                                  std::to_string(it->first) + " of job " +
+                                  std::to_string(st.job_id) + ") within " +
+                                  std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                   st.start.request_timeout)
+                                                   .count()) +
+                                  " ms: " + st.unreachable_why[it->first]});
+            return;
+          }
+          ++it;
+        }
         // Tasks the job no longer lists were dropped by the core; forget their handles.
         for (auto it = st.tasks.begin(); it != st.tasks.end();) {
           if (!st.core.knows_task(it->first)) {
@@ -222,7 +285,7 @@ void request_batch(self_ptr self, const ConsumerCore::Request& r) {
     return;
   }
   msg::get_elements req{st.consumer_id, r.max_elements, r.max_bytes,
-                        (st.start.request_timeout / 2).count()};
+                        (st.start.request_timeout / 2).count(), r.acks, r.reconnected};
   self->request(handle->second, st.start.request_timeout, std::move(req))
     .then(
       [self, r](msg::element_batch& batch) {
@@ -258,7 +321,7 @@ void request_batch(self_ptr self, const ConsumerCore::Request& r) {
           return;
         }
         if (err != caf::sec::request_timeout) // e.g. request_receiver_down: the task is gone
-          lose_task(self, r.task, msg::to_status(err).message());
+          unreachable(self, r.task, msg::to_status(err).message());
         // A timeout: the worker is alive (its connection is monitored) but slow: ask again.
         pump(self);
         check_finished(self);
@@ -277,8 +340,12 @@ void join(self_ptr self, const msg::job_info& info) {
   auto& st = self->state;
   st.job_id = info.job;
   st.start.sink->joined(info.job);
-  if (!info.handle) { // a finished, released named job: nothing to read (as in TF)
-    finish(self, Status::OK());
+  st.core.set_dynamic(info.policy == ShardingPolicy::dynamic);
+  if (!info.handle) { // ended before we could join: say so, never "0 elements, OK"
+    finish(self, Status{ErrorCode::failed_precondition,
+                        "job " + std::to_string(info.job) +
+                          (info.job_name.empty() ? std::string{} : " (\"" + info.job_name + "\")") +
+                          " ended before this consumer could join it"});
     return;
   }
   st.job = info.handle;
@@ -369,7 +436,7 @@ msg::stream_actor::behavior_type consumer_impl(self_ptr self) {
       return;
     }
     if (auto t = st.task_by_addr.find(down.source); t != st.task_by_addr.end()) {
-      lose_task(self, t->second, "its worker is gone: " + caf::to_string(down.reason));
+      unreachable(self, t->second, "connection lost: " + caf::to_string(down.reason));
       pump(self);
       check_finished(self);
     }

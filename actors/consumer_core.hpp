@@ -9,14 +9,21 @@
 // its max_bytes; delivered bytes count until acknowledged), and an element larger than a
 // message travels in chunks that are always fetched, whatever the credits.
 //
-// End: the job said it finished (no task will be added), and every task the consumer knows
-// reached end_of_sequence or was removed (its worker left; OFF loses its remaining elements, as
-// in the reference).
+// End: the job said every task's pipeline ended, and every task the consumer knows reached
+// end_of_sequence. A task the job no longer lists (its worker was removed): DYNAMIC — the job
+// hands its unfinished splits out again, so the task is dropped; OFF — its remaining elements
+// cannot be read elsewhere, so the read FAILS (unless the task had reached its end).
+//
+// Delivery guarantee (DYNAMIC): every batch received is acknowledged to its task with the next
+// request (acks), so the task knows which splits are safe. Batches of per-split pipelines carry
+// their elements' origin (split, sequence); the core drops any element whose (split, sequence)
+// it already received — repeats of a split that was handed out again.
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,11 +52,25 @@ public:
     msg::task_id_t task = 0;
     uint32_t max_elements = 0;
     uint64_t max_bytes = 0;
+    std::vector<uint64_t> acks; // batches of this task received since the last request
+    bool reconnected = false;   // first request after a reconnection to the task's worker
   };
+
+  void set_dynamic(bool dynamic) { dynamic_ = dynamic; }
 
   // A new task list from the job. Returns the tasks the consumer has not seen before: the
   // caller connects to their workers and calls on_connected() (or on_task_lost()).
+  // A task that disappears from the list is dropped (DYNAMIC) or fails the read (OFF, see
+  // above): error() says why, and the caller ends the stream with it. A list carrying an error
+  // fails the read too.
   std::vector<msg::task_info> on_task_list(const msg::task_list& list);
+  const Status& error() const { return error_; }
+  // The connection to the task's worker broke: its in-flight requests are released; the task
+  // is asked again (with reconnected = true) once the caller reconnected (on_connected).
+  void on_disconnected(msg::task_id_t task);
+  bool connected(msg::task_id_t task) const;
+  // Elements dropped as repeats of a re-issued split.
+  int64_t duplicates_dropped() const { return duplicates_; }
   uint64_t known_version() const { return version_; }
   bool job_finished() const { return job_finished_; }
 
@@ -89,20 +110,33 @@ private:
     uint32_t num_elements = 0;
     uint32_t received = 0;
     std::vector<std::string> chunks;
+    std::vector<msg::origin_run> origins;
   };
   struct TaskSlot {
     std::string worker_address;
     bool connected = false;
     bool end_of_sequence = false;
+    bool reconnected = false;
     uint32_t in_flight = 0;
+    std::vector<uint64_t> acks;
     std::map<uint64_t, Partial> partials; // by batch_seq
   };
   // Releases an in-flight request's reservation; false if it no longer counted.
   bool release(const Request& request);
   Status deliver(TaskSlot& slot, std::string_view payload, uint32_t num_elements,
-                 std::vector<Element>& out);
+                 const std::vector<msg::origin_run>& origins, std::vector<Element>& out);
+  // Which (split, sequence) were received: a contiguous prefix plus the ones beyond it.
+  struct Seen {
+    int64_t prefix = 0;
+    std::set<int64_t> beyond;
+    bool insert(int64_t seq);
+  };
 
   ConsumerLimits limits_;
+  bool dynamic_ = false;
+  Status error_;
+  std::map<std::pair<int64_t, int64_t>, Seen> seen_;
+  int64_t duplicates_ = 0;
   std::map<msg::task_id_t, TaskSlot> tasks_;
   std::map<uint64_t, Request> in_flight_;
   uint64_t next_request_id_ = 1;

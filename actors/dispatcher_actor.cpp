@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <algorithm>
 #include <set>
 
 #include <caf/stateful_actor.hpp>
@@ -160,19 +161,35 @@ caf::result<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create_j
   if (req.num_consumers)
     return msg::make_error(ErrorCode::unimplemented,
                            "coordinated reads (`num_consumers`) are not supported yet");
+  if (req.target_workers != "AUTO" && req.target_workers != "ANY")
+    return msg::make_error(ErrorCode::unimplemented,
+                           "target_workers " + req.target_workers + " is not supported yet");
   if (req.job_name) {
     if (req.job_name->empty())
       return msg::make_error(ErrorCode::invalid_argument, "`job_name` must not be empty");
+    // A live job of that name: share it, if the options agree. (A released one was erased:
+    // reading the name again starts its next repetition below.)
     if (const auto* job = st.state.named_job(req.dataset, *req.job_name)) {
+      auto refuse = [&](const std::string& option, const std::string& has,
+                        const std::string& asked) {
+        return msg::make_error(ErrorCode::invalid_argument,
+                               "job \"" + *req.job_name + "\" runs with " + option + " " + has +
+                                 "; a consumer asked for " + option + " " + asked +
+                                 " (consumers of one named job must agree on its options)");
+      };
       if (job->policy != req.policy)
-        return msg::make_error(ErrorCode::failed_precondition,
-                               "job \"" + *req.job_name + "\" exists with processing mode " +
-                                 to_string(job->policy) + "; it cannot be read with " +
-                                 to_string(req.policy));
-      msg::job_info info{job->id, job->name, job->dataset, job->policy,
-                         job->finished || job->released, {}};
+        return refuse("processing_mode", to_string(job->policy), to_string(req.policy));
+      if (job->target_workers != req.target_workers)
+        return refuse("target_workers", job->target_workers, req.target_workers);
+      int64_t asked = req.num_consumers ? *req.num_consumers : -1;
+      if (job->num_consumers != asked)
+        return refuse("num_consumers", std::to_string(job->num_consumers), std::to_string(asked));
+      msg::job_info info{job->id, job->name, job->dataset, job->policy, false, {},
+                         job->repetition};
       if (auto h = st.jobs.find(job->id); h != st.jobs.end())
         info.handle = h->second;
+      else
+        info.finished = true;
       return info;
     }
   }
@@ -194,21 +211,35 @@ caf::result<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create_j
         std::string{"sharding dataset "} + req.dataset + " with policy " + to_string(req.policy)));
   }
   JobStart js;
+  std::unique_ptr<SplitProvider> provider;
   if (req.policy == ShardingPolicy::dynamic) {
     SplitOptions options;
     options.range_split_size = st.start.range_split_size;
-    auto provider = make_split_provider(*definition, options);
-    if (!provider.ok())
-      return msg::to_error(provider.status().with_context(
+    // Split size from the cardinality: about 8 splits per worker and epoch, at most 8192
+    // elements (a re-issued split is read again from its start), never below the configured size.
+    auto card = definition->cardinality();
+    if (st.start.adaptive_split_size && card > 0) {
+      int64_t workers = std::max<int64_t>(1, static_cast<int64_t>(st.workers.size()));
+      options.range_split_size =
+        std::clamp<int64_t>(card / (8 * workers), st.start.range_split_size,
+                            std::max<int64_t>(st.start.range_split_size, 8192));
+    }
+    auto made = make_split_provider(*definition, options);
+    if (!made.ok())
+      return msg::to_error(made.status().with_context(
         "DYNAMIC (distributed_epoch) sharding of dataset " + req.dataset));
-    js.splits = std::make_shared<SplitAssigner>(std::move(provider).value());
+    provider = std::move(made).value();
   }
+  bool per_split = provider && is_per_split(*definition);
+  js.core = std::make_shared<JobCore>(std::move(provider), per_split);
+  if (auto sender = self->current_sender())
+    js.creator = caf::actor_cast<caf::actor>(sender);
   auto id = st.state.next_job_id();
   msg::CreateJobRecord record{id,
                               req.dataset,
                               req.job_name ? *req.job_name : std::string{},
                               static_cast<uint8_t>(req.policy),
-                              -1,
+                              req.num_consumers ? *req.num_consumers : -1,
                               req.target_workers,
                               now_us(self)};
   if (auto s = apply(self, std::move(record)); !s.ok())
@@ -222,17 +253,20 @@ caf::result<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create_j
   js.dispatcher = caf::actor_cast<msg::job_report_actor>(self);
   js.request_timeout = st.start.request_timeout;
   js.gc_timeout = st.start.job_gc_timeout;
+  js.client_timeout = st.start.client_timeout;
   auto job = spawn_job(self, std::move(js));
   st.jobs[id] = job;
   st.job_addrs.insert(job.address());
   log::info(kLog, "created job " + std::to_string(id) +
                     (req.job_name ? " (\"" + *req.job_name + "\")" : std::string{" (private)"}) +
-                    " for dataset " + req.dataset + ", " + to_string(req.policy) + ", " +
+                    " for dataset " + req.dataset + ", " + to_string(req.policy) +
+                    (per_split ? " (per-split: exactly-once under worker loss)" : "") + ", " +
                     std::to_string(st.workers.size()) + " worker(s)");
   for (const auto& [wid, w] : st.workers)
     create_task(self, id, wid);
+  const auto* entry = st.state.job(id);
   return msg::job_info{id, req.job_name ? *req.job_name : std::string{}, req.dataset,
-                       req.policy, false, job};
+                       req.policy, false, job, entry ? entry->repetition : 0};
 }
 
 caf::result<msg::worker_registered> register_worker(self_ptr self, msg::register_worker& req) {
@@ -421,10 +455,8 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
           if (task && !task->finished)
             (void)apply(self, msg::FinishTaskRecord{done.task, done.error, now_us(self)}); // logged
         },
-        [self](msg::job_finished& done) {
-          const auto* job = self->state.state.job(done.job);
-          if (job && !job->finished)
-            (void)apply(self, msg::FinishJobRecord{done.job, now_us(self)}); // logged
+        [self](msg::job_finished&) {
+          // Jobs end with their consumers (job_released); kept for the interface.
         },
         [self](msg::job_released& released) {
           auto& st = self->state;

@@ -28,7 +28,9 @@ struct DispatcherStart {
   caf::timespan worker_timeout = std::chrono::seconds(5);
   caf::timespan job_gc_timeout = std::chrono::seconds(60);
   caf::timespan request_timeout = std::chrono::seconds(10);
-  int64_t range_split_size = 64;
+  caf::timespan client_timeout = std::chrono::seconds(60); // consumers' heartbeats
+  int64_t range_split_size = 64; // DYNAMIC: elements per split (the minimum when adaptive)
+  bool adaptive_split_size = true; // size splits from the dataset's cardinality
   std::vector<std::string> worker_addresses; // normalised "host:port"; see DispatcherConfig
   uint32_t protocol_version = msg::kProtocolVersion;
 };

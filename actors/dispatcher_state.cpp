@@ -41,9 +41,16 @@ Status DispatcherState::apply_one(const RegisterWorkerRecord& r) {
 Status DispatcherState::apply_one(const RemoveWorkerRecord& r) {
   if (!workers_.erase(r.worker))
     return not_found("worker " + std::to_string(r.worker) + " is not registered");
-  for (auto& [id, task] : tasks_)
-    if (task.worker == r.worker)
-      task.removed = true;
+  // Its tasks are gone: erased (a job lists only its live tasks; nothing grows per task).
+  for (auto it = tasks_.begin(); it != tasks_.end();) {
+    if (it->second.worker == r.worker) {
+      if (auto j = jobs_.find(it->second.job); j != jobs_.end())
+        j->second.tasks.erase(it->first);
+      it = tasks_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   return Status::OK();
 }
 
@@ -63,9 +70,11 @@ Status DispatcherState::apply_one(const CreateJobRecord& r) {
   job.num_consumers = r.num_consumers;
   job.target_workers = r.target_workers;
   job.created_us = r.time_us;
-  jobs_[r.job] = std::move(job);
-  if (!r.job_name.empty())
+  if (!r.job_name.empty()) {
     named_jobs_[{r.dataset, r.job_name}] = r.job;
+    job.repetition = repetitions_[{r.dataset, r.job_name}]++;
+  }
+  jobs_[r.job] = std::move(job);
   next_job_id_ = std::max(next_job_id_, r.job + 1);
   return Status::OK();
 }
@@ -113,8 +122,13 @@ Status DispatcherState::apply_one(const ReleaseJobRecord& r) {
   auto job = jobs_.find(r.job);
   if (job == jobs_.end())
     return not_found("job " + std::to_string(r.job) + " does not exist");
-  job->second.released = true;
-  job->second.finished = true;
+  // Released jobs are erased with their tasks: the dispatcher's state does not grow per job
+  // (a named job keeps only its repetition count, so the name's next reading is the next one).
+  for (auto id : job->second.tasks)
+    tasks_.erase(id);
+  if (!job->second.name.empty())
+    named_jobs_.erase({job->second.dataset, job->second.name});
+  jobs_.erase(job);
   return Status::OK();
 }
 

@@ -39,9 +39,10 @@ struct JobEntry {
   int64_t num_consumers = -1;
   std::string target_workers;
   int64_t created_us = 0;
+  int64_t repetition = 0; // named jobs: the how-many-th reading of the name
   bool finished = false;
   bool released = false;
-  std::set<msg::task_id_t> tasks; // every task ever created for the job
+  std::set<msg::task_id_t> tasks; // the job's live tasks (removed and released ones are erased)
 };
 
 struct TaskEntry {
@@ -49,7 +50,7 @@ struct TaskEntry {
   msg::job_id_t job = 0;
   msg::worker_id_t worker = 0;
   bool finished = false;
-  bool removed = false; // its worker was removed
+  bool removed = false; // unused: removed tasks are erased
   std::string error;
 };
 
@@ -94,6 +95,7 @@ private:
   std::map<msg::worker_id_t, WorkerEntry> workers_; // live
   std::map<msg::job_id_t, JobEntry> jobs_;
   std::map<std::pair<msg::dataset_id_t, std::string>, msg::job_id_t> named_jobs_;
+  std::map<std::pair<msg::dataset_id_t, std::string>, int64_t> repetitions_;
   std::map<msg::task_id_t, TaskEntry> tasks_;
   uint64_t next_dataset_number_ = 1000;
   msg::worker_id_t next_worker_id_ = 1;

@@ -3,11 +3,11 @@
 #include <deque>
 #include <map>
 
+#include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
-#include "actors/job_tasks.hpp"
 #include "actors/log.hpp"
 #include "actors/sim/planted_bugs.hpp"
 #include "messages/all.hpp"
@@ -23,17 +23,24 @@ struct HeldPoll {
   uint64_t token = 0;
 };
 
+struct HeldSplits {
+  caf::typed_response_promise<msg::splits_reply> promise;
+  msg::get_splits request;
+  uint64_t token = 0;
+};
+
+// Handles and timers only: every fact about tasks, consumers and splits is in st.start.core.
 struct job_state {
   static inline const char* name = "conveyor.job";
   JobStart start;
-  JobTasks tasks;
   std::map<msg::task_id_t, msg::task_actor> task_handles;
   std::map<msg::task_id_t, msg::worker_actor> workers;
-  std::map<caf::actor_addr, msg::consumer_id_t> consumers;
-  msg::consumer_id_t next_consumer = 1;
+  std::map<caf::actor_addr, msg::consumer_id_t> consumer_addrs;
   std::deque<HeldPoll> polls;
+  std::deque<HeldSplits> held_splits;
   uint64_t next_token = 1;
   uint64_t gc_token = 0; // only the latest gc timer counts
+  bool released = false;
   sim::DuplicateSplitBug planted_bug; // test-only; inert unless the simulator switches it on
   // Observability (`conveyor status`, metrics): what consumers reported on their polls.
   std::map<msg::consumer_id_t, msg::consumer_progress> progress;
@@ -43,6 +50,7 @@ struct job_state {
   int64_t last_status_elements = 0;
   int64_t last_status_bytes = 0;
 
+  JobCore& core() { return *start.core; }
   std::string label() const {
     std::string l = "job " + std::to_string(start.id);
     if (!start.name.empty())
@@ -70,8 +78,8 @@ msg::job_status job_status_of(self_ptr self) {
   s.name = st.start.name;
   s.dataset = st.start.dataset;
   s.mode = to_string(st.start.policy);
-  s.finished = st.tasks.finished();
-  s.consumers = static_cast<int64_t>(st.consumers.size());
+  s.finished = st.core().production_ended();
+  s.consumers = static_cast<int64_t>(st.core().live_consumers());
   s.tasks = static_cast<int64_t>(st.workers.size());
   msg::consumer_progress sum = st.departed;
   for (const auto& [id, p] : st.progress)
@@ -89,18 +97,25 @@ msg::job_status job_status_of(self_ptr self) {
   st.last_status = now;
   st.last_status_elements = sum.elements;
   st.last_status_bytes = sum.bytes;
-  if (st.start.splits) {
-    s.epoch = st.start.splits->epoch();
-    s.splits_handed_out = st.start.splits->splits_handed_out();
+  if (st.core().dynamic()) {
+    s.epoch = st.core().epoch();
+    s.splits_handed_out = st.core().splits_handed_out();
   }
   return s;
 }
 
-msg::task_list current_list(const job_state& st) {
+int64_t now_ns(self_ptr self) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+           self->clock().now().time_since_epoch())
+    .count();
+}
+
+msg::task_list current_list(job_state& st) {
   msg::task_list list;
-  list.version = st.tasks.version();
-  list.job_finished = st.tasks.finished();
-  for (const auto* t : st.tasks.listed()) {
+  list.version = st.core().version();
+  list.job_finished = st.core().production_ended();
+  list.error = st.core().error();
+  for (const auto* t : st.core().listed()) {
     auto h = st.task_handles.find(t->id);
     if (h == st.task_handles.end())
       continue;
@@ -119,26 +134,82 @@ void answer_polls(self_ptr self) {
   st.polls.clear();
 }
 
-void on_finished(self_ptr self) {
-  auto& st = self->state;
-  log::info(kLog, st.label() + " finished");
-  self->send(st.start.dispatcher, msg::job_finished{st.start.id});
-}
-
 void arm_gc(self_ptr self, caf::timespan after) {
   auto token = ++self->state.gc_token;
   self->delayed_send(self, after, msg::gc_atom_v, token);
 }
 
-void release(self_ptr self) {
+void release(self_ptr self, const std::string& why) {
   auto& st = self->state;
-  log::info(kLog, st.label() + " released (no consumers); stopping its " +
+  if (st.released)
+    return;
+  st.released = true;
+  log::info(kLog, st.label() + " released (" + why + "); stopping its " +
                     std::to_string(st.workers.size()) + " task(s)");
   for (const auto& [task, worker] : st.workers)
     self->send(worker, msg::stop_task{task});
   self->send(st.start.dispatcher, msg::job_released{st.start.id});
   answer_polls(self);
+  for (auto& h : st.held_splits)
+    h.promise.deliver(msg::splits_reply{{}, true, true});
+  st.held_splits.clear();
   self->quit();
+}
+
+// What to do once consumers changed: release when they are done.
+void check_consumers(self_ptr self) {
+  auto& st = self->state;
+  auto& core = st.core();
+  if (!core.consumers_done())
+    return;
+  if (core.all_finished())
+    release(self, "every consumer read to the end");
+  else if (st.start.name.empty())
+    release(self, "its consumer left");
+  else
+    arm_gc(self, st.start.gc_timeout);
+}
+
+// Answers a get_splits now, or returns false when it must wait.
+bool try_splits(self_ptr self, const msg::get_splits& req,
+                caf::typed_response_promise<msg::splits_reply>& promise) {
+  auto& st = self->state;
+  auto answer = st.core().get_splits(req.task, req.epoch, req.max);
+  if (!answer.ok()) {
+    promise.deliver(msg::to_error(answer.status().with_context(st.label())));
+    return true;
+  }
+  if (answer->hold)
+    return false;
+  msg::splits_reply reply{std::move(answer->splits), answer->end_of_splits, answer->empty_epoch};
+  if (reply.end_of_splits) {
+    Split extra;
+    bool end = true;
+    st.planted_bug.apply(req.task, extra, end);
+    if (!end) {
+      reply.end_of_splits = false;
+      reply.splits.push_back(extra);
+    }
+  } else {
+    bool end = false;
+    st.planted_bug.apply(req.task, reply.splits.back(), end);
+  }
+  promise.deliver(std::move(reply));
+  return true;
+}
+
+void serve_held_splits(self_ptr self) {
+  auto& held = self->state.held_splits;
+  for (auto it = held.begin(); it != held.end();)
+    it = try_splits(self, it->request, it->promise) ? held.erase(it) : std::next(it);
+}
+
+// After any change of tasks or splits: wake whoever waits on it.
+void changed(self_ptr self, uint64_t version_before) {
+  auto& st = self->state;
+  serve_held_splits(self);
+  if (st.core().version() != version_before)
+    answer_polls(self);
 }
 
 void assign(self_ptr self, const msg::add_task& add) {
@@ -160,12 +231,12 @@ void assign(self_ptr self, const msg::add_task& add) {
     .then(
       [self](msg::task_assigned& reply) {
         auto& st = self->state;
-        if (!st.tasks.find(reply.task))
+        if (!st.core().task(reply.task))
           return; // removed meanwhile
+        auto v = st.core().version();
         st.task_handles[reply.task] = reply.handle;
-        if (st.tasks.assigned(reply.task))
-          on_finished(self);
-        answer_polls(self);
+        st.core().task_assigned(reply.task);
+        changed(self, v);
       },
       [self, task, address](caf::error& err) {
         auto& st = self->state;
@@ -173,77 +244,101 @@ void assign(self_ptr self, const msg::add_task& add) {
                                             " to worker " + address);
         log::warning(kLog, st.label() + ": " + status.to_string());
         st.workers.erase(task);
-        bool finished = st.tasks.remove(task);
+        auto v = st.core().version();
+        st.core().task_lost(task, status.to_string());
         self->send(st.start.dispatcher, msg::task_finished{st.start.id, task, status.to_string()});
-        if (finished)
-          on_finished(self);
-        answer_polls(self);
+        changed(self, v);
       });
+}
+
+void drop_consumer(self_ptr self, msg::consumer_id_t id, bool finished) {
+  auto& st = self->state;
+  if (!st.core().leave(id, finished))
+    return;
+  if (auto p = st.progress.find(id); p != st.progress.end()) {
+    add_progress(st.departed, p->second);
+    st.progress.erase(p);
+  }
+  // DYNAMIC: what the tasks sent it and it did not acknowledge no longer holds splits open.
+  if (st.core().dynamic())
+    for (const auto& [task, handle] : st.task_handles)
+      caf::anon_send(caf::actor_cast<caf::actor>(handle), msg::leave_job{id, finished});
+  for (auto it = st.consumer_addrs.begin(); it != st.consumer_addrs.end(); ++it)
+    if (it->second == id) {
+      self->demonitor(it->first);
+      st.consumer_addrs.erase(it);
+      break;
+    }
+  check_consumers(self);
 }
 
 job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
   self->state.start = std::move(start);
   self->state.created = self->state.last_status = self->clock().now();
-  // A job nobody joins (its client died right after creating it) is released like any other.
-  arm_gc(self, self->state.start.gc_timeout);
+  // Never released before a first consumer joined — unless the consumer that created the job
+  // is gone (its process died right after creating it).
+  if (self->state.start.creator)
+    self->monitor(self->state.start.creator);
+  // Consumers heartbeat with their get_tasks long polls; check them now and then.
+  arm_gc(self, std::min(self->state.start.gc_timeout, self->state.start.client_timeout));
   self->set_down_handler([self](caf::down_msg& down) {
     auto& st = self->state;
-    if (auto c = st.consumers.find(down.source); c != st.consumers.end()) {
-      if (auto p = st.progress.find(c->second); p != st.progress.end()) {
-        add_progress(st.departed, p->second);
-        st.progress.erase(p);
-      }
-    }
-    if (!st.consumers.erase(down.source) || !st.consumers.empty())
+    if (st.start.creator && down.source == st.start.creator.address()) {
+      st.start.creator = nullptr;
+      if (!st.core().any_joined())
+        release(self, "the consumer that created it is gone");
       return;
-    if (st.start.name.empty())
-      release(self); // a private job: nobody else can read it
-    else
-      arm_gc(self, st.start.gc_timeout);
+    }
+    auto c = st.consumer_addrs.find(down.source);
+    if (c != st.consumer_addrs.end())
+      drop_consumer(self, c->second, false);
   });
   return {
-    [self](msg::get_split& req) -> caf::result<msg::split_reply> {
+    [self](msg::get_splits& req) -> caf::result<msg::splits_reply> {
       auto& st = self->state;
-      if (!st.start.splits)
-        return msg::make_error(ErrorCode::failed_precondition,
-                               st.label() + " is not DYNAMIC; it hands out no splits");
-      if (!st.tasks.find(req.task))
-        return msg::make_error(ErrorCode::failed_precondition,
-                               "task " + std::to_string(req.task) + " is not part of " +
-                                 st.label());
-      msg::split_reply reply;
-      Status s = st.start.splits->next(req.epoch, reply.split, reply.end_of_splits);
-      if (!s.ok())
-        return msg::to_error(s.with_context(st.label()));
-      st.planted_bug.apply(req.task, reply.split, reply.end_of_splits);
-      return reply;
+      auto promise = self->make_response_promise<msg::splits_reply>();
+      if (!try_splits(self, req, promise)) {
+        auto token = st.next_token++;
+        auto hold = caf::timespan{std::max<int64_t>(req.hold_ns, 1000000)};
+        st.held_splits.push_back(HeldSplits{promise, req, token});
+        self->delayed_send(self, hold, msg::expire_atom_v, token);
+      }
+      return promise;
+    },
+    [self](msg::splits_update& up) {
+      auto& st = self->state;
+      auto v = st.core().version();
+      std::vector<SplitKey> finished(up.finished.begin(), up.finished.end());
+      if (st.core().splits_update(up.task, finished, up.returned))
+        changed(self, v);
     },
     [self](msg::task_done& done) {
       auto& st = self->state;
       self->send(st.start.dispatcher, msg::task_finished{st.start.id, done.task, done.error});
-      if (st.tasks.done(done.task, done.error))
-        on_finished(self);
-      answer_polls(self);
+      auto v = st.core().version();
+      st.core().task_done(done.task, done.error);
+      if (st.core().production_ended())
+        log::info(kLog, st.label() + ": every task ended");
+      changed(self, v);
     },
     [self](msg::join_job& join) -> msg::job_joined {
       auto& st = self->state;
-      auto id = st.next_consumer++;
-      st.consumers[join.consumer.address()] = id;
+      auto id = st.core().join(now_ns(self));
+      st.consumer_addrs[join.consumer.address()] = id;
       self->monitor(join.consumer);
       ++st.gc_token; // cancels a pending gc
+      arm_gc(self, std::min(st.start.gc_timeout, st.start.client_timeout));
       return msg::job_joined{id};
     },
+    [self](msg::leave_job& leave) { drop_consumer(self, leave.consumer, leave.finished); },
     [self](msg::get_tasks& req) -> caf::result<msg::task_list> {
       auto& st = self->state;
-      // Only from a consumer still joined: a report arriving after its down_msg would count
-      // it twice (its last report already moved into `departed`).
-      if (req.consumer != 0)
-        for (const auto& [addr, id] : st.consumers)
-          if (id == req.consumer) {
-            st.progress[req.consumer] = req.progress;
-            break;
-          }
-      if (req.known_version != st.tasks.version() || req.hold_ns <= 0)
+      // Only from a consumer still joined: a report arriving after it left would count it
+      // twice (its last report already moved into `departed`).
+      if (req.consumer != 0 && st.core().knows_consumer(req.consumer))
+        st.progress[req.consumer] = req.progress;
+      st.core().touch(req.consumer, now_ns(self));
+      if (req.known_version != st.core().version() || req.hold_ns <= 0)
         return current_list(st);
       auto promise = self->make_response_promise<msg::task_list>();
       auto token = st.next_token++;
@@ -253,37 +348,61 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
     },
     [self](msg::add_task& add) {
       auto& st = self->state;
-      if (!st.tasks.add(add.task, add.worker, add.worker_address)) {
-        // Finished meanwhile: the task never runs.
-        self->send(st.start.dispatcher,
-                   msg::task_finished{st.start.id, add.task, "the job had finished"});
+      auto v = st.core().version();
+      if (!st.core().add_task(add.task, add.worker, add.worker_address))
         return;
-      }
       assign(self, add);
+      changed(self, v);
     },
     [self](msg::remove_task& rm) {
       auto& st = self->state;
       st.task_handles.erase(rm.task);
       st.workers.erase(rm.task);
-      if (st.tasks.remove(rm.task))
-        on_finished(self);
-      answer_polls(self);
+      auto v = st.core().version();
+      auto before = st.core().splits_reissued();
+      if (!st.core().task_lost(rm.task, rm.reason))
+        return;
+      if (auto n = st.core().splits_reissued() - before; n > 0)
+        log::info(kLog, st.label() + ": task " + std::to_string(rm.task) + " lost (" + rm.reason +
+                          "); handing its " + std::to_string(n) + " unfinished split(s) out again");
+      changed(self, v);
     },
     [self](msg::get_job_status&) { return job_status_of(self); },
     [self](msg::expire_atom, uint64_t token) {
-      auto& polls = self->state.polls;
-      for (auto it = polls.begin(); it != polls.end(); ++it) {
+      auto& st = self->state;
+      for (auto it = st.polls.begin(); it != st.polls.end(); ++it)
         if (it->token == token) {
-          it->promise.deliver(current_list(self->state));
-          polls.erase(it);
+          it->promise.deliver(current_list(st));
+          st.polls.erase(it);
           return;
         }
-      }
+      for (auto it = st.held_splits.begin(); it != st.held_splits.end(); ++it)
+        if (it->token == token) {
+          it->promise.deliver(msg::splits_reply{}); // nothing yet: ask again
+          st.held_splits.erase(it);
+          return;
+        }
     },
     [self](msg::gc_atom, uint64_t token) {
       auto& st = self->state;
-      if (token == st.gc_token && st.consumers.empty())
-        release(self);
+      if (token != st.gc_token)
+        return;
+      auto timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(st.start.client_timeout);
+      for (auto id : st.core().expire(now_ns(self), timeout.count()))
+        log::warning(kLog, st.label() + ": consumer " + std::to_string(id) +
+                             " sent no heartbeat for " +
+                             std::to_string(timeout.count() / 1000000) + " ms; dropping it");
+      auto& core = st.core();
+      if (core.consumers_done()) {
+        if (core.all_finished() || st.start.name.empty()) {
+          check_consumers(self);
+          return;
+        }
+        // Named, every consumer left: released once nobody came back for job_gc_timeout.
+        release(self, "no consumer for the job's GC timeout");
+        return;
+      }
+      arm_gc(self, std::min(st.start.gc_timeout, st.start.client_timeout));
     },
   };
 }

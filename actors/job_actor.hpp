@@ -4,9 +4,9 @@
 // *task* per live worker (the dispatcher decides task ids and tells the job with add_task,
 // including for workers that join mid-job). *Consumers* join the job and long-poll its task
 // list. DYNAMIC jobs own the split provider (actors/split_assigner.hpp) and answer the tasks'
-// get_split. The job is *finished* once every task's pipeline ended (no new tasks after that),
-// and *released* when no consumer is left: at once for a private job, after job_gc_timeout for
-// a named one; releasing stops its tasks on the workers.
+// get_splits. All bookkeeping lives in actors/job_core.hpp; this actor only holds handles and
+// timers. The job is *released* when its consumers are done (job_core.hpp): releasing stops its
+// tasks on the workers, and the dispatcher erases the job.
 #pragma once
 
 #include <memory>
@@ -15,7 +15,7 @@
 #include <caf/local_actor.hpp>
 #include <caf/timespan.hpp>
 
-#include "actors/split_assigner.hpp"
+#include "actors/job_core.hpp"
 #include "messages/dispatcher_job.hpp"
 #include "messages/type_ids.hpp"
 
@@ -28,10 +28,12 @@ struct JobStart {
   std::string definition;
   ShardingPolicy policy = ShardingPolicy::off;
   Compression compression = Compression::automatic;
-  std::shared_ptr<SplitAssigner> splits; // DYNAMIC only
+  std::shared_ptr<JobCore> core; // the job's bookkeeping (DYNAMIC: with its split provider)
   msg::job_report_actor dispatcher;
+  caf::actor creator; // the consumer that created the job: gone before anyone joined -> release
   caf::timespan request_timeout = std::chrono::seconds(10);
   caf::timespan gc_timeout = std::chrono::seconds(60);
+  caf::timespan client_timeout = std::chrono::seconds(60); // consumers' heartbeat (get_tasks)
 };
 
 using job_full_actor = msg::job_actor::extend<caf::reacts_to<msg::expire_atom, uint64_t>,

@@ -1,3 +1,4 @@
+#include <caf/scoped_actor.hpp>
 // DispatchServer and WorkerServer (conveyor/server.hpp): each owns an actor system, spawns its
 // node's entry actor and publishes it through the transport.
 #include "conveyor/server.hpp"
@@ -331,6 +332,20 @@ Status WorkerServer::start() {
 uint16_t WorkerServer::bound_port() const { return ctx_ ? ctx_->port : 0; }
 
 std::string WorkerServer::worker_address() const { return ctx_ ? ctx_->advertised : std::string{}; }
+
+Status WorkerServer::drain(std::chrono::milliseconds timeout) {
+  if (!ctx_ || ctx_->is_stopped())
+    return failed_precondition("the worker is not running");
+  caf::scoped_actor self{ctx_->sys};
+  Status result;
+  self->request(ctx_->worker, timeout, msg::drain_atom_v)
+    .receive([](bool) {},
+             [&](caf::error& err) {
+               result = msg::to_status(err, "draining the worker").with_context(
+                 "waited " + std::to_string(timeout.count()) + " ms");
+             });
+  return result;
+}
 
 void WorkerServer::stop() {
   if (!ctx_ || ctx_->is_stopped())

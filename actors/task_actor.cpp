@@ -18,7 +18,10 @@ namespace {
 
 constexpr const char* kLog = "worker";
 
-using task_full_actor = msg::task_actor::extend<caf::reacts_to<msg::produce_atom>>;
+using task_full_actor = msg::task_actor::extend<caf::reacts_to<msg::produce_atom>,
+                                                caf::reacts_to<msg::drain_atom>,
+                                                caf::reacts_to<msg::leave_job>,
+                                                caf::replies_to<msg::drained_atom>::with<bool>>;
 
 // A request that found nothing. It is answered when elements arrive, the pipeline ends, or —
 // at the next produce step or request after its deadline — with an empty batch. No timer:
@@ -86,6 +89,7 @@ void schedule_produce(self_ptr self) {
 }
 
 void request_splits(self_ptr self);
+void report_splits(self_ptr self);
 
 void report_done(self_ptr self) {
   auto& st = self->state;
@@ -146,7 +150,12 @@ void serve_held(self_ptr self) {
     bool done = true;
     // Past its deadline a request gets no elements: its consumer may have given up on it
     // (the hold is half the consumer's timeout), and elements sent there would be lost.
-    if (now >= h.deadline)
+    // A consumer that owes acknowledgements is answered at once (empty): its next request
+    // carries them, so the splits they finish are not held up by this request's hold.
+    bool owes_ack = self->state.runner && self->state.runner->split_feed() &&
+                    self->state.runner->buffered_elements() == 0 &&
+                    self->state.runner->awaits_ack(h.request.consumer);
+    if (now >= h.deadline || owes_ack)
       h.promise.deliver(msg::element_batch{}); // nothing yet: the consumer asks again
     else
       done = answer(
@@ -159,22 +168,44 @@ void serve_held(self_ptr self) {
 void after_step(self_ptr self) {
   self->state.update_stats();
   serve_held(self);
+  report_splits(self);
   report_done(self);
   request_splits(self);
   schedule_produce(self);
 }
 
+// Finished, lost and (when the pipeline ended or drains) unstarted splits go to the job.
+void report_splits(self_ptr self) {
+  auto& st = self->state;
+  SplitFeed* feed = st.runner ? st.runner->split_feed() : nullptr;
+  if (!feed)
+    return;
+  msg::splits_update up;
+  up.task = st.start.def.task;
+  up.finished = st.runner->take_finished();
+  up.returned = st.runner->take_lost();
+  if (feed->draining() || st.runner->ended() || st.runner->failed())
+    for (auto& s : feed->take_unstarted())
+      up.returned.push_back(std::move(s));
+  if (up.finished.empty() && up.returned.empty())
+    return;
+  self->send(st.start.def.splits, std::move(up));
+}
+
 void request_splits(self_ptr self) {
   auto& st = self->state;
   SplitFeed* feed = st.runner ? st.runner->split_feed() : nullptr;
-  if (!feed || !feed->wants_split() || st.runner->ended() || st.runner->failed())
+  if (!feed || !feed->wants_splits() || st.runner->ended() || st.runner->failed())
     return;
   feed->request_sent();
   st.split_asked = std::chrono::steady_clock::now();
+  // The job may hold the request while the epoch's last splits are unfinished elsewhere.
+  auto hold = st.start.split_timeout / 2;
   self->request(st.start.def.splits, st.start.split_timeout,
-                msg::get_split{st.start.def.task, feed->epoch()})
+                msg::get_splits{st.start.def.task, feed->epoch(), feed->request_max(),
+                                hold.count()})
     .then(
-      [self](msg::split_reply& reply) {
+      [self](msg::splits_reply& reply) {
         auto& st = self->state;
         if (st.stats) {
           st.stats->split_waits_total.fetch_add(1, std::memory_order_relaxed);
@@ -185,17 +216,14 @@ void request_splits(self_ptr self) {
             std::memory_order_relaxed);
         }
         SplitFeed* feed = st.runner->split_feed();
-        if (reply.end_of_splits)
-          feed->deliver_end_of_splits();
-        else
-          feed->deliver(reply.split);
+        feed->deliver(std::move(reply.splits), reply.end_of_splits, reply.empty_epoch);
         st.waiting_for_split = false;
         after_step(self);
       },
       [self](caf::error& err) {
         auto& st = self->state;
-        st.runner->split_feed()->fail(
-          msg::to_status(err, "asking job " + std::to_string(st.start.def.job) + " for a split"));
+        st.runner->split_feed()->fail(msg::to_status(
+          err, "asking job " + std::to_string(st.start.def.job) + " for splits"));
         st.waiting_for_split = false;
         after_step(self);
       });
@@ -234,6 +262,14 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
   }
   return {
     [self](msg::get_elements& req) -> caf::result<msg::element_batch> {
+      auto& st0 = self->state;
+      if (st0.runner && st0.runner->split_feed()) {
+        if (req.reconnected)
+          st0.runner->consumer_reconnected(req.consumer);
+        if (!req.acks.empty())
+          st0.runner->ack(req.consumer, req.acks);
+        report_splits(self);
+      }
       serve_held(self); // answers expired holds first
       std::optional<msg::element_batch> batch;
       caf::error error;
@@ -249,6 +285,37 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
       auto deadline = self->clock().now() + hold_of(req);
       st.held.push_back(Held{promise, std::move(req), deadline});
       return promise;
+    },
+    [self](msg::drain_atom) {
+      auto& st = self->state;
+      SplitFeed* feed = st.runner ? st.runner->split_feed() : nullptr;
+      if (!feed || feed->draining())
+        return;
+      auto unstarted = feed->drain();
+      log::info(kLog, st.label() + ": draining; handing " + std::to_string(unstarted.size()) +
+                        " unstarted split(s) back to the job");
+      if (!unstarted.empty())
+        self->send(st.start.def.splits, msg::splits_update{st.start.def.task, {}, std::move(unstarted)});
+      st.waiting_for_split = false;
+      after_step(self);
+    },
+    [self](msg::leave_job& left) {
+      auto& st = self->state;
+      if (st.runner && st.runner->split_feed()) {
+        st.runner->consumer_gone(left.consumer);
+        after_step(self);
+      }
+    },
+    [self](msg::drained_atom) -> bool {
+      // Drained: the pipeline ended and every element it produced was acknowledged (OFF: taken).
+      auto& st = self->state;
+      if (!st.runner)
+        return true;
+      if (!(st.runner->ended() || st.runner->failed()))
+        return false;
+      if (st.runner->split_feed())
+        return st.runner->all_acknowledged();
+      return st.runner->buffered_elements() == 0;
     },
     [self](msg::produce_atom) {
       auto& st = self->state;

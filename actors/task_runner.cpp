@@ -1,8 +1,12 @@
 #include "actors/task_runner.hpp"
 
 #include <algorithm>
+#include <exception>
+#include <set>
+#include <utility>
 #include <vector>
 
+#include "actors/job_core.hpp"
 #include "pipeline/functions.hpp"
 
 namespace conveyor::actors {
@@ -28,6 +32,7 @@ Status TaskRunner::start(const Dataset& input, const FunctionRegistry* functions
   if (policy_ == ShardingPolicy::dynamic) {
     feed_ = std::make_unique<SplitFeed>();
     ctx_.split_provider = feed_.get();
+    per_split_ = is_per_split(dataset);
   }
   auto it = dataset.make_iterator(ctx_);
   if (!it.ok())
@@ -53,7 +58,16 @@ TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
       return Step::buffer_full;
     Element e;
     bool end = false;
-    Status st = iterator_->get_next(e, end);
+    Status st;
+    try {
+      st = iterator_->get_next(e, end);
+    } catch (const std::exception& ex) { // a user function threw: the task fails with it
+      st = internal_error(std::string{"a function of the pipeline threw: "} + ex.what());
+    } catch (...) {
+      st = internal_error("a function of the pipeline threw a non-standard exception");
+    }
+    if (feed_)
+      track_feed();
     if (st.code() == ErrorCode::unavailable)
       return elements > 0 ? Step::progress : Step::waiting_for_split;
     if (!st.ok()) {
@@ -64,7 +78,24 @@ TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
     if (end) {
       ended_ = true;
       iterator_.reset(); // frees the pipeline's resources now
+      if (feed_) {
+        feed_->pipeline_ended();
+        track_feed();
+        finish_all_if_done();
+      }
       return Step::ended;
+    }
+    if (per_split_) {
+      if (!feed_->has_current()) {
+        error_ = internal_error("a per-split pipeline produced an element outside any split");
+        iterator_.reset();
+        return Step::failed;
+      }
+      const Split& c = feed_->current();
+      Key key{c.epoch, c.index};
+      origins_.push_back(Origin{c.epoch, c.index, feed_->next_seq()});
+      if (auto sp = splits_.find(key); sp != splits_.end())
+        ++sp->second.produced;
     }
     int64_t size = static_cast<int64_t>(e.byte_size());
     buffer_bytes_ += size;
@@ -111,6 +142,7 @@ std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
     return std::nullopt;
   }
   std::vector<Element> batch;
+  std::vector<msg::origin_run> origins;
   uint64_t bytes = 0;
   while (!buffer_.empty() && batch.size() < max_elements) {
     uint64_t size = buffer_.front().byte_size();
@@ -120,9 +152,23 @@ std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
     buffer_bytes_ -= static_cast<int64_t>(size);
     batch.push_back(std::move(buffer_.front()));
     buffer_.pop_front();
+    if (per_split_) {
+      const Origin& o = origins_.front();
+      if (!origins.empty() && origins.back().epoch == o.epoch && origins.back().index == o.index &&
+          origins.back().first_seq + origins.back().count == o.seq)
+        ++origins.back().count;
+      else
+        origins.push_back(msg::origin_run{o.epoch, o.index, o.seq, 1});
+      origins_.pop_front();
+    }
   }
   Pending p;
   p.batch_seq = next_batch_seq_++;
+  if (feed_) { // DYNAMIC: the batch counts for its splits once the consumer acknowledges it
+    auto& runs = unacked_[consumer][p.batch_seq];
+    for (const auto& o : origins)
+      runs.emplace_back(Key{o.epoch, o.index}, o.count);
+  }
   p.num_elements = static_cast<uint32_t>(batch.size());
   p.payload = encode_batch(batch, compression_);
   p.num_chunks = static_cast<uint32_t>(
@@ -134,11 +180,126 @@ std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
     out.batch_seq = p.batch_seq;
     out.chunk_index = 0;
     out.num_chunks = 1;
+    out.origins = std::move(origins);
     return out;
   }
   auto out = next_chunk(p);
+  out.origins = std::move(origins);
   pending_[consumer] = std::move(p);
   return out;
 }
+
+// New and closed splits of the feed: start tracking / mark complete.
+void TaskRunner::track_feed() {
+  for (auto& s : feed_->take_started()) {
+    Key key{s.epoch, s.index};
+    splits_[key].split = std::move(s);
+  }
+  if (!per_split_) {
+    feed_->take_closed();
+    return;
+  }
+  for (const auto& s : feed_->take_closed()) {
+    Key key{s.epoch, s.index};
+    auto sp = splits_.find(key);
+    if (sp == splits_.end())
+      continue;
+    sp->second.closed = true;
+    check_finished(key);
+  }
+}
+
+void TaskRunner::check_finished(const Key& key) {
+  auto sp = splits_.find(key);
+  if (sp == splits_.end() || !sp->second.closed || sp->second.acked < sp->second.produced)
+    return;
+  finished_.push_back(key);
+  splits_.erase(sp);
+}
+
+// Pipelines that are not per-split: their splits finish together, once the pipeline ended and
+// everything it produced was acknowledged.
+void TaskRunner::finish_all_if_done() {
+  if (per_split_ || !ended_ || !all_acknowledged())
+    return;
+  for (const auto& [key, s] : splits_)
+    finished_.push_back(key);
+  splits_.clear();
+}
+
+bool TaskRunner::all_acknowledged() const {
+  if (!buffer_.empty() || !pending_.empty())
+    return false;
+  for (const auto& [c, batches] : unacked_)
+    if (!batches.empty())
+      return false;
+  return true;
+}
+
+void TaskRunner::ack(msg::consumer_id_t consumer, const std::vector<uint64_t>& batch_seqs) {
+  auto c = unacked_.find(consumer);
+  if (c == unacked_.end())
+    return;
+  for (auto seq : batch_seqs) {
+    auto b = c->second.find(seq);
+    if (b == c->second.end())
+      continue;
+    for (const auto& [key, n] : b->second) {
+      auto sp = splits_.find(key);
+      if (sp == splits_.end())
+        continue;
+      sp->second.acked += n;
+      check_finished(key);
+    }
+    c->second.erase(b);
+  }
+  finish_all_if_done();
+}
+
+void TaskRunner::consumer_reconnected(msg::consumer_id_t consumer) {
+  auto c = unacked_.find(consumer);
+  if (c == unacked_.end())
+    return;
+  std::set<Key> affected;
+  for (const auto& [seq, runs] : c->second)
+    for (const auto& [key, n] : runs)
+      affected.insert(key);
+  if (!per_split_ && !c->second.empty())
+    for (const auto& [key, s] : splits_)
+      affected.insert(key);
+  unacked_.erase(c);
+  pending_.erase(consumer);
+  for (const auto& key : affected) {
+    auto sp = splits_.find(key);
+    if (sp == splits_.end())
+      continue;
+    lost_.push_back(sp->second.split); // read again elsewhere; the consumer drops repeats
+    splits_.erase(sp);
+  }
+}
+
+bool TaskRunner::awaits_ack(msg::consumer_id_t consumer) const {
+  auto c = unacked_.find(consumer);
+  return c != unacked_.end() && !c->second.empty();
+}
+
+void TaskRunner::consumer_gone(msg::consumer_id_t consumer) {
+  auto c = unacked_.find(consumer);
+  if (c == unacked_.end())
+    return;
+  std::vector<uint64_t> seqs;
+  for (const auto& [seq, runs] : c->second)
+    seqs.push_back(seq);
+  ack(consumer, seqs);
+  unacked_.erase(consumer);
+  pending_.erase(consumer);
+  finish_all_if_done();
+}
+
+std::vector<std::pair<int64_t, int64_t>> TaskRunner::take_finished() {
+  return std::exchange(finished_, {});
+}
+
+std::vector<Split> TaskRunner::take_lost() { return std::exchange(lost_, {}); }
 
 } // namespace conveyor::actors

@@ -9,6 +9,12 @@
 //   kept for the same consumer's next requests. nullopt means "nothing now": the actor holds the
 //   request until produce() made progress.
 // - Elements go to whichever consumer asks first (a shared job's consumers split them).
+// - DYNAMIC: the runner tracks each split it started until every element of it was
+//   acknowledged by the consumer it went to (ack()); such splits are *finished*
+//   (take_finished(), reported to the job). Per-split pipelines tag their elements with their
+//   origin (split, sequence), sent with each batch; other pipelines' splits finish together when
+//   the pipeline ended and every batch was acknowledged. A consumer that reconnected may have
+//   lost what it was sent and did not acknowledge: those splits are handed back (take_lost()).
 #pragma once
 
 #include <cstdint>
@@ -64,6 +70,20 @@ public:
 
   // The split feed of a DYNAMIC task (nullptr for OFF).
   SplitFeed* split_feed() { return feed_.get(); }
+  bool per_split() const { return per_split_; }
+
+  // DYNAMIC delivery tracking.
+  void ack(msg::consumer_id_t consumer, const std::vector<uint64_t>& batch_seqs);
+  // The consumer reconnected: its unacknowledged batches may be lost.
+  void consumer_reconnected(msg::consumer_id_t consumer);
+  std::vector<std::pair<int64_t, int64_t>> take_finished();
+  std::vector<Split> take_lost();
+  // Nothing produced is waiting: buffer empty and every batch acknowledged.
+  bool all_acknowledged() const;
+  // Whether `consumer` holds batches it did not acknowledge yet.
+  bool awaits_ack(msg::consumer_id_t consumer) const;
+  // The consumer left the job: what it did not acknowledge is its loss, not the job's.
+  void consumer_gone(msg::consumer_id_t consumer);
 
   bool ended() const { return ended_; }            // the pipeline reached its end
   bool failed() const { return !error_.ok(); }
@@ -91,7 +111,28 @@ private:
   std::unique_ptr<SplitFeed> feed_;
   IteratorContext ctx_;
   std::unique_ptr<Iterator> iterator_;
+  struct Origin {
+    int64_t epoch = 0, index = 0, seq = 0;
+  };
+  struct SplitState {
+    Split split;
+    bool closed = false;
+    int64_t produced = 0;
+    int64_t acked = 0;
+  };
+  using Key = std::pair<int64_t, int64_t>;
+  void track_feed();
+  void check_finished(const Key& key);
+  void finish_all_if_done();
+
+  bool per_split_ = false;
   std::deque<Element> buffer_;
+  std::deque<Origin> origins_; // per-split pipelines: one per buffered element
+  std::map<Key, SplitState> splits_;
+  // Unacknowledged batches per consumer: batch_seq -> (split, elements) runs.
+  std::map<msg::consumer_id_t, std::map<uint64_t, std::vector<std::pair<Key, int64_t>>>> unacked_;
+  std::vector<Key> finished_;
+  std::vector<Split> lost_;
   int64_t buffer_bytes_ = 0;
   bool ended_ = false;
   Status error_;

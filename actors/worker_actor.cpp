@@ -4,6 +4,7 @@
 
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
 
 #include "actors/log.hpp"
 #include "actors/task_actor.hpp"
@@ -30,6 +31,8 @@ struct worker_state {
   bool warned_heartbeat = false;
   std::map<msg::task_id_t, msg::task_actor> tasks;
   std::map<caf::actor_addr, msg::task_id_t> task_by_addr;
+  bool draining = false;
+  std::vector<caf::typed_response_promise<bool>> drain_promises;
 };
 
 using self_ptr = worker_full_actor::stateful_pointer<worker_state>;
@@ -132,6 +135,44 @@ void heartbeat(self_ptr self) {
       });
 }
 
+// Asks every task whether it drained; answers the drain once all did.
+void check_drained(self_ptr self) {
+  auto& st = self->state;
+  if (st.drain_promises.empty())
+    return;
+  auto pending = std::make_shared<std::size_t>(st.tasks.size());
+  auto all = std::make_shared<bool>(true);
+  auto done = [self, pending, all] {
+    auto& st = self->state;
+    if (*all) {
+      log::info(kLog, "drained: every task's output was delivered");
+      for (auto& p : st.drain_promises)
+        p.deliver(true);
+      st.drain_promises.clear();
+    } else {
+      self->delayed_send(self, std::chrono::milliseconds(20), msg::drained_atom_v);
+    }
+  };
+  if (st.tasks.empty()) {
+    done();
+    return;
+  }
+  for (const auto& [id, t] : st.tasks) {
+    auto handle = caf::actor_cast<caf::actor>(t);
+    self->request(handle, std::chrono::seconds(5), msg::drained_atom_v)
+      .then(
+        [pending, all, done](bool drained) {
+          *all = *all && drained;
+          if (--*pending == 0)
+            done();
+        },
+        [pending, all, done](caf::error&) { // the task is gone: nothing left to deliver
+          if (--*pending == 0)
+            done();
+        });
+  }
+}
+
 } // namespace
 
 worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
@@ -172,8 +213,26 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
         heartbeat(self);
         self->delayed_send(self, self->state.start.heartbeat_interval, msg::tick_atom_v);
       },
+      [self](msg::drain_atom) -> caf::result<bool> {
+        auto& st = self->state;
+        auto promise = self->make_response_promise<bool>();
+        st.drain_promises.push_back(promise);
+        if (!st.draining) {
+          st.draining = true;
+          log::info(kLog, "draining " + std::to_string(st.tasks.size()) +
+                            " task(s): no new splits or tasks; delivering what was started");
+          for (const auto& [id, t] : st.tasks)
+            caf::anon_send(caf::actor_cast<caf::actor>(t), msg::drain_atom_v);
+          check_drained(self);
+        }
+        return promise;
+      },
+      [self](msg::drained_atom) { check_drained(self); },
       [self](msg::assign_task& req) -> caf::result<msg::task_assigned> {
         auto& st = self->state;
+        if (st.draining)
+          return msg::make_error(ErrorCode::unavailable,
+                                 "worker " + st.address + " is draining; it takes no new task");
         auto id = req.def.task;
         if (auto t = st.tasks.find(id); t != st.tasks.end())
           return msg::task_assigned{id, t->second};

@@ -36,9 +36,14 @@ struct WorkerStart {
 
 // The worker's full interface: what it publishes (msg::worker_actor) plus its own timer and
 // the start message carrying the advertised address (known only once its port is bound).
+// drain_atom: a graceful stop — the worker takes no new task, its DYNAMIC tasks take no new
+// split and hand the unstarted ones back to their jobs, every task finishes what it started
+// and serves it; the reply (true) comes once every task's output was acknowledged (OFF: taken).
 using worker_full_actor =
   msg::worker_actor::extend<caf::reacts_to<msg::tick_atom>,
-                            caf::reacts_to<caf::connect_atom, std::string>>;
+                            caf::reacts_to<caf::connect_atom, std::string>,
+                            caf::replies_to<msg::drain_atom>::with<bool>,
+                            caf::reacts_to<msg::drained_atom>>;
 
 worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start);
 

@@ -18,6 +18,7 @@ constexpr CommandInfo kInfo{
 int run_worker(const std::vector<std::string>& args) {
   int64_t port = -1;
   int64_t heartbeat_ms = 0;
+  int64_t drain_timeout_ms = 30000;
   int64_t buffer_elements = 0;
   int64_t buffer_bytes = 0;
   int64_t connect_timeout_ms = 0;
@@ -41,6 +42,8 @@ int run_worker(const std::vector<std::string>& args) {
        "elements each task buffers ahead of its consumers")
       ("buffer-bytes", po::value(&buffer_bytes)->default_value(defaults.task_buffer_bytes)->value_name("BYTES"),
        "bytes each task buffers ahead of its consumers")
+      ("drain-timeout", po::value(&drain_timeout_ms)->default_value(30000)->value_name("MS"),
+       "on SIGTERM/Ctrl-C, wait at most this long for started work to be delivered")
       ("connect-timeout", po::value(&connect_timeout_ms)->default_value(defaults.connect_timeout.count())->value_name("MS"),
        "give up registering with the dispatcher after this long");
   po::options_description hidden;
@@ -112,6 +115,13 @@ int run_worker(const std::vector<std::string>& args) {
   log::info("worker", "ready: registered with dispatcher " + config.dispatcher_address +
                         ", serving consumers at " + server.worker_address());
   wait_for_stop_signal();
+  // SIGTERM / Ctrl-C: drain first (no new splits, unstarted ones back to the job, deliver what
+  // was started), then leave. A second signal is not waited for: the drain is bounded.
+  log::info("worker", "draining (bounded by --drain-timeout " + std::to_string(drain_timeout_ms) + " ms)");
+  if (auto st = server.drain(std::chrono::milliseconds{drain_timeout_ms}); !st.ok())
+    log::warning("worker", "drain did not complete: " + st.to_string());
+  else
+    log::info("worker", "drained");
   log::info("worker", "stopping");
   server.stop();
   return kExitOk;

@@ -33,6 +33,8 @@ struct stream_stats {
   int64_t wait_split_ns = 0;
   int64_t wait_credit_ns = 0;
   int64_t elapsed_ns = 0;
+  uint64_t job = 0;              // the job (repetition) the stream reads
+  int64_t duplicates_dropped = 0; // repeats of re-issued splits the consumer dropped
 };
 
 // The consumer actor.

@@ -7,8 +7,10 @@
 //                         dataset_registered{id}. Same fingerprint -> same id; a requested id
 //                         naming another definition -> already_exists.
 //   client -> dispatcher  get_or_create_job{dataset, job_name, policy, ...} -> job_info{job}.
-//                         A named job is shared by everyone naming it on the same dataset; an
-//                         unnamed job is private to its consumer.
+//                         A named job is shared by everyone naming it on the same dataset
+//                         while it runs (they must ask for the same options: invalid_argument
+//                         naming the option otherwise); reading the name again after the job
+//                         ended starts its next repetition. An unnamed job is private.
 #pragma once
 
 #include <cstdint>
@@ -83,13 +85,14 @@ struct job_info {
   std::string job_name; // empty for a private job
   dataset_id_t dataset;
   ShardingPolicy policy = ShardingPolicy::off;
-  bool finished = false; // a finished named job: a new consumer reads nothing (as in TF)
+  bool finished = false; // the job ended before this consumer could join (it says so loudly)
   job_actor handle;      // null when finished and released
+  int64_t repetition = 0; // named jobs: which reading of the name this is (0, 1, ...)
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_info& x) {
   return f(caf::meta::type_name("job_info"), x.job, x.job_name, x.dataset, x.policy, x.finished,
-           x.handle);
+           x.handle, x.repetition);
 }
 
 using dispatcher_actor =

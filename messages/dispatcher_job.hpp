@@ -78,6 +78,7 @@ typename Inspector::result_type inspect(Inspector& f, job_released& x) {
 // The job actor: tasks, consumers and the dispatcher see it through this interface.
 using job_actor = split_source_actor::extend<caf::replies_to<join_job>::with<job_joined>,
                                              caf::replies_to<get_tasks>::with<task_list>,
+                                             caf::reacts_to<leave_job>,
                                              caf::reacts_to<add_task>,
                                              caf::reacts_to<remove_task>,
                                              caf::replies_to<get_job_status>::with<job_status>>;

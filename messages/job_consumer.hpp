@@ -39,6 +39,18 @@ typename Inspector::result_type inspect(Inspector& f, job_joined& x) {
   return f(caf::meta::type_name("job_joined"), x.consumer);
 }
 
+// consumer -> job: the consumer stops reading (`finished`: it read every task to its end;
+// otherwise it gave up or was cancelled). A job whose every consumer finished is released at
+// once; one whose consumers all left is released after job_gc_timeout (named) or at once.
+struct leave_job {
+  consumer_id_t consumer = 0;
+  bool finished = false;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, leave_job& x) {
+  return f(caf::meta::type_name("leave_job"), x.consumer, x.finished);
+}
+
 struct get_tasks {
   consumer_id_t consumer = 0;
   uint64_t known_version = 0; // 0 = none known yet (answered at once)
@@ -68,11 +80,17 @@ typename Inspector::result_type inspect(Inspector& f, task_info& x) {
 struct task_list {
   uint64_t version = 0;          // changes whenever the list or job_finished changes
   std::vector<task_info> tasks;  // the job's live tasks (finished ones included)
-  bool job_finished = false;     // every task's pipeline ended: no new tasks will come
+  // Every listed task's pipeline ended (DYNAMIC: and no split is left to hand out again): a
+  // consumer ends once it read each listed task to its end. May turn false again when a worker
+  // joins (its new task is listed).
+  bool job_finished = false;
+  // Non-empty: the job cannot deliver its data any more (e.g. an OFF task was lost, or a lost
+  // task's splits cannot be re-run): the consumer fails the read with this error.
+  std::string error;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, task_list& x) {
-  return f(caf::meta::type_name("task_list"), x.version, x.tasks, x.job_finished);
+  return f(caf::meta::type_name("task_list"), x.version, x.tasks, x.job_finished, x.error);
 }
 
 } // namespace conveyor::msg

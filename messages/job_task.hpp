@@ -1,14 +1,18 @@
 // Task -> job: split distribution for DYNAMIC sharding (tf.data service's distributed_epoch).
 //
-// A task asks for the next split of the epoch it is in (TF's GetSplit(repetition)): the job
-// hands out each split of an epoch once across all its tasks; a task asking for an epoch that
-// is already exhausted gets end_of_splits at once and moves to the next epoch, so every task
-// sees one end_of_splits per epoch and a `repeat` above the source starts the next epoch.
+// A task asks for splits of the epoch it is in (TF's GetSplit(repetition)), several per request:
+// the job hands out each split of an epoch once across its tasks and tracks, per task, the
+// splits handed out and not yet finished (every element acknowledged by consumers). A lost task's
+// unfinished splits, and the unstarted splits a task returns, are handed out again. An epoch ends
+// for a task (end_of_splits) once the epoch's splits are all handed out and, for per-split
+// pipelines, all finished — so a split that comes back always finds a task to run it.
 // A task whose pipeline ended reports task_done.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <caf/meta/type_name.hpp>
 #include <caf/replies_to.hpp>
@@ -27,24 +31,50 @@ typename Inspector::result_type inspect(Inspector& f, Split& x) {
 
 namespace conveyor::msg {
 
-// task -> job
-struct get_split {
+// (epoch, index) of a split: what identifies it across re-issues.
+using split_key = std::pair<int64_t, int64_t>;
+
+// task -> job: up to `max` splits of the epoch the task's pipeline is in (the task keeps a
+// window of splits in flight). The job may hold the request up to `hold_ns` when it has
+// nothing to hand out yet but the epoch is not over (another task still holds unfinished
+// splits of it, which may come back); then it answers with neither splits nor end.
+struct get_splits {
   task_id_t task = 0;
-  int64_t epoch = 0; // the epoch the task's pipeline is in
+  int64_t epoch = 0;
+  uint32_t max = 1;
+  int64_t hold_ns = 0;
 };
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, get_split& x) {
-  return f(caf::meta::type_name("get_split"), x.task, x.epoch);
+typename Inspector::result_type inspect(Inspector& f, get_splits& x) {
+  return f(caf::meta::type_name("get_splits"), x.task, x.epoch, x.max, x.hold_ns);
 }
 
-// job -> task
-struct split_reply {
+// job -> task. `splits` may hold re-issued splits of the current epoch (their `epoch` and
+// `index` are the original ones). end_of_splits: the epoch is over for this task;
+// empty_epoch: the job handed out no split at all in it (the dataset is exhausted: the
+// pipeline sees the end; otherwise a task that got nothing waits for the next epoch).
+struct splits_reply {
+  std::vector<Split> splits;
   bool end_of_splits = false;
-  Split split; // valid when !end_of_splits
+  bool empty_epoch = false;
 };
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, split_reply& x) {
-  return f(caf::meta::type_name("split_reply"), x.end_of_splits, x.split);
+typename Inspector::result_type inspect(Inspector& f, splits_reply& x) {
+  return f(caf::meta::type_name("splits_reply"), x.splits, x.end_of_splits, x.empty_epoch);
+}
+
+// task -> job: splits whose every element the consumers acknowledged (`finished`), and
+// splits the task hands back: unstarted (`returned`, a task that drains or ends) or whose
+// delivered-but-unacknowledged output was lost with a consumer connection (`lost`). Returned
+// and lost splits are handed out again.
+struct splits_update {
+  task_id_t task = 0;
+  std::vector<split_key> finished;
+  std::vector<Split> returned;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, splits_update& x) {
+  return f(caf::meta::type_name("splits_update"), x.task, x.finished, x.returned);
 }
 
 // task -> job: the task's pipeline reached its end (every element is in its buffer), or
@@ -60,6 +90,7 @@ typename Inspector::result_type inspect(Inspector& f, task_done& x) {
 
 // The job, as its tasks see it.
 using split_source_actor =
-  caf::typed_actor<caf::replies_to<get_split>::with<split_reply>, caf::reacts_to<task_done>>;
+  caf::typed_actor<caf::replies_to<get_splits>::with<splits_reply>, caf::reacts_to<splits_update>,
+                   caf::reacts_to<task_done>>;
 
 } // namespace conveyor::msg

@@ -12,8 +12,10 @@ namespace conveyor::msg {
 struct get_elements;
 struct element_batch;
 // job_task.hpp
-struct get_split;
-struct split_reply;
+struct origin_run;
+struct get_splits;
+struct splits_reply;
+struct splits_update;
 struct task_done;
 // dispatcher_worker.hpp
 struct task_def;
@@ -28,6 +30,7 @@ struct heartbeat_ack;
 struct join_job;
 struct job_joined;
 struct get_tasks;
+struct leave_job;
 struct task_info;
 struct task_list;
 // dispatcher_job.hpp
@@ -53,8 +56,11 @@ struct job_status;
 CAF_BEGIN_TYPE_ID_BLOCK(conveyor, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::get_elements))
   CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::element_batch))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::get_split))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::split_reply))
+  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::origin_run))
+  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::get_splits))
+  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::splits_reply))
+  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::splits_update))
+  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::leave_job))
   CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::task_done))
   CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::task_def))
   CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::assign_task))
@@ -92,4 +98,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(conveyor, caf::first_custom_type_id)
   CAF_ADD_ATOM(conveyor, conveyor::msg, ack_atom, "cv_ack")         // consumer API: n elements taken
   CAF_ADD_ATOM(conveyor, conveyor::msg, stats_atom, "cv_stats")     // consumer API: counters
   CAF_ADD_ATOM(conveyor, conveyor::msg, cancel_atom, "cv_cancel")   // consumer API: stop reading
+  CAF_ADD_ATOM(conveyor, conveyor::msg, drain_atom, "cv_drain")     // worker/task: graceful stop
+  CAF_ADD_ATOM(conveyor, conveyor::msg, drained_atom, "cv_drained") // task: drained yet?
 CAF_END_TYPE_ID_BLOCK(conveyor)

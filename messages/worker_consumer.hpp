@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <caf/meta/type_name.hpp>
 #include <caf/replies_to.hpp>
@@ -21,6 +22,21 @@
 
 namespace conveyor::msg {
 
+// Where a run of consecutive elements of a batch came from: `count` elements of split
+// (epoch, index), sequence numbers first_seq, first_seq + 1, ... within the split's output.
+// Only per-split pipelines (DYNAMIC) tag their elements; the consumer uses the tags to drop
+// what it already received of a re-issued split.
+struct origin_run {
+  int64_t epoch = 0;
+  int64_t index = 0;
+  int64_t first_seq = 0;
+  uint32_t count = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, origin_run& x) {
+  return f(caf::meta::type_name("origin_run"), x.epoch, x.index, x.first_seq, x.count);
+}
+
 // consumer -> task
 struct get_elements {
   consumer_id_t consumer = 0;
@@ -30,11 +46,17 @@ struct get_elements {
   // How long the task may hold the request when nothing is ready (nanoseconds); then it
   // answers with an empty batch and the consumer asks again.
   int64_t hold_ns = 0;
+  // Acknowledges the batches (batch_seq) this consumer received from the task since its last
+  // request: their elements are safe, so the task may report their splits finished.
+  std::vector<uint64_t> acks;
+  // The consumer lost its connection to this worker and reconnected: whatever it was sent and
+  // did not acknowledge may be lost; the task hands those splits back to the job.
+  bool reconnected = false;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, get_elements& x) {
   return f(caf::meta::type_name("get_elements"), x.consumer, x.max_elements, x.max_bytes,
-           x.hold_ns);
+           x.hold_ns, x.acks, x.reconnected);
 }
 
 // task -> consumer
@@ -49,11 +71,14 @@ struct element_batch {
   uint32_t num_chunks = 0; // 0 = no batch in this reply
   // The task has nothing more for anyone: its pipeline ended and its buffer is empty.
   bool end_of_sequence = false;
+  // Per-split pipelines: where the batch's elements came from, in order (runs add up to
+  // num_elements; empty = untagged). Sent with the batch's first chunk.
+  std::vector<origin_run> origins;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, element_batch& x) {
   return f(caf::meta::type_name("element_batch"), x.payload, x.num_elements, x.batch_seq,
-           x.chunk_index, x.num_chunks, x.end_of_sequence);
+           x.chunk_index, x.num_chunks, x.end_of_sequence, x.origins);
 }
 
 // The task actor, as consumers see it.

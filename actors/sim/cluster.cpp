@@ -153,6 +153,7 @@ void RecordingSink::push(std::vector<Element>&& elements, const msg::stream_stat
     }
   }
   auto n = static_cast<int64_t>(elements.size());
+  stream.job = stats.job;
   for (auto& e : elements) {
     stream.elements.push_back(std::move(e));
     stream.sources.push_back(source);
@@ -207,6 +208,8 @@ void ClusterRun::start_dispatcher() {
   start.job_gc_timeout = cfg_.job_gc_timeout;
   start.request_timeout = cfg_.options.request_timeout;
   start.range_split_size = derived_.split_size;
+  start.adaptive_split_size = false; // the invariants count splits of this size
+  start.client_timeout = cfg_.job_gc_timeout * 4;
   auto dispatcher = actors::spawn_dispatcher(node->system(), start);
   SimTransport transport{world_, slot, node->incarnation()};
   if (auto port = transport.publish(msg::dispatcher_actor{dispatcher}, kDispatcher, kDispatcherPort);
@@ -353,10 +356,10 @@ SimResult ClusterRun::run() {
   // DYNAMIC: every split that reaches a task, as the job's answers cross the network.
   std::map<std::pair<int64_t, int64_t>, int64_t> splits;
   world_.network().set_observer([&splits](std::size_t, std::size_t, const caf::message& m) {
-    if (m.match_elements<msg::split_reply>()) {
-      const auto& reply = m.get_as<msg::split_reply>(0);
-      if (!reply.end_of_splits)
-        ++splits[{reply.split.epoch, reply.split.index}];
+    if (m.match_elements<msg::splits_reply>()) {
+      const auto& reply = m.get_as<msg::splits_reply>(0);
+      for (const auto& s : reply.splits)
+        ++splits[{s.epoch, s.index}];
     }
   });
   start_dispatcher();
@@ -390,6 +393,7 @@ SimResult ClusterRun::run() {
   obs.reference = ref_.elements;
   obs.reference_ordered = ref_.ordered;
   obs.split_transparent = ref_.split_transparent;
+  obs.per_split = ref_.per_split;
   if (cfg_.options.policy == ShardingPolicy::dynamic) {
     obs.splits_delivered = splits;
     obs.expected_splits = count_splits(dataset_, derived_.split_size);

@@ -46,7 +46,23 @@ std::size_t subsequence_break(const std::vector<const Element*>& part,
   return part.size();
 }
 
+bool all_ok(const Observation& o) {
+  for (const auto& s : o.streams)
+    if (!s.ended || !s.status.ok() || s.crashed)
+      return false;
+  return !o.streams.empty();
+}
+
 void check_splits(const Observation& o, std::vector<std::string>& out) {
+  if (o.faults) {
+    // Re-issued splits are handed out again; every split must reach a task at least once.
+    if (all_ok(o) && o.expected_splits >= 0 &&
+        static_cast<int64_t>(o.splits_delivered.size()) < o.expected_splits)
+      out.push_back("DYNAMIC: only " + std::to_string(o.splits_delivered.size()) + " of " +
+                    std::to_string(o.expected_splits) +
+                    " split(s) reached a task, yet every stream ended OK");
+    return;
+  }
   std::size_t twice = 0;
   std::string examples;
   for (const auto& [split, n] : o.splits_delivered) {
@@ -56,12 +72,25 @@ void check_splits(const Observation& o, std::vector<std::string>& out) {
   }
   if (twice > 0)
     out.push_back("DYNAMIC: " + std::to_string(twice) +
-                  " split(s) handed to tasks more than once: " + examples);
-  if (!o.faults && o.expected_splits >= 0 &&
+                  " split(s) handed to tasks more than once although no fault happened: " + examples);
+  if (o.expected_splits >= 0 &&
       static_cast<int64_t>(o.splits_delivered.size()) != o.expected_splits)
     out.push_back("DYNAMIC: " + std::to_string(o.splits_delivered.size()) + " of " +
                   std::to_string(o.expected_splits) +
                   " split(s) reached a task although no fault happened");
+}
+
+// Counts per element over all streams (or one).
+void tally(const ObservedStream& s, std::map<std::string, int64_t>& got,
+           std::map<std::string, std::vector<std::string>>& where,
+           std::map<std::string, const Element*>& sample) {
+  for (std::size_t i = 0; i < s.elements.size(); ++i) {
+    auto k = key_of(s.elements[i]);
+    ++got[k];
+    sample[k] = &s.elements[i];
+    if (where[k].size() < 3)
+      where[k].push_back(s.consumer + " from " + (i < s.sources.size() ? s.sources[i] : "?"));
+  }
 }
 
 void check_dynamic(const Observation& o, std::vector<std::string>& out) {
@@ -72,33 +101,41 @@ void check_dynamic(const Observation& o, std::vector<std::string>& out) {
   std::map<std::string, int64_t> got;
   std::map<std::string, std::vector<std::string>> where;
   std::map<std::string, const Element*> sample;
-  for (const auto& s : o.streams) {
-    for (std::size_t i = 0; i < s.elements.size(); ++i) {
-      auto k = key_of(s.elements[i]);
-      ++got[k];
-      sample[k] = &s.elements[i];
-      if (where[k].size() < 3)
-        where[k].push_back(s.consumer + " from " + (i < s.sources.size() ? s.sources[i] : "?"));
+  for (const auto& s : o.streams)
+    tally(s, got, where, sample);
+  // Repeats: never without faults; with faults only for pipelines that are not per-split.
+  // Exactly-once holds per consumer: with several consumers sharing the job, a re-issued
+  // split's repeats may go to another consumer than the first reading (at-least-once).
+  bool repeats_allowed = o.faults && (!o.per_split || o.streams.size() > 1);
+  if (!repeats_allowed) {
+    std::size_t twice = 0;
+    std::string examples;
+    for (const auto& [k, n] : got) {
+      int64_t allowed = expected.count(k) ? expected.at(k) : 0;
+      if (n <= allowed)
+        continue;
+      if (twice++ < kMaxExamples) {
+        std::string w;
+        for (const auto& x : where[k])
+          w += (w.empty() ? "" : ", ") + x;
+        examples += "\n    " + show(*sample[k]) + " delivered " + std::to_string(n) +
+                    " times, the dataset holds it " + std::to_string(allowed) + " (" + w + ")";
+      }
     }
+    if (twice > 0)
+      out.push_back(std::string{"DYNAMIC: "} + std::to_string(twice) +
+                    " element(s) delivered more often than the dataset holds them" +
+                    (o.faults ? " (a per-split pipeline: exactly-once even under faults)" : "") +
+                    ":" + examples);
+  } else {
+    for (const auto& [k, n] : got)
+      if (!expected.count(k)) {
+        out.push_back("DYNAMIC: " + show(*sample[k]) + " delivered, which the dataset does not hold");
+        break;
+      }
   }
-  std::size_t twice = 0;
-  std::string examples;
-  for (const auto& [k, n] : got) {
-    int64_t allowed = expected.count(k) ? expected.at(k) : 0;
-    if (n <= allowed)
-      continue;
-    if (twice++ < kMaxExamples) {
-      std::string w;
-      for (const auto& x : where[k])
-        w += (w.empty() ? "" : ", ") + x;
-      examples += "\n    " + show(*sample[k]) + " delivered " + std::to_string(n) + " times, the dataset holds it " +
-                  std::to_string(allowed) + " (" + w + ")";
-    }
-  }
-  if (twice > 0)
-    out.push_back("DYNAMIC: " + std::to_string(twice) +
-                  " element(s) delivered more often than the dataset holds them:" + examples);
-  if (o.faults)
+  // Missing: whenever every stream ended OK — with or without faults.
+  if (!all_ok(o))
     return;
   int64_t missing = 0;
   std::string missing_examples;
@@ -117,28 +154,14 @@ void check_dynamic(const Observation& o, std::vector<std::string>& out) {
   if (missing > 0)
     out.push_back("DYNAMIC: " + std::to_string(missing) + " of " +
                   std::to_string(o.reference.size()) +
-                  " element(s) never delivered although no fault happened, e.g. " +
-                  missing_examples);
+                  " element(s) never delivered although every stream ended OK" +
+                  (o.faults ? " (faults fired: lost splits must be handed out again)" : "") +
+                  ", e.g. " + missing_examples);
 }
 
 void check_off(const Observation& o, std::vector<std::string>& out) {
   auto expected = counts_of(o.reference);
-  if (o.faults) {
-    // A worker that lost the dispatcher registers again and gets a new task that starts the
-    // dataset from the beginning, under the same address: repeats and interleavings are then
-    // correct. What always holds: every element comes from the dataset.
-    std::size_t foreign = 0;
-    std::string example;
-    for (const auto& s : o.streams)
-      for (const auto& e : s.elements)
-        if (!expected.count(key_of(e)) && foreign++ == 0)
-          example = show(e) + " (" + s.consumer + ")";
-    if (foreign > 0)
-      out.push_back("OFF: " + std::to_string(foreign) +
-                    " element(s) received that the dataset does not hold, e.g. " + example);
-    return;
-  }
-  // Per worker address: its elements across consumers; per (consumer, worker): in order.
+  // Per worker incarnation (address) and consumer: in order, nothing foreign or repeated.
   std::map<std::string, std::map<std::string, int64_t>> per_source;
   for (const auto& s : o.streams) {
     std::map<std::string, std::vector<const Element*>> mine;
@@ -147,14 +170,14 @@ void check_off(const Observation& o, std::vector<std::string>& out) {
       mine[src].push_back(&s.elements[i]);
       ++per_source[src][key_of(s.elements[i])];
     }
-    if (!o.reference_ordered)
-      continue;
     for (const auto& [src, part] : mine) {
-      auto at = subsequence_break(part, o.reference);
-      if (at < part.size())
-        out.push_back("OFF: " + s.consumer + " got worker " + src +
-                      "'s elements out of dataset order (or ones not in it): element #" +
-                      std::to_string(at) + " of that stream is " + show(*part[at]));
+      if (o.reference_ordered) {
+        auto at = subsequence_break(part, o.reference);
+        if (at < part.size())
+          out.push_back("OFF: " + s.consumer + " got worker " + src +
+                        "'s elements out of dataset order (or ones not in it): element #" +
+                        std::to_string(at) + " of that stream is " + show(*part[at]));
+      }
     }
   }
   for (const auto& [src, counts] : per_source) {
@@ -166,16 +189,20 @@ void check_off(const Observation& o, std::vector<std::string>& out) {
       out.push_back("OFF: worker " + src + " delivered " + std::to_string(extra) +
                     " element(s) more often than the dataset holds them");
   }
-  if (static_cast<int>(per_source.size()) != o.workers && !o.reference.empty())
+  if (!o.faults && static_cast<int>(per_source.size()) != o.workers && !o.reference.empty())
     out.push_back("OFF: elements came from " + std::to_string(per_source.size()) +
                   " worker(s), expected every one of the " + std::to_string(o.workers));
+  // A read that ended OK is complete: each incarnation it read from gave the whole dataset.
+  if (!all_ok(o))
+    return;
   for (const auto& [src, counts] : per_source) {
     int64_t total = 0;
     for (const auto& [k, n] : counts)
       total += n;
     if (counts != expected)
-      out.push_back("OFF: worker " + src + "'s stream is not the whole dataset without faults: " +
-                    std::to_string(total) + " element(s) received, the dataset has " +
+      out.push_back("OFF: worker " + src + "'s stream is not the whole dataset, yet the read ended OK" +
+                    std::string{o.faults ? " (faults fired: a lost task must fail the read)" : ""} +
+                    ": " + std::to_string(total) + " element(s) received, the dataset has " +
                     std::to_string(o.reference.size()));
   }
 }
@@ -201,10 +228,29 @@ std::vector<std::string> check_invariants(const Observation& o) {
   }
   for (const auto& l : o.leaks)
     out.push_back("leak: " + l);
-  if (o.policy == ShardingPolicy::dynamic)
-    check_dynamic(o, out);
-  else if (o.policy == ShardingPolicy::off)
-    check_off(o, out);
+  // The data checks run per job: consumers that came after a named job ended read its next
+  // repetition, a reading of its own.
+  std::map<uint64_t, std::vector<ObservedStream>> by_job;
+  for (const auto& s : o.streams)
+    by_job[s.job].push_back(s);
+  if (by_job.size() > 1 && by_job.count(0)) { // received nothing: count it with the first job
+    auto none = std::move(by_job[0]);
+    by_job.erase(0);
+    for (auto& s : none)
+      by_job.begin()->second.push_back(std::move(s));
+  }
+  for (auto& [job, streams] : by_job) {
+    Observation part = o;
+    part.streams = std::move(streams);
+    if (by_job.size() > 1) { // the observer counts splits of all jobs together: skip them
+      part.expected_splits = -1;
+      part.splits_delivered.clear();
+    }
+    if (o.policy == ShardingPolicy::dynamic)
+      check_dynamic(part, out);
+    else if (o.policy == ShardingPolicy::off)
+      check_off(part, out);
+  }
   return out;
 }
 

@@ -1,12 +1,17 @@
 // The invariants a simulated run must hold, as pure checks over what the harness recorded
 // (no actors): each failure is one readable sentence naming the consumer, worker or element.
 //
-//   OFF      without faults: every worker's stream is the whole dataset (in dataset order
-//            when the pipeline is deterministic); with faults: every element is one of the
-//            dataset's (a worker that registers again restarts the job under its old address).
-//   DYNAMIC  always: no split handed to tasks twice, and (for pipelines whose output does not
-//            depend on the split assignment) no element delivered more often than the dataset
-//            holds it; without faults: no split and no element missing.
+// The checks stay on when faults fire: the delivery guarantee (README, fault tolerance) is
+// checked exactly, with or without faults.
+//   OFF      per worker incarnation (a restarted worker serves under a new address): its
+//            elements in dataset order (deterministic pipelines), none more often than the
+//            dataset holds it; a stream that ended OK has every incarnation's whole dataset;
+//            without faults, from every worker.
+//   DYNAMIC  per-split pipelines: a stream that ended OK holds exactly the dataset (exactly-once,
+//            also under worker crashes and partitions); a failed one no element twice.
+//            Other split-transparent pipelines: an OK stream holds every element at least as
+//            often as the dataset (at-least-once), exactly as often without faults. Splits:
+//            without faults each handed out exactly once; an OK run every split at least once.
 //   always   every stream ended before the time limit; without faults, with OK; consumer
 //            memory (elements delivered but not yet taken) within the credits; no job, task or
 //            consumer actor left once the job ended; nothing the network could not carry.
@@ -31,6 +36,7 @@ struct ObservedStream {
   bool ended = false;
   bool crashed = false; // its node crashed: the stream ends there
   int64_t max_unacked = 0;
+  uint64_t job = 0; // the job (repetition) it read; 0 = unknown (it received nothing)
 };
 
 struct Observation {
@@ -46,6 +52,8 @@ struct Observation {
   // repeat, cache above the source). Otherwise only the split-level checks apply: a batch or a
   // take runs per worker in DYNAMIC, as in tf.data.
   bool split_transparent = true;
+  // DYNAMIC: the pipeline is per-split (actors/job_core.hpp is_per_split): exactly-once.
+  bool per_split = false;
   // DYNAMIC: how often each split (epoch, index) reached a task; and how many the job should
   // hand out in all (-1 = unknown).
   std::map<std::pair<int64_t, int64_t>, int64_t> splits_delivered;

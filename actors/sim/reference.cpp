@@ -3,6 +3,7 @@
 #include <set>
 #include <string>
 
+#include "actors/job_core.hpp"
 #include "pipeline/graph.hpp"
 #include "pipeline/split_provider.hpp"
 
@@ -72,6 +73,7 @@ Expected<Reference> make_reference(const Dataset& dataset) {
                             std::to_string(kMaxElements) + " elements");
   Reference ref;
   ref.split_transparent = split_transparent(dataset);
+  ref.per_split = actors::is_per_split(dataset);
   auto second = dataset.collect(kMaxElements + 1);
   ref.ordered = second.ok() && *second == *first;
   ref.elements = std::move(*first);

@@ -14,6 +14,7 @@ struct Reference {
   std::vector<Element> elements;
   bool ordered = true;           // two local runs gave the same order
   bool split_transparent = true; // see Observation::split_transparent (invariants.hpp)
+  bool per_split = false;        // see Observation::per_split
 };
 
 // invalid_argument for an infinite dataset or one of more than a million elements.

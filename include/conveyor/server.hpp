@@ -120,6 +120,10 @@ public:
   uint16_t bound_port() const;
   // The address advertised to the dispatcher ("host:port").
   std::string worker_address() const;
+  // Graceful stop, first half: take no new task or split, hand unstarted splits back to their
+  // jobs, deliver what was started. OK once every task's output was acknowledged;
+  // deadline_exceeded when that took longer than `timeout`. Call stop() after it.
+  Status drain(std::chrono::milliseconds timeout);
   void stop();
   void join();
   uint16_t metrics_port() const; // 0 when there is none

@@ -46,16 +46,14 @@ TEST_CASE("docs example: my pipeline on 16 simulated workers, one of which crash
   CHECK_MESSAGE(result->ok(), result->summary());  // every invariant held
   CHECK(result->consumers[0].status.ok());         // the stream ended normally
 
-  // What the trainer received: batches of preprocessed elements, none of them twice; the
-  // split worker-3 was working on when it died is lost (at-most-once, as in tf.data).
+  // What the trainer received: batches of preprocessed elements, every one of them: the splits
+  // worker-3 had not finished were handed out again. A batch() pipeline is not per-split, so
+  // elements of those splits may arrive twice (at-least-once; README, fault tolerance).
   std::set<int64_t> seen;
-  int repeated = 0;
   for (const auto& batch : result->elements())
     for (int64_t i = 0; i < batch[0].num_elements(); ++i)
-      repeated += seen.insert(batch[0].at<int64_t>(i)).second ? 0 : 1;
-  CHECK(repeated == 0);
-  CHECK(seen.size() <= 10000);
-  CHECK(seen.size() > 5000);
+      seen.insert(batch[0].at<int64_t>(i));
+  CHECK(seen.size() == 10000);
   CHECK(*seen.begin() % 10 == 1);
   // --- end of the example
 

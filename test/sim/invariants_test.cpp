@@ -56,12 +56,25 @@ TEST_CASE("DYNAMIC: the exact dataset passes; a repeat and a gap are named") {
   REQUIRE(f.size() == 2);
   CHECK(f[0] == "DYNAMIC: 1 element(s) delivered more often than the dataset holds them:\n"
                 "    1 delivered 2 times, the dataset holds it 1 (consumer-0 from w0, consumer-0 from w1)");
-  CHECK(f[1] == "DYNAMIC: 1 of 3 element(s) never delivered although no fault happened, e.g. 2");
+  CHECK(f[1] == "DYNAMIC: 1 of 3 element(s) never delivered although every stream ended OK, e.g. 2");
 
-  o.faults = true; // with faults a gap is allowed, a repeat is not
+  // With faults the checks stay on: per-split pipelines are exactly-once.
+  o.faults = true;
+  o.per_split = true;
+  f = check_invariants(o);
+  REQUIRE(f.size() == 2);
+  CHECK(f[0].find("delivered more often") != std::string::npos);
+  CHECK(f[1].find("never delivered although every stream ended OK (faults fired") == 0 + f[1].find("DYNAMIC"));
+  // Other pipelines: at-least-once — a repeat is allowed, a gap is not.
+  o.per_split = false;
   f = check_invariants(o);
   REQUIRE(f.size() == 1);
-  CHECK(f[0].find("delivered more often") != std::string::npos);
+  CHECK(f[0].find("never delivered") != std::string::npos);
+  // A failed stream may be short (the read said so), never repeated for per-split pipelines.
+  o.per_split = true;
+  o.streams[0] = stream({0, 1}, {"w0", "w0"});
+  o.streams[0].status = conveyor::Status{conveyor::ErrorCode::unavailable, "lost"};
+  CHECK(check_invariants(o).empty());
 }
 
 TEST_CASE("DYNAMIC: a split handed out twice or never is named; per-worker pipelines skip element checks") {
@@ -75,7 +88,8 @@ TEST_CASE("DYNAMIC: a split handed out twice or never is named; per-worker pipel
   o.splits_delivered[{0, 1}] = 2;
   auto f = check_invariants(o);
   REQUIRE(f.size() == 1);
-  CHECK(f[0] == "DYNAMIC: 1 split(s) handed to tasks more than once: epoch 0 #1 (2 times)");
+  CHECK(f[0] == "DYNAMIC: 1 split(s) handed to tasks more than once although no fault happened: "
+                "epoch 0 #1 (2 times)");
   o.splits_delivered[{0, 1}] = 1;
   o.expected_splits = 3;
   f = check_invariants(o);
@@ -99,12 +113,21 @@ TEST_CASE("OFF: every worker's stream must be the whole dataset, in order, witho
   REQUIRE(f.size() == 1);
   CHECK(f[0] == "OFF: elements came from 1 worker(s), expected every one of the 2");
 
-  o.faults = true; // with faults only foreign elements count
-  CHECK(check_invariants(o).empty());
-  o.streams[0] = stream({0, 7}, {"a", "a"});
+  // With faults: a read that ended OK must still be complete per worker incarnation...
+  o.faults = true;
+  o.streams[0] = stream({0, 1, 2, 0, 1}, {"a", "a", "a", "b", "b"});
   f = check_invariants(o);
   REQUIRE(f.size() == 1);
-  CHECK(f[0] == "OFF: 1 element(s) received that the dataset does not hold, e.g. 7 (consumer-0)");
+  CHECK(f[0].find("OFF: worker b's stream is not the whole dataset, yet the read ended OK") == 0);
+  // ...a failed one may be short, but stays ordered and unrepeated per incarnation.
+  o.streams[0].status = conveyor::Status{conveyor::ErrorCode::unavailable, "lost task"};
+  CHECK(check_invariants(o).empty());
+  o.streams[0] = stream({0, 1, 0}, {"a", "a", "a"});
+  o.streams[0].status = conveyor::Status{conveyor::ErrorCode::unavailable, "lost task"};
+  f = check_invariants(o);
+  REQUIRE(f.size() == 2);
+  CHECK(f[0].find("out of dataset order") != std::string::npos);
+  CHECK(f[1] == "OFF: worker a delivered 1 element(s) more often than the dataset holds them");
 }
 
 TEST_CASE("liveness, failed streams, credits, leaks and simulator findings are reported") {

@@ -19,8 +19,9 @@ SimConfig base(ShardingPolicy policy) {
   return cfg;
 }
 
-conveyor::SweepResult sweep_of(SimConfig cfg, int runs) {
-  auto s = conveyor::sweep(Dataset::range(200), cfg, 1, runs);
+conveyor::SweepResult sweep_of(SimConfig cfg, int runs,
+                               const Dataset& dataset = Dataset::range(200)) {
+  auto s = conveyor::sweep(dataset, cfg, 1, runs);
   REQUIRE_MESSAGE(s.ok(), s.status().to_string());
   return std::move(*s);
 }
@@ -38,21 +39,23 @@ bool any_failure_mentions(const conveyor::SweepResult& s, const std::string& wha
 TEST_CASE("a sweep finds the job that hands a split out twice") {
   auto cfg = base(ShardingPolicy::dynamic);
   cfg.plant_bug = "duplicate-split";
-  auto s = sweep_of(cfg, 30);
+  // Per-split pipelines drop repeats at the consumer: the bug shows where they cannot.
+  auto dataset = Dataset::range(200).shuffle(8, 3); // split-transparent, not per-split
+  auto s = sweep_of(cfg, 30, dataset);
   INFO(s.summary());
   CHECK(s.failed_runs > 0);
   CHECK(any_failure_mentions(s, "delivered more often than the dataset holds them"));
   // The failing seed replays: same failure, same trace.
   REQUIRE_FALSE(s.failures.empty());
   cfg.seed = s.failing_seeds.front();
-  auto replay = conveyor::simulate(Dataset::range(200), cfg);
+  auto replay = conveyor::simulate(dataset, cfg);
   REQUIRE(replay.ok());
   CHECK_FALSE(replay->ok());
   CHECK(replay->trace_hash == s.failures.front().trace_hash);
   CHECK(replay->replay_command.find("--plant-bug duplicate-split") != std::string::npos);
   // Without the bug the same seeds pass.
   cfg.plant_bug.clear();
-  auto clean = sweep_of(cfg, 30);
+  auto clean = sweep_of(cfg, 30, dataset);
   CHECK_MESSAGE(clean.failed_runs == 0, clean.summary());
 }
 
@@ -63,8 +66,8 @@ TEST_CASE("a sweep finds the consumer that drops a batch arriving after the job 
     auto s = sweep_of(cfg, 30);
     INFO(s.summary());
     CHECK(s.failed_runs > 0);
-    CHECK((any_failure_mentions(s, "never delivered although no fault happened") ||
-           any_failure_mentions(s, "is not the whole dataset without faults")));
+    CHECK((any_failure_mentions(s, "never delivered although every stream ended OK") ||
+           any_failure_mentions(s, "is not the whole dataset, yet the read ended OK")));
     cfg.plant_bug.clear();
     auto clean = sweep_of(cfg, 30);
     CHECK_MESSAGE(clean.failed_runs == 0, clean.summary());
@@ -82,4 +85,32 @@ TEST_CASE("planted bugs are off unless switched on, and the switch is scoped") {
   CHECK_FALSE(conveyor::sim::planted(PlantedBug::duplicate_split));
   CHECK(conveyor::sim::planted_bug_from_string("drop-late-batch") == PlantedBug::drop_late_batch);
   CHECK_FALSE(conveyor::sim::planted_bug_from_string("other").has_value());
+}
+
+TEST_CASE("a sweep with worker crashes finds the job that forgets a lost task's split") {
+  auto cfg = base(ShardingPolicy::dynamic);
+  cfg.random_faults = "crash:1";
+  cfg.plant_bug = "forget-lost-split";
+  auto s = sweep_of(cfg, 40);
+  INFO(s.summary());
+  CHECK(s.failed_runs > 0);
+  CHECK(s.failed_runs < 40); // subtle: only runs where the lost task held an unfinished split
+  CHECK(any_failure_mentions(s, "never delivered although every stream ended OK (faults fired"));
+  cfg.plant_bug.clear();
+  auto clean = sweep_of(cfg, 40);
+  CHECK_MESSAGE(clean.failed_runs == 0, clean.summary());
+}
+
+TEST_CASE("a sweep with a slow trainer finds the consumer's credit off by one") {
+  auto cfg = base(ShardingPolicy::off);
+  cfg.options.max_outstanding_requests = 3;
+  cfg.consumer_step = std::chrono::microseconds{2000};
+  cfg.plant_bug = "credit-off-by-one";
+  auto s = sweep_of(cfg, 30);
+  INFO(s.summary());
+  CHECK(s.failed_runs > 0);
+  CHECK(any_failure_mentions(s, "consumer memory"));
+  cfg.plant_bug.clear();
+  auto clean = sweep_of(cfg, 30);
+  CHECK_MESSAGE(clean.failed_runs == 0, clean.summary());
 }

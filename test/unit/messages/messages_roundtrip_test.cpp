@@ -71,14 +71,37 @@ TEST_CASE_FIXTURE(Fixture, "element messages round trip") {
 }
 
 TEST_CASE_FIXTURE(Fixture, "split messages round trip") {
-  msg::split_reply reply;
-  reply.split = Split{2, 5, 320, 384, "a/b.txt"};
+  msg::splits_reply reply;
+  reply.splits = {Split{2, 5, 320, 384, "a/b.txt"}, Split{2, 6, 384, 448, ""}};
+  reply.empty_epoch = true;
   auto r = round_trip(reply);
-  CHECK(r.split == reply.split);
+  REQUIRE(r.splits.size() == 2);
+  CHECK(r.splits[0] == reply.splits[0]);
+  CHECK(r.splits[1] == reply.splits[1]);
   CHECK_FALSE(r.end_of_splits);
-  auto g = round_trip(msg::get_split{4, 2});
+  CHECK(r.empty_epoch);
+  auto g = round_trip(msg::get_splits{4, 2, 8, 1000});
   CHECK(g.task == 4);
   CHECK(g.epoch == 2);
+  CHECK(g.max == 8);
+  CHECK(g.hold_ns == 1000);
+  auto u = round_trip(msg::splits_update{4, {{2, 5}}, {Split{2, 6, 384, 448, ""}}});
+  REQUIRE(u.finished.size() == 1);
+  CHECK(u.finished[0] == msg::split_key{2, 5});
+  REQUIRE(u.returned.size() == 1);
+  CHECK(u.returned[0].begin == 384);
+  msg::element_batch b;
+  b.origins = {msg::origin_run{1, 2, 3, 4}};
+  auto rb = round_trip(b);
+  REQUIRE(rb.origins.size() == 1);
+  CHECK(rb.origins[0].first_seq == 3);
+  CHECK(rb.origins[0].count == 4);
+  msg::get_elements ge;
+  ge.acks = {7, 9};
+  ge.reconnected = true;
+  auto rg = round_trip(ge);
+  CHECK(rg.acks == std::vector<uint64_t>{7, 9});
+  CHECK(rg.reconnected);
   auto d = round_trip(msg::task_done{4, "data_loss: bad"});
   CHECK(d.error == "data_loss: bad");
 }

@@ -1,0 +1,139 @@
+// A job's whole bookkeeping, without actors (the job actor is a thin adapter around it, and
+// keeps no copy of any of this): its tasks, its consumers, and — DYNAMIC — its splits.
+//
+// Tasks: one per live worker (the dispatcher adds them, also for workers joining mid-job). A task
+// is listed to consumers once its worker answered (assigned). A lost task (worker removed) is
+// unlisted; DYNAMIC hands its unfinished splits out again.
+//
+// Production ended (task_list.job_finished): every listed task's pipeline ended and, DYNAMIC, no
+// split waits to be handed out again. It turns false again when a new task is added.
+//
+// The job ends when its consumers are done: released at once when every consumer that joined
+// read to the end; when they all left without finishing, at once for a private job and after
+// job_gc_timeout for a named one (the actor's timer). Never before a first consumer joined.
+//
+// Splits (DYNAMIC): each split of an epoch is handed out once; the job tracks per task the
+// splits handed out and not finished (every element acknowledged by a consumer). A split comes
+// back (returned by a draining task, or its task was lost) and is handed out again before new
+// ones. A task asking when the epoch's splits are all handed out gets end_of_splits — for
+// per-split pipelines only once every split of the epoch finished (until then it is held), so a
+// split that comes back always finds a task to run it. For other pipelines a split is finished
+// only when its task ended and its output was acknowledged; a split that comes back when every
+// other task has ended cannot be re-run: the job fails loudly (task_list.error).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "messages/protocol.hpp"
+#include "pipeline/dataset.hpp"
+#include "pipeline/split_provider.hpp"
+#include "pipeline/status.hpp"
+
+namespace conveyor::actors {
+
+using SplitKey = std::pair<int64_t, int64_t>; // (epoch, index)
+
+// Whether a DYNAMIC pipeline is *per-split*: every element it outputs comes from exactly one
+// split and is produced before the pipeline reads the next split, in the same order each time
+// the split is read — the source followed only by sequential map (num_parallel_calls 1),
+// filter, flat_map and repeat. Only these get exactly-once delivery under worker loss
+// (README: fault tolerance); user functions must be deterministic.
+bool is_per_split(const Dataset& dataset);
+
+class JobCore {
+public:
+  struct Task {
+    msg::task_id_t id = 0;
+    msg::worker_id_t worker = 0;
+    std::string worker_address;
+    bool assigned = false;
+    bool done = false;
+    std::string error;
+    std::map<SplitKey, Split> unfinished; // DYNAMIC: handed out, not finished
+  };
+
+  // provider: DYNAMIC only (null for OFF). per_split: the pipeline's output maps back to
+  // single splits (see task_runner.hpp is_per_split).
+  JobCore(std::unique_ptr<SplitProvider> provider, bool per_split);
+
+  bool dynamic() const { return provider_ != nullptr; }
+  bool per_split() const { return per_split_; }
+
+  // --- tasks. Each returns whether consumers must see a change (the version moved).
+  bool add_task(msg::task_id_t id, msg::worker_id_t worker, std::string worker_address);
+  bool task_assigned(msg::task_id_t id);
+  bool task_done(msg::task_id_t id, std::string error);
+  // The task's worker was removed (or the task could not be assigned). DYNAMIC: its
+  // unfinished splits are handed out again.
+  bool task_lost(msg::task_id_t id, const std::string& reason);
+
+  const Task* task(msg::task_id_t id) const;
+  const std::map<msg::task_id_t, Task>& tasks() const { return tasks_; }
+  std::vector<const Task*> listed() const; // assigned tasks
+  bool production_ended() const;
+  const std::string& error() const { return error_; }
+  uint64_t version() const { return version_; }
+
+  // --- splits (DYNAMIC)
+  struct SplitAnswer {
+    bool hold = false; // nothing now, but the epoch is not over: answer later
+    std::vector<Split> splits;
+    bool end_of_splits = false;
+    bool empty_epoch = false;
+  };
+  Expected<SplitAnswer> get_splits(msg::task_id_t task, int64_t epoch, uint32_t max);
+  // Returns whether anything changed for held requests or consumers.
+  bool splits_update(msg::task_id_t task, const std::vector<SplitKey>& finished,
+                     const std::vector<Split>& returned);
+  int64_t epoch() const { return epoch_; }
+  std::size_t unfinished_splits() const { return owner_.size(); }
+  std::size_t pending_reissue() const { return requeue_.size(); }
+  int64_t splits_reissued() const { return reissued_; }
+  int64_t splits_handed_out() const { return handed_out_; }
+  SplitPosition position() const { return provider_ ? provider_->position() : SplitPosition{}; }
+
+  // --- consumers
+  msg::consumer_id_t join(int64_t now_ns);
+  void touch(msg::consumer_id_t id, int64_t now_ns);
+  // Returns false when the consumer was unknown.
+  bool leave(msg::consumer_id_t id, bool finished);
+  // Consumers not seen for `timeout_ns` leave (not finished); returns them.
+  std::vector<msg::consumer_id_t> expire(int64_t now_ns, int64_t timeout_ns);
+  bool any_joined() const { return joined_ > 0; }
+  std::size_t live_consumers() const { return consumers_.size(); }
+  bool knows_consumer(msg::consumer_id_t id) const { return consumers_.count(id) > 0; }
+  // Every consumer that joined has left; `all_finished`: each read to the end.
+  bool consumers_done() const { return joined_ > 0 && consumers_.empty(); }
+  bool all_finished() const { return consumers_done() && left_unfinished_ == 0; }
+
+private:
+  void requeue(Split split);
+  void check_stranded();
+
+  std::unique_ptr<SplitProvider> provider_;
+  bool per_split_ = false;
+  std::map<msg::task_id_t, Task> tasks_;
+  uint64_t version_ = 1;
+  std::string error_;
+  // splits
+  int64_t epoch_ = 0;
+  bool exhausted_ = false; // the provider said end_of_splits for epoch_
+  std::map<int64_t, int64_t> handed_in_epoch_;
+  std::deque<Split> requeue_;
+  std::map<SplitKey, msg::task_id_t> owner_;
+  int64_t reissued_ = 0;
+  int64_t handed_out_ = 0; // all epochs, re-issues included
+  // consumers
+  std::map<msg::consumer_id_t, int64_t> consumers_; // -> last seen (ns)
+  msg::consumer_id_t next_consumer_ = 1;
+  int64_t joined_ = 0;
+  int64_t left_unfinished_ = 0;
+};
+
+} // namespace conveyor::actors
