@@ -437,6 +437,10 @@ msg::stream_actor::behavior_type consumer_impl(self_ptr self) {
     }
     if (auto t = st.task_by_addr.find(down.source); t != st.task_by_addr.end()) {
       unreachable(self, t->second, "connection lost: " + caf::to_string(down.reason));
+      if (!st.core.error().ok()) {
+        finish(self, st.core.error());
+        return;
+      }
       pump(self);
       check_finished(self);
     }

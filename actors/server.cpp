@@ -152,6 +152,7 @@ Status DispatchServer::start() {
     return invalid_argument("`bind_host` must not be empty");
   CONVEYOR_RETURN_IF_ERROR(positive(config_.worker_timeout, "worker_timeout"));
   CONVEYOR_RETURN_IF_ERROR(positive(config_.job_gc_timeout, "job_gc_timeout"));
+  CONVEYOR_RETURN_IF_ERROR(positive(config_.client_timeout, "client_timeout"));
   if (config_.range_split_size <= 0)
     return invalid_argument("`range_split_size` must be positive, got " +
                             std::to_string(config_.range_split_size));
@@ -169,6 +170,7 @@ Status DispatchServer::start() {
   auto ctx = std::make_shared<detail::DispatcherContext>(config_.network);
   start.worker_timeout = config_.worker_timeout;
   start.job_gc_timeout = config_.job_gc_timeout;
+  start.client_timeout = config_.client_timeout;
   start.range_split_size = config_.range_split_size;
   start.protocol_version = version_or_default(config_.protocol_version);
   ctx->dispatcher = actors::spawn_dispatcher(ctx->sys, start);

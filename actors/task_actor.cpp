@@ -263,6 +263,9 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
   return {
     [self](msg::get_elements& req) -> caf::result<msg::element_batch> {
       auto& st0 = self->state;
+      if (st0.runner && st0.runner->gone(req.consumer))
+        return msg::make_error(ErrorCode::failed_precondition,
+                               "consumer " + std::to_string(req.consumer) + " left the job");
       if (st0.runner && st0.runner->split_feed()) {
         if (req.reconnected)
           st0.runner->consumer_reconnected(req.consumer);
@@ -282,7 +285,16 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
       }
       auto& st = self->state;
       auto promise = self->make_response_promise<msg::element_batch>();
-      auto deadline = self->clock().now() + hold_of(req);
+      auto hold = hold_of(req);
+      if (st.waiting_for_split) {
+        // Nothing will come before the job answers (at an epoch's end that can take long): a
+        // short hold, so the consumer's credits go to tasks that have elements. A timer wakes
+        // this idle task to answer it.
+        hold = std::min<caf::timespan>(hold, std::chrono::milliseconds(20));
+        self->delayed_send(self, hold, msg::produce_atom_v);
+        st.produce_scheduled = true;
+      }
+      auto deadline = self->clock().now() + hold;
       st.held.push_back(Held{promise, std::move(req), deadline});
       return promise;
     },

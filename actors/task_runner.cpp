@@ -284,6 +284,7 @@ bool TaskRunner::awaits_ack(msg::consumer_id_t consumer) const {
 }
 
 void TaskRunner::consumer_gone(msg::consumer_id_t consumer) {
+  gone_.insert(consumer);
   auto c = unacked_.find(consumer);
   if (c == unacked_.end())
     return;

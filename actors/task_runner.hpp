@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "actors/split_feed.hpp"
@@ -84,6 +85,7 @@ public:
   bool awaits_ack(msg::consumer_id_t consumer) const;
   // The consumer left the job: what it did not acknowledge is its loss, not the job's.
   void consumer_gone(msg::consumer_id_t consumer);
+  bool gone(msg::consumer_id_t consumer) const { return gone_.count(consumer) > 0; }
 
   bool ended() const { return ended_; }            // the pipeline reached its end
   bool failed() const { return !error_.ok(); }
@@ -132,6 +134,7 @@ private:
   // Unacknowledged batches per consumer: batch_seq -> (split, elements) runs.
   std::map<msg::consumer_id_t, std::map<uint64_t, std::vector<std::pair<Key, int64_t>>>> unacked_;
   std::vector<Key> finished_;
+  std::set<msg::consumer_id_t> gone_; // left the job: its late requests get nothing
   std::vector<Split> lost_;
   int64_t buffer_bytes_ = 0;
   bool ended_ = false;

@@ -22,6 +22,7 @@ int run_dispatcher(const std::vector<std::string>& args) {
   int64_t port = -1;
   int64_t worker_timeout_ms = 0;
   int64_t job_gc_timeout_ms = 0;
+  int64_t client_timeout_ms = 0;
   int64_t range_split_size = 0;
   DispatcherConfig defaults;
   po::options_description options("dispatcher options");
@@ -35,7 +36,9 @@ int run_dispatcher(const std::vector<std::string>& args) {
       ("worker-timeout", po::value(&worker_timeout_ms)->default_value(defaults.worker_timeout.count())->value_name("MS"),
        "remove a worker after this long without a heartbeat")
       ("job-gc-timeout", po::value(&job_gc_timeout_ms)->default_value(defaults.job_gc_timeout.count())->value_name("MS"),
-       "release a job after this long without consumers")
+       "release a named job after this long once its consumers all left unfinished")
+      ("client-timeout", po::value(&client_timeout_ms)->default_value(defaults.client_timeout.count())->value_name("MS"),
+       "drop a consumer from its job after this long without a heartbeat (task-list poll)")
       ("range-split-size", po::value(&range_split_size)->default_value(defaults.range_split_size)->value_name("N"),
        "elements per split of range/from_tensor_slices sources in DYNAMIC mode")
       ("worker-addresses", po::value<std::vector<std::string>>()->multitoken()->value_name("HOST:PORT,..."),
@@ -68,6 +71,10 @@ int run_dispatcher(const std::vector<std::string>& args) {
   auto job_gc_timeout = check_millis("--job-gc-timeout", job_gc_timeout_ms);
   if (!job_gc_timeout.ok())
     return report_status(kInfo.name, job_gc_timeout.status());
+  auto client_timeout = check_millis("--client-timeout", client_timeout_ms);
+  if (!client_timeout.ok())
+    return report_status(kInfo.name, client_timeout.status());
+  config.client_timeout = *client_timeout;
   if (auto st = check_at_least("--range-split-size", range_split_size, 1); !st.ok())
     return report_status(kInfo.name, st);
   config.worker_timeout = *worker_timeout;

@@ -88,7 +88,7 @@ int run_sim(const std::vector<std::string>& args) {
     ("verbose,v", po::bool_switch(&f.verbose), "print every run, not only the failed ones");
   po::options_description hidden;
   hidden.add_options()("plant-bug", po::value(&f.plant_bug)->value_name("NAME"),
-                       "test-only: switch on a planted protocol bug (duplicate-split, drop-late-batch)");
+                       "test-only: switch on a planted protocol bug (duplicate-split, forget-lost-split)");
   po::variables_map vm;
   if (auto stop = parse_command_line(kInfo, options, args, vm, &hidden))
     return *stop;

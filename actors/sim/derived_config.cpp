@@ -116,7 +116,7 @@ Status validate_config(const SimConfig& config, const FaultSpec& spec) {
   CONVEYOR_RETURN_IF_ERROR(validate(config.options));
   if (!planted_bug_from_string(config.plant_bug.empty() ? "none" : config.plant_bug))
     return invalid_argument("unknown planted bug \"" + config.plant_bug +
-                            "\" (expected duplicate-split or drop-late-batch)");
+                            "\" (expected duplicate-split or forget-lost-split)");
   if (config.time_limit.count() <= 0)
     return invalid_argument("`time_limit` must be positive");
   auto known = [&](const std::string& name) {

@@ -6,16 +6,13 @@ const char* to_string(PlantedBug bug) {
   switch (bug) {
     case PlantedBug::none: return "none";
     case PlantedBug::duplicate_split: return "duplicate-split";
-    case PlantedBug::drop_late_batch: return "drop-late-batch";
     case PlantedBug::forget_lost_split: return "forget-lost-split";
-    case PlantedBug::credit_off_by_one: return "credit-off-by-one";
   }
   return "?";
 }
 
 std::optional<PlantedBug> planted_bug_from_string(std::string_view name) {
-  for (auto b : {PlantedBug::none, PlantedBug::duplicate_split, PlantedBug::drop_late_batch,
-                 PlantedBug::forget_lost_split, PlantedBug::credit_off_by_one})
+  for (auto b : {PlantedBug::none, PlantedBug::duplicate_split, PlantedBug::forget_lost_split})
     if (name == to_string(b))
       return b;
   return std::nullopt;

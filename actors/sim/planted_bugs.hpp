@@ -20,18 +20,10 @@ enum class PlantedBug : uint8_t {
   // *other* task that asks (instead of end_of_splits): an off-by-one that shows only when
   // another task reaches the end of the epoch first. DYNAMIC then delivers elements twice.
   duplicate_split,
-  // The consumer drops a batch that arrives after it learned that the job finished (a "the
-  // job is done, nothing more matters" shortcut): elements go missing when the job's finish
-  // overtakes the tail of the data.
-  drop_late_batch,
   // The job, handing a lost task's unfinished splits out again, forgets the last one (an
   // off-by-one in the loop): elements go missing, but only in runs where a worker is lost
   // while it holds an unfinished split.
   forget_lost_split,
-  // The consumer computes its free credits one too high when a request follows the sink's
-  // acknowledgement of a partly taken batch: under a slow trainer it then holds more than
-  // max_outstanding elements.
-  credit_off_by_one,
 };
 
 const char* to_string(PlantedBug bug);

@@ -33,8 +33,11 @@ struct DispatcherConfig {
   std::string work_dir;                 // accepted; journaling comes with a later issue
   // A worker without a heartbeat for this long is removed (as is one whose connection drops).
   std::chrono::milliseconds worker_timeout{5000};
-  // A job without consumers for this long is released.
+  // A named job whose consumers all left unfinished is released after this long (never before
+  // a first consumer joined). A job whose consumers all read to the end is released at once.
   std::chrono::milliseconds job_gc_timeout{60000};
+  // A consumer that sent no heartbeat (task-list poll) for this long is dropped from its job.
+  std::chrono::milliseconds client_timeout{60000};
   // Elements per split for DYNAMIC index-range sources (range, from_tensor_slices).
   int64_t range_split_size = 64;
   // The fixed list of workers (their advertised "host:port") that the static sharding

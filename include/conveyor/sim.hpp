@@ -112,7 +112,7 @@ struct SimConfig {
   std::chrono::milliseconds time_limit{10 * 60 * 1000};
 
   bool keep_trace = false;  // keep the readable event log in SimResult::trace
-  // Test-only: switch on a planted protocol bug ("duplicate-split", "drop-late-batch") to check
+  // Test-only: switch on a planted protocol bug ("duplicate-split", "forget-lost-split") to check
   // that the invariants catch it.
   std::string plant_bug;
 };

@@ -64,7 +64,7 @@ TEST_CASE("DYNAMIC: the exact dataset passes; a repeat and a gap are named") {
   f = check_invariants(o);
   REQUIRE(f.size() == 2);
   CHECK(f[0].find("delivered more often") != std::string::npos);
-  CHECK(f[1].find("never delivered although every stream ended OK (faults fired") == 0 + f[1].find("DYNAMIC"));
+  CHECK(f[1].find("never delivered although every stream ended OK (faults fired") != std::string::npos);
   // Other pipelines: at-least-once — a repeat is allowed, a gap is not.
   o.per_split = false;
   f = check_invariants(o);
