@@ -3,7 +3,7 @@
 // Glossary: a *job* is one reading of a registered dataset in a processing mode; it runs as one
 // *task* per live worker (the dispatcher decides task ids and tells the job with add_task,
 // including for workers that join mid-job). *Consumers* join the job and long-poll its task
-// list. DYNAMIC jobs own the split provider (actors/split_assigner.hpp) and answer the tasks'
+// list. DYNAMIC jobs own the split provider (in actors/job_core.hpp) and answer the tasks'
 // get_splits. All bookkeeping lives in actors/job_core.hpp; this actor only holds handles and
 // timers. The job is *released* when its consumers are done (job_core.hpp): releasing stops its
 // tasks on the workers, and the dispatcher erases the job.

@@ -4,7 +4,7 @@
 // held until elements arrive, the pipeline ends, or its hold time has passed at the next step
 // (then an empty batch tells the consumer to ask again; a request held through a very slow
 // step ends at the consumer's own timeout, and the consumer asks again). DYNAMIC: the pipeline's splits come from the
-// job (get_split); while none is buffered the pipeline waits, resumable. When the pipeline ends
+// job (get_splits, a window in flight); while none is buffered the pipeline waits, resumable. When the pipeline ends
 // (or fails) the task reports task_done to the job; consumers then drain its buffer and get
 // end_of_sequence (or the error).
 #pragma once

@@ -1,6 +1,6 @@
 // The CI sweep: many seeds of a 4-worker cluster with faults (crashes, restarts, partitions,
 // disconnects, slow links drawn per seed), every invariant checked after every run.
-// CONVEYOR_SIM_SEEDS sets the number of seeds per mode (default 250, so 500 in all; an ASan
+// CONVEYOR_SIM_SEEDS sets the number of seeds per mode (default 500, so 1000 in all; an ASan
 // build may use fewer); CONVEYOR_SIM_SOAK=N runs N more seeds per mode from a seed that
 // CONVEYOR_SIM_SOAK_FIRST sets (default 1000000).
 #include <doctest/doctest.h>
@@ -42,11 +42,11 @@ void sweep_and_check(ShardingPolicy policy, uint64_t first_seed, int runs) {
 } // namespace
 
 TEST_CASE("CI sweep: seeds with faults hold every invariant (DYNAMIC)") {
-  sweep_and_check(ShardingPolicy::dynamic, 1, env_int("CONVEYOR_SIM_SEEDS", 250));
+  sweep_and_check(ShardingPolicy::dynamic, 1, env_int("CONVEYOR_SIM_SEEDS", 500));
 }
 
 TEST_CASE("CI sweep: seeds with faults hold every invariant (OFF)") {
-  sweep_and_check(ShardingPolicy::off, 1, env_int("CONVEYOR_SIM_SEEDS", 250));
+  sweep_and_check(ShardingPolicy::off, 1, env_int("CONVEYOR_SIM_SEEDS", 500));
 }
 
 TEST_CASE("soak sweep (CONVEYOR_SIM_SOAK=N)") {

@@ -66,7 +66,7 @@ TEST_CASE("workers, jobs and tasks") {
   REQUIRE(s.apply(RemoveWorkerRecord{2, "no heartbeat", 40}).ok());
   CHECK(s.worker(2) == nullptr);
   CHECK(s.tasks_of_job(1).size() == 1);
-  CHECK(s.task(2)->removed);
+  CHECK(s.task(2) == nullptr); // erased: nothing grows per removed task
   CHECK(s.apply(RemoveWorkerRecord{2, "again", 41}).code() == ErrorCode::not_found);
   // The same address may register again, under a new id.
   REQUIRE(s.apply(RegisterWorkerRecord{s.next_worker_id(), "h:2", 50}).ok());
@@ -100,6 +100,19 @@ TEST_CASE("replaying the same records gives the same state and the same next ids
   CHECK(a.next_job_id() == 2);
   CHECK(a.next_worker_id() == 2);
   CHECK(a.next_dataset_id() == "1001");
-  CHECK(a.job(1)->released);
-  CHECK(a.job(1)->finished);
+  CHECK(a.job(1) == nullptr); // released jobs are erased, with their tasks
+  CHECK(a.task(1) == nullptr);
+}
+
+TEST_CASE("a named job released is erased; the name's next job is its next repetition") {
+  DispatcherState s;
+  REQUIRE(s.apply(RegisterDatasetRecord{"1000", "f", "d", 0, 1}).ok());
+  REQUIRE(s.apply(CreateJobRecord{1, "1000", "n", 0, -1, "AUTO", 2}).ok());
+  CHECK(s.named_job("1000", "n")->repetition == 0);
+  CHECK(s.apply(CreateJobRecord{2, "1000", "n", 0, -1, "AUTO", 3}).code() ==
+        ErrorCode::failed_precondition); // still live: shared, not created again
+  REQUIRE(s.apply(ReleaseJobRecord{1, 4}).ok());
+  CHECK(s.named_job("1000", "n") == nullptr);
+  REQUIRE(s.apply(CreateJobRecord{2, "1000", "n", 0, -1, "AUTO", 5}).ok());
+  CHECK(s.named_job("1000", "n")->repetition == 1);
 }

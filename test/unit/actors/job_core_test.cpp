@@ -1,0 +1,112 @@
+// JobCore: the job's one bookkeeping (tasks, consumers, DYNAMIC splits), without actors.
+#include <doctest/doctest.h>
+
+#include "actors/job_core.hpp"
+#include "pipeline/dataset.hpp"
+
+using conveyor::Dataset;
+using conveyor::Split;
+using conveyor::actors::JobCore;
+using conveyor::actors::SplitKey;
+
+namespace {
+
+JobCore dynamic_job(int64_t n, int64_t split_size, bool per_split = true) {
+  conveyor::SplitOptions o;
+  o.range_split_size = split_size;
+  auto p = conveyor::make_split_provider(Dataset::range(n), o);
+  REQUIRE(p.ok());
+  return JobCore{std::move(p).value(), per_split};
+}
+
+} // namespace
+
+TEST_CASE("job core: a lost task's unfinished splits are handed out again, finished ones not") {
+  auto job = dynamic_job(40, 10); // 4 splits
+  job.add_task(1, 1, "a:1");
+  job.add_task(2, 2, "b:1");
+  job.task_assigned(1);
+  job.task_assigned(2);
+  auto a = job.get_splits(1, 0, 2);
+  REQUIRE(a.ok());
+  REQUIRE(a->splits.size() == 2);
+  auto b = job.get_splits(2, 0, 2);
+  REQUIRE(b->splits.size() == 2);
+  job.splits_update(1, {SplitKey{0, 0}}, {}); // task 1 finished split 0, not split 1
+  job.task_lost(1, "gone");
+  auto again = job.get_splits(2, 0, 4);
+  REQUIRE(again->splits.size() == 1);
+  CHECK(again->splits[0].index == 1);
+  CHECK(job.splits_reissued() == 1);
+  // Per-split: the epoch ends only once every split finished.
+  auto held = job.get_splits(2, 0, 4);
+  CHECK(held->hold);
+  job.splits_update(2, {SplitKey{0, 1}, SplitKey{0, 2}, SplitKey{0, 3}}, {});
+  auto end = job.get_splits(2, 0, 4);
+  CHECK(end->end_of_splits);
+  CHECK_FALSE(end->empty_epoch);
+}
+
+TEST_CASE("job core: returned splits come back first; an empty epoch says so") {
+  auto job = dynamic_job(10, 10); // 1 split
+  job.add_task(1, 1, "a:1");
+  job.add_task(2, 2, "b:1");
+  auto a = job.get_splits(1, 0, 4);
+  REQUIRE(a->splits.size() == 1);
+  job.splits_update(1, {}, {a->splits[0]}); // a draining task hands it back
+  auto b = job.get_splits(2, 0, 4);
+  REQUIRE(b->splits.size() == 1);
+  CHECK(b->splits[0] == a->splits[0]);
+  job.splits_update(2, {SplitKey{0, 0}}, {});
+  auto end = job.get_splits(2, 0, 4);
+  CHECK(end->end_of_splits);
+  // Past the last epoch: every epoch is empty for the whole job.
+  auto past = job.get_splits(2, 1, 4);
+  CHECK(past->end_of_splits);
+  CHECK(past->empty_epoch);
+}
+
+TEST_CASE("job core: ends with its consumers, never before one joined") {
+  JobCore job{nullptr, false};
+  CHECK_FALSE(job.consumers_done());
+  auto c1 = job.join(0);
+  auto c2 = job.join(0);
+  CHECK(job.leave(c1, true));
+  CHECK_FALSE(job.consumers_done());
+  CHECK(job.expire(10, 5) == std::vector<conveyor::msg::consumer_id_t>{c2}); // no heartbeat
+  CHECK(job.consumers_done());
+  CHECK_FALSE(job.all_finished()); // c2 left without reading to the end
+}
+
+TEST_CASE("job core: production ends when every listed task ended; a new task reopens it") {
+  JobCore job{nullptr, false};
+  job.add_task(1, 1, "a:1");
+  CHECK_FALSE(job.production_ended()); // not assigned yet
+  job.task_assigned(1);
+  job.task_done(1, "");
+  CHECK(job.production_ended());
+  job.add_task(2, 2, "b:1"); // a worker joined mid-job: it gets a task too
+  CHECK_FALSE(job.production_ended());
+}
+
+TEST_CASE("job core: a split lost when every other task ended fails the job loudly (not per-split)") {
+  auto job = dynamic_job(20, 10, /*per_split=*/false);
+  job.add_task(1, 1, "a:1");
+  job.add_task(2, 2, "b:1");
+  auto a = job.get_splits(1, 0, 1);
+  auto b = job.get_splits(2, 0, 1);
+  auto end = job.get_splits(2, 0, 1);
+  CHECK(end->end_of_splits);
+  job.task_done(2, "");
+  job.task_lost(1, "gone");
+  CHECK(job.error().find("cannot be read again") != std::string::npos);
+}
+
+TEST_CASE("is_per_split: source + sequential map/filter/flat_map/repeat only") {
+  using conveyor::actors::is_per_split;
+  CHECK(is_per_split(Dataset::range(10)));
+  CHECK(is_per_split(Dataset::range(10).map("square").filter("is_even").repeat()));
+  CHECK_FALSE(is_per_split(Dataset::range(10).batch(2)));
+  CHECK_FALSE(is_per_split(Dataset::range(10).shuffle(4, 1)));
+  CHECK_FALSE(is_per_split(Dataset::range(10).map("square", 4)));
+}
