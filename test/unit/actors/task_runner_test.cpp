@@ -102,15 +102,23 @@ TEST_CASE("DYNAMIC: the pipeline waits for splits and resumes") {
   REQUIRE(r.start(Dataset::range(10), nullptr).ok());
   REQUIRE(r.split_feed());
   CHECK(r.produce() == TaskRunner::Step::waiting_for_split);
-  REQUIRE(r.split_feed()->wants_split());
+  REQUIRE(r.split_feed()->wants_splits());
   r.split_feed()->request_sent();
-  r.split_feed()->deliver(Split{0, 0, 2, 5, ""});
+  r.split_feed()->deliver({Split{0, 0, 2, 5, ""}}, false, false);
   r.split_feed()->request_sent();
-  r.split_feed()->deliver_end_of_splits();
+  r.split_feed()->deliver({}, true, false);
   CHECK(r.produce() == TaskRunner::Step::ended);
   auto b = r.take(1, 100, 1 << 20);
   REQUIRE(b);
   CHECK(decode_ints(b->payload) == std::vector<int64_t>{2, 3, 4});
+  // Per-split: the batch carries its origin; the split finishes once the consumer acks it.
+  REQUIRE(b->origins.size() == 1);
+  CHECK(b->origins[0].index == 0);
+  CHECK(b->origins[0].first_seq == 0);
+  CHECK(b->origins[0].count == 3);
+  CHECK(r.take_finished().empty());
+  r.ack(1, {b->batch_seq});
+  CHECK(r.take_finished() == std::vector<std::pair<int64_t, int64_t>>{{0, 0}});
 }
 
 TEST_CASE("errors: a bad dataset fails start, a failing pipeline fails after its buffer") {
