@@ -299,8 +299,11 @@ void request_batch(self_ptr self, const ConsumerCore::Request& r) {
           finish(self, s);
           return;
         }
-        if (!elements.empty())
-          st.start.sink->push(std::move(elements), stats_of(self));
+        if (!elements.empty()) {
+          auto stats = stats_of(self);
+          stats.pushed_task = r.task;
+          st.start.sink->push(std::move(elements), stats);
+        }
         pump(self);
         note_wait(self);
         check_finished(self);

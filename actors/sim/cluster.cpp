@@ -152,6 +152,10 @@ void RecordingSink::push(std::vector<Element>&& elements, const msg::stream_stat
       before = count;
     }
   }
+  // One incarnation per task: a worker that re-registers under the same address gets a new
+  // task, whose stream is a new OFF stream (grouping by address would count it as repeats).
+  if (stats.pushed_task != 0)
+    source += "/task" + std::to_string(stats.pushed_task);
   auto n = static_cast<int64_t>(elements.size());
   stream.job = stats.job;
   for (auto& e : elements) {

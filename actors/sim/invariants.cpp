@@ -161,7 +161,8 @@ void check_dynamic(const Observation& o, std::vector<std::string>& out) {
 
 void check_off(const Observation& o, std::vector<std::string>& out) {
   auto expected = counts_of(o.reference);
-  // Per worker incarnation (address) and consumer: in order, nothing foreign or repeated.
+  // Per worker incarnation (address/task: a re-registered worker has a new task) and consumer:
+  // in order, nothing foreign or repeated.
   std::map<std::string, std::map<std::string, int64_t>> per_source;
   for (const auto& s : o.streams) {
     std::map<std::string, std::vector<const Element*>> mine;

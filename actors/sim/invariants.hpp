@@ -31,7 +31,7 @@ namespace conveyor::sim {
 struct ObservedStream {
   std::string consumer;             // "consumer-0"
   std::vector<Element> elements;
-  std::vector<std::string> sources; // worker address per element
+  std::vector<std::string> sources; // worker address (+ "/task<id>": incarnation) per element
   Status status;
   bool ended = false;
   bool crashed = false; // its node crashed: the stream ends there
