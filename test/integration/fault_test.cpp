@@ -45,7 +45,7 @@ void kill_worker_mid_dynamic(int sig) {
   cluster.worker(1).signal(sig);
   auto code = reader->wait_exit(Millis{60000});
   REQUIRE(code.has_value());
-  CHECK_MESSAGE(*code == 0, reader->describe() + cluster.describe());
+  CHECK_MESSAGE(*code == 0, std::string(reader->describe() + cluster.describe()));
   check_exactly_once(reader->stdout_lines(), kN, reader->describe());
 }
 
