@@ -347,7 +347,7 @@ void bootstrap(self_ptr self) {
       auto& st = self->state;
       st.dispatcher = *d;
       self->request(st.dispatcher, st.start.connect_timeout,
-                    msg::client_hello{st.start.protocol_version, "consumer"})
+                    msg::client_hello{st.start.protocol_version, "consumer", st.start.auth_token})
         .then(
           [self](msg::dispatcher_hello&) { register_then_get_job(self); },
           [self](caf::error& err) {

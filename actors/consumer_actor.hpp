@@ -37,6 +37,7 @@ struct ConsumerStart {
   caf::timespan task_refresh = std::chrono::milliseconds(500); // long-poll hold
   caf::timespan connect_timeout = std::chrono::seconds(5);
   uint32_t protocol_version = msg::kProtocolVersion;
+  std::string auth_token; // presented in client_hello
 
   // The dispatcher: a handle the caller connected and greeted already, or its address.
   msg::dispatcher_actor dispatcher;

@@ -8,6 +8,7 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/admission.hpp"
 #include "actors/dispatcher_state.hpp"
 #include "actors/job_actor.hpp"
 #include "actors/log.hpp"
@@ -37,6 +38,7 @@ struct dispatcher_state {
   // Observability: dataset facts computed once for `conveyor status`, and the start time.
   std::map<msg::dataset_id_t, msg::dataset_status> dataset_facts;
   caf::actor_clock::time_point started;
+  std::set<caf::node_id> admitted_nodes;         // passed client_hello with the token
 };
 
 using self_ptr = dispatcher_full_actor::stateful_pointer<dispatcher_state>;
@@ -113,12 +115,52 @@ void remove_worker(self_ptr self, msg::worker_id_t id, const std::string& reason
 }
 
 const msg::dataset_status& dataset_facts(self_ptr self, const DatasetEntry& d);
+// Ops in a dataset graph (shared inputs counted once).
+std::size_t count_nodes(const NodePtr& root) {
+  std::set<const Node*> seen;
+  std::vector<const Node*> todo{root.get()};
+  while (!todo.empty()) {
+    const Node* n = todo.back();
+    todo.pop_back();
+    if (n == nullptr || !seen.insert(n).second)
+      continue;
+    for (const auto& in : n->inputs)
+      todo.push_back(in.get());
+  }
+  return seen.size();
+}
+
+// With a token required, only nodes that passed client_hello (or this node itself) may register
+// datasets and create jobs: an unadmitted peer cannot skip the handshake.
+Status check_admitted_sender(self_ptr self, const char* what) {
+  auto& st = self->state;
+  if (st.start.auth_token.empty())
+    return Status::OK();
+  const auto& sender = self->current_sender();
+  if (!sender || sender->node() == self->node() || st.admitted_nodes.count(sender->node()) > 0)
+    return Status::OK();
+  log::warning(kLog, std::string{"refused "} + what + " from node " + caf::to_string(sender->node()) +
+                       ": it did not present the admission token (no client_hello)");
+  return permission_denied(std::string{what} +
+                           " needs an admitted client: say client_hello with the admission token "
+                           "first");
+}
 
 caf::result<msg::dataset_registered> register_dataset(self_ptr self, msg::register_dataset& req) {
   auto& st = self->state;
+  if (auto admitted = check_admitted_sender(self, "registering a dataset"); !admitted.ok())
+    return msg::to_error(admitted);
+  if (req.definition.size() > st.start.max_dataset_bytes)
+    return msg::to_error(resource_exhausted(
+      "the dataset definition has " + std::to_string(req.definition.size()) +
+      " bytes, more than the dispatcher accepts (" + std::to_string(st.start.max_dataset_bytes) + ")"));
   auto dataset = from_binary(req.definition);
   if (!dataset.ok())
     return msg::to_error(dataset.status().with_context("decoding the dataset definition"));
+  if (auto nodes = count_nodes(dataset->node()); nodes > st.start.max_dataset_nodes)
+    return msg::to_error(resource_exhausted(
+      "the dataset graph has " + std::to_string(nodes) + " nodes, more than the dispatcher accepts (" +
+      std::to_string(st.start.max_dataset_nodes) + ")"));
   std::string fp = dataset->fingerprint();
   msg::dataset_id_t id;
   if (req.requested_id) {
@@ -153,6 +195,8 @@ caf::result<msg::dataset_registered> register_dataset(self_ptr self, msg::regist
 
 caf::result<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create_job& req) {
   auto& st = self->state;
+  if (auto admitted = check_admitted_sender(self, "creating a job"); !admitted.ok())
+    return msg::to_error(admitted);
   const auto* dataset = st.state.dataset(req.dataset);
   if (!dataset)
     return msg::make_error(ErrorCode::not_found, "dataset id \"" + req.dataset +
@@ -241,6 +285,11 @@ caf::result<msg::worker_registered> register_worker(self_ptr self, msg::register
     auto why = version_refusal(st.start.protocol_version, req.protocol_version, "worker");
     log::warning(kLog, "refused worker at " + req.address + ": " + why);
     return msg::make_error(ErrorCode::version_mismatch, why);
+  }
+  if (auto admitted = check_admission(st.start.auth_token, req.auth_token, "worker");
+      !admitted.ok()) {
+    log::warning(kLog, "refused worker at " + req.address + ": " + admitted.message());
+    return msg::to_error(admitted);
   }
   if (req.address.empty() || !req.worker)
     return msg::make_error(ErrorCode::invalid_argument,
@@ -402,6 +451,15 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
                                  ": " + why);
             return msg::make_error(ErrorCode::version_mismatch, why);
           }
+          if (auto admitted = check_admission(self->state.start.auth_token, hello.auth_token,
+                                              hello.client.empty() ? "client" : hello.client);
+              !admitted.ok()) {
+            log::warning(kLog, "refused " + (hello.client.empty() ? "a client" : hello.client) +
+                                 ": " + admitted.message());
+            return msg::to_error(admitted);
+          }
+          if (const auto& sender = self->current_sender())
+            self->state.admitted_nodes.insert(sender->node());
           return msg::dispatcher_hello{ours};
         },
         [self](msg::register_dataset& req) { return register_dataset(self, req); },

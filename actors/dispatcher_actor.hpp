@@ -31,6 +31,11 @@ struct DispatcherStart {
   int64_t range_split_size = 64;
   std::vector<std::string> worker_addresses; // normalised "host:port"; see DispatcherConfig
   uint32_t protocol_version = msg::kProtocolVersion;
+  // Admission (actors/admission.hpp): the token workers and consumers must present; empty = none.
+  std::string auth_token;
+  // Bounds on a registered dataset (its encoded definition and its graph's node count).
+  std::size_t max_dataset_bytes = 16 << 20;
+  std::size_t max_dataset_nodes = 10000;
 };
 
 using dispatcher_full_actor = msg::dispatcher_actor::extend<caf::reacts_to<msg::tick_atom>>;

@@ -8,7 +8,8 @@
 namespace conveyor::actors {
 
 TaskRunner::TaskRunner(ShardingPolicy policy, Compression compression, TaskLimits limits)
-  : policy_(policy), compression_(compression), limits_(limits) {}
+  : policy_(policy), compression_(compression), limits_(limits),
+    buffer_charge_(std::make_unique<MemoryCharge>(nullptr, "task buffer")) {}
 
 Status TaskRunner::start(const Dataset& input, const FunctionRegistry* functions,
                          const WorkerShard& shard) {
@@ -25,6 +26,12 @@ Status TaskRunner::start(const Dataset& input, const FunctionRegistry* functions
   }
   CONVEYOR_RETURN_IF_ERROR(dataset.validate(functions));
   ctx_.functions = functions ? functions : &FunctionRegistry::global();
+  ctx_.paths = limits_.paths.get();
+  if (limits_.memory_limit > 0) {
+    budget_ = std::make_unique<MemoryBudget>(limits_.memory_limit);
+    ctx_.memory = budget_.get();
+  }
+  buffer_charge_ = std::make_unique<MemoryCharge>(budget_.get(), "task buffer");
   if (policy_ == ShardingPolicy::dynamic) {
     feed_ = std::make_unique<SplitFeed>();
     ctx_.split_provider = feed_.get();
@@ -67,6 +74,11 @@ TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
       return Step::ended;
     }
     int64_t size = static_cast<int64_t>(e.byte_size());
+    if (Status room = buffer_charge_->add(size); !room.ok()) {
+      error_ = room;
+      iterator_.reset(); // returns what the pipeline held
+      return Step::failed;
+    }
     buffer_bytes_ += size;
     bytes += size;
     ++elements;
@@ -118,6 +130,7 @@ std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
       break;
     bytes += size;
     buffer_bytes_ -= static_cast<int64_t>(size);
+    buffer_charge_->remove(static_cast<int64_t>(size));
     batch.push_back(std::move(buffer_.front()));
     buffer_.pop_front();
   }

@@ -24,6 +24,8 @@
 #include "pipeline/codec.hpp"
 #include "pipeline/dataset.hpp"
 #include "pipeline/iterator.hpp"
+#include "pipeline/memory_budget.hpp"
+#include "pipeline/path_policy.hpp"
 #include "pipeline/sharding.hpp"
 
 namespace conveyor::actors {
@@ -36,6 +38,11 @@ struct TaskLimits {
   int64_t step_elements = 1024;
   int64_t step_bytes = 4 << 20;
   std::size_t chunk_bytes = msg::kMaxChunkBytes;
+  // Files the pipeline may touch (pipeline/path_policy.hpp); nullptr = any. WorkerServer always
+  // sets one (no --allow-path = none).
+  std::shared_ptr<const PathPolicy> paths;
+  // Memory budget of the task's pipeline (0 = none): see WorkerConfig::job_memory_limit.
+  int64_t memory_limit = 0;
 };
 
 // Static sharding: which shard of how many this task's worker reads (num_workers = 0: none).
@@ -72,6 +79,9 @@ public:
   std::size_t buffered_elements() const { return buffer_.size(); }
   int64_t buffered_bytes() const { return buffer_bytes_; }
   int64_t produced() const { return produced_; }
+  // Bytes charged to the job's memory budget now / at most (0 without a budget).
+  int64_t memory_used() const { return budget_ ? budget_->used() : 0; }
+  int64_t memory_peak() const { return budget_ ? budget_->peak() : 0; }
   // Drops what a consumer that left had pending.
   void forget_consumer(msg::consumer_id_t consumer) { pending_.erase(consumer); }
 
@@ -89,6 +99,8 @@ private:
   Compression compression_;
   TaskLimits limits_;
   std::unique_ptr<SplitFeed> feed_;
+  std::unique_ptr<MemoryBudget> budget_; // before everything that charges it
+  std::unique_ptr<MemoryCharge> buffer_charge_; // buffer_ against budget_
   IteratorContext ctx_;
   std::unique_ptr<Iterator> iterator_;
   std::deque<Element> buffer_;

@@ -40,8 +40,24 @@ public:
 
 // TCP through CAF's middleman (the actor system must have loaded it).
 std::shared_ptr<Transport> make_tcp_transport(caf::actor_system& sys);
+// Mutual TLS through CAF's openssl module (configure_actor_system loads it when the
+// NetworkConfig names TLS files).
+std::shared_ptr<Transport> make_tls_transport(caf::actor_system& sys);
+// The node's transport: TLS when `network.tls()`, TCP otherwise.
+std::shared_ptr<Transport> make_transport(caf::actor_system& sys, const NetworkConfig& network);
 
 namespace detail {
+// A connection that never completed its handshake: say the likely causes.
+inline Status connect_failure(const caf::error& err, const std::string& context) {
+  Status s = msg::to_status(err, context);
+  if (s.code() == ErrorCode::deadline_exceeded || err == caf::sec::disconnect_during_handshake)
+    return Status{s.code(), s.message() +
+                              " (the handshake did not complete: the peer is frozen or overloaded, "
+                              "or one side uses TLS (--tls-*) and the other does not or trusts "
+                              "another CA)"};
+  return s;
+}
+
 // Checks the connector's answer: a published actor with exactly Handle's interface.
 template <class Handle>
 Expected<Handle> check_connected(caf::actor_system& sys, const HostPort& addr,
@@ -76,7 +92,7 @@ void connect_to(Self* self, Transport& transport, const HostPort& addr, caf::tim
       },
       [=](caf::error& err) mutable {
         on_done(Expected<Handle>{
-          msg::to_status(err, "connecting to " + what + " at " + addr.to_string())});
+          detail::connect_failure(err, "connecting to " + what + " at " + addr.to_string())});
       });
 }
 
@@ -95,7 +111,7 @@ Expected<Handle> connect_blocking(caf::actor_system& sys, Transport& transport,
           result = result.status().with_context("connecting to " + what);
       },
       [&](caf::error& err) {
-        result = msg::to_status(err, "connecting to " + what + " at " + addr.to_string());
+        result = detail::connect_failure(err, "connecting to " + what + " at " + addr.to_string());
       });
   return result;
 }

@@ -46,7 +46,8 @@ void report_first(self_ptr self, const Status& status) {
 void registration_failed(self_ptr self, const Status& status) {
   auto& st = self->state;
   st.registering = false;
-  if (status.code() == ErrorCode::version_mismatch) {
+  if (status.code() == ErrorCode::version_mismatch ||
+      status.code() == ErrorCode::permission_denied) { // refused: retrying cannot help
     st.refused = true;
     log::error(kLog, "the dispatcher at " + st.start.dispatcher.to_string() +
                        " refused this worker: " + status.message());
@@ -62,7 +63,7 @@ void registration_failed(self_ptr self, const Status& status) {
 void send_registration(self_ptr self) {
   auto& st = self->state;
   msg::register_worker req{st.start.protocol_version, st.address,
-                           caf::actor_cast<msg::worker_actor>(self)};
+                           caf::actor_cast<msg::worker_actor>(self), st.start.auth_token};
   self->request(st.dispatcher, st.start.request_timeout, std::move(req))
     .then(
       [self](msg::worker_registered& reply) {

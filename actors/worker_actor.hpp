@@ -30,6 +30,7 @@ struct WorkerStart {
   TaskLimits task_limits;
   bool detached_tasks = false; // see WorkerConfig::detached_tasks
   uint32_t protocol_version = msg::kProtocolVersion;
+  std::string auth_token; // presented to the dispatcher when registering
   // Called once, with the outcome of the first registration attempt.
   std::function<void(Status)> on_first_registration;
 };

@@ -20,6 +20,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
+#include <optional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -183,6 +185,7 @@ struct BenchFlags {
   std::string mode = "off";
   std::string compression = "NONE";
   std::optional<int64_t> max_outstanding;
+  bool tls = false;
 };
 
 // The data each worker serves. Producing it should cost little, so that the benchmark measures
@@ -197,6 +200,28 @@ std::string dataset_for(int64_t element_size, ShardingPolicy policy) {
   if (policy == ShardingPolicy::dynamic)
     return kEndless + make;
   return "range(1)" + make + ".cache().repeat()";
+}
+
+// A CA and one node certificate signed by it, made with the `openssl` command in a new temporary
+// directory, for `--tls`.
+Expected<NetworkConfig> throwaway_tls() {
+  char dir[] = "/tmp/conveyor-bench-tls-XXXXXX";
+  if (!::mkdtemp(dir))
+    return io_error("cannot create a directory for the throwaway TLS certificates");
+  const std::string d = dir;
+  const std::string key = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes ";
+  const std::string script = "cd " + d + " && openssl req -x509" + key +
+                             "-keyout ca.key -out ca.pem -days 1 -subj /CN=bench-ca >/dev/null 2>&1 && "
+                             "openssl req" + key + "-keyout node.key -out node.csr -subj /CN=bench >/dev/null 2>&1 && "
+                             "openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+                             "-out node.pem -days 1 >/dev/null 2>&1";
+  if (std::system(script.c_str()) != 0)
+    return failed_precondition("`--tls`: the `openssl` command could not make certificates in " + d);
+  NetworkConfig n;
+  n.tls_cert = d + "/node.pem";
+  n.tls_key = d + "/node.key";
+  n.tls_ca = d + "/ca.pem";
+  return n;
 }
 
 int run_bench_service(const std::vector<std::string>& args) {
@@ -214,7 +239,10 @@ int run_bench_service(const std::vector<std::string>& args) {
       ("max-outstanding", po::value<int64_t>()->value_name("M"), "consumer credit (default: automatic)")
       ("metrics-port", po::value<int64_t>()->default_value(-1)->value_name("PORT"),
        "serve the dispatcher's Prometheus metrics on this port (0 = free; the first worker's on a "
-       "free port), to measure scrapes under load; -1 = off");
+       "free port), to measure scrapes under load; -1 = off")
+      ("tls", po::bool_switch(&f.tls),
+       "also run the service with mutual TLS between every pair of nodes (throwaway certificates made "
+       "with the `openssl` command) and print TLS against plain");
   add_log_level_option(options, "error");
   po::variables_map vm;
   if (auto stop = parse_command_line(kInfo, options, args, vm))
@@ -261,22 +289,33 @@ int run_bench_service(const std::vector<std::string>& args) {
               dataset_text.c_str());
   std::fflush(stdout);
 
-  DispatcherConfig dispatcher_config;
-  dispatcher_config.metrics_port = static_cast<int>(vm["metrics-port"].as<int64_t>());
-  DispatchServer dispatcher{dispatcher_config};
-  if (auto st = dispatcher.start(); !st.ok())
-    return report_error(kInfo.name, "dispatcher: " + st.to_string(), kExitFailure);
+  // One measured service run over `network` (plain, or TLS with --tls).
+  auto measure = [&](const NetworkConfig& network, const char* label) -> std::optional<Throughput> {
+  DispatcherConfig dconfig;
+  dconfig.network = network;
+  if (!network.tls()) // metrics (scraped under load) in the plain run
+    dconfig.metrics_port = static_cast<int>(vm["metrics-port"].as<int64_t>());
+  DispatchServer dispatcher{dconfig};
+  if (auto st = dispatcher.start(); !st.ok()) {
+    report_error(kInfo.name, "dispatcher: " + st.to_string(), kExitFailure);
+    return std::nullopt;
+  }
   std::vector<std::unique_ptr<WorkerServer>> workers;
   for (int64_t i = 0; i < f.workers; ++i) {
     WorkerConfig config;
     config.dispatcher_address = dispatcher.target();
     // Workers in one process share one task table; the first serves it (to scrape under load).
-    if (i == 0 && dispatcher_config.metrics_port >= 0)
+    if (i == 0 && dconfig.metrics_port >= 0)
       config.metrics_port = 0;
+    config.network = network;
     workers.push_back(std::make_unique<WorkerServer>(config));
-    if (auto st = workers.back()->start(); !st.ok())
-      return report_error(kInfo.name, "worker: " + st.to_string(), kExitFailure);
+    if (auto st = workers.back()->start(); !st.ok()) {
+      report_error(kInfo.name, "worker: " + st.to_string(), kExitFailure);
+      return std::nullopt;
+    }
   }
+  ClientConfig client_config;
+  client_config.network = network;
 
   std::atomic<bool> stop{false};
   std::vector<ConsumerCounters> counters(static_cast<std::size_t>(f.consumers));
@@ -290,7 +329,7 @@ int run_bench_service(const std::vector<std::string>& args) {
         std::lock_guard lock(mu);
         errors.push_back(std::move(st));
       };
-      auto client = Client::connect(dispatcher.target());
+      auto client = Client::connect(dispatcher.target(), client_config);
       if (!client.ok())
         return fail(client.status());
       auto stream = client->distribute(*dataset, opts);
@@ -342,16 +381,36 @@ int run_bench_service(const std::vector<std::string>& args) {
   if (!errors.empty()) {
     for (const auto& e : errors)
       std::fprintf(stderr, "bench service: consumer failed: %s\n", e.to_string().c_str());
-    return kExitFailure;
+    return std::nullopt;
   }
-  if (service.elements == 0)
-    return report_error(kInfo.name, "no element arrived in the measured window", kExitFailure);
+  if (service.elements == 0) {
+    report_error(kInfo.name, "no element arrived in the measured window", kExitFailure);
+    return std::nullopt;
+  }
 
-  std::printf("  service : %12.0f elements/s %10.1f MB/s   (%lld elements in %.2f s)\n", service.elements_per_s(),
-              service.mb_per_s(), static_cast<long long>(service.elements), service.seconds);
+  std::printf("  %-8s: %12.0f elements/s %10.1f MB/s   (%lld elements in %.2f s)\n", label,
+              service.elements_per_s(), service.mb_per_s(), static_cast<long long>(service.elements),
+              service.seconds);
   for (const auto& [w, n] : per_worker)
     std::printf("            worker %s: %lld elements\n", w.c_str(), static_cast<long long>(n));
   std::fflush(stdout);
+  return service;
+  };
+
+  auto plain = measure(NetworkConfig{}, "service");
+  if (!plain)
+    return kExitFailure;
+  const Throughput service = *plain;
+  if (f.tls) {
+    auto tls_network = throwaway_tls();
+    if (!tls_network.ok())
+      return report_status(kInfo.name, tls_network.status());
+    auto tls = measure(*tls_network, "TLS");
+    if (!tls)
+      return kExitFailure;
+    std::printf("  TLS/plain: %.2f (MB/s, mutual TLS between every pair of nodes)\n",
+                service.mb_per_s() > 0 ? tls->mb_per_s() / service.mb_per_s() : 0.0);
+  }
 
   // Same elements, same sizes, over a plain socket; bounded in time like the service run.
   auto raw = raw_tcp(service.elements, f.element_size,

@@ -45,6 +45,8 @@ int run_dispatcher(const std::vector<std::string>& args) {
   hidden.add_options()("protocol-version", po::value<uint32_t>()->default_value(0),
                        "speak another protocol version (tests of the version check)");
   add_metrics_options(options);
+  add_guard_options(options);
+  add_security_options(options);
   add_log_level_option(options, "info");
   po::variables_map vm;
   if (auto stop = parse_command_line(kInfo, options, args, vm, &hidden))
@@ -81,6 +83,10 @@ int run_dispatcher(const std::vector<std::string>& args) {
           config.worker_addresses.push_back(arg.substr(b, e - b));
         b = e + 1;
       }
+  if (auto st = apply_security_options(vm, config.network); !st.ok())
+    return report_status(kInfo.name, st);
+  if (auto st = apply_guard_options(vm, config.guard); !st.ok())
+    return report_status(kInfo.name, st);
 
   if (auto st = apply_metrics_options(vm, config.metrics_port, config.metrics_host); !st.ok())
     return report_status(kInfo.name, st);

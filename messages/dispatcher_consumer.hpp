@@ -31,11 +31,12 @@ namespace conveyor::msg {
 
 struct client_hello {
   uint32_t protocol_version = 0;
-  std::string client; // a name for the dispatcher's log
+  std::string client;     // a name for the dispatcher's log
+  std::string auth_token; // admission proof (NetworkConfig::auth_token); never logged
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, client_hello& x) {
-  return f(caf::meta::type_name("client_hello"), x.protocol_version, x.client);
+  return f(caf::meta::type_name("client_hello"), x.protocol_version, x.client, x.auth_token);
 }
 
 struct dispatcher_hello {

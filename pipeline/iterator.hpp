@@ -16,6 +16,8 @@ namespace conveyor {
 
 class FunctionRegistry;
 class SplitProvider;
+class PathPolicy;
+class MemoryBudget;
 
 struct IteratorContext {
   // Never null once make_iterator starts (defaults to FunctionRegistry::global()).
@@ -25,6 +27,12 @@ struct IteratorContext {
   // its whole content. A source that exhausts the provider ends its sequence (`repeat` above it
   // then starts a new iteration that asks the same provider for the next epoch's splits).
   SplitProvider* split_provider = nullptr;
+  // Which files the pipeline may read and write (pipeline/path_policy.hpp); nullptr = any (local
+  // use on the caller's own files). Workers always set one; it outlives the iterators.
+  const PathPolicy* paths = nullptr;
+  // The job's memory budget (pipeline/memory_budget.hpp) that buffering ops (shuffle, batch,
+  // prefetch, cache) charge; nullptr = unbounded. It outlives the iterators.
+  MemoryBudget* memory = nullptr;
 };
 
 class Iterator {

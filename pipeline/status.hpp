@@ -24,6 +24,8 @@ enum class ErrorCode : unsigned char {
   version_mismatch,    // a peer or a file speaks another format/protocol version
   deadline_exceeded,   // a bounded wait ran out
   cancelled,           // the operation was stopped on purpose
+  permission_denied,   // not admitted: a path outside --allow-path, a missing or wrong token
+  resource_exhausted,  // a limit was reached (a job's memory budget, a message or graph size)
 };
 
 const char* to_string(ErrorCode code);
@@ -63,6 +65,8 @@ inline Status internal_error(std::string m) { return {ErrorCode::internal, std::
 inline Status io_error(std::string m) { return {ErrorCode::io_error, std::move(m)}; }
 inline Status failed_precondition(std::string m) { return {ErrorCode::failed_precondition, std::move(m)}; }
 inline Status out_of_range(std::string m) { return {ErrorCode::out_of_range, std::move(m)}; }
+inline Status permission_denied(std::string m) { return {ErrorCode::permission_denied, std::move(m)}; }
+inline Status resource_exhausted(std::string m) { return {ErrorCode::resource_exhausted, std::move(m)}; }
 
 // A value or the Status that explains why there is none.
 template <class T>

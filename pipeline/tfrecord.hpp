@@ -38,6 +38,7 @@ public:
   // Reads the next record into `record`, or sets end_of_file at a clean end.
   Status read(std::string& record, bool& end_of_file);
   uint64_t offset() const { return offset_; } // byte offset of the next record
+  int fd() const { return ::fileno(file_); }   // for checks on the opened file
 
 private:
   TFRecordReader(std::string path, std::FILE* f) : path_(std::move(path)), file_(f) {}

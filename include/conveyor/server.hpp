@@ -27,6 +27,16 @@ class DispatcherContext;
 class WorkerContext;
 } // namespace detail
 
+// What an unadmitted peer can make a server node hold (actors/frame_guard.hpp): a front end on
+// the node's port checks every BASP frame header a peer sends before CAF reads it (plain TCP),
+// caps open connections and closes idle ones. CAF itself then listens on 127.0.0.1 only.
+struct GuardConfig {
+  bool enabled = false;                  // the `conveyor` commands turn it on (--no-frame-guard)
+  uint32_t max_frame_bytes = 64u << 20;  // per BASP frame (element chunks are <= 4 MiB)
+  int max_connections = 256;
+  std::chrono::milliseconds idle_timeout{60000};
+};
+
 struct DispatcherConfig {
   uint16_t port = 0;                    // 0 = pick a free port (see bound_port())
   std::string bind_host = "127.0.0.1";
@@ -50,6 +60,7 @@ struct DispatcherConfig {
   int metrics_port = -1;
   std::string metrics_host;
   NetworkConfig network;
+  GuardConfig guard;
 };
 
 class DispatchServer {
@@ -89,6 +100,15 @@ struct WorkerConfig {
   std::chrono::milliseconds heartbeat_interval{500};
   // Plugin shared libraries loaded into the function registry before serving.
   std::vector<std::string> plugins;
+  // Directories the datasets' file ops (text_lines, tfrecord, list_files, cache) may read and
+  // write, symbolic links and `..` resolved. Empty = no file access at all (a dataset naming a
+  // path fails at its consumer), unless allow_all_paths.
+  std::vector<std::string> allowed_paths;
+  bool allow_all_paths = false; // no confinement (the user's own in-process cluster)
+  // Per-job memory budget of a task on this worker: buffered elements, shuffle buffers, batches
+  // and memory caches count. A job exceeding it fails with resource_exhausted at its consumers.
+  // 0 = no budget.
+  int64_t job_memory_limit = 0;
   // Elements a task buffers ahead of its consumers (and a byte bound on the same buffer).
   int64_t task_buffer_elements = 65536;
   int64_t task_buffer_bytes = 32 << 20;
@@ -104,6 +124,7 @@ struct WorkerConfig {
   int metrics_port = -1;
   std::string metrics_host;
   NetworkConfig network;
+  GuardConfig guard;
 };
 
 class WorkerServer {

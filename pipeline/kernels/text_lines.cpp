@@ -12,14 +12,15 @@ namespace {
 
 class TextLinesIterator : public Iterator {
 public:
-  TextLinesIterator(std::vector<std::string> files, SplitProvider* provider)
-      : files_(std::move(files), provider) {}
+  TextLinesIterator(std::vector<std::string> files, SplitProvider* provider,
+                    const PathPolicy* paths)
+      : files_(std::move(files), provider, "text_lines", paths) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     end_of_sequence = false;
     for (;;) {
       if (!stream_.is_open()) {
-        CONVEYOR_RETURN_IF_ERROR(files_.next(file_, end_of_sequence));
+        CONVEYOR_RETURN_IF_ERROR(files_.next(file_, end_of_sequence)); // path-checked
         if (end_of_sequence)
           return Status::OK();
         stream_.clear();
@@ -51,7 +52,8 @@ private:
 
 MakeResult make_text_lines(const NodePtr& node, const KernelContext& kctx) {
   return IteratorPtr(
-      std::make_unique<TextLinesIterator>(node->strings_attr("files"), kctx.split_provider()));
+      std::make_unique<TextLinesIterator>(node->strings_attr("files"), kctx.split_provider(),
+                                          kctx.paths()));
 }
 
 } // namespace conveyor::kernels

@@ -10,8 +10,9 @@ namespace {
 
 class TFRecordIterator : public Iterator {
 public:
-  TFRecordIterator(std::vector<std::string> files, SplitProvider* provider)
-      : files_(std::move(files), provider) {}
+  TFRecordIterator(std::vector<std::string> files, SplitProvider* provider,
+                   const PathPolicy* paths)
+      : files_(std::move(files), provider, "tfrecord", paths), paths_(paths) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     end_of_sequence = false;
@@ -21,9 +22,11 @@ public:
         CONVEYOR_RETURN_IF_ERROR(files_.next(file, end_of_sequence));
         if (end_of_sequence)
           return Status::OK();
-        auto reader = TFRecordReader::open(file);
+        auto reader = TFRecordReader::open(file); // `file` is path-checked by files_
         if (!reader.ok()) // the next call moves on to the next file
           return reader.status().with_context("`tfrecord`");
+        if (paths_)
+          CONVEYOR_RETURN_IF_ERROR(paths_->check_open_file((*reader)->fd(), file, "tfrecord"));
         reader_ = std::move(*reader);
       }
       std::string record;
@@ -43,6 +46,7 @@ public:
 
 private:
   FileSequence files_;
+  const PathPolicy* paths_;
   std::unique_ptr<TFRecordReader> reader_;
 };
 
@@ -50,7 +54,8 @@ private:
 
 MakeResult make_tfrecord(const NodePtr& node, const KernelContext& kctx) {
   return IteratorPtr(
-      std::make_unique<TFRecordIterator>(node->strings_attr("files"), kctx.split_provider()));
+      std::make_unique<TFRecordIterator>(node->strings_attr("files"), kctx.split_provider(),
+                                         kctx.paths()));
 }
 
 } // namespace conveyor::kernels
