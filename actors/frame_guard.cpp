@@ -7,6 +7,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -171,8 +172,12 @@ void serve(std::shared_ptr<FrameGuard::Shared> sh, int client) {
           std::memcpy(header + header_have, in.data() + i, take);
           header_have += take;
           i += take;
-          if (header_have < kHeaderSize)
+          if (header_have < kHeaderSize) { // check what is there already (unknown bytes as 0)
+            unsigned char probe[kHeaderSize] = {};
+            std::memcpy(probe, header, header_have);
+            bad = check_basp_header(probe, handshake_done, sh->limits);
             break;
+          }
           bad = check_basp_header(header, handshake_done, sh->limits);
           if (!bad.ok())
             break;

@@ -40,7 +40,8 @@ Status validate_security(const NetworkConfig& n) {
     return invalid_argument("`--tls-cert` " + n.tls_cert + " is not a readable PEM certificate: " +
                             ssl_error());
   if (SSL_CTX_use_PrivateKey_file(ctx.get(), n.tls_key.c_str(), SSL_FILETYPE_PEM) != 1)
-    return invalid_argument("`--tls-key` " + n.tls_key + " is not a readable PEM private key: " +
+    return invalid_argument("`--tls-key` " + n.tls_key +
+                            " is not a readable PEM private key or does not match `--tls-cert`: " +
                             ssl_error());
   if (SSL_CTX_check_private_key(ctx.get()) != 1)
     return invalid_argument("`--tls-key` " + n.tls_key + " does not match `--tls-cert` " +

@@ -5,7 +5,7 @@
 #include <caf/io/middleman.hpp>
 #include <caf/openssl/manager.hpp>
 #include <caf/openssl/publish.hpp>
-#include <caf/openssl/unpublish.hpp>
+#include <caf/send.hpp>
 
 namespace conveyor::actors {
 
@@ -55,8 +55,11 @@ public:
     return caf::openssl::publish(whom, port, host.c_str(), true);
   }
 
+  // caf/openssl/unpublish.hpp does not compile in 0.17.6 (it omits the actor address), so ask
+  // the openssl middleman actor directly.
   void unpublish(const caf::actor& whom, uint16_t port) override {
-    (void)caf::openssl::unpublish(whom, port);
+    caf::anon_send(sys_.openssl_manager().actor_handle(), caf::unpublish_atom_v, whom.address(),
+                   port);
   }
 
   caf::actor connector() override {

@@ -1,6 +1,7 @@
 // Security between real processes: mutual TLS (a throwaway CA and certificates made with the
 // `openssl` CLI), admission tokens, and path confinement on the workers.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -94,7 +95,8 @@ TEST_CASE("security: a TLS + token cluster serves admitted readers; others are r
     CHECK(r.lines.empty());
   }
   SUBCASE("a worker without the token is refused with a clear error and exits") {
-    auto w = ChildProcess::conveyor({"worker", "--dispatcher", cluster.address(), "--port", "0"} + pki.flags(),
+    auto w = ChildProcess::conveyor(std::vector<std::string>{"worker", "--dispatcher", cluster.address(), "--port", "0"} +
+                                        pki.flags(),
                                     "tokenless-worker");
     REQUIRE(w.ok());
     auto code = (*w)->wait_exit(Millis{20000});
@@ -129,7 +131,7 @@ TEST_CASE("security: bad TLS and token flags are refused at start-up, naming the
                     pki.dir + "/rogue-node.key", "--tls-ca", pki.dir + "/ca.pem"},
                    Millis{20000}, "badtls");
   CHECK(r.exit_code == 2);
-  CHECK(contains(r.stderr_text, "does not match"));
+  CHECK(contains(r.stderr_text, "does not match `--tls-cert`"));
   const std::string token_file = pki.dir + "/token";
   std::ofstream(token_file) << "abc\n";
   ::chmod(token_file.c_str(), 0644);
