@@ -139,3 +139,17 @@ TEST_CASE("security: bad TLS and token flags are refused at start-up, naming the
   CHECK(r.exit_code == 2);
   CHECK(contains(r.stderr_text, "chmod 600"));
 }
+
+TEST_CASE("security: a job passing --job-memory-limit fails at its consumer; the worker serves others") {
+  Cluster cluster(0);
+  cluster.add_worker({"--job-memory-limit", "1000000"});
+  auto r = cluster.read("range(1000000).shuffle(1000000)");
+  CAPTURE(r.describe);
+  CHECK(r.exit_code == 1);
+  CHECK(contains(r.stderr_text, "resource_exhausted"));
+  CHECK(contains(r.stderr_text, "memory budget"));
+  auto ok = cluster.read("range(10)");
+  CAPTURE(ok.describe);
+  CHECK(ok.exit_code == 0);
+  CHECK(ok.lines.size() == 10);
+}

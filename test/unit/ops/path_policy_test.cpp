@@ -127,3 +127,47 @@ TEST_CASE("path policy: no roots allows nothing; bad roots are refused; no polic
   CHECK(PathPolicy::make({dir.file("a.txt")}).status().message().find("not a directory") !=
         std::string::npos);
 }
+
+// --- the job memory budget (pipeline/memory_budget.hpp)
+#include "pipeline/memory_budget.hpp"
+
+namespace {
+Status run_budgeted(const Dataset& ds, MemoryBudget& budget, std::vector<Element>* out = nullptr) {
+  IteratorContext ctx;
+  ctx.memory = &budget;
+  std::vector<Element> elements;
+  Status st;
+  {
+    auto it = ds.make_iterator(ctx);
+    if (!it.ok())
+      return it.status();
+    st = test::drain(**it, elements);
+  } // the iterators (and what they charged) are gone here
+  if (out)
+    *out = std::move(elements);
+  return st;
+}
+} // namespace
+
+TEST_CASE("memory budget: shuffle, batch and cache charge it; passing it fails with resource_exhausted") {
+  MemoryBudget small(64 << 10); // 64 KiB: 8192 int64 scalars at most
+  Status st = run_budgeted(Dataset::range(100000).shuffle(100000, 1), small);
+  CHECK(st.code() == ErrorCode::resource_exhausted);
+  CHECK(st.message().find("`shuffle`") != std::string::npos);
+  CHECK(st.message().find("--job-memory-limit") != std::string::npos);
+  CHECK(small.used() == 0); // returned when the pipeline went away
+  st = run_budgeted(Dataset::range(100000).batch(50000), small);
+  CHECK(st.code() == ErrorCode::resource_exhausted);
+  CHECK(st.message().find("`batch`") != std::string::npos);
+  st = run_budgeted(Dataset::range(100000).cache().repeat(2), small);
+  CHECK(st.code() == ErrorCode::resource_exhausted);
+  CHECK(st.message().find("`cache`") != std::string::npos);
+  CHECK(small.used() == 0);
+
+  MemoryBudget enough(8 << 20);
+  std::vector<Element> out;
+  CHECK(run_budgeted(Dataset::range(1000).shuffle(1000, 1).batch(10).cache().repeat(2), enough, &out).ok());
+  CHECK(out.size() == 200);
+  CHECK(enough.peak() > 0);
+  CHECK(enough.used() == 0);
+}
