@@ -267,8 +267,14 @@ Expected<std::unique_ptr<FrameGuard>> FrameGuard::start(const std::string& host,
     ::freeaddrinfo(res);
     if (fd >= 0)
       ::close(fd);
-    return io_error("cannot listen on " + where + ": " + std::strerror(err) +
-                    (err == EADDRINUSE ? " (another process uses the port)" : ""));
+    if (err == EADDRINUSE)
+      return io_error("cannot listen on " + where + ": port " + std::to_string(port) +
+                      " is already in use by another process (choose another `--port`, or 0 for "
+                      "a free one)");
+    if (err == EADDRNOTAVAIL)
+      return invalid_argument("cannot listen on " + where + ": `--host` " + host +
+                              " is not an address of this machine");
+    return io_error("cannot listen on " + where + ": " + std::strerror(err));
   }
   ::freeaddrinfo(res);
   sockaddr_storage bound{};
