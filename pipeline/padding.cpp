@@ -78,7 +78,7 @@ std::string padded_shapes_text(const Element& shapes) {
   std::string out = "(";
   for (std::size_t i = 0; i < parts.size(); ++i)
     out += (i ? ", " : "") + parts[i];
-  return out + (parts.size() == 0 ? ")" : ")");
+  return out + ")";
 }
 
 } // namespace conveyor
