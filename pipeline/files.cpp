@@ -50,7 +50,7 @@ private:
 
 class InflatingInput final : public InputStream {
 public:
-  InflatingInput(std::string path, std::FILE* f, Compression c)
+  InflatingInput(std::string path, std::FILE* f, FileCompression c)
       : InputStream(std::move(path)), file_(f), compression_(c), in_(kBufferSize) {}
   ~InflatingInput() override {
     if (initialized_)
@@ -60,7 +60,7 @@ public:
 
   Status init() {
     zs_ = z_stream{};
-    if (inflateInit2(&zs_, compression_ == Compression::gzip ? kGzipWindowBits : kZlibWindowBits) != Z_OK)
+    if (inflateInit2(&zs_, compression_ == FileCompression::gzip ? kGzipWindowBits : kZlibWindowBits) != Z_OK)
       return internal_error("zlib cannot start inflating " + path_);
     initialized_ = true;
     return Status::OK();
@@ -116,7 +116,7 @@ public:
 
 private:
   std::FILE* file_;
-  Compression compression_;
+  FileCompression compression_;
   std::vector<unsigned char> in_;
   z_stream zs_{};
   bool initialized_ = false;
@@ -172,9 +172,9 @@ public:
       deflateEnd(&zs_);
   }
 
-  Status init(Compression c) {
+  Status init(FileCompression c) {
     zs_ = z_stream{};
-    const int bits = c == Compression::gzip ? kGzipWindowBits : kZlibWindowBits;
+    const int bits = c == FileCompression::gzip ? kGzipWindowBits : kZlibWindowBits;
     if (deflateInit2(&zs_, Z_DEFAULT_COMPRESSION, Z_DEFLATED, bits, 8, Z_DEFAULT_STRATEGY) != Z_OK)
       return internal_error("zlib cannot start deflating " + path_);
     initialized_ = true;
@@ -277,44 +277,44 @@ Expected<std::vector<std::string>> expand_file_patterns(const std::string& op,
   return out;
 }
 
-Expected<Compression> compression_from_name(std::string_view name, const std::string& what) {
+Expected<FileCompression> compression_from_name(std::string_view name, const std::string& what) {
   if (name.empty())
-    return Compression::none;
+    return FileCompression::none;
   if (name == "ZLIB")
-    return Compression::zlib;
+    return FileCompression::zlib;
   if (name == "GZIP")
-    return Compression::gzip;
+    return FileCompression::gzip;
   return invalid_argument(what + " must be \"\", \"ZLIB\" or \"GZIP\", got \"" + std::string(name) + "\"");
 }
 
-const char* compression_name(Compression c) {
+const char* compression_name(FileCompression c) {
   switch (c) {
-    case Compression::none: return "";
-    case Compression::zlib: return "ZLIB";
-    case Compression::gzip: return "GZIP";
+    case FileCompression::none: return "";
+    case FileCompression::zlib: return "ZLIB";
+    case FileCompression::gzip: return "GZIP";
   }
   return "?";
 }
 
-Expected<std::unique_ptr<InputStream>> InputStream::open(const std::string& path, Compression compression,
+Expected<std::unique_ptr<InputStream>> InputStream::open(const std::string& path, FileCompression compression,
                                                          const std::string& what) {
   auto f = open_file(path, "rbe", what);
   if (!f.ok())
     return f.status();
-  if (compression == Compression::none)
+  if (compression == FileCompression::none)
     return std::unique_ptr<InputStream>(new PlainInput(path, *f));
   auto stream = std::make_unique<InflatingInput>(path, *f, compression);
   CONVEYOR_RETURN_IF_ERROR(stream->init());
   return std::unique_ptr<InputStream>(std::move(stream));
 }
 
-Expected<std::unique_ptr<OutputStream>> OutputStream::open(const std::string& path, Compression compression,
+Expected<std::unique_ptr<OutputStream>> OutputStream::open(const std::string& path, FileCompression compression,
                                                            const std::string& what) {
   auto f = open_file(path, "wbe", what + " for writing");
   if (!f.ok())
     return f.status();
   std::unique_ptr<OutputStream> plain(new PlainOutput(path, *f));
-  if (compression == Compression::none)
+  if (compression == FileCompression::none)
     return plain;
   auto stream = std::make_unique<DeflatingOutput>(path, std::move(plain));
   CONVEYOR_RETURN_IF_ERROR(stream->init(compression));

@@ -8,7 +8,7 @@
 // opened). A backslash escapes a pattern character: escape_glob() gives the pattern that matches
 // exactly one given name (used where expanded names are written back into a graph).
 //
-// Compression: "" (none), "ZLIB" (an RFC 1950 zlib stream) or "GZIP" (RFC 1952; concatenated
+// FileCompression: "" (none), "ZLIB" (an RFC 1950 zlib stream) or "GZIP" (RFC 1952; concatenated
 // members are read one after the other), exactly as TensorFlow's TFRecordOptions and
 // TextLineDataset name them. The whole file is one compressed stream.
 #pragma once
@@ -33,17 +33,17 @@ Expected<std::vector<std::string>> glob_sorted(const std::string& op, const std:
 Expected<std::vector<std::string>> expand_file_patterns(const std::string& op,
                                                         const std::vector<std::string>& entries);
 
-enum class Compression : unsigned char { none, zlib, gzip };
+enum class FileCompression : unsigned char { none, zlib, gzip };
 // "" / "ZLIB" / "GZIP"; invalid_argument naming `what` (e.g. "`tfrecord` argument `compression_type`").
-Expected<Compression> compression_from_name(std::string_view name, const std::string& what);
-const char* compression_name(Compression c); // "", "ZLIB", "GZIP"
+Expected<FileCompression> compression_from_name(std::string_view name, const std::string& what);
+const char* compression_name(FileCompression c); // "", "ZLIB", "GZIP"
 
 // Reads a file's (decompressed) bytes. Errors name the path; a corrupt compressed stream is
 // data_loss naming the offset in the decompressed stream where it broke.
 class InputStream {
 public:
   // `what` names the file in errors: "<what> <path> does not exist".
-  static Expected<std::unique_ptr<InputStream>> open(const std::string& path, Compression compression,
+  static Expected<std::unique_ptr<InputStream>> open(const std::string& path, FileCompression compression,
                                                      const std::string& what = "file");
   virtual ~InputStream() = default;
   // Reads up to n bytes into `into`; `got` < n only at the end of the stream.
@@ -58,7 +58,7 @@ protected:
 // Writes a file, compressing when asked. close() finishes the stream; the destructor closes too.
 class OutputStream {
 public:
-  static Expected<std::unique_ptr<OutputStream>> open(const std::string& path, Compression compression,
+  static Expected<std::unique_ptr<OutputStream>> open(const std::string& path, FileCompression compression,
                                                       const std::string& what = "file");
   virtual ~OutputStream() = default;
   virtual Status write(const void* data, std::size_t n) = 0;

@@ -82,7 +82,7 @@ uint32_t unmask_crc32c(uint32_t masked) {
 
 // --- writer
 
-Expected<std::unique_ptr<TFRecordWriter>> TFRecordWriter::open(const std::string& path, Compression compression) {
+Expected<std::unique_ptr<TFRecordWriter>> TFRecordWriter::open(const std::string& path, FileCompression compression) {
   auto out = OutputStream::open(path, compression, "TFRecord file");
   if (!out.ok())
     return out.status();
@@ -113,7 +113,7 @@ Status TFRecordWriter::close() {
 
 // --- reader
 
-Expected<std::unique_ptr<TFRecordReader>> TFRecordReader::open(const std::string& path, Compression compression) {
+Expected<std::unique_ptr<TFRecordReader>> TFRecordReader::open(const std::string& path, FileCompression compression) {
   auto in = InputStream::open(path, compression, "TFRecord file");
   if (!in.ok())
     return in.status();

@@ -24,7 +24,7 @@ uint32_t unmask_crc32c(uint32_t masked);
 class TFRecordWriter {
 public:
   static Expected<std::unique_ptr<TFRecordWriter>> open(const std::string& path,
-                                                        Compression compression = Compression::none);
+                                                        FileCompression compression = FileCompression::none);
   ~TFRecordWriter();
   Status write(std::string_view record);
   Status close(); // flushes (and finishes the compressed stream); also done by the destructor
@@ -40,7 +40,7 @@ private:
 class TFRecordReader {
 public:
   static Expected<std::unique_ptr<TFRecordReader>> open(const std::string& path,
-                                                        Compression compression = Compression::none);
+                                                        FileCompression compression = FileCompression::none);
   // Reads the next record into `record`, or sets end_of_file at a clean end. After an error
   // every further call returns the same error (the reader stays at the bad record).
   Status read(std::string& record, bool& end_of_file);

@@ -14,7 +14,7 @@ constexpr std::size_t kReadSize = std::size_t{1} << 16;
 
 class TextLinesIterator : public Iterator {
 public:
-  TextLinesIterator(std::vector<std::string> files, SplitProvider* provider, Compression compression)
+  TextLinesIterator(std::vector<std::string> files, SplitProvider* provider, FileCompression compression)
       : files_(std::move(files), provider), compression_(compression) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
@@ -79,7 +79,7 @@ private:
   }
 
   FileSequence files_;
-  Compression compression_;
+  FileCompression compression_;
   std::string file_;
   std::unique_ptr<InputStream> stream_;
   std::string buffer_;

@@ -12,7 +12,7 @@ namespace {
 
 class TFRecordIterator : public Iterator {
 public:
-  TFRecordIterator(std::vector<std::string> files, SplitProvider* provider, Compression compression)
+  TFRecordIterator(std::vector<std::string> files, SplitProvider* provider, FileCompression compression)
       : files_(std::move(files), provider), compression_(compression) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
@@ -45,7 +45,7 @@ public:
 
 private:
   FileSequence files_;
-  Compression compression_;
+  FileCompression compression_;
   std::unique_ptr<TFRecordReader> reader_;
 };
 

@@ -15,7 +15,7 @@ using namespace conveyor::formats_test;
 
 namespace {
 
-std::vector<std::string> read_records(const std::string& path, Compression c, Status* error = nullptr) {
+std::vector<std::string> read_records(const std::string& path, FileCompression c, Status* error = nullptr) {
   std::vector<std::string> out;
   auto reader = TFRecordReader::open(path, c);
   if (!reader.ok()) {
@@ -48,7 +48,7 @@ const char* kRawAll = "[\"f0-r0\", \"f0-r1\", \"f1-r0\", \"f1-r1\", \"f1-r2\", \
 
 TEST_CASE("the TFRecord writer and reader round trip with every compression") {
   ScratchDir dir;
-  for (Compression c : {Compression::none, Compression::zlib, Compression::gzip}) {
+  for (FileCompression c : {FileCompression::none, FileCompression::zlib, FileCompression::gzip}) {
     CAPTURE(compression_name(c));
     const std::string path = dir.file(std::string("rt-") + compression_name(c));
     {
@@ -62,37 +62,37 @@ TEST_CASE("the TFRecord writer and reader round trip with every compression") {
     CHECK(read_records(path, c, &st) == kRecords);
     CHECK(st.ok());
     const std::string bytes = read_bytes(path);
-    if (c == Compression::gzip)
+    if (c == FileCompression::gzip)
       CHECK(bytes.substr(0, 2) == "\x1f\x8b"); // RFC 1952 magic
-    if (c == Compression::zlib)
+    if (c == FileCompression::zlib)
       CHECK(static_cast<unsigned char>(bytes[0]) == 0x78); // RFC 1950, 32 KiB window
-    if (c != Compression::none)
+    if (c != FileCompression::none)
       CHECK(bytes.size() < 20000); // 300000 'q's compress
   }
 }
 
 TEST_CASE("the reference writer's raw records read back exactly, compressed or not") {
-  CHECK(read_records(fixture("raw-1.tfrecord"), Compression::none) == std::vector<std::string>{"f1-r0", "f1-r1", "f1-r2"});
+  CHECK(read_records(fixture("raw-1.tfrecord"), FileCompression::none) == std::vector<std::string>{"f1-r0", "f1-r1", "f1-r2"});
   // The same Examples in all three files: the decompressed streams are byte-identical.
-  const auto plain = read_records(fixture("examples.tfrecord"), Compression::none);
+  const auto plain = read_records(fixture("examples.tfrecord"), FileCompression::none);
   REQUIRE(plain.size() == 5);
-  CHECK(read_records(fixture("examples.tfrecord.zlib"), Compression::zlib) == plain);
-  CHECK(read_records(fixture("examples.tfrecord.gz"), Compression::gzip) == plain);
+  CHECK(read_records(fixture("examples.tfrecord.zlib"), FileCompression::zlib) == plain);
+  CHECK(read_records(fixture("examples.tfrecord.gz"), FileCompression::gzip) == plain);
 }
 
 TEST_CASE("a wrong compression type or a damaged compressed file is a clear error") {
   Status st;
-  CHECK(read_records(fixture("examples.tfrecord.gz"), Compression::zlib, &st).empty());
+  CHECK(read_records(fixture("examples.tfrecord.gz"), FileCompression::zlib, &st).empty());
   CHECK(st.code() == ErrorCode::data_loss);
   CHECK(st.message().find("ZLIB stream of " + fixture("examples.tfrecord.gz") + " is corrupt after 0 decompressed bytes") == 0);
   // A plain read of a gzip file sees garbage framing.
-  CHECK(read_records(fixture("examples.tfrecord.gz"), Compression::none, &st).empty());
+  CHECK(read_records(fixture("examples.tfrecord.gz"), FileCompression::none, &st).empty());
   CHECK(st.code() == ErrorCode::data_loss);
 
   ScratchDir dir;
   const std::string gz = read_bytes(fixture("examples.tfrecord.gz"));
   write_bytes(dir.file("cut.gz"), gz.substr(0, gz.size() / 2));
-  auto got = read_records(dir.file("cut.gz"), Compression::gzip, &st);
+  auto got = read_records(dir.file("cut.gz"), FileCompression::gzip, &st);
   CHECK(got.size() < 5);
   CHECK(st.code() == ErrorCode::data_loss);
   CHECK(st.message().find(" is truncated after ") != std::string::npos);
