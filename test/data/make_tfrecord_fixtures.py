@@ -154,7 +154,7 @@ def make_examples():
             feat["tags"].bytes_list.value.extend(tags)
         if i != 1:  # record 1 has no `scores`; record 3 has an empty FloatList
             feat["scores"].float_list.value.extend([float(s) for s in scores])
-        examples.append(ex.SerializeToString())
+        examples.append(ex.SerializeToString(deterministic=True))  # map entries sorted: reproducible bytes
         pix = pixels.reshape(2, 2)
         expected.append("(" + ", ".join([
             str(label), str(ident),
