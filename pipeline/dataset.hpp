@@ -19,6 +19,7 @@
 
 namespace conveyor {
 
+class FeatureSpec;
 class FunctionRegistry;
 class Iterator;
 struct IteratorContext;
@@ -33,8 +34,10 @@ public:
   static Dataset from_tensors(Element element);
   static Dataset from_tensor_slices(Element element);
   static Dataset list_files(std::string pattern, bool shuffle = true, int64_t seed = kNoSeed);
-  static Dataset text_lines(std::vector<std::string> files);
-  static Dataset tfrecord(std::vector<std::string> files);
+  // File sources: each entry is a file name or a glob pattern (sorted expansion, files.hpp);
+  // compression_type "" (none), "ZLIB" or "GZIP".
+  static Dataset text_lines(std::vector<std::string> files, std::string compression_type = "");
+  static Dataset tfrecord(std::vector<std::string> files, std::string compression_type = "");
   static Dataset source(FunctionRef fn); // a user source function from the registry
   static Dataset zip(std::vector<Dataset> inputs);
 
@@ -42,9 +45,21 @@ public:
   Dataset map(FunctionRef fn, int64_t num_parallel_calls = 1, bool deterministic = true) const;
   Dataset filter(FunctionRef predicate) const;
   Dataset flat_map(FunctionRef fn) const;
+  // fn may also name a file source, `tfrecord` or `text_lines` (file_source_functions.hpp):
+  // list_files("/d/*.tfrecord").interleave("tfrecord", 2) needs no registered function.
   Dataset interleave(FunctionRef fn, int64_t cycle_length = kAutotune, int64_t block_length = 1) const;
   Dataset batch(int64_t batch_size, bool drop_remainder = false) const;
   Dataset unbatch() const;
+  // tf.data's padded_batch: padded_shapes per component, kUnknownDim (-1) = pad to the batch's
+  // longest; {} = every dimension to the longest. padding_values: one scalar per component
+  // ({} = 0 / ""). See kernels/padded_batch.cpp.
+  Dataset padded_batch(int64_t batch_size, const std::vector<PartialShape>& padded_shapes = {},
+                       std::vector<Tensor> padding_values = {}, bool drop_remainder = false) const;
+  // Serialized tf.train.Examples (scalar strings) to one component per feature (example.hpp).
+  Dataset parse_example(const FeatureSpec& features) const;
+  Dataset parse_example(std::string features) const; // the spec's text form
+  // Drops elements whose production failed; always reports how many (warnings.hpp).
+  Dataset ignore_errors(bool log_warning = false) const;
   Dataset shuffle(int64_t buffer_size, int64_t seed = kNoSeed, bool reshuffle_each_iteration = true) const;
   Dataset repeat(int64_t count = kRepeatForever) const;
   Dataset take(int64_t count) const;

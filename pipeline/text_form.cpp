@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "pipeline/ops.hpp"
+#include "pipeline/padding.hpp"
 #include "pipeline/text_literals.hpp"
 #include "pipeline/text_value.hpp"
 
@@ -114,7 +115,10 @@ void print_value(const std::string& op, const std::string& attr, const AttrValue
             out += (i > 0 ? ", " : "") + text::quote_string(v[i]);
           out += ']';
         } else if constexpr (std::is_same_v<T, Element>) {
-          out += v.to_string();
+          if (op == "padded_batch" && attr == "padded_shapes")
+            out += padded_shapes_text(v); // plain lists: padded_shapes=([], [-1, 3])
+          else
+            out += v.to_string();
         } else {
           print_function(v, out);
         }
@@ -295,6 +299,8 @@ Expected<AttrValue> attr_from_value(const std::string& op, const AttrSpec& spec,
       auto e = text::element_from_value(v);
       if (!e.ok())
         return e.status();
+      if (op == "padded_batch" && spec.name == "padded_shapes")
+        return AttrValue{canonical_padded_shapes(std::move(*e))};
       return AttrValue{std::move(*e)};
     }
     case AttrKind::function: {

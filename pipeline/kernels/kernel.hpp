@@ -92,6 +92,9 @@ MakeResult make_enumerate(const NodePtr& node, const KernelContext& kctx);
 MakeResult make_zip(const NodePtr& node, const KernelContext& kctx);
 MakeResult make_prefetch(const NodePtr& node, const KernelContext& kctx);
 MakeResult make_cache(const NodePtr& node, const KernelContext& kctx);
+MakeResult make_padded_batch(const NodePtr& node, const KernelContext& kctx);
+MakeResult make_parse_example(const NodePtr& node, const KernelContext& kctx);
+MakeResult make_ignore_errors(const NodePtr& node, const KernelContext& kctx);
 
 // --- helpers
 

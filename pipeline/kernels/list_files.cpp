@@ -1,31 +1,15 @@
 // list_files(pattern, shuffle, seed): the files matching a POSIX glob, sorted by name, then
 // shuffled (reshuffled on every iteration, deterministically when seeded) unless shuffle=false.
 // Under DYNAMIC sharding it yields the file of each split instead.
-#include <glob.h>
-
 #include <algorithm>
 
+#include "pipeline/files.hpp"
 #include "pipeline/kernels/kernel.hpp"
 #include "pipeline/kernels/source_sequences.hpp"
 
 namespace conveyor::kernels {
 
 namespace {
-
-Expected<std::vector<std::string>> glob_sorted(const std::string& pattern) {
-  glob_t matches{};
-  const int rc = ::glob(pattern.c_str(), 0, nullptr, &matches);
-  std::vector<std::string> files;
-  if (rc == 0)
-    files.assign(matches.gl_pathv, matches.gl_pathv + matches.gl_pathc);
-  ::globfree(&matches);
-  if (rc == GLOB_NOMATCH)
-    return not_found("`list_files`: no files match the pattern `" + pattern + "`");
-  if (rc != 0)
-    return io_error("`list_files`: cannot read the directories of the pattern `" + pattern + "`");
-  std::sort(files.begin(), files.end()); // byte order, independent of the locale
-  return files;
-}
 
 class ListFilesIterator : public Iterator {
 public:
@@ -60,7 +44,7 @@ MakeResult make_list_files(const NodePtr& node, const KernelContext& kctx) {
     std::string dir = slash == std::string::npos ? "." : pattern.substr(0, slash == 0 ? 1 : slash);
     CONVEYOR_RETURN_IF_ERROR(check_path(kctx.paths(), dir, PathPolicy::Access::list, "list_files"));
   }
-  auto files = glob_sorted(pattern);
+  auto files = glob_sorted("list_files", pattern);
   if (!files.ok())
     return files.status();
   if (node->bool_attr("shuffle")) {
