@@ -101,6 +101,7 @@ caf::behavior bulk_server(caf::io::broker* self, std::string host) {
       c->second.greeted = true;
       c->second.channel = *channel;
       st->channels[*channel] = msg.handle;
+      log::debug(kLog, "bulk channel " + std::to_string(*channel) + " greeted");
       auto& wb = self->wr_buf(msg.handle);
       wb.resize(bulk::kAckBytes);
       bulk::write_ack(wb.data());
@@ -117,7 +118,10 @@ caf::behavior bulk_server(caf::io::broker* self, std::string host) {
       pump(self, *st, ch->second);
     },
     [=](const caf::io::data_transferred_msg& msg) { pump(self, *st, msg.handle); },
-    [=](const caf::io::connection_closed_msg& msg) { drop_conn(*st, msg.handle); },
+    [=](const caf::io::connection_closed_msg& msg) {
+      log::debug(kLog, "bulk connection closed");
+      drop_conn(*st, msg.handle);
+    },
     [=](const caf::io::acceptor_closed_msg&) { self->quit(); },
   };
 }

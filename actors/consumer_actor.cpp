@@ -463,7 +463,7 @@ consumer_full_actor::behavior_type consumer_impl(self_ptr self) {
       link.bulk = WorkerLink::Bulk::ready;
       for (auto task : tasks_of(self, w->second))
         st.core.set_bulk(task, true);
-      log::debug(kLog, "bulk channel to worker " + w->second + " open");
+      log::debug(kLog, "bulk channel " + std::to_string(channel) + " to worker " + w->second + " open");
       pump(self);
     },
     [self](msg::bulk_frame_atom, uint64_t channel, uint64_t task, uint64_t batch_seq, uint32_t index,

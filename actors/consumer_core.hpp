@@ -34,8 +34,9 @@ struct ConsumerLimits {
   uint32_t max_in_flight_per_task = 2;
   uint32_t max_elements_per_request = msg::kMaxElementsPerRequest;
   uint64_t max_bytes_per_request = msg::kMaxChunkBytes;
-  // A request on a bulk channel (no 4 MiB messages there) may ask for this many bytes.
-  uint64_t max_bytes_per_bulk_request = 64u << 20;
+  // A request on a bulk channel (no 4 MiB messages there) may ask for this many bytes (a
+  // quarter of the default byte budget, so that two requests per task stay in flight).
+  uint64_t max_bytes_per_bulk_request = 16u << 20;
 };
 
 class ConsumerCore {

@@ -196,7 +196,8 @@ struct Latency {
   double total_ms = 0;
 };
 
-Expected<Latency> read_small(const std::string& dispatcher, ShardingPolicy policy, int run) {
+// OFF: every worker produces the whole dataset (100 x workers elements); DYNAMIC: 100 in all.
+Expected<Latency> read_small(const std::string& dispatcher, ShardingPolicy policy, int run, int64_t expected) {
   auto dataset = parse_dataset("range(100)");
   if (!dataset.ok())
     return dataset.status();
@@ -223,8 +224,8 @@ Expected<Latency> read_small(const std::string& dispatcher, ShardingPolicy polic
       out.first_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   }
   out.total_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  if (n != 100)
-    return data_loss("range(100) gave " + std::to_string(n) + " elements");
+  if (n != expected)
+    return data_loss("range(100) gave " + std::to_string(n) + " elements, expected " + std::to_string(expected));
   return out;
 }
 
@@ -412,7 +413,8 @@ int run_bench_service(const std::vector<std::string>& args) {
   Status latency_error;
   for (int run = 0; run < 5 && latency_error.ok(); ++run)
     for (int m = 0; m < 2 && latency_error.ok(); ++m) {
-      auto l = read_small(dispatcher.target(), m == 0 ? ShardingPolicy::off : ShardingPolicy::dynamic, run);
+      auto l = read_small(dispatcher.target(), m == 0 ? ShardingPolicy::off : ShardingPolicy::dynamic, run,
+                          m == 0 ? 100 * f.workers : 100);
       if (!l.ok()) {
         latency_error = l.status();
         break;
