@@ -31,6 +31,7 @@ struct ServerConn {
 
 struct ServerState {
   uint16_t port = 0;
+  uint64_t next_channel = 0;
   caf::error listen_error;
   std::map<uint64_t, connection_handle> channels;
   std::map<connection_handle, ServerConn> conns;
@@ -91,20 +92,21 @@ caf::behavior bulk_server(caf::io::broker* self, std::string host) {
       auto c = st->conns.find(msg.handle);
       if (c == st->conns.end())
         return;
-      auto channel = bulk::read_hello(msg.buf.data(), msg.buf.size());
-      if (c->second.greeted || !channel) { // a consumer never sends anything else
+      if (c->second.greeted || !bulk::read_hello(msg.buf.data(), msg.buf.size())) {
+        // a consumer never sends anything else
         log::warning(kLog, "closing a bulk connection that sent something other than one hello");
         drop_conn(*st, msg.handle);
         self->close(msg.handle);
         return;
       }
+      const uint64_t channel = ++st->next_channel;
       c->second.greeted = true;
-      c->second.channel = *channel;
-      st->channels[*channel] = msg.handle;
-      log::debug(kLog, "bulk channel " + std::to_string(*channel) + " greeted");
+      c->second.channel = channel;
+      st->channels[channel] = msg.handle;
+      log::debug(kLog, "bulk channel " + std::to_string(channel) + " opened");
       auto& wb = self->wr_buf(msg.handle);
       wb.resize(bulk::kAckBytes);
-      bulk::write_ack(wb.data());
+      bulk::write_ack(wb.data(), channel);
       self->flush(msg.handle);
     },
     [=](msg::bulk_send_atom, uint64_t channel, std::vector<char>& frame) {
@@ -167,7 +169,7 @@ caf::behavior bulk_client(caf::io::broker* self, caf::actor consumer) {
       st->conns[*hdl].channel = channel;
       auto& wb = self->wr_buf(*hdl);
       wb.resize(bulk::kHelloBytes);
-      bulk::write_hello(wb.data(), channel);
+      bulk::write_hello(wb.data());
       self->flush(*hdl);
       self->configure_read(*hdl, receive_policy::exactly(bulk::kAckBytes));
     },
@@ -177,16 +179,18 @@ caf::behavior bulk_client(caf::io::broker* self, caf::actor consumer) {
         return;
       auto& conn = c->second;
       switch (conn.phase) {
-        case ClientConn::Phase::ack:
-          if (!bulk::read_ack(msg.buf.data(), msg.buf.size())) {
+        case ClientConn::Phase::ack: {
+          auto assigned = bulk::read_ack(msg.buf.data(), msg.buf.size());
+          if (!assigned) {
             self->close(msg.handle);
             lost(self, *st, msg.handle, "the worker answered the bulk hello with something else");
             return;
           }
-          self->send(st->consumer, msg::bulk_ready_atom_v, conn.channel);
+          self->send(st->consumer, msg::bulk_ready_atom_v, conn.channel, *assigned);
           conn.phase = ClientConn::Phase::header;
           self->configure_read(msg.handle, receive_policy::exactly(bulk::kFrameHeaderBytes));
           return;
+        }
         case ClientConn::Phase::header:
           if (auto bad = bulk::read_frame_header(msg.buf.data(), msg.buf.size(), conn.header)) {
             self->close(msg.handle);

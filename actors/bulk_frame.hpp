@@ -1,8 +1,10 @@
 // The bulk data path's wire format (CAF-free). Element bytes travel on a per-worker TCP stream
 // beside the CAF control messages; a consumer opens one channel per worker:
 //
-//   consumer -> worker   hello   : "CVBH" | version u8 | 3 reserved | channel u64          (16 B)
-//   worker   -> consumer ack     : "CVBA" | version u8 | 3 reserved                        (8 B)
+//   consumer -> worker   hello   : "CVBH" | version u8 | 3 reserved | 8 reserved           (16 B)
+//   worker   -> consumer ack     : "CVBA" | version u8 | 3 reserved | channel u64          (16 B)
+//     (the worker's bulk server numbers its channels: ids are unique per worker and
+//     deterministic; requests name the channel in get_elements.bulk_channel)
 //   worker   -> consumer frame   : header (40 B) | payload (length bytes)
 //     header: "CVBF" | version u8 | 3 reserved | task u64 | batch_seq u64 | index u32 |
 //             count u32 | length u64            (integers little-endian)
@@ -25,7 +27,7 @@ namespace conveyor::actors::bulk {
 
 inline constexpr uint8_t kVersion = 1;
 inline constexpr std::size_t kHelloBytes = 16;
-inline constexpr std::size_t kAckBytes = 8;
+inline constexpr std::size_t kAckBytes = 16;
 inline constexpr std::size_t kFrameHeaderBytes = 40;
 // A frame claiming more than this is a protocol error (the reader never allocates it).
 inline constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 31;
@@ -59,18 +61,21 @@ inline bool has_magic(const char* at, const char* m) {
 }
 } // namespace detail
 
-inline void write_hello(char* at, uint64_t channel) {
+inline void write_hello(char* at) {
   detail::magic(at, "CVBH");
+  detail::put(at + 8, 0, 8);
+}
+inline bool read_hello(const char* at, std::size_t n) { return n == kHelloBytes && detail::has_magic(at, "CVBH"); }
+inline void write_ack(char* at, uint64_t channel) {
+  detail::magic(at, "CVBA");
   detail::put(at + 8, channel, 8);
 }
-// The channel of a hello, or nullopt for anything else.
-inline std::optional<uint64_t> read_hello(const char* at, std::size_t n) {
-  if (n != kHelloBytes || !detail::has_magic(at, "CVBH"))
+// The channel an ack assigns, or nullopt for anything else.
+inline std::optional<uint64_t> read_ack(const char* at, std::size_t n) {
+  if (n != kAckBytes || !detail::has_magic(at, "CVBA"))
     return std::nullopt;
   return detail::get(at + 8, 8);
 }
-inline void write_ack(char* at) { detail::magic(at, "CVBA"); }
-inline bool read_ack(const char* at, std::size_t n) { return n == kAckBytes && detail::has_magic(at, "CVBA"); }
 
 // Fills the first kFrameHeaderBytes of `frame` (whose payload follows them).
 inline void write_frame_header(std::vector<char>& frame, const FrameHeader& h) {

@@ -25,12 +25,13 @@ struct WorkerLink {
   // The bulk channel to this worker (actors/bulk.hpp): opened after the first reply names the
   // worker's bulk port; requests carry its id once the worker acknowledged it.
   enum class Bulk { none, opening, ready, lost } bulk = Bulk::none;
-  uint64_t channel = 0;
+  uint64_t channel = 0;        // this consumer's id for the link (bulk client <-> consumer)
+  uint64_t server_channel = 0; // the worker's id for it (in get_elements)
 };
 
 // The consumer's full interface: the public stream interface plus the bulk client's messages.
 using consumer_full_actor = msg::stream_actor::extend<
-  caf::reacts_to<msg::bulk_ready_atom, uint64_t>,
+  caf::reacts_to<msg::bulk_ready_atom, uint64_t, uint64_t>,
   caf::reacts_to<msg::bulk_frame_atom, uint64_t, uint64_t, uint64_t, uint32_t, uint32_t, std::vector<char>>,
   caf::reacts_to<msg::bulk_lost_atom, uint64_t, std::string>,
   caf::reacts_to<msg::bulk_lost_atom, uint64_t>>;
@@ -174,11 +175,7 @@ void open_bulk(self_ptr self, const std::string& worker, uint16_t port) {
     link.bulk = WorkerLink::Bulk::lost;
     return;
   }
-  if (st.next_channel == 0) // unique per consumer actor and unlikely to collide across them
-    st.next_channel = (static_cast<uint64_t>(self->id()) << 32) ^
-                      static_cast<uint64_t>(reinterpret_cast<std::uintptr_t>(self)) ^
-                      static_cast<uint64_t>(self->clock().now().time_since_epoch().count());
-  link.channel = ++st.next_channel;
+  link.channel = ++st.next_channel; // local: the worker assigns the id requests carry
   link.bulk = WorkerLink::Bulk::opening;
   st.channel_worker[link.channel] = worker;
   caf::anon_send(st.bulk_client, msg::bulk_open_atom_v, addr->host, port, link.channel);
@@ -279,13 +276,15 @@ void request_batch(self_ptr self, const ConsumerCore::Request& r) {
   msg::get_elements req{st.consumer_id, r.max_elements, r.max_bytes,
                         (st.start.request_timeout / 2).count()};
   std::string worker;
+  uint64_t channel = 0; // the link's local id when the request goes on its bulk channel
   if (auto w = st.task_worker.find(r.task); w != st.task_worker.end()) {
     worker = w->second;
     auto& link = st.workers[worker];
-    if (link.bulk == WorkerLink::Bulk::ready)
-      req.bulk_channel = link.channel;
+    if (link.bulk == WorkerLink::Bulk::ready) {
+      req.bulk_channel = link.server_channel;
+      channel = link.channel;
+    }
   }
-  const uint64_t channel = req.bulk_channel;
   self->request(handle->second, st.start.request_timeout, std::move(req))
     .then(
       [self, r, worker, channel](msg::element_batch& batch) {
@@ -452,7 +451,7 @@ consumer_full_actor::behavior_type consumer_impl(self_ptr self) {
       note_wait(self);
     },
     [self](msg::stats_atom) { return stats_of(self); },
-    [self](msg::bulk_ready_atom, uint64_t channel) {
+    [self](msg::bulk_ready_atom, uint64_t channel, uint64_t server_channel) {
       auto& st = self->state;
       auto w = st.channel_worker.find(channel);
       if (w == st.channel_worker.end() || st.done)
@@ -461,6 +460,7 @@ consumer_full_actor::behavior_type consumer_impl(self_ptr self) {
       if (link.channel != channel)
         return;
       link.bulk = WorkerLink::Bulk::ready;
+      link.server_channel = server_channel;
       for (auto task : tasks_of(self, w->second))
         st.core.set_bulk(task, true);
       log::debug(kLog, "bulk channel " + std::to_string(channel) + " to worker " + w->second + " open");

@@ -69,20 +69,22 @@ caf::behavior connector_impl(caf::stateful_actor<connector_state>* self, World* 
 
 struct bulk_server_state {
   static inline const char* name = "conveyor.sim.bulk_server";
-  std::map<uint64_t, caf::actor> channels;
+  uint64_t next_channel = 0;
+  std::map<uint64_t, std::pair<caf::actor, uint64_t>> channels; // id -> client, its local id
 };
 
 caf::behavior bulk_server_impl(caf::stateful_actor<bulk_server_state>* self) {
   self->set_down_handler([self](caf::down_msg& down) {
     auto& ch = self->state.channels;
     for (auto i = ch.begin(); i != ch.end();)
-      i = i->second.address() == down.source ? ch.erase(i) : std::next(i);
+      i = i->second.first.address() == down.source ? ch.erase(i) : std::next(i);
   });
   return {
-    [=](msg::bulk_hello_atom, uint64_t channel, caf::actor client) {
+    [=](msg::bulk_hello_atom, uint64_t local, caf::actor client) {
       self->monitor(client);
-      self->state.channels[channel] = client;
-      self->send(client, msg::bulk_ready_atom_v, channel);
+      const uint64_t channel = ++self->state.next_channel;
+      self->state.channels[channel] = {client, local};
+      self->send(client, msg::bulk_ready_atom_v, local, channel);
     },
     [=](msg::bulk_send_atom, uint64_t channel, std::vector<char>& frame) {
       auto c = self->state.channels.find(channel);
@@ -92,8 +94,8 @@ caf::behavior bulk_server_impl(caf::stateful_actor<bulk_server_state>* self) {
       if (actors::bulk::read_frame_header(frame.data(), actors::bulk::kFrameHeaderBytes, h))
         return;
       std::vector<char> payload(frame.begin() + actors::bulk::kFrameHeaderBytes, frame.end());
-      self->send(c->second, msg::bulk_frame_atom_v, channel, h.task, h.batch_seq, h.index, h.count,
-                 std::move(payload));
+      self->send(c->second.first, msg::bulk_frame_atom_v, c->second.second, h.task, h.batch_seq, h.index,
+                 h.count, std::move(payload));
     },
   };
 }
@@ -144,8 +146,8 @@ caf::behavior bulk_client_impl(caf::stateful_actor<bulk_client_state>* self, caf
                        "cannot connect to the bulk port: " + caf::to_string(err));
           });
     },
-    [=](msg::bulk_ready_atom, uint64_t channel) {
-      self->send(self->state.consumer, msg::bulk_ready_atom_v, channel);
+    [=](msg::bulk_ready_atom, uint64_t local, uint64_t channel) {
+      self->send(self->state.consumer, msg::bulk_ready_atom_v, local, channel);
     },
     [=](msg::bulk_frame_atom, uint64_t channel, uint64_t task, uint64_t seq, uint32_t index,
         uint32_t count, std::vector<char>& payload) {
