@@ -63,6 +63,9 @@ void ConsumerCore::on_task_lost(msg::task_id_t task) {
   }
   for (const auto& [seq, p] : t->second.partials)
     reserved_elements_ -= p.num_elements;
+  for (const auto& [seq, b] : t->second.bulk_batches)
+    if (b.announced)
+      reserved_elements_ -= b.count;
   tasks_.erase(t);
 }
 
@@ -103,8 +106,9 @@ std::vector<ConsumerCore::Request> ConsumerCore::next_requests() {
         break;
       int64_t n = std::min<int64_t>({free_elements, budget, limits_.max_elements_per_request});
       budget -= n;
-      int64_t b = std::min<int64_t>(static_cast<int64_t>(limits_.max_bytes_per_request),
-                                    std::max<int64_t>(free_bytes, 1));
+      const uint64_t per_request =
+        slot.bulk ? limits_.max_bytes_per_bulk_request : limits_.max_bytes_per_request;
+      int64_t b = std::min<int64_t>(static_cast<int64_t>(per_request), std::max<int64_t>(free_bytes, 1));
       Request r{next_request_id_++, id, static_cast<uint32_t>(n), static_cast<uint64_t>(b)};
       reserved_elements_ += n;
       reserved_bytes_ += b;
@@ -131,9 +135,9 @@ bool ConsumerCore::release(const Request& request) {
 void ConsumerCore::on_request_failed(const Request& request) { release(request); }
 
 Status ConsumerCore::deliver(TaskSlot& slot, std::string_view payload, uint32_t num_elements,
-                             std::vector<Element>& out) {
+                             std::vector<Element>& out, StorageOwner owner) {
   std::size_t before = out.size();
-  Status st = decode_batch(payload, out);
+  Status st = owner ? decode_batch(std::move(owner), payload, out) : decode_batch(payload, out);
   if (!st.ok())
     return st.with_context("decoding a batch from worker " + slot.worker_address);
   std::size_t n = out.size() - before;
@@ -165,7 +169,21 @@ Status ConsumerCore::on_reply(const Request& request, msg::element_batch batch,
   auto& slot = t->second;
   ++messages_;
   bytes_ += static_cast<int64_t>(batch.payload.size());
-  if (batch.num_chunks == 1) {
+  if (batch.bulk_frames > 0) { // the elements come as frames on the bulk channel
+    auto& b = slot.bulk_batches[batch.batch_seq];
+    if (b.count == 0) {
+      b.count = batch.bulk_frames;
+      b.frames.resize(b.count);
+    } else if (b.count != batch.bulk_frames) {
+      return data_loss("worker " + slot.worker_address + " announced " +
+                       std::to_string(batch.bulk_frames) + " frames for batch " +
+                       std::to_string(batch.batch_seq) + ", its frames say " + std::to_string(b.count));
+    }
+    b.announced = true;
+    reserved_elements_ += b.count; // held until its frames are in
+    if (b.received == b.count)
+      CONVEYOR_RETURN_IF_ERROR(complete_bulk(slot, batch.batch_seq, out));
+  } else if (batch.num_chunks == 1) {
     CONVEYOR_RETURN_IF_ERROR(deliver(slot, batch.payload, batch.num_elements, out));
   } else if (batch.num_chunks > 1) {
     if (batch.chunk_index >= batch.num_chunks)
@@ -198,6 +216,73 @@ Status ConsumerCore::on_reply(const Request& request, msg::element_batch batch,
   return Status::OK();
 }
 
+void ConsumerCore::set_bulk(msg::task_id_t task, bool on) {
+  if (auto t = tasks_.find(task); t != tasks_.end())
+    t->second.bulk = on;
+}
+
+bool ConsumerCore::bulk(msg::task_id_t task) const {
+  auto t = tasks_.find(task);
+  return t != tasks_.end() && t->second.bulk;
+}
+
+Status ConsumerCore::on_frame(msg::task_id_t task, uint64_t batch_seq, uint32_t index, uint32_t count,
+                              StorageOwner owner, std::string_view frame, std::vector<Element>& out) {
+  auto t = tasks_.find(task);
+  if (t == tasks_.end())
+    return Status::OK(); // a lost task's late frame
+  auto& slot = t->second;
+  auto& b = slot.bulk_batches[batch_seq];
+  if (b.count == 0) {
+    b.count = count;
+    b.frames.resize(count);
+  }
+  if (count != b.count || index >= b.count || b.frames[index].first)
+    return data_loss("worker " + slot.worker_address + " sent frame " + std::to_string(index) + " of " +
+                     std::to_string(count) + " for batch " + std::to_string(batch_seq) +
+                     " which expects " + std::to_string(b.count) + " frames (or had it already)");
+  b.frames[index] = {std::move(owner), frame};
+  ++b.received;
+  bytes_ += static_cast<int64_t>(frame.size());
+  if (b.announced && b.received == b.count)
+    return complete_bulk(slot, batch_seq, out);
+  return Status::OK();
+}
+
+Status ConsumerCore::complete_bulk(TaskSlot& slot, uint64_t batch_seq, std::vector<Element>& out) {
+  auto it = slot.bulk_batches.find(batch_seq);
+  auto frames = std::move(it->second.frames);
+  reserved_elements_ -= it->second.count;
+  slot.bulk_batches.erase(it);
+  for (auto& [owner, bytes] : frames) // each frame holds one element; it becomes its storage
+    CONVEYOR_RETURN_IF_ERROR(deliver(slot, bytes, 1, out, std::move(owner)));
+  return Status::OK();
+}
+
+Status ConsumerCore::on_bulk_lost(const std::vector<msg::task_id_t>& tasks, const std::string& why) {
+  std::size_t waiting = 0;
+  std::string worker;
+  for (auto id : tasks) {
+    auto t = tasks_.find(id);
+    if (t == tasks_.end())
+      continue;
+    t->second.bulk = false;
+    waiting += t->second.bulk_batches.size();
+    worker = t->second.worker_address;
+  }
+  if (waiting == 0)
+    return Status::OK();
+  return data_loss("the bulk connection to worker " + worker + " broke with " + std::to_string(waiting) +
+                   " batch(es) in flight (" + why + ")");
+}
+
+std::size_t ConsumerCore::bulk_batches_waiting() const {
+  std::size_t n = 0;
+  for (const auto& [id, slot] : tasks_)
+    n += slot.bulk_batches.size();
+  return n;
+}
+
 void ConsumerCore::on_ack(uint64_t n) {
   auto left = static_cast<int64_t>(n);
   while (left > 0 && !unacked_batches_.empty()) {
@@ -220,7 +305,7 @@ bool ConsumerCore::finished() const {
   if (!job_finished_ || !in_flight_.empty())
     return false;
   for (const auto& [id, slot] : tasks_)
-    if (!slot.end_of_sequence || !slot.partials.empty())
+    if (!slot.end_of_sequence || !slot.partials.empty() || !slot.bulk_batches.empty())
       return false;
   return true;
 }

@@ -34,6 +34,9 @@ struct ConsumerLimits {
   uint32_t max_in_flight_per_task = 2;
   uint32_t max_elements_per_request = msg::kMaxElementsPerRequest;
   uint64_t max_bytes_per_request = msg::kMaxChunkBytes;
+  // A request on a bulk channel (no 4 MiB messages there) may ask for this many bytes (a
+  // quarter of the default byte budget, so that two requests per task stay in flight).
+  uint64_t max_bytes_per_bulk_request = 16u << 20;
 };
 
 class ConsumerCore {
@@ -63,6 +66,22 @@ public:
   // A reply to `request`. Decoded elements (of every batch this reply completed) are appended
   // to `out`. A decode failure is data_loss (final).
   Status on_reply(const Request& request, msg::element_batch batch, std::vector<Element>& out);
+  // --- the bulk path (actors/bulk.hpp)
+  // Requests to `task` go on an open bulk channel (true) or get inline payloads (false).
+  void set_bulk(msg::task_id_t task, bool on);
+  bool bulk(msg::task_id_t task) const;
+  // Frame `index` of `count` of (task, batch_seq); `frame` (which `owner` keeps alive) is the
+  // element's encoding and becomes its storage. Completed batches are decoded into `out` in
+  // order. A frame may arrive before or after the reply that announces it.
+  Status on_frame(msg::task_id_t task, uint64_t batch_seq, uint32_t index, uint32_t count,
+                  StorageOwner owner, std::string_view frame, std::vector<Element>& out);
+  // The bulk channel of these tasks broke: batches announced or partly received on it are
+  // lost, which is data_loss (never silent); with nothing in flight it is OK and the tasks go
+  // back to inline payloads until a channel is open again.
+  Status on_bulk_lost(const std::vector<msg::task_id_t>& tasks, const std::string& why);
+  // Batches announced on the bulk path whose frames have not all arrived.
+  std::size_t bulk_batches_waiting() const;
+
   // A request that failed without a verdict on the task (e.g. timed out): release it; the task
   // is asked again.
   void on_request_failed(const Request& request);
@@ -90,8 +109,16 @@ private:
     uint32_t received = 0;
     std::vector<std::string> chunks;
   };
+  struct BulkBatch {
+    uint32_t count = 0;
+    bool announced = false; // the reply arrived (elements reserved until complete)
+    uint32_t received = 0;
+    std::vector<std::pair<StorageOwner, std::string_view>> frames;
+  };
   struct TaskSlot {
     std::string worker_address;
+    bool bulk = false;
+    std::map<uint64_t, BulkBatch> bulk_batches; // by batch_seq
     bool connected = false;
     bool end_of_sequence = false;
     uint32_t in_flight = 0;
@@ -100,7 +127,8 @@ private:
   // Releases an in-flight request's reservation; false if it no longer counted.
   bool release(const Request& request);
   Status deliver(TaskSlot& slot, std::string_view payload, uint32_t num_elements,
-                 std::vector<Element>& out);
+                 std::vector<Element>& out, StorageOwner owner = nullptr);
+  Status complete_bulk(TaskSlot& slot, uint64_t batch_seq, std::vector<Element>& out);
 
   ConsumerLimits limits_;
   std::map<msg::task_id_t, TaskSlot> tasks_;

@@ -345,6 +345,12 @@ Status WorkerServer::start() {
   start.detached_tasks = config_.detached_tasks;
   start.protocol_version = version_or_default(config_.protocol_version);
   start.on_first_registration = [registered](Status s) { registered->set_value(std::move(s)); };
+  // The bulk data path's server (actors/bulk.hpp); without one, elements travel inline.
+  if (auto bulk = ctx->transport->serve_bulk(config_.bind_host); bulk)
+    start.bulk = *bulk;
+  else
+    log::warning("worker", "no bulk data path (elements travel inline): " +
+                             ctx->sys.render(bulk.error()));
   ctx->worker = actors::spawn_worker(ctx->sys, std::move(start));
   auto fail = [&](Status s) {
     caf::anon_send_exit(ctx->worker, caf::exit_reason::user_shutdown);

@@ -118,12 +118,23 @@ bool answer(self_ptr self, const msg::get_elements& req, Deliver&& deliver, Fail
     fail(msg::to_error(st.start_error));
     return true;
   }
-  auto batch = st.runner->take(req.consumer, req.max_elements, req.max_bytes);
+  const bool bulk = req.bulk_channel != 0 && st.start.bulk;
+  std::vector<std::vector<char>> frames;
+  auto batch = st.runner->take(req.consumer, req.max_elements, req.max_bytes,
+                               bulk ? &frames : nullptr, st.start.def.task);
   if (batch) {
+    // The frames go to the node's bulk server (moved: no copy) before the reply that names them.
+    int64_t frame_bytes = 0;
+    for (auto& f : frames) {
+      frame_bytes += static_cast<int64_t>(f.size());
+      caf::anon_send(st.start.bulk.actor, msg::bulk_send_atom_v, req.bulk_channel, std::move(f));
+    }
+    if (st.start.bulk)
+      batch->bulk_port = st.start.bulk.port;
     if (st.stats) {
       if (batch->chunk_index == 0)
         st.stats->delivered_elements.fetch_add(batch->num_elements, std::memory_order_relaxed);
-      st.stats->delivered_bytes.fetch_add(static_cast<int64_t>(batch->payload.size()),
+      st.stats->delivered_bytes.fetch_add(static_cast<int64_t>(batch->payload.size()) + frame_bytes,
                                           std::memory_order_relaxed);
       st.update_stats();
     }

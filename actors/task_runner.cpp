@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "actors/bulk_frame.hpp"
 #include "pipeline/functions.hpp"
 
 namespace conveyor::actors {
@@ -73,7 +74,19 @@ TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
       iterator_.reset(); // frees the pipeline's resources now
       return Step::ended;
     }
-    int64_t size = static_cast<int64_t>(e.byte_size());
+    Item item;
+    item.encoded = encoded_batch_entry_size(e);
+    if (item.encoded >= limits_.bulk_min_bytes) {
+      // Encoded once, here, into the buffer the bulk path sends as is.
+      std::vector<Element> one;
+      one.push_back(std::move(e));
+      encode_batch_into(one, compression_, item.frame, bulk::kFrameHeaderBytes);
+      item.bytes = item.frame.size();
+    } else {
+      item.bytes = e.byte_size();
+      item.element = std::move(e);
+    }
+    const auto size = static_cast<int64_t>(item.bytes);
     if (Status room = buffer_charge_->add(size); !room.ok()) {
       error_ = room;
       iterator_.reset(); // returns what the pipeline held
@@ -83,7 +96,7 @@ TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
     bytes += size;
     ++elements;
     ++produced_;
-    buffer_.push_back(std::move(e));
+    buffer_.push_back(std::move(item));
     if (stop_early && stop_early())
       break;
   }
@@ -102,8 +115,57 @@ msg::element_batch TaskRunner::next_chunk(Pending& p) {
   return out;
 }
 
+msg::element_batch TaskRunner::start_batch(msg::consumer_id_t consumer, std::string payload,
+                                           uint32_t n) {
+  Pending p;
+  p.batch_seq = next_batch_seq_++;
+  p.num_elements = n;
+  p.payload = std::move(payload);
+  p.num_chunks = static_cast<uint32_t>(
+    std::max<std::size_t>(1, (p.payload.size() + limits_.chunk_bytes - 1) / limits_.chunk_bytes));
+  if (p.num_chunks == 1) {
+    msg::element_batch out;
+    out.payload = std::move(p.payload);
+    out.num_elements = p.num_elements;
+    out.batch_seq = p.batch_seq;
+    out.chunk_index = 0;
+    out.num_chunks = 1;
+    return out;
+  }
+  auto out = next_chunk(p);
+  pending_[consumer] = std::move(p);
+  return out;
+}
+
+std::optional<msg::element_batch> TaskRunner::take_frames(uint32_t max_elements, uint64_t max_bytes,
+                                                          std::vector<std::vector<char>>& frames,
+                                                          uint64_t task) {
+  uint64_t bytes = 0;
+  while (!buffer_.empty() && !buffer_.front().frame.empty() && frames.size() < max_elements) {
+    auto& item = buffer_.front();
+    if (!frames.empty() && bytes + item.frame.size() > max_bytes)
+      break;
+    bytes += item.frame.size();
+    buffer_bytes_ -= static_cast<int64_t>(item.bytes);
+    buffer_charge_->remove(static_cast<int64_t>(item.bytes));
+    frames.push_back(std::move(item.frame));
+    buffer_.pop_front();
+  }
+  msg::element_batch out;
+  out.num_elements = static_cast<uint32_t>(frames.size());
+  out.batch_seq = next_batch_seq_++;
+  out.chunk_index = 0;
+  out.num_chunks = 1;
+  out.bulk_frames = out.num_elements;
+  for (uint32_t i = 0; i < frames.size(); ++i)
+    bulk::write_frame_header(frames[i], bulk::FrameHeader{task, out.batch_seq, i, out.bulk_frames, 0});
+  return out;
+}
+
 std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
-                                                   uint32_t max_elements, uint64_t max_bytes) {
+                                                   uint32_t max_elements, uint64_t max_bytes,
+                                                   std::vector<std::vector<char>>* frames,
+                                                   uint64_t task) {
   if (auto p = pending_.find(consumer); p != pending_.end()) {
     auto out = next_chunk(p->second);
     if (p->second.next_chunk >= p->second.num_chunks)
@@ -122,36 +184,35 @@ std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
       return msg::element_batch{}; // a continuation request with nothing pending
     return std::nullopt;
   }
+  if (!buffer_.front().frame.empty()) {
+    if (frames)
+      return take_frames(max_elements, max_bytes, *frames, task);
+    // No bulk channel: the pre-encoded element goes inline, alone (chunked if large).
+    auto item = std::move(buffer_.front());
+    buffer_.pop_front();
+    buffer_bytes_ -= static_cast<int64_t>(item.bytes);
+    buffer_charge_->remove(static_cast<int64_t>(item.bytes));
+    std::string payload(item.frame.data() + bulk::kFrameHeaderBytes,
+                        item.frame.size() - bulk::kFrameHeaderBytes);
+    return start_batch(consumer, std::move(payload), 1);
+  }
+  // Packed by encoded size: the batch buffer stays within max_bytes and one chunk (a lone
+  // element larger than that is the exception, and travels in chunks).
+  const uint64_t limit = std::min<uint64_t>(max_bytes, limits_.chunk_bytes);
   std::vector<Element> batch;
-  uint64_t bytes = 0;
-  while (!buffer_.empty() && batch.size() < max_elements) {
-    uint64_t size = buffer_.front().byte_size();
-    if (!batch.empty() && bytes + size > max_bytes)
+  uint64_t bytes = encoded_batch_header_size();
+  while (!buffer_.empty() && buffer_.front().frame.empty() && batch.size() < max_elements) {
+    auto& item = buffer_.front();
+    if (!batch.empty() && bytes + item.encoded > limit)
       break;
-    bytes += size;
-    buffer_bytes_ -= static_cast<int64_t>(size);
-    buffer_charge_->remove(static_cast<int64_t>(size));
-    batch.push_back(std::move(buffer_.front()));
+    bytes += item.encoded;
+    buffer_bytes_ -= static_cast<int64_t>(item.bytes);
+    buffer_charge_->remove(static_cast<int64_t>(item.bytes));
+    batch.push_back(std::move(item.element));
     buffer_.pop_front();
   }
-  Pending p;
-  p.batch_seq = next_batch_seq_++;
-  p.num_elements = static_cast<uint32_t>(batch.size());
-  p.payload = encode_batch(batch, compression_);
-  p.num_chunks = static_cast<uint32_t>(
-    std::max<std::size_t>(1, (p.payload.size() + limits_.chunk_bytes - 1) / limits_.chunk_bytes));
-  if (p.num_chunks == 1) {
-    msg::element_batch out;
-    out.payload = std::move(p.payload);
-    out.num_elements = p.num_elements;
-    out.batch_seq = p.batch_seq;
-    out.chunk_index = 0;
-    out.num_chunks = 1;
-    return out;
-  }
-  auto out = next_chunk(p);
-  pending_[consumer] = std::move(p);
-  return out;
+  const auto n = static_cast<uint32_t>(batch.size());
+  return start_batch(consumer, encode_batch(batch, compression_), n);
 }
 
 } // namespace conveyor::actors

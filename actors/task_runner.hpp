@@ -7,7 +7,11 @@
 //   at most max_elements, about max_bytes), encodes it with the dataset's compression and
 //   returns it — split into chunks of at most kMaxChunkBytes when it is larger, the later chunks
 //   kept for the same consumer's next requests. nullopt means "nothing now": the actor holds the
-//   request until produce() made progress.
+//   request until produce() made progress. Batches are packed by their ENCODED size, so a batch
+//   that fits max_bytes is one message (no 4 MiB + 60 B split).
+// - Large elements (>= bulk_min_bytes encoded) are encoded when produced, each into its own
+//   frame buffer. A request on a bulk channel takes a run of them as frames (take's `frames`);
+//   without one, such an element goes inline, one per batch.
 // - Elements go to whichever consumer asks first (a shared job's consumers split them).
 #pragma once
 
@@ -18,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "actors/split_feed.hpp"
 #include "messages/worker_consumer.hpp"
@@ -43,6 +48,9 @@ struct TaskLimits {
   std::shared_ptr<const PathPolicy> paths;
   // Memory budget of the task's pipeline (0 = none): see WorkerConfig::job_memory_limit.
   int64_t memory_limit = 0;
+  // Elements whose encoding is at least this large are encoded once, when produced, into a
+  // bulk frame buffer (actors/bulk_frame.hpp) that is later sent without another copy.
+  std::size_t bulk_min_bytes = 64 << 10;
 };
 
 // Static sharding: which shard of how many this task's worker reads (num_workers = 0: none).
@@ -66,8 +74,12 @@ public:
   // time by its clock, so a slow pipeline still answers requests in between.
   Step produce(const std::function<bool()>& stop_early = {});
 
+  // `frames` (optional): the request came on a bulk channel; a batch of pre-encoded elements is
+  // then returned as frames (headers filled for `task`), and the batch says bulk_frames.
   std::optional<msg::element_batch> take(msg::consumer_id_t consumer, uint32_t max_elements,
-                                         uint64_t max_bytes);
+                                         uint64_t max_bytes,
+                                         std::vector<std::vector<char>>* frames = nullptr,
+                                         uint64_t task = 0);
 
   // The split feed of a DYNAMIC task (nullptr for OFF).
   SplitFeed* split_feed() { return feed_.get(); }
@@ -103,7 +115,17 @@ private:
   std::unique_ptr<MemoryCharge> buffer_charge_; // buffer_ against budget_
   IteratorContext ctx_;
   std::unique_ptr<Iterator> iterator_;
-  std::deque<Element> buffer_;
+  struct Item {
+    Element element;          // empty when `frame` holds the element
+    std::vector<char> frame;  // pre-encoded: frame header room + a one-element batch buffer
+    std::size_t encoded = 0;  // bytes this element adds to an (uncompressed) batch buffer
+    std::size_t bytes = 0;    // what it counts in the buffer's byte bound
+  };
+  std::optional<msg::element_batch> take_frames(uint32_t max_elements, uint64_t max_bytes,
+                                                std::vector<std::vector<char>>& frames, uint64_t task);
+  msg::element_batch start_batch(msg::consumer_id_t consumer, std::string payload, uint32_t n);
+
+  std::deque<Item> buffer_;
   int64_t buffer_bytes_ = 0;
   bool ended_ = false;
   Status error_;

@@ -30,6 +30,14 @@ public:
     (void)sys_.middleman().unpublish(whom, port);
   }
 
+  caf::expected<BulkServer> serve_bulk(const std::string& host) override {
+    return spawn_tcp_bulk_server(sys_, host);
+  }
+
+  caf::actor bulk_client(const caf::actor& consumer) override {
+    return spawn_tcp_bulk_client(sys_, consumer);
+  }
+
   caf::actor connector() override {
     return caf::actor_cast<caf::actor>(sys_.middleman().actor_handle());
   }

@@ -15,6 +15,7 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/timespan.hpp>
 
+#include "actors/bulk.hpp"
 #include "conveyor/options.hpp"
 #include "messages/dispatcher_consumer.hpp"
 #include "messages/dispatcher_worker.hpp"
@@ -36,6 +37,19 @@ public:
   // (caf::node_id, caf::strong_actor_ptr, std::set<std::string> interface) — the shape of
   // CAF's middleman actor, so that requests to it carry a timeout and never block.
   virtual caf::actor connector() = 0;
+
+  // --- the bulk data path (actors/bulk.hpp). A transport without one returns an empty server /
+  // client: elements then travel inline in element_batch replies, as before.
+  // Worker side: this node's bulk server listening on `host`.
+  virtual caf::expected<BulkServer> serve_bulk(const std::string& host) {
+    (void)host;
+    return BulkServer{};
+  }
+  // Consumer side: the actor that opens bulk channels for `consumer` and delivers their frames.
+  virtual caf::actor bulk_client(const caf::actor& consumer) {
+    (void)consumer;
+    return {};
+  }
 };
 
 // TCP through CAF's middleman (the actor system must have loaded it).

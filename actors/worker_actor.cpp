@@ -138,6 +138,8 @@ void heartbeat(self_ptr self) {
 worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
   return sys.spawn([](self_ptr self, WorkerStart start) -> worker_full_actor::behavior_type {
     self->state.start = std::move(start);
+    if (auto bulk = self->state.start.bulk.actor) // the bulk server ends with its worker
+      self->attach_functor([bulk] { caf::anon_send_exit(bulk, caf::exit_reason::user_shutdown); });
     self->set_down_handler([self](caf::down_msg& down) {
       auto& st = self->state;
       if (st.dispatcher && down.source == st.dispatcher.address()) {
@@ -183,6 +185,7 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
         ts.limits = st.start.task_limits;
         ts.split_timeout = st.start.request_timeout;
         ts.worker_address = st.address;
+        ts.bulk = st.start.bulk;
         auto handle = spawn_task(self, std::move(ts), st.start.detached_tasks);
         st.tasks[id] = handle;
         st.task_by_addr[handle.address()] = id;

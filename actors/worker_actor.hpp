@@ -29,6 +29,7 @@ struct WorkerStart {
   caf::timespan request_timeout = std::chrono::seconds(10);
   TaskLimits task_limits;
   bool detached_tasks = false; // see WorkerConfig::detached_tasks
+  BulkServer bulk;             // this node's bulk server (linked to the worker), may be empty
   uint32_t protocol_version = msg::kProtocolVersion;
   std::string auth_token; // presented to the dispatcher when registering
   // Called once, with the outcome of the first registration attempt.

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <fstream>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "apps/bench.hpp"
+#include "apps/copy_counter.hpp"
 #include "apps/cli_common.hpp"
 #include "conveyor/client.hpp"
 #include "conveyor/server.hpp"
@@ -45,7 +47,9 @@ using Seconds = std::chrono::duration<double>;
 constexpr CommandInfo kInfo{
     "bench service", "[--workers W] [--consumers C] [--element-size S] [--seconds T] [--mode off|dynamic]",
     "Measures elements/s and MB/s from W in-process workers to C consumers over loopback TCP, and\n"
-    "in the same run a raw TCP stream of the same bytes as the baseline."};
+    "in the same run a raw TCP stream of the same bytes as the baseline; then the copies per element\n"
+    "and the process's memory during that run, and the small-dataset latency (range(100) end to end\n"
+    "and the time to the first element, OFF and DYNAMIC)."};
 
 // --- raw TCP baseline
 
@@ -168,6 +172,68 @@ Expected<Throughput> raw_tcp(int64_t elements, int64_t size, milliseconds limit)
   if (!sender_ok && out.elements == 0)
     return io_error("raw TCP: the sender failed");
   return out;
+}
+
+// --- process memory (kB) from /proc/self/status: VmRSS now, VmHWM the peak
+int64_t proc_status_kb(const char* key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  const std::string prefix = std::string{key} + ":";
+  while (std::getline(f, line))
+    if (line.rfind(prefix, 0) == 0)
+      return std::atoll(line.c_str() + prefix.size());
+  return -1;
+}
+
+std::string load_average() {
+  std::ifstream f("/proc/loadavg");
+  std::string l;
+  std::getline(f, l);
+  return l;
+}
+
+// --- small-dataset latency: range(100) read end to end, and the time to its first element
+struct Latency {
+  double first_ms = 0;
+  double total_ms = 0;
+};
+
+// OFF: every worker produces the whole dataset (100 x workers elements); DYNAMIC: 100 in all.
+Expected<Latency> read_small(const std::string& dispatcher, ShardingPolicy policy, int run, int64_t expected) {
+  auto dataset = parse_dataset("range(100)");
+  if (!dataset.ok())
+    return dataset.status();
+  DistributeOptions opts;
+  opts.policy = policy;
+  opts.job_name = "bench-latency-" + std::to_string(::getpid()) + "-" + to_string(policy) + "-" +
+                  std::to_string(run);
+  const auto t0 = Clock::now();
+  auto client = Client::connect(dispatcher);
+  if (!client.ok())
+    return client.status();
+  auto stream = client->distribute(*dataset, opts);
+  if (!stream.ok())
+    return stream.status();
+  Latency out;
+  int64_t n = 0;
+  Element e;
+  for (;;) {
+    bool end = false;
+    CONVEYOR_RETURN_IF_ERROR(stream->next(e, end, milliseconds{10000}));
+    if (end)
+      break;
+    if (n++ == 0)
+      out.first_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  }
+  out.total_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  if (n != expected)
+    return data_loss("range(100) gave " + std::to_string(n) + " elements, expected " + std::to_string(expected));
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
 }
 
 // --- the service
@@ -366,15 +432,35 @@ int run_bench_service(const std::vector<std::string>& args) {
   const milliseconds warmup{std::min<int64_t>(1000, static_cast<int64_t>(f.seconds * 1000 / 2) + 100)};
   std::this_thread::sleep_for(warmup);
   const Throughput before = totals();
+  const CopyCounts copies_before = copy_counts();
+  copy_counter_enable(true);
   const auto t0 = Clock::now();
   std::this_thread::sleep_for(Seconds(f.seconds));
   Throughput service = totals();
+  copy_counter_enable(false);
+  const CopyCounts copies_after = copy_counts();
+  const int64_t rss_kb = proc_status_kb("VmRSS");
+  const int64_t hwm_kb = proc_status_kb("VmHWM");
   service.seconds = Seconds(Clock::now() - t0).count();
   service.elements -= before.elements;
   service.bytes -= before.bytes;
   stop = true;
   for (auto& t : threads)
     t.join();
+  // Small datasets on the same cluster: latency of a whole range(100), OFF and DYNAMIC.
+  std::vector<double> first[2], total[2];
+  Status latency_error;
+  for (int run = 0; run < 5 && latency_error.ok(); ++run)
+    for (int m = 0; m < 2 && latency_error.ok(); ++m) {
+      auto l = read_small(dispatcher.target(), m == 0 ? ShardingPolicy::off : ShardingPolicy::dynamic, run,
+                          m == 0 ? 100 * f.workers : 100);
+      if (!l.ok()) {
+        latency_error = l.status();
+        break;
+      }
+      first[m].push_back(l->first_ms);
+      total[m].push_back(l->total_ms);
+    }
   for (auto& w : workers)
     w->stop();
   dispatcher.stop();
@@ -420,6 +506,35 @@ int run_bench_service(const std::vector<std::string>& args) {
   std::printf("  raw TCP : %12.0f elements/s %10.1f MB/s   (%lld elements in %.2f s, 8-byte frame headers)\n",
               raw->elements_per_s(), raw->mb_per_s(), static_cast<long long>(raw->elements), raw->seconds);
   std::printf("  ratio   : %.2f of raw TCP (MB/s)\n", raw->mb_per_s() > 0 ? service.mb_per_s() / raw->mb_per_s() : 0.0);
+  if (copy_counter_available()) {
+    const double n = static_cast<double>(service.elements);
+    const double calls = static_cast<double>(copies_after.copy_calls - copies_before.copy_calls);
+    const double bytes = static_cast<double>(copies_after.copy_bytes - copies_before.copy_bytes);
+    const double fills = static_cast<double>(copies_after.fill_bytes - copies_before.fill_bytes);
+    std::printf("  copies  : %.2f memcpy/memmove calls >= 64 KiB per element, %.2f x the element's bytes copied,"
+                " %.2f x zero-filled (whole process: pipeline output to consumer tensor)\n",
+                calls / n, bytes / (n * static_cast<double>(f.element_size)),
+                fills / (n * static_cast<double>(f.element_size)));
+  } else {
+    std::printf("  copies  : not counted (sanitizer build)\n");
+  }
+  const int64_t credits = opts.max_outstanding_requests.value_or(65536);
+  const double bound_mib =
+    std::min<double>(static_cast<double>(credits) * static_cast<double>(f.element_size), opts.max_buffered_bytes) /
+    (1 << 20);
+  std::printf("  memory  : process RSS %.1f MiB (peak %.1f MiB; dispatcher, workers' buffers and consumers);"
+              " consumer bound min(credits x element size, max_buffered_bytes) = %.1f MiB per consumer\n",
+              rss_kb / 1024.0, hwm_kb / 1024.0, bound_mib);
+  if (!latency_error.ok()) {
+    std::fprintf(stderr, "bench service: latency run failed: %s\n", latency_error.to_string().c_str());
+    return kExitFailure;
+  }
+  const double off_total = median(total[0]), dyn_total = median(total[1]);
+  std::printf("  latency : range(100) end to end (median of %zu, new client + job each): OFF %.1f ms, DYNAMIC %.1f ms"
+              " (DYNAMIC/OFF %.2f); first element OFF %.1f ms, DYNAMIC %.1f ms\n",
+              total[0].size(), off_total, dyn_total, off_total > 0 ? dyn_total / off_total : 0.0,
+              median(first[0]), median(first[1]));
+  std::printf("  load    : %s\n", load_average().c_str());
   return kExitOk;
 }
 

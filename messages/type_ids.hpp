@@ -92,4 +92,11 @@ CAF_BEGIN_TYPE_ID_BLOCK(conveyor, caf::first_custom_type_id)
   CAF_ADD_ATOM(conveyor, conveyor::msg, ack_atom, "cv_ack")         // consumer API: n elements taken
   CAF_ADD_ATOM(conveyor, conveyor::msg, stats_atom, "cv_stats")     // consumer API: counters
   CAF_ADD_ATOM(conveyor, conveyor::msg, cancel_atom, "cv_cancel")   // consumer API: stop reading
+  // Bulk data path (actors/bulk.hpp), all local to one node except cv_bframe in the simulator.
+  CAF_ADD_ATOM(conveyor, conveyor::msg, bulk_send_atom, "cv_bsend")   // task -> bulk server
+  CAF_ADD_ATOM(conveyor, conveyor::msg, bulk_open_atom, "cv_bopen")   // consumer -> bulk client
+  CAF_ADD_ATOM(conveyor, conveyor::msg, bulk_ready_atom, "cv_bready") // bulk client -> consumer
+  CAF_ADD_ATOM(conveyor, conveyor::msg, bulk_frame_atom, "cv_bframe") // a frame for the consumer
+  CAF_ADD_ATOM(conveyor, conveyor::msg, bulk_lost_atom, "cv_blost")   // a channel broke
+  CAF_ADD_ATOM(conveyor, conveyor::msg, bulk_hello_atom, "cv_bhello") // simulator: open a channel
 CAF_END_TYPE_ID_BLOCK(conveyor)

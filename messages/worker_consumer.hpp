@@ -7,6 +7,12 @@
 // exceeds kMaxChunkBytes travels as several chunks, one per reply; the task sends the remaining
 // chunks of a batch to the same consumer's next requests before anything else. When nothing is
 // ready the task holds the request (up to its hold limit) instead of answering empty at once.
+//
+// Bulk path (actors/bulk.hpp): large elements are encoded once when the task produces them and
+// travel as frames on a per-worker TCP stream beside these messages. The reply still carries
+// all per-batch metadata (counts, seq, end_of_sequence); `bulk_frames` says that the payload
+// comes as frames of (task, batch_seq) on the request's `bulk_channel`. Every reply names the
+// worker's `bulk_port`, so a consumer learns where to open its channel from its first reply.
 #pragma once
 
 #include <cstdint>
@@ -30,11 +36,14 @@ struct get_elements {
   // How long the task may hold the request when nothing is ready (nanoseconds); then it
   // answers with an empty batch and the consumer asks again.
   int64_t hold_ns = 0;
+  // The consumer's open bulk channel to this task's worker (actors/bulk_frame.hpp), 0 = none:
+  // then every payload comes inline in the element_batch.
+  uint64_t bulk_channel = 0;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, get_elements& x) {
   return f(caf::meta::type_name("get_elements"), x.consumer, x.max_elements, x.max_bytes,
-           x.hold_ns);
+           x.hold_ns, x.bulk_channel);
 }
 
 // task -> consumer
@@ -49,11 +58,16 @@ struct element_batch {
   uint32_t num_chunks = 0; // 0 = no batch in this reply
   // The task has nothing more for anyone: its pipeline ended and its buffer is empty.
   bool end_of_sequence = false;
+  // > 0: the batch's elements travel as this many frames (one element each) on the request's
+  // bulk channel, referenced by (task, batch_seq); `payload` is then empty.
+  uint32_t bulk_frames = 0;
+  // The port of the worker's bulk server (on the worker address's host), 0 = it has none.
+  uint16_t bulk_port = 0;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, element_batch& x) {
   return f(caf::meta::type_name("element_batch"), x.payload, x.num_elements, x.batch_seq,
-           x.chunk_index, x.num_chunks, x.end_of_sequence);
+           x.chunk_index, x.num_chunks, x.end_of_sequence, x.bulk_frames, x.bulk_port);
 }
 
 // The task actor, as consumers see it.
