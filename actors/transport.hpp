@@ -57,14 +57,23 @@ Expected<Handle> check_connected(caf::actor_system& sys, const HostPort& addr,
 }
 } // namespace detail
 
+// An actor that answers one (caf::connect_atom) like the connector does, but retries a failed
+// attempt (nothing listening yet, nothing published yet, a refused or reset connection) with
+// exponential backoff (10 ms doubling up to 500 ms) until `total` has passed: a connection
+// attempt fails within a millisecond when nothing listens, so without retries a timeout
+// would never be waited for. The final error names the attempts and the last failure.
+caf::actor spawn_retrying_connect(caf::actor_system& sys, caf::actor connector,
+                                  const HostPort& addr, caf::timespan total);
+
 // Connects from inside an event-based actor: `on_done(Expected<Handle>)` runs in `self`'s
-// context within `timeout` (deadline_exceeded for a silent peer, unavailable for a refused
-// connection, version_mismatch for another interface). `what` names the peer in errors.
+// context within `timeout` (retrying until then; unavailable / deadline_exceeded when no
+// connection was made, version_mismatch for another interface). `what` names the peer.
 template <class Handle, class Self, class OnDone>
 void connect_to(Self* self, Transport& transport, const HostPort& addr, caf::timespan timeout,
                 std::string what, OnDone on_done) {
   auto* sys = &self->system();
-  self->request(transport.connector(), timeout, caf::connect_atom_v, addr.host, addr.port)
+  auto helper = spawn_retrying_connect(*sys, transport.connector(), addr, timeout);
+  self->request(helper, timeout + std::chrono::seconds(1), caf::connect_atom_v)
     .then(
       [=](const caf::node_id&, caf::strong_actor_ptr& ptr,
           const std::set<std::string>& ifs) mutable {
@@ -87,7 +96,8 @@ Expected<Handle> connect_blocking(caf::actor_system& sys, Transport& transport,
                                   const std::string& what) {
   caf::scoped_actor self{sys};
   Expected<Handle> result{Status{ErrorCode::internal, "no answer"}};
-  self->request(transport.connector(), timeout, caf::connect_atom_v, addr.host, addr.port)
+  auto helper = spawn_retrying_connect(sys, transport.connector(), addr, timeout);
+  self->request(helper, timeout + std::chrono::seconds(1), caf::connect_atom_v)
     .receive(
       [&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>& ifs) {
         result = detail::check_connected<Handle>(sys, addr, ptr, ifs);
