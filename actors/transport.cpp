@@ -51,6 +51,7 @@ struct retry_state {
   caf::response_promise promise;
   int attempts = 0;
   std::string last_error;
+  bool timed_out = false; // the last attempt ran out of time (a silent peer)
 };
 
 using retry_ptr = caf::stateful_actor<retry_state>*;
@@ -97,18 +98,25 @@ void attempt(retry_ptr self) {
       [self](caf::error& err) {
         auto& st = self->state;
         st.last_error = self->system().render(err);
-        if (err == caf::sec::request_timeout) { // the peer is silent and the time is up
+        // A silent peer: our own time is up, or the middleman's connection-timeout ended the
+        // handshake (CAF reports that as connection_timeout).
+        st.timed_out = err == caf::sec::request_timeout || err == caf::sec::connection_timeout;
+        if (err == caf::sec::request_timeout) {
           give_up(self, ErrorCode::deadline_exceeded);
           return;
         }
         if (!retry_later(self))
-          give_up(self, ErrorCode::unavailable);
+          give_up(self, st.timed_out ? ErrorCode::deadline_exceeded : ErrorCode::unavailable);
       });
 }
 
 caf::behavior retrying_connect(retry_ptr self, caf::actor connector, HostPort addr,
-                               caf::timespan total) {
+                               caf::timespan total, caf::strong_actor_ptr requester) {
   auto& st = self->state;
+  if (requester) { // nobody waits for the answer once the requester is gone
+    self->monitor(requester);
+    self->set_down_handler([self](caf::down_msg&) { self->quit(); });
+  }
   st.connector = std::move(connector);
   st.addr = std::move(addr);
   st.total = total;
@@ -126,8 +134,9 @@ caf::behavior retrying_connect(retry_ptr self, caf::actor connector, HostPort ad
 } // namespace
 
 caf::actor spawn_retrying_connect(caf::actor_system& sys, caf::actor connector,
-                                  const HostPort& addr, caf::timespan total) {
-  return sys.spawn(retrying_connect, std::move(connector), addr, total);
+                                  const HostPort& addr, caf::timespan total,
+                                  caf::strong_actor_ptr requester) {
+  return sys.spawn(retrying_connect, std::move(connector), addr, total, std::move(requester));
 }
 
 std::shared_ptr<Transport> make_tcp_transport(caf::actor_system& sys) {

@@ -42,6 +42,15 @@ public:
 std::shared_ptr<Transport> make_tcp_transport(caf::actor_system& sys);
 
 namespace detail {
+// A failed connection as a Status that starts with `context` (errors of conveyor's category
+// carry their own message, which to_status keeps as it is).
+inline Status connect_error(const caf::error& err, const std::string& context) {
+  Status s = msg::to_status(err, context);
+  if (s.message().rfind(context, 0) != 0)
+    s = Status{s.code(), context + ": " + s.message()};
+  return s;
+}
+
 // Checks the connector's answer: a published actor with exactly Handle's interface.
 template <class Handle>
 Expected<Handle> check_connected(caf::actor_system& sys, const HostPort& addr,
@@ -62,8 +71,10 @@ Expected<Handle> check_connected(caf::actor_system& sys, const HostPort& addr,
 // exponential backoff (10 ms doubling up to 500 ms) until `total` has passed: a connection
 // attempt fails within a millisecond when nothing listens, so without retries a timeout
 // would never be waited for. The final error names the attempts and the last failure.
+// It quits early when `requester` (if given) goes down.
 caf::actor spawn_retrying_connect(caf::actor_system& sys, caf::actor connector,
-                                  const HostPort& addr, caf::timespan total);
+                                  const HostPort& addr, caf::timespan total,
+                                  caf::strong_actor_ptr requester = nullptr);
 
 // Connects from inside an event-based actor: `on_done(Expected<Handle>)` runs in `self`'s
 // context within `timeout` (retrying until then; unavailable / deadline_exceeded when no
@@ -72,7 +83,8 @@ template <class Handle, class Self, class OnDone>
 void connect_to(Self* self, Transport& transport, const HostPort& addr, caf::timespan timeout,
                 std::string what, OnDone on_done) {
   auto* sys = &self->system();
-  auto helper = spawn_retrying_connect(*sys, transport.connector(), addr, timeout);
+  auto helper = spawn_retrying_connect(*sys, transport.connector(), addr, timeout,
+                                       caf::actor_cast<caf::strong_actor_ptr>(self));
   self->request(helper, timeout + std::chrono::seconds(1), caf::connect_atom_v)
     .then(
       [=](const caf::node_id&, caf::strong_actor_ptr& ptr,
@@ -85,7 +97,7 @@ void connect_to(Self* self, Transport& transport, const HostPort& addr, caf::tim
       },
       [=](caf::error& err) mutable {
         on_done(Expected<Handle>{
-          msg::to_status(err, "connecting to " + what + " at " + addr.to_string())});
+          detail::connect_error(err, "connecting to " + what + " at " + addr.to_string())});
       });
 }
 
@@ -105,7 +117,7 @@ Expected<Handle> connect_blocking(caf::actor_system& sys, Transport& transport,
           result = result.status().with_context("connecting to " + what);
       },
       [&](caf::error& err) {
-        result = msg::to_status(err, "connecting to " + what + " at " + addr.to_string());
+        result = detail::connect_error(err, "connecting to " + what + " at " + addr.to_string());
       });
   return result;
 }
