@@ -68,9 +68,12 @@ void give_up(retry_ptr self, ErrorCode code) {
 // True when another attempt fits before the deadline (then it is scheduled).
 bool retry_later(retry_ptr self) {
   auto& st = self->state;
-  if (self->clock().now() + st.backoff >= st.deadline)
+  auto left = st.deadline - self->clock().now();
+  if (left <= std::chrono::milliseconds(2))
     return false;
-  self->delayed_send(self, st.backoff, msg::retry_atom_v);
+  // The last retry comes just before the deadline: the whole timeout is used.
+  auto delay = std::min<caf::timespan>(st.backoff, left - std::chrono::milliseconds(1));
+  self->delayed_send(self, delay, msg::retry_atom_v);
   st.backoff = std::min<caf::timespan>(st.backoff * 2, std::chrono::milliseconds(500));
   return true;
 }

@@ -65,7 +65,7 @@ void registration_failed(self_ptr self, const Status& status) {
     return;
   }
   auto now = self->clock().now();
-  if (!st.reported_first && now - st.started_at >= st.start.dispatcher_timeout) {
+  if (!st.reported_first && now + st.backoff - st.started_at >= st.start.dispatcher_timeout) {
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(st.start.dispatcher_timeout);
     report_first(self, Status{status.code(), "the dispatcher at " +
                                                st.start.dispatcher.to_string() +
@@ -98,8 +98,9 @@ void send_registration(self_ptr self) {
         st.backoff = st.start.heartbeat_interval;
         st.id = reply.worker;
         if (st.ever_registered && !st.tasks.empty()) {
-          // A restarted dispatcher claims the tasks it journaled by assigning them again.
-          st.claimed.clear();
+          // A restarted dispatcher claims the tasks it journaled by assigning them again (a
+          // claim may arrive before this reply: `claimed` was cleared when the dispatcher was
+          // lost, not here).
           st.claim_deadline = self->clock().now() + std::max<caf::timespan>(
                                                       10 * st.start.heartbeat_interval,
                                                       std::chrono::seconds(2));
@@ -124,8 +125,14 @@ void register_now(self_ptr self) {
     send_registration(self);
     return;
   }
+  auto limit = st.start.connect_timeout;
+  if (!st.reported_first) // start() waits: stay within dispatcher_timeout
+    limit = std::max<caf::timespan>(
+      std::min<caf::timespan>(limit, st.started_at + st.start.dispatcher_timeout -
+                                       self->clock().now()),
+      std::chrono::milliseconds(10));
   connect_to<msg::dispatcher_actor>(
-    self, *st.start.transport, st.start.dispatcher, st.start.connect_timeout, "the dispatcher",
+    self, *st.start.transport, st.start.dispatcher, limit, "the dispatcher",
     [self](Expected<msg::dispatcher_actor> d) {
       if (!d.ok()) {
         registration_failed(self, d.status());
@@ -195,6 +202,7 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
         st.dispatcher = nullptr;
         st.registered = false;
         st.registering = false;
+        st.claimed.clear();
       }
     });
     // Tasks are linked to the worker so that they end with it; a task that ends on its own
