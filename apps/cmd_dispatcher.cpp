@@ -45,14 +45,10 @@ int run_dispatcher(const std::vector<std::string>& args) {
        "sharding policies FILE/DATA/FILE_OR_DATA/HINT need; workers not in it are refused");
   po::options_description hidden;
   hidden.add_options()("protocol-version", po::value<uint32_t>()->default_value(0),
-<<<<<<< HEAD
-                       "speak another protocol version (tests of the version check)");
-  add_metrics_options(options);
-=======
                        "speak another protocol version (tests of the version check)")
                       ("journal-compact-after", po::value<int64_t>()->default_value(0),
                        "records after which the journal is folded into a snapshot (tests)");
->>>>>>> 81dbed6 (dispatcher: persist-then-apply through the journal (--work-dir), replay on restart, workers/consumers reconnect and re-join; connect retries within --connect-timeout; worker --dispatcher-timeout)
+  add_metrics_options(options);
   add_log_level_option(options, "info");
   po::variables_map vm;
   if (auto stop = parse_command_line(kInfo, options, args, vm, &hidden))
