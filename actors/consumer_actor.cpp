@@ -61,6 +61,11 @@ struct consumer_state {
   // Observability: where the reader's waiting went, and whether the last reply was empty.
   WaitStats waits;
   bool last_reply_empty = true;
+  // Rejoining after the dispatcher went away: replies meant for an earlier job actor carry an
+  // older generation and are ignored.
+  uint64_t job_gen = 0;
+  bool rejoining = false;
+  caf::actor_clock::time_point rejoin_deadline;
 };
 
 using self_ptr = consumer_full_actor::stateful_pointer<consumer_state>;
@@ -224,15 +229,18 @@ void connect_worker(self_ptr self, const msg::task_info& info) {
 
 void poll_tasks(self_ptr self) {
   auto& st = self->state;
-  if (st.polling || st.done || st.core.job_finished())
+  if (st.polling || st.done || st.core.job_finished() || st.rejoining || !st.job)
     return;
   st.polling = true;
+  auto gen = st.job_gen;
   auto hold = std::min<caf::timespan>(st.start.task_refresh, st.start.request_timeout / 2);
   msg::get_tasks req{st.consumer_id, st.core.known_version(), hold.count(), progress_of(self)};
   self->request(st.job, st.start.request_timeout, std::move(req))
     .then(
-      [self](msg::task_list& list) {
+      [self, gen](msg::task_list& list) {
         auto& st = self->state;
+        if (gen != st.job_gen)
+          return;
         st.polling = false;
         for (const auto& t : list.tasks)
           if (!st.tasks.count(t.task))
@@ -254,8 +262,10 @@ void poll_tasks(self_ptr self) {
         check_finished(self);
         poll_tasks(self);
       },
-      [self](caf::error& err) {
+      [self, gen](caf::error& err) {
         auto& st = self->state;
+        if (gen != st.job_gen)
+          return;
         st.polling = false;
         if (err == caf::sec::request_timeout) { // the job is slow, not gone: ask again
           poll_tasks(self);
@@ -352,18 +362,112 @@ void join(self_ptr self, const msg::job_info& info) {
   }
   st.job = info.handle;
   self->monitor(st.job);
+  auto gen = st.job_gen;
   self->request(st.job, st.start.request_timeout,
                 msg::join_job{caf::actor_cast<caf::actor>(self)})
     .then(
-      [self](msg::job_joined& joined) {
+      [self, gen](msg::job_joined& joined) {
+        if (gen != self->state.job_gen)
+          return;
         self->state.consumer_id = joined.consumer;
         log::debug(kLog, "joined job " + std::to_string(self->state.job_id) + " as consumer " +
                            std::to_string(joined.consumer));
         poll_tasks(self);
       },
-      [self](caf::error& err) {
+      [self, gen](caf::error& err) {
+        if (gen != self->state.job_gen)
+          return;
         finish(self, msg::to_status(err, "joining job " + std::to_string(self->state.job_id)));
       });
+}
+
+void try_rejoin(self_ptr self);
+
+// The job actor is gone with its dispatcher: read on from the known tasks, and find the job
+// again once the dispatcher is back.
+void start_rejoin(self_ptr self, const std::string& why) {
+  auto& st = self->state;
+  ++st.job_gen;
+  st.rejoining = true;
+  st.polling = false;
+  st.job = nullptr;
+  st.dispatcher = nullptr;
+  st.rejoin_deadline = self->clock().now() + st.start.dispatcher_reconnect_timeout;
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+    st.start.dispatcher_reconnect_timeout);
+  log::warning(kLog, "job " + std::to_string(st.job_id) + ": lost the dispatcher (" + why +
+                       "); reading on from the workers and re-joining the job once the "
+                       "dispatcher at " + st.start.dispatcher_address + " is back (up to " +
+                       std::to_string(ms.count()) + " ms)");
+  try_rejoin(self);
+}
+
+void rejoin_failed(self_ptr self, const Status& why) {
+  auto& st = self->state;
+  auto left = st.rejoin_deadline - self->clock().now();
+  if (left > caf::timespan{0} && why.code() != ErrorCode::not_found &&
+      why.code() != ErrorCode::version_mismatch) {
+    try_rejoin(self);
+    return;
+  }
+  finish(self, Status{why.code() == ErrorCode::not_found ? ErrorCode::not_found
+                                                         : ErrorCode::unavailable,
+                      "job " + std::to_string(st.job_id) +
+                        ": the dispatcher did not come back with the job (" + why.message() +
+                        "); elements may be missing"});
+}
+
+void try_rejoin(self_ptr self) {
+  auto& st = self->state;
+  if (st.done)
+    return;
+  auto addr = parse_address(st.start.dispatcher_address);
+  if (!addr.ok()) {
+    finish(self, addr.status().with_context("dispatcher address"));
+    return;
+  }
+  auto left = std::max<caf::timespan>(st.rejoin_deadline - self->clock().now(),
+                                      std::chrono::milliseconds(1));
+  connect_to<msg::dispatcher_actor>(
+    self, *st.start.transport, *addr, left, "the dispatcher",
+    [self](Expected<msg::dispatcher_actor> d) {
+      auto& st = self->state;
+      if (st.done)
+        return;
+      if (!d.ok()) {
+        rejoin_failed(self, d.status());
+        return;
+      }
+      st.dispatcher = *d;
+      self->request(st.dispatcher, st.start.request_timeout, msg::rejoin_job{st.job_id})
+        .then(
+          [self](msg::job_info& info) {
+            auto& st = self->state;
+            if (st.done)
+              return;
+            st.rejoining = false;
+            if (!info.handle) {
+              // The job ended while the dispatcher was away; what the known tasks still hold
+              // is read to their end, nothing more comes.
+              if (st.core.finished() || st.tasks.empty()) {
+                finish(self, Status::OK());
+                return;
+              }
+              finish(self, Status{ErrorCode::data_loss,
+                                  "job " + std::to_string(st.job_id) +
+                                    " ended while its dispatcher was away; elements may be "
+                                    "missing"});
+              return;
+            }
+            log::info(kLog, "job " + std::to_string(st.job_id) +
+                              ": re-joined it at the restarted dispatcher");
+            st.core.on_job_rejoined();
+            join(self, info);
+          },
+          [self](caf::error& err) {
+            rejoin_failed(self, msg::to_status(err, "asking the dispatcher for the job again"));
+          });
+    });
 }
 
 void get_job(self_ptr self) {
@@ -430,6 +534,11 @@ consumer_full_actor::behavior_type consumer_impl(self_ptr self) {
   self->set_down_handler([self](caf::down_msg& down) {
     auto& st = self->state;
     if (st.job && down.source == st.job.address()) {
+      if (!st.core.job_finished() && !st.start.dispatcher_address.empty() &&
+          down.reason == caf::exit_reason::remote_link_unreachable) {
+        start_rejoin(self, caf::to_string(down.reason));
+        return;
+      }
       if (!st.core.job_finished())
         finish(self, Status{ErrorCode::unavailable,
                             "lost job " + std::to_string(st.job_id) +

@@ -38,9 +38,20 @@ std::vector<msg::task_info> ConsumerCore::on_task_list(const msg::task_list& lis
   for (const auto& [id, slot] : tasks_)
     if (!listed.count(id))
       gone.push_back(id);
+  if (keep_unlisted_) {
+    if (gone.empty())
+      keep_unlisted_ = false;
+    return added;
+  }
   for (auto id : gone)
     on_task_lost(id);
   return added;
+}
+
+void ConsumerCore::on_job_rejoined() {
+  version_ = 0;
+  job_finished_ = false;
+  keep_unlisted_ = true;
 }
 
 void ConsumerCore::on_connected(msg::task_id_t task) {

@@ -54,6 +54,10 @@ public:
   // caller connects to their workers and calls on_connected() (or on_task_lost()).
   std::vector<msg::task_info> on_task_list(const msg::task_list& list);
   uint64_t known_version() const { return version_; }
+  // The job is served by a restarted dispatcher now (a new job actor): its task lists start
+  // over, and a known task it does not list yet (its worker has not registered again) is kept
+  // until a list names every known task again — or the task ends or is lost on its own.
+  void on_job_rejoined();
   bool job_finished() const { return job_finished_; }
 
   void on_connected(msg::task_id_t task);
@@ -136,6 +140,7 @@ private:
   uint64_t next_request_id_ = 1;
   uint64_t version_ = 0;
   bool job_finished_ = false;
+  bool keep_unlisted_ = false; // after on_job_rejoined()
   int64_t reserved_elements_ = 0; // in-flight requests + incomplete chunked batches
   int64_t reserved_bytes_ = 0;
   int64_t unacked_elements_ = 0;

@@ -216,7 +216,21 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
       if (!s.ok())
         return msg::to_error(s.with_context(st.label()));
       st.planted_bug.apply(req.task, reply.split, reply.end_of_splits);
-      return reply;
+      if (!st.start.journal_splits)
+        return reply;
+      // Journal hook: the position after this hand-out is durable before the split leaves.
+      auto pos = st.start.splits->position();
+      msg::SplitPositionRecord record{
+        st.start.id, st.start.splits->epoch(), pos.epoch, pos.next_index,
+        st.start.splits->splits_handed_out(),
+        std::chrono::duration_cast<std::chrono::microseconds>(
+          self->clock().now().time_since_epoch())
+          .count()};
+      auto rp = self->make_response_promise<msg::split_reply>();
+      self->request(st.start.dispatcher, st.start.request_timeout, msg::persist_splits{record})
+        .then([rp, reply](caf::ok_atom) mutable { rp.deliver(std::move(reply)); },
+              [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+      return rp;
     },
     [self](msg::task_done& done) {
       auto& st = self->state;

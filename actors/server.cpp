@@ -17,7 +17,9 @@
 #include <caf/send.hpp>
 
 #include "actors/dispatcher_actor.hpp"
+#include "actors/dispatcher_state.hpp"
 #include "actors/frame_guard.hpp"
+#include "actors/journal.hpp"
 #include "actors/log.hpp"
 #include "actors/metrics.hpp"
 #include "actors/node_config.hpp"
@@ -205,6 +207,28 @@ Status DispatchServer::start() {
       return invalid_argument("`worker_addresses` names " + normal + " twice");
     start.worker_addresses.push_back(std::move(normal));
   }
+  if (!config_.work_dir.empty()) {
+    auto restored = std::make_shared<actors::DispatcherState>();
+    actors::JournalReplay replay;
+    actors::JournalOptions options;
+    options.dir = config_.work_dir;
+    if (config_.journal_compact_after > 0)
+      options.compact_after_records = config_.journal_compact_after;
+    auto journal = actors::Journal::open(options, *restored, &replay);
+    if (!journal.ok())
+      return journal.status().with_context("opening the journal in --work-dir " +
+                                           config_.work_dir);
+    start.journal = std::shared_ptr<actors::Journal>(std::move(journal).value());
+    start.restored = restored;
+    log::info("dispatcher", "state is journaled in " + config_.work_dir + " (" +
+                              (replay.snapshot_loaded ? "snapshot + " : "") +
+                              std::to_string(replay.records) + " record(s) replayed in " +
+                              std::to_string(static_cast<int64_t>(replay.seconds * 1000)) +
+                              " ms)");
+  } else {
+    log::info("dispatcher", "state is in memory only (no --work-dir): a restarted dispatcher "
+                            "forgets every dataset and job");
+  }
   auto ctx = std::make_shared<detail::DispatcherContext>(config_.network);
   start.worker_timeout = config_.worker_timeout;
   start.job_gc_timeout = config_.job_gc_timeout;
@@ -246,9 +270,6 @@ Status DispatchServer::start() {
                               "/metrics");
   }
   ctx_ = std::move(ctx);
-  if (!config_.work_dir.empty())
-    log::info("dispatcher", "work_dir " + config_.work_dir +
-                              " accepted; journaling is not implemented yet");
   log::info("dispatcher", "listening on " + target());
   log::info("dispatcher", std::string{"security: "} +
                             (config_.network.tls() ? "mutual TLS" : "plain TCP (no TLS)") + ", " +
@@ -315,6 +336,7 @@ Status WorkerServer::start() {
                             std::to_string(config_.job_memory_limit));
   CONVEYOR_RETURN_IF_ERROR(positive(config_.heartbeat_interval, "heartbeat_interval"));
   CONVEYOR_RETURN_IF_ERROR(positive(config_.connect_timeout, "connect_timeout"));
+  CONVEYOR_RETURN_IF_ERROR(positive(config_.dispatcher_timeout, "dispatcher_timeout"));
   if (config_.task_buffer_elements <= 0 || config_.task_buffer_bytes <= 0)
     return invalid_argument("`task_buffer_elements` and `task_buffer_bytes` must be positive");
   for (const auto& plugin : config_.plugins)
@@ -337,6 +359,7 @@ Status WorkerServer::start() {
   start.dispatcher = *dispatcher;
   start.heartbeat_interval = config_.heartbeat_interval;
   start.connect_timeout = config_.connect_timeout;
+  start.dispatcher_timeout = config_.dispatcher_timeout;
   start.task_limits.buffer_elements = config_.task_buffer_elements;
   start.task_limits.buffer_bytes = config_.task_buffer_bytes;
   start.task_limits.paths = paths;
@@ -387,8 +410,8 @@ Status WorkerServer::start() {
     for (const auto& root : paths->roots())
       log::info("worker", "datasets may read and write files under " + root);
   caf::anon_send(ctx->worker, caf::connect_atom_v, ctx->advertised);
-  // Connecting and registering are each bounded by connect_timeout in the worker actor.
-  auto limit = 2 * config_.connect_timeout + std::chrono::seconds(1);
+  // The worker actor retries for dispatcher_timeout, each attempt bounded by connect_timeout.
+  auto limit = config_.dispatcher_timeout + 2 * config_.connect_timeout + std::chrono::seconds(1);
   if (outcome.wait_for(limit) != std::future_status::ready)
     return fail(Status{ErrorCode::deadline_exceeded,
                        "registering with the dispatcher at " + dispatcher->to_string() +

@@ -21,4 +21,13 @@ Status SplitAssigner::next(int64_t task_epoch, Split& out, bool& end_of_splits) 
   return Status::OK();
 }
 
+Status SplitAssigner::restore(int64_t epoch, int64_t handed_out, const SplitPosition& position) {
+  if (epoch < 0 || handed_out < 0)
+    return invalid_argument("a split position with a negative epoch or count");
+  CONVEYOR_RETURN_IF_ERROR(provider_->restore(position));
+  epoch_ = epoch;
+  handed_out_ = handed_out;
+  return Status::OK();
+}
+
 } // namespace conveyor::actors

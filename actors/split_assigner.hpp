@@ -27,8 +27,10 @@ public:
 
   int64_t epoch() const { return epoch_; }
   int64_t splits_handed_out() const { return handed_out_; }
-  // Where the provider stands (for the journal of a later issue).
+  // Where the provider stands (journaled as msg::SplitPositionRecord).
   SplitPosition position() const { return provider_->position(); }
+  // Continues from a journaled position (a restarted dispatcher's job).
+  Status restore(int64_t epoch, int64_t handed_out, const SplitPosition& position);
 
 private:
   std::unique_ptr<SplitProvider> provider_;

@@ -18,7 +18,10 @@ namespace {
 
 constexpr const char* kLog = "worker";
 
-using task_full_actor = msg::task_actor::extend<caf::reacts_to<msg::produce_atom>>;
+// assign_task: the worker forwards a repeated assignment of this task (a restarted dispatcher's
+// job claiming it) so that the task reports to the new job actor.
+using task_full_actor = msg::task_actor::extend<caf::reacts_to<msg::produce_atom>,
+                                                caf::reacts_to<msg::assign_task>>;
 
 // A request that found nothing. It is answered when elements arrive, the pipeline ends, or —
 // at the next produce step or request after its deadline — with an empty batch. No timer:
@@ -219,9 +222,25 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
   // dispatcher's process is lost (the dispatcher then drops this worker's tasks, and a
   // stop_task can no longer arrive), the task stops instead of running on unseen. The
   // simulator found such orphans (test/sim/sweep_test.cpp).
+  //
+  // Except OFF across a lost dispatcher connection: an OFF task needs nothing from its job to
+  // go on serving, so it keeps serving its consumers while the dispatcher restarts; the
+  // restarted dispatcher (with --work-dir) assigns it again (assign_task below re-attaches it),
+  // and the worker stops it if that does not happen soon after it registered again.
   if (st.start.def.splits) {
     self->monitor(st.start.def.splits);
-    self->set_down_handler([self](caf::down_msg&) { self->quit(caf::exit_reason::user_shutdown); });
+    self->set_down_handler([self](caf::down_msg& down) {
+      auto& st = self->state;
+      if (down.source != st.start.def.splits.address())
+        return;
+      if (st.start.def.policy == ShardingPolicy::off &&
+          down.reason == caf::exit_reason::remote_link_unreachable) {
+        log::warning(kLog, st.label() + ": lost the connection to its job (dispatcher); "
+                                        "serving on until the dispatcher is back");
+        return;
+      }
+      self->quit(caf::exit_reason::user_shutdown);
+    });
   }
   st.stats = metrics::register_task(st.start.def.job,
                                     st.start.def.task, st.start.def.dataset);
@@ -260,6 +279,21 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
       auto deadline = self->clock().now() + hold_of(req);
       st.held.push_back(Held{promise, std::move(req), deadline});
       return promise;
+    },
+    [self](msg::assign_task& again) {
+      auto& st = self->state;
+      if (again.def.task != st.start.def.task || !again.def.splits ||
+          again.def.splits == st.start.def.splits)
+        return;
+      if (st.start.def.splits)
+        self->demonitor(st.start.def.splits.address());
+      st.start.def.splits = again.def.splits;
+      self->monitor(st.start.def.splits);
+      log::info(kLog, st.label() + ": re-attached to its job after a dispatcher restart");
+      if (st.reported_done) { // the old job never got it, or is gone: tell the new one
+        st.reported_done = false;
+        report_done(self);
+      }
     },
     [self](msg::produce_atom) {
       auto& st = self->state;

@@ -1,11 +1,14 @@
 #include "actors/transport.hpp"
 
-#include "actors/log.hpp"
-
+#include <caf/event_based_actor.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/openssl/manager.hpp>
 #include <caf/openssl/publish.hpp>
 #include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/log.hpp"
+#include "messages/all.hpp"
 
 namespace conveyor::actors {
 
@@ -79,6 +82,109 @@ private:
 };
 
 } // namespace
+
+namespace {
+
+struct retry_state {
+  static inline const char* name = "conveyor.connect";
+  caf::actor connector;
+  HostPort addr;
+  caf::timespan total{};
+  caf::actor_clock::time_point deadline;
+  caf::timespan backoff = std::chrono::milliseconds(10);
+  caf::response_promise promise;
+  int attempts = 0;
+  std::string last_error;
+  bool timed_out = false; // the last attempt ran out of time (a silent peer)
+};
+
+using retry_ptr = caf::stateful_actor<retry_state>*;
+
+void give_up(retry_ptr self, ErrorCode code) {
+  auto& st = self->state;
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(st.total).count();
+  st.promise.deliver(msg::make_error(
+    code, "no connection to " + st.addr.to_string() + " within " + std::to_string(ms) + " ms (" +
+            std::to_string(st.attempts) + " attempt(s); last: " + st.last_error + ")"));
+  self->quit();
+}
+
+// True when another attempt fits before the deadline (then it is scheduled).
+bool retry_later(retry_ptr self) {
+  auto& st = self->state;
+  auto left = st.deadline - self->clock().now();
+  if (left <= std::chrono::milliseconds(2))
+    return false;
+  // The last retry comes just before the deadline: the whole timeout is used.
+  auto delay = std::min<caf::timespan>(st.backoff, left - std::chrono::milliseconds(1));
+  self->delayed_send(self, delay, msg::retry_atom_v);
+  st.backoff = std::min<caf::timespan>(st.backoff * 2, std::chrono::milliseconds(500));
+  return true;
+}
+
+void attempt(retry_ptr self) {
+  auto& st = self->state;
+  auto left = st.deadline - self->clock().now();
+  if (left <= caf::timespan{0}) {
+    give_up(self, ErrorCode::deadline_exceeded);
+    return;
+  }
+  ++st.attempts;
+  self->request(st.connector, left, caf::connect_atom_v, st.addr.host, st.addr.port)
+    .then(
+      [self](caf::node_id& node, caf::strong_actor_ptr& ptr, std::set<std::string>& ifs) {
+        auto& st = self->state;
+        if (!ptr) { // the process listens but has not published its actor (yet)
+          st.last_error = "nothing is published there";
+          if (retry_later(self))
+            return;
+        }
+        st.promise.deliver(std::move(node), std::move(ptr), std::move(ifs));
+        self->quit();
+      },
+      [self](caf::error& err) {
+        auto& st = self->state;
+        st.last_error = self->system().render(err);
+        // A silent peer: our own time is up, or the middleman's connection-timeout ended the
+        // handshake (CAF reports that as connection_timeout).
+        st.timed_out = err == caf::sec::request_timeout || err == caf::sec::connection_timeout;
+        if (err == caf::sec::request_timeout) {
+          give_up(self, ErrorCode::deadline_exceeded);
+          return;
+        }
+        if (!retry_later(self))
+          give_up(self, st.timed_out ? ErrorCode::deadline_exceeded : ErrorCode::unavailable);
+      });
+}
+
+caf::behavior retrying_connect(retry_ptr self, caf::actor connector, HostPort addr,
+                               caf::timespan total, caf::strong_actor_ptr requester) {
+  auto& st = self->state;
+  if (requester) { // nobody waits for the answer once the requester is gone
+    self->monitor(requester);
+    self->set_down_handler([self](caf::down_msg&) { self->quit(); });
+  }
+  st.connector = std::move(connector);
+  st.addr = std::move(addr);
+  st.total = total;
+  st.deadline = self->clock().now() + total;
+  return {
+    [self](caf::connect_atom) -> caf::response_promise {
+      self->state.promise = self->make_response_promise();
+      attempt(self);
+      return self->state.promise;
+    },
+    [self](msg::retry_atom) { attempt(self); },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_retrying_connect(caf::actor_system& sys, caf::actor connector,
+                                  const HostPort& addr, caf::timespan total,
+                                  caf::strong_actor_ptr requester) {
+  return sys.spawn(retrying_connect, std::move(connector), addr, total, std::move(requester));
+}
 
 std::shared_ptr<Transport> make_tcp_transport(caf::actor_system& sys) {
   return std::make_shared<TcpTransport>(sys);

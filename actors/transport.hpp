@@ -61,14 +61,18 @@ std::shared_ptr<Transport> make_tls_transport(caf::actor_system& sys);
 std::shared_ptr<Transport> make_transport(caf::actor_system& sys, const NetworkConfig& network);
 
 namespace detail {
-// A connection that never completed its handshake: say the likely causes.
-inline Status connect_failure(const caf::error& err, const std::string& context) {
+// A failed connection as a Status that starts with `context` (errors of conveyor's category
+// carry their own message, which to_status keeps as it is); a handshake that never completed
+// also says the likely causes.
+inline Status connect_error(const caf::error& err, const std::string& context) {
   Status s = msg::to_status(err, context);
+  if (s.message().rfind(context, 0) != 0)
+    s = Status{s.code(), context + ": " + s.message()};
   if (s.code() == ErrorCode::deadline_exceeded || err == caf::sec::disconnect_during_handshake)
-    return Status{s.code(), s.message() +
-                              " (the handshake did not complete: the peer is frozen or overloaded, "
-                              "or one side uses TLS (--tls-*) and the other does not or trusts "
-                              "another CA)"};
+    s = Status{s.code(), s.message() +
+                           " (the handshake did not complete: the peer is frozen or overloaded, "
+                           "or one side uses TLS (--tls-*) and the other does not or trusts "
+                           "another CA)"};
   return s;
 }
 
@@ -87,14 +91,26 @@ Expected<Handle> check_connected(caf::actor_system& sys, const HostPort& addr,
 }
 } // namespace detail
 
+// An actor that answers one (caf::connect_atom) like the connector does, but retries a failed
+// attempt (nothing listening yet, nothing published yet, a refused or reset connection) with
+// exponential backoff (10 ms doubling up to 500 ms) until `total` has passed: a connection
+// attempt fails within a millisecond when nothing listens, so without retries a timeout
+// would never be waited for. The final error names the attempts and the last failure.
+// It quits early when `requester` (if given) goes down.
+caf::actor spawn_retrying_connect(caf::actor_system& sys, caf::actor connector,
+                                  const HostPort& addr, caf::timespan total,
+                                  caf::strong_actor_ptr requester = nullptr);
+
 // Connects from inside an event-based actor: `on_done(Expected<Handle>)` runs in `self`'s
-// context within `timeout` (deadline_exceeded for a silent peer, unavailable for a refused
-// connection, version_mismatch for another interface). `what` names the peer in errors.
+// context within `timeout` (retrying until then; unavailable / deadline_exceeded when no
+// connection was made, version_mismatch for another interface). `what` names the peer.
 template <class Handle, class Self, class OnDone>
 void connect_to(Self* self, Transport& transport, const HostPort& addr, caf::timespan timeout,
                 std::string what, OnDone on_done) {
   auto* sys = &self->system();
-  self->request(transport.connector(), timeout, caf::connect_atom_v, addr.host, addr.port)
+  auto helper = spawn_retrying_connect(*sys, transport.connector(), addr, timeout,
+                                       caf::actor_cast<caf::strong_actor_ptr>(self));
+  self->request(helper, timeout + std::chrono::seconds(1), caf::connect_atom_v)
     .then(
       [=](const caf::node_id&, caf::strong_actor_ptr& ptr,
           const std::set<std::string>& ifs) mutable {
@@ -106,7 +122,7 @@ void connect_to(Self* self, Transport& transport, const HostPort& addr, caf::tim
       },
       [=](caf::error& err) mutable {
         on_done(Expected<Handle>{
-          detail::connect_failure(err, "connecting to " + what + " at " + addr.to_string())});
+          detail::connect_error(err, "connecting to " + what + " at " + addr.to_string())});
       });
 }
 
@@ -117,7 +133,8 @@ Expected<Handle> connect_blocking(caf::actor_system& sys, Transport& transport,
                                   const std::string& what) {
   caf::scoped_actor self{sys};
   Expected<Handle> result{Status{ErrorCode::internal, "no answer"}};
-  self->request(transport.connector(), timeout, caf::connect_atom_v, addr.host, addr.port)
+  auto helper = spawn_retrying_connect(sys, transport.connector(), addr, timeout);
+  self->request(helper, timeout + std::chrono::seconds(1), caf::connect_atom_v)
     .receive(
       [&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>& ifs) {
         result = detail::check_connected<Handle>(sys, addr, ptr, ifs);
@@ -125,7 +142,7 @@ Expected<Handle> connect_blocking(caf::actor_system& sys, Transport& transport,
           result = result.status().with_context("connecting to " + what);
       },
       [&](caf::error& err) {
-        result = detail::connect_failure(err, "connecting to " + what + " at " + addr.to_string());
+        result = detail::connect_error(err, "connecting to " + what + " at " + addr.to_string());
       });
   return result;
 }

@@ -1,9 +1,12 @@
 #include "actors/worker_actor.hpp"
 
 #include <map>
+#include <set>
 
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
+
+#include <optional>
 
 #include "actors/log.hpp"
 #include "actors/task_actor.hpp"
@@ -30,6 +33,14 @@ struct worker_state {
   bool warned_heartbeat = false;
   std::map<msg::task_id_t, msg::task_actor> tasks;
   std::map<caf::actor_addr, msg::task_id_t> task_by_addr;
+  // Reconnection: when start() began, the next allowed attempt and its backoff.
+  caf::actor_clock::time_point started_at;
+  caf::actor_clock::time_point next_attempt;
+  caf::timespan backoff{};
+  bool ever_registered = false;
+  // After registering again: tasks the dispatcher must claim (assign again) before the deadline.
+  std::optional<caf::actor_clock::time_point> claim_deadline;
+  std::set<msg::task_id_t> claimed;
 };
 
 using self_ptr = worker_full_actor::stateful_pointer<worker_state>;
@@ -51,13 +62,27 @@ void registration_failed(self_ptr self, const Status& status) {
     st.refused = true;
     log::error(kLog, "the dispatcher at " + st.start.dispatcher.to_string() +
                        " refused this worker: " + status.message());
-  } else if (!st.warned_unreachable) {
+    report_first(self, status);
+    return;
+  }
+  auto now = self->clock().now();
+  if (!st.reported_first && now + st.backoff - st.started_at >= st.start.dispatcher_timeout) {
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(st.start.dispatcher_timeout);
+    report_first(self, Status{status.code(), "the dispatcher at " +
+                                               st.start.dispatcher.to_string() +
+                                               " did not answer within --dispatcher-timeout (" +
+                                               std::to_string(ms.count()) +
+                                               " ms): " + status.message()});
+    return;
+  }
+  if (!st.warned_unreachable) {
     st.warned_unreachable = true;
     log::warning(kLog, "cannot register with the dispatcher at " +
                          st.start.dispatcher.to_string() + ": " + status.to_string() +
-                         " (retrying)");
+                         " (retrying with backoff)");
   }
-  report_first(self, status);
+  st.next_attempt = now + st.backoff;
+  st.backoff = std::min<caf::timespan>(st.backoff * 2, std::chrono::seconds(2));
 }
 
 void send_registration(self_ptr self) {
@@ -71,7 +96,17 @@ void send_registration(self_ptr self) {
         st.registering = false;
         st.registered = true;
         st.warned_unreachable = false;
+        st.backoff = st.start.heartbeat_interval;
         st.id = reply.worker;
+        if (st.ever_registered && !st.tasks.empty()) {
+          // A restarted dispatcher claims the tasks it journaled by assigning them again (a
+          // claim may arrive before this reply: `claimed` was cleared when the dispatcher was
+          // lost, not here).
+          st.claim_deadline = self->clock().now() + std::max<caf::timespan>(
+                                                      10 * st.start.heartbeat_interval,
+                                                      std::chrono::seconds(2));
+        }
+        st.ever_registered = true;
         log::info(kLog, "registered with dispatcher " + st.start.dispatcher.to_string() +
                           " as worker " + std::to_string(reply.worker) + " (advertising " +
                           st.address + ")");
@@ -84,15 +119,21 @@ void send_registration(self_ptr self) {
 
 void register_now(self_ptr self) {
   auto& st = self->state;
-  if (st.registering || st.registered || st.refused)
+  if (st.registering || st.registered || st.refused || self->clock().now() < st.next_attempt)
     return;
   st.registering = true;
   if (st.dispatcher) {
     send_registration(self);
     return;
   }
+  auto limit = st.start.connect_timeout;
+  if (!st.reported_first) // start() waits: stay within dispatcher_timeout
+    limit = std::max<caf::timespan>(
+      std::min<caf::timespan>(limit, st.started_at + st.start.dispatcher_timeout -
+                                       self->clock().now()),
+      std::chrono::milliseconds(10));
   connect_to<msg::dispatcher_actor>(
-    self, *st.start.transport, st.start.dispatcher, st.start.connect_timeout, "the dispatcher",
+    self, *st.start.transport, st.start.dispatcher, limit, "the dispatcher",
     [self](Expected<msg::dispatcher_actor> d) {
       if (!d.ok()) {
         registration_failed(self, d.status());
@@ -104,8 +145,24 @@ void register_now(self_ptr self) {
     });
 }
 
+// Stops the tasks a restarted dispatcher did not claim: it forgot their job.
+void check_claims(self_ptr self) {
+  auto& st = self->state;
+  if (!st.claim_deadline || self->clock().now() < *st.claim_deadline)
+    return;
+  st.claim_deadline.reset();
+  for (const auto& [id, task] : st.tasks)
+    if (!st.claimed.count(id)) {
+      log::warning(kLog, "task " + std::to_string(id) +
+                           " was not assigned again by the restarted dispatcher (its job is "
+                           "gone); stopping it");
+      self->send_exit(task, caf::exit_reason::user_shutdown);
+    }
+}
+
 void heartbeat(self_ptr self) {
   auto& st = self->state;
+  check_claims(self);
   if (!st.registered) {
     register_now(self);
     return;
@@ -148,6 +205,7 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
         st.dispatcher = nullptr;
         st.registered = false;
         st.registering = false;
+        st.claimed.clear();
       }
     });
     // Tasks are linked to the worker so that they end with it; a task that ends on its own
@@ -168,6 +226,9 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
           return;
         st.started = true;
         st.address = std::move(advertised);
+        st.started_at = self->clock().now();
+        st.next_attempt = st.started_at;
+        st.backoff = st.start.heartbeat_interval;
         register_now(self);
         self->delayed_send(self, st.start.heartbeat_interval, msg::tick_atom_v);
       },
@@ -178,8 +239,13 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
       [self](msg::assign_task& req) -> caf::result<msg::task_assigned> {
         auto& st = self->state;
         auto id = req.def.task;
-        if (auto t = st.tasks.find(id); t != st.tasks.end())
+        st.claimed.insert(id);
+        if (auto t = st.tasks.find(id); t != st.tasks.end()) {
+          // Assigned again (by a restarted dispatcher's job): the running task re-attaches to
+          // the job actor in the definition.
+          caf::anon_send(caf::actor_cast<caf::actor>(t->second), std::move(req));
           return msg::task_assigned{id, t->second};
+        }
         TaskStart ts;
         ts.def = std::move(req.def);
         ts.limits = st.start.task_limits;

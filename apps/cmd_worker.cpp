@@ -22,6 +22,7 @@ int run_worker(const std::vector<std::string>& args) {
   int64_t buffer_bytes = 0;
   int64_t connect_timeout_ms = 0;
   int64_t job_memory_limit = 0;
+  int64_t dispatcher_timeout_ms = 0;
   WorkerConfig defaults;
   po::options_description options("worker options");
   options.add_options()
@@ -50,7 +51,10 @@ int run_worker(const std::vector<std::string>& args) {
        "batches, memory caches); a job passing it fails with resource_exhausted at its consumers "
        "(0 = none)")
       ("connect-timeout", po::value(&connect_timeout_ms)->default_value(defaults.connect_timeout.count())->value_name("MS"),
-       "give up registering with the dispatcher after this long");
+       "limit of one attempt to connect to the dispatcher (retried with backoff within it)")
+      ("dispatcher-timeout", po::value(&dispatcher_timeout_ms)->default_value(defaults.dispatcher_timeout.count())->value_name("MS"),
+       "how long to wait for a dispatcher that is not up yet before giving up (a worker may "
+       "start before its dispatcher)");
   po::options_description hidden;
   hidden.add_options()("protocol-version", po::value<uint32_t>()->default_value(0),
                        "speak another protocol version (tests of the version check)");
@@ -101,6 +105,10 @@ int run_worker(const std::vector<std::string>& args) {
   if (!connect_timeout.ok())
     return report_status(kInfo.name, connect_timeout.status());
   config.connect_timeout = *connect_timeout;
+  auto dispatcher_timeout = check_millis("--dispatcher-timeout", dispatcher_timeout_ms);
+  if (!dispatcher_timeout.ok())
+    return report_status(kInfo.name, dispatcher_timeout.status());
+  config.dispatcher_timeout = *dispatcher_timeout;
   if (auto st = check_at_least("--buffer-elements", buffer_elements, 1); !st.ok())
     return report_status(kInfo.name, st);
   if (auto st = check_at_least("--buffer-bytes", buffer_bytes, 1); !st.ok())

@@ -36,6 +36,7 @@ struct remove_task;
 struct task_finished;
 struct job_finished;
 struct job_released;
+struct persist_splits;
 // dispatcher_consumer.hpp
 struct client_hello;
 struct dispatcher_hello;
@@ -48,6 +49,7 @@ struct get_status;
 struct cluster_status;
 struct get_job_status;
 struct job_status;
+struct rejoin_job;
 } // namespace conveyor::msg
 
 CAF_BEGIN_TYPE_ID_BLOCK(conveyor, caf::first_custom_type_id)
@@ -84,6 +86,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(conveyor, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::cluster_status))
   CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::get_job_status))
   CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::job_status))
+  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::rejoin_job))
+  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::persist_splits))
   // Atoms (at most 10 characters). Local timers and the consumer API's flow control.
   CAF_ADD_ATOM(conveyor, conveyor::msg, tick_atom, "cv_tick")       // periodic timer
   CAF_ADD_ATOM(conveyor, conveyor::msg, produce_atom, "cv_produce") // task: run the pipeline a step
@@ -99,4 +103,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(conveyor, caf::first_custom_type_id)
   CAF_ADD_ATOM(conveyor, conveyor::msg, bulk_frame_atom, "cv_bframe") // a frame for the consumer
   CAF_ADD_ATOM(conveyor, conveyor::msg, bulk_lost_atom, "cv_blost")   // a channel broke
   CAF_ADD_ATOM(conveyor, conveyor::msg, bulk_hello_atom, "cv_bhello") // simulator: open a channel
+  CAF_ADD_ATOM(conveyor, conveyor::msg, synced_atom, "cv_synced")   // dispatcher: journal durable
+  CAF_ADD_ATOM(conveyor, conveyor::msg, retry_atom, "cv_retry")     // retry after a backoff
 CAF_END_TYPE_ID_BLOCK(conveyor)

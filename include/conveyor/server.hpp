@@ -40,7 +40,12 @@ struct GuardConfig {
 struct DispatcherConfig {
   uint16_t port = 0;                    // 0 = pick a free port (see bound_port())
   std::string bind_host = "127.0.0.1";
-  std::string work_dir;                 // accepted; journaling comes with a later issue
+  // Directory of the journal (actors/journal.hpp): every state change is made durable there
+  // before it takes effect, and a dispatcher restarted on it carries on (datasets, jobs, tasks,
+  // split positions). Empty = state in memory only (a warning says so at start-up).
+  std::string work_dir;
+  // Records after which the journal is folded into a snapshot (0 = the default, 100 000).
+  int64_t journal_compact_after = 0;
   // A worker without a heartbeat for this long is removed (as is one whose connection drops).
   std::chrono::milliseconds worker_timeout{5000};
   // A job without consumers for this long is released.
@@ -112,8 +117,10 @@ struct WorkerConfig {
   // Elements a task buffers ahead of its consumers (and a byte bound on the same buffer).
   int64_t task_buffer_elements = 65536;
   int64_t task_buffer_bytes = 32 << 20;
-  // Limit of the registration handshake (connect + register) in start().
+  // Limit of one connection attempt to the dispatcher (retried with backoff within it).
   std::chrono::milliseconds connect_timeout{5000};
+  // How long start() waits for a dispatcher that is not up yet (a worker started first).
+  std::chrono::milliseconds dispatcher_timeout{60000};
   // Run each task's pipeline on its own thread instead of the actor system's scheduler (whose
   // steps are bounded to a few ms per element batch anyway). Off by default: with CAF 0.17.6 a
   // detached task actor occasionally outlives its worker's shutdown, which then never returns
@@ -134,8 +141,8 @@ public:
   WorkerServer(const WorkerServer&) = delete;
   WorkerServer& operator=(const WorkerServer&) = delete;
 
-  // Loads plugins, listens, connects to the dispatcher and registers (bounded by
-  // connect_timeout). Errors: invalid_argument (bad address), unavailable / deadline_exceeded
+  // Loads plugins, listens, connects to the dispatcher and registers (retrying for up to
+  // dispatcher_timeout). Errors: invalid_argument (bad address), unavailable / deadline_exceeded
   // (dispatcher unreachable or silent), version_mismatch (refused by the dispatcher).
   Status start();
   uint16_t bound_port() const;

@@ -103,7 +103,9 @@ TEST_CASE("cli: an unreachable dispatcher is a runtime error (exit 1) within a b
   CHECK(contains(r.stderr_text, "127.0.0.1:1"));
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(15));
 
-  auto w = run_conveyor({"worker", "--dispatcher", "127.0.0.1:1", "--port", "0", "--connect-timeout", "2000"},
+  // A worker waits for a dispatcher that is not up yet, up to --dispatcher-timeout.
+  auto w = run_conveyor({"worker", "--dispatcher", "127.0.0.1:1", "--port", "0", "--connect-timeout", "2000",
+                         "--dispatcher-timeout", "2000"},
                         Millis{20000}, "unreachable-worker");
   CAPTURE(w.describe);
   CHECK(w.exit_code == 1);
