@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <set>
 
-#include "actors/sim/planted_bugs.hpp"
+#include "actors/hooks.hpp"
 #include "pipeline/codec.hpp"
 
 namespace conveyor::actors {
@@ -172,8 +172,8 @@ Status ConsumerCore::on_reply(const Request& request, msg::element_batch batch,
                               std::vector<Element>& out) {
   if (!release(request))
     return Status::OK(); // its task was lost meanwhile
-  if (sim::planted(sim::PlantedBug::drop_late_batch) && job_finished_ && batch.num_chunks == 1)
-    return Status::OK(); // test-only planted bug (actors/sim/planted_bugs.hpp)
+  if (hooks::consumer_drops_batch(job_finished_, batch.num_chunks))
+    return Status::OK(); // only where the simulator planted a bug (actors/hooks.hpp)
   auto t = tasks_.find(request.task);
   if (t == tasks_.end())
     return Status::OK();

@@ -9,7 +9,7 @@
 
 #include "actors/job_tasks.hpp"
 #include "actors/log.hpp"
-#include "actors/sim/planted_bugs.hpp"
+#include "actors/hooks.hpp"
 #include "messages/all.hpp"
 
 namespace conveyor::actors {
@@ -34,7 +34,7 @@ struct job_state {
   std::deque<HeldPoll> polls;
   uint64_t next_token = 1;
   uint64_t gc_token = 0; // only the latest gc timer counts
-  sim::DuplicateSplitBug planted_bug; // test-only; inert unless the simulator switches it on
+  hooks::JobSplitHook planted_bug; // inert unless the simulator installs hooks (actors/hooks.hpp)
   // Observability (`conveyor status`, metrics): what consumers reported on their polls.
   std::map<msg::consumer_id_t, msg::consumer_progress> progress;
   msg::consumer_progress departed; // sums of consumers that left
