@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "pipeline/sharding.hpp"
-#include "pipeline/status.hpp"
+#include "conveyor/sharding.hpp"
+#include "conveyor/status.hpp"
 
 namespace conveyor {
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "conveyor/options.hpp"
-#include "pipeline/status.hpp"
+#include "conveyor/status.hpp"
 
 namespace conveyor {
 
