@@ -73,12 +73,39 @@ TEST_CASE("a sweep finds the consumer that drops a batch arriving after the job 
 
 TEST_CASE("planted bugs are off unless switched on, and the switch is scoped") {
   using conveyor::sim::PlantedBug;
+  namespace hooks = conveyor::actors::hooks;
   CHECK_FALSE(conveyor::sim::planted(PlantedBug::duplicate_split));
+  CHECK(hooks::installed() == nullptr); // production code runs without hooks
   {
     conveyor::sim::PlantBug on{PlantedBug::duplicate_split};
     CHECK(conveyor::sim::planted(PlantedBug::duplicate_split));
     CHECK_FALSE(conveyor::sim::planted(PlantedBug::drop_late_batch));
+    REQUIRE(hooks::installed() != nullptr);
+    CHECK_FALSE(hooks::consumer_drops_batch(true, 1)); // another bug's hook stays inert
+    // The job's hook: the epoch's last split goes out again to another task.
+    hooks::JobSplitHook job;
+    conveyor::Split split;
+    split.index = 7;
+    bool eos = false;
+    job.apply(1, split, eos);
+    conveyor::Split answer;
+    eos = true;
+    job.apply(2, answer, eos);
+    CHECK_FALSE(eos);
+    CHECK(answer == split);
+    {
+      conveyor::sim::PlantBug off{PlantedBug::none};
+      CHECK(hooks::installed() == nullptr);
+    }
+    CHECK(hooks::installed() != nullptr);
   }
+  {
+    conveyor::sim::PlantBug on{PlantedBug::drop_late_batch};
+    CHECK(hooks::consumer_drops_batch(true, 1));
+    CHECK_FALSE(hooks::consumer_drops_batch(false, 1));
+  }
+  CHECK(hooks::installed() == nullptr);
+  CHECK_FALSE(hooks::consumer_drops_batch(true, 1));
   CHECK_FALSE(conveyor::sim::planted(PlantedBug::duplicate_split));
   CHECK(conveyor::sim::planted_bug_from_string("drop-late-batch") == PlantedBug::drop_late_batch);
   CHECK_FALSE(conveyor::sim::planted_bug_from_string("other").has_value());
