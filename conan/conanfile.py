@@ -26,7 +26,7 @@ class ConveyorConan(ConanFile):
         # The recipe lives in conan/; the sources are the repository around it.
         root = os.path.join(self.recipe_folder, "..")
         for pattern in ("CMakeLists.txt", "cmake/*", "pipeline/*", "messages/*", "actors/*",
-                        "apps/*", "include/*", "test/*", "scripts/*", "examples/*"):
+                        "apps/*", "include/*", "test/*", "scripts/*", "examples/*", "python/*"):
             copy(self, pattern, src=root, dst=self.export_sources_folder)
 
     def layout(self):
@@ -51,6 +51,7 @@ class ConveyorConan(ConanFile):
     def generate(self):
         tc = CMakeToolchain(self)
         tc.cache_variables["CONVEYOR_BUILD_TESTS"] = self._run_tests()
+        tc.cache_variables["CONVEYOR_BUILD_PYTHON"] = False  # the C++ package only
         tc.generate()
         CMakeDeps(self).generate()
 
