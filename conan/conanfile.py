@@ -38,6 +38,8 @@ class ConveyorConan(ConanFile):
         self.requires("caf/0.17.6", transitive_headers=True)
         self.requires("lz4/1.9.4")
         self.requires("boost/1.74.0")
+        self.requires("spdlog/1.10.0")          # actors/log.cpp (static libs: users link it)
+        self.requires("prometheus-cpp/1.1.0")   # actors/metrics.cpp
         self.requires("cereal/1.3.2", visible=False)
 
     def build_requirements(self):
@@ -79,7 +81,7 @@ class ConveyorConan(ConanFile):
         c["messages"].requires = ["pipeline", "caf::caf"]
         c["actors"].libs = ["conveyor_actors"]
         c["actors"].set_property("cmake_target_name", "conveyor::actors")
-        c["actors"].requires = ["messages", "caf::caf"]
+        c["actors"].requires = ["messages", "caf::caf", "spdlog::spdlog", "prometheus-cpp::prometheus-cpp"]
         # What users link (the same names as the installed conveyorConfig.cmake).
         c["client"].set_property("cmake_target_name", "conveyor::client")
         c["client"].requires = ["actors"]
