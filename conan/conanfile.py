@@ -40,6 +40,9 @@ class ConveyorConan(ConanFile):
         self.requires("boost/1.74.0")
         self.requires("spdlog/1.10.0")          # actors/log.cpp (static libs: users link it)
         self.requires("prometheus-cpp/1.1.0")   # actors/metrics.cpp
+        self.requires("protobuf/3.21.12")       # pipeline/example.cpp (libprotobuf-lite)
+        self.requires("zlib/1.2.13")            # pipeline/files.cpp (GZIP/ZLIB files)
+        self.requires("openssl/3.0.13")         # TLS (CAF's openssl module, start-up checks)
         self.requires("cereal/1.3.2", visible=False)
 
     def build_requirements(self):
@@ -73,7 +76,8 @@ class ConveyorConan(ConanFile):
         c = self.cpp_info.components
         c["pipeline"].libs = ["conveyor_pipeline"]
         c["pipeline"].set_property("cmake_target_name", "conveyor::pipeline")
-        c["pipeline"].requires = ["lz4::lz4", "boost::filesystem"]
+        c["pipeline"].requires = ["lz4::lz4", "boost::filesystem", "protobuf::libprotobuf-lite",
+                                  "zlib::zlib"]
         if self.settings.os in ("Linux", "FreeBSD"):
             c["pipeline"].system_libs = ["pthread", "dl"]
         c["messages"].libs = ["conveyor_messages"]
@@ -81,7 +85,8 @@ class ConveyorConan(ConanFile):
         c["messages"].requires = ["pipeline", "caf::caf"]
         c["actors"].libs = ["conveyor_actors"]
         c["actors"].set_property("cmake_target_name", "conveyor::actors")
-        c["actors"].requires = ["messages", "caf::caf", "spdlog::spdlog", "prometheus-cpp::prometheus-cpp"]
+        c["actors"].requires = ["messages", "caf::caf", "spdlog::spdlog", "prometheus-cpp::prometheus-cpp",
+                                "openssl::ssl"]
         # What users link (the same names as the installed conveyorConfig.cmake).
         c["client"].set_property("cmake_target_name", "conveyor::client")
         c["client"].requires = ["actors"]
