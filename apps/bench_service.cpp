@@ -355,6 +355,12 @@ int run_bench_service(const std::vector<std::string>& args) {
               dataset_text.c_str());
   std::fflush(stdout);
 
+  // What the plain run measures besides throughput (the TLS run only adds its MB/s).
+  CopyCounts copies_before, copies_after;
+  int64_t rss_kb = 0, hwm_kb = 0;
+  std::vector<double> first[2], total[2];
+  Status latency_error;
+
   // One measured service run over `network` (plain, or TLS with --tls).
   auto measure = [&](const NetworkConfig& network, const char* label) -> std::optional<Throughput> {
   DispatcherConfig dconfig;
@@ -431,16 +437,21 @@ int run_bench_service(const std::vector<std::string>& args) {
   // Warm-up: connections, job creation, buffers filling.
   const milliseconds warmup{std::min<int64_t>(1000, static_cast<int64_t>(f.seconds * 1000 / 2) + 100)};
   std::this_thread::sleep_for(warmup);
+  const bool plain_run = !network.tls();
   const Throughput before = totals();
-  const CopyCounts copies_before = copy_counts();
-  copy_counter_enable(true);
+  if (plain_run) {
+    copies_before = copy_counts();
+    copy_counter_enable(true);
+  }
   const auto t0 = Clock::now();
   std::this_thread::sleep_for(Seconds(f.seconds));
   Throughput service = totals();
-  copy_counter_enable(false);
-  const CopyCounts copies_after = copy_counts();
-  const int64_t rss_kb = proc_status_kb("VmRSS");
-  const int64_t hwm_kb = proc_status_kb("VmHWM");
+  if (plain_run) {
+    copy_counter_enable(false);
+    copies_after = copy_counts();
+    rss_kb = proc_status_kb("VmRSS");
+    hwm_kb = proc_status_kb("VmHWM");
+  }
   service.seconds = Seconds(Clock::now() - t0).count();
   service.elements -= before.elements;
   service.bytes -= before.bytes;
@@ -448,9 +459,7 @@ int run_bench_service(const std::vector<std::string>& args) {
   for (auto& t : threads)
     t.join();
   // Small datasets on the same cluster: latency of a whole range(100), OFF and DYNAMIC.
-  std::vector<double> first[2], total[2];
-  Status latency_error;
-  for (int run = 0; run < 5 && latency_error.ok(); ++run)
+  for (int run = 0; plain_run && run < 5 && latency_error.ok(); ++run)
     for (int m = 0; m < 2 && latency_error.ok(); ++m) {
       auto l = read_small(dispatcher.target(), m == 0 ? ShardingPolicy::off : ShardingPolicy::dynamic, run,
                           m == 0 ? 100 * f.workers : 100);

@@ -639,7 +639,10 @@ PYBIND11_MODULE(_conveyor, m) {
       c.plugins = std::move(plugins);
       c.task_buffer_elements = task_buffer_elements;
       c.task_buffer_bytes = task_buffer_bytes;
+      // tf.data's dispatcher_timeout_ms: how long start() waits for the dispatcher in all (the
+      // worker retries within it), and so also the bound of one attempt.
       c.connect_timeout = milliseconds{connect_timeout_ms};
+      c.dispatcher_timeout = milliseconds{connect_timeout_ms};
       c.allowed_paths = std::move(allowed_paths);
       c.job_memory_limit = job_memory_limit;
       return new WorkerServer(std::move(c));
