@@ -4,9 +4,7 @@
 // connection attempts.
 #include <doctest/doctest.h>
 
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -14,6 +12,7 @@
 #include <thread>
 
 #include "test/integration/cluster.hpp"
+#include "test/support/free_port.hpp"
 #include "test/unit/sharding/temp_dir.hpp"
 
 using namespace conveyor;
@@ -21,18 +20,10 @@ using namespace conveyor::testing;
 
 namespace {
 
-// A port nothing listens on right now (the OS picked it; closed again at once).
 uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  socklen_t len = sizeof addr;
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  auto port = conveyor::testing::free_loopback_port();
+  REQUIRE(port != 0);
+  return port;
 }
 
 std::unique_ptr<ChildProcess> start_dispatcher(uint16_t port, const std::string& work_dir,
