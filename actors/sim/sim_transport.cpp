@@ -69,11 +69,15 @@ caf::behavior connector_impl(caf::stateful_actor<connector_state>* self, World* 
 
 struct bulk_server_state {
   static inline const char* name = "conveyor.sim.bulk_server";
+  uint16_t port = 0;
   uint64_t next_channel = 0;
   std::map<uint64_t, std::pair<caf::actor, uint64_t>> channels; // id -> client, its local id
 };
 
-caf::behavior bulk_server_impl(caf::stateful_actor<bulk_server_state>* self) {
+// Takes its port as an argument: CAF 0.17.6 spawns an argument-less function through a null
+// shared_ptr<std::tuple<>> it dereferences (UBSan reports it), so no actor is spawned without one.
+caf::behavior bulk_server_impl(caf::stateful_actor<bulk_server_state>* self, uint16_t port) {
+  self->state.port = port;
   self->set_down_handler([self](caf::down_msg& down) {
     auto& ch = self->state.channels;
     for (auto i = ch.begin(); i != ch.end();)
@@ -163,8 +167,8 @@ caf::expected<actors::BulkServer> SimTransport::serve_bulk(const std::string& ho
   auto* node = world_.node(slot_);
   if (node == nullptr || node->incarnation() != incarnation_)
     return caf::make_error(caf::sec::cannot_open_port, "the node is down");
-  auto server = node->system().spawn(bulk_server_impl);
   auto port = next_port_++;
+  auto server = node->system().spawn(bulk_server_impl, port);
   if (auto err = world_.network().publish(*node, host + ":" + std::to_string(port),
                                           caf::actor_cast<caf::strong_actor_ptr>(server), {})) {
     caf::anon_send_exit(server, caf::exit_reason::user_shutdown);

@@ -169,7 +169,7 @@ private:
   DType dtype_ = DType::int64;
   Mode mode_ = Mode::inline_bytes;
   unsigned char inline_size_ = 0;
-  unsigned char inline_[kInlineBytes] = {};
+  alignas(8) unsigned char inline_[kInlineBytes] = {}; // int64/double elements read in place
   Shape shape_;
   std::shared_ptr<std::vector<unsigned char>> owned_;     // owned_bytes
   StorageOwner keep_;                                     // viewed_bytes / viewed_strings
