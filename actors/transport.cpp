@@ -109,6 +109,12 @@ void give_up(retry_ptr self, ErrorCode code) {
   self->quit();
 }
 
+// How a connection that never came about is reported: a peer that stayed silent ran out the
+// deadline; one that refused (or published nothing) is unavailable, however the clock ended.
+ErrorCode final_code(const retry_state& st) {
+  return st.timed_out ? ErrorCode::deadline_exceeded : ErrorCode::unavailable;
+}
+
 // True when another attempt fits before the deadline (then it is scheduled).
 bool retry_later(retry_ptr self) {
   auto& st = self->state;
@@ -126,7 +132,7 @@ void attempt(retry_ptr self) {
   auto& st = self->state;
   auto left = st.deadline - self->clock().now();
   if (left <= caf::timespan{0}) {
-    give_up(self, ErrorCode::deadline_exceeded);
+    give_up(self, final_code(st));
     return;
   }
   ++st.attempts;
@@ -144,16 +150,21 @@ void attempt(retry_ptr self) {
       },
       [self](caf::error& err) {
         auto& st = self->state;
-        st.last_error = self->system().render(err);
-        // A silent peer: our own time is up, or the middleman's connection-timeout ended the
-        // handshake (CAF reports that as connection_timeout).
-        st.timed_out = err == caf::sec::request_timeout || err == caf::sec::connection_timeout;
         if (err == caf::sec::request_timeout) {
-          give_up(self, ErrorCode::deadline_exceeded);
+          // Our own time ran out. After refusals, the last attempt had only the remainder of
+          // the window: the peer is still the one that refused, not a silent one.
+          if (st.attempts == 1 || st.timed_out) {
+            st.last_error = self->system().render(err);
+            st.timed_out = true;
+          }
+          give_up(self, final_code(st));
           return;
         }
+        st.last_error = self->system().render(err);
+        // A silent peer: the middleman's connection-timeout ended the handshake.
+        st.timed_out = err == caf::sec::connection_timeout;
         if (!retry_later(self))
-          give_up(self, st.timed_out ? ErrorCode::deadline_exceeded : ErrorCode::unavailable);
+          give_up(self, final_code(st));
       });
 }
 
