@@ -45,8 +45,11 @@ msg::stream_actor spawn_element_stream(caf::actor_system& sys, msg::stream_sink_
   };
   if (auto s = validate(options); !s.ok())
     return fail_now(s);
-  auto start = actors::consumer_start(options, actors::make_tcp_transport(sys),
+  if (auto s = validate_security(client.network); !s.ok())
+    return fail_now(s);
+  auto start = actors::consumer_start(options, actors::make_transport(sys, client.network),
                                       client.connect_timeout, client.protocol_version);
+  start.auth_token = client.network.auth_token;
   if (source.dataset) {
     if (auto s = source.dataset->validate(); !s.ok())
       return fail_now(s);

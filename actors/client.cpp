@@ -23,7 +23,7 @@ class ClientContext {
 public:
   ClientContext(ClientConfig c, std::string a)
     : config(std::move(c)), address(std::move(a)), cfg(config.network), sys(cfg),
-      transport(actors::make_tcp_transport(sys)) {}
+      transport(actors::make_transport(sys, config.network)) {}
 
   // One blocking request to the dispatcher; `what` names it in errors.
   template <class Reply, class Request>
@@ -161,6 +161,7 @@ Expected<Client> Client::connect(const std::string& address, ClientConfig config
     return invalid_argument("`connect_timeout` and `request_timeout` must be positive");
   if (config.protocol_version == 0)
     config.protocol_version = msg::kProtocolVersion;
+  CONVEYOR_RETURN_IF_ERROR(validate_security(config.network));
   auto ctx = std::make_shared<detail::ClientContext>(config, address);
   auto dispatcher = actors::connect_blocking<msg::dispatcher_actor>(
     ctx->sys, *ctx->transport, *addr, caf::timespan{config.connect_timeout}, "the dispatcher");
@@ -173,7 +174,7 @@ Expected<Client> Client::connect(const std::string& address, ClientConfig config
   Status hello = Status{ErrorCode::internal, "no reply"};
   self
     ->request(ctx->dispatcher, caf::timespan{config.connect_timeout},
-              msg::client_hello{config.protocol_version, "client"})
+              msg::client_hello{config.protocol_version, "client", config.network.auth_token})
     .receive([&](msg::dispatcher_hello&) { hello = Status::OK(); },
              [&](caf::error& err) {
                hello = msg::to_status(err, "handshake with the dispatcher at " + address);
@@ -223,6 +224,7 @@ Expected<ElementStream> Client::from_dataset_id(const std::string& dataset_id,
   auto start = actors::consumer_start(options, ctx_->transport, ctx_->config.connect_timeout,
                                       ctx_->config.protocol_version);
   start.sink = sc->sink;
+  start.auth_token = ctx_->config.network.auth_token;
   start.dispatcher = ctx_->dispatcher;
   start.dispatcher_address = ctx_->address;
   start.job_request.dataset = dataset_id;

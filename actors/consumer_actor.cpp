@@ -23,7 +23,23 @@ struct WorkerLink {
   bool connected = false;
   bool connecting = false;
   std::vector<msg::task_id_t> waiting; // tasks to activate once connected
+  // The bulk channel to this worker (actors/bulk.hpp): opened after the first reply names the
+  // worker's bulk port; requests carry its id once the worker acknowledged it.
+  enum class Bulk { none, opening, ready, lost } bulk = Bulk::none;
+  uint64_t channel = 0;        // this consumer's id for the link (bulk client <-> consumer)
+  uint64_t server_channel = 0; // the worker's id for it (in get_elements)
 };
+
+// The consumer's full interface: the public stream interface plus the bulk client's messages.
+using consumer_full_actor = msg::stream_actor::extend<
+  caf::reacts_to<msg::bulk_ready_atom, uint64_t, uint64_t>,
+  caf::reacts_to<msg::bulk_frame_atom, uint64_t, uint64_t, uint64_t, uint32_t, uint32_t, std::vector<char>>,
+  caf::reacts_to<msg::bulk_lost_atom, uint64_t, std::string>,
+  caf::reacts_to<msg::bulk_lost_atom, uint64_t>>;
+
+// After a bulk channel broke, how long to wait for the down_msg of a worker that died (its
+// tasks are then lost the usual way) before calling batches still waiting for frames lost.
+constexpr auto kBulkLossGrace = std::chrono::seconds(1);
 
 struct consumer_state {
   static inline const char* name = "conveyor.consumer";
@@ -41,15 +57,24 @@ struct consumer_state {
   // poll; past the request timeout the read fails naming the worker.
   std::map<msg::task_id_t, caf::actor_clock::time_point> unreachable;
   std::map<msg::task_id_t, std::string> unreachable_why;
+  std::map<msg::task_id_t, std::string> task_worker;
+  std::map<uint64_t, std::string> channel_worker;
+  caf::actor bulk_client; // spawned on first use; null when the transport has no bulk path
+  uint64_t next_channel = 0;
   bool polling = false;
   bool refetch = false; // ask for the task list at once (fresh handles after a reconnection)
   bool done = false;
   // Observability: where the reader's waiting went, and whether the last reply was empty.
   WaitStats waits;
   bool last_reply_empty = true;
+  // Rejoining after the dispatcher went away: replies meant for an earlier job actor carry an
+  // older generation and are ignored.
+  uint64_t job_gen = 0;
+  bool rejoining = false;
+  caf::actor_clock::time_point rejoin_deadline;
 };
 
-using self_ptr = msg::stream_actor::stateful_pointer<consumer_state>;
+using self_ptr = consumer_full_actor::stateful_pointer<consumer_state>;
 
 // Charges the time since the last event and notes the state the consumer is in now. The
 // actor's clock, so that the simulator's virtual time keeps its runs deterministic.
@@ -149,11 +174,43 @@ void activate(self_ptr self, msg::task_id_t task) {
   st.core.on_connected(task);
   st.unreachable.erase(task);
   st.unreachable_why.erase(task);
+  if (auto w = st.task_worker.find(task); w != st.task_worker.end())
+    st.core.set_bulk(task, st.workers[w->second].bulk == WorkerLink::Bulk::ready);
+}
+
+std::vector<msg::task_id_t> tasks_of(self_ptr self, const std::string& worker) {
+  std::vector<msg::task_id_t> out;
+  for (const auto& [task, w] : self->state.task_worker)
+    if (w == worker && self->state.core.knows_task(task))
+      out.push_back(task);
+  return out;
+}
+
+// Opens the bulk channel to a worker whose reply named its bulk port.
+void open_bulk(self_ptr self, const std::string& worker, uint16_t port) {
+  auto& st = self->state;
+  auto& link = st.workers[worker];
+  if (link.bulk != WorkerLink::Bulk::none || port == 0)
+    return;
+  auto addr = parse_address(worker);
+  if (!addr.ok())
+    return;
+  if (!st.bulk_client)
+    st.bulk_client = st.start.transport->bulk_client(caf::actor_cast<caf::actor>(self));
+  if (!st.bulk_client) { // this transport has none: stay inline
+    link.bulk = WorkerLink::Bulk::lost;
+    return;
+  }
+  link.channel = ++st.next_channel; // local: the worker assigns the id requests carry
+  link.bulk = WorkerLink::Bulk::opening;
+  st.channel_worker[link.channel] = worker;
+  caf::anon_send(st.bulk_client, msg::bulk_open_atom_v, addr->host, port, link.channel);
 }
 
 // Opens (once) the connection to a worker, so that requests to its tasks go to it directly.
 void connect_worker(self_ptr self, const msg::task_info& info) {
   auto& st = self->state;
+  st.task_worker[info.task] = info.worker_address;
   auto& link = st.workers[info.worker_address];
   if (link.connected) {
     activate(self, info.task);
@@ -193,18 +250,22 @@ void connect_worker(self_ptr self, const msg::task_info& info) {
 
 void poll_tasks(self_ptr self) {
   auto& st = self->state;
-  if (st.polling || st.done)
+  // Polls go on after the job's production ended: the poll is also the consumer's heartbeat to
+  // the job (client_timeout), and a task added later (a worker joining) ends "finished" again.
+  if (st.polling || st.done || st.rejoining || !st.job)
     return;
   st.polling = true;
-  // The poll is also the consumer's heartbeat to the job (client_timeout).
+  auto gen = st.job_gen;
   auto hold = std::min<caf::timespan>(st.start.task_refresh, st.start.request_timeout / 2);
   msg::get_tasks req{st.consumer_id, st.refetch ? 0 : st.core.known_version(), hold.count(),
                      progress_of(self)};
   st.refetch = false;
   self->request(st.job, st.start.request_timeout, std::move(req))
     .then(
-      [self](msg::task_list& list) {
+      [self, gen](msg::task_list& list) {
         auto& st = self->state;
+        if (gen != st.job_gen)
+          return;
         st.polling = false;
         for (const auto& t : list.tasks)
           if (!st.tasks.count(t.task))
@@ -265,8 +326,10 @@ void poll_tasks(self_ptr self) {
         check_finished(self);
         poll_tasks(self);
       },
-      [self](caf::error& err) {
+      [self, gen](caf::error& err) {
         auto& st = self->state;
+        if (gen != st.job_gen)
+          return;
         st.polling = false;
         if (err == caf::sec::request_timeout) { // the job is slow, not gone: ask again
           poll_tasks(self);
@@ -286,13 +349,30 @@ void request_batch(self_ptr self, const ConsumerCore::Request& r) {
   }
   msg::get_elements req{st.consumer_id, r.max_elements, r.max_bytes,
                         (st.start.request_timeout / 2).count(), r.acks, r.reconnected};
+  std::string worker;
+  uint64_t channel = 0; // the link's local id when the request goes on its bulk channel
+  if (auto w = st.task_worker.find(r.task); w != st.task_worker.end()) {
+    worker = w->second;
+    auto& link = st.workers[worker];
+    if (link.bulk == WorkerLink::Bulk::ready) {
+      req.bulk_channel = link.server_channel;
+      channel = link.channel;
+    }
+  }
   self->request(handle->second, st.start.request_timeout, std::move(req))
     .then(
-      [self, r](msg::element_batch& batch) {
+      [self, r, worker, channel](msg::element_batch& batch) {
         auto& st = self->state;
         if (st.done)
           return;
         st.last_reply_empty = batch.num_elements == 0 && !batch.end_of_sequence;
+        if (batch.bulk_port != 0 && !worker.empty())
+          open_bulk(self, worker, batch.bulk_port);
+        // Frames announced on a channel that broke meanwhile may never come: check after the
+        // grace period (a dead worker's tasks are lost by then, the usual way).
+        if (batch.bulk_frames > 0 && channel != 0 &&
+            st.workers[worker].bulk == WorkerLink::Bulk::lost)
+          self->delayed_send(self, kBulkLossGrace, msg::bulk_lost_atom_v, channel);
         std::vector<Element> elements;
         Status s = st.core.on_reply(r, std::move(batch), elements);
         if (!s.ok()) {
@@ -353,18 +433,112 @@ void join(self_ptr self, const msg::job_info& info) {
   }
   st.job = info.handle;
   self->monitor(st.job);
+  auto gen = st.job_gen;
   self->request(st.job, st.start.request_timeout,
                 msg::join_job{caf::actor_cast<caf::actor>(self)})
     .then(
-      [self](msg::job_joined& joined) {
+      [self, gen](msg::job_joined& joined) {
+        if (gen != self->state.job_gen)
+          return;
         self->state.consumer_id = joined.consumer;
         log::debug(kLog, "joined job " + std::to_string(self->state.job_id) + " as consumer " +
                            std::to_string(joined.consumer));
         poll_tasks(self);
       },
-      [self](caf::error& err) {
+      [self, gen](caf::error& err) {
+        if (gen != self->state.job_gen)
+          return;
         finish(self, msg::to_status(err, "joining job " + std::to_string(self->state.job_id)));
       });
+}
+
+void try_rejoin(self_ptr self);
+
+// The job actor is gone with its dispatcher: read on from the known tasks, and find the job
+// again once the dispatcher is back.
+void start_rejoin(self_ptr self, const std::string& why) {
+  auto& st = self->state;
+  ++st.job_gen;
+  st.rejoining = true;
+  st.polling = false;
+  st.job = nullptr;
+  st.dispatcher = nullptr;
+  st.rejoin_deadline = self->clock().now() + st.start.dispatcher_reconnect_timeout;
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+    st.start.dispatcher_reconnect_timeout);
+  log::warning(kLog, "job " + std::to_string(st.job_id) + ": lost the dispatcher (" + why +
+                       "); reading on from the workers and re-joining the job once the "
+                       "dispatcher at " + st.start.dispatcher_address + " is back (up to " +
+                       std::to_string(ms.count()) + " ms)");
+  try_rejoin(self);
+}
+
+void rejoin_failed(self_ptr self, const Status& why) {
+  auto& st = self->state;
+  auto left = st.rejoin_deadline - self->clock().now();
+  if (left > caf::timespan{0} && why.code() != ErrorCode::not_found &&
+      why.code() != ErrorCode::version_mismatch) {
+    try_rejoin(self);
+    return;
+  }
+  finish(self, Status{why.code() == ErrorCode::not_found ? ErrorCode::not_found
+                                                         : ErrorCode::unavailable,
+                      "job " + std::to_string(st.job_id) +
+                        ": the dispatcher did not come back with the job (" + why.message() +
+                        "); elements may be missing"});
+}
+
+void try_rejoin(self_ptr self) {
+  auto& st = self->state;
+  if (st.done)
+    return;
+  auto addr = parse_address(st.start.dispatcher_address);
+  if (!addr.ok()) {
+    finish(self, addr.status().with_context("dispatcher address"));
+    return;
+  }
+  auto left = std::max<caf::timespan>(st.rejoin_deadline - self->clock().now(),
+                                      std::chrono::milliseconds(1));
+  connect_to<msg::dispatcher_actor>(
+    self, *st.start.transport, *addr, left, "the dispatcher",
+    [self](Expected<msg::dispatcher_actor> d) {
+      auto& st = self->state;
+      if (st.done)
+        return;
+      if (!d.ok()) {
+        rejoin_failed(self, d.status());
+        return;
+      }
+      st.dispatcher = *d;
+      self->request(st.dispatcher, st.start.request_timeout, msg::rejoin_job{st.job_id})
+        .then(
+          [self](msg::job_info& info) {
+            auto& st = self->state;
+            if (st.done)
+              return;
+            st.rejoining = false;
+            if (!info.handle) {
+              // The job ended while the dispatcher was away; what the known tasks still hold
+              // is read to their end, nothing more comes.
+              if (st.core.finished() || st.tasks.empty()) {
+                finish(self, Status::OK());
+                return;
+              }
+              finish(self, Status{ErrorCode::data_loss,
+                                  "job " + std::to_string(st.job_id) +
+                                    " ended while its dispatcher was away; elements may be "
+                                    "missing"});
+              return;
+            }
+            log::info(kLog, "job " + std::to_string(st.job_id) +
+                              ": re-joined it at the restarted dispatcher");
+            st.core.on_job_rejoined();
+            join(self, info);
+          },
+          [self](caf::error& err) {
+            rejoin_failed(self, msg::to_status(err, "asking the dispatcher for the job again"));
+          });
+    });
 }
 
 void get_job(self_ptr self) {
@@ -417,7 +591,7 @@ void bootstrap(self_ptr self) {
       auto& st = self->state;
       st.dispatcher = *d;
       self->request(st.dispatcher, st.start.connect_timeout,
-                    msg::client_hello{st.start.protocol_version, "consumer"})
+                    msg::client_hello{st.start.protocol_version, "consumer", st.start.auth_token})
         .then(
           [self](msg::dispatcher_hello&) { register_then_get_job(self); },
           [self](caf::error& err) {
@@ -426,11 +600,16 @@ void bootstrap(self_ptr self) {
     });
 }
 
-msg::stream_actor::behavior_type consumer_impl(self_ptr self) {
+consumer_full_actor::behavior_type consumer_impl(self_ptr self) {
   self->state.start.sink->attach(caf::actor_cast<msg::stream_actor>(self));
   self->set_down_handler([self](caf::down_msg& down) {
     auto& st = self->state;
     if (st.job && down.source == st.job.address()) {
+      if (!st.core.job_finished() && !st.start.dispatcher_address.empty() &&
+          down.reason == caf::exit_reason::remote_link_unreachable) {
+        start_rejoin(self, caf::to_string(down.reason));
+        return;
+      }
       if (!st.core.job_finished())
         finish(self, Status{ErrorCode::unavailable,
                             "lost job " + std::to_string(st.job_id) +
@@ -456,6 +635,69 @@ msg::stream_actor::behavior_type consumer_impl(self_ptr self) {
       note_wait(self);
     },
     [self](msg::stats_atom) { return stats_of(self); },
+    [self](msg::bulk_ready_atom, uint64_t channel, uint64_t server_channel) {
+      auto& st = self->state;
+      auto w = st.channel_worker.find(channel);
+      if (w == st.channel_worker.end() || st.done)
+        return;
+      auto& link = st.workers[w->second];
+      if (link.channel != channel)
+        return;
+      link.bulk = WorkerLink::Bulk::ready;
+      link.server_channel = server_channel;
+      for (auto task : tasks_of(self, w->second))
+        st.core.set_bulk(task, true);
+      log::debug(kLog, "bulk channel " + std::to_string(channel) + " to worker " + w->second + " open");
+      pump(self);
+    },
+    [self](msg::bulk_frame_atom, uint64_t channel, uint64_t task, uint64_t batch_seq, uint32_t index,
+           uint32_t count, std::vector<char>& bytes) {
+      auto& st = self->state;
+      if (st.done || !st.channel_worker.count(channel))
+        return;
+      // The received buffer becomes the storage of the element(s) it holds: no copy.
+      auto buf = std::make_shared<std::vector<char>>(std::move(bytes));
+      std::string_view view{buf->data(), buf->size()};
+      std::vector<Element> elements;
+      Status s = st.core.on_frame(task, batch_seq, index, count, std::move(buf), view, elements);
+      if (!s.ok()) {
+        finish(self, s);
+        return;
+      }
+      if (!elements.empty()) {
+        auto stats = stats_of(self);
+        stats.pushed_task = task;
+        st.start.sink->push(std::move(elements), stats);
+      }
+      pump(self);
+      note_wait(self);
+      check_finished(self);
+    },
+    [self](msg::bulk_lost_atom, uint64_t channel, std::string& why) {
+      auto& st = self->state;
+      auto w = st.channel_worker.find(channel);
+      if (w == st.channel_worker.end() || st.done)
+        return;
+      auto& link = st.workers[w->second];
+      if (link.channel != channel)
+        return;
+      link.bulk = WorkerLink::Bulk::lost; // stays inline from now on
+      log::warning(kLog, "bulk channel to worker " + w->second + " lost: " + why);
+      for (auto task : tasks_of(self, w->second))
+        st.core.set_bulk(task, false);
+      self->delayed_send(self, kBulkLossGrace, msg::bulk_lost_atom_v, channel);
+      pump(self);
+    },
+    [self](msg::bulk_lost_atom, uint64_t channel) { // the grace period after a loss is over
+      auto& st = self->state;
+      auto w = st.channel_worker.find(channel);
+      if (w == st.channel_worker.end() || st.done)
+        return;
+      Status s = st.core.on_bulk_lost(tasks_of(self, w->second),
+                                      "frames announced on it never arrived");
+      if (!s.ok())
+        finish(self, s);
+    },
     [self](msg::cancel_atom) {
       finish(self, Status{ErrorCode::cancelled, "the stream was cancelled"});
     },
@@ -485,13 +727,13 @@ ConsumerStart consumer_start(const DistributeOptions& options, std::shared_ptr<T
 }
 
 msg::stream_actor spawn_consumer(caf::actor_system& sys, ConsumerStart start) {
-  return sys.spawn(
+  return caf::actor_cast<msg::stream_actor>(sys.spawn(
     [](self_ptr self, ConsumerStart s) {
       self->state.start = std::move(s);
       self->state.core = ConsumerCore{self->state.start.limits};
       return consumer_impl(self);
     },
-    std::move(start));
+    std::move(start)));
 }
 
 } // namespace conveyor::actors

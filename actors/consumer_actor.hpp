@@ -11,7 +11,14 @@
 //
 // Failure handling: every request has a finite timeout; tasks and the job are monitored and a
 // down_msg releases everything in flight to that peer at once (CAF does not fail in-flight
-// requests to a dead peer); a task's error or a lost job ends the stream with that error.
+// requests to a dead peer); a task's error ends the stream with that error.
+//
+// A lost job (the dispatcher died or restarted): the consumer keeps reading from the tasks it
+// knows (OFF tasks keep serving) and reconnects to the dispatcher with backoff for up to
+// dispatcher_reconnect_timeout, asks it for the job again by id (rejoin_job: a dispatcher with
+// --work-dir replayed it) and joins it again; then reading goes on as before. Without a
+// dispatcher address, or when the dispatcher does not come back or does not know the job, the
+// stream fails with an error saying so.
 #pragma once
 
 #include <memory>
@@ -36,7 +43,10 @@ struct ConsumerStart {
   caf::timespan request_timeout = std::chrono::seconds(10);
   caf::timespan task_refresh = std::chrono::milliseconds(500); // long-poll hold
   caf::timespan connect_timeout = std::chrono::seconds(5);
+  // How long a consumer whose dispatcher went away tries to reach it again (see above).
+  caf::timespan dispatcher_reconnect_timeout = std::chrono::seconds(30);
   uint32_t protocol_version = msg::kProtocolVersion;
+  std::string auth_token; // presented in client_hello
 
   // The dispatcher: a handle the caller connected and greeted already, or its address.
   msg::dispatcher_actor dispatcher;

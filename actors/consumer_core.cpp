@@ -4,7 +4,7 @@
 #include <set>
 #include <utility>
 
-#include "actors/sim/planted_bugs.hpp"
+#include "actors/hooks.hpp"
 #include "pipeline/codec.hpp"
 
 namespace conveyor::actors {
@@ -89,6 +89,11 @@ std::vector<msg::task_info> ConsumerCore::on_task_list(const msg::task_list& lis
   for (const auto& [id, slot] : tasks_)
     if (!listed.count(id))
       gone.push_back(id);
+  if (keep_unlisted_) {
+    if (gone.empty())
+      keep_unlisted_ = false;
+    return added;
+  }
   for (auto id : gone) {
     const auto& slot = tasks_.at(id);
     if (!dynamic_ && !slot.end_of_sequence && error_.ok())
@@ -99,6 +104,12 @@ std::vector<msg::task_info> ConsumerCore::on_task_list(const msg::task_list& lis
     on_task_lost(id);
   }
   return added;
+}
+
+void ConsumerCore::on_job_rejoined() {
+  version_ = 0;
+  job_finished_ = false;
+  keep_unlisted_ = true;
 }
 
 void ConsumerCore::on_connected(msg::task_id_t task) {
@@ -121,6 +132,9 @@ void ConsumerCore::on_task_lost(msg::task_id_t task) {
   }
   for (const auto& [seq, p] : t->second.partials)
     reserved_elements_ -= p.num_elements;
+  for (const auto& [seq, b] : t->second.bulk_batches)
+    if (b.announced)
+      reserved_elements_ -= b.count;
   tasks_.erase(t);
 }
 
@@ -174,8 +188,9 @@ std::vector<ConsumerCore::Request> ConsumerCore::next_requests() {
         break;
       int64_t n = std::min<int64_t>({free_elements, budget, limits_.max_elements_per_request});
       budget -= n;
-      int64_t b = std::min<int64_t>(static_cast<int64_t>(limits_.max_bytes_per_request),
-                                    std::max<int64_t>(free_bytes, 1));
+      const uint64_t per_request =
+        slot.bulk ? limits_.max_bytes_per_bulk_request : limits_.max_bytes_per_request;
+      int64_t b = std::min<int64_t>(static_cast<int64_t>(per_request), std::max<int64_t>(free_bytes, 1));
       Request r{next_request_id_++, id, static_cast<uint32_t>(n), static_cast<uint64_t>(b),
                 std::exchange(slot.acks, {}), std::exchange(slot.reconnected, false)};
       reserved_elements_ += n;
@@ -200,13 +215,21 @@ bool ConsumerCore::release(const Request& request) {
   return true;
 }
 
-void ConsumerCore::on_request_failed(const Request& request) { release(request); }
+void ConsumerCore::on_request_failed(const Request& request) {
+  if (!release(request))
+    return;
+  // DYNAMIC: its reply may have carried a batch that never arrived (a late reply is dropped):
+  // the next request says so, and the task hands the splits of unacknowledged batches back.
+  if (dynamic_)
+    if (auto t = tasks_.find(request.task); t != tasks_.end())
+      t->second.reconnected = true;
+}
 
 Status ConsumerCore::deliver(TaskSlot& slot, std::string_view payload, uint32_t num_elements,
                              const std::vector<msg::origin_run>& origins,
-                             std::vector<Element>& out) {
+                             std::vector<Element>& out, StorageOwner owner) {
   std::size_t before = out.size();
-  Status st = decode_batch(payload, out);
+  Status st = owner ? decode_batch(std::move(owner), payload, out) : decode_batch(payload, out);
   if (!st.ok())
     return st.with_context("decoding a batch from worker " + slot.worker_address);
   std::size_t n = out.size() - before;
@@ -263,11 +286,28 @@ Status ConsumerCore::on_reply(const Request& request, msg::element_batch batch,
   if (t == tasks_.end())
     return Status::OK();
   auto& slot = t->second;
-  if (dynamic_ && batch.num_chunks > 0 && batch.chunk_index + 1 == batch.num_chunks)
-    slot.acks.push_back(batch.batch_seq); // acknowledged with the next request
+  // Acknowledged with the next request (a bulk batch once its frames are in).
+  if (dynamic_ && batch.num_chunks > 0 && batch.chunk_index + 1 == batch.num_chunks &&
+      batch.bulk_frames == 0)
+    slot.acks.push_back(batch.batch_seq);
   ++messages_;
   bytes_ += static_cast<int64_t>(batch.payload.size());
-  if (batch.num_chunks == 1) {
+  if (batch.bulk_frames > 0) { // the elements come as frames on the bulk channel
+    auto& b = slot.bulk_batches[batch.batch_seq];
+    if (b.count == 0) {
+      b.count = batch.bulk_frames;
+      b.frames.resize(b.count);
+    } else if (b.count != batch.bulk_frames) {
+      return data_loss("worker " + slot.worker_address + " announced " +
+                       std::to_string(batch.bulk_frames) + " frames for batch " +
+                       std::to_string(batch.batch_seq) + ", its frames say " + std::to_string(b.count));
+    }
+    b.announced = true;
+    b.origins = std::move(batch.origins);
+    reserved_elements_ += b.count; // held until its frames are in
+    if (b.received == b.count)
+      CONVEYOR_RETURN_IF_ERROR(complete_bulk(slot, batch.batch_seq, out));
+  } else if (batch.num_chunks == 1) {
     CONVEYOR_RETURN_IF_ERROR(deliver(slot, batch.payload, batch.num_elements, batch.origins, out));
   } else if (batch.num_chunks > 1) {
     if (batch.chunk_index >= batch.num_chunks)
@@ -302,6 +342,96 @@ Status ConsumerCore::on_reply(const Request& request, msg::element_batch batch,
   return Status::OK();
 }
 
+void ConsumerCore::set_bulk(msg::task_id_t task, bool on) {
+  if (auto t = tasks_.find(task); t != tasks_.end())
+    t->second.bulk = on;
+}
+
+bool ConsumerCore::bulk(msg::task_id_t task) const {
+  auto t = tasks_.find(task);
+  return t != tasks_.end() && t->second.bulk;
+}
+
+Status ConsumerCore::on_frame(msg::task_id_t task, uint64_t batch_seq, uint32_t index, uint32_t count,
+                              StorageOwner owner, std::string_view frame, std::vector<Element>& out) {
+  auto t = tasks_.find(task);
+  if (t == tasks_.end())
+    return Status::OK(); // a lost task's late frame
+  auto& slot = t->second;
+  auto& b = slot.bulk_batches[batch_seq];
+  if (b.count == 0) {
+    b.count = count;
+    b.frames.resize(count);
+  }
+  if (count != b.count || index >= b.count || b.frames[index].first)
+    return data_loss("worker " + slot.worker_address + " sent frame " + std::to_string(index) + " of " +
+                     std::to_string(count) + " for batch " + std::to_string(batch_seq) +
+                     " which expects " + std::to_string(b.count) + " frames (or had it already)");
+  b.frames[index] = {std::move(owner), frame};
+  ++b.received;
+  bytes_ += static_cast<int64_t>(frame.size());
+  if (b.announced && b.received == b.count)
+    return complete_bulk(slot, batch_seq, out);
+  return Status::OK();
+}
+
+Status ConsumerCore::complete_bulk(TaskSlot& slot, uint64_t batch_seq, std::vector<Element>& out) {
+  auto it = slot.bulk_batches.find(batch_seq);
+  auto frames = std::move(it->second.frames);
+  auto runs = std::move(it->second.origins);
+  reserved_elements_ -= it->second.count;
+  slot.bulk_batches.erase(it);
+  if (dynamic_)
+    slot.acks.push_back(batch_seq);
+  // Each frame holds one element (it becomes its storage); its origin is the runs' next one.
+  uint64_t tagged = 0;
+  for (const auto& r : runs)
+    tagged += r.count;
+  if (!runs.empty() && tagged != frames.size())
+    return data_loss("a bulk batch from worker " + slot.worker_address + " tagged " +
+                     std::to_string(tagged) + " element origins for " +
+                     std::to_string(frames.size()) + " elements");
+  std::size_t run = 0;
+  uint32_t k = 0;
+  for (auto& [owner, bytes] : frames) {
+    std::vector<msg::origin_run> one;
+    if (!runs.empty()) {
+      while (k >= runs[run].count) {
+        ++run;
+        k = 0;
+      }
+      one.push_back(msg::origin_run{runs[run].epoch, runs[run].index, runs[run].first_seq + k, 1});
+      ++k;
+    }
+    CONVEYOR_RETURN_IF_ERROR(deliver(slot, bytes, 1, one, out, std::move(owner)));
+  }
+  return Status::OK();
+}
+
+Status ConsumerCore::on_bulk_lost(const std::vector<msg::task_id_t>& tasks, const std::string& why) {
+  std::size_t waiting = 0;
+  std::string worker;
+  for (auto id : tasks) {
+    auto t = tasks_.find(id);
+    if (t == tasks_.end())
+      continue;
+    t->second.bulk = false;
+    waiting += t->second.bulk_batches.size();
+    worker = t->second.worker_address;
+  }
+  if (waiting == 0)
+    return Status::OK();
+  return data_loss("the bulk connection to worker " + worker + " broke with " + std::to_string(waiting) +
+                   " batch(es) in flight (" + why + ")");
+}
+
+std::size_t ConsumerCore::bulk_batches_waiting() const {
+  std::size_t n = 0;
+  for (const auto& [id, slot] : tasks_)
+    n += slot.bulk_batches.size();
+  return n;
+}
+
 void ConsumerCore::on_ack(uint64_t n) {
   auto left = static_cast<int64_t>(n);
   while (left > 0 && !unacked_batches_.empty()) {
@@ -324,7 +454,7 @@ bool ConsumerCore::finished() const {
   if (!error_.ok() || !job_finished_ || !in_flight_.empty())
     return false;
   for (const auto& [id, slot] : tasks_)
-    if (!slot.end_of_sequence || !slot.partials.empty())
+    if (!slot.end_of_sequence || !slot.partials.empty() || !slot.bulk_batches.empty())
       return false;
   return true;
 }

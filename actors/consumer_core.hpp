@@ -41,6 +41,9 @@ struct ConsumerLimits {
   uint32_t max_in_flight_per_task = 2;
   uint32_t max_elements_per_request = msg::kMaxElementsPerRequest;
   uint64_t max_bytes_per_request = msg::kMaxChunkBytes;
+  // A request on a bulk channel (no 4 MiB messages there) may ask for this many bytes (a
+  // quarter of the default byte budget, so that two requests per task stay in flight).
+  uint64_t max_bytes_per_bulk_request = 16u << 20;
 };
 
 class ConsumerCore {
@@ -72,6 +75,10 @@ public:
   // Elements dropped as repeats of a re-issued split.
   int64_t duplicates_dropped() const { return duplicates_; }
   uint64_t known_version() const { return version_; }
+  // The job is served by a restarted dispatcher now (a new job actor): its task lists start
+  // over, and a known task it does not list yet (its worker has not registered again) is kept
+  // until a list names every known task again — or the task ends or is lost on its own.
+  void on_job_rejoined();
   bool job_finished() const { return job_finished_; }
 
   void on_connected(msg::task_id_t task);
@@ -84,6 +91,22 @@ public:
   // A reply to `request`. Decoded elements (of every batch this reply completed) are appended
   // to `out`. A decode failure is data_loss (final).
   Status on_reply(const Request& request, msg::element_batch batch, std::vector<Element>& out);
+  // --- the bulk path (actors/bulk.hpp)
+  // Requests to `task` go on an open bulk channel (true) or get inline payloads (false).
+  void set_bulk(msg::task_id_t task, bool on);
+  bool bulk(msg::task_id_t task) const;
+  // Frame `index` of `count` of (task, batch_seq); `frame` (which `owner` keeps alive) is the
+  // element's encoding and becomes its storage. Completed batches are decoded into `out` in
+  // order. A frame may arrive before or after the reply that announces it.
+  Status on_frame(msg::task_id_t task, uint64_t batch_seq, uint32_t index, uint32_t count,
+                  StorageOwner owner, std::string_view frame, std::vector<Element>& out);
+  // The bulk channel of these tasks broke: batches announced or partly received on it are
+  // lost, which is data_loss (never silent); with nothing in flight it is OK and the tasks go
+  // back to inline payloads until a channel is open again.
+  Status on_bulk_lost(const std::vector<msg::task_id_t>& tasks, const std::string& why);
+  // Batches announced on the bulk path whose frames have not all arrived.
+  std::size_t bulk_batches_waiting() const;
+
   // A request that failed without a verdict on the task (e.g. timed out): release it; the task
   // is asked again.
   void on_request_failed(const Request& request);
@@ -112,8 +135,17 @@ private:
     std::vector<std::string> chunks;
     std::vector<msg::origin_run> origins;
   };
+  struct BulkBatch {
+    uint32_t count = 0;
+    bool announced = false; // the reply arrived (elements reserved until complete)
+    uint32_t received = 0;
+    std::vector<std::pair<StorageOwner, std::string_view>> frames;
+    std::vector<msg::origin_run> origins; // from the announcing reply
+  };
   struct TaskSlot {
     std::string worker_address;
+    bool bulk = false;
+    std::map<uint64_t, BulkBatch> bulk_batches; // by batch_seq
     bool connected = false;
     bool end_of_sequence = false;
     bool reconnected = false;
@@ -124,7 +156,9 @@ private:
   // Releases an in-flight request's reservation; false if it no longer counted.
   bool release(const Request& request);
   Status deliver(TaskSlot& slot, std::string_view payload, uint32_t num_elements,
-                 const std::vector<msg::origin_run>& origins, std::vector<Element>& out);
+                 const std::vector<msg::origin_run>& origins, std::vector<Element>& out,
+                 StorageOwner owner = nullptr);
+  Status complete_bulk(TaskSlot& slot, uint64_t batch_seq, std::vector<Element>& out);
   // Which (split, sequence) were received: a contiguous prefix plus the ones beyond it.
   struct Seen {
     int64_t prefix = 0;
@@ -142,6 +176,7 @@ private:
   uint64_t next_request_id_ = 1;
   uint64_t version_ = 0;
   bool job_finished_ = false;
+  bool keep_unlisted_ = false; // after on_job_rejoined()
   int64_t reserved_elements_ = 0; // in-flight requests + incomplete chunked batches
   int64_t reserved_bytes_ = 0;
   int64_t unacked_elements_ = 0;

@@ -1,6 +1,9 @@
 #include "actors/dispatcher_actor.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <algorithm>
@@ -9,8 +12,10 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/admission.hpp"
 #include "actors/dispatcher_state.hpp"
 #include "actors/job_actor.hpp"
+#include "actors/journal.hpp"
 #include "actors/log.hpp"
 #include "messages/all.hpp"
 #include "pipeline/serialize.hpp"
@@ -22,9 +27,10 @@ namespace conveyor::actors {
 namespace {
 
 constexpr const char* kLog = "dispatcher";
+constexpr std::size_t kMaxFinishedJobs = 100;
 
 struct LiveWorker {
-  msg::worker_actor handle;
+  msg::worker_actor handle; // null: restored from the journal, not registered again yet
   caf::actor_clock::time_point last_heartbeat;
 };
 
@@ -38,6 +44,16 @@ struct dispatcher_state {
   // Observability: dataset facts computed once for `conveyor status`, and the start time.
   std::map<msg::dataset_id_t, msg::dataset_status> dataset_facts;
   caf::actor_clock::time_point started;
+  std::set<caf::node_id> admitted_nodes;         // passed client_hello with the token
+  // The last kMaxFinishedJobs jobs that ended, as they last reported (`conveyor status`,
+  // metrics). Their state is erased; this bounded list is all that remains (not journaled).
+  std::deque<msg::job_status> finished_jobs;
+  // The journal (null = in memory only) and what waits for it: effects and replies, each
+  // after the record with sequence number `first` is durable, in order.
+  std::shared_ptr<Journal> journal;
+  uint64_t last_seq = 0;    // records appended
+  uint64_t durable_seq = 0; // records the journal reported durable
+  std::deque<std::pair<uint64_t, std::function<void()>>> waiting;
 };
 
 using self_ptr = dispatcher_full_actor::stateful_pointer<dispatcher_state>;
@@ -48,13 +64,78 @@ int64_t now_us(self_ptr self) {
     .count();
 }
 
-// Applies a record the dispatcher just made. A refusal here is a dispatcher bug (requests are
-// validated before their records are made), so it is logged and reported, never ignored.
-Status apply(self_ptr self, msg::Update update) {
-  Status s = self->state.state.apply(update);
-  if (!s.ok())
+// Runs `fn` once every record appended so far is durable (at once when none is pending).
+void after_durable(self_ptr self, std::function<void()> fn) {
+  auto& st = self->state;
+  if (!st.journal || st.durable_seq >= st.last_seq) {
+    fn();
+    return;
+  }
+  st.waiting.emplace_back(st.last_seq, std::move(fn));
+}
+
+// The one persist-then-apply path. Applies the record to the in-memory state (a refusal here
+// is a dispatcher bug — requests are validated before their records are made — so it is logged
+// and reported, never ignored), appends it to the journal, and runs `then` (the record's
+// effects) once it is durable. Replies go through reply_when_durable, so nobody learns of a
+// change before it is on disk.
+Status persist(self_ptr self, msg::Update update, std::function<void()> then = {}) {
+  auto& st = self->state;
+  Status s = st.state.apply(update);
+  if (!s.ok()) {
     log::error(kLog, "internal: an update record was refused: " + s.to_string());
-  return s;
+    return s;
+  }
+  if (st.journal) {
+    auto seq = ++st.last_seq;
+    caf::weak_actor_ptr weak{self->ctrl()};
+    st.journal->append(update, [weak, seq](const Status& status) {
+      if (auto strong = weak.lock())
+        caf::anon_send(caf::actor_cast<caf::actor>(strong), msg::synced_atom_v, seq,
+                       status.ok() ? std::string{} : status.to_string());
+    });
+  }
+  if (then)
+    after_durable(self, std::move(then));
+  return Status::OK();
+}
+
+void on_synced(self_ptr self, uint64_t seq, const std::string& error) {
+  auto& st = self->state;
+  if (!error.empty()) {
+    // Memory is ahead of the disk now: acknowledging anything more could lose it on restart.
+    log::error(kLog, "FATAL: the journal in " + st.journal->dir() + " failed (" + error +
+                       "); stopping so that no unrecorded change is acknowledged");
+    std::_Exit(74);
+  }
+  st.durable_seq = std::max(st.durable_seq, seq);
+  while (!st.waiting.empty() && st.waiting.front().first <= st.durable_seq) {
+    auto fn = std::move(st.waiting.front().second);
+    st.waiting.pop_front();
+    fn();
+  }
+}
+
+// Answers a request once everything it may depend on is durable; `make` builds the answer
+// then (so that handles created by earlier effects are in it).
+template <class T>
+caf::result<T> reply_when_durable(self_ptr self, std::function<caf::expected<T>()> make) {
+  auto& st = self->state;
+  if (!st.journal || st.durable_seq >= st.last_seq) {
+    auto r = make();
+    if (r)
+      return std::move(*r);
+    return std::move(r.error());
+  }
+  auto rp = self->make_response_promise<T>();
+  st.waiting.emplace_back(st.last_seq, [rp, make]() mutable {
+    auto r = make();
+    if (r)
+      rp.deliver(std::move(*r));
+    else
+      rp.deliver(std::move(r.error()));
+  });
+  return rp;
 }
 
 std::string version_refusal(uint32_t ours, uint32_t theirs, const std::string& who) {
@@ -74,21 +155,29 @@ bool is_static(ShardingPolicy p) { return p != ShardingPolicy::off && p != Shard
 // Creates the task of `job` on `worker` and tells the job.
 void create_task(self_ptr self, msg::job_id_t job, msg::worker_id_t worker) {
   auto& st = self->state;
-  auto j = st.jobs.find(job);
+  // (The job's actor may not run yet: it is spawned once the job's record is durable, before
+  // this task's effect runs.)
+  const auto* job_entry = st.state.job(job);
   auto w = st.workers.find(worker);
   const auto* entry = st.state.worker(worker);
-  if (j == st.jobs.end() || w == st.workers.end() || !entry)
+  if (!job_entry || job_entry->finished || job_entry->released || w == st.workers.end() || !entry)
     return;
+  if (!w->second.handle)
+    return; // restored, not back yet: it gets its tasks when it registers again
+  for (const auto* t : st.state.tasks_of_worker(worker))
+    if (t->job == job)
+      return; // it has one
   auto task = st.state.next_task_id();
-  if (!apply(self, msg::CreateTaskRecord{task, job, worker, now_us(self)}).ok())
-    return;
-  msg::add_task add{task, worker, entry->address, w->second.handle};
-  const auto* job_entry = st.state.job(job);
-  if (job_entry && is_static(job_entry->policy)) {
+  std::string address = entry->address;
+  msg::add_task add{task, worker, address, w->second.handle};
+  if (is_static(job_entry->policy)) {
     add.num_workers = static_cast<int64_t>(st.start.worker_addresses.size());
-    add.worker_index = fixed_index(st, entry->address); // registration admitted listed ones only
+    add.worker_index = fixed_index(st, address); // registration admitted listed ones only
   }
-  self->send(j->second, std::move(add));
+  (void)persist(self, msg::CreateTaskRecord{task, job, worker, now_us(self)}, [self, job, add] {
+    if (auto j = self->state.jobs.find(job); j != self->state.jobs.end())
+      self->send(j->second, add);
+  });
 }
 
 void remove_worker(self_ptr self, msg::worker_id_t id, const std::string& reason) {
@@ -100,13 +189,15 @@ void remove_worker(self_ptr self, msg::worker_id_t id, const std::string& reason
   std::vector<std::pair<msg::task_id_t, msg::job_id_t>> tasks;
   for (const auto* t : st.state.tasks_of_worker(id))
     tasks.emplace_back(t->id, t->job);
-  if (!apply(self, msg::RemoveWorkerRecord{id, reason, now_us(self)}).ok())
+  if (!persist(self, msg::RemoveWorkerRecord{id, reason, now_us(self)}, [self, tasks, reason] {
+        for (const auto& [task, job] : tasks)
+          if (auto j = self->state.jobs.find(job); j != self->state.jobs.end())
+            self->send(j->second, msg::remove_task{task, reason});
+      }).ok())
     return;
-  for (const auto& [task, job] : tasks)
-    if (auto j = st.jobs.find(job); j != st.jobs.end())
-      self->send(j->second, msg::remove_task{task, reason});
   if (auto w = st.workers.find(id); w != st.workers.end()) {
-    self->demonitor(w->second.handle.address());
+    if (w->second.handle)
+      self->demonitor(w->second.handle.address());
     st.workers.erase(w);
   }
   log::info(kLog, "worker " + address + " removed (worker " + std::to_string(id) + ", " +
@@ -114,12 +205,53 @@ void remove_worker(self_ptr self, msg::worker_id_t id, const std::string& reason
 }
 
 const msg::dataset_status& dataset_facts(self_ptr self, const DatasetEntry& d);
+// Ops in a dataset graph (shared inputs counted once).
+std::size_t count_nodes(const NodePtr& root) {
+  std::set<const Node*> seen;
+  std::vector<const Node*> todo{root.get()};
+  while (!todo.empty()) {
+    const Node* n = todo.back();
+    todo.pop_back();
+    if (n == nullptr || !seen.insert(n).second)
+      continue;
+    for (const auto& in : n->inputs)
+      todo.push_back(in.get());
+  }
+  return seen.size();
+}
 
-caf::result<msg::dataset_registered> register_dataset(self_ptr self, msg::register_dataset& req) {
+// With a token required, only nodes that passed client_hello (or this node itself) may register
+// datasets and create jobs: an unadmitted peer cannot skip the handshake.
+Status check_admitted_sender(self_ptr self, const char* what) {
   auto& st = self->state;
+  if (st.start.auth_token.empty())
+    return Status::OK();
+  const auto& sender = self->current_sender();
+  if (!sender || sender->node() == self->node() || st.admitted_nodes.count(sender->node()) > 0)
+    return Status::OK();
+  log::warning(kLog, std::string{"refused "} + what + " from node " + caf::to_string(sender->node()) +
+                       ": it did not present the admission token (no client_hello)");
+  return permission_denied(std::string{what} +
+                           " needs an admitted client: say client_hello with the admission token "
+                           "first");
+}
+
+caf::expected<msg::dataset_registered> register_dataset(self_ptr self,
+                                                        msg::register_dataset& req) {
+  auto& st = self->state;
+  if (auto admitted = check_admitted_sender(self, "registering a dataset"); !admitted.ok())
+    return msg::to_error(admitted);
+  if (req.definition.size() > st.start.max_dataset_bytes)
+    return msg::to_error(resource_exhausted(
+      "the dataset definition has " + std::to_string(req.definition.size()) +
+      " bytes, more than the dispatcher accepts (" + std::to_string(st.start.max_dataset_bytes) + ")"));
   auto dataset = from_binary(req.definition);
   if (!dataset.ok())
     return msg::to_error(dataset.status().with_context("decoding the dataset definition"));
+  if (auto nodes = count_nodes(dataset->node()); nodes > st.start.max_dataset_nodes)
+    return msg::to_error(resource_exhausted(
+      "the dataset graph has " + std::to_string(nodes) + " nodes, more than the dispatcher accepts (" +
+      std::to_string(st.start.max_dataset_nodes) + ")"));
   std::string fp = dataset->fingerprint();
   msg::dataset_id_t id;
   if (req.requested_id) {
@@ -142,7 +274,7 @@ caf::result<msg::dataset_registered> register_dataset(self_ptr self, msg::regist
   const auto definition_bytes = req.definition.size();
   msg::RegisterDatasetRecord record{id, fp, std::move(req.definition),
                                     static_cast<uint8_t>(req.compression), now_us(self)};
-  if (auto s = apply(self, std::move(record)); !s.ok())
+  if (auto s = persist(self, std::move(record)); !s.ok())
     return msg::to_error(s);
   (void)dataset_facts(self, *st.state.dataset(id));
   // By id and fingerprint only: the text form of a dataset holding tensors can be megabytes.
@@ -152,8 +284,82 @@ caf::result<msg::dataset_registered> register_dataset(self_ptr self, msg::regist
   return msg::dataset_registered{id};
 }
 
-caf::result<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create_job& req) {
+// What a consumer learns about a job: its handle while its actor runs.
+caf::expected<msg::job_info> job_info_of(self_ptr self, msg::job_id_t id) {
   auto& st = self->state;
+  const auto* job = st.state.job(id);
+  if (!job)
+    return msg::make_error(ErrorCode::not_found,
+                           "job " + std::to_string(id) +
+                             " is unknown to this dispatcher (did it restart without its "
+                             "--work-dir state?)");
+  // A job whose actor is gone ended (its consumers finished or left); it is about to be erased.
+  msg::job_info info{job->id, job->name, job->dataset, job->policy, true, {}, job->repetition};
+  if (auto h = st.jobs.find(job->id); h != st.jobs.end()) {
+    info.handle = h->second;
+    info.finished = job->finished || job->released;
+  }
+  return info;
+}
+
+// The job actor's start: definition, compression and (DYNAMIC) a split provider, restored to
+// the journaled position when `entry` has one.
+Expected<JobStart> job_start(self_ptr self, const JobEntry& entry) {
+  auto& st = self->state;
+  const auto* dataset = st.state.dataset(entry.dataset);
+  if (!dataset)
+    return not_found("dataset id \"" + entry.dataset + "\" is not registered");
+  auto definition = from_binary(dataset->definition);
+  if (!definition.ok())
+    return definition.status();
+  JobStart js;
+  std::unique_ptr<SplitProvider> provider;
+  if (entry.policy == ShardingPolicy::dynamic) {
+    SplitOptions options;
+    // The split size was decided when the job was created (journaled with it), so a restarted
+    // dispatcher cuts the same splits; 0 (an older record): the configured size.
+    options.range_split_size = entry.split_size > 0 ? entry.split_size : st.start.range_split_size;
+    auto made = make_split_provider(*definition, options);
+    if (!made.ok())
+      return made.status().with_context("DYNAMIC (distributed_epoch) sharding of dataset " +
+                                        entry.dataset);
+    provider = std::move(made).value();
+  }
+  bool per_split = provider && is_per_split(*definition);
+  js.core = std::make_shared<JobCore>(std::move(provider), per_split);
+  if (entry.has_split_position) {
+    Status s = js.core->restore_splits(entry.split_epoch, entry.splits_handed_out,
+                                       SplitPosition{entry.split_provider_epoch,
+                                                     entry.split_next_index});
+    if (!s.ok())
+      return s.with_context("restoring the split position of job " + std::to_string(entry.id));
+  }
+  js.id = entry.id;
+  js.name = entry.name;
+  js.dataset = entry.dataset;
+  js.definition = dataset->definition;
+  js.policy = entry.policy;
+  js.compression = dataset->compression;
+  js.dispatcher = caf::actor_cast<msg::job_report_actor>(self);
+  js.request_timeout = st.start.request_timeout;
+  js.gc_timeout = st.start.job_gc_timeout;
+  js.client_timeout = st.start.client_timeout;
+  js.journal_splits = st.journal != nullptr;
+  return js;
+}
+
+void run_job(self_ptr self, JobStart js) {
+  auto& st = self->state;
+  auto id = js.id;
+  auto job = spawn_job(self, std::move(js));
+  st.jobs[id] = job;
+  st.job_addrs.insert(job.address());
+}
+
+caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create_job& req) {
+  auto& st = self->state;
+  if (auto admitted = check_admitted_sender(self, "creating a job"); !admitted.ok())
+    return msg::to_error(admitted);
   const auto* dataset = st.state.dataset(req.dataset);
   if (!dataset)
     return msg::make_error(ErrorCode::not_found, "dataset id \"" + req.dataset +
@@ -184,13 +390,7 @@ caf::result<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create_j
       int64_t asked = req.num_consumers ? *req.num_consumers : -1;
       if (job->num_consumers != asked)
         return refuse("num_consumers", std::to_string(job->num_consumers), std::to_string(asked));
-      msg::job_info info{job->id, job->name, job->dataset, job->policy, false, {},
-                         job->repetition};
-      if (auto h = st.jobs.find(job->id); h != st.jobs.end())
-        info.handle = h->second;
-      else
-        info.finished = true;
-      return info;
+      return job_info_of(self, job->id);
     }
   }
   auto definition = from_binary(dataset->definition);
@@ -210,71 +410,97 @@ caf::result<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create_j
       return msg::to_error(sharded.status().with_context(
         std::string{"sharding dataset "} + req.dataset + " with policy " + to_string(req.policy)));
   }
-  JobStart js;
-  std::unique_ptr<SplitProvider> provider;
+  auto id = st.state.next_job_id();
+  JobEntry planned;
+  planned.id = id;
+  planned.dataset = req.dataset;
+  planned.name = req.job_name ? *req.job_name : std::string{};
+  planned.policy = req.policy;
   if (req.policy == ShardingPolicy::dynamic) {
-    SplitOptions options;
-    options.range_split_size = st.start.range_split_size;
     // Split size from the cardinality: about 8 splits per worker and epoch, at most 8192
     // elements (a re-issued split is read again from its start), never below the configured size.
+    planned.split_size = st.start.range_split_size;
     auto card = definition->cardinality();
     if (st.start.adaptive_split_size && card > 0) {
       int64_t workers = std::max<int64_t>(1, static_cast<int64_t>(st.workers.size()));
-      options.range_split_size =
+      planned.split_size =
         std::clamp<int64_t>(card / (8 * workers), st.start.range_split_size,
                             std::max<int64_t>(st.start.range_split_size, 8192));
     }
-    auto made = make_split_provider(*definition, options);
-    if (!made.ok())
-      return msg::to_error(made.status().with_context(
-        "DYNAMIC (distributed_epoch) sharding of dataset " + req.dataset));
-    provider = std::move(made).value();
   }
-  bool per_split = provider && is_per_split(*definition);
-  js.core = std::make_shared<JobCore>(std::move(provider), per_split);
+  auto js = job_start(self, planned); // checked before the record is made
+  if (!js.ok())
+    return msg::to_error(js.status());
+  const bool per_split = js->core->per_split();
   if (auto sender = self->current_sender())
-    js.creator = caf::actor_cast<caf::actor>(sender);
-  auto id = st.state.next_job_id();
+    js->creator = caf::actor_cast<caf::actor>(sender);
   msg::CreateJobRecord record{id,
                               req.dataset,
                               req.job_name ? *req.job_name : std::string{},
                               static_cast<uint8_t>(req.policy),
                               req.num_consumers ? *req.num_consumers : -1,
                               req.target_workers,
-                              now_us(self)};
-  if (auto s = apply(self, std::move(record)); !s.ok())
+                              now_us(self),
+                              planned.split_size};
+  if (auto s = persist(self, std::move(record),
+                       [self, start = std::move(js).value()]() mutable {
+                         run_job(self, std::move(start));
+                       });
+      !s.ok())
     return msg::to_error(s);
-  js.id = id;
-  js.name = req.job_name ? *req.job_name : std::string{};
-  js.dataset = req.dataset;
-  js.definition = dataset->definition;
-  js.policy = req.policy;
-  js.compression = dataset->compression;
-  js.dispatcher = caf::actor_cast<msg::job_report_actor>(self);
-  js.request_timeout = st.start.request_timeout;
-  js.gc_timeout = st.start.job_gc_timeout;
-  js.client_timeout = st.start.client_timeout;
-  auto job = spawn_job(self, std::move(js));
-  st.jobs[id] = job;
-  st.job_addrs.insert(job.address());
   log::info(kLog, "created job " + std::to_string(id) +
                     (req.job_name ? " (\"" + *req.job_name + "\")" : std::string{" (private)"}) +
                     " for dataset " + req.dataset + ", " + to_string(req.policy) +
                     (per_split ? " (per-split: exactly-once under worker loss)" : "") + ", " +
                     std::to_string(st.workers.size()) + " worker(s)");
+  std::vector<msg::worker_id_t> workers;
   for (const auto& [wid, w] : st.workers)
+    workers.push_back(wid);
+  for (auto wid : workers)
     create_task(self, id, wid);
-  const auto* entry = st.state.job(id);
-  return msg::job_info{id, req.job_name ? *req.job_name : std::string{}, req.dataset,
-                       req.policy, false, job, entry ? entry->repetition : 0};
+  return job_info_of(self, id);
 }
 
-caf::result<msg::worker_registered> register_worker(self_ptr self, msg::register_worker& req) {
+// A worker the restarted dispatcher knows from its journal registers again: it keeps its id and
+// its tasks (its task actors kept serving; each job learns the task again and the worker
+// answers with the running task), and gets a task for every unfinished job it lacks.
+caf::expected<msg::worker_registered> adopt_worker(self_ptr self, msg::worker_id_t id,
+                                                   msg::worker_actor handle) {
+  auto& st = self->state;
+  const auto* entry = st.state.worker(id);
+  auto& live = st.workers[id];
+  live.handle = handle;
+  live.last_heartbeat = self->clock().now();
+  self->monitor(handle);
+  std::string address = entry->address;
+  std::vector<msg::job_id_t> has;
+  for (const auto* t : st.state.tasks_of_worker(id)) {
+    has.push_back(t->job);
+    if (auto j = st.jobs.find(t->job); j != st.jobs.end() && !t->finished)
+      self->send(j->second, msg::add_task{t->id, id, address, handle});
+  }
+  log::info(kLog, "worker " + address + " is back (worker " + std::to_string(id) + ", " +
+                    std::to_string(has.size()) + " task(s) kept)");
+  std::vector<msg::job_id_t> jobs;
+  for (const auto* job : st.state.unfinished_jobs())
+    jobs.push_back(job->id);
+  for (auto job : jobs)
+    create_task(self, job, id);
+  return msg::worker_registered{id, st.start.protocol_version};
+}
+
+caf::expected<msg::worker_registered> register_worker(self_ptr self,
+                                                      msg::register_worker& req) {
   auto& st = self->state;
   if (req.protocol_version != st.start.protocol_version) {
     auto why = version_refusal(st.start.protocol_version, req.protocol_version, "worker");
     log::warning(kLog, "refused worker at " + req.address + ": " + why);
     return msg::make_error(ErrorCode::version_mismatch, why);
+  }
+  if (auto admitted = check_admission(st.start.auth_token, req.auth_token, "worker");
+      !admitted.ok()) {
+    log::warning(kLog, "refused worker at " + req.address + ": " + admitted.message());
+    return msg::to_error(admitted);
   }
   if (req.address.empty() || !req.worker)
     return msg::make_error(ErrorCode::invalid_argument,
@@ -288,10 +514,14 @@ caf::result<msg::worker_registered> register_worker(self_ptr self, msg::register
     log::warning(kLog, "refused " + why);
     return msg::make_error(ErrorCode::failed_precondition, why);
   }
-  if (const auto* old = st.state.worker_by_address(req.address))
+  if (const auto* old = st.state.worker_by_address(req.address)) {
+    auto w = st.workers.find(old->id);
+    if (w != st.workers.end() && !w->second.handle)
+      return adopt_worker(self, old->id, req.worker);
     remove_worker(self, old->id, "it registered again");
+  }
   auto id = st.state.next_worker_id();
-  if (auto s = apply(self, msg::RegisterWorkerRecord{id, req.address, now_us(self)}); !s.ok())
+  if (auto s = persist(self, msg::RegisterWorkerRecord{id, req.address, now_us(self)}); !s.ok())
     return msg::to_error(s);
   self->monitor(req.worker);
   st.workers[id] = LiveWorker{req.worker, self->clock().now()};
@@ -357,6 +587,9 @@ caf::result<msg::cluster_status> get_status(self_ptr self, const msg::get_status
     if (st.state.dataset(id))
       status->datasets.push_back(facts);
   }
+  if (req.include_jobs)
+    for (const auto& js : st.finished_jobs)
+      status->jobs.push_back(js);
   if (!req.include_jobs || st.jobs.empty())
     return *status;
   auto promise = self->make_response_promise<msg::cluster_status>();
@@ -402,6 +635,48 @@ void check_heartbeats(self_ptr self) {
     remove_worker(self, id, "no heartbeat for " + std::to_string(ms.count()) + " ms");
 }
 
+// A long journal is folded into a snapshot so that a restart stays fast.
+void compact_if_due(self_ptr self) {
+  auto& st = self->state;
+  if (!st.journal || !st.journal->should_compact())
+    return;
+  if (auto s = st.journal->compact(st.state); !s.ok())
+    log::warning(kLog, "compacting the journal failed (it keeps growing; retried later): " +
+                         s.to_string());
+}
+
+// Start-up from the journal's replayed state: job actors for the unfinished jobs, and every
+// known worker counted as freshly heartbeated until it registers again (or times out).
+void restore(self_ptr self) {
+  auto& st = self->state;
+  if (!st.start.restored)
+    return;
+  st.state = *st.start.restored;
+  st.start.restored.reset();
+  auto now = self->clock().now();
+  for (const auto* w : st.state.workers())
+    st.workers[w->id] = LiveWorker{msg::worker_actor{}, now};
+  std::vector<const JobEntry*> jobs = st.state.unfinished_jobs();
+  int running = 0;
+  for (const auto* job : jobs) {
+    auto js = job_start(self, *job);
+    if (!js.ok()) {
+      log::error(kLog, "cannot restart job " + std::to_string(job->id) + ": " +
+                         js.status().to_string() + "; releasing it");
+      (void)persist(self, msg::ReleaseJobRecord{job->id, now_us(self)});
+      continue;
+    }
+    run_job(self, std::move(js).value());
+    ++running;
+  }
+  auto snapshot = st.state.snapshot();
+  log::info(kLog, "restored from the journal: " + std::to_string(snapshot.datasets.size()) +
+                    " dataset(s), " + std::to_string(snapshot.jobs.size()) + " job(s) (" +
+                    std::to_string(running) + " running again), " +
+                    std::to_string(st.workers.size()) +
+                    " worker(s) expected to register again");
+}
+
 } // namespace
 
 dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart start) {
@@ -409,6 +684,8 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
     [](self_ptr self, DispatcherStart start) -> dispatcher_full_actor::behavior_type {
       self->state.start = std::move(start);
       self->state.started = self->clock().now();
+      self->state.journal = self->state.start.journal;
+      restore(self);
       self->set_down_handler([self](caf::down_msg& down) {
         auto& st = self->state;
         for (const auto& [id, w] : st.workers)
@@ -436,15 +713,54 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
                                  ": " + why);
             return msg::make_error(ErrorCode::version_mismatch, why);
           }
+          if (auto admitted = check_admission(self->state.start.auth_token, hello.auth_token,
+                                              hello.client.empty() ? "client" : hello.client);
+              !admitted.ok()) {
+            log::warning(kLog, "refused " + (hello.client.empty() ? "a client" : hello.client) +
+                                 ": " + admitted.message());
+            return msg::to_error(admitted);
+          }
+          if (const auto& sender = self->current_sender())
+            self->state.admitted_nodes.insert(sender->node());
           return msg::dispatcher_hello{ours};
         },
-        [self](msg::register_dataset& req) { return register_dataset(self, req); },
-        [self](msg::get_or_create_job& req) { return get_or_create_job(self, req); },
-        [self](msg::register_worker& req) { return register_worker(self, req); },
+        [self](msg::register_dataset& req) -> caf::result<msg::dataset_registered> {
+          auto r = register_dataset(self, req);
+          return reply_when_durable<msg::dataset_registered>(self, [r] { return r; });
+        },
+        [self](msg::get_or_create_job& req) -> caf::result<msg::job_info> {
+          auto r = get_or_create_job(self, req);
+          if (!r)
+            return reply_when_durable<msg::job_info>(self, [r] { return r; });
+          auto id = r->job;
+          return reply_when_durable<msg::job_info>(self, [self, id] { return job_info_of(self, id); });
+        },
+        [self](msg::rejoin_job& req) -> caf::result<msg::job_info> {
+          auto id = req.job;
+          return reply_when_durable<msg::job_info>(self, [self, id] { return job_info_of(self, id); });
+        },
+        [self](msg::register_worker& req) -> caf::result<msg::worker_registered> {
+          auto r = register_worker(self, req);
+          return reply_when_durable<msg::worker_registered>(self, [r] { return r; });
+        },
+        [self](msg::persist_splits& req) -> caf::result<caf::ok_atom> {
+          auto job = req.record.job;
+          Status s = Status::OK();
+          if (!self->state.state.job(job))
+            s = not_found("job " + std::to_string(job) + " does not exist");
+          else
+            s = persist(self, req.record);
+          return reply_when_durable<caf::ok_atom>(self, [s]() -> caf::expected<caf::ok_atom> {
+            if (!s.ok())
+              return msg::to_error(s);
+            return caf::ok_atom_v;
+          });
+        },
+        [self](msg::synced_atom, uint64_t seq, std::string& error) { on_synced(self, seq, error); },
         [self](msg::worker_heartbeat& hb) {
           auto& st = self->state;
           auto w = st.workers.find(hb.worker);
-          if (w == st.workers.end())
+          if (w == st.workers.end() || !w->second.handle) // unknown, or restored: register again
             return msg::heartbeat_ack{false};
           w->second.last_heartbeat = self->clock().now();
           return msg::heartbeat_ack{true};
@@ -453,19 +769,31 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
         [self](msg::task_finished& done) {
           const auto* task = self->state.state.task(done.task);
           if (task && !task->finished)
-            (void)apply(self, msg::FinishTaskRecord{done.task, done.error, now_us(self)}); // logged
+            (void)persist(self, msg::FinishTaskRecord{done.task, done.error, now_us(self)}); // logged
         },
         [self](msg::job_finished&) {
           // Jobs end with their consumers (job_released); kept for the interface.
         },
         [self](msg::job_released& released) {
           auto& st = self->state;
+          if (const auto* entry = st.state.job(released.job)) {
+            auto js = std::move(released.final_status);
+            js.id = released.job;
+            js.name = entry->name;
+            js.dataset = entry->dataset;
+            js.mode = to_string(entry->policy);
+            js.finished = true;
+            st.finished_jobs.push_back(std::move(js));
+            while (st.finished_jobs.size() > kMaxFinishedJobs)
+              st.finished_jobs.pop_front();
+          }
           if (st.state.job(released.job))
-            (void)apply(self, msg::ReleaseJobRecord{released.job, now_us(self)}); // logged
+            (void)persist(self, msg::ReleaseJobRecord{released.job, now_us(self)}); // logged
           st.jobs.erase(released.job);
         },
         [self](msg::tick_atom) {
           check_heartbeats(self);
+          compact_if_due(self);
           auto period = std::max<caf::timespan>(self->state.start.worker_timeout / 4,
                                                 std::chrono::milliseconds(10));
           self->delayed_send(self, period, msg::tick_atom_v);

@@ -2,9 +2,20 @@
 // and fingerprint, workers and their heartbeats, jobs by name — and one job actor per job.
 //
 // Every request that changes the state is handled the same way: validate, decide ids and time
-// (from the actor's clock), make the update record, apply it, then act (spawn a job actor, tell
-// jobs about new or removed tasks) and reply. A journal (a later issue) appends each record
-// before it is applied.
+// (from the actor's clock), make the update record and hand it to persist(), the one
+// persist-then-apply path: the record is applied to the in-memory DispatcherState (so that
+// the next ids are decided on it) and appended to the journal (actors/journal.hpp, with
+// --work-dir); its effects (spawning a job actor, telling jobs about new or removed tasks) and
+// every reply run only once the journal says the record is durable (group fsync), in order.
+// Nothing the dispatcher says or does leaves the actor before the records it depends on are on
+// disk, so a crash loses only changes nobody has seen.
+//
+// Restart: DispatchServer opens the journal, which replays snapshot + records into a
+// DispatcherState; the actor starts from it, re-spawns a job actor for every unfinished job
+// (DYNAMIC: the split provider restored to the journaled position), and treats every known
+// worker as freshly heartbeated: a worker that registers again at the same address keeps its
+// id and tasks (its task actors go on serving), one that does not is removed after
+// worker_timeout. Consumers re-find their job with rejoin_job.
 //
 // Workers: registration carries the protocol version (a mismatch is refused and logged); a
 // worker is removed when its connection goes down or after worker_timeout without heartbeat,
@@ -12,6 +23,7 @@
 // every unfinished job.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,6 +35,9 @@
 
 namespace conveyor::actors {
 
+class Journal;
+class DispatcherState;
+
 struct DispatcherStart {
   std::string address; // "host:port" it listens on (for logs)
   caf::timespan worker_timeout = std::chrono::seconds(5);
@@ -33,9 +48,19 @@ struct DispatcherStart {
   bool adaptive_split_size = true; // size splits from the dataset's cardinality
   std::vector<std::string> worker_addresses; // normalised "host:port"; see DispatcherConfig
   uint32_t protocol_version = msg::kProtocolVersion;
+  // Admission (actors/admission.hpp): the token workers and consumers must present; empty = none.
+  std::string auth_token;
+  // Bounds on a registered dataset (its encoded definition and its graph's node count).
+  std::size_t max_dataset_bytes = 16 << 20;
+  std::size_t max_dataset_nodes = 10000;
+  // Null: state in memory only. Otherwise the opened journal and the state it replayed.
+  std::shared_ptr<Journal> journal;
+  std::shared_ptr<DispatcherState> restored;
 };
 
-using dispatcher_full_actor = msg::dispatcher_actor::extend<caf::reacts_to<msg::tick_atom>>;
+using dispatcher_full_actor =
+  msg::dispatcher_actor::extend<caf::reacts_to<msg::tick_atom>,
+                                caf::reacts_to<msg::synced_atom, uint64_t, std::string>>;
 
 dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart start);
 

@@ -70,6 +70,7 @@ Status DispatcherState::apply_one(const CreateJobRecord& r) {
   job.num_consumers = r.num_consumers;
   job.target_workers = r.target_workers;
   job.created_us = r.time_us;
+  job.split_size = r.split_size;
   if (!r.job_name.empty()) {
     named_jobs_[{r.dataset, r.job_name}] = r.job;
     job.repetition = repetitions_[{r.dataset, r.job_name}]++;
@@ -130,6 +131,119 @@ Status DispatcherState::apply_one(const ReleaseJobRecord& r) {
     named_jobs_.erase({job->second.dataset, job->second.name});
   jobs_.erase(job);
   return Status::OK();
+}
+
+Status DispatcherState::apply_one(const SplitPositionRecord& r) {
+  auto job = jobs_.find(r.job);
+  if (job == jobs_.end())
+    return not_found("job " + std::to_string(r.job) + " does not exist");
+  auto& j = job->second;
+  if (j.policy != ShardingPolicy::dynamic)
+    return failed_precondition("job " + std::to_string(r.job) + " is not DYNAMIC; it has no splits");
+  j.has_split_position = true;
+  j.split_epoch = r.epoch;
+  j.split_provider_epoch = r.provider_epoch;
+  j.split_next_index = r.next_index;
+  j.splits_handed_out = r.handed_out;
+  return Status::OK();
+}
+
+StateSnapshot DispatcherState::snapshot() const {
+  StateSnapshot s;
+  for (const auto& [id, d] : datasets_)
+    s.datasets.push_back(d);
+  for (const auto& [id, w] : workers_)
+    s.workers.push_back(w);
+  for (const auto& [id, j] : jobs_)
+    s.jobs.push_back(j);
+  for (const auto& [id, t] : tasks_)
+    s.tasks.push_back(t);
+  s.next_dataset_number = next_dataset_number_;
+  s.next_worker_id = next_worker_id_;
+  s.next_job_id = next_job_id_;
+  s.next_task_id = next_task_id_;
+  for (const auto& [key, count] : repetitions_)
+    s.repetitions.push_back(RepetitionEntry{key.first, key.second, count});
+  return s;
+}
+
+Status DispatcherState::restore(const StateSnapshot& s) {
+  DispatcherState fresh;
+  for (const auto& d : s.datasets) {
+    if (d.id.empty() || fresh.datasets_.count(d.id))
+      return data_loss("snapshot: dataset id \"" + d.id + "\" is empty or repeated");
+    fresh.datasets_[d.id] = d;
+    fresh.dataset_by_fingerprint_.emplace(d.fingerprint, d.id);
+  }
+  for (const auto& w : s.workers)
+    if (!fresh.workers_.emplace(w.id, w).second)
+      return data_loss("snapshot: worker " + std::to_string(w.id) + " is repeated");
+  for (const auto& j : s.jobs) {
+    if (!fresh.jobs_.emplace(j.id, j).second)
+      return data_loss("snapshot: job " + std::to_string(j.id) + " is repeated");
+    if (!fresh.datasets_.count(j.dataset))
+      return data_loss("snapshot: job " + std::to_string(j.id) + " names unknown dataset " +
+                       j.dataset);
+    if (!j.name.empty())
+      fresh.named_jobs_[{j.dataset, j.name}] = j.id;
+  }
+  for (const auto& t : s.tasks) {
+    if (!fresh.tasks_.emplace(t.id, t).second)
+      return data_loss("snapshot: task " + std::to_string(t.id) + " is repeated");
+    if (!fresh.jobs_.count(t.job))
+      return data_loss("snapshot: task " + std::to_string(t.id) + " names unknown job " +
+                       std::to_string(t.job));
+  }
+  fresh.next_dataset_number_ = s.next_dataset_number;
+  fresh.next_worker_id_ = s.next_worker_id;
+  fresh.next_job_id_ = s.next_job_id;
+  fresh.next_task_id_ = s.next_task_id;
+  for (const auto& r : s.repetitions)
+    fresh.repetitions_[{r.dataset, r.name}] = r.count;
+  *this = std::move(fresh);
+  return Status::OK();
+}
+
+namespace {
+bool same_dataset(const DatasetEntry& a, const DatasetEntry& b) {
+  return a.id == b.id && a.fingerprint == b.fingerprint && a.definition == b.definition &&
+         a.compression == b.compression;
+}
+bool same_worker(const WorkerEntry& a, const WorkerEntry& b) {
+  return a.id == b.id && a.address == b.address && a.registered_us == b.registered_us;
+}
+bool same_job(const JobEntry& a, const JobEntry& b) {
+  return a.id == b.id && a.dataset == b.dataset && a.name == b.name && a.policy == b.policy &&
+         a.num_consumers == b.num_consumers && a.target_workers == b.target_workers &&
+         a.created_us == b.created_us && a.repetition == b.repetition &&
+         a.split_size == b.split_size && a.finished == b.finished && a.released == b.released &&
+         a.tasks == b.tasks && a.has_split_position == b.has_split_position &&
+         a.split_epoch == b.split_epoch && a.split_provider_epoch == b.split_provider_epoch &&
+         a.split_next_index == b.split_next_index && a.splits_handed_out == b.splits_handed_out;
+}
+bool same_task(const TaskEntry& a, const TaskEntry& b) {
+  return a.id == b.id && a.job == b.job && a.worker == b.worker && a.finished == b.finished &&
+         a.removed == b.removed && a.error == b.error;
+}
+template <class Map, class Eq>
+bool same_map(const Map& a, const Map& b, Eq eq) {
+  if (a.size() != b.size())
+    return false;
+  for (auto i = a.begin(), j = b.begin(); i != a.end(); ++i, ++j)
+    if (i->first != j->first || !eq(i->second, j->second))
+      return false;
+  return true;
+}
+} // namespace
+
+bool operator==(const DispatcherState& a, const DispatcherState& b) {
+  return same_map(a.datasets_, b.datasets_, same_dataset) &&
+         a.dataset_by_fingerprint_ == b.dataset_by_fingerprint_ &&
+         same_map(a.workers_, b.workers_, same_worker) && same_map(a.jobs_, b.jobs_, same_job) &&
+         a.named_jobs_ == b.named_jobs_ && a.repetitions_ == b.repetitions_ && same_map(a.tasks_, b.tasks_, same_task) &&
+         a.next_dataset_number_ == b.next_dataset_number_ &&
+         a.next_worker_id_ == b.next_worker_id_ && a.next_job_id_ == b.next_job_id_ &&
+         a.next_task_id_ == b.next_task_id_;
 }
 
 const DatasetEntry* DispatcherState::dataset(const dataset_id_t& id) const {

@@ -1,8 +1,8 @@
 // The dispatcher's cluster state: datasets, workers, jobs and tasks. Pure: it changes only
 // through apply(update record) (messages/journal_records.hpp) and knows nothing of actors,
 // clocks or networks — the dispatcher actor validates a request, decides ids and time, makes
-// the record, applies it, then acts on it. A journal (a later issue) will append each record
-// before applying it, and a restarted dispatcher will replay them through the same apply().
+// the record, has the journal (actors/journal.hpp) make it durable, applies it, then acts on it;
+// a restarted dispatcher replays the snapshot and the journal through the same apply().
 #pragma once
 
 #include <cstdint>
@@ -40,9 +40,16 @@ struct JobEntry {
   std::string target_workers;
   int64_t created_us = 0;
   int64_t repetition = 0; // named jobs: the how-many-th reading of the name
+  int64_t split_size = 0; // DYNAMIC: elements per range split (0 = the dispatcher's default)
   bool finished = false;
   bool released = false;
   std::set<msg::task_id_t> tasks; // the job's live tasks (removed and released ones are erased)
+  // DYNAMIC: the last journaled split hand-out position (msg::SplitPositionRecord).
+  bool has_split_position = false;
+  int64_t split_epoch = 0;
+  int64_t split_provider_epoch = 0;
+  int64_t split_next_index = 0;
+  int64_t splits_handed_out = 0;
 };
 
 struct TaskEntry {
@@ -54,11 +61,66 @@ struct TaskEntry {
   std::string error;
 };
 
+struct RepetitionEntry {
+  msg::dataset_id_t dataset;
+  std::string name;
+  int64_t count = 0;
+};
+
+// The whole state as plain data: what a journal snapshot stores (actors/journal.hpp).
+struct StateSnapshot {
+  std::vector<DatasetEntry> datasets;
+  std::vector<WorkerEntry> workers;
+  std::vector<JobEntry> jobs;
+  std::vector<TaskEntry> tasks;
+  uint64_t next_dataset_number = 1000;
+  msg::worker_id_t next_worker_id = 1;
+  msg::job_id_t next_job_id = 1;
+  msg::task_id_t next_task_id = 1;
+  // Named jobs: how many repetitions of (dataset, name) were created (the next one's number).
+  std::vector<RepetitionEntry> repetitions;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, DatasetEntry& x) {
+  return f(x.id, x.fingerprint, x.definition, x.compression);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, WorkerEntry& x) {
+  return f(x.id, x.address, x.registered_us);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, JobEntry& x) {
+  return f(x.id, x.dataset, x.name, x.policy, x.num_consumers, x.target_workers, x.created_us,
+           x.repetition, x.split_size, x.finished, x.released, x.tasks, x.has_split_position, x.split_epoch,
+           x.split_provider_epoch, x.split_next_index, x.splits_handed_out);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, TaskEntry& x) {
+  return f(x.id, x.job, x.worker, x.finished, x.removed, x.error);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RepetitionEntry& x) {
+  return f(x.dataset, x.name, x.count);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StateSnapshot& x) {
+  return f(x.datasets, x.workers, x.jobs, x.tasks, x.next_dataset_number, x.next_worker_id,
+           x.next_job_id, x.next_task_id, x.repetitions);
+}
+
 class DispatcherState {
 public:
   // Applies one record. A record that contradicts the state (an id that exists, an unknown
   // reference) is refused with failed_precondition / not_found naming it, and changes nothing.
   Status apply(const msg::Update& update);
+
+  // The whole state, and the state rebuilt from one (replaces everything; invalid_argument /
+  // data_loss when the snapshot contradicts itself).
+  StateSnapshot snapshot() const;
+  Status restore(const StateSnapshot& snapshot);
+  // Same content (datasets, live workers, jobs, tasks, next ids): replay == live state.
+  friend bool operator==(const DispatcherState& a, const DispatcherState& b);
 
   // --- lookups (nullptr when unknown)
   const DatasetEntry* dataset(const msg::dataset_id_t& id) const;
@@ -89,6 +151,7 @@ private:
   Status apply_one(const msg::FinishTaskRecord& r);
   Status apply_one(const msg::FinishJobRecord& r);
   Status apply_one(const msg::ReleaseJobRecord& r);
+  Status apply_one(const msg::SplitPositionRecord& r);
 
   std::map<msg::dataset_id_t, DatasetEntry> datasets_;
   std::map<std::string, msg::dataset_id_t> dataset_by_fingerprint_;

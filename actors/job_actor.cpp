@@ -9,7 +9,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include "actors/log.hpp"
-#include "actors/sim/planted_bugs.hpp"
+#include "actors/hooks.hpp"
 #include "messages/all.hpp"
 
 namespace conveyor::actors {
@@ -41,7 +41,7 @@ struct job_state {
   uint64_t next_token = 1;
   uint64_t gc_token = 0; // only the latest gc timer counts
   bool released = false;
-  sim::DuplicateSplitBug planted_bug; // test-only; inert unless the simulator switches it on
+  hooks::JobSplitHook planted_bug; // inert unless the simulator installs hooks (actors/hooks.hpp)
   // Observability (`conveyor status`, metrics): what consumers reported on their polls.
   std::map<msg::consumer_id_t, msg::consumer_progress> progress;
   msg::consumer_progress departed; // sums of consumers that left
@@ -148,7 +148,12 @@ void release(self_ptr self, const std::string& why) {
                     std::to_string(st.workers.size()) + " task(s)");
   for (const auto& [task, worker] : st.workers)
     self->send(worker, msg::stop_task{task});
-  self->send(st.start.dispatcher, msg::job_released{st.start.id});
+  auto final_status = job_status_of(self);
+  final_status.finished = true;
+  final_status.consumers = 0;
+  final_status.tasks = 0;
+  final_status.elements_per_s = final_status.bytes_per_s = 0;
+  self->send(st.start.dispatcher, msg::job_released{st.start.id, std::move(final_status)});
   answer_polls(self);
   for (auto& h : st.held_splits)
     h.promise.deliver(msg::splits_reply{{}, true, true});
@@ -194,7 +199,23 @@ bool try_splits(self_ptr self, const msg::get_splits& req,
     bool end = false;
     st.planted_bug.apply(req.task, reply.splits.back(), end);
   }
-  promise.deliver(std::move(reply));
+  if (!st.start.journal_splits || reply.splits.empty()) {
+    promise.deliver(std::move(reply));
+    return true;
+  }
+  // Journal hook: the hand-out position after this answer is durable before its splits leave
+  // (a restarted dispatcher resumes the job's split provider there).
+  auto& core = st.core();
+  auto pos = core.position();
+  msg::SplitPositionRecord record{st.start.id,        core.epoch(),
+                                  pos.epoch,          pos.next_index,
+                                  core.splits_handed_out(),
+                                  std::chrono::duration_cast<std::chrono::microseconds>(
+                                    self->clock().now().time_since_epoch())
+                                    .count()};
+  self->request(st.start.dispatcher, st.start.request_timeout, msg::persist_splits{record})
+    .then([promise, reply](caf::ok_atom) mutable { promise.deliver(std::move(reply)); },
+          [promise](caf::error& err) mutable { promise.deliver(std::move(err)); });
   return true;
 }
 

@@ -34,6 +34,9 @@ struct JobStart {
   caf::timespan request_timeout = std::chrono::seconds(10);
   caf::timespan gc_timeout = std::chrono::seconds(60);
   caf::timespan client_timeout = std::chrono::seconds(60); // consumers' heartbeat (get_tasks)
+  // DYNAMIC with a journal: every split hand-out position is made durable (persist_splits to
+  // the dispatcher) before the split is handed out, so a restarted dispatcher resumes there.
+  bool journal_splits = false;
 };
 
 using job_full_actor = msg::job_actor::extend<caf::reacts_to<msg::expire_atom, uint64_t>,

@@ -1,6 +1,6 @@
 #include "actors/job_core.hpp"
 
-#include "actors/sim/planted_bugs.hpp"
+#include "actors/hooks.hpp"
 
 #include <set>
 
@@ -69,7 +69,7 @@ bool JobCore::task_lost(msg::task_id_t id, const std::string& reason) {
     return false;
   // Hand the lost task's unfinished splits out again, in split order.
   std::size_t n = 0;
-  bool skip_one = sim::planted(sim::PlantedBug::forget_lost_split);
+  bool skip_one = hooks::forget_lost_split();
   for (auto& [key, split] : t->second.unfinished) {
     owner_.erase(key);
     if (skip_one && n++ == t->second.unfinished.size() - 1)
@@ -180,6 +180,18 @@ Expected<JobCore::SplitAnswer> JobCore::get_splits(msg::task_id_t task, int64_t 
   ++epoch_;
   exhausted_ = false;
   return a;
+}
+
+Status JobCore::restore_splits(int64_t epoch, int64_t handed_out, const SplitPosition& position) {
+  if (!provider_)
+    return failed_precondition("the job is not DYNAMIC; it has no split position");
+  if (epoch < 0 || handed_out < 0)
+    return invalid_argument("a split position with a negative epoch or count");
+  CONVEYOR_RETURN_IF_ERROR(provider_->restore(position));
+  epoch_ = epoch;
+  handed_out_ = handed_out;
+  exhausted_ = false;
+  return Status::OK();
 }
 
 bool JobCore::splits_update(msg::task_id_t task, const std::vector<SplitKey>& finished,

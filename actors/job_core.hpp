@@ -97,6 +97,10 @@ public:
   int64_t splits_reissued() const { return reissued_; }
   int64_t splits_handed_out() const { return handed_out_; }
   SplitPosition position() const { return provider_ ? provider_->position() : SplitPosition{}; }
+  // A restarted dispatcher's job continues from its journaled hand-out position
+  // (msg::SplitPositionRecord). Splits handed out before the restart are not tracked again:
+  // tasks still running them go on, but a task lost after the restart cannot hand them back.
+  Status restore_splits(int64_t epoch, int64_t handed_out, const SplitPosition& position);
 
   // --- consumers
   msg::consumer_id_t join(int64_t now_ns);

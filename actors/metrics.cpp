@@ -1,6 +1,7 @@
 #include "actors/metrics.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <mutex>
 
 #include <prometheus/collectable.h>
@@ -18,7 +19,9 @@ namespace {
 struct TaskTable {
   std::mutex mu;
   std::vector<std::weak_ptr<TaskStats>> tasks;
+  std::deque<std::shared_ptr<TaskStats>> recent; // the last kKeptTasks registered
 };
+constexpr std::size_t kKeptTasks = 100;
 
 TaskTable& table() {
   static TaskTable t;
@@ -81,6 +84,9 @@ std::shared_ptr<TaskStats> register_task(uint64_t job, uint64_t task, std::strin
                                [](const auto& w) { return w.expired(); }),
                 t.tasks.end());
   t.tasks.push_back(stats);
+  t.recent.push_back(stats);
+  while (t.recent.size() > kKeptTasks)
+    t.recent.pop_front();
   return stats;
 }
 
@@ -94,8 +100,10 @@ std::vector<Sample> task_samples() {
         live.push_back(std::move(s));
   }
   std::vector<Sample> out;
+  const auto running = std::count_if(live.begin(), live.end(),
+                                     [](const auto& s) { return !s->ended.load(); });
   out.push_back(sample("conveyor_worker_tasks", "tasks running on this worker", "gauge", {},
-                       static_cast<double>(live.size())));
+                       static_cast<double>(running)));
   for (const auto& s : live) {
     std::map<std::string, std::string> l{{"job", std::to_string(s->job)},
                                          {"task", std::to_string(s->task)},

@@ -46,10 +46,12 @@ struct TaskStats {
   std::atomic<int64_t> buffer_full_total{0}; // produce steps skipped: consumers had no credit
   std::atomic<int64_t> split_waits_total{0};
   std::atomic<int64_t> split_wait_ns{0};
+  std::atomic<bool> ended{false}; // the task stopped (its counters stay listed a while)
 };
 
-// Registers a task's counters for this process's worker endpoint; they are listed until the
-// returned pointer (and every copy) is gone.
+// Registers a task's counters for this process's worker endpoint; they are listed while the
+// task runs, and after it ended as one of the last 100 tasks registered (so a finished job's
+// totals stay visible; bounded).
 std::shared_ptr<TaskStats> register_task(uint64_t job, uint64_t task, std::string dataset);
 // The live tasks' samples (what a worker's endpoint serves).
 std::vector<Sample> task_samples();

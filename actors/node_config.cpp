@@ -1,6 +1,7 @@
 #include "actors/node_config.hpp"
 
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/manager.hpp>
 
 #include "conveyor/async.hpp"
 #include "messages/all.hpp"
@@ -17,6 +18,12 @@ void configure_actor_system(caf::actor_system_config& cfg, const NetworkConfig& 
   cfg.set("middleman.enable-automatic-connections", false);
   if (network.scheduler_threads > 0)
     cfg.set("scheduler.max-threads", network.scheduler_threads);
+  if (network.tls()) { // mutual TLS (CAF_NOTES §7); validate_security() checked the files
+    cfg.load<caf::openssl::manager>();
+    cfg.openssl_certificate = network.tls_cert;
+    cfg.openssl_key = network.tls_key;
+    cfg.openssl_cafile = network.tls_ca;
+  }
 }
 
 namespace actors {

@@ -18,6 +18,9 @@
 #include <caf/send.hpp>
 
 #include "actors/dispatcher_actor.hpp"
+#include "actors/dispatcher_state.hpp"
+#include "actors/frame_guard.hpp"
+#include "actors/journal.hpp"
 #include "actors/log.hpp"
 #include "actors/metrics.hpp"
 #include "actors/node_config.hpp"
@@ -25,6 +28,7 @@
 #include "actors/worker_actor.hpp"
 #include "messages/all.hpp"
 #include "pipeline/functions.hpp"
+#include "pipeline/path_policy.hpp"
 
 namespace conveyor {
 
@@ -35,7 +39,7 @@ namespace detail {
 class NodeContext {
 public:
   explicit NodeContext(const NetworkConfig& network)
-    : cfg(network), sys(cfg), transport(actors::make_tcp_transport(sys)) {}
+    : cfg(network), sys(cfg), transport(actors::make_transport(sys, network)) {}
 
   void mark_stopped() {
     {
@@ -56,9 +60,11 @@ public:
   actors::NodeConfig cfg;
   caf::actor_system sys;
   std::shared_ptr<actors::Transport> transport;
-  uint16_t port = 0;
+  uint16_t port = 0;       // the public port (the guard's when there is one)
+  uint16_t caf_port = 0;   // where CAF listens
   std::string host;
   std::unique_ptr<metrics::Endpoint> metrics; // destroyed before the actor system (declared after)
+  std::unique_ptr<actors::FrameGuard> guard; // closed before the actor system goes
 
 private:
   std::mutex mu;
@@ -134,6 +140,41 @@ bool is_wildcard(const std::string& host) {
   return host == "0.0.0.0" || host == "::" || host == "[::]" || host == "0:0:0:0:0:0:0:0";
 }
 
+// Publishes through the transport: directly on host:port, or behind the frame guard (CAF on
+// 127.0.0.1, the guard on host:port). Sets ctx.port / ctx.caf_port.
+template <class Handle>
+Status publish_node(detail::NodeContext& ctx, const Handle& whom, const std::string& host,
+                    uint16_t port, const GuardConfig& guard, const NetworkConfig& network,
+                    const std::string& who) {
+  if (!guard.enabled) {
+    auto bound = ctx.transport->publish(whom, host, port);
+    if (!bound)
+      return listen_error(ctx.sys, bound.error(), who, host, port);
+    ctx.port = ctx.caf_port = *bound;
+    return Status::OK();
+  }
+  if (guard.max_connections < 1 || guard.idle_timeout.count() <= 0 || guard.max_frame_bytes < 1024)
+    return invalid_argument("the frame guard needs max_connections >= 1, a positive idle_timeout "
+                            "and max_frame_bytes >= 1024");
+  auto bound = ctx.transport->publish(whom, "127.0.0.1", 0);
+  if (!bound)
+    return listen_error(ctx.sys, bound.error(), who, "127.0.0.1", 0);
+  actors::GuardLimits limits;
+  limits.parse_basp = !network.tls();
+  limits.max_frame_bytes = guard.max_frame_bytes;
+  limits.max_connections = guard.max_connections;
+  limits.idle_timeout = guard.idle_timeout;
+  auto g = actors::FrameGuard::start(host, port, *bound, limits, who);
+  if (!g.ok()) {
+    ctx.transport->unpublish(caf::actor_cast<caf::actor>(whom), *bound);
+    return Status{g.status().code(), who + " " + g.status().message()};
+  }
+  ctx.guard = std::move(*g);
+  ctx.caf_port = *bound;
+  ctx.port = ctx.guard->port();
+  return Status::OK();
+}
+
 } // namespace
 
 // --- DispatchServer
@@ -150,6 +191,7 @@ Status DispatchServer::start() {
     return failed_precondition("the dispatcher was already started");
   if (config_.bind_host.empty())
     return invalid_argument("`bind_host` must not be empty");
+  CONVEYOR_RETURN_IF_ERROR(validate_security(config_.network));
   CONVEYOR_RETURN_IF_ERROR(positive(config_.worker_timeout, "worker_timeout"));
   CONVEYOR_RETURN_IF_ERROR(positive(config_.job_gc_timeout, "job_gc_timeout"));
   CONVEYOR_RETURN_IF_ERROR(positive(config_.client_timeout, "client_timeout"));
@@ -167,20 +209,42 @@ Status DispatchServer::start() {
       return invalid_argument("`worker_addresses` names " + normal + " twice");
     start.worker_addresses.push_back(std::move(normal));
   }
+  if (!config_.work_dir.empty()) {
+    auto restored = std::make_shared<actors::DispatcherState>();
+    actors::JournalReplay replay;
+    actors::JournalOptions options;
+    options.dir = config_.work_dir;
+    if (config_.journal_compact_after > 0)
+      options.compact_after_records = config_.journal_compact_after;
+    auto journal = actors::Journal::open(options, *restored, &replay);
+    if (!journal.ok())
+      return journal.status().with_context("opening the journal in --work-dir " +
+                                           config_.work_dir);
+    start.journal = std::shared_ptr<actors::Journal>(std::move(journal).value());
+    start.restored = restored;
+    log::info("dispatcher", "state is journaled in " + config_.work_dir + " (" +
+                              (replay.snapshot_loaded ? "snapshot + " : "") +
+                              std::to_string(replay.records) + " record(s) replayed in " +
+                              std::to_string(static_cast<int64_t>(replay.seconds * 1000)) +
+                              " ms)");
+  } else {
+    log::info("dispatcher", "state is in memory only (no --work-dir): a restarted dispatcher "
+                            "forgets every dataset and job");
+  }
   auto ctx = std::make_shared<detail::DispatcherContext>(config_.network);
   start.worker_timeout = config_.worker_timeout;
   start.job_gc_timeout = config_.job_gc_timeout;
   start.client_timeout = config_.client_timeout;
   start.range_split_size = config_.range_split_size;
   start.protocol_version = version_or_default(config_.protocol_version);
+  start.auth_token = config_.network.auth_token;
   ctx->dispatcher = actors::spawn_dispatcher(ctx->sys, start);
-  auto port = ctx->transport->publish(msg::dispatcher_actor{ctx->dispatcher}, config_.bind_host,
-                                      config_.port);
-  if (!port) {
+  if (auto st = publish_node(*ctx, msg::dispatcher_actor{ctx->dispatcher}, config_.bind_host,
+                             config_.port, config_.guard, config_.network, "the dispatcher");
+      !st.ok()) {
     caf::anon_send_exit(ctx->dispatcher, caf::exit_reason::user_shutdown);
-    return listen_error(ctx->sys, port.error(), "the dispatcher", config_.bind_host, config_.port);
+    return st;
   }
-  ctx->port = *port;
   ctx->host = config_.bind_host;
   if (config_.metrics_port >= 0) {
     auto* sys = &ctx->sys;
@@ -199,7 +263,8 @@ Status DispatchServer::start() {
         return out;
       });
     if (!endpoint.ok()) {
-      ctx->transport->unpublish(caf::actor_cast<caf::actor>(ctx->dispatcher), ctx->port);
+      ctx->guard.reset();
+      ctx->transport->unpublish(caf::actor_cast<caf::actor>(ctx->dispatcher), ctx->caf_port);
       caf::anon_send_exit(ctx->dispatcher, caf::exit_reason::user_shutdown);
       return endpoint.status();
     }
@@ -208,10 +273,11 @@ Status DispatchServer::start() {
                               "/metrics");
   }
   ctx_ = std::move(ctx);
-  if (!config_.work_dir.empty())
-    log::info("dispatcher", "work_dir " + config_.work_dir +
-                              " accepted; journaling is not implemented yet");
   log::info("dispatcher", "listening on " + target());
+  log::info("dispatcher", std::string{"security: "} +
+                            (config_.network.tls() ? "mutual TLS" : "plain TCP (no TLS)") + ", " +
+                            (config_.network.auth_token.empty() ? "no admission token"
+                                                                : "admission token required"));
   return Status::OK();
 }
 
@@ -233,7 +299,8 @@ void DispatchServer::stop() {
   if (!ctx_ || ctx_->is_stopped())
     return;
   ctx_->metrics.reset(); // no scrape may wait on a dispatcher that is going away
-  ctx_->transport->unpublish(caf::actor_cast<caf::actor>(ctx_->dispatcher), ctx_->port);
+  ctx_->guard.reset();
+  ctx_->transport->unpublish(caf::actor_cast<caf::actor>(ctx_->dispatcher), ctx_->caf_port);
   caf::anon_send_exit(ctx_->dispatcher, caf::exit_reason::user_shutdown);
   log::info("dispatcher", "stopped");
   ctx_->mark_stopped();
@@ -266,13 +333,26 @@ Status WorkerServer::start() {
       "the worker binds the wildcard address " + config_.bind_host +
       " but has no advertised address: consumers cannot connect to " + config_.bind_host +
       "; give `--advertise HOST:PORT` (e.g. the pod IP and \"%port%\") or bind a concrete `--host`");
+  CONVEYOR_RETURN_IF_ERROR(validate_security(config_.network));
+  if (config_.job_memory_limit < 0)
+    return invalid_argument("`job_memory_limit` must be at least 0 (0 = none), got " +
+                            std::to_string(config_.job_memory_limit));
   CONVEYOR_RETURN_IF_ERROR(positive(config_.heartbeat_interval, "heartbeat_interval"));
   CONVEYOR_RETURN_IF_ERROR(positive(config_.connect_timeout, "connect_timeout"));
+  CONVEYOR_RETURN_IF_ERROR(positive(config_.dispatcher_timeout, "dispatcher_timeout"));
   if (config_.task_buffer_elements <= 0 || config_.task_buffer_bytes <= 0)
     return invalid_argument("`task_buffer_elements` and `task_buffer_bytes` must be positive");
   for (const auto& plugin : config_.plugins)
     CONVEYOR_RETURN_IF_ERROR(
       FunctionRegistry::global().load_plugin(plugin).with_context("loading plugin " + plugin));
+
+  std::shared_ptr<const PathPolicy> paths;
+  if (!config_.allow_all_paths) {
+    auto policy = PathPolicy::make(config_.allowed_paths);
+    if (!policy.ok())
+      return policy.status();
+    paths = std::move(*policy);
+  }
 
   auto ctx = std::make_shared<detail::WorkerContext>(config_.network);
   auto registered = std::make_shared<std::promise<Status>>();
@@ -282,22 +362,30 @@ Status WorkerServer::start() {
   start.dispatcher = *dispatcher;
   start.heartbeat_interval = config_.heartbeat_interval;
   start.connect_timeout = config_.connect_timeout;
+  start.dispatcher_timeout = config_.dispatcher_timeout;
   start.task_limits.buffer_elements = config_.task_buffer_elements;
   start.task_limits.buffer_bytes = config_.task_buffer_bytes;
+  start.task_limits.paths = paths;
+  start.task_limits.memory_limit = config_.job_memory_limit;
+  start.auth_token = config_.network.auth_token;
   start.detached_tasks = config_.detached_tasks;
   start.protocol_version = version_or_default(config_.protocol_version);
   start.on_first_registration = [registered](Status s) { registered->set_value(std::move(s)); };
+  // The bulk data path's server (actors/bulk.hpp); without one, elements travel inline.
+  if (auto bulk = ctx->transport->serve_bulk(config_.bind_host); bulk)
+    start.bulk = *bulk;
+  else
+    log::warning("worker", "no bulk data path (elements travel inline): " +
+                             ctx->sys.render(bulk.error()));
   ctx->worker = actors::spawn_worker(ctx->sys, std::move(start));
   auto fail = [&](Status s) {
     caf::anon_send_exit(ctx->worker, caf::exit_reason::user_shutdown);
     return s;
   };
-  auto port = ctx->transport->publish(msg::worker_actor{ctx->worker}, config_.bind_host,
-                                      config_.port);
-  if (!port)
-    return fail(listen_error(ctx->sys, port.error(), "the worker", config_.bind_host,
-                             config_.port));
-  ctx->port = *port;
+  if (auto st = publish_node(*ctx, msg::worker_actor{ctx->worker}, config_.bind_host,
+                             config_.port, config_.guard, config_.network, "the worker");
+      !st.ok())
+    return fail(st);
   ctx->host = config_.bind_host;
   ctx->advertised = config_.advertised_address;
   if (ctx->advertised.empty())
@@ -317,9 +405,16 @@ Status WorkerServer::start() {
     log::info("worker", "metrics on http://" + HostPort{mhost, ctx->metrics->port()}.to_string() +
                           "/metrics");
   }
+  if (!paths)
+    log::warning("worker", "file access is not confined (allow_all_paths)");
+  else if (paths->roots().empty())
+    log::info("worker", "datasets may not read or write files (no --allow-path given)");
+  else
+    for (const auto& root : paths->roots())
+      log::info("worker", "datasets may read and write files under " + root);
   caf::anon_send(ctx->worker, caf::connect_atom_v, ctx->advertised);
-  // Connecting and registering are each bounded by connect_timeout in the worker actor.
-  auto limit = 2 * config_.connect_timeout + std::chrono::seconds(1);
+  // The worker actor retries for dispatcher_timeout, each attempt bounded by connect_timeout.
+  auto limit = config_.dispatcher_timeout + 2 * config_.connect_timeout + std::chrono::seconds(1);
   if (outcome.wait_for(limit) != std::future_status::ready)
     return fail(Status{ErrorCode::deadline_exceeded,
                        "registering with the dispatcher at " + dispatcher->to_string() +
@@ -353,7 +448,8 @@ void WorkerServer::stop() {
   if (!ctx_ || ctx_->is_stopped())
     return;
   ctx_->metrics.reset();
-  ctx_->transport->unpublish(caf::actor_cast<caf::actor>(ctx_->worker), ctx_->port);
+  ctx_->guard.reset();
+  ctx_->transport->unpublish(caf::actor_cast<caf::actor>(ctx_->worker), ctx_->caf_port);
   caf::anon_send_exit(ctx_->worker, caf::exit_reason::user_shutdown);
   log::info("worker", "stopped");
   ctx_->mark_stopped();

@@ -18,10 +18,13 @@ namespace {
 
 constexpr const char* kLog = "worker";
 
+// assign_task: the worker forwards a repeated assignment of this task (a restarted dispatcher's
+// job claiming it) so that the task reports to the new job actor.
 using task_full_actor = msg::task_actor::extend<caf::reacts_to<msg::produce_atom>,
                                                 caf::reacts_to<msg::drain_atom>,
                                                 caf::reacts_to<msg::leave_job>,
-                                                caf::replies_to<msg::drained_atom>::with<bool>>;
+                                                caf::replies_to<msg::drained_atom>::with<bool>,
+                                                caf::reacts_to<msg::assign_task>>;
 
 // A request that found nothing. It is answered when elements arrive, the pipeline ends, or —
 // at the next produce step or request after its deadline — with an empty batch. No timer:
@@ -66,6 +69,8 @@ struct task_state {
   }
 
   ~task_state() {
+    if (stats)
+      stats->ended = true;
     if (runner)
       log::debug(kLog, label() + " exited");
   }
@@ -122,12 +127,30 @@ bool answer(self_ptr self, const msg::get_elements& req, Deliver&& deliver, Fail
     fail(msg::to_error(st.start_error));
     return true;
   }
-  auto batch = st.runner->take(req.consumer, req.max_elements, req.max_bytes);
+  // A consumer that left gets nothing more, also on a request held from before it left:
+  // elements sent there would never be acknowledged, so their splits would never finish.
+  if (st.runner && st.runner->gone(req.consumer)) {
+    fail(msg::make_error(ErrorCode::failed_precondition,
+                         "consumer " + std::to_string(req.consumer) + " left the job"));
+    return true;
+  }
+  const bool bulk = req.bulk_channel != 0 && st.start.bulk;
+  std::vector<std::vector<char>> frames;
+  auto batch = st.runner->take(req.consumer, req.max_elements, req.max_bytes,
+                               bulk ? &frames : nullptr, st.start.def.task);
   if (batch) {
+    // The frames go to the node's bulk server (moved: no copy) before the reply that names them.
+    int64_t frame_bytes = 0;
+    for (auto& f : frames) {
+      frame_bytes += static_cast<int64_t>(f.size());
+      caf::anon_send(st.start.bulk.actor, msg::bulk_send_atom_v, req.bulk_channel, std::move(f));
+    }
+    if (st.start.bulk)
+      batch->bulk_port = st.start.bulk.port;
     if (st.stats) {
       if (batch->chunk_index == 0)
         st.stats->delivered_elements.fetch_add(batch->num_elements, std::memory_order_relaxed);
-      st.stats->delivered_bytes.fetch_add(static_cast<int64_t>(batch->payload.size()),
+      st.stats->delivered_bytes.fetch_add(static_cast<int64_t>(batch->payload.size()) + frame_bytes,
                                           std::memory_order_relaxed);
       st.update_stats();
     }
@@ -236,9 +259,25 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
   // dispatcher's process is lost (the dispatcher then drops this worker's tasks, and a
   // stop_task can no longer arrive), the task stops instead of running on unseen. The
   // simulator found such orphans (test/sim/sweep_test.cpp).
+  //
+  // Except OFF across a lost dispatcher connection: an OFF task needs nothing from its job to
+  // go on serving, so it keeps serving its consumers while the dispatcher restarts; the
+  // restarted dispatcher (with --work-dir) assigns it again (assign_task below re-attaches it),
+  // and the worker stops it if that does not happen soon after it registered again.
   if (st.start.def.splits) {
     self->monitor(st.start.def.splits);
-    self->set_down_handler([self](caf::down_msg&) { self->quit(caf::exit_reason::user_shutdown); });
+    self->set_down_handler([self](caf::down_msg& down) {
+      auto& st = self->state;
+      if (down.source != st.start.def.splits.address())
+        return;
+      if (st.start.def.policy == ShardingPolicy::off &&
+          down.reason == caf::exit_reason::remote_link_unreachable) {
+        log::warning(kLog, st.label() + ": lost the connection to its job (dispatcher); "
+                                        "serving on until the dispatcher is back");
+        return;
+      }
+      self->quit(caf::exit_reason::user_shutdown);
+    });
   }
   st.stats = metrics::register_task(st.start.def.job,
                                     st.start.def.task, st.start.def.dataset);
@@ -267,10 +306,12 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
         return msg::make_error(ErrorCode::failed_precondition,
                                "consumer " + std::to_string(req.consumer) + " left the job");
       if (st0.runner && st0.runner->split_feed()) {
-        if (req.reconnected)
-          st0.runner->consumer_reconnected(req.consumer);
+        // Acks first: what the consumer did receive is safe even when it says that something
+        // may have been lost since (a failed request, a new connection).
         if (!req.acks.empty())
           st0.runner->ack(req.consumer, req.acks);
+        if (req.reconnected)
+          st0.runner->consumer_reconnected(req.consumer);
         report_splits(self);
       }
       serve_held(self); // answers expired holds first
@@ -315,7 +356,7 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
       auto& st = self->state;
       if (st.runner && st.runner->split_feed()) {
         st.runner->consumer_gone(left.consumer);
-        after_step(self);
+        after_step(self); // answers its held requests (with an error)
       }
     },
     [self](msg::drained_atom) -> bool {
@@ -328,6 +369,21 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
       if (st.runner->split_feed())
         return st.runner->all_acknowledged();
       return st.runner->buffered_elements() == 0;
+    },
+    [self](msg::assign_task& again) {
+      auto& st = self->state;
+      if (again.def.task != st.start.def.task || !again.def.splits ||
+          again.def.splits == st.start.def.splits)
+        return;
+      if (st.start.def.splits)
+        self->demonitor(st.start.def.splits.address());
+      st.start.def.splits = again.def.splits;
+      self->monitor(st.start.def.splits);
+      log::info(kLog, st.label() + ": re-attached to its job after a dispatcher restart");
+      if (st.reported_done) { // the old job never got it, or is gone: tell the new one
+        st.reported_done = false;
+        report_done(self);
+      }
     },
     [self](msg::produce_atom) {
       auto& st = self->state;

@@ -12,6 +12,7 @@
 #include <caf/local_actor.hpp>
 #include <caf/timespan.hpp>
 
+#include "actors/bulk.hpp"
 #include "actors/task_runner.hpp"
 #include "messages/dispatcher_worker.hpp"
 #include "pipeline/functions.hpp"
@@ -25,6 +26,7 @@ struct TaskStart {
   caf::timespan split_timeout = std::chrono::seconds(10);
   caf::timespan step_time = std::chrono::milliseconds(5); // bound of one produce step
   std::string worker_address; // for logs
+  BulkServer bulk;            // the node's bulk server (empty: payloads go inline)
 };
 
 // Spawns the task linked to `parent` (it dies with its worker). `detached` runs it on its own

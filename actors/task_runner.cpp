@@ -7,12 +7,14 @@
 #include <vector>
 
 #include "actors/job_core.hpp"
+#include "actors/bulk_frame.hpp"
 #include "pipeline/functions.hpp"
 
 namespace conveyor::actors {
 
 TaskRunner::TaskRunner(ShardingPolicy policy, Compression compression, TaskLimits limits)
-  : policy_(policy), compression_(compression), limits_(limits) {}
+  : policy_(policy), compression_(compression), limits_(limits),
+    buffer_charge_(std::make_unique<MemoryCharge>(nullptr, "task buffer")) {}
 
 Status TaskRunner::start(const Dataset& input, const FunctionRegistry* functions,
                          const WorkerShard& shard) {
@@ -29,6 +31,12 @@ Status TaskRunner::start(const Dataset& input, const FunctionRegistry* functions
   }
   CONVEYOR_RETURN_IF_ERROR(dataset.validate(functions));
   ctx_.functions = functions ? functions : &FunctionRegistry::global();
+  ctx_.paths = limits_.paths.get();
+  if (limits_.memory_limit > 0) {
+    budget_ = std::make_unique<MemoryBudget>(limits_.memory_limit);
+    ctx_.memory = budget_.get();
+  }
+  buffer_charge_ = std::make_unique<MemoryCharge>(budget_.get(), "task buffer");
   if (policy_ == ShardingPolicy::dynamic) {
     feed_ = std::make_unique<SplitFeed>();
     ctx_.split_provider = feed_.get();
@@ -85,6 +93,7 @@ TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
       }
       return Step::ended;
     }
+    Item item;
     if (per_split_) {
       if (!feed_->has_current()) {
         error_ = internal_error("a per-split pipeline produced an element outside any split");
@@ -93,16 +102,32 @@ TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
       }
       const Split& c = feed_->current();
       Key key{c.epoch, c.index};
-      origins_.push_back(Origin{c.epoch, c.index, feed_->next_seq()});
+      item.origin = Origin{c.epoch, c.index, feed_->next_seq()};
       if (auto sp = splits_.find(key); sp != splits_.end())
         ++sp->second.produced;
     }
-    int64_t size = static_cast<int64_t>(e.byte_size());
+    item.encoded = encoded_batch_entry_size(e);
+    if (item.encoded >= limits_.bulk_min_bytes) {
+      // Encoded once, here, into the buffer the bulk path sends as is.
+      std::vector<Element> one;
+      one.push_back(std::move(e));
+      encode_batch_into(one, compression_, item.frame, bulk::kFrameHeaderBytes);
+      item.bytes = item.frame.size();
+    } else {
+      item.bytes = e.byte_size();
+      item.element = std::move(e);
+    }
+    const auto size = static_cast<int64_t>(item.bytes);
+    if (Status room = buffer_charge_->add(size); !room.ok()) {
+      error_ = room;
+      iterator_.reset(); // returns what the pipeline held
+      return Step::failed;
+    }
     buffer_bytes_ += size;
     bytes += size;
     ++elements;
     ++produced_;
-    buffer_.push_back(std::move(e));
+    buffer_.push_back(std::move(item));
     if (stop_early && stop_early())
       break;
   }
@@ -121,8 +146,85 @@ msg::element_batch TaskRunner::next_chunk(Pending& p) {
   return out;
 }
 
+void TaskRunner::add_origin(std::vector<msg::origin_run>& runs, const Item& item) const {
+  if (!per_split_)
+    return;
+  const Origin& o = item.origin;
+  if (!runs.empty() && runs.back().epoch == o.epoch && runs.back().index == o.index &&
+      runs.back().first_seq + runs.back().count == o.seq)
+    ++runs.back().count;
+  else
+    runs.push_back(msg::origin_run{o.epoch, o.index, o.seq, 1});
+}
+
+uint64_t TaskRunner::register_batch(msg::consumer_id_t consumer,
+                                    const std::vector<msg::origin_run>& origins) {
+  auto seq = next_batch_seq_++;
+  if (feed_) { // DYNAMIC: the batch counts for its splits once the consumer acknowledges it
+    auto& runs = unacked_[consumer][seq];
+    for (const auto& o : origins)
+      runs.emplace_back(Key{o.epoch, o.index}, o.count);
+  }
+  return seq;
+}
+
+msg::element_batch TaskRunner::start_batch(msg::consumer_id_t consumer, std::string payload,
+                                           uint32_t n, std::vector<msg::origin_run> origins) {
+  Pending p;
+  p.batch_seq = register_batch(consumer, origins);
+  p.num_elements = n;
+  p.payload = std::move(payload);
+  p.num_chunks = static_cast<uint32_t>(
+    std::max<std::size_t>(1, (p.payload.size() + limits_.chunk_bytes - 1) / limits_.chunk_bytes));
+  if (p.num_chunks == 1) {
+    msg::element_batch out;
+    out.payload = std::move(p.payload);
+    out.num_elements = p.num_elements;
+    out.batch_seq = p.batch_seq;
+    out.chunk_index = 0;
+    out.num_chunks = 1;
+    out.origins = std::move(origins);
+    return out;
+  }
+  auto out = next_chunk(p);
+  out.origins = std::move(origins);
+  pending_[consumer] = std::move(p);
+  return out;
+}
+
+std::optional<msg::element_batch> TaskRunner::take_frames(msg::consumer_id_t consumer,
+                                                          uint32_t max_elements, uint64_t max_bytes,
+                                                          std::vector<std::vector<char>>& frames,
+                                                          uint64_t task) {
+  std::vector<msg::origin_run> origins;
+  uint64_t bytes = 0;
+  while (!buffer_.empty() && !buffer_.front().frame.empty() && frames.size() < max_elements) {
+    auto& item = buffer_.front();
+    if (!frames.empty() && bytes + item.frame.size() > max_bytes)
+      break;
+    bytes += item.frame.size();
+    buffer_bytes_ -= static_cast<int64_t>(item.bytes);
+    buffer_charge_->remove(static_cast<int64_t>(item.bytes));
+    add_origin(origins, item);
+    frames.push_back(std::move(item.frame));
+    buffer_.pop_front();
+  }
+  msg::element_batch out;
+  out.num_elements = static_cast<uint32_t>(frames.size());
+  out.batch_seq = register_batch(consumer, origins);
+  out.chunk_index = 0;
+  out.num_chunks = 1;
+  out.bulk_frames = out.num_elements;
+  out.origins = std::move(origins);
+  for (uint32_t i = 0; i < frames.size(); ++i)
+    bulk::write_frame_header(frames[i], bulk::FrameHeader{task, out.batch_seq, i, out.bulk_frames, 0});
+  return out;
+}
+
 std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
-                                                   uint32_t max_elements, uint64_t max_bytes) {
+                                                   uint32_t max_elements, uint64_t max_bytes,
+                                                   std::vector<std::vector<char>>* frames,
+                                                   uint64_t task) {
   if (auto p = pending_.find(consumer); p != pending_.end()) {
     auto out = next_chunk(p->second);
     if (p->second.next_chunk >= p->second.num_chunks)
@@ -141,52 +243,39 @@ std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
       return msg::element_batch{}; // a continuation request with nothing pending
     return std::nullopt;
   }
+  if (!buffer_.front().frame.empty()) {
+    if (frames)
+      return take_frames(consumer, max_elements, max_bytes, *frames, task);
+    // No bulk channel: the pre-encoded element goes inline, alone (chunked if large).
+    auto item = std::move(buffer_.front());
+    buffer_.pop_front();
+    buffer_bytes_ -= static_cast<int64_t>(item.bytes);
+    buffer_charge_->remove(static_cast<int64_t>(item.bytes));
+    std::string payload(item.frame.data() + bulk::kFrameHeaderBytes,
+                        item.frame.size() - bulk::kFrameHeaderBytes);
+    std::vector<msg::origin_run> origins;
+    add_origin(origins, item);
+    return start_batch(consumer, std::move(payload), 1, std::move(origins));
+  }
+  // Packed by encoded size: the batch buffer stays within max_bytes and one chunk (a lone
+  // element larger than that is the exception, and travels in chunks).
+  const uint64_t limit = std::min<uint64_t>(max_bytes, limits_.chunk_bytes);
   std::vector<Element> batch;
   std::vector<msg::origin_run> origins;
-  uint64_t bytes = 0;
-  while (!buffer_.empty() && batch.size() < max_elements) {
-    uint64_t size = buffer_.front().byte_size();
-    if (!batch.empty() && bytes + size > max_bytes)
+  uint64_t bytes = encoded_batch_header_size();
+  while (!buffer_.empty() && buffer_.front().frame.empty() && batch.size() < max_elements) {
+    auto& item = buffer_.front();
+    if (!batch.empty() && bytes + item.encoded > limit)
       break;
-    bytes += size;
-    buffer_bytes_ -= static_cast<int64_t>(size);
-    batch.push_back(std::move(buffer_.front()));
+    bytes += item.encoded;
+    buffer_bytes_ -= static_cast<int64_t>(item.bytes);
+    buffer_charge_->remove(static_cast<int64_t>(item.bytes));
+    add_origin(origins, item);
+    batch.push_back(std::move(item.element));
     buffer_.pop_front();
-    if (per_split_) {
-      const Origin& o = origins_.front();
-      if (!origins.empty() && origins.back().epoch == o.epoch && origins.back().index == o.index &&
-          origins.back().first_seq + origins.back().count == o.seq)
-        ++origins.back().count;
-      else
-        origins.push_back(msg::origin_run{o.epoch, o.index, o.seq, 1});
-      origins_.pop_front();
-    }
   }
-  Pending p;
-  p.batch_seq = next_batch_seq_++;
-  if (feed_) { // DYNAMIC: the batch counts for its splits once the consumer acknowledges it
-    auto& runs = unacked_[consumer][p.batch_seq];
-    for (const auto& o : origins)
-      runs.emplace_back(Key{o.epoch, o.index}, o.count);
-  }
-  p.num_elements = static_cast<uint32_t>(batch.size());
-  p.payload = encode_batch(batch, compression_);
-  p.num_chunks = static_cast<uint32_t>(
-    std::max<std::size_t>(1, (p.payload.size() + limits_.chunk_bytes - 1) / limits_.chunk_bytes));
-  if (p.num_chunks == 1) {
-    msg::element_batch out;
-    out.payload = std::move(p.payload);
-    out.num_elements = p.num_elements;
-    out.batch_seq = p.batch_seq;
-    out.chunk_index = 0;
-    out.num_chunks = 1;
-    out.origins = std::move(origins);
-    return out;
-  }
-  auto out = next_chunk(p);
-  out.origins = std::move(origins);
-  pending_[consumer] = std::move(p);
-  return out;
+  const auto n = static_cast<uint32_t>(batch.size());
+  return start_batch(consumer, encode_batch(batch, compression_), n, std::move(origins));
 }
 
 // New and closed splits of the feed: start tracking / mark complete.

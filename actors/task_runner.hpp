@@ -7,7 +7,11 @@
 //   at most max_elements, about max_bytes), encodes it with the dataset's compression and
 //   returns it — split into chunks of at most kMaxChunkBytes when it is larger, the later chunks
 //   kept for the same consumer's next requests. nullopt means "nothing now": the actor holds the
-//   request until produce() made progress.
+//   request until produce() made progress. Batches are packed by their ENCODED size, so a batch
+//   that fits max_bytes is one message (no 4 MiB + 60 B split).
+// - Large elements (>= bulk_min_bytes encoded) are encoded when produced, each into its own
+//   frame buffer. A request on a bulk channel takes a run of them as frames (take's `frames`);
+//   without one, such an element goes inline, one per batch.
 // - Elements go to whichever consumer asks first (a shared job's consumers split them).
 // - DYNAMIC: the runner tracks each split it started until every element of it was
 //   acknowledged by the consumer it went to (ack()); such splits are *finished*
@@ -25,12 +29,15 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "actors/split_feed.hpp"
 #include "messages/worker_consumer.hpp"
 #include "pipeline/codec.hpp"
 #include "pipeline/dataset.hpp"
 #include "pipeline/iterator.hpp"
+#include "pipeline/memory_budget.hpp"
+#include "pipeline/path_policy.hpp"
 #include "pipeline/sharding.hpp"
 
 namespace conveyor::actors {
@@ -43,6 +50,14 @@ struct TaskLimits {
   int64_t step_elements = 1024;
   int64_t step_bytes = 4 << 20;
   std::size_t chunk_bytes = msg::kMaxChunkBytes;
+  // Files the pipeline may touch (pipeline/path_policy.hpp); nullptr = any. WorkerServer always
+  // sets one (no --allow-path = none).
+  std::shared_ptr<const PathPolicy> paths;
+  // Memory budget of the task's pipeline (0 = none): see WorkerConfig::job_memory_limit.
+  int64_t memory_limit = 0;
+  // Elements whose encoding is at least this large are encoded once, when produced, into a
+  // bulk frame buffer (actors/bulk_frame.hpp) that is later sent without another copy.
+  std::size_t bulk_min_bytes = 64 << 10;
 };
 
 // Static sharding: which shard of how many this task's worker reads (num_workers = 0: none).
@@ -66,8 +81,12 @@ public:
   // time by its clock, so a slow pipeline still answers requests in between.
   Step produce(const std::function<bool()>& stop_early = {});
 
+  // `frames` (optional): the request came on a bulk channel; a batch of pre-encoded elements is
+  // then returned as frames (headers filled for `task`), and the batch says bulk_frames.
   std::optional<msg::element_batch> take(msg::consumer_id_t consumer, uint32_t max_elements,
-                                         uint64_t max_bytes);
+                                         uint64_t max_bytes,
+                                         std::vector<std::vector<char>>* frames = nullptr,
+                                         uint64_t task = 0);
 
   // The split feed of a DYNAMIC task (nullptr for OFF).
   SplitFeed* split_feed() { return feed_.get(); }
@@ -94,6 +113,9 @@ public:
   std::size_t buffered_elements() const { return buffer_.size(); }
   int64_t buffered_bytes() const { return buffer_bytes_; }
   int64_t produced() const { return produced_; }
+  // Bytes charged to the job's memory budget now / at most (0 without a budget).
+  int64_t memory_used() const { return budget_ ? budget_->used() : 0; }
+  int64_t memory_peak() const { return budget_ ? budget_->peak() : 0; }
   // Drops what a consumer that left had pending.
   void forget_consumer(msg::consumer_id_t consumer) { pending_.erase(consumer); }
 
@@ -111,6 +133,8 @@ private:
   Compression compression_;
   TaskLimits limits_;
   std::unique_ptr<SplitFeed> feed_;
+  std::unique_ptr<MemoryBudget> budget_; // before everything that charges it
+  std::unique_ptr<MemoryCharge> buffer_charge_; // buffer_ against budget_
   IteratorContext ctx_;
   std::unique_ptr<Iterator> iterator_;
   struct Origin {
@@ -123,13 +147,27 @@ private:
     int64_t acked = 0;
   };
   using Key = std::pair<int64_t, int64_t>;
+  struct Item {
+    Element element;          // empty when `frame` holds the element
+    std::vector<char> frame;  // pre-encoded: frame header room + a one-element batch buffer
+    std::size_t encoded = 0;  // bytes this element adds to an (uncompressed) batch buffer
+    std::size_t bytes = 0;    // what it counts in the buffer's byte bound
+    Origin origin;            // per-split pipelines: the split and sequence it came from
+  };
+  std::optional<msg::element_batch> take_frames(msg::consumer_id_t consumer, uint32_t max_elements,
+                                                uint64_t max_bytes,
+                                                std::vector<std::vector<char>>& frames, uint64_t task);
+  msg::element_batch start_batch(msg::consumer_id_t consumer, std::string payload, uint32_t n,
+                                 std::vector<msg::origin_run> origins);
+  // A new batch for `consumer`: its number, and (DYNAMIC) its split runs await the ack.
+  uint64_t register_batch(msg::consumer_id_t consumer, const std::vector<msg::origin_run>& origins);
+  void add_origin(std::vector<msg::origin_run>& runs, const Item& item) const;
   void track_feed();
   void check_finished(const Key& key);
   void finish_all_if_done();
 
   bool per_split_ = false;
-  std::deque<Element> buffer_;
-  std::deque<Origin> origins_; // per-split pipelines: one per buffered element
+  std::deque<Item> buffer_;
   std::map<Key, SplitState> splits_;
   // Unacknowledged batches per consumer: batch_seq -> (split, elements) runs.
   std::map<msg::consumer_id_t, std::map<uint64_t, std::vector<std::pair<Key, int64_t>>>> unacked_;

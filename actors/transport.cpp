@@ -1,6 +1,14 @@
 #include "actors/transport.hpp"
 
+#include <caf/event_based_actor.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/manager.hpp>
+#include <caf/openssl/publish.hpp>
+#include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/log.hpp"
+#include "messages/all.hpp"
 
 namespace conveyor::actors {
 
@@ -25,6 +33,14 @@ public:
     (void)sys_.middleman().unpublish(whom, port);
   }
 
+  caf::expected<BulkServer> serve_bulk(const std::string& host) override {
+    return spawn_tcp_bulk_server(sys_, host);
+  }
+
+  caf::actor bulk_client(const caf::actor& consumer) override {
+    return spawn_tcp_bulk_client(sys_, consumer);
+  }
+
   caf::actor connector() override {
     return caf::actor_cast<caf::actor>(sys_.middleman().actor_handle());
   }
@@ -33,10 +49,170 @@ private:
   caf::actor_system& sys_;
 };
 
+// Mutual TLS: the same calls through CAF's openssl module; its middleman actor answers
+// connect_atom like the plain one, after the TLS handshake (both certificates checked against the
+// CA). A plain peer never completes that handshake: connect_to's timeout ends the wait.
+class TlsTransport : public Transport {
+public:
+  explicit TlsTransport(caf::actor_system& sys) : sys_(sys) {}
+
+  caf::expected<uint16_t> publish(const msg::dispatcher_actor& whom, const std::string& host,
+                                  uint16_t port) override {
+    return caf::openssl::publish(whom, port, host.c_str(), true);
+  }
+
+  caf::expected<uint16_t> publish(const msg::worker_actor& whom, const std::string& host,
+                                  uint16_t port) override {
+    return caf::openssl::publish(whom, port, host.c_str(), true);
+  }
+
+  // caf/openssl/unpublish.hpp does not compile in 0.17.6 (it omits the actor address), so ask
+  // the openssl middleman actor directly.
+  void unpublish(const caf::actor& whom, uint16_t port) override {
+    caf::anon_send(sys_.openssl_manager().actor_handle(), caf::unpublish_atom_v, whom.address(),
+                   port);
+  }
+
+  caf::actor connector() override {
+    return caf::actor_cast<caf::actor>(sys_.openssl_manager().actor_handle());
+  }
+
+private:
+  caf::actor_system& sys_;
+};
+
 } // namespace
+
+namespace {
+
+struct retry_state {
+  static inline const char* name = "conveyor.connect";
+  caf::actor connector;
+  HostPort addr;
+  caf::timespan total{};
+  caf::actor_clock::time_point deadline;
+  caf::timespan backoff = std::chrono::milliseconds(10);
+  caf::response_promise promise;
+  int attempts = 0;
+  std::string last_error;
+  bool timed_out = false; // the last attempt ran out of time (a silent peer)
+};
+
+using retry_ptr = caf::stateful_actor<retry_state>*;
+
+void give_up(retry_ptr self, ErrorCode code) {
+  auto& st = self->state;
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(st.total).count();
+  st.promise.deliver(msg::make_error(
+    code, "no connection to " + st.addr.to_string() + " within " + std::to_string(ms) + " ms (" +
+            std::to_string(st.attempts) + " attempt(s); last: " + st.last_error + ")"));
+  self->quit();
+}
+
+// How a connection that never came about is reported: a peer that stayed silent ran out the
+// deadline; one that refused (or published nothing) is unavailable, however the clock ended.
+ErrorCode final_code(const retry_state& st) {
+  return st.timed_out ? ErrorCode::deadline_exceeded : ErrorCode::unavailable;
+}
+
+// True when another attempt fits before the deadline (then it is scheduled).
+bool retry_later(retry_ptr self) {
+  auto& st = self->state;
+  auto left = st.deadline - self->clock().now();
+  if (left <= std::chrono::milliseconds(2))
+    return false;
+  // The last retry comes just before the deadline: the whole timeout is used.
+  auto delay = std::min<caf::timespan>(st.backoff, left - std::chrono::milliseconds(1));
+  self->delayed_send(self, delay, msg::retry_atom_v);
+  st.backoff = std::min<caf::timespan>(st.backoff * 2, std::chrono::milliseconds(500));
+  return true;
+}
+
+void attempt(retry_ptr self) {
+  auto& st = self->state;
+  auto left = st.deadline - self->clock().now();
+  if (left <= caf::timespan{0}) {
+    give_up(self, final_code(st));
+    return;
+  }
+  ++st.attempts;
+  self->request(st.connector, left, caf::connect_atom_v, st.addr.host, st.addr.port)
+    .then(
+      [self](caf::node_id& node, caf::strong_actor_ptr& ptr, std::set<std::string>& ifs) {
+        auto& st = self->state;
+        if (!ptr) { // the process listens but has not published its actor (yet)
+          st.last_error = "nothing is published there";
+          if (retry_later(self))
+            return;
+        }
+        st.promise.deliver(std::move(node), std::move(ptr), std::move(ifs));
+        self->quit();
+      },
+      [self](caf::error& err) {
+        auto& st = self->state;
+        if (err == caf::sec::request_timeout) {
+          // Our own time ran out. After refusals, the last attempt had only the remainder of
+          // the window: the peer is still the one that refused, not a silent one.
+          if (st.attempts == 1 || st.timed_out) {
+            st.last_error = self->system().render(err);
+            st.timed_out = true;
+          }
+          give_up(self, final_code(st));
+          return;
+        }
+        st.last_error = self->system().render(err);
+        // A silent peer: the middleman's connection-timeout ended the handshake.
+        st.timed_out = err == caf::sec::connection_timeout;
+        if (!retry_later(self))
+          give_up(self, final_code(st));
+      });
+}
+
+caf::behavior retrying_connect(retry_ptr self, caf::actor connector, HostPort addr,
+                               caf::timespan total, caf::strong_actor_ptr requester) {
+  auto& st = self->state;
+  if (requester) { // nobody waits for the answer once the requester is gone
+    self->monitor(requester);
+    self->set_down_handler([self](caf::down_msg&) { self->quit(); });
+  }
+  st.connector = std::move(connector);
+  st.addr = std::move(addr);
+  st.total = total;
+  st.deadline = self->clock().now() + total;
+  return {
+    [self](caf::connect_atom) -> caf::response_promise {
+      self->state.promise = self->make_response_promise();
+      attempt(self);
+      return self->state.promise;
+    },
+    [self](msg::retry_atom) { attempt(self); },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_retrying_connect(caf::actor_system& sys, caf::actor connector,
+                                  const HostPort& addr, caf::timespan total,
+                                  caf::strong_actor_ptr requester) {
+  return sys.spawn(retrying_connect, std::move(connector), addr, total, std::move(requester));
+}
 
 std::shared_ptr<Transport> make_tcp_transport(caf::actor_system& sys) {
   return std::make_shared<TcpTransport>(sys);
+}
+
+std::shared_ptr<Transport> make_tls_transport(caf::actor_system& sys) {
+  return std::make_shared<TlsTransport>(sys);
+}
+
+std::shared_ptr<Transport> make_transport(caf::actor_system& sys, const NetworkConfig& network) {
+  if (!network.tls())
+    return make_tcp_transport(sys);
+  if (sys.has_openssl_manager())
+    return make_tls_transport(sys);
+  log::error("transport", "TLS files are configured but this actor system has no openssl module "
+                          "(configure it with conveyor::configure_actor_system); using plain TCP");
+  return make_tcp_transport(sys);
 }
 
 } // namespace conveyor::actors

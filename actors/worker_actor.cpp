@@ -1,10 +1,13 @@
 #include "actors/worker_actor.hpp"
 
 #include <map>
+#include <set>
 
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
+
+#include <optional>
 
 #include "actors/log.hpp"
 #include "actors/task_actor.hpp"
@@ -33,6 +36,14 @@ struct worker_state {
   std::map<caf::actor_addr, msg::task_id_t> task_by_addr;
   bool draining = false;
   std::vector<caf::typed_response_promise<bool>> drain_promises;
+  // Reconnection: when start() began, the next allowed attempt and its backoff.
+  caf::actor_clock::time_point started_at;
+  caf::actor_clock::time_point next_attempt;
+  caf::timespan backoff{};
+  bool ever_registered = false;
+  // After registering again: tasks the dispatcher must claim (assign again) before the deadline.
+  std::optional<caf::actor_clock::time_point> claim_deadline;
+  std::set<msg::task_id_t> claimed;
 };
 
 using self_ptr = worker_full_actor::stateful_pointer<worker_state>;
@@ -49,23 +60,38 @@ void report_first(self_ptr self, const Status& status) {
 void registration_failed(self_ptr self, const Status& status) {
   auto& st = self->state;
   st.registering = false;
-  if (status.code() == ErrorCode::version_mismatch) {
+  if (status.code() == ErrorCode::version_mismatch ||
+      status.code() == ErrorCode::permission_denied) { // refused: retrying cannot help
     st.refused = true;
     log::error(kLog, "the dispatcher at " + st.start.dispatcher.to_string() +
                        " refused this worker: " + status.message());
-  } else if (!st.warned_unreachable) {
+    report_first(self, status);
+    return;
+  }
+  auto now = self->clock().now();
+  if (!st.reported_first && now + st.backoff - st.started_at >= st.start.dispatcher_timeout) {
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(st.start.dispatcher_timeout);
+    report_first(self, Status{status.code(), "the dispatcher at " +
+                                               st.start.dispatcher.to_string() +
+                                               " did not answer within --dispatcher-timeout (" +
+                                               std::to_string(ms.count()) +
+                                               " ms): " + status.message()});
+    return;
+  }
+  if (!st.warned_unreachable) {
     st.warned_unreachable = true;
     log::warning(kLog, "cannot register with the dispatcher at " +
                          st.start.dispatcher.to_string() + ": " + status.to_string() +
-                         " (retrying)");
+                         " (retrying with backoff)");
   }
-  report_first(self, status);
+  st.next_attempt = now + st.backoff;
+  st.backoff = std::min<caf::timespan>(st.backoff * 2, std::chrono::seconds(2));
 }
 
 void send_registration(self_ptr self) {
   auto& st = self->state;
   msg::register_worker req{st.start.protocol_version, st.address,
-                           caf::actor_cast<msg::worker_actor>(self)};
+                           caf::actor_cast<msg::worker_actor>(self), st.start.auth_token};
   self->request(st.dispatcher, st.start.request_timeout, std::move(req))
     .then(
       [self](msg::worker_registered& reply) {
@@ -73,7 +99,26 @@ void send_registration(self_ptr self) {
         st.registering = false;
         st.registered = true;
         st.warned_unreachable = false;
+        st.backoff = st.start.heartbeat_interval;
+        const auto old_id = st.id;
         st.id = reply.worker;
+        if (st.ever_registered && old_id != reply.worker && !st.tasks.empty()) {
+          // Registered as a new worker: the dispatcher removed this one meanwhile, with its
+          // tasks (DYNAMIC: their unfinished splits went to other tasks). Nobody will claim them.
+          log::warning(kLog, "registered again as a new worker (was worker " +
+                               std::to_string(old_id) + "): stopping its " +
+                               std::to_string(st.tasks.size()) + " old task(s)");
+          for (const auto& [id, task] : st.tasks)
+            self->send_exit(task, caf::exit_reason::user_shutdown);
+        } else if (st.ever_registered && !st.tasks.empty()) {
+          // A restarted dispatcher claims the tasks it journaled by assigning them again (a
+          // claim may arrive before this reply: `claimed` was cleared when the dispatcher was
+          // lost, not here).
+          st.claim_deadline = self->clock().now() + std::max<caf::timespan>(
+                                                      10 * st.start.heartbeat_interval,
+                                                      std::chrono::seconds(2));
+        }
+        st.ever_registered = true;
         log::info(kLog, "registered with dispatcher " + st.start.dispatcher.to_string() +
                           " as worker " + std::to_string(reply.worker) + " (advertising " +
                           st.address + ")");
@@ -86,15 +131,21 @@ void send_registration(self_ptr self) {
 
 void register_now(self_ptr self) {
   auto& st = self->state;
-  if (st.registering || st.registered || st.refused)
+  if (st.registering || st.registered || st.refused || self->clock().now() < st.next_attempt)
     return;
   st.registering = true;
   if (st.dispatcher) {
     send_registration(self);
     return;
   }
+  auto limit = st.start.connect_timeout;
+  if (!st.reported_first) // start() waits: stay within dispatcher_timeout
+    limit = std::max<caf::timespan>(
+      std::min<caf::timespan>(limit, st.started_at + st.start.dispatcher_timeout -
+                                       self->clock().now()),
+      std::chrono::milliseconds(10));
   connect_to<msg::dispatcher_actor>(
-    self, *st.start.transport, st.start.dispatcher, st.start.connect_timeout, "the dispatcher",
+    self, *st.start.transport, st.start.dispatcher, limit, "the dispatcher",
     [self](Expected<msg::dispatcher_actor> d) {
       if (!d.ok()) {
         registration_failed(self, d.status());
@@ -106,8 +157,24 @@ void register_now(self_ptr self) {
     });
 }
 
+// Stops the tasks a restarted dispatcher did not claim: it forgot their job.
+void check_claims(self_ptr self) {
+  auto& st = self->state;
+  if (!st.claim_deadline || self->clock().now() < *st.claim_deadline)
+    return;
+  st.claim_deadline.reset();
+  for (const auto& [id, task] : st.tasks)
+    if (!st.claimed.count(id)) {
+      log::warning(kLog, "task " + std::to_string(id) +
+                           " was not assigned again by the restarted dispatcher (its job is "
+                           "gone); stopping it");
+      self->send_exit(task, caf::exit_reason::user_shutdown);
+    }
+}
+
 void heartbeat(self_ptr self) {
   auto& st = self->state;
+  check_claims(self);
   if (!st.registered) {
     register_now(self);
     return;
@@ -178,6 +245,8 @@ void check_drained(self_ptr self) {
 worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
   return sys.spawn([](self_ptr self, WorkerStart start) -> worker_full_actor::behavior_type {
     self->state.start = std::move(start);
+    if (auto bulk = self->state.start.bulk.actor) // the bulk server ends with its worker
+      self->attach_functor([bulk] { caf::anon_send_exit(bulk, caf::exit_reason::user_shutdown); });
     self->set_down_handler([self](caf::down_msg& down) {
       auto& st = self->state;
       if (st.dispatcher && down.source == st.dispatcher.address()) {
@@ -186,6 +255,7 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
         st.dispatcher = nullptr;
         st.registered = false;
         st.registering = false;
+        st.claimed.clear();
       }
     });
     // Tasks are linked to the worker so that they end with it; a task that ends on its own
@@ -206,6 +276,9 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
           return;
         st.started = true;
         st.address = std::move(advertised);
+        st.started_at = self->clock().now();
+        st.next_attempt = st.started_at;
+        st.backoff = st.start.heartbeat_interval;
         register_now(self);
         self->delayed_send(self, st.start.heartbeat_interval, msg::tick_atom_v);
       },
@@ -234,13 +307,19 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
           return msg::make_error(ErrorCode::unavailable,
                                  "worker " + st.address + " is draining; it takes no new task");
         auto id = req.def.task;
-        if (auto t = st.tasks.find(id); t != st.tasks.end())
+        st.claimed.insert(id);
+        if (auto t = st.tasks.find(id); t != st.tasks.end()) {
+          // Assigned again (by a restarted dispatcher's job): the running task re-attaches to
+          // the job actor in the definition.
+          caf::anon_send(caf::actor_cast<caf::actor>(t->second), std::move(req));
           return msg::task_assigned{id, t->second};
+        }
         TaskStart ts;
         ts.def = std::move(req.def);
         ts.limits = st.start.task_limits;
         ts.split_timeout = st.start.request_timeout;
         ts.worker_address = st.address;
+        ts.bulk = st.start.bulk;
         auto handle = spawn_task(self, std::move(ts), st.start.detached_tasks);
         st.tasks[id] = handle;
         st.task_by_addr[handle.address()] = id;

@@ -3,8 +3,15 @@
 // a configurable interval, and runs one task actor per job it is assigned.
 //
 //   idle --(start: advertised address)--> connecting --> registering --> registered
-//   registered --heartbeat ack "unknown"/dispatcher lost--> connecting (retried every tick)
+//   registered --heartbeat ack "unknown"/dispatcher lost--> connecting (retried with backoff)
 //   registering --version_mismatch--> refused (logged, reported to start(), never retried)
+//
+// A worker started before its dispatcher keeps trying for dispatcher_timeout before start()
+// fails. When the dispatcher is lost the worker keeps its tasks running (OFF tasks go on
+// serving consumers) and registers again with exponential backoff (heartbeat_interval doubling
+// up to 2 s). A restarted dispatcher that journaled its state assigns the same tasks again
+// (assign_task for a running task re-attaches it to the new job actor); tasks it does not claim
+// within a grace period after the re-registration are stopped.
 #pragma once
 
 #include <functional>
@@ -26,10 +33,14 @@ struct WorkerStart {
   HostPort dispatcher;
   caf::timespan heartbeat_interval = std::chrono::milliseconds(500);
   caf::timespan connect_timeout = std::chrono::seconds(5);
+  // How long a worker started before its dispatcher waits for it before start() fails.
+  caf::timespan dispatcher_timeout = std::chrono::seconds(60);
   caf::timespan request_timeout = std::chrono::seconds(10);
   TaskLimits task_limits;
   bool detached_tasks = false; // see WorkerConfig::detached_tasks
+  BulkServer bulk;             // this node's bulk server (linked to the worker), may be empty
   uint32_t protocol_version = msg::kProtocolVersion;
+  std::string auth_token; // presented to the dispatcher when registering
   // Called once, with the outcome of the first registration attempt.
   std::function<void(Status)> on_first_registration;
 };

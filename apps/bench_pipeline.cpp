@@ -6,6 +6,10 @@
 //     many 8-byte elements (int64 scalars) and one 1 MiB tensor, each once with compressible and
 //     once with incompressible (random) values. MB/s counts tensor payload bytes (10^6 bytes/MB).
 //
+// (c) parse_example: serialized tf.train.Examples (label int64, pixels float32[64], name string,
+//     tags var(string) with 0-3 entries) held in memory, parsed by
+//     from_tensor_slices(records).parse_example(spec); records/s, and MB/s of serialized bytes.
+//
 // Rates divide by wall-clock time, or with --clock cpu by this thread's CPU time: everything
 // measured here runs on the calling thread, so CPU time gives the same figure on an idle machine
 // and a steadier one on a busy, shared machine.
@@ -26,6 +30,7 @@
 #include "apps/cli_common.hpp"
 #include "pipeline/codec.hpp"
 #include "pipeline/dataset.hpp"
+#include "pipeline/example.hpp"
 #include "pipeline/iterator.hpp"
 
 namespace conveyor::apps {
@@ -36,8 +41,9 @@ using Seconds = std::chrono::duration<double>;
 
 constexpr CommandInfo kInfo{
     "bench pipeline", "[--seconds T] [--elements N] [--batch B] [--small-batch K] [--clock wall|cpu]",
-    "Measures elements/s of range(N)[.map(square)].batch(B) iterated to the end, and the element\n"
-    "codec's encode/decode MB/s with and without lz4 on 8-byte and 1 MiB elements."};
+    "Measures elements/s of range(N)[.map(square)].batch(B) iterated to the end, the element\n"
+    "codec's encode/decode MB/s with and without lz4 on 8-byte and 1 MiB elements, and\n"
+    "parse_example records/s on serialized tf.train.Examples."};
 
 constexpr int64_t kMaxPasses = 10000;          // cap on dataset passes per measurement
 constexpr int64_t kMaxCodecIterations = 1000000; // cap on encode or decode calls per measurement
@@ -267,6 +273,42 @@ int run_bench_pipeline(const std::vector<std::string>& args) {
       std::printf("  %-26s %-32s %-5s %11.0f %11.0f %7.3f %5s\n", w.name.c_str(), w.data.c_str(), to_string(c),
                   r->encode_mb_s, r->decode_mb_s, r->ratio, r->compressed ? "yes" : "no");
     }
+  }
+
+  std::printf("\n(c) parse_example over in-memory serialized tf.train.Examples (--elements of them, at most 100000)\n");
+  const int64_t num_records = std::min<int64_t>(f.elements, 100000);
+  std::vector<std::string> records;
+  std::size_t record_bytes = 0;
+  std::mt19937_64 rng{7};
+  for (int64_t i = 0; i < num_records; ++i) {
+    std::vector<float> pixels(64);
+    for (auto& p : pixels)
+      p = static_cast<float>(rng() % 1000) / 7.0f;
+    std::vector<std::string> tags;
+    for (int64_t t = 0; t < i % 4; ++t)
+      tags.push_back("tag-" + std::to_string(t));
+    auto bytes = serialize_example({{"label", Tensor::scalar(i)},
+                                    {"pixels", Tensor::vector(pixels)},
+                                    {"name", Tensor::scalar("record-" + std::to_string(i))},
+                                    {"tags", Tensor::vector(tags)}});
+    if (!bytes.ok())
+      return report_status(kInfo.name, bytes.status());
+    record_bytes += bytes->size();
+    records.push_back(std::move(*bytes));
+  }
+  const std::string spec = "label: int64; pixels: float32[64]; name: string; tags: var(string)";
+  std::printf("  %-50s %14s %14s %7s\n", "pipeline", "records/s", "MB/s", "passes");
+  const Dataset slices = Dataset::from_tensor_slices(Element{Tensor::vector(records)});
+  for (const Dataset& dataset : {slices, slices.parse_example(spec)}) {
+    auto r = iterate(dataset, false, budget, num_records, cpu_clock);
+    if (!r.ok())
+      return report_status(kInfo.name, r.status());
+    const double per_second = r->values / r->seconds;
+    std::printf("  %-50s %14.0f %14.1f %7lld\n",
+                dataset.node()->op == "parse_example" ? "from_tensor_slices(records).parse_example(spec)"
+                                                      : "from_tensor_slices(records) (baseline)",
+                per_second, per_second * static_cast<double>(record_bytes) / num_records / 1e6,
+                static_cast<long long>(r->passes));
   }
   return kExitOk;
 }

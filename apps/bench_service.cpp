@@ -17,9 +17,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <fstream>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
+#include <optional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,6 +31,7 @@
 #include <vector>
 
 #include "apps/bench.hpp"
+#include "apps/copy_counter.hpp"
 #include "apps/cli_common.hpp"
 #include "conveyor/client.hpp"
 #include "conveyor/server.hpp"
@@ -43,7 +47,9 @@ using Seconds = std::chrono::duration<double>;
 constexpr CommandInfo kInfo{
     "bench service", "[--workers W] [--consumers C] [--element-size S] [--seconds T] [--mode off|dynamic]",
     "Measures elements/s and MB/s from W in-process workers to C consumers over loopback TCP, and\n"
-    "in the same run a raw TCP stream of the same bytes as the baseline."};
+    "in the same run a raw TCP stream of the same bytes as the baseline; then the copies per element\n"
+    "and the process's memory during that run, and the small-dataset latency (range(100) end to end\n"
+    "and the time to the first element, OFF and DYNAMIC)."};
 
 // --- raw TCP baseline
 
@@ -168,6 +174,68 @@ Expected<Throughput> raw_tcp(int64_t elements, int64_t size, milliseconds limit)
   return out;
 }
 
+// --- process memory (kB) from /proc/self/status: VmRSS now, VmHWM the peak
+int64_t proc_status_kb(const char* key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  const std::string prefix = std::string{key} + ":";
+  while (std::getline(f, line))
+    if (line.rfind(prefix, 0) == 0)
+      return std::atoll(line.c_str() + prefix.size());
+  return -1;
+}
+
+std::string load_average() {
+  std::ifstream f("/proc/loadavg");
+  std::string l;
+  std::getline(f, l);
+  return l;
+}
+
+// --- small-dataset latency: range(100) read end to end, and the time to its first element
+struct Latency {
+  double first_ms = 0;
+  double total_ms = 0;
+};
+
+// OFF: every worker produces the whole dataset (100 x workers elements); DYNAMIC: 100 in all.
+Expected<Latency> read_small(const std::string& dispatcher, ShardingPolicy policy, int run, int64_t expected) {
+  auto dataset = parse_dataset("range(100)");
+  if (!dataset.ok())
+    return dataset.status();
+  DistributeOptions opts;
+  opts.policy = policy;
+  opts.job_name = "bench-latency-" + std::to_string(::getpid()) + "-" + to_string(policy) + "-" +
+                  std::to_string(run);
+  const auto t0 = Clock::now();
+  auto client = Client::connect(dispatcher);
+  if (!client.ok())
+    return client.status();
+  auto stream = client->distribute(*dataset, opts);
+  if (!stream.ok())
+    return stream.status();
+  Latency out;
+  int64_t n = 0;
+  Element e;
+  for (;;) {
+    bool end = false;
+    CONVEYOR_RETURN_IF_ERROR(stream->next(e, end, milliseconds{10000}));
+    if (end)
+      break;
+    if (n++ == 0)
+      out.first_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  }
+  out.total_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  if (n != expected)
+    return data_loss("range(100) gave " + std::to_string(n) + " elements, expected " + std::to_string(expected));
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
 // --- the service
 
 struct ConsumerCounters {
@@ -183,6 +251,7 @@ struct BenchFlags {
   std::string mode = "off";
   std::string compression = "NONE";
   std::optional<int64_t> max_outstanding;
+  bool tls = false;
 };
 
 // The data each worker serves. Producing it should cost little, so that the benchmark measures
@@ -197,6 +266,28 @@ std::string dataset_for(int64_t element_size, ShardingPolicy policy) {
   if (policy == ShardingPolicy::dynamic)
     return kEndless + make;
   return "range(1)" + make + ".cache().repeat()";
+}
+
+// A CA and one node certificate signed by it, made with the `openssl` command in a new temporary
+// directory, for `--tls`.
+Expected<NetworkConfig> throwaway_tls() {
+  char dir[] = "/tmp/conveyor-bench-tls-XXXXXX";
+  if (!::mkdtemp(dir))
+    return io_error("cannot create a directory for the throwaway TLS certificates");
+  const std::string d = dir;
+  const std::string key = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes ";
+  const std::string script = "cd " + d + " && openssl req -x509" + key +
+                             "-keyout ca.key -out ca.pem -days 1 -subj /CN=bench-ca >/dev/null 2>&1 && "
+                             "openssl req" + key + "-keyout node.key -out node.csr -subj /CN=bench >/dev/null 2>&1 && "
+                             "openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+                             "-out node.pem -days 1 >/dev/null 2>&1";
+  if (std::system(script.c_str()) != 0)
+    return failed_precondition("`--tls`: the `openssl` command could not make certificates in " + d);
+  NetworkConfig n;
+  n.tls_cert = d + "/node.pem";
+  n.tls_key = d + "/node.key";
+  n.tls_ca = d + "/ca.pem";
+  return n;
 }
 
 int run_bench_service(const std::vector<std::string>& args) {
@@ -214,7 +305,10 @@ int run_bench_service(const std::vector<std::string>& args) {
       ("max-outstanding", po::value<int64_t>()->value_name("M"), "consumer credit (default: automatic)")
       ("metrics-port", po::value<int64_t>()->default_value(-1)->value_name("PORT"),
        "serve the dispatcher's Prometheus metrics on this port (0 = free; the first worker's on a "
-       "free port), to measure scrapes under load; -1 = off");
+       "free port), to measure scrapes under load; -1 = off")
+      ("tls", po::bool_switch(&f.tls),
+       "also run the service with mutual TLS between every pair of nodes (throwaway certificates made "
+       "with the `openssl` command) and print TLS against plain");
   add_log_level_option(options, "error");
   po::variables_map vm;
   if (auto stop = parse_command_line(kInfo, options, args, vm))
@@ -261,22 +355,39 @@ int run_bench_service(const std::vector<std::string>& args) {
               dataset_text.c_str());
   std::fflush(stdout);
 
-  DispatcherConfig dispatcher_config;
-  dispatcher_config.metrics_port = static_cast<int>(vm["metrics-port"].as<int64_t>());
-  DispatchServer dispatcher{dispatcher_config};
-  if (auto st = dispatcher.start(); !st.ok())
-    return report_error(kInfo.name, "dispatcher: " + st.to_string(), kExitFailure);
+  // What the plain run measures besides throughput (the TLS run only adds its MB/s).
+  CopyCounts copies_before, copies_after;
+  int64_t rss_kb = 0, hwm_kb = 0;
+  std::vector<double> first[2], total[2];
+  Status latency_error;
+
+  // One measured service run over `network` (plain, or TLS with --tls).
+  auto measure = [&](const NetworkConfig& network, const char* label) -> std::optional<Throughput> {
+  DispatcherConfig dconfig;
+  dconfig.network = network;
+  if (!network.tls()) // metrics (scraped under load) in the plain run
+    dconfig.metrics_port = static_cast<int>(vm["metrics-port"].as<int64_t>());
+  DispatchServer dispatcher{dconfig};
+  if (auto st = dispatcher.start(); !st.ok()) {
+    report_error(kInfo.name, "dispatcher: " + st.to_string(), kExitFailure);
+    return std::nullopt;
+  }
   std::vector<std::unique_ptr<WorkerServer>> workers;
   for (int64_t i = 0; i < f.workers; ++i) {
     WorkerConfig config;
     config.dispatcher_address = dispatcher.target();
     // Workers in one process share one task table; the first serves it (to scrape under load).
-    if (i == 0 && dispatcher_config.metrics_port >= 0)
+    if (i == 0 && dconfig.metrics_port >= 0)
       config.metrics_port = 0;
+    config.network = network;
     workers.push_back(std::make_unique<WorkerServer>(config));
-    if (auto st = workers.back()->start(); !st.ok())
-      return report_error(kInfo.name, "worker: " + st.to_string(), kExitFailure);
+    if (auto st = workers.back()->start(); !st.ok()) {
+      report_error(kInfo.name, "worker: " + st.to_string(), kExitFailure);
+      return std::nullopt;
+    }
   }
+  ClientConfig client_config;
+  client_config.network = network;
 
   std::atomic<bool> stop{false};
   std::vector<ConsumerCounters> counters(static_cast<std::size_t>(f.consumers));
@@ -290,7 +401,7 @@ int run_bench_service(const std::vector<std::string>& args) {
         std::lock_guard lock(mu);
         errors.push_back(std::move(st));
       };
-      auto client = Client::connect(dispatcher.target());
+      auto client = Client::connect(dispatcher.target(), client_config);
       if (!client.ok())
         return fail(client.status());
       auto stream = client->distribute(*dataset, opts);
@@ -326,32 +437,75 @@ int run_bench_service(const std::vector<std::string>& args) {
   // Warm-up: connections, job creation, buffers filling.
   const milliseconds warmup{std::min<int64_t>(1000, static_cast<int64_t>(f.seconds * 1000 / 2) + 100)};
   std::this_thread::sleep_for(warmup);
+  const bool plain_run = !network.tls();
   const Throughput before = totals();
+  if (plain_run) {
+    copies_before = copy_counts();
+    copy_counter_enable(true);
+  }
   const auto t0 = Clock::now();
   std::this_thread::sleep_for(Seconds(f.seconds));
   Throughput service = totals();
+  if (plain_run) {
+    copy_counter_enable(false);
+    copies_after = copy_counts();
+    rss_kb = proc_status_kb("VmRSS");
+    hwm_kb = proc_status_kb("VmHWM");
+  }
   service.seconds = Seconds(Clock::now() - t0).count();
   service.elements -= before.elements;
   service.bytes -= before.bytes;
   stop = true;
   for (auto& t : threads)
     t.join();
+  // Small datasets on the same cluster: latency of a whole range(100), OFF and DYNAMIC.
+  for (int run = 0; plain_run && run < 5 && latency_error.ok(); ++run)
+    for (int m = 0; m < 2 && latency_error.ok(); ++m) {
+      auto l = read_small(dispatcher.target(), m == 0 ? ShardingPolicy::off : ShardingPolicy::dynamic, run,
+                          m == 0 ? 100 * f.workers : 100);
+      if (!l.ok()) {
+        latency_error = l.status();
+        break;
+      }
+      first[m].push_back(l->first_ms);
+      total[m].push_back(l->total_ms);
+    }
   for (auto& w : workers)
     w->stop();
   dispatcher.stop();
   if (!errors.empty()) {
     for (const auto& e : errors)
       std::fprintf(stderr, "bench service: consumer failed: %s\n", e.to_string().c_str());
-    return kExitFailure;
+    return std::nullopt;
   }
-  if (service.elements == 0)
-    return report_error(kInfo.name, "no element arrived in the measured window", kExitFailure);
+  if (service.elements == 0) {
+    report_error(kInfo.name, "no element arrived in the measured window", kExitFailure);
+    return std::nullopt;
+  }
 
-  std::printf("  service : %12.0f elements/s %10.1f MB/s   (%lld elements in %.2f s)\n", service.elements_per_s(),
-              service.mb_per_s(), static_cast<long long>(service.elements), service.seconds);
+  std::printf("  %-8s: %12.0f elements/s %10.1f MB/s   (%lld elements in %.2f s)\n", label,
+              service.elements_per_s(), service.mb_per_s(), static_cast<long long>(service.elements),
+              service.seconds);
   for (const auto& [w, n] : per_worker)
     std::printf("            worker %s: %lld elements\n", w.c_str(), static_cast<long long>(n));
   std::fflush(stdout);
+  return service;
+  };
+
+  auto plain = measure(NetworkConfig{}, "service");
+  if (!plain)
+    return kExitFailure;
+  const Throughput service = *plain;
+  if (f.tls) {
+    auto tls_network = throwaway_tls();
+    if (!tls_network.ok())
+      return report_status(kInfo.name, tls_network.status());
+    auto tls = measure(*tls_network, "TLS");
+    if (!tls)
+      return kExitFailure;
+    std::printf("  TLS/plain: %.2f (MB/s, mutual TLS between every pair of nodes)\n",
+                service.mb_per_s() > 0 ? tls->mb_per_s() / service.mb_per_s() : 0.0);
+  }
 
   // Same elements, same sizes, over a plain socket; bounded in time like the service run.
   auto raw = raw_tcp(service.elements, f.element_size,
@@ -361,6 +515,35 @@ int run_bench_service(const std::vector<std::string>& args) {
   std::printf("  raw TCP : %12.0f elements/s %10.1f MB/s   (%lld elements in %.2f s, 8-byte frame headers)\n",
               raw->elements_per_s(), raw->mb_per_s(), static_cast<long long>(raw->elements), raw->seconds);
   std::printf("  ratio   : %.2f of raw TCP (MB/s)\n", raw->mb_per_s() > 0 ? service.mb_per_s() / raw->mb_per_s() : 0.0);
+  if (copy_counter_available()) {
+    const double n = static_cast<double>(service.elements);
+    const double calls = static_cast<double>(copies_after.copy_calls - copies_before.copy_calls);
+    const double bytes = static_cast<double>(copies_after.copy_bytes - copies_before.copy_bytes);
+    const double fills = static_cast<double>(copies_after.fill_bytes - copies_before.fill_bytes);
+    std::printf("  copies  : %.2f memcpy/memmove calls >= 64 KiB per element, %.2f x the element's bytes copied,"
+                " %.2f x zero-filled (whole process: pipeline output to consumer tensor)\n",
+                calls / n, bytes / (n * static_cast<double>(f.element_size)),
+                fills / (n * static_cast<double>(f.element_size)));
+  } else {
+    std::printf("  copies  : not counted (sanitizer build)\n");
+  }
+  const int64_t credits = opts.max_outstanding_requests.value_or(65536);
+  const double bound_mib =
+    std::min<double>(static_cast<double>(credits) * static_cast<double>(f.element_size), opts.max_buffered_bytes) /
+    (1 << 20);
+  std::printf("  memory  : process RSS %.1f MiB (peak %.1f MiB; dispatcher, workers' buffers and consumers);"
+              " consumer bound min(credits x element size, max_buffered_bytes) = %.1f MiB per consumer\n",
+              rss_kb / 1024.0, hwm_kb / 1024.0, bound_mib);
+  if (!latency_error.ok()) {
+    std::fprintf(stderr, "bench service: latency run failed: %s\n", latency_error.to_string().c_str());
+    return kExitFailure;
+  }
+  const double off_total = median(total[0]), dyn_total = median(total[1]);
+  std::printf("  latency : range(100) end to end (median of %zu, new client + job each): OFF %.1f ms, DYNAMIC %.1f ms"
+              " (DYNAMIC/OFF %.2f); first element OFF %.1f ms, DYNAMIC %.1f ms\n",
+              total[0].size(), off_total, dyn_total, off_total > 0 ? dyn_total / off_total : 0.0,
+              median(first[0]), median(first[1]));
+  std::printf("  load    : %s\n", load_average().c_str());
   return kExitOk;
 }
 

@@ -1,5 +1,6 @@
 #include "apps/cli_common.hpp"
 
+#include "actors/admission.hpp"
 #include "actors/log.hpp"
 
 #include <fcntl.h>
@@ -152,6 +153,68 @@ Status apply_metrics_options(const po::variables_map& vm, int& port, std::string
   if (p == -1 && !vm["metrics-host"].defaulted())
     return invalid_argument("`--metrics-host` needs `--metrics-port`");
   port = static_cast<int>(p);
+  return Status::OK();
+}
+
+void add_security_options(po::options_description& options) {
+  options.add_options()
+      ("tls-cert", po::value<std::string>()->value_name("PEM"),
+       "this node's certificate (signed by --tls-ca); with --tls-key and --tls-ca every connection "
+       "is mutual TLS")
+      ("tls-key", po::value<std::string>()->value_name("PEM"), "this node's private key")
+      ("tls-ca", po::value<std::string>()->value_name("PEM"),
+       "the CA certificate every peer's certificate must be signed by")
+      ("auth-token", po::value<std::string>()->value_name("TOKEN"),
+       "admission token: the dispatcher requires it, workers and clients present it (visible in "
+       "the process list: prefer --token-file or CONVEYOR_AUTH_TOKEN)")
+      ("token-file", po::value<std::string>()->value_name("FILE"),
+       "read the admission token from the first line of FILE (mode 600)");
+}
+
+Status apply_security_options(const po::variables_map& vm, NetworkConfig& network) {
+  auto get = [&](const char* name) {
+    return vm.count(name) ? vm[name].as<std::string>() : std::string{};
+  };
+  network.tls_cert = get("tls-cert");
+  network.tls_key = get("tls-key");
+  network.tls_ca = get("tls-ca");
+  CONVEYOR_RETURN_IF_ERROR(validate_security(network));
+  auto token = actors::load_auth_token(get("auth-token"), get("token-file"));
+  if (!token.ok())
+    return token.status();
+  network.auth_token = *token;
+  return Status::OK();
+}
+
+void add_guard_options(po::options_description& options) {
+  GuardConfig d;
+  options.add_options()
+      ("no-frame-guard", po::bool_switch(),
+       "let CAF accept connections on the public port itself (no frame-size check in front of it, "
+       "no connection cap, idle connections kept)")
+      ("max-frame-bytes", po::value<int64_t>()->default_value(d.max_frame_bytes)->value_name("BYTES"),
+       "largest BASP frame a peer may send; a larger announced length closes its connection "
+       "before anything is allocated")
+      ("max-connections", po::value<int64_t>()->default_value(d.max_connections)->value_name("N"),
+       "open connections accepted at once; more are closed at once")
+      ("idle-timeout", po::value<int64_t>()->default_value(d.idle_timeout.count())->value_name("MS"),
+       "close a connection silent in both directions for this long");
+}
+
+Status apply_guard_options(const po::variables_map& vm, GuardConfig& guard) {
+  guard.enabled = !vm["no-frame-guard"].as<bool>();
+  const int64_t frame = vm["max-frame-bytes"].as<int64_t>();
+  if (frame < 1024 || frame > int64_t{UINT32_MAX})
+    return invalid_argument("`--max-frame-bytes` must be in 1024..4294967295, got " + std::to_string(frame));
+  guard.max_frame_bytes = static_cast<uint32_t>(frame);
+  const int64_t conns = vm["max-connections"].as<int64_t>();
+  if (conns < 1 || conns > 100000)
+    return invalid_argument("`--max-connections` must be in 1..100000, got " + std::to_string(conns));
+  guard.max_connections = static_cast<int>(conns);
+  auto idle = check_millis("--idle-timeout", vm["idle-timeout"].as<int64_t>());
+  if (!idle.ok())
+    return idle.status();
+  guard.idle_timeout = *idle;
   return Status::OK();
 }
 

@@ -13,6 +13,7 @@
 #include <boost/program_options.hpp>
 
 #include "conveyor/options.hpp"
+#include "conveyor/server.hpp"
 #include "pipeline/status.hpp"
 
 namespace conveyor::apps {
@@ -58,6 +59,17 @@ Status apply_log_level(const po::variables_map& vm);
 // `--metrics-host HOST` (default: the node's `--host`).
 void add_metrics_options(po::options_description& options);
 Status apply_metrics_options(const po::variables_map& vm, int& port, std::string& host);
+
+// `--tls-cert/--tls-key/--tls-ca` (mutual TLS) and `--auth-token/--token-file` (admission;
+// CONVEYOR_AUTH_TOKEN when neither is given) — the same on every node command.
+void add_security_options(po::options_description& options);
+// Fills `network` from them; invalid_argument naming the flag (files checked with OpenSSL).
+Status apply_security_options(const po::variables_map& vm, NetworkConfig& network);
+
+// `--no-frame-guard`, `--max-frame-bytes`, `--max-connections`, `--idle-timeout` for server
+// nodes (conveyor/server.hpp GuardConfig; on by default from the command line).
+void add_guard_options(po::options_description& options);
+Status apply_guard_options(const po::variables_map& vm, GuardConfig& guard);
 
 // A "host:port" flag value, checked with conveyor::parse_address (conveyor/options.hpp); the
 // error names the flag: "`--dispatcher`: ...".

@@ -32,7 +32,9 @@ int run_dispatcher(const std::vector<std::string>& args) {
       ("host", po::value<std::string>()->default_value(defaults.bind_host)->value_name("HOST"),
        "address to bind")
       ("work-dir", po::value<std::string>()->default_value("")->value_name("DIR"),
-       "directory for the dispatcher's state (accepted; journaling comes later)")
+       "directory for the dispatcher's journal: every state change is made durable there "
+       "first, and a dispatcher restarted on the same directory carries on (datasets, jobs, "
+       "tasks, split positions). Without it the state is in memory only")
       ("worker-timeout", po::value(&worker_timeout_ms)->default_value(defaults.worker_timeout.count())->value_name("MS"),
        "remove a worker after this long without a heartbeat")
       ("job-gc-timeout", po::value(&job_gc_timeout_ms)->default_value(defaults.job_gc_timeout.count())->value_name("MS"),
@@ -46,8 +48,12 @@ int run_dispatcher(const std::vector<std::string>& args) {
        "sharding policies FILE/DATA/FILE_OR_DATA/HINT need; workers not in it are refused");
   po::options_description hidden;
   hidden.add_options()("protocol-version", po::value<uint32_t>()->default_value(0),
-                       "speak another protocol version (tests of the version check)");
+                       "speak another protocol version (tests of the version check)")
+                      ("journal-compact-after", po::value<int64_t>()->default_value(0),
+                       "records after which the journal is folded into a snapshot (tests)");
   add_metrics_options(options);
+  add_guard_options(options);
+  add_security_options(options);
   add_log_level_option(options, "info");
   po::variables_map vm;
   if (auto stop = parse_command_line(kInfo, options, args, vm, &hidden))
@@ -63,6 +69,11 @@ int run_dispatcher(const std::vector<std::string>& args) {
   config.bind_host = vm["host"].as<std::string>();
   config.work_dir = vm["work-dir"].as<std::string>();
   config.protocol_version = vm["protocol-version"].as<uint32_t>();
+  config.journal_compact_after = vm["journal-compact-after"].as<int64_t>();
+  if (config.journal_compact_after < 0 || (config.journal_compact_after > 0 && config.work_dir.empty()))
+    return report_status(kInfo.name,
+                         invalid_argument("--journal-compact-after needs --work-dir and a "
+                                          "positive count"));
   if (auto st = check_host("--host", config.bind_host); !st.ok())
     return report_status(kInfo.name, st);
   auto worker_timeout = check_millis("--worker-timeout", worker_timeout_ms);
@@ -88,6 +99,10 @@ int run_dispatcher(const std::vector<std::string>& args) {
           config.worker_addresses.push_back(arg.substr(b, e - b));
         b = e + 1;
       }
+  if (auto st = apply_security_options(vm, config.network); !st.ok())
+    return report_status(kInfo.name, st);
+  if (auto st = apply_guard_options(vm, config.guard); !st.ok())
+    return report_status(kInfo.name, st);
 
   if (auto st = apply_metrics_options(vm, config.metrics_port, config.metrics_host); !st.ok())
     return report_status(kInfo.name, st);

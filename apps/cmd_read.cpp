@@ -102,6 +102,7 @@ int run_read(const std::vector<std::string>& args) {
   po::options_description hidden;
   hidden.add_options()("protocol-version", po::value<uint32_t>()->default_value(0),
                        "speak another protocol version (tests of the version check)");
+  add_security_options(options);
   add_log_level_option(options, "warning");
   po::variables_map vm;
   if (auto stop = parse_command_line(kInfo, options, args, vm, &hidden))
@@ -162,6 +163,8 @@ int run_read(const std::vector<std::string>& args) {
   ClientConfig client_config;
   client_config.connect_timeout = *connect_timeout;
   client_config.protocol_version = vm["protocol-version"].as<uint32_t>();
+  if (auto st = apply_security_options(vm, client_config.network); !st.ok())
+    return report_status(kInfo.name, st);
   auto client = Client::connect(address->to_string(), client_config);
   if (!client.ok())
     return report_error(kInfo.name, "cannot connect to dispatcher " + address->to_string() + ": " +

@@ -180,6 +180,9 @@ class LocalCluster {
 public:
   ~LocalCluster() { stop(); }
 
+  // Directories the workers' datasets may read and write (--allow-path).
+  std::vector<std::string> allow_paths;
+
   Status start_processes(int workers, int64_t range_split_size, const std::string& log_dir) {
     const std::string exe = self_executable();
     auto d = start_child(exe, "dispatcher",
@@ -192,9 +195,13 @@ public:
     CONVEYOR_RETURN_IF_ERROR(wait_ready(children_.back(), "listening on", milliseconds{15000}));
     dispatcher_address_ = children_.back().address;
     for (int i = 1; i <= workers; ++i) {
-      auto w = start_child(exe, "worker-" + std::to_string(i),
-                           {"worker", "--dispatcher", dispatcher_address_, "--port", "0", "--host", "127.0.0.1"},
-                           log_dir);
+      std::vector<std::string> worker_args{"worker", "--dispatcher", dispatcher_address_, "--port", "0",
+                                           "--host", "127.0.0.1"};
+      for (const auto& dir : allow_paths) {
+        worker_args.push_back("--allow-path");
+        worker_args.push_back(dir);
+      }
+      auto w = start_child(exe, "worker-" + std::to_string(i), worker_args, log_dir);
       if (!w.ok())
         return w.status();
       children_.push_back(std::move(w).value());
@@ -215,6 +222,7 @@ public:
     for (int i = 0; i < workers; ++i) {
       WorkerConfig config;
       config.dispatcher_address = dispatcher_address_;
+      config.allowed_paths = allow_paths;
       workers_.push_back(std::make_unique<WorkerServer>(config));
       CONVEYOR_RETURN_IF_ERROR(workers_.back()->start());
     }
@@ -287,6 +295,7 @@ struct RunFlags {
   int64_t range_split_size = 1024;
   bool in_process = false;
   std::string log_dir;
+  std::vector<std::string> allow_paths;
 };
 
 int run_run(const std::vector<std::string>& args) {
@@ -309,6 +318,9 @@ int run_run(const std::vector<std::string>& args) {
        "to the dispatcher)")
       ("in-process", po::bool_switch(&f.in_process),
        "run the dispatcher and workers as servers inside this process instead of child processes")
+      ("allow-path", po::value(&f.allow_paths)->composing()->value_name("DIR"),
+       "directory the dataset may read and write files under (repeatable; default: the current "
+       "directory)")
       ("log-dir", po::value(&f.log_dir)->value_name("DIR"),
        "where the child nodes write their logs (default: a new /tmp/conveyor-run-* directory)");
   add_log_level_option(options, "warning");
@@ -350,6 +362,12 @@ int run_run(const std::vector<std::string>& args) {
 
   install_stop_signals();
   LocalCluster cluster;
+  cluster.allow_paths = f.allow_paths;
+  if (cluster.allow_paths.empty()) { // the dataset on this command line may use the current directory
+    char cwd[PATH_MAX];
+    if (::getcwd(cwd, sizeof cwd))
+      cluster.allow_paths.push_back(cwd);
+  }
   Status started;
   if (f.in_process) {
     started = cluster.start_in_process(static_cast<int>(f.workers), f.range_split_size);

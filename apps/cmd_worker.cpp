@@ -22,6 +22,8 @@ int run_worker(const std::vector<std::string>& args) {
   int64_t buffer_elements = 0;
   int64_t buffer_bytes = 0;
   int64_t connect_timeout_ms = 0;
+  int64_t job_memory_limit = 0;
+  int64_t dispatcher_timeout_ms = 0;
   WorkerConfig defaults;
   po::options_description options("worker options");
   options.add_options()
@@ -38,18 +40,30 @@ int run_worker(const std::vector<std::string>& args) {
        "how often to send the dispatcher a heartbeat")
       ("plugin", po::value<std::vector<std::string>>()->composing()->value_name("LIB.so"),
        "shared library with more dataset functions (repeatable)")
+      ("allow-path", po::value<std::vector<std::string>>()->composing()->value_name("DIR"),
+       "directory datasets may read and write files under (text_lines, tfrecord, list_files, "
+       "cache; repeatable; links and `..` resolved). Without it datasets may not touch files")
       ("buffer-elements", po::value(&buffer_elements)->default_value(defaults.task_buffer_elements)->value_name("N"),
        "elements each task buffers ahead of its consumers")
       ("buffer-bytes", po::value(&buffer_bytes)->default_value(defaults.task_buffer_bytes)->value_name("BYTES"),
        "bytes each task buffers ahead of its consumers")
       ("drain-timeout", po::value(&drain_timeout_ms)->default_value(30000)->value_name("MS"),
        "on SIGTERM/Ctrl-C, wait at most this long for started work to be delivered")
+      ("job-memory-limit", po::value(&job_memory_limit)->default_value(0)->value_name("BYTES"),
+       "memory budget of each job's pipeline on this worker (task buffer, shuffle buffers, "
+       "batches, memory caches); a job passing it fails with resource_exhausted at its consumers "
+       "(0 = none)")
       ("connect-timeout", po::value(&connect_timeout_ms)->default_value(defaults.connect_timeout.count())->value_name("MS"),
-       "give up registering with the dispatcher after this long");
+       "limit of one attempt to connect to the dispatcher (retried with backoff within it)")
+      ("dispatcher-timeout", po::value(&dispatcher_timeout_ms)->default_value(defaults.dispatcher_timeout.count())->value_name("MS"),
+       "how long to wait for a dispatcher that is not up yet before giving up (a worker may "
+       "start before its dispatcher)");
   po::options_description hidden;
   hidden.add_options()("protocol-version", po::value<uint32_t>()->default_value(0),
                        "speak another protocol version (tests of the version check)");
   add_metrics_options(options);
+  add_guard_options(options);
+  add_security_options(options);
   add_log_level_option(options, "info");
   po::variables_map vm;
   if (auto stop = parse_command_line(kInfo, options, args, vm, &hidden))
@@ -94,15 +108,28 @@ int run_worker(const std::vector<std::string>& args) {
   if (!connect_timeout.ok())
     return report_status(kInfo.name, connect_timeout.status());
   config.connect_timeout = *connect_timeout;
+  auto dispatcher_timeout = check_millis("--dispatcher-timeout", dispatcher_timeout_ms);
+  if (!dispatcher_timeout.ok())
+    return report_status(kInfo.name, dispatcher_timeout.status());
+  config.dispatcher_timeout = *dispatcher_timeout;
   if (auto st = check_at_least("--buffer-elements", buffer_elements, 1); !st.ok())
     return report_status(kInfo.name, st);
   if (auto st = check_at_least("--buffer-bytes", buffer_bytes, 1); !st.ok())
     return report_status(kInfo.name, st);
   config.task_buffer_elements = buffer_elements;
   config.task_buffer_bytes = buffer_bytes;
+  if (auto st = check_at_least("--job-memory-limit", job_memory_limit, 0); !st.ok())
+    return report_status(kInfo.name, st);
+  config.job_memory_limit = job_memory_limit;
   if (vm.count("plugin"))
     config.plugins = vm["plugin"].as<std::vector<std::string>>();
   config.protocol_version = vm["protocol-version"].as<uint32_t>();
+  if (auto st = apply_security_options(vm, config.network); !st.ok())
+    return report_status(kInfo.name, st);
+  if (auto st = apply_guard_options(vm, config.guard); !st.ok())
+    return report_status(kInfo.name, st);
+  if (vm.count("allow-path"))
+    config.allowed_paths = vm["allow-path"].as<std::vector<std::string>>();
 
   if (auto st = apply_metrics_options(vm, config.metrics_port, config.metrics_host); !st.ok())
     return report_status(kInfo.name, st);

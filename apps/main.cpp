@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "apps/subcommand.hpp"
+#include "conveyor/version.hpp"
+#include "messages/protocol.hpp"
 
 namespace conveyor::apps {
 namespace {
@@ -20,7 +22,8 @@ std::map<std::string, Entry>& table() {
 }
 
 void usage(std::FILE* out) {
-  std::fprintf(out, "usage: conveyor <command> [flags]   (conveyor <command> --help for its flags)\n\ncommands:\n");
+  std::fprintf(out, "usage: conveyor <command> [flags]   (conveyor <command> --help for its flags)\n"
+                   "       conveyor --version\n\ncommands:\n");
   for (const auto& [name, e] : table())
     std::fprintf(out, "  %-12s %s\n", name.c_str(), e.summary);
 }
@@ -42,6 +45,14 @@ int main(int argc, char** argv) {
   std::string name = argv[1];
   if (name == "--help" || name == "-h" || name == "help") {
     usage(stdout);
+    return 0;
+  }
+  if (name == "--version") {
+    if (argc > 2) {
+      std::fprintf(stderr, "conveyor: --version takes no arguments (got `%s`)\n", argv[2]);
+      return 2;
+    }
+    std::printf("conveyor %s\nprotocol version %u\n", CONVEYOR_VERSION, conveyor::msg::kProtocolVersion);
     return 0;
   }
   auto it = table().find(name);

@@ -33,11 +33,12 @@ namespace conveyor::msg {
 
 struct client_hello {
   uint32_t protocol_version = 0;
-  std::string client; // a name for the dispatcher's log
+  std::string client;     // a name for the dispatcher's log
+  std::string auth_token; // admission proof (NetworkConfig::auth_token); never logged
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, client_hello& x) {
-  return f(caf::meta::type_name("client_hello"), x.protocol_version, x.client);
+  return f(caf::meta::type_name("client_hello"), x.protocol_version, x.client, x.auth_token);
 }
 
 struct dispatcher_hello {
@@ -95,8 +96,21 @@ typename Inspector::result_type inspect(Inspector& f, job_info& x) {
            x.handle, x.repetition);
 }
 
+// A consumer whose dispatcher restarted asks for its job again by id (the restarted dispatcher
+// replayed it from its journal). Replies job_info (finished and no handle for a job that ended
+// meanwhile); not_found when the dispatcher does not know the job (it restarted without its
+// --work-dir state).
+struct rejoin_job {
+  job_id_t job = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, rejoin_job& x) {
+  return f(caf::meta::type_name("rejoin_job"), x.job);
+}
+
 using dispatcher_actor =
-  job_report_actor::extend<caf::replies_to<client_hello>::with<dispatcher_hello>,
+  job_report_actor::extend<caf::replies_to<rejoin_job>::with<job_info>,
+                           caf::replies_to<client_hello>::with<dispatcher_hello>,
                            caf::replies_to<register_dataset>::with<dataset_registered>,
                            caf::replies_to<get_or_create_job>::with<job_info>,
                            caf::replies_to<register_worker>::with<worker_registered>,

@@ -18,6 +18,7 @@
 #include "messages/dispatcher_worker.hpp"
 #include "messages/job_consumer.hpp"
 #include "messages/job_task.hpp"
+#include "messages/journal_records.hpp"
 #include "messages/protocol.hpp"
 #include "messages/status.hpp"
 #include "messages/type_ids.hpp"
@@ -69,10 +70,24 @@ typename Inspector::result_type inspect(Inspector& f, job_finished& x) {
 // The job had no consumer for job_gc_timeout: it stopped its tasks and exited.
 struct job_released {
   job_id_t job = 0;
+  // The job's last status (its consumers' totals), kept by the dispatcher in its bounded list
+  // of recently finished jobs for `conveyor status` and metrics.
+  job_status final_status;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_released& x) {
-  return f(caf::meta::type_name("job_released"), x.job);
+  return f(caf::meta::type_name("job_released"), x.job, x.final_status);
+}
+
+// Journal hook (DYNAMIC): the job asks the dispatcher to make its split hand-out position
+// durable; the reply (ok) comes once the record is in the journal (at once without --work-dir),
+// so the job hands a split out only after its position is durable.
+struct persist_splits {
+  SplitPositionRecord record;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, persist_splits& x) {
+  return f(caf::meta::type_name("persist_splits"), x.record);
 }
 
 // The job actor: tasks, consumers and the dispatcher see it through this interface.
@@ -84,7 +99,8 @@ using job_actor = split_source_actor::extend<caf::replies_to<join_job>::with<job
                                              caf::replies_to<get_job_status>::with<job_status>>;
 
 // The dispatcher, as its job actors see it.
-using job_report_actor = caf::typed_actor<caf::reacts_to<task_finished>,
+using job_report_actor = caf::typed_actor<caf::replies_to<persist_splits>::with<caf::ok_atom>,
+                                          caf::reacts_to<task_finished>,
                                           caf::reacts_to<job_finished>,
                                           caf::reacts_to<job_released>>;
 

@@ -82,10 +82,12 @@ struct register_worker {
   uint32_t protocol_version = 0;
   std::string address; // advertised "host:port" consumers connect to
   worker_actor worker;
+  std::string auth_token; // admission proof (NetworkConfig::auth_token); never logged
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, register_worker& x) {
-  return f(caf::meta::type_name("register_worker"), x.protocol_version, x.address, x.worker);
+  return f(caf::meta::type_name("register_worker"), x.protocol_version, x.address, x.worker,
+           x.auth_token);
 }
 
 // dispatcher -> worker

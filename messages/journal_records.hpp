@@ -1,7 +1,7 @@
 // The dispatcher's state changes as explicit update records (after TF's dispatcher_state.h /
 // journal.proto). The dispatcher decides every id and time BEFORE it makes a record, so applying
-// records (actors/dispatcher_state.hpp) is a pure function and a journal (a later issue) can
-// replay them exactly. No CAF here; each record has a field-by-field inspect for serializers.
+// records (actors/dispatcher_state.hpp) is a pure function and the journal (actors/journal.hpp)
+// replays them exactly. No CAF here; each record has a field-by-field inspect for serializers.
 #pragma once
 
 #include <cstdint>
@@ -53,10 +53,12 @@ struct CreateJobRecord {
   int64_t num_consumers = -1;  // -1 = not coordinated
   std::string target_workers;
   int64_t time_us = 0;
+  int64_t split_size = 0; // DYNAMIC: elements per range split, decided at creation (0 = default)
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, CreateJobRecord& x) {
-  return f(x.job, x.dataset, x.job_name, x.policy, x.num_consumers, x.target_workers, x.time_us);
+  return f(x.job, x.dataset, x.job_name, x.policy, x.num_consumers, x.target_workers, x.time_us,
+           x.split_size);
 }
 
 struct CreateTaskRecord {
@@ -99,8 +101,29 @@ typename Inspector::result_type inspect(Inspector& f, ReleaseJobRecord& x) {
   return f(x.job, x.time_us);
 }
 
+// DYNAMIC: where a job's split hand-out stands (journal hook for the job actor). `epoch` is the
+// job's (SplitAssigner's) epoch; provider_epoch/next_index the split provider's position
+// (pipeline/split_provider.hpp SplitPosition); handed_out counts splits handed out so far. The
+// job actor sends it to the dispatcher (msg::persist_splits) and hands the split out only once
+// the dispatcher answered, i.e. once the record is durable. A restarted dispatcher restores the
+// job's split provider to the last recorded position.
+struct SplitPositionRecord {
+  job_id_t job = 0;
+  int64_t epoch = 0;
+  int64_t provider_epoch = 0;
+  int64_t next_index = 0;
+  int64_t handed_out = 0;
+  int64_t time_us = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SplitPositionRecord& x) {
+  return f(x.job, x.epoch, x.provider_epoch, x.next_index, x.handed_out, x.time_us);
+}
+
+// The variant's alternative index is the record's tag in the journal (actors/journal.hpp):
+// append new record types at the END only, never reorder (old journals must stay readable).
 using Update = std::variant<RegisterDatasetRecord, RegisterWorkerRecord, RemoveWorkerRecord,
                             CreateJobRecord, CreateTaskRecord, FinishTaskRecord, FinishJobRecord,
-                            ReleaseJobRecord>;
+                            ReleaseJobRecord, SplitPositionRecord>;
 
 } // namespace conveyor::msg

@@ -7,6 +7,12 @@
 // exceeds kMaxChunkBytes travels as several chunks, one per reply; the task sends the remaining
 // chunks of a batch to the same consumer's next requests before anything else. When nothing is
 // ready the task holds the request (up to its hold limit) instead of answering empty at once.
+//
+// Bulk path (actors/bulk.hpp): large elements are encoded once when the task produces them and
+// travel as frames on a per-worker TCP stream beside these messages. The reply still carries
+// all per-batch metadata (counts, seq, end_of_sequence); `bulk_frames` says that the payload
+// comes as frames of (task, batch_seq) on the request's `bulk_channel`. Every reply names the
+// worker's `bulk_port`, so a consumer learns where to open its channel from its first reply.
 #pragma once
 
 #include <cstdint>
@@ -52,11 +58,14 @@ struct get_elements {
   // The consumer lost its connection to this worker and reconnected: whatever it was sent and
   // did not acknowledge may be lost; the task hands those splits back to the job.
   bool reconnected = false;
+  // The consumer's open bulk channel to this task's worker (actors/bulk_frame.hpp), 0 = none:
+  // then every payload comes inline in the element_batch.
+  uint64_t bulk_channel = 0;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, get_elements& x) {
   return f(caf::meta::type_name("get_elements"), x.consumer, x.max_elements, x.max_bytes,
-           x.hold_ns, x.acks, x.reconnected);
+           x.hold_ns, x.acks, x.reconnected, x.bulk_channel);
 }
 
 // task -> consumer
@@ -74,11 +83,16 @@ struct element_batch {
   // Per-split pipelines: where the batch's elements came from, in order (runs add up to
   // num_elements; empty = untagged). Sent with the batch's first chunk.
   std::vector<origin_run> origins;
+  // > 0: the batch's elements travel as this many frames (one element each) on the request's
+  // bulk channel, referenced by (task, batch_seq); `payload` is then empty.
+  uint32_t bulk_frames = 0;
+  // The port of the worker's bulk server (on the worker address's host), 0 = it has none.
+  uint16_t bulk_port = 0;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, element_batch& x) {
   return f(caf::meta::type_name("element_batch"), x.payload, x.num_elements, x.batch_seq,
-           x.chunk_index, x.num_chunks, x.end_of_sequence, x.origins);
+           x.chunk_index, x.num_chunks, x.end_of_sequence, x.origins, x.bulk_frames, x.bulk_port);
 }
 
 // The task actor, as consumers see it.

@@ -367,13 +367,13 @@ FunctionDef repeat_fn() {
   return d;
 }
 
-FunctionDef file_fn(const char* name, const char* doc, Dataset (*make)(std::vector<std::string>)) {
+FunctionDef file_fn(const char* name, const char* doc, Dataset (*make)(std::vector<std::string>, std::string)) {
   FunctionDef d = make_def(name, FunctionKind::dataset, {}, doc);
   d.dataset = [name, make](const Element& e, const Params&) -> Expected<Dataset> {
     auto file = first_string_scalar(name, e);
     if (!file.ok())
       return file.status();
-    return make({std::move(file).value()});
+    return make({std::move(file).value()}, "");
   };
   d.output_spec = [](const ElementSpec&, const Params&) -> Expected<ElementSpec> {
     return ElementSpec{{scalar_spec(DType::string)}};

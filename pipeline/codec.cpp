@@ -63,7 +63,23 @@ std::size_t varint_size(uint64_t v) {
   return n;
 }
 
-void put_varint(std::string& out, uint64_t v) {
+// Where encoding appends: std::string (the classic API) or std::vector<char> (a frame buffer
+// that a bulk connection sends as is). Appending never zero-fills first.
+struct VecOut {
+  std::vector<char>& v;
+  void push_back(char c) { v.push_back(c); }
+  void append(const char* p, std::size_t n) { v.insert(v.end(), p, p + n); }
+  void append(std::string_view s) { append(s.data(), s.size()); }
+};
+struct StrOut {
+  std::string& s;
+  void push_back(char c) { s.push_back(c); }
+  void append(const char* p, std::size_t n) { s.append(p, n); }
+  void append(std::string_view v) { s.append(v.data(), v.size()); }
+};
+
+template <class Out>
+void put_varint(Out& out, uint64_t v) {
   if (v < 0x80) { // the common case: counts, ranks, small dims and lengths
     out.push_back(static_cast<char>(v));
     return;
@@ -95,8 +111,10 @@ std::size_t encoded_size(const Tensor& t) {
   for (int64_t d : t.shape())
     n += varint_size(static_cast<uint64_t>(d));
   if (t.dtype() == DType::string) {
-    for (const std::string& s : t.strings())
-      n += varint_size(s.size()) + s.size();
+    for (int64_t i = 0, e = t.num_elements(); i < e; ++i) {
+      const std::size_t len = t.string_at(i).size();
+      n += varint_size(len) + len;
+    }
   } else {
     n += t.bytes().size();
   }
@@ -110,13 +128,15 @@ std::size_t encoded_size(const Element& e) {
   return n;
 }
 
-void encode_tensor(const Tensor& t, std::string& out) {
+template <class Out>
+void encode_tensor(const Tensor& t, Out& out) {
   out.push_back(static_cast<char>(t.dtype()));
   put_varint(out, t.shape().size());
   for (int64_t d : t.shape())
     put_varint(out, static_cast<uint64_t>(d));
   if (t.dtype() == DType::string) {
-    for (const std::string& s : t.strings()) {
+    for (int64_t i = 0, e = t.num_elements(); i < e; ++i) {
+      const std::string_view s = t.string_at(i);
       put_varint(out, s.size());
       out.append(s);
     }
@@ -133,7 +153,8 @@ bool probe_compresses(std::string_view sample) {
   return n > 0 && saves_enough(sample.size(), static_cast<std::size_t>(n));
 }
 
-void append_element(const Element& e, std::string& out) {
+template <class Out>
+void append_element(const Element& e, Out& out) {
   put_varint(out, e.components.size());
   for (const Tensor& t : e.components)
     encode_tensor(t, out);
@@ -253,7 +274,8 @@ Status decode_shape(Reader& r, Shape& shape, uint64_t& entries) {
   return Status::OK();
 }
 
-Expected<Tensor> decode_numeric(Reader& r, DType dtype, Shape shape, uint64_t entries) {
+Expected<Tensor> decode_numeric(Reader& r, DType dtype, Shape shape, uint64_t entries,
+                                const StorageOwner& owner) {
   const std::size_t entry_size = dtype_size(dtype);
   if (entries > r.remaining() / entry_size)
     return r.error("shape " + shape_text(shape) + " of " + dtype_name(dtype) + " needs " +
@@ -269,32 +291,41 @@ Expected<Tensor> decode_numeric(Reader& r, DType dtype, Shape shape, uint64_t en
                        std::to_string(static_cast<unsigned char>(payload[i])) + ", expected 0 or 1");
   }
   std::string_view payload = r.take(n);
+  const auto* p = reinterpret_cast<const unsigned char*>(payload.data());
+  // Zero copy: the tensor views the received buffer (numeric views must be aligned).
+  if (owner && n > Tensor::kInlineBytes && reinterpret_cast<std::uintptr_t>(p) % entry_size == 0)
+    return Tensor::numeric_view(dtype, std::move(shape), owner, p, n);
   Tensor t{dtype, std::move(shape)};
   if (n > 0)
-    std::memcpy(t.mutable_bytes().data(), payload.data(), n);
+    std::memcpy(t.mutable_data<unsigned char>(), p, n);
   return t;
 }
 
-Expected<Tensor> decode_strings(Reader& r, Shape shape, uint64_t entries) {
+Expected<Tensor> decode_strings(Reader& r, Shape shape, uint64_t entries, const StorageOwner& owner) {
   // Every entry needs at least its one-byte length.
   if (entries > r.remaining())
     return r.error("string shape " + shape_text(shape) + " has " + std::to_string(entries) +
                    " entries, more than the " + std::to_string(r.remaining()) + " bytes that remain");
-  Tensor t{DType::string, std::move(shape)};
-  for (std::string& s : t.mutable_strings()) {
+  std::vector<std::string_view> views(static_cast<std::size_t>(entries));
+  for (std::string_view& s : views) {
     uint64_t len;
     if (!r.read_varint(len))
       return r.bad_varint("string length");
     if (len > r.remaining())
       return r.error("string of " + std::to_string(len) + " bytes, only " + std::to_string(r.remaining()) +
                      " remain");
-    std::string_view bytes = r.take(static_cast<std::size_t>(len));
-    s.assign(bytes.data(), bytes.size());
+    s = r.take(static_cast<std::size_t>(len));
   }
+  if (owner) // zero copy: the strings view the received buffer
+    return Tensor::string_view_of(std::move(shape), owner, std::move(views));
+  Tensor t{DType::string, std::move(shape)};
+  auto& strings = t.mutable_strings();
+  for (std::size_t i = 0; i < views.size(); ++i)
+    strings[i].assign(views[i].data(), views[i].size());
   return t;
 }
 
-Expected<Tensor> decode_tensor(Reader& r) {
+Expected<Tensor> decode_tensor(Reader& r, const StorageOwner& owner) {
   uint8_t code;
   if (!r.read_u8(code))
     return r.error("truncated before the dtype");
@@ -306,12 +337,12 @@ Expected<Tensor> decode_tensor(Reader& r) {
   uint64_t entries = 0;
   CONVEYOR_RETURN_IF_ERROR(decode_shape(r, shape, entries));
   if (dtype == DType::string)
-    return decode_strings(r, std::move(shape), entries);
-  return decode_numeric(r, dtype, std::move(shape), entries);
+    return decode_strings(r, std::move(shape), entries, owner);
+  return decode_numeric(r, dtype, std::move(shape), entries, owner);
 }
 
 // Decodes one element that must occupy all of r's buffer.
-Status decode_whole_element(Reader& r, Element& out) {
+Status decode_whole_element(Reader& r, Element& out, const StorageOwner& owner) {
   uint64_t count;
   if (!r.read_varint(count))
     return r.bad_varint("component count");
@@ -322,7 +353,7 @@ Status decode_whole_element(Reader& r, Element& out) {
   Element e;
   e.components.reserve(static_cast<std::size_t>(count));
   for (uint64_t i = 0; i < count; ++i) {
-    auto t = decode_tensor(r);
+    auto t = decode_tensor(r, owner);
     if (!t.ok())
       return t.status().with_context("component " + std::to_string(i) + " of " + std::to_string(count));
     e.components.push_back(std::move(*t));
@@ -364,56 +395,95 @@ void encode_element(const Element& element, std::string& out) {
   const std::size_t need = out.size() + encoded_size(element);
   if (need > out.capacity())
     out.reserve(std::max(need, 2 * out.capacity()));
-  append_element(element, out);
+  StrOut o{out};
+  append_element(element, o);
 }
 
 Expected<Element> decode_element(std::string_view in) {
   Reader r{in, 0, "byte offset"};
   Element e;
-  Status st = decode_whole_element(r, e);
+  Status st = decode_whole_element(r, e, nullptr);
   if (!st.ok())
     return st.with_context("element codec");
   return e;
 }
 
-std::string encode_batch(const std::vector<Element>& elements, Compression compression) {
+namespace {
+
+// Encodes into `out` after its first `prefix` bytes (which stay as they are).
+template <class Buffer, class Out>
+void encode_batch_impl(const std::vector<Element>& elements, Compression compression, Buffer& out,
+                       std::size_t prefix) {
   std::vector<std::size_t> sizes(elements.size());
   std::size_t raw_size = 0;
   for (std::size_t i = 0; i < elements.size(); ++i) {
     sizes[i] = encoded_size(elements[i]);
     raw_size += varint_size(sizes[i]) + sizes[i];
   }
-
-  std::string out;
-  out.reserve(kHeaderSize + raw_size);
-  out.resize(kHeaderSize);
+  out.reserve(prefix + kHeaderSize + raw_size);
+  out.resize(prefix + kHeaderSize);
+  Out o{out};
   for (std::size_t i = 0; i < elements.size(); ++i) {
-    put_varint(out, sizes[i]);
-    append_element(elements[i], out);
+    put_varint(o, sizes[i]);
+    append_element(elements[i], o);
   }
 
   uint8_t flags = 0;
   bool try_lz4 = compression == Compression::lz4 ||
-                       (compression == Compression::automatic && raw_size >= kAutoCompressMinBytes);
-  std::string packed;
+                 (compression == Compression::automatic && raw_size >= kAutoCompressMinBytes);
   // lz4 cannot take bodies above LZ4_MAX_INPUT_SIZE (~2 GiB); those stay uncompressed, which the
   // flags record, so the buffer still decodes to the same elements.
-  const std::string_view body = std::string_view{out}.substr(kHeaderSize);
+  const std::string_view body{out.data() + prefix + kHeaderSize, raw_size};
   if (try_lz4 && compression == Compression::automatic && raw_size > 2 * kAutoProbeBytes &&
       !probe_compresses(body.substr(0, kAutoProbeBytes)))
     try_lz4 = false;
-  if (try_lz4 && lz4_compress(body, kHeaderSize, packed)) {
-    const std::size_t packed_size = packed.size() - kHeaderSize;
-    if (compression == Compression::lz4 || saves_enough(raw_size, packed_size)) {
-      flags |= kFlagLz4;
-      out.swap(packed);
+  if (try_lz4) {
+    std::string packed;
+    if (lz4_compress(body, 0, packed)) {
+      if (compression == Compression::lz4 || saves_enough(raw_size, packed.size())) {
+        flags |= kFlagLz4;
+        out.resize(prefix + kHeaderSize);
+        Out{out}.append(packed.data(), packed.size());
+      }
     }
   }
-  write_header(out.data(), flags, elements.size(), raw_size);
+  write_header(out.data() + prefix, flags, elements.size(), raw_size);
+}
+
+} // namespace
+
+std::string encode_batch(const std::vector<Element>& elements, Compression compression) {
+  std::string out;
+  encode_batch_impl<std::string, StrOut>(elements, compression, out, 0);
   return out;
 }
 
+void encode_batch_into(const std::vector<Element>& elements, Compression compression,
+                       std::vector<char>& out, std::size_t prefix) {
+  encode_batch_impl<std::vector<char>, VecOut>(elements, compression, out, prefix);
+}
+
+std::size_t encoded_batch_size(const std::vector<Element>& elements) {
+  std::size_t n = kHeaderSize;
+  for (const Element& e : elements) {
+    const std::size_t size = encoded_size(e);
+    n += varint_size(size) + size;
+  }
+  return n;
+}
+
+std::size_t encoded_batch_entry_size(const Element& element) {
+  const std::size_t size = encoded_size(element);
+  return varint_size(size) + size;
+}
+
+std::size_t encoded_batch_header_size() { return kHeaderSize; }
+
 Status decode_batch(std::string_view in, std::vector<Element>& out) {
+  return decode_batch(nullptr, in, out);
+}
+
+Status decode_batch(StorageOwner owner, std::string_view in, std::vector<Element>& out) {
   if (in.size() < kHeaderSize)
     return batch_error("buffer of " + std::to_string(in.size()) + " bytes is shorter than the " +
                        std::to_string(kHeaderSize) + "-byte header");
@@ -431,20 +501,21 @@ Status decode_batch(std::string_view in, std::vector<Element>& out) {
   const uint64_t raw_size = get_le(in.data() + 14, 8);
   std::string_view body = in.substr(kHeaderSize);
 
-  std::unique_ptr<char[]> inflated;
   if (flags & kFlagLz4) {
     if (body.size() > static_cast<std::size_t>(LZ4_MAX_INPUT_SIZE) ||
         raw_size > static_cast<uint64_t>(LZ4_MAX_INPUT_SIZE) || raw_size > body.size() * kMaxLz4Ratio + 16)
       return batch_error("header claims " + std::to_string(raw_size) + " raw bytes, more than lz4 can expand " +
                          std::to_string(body.size()) + " compressed bytes to");
-    inflated.reset(new char[raw_size]);
+    // The inflated body becomes the decoded tensors' storage (no copy out of it).
+    std::shared_ptr<char[]> inflated{new char[raw_size]};
     const int n = LZ4_decompress_safe(body.data(), inflated.get(), static_cast<int>(body.size()),
                                       static_cast<int>(raw_size));
+    owner = inflated;
     if (n < 0 || static_cast<uint64_t>(n) != raw_size)
       return batch_error("lz4 body of " + std::to_string(body.size()) +
                          " bytes does not decompress to the " + std::to_string(raw_size) +
                          " bytes the header claims");
-    body = std::string_view{inflated.get(), static_cast<std::size_t>(raw_size)};
+    body = std::string_view{static_cast<const char*>(owner.get()), static_cast<std::size_t>(raw_size)};
   } else if (raw_size != body.size()) {
     return batch_error("header claims a body of " + std::to_string(raw_size) + " bytes, the buffer holds " +
                        std::to_string(body.size()));
@@ -470,7 +541,7 @@ Status decode_batch(std::string_view in, std::vector<Element>& out) {
           .with_context(where());
     const std::size_t element_offset = r.offset();
     Reader element_reader{r.take(static_cast<std::size_t>(len)), element_offset, "body byte offset"};
-    Status st = decode_whole_element(element_reader, decoded[i]);
+    Status st = decode_whole_element(element_reader, decoded[i], owner);
     if (!st.ok())
       return st.with_context(where());
   }

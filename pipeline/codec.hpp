@@ -32,7 +32,23 @@ Expected<Element> decode_element(std::string_view in);
 // Encodes many elements into one buffer (automatic = compress if the data is large enough
 // and lz4 shrinks it).
 std::string encode_batch(const std::vector<Element>& elements, Compression compression);
-// Appends the decoded elements to `out`; on error `out` is left as it was.
+// The same into a frame buffer: `out` ends up as its first `prefix` bytes (kept; e.g. a frame
+// header the caller fills) followed by the batch buffer. One pass over the payload bytes: the
+// buffer can then be sent without another copy (actors/bulk).
+void encode_batch_into(const std::vector<Element>& elements, Compression compression,
+                       std::vector<char>& out, std::size_t prefix);
+// Bytes of the uncompressed batch buffer for `elements`, so that batches can be packed by their
+// encoded size; entry_size is one element's share (its length prefix + encoding) and
+// header_size the fixed part.
+std::size_t encoded_batch_size(const std::vector<Element>& elements);
+std::size_t encoded_batch_entry_size(const Element& element);
+std::size_t encoded_batch_header_size();
+
+// Appends the decoded elements to `out`; on error `out` is left as it was. The tensors own
+// copies of their bytes (or view the inflated body of a compressed batch).
 Status decode_batch(std::string_view in, std::vector<Element>& out);
+// Zero copy: the decoded tensors view `in` (numeric ones where aligned), and `owner` — which
+// must keep `in` alive and unchanged — becomes their storage's owner.
+Status decode_batch(StorageOwner owner, std::string_view in, std::vector<Element>& out);
 
 } // namespace conveyor

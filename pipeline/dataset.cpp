@@ -5,10 +5,12 @@
 #include <cassert>
 #include <utility>
 
+#include "pipeline/example.hpp"
 #include "pipeline/functions.hpp"
 #include "pipeline/iterator.hpp"
 #include "pipeline/kernels/make_iterator.hpp"
 #include "pipeline/ops.hpp"
+#include "pipeline/padding.hpp"
 #include "pipeline/serialize.hpp"
 #include "pipeline/text_form.hpp"
 
@@ -55,12 +57,12 @@ Dataset Dataset::list_files(std::string pattern, bool shuffle, int64_t seed) {
   return make("list_files", {}, {{"pattern", std::move(pattern)}, {"shuffle", shuffle}, {"seed", seed}});
 }
 
-Dataset Dataset::text_lines(std::vector<std::string> files) {
-  return make("text_lines", {}, {{"files", std::move(files)}});
+Dataset Dataset::text_lines(std::vector<std::string> files, std::string compression_type) {
+  return make("text_lines", {}, {{"files", std::move(files)}, {"compression_type", std::move(compression_type)}});
 }
 
-Dataset Dataset::tfrecord(std::vector<std::string> files) {
-  return make("tfrecord", {}, {{"files", std::move(files)}});
+Dataset Dataset::tfrecord(std::vector<std::string> files, std::string compression_type) {
+  return make("tfrecord", {}, {{"files", std::move(files)}, {"compression_type", std::move(compression_type)}});
 }
 
 Dataset Dataset::source(FunctionRef fn) { return make("source", {}, {{"fn", std::move(fn)}}); }
@@ -96,6 +98,30 @@ Dataset Dataset::batch(int64_t batch_size, bool drop_remainder) const {
 }
 
 Dataset Dataset::unbatch() const { return make("unbatch", {node_}, {}); }
+
+Dataset Dataset::padded_batch(int64_t batch_size, const std::vector<PartialShape>& padded_shapes,
+                              std::vector<Tensor> padding_values, bool drop_remainder) const {
+  return make("padded_batch", {node_},
+              {{"batch_size", batch_size},
+               {"padded_shapes", padded_shapes_element(padded_shapes)},
+               {"padding_values", Element{std::move(padding_values)}},
+               {"drop_remainder", drop_remainder}});
+}
+
+Dataset Dataset::parse_example(const FeatureSpec& features) const {
+  // The canonical text of the checked spec; an invalid spec is kept as written so that
+  // validate() reports it.
+  FeatureSpec checked = features;
+  return parse_example(checked.check().ok() ? checked.to_string() : features.to_string());
+}
+
+Dataset Dataset::parse_example(std::string features) const {
+  return make("parse_example", {node_}, {{"features", std::move(features)}});
+}
+
+Dataset Dataset::ignore_errors(bool log_warning) const {
+  return make("ignore_errors", {node_}, {{"log_warning", log_warning}});
+}
 
 Dataset Dataset::shuffle(int64_t buffer_size, int64_t seed, bool reshuffle_each_iteration) const {
   return make("shuffle", {node_},

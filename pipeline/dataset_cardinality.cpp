@@ -113,8 +113,12 @@ int64_t node_cardinality(const Node& n, const FunctionRegistry& functions) {
   }
   if (op == "map" || op == "shuffle" || op == "enumerate" || op == "prefetch" || op == "cache")
     return input;
-  if (op == "batch")
+  if (op == "batch" || op == "padded_batch")
     return batch_count(input, n.int_attr("batch_size"), n.bool_attr("drop_remainder"));
+  if (op == "parse_example")
+    return input;
+  if (op == "ignore_errors") // any element may be dropped; forever stays forever
+    return input == kInfinite ? kInfinite : kUnknown;
   if (op == "repeat")
     return repeat_count(input, n.int_attr("count"));
   if (op == "take")

@@ -7,8 +7,11 @@
 // function without output_spec keeps its input's component count and dtypes but reports unknown
 // rank for every component, as functions.hpp promises.
 #include "pipeline/dataset.hpp"
+#include "pipeline/example.hpp"
+#include "pipeline/file_source_functions.hpp"
 #include "pipeline/functions.hpp"
 #include "pipeline/ops.hpp"
+#include "pipeline/padding.hpp"
 
 namespace conveyor {
 
@@ -44,6 +47,8 @@ ElementSpec prepend_dim(const ElementSpec& in, int64_t dim) {
 // map, flat_map and interleave: the function's declared output spec.
 Expected<ElementSpec> function_spec(const Node& n, const ElementSpec& input, const FunctionRegistry& functions) {
   const FunctionRef& ref = n.function_attr("fn");
+  if (n.op != "map" && is_file_source_function(ref.name)) // lines or records: string scalars
+    return ElementSpec{{scalar(DType::string)}};
   const FunctionDef* def = functions.find(ref.name);
   if (def == nullptr)
     return not_found(n.op + ": unknown function `" + ref.name + "`");
@@ -61,6 +66,46 @@ Expected<ElementSpec> function_spec(const Node& n, const ElementSpec& input, con
     c.shape.clear();
   }
   return out;
+}
+
+// padded_batch: the padded shapes (-1 = None), or every input dimension None; then the batch dim.
+Expected<ElementSpec> padded_batch_spec(const Node& n, const ElementSpec& input) {
+  auto config = padding_config(n);
+  if (!config.ok())
+    return config.status();
+  ElementSpec out = input;
+  if (!config->shapes.empty() && config->shapes.size() != input.components.size())
+    return invalid_argument("padded_batch: `padded_shapes` has " + std::to_string(config->shapes.size()) +
+                            " component(s), the input's elements have " + std::to_string(input.components.size()));
+  if (!config->values.empty() && config->values.size() != input.components.size())
+    return invalid_argument("padded_batch: `padding_values` has " + std::to_string(config->values.size()) +
+                            " component(s), the input's elements have " + std::to_string(input.components.size()));
+  for (std::size_t c = 0; c < out.components.size(); ++c) {
+    TensorSpec& spec = out.components[c];
+    if (!config->values.empty() &&
+        (config->values[c].dtype() == DType::string) != (spec.dtype == DType::string))
+      return invalid_argument("padded_batch: component " + std::to_string(c) + " of dtype " +
+                              dtype_name(spec.dtype) + " cannot be padded with a " +
+                              dtype_name(config->values[c].dtype()) + " value");
+    if (config->shapes.empty()) {
+      for (int64_t& d : spec.shape)
+        d = kUnknownDim;
+      continue;
+    }
+    const PartialShape& padded = config->shapes[c];
+    if (!spec.unknown_rank && spec.shape.size() != padded.size())
+      return invalid_argument("padded_batch: component " + std::to_string(c) + " has rank " +
+                              std::to_string(spec.shape.size()) + " but its padded shape has rank " +
+                              std::to_string(padded.size()));
+    for (std::size_t d = 0; d < padded.size() && !spec.unknown_rank; ++d)
+      if (padded[d] != kUnknownDim && spec.shape[d] != kUnknownDim && spec.shape[d] > padded[d])
+        return invalid_argument("padded_batch: component " + std::to_string(c) + " dimension " +
+                                std::to_string(d) + " is " + std::to_string(spec.shape[d]) +
+                                ", larger than its padded size " + std::to_string(padded[d]));
+    spec.shape = padded;
+    spec.unknown_rank = false;
+  }
+  return prepend_dim(out, n.bool_attr("drop_remainder") ? n.int_attr("batch_size") : kUnknownDim);
 }
 
 Expected<ElementSpec> node_spec(const Node& n, const FunctionRegistry& functions) {
@@ -98,8 +143,14 @@ Expected<ElementSpec> node_spec(const Node& n, const FunctionRegistry& functions
   }
   const ElementSpec& input = inputs.at(0);
   if (op == "filter" || op == "shuffle" || op == "repeat" || op == "take" || op == "skip" || op == "shard" ||
-      op == "prefetch" || op == "cache")
+      op == "prefetch" || op == "cache" || op == "ignore_errors")
     return input;
+  if (op == "parse_example") {
+    auto spec = FeatureSpec::parse(n.string_attr("features"));
+    if (!spec.ok())
+      return spec.status();
+    return spec->element_spec();
+  }
   if (op == "map" || op == "flat_map" || op == "interleave")
     return function_spec(n, input, functions);
   if (is_unknown(input))
@@ -108,6 +159,8 @@ Expected<ElementSpec> node_spec(const Node& n, const FunctionRegistry& functions
     return prepend_dim(input, n.bool_attr("drop_remainder") ? n.int_attr("batch_size") : kUnknownDim);
   if (op == "unbatch")
     return drop_leading_dim(input, op);
+  if (op == "padded_batch")
+    return padded_batch_spec(n, input);
   if (op == "enumerate") {
     ElementSpec out = input;
     out.components.insert(out.components.begin(), scalar(DType::int64));

@@ -4,8 +4,12 @@
 #include <set>
 
 #include "pipeline/dataset.hpp"
+#include "pipeline/example.hpp"
+#include "pipeline/file_source_functions.hpp"
+#include "pipeline/files.hpp"
 #include "pipeline/functions.hpp"
 #include "pipeline/ops.hpp"
+#include "pipeline/padding.hpp"
 
 namespace conveyor {
 
@@ -30,7 +34,15 @@ Status check_autotune_or_at_least(const Node& n, const char* attr, int64_t min) 
 }
 
 Status check_function(const Node& n, FunctionKind kind, const FunctionRegistry& functions) {
-  return functions.check(n.function_attr("fn"), kind).with_context(n.op);
+  const FunctionRef& ref = n.function_attr("fn");
+  if (kind == FunctionKind::dataset && is_file_source_function(ref.name))
+    return check_file_source_function(n.op, ref);
+  return functions.check(ref, kind).with_context(n.op);
+}
+
+Status check_compression(const Node& n) {
+  auto c = compression_from_name(n.string_attr("compression_type"), n.op + ": `compression_type`");
+  return c.ok() ? Status::OK() : c.status();
 }
 
 Status check_slices(const Node& n) {
@@ -88,7 +100,8 @@ Status check_arguments(const Node& n, const FunctionRegistry& functions) {
     if (n.string_attr("pattern").empty())
       return invalid_argument("list_files: `pattern` must be a file glob, got \"\"");
   } else if (op == "text_lines" || op == "tfrecord") {
-    return check_files(n);
+    CONVEYOR_RETURN_IF_ERROR(check_files(n));
+    return check_compression(n);
   } else if (op == "source") {
     return check_function(n, FunctionKind::source, functions);
   } else if (op == "map") {
@@ -104,6 +117,13 @@ Status check_arguments(const Node& n, const FunctionRegistry& functions) {
     return check_at_least(n, "block_length", 1, "> 0");
   } else if (op == "batch") {
     return check_at_least(n, "batch_size", 1, "> 0");
+  } else if (op == "padded_batch") {
+    CONVEYOR_RETURN_IF_ERROR(check_at_least(n, "batch_size", 1, "> 0"));
+    auto config = padding_config(n);
+    return config.ok() ? Status::OK() : config.status();
+  } else if (op == "parse_example") {
+    auto spec = FeatureSpec::parse(n.string_attr("features"));
+    return spec.ok() ? Status::OK() : spec.status();
   } else if (op == "shuffle") {
     return check_at_least(n, "buffer_size", 1, "> 0");
   } else if (op == "repeat" || op == "take" || op == "skip") {

@@ -1,6 +1,8 @@
 // FunctionRegistry: lookup, parameter checking and plugin loading.
 #include "pipeline/functions.hpp"
 
+#include "pipeline/file_source_functions.hpp"
+
 #include <boost/dll/shared_library.hpp>
 #include <boost/filesystem/operations.hpp>
 
@@ -67,6 +69,8 @@ FunctionRegistry& FunctionRegistry::global() {
 Status FunctionRegistry::add(FunctionDef def) {
   if (def.name.empty())
     return invalid_argument("a function needs a non-empty name");
+  if (is_file_source_function(def.name)) // see file_source_functions.hpp
+    return invalid_argument("`" + def.name + "` is reserved: interleave/flat_map use it for the file source of that name");
   std::lock_guard<std::mutex> lock{mu_};
   if (defs_.count(def.name) != 0)
     return Status{ErrorCode::already_exists, "function `" + def.name + "` is already registered"};

@@ -1,5 +1,7 @@
 #include "pipeline/sharding.hpp"
 
+#include "pipeline/files.hpp"
+
 #include <array>
 #include <cctype>
 #include <utility>
@@ -77,7 +79,12 @@ Expected<Dataset> shard_files(const Dataset& dataset, int64_t n, int64_t i, bool
   auto replace = [&](const NodePtr& node) -> Expected<NodePtr> {
     if (node->op == "text_lines" || node->op == "tfrecord") {
       found = true;
-      const std::vector<std::string>& files = node->strings_attr("files");
+      // Glob patterns expand to their sorted matches first (the same list on every worker),
+      // then each worker keeps its share, written back as patterns that match exactly one file.
+      Expected<std::vector<std::string>> expanded = expand_file_patterns(node->op, node->strings_attr("files"));
+      if (!expanded)
+        return expanded.status().with_context("FILE sharding");
+      const std::vector<std::string>& files = *expanded;
       // tf.data raises this at run time; here the file list is known, so it fails up front.
       if (static_cast<int64_t>(files.size()) < n)
         return invalid_argument("FILE sharding needs at least as many files as workers: `" + node->op +
@@ -85,7 +92,7 @@ Expected<Dataset> shard_files(const Dataset& dataset, int64_t n, int64_t i, bool
                                 std::to_string(n));
       std::vector<std::string> mine;
       for (std::size_t f = static_cast<std::size_t>(i); f < files.size(); f += static_cast<std::size_t>(n))
-        mine.push_back(files[f]);
+        mine.push_back(has_glob_chars(files[f]) ? escape_glob(files[f]) : files[f]);
       auto copy = std::make_shared<Node>(*node);
       copy->attrs["files"] = std::move(mine);
       return NodePtr(std::move(copy));

@@ -1,13 +1,12 @@
 #include "pipeline/split_provider.hpp"
 
-#include <glob.h>
-
 #include <algorithm>
 #include <limits>
 #include <mutex>
 #include <random>
 #include <vector>
 
+#include "pipeline/files.hpp"
 #include "pipeline/text_form.hpp"
 
 namespace conveyor {
@@ -177,26 +176,6 @@ private:
   std::vector<std::string> ordered_;
 };
 
-// Files matching a glob pattern, sorted by name (as tf.data's list_files lists them before
-// shuffling). No match is an error, as in tf.data ("No files matched pattern").
-Expected<std::vector<std::string>> match_files(const std::string& pattern) {
-  glob_t matches{};
-  const int rc = ::glob(pattern.c_str(), GLOB_NOSORT, nullptr, &matches);
-  if (rc == GLOB_NOMATCH) {
-    ::globfree(&matches);
-    return not_found("list_files: no files match the pattern `" + pattern + "`");
-  }
-  if (rc != 0) {
-    ::globfree(&matches);
-    return io_error("list_files: cannot list the pattern `" + pattern + "` (glob error " +
-                    std::to_string(rc) + ")");
-  }
-  std::vector<std::string> files(matches.gl_pathv, matches.gl_pathv + matches.gl_pathc);
-  ::globfree(&matches);
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
 // Number of elements of range(start, stop, step), computed without overflow.
 Expected<int64_t> range_size(const Node& range) {
   const __int128 start = range.int_attr("start");
@@ -242,10 +221,16 @@ Expected<std::unique_ptr<EpochSplits>> make_epoch_splits(const Node& source, con
       return n.status();
     return std::unique_ptr<EpochSplits>(new IndexRangeSplits(*n, options.range_split_size));
   }
-  if (op == "text_lines" || op == "tfrecord")
-    return std::unique_ptr<EpochSplits>(new FileSplits(source.strings_attr("files"), false, 0));
-  // list_files
-  Expected<std::vector<std::string>> files = match_files(source.string_attr("pattern"));
+  if (op == "text_lines" || op == "tfrecord") {
+    // Patterns expand here, on the job's side: the splits name single files.
+    Expected<std::vector<std::string>> files = expand_file_patterns(op, source.strings_attr("files"));
+    if (!files)
+      return files.status();
+    return std::unique_ptr<EpochSplits>(new FileSplits(std::move(*files), false, 0));
+  }
+  // list_files: the files matching the pattern, sorted by name (as tf.data lists them before
+  // shuffling); no match is an error, as in tf.data ("No files matched pattern").
+  Expected<std::vector<std::string>> files = glob_sorted("list_files", source.string_attr("pattern"));
   if (!files)
     return files.status();
   const bool shuffle = source.bool_attr("shuffle");

@@ -18,6 +18,8 @@ const char* to_string(ErrorCode code) {
     case ErrorCode::version_mismatch: return "version_mismatch";
     case ErrorCode::deadline_exceeded: return "deadline_exceeded";
     case ErrorCode::cancelled: return "cancelled";
+    case ErrorCode::permission_denied: return "permission_denied";
+    case ErrorCode::resource_exhausted: return "resource_exhausted";
   }
   return "unknown";
 }

@@ -8,11 +8,18 @@
 //   - -1 prints as AUTOTUNE or SHARD_HINT where that is what it means (see kNamedConstants).
 #include "pipeline/text_form.hpp"
 
+// g++ 12 reports -Wfree-nonheap-object inside std::variant's destructor when an
+// Expected<AttrValue> is destroyed after inlining (a known false positive of GCC 12's
+// -Wfree-nonheap-object on std::variant, gone in later releases); nothing here frees a
+// non-heap pointer, and ASan checks the same code at run time.
+#pragma GCC diagnostic ignored "-Wfree-nonheap-object"
+
 #include <algorithm>
 #include <memory>
 #include <utility>
 
 #include "pipeline/ops.hpp"
+#include "pipeline/padding.hpp"
 #include "pipeline/text_literals.hpp"
 #include "pipeline/text_value.hpp"
 
@@ -114,7 +121,10 @@ void print_value(const std::string& op, const std::string& attr, const AttrValue
             out += (i > 0 ? ", " : "") + text::quote_string(v[i]);
           out += ']';
         } else if constexpr (std::is_same_v<T, Element>) {
-          out += v.to_string();
+          if (op == "padded_batch" && attr == "padded_shapes")
+            out += padded_shapes_text(v); // plain lists: padded_shapes=([], [-1, 3])
+          else
+            out += v.to_string();
         } else {
           print_function(v, out);
         }
@@ -295,6 +305,8 @@ Expected<AttrValue> attr_from_value(const std::string& op, const AttrSpec& spec,
       auto e = text::element_from_value(v);
       if (!e.ok())
         return e.status();
+      if (op == "padded_batch" && spec.name == "padded_shapes")
+        return AttrValue{canonical_padded_shapes(std::move(*e))};
       return AttrValue{std::move(*e)};
     }
     case AttrKind::function: {

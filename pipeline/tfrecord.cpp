@@ -56,14 +56,6 @@ uint64_t load_le64(const unsigned char* p) {
   return v;
 }
 
-std::string os_error(const std::string& what, const std::string& path) {
-  return what + " " + path + ": " + std::strerror(errno);
-}
-
-// Reads up to n bytes; returns how many were read (fewer only at end of file or on an error,
-// which the caller tells apart with std::ferror).
-std::size_t read_up_to(std::FILE* f, void* into, std::size_t n) { return std::fread(into, 1, n, f); }
-
 } // namespace
 
 uint32_t crc32c(const void* data, std::size_t n, uint32_t crc) {
@@ -90,93 +82,78 @@ uint32_t unmask_crc32c(uint32_t masked) {
 
 // --- writer
 
-Expected<std::unique_ptr<TFRecordWriter>> TFRecordWriter::open(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "wbe");
-  if (f == nullptr)
-    return io_error(os_error("cannot open TFRecord file for writing", path));
-  return std::unique_ptr<TFRecordWriter>(new TFRecordWriter(path, f));
+Expected<std::unique_ptr<TFRecordWriter>> TFRecordWriter::open(const std::string& path, FileCompression compression) {
+  auto out = OutputStream::open(path, compression, "TFRecord file");
+  if (!out.ok())
+    return out.status();
+  return std::unique_ptr<TFRecordWriter>(new TFRecordWriter(path, std::move(*out)));
 }
 
 TFRecordWriter::~TFRecordWriter() { (void)close(); }
 
 Status TFRecordWriter::write(std::string_view record) {
-  if (file_ == nullptr)
+  if (closed_)
     return failed_precondition("TFRecord writer for " + path_ + " is closed");
   unsigned char header[12];
   store_le64(header, record.size());
   store_le32(header + 8, mask_crc32c(crc32c(header, 8)));
   unsigned char footer[4];
   store_le32(footer, mask_crc32c(crc32c(record.data(), record.size())));
-  if (std::fwrite(header, 1, sizeof header, file_) != sizeof header ||
-      std::fwrite(record.data(), 1, record.size(), file_) != record.size() ||
-      std::fwrite(footer, 1, sizeof footer, file_) != sizeof footer)
-    return io_error(os_error("cannot write a record to", path_));
-  return Status::OK();
+  CONVEYOR_RETURN_IF_ERROR(out_->write(header, sizeof header));
+  CONVEYOR_RETURN_IF_ERROR(out_->write(record.data(), record.size()));
+  return out_->write(footer, sizeof footer);
 }
 
 Status TFRecordWriter::close() {
-  if (file_ == nullptr)
+  if (closed_)
     return Status::OK();
-  const bool flushed = std::fflush(file_) == 0;
-  const int flush_errno = errno;
-  const bool closed = std::fclose(file_) == 0;
-  file_ = nullptr;
-  if (!flushed) {
-    errno = flush_errno;
-    return io_error(os_error("cannot flush", path_));
-  }
-  if (!closed)
-    return io_error(os_error("cannot close", path_));
-  return Status::OK();
+  closed_ = true;
+  return out_->close();
 }
 
 // --- reader
 
-Expected<std::unique_ptr<TFRecordReader>> TFRecordReader::open(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rbe");
-  if (f == nullptr) {
-    if (errno == ENOENT)
-      return not_found("TFRecord file " + path + " does not exist");
-    return io_error(os_error("cannot open TFRecord file", path));
-  }
-  return std::unique_ptr<TFRecordReader>(new TFRecordReader(path, f));
-}
-
-TFRecordReader::~TFRecordReader() {
-  if (file_ != nullptr)
-    std::fclose(file_);
+Expected<std::unique_ptr<TFRecordReader>> TFRecordReader::open(const std::string& path, FileCompression compression) {
+  auto in = InputStream::open(path, compression, "TFRecord file");
+  if (!in.ok())
+    return in.status();
+  return std::unique_ptr<TFRecordReader>(new TFRecordReader(path, std::move(*in)));
 }
 
 Status TFRecordReader::read(std::string& record, bool& end_of_file) {
   end_of_file = false;
+  if (!error_.ok())
+    return error_;
+  Status st = read_record(record, end_of_file);
+  if (!st.ok()) {
+    record.clear();
+    error_ = st;
+  }
+  return st;
+}
+
+Status TFRecordReader::read_record(std::string& record, bool& end_of_file) {
   const uint64_t start = offset_;
   const std::string where = " at byte offset " + std::to_string(start) + " in " + path_;
-  // Leaves the file positioned at the bad record, so that reading again gives the same error.
-  auto fail = [&](Status st) {
-    if (fseeko(file_, static_cast<off_t>(start), SEEK_SET) != 0)
-      return io_error(os_error("cannot seek back in", path_));
-    return st;
-  };
   auto short_read = [&](const char* field, std::size_t got, std::size_t want) {
-    if (std::ferror(file_))
-      return fail(io_error(os_error("cannot read", path_)));
-    return fail(data_loss("truncated record" + where + ": " + field + " has " + std::to_string(got) + " of " +
-                          std::to_string(want) + " bytes"));
+    return data_loss("truncated record" + where + ": " + field + " has " + std::to_string(got) + " of " +
+                     std::to_string(want) + " bytes");
   };
 
   unsigned char header[12];
-  std::size_t got = read_up_to(file_, header, 8);
-  if (got == 0 && !std::ferror(file_)) {
+  std::size_t got = 0;
+  CONVEYOR_RETURN_IF_ERROR(in_->read(header, 8, got));
+  if (got == 0) {
     end_of_file = true;
     return Status::OK();
   }
   if (got < 8)
     return short_read("length", got, 8);
-  got = read_up_to(file_, header + 8, 4);
+  CONVEYOR_RETURN_IF_ERROR(in_->read(header + 8, 4, got));
   if (got < 4)
     return short_read("length crc", got, 4);
   if (unmask_crc32c(load_le32(header + 8)) != crc32c(header, 8))
-    return fail(data_loss("corrupt record" + where + ": length crc mismatch"));
+    return data_loss("corrupt record" + where + ": length crc mismatch");
   const uint64_t length = load_le64(header);
 
   // Grows the record chunk by chunk, so that a length beyond the end of a truncated file never
@@ -187,21 +164,17 @@ Status TFRecordReader::read(std::string& record, bool& end_of_file) {
     const std::size_t want = static_cast<std::size_t>(std::min<uint64_t>(length - record.size(), kChunk));
     const std::size_t before = record.size();
     record.resize(before + want);
-    got = read_up_to(file_, record.data() + before, want);
-    if (got < want) {
-      record.clear();
-      if (std::ferror(file_))
-        return fail(io_error(os_error("cannot read", path_)));
-      return fail(data_loss("truncated record" + where + ": payload has " + std::to_string(before + got) +
-                            " of " + std::to_string(length) + " bytes"));
-    }
+    CONVEYOR_RETURN_IF_ERROR(in_->read(record.data() + before, want, got));
+    if (got < want)
+      return data_loss("truncated record" + where + ": payload has " + std::to_string(before + got) + " of " +
+                       std::to_string(length) + " bytes");
   }
   unsigned char footer[4];
-  got = read_up_to(file_, footer, 4);
+  CONVEYOR_RETURN_IF_ERROR(in_->read(footer, 4, got));
   if (got < 4)
     return short_read("payload crc", got, 4);
   if (unmask_crc32c(load_le32(footer)) != crc32c(record.data(), record.size()))
-    return fail(data_loss("corrupt record" + where + ": data crc mismatch"));
+    return data_loss("corrupt record" + where + ": data crc mismatch");
   offset_ = start + 12 + length + 4;
   return Status::OK();
 }

@@ -233,6 +233,8 @@ void ClusterRun::start_worker(int index) {
   start.request_timeout = cfg_.options.request_timeout;
   start.task_limits = derived_.task_limits;
   start.detached_tasks = false; // on the deterministic scheduler
+  if (auto bulk = transport->serve_bulk(name); bulk) // the bulk path, over the simulated network
+    start.bulk = *bulk;
   auto worker = actors::spawn_worker(node->system(), std::move(start));
   auto port = static_cast<uint16_t>(kWorkerPort + node->incarnation());
   if (auto p = transport->publish(msg::worker_actor{worker}, name, port); !p)

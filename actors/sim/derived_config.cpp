@@ -64,7 +64,8 @@ std::string DerivedConfig::describe() const {
          ", split size " + std::to_string(split_size) + ", task buffer " +
          std::to_string(task_limits.buffer_elements) + ", produce step " +
          std::to_string(task_limits.step_elements) + ", consumer step up to " +
-         std::to_string(consumer_step.count()) + "us";
+         std::to_string(consumer_step.count()) + "us" +
+         (task_limits.bulk_min_bytes <= 1 ? ", every element on the bulk path" : "");
 }
 
 DerivedConfig derive_config(const SimConfig& cfg, const FaultSpec& spec) {
@@ -79,6 +80,9 @@ DerivedConfig derive_config(const SimConfig& cfg, const FaultSpec& spec) {
   d.split_size = pick<int64_t>(rng, {2, 8, 64});
   d.task_limits.buffer_elements = pick<int64_t>(rng, {4, 64, 65536});
   d.task_limits.step_elements = pick<int64_t>(rng, {1, 16, 1024});
+  // A third of the runs send every element on the bulk path (frames over the simulated
+  // network); derived without a draw, so that every seed keeps its other choices.
+  d.task_limits.bulk_min_bytes = d.task_limits.step_elements == 16 ? 1 : std::size_t{64} << 10;
   d.consumer_step = cfg.consumer_step.value_or(pick<microseconds>(
     rng, {microseconds{0}, microseconds{200}, microseconds{2000}}));
   for (int i = 0; i < cfg.consumers; ++i)

@@ -18,4 +18,28 @@ std::optional<PlantedBug> planted_bug_from_string(std::string_view name) {
   return std::nullopt;
 }
 
+namespace {
+
+// What PlantBug installs into the production code (actors/hooks.hpp).
+class PlantedBugHooks : public actors::hooks::Hooks {
+public:
+  std::unique_ptr<actors::hooks::SplitAnswerFilter> new_split_answer_filter() override {
+    return std::make_unique<DuplicateSplitBug>();
+  }
+  bool forget_lost_split() override { return planted(PlantedBug::forget_lost_split); }
+};
+
+PlantedBugHooks g_planted_bug_hooks;
+
+} // namespace
+
+PlantBug::PlantBug(PlantedBug bug)
+    : previous_(detail::planted_bug_switch().exchange(bug)),
+      previous_hooks_(actors::hooks::install(bug == PlantedBug::none ? nullptr : &g_planted_bug_hooks)) {}
+
+PlantBug::~PlantBug() {
+  actors::hooks::install(previous_hooks_);
+  detail::planted_bug_switch().store(previous_);
+}
+
 } // namespace conveyor::sim

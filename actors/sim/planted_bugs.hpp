@@ -1,7 +1,8 @@
 // Test-only protocol bugs that the simulator must be able to find: a simulator that cannot
 // fail tests nothing. Each is a real-looking mistake that fires only under some interleavings,
-// switched on at run time (tests, `conveyor sim --plant-bug NAME`) and off by default — in
-// production nobody switches them on, and the check is one relaxed atomic load.
+// switched on at run time (tests, `conveyor sim --plant-bug NAME`) and off by default. They exist
+// only in the simulator library (conveyor_sim): switching one on installs hooks into the
+// production code through actors/hooks.hpp, which is all the production libraries contain.
 #pragma once
 
 #include <atomic>
@@ -10,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "actors/hooks.hpp"
 #include "pipeline/split_provider.hpp"
 
 namespace conveyor::sim {
@@ -40,23 +42,25 @@ inline bool planted(PlantedBug bug) {
   return detail::planted_bug_switch().load(std::memory_order_relaxed) == bug;
 }
 
-// Switches `bug` on for the lifetime of the guard (process-wide; simulations are single-threaded).
+// Switches `bug` on for the lifetime of the guard (process-wide; simulations are single-threaded):
+// sets the switch and installs the planted-bug hooks into the production code.
 class PlantBug {
 public:
-  explicit PlantBug(PlantedBug bug) : previous_(detail::planted_bug_switch().exchange(bug)) {}
-  ~PlantBug() { detail::planted_bug_switch().store(previous_); }
+  explicit PlantBug(PlantedBug bug);
+  ~PlantBug();
   PlantBug(const PlantBug&) = delete;
   PlantBug& operator=(const PlantBug&) = delete;
 
 private:
   PlantedBug previous_;
+  actors::hooks::Hooks* previous_hooks_;
 };
 
-// The job's side of PlantedBug::duplicate_split; the job actor keeps one per job and passes
-// every split answer through it. Does nothing unless the bug is planted.
-class DuplicateSplitBug {
+// The job's side of PlantedBug::duplicate_split: one per job (installed as the job's split answer
+// filter), every split answer passes through it. Does nothing unless the bug is planted.
+class DuplicateSplitBug : public actors::hooks::SplitAnswerFilter {
 public:
-  void apply(uint64_t task, Split& split, bool& end_of_splits) {
+  void apply(uint64_t task, Split& split, bool& end_of_splits) override {
     if (!planted(PlantedBug::duplicate_split))
       return;
     if (!end_of_splits) {

@@ -25,6 +25,10 @@ public:
   void unpublish(const caf::actor& whom, uint16_t port) override;
   // An actor on this node answering (connect_atom, host, port) as CAF's middleman actor does.
   caf::actor connector() override;
+  // The bulk path over the simulated network: plain actors carrying the same frames as CAF
+  // messages, so frames take virtual time (latency + size / bandwidth) and break with links.
+  caf::expected<actors::BulkServer> serve_bulk(const std::string& host) override;
+  caf::actor bulk_client(const caf::actor& consumer) override;
 
 private:
   caf::expected<uint16_t> publish_impl(caf::strong_actor_ptr whom, std::set<std::string> ifs,

@@ -21,8 +21,8 @@
 
 #include "conveyor/client.hpp"
 #include "conveyor/options.hpp"
-#include "messages/consumer_api.hpp"
-#include "pipeline/dataset.hpp"
+#include "conveyor/messages/consumer_api.hpp"
+#include "conveyor/dataset.hpp"
 
 namespace conveyor {
 

@@ -19,9 +19,9 @@
 #include <string>
 
 #include "conveyor/options.hpp"
-#include "pipeline/dataset.hpp"
-#include "pipeline/element.hpp"
-#include "pipeline/status.hpp"
+#include "conveyor/dataset.hpp"
+#include "conveyor/element.hpp"
+#include "conveyor/status.hpp"
 
 namespace conveyor {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "pipeline/sharding.hpp"
-#include "pipeline/status.hpp"
+#include "conveyor/sharding.hpp"
+#include "conveyor/status.hpp"
 
 namespace conveyor {
 
@@ -28,7 +28,22 @@ struct NetworkConfig {
   std::chrono::milliseconds connection_timeout{5000};
   // Scheduler threads of the node's actor system (0 = CAF's default).
   std::size_t scheduler_threads = 0;
+
+  // Security (README "Security"). Mutual TLS through CAF's openssl module: with all three set,
+  // every connection this node opens or accepts is TLS and both ends present a certificate
+  // signed by `tls_ca` (PEM files). All empty = plain TCP. A cluster is all-TLS or all-plain.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_ca;
+  // Admission: the shared secret a worker or consumer presents in its handshake, and the one the
+  // dispatcher requires (empty on the dispatcher = no token needed). Never logged.
+  std::string auth_token;
+
+  bool tls() const { return !tls_cert.empty() || !tls_key.empty() || !tls_ca.empty(); }
 };
+
+// The TLS files: all three or none, each a readable file (errors name the field).
+Status validate_security(const NetworkConfig& network);
 
 struct DistributeOptions {
   // Processing mode: OFF, DYNAMIC, or a static policy (FILE, DATA, FILE_OR_DATA, HINT), which

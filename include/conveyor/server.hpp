@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "conveyor/options.hpp"
-#include "pipeline/status.hpp"
+#include "conveyor/status.hpp"
 
 namespace conveyor {
 
@@ -27,10 +27,25 @@ class DispatcherContext;
 class WorkerContext;
 } // namespace detail
 
+// What an unadmitted peer can make a server node hold (actors/frame_guard.hpp): a front end on
+// the node's port checks every BASP frame header a peer sends before CAF reads it (plain TCP),
+// caps open connections and closes idle ones. CAF itself then listens on 127.0.0.1 only.
+struct GuardConfig {
+  bool enabled = false;                  // the `conveyor` commands turn it on (--no-frame-guard)
+  uint32_t max_frame_bytes = 64u << 20;  // per BASP frame (element chunks are <= 4 MiB)
+  int max_connections = 256;
+  std::chrono::milliseconds idle_timeout{60000};
+};
+
 struct DispatcherConfig {
   uint16_t port = 0;                    // 0 = pick a free port (see bound_port())
   std::string bind_host = "127.0.0.1";
-  std::string work_dir;                 // accepted; journaling comes with a later issue
+  // Directory of the journal (actors/journal.hpp): every state change is made durable there
+  // before it takes effect, and a dispatcher restarted on it carries on (datasets, jobs, tasks,
+  // split positions). Empty = state in memory only (a warning says so at start-up).
+  std::string work_dir;
+  // Records after which the journal is folded into a snapshot (0 = the default, 100 000).
+  int64_t journal_compact_after = 0;
   // A worker without a heartbeat for this long is removed (as is one whose connection drops).
   std::chrono::milliseconds worker_timeout{5000};
   // A named job whose consumers all left unfinished is released after this long (never before
@@ -53,6 +68,7 @@ struct DispatcherConfig {
   int metrics_port = -1;
   std::string metrics_host;
   NetworkConfig network;
+  GuardConfig guard;
 };
 
 class DispatchServer {
@@ -92,11 +108,22 @@ struct WorkerConfig {
   std::chrono::milliseconds heartbeat_interval{500};
   // Plugin shared libraries loaded into the function registry before serving.
   std::vector<std::string> plugins;
+  // Directories the datasets' file ops (text_lines, tfrecord, list_files, cache) may read and
+  // write, symbolic links and `..` resolved. Empty = no file access at all (a dataset naming a
+  // path fails at its consumer), unless allow_all_paths.
+  std::vector<std::string> allowed_paths;
+  bool allow_all_paths = false; // no confinement (the user's own in-process cluster)
+  // Per-job memory budget of a task on this worker: buffered elements, shuffle buffers, batches
+  // and memory caches count. A job exceeding it fails with resource_exhausted at its consumers.
+  // 0 = no budget.
+  int64_t job_memory_limit = 0;
   // Elements a task buffers ahead of its consumers (and a byte bound on the same buffer).
   int64_t task_buffer_elements = 65536;
   int64_t task_buffer_bytes = 32 << 20;
-  // Limit of the registration handshake (connect + register) in start().
+  // Limit of one connection attempt to the dispatcher (retried with backoff within it).
   std::chrono::milliseconds connect_timeout{5000};
+  // How long start() waits for a dispatcher that is not up yet (a worker started first).
+  std::chrono::milliseconds dispatcher_timeout{60000};
   // Run each task's pipeline on its own thread instead of the actor system's scheduler (whose
   // steps are bounded to a few ms per element batch anyway). Off by default: with CAF 0.17.6 a
   // detached task actor occasionally outlives its worker's shutdown, which then never returns
@@ -107,6 +134,7 @@ struct WorkerConfig {
   int metrics_port = -1;
   std::string metrics_host;
   NetworkConfig network;
+  GuardConfig guard;
 };
 
 class WorkerServer {
@@ -116,8 +144,8 @@ public:
   WorkerServer(const WorkerServer&) = delete;
   WorkerServer& operator=(const WorkerServer&) = delete;
 
-  // Loads plugins, listens, connects to the dispatcher and registers (bounded by
-  // connect_timeout). Errors: invalid_argument (bad address), unavailable / deadline_exceeded
+  // Loads plugins, listens, connects to the dispatcher and registers (retrying for up to
+  // dispatcher_timeout). Errors: invalid_argument (bad address), unavailable / deadline_exceeded
   // (dispatcher unreachable or silent), version_mismatch (refused by the dispatcher).
   Status start();
   uint16_t bound_port() const;

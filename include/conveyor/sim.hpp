@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "conveyor/options.hpp"
-#include "pipeline/dataset.hpp"
-#include "pipeline/element.hpp"
-#include "pipeline/status.hpp"
+#include "conveyor/dataset.hpp"
+#include "conveyor/element.hpp"
+#include "conveyor/status.hpp"
 
 namespace conveyor {
 

@@ -30,8 +30,8 @@ private:
 
 class MemoryRecordIterator : public Iterator {
 public:
-  MemoryRecordIterator(IteratorPtr input, std::shared_ptr<MemoryCache> cache)
-      : input_(std::move(input)), cache_(std::move(cache)) {}
+  MemoryRecordIterator(IteratorPtr input, std::shared_ptr<MemoryCache> cache, MemoryBudget* budget)
+      : input_(std::move(input)), cache_(std::move(cache)), charge_(budget, "cache") {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     end_of_sequence = false;
@@ -45,6 +45,7 @@ public:
       return status;
     }
     if (!end_of_sequence) {
+      CONVEYOR_RETURN_IF_ERROR(charge_.add(static_cast<int64_t>(out.byte_size())));
       recorded_.push_back(out);
       return Status::OK();
     }
@@ -53,10 +54,13 @@ public:
       std::lock_guard<std::mutex> lock(cache_->mu);
       if (!cache_->complete) { // another iterator of the tree may have finished first
         cache_->elements = std::move(recorded_);
+        cache_->charge = std::make_unique<MemoryCharge>(charge_.budget(), "cache");
+        cache_->charge->absorb(charge_);
         cache_->complete = true;
       }
     }
     recorded_.clear();
+    charge_.reset();
     return Status::OK();
   }
 
@@ -65,6 +69,7 @@ private:
   std::shared_ptr<MemoryCache> cache_;
   std::vector<Element> recorded_;
   bool tainted_ = false;
+  MemoryCharge charge_; // recorded_, handed to the cache when the pass completes
 };
 
 class FileReplayIterator : public Iterator {
@@ -153,8 +158,12 @@ MakeResult make_cache(const NodePtr& node, const KernelContext& kctx) {
     auto input = make_input(node, kctx);
     if (!input.ok())
       return input.status();
-    return IteratorPtr(std::make_unique<MemoryRecordIterator>(std::move(*input), std::move(cache)));
+    return IteratorPtr(std::make_unique<MemoryRecordIterator>(std::move(*input), std::move(cache),
+                                                            kctx.memory()));
   }
+  // The cache file is read and written (with a temporary file beside it): both must be allowed.
+  const std::string path = cache_file_path(filename);
+  CONVEYOR_RETURN_IF_ERROR(check_path(kctx.paths(), path, PathPolicy::Access::write, "cache"));
   auto reader = CacheFileReader::open(filename);
   if (reader.ok())
     return IteratorPtr(std::make_unique<FileReplayIterator>(std::move(*reader)));

@@ -1,9 +1,16 @@
 #include "pipeline/kernels/dataset_function.hpp"
 
+#include "pipeline/file_source_functions.hpp"
+
 namespace conveyor::kernels {
 
 Expected<DatasetFunction> DatasetFunction::find(const std::string& op, const FunctionRef& ref,
                                                 const KernelContext& kctx) {
+  if (is_file_source_function(ref.name)) { // a source op, not a registered function
+    CONVEYOR_RETURN_IF_ERROR(check_file_source_function("`" + op + "`", ref));
+    DatasetFn fn = [ref](const Element& element, const Params&) { return file_source_dataset(ref, element); };
+    return DatasetFunction(op, ref.name, std::move(fn), ref.params, kctx.for_inner_dataset());
+  }
   auto def = find_function(op, ref, FunctionKind::dataset, kctx);
   if (!def.ok())
     return def.status();

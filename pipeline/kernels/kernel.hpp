@@ -13,6 +13,8 @@
 #include "pipeline/functions.hpp"
 #include "pipeline/graph.hpp"
 #include "pipeline/iterator.hpp"
+#include "pipeline/memory_budget.hpp"
+#include "pipeline/path_policy.hpp"
 #include "pipeline/split_provider.hpp"
 
 namespace conveyor::kernels {
@@ -22,6 +24,7 @@ struct MemoryCache {
   std::mutex mu;
   bool complete = false;         // set once, after a full pass; `elements` is immutable after that
   std::vector<Element> elements; // the recorded pass
+  std::unique_ptr<MemoryCharge> charge; // `elements` against the job's budget (released with it)
 };
 
 // State that outlives a single iterator but belongs to one top-level iterator (the tree that
@@ -53,6 +56,8 @@ struct KernelContext {
 
   const FunctionRegistry& functions() const { return *ctx.functions; }
   SplitProvider* split_provider() const { return ctx.split_provider; }
+  const PathPolicy* paths() const { return ctx.paths; }
+  MemoryBudget* memory() const { return ctx.memory; }
   // The context for a dataset a function returned (flat_map, interleave): same functions, no split
   // provider, and a fresh tree (each such dataset is new, as in tf.data).
   KernelContext for_inner_dataset() const;
@@ -87,6 +92,9 @@ MakeResult make_enumerate(const NodePtr& node, const KernelContext& kctx);
 MakeResult make_zip(const NodePtr& node, const KernelContext& kctx);
 MakeResult make_prefetch(const NodePtr& node, const KernelContext& kctx);
 MakeResult make_cache(const NodePtr& node, const KernelContext& kctx);
+MakeResult make_padded_batch(const NodePtr& node, const KernelContext& kctx);
+MakeResult make_parse_example(const NodePtr& node, const KernelContext& kctx);
+MakeResult make_ignore_errors(const NodePtr& node, const KernelContext& kctx);
 
 // --- helpers
 

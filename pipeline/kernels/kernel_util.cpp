@@ -31,6 +31,8 @@ KernelContext KernelContext::for_inner_dataset() const {
   KernelContext inner;
   inner.ctx.functions = ctx.functions;
   inner.ctx.split_provider = nullptr;
+  inner.ctx.paths = ctx.paths; // a function's dataset is confined like its parent
+  inner.ctx.memory = ctx.memory; // and counts against the same budget
   inner.tree = std::make_shared<TreeState>();
   return inner;
 }

@@ -1,10 +1,9 @@
 // list_files(pattern, shuffle, seed): the files matching a POSIX glob, sorted by name, then
 // shuffled (reshuffled on every iteration, deterministically when seeded) unless shuffle=false.
 // Under DYNAMIC sharding it yields the file of each split instead.
-#include <glob.h>
-
 #include <algorithm>
 
+#include "pipeline/files.hpp"
 #include "pipeline/kernels/kernel.hpp"
 #include "pipeline/kernels/source_sequences.hpp"
 
@@ -12,25 +11,11 @@ namespace conveyor::kernels {
 
 namespace {
 
-Expected<std::vector<std::string>> glob_sorted(const std::string& pattern) {
-  glob_t matches{};
-  const int rc = ::glob(pattern.c_str(), 0, nullptr, &matches);
-  std::vector<std::string> files;
-  if (rc == 0)
-    files.assign(matches.gl_pathv, matches.gl_pathv + matches.gl_pathc);
-  ::globfree(&matches);
-  if (rc == GLOB_NOMATCH)
-    return not_found("`list_files`: no files match the pattern `" + pattern + "`");
-  if (rc != 0)
-    return io_error("`list_files`: cannot read the directories of the pattern `" + pattern + "`");
-  std::sort(files.begin(), files.end()); // byte order, independent of the locale
-  return files;
-}
-
 class ListFilesIterator : public Iterator {
 public:
-  ListFilesIterator(std::vector<std::string> files, SplitProvider* provider)
-      : files_(std::move(files), provider) {}
+  ListFilesIterator(std::vector<std::string> files, SplitProvider* provider,
+                    const PathPolicy* paths)
+      : files_(std::move(files), provider, "list_files", paths, PathPolicy::Access::list) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     std::string file;
@@ -48,8 +33,18 @@ private:
 
 MakeResult make_list_files(const NodePtr& node, const KernelContext& kctx) {
   if (kctx.split_provider() != nullptr) // the provider decides which files and in what order
-    return IteratorPtr(std::make_unique<ListFilesIterator>(std::vector<std::string>{}, kctx.split_provider()));
-  auto files = glob_sorted(node->string_attr("pattern"));
+    return IteratorPtr(std::make_unique<ListFilesIterator>(std::vector<std::string>{},
+                                                           kctx.split_provider(), kctx.paths()));
+  const std::string& pattern = node->string_attr("pattern");
+  if (kctx.paths()) {
+    // The directory the pattern starts in must be allowed before it is listed; every match is
+    // checked again as it is handed out.
+    auto wildcard = pattern.find_first_of("*?[");
+    auto slash = pattern.rfind('/', wildcard == std::string::npos ? std::string::npos : wildcard);
+    std::string dir = slash == std::string::npos ? "." : pattern.substr(0, slash == 0 ? 1 : slash);
+    CONVEYOR_RETURN_IF_ERROR(check_path(kctx.paths(), dir, PathPolicy::Access::list, "list_files"));
+  }
+  auto files = glob_sorted("list_files", pattern);
   if (!files.ok())
     return files.status();
   if (node->bool_attr("shuffle")) {
@@ -57,7 +52,7 @@ MakeResult make_list_files(const NodePtr& node, const KernelContext& kctx) {
     for (std::size_t i = files->size(); i > 1; --i) // Fisher-Yates
       std::swap((*files)[i - 1], (*files)[uniform_below(rng, i)]);
   }
-  return IteratorPtr(std::make_unique<ListFilesIterator>(std::move(*files), nullptr));
+  return IteratorPtr(std::make_unique<ListFilesIterator>(std::move(*files), nullptr, kctx.paths()));
 }
 
 } // namespace conveyor::kernels

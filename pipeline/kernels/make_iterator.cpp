@@ -41,6 +41,9 @@ MakeResult make_kernel(const NodePtr& node, const KernelContext& kctx) {
     {"zip", make_zip},
     {"prefetch", make_prefetch},
     {"cache", make_cache},
+    {"padded_batch", make_padded_batch},
+    {"parse_example", make_parse_example},
+    {"ignore_errors", make_ignore_errors},
   };
   auto it = factories.find(node->op);
   if (it == factories.end())

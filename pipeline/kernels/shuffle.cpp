@@ -11,8 +11,8 @@ namespace {
 
 class ShuffleIterator : public Iterator {
 public:
-  ShuffleIterator(IteratorPtr input, int64_t buffer_size, uint64_t seed)
-      : input_(std::move(input)), buffer_size_(buffer_size), rng_(seed) {}
+  ShuffleIterator(IteratorPtr input, int64_t buffer_size, uint64_t seed, MemoryBudget* budget)
+      : input_(std::move(input)), buffer_size_(buffer_size), rng_(seed), charge_(budget, "shuffle") {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     end_of_sequence = false;
@@ -20,10 +20,12 @@ public:
       Element element;
       bool end = false;
       CONVEYOR_RETURN_IF_ERROR(input_->get_next(element, end)); // the buffer waits for the retry
-      if (end)
+      if (end) {
         input_done_ = true;
-      else
+      } else {
+        CONVEYOR_RETURN_IF_ERROR(charge_.add(static_cast<int64_t>(element.byte_size())));
         buffer_.push_back(std::move(element));
+      }
     }
     if (buffer_.empty()) {
       end_of_sequence = true;
@@ -31,6 +33,7 @@ public:
     }
     const std::size_t pick = uniform_below(rng_, buffer_.size());
     out = std::move(buffer_[pick]);
+    charge_.remove(static_cast<int64_t>(out.byte_size()));
     if (pick + 1 != buffer_.size())
       buffer_[pick] = std::move(buffer_.back());
     buffer_.pop_back();
@@ -43,6 +46,7 @@ private:
   std::mt19937_64 rng_; // std::mt19937_64 is specified exactly, so orders match across platforms
   std::vector<Element> buffer_;
   bool input_done_ = false;
+  MemoryCharge charge_; // the buffer, against the job's budget
 };
 
 } // namespace
@@ -61,7 +65,8 @@ MakeResult make_shuffle(const NodePtr& node, const KernelContext& kctx) {
   auto input = make_input(node, kctx);
   if (!input.ok())
     return input.status();
-  return IteratorPtr(std::make_unique<ShuffleIterator>(std::move(*input), buffer_size, iteration_seed_value));
+  return IteratorPtr(std::make_unique<ShuffleIterator>(std::move(*input), buffer_size, iteration_seed_value,
+                                                       kctx.memory()));
 }
 
 } // namespace conveyor::kernels

@@ -35,10 +35,19 @@ Status IndexSequence::next(int64_t& index, bool& end) {
   return Status::OK();
 }
 
-FileSequence::FileSequence(std::vector<std::string> files, SplitProvider* provider)
-    : files_(std::move(files)), provider_(provider) {}
+FileSequence::FileSequence(std::vector<std::string> files, SplitProvider* provider, std::string op,
+                           const PathPolicy* paths, PathPolicy::Access access)
+    : op_(std::move(op)), paths_(paths), access_(access), files_(std::move(files)),
+      provider_(provider) {}
 
 Status FileSequence::next(std::string& file, bool& end) {
+  CONVEYOR_RETURN_IF_ERROR(next_unchecked(file, end));
+  if (!end)
+    return check_path(paths_, file, access_, op_);
+  return Status::OK();
+}
+
+Status FileSequence::next_unchecked(std::string& file, bool& end) {
   end = false;
   if (done_) {
     end = true;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "pipeline/path_policy.hpp"
 #include "pipeline/split_provider.hpp"
 #include "pipeline/status.hpp"
 
@@ -30,11 +31,18 @@ private:
 
 class FileSequence {
 public:
-  // `files` in order, or the files of the provider's splits when `provider` is set.
-  FileSequence(std::vector<std::string> files, SplitProvider* provider);
+  // `files` in order, or the files of the provider's splits when `provider` is set. Every file
+  // is checked against `paths` (when set) before it is handed out: `op` names the kernel, and
+  // `access` is read for readers, list for list_files.
+  FileSequence(std::vector<std::string> files, SplitProvider* provider, std::string op,
+               const PathPolicy* paths, PathPolicy::Access access = PathPolicy::Access::read);
   Status next(std::string& file, bool& end);
 
 private:
+  Status next_unchecked(std::string& file, bool& end);
+  std::string op_;
+  const PathPolicy* paths_;
+  PathPolicy::Access access_;
   std::vector<std::string> files_;
   SplitProvider* provider_;
   std::size_t next_ = 0;

@@ -1,5 +1,7 @@
-// tfrecord(files): the raw bytes of every record of each file, as a string scalar. Under DYNAMIC
-// sharding it reads the file of each split instead.
+// tfrecord(files, compression_type): the raw bytes of every record of each file, as a string
+// scalar. Entries of `files` may be glob patterns (expanded, sorted, when the iterator is made);
+// files may be ZLIB/GZIP compressed. Under DYNAMIC sharding it reads the file of each split instead.
+#include "pipeline/files.hpp"
 #include "pipeline/kernels/kernel.hpp"
 #include "pipeline/kernels/source_sequences.hpp"
 #include "pipeline/tfrecord.hpp"
@@ -10,8 +12,10 @@ namespace {
 
 class TFRecordIterator : public Iterator {
 public:
-  TFRecordIterator(std::vector<std::string> files, SplitProvider* provider)
-      : files_(std::move(files), provider) {}
+  TFRecordIterator(std::vector<std::string> files, SplitProvider* provider,
+                   const PathPolicy* paths, FileCompression compression)
+      : files_(std::move(files), provider, "tfrecord", paths), paths_(paths),
+        compression_(compression) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     end_of_sequence = false;
@@ -21,9 +25,11 @@ public:
         CONVEYOR_RETURN_IF_ERROR(files_.next(file, end_of_sequence));
         if (end_of_sequence)
           return Status::OK();
-        auto reader = TFRecordReader::open(file);
+        auto reader = TFRecordReader::open(file, compression_); // `file` is path-checked by files_
         if (!reader.ok()) // the next call moves on to the next file
           return reader.status().with_context("`tfrecord`");
+        if (paths_)
+          CONVEYOR_RETURN_IF_ERROR(paths_->check_open_file((*reader)->fd(), file, "tfrecord"));
         reader_ = std::move(*reader);
       }
       std::string record;
@@ -43,14 +49,27 @@ public:
 
 private:
   FileSequence files_;
+  const PathPolicy* paths_;
+  FileCompression compression_;
   std::unique_ptr<TFRecordReader> reader_;
 };
 
 } // namespace
 
 MakeResult make_tfrecord(const NodePtr& node, const KernelContext& kctx) {
-  return IteratorPtr(
-      std::make_unique<TFRecordIterator>(node->strings_attr("files"), kctx.split_provider()));
+  auto compression = compression_from_name(node->string_attr("compression_type"),
+                                           "`tfrecord` argument `compression_type`");
+  if (!compression.ok())
+    return compression.status();
+  std::vector<std::string> files;
+  if (kctx.split_provider() == nullptr) { // with a provider, the splits name the files
+    auto expanded = expand_file_patterns("tfrecord", node->strings_attr("files"));
+    if (!expanded.ok())
+      return expanded.status();
+    files = std::move(*expanded);
+  }
+  return IteratorPtr(std::make_unique<TFRecordIterator>(std::move(files), kctx.split_provider(),
+                                                       kctx.paths(), *compression));
 }
 
 } // namespace conveyor::kernels

@@ -63,6 +63,14 @@ class CancelledError(ConveyorError, RuntimeError):
     code = "cancelled"
 
 
+class PermissionDeniedError(ConveyorError, PermissionError):
+    code = "permission_denied"
+
+
+class ResourceExhaustedError(ConveyorError, MemoryError):
+    code = "resource_exhausted"
+
+
 ERROR_CLASSES = {
     cls.code: cls
     for cls in (
@@ -79,6 +87,8 @@ ERROR_CLASSES = {
         VersionMismatchError,
         DeadlineExceededError,
         CancelledError,
+        PermissionDeniedError,
+        ResourceExhaustedError,
     )
 }
 

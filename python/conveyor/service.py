@@ -38,7 +38,9 @@ class DispatcherConfig:
 class WorkerConfig:
     """A worker's settings (tf.data.experimental.service.WorkerConfig's names where they exist).
     ``worker_address`` is the address consumers use ("host:port", "%port%" = the bound port);
-    unset = bind_host:bound port. ``dispatcher_timeout_ms`` bounds the registration in start()."""
+    unset = bind_host:bound port. ``dispatcher_timeout_ms`` bounds the registration in start().
+    ``allowed_paths``: the directories datasets may read and write files under (none: no file
+    access, as `conveyor worker` without --allow-path); ``job_memory_limit``: bytes per job (0 = none)."""
 
     dispatcher_address: str = ""
     port: int = 0
@@ -49,6 +51,8 @@ class WorkerConfig:
     plugins: Sequence[str] = ()
     task_buffer_elements: int = 65536
     task_buffer_bytes: int = 32 << 20
+    allowed_paths: Sequence[str] = ()
+    job_memory_limit: int = 0
 
 
 def _make_config(cls, config, overrides, server):
@@ -142,7 +146,8 @@ class WorkerServer(_Server):
             port=c.port, bind_host=c.bind_host, advertised_address=c.worker_address or "",
             heartbeat_interval_ms=c.heartbeat_interval_ms, plugins=list(c.plugins),
             task_buffer_elements=c.task_buffer_elements, task_buffer_bytes=c.task_buffer_bytes,
-            connect_timeout_ms=c.dispatcher_timeout_ms)
+            connect_timeout_ms=c.dispatcher_timeout_ms, allowed_paths=list(c.allowed_paths),
+            job_memory_limit=c.job_memory_limit)
         super().__init__(impl, start)
 
     @property

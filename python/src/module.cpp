@@ -479,7 +479,7 @@ PYBIND11_MODULE(_conveyor, m) {
   });
   m.def("_raise_status", [](const std::string& code, const std::string& message) {
     // Test hook: raises the exception a Status with this code name maps to.
-    for (int c = 1; c <= static_cast<int>(ErrorCode::cancelled); ++c)
+    for (int c = 1; c <= static_cast<int>(ErrorCode::resource_exhausted); ++c)
       if (code == to_string(static_cast<ErrorCode>(c)))
         raise(Status(static_cast<ErrorCode>(c), message));
     raise(invalid_argument("unknown error code " + code));
@@ -628,7 +628,8 @@ PYBIND11_MODULE(_conveyor, m) {
     .def(py::init([](std::string dispatcher_address, uint16_t port, std::string bind_host,
                      std::string advertised_address, int64_t heartbeat_interval_ms,
                      std::vector<std::string> plugins, int64_t task_buffer_elements, int64_t task_buffer_bytes,
-                     int64_t connect_timeout_ms) {
+                     int64_t connect_timeout_ms, std::vector<std::string> allowed_paths,
+                     int64_t job_memory_limit) {
       WorkerConfig c;
       c.dispatcher_address = std::move(dispatcher_address);
       c.port = port;
@@ -638,11 +639,17 @@ PYBIND11_MODULE(_conveyor, m) {
       c.plugins = std::move(plugins);
       c.task_buffer_elements = task_buffer_elements;
       c.task_buffer_bytes = task_buffer_bytes;
+      // tf.data's dispatcher_timeout_ms: how long start() waits for the dispatcher in all (the
+      // worker retries within it), and so also the bound of one attempt.
       c.connect_timeout = milliseconds{connect_timeout_ms};
+      c.dispatcher_timeout = milliseconds{connect_timeout_ms};
+      c.allowed_paths = std::move(allowed_paths);
+      c.job_memory_limit = job_memory_limit;
       return new WorkerServer(std::move(c));
     }), py::arg("dispatcher_address"), py::arg("port"), py::arg("bind_host"), py::arg("advertised_address"),
         py::arg("heartbeat_interval_ms"), py::arg("plugins"), py::arg("task_buffer_elements"),
-        py::arg("task_buffer_bytes"), py::arg("connect_timeout_ms"))
+        py::arg("task_buffer_bytes"), py::arg("connect_timeout_ms"), py::arg("allowed_paths"),
+        py::arg("job_memory_limit"))
     .def("start", [](WorkerServer& s) {
       Status st;
       {

@@ -6,6 +6,8 @@
 
 #include <doctest/doctest.h>
 
+#include "conveyor/version.hpp"
+#include "messages/protocol.hpp"
 #include "test/integration/cluster.hpp"
 
 using namespace conveyor::testing;
@@ -49,6 +51,17 @@ TEST_CASE("cli: --help works on every subcommand and lists its flags") {
     for (const auto& n : needles)
       CHECK_MESSAGE(contains(r.stdout_text, n), n);
   }
+}
+
+TEST_CASE("cli: --version prints the project version and the protocol version") {
+  auto r = run_conveyor({"--version"}, Millis{20000}, "version");
+  CAPTURE(r.describe);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.stdout_text, std::string("conveyor ") + CONVEYOR_VERSION + "\n"));
+  CHECK(contains(r.stdout_text, "protocol version " + std::to_string(conveyor::msg::kProtocolVersion) + "\n"));
+  CHECK(std::string(conveyor::version()) == CONVEYOR_VERSION);
+  CHECK(conveyor::protocol_version() == conveyor::msg::kProtocolVersion);
+  check_bad_arguments({"--version", "extra"}, "--version takes no arguments");
 }
 
 TEST_CASE("cli: bad arguments exit with 2 and name the argument") {
@@ -103,7 +116,9 @@ TEST_CASE("cli: an unreachable dispatcher is a runtime error (exit 1) within a b
   CHECK(contains(r.stderr_text, "127.0.0.1:1"));
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(15));
 
-  auto w = run_conveyor({"worker", "--dispatcher", "127.0.0.1:1", "--port", "0", "--connect-timeout", "2000"},
+  // A worker waits for a dispatcher that is not up yet, up to --dispatcher-timeout.
+  auto w = run_conveyor({"worker", "--dispatcher", "127.0.0.1:1", "--port", "0", "--connect-timeout", "2000",
+                         "--dispatcher-timeout", "2000"},
                         Millis{20000}, "unreachable-worker");
   CAPTURE(w.describe);
   CHECK(w.exit_code == 1);

@@ -163,7 +163,9 @@ TEST_CASE("ops: conveyor status lists workers, datasets and jobs with their prog
   CAPTURE(js.describe);
   REQUIRE(js.exit_code == 0);
   const auto& j = js.stdout_text;
-  CHECK(std::regex_search(j, std::regex(R"("workers":\[\{"id":\d+,"address":"127\.0\.0\.1:\d+","tags":\[\],"tasks":1,"heartbeat_age_ms":\d+\},\{)")));
+  // The job ended with its reader: its tasks are gone, and it is listed as a finished job.
+  CHECK(std::regex_search(j, std::regex(R"("workers":\[\{"id":\d+,"address":"127\.0\.0\.1:\d+","tags":\[\],"tasks":0,"heartbeat_age_ms":\d+\},\{)")));
+  CHECK(contains(j, "\"finished\":true"));
   CHECK(contains(j, "\"cardinality\":100"));
   CHECK(contains(j, "\"element_spec\":\"TensorSpec(shape=(), dtype=int64)\""));
   CHECK(contains(j, "\"name\":\"trainer\""));
@@ -205,7 +207,7 @@ TEST_CASE("ops: the dispatcher and workers serve Prometheus metrics over HTTP") 
 
   const auto w = http_get(wport, "/metrics", error);
   CAPTURE(w);
-  CHECK(sample_value(w, "conveyor_worker_tasks ") == 1);
+  CHECK(sample_value(w, "conveyor_worker_tasks ") == 0); // the job ended; its task's totals stay
   CHECK(sample_sum(w, "conveyor_task_delivered_elements_total") == 50);
   CHECK(sample_sum(w, "conveyor_task_produced_elements_total") == 50);
   CHECK(contains(w, "conveyor_task_buffered_elements{"));

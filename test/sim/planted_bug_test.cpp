@@ -61,12 +61,38 @@ TEST_CASE("a sweep finds the job that hands a split out twice") {
 
 TEST_CASE("planted bugs are off unless switched on, and the switch is scoped") {
   using conveyor::sim::PlantedBug;
+  namespace hooks = conveyor::actors::hooks;
   CHECK_FALSE(conveyor::sim::planted(PlantedBug::duplicate_split));
+  CHECK(hooks::installed() == nullptr); // production code runs without hooks
   {
     conveyor::sim::PlantBug on{PlantedBug::duplicate_split};
     CHECK(conveyor::sim::planted(PlantedBug::duplicate_split));
     CHECK_FALSE(conveyor::sim::planted(PlantedBug::forget_lost_split));
+    REQUIRE(hooks::installed() != nullptr);
+    CHECK_FALSE(hooks::forget_lost_split()); // another bug's hook stays inert
+    // The job's hook: the epoch's last split goes out again to another task.
+    hooks::JobSplitHook job;
+    conveyor::Split split;
+    split.index = 7;
+    bool eos = false;
+    job.apply(1, split, eos);
+    conveyor::Split answer;
+    eos = true;
+    job.apply(2, answer, eos);
+    CHECK_FALSE(eos);
+    CHECK(answer == split);
+    {
+      conveyor::sim::PlantBug off{PlantedBug::none};
+      CHECK(hooks::installed() == nullptr);
+    }
+    CHECK(hooks::installed() != nullptr);
   }
+  {
+    conveyor::sim::PlantBug on{PlantedBug::forget_lost_split};
+    CHECK(hooks::forget_lost_split());
+  }
+  CHECK(hooks::installed() == nullptr);
+  CHECK_FALSE(hooks::forget_lost_split());
   CHECK_FALSE(conveyor::sim::planted(PlantedBug::duplicate_split));
   CHECK(conveyor::sim::planted_bug_from_string("forget-lost-split") == PlantedBug::forget_lost_split);
   CHECK_FALSE(conveyor::sim::planted_bug_from_string("other").has_value());

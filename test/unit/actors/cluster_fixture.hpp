@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <vector>
 
@@ -37,6 +38,8 @@ inline WorkerConfig test_worker_config() {
   c.heartbeat_interval = std::chrono::milliseconds(200);
   c.connect_timeout = std::chrono::milliseconds(3000);
   c.network = test_network();
+  // Tests write their input files under the temporary directory; workers read only there.
+  c.allowed_paths.push_back(std::filesystem::temp_directory_path().string());
   return c;
 }
 

@@ -158,3 +158,49 @@ TEST_CASE("a corrupt batch is data_loss naming the worker") {
   CHECK(st.code() == ErrorCode::data_loss);
   CHECK(st.message().find("w:1") != std::string::npos);
 }
+
+namespace {
+std::shared_ptr<std::vector<char>> frame_of(int64_t v) {
+  std::vector<Element> one{Element{Tensor::scalar(v)}};
+  auto buf = std::make_shared<std::vector<char>>();
+  encode_batch_into(one, Compression::none, *buf, 0);
+  return buf;
+}
+} // namespace
+
+TEST_CASE("bulk: frames before or after the reply complete a batch, in order; loss is data_loss") {
+  ConsumerLimits limits;
+  ConsumerCore core{limits};
+  core.on_task_list(list_of(1, {1}, true));
+  core.on_connected(1);
+  core.set_bulk(1, true);
+  auto reqs = core.next_requests();
+  REQUIRE_FALSE(reqs.empty());
+  CHECK(reqs[0].max_bytes > msg::kMaxChunkBytes); // bulk requests are not bound to 4 MiB
+  std::vector<Element> out;
+  auto f0 = frame_of(10), f1 = frame_of(11);
+  // Frame 1 arrives before the reply, frame 0 after it.
+  REQUIRE(core.on_frame(1, 5, 1, 2, f1, {f1->data(), f1->size()}, out).ok());
+  msg::element_batch b;
+  b.num_elements = 2;
+  b.batch_seq = 5;
+  b.num_chunks = 1;
+  b.bulk_frames = 2;
+  REQUIRE(core.on_reply(reqs[0], b, out).ok());
+  CHECK(out.empty());
+  CHECK(core.bulk_batches_waiting() == 1);
+  CHECK_FALSE(core.finished());
+  REQUIRE(core.on_frame(1, 5, 0, 2, f0, {f0->data(), f0->size()}, out).ok());
+  REQUIRE(out.size() == 2);
+  CHECK(out[0][0].as_int64() == 10);
+  CHECK(out[1][0].as_int64() == 11);
+  CHECK(core.bulk_batches_waiting() == 0);
+  // A duplicate frame is refused.
+  auto again = core.on_frame(1, 5, 0, 2, f0, {f0->data(), f0->size()}, out);
+  CHECK(again.ok()); // a completed batch is gone: a late duplicate starts a new one...
+  CHECK(core.bulk_batches_waiting() == 1);
+  // ...which a broken channel then reports as data loss, never silently.
+  auto lost = core.on_bulk_lost({1}, "test");
+  CHECK(lost.code() == ErrorCode::data_loss);
+  CHECK(lost.message().find("1 batch(es) in flight") != std::string::npos);
+}

@@ -2,10 +2,7 @@
 // the dispatcher's fixed worker list gives worker i of n its shard, and the reference's errors.
 #include <doctest/doctest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include <cstdlib>
 
 #include <cstdio>
 #include <filesystem>
@@ -13,26 +10,17 @@
 
 #include "cluster_fixture.hpp"
 #include "pipeline/text_form.hpp"
+#include "test/support/free_port.hpp"
 
 using namespace conveyor;
 using namespace conveyor::test;
 
 namespace {
 
-// A port that was free a moment ago (the OS picks it; the socket is closed again so that a
-// worker can bind it). The fixed worker list must name ports before the workers start.
 uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  socklen_t len = sizeof addr;
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  auto port = conveyor::testing::free_loopback_port();
+  REQUIRE(port != 0);
+  return port;
 }
 
 struct FixedCluster {

@@ -1,6 +1,7 @@
 // TaskRunner: the task's pipeline, buffer and batching without actors.
 #include <doctest/doctest.h>
 
+#include "actors/bulk_frame.hpp"
 #include "actors/task_runner.hpp"
 #include "pipeline/codec.hpp"
 #include "pipeline/text_form.hpp"
@@ -134,4 +135,71 @@ TEST_CASE("errors: a bad dataset fails start, a failing pipeline fails after its
   CHECK(r.failed());
   CHECK(r.error().message().find("`size` must be >= 0") != std::string::npos);
   CHECK_FALSE(r.take(1, 10, 1 << 20)); // the actor answers with error()
+}
+
+TEST_CASE("batches are packed by encoded size: exactly-1 MiB elements never split into 4 MiB + 60 B") {
+  // Inline path (no bulk channel): 64 KiB elements, 4 MiB requests.
+  TaskLimits limits;
+  limits.bulk_min_bytes = std::size_t{1} << 30; // keep everything inline
+  TaskRunner inl{ShardingPolicy::off, Compression::none, limits};
+  REQUIRE(inl.start(parse("range(128).map(bytes(size=65536))"), nullptr).ok());
+  while (inl.produce() == TaskRunner::Step::progress) {
+  }
+  auto b = inl.take(1, 1000, msg::kMaxChunkBytes);
+  REQUIRE(b);
+  CHECK(b->num_chunks == 1); // fits one message
+  CHECK(b->payload.size() <= msg::kMaxChunkBytes);
+  CHECK(b->num_elements == 63); // 64 x (64 KiB + a few bytes) would exceed 4 MiB
+}
+
+TEST_CASE("large elements are encoded once when produced and taken as bulk frames") {
+  TaskRunner r{ShardingPolicy::off, Compression::none};
+  REQUIRE(r.start(parse("range(5).map(bytes(size=1048576))"), nullptr).ok());
+  while (r.produce() == TaskRunner::Step::progress) {
+  }
+  std::vector<std::vector<char>> frames;
+  auto b = r.take(1, 100, 3u << 20, &frames, 77);
+  REQUIRE(b);
+  CHECK(b->bulk_frames == 2); // two 1 MiB frames fit 3 MiB, a third does not
+  CHECK(b->num_elements == 2);
+  CHECK(b->payload.empty());
+  REQUIRE(frames.size() == 2);
+  for (uint32_t i = 0; i < 2; ++i) {
+    bulk::FrameHeader h;
+    REQUIRE_FALSE(bulk::read_frame_header(frames[i].data(), bulk::kFrameHeaderBytes, h));
+    CHECK(h.task == 77);
+    CHECK(h.batch_seq == b->batch_seq);
+    CHECK(h.index == i);
+    CHECK(h.count == 2);
+    CHECK(h.length == frames[i].size() - bulk::kFrameHeaderBytes);
+    std::vector<Element> out;
+    REQUIRE(decode_batch({frames[i].data() + bulk::kFrameHeaderBytes, h.length}, out).ok());
+    REQUIRE(out.size() == 1);
+    CHECK(out[0][0].byte_size() == 1048576);
+  }
+  // Without a bulk channel the same elements go inline, one per batch (chunked above 4 MiB).
+  auto inl = r.take(2, 100, 3u << 20);
+  REQUIRE(inl);
+  CHECK(inl->bulk_frames == 0);
+  CHECK(inl->num_elements == 1);
+  std::vector<Element> out;
+  REQUIRE(decode_batch(inl->payload, out).ok());
+  CHECK(out.size() == 1);
+}
+
+TEST_CASE("frame headers: hostile lengths and indexes are refused") {
+  std::vector<char> f(bulk::kFrameHeaderBytes + 4);
+  bulk::write_frame_header(f, bulk::FrameHeader{1, 2, 0, 1, 0});
+  bulk::FrameHeader h;
+  CHECK_FALSE(bulk::read_frame_header(f.data(), f.size() - 4, h));
+  CHECK(h.length == 4);
+  std::vector<char> huge(bulk::kFrameHeaderBytes);
+  bulk::write_frame_header(huge, bulk::FrameHeader{1, 2, 0, 1, 0});
+  for (int i = 0; i < 8; ++i)
+    huge[32 + i] = static_cast<char>(0xff); // a length of 2^64 - 1
+  auto bad = bulk::read_frame_header(huge.data(), huge.size(), h);
+  REQUIRE(bad);
+  CHECK(bad->find("payload bytes") != std::string::npos);
+  bulk::write_frame_header(f, bulk::FrameHeader{1, 2, 3, 2, 0}); // index 3 of 2
+  CHECK(bulk::read_frame_header(f.data(), bulk::kFrameHeaderBytes, h));
 }

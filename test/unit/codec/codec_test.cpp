@@ -303,3 +303,36 @@ TEST_CASE("an empty tensor may have huge non-zero dims without allocating") {
   CHECK((*decoded)[0].shape() == Shape{0, int64_t{1} << 39});
   CHECK((*decoded)[0].num_elements() == 0);
 }
+
+TEST_CASE("zero-copy decode: tensors view the received buffer, which they keep alive") {
+  std::vector<Element> in;
+  in.push_back(Element{std::vector<Tensor>{Tensor::vector<std::string>({std::string(1000, 'a'), "b"}),
+                                           Tensor::vector<int64_t>(std::vector<int64_t>(64, 3))}});
+  std::vector<char> frame(8, 'h'); // a header the caller keeps
+  encode_batch_into(in, Compression::none, frame, 8);
+  CHECK(std::string(frame.data(), 8) == "hhhhhhhh");
+  auto owner = std::make_shared<std::vector<char>>(std::move(frame));
+  std::weak_ptr<std::vector<char>> watch = owner;
+  std::string_view view{owner->data() + 8, owner->size() - 8};
+  CHECK(view == encode_batch(in, Compression::none)); // the same buffer as encode_batch
+  std::vector<Element> out;
+  REQUIRE(decode_batch(owner, view, out).ok());
+  owner.reset();
+  REQUIRE(out.size() == 1);
+  CHECK(out[0] == in[0]);
+  const char* s = out[0][0].string_at(0).data();
+  CHECK(s >= view.data());
+  CHECK(s < view.data() + view.size()); // the string is IN the received buffer
+  CHECK_FALSE(watch.expired());
+  out.clear();
+  CHECK(watch.expired());
+}
+
+TEST_CASE("encoded sizes: a batch's size is its header plus its entries") {
+  std::vector<Element> in{Element{Tensor::scalar(int64_t{1})}, Element{Tensor::scalar("abc")}};
+  std::size_t sum = encoded_batch_header_size();
+  for (const auto& e : in)
+    sum += encoded_batch_entry_size(e);
+  CHECK(sum == encoded_batch_size(in));
+  CHECK(sum == encode_batch(in, Compression::none).size());
+}

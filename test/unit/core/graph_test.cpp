@@ -37,6 +37,9 @@ std::vector<Dataset> one_of_each_op() {
       r.enumerate(),
       r.prefetch(),
       r.cache(),
+      r.batch(2).padded_batch(2),
+      Dataset::tfrecord({"a.tfrecord"}).parse_example("a: int64"),
+      r.ignore_errors(),
   };
 }
 

@@ -118,7 +118,7 @@ TEST_CASE_FIXTURE(Fixture, "dispatcher and worker messages round trip") {
   CHECK(a.def.task == 11);
   CHECK(a.def.policy == ShardingPolicy::dynamic);
   CHECK(a.def.compression == Compression::none);
-  auto reg = round_trip(msg::register_worker{msg::kProtocolVersion, "10.0.0.1:6000", {}});
+  auto reg = round_trip(msg::register_worker{msg::kProtocolVersion, "10.0.0.1:6000", {}, {}});
   CHECK(reg.address == "10.0.0.1:6000");
   CHECK(reg.protocol_version == msg::kProtocolVersion);
   CHECK(round_trip(msg::worker_registered{5, 1}).worker == 5);
@@ -151,8 +151,8 @@ TEST_CASE_FIXTURE(Fixture, "consumer-facing messages round trip") {
   REQUIRE(l.tasks.size() == 1);
   CHECK(l.tasks[0].worker_address == "127.0.0.1:7000");
   CHECK(l.job_finished);
-  CHECK(round_trip(msg::get_tasks{3, 4, 1000}).known_version == 4);
-  CHECK(round_trip(msg::client_hello{1, "c"}).client == "c");
+  CHECK(round_trip(msg::get_tasks{3, 4, 1000, {}}).known_version == 4);
+  CHECK(round_trip(msg::client_hello{1, "c", {}}).client == "c");
 }
 
 TEST_CASE_FIXTURE(Fixture, "message types are registered under their C++ names") {

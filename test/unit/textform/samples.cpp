@@ -1,5 +1,7 @@
 #include "test/unit/textform/samples.hpp"
 
+#include "pipeline/example.hpp"
+
 namespace conveyor::textform_test {
 
 namespace {
@@ -28,6 +30,8 @@ std::vector<Sample> make_samples() {
       {"list_files(\"/d/*\", shuffle=false, seed=7)", Dataset::list_files("/d/*", false, 7)},
       {"text_lines([\"a.txt\", \"b \\\"q\\\".txt\"])", Dataset::text_lines({"a.txt", "b \"q\".txt"})},
       {"tfrecord([\"x.tfrecord\"])", Dataset::tfrecord({"x.tfrecord"})},
+      {"tfrecord([\"/d/*.tfrecord.gz\"], compression_type=\"GZIP\")", Dataset::tfrecord({"/d/*.tfrecord.gz"}, "GZIP")},
+      {"text_lines([\"a.txt.z\"], compression_type=\"ZLIB\")", Dataset::text_lines({"a.txt.z"}, "ZLIB")},
       {"source(counter(stop=5))", Dataset::source(FunctionRef{"counter", {{"stop", int64_t{5}}}})},
       {"zip(range(3), from_tensor_slices([\"a\", \"b\", \"c\"]))",
        Dataset::zip({Dataset::range(3), Dataset::from_tensor_slices(Element{Tensor::vector<std::string>({"a", "b", "c"})})})},
@@ -44,6 +48,23 @@ std::vector<Sample> make_samples() {
       {"range(5).batch(8)", r5.batch(8)},
       {"range(5).batch(8, drop_remainder=true)", r5.batch(8, true)},
       {"range(5).batch(2).unbatch()", r5.batch(2).unbatch()},
+      {"range(5).padded_batch(2)", r5.padded_batch(2)},
+      {"range(5).padded_batch(2, padded_shapes=[], padding_values=-1, drop_remainder=true)",
+       r5.padded_batch(2, {{}}, {Tensor::scalar(int64_t{-1})}, true)},
+      {"zip(range(5), range(5)).padded_batch(4, padded_shapes=([], [-1, 3]), padding_values=(0, 2.5))",
+       Dataset::zip({r5, r5}).padded_batch(4, {{}, {kUnknownDim, 3}}, {Tensor::scalar(int64_t{0}), Tensor::scalar(2.5f)})},
+      {"tfrecord([\"x.tfrecord\"]).parse_example(\"a: int64 = -1; b: float32[2, 3]; c: var(string)\")",
+       Dataset::tfrecord({"x.tfrecord"})
+           .parse_example(FeatureSpec{}
+                              .fixed("a", DType::int64, {}, Tensor::scalar(int64_t{-1}))
+                              .fixed("b", DType::float32, {2, 3})
+                              .var_len("c", DType::string))},
+      {"range(5).ignore_errors()", r5.ignore_errors()},
+      {"range(5).ignore_errors(log_warning=true)", r5.ignore_errors(true)},
+      {"list_files(\"/d/*\", shuffle=false).interleave(tfrecord, cycle_length=2)",
+       Dataset::list_files("/d/*", false).interleave("tfrecord", 2)},
+      {"list_files(\"/d/*\").interleave(text_lines(compression_type=\"GZIP\"))",
+       Dataset::list_files("/d/*").interleave(FunctionRef{"text_lines", {{"compression_type", std::string{"GZIP"}}}})},
       {"range(5).shuffle(16)", r5.shuffle(16)},
       {"range(5).shuffle(16, seed=3, reshuffle_each_iteration=false)", r5.shuffle(16, 3, false)},
       {"range(5).repeat()", r5.repeat()},

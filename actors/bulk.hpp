@@ -1,0 +1,38 @@
+// The bulk data path: element frames (actors/bulk_frame.hpp) on a TCP stream per (consumer,
+// worker) beside the CAF control messages, owned by caf::io brokers.
+//
+//   worker node:   task actor --(bulk_send_atom, channel, frame)--> bulk server broker
+//                  (one per worker; swaps each pre-encoded frame into the connection's write
+//                  buffer: no copy on send; at most two frames inside CAF, the rest queued)
+//   consumer node: bulk client broker (one per consumer actor; one connection per worker)
+//                  reads a 40-byte header then exactly `length` bytes, and moves CAF's read
+//                  buffer into (bulk_frame_atom, channel, task, batch_seq, index, count, bytes)
+//                  for the consumer actor: the bytes become the elements' storage (no copy).
+//   consumer actor <-(bulk_ready_atom, channel) once the worker acknowledged the hello
+//                  <-(bulk_lost_atom, channel, reason) when the channel breaks or cannot open
+//
+// The consumer opens a channel with (bulk_open_atom, host, port, channel) to its bulk client.
+// Both brokers come from the node's Transport (actors/transport.hpp), so the simulator swaps in
+// actors that carry the same frames over its simulated network (actors/sim/sim_transport.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+
+namespace conveyor::actors {
+
+struct BulkServer {
+  caf::actor actor;  // takes (bulk_send_atom, uint64_t channel, std::vector<char> frame)
+  uint16_t port = 0; // where consumers connect (on the worker address's host)
+  explicit operator bool() const { return static_cast<bool>(actor); }
+};
+
+// TCP: a broker listening on host:0 (a free port).
+caf::expected<BulkServer> spawn_tcp_bulk_server(caf::actor_system& sys, const std::string& host);
+// TCP: the consumer-side broker delivering to `consumer`; it ends when `consumer` does.
+caf::actor spawn_tcp_bulk_client(caf::actor_system& sys, const caf::actor& consumer);
+
+} // namespace conveyor::actors

@@ -1,0 +1,75 @@
+// The seam through which the simulator (library conveyor_sim, actors/sim/) plants protocol bugs
+// into the production code it runs — as FoundationDB's BUGGIFY exists only in simulation builds.
+// Production code only calls the hooks below; nothing in the production libraries installs one,
+// so every call is one atomic load of a null pointer. The planted bugs themselves live in
+// actors/sim/planted_bugs.{hpp,cpp}.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "pipeline/split_provider.hpp"
+
+namespace conveyor::actors::hooks {
+
+// A job's filter over its split answers, one per job (it may keep per-job state).
+class SplitAnswerFilter {
+public:
+  virtual ~SplitAnswerFilter() = default;
+  virtual void apply(uint64_t task, Split& split, bool& end_of_splits) = 0;
+};
+
+class Hooks {
+public:
+  virtual ~Hooks() = default;
+  // A job asks once, at its first split answer; null: answers pass unchanged.
+  virtual std::unique_ptr<SplitAnswerFilter> new_split_answer_filter() { return nullptr; }
+  // true: the consumer drops a batch (of `num_chunks` chunks) that arrived after it learned
+  // that the job finished.
+  virtual bool consumer_drops_batch(bool job_finished, uint32_t num_chunks) {
+    (void)job_finished;
+    (void)num_chunks;
+    return false;
+  }
+  // true: a job handing a lost task's unfinished splits out again forgets the last one.
+  virtual bool forget_lost_split() { return false; }
+};
+
+// The installed hooks; null unless a simulation installed some.
+Hooks* installed() noexcept;
+// Installs `hooks` (null: none) process-wide and returns the previous ones. Not owned.
+Hooks* install(Hooks* hooks) noexcept;
+
+// The job actor's side: keeps the job's filter, if hooks are installed.
+class JobSplitHook {
+public:
+  void apply(uint64_t task, Split& split, bool& end_of_splits) {
+    Hooks* h = installed();
+    if (h == nullptr)
+      return;
+    if (!asked_) {
+      filter_ = h->new_split_answer_filter();
+      asked_ = true;
+    }
+    if (filter_)
+      filter_->apply(task, split, end_of_splits);
+  }
+
+private:
+  std::unique_ptr<SplitAnswerFilter> filter_;
+  bool asked_ = false;
+};
+
+// The consumer's side.
+inline bool consumer_drops_batch(bool job_finished, uint32_t num_chunks) {
+  Hooks* h = installed();
+  return h != nullptr && h->consumer_drops_batch(job_finished, num_chunks);
+}
+
+// The job core's side.
+inline bool forget_lost_split() {
+  Hooks* h = installed();
+  return h != nullptr && h->forget_lost_split();
+}
+
+} // namespace conveyor::actors::hooks

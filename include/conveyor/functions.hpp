@@ -1,0 +1,84 @@
+// FunctionRegistry: the named C++ functions that map/filter/flat_map/interleave/source refer to
+// (a FunctionRef in the graph is a name plus parameters). Workers get more functions from plugin
+// shared libraries loaded with boost.dll: a plugin exports
+//     extern "C" void conveyor_register_functions(conveyor::FunctionRegistry& registry);
+// and registers its functions there.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "conveyor/dataset.hpp"
+#include "conveyor/element.hpp"
+#include "conveyor/graph.hpp"
+#include "conveyor/iterator.hpp"
+#include "conveyor/status.hpp"
+
+namespace conveyor {
+
+enum class FunctionKind : unsigned char {
+  map,       // Element -> Element                        (map)
+  predicate, // Element -> bool                            (filter)
+  dataset,   // Element -> Dataset                         (flat_map, interleave)
+  source,    // Params -> Iterator                         (source)
+};
+const char* to_string(FunctionKind kind);
+
+using MapFn = std::function<Expected<Element>(const Element&, const Params&)>;
+using PredicateFn = std::function<Expected<bool>(const Element&, const Params&)>;
+using DatasetFn = std::function<Expected<Dataset>(const Element&, const Params&)>;
+using SourceFn = std::function<Expected<std::unique_ptr<Iterator>>(const Params&)>;
+// Optional: the output spec of a map function given its input spec (for element_spec()).
+// Without it, element_spec() of a map reports unknown rank for every component.
+using SpecFn = std::function<Expected<ElementSpec>(const ElementSpec&, const Params&)>;
+
+struct ParamSpec {
+  std::string name;
+  Scalar default_value; // every parameter has a default; its kind fixes the accepted kind
+};
+
+struct FunctionDef {
+  std::string name;
+  FunctionKind kind;
+  std::vector<ParamSpec> params;
+  std::string doc; // one line, shown by `conveyor functions`
+  MapFn map;
+  PredicateFn predicate;
+  DatasetFn dataset;
+  SourceFn source;
+  SpecFn output_spec;       // map: output spec from input spec; dataset: spec of the returned datasets' elements
+  ElementSpec source_spec;  // source: spec of what it yields (may be empty = unknown)
+  int64_t source_cardinality = kUnknownCardinality;
+};
+
+class FunctionRegistry {
+public:
+  // The process-wide registry, pre-filled with the built-in functions (builtin_functions.cpp).
+  static FunctionRegistry& global();
+
+  // Adds a function; already_exists if the name is taken.
+  Status add(FunctionDef def);
+
+  // nullptr when unknown.
+  const FunctionDef* find(const std::string& name) const;
+  std::vector<std::string> names() const;
+
+  // Checks that `ref` names a function of kind `kind` and that every parameter in ref.params is
+  // declared with the same kind of value. Messages name the function and parameter.
+  Status check(const FunctionRef& ref, FunctionKind kind) const;
+  // ref.params completed with the declared defaults.
+  Params resolve_params(const FunctionRef& ref) const;
+
+  // Loads a plugin shared library and lets it register its functions.
+  Status load_plugin(const std::string& path);
+
+private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const FunctionDef>> defs_;
+};
+
+} // namespace conveyor

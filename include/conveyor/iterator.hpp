@@ -1,0 +1,46 @@
+// Iterator: pulls elements out of a dataset graph, one op per iterator object.
+//
+// Resumability contract (needed for DYNAMIC sharding, where a source may have to wait for the
+// next split to arrive over the network): get_next may return an `unavailable` Status. Every
+// iterator must then keep all partial progress (a half-filled batch, a shuffle buffer, the
+// current interleave cycle...) in its members and propagate the `unavailable` unchanged, so that
+// calling get_next again later continues exactly where it stopped — no element lost or repeated.
+#pragma once
+
+#include <memory>
+
+#include "conveyor/element.hpp"
+#include "conveyor/status.hpp"
+
+namespace conveyor {
+
+class FunctionRegistry;
+class SplitProvider;
+class PathPolicy;
+class MemoryBudget;
+
+struct IteratorContext {
+  // Never null once make_iterator starts (defaults to FunctionRegistry::global()).
+  const FunctionRegistry* functions = nullptr;
+  // DYNAMIC sharding: when set, the dataset's one splittable source (range, from_tensor_slices,
+  // list_files, text_lines, tfrecord) produces only the splits this provider hands out, instead of
+  // its whole content. A source that exhausts the provider ends its sequence (`repeat` above it
+  // then starts a new iteration that asks the same provider for the next epoch's splits).
+  SplitProvider* split_provider = nullptr;
+  // Which files the pipeline may read and write (pipeline/path_policy.hpp); nullptr = any (local
+  // use on the caller's own files). Workers always set one; it outlives the iterators.
+  const PathPolicy* paths = nullptr;
+  // The job's memory budget (pipeline/memory_budget.hpp) that buffering ops (shuffle, batch,
+  // prefetch, cache) charge; nullptr = unbounded. It outlives the iterators.
+  MemoryBudget* memory = nullptr;
+};
+
+class Iterator {
+public:
+  virtual ~Iterator() = default;
+  // On success either fills `out` (end_of_sequence = false) or sets end_of_sequence = true.
+  // After end_of_sequence, further calls keep returning end_of_sequence.
+  virtual Status get_next(Element& out, bool& end_of_sequence) = 0;
+};
+
+} // namespace conveyor

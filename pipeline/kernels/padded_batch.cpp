@@ -1,0 +1,196 @@
+// padded_batch(batch_size, padded_shapes, padding_values, drop_remainder): like batch, but the
+// components of a batch may differ in shape: each is padded to a common shape first, as in
+// tf.data's padded_batch.
+//   - padded_shapes: per component a rank-1 int tensor (`[]` for a scalar) whose entries are a
+//     dimension to pad to, or -1 to pad to the longest in the batch. () = every dimension -1.
+//     An element larger than a fixed dimension is an error naming the component and dimension.
+//   - padding_values: per component a scalar (numbers convert to the component's dtype; strings
+//     only pad strings). () = 0, false or "".
+// Every element of a batch has the same dtypes and, per component, the same rank.
+#include <cstring>
+
+#include "pipeline/kernels/kernel.hpp"
+#include "pipeline/padding.hpp"
+
+namespace conveyor::kernels {
+
+namespace {
+
+// Copies `src` into the leading corner of `dst_row` (a slice of the batch tensor starting at
+// entry `base`) whose shape is `target` (each dimension >= the source's).
+void copy_padded(const Tensor& src, const Shape& target, Tensor& dst, int64_t base) {
+  const Shape& shape = src.shape();
+  const int64_t n = src.num_elements();
+  if (n == 0)
+    return;
+  const std::size_t rank = shape.size();
+  const int64_t run = rank == 0 ? 1 : shape[rank - 1];
+  const bool strings = src.dtype() == DType::string;
+  const std::size_t width = dtype_size(src.dtype());
+  std::vector<int64_t> index(rank, 0); // over the outer dimensions (all but the last)
+  for (int64_t from = 0; from < n; from += run) {
+    int64_t to = 0;
+    for (std::size_t d = 0; d + 1 < rank; ++d)
+      to = to * target[d] + index[d];
+    if (rank > 0)
+      to *= target[rank - 1];
+    to += base;
+    if (strings) {
+      for (int64_t k = 0; k < run; ++k)
+        dst.mutable_strings()[static_cast<std::size_t>(to + k)] = src.strings()[static_cast<std::size_t>(from + k)];
+    } else {
+      std::memcpy(dst.mutable_bytes().data() + to * width, src.bytes().data() + from * width,
+                  static_cast<std::size_t>(run) * width);
+    }
+    for (std::size_t d = rank >= 1 ? rank - 1 : 0; d-- > 0;) { // next outer index
+      if (++index[d] < shape[d])
+        break;
+      index[d] = 0;
+    }
+  }
+}
+
+std::vector<unsigned char> padding_bytes(const Tensor& scalar, DType dtype) {
+  const double d = scalar.as_double();
+  const int64_t i = scalar.dtype() == DType::float32 || scalar.dtype() == DType::float64
+                        ? static_cast<int64_t>(d) : scalar.as_int64();
+  std::vector<unsigned char> out(dtype_size(dtype));
+  auto put = [&out](auto v) { std::memcpy(out.data(), &v, sizeof v); };
+  switch (dtype) {
+    case DType::boolean: out[0] = d != 0 ? 1 : 0; break;
+    case DType::int32: put(static_cast<int32_t>(i)); break;
+    case DType::int64: put(i); break;
+    case DType::float32: put(static_cast<float>(d)); break;
+    case DType::float64: put(d); break;
+    case DType::string: break;
+  }
+  return out;
+}
+
+Expected<Element> pad_and_stack(const std::vector<Element>& elements, const PaddingConfig& config) {
+  const Element& first = elements.front();
+  const std::size_t components = first.size();
+  if (!config.shapes.empty() && config.shapes.size() != components)
+    return invalid_argument("padded_batch: `padded_shapes` has " + std::to_string(config.shapes.size()) +
+                            " component(s), the elements have " + std::to_string(components));
+  if (!config.values.empty() && config.values.size() != components)
+    return invalid_argument("padded_batch: `padding_values` has " + std::to_string(config.values.size()) +
+                            " component(s), the elements have " + std::to_string(components));
+  std::vector<Tensor> out;
+  out.reserve(components);
+  for (std::size_t c = 0; c < components; ++c) {
+    const std::string comp = "padded_batch: component " + std::to_string(c);
+    const DType dtype = first[c].dtype();
+    const std::size_t rank = config.shapes.empty() ? first[c].shape().size() : config.shapes[c].size();
+    Shape target(rank, 0);
+    for (std::size_t e = 0; e < elements.size(); ++e) {
+      if (elements[e].size() != components)
+        return invalid_argument("padded_batch: element " + std::to_string(e) + " has " +
+                                std::to_string(elements[e].size()) + " components, element 0 has " +
+                                std::to_string(components));
+      const Tensor& t = elements[e][c];
+      if (t.dtype() != dtype)
+        return invalid_argument(comp + " has dtype " + dtype_name(dtype) + " in element 0 and " +
+                                dtype_name(t.dtype()) + " in element " + std::to_string(e));
+      if (t.shape().size() != rank)
+        return invalid_argument(comp + " of element " + std::to_string(e) + " has shape " + shape_string(t.shape()) +
+                                (config.shapes.empty() ? ", element 0 has rank " : ", the padded shape has rank ") +
+                                std::to_string(rank));
+      for (std::size_t d = 0; d < rank; ++d)
+        target[d] = std::max(target[d], t.shape()[d]);
+    }
+    if (!config.shapes.empty()) {
+      for (std::size_t d = 0; d < rank; ++d) {
+        const int64_t want = config.shapes[c][d];
+        if (want == kUnknownDim)
+          continue;
+        if (target[d] > want)
+          return invalid_argument(comp + ": dimension " + std::to_string(d) + " is " + std::to_string(target[d]) +
+                                  " in this batch, larger than its padded size " + std::to_string(want));
+        target[d] = want;
+      }
+    }
+    Shape batch_shape = target;
+    batch_shape.insert(batch_shape.begin(), static_cast<int64_t>(elements.size()));
+    Tensor batch(dtype, batch_shape);
+    int64_t row = 1;
+    for (int64_t d : target)
+      row *= d;
+    if (!config.values.empty()) {
+      const Tensor& pad = config.values[c];
+      if ((pad.dtype() == DType::string) != (dtype == DType::string))
+        return invalid_argument(comp + " of dtype " + dtype_name(dtype) + " cannot be padded with a " +
+                                dtype_name(pad.dtype()) + " value");
+      if (dtype == DType::string) {
+        for (std::string& s : batch.mutable_strings())
+          s = pad.strings()[0];
+      } else {
+        auto bytes = padding_bytes(pad, dtype);
+        const std::size_t width = bytes.size();
+        for (std::size_t i = 0; i * width < batch.mutable_bytes().size(); ++i)
+          std::memcpy(batch.mutable_bytes().data() + i * width, bytes.data(), width);
+      }
+    }
+    for (std::size_t e = 0; e < elements.size(); ++e)
+      copy_padded(elements[e][c], target, batch, static_cast<int64_t>(e) * row);
+    out.push_back(std::move(batch));
+  }
+  return Element{std::move(out)};
+}
+
+class PaddedBatchIterator : public Iterator {
+public:
+  PaddedBatchIterator(IteratorPtr input, int64_t batch_size, PaddingConfig config, bool drop_remainder)
+      : input_(std::move(input)), batch_size_(batch_size), config_(std::move(config)), drop_remainder_(drop_remainder) {}
+
+  Status get_next(Element& out, bool& end_of_sequence) override {
+    end_of_sequence = false;
+    while (!input_done_ && static_cast<int64_t>(pending_.size()) < batch_size_) {
+      Element element;
+      bool end = false;
+      CONVEYOR_RETURN_IF_ERROR(input_->get_next(element, end)); // pending_ waits for the retry
+      if (end)
+        input_done_ = true;
+      else
+        pending_.push_back(std::move(element));
+    }
+    if (pending_.empty() || (drop_remainder_ && static_cast<int64_t>(pending_.size()) < batch_size_)) {
+      pending_.clear();
+      end_of_sequence = true;
+      return Status::OK();
+    }
+    std::vector<Element> elements;
+    elements.swap(pending_);
+    auto batch = pad_and_stack(elements, config_);
+    if (!batch.ok())
+      return batch.status();
+    out = std::move(*batch);
+    return Status::OK();
+  }
+
+private:
+  IteratorPtr input_;
+  int64_t batch_size_;
+  PaddingConfig config_;
+  bool drop_remainder_;
+  std::vector<Element> pending_;
+  bool input_done_ = false;
+};
+
+} // namespace
+
+MakeResult make_padded_batch(const NodePtr& node, const KernelContext& kctx) {
+  const int64_t batch_size = node->int_attr("batch_size");
+  if (batch_size < 1)
+    return invalid_argument("`padded_batch` argument `batch_size` must be positive, got " + std::to_string(batch_size));
+  auto config = padding_config(*node);
+  if (!config.ok())
+    return config.status();
+  auto input = make_input(node, kctx);
+  if (!input.ok())
+    return input.status();
+  return IteratorPtr(std::make_unique<PaddedBatchIterator>(std::move(*input), batch_size, std::move(*config),
+                                                           node->bool_attr("drop_remainder")));
+}
+
+} // namespace conveyor::kernels

@@ -1,0 +1,182 @@
+// Dispatcher durability with real processes: the dispatcher is SIGKILLed and restarted on the
+// same --work-dir and port; workers and readers reconnect on their own. Also: a worker or a
+// reader started before its dispatcher, and --connect-timeout bounding (not cutting short) the
+// connection attempts.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "test/integration/cluster.hpp"
+#include "test/support/free_port.hpp"
+#include "test/unit/sharding/temp_dir.hpp"
+
+using namespace conveyor;
+using namespace conveyor::testing;
+
+namespace {
+
+uint16_t free_port() {
+  auto port = conveyor::testing::free_loopback_port();
+  REQUIRE(port != 0);
+  return port;
+}
+
+std::unique_ptr<ChildProcess> start_dispatcher(uint16_t port, const std::string& work_dir,
+                                               const std::string& name) {
+  std::vector<std::string> args{"dispatcher", "--port", std::to_string(port),
+                                "--worker-timeout", "3000"};
+  if (!work_dir.empty()) {
+    args.push_back("--work-dir");
+    args.push_back(work_dir);
+  }
+  auto d = ChildProcess::conveyor(args, name);
+  REQUIRE_MESSAGE(d.ok(), d.status().to_string());
+  auto p = (*d)->wait_listening(kStartTimeout);
+  REQUIRE_MESSAGE(p.ok(), (*d)->describe());
+  CHECK(*p == port);
+  return std::move(d).value();
+}
+
+std::unique_ptr<ChildProcess> start_worker(uint16_t dispatcher_port, const std::string& name,
+                                           std::vector<std::string> extra = {}) {
+  std::vector<std::string> args{"worker", "--dispatcher",
+                                "127.0.0.1:" + std::to_string(dispatcher_port), "--port", "0",
+                                "--heartbeat-interval", "100"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto w = ChildProcess::conveyor(args, name);
+  REQUIRE_MESSAGE(w.ok(), w.status().to_string());
+  return std::move(w).value();
+}
+
+std::string addr(uint16_t port) { return "127.0.0.1:" + std::to_string(port); }
+
+} // namespace
+
+TEST_CASE("dispatcher restart: SIGKILL mid-read (OFF), restart on the same work dir, every "
+          "element arrives") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  auto wd = dir.path() + "/work";
+  auto d1 = start_dispatcher(free_port(), wd, "dispatcher1");
+  auto port = *d1->wait_listening(kStartTimeout);
+  auto w1 = start_worker(port, "worker1");
+  auto w2 = start_worker(port, "worker2");
+  REQUIRE(w1->wait_for_output("worker: ready", kStartTimeout));
+  REQUIRE(w2->wait_for_output("worker: ready", kStartTimeout));
+  const std::string dataset = "range(6000).map(sleep_us(us=300))"; // ~1.8 s per worker
+  auto reader = ChildProcess::conveyor(
+    {"read", "--dispatcher", addr(port), "--dataset", dataset}, "read");
+  REQUIRE(reader.ok());
+  // Kill the dispatcher once the read is well under way (the reader's stdout is block-buffered,
+  // so its lines tell little; the job's creation plus a fraction of the ~1.8 s read does),
+  // then restart it on the same dir and port.
+  REQUIRE_MESSAGE(d1->wait_for_output("created job", kReadTimeout), d1->describe());
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  REQUIRE_FALSE((*reader)->exited()); // the read was not over yet
+  d1->signal(SIGKILL);
+  REQUIRE(d1->wait_exit(kStartTimeout).has_value());
+  auto d2 = start_dispatcher(port, wd, "dispatcher2");
+  CHECK(d2->wait_for_output("1 job(s) (1 running again)", kStartTimeout));
+  auto rc = (*reader)->wait_exit(kReadTimeout);
+  REQUIRE_MESSAGE(rc.has_value(), (*reader)->describe());
+  CHECK_MESSAGE(*rc == 0, (*reader)->describe());
+  CHECK((*reader)->stderr_text().find("lost the dispatcher") != std::string::npos);
+  // OFF on two workers: every element exactly twice, none lost, none repeated.
+  CHECK(sorted((*reader)->stdout_lines()) == expected_sorted_lines(dataset, 2));
+  CHECK(d2->stderr_text().find("is back (worker") != std::string::npos);
+}
+
+TEST_CASE("dispatcher restart: repeated restarts keep every registered dataset") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  auto wd = dir.path() + "/work";
+  auto port = free_port();
+  auto d = start_dispatcher(port, wd, "dispatcher0");
+  auto w = start_worker(port, "worker");
+  REQUIRE(w->wait_for_output("worker: ready", kStartTimeout));
+  for (int round = 0; round < 3; ++round) {
+    // Register one more dataset (ids 1000, 1001, ... in order).
+    auto fresh = run_conveyor({"read", "--dispatcher", addr(port), "--dataset",
+                               "range(" + std::to_string(round + 3) + ")"},
+                              kReadTimeout, "register");
+    REQUIRE_MESSAGE(fresh.exit_code == 0, fresh.describe);
+    CHECK(fresh.lines.size() == static_cast<std::size_t>(round + 3));
+    d->signal(SIGKILL);
+    REQUIRE(d->wait_exit(kStartTimeout).has_value());
+    d = start_dispatcher(port, wd, "dispatcher" + std::to_string(round + 1));
+    // Every dataset registered so far is still there, under its id.
+    for (int j = 0; j <= round; ++j) {
+      auto again = run_conveyor({"read", "--dispatcher", addr(port), "--dataset-id",
+                                 std::to_string(1000 + j)},
+                                kReadTimeout, "reread");
+      REQUIRE_MESSAGE(again.exit_code == 0, (again.describe + "\n" + d->describe()));
+      CHECK(sorted(again.lines) == expected_sorted_lines("range(" + std::to_string(j + 3) + ")"));
+    }
+  }
+}
+
+TEST_CASE("dispatcher restart: without --work-dir the start-up says state is in memory only") {
+  auto d = start_dispatcher(free_port(), "", "dispatcher");
+  CHECK(d->wait_for_output("state is in memory only", kStartTimeout));
+}
+
+TEST_CASE("startup order: a worker started before its dispatcher waits for it") {
+  TempDir dir;
+  auto port = free_port();
+  auto w = start_worker(port, "early-worker", {"--dispatcher-timeout", "20000"});
+  CHECK(w->wait_for_output("cannot register with the dispatcher", kStartTimeout));
+  CHECK_FALSE(w->exited());
+  auto d = start_dispatcher(port, dir.path() + "/work", "late-dispatcher");
+  REQUIRE_MESSAGE(w->wait_for_output("worker: ready", kStartTimeout), w->describe());
+  auto r = run_conveyor({"read", "--dispatcher", addr(port), "--dataset", "range(10)"},
+                        kReadTimeout, "read");
+  CHECK_MESSAGE(r.exit_code == 0, r.describe);
+  CHECK(sorted(r.lines) == expected_sorted_lines("range(10)"));
+}
+
+TEST_CASE("startup order: a worker gives up after --dispatcher-timeout, naming it") {
+  auto w = start_worker(free_port(), "lonely-worker", {"--dispatcher-timeout", "700",
+                                                       "--connect-timeout", "200"});
+  auto rc = w->wait_exit(kStartTimeout);
+  REQUIRE(rc.has_value());
+  CHECK(*rc != 0);
+  CHECK(w->stderr_text().find("--dispatcher-timeout (700 ms)") != std::string::npos);
+}
+
+TEST_CASE("startup order: a reader started before its dispatcher retries until its connect "
+          "timeout") {
+  TempDir dir;
+  auto port = free_port();
+  auto reader = ChildProcess::conveyor({"read", "--dispatcher", addr(port), "--dataset",
+                                        "range(10)", "--connect-timeout", "15000"},
+                                       "early-read");
+  REQUIRE(reader.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(600)); // the reader is trying by now
+  CHECK_FALSE((*reader)->exited());
+  auto d = start_dispatcher(port, dir.path() + "/work", "late-dispatcher");
+  auto w = start_worker(port, "worker");
+  auto rc = (*reader)->wait_exit(kReadTimeout);
+  REQUIRE(rc.has_value());
+  CHECK_MESSAGE(*rc == 0, (*reader)->describe());
+  CHECK(sorted((*reader)->stdout_lines()) == expected_sorted_lines("range(10)"));
+}
+
+TEST_CASE("--connect-timeout bounds connecting: an absent dispatcher fails after it, not "
+          "at once") {
+  auto started = std::chrono::steady_clock::now();
+  auto r = run_conveyor({"read", "--dispatcher", addr(free_port()), "--dataset", "range(3)",
+                         "--connect-timeout", "1500"},
+                        kReadTimeout, "read");
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+              std::chrono::steady_clock::now() - started)
+              .count();
+  CHECK(r.exit_code == 1);
+  CHECK(ms >= 1400);
+  CHECK(ms < 15000);
+  CHECK_MESSAGE(r.stderr_text.find("attempt(s)") != std::string::npos, r.describe);
+}

@@ -1,0 +1,93 @@
+// CAF-free security pieces: admission tokens, BASP header checks of the frame guard, and a
+// token-protected in-process cluster (refused client, admitted client).
+#include <doctest/doctest.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "actors/admission.hpp"
+#include "actors/frame_guard.hpp"
+#include "cluster_fixture.hpp"
+
+using namespace conveyor;
+using namespace conveyor::actors;
+
+TEST_CASE("admission: constant-time comparison and refusals that never echo the token") {
+  CHECK(constant_time_equal("abc", "abc"));
+  CHECK(!constant_time_equal("abc", "abd"));
+  CHECK(!constant_time_equal("abc", "abcd"));
+  CHECK(!constant_time_equal("", "a"));
+  CHECK(check_admission("", "anything", "worker").ok());
+  CHECK(check_admission("tok", "tok", "worker").ok());
+  Status none = check_admission("tok", "", "worker");
+  CHECK(none.code() == ErrorCode::permission_denied);
+  CHECK(none.message().find("presented none") != std::string::npos);
+  Status wrong = check_admission("tok-secret", "guess", "client");
+  CHECK(wrong.message().find("a wrong one") != std::string::npos);
+  CHECK(wrong.message().find("tok-secret") == std::string::npos);
+  CHECK(wrong.message().find("guess") == std::string::npos);
+}
+
+TEST_CASE("admission: tokens from the flag, a private file or the environment") {
+  CHECK(*load_auth_token("x", "") == "x");
+  CHECK(load_auth_token("x", "/some/file").status().code() == ErrorCode::invalid_argument);
+  const std::string path = "/tmp/conveyor-token-test-" + std::to_string(::getpid());
+  std::ofstream(path) << "from-file\n";
+  ::chmod(path.c_str(), 0600);
+  CHECK(*load_auth_token("", path) == "from-file");
+  ::chmod(path.c_str(), 0644);
+  CHECK(load_auth_token("", path).status().message().find("chmod 600") != std::string::npos);
+  std::remove(path.c_str());
+  CHECK(load_auth_token("", path).status().code() == ErrorCode::invalid_argument);
+  ::setenv("CONVEYOR_AUTH_TOKEN", "from-env", 1);
+  CHECK(*load_auth_token("", "") == "from-env");
+  ::unsetenv("CONVEYOR_AUTH_TOKEN");
+  CHECK(load_auth_token("", "")->empty());
+}
+
+TEST_CASE("frame guard: BASP headers are checked before anything is read") {
+  GuardLimits limits;
+  unsigned char h[32] = {};
+  auto set = [&](unsigned char op, uint32_t len) {
+    h[0] = op;
+    h[4] = static_cast<unsigned char>(len >> 24);
+    h[5] = static_cast<unsigned char>(len >> 16);
+    h[6] = static_cast<unsigned char>(len >> 8);
+    h[7] = static_cast<unsigned char>(len);
+  };
+  set(1, 100);
+  CHECK(check_basp_header(h, false, limits).ok());
+  set(1, 0xFFFFFFFFu); // the packet
+  CHECK(check_basp_header(h, false, limits).code() == ErrorCode::resource_exhausted);
+  set(2, 10); // a message before the handshake
+  CHECK(!check_basp_header(h, false, limits).ok());
+  CHECK(check_basp_header(h, true, limits).ok());
+  set(9, 0); // no such operation
+  CHECK(!check_basp_header(h, true, limits).ok());
+  set(2, limits.max_frame_bytes + 1);
+  CHECK(check_basp_header(h, true, limits).code() == ErrorCode::resource_exhausted);
+}
+
+TEST_CASE("admission: a token-protected dispatcher refuses a client without it") {
+  DispatcherConfig dc = test::test_dispatcher_config();
+  dc.network.auth_token = "unit-secret";
+  DispatchServer dispatcher{dc};
+  REQUIRE(dispatcher.start().ok());
+  ClientConfig cc;
+  cc.network = test::test_network();
+  auto refused = Client::connect(dispatcher.target(), cc);
+  REQUIRE(!refused.ok());
+  CHECK(refused.status().code() == ErrorCode::permission_denied);
+  CHECK(refused.status().message().find("token") != std::string::npos);
+  cc.network.auth_token = "unit-secret";
+  auto admitted = Client::connect(dispatcher.target(), cc);
+  CHECK(admitted.ok());
+  WorkerConfig wc = test::test_worker_config();
+  wc.dispatcher_address = dispatcher.target();
+  WorkerServer tokenless{wc};
+  Status st = tokenless.start();
+  CHECK(st.code() == ErrorCode::permission_denied);
+}

@@ -1,0 +1,299 @@
+// The dispatcher journal (actors/journal.hpp): round trip, replay == live state, torn tail,
+// corrupt record (file + offset), compaction, group fsync callback order. Real files in a temp dir.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#include "actors/journal.hpp"
+#include "test/unit/sharding/temp_dir.hpp"
+
+using namespace conveyor;
+using namespace conveyor::actors;
+using namespace conveyor::msg;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A valid history touching every record type: n rounds of dataset, 2 workers, a job with a
+// task per worker, a split position, a finished task, a removed worker, a finished job.
+std::vector<Update> history(int rounds) {
+  std::vector<Update> out;
+  worker_id_t w = 1;
+  task_id_t t = 1;
+  for (int i = 0; i < rounds; ++i) {
+    auto ds = std::to_string(1000 + i);
+    out.push_back(RegisterDatasetRecord{ds, "fp" + ds, std::string("def\0ined", 8) + ds, 1, i});
+    worker_id_t w1 = w++, w2 = w++;
+    out.push_back(RegisterWorkerRecord{w1, "127.0.0.1:" + std::to_string(w1), i});
+    out.push_back(RegisterWorkerRecord{w2, "127.0.0.1:" + std::to_string(w2), i});
+    job_id_t job = static_cast<job_id_t>(i + 1);
+    out.push_back(CreateJobRecord{job, ds, i % 2 ? "named" + ds : "", 1, -1, "AUTO", i});
+    task_id_t t1 = t++, t2 = t++;
+    out.push_back(CreateTaskRecord{t1, job, w1, i});
+    out.push_back(CreateTaskRecord{t2, job, w2, i});
+    out.push_back(SplitPositionRecord{job, 0, 0, i + 3, i + 3, i});
+    out.push_back(FinishTaskRecord{t1, i % 3 ? "" : "boom", i});
+    out.push_back(RemoveWorkerRecord{w1, "no heartbeat", i});
+    if (i % 2)
+      out.push_back(FinishJobRecord{job, i});
+    else
+      out.push_back(ReleaseJobRecord{job, i});
+  }
+  return out;
+}
+
+DispatcherState apply_all(const std::vector<Update>& records) {
+  DispatcherState s;
+  for (const auto& r : records)
+    REQUIRE(s.apply(r).ok());
+  return s;
+}
+
+// Appends every record and waits until all are durable.
+void write_all(Journal& j, const std::vector<Update>& records) {
+  for (const auto& r : records)
+    j.append(r, [](const Status& s) { REQUIRE(s.ok()); });
+  REQUIRE(j.flush().ok());
+}
+
+std::unique_ptr<Journal> open_ok(const std::string& dir, DispatcherState& state,
+                                 JournalReplay* replay = nullptr) {
+  auto j = Journal::open(JournalOptions{dir}, state, replay);
+  REQUIRE_MESSAGE(j.ok(), j.status().to_string());
+  return std::move(j).value();
+}
+
+int64_t file_size(const std::string& path) { return static_cast<int64_t>(fs::file_size(path)); }
+
+} // namespace
+
+TEST_CASE("every record type survives encode and decode") {
+  for (const auto& r : history(3)) {
+    auto bytes = Journal::encode(r);
+    auto back = Journal::decode(bytes);
+    REQUIRE(back.ok());
+    CHECK(back->index() == r.index());
+    CHECK(Journal::encode(*back) == bytes);
+    // Any truncation is detected, never decoded into something else.
+    for (std::size_t cut = 0; cut < bytes.size(); ++cut)
+      CHECK_FALSE(Journal::decode(std::string_view(bytes).substr(0, cut)).ok());
+  }
+  auto unknown = Journal::decode(std::string(1, char(200)));
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.status().message().find("unknown record type 200") != std::string::npos);
+}
+
+TEST_CASE("a reopened journal replays into the live state") {
+  testing::TempDir dir;
+  REQUIRE(dir.ok());
+  auto records = history(20);
+  DispatcherState live = apply_all(records);
+  {
+    DispatcherState state;
+    auto j = open_ok(dir.path(), state);
+    CHECK(state == DispatcherState{});
+    write_all(*j, records);
+  }
+  DispatcherState replayed;
+  JournalReplay info;
+  auto j = open_ok(dir.path(), replayed, &info);
+  CHECK(info.records == static_cast<int64_t>(records.size()));
+  CHECK(info.truncated_bytes == 0);
+  CHECK_FALSE(info.snapshot_loaded);
+  CHECK(replayed == live);
+  CHECK(replayed.snapshot().jobs.size() == 10); // released jobs (every other round) are erased
+  // Appending after a reopen continues the same history.
+  auto more = history(21);
+  std::vector<Update> tail(more.begin() + static_cast<long>(records.size()), more.end());
+  write_all(*j, tail);
+  j.reset();
+  DispatcherState again;
+  open_ok(dir.path(), again);
+  CHECK(again == apply_all(more));
+  CHECK_FALSE(again == live);
+}
+
+TEST_CASE("a torn tail is truncated with a warning, and appending goes on") {
+  testing::TempDir dir;
+  auto records = history(5);
+  std::string segment;
+  int64_t good_size = 0;
+  {
+    DispatcherState state;
+    auto j = open_ok(dir.path(), state);
+    write_all(*j, records);
+    segment = Journal::segment_path(dir.path(), j->generation());
+  }
+  good_size = file_size(segment);
+  // A crash in the middle of an append: the next record only partly written.
+  auto extra = Journal::encode(Update{RegisterDatasetRecord{"late", "fpl", "d", 0, 9}});
+  SUBCASE("half a frame") {
+    std::ofstream out(segment, std::ios::binary | std::ios::app);
+    std::string frame(8, '\0');
+    frame[0] = static_cast<char>(extra.size());
+    frame += extra.substr(0, extra.size() / 2);
+    out << frame;
+  }
+  SUBCASE("a zero-filled tail") {
+    std::ofstream out(segment, std::ios::binary | std::ios::app);
+    out << std::string(300, '\0');
+  }
+  SUBCASE("three header bytes") {
+    std::ofstream out(segment, std::ios::binary | std::ios::app);
+    out << std::string("\x05\x00\x00", 3);
+  }
+  auto torn_size = file_size(segment);
+  REQUIRE(torn_size > good_size);
+  DispatcherState state;
+  JournalReplay info;
+  auto j = open_ok(dir.path(), state, &info);
+  CHECK(info.truncated_bytes == torn_size - good_size);
+  CHECK(file_size(segment) == good_size);
+  CHECK(state == apply_all(records));
+  j->append(RegisterDatasetRecord{"late", "fpl", "d", 0, 9}, nullptr);
+  REQUIRE(j->flush().ok());
+  j.reset();
+  DispatcherState again;
+  open_ok(dir.path(), again);
+  CHECK(again.dataset("late"));
+}
+
+TEST_CASE("a corrupt record before the tail stops start-up naming the file and offset") {
+  testing::TempDir dir;
+  auto records = history(4);
+  std::string segment;
+  {
+    DispatcherState state;
+    auto j = open_ok(dir.path(), state);
+    write_all(*j, records);
+    segment = Journal::segment_path(dir.path(), j->generation());
+  }
+  // Offset of the third record: header (16) + two frames.
+  int64_t offset = 16;
+  for (int i = 0; i < 2; ++i)
+    offset += 8 + static_cast<int64_t>(Journal::encode(records[static_cast<std::size_t>(i)]).size());
+  {
+    std::fstream f(segment, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekg(offset + 10);
+    char c = 0;
+    f.get(c);
+    f.seekp(offset + 10);
+    f.put(static_cast<char>(c ^ 0x5a));
+  }
+  DispatcherState state;
+  auto j = Journal::open(JournalOptions{dir.path()}, state);
+  REQUIRE_FALSE(j.ok());
+  CHECK(j.status().code() == ErrorCode::data_loss);
+  CHECK(j.status().message() ==
+        segment + " at byte " + std::to_string(offset) +
+          ": the record's CRC32C does not match (corrupt record)");
+  // Nothing was truncated: the evidence stays for the operator.
+  CHECK(file_size(segment) > offset + 100);
+}
+
+TEST_CASE("a record the state refuses stops start-up too") {
+  testing::TempDir dir;
+  {
+    DispatcherState state;
+    auto j = open_ok(dir.path(), state);
+    j->append(CreateJobRecord{1, "nope", "", 0, -1, "AUTO", 0}, nullptr);
+    REQUIRE(j->flush().ok());
+  }
+  DispatcherState state;
+  auto j = Journal::open(JournalOptions{dir.path()}, state);
+  REQUIRE_FALSE(j.ok());
+  CHECK(j.status().message().find("at byte 16: the state refused the record") !=
+        std::string::npos);
+}
+
+TEST_CASE("compaction: a snapshot plus a new segment replays to the same state") {
+  testing::TempDir dir;
+  auto records = history(30);
+  std::size_t half = records.size() / 2;
+  {
+    DispatcherState state;
+    auto j = open_ok(dir.path(), state);
+    auto g0 = j->generation();
+    for (std::size_t i = 0; i < half; ++i) {
+      j->append(records[i], nullptr);
+      REQUIRE(state.apply(records[i]).ok());
+    }
+    REQUIRE(j->compact(state).ok());
+    CHECK(j->generation() == g0 + 1);
+    CHECK(fs::exists(Journal::snapshot_path(dir.path(), g0 + 1)));
+    CHECK_FALSE(fs::exists(Journal::segment_path(dir.path(), g0)));
+    for (std::size_t i = half; i < records.size(); ++i) {
+      j->append(records[i], nullptr);
+      REQUIRE(state.apply(records[i]).ok());
+    }
+    REQUIRE(j->flush().ok());
+  }
+  DispatcherState replayed;
+  JournalReplay info;
+  auto j = open_ok(dir.path(), replayed, &info);
+  CHECK(info.snapshot_loaded);
+  CHECK(info.records == static_cast<int64_t>(records.size() - half));
+  CHECK(replayed == apply_all(records));
+  j.reset();
+  // An unfinished snapshot (crash before the rename) is ignored and removed.
+  { std::ofstream(Journal::snapshot_path(dir.path(), 99) + ".tmp") << "garbage"; }
+  DispatcherState again;
+  open_ok(dir.path(), again);
+  CHECK(again == replayed);
+  CHECK_FALSE(fs::exists(Journal::snapshot_path(dir.path(), 99) + ".tmp"));
+  // A corrupt snapshot is an error naming it.
+  auto snap = Journal::snapshot_path(dir.path(), info.generation);
+  {
+    std::fstream f(snap, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(40);
+    f.put('X');
+  }
+  DispatcherState broken;
+  auto bad = Journal::open(JournalOptions{dir.path()}, broken);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().rfind(snap + " at byte 16: ", 0) == 0);
+}
+
+TEST_CASE("group fsync: callbacks run in append order, after their group is on disk") {
+  testing::TempDir dir;
+  DispatcherState state;
+  auto j = open_ok(dir.path(), state);
+  auto segment = Journal::segment_path(dir.path(), j->generation());
+  auto records = history(100); // 1000 records
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release_first = false;
+  std::vector<uint64_t> order;
+  std::atomic<bool> size_ok{true};
+  int64_t expected_end = 16;
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    expected_end += 8 + static_cast<int64_t>(Journal::encode(records[i]).size());
+    auto seq = i + 1;
+    auto end = expected_end;
+    j->append(records[i], [&, seq, end](const Status& s) {
+      REQUIRE(s.ok());
+      if (file_size(segment) < end) // the record is on disk before its callback
+        size_ok = false;
+      std::unique_lock<std::mutex> lock{mu};
+      order.push_back(seq);
+      if (seq == 1) // hold the first group until every other record is queued
+        cv.wait(lock, [&] { return release_first; });
+    });
+  }
+  {
+    std::lock_guard<std::mutex> guard{mu};
+    release_first = true;
+  }
+  cv.notify_all();
+  REQUIRE(j->flush().ok());
+  CHECK(size_ok);
+  REQUIRE(order.size() == records.size());
+  for (std::size_t i = 0; i < order.size(); ++i)
+    REQUIRE(order[i] == i + 1);
+  // The first record was a group of its own (or with few others); the rest were grouped.
+  CHECK(j->groups_synced() <= 3);
+}
