@@ -605,12 +605,18 @@ consumer_full_actor::behavior_type consumer_impl(self_ptr self) {
   self->set_down_handler([self](caf::down_msg& down) {
     auto& st = self->state;
     if (st.job && down.source == st.job.address()) {
-      if (!st.core.job_finished() && !st.start.dispatcher_address.empty() &&
+      // A job lives until its consumers are done (production ending is not enough): losing it
+      // before this consumer finished means re-joining it, or failing loudly.
+      if (st.core.finished()) {
+        check_finished(self);
+        return;
+      }
+      if (!st.start.dispatcher_address.empty() &&
           down.reason == caf::exit_reason::remote_link_unreachable) {
         start_rejoin(self, caf::to_string(down.reason));
         return;
       }
-      if (!st.core.job_finished())
+      if (!st.core.finished())
         finish(self, Status{ErrorCode::unavailable,
                             "lost job " + std::to_string(st.job_id) +
                               " (the dispatcher is gone or unreachable: " +

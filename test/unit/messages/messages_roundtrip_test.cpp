@@ -50,8 +50,11 @@ struct Fixture {
 } // namespace
 
 TEST_CASE_FIXTURE(Fixture, "element messages round trip") {
-  auto req = round_trip(msg::get_elements{7, 1024, 4u << 20, 500000000});
+  auto req = round_trip(msg::get_elements{7, 1024, 4u << 20, 500000000, {3, 4}, true, 5});
   CHECK(req.consumer == 7);
+  CHECK(req.acks == std::vector<uint64_t>{3, 4});
+  CHECK(req.reconnected);
+  CHECK(req.bulk_channel == 5);
   CHECK(req.max_elements == 1024);
   CHECK(req.max_bytes == (4u << 20));
   CHECK(req.hold_ns == 500000000);
