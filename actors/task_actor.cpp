@@ -34,6 +34,7 @@ struct Held {
   caf::typed_response_promise<msg::element_batch> promise;
   msg::get_elements request;
   caf::actor_clock::time_point deadline;
+  uint64_t first_seq = 0; // the runner's next batch number when the request came
 };
 
 struct task_state {
@@ -175,9 +176,11 @@ void serve_held(self_ptr self) {
     // (the hold is half the consumer's timeout), and elements sent there would be lost.
     // A consumer that owes acknowledgements is answered at once (empty): its next request
     // carries them, so the splits they finish are not held up by this request's hold.
+    // (Only for a batch sent after this request came: a consumer that has nothing to
+    // acknowledge would just ask again at once — a spin.)
     bool owes_ack = self->state.runner && self->state.runner->split_feed() &&
                     self->state.runner->buffered_elements() == 0 &&
-                    self->state.runner->awaits_ack(h.request.consumer);
+                    self->state.runner->awaits_ack(h.request.consumer, h.first_seq);
     if (now >= h.deadline || owes_ack)
       h.promise.deliver(msg::element_batch{}); // nothing yet: the consumer asks again
     else
@@ -310,8 +313,19 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
         // may have been lost since (a failed request, a new connection).
         if (!req.acks.empty())
           st0.runner->ack(req.consumer, req.acks);
-        if (req.reconnected)
+        if (req.reconnected) {
           st0.runner->consumer_reconnected(req.consumer);
+          // Requests it sent before were held over the old connection: a batch answering
+          // them now would be lost on the way, and never acknowledged.
+          for (auto it = st0.held.begin(); it != st0.held.end();) {
+            if (it->request.consumer == req.consumer) {
+              it->promise.deliver(msg::element_batch{});
+              it = st0.held.erase(it);
+            } else {
+              ++it;
+            }
+          }
+        }
         report_splits(self);
       }
       serve_held(self); // answers expired holds first
@@ -336,7 +350,8 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
         st.produce_scheduled = true;
       }
       auto deadline = self->clock().now() + hold;
-      st.held.push_back(Held{promise, std::move(req), deadline});
+      const auto first_seq = st.runner ? st.runner->next_batch_seq() : 0;
+      st.held.push_back(Held{promise, std::move(req), deadline, first_seq});
       return promise;
     },
     [self](msg::drain_atom) {

@@ -367,9 +367,9 @@ void TaskRunner::consumer_reconnected(msg::consumer_id_t consumer) {
   }
 }
 
-bool TaskRunner::awaits_ack(msg::consumer_id_t consumer) const {
+bool TaskRunner::awaits_ack(msg::consumer_id_t consumer, uint64_t from_seq) const {
   auto c = unacked_.find(consumer);
-  return c != unacked_.end() && !c->second.empty();
+  return c != unacked_.end() && c->second.lower_bound(from_seq) != c->second.end();
 }
 
 void TaskRunner::consumer_gone(msg::consumer_id_t consumer) {

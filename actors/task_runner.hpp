@@ -100,8 +100,9 @@ public:
   std::vector<Split> take_lost();
   // Nothing produced is waiting: buffer empty and every batch acknowledged.
   bool all_acknowledged() const;
-  // Whether `consumer` holds batches it did not acknowledge yet.
-  bool awaits_ack(msg::consumer_id_t consumer) const;
+  // Whether `consumer` holds batches numbered `from_seq` or later that it did not acknowledge.
+  bool awaits_ack(msg::consumer_id_t consumer, uint64_t from_seq = 0) const;
+  uint64_t next_batch_seq() const { return next_batch_seq_; }
   // The consumer left the job: what it did not acknowledge is its loss, not the job's.
   void consumer_gone(msg::consumer_id_t consumer);
   bool gone(msg::consumer_id_t consumer) const { return gone_.count(consumer) > 0; }

@@ -68,7 +68,9 @@ inline Status connect_error(const caf::error& err, const std::string& context) {
   Status s = msg::to_status(err, context);
   if (s.message().rfind(context, 0) != 0)
     s = Status{s.code(), context + ": " + s.message()};
-  if (s.code() == ErrorCode::deadline_exceeded || err == caf::sec::disconnect_during_handshake)
+  // (After retries the last attempt's error is in the message: "last: ...disconnect_during_handshake".)
+  if (s.code() == ErrorCode::deadline_exceeded || err == caf::sec::disconnect_during_handshake ||
+      s.message().find("disconnect_during_handshake") != std::string::npos)
     s = Status{s.code(), s.message() +
                            " (the handshake did not complete: the peer is frozen or overloaded, "
                            "or one side uses TLS (--tls-*) and the other does not or trusts "
