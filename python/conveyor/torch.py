@@ -31,6 +31,8 @@ class ConveyorIterableDataset(torch.utils.data.IterableDataset):
 
     With DataLoader(num_workers=N > 1) every loader process becomes one consumer of the same job,
     so the job must be named (job_name=...): then each element reaches one loader process.
+    A named job ends once its consumers read it to the end: a loader process that starts after
+    the others finished the whole epoch starts the name's next repetition (reads it again).
     Without a name every process would read a private job and the trainer would see each element
     N times, so that is refused."""
 

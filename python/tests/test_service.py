@@ -67,8 +67,6 @@ def test_shared_job_two_consumers_split_a_dynamic_epoch(cluster):
     assert sorted(results[0] + results[1]) == list(range(2000))  # each element once, across both
 
 
-@pytest.mark.xfail(reason="repetitions of a named job come with issue 9b (job lifecycle); on main a "
-                          "finished named job reads as empty", strict=False)
 def test_named_job_read_again_starts_next_repetition(cluster):
     d = conveyor.distribute(conveyor.Dataset.range(10), cluster.target, "distributed_epoch", job_name="again")
     assert sorted(ints(d)) == list(range(10))
