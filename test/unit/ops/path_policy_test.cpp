@@ -149,7 +149,7 @@ Status run_budgeted(const Dataset& ds, MemoryBudget& budget, std::vector<Element
 }
 } // namespace
 
-TEST_CASE("memory budget: shuffle, batch and cache charge it; passing it fails with resource_exhausted") {
+TEST_CASE("memory budget: shuffle, batch, padded_batch and cache charge it; passing it fails with resource_exhausted") {
   MemoryBudget small(64 << 10); // 64 KiB: 8192 int64 scalars at most
   Status st = run_budgeted(Dataset::range(100000).shuffle(100000, 1), small);
   CHECK(st.code() == ErrorCode::resource_exhausted);
@@ -159,6 +159,9 @@ TEST_CASE("memory budget: shuffle, batch and cache charge it; passing it fails w
   st = run_budgeted(Dataset::range(100000).batch(50000), small);
   CHECK(st.code() == ErrorCode::resource_exhausted);
   CHECK(st.message().find("`batch`") != std::string::npos);
+  st = run_budgeted(Dataset::range(100000).padded_batch(50000), small);
+  CHECK(st.code() == ErrorCode::resource_exhausted);
+  CHECK(st.message().find("`padded_batch`") != std::string::npos);
   st = run_budgeted(Dataset::range(100000).cache().repeat(2), small);
   CHECK(st.code() == ErrorCode::resource_exhausted);
   CHECK(st.message().find("`cache`") != std::string::npos);
