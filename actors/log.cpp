@@ -63,28 +63,6 @@ spdlog::level::level_enum to_spd(Level l) {
   }
 }
 
-void append_json_string(std::string& out, std::string_view s) {
-  out.push_back('"');
-  for (unsigned char c : s) {
-    switch (c) {
-    case '"': out += "\\\""; break;
-    case '\\': out += "\\\\"; break;
-    case '\n': out += "\\n"; break;
-    case '\r': out += "\\r"; break;
-    case '\t': out += "\\t"; break;
-    default:
-      if (c < 0x20) {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\u%04x", c);
-        out += buf;
-      } else {
-        out.push_back(static_cast<char>(c));
-      }
-    }
-  }
-  out.push_back('"');
-}
-
 // Timestamp, level and pid come from spdlog's pattern; node, component and message from us.
 const char* pattern(Format f) {
   return f == Format::json
@@ -133,6 +111,28 @@ std::string payload(Format f, const std::string& node, std::string_view componen
 }
 
 } // namespace
+
+void append_json_string(std::string& out, std::string_view s) {
+  out.push_back('"');
+  for (unsigned char c : s) {
+    switch (c) {
+    case '"': out += "\\\""; break;
+    case '\\': out += "\\\\"; break;
+    case '\n': out += "\\n"; break;
+    case '\r': out += "\\r"; break;
+    case '\t': out += "\\t"; break;
+    default:
+      if (c < 0x20) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", c);
+        out += buf;
+      } else {
+        out.push_back(static_cast<char>(c));
+      }
+    }
+  }
+  out.push_back('"');
+}
 
 void set_level(Level l) { current().store(l); }
 Level level() { return current().load(std::memory_order_relaxed); }

@@ -65,4 +65,8 @@ inline void debug(std::string_view component, std::string_view message) {
 // "... (N bytes)" when cut.
 std::string abbreviate(std::string_view text, std::size_t max = 200);
 
+// `s` as a JSON string literal (quotes and escapes added), appended to `out`: the json log
+// format and `conveyor status --json` both write strings this way.
+void append_json_string(std::string& out, std::string_view s);
+
 } // namespace conveyor::log

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <string>
 
+#include "actors/log.hpp"
 #include "actors/status_client.hpp"
 #include "apps/cli_common.hpp"
 #include "apps/subcommand.hpp"
@@ -19,24 +20,9 @@ constexpr CommandInfo kInfo{
     "the consumers' time spent waiting, by cause)."};
 
 std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-    case '"': out += "\\\""; break;
-    case '\\': out += "\\\\"; break;
-    case '\n': out += "\\n"; break;
-    case '\t': out += "\\t"; break;
-    default:
-      if (c < 0x20) {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\u%04x", c);
-        out += buf;
-      } else {
-        out.push_back(static_cast<char>(c));
-      }
-    }
-  }
-  return out + "\"";
+  std::string out;
+  log::append_json_string(out, s);
+  return out;
 }
 
 std::string num(double v) {

@@ -1,5 +1,6 @@
 // batch(batch_size, drop_remainder): stacks consecutive elements along a new first dimension; the
 // last, smaller batch is kept unless drop_remainder. unbatch(): the inverse, one element per row.
+#include "pipeline/kernels/grouping.hpp"
 #include "pipeline/kernels/kernel.hpp"
 
 namespace conveyor::kernels {
@@ -41,56 +42,6 @@ Expected<Element> stack_elements(const std::vector<Element>& elements) {
   }
   return Element{std::move(stacked)};
 }
-
-class BatchIterator : public Iterator {
-public:
-  BatchIterator(IteratorPtr input, int64_t batch_size, bool drop_remainder, MemoryBudget* budget)
-      : input_(std::move(input)), batch_size_(batch_size), drop_remainder_(drop_remainder),
-        charge_(budget, "batch") {}
-
-  Status get_next(Element& out, bool& end_of_sequence) override {
-    end_of_sequence = false;
-    while (!input_done_ && static_cast<int64_t>(pending_.size()) < batch_size_) {
-      Element element;
-      bool end = false;
-      CONVEYOR_RETURN_IF_ERROR(input_->get_next(element, end)); // pending_ waits for the retry
-      if (end) {
-        input_done_ = true;
-      } else {
-        CONVEYOR_RETURN_IF_ERROR(charge_.add(static_cast<int64_t>(element.byte_size())));
-        pending_.push_back(std::move(element));
-      }
-    }
-    if (pending_.empty() || (drop_remainder_ && static_cast<int64_t>(pending_.size()) < batch_size_)) {
-      pending_.clear();
-      charge_.reset();
-      end_of_sequence = true;
-      return Status::OK();
-    }
-    std::vector<Element> elements;
-    elements.swap(pending_);
-    // Stacking holds the parts and the batch at once: the batch counts too while it is built.
-    Status room = charge_.add(charge_.held());
-    if (!room.ok()) {
-      pending_.swap(elements); // kept: the error is final for the job anyway
-      return room;
-    }
-    auto batch = stack_elements(elements);
-    charge_.reset();
-    if (!batch.ok())
-      return batch.status();
-    out = std::move(*batch);
-    return Status::OK();
-  }
-
-private:
-  IteratorPtr input_;
-  int64_t batch_size_;
-  bool drop_remainder_;
-  std::vector<Element> pending_;
-  bool input_done_ = false;
-  MemoryCharge charge_; // pending_ (and a batch being stacked), against the job's budget
-};
 
 class UnbatchIterator : public Iterator {
 public:
@@ -150,8 +101,9 @@ MakeResult make_batch(const NodePtr& node, const KernelContext& kctx) {
   auto input = make_input(node, kctx);
   if (!input.ok())
     return input.status();
-  return IteratorPtr(std::make_unique<BatchIterator>(std::move(*input), batch_size,
-                                                     node->bool_attr("drop_remainder"), kctx.memory()));
+  return IteratorPtr(std::make_unique<GroupingIterator>(std::move(*input), batch_size,
+                                                        node->bool_attr("drop_remainder"), kctx.memory(),
+                                                        "batch", stack_elements));
 }
 
 MakeResult make_unbatch(const NodePtr& node, const KernelContext& kctx) {

@@ -9,6 +9,7 @@
 // Every element of a batch has the same dtypes and, per component, the same rank.
 #include <cstring>
 
+#include "pipeline/kernels/grouping.hpp"
 #include "pipeline/kernels/kernel.hpp"
 #include "pipeline/padding.hpp"
 
@@ -138,45 +139,6 @@ Expected<Element> pad_and_stack(const std::vector<Element>& elements, const Padd
   return Element{std::move(out)};
 }
 
-class PaddedBatchIterator : public Iterator {
-public:
-  PaddedBatchIterator(IteratorPtr input, int64_t batch_size, PaddingConfig config, bool drop_remainder)
-      : input_(std::move(input)), batch_size_(batch_size), config_(std::move(config)), drop_remainder_(drop_remainder) {}
-
-  Status get_next(Element& out, bool& end_of_sequence) override {
-    end_of_sequence = false;
-    while (!input_done_ && static_cast<int64_t>(pending_.size()) < batch_size_) {
-      Element element;
-      bool end = false;
-      CONVEYOR_RETURN_IF_ERROR(input_->get_next(element, end)); // pending_ waits for the retry
-      if (end)
-        input_done_ = true;
-      else
-        pending_.push_back(std::move(element));
-    }
-    if (pending_.empty() || (drop_remainder_ && static_cast<int64_t>(pending_.size()) < batch_size_)) {
-      pending_.clear();
-      end_of_sequence = true;
-      return Status::OK();
-    }
-    std::vector<Element> elements;
-    elements.swap(pending_);
-    auto batch = pad_and_stack(elements, config_);
-    if (!batch.ok())
-      return batch.status();
-    out = std::move(*batch);
-    return Status::OK();
-  }
-
-private:
-  IteratorPtr input_;
-  int64_t batch_size_;
-  PaddingConfig config_;
-  bool drop_remainder_;
-  std::vector<Element> pending_;
-  bool input_done_ = false;
-};
-
 } // namespace
 
 MakeResult make_padded_batch(const NodePtr& node, const KernelContext& kctx) {
@@ -189,8 +151,12 @@ MakeResult make_padded_batch(const NodePtr& node, const KernelContext& kctx) {
   auto input = make_input(node, kctx);
   if (!input.ok())
     return input.status();
-  return IteratorPtr(std::make_unique<PaddedBatchIterator>(std::move(*input), batch_size, std::move(*config),
-                                                           node->bool_attr("drop_remainder")));
+  auto combine = [config = std::move(*config)](const std::vector<Element>& elements) {
+    return pad_and_stack(elements, config);
+  };
+  return IteratorPtr(std::make_unique<GroupingIterator>(std::move(*input), batch_size,
+                                                        node->bool_attr("drop_remainder"), kctx.memory(),
+                                                        "padded_batch", std::move(combine)));
 }
 
 } // namespace conveyor::kernels

@@ -3,11 +3,15 @@
 // fills up to buffer_size more). Results (elements, errors, end) come out in input order. When the
 // input says `unavailable`, the thread queues that status and pauses until the consumer has
 // received it and asks again, so the retry happens on the consumer's schedule, not in a busy loop.
+// Buffered elements count against the job's memory budget from when the thread produced them
+// until the consumer takes them; an element past the budget is queued as that error instead.
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <thread>
 
 #include "pipeline/kernels/kernel.hpp"
+#include "pipeline/memory_budget.hpp"
 
 namespace conveyor::kernels {
 
@@ -19,7 +23,8 @@ constexpr int kSpinsBeforeSleep = 32;
 
 class PrefetchIterator : public Iterator {
 public:
-  PrefetchIterator(IteratorPtr input, int64_t capacity) : input_(std::move(input)), capacity_(capacity) {}
+  PrefetchIterator(IteratorPtr input, int64_t capacity, MemoryBudget* budget)
+      : input_(std::move(input)), capacity_(capacity), budget_(budget) {}
 
   ~PrefetchIterator() override {
     {
@@ -29,6 +34,8 @@ public:
     space_.notify_one();
     if (thread_.joinable())
       thread_.join(); // waits for the input call in progress, if any
+    if (budget_ != nullptr) // what is still buffered goes back to the job's budget
+      budget_->release(charged_.load(std::memory_order_relaxed));
   }
 
   Status get_next(Element& out, bool& end_of_sequence) override {
@@ -41,6 +48,10 @@ public:
     }
     Entry entry = std::move(ready_.front());
     ready_.pop_front();
+    if (entry.bytes > 0) {
+      budget_->release(entry.bytes);
+      charged_.fetch_sub(entry.bytes, std::memory_order_relaxed);
+    }
     if (!entry.status.ok())
       return entry.status;
     out = std::move(entry.element);
@@ -52,6 +63,7 @@ private:
     Status status;
     Element element;
     bool end = false;
+    int64_t bytes = 0; // charged to the budget while buffered
   };
 
   // Waits for entries and moves all of them to ready_ at once (one lock and at most one wake-up
@@ -96,6 +108,16 @@ private:
       bool end = false;
       entry.status = input_->get_next(entry.element, end); // only this thread touches input_
       entry.end = entry.status.ok() && end;
+      if (budget_ != nullptr && entry.status.ok() && !end) {
+        const auto bytes = static_cast<int64_t>(entry.element.byte_size());
+        entry.status = budget_->charge(bytes, "prefetch");
+        if (entry.status.ok()) {
+          entry.bytes = bytes;
+          charged_.fetch_add(bytes, std::memory_order_relaxed);
+        } else {
+          entry.element = Element{};
+        }
+      }
       std::lock_guard<std::mutex> lock(mu_);
       paused_ = entry.status.code() == ErrorCode::unavailable;
       buffer_.push_back(std::move(entry));
@@ -108,6 +130,8 @@ private:
 
   IteratorPtr input_;
   int64_t capacity_;
+  MemoryBudget* budget_;                // null = no budget
+  std::atomic<int64_t> charged_{0};     // what buffered entries hold of it
   std::mutex mu_;
   std::condition_variable filled_; // the consumer waits for an entry
   std::condition_variable space_;  // the producer waits for room (or a retry after `unavailable`)
@@ -134,7 +158,7 @@ MakeResult make_prefetch(const NodePtr& node, const KernelContext& kctx) {
     return input.status();
   if (buffer_size == 0) // no buffer: nothing to prefetch
     return input;
-  return IteratorPtr(std::make_unique<PrefetchIterator>(std::move(*input), buffer_size));
+  return IteratorPtr(std::make_unique<PrefetchIterator>(std::move(*input), buffer_size, kctx.memory()));
 }
 
 } // namespace conveyor::kernels

@@ -149,7 +149,7 @@ Status run_budgeted(const Dataset& ds, MemoryBudget& budget, std::vector<Element
 }
 } // namespace
 
-TEST_CASE("memory budget: shuffle, batch and cache charge it; passing it fails with resource_exhausted") {
+TEST_CASE("memory budget: shuffle, batch, padded_batch, prefetch and cache charge it; passing it fails with resource_exhausted") {
   MemoryBudget small(64 << 10); // 64 KiB: 8192 int64 scalars at most
   Status st = run_budgeted(Dataset::range(100000).shuffle(100000, 1), small);
   CHECK(st.code() == ErrorCode::resource_exhausted);
@@ -159,15 +159,26 @@ TEST_CASE("memory budget: shuffle, batch and cache charge it; passing it fails w
   st = run_budgeted(Dataset::range(100000).batch(50000), small);
   CHECK(st.code() == ErrorCode::resource_exhausted);
   CHECK(st.message().find("`batch`") != std::string::npos);
+  st = run_budgeted(Dataset::range(100000).padded_batch(50000), small);
+  CHECK(st.code() == ErrorCode::resource_exhausted);
+  CHECK(st.message().find("`padded_batch`") != std::string::npos);
   st = run_budgeted(Dataset::range(100000).cache().repeat(2), small);
   CHECK(st.code() == ErrorCode::resource_exhausted);
   CHECK(st.message().find("`cache`") != std::string::npos);
   CHECK(small.used() == 0);
 
+  MemoryBudget tiny(4); // less than one int64 scalar: the first prefetched element passes it
+  st = run_budgeted(Dataset::range(10).prefetch(4), tiny);
+  CHECK(st.code() == ErrorCode::resource_exhausted);
+  CHECK(st.message().find("`prefetch`") != std::string::npos);
+  CHECK(tiny.used() == 0);
+
   MemoryBudget enough(8 << 20);
   std::vector<Element> out;
   CHECK(run_budgeted(Dataset::range(1000).shuffle(1000, 1).batch(10).cache().repeat(2), enough, &out).ok());
   CHECK(out.size() == 200);
+  CHECK(run_budgeted(Dataset::range(1000).prefetch(16).batch(10).prefetch(2), enough, &out).ok());
+  CHECK(out.size() == 100);
   CHECK(enough.peak() > 0);
   CHECK(enough.used() == 0);
 }

@@ -1,0 +1,144 @@
+#include "apps/child_nodes.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "apps/cli_common.hpp"
+
+namespace conveyor::apps {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+std::string self_executable() {
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0)
+    return "conveyor";
+  return std::string(buf, static_cast<std::size_t>(n));
+}
+
+Expected<ChildNode> start_child(const std::string& exe, std::string role, const std::vector<std::string>& args,
+                                const std::string& log_dir) {
+  ChildNode node;
+  node.role = std::move(role);
+  node.log_path = log_dir + "/" + node.role + ".log";
+  std::vector<std::string> argv{exe};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> cargv;
+  for (auto& a : argv)
+    cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  const int log_fd = ::open(node.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (log_fd < 0)
+    return io_error("cannot create " + node.log_path);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(log_fd);
+    return io_error("fork failed for " + node.role);
+  }
+  if (pid == 0) {
+    // Child: only async-signal-safe calls until exec. If the parent dies without cleaning up
+    // (SIGKILL), the kernel sends us SIGTERM so no node outlives the demo.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent)
+      ::_exit(1);
+    const int null_fd = ::open("/dev/null", O_RDONLY);
+    if (null_fd >= 0)
+      ::dup2(null_fd, 0);
+    ::dup2(log_fd, 1);
+    ::dup2(log_fd, 2);
+    ::execv(cargv[0], cargv.data());
+    ::_exit(127);
+  }
+  ::close(log_fd);
+  node.pid = pid;
+  return node;
+}
+
+// Reaps the child if it has exited; true then.
+bool check_exited(ChildNode& node) {
+  if (node.reaped)
+    return true;
+  int status = 0;
+  if (::waitpid(node.pid, &status, WNOHANG) == node.pid) {
+    node.reaped = true;
+    node.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  return node.reaped;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Waits until the node's log holds `marker` (the log file is polled: the children write it,
+// nothing here can be woken by them), and takes its address from the `listening on` line.
+Status wait_ready(ChildNode& node, const std::string& marker, milliseconds timeout) {
+  static const std::string kListening = "listening on ";
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    const std::string log = read_file(node.log_path);
+    const auto listening = log.find(kListening);
+    if (log.find(marker) != std::string::npos && listening != std::string::npos) {
+      const auto at = listening + kListening.size();
+      node.address = log.substr(at, log.find_first_of(" \t\r\n", at) - at);
+      return Status::OK();
+    }
+    if (check_exited(node))
+      return failed_precondition(node.role + " exited with status " + std::to_string(node.exit_status) +
+                                 " before it was ready:\n" + log);
+    if (stop_requested())
+      return Status(ErrorCode::cancelled, "interrupted while waiting for " + node.role);
+    if (Clock::now() > deadline)
+      return Status(ErrorCode::deadline_exceeded,
+                    node.role + " was not ready within " + std::to_string(timeout.count()) + " ms (log: " +
+                        node.log_path + ")");
+    std::this_thread::sleep_for(milliseconds{10});
+  }
+}
+
+// SIGTERM to every node still running (workers first, the dispatcher last), then SIGKILL to
+// those that have not exited within `grace`; every node is reaped.
+void stop_children(std::vector<ChildNode>& nodes, milliseconds grace) {
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it)
+    if (!check_exited(*it))
+      ::kill(it->pid, SIGTERM);
+  const auto deadline = Clock::now() + grace;
+  for (;;) {
+    bool all = true;
+    for (auto& n : nodes)
+      all = check_exited(n) && all;
+    if (all)
+      return;
+    if (Clock::now() > deadline)
+      break;
+    std::this_thread::sleep_for(milliseconds{10});
+  }
+  for (auto& n : nodes) {
+    if (!check_exited(n)) {
+      std::fprintf(stderr, "conveyor: %s did not stop within %lld ms, killing it\n", n.role.c_str(),
+                   static_cast<long long>(grace.count()));
+      ::kill(n.pid, SIGKILL);
+      int status = 0;
+      ::waitpid(n.pid, &status, 0);
+      n.reaped = true;
+      n.exit_status = 128 + SIGKILL;
+    }
+  }
+}
+
+} // namespace conveyor::apps

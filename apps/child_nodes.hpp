@@ -1,0 +1,48 @@
+// Child `conveyor` processes (a dispatcher, workers) started by `conveyor run` and by the
+// benchmarks that measure a node as its own process: each writes its log to a file (a pipe
+// nobody drains could block it), readiness is its `listening on HOST:PORT` line, and every
+// child is stopped and reaped.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "conveyor/status.hpp"
+
+namespace conveyor::apps {
+
+struct ChildNode {
+  std::string role; // "dispatcher", "worker-1", ...
+  pid_t pid = -1;
+  std::string log_path;
+  std::string address; // from its `listening on HOST:PORT` line
+  bool reaped = false;
+  int exit_status = 0;
+};
+
+// This binary (/proc/self/exe), for starting its own subcommands.
+std::string self_executable();
+
+// Starts `exe args...` with stdout and stderr in LOG_DIR/ROLE.log; the child gets SIGTERM if
+// this process dies.
+Expected<ChildNode> start_child(const std::string& exe, std::string role,
+                                const std::vector<std::string>& args, const std::string& log_dir);
+
+// Reaps the child if it has exited; true then.
+bool check_exited(ChildNode& node);
+
+std::string read_file(const std::string& path);
+
+// Waits until the node's log holds `marker` and takes its address from the `listening on`
+// line. failed_precondition when it exited first, deadline_exceeded after `timeout`,
+// cancelled on SIGINT/SIGTERM.
+Status wait_ready(ChildNode& node, const std::string& marker, std::chrono::milliseconds timeout);
+
+// SIGTERM to every node still running (the last first), then SIGKILL to those that have not
+// exited within `grace`; every node is reaped.
+void stop_children(std::vector<ChildNode>& nodes, std::chrono::milliseconds grace);
+
+} // namespace conveyor::apps

@@ -1,0 +1,35 @@
+// The part batch and padded_batch share: collect up to batch_size input elements (charged to
+// the job's memory budget while they wait), keep or drop the short last group, and hand the group
+// to a combine function (stacking, or padding then stacking).
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "pipeline/kernels/kernel.hpp"
+#include "pipeline/memory_budget.hpp"
+
+namespace conveyor::kernels {
+
+class GroupingIterator : public Iterator {
+public:
+  using Combine = std::function<Expected<Element>(const std::vector<Element>&)>;
+
+  GroupingIterator(IteratorPtr input, int64_t batch_size, bool drop_remainder, MemoryBudget* budget,
+                   std::string op, Combine combine)
+      : input_(std::move(input)), batch_size_(batch_size), drop_remainder_(drop_remainder),
+        charge_(budget, std::move(op)), combine_(std::move(combine)) {}
+
+  Status get_next(Element& out, bool& end_of_sequence) override;
+
+private:
+  IteratorPtr input_;
+  int64_t batch_size_;
+  bool drop_remainder_;
+  std::vector<Element> pending_;
+  bool input_done_ = false;
+  MemoryCharge charge_; // pending_ (and a batch being combined), against the job's budget
+  Combine combine_;
+};
+
+} // namespace conveyor::kernels
