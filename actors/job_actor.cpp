@@ -158,6 +158,12 @@ void release(self_ptr self, const std::string& why) {
   for (auto& h : st.held_splits)
     h.promise.deliver(msg::splits_reply{{}, true, true});
   st.held_splits.clear();
+  // A monitor stays attached to the monitored actor after the monitoring one is gone (CAF):
+  // on a long-lived peer (the client's actor that created the job) that grows per job.
+  if (st.start.creator)
+    self->demonitor(st.start.creator);
+  for (const auto& [addr, id] : st.consumer_addrs)
+    self->demonitor(addr);
   self->quit();
 }
 

@@ -77,6 +77,11 @@ bool JobCore::task_lost(msg::task_id_t id, const std::string& reason) {
     requeue(std::move(split));
   }
   (void)reason;
+  // A task that failed, then was lost: its consumers may not have read its error from it yet;
+  // the job's list carries it, so the failure reaches them (never a plain "lost task").
+  if (t->second.done && !t->second.error.empty() && error_.empty())
+    error_ = "task " + std::to_string(id) + " on worker " + t->second.worker_address +
+             " failed: " + t->second.error;
   tasks_.erase(t);
   check_stranded();
   ++version_;
