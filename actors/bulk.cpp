@@ -206,9 +206,11 @@ caf::behavior bulk_client(caf::io::broker* self, caf::actor consumer) {
                                receive_policy::exactly(static_cast<std::size_t>(conn.header.length)));
           // CAF swaps msg.buf back in as the connection's read buffer and resizes it to the
           // payload's length: a pooled buffer with that capacity is resized in place (no fresh
-          // pages), and becomes the elements' storage below.
+          // pages; nothing zero-filled when it was at least that long already), and becomes the
+          // elements' storage below.
           {
-            auto payload = BufferPool::global().acquire(static_cast<std::size_t>(conn.header.length));
+            auto payload =
+              BufferPool::global().acquire(static_cast<std::size_t>(conn.header.length), true);
             msg.buf.swap(payload);
           }
           return;

@@ -84,6 +84,7 @@ TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
       one.push_back(std::move(e));
       item.frame = BufferPool::global().acquire(bulk::kFrameHeaderBytes +
                                                 encoded_batch_header_size() + item.encoded);
+      item.frame.clear();
       encode_batch_into(one, compression_, item.frame, bulk::kFrameHeaderBytes);
       item.bytes = item.frame.size();
     } else {

@@ -35,6 +35,7 @@
 #include "apps/cli_common.hpp"
 #include "conveyor/client.hpp"
 #include "conveyor/server.hpp"
+#include "pipeline/buffer_pool.hpp"
 #include "pipeline/text_form.hpp"
 
 namespace conveyor::apps {
@@ -357,6 +358,7 @@ int run_bench_service(const std::vector<std::string>& args) {
 
   // What the plain run measures besides throughput (the TLS run only adds its MB/s).
   CopyCounts copies_before, copies_after;
+  BufferPool::Stats pool_before, pool_after;
   int64_t rss_kb = 0, hwm_kb = 0;
   std::vector<double> first[2], total[2];
   Status latency_error;
@@ -441,6 +443,7 @@ int run_bench_service(const std::vector<std::string>& args) {
   const Throughput before = totals();
   if (plain_run) {
     copies_before = copy_counts();
+    pool_before = BufferPool::global().stats();
     copy_counter_enable(true);
   }
   const auto t0 = Clock::now();
@@ -449,6 +452,7 @@ int run_bench_service(const std::vector<std::string>& args) {
   if (plain_run) {
     copy_counter_enable(false);
     copies_after = copy_counts();
+    pool_after = BufferPool::global().stats();
     rss_kb = proc_status_kb("VmRSS");
     hwm_kb = proc_status_kb("VmHWM");
   }
@@ -526,6 +530,14 @@ int run_bench_service(const std::vector<std::string>& args) {
                 fills / (n * static_cast<double>(f.element_size)));
   } else {
     std::printf("  copies  : not counted (sanitizer build)\n");
+  }
+  {
+    const double n = static_cast<double>(service.elements);
+    const auto hits = pool_after.hits - pool_before.hits, misses = pool_after.misses - pool_before.misses;
+    std::printf("  buffers : %.2f fresh large buffers per element (%lld recycled, %lld new: frame buffers from the"
+                " bulk path's pool, pipeline/buffer_pool.hpp)\n",
+                n > 0 ? static_cast<double>(misses) / n : 0.0, static_cast<long long>(hits),
+                static_cast<long long>(misses));
   }
   const int64_t credits = opts.max_outstanding_requests.value_or(65536);
   const double bound_mib =

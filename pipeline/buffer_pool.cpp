@@ -10,14 +10,20 @@ BufferPool& BufferPool::global() {
   return *pool;
 }
 
-std::vector<char> BufferPool::acquire(std::size_t n) {
+std::vector<char> BufferPool::acquire(std::size_t n, bool filled) {
   std::vector<char> out;
   if (n >= kMinPooledBytes) {
     std::lock_guard lock(mu_);
     auto best = free_.end();
+    // Ranks a fitting buffer: filled callers first want size >= n, then the smallest capacity.
+    auto better = [&](const std::vector<char>& a, const std::vector<char>& b) {
+      if (filled && (a.size() >= n) != (b.size() >= n))
+        return a.size() >= n;
+      return a.capacity() < b.capacity();
+    };
     for (auto it = free_.begin(); it != free_.end(); ++it) {
       const std::size_t cap = it->capacity();
-      if (cap >= n && cap / 2 <= n && (best == free_.end() || cap < best->capacity()))
+      if (cap >= n && cap / 2 <= n && (best == free_.end() || better(*it, *best)))
         best = it;
     }
     if (best != free_.end()) {
@@ -39,7 +45,6 @@ void BufferPool::release(std::vector<char>&& buf) {
     std::vector<char>{}.swap(buf);
     return;
   }
-  buf.clear();
   std::vector<std::vector<char>> evicted; // freed outside the lock
   {
     std::lock_guard lock(mu_);

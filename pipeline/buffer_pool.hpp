@@ -38,10 +38,14 @@ public:
   // The process's pool (never destroyed, so storage released during static destruction is safe).
   static BufferPool& global();
 
-  // An empty buffer whose capacity is at least `n`: a pooled one whose capacity is in [n, 2n]
-  // (the smallest such), or a new one.
-  std::vector<char> acquire(std::size_t n);
-  // Keeps `buf` (cleared) for a later acquire, or frees it when it is small or does not fit.
+  // A buffer whose capacity is at least `n`: a pooled one whose capacity is in [n, 2n] (the
+  // smallest such), or a new (empty) one. A pooled buffer keeps its size and old bytes: a caller
+  // that will overwrite n bytes anyway asks `filled` and gets, where the pool has one, a buffer
+  // already at least n long, so that growing it to n zero-fills nothing (CAF's read buffer
+  // resize); others clear() it (free for chars).
+  std::vector<char> acquire(std::size_t n, bool filled = false);
+  // Keeps `buf` (size and bytes as they are) for a later acquire, or frees it when it is small
+  // or does not fit.
   void release(std::vector<char>&& buf);
 
   struct Stats {

@@ -15,11 +15,27 @@ TEST_CASE("a released buffer is handed out again for a request it fits") {
   pool.release(std::move(a));
   CHECK(pool.stats().retained_buffers == 1);
   auto b = pool.acquire((1 << 20) - 5);
-  CHECK(b.data() == where); // the same memory, cleared
-  CHECK(b.empty());
+  CHECK(b.data() == where); // the same memory, its size and bytes as released
+  CHECK(b.size() == 100);
   CHECK(pool.stats().hits == 1);
   CHECK(pool.stats().misses == 1);
   CHECK(pool.stats().retained_bytes == 0);
+}
+
+TEST_CASE("a caller that overwrites n bytes gets a buffer already n long when the pool has one") {
+  BufferPool pool(64 << 20);
+  auto empty = pool.acquire(1 << 20);
+  auto full = pool.acquire(1 << 20);
+  full.resize(1 << 20, 'x');
+  const char* full_at = full.data();
+  pool.release(std::move(full));
+  pool.release(std::move(empty));
+  auto got = pool.acquire((1 << 20) - 10, true);
+  CHECK(got.data() == full_at);
+  CHECK(got.size() == (1u << 20));
+  auto other = pool.acquire(1 << 20, true); // only the empty one is left: still recycled
+  CHECK(other.size() == 0);
+  CHECK(pool.stats().hits == 2);
 }
 
 TEST_CASE("a buffer more than twice the request, or too small, is not handed out") {
