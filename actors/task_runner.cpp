@@ -102,7 +102,9 @@ TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
     ++elements;
     ++produced_;
     buffer_.push_back(std::move(item));
-    if (stop_early && stop_early())
+    // The clock is asked every 16 small elements (it cost ~4% of an 8-byte element's time when
+    // asked for each), and after every large one.
+    if (stop_early && ((elements & 15) == 0 || size >= (64 << 10)) && stop_early())
       break;
   }
   return Step::progress;
@@ -206,6 +208,7 @@ std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
   // element larger than that is the exception, and travels in chunks).
   const uint64_t limit = std::min<uint64_t>(max_bytes, limits_.chunk_bytes);
   std::vector<Element> batch;
+  batch.reserve(std::min<std::size_t>(max_elements, buffer_.size()));
   uint64_t bytes = encoded_batch_header_size();
   while (!buffer_.empty() && buffer_.front().frame.empty() && batch.size() < max_elements) {
     auto& item = buffer_.front();
