@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "actors/bulk_frame.hpp"
+#include "pipeline/buffer_pool.hpp"
 #include "pipeline/functions.hpp"
 
 namespace conveyor::actors {
@@ -77,9 +78,13 @@ TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
     Item item;
     item.encoded = encoded_batch_entry_size(e);
     if (item.encoded >= limits_.bulk_min_bytes) {
-      // Encoded once, here, into the buffer the bulk path sends as is.
+      // Encoded once, here, into the buffer the bulk path sends as is: a recycled one (the bulk
+      // server returns each frame to the pool once written), so no fresh pages to fault in.
       std::vector<Element> one;
       one.push_back(std::move(e));
+      item.frame = BufferPool::global().acquire(bulk::kFrameHeaderBytes +
+                                                encoded_batch_header_size() + item.encoded);
+      item.frame.clear();
       encode_batch_into(one, compression_, item.frame, bulk::kFrameHeaderBytes);
       item.bytes = item.frame.size();
     } else {
@@ -194,12 +199,14 @@ std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
     buffer_charge_->remove(static_cast<int64_t>(item.bytes));
     std::string payload(item.frame.data() + bulk::kFrameHeaderBytes,
                         item.frame.size() - bulk::kFrameHeaderBytes);
+    BufferPool::global().release(std::move(item.frame));
     return start_batch(consumer, std::move(payload), 1);
   }
   // Packed by encoded size: the batch buffer stays within max_bytes and one chunk (a lone
   // element larger than that is the exception, and travels in chunks).
   const uint64_t limit = std::min<uint64_t>(max_bytes, limits_.chunk_bytes);
   std::vector<Element> batch;
+  batch.reserve(std::min<std::size_t>(max_elements, buffer_.size()));
   uint64_t bytes = encoded_batch_header_size();
   while (!buffer_.empty() && buffer_.front().frame.empty() && batch.size() < max_elements) {
     auto& item = buffer_.front();
