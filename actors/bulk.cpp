@@ -12,6 +12,7 @@
 #include "actors/bulk_frame.hpp"
 #include "actors/log.hpp"
 #include "messages/all.hpp"
+#include "pipeline/buffer_pool.hpp"
 
 namespace conveyor::actors {
 
@@ -38,7 +39,9 @@ struct ServerState {
 };
 
 // Hands queued frames to CAF by swapping them into the (empty) write buffer: no copy. CAF takes
-// one into its write buffer at flush and one more into the offline buffer behind it.
+// one into its write buffer at flush and one more into the offline buffer behind it. What the
+// swap gives back is a frame CAF finished writing (cleared, capacity kept): it goes back to the
+// buffer pool for the task's next frame.
 void pump(caf::io::broker* self, ServerState& st, connection_handle hdl) {
   auto c = st.conns.find(hdl);
   if (c == st.conns.end())
@@ -49,6 +52,7 @@ void pump(caf::io::broker* self, ServerState& st, connection_handle hdl) {
     if (!wb.empty())
       break;
     wb.swap(q.front());
+    BufferPool::global().release(std::move(q.front()));
     q.pop_front();
     self->flush(hdl);
   }
@@ -200,6 +204,15 @@ caf::behavior bulk_client(caf::io::broker* self, caf::actor consumer) {
           conn.phase = ClientConn::Phase::payload;
           self->configure_read(msg.handle,
                                receive_policy::exactly(static_cast<std::size_t>(conn.header.length)));
+          // CAF swaps msg.buf back in as the connection's read buffer and resizes it to the
+          // payload's length: a pooled buffer with that capacity is resized in place (no fresh
+          // pages; nothing zero-filled when it was at least that long already), and becomes the
+          // elements' storage below.
+          {
+            auto payload =
+              BufferPool::global().acquire(static_cast<std::size_t>(conn.header.length), true);
+            msg.buf.swap(payload);
+          }
           return;
         case ClientConn::Phase::payload: {
           const auto& h = conn.header;

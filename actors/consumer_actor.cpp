@@ -12,6 +12,7 @@
 #include "actors/log.hpp"
 #include "actors/wait_stats.hpp"
 #include "messages/all.hpp"
+#include "pipeline/buffer_pool.hpp"
 
 namespace conveyor::actors {
 
@@ -661,9 +662,12 @@ consumer_full_actor::behavior_type consumer_impl(self_ptr self) {
       auto& st = self->state;
       if (st.done || !st.channel_worker.count(channel))
         return;
-      // The received buffer becomes the storage of the element(s) it holds: no copy.
-      auto buf = std::make_shared<std::vector<char>>(std::move(bytes));
-      std::string_view view{buf->data(), buf->size()};
+      // The received buffer becomes the storage of the element(s) it holds: no copy. It goes
+      // back to the buffer pool (pipeline/buffer_pool.hpp) when the last tensor viewing it is gone.
+      const std::size_t size = bytes.size();
+      const char* data = nullptr;
+      StorageOwner buf = pooled_storage(std::move(bytes), &data);
+      std::string_view view{data, size};
       std::vector<Element> elements;
       Status s = st.core.on_frame(task, batch_seq, index, count, std::move(buf), view, elements);
       if (!s.ok()) {

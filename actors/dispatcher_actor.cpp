@@ -512,7 +512,7 @@ caf::expected<msg::worker_registered> register_worker(self_ptr self,
     auto why = "worker " + req.address +
                " is not in the dispatcher's fixed worker list (--worker-addresses: " + list + ")";
     log::warning(kLog, "refused " + why);
-    return msg::make_error(ErrorCode::failed_precondition, why);
+    return msg::make_error(ErrorCode::permission_denied, why); // final: the worker does not retry
   }
   if (const auto* old = st.state.worker_by_address(req.address)) {
     auto w = st.workers.find(old->id);

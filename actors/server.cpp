@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <future>
 #include <mutex>
+#include <thread>
 
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
@@ -83,6 +84,9 @@ public:
   using NodeContext::NodeContext;
   actors::worker_full_actor worker;
   std::string advertised;
+  // Detached actors of the node before any task (CAF's own): stop() waits for the count to
+  // come back down (see there).
+  std::size_t detached_baseline = 0;
 };
 
 } // namespace detail
@@ -355,6 +359,7 @@ Status WorkerServer::start() {
   }
 
   auto ctx = std::make_shared<detail::WorkerContext>(config_.network);
+  ctx->detached_baseline = ctx->sys.detached_actors();
   auto registered = std::make_shared<std::promise<Status>>();
   auto outcome = registered->get_future();
   actors::WorkerStart start;
@@ -451,6 +456,15 @@ void WorkerServer::stop() {
   ctx_->guard.reset();
   ctx_->transport->unpublish(caf::actor_cast<caf::actor>(ctx_->worker), ctx_->caf_port);
   caf::anon_send_exit(ctx_->worker, caf::exit_reason::user_shutdown);
+  // Tasks are detached actors (each on its own thread) that end with the worker. Their last
+  // messages must leave through the middleman while it still runs: a message stuck in a stopped
+  // middleman keeps its sender alive, and the actor system's destructor then waits forever for
+  // that task's thread. A task blocked inside a user function is waited for only this long
+  // here (the actor system's destructor waits for it anyway).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (ctx_->sys.detached_actors() > ctx_->detached_baseline &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   log::info("worker", "stopped");
   ctx_->mark_stopped();
 }

@@ -405,8 +405,23 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
       st.produce_scheduled = false;
       if (!st.runner)
         return;
-      auto deadline = self->clock().now() + st.start.step_time;
-      auto step = st.runner->produce([&] { return self->clock().now() >= deadline; });
+      const auto start = self->clock().now();
+      const auto deadline = start + st.start.step_time;
+      // Asking the clock after every element cost ~4% of an 8-byte element's time: while 16 more
+      // elements at the step's rate so far surely fit before the deadline, the next 15 skip it.
+      int64_t elements = 0, skip = 0;
+      auto step = st.runner->produce([&] {
+        ++elements;
+        if (skip > 0) {
+          --skip;
+          return false;
+        }
+        const auto now = self->clock().now();
+        if (now >= deadline)
+          return true;
+        skip = (now - start) / elements * 16 < deadline - now ? 15 : 0;
+        return false;
+      });
       if (step == TaskRunner::Step::waiting_for_split)
         st.waiting_for_split = true;
       after_step(self);

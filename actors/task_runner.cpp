@@ -8,6 +8,7 @@
 
 #include "actors/job_core.hpp"
 #include "actors/bulk_frame.hpp"
+#include "pipeline/buffer_pool.hpp"
 #include "pipeline/functions.hpp"
 
 namespace conveyor::actors {
@@ -108,9 +109,13 @@ TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
     }
     item.encoded = encoded_batch_entry_size(e);
     if (item.encoded >= limits_.bulk_min_bytes) {
-      // Encoded once, here, into the buffer the bulk path sends as is.
+      // Encoded once, here, into the buffer the bulk path sends as is: a recycled one (the bulk
+      // server returns each frame to the pool once written), so no fresh pages to fault in.
       std::vector<Element> one;
       one.push_back(std::move(e));
+      item.frame = BufferPool::global().acquire(bulk::kFrameHeaderBytes +
+                                                encoded_batch_header_size() + item.encoded);
+      item.frame.clear();
       encode_batch_into(one, compression_, item.frame, bulk::kFrameHeaderBytes);
       item.bytes = item.frame.size();
     } else {
@@ -255,6 +260,7 @@ std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
                         item.frame.size() - bulk::kFrameHeaderBytes);
     std::vector<msg::origin_run> origins;
     add_origin(origins, item);
+    BufferPool::global().release(std::move(item.frame));
     return start_batch(consumer, std::move(payload), 1, std::move(origins));
   }
   // Packed by encoded size: the batch buffer stays within max_bytes and one chunk (a lone
@@ -262,6 +268,7 @@ std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
   const uint64_t limit = std::min<uint64_t>(max_bytes, limits_.chunk_bytes);
   std::vector<Element> batch;
   std::vector<msg::origin_run> origins;
+  batch.reserve(std::min<std::size_t>(max_elements, buffer_.size()));
   uint64_t bytes = encoded_batch_header_size();
   while (!buffer_.empty() && buffer_.front().frame.empty() && batch.size() < max_elements) {
     auto& item = buffer_.front();

@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,6 +36,7 @@
 #include "apps/cli_common.hpp"
 #include "conveyor/client.hpp"
 #include "conveyor/server.hpp"
+#include "pipeline/buffer_pool.hpp"
 #include "pipeline/text_form.hpp"
 
 namespace conveyor::apps {
@@ -172,6 +174,14 @@ Expected<Throughput> raw_tcp(int64_t elements, int64_t size, milliseconds limit)
   if (!sender_ok && out.elements == 0)
     return io_error("raw TCP: the sender failed");
   return out;
+}
+
+// CPU seconds this process used so far (every thread): a load-independent cost per element, as
+// the elements/s of a shared machine move with what else runs on it.
+double process_cpu_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 // --- process memory (kB) from /proc/self/status: VmRSS now, VmHWM the peak
@@ -357,6 +367,8 @@ int run_bench_service(const std::vector<std::string>& args) {
 
   // What the plain run measures besides throughput (the TLS run only adds its MB/s).
   CopyCounts copies_before, copies_after;
+  BufferPool::Stats pool_before, pool_after;
+  double service_cpu = 0; // process CPU seconds in the measured window
   int64_t rss_kb = 0, hwm_kb = 0;
   std::vector<double> first[2], total[2];
   Status latency_error;
@@ -394,6 +406,9 @@ int run_bench_service(const std::vector<std::string>& args) {
   std::mutex mu;
   std::vector<Status> errors;
   std::map<std::string, int64_t> per_worker;
+  struct {
+    int64_t worker_ns = 0, network_ns = 0, split_ns = 0, credit_ns = 0, elapsed_ns = 0;
+  } waits; // summed over the consumers (whole stream, warm-up included)
   std::vector<std::thread> threads;
   for (int64_t c = 0; c < f.consumers; ++c) {
     threads.emplace_back([&, c] {
@@ -422,8 +437,14 @@ int run_bench_service(const std::vector<std::string>& args) {
         mine.bytes.fetch_add(static_cast<int64_t>(e.byte_size()), std::memory_order_relaxed);
       }
       std::lock_guard lock(mu);
-      for (const auto& [w, n] : stream->stats().per_worker)
+      const auto stats = stream->stats();
+      for (const auto& [w, n] : stats.per_worker)
         per_worker[w] += n;
+      waits.worker_ns += stats.wait_worker_ns;
+      waits.network_ns += stats.wait_network_ns;
+      waits.split_ns += stats.wait_split_ns;
+      waits.credit_ns += stats.wait_credit_ns;
+      waits.elapsed_ns += stats.elapsed_ns;
     });
   }
   const auto totals = [&] {
@@ -441,14 +462,19 @@ int run_bench_service(const std::vector<std::string>& args) {
   const Throughput before = totals();
   if (plain_run) {
     copies_before = copy_counts();
+    pool_before = BufferPool::global().stats();
     copy_counter_enable(true);
   }
   const auto t0 = Clock::now();
+  const double cpu0 = process_cpu_seconds();
   std::this_thread::sleep_for(Seconds(f.seconds));
   Throughput service = totals();
+  if (plain_run)
+    service_cpu = process_cpu_seconds() - cpu0;
   if (plain_run) {
     copy_counter_enable(false);
     copies_after = copy_counts();
+    pool_after = BufferPool::global().stats();
     rss_kb = proc_status_kb("VmRSS");
     hwm_kb = proc_status_kb("VmHWM");
   }
@@ -488,6 +514,12 @@ int run_bench_service(const std::vector<std::string>& args) {
               service.seconds);
   for (const auto& [w, n] : per_worker)
     std::printf("            worker %s: %lld elements\n", w.c_str(), static_cast<long long>(n));
+  if (waits.elapsed_ns > 0) {
+    const double e = static_cast<double>(waits.elapsed_ns) / 100.0;
+    std::printf("            consumer waited (%% of its stream's time): on workers %.0f%%, network %.0f%%,"
+                " splits %.0f%%, credit %.0f%%\n",
+                waits.worker_ns / e, waits.network_ns / e, waits.split_ns / e, waits.credit_ns / e);
+  }
   std::fflush(stdout);
   return service;
   };
@@ -508,13 +540,22 @@ int run_bench_service(const std::vector<std::string>& args) {
   }
 
   // Same elements, same sizes, over a plain socket; bounded in time like the service run.
+  const double raw_cpu0 = process_cpu_seconds();
   auto raw = raw_tcp(service.elements, f.element_size,
                      milliseconds{static_cast<int64_t>(f.seconds * 2000) + 5000});
+  const double raw_cpu = process_cpu_seconds() - raw_cpu0;
   if (!raw.ok())
     return report_status(kInfo.name, raw.status());
   std::printf("  raw TCP : %12.0f elements/s %10.1f MB/s   (%lld elements in %.2f s, 8-byte frame headers)\n",
               raw->elements_per_s(), raw->mb_per_s(), static_cast<long long>(raw->elements), raw->seconds);
   std::printf("  ratio   : %.2f of raw TCP (MB/s)\n", raw->mb_per_s() > 0 ? service.mb_per_s() / raw->mb_per_s() : 0.0);
+  if (service.elements > 0 && raw->elements > 0) {
+    const double s_us = service_cpu * 1e6 / static_cast<double>(service.elements);
+    const double r_us = raw_cpu * 1e6 / static_cast<double>(raw->elements);
+    std::printf("  cpu     : %.2f us per element service (%.2f cores busy), %.2f us raw TCP; raw/service %.2f"
+                " (process CPU time: steadier than elements/s on a shared machine)\n",
+                s_us, service.seconds > 0 ? service_cpu / service.seconds : 0.0, r_us, s_us > 0 ? r_us / s_us : 0.0);
+  }
   if (copy_counter_available()) {
     const double n = static_cast<double>(service.elements);
     const double calls = static_cast<double>(copies_after.copy_calls - copies_before.copy_calls);
@@ -526,6 +567,14 @@ int run_bench_service(const std::vector<std::string>& args) {
                 fills / (n * static_cast<double>(f.element_size)));
   } else {
     std::printf("  copies  : not counted (sanitizer build)\n");
+  }
+  {
+    const double n = static_cast<double>(service.elements);
+    const auto hits = pool_after.hits - pool_before.hits, misses = pool_after.misses - pool_before.misses;
+    std::printf("  buffers : %.2f fresh large buffers per element (%lld recycled, %lld new: frame buffers from the"
+                " bulk path's pool, pipeline/buffer_pool.hpp)\n",
+                n > 0 ? static_cast<double>(misses) / n : 0.0, static_cast<long long>(hits),
+                static_cast<long long>(misses));
   }
   const int64_t credits = opts.max_outstanding_requests.value_or(65536);
   const double bound_mib =

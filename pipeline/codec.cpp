@@ -525,7 +525,15 @@ Status decode_batch(StorageOwner owner, std::string_view in, std::vector<Element
     return batch_error("element count " + std::to_string(count) + " cannot fit in a body of " +
                        std::to_string(body.size()) + " bytes");
 
-  std::vector<Element> decoded(static_cast<std::size_t>(count));
+  // Decoded in place at the end of `out` (no second vector, no moves); on error `out` is cut
+  // back to what it held.
+  const std::size_t first = out.size();
+  out.reserve(first + static_cast<std::size_t>(count));
+  out.resize(first + static_cast<std::size_t>(count));
+  auto fail = [&](Status st) {
+    out.resize(first);
+    return st;
+  };
   Reader r{body, 0, "body byte offset"};
   for (uint64_t i = 0; i < count; ++i) {
     // Built only on error: formatting it per element would cost more than decoding an int64.
@@ -534,21 +542,20 @@ Status decode_batch(StorageOwner owner, std::string_view in, std::vector<Element
     };
     uint64_t len;
     if (!r.read_varint(len))
-      return r.bad_varint("element length").with_context(where());
+      return fail(r.bad_varint("element length").with_context(where()));
     if (len > r.remaining())
-      return r.error("element of " + std::to_string(len) + " bytes, only " + std::to_string(r.remaining()) +
-                     " remain")
-          .with_context(where());
+      return fail(r.error("element of " + std::to_string(len) + " bytes, only " +
+                          std::to_string(r.remaining()) + " remain")
+                    .with_context(where()));
     const std::size_t element_offset = r.offset();
     Reader element_reader{r.take(static_cast<std::size_t>(len)), element_offset, "body byte offset"};
-    Status st = decode_whole_element(element_reader, decoded[i], owner);
+    Status st = decode_whole_element(element_reader, out[first + static_cast<std::size_t>(i)], owner);
     if (!st.ok())
-      return st.with_context(where());
+      return fail(st.with_context(where()));
   }
   if (r.remaining() != 0)
-    return r.error(std::to_string(r.remaining()) + " trailing bytes after the last element")
-        .with_context("element batch");
-  out.insert(out.end(), std::make_move_iterator(decoded.begin()), std::make_move_iterator(decoded.end()));
+    return fail(r.error(std::to_string(r.remaining()) + " trailing bytes after the last element")
+                  .with_context("element batch"));
   return Status::OK();
 }
 

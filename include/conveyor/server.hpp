@@ -124,11 +124,13 @@ struct WorkerConfig {
   std::chrono::milliseconds connect_timeout{5000};
   // How long start() waits for a dispatcher that is not up yet (a worker started first).
   std::chrono::milliseconds dispatcher_timeout{60000};
-  // Run each task's pipeline on its own thread instead of the actor system's scheduler (whose
-  // steps are bounded to a few ms per element batch anyway). Off by default: with CAF 0.17.6 a
-  // detached task actor occasionally outlives its worker's shutdown, which then never returns
-  // (seen in ~1 of 10 in-process test runs). The simulator needs it off too.
-  bool detached_tasks = false;
+  // Run each task's pipeline on its own thread instead of the actor system's scheduler, so a
+  // user function that blocks or runs long holds only its own task: other jobs on the worker
+  // are still served and the worker keeps its heartbeats (test/unit/actors/
+  // blocking_function_test.cpp). stop() waits up to 5 s for the tasks to end; a task inside a
+  // user function is then waited for when the worker is destroyed. The simulator turns it off
+  // (its scheduler is deterministic).
+  bool detached_tasks = true;
   uint32_t protocol_version = 0;       // 0 = this build's version
   // Prometheus text endpoint, as for the dispatcher (-1 = none, 0 = a free port).
   int metrics_port = -1;

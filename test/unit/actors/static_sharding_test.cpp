@@ -171,6 +171,7 @@ TEST_CASE("a worker not in the fixed list is refused at registration, naming the
   WorkerServer stranger{wc}; // port 0: not the listed one
   auto st = stranger.start();
   REQUIRE_FALSE(st.ok());
+  CHECK(st.code() == ErrorCode::permission_denied); // final: refused at once, not retried
   CHECK_MESSAGE(st.message().find("not in the dispatcher's fixed worker list") != std::string::npos,
                 st.to_string());
   CHECK(st.message().find("127.0.0.1:" + std::to_string(fixed.ports[0])) != std::string::npos);

@@ -1,0 +1,100 @@
+// A user function that blocks (a sleep, a slow file system, a deadlock in user code) holds only
+// its own task: other jobs on the same worker are still served, and the worker keeps its
+// heartbeats. Tasks run their pipelines on their own threads (WorkerConfig::detached_tasks),
+// never on the actor system's scheduler threads, which the test nodes have two of.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+
+#include "cluster_fixture.hpp"
+#include "conveyor/functions.hpp"
+
+using namespace conveyor;
+using namespace conveyor::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Calls of `test_block_until_released` wait here until the test opens the gate.
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  int entered = 0;
+  bool open = false;
+};
+
+Gate& gate() {
+  static Gate g;
+  return g;
+}
+
+void register_blocking_map() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    FunctionDef d;
+    d.name = "test_block_until_released";
+    d.kind = FunctionKind::map;
+    d.doc = "test helper: blocks until the test releases it";
+    d.map = [](const Element& e, const Params&) -> Expected<Element> {
+      auto& g = gate();
+      std::unique_lock<std::mutex> lock(g.mu);
+      ++g.entered;
+      g.cv.notify_all();
+      g.cv.wait_for(lock, 60s, [&] { return g.open; }); // bounded: a failing test still ends
+      return e;
+    };
+    Status st = FunctionRegistry::global().add(std::move(d));
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+  });
+}
+
+} // namespace
+
+TEST_CASE("a blocked user function holds only its own task: other jobs on the worker are served") {
+  register_blocking_map();
+  TestCluster cluster{1};
+  auto client = cluster.client();
+  DistributeOptions off;
+  off.policy = ShardingPolicy::off;
+
+  constexpr int kBlocked = 3; // more than the worker's scheduler threads (test_network: 2)
+  std::vector<ElementStream> blocked;
+  for (int i = 0; i < kBlocked; ++i) {
+    auto s = client.distribute(Dataset::range(2).map("test_block_until_released"), off);
+    REQUIRE_MESSAGE(s.ok(), s.status().to_string());
+    blocked.push_back(std::move(*s));
+  }
+  {
+    auto& g = gate();
+    std::unique_lock<std::mutex> lock(g.mu);
+    bool all_inside = g.cv.wait_for(lock, 30s, [&] { return g.entered >= kBlocked; });
+    REQUIRE_MESSAGE(all_inside, "only " << g.entered << " of " << kBlocked << " calls started");
+  }
+
+  // Every blocked task is inside the user function now; an unrelated job still runs.
+  auto fast = client.distribute(Dataset::range(10), off);
+  REQUIRE_MESSAGE(fast.ok(), fast.status().to_string());
+  std::vector<int64_t> got;
+  for (;;) {
+    Element e;
+    bool end = false;
+    Status st = fast->next(e, end, 20s);
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+    if (end)
+      break;
+    got.push_back(e[0].as_int64());
+  }
+  CHECK(got == std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+
+  {
+    auto& g = gate();
+    std::lock_guard<std::mutex> lock(g.mu);
+    g.open = true;
+  }
+  gate().cv.notify_all();
+  // The blocked jobs finish too: the worker was never evicted while they blocked.
+  for (auto& s : blocked)
+    CHECK(sorted(ints(read_all(s))) == std::vector<int64_t>{0, 1});
+}
