@@ -40,7 +40,7 @@
 
 namespace conveyor::actors {
 
-inline constexpr uint32_t kJournalFormatVersion = 1;
+inline constexpr uint32_t kJournalFormatVersion = 2; // 2: job lifecycle (split_size, repetitions)
 
 struct JournalOptions {
   std::string dir;

@@ -10,6 +10,7 @@
 #include <chrono>
 
 #include "cluster_fixture.hpp"
+#include "messages/protocol.hpp"
 
 using namespace conveyor;
 using namespace conveyor::test;
@@ -127,14 +128,16 @@ TEST_CASE("a protocol version mismatch is refused on both sides") {
   REQUIRE_FALSE(client.ok());
   CHECK(client.status().code() == ErrorCode::version_mismatch);
   CHECK(client.status().message().find(
-          "protocol version mismatch: the dispatcher speaks version 99, the client version 1") !=
+          "protocol version mismatch: the dispatcher speaks version 99, the client version " +
+            std::to_string(msg::kProtocolVersion)) !=
         std::string::npos);
   WorkerConfig wc = test_worker_config();
   wc.dispatcher_address = cluster.target();
   WorkerServer worker{wc};
   auto st = worker.start();
   CHECK(st.code() == ErrorCode::version_mismatch);
-  CHECK(st.message().find("the dispatcher speaks version 99, the worker version 1") !=
+  CHECK(st.message().find("the dispatcher speaks version 99, the worker version " +
+                          std::to_string(msg::kProtocolVersion)) !=
         std::string::npos);
 }
 
