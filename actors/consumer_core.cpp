@@ -51,17 +51,7 @@ void ConsumerCore::on_disconnected(msg::task_id_t task) {
                     "lost the connection to worker " + t->second.worker_address + " (task " +
                       std::to_string(task) +
                       ") while elements were in flight: they cannot be read again (OFF)"};
-  for (auto i = in_flight_.begin(); i != in_flight_.end();) {
-    if (i->second.task == task) {
-      reserved_elements_ -= i->second.max_elements;
-      reserved_bytes_ -= static_cast<int64_t>(i->second.max_bytes);
-      i = in_flight_.erase(i);
-    } else {
-      ++i;
-    }
-  }
-  for (const auto& [seq, p] : t->second.partials)
-    reserved_elements_ -= p.num_elements;
+  release_task_requests(task, t->second);
   t->second.partials.clear();
   t->second.in_flight = 0;
   t->second.connected = false;
@@ -112,15 +102,7 @@ void ConsumerCore::on_job_rejoined() {
   keep_unlisted_ = true;
 }
 
-void ConsumerCore::on_connected(msg::task_id_t task) {
-  if (auto t = tasks_.find(task); t != tasks_.end())
-    t->second.connected = true;
-}
-
-void ConsumerCore::on_task_lost(msg::task_id_t task) {
-  auto t = tasks_.find(task);
-  if (t == tasks_.end())
-    return;
+void ConsumerCore::release_task_requests(msg::task_id_t task, const TaskSlot& slot) {
   for (auto i = in_flight_.begin(); i != in_flight_.end();) {
     if (i->second.task == task) {
       reserved_elements_ -= i->second.max_elements;
@@ -130,8 +112,20 @@ void ConsumerCore::on_task_lost(msg::task_id_t task) {
       ++i;
     }
   }
-  for (const auto& [seq, p] : t->second.partials)
+  for (const auto& [seq, p] : slot.partials)
     reserved_elements_ -= p.num_elements;
+}
+
+void ConsumerCore::on_connected(msg::task_id_t task) {
+  if (auto t = tasks_.find(task); t != tasks_.end())
+    t->second.connected = true;
+}
+
+void ConsumerCore::on_task_lost(msg::task_id_t task) {
+  auto t = tasks_.find(task);
+  if (t == tasks_.end())
+    return;
+  release_task_requests(task, t->second);
   for (const auto& [seq, b] : t->second.bulk_batches)
     if (b.announced)
       reserved_elements_ -= b.count;

@@ -155,6 +155,8 @@ private:
   };
   // Releases an in-flight request's reservation; false if it no longer counted.
   bool release(const Request& request);
+  // Releases the reservations of every request in flight to `task` and of its partial batches.
+  void release_task_requests(msg::task_id_t task, const TaskSlot& slot);
   Status deliver(TaskSlot& slot, std::string_view payload, uint32_t num_elements,
                  const std::vector<msg::origin_run>& origins, std::vector<Element>& out,
                  StorageOwner owner = nullptr);
