@@ -46,7 +46,9 @@ def test_strings_arrive_as_bytes(cluster):
 
 
 def test_shared_job_two_consumers_split_a_dynamic_epoch(cluster):
-    ds = conveyor.Dataset.range(2000)
+    # ~1 s of work (2000 x 1 ms over the workers): both threads join while the job runs. A job ends
+    # with its consumers; one joining after that would read the next repetition.
+    ds = conveyor.Dataset.range(2000).map(conveyor.Function("sleep_us", us=1000))
     results = [[], []]
     errors = []
 

@@ -85,9 +85,9 @@ def test_dataloader_worker_processes_share_a_named_job(cluster):
     # Two loader processes (forked from this one, which runs the cluster) are two consumers of
     # one job: DYNAMIC hands each element of the epoch to exactly one of them. A job ends when
     # its consumers finished (issue 9), so the second process must join while the job runs: the
-    # pipeline takes ~1 s (250 elements of 4 ms per worker), far longer than the processes'
+    # pipeline takes ~2 s (250 elements of 8 ms per worker), far longer than the processes'
     # start-up skew. (A process joining after the job ended would start its next repetition.)
-    slow = conveyor.Dataset.range(500).map(conveyor.Function("sleep_us", us=4000))
+    slow = conveyor.Dataset.range(500).map(conveyor.Function("sleep_us", us=8000))
     ds = ct.ConveyorIterableDataset(slow, cluster.target, "distributed_epoch",
                                     job_name="loader-processes")
     loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, timeout=60)

@@ -25,6 +25,9 @@ std::vector<int64_t> read_ints(const Cluster& cluster, const std::string& datase
 
 } // namespace
 
+// What `conveyor read` says once it has joined its job and no worker serves it yet.
+const std::string kNoWorkers = "no workers are registered with the dispatcher";
+
 TEST_CASE("reference: parallel_epochs on two workers produces every element twice") {
   Cluster cluster(2);
   // >>> dataset = tf.data.Dataset.range(10) ... processing_mode="parallel_epochs"
@@ -55,14 +58,17 @@ TEST_CASE("reference: operations before distribute run on the workers") {
 }
 
 TEST_CASE("reference: two consumers sharing a named DYNAMIC job together get each element once") {
-  Cluster cluster(2);
-  // b joins while a reads (after a's first element; the rest takes about 3 s): a job ends with
-  // its consumers, and a name read again after that is the job's next repetition.
-  const std::string dataset = "range(200).map(sleep_us(us=30000))";
+  // Both consumers join the job before any worker serves it (a job ends with its consumers: one
+  // that joined after the other had read everything would read the next repetition).
+  Cluster cluster(0);
+  const std::string dataset = "range(200).map(sleep_us(us=5000))";
   const std::vector<std::string> flags{"--mode", "dynamic", "--job-name", "shared", "--timeout-ms", "30000"};
   auto a = cluster.start_read(dataset, flags, "consumer-a");
-  REQUIRE_MESSAGE(a->wait_for_stdout_lines(1, kReadTimeout), a->describe());
   auto b = cluster.start_read(dataset, flags, "consumer-b");
+  REQUIRE_MESSAGE(a->wait_for_output(kNoWorkers, kReadTimeout), a->describe());
+  REQUIRE_MESSAGE(b->wait_for_output(kNoWorkers, kReadTimeout), b->describe());
+  cluster.add_worker();
+  cluster.add_worker();
   REQUIRE_MESSAGE(a->wait_exit(kReadTimeout) == 0, a->describe());
   REQUIRE_MESSAGE(b->wait_exit(kReadTimeout) == 0, b->describe());
   auto lines = a->stdout_lines();
@@ -79,14 +85,16 @@ TEST_CASE("reference: two consumers sharing a named DYNAMIC job together get eac
 TEST_CASE("reference: consumers of a named OFF job on one worker split its elements") {
   // "The elements of each job will be split between the two processes": with a single worker,
   // the union of what both consumers print is range(5) exactly once.
-  // process-2 joins while process-1 reads (after its first element; the other four take 3 s): a
-  // job ends with its consumers, and a name read again after that is the next repetition.
-  Cluster cluster(1);
-  const std::string dataset = "range(5).map(sleep_us(us=750000))";
+  // Both processes join the job before its worker serves it (a job ends with its consumers: one
+  // that joined after the other had read everything would read the next repetition).
+  Cluster cluster(0);
+  const std::string dataset = "range(5).map(sleep_us(us=100000))";
   const std::vector<std::string> flags{"--mode", "parallel_epochs", "--job-name", "my_job_name"};
   auto a = cluster.start_read(dataset, flags, "process-1");
-  REQUIRE_MESSAGE(a->wait_for_stdout_lines(1, kReadTimeout), a->describe());
   auto b = cluster.start_read(dataset, flags, "process-2");
+  REQUIRE_MESSAGE(a->wait_for_output(kNoWorkers, kReadTimeout), a->describe());
+  REQUIRE_MESSAGE(b->wait_for_output(kNoWorkers, kReadTimeout), b->describe());
+  cluster.add_worker();
   REQUIRE_MESSAGE(a->wait_exit(kReadTimeout) == 0, a->describe());
   REQUIRE_MESSAGE(b->wait_exit(kReadTimeout) == 0, b->describe());
   auto lines = a->stdout_lines();
