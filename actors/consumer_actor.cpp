@@ -187,6 +187,20 @@ std::vector<msg::task_id_t> tasks_of(self_ptr self, const std::string& worker) {
   return out;
 }
 
+// The link whose current bulk channel is `channel` (its worker in `worker`); nullptr once the
+// stream is done or for a channel that was replaced or never known.
+WorkerLink* current_channel(self_ptr self, uint64_t channel, const std::string*& worker) {
+  auto& st = self->state;
+  auto w = st.channel_worker.find(channel);
+  if (w == st.channel_worker.end() || st.done)
+    return nullptr;
+  auto& link = st.workers[w->second];
+  if (link.channel != channel)
+    return nullptr;
+  worker = &w->second;
+  return &link;
+}
+
 // Opens the bulk channel to a worker whose reply named its bulk port.
 void open_bulk(self_ptr self, const std::string& worker, uint16_t port) {
   auto& st = self->state;
@@ -644,17 +658,15 @@ consumer_full_actor::behavior_type consumer_impl(self_ptr self) {
     [self](msg::stats_atom) { return stats_of(self); },
     [self](msg::bulk_ready_atom, uint64_t channel, uint64_t server_channel) {
       auto& st = self->state;
-      auto w = st.channel_worker.find(channel);
-      if (w == st.channel_worker.end() || st.done)
+      const std::string* worker = nullptr;
+      WorkerLink* link = current_channel(self, channel, worker);
+      if (!link)
         return;
-      auto& link = st.workers[w->second];
-      if (link.channel != channel)
-        return;
-      link.bulk = WorkerLink::Bulk::ready;
-      link.server_channel = server_channel;
-      for (auto task : tasks_of(self, w->second))
+      link->bulk = WorkerLink::Bulk::ready;
+      link->server_channel = server_channel;
+      for (auto task : tasks_of(self, *worker))
         st.core.set_bulk(task, true);
-      log::debug(kLog, "bulk channel " + std::to_string(channel) + " to worker " + w->second + " open");
+      log::debug(kLog, "bulk channel " + std::to_string(channel) + " to worker " + *worker + " open");
       pump(self);
     },
     [self](msg::bulk_frame_atom, uint64_t channel, uint64_t task, uint64_t batch_seq, uint32_t index,
@@ -685,15 +697,13 @@ consumer_full_actor::behavior_type consumer_impl(self_ptr self) {
     },
     [self](msg::bulk_lost_atom, uint64_t channel, std::string& why) {
       auto& st = self->state;
-      auto w = st.channel_worker.find(channel);
-      if (w == st.channel_worker.end() || st.done)
+      const std::string* worker = nullptr;
+      WorkerLink* link = current_channel(self, channel, worker);
+      if (!link)
         return;
-      auto& link = st.workers[w->second];
-      if (link.channel != channel)
-        return;
-      link.bulk = WorkerLink::Bulk::lost; // stays inline from now on
-      log::warning(kLog, "bulk channel to worker " + w->second + " lost: " + why);
-      for (auto task : tasks_of(self, w->second))
+      link->bulk = WorkerLink::Bulk::lost; // stays inline from now on
+      log::warning(kLog, "bulk channel to worker " + *worker + " lost: " + why);
+      for (auto task : tasks_of(self, *worker))
         st.core.set_bulk(task, false);
       self->delayed_send(self, kBulkLossGrace, msg::bulk_lost_atom_v, channel);
       pump(self);

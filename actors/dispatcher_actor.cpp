@@ -180,6 +180,16 @@ void create_task(self_ptr self, msg::job_id_t job, msg::worker_id_t worker) {
   });
 }
 
+// Every live job gets a task on `worker` (one that joins or comes back mid-job included). The
+// ids are copied first: create_task changes the state that unfinished_jobs() points into.
+void create_tasks_for_live_jobs(self_ptr self, msg::worker_id_t worker) {
+  std::vector<msg::job_id_t> jobs;
+  for (const auto* job : self->state.state.unfinished_jobs())
+    jobs.push_back(job->id);
+  for (auto job : jobs)
+    create_task(self, job, worker);
+}
+
 void remove_worker(self_ptr self, msg::worker_id_t id, const std::string& reason) {
   auto& st = self->state;
   const auto* entry = st.state.worker(id);
@@ -481,11 +491,7 @@ caf::expected<msg::worker_registered> adopt_worker(self_ptr self, msg::worker_id
   }
   log::info(kLog, "worker " + address + " is back (worker " + std::to_string(id) + ", " +
                     std::to_string(has.size()) + " task(s) kept)");
-  std::vector<msg::job_id_t> jobs;
-  for (const auto* job : st.state.unfinished_jobs())
-    jobs.push_back(job->id);
-  for (auto job : jobs)
-    create_task(self, job, id);
+  create_tasks_for_live_jobs(self, id);
   return msg::worker_registered{id, st.start.protocol_version};
 }
 
@@ -526,11 +532,7 @@ caf::expected<msg::worker_registered> register_worker(self_ptr self,
   self->monitor(req.worker);
   st.workers[id] = LiveWorker{req.worker, self->clock().now()};
   log::info(kLog, "worker " + req.address + " registered (worker " + std::to_string(id) + ")");
-  std::vector<msg::job_id_t> jobs;
-  for (const auto* job : st.state.unfinished_jobs())
-    jobs.push_back(job->id);
-  for (auto job : jobs)
-    create_task(self, job, id);
+  create_tasks_for_live_jobs(self, id);
   return msg::worker_registered{id, st.start.protocol_version};
 }
 
