@@ -159,11 +159,17 @@ TEST_CASE("a large element (9 MiB) arrives intact") {
 TEST_CASE("a worker started mid-job joins the running job") {
   Cluster cluster(1);
   // OFF mode: every worker produces the whole dataset, so the second worker's task shows up as
-  // a second copy of every element. One worker needs about 30 x 100 ms = 3 s.
-  const std::string dataset = "range(30).map(sleep_us(us=100000))";
+  // a second copy of every element. One worker needs about 30 x 250 ms = 7.5 s: long enough for a
+  // second worker to start and register while the job still runs, also in a loaded sanitizer build
+  // (3 s was not: CI once saw the job end before the new worker registered).
+  const std::string dataset = "range(30).map(sleep_us(us=250000))";
   auto reader = cluster.start_read(dataset, {"--mode", "off", "--stats", "--timeout-ms", "30000"});
   REQUIRE_MESSAGE(reader->wait_for_stdout_lines(1, kStartTimeout), (reader->describe() + "\n" + cluster.describe()));
   cluster.add_worker();
+  // If the job had already ended, the worker rightly got no task and the check below says nothing
+  // about joining: say so instead of failing on the element count.
+  REQUIRE_MESSAGE(!reader->exited(), ("the job ended before the second worker registered; the test needs a "
+                                      "longer dataset\n" + reader->describe()));
   REQUIRE_MESSAGE(reader->wait_exit(kReadTimeout) == 0, (reader->describe() + "\n" + cluster.describe()));
   std::vector<int64_t> twice;
   for (int64_t i = 0; i < 30; ++i)
