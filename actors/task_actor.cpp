@@ -344,10 +344,10 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
       if (st.waiting_for_split) {
         // Nothing will come before the job answers (at an epoch's end that can take long): a
         // short hold, so the consumer's credits go to tasks that have elements. A timer wakes
-        // this idle task to answer it.
+        // this idle task to answer it. (The timer leaves produce_scheduled alone: when the job's
+        // answer comes first, production must resume at once, not when the timer fires.)
         hold = std::min<caf::timespan>(hold, std::chrono::milliseconds(20));
         self->delayed_send(self, hold, msg::produce_atom_v);
-        st.produce_scheduled = true;
       }
       auto deadline = self->clock().now() + hold;
       const auto first_seq = st.runner ? st.runner->next_batch_seq() : 0;
