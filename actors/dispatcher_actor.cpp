@@ -338,9 +338,17 @@ Expected<JobStart> job_start(self_ptr self, const JobEntry& entry) {
   bool per_split = provider && is_per_split(*definition);
   js.core = std::make_shared<JobCore>(std::move(provider), per_split);
   if (entry.has_split_position) {
+    std::vector<Split> outstanding;
+    for (const auto& s : entry.outstanding_splits)
+      outstanding.push_back(from_journal(s));
+    if (!outstanding.empty())
+      log::info(kLog, "job " + std::to_string(entry.id) + ": handing out again the " +
+                        std::to_string(outstanding.size()) +
+                        " split(s) its tasks held when the dispatcher went down");
     Status s = js.core->restore_splits(entry.split_epoch, entry.splits_handed_out,
                                        SplitPosition{entry.split_provider_epoch,
-                                                     entry.split_next_index});
+                                                     entry.split_next_index},
+                                       std::move(outstanding));
     if (!s.ok())
       return s.with_context("restoring the split position of job " + std::to_string(entry.id));
   }

@@ -140,11 +140,32 @@ Status DispatcherState::apply_one(const SplitPositionRecord& r) {
   auto& j = job->second;
   if (j.policy != ShardingPolicy::dynamic)
     return failed_precondition("job " + std::to_string(r.job) + " is not DYNAMIC; it has no splits");
-  j.has_split_position = true;
-  j.split_epoch = r.epoch;
-  j.split_provider_epoch = r.provider_epoch;
-  j.split_next_index = r.next_index;
-  j.splits_handed_out = r.handed_out;
+  // A record that only reports finished splits leaves the position alone: the job may have
+  // moved on with answers whose records are not in the journal yet.
+  if (!r.handed.empty() || r.finished.empty()) {
+    j.has_split_position = true;
+    j.split_epoch = r.epoch;
+    j.split_provider_epoch = r.provider_epoch;
+    j.split_next_index = r.next_index;
+    j.splits_handed_out = r.handed_out;
+  }
+  auto& out = j.outstanding_splits;
+  auto at = [&out](int64_t epoch, int64_t index) {
+    return std::lower_bound(out.begin(), out.end(), std::make_pair(epoch, index),
+                            [](const JournalSplit& s, const std::pair<int64_t, int64_t>& k) {
+                              return std::make_pair(s.epoch, s.index) < k;
+                            });
+  };
+  for (const auto& s : r.handed) { // a re-issued split replaces its earlier hand-out
+    auto i = at(s.epoch, s.index);
+    if (i != out.end() && i->epoch == s.epoch && i->index == s.index)
+      *i = s;
+    else
+      out.insert(i, s);
+  }
+  for (const auto& k : r.finished)
+    if (auto i = at(k.epoch, k.index); i != out.end() && i->epoch == k.epoch && i->index == k.index)
+      out.erase(i);
   return Status::OK();
 }
 
@@ -219,7 +240,13 @@ bool same_job(const JobEntry& a, const JobEntry& b) {
          a.split_size == b.split_size && a.finished == b.finished && a.released == b.released &&
          a.tasks == b.tasks && a.has_split_position == b.has_split_position &&
          a.split_epoch == b.split_epoch && a.split_provider_epoch == b.split_provider_epoch &&
-         a.split_next_index == b.split_next_index && a.splits_handed_out == b.splits_handed_out;
+         a.split_next_index == b.split_next_index && a.splits_handed_out == b.splits_handed_out &&
+         a.outstanding_splits.size() == b.outstanding_splits.size() &&
+         std::equal(a.outstanding_splits.begin(), a.outstanding_splits.end(),
+                    b.outstanding_splits.begin(), [](const JournalSplit& x, const JournalSplit& y) {
+                      return x.epoch == y.epoch && x.index == y.index && x.begin == y.begin &&
+                             x.end == y.end && x.file == y.file;
+                    });
 }
 bool same_task(const TaskEntry& a, const TaskEntry& b) {
   return a.id == b.id && a.job == b.job && a.worker == b.worker && a.finished == b.finished &&

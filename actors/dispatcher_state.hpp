@@ -50,6 +50,9 @@ struct JobEntry {
   int64_t split_provider_epoch = 0;
   int64_t split_next_index = 0;
   int64_t splits_handed_out = 0;
+  // DYNAMIC: splits handed out and not finished (journaled), ordered by (epoch, index). After a
+  // restart these are handed out again: the tasks that held them went down with the dispatcher.
+  std::vector<msg::JournalSplit> outstanding_splits;
 };
 
 struct TaskEntry {
@@ -93,7 +96,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, JobEntry& x) {
   return f(x.id, x.dataset, x.name, x.policy, x.num_consumers, x.target_workers, x.created_us,
            x.repetition, x.split_size, x.finished, x.released, x.tasks, x.has_split_position, x.split_epoch,
-           x.split_provider_epoch, x.split_next_index, x.splits_handed_out);
+           x.split_provider_epoch, x.split_next_index, x.splits_handed_out, x.outstanding_splits);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TaskEntry& x) {

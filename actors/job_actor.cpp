@@ -218,11 +218,36 @@ bool try_splits(self_ptr self, const msg::get_splits& req,
                                   core.splits_handed_out(),
                                   std::chrono::duration_cast<std::chrono::microseconds>(
                                     self->clock().now().time_since_epoch())
-                                    .count()};
+                                    .count(),
+                                  {},
+                                  {}};
+  for (const auto& s : reply.splits)
+    record.handed.push_back(to_journal(s));
   self->request(st.start.dispatcher, st.start.request_timeout, msg::persist_splits{record})
     .then([promise, reply](caf::ok_atom) mutable { promise.deliver(std::move(reply)); },
           [promise](caf::error& err) mutable { promise.deliver(std::move(err)); });
   return true;
+}
+
+// Journal hook: splits finished (every element acknowledged) are no longer handed out again
+// after a dispatcher restart. Nothing waits for this record: if it is lost in a crash, the
+// restarted job hands those splits out again and the consumer drops the repeats.
+void journal_finished(self_ptr self, const std::vector<SplitKey>& finished) {
+  auto& st = self->state;
+  msg::SplitPositionRecord record;
+  record.job = st.start.id;
+  record.time_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                     self->clock().now().time_since_epoch())
+                     .count();
+  for (const auto& [epoch, index] : finished)
+    record.finished.push_back(msg::JournalSplitKey{epoch, index});
+  self->request(st.start.dispatcher, st.start.request_timeout, msg::persist_splits{record})
+    .then([](caf::ok_atom) {},
+          [self](caf::error& err) {
+            log::warning(kLog, self->state.label() + ": could not journal finished splits (" +
+                                 caf::to_string(err) +
+                                 "); after a dispatcher restart they are read again");
+          });
 }
 
 void serve_held_splits(self_ptr self) {
@@ -336,8 +361,11 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
       auto& st = self->state;
       auto v = st.core().version();
       std::vector<SplitKey> finished(up.finished.begin(), up.finished.end());
-      if (st.core().splits_update(up.task, finished, up.returned))
+      std::vector<SplitKey> accepted;
+      if (st.core().splits_update(up.task, finished, up.returned, &accepted))
         changed(self, v);
+      if (st.start.journal_splits && !accepted.empty())
+        journal_finished(self, accepted);
     },
     [self](msg::task_done& done) {
       auto& st = self->state;

@@ -88,6 +88,20 @@ bool JobCore::task_lost(msg::task_id_t id, const std::string& reason) {
   return true;
 }
 
+msg::JournalSplit to_journal(const Split& s) {
+  return msg::JournalSplit{s.epoch, s.index, s.begin, s.end, s.file};
+}
+
+Split from_journal(const msg::JournalSplit& s) {
+  Split out;
+  out.epoch = s.epoch;
+  out.index = s.index;
+  out.begin = s.begin;
+  out.end = s.end;
+  out.file = s.file;
+  return out;
+}
+
 void JobCore::requeue(Split split) {
   ++reissued_;
   requeue_.push_back(std::move(split));
@@ -187,7 +201,8 @@ Expected<JobCore::SplitAnswer> JobCore::get_splits(msg::task_id_t task, int64_t 
   return a;
 }
 
-Status JobCore::restore_splits(int64_t epoch, int64_t handed_out, const SplitPosition& position) {
+Status JobCore::restore_splits(int64_t epoch, int64_t handed_out, const SplitPosition& position,
+                               std::vector<Split> outstanding) {
   if (!provider_)
     return failed_precondition("the job is not DYNAMIC; it has no split position");
   if (epoch < 0 || handed_out < 0)
@@ -196,11 +211,16 @@ Status JobCore::restore_splits(int64_t epoch, int64_t handed_out, const SplitPos
   epoch_ = epoch;
   handed_out_ = handed_out;
   exhausted_ = false;
+  // The epoch had splits before the restart (an empty epoch ends a repeat() of nothing).
+  if (position.epoch == epoch && position.next_index > 0)
+    handed_in_epoch_[epoch] = position.next_index;
+  for (auto& s : outstanding)
+    requeue(std::move(s));
   return Status::OK();
 }
 
 bool JobCore::splits_update(msg::task_id_t task, const std::vector<SplitKey>& finished,
-                            const std::vector<Split>& returned) {
+                            const std::vector<Split>& returned, std::vector<SplitKey>* accepted) {
   bool changed = false;
   auto t = tasks_.find(task);
   for (const auto& key : finished) {
@@ -210,6 +230,8 @@ bool JobCore::splits_update(msg::task_id_t task, const std::vector<SplitKey>& fi
     owner_.erase(o);
     if (t != tasks_.end())
       t->second.unfinished.erase(key);
+    if (accepted)
+      accepted->push_back(key);
     changed = true;
   }
   for (const auto& s : returned) {

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "messages/journal_records.hpp"
 #include "messages/protocol.hpp"
 #include "pipeline/dataset.hpp"
 #include "pipeline/split_provider.hpp"
@@ -45,6 +46,10 @@ using SplitKey = std::pair<int64_t, int64_t>; // (epoch, index)
 // filter, flat_map and repeat. Only these get exactly-once delivery under worker loss
 // (README: fault tolerance); user functions must be deterministic.
 bool is_per_split(const Dataset& dataset);
+
+// A split as the journal keeps it, and back.
+msg::JournalSplit to_journal(const Split& s);
+Split from_journal(const msg::JournalSplit& s);
 
 class JobCore {
 public:
@@ -88,9 +93,10 @@ public:
     bool empty_epoch = false;
   };
   Expected<SplitAnswer> get_splits(msg::task_id_t task, int64_t epoch, uint32_t max);
-  // Returns whether anything changed for held requests or consumers.
+  // Returns whether anything changed for held requests or consumers. `accepted` (optional)
+  // gets the finished splits the task still owned: what the journal may count as finished.
   bool splits_update(msg::task_id_t task, const std::vector<SplitKey>& finished,
-                     const std::vector<Split>& returned);
+                     const std::vector<Split>& returned, std::vector<SplitKey>* accepted = nullptr);
   int64_t epoch() const { return epoch_; }
   std::size_t unfinished_splits() const { return owner_.size(); }
   std::size_t pending_reissue() const { return requeue_.size(); }
@@ -98,9 +104,10 @@ public:
   int64_t splits_handed_out() const { return handed_out_; }
   SplitPosition position() const { return provider_ ? provider_->position() : SplitPosition{}; }
   // A restarted dispatcher's job continues from its journaled hand-out position
-  // (msg::SplitPositionRecord). Splits handed out before the restart are not tracked again:
-  // tasks still running them go on, but a task lost after the restart cannot hand them back.
-  Status restore_splits(int64_t epoch, int64_t handed_out, const SplitPosition& position);
+  // (msg::SplitPositionRecord). `outstanding`: the splits handed out before the restart and not
+  // finished; their tasks went down with the dispatcher, so they are handed out again first.
+  Status restore_splits(int64_t epoch, int64_t handed_out, const SplitPosition& position,
+                        std::vector<Split> outstanding = {});
 
   // --- consumers
   msg::consumer_id_t join(int64_t now_ns);

@@ -40,7 +40,7 @@
 
 namespace conveyor::actors {
 
-inline constexpr uint32_t kJournalFormatVersion = 2; // 2: job lifecycle (split_size, repetitions)
+inline constexpr uint32_t kJournalFormatVersion = 3; // 2: job lifecycle (split_size, repetitions); 3: splits held at a crash
 
 struct JournalOptions {
   std::string dir;

@@ -42,7 +42,7 @@ std::vector<Update> workload(int64_t n) {
     for (worker_id_t w = 1; w <= kWorkers; ++w)
       out.push_back(CreateTaskRecord{task++, job, w, 3});
     for (int64_t s = 1; s <= 64; ++s)
-      out.push_back(SplitPositionRecord{job, 0, 0, s, s, 4});
+      out.push_back(SplitPositionRecord{job, 0, 0, s, s, 4, {}, {}});
     for (task_id_t t = first; t < task; ++t)
       out.push_back(FinishTaskRecord{t, "", 5});
     out.push_back(FinishJobRecord{job, 6});

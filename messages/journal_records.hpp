@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "messages/protocol.hpp"
 
@@ -101,12 +102,37 @@ typename Inspector::result_type inspect(Inspector& f, ReleaseJobRecord& x) {
   return f(x.job, x.time_us);
 }
 
+// A split as the journal keeps it (pipeline/split_provider.hpp Split, without CAF annotations).
+struct JournalSplit {
+  int64_t epoch = 0;
+  int64_t index = 0;
+  int64_t begin = 0;
+  int64_t end = 0;
+  std::string file;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, JournalSplit& x) {
+  return f(x.epoch, x.index, x.begin, x.end, x.file);
+}
+struct JournalSplitKey {
+  int64_t epoch = 0;
+  int64_t index = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, JournalSplitKey& x) {
+  return f(x.epoch, x.index);
+}
+
 // DYNAMIC: where a job's split hand-out stands (journal hook for the job actor). `epoch` is the
 // job's (SplitAssigner's) epoch; provider_epoch/next_index the split provider's position
 // (pipeline/split_provider.hpp SplitPosition); handed_out counts splits handed out so far. The
 // job actor sends it to the dispatcher (msg::persist_splits) and hands the split out only once
 // the dispatcher answered, i.e. once the record is durable. A restarted dispatcher restores the
 // job's split provider to the last recorded position.
+// `handed`: the splits this answer hands out (new or re-issued); `finished`: splits whose every
+// element a consumer acknowledged since the last record. Handed and not finished = held by a
+// task when the dispatcher went down: a restarted dispatcher hands those out again (the
+// consumer drops what it already has of them), so a DYNAMIC epoch survives a dispatcher crash.
 struct SplitPositionRecord {
   job_id_t job = 0;
   int64_t epoch = 0;
@@ -114,10 +140,13 @@ struct SplitPositionRecord {
   int64_t next_index = 0;
   int64_t handed_out = 0;
   int64_t time_us = 0;
+  std::vector<JournalSplit> handed;
+  std::vector<JournalSplitKey> finished;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SplitPositionRecord& x) {
-  return f(x.job, x.epoch, x.provider_epoch, x.next_index, x.handed_out, x.time_us);
+  return f(x.job, x.epoch, x.provider_epoch, x.next_index, x.handed_out, x.time_us, x.handed,
+           x.finished);
 }
 
 // The variant's alternative index is the record's tag in the journal (actors/journal.hpp):

@@ -116,3 +116,28 @@ TEST_CASE("a named job released is erased; the name's next job is its next repet
   REQUIRE(s.apply(CreateJobRecord{2, "1000", "n", 0, -1, "AUTO", 5}).ok());
   CHECK(s.named_job("1000", "n")->repetition == 1);
 }
+
+TEST_CASE("split records: handed out and not finished is what a restart hands out again") {
+  DispatcherState s;
+  REQUIRE(add_dataset(s, "1000", "f").ok());
+  REQUIRE(s.apply(CreateJobRecord{1, "1000", "", 1, -1, "AUTO", 20, 10}).ok());
+  auto split = [](int64_t index) { return JournalSplit{0, index, index * 10, index * 10 + 10, ""}; };
+  // Two answers hand out splits 0-2; then 0 and 2 finish (a finish-only record).
+  REQUIRE(s.apply(SplitPositionRecord{1, 0, 0, 2, 2, 30, {split(0), split(1)}, {}}).ok());
+  REQUIRE(s.apply(SplitPositionRecord{1, 0, 0, 3, 3, 31, {split(2)}, {}}).ok());
+  REQUIRE(s.apply(SplitPositionRecord{1, 0, 0, 0, 0, 32, {}, {{0, 0}, {0, 2}}}).ok());
+  const auto* job = s.job(1);
+  REQUIRE(job);
+  REQUIRE(job->outstanding_splits.size() == 1);
+  CHECK(job->outstanding_splits[0].index == 1);
+  CHECK(job->outstanding_splits[0].begin == 10);
+  // The finish-only record left the position where the last hand-out put it.
+  CHECK(job->split_next_index == 3);
+  CHECK(job->splits_handed_out == 3);
+  // A re-issue of split 1 (its task was lost) replaces it; it finishes; nothing is outstanding.
+  REQUIRE(s.apply(SplitPositionRecord{1, 0, 0, 3, 4, 33, {split(1)}, {}}).ok());
+  CHECK(s.job(1)->outstanding_splits.size() == 1);
+  REQUIRE(s.apply(SplitPositionRecord{1, 0, 0, 0, 0, 34, {}, {{0, 1}}}).ok());
+  CHECK(s.job(1)->outstanding_splits.empty());
+  CHECK(s.job(1)->splits_handed_out == 4);
+}

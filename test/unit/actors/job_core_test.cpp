@@ -110,3 +110,55 @@ TEST_CASE("is_per_split: source + sequential map/filter/flat_map/repeat only") {
   CHECK_FALSE(is_per_split(Dataset::range(10).shuffle(4, 1)));
   CHECK_FALSE(is_per_split(Dataset::range(10).map("square", 4)));
 }
+
+TEST_CASE("job core: a restored job hands out the splits held at the crash first, then goes on") {
+  auto job = dynamic_job(40, 10); // 4 splits
+  // Before the crash splits 0-2 were handed out; 1 finished; 0 and 2 were held by tasks.
+  auto p = conveyor::make_split_provider(Dataset::range(40), [] {
+    conveyor::SplitOptions o;
+    o.range_split_size = 10;
+    return o;
+  }());
+  REQUIRE(p.ok());
+  std::vector<Split> held;
+  for (int i = 0; i < 3; ++i) {
+    Split s;
+    bool end = false;
+    REQUIRE((*p)->get_next(s, end).ok());
+    if (i != 1)
+      held.push_back(s);
+  }
+  REQUIRE(job.restore_splits(0, 3, conveyor::SplitPosition{0, 3}, held).ok());
+  CHECK(job.pending_reissue() == 2);
+  job.add_task(7, 1, "a:1");
+  job.task_assigned(7);
+  CHECK_FALSE(job.production_ended()); // splits wait to be handed out again
+  auto a = job.get_splits(7, 0, 8);
+  REQUIRE(a.ok());
+  REQUIRE(a->splits.size() == 3); // the two held ones, then the provider's next (split 3)
+  CHECK(a->splits[0] == held[0]);
+  CHECK(a->splits[1] == held[1]);
+  CHECK(a->splits[2].index == 3);
+  CHECK(a->splits[2].begin == 30);
+  job.splits_update(7, {SplitKey{0, 0}, SplitKey{0, 2}, SplitKey{0, 3}}, {});
+  auto end = job.get_splits(7, 0, 8);
+  CHECK(end->end_of_splits);
+  CHECK_FALSE(end->empty_epoch);
+}
+
+TEST_CASE("job core: only finished splits the task still owned count as finished for the journal") {
+  auto job = dynamic_job(20, 10); // 2 splits
+  job.add_task(1, 1, "a:1");
+  job.add_task(2, 2, "b:1");
+  auto a = job.get_splits(1, 0, 2);
+  REQUIRE(a->splits.size() == 2);
+  job.task_lost(1, "gone"); // both splits go back ...
+  auto b = job.get_splits(2, 0, 2); // ... and to task 2
+  REQUIRE(b->splits.size() == 2);
+  std::vector<SplitKey> accepted;
+  job.splits_update(1, {SplitKey{0, 0}}, {}, &accepted); // a late report of the lost task
+  CHECK(accepted.empty());
+  job.splits_update(2, {SplitKey{0, 0}}, {}, &accepted);
+  REQUIRE(accepted.size() == 1);
+  CHECK(accepted[0] == SplitKey{0, 0});
+}

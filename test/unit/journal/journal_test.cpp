@@ -35,7 +35,7 @@ std::vector<Update> history(int rounds) {
     task_id_t t1 = t++, t2 = t++;
     out.push_back(CreateTaskRecord{t1, job, w1, i});
     out.push_back(CreateTaskRecord{t2, job, w2, i});
-    out.push_back(SplitPositionRecord{job, 0, 0, i + 3, i + 3, i});
+    out.push_back(SplitPositionRecord{job, 0, 0, i + 3, i + 3, i, {}, {}});
     out.push_back(FinishTaskRecord{t1, i % 3 ? "" : "boom", i});
     out.push_back(RemoveWorkerRecord{w1, "no heartbeat", i});
     if (i % 2)
@@ -321,4 +321,28 @@ TEST_CASE("named-job repetitions and split sizes survive replay and snapshots") 
   REQUIRE(restored.job(3) != nullptr);
   CHECK(restored.job(3)->repetition == 2); // not 0: the count survived the snapshot
   CHECK(restored.snapshot().jobs.size() == 1);
+}
+
+TEST_CASE("splits held at a crash survive replay and snapshots") {
+  std::vector<Update> records;
+  records.push_back(RegisterDatasetRecord{"1000", "fp", "def", 1, 0});
+  records.push_back(CreateJobRecord{1, "1000", "", 1, -1, "AUTO", 1, 10});
+  records.push_back(SplitPositionRecord{1, 0, 0, 2, 2, 2, {{0, 0, 0, 10, ""}, {0, 1, 10, 20, "f.txt"}}, {}});
+  records.push_back(SplitPositionRecord{1, 0, 0, 0, 0, 3, {}, {{0, 0}}});
+  DispatcherState live = apply_all(records);
+  REQUIRE(live.job(1) != nullptr);
+  REQUIRE(live.job(1)->outstanding_splits.size() == 1);
+  CHECK(live.job(1)->outstanding_splits[0].file == "f.txt");
+  for (const auto& r : records) { // the codec keeps both lists
+    auto back = Journal::decode(Journal::encode(r));
+    REQUIRE(back.ok());
+    CHECK(Journal::encode(*back) == Journal::encode(r));
+  }
+  auto snapshot = Journal::decode_snapshot(Journal::encode_snapshot(live.snapshot()));
+  REQUIRE(snapshot.ok());
+  DispatcherState restored;
+  REQUIRE(restored.restore(*snapshot).ok());
+  CHECK(restored == live);
+  REQUIRE(restored.job(1)->outstanding_splits.size() == 1);
+  CHECK(restored.job(1)->outstanding_splits[0].begin == 10);
 }
