@@ -50,7 +50,7 @@ struct dispatcher_state {
   std::deque<msg::job_status> finished_jobs;
   // The journal (null = in memory only) and what waits for it: effects and replies, each
   // after the record with sequence number `first` is durable, in order.
-  std::shared_ptr<Journal> journal;
+  std::shared_ptr<JournalWriter> journal;
   uint64_t last_seq = 0;    // records appended
   uint64_t durable_seq = 0; // records the journal reported durable
   std::deque<std::pair<uint64_t, std::function<void()>>> waiting;
@@ -494,7 +494,9 @@ caf::expected<msg::worker_registered> adopt_worker(self_ptr self, msg::worker_id
   std::vector<msg::job_id_t> has;
   for (const auto* t : st.state.tasks_of_worker(id)) {
     has.push_back(t->job);
-    if (auto j = st.jobs.find(t->job); j != st.jobs.end() && !t->finished)
+    // Finished ones too: a task whose pipeline ended may still hold elements its consumers
+    // have not read; the job must list it again, or the worker stops it as unclaimed.
+    if (auto j = st.jobs.find(t->job); j != st.jobs.end())
       self->send(j->second, msg::add_task{t->id, id, address, handle});
   }
   log::info(kLog, "worker " + address + " is back (worker " + std::to_string(id) + ", " +
@@ -676,6 +678,7 @@ void restore(self_ptr self) {
       (void)persist(self, msg::ReleaseJobRecord{job->id, now_us(self)});
       continue;
     }
+    js->restored = true;
     run_job(self, std::move(js).value());
     ++running;
   }

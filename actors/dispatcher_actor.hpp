@@ -35,7 +35,7 @@
 
 namespace conveyor::actors {
 
-class Journal;
+class JournalWriter;
 class DispatcherState;
 
 struct DispatcherStart {
@@ -54,7 +54,7 @@ struct DispatcherStart {
   std::size_t max_dataset_bytes = 16 << 20;
   std::size_t max_dataset_nodes = 10000;
   // Null: state in memory only. Otherwise the opened journal and the state it replayed.
-  std::shared_ptr<Journal> journal;
+  std::shared_ptr<JournalWriter> journal;
   std::shared_ptr<DispatcherState> restored;
 };
 

@@ -33,6 +33,9 @@ public:
   }
   // true: a job handing a lost task's unfinished splits out again forgets the last one.
   virtual bool forget_lost_split() { return false; }
+  // true: a job restored by a restarted dispatcher forgets the last of the splits its tasks
+  // held at the crash (instead of handing it out again).
+  virtual bool forget_held_split() { return false; }
 };
 
 // The installed hooks; null unless a simulation installed some.
@@ -70,6 +73,10 @@ inline bool consumer_drops_batch(bool job_finished, uint32_t num_chunks) {
 inline bool forget_lost_split() {
   Hooks* h = installed();
   return h != nullptr && h->forget_lost_split();
+}
+inline bool forget_held_split() {
+  Hooks* h = installed();
+  return h != nullptr && h->forget_held_split();
 }
 
 } // namespace conveyor::actors::hooks

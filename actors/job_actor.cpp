@@ -448,6 +448,15 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
                              " sent no heartbeat for " +
                              std::to_string(timeout.count() / 1000000) + " ms; dropping it");
       auto& core = st.core();
+      if (st.start.restored && !core.any_joined() &&
+          self->clock().now() - st.created >= st.start.client_timeout) {
+        release(self, "no consumer re-joined it within " +
+                        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         st.start.client_timeout)
+                                         .count()) +
+                        " ms of the dispatcher's restart");
+        return;
+      }
       if (core.consumers_done()) {
         if (core.all_finished() || st.start.name.empty()) {
           check_consumers(self);

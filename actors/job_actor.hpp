@@ -37,6 +37,10 @@ struct JobStart {
   // DYNAMIC with a journal: every split hand-out position is made durable (persist_splits to
   // the dispatcher) before the split is handed out, so a restarted dispatcher resumes there.
   bool journal_splits = false;
+  // Re-spawned from the journal by a restarted dispatcher: its consumers may be gone for good
+  // (e.g. they read to the end while the dispatcher was down), so it is released when none
+  // re-joined within client_timeout, instead of waiting for a first consumer forever.
+  bool restored = false;
 };
 
 using job_full_actor = msg::job_actor::extend<caf::reacts_to<msg::expire_atom, uint64_t>,

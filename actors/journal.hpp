@@ -59,31 +59,46 @@ struct JournalReplay {
   double seconds = 0;           // time spent reading and applying
 };
 
-class Journal {
+// What the dispatcher actor needs of a journal: the file journal below, or the simulator's disk
+// (actors/sim/sim_journal.hpp), which loses unsynced records when its dispatcher crashes.
+class JournalWriter {
 public:
   using Done = std::function<void(const Status&)>;
+  virtual ~JournalWriter() = default;
+  // Queues `update`; `on_durable` runs once it is on disk (OK) or the journal failed (error).
+  // Returns the record's sequence number (1, 2, ...).
+  virtual uint64_t append(const msg::Update& update, Done on_durable) = 0;
+  virtual bool should_compact() const = 0;
+  // Snapshot of `state` (which includes every appended record), then a fresh log.
+  virtual Status compact(const DispatcherState& state) = 0;
+  // Where it lives, for messages.
+  virtual const std::string& dir() const = 0;
+};
+
+class Journal final : public JournalWriter {
+public:
 
   // Opens (creating) the work dir, restores `state` from the newest snapshot and replays the
   // segments after it. Errors: io_error (cannot create/read/write the dir), data_loss (a bad
   // record or snapshot: "<file> at byte <offset>: ..."), or a record the state refused.
   static Expected<std::unique_ptr<Journal>> open(JournalOptions options, DispatcherState& state,
                                                  JournalReplay* replay = nullptr);
-  ~Journal(); // writes and syncs what is queued, then stops the writer thread
+  ~Journal() override; // writes and syncs what is queued, then stops the writer thread
   Journal(const Journal&) = delete;
   Journal& operator=(const Journal&) = delete;
 
   // Queues `update`; `on_durable` runs (on the writer thread) once its group is on disk, with
   // OK, or with the io_error that made the journal fail (then every later append fails too).
   // Returns the record's sequence number (1, 2, ... per process).
-  uint64_t append(const msg::Update& update, Done on_durable);
+  uint64_t append(const msg::Update& update, Done on_durable) override;
   // Blocks until everything appended so far is durable; the journal's error if it failed.
   Status flush();
   // Snapshot of `state` (which must include every appended record: call it from the thread
   // that appends and applies), then a new segment; older files are deleted.
-  Status compact(const DispatcherState& state);
-  bool should_compact() const { return segment_records_ >= options_.compact_after_records; }
+  Status compact(const DispatcherState& state) override;
+  bool should_compact() const override { return segment_records_ >= options_.compact_after_records; }
 
-  const std::string& dir() const { return options_.dir; }
+  const std::string& dir() const override { return options_.dir; }
   uint64_t generation() const { return generation_; }
   // Groups synced so far (to check that appends are grouped).
   uint64_t groups_synced() const;

@@ -23,7 +23,7 @@ constexpr CommandInfo kInfo{
   "process, on a deterministic scheduler with virtual time and a simulated network, running the\n"
   "production actors. One seed decides everything (the trace hash proves it); --runs K sweeps\n"
   "seeds S..S+K-1. Faults (--faults): KIND:N draws N faults per seed (crash, restart, partition,\n"
-  "disconnect, slow, any); KIND(NODE[,PEER])@WHEN[+DURATION] places one, e.g.\n"
+  "disconnect, slow, dispatcher: a crash and restart from its simulated disk, any); KIND(NODE[,PEER])@WHEN[+DURATION] places one, e.g.\n"
   "crash(worker-1)@200ms or partition(worker-0,dispatcher)@30%+2s. Exit codes: 0 every run\n"
   "passed, 1 an invariant failed, 2 bad arguments."};
 
@@ -88,7 +88,7 @@ int run_sim(const std::vector<std::string>& args) {
     ("verbose,v", po::bool_switch(&f.verbose), "print every run, not only the failed ones");
   po::options_description hidden;
   hidden.add_options()("plant-bug", po::value(&f.plant_bug)->value_name("NAME"),
-                       "test-only: switch on a planted protocol bug (duplicate-split, forget-lost-split)");
+                       "test-only: switch on a planted protocol bug (duplicate-split, forget-lost-split, forget-held-split)");
   po::variables_map vm;
   if (auto stop = parse_command_line(kInfo, options, args, vm, &hidden))
     return *stop;

@@ -9,6 +9,7 @@
 #include "actors/consumer_actor.hpp"
 #include "conveyor/client.hpp"
 #include "actors/dispatcher_actor.hpp"
+#include "actors/sim/sim_journal.hpp"
 #include "actors/element_sink.hpp"
 #include "actors/log.hpp"
 #include "actors/node_config.hpp"
@@ -140,6 +141,7 @@ private:
   std::vector<std::string> fired_;
   bool any_fault_ = false;
   std::vector<std::pair<std::size_t, std::size_t>> partitions_; // to heal at the end
+  std::shared_ptr<SimJournal> journal_; // the dispatcher's disk
 };
 
 void RecordingSink::push(std::vector<Element>&& elements, const msg::stream_stats& stats) {
@@ -214,6 +216,16 @@ void ClusterRun::start_dispatcher() {
   start.range_split_size = derived_.split_size;
   start.adaptive_split_size = false; // the invariants count splits of this size
   start.client_timeout = cfg_.job_gc_timeout * 4;
+  // Its disk outlives it: a restarted dispatcher replays what was synced before the crash.
+  if (!journal_)
+    journal_ = std::make_shared<SimJournal>(world_, slot, derived_.fsync_latency, derived_.compact_after);
+  auto restored = std::make_shared<actors::DispatcherState>();
+  auto replayed = journal_->replay(*restored);
+  if (!replayed.ok())
+    world_.violation("the dispatcher cannot replay its journal: " + replayed.status().to_string());
+  else if (*replayed)
+    start.restored = restored;
+  start.journal = journal_;
   auto dispatcher = actors::spawn_dispatcher(node->system(), start);
   SimTransport transport{world_, slot, node->incarnation()};
   if (auto port = transport.publish(msg::dispatcher_actor{dispatcher}, kDispatcher, kDispatcherPort);
@@ -287,6 +299,9 @@ void ClusterRun::fire(const Fault& f) {
         sink.consumer = nullptr;
       }
       world_.crash(a);
+      // What was not synced is lost with it (also records its actors made while dying).
+      if (f.node == kDispatcher && journal_)
+        journal_->crash();
       if (f.kind == Fault::Kind::restart) {
         world_.after(f.duration, [this, a, name = f.node] {
           if (world_.node(a) != nullptr)
@@ -388,7 +403,9 @@ SimResult ClusterRun::run() {
   progress_faults_.clear();
   for (auto [a, b] : partitions_)
     world_.network().heal(a, b);
-  auto settle = caf::timespan{cfg_.job_gc_timeout + cfg_.worker_timeout + 4 * cfg_.heartbeat_interval +
+  // (A job a restarted dispatcher re-spawned waits client_timeout = 4 x job_gc_timeout for its
+  // consumers to re-join, checked every job_gc_timeout.)
+  auto settle = caf::timespan{5 * cfg_.job_gc_timeout + cfg_.worker_timeout + 4 * cfg_.heartbeat_interval +
                               milliseconds{1000}};
   if (stop == StopReason::done)
     world_.run_until(nullptr, world_.now() + settle);

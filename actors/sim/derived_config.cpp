@@ -24,7 +24,7 @@ T pick(Rng& rng, std::initializer_list<T> choices) {
 Fault random_fault(Rng& rng, const std::string& kind_in, int workers, int consumers) {
   std::string kind = kind_in;
   if (kind == "any")
-    kind = pick<std::string>(rng, {"crash", "restart", "partition", "disconnect", "slow"});
+    kind = pick<std::string>(rng, {"crash", "restart", "partition", "disconnect", "slow", "dispatcher"});
   auto worker = [&] { return "worker-" + std::to_string(rng.below(static_cast<uint64_t>(workers))); };
   auto consumer = [&] {
     return "consumer-" + std::to_string(rng.below(static_cast<uint64_t>(consumers)));
@@ -43,6 +43,8 @@ Fault random_fault(Rng& rng, const std::string& kind_in, int workers, int consum
     f = Fault::crash(worker(), microseconds{0});
   } else if (kind == "restart") {
     f = Fault::restart(worker(), microseconds{0}, milliseconds{rng.between(50, 3000)});
+  } else if (kind == "dispatcher") { // crash, restart from the simulated disk
+    f = Fault::restart(kDispatcher, microseconds{0}, milliseconds{rng.between(50, 3000)});
   } else if (kind == "partition") {
     f = Fault::partition("", "", microseconds{0}, milliseconds{rng.between(10, 10000)});
     link(f);
@@ -65,7 +67,9 @@ std::string DerivedConfig::describe() const {
          std::to_string(task_limits.buffer_elements) + ", produce step " +
          std::to_string(task_limits.step_elements) + ", consumer step up to " +
          std::to_string(consumer_step.count()) + "us" +
-         (task_limits.bulk_min_bytes <= 1 ? ", every element on the bulk path" : "");
+         (task_limits.bulk_min_bytes <= 1 ? ", every element on the bulk path" : "") +
+         ", fsync " + std::to_string(fsync_latency.count()) + "us" +
+         (compact_after > 0 ? ", snapshot every " + std::to_string(compact_after) + " records" : "");
 }
 
 DerivedConfig derive_config(const SimConfig& cfg, const FaultSpec& spec) {
@@ -88,6 +92,9 @@ DerivedConfig derive_config(const SimConfig& cfg, const FaultSpec& spec) {
   for (int i = 0; i < cfg.consumers; ++i)
     d.consumer_start.push_back(microseconds{rng.between(0, 20000)});
   Rng fault_rng = rng.fork(7);
+  Rng disk_rng = rng.fork(11);
+  d.fsync_latency = pick<microseconds>(disk_rng, {microseconds{50}, microseconds{500}, microseconds{4000}});
+  d.compact_after = pick<int64_t>(disk_rng, {0, 8, 64});
   d.faults = cfg.faults;
   for (const auto& f : spec.explicit_faults)
     d.faults.push_back(f);
@@ -120,7 +127,7 @@ Status validate_config(const SimConfig& config, const FaultSpec& spec) {
   CONVEYOR_RETURN_IF_ERROR(validate(config.options));
   if (!planted_bug_from_string(config.plant_bug.empty() ? "none" : config.plant_bug))
     return invalid_argument("unknown planted bug \"" + config.plant_bug +
-                            "\" (expected duplicate-split or forget-lost-split)");
+                            "\" (expected duplicate-split, forget-lost-split or forget-held-split)");
   if (config.time_limit.count() <= 0)
     return invalid_argument("`time_limit` must be positive");
   auto known = [&](const std::string& name) {

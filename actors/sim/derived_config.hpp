@@ -23,6 +23,10 @@ struct DerivedConfig {
   std::chrono::microseconds consumer_step{0};
   std::vector<std::chrono::microseconds> consumer_start;
   std::vector<Fault> faults;
+  // The dispatcher's simulated disk (actors/sim/sim_journal.hpp): time to a group's fsync, and
+  // records after which the journal compacts into a snapshot (0 = never).
+  std::chrono::microseconds fsync_latency{100};
+  int64_t compact_after = 0;
 
   // "latency 1338us, jitter 880us, credits 4096, split size 2, ..."
   std::string describe() const;

@@ -7,12 +7,14 @@ const char* to_string(PlantedBug bug) {
     case PlantedBug::none: return "none";
     case PlantedBug::duplicate_split: return "duplicate-split";
     case PlantedBug::forget_lost_split: return "forget-lost-split";
+    case PlantedBug::forget_held_split: return "forget-held-split";
   }
   return "?";
 }
 
 std::optional<PlantedBug> planted_bug_from_string(std::string_view name) {
-  for (auto b : {PlantedBug::none, PlantedBug::duplicate_split, PlantedBug::forget_lost_split})
+  for (auto b : {PlantedBug::none, PlantedBug::duplicate_split, PlantedBug::forget_lost_split,
+                 PlantedBug::forget_held_split})
     if (name == to_string(b))
       return b;
   return std::nullopt;
@@ -27,6 +29,7 @@ public:
     return std::make_unique<DuplicateSplitBug>();
   }
   bool forget_lost_split() override { return planted(PlantedBug::forget_lost_split); }
+  bool forget_held_split() override { return planted(PlantedBug::forget_held_split); }
 };
 
 PlantedBugHooks g_planted_bug_hooks;

@@ -26,6 +26,10 @@ enum class PlantedBug : uint8_t {
   // off-by-one in the loop): elements go missing, but only in runs where a worker is lost
   // while it holds an unfinished split.
   forget_lost_split,
+  // A job restored by a restarted dispatcher (from the simulated disk) forgets the last of the
+  // splits its tasks held at the crash: elements go missing, but only in runs where the
+  // dispatcher crashed while a split was handed out and not yet finished.
+  forget_held_split,
 };
 
 const char* to_string(PlantedBug bug);

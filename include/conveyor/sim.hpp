@@ -66,7 +66,8 @@ struct Fault {
 // The --faults syntax: comma-separated items, each either
 //   KIND:N                        N faults of that kind; nodes, times and durations drawn
 //                                 from the seed (KIND: crash, restart, partition, disconnect,
-//                                 slow, or "any" for a mix)
+//                                 slow, dispatcher — the dispatcher crashes and restarts
+//                                 from its simulated disk —, or "any" for a mix)
 //   KIND(NODE[,PEER])@WHEN[+DUR]  one explicit fault; WHEN is a duration ("200ms", "1.5s",
 //                                 "300us") or a progress ("40%")
 //   none                          no faults
@@ -74,7 +75,7 @@ struct Fault {
 struct FaultSpec {
   std::vector<Fault> explicit_faults;
   struct Random {
-    std::string kind; // crash, restart, partition, disconnect, slow, any
+    std::string kind; // crash, restart, partition, disconnect, slow, dispatcher, any
     int count = 0;
   };
   std::vector<Random> random_faults;
@@ -112,7 +113,8 @@ struct SimConfig {
   std::chrono::milliseconds time_limit{10 * 60 * 1000};
 
   bool keep_trace = false;  // keep the readable event log in SimResult::trace
-  // Test-only: switch on a planted protocol bug ("duplicate-split", "forget-lost-split") to check
+  // Test-only: switch on a planted protocol bug ("duplicate-split", "forget-lost-split",
+  // "forget-held-split") to check
   // that the invariants catch it.
   std::string plant_bug;
 };

@@ -111,3 +111,17 @@ TEST_CASE("a sweep with worker crashes finds the job that forgets a lost task's 
   auto clean = sweep_of(cfg, 40);
   CHECK_MESSAGE(clean.failed_runs == 0, clean.summary());
 }
+
+TEST_CASE("a sweep with dispatcher crashes finds the restored job that forgets a held split") {
+  auto cfg = base(ShardingPolicy::dynamic);
+  cfg.random_faults = "dispatcher:1";
+  cfg.plant_bug = "forget-held-split";
+  auto s = sweep_of(cfg, 40);
+  INFO(s.summary());
+  CHECK(s.failed_runs > 0);
+  CHECK(s.failed_runs < 40); // subtle: only runs where the crash hit while a split was held
+  CHECK(any_failure_mentions(s, "never delivered although every stream ended OK (faults fired"));
+  cfg.plant_bug.clear();
+  auto clean = sweep_of(cfg, 40);
+  CHECK_MESSAGE(clean.failed_runs == 0, clean.summary());
+}
