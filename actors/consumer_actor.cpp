@@ -450,7 +450,7 @@ void join(self_ptr self, const msg::job_info& info) {
   self->monitor(st.job);
   auto gen = st.job_gen;
   self->request(st.job, st.start.request_timeout,
-                msg::join_job{caf::actor_cast<caf::actor>(self)})
+                msg::join_job{caf::actor_cast<caf::actor>(self), self->state.consumer_id})
     .then(
       [self, gen](msg::job_joined& joined) {
         if (gen != self->state.job_gen)

@@ -303,10 +303,10 @@ void assign(self_ptr self, const msg::add_task& add) {
       });
 }
 
-void drop_consumer(self_ptr self, msg::consumer_id_t id, bool finished) {
+// What follows a consumer's leaving (the core already counts it gone): its progress moves to
+// the departed, its tasks release what it did not acknowledge, and the job may be done.
+void consumer_left(self_ptr self, msg::consumer_id_t id, bool finished) {
   auto& st = self->state;
-  if (!st.core().leave(id, finished))
-    return;
   if (auto p = st.progress.find(id); p != st.progress.end()) {
     add_progress(st.departed, p->second);
     st.progress.erase(p);
@@ -322,6 +322,11 @@ void drop_consumer(self_ptr self, msg::consumer_id_t id, bool finished) {
       break;
     }
   check_consumers(self);
+}
+
+void drop_consumer(self_ptr self, msg::consumer_id_t id, bool finished) {
+  if (self->state.core().leave(id, finished))
+    consumer_left(self, id, finished);
 }
 
 job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
@@ -342,8 +347,22 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
       return;
     }
     auto c = st.consumer_addrs.find(down.source);
-    if (c != st.consumer_addrs.end())
-      drop_consumer(self, c->second, false);
+    if (c == st.consumer_addrs.end())
+      return;
+    if (down.reason == caf::exit_reason::remote_link_unreachable) {
+      // Only the connection broke (or the consumer's process died): the consumer re-joins with
+      // its id if it lives; if it does not within client_timeout (its heartbeats stop), the
+      // timeout drops it. Dropping it now would end a private job over a brief network blip.
+      log::info(kLog, st.label() + ": lost the connection to consumer " +
+                        std::to_string(c->second) + "; it has " +
+                        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         st.start.client_timeout)
+                                         .count()) +
+                        " ms to re-join");
+      st.consumer_addrs.erase(c);
+      return;
+    }
+    drop_consumer(self, c->second, false);
   });
   return {
     [self](msg::get_splits& req) -> caf::result<msg::splits_reply> {
@@ -378,7 +397,18 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
     },
     [self](msg::join_job& join) -> msg::job_joined {
       auto& st = self->state;
-      auto id = st.core().join(now_ns(self));
+      msg::consumer_id_t id = 0;
+      if (join.previous != 0 && st.core().knows_consumer(join.previous)) {
+        // Back after a broken connection, before client_timeout dropped it: same id, so its
+        // tasks keep what it has not acknowledged yet.
+        id = join.previous;
+        st.core().touch(id, now_ns(self));
+        for (auto it = st.consumer_addrs.begin(); it != st.consumer_addrs.end();)
+          it = it->second == id ? st.consumer_addrs.erase(it) : std::next(it);
+        log::info(kLog, st.label() + ": consumer " + std::to_string(id) + " is back");
+      } else {
+        id = st.core().join(now_ns(self));
+      }
       st.consumer_addrs[join.consumer.address()] = id;
       self->monitor(join.consumer);
       ++st.gc_token; // cancels a pending gc
@@ -443,10 +473,14 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
       if (token != st.gc_token)
         return;
       auto timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(st.start.client_timeout);
-      for (auto id : st.core().expire(now_ns(self), timeout.count()))
+      for (auto id : st.core().expire(now_ns(self), timeout.count())) {
         log::warning(kLog, st.label() + ": consumer " + std::to_string(id) +
                              " sent no heartbeat for " +
                              std::to_string(timeout.count() / 1000000) + " ms; dropping it");
+        consumer_left(self, id, false);
+        if (st.released)
+          return;
+      }
       auto& core = st.core();
       if (st.start.restored && !core.any_joined() &&
           self->clock().now() - st.created >= st.start.client_timeout) {

@@ -25,10 +25,14 @@ namespace conveyor::msg {
 
 struct join_job {
   caf::actor consumer; // monitored by the job
+  // Re-joining after the connection to the dispatcher broke: the id it had (0: a first join).
+  // A job that still counts it gets it back, with its unacknowledged batches; one that does
+  // not (a restarted dispatcher's job) gives a new id.
+  consumer_id_t previous = 0;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_job& x) {
-  return f(caf::meta::type_name("join_job"), x.consumer);
+  return f(caf::meta::type_name("join_job"), x.consumer, x.previous);
 }
 
 struct job_joined {

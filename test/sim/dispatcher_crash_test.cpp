@@ -1,7 +1,7 @@
 // The dispatcher crashes and restarts from its simulated disk (actors/sim/sim_journal.hpp),
-// losing whatever was not yet synced: the reads go on and end with every element. Stronger
-// than the invariants (which let a stream fail loudly under faults): here every stream must
-// end OK and complete.
+// losing whatever was not yet synced, or a consumer's connection to it breaks: the reads go on
+// and end with every element. Stronger than the invariants (which let a stream fail loudly
+// under faults): here every stream must end OK and complete.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -14,11 +14,14 @@ using conveyor::SimConfig;
 
 namespace {
 
-void every_stream_completes(ShardingPolicy policy, int64_t copies) {
+void every_stream_completes(ShardingPolicy policy, int64_t copies,
+                            std::vector<conveyor::Fault> faults = {}) {
   SimConfig cfg;
   cfg.workers = 3;
   cfg.options.policy = policy;
-  cfg.random_faults = "dispatcher:1";
+  if (faults.empty())
+    cfg.random_faults = "dispatcher:1";
+  cfg.faults = std::move(faults);
   const auto dataset = Dataset::range(300).map("square");
   int crashed_mid_read = 0;
   auto s = conveyor::sweep(dataset, cfg, 1, 60, 0, [&](const conveyor::SimResult& r) {
@@ -44,4 +47,18 @@ TEST_CASE("dispatcher crash on the simulated disk: every DYNAMIC read completes,
 
 TEST_CASE("dispatcher crash on the simulated disk: every OFF read completes") {
   every_stream_completes(ShardingPolicy::off, 3);
+}
+
+TEST_CASE("a consumer whose connection to the dispatcher breaks re-joins with its id: nothing lost") {
+  using conveyor::Fault;
+  using std::chrono::microseconds;
+  using std::chrono::milliseconds;
+  for (auto policy : {ShardingPolicy::off, ShardingPolicy::dynamic}) {
+    int64_t copies = policy == ShardingPolicy::off ? 3 : 1;
+    every_stream_completes(policy, copies,
+                           {Fault::disconnect("consumer-0", "dispatcher", microseconds{0}).at_fraction(0.3)});
+    every_stream_completes(
+      policy, copies,
+      {Fault::partition("consumer-0", "dispatcher", microseconds{0}, milliseconds{2000}).at_fraction(0.3)});
+  }
 }
