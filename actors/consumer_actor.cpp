@@ -73,6 +73,7 @@ struct consumer_state {
   uint64_t job_gen = 0;
   bool rejoining = false;
   caf::actor_clock::time_point rejoin_deadline;
+  caf::actor_addr lost_job; // the job actor whose connection broke (same one back: a blip)
 };
 
 using self_ptr = consumer_full_actor::stateful_pointer<consumer_state>;
@@ -476,6 +477,8 @@ void start_rejoin(self_ptr self, const std::string& why) {
   ++st.job_gen;
   st.rejoining = true;
   st.polling = false;
+  if (st.job)
+    st.lost_job = st.job.address();
   st.job = nullptr;
   st.dispatcher = nullptr;
   st.rejoin_deadline = self->clock().now() + st.start.dispatcher_reconnect_timeout;
@@ -545,9 +548,10 @@ void try_rejoin(self_ptr self) {
                                     "missing"});
               return;
             }
-            log::info(kLog, "job " + std::to_string(st.job_id) +
-                              ": re-joined it at the restarted dispatcher");
-            st.core.on_job_rejoined();
+            const bool restarted = info.handle.address() != st.lost_job;
+            log::info(kLog, "job " + std::to_string(st.job_id) + ": re-joined it" +
+                              (restarted ? " at the restarted dispatcher" : ""));
+            st.core.on_job_rejoined(restarted);
             join(self, info);
           },
           [self](caf::error& err) {

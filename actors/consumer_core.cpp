@@ -79,10 +79,13 @@ std::vector<msg::task_info> ConsumerCore::on_task_list(const msg::task_list& lis
   for (const auto& [id, slot] : tasks_)
     if (!listed.count(id))
       gone.push_back(id);
+  // Kept until the restarted job lists every known task again, or says its production is
+  // over (it knows every task from its journal: then an unlisted one was lost for good).
   if (keep_unlisted_) {
-    if (gone.empty())
+    if (gone.empty() || list.job_finished)
       keep_unlisted_ = false;
-    return added;
+    if (!list.job_finished)
+      return added;
   }
   for (auto id : gone) {
     const auto& slot = tasks_.at(id);
@@ -96,10 +99,10 @@ std::vector<msg::task_info> ConsumerCore::on_task_list(const msg::task_list& lis
   return added;
 }
 
-void ConsumerCore::on_job_rejoined() {
+void ConsumerCore::on_job_rejoined(bool restarted) {
   version_ = 0;
   job_finished_ = false;
-  keep_unlisted_ = true;
+  keep_unlisted_ = restarted;
 }
 
 void ConsumerCore::release_task_requests(msg::task_id_t task, const TaskSlot& slot) {
@@ -409,11 +412,22 @@ Status ConsumerCore::on_bulk_lost(const std::vector<msg::task_id_t>& tasks, cons
     auto t = tasks_.find(id);
     if (t == tasks_.end())
       continue;
-    t->second.bulk = false;
-    waiting += t->second.bulk_batches.size();
-    worker = t->second.worker_address;
+    auto& slot = t->second;
+    slot.bulk = false;
+    waiting += slot.bulk_batches.size();
+    worker = slot.worker_address;
+    if (dynamic_ && !slot.bulk_batches.empty()) {
+      // Never acknowledged, so nothing is lost: the next request says `reconnected` and the
+      // task hands their splits back to the job, which hands them out again (the elements
+      // this consumer already has of them are dropped as repeats).
+      for (const auto& [seq, b] : slot.bulk_batches)
+        if (b.announced)
+          reserved_elements_ -= b.count;
+      slot.bulk_batches.clear();
+      slot.reconnected = true;
+    }
   }
-  if (waiting == 0)
+  if (waiting == 0 || dynamic_)
     return Status::OK();
   return data_loss("the bulk connection to worker " + worker + " broke with " + std::to_string(waiting) +
                    " batch(es) in flight (" + why + ")");

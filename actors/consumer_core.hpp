@@ -75,10 +75,12 @@ public:
   // Elements dropped as repeats of a re-issued split.
   int64_t duplicates_dropped() const { return duplicates_; }
   uint64_t known_version() const { return version_; }
-  // The job is served by a restarted dispatcher now (a new job actor): its task lists start
-  // over, and a known task it does not list yet (its worker has not registered again) is kept
-  // until a list names every known task again — or the task ends or is lost on its own.
-  void on_job_rejoined();
+  // Re-joined the job after the connection to the dispatcher broke. `restarted`: it is served
+  // by a restarted dispatcher now (a new job actor): its task lists start over, and a known
+  // task it does not list yet (its worker has not registered again) is kept until a list names
+  // every known task again or says production is over — or the task ends or is lost on its own. The same job actor (only
+  // the connection broke): its lists are complete, so a task it no longer lists is gone.
+  void on_job_rejoined(bool restarted);
   bool job_finished() const { return job_finished_; }
 
   void on_connected(msg::task_id_t task);
@@ -101,8 +103,9 @@ public:
   Status on_frame(msg::task_id_t task, uint64_t batch_seq, uint32_t index, uint32_t count,
                   StorageOwner owner, std::string_view frame, std::vector<Element>& out);
   // The bulk channel of these tasks broke: batches announced or partly received on it are
-  // lost, which is data_loss (never silent); with nothing in flight it is OK and the tasks go
-  // back to inline payloads until a channel is open again.
+  // lost. OFF: data_loss (never silent). DYNAMIC: OK — they were never acknowledged, so the
+  // tasks are told `reconnected` and their splits are read again. With nothing in flight it is
+  // OK; the tasks go back to inline payloads until a channel is open again.
   Status on_bulk_lost(const std::vector<msg::task_id_t>& tasks, const std::string& why);
   // Batches announced on the bulk path whose frames have not all arrived.
   std::size_t bulk_batches_waiting() const;

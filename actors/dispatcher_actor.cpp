@@ -496,8 +496,14 @@ caf::expected<msg::worker_registered> adopt_worker(self_ptr self, msg::worker_id
     has.push_back(t->job);
     // Finished ones too: a task whose pipeline ended may still hold elements its consumers
     // have not read; the job must list it again, or the worker stops it as unclaimed.
-    if (auto j = st.jobs.find(t->job); j != st.jobs.end())
-      self->send(j->second, msg::add_task{t->id, id, address, handle});
+    if (auto j = st.jobs.find(t->job); j != st.jobs.end()) {
+      msg::add_task add{t->id, id, address, handle};
+      if (const auto* job = st.state.job(t->job); job && is_static(job->policy)) {
+        add.num_workers = static_cast<int64_t>(st.start.worker_addresses.size());
+        add.worker_index = fixed_index(st, address);
+      }
+      self->send(j->second, add);
+    }
   }
   log::info(kLog, "worker " + address + " is back (worker " + std::to_string(id) + ", " +
                     std::to_string(has.size()) + " task(s) kept)");
@@ -679,7 +685,14 @@ void restore(self_ptr self) {
       continue;
     }
     js->restored = true;
+    auto id = js->id;
     run_job(self, std::move(js).value());
+    // The job knows its tasks at once, also those whose workers are not back yet: until they
+    // come back or are removed after worker_timeout, its production is not over.
+    if (auto j = st.jobs.find(id); j != st.jobs.end())
+      for (const auto* t : st.state.tasks_of_job(id))
+        if (const auto* w = st.state.worker(t->worker))
+          self->send(j->second, msg::add_task{t->id, t->worker, w->address, {}});
     ++running;
   }
   auto snapshot = st.state.snapshot();

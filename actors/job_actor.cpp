@@ -434,10 +434,15 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
     [self](msg::add_task& add) {
       auto& st = self->state;
       auto v = st.core().version();
-      if (!st.core().add_task(add.task, add.worker, add.worker_address))
-        return;
-      assign(self, add);
-      changed(self, v);
+      bool added = st.core().add_task(add.task, add.worker, add.worker_address);
+      const auto* task = st.core().task(add.task);
+      // Without a handle: a task a restarted dispatcher knows from its journal, whose worker
+      // has not registered again; the job counts it (production is not over) until the worker
+      // comes back (add_task again, with its handle) or is removed (remove_task).
+      if (add.handle && task && !task->assigned && !st.workers.count(add.task))
+        assign(self, add);
+      if (added)
+        changed(self, v);
     },
     [self](msg::remove_task& rm) {
       auto& st = self->state;

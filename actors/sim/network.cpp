@@ -330,7 +330,16 @@ bool Network::connect(Node& from, const std::string& address,
     world_.trace().record(world_.elapsed(), {kTagDrop, from_slot, target->slot(), 0}, [&] {
       return from.name() + " -> " + target->name() + "  connect to " + address + " lost in partition";
     });
-    return false; // SYN lost: the caller's timeout decides
+    // SYN lost: as CAF's middleman does, the handshake ends after the connection timeout (or
+    // the caller's own timeout, if shorter), and the caller may try again.
+    world_.after(connection_timeout_,
+                 [this, from_slot, from_inc, address, done = std::move(done)]() mutable {
+                   auto* f = world_.node(from_slot);
+                   if (f != nullptr && f->incarnation() == from_inc)
+                     done(caf::make_error(caf::sec::connection_timeout, "no answer from", address));
+                 },
+                 from_slot);
+    return true;
   }
   // The handshake is a round trip; the handle becomes a proxy on `from`, as in BASP.
   auto target_slot = target->slot();

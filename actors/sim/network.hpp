@@ -69,9 +69,9 @@ public:
   };
   // Connects `from` to the actor published at `address`; `done` gets a proxy after a round trip,
   // or cannot_connect_to_node (nothing there: after one round trip). Across a partition it
-  // never answers — the caller's own timeout fires, as with a SYN lost in a real network.
-  // `done` runs from the event loop, outside any actor: it must only send messages.
-  // Returns false when no answer will ever come (the attempt was lost in a partition).
+  // answers connection_timeout after the connection timeout, as CAF's middleman ends a
+  // handshake whose SYN was lost. `done` runs from the event loop, outside any actor: it must
+  // only send messages. Returns false when no answer will ever come.
   bool connect(Node& from, const std::string& address,
                std::function<void(caf::expected<Connected>)> done);
 

@@ -204,3 +204,34 @@ TEST_CASE("bulk: frames before or after the reply complete a batch, in order; lo
   CHECK(lost.code() == ErrorCode::data_loss);
   CHECK(lost.message().find("1 batch(es) in flight") != std::string::npos);
 }
+
+TEST_CASE("bulk, DYNAMIC: a broken channel with batches in flight is no loss: the task hears `reconnected`") {
+  ConsumerLimits limits;
+  ConsumerCore core{limits};
+  core.set_dynamic(true);
+  core.on_task_list(list_of(1, {1}, false));
+  core.on_connected(1);
+  core.set_bulk(1, true);
+  auto reqs = core.next_requests();
+  REQUIRE_FALSE(reqs.empty());
+  CHECK_FALSE(reqs[0].reconnected);
+  std::vector<Element> out;
+  msg::element_batch b;
+  b.num_elements = 2;
+  b.batch_seq = 5;
+  b.num_chunks = 1;
+  b.bulk_frames = 2;
+  REQUIRE(core.on_reply(reqs[0], b, out).ok());
+  auto f0 = frame_of(10);
+  REQUIRE(core.on_frame(1, 5, 0, 2, f0, {f0->data(), f0->size()}, out).ok()); // 1 of 2 frames
+  CHECK(core.bulk_batches_waiting() == 1);
+  REQUIRE(core.on_bulk_lost({1}, "test").ok());
+  CHECK(core.bulk_batches_waiting() == 0);
+  CHECK(out.empty());
+  // The next request tells the task, which hands the batch's splits back; nothing was acked.
+  auto next = core.next_requests();
+  REQUIRE_FALSE(next.empty());
+  CHECK(next[0].reconnected);
+  CHECK(next[0].acks.empty());
+  CHECK(next[0].max_elements > 0); // its credits came back
+}
