@@ -69,13 +69,13 @@ Status validate(const DistributeOptions& o) {
   if (o.task_refresh_interval.count() <= 0)
     return invalid_argument("`task_refresh_interval` must be positive, got " +
                             std::to_string(o.task_refresh_interval.count()) + " ms");
+  if (o.num_consumers && o.target_workers == "LOCAL")
+    return invalid_argument(
+      "Coordinated reads require non-local workers, but `target_workers` is \"LOCAL\".");
   // Valid, but not implemented in this version.
   if (o.num_consumers)
     return unimplemented("coordinated reads (`consumer_index` / `num_consumers`) are not "
                          "supported yet");
-  if (o.target_workers == "LOCAL")
-    return unimplemented("`target_workers` \"LOCAL\" is not supported yet; use \"AUTO\" or "
-                         "\"ANY\"");
   return Status::OK();
 }
 
