@@ -440,6 +440,7 @@ void request_batch(self_ptr self, const ConsumerCore::Request& r) {
   }
   msg::get_elements req{st.consumer_id, r.max_elements, r.max_bytes,
                         (st.start.request_timeout / 2).count(), r.acks, r.reconnected};
+  req.trainer_id = st.start.trainer_id;
   std::string worker;
   uint64_t channel = 0; // the link's local id when the request goes on its bulk channel
   if (auto w = st.task_worker.find(r.task); w != st.task_worker.end()) {
@@ -868,6 +869,10 @@ ConsumerStart consumer_start(const DistributeOptions& options, std::shared_ptr<T
     options.compression == "NONE" ? Compression::none : Compression::automatic;
   start.job_request.policy = options.policy;
   start.job_request.target_workers = options.target_workers;
+  if (options.cross_trainer_cache) {
+    start.job_request.cross_trainer_cache = true;
+    start.trainer_id = options.cross_trainer_cache->trainer_id;
+  }
   if (options.job_name)
     start.job_request.job_name = *options.job_name;
   return start;

@@ -69,10 +69,12 @@ int64_t CrossTrainerCache::skipped(const std::string& trainer_id) const {
   return t->second.skipped + pending;
 }
 
-Status validate_cross_trainer_cache(const std::string& trainer_id, bool has_job_name,
-                                    int64_t cardinality, std::optional<int64_t> num_consumers) {
-  if (trainer_id.empty())
-    return empty_trainer_id();
+Status validate_trainer_id(const std::string& trainer_id) {
+  return trainer_id.empty() ? empty_trainer_id() : Status::OK();
+}
+
+Status validate_cross_trainer_cache(bool has_job_name, int64_t cardinality,
+                                    std::optional<int64_t> num_consumers, ShardingPolicy policy) {
   if (!has_job_name)
     return invalid_argument("Cross-trainer caching requires named jobs. Got empty `job_name`.");
   if (cardinality != kInfiniteCardinality)
@@ -82,6 +84,10 @@ Status validate_cross_trainer_cache(const std::string& trainer_id, bool has_job_
     return invalid_argument("Cross-trainer caching does not support coordinated reads. "
                             "Got number of coordinated consumers: " +
                             std::to_string(*num_consumers));
+  if (policy != ShardingPolicy::off)
+    return invalid_argument(std::string{"Cross-trainer caching requires processing mode OFF "
+                                        "(every trainer reads the whole infinite dataset). Got "} +
+                            to_string(policy));
   return Status::OK();
 }
 

@@ -22,6 +22,7 @@
 
 #include "pipeline/dataset.hpp"
 #include "pipeline/element.hpp"
+#include "pipeline/sharding.hpp"
 #include "pipeline/status.hpp"
 
 namespace conveyor::actors {
@@ -69,11 +70,13 @@ private:
   int64_t misses_ = 0;
 };
 
-// The reference's checks of a reader asking for the cache (its ValidateCrossTrainerCache):
-// a named job, an infinite dataset (cardinality -1), no coordinated reads, and a non-empty
-// trainer id. `cardinality` as Dataset::cardinality() reports it (-2 = unknown is refused too:
-// the reference requires a known infinite one).
-Status validate_cross_trainer_cache(const std::string& trainer_id, bool has_job_name,
-                                    int64_t cardinality, std::optional<int64_t> num_consumers);
+// The reference's checks of a job read with the cache (its ValidateCrossTrainerCache): a named
+// job, an infinite dataset (cardinality -1; -2 = unknown is refused too: the reference requires a
+// known infinite one), no coordinated reads; and, beyond the reference, processing mode OFF (each
+// trainer reads the task's whole sequence; DYNAMIC's split accounting assumes one reader per
+// element). The trainer id is checked by validate_trainer_id.
+Status validate_cross_trainer_cache(bool has_job_name, int64_t cardinality,
+                                    std::optional<int64_t> num_consumers, ShardingPolicy policy);
+Status validate_trainer_id(const std::string& trainer_id);
 
 } // namespace conveyor::actors

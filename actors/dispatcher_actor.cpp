@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <algorithm>
 #include <set>
 
@@ -13,6 +14,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/admission.hpp"
+#include "actors/cross_trainer_cache.hpp"
 #include "actors/dispatcher_state.hpp"
 #include "actors/job_actor.hpp"
 #include "actors/journal.hpp"
@@ -44,6 +46,8 @@ struct dispatcher_state {
   DispatcherState state;
   std::map<msg::worker_id_t, LiveWorker> workers;
   std::map<msg::job_id_t, job_full_actor> jobs; // running job actors
+  // Jobs read with the cross-trainer cache (in memory only: not journaled).
+  std::set<msg::job_id_t> cache_jobs;
   std::set<caf::actor_addr> job_addrs;           // job actors not yet exited
   // Observability: dataset facts computed once for `conveyor status`, and the start time.
   std::map<msg::dataset_id_t, msg::dataset_status> dataset_facts;
@@ -412,12 +416,24 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
       int64_t asked = req.num_consumers ? *req.num_consumers : -1;
       if (job->num_consumers != asked)
         return refuse("num_consumers", std::to_string(job->num_consumers), std::to_string(asked));
+      if (const bool cached = st.cache_jobs.count(job->id) > 0; cached != req.cross_trainer_cache)
+        return refuse("cross_trainer_cache", cached ? "on" : "off",
+                      req.cross_trainer_cache ? "on" : "off");
       return job_info_of(self, job->id);
     }
   }
   auto definition = from_binary(dataset->definition);
   if (!definition.ok())
     return msg::to_error(definition.status());
+  if (req.cross_trainer_cache) {
+    std::optional<int64_t> n;
+    if (req.num_consumers)
+      n = *req.num_consumers;
+    if (auto s = validate_cross_trainer_cache(static_cast<bool>(req.job_name),
+                                              definition->cardinality(), n, req.policy);
+        !s.ok())
+      return msg::to_error(s);
+  }
   if (is_static(req.policy)) {
     auto n = static_cast<int64_t>(st.start.worker_addresses.size());
     if (n == 0)
@@ -453,6 +469,9 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
   auto js = job_start(self, planned); // checked before the record is made
   if (!js.ok())
     return msg::to_error(js.status());
+  js->cross_trainer_cache = req.cross_trainer_cache;
+  if (req.cross_trainer_cache)
+    st.cache_jobs.insert(id);
   const bool per_split = js->core->per_split();
   if (auto sender = self->current_sender())
     js->creator = caf::actor_cast<caf::actor>(sender);
@@ -822,6 +841,7 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
           if (st.state.job(released.job))
             (void)persist(self, msg::ReleaseJobRecord{released.job, now_us(self)}); // logged
           st.jobs.erase(released.job);
+          st.cache_jobs.erase(released.job);
         },
         [self](msg::tick_atom) {
           check_heartbeats(self);

@@ -350,6 +350,9 @@ Status WorkerServer::start() {
     return invalid_argument("`task_buffer_elements` and `task_buffer_bytes` must be positive");
   CONVEYOR_RETURN_IF_ERROR(actors::validate_worker_tags(config_.worker_tags)
                              .with_context("`worker_tags`"));
+  if (config_.cross_trainer_cache_size_bytes <= 0)
+    return invalid_argument("`cross_trainer_cache_size_bytes` must be positive, got " +
+                            std::to_string(config_.cross_trainer_cache_size_bytes));
   for (const auto& plugin : config_.plugins)
     CONVEYOR_RETURN_IF_ERROR(
       FunctionRegistry::global().load_plugin(plugin).with_context("loading plugin " + plugin));
@@ -376,6 +379,7 @@ Status WorkerServer::start() {
   start.task_limits.buffer_bytes = config_.task_buffer_bytes;
   start.task_limits.paths = paths;
   start.task_limits.memory_limit = config_.job_memory_limit;
+  start.task_limits.cross_trainer_cache_bytes = config_.cross_trainer_cache_size_bytes;
   start.auth_token = config_.network.auth_token;
   start.detached_tasks = config_.detached_tasks;
   start.tags = config_.worker_tags;

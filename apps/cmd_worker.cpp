@@ -25,6 +25,7 @@ int run_worker(const std::vector<std::string>& args) {
   int64_t connect_timeout_ms = 0;
   int64_t job_memory_limit = 0;
   int64_t dispatcher_timeout_ms = 0;
+  int64_t cache_bytes = 0;
   WorkerConfig defaults;
   po::options_description options("worker options");
   options.add_options()
@@ -60,6 +61,9 @@ int run_worker(const std::vector<std::string>& args) {
        "tags announced to the dispatcher (shown by `conveyor status`; repeatable or comma-"
        "separated). COLOCATED marks a worker beside a trainer: consumers reading with "
        "--target-workers AUTO in other processes leave it to its own trainer")
+      ("cross-trainer-cache-size-bytes", po::value(&cache_bytes)->default_value(defaults.cross_trainer_cache_size_bytes)->value_name("BYTES"),
+       "bytes each task of a job read with the cross-trainer cache keeps for its trainers; a "
+       "trainer that falls further behind skips ahead")
       ("dispatcher-timeout", po::value(&dispatcher_timeout_ms)->default_value(defaults.dispatcher_timeout.count())->value_name("MS"),
        "how long to wait for a dispatcher that is not up yet before giving up (a worker may "
        "start before its dispatcher)");
@@ -126,6 +130,9 @@ int run_worker(const std::vector<std::string>& args) {
   if (auto st = check_at_least("--job-memory-limit", job_memory_limit, 0); !st.ok())
     return report_status(kInfo.name, st);
   config.job_memory_limit = job_memory_limit;
+  if (auto st = check_at_least("--cross-trainer-cache-size-bytes", cache_bytes, 1); !st.ok())
+    return report_status(kInfo.name, st);
+  config.cross_trainer_cache_size_bytes = cache_bytes;
   if (vm.count("worker-tags"))
     for (const auto& arg : vm["worker-tags"].as<std::vector<std::string>>()) {
       auto tags = actors::parse_worker_tags(arg);

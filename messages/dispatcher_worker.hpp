@@ -39,11 +39,12 @@ struct task_def {
   // fixed worker list. num_workers = 0 for OFF and DYNAMIC.
   int64_t num_workers = 0;
   int64_t worker_index = 0;
+  bool cross_trainer_cache = false; // serve the job's trainers from a shared cache
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, task_def& x) {
   return f(caf::meta::type_name("task_def"), x.task, x.job, x.dataset, x.definition, x.policy,
-           x.compression, x.splits, x.num_workers, x.worker_index);
+           x.compression, x.splits, x.num_workers, x.worker_index, x.cross_trainer_cache);
 }
 
 // job -> worker

@@ -126,17 +126,106 @@ TEST_CASE("the reference's errors") {
   CHECK(too_big.code() == ErrorCode::invalid_argument);
   CHECK(too_big.message().find("tf.data service element size is larger than cache size in bytes.") == 0);
 
-  CHECK(validate_cross_trainer_cache("t", true, kInfiniteCardinality, std::nullopt).ok());
-  CHECK(validate_cross_trainer_cache("", true, kInfiniteCardinality, std::nullopt).message() ==
+  const auto off = ShardingPolicy::off;
+  CHECK(validate_cross_trainer_cache(true, kInfiniteCardinality, std::nullopt, off).ok());
+  CHECK(validate_trainer_id("").message() ==
         "tf.data service cross-trainer cache requires a non-empty trainer ID.");
-  CHECK(validate_cross_trainer_cache("t", false, kInfiniteCardinality, std::nullopt).message() ==
+  CHECK(validate_trainer_id("t").ok());
+  CHECK(validate_cross_trainer_cache(false, kInfiniteCardinality, std::nullopt, off).message() ==
         "Cross-trainer caching requires named jobs. Got empty `job_name`.");
-  CHECK(validate_cross_trainer_cache("t", true, 10, std::nullopt).message() ==
+  CHECK(validate_cross_trainer_cache(true, 10, std::nullopt, off).message() ==
         "Cross-trainer caching requires the input dataset to be infinite. Got input with "
         "cardinality 10");
-  CHECK(validate_cross_trainer_cache("t", true, kUnknownCardinality, std::nullopt).code() ==
+  CHECK(validate_cross_trainer_cache(true, kUnknownCardinality, std::nullopt, off).code() ==
         ErrorCode::invalid_argument);
-  CHECK(validate_cross_trainer_cache("t", true, kInfiniteCardinality, 2).message() ==
+  CHECK(validate_cross_trainer_cache(true, kInfiniteCardinality, 2, off).message() ==
         "Cross-trainer caching does not support coordinated reads. Got number of coordinated "
         "consumers: 2");
+  CHECK(validate_cross_trainer_cache(true, kInfiniteCardinality, std::nullopt,
+                                     ShardingPolicy::dynamic)
+          .message()
+          .find("requires processing mode OFF") != std::string::npos);
+}
+
+// --- the cache in a cluster: two trainers read one named OFF job of an infinite dataset.
+
+#include "cluster_fixture.hpp"
+
+namespace {
+
+DistributeOptions cached(const std::string& trainer) {
+  DistributeOptions o;
+  o.policy = ShardingPolicy::off;
+  o.job_name = "ctc";
+  o.cross_trainer_cache = CrossTrainerCacheOptions{trainer};
+  return o;
+}
+
+std::vector<int64_t> take_ints(ElementStream& stream, int n) {
+  std::vector<int64_t> out;
+  for (int i = 0; i < n; ++i) {
+    Element e;
+    bool end = false;
+    auto st = stream.next(e, end, std::chrono::seconds(20));
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+    REQUIRE_FALSE(end);
+    out.push_back(e[0].as_int64());
+  }
+  return out;
+}
+
+std::vector<int64_t> iota(int64_t n) {
+  std::vector<int64_t> v(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    v[static_cast<std::size_t>(i)] = i;
+  return v;
+}
+
+} // namespace
+
+TEST_CASE("cluster: trainers of one job read the same elements through the workers' cache") {
+  conveyor::test::TestCluster cluster{1};
+  auto client = cluster.client();
+  // The reference's example: range(10000000).repeat(); trainer 1 then trainer 2 read 0..9.
+  auto dataset = Dataset::range(10000000).repeat();
+  auto t1 = client.distribute(dataset, cached("Trainer 1"));
+  REQUIRE_MESSAGE(t1.ok(), t1.status().to_string());
+  CHECK(take_ints(*t1, 10) == iota(10));
+  auto t2 = client.distribute(dataset, cached("Trainer 2"));
+  REQUIRE(t2.ok());
+  CHECK(take_ints(*t2, 10) == iota(10));
+  CHECK(take_ints(*t1, 5) == std::vector<int64_t>{10, 11, 12, 13, 14});
+}
+
+TEST_CASE("cluster: the cache's errors (finite dataset, no job name, empty trainer id, mismatch)") {
+  conveyor::test::TestCluster cluster{1};
+  auto client = cluster.client();
+  auto first_error = [&](const Dataset& d, const DistributeOptions& o) {
+    auto s = client.distribute(d, o);
+    if (!s.ok())
+      return s.status();
+    Element e;
+    bool end = false;
+    return s->next(e, end, std::chrono::seconds(10));
+  };
+  auto finite = first_error(Dataset::range(10), cached("t"));
+  CHECK(finite.message().find("Cross-trainer caching requires the input dataset to be infinite. "
+                              "Got input with cardinality 10") != std::string::npos);
+  auto unnamed = cached("t");
+  unnamed.job_name.reset();
+  CHECK(first_error(Dataset::range(1).repeat(), unnamed).message() ==
+        "Cross-trainer caching requires named jobs. Got empty `job_name`.");
+  CHECK(first_error(Dataset::range(1).repeat(), cached("")).message() ==
+        "tf.data service cross-trainer cache requires a non-empty trainer ID.");
+  // A job read with the cache and one without cannot share a name.
+  auto infinite = Dataset::range(1000).repeat();
+  auto running = client.distribute(infinite, cached("t"));
+  REQUIRE(running.ok());
+  take_ints(*running, 1);
+  auto plain = cached("t");
+  plain.cross_trainer_cache.reset();
+  auto mismatch = first_error(infinite, plain);
+  CHECK_MESSAGE(mismatch.message().find("runs with cross_trainer_cache on; a consumer asked for "
+                                        "cross_trainer_cache off") != std::string::npos,
+                mismatch.to_string());
 }
