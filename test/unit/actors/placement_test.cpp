@@ -9,6 +9,8 @@
 #include "cluster_fixture.hpp"
 #include "pipeline/text_form.hpp"
 
+#include <set>
+
 using namespace conveyor;
 using namespace conveyor::actors;
 using namespace conveyor::test;
@@ -205,4 +207,29 @@ TEST_CASE("worker tags reach the dispatcher's status; bad tags are refused at st
   auto st = w.start();
   CHECK(st.code() == ErrorCode::invalid_argument);
   CHECK(st.message().find("`worker_tags`") != std::string::npos);
+}
+
+TEST_CASE("LOCAL with DYNAMIC: every element once, small and 1 MiB (acks over the in-process path)") {
+  TestCluster cluster{2};
+  auto client = cluster.client();
+  auto options = local_off();
+  options.policy = ShardingPolicy::dynamic;
+  auto small = client.distribute(Dataset::range(500), options);
+  REQUIRE(small.ok());
+  std::vector<int64_t> all(500);
+  for (int64_t i = 0; i < 500; ++i)
+    all[static_cast<std::size_t>(i)] = i;
+  CHECK(sorted(ints(read_all(*small))) == all);
+
+  auto parsed = parse_dataset("range(8).map(bytes(size=1048576))");
+  REQUIRE(parsed.ok());
+  options.compression = "NONE";
+  auto large = client.distribute(*parsed, options);
+  REQUIRE(large.ok());
+  auto got = read_all(*large);
+  CHECK(got.size() == 8);
+  std::set<std::string> distinct;
+  for (const auto& e : got)
+    distinct.insert(e[0].strings()[0]);
+  CHECK(distinct.size() == 8);
 }
