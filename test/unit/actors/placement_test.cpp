@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 
 #include "actors/local_workers.hpp"
+#include "actors/metrics.hpp"
+#include "messages/status.hpp"
 #include "actors/placement.hpp"
 #include "actors/status_client.hpp"
 #include "cluster_fixture.hpp"
@@ -232,4 +234,21 @@ TEST_CASE("LOCAL with DYNAMIC: every element once, small and 1 MiB (acks over th
   for (const auto& e : got)
     distinct.insert(e[0].strings()[0]);
   CHECK(distinct.size() == 8);
+}
+
+TEST_CASE("metrics: the dispatcher's samples carry each worker's tags") {
+  msg::cluster_status st;
+  msg::worker_status w;
+  w.address = "10.0.0.1:6000";
+  w.tags = {"COLOCATED", "zone-a"};
+  st.workers.push_back(w);
+  bool found = false;
+  for (const auto& s : metrics::status_samples(st))
+    if (s.name == "conveyor_worker_info") {
+      found = true;
+      CHECK(s.labels.at("worker") == "10.0.0.1:6000");
+      CHECK(s.labels.at("tags") == "COLOCATED,zone-a");
+      CHECK(s.value == 1);
+    }
+  CHECK(found);
 }
