@@ -36,6 +36,13 @@ struct ServerState {
   caf::error listen_error;
   std::map<uint64_t, connection_handle> channels;
   std::map<connection_handle, ServerConn> conns;
+  // In-process channels (target_workers LOCAL, actors/local_workers.hpp): channel -> the
+  // consumer actor of this process and its id for the channel. Frames go to it as messages.
+  struct Local {
+    caf::actor consumer;
+    uint64_t consumer_channel = 0;
+  };
+  std::map<uint64_t, Local> local;
 };
 
 // Hands queued frames to CAF by swapping them into the (empty) write buffer: no copy. CAF takes
@@ -76,6 +83,10 @@ void drop_conn(ServerState& st, connection_handle hdl) {
 
 caf::behavior bulk_server(caf::io::broker* self, std::string host) {
   auto st = std::make_shared<ServerState>();
+  self->set_down_handler([st](caf::down_msg& down) { // an in-process consumer ended
+    for (auto it = st->local.begin(); it != st->local.end();)
+      it = it->second.consumer.address() == down.source ? st->local.erase(it) : std::next(it);
+  });
   auto listening = self->add_tcp_doorman(0, host.c_str(), true);
   if (listening)
     st->port = listening->second;
@@ -113,7 +124,21 @@ caf::behavior bulk_server(caf::io::broker* self, std::string host) {
       bulk::write_ack(wb.data(), channel);
       self->flush(msg.handle);
     },
+    // A consumer of this process opens an in-process channel (no socket): the frames go to it
+    // as (bulk_frame_atom, its channel, frame) messages, header included, with no copy.
+    [=](msg::bulk_open_atom, const caf::actor& consumer, uint64_t consumer_channel) {
+      const uint64_t channel = ++st->next_channel;
+      st->local[channel] = ServerState::Local{consumer, consumer_channel};
+      self->monitor(consumer);
+      log::debug(kLog, "in-process bulk channel " + std::to_string(channel) + " opened");
+      self->send(consumer, msg::bulk_ready_atom_v, consumer_channel, channel);
+    },
     [=](msg::bulk_send_atom, uint64_t channel, std::vector<char>& frame) {
+      if (auto l = st->local.find(channel); l != st->local.end()) {
+        self->send(l->second.consumer, msg::bulk_frame_atom_v, l->second.consumer_channel,
+                   std::move(frame));
+        return;
+      }
       auto ch = st->channels.find(channel);
       if (ch == st->channels.end()) {
         // The channel closed: its consumer saw that too and fails what it waited for.

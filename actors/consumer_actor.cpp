@@ -9,7 +9,10 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/bulk_frame.hpp"
+#include "actors/local_workers.hpp"
 #include "actors/log.hpp"
+#include "actors/placement.hpp"
 #include "actors/wait_stats.hpp"
 #include "messages/all.hpp"
 #include "pipeline/buffer_pool.hpp"
@@ -23,6 +26,9 @@ constexpr const char* kLog = "consumer";
 struct WorkerLink {
   bool connected = false;
   bool connecting = false;
+  // A worker of this process read with target_workers LOCAL: its task actors are reached
+  // directly (actors/local_workers.hpp), its frames come as in-process messages.
+  bool local = false;
   std::vector<msg::task_id_t> waiting; // tasks to activate once connected
   // The bulk channel to this worker (actors/bulk.hpp): opened after the first reply names the
   // worker's bulk port; requests carry its id once the worker acknowledged it.
@@ -35,6 +41,7 @@ struct WorkerLink {
 using consumer_full_actor = msg::stream_actor::extend<
   caf::reacts_to<msg::bulk_ready_atom, uint64_t, uint64_t>,
   caf::reacts_to<msg::bulk_frame_atom, uint64_t, uint64_t, uint64_t, uint32_t, uint32_t, std::vector<char>>,
+  caf::reacts_to<msg::bulk_frame_atom, uint64_t, std::vector<char>>, // in-process: header + payload
   caf::reacts_to<msg::bulk_lost_atom, uint64_t, std::string>,
   caf::reacts_to<msg::bulk_lost_atom, uint64_t>>;
 
@@ -65,6 +72,9 @@ struct consumer_state {
   bool polling = false;
   bool refetch = false; // ask for the task list at once (fresh handles after a reconnection)
   bool done = false;
+  // Placement (actors/placement.hpp): which of the job's tasks this consumer reads.
+  TargetWorkers target = TargetWorkers::automatic;
+  std::set<msg::task_id_t> skipped; // tasks left to other consumers (logged once each)
   // Observability: where the reader's waiting went, and whether the last reply was empty.
   WaitStats waits;
   bool last_reply_empty = true;
@@ -208,6 +218,18 @@ void open_bulk(self_ptr self, const std::string& worker, uint16_t port) {
   auto& link = st.workers[worker];
   if (link.bulk != WorkerLink::Bulk::none || port == 0)
     return;
+  if (link.local) { // in-process channel: the worker's bulk server sends frames as messages
+    auto server = LocalWorkers::bulk_server(worker);
+    if (!server) {
+      link.bulk = WorkerLink::Bulk::lost;
+      return;
+    }
+    link.channel = ++st.next_channel;
+    link.bulk = WorkerLink::Bulk::opening;
+    st.channel_worker[link.channel] = worker;
+    caf::anon_send(server, msg::bulk_open_atom_v, caf::actor_cast<caf::actor>(self), link.channel);
+    return;
+  }
   auto addr = parse_address(worker);
   if (!addr.ok())
     return;
@@ -223,12 +245,65 @@ void open_bulk(self_ptr self, const std::string& worker, uint16_t port) {
   caf::anon_send(st.bulk_client, msg::bulk_open_atom_v, addr->host, port, link.channel);
 }
 
+bool in_process(self_ptr self, const std::string& worker_address) {
+  return reads_in_process(self->state.target, LocalWorkers::contains(worker_address));
+}
+
+// The handle requests to a task go to: the task actor itself for an in-process read (no
+// socket, no serialization), else the job's handle (a proxy to the worker node).
+msg::task_actor task_handle(self_ptr self, const msg::task_info& t) {
+  if (in_process(self, t.worker_address))
+    return caf::actor_cast<msg::task_actor>(LocalWorkers::task(t.worker_address, t.task));
+  return t.handle;
+}
+
+// Drops the tasks this consumer does not read (placement), logging each once.
+void apply_placement(self_ptr self, msg::task_list& list) {
+  auto& st = self->state;
+  const bool coordinated = static_cast<bool>(st.start.job_request.num_consumers);
+  auto keep = [&](const msg::task_info& t) {
+    if (should_read_from_task(st.target, coordinated, LocalWorkers::contains(t.worker_address),
+                              t.worker_tags))
+      return true;
+    if (st.skipped.insert(t.task).second) {
+      std::string why = st.target == TargetWorkers::local
+                          ? "target_workers LOCAL: the worker does not run in this process"
+                          : "target_workers AUTO: a COLOCATED worker of another process";
+      if (st.start.job_request.policy == ShardingPolicy::dynamic)
+        log::warning(kLog, "job " + std::to_string(st.job_id) + ": not reading task " +
+                             std::to_string(t.task) + " on worker " + t.worker_address + " (" +
+                             why + "); the DYNAMIC splits it takes reach only its own "
+                             "process's consumers");
+      else
+        log::info(kLog, "job " + std::to_string(st.job_id) + ": not reading task " +
+                          std::to_string(t.task) + " on worker " + t.worker_address + " (" +
+                          why + ")");
+    }
+    return false;
+  };
+  list.tasks.erase(std::remove_if(list.tasks.begin(), list.tasks.end(),
+                                  [&](const msg::task_info& t) { return !keep(t); }),
+                   list.tasks.end());
+}
+
 // Opens (once) the connection to a worker, so that requests to its tasks go to it directly.
 void connect_worker(self_ptr self, const msg::task_info& info) {
   auto& st = self->state;
   st.task_worker[info.task] = info.worker_address;
   auto& link = st.workers[info.worker_address];
+  if (!link.connected && in_process(self, info.worker_address)) {
+    link.local = true; // nothing to connect: the worker's actors are in this process
+    link.connected = true;
+  }
   if (link.connected) {
+    auto h = st.tasks.find(info.task);
+    if (link.local && (h == st.tasks.end() || !h->second)) {
+      link.connected = false; // looked up again on the next poll
+      unreachable(self, info.task, "worker " + info.worker_address +
+                                     " of this process does not run task " +
+                                     std::to_string(info.task) + " (any more)");
+      return;
+    }
     activate(self, info.task);
     return;
   }
@@ -283,9 +358,10 @@ void poll_tasks(self_ptr self) {
         if (gen != st.job_gen)
           return;
         st.polling = false;
+        apply_placement(self, list);
         for (const auto& t : list.tasks)
           if (!st.tasks.count(t.task))
-            st.tasks[t.task] = t.handle;
+            st.tasks[t.task] = task_handle(self, t);
         auto added = st.core.on_task_list(list);
         if (!st.core.error().ok()) {
           finish(self, st.core.error());
@@ -300,7 +376,7 @@ void poll_tasks(self_ptr self) {
           if (auto& link = st.workers[t.worker_address]; link.connected && !link.connecting) {
             link.connected = false; // the old connection broke: open a new one
           }
-          st.tasks[t.task] = t.handle;
+          st.tasks[t.task] = task_handle(self, t);
           added.push_back(t);
         }
         for (auto it = st.unreachable.begin(); it != st.unreachable.end();) {
@@ -365,6 +441,7 @@ void request_batch(self_ptr self, const ConsumerCore::Request& r) {
   }
   msg::get_elements req{st.consumer_id, r.max_elements, r.max_bytes,
                         (st.start.request_timeout / 2).count(), r.acks, r.reconnected};
+  req.trainer_id = st.start.trainer_id;
   std::string worker;
   uint64_t channel = 0; // the link's local id when the request goes on its bulk channel
   if (auto w = st.task_worker.find(r.task); w != st.task_worker.end()) {
@@ -652,7 +729,20 @@ consumer_full_actor::behavior_type consumer_impl(self_ptr self) {
       check_finished(self);
     }
   });
-  bootstrap(self);
+  // Placement: the reference checks target_workers when the reader starts (a LOCAL reader
+  // needs a worker in this process).
+  auto& st0 = self->state;
+  auto target = parse_target_workers(st0.start.job_request.target_workers);
+  Status placement = target.ok() ? check_target_workers(*target, !LocalWorkers::empty(),
+                                                        st0.start.job_request.policy,
+                                                        static_cast<bool>(st0.start.job_request.num_consumers))
+                                 : target.status();
+  if (!placement.ok())
+    finish(self, placement);
+  else {
+    st0.target = *target;
+    bootstrap(self);
+  }
   return {
     [self](msg::ack_atom, uint64_t n) {
       self->state.core.on_ack(n);
@@ -672,6 +762,44 @@ consumer_full_actor::behavior_type consumer_impl(self_ptr self) {
         st.core.set_bulk(task, true);
       log::debug(kLog, "bulk channel " + std::to_string(channel) + " to worker " + *worker + " open");
       pump(self);
+    },
+    // An in-process channel's frame (target_workers LOCAL): the task's encoded buffer itself,
+    // header first; it becomes the elements' storage as a received one does (no copy).
+    [self](msg::bulk_frame_atom, uint64_t channel, std::vector<char>& frame) {
+      auto& st = self->state;
+      if (st.done || !st.channel_worker.count(channel))
+        return;
+      bulk::FrameHeader h;
+      auto bad = frame.size() < bulk::kFrameHeaderBytes
+                   ? std::optional<std::string>{"a frame shorter than its header"}
+                   : bulk::read_frame_header(frame.data(), bulk::kFrameHeaderBytes, h);
+      if (!bad && h.length != frame.size() - bulk::kFrameHeaderBytes)
+        bad = "a frame whose header and size disagree";
+      if (bad) {
+        finish(self, Status{ErrorCode::data_loss, "in-process bulk channel to worker " +
+                                                    st.channel_worker[channel] + ": " + *bad});
+        return;
+      }
+      LocalWorkers::note_frame();
+      const std::size_t size = frame.size();
+      const char* data = nullptr;
+      StorageOwner buf = pooled_storage(std::move(frame), &data);
+      std::string_view view{data + bulk::kFrameHeaderBytes, size - bulk::kFrameHeaderBytes};
+      std::vector<Element> elements;
+      Status s = st.core.on_frame(h.task, h.batch_seq, h.index, h.count, std::move(buf), view,
+                                  elements);
+      if (!s.ok()) {
+        finish(self, s);
+        return;
+      }
+      if (!elements.empty()) {
+        auto stats = stats_of(self);
+        stats.pushed_task = h.task;
+        st.start.sink->push(std::move(elements), stats);
+      }
+      pump(self);
+      note_wait(self);
+      check_finished(self);
     },
     [self](msg::bulk_frame_atom, uint64_t channel, uint64_t task, uint64_t batch_seq, uint32_t index,
            uint32_t count, std::vector<char>& bytes) {
@@ -745,6 +873,10 @@ ConsumerStart consumer_start(const DistributeOptions& options, std::shared_ptr<T
     options.compression == "NONE" ? Compression::none : Compression::automatic;
   start.job_request.policy = options.policy;
   start.job_request.target_workers = options.target_workers;
+  if (options.cross_trainer_cache) {
+    start.job_request.cross_trainer_cache = true;
+    start.trainer_id = options.cross_trainer_cache->trainer_id;
+  }
   if (options.job_name)
     start.job_request.job_name = *options.job_name;
   return start;

@@ -54,6 +54,7 @@ struct ConsumerStart {
   std::optional<std::string> definition; // register this first (distribute)
   Compression compression = Compression::automatic;
   msg::get_or_create_job job_request;     // its dataset is filled in after registering
+  std::string trainer_id; // cross-trainer cache: sent with every get_elements
 };
 
 // The one mapping of the public options onto a consumer's start parameters: the blocking

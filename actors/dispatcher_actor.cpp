@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <algorithm>
 #include <set>
 
@@ -13,10 +14,12 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/admission.hpp"
+#include "actors/cross_trainer_cache.hpp"
 #include "actors/dispatcher_state.hpp"
 #include "actors/job_actor.hpp"
 #include "actors/journal.hpp"
 #include "actors/log.hpp"
+#include "actors/placement.hpp"
 #include "messages/all.hpp"
 #include "pipeline/serialize.hpp"
 #include "pipeline/sharding.hpp"
@@ -32,6 +35,9 @@ constexpr std::size_t kMaxFinishedJobs = 100;
 struct LiveWorker {
   msg::worker_actor handle; // null: restored from the journal, not registered again yet
   caf::actor_clock::time_point last_heartbeat;
+  // Placement tags (register_worker). Not journaled: a restored worker sends them again when
+  // it registers again, before it gets any task.
+  std::vector<std::string> tags = {};
 };
 
 struct dispatcher_state {
@@ -40,6 +46,8 @@ struct dispatcher_state {
   DispatcherState state;
   std::map<msg::worker_id_t, LiveWorker> workers;
   std::map<msg::job_id_t, job_full_actor> jobs; // running job actors
+  // Jobs read with the cross-trainer cache (in memory only: not journaled).
+  std::set<msg::job_id_t> cache_jobs;
   std::set<caf::actor_addr> job_addrs;           // job actors not yet exited
   // Observability: dataset facts computed once for `conveyor status`, and the start time.
   std::map<msg::dataset_id_t, msg::dataset_status> dataset_facts;
@@ -170,6 +178,7 @@ void create_task(self_ptr self, msg::job_id_t job, msg::worker_id_t worker) {
   auto task = st.state.next_task_id();
   std::string address = entry->address;
   msg::add_task add{task, worker, address, w->second.handle};
+  add.worker_tags = w->second.tags;
   if (is_static(job_entry->policy)) {
     add.num_workers = static_cast<int64_t>(st.start.worker_addresses.size());
     add.worker_index = fixed_index(st, address); // registration admitted listed ones only
@@ -385,9 +394,8 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
   if (req.num_consumers)
     return msg::make_error(ErrorCode::unimplemented,
                            "coordinated reads (`num_consumers`) are not supported yet");
-  if (req.target_workers != "AUTO" && req.target_workers != "ANY")
-    return msg::make_error(ErrorCode::unimplemented,
-                           "target_workers " + req.target_workers + " is not supported yet");
+  if (auto target = parse_target_workers(req.target_workers); !target.ok())
+    return msg::to_error(target.status());
   if (req.job_name) {
     if (req.job_name->empty())
       return msg::make_error(ErrorCode::invalid_argument, "`job_name` must not be empty");
@@ -408,12 +416,24 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
       int64_t asked = req.num_consumers ? *req.num_consumers : -1;
       if (job->num_consumers != asked)
         return refuse("num_consumers", std::to_string(job->num_consumers), std::to_string(asked));
+      if (const bool cached = st.cache_jobs.count(job->id) > 0; cached != req.cross_trainer_cache)
+        return refuse("cross_trainer_cache", cached ? "on" : "off",
+                      req.cross_trainer_cache ? "on" : "off");
       return job_info_of(self, job->id);
     }
   }
   auto definition = from_binary(dataset->definition);
   if (!definition.ok())
     return msg::to_error(definition.status());
+  if (req.cross_trainer_cache) {
+    std::optional<int64_t> n;
+    if (req.num_consumers)
+      n = *req.num_consumers;
+    if (auto s = validate_cross_trainer_cache(static_cast<bool>(req.job_name),
+                                              definition->cardinality(), n, req.policy);
+        !s.ok())
+      return msg::to_error(s);
+  }
   if (is_static(req.policy)) {
     auto n = static_cast<int64_t>(st.start.worker_addresses.size());
     if (n == 0)
@@ -449,6 +469,9 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
   auto js = job_start(self, planned); // checked before the record is made
   if (!js.ok())
     return msg::to_error(js.status());
+  js->cross_trainer_cache = req.cross_trainer_cache;
+  if (req.cross_trainer_cache)
+    st.cache_jobs.insert(id);
   const bool per_split = js->core->per_split();
   if (auto sender = self->current_sender())
     js->creator = caf::actor_cast<caf::actor>(sender);
@@ -483,11 +506,13 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
 // its tasks (its task actors kept serving; each job learns the task again and the worker
 // answers with the running task), and gets a task for every unfinished job it lacks.
 caf::expected<msg::worker_registered> adopt_worker(self_ptr self, msg::worker_id_t id,
-                                                   msg::worker_actor handle) {
+                                                   msg::worker_actor handle,
+                                                   std::vector<std::string> tags) {
   auto& st = self->state;
   const auto* entry = st.state.worker(id);
   auto& live = st.workers[id];
   live.handle = handle;
+  live.tags = std::move(tags);
   live.last_heartbeat = self->clock().now();
   self->monitor(handle);
   std::string address = entry->address;
@@ -502,7 +527,8 @@ caf::expected<msg::worker_registered> adopt_worker(self_ptr self, msg::worker_id
         add.num_workers = static_cast<int64_t>(st.start.worker_addresses.size());
         add.worker_index = fixed_index(st, address);
       }
-      self->send(j->second, add);
+      add.worker_tags = live.tags;
+      self->send(j->second, std::move(add));
     }
   }
   log::info(kLog, "worker " + address + " is back (worker " + std::to_string(id) + ", " +
@@ -527,6 +553,10 @@ caf::expected<msg::worker_registered> register_worker(self_ptr self,
   if (req.address.empty() || !req.worker)
     return msg::make_error(ErrorCode::invalid_argument,
                            "a worker must register with its address and handle");
+  if (auto tags = validate_worker_tags(req.worker_tags); !tags.ok()) {
+    log::warning(kLog, "refused worker at " + req.address + ": " + tags.message());
+    return msg::to_error(tags.with_context("worker " + req.address));
+  }
   if (!st.start.worker_addresses.empty() && fixed_index(st, req.address) < 0) {
     std::string list;
     for (const auto& a : st.start.worker_addresses)
@@ -539,15 +569,19 @@ caf::expected<msg::worker_registered> register_worker(self_ptr self,
   if (const auto* old = st.state.worker_by_address(req.address)) {
     auto w = st.workers.find(old->id);
     if (w != st.workers.end() && !w->second.handle)
-      return adopt_worker(self, old->id, req.worker);
+      return adopt_worker(self, old->id, req.worker, req.worker_tags);
     remove_worker(self, old->id, "it registered again");
   }
   auto id = st.state.next_worker_id();
   if (auto s = persist(self, msg::RegisterWorkerRecord{id, req.address, now_us(self)}); !s.ok())
     return msg::to_error(s);
   self->monitor(req.worker);
-  st.workers[id] = LiveWorker{req.worker, self->clock().now()};
-  log::info(kLog, "worker " + req.address + " registered (worker " + std::to_string(id) + ")");
+  st.workers[id] = LiveWorker{req.worker, self->clock().now(), req.worker_tags};
+  std::string tags;
+  for (const auto& t : req.worker_tags)
+    tags += (tags.empty() ? ", tags " : ",") + t;
+  log::info(kLog, "worker " + req.address + " registered (worker " + std::to_string(id) + tags +
+                    ")");
   create_tasks_for_live_jobs(self, id);
   return msg::worker_registered{id, st.start.protocol_version};
 }
@@ -583,10 +617,12 @@ caf::result<msg::cluster_status> get_status(self_ptr self, const msg::get_status
     ws.id = w->id;
     ws.address = w->address;
     ws.tasks = static_cast<int64_t>(st.state.tasks_of_worker(w->id).size());
-    if (auto live = st.workers.find(w->id); live != st.workers.end())
+    if (auto live = st.workers.find(w->id); live != st.workers.end()) {
       ws.heartbeat_age_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                               now - live->second.last_heartbeat)
                               .count();
+      ws.tags = live->second.tags;
+    }
     status->workers.push_back(std::move(ws));
   }
   std::set<msg::dataset_id_t> listed;
@@ -816,6 +852,7 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
           if (st.state.job(released.job))
             (void)persist(self, msg::ReleaseJobRecord{released.job, now_us(self)}); // logged
           st.jobs.erase(released.job);
+          st.cache_jobs.erase(released.job);
         },
         [self](msg::tick_atom) {
           check_heartbeats(self);

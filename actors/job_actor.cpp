@@ -35,6 +35,7 @@ struct job_state {
   JobStart start;
   std::map<msg::task_id_t, msg::task_actor> task_handles;
   std::map<msg::task_id_t, msg::worker_actor> workers;
+  std::map<msg::task_id_t, std::vector<std::string>> worker_tags; // placement: per task
   std::map<caf::actor_addr, msg::consumer_id_t> consumer_addrs;
   std::deque<HeldPoll> polls;
   std::deque<HeldSplits> held_splits;
@@ -120,6 +121,8 @@ msg::task_list current_list(job_state& st) {
     if (h == st.task_handles.end())
       continue;
     list.tasks.push_back(msg::task_info{t->id, t->worker, t->worker_address, h->second});
+    if (auto tags = st.worker_tags.find(t->id); tags != st.worker_tags.end())
+      list.tasks.back().worker_tags = tags->second;
   }
   return list;
 }
@@ -273,6 +276,7 @@ void assign(self_ptr self, const msg::add_task& add) {
   def.definition = st.start.definition;
   def.policy = st.start.policy;
   def.compression = st.start.compression;
+  def.cross_trainer_cache = st.start.cross_trainer_cache;
   def.splits = caf::actor_cast<msg::split_source_actor>(self);
   def.num_workers = add.num_workers;
   def.worker_index = add.worker_index;
@@ -436,6 +440,8 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
       auto v = st.core().version();
       bool added = st.core().add_task(add.task, add.worker, add.worker_address);
       const auto* task = st.core().task(add.task);
+      if (!add.worker_tags.empty())
+        st.worker_tags[add.task] = add.worker_tags;
       // Without a handle: a task a restarted dispatcher knows from its journal, whose worker
       // has not registered again; the job counts it (production is not over) until the worker
       // comes back (add_task again, with its handle) or is removed (remove_task).
@@ -448,6 +454,7 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
       auto& st = self->state;
       st.task_handles.erase(rm.task);
       st.workers.erase(rm.task);
+      st.worker_tags.erase(rm.task);
       auto v = st.core().version();
       auto before = st.core().splits_reissued();
       if (!st.core().task_lost(rm.task, rm.reason))

@@ -154,6 +154,12 @@ std::vector<Sample> status_samples(const msg::cluster_status& st) {
                          static_cast<double>(w.heartbeat_age_ms) / 1e3));
     out.push_back(sample("conveyor_worker_task_count", "tasks the worker runs", "gauge", l,
                          static_cast<double>(w.tasks)));
+    std::string tags;
+    for (const auto& t : w.tags)
+      tags += (tags.empty() ? "" : ",") + t;
+    l["tags"] = tags;
+    out.push_back(sample("conveyor_worker_info", "the worker's tags (--worker-tags), always 1",
+                         "gauge", l, 1.0));
   }
   for (const auto& j : st.jobs) {
     std::map<std::string, std::string> l{{"job", std::to_string(j.id)},

@@ -69,13 +69,24 @@ Status validate(const DistributeOptions& o) {
   if (o.task_refresh_interval.count() <= 0)
     return invalid_argument("`task_refresh_interval` must be positive, got " +
                             std::to_string(o.task_refresh_interval.count()) + " ms");
+  if (o.cross_trainer_cache) {
+    if (o.cross_trainer_cache->trainer_id.empty())
+      return invalid_argument(
+        "tf.data service cross-trainer cache requires a non-empty trainer ID.");
+    if (!o.job_name)
+      return invalid_argument("Cross-trainer caching requires named jobs. Got empty `job_name`.");
+    if (o.num_consumers)
+      return invalid_argument("Cross-trainer caching does not support coordinated reads. Got "
+                              "number of coordinated consumers: " +
+                              std::to_string(*o.num_consumers));
+  }
+  if (o.num_consumers && o.target_workers == "LOCAL")
+    return invalid_argument(
+      "Coordinated reads require non-local workers, but `target_workers` is \"LOCAL\".");
   // Valid, but not implemented in this version.
   if (o.num_consumers)
     return unimplemented("coordinated reads (`consumer_index` / `num_consumers`) are not "
                          "supported yet");
-  if (o.target_workers == "LOCAL")
-    return unimplemented("`target_workers` \"LOCAL\" is not supported yet; use \"AUTO\" or "
-                         "\"ANY\"");
   return Status::OK();
 }
 

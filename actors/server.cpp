@@ -22,9 +22,11 @@
 #include "actors/dispatcher_state.hpp"
 #include "actors/frame_guard.hpp"
 #include "actors/journal.hpp"
+#include "actors/local_workers.hpp"
 #include "actors/log.hpp"
 #include "actors/metrics.hpp"
 #include "actors/node_config.hpp"
+#include "actors/placement.hpp"
 #include "actors/transport.hpp"
 #include "actors/worker_actor.hpp"
 #include "messages/all.hpp"
@@ -346,6 +348,11 @@ Status WorkerServer::start() {
   CONVEYOR_RETURN_IF_ERROR(positive(config_.dispatcher_timeout, "dispatcher_timeout"));
   if (config_.task_buffer_elements <= 0 || config_.task_buffer_bytes <= 0)
     return invalid_argument("`task_buffer_elements` and `task_buffer_bytes` must be positive");
+  CONVEYOR_RETURN_IF_ERROR(actors::validate_worker_tags(config_.worker_tags)
+                             .with_context("`worker_tags`"));
+  if (config_.cross_trainer_cache_size_bytes <= 0)
+    return invalid_argument("`cross_trainer_cache_size_bytes` must be positive, got " +
+                            std::to_string(config_.cross_trainer_cache_size_bytes));
   for (const auto& plugin : config_.plugins)
     CONVEYOR_RETURN_IF_ERROR(
       FunctionRegistry::global().load_plugin(plugin).with_context("loading plugin " + plugin));
@@ -372,8 +379,11 @@ Status WorkerServer::start() {
   start.task_limits.buffer_bytes = config_.task_buffer_bytes;
   start.task_limits.paths = paths;
   start.task_limits.memory_limit = config_.job_memory_limit;
+  start.task_limits.cross_trainer_cache_bytes = config_.cross_trainer_cache_size_bytes;
   start.auth_token = config_.network.auth_token;
   start.detached_tasks = config_.detached_tasks;
+  start.tags = config_.worker_tags;
+  start.local_registry = true; // consumers in this process may read it with LOCAL
   start.protocol_version = version_or_default(config_.protocol_version);
   start.on_first_registration = [registered](Status s) { registered->set_value(std::move(s)); };
   // The bulk data path's server (actors/bulk.hpp); without one, elements travel inline.
@@ -382,8 +392,12 @@ Status WorkerServer::start() {
   else
     log::warning("worker", "no bulk data path (elements travel inline): " +
                              ctx->sys.render(bulk.error()));
+  caf::actor bulk_actor = start.bulk.actor;
   ctx->worker = actors::spawn_worker(ctx->sys, std::move(start));
+  bool listed_local = false;
   auto fail = [&](Status s) {
+    if (listed_local)
+      actors::LocalWorkers::remove(ctx->advertised);
     caf::anon_send_exit(ctx->worker, caf::exit_reason::user_shutdown);
     return s;
   };
@@ -417,6 +431,11 @@ Status WorkerServer::start() {
   else
     for (const auto& root : paths->roots())
       log::info("worker", "datasets may read and write files under " + root);
+  if (actors::LocalWorkers::contains(ctx->advertised))
+    return fail(Status(ErrorCode::already_exists, "a worker advertising " + ctx->advertised +
+                               " already runs in this process"));
+  actors::LocalWorkers::add(ctx->advertised, bulk_actor);
+  listed_local = true;
   caf::anon_send(ctx->worker, caf::connect_atom_v, ctx->advertised);
   // The worker actor retries for dispatcher_timeout, each attempt bounded by connect_timeout.
   auto limit = config_.dispatcher_timeout + 2 * config_.connect_timeout + std::chrono::seconds(1);
@@ -452,6 +471,7 @@ Status WorkerServer::drain(std::chrono::milliseconds timeout) {
 void WorkerServer::stop() {
   if (!ctx_ || ctx_->is_stopped())
     return;
+  actors::LocalWorkers::remove(ctx_->advertised);
   ctx_->metrics.reset();
   ctx_->guard.reset();
   ctx_->transport->unpublish(caf::actor_cast<caf::actor>(ctx_->worker), ctx_->caf_port);

@@ -138,7 +138,7 @@ bool answer(self_ptr self, const msg::get_elements& req, Deliver&& deliver, Fail
   const bool bulk = req.bulk_channel != 0 && st.start.bulk;
   std::vector<std::vector<char>> frames;
   auto batch = st.runner->take(req.consumer, req.max_elements, req.max_bytes,
-                               bulk ? &frames : nullptr, st.start.def.task);
+                               bulk ? &frames : nullptr, st.start.def.task, req.trainer_id);
   if (batch) {
     // The frames go to the node's bulk server (moved: no copy) before the reply that names them.
     int64_t frame_bytes = 0;
@@ -294,6 +294,8 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
                                              WorkerShard{st.start.def.num_workers,
                                                          st.start.def.worker_index})
                        .with_context("starting the pipeline of " + st.label());
+  if (st.start_error.ok() && st.start.def.cross_trainer_cache)
+    st.start_error = st.runner->enable_cross_trainer_cache().with_context(st.label());
   if (!st.start_error.ok()) {
     st.runner.reset();
     report_done(self);

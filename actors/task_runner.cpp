@@ -1,6 +1,7 @@
 #include "actors/task_runner.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <exception>
 #include <set>
 #include <utility>
@@ -226,16 +227,75 @@ std::optional<msg::element_batch> TaskRunner::take_frames(msg::consumer_id_t con
   return out;
 }
 
+Status TaskRunner::enable_cross_trainer_cache() {
+  auto cache = CrossTrainerCache::make(limits_.cross_trainer_cache_bytes);
+  if (!cache.ok())
+    return cache.status();
+  cache_.emplace(std::move(cache).value());
+  limits_.bulk_min_bytes = std::numeric_limits<std::size_t>::max(); // shared: never moved out
+  return Status::OK();
+}
+
+// Cross-trainer cache: the trainer's next elements, moving produced ones from the buffer into
+// the cache when the trainer is at its end.
+std::optional<msg::element_batch> TaskRunner::take_cached(msg::consumer_id_t consumer,
+                                                          uint32_t max_elements,
+                                                          uint64_t max_bytes,
+                                                          const std::string& trainer) {
+  const std::string who = trainer.empty() ? "consumer " + std::to_string(consumer) : trainer;
+  const uint64_t limit = std::min<uint64_t>(max_bytes, limits_.chunk_bytes);
+  std::vector<Element> batch;
+  uint64_t bytes = encoded_batch_header_size();
+  while (batch.size() < max_elements && bytes < limit) {
+    auto got = cache_->next(who);
+    if (!got.ok()) {
+      error_ = got.status();
+      break;
+    }
+    if (!*got) {
+      if (buffer_.empty())
+        break;
+      auto item = std::move(buffer_.front());
+      buffer_.pop_front();
+      buffer_bytes_ -= static_cast<int64_t>(item.bytes);
+      buffer_charge_->remove(static_cast<int64_t>(item.bytes));
+      if (Status s = cache_->add(std::move(item.element)); !s.ok()) {
+        error_ = s;
+        break;
+      }
+      continue;
+    }
+    bytes += (*got)->byte_size() + 16;
+    batch.push_back(std::move(**got));
+  }
+  if (batch.empty()) {
+    if (failed())
+      return std::nullopt; // the actor answers with error()
+    if (ended_ && buffer_.empty() && !cache_->ready(who)) {
+      msg::element_batch eos;
+      eos.end_of_sequence = true;
+      return eos;
+    }
+    if (max_elements == 0)
+      return msg::element_batch{};
+    return std::nullopt;
+  }
+  const auto n = static_cast<uint32_t>(batch.size());
+  return start_batch(consumer, encode_batch(batch, compression_), n, {});
+}
+
 std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
                                                    uint32_t max_elements, uint64_t max_bytes,
                                                    std::vector<std::vector<char>>* frames,
-                                                   uint64_t task) {
+                                                   uint64_t task, const std::string& trainer) {
   if (auto p = pending_.find(consumer); p != pending_.end()) {
     auto out = next_chunk(p->second);
     if (p->second.next_chunk >= p->second.num_chunks)
       pending_.erase(p);
     return out;
   }
+  if (cache_)
+    return take_cached(consumer, max_elements, max_bytes, trainer);
   if (buffer_.empty() || max_elements == 0) {
     if (buffer_.empty() && failed())
       return std::nullopt; // the actor answers with error()

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/cross_trainer_cache.hpp"
 #include "actors/split_feed.hpp"
 #include "messages/worker_consumer.hpp"
 #include "pipeline/codec.hpp"
@@ -58,6 +59,9 @@ struct TaskLimits {
   // Elements whose encoding is at least this large are encoded once, when produced, into a
   // bulk frame buffer (actors/bulk_frame.hpp) that is later sent without another copy.
   std::size_t bulk_min_bytes = 64 << 10;
+  // Bytes a task of a job read with the cross-trainer cache keeps for its trainers
+  // (WorkerConfig::cross_trainer_cache_size_bytes; actors/cross_trainer_cache.hpp).
+  int64_t cross_trainer_cache_bytes = int64_t{1} << 30;
 };
 
 // Static sharding: which shard of how many this task's worker reads (num_workers = 0: none).
@@ -83,10 +87,19 @@ public:
 
   // `frames` (optional): the request came on a bulk channel; a batch of pre-encoded elements is
   // then returned as frames (headers filled for `task`), and the batch says bulk_frames.
+  // `trainer`: with the cross-trainer cache on, the consumer's trainer id (empty: the consumer
+  // reads as a trainer of its own).
   std::optional<msg::element_batch> take(msg::consumer_id_t consumer, uint32_t max_elements,
                                          uint64_t max_bytes,
                                          std::vector<std::vector<char>>* frames = nullptr,
-                                         uint64_t task = 0);
+                                         uint64_t task = 0, const std::string& trainer = {});
+
+  // The job is read with the cross-trainer cache (OFF, infinite dataset): elements go from the
+  // buffer into a cache of limits.cross_trainer_cache_bytes that every trainer reads on its own
+  // (take's `trainer`); nothing is pre-encoded (each trainer's batch is encoded for it). Call
+  // before the first produce().
+  Status enable_cross_trainer_cache();
+  const CrossTrainerCache* cross_trainer_cache() const { return cache_ ? &*cache_ : nullptr; }
 
   // The split feed of a DYNAMIC task (nullptr for OFF).
   SplitFeed* split_feed() { return feed_.get(); }
@@ -155,6 +168,8 @@ private:
     std::size_t bytes = 0;    // what it counts in the buffer's byte bound
     Origin origin;            // per-split pipelines: the split and sequence it came from
   };
+  std::optional<msg::element_batch> take_cached(msg::consumer_id_t consumer, uint32_t max_elements,
+                                                uint64_t max_bytes, const std::string& trainer);
   std::optional<msg::element_batch> take_frames(msg::consumer_id_t consumer, uint32_t max_elements,
                                                 uint64_t max_bytes,
                                                 std::vector<std::vector<char>>& frames, uint64_t task);
@@ -181,6 +196,7 @@ private:
   int64_t produced_ = 0;
   uint64_t next_batch_seq_ = 1;
   std::map<msg::consumer_id_t, Pending> pending_;
+  std::optional<CrossTrainerCache> cache_;
 };
 
 } // namespace conveyor::actors

@@ -9,6 +9,7 @@
 
 #include <optional>
 
+#include "actors/local_workers.hpp"
 #include "actors/log.hpp"
 #include "actors/task_actor.hpp"
 #include "messages/all.hpp"
@@ -91,7 +92,8 @@ void registration_failed(self_ptr self, const Status& status) {
 void send_registration(self_ptr self) {
   auto& st = self->state;
   msg::register_worker req{st.start.protocol_version, st.address,
-                           caf::actor_cast<msg::worker_actor>(self), st.start.auth_token};
+                           caf::actor_cast<msg::worker_actor>(self), st.start.auth_token,
+                           st.start.tags};
   self->request(st.dispatcher, st.start.request_timeout, std::move(req))
     .then(
       [self](msg::worker_registered& reply) {
@@ -263,6 +265,8 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
     self->set_exit_handler([self](caf::exit_msg& exit) {
       auto& st = self->state;
       if (auto t = st.task_by_addr.find(exit.source); t != st.task_by_addr.end()) {
+        if (st.start.local_registry)
+          LocalWorkers::remove_task(st.address, t->second);
         st.tasks.erase(t->second);
         st.task_by_addr.erase(t);
         return;
@@ -323,6 +327,8 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
         auto handle = spawn_task(self, std::move(ts), st.start.detached_tasks);
         st.tasks[id] = handle;
         st.task_by_addr[handle.address()] = id;
+        if (st.start.local_registry) // before the job (and so any consumer) learns of it
+          LocalWorkers::add_task(st.address, id, caf::actor_cast<caf::actor>(handle));
         return msg::task_assigned{id, handle};
       },
       [self](msg::stop_task& req) {

@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <caf/actor_system.hpp>
 #include <caf/timespan.hpp>
@@ -41,6 +42,10 @@ struct WorkerStart {
   BulkServer bulk;             // this node's bulk server (linked to the worker), may be empty
   uint32_t protocol_version = msg::kProtocolVersion;
   std::string auth_token; // presented to the dispatcher when registering
+  std::vector<std::string> tags; // announced when registering (actors/placement.hpp)
+  // Lists the worker and its tasks in the process-wide LocalWorkers registry under its
+  // advertised address, for LOCAL reads (actors/local_workers.hpp). WorkerServer sets it.
+  bool local_registry = false;
   // Called once, with the outcome of the first registration attempt.
   std::function<void(Status)> on_first_registration;
 };

@@ -262,6 +262,7 @@ struct BenchFlags {
   std::string compression = "NONE";
   std::optional<int64_t> max_outstanding;
   bool tls = false;
+  bool local = false;
 };
 
 // The data each worker serves. Producing it should cost little, so that the benchmark measures
@@ -318,7 +319,10 @@ int run_bench_service(const std::vector<std::string>& args) {
        "free port), to measure scrapes under load; -1 = off")
       ("tls", po::bool_switch(&f.tls),
        "also run the service with mutual TLS between every pair of nodes (throwaway certificates made "
-       "with the `openssl` command) and print TLS against plain");
+       "with the `openssl` command) and print TLS against plain")
+      ("local", po::bool_switch(&f.local),
+       "also run with target_workers LOCAL (the consumers read the in-process workers with no "
+       "socket and no serialization) and print LOCAL against ANY; the plain run reads with ANY");
   add_log_level_option(options, "error");
   po::variables_map vm;
   if (auto stop = parse_command_line(kInfo, options, args, vm))
@@ -350,6 +354,8 @@ int run_bench_service(const std::vector<std::string>& args) {
   opts.compression = f.compression;
   if (vm.count("max-outstanding"))
     opts.max_outstanding_requests = vm["max-outstanding"].as<int64_t>();
+  if (f.local)
+    opts.target_workers = "ANY"; // the network path, to compare with LOCAL
   if (auto st = validate(opts); !st.ok())
     return bad(st);
   const std::string dataset_text = dataset_for(f.element_size, opts.policy);
@@ -372,6 +378,10 @@ int run_bench_service(const std::vector<std::string>& args) {
   int64_t rss_kb = 0, hwm_kb = 0;
   std::vector<double> first[2], total[2];
   Status latency_error;
+  // The LOCAL run (--local): its copies and CPU time.
+  bool extra_run = false;
+  CopyCounts local_copies_before, local_copies_after;
+  double local_cpu = 0;
 
   // One measured service run over `network` (plain, or TLS with --tls).
   auto measure = [&](const NetworkConfig& network, const char* label) -> std::optional<Throughput> {
@@ -458,11 +468,15 @@ int run_bench_service(const std::vector<std::string>& args) {
   // Warm-up: connections, job creation, buffers filling.
   const milliseconds warmup{std::min<int64_t>(1000, static_cast<int64_t>(f.seconds * 1000 / 2) + 100)};
   std::this_thread::sleep_for(warmup);
-  const bool plain_run = !network.tls();
+  const bool plain_run = !network.tls() && !extra_run;
   const Throughput before = totals();
   if (plain_run) {
     copies_before = copy_counts();
     pool_before = BufferPool::global().stats();
+    copy_counter_enable(true);
+  }
+  if (extra_run) {
+    local_copies_before = copy_counts();
     copy_counter_enable(true);
   }
   const auto t0 = Clock::now();
@@ -471,6 +485,11 @@ int run_bench_service(const std::vector<std::string>& args) {
   Throughput service = totals();
   if (plain_run)
     service_cpu = process_cpu_seconds() - cpu0;
+  if (extra_run) {
+    local_cpu = process_cpu_seconds() - cpu0;
+    copy_counter_enable(false);
+    local_copies_after = copy_counts();
+  }
   if (plain_run) {
     copy_counter_enable(false);
     copies_after = copy_counts();
@@ -537,6 +556,29 @@ int run_bench_service(const std::vector<std::string>& args) {
       return kExitFailure;
     std::printf("  TLS/plain: %.2f (MB/s, mutual TLS between every pair of nodes)\n",
                 service.mb_per_s() > 0 ? tls->mb_per_s() / service.mb_per_s() : 0.0);
+  }
+  if (f.local) {
+    opts.target_workers = "LOCAL";
+    extra_run = true;
+    auto local = measure(NetworkConfig{}, "LOCAL");
+    extra_run = false;
+    if (!local)
+      return kExitFailure;
+    std::printf("  LOCAL/ANY: %.2f (MB/s; same workers and consumers, in-process path vs loopback TCP)\n",
+                service.mb_per_s() > 0 ? local->mb_per_s() / service.mb_per_s() : 0.0);
+    if (local->elements > 0 && service.elements > 0) {
+      const double l_us = local_cpu * 1e6 / static_cast<double>(local->elements);
+      const double a_us = service_cpu * 1e6 / static_cast<double>(service.elements);
+      std::printf("  LOCAL cpu: %.2f us per element (ANY %.2f us; process CPU time)\n", l_us, a_us);
+    }
+    if (copy_counter_available() && local->elements > 0) {
+      const double n = static_cast<double>(local->elements);
+      std::printf("  LOCAL copies: %.2f memcpy/memmove calls >= 64 KiB per element, %.2f x the element's "
+                  "bytes copied\n",
+                  static_cast<double>(local_copies_after.copy_calls - local_copies_before.copy_calls) / n,
+                  static_cast<double>(local_copies_after.copy_bytes - local_copies_before.copy_bytes) /
+                    (n * static_cast<double>(f.element_size)));
+    }
   }
 
   // Same elements, same sizes, over a plain socket; bounded in time like the service run.

@@ -87,6 +87,15 @@ int run_read(const std::vector<std::string>& args) {
       ("max-outstanding", po::value<int64_t>()->value_name("M"),
        "at most M elements requested ahead (default: automatic)")
       ("take", po::value(&f.take)->default_value(-1)->value_name("N"), "stop after N elements (-1 = all)")
+      ("target-workers", po::value<std::string>()->default_value("AUTO")->value_name("AUTO|ANY|LOCAL"),
+       "which workers to read from: ANY; LOCAL (only workers in this process: none in a `conveyor "
+       "read`, so it fails as the reference does); AUTO (ANY, but skipping other processes' "
+       "workers tagged COLOCATED)")
+      ("cross-trainer-cache", po::bool_switch(),
+       "share the named job's elements with other trainers through the workers' cache (needs "
+       "--job-name, an infinite dataset, --mode off and --trainer-id)")
+      ("trainer-id", po::value<std::string>()->value_name("ID"),
+       "this reader's trainer with --cross-trainer-cache (readers of one id share its position)")
       ("compression", po::value<std::string>()->default_value("AUTO")->value_name("AUTO|NONE"),
        "wire compression of the elements")
       ("timeout-ms", po::value(&f.timeout_ms)->default_value(60000)->value_name("T"),
@@ -142,6 +151,12 @@ int run_read(const std::vector<std::string>& args) {
   if (vm.count("max-outstanding"))
     opts.max_outstanding_requests = vm["max-outstanding"].as<int64_t>();
   opts.compression = vm["compression"].as<std::string>();
+  opts.target_workers = vm["target-workers"].as<std::string>();
+  if (vm["cross-trainer-cache"].as<bool>())
+    opts.cross_trainer_cache =
+      CrossTrainerCacheOptions{vm.count("trainer-id") ? vm["trainer-id"].as<std::string>() : ""};
+  else if (vm.count("trainer-id"))
+    return bad(invalid_argument("`--trainer-id` is used only with `--cross-trainer-cache`"));
   if (auto st = validate(opts); !st.ok())
     return bad(st);
   if (f.take < -1)

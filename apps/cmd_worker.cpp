@@ -4,6 +4,7 @@
 #include "apps/cli_common.hpp"
 #include "apps/subcommand.hpp"
 #include "actors/log.hpp"
+#include "actors/placement.hpp"
 #include "conveyor/server.hpp"
 
 namespace conveyor::apps {
@@ -24,6 +25,7 @@ int run_worker(const std::vector<std::string>& args) {
   int64_t connect_timeout_ms = 0;
   int64_t job_memory_limit = 0;
   int64_t dispatcher_timeout_ms = 0;
+  int64_t cache_bytes = 0;
   WorkerConfig defaults;
   po::options_description options("worker options");
   options.add_options()
@@ -55,6 +57,13 @@ int run_worker(const std::vector<std::string>& args) {
        "(0 = none)")
       ("connect-timeout", po::value(&connect_timeout_ms)->default_value(defaults.connect_timeout.count())->value_name("MS"),
        "limit of one attempt to connect to the dispatcher (retried with backoff within it)")
+      ("worker-tags", po::value<std::vector<std::string>>()->composing()->value_name("TAG,..."),
+       "tags announced to the dispatcher (shown by `conveyor status`; repeatable or comma-"
+       "separated). COLOCATED marks a worker beside a trainer: consumers reading with "
+       "--target-workers AUTO in other processes leave it to its own trainer")
+      ("cross-trainer-cache-size-bytes", po::value(&cache_bytes)->default_value(defaults.cross_trainer_cache_size_bytes)->value_name("BYTES"),
+       "bytes each task of a job read with the cross-trainer cache keeps for its trainers; a "
+       "trainer that falls further behind skips ahead")
       ("dispatcher-timeout", po::value(&dispatcher_timeout_ms)->default_value(defaults.dispatcher_timeout.count())->value_name("MS"),
        "how long to wait for a dispatcher that is not up yet before giving up (a worker may "
        "start before its dispatcher)");
@@ -121,6 +130,18 @@ int run_worker(const std::vector<std::string>& args) {
   if (auto st = check_at_least("--job-memory-limit", job_memory_limit, 0); !st.ok())
     return report_status(kInfo.name, st);
   config.job_memory_limit = job_memory_limit;
+  if (auto st = check_at_least("--cross-trainer-cache-size-bytes", cache_bytes, 1); !st.ok())
+    return report_status(kInfo.name, st);
+  config.cross_trainer_cache_size_bytes = cache_bytes;
+  if (vm.count("worker-tags"))
+    for (const auto& arg : vm["worker-tags"].as<std::vector<std::string>>()) {
+      auto tags = actors::parse_worker_tags(arg);
+      if (!tags.ok())
+        return report_status(kInfo.name, tags.status().with_context("--worker-tags"));
+      config.worker_tags.insert(config.worker_tags.end(), tags->begin(), tags->end());
+    }
+  if (auto st = actors::validate_worker_tags(config.worker_tags); !st.ok())
+    return report_status(kInfo.name, st.with_context("--worker-tags"));
   if (vm.count("plugin"))
     config.plugins = vm["plugin"].as<std::vector<std::string>>();
   config.protocol_version = vm["protocol-version"].as<uint32_t>();

@@ -74,11 +74,14 @@ struct get_or_create_job {
   ShardingPolicy policy = ShardingPolicy::off;
   caf::optional<int64_t> num_consumers;
   std::string target_workers = "AUTO";
+  // Read with the cross-trainer cache (the consumer's trainer id goes in get_elements): the job's
+  // tasks keep a cache its trainers share (actors/cross_trainer_cache.hpp).
+  bool cross_trainer_cache = false;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, get_or_create_job& x) {
   return f(caf::meta::type_name("get_or_create_job"), x.dataset, x.job_name, x.policy,
-           x.num_consumers, x.target_workers);
+           x.num_consumers, x.target_workers, x.cross_trainer_cache);
 }
 
 struct job_info {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <caf/meta/type_name.hpp>
 #include <caf/replies_to.hpp>
@@ -33,11 +34,12 @@ struct add_task {
   // Static sharding: the worker's place in the dispatcher's fixed list (num_workers = 0: none).
   int64_t num_workers = 0;
   int64_t worker_index = 0;
+  std::vector<std::string> worker_tags = {}; // the worker's tags, passed on in task_info
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, add_task& x) {
   return f(caf::meta::type_name("add_task"), x.task, x.worker, x.worker_address, x.handle,
-           x.num_workers, x.worker_index);
+           x.num_workers, x.worker_index, x.worker_tags);
 }
 
 struct remove_task {

@@ -1,6 +1,6 @@
 // Worker <-> dispatcher side: registration, heartbeats, and the job's task assignments.
 //
-//   worker -> dispatcher  register_worker{version, address, worker} -> worker_registered
+//   worker -> dispatcher  register_worker{version, address, worker, tags} -> worker_registered
 //                         (a version mismatch is refused with version_mismatch)
 //   worker -> dispatcher  worker_heartbeat every heartbeat interval -> heartbeat_ack
 //                         (known = false: the dispatcher dropped this worker; register again)
@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <caf/meta/type_name.hpp>
 #include <caf/replies_to.hpp>
@@ -38,11 +39,12 @@ struct task_def {
   // fixed worker list. num_workers = 0 for OFF and DYNAMIC.
   int64_t num_workers = 0;
   int64_t worker_index = 0;
+  bool cross_trainer_cache = false; // serve the job's trainers from a shared cache
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, task_def& x) {
   return f(caf::meta::type_name("task_def"), x.task, x.job, x.dataset, x.definition, x.policy,
-           x.compression, x.splits, x.num_workers, x.worker_index);
+           x.compression, x.splits, x.num_workers, x.worker_index, x.cross_trainer_cache);
 }
 
 // job -> worker
@@ -83,11 +85,13 @@ struct register_worker {
   std::string address; // advertised "host:port" consumers connect to
   worker_actor worker;
   std::string auth_token; // admission proof (NetworkConfig::auth_token); never logged
+  // The worker's tags (WorkerConfig::worker_tags, e.g. "COLOCATED"; actors/placement.hpp).
+  std::vector<std::string> worker_tags = {};
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, register_worker& x) {
   return f(caf::meta::type_name("register_worker"), x.protocol_version, x.address, x.worker,
-           x.auth_token);
+           x.auth_token, x.worker_tags);
 }
 
 // dispatcher -> worker

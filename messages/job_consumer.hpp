@@ -75,10 +75,14 @@ struct task_info {
   worker_id_t worker = 0;
   std::string worker_address; // where the consumer connects to reach the task directly
   task_actor handle;
+  // The worker's tags: with target_workers AUTO a consumer leaves a COLOCATED worker of another
+  // process alone (actors/placement.hpp).
+  std::vector<std::string> worker_tags = {};
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, task_info& x) {
-  return f(caf::meta::type_name("task_info"), x.task, x.worker, x.worker_address, x.handle);
+  return f(caf::meta::type_name("task_info"), x.task, x.worker, x.worker_address, x.handle,
+           x.worker_tags);
 }
 
 struct task_list {

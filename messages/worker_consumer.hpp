@@ -61,11 +61,14 @@ struct get_elements {
   // The consumer's open bulk channel to this task's worker (actors/bulk_frame.hpp), 0 = none:
   // then every payload comes inline in the element_batch.
   uint64_t bulk_channel = 0;
+  // A job read with the cross-trainer cache: the trainer this consumer reads for (consumers of
+  // one trainer id share its position; different trainers each get every cached element).
+  std::string trainer_id = {};
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, get_elements& x) {
   return f(caf::meta::type_name("get_elements"), x.consumer, x.max_elements, x.max_bytes,
-           x.hold_ns, x.acks, x.reconnected, x.bulk_channel);
+           x.hold_ns, x.acks, x.reconnected, x.bulk_channel, x.trainer_id);
 }
 
 // task -> consumer

@@ -45,6 +45,12 @@ struct NetworkConfig {
 // The TLS files: all three or none, each a readable file (errors name the field).
 Status validate_security(const NetworkConfig& network);
 
+// The reference's CrossTrainerCache (003_3cbebc871b174894.txt): trainers with distinct ids
+// reading one named job of an infinite dataset share what its tasks produce.
+struct CrossTrainerCacheOptions {
+  std::string trainer_id; // must not be empty; readers of one id share its position
+};
+
 struct DistributeOptions {
   // Processing mode: OFF, DYNAMIC, or a static policy (FILE, DATA, FILE_OR_DATA, HINT), which
   // needs a dispatcher started with its fixed worker list (DispatcherConfig::worker_addresses).
@@ -64,14 +70,22 @@ struct DistributeOptions {
   // How elements are compressed on the wire: "AUTO" (the service decides) or "NONE".
   // Used by distribute() when it registers the dataset.
   std::string compression = "AUTO";
-  // Which workers to read from: "AUTO" or "ANY" (any worker). "LOCAL" is refused with
-  // `unimplemented` for now.
+  // Which workers to read from (the reference's target_workers): "ANY" every worker; "LOCAL"
+  // only workers running in this process (a WorkerServer started here), with no socket and no
+  // serialization in between — an error when there is none; "AUTO" like ANY, but leaves workers
+  // tagged COLOCATED in other processes to their own trainers. Consumers of a named job must
+  // agree on it.
   std::string target_workers = "AUTO";
   // Limit of every single request the consumer sends (to the dispatcher, the job or a task).
   std::chrono::milliseconds request_timeout{10000};
   // How long the job may hold a task-list poll before answering "no change" (a long poll: new
   // and removed tasks are noticed at once, and at least this often otherwise).
   std::chrono::milliseconds task_refresh_interval{500};
+  // Share the job's elements with other trainers through a bounded cache on each worker
+  // (WorkerConfig::cross_trainer_cache_size_bytes): each trainer id reads the sequence the tasks
+  // produce; one that falls behind the cache's window skips ahead to its oldest element. Needs
+  // a job_name, an infinite dataset and processing mode OFF; not with coordinated reads.
+  std::optional<CrossTrainerCacheOptions> cross_trainer_cache;
 };
 
 // Checks the arguments as the reference does (messages name the argument and what was

@@ -132,6 +132,14 @@ struct WorkerConfig {
   // (its scheduler is deterministic).
   bool detached_tasks = true;
   uint32_t protocol_version = 0;       // 0 = this build's version
+  // Tags announced to the dispatcher (`conveyor status` shows them). "COLOCATED" marks a worker
+  // running beside a trainer: consumers with target_workers AUTO in other processes skip it.
+  // Each tag 1..64 of [A-Za-z0-9_.-], at most 32. Every WorkerServer is also listed in this
+  // process's registry of local workers, which target_workers LOCAL reads.
+  std::vector<std::string> worker_tags;
+  // Bytes each task of a job read with the cross-trainer cache keeps for its trainers (the
+  // window a slow trainer may fall behind before it skips ahead). Must be positive.
+  int64_t cross_trainer_cache_size_bytes = int64_t{1} << 30;
   // Prometheus text endpoint, as for the dispatcher (-1 = none, 0 = a free port).
   int metrics_port = -1;
   std::string metrics_host;

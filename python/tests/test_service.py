@@ -104,7 +104,8 @@ def test_unknown_dataset_id_is_not_found(cluster):
     (dict(num_consumers=2, job_name="j"), ValueError, "Must either set both `consumer_index` and `num_consumers`"),
     (dict(job_name="j", consumer_index=0), ValueError, "consumer_index"),
     (dict(job_name="j", consumer_index=0, num_consumers=2), NotImplementedError, "coordinated reads"),
-    (dict(target_workers="LOCAL"), NotImplementedError, "LOCAL"),
+    (dict(job_name="j", consumer_index=0, num_consumers=2, target_workers="LOCAL"), ValueError,
+     "Coordinated reads require non-local workers"),
 ])
 def test_option_validation_errors(cluster, kwargs, exc, text):
     args = dict(processing_mode="distributed_epoch")
@@ -112,6 +113,14 @@ def test_option_validation_errors(cluster, kwargs, exc, text):
     with pytest.raises(exc) as info:
         conveyor.distribute(conveyor.Dataset.range(3), cluster.target, **args)
     assert text in str(info.value)  # the C++ validator's text, unchanged
+
+
+def test_local_target_workers_read_the_in_process_workers(cluster):
+    # The fixture's workers run in this process: LOCAL reads each of them in process (OFF: each
+    # produces the whole dataset).
+    got = ints(conveyor.distribute(conveyor.Dataset.range(6), cluster.target, "parallel_epochs",
+                                   target_workers="LOCAL"))
+    assert sorted(got) == sorted(list(range(6)) * len(cluster.workers))
 
 
 def test_invalid_dataset_is_refused_at_registration(cluster):

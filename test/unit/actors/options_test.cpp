@@ -46,8 +46,13 @@ TEST_CASE("compression, target_workers and max_outstanding_requests") {
   o.target_workers = "SOME";
   CHECK(error_of(o) == "Invalid `target_workers` argument: \"SOME\". Must be one of [\"AUTO\", "
                        "\"ANY\", \"LOCAL\"].");
-  o.target_workers = "LOCAL";
-  CHECK(validate(o).code() == ErrorCode::unimplemented);
+  o.target_workers = "LOCAL"; // valid; a reader then needs a worker in its process
+  CHECK(validate(o).ok());
+  o.job_name = "j";
+  o.num_consumers = 2;
+  o.consumer_index = 0;
+  CHECK(error_of(o) ==
+        "Coordinated reads require non-local workers, but `target_workers` is \"LOCAL\".");
   o = {};
   o.max_outstanding_requests = 0;
   CHECK(error_of(o) == "`max_outstanding_requests` must be positive, got 0");

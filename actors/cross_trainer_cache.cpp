@@ -1,0 +1,94 @@
+#include "actors/cross_trainer_cache.hpp"
+
+namespace conveyor::actors {
+
+namespace {
+Status empty_trainer_id() {
+  return invalid_argument("tf.data service cross-trainer cache requires a non-empty trainer ID.");
+}
+} // namespace
+
+Expected<CrossTrainerCache> CrossTrainerCache::make(int64_t max_bytes) {
+  if (max_bytes <= 0)
+    return invalid_argument("the cross-trainer cache size must be positive, got " +
+                            std::to_string(max_bytes) + " bytes");
+  return CrossTrainerCache{max_bytes};
+}
+
+bool CrossTrainerCache::ready(const std::string& trainer_id) const {
+  auto t = trainers_.find(trainer_id);
+  const int64_t at = t == trainers_.end() ? start_ : position(t->second);
+  return at < end_index();
+}
+
+Expected<std::optional<Element>> CrossTrainerCache::next(const std::string& trainer_id) {
+  if (trainer_id.empty())
+    return empty_trainer_id();
+  auto& t = trainers_[trainer_id];
+  const int64_t at = position(t);
+  if (t.next >= 0 && t.next < start_)
+    t.skipped += start_ - t.next; // fell behind the window: skip to its oldest element
+  if (at >= end_index()) {
+    t.next = at;
+    last_asker_ = trainer_id;
+    return std::optional<Element>{};
+  }
+  t.next = at + 1;
+  // A miss when this trainer made the element (it asked at the end, then it was added).
+  if (last_asker_ == trainer_id && at == end_index() - 1) {
+    ++misses_;
+    last_asker_.clear();
+  } else {
+    ++hits_;
+  }
+  return std::optional<Element>{cache_[static_cast<std::size_t>(at - start_)].first};
+}
+
+Status CrossTrainerCache::add(Element element) {
+  const auto bytes = static_cast<int64_t>(element.byte_size());
+  if (bytes > max_bytes_)
+    return invalid_argument("tf.data service element size is larger than cache size in bytes. "
+                            "Got element size: " + std::to_string(bytes) +
+                            " and cache size: " + std::to_string(max_bytes_));
+  while (!cache_.empty() && size_bytes_ + bytes > max_bytes_) {
+    size_bytes_ -= cache_.front().second;
+    cache_.pop_front();
+    ++start_;
+  }
+  cache_.emplace_back(std::move(element), bytes);
+  size_bytes_ += bytes;
+  return Status::OK();
+}
+
+int64_t CrossTrainerCache::skipped(const std::string& trainer_id) const {
+  auto t = trainers_.find(trainer_id);
+  if (t == trainers_.end())
+    return 0;
+  // Counted when the trainer next reads; include a pending skip so the figure is current.
+  const int64_t pending = t->second.next >= 0 && t->second.next < start_ ? start_ - t->second.next : 0;
+  return t->second.skipped + pending;
+}
+
+Status validate_trainer_id(const std::string& trainer_id) {
+  return trainer_id.empty() ? empty_trainer_id() : Status::OK();
+}
+
+Status validate_cross_trainer_cache(bool has_job_name, int64_t cardinality,
+                                    std::optional<int64_t> num_consumers, ShardingPolicy policy) {
+  if (!has_job_name)
+    return invalid_argument("Cross-trainer caching requires named jobs. Got empty `job_name`.");
+  if (cardinality != kInfiniteCardinality)
+    return invalid_argument("Cross-trainer caching requires the input dataset to be infinite. "
+                            "Got input with cardinality " + std::to_string(cardinality));
+  if (num_consumers)
+    return invalid_argument("Cross-trainer caching does not support coordinated reads. "
+                            "Got number of coordinated consumers: " +
+                            std::to_string(*num_consumers));
+  if (policy != ShardingPolicy::off)
+    return invalid_argument(std::string{"Cross-trainer caching requires processing mode OFF "
+                                        "(every trainer reads the whole infinite dataset). Got "} +
+                            to_string(policy));
+  return Status::OK();
+}
+
+} // namespace conveyor::actors

@@ -1,0 +1,254 @@
+// Placement (actors/placement.hpp): target_workers parsing, worker tags, the reference's rule of
+// which tasks a consumer reads, and its start-up errors; then in-process clusters reading with
+// LOCAL (the in-process path, large elements included) and the checks around it.
+#include <doctest/doctest.h>
+
+#include "actors/local_workers.hpp"
+#include "actors/metrics.hpp"
+#include "messages/status.hpp"
+#include "actors/placement.hpp"
+#include "actors/status_client.hpp"
+#include "cluster_fixture.hpp"
+#include "pipeline/text_form.hpp"
+
+#include <set>
+
+using namespace conveyor;
+using namespace conveyor::actors;
+using namespace conveyor::test;
+
+TEST_CASE("target_workers: the reference's three names, exactly") {
+  CHECK(*parse_target_workers("AUTO") == TargetWorkers::automatic);
+  CHECK(*parse_target_workers("ANY") == TargetWorkers::any);
+  CHECK(*parse_target_workers("LOCAL") == TargetWorkers::local);
+  auto bad = parse_target_workers("local");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message() ==
+        "Invalid `target_workers` argument: \"local\". Must be one of [\"AUTO\", \"ANY\", \"LOCAL\"].");
+  for (auto t : {TargetWorkers::automatic, TargetWorkers::any, TargetWorkers::local})
+    CHECK(*parse_target_workers(to_string(t)) == t);
+}
+
+TEST_CASE("worker tags: parsed from a comma list, checked, COLOCATED recognised") {
+  auto tags = parse_worker_tags("COLOCATED,gpu-host.1");
+  REQUIRE(tags.ok());
+  CHECK(*tags == std::vector<std::string>{"COLOCATED", "gpu-host.1"});
+  CHECK(is_colocated(*tags));
+  CHECK_FALSE(is_colocated({"colocated"})); // exact, as the reference's tag
+  CHECK(parse_worker_tags("")->empty());
+  CHECK(parse_worker_tags("a,,b").status().message() == "worker tag \"\" must have 1 to 64 characters");
+  CHECK(parse_worker_tags("a b").status().message() ==
+        "worker tag \"a b\" may contain only letters, digits, '_', '-' and '.'");
+  CHECK(parse_worker_tags("x,x").status().message() == "worker tag \"x\" is given twice");
+  CHECK(validate_worker_tags(std::vector<std::string>(33, "t")).code() == ErrorCode::invalid_argument);
+  CHECK(validate_worker_tags({std::string(64, 'a')}).ok());
+  CHECK_FALSE(validate_worker_tags({std::string(65, 'a')}).ok());
+}
+
+TEST_CASE("which tasks a consumer reads: the reference's ShouldReadFromTask") {
+  const std::vector<std::string> none, colocated{"COLOCATED"}, other{"ssd"};
+  using T = TargetWorkers;
+  // ANY: everything.
+  for (bool local : {false, true})
+    for (const auto* tags : {&none, &colocated, &other})
+      CHECK(should_read_from_task(T::any, false, local, *tags));
+  // LOCAL: only this process's workers, whatever their tags.
+  CHECK(should_read_from_task(T::local, false, true, none));
+  CHECK(should_read_from_task(T::local, false, true, colocated));
+  CHECK_FALSE(should_read_from_task(T::local, false, false, none));
+  CHECK_FALSE(should_read_from_task(T::local, false, false, colocated));
+  // AUTO: everything except another process's COLOCATED worker.
+  CHECK(should_read_from_task(T::automatic, false, false, none));
+  CHECK(should_read_from_task(T::automatic, false, false, other));
+  CHECK(should_read_from_task(T::automatic, false, true, colocated));
+  CHECK_FALSE(should_read_from_task(T::automatic, false, false, colocated));
+  // Coordinated reads read every task.
+  CHECK(should_read_from_task(T::automatic, true, false, colocated));
+  // Only LOCAL reads of a local worker take the in-process path.
+  CHECK(reads_in_process(T::local, true));
+  CHECK_FALSE(reads_in_process(T::local, false));
+  CHECK_FALSE(reads_in_process(T::any, true));
+  CHECK_FALSE(reads_in_process(T::automatic, true));
+}
+
+TEST_CASE("LOCAL without a local worker, and LOCAL with coordinated reads: the reference's errors") {
+  using T = TargetWorkers;
+  CHECK(check_target_workers(T::any, false, ShardingPolicy::off, false).ok());
+  CHECK(check_target_workers(T::automatic, false, ShardingPolicy::off, false).ok());
+  CHECK(check_target_workers(T::local, true, ShardingPolicy::dynamic, false).ok());
+  auto none = check_target_workers(T::local, false, ShardingPolicy::off, false);
+  CHECK(none.code() == ErrorCode::invalid_argument);
+  CHECK(none.message().find("Local reads require local tf.data workers, but no local worker is "
+                            "found.") == 0);
+  auto fixed = check_target_workers(T::local, false, ShardingPolicy::file_or_data, false);
+  CHECK(fixed.message().find("Static sharding policy <FILE_OR_DATA> requires local tf.data "
+                             "workers, but no local worker is found.") == 0);
+  CHECK(check_target_workers(T::local, true, ShardingPolicy::off, true).message() ==
+        "Coordinated reads require non-local workers, but `target_workers` is \"LOCAL\".");
+}
+
+namespace {
+
+DistributeOptions local_off() {
+  DistributeOptions o;
+  o.policy = ShardingPolicy::off;
+  o.target_workers = "LOCAL";
+  return o;
+}
+
+} // namespace
+
+TEST_CASE("WorkerServer lists itself as a local worker while it runs") {
+  TestCluster cluster{0};
+  CHECK(LocalWorkers::empty());
+  auto& w = cluster.add_worker();
+  CHECK(LocalWorkers::contains(w.worker_address()));
+  w.stop();
+  CHECK_FALSE(LocalWorkers::contains(w.worker_address()));
+  CHECK(LocalWorkers::empty());
+}
+
+TEST_CASE("LOCAL reads the in-process workers: small elements, and 1 MiB ones as in-process frames") {
+  TestCluster cluster{2};
+  auto client = cluster.client();
+  auto small = client.distribute(Dataset::range(20), local_off());
+  REQUIRE_MESSAGE(small.ok(), small.status().to_string());
+  auto got = sorted(ints(read_all(*small)));
+  std::vector<int64_t> twice;
+  for (int64_t i = 0; i < 20; ++i)
+    twice.insert(twice.end(), {i, i});
+  CHECK(got == twice);
+  CHECK(small->stats().per_worker.size() == 2);
+
+  auto parsed = parse_dataset("range(6).map(bytes(size=1048576))");
+  REQUIRE(parsed.ok());
+  auto expected = parsed->collect();
+  REQUIRE(expected.ok());
+  const auto frames_before = LocalWorkers::frames_delivered();
+  auto options = local_off();
+  options.compression = "NONE";
+  auto large = client.distribute(*parsed, options);
+  REQUIRE(large.ok());
+  auto elements = read_all(*large);
+  REQUIRE(elements.size() == 12);
+  auto key = [](const Element& e) { return e[0].strings()[0]; };
+  std::sort(elements.begin(), elements.end(), [&](auto& a, auto& b) { return key(a) < key(b); });
+  std::sort(expected->begin(), expected->end(), [&](auto& a, auto& b) { return key(a) < key(b); });
+  for (std::size_t i = 0; i < elements.size(); ++i)
+    CHECK(elements[i] == (*expected)[i / 2]);
+  // The first elements of a task may go inline until its channel is open; the rest come as
+  // in-process frames.
+  CHECK(LocalWorkers::frames_delivered() > frames_before);
+
+  // ANY reads the same workers over the network: no in-process frame.
+  const auto frames_any = LocalWorkers::frames_delivered();
+  auto any = local_off();
+  any.target_workers = "ANY";
+  any.compression = "NONE";
+  auto over_tcp = client.distribute(*parsed, any);
+  REQUIRE(over_tcp.ok());
+  CHECK(read_all(*over_tcp).size() == 12);
+  CHECK(LocalWorkers::frames_delivered() == frames_any);
+}
+
+TEST_CASE("LOCAL with no worker in this process fails with the reference's error") {
+  TestCluster cluster{0};
+  REQUIRE(LocalWorkers::empty());
+  auto client = cluster.client();
+  auto stream = client.distribute(Dataset::range(3), local_off());
+  Status status = stream.ok() ? Status::OK() : stream.status();
+  if (stream.ok()) {
+    Element e;
+    bool end = false;
+    status = stream->next(e, end, std::chrono::seconds(10));
+  }
+  CHECK(status.code() == ErrorCode::invalid_argument);
+  CHECK_MESSAGE(status.message().find("Local reads require local tf.data workers") != std::string::npos,
+                status.to_string());
+}
+
+TEST_CASE("consumers of a named job must agree on target_workers") {
+  TestCluster cluster{1};
+  auto client = cluster.client();
+  DistributeOptions a;
+  a.job_name = "placement-agree";
+  a.target_workers = "AUTO";
+  auto first = client.distribute(Dataset::range(1000000), a);
+  REQUIRE(first.ok());
+  Element e;
+  bool end = false;
+  REQUIRE(first->next(e, end, std::chrono::seconds(10)).ok()); // the job runs
+  auto b = a;
+  b.target_workers = "LOCAL";
+  auto second = client.distribute(Dataset::range(1000000), b);
+  Status status = second.ok() ? second->next(e, end, std::chrono::seconds(10)) : second.status();
+  CHECK(status.code() == ErrorCode::invalid_argument);
+  CHECK_MESSAGE(status.message().find("runs with target_workers AUTO; a consumer asked for "
+                                      "target_workers LOCAL") != std::string::npos,
+                status.to_string());
+}
+
+TEST_CASE("worker tags reach the dispatcher's status; bad tags are refused at start") {
+  auto wc = test_worker_config();
+  wc.worker_tags = {"COLOCATED", "zone-a"};
+  TestCluster cluster{1, test_dispatcher_config(), wc};
+  cluster.add_worker(); // untagged
+  auto status = fetch_status(cluster.target(), std::chrono::seconds(5));
+  REQUIRE_MESSAGE(status.ok(), status.status().to_string());
+  REQUIRE(status->workers.size() == 2);
+  std::vector<std::vector<std::string>> tags;
+  for (const auto& w : status->workers)
+    tags.push_back(w.tags);
+  std::sort(tags.begin(), tags.end());
+  CHECK(tags == std::vector<std::vector<std::string>>{{}, {"COLOCATED", "zone-a"}});
+
+  auto bad = test_worker_config();
+  bad.dispatcher_address = cluster.target();
+  bad.worker_tags = {"no spaces"};
+  WorkerServer w{bad};
+  auto st = w.start();
+  CHECK(st.code() == ErrorCode::invalid_argument);
+  CHECK(st.message().find("`worker_tags`") != std::string::npos);
+}
+
+TEST_CASE("LOCAL with DYNAMIC: every element once, small and 1 MiB (acks over the in-process path)") {
+  TestCluster cluster{2};
+  auto client = cluster.client();
+  auto options = local_off();
+  options.policy = ShardingPolicy::dynamic;
+  auto small = client.distribute(Dataset::range(500), options);
+  REQUIRE(small.ok());
+  std::vector<int64_t> all(500);
+  for (int64_t i = 0; i < 500; ++i)
+    all[static_cast<std::size_t>(i)] = i;
+  CHECK(sorted(ints(read_all(*small))) == all);
+
+  auto parsed = parse_dataset("range(8).map(bytes(size=1048576))");
+  REQUIRE(parsed.ok());
+  options.compression = "NONE";
+  auto large = client.distribute(*parsed, options);
+  REQUIRE(large.ok());
+  auto got = read_all(*large);
+  CHECK(got.size() == 8);
+  std::set<std::string> distinct;
+  for (const auto& e : got)
+    distinct.insert(e[0].strings()[0]);
+  CHECK(distinct.size() == 8);
+}
+
+TEST_CASE("metrics: the dispatcher's samples carry each worker's tags") {
+  msg::cluster_status st;
+  msg::worker_status w;
+  w.address = "10.0.0.1:6000";
+  w.tags = {"COLOCATED", "zone-a"};
+  st.workers.push_back(w);
+  bool found = false;
+  for (const auto& s : metrics::status_samples(st))
+    if (s.name == "conveyor_worker_info") {
+      found = true;
+      CHECK(s.labels.at("worker") == "10.0.0.1:6000");
+      CHECK(s.labels.at("tags") == "COLOCATED,zone-a");
+      CHECK(s.value == 1);
+    }
+  CHECK(found);
+}
