@@ -84,6 +84,7 @@ struct consumer_state {
   bool rejoining = false;
   caf::actor_clock::time_point rejoin_deadline;
   caf::actor_addr lost_job; // the job actor whose connection broke (same one back: a blip)
+  int late_joins = 0;       // a named job ended as this consumer joined it: asked again
 };
 
 using self_ptr = consumer_full_actor::stateful_pointer<consumer_state>;
@@ -512,8 +513,30 @@ void pump(self_ptr self) {
     request_batch(self, r);
 }
 
+void get_job(self_ptr self);
+
+// A named job can end (its consumers read to the end) between the dispatcher naming it to this
+// consumer and the consumer's join: the name's next repetition is what this consumer reads.
+// True when it asks the dispatcher again (a few times at most).
+bool ask_again_for_named_job(self_ptr self, const std::string& why) {
+  auto& st = self->state;
+  if (st.consumer_id != 0 || !st.start.job_request.job_name || st.late_joins >= 3 || st.done)
+    return false;
+  ++st.late_joins;
+  log::info(kLog, "job " + std::to_string(st.job_id) + " ended as this consumer joined it (" + why +
+                    "); asking for the name's next repetition");
+  ++st.job_gen;
+  if (st.job)
+    self->demonitor(st.job.address());
+  st.job = nullptr;
+  get_job(self);
+  return true;
+}
+
 void join(self_ptr self, const msg::job_info& info) {
   auto& st = self->state;
+  if (!info.handle && ask_again_for_named_job(self, "it was over"))
+    return;
   st.job_id = info.job;
   st.start.sink->joined(info.job);
   st.core.set_dynamic(info.policy == ShardingPolicy::dynamic);
@@ -540,6 +563,9 @@ void join(self_ptr self, const msg::job_info& info) {
       },
       [self, gen](caf::error& err) {
         if (gen != self->state.job_gen)
+          return;
+        if (err == caf::sec::request_receiver_down &&
+            ask_again_for_named_job(self, self->system().render(err)))
           return;
         finish(self, msg::to_status(err, "joining job " + std::to_string(self->state.job_id)));
       });
@@ -701,6 +727,9 @@ consumer_full_actor::behavior_type consumer_impl(self_ptr self) {
   self->set_down_handler([self](caf::down_msg& down) {
     auto& st = self->state;
     if (st.job && down.source == st.job.address()) {
+      if (down.reason != caf::exit_reason::remote_link_unreachable &&
+          ask_again_for_named_job(self, caf::to_string(down.reason)))
+        return;
       // A job lives until its consumers are done (production ending is not enough): losing it
       // before this consumer finished means re-joining it, or failing loudly.
       if (st.core.finished()) {

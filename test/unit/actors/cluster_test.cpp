@@ -93,8 +93,11 @@ TEST_CASE("a named OFF job with one worker is split between its consumers") {
   auto client = cluster.client();
   auto options = mode(ShardingPolicy::off);
   options.job_name = "my_job_name";
-  auto a = client.distribute(Dataset::range(5), options);
-  auto b = client.distribute(Dataset::range(5), options);
+  // Slow enough (~0.5 s) that both consumers join before the job can end: a consumer that
+  // joins a finished named job reads the name's next repetition.
+  const auto slow = Dataset::range(5).map(conveyor::FunctionRef{"sleep_us", {{"us", int64_t{100000}}}});
+  auto a = client.distribute(slow, options);
+  auto b = client.distribute(slow, options);
   REQUIRE(a.ok());
   REQUIRE(b.ok());
   std::vector<Element> from_b;
