@@ -13,6 +13,7 @@
 #include "actors/local_workers.hpp"
 #include "actors/log.hpp"
 #include "actors/placement.hpp"
+#include "actors/round_robin.hpp"
 #include "actors/wait_stats.hpp"
 #include "messages/all.hpp"
 #include "pipeline/buffer_pool.hpp"
@@ -85,6 +86,12 @@ struct consumer_state {
   caf::actor_clock::time_point rejoin_deadline;
   caf::actor_addr lost_job; // the job actor whose connection broke (same one back: a blip)
   int late_joins = 0;       // a named job ended as this consumer joined it: asked again
+  // Coordinated reads only: plans rounds onto tasks and orders the elements (the core still
+  // tracks tasks and connections; its credits are unused).
+  std::unique_ptr<RoundRobinPlanner> planner;
+  int64_t round_elements = 0;
+  int64_t round_bytes = 0;
+  int64_t round_messages = 0;
 };
 
 using self_ptr = consumer_full_actor::stateful_pointer<consumer_state>;
@@ -103,8 +110,8 @@ msg::consumer_progress progress_of(self_ptr self) {
   auto& st = self->state;
   note_wait(self);
   msg::consumer_progress p;
-  p.elements = st.core.elements_received();
-  p.bytes = st.core.bytes_received();
+  p.elements = st.core.elements_received() + st.round_elements;
+  p.bytes = st.core.bytes_received() + st.round_bytes;
   st.waits.fill(p, self->clock().now());
   return p;
 }
@@ -113,9 +120,9 @@ msg::stream_stats stats_of(self_ptr self) {
   const auto& core = self->state.core;
   const auto& st = self->state;
   msg::stream_stats s;
-  s.elements = core.elements_received();
-  s.bytes = core.bytes_received();
-  s.messages = core.messages_received();
+  s.elements = core.elements_received() + st.round_elements;
+  s.bytes = core.bytes_received() + st.round_bytes;
+  s.messages = core.messages_received() + st.round_messages;
   s.per_worker = core.per_worker();
   const auto p = progress_of(self);
   s.wait_worker_ns = p.wait_worker_ns;
@@ -351,6 +358,10 @@ void poll_tasks(self_ptr self) {
   auto hold = std::min<caf::timespan>(st.start.task_refresh, st.start.request_timeout / 2);
   msg::get_tasks req{st.consumer_id, st.refetch ? 0 : st.core.known_version(), hold.count(),
                      progress_of(self)};
+  if (st.planner) {
+    req.round = st.planner->next_round();
+    req.round_fence = st.planner->fence();
+  }
   st.refetch = false;
   self->request(st.job, st.start.request_timeout, std::move(req))
     .then(
@@ -367,6 +378,15 @@ void poll_tasks(self_ptr self) {
         if (!st.core.error().ok()) {
           finish(self, st.core.error());
           return;
+        }
+        if (st.planner) {
+          std::vector<RoundRobinPlanner::TaskEntry> entries;
+          for (const auto& t : list.tasks)
+            entries.push_back({t.task, t.start_round});
+          if (auto s = st.planner->on_tasks(entries, list.round_fence); !s.ok()) {
+            finish(self, s.with_context("job " + std::to_string(st.job_id)));
+            return;
+          }
         }
         // Reconnect to the workers of tasks we could not reach (fresh handles from this list).
         for (const auto& t : list.tasks) {
@@ -505,10 +525,82 @@ void request_batch(self_ptr self, const ConsumerCore::Request& r) {
       });
 }
 
+// Coordinated reads: one request per task for this consumer's planned local rounds.
+void request_rounds(self_ptr self, const RoundRobinPlanner::Request& r) {
+  auto& st = self->state;
+  auto handle = st.tasks.find(r.task);
+  if (handle == st.tasks.end()) {
+    st.planner->on_request_failed(r);
+    return;
+  }
+  msg::get_elements req{st.consumer_id, r.count, st.start.limits.max_bytes_per_request,
+                        (st.start.request_timeout / 2).count(), {}, false};
+  req.round_first = r.first;
+  req.round_count = r.count;
+  req.consumer_index = st.start.consumer_index;
+  req.round_timeout_ns = st.start.round_timeout.count();
+  auto gen = st.job_gen;
+  self->request(handle->second, st.start.request_timeout, std::move(req))
+    .then(
+      [self, r](msg::element_batch& batch) {
+        auto& st = self->state;
+        if (st.done)
+          return;
+        st.last_reply_empty = batch.num_elements == 0;
+        std::vector<Element> elements;
+        if (batch.num_elements > 0) {
+          if (auto s = decode_round_elements(batch.payload, batch.num_elements, elements);
+              !s.ok()) {
+            finish(self, s.with_context("reading task " + std::to_string(r.task)));
+            return;
+          }
+          ++st.round_messages;
+          st.round_bytes += static_cast<int64_t>(batch.payload.size());
+        }
+        if (auto s = st.planner->on_reply(r, std::move(elements)); !s.ok()) {
+          finish(self, s);
+          return;
+        }
+        auto ready = st.planner->take_ready();
+        if (!ready.empty()) {
+          st.round_elements += static_cast<int64_t>(ready.size());
+          auto stats = stats_of(self);
+          stats.pushed_task = r.task;
+          st.start.sink->push(std::move(ready), stats);
+        }
+        pump(self);
+        note_wait(self);
+      },
+      [self, r, gen](caf::error& err) {
+        auto& st = self->state;
+        if (st.done)
+          return;
+        st.planner->on_request_failed(r);
+        if (err.category() == msg::error_category()) { // the task's own error: final
+          finish(self, msg::to_status(err, "reading task " + std::to_string(r.task) + " of job " +
+                                             std::to_string(st.job_id)));
+          return;
+        }
+        if (err != caf::sec::request_timeout && gen == st.job_gen)
+          unreachable(self, r.task, msg::to_status(err).message());
+        pump(self);
+      });
+}
+
 void pump(self_ptr self) {
   auto& st = self->state;
   if (st.done)
     return;
+  if (st.planner) {
+    auto ready = [&](msg::task_id_t task) {
+      return st.core.connected(task) && st.tasks.count(task) > 0;
+    };
+    for (const auto& r : st.planner->next_requests(
+           ready, st.start.limits.max_elements_per_request,
+           static_cast<int64_t>(st.start.limits.max_bytes_per_request)))
+      request_rounds(self, r);
+    return;
+  }
   for (const auto& r : st.core.next_requests())
     request_batch(self, r);
 }
@@ -550,8 +642,17 @@ void join(self_ptr self, const msg::job_info& info) {
   st.job = info.handle;
   self->monitor(st.job);
   auto gen = st.job_gen;
+  if (st.start.job_request.num_consumers && !st.planner) {
+    // The planner's window: the consumer's element credit, at most 8192 rounds ahead (a new
+    // worker joins a little beyond the rounds the consumers planned: keep that near), and its
+    // byte budget (max_buffered_bytes).
+    st.planner = std::make_unique<RoundRobinPlanner>(
+      st.start.consumer_index, *st.start.job_request.num_consumers,
+      std::min<int64_t>(st.start.limits.max_outstanding, 8192), st.start.limits.max_bytes);
+  }
   self->request(st.job, st.start.request_timeout,
-                msg::join_job{caf::actor_cast<caf::actor>(self), self->state.consumer_id})
+                msg::join_job{caf::actor_cast<caf::actor>(self), self->state.consumer_id,
+                              st.start.consumer_index})
     .then(
       [self, gen](msg::job_joined& joined) {
         if (gen != self->state.job_gen)
@@ -774,7 +875,10 @@ consumer_full_actor::behavior_type consumer_impl(self_ptr self) {
   }
   return {
     [self](msg::ack_atom, uint64_t n) {
-      self->state.core.on_ack(n);
+      if (self->state.planner)
+        self->state.planner->on_ack(static_cast<int64_t>(n));
+      else
+        self->state.core.on_ack(n);
       pump(self);
       note_wait(self);
     },
@@ -906,6 +1010,11 @@ ConsumerStart consumer_start(const DistributeOptions& options, std::shared_ptr<T
     start.job_request.cross_trainer_cache = true;
     start.trainer_id = options.cross_trainer_cache->trainer_id;
   }
+  if (options.num_consumers) {
+    start.job_request.num_consumers = *options.num_consumers;
+    start.consumer_index = options.consumer_index.value_or(-1);
+  }
+  start.round_timeout = caf::timespan{options.round_timeout};
   if (options.job_name)
     start.job_request.job_name = *options.job_name;
   return start;

@@ -55,6 +55,10 @@ struct ConsumerStart {
   Compression compression = Compression::automatic;
   msg::get_or_create_job job_request;     // its dataset is filled in after registering
   std::string trainer_id; // cross-trainer cache: sent with every get_elements
+  // Coordinated reads (job_request.num_consumers set): this consumer's index, and how long a
+  // round may wait for the others (actors/round_robin.hpp).
+  int64_t consumer_index = -1;
+  caf::timespan round_timeout = std::chrono::seconds(60);
 };
 
 // The one mapping of the public options onto a consumer's start parameters: the blocking

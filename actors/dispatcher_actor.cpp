@@ -372,6 +372,8 @@ Expected<JobStart> job_start(self_ptr self, const JobEntry& entry) {
   js.gc_timeout = st.start.job_gc_timeout;
   js.client_timeout = st.start.client_timeout;
   js.journal_splits = st.journal != nullptr;
+  js.num_consumers = entry.num_consumers;
+  js.round_lookahead = st.start.round_lookahead;
   return js;
 }
 
@@ -391,11 +393,28 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
   if (!dataset)
     return msg::make_error(ErrorCode::not_found, "dataset id \"" + req.dataset +
                                                    "\" is not registered with this dispatcher");
-  if (req.num_consumers)
-    return msg::make_error(ErrorCode::unimplemented,
-                           "coordinated reads (`num_consumers`) are not supported yet");
   if (auto target = parse_target_workers(req.target_workers); !target.ok())
     return msg::to_error(target.status());
+  if (req.num_consumers) {
+    // Coordinated (round-robin) reads: actors/round_robin.hpp.
+    if (*req.num_consumers <= 0)
+      return msg::make_error(ErrorCode::invalid_argument,
+                             "`num_consumers` must be positive, got " +
+                               std::to_string(*req.num_consumers));
+    if (!req.job_name)
+      return msg::make_error(ErrorCode::invalid_argument,
+                             "`job_name` must be set when setting `num_consumers`. num_consumers "
+                             "was set to " + std::to_string(*req.num_consumers) + ".");
+    if (req.target_workers == "LOCAL")
+      return msg::make_error(ErrorCode::invalid_argument,
+                             "Coordinated reads require non-local workers, but `target_workers` "
+                             "is \"LOCAL\".");
+    if (req.policy == ShardingPolicy::dynamic)
+      return msg::make_error(ErrorCode::invalid_argument,
+                             "coordinated reads (`num_consumers`) need every worker to produce "
+                             "whole rounds of an infinite dataset: use processing_mode OFF or a "
+                             "static sharding policy, not DYNAMIC");
+  }
   if (req.job_name) {
     if (req.job_name->empty())
       return msg::make_error(ErrorCode::invalid_argument, "`job_name` must not be empty");
@@ -434,6 +453,16 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
         !s.ok())
       return msg::to_error(s);
   }
+  if (req.num_consumers) {
+    if (auto card = definition->cardinality(); card != kInfiniteCardinality)
+      return msg::make_error(
+        ErrorCode::invalid_argument,
+        "coordinated reads (`num_consumers` = " + std::to_string(*req.num_consumers) +
+          ") require an infinite dataset, but dataset " + req.dataset + " has cardinality " +
+          (card == kUnknownCardinality ? std::string{"unknown"} : std::to_string(card)) +
+          ": add .repeat() at the end of its definition (a finite task would run out of data "
+          "early and the consumers would go out of step)");
+  }
   if (is_static(req.policy)) {
     auto n = static_cast<int64_t>(st.start.worker_addresses.size());
     if (n == 0)
@@ -454,6 +483,7 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
   planned.dataset = req.dataset;
   planned.name = req.job_name ? *req.job_name : std::string{};
   planned.policy = req.policy;
+  planned.num_consumers = req.num_consumers ? *req.num_consumers : -1;
   if (req.policy == ShardingPolicy::dynamic) {
     // Split size from the cardinality: about 8 splits per worker and epoch, at most 8192
     // elements (a re-issued split is read again from its start), never below the configured size.

@@ -45,6 +45,9 @@ struct DispatcherStart {
   caf::timespan request_timeout = std::chrono::seconds(10);
   caf::timespan client_timeout = std::chrono::seconds(60); // consumers' heartbeats
   int64_t range_split_size = 64; // DYNAMIC: elements per split (the minimum when adaptive)
+  // Coordinated reads: how many rounds beyond the consumers' planned rounds a new worker joins
+  // (actors/round_robin.hpp RoundRobinJob; the simulator uses a small one).
+  int64_t round_lookahead = 256;
   bool adaptive_split_size = true; // size splits from the dataset's cardinality
   std::vector<std::string> worker_addresses; // normalised "host:port"; see DispatcherConfig
   uint32_t protocol_version = msg::kProtocolVersion;

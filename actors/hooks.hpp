@@ -36,6 +36,14 @@ public:
   // true: a job restored by a restarted dispatcher forgets the last of the splits its tasks
   // held at the crash (instead of handing it out again).
   virtual bool forget_held_split() { return false; }
+  // true: the coordinated-read consumer with `consumer_index` counts round `round` as planned
+  // but assigns it to no task (a round-skipping off-by-one): its later rounds come out of step
+  // with the other consumers'.
+  virtual bool skip_round(int64_t consumer_index, int64_t round) {
+    (void)consumer_index;
+    (void)round;
+    return false;
+  }
 };
 
 // The installed hooks; null unless a simulation installed some.
@@ -77,6 +85,12 @@ inline bool forget_lost_split() {
 inline bool forget_held_split() {
   Hooks* h = installed();
   return h != nullptr && h->forget_held_split();
+}
+
+// The coordinated-read planner's side (actors/round_robin.cpp).
+inline bool skip_round(int64_t consumer_index, int64_t round) {
+  Hooks* h = installed();
+  return h != nullptr && h->skip_round(consumer_index, round);
 }
 
 } // namespace conveyor::actors::hooks

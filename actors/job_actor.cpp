@@ -10,6 +10,7 @@
 
 #include "actors/log.hpp"
 #include "actors/hooks.hpp"
+#include "actors/round_robin.hpp"
 #include "messages/all.hpp"
 
 namespace conveyor::actors {
@@ -51,6 +52,10 @@ struct job_state {
   int64_t last_status_elements = 0;
   int64_t last_status_bytes = 0;
 
+  // Coordinated reads only (start.num_consumers > 0): start rounds, fence, consumer indices.
+  std::unique_ptr<RoundRobinJob> rounds;
+  std::string rounds_error; // a task of a coordinated job was lost: the job fails
+
   JobCore& core() { return *start.core; }
   std::string label() const {
     std::string l = "job " + std::to_string(start.id);
@@ -61,6 +66,11 @@ struct job_state {
 };
 
 using self_ptr = job_full_actor::stateful_pointer<job_state>;
+
+// The task list's version: the core's plus the rounds' (both only grow).
+uint64_t list_version(job_state& st) {
+  return st.core().version() + (st.rounds ? st.rounds->version() : 0);
+}
 
 void add_progress(msg::consumer_progress& sum, const msg::consumer_progress& p) {
   sum.elements += p.elements;
@@ -113,9 +123,11 @@ int64_t now_ns(self_ptr self) {
 
 msg::task_list current_list(job_state& st) {
   msg::task_list list;
-  list.version = st.core().version();
+  list.version = list_version(st);
   list.job_finished = st.core().production_ended();
   list.error = st.core().error();
+  if (list.error.empty())
+    list.error = st.rounds_error;
   for (const auto* t : st.core().listed()) {
     auto h = st.task_handles.find(t->id);
     if (h == st.task_handles.end())
@@ -123,6 +135,12 @@ msg::task_list current_list(job_state& st) {
     list.tasks.push_back(msg::task_info{t->id, t->worker, t->worker_address, h->second});
     if (auto tags = st.worker_tags.find(t->id); tags != st.worker_tags.end())
       list.tasks.back().worker_tags = tags->second;
+    if (st.rounds)
+      list.tasks.back().start_round = st.rounds->start_round(t->id);
+  }
+  if (st.rounds) {
+    list.round_fence = st.rounds->fence();
+    st.rounds->published();
   }
   return list;
 }
@@ -263,7 +281,7 @@ void serve_held_splits(self_ptr self) {
 void changed(self_ptr self, uint64_t version_before) {
   auto& st = self->state;
   serve_held_splits(self);
-  if (st.core().version() != version_before)
+  if (list_version(st) != version_before)
     answer_polls(self);
 }
 
@@ -280,6 +298,7 @@ void assign(self_ptr self, const msg::add_task& add) {
   def.splits = caf::actor_cast<msg::split_source_actor>(self);
   def.num_workers = add.num_workers;
   def.worker_index = add.worker_index;
+  def.num_consumers = st.start.num_consumers;
   st.workers[add.task] = add.handle;
   auto task = add.task;
   auto address = add.worker_address;
@@ -289,9 +308,13 @@ void assign(self_ptr self, const msg::add_task& add) {
         auto& st = self->state;
         if (!st.core().task(reply.task))
           return; // removed meanwhile
-        auto v = st.core().version();
+        auto v = list_version(st);
         st.task_handles[reply.task] = reply.handle;
         st.core().task_assigned(reply.task);
+        if (st.rounds && st.rounds->add_task(reply.task) && st.rounds->pending() > 0)
+          log::info(kLog, st.label() + ": task " + std::to_string(reply.task) +
+                            " joins the coordinated rounds from round " +
+                            std::to_string(st.rounds->fence()) + " once every consumer is there");
         changed(self, v);
       },
       [self, task, address](caf::error& err) {
@@ -300,8 +323,10 @@ void assign(self_ptr self, const msg::add_task& add) {
                                             " to worker " + address);
         log::warning(kLog, st.label() + ": " + status.to_string());
         st.workers.erase(task);
-        auto v = st.core().version();
+        auto v = list_version(st);
         st.core().task_lost(task, status.to_string());
+        if (st.rounds && st.rounds_error.empty())
+          st.rounds_error = st.rounds->task_lost(task, status.to_string());
         self->send(st.start.dispatcher, msg::task_finished{st.start.id, task, status.to_string()});
         changed(self, v);
       });
@@ -311,6 +336,8 @@ void assign(self_ptr self, const msg::add_task& add) {
 // the departed, its tasks release what it did not acknowledge, and the job may be done.
 void consumer_left(self_ptr self, msg::consumer_id_t id, bool finished) {
   auto& st = self->state;
+  if (st.rounds && st.rounds->leave(id))
+    answer_polls(self); // a pending task no longer waits for this consumer
   if (auto p = st.progress.find(id); p != st.progress.end()) {
     add_progress(st.departed, p->second);
     st.progress.erase(p);
@@ -336,6 +363,9 @@ void drop_consumer(self_ptr self, msg::consumer_id_t id, bool finished) {
 job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
   self->state.start = std::move(start);
   self->state.created = self->state.last_status = self->clock().now();
+  if (self->state.start.num_consumers > 0)
+    self->state.rounds = std::make_unique<RoundRobinJob>(self->state.start.num_consumers,
+                                                         self->state.start.round_lookahead);
   // Never released before a first consumer joined — unless the consumer that created the job
   // is gone (its process died right after creating it).
   if (self->state.start.creator)
@@ -382,7 +412,7 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
     },
     [self](msg::splits_update& up) {
       auto& st = self->state;
-      auto v = st.core().version();
+      auto v = list_version(st);
       std::vector<SplitKey> finished(up.finished.begin(), up.finished.end());
       std::vector<SplitKey> accepted;
       if (st.core().splits_update(up.task, finished, up.returned, &accepted))
@@ -393,13 +423,13 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
     [self](msg::task_done& done) {
       auto& st = self->state;
       self->send(st.start.dispatcher, msg::task_finished{st.start.id, done.task, done.error});
-      auto v = st.core().version();
+      auto v = list_version(st);
       st.core().task_done(done.task, done.error);
       if (st.core().production_ended())
         log::info(kLog, st.label() + ": every task ended");
       changed(self, v);
     },
-    [self](msg::join_job& join) -> msg::job_joined {
+    [self](msg::join_job& join) -> caf::result<msg::job_joined> {
       auto& st = self->state;
       msg::consumer_id_t id = 0;
       if (join.previous != 0 && st.core().knows_consumer(join.previous)) {
@@ -411,7 +441,18 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
           it = it->second == id ? st.consumer_addrs.erase(it) : std::next(it);
         log::info(kLog, st.label() + ": consumer " + std::to_string(id) + " is back");
       } else {
+        if (st.rounds) {
+          if (join.consumer_index < 0)
+            return msg::make_error(ErrorCode::invalid_argument,
+                                   st.label() + " is read with coordinated reads (num_consumers " +
+                                     std::to_string(st.rounds->num_consumers()) +
+                                     "): a consumer must give its consumer_index");
+          if (auto s = st.rounds->can_join(join.consumer_index); !s.ok())
+            return msg::to_error(s.with_context(st.label()));
+        }
         id = st.core().join(now_ns(self));
+        if (st.rounds)
+          (void)st.rounds->join(id, join.consumer_index);
       }
       st.consumer_addrs[join.consumer.address()] = id;
       self->monitor(join.consumer);
@@ -427,7 +468,16 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
       if (req.consumer != 0 && st.core().knows_consumer(req.consumer))
         st.progress[req.consumer] = req.progress;
       st.core().touch(req.consumer, now_ns(self));
-      if (req.known_version != st.core().version() || req.hold_ns <= 0)
+      if (st.rounds && req.consumer != 0) {
+        const auto pending = st.rounds->pending();
+        if (st.rounds->on_poll(req.consumer, req.round, req.round_fence)) {
+          if (pending > 0 && st.rounds->pending() == 0)
+            log::info(kLog, st.label() + ": " + std::to_string(pending) +
+                              " new task(s) joined the coordinated rounds");
+          answer_polls(self);
+        }
+      }
+      if (req.known_version != list_version(st) || req.hold_ns <= 0)
         return current_list(st);
       auto promise = self->make_response_promise<msg::task_list>();
       auto token = st.next_token++;
@@ -437,9 +487,11 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
     },
     [self](msg::add_task& add) {
       auto& st = self->state;
-      auto v = st.core().version();
+      auto v = list_version(st);
       bool added = st.core().add_task(add.task, add.worker, add.worker_address);
       const auto* task = st.core().task(add.task);
+      if (added && st.rounds)
+        st.rounds->expect(add.task);
       if (!add.worker_tags.empty())
         st.worker_tags[add.task] = add.worker_tags;
       // Without a handle: a task a restarted dispatcher knows from its journal, whose worker
@@ -455,10 +507,19 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
       st.task_handles.erase(rm.task);
       st.workers.erase(rm.task);
       st.worker_tags.erase(rm.task);
-      auto v = st.core().version();
+      auto v = list_version(st);
       auto before = st.core().splits_reissued();
       if (!st.core().task_lost(rm.task, rm.reason))
         return;
+      if (st.rounds && st.rounds_error.empty()) {
+        st.rounds_error = st.rounds->task_lost(rm.task, rm.reason);
+        if (!st.rounds_error.empty()) { // loud while someone reads; else it goes with the job
+          if (st.core().live_consumers() > 0)
+            log::error(kLog, st.label() + ": " + st.rounds_error);
+          else
+            log::info(kLog, st.label() + ": " + st.rounds_error);
+        }
+      }
       if (auto n = st.core().splits_reissued() - before; n > 0)
         log::info(kLog, st.label() + ": task " + std::to_string(rm.task) + " lost (" + rm.reason +
                           "); handing its " + std::to_string(n) + " unfinished split(s) out again");

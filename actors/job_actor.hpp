@@ -42,6 +42,9 @@ struct JobStart {
   // (e.g. they read to the end while the dispatcher was down), so it is released when none
   // re-joined within client_timeout, instead of waiting for a first consumer forever.
   bool restored = false;
+  // Coordinated reads (actors/round_robin.hpp): the job's num_consumers; -1 = not coordinated.
+  int64_t num_consumers = -1;
+  int64_t round_lookahead = 256;
 };
 
 using job_full_actor = msg::job_actor::extend<caf::reacts_to<msg::expire_atom, uint64_t>,

@@ -69,6 +69,9 @@ Status validate(const DistributeOptions& o) {
   if (o.task_refresh_interval.count() <= 0)
     return invalid_argument("`task_refresh_interval` must be positive, got " +
                             std::to_string(o.task_refresh_interval.count()) + " ms");
+  if (o.round_timeout.count() <= 0)
+    return invalid_argument("`round_timeout` must be positive, got " +
+                            std::to_string(o.round_timeout.count()) + " ms");
   if (o.cross_trainer_cache) {
     if (o.cross_trainer_cache->trainer_id.empty())
       return invalid_argument(
@@ -83,10 +86,6 @@ Status validate(const DistributeOptions& o) {
   if (o.num_consumers && o.target_workers == "LOCAL")
     return invalid_argument(
       "Coordinated reads require non-local workers, but `target_workers` is \"LOCAL\".");
-  // Valid, but not implemented in this version.
-  if (o.num_consumers)
-    return unimplemented("coordinated reads (`consumer_index` / `num_consumers`) are not "
-                         "supported yet");
   return Status::OK();
 }
 

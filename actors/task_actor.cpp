@@ -1,6 +1,7 @@
 #include "actors/task_actor.hpp"
 
 #include <deque>
+#include <limits>
 #include <optional>
 
 #include <caf/stateful_actor.hpp>
@@ -9,6 +10,7 @@
 
 #include "actors/log.hpp"
 #include "actors/metrics.hpp"
+#include "actors/round_robin.hpp"
 #include "messages/all.hpp"
 #include "pipeline/serialize.hpp"
 
@@ -43,6 +45,10 @@ struct task_state {
   std::unique_ptr<TaskRunner> runner;
   Status start_error;
   std::deque<Held> held;
+  // Coordinated reads (def.num_consumers > 0): the rounds; their held requests are in `held`.
+  std::unique_ptr<RoundRobinTaskRounds> rounds;
+  Status rounds_error; // final: every later request gets it
+  int64_t round_timeout_ns = 0; // the consumers' (from their requests)
   bool produce_scheduled = false;
   bool waiting_for_split = false;
   bool reported_done = false;
@@ -166,7 +172,140 @@ bool answer(self_ptr self, const msg::get_elements& req, Deliver&& deliver, Fail
   return false;
 }
 
+int64_t now_ns(self_ptr self) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+           self->clock().now().time_since_epoch())
+    .count();
+}
+
+// --- coordinated reads (actors/round_robin.hpp): rounds complete when every consumer asked.
+
+// Completes what rounds can complete from the buffer.
+void complete_rounds(self_ptr self) {
+  auto& st = self->state;
+  if (!st.rounds || !st.runner || !st.rounds_error.ok())
+    return;
+  const auto n = static_cast<std::size_t>(st.rounds->num_consumers());
+  bool took = false;
+  while (st.rounds->completable() > 0 && st.runner->buffered_elements() >= n) {
+    auto elements = st.runner->take_elements(n);
+    if (!elements.ok()) {
+      st.rounds_error = elements.status().with_context(st.label());
+      return;
+    }
+    st.rounds->complete(std::move(elements).value(), now_ns(self));
+    took = true;
+  }
+  if (took)
+    schedule_produce(self);
+}
+
+// Answers a coordinated request now (elements or an error); false: it must wait.
+template <class Deliver, class Fail>
+bool answer_round(self_ptr self, const msg::get_elements& req, Deliver&& deliver, Fail&& fail) {
+  auto& st = self->state;
+  if (!st.rounds_error.ok()) {
+    fail(msg::to_error(st.rounds_error));
+    return true;
+  }
+  if (st.rounds->has_ready(req.consumer_index)) {
+    auto elements = st.rounds->take(req.consumer_index, req.round_count, req.max_bytes);
+    msg::element_batch b;
+    b.num_elements = static_cast<uint32_t>(elements.size());
+    b.payload = encode_round_elements(elements, st.start.def.compression);
+    b.num_chunks = 1;
+    if (st.stats) {
+      st.stats->delivered_elements.fetch_add(b.num_elements, std::memory_order_relaxed);
+      st.stats->delivered_bytes.fetch_add(static_cast<int64_t>(b.payload.size()),
+                                          std::memory_order_relaxed);
+    }
+    deliver(std::move(b));
+    return true;
+  }
+  const auto n = static_cast<std::size_t>(st.rounds->num_consumers());
+  if ((st.runner->failed() || st.runner->ended()) && st.runner->buffered_elements() < n) {
+    st.rounds_error = st.runner->failed()
+                        ? st.runner->error()
+                        : Status{ErrorCode::out_of_range,
+                                 st.label() + ": the dataset ended, but coordinated reads need "
+                                              "an infinite dataset (rounds would go out of step)"};
+    fail(msg::to_error(st.rounds_error));
+    return true;
+  }
+  return false;
+}
+
+void serve_held_rounds(self_ptr self) {
+  auto& st = self->state;
+  complete_rounds(self);
+  auto now = self->clock().now();
+  // A round some consumer never asks for: fail the waiting requests, naming who is missing.
+  if (st.rounds_error.ok() && st.round_timeout_ns > 0) {
+    if (auto why = st.rounds->stalled(now_ns(self), st.round_timeout_ns)) {
+        st.rounds_error = Status{ErrorCode::failed_precondition, st.label() + ": " + *why};
+        log::error(kLog, st.rounds_error.message());
+      }
+  }
+  for (auto it = st.held.begin(); it != st.held.end();) {
+    auto& h = *it;
+    bool done = true;
+    if (!st.rounds_error.ok())
+      h.promise.deliver(msg::to_error(st.rounds_error));
+    else if (now >= h.deadline) // its consumer may have given up on it: no elements there
+      h.promise.deliver(msg::element_batch{});
+    else
+      done = answer_round(
+        self, h.request, [&](msg::element_batch b) { h.promise.deliver(std::move(b)); },
+        [&](caf::error e) { h.promise.deliver(std::move(e)); });
+    it = done ? st.held.erase(it) : std::next(it);
+  }
+}
+
+caf::result<msg::element_batch> round_request(self_ptr self, msg::get_elements& req) {
+  auto& st = self->state;
+  if (!st.start_error.ok())
+    return msg::to_error(st.start_error);
+  if (req.consumer_index < 0)
+    return msg::make_error(ErrorCode::invalid_argument,
+                           st.label() + " belongs to a coordinated job (num_consumers " +
+                             std::to_string(st.rounds->num_consumers()) +
+                             "): requests must name their consumer_index and round");
+  // A repeated request of this consumer replaces its held one (which gets an empty answer).
+  for (auto it = st.held.begin(); it != st.held.end(); ++it)
+    if (it->request.consumer_index == req.consumer_index) {
+      it->promise.deliver(msg::element_batch{});
+      st.held.erase(it);
+      break;
+    }
+  if (req.round_timeout_ns > 0)
+    st.round_timeout_ns = req.round_timeout_ns;
+  if (st.rounds_error.ok()) {
+    Status asked = st.rounds->ask(req.consumer_index, req.round_first, req.round_count,
+                                  now_ns(self));
+    if (!asked.ok())
+      return msg::to_error(asked.with_context(st.label()));
+  }
+  serve_held_rounds(self); // completes rounds, answers others waiting for this one
+  std::optional<msg::element_batch> batch;
+  caf::error error;
+  if (answer_round(
+        self, req, [&](msg::element_batch b) { batch = std::move(b); },
+        [&](caf::error e) { error = std::move(e); })) {
+    if (batch)
+      return std::move(*batch);
+    return error;
+  }
+  auto promise = self->make_response_promise<msg::element_batch>();
+  auto deadline = self->clock().now() + hold_of(req);
+  st.held.push_back(Held{promise, std::move(req), deadline, 0});
+  return promise;
+}
+
 void serve_held(self_ptr self) {
+  if (self->state.rounds) {
+    serve_held_rounds(self);
+    return;
+  }
   auto& held = self->state.held;
   auto now = self->clock().now();
   for (auto it = held.begin(); it != held.end();) {
@@ -284,6 +423,11 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
   }
   st.stats = metrics::register_task(st.start.def.job,
                                     st.start.def.task, st.start.def.dataset);
+  if (st.start.def.num_consumers > 0) {
+    st.rounds = std::make_unique<RoundRobinTaskRounds>(st.start.def.num_consumers);
+    // Rounds hand whole elements to consumers: none is pre-encoded into a bulk frame.
+    st.start.limits.bulk_min_bytes = std::numeric_limits<std::size_t>::max();
+  }
   st.runner = std::make_unique<TaskRunner>(st.start.def.policy, st.start.def.compression,
                                            st.start.limits);
   auto dataset = from_binary(st.start.def.definition);
@@ -306,6 +450,8 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
   }
   return {
     [self](msg::get_elements& req) -> caf::result<msg::element_batch> {
+      if (self->state.rounds)
+        return round_request(self, req);
       auto& st0 = self->state;
       if (st0.runner && st0.runner->gone(req.consumer))
         return msg::make_error(ErrorCode::failed_precondition,
@@ -380,6 +526,10 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
       // Drained: the pipeline ended and every element it produced was acknowledged (OFF: taken).
       auto& st = self->state;
       if (!st.runner)
+        return true;
+      // Coordinated reads: an infinite pipeline never ends, and what rounds reserved for a
+      // consumer is only ever delivered within its round: nothing is left to drain.
+      if (st.rounds)
         return true;
       if (!(st.runner->ended() || st.runner->failed()))
         return false;

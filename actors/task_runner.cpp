@@ -282,6 +282,29 @@ std::optional<msg::element_batch> TaskRunner::take_cached(msg::consumer_id_t con
   }
   const auto n = static_cast<uint32_t>(batch.size());
   return start_batch(consumer, encode_batch(batch, compression_), n, {});
+Expected<std::vector<Element>> TaskRunner::take_elements(std::size_t n) {
+  std::vector<Element> out;
+  if (buffer_.size() < n)
+    return out;
+  out.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    auto item = std::move(buffer_.front());
+    buffer_.pop_front();
+    buffer_bytes_ -= static_cast<int64_t>(item.bytes);
+    buffer_charge_->remove(static_cast<int64_t>(item.bytes));
+    if (item.frame.empty()) {
+      out.push_back(std::move(item.element));
+      continue;
+    }
+    std::vector<Element> decoded;
+    CONVEYOR_RETURN_IF_ERROR(decode_batch(
+      std::string_view{item.frame.data() + bulk::kFrameHeaderBytes,
+                       item.frame.size() - bulk::kFrameHeaderBytes},
+      decoded));
+    for (auto& e : decoded)
+      out.push_back(std::move(e));
+  }
+  return out;
 }
 
 std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,

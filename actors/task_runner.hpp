@@ -101,6 +101,11 @@ public:
   Status enable_cross_trainer_cache();
   const CrossTrainerCache* cross_trainer_cache() const { return cache_ ? &*cache_ : nullptr; }
 
+  // Coordinated reads (actors/round_robin.hpp): the next `n` elements, decoded, when the buffer
+  // holds at least `n` (else none). Run with bulk_min_bytes at its maximum, so that no element
+  // was pre-encoded; one that was is decoded again.
+  Expected<std::vector<Element>> take_elements(std::size_t n);
+
   // The split feed of a DYNAMIC task (nullptr for OFF).
   SplitFeed* split_feed() { return feed_.get(); }
   bool per_split() const { return per_split_; }

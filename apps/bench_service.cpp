@@ -24,6 +24,7 @@
 #include <cstring>
 #include <cstdlib>
 #include <optional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -47,11 +48,14 @@ using std::chrono::milliseconds;
 using Seconds = std::chrono::duration<double>;
 
 constexpr CommandInfo kInfo{
-    "bench service", "[--workers W] [--consumers C] [--element-size S] [--seconds T] [--mode off|dynamic]",
+    "bench service", "[--workers W] [--consumers C] [--element-size S] [--seconds T] [--mode off|dynamic] "
+    "[--coordinated N]",
     "Measures elements/s and MB/s from W in-process workers to C consumers over loopback TCP, and\n"
     "in the same run a raw TCP stream of the same bytes as the baseline; then the copies per element\n"
     "and the process's memory during that run, and the small-dataset latency (range(100) end to end\n"
-    "and the time to the first element, OFF and DYNAMIC)."};
+    "and the time to the first element, OFF and DYNAMIC).\n"
+    "--coordinated N instead measures coordinated (round-robin) reads: N consumers with num_consumers N\n"
+    "(rounds/s), against N consumers sharing a job without coordination, alternating in the same run."};
 
 // --- raw TCP baseline
 
@@ -263,6 +267,8 @@ struct BenchFlags {
   std::optional<int64_t> max_outstanding;
   bool tls = false;
   bool local = false;
+  int64_t coordinated = 0;
+  int64_t reps = 3;
 };
 
 // The data each worker serves. Producing it should cost little, so that the benchmark measures
@@ -301,6 +307,140 @@ Expected<NetworkConfig> throwaway_tls() {
   return n;
 }
 
+// --- coordinated reads: N consumers of one job with num_consumers = N, against N consumers of
+// one job without it, alternating on the same cluster (same run). Each consumer thread counts the
+// elements it read in the measured window; in coordinated mode every consumer gets one element
+// per round, so rounds/s is the slowest consumer's elements/s.
+struct ReadRun {
+  int64_t min_elements = 0; // the slowest consumer's count
+  int64_t elements = 0;     // all consumers
+  double seconds = 0;
+  std::string error;
+};
+
+ReadRun measure_reads(const std::string& dispatcher, const Dataset& dataset, int64_t consumers,
+                      bool coordinated, const std::string& job, const BenchFlags& f) {
+  std::atomic<bool> stop{false};
+  std::vector<ConsumerCounters> counters(static_cast<std::size_t>(consumers));
+  std::mutex mu;
+  std::string error;
+  std::vector<std::thread> threads;
+  for (int64_t c = 0; c < consumers; ++c)
+    threads.emplace_back([&, c] {
+      auto fail = [&](const Status& st) {
+        std::lock_guard lock(mu);
+        if (error.empty())
+          error = st.to_string();
+      };
+      auto client = Client::connect(dispatcher);
+      if (!client.ok())
+        return fail(client.status());
+      DistributeOptions opts;
+      opts.job_name = job;
+      opts.compression = f.compression;
+      if (f.max_outstanding)
+        opts.max_outstanding_requests = *f.max_outstanding;
+      if (coordinated) {
+        opts.num_consumers = consumers;
+        opts.consumer_index = c;
+      }
+      auto stream = client->distribute(dataset, opts);
+      if (!stream.ok())
+        return fail(stream.status());
+      auto& mine = counters[static_cast<std::size_t>(c)];
+      Element e;
+      while (!stop.load(std::memory_order_relaxed)) {
+        bool end = false;
+        Status st = stream->next(e, end, milliseconds{200});
+        if (st.code() == ErrorCode::deadline_exceeded)
+          continue;
+        if (!st.ok() || end)
+          return fail(end ? failed_precondition("the endless dataset ended") : st);
+        mine.elements.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  auto snapshot = [&] {
+    std::vector<int64_t> v;
+    for (auto& c : counters)
+      v.push_back(c.elements.load());
+    return v;
+  };
+  std::this_thread::sleep_for(milliseconds{1000}); // warm-up: joining, connections, buffers
+  const auto before = snapshot();
+  const auto t0 = Clock::now();
+  std::this_thread::sleep_for(Seconds(f.seconds));
+  const auto after = snapshot();
+  ReadRun run;
+  run.seconds = Seconds(Clock::now() - t0).count();
+  stop = true;
+  for (auto& t : threads)
+    t.join();
+  run.error = error;
+  run.min_elements = std::numeric_limits<int64_t>::max();
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    run.elements += after[i] - before[i];
+    run.min_elements = std::min(run.min_elements, after[i] - before[i]);
+  }
+  return run;
+}
+
+int run_coordinated_bench(const BenchFlags& f) {
+  // Coordinated reads need an infinite dataset (cardinality infinite, not just long); both runs
+  // read the same one.
+  const std::string dataset_text = f.element_size == 8 ? std::string{"range(1048576).repeat()"}
+                                                       : dataset_for(f.element_size, ShardingPolicy::off);
+  auto dataset = parse_dataset(dataset_text);
+  if (!dataset.ok())
+    return report_status(kInfo.name, dataset.status());
+  std::printf("bench service --coordinated %lld: %lld worker(s), %lld-byte elements, %.1f s per run, %lld rep(s)\n"
+              "  dataset: %s (OFF)\n",
+              static_cast<long long>(f.coordinated), static_cast<long long>(f.workers),
+              static_cast<long long>(f.element_size), f.seconds, static_cast<long long>(f.reps),
+              dataset_text.c_str());
+  DispatchServer dispatcher{DispatcherConfig{}};
+  if (auto st = dispatcher.start(); !st.ok())
+    return report_error(kInfo.name, "dispatcher: " + st.to_string(), kExitFailure);
+  std::vector<std::unique_ptr<WorkerServer>> workers;
+  for (int64_t i = 0; i < f.workers; ++i) {
+    WorkerConfig config;
+    config.dispatcher_address = dispatcher.target();
+    workers.push_back(std::make_unique<WorkerServer>(config));
+    if (auto st = workers.back()->start(); !st.ok())
+      return report_error(kInfo.name, "worker: " + st.to_string(), kExitFailure);
+  }
+  int rc = kExitOk;
+  std::vector<double> ratios;
+  for (int64_t rep = 0; rep < f.reps && rc == kExitOk; ++rep) {
+    const std::string base = "bench-rr-" + std::to_string(::getpid()) + "-" + std::to_string(rep);
+    auto plain = measure_reads(dispatcher.target(), *dataset, f.coordinated, false, base + "-plain", f);
+    auto rr = measure_reads(dispatcher.target(), *dataset, f.coordinated, true, base + "-rr", f);
+    for (const auto* r : {&plain, &rr})
+      if (!r->error.empty()) {
+        std::fprintf(stderr, "bench service: consumer failed: %s\n", r->error.c_str());
+        rc = kExitFailure;
+      }
+    if (rc != kExitOk)
+      break;
+    const double plain_eps = plain.elements / plain.seconds;
+    const double rounds = rr.min_elements / rr.seconds;
+    const double rr_eps = rr.elements / rr.seconds;
+    const double ratio = plain_eps > 0 ? rr_eps / plain_eps : 0;
+    ratios.push_back(ratio);
+    std::printf("  rep %lld: coordinated %10.0f rounds/s (%10.0f elements/s over %lld consumers) | "
+                "uncoordinated %10.0f elements/s | ratio %.2f | load %s\n",
+                static_cast<long long>(rep), rounds, rr_eps, static_cast<long long>(f.coordinated),
+                plain_eps, ratio, load_average().c_str());
+    std::fflush(stdout);
+  }
+  for (auto& w : workers)
+    w->stop();
+  dispatcher.stop();
+  if (rc == kExitOk)
+    std::printf("  ratio coordinated/uncoordinated (elements/s, same run): median %.2f over %zu rep(s)\n",
+                median(ratios), ratios.size());
+  return rc;
+}
+
 int run_bench_service(const std::vector<std::string>& args) {
   BenchFlags f;
   po::options_description options("service benchmark options");
@@ -322,7 +462,12 @@ int run_bench_service(const std::vector<std::string>& args) {
        "with the `openssl` command) and print TLS against plain")
       ("local", po::bool_switch(&f.local),
        "also run with target_workers LOCAL (the consumers read the in-process workers with no "
-       "socket and no serialization) and print LOCAL against ANY; the plain run reads with ANY");
+       "socket and no serialization) and print LOCAL against ANY; the plain run reads with ANY")
+      ("coordinated", po::value(&f.coordinated)->default_value(0)->value_name("N"),
+       "measure coordinated reads with N consumers (num_consumers N) against N uncoordinated ones; "
+       "0 = off")
+      ("reps", po::value(&f.reps)->default_value(3)->value_name("R"),
+       "--coordinated: alternating repetitions of the two runs");
   add_log_level_option(options, "error");
   po::variables_map vm;
   if (auto stop = parse_command_line(kInfo, options, args, vm))
@@ -345,6 +490,22 @@ int run_bench_service(const std::vector<std::string>& args) {
     return bad(invalid_argument("`--seconds` must be in (0, 600], got " + std::to_string(f.seconds)));
   if (f.workers > 32 || f.consumers > 32)
     return bad(invalid_argument("`--workers` and `--consumers` must be at most 32"));
+  if (f.coordinated < 0 || f.coordinated > 32)
+    return bad(invalid_argument("`--coordinated` must be in [0, 32], got " + std::to_string(f.coordinated)));
+  if (auto st = check_at_least("--reps", f.reps, 1); !st.ok())
+    return bad(st);
+  if (f.coordinated > 0) {
+    if (vm["mode"].as<std::string>() != "off" || f.tls || f.local ||
+        vm["metrics-port"].as<int64_t>() != -1 || !vm["consumers"].defaulted())
+      return bad(invalid_argument("`--coordinated` runs N consumers of an OFF job over plain TCP: it "
+                                  "does not combine with --mode, --consumers, --tls, --local or "
+                                  "--metrics-port"));
+    if (vm.count("max-outstanding"))
+      f.max_outstanding = vm["max-outstanding"].as<int64_t>();
+    return run_coordinated_bench(f);
+  }
+  if (!vm["reps"].defaulted())
+    return bad(invalid_argument("`--reps` only applies with `--coordinated`"));
   DistributeOptions opts;
   auto policy = parse_processing_mode(f.mode);
   if (!policy.ok())

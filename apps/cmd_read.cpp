@@ -84,6 +84,8 @@ int run_read(const std::vector<std::string>& args) {
        "share the job NAME with every consumer naming it (default: a private job)")
       ("num-consumers", po::value<int64_t>()->value_name("K"), "coordinated reads: number of consumers")
       ("consumer-index", po::value<int64_t>()->value_name("I"), "coordinated reads: this consumer's index")
+      ("round-timeout-ms", po::value<int64_t>()->default_value(60000)->value_name("T"),
+       "coordinated reads: fail when a round waits more than T milliseconds for the other consumers")
       ("max-outstanding", po::value<int64_t>()->value_name("M"),
        "at most M elements requested ahead (default: automatic)")
       ("take", po::value(&f.take)->default_value(-1)->value_name("N"), "stop after N elements (-1 = all)")
@@ -150,6 +152,7 @@ int run_read(const std::vector<std::string>& args) {
     opts.consumer_index = vm["consumer-index"].as<int64_t>();
   if (vm.count("max-outstanding"))
     opts.max_outstanding_requests = vm["max-outstanding"].as<int64_t>();
+  opts.round_timeout = milliseconds{vm["round-timeout-ms"].as<int64_t>()};
   opts.compression = vm["compression"].as<std::string>();
   opts.target_workers = vm["target-workers"].as<std::string>();
   if (vm["cross-trainer-cache"].as<bool>())

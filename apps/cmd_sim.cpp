@@ -74,6 +74,13 @@ int run_sim(const std::vector<std::string>& args) {
     ("credits", po::value<int64_t>()->value_name("M"),
      "max_outstanding_requests of every consumer (default: drawn from the seed)")
     ("job-name", po::value<std::string>()->value_name("NAME"), "the shared job's name")
+    ("num-consumers", po::value<int64_t>()->value_name("N"),
+     "coordinated reads: the C consumers read with num_consumers N (= C) and indices 0..N-1, each "
+     "stopping after --take rounds; the dataset is infinite and expands x to x*N..x*N+N-1, e.g. "
+     "'range(1000).flat_map(group_fn(n=N)).repeat()'")
+    ("take", po::value<int64_t>()->value_name("R"), "coordinated reads: rounds per consumer")
+    ("late-workers", po::value<int>()->default_value(0)->value_name("L"),
+     "the last L workers start at a time drawn from the seed (they join the running job)")
     ("latency-us", po::value<int64_t>()->value_name("US"), "one-way link latency (default: drawn)")
     ("jitter-us", po::value<int64_t>()->value_name("US"), "extra delay per message, up to US (default: drawn)")
     ("consumer-step-us", po::value<int64_t>()->value_name("US"),
@@ -88,7 +95,8 @@ int run_sim(const std::vector<std::string>& args) {
     ("verbose,v", po::bool_switch(&f.verbose), "print every run, not only the failed ones");
   po::options_description hidden;
   hidden.add_options()("plant-bug", po::value(&f.plant_bug)->value_name("NAME"),
-                       "test-only: switch on a planted protocol bug (duplicate-split, forget-lost-split, forget-held-split)");
+                       "test-only: switch on a planted protocol bug (duplicate-split, forget-lost-split, forget-held-split, "
+                       "skip-round)");
   po::variables_map vm;
   if (auto stop = parse_command_line(kInfo, options, args, vm, &hidden))
     return *stop;
@@ -128,6 +136,15 @@ int run_sim(const std::vector<std::string>& args) {
     cfg.options.max_outstanding_requests = vm["credits"].as<int64_t>();
   if (vm.count("job-name"))
     cfg.options.job_name = vm["job-name"].as<std::string>();
+  if (vm.count("num-consumers")) {
+    cfg.options.num_consumers = vm["num-consumers"].as<int64_t>();
+    cfg.options.consumer_index = 0; // each consumer reads its own index
+    if (!cfg.options.job_name)
+      cfg.options.job_name = "sim";
+  }
+  if (vm.count("take"))
+    cfg.take = vm["take"].as<int64_t>();
+  cfg.late_workers = vm["late-workers"].as<int>();
   for (const char* flag : {"latency-us", "jitter-us", "consumer-step-us"}) {
     if (!vm.count(flag))
       continue;

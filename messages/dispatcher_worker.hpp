@@ -40,11 +40,14 @@ struct task_def {
   int64_t num_workers = 0;
   int64_t worker_index = 0;
   bool cross_trainer_cache = false; // serve the job's trainers from a shared cache
+  // Coordinated reads: the job's num_consumers (-1 = not coordinated; actors/round_robin.hpp).
+  int64_t num_consumers = -1;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, task_def& x) {
   return f(caf::meta::type_name("task_def"), x.task, x.job, x.dataset, x.definition, x.policy,
-           x.compression, x.splits, x.num_workers, x.worker_index, x.cross_trainer_cache);
+           x.compression, x.splits, x.num_workers, x.worker_index, x.cross_trainer_cache,
+           x.num_consumers);
 }
 
 // job -> worker

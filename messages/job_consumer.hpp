@@ -29,10 +29,12 @@ struct join_job {
   // A job that still counts it gets it back, with its unacknowledged batches; one that does
   // not (a restarted dispatcher's job) gives a new id.
   consumer_id_t previous = 0;
+  // Coordinated reads: this consumer's index (-1 = none); one live consumer per index.
+  int64_t consumer_index = -1;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_job& x) {
-  return f(caf::meta::type_name("join_job"), x.consumer, x.previous);
+  return f(caf::meta::type_name("join_job"), x.consumer, x.previous, x.consumer_index);
 }
 
 struct job_joined {
@@ -63,11 +65,15 @@ struct get_tasks {
   int64_t hold_ns = 0;
   // What the consumer received so far (for `conveyor status` and the metrics; status.hpp).
   consumer_progress progress;
+  // Coordinated reads: the next round this consumer would plan, and the fence of the list it
+  // has (task_list::round_fence); the job promotes a pending task once every consumer acked.
+  int64_t round = -1;
+  int64_t round_fence = -1;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, get_tasks& x) {
   return f(caf::meta::type_name("get_tasks"), x.consumer, x.known_version, x.hold_ns,
-           x.progress);
+           x.progress, x.round, x.round_fence);
 }
 
 struct task_info {
@@ -78,11 +84,13 @@ struct task_info {
   // The worker's tags: with target_workers AUTO a consumer leaves a COLOCATED worker of another
   // process alone (actors/placement.hpp).
   std::vector<std::string> worker_tags = {};
+  // Coordinated reads: the first global round this task serves; -1 = pending (not read yet).
+  int64_t start_round = 0;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, task_info& x) {
   return f(caf::meta::type_name("task_info"), x.task, x.worker, x.worker_address, x.handle,
-           x.worker_tags);
+           x.worker_tags, x.start_round);
 }
 
 struct task_list {
@@ -95,10 +103,14 @@ struct task_list {
   // Non-empty: the job cannot deliver its data any more (e.g. an OFF task was lost, or a lost
   // task's splits cannot be re-run): the consumer fails the read with this error.
   std::string error;
+  // Coordinated reads: no consumer plans a round >= round_fence (-1 = no fence) while a task
+  // is pending.
+  int64_t round_fence = -1;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, task_list& x) {
-  return f(caf::meta::type_name("task_list"), x.version, x.tasks, x.job_finished, x.error);
+  return f(caf::meta::type_name("task_list"), x.version, x.tasks, x.job_finished, x.error,
+           x.round_fence);
 }
 
 } // namespace conveyor::msg

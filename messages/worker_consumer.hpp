@@ -64,11 +64,19 @@ struct get_elements {
   // A job read with the cross-trainer cache: the trainer this consumer reads for (consumers of
   // one trainer id share its position; different trainers each get every cached element).
   std::string trainer_id = {};
+  // Coordinated reads (actors/round_robin.hpp; consumer_index >= 0): this consumer's elements
+  // of the task's local rounds [round_first, round_first + round_count), one per round. A round
+  // waits until all num_consumers asked for it, at most round_timeout_ns (then an error).
+  int64_t round_first = -1;
+  uint32_t round_count = 0;
+  int64_t consumer_index = -1;
+  int64_t round_timeout_ns = 0;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, get_elements& x) {
   return f(caf::meta::type_name("get_elements"), x.consumer, x.max_elements, x.max_bytes,
-           x.hold_ns, x.acks, x.reconnected, x.bulk_channel, x.trainer_id);
+           x.hold_ns, x.acks, x.reconnected, x.bulk_channel, x.trainer_id, x.round_first,
+           x.round_count, x.consumer_index, x.round_timeout_ns);
 }
 
 // task -> consumer

@@ -354,6 +354,25 @@ FunctionDef range_fn() {
   return d;
 }
 
+// Coordinated reads' check (README): element x -> the group x*n, ..., x*n + n - 1.
+FunctionDef group_fn() {
+  FunctionDef d = make_def("group_fn", FunctionKind::dataset, {{"n", int64_t{2}}},
+                           "int scalar x -> range(x*n, x*n + n): a group of n consecutive ints");
+  d.dataset = [](const Element& e, const Params& p) -> Expected<Dataset> {
+    auto x = first_int_scalar("group_fn", e);
+    if (!x.ok())
+      return x.status();
+    const int64_t n = int_param(p, "n", 2);
+    if (n <= 0)
+      return invalid_argument("group_fn: `n` must be positive, got " + std::to_string(n));
+    return Dataset::range(*x * n, *x * n + n);
+  };
+  d.output_spec = [](const ElementSpec&, const Params&) -> Expected<ElementSpec> {
+    return ElementSpec{{scalar_spec(DType::int64)}};
+  };
+  return d;
+}
+
 FunctionDef repeat_fn() {
   FunctionDef d = make_def("repeat_fn", FunctionKind::dataset, {{"count", int64_t{2}}},
                 "element -> from_tensors(element).repeat(count)");
@@ -426,6 +445,7 @@ Status register_builtin_functions(FunctionRegistry& registry) {
       mod_eq(),
       range_fn(),
       repeat_fn(),
+      group_fn(),
       file_fn("text_lines_fn", "string scalar filename -> text_lines([filename])", &Dataset::text_lines),
       file_fn("tfrecord_fn", "string scalar filename -> tfrecord([filename])", &Dataset::tfrecord),
       counter(),

@@ -75,6 +75,8 @@ public:
   int64_t pushed = 0;
   int64_t acked = 0;
   std::map<std::string, int64_t> per_worker;
+  int64_t take = -1;      // coordinated reads: stop after this many elements
+  bool cancelled = false; // ... and it did
 
 private:
   ClusterRun& run_;
@@ -137,6 +139,7 @@ private:
   int ended_ = 0;
   int64_t received_ = 0;
   int64_t expected_ = 0;
+  int64_t late_at_percent_ = 0; // late workers start at this progress (0 = started / none)
   std::vector<std::pair<double, Fault>> progress_faults_; // not fired yet
   std::vector<std::string> fired_;
   bool any_fault_ = false;
@@ -145,6 +148,8 @@ private:
 };
 
 void RecordingSink::push(std::vector<Element>&& elements, const msg::stream_stats& stats) {
+  if (cancelled) // coordinated reads: the trainer stopped after `take` rounds
+    return;
   // The consumer pushes one task's batch at a time: its worker is the one whose count grew.
   std::string source = "?";
   for (const auto& [worker, count] : stats.per_worker) {
@@ -167,6 +172,14 @@ void RecordingSink::push(std::vector<Element>&& elements, const msg::stream_stat
   pushed += n;
   stream.max_unacked = std::max(stream.max_unacked, pushed - acked);
   run_.on_push(index_, n);
+  // Coordinated reads: the trainer stops after `take` rounds (the dataset is infinite).
+  if (take > 0 && static_cast<int64_t>(stream.elements.size()) >= take && !cancelled) {
+    stream.elements.resize(static_cast<std::size_t>(take));
+    stream.sources.resize(static_cast<std::size_t>(take));
+    cancelled = true;
+    if (consumer)
+      caf::anon_send(consumer, msg::cancel_atom_v);
+  }
 }
 
 void RecordingSink::finish(Status status) {
@@ -193,6 +206,13 @@ void ClusterRun::on_push(int index, int64_t n) {
         caf::anon_send(s.consumer, msg::ack_atom_v, static_cast<uint64_t>(n));
     },
     slot_of(sink.stream.consumer));
+  if (late_at_percent_ > 0 && expected_ > 0 && received_ * 100 >= late_at_percent_ * expected_) {
+    late_at_percent_ = 0;
+    world_.after(microseconds{0}, [this] {
+      for (int i = cfg_.workers - cfg_.late_workers; i < cfg_.workers; ++i)
+        start_worker(i);
+    });
+  }
   // Progress-triggered faults fire between messages, never inside an actor.
   for (auto it = progress_faults_.begin(); it != progress_faults_.end();) {
     if (expected_ > 0 && static_cast<double>(received_) >= it->first * static_cast<double>(expected_)) {
@@ -215,6 +235,7 @@ void ClusterRun::start_dispatcher() {
   start.request_timeout = cfg_.options.request_timeout;
   start.range_split_size = derived_.split_size;
   start.adaptive_split_size = false; // the invariants count splits of this size
+  start.round_lookahead = 16; // coordinated reads: late workers join within short runs
   start.client_timeout = cfg_.job_gc_timeout * 4;
   // Its disk outlives it: a restarted dispatcher replays what was synced before the crash.
   if (!journal_)
@@ -237,6 +258,8 @@ void ClusterRun::start_worker(int index) {
   auto name = "worker-" + std::to_string(index);
   auto slot = slot_of(name);
   auto* node = world_.node(slot);
+  if (node == nullptr) // a late worker whose node crashed before it started
+    return;
   auto transport = std::make_shared<SimTransport>(world_, slot, node->incarnation());
   actors::WorkerStart start;
   start.transport = transport;
@@ -268,6 +291,8 @@ void ClusterRun::start_consumer(int index) {
   start.limits.max_outstanding = derived_.credits; // the seed decides the credits
   start.dispatcher_address = std::string{kDispatcher} + ":" + std::to_string(kDispatcherPort);
   start.definition = to_binary(dataset_);
+  if (o.num_consumers)
+    start.consumer_index = index; // coordinated reads: consumer i reads index i
   if (!o.job_name && cfg_.consumers > 1)
     start.job_request.job_name = std::string{"sim"};
   sinks_[static_cast<std::size_t>(index)]->consumer =
@@ -361,6 +386,8 @@ SimResult ClusterRun::run() {
   LogCapture capture{world_};
   expected_ = static_cast<int64_t>(ref_.elements.size()) *
               (cfg_.options.policy == ShardingPolicy::off ? cfg_.workers : 1);
+  if (cfg_.options.num_consumers) // coordinated reads: every consumer reads `take` rounds
+    expected_ = cfg_.take * cfg_.consumers;
 
   // Nodes: the dispatcher, then the workers, then the consumers (slots in that order).
   slots_[kDispatcher] = world_.add_node(kDispatcher);
@@ -373,6 +400,7 @@ SimResult ClusterRun::run() {
     slots_[name] = world_.add_node(name);
     sinks_.push_back(std::make_shared<RecordingSink>(*this, i));
     sinks_.back()->stream.consumer = name;
+    sinks_.back()->take = cfg_.options.num_consumers ? cfg_.take : -1;
   }
   // DYNAMIC: every split that reaches a task, as the job's answers cross the network.
   std::map<std::pair<int64_t, int64_t>, int64_t> splits;
@@ -384,7 +412,11 @@ SimResult ClusterRun::run() {
     }
   });
   start_dispatcher();
-  for (int i = 0; i < cfg_.workers; ++i)
+  // Late workers join the running job once the consumers received a share of what they expect
+  // (10 .. 60 %, drawn from the seed).
+  if (cfg_.late_workers > 0)
+    late_at_percent_ = world_.user_rng().between(10, 60);
+  for (int i = 0; i < cfg_.workers - cfg_.late_workers; ++i)
     start_worker(i);
   for (int i = 0; i < cfg_.consumers; ++i)
     world_.after(derived_.consumer_start[static_cast<std::size_t>(i)],
@@ -423,6 +455,10 @@ SimResult ClusterRun::run() {
   }
   obs.faults = any_fault_;
   obs.credits = derived_.credits;
+  if (cfg_.options.num_consumers) {
+    obs.coordinated = *cfg_.options.num_consumers;
+    obs.take = cfg_.take;
+  }
   obs.violations = world_.violations();
   obs.time_limit = format_time(cfg_.time_limit);
   if (live_workers == 0)

@@ -127,7 +127,21 @@ Status validate_config(const SimConfig& config, const FaultSpec& spec) {
   CONVEYOR_RETURN_IF_ERROR(validate(config.options));
   if (!planted_bug_from_string(config.plant_bug.empty() ? "none" : config.plant_bug))
     return invalid_argument("unknown planted bug \"" + config.plant_bug +
-                            "\" (expected duplicate-split, forget-lost-split or forget-held-split)");
+                            "\" (expected duplicate-split, forget-lost-split, forget-held-split or skip-round)");
+  if (config.options.num_consumers) {
+    if (*config.options.num_consumers != config.consumers)
+      return invalid_argument("coordinated reads in the simulator: `num_consumers` (" +
+                              std::to_string(*config.options.num_consumers) +
+                              ") must equal `consumers` (" + std::to_string(config.consumers) + ")");
+    if (config.take <= 0)
+      return invalid_argument("coordinated reads in the simulator need `take` (rounds per consumer) "
+                              "> 0: the dataset is infinite");
+  } else if (config.take != -1) {
+    return invalid_argument("`take` is for coordinated reads (`num_consumers`) only");
+  }
+  if (config.late_workers < 0 || config.late_workers >= config.workers)
+    return invalid_argument("`late_workers` must be in [0, workers), got " +
+                            std::to_string(config.late_workers));
   if (config.time_limit.count() <= 0)
     return invalid_argument("`time_limit` must be positive");
   auto known = [&](const std::string& name) {

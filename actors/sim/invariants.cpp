@@ -1,6 +1,8 @@
 #include "actors/sim/invariants.hpp"
 
+#include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "pipeline/codec.hpp"
@@ -210,7 +212,72 @@ void check_off(const Observation& o, std::vector<std::string>& out) {
 
 } // namespace
 
+namespace {
+
+// Coordinated reads: a stream stops after `take` rounds (the harness cancels it); round r of every
+// consumer comes from one group [x*N, x*N + N): stream i's element r is stream 0's plus i. A
+// stream that failed (only with faults: a lost worker fails the job loudly) holds a prefix.
+std::vector<std::string> check_coordinated(const Observation& o) {
+  std::vector<std::string> out;
+  for (const auto& v : o.violations)
+    out.push_back("simulator: " + v);
+  for (const auto& l : o.leaks)
+    out.push_back("leak: " + l);
+  const auto n = o.coordinated;
+  std::size_t rounds = std::numeric_limits<std::size_t>::max();
+  for (const auto& s : o.streams) {
+    const auto got = static_cast<int64_t>(s.elements.size());
+    if (!s.ended && !s.crashed)
+      out.push_back("liveness: " + s.consumer + "'s coordinated stream neither reached " +
+                    std::to_string(o.take) + " rounds nor failed within " + o.time_limit + " (" +
+                    std::to_string(got) + " received)");
+    else if (s.ended && got < o.take && !o.faults)
+      out.push_back(s.consumer + "'s coordinated stream ended after " + std::to_string(got) +
+                    " of " + std::to_string(o.take) + " rounds although no fault happened: " +
+                    s.status.to_string());
+    else if (s.ended && got < o.take && s.status.ok())
+      out.push_back(s.consumer + "'s coordinated stream ended OK after " + std::to_string(got) +
+                    " of " + std::to_string(o.take) + " rounds (a loss must be an error)");
+    if (s.max_unacked > o.credits)
+      out.push_back("consumer memory: " + s.consumer + " held " + std::to_string(s.max_unacked) +
+                    " delivered but untaken element(s), more than its " +
+                    std::to_string(o.credits) + " credit(s)");
+    rounds = std::min(rounds, s.elements.size());
+  }
+  if (static_cast<int64_t>(o.streams.size()) != n || o.streams.empty())
+    return out;
+  auto value = [](const Element& e) -> std::optional<int64_t> {
+    if (e.components.size() != 1 || e.components[0].num_elements() != 1)
+      return std::nullopt;
+    return e.components[0].as_int64();
+  };
+  for (std::size_t r = 0; r < rounds; ++r) {
+    auto first = value(o.streams[0].elements[r]);
+    bool ok = first && *first % n == 0;
+    for (std::size_t i = 1; ok && i < o.streams.size(); ++i) {
+      auto v = value(o.streams[i].elements[r]);
+      ok = v && *v == *first + static_cast<int64_t>(i);
+    }
+    if (!ok) {
+      std::string got;
+      for (const auto& s : o.streams) {
+        auto v = value(s.elements[r]);
+        got += (got.empty() ? "" : ", ") + (v ? std::to_string(*v) : std::string{"?"});
+      }
+      out.push_back("coordinated rounds out of step: round " + std::to_string(r) +
+                    " gave the consumers [" + got + "], not one group of " + std::to_string(n) +
+                    " consecutive integers starting at a multiple of " + std::to_string(n));
+      break;
+    }
+  }
+  return out;
+}
+
+} // namespace
+
 std::vector<std::string> check_invariants(const Observation& o) {
+  if (o.coordinated > 0)
+    return check_coordinated(o);
   std::vector<std::string> out;
   for (const auto& v : o.violations)
     out.push_back("simulator: " + v);

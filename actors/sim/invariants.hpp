@@ -62,6 +62,10 @@ struct Observation {
   std::vector<std::string> violations; // the simulator's own findings (serialization...)
   bool timed_out = false;
   std::string time_limit;              // for the liveness message
+  // Coordinated reads (num_consumers = coordinated > 0): each stream stops after `take` rounds
+  // (cancelled by the harness); round r of every stream must be one group of consecutive ints.
+  int64_t coordinated = 0;
+  int64_t take = 0;
 };
 
 std::vector<std::string> check_invariants(const Observation& o);

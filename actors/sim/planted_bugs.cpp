@@ -8,13 +8,14 @@ const char* to_string(PlantedBug bug) {
     case PlantedBug::duplicate_split: return "duplicate-split";
     case PlantedBug::forget_lost_split: return "forget-lost-split";
     case PlantedBug::forget_held_split: return "forget-held-split";
+    case PlantedBug::skip_round: return "skip-round";
   }
   return "?";
 }
 
 std::optional<PlantedBug> planted_bug_from_string(std::string_view name) {
   for (auto b : {PlantedBug::none, PlantedBug::duplicate_split, PlantedBug::forget_lost_split,
-                 PlantedBug::forget_held_split})
+                 PlantedBug::forget_held_split, PlantedBug::skip_round})
     if (name == to_string(b))
       return b;
   return std::nullopt;
@@ -30,6 +31,9 @@ public:
   }
   bool forget_lost_split() override { return planted(PlantedBug::forget_lost_split); }
   bool forget_held_split() override { return planted(PlantedBug::forget_held_split); }
+  bool skip_round(int64_t consumer_index, int64_t round) override {
+    return planted(PlantedBug::skip_round) && consumer_index == 1 && round == 97;
+  }
 };
 
 PlantedBugHooks g_planted_bug_hooks;

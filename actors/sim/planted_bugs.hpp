@@ -30,6 +30,9 @@ enum class PlantedBug : uint8_t {
   // splits its tasks held at the crash: elements go missing, but only in runs where the
   // dispatcher crashed while a split was handed out and not yet finished.
   forget_held_split,
+  // Coordinated reads: consumer_index 1 counts round 97 as planned but assigns it to no task
+  // (a round-skipping off-by-one): from there on its rounds are out of step with the others'.
+  skip_round,
 };
 
 const char* to_string(PlantedBug bug);

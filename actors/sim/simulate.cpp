@@ -88,6 +88,11 @@ std::string replay_command(const Dataset& dataset, const SimConfig& config) {
     cmd += " --consumer-step-us " + std::to_string(config.consumer_step->count());
   if (!config.plant_bug.empty() && config.plant_bug != "none")
     cmd += " --plant-bug " + config.plant_bug;
+  if (config.options.num_consumers)
+    cmd += " --num-consumers " + std::to_string(*config.options.num_consumers) + " --take " +
+           std::to_string(config.take);
+  if (config.late_workers > 0)
+    cmd += " --late-workers " + std::to_string(config.late_workers);
   return cmd + " --trace";
 }
 
@@ -97,7 +102,8 @@ Expected<SimResult> simulate(const Dataset& dataset, const SimConfig& config) {
     return spec.status();
   CONVEYOR_RETURN_IF_ERROR(sim::validate_config(config, *spec));
   CONVEYOR_RETURN_IF_ERROR(dataset.validate());
-  auto reference = sim::make_reference(dataset);
+  auto reference = config.options.num_consumers ? Expected<sim::Reference>{sim::Reference{}}
+                                                : sim::make_reference(dataset);
   if (!reference.ok())
     return reference.status();
   return sim::run_cluster(dataset, config, *reference, *spec);
@@ -113,7 +119,9 @@ Expected<SweepResult> sweep(const Dataset& dataset, SimConfig config, uint64_t f
     return spec.status();
   CONVEYOR_RETURN_IF_ERROR(sim::validate_config(config, *spec));
   CONVEYOR_RETURN_IF_ERROR(dataset.validate());
-  auto reference = sim::make_reference(dataset); // once for every seed
+  auto reference = config.options.num_consumers // once for every seed; none for coordinated reads
+                     ? Expected<sim::Reference>{sim::Reference{}}
+                     : sim::make_reference(dataset);
   if (!reference.ok())
     return reference.status();
   auto start = std::chrono::steady_clock::now();

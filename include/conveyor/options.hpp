@@ -57,8 +57,9 @@ struct DistributeOptions {
   ShardingPolicy policy = ShardingPolicy::off;
   // Consumers naming the same job (on the same dataset) share it; unset = a private job.
   std::optional<std::string> job_name;
-  // Coordinated (round-robin) reads: both or neither, and only with a job_name.
-  // Validated now, refused with `unimplemented` until coordinated reads land.
+  // Coordinated (round-robin) reads: both or neither, and only with a job_name. In each round all
+  // num_consumers consumers get their element from the same worker (README "Coordinated
+  // reads"); the dataset must be infinite.
   std::optional<int64_t> consumer_index;
   std::optional<int64_t> num_consumers;
   // How many elements may be requested (in flight or buffered, not yet handed to the caller)
@@ -86,12 +87,15 @@ struct DistributeOptions {
   // produce; one that falls behind the cache's window skips ahead to its oldest element. Needs
   // a job_name, an infinite dataset and processing mode OFF; not with coordinated reads.
   std::optional<CrossTrainerCacheOptions> cross_trainer_cache;
+  // Coordinated reads: how long a round may wait for the consumers that have not asked for it
+  // yet; then the waiting consumers fail with an error naming the missing consumer indices.
+  std::chrono::milliseconds round_timeout{60000};
 };
 
 // Checks the arguments as the reference does (messages name the argument and what was
 // expected): empty job_name; num_consumers without job_name; consumer_index without
 // num_consumers or vice versa; consumer_index out of range; bad compression; bad
-// target_workers; max_outstanding_requests <= 0; non-positive timeouts.
+// target_workers; max_outstanding_requests <= 0; non-positive timeouts (round_timeout too).
 // Returns `unimplemented` ("not supported yet") for the parts later issues fill in.
 Status validate(const DistributeOptions& options);
 

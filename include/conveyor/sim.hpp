@@ -114,9 +114,16 @@ struct SimConfig {
 
   bool keep_trace = false;  // keep the readable event log in SimResult::trace
   // Test-only: switch on a planted protocol bug ("duplicate-split", "forget-lost-split",
-  // "forget-held-split") to check
-  // that the invariants catch it.
+  // "forget-held-split", "skip-round") to check that the invariants catch it.
   std::string plant_bug;
+  // Coordinated reads (options.num_consumers = consumers, options.job_name set): consumer i
+  // reads with consumer_index i and stops after `take` rounds; the dataset must be infinite.
+  // The invariants then check that the rounds line up (round r of every consumer is one group
+  // of num_consumers consecutive integers, as `flat_map(group_fn(n=N))` makes them).
+  int64_t take = -1;
+  // The last `late_workers` workers start at a time drawn from the seed (0 .. 30 ms), so they
+  // join a running job.
+  int late_workers = 0;
 };
 
 struct SimConsumer {

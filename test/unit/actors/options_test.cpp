@@ -32,7 +32,13 @@ TEST_CASE("job_name, consumer_index and num_consumers are validated as in the re
   o.consumer_index = 2;
   CHECK(error_of(o) == "`consumer_index` must be in [0, num_consumers) = [0, 2), got 2");
   o.consumer_index = 1;
-  CHECK(validate(o).code() == ErrorCode::unimplemented); // valid, not supported yet
+  CHECK(validate(o).ok()); // coordinated reads (actors/round_robin.hpp)
+  o.round_timeout = std::chrono::milliseconds{0};
+  CHECK(error_of(o) == "`round_timeout` must be positive, got 0 ms");
+  o.round_timeout = std::chrono::milliseconds{1000};
+  o.target_workers = "LOCAL";
+  CHECK(validate(o).code() == ErrorCode::invalid_argument);
+  CHECK(error_of(o).find("not allowed with `target_workers` \"LOCAL\"") != std::string::npos);
 }
 
 TEST_CASE("compression, target_workers and max_outstanding_requests") {

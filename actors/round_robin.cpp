@@ -1,0 +1,353 @@
+#include "actors/round_robin.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "actors/hooks.hpp"
+
+namespace conveyor::actors {
+
+// ---------------------------------------------------------------------------------------------
+// RoundSchedule
+
+void RoundSchedule::add(msg::task_id_t task, int64_t start_round) {
+  if (!tasks_.emplace(task, start_round).second)
+    return;
+  auto entry = std::make_pair(start_round, task);
+  order_.insert(std::upper_bound(order_.begin(), order_.end(), entry), entry);
+}
+
+std::optional<msg::task_id_t> RoundSchedule::task_for(int64_t round) const {
+  // Active at `round`: the prefix of order_ whose start round is <= round.
+  auto end = std::upper_bound(order_.begin(), order_.end(),
+                              std::make_pair(round, std::numeric_limits<msg::task_id_t>::max()));
+  auto active = static_cast<int64_t>(end - order_.begin());
+  if (active == 0)
+    return std::nullopt;
+  return order_[static_cast<std::size_t>(round % active)].second;
+}
+
+// ---------------------------------------------------------------------------------------------
+// RoundRobinPlanner
+
+RoundRobinPlanner::RoundRobinPlanner(int64_t consumer_index, int64_t num_consumers,
+                                     int64_t window, int64_t max_bytes)
+  : index_(consumer_index), num_consumers_(num_consumers), window_(std::max<int64_t>(window, 1)),
+    max_bytes_(max_bytes) {}
+
+void RoundRobinPlanner::on_ack(int64_t n) {
+  unacked_ -= n;
+  for (; n > 0 && !unacked_sizes_.empty(); --n) {
+    unacked_bytes_ -= unacked_sizes_.front();
+    unacked_sizes_.pop_front();
+  }
+}
+
+Status RoundRobinPlanner::on_tasks(const std::vector<TaskEntry>& tasks, int64_t fence) {
+  std::set<msg::task_id_t> listed;
+  for (const auto& t : tasks) {
+    listed.insert(t.task);
+    if (t.start_round < 0 || schedule_.has(t.task))
+      continue;
+    if (t.start_round < next_plan_)
+      return Status{ErrorCode::internal,
+                    "coordinated read: task " + std::to_string(t.task) + " starts at round " +
+                      std::to_string(t.start_round) + ", but consumer_index " +
+                      std::to_string(index_) + " already planned rounds up to " +
+                      std::to_string(next_plan_ - 1) + " without it (rounds would misalign)"};
+    schedule_.add(t.task, t.start_round);
+    tasks_.emplace(t.task, TaskRounds{});
+  }
+  for (const auto& [task, rounds] : tasks_)
+    if (!listed.count(task))
+      return Status{ErrorCode::unavailable,
+                    "coordinated read: task " + std::to_string(task) +
+                      " left the job; its rounds cannot be served elsewhere without the "
+                      "consumers' rounds going out of step"};
+  fence_ = fence;
+  return Status::OK();
+}
+
+void RoundRobinPlanner::plan() {
+  while (next_plan_ - next_deliver_ + unacked_ < window_) {
+    if (fence_ >= 0 && next_plan_ >= fence_)
+      return;
+    auto task = schedule_.task_for(next_plan_);
+    if (!task)
+      return;
+    // Planted bug (simulator only, actors/hooks.hpp): the round is counted but never assigned,
+    // so this consumer's later rounds on that task come from rounds the others got earlier.
+    if (hooks::skip_round(index_, next_plan_)) {
+      skipped_.insert(next_plan_);
+      ++next_plan_;
+      continue;
+    }
+    auto& t = tasks_[*task];
+    ++t.planned;
+    t.globals.push_back(next_plan_);
+    ++next_plan_;
+  }
+}
+
+Status RoundRobinPlanner::on_reply(const Request& request, std::vector<Element> elements) {
+  auto it = tasks_.find(request.task);
+  if (it == tasks_.end())
+    return Status::OK(); // forgotten meanwhile
+  auto& t = it->second;
+  if (t.in_flight)
+    --in_flight_;
+  t.in_flight = false;
+  if (elements.size() > request.count)
+    return Status{ErrorCode::data_loss,
+                  "coordinated read: task " + std::to_string(request.task) + " sent " +
+                    std::to_string(elements.size()) + " elements for " +
+                    std::to_string(request.count) + " rounds"};
+  // What was asked and did not come is asked again (from the first missing round).
+  t.requested = request.first + static_cast<int64_t>(elements.size());
+  for (auto& e : elements) {
+    received_bytes_ += static_cast<int64_t>(e.byte_size());
+    const auto slot = static_cast<std::size_t>(t.globals.front() - next_deliver_);
+    if (received_.size() <= slot)
+      received_.resize(slot + 1);
+    received_[slot] = std::move(e);
+    t.globals.pop_front();
+    ++t.received;
+  }
+  return Status::OK();
+}
+
+void RoundRobinPlanner::on_request_failed(const Request& request) {
+  auto it = tasks_.find(request.task);
+  if (it == tasks_.end())
+    return;
+  if (it->second.in_flight)
+    --in_flight_;
+  it->second.in_flight = false;
+  it->second.requested = request.first;
+}
+
+std::vector<Element> RoundRobinPlanner::take_ready() {
+  std::vector<Element> out;
+  while (true) {
+    if (skipped_.count(next_deliver_)) { // planted bug only
+      skipped_.erase(next_deliver_);
+      if (!received_.empty())
+        received_.pop_front();
+      ++next_deliver_;
+      continue;
+    }
+    if (received_.empty() || !received_.front())
+      break;
+    const auto size = static_cast<int64_t>(received_.front()->byte_size());
+    received_bytes_ -= size;
+    unacked_bytes_ += size;
+    unacked_sizes_.push_back(size);
+    out.push_back(std::move(*received_.front()));
+    received_.pop_front();
+    ++next_deliver_;
+  }
+  unacked_ += static_cast<int64_t>(out.size());
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// RoundRobinTaskRounds
+
+RoundRobinTaskRounds::RoundRobinTaskRounds(int64_t num_consumers)
+  : asked_(static_cast<std::size_t>(std::max<int64_t>(num_consumers, 1)), 0),
+    next_(asked_.size(), 0),
+    ready_(asked_.size()) {}
+
+Status RoundRobinTaskRounds::ask(int64_t index, int64_t first, uint32_t count, int64_t now_ns) {
+  const auto n = num_consumers();
+  if (index < 0 || index >= n)
+    return Status{ErrorCode::invalid_argument,
+                  "coordinated read: consumer_index " + std::to_string(index) +
+                    " is not in [0, num_consumers) = [0, " + std::to_string(n) + ")"};
+  const auto i = static_cast<std::size_t>(index);
+  if (first < next_[i])
+    return Status{ErrorCode::failed_precondition,
+                  "coordinated read: consumer_index " + std::to_string(index) +
+                    " asked for local round " + std::to_string(first) + ", which this task " +
+                    "already served to it (next is " + std::to_string(next_[i]) +
+                    "); a consumer that restarts cannot rejoin a coordinated job"};
+  if (first > next_[i])
+    return Status{ErrorCode::internal,
+                  "coordinated read: consumer_index " + std::to_string(index) +
+                    " skipped rounds: it asked for local round " + std::to_string(first) +
+                    " but has not received round " + std::to_string(next_[i])};
+  asked_[i] = std::max(asked_[i], first + static_cast<int64_t>(count));
+  if (waiting_since_ns_ < 0 && asked_[i] > completed_ && completable() == 0)
+    waiting_since_ns_ = now_ns;
+  return Status::OK();
+}
+
+int64_t RoundRobinTaskRounds::completable() const {
+  return *std::min_element(asked_.begin(), asked_.end()) - completed_;
+}
+
+void RoundRobinTaskRounds::complete(std::vector<Element> elements, int64_t now_ns) {
+  for (std::size_t i = 0; i < ready_.size() && i < elements.size(); ++i)
+    ready_[i].push_back(std::move(elements[i]));
+  ++completed_;
+  bool someone_waits = false;
+  for (auto a : asked_)
+    someone_waits |= a > completed_;
+  waiting_since_ns_ = someone_waits && completable() == 0 ? now_ns : -1;
+}
+
+bool RoundRobinTaskRounds::has_ready(int64_t index) const {
+  return !ready_[static_cast<std::size_t>(index)].empty();
+}
+
+std::vector<Element> RoundRobinTaskRounds::take(int64_t index, uint32_t max, uint64_t max_bytes) {
+  auto& q = ready_[static_cast<std::size_t>(index)];
+  std::vector<Element> out;
+  uint64_t bytes = 0;
+  while (!q.empty() && out.size() < max) {
+    auto size = q.front().byte_size();
+    if (!out.empty() && bytes + size > max_bytes)
+      break;
+    bytes += size;
+    out.push_back(std::move(q.front()));
+    q.pop_front();
+  }
+  next_[static_cast<std::size_t>(index)] += static_cast<int64_t>(out.size());
+  return out;
+}
+
+std::optional<std::string> RoundRobinTaskRounds::stalled(int64_t now_ns, int64_t timeout_ns) const {
+  if (waiting_since_ns_ < 0 || now_ns - waiting_since_ns_ < timeout_ns || completable() > 0)
+    return std::nullopt;
+  std::string missing;
+  for (std::size_t i = 0; i < asked_.size(); ++i)
+    if (asked_[i] <= completed_)
+      missing += (missing.empty() ? "" : ", ") + std::to_string(i);
+  return "coordinated read: round " + std::to_string(completed_) + " of this task waited " +
+         std::to_string((now_ns - waiting_since_ns_) / 1000000) + " ms for consumer_index " +
+         missing + " of num_consumers " + std::to_string(asked_.size()) +
+         " (are all consumers of the job running?)";
+}
+
+// ---------------------------------------------------------------------------------------------
+// RoundRobinJob
+
+RoundRobinJob::RoundRobinJob(int64_t num_consumers, int64_t lookahead)
+  : num_consumers_(num_consumers), lookahead_(std::max<int64_t>(lookahead, 1)) {}
+
+Status RoundRobinJob::join(msg::consumer_id_t consumer, int64_t index) {
+  CONVEYOR_RETURN_IF_ERROR(can_join(index));
+  consumers_[consumer] = Consumer{index, 0, -1};
+  return Status::OK();
+}
+
+Status RoundRobinJob::can_join(int64_t index) const {
+  if (index < 0 || index >= num_consumers_)
+    return Status{ErrorCode::invalid_argument,
+                  "`consumer_index` must be in [0, num_consumers) = [0, " +
+                    std::to_string(num_consumers_) + "), got " + std::to_string(index)};
+  for (const auto& [id, c] : consumers_)
+    if (c.index == index)
+      return Status{ErrorCode::already_exists,
+                    "consumer_index " + std::to_string(index) +
+                      " is already read by another consumer of this job (consumer " +
+                      std::to_string(id) + "); each of the num_consumers = " +
+                      std::to_string(num_consumers_) + " consumers needs its own index"};
+  return Status::OK();
+}
+
+bool RoundRobinJob::leave(msg::consumer_id_t consumer) {
+  if (!consumers_.erase(consumer))
+    return false;
+  return try_promote();
+}
+
+void RoundRobinJob::expect(msg::task_id_t task) {
+  if (!published_ && !active_.count(task))
+    initial_.insert(task);
+}
+
+bool RoundRobinJob::add_task(msg::task_id_t task) {
+  if (active_.count(task) || pending_.count(task))
+    return false;
+  ++version_;
+  if (!published_) { // nobody planned a round yet
+    initial_.erase(task);
+    active_[task] = 0;
+    return true;
+  }
+  if (pending_.empty()) // a new fence, never one a consumer may still echo from before
+    fence_ = std::max(max_round_ + lookahead_, fence_ + 1);
+  pending_.insert(task);
+  try_promote();
+  return true;
+}
+
+std::string RoundRobinJob::task_lost(msg::task_id_t task, const std::string& reason) {
+  if (initial_.erase(task) > 0)
+    ++version_; // consumers may start once the other initial tasks are assigned
+  pending_.erase(task);
+  if (!active_.count(task))
+    return {};
+  ++version_;
+  return "coordinated read (num_consumers " + std::to_string(num_consumers_) + "): task " +
+         std::to_string(task) + " was lost (" + reason +
+         "); its rounds cannot be served by another task without the consumers going out of "
+         "step, so the job fails";
+}
+
+bool RoundRobinJob::on_poll(msg::consumer_id_t consumer, int64_t round, int64_t known_fence) {
+  auto it = consumers_.find(consumer);
+  if (it == consumers_.end())
+    return false;
+  it->second.round = std::max(it->second.round, round);
+  it->second.known_fence = known_fence;
+  max_round_ = std::max(max_round_, round);
+  if (pending_.empty())
+    return false;
+  if (round > fence_) { // this consumer went past the fence before it saw it: move it out
+    fence_ = std::max(max_round_ + lookahead_, fence_ + 1);
+    ++version_;
+    return true;
+  }
+  return try_promote();
+}
+
+bool RoundRobinJob::try_promote() {
+  if (pending_.empty())
+    return false;
+  for (const auto& [id, c] : consumers_)
+    if (c.known_fence != fence_ || c.round > fence_)
+      return false;
+  for (auto task : pending_)
+    active_[task] = fence_;
+  pending_.clear();
+  ++version_;
+  return true;
+}
+
+int64_t RoundRobinJob::start_round(msg::task_id_t task) const {
+  if (auto it = active_.find(task); it != active_.end())
+    return it->second;
+  return pending_.count(task) ? -1 : -2;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+std::string encode_round_elements(const std::vector<Element>& elements, Compression compression) {
+  return encode_batch(elements, compression);
+}
+
+Status decode_round_elements(std::string_view payload, uint32_t count, std::vector<Element>& out) {
+  std::vector<Element> decoded;
+  CONVEYOR_RETURN_IF_ERROR(decode_batch(payload, decoded));
+  if (decoded.size() != count)
+    return Status{ErrorCode::data_loss, "coordinated read: a reply announced " +
+                                          std::to_string(count) + " elements and held " +
+                                          std::to_string(decoded.size())};
+  for (auto& e : decoded)
+    out.push_back(std::move(e));
+  return Status::OK();
+}
+
+} // namespace conveyor::actors

@@ -1,0 +1,259 @@
+// Coordinated (round-robin) reads, without actors: tf.data service's `num_consumers` /
+// `consumer_index` (RoundRobinTaskRunner + the client's round handling), as three small state
+// machines the job, task and consumer actors drive.
+//
+// Rounds. A named job read by N consumers (consumer_index 0..N-1) is read in *rounds*: in round r
+// every consumer receives exactly one element, all N from the same task, which produced them one
+// after the other: consumer i gets the i-th of the task's N elements for that round. So the N
+// trainers see aligned global batches (the reference's bucketizing use case).
+//
+// Which task serves round r is a pure function every party computes alike (RoundSchedule): the
+// job gives each task a *start round*; the tasks active at r are those whose start round is <= r,
+// in order of (start round, task id); round r goes to active[r mod |active|]. A task counts its
+// own rounds as *local* rounds 0, 1, 2, ... (the k-th global round it serves is its local round k).
+//
+//   consumer i -> task   get_elements{round_first = j, round_count = k, consumer_index = i}: "my
+//                        elements of your local rounds j .. j+k-1" (j must be the next local round
+//                        the task owes consumer i: a gap = a skipped round, a repeat = a round served
+//                        twice; both are errors, never silent).
+//   task                 completes local round j once all N consumers asked for it: takes N
+//                        elements from its buffer, element i reserved for consumer i
+//                        (RoundRobinTaskRounds). A round some consumer does not ask for within
+//                        the consumers' round timeout fails the held requests with an error
+//                        naming the missing consumer indices.
+//   job -> consumers     task_list: every task's start round (-1 = pending) and a *fence*: no
+//                        consumer plans a round >= fence while a task is pending.
+//   consumer -> job      get_tasks{round = next round it would plan, round_fence = the fence it
+//                        knows}: the poll is also the ack of the fence.
+//
+// New workers (RoundRobinJob). The first tasks start at round 0. A task added later is *pending*:
+// the job sets the fence R = (the highest round any consumer reported) + lookahead and waits
+// until every joined consumer reported the fence R and a round <= R (then none plans past R
+// without the new task). It then gives the pending tasks start round R and lifts the fence. A
+// consumer that was already past R makes the job move R further out. No round is skipped or
+// repeated, because no consumer ever planned a round >= R under the old schedule.
+//
+// Not covered (the job fails loudly instead): a task lost while the job runs (its rounds cannot
+// be served elsewhere without consumers disagreeing), and a consumer that restarts with the same
+// consumer_index (the tasks refuse rounds they already served to that index).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "messages/protocol.hpp"
+#include "pipeline/codec.hpp"
+#include "pipeline/element.hpp"
+#include "pipeline/status.hpp"
+
+namespace conveyor::actors {
+
+// Which task serves which global round.
+class RoundSchedule {
+public:
+  // Adds an active task from `start_round` on. A task starting at a round some earlier-planned
+  // round already passed would change history: the caller checks that (see RoundRobinPlanner).
+  void add(msg::task_id_t task, int64_t start_round);
+  bool has(msg::task_id_t task) const { return tasks_.count(task) > 0; }
+  bool empty() const { return order_.empty(); }
+  // The task serving `round`; nullopt when no task is active at that round.
+  std::optional<msg::task_id_t> task_for(int64_t round) const;
+
+private:
+  std::map<msg::task_id_t, int64_t> tasks_;              // -> start round
+  std::vector<std::pair<int64_t, msg::task_id_t>> order_; // sorted (start round, task)
+};
+
+// The consumer's side: plans rounds onto tasks, asks each task for its planned local rounds, and
+// hands the received elements out in global round order.
+class RoundRobinPlanner {
+public:
+  struct Request {
+    msg::task_id_t task = 0;
+    int64_t first = 0;   // local round
+    uint32_t count = 0;
+  };
+  struct TaskEntry {
+    msg::task_id_t task = 0;
+    int64_t start_round = 0; // -1 = pending (not read yet)
+  };
+
+  // window: rounds planned or handed out and not yet taken by the reader (the consumer's element
+  // credit). max_bytes: bytes received and not yet taken, plus what requests in flight may bring
+  // (each up to the bytes_per_request given to next_requests), stay within this.
+  RoundRobinPlanner(int64_t consumer_index, int64_t num_consumers, int64_t window,
+                    int64_t max_bytes = int64_t{1} << 40);
+
+  // A task list: start rounds and the fence (-1 = none). An error when the list would change
+  // rounds already planned (a task starting below the planned rounds), or lost a task.
+  Status on_tasks(const std::vector<TaskEntry>& tasks, int64_t fence);
+  // Plans rounds up to the window and the fence; then the requests to send now: at most one in
+  // flight per task, only to tasks `ready(task)` says can be asked (connected).
+  template <class Ready>
+  std::vector<Request> next_requests(Ready&& ready, uint32_t max_per_request,
+                                     int64_t bytes_per_request = 0) {
+    plan();
+    std::vector<Request> out;
+    for (auto& [task, t] : tasks_) {
+      if (t.in_flight || t.requested == t.planned || !ready(task))
+        continue;
+      // The byte bound; with nothing in flight and nothing held one request always goes.
+      const int64_t held = unacked_bytes_ + received_bytes_;
+      if ((in_flight_ > 0 || held > 0) &&
+          held + (in_flight_ + 1) * bytes_per_request > max_bytes_)
+        break;
+      ++in_flight_;
+      auto count = static_cast<uint32_t>(std::min<int64_t>(t.planned - t.requested,
+                                                           max_per_request));
+      out.push_back(Request{task, t.requested, count});
+      t.in_flight = true;
+      t.in_flight_count = count;
+      t.requested += count; // an empty reply asks for the rest again (below)
+    }
+    return out;
+  }
+  // The reply to `request`: `elements` are the task's next local rounds for this consumer (fewer
+  // than asked is fine; none = ask again). More than asked is an error.
+  Status on_reply(const Request& request, std::vector<Element> elements);
+  // The request got no reply (timeout): it is asked again.
+  void on_request_failed(const Request& request);
+  // Elements of consecutive rounds ready to hand out, in round order.
+  std::vector<Element> take_ready();
+  // The reader took `n` elements (frees window and bytes).
+  void on_ack(int64_t n);
+
+  int64_t next_round() const { return next_plan_; } // the first round not planned yet
+  int64_t fence() const { return fence_; }
+  int64_t delivered() const { return next_deliver_; }
+  bool waiting_at_fence() const { return fence_ >= 0 && next_plan_ >= fence_; }
+  int64_t consumer_index() const { return index_; }
+
+private:
+  void plan();
+  struct TaskRounds {
+    int64_t planned = 0;    // local rounds assigned so far
+    int64_t requested = 0;  // local rounds asked for (or in flight)
+    int64_t received = 0;   // local rounds received
+    bool in_flight = false;
+    uint32_t in_flight_count = 0;
+    std::deque<int64_t> globals; // global round of each local round in [received, planned)
+  };
+  int64_t index_;
+  int64_t num_consumers_;
+  int64_t window_;
+  RoundSchedule schedule_;
+  std::set<msg::task_id_t> listed_;
+  std::map<msg::task_id_t, TaskRounds> tasks_;
+  int64_t fence_ = -1;
+  int64_t next_plan_ = 0;
+  int64_t next_deliver_ = 0;
+  int64_t unacked_ = 0;
+  int64_t max_bytes_;
+  int64_t in_flight_ = 0;
+  int64_t received_bytes_ = 0;
+  int64_t unacked_bytes_ = 0;
+  std::deque<int64_t> unacked_sizes_;
+  // Rounds [next_deliver_, next_plan_): slot round - next_deliver_ holds its element once it came.
+  std::deque<std::optional<Element>> received_;
+  std::set<int64_t> skipped_; // planted bug only (hooks::skip_round)
+};
+
+// The task's side: which local rounds each consumer asked for, which rounds are complete, and
+// the elements reserved per consumer.
+class RoundRobinTaskRounds {
+public:
+  explicit RoundRobinTaskRounds(int64_t num_consumers);
+
+  // Consumer `index` asks for local rounds [first, first + count). Error: a bad index, a gap (a
+  // skipped round) or a round already served to it.
+  Status ask(int64_t index, int64_t first, uint32_t count, int64_t now_ns);
+  // How many rounds can complete now (every consumer asked for them), before elements.
+  int64_t completable() const;
+  // Completes the next round with these N elements (element i for consumer i).
+  void complete(std::vector<Element> elements, int64_t now_ns);
+  // Up to `max` reserved elements of consumer `index`, in round order, about `max_bytes` (at
+  // least one).
+  std::vector<Element> take(int64_t index, uint32_t max, uint64_t max_bytes);
+  bool has_ready(int64_t index) const;
+  // A round some consumer asked for and another has not, for longer than `timeout_ns`: the
+  // error to fail the waiting requests with. (The task checks on every request and produce
+  // step, so the error comes within the timeout plus the consumers' request timeout.)
+  std::optional<std::string> stalled(int64_t now_ns, int64_t timeout_ns) const;
+
+  int64_t num_consumers() const { return static_cast<int64_t>(asked_.size()); }
+  int64_t completed() const { return completed_; }
+  int64_t next_for(int64_t index) const { return next_[static_cast<std::size_t>(index)]; }
+
+private:
+  std::vector<int64_t> asked_; // per consumer: local rounds < asked_[i] were asked for
+  std::vector<int64_t> next_;  // per consumer: the next local round it gets
+  std::vector<std::deque<Element>> ready_;
+  int64_t completed_ = 0;
+  int64_t waiting_since_ns_ = -1; // someone asked for round completed_ and someone did not
+};
+
+// The job's side: start rounds, the fence, and the consumers' acks.
+class RoundRobinJob {
+public:
+  RoundRobinJob(int64_t num_consumers, int64_t lookahead = 256);
+
+  int64_t num_consumers() const { return num_consumers_; }
+  // A consumer joins with its index: an error when the index is out of range or a live consumer
+  // already has it (can_join checks without joining).
+  Status can_join(int64_t index) const;
+  Status join(msg::consumer_id_t consumer, int64_t index);
+  // Returns whether the list changed (a pending task could be promoted).
+  bool leave(msg::consumer_id_t consumer);
+  // The dispatcher created a task (not assigned yet). Before any list with an active task went
+  // out, it is an *initial* task: consumers plan nothing (fence 0) until every initial task is
+  // assigned or lost, and all of them start at round 0.
+  void expect(msg::task_id_t task);
+  // A task becomes listed (assigned): an initial one is active at round 0; a later one is
+  // pending behind a fence. Returns true (the list changed).
+  bool add_task(msg::task_id_t task);
+  // A listed task was lost: the rounds cannot stay aligned. Returns the job's error.
+  std::string task_lost(msg::task_id_t task, const std::string& reason);
+  // A consumer's poll: its next round to plan and the fence it knows. Returns whether the list
+  // changed (fence moved or pending tasks promoted).
+  bool on_poll(msg::consumer_id_t consumer, int64_t round, int64_t known_fence);
+  // A list with these start rounds is going out.
+  void published() {
+    if (!active_.empty() && initial_.empty())
+      published_ = true;
+  }
+
+  int64_t start_round(msg::task_id_t task) const; // -1 pending, -2 unknown
+  int64_t fence() const { return !initial_.empty() ? 0 : pending_.empty() ? -1 : fence_; }
+  uint64_t version() const { return version_; }
+  std::size_t pending() const { return pending_.size(); }
+
+private:
+  bool try_promote();
+  struct Consumer {
+    int64_t index = 0;
+    int64_t round = 0;
+    int64_t known_fence = -1;
+  };
+  int64_t num_consumers_;
+  int64_t lookahead_;
+  std::map<msg::consumer_id_t, Consumer> consumers_;
+  std::map<msg::task_id_t, int64_t> active_; // -> start round
+  std::set<msg::task_id_t> pending_;
+  std::set<msg::task_id_t> initial_; // created before the first list, not assigned yet
+  int64_t fence_ = -1;
+  int64_t max_round_ = 0; // the highest round any consumer reported
+  bool published_ = false;
+  uint64_t version_ = 0;
+};
+
+// Encodes / decodes one consumer's elements of a coordinated reply (the element_batch payload).
+std::string encode_round_elements(const std::vector<Element>& elements, Compression compression);
+Status decode_round_elements(std::string_view payload, uint32_t count, std::vector<Element>& out);
+
+} // namespace conveyor::actors

@@ -1,0 +1,299 @@
+// Coordinated (round-robin) reads without actors (actors/round_robin.hpp): the schedule, the
+// consumer's planner, the task's rounds and the job's fence, driven together in one process.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <random>
+
+#include "actors/hooks.hpp"
+#include "actors/round_robin.hpp"
+
+using conveyor::Element;
+using conveyor::ErrorCode;
+using conveyor::Tensor;
+using conveyor::actors::RoundRobinJob;
+using conveyor::actors::RoundRobinPlanner;
+using conveyor::actors::RoundRobinTaskRounds;
+using conveyor::actors::RoundSchedule;
+
+namespace {
+
+Element el(int64_t v) { return Element{Tensor::scalar(v)}; }
+int64_t val(const Element& e) { return e.components.at(0).as_int64(); }
+
+// A miniature cluster: one RoundRobinJob, tasks with RoundRobinTaskRounds whose "pipeline" is the
+// group dataset (task t's k-th group is [x*N .. x*N+N-1] for x = t * 1'000'000 + k), and N
+// planners. Messages are delivered in a seeded random order; polls go through the job.
+struct MiniCluster {
+  int64_t n;
+  RoundRobinJob job;
+  std::map<uint64_t, RoundRobinTaskRounds> tasks;
+  std::map<uint64_t, int64_t> next_group;
+  std::vector<RoundRobinPlanner> planners;
+  std::vector<std::vector<int64_t>> out;
+  std::mt19937_64 rng;
+  int64_t now = 0;
+
+  MiniCluster(int64_t consumers, uint64_t seed, int64_t lookahead = 16)
+    : n(consumers), job(consumers, lookahead), rng(seed) {
+    for (int64_t i = 0; i < n; ++i) {
+      REQUIRE(job.join(static_cast<uint64_t>(i + 1), i).ok());
+      planners.emplace_back(i, n, 8);
+      out.emplace_back();
+    }
+  }
+
+  void add_task(uint64_t id) {
+    tasks.emplace(id, RoundRobinTaskRounds{n});
+    next_group[id] = 0;
+    job.add_task(id);
+  }
+
+  // One consumer polls the job: gets the list as the job has it now, then reports.
+  void poll(int64_t i) {
+    std::vector<RoundRobinPlanner::TaskEntry> list;
+    for (const auto& [id, t] : tasks)
+      list.push_back({id, job.start_round(id)});
+    job.published();
+    REQUIRE(planners[i].on_tasks(list, job.fence()).ok());
+    job.on_poll(static_cast<uint64_t>(i + 1), planners[i].next_round(), planners[i].fence());
+  }
+
+  // One consumer sends its requests and gets whatever the tasks can answer at once.
+  void read(int64_t i) {
+    auto& p = planners[i];
+    auto reqs = p.next_requests([](uint64_t) { return true; }, 4);
+    for (auto& r : reqs) {
+      auto& t = tasks.at(r.task);
+      REQUIRE(t.ask(i, r.first, r.count, now).ok());
+      while (t.completable() > 0) {
+        std::vector<Element> round;
+        int64_t x = static_cast<int64_t>(r.task) * 1000000 + next_group[r.task]++;
+        for (int64_t k = 0; k < n; ++k)
+          round.push_back(el(x * n + k));
+        t.complete(std::move(round), now);
+      }
+      REQUIRE(p.on_reply(r, t.take(i, r.count, 1 << 20)).ok());
+    }
+    for (auto& e : p.take_ready()) {
+      out[i].push_back(val(e));
+    }
+    p.on_ack(static_cast<int64_t>(out[i].size()) - acked(i));
+    acked_[i] = static_cast<int64_t>(out[i].size());
+  }
+  std::map<int64_t, int64_t> acked_;
+  int64_t acked(int64_t i) { return acked_[i]; }
+
+  void step() {
+    ++now;
+    auto i = static_cast<int64_t>(rng() % static_cast<uint64_t>(n));
+    if (rng() % 4 == 0)
+      poll(i);
+    else
+      read(i);
+  }
+
+  // The check: the consumers' outputs taken round-robin; every group of N consecutive.
+  int64_t aligned_rounds() const {
+    std::size_t rounds = out[0].size();
+    for (const auto& o : out)
+      rounds = std::min(rounds, o.size());
+    for (std::size_t r = 0; r < rounds; ++r)
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t v = out[static_cast<std::size_t>(i)][r];
+        const int64_t first = out[0][r];
+        if (first % n != 0 || v != first + i)
+          return -static_cast<int64_t>(r) - 1;
+      }
+    return static_cast<int64_t>(rounds);
+  }
+};
+
+struct SkipRound : conveyor::actors::hooks::Hooks {
+  int64_t index, at;
+  SkipRound(int64_t i, int64_t r) : index(i), at(r) {}
+  bool skip_round(int64_t consumer_index, int64_t round) override {
+    return consumer_index == index && round == at;
+  }
+};
+
+} // namespace
+
+TEST_CASE("round schedule: round r goes to the active tasks in turn; a task starts at its round") {
+  RoundSchedule s;
+  CHECK_FALSE(s.task_for(0));
+  s.add(7, 0);
+  s.add(3, 0);
+  CHECK(*s.task_for(0) == 3); // (start 0, task 3) before (start 0, task 7)
+  CHECK(*s.task_for(1) == 7);
+  CHECK(*s.task_for(2) == 3);
+  s.add(1, 10); // starts at round 10: rounds before keep their tasks
+  CHECK(*s.task_for(9) == 7);
+  CHECK(*s.task_for(10) == 7); // 10 % 3 = 1 -> second of (0,3),(0,7),(10,1)
+  CHECK(*s.task_for(11) == 1);
+  CHECK(*s.task_for(12) == 3);
+}
+
+TEST_CASE("task rounds: a round completes only when every consumer asked; element i to consumer i") {
+  RoundRobinTaskRounds t{3};
+  REQUIRE(t.ask(0, 0, 2, 0).ok());
+  REQUIRE(t.ask(2, 0, 1, 0).ok());
+  CHECK(t.completable() == 0);
+  CHECK_FALSE(t.stalled(5, 10)); // not yet past the timeout
+  auto stalled = t.stalled(20, 10);
+  REQUIRE(stalled);
+  CHECK(stalled->find("consumer_index 1 of num_consumers 3") != std::string::npos);
+  REQUIRE(t.ask(1, 0, 3, 21).ok());
+  CHECK(t.completable() == 1); // consumer 2 asked for one round only
+  t.complete({el(30), el(31), el(32)}, 22);
+  auto late = t.stalled(1000, 10); // consumers 0 and 1 wait for round 1; consumer 2 never asked
+  REQUIRE(late);
+  CHECK(late->find("round 1 of this task") != std::string::npos);
+  CHECK(late->find("consumer_index 2 of") != std::string::npos);
+  auto got1 = t.take(1, 5, 1 << 20);
+  REQUIRE(got1.size() == 1);
+  CHECK(val(got1[0]) == 31);
+  CHECK(t.take(1, 5, 1 << 20).empty());
+  // Repeats and gaps are errors, not silent.
+  CHECK(t.ask(1, 0, 1, 23).code() == ErrorCode::failed_precondition);
+  CHECK(t.ask(0, 5, 1, 23).code() == ErrorCode::internal);
+  CHECK(t.ask(3, 0, 1, 23).code() == ErrorCode::invalid_argument);
+}
+
+TEST_CASE("task rounds: the stall error names every missing consumer after the timeout") {
+  RoundRobinTaskRounds t{4};
+  REQUIRE(t.ask(1, 0, 1, 100).ok());
+  CHECK_FALSE(t.stalled(150, 100));
+  auto s = t.stalled(200, 100);
+  REQUIRE(s);
+  CHECK(s->find("consumer_index 0, 2, 3 of num_consumers 4") != std::string::npos);
+  CHECK(s->find("waited 0 ms") != std::string::npos); // ns -> ms
+}
+
+TEST_CASE("job: the first tasks start at round 0; a later one waits behind a fence every consumer acks") {
+  RoundRobinJob job{2, 100};
+  REQUIRE(job.join(1, 0).ok());
+  CHECK(job.join(2, 0).code() == ErrorCode::already_exists);
+  CHECK(job.join(2, 2).code() == ErrorCode::invalid_argument);
+  REQUIRE(job.join(2, 1).ok());
+  job.add_task(10);
+  job.add_task(11);
+  CHECK(job.start_round(10) == 0);
+  CHECK(job.start_round(11) == 0);
+  job.published();
+  job.on_poll(1, 40, -1);
+  job.on_poll(2, 35, -1);
+  job.add_task(12);
+  CHECK(job.start_round(12) == -1);
+  CHECK(job.fence() == 140);
+  CHECK_FALSE(job.on_poll(1, 60, 140)); // consumer 2 has not seen the fence yet
+  CHECK(job.start_round(12) == -1);
+  CHECK(job.on_poll(2, 150, 140)); // consumer 2 was past it: the fence moves out
+  CHECK(job.fence() == 250);
+  CHECK_FALSE(job.on_poll(2, 150, 250));
+  CHECK(job.on_poll(1, 70, 250)); // both acked the new fence: promoted
+  CHECK(job.start_round(12) == 250);
+  CHECK(job.fence() == -1);
+  // The next pending task gets a fence above the old one, even when nobody moved.
+  job.add_task(13);
+  CHECK(job.fence() > 250);
+  CHECK(job.task_lost(10, "worker gone").find("task 10 was lost") != std::string::npos);
+  // A leaving consumer no longer holds promotion up.
+  CHECK_FALSE(job.on_poll(1, 70, job.fence()));
+  CHECK(job.leave(2));
+  CHECK(job.start_round(13) >= 0);
+}
+
+TEST_CASE("job: tasks created before the first list all start at round 0, whatever order they are assigned in") {
+  RoundRobinJob job{2, 100};
+  REQUIRE(job.join(1, 0).ok());
+  job.expect(10);
+  job.expect(11);
+  job.expect(12);
+  job.add_task(11);
+  CHECK(job.fence() == 0); // consumers plan nothing while 10 and 12 are not assigned
+  job.published();
+  job.add_task(12);
+  job.published();
+  CHECK(job.task_lost(10, "assignment failed").empty()); // never served a round: no error
+  CHECK(job.fence() == -1);
+  CHECK(job.start_round(11) == 0);
+  CHECK(job.start_round(12) == 0);
+  job.published();
+  job.expect(13); // after the first list: pending behind a fence
+  job.add_task(13);
+  CHECK(job.start_round(13) == -1);
+  CHECK(job.fence() == 100);
+}
+
+TEST_CASE("planner: a list that would change planned rounds, or drops a task, is an error") {
+  RoundRobinPlanner p{0, 2, 4};
+  REQUIRE(p.on_tasks({{1, 0}}, -1).ok());
+  auto reqs = p.next_requests([](uint64_t) { return true; }, 100);
+  REQUIRE(reqs.size() == 1);
+  CHECK(reqs[0].count == 4);
+  CHECK(p.next_round() == 4);
+  CHECK(p.on_tasks({{1, 0}, {2, 2}}, -1).code() == ErrorCode::internal);
+  RoundRobinPlanner q{0, 2, 4};
+  REQUIRE(q.on_tasks({{1, 0}, {2, -1}}, 3).ok());
+  q.next_requests([](uint64_t) { return true; }, 100);
+  CHECK(q.next_round() == 3); // stops at the fence
+  CHECK(q.waiting_at_fence());
+  REQUIRE(q.on_tasks({{1, 0}, {2, 3}}, -1).ok());
+  CHECK(q.on_tasks({{2, 3}}, -1).code() == ErrorCode::unavailable);
+}
+
+TEST_CASE("planner: replies out of order are handed out in round order; fewer than asked is asked again") {
+  RoundRobinPlanner p{1, 2, 6};
+  REQUIRE(p.on_tasks({{1, 0}, {2, 0}}, -1).ok());
+  auto reqs = p.next_requests([](uint64_t) { return true; }, 100);
+  REQUIRE(reqs.size() == 2); // task 1: rounds 0,2,4; task 2: rounds 1,3,5
+  const auto& r1 = reqs[0].task == 1 ? reqs[0] : reqs[1];
+  const auto& r2 = reqs[0].task == 1 ? reqs[1] : reqs[0];
+  REQUIRE(p.on_reply(r2, {el(101), el(103)}).ok());
+  CHECK(p.take_ready().empty()); // round 0 missing
+  REQUIRE(p.on_reply(r1, {el(100)}).ok());
+  auto got = p.take_ready();
+  REQUIRE(got.size() == 2);
+  CHECK(val(got[0]) == 100);
+  CHECK(val(got[1]) == 101);
+  auto again = p.next_requests([](uint64_t) { return true; }, 100);
+  REQUIRE(again.size() == 2);
+  for (auto& r : again)
+    CHECK(r.first == (r.task == 1 ? 1 : 2));
+}
+
+TEST_CASE("mini cluster: rounds stay aligned across seeds while tasks join mid-read") {
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    CAPTURE(seed);
+    const int64_t n = 2 + static_cast<int64_t>(seed % 3);
+    MiniCluster c{n, seed};
+    c.add_task(1);
+    c.add_task(2);
+    for (int s = 0; s < 3000; ++s) {
+      if (s == 500)
+        c.add_task(3);
+      if (s == 1500)
+        c.add_task(4);
+      c.step();
+    }
+    auto aligned = c.aligned_rounds();
+    CHECK(aligned > 100);
+    CHECK(c.job.pending() == 0);
+    // Every task served rounds once its start round came.
+    for (const auto& [id, t] : c.tasks)
+      CHECK(t.completed() > 0);
+  }
+}
+
+TEST_CASE("planted bug: a consumer that skips a round is found by the alignment check") {
+  SkipRound bug{1, 37};
+  auto* previous = conveyor::actors::hooks::install(&bug);
+  MiniCluster c{3, 7};
+  c.add_task(1);
+  c.add_task(2);
+  for (int s = 0; s < 2000; ++s)
+    c.step();
+  conveyor::actors::hooks::install(previous);
+  CHECK(c.aligned_rounds() == -38); // consumer 1 is out of step from round 37 on
+}
