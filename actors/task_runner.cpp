@@ -282,6 +282,8 @@ std::optional<msg::element_batch> TaskRunner::take_cached(msg::consumer_id_t con
   }
   const auto n = static_cast<uint32_t>(batch.size());
   return start_batch(consumer, encode_batch(batch, compression_), n, {});
+}
+
 Expected<std::vector<Element>> TaskRunner::take_elements(std::size_t n) {
   std::vector<Element> out;
   if (buffer_.size() < n)
