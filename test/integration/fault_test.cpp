@@ -72,3 +72,21 @@ TEST_CASE("fault: OFF with a worker SIGKILLed mid-read fails loudly (never exit 
   else
     CHECK(reader->describe().find("worker") != std::string::npos);
 }
+
+TEST_CASE("fault: a worker SIGKILLed mid DYNAMIC epoch and restarted on a new port takes part again") {
+  Cluster cluster(2);
+  constexpr int64_t kN = 20000;
+  // ~4 s on two workers: the rest of the epoch outlasts a worker's start, also under ASan.
+  auto reader = cluster.start_read("range(20000).map(sleep_us(us=400))",
+                                   {"--mode", "dynamic", "--max-outstanding", "64"});
+  REQUIRE_MESSAGE(reader->wait_for_stdout_lines(1000, Millis{30000}), reader->describe());
+  cluster.worker(1).signal(SIGKILL);
+  // The same worker, started again (`--port 0`: another port): it registers as a new worker and
+  // gets a task for the running job, whose remaining splits it shares.
+  auto& again = cluster.add_worker();
+  CHECK_MESSAGE(again.wait_for_output("started task", Millis{30000}), again.describe());
+  auto code = reader->wait_exit(Millis{60000});
+  REQUIRE(code.has_value());
+  CHECK_MESSAGE(*code == 0, std::string(reader->describe() + cluster.describe()));
+  check_exactly_once(reader->stdout_lines(), kN, reader->describe());
+}
