@@ -160,6 +160,20 @@ int64_t fixed_index(const dispatcher_state& st, const std::string& address) {
 
 bool is_static(ShardingPolicy p) { return p != ShardingPolicy::off && p != ShardingPolicy::dynamic; }
 
+// What a job learns of its task on a live worker: the handle, the worker's tags and, for static
+// sharding, the worker's place in the fixed list (registration admitted listed ones only).
+msg::add_task task_on_worker(const dispatcher_state& st, msg::task_id_t task, ShardingPolicy policy,
+                             msg::worker_id_t worker, const std::string& address,
+                             const LiveWorker& live) {
+  msg::add_task add{task, worker, address, live.handle};
+  add.worker_tags = live.tags;
+  if (is_static(policy)) {
+    add.num_workers = static_cast<int64_t>(st.start.worker_addresses.size());
+    add.worker_index = fixed_index(st, address);
+  }
+  return add;
+}
+
 // Creates the task of `job` on `worker` and tells the job.
 void create_task(self_ptr self, msg::job_id_t job, msg::worker_id_t worker) {
   auto& st = self->state;
@@ -177,12 +191,7 @@ void create_task(self_ptr self, msg::job_id_t job, msg::worker_id_t worker) {
       return; // it has one
   auto task = st.state.next_task_id();
   std::string address = entry->address;
-  msg::add_task add{task, worker, address, w->second.handle};
-  add.worker_tags = w->second.tags;
-  if (is_static(job_entry->policy)) {
-    add.num_workers = static_cast<int64_t>(st.start.worker_addresses.size());
-    add.worker_index = fixed_index(st, address); // registration admitted listed ones only
-  }
+  auto add = task_on_worker(st, task, job_entry->policy, worker, address, w->second);
   (void)persist(self, msg::CreateTaskRecord{task, job, worker, now_us(self)}, [self, job, add] {
     if (auto j = self->state.jobs.find(job); j != self->state.jobs.end())
       self->send(j->second, add);
@@ -551,15 +560,9 @@ caf::expected<msg::worker_registered> adopt_worker(self_ptr self, msg::worker_id
     has.push_back(t->job);
     // Finished ones too: a task whose pipeline ended may still hold elements its consumers
     // have not read; the job must list it again, or the worker stops it as unclaimed.
-    if (auto j = st.jobs.find(t->job); j != st.jobs.end()) {
-      msg::add_task add{t->id, id, address, handle};
-      if (const auto* job = st.state.job(t->job); job && is_static(job->policy)) {
-        add.num_workers = static_cast<int64_t>(st.start.worker_addresses.size());
-        add.worker_index = fixed_index(st, address);
-      }
-      add.worker_tags = live.tags;
-      self->send(j->second, std::move(add));
-    }
+    const auto* job = st.state.job(t->job);
+    if (auto j = st.jobs.find(t->job); j != st.jobs.end() && job)
+      self->send(j->second, task_on_worker(st, t->id, job->policy, id, address, live));
   }
   log::info(kLog, "worker " + address + " is back (worker " + std::to_string(id) + ", " +
                     std::to_string(has.size()) + " task(s) kept)");

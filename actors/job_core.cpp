@@ -93,13 +93,7 @@ msg::JournalSplit to_journal(const Split& s) {
 }
 
 Split from_journal(const msg::JournalSplit& s) {
-  Split out;
-  out.epoch = s.epoch;
-  out.index = s.index;
-  out.begin = s.begin;
-  out.end = s.end;
-  out.file = s.file;
-  return out;
+  return Split{s.epoch, s.index, s.begin, s.end, s.file};
 }
 
 void JobCore::requeue(Split split) {
