@@ -20,13 +20,13 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
 }
 
 Status check_admission(const std::string& required, const std::string& presented,
-                       const std::string& who) {
+                       const std::string& who, const std::string& node) {
   if (required.empty())
     return Status::OK();
   if (constant_time_equal(required, presented))
     return Status::OK();
   return permission_denied(
-    "the dispatcher requires an admission token (--auth-token, --token-file or "
+    "the " + node + " requires an admission token (--auth-token, --token-file or "
     "CONVEYOR_AUTH_TOKEN) and this " + who + " presented " +
     (presented.empty() ? "none" : "a wrong one"));
 }

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include <caf/actor.hpp>
@@ -24,15 +25,22 @@
 
 namespace conveyor::actors {
 
+class TlsEndpoint; // actors/tls_stream.hpp
+
 struct BulkServer {
   caf::actor actor;  // takes (bulk_send_atom, uint64_t channel, std::vector<char> frame)
   uint16_t port = 0; // where consumers connect (on the worker address's host)
   explicit operator bool() const { return static_cast<bool>(actor); }
 };
 
-// TCP: a broker listening on host:0 (a free port).
-caf::expected<BulkServer> spawn_tcp_bulk_server(caf::actor_system& sys, const std::string& host);
-// TCP: the consumer-side broker delivering to `consumer`; it ends when `consumer` does.
-caf::actor spawn_tcp_bulk_client(caf::actor_system& sys, const caf::actor& consumer);
+// TCP: a broker listening on host:0 (a free port). With `tls`, every connection is a mutual-TLS
+// session (actors/tls_stream.hpp): a peer without a certificate signed by the node's CA is
+// refused, and the refusal logged.
+caf::expected<BulkServer> spawn_tcp_bulk_server(caf::actor_system& sys, const std::string& host,
+                                                std::shared_ptr<TlsEndpoint> tls = nullptr);
+// TCP: the consumer-side broker delivering to `consumer`; it ends when `consumer` does. With
+// `tls`, its connections are TLS sessions, the worker's certificate checked against the CA.
+caf::actor spawn_tcp_bulk_client(caf::actor_system& sys, const caf::actor& consumer,
+                                 std::shared_ptr<TlsEndpoint> tls = nullptr);
 
 } // namespace conveyor::actors

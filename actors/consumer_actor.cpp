@@ -379,6 +379,15 @@ void poll_tasks(self_ptr self) {
           finish(self, st.core.error());
           return;
         }
+        for (const auto& t : added) // new, or re-created under a known id: the listed actor
+          if (auto h = st.tasks.find(t.task); h != st.tasks.end()) {
+            auto handle = task_handle(self, t);
+            if (h->second.address() == handle.address())
+              continue;
+            st.task_by_addr.erase(h->second.address());
+            self->demonitor(h->second.address());
+            h->second = handle;
+          }
         if (st.planner) {
           std::vector<RoundRobinPlanner::TaskEntry> entries;
           for (const auto& t : list.tasks)
@@ -463,6 +472,7 @@ void request_batch(self_ptr self, const ConsumerCore::Request& r) {
   msg::get_elements req{st.consumer_id, r.max_elements, r.max_bytes,
                         (st.start.request_timeout / 2).count(), r.acks, r.reconnected};
   req.trainer_id = st.start.trainer_id;
+  req.auth_token = st.start.auth_token; // a worker with a token refuses requests without it
   std::string worker;
   uint64_t channel = 0; // the link's local id when the request goes on its bulk channel
   if (auto w = st.task_worker.find(r.task); w != st.task_worker.end()) {
@@ -536,9 +546,11 @@ void request_rounds(self_ptr self, const RoundRobinPlanner::Request& r) {
   msg::get_elements req{st.consumer_id, r.count, st.start.limits.max_bytes_per_request,
                         (st.start.request_timeout / 2).count(), {}, false};
   req.round_first = r.first;
-  req.round_count = r.count;
+  req.round_count = r.probe ? 0 : r.count;
   req.consumer_index = st.start.consumer_index;
   req.round_timeout_ns = st.start.round_timeout.count();
+  req.round_resume = r.probe || r.resume;
+  req.auth_token = st.start.auth_token;
   auto gen = st.job_gen;
   self->request(handle->second, st.start.request_timeout, std::move(req))
     .then(
@@ -546,6 +558,18 @@ void request_rounds(self_ptr self, const RoundRobinPlanner::Request& r) {
         auto& st = self->state;
         if (st.done)
           return;
+        if (r.probe) { // where this consumer_index stands on the task (actors/round_robin.hpp)
+          if (auto s = st.planner->on_probe(r, batch.round_next); !s.ok()) {
+            finish(self, s.with_context("job " + std::to_string(st.job_id)));
+            return;
+          }
+          if (!st.planner->resuming() && st.planner->next_round() > 0)
+            log::info(kLog, "job " + std::to_string(st.job_id) + ": consumer_index " +
+                              std::to_string(st.start.consumer_index) + " rejoins at round " +
+                              std::to_string(st.planner->next_round()));
+          pump(self);
+          return;
+        }
         st.last_reply_empty = batch.num_elements == 0;
         std::vector<Element> elements;
         if (batch.num_elements > 0) {
@@ -649,6 +673,9 @@ void join(self_ptr self, const msg::job_info& info) {
     st.planner = std::make_unique<RoundRobinPlanner>(
       st.start.consumer_index, *st.start.job_request.num_consumers,
       std::min<int64_t>(st.start.limits.max_outstanding, 8192), st.start.limits.max_bytes);
+    // It may be a restarted process of an index that read this job before: it asks the tasks
+    // where its index stands before it plans a round.
+    st.planner->start_resuming();
   }
   self->request(st.job, st.start.request_timeout,
                 msg::join_job{caf::actor_cast<caf::actor>(self), self->state.consumer_id,

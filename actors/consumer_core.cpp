@@ -10,6 +10,15 @@
 namespace conveyor::actors {
 
 namespace {
+
+// The actor behind a listed task. A restarted dispatcher's job lists its journaled task ids again,
+// and a worker re-creates the DYNAMIC ones (they end with their dispatcher) under the same id.
+std::string incarnation_of(const msg::task_info& t) {
+  if (!t.handle)
+    return {};
+  return std::to_string(t.handle->id()) + "@" + caf::to_string(t.handle->node());
+}
+
 // Below this many free bytes no new request is made (unless nothing at all is outstanding,
 // which guarantees progress whatever the limits).
 constexpr int64_t kMinRequestBytes = 64 << 10;
@@ -68,10 +77,23 @@ std::vector<msg::task_info> ConsumerCore::on_task_list(const msg::task_list& lis
   std::set<msg::task_id_t> listed;
   for (const auto& t : list.tasks) {
     listed.insert(t.task);
-    if (tasks_.count(t.task))
-      continue;
+    auto incarnation = incarnation_of(t);
+    if (auto known = tasks_.find(t.task); known != tasks_.end()) {
+      if (incarnation.empty() || known->second.incarnation == incarnation)
+        continue;
+      if (!known->second.incarnation.empty()) {
+        // Re-created under the same id: what we know (end of sequence, batch numbers, acks)
+        // belonged to the old actor. Read the new one from its start; in DYNAMIC it serves
+        // splits the restored job handed out again (a stale end of sequence lost them).
+        on_task_lost(t.task);
+      } else { // listed without its actor before (its worker had not registered again)
+        known->second.incarnation = std::move(incarnation);
+        continue;
+      }
+    }
     TaskSlot slot;
     slot.worker_address = t.worker_address;
+    slot.incarnation = std::move(incarnation);
     tasks_.emplace(t.task, std::move(slot));
     added.push_back(t);
   }
@@ -139,6 +161,18 @@ std::vector<ConsumerCore::Request> ConsumerCore::next_requests() {
   std::vector<Request> out;
   if (tasks_.empty())
     return out;
+  // Acknowledgements never wait for credits: a task whose batches are all received but not yet
+  // acknowledged gets an ack-only request (max_elements 0), so its splits can finish — also
+  // after its end of sequence (a DYNAMIC task counts as done only once all is acknowledged).
+  for (auto& [id, slot] : tasks_) {
+    if (slot.connected && !slot.acks.empty() && slot.in_flight == 0) {
+      Request r{next_request_id_++, id, 0, limits_.max_bytes_per_request,
+                std::exchange(slot.acks, {}), std::exchange(slot.reconnected, false)};
+      ++slot.in_flight;
+      in_flight_[r.id] = r;
+      out.push_back(r);
+    }
+  }
   std::vector<msg::task_id_t> order;
   for (const auto& [id, slot] : tasks_)
     if (slot.connected && !slot.end_of_sequence)
@@ -147,21 +181,11 @@ std::vector<ConsumerCore::Request> ConsumerCore::next_requests() {
     return out;
   std::rotate(order.begin(), order.begin() + static_cast<long>(rotation_++ % order.size()),
               order.end());
-  int64_t free_elements = limits_.max_outstanding - reserved_elements_ - unacked_elements_;
+  // One credit too many only when the simulator plants that bug (actors/hooks.hpp).
+  const int64_t credits = limits_.max_outstanding + (hooks::credit_off_by_one() ? 1 : 0);
+  int64_t free_elements = credits - reserved_elements_ - unacked_elements_;
   // Share the credits among the tasks, so that a small max_outstanding still reaches all.
   int64_t share = std::max<int64_t>(1, free_elements / static_cast<int64_t>(order.size()));
-  // Acknowledgements never wait for credits: a task whose batches are all received but not yet
-  // acknowledged gets an ack-only request (max_elements 0), so its splits can finish.
-  for (auto id : order) {
-    auto& slot = tasks_.at(id);
-    if (!slot.acks.empty() && slot.in_flight == 0) {
-      Request r{next_request_id_++, id, 0, limits_.max_bytes_per_request,
-                std::exchange(slot.acks, {}), std::exchange(slot.reconnected, false)};
-      ++slot.in_flight;
-      in_flight_[r.id] = r;
-      out.push_back(r);
-    }
-  }
   for (auto id : order) {
     auto& slot = tasks_.at(id);
     bool has_partial = false;
@@ -178,7 +202,7 @@ std::vector<ConsumerCore::Request> ConsumerCore::next_requests() {
     }
     int64_t budget = share; // this task's part of the free credits in this round
     while (slot.in_flight < limits_.max_in_flight_per_task && budget > 0) {
-      free_elements = limits_.max_outstanding - reserved_elements_ - unacked_elements_;
+      free_elements = credits - reserved_elements_ - unacked_elements_;
       int64_t free_bytes = limits_.max_bytes - reserved_bytes_ - unacked_bytes_;
       bool idle = in_flight_.empty() && unacked_elements_ == 0;
       if (free_elements <= 0 || (free_bytes < kMinRequestBytes && !idle))

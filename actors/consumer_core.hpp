@@ -147,6 +147,7 @@ private:
   };
   struct TaskSlot {
     std::string worker_address;
+    std::string incarnation; // which actor serves the task (see on_task_list); empty: not known yet
     bool bulk = false;
     std::map<uint64_t, BulkBatch> bulk_batches; // by batch_seq
     bool connected = false;

@@ -383,6 +383,7 @@ Expected<JobStart> job_start(self_ptr self, const JobEntry& entry) {
   js.journal_splits = st.journal != nullptr;
   js.num_consumers = entry.num_consumers;
   js.round_lookahead = st.start.round_lookahead;
+  js.auth_token = st.start.auth_token;
   return js;
 }
 
@@ -582,6 +583,15 @@ caf::expected<msg::worker_registered> register_worker(self_ptr self,
       !admitted.ok()) {
     log::warning(kLog, "refused worker at " + req.address + ": " + admitted.message());
     return msg::to_error(admitted);
+  }
+  if (st.start.auth_token.empty() && !req.auth_token.empty()) {
+    // Such a worker requires the token in assign_task, which this dispatcher cannot present:
+    // every job would lose its task there. Refused now, clearly, instead.
+    auto why = "the worker presents an admission token but this dispatcher has none, so the "
+               "worker would refuse every task it is assigned; give the dispatcher the same "
+               "--auth-token / --token-file / CONVEYOR_AUTH_TOKEN";
+    log::warning(kLog, "refused worker at " + req.address + ": " + why);
+    return msg::make_error(ErrorCode::permission_denied, why);
   }
   if (req.address.empty() || !req.worker)
     return msg::make_error(ErrorCode::invalid_argument,

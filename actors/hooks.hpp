@@ -36,6 +36,8 @@ public:
   // true: a job restored by a restarted dispatcher forgets the last of the splits its tasks
   // held at the crash (instead of handing it out again).
   virtual bool forget_held_split() { return false; }
+  // true: a consumer plans its requests with one credit more than max_outstanding.
+  virtual bool credit_off_by_one() { return false; }
   // true: the coordinated-read consumer with `consumer_index` counts round `round` as planned
   // but assigns it to no task (a round-skipping off-by-one): its later rounds come out of step
   // with the other consumers'.
@@ -85,6 +87,12 @@ inline bool forget_lost_split() {
 inline bool forget_held_split() {
   Hooks* h = installed();
   return h != nullptr && h->forget_held_split();
+}
+
+// The consumer core's side.
+inline bool credit_off_by_one() {
+  Hooks* h = installed();
+  return h != nullptr && h->credit_off_by_one();
 }
 
 // The coordinated-read planner's side (actors/round_robin.cpp).

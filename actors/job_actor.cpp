@@ -1,5 +1,6 @@
 #include "actors/job_actor.hpp"
 
+#include <algorithm>
 #include <deque>
 #include <map>
 
@@ -22,12 +23,14 @@ constexpr const char* kLog = "dispatcher";
 struct HeldPoll {
   caf::typed_response_promise<msg::task_list> promise;
   uint64_t token = 0;
+  caf::actor_clock::time_point due;
 };
 
 struct HeldSplits {
   caf::typed_response_promise<msg::splits_reply> promise;
   msg::get_splits request;
   uint64_t token = 0;
+  caf::actor_clock::time_point due;
 };
 
 // Handles and timers only: every fact about tasks, consumers and splits is in st.start.core.
@@ -42,6 +45,7 @@ struct job_state {
   std::deque<HeldSplits> held_splits;
   uint64_t next_token = 1;
   uint64_t gc_token = 0; // only the latest gc timer counts
+  caf::actor_clock::time_point gc_due;
   bool released = false;
   hooks::JobSplitHook planted_bug; // inert unless the simulator installs hooks (actors/hooks.hpp)
   // Observability (`conveyor status`, metrics): what consumers reported on their polls.
@@ -155,9 +159,22 @@ void answer_polls(self_ptr self) {
   st.polls.clear();
 }
 
+// CAF 0.17's clock holds a strong reference to the receiver of a delayed message until it fires:
+// a job that ended lived on until its longest timer fired (the GC timer, a minute), about 2.4 KB
+// of a busy dispatcher per job. So timers fire in steps of at most kTimerStep, and the handler
+// checks whether the due time came (wake_at again if not).
+constexpr caf::timespan kTimerStep = std::chrono::seconds(1);
+
+template <class... Ts>
+void wake_at(self_ptr self, caf::actor_clock::time_point due, const Ts&... xs) {
+  auto left = std::clamp<caf::timespan>(due - self->clock().now(), caf::timespan{0}, kTimerStep);
+  self->delayed_send(self, left, xs...);
+}
+
 void arm_gc(self_ptr self, caf::timespan after) {
   auto token = ++self->state.gc_token;
-  self->delayed_send(self, after, msg::gc_atom_v, token);
+  self->state.gc_due = self->clock().now() + after;
+  wake_at(self, self->state.gc_due, msg::gc_atom_v, token);
 }
 
 void release(self_ptr self, const std::string& why) {
@@ -168,7 +185,7 @@ void release(self_ptr self, const std::string& why) {
   log::info(kLog, st.label() + " released (" + why + "); stopping its " +
                     std::to_string(st.workers.size()) + " task(s)");
   for (const auto& [task, worker] : st.workers)
-    self->send(worker, msg::stop_task{task});
+    self->send(worker, msg::stop_task{task, self->state.start.auth_token});
   auto final_status = job_status_of(self);
   final_status.finished = true;
   final_status.consumers = 0;
@@ -302,7 +319,7 @@ void assign(self_ptr self, const msg::add_task& add) {
   st.workers[add.task] = add.handle;
   auto task = add.task;
   auto address = add.worker_address;
-  self->request(add.handle, st.start.request_timeout, msg::assign_task{std::move(def)})
+  self->request(add.handle, st.start.request_timeout, msg::assign_task{std::move(def), st.start.auth_token})
     .then(
       [self](msg::task_assigned& reply) {
         auto& st = self->state;
@@ -345,7 +362,8 @@ void consumer_left(self_ptr self, msg::consumer_id_t id, bool finished) {
   // DYNAMIC: what the tasks sent it and it did not acknowledge no longer holds splits open.
   if (st.core().dynamic())
     for (const auto& [task, handle] : st.task_handles)
-      caf::anon_send(caf::actor_cast<caf::actor>(handle), msg::leave_job{id, finished});
+      caf::anon_send(caf::actor_cast<caf::actor>(handle),
+                     msg::leave_job{id, finished, st.start.auth_token});
   for (auto it = st.consumer_addrs.begin(); it != st.consumer_addrs.end(); ++it)
     if (it->second == id) {
       self->demonitor(it->first);
@@ -405,8 +423,9 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
       if (!try_splits(self, req, promise)) {
         auto token = st.next_token++;
         auto hold = caf::timespan{std::max<int64_t>(req.hold_ns, 1000000)};
-        st.held_splits.push_back(HeldSplits{promise, req, token});
-        self->delayed_send(self, hold, msg::expire_atom_v, token);
+        auto due = self->clock().now() + hold;
+        st.held_splits.push_back(HeldSplits{promise, req, token, due});
+        wake_at(self, due, msg::expire_atom_v, token);
       }
       return promise;
     },
@@ -447,6 +466,20 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
                                    st.label() + " is read with coordinated reads (num_consumers " +
                                      std::to_string(st.rounds->num_consumers()) +
                                      "): a consumer must give its consumer_index");
+          // A consumer whose connection broke (its process died) and a new consumer with its
+          // index: a restarted process; it takes the index over (it rejoins the rounds where the
+          // tasks stand for the index, actors/round_robin.hpp). A live holder keeps it.
+          if (auto old = st.rounds->holder(join.consumer_index); old != 0) {
+            bool connected = false;
+            for (const auto& [addr, id] : st.consumer_addrs)
+              connected |= id == old;
+            if (!connected) {
+              log::info(kLog, st.label() + ": consumer_index " +
+                                std::to_string(join.consumer_index) + " rejoins; consumer " +
+                                std::to_string(old) + ", which held it, lost its connection");
+              drop_consumer(self, old, false);
+            }
+          }
           if (auto s = st.rounds->can_join(join.consumer_index); !s.ok())
             return msg::to_error(s.with_context(st.label()));
         }
@@ -481,8 +514,9 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
         return current_list(st);
       auto promise = self->make_response_promise<msg::task_list>();
       auto token = st.next_token++;
-      st.polls.push_back(HeldPoll{promise, token});
-      self->delayed_send(self, caf::timespan{req.hold_ns}, msg::expire_atom_v, token);
+      auto due = self->clock().now() + caf::timespan{req.hold_ns};
+      st.polls.push_back(HeldPoll{promise, token, due});
+      wake_at(self, due, msg::expire_atom_v, token);
       return promise;
     },
     [self](msg::add_task& add) {
@@ -528,14 +562,23 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
     [self](msg::get_job_status&) { return job_status_of(self); },
     [self](msg::expire_atom, uint64_t token) {
       auto& st = self->state;
+      const auto now = self->clock().now();
       for (auto it = st.polls.begin(); it != st.polls.end(); ++it)
         if (it->token == token) {
+          if (now < it->due) {
+            wake_at(self, it->due, msg::expire_atom_v, token);
+            return;
+          }
           it->promise.deliver(current_list(st));
           st.polls.erase(it);
           return;
         }
       for (auto it = st.held_splits.begin(); it != st.held_splits.end(); ++it)
         if (it->token == token) {
+          if (now < it->due) {
+            wake_at(self, it->due, msg::expire_atom_v, token);
+            return;
+          }
           it->promise.deliver(msg::splits_reply{}); // nothing yet: ask again
           st.held_splits.erase(it);
           return;
@@ -545,6 +588,10 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
       auto& st = self->state;
       if (token != st.gc_token)
         return;
+      if (self->clock().now() < st.gc_due) {
+        wake_at(self, st.gc_due, msg::gc_atom_v, token);
+        return;
+      }
       auto timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(st.start.client_timeout);
       for (auto id : st.core().expire(now_ns(self), timeout.count())) {
         log::warning(kLog, st.label() + ": consumer " + std::to_string(id) +

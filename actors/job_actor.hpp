@@ -45,6 +45,8 @@ struct JobStart {
   // Coordinated reads (actors/round_robin.hpp): the job's num_consumers; -1 = not coordinated.
   int64_t num_consumers = -1;
   int64_t round_lookahead = 256;
+  // Admission: the dispatcher's token, presented to workers in assign_task and stop_task.
+  std::string auth_token;
 };
 
 using job_full_actor = msg::job_actor::extend<caf::reacts_to<msg::expire_atom, uint64_t>,

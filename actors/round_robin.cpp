@@ -89,6 +89,82 @@ void RoundRobinPlanner::plan() {
   }
 }
 
+Status RoundRobinPlanner::on_probe(const Request& request, int64_t next_local_round) {
+  auto it = tasks_.find(request.task);
+  if (it == tasks_.end())
+    return Status::OK(); // forgotten meanwhile
+  auto& t = it->second;
+  if (t.in_flight)
+    --in_flight_;
+  t.in_flight = false;
+  if (!resuming_)
+    return Status::OK();
+  if (next_local_round < 0)
+    return Status{ErrorCode::internal, "coordinated read: task " + std::to_string(request.task) +
+                                         " did not say where consumer_index " +
+                                         std::to_string(index_) + " stands"};
+  t.probed = true;
+  t.frontier = next_local_round;
+  for (const auto& [task, other] : tasks_)
+    if (!other.probed)
+      return Status::OK();
+  return rebase();
+}
+
+Status RoundRobinPlanner::rebase() {
+  resuming_ = false;
+  bool fresh = true;
+  for (const auto& [task, t] : tasks_)
+    fresh &= t.frontier == 0;
+  if (fresh)
+    return Status::OK(); // new to the job: round 0, as planned
+  // Walk the schedule from round 0: where each task's frontier is as a global round (R is the
+  // largest), then how many local rounds of each task lie below R.
+  constexpr int64_t kMaxWalk = int64_t{1} << 34;
+  std::map<msg::task_id_t, int64_t> below; // local rounds before the round walked to
+  std::size_t found = 0;
+  int64_t start = 0;
+  for (const auto& [task, t] : tasks_)
+    if (t.frontier == 0) // the task's first round; walk finds it too
+      below[task] = 0;
+  std::map<msg::task_id_t, bool> done;
+  int64_t r = 0;
+  for (; found < tasks_.size(); ++r) {
+    if (r >= kMaxWalk)
+      return Status{ErrorCode::internal, "coordinated read: cannot find where consumer_index " +
+                                           std::to_string(index_) + " rejoins"};
+    auto task = schedule_.task_for(r);
+    if (!task)
+      continue;
+    auto& t = tasks_[*task];
+    auto& n = below[*task];
+    if (!done[*task] && n == t.frontier) {
+      done[*task] = true;
+      ++found;
+      start = std::max(start, r);
+    }
+    ++n;
+  }
+  // Counts up to r; go on (or back) to `start`.
+  below.clear();
+  for (int64_t g = 0; g < start; ++g)
+    if (auto task = schedule_.task_for(g))
+      ++below[*task];
+  next_plan_ = next_deliver_ = start;
+  received_.clear();
+  for (auto& [task, t] : tasks_) {
+    const int64_t local = below[task];
+    if (local < t.frontier)
+      return Status{ErrorCode::internal, "coordinated read: rejoin round " + std::to_string(start) +
+                                           " is before what task " + std::to_string(task) +
+                                           " already served"};
+    t.planned = t.requested = t.received = local;
+    t.globals.clear();
+    t.resume = true;
+  }
+  return Status::OK();
+}
+
 Status RoundRobinPlanner::on_reply(const Request& request, std::vector<Element> elements) {
   auto it = tasks_.find(request.task);
   if (it == tasks_.end())
@@ -104,12 +180,15 @@ Status RoundRobinPlanner::on_reply(const Request& request, std::vector<Element> 
                     std::to_string(request.count) + " rounds"};
   // What was asked and did not come is asked again (from the first missing round).
   t.requested = request.first + static_cast<int64_t>(elements.size());
+  t.resume = false; // the task took the rejoin
   for (auto& e : elements) {
-    received_bytes_ += static_cast<int64_t>(e.byte_size());
+    const auto bytes = static_cast<int64_t>(e.byte_size());
+    received_bytes_ += bytes;
     const auto slot = static_cast<std::size_t>(t.globals.front() - next_deliver_);
     if (received_.size() <= slot)
       received_.resize(slot + 1);
-    received_[slot] = std::move(e);
+    received_[slot].element = std::move(e);
+    received_[slot].bytes = bytes;
     t.globals.pop_front();
     ++t.received;
   }
@@ -123,7 +202,8 @@ void RoundRobinPlanner::on_request_failed(const Request& request) {
   if (it->second.in_flight)
     --in_flight_;
   it->second.in_flight = false;
-  it->second.requested = request.first;
+  if (!request.probe)
+    it->second.requested = request.first;
 }
 
 std::vector<Element> RoundRobinPlanner::take_ready() {
@@ -136,13 +216,13 @@ std::vector<Element> RoundRobinPlanner::take_ready() {
       ++next_deliver_;
       continue;
     }
-    if (received_.empty() || !received_.front())
+    if (received_.empty() || !received_.front().element)
       break;
-    const auto size = static_cast<int64_t>(received_.front()->byte_size());
+    const auto size = received_.front().bytes;
     received_bytes_ -= size;
     unacked_bytes_ += size;
     unacked_sizes_.push_back(size);
-    out.push_back(std::move(*received_.front()));
+    out.push_back(std::move(*received_.front().element));
     received_.pop_front();
     ++next_deliver_;
   }
@@ -156,21 +236,57 @@ std::vector<Element> RoundRobinPlanner::take_ready() {
 RoundRobinTaskRounds::RoundRobinTaskRounds(int64_t num_consumers)
   : asked_(static_cast<std::size_t>(std::max<int64_t>(num_consumers, 1)), 0),
     next_(asked_.size(), 0),
-    ready_(asked_.size()) {}
+    ready_(asked_.size()),
+    skip_to_(asked_.size(), 0) {}
 
-Status RoundRobinTaskRounds::ask(int64_t index, int64_t first, uint32_t count, int64_t now_ns) {
+Status RoundRobinTaskRounds::check_index(int64_t index) const {
   const auto n = num_consumers();
   if (index < 0 || index >= n)
     return Status{ErrorCode::invalid_argument,
                   "coordinated read: consumer_index " + std::to_string(index) +
                     " is not in [0, num_consumers) = [0, " + std::to_string(n) + ")"};
+  return Status::OK();
+}
+
+Status RoundRobinTaskRounds::resume(int64_t index, int64_t first, int64_t now_ns) {
+  CONVEYOR_RETURN_IF_ERROR(check_index(index));
+  const auto i = static_cast<std::size_t>(index);
+  if (first < next_[i])
+    return Status{ErrorCode::failed_precondition,
+                  "coordinated read: consumer_index " + std::to_string(index) +
+                    " rejoins at local round " + std::to_string(first) + ", but this task " +
+                    "already sent it rounds up to " + std::to_string(next_[i] - 1)};
+  // ready_[i] holds the rounds [next_[i], completed_) kept for the index.
+  while (next_[i] < first && !ready_[i].empty()) {
+    ready_[i].pop_front();
+    ++next_[i];
+  }
+  next_[i] = first;
+  skip_to_[i] = std::max(skip_to_[i], first);
+  asked_[i] = std::max(asked_[i], first);
+  update_waiting(now_ns);
+  return Status::OK();
+}
+
+void RoundRobinTaskRounds::update_waiting(int64_t now_ns) {
+  bool someone_waits = false;
+  for (auto a : asked_)
+    someone_waits |= a > completed_;
+  if (!(someone_waits && completable() == 0))
+    waiting_since_ns_ = -1;
+  else if (waiting_since_ns_ < 0)
+    waiting_since_ns_ = now_ns;
+}
+
+Status RoundRobinTaskRounds::ask(int64_t index, int64_t first, uint32_t count, int64_t now_ns) {
+  CONVEYOR_RETURN_IF_ERROR(check_index(index));
   const auto i = static_cast<std::size_t>(index);
   if (first < next_[i])
     return Status{ErrorCode::failed_precondition,
                   "coordinated read: consumer_index " + std::to_string(index) +
                     " asked for local round " + std::to_string(first) + ", which this task " +
                     "already served to it (next is " + std::to_string(next_[i]) +
-                    "); a consumer that restarts cannot rejoin a coordinated job"};
+                    "); a restarted consumer rejoins with round_resume"};
   if (first > next_[i])
     return Status{ErrorCode::internal,
                   "coordinated read: consumer_index " + std::to_string(index) +
@@ -187,9 +303,22 @@ int64_t RoundRobinTaskRounds::completable() const {
 }
 
 void RoundRobinTaskRounds::complete(std::vector<Element> elements, int64_t now_ns) {
-  for (std::size_t i = 0; i < ready_.size() && i < elements.size(); ++i)
-    ready_[i].push_back(std::move(elements[i]));
-  ++completed_;
+  elements.resize(ready_.size()); // exactly one round
+  complete_many(std::move(elements), {}, now_ns);
+}
+
+void RoundRobinTaskRounds::complete_many(std::vector<Element> elements,
+                                         const std::vector<std::size_t>& sizes, int64_t now_ns) {
+  const std::size_t n = ready_.size();
+  const auto rounds = static_cast<int64_t>(elements.size() / n);
+  for (std::size_t j = 0; j < static_cast<std::size_t>(rounds) * n; ++j) {
+    const auto round = completed_ + static_cast<int64_t>(j / n);
+    if (round < skip_to_[j % n])
+      continue; // a consumer that rejoined after this round: nobody reads it here
+    const std::size_t bytes = j < sizes.size() ? sizes[j] : elements[j].byte_size();
+    ready_[j % n].push_back(Reserved{std::move(elements[j]), bytes});
+  }
+  completed_ += rounds;
   bool someone_waits = false;
   for (auto a : asked_)
     someone_waits |= a > completed_;
@@ -203,13 +332,14 @@ bool RoundRobinTaskRounds::has_ready(int64_t index) const {
 std::vector<Element> RoundRobinTaskRounds::take(int64_t index, uint32_t max, uint64_t max_bytes) {
   auto& q = ready_[static_cast<std::size_t>(index)];
   std::vector<Element> out;
+  out.reserve(std::min<std::size_t>(q.size(), max));
   uint64_t bytes = 0;
   while (!q.empty() && out.size() < max) {
-    auto size = q.front().byte_size();
+    const auto size = q.front().bytes;
     if (!out.empty() && bytes + size > max_bytes)
       break;
     bytes += size;
-    out.push_back(std::move(q.front()));
+    out.push_back(std::move(q.front().element));
     q.pop_front();
   }
   next_[static_cast<std::size_t>(index)] += static_cast<int64_t>(out.size());
@@ -254,6 +384,13 @@ Status RoundRobinJob::can_join(int64_t index) const {
                       std::to_string(id) + "); each of the num_consumers = " +
                       std::to_string(num_consumers_) + " consumers needs its own index"};
   return Status::OK();
+}
+
+msg::consumer_id_t RoundRobinJob::holder(int64_t index) const {
+  for (const auto& [id, c] : consumers_)
+    if (c.index == index)
+      return id;
+  return 0;
 }
 
 bool RoundRobinJob::leave(msg::consumer_id_t consumer) {
@@ -339,14 +476,19 @@ std::string encode_round_elements(const std::vector<Element>& elements, Compress
 }
 
 Status decode_round_elements(std::string_view payload, uint32_t count, std::vector<Element>& out) {
-  std::vector<Element> decoded;
+  if (!out.empty()) { // appending: decode aside
+    std::vector<Element> decoded;
+    CONVEYOR_RETURN_IF_ERROR(decode_round_elements(payload, count, decoded));
+    for (auto& e : decoded)
+      out.push_back(std::move(e));
+    return Status::OK();
+  }
+  std::vector<Element>& decoded = out;
   CONVEYOR_RETURN_IF_ERROR(decode_batch(payload, decoded));
   if (decoded.size() != count)
     return Status{ErrorCode::data_loss, "coordinated read: a reply announced " +
                                           std::to_string(count) + " elements and held " +
                                           std::to_string(decoded.size())};
-  for (auto& e : decoded)
-    out.push_back(std::move(e));
   return Status::OK();
 }
 

@@ -33,9 +33,12 @@
 // consumer that was already past R makes the job move R further out. No round is skipped or
 // repeated, because no consumer ever planned a round >= R under the old schedule.
 //
+// A restarted consumer (RoundRobinPlanner::start_resuming, RoundRobinTaskRounds::resume): the
+// new process of an index asks every task where the index stands and starts at the first round
+// every task can serve it; the tasks drop what they kept for the index before that round.
+//
 // Not covered (the job fails loudly instead): a task lost while the job runs (its rounds cannot
-// be served elsewhere without consumers disagreeing), and a consumer that restarts with the same
-// consumer_index (the tasks refuse rounds they already served to that index).
+// be served elsewhere without consumers disagreeing).
 #pragma once
 
 #include <cstdint>
@@ -78,6 +81,10 @@ public:
     msg::task_id_t task = 0;
     int64_t first = 0;   // local round
     uint32_t count = 0;
+    // Resuming (start_resuming): `probe` asks the task where this consumer_index stands (no
+    // rounds); `resume` asks for rounds from `first` on, dropping what the task kept before it.
+    bool probe = false;
+    bool resume = false;
   };
   struct TaskEntry {
     msg::task_id_t task = 0;
@@ -90,6 +97,16 @@ public:
   RoundRobinPlanner(int64_t consumer_index, int64_t num_consumers, int64_t window,
                     int64_t max_bytes = int64_t{1} << 40);
 
+  // A consumer that may have read this job before under its index (a restarted process): before
+  // it plans a round it asks every task where its index stands (probe requests), then starts at
+  // the first round R from which every task can serve it (the largest of the tasks' next rounds,
+  // as global rounds); the rounds before R are not read by this consumer. A consumer new to
+  // the job finds every task at its local round 0 and starts at round 0, as without this.
+  void start_resuming() { resuming_ = true; }
+  bool resuming() const { return resuming_; }
+  // A probe's answer: the next local round `task` owes this consumer.
+  Status on_probe(const Request& request, int64_t next_local_round);
+
   // A task list: start rounds and the fence (-1 = none). An error when the list would change
   // rounds already planned (a task starting below the planned rounds), or lost a task.
   Status on_tasks(const std::vector<TaskEntry>& tasks, int64_t fence);
@@ -98,8 +115,17 @@ public:
   template <class Ready>
   std::vector<Request> next_requests(Ready&& ready, uint32_t max_per_request,
                                      int64_t bytes_per_request = 0) {
-    plan();
     std::vector<Request> out;
+    if (resuming_) {
+      for (auto& [task, t] : tasks_)
+        if (!t.probed && !t.in_flight && ready(task)) {
+          t.in_flight = true;
+          ++in_flight_;
+          out.push_back(Request{task, 0, 0, true, false});
+        }
+      return out;
+    }
+    plan();
     for (auto& [task, t] : tasks_) {
       if (t.in_flight || t.requested == t.planned || !ready(task))
         continue;
@@ -111,7 +137,7 @@ public:
       ++in_flight_;
       auto count = static_cast<uint32_t>(std::min<int64_t>(t.planned - t.requested,
                                                            max_per_request));
-      out.push_back(Request{task, t.requested, count});
+      out.push_back(Request{task, t.requested, count, false, t.resume});
       t.in_flight = true;
       t.in_flight_count = count;
       t.requested += count; // an empty reply asks for the rest again (below)
@@ -142,6 +168,9 @@ private:
     int64_t received = 0;   // local rounds received
     bool in_flight = false;
     uint32_t in_flight_count = 0;
+    bool probed = false;     // resuming: the task said where this consumer stands
+    int64_t frontier = 0;    // ... its next local round for this consumer
+    bool resume = false;     // the next request rejoins at `requested` (until one is answered)
     std::deque<int64_t> globals; // global round of each local round in [received, planned)
   };
   int64_t index_;
@@ -160,8 +189,14 @@ private:
   int64_t unacked_bytes_ = 0;
   std::deque<int64_t> unacked_sizes_;
   // Rounds [next_deliver_, next_plan_): slot round - next_deliver_ holds its element once it came.
-  std::deque<std::optional<Element>> received_;
+  struct Slot {
+    std::optional<Element> element;
+    int64_t bytes = 0; // measured once, when it came
+  };
+  std::deque<Slot> received_;
   std::set<int64_t> skipped_; // planted bug only (hooks::skip_round)
+  bool resuming_ = false;
+  Status rebase(); // resuming: every task probed -> the start round
 };
 
 // The task's side: which local rounds each consumer asked for, which rounds are complete, and
@@ -173,10 +208,19 @@ public:
   // Consumer `index` asks for local rounds [first, first + count). Error: a bad index, a gap (a
   // skipped round) or a round already served to it.
   Status ask(int64_t index, int64_t first, uint32_t count, int64_t now_ns);
+  // A (restarted) consumer `index` rejoins at local round `first` (>= next_for(index), else an
+  // error): rounds before it kept for the index are dropped, and rounds before it no longer
+  // wait for it (its element of those rounds is dropped when they complete).
+  Status resume(int64_t index, int64_t first, int64_t now_ns);
   // How many rounds can complete now (every consumer asked for them), before elements.
   int64_t completable() const;
   // Completes the next round with these N elements (element i for consumer i).
   void complete(std::vector<Element> elements, int64_t now_ns);
+  // Completes the next k rounds at once with k * N elements, round by round (element j goes to
+  // consumer j mod N); `sizes` (optional, one per element) are their byte sizes, so that take()
+  // need not measure them again. At most completable() rounds.
+  void complete_many(std::vector<Element> elements, const std::vector<std::size_t>& sizes,
+                     int64_t now_ns);
   // Up to `max` reserved elements of consumer `index`, in round order, about `max_bytes` (at
   // least one).
   std::vector<Element> take(int64_t index, uint32_t max, uint64_t max_bytes);
@@ -187,15 +231,23 @@ public:
   std::optional<std::string> stalled(int64_t now_ns, int64_t timeout_ns) const;
 
   int64_t num_consumers() const { return static_cast<int64_t>(asked_.size()); }
+  // invalid_argument unless 0 <= index < num_consumers().
+  Status check_index(int64_t index) const;
   int64_t completed() const { return completed_; }
   int64_t next_for(int64_t index) const { return next_[static_cast<std::size_t>(index)]; }
 
 private:
   std::vector<int64_t> asked_; // per consumer: local rounds < asked_[i] were asked for
   std::vector<int64_t> next_;  // per consumer: the next local round it gets
-  std::vector<std::deque<Element>> ready_;
+  struct Reserved {
+    Element element;
+    std::size_t bytes = 0;
+  };
+  std::vector<std::deque<Reserved>> ready_;
+  std::vector<int64_t> skip_to_; // per consumer: its elements of rounds below are dropped
   int64_t completed_ = 0;
   int64_t waiting_since_ns_ = -1; // someone asked for round completed_ and someone did not
+  void update_waiting(int64_t now_ns);
 };
 
 // The job's side: start rounds, the fence, and the consumers' acks.
@@ -208,6 +260,8 @@ public:
   // already has it (can_join checks without joining).
   Status can_join(int64_t index) const;
   Status join(msg::consumer_id_t consumer, int64_t index);
+  // The consumer that holds `index` (0 = none).
+  msg::consumer_id_t holder(int64_t index) const;
   // Returns whether the list changed (a pending task could be promoted).
   bool leave(msg::consumer_id_t consumer);
   // The dispatcher created a task (not assigned yet). Before any list with an active task went

@@ -387,9 +387,11 @@ Status WorkerServer::start() {
   start.protocol_version = version_or_default(config_.protocol_version);
   start.on_first_registration = [registered](Status s) { registered->set_value(std::move(s)); };
   // The bulk data path's server (actors/bulk.hpp); without one, elements travel inline.
-  if (auto bulk = ctx->transport->serve_bulk(config_.bind_host); bulk)
+  if (auto bulk = ctx->transport->serve_bulk(config_.bind_host); bulk) {
     start.bulk = *bulk;
-  else
+    log::info("worker", "bulk data path on " + config_.bind_host + ":" + std::to_string(bulk->port) +
+                          (config_.network.tls() ? " (mutual TLS)" : " (plain TCP)"));
+  } else
     log::warning("worker", "no bulk data path (elements travel inline): " +
                              ctx->sys.render(bulk.error()));
   caf::actor bulk_actor = start.bulk.actor;

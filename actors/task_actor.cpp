@@ -20,13 +20,16 @@ namespace {
 
 constexpr const char* kLog = "worker";
 
+// stop_task: the worker ends the task (its job was released); the task quits itself so that
+// its link to the worker reports the exit (see worker_actor.cpp, stop).
 // assign_task: the worker forwards a repeated assignment of this task (a restarted dispatcher's
 // job claiming it) so that the task reports to the new job actor.
 using task_full_actor = msg::task_actor::extend<caf::reacts_to<msg::produce_atom>,
                                                 caf::reacts_to<msg::drain_atom>,
                                                 caf::reacts_to<msg::leave_job>,
                                                 caf::replies_to<msg::drained_atom>::with<bool>,
-                                                caf::reacts_to<msg::assign_task>>;
+                                                caf::reacts_to<msg::assign_task>,
+                                                caf::reacts_to<msg::stop_task>>;
 
 // A request that found nothing. It is answered when elements arrive, the pipeline ends, or —
 // at the next produce step or request after its deadline — with an empty batch. No timer:
@@ -111,6 +114,12 @@ void report_done(self_ptr self) {
   bool failed = !st.start_error.ok() || (st.runner && st.runner->failed());
   if (!ended && !failed)
     return;
+  // DYNAMIC: done once all it produced was acknowledged (or handed back). Before that a consumer
+  // that reconnects makes the task hand its splits back, and they must reach the job before it
+  // counts this task's production as over: ending the job first lost them (the simulator found
+  // it with a pipeline that is not per-split, whose splits all come back on a reconnect).
+  if (!failed && st.runner->split_feed() && !st.runner->all_acknowledged())
+    return;
   st.reported_done = true;
   std::string error;
   if (!st.start_error.ok())
@@ -186,18 +195,19 @@ void complete_rounds(self_ptr self) {
   if (!st.rounds || !st.runner || !st.rounds_error.ok())
     return;
   const auto n = static_cast<std::size_t>(st.rounds->num_consumers());
-  bool took = false;
-  while (st.rounds->completable() > 0 && st.runner->buffered_elements() >= n) {
-    auto elements = st.runner->take_elements(n);
-    if (!elements.ok()) {
-      st.rounds_error = elements.status().with_context(st.label());
-      return;
-    }
-    st.rounds->complete(std::move(elements).value(), now_ns(self));
-    took = true;
+  // Every round that can complete from the buffer, at once: one take, one vector.
+  const auto rounds = std::min<int64_t>(st.rounds->completable(),
+                                        static_cast<int64_t>(st.runner->buffered_elements() / n));
+  if (rounds <= 0)
+    return;
+  std::vector<std::size_t> sizes;
+  auto elements = st.runner->take_elements(static_cast<std::size_t>(rounds) * n, &sizes);
+  if (!elements.ok()) {
+    st.rounds_error = elements.status().with_context(st.label());
+    return;
   }
-  if (took)
-    schedule_produce(self);
+  st.rounds->complete_many(std::move(elements).value(), sizes, now_ns(self));
+  schedule_produce(self);
 }
 
 // Answers a coordinated request now (elements or an error); false: it must wait.
@@ -279,6 +289,24 @@ caf::result<msg::element_batch> round_request(self_ptr self, msg::get_elements& 
     }
   if (req.round_timeout_ns > 0)
     st.round_timeout_ns = req.round_timeout_ns;
+  if (req.round_resume && req.round_count == 0) { // a (re)started consumer: where it stands
+    if (!st.rounds_error.ok())
+      return msg::to_error(st.rounds_error);
+    if (Status valid = st.rounds->check_index(req.consumer_index); !valid.ok())
+      return msg::to_error(valid.with_context(st.label()));
+    msg::element_batch where;
+    where.round_next = st.rounds->next_for(req.consumer_index);
+    if (where.round_next > 0)
+      log::info(kLog, st.label() + ": consumer_index " + std::to_string(req.consumer_index) +
+                        " is back; it was sent local rounds up to " +
+                        std::to_string(where.round_next - 1));
+    return where;
+  }
+  if (req.round_resume && st.rounds_error.ok()) {
+    Status resumed = st.rounds->resume(req.consumer_index, req.round_first, now_ns(self));
+    if (!resumed.ok())
+      return msg::to_error(resumed.with_context(st.label()));
+  }
   if (st.rounds_error.ok()) {
     Status asked = st.rounds->ask(req.consumer_index, req.round_first, req.round_count,
                                   now_ns(self));
@@ -394,6 +422,19 @@ void request_splits(self_ptr self) {
       });
 }
 
+// The admission check of a message to this task; a refusal is logged without the token.
+Status admit(self_ptr self, const std::string& presented, const std::string& what) {
+  auto& st = self->state;
+  Status s = st.start.gate.admit(presented, "sender of " + what);
+  if (!s.ok()) {
+    const auto& sender = self->current_sender();
+    log::warning(kLog, st.label() + ": refused " + what +
+                         (sender ? " from node " + caf::to_string(sender->node()) : std::string{}) +
+                         ": " + s.message());
+  }
+  return s;
+}
+
 task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
   auto& st = self->state;
   st.start = std::move(start);
@@ -450,6 +491,9 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
   }
   return {
     [self](msg::get_elements& req) -> caf::result<msg::element_batch> {
+      if (!self->state.start.gate.accepts(req.auth_token)) // one compare per request
+        return msg::to_error(
+          admit(self, req.auth_token, "get_elements (consumer " + std::to_string(req.consumer) + ")"));
       if (self->state.rounds)
         return round_request(self, req);
       auto& st0 = self->state;
@@ -475,6 +519,7 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
           }
         }
         report_splits(self);
+        report_done(self); // the last acknowledgements may complete it
       }
       serve_held(self); // answers expired holds first
       std::optional<msg::element_batch> batch;
@@ -504,6 +549,13 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
     },
     [self](msg::drain_atom) {
       auto& st = self->state;
+      // From its worker only (drain_atom carries no token): refused from another node or none.
+      if (const auto& sender = self->current_sender(); !sender || sender->node() != self->node()) {
+        log::warning(kLog, st.label() + ": refused drain_atom" +
+                             (sender ? " from node " + caf::to_string(sender->node()) : std::string{}) +
+                             ": only its worker may drain it");
+        return;
+      }
       SplitFeed* feed = st.runner ? st.runner->split_feed() : nullptr;
       if (!feed || feed->draining())
         return;
@@ -517,6 +569,8 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
     },
     [self](msg::leave_job& left) {
       auto& st = self->state;
+      if (!admit(self, left.auth_token, "leave_job").ok())
+        return;
       if (st.runner && st.runner->split_feed()) {
         st.runner->consumer_gone(left.consumer);
         after_step(self); // answers its held requests (with an error)
@@ -539,6 +593,8 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
     },
     [self](msg::assign_task& again) {
       auto& st = self->state;
+      if (!admit(self, again.auth_token, "assign_task").ok())
+        return;
       if (again.def.task != st.start.def.task || !again.def.splits ||
           again.def.splits == st.start.def.splits)
         return;
@@ -551,6 +607,10 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
         st.reported_done = false;
         report_done(self);
       }
+    },
+    [self](msg::stop_task& req) {
+      if (admit(self, req.auth_token, "stop_task").ok())
+        self->quit(caf::exit_reason::user_shutdown);
     },
     [self](msg::produce_atom) {
       auto& st = self->state;

@@ -12,6 +12,7 @@
 #include <caf/local_actor.hpp>
 #include <caf/timespan.hpp>
 
+#include "actors/admission.hpp"
 #include "actors/bulk.hpp"
 #include "actors/task_runner.hpp"
 #include "messages/dispatcher_worker.hpp"
@@ -27,6 +28,9 @@ struct TaskStart {
   caf::timespan step_time = std::chrono::milliseconds(5); // bound of one produce step
   std::string worker_address; // for logs
   BulkServer bulk;            // the node's bulk server (empty: payloads go inline)
+  // The worker's admission gate: get_elements, assign_task and stop_task without its token are
+  // refused (get_elements with permission_denied), once per message.
+  AdmissionGate gate;
 };
 
 // Spawns the task linked to `parent` (it dies with its worker). `detached` runs it on its own

@@ -110,15 +110,11 @@ TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
     }
     item.encoded = encoded_batch_entry_size(e);
     if (item.encoded >= limits_.bulk_min_bytes) {
-      // Encoded once, here, into the buffer the bulk path sends as is: a recycled one (the bulk
-      // server returns each frame to the pool once written), so no fresh pages to fault in.
-      std::vector<Element> one;
-      one.push_back(std::move(e));
-      item.frame = BufferPool::global().acquire(bulk::kFrameHeaderBytes +
-                                                encoded_batch_header_size() + item.encoded);
-      item.frame.clear();
-      encode_batch_into(one, compression_, item.frame, bulk::kFrameHeaderBytes);
-      item.bytes = item.frame.size();
+      // Travels as a frame: encoded below (encode_ahead) or when taken. It counts its
+      // uncompressed frame size in the buffer's bound, whenever it is encoded.
+      item.bulk = true;
+      item.bytes = bulk::kFrameHeaderBytes + encoded_batch_header_size() + item.encoded;
+      item.element = std::move(e);
     } else {
       item.bytes = e.byte_size();
       item.element = std::move(e);
@@ -133,7 +129,10 @@ TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
     bytes += size;
     ++elements;
     ++produced_;
+    const bool bulk = item.bulk;
     buffer_.push_back(std::move(item));
+    if (bulk && !ahead_full())
+      encode_ahead();
     if (stop_early && stop_early())
       break;
   }
@@ -198,16 +197,53 @@ msg::element_batch TaskRunner::start_batch(msg::consumer_id_t consumer, std::str
   return out;
 }
 
+void TaskRunner::encode_frame(Item& item) {
+  if (!item.bulk || !item.frame.empty())
+    return;
+  // Encoded once, into the buffer the bulk path sends as is: a recycled one (the bulk server
+  // returns each frame to the pool once written), so no fresh pages to fault in.
+  std::vector<Element> one;
+  one.push_back(std::move(item.element));
+  item.element = Element{};
+  item.frame = BufferPool::global().acquire(bulk::kFrameHeaderBytes + encoded_batch_header_size() +
+                                            item.encoded);
+  item.frame.clear();
+  encode_batch_into(one, compression_, item.frame, bulk::kFrameHeaderBytes);
+  frame_bytes_ += item.frame.size();
+  ++frame_count_;
+}
+
+bool TaskRunner::ahead_full() const {
+  return frame_bytes_ >= limits_.bulk_encode_ahead_bytes && frame_count_ >= kMinFramesAhead;
+}
+
+void TaskRunner::encode_ahead() {
+  // The first bulk items not yet encoded are near the front: a bounded scan.
+  constexpr std::size_t kScan = 64;
+  std::size_t scanned = 0;
+  for (auto& item : buffer_) {
+    if (ahead_full() || ++scanned > kScan)
+      return;
+    encode_frame(item);
+  }
+}
+
 std::optional<msg::element_batch> TaskRunner::take_frames(msg::consumer_id_t consumer,
                                                           uint32_t max_elements, uint64_t max_bytes,
                                                           std::vector<std::vector<char>>& frames,
                                                           uint64_t task) {
   std::vector<msg::origin_run> origins;
   uint64_t bytes = 0;
-  while (!buffer_.empty() && !buffer_.front().frame.empty() && frames.size() < max_elements) {
+  // At most the encode-ahead window per request beyond the first frame: frames queued at the
+  // bulk server wait there, and the kernel should copy each soon after it was written.
+  const uint64_t limit = std::min<uint64_t>(max_bytes, limits_.bulk_encode_ahead_bytes);
+  while (!buffer_.empty() && buffer_.front().bulk && frames.size() < max_elements) {
     auto& item = buffer_.front();
-    if (!frames.empty() && bytes + item.frame.size() > max_bytes)
+    if (frames.size() >= kMinFramesAhead && bytes + item.bytes > limit)
       break;
+    encode_frame(item);
+    frame_bytes_ -= item.frame.size();
+    --frame_count_;
     bytes += item.frame.size();
     buffer_bytes_ -= static_cast<int64_t>(item.bytes);
     buffer_charge_->remove(static_cast<int64_t>(item.bytes));
@@ -284,28 +320,46 @@ std::optional<msg::element_batch> TaskRunner::take_cached(msg::consumer_id_t con
   return start_batch(consumer, encode_batch(batch, compression_), n, {});
 }
 
-Expected<std::vector<Element>> TaskRunner::take_elements(std::size_t n) {
+Expected<std::vector<Element>> TaskRunner::take_elements(std::size_t n,
+                                                         std::vector<std::size_t>* sizes) {
   std::vector<Element> out;
   if (buffer_.size() < n)
     return out;
   out.reserve(n);
+  if (sizes)
+    sizes->reserve(sizes->size() + n);
+  // The buffer's byte count and the memory budget are charged down once, for all n.
+  int64_t taken_bytes = 0;
+  auto uncharge = [&] {
+    buffer_bytes_ -= taken_bytes;
+    buffer_charge_->remove(taken_bytes);
+  };
   for (std::size_t i = 0; i < n; ++i) {
-    auto item = std::move(buffer_.front());
-    buffer_.pop_front();
-    buffer_bytes_ -= static_cast<int64_t>(item.bytes);
-    buffer_charge_->remove(static_cast<int64_t>(item.bytes));
+    auto& item = buffer_.front();
+    taken_bytes += static_cast<int64_t>(item.bytes);
+    if (sizes)
+      sizes->push_back(item.bytes);
     if (item.frame.empty()) {
       out.push_back(std::move(item.element));
+      buffer_.pop_front();
       continue;
     }
+    frame_bytes_ -= item.frame.size();
+    --frame_count_;
+    auto frame = std::move(item.frame);
+    buffer_.pop_front();
     std::vector<Element> decoded;
-    CONVEYOR_RETURN_IF_ERROR(decode_batch(
-      std::string_view{item.frame.data() + bulk::kFrameHeaderBytes,
-                       item.frame.size() - bulk::kFrameHeaderBytes},
-      decoded));
+    if (Status st = decode_batch(std::string_view{frame.data() + bulk::kFrameHeaderBytes,
+                                                  frame.size() - bulk::kFrameHeaderBytes},
+                                 decoded);
+        !st.ok()) {
+      uncharge();
+      return st;
+    }
     for (auto& e : decoded)
       out.push_back(std::move(e));
   }
+  uncharge();
   return out;
 }
 
@@ -333,19 +387,28 @@ std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
       return msg::element_batch{}; // a continuation request with nothing pending
     return std::nullopt;
   }
-  if (!buffer_.front().frame.empty()) {
+  if (buffer_.front().bulk) {
     if (frames)
       return take_frames(consumer, max_elements, max_bytes, *frames, task);
-    // No bulk channel: the pre-encoded element goes inline, alone (chunked if large).
+    // No bulk channel: the element goes inline, alone (chunked if large).
     auto item = std::move(buffer_.front());
     buffer_.pop_front();
     buffer_bytes_ -= static_cast<int64_t>(item.bytes);
     buffer_charge_->remove(static_cast<int64_t>(item.bytes));
-    std::string payload(item.frame.data() + bulk::kFrameHeaderBytes,
-                        item.frame.size() - bulk::kFrameHeaderBytes);
+    std::string payload;
+    if (item.frame.empty()) {
+      std::vector<Element> one;
+      one.push_back(std::move(item.element));
+      payload = encode_batch(one, compression_);
+    } else {
+      frame_bytes_ -= item.frame.size();
+      --frame_count_;
+      payload.assign(item.frame.data() + bulk::kFrameHeaderBytes,
+                     item.frame.size() - bulk::kFrameHeaderBytes);
+      BufferPool::global().release(std::move(item.frame));
+    }
     std::vector<msg::origin_run> origins;
     add_origin(origins, item);
-    BufferPool::global().release(std::move(item.frame));
     return start_batch(consumer, std::move(payload), 1, std::move(origins));
   }
   // Packed by encoded size: the batch buffer stays within max_bytes and one chunk (a lone
@@ -355,7 +418,7 @@ std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
   std::vector<msg::origin_run> origins;
   batch.reserve(std::min<std::size_t>(max_elements, buffer_.size()));
   uint64_t bytes = encoded_batch_header_size();
-  while (!buffer_.empty() && buffer_.front().frame.empty() && batch.size() < max_elements) {
+  while (!buffer_.empty() && !buffer_.front().bulk && batch.size() < max_elements) {
     auto& item = buffer_.front();
     if (!batch.empty() && bytes + item.encoded > limit)
       break;

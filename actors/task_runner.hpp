@@ -9,9 +9,11 @@
 //   kept for the same consumer's next requests. nullopt means "nothing now": the actor holds the
 //   request until produce() made progress. Batches are packed by their ENCODED size, so a batch
 //   that fits max_bytes is one message (no 4 MiB + 60 B split).
-// - Large elements (>= bulk_min_bytes encoded) are encoded when produced, each into its own
-//   frame buffer. A request on a bulk channel takes a run of them as frames (take's `frames`);
-//   without one, such an element goes inline, one per batch.
+// - Large elements (>= bulk_min_bytes encoded) are each encoded into their own frame buffer:
+//   when produced while fewer than bulk_encode_ahead_bytes (or 2 frames) wait encoded in the
+//   buffer, else when taken. A request on a bulk channel takes a run of them as frames (take's
+//   `frames`, about bulk_encode_ahead_bytes per request, at least 2 when there are); without
+//   one, such an element goes inline, one per batch.
 // - Elements go to whichever consumer asks first (a shared job's consumers split them).
 // - DYNAMIC: the runner tracks each split it started until every element of it was
 //   acknowledged by the consumer it went to (ack()); such splits are *finished*
@@ -59,6 +61,13 @@ struct TaskLimits {
   // Elements whose encoding is at least this large are encoded once, when produced, into a
   // bulk frame buffer (actors/bulk_frame.hpp) that is later sent without another copy.
   std::size_t bulk_min_bytes = 64 << 10;
+  // Frames encoded ahead of requests (and taken per request) are bounded by this many bytes
+  // (but at least 2 frames); the rest of the buffer holds the elements themselves (sharing their
+  // storage) and each is encoded when taken. Why: a frame encoded long before it is sent is
+  // cold in the CPU's caches when the kernel copies it, and 32 MiB of them per task is a
+  // working set of fresh buffers; a short window keeps encode -> send within the cache
+  // (`bench service` 1 MiB: CPU per element ~1.2 ms -> see docs/ARCHITECTURE.md "data path").
+  std::size_t bulk_encode_ahead_bytes = 4 << 20;
   // Bytes a task of a job read with the cross-trainer cache keeps for its trainers
   // (WorkerConfig::cross_trainer_cache_size_bytes; actors/cross_trainer_cache.hpp).
   int64_t cross_trainer_cache_bytes = int64_t{1} << 30;
@@ -104,7 +113,9 @@ public:
   // Coordinated reads (actors/round_robin.hpp): the next `n` elements, decoded, when the buffer
   // holds at least `n` (else none). Run with bulk_min_bytes at its maximum, so that no element
   // was pre-encoded; one that was is decoded again.
-  Expected<std::vector<Element>> take_elements(std::size_t n);
+  // `sizes` (optional): each element's byte size, as the buffer counted it, appended.
+  Expected<std::vector<Element>> take_elements(std::size_t n,
+                                               std::vector<std::size_t>* sizes = nullptr);
 
   // The split feed of a DYNAMIC task (nullptr for OFF).
   SplitFeed* split_feed() { return feed_.get(); }
@@ -129,6 +140,8 @@ public:
   bool failed() const { return !error_.ok(); }
   const Status& error() const { return error_; }
   bool buffer_full() const;
+  // Large elements in the buffer already encoded into frames (bounded: bulk_encode_ahead_bytes).
+  std::size_t frames_encoded_ahead() const { return frame_count_; }
   std::size_t buffered_elements() const { return buffer_.size(); }
   int64_t buffered_bytes() const { return buffer_bytes_; }
   int64_t produced() const { return produced_; }
@@ -169,6 +182,8 @@ private:
   struct Item {
     Element element;          // empty when `frame` holds the element
     std::vector<char> frame;  // pre-encoded: frame header room + a one-element batch buffer
+    bool bulk = false;        // travels as a frame (encoded >= bulk_min_bytes); `frame` empty
+                              // until encoded (encode_frame)
     std::size_t encoded = 0;  // bytes this element adds to an (uncompressed) batch buffer
     std::size_t bytes = 0;    // what it counts in the buffer's byte bound
     Origin origin;            // per-split pipelines: the split and sequence it came from
@@ -183,6 +198,10 @@ private:
   // A new batch for `consumer`: its number, and (DYNAMIC) its split runs await the ack.
   uint64_t register_batch(msg::consumer_id_t consumer, const std::vector<msg::origin_run>& origins);
   void add_origin(std::vector<msg::origin_run>& runs, const Item& item) const;
+  // Encodes a bulk item's element into its frame (no-op when it has one).
+  void encode_frame(Item& item);
+  // Encodes the buffer's first bulk items ahead of requests, up to bulk_encode_ahead_bytes.
+  void encode_ahead();
   void track_feed();
   void check_finished(const Key& key);
   void finish_all_if_done();
@@ -196,6 +215,12 @@ private:
   std::set<msg::consumer_id_t> gone_; // left the job: its late requests get nothing
   std::vector<Split> lost_;
   int64_t buffer_bytes_ = 0;
+  std::size_t frame_bytes_ = 0; // bytes of the encoded frames in buffer_
+  std::size_t frame_count_ = 0; // and their number
+  // Encoded ahead / taken per request: at least this many frames, whatever their size (16 MiB
+  // elements still overlap encoding one with sending the one before).
+  static constexpr std::size_t kMinFramesAhead = 2;
+  bool ahead_full() const;
   bool ended_ = false;
   Status error_;
   int64_t produced_ = 0;

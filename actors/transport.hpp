@@ -56,7 +56,7 @@ public:
 std::shared_ptr<Transport> make_tcp_transport(caf::actor_system& sys);
 // Mutual TLS through CAF's openssl module (configure_actor_system loads it when the
 // NetworkConfig names TLS files).
-std::shared_ptr<Transport> make_tls_transport(caf::actor_system& sys);
+std::shared_ptr<Transport> make_tls_transport(caf::actor_system& sys, const NetworkConfig& network);
 // The node's transport: TLS when `network.tls()`, TCP otherwise.
 std::shared_ptr<Transport> make_transport(caf::actor_system& sys, const NetworkConfig& network);
 

@@ -3,12 +3,14 @@
 #include <map>
 #include <set>
 
+#include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
 #include <optional>
 
+#include "actors/admission.hpp"
 #include "actors/local_workers.hpp"
 #include "actors/log.hpp"
 #include "actors/task_actor.hpp"
@@ -45,9 +47,32 @@ struct worker_state {
   // After registering again: tasks the dispatcher must claim (assign again) before the deadline.
   std::optional<caf::actor_clock::time_point> claim_deadline;
   std::set<msg::task_id_t> claimed;
+  // Admission: assign_task and stop_task must carry the worker's token (its tasks check
+  // get_elements with a copy of the same gate).
+  AdmissionGate gate;
 };
 
 using self_ptr = worker_full_actor::stateful_pointer<worker_state>;
+
+std::string sender_of(const caf::strong_actor_ptr& sender) {
+  return sender ? " from node " + caf::to_string(sender->node()) : std::string{};
+}
+
+// Refuses (and logs, without the token) a message that does not carry the admission token.
+Status admit(self_ptr self, const std::string& presented, const std::string& what) {
+  auto& st = self->state;
+  Status s = st.gate.admit(presented, "sender of " + what);
+  if (!s.ok())
+    log::warning(kLog, "refused " + what + sender_of(self->current_sender()) + ": " + s.message());
+  return s;
+}
+
+// Asks a task to end. Not with send_exit: CAF removes the link of an actor that receives an
+// exit_msg, so the task's own exit_msg would never come back and the worker would keep the
+// ended task's handle, and with it the actor and its thread (one per job ever served).
+void stop(msg::task_id_t id, const msg::task_actor& task, const std::string& token) {
+  caf::anon_send(caf::actor_cast<caf::actor>(task), msg::stop_task{id, token});
+}
 
 void report_first(self_ptr self, const Status& status) {
   auto& st = self->state;
@@ -111,7 +136,7 @@ void send_registration(self_ptr self) {
                                std::to_string(old_id) + "): stopping its " +
                                std::to_string(st.tasks.size()) + " old task(s)");
           for (const auto& [id, task] : st.tasks)
-            self->send_exit(task, caf::exit_reason::user_shutdown);
+            stop(id, task, st.start.auth_token);
         } else if (st.ever_registered && !st.tasks.empty()) {
           // A restarted dispatcher claims the tasks it journaled by assigning them again (a
           // claim may arrive before this reply: `claimed` was cleared when the dispatcher was
@@ -159,6 +184,20 @@ void register_now(self_ptr self) {
     });
 }
 
+// Drops a task that ended (its exit_msg came: tasks are linked to the worker); false when `addr`
+// is no task of this worker.
+bool forget_task(self_ptr self, const caf::actor_addr& addr) {
+  auto& st = self->state;
+  auto t = st.task_by_addr.find(addr);
+  if (t == st.task_by_addr.end())
+    return false;
+  if (st.start.local_registry)
+    LocalWorkers::remove_task(st.address, t->second);
+  st.tasks.erase(t->second);
+  st.task_by_addr.erase(t);
+  return true;
+}
+
 // Stops the tasks a restarted dispatcher did not claim: it forgot their job.
 void check_claims(self_ptr self) {
   auto& st = self->state;
@@ -170,7 +209,7 @@ void check_claims(self_ptr self) {
       log::warning(kLog, "task " + std::to_string(id) +
                            " was not assigned again by the restarted dispatcher (its job is "
                            "gone); stopping it");
-      self->send_exit(task, caf::exit_reason::user_shutdown);
+      stop(id, task, st.start.auth_token);
     }
 }
 
@@ -247,6 +286,7 @@ void check_drained(self_ptr self) {
 worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
   return sys.spawn([](self_ptr self, WorkerStart start) -> worker_full_actor::behavior_type {
     self->state.start = std::move(start);
+    self->state.gate = AdmissionGate{self->state.start.auth_token, "worker"};
     if (auto bulk = self->state.start.bulk.actor) // the bulk server ends with its worker
       self->attach_functor([bulk] { caf::anon_send_exit(bulk, caf::exit_reason::user_shutdown); });
     self->set_down_handler([self](caf::down_msg& down) {
@@ -261,17 +301,10 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
       }
     });
     // Tasks are linked to the worker so that they end with it; a task that ends on its own
-    // (stopped, or failed) must not take the worker down: forget it.
+    // (failed) must not take the worker down: forget it.
     self->set_exit_handler([self](caf::exit_msg& exit) {
-      auto& st = self->state;
-      if (auto t = st.task_by_addr.find(exit.source); t != st.task_by_addr.end()) {
-        if (st.start.local_registry)
-          LocalWorkers::remove_task(st.address, t->second);
-        st.tasks.erase(t->second);
-        st.task_by_addr.erase(t);
-        return;
-      }
-      self->quit(exit.reason);
+      if (!forget_task(self, exit.source))
+        self->quit(exit.reason);
     });
     return {
       [self](caf::connect_atom, std::string advertised) {
@@ -292,6 +325,15 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
       },
       [self](msg::drain_atom) -> caf::result<bool> {
         auto& st = self->state;
+        // Only this process (its SIGTERM handling) drains the worker: drain_atom carries no
+        // token, so one from another node (or from no actor) is refused.
+        const auto& sender = self->current_sender();
+        if (!sender || sender->node() != self->node()) {
+          log::warning(kLog, "refused drain_atom" + sender_of(sender) +
+                               ": only the worker's own process may drain it");
+          return msg::make_error(ErrorCode::permission_denied,
+                                 "only the worker's own process may drain it");
+        }
         auto promise = self->make_response_promise<bool>();
         st.drain_promises.push_back(promise);
         if (!st.draining) {
@@ -299,7 +341,8 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
           log::info(kLog, "draining " + std::to_string(st.tasks.size()) +
                             " task(s): no new splits or tasks; delivering what was started");
           for (const auto& [id, t] : st.tasks)
-            caf::anon_send(caf::actor_cast<caf::actor>(t), msg::drain_atom_v);
+            caf::send_as(caf::actor_cast<caf::actor>(self), caf::actor_cast<caf::actor>(t),
+                         msg::drain_atom_v); // with a sender on this node (the task checks)
           check_drained(self);
         }
         return promise;
@@ -307,6 +350,10 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
       [self](msg::drained_atom) { check_drained(self); },
       [self](msg::assign_task& req) -> caf::result<msg::task_assigned> {
         auto& st = self->state;
+        if (auto admitted = admit(self, req.auth_token, "assign_task (task " +
+                                                          std::to_string(req.def.task) + ")");
+            !admitted.ok())
+          return msg::to_error(admitted);
         if (st.draining)
           return msg::make_error(ErrorCode::unavailable,
                                  "worker " + st.address + " is draining; it takes no new task");
@@ -324,6 +371,7 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
         ts.split_timeout = st.start.request_timeout;
         ts.worker_address = st.address;
         ts.bulk = st.start.bulk;
+        ts.gate = st.gate;
         auto handle = spawn_task(self, std::move(ts), st.start.detached_tasks);
         st.tasks[id] = handle;
         st.task_by_addr[handle.address()] = id;
@@ -333,9 +381,11 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
       },
       [self](msg::stop_task& req) {
         auto& st = self->state;
+        if (!admit(self, req.auth_token, "stop_task (task " + std::to_string(req.task) + ")").ok())
+          return;
         if (auto t = st.tasks.find(req.task); t != st.tasks.end()) {
           log::info(kLog, "stopping task " + std::to_string(req.task));
-          self->send_exit(t->second, caf::exit_reason::user_shutdown);
+          stop(req.task, t->second, st.start.auth_token);
         }
       },
     };

@@ -213,7 +213,8 @@ struct Latency {
 };
 
 // OFF: every worker produces the whole dataset (100 x workers elements); DYNAMIC: 100 in all.
-Expected<Latency> read_small(const std::string& dispatcher, ShardingPolicy policy, int run, int64_t expected) {
+Expected<Latency> read_small(const std::string& dispatcher, ShardingPolicy policy, int run, int64_t expected,
+                             const NetworkConfig& network) {
   auto dataset = parse_dataset("range(100)");
   if (!dataset.ok())
     return dataset.status();
@@ -222,7 +223,9 @@ Expected<Latency> read_small(const std::string& dispatcher, ShardingPolicy polic
   opts.job_name = "bench-latency-" + std::to_string(::getpid()) + "-" + to_string(policy) + "-" +
                   std::to_string(run);
   const auto t0 = Clock::now();
-  auto client = Client::connect(dispatcher);
+  ClientConfig config;
+  config.network = network;
+  auto client = Client::connect(dispatcher, config);
   if (!client.ok())
     return client.status();
   auto stream = client->distribute(*dataset, opts);
@@ -255,6 +258,7 @@ double median(std::vector<double> v) {
 struct ConsumerCounters {
   std::atomic<int64_t> elements{0};
   std::atomic<int64_t> bytes{0};
+  std::atomic<bool> read_every_worker{false}; // got an element from each worker (warm-up)
 };
 
 struct BenchFlags {
@@ -269,6 +273,7 @@ struct BenchFlags {
   bool local = false;
   int64_t coordinated = 0;
   int64_t reps = 3;
+  std::string auth_token; // every node's admission token (empty = none)
 };
 
 // The data each worker serves. Producing it should cost little, so that the benchmark measures
@@ -460,6 +465,9 @@ int run_bench_service(const std::vector<std::string>& args) {
       ("tls", po::bool_switch(&f.tls),
        "also run the service with mutual TLS between every pair of nodes (throwaway certificates made "
        "with the `openssl` command) and print TLS against plain")
+      ("auth-token", po::value(&f.auth_token)->value_name("TOKEN"),
+       "give every node (dispatcher, workers, consumers) this admission token, to measure the "
+       "workers' per-request check")
       ("local", po::bool_switch(&f.local),
        "also run with target_workers LOCAL (the consumers read the in-process workers with no "
        "socket and no serialization) and print LOCAL against ANY; the plain run reads with ANY")
@@ -595,7 +603,16 @@ int run_bench_service(const std::vector<std::string>& args) {
         return fail(stream.status());
       ConsumerCounters& mine = counters[static_cast<std::size_t>(c)];
       Element e;
+      auto next_check = Clock::now();
       while (!stop.load(std::memory_order_relaxed)) {
+        if (!mine.read_every_worker.load(std::memory_order_relaxed) && Clock::now() >= next_check) {
+          next_check = Clock::now() + milliseconds{20};
+          int64_t seen = 0;
+          for (const auto& [w, n] : stream->stats().per_worker)
+            seen += n > 0 ? 1 : 0;
+          if (seen >= f.workers)
+            mine.read_every_worker = true;
+        }
         bool end = false;
         Status st = stream->next(e, end, milliseconds{200});
         if (st.code() == ErrorCode::deadline_exceeded)
@@ -626,9 +643,32 @@ int run_bench_service(const std::vector<std::string>& args) {
     }
     return t;
   };
-  // Warm-up: connections, job creation, buffers filling.
+  // Warm-up: connections, job creation, buffers filling. Then until every consumer has read from
+  // every worker (at most 10 s more): a consumer learns a worker's task from the dispatcher, up
+  // to a heartbeat later than the first one's, and opens the worker's bulk channel at its first
+  // reply; until then large elements go inline, several times slower. Measuring that start-up
+  // made 16 MiB runs look like intermittent stalls.
   const milliseconds warmup{std::min<int64_t>(1000, static_cast<int64_t>(f.seconds * 1000 / 2) + 100)};
   std::this_thread::sleep_for(warmup);
+  const auto warm_limit = Clock::now() + std::chrono::seconds{10};
+  const auto all_read_every_worker = [&] {
+    for (auto& c : counters)
+      if (!c.read_every_worker.load())
+        return false;
+    return true;
+  };
+  bool warmed = all_read_every_worker();
+  while (!warmed && Clock::now() < warm_limit) {
+    {
+      std::lock_guard lock(mu);
+      if (!errors.empty())
+        break;
+    }
+    std::this_thread::sleep_for(milliseconds{20});
+    warmed = all_read_every_worker();
+  }
+  if (warmed) // the channels opened on those first replies: let the inline tails drain
+    std::this_thread::sleep_for(milliseconds{200});
   const bool plain_run = !network.tls() && !extra_run;
   const Throughput before = totals();
   if (plain_run) {
@@ -668,7 +708,7 @@ int run_bench_service(const std::vector<std::string>& args) {
   for (int run = 0; plain_run && run < 5 && latency_error.ok(); ++run)
     for (int m = 0; m < 2 && latency_error.ok(); ++m) {
       auto l = read_small(dispatcher.target(), m == 0 ? ShardingPolicy::off : ShardingPolicy::dynamic, run,
-                          m == 0 ? 100 * f.workers : 100);
+                          m == 0 ? 100 * f.workers : 100, network);
       if (!l.ok()) {
         latency_error = l.status();
         break;
@@ -704,7 +744,9 @@ int run_bench_service(const std::vector<std::string>& args) {
   return service;
   };
 
-  auto plain = measure(NetworkConfig{}, "service");
+  NetworkConfig plain_network;
+  plain_network.auth_token = f.auth_token;
+  auto plain = measure(plain_network, "service");
   if (!plain)
     return kExitFailure;
   const Throughput service = *plain;
@@ -712,6 +754,7 @@ int run_bench_service(const std::vector<std::string>& args) {
     auto tls_network = throwaway_tls();
     if (!tls_network.ok())
       return report_status(kInfo.name, tls_network.status());
+    tls_network->auth_token = f.auth_token;
     auto tls = measure(*tls_network, "TLS");
     if (!tls)
       return kExitFailure;
@@ -721,7 +764,7 @@ int run_bench_service(const std::vector<std::string>& args) {
   if (f.local) {
     opts.target_workers = "LOCAL";
     extra_run = true;
-    auto local = measure(NetworkConfig{}, "LOCAL");
+    auto local = measure(plain_network, "LOCAL");
     extra_run = false;
     if (!local)
       return kExitFailure;

@@ -60,6 +60,22 @@ std::optional<int> parse_command_line(const CommandInfo& info, const po::options
   return std::nullopt;
 }
 
+std::FILE* take_stdout_for_data() {
+  std::fflush(stdout);
+  const int data_fd = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+  if (data_fd < 0)
+    return stdout;
+  std::FILE* data = ::fdopen(data_fd, "w");
+  if (data == nullptr || ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+    if (data != nullptr)
+      std::fclose(data);
+    else
+      ::close(data_fd);
+    return stdout;
+  }
+  return data;
+}
+
 int report_error(const char* command, const std::string& message, int exit_code) {
   std::fprintf(stderr, "conveyor %s: %s\n", command, message.c_str());
   return exit_code;

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +40,13 @@ struct CommandInfo {
 std::optional<int> parse_command_line(const CommandInfo& info, const po::options_description& options,
                                       const std::vector<std::string>& args, po::variables_map& vm,
                                       const po::options_description* hidden = nullptr);
+
+// For commands whose stdout is data (`conveyor read`): returns a stream on a private copy of
+// descriptor 1 and points descriptor 1 at stderr. CAF 0.17 prints diagnostics to std::cout
+// (e.g. "*** unexpected message ..." when a reconnect answers a handshake twice); they then land
+// on stderr instead of between the elements. Falls back to stdout if the descriptor cannot be
+// copied.
+std::FILE* take_stdout_for_data();
 
 // Prints "conveyor <command>: <message>" to stderr and returns `exit_code`.
 int report_error(const char* command, const std::string& message, int exit_code);

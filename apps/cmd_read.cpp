@@ -23,7 +23,8 @@ using std::chrono::milliseconds;
 constexpr CommandInfo kInfo{
     "read", "--dispatcher HOST:PORT --dataset EXPR [--mode off|dynamic] [--job-name NAME] [flags]",
     "Registers the dataset EXPR (the pipeline text form, e.g. 'range(10).map(square)') with the\n"
-    "dispatcher, reads it through the workers and prints one element per line. Exit codes:\n"
+    "dispatcher, reads it through the workers and prints one element per line (stdout carries elements\n"
+    "only; every diagnostic goes to stderr). Exit codes:\n"
     "0 done, 1 the service failed, 2 bad arguments."};
 
 // How each element is printed.
@@ -183,6 +184,8 @@ int run_read(const std::vector<std::string>& args) {
   client_config.protocol_version = vm["protocol-version"].as<uint32_t>();
   if (auto st = apply_security_options(vm, client_config.network); !st.ok())
     return report_status(kInfo.name, st);
+  // Elements go to `out`; whatever else writes to stdout (CAF) goes to stderr.
+  std::FILE* out = take_stdout_for_data();
   auto client = Client::connect(address->to_string(), client_config);
   if (!client.ok())
     return report_error(kInfo.name, "cannot connect to dispatcher " + address->to_string() + ": " +
@@ -194,7 +197,7 @@ int run_read(const std::vector<std::string>& args) {
   // Lines are flushed whenever the stream has to wait, so a slow job shows its elements as
   // they come while a fast one is written in big blocks.
   static char out_buf[1 << 16];
-  std::setvbuf(stdout, out_buf, _IOFBF, sizeof out_buf);
+  std::setvbuf(out, out_buf, _IOFBF, sizeof out_buf);
   constexpr milliseconds kSlice{50}; // how often a wait checks for Ctrl-C and flushes
   int64_t count = 0;
   Status failure;
@@ -206,7 +209,7 @@ int run_read(const std::vector<std::string>& args) {
     bool end = false;
     Status st = stream->next(element, end, kSlice);
     if (st.code() == ErrorCode::deadline_exceeded) {
-      std::fflush(stdout);
+      std::fflush(out);
       const auto waited = Clock::now() - last_element;
       // Nothing for a while: is anyone serving? Asked once, and again at the timeout.
       if (count == 0 && !warned_no_workers && (waited >= milliseconds{1000} || waited >= *timeout)) {
@@ -243,18 +246,18 @@ int run_read(const std::vector<std::string>& args) {
     switch (f.print) {
     case PrintMode::text: {
       const std::string line = element.to_string();
-      std::fwrite(line.data(), 1, line.size(), stdout);
-      std::fputc('\n', stdout);
+      std::fwrite(line.data(), 1, line.size(), out);
+      std::fputc('\n', out);
       break;
     }
     case PrintMode::digest:
-      std::printf("%s\n", digest_of(element).c_str());
+      std::fprintf(out, "%s\n", digest_of(element).c_str());
       break;
     case PrintMode::none:
       break;
     }
   }
-  std::fflush(stdout);
+  std::fflush(out);
   if (f.stats) {
     const StreamStats s = stream->stats();
     std::fprintf(stderr, "read: %lld elements, %lld bytes in %lld messages from job %s\n",

@@ -7,6 +7,8 @@
 //   job    -> worker      assign_task{task_def} -> task_assigned{task}   (the job actor lives in
 //                         the dispatcher process; one task per job and worker)
 //   job    -> worker      stop_task (the job was released)
+// assign_task and stop_task carry the dispatcher's admission token: a worker started with one
+// refuses them without it (anyone reaching the worker's port could otherwise run pipelines).
 #pragma once
 
 #include <cstdint>
@@ -53,10 +55,13 @@ typename Inspector::result_type inspect(Inspector& f, task_def& x) {
 // job -> worker
 struct assign_task {
   task_def def;
+  // Admission: the dispatcher's token; a worker started with a token refuses assignments
+  // without it (permission_denied). Never logged.
+  std::string auth_token = {};
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, assign_task& x) {
-  return f(caf::meta::type_name("assign_task"), x.def);
+  return f(caf::meta::type_name("assign_task"), x.def, x.auth_token);
 }
 
 // worker -> job
@@ -72,10 +77,11 @@ typename Inspector::result_type inspect(Inspector& f, task_assigned& x) {
 // job -> worker
 struct stop_task {
   task_id_t task = 0;
+  std::string auth_token = {}; // as in assign_task
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stop_task& x) {
-  return f(caf::meta::type_name("stop_task"), x.task);
+  return f(caf::meta::type_name("stop_task"), x.task, x.auth_token);
 }
 
 // The worker actor, as the dispatcher and its jobs see it.

@@ -51,10 +51,13 @@ typename Inspector::result_type inspect(Inspector& f, job_joined& x) {
 struct leave_job {
   consumer_id_t consumer = 0;
   bool finished = false;
+  // Admission: the job forwards leave_job to its tasks with the dispatcher's token (a worker
+  // with a token ignores one without it). Empty from consumers (the job checks them otherwise).
+  std::string auth_token = {};
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, leave_job& x) {
-  return f(caf::meta::type_name("leave_job"), x.consumer, x.finished);
+  return f(caf::meta::type_name("leave_job"), x.consumer, x.finished, x.auth_token);
 }
 
 struct get_tasks {

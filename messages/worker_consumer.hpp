@@ -71,12 +71,22 @@ struct get_elements {
   uint32_t round_count = 0;
   int64_t consumer_index = -1;
   int64_t round_timeout_ns = 0;
+  // Coordinated reads: a consumer that (re)started asks where it stands first. With round_count
+  // 0 the task answers at once, naming in element_batch::round_next the next local round it
+  // owes this consumer_index (0 for a consumer new to the task). With round_count > 0 the
+  // consumer rejoins at round_first (>= that round): the rounds before it that were kept for
+  // its index are dropped (its earlier process is gone) and rounds it never asked for no longer
+  // wait for it.
+  bool round_resume = false;
+  // Admission (actors/admission.hpp): the token of the consumer's NetworkConfig. A worker
+  // started with a token refuses a request without it (permission_denied). Never logged.
+  std::string auth_token = {};
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, get_elements& x) {
   return f(caf::meta::type_name("get_elements"), x.consumer, x.max_elements, x.max_bytes,
            x.hold_ns, x.acks, x.reconnected, x.bulk_channel, x.trainer_id, x.round_first,
-           x.round_count, x.consumer_index, x.round_timeout_ns);
+           x.round_count, x.consumer_index, x.round_timeout_ns, x.round_resume, x.auth_token);
 }
 
 // task -> consumer
@@ -99,11 +109,15 @@ struct element_batch {
   uint32_t bulk_frames = 0;
   // The port of the worker's bulk server (on the worker address's host), 0 = it has none.
   uint16_t bulk_port = 0;
+  // Coordinated reads, the answer to a round_resume probe: the next local round the task owes
+  // the consumer_index (-1 otherwise).
+  int64_t round_next = -1;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, element_batch& x) {
   return f(caf::meta::type_name("element_batch"), x.payload, x.num_elements, x.batch_seq,
-           x.chunk_index, x.num_chunks, x.end_of_sequence, x.origins, x.bulk_frames, x.bulk_port);
+           x.chunk_index, x.num_chunks, x.end_of_sequence, x.origins, x.bulk_frames, x.bulk_port,
+           x.round_next);
 }
 
 // The task actor, as consumers see it.

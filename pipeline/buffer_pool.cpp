@@ -19,6 +19,8 @@ std::vector<char> BufferPool::acquire(std::size_t n, bool filled) {
     auto better = [&](const std::vector<char>& a, const std::vector<char>& b) {
       if (filled && (a.size() >= n) != (b.size() >= n))
         return a.size() >= n;
+      if (!filled && a.size() != b.size()) // leave the long ones to filled callers
+        return a.size() < b.size();
       return a.capacity() < b.capacity();
     };
     for (auto it = free_.begin(); it != free_.end(); ++it) {

@@ -42,7 +42,8 @@ public:
   // smallest such), or a new (empty) one. A pooled buffer keeps its size and old bytes: a caller
   // that will overwrite n bytes anyway asks `filled` and gets, where the pool has one, a buffer
   // already at least n long, so that growing it to n zero-fills nothing (CAF's read buffer
-  // resize); others clear() it (free for chars).
+  // resize); others clear() it (free for chars), and get the shortest fitting one, which
+  // leaves the long ones to filled callers (a process that both sends and receives frames).
   std::vector<char> acquire(std::size_t n, bool filled = false);
   // Keeps `buf` (size and bytes as they are) for a later acquire, or frees it when it is small
   // or does not fit.

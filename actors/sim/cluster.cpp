@@ -237,6 +237,7 @@ void ClusterRun::start_dispatcher() {
   start.adaptive_split_size = false; // the invariants count splits of this size
   start.round_lookahead = 16; // coordinated reads: late workers join within short runs
   start.client_timeout = cfg_.job_gc_timeout * 4;
+  start.auth_token = cfg_.auth_token;
   // Its disk outlives it: a restarted dispatcher replays what was synced before the crash.
   if (!journal_)
     journal_ = std::make_shared<SimJournal>(world_, slot, derived_.fsync_latency, derived_.compact_after);
@@ -268,6 +269,7 @@ void ClusterRun::start_worker(int index) {
   start.request_timeout = cfg_.options.request_timeout;
   start.task_limits = derived_.task_limits;
   start.detached_tasks = false; // on the deterministic scheduler
+  start.auth_token = cfg_.auth_token;
   if (auto bulk = transport->serve_bulk(name); bulk) // the bulk path, over the simulated network
     start.bulk = *bulk;
   auto worker = actors::spawn_worker(node->system(), std::move(start));
@@ -288,6 +290,7 @@ void ClusterRun::start_consumer(int index) {
     o, std::make_shared<SimTransport>(world_, slot, node->incarnation()),
     conveyor::ClientConfig{}.connect_timeout, msg::kProtocolVersion);
   start.sink = sinks_[static_cast<std::size_t>(index)];
+  start.auth_token = cfg_.auth_token;
   start.limits.max_outstanding = derived_.credits; // the seed decides the credits
   start.dispatcher_address = std::string{kDispatcher} + ":" + std::to_string(kDispatcherPort);
   start.definition = to_binary(dataset_);

@@ -127,7 +127,8 @@ Status validate_config(const SimConfig& config, const FaultSpec& spec) {
   CONVEYOR_RETURN_IF_ERROR(validate(config.options));
   if (!planted_bug_from_string(config.plant_bug.empty() ? "none" : config.plant_bug))
     return invalid_argument("unknown planted bug \"" + config.plant_bug +
-                            "\" (expected duplicate-split, forget-lost-split, forget-held-split or skip-round)");
+                            "\" (expected duplicate-split, forget-lost-split, forget-held-split, skip-round or "
+                            "credit-off-by-one)");
   if (config.options.num_consumers) {
     if (*config.options.num_consumers != config.consumers)
       return invalid_argument("coordinated reads in the simulator: `num_consumers` (" +

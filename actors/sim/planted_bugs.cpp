@@ -9,13 +9,15 @@ const char* to_string(PlantedBug bug) {
     case PlantedBug::forget_lost_split: return "forget-lost-split";
     case PlantedBug::forget_held_split: return "forget-held-split";
     case PlantedBug::skip_round: return "skip-round";
+    case PlantedBug::credit_off_by_one: return "credit-off-by-one";
   }
   return "?";
 }
 
 std::optional<PlantedBug> planted_bug_from_string(std::string_view name) {
   for (auto b : {PlantedBug::none, PlantedBug::duplicate_split, PlantedBug::forget_lost_split,
-                 PlantedBug::forget_held_split, PlantedBug::skip_round})
+                 PlantedBug::forget_held_split, PlantedBug::skip_round,
+                 PlantedBug::credit_off_by_one})
     if (name == to_string(b))
       return b;
   return std::nullopt;
@@ -31,6 +33,7 @@ public:
   }
   bool forget_lost_split() override { return planted(PlantedBug::forget_lost_split); }
   bool forget_held_split() override { return planted(PlantedBug::forget_held_split); }
+  bool credit_off_by_one() override { return planted(PlantedBug::credit_off_by_one); }
   bool skip_round(int64_t consumer_index, int64_t round) override {
     return planted(PlantedBug::skip_round) && consumer_index == 1 && round == 97;
   }

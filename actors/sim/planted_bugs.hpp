@@ -30,6 +30,10 @@ enum class PlantedBug : uint8_t {
   // splits its tasks held at the crash: elements go missing, but only in runs where the
   // dispatcher crashed while a split was handed out and not yet finished.
   forget_held_split,
+  // A consumer plans its requests with one credit more than max_outstanding: it may hold one
+  // delivered but untaken element more than its credits, when its reader falls behind (the
+  // simulator's invariant on consumer memory sees it in a minority of seeds).
+  credit_off_by_one,
   // Coordinated reads: consumer_index 1 counts round 97 as planned but assigns it to no task
   // (a round-skipping off-by-one): from there on its rounds are out of step with the others'.
   skip_round,

@@ -124,6 +124,9 @@ struct SimConfig {
   // The last `late_workers` workers start at a time drawn from the seed (0 .. 30 ms), so they
   // join a running job.
   int late_workers = 0;
+  // Admission (README "Security"): the shared token the dispatcher, its workers and the
+  // consumers are all configured with (workers then check it in assign_task and get_elements).
+  std::string auth_token;
 };
 
 struct SimConsumer {

@@ -27,9 +27,11 @@ uint16_t free_port() {
 }
 
 std::unique_ptr<ChildProcess> start_dispatcher(uint16_t port, const std::string& work_dir,
-                                               const std::string& name) {
+                                               const std::string& name,
+                                               const std::vector<std::string>& extra = {}) {
   std::vector<std::string> args{"dispatcher", "--port", std::to_string(port),
                                 "--worker-timeout", "3000"};
+  args.insert(args.end(), extra.begin(), extra.end());
   if (!work_dir.empty()) {
     args.push_back("--work-dir");
     args.push_back(work_dir);
@@ -64,21 +66,25 @@ namespace {
 // twice (two workers). DYNAMIC: the restarted job hands out again the splits its tasks held
 // (journaled as handed out, not finished), and the reader drops what it already had of them:
 // every element exactly once (a per-split pipeline).
-void kill_dispatcher_mid_read(const std::string& mode, std::size_t copies) {
+// `flags` go to every node (e.g. an admission token).
+void kill_dispatcher_mid_read(const std::string& mode, std::size_t copies,
+                              const std::vector<std::string>& flags = {}) {
   TempDir dir;
   REQUIRE(dir.ok());
   auto wd = dir.path() + "/work";
-  auto d1 = start_dispatcher(free_port(), wd, "dispatcher1");
+  auto d1 = start_dispatcher(free_port(), wd, "dispatcher1", flags);
   auto port = *d1->wait_listening(kStartTimeout);
-  auto w1 = start_worker(port, "worker1");
-  auto w2 = start_worker(port, "worker2");
+  auto w1 = start_worker(port, "worker1", flags);
+  auto w2 = start_worker(port, "worker2", flags);
   REQUIRE(w1->wait_for_output("worker: ready", kStartTimeout));
   REQUIRE(w2->wait_for_output("worker: ready", kStartTimeout));
   // OFF: ~1.8 s per worker; DYNAMIC: ~1.8 s for both together (splits of 750 elements).
   const std::string dataset = mode == "off" ? "range(6000).map(sleep_us(us=300))"
                                             : "range(12000).map(sleep_us(us=300))";
-  auto reader = ChildProcess::conveyor(
-    {"read", "--dispatcher", addr(port), "--dataset", dataset, "--mode", mode}, "read");
+  std::vector<std::string> read_args{"read", "--dispatcher", addr(port), "--dataset", dataset,
+                                     "--mode", mode};
+  read_args.insert(read_args.end(), flags.begin(), flags.end());
+  auto reader = ChildProcess::conveyor(read_args, "read");
   REQUIRE(reader.ok());
   // Kill the dispatcher once the read is well under way (the reader's stdout is block-buffered,
   // so its lines tell little; the job's creation plus a fraction of the ~1.8 s read does),
@@ -88,7 +94,7 @@ void kill_dispatcher_mid_read(const std::string& mode, std::size_t copies) {
   REQUIRE_FALSE((*reader)->exited()); // the read was not over yet
   d1->signal(SIGKILL);
   REQUIRE(d1->wait_exit(kStartTimeout).has_value());
-  auto d2 = start_dispatcher(port, wd, "dispatcher2");
+  auto d2 = start_dispatcher(port, wd, "dispatcher2", flags);
   CHECK(d2->wait_for_output("1 job(s) (1 running again)", kStartTimeout));
   auto rc = (*reader)->wait_exit(kReadTimeout);
   REQUIRE_MESSAGE(rc.has_value(), (*reader)->describe());
@@ -97,6 +103,9 @@ void kill_dispatcher_mid_read(const std::string& mode, std::size_t copies) {
   CHECK_MESSAGE(sorted((*reader)->stdout_lines()) == expected_sorted_lines(dataset, copies),
                 ((*reader)->describe() + "\n" + d2->describe()));
   CHECK(d2->stderr_text().find("is back (worker") != std::string::npos);
+  // The restored job's assign_task re-attaches the running tasks: with a token, it carries it.
+  CHECK_MESSAGE(w1->stderr_text().find("refused") == std::string::npos, w1->describe());
+  CHECK_MESSAGE(w2->stderr_text().find("refused") == std::string::npos, w2->describe());
   if (mode == "dynamic") // the crash hit the epoch in the middle: some splits were held
     CHECK_MESSAGE(d2->stderr_text().find("handing out again the") != std::string::npos, d2->describe());
 }
@@ -111,6 +120,11 @@ TEST_CASE("dispatcher restart: SIGKILL mid-read (OFF), restart on the same work 
 TEST_CASE("dispatcher restart: SIGKILL mid-read (DYNAMIC), restart on the same work dir, every "
           "element exactly once") {
   kill_dispatcher_mid_read("dynamic", 1);
+}
+
+TEST_CASE("dispatcher restart: with an admission token everywhere (DYNAMIC), the restored job "
+          "re-attaches its tasks and every element arrives exactly once") {
+  kill_dispatcher_mid_read("dynamic", 1, {"--auth-token", "restart-secret"});
 }
 
 TEST_CASE("dispatcher restart: repeated restarts keep every registered dataset") {

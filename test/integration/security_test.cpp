@@ -1,5 +1,8 @@
 // Security between real processes: mutual TLS (a throwaway CA and certificates made with the
 // `openssl` CLI), admission tokens, and path confinement on the workers.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,33 +12,13 @@
 #include <doctest/doctest.h>
 
 #include "test/integration/cluster.hpp"
+#include "test/support/pki.hpp"
 
 using namespace conveyor::testing;
 
 namespace {
 
 bool contains(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
-
-// A CA, a certificate for the nodes signed by it, and a rogue CA with its own node certificate.
-struct Pki {
-  std::string dir;
-  Pki() {
-    dir = test_log_dir() + "/pki-" + std::to_string(::getpid());
-    const std::string key = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes ";
-    const std::string script =
-        "set -e; rm -rf " + dir + "; mkdir -p " + dir + "; cd " + dir + ";" +
-        "for ca in ca rogue; do "
-        "openssl req -x509" + key + "-keyout $ca.key -out $ca.pem -days 1 -subj /CN=$ca >/dev/null 2>&1;"
-        "openssl req" + key + "-keyout $ca-node.key -out $ca-node.csr -subj /CN=localhost >/dev/null 2>&1;"
-        "openssl x509 -req -in $ca-node.csr -CA $ca.pem -CAkey $ca.key -CAcreateserial -out $ca-node.pem "
-        "-days 1 >/dev/null 2>&1; done";
-    REQUIRE_MESSAGE(std::system(script.c_str()) == 0, "openssl could not make the test certificates");
-  }
-  std::vector<std::string> flags(const std::string& ca = "ca") const {
-    return {"--tls-cert", dir + "/" + ca + "-node.pem", "--tls-key", dir + "/" + ca + "-node.key",
-            "--tls-ca", dir + "/" + ca + ".pem"};
-  }
-};
 
 std::vector<std::string> operator+(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -152,4 +135,49 @@ TEST_CASE("security: a job passing --job-memory-limit fails at its consumer; the
   CAPTURE(ok.describe);
   CHECK(ok.exit_code == 0);
   CHECK(ok.lines.size() == 10);
+}
+
+TEST_CASE("security: large elements travel the TLS bulk path, byte-exact; a plain bulk peer is refused") {
+  // 300 KB elements go as bulk frames (task_runner.hpp bulk_min_bytes); under TLS the bulk
+  // connection is a mutual-TLS session of its own (actors/tls_stream.hpp).
+  Pki pki;
+  const std::string dataset = "range(40).map(bytes(size=300000))";
+  const std::vector<std::string> read_flags{"--mode", "dynamic", "--print", "digest"};
+  Cluster plain(1);
+  auto expected = plain.read(dataset, read_flags);
+  REQUIRE_MESSAGE(expected.exit_code == 0, expected.describe);
+  REQUIRE(expected.lines.size() == 40);
+
+  Cluster tls(0, pki.flags());
+  auto& worker = tls.add_worker(pki.flags() + std::vector<std::string>{"--log-level", "debug"});
+  auto r = tls.read(dataset, pki.flags() + read_flags);
+  CAPTURE(r.describe);
+  REQUIRE(r.exit_code == 0);
+  CHECK(sorted(r.lines) == sorted(expected.lines));
+  CHECK_MESSAGE(worker.wait_for_output("TLS bulk channel", Millis{5000}), worker.describe());
+
+  // The worker's bulk port, from its start-up line "bulk data path on HOST:PORT (mutual TLS)".
+  const std::string text = worker.describe();
+  const std::string marker = "bulk data path on 127.0.0.1:";
+  const auto at = text.find(marker);
+  REQUIRE_MESSAGE(at != std::string::npos, text);
+  CHECK(text.find("(mutual TLS)", at) != std::string::npos);
+  const int port = std::stoi(text.substr(at + marker.size()));
+  // A peer speaking the plain bulk protocol: its hello is not a TLS record.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  const char hello[16] = {'C', 'V', 'B', 'H', 1};
+  CHECK(::write(fd, hello, sizeof hello) == static_cast<ssize_t>(sizeof hello));
+  CHECK_MESSAGE(worker.wait_for_output("refused a TLS bulk connection", Millis{5000}), worker.describe());
+  char buf[64];
+  ssize_t got = 0;
+  while ((got = ::read(fd, buf, sizeof buf)) > 0) {
+  }
+  CHECK(got == 0); // closed, nothing served
+  ::close(fd);
 }

@@ -194,3 +194,19 @@ TEST_CASE("bad simulator configurations are refused with a message naming the pr
   REQUIRE_FALSE(infinite.ok());
   CHECK(infinite.status().message().find("finite") != std::string::npos);
 }
+
+TEST_CASE("a cluster with an admission token passes it everywhere: jobs to workers, consumers to tasks") {
+  // Workers refuse assign_task and get_elements without the token: a hop that forgot it fails
+  // the read with permission_denied.
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    for (auto policy : {ShardingPolicy::off, ShardingPolicy::dynamic}) {
+      auto cfg = config(2, policy, seed);
+      cfg.auth_token = "sim-secret";
+      auto r = run(Dataset::range(5), cfg);
+      CHECK_MESSAGE(r.ok(), r.summary());
+      REQUIRE(r.consumers.size() == 1);
+      CHECK_MESSAGE(r.consumers[0].status.ok(), r.consumers[0].status.to_string());
+      CHECK(r.elements().size() == (policy == ShardingPolicy::off ? 10u : 5u));
+    }
+  }
+}

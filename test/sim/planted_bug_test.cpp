@@ -125,3 +125,16 @@ TEST_CASE("a sweep with dispatcher crashes finds the restored job that forgets a
   auto clean = sweep_of(cfg, 40);
   CHECK_MESSAGE(clean.failed_runs == 0, clean.summary());
 }
+
+TEST_CASE("a sweep finds the consumer that plans with one credit too many") {
+  auto cfg = base(ShardingPolicy::dynamic);
+  cfg.plant_bug = "credit-off-by-one";
+  auto s = sweep_of(cfg, 40);
+  INFO(s.summary());
+  CHECK(s.failed_runs > 0);
+  CHECK(s.failed_runs < 40); // subtle: only runs where the reader fell behind its credits
+  CHECK(any_failure_mentions(s, "more than its"));
+  cfg.plant_bug.clear();
+  auto clean = sweep_of(cfg, 40);
+  CHECK_MESSAGE(clean.failed_runs == 0, clean.summary());
+}

@@ -160,6 +160,112 @@ TEST_CASE("task rounds: a round completes only when every consumer asked; elemen
   CHECK(t.ask(3, 0, 1, 23).code() == ErrorCode::invalid_argument);
 }
 
+TEST_CASE("task rounds: many rounds complete at once, element j to consumer j mod N, in round order") {
+  RoundRobinTaskRounds t{2};
+  REQUIRE(t.ask(0, 0, 5, 0).ok());
+  REQUIRE(t.ask(1, 0, 3, 0).ok());
+  REQUIRE(t.completable() == 3);
+  // Three rounds in one call; the sizes given are what take()'s byte bound counts.
+  t.complete_many({el(0), el(1), el(10), el(11), el(20), el(21)}, {8, 8, 8, 8, 8, 8}, 1);
+  CHECK(t.completed() == 3);
+  CHECK(t.completable() == 0);
+  auto first = t.take(0, 10, 16); // 16 bytes: two 8-byte elements
+  REQUIRE(first.size() == 2);
+  CHECK(val(first[0]) == 0);
+  CHECK(val(first[1]) == 10);
+  auto rest = t.take(0, 10, 1 << 20);
+  REQUIRE(rest.size() == 1);
+  CHECK(val(rest[0]) == 20);
+  auto other = t.take(1, 10, 1 << 20);
+  REQUIRE(other.size() == 3);
+  CHECK(val(other[0]) == 1);
+  CHECK(val(other[2]) == 21);
+  CHECK(t.next_for(0) == 3);
+  CHECK(t.next_for(1) == 3);
+  // Consumer 1 asked for 3 rounds only: consumer 0 waits on it for round 3.
+  CHECK(t.stalled(1000, 10));
+}
+
+TEST_CASE("restart: a new consumer of an index asks every task where it stands, then starts at the "
+          "first round all can serve; the tasks drop what they kept for the index before it") {
+  // Two tasks at round 0: task 1 serves the even rounds, task 2 the odd ones. N = 2.
+  std::map<uint64_t, RoundRobinTaskRounds> tasks;
+  tasks.emplace(1, RoundRobinTaskRounds{2});
+  tasks.emplace(2, RoundRobinTaskRounds{2});
+  // Before the restart: consumer 0 asked 8 rounds of each task, the old consumer 1 asked (and
+  // was sent) 5 rounds of task 1 and 4 of task 2, and asked task 2 for 2 more (kept for it).
+  auto group = [](uint64_t task, int64_t local) { return static_cast<int64_t>(task) * 1000 + local; };
+  for (auto& [id, t] : tasks) {
+    REQUIRE(t.ask(0, 0, 8, 0).ok());
+    REQUIRE(t.ask(1, 0, id == 1 ? 5 : 6, 0).ok());
+    const auto rounds = t.completable();
+    for (int64_t k = 0; k < rounds; ++k)
+      t.complete({el(group(id, k) * 2), el(group(id, k) * 2 + 1)}, 0);
+    CHECK(t.take(1, id == 1 ? 5 : 4, 1 << 20).size() == (id == 1 ? 5u : 4u));
+  }
+  CHECK(tasks.at(1).next_for(1) == 5);
+  CHECK(tasks.at(2).next_for(1) == 4);
+
+  RoundRobinPlanner p{1, 2, 100};
+  REQUIRE(p.on_tasks({{1, 0}, {2, 0}}, -1).ok());
+  p.start_resuming();
+  auto ready = [](uint64_t) { return true; };
+  auto probes = p.next_requests(ready, 100);
+  REQUIRE(probes.size() == 2);
+  for (const auto& r : probes) {
+    CHECK(r.probe);
+    CHECK(p.resuming());
+    REQUIRE(p.on_probe(r, tasks.at(r.task).next_for(1)).ok());
+  }
+  CHECK_FALSE(p.resuming());
+  // Task 1's local round 5 is round 10, task 2's local round 4 is round 9: it starts at 10.
+  CHECK(p.next_round() == 10);
+  auto reqs = p.next_requests(ready, 3);
+  REQUIRE(reqs.size() == 2);
+  for (const auto& r : reqs) {
+    CAPTURE(r.task);
+    CHECK(r.resume);
+    CHECK(r.first == 5); // task 1: rounds 0, 2, .., 8 lie below 10; task 2: 1, 3, .., 9
+    auto& t = tasks.at(r.task);
+    REQUIRE(t.resume(1, r.first, 1).ok());
+    REQUIRE(t.ask(1, r.first, r.count, 1).ok());
+    const auto rounds = t.completable();
+    for (int64_t k = 0; k < rounds; ++k) {
+      const auto local = t.completed();
+      t.complete({el(group(r.task, local) * 2), el(group(r.task, local) * 2 + 1)}, 1);
+    }
+    REQUIRE(p.on_reply(r, t.take(1, r.count, 1 << 20)).ok());
+  }
+  // Rounds 10, 11, 12, ...: task 1's local 5, task 2's local 5, task 1's local 6 ...; task 2's
+  // kept round 4 (round 9) was dropped, not handed out.
+  auto got = p.take_ready();
+  REQUIRE(got.size() >= 3);
+  CHECK(val(got[0]) == group(1, 5) * 2 + 1);
+  CHECK(val(got[1]) == group(2, 5) * 2 + 1);
+  CHECK(val(got[2]) == group(1, 6) * 2 + 1);
+  // A rejoin below what a task already sent is an error, never a repeat.
+  CHECK(tasks.at(1).resume(1, 2, 2).code() == ErrorCode::failed_precondition);
+}
+
+TEST_CASE("restart: a consumer new to the job finds every task at round 0 and plans as before") {
+  RoundRobinTaskRounds t{2};
+  RoundRobinPlanner p{0, 2, 10};
+  REQUIRE(p.on_tasks({{7, 0}}, -1).ok());
+  p.start_resuming();
+  auto ready = [](uint64_t) { return true; };
+  CHECK(p.next_requests(ready, 100).size() == 1); // the probe
+  auto probe = p.next_requests(ready, 100);
+  CHECK(probe.empty()); // one at a time
+  RoundRobinPlanner::Request r{7, 0, 0, true, false};
+  REQUIRE(p.on_probe(r, t.next_for(0)).ok());
+  CHECK(p.next_round() == 0);
+  auto reqs = p.next_requests(ready, 100);
+  REQUIRE(reqs.size() == 1);
+  CHECK(reqs[0].first == 0);
+  CHECK(reqs[0].count == 10);
+  CHECK_FALSE(reqs[0].resume);
+}
+
 TEST_CASE("task rounds: the stall error names every missing consumer after the timeout") {
   RoundRobinTaskRounds t{4};
   REQUIRE(t.ask(1, 0, 1, 100).ok());

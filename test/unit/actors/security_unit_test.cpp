@@ -91,3 +91,43 @@ TEST_CASE("admission: a token-protected dispatcher refuses a client without it")
   Status st = tokenless.start();
   CHECK(st.code() == ErrorCode::permission_denied);
 }
+
+TEST_CASE("admission gate: the worker's check of assign_task / get_elements, one compare each") {
+  AdmissionGate open;
+  CHECK(!open.enabled());
+  CHECK(open.accepts(""));
+  CHECK(open.admit("anything", "consumer 1").ok());
+  AdmissionGate gate{"gate-secret", "worker"};
+  CHECK(gate.enabled());
+  CHECK(gate.accepts("gate-secret"));
+  CHECK(!gate.accepts(""));
+  CHECK(!gate.accepts("gate-secreT"));
+  CHECK(!gate.accepts("gate-secret-and-more"));
+  CHECK(gate.admit("gate-secret", "consumer 1").ok());
+  Status none = gate.admit("", "consumer 1");
+  CHECK(none.code() == ErrorCode::permission_denied);
+  CHECK(none.message().find("the worker requires an admission token") != std::string::npos);
+  CHECK(none.message().find("consumer 1 presented none") != std::string::npos);
+  Status wrong = gate.admit("gate-guess", "consumer 1");
+  CHECK(wrong.message().find("a wrong one") != std::string::npos);
+  CHECK(wrong.message().find("gate-secret") == std::string::npos);
+  CHECK(wrong.message().find("gate-guess") == std::string::npos);
+}
+
+TEST_CASE("admission: a token-protected in-process cluster serves an admitted client (jobs and reads carry it)") {
+  DispatcherConfig dc = test::test_dispatcher_config();
+  dc.network.auth_token = "unit-secret";
+  WorkerConfig wc = test::test_worker_config();
+  wc.network.auth_token = "unit-secret";
+  test::TestCluster cluster{2, dc, wc};
+  ClientConfig cc = test::test_client_config();
+  cc.network.auth_token = "unit-secret";
+  auto client = cluster.client(cc);
+  for (auto policy : {ShardingPolicy::off, ShardingPolicy::dynamic}) {
+    DistributeOptions o;
+    o.policy = policy;
+    auto stream = client.distribute(Dataset::range(5), o);
+    REQUIRE_MESSAGE(stream.ok(), stream.status().to_string());
+    CHECK(test::ints(test::read_all(*stream)).size() == (policy == ShardingPolicy::off ? 10u : 5u));
+  }
+}

@@ -187,6 +187,70 @@ TEST_CASE("large elements are encoded once when produced and taken as bulk frame
   CHECK(out.size() == 1);
 }
 
+TEST_CASE("large elements are encoded ahead only within a window; the rest when taken") {
+  auto drain = [](TaskRunner& r, std::size_t expect_per_take) {
+    std::size_t got = 0;
+    for (int guard = 0; guard < 100; ++guard) {
+      std::vector<std::vector<char>> frames;
+      auto b = r.take(1, 100, 64u << 20, &frames, 5);
+      REQUIRE(b);
+      if (b->end_of_sequence)
+        break;
+      REQUIRE(frames.size() == b->bulk_frames);
+      CHECK(frames.size() <= expect_per_take);
+      for (auto& f : frames) {
+        std::vector<Element> out;
+        REQUIRE(decode_batch({f.data() + bulk::kFrameHeaderBytes, f.size() - bulk::kFrameHeaderBytes}, out).ok());
+        REQUIRE(out.size() == 1);
+        CHECK(out[0][0].byte_size() == 1048576);
+      }
+      got += frames.size();
+      r.produce();
+    }
+    return got;
+  };
+  SUBCASE("default window: 4 MiB of frames encoded ahead, about 4 MiB taken per request") {
+    TaskRunner r{ShardingPolicy::off, Compression::none};
+    REQUIRE(r.start(parse("range(10).map(bytes(size=1048576))"), nullptr).ok());
+    while (r.produce() == TaskRunner::Step::progress) {
+    }
+    CHECK(r.frames_encoded_ahead() == 4); // 4 x (1 MiB + a header) reach 4 MiB
+    CHECK(drain(r, 3) == 10);               // 3 x (1 MiB + a header) + another exceed 4 MiB
+    CHECK(r.frames_encoded_ahead() == 0);
+  }
+  SUBCASE("a window smaller than a frame still encodes and takes 2 at a time") {
+    TaskLimits limits;
+    limits.bulk_encode_ahead_bytes = 1;
+    TaskRunner r{ShardingPolicy::off, Compression::none, limits};
+    REQUIRE(r.start(parse("range(7).map(bytes(size=1048576))"), nullptr).ok());
+    while (r.produce() == TaskRunner::Step::progress) {
+    }
+    CHECK(r.frames_encoded_ahead() == 2);
+    CHECK(drain(r, 2) == 7);
+  }
+  SUBCASE("elements not encoded ahead still go inline without a bulk channel") {
+    TaskLimits limits;
+    limits.bulk_encode_ahead_bytes = 1;
+    TaskRunner r{ShardingPolicy::off, Compression::none, limits};
+    REQUIRE(r.start(parse("range(4).map(bytes(size=1048576))"), nullptr).ok());
+    while (r.produce() == TaskRunner::Step::progress) {
+    }
+    int inline_elements = 0;
+    for (int i = 0; i < 4; ++i) {
+      auto b = r.take(1, 100, 64u << 20);
+      REQUIRE(b);
+      CHECK(b->bulk_frames == 0);
+      std::vector<Element> out;
+      REQUIRE(decode_batch(b->payload, out).ok());
+      REQUIRE(out.size() == 1);
+      CHECK(out[0][0].byte_size() == 1048576);
+      inline_elements += 1;
+    }
+    CHECK(inline_elements == 4);
+    CHECK(r.frames_encoded_ahead() == 0);
+  }
+}
+
 TEST_CASE("frame headers: hostile lengths and indexes are refused") {
   std::vector<char> f(bulk::kFrameHeaderBytes + 4);
   bulk::write_frame_header(f, bulk::FrameHeader{1, 2, 0, 1, 0});

@@ -38,6 +38,22 @@ TEST_CASE("a caller that overwrites n bytes gets a buffer already n long when th
   CHECK(pool.stats().hits == 2);
 }
 
+TEST_CASE("a caller that clears the buffer gets a short one and leaves the long one to filled callers") {
+  BufferPool pool(64 << 20);
+  auto empty = pool.acquire(1 << 20);
+  auto full = pool.acquire(1 << 20);
+  full.resize(1 << 20, 'x');
+  const char* full_at = full.data();
+  const char* empty_at = empty.data();
+  pool.release(std::move(full)); // the older one: oldest-first ties would hand it out first
+  pool.release(std::move(empty));
+  auto encode = pool.acquire(1 << 20);
+  CHECK(encode.data() == empty_at);
+  auto receive = pool.acquire(1 << 20, true);
+  CHECK(receive.data() == full_at);
+  CHECK(receive.size() == (1u << 20));
+}
+
 TEST_CASE("a buffer more than twice the request, or too small, is not handed out") {
   BufferPool pool(64 << 20);
   pool.release(pool.acquire(16 << 20));

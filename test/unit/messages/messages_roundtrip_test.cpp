@@ -102,9 +102,13 @@ TEST_CASE_FIXTURE(Fixture, "split messages round trip") {
   msg::get_elements ge;
   ge.acks = {7, 9};
   ge.reconnected = true;
+  ge.round_resume = true;
+  ge.auth_token = "tok";
   auto rg = round_trip(ge);
   CHECK(rg.acks == std::vector<uint64_t>{7, 9});
   CHECK(rg.reconnected);
+  CHECK(rg.round_resume);
+  CHECK(rg.auth_token == "tok"); // the last field: every field before it kept its place
   auto d = round_trip(msg::task_done{4, "data_loss: bad"});
   CHECK(d.error == "data_loss: bad");
 }
@@ -117,8 +121,9 @@ TEST_CASE_FIXTURE(Fixture, "dispatcher and worker messages round trip") {
   def.definition = "xyz";
   def.policy = ShardingPolicy::dynamic;
   def.compression = Compression::none;
-  auto a = round_trip(msg::assign_task{def});
+  auto a = round_trip(msg::assign_task{def, "tok"});
   CHECK(a.def.task == 11);
+  CHECK(a.auth_token == "tok");
   CHECK(a.def.policy == ShardingPolicy::dynamic);
   CHECK(a.def.compression == Compression::none);
   auto reg = round_trip(msg::register_worker{msg::kProtocolVersion, "10.0.0.1:6000", {}, {}});
@@ -128,6 +133,8 @@ TEST_CASE_FIXTURE(Fixture, "dispatcher and worker messages round trip") {
   CHECK(round_trip(msg::worker_heartbeat{5, 2}).num_tasks == 2);
   CHECK_FALSE(round_trip(msg::heartbeat_ack{false}).known);
   CHECK(round_trip(msg::stop_task{8}).task == 8);
+  CHECK(round_trip(msg::stop_task{8, "tok"}).auth_token == "tok");
+  CHECK(round_trip(msg::leave_job{3, true, "tok"}).auth_token == "tok");
 }
 
 TEST_CASE_FIXTURE(Fixture, "consumer-facing messages round trip") {
