@@ -1,5 +1,6 @@
 #include "actors/transport.hpp"
 
+#include <caf/actor_system_config.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/openssl/manager.hpp>
@@ -8,6 +9,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/log.hpp"
+#include "actors/tls_stream.hpp"
 #include "messages/all.hpp"
 
 namespace conveyor::actors {
@@ -52,9 +54,10 @@ private:
 // Mutual TLS: the same calls through CAF's openssl module; its middleman actor answers
 // connect_atom like the plain one, after the TLS handshake (both certificates checked against the
 // CA). A plain peer never completes that handshake: connect_to's timeout ends the wait.
+// The bulk data path runs its own TLS sessions (actors/tls_stream.hpp) with the same files.
 class TlsTransport : public Transport {
 public:
-  explicit TlsTransport(caf::actor_system& sys) : sys_(sys) {}
+  TlsTransport(caf::actor_system& sys, const NetworkConfig& network) : sys_(sys), network_(network) {}
 
   caf::expected<uint16_t> publish(const msg::dispatcher_actor& whom, const std::string& host,
                                   uint16_t port) override {
@@ -77,8 +80,25 @@ public:
     return caf::actor_cast<caf::actor>(sys_.openssl_manager().actor_handle());
   }
 
+  caf::expected<BulkServer> serve_bulk(const std::string& host) override {
+    auto endpoint = TlsEndpoint::create(network_, TlsEndpoint::Role::server);
+    if (!endpoint.ok())
+      return msg::to_error(endpoint.status());
+    return spawn_tcp_bulk_server(sys_, host, *endpoint);
+  }
+
+  caf::actor bulk_client(const caf::actor& consumer) override {
+    auto endpoint = TlsEndpoint::create(network_, TlsEndpoint::Role::client);
+    if (!endpoint.ok()) { // the files were checked at start-up; elements then go inline
+      log::error("transport", "no TLS bulk path: " + endpoint.status().message());
+      return {};
+    }
+    return spawn_tcp_bulk_client(sys_, consumer, *endpoint);
+  }
+
 private:
   caf::actor_system& sys_;
+  NetworkConfig network_;
 };
 
 } // namespace
@@ -94,6 +114,7 @@ struct retry_state {
   caf::timespan backoff = std::chrono::milliseconds(10);
   caf::response_promise promise;
   int attempts = 0;
+  caf::actor_clock::time_point attempt_started;
   std::string last_error;
   bool timed_out = false; // the last attempt ran out of time (a silent peer)
 };
@@ -128,6 +149,15 @@ bool retry_later(retry_ptr self) {
   return true;
 }
 
+// A connection_timeout before the middleman's connection-timeout had passed since the attempt
+// began: CAF's heartbeat tick ended a handshake still in progress (see the caller).
+bool early_heartbeat_timeout(retry_ptr self) {
+  auto& st = self->state;
+  auto limit = caf::get_or(self->system().config(), "middleman.connection-timeout",
+                           caf::timespan{0});
+  return self->clock().now() - st.attempt_started < limit;
+}
+
 void attempt(retry_ptr self) {
   auto& st = self->state;
   auto left = st.deadline - self->clock().now();
@@ -136,6 +166,7 @@ void attempt(retry_ptr self) {
     return;
   }
   ++st.attempts;
+  st.attempt_started = self->clock().now();
   self->request(st.connector, left, caf::connect_atom_v, st.addr.host, st.addr.port)
     .then(
       [self](caf::node_id& node, caf::strong_actor_ptr& ptr, std::set<std::string>& ifs) {
@@ -152,17 +183,29 @@ void attempt(retry_ptr self) {
         auto& st = self->state;
         if (err == caf::sec::request_timeout) {
           // Our own time ran out. After refusals, the last attempt had only the remainder of
-          // the window: the peer is still the one that refused, not a silent one.
-          if (st.attempts == 1 || st.timed_out) {
+          // the window: the peer is still the one that refused, not a silent one. After earlier
+          // attempts, their error says more than this cut-off one.
+          if (st.attempts == 1)
             st.last_error = self->system().render(err);
-            st.timed_out = true;
-          }
+          st.timed_out = st.timed_out || st.attempts == 1;
           give_up(self, final_code(st));
           return;
         }
         st.last_error = self->system().render(err);
         // A silent peer: the middleman's connection-timeout ended the handshake.
         st.timed_out = err == caf::sec::connection_timeout;
+        if (st.timed_out && early_heartbeat_timeout(self)) {
+          // CAF 0.17.6's BASP broker gives a connection it opens a `last_seen` of 0, so its next
+          // heartbeat tick (at most middleman.heartbeat-interval away) ends the handshake unless
+          // the peer's answer came first. The tick just passed: an attempt started now has a
+          // whole interval. Not backing off keeps a merely slow peer reachable.
+          st.last_error += " (the peer's handshake did not come before the middleman's next "
+                           "heartbeat tick)";
+          if (st.deadline - self->clock().now() > std::chrono::milliseconds(2)) {
+            self->send(self, msg::retry_atom_v);
+            return;
+          }
+        }
         if (!retry_later(self))
           give_up(self, final_code(st));
       });
@@ -201,15 +244,15 @@ std::shared_ptr<Transport> make_tcp_transport(caf::actor_system& sys) {
   return std::make_shared<TcpTransport>(sys);
 }
 
-std::shared_ptr<Transport> make_tls_transport(caf::actor_system& sys) {
-  return std::make_shared<TlsTransport>(sys);
+std::shared_ptr<Transport> make_tls_transport(caf::actor_system& sys, const NetworkConfig& network) {
+  return std::make_shared<TlsTransport>(sys, network);
 }
 
 std::shared_ptr<Transport> make_transport(caf::actor_system& sys, const NetworkConfig& network) {
   if (!network.tls())
     return make_tcp_transport(sys);
   if (sys.has_openssl_manager())
-    return make_tls_transport(sys);
+    return make_tls_transport(sys, network);
   log::error("transport", "TLS files are configured but this actor system has no openssl module "
                           "(configure it with conveyor::configure_actor_system); using plain TCP");
   return make_tcp_transport(sys);

@@ -23,8 +23,11 @@ Expected<ShardingPolicy> parse_processing_mode(std::string_view mode);
 
 // Time limits of the middleman's connection monitoring. Every node of a cluster must enable
 // heartbeats, otherwise an idle but healthy peer is declared dead after `connection_timeout`.
+// A connection this node opens must finish its handshake before the middleman's next heartbeat
+// tick (CAF 0.17.6 ends it there otherwise; the connect loop then tries again right after the
+// tick), so the interval is also the time a slow peer has to answer a handshake.
 struct NetworkConfig {
-  std::chrono::milliseconds heartbeat_interval{200};
+  std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds connection_timeout{5000};
   // Scheduler threads of the node's actor system (0 = CAF's default).
   std::size_t scheduler_threads = 0;

@@ -19,7 +19,7 @@ namespace conveyor::test {
 
 inline NetworkConfig test_network() {
   NetworkConfig n;
-  n.heartbeat_interval = std::chrono::milliseconds(100);
+  n.heartbeat_interval = std::chrono::milliseconds(500);
   n.connection_timeout = std::chrono::milliseconds(3000);
   n.scheduler_threads = 2;
   return n;
