@@ -89,14 +89,22 @@ void RoundRobinPlanner::plan() {
   }
 }
 
-Status RoundRobinPlanner::on_probe(const Request& request, int64_t next_local_round) {
+RoundRobinPlanner::TaskRounds* RoundRobinPlanner::settle(const Request& request) {
   auto it = tasks_.find(request.task);
   if (it == tasks_.end())
-    return Status::OK(); // forgotten meanwhile
+    return nullptr;
   auto& t = it->second;
   if (t.in_flight)
     --in_flight_;
   t.in_flight = false;
+  return &t;
+}
+
+Status RoundRobinPlanner::on_probe(const Request& request, int64_t next_local_round) {
+  auto* found = settle(request);
+  if (!found)
+    return Status::OK(); // forgotten meanwhile
+  auto& t = *found;
   if (!resuming_)
     return Status::OK();
   if (next_local_round < 0)
@@ -166,13 +174,10 @@ Status RoundRobinPlanner::rebase() {
 }
 
 Status RoundRobinPlanner::on_reply(const Request& request, std::vector<Element> elements) {
-  auto it = tasks_.find(request.task);
-  if (it == tasks_.end())
+  auto* found = settle(request);
+  if (!found)
     return Status::OK(); // forgotten meanwhile
-  auto& t = it->second;
-  if (t.in_flight)
-    --in_flight_;
-  t.in_flight = false;
+  auto& t = *found;
   if (elements.size() > request.count)
     return Status{ErrorCode::data_loss,
                   "coordinated read: task " + std::to_string(request.task) + " sent " +
@@ -196,14 +201,9 @@ Status RoundRobinPlanner::on_reply(const Request& request, std::vector<Element> 
 }
 
 void RoundRobinPlanner::on_request_failed(const Request& request) {
-  auto it = tasks_.find(request.task);
-  if (it == tasks_.end())
-    return;
-  if (it->second.in_flight)
-    --in_flight_;
-  it->second.in_flight = false;
-  if (!request.probe)
-    it->second.requested = request.first;
+  auto* t = settle(request);
+  if (t && !request.probe)
+    t->requested = request.first;
 }
 
 std::vector<Element> RoundRobinPlanner::take_ready() {

@@ -197,6 +197,9 @@ private:
   std::set<int64_t> skipped_; // planted bug only (hooks::skip_round)
   bool resuming_ = false;
   Status rebase(); // resuming: every task probed -> the start round
+  // A request's answer (or failure) came: its task is no longer in flight. nullptr when the
+  // task was forgotten meanwhile.
+  TaskRounds* settle(const Request& request);
 };
 
 // The task's side: which local rounds each consumer asked for, which rounds are complete, and
