@@ -169,7 +169,9 @@ void unreachable(self_ptr self, msg::task_id_t task, const std::string& why) {
   auto& st = self->state;
   if (!st.core.knows_task(task))
     return;
-  if (!st.unreachable.count(task)) {
+  // A retired task that served this consumer every round: its worker drained and left.
+  const bool retired = st.planner && st.planner->served_all(task);
+  if (!st.unreachable.count(task) && !retired) {
     log::warning(kLog, "job " + std::to_string(st.job_id) + ": cannot reach task " +
                          std::to_string(task) + " (" + why + "); retrying");
     st.unreachable[task] = self->clock().now();
@@ -374,6 +376,21 @@ void poll_tasks(self_ptr self) {
         for (const auto& t : list.tasks)
           if (!st.tasks.count(t.task))
             st.tasks[t.task] = task_handle(self, t);
+        if (st.planner) {
+          // First: the planner checks that a retired task that left served this consumer every
+          // round it owed; then the core may forget it as ended.
+          std::vector<RoundRobinPlanner::TaskEntry> entries;
+          for (const auto& t : list.tasks)
+            entries.push_back({t.task, t.start_round, t.end_round, false});
+          for (const auto& r : list.retired_rounds)
+            entries.push_back({r.task, r.start_round, r.end_round, true});
+          if (auto s = st.planner->on_tasks(entries, list.round_fence); !s.ok()) {
+            finish(self, s.with_context("job " + std::to_string(st.job_id)));
+            return;
+          }
+          for (const auto& r : list.retired_rounds)
+            st.core.task_ended(r.task);
+        }
         auto added = st.core.on_task_list(list);
         if (!st.core.error().ok()) {
           finish(self, st.core.error());
@@ -388,15 +405,6 @@ void poll_tasks(self_ptr self) {
             self->demonitor(h->second.address());
             h->second = handle;
           }
-        if (st.planner) {
-          std::vector<RoundRobinPlanner::TaskEntry> entries;
-          for (const auto& t : list.tasks)
-            entries.push_back({t.task, t.start_round});
-          if (auto s = st.planner->on_tasks(entries, list.round_fence); !s.ok()) {
-            finish(self, s.with_context("job " + std::to_string(st.job_id)));
-            return;
-          }
-        }
         // Reconnect to the workers of tasks we could not reach (fresh handles from this list).
         for (const auto& t : list.tasks) {
           if (!st.core.knows_task(t.task) || st.core.connected(t.task) ||

@@ -121,6 +121,11 @@ std::vector<msg::task_info> ConsumerCore::on_task_list(const msg::task_list& lis
   return added;
 }
 
+void ConsumerCore::task_ended(msg::task_id_t task) {
+  if (auto t = tasks_.find(task); t != tasks_.end())
+    t->second.end_of_sequence = true;
+}
+
 void ConsumerCore::on_job_rejoined(bool restarted) {
   version_ = 0;
   job_finished_ = false;

@@ -67,6 +67,9 @@ public:
   // above): error() says why, and the caller ends the stream with it. A list carrying an error
   // fails the read too.
   std::vector<msg::task_info> on_task_list(const msg::task_list& list);
+  // Coordinated reads: a retired task served every round it owed this consumer (the planner
+  // checked): it is at its end, so its leaving the list is no loss.
+  void task_ended(msg::task_id_t task);
   const Status& error() const { return error_; }
   // The connection to the task's worker broke: its in-flight requests are released; the task
   // is asked again (with reconnected = true) once the caller reconnected (on_connected).

@@ -868,6 +868,10 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
           if (w == st.workers.end() || !w->second.handle) // unknown, or restored: register again
             return msg::heartbeat_ack{false};
           w->second.last_heartbeat = self->clock().now();
+          if (hb.draining) // repeated with every heartbeat; the jobs ignore what they know
+            for (const auto* t : st.state.tasks_of_worker(hb.worker))
+              if (auto j = st.jobs.find(t->job); j != st.jobs.end())
+                self->send(j->second, msg::drain_task{t->id});
           return msg::heartbeat_ack{true};
         },
         [self](msg::get_status& req) { return get_status(self, req); },

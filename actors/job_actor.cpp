@@ -139,18 +139,39 @@ msg::task_list current_list(job_state& st) {
     list.tasks.push_back(msg::task_info{t->id, t->worker, t->worker_address, h->second});
     if (auto tags = st.worker_tags.find(t->id); tags != st.worker_tags.end())
       list.tasks.back().worker_tags = tags->second;
-    if (st.rounds)
+    if (st.rounds) {
       list.tasks.back().start_round = st.rounds->start_round(t->id);
+      list.tasks.back().end_round = st.rounds->end_round(t->id);
+    }
   }
   if (st.rounds) {
     list.round_fence = st.rounds->fence();
+    for (const auto& s : st.rounds->retired())
+      list.retired_rounds.push_back(msg::round_span{s.task, s.start_round, s.end_round});
     st.rounds->published();
   }
   return list;
 }
 
+// Coordinated reads: tasks that just got their end round learn how many rounds they serve.
+void send_round_ends(self_ptr self) {
+  auto& st = self->state;
+  if (!st.rounds)
+    return;
+  for (const auto& [task, rounds] : st.rounds->take_ended()) {
+    auto w = st.workers.find(task);
+    if (w == st.workers.end())
+      continue; // lost meanwhile
+    log::info(kLog, st.label() + ": task " + std::to_string(task) + " serves its last round at " +
+                      std::to_string(st.rounds->end_round(task) - 1) + " (" +
+                      std::to_string(rounds) + " round(s) in all); its worker drains");
+    self->send(w->second, msg::end_rounds{task, rounds, st.start.auth_token});
+  }
+}
+
 void answer_polls(self_ptr self) {
   auto& st = self->state;
+  send_round_ends(self);
   if (st.polls.empty())
     return;
   auto list = current_list(st);
@@ -557,6 +578,17 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
       if (auto n = st.core().splits_reissued() - before; n > 0)
         log::info(kLog, st.label() + ": task " + std::to_string(rm.task) + " lost (" + rm.reason +
                           "); handing its " + std::to_string(n) + " unfinished split(s) out again");
+      changed(self, v);
+    },
+    [self](msg::drain_task& drain) {
+      auto& st = self->state;
+      if (!st.rounds)
+        return; // other jobs: the draining task hands its splits back itself
+      auto v = list_version(st);
+      if (st.rounds->retire(drain.task))
+        log::info(kLog, st.label() + ": task " + std::to_string(drain.task) +
+                          " leaves the coordinated rounds (its worker drains) at a round every "
+                          "consumer agrees on");
       changed(self, v);
     },
     [self](msg::get_job_status&) { return job_status_of(self); },

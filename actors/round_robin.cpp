@@ -11,20 +11,104 @@ namespace conveyor::actors {
 // RoundSchedule
 
 void RoundSchedule::add(msg::task_id_t task, int64_t start_round) {
-  if (!tasks_.emplace(task, start_round).second)
+  if (!tasks_.emplace(task, Span{start_round, kNoEnd}).second)
     return;
   auto entry = std::make_pair(start_round, task);
   order_.insert(std::upper_bound(order_.begin(), order_.end(), entry), entry);
 }
 
+void RoundSchedule::end(msg::task_id_t task, int64_t end_round) {
+  if (auto it = tasks_.find(task); it != tasks_.end()) {
+    it->second.end = std::max(end_round, it->second.start);
+    any_end_ = true;
+  }
+}
+
+std::vector<msg::task_id_t> RoundSchedule::tasks() const {
+  std::vector<msg::task_id_t> out;
+  for (const auto& [task, span] : tasks_)
+    out.push_back(task);
+  return out;
+}
+
+int64_t RoundSchedule::start_round(msg::task_id_t task) const {
+  auto it = tasks_.find(task);
+  return it == tasks_.end() ? -1 : it->second.start;
+}
+
+int64_t RoundSchedule::end_round(msg::task_id_t task) const {
+  auto it = tasks_.find(task);
+  return it == tasks_.end() || it->second.end == kNoEnd ? -1 : it->second.end;
+}
+
 std::optional<msg::task_id_t> RoundSchedule::task_for(int64_t round) const {
-  // Active at `round`: the prefix of order_ whose start round is <= round.
-  auto end = std::upper_bound(order_.begin(), order_.end(),
-                              std::make_pair(round, std::numeric_limits<msg::task_id_t>::max()));
-  auto active = static_cast<int64_t>(end - order_.begin());
+  // Started by `round`: the prefix of order_ whose start round is <= round.
+  auto started_end = std::upper_bound(
+    order_.begin(), order_.end(), std::make_pair(round, std::numeric_limits<msg::task_id_t>::max()));
+  if (!any_end_) {
+    auto active = static_cast<int64_t>(started_end - order_.begin());
+    if (active == 0)
+      return std::nullopt;
+    return order_[static_cast<std::size_t>(round % active)].second;
+  }
+  int64_t active = 0;
+  for (auto it = order_.begin(); it != started_end; ++it)
+    active += tasks_.at(it->second).end > round;
   if (active == 0)
     return std::nullopt;
-  return order_[static_cast<std::size_t>(round % active)].second;
+  int64_t pick = round % active;
+  for (auto it = order_.begin(); it != started_end; ++it)
+    if (tasks_.at(it->second).end > round && pick-- == 0)
+      return it->second;
+  return std::nullopt;
+}
+
+std::optional<int64_t> RoundSchedule::next_served(int64_t round) const {
+  if (task_for(round))
+    return round;
+  std::optional<int64_t> next;
+  for (const auto& [start, task] : order_)
+    if (start > round && tasks_.at(task).end > start && (!next || start < *next))
+      next = start;
+  return next;
+}
+
+int64_t RoundSchedule::local_rounds(msg::task_id_t task, int64_t until) const {
+  auto it = tasks_.find(task);
+  if (it == tasks_.end())
+    return 0;
+  const int64_t first = it->second.start;
+  const int64_t last = std::min(until, it->second.end); // exclusive
+  if (last <= first)
+    return 0;
+  // Between breakpoints (every start and end) the active set is constant: there the task is
+  // active[p] of k, and serves the rounds r with r mod k == p.
+  std::vector<int64_t> cuts{first, last};
+  for (const auto& [t, span] : tasks_) {
+    for (auto b : {span.start, span.end})
+      if (b > first && b < last)
+        cuts.push_back(b);
+  }
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  // How many r in [0, x) have r mod k == p.
+  auto below = [](int64_t x, int64_t k, int64_t p) { return x > p ? (x - p - 1) / k + 1 : 0; };
+  int64_t n = 0;
+  for (std::size_t i = 0; i + 1 < cuts.size(); ++i) {
+    const int64_t a = cuts[i], b = cuts[i + 1];
+    int64_t k = 0, p = -1;
+    for (const auto& [start, t] : order_) {
+      const auto& span = tasks_.at(t);
+      if (span.start <= a && span.end > a) {
+        if (t == task)
+          p = k;
+        ++k;
+      }
+    }
+    if (p >= 0)
+      n += below(b, k, p) - below(a, k, p);
+  }
+  return n;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -44,26 +128,53 @@ void RoundRobinPlanner::on_ack(int64_t n) {
 }
 
 Status RoundRobinPlanner::on_tasks(const std::vector<TaskEntry>& tasks, int64_t fence) {
+  auto misaligned = [&](msg::task_id_t task, const char* what, int64_t round) {
+    return Status{ErrorCode::internal,
+                  "coordinated read: task " + std::to_string(task) + " " + what + " round " +
+                    std::to_string(round) + ", but consumer_index " + std::to_string(index_) +
+                    " already planned rounds up to " + std::to_string(next_plan_ - 1) +
+                    " without that (rounds would misalign)"};
+  };
   std::set<msg::task_id_t> listed;
   for (const auto& t : tasks) {
-    listed.insert(t.task);
-    if (t.start_round < 0 || schedule_.has(t.task))
-      continue;
-    if (t.start_round < next_plan_)
-      return Status{ErrorCode::internal,
-                    "coordinated read: task " + std::to_string(t.task) + " starts at round " +
-                      std::to_string(t.start_round) + ", but consumer_index " +
-                      std::to_string(index_) + " already planned rounds up to " +
-                      std::to_string(next_plan_ - 1) + " without it (rounds would misalign)"};
-    schedule_.add(t.task, t.start_round);
-    tasks_.emplace(t.task, TaskRounds{});
+    if (!t.gone)
+      listed.insert(t.task);
+    if (t.start_round < 0)
+      continue; // pending
+    if (!schedule_.has(t.task)) {
+      if (t.start_round < next_plan_)
+        return misaligned(t.task, "starts at", t.start_round);
+      schedule_.add(t.task, t.start_round);
+      if (!t.gone)
+        tasks_.emplace(t.task, TaskRounds{});
+    }
+    if (t.end_round >= 0 && schedule_.end_round(t.task) < 0) {
+      if (t.end_round < next_plan_)
+        return misaligned(t.task, "ends at", t.end_round);
+      schedule_.end(t.task, t.end_round);
+    }
   }
-  for (const auto& [task, rounds] : tasks_)
-    if (!listed.count(task))
+  for (auto it = tasks_.begin(); it != tasks_.end();) {
+    const auto task = it->first;
+    if (listed.count(task)) {
+      ++it;
+      continue;
+    }
+    if (!served_all(task)) {
+      const auto end = schedule_.end_round(task);
+      const auto owed = end < 0 ? -1 : schedule_.local_rounds(task, end);
       return Status{ErrorCode::unavailable,
-                    "coordinated read: task " + std::to_string(task) +
-                      " left the job; its rounds cannot be served elsewhere without the "
-                      "consumers' rounds going out of step"};
+                    "coordinated read: task " + std::to_string(task) + " left the job" +
+                      (end < 0 ? std::string{}
+                               : " after its last round (" + std::to_string(end - 1) +
+                                   ") before consumer_index " + std::to_string(index_) +
+                                   " received its " + std::to_string(owed) + " rounds (got " +
+                                   std::to_string(it->second.received) + ")") +
+                      "; its rounds cannot be served elsewhere without the consumers' rounds "
+                      "going out of step"};
+    }
+    it = tasks_.erase(it); // retired, every round of it received: the schedule keeps its span
+  }
   fence_ = fence;
   return Status::OK();
 }
@@ -73,8 +184,15 @@ void RoundRobinPlanner::plan() {
     if (fence_ >= 0 && next_plan_ >= fence_)
       return;
     auto task = schedule_.task_for(next_plan_);
-    if (!task)
-      return;
+    if (!task) {
+      // No task serves this round (the tasks serving it retired; the next starts later): every
+      // consumer skips the same rounds. Jump once everything before is delivered.
+      auto next = schedule_.next_served(next_plan_);
+      if (!next || next_deliver_ != next_plan_ || !received_.empty())
+        return;
+      next_plan_ = next_deliver_ = *next;
+      continue;
+    }
     // Planted bug (simulator only, actors/hooks.hpp): the round is counted but never assigned,
     // so this consumer's later rounds on that task come from rounds the others got earlier.
     if (hooks::skip_round(index_, next_plan_)) {
@@ -87,6 +205,14 @@ void RoundRobinPlanner::plan() {
     t.globals.push_back(next_plan_);
     ++next_plan_;
   }
+}
+
+bool RoundRobinPlanner::served_all(msg::task_id_t task) const {
+  const auto end = schedule_.end_round(task);
+  if (end < 0)
+    return false;
+  auto it = tasks_.find(task);
+  return it == tasks_.end() || it->second.received >= schedule_.local_rounds(task, end);
 }
 
 RoundRobinPlanner::TaskRounds* RoundRobinPlanner::settle(const Request& request) {
@@ -121,7 +247,25 @@ Status RoundRobinPlanner::on_probe(const Request& request, int64_t next_local_ro
 
 Status RoundRobinPlanner::rebase() {
   resuming_ = false;
-  bool fresh = true;
+  // Tasks that served this index every round they ever will (retired: gone, or ending and all
+  // served): the others went past their end round, so this consumer starts there at the least.
+  int64_t floor = 0;
+  std::map<msg::task_id_t, bool> done;
+  std::size_t found = 0;
+  for (auto task : schedule_.tasks()) {
+    const auto end = schedule_.end_round(task);
+    if (end < 0)
+      continue;
+    auto t = tasks_.find(task);
+    if (t == tasks_.end() || t->second.frontier >= schedule_.local_rounds(task, end)) {
+      floor = std::max(floor, end);
+      if (t != tasks_.end()) {
+        done[task] = true;
+        ++found;
+      }
+    }
+  }
+  bool fresh = floor == 0;
   for (const auto& [task, t] : tasks_)
     fresh &= t.frontier == 0;
   if (fresh)
@@ -130,12 +274,7 @@ Status RoundRobinPlanner::rebase() {
   // largest), then how many local rounds of each task lie below R.
   constexpr int64_t kMaxWalk = int64_t{1} << 34;
   std::map<msg::task_id_t, int64_t> below; // local rounds before the round walked to
-  std::size_t found = 0;
-  int64_t start = 0;
-  for (const auto& [task, t] : tasks_)
-    if (t.frontier == 0) // the task's first round; walk finds it too
-      below[task] = 0;
-  std::map<msg::task_id_t, bool> done;
+  int64_t start = floor;
   int64_t r = 0;
   for (; found < tasks_.size(); ++r) {
     if (r >= kMaxWalk)
@@ -144,7 +283,10 @@ Status RoundRobinPlanner::rebase() {
     auto task = schedule_.task_for(r);
     if (!task)
       continue;
-    auto& t = tasks_[*task];
+    auto live = tasks_.find(*task);
+    if (live == tasks_.end())
+      continue; // gone: served this index every round
+    auto& t = live->second;
     auto& n = below[*task];
     if (!done[*task] && n == t.frontier) {
       done[*task] = true;
@@ -400,33 +542,69 @@ bool RoundRobinJob::leave(msg::consumer_id_t consumer) {
 }
 
 void RoundRobinJob::expect(msg::task_id_t task) {
-  if (!published_ && !active_.count(task))
+  if (!published_ && !schedule_.has(task))
     initial_.insert(task);
 }
 
 bool RoundRobinJob::add_task(msg::task_id_t task) {
-  if (active_.count(task) || pending_.count(task))
+  if (schedule_.has(task) || pending_.count(task))
     return false;
   ++version_;
   if (!published_) { // nobody planned a round yet
     initial_.erase(task);
-    active_[task] = 0;
+    schedule_.add(task, 0);
     return true;
   }
-  if (pending_.empty()) // a new fence, never one a consumer may still echo from before
-    fence_ = std::max(max_round_ + lookahead_, fence_ + 1);
+  new_fence();
   pending_.insert(task);
   try_promote();
   return true;
 }
 
+void RoundRobinJob::new_fence() {
+  if (pending_.empty() && retiring_.empty()) // never one a consumer may still echo from before
+    fence_ = std::max(max_round_ + lookahead_, fence_ + 1);
+}
+
+bool RoundRobinJob::retire(msg::task_id_t task) {
+  if (initial_.erase(task) > 0 || pending_.erase(task) > 0) { // it served no round
+    ++version_;
+    try_promote();
+    return true;
+  }
+  if (!schedule_.has(task) || schedule_.end_round(task) >= 0 || retiring_.count(task))
+    return false;
+  new_fence();
+  retiring_.insert(task);
+  ++version_;
+  try_promote();
+  return true;
+}
+
+std::vector<std::pair<msg::task_id_t, int64_t>> RoundRobinJob::take_ended() {
+  return std::exchange(ended_, {});
+}
+
+std::vector<RoundRobinJob::Span> RoundRobinJob::retired() const {
+  std::vector<Span> out;
+  for (auto task : gone_)
+    out.push_back(Span{task, schedule_.start_round(task), schedule_.end_round(task)});
+  return out;
+}
+
 std::string RoundRobinJob::task_lost(msg::task_id_t task, const std::string& reason) {
   if (initial_.erase(task) > 0)
     ++version_; // consumers may start once the other initial tasks are assigned
-  pending_.erase(task);
-  if (!active_.count(task))
+  if (pending_.erase(task) > 0)
+    try_promote();
+  if (!schedule_.has(task) || gone_.count(task))
     return {};
   ++version_;
+  if (schedule_.end_round(task) >= 0) { // retired: the consumers check they got its rounds
+    gone_.insert(task);
+    return {};
+  }
+  retiring_.erase(task);
   return "coordinated read (num_consumers " + std::to_string(num_consumers_) + "): task " +
          std::to_string(task) + " was lost (" + reason +
          "); its rounds cannot be served by another task without the consumers going out of "
@@ -440,7 +618,7 @@ bool RoundRobinJob::on_poll(msg::consumer_id_t consumer, int64_t round, int64_t 
   it->second.round = std::max(it->second.round, round);
   it->second.known_fence = known_fence;
   max_round_ = std::max(max_round_, round);
-  if (pending_.empty())
+  if (pending_.empty() && retiring_.empty())
     return false;
   if (round > fence_) { // this consumer went past the fence before it saw it: move it out
     fence_ = std::max(max_round_ + lookahead_, fence_ + 1);
@@ -451,21 +629,26 @@ bool RoundRobinJob::on_poll(msg::consumer_id_t consumer, int64_t round, int64_t 
 }
 
 bool RoundRobinJob::try_promote() {
-  if (pending_.empty())
+  if (pending_.empty() && retiring_.empty())
     return false;
   for (const auto& [id, c] : consumers_)
     if (c.known_fence != fence_ || c.round > fence_)
       return false;
   for (auto task : pending_)
-    active_[task] = fence_;
+    schedule_.add(task, fence_);
+  for (auto task : retiring_) {
+    schedule_.end(task, fence_);
+    ended_.emplace_back(task, schedule_.local_rounds(task, fence_));
+  }
   pending_.clear();
+  retiring_.clear();
   ++version_;
   return true;
 }
 
 int64_t RoundRobinJob::start_round(msg::task_id_t task) const {
-  if (auto it = active_.find(task); it != active_.end())
-    return it->second;
+  if (schedule_.has(task))
+    return schedule_.start_round(task);
   return pending_.count(task) ? -1 : -2;
 }
 

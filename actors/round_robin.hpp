@@ -41,8 +41,10 @@
 // be served elsewhere without consumers disagreeing).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -57,20 +59,36 @@
 
 namespace conveyor::actors {
 
-// Which task serves which global round.
+// Which task serves which global round. A task is active in [start round, end round); round r
+// goes to active[r mod |active|], the active tasks in order of (start round, task id).
 class RoundSchedule {
 public:
+  static constexpr int64_t kNoEnd = std::numeric_limits<int64_t>::max();
   // Adds an active task from `start_round` on. A task starting at a round some earlier-planned
   // round already passed would change history: the caller checks that (see RoundRobinPlanner).
   void add(msg::task_id_t task, int64_t start_round);
+  // The task serves no round >= end_round (its worker drained). The same check as for add.
+  void end(msg::task_id_t task, int64_t end_round);
   bool has(msg::task_id_t task) const { return tasks_.count(task) > 0; }
   bool empty() const { return order_.empty(); }
+  std::vector<msg::task_id_t> tasks() const; // every task ever added
+  int64_t start_round(msg::task_id_t task) const; // -1 unknown
+  int64_t end_round(msg::task_id_t task) const;   // -1 unknown or none
   // The task serving `round`; nullopt when no task is active at that round.
   std::optional<msg::task_id_t> task_for(int64_t round) const;
+  // The first round >= `round` some task serves; nullopt when none ever will (as known now).
+  std::optional<int64_t> next_served(int64_t round) const;
+  // How many rounds before `until` the task serves: its local rounds below global round `until`.
+  int64_t local_rounds(msg::task_id_t task, int64_t until) const;
 
 private:
-  std::map<msg::task_id_t, int64_t> tasks_;              // -> start round
+  struct Span {
+    int64_t start = 0;
+    int64_t end = kNoEnd;
+  };
+  std::map<msg::task_id_t, Span> tasks_;
   std::vector<std::pair<int64_t, msg::task_id_t>> order_; // sorted (start round, task)
+  bool any_end_ = false; // without ends, the active tasks at r are a prefix of order_
 };
 
 // The consumer's side: plans rounds onto tasks, asks each task for its planned local rounds, and
@@ -89,6 +107,8 @@ public:
   struct TaskEntry {
     msg::task_id_t task = 0;
     int64_t start_round = 0; // -1 = pending (not read yet)
+    int64_t end_round = -1;  // retiring: it serves no round >= end_round; -1 = none
+    bool gone = false;       // retired and no longer listed (task_list.retired_rounds)
   };
 
   // window: rounds planned or handed out and not yet taken by the reader (the consumer's element
@@ -107,8 +127,10 @@ public:
   // A probe's answer: the next local round `task` owes this consumer.
   Status on_probe(const Request& request, int64_t next_local_round);
 
-  // A task list: start rounds and the fence (-1 = none). An error when the list would change
-  // rounds already planned (a task starting below the planned rounds), or lost a task.
+  // A task list: start and end rounds and the fence (-1 = none). An error when the list would
+  // change rounds already planned (a task starting or ending below the planned rounds), or lost
+  // a task before this consumer received every round it serves (a retired task that served
+  // them all is forgotten, its rounds stay in the schedule).
   Status on_tasks(const std::vector<TaskEntry>& tasks, int64_t fence);
   // Plans rounds up to the window and the fence; then the requests to send now: at most one in
   // flight per task, only to tasks `ready(task)` says can be asked (connected).
@@ -154,6 +176,8 @@ public:
   // The reader took `n` elements (frees window and bytes).
   void on_ack(int64_t n);
 
+  // The task has an end round and this consumer received every round it serves.
+  bool served_all(msg::task_id_t task) const;
   int64_t next_round() const { return next_plan_; } // the first round not planned yet
   int64_t fence() const { return fence_; }
   int64_t delivered() const { return next_deliver_; }
@@ -238,6 +262,10 @@ public:
   Status check_index(int64_t index) const;
   int64_t completed() const { return completed_; }
   int64_t next_for(int64_t index) const { return next_[static_cast<std::size_t>(index)]; }
+  // Every consumer took its elements of local rounds [0, rounds) (a retired task is drained).
+  bool all_taken(int64_t rounds) const {
+    return std::all_of(next_.begin(), next_.end(), [&](int64_t n) { return n >= rounds; });
+  }
 
 private:
   std::vector<int64_t> asked_; // per consumer: local rounds < asked_[i] were asked for
@@ -274,24 +302,45 @@ public:
   // A task becomes listed (assigned): an initial one is active at round 0; a later one is
   // pending behind a fence. Returns true (the list changed).
   bool add_task(msg::task_id_t task);
-  // A listed task was lost: the rounds cannot stay aligned. Returns the job's error.
+  // A listed task was lost. One given an end round (retire) is gone: the consumers check that
+  // they received every round it served. Otherwise the rounds cannot stay aligned: returns the
+  // job's error.
   std::string task_lost(msg::task_id_t task, const std::string& reason);
+  // The task's worker drains: the task gets an end round as a new task gets its start round,
+  // behind a fence every consumer acknowledged. A task not serving rounds yet is dropped.
+  // Returns whether the list changed.
+  bool retire(msg::task_id_t task);
+  // Tasks given an end round since the last call, with how many local rounds they serve in all
+  // (the job tells each its count: it is drained once every consumer took them).
+  std::vector<std::pair<msg::task_id_t, int64_t>> take_ended();
+  struct Span {
+    msg::task_id_t task = 0;
+    int64_t start_round = 0;
+    int64_t end_round = 0;
+  };
+  // Retired tasks that are gone, for the consumers' schedules.
+  std::vector<Span> retired() const;
   // A consumer's poll: its next round to plan and the fence it knows. Returns whether the list
   // changed (fence moved or pending tasks promoted).
   bool on_poll(msg::consumer_id_t consumer, int64_t round, int64_t known_fence);
   // A list with these start rounds is going out.
   void published() {
-    if (!active_.empty() && initial_.empty())
+    if (!schedule_.empty() && initial_.empty())
       published_ = true;
   }
 
   int64_t start_round(msg::task_id_t task) const; // -1 pending, -2 unknown
-  int64_t fence() const { return !initial_.empty() ? 0 : pending_.empty() ? -1 : fence_; }
+  int64_t end_round(msg::task_id_t task) const { return schedule_.end_round(task); } // -1 none
+  int64_t fence() const {
+    return !initial_.empty() ? 0 : pending_.empty() && retiring_.empty() ? -1 : fence_;
+  }
   uint64_t version() const { return version_; }
   std::size_t pending() const { return pending_.size(); }
+  std::size_t retiring() const { return retiring_.size(); }
 
 private:
   bool try_promote();
+  void new_fence(); // for a first pending or retiring task
   struct Consumer {
     int64_t index = 0;
     int64_t round = 0;
@@ -300,8 +349,11 @@ private:
   int64_t num_consumers_;
   int64_t lookahead_;
   std::map<msg::consumer_id_t, Consumer> consumers_;
-  std::map<msg::task_id_t, int64_t> active_; // -> start round
+  RoundSchedule schedule_; // the tasks with a start round (and the retired ones' end rounds)
   std::set<msg::task_id_t> pending_;
+  std::set<msg::task_id_t> retiring_; // waiting for their end round (the fence)
+  std::set<msg::task_id_t> gone_;     // retired and lost
+  std::vector<std::pair<msg::task_id_t, int64_t>> ended_; // for take_ended
   std::set<msg::task_id_t> initial_; // created before the first list, not assigned yet
   int64_t fence_ = -1;
   int64_t max_round_ = 0; // the highest round any consumer reported

@@ -29,7 +29,8 @@ using task_full_actor = msg::task_actor::extend<caf::reacts_to<msg::produce_atom
                                                 caf::reacts_to<msg::leave_job>,
                                                 caf::replies_to<msg::drained_atom>::with<bool>,
                                                 caf::reacts_to<msg::assign_task>,
-                                                caf::reacts_to<msg::stop_task>>;
+                                                caf::reacts_to<msg::stop_task>,
+                                                caf::reacts_to<msg::end_rounds>>;
 
 // A request that found nothing. It is answered when elements arrive, the pipeline ends, or —
 // at the next produce step or request after its deadline — with an empty batch. No timer:
@@ -50,6 +51,9 @@ struct task_state {
   std::deque<Held> held;
   // Coordinated reads (def.num_consumers > 0): the rounds; their held requests are in `held`.
   std::unique_ptr<RoundRobinTaskRounds> rounds;
+  // Coordinated reads, a draining worker: the local rounds this task serves in all (the job's
+  // end_rounds); -1 = not retired (yet).
+  int64_t rounds_end = -1;
   Status rounds_error; // final: every later request gets it
   int64_t round_timeout_ns = 0; // the consumers' (from their requests)
   bool produce_scheduled = false;
@@ -567,6 +571,14 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
       st.waiting_for_split = false;
       after_step(self);
     },
+    [self](msg::end_rounds& end) {
+      auto& st = self->state;
+      if (!admit(self, end.auth_token, "end_rounds").ok() || !st.rounds)
+        return;
+      st.rounds_end = end.local_rounds;
+      log::info(kLog, st.label() + ": retired from the coordinated rounds after local round " +
+                        std::to_string(end.local_rounds - 1) + " (its worker drains)");
+    },
     [self](msg::leave_job& left) {
       auto& st = self->state;
       if (!admit(self, left.auth_token, "leave_job").ok())
@@ -581,10 +593,10 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
       auto& st = self->state;
       if (!st.runner)
         return true;
-      // Coordinated reads: an infinite pipeline never ends, and what rounds reserved for a
-      // consumer is only ever delivered within its round: nothing is left to drain.
+      // Coordinated reads: an infinite pipeline never ends; the task is drained once the job
+      // gave it its last round (end_rounds) and every consumer took its elements up to there.
       if (st.rounds)
-        return true;
+        return st.rounds_end >= 0 && st.rounds->all_taken(st.rounds_end);
       if (!(st.runner->ended() || st.runner->failed()))
         return false;
       if (st.runner->split_feed())

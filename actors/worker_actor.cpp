@@ -221,7 +221,7 @@ void heartbeat(self_ptr self) {
     return;
   }
   self->request(st.dispatcher, st.start.request_timeout,
-                msg::worker_heartbeat{st.id, st.tasks.size()})
+                msg::worker_heartbeat{st.id, st.tasks.size(), st.draining})
     .then(
       [self](msg::heartbeat_ack& ack) {
         auto& st = self->state;
@@ -343,6 +343,10 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
           for (const auto& [id, t] : st.tasks)
             caf::send_as(caf::actor_cast<caf::actor>(self), caf::actor_cast<caf::actor>(t),
                          msg::drain_atom_v); // with a sender on this node (the task checks)
+          // Now, not at the next tick: coordinated jobs retire this worker's tasks at a round
+          // every consumer agrees on, which takes a round trip through every consumer.
+          if (st.registered)
+            heartbeat(self);
           check_drained(self);
         }
         return promise;
@@ -378,6 +382,14 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
         if (st.start.local_registry) // before the job (and so any consumer) learns of it
           LocalWorkers::add_task(st.address, id, caf::actor_cast<caf::actor>(handle));
         return msg::task_assigned{id, handle};
+      },
+      [self](msg::end_rounds& req) {
+        auto& st = self->state;
+        if (!admit(self, req.auth_token, "end_rounds (task " + std::to_string(req.task) + ")").ok())
+          return;
+        if (auto t = st.tasks.find(req.task); t != st.tasks.end())
+          caf::anon_send(caf::actor_cast<caf::actor>(t->second),
+                         msg::end_rounds{req.task, req.local_rounds, st.start.auth_token});
       },
       [self](msg::stop_task& req) {
         auto& st = self->state;

@@ -51,6 +51,16 @@ typename Inspector::result_type inspect(Inspector& f, remove_task& x) {
   return f(caf::meta::type_name("remove_task"), x.task, x.reason);
 }
 
+// dispatcher -> job: the task's worker drains (coordinated reads: retire the task at a round
+// every consumer agrees on; other jobs ignore it). Repeated with the worker's heartbeats.
+struct drain_task {
+  task_id_t task = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, drain_task& x) {
+  return f(caf::meta::type_name("drain_task"), x.task);
+}
+
 struct task_finished {
   job_id_t job = 0;
   task_id_t task = 0;
@@ -98,6 +108,7 @@ using job_actor = split_source_actor::extend<caf::replies_to<join_job>::with<job
                                              caf::reacts_to<leave_job>,
                                              caf::reacts_to<add_task>,
                                              caf::reacts_to<remove_task>,
+                                             caf::reacts_to<drain_task>,
                                              caf::replies_to<get_job_status>::with<job_status>>;
 
 // The dispatcher, as its job actors see it.

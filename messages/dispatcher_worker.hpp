@@ -84,9 +84,21 @@ typename Inspector::result_type inspect(Inspector& f, stop_task& x) {
   return f(caf::meta::type_name("stop_task"), x.task, x.auth_token);
 }
 
+// job -> worker -> task (coordinated reads, a draining worker): the task serves its local rounds
+// [0, local_rounds) and no more; once every consumer took them, it is drained.
+struct end_rounds {
+  task_id_t task = 0;
+  int64_t local_rounds = 0;
+  std::string auth_token = {}; // as in assign_task
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, end_rounds& x) {
+  return f(caf::meta::type_name("end_rounds"), x.task, x.local_rounds, x.auth_token);
+}
+
 // The worker actor, as the dispatcher and its jobs see it.
 using worker_actor = caf::typed_actor<caf::replies_to<assign_task>::with<task_assigned>,
-                                      caf::reacts_to<stop_task>>;
+                                      caf::reacts_to<stop_task>, caf::reacts_to<end_rounds>>;
 
 // worker -> dispatcher
 struct register_worker {
@@ -117,10 +129,14 @@ typename Inspector::result_type inspect(Inspector& f, worker_registered& x) {
 struct worker_heartbeat {
   worker_id_t worker = 0;
   uint64_t num_tasks = 0; // tasks the worker runs (for logs and status)
+  // The worker drains (graceful stop): the dispatcher tells the jobs of its tasks (coordinated
+  // reads retire the task at a round every consumer agrees on). Sent at once when the drain
+  // starts, then with every heartbeat.
+  bool draining = false;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_heartbeat& x) {
-  return f(caf::meta::type_name("worker_heartbeat"), x.worker, x.num_tasks);
+  return f(caf::meta::type_name("worker_heartbeat"), x.worker, x.num_tasks, x.draining);
 }
 
 // dispatcher -> worker

@@ -89,11 +89,27 @@ struct task_info {
   std::vector<std::string> worker_tags = {};
   // Coordinated reads: the first global round this task serves; -1 = pending (not read yet).
   int64_t start_round = 0;
+  // Coordinated reads: the first global round this task no longer serves (its worker drains);
+  // -1 = none.
+  int64_t end_round = -1;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, task_info& x) {
   return f(caf::meta::type_name("task_info"), x.task, x.worker, x.worker_address, x.handle,
-           x.worker_tags, x.start_round);
+           x.worker_tags, x.start_round, x.end_round);
+}
+
+// Coordinated reads: the global rounds [start_round, end_round) a task that is gone (its worker
+// drained and left) served. Consumers keep them in their schedule: a restarted consumer walks
+// the schedule from round 0 to find where it rejoins.
+struct round_span {
+  task_id_t task = 0;
+  int64_t start_round = 0;
+  int64_t end_round = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, round_span& x) {
+  return f(caf::meta::type_name("round_span"), x.task, x.start_round, x.end_round);
 }
 
 struct task_list {
@@ -107,13 +123,15 @@ struct task_list {
   // task's splits cannot be re-run): the consumer fails the read with this error.
   std::string error;
   // Coordinated reads: no consumer plans a round >= round_fence (-1 = no fence) while a task
-  // is pending.
+  // is pending or retiring.
   int64_t round_fence = -1;
+  // Coordinated reads: the tasks that served their last round and are gone.
+  std::vector<round_span> retired_rounds = {};
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, task_list& x) {
   return f(caf::meta::type_name("task_list"), x.version, x.tasks, x.job_finished, x.error,
-           x.round_fence);
+           x.round_fence, x.retired_rounds);
 }
 
 } // namespace conveyor::msg

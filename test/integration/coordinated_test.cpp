@@ -180,6 +180,34 @@ TEST_CASE("coordinated: a tagged (COLOCATED) worker added mid-read under AUTO se
   CHECK_MESSAGE(tasks_that_served(out[0]) == 3, cluster.describe()); // the tagged one too
 }
 
+TEST_CASE("coordinated: a worker stopped with SIGTERM leaves the rounds, a restarted one joins; aligned") {
+  // SIGTERM drains the worker: the job ends its task at a round every consumer agrees on (as a
+  // new worker's start round), the task serves its rounds up to there, then the worker leaves.
+  // Then a worker is started again and joins at a later round. Nothing is skipped or repeated.
+  Cluster cluster(3, {"--job-gc-timeout", "300"});
+  constexpr int kN = 3, kTake = 60000;
+  auto out = read_coordinated(cluster, "drain", kN, kTake, [&](Readers& readers) {
+    REQUIRE_MESSAGE(readers[0]->wait_for_stdout_lines(3000, kReadTimeout), readers[0]->describe());
+    cluster.worker(0).signal(SIGTERM);
+    auto code = cluster.worker(0).wait_exit(kReadTimeout);
+    REQUIRE_MESSAGE(code.has_value(), cluster.describe());
+    CHECK_MESSAGE(*code == 0, cluster.describe());
+    CHECK_MESSAGE(cluster.worker(0).stderr_text().find("drain did not complete") == std::string::npos,
+                  cluster.describe());
+    CHECK_MESSAGE(cluster.dispatcher().wait_for_output("serves its last round at", kStartTimeout),
+                  cluster.describe());
+    const auto when_drained = readers[0]->stdout_lines().size();
+    CHECK_MESSAGE(when_drained < static_cast<std::size_t>(kTake), "the read was over before the drain");
+    // A worker starts again (a restart on a new port): consumer 0 pauses so that the rounds
+    // stop while it registers, as in the test above.
+    readers[0]->signal(SIGSTOP);
+    cluster.add_worker();
+    readers[0]->signal(SIGCONT);
+  }, {"--max-outstanding", "512"});
+  CHECK_MESSAGE(aligned_rounds(out) == kTake, cluster.describe());
+  CHECK_MESSAGE(tasks_that_served(out[0]) == 4, cluster.describe()); // 3 first ones + the new one
+}
+
 TEST_CASE("coordinated: a consumer SIGKILLed and restarted with its index rejoins at the others' round") {
   Cluster cluster(2, {"--job-gc-timeout", "300", "--worker-timeout", "30000"});
   constexpr int kN = 3, kAgain = 3000;

@@ -22,6 +22,7 @@ struct task_def;
 struct assign_task;
 struct task_assigned;
 struct stop_task;
+struct end_rounds;
 struct register_worker;
 struct worker_registered;
 struct worker_heartbeat;
@@ -36,6 +37,7 @@ struct task_list;
 // dispatcher_job.hpp
 struct add_task;
 struct remove_task;
+struct drain_task;
 struct task_finished;
 struct job_finished;
 struct job_released;
@@ -94,6 +96,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(conveyor, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::job_status))
   CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::rejoin_job))
   CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::persist_splits))
+  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::end_rounds))
+  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::drain_task))
   // Atoms (at most 10 characters). Local timers and the consumer API's flow control.
   CAF_ADD_ATOM(conveyor, conveyor::msg, tick_atom, "cv_tick")       // periodic timer
   CAF_ADD_ATOM(conveyor, conveyor::msg, produce_atom, "cv_produce") // task: run the pipeline a step

@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <map>
+#include <optional>
+#include <set>
 #include <random>
 
 #include "actors/hooks.hpp"
@@ -49,14 +51,35 @@ struct MiniCluster {
     job.add_task(id);
   }
 
+  // A task's worker drains: the job retires it; once it has its last round and every consumer
+  // took its rounds, it leaves (its worker is gone).
+  std::map<uint64_t, int64_t> ends; // task -> local rounds it serves in all
+  std::set<uint64_t> gone;
+  void retire_task(uint64_t id) { job.retire(id); }
+  void settle_retired() {
+    for (const auto& [task, rounds] : job.take_ended())
+      ends[task] = rounds;
+    for (const auto& [task, rounds] : ends)
+      if (!gone.count(task) && tasks.at(task).all_taken(rounds)) {
+        REQUIRE(job.task_lost(task, "drained").empty());
+        gone.insert(task);
+      }
+  }
+
   // One consumer polls the job: gets the list as the job has it now, then reports.
   void poll(int64_t i) {
+    settle_retired();
     std::vector<RoundRobinPlanner::TaskEntry> list;
     for (const auto& [id, t] : tasks)
-      list.push_back({id, job.start_round(id)});
+      if (!gone.count(id))
+        list.push_back({id, job.start_round(id), job.end_round(id), false});
+    for (const auto& s : job.retired())
+      list.push_back({s.task, s.start_round, s.end_round, true});
     job.published();
-    REQUIRE(planners[i].on_tasks(list, job.fence()).ok());
+    auto st = planners[i].on_tasks(list, job.fence());
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
     job.on_poll(static_cast<uint64_t>(i + 1), planners[i].next_round(), planners[i].fence());
+    settle_retired();
   }
 
   // One consumer sends its requests and gets whatever the tasks can answer at once.
@@ -64,7 +87,10 @@ struct MiniCluster {
     auto& p = planners[i];
     auto reqs = p.next_requests([](uint64_t) { return true; }, 4);
     for (auto& r : reqs) {
+      REQUIRE_FALSE(gone.count(r.task));
       auto& t = tasks.at(r.task);
+      if (auto e = ends.find(r.task); e != ends.end())
+        REQUIRE(r.first + r.count <= e->second); // never past the task's last round
       REQUIRE(t.ask(i, r.first, r.count, now).ok());
       while (t.completable() > 0) {
         std::vector<Element> round;
@@ -390,6 +416,78 @@ TEST_CASE("mini cluster: rounds stay aligned across seeds while tasks join mid-r
     for (const auto& [id, t] : c.tasks)
       CHECK(t.completed() > 0);
   }
+}
+
+TEST_CASE("mini cluster: rounds stay aligned across seeds while workers drain and others join") {
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    CAPTURE(seed);
+    const int64_t n = 2 + static_cast<int64_t>(seed % 3);
+    MiniCluster c{n, seed};
+    c.add_task(1);
+    c.add_task(2);
+    for (int s = 0; s < 4000; ++s) {
+      if (s == 500)
+        c.retire_task(1); // one of two drains
+      if (s == 900)
+        c.add_task(3); // a new worker (or the drained one, restarted)
+      if (s == 1600)
+        c.retire_task(2);
+      if (s == 2200)
+        c.retire_task(3); // the last one drains: no task serves the next rounds...
+      if (s == 2400)
+        c.add_task(4); // ... until a worker comes: every consumer skips the same rounds
+      c.step();
+    }
+    auto aligned = c.aligned_rounds();
+    CHECK(aligned > 100);
+    CHECK(c.job.pending() == 0);
+    CHECK(c.job.retiring() == 0);
+    CHECK(c.gone == std::set<uint64_t>{1, 2, 3}); // each retired task served its rounds and left
+    for (const auto& [id, rounds] : c.ends)
+      CHECK(c.tasks.at(id).completed() == rounds);
+    CHECK(c.tasks.at(4).completed() > 0);
+  }
+}
+
+TEST_CASE("round schedule: end rounds; local round counts agree with walking the schedule") {
+  RoundSchedule s;
+  s.add(1, 0);
+  s.add(2, 0);
+  s.add(3, 7);
+  s.end(1, 12);
+  s.end(2, 20);
+  s.end(3, 20);
+  s.add(4, 25);
+  std::map<uint64_t, int64_t> walked;
+  for (int64_t r = 0; r < 40; ++r) {
+    auto t = s.task_for(r);
+    if (r >= 20 && r < 25) {
+      CHECK_FALSE(t.has_value()); // nobody serves these rounds
+      REQUIRE(s.next_served(r).has_value());
+      CHECK(*s.next_served(r) == 25);
+      continue;
+    }
+    REQUIRE(t.has_value());
+    CHECK(s.local_rounds(*t, r) == walked[*t]); // local round of r on its task
+    ++walked[*t];
+  }
+  for (uint64_t t : {1, 2, 3, 4})
+    CHECK(s.local_rounds(t, 40) == walked[t]);
+  CHECK(s.task_for(12) != std::optional<uint64_t>{1});
+  CHECK(s.end_round(1) == 12);
+  CHECK(s.end_round(4) == -1);
+}
+
+TEST_CASE("planner: a retired task that leaves before this consumer got its rounds is an error") {
+  RoundRobinPlanner p{0, 2, 8};
+  REQUIRE(p.on_tasks({{1, 0}, {2, 0}}, -1).ok());
+  auto reqs = p.next_requests([](uint64_t) { return true; }, 16);
+  REQUIRE(reqs.size() == 2);
+  // The job ends task 1 at round 8 (its local rounds 0..3), then lists it as gone.
+  REQUIRE(p.on_tasks({{1, 0, 8, false}, {2, 0}}, -1).ok());
+  auto lost = p.on_tasks({{2, 0}, {1, 0, 8, true}}, -1);
+  CHECK(lost.code() == ErrorCode::unavailable);
+  CHECK(lost.message().find("received its 4 rounds (got 0)") != std::string::npos);
 }
 
 TEST_CASE("planted bug: a consumer that skips a round is found by the alignment check") {
