@@ -379,7 +379,13 @@ RoundRobinTaskRounds::RoundRobinTaskRounds(int64_t num_consumers)
   : asked_(static_cast<std::size_t>(std::max<int64_t>(num_consumers, 1)), 0),
     next_(asked_.size(), 0),
     ready_(asked_.size()),
-    skip_to_(asked_.size(), 0) {}
+    skip_to_(asked_.size(), 0),
+    confirmed_(asked_.size(), 0) {}
+
+void RoundRobinTaskRounds::confirm(int64_t index, int64_t below) {
+  auto& c = confirmed_[static_cast<std::size_t>(index)];
+  c = std::max(c, below);
+}
 
 Status RoundRobinTaskRounds::check_index(int64_t index) const {
   const auto n = num_consumers();
@@ -405,6 +411,7 @@ Status RoundRobinTaskRounds::resume(int64_t index, int64_t first, int64_t now_ns
   }
   next_[i] = first;
   skip_to_[i] = std::max(skip_to_[i], first);
+  confirm(index, first);
   asked_[i] = std::max(asked_[i], first);
   update_waiting(now_ns);
   return Status::OK();
@@ -435,6 +442,7 @@ Status RoundRobinTaskRounds::ask(int64_t index, int64_t first, uint32_t count, i
                     " skipped rounds: it asked for local round " + std::to_string(first) +
                     " but has not received round " + std::to_string(next_[i])};
   asked_[i] = std::max(asked_[i], first + static_cast<int64_t>(count));
+  confirm(index, first); // one request per task at a time: the earlier rounds arrived
   if (waiting_since_ns_ < 0 && asked_[i] > completed_ && completable() == 0)
     waiting_since_ns_ = now_ns;
   return Status::OK();

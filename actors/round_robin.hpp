@@ -138,6 +138,15 @@ public:
   std::vector<Request> next_requests(Ready&& ready, uint32_t max_per_request,
                                      int64_t bytes_per_request = 0) {
     std::vector<Request> out;
+    // A retired task that served every round: tell it (an empty request), so that it counts as
+    // drained only once the elements arrived, not when they were sent.
+    for (auto& [task, t] : tasks_)
+      if (!t.final_acked && !t.in_flight && !resuming_ && served_all(task) && ready(task)) {
+        t.final_acked = true;
+        t.in_flight = true;
+        ++in_flight_;
+        out.push_back(Request{task, t.received, 0, false, false});
+      }
     if (resuming_) {
       for (auto& [task, t] : tasks_)
         if (!t.probed && !t.in_flight && ready(task)) {
@@ -195,6 +204,7 @@ private:
     bool probed = false;     // resuming: the task said where this consumer stands
     int64_t frontier = 0;    // ... its next local round for this consumer
     bool resume = false;     // the next request rejoins at `requested` (until one is answered)
+    bool final_acked = false; // retired and all received: the task was told so
     std::deque<int64_t> globals; // global round of each local round in [received, planned)
   };
   int64_t index_;
@@ -262,9 +272,13 @@ public:
   Status check_index(int64_t index) const;
   int64_t completed() const { return completed_; }
   int64_t next_for(int64_t index) const { return next_[static_cast<std::size_t>(index)]; }
-  // Every consumer took its elements of local rounds [0, rounds) (a retired task is drained).
-  bool all_taken(int64_t rounds) const {
-    return std::all_of(next_.begin(), next_.end(), [&](int64_t n) { return n >= rounds; });
+  // Consumer `index` has every round below local round `below` (it asks for the next one, or
+  // says so with an empty request once a retired task served it all).
+  void confirm(int64_t index, int64_t below);
+  // Every consumer has its elements of local rounds [0, rounds): not just sent (a reply may be
+  // in flight), confirmed. A retired task is then drained.
+  bool all_confirmed(int64_t rounds) const {
+    return std::all_of(confirmed_.begin(), confirmed_.end(), [&](int64_t n) { return n >= rounds; });
   }
 
 private:
@@ -276,6 +290,7 @@ private:
   };
   std::vector<std::deque<Reserved>> ready_;
   std::vector<int64_t> skip_to_; // per consumer: its elements of rounds below are dropped
+  std::vector<int64_t> confirmed_; // per consumer: it has every round below
   int64_t completed_ = 0;
   int64_t waiting_since_ns_ = -1; // someone asked for round completed_ and someone did not
   void update_waiting(int64_t now_ns);

@@ -293,6 +293,12 @@ caf::result<msg::element_batch> round_request(self_ptr self, msg::get_elements& 
     }
   if (req.round_timeout_ns > 0)
     st.round_timeout_ns = req.round_timeout_ns;
+  if (!req.round_resume && req.round_count == 0) { // it has every round below round_first
+    if (Status valid = st.rounds->check_index(req.consumer_index); !valid.ok())
+      return msg::to_error(valid.with_context(st.label()));
+    st.rounds->confirm(req.consumer_index, req.round_first);
+    return msg::element_batch{};
+  }
   if (req.round_resume && req.round_count == 0) { // a (re)started consumer: where it stands
     if (!st.rounds_error.ok())
       return msg::to_error(st.rounds_error);
@@ -596,7 +602,7 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
       // Coordinated reads: an infinite pipeline never ends; the task is drained once the job
       // gave it its last round (end_rounds) and every consumer took its elements up to there.
       if (st.rounds)
-        return st.rounds_end >= 0 && st.rounds->all_taken(st.rounds_end);
+        return st.rounds_end >= 0 && st.rounds->all_confirmed(st.rounds_end);
       if (!(st.runner->ended() || st.runner->failed()))
         return false;
       if (st.runner->split_feed())

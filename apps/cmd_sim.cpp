@@ -23,7 +23,7 @@ constexpr CommandInfo kInfo{
   "process, on a deterministic scheduler with virtual time and a simulated network, running the\n"
   "production actors. One seed decides everything (the trace hash proves it); --runs K sweeps\n"
   "seeds S..S+K-1. Faults (--faults): KIND:N draws N faults per seed (crash, restart, partition,\n"
-  "disconnect, slow, dispatcher: a crash and restart from its simulated disk, any); KIND(NODE[,PEER])@WHEN[+DURATION] places one, e.g.\n"
+  "disconnect, slow, drain: a graceful stop and a new process, dispatcher: a crash and restart from its simulated disk, any: all but drain); KIND(NODE[,PEER])@WHEN[+DURATION] places one, e.g.\n"
   "crash(worker-1)@200ms or partition(worker-0,dispatcher)@30%+2s. Exit codes: 0 every run\n"
   "passed, 1 an invariant failed, 2 bad arguments."};
 

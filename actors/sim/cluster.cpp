@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 
+#include <caf/event_based_actor.hpp>
 #include <caf/send.hpp>
 
 #include "actors/consumer_actor.hpp"
@@ -93,6 +94,7 @@ public:
   ~ClusterRun() {
     // The nodes' actors call into the sinks while they die: kill them while all is intact.
     // Then no handle of a node's actor may outlive the node's actor system.
+    workers_.clear();
     world_.shut_down();
     for (auto& s : sinks_)
       s->consumer = nullptr;
@@ -127,6 +129,9 @@ private:
   void start_consumer(int index);
   void schedule_fault(const Fault& f);
   void fire(const Fault& f);
+  // The node's process ends (crash, restart, a drained worker); a restart starts a fresh one
+  // `f.duration` later.
+  void end_process(std::size_t slot, const Fault& f);
   std::vector<std::string> leaks();
 
   const Dataset& dataset_;
@@ -145,6 +150,7 @@ private:
   bool any_fault_ = false;
   std::vector<std::pair<std::size_t, std::size_t>> partitions_; // to heal at the end
   std::shared_ptr<SimJournal> journal_; // the dispatcher's disk
+  std::map<std::size_t, caf::actor> workers_; // live worker actors by slot (for drain faults)
 };
 
 void RecordingSink::push(std::vector<Element>&& elements, const msg::stream_stats& stats) {
@@ -273,6 +279,7 @@ void ClusterRun::start_worker(int index) {
   if (auto bulk = transport->serve_bulk(name); bulk) // the bulk path, over the simulated network
     start.bulk = *bulk;
   auto worker = actors::spawn_worker(node->system(), std::move(start));
+  workers_[slot] = caf::actor_cast<caf::actor>(worker);
   auto port = static_cast<uint16_t>(kWorkerPort + node->incarnation());
   if (auto p = transport->publish(msg::worker_actor{worker}, name, port); !p)
     world_.violation(name + " cannot publish: " + node->system().render(p.error()));
@@ -316,31 +323,30 @@ void ClusterRun::fire(const Fault& f) {
   auto a = slot_of(f.node);
   switch (f.kind) {
     case Fault::Kind::crash:
-    case Fault::Kind::restart: {
-      if (f.node.rfind("consumer-", 0) == 0) {
-        auto index = std::stoi(f.node.substr(9));
-        auto& sink = *sinks_[static_cast<std::size_t>(index)];
-        if (!sink.stream.ended && !sink.stream.crashed) {
-          sink.stream.crashed = true;
-          ++ended_;
-        }
-        sink.consumer = nullptr;
-      }
-      world_.crash(a);
-      // What was not synced is lost with it (also records its actors made while dying).
-      if (f.node == kDispatcher && journal_)
-        journal_->crash();
-      if (f.kind == Fault::Kind::restart) {
-        world_.after(f.duration, [this, a, name = f.node] {
-          if (world_.node(a) != nullptr)
-            return;
-          world_.restart(a);
-          if (name == kDispatcher)
-            start_dispatcher();
-          else
-            start_worker(std::stoi(name.substr(7)));
+    case Fault::Kind::restart:
+      end_process(a, f);
+      break;
+    case Fault::Kind::drain: { // as SIGTERM: drain (from the worker's own node), then exit
+      auto w = workers_.find(a);
+      auto* node = world_.node(a);
+      if (w == workers_.end() || node == nullptr)
+        break;
+      auto incarnation = node->incarnation();
+      auto entry = fired_.size() - 1; // this fault's line: it says when the drain ended
+      auto done = [this, a, f, incarnation, entry] {
+        world_.after(std::chrono::microseconds{0}, [this, a, f, incarnation, entry] {
+          if (auto* n = world_.node(a); n != nullptr && n->incarnation() == incarnation) {
+            fired_[entry] += ", drained and stopped at " + format_time(world_.elapsed());
+            end_process(a, f);
+          }
         });
-      }
+      };
+      node->system().spawn([worker = w->second, done](caf::event_based_actor* self) -> caf::behavior {
+        self->request(worker, caf::infinite, msg::drain_atom_v)
+          .then([self, done](bool) { done(); self->quit(); },
+                [self, done](caf::error&) { done(); self->quit(); });
+        return {[](msg::tick_atom) {}};
+      });
       break;
     }
     case Fault::Kind::partition: {
@@ -362,6 +368,34 @@ void ClusterRun::fire(const Fault& f) {
       world_.after(f.duration, [this, a, b, before] { world_.network().set_link(a, b, before); });
       break;
     }
+  }
+}
+
+void ClusterRun::end_process(std::size_t a, const Fault& f) {
+  workers_.erase(a); // no handle outlives its node's actor system
+  if (f.node.rfind("consumer-", 0) == 0) {
+    auto index = std::stoi(f.node.substr(9));
+    auto& sink = *sinks_[static_cast<std::size_t>(index)];
+    if (!sink.stream.ended && !sink.stream.crashed) {
+      sink.stream.crashed = true;
+      ++ended_;
+    }
+    sink.consumer = nullptr;
+  }
+  world_.crash(a);
+  // What was not synced is lost with it (also records its actors made while dying).
+  if (f.node == kDispatcher && journal_)
+    journal_->crash();
+  if (f.kind == Fault::Kind::restart || f.kind == Fault::Kind::drain) {
+    world_.after(f.duration, [this, a, name = f.node] {
+      if (world_.node(a) != nullptr)
+        return;
+      world_.restart(a);
+      if (name == kDispatcher)
+        start_dispatcher();
+      else
+        start_worker(std::stoi(name.substr(7)));
+    });
   }
 }
 
@@ -498,6 +532,7 @@ SimResult ClusterRun::run() {
   }
   r.replay_command = replay_command(dataset_, cfg_);
   // Tear down while the log lines still go to the trace (actors log as they die).
+  workers_.clear();
   world_.shut_down();
   world_.network().set_observer(nullptr);
   r.real_seconds =

@@ -43,6 +43,8 @@ Fault random_fault(Rng& rng, const std::string& kind_in, int workers, int consum
     f = Fault::crash(worker(), microseconds{0});
   } else if (kind == "restart") {
     f = Fault::restart(worker(), microseconds{0}, milliseconds{rng.between(50, 3000)});
+  } else if (kind == "drain") { // a graceful stop, then a new process
+    f = Fault::drain(worker(), microseconds{0}, milliseconds{rng.between(50, 3000)});
   } else if (kind == "dispatcher") { // crash, restart from the simulated disk
     f = Fault::restart(kDispatcher, microseconds{0}, milliseconds{rng.between(50, 3000)});
   } else if (kind == "partition") {
@@ -175,6 +177,8 @@ Status validate_config(const SimConfig& config, const FaultSpec& spec) {
       return invalid_argument("fault `" + f.to_string() +
                               "`: consumers can crash but not restart (a new consumer would be "
                               "another stream)");
+    if (f.kind == Fault::Kind::drain && f.node.rfind("worker-", 0) != 0)
+      return invalid_argument("fault `" + f.to_string() + "`: only workers drain");
     if ((f.kind == Fault::Kind::partition || f.kind == Fault::Kind::disconnect ||
          f.kind == Fault::Kind::slow) && f.node == f.peer)
       return invalid_argument("fault `" + f.to_string() + "`: a link needs two different nodes");

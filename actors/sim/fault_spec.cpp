@@ -18,13 +18,14 @@ const char* kind_name(Fault::Kind k) {
     case Fault::Kind::partition: return "partition";
     case Fault::Kind::disconnect: return "disconnect";
     case Fault::Kind::slow: return "slow";
+    case Fault::Kind::drain: return "drain";
   }
   return "?";
 }
 
 std::optional<Fault::Kind> kind_from(std::string_view name) {
   for (auto k : {Fault::Kind::crash, Fault::Kind::restart, Fault::Kind::partition,
-                 Fault::Kind::disconnect, Fault::Kind::slow})
+                 Fault::Kind::disconnect, Fault::Kind::slow, Fault::Kind::drain})
     if (name == kind_name(k))
       return k;
   return std::nullopt;
@@ -35,7 +36,8 @@ bool has_peer(Fault::Kind k) {
 }
 
 bool has_duration(Fault::Kind k) {
-  return k == Fault::Kind::restart || k == Fault::Kind::partition || k == Fault::Kind::slow;
+  return k == Fault::Kind::restart || k == Fault::Kind::partition || k == Fault::Kind::slow ||
+         k == Fault::Kind::drain;
 }
 
 std::string format_duration(us d) {
@@ -92,7 +94,7 @@ Status parse_explicit(const std::string& item, FaultSpec& out) {
   auto kind = kind_from(trim(std::string_view{item}.substr(0, open)));
   if (!kind)
     return invalid_argument("fault `" + item +
-                            "`: unknown kind (expected crash, restart, partition, disconnect or slow)");
+                            "`: unknown kind (expected crash, restart, partition, disconnect, slow or drain)");
   Fault f;
   f.kind = *kind;
   std::string args = item.substr(open + 1, close - open - 1);
@@ -153,6 +155,13 @@ Fault Fault::crash(std::string node, us at) {
 Fault Fault::restart(std::string node, us at, us downtime) {
   Fault f = crash(std::move(node), at);
   f.kind = Kind::restart;
+  f.duration = downtime;
+  return f;
+}
+
+Fault Fault::drain(std::string worker, us at, us downtime) {
+  Fault f = crash(std::move(worker), at);
+  f.kind = Kind::drain;
   f.duration = downtime;
   return f;
 }

@@ -40,6 +40,8 @@ struct Fault {
                 // connection timeout the connection breaks (down_msg on both sides)
     disconnect, // the connection node <-> peer breaks now (both sides see down_msg)
     slow,       // the link node <-> peer gets 50x its latency for `duration`
+    drain,      // a worker stops gracefully (SIGTERM: it drains, then its process ends) and a
+                // fresh process starts `duration` later
   };
   Kind kind = Kind::crash;
   std::string node;
@@ -56,6 +58,8 @@ struct Fault {
   static Fault disconnect(std::string a, std::string b, std::chrono::microseconds at);
   static Fault slow(std::string a, std::string b, std::chrono::microseconds at,
                     std::chrono::microseconds duration);
+  static Fault drain(std::string worker, std::chrono::microseconds at,
+                     std::chrono::microseconds downtime);
   Fault at_fraction(double progress) const; // the same fault, triggered by progress
 
   // "crash(worker-1)@200ms", "partition(worker-0,dispatcher)@30%+2s" — the syntax of
@@ -66,8 +70,9 @@ struct Fault {
 // The --faults syntax: comma-separated items, each either
 //   KIND:N                        N faults of that kind; nodes, times and durations drawn
 //                                 from the seed (KIND: crash, restart, partition, disconnect,
-//                                 slow, dispatcher — the dispatcher crashes and restarts
-//                                 from its simulated disk —, or "any" for a mix)
+//                                 slow, drain, dispatcher — the dispatcher crashes and
+//                                 restarts from its simulated disk —, or "any" for a mix of
+//                                 all but drain)
 //   KIND(NODE[,PEER])@WHEN[+DUR]  one explicit fault; WHEN is a duration ("200ms", "1.5s",
 //                                 "300us") or a progress ("40%")
 //   none                          no faults
@@ -75,7 +80,7 @@ struct Fault {
 struct FaultSpec {
   std::vector<Fault> explicit_faults;
   struct Random {
-    std::string kind; // crash, restart, partition, disconnect, slow, dispatcher, any
+    std::string kind; // crash, restart, partition, disconnect, slow, drain, dispatcher, any
     int count = 0;
   };
   std::vector<Random> random_faults;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,11 @@ void kill_worker_mid_dynamic(int sig) {
   REQUIRE(code.has_value());
   CHECK_MESSAGE(*code == 0, std::string(reader->describe() + cluster.describe()));
   check_exactly_once(reader->stdout_lines(), kN, reader->describe());
+  if (sig == SIGTERM) { // the drained worker leaves on its own, cleanly (not at the cluster's
+                        // teardown, whose second SIGTERM would cut a drain still finishing)
+    auto left = cluster.worker(1).wait_exit(Millis{30000});
+    CHECK_MESSAGE(left == std::optional<int>{0}, cluster.describe());
+  }
 }
 
 } // namespace
