@@ -341,12 +341,16 @@ void ClusterRun::fire(const Fault& f) {
           }
         });
       };
-      node->system().spawn([worker = w->second, done](caf::event_based_actor* self) -> caf::behavior {
-        self->request(worker, caf::infinite, msg::drain_atom_v)
-          .then([self, done](bool) { done(); self->quit(); },
-                [self, done](caf::error&) { done(); self->quit(); });
-        return {[](msg::tick_atom) {}};
-      });
+      // The worker travels as a spawn argument, not a capture: CAF 0.17.6 dereferences a null
+      // argument tuple when a function actor is spawned without arguments (UBSan reports it).
+      node->system().spawn(
+        [done](caf::event_based_actor* self, caf::actor worker) -> caf::behavior {
+          self->request(worker, caf::infinite, msg::drain_atom_v)
+            .then([self, done](bool) { done(); self->quit(); },
+                  [self, done](caf::error&) { done(); self->quit(); });
+          return {[](msg::tick_atom) {}};
+        },
+        w->second);
       break;
     }
     case Fault::Kind::partition: {
