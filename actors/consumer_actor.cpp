@@ -363,6 +363,8 @@ void poll_tasks(self_ptr self) {
   if (st.planner) {
     req.round = st.planner->next_round();
     req.round_fence = st.planner->fence();
+    for (const auto& r : st.planner->lost_reports())
+      req.lost_reports.push_back(msg::get_tasks::lost_report{r.task, r.rounds});
   }
   st.refetch = false;
   self->request(st.job, st.start.request_timeout, std::move(req))
@@ -381,14 +383,19 @@ void poll_tasks(self_ptr self) {
           // round it owed; then the core may forget it as ended.
           std::vector<RoundRobinPlanner::TaskEntry> entries;
           for (const auto& t : list.tasks)
-            entries.push_back({t.task, t.start_round, t.end_round, false});
+            entries.push_back({t.task, t.start_round, t.end_round, false, false, -1});
           for (const auto& r : list.retired_rounds)
-            entries.push_back({r.task, r.start_round, r.end_round, true});
+            entries.push_back({r.task, r.start_round, r.end_round, true, false, r.served_rounds});
+          for (const auto& r : list.lost_rounds)
+            entries.push_back({r.task, r.start_round, r.end_round, false, true, r.served_rounds});
           if (auto s = st.planner->on_tasks(entries, list.round_fence); !s.ok()) {
             finish(self, s.with_context("job " + std::to_string(st.job_id)));
             return;
           }
+          // Gone or lost: the core forgets them as ended (the planner settles their rounds).
           for (const auto& r : list.retired_rounds)
+            st.core.task_ended(r.task);
+          for (const auto& r : list.lost_rounds)
             st.core.task_ended(r.task);
         }
         auto added = st.core.on_task_list(list);
@@ -543,6 +550,19 @@ void request_batch(self_ptr self, const ConsumerCore::Request& r) {
       });
 }
 
+// Coordinated reads: hands the elements of consecutive rounds that are complete to the reader
+// (`task`: the one whose reply completed them, for the stats; 0 = none).
+void deliver_rounds(self_ptr self, msg::task_id_t task) {
+  auto& st = self->state;
+  auto ready = st.planner->take_ready();
+  if (ready.empty())
+    return;
+  st.round_elements += static_cast<int64_t>(ready.size());
+  auto stats = stats_of(self);
+  stats.pushed_task = task;
+  st.start.sink->push(std::move(ready), stats);
+}
+
 // Coordinated reads: one request per task for this consumer's planned local rounds.
 void request_rounds(self_ptr self, const RoundRobinPlanner::Request& r) {
   auto& st = self->state;
@@ -558,6 +578,7 @@ void request_rounds(self_ptr self, const RoundRobinPlanner::Request& r) {
   req.consumer_index = st.start.consumer_index;
   req.round_timeout_ns = st.start.round_timeout.count();
   req.round_resume = r.probe || r.resume;
+  req.round_committed_known = r.committed_known;
   req.auth_token = st.start.auth_token;
   auto gen = st.job_gen;
   self->request(handle->second, st.start.request_timeout, std::move(req))
@@ -578,7 +599,8 @@ void request_rounds(self_ptr self, const RoundRobinPlanner::Request& r) {
           pump(self);
           return;
         }
-        st.last_reply_empty = batch.num_elements == 0;
+        if (!r.confirm)
+          st.last_reply_empty = batch.num_elements == 0;
         std::vector<Element> elements;
         if (batch.num_elements > 0) {
           if (auto s = decode_round_elements(batch.payload, batch.num_elements, elements);
@@ -589,17 +611,12 @@ void request_rounds(self_ptr self, const RoundRobinPlanner::Request& r) {
           ++st.round_messages;
           st.round_bytes += static_cast<int64_t>(batch.payload.size());
         }
-        if (auto s = st.planner->on_reply(r, std::move(elements)); !s.ok()) {
+        if (auto s = st.planner->on_reply(r, std::move(elements), batch.round_committed);
+            !s.ok()) {
           finish(self, s);
           return;
         }
-        auto ready = st.planner->take_ready();
-        if (!ready.empty()) {
-          st.round_elements += static_cast<int64_t>(ready.size());
-          auto stats = stats_of(self);
-          stats.pushed_task = r.task;
-          st.start.sink->push(std::move(ready), stats);
-        }
+        deliver_rounds(self, r.task);
         pump(self);
         note_wait(self);
       },
@@ -627,10 +644,14 @@ void pump(self_ptr self) {
     auto ready = [&](msg::task_id_t task) {
       return st.core.connected(task) && st.tasks.count(task) > 0;
     };
+    // Rounds a lost task will never serve are skipped (RoundRobinPlanner::plan): past them
+    // before and after planning, since no reply may come to move on.
+    deliver_rounds(self, 0);
     for (const auto& r : st.planner->next_requests(
            ready, st.start.limits.max_elements_per_request,
            static_cast<int64_t>(st.start.limits.max_bytes_per_request)))
       request_rounds(self, r);
+    deliver_rounds(self, 0);
     return;
   }
   for (const auto& r : st.core.next_requests())

@@ -58,7 +58,6 @@ struct job_state {
 
   // Coordinated reads only (start.num_consumers > 0): start rounds, fence, consumer indices.
   std::unique_ptr<RoundRobinJob> rounds;
-  std::string rounds_error; // a task of a coordinated job was lost: the job fails
 
   JobCore& core() { return *start.core; }
   std::string label() const {
@@ -130,8 +129,6 @@ msg::task_list current_list(job_state& st) {
   list.version = list_version(st);
   list.job_finished = st.core().production_ended();
   list.error = st.core().error();
-  if (list.error.empty())
-    list.error = st.rounds_error;
   for (const auto* t : st.core().listed()) {
     auto h = st.task_handles.find(t->id);
     if (h == st.task_handles.end())
@@ -147,7 +144,11 @@ msg::task_list current_list(job_state& st) {
   if (st.rounds) {
     list.round_fence = st.rounds->fence();
     for (const auto& s : st.rounds->retired())
-      list.retired_rounds.push_back(msg::round_span{s.task, s.start_round, s.end_round});
+      list.retired_rounds.push_back(
+        msg::round_span{s.task, s.start_round, s.end_round, s.served_rounds});
+    for (const auto& s : st.rounds->lost())
+      list.lost_rounds.push_back(
+        msg::round_span{s.task, s.start_round, s.end_round, s.served_rounds});
     st.rounds->published();
   }
   return list;
@@ -167,6 +168,25 @@ void send_round_ends(self_ptr self) {
                       std::to_string(rounds) + " round(s) in all); its worker drains");
     self->send(w->second, msg::end_rounds{task, rounds, st.start.auth_token});
   }
+}
+
+// Coordinated reads: a task serving rounds was lost; the job settles it (actors/round_robin.hpp).
+void rounds_task_lost(self_ptr self, msg::task_id_t task, const std::string& reason) {
+  auto& st = self->state;
+  if (!st.rounds)
+    return;
+  const bool serving = st.rounds->start_round(task) >= 0;
+  const bool retired = st.rounds->end_round(task) >= 0;
+  if (!st.rounds->task_lost(task) || !serving)
+    return;
+  if (retired) // drained (or lost while draining): the consumers confirm what they received
+    log::info(kLog, st.label() + ": retired task " + std::to_string(task) + " left (" + reason +
+                      "); settling the rounds each consumer received of it");
+  else
+    log::warning(kLog, st.label() + ": task " + std::to_string(task) + " was lost (" + reason +
+                         "); it leaves the coordinated rounds at a round every consumer agrees "
+                         "on, and what it produced that not every consumer received is skipped "
+                         "by all");
 }
 
 void answer_polls(self_ptr self) {
@@ -363,8 +383,7 @@ void assign(self_ptr self, const msg::add_task& add) {
         st.workers.erase(task);
         auto v = list_version(st);
         st.core().task_lost(task, status.to_string());
-        if (st.rounds && st.rounds_error.empty())
-          st.rounds_error = st.rounds->task_lost(task, status.to_string());
+        rounds_task_lost(self, task, status.to_string());
         self->send(st.start.dispatcher, msg::task_finished{st.start.id, task, status.to_string()});
         changed(self, v);
       });
@@ -381,7 +400,8 @@ void consumer_left(self_ptr self, msg::consumer_id_t id, bool finished) {
     st.progress.erase(p);
   }
   // DYNAMIC: what the tasks sent it and it did not acknowledge no longer holds splits open.
-  if (st.core().dynamic())
+  // Coordinated reads: the others' rounds no longer wait for it to confirm them.
+  if (st.core().dynamic() || st.rounds)
     for (const auto& [task, handle] : st.task_handles)
       caf::anon_send(caf::actor_cast<caf::actor>(handle),
                      msg::leave_job{id, finished, st.start.auth_token});
@@ -524,7 +544,10 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
       st.core().touch(req.consumer, now_ns(self));
       if (st.rounds && req.consumer != 0) {
         const auto pending = st.rounds->pending();
-        if (st.rounds->on_poll(req.consumer, req.round, req.round_fence)) {
+        std::vector<LostRoundsReport> reports;
+        for (const auto& r : req.lost_reports)
+          reports.push_back(LostRoundsReport{r.task, r.rounds});
+        if (st.rounds->on_poll(req.consumer, req.round, req.round_fence, reports)) {
           if (pending > 0 && st.rounds->pending() == 0)
             log::info(kLog, st.label() + ": " + std::to_string(pending) +
                               " new task(s) joined the coordinated rounds");
@@ -566,15 +589,7 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
       auto before = st.core().splits_reissued();
       if (!st.core().task_lost(rm.task, rm.reason))
         return;
-      if (st.rounds && st.rounds_error.empty()) {
-        st.rounds_error = st.rounds->task_lost(rm.task, rm.reason);
-        if (!st.rounds_error.empty()) { // loud while someone reads; else it goes with the job
-          if (st.core().live_consumers() > 0)
-            log::error(kLog, st.label() + ": " + st.rounds_error);
-          else
-            log::info(kLog, st.label() + ": " + st.rounds_error);
-        }
-      }
+      rounds_task_lost(self, rm.task, rm.reason);
       if (auto n = st.core().splits_reissued() - before; n > 0)
         log::info(kLog, st.label() + ": task " + std::to_string(rm.task) + " lost (" + rm.reason +
                           "); handing its " + std::to_string(n) + " unfinished split(s) out again");

@@ -136,9 +136,12 @@ Status RoundRobinPlanner::on_tasks(const std::vector<TaskEntry>& tasks, int64_t 
                     " without that (rounds would misalign)"};
   };
   std::set<msg::task_id_t> listed;
+  std::set<msg::task_id_t> lost;
   for (const auto& t : tasks) {
     if (!t.gone)
       listed.insert(t.task);
+    if (t.lost)
+      lost.insert(t.task);
     if (t.start_round < 0)
       continue; // pending
     if (!schedule_.has(t.task)) {
@@ -146,7 +149,7 @@ Status RoundRobinPlanner::on_tasks(const std::vector<TaskEntry>& tasks, int64_t 
         return misaligned(t.task, "starts at", t.start_round);
       schedule_.add(t.task, t.start_round);
       if (!t.gone)
-        tasks_.emplace(t.task, TaskRounds{});
+        tasks_.emplace(t.task, TaskRounds{}); // lost before we knew it: we received none of it
     }
     if (t.end_round >= 0 && schedule_.end_round(t.task) < 0) {
       if (t.end_round < next_plan_)
@@ -154,10 +157,41 @@ Status RoundRobinPlanner::on_tasks(const std::vector<TaskEntry>& tasks, int64_t 
       schedule_.end(t.task, t.end_round);
     }
   }
+  // Lost tasks: ask them nothing more; once their served rounds are known, skip the rest.
+  for (const auto& t : tasks) {
+    if (!t.lost && !(t.gone && t.served_rounds >= 0))
+      continue;
+    auto it = tasks_.find(t.task);
+    if (it == tasks_.end())
+      continue;
+    if (resuming_) { // holds none of its rounds: it starts after the task's end round
+      forget(it);
+      continue;
+    }
+    auto& r = it->second;
+    if (!r.lost) {
+      r.lost = true;
+      if (r.in_flight) // its reply, should one still come, is dropped (on_reply)
+        --in_flight_;
+      r.in_flight = false;
+      r.confirm_in_flight = false;
+    }
+    if (t.served_rounds >= 0 && r.limit < 0)
+      CONVEYOR_RETURN_IF_ERROR(apply_limit(t.task, r, t.served_rounds));
+  }
+  lost_ = std::move(lost);
   for (auto it = tasks_.begin(); it != tasks_.end();) {
     const auto task = it->first;
     if (listed.count(task)) {
       ++it;
+      continue;
+    }
+    if (resuming_) { // holds none of its rounds: it starts after the task's end round
+      it = forget(it);
+      continue;
+    }
+    if (it->second.limit >= 0 && next_plan_ < schedule_.end_round(task)) {
+      ++it; // lost: kept until its rounds up to its end are planned (skipped)
       continue;
     }
     if (!served_all(task)) {
@@ -176,7 +210,80 @@ Status RoundRobinPlanner::on_tasks(const std::vector<TaskEntry>& tasks, int64_t 
     it = tasks_.erase(it); // retired, every round of it received: the schedule keeps its span
   }
   fence_ = fence;
+  return maybe_rebase();
+}
+
+std::map<msg::task_id_t, RoundRobinPlanner::TaskRounds>::iterator
+RoundRobinPlanner::forget(std::map<msg::task_id_t, TaskRounds>::iterator it) {
+  if (it->second.in_flight)
+    --in_flight_;
+  return tasks_.erase(it);
+}
+
+std::vector<LostRoundsReport> RoundRobinPlanner::lost_reports() const {
+  std::vector<LostRoundsReport> out;
+  for (auto task : lost_) {
+    auto it = tasks_.find(task);
+    out.push_back(LostRoundsReport{task, it == tasks_.end() ? -1 : it->second.received});
+  }
+  return out;
+}
+
+Status RoundRobinPlanner::apply_limit(msg::task_id_t task, TaskRounds& t, int64_t limit) {
+  auto misaligned = [&](const std::string& what) {
+    return Status{ErrorCode::data_loss,
+                  "coordinated read: task " + std::to_string(task) + " was lost; the consumers " +
+                    "all received its first " + std::to_string(limit) + " round(s), but " +
+                    "consumer_index " + std::to_string(index_) + " " + what +
+                    ", so its rounds can no longer be aligned with the others'"};
+  };
+  const int64_t delivered = schedule_.local_rounds(task, next_deliver_);
+  if (delivered > limit)
+    return misaligned("had already handed " + std::to_string(delivered) +
+                      " of them to its reader");
+  if (t.received < limit)
+    return misaligned("received only " + std::to_string(t.received));
+  t.limit = limit;
+  // Its planned rounds from local round `limit` on: nobody hands them out.
+  int64_t local = delivered;
+  for (int64_t g = next_deliver_; g < next_plan_; ++g) {
+    if (schedule_.task_for(g) != task || local++ < limit)
+      continue;
+    skipped_.insert(g);
+    const auto at = static_cast<std::size_t>(g - next_deliver_);
+    if (at < received_.size() && received_[at].element) {
+      received_bytes_ -= received_[at].bytes;
+      received_[at].element.reset();
+    }
+  }
+  t.received = t.requested = t.planned = limit;
+  t.committed = limit; // every consumer received them (the job took the least report)
+  t.globals.clear();
   return Status::OK();
+}
+
+std::optional<msg::task_id_t> RoundRobinPlanner::waiting_for_commit() const {
+  if (received_.empty() || !received_.front().element || skipped_.count(next_deliver_))
+    return std::nullopt;
+  const auto& front = received_.front();
+  auto it = tasks_.find(front.task);
+  if (it == tasks_.end() || front.local < it->second.committed)
+    return std::nullopt;
+  return front.task;
+}
+
+std::optional<msg::task_id_t> RoundRobinPlanner::earliest_missing() const {
+  int64_t g = next_deliver_;
+  for (const auto& slot : received_) {
+    if (!slot.element && !skipped_.count(g))
+      break;
+    ++g;
+  }
+  while (g < next_plan_ && skipped_.count(g))
+    ++g;
+  if (g >= next_plan_)
+    return std::nullopt;
+  return schedule_.task_for(g);
 }
 
 void RoundRobinPlanner::plan() {
@@ -201,6 +308,10 @@ void RoundRobinPlanner::plan() {
       continue;
     }
     auto& t = tasks_[*task];
+    if (t.limit >= 0) { // lost: it served all it ever will
+      skipped_.insert(next_plan_++);
+      continue;
+    }
     ++t.planned;
     t.globals.push_back(next_plan_);
     ++next_plan_;
@@ -212,7 +323,12 @@ bool RoundRobinPlanner::served_all(msg::task_id_t task) const {
   if (end < 0)
     return false;
   auto it = tasks_.find(task);
-  return it == tasks_.end() || it->second.received >= schedule_.local_rounds(task, end);
+  if (it == tasks_.end())
+    return true;
+  auto owed = schedule_.local_rounds(task, end);
+  if (it->second.limit >= 0)
+    owed = std::min(owed, it->second.limit);
+  return it->second.received >= owed;
 }
 
 RoundRobinPlanner::TaskRounds* RoundRobinPlanner::settle(const Request& request) {
@@ -220,6 +336,10 @@ RoundRobinPlanner::TaskRounds* RoundRobinPlanner::settle(const Request& request)
   if (it == tasks_.end())
     return nullptr;
   auto& t = it->second;
+  if (request.confirm) {
+    t.confirm_in_flight = false;
+    return &t;
+  }
   if (t.in_flight)
     --in_flight_;
   t.in_flight = false;
@@ -239,9 +359,18 @@ Status RoundRobinPlanner::on_probe(const Request& request, int64_t next_local_ro
                                          std::to_string(index_) + " stands"};
   t.probed = true;
   t.frontier = next_local_round;
-  for (const auto& [task, other] : tasks_)
-    if (!other.probed)
+  return maybe_rebase();
+}
+
+Status RoundRobinPlanner::maybe_rebase() {
+  if (!resuming_ || tasks_.empty())
+    return Status::OK(); // (no task yet: nothing to probe)
+  for (const auto& [task, t] : tasks_)
+    if (!t.probed)
       return Status::OK();
+  for (auto task : lost_)
+    if (schedule_.end_round(task) < 0)
+      return Status::OK(); // it starts after the lost task's end round: wait for it
   return rebase();
 }
 
@@ -315,11 +444,15 @@ Status RoundRobinPlanner::rebase() {
   return Status::OK();
 }
 
-Status RoundRobinPlanner::on_reply(const Request& request, std::vector<Element> elements) {
+Status RoundRobinPlanner::on_reply(const Request& request, std::vector<Element> elements,
+                                   int64_t committed) {
   auto* found = settle(request);
-  if (!found)
-    return Status::OK(); // forgotten meanwhile
+  if (!found || found->lost)
+    return Status::OK(); // forgotten meanwhile, or lost (what it served is settled by the job)
   auto& t = *found;
+  t.committed = std::max(t.committed, committed);
+  if (request.confirm)
+    return Status::OK();
   if (elements.size() > request.count)
     return Status{ErrorCode::data_loss,
                   "coordinated read: task " + std::to_string(request.task) + " sent " +
@@ -336,6 +469,8 @@ Status RoundRobinPlanner::on_reply(const Request& request, std::vector<Element> 
       received_.resize(slot + 1);
     received_[slot].element = std::move(e);
     received_[slot].bytes = bytes;
+    received_[slot].task = request.task;
+    received_[slot].local = t.received;
     t.globals.pop_front();
     ++t.received;
   }
@@ -344,14 +479,14 @@ Status RoundRobinPlanner::on_reply(const Request& request, std::vector<Element> 
 
 void RoundRobinPlanner::on_request_failed(const Request& request) {
   auto* t = settle(request);
-  if (t && !request.probe)
+  if (t && !request.probe && !request.confirm)
     t->requested = request.first;
 }
 
 std::vector<Element> RoundRobinPlanner::take_ready() {
   std::vector<Element> out;
   while (true) {
-    if (skipped_.count(next_deliver_)) { // planted bug only
+    if (skipped_.count(next_deliver_)) {
       skipped_.erase(next_deliver_);
       if (!received_.empty())
         received_.pop_front();
@@ -359,6 +494,11 @@ std::vector<Element> RoundRobinPlanner::take_ready() {
       continue;
     }
     if (received_.empty() || !received_.front().element)
+      break;
+    // Only a round every consumer has: should its task be lost, no consumer has handed out a
+    // round another never got (a task that is gone was drained: every consumer had it all).
+    const auto& front = received_.front();
+    if (auto it = tasks_.find(front.task); it != tasks_.end() && front.local >= it->second.committed)
       break;
     const auto size = received_.front().bytes;
     received_bytes_ -= size;
@@ -381,6 +521,11 @@ RoundRobinTaskRounds::RoundRobinTaskRounds(int64_t num_consumers)
     ready_(asked_.size()),
     skip_to_(asked_.size(), 0),
     confirmed_(asked_.size(), 0) {}
+
+void RoundRobinTaskRounds::release(int64_t index) {
+  if (check_index(index).ok())
+    confirmed_[static_cast<std::size_t>(index)] = std::numeric_limits<int64_t>::max();
+}
 
 void RoundRobinTaskRounds::confirm(int64_t index, int64_t below) {
   auto& c = confirmed_[static_cast<std::size_t>(index)];
@@ -411,7 +556,7 @@ Status RoundRobinTaskRounds::resume(int64_t index, int64_t first, int64_t now_ns
   }
   next_[i] = first;
   skip_to_[i] = std::max(skip_to_[i], first);
-  confirm(index, first);
+  confirmed_[i] = first; // (it may have been released when the old process left)
   asked_[i] = std::max(asked_[i], first);
   update_waiting(now_ns);
   return Status::OK();
@@ -546,7 +691,14 @@ msg::consumer_id_t RoundRobinJob::holder(int64_t index) const {
 bool RoundRobinJob::leave(msg::consumer_id_t consumer) {
   if (!consumers_.erase(consumer))
     return false;
-  return try_promote();
+  bool reported = false;
+  for (auto& [task, l] : lost_)
+    if (l.waiting.erase(consumer) > 0 && l.waiting.empty()) {
+      reported = true; // its served rounds are known now
+      ++version_;
+    }
+  const bool promoted = try_promote();
+  return settle_lost() || promoted || reported;
 }
 
 void RoundRobinJob::expect(msg::task_id_t task) {
@@ -595,45 +747,100 @@ std::vector<std::pair<msg::task_id_t, int64_t>> RoundRobinJob::take_ended() {
 
 std::vector<RoundRobinJob::Span> RoundRobinJob::retired() const {
   std::vector<Span> out;
-  for (auto task : gone_)
-    out.push_back(Span{task, schedule_.start_round(task), schedule_.end_round(task)});
+  for (auto task : gone_) {
+    auto served = served_.find(task);
+    out.push_back(Span{task, schedule_.start_round(task), schedule_.end_round(task),
+                       served == served_.end() ? -1 : served->second});
+  }
   return out;
 }
 
-std::string RoundRobinJob::task_lost(msg::task_id_t task, const std::string& reason) {
-  if (initial_.erase(task) > 0)
-    ++version_; // consumers may start once the other initial tasks are assigned
-  if (pending_.erase(task) > 0)
-    try_promote();
-  if (!schedule_.has(task) || gone_.count(task))
-    return {};
-  ++version_;
-  if (schedule_.end_round(task) >= 0) { // retired: the consumers check they got its rounds
-    gone_.insert(task);
-    return {};
+std::vector<RoundRobinJob::Span> RoundRobinJob::lost() const {
+  std::vector<Span> out;
+  for (const auto& [task, l] : lost_) {
+    const bool known = l.waiting.empty() && l.served != std::numeric_limits<int64_t>::max();
+    out.push_back(Span{task, schedule_.start_round(task), schedule_.end_round(task),
+                       known ? l.served : -1});
   }
-  retiring_.erase(task);
-  return "coordinated read (num_consumers " + std::to_string(num_consumers_) + "): task " +
-         std::to_string(task) + " was lost (" + reason +
-         "); its rounds cannot be served by another task without the consumers going out of "
-         "step, so the job fails";
+  return out;
 }
 
-bool RoundRobinJob::on_poll(msg::consumer_id_t consumer, int64_t round, int64_t known_fence) {
+bool RoundRobinJob::task_lost(msg::task_id_t task) {
+  bool changed = false;
+  if (initial_.erase(task) > 0) {
+    ++version_; // consumers may start once the other initial tasks are assigned
+    changed = true;
+  }
+  if (pending_.erase(task) > 0) {
+    ++version_;
+    try_promote();
+    changed = true;
+  }
+  if (!schedule_.has(task) || gone_.count(task) || lost_.count(task))
+    return changed;
+  // Even a retired task (end round known) may not have served every consumer its last rounds.
+  auto& l = lost_[task];
+  for (const auto& [id, c] : consumers_)
+    l.waiting.insert(id);
+  if (schedule_.end_round(task) < 0 && !retiring_.count(task)) {
+    new_fence();
+    retiring_.insert(task);
+  }
+  ++version_;
+  try_promote();
+  settle_lost();
+  return true;
+}
+
+bool RoundRobinJob::settle_lost() {
+  bool changed = false;
+  for (auto it = lost_.begin(); it != lost_.end();) {
+    const auto task = it->first;
+    const auto end = schedule_.end_round(task);
+    if (!it->second.waiting.empty() || end < 0) {
+      ++it;
+      continue;
+    }
+    const auto total = schedule_.local_rounds(task, end);
+    served_[task] = it->second.served < total ? it->second.served : -1;
+    gone_.insert(task);
+    it = lost_.erase(it);
+    changed = true;
+  }
+  if (changed)
+    ++version_;
+  return changed;
+}
+
+bool RoundRobinJob::on_poll(msg::consumer_id_t consumer, int64_t round, int64_t known_fence,
+                            const std::vector<LostRoundsReport>& reports) {
   auto it = consumers_.find(consumer);
   if (it == consumers_.end())
     return false;
+  bool changed = false;
+  for (const auto& r : reports) {
+    auto l = lost_.find(r.task);
+    if (l == lost_.end() || l->second.waiting.erase(consumer) == 0)
+      continue;
+    if (r.rounds >= 0)
+      l->second.served = std::min(l->second.served, r.rounds);
+    if (l->second.waiting.empty()) { // its served rounds are known now
+      ++version_;
+      changed = true;
+    }
+  }
+  changed |= settle_lost();
   it->second.round = std::max(it->second.round, round);
   it->second.known_fence = known_fence;
   max_round_ = std::max(max_round_, round);
   if (pending_.empty() && retiring_.empty())
-    return false;
+    return changed;
   if (round > fence_) { // this consumer went past the fence before it saw it: move it out
     fence_ = std::max(max_round_ + lookahead_, fence_ + 1);
     ++version_;
     return true;
   }
-  return try_promote();
+  return try_promote() || changed;
 }
 
 bool RoundRobinJob::try_promote() {
@@ -651,6 +858,7 @@ bool RoundRobinJob::try_promote() {
   pending_.clear();
   retiring_.clear();
   ++version_;
+  settle_lost(); // lost tasks that only waited for their end round
   return true;
 }
 

@@ -37,8 +37,19 @@
 // new process of an index asks every task where the index stands and starts at the first round
 // every task can serve it; the tasks drop what they kept for the index before that round.
 //
-// Not covered (the job fails loudly instead): a task lost while the job runs (its rounds cannot
-// be served elsewhere without consumers disagreeing).
+// The commit watermark (RoundRobinTaskRounds::committed): every reply of a task says which of its
+// local rounds every consumer has (asking for rounds from j, or a *confirm*, says "I have those
+// below j"); a consumer hands a round to its reader only below it. So no consumer ever handed
+// out a round another consumer may never get.
+//
+// A lost task (RoundRobinJob::task_lost; its worker crashed or cannot be reached, or it left
+// after a drain): its rounds cannot be served elsewhere, so the job *settles* it. It ends behind
+// a fence like a draining task (if it had no end round yet); consumers stop asking it and report
+// how many of its local rounds they received; the least of those, K, is what it served. Every
+// consumer hands out the task's local rounds below K (the watermark was at most K, so none
+// handed out more) and skips its later rounds up to its end round alike: the rounds stay aligned
+// and only what the lost worker held is lost. A consumer that did hand out more (none should)
+// fails loudly (RoundRobinPlanner::on_tasks).
 #pragma once
 
 #include <algorithm>
@@ -58,6 +69,13 @@
 #include "pipeline/status.hpp"
 
 namespace conveyor::actors {
+
+// A consumer's report on a lost task: how many of its local rounds it received (-1: it is
+// rejoining and holds none; it does not bound what the task served).
+struct LostRoundsReport {
+  msg::task_id_t task = 0;
+  int64_t rounds = -1;
+};
 
 // Which task serves which global round. A task is active in [start round, end round); round r
 // goes to active[r mod |active|], the active tasks in order of (start round, task id).
@@ -103,12 +121,19 @@ public:
     // rounds); `resume` asks for rounds from `first` on, dropping what the task kept before it.
     bool probe = false;
     bool resume = false;
+    // A confirm (no rounds): "I have your local rounds below `first`; answer once every consumer
+    // has more than `committed_known` of them" (RoundRobinTaskRounds::committed). A request for
+    // rounds with committed_known >= 0 may be answered that way too, without elements.
+    bool confirm = false;
+    int64_t committed_known = -1;
   };
   struct TaskEntry {
     msg::task_id_t task = 0;
     int64_t start_round = 0; // -1 = pending (not read yet)
     int64_t end_round = -1;  // retiring: it serves no round >= end_round; -1 = none
     bool gone = false;       // retired and no longer listed (task_list.retired_rounds)
+    bool lost = false;       // lost and being settled (task_list.lost_rounds)
+    int64_t served_rounds = -1; // lost: the local rounds it served (-1 = not known yet / all)
   };
 
   // window: rounds planned or handed out and not yet taken by the reader (the consumer's element
@@ -131,22 +156,18 @@ public:
   // change rounds already planned (a task starting or ending below the planned rounds), or lost
   // a task before this consumer received every round it serves (a retired task that served
   // them all is forgotten, its rounds stay in the schedule).
+  // A lost task: no request goes to it any more; once its served_rounds K are known, its rounds
+  // from local round K on are skipped. An error when this consumer already handed out one of
+  // them, or lacks one of the first K (it would misalign).
   Status on_tasks(const std::vector<TaskEntry>& tasks, int64_t fence);
+  // For each lost task not settled yet: how many of its local rounds this consumer received.
+  std::vector<LostRoundsReport> lost_reports() const;
   // Plans rounds up to the window and the fence; then the requests to send now: at most one in
   // flight per task, only to tasks `ready(task)` says can be asked (connected).
   template <class Ready>
   std::vector<Request> next_requests(Ready&& ready, uint32_t max_per_request,
                                      int64_t bytes_per_request = 0) {
     std::vector<Request> out;
-    // A retired task that served every round: tell it (an empty request), so that it counts as
-    // drained only once the elements arrived, not when they were sent.
-    for (auto& [task, t] : tasks_)
-      if (!t.final_acked && !t.in_flight && !resuming_ && served_all(task) && ready(task)) {
-        t.final_acked = true;
-        t.in_flight = true;
-        ++in_flight_;
-        out.push_back(Request{task, t.received, 0, false, false});
-      }
     if (resuming_) {
       for (auto& [task, t] : tasks_)
         if (!t.probed && !t.in_flight && ready(task)) {
@@ -157,27 +178,47 @@ public:
       return out;
     }
     plan();
+    // The task owing the earliest round this consumer lacks is asked whatever the bytes held:
+    // held rounds may wait for its answer (they are handed out in order, once committed).
+    const auto urgent = earliest_missing();
+    const auto blocking = waiting_for_commit();
     for (auto& [task, t] : tasks_) {
-      if (t.in_flight || t.requested == t.planned || !ready(task))
+      if (t.in_flight || t.lost || t.requested == t.planned || !ready(task))
         continue;
       // The byte bound; with nothing in flight and nothing held one request always goes.
       const int64_t held = unacked_bytes_ + received_bytes_;
-      if ((in_flight_ > 0 || held > 0) &&
+      if ((in_flight_ > 0 || held > 0) && urgent != task &&
           held + (in_flight_ + 1) * bytes_per_request > max_bytes_)
-        break;
+        continue;
       ++in_flight_;
       auto count = static_cast<uint32_t>(std::min<int64_t>(t.planned - t.requested,
                                                            max_per_request));
       out.push_back(Request{task, t.requested, count, false, t.resume});
+      // Its round is next to hand out but not committed: answer early, once it is.
+      out.back().committed_known = blocking == task ? t.committed : -1;
       t.in_flight = true;
       t.in_flight_count = count;
       t.requested += count; // an empty reply asks for the rest again (below)
     }
+    // Confirms: a task with no request of ours in flight whose rounds we hold uncommitted (or a
+    // retired one we have all rounds of) learns that we have them, and answers once every
+    // consumer has more of them (its drain waits for that too).
+    for (auto& [task, t] : tasks_)
+      if (!t.in_flight && !t.confirm_in_flight && !t.lost && t.committed < t.received &&
+          ready(task)) {
+        t.confirm_in_flight = true;
+        Request confirm{task, t.received, 0, false, false};
+        confirm.confirm = true;
+        confirm.committed_known = t.committed;
+        out.push_back(confirm);
+      }
     return out;
   }
   // The reply to `request`: `elements` are the task's next local rounds for this consumer (fewer
-  // than asked is fine; none = ask again). More than asked is an error.
-  Status on_reply(const Request& request, std::vector<Element> elements);
+  // than asked is fine; none = ask again). More than asked is an error. `committed`: the task's
+  // local rounds every consumer has (-1 = not said); no round at or above it is handed out.
+  Status on_reply(const Request& request, std::vector<Element> elements,
+                  int64_t committed = -1);
   // The request got no reply (timeout): it is asked again.
   void on_request_failed(const Request& request);
   // Elements of consecutive rounds ready to hand out, in round order.
@@ -204,7 +245,10 @@ private:
     bool probed = false;     // resuming: the task said where this consumer stands
     int64_t frontier = 0;    // ... its next local round for this consumer
     bool resume = false;     // the next request rejoins at `requested` (until one is answered)
-    bool final_acked = false; // retired and all received: the task was told so
+    int64_t committed = 0;    // every consumer has its local rounds below this
+    bool confirm_in_flight = false;
+    bool lost = false;        // lost: asked no more; its replies are dropped
+    int64_t limit = -1;       // lost: it served local rounds [0, limit) (-1 = not known yet)
     std::deque<int64_t> globals; // global round of each local round in [received, planned)
   };
   int64_t index_;
@@ -226,11 +270,27 @@ private:
   struct Slot {
     std::optional<Element> element;
     int64_t bytes = 0; // measured once, when it came
+    msg::task_id_t task = 0; // its task and local round: handed out once committed
+    int64_t local = 0;
   };
   std::deque<Slot> received_;
-  std::set<int64_t> skipped_; // planted bug only (hooks::skip_round)
+  // Rounds nobody hands out: a lost task's rounds from its served_rounds on (and the planted
+  // bug hooks::skip_round).
+  std::set<int64_t> skipped_;
+  std::set<msg::task_id_t> lost_; // lost tasks not settled yet (reported on every poll)
   bool resuming_ = false;
-  Status rebase(); // resuming: every task probed -> the start round
+  // Resuming: once every task is probed and every lost task has its end round: the start round.
+  Status maybe_rebase();
+  // Drops a task this consumer holds no rounds of (resuming); settles its request in flight.
+  std::map<msg::task_id_t, TaskRounds>::iterator
+  forget(std::map<msg::task_id_t, TaskRounds>::iterator it);
+  Status rebase();
+  // A lost task's served rounds are known: skip its rounds from `limit` on.
+  Status apply_limit(msg::task_id_t task, TaskRounds& t, int64_t limit);
+  // The task serving the earliest planned round not received yet (none: nothing is missing).
+  std::optional<msg::task_id_t> earliest_missing() const;
+  // The task whose round is the next to hand out, received but not committed yet (none: no such).
+  std::optional<msg::task_id_t> waiting_for_commit() const;
   // A request's answer (or failure) came: its task is no longer in flight. nullptr when the
   // task was forgotten meanwhile.
   TaskRounds* settle(const Request& request);
@@ -273,13 +333,16 @@ public:
   int64_t completed() const { return completed_; }
   int64_t next_for(int64_t index) const { return next_[static_cast<std::size_t>(index)]; }
   // Consumer `index` has every round below local round `below` (it asks for the next one, or
-  // says so with an empty request once a retired task served it all).
+  // says so with a confirm).
   void confirm(int64_t index, int64_t below);
+  // Consumer `index` left the job: the others' rounds no longer wait for its confirms (until a
+  // new process of the index rejoins: resume).
+  void release(int64_t index);
   // Every consumer has its elements of local rounds [0, rounds): not just sent (a reply may be
   // in flight), confirmed. A retired task is then drained.
-  bool all_confirmed(int64_t rounds) const {
-    return std::all_of(confirmed_.begin(), confirmed_.end(), [&](int64_t n) { return n >= rounds; });
-  }
+  bool all_confirmed(int64_t rounds) const { return committed() >= rounds; }
+  // Every consumer has the local rounds below this (the least confirmed).
+  int64_t committed() const { return *std::min_element(confirmed_.begin(), confirmed_.end()); }
 
 private:
   std::vector<int64_t> asked_; // per consumer: local rounds < asked_[i] were asked for
@@ -317,10 +380,11 @@ public:
   // A task becomes listed (assigned): an initial one is active at round 0; a later one is
   // pending behind a fence. Returns true (the list changed).
   bool add_task(msg::task_id_t task);
-  // A listed task was lost. One given an end round (retire) is gone: the consumers check that
-  // they received every round it served. Otherwise the rounds cannot stay aligned: returns the
-  // job's error.
-  std::string task_lost(msg::task_id_t task, const std::string& reason);
+  // A listed task was lost (no drain, or during one). One serving rounds is settled: it ends
+  // behind a fence (unless it has an end round already), every consumer joined now reports how
+  // many of its local rounds it received (on_poll), and the least of those is what it served
+  // (the consumers skip its later rounds). Returns whether the list changed.
+  bool task_lost(msg::task_id_t task);
   // The task's worker drains: the task gets an end round as a new task gets its start round,
   // behind a fence every consumer acknowledged. A task not serving rounds yet is dropped.
   // Returns whether the list changed.
@@ -331,13 +395,18 @@ public:
   struct Span {
     msg::task_id_t task = 0;
     int64_t start_round = 0;
-    int64_t end_round = 0;
+    int64_t end_round = 0;      // -1: not known yet (lost())
+    int64_t served_rounds = -1; // lost: the local rounds it served; -1 = all / not known yet
   };
   // Retired tasks that are gone, for the consumers' schedules.
   std::vector<Span> retired() const;
-  // A consumer's poll: its next round to plan and the fence it knows. Returns whether the list
-  // changed (fence moved or pending tasks promoted).
-  bool on_poll(msg::consumer_id_t consumer, int64_t round, int64_t known_fence);
+  // Lost tasks being settled.
+  std::vector<Span> lost() const;
+  // A consumer's poll: its next round to plan, the fence it knows and its reports on lost
+  // tasks. Returns whether the list changed (fence moved, pending tasks promoted, a lost task
+  // settled).
+  bool on_poll(msg::consumer_id_t consumer, int64_t round, int64_t known_fence,
+               const std::vector<LostRoundsReport>& reports = {});
   // A list with these start rounds is going out.
   void published() {
     if (!schedule_.empty() && initial_.empty())
@@ -356,6 +425,7 @@ public:
 private:
   bool try_promote();
   void new_fence(); // for a first pending or retiring task
+  bool settle_lost(); // lost tasks every consumer reported on and with an end round: gone
   struct Consumer {
     int64_t index = 0;
     int64_t round = 0;
@@ -367,7 +437,13 @@ private:
   RoundSchedule schedule_; // the tasks with a start round (and the retired ones' end rounds)
   std::set<msg::task_id_t> pending_;
   std::set<msg::task_id_t> retiring_; // waiting for their end round (the fence)
-  std::set<msg::task_id_t> gone_;     // retired and lost
+  std::set<msg::task_id_t> gone_;     // retired and lost, settled
+  struct Lost {
+    std::set<msg::consumer_id_t> waiting; // joined at the loss, not reported yet
+    int64_t served = std::numeric_limits<int64_t>::max(); // the least reported so far
+  };
+  std::map<msg::task_id_t, Lost> lost_;     // lost, being settled
+  std::map<msg::task_id_t, int64_t> served_; // gone after a loss: local rounds it served (-1 all)
   std::vector<std::pair<msg::task_id_t, int64_t>> ended_; // for take_ended
   std::set<msg::task_id_t> initial_; // created before the first list, not assigned yet
   int64_t fence_ = -1;

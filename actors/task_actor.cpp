@@ -55,6 +55,9 @@ struct task_state {
   // end_rounds); -1 = not retired (yet).
   int64_t rounds_end = -1;
   Status rounds_error; // final: every later request gets it
+  // Coordinated reads: which consumer reads each consumer_index now (from its requests); its
+  // leaving (leave_job from the job) releases the index's confirms.
+  std::map<int64_t, msg::consumer_id_t> round_reader;
   int64_t round_timeout_ns = 0; // the consumers' (from their requests)
   bool produce_scheduled = false;
   bool waiting_for_split = false;
@@ -214,6 +217,25 @@ void complete_rounds(self_ptr self) {
   schedule_produce(self);
 }
 
+// A confirm: "I have every local round below round_first" (no rounds asked for); answered when
+// the task's committed rounds pass what the consumer knows.
+bool is_confirm(const msg::get_elements& req) {
+  return req.round_count == 0 && !req.round_resume;
+}
+
+// The request asks to be answered (without elements, if need be) once the committed rounds pass
+// round_committed_known: its consumer holds rounds of this task it cannot hand out before.
+bool committed_past(const task_state& st, const msg::get_elements& req) {
+  return req.round_committed_known >= 0 && st.rounds->committed() > req.round_committed_known;
+}
+
+// A reply without elements that says how far every consumer has this task's rounds.
+msg::element_batch committed_reply(const task_state& st) {
+  msg::element_batch b;
+  b.round_committed = st.rounds->committed();
+  return b;
+}
+
 // Answers a coordinated request now (elements or an error); false: it must wait.
 template <class Deliver, class Fail>
 bool answer_round(self_ptr self, const msg::get_elements& req, Deliver&& deliver, Fail&& fail) {
@@ -228,6 +250,7 @@ bool answer_round(self_ptr self, const msg::get_elements& req, Deliver&& deliver
     b.num_elements = static_cast<uint32_t>(elements.size());
     b.payload = encode_round_elements(elements, st.start.def.compression);
     b.num_chunks = 1;
+    b.round_committed = st.rounds->committed();
     if (st.stats) {
       st.stats->delivered_elements.fetch_add(b.num_elements, std::memory_order_relaxed);
       st.stats->delivered_bytes.fetch_add(static_cast<int64_t>(b.payload.size()),
@@ -265,14 +288,29 @@ void serve_held_rounds(self_ptr self) {
     bool done = true;
     if (!st.rounds_error.ok())
       h.promise.deliver(msg::to_error(st.rounds_error));
-    else if (now >= h.deadline) // its consumer may have given up on it: no elements there
-      h.promise.deliver(msg::element_batch{});
+    else if (!is_confirm(h.request) &&
+             answer_round(
+               self, h.request, [&](msg::element_batch b) { h.promise.deliver(std::move(b)); },
+               [&](caf::error e) { h.promise.deliver(std::move(e)); }))
+      done = true;
+    else if (now >= h.deadline || committed_past(st, h.request)) // (its consumer may wait on it)
+      h.promise.deliver(committed_reply(st));
     else
-      done = answer_round(
-        self, h.request, [&](msg::element_batch b) { h.promise.deliver(std::move(b)); },
-        [&](caf::error e) { h.promise.deliver(std::move(e)); });
+      done = false;
     it = done ? st.held.erase(it) : std::next(it);
   }
+}
+
+// A coordinated request that cannot be answered with elements now: answered at once without
+// them when the committed rounds already passed what it knows, else held (serve_held_rounds).
+caf::result<msg::element_batch> wait_for_rounds(self_ptr self, msg::get_elements& req) {
+  auto& st = self->state;
+  if (committed_past(st, req))
+    return committed_reply(st);
+  auto promise = self->make_response_promise<msg::element_batch>();
+  auto deadline = self->clock().now() + hold_of(req);
+  st.held.push_back(Held{promise, std::move(req), deadline, 0});
+  return promise;
 }
 
 caf::result<msg::element_batch> round_request(self_ptr self, msg::get_elements& req) {
@@ -287,17 +325,21 @@ caf::result<msg::element_batch> round_request(self_ptr self, msg::get_elements& 
   // A repeated request of this consumer replaces its held one (which gets an empty answer).
   for (auto it = st.held.begin(); it != st.held.end(); ++it)
     if (it->request.consumer_index == req.consumer_index) {
-      it->promise.deliver(msg::element_batch{});
+      it->promise.deliver(committed_reply(st));
       st.held.erase(it);
       break;
     }
   if (req.round_timeout_ns > 0)
     st.round_timeout_ns = req.round_timeout_ns;
-  if (!req.round_resume && req.round_count == 0) { // it has every round below round_first
+  st.round_reader[req.consumer_index] = req.consumer;
+  if (is_confirm(req)) { // it has every round below round_first
     if (Status valid = st.rounds->check_index(req.consumer_index); !valid.ok())
       return msg::to_error(valid.with_context(st.label()));
     st.rounds->confirm(req.consumer_index, req.round_first);
-    return msg::element_batch{};
+    serve_held_rounds(self); // other consumers' confirms may be answered now
+    if (!st.rounds_error.ok())
+      return msg::to_error(st.rounds_error);
+    return wait_for_rounds(self, req);
   }
   if (req.round_resume && req.round_count == 0) { // a (re)started consumer: where it stands
     if (!st.rounds_error.ok())
@@ -333,10 +375,7 @@ caf::result<msg::element_batch> round_request(self_ptr self, msg::get_elements& 
       return std::move(*batch);
     return error;
   }
-  auto promise = self->make_response_promise<msg::element_batch>();
-  auto deadline = self->clock().now() + hold_of(req);
-  st.held.push_back(Held{promise, std::move(req), deadline, 0});
-  return promise;
+  return wait_for_rounds(self, req);
 }
 
 void serve_held(self_ptr self) {
@@ -593,6 +632,13 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
         st.runner->consumer_gone(left.consumer);
         after_step(self); // answers its held requests (with an error)
       }
+      for (auto it = st.round_reader.begin(); st.rounds && it != st.round_reader.end(); ++it)
+        if (it->second == left.consumer) { // (not a new process of the index that rejoined)
+          st.rounds->release(it->first); // others' rounds no longer wait for its confirms
+          st.round_reader.erase(it);
+          serve_held_rounds(self);
+          break;
+        }
     },
     [self](msg::drained_atom) -> bool {
       // Drained: the pipeline ended and every element it produced was acknowledged (OFF: taken).

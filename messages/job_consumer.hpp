@@ -72,11 +72,23 @@ struct get_tasks {
   // has (task_list::round_fence); the job promotes a pending task once every consumer acked.
   int64_t round = -1;
   int64_t round_fence = -1;
+  // Coordinated reads: for each lost task the list names (task_list::lost_rounds), how many of
+  // its local rounds this consumer received (-1: none counts, it is rejoining). The job keeps
+  // the rounds every consumer received (actors/round_robin.hpp).
+  struct lost_report {
+    task_id_t task = 0;
+    int64_t rounds = -1;
+  };
+  std::vector<lost_report> lost_reports = {};
 };
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, get_tasks::lost_report& x) {
+  return f(caf::meta::type_name("lost_report"), x.task, x.rounds);
+}
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, get_tasks& x) {
   return f(caf::meta::type_name("get_tasks"), x.consumer, x.known_version, x.hold_ns,
-           x.progress, x.round, x.round_fence);
+           x.progress, x.round, x.round_fence, x.lost_reports);
 }
 
 struct task_info {
@@ -99,17 +111,21 @@ typename Inspector::result_type inspect(Inspector& f, task_info& x) {
            x.worker_tags, x.start_round, x.end_round);
 }
 
-// Coordinated reads: the global rounds [start_round, end_round) a task that is gone (its worker
-// drained and left) served. Consumers keep them in their schedule: a restarted consumer walks
-// the schedule from round 0 to find where it rejoins.
+// Coordinated reads: the global rounds [start_round, end_round) of a task that is gone (its
+// worker drained and left, or was lost). Consumers keep them in their schedule: a restarted
+// consumer walks the schedule from round 0 to find where it rejoins. A lost task served only
+// its first `served_rounds` local rounds (every consumer received those); its later rounds in
+// the span are skipped by every consumer alike (-1: it served them all).
 struct round_span {
   task_id_t task = 0;
   int64_t start_round = 0;
-  int64_t end_round = 0;
+  int64_t end_round = 0; // -1: not settled yet (lost_rounds only)
+  int64_t served_rounds = -1;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, round_span& x) {
-  return f(caf::meta::type_name("round_span"), x.task, x.start_round, x.end_round);
+  return f(caf::meta::type_name("round_span"), x.task, x.start_round, x.end_round,
+           x.served_rounds);
 }
 
 struct task_list {
@@ -127,11 +143,16 @@ struct task_list {
   int64_t round_fence = -1;
   // Coordinated reads: the tasks that served their last round and are gone.
   std::vector<round_span> retired_rounds = {};
+  // Coordinated reads: tasks lost while serving rounds, being settled: no consumer asks them
+  // for rounds any more, each reports how many it received (get_tasks::lost_reports); the job
+  // then gives served_rounds (the least reported) and, behind a fence, the end round. Once
+  // both are known the task moves to retired_rounds.
+  std::vector<round_span> lost_rounds = {};
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, task_list& x) {
   return f(caf::meta::type_name("task_list"), x.version, x.tasks, x.job_finished, x.error,
-           x.round_fence, x.retired_rounds);
+           x.round_fence, x.retired_rounds, x.lost_rounds);
 }
 
 } // namespace conveyor::msg

@@ -9,7 +9,7 @@ namespace conveyor::msg {
 // Version of the node-to-node protocol. Every handshake (worker registration, client hello)
 // carries it; a peer speaking another version is refused with version_mismatch on both sides.
 // Bump it whenever a message changes shape or meaning.
-inline constexpr uint32_t kProtocolVersion = 7; // 2: bulk frames, job lifecycle (acks, origins, repetitions); 3: re-join with the old consumer id; 4: coordinated reads (rounds in get_elements, task_info, task_list, get_tasks, join_job, task_def); 5: a restarted coordinated consumer rejoins (get_elements.round_resume, element_batch.round_next); 6: the worker admits by token too (auth_token in assign_task, stop_task, get_elements, leave_job); 7: coordinated reads retire a draining worker's task (worker_heartbeat.draining, end_rounds, task_info.end_round, task_list.retired_rounds)
+inline constexpr uint32_t kProtocolVersion = 8; // 2: bulk frames, job lifecycle (acks, origins, repetitions); 3: re-join with the old consumer id; 4: coordinated reads (rounds in get_elements, task_info, task_list, get_tasks, join_job, task_def); 5: a restarted coordinated consumer rejoins (get_elements.round_resume, element_batch.round_next); 6: the worker admits by token too (auth_token in assign_task, stop_task, get_elements, leave_job); 7: coordinated reads retire a draining worker's task (worker_heartbeat.draining, end_rounds, task_info.end_round, task_list.retired_rounds); 8: coordinated reads survive a lost task (get_tasks.lost_reports, task_list.lost_rounds, round_span.served_rounds, get_elements.round_committed_known, element_batch.round_committed)
 
 using dataset_id_t = std::string; // generated ("1000", "1001", ...) or requested by the user
 using job_id_t = uint64_t;

@@ -78,6 +78,12 @@ struct get_elements {
   // its index are dropped (its earlier process is gone) and rounds it never asked for no longer
   // wait for it.
   bool round_resume = false;
+  // Coordinated reads, round_count 0 without round_resume (a *confirm*): the consumer has every
+  // local round below round_first; the task answers once its committed rounds
+  // (element_batch::round_committed) pass round_committed_known, or when the hold ends. A
+  // request for rounds with round_committed_known >= 0 is answered then too (without elements
+  // if its rounds are not complete): the consumer holds rounds it waits to hand out.
+  int64_t round_committed_known = -1;
   // Admission (actors/admission.hpp): the token of the consumer's NetworkConfig. A worker
   // started with a token refuses a request without it (permission_denied). Never logged.
   std::string auth_token = {};
@@ -86,7 +92,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, get_elements& x) {
   return f(caf::meta::type_name("get_elements"), x.consumer, x.max_elements, x.max_bytes,
            x.hold_ns, x.acks, x.reconnected, x.bulk_channel, x.trainer_id, x.round_first,
-           x.round_count, x.consumer_index, x.round_timeout_ns, x.round_resume, x.auth_token);
+           x.round_count, x.consumer_index, x.round_timeout_ns, x.round_resume,
+           x.round_committed_known, x.auth_token);
 }
 
 // task -> consumer
@@ -112,12 +119,16 @@ struct element_batch {
   // Coordinated reads, the answer to a round_resume probe: the next local round the task owes
   // the consumer_index (-1 otherwise).
   int64_t round_next = -1;
+  // Coordinated reads: every consumer has this task's local rounds below this (-1 = not said).
+  // A consumer hands no round of the task at or above it to its reader: should the task be lost,
+  // only rounds every consumer received are kept (actors/round_robin.hpp).
+  int64_t round_committed = -1;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, element_batch& x) {
   return f(caf::meta::type_name("element_batch"), x.payload, x.num_elements, x.batch_seq,
            x.chunk_index, x.num_chunks, x.end_of_sequence, x.origins, x.bulk_frames, x.bulk_port,
-           x.round_next);
+           x.round_next, x.round_committed);
 }
 
 // The task actor, as consumers see it.

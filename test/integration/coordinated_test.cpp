@@ -180,7 +180,7 @@ TEST_CASE("coordinated: a tagged (COLOCATED) worker added mid-read under AUTO se
   CHECK_MESSAGE(tasks_that_served(out[0]) == 3, cluster.describe()); // the tagged one too
 }
 
-TEST_CASE("coordinated: a worker stopped with SIGTERM leaves the rounds, a restarted one joins; aligned") {
+TEST_CASE("coordinated: a worker stopped with SIGTERM leaves the rounds, a restarted one joins - aligned") {
   // SIGTERM drains the worker: the job ends its task at a round every consumer agrees on (as a
   // new worker's start round), the task serves its rounds up to there, then the worker leaves.
   // Then a worker is started again and joins at a later round. Nothing is skipped or repeated.
@@ -203,6 +203,27 @@ TEST_CASE("coordinated: a worker stopped with SIGTERM leaves the rounds, a resta
     readers[0]->signal(SIGSTOP);
     cluster.add_worker();
     readers[0]->signal(SIGCONT);
+  }, {"--max-outstanding", "512"});
+  CHECK_MESSAGE(aligned_rounds(out) == kTake, cluster.describe());
+  CHECK_MESSAGE(tasks_that_served(out[0]) == 4, cluster.describe()); // 3 first ones + the new one
+}
+
+TEST_CASE("coordinated: a worker SIGKILLed mid-read leaves the rounds aligned - the others go on") {
+  // No drain: what the worker held is lost with it. Consumers hand a round to their reader only
+  // once every consumer has it (the task's commit watermark), so the job can end the lost task
+  // at the rounds all of them received; its later rounds are skipped by all alike.
+  Cluster cluster(3, {"--job-gc-timeout", "300"});
+  constexpr int kN = 3, kTake = 60000;
+  auto out = read_coordinated(cluster, "crash", kN, kTake, [&](Readers& readers) {
+    REQUIRE_MESSAGE(readers[0]->wait_for_stdout_lines(3000, kReadTimeout), readers[0]->describe());
+    cluster.worker(0).signal(SIGKILL);
+    REQUIRE_MESSAGE(cluster.worker(0).wait_exit(kReadTimeout).has_value(), cluster.describe());
+    CHECK_MESSAGE(cluster.dispatcher().wait_for_output("leaves the coordinated rounds at a round",
+                                                       kStartTimeout),
+                  cluster.describe());
+    CHECK_MESSAGE(readers[0]->stdout_lines().size() < static_cast<std::size_t>(kTake),
+                  "the read was over before the crash");
+    cluster.add_worker(); // a replacement joins at a later round
   }, {"--max-outstanding", "512"});
   CHECK_MESSAGE(aligned_rounds(out) == kTake, cluster.describe());
   CHECK_MESSAGE(tasks_that_served(out[0]) == 4, cluster.describe()); // 3 first ones + the new one

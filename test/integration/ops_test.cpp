@@ -89,7 +89,7 @@ double sample_sum(const std::string& text, const std::string& name) {
 
 } // namespace
 
-TEST_CASE("ops: node log lines carry a timestamp, the level, the node and the pid; json on request") {
+TEST_CASE("ops: node log lines carry a timestamp, the level, the node and the pid - json on request") {
   auto d = ChildProcess::conveyor({"dispatcher", "--port", "0"}, "log-text");
   REQUIRE(d.ok());
   REQUIRE((*d)->wait_listening(kStartTimeout).ok());

@@ -46,7 +46,7 @@ std::vector<int64_t> copies_of_range8(int copies) {
 
 } // namespace
 
-TEST_CASE("placement: tags in `conveyor status`; ANY / AUTO / LOCAL from a trainer with an in-process worker") {
+TEST_CASE("placement: tags in `conveyor status` - ANY / AUTO / LOCAL from a trainer with an in-process worker") {
   Cluster cluster(0);
   cluster.add_worker({"--worker-tags", "COLOCATED,zone-a"}); // another trainer's worker
   cluster.add_worker();                                       // a plain remote worker

@@ -29,7 +29,7 @@ const std::vector<std::string> kToken{"--auth-token", "s3cret-token-for-tests"};
 
 } // namespace
 
-TEST_CASE("security: a TLS + token cluster serves admitted readers; others are refused clearly") {
+TEST_CASE("security: a TLS + token cluster serves admitted readers - others are refused clearly") {
   Pki pki;
   const std::string data = pki.dir + "/data";
   REQUIRE(::mkdir(data.c_str(), 0700) == 0);
@@ -123,7 +123,7 @@ TEST_CASE("security: bad TLS and token flags are refused at start-up, naming the
   CHECK(contains(r.stderr_text, "chmod 600"));
 }
 
-TEST_CASE("security: a job passing --job-memory-limit fails at its consumer; the worker serves others") {
+TEST_CASE("security: a job passing --job-memory-limit fails at its consumer - the worker serves others") {
   Cluster cluster(0);
   cluster.add_worker({"--job-memory-limit", "1000000"});
   auto r = cluster.read("range(1000000).shuffle(1000000)");
@@ -137,7 +137,7 @@ TEST_CASE("security: a job passing --job-memory-limit fails at its consumer; the
   CHECK(ok.lines.size() == 10);
 }
 
-TEST_CASE("security: large elements travel the TLS bulk path, byte-exact; a plain bulk peer is refused") {
+TEST_CASE("security: large elements travel the TLS bulk path, byte-exact - a plain bulk peer is refused") {
   // 300 KB elements go as bulk frames (task_runner.hpp bulk_min_bytes); under TLS the bulk
   // connection is a mutual-TLS session of its own (actors/tls_stream.hpp).
   Pki pki;

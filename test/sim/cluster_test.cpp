@@ -115,7 +115,7 @@ TEST_CASE("DYNAMIC: a worker that crashes mid-job: its splits are read again, no
   CHECK(r.consumers[0].status.ok());
 }
 
-TEST_CASE("OFF: a worker lost mid-read fails the read, naming the worker; never short and OK") {
+TEST_CASE("OFF: a worker lost mid-read fails the read, naming the worker - never short and OK") {
   auto cfg = config(2, ShardingPolicy::off, 8);
   cfg.consumer_step = 1000us; // a slow trainer: the job is still running when worker-1 is back
   cfg.options.max_outstanding_requests = 2;

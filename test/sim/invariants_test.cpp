@@ -46,7 +46,7 @@ Observation observe(ShardingPolicy policy, int workers, int64_t n) {
 
 } // namespace
 
-TEST_CASE("DYNAMIC: the exact dataset passes; a repeat and a gap are named") {
+TEST_CASE("DYNAMIC: the exact dataset passes - a repeat and a gap are named") {
   auto o = observe(ShardingPolicy::dynamic, 2, 3);
   o.streams.push_back(stream({2, 0, 1}, {"w0", "w1", "w0"}));
   CHECK(check_invariants(o).empty());
@@ -77,7 +77,7 @@ TEST_CASE("DYNAMIC: the exact dataset passes; a repeat and a gap are named") {
   CHECK(check_invariants(o).empty());
 }
 
-TEST_CASE("DYNAMIC: a split handed out twice or never is named; per-worker pipelines skip element checks") {
+TEST_CASE("DYNAMIC: a split handed out twice or never is named - per-worker pipelines skip element checks") {
   auto o = observe(ShardingPolicy::dynamic, 2, 4);
   o.split_transparent = false; // e.g. a batch: workers batch their own splits
   o.streams.push_back(stream({0, 0, 0}, {"w0", "w0", "w1"}));

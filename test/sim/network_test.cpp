@@ -217,7 +217,7 @@ TEST_CASE("messages on one link are delivered in send order whatever the jitter"
   CHECK(t.cs().pushed == expected);
 }
 
-TEST_CASE("the same seed gives the same trace; another seed another one") {
+TEST_CASE("the same seed gives the same trace - another seed another one") {
   auto run = [](uint64_t seed) {
     TwoNodes t{seed, 1ms, 900us};
     for (int i = 0; i < 20; ++i)

@@ -49,7 +49,7 @@ private:
 
 } // namespace
 
-TEST_CASE("registering: equal definitions share an id; a requested id may not change meaning") {
+TEST_CASE("registering: equal definitions share an id - a requested id may not change meaning") {
   TestCluster cluster{0};
   auto client = cluster.client();
   auto a = client.register_dataset(Dataset::range(10));

@@ -86,7 +86,7 @@ TEST_CASE("the stream ends when the job finished and every task reached its end"
   CHECK(c.finished());
 }
 
-TEST_CASE("a lost task releases its requests at once; its late replies are ignored") {
+TEST_CASE("a lost task releases its requests at once - its late replies are ignored") {
   ConsumerLimits limits;
   limits.max_outstanding = 4;
   ConsumerCore c{limits};
@@ -168,7 +168,7 @@ std::shared_ptr<std::vector<char>> frame_of(int64_t v) {
 }
 } // namespace
 
-TEST_CASE("bulk: frames before or after the reply complete a batch, in order; loss is data_loss") {
+TEST_CASE("bulk: frames before or after the reply complete a batch, in order - loss is data_loss") {
   ConsumerLimits limits;
   ConsumerCore core{limits};
   core.on_task_list(list_of(1, {1}, true));

@@ -104,7 +104,7 @@ TEST_CASE("replaying the same records gives the same state and the same next ids
   CHECK(a.task(1) == nullptr);
 }
 
-TEST_CASE("a named job released is erased; the name's next job is its next repetition") {
+TEST_CASE("a named job released is erased - the name's next job is its next repetition") {
   DispatcherState s;
   REQUIRE(s.apply(RegisterDatasetRecord{"1000", "f", "d", 0, 1}).ok());
   REQUIRE(s.apply(CreateJobRecord{1, "1000", "n", 0, -1, "AUTO", 2}).ok());

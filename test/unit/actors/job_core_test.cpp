@@ -47,7 +47,7 @@ TEST_CASE("job core: a lost task's unfinished splits are handed out again, finis
   CHECK_FALSE(end->empty_epoch);
 }
 
-TEST_CASE("job core: returned splits come back first; an empty epoch says so") {
+TEST_CASE("job core: returned splits come back first - an empty epoch says so") {
   auto job = dynamic_job(10, 10); // 1 split
   job.add_task(1, 1, "a:1");
   job.add_task(2, 2, "b:1");
@@ -78,7 +78,7 @@ TEST_CASE("job core: ends with its consumers, never before one joined") {
   CHECK_FALSE(job.all_finished()); // c2 left without reading to the end
 }
 
-TEST_CASE("job core: production ends when every listed task ended; a new task reopens it") {
+TEST_CASE("job core: production ends when every listed task ended - a new task reopens it") {
   JobCore job{nullptr, false};
   job.add_task(1, 1, "a:1");
   CHECK_FALSE(job.production_ended()); // not assigned yet

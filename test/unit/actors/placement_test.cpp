@@ -188,7 +188,7 @@ TEST_CASE("consumers of a named job must agree on target_workers") {
                 status.to_string());
 }
 
-TEST_CASE("worker tags reach the dispatcher's status; bad tags are refused at start") {
+TEST_CASE("worker tags reach the dispatcher's status - bad tags are refused at start") {
   auto wc = test_worker_config();
   wc.worker_tags = {"COLOCATED", "zone-a"};
   TestCluster cluster{1, test_dispatcher_config(), wc};

@@ -54,46 +54,60 @@ struct MiniCluster {
   // A task's worker drains: the job retires it; once it has its last round and every consumer
   // took its rounds, it leaves (its worker is gone).
   std::map<uint64_t, int64_t> ends; // task -> local rounds it serves in all
-  std::set<uint64_t> gone;
+  std::set<uint64_t> gone;          // its worker left: drained, or crashed (crash_task)
   void retire_task(uint64_t id) { job.retire(id); }
   void settle_retired() {
     for (const auto& [task, rounds] : job.take_ended())
       ends[task] = rounds;
     for (const auto& [task, rounds] : ends)
       if (!gone.count(task) && tasks.at(task).all_confirmed(rounds)) {
-        REQUIRE(job.task_lost(task, "drained").empty());
+        job.task_lost(task);
         gone.insert(task);
       }
+  }
+  // A task's worker dies at once (SIGKILL): what it held for consumers is gone with it.
+  void crash_task(uint64_t id) {
+    gone.insert(id);
+    job.task_lost(id);
   }
 
   // One consumer polls the job: gets the list as the job has it now, then reports.
   void poll(int64_t i) {
     settle_retired();
     std::vector<RoundRobinPlanner::TaskEntry> list;
+    std::set<uint64_t> off; // lost or retired as the job says
+    for (const auto& s : job.retired()) {
+      off.insert(s.task);
+      list.push_back({s.task, s.start_round, s.end_round, true, false, s.served_rounds});
+    }
+    for (const auto& s : job.lost()) {
+      off.insert(s.task);
+      list.push_back({s.task, s.start_round, s.end_round, false, true, s.served_rounds});
+    }
     for (const auto& [id, t] : tasks)
-      if (!gone.count(id))
-        list.push_back({id, job.start_round(id), job.end_round(id), false});
-    for (const auto& s : job.retired())
-      list.push_back({s.task, s.start_round, s.end_round, true});
+      if (!gone.count(id) && !off.count(id))
+        list.push_back({id, job.start_round(id), job.end_round(id), false, false, -1});
     job.published();
     auto st = planners[i].on_tasks(list, job.fence());
     REQUIRE_MESSAGE(st.ok(), st.to_string());
-    job.on_poll(static_cast<uint64_t>(i + 1), planners[i].next_round(), planners[i].fence());
+    job.on_poll(static_cast<uint64_t>(i + 1), planners[i].next_round(), planners[i].fence(),
+                planners[i].lost_reports());
     settle_retired();
   }
 
   // One consumer sends its requests and gets whatever the tasks can answer at once.
   void read(int64_t i) {
     auto& p = planners[i];
-    auto reqs = p.next_requests([](uint64_t) { return true; }, 4);
+    // A task whose worker left cannot be reached (its request would fail).
+    auto reqs = p.next_requests([&](uint64_t task) { return !gone.count(task); }, 4);
     for (auto& r : reqs) {
       REQUIRE_FALSE(gone.count(r.task));
       auto& t = tasks.at(r.task);
       if (auto e = ends.find(r.task); e != ends.end())
         REQUIRE(r.first + r.count <= e->second); // never past the task's last round
-      if (r.count == 0) { // as the task actor: "I have every round below r.first"
+      if (r.confirm) { // as the task actor: "I have every round below r.first"
         t.confirm(i, r.first);
-        REQUIRE(p.on_reply(r, {}).ok());
+        REQUIRE(p.on_reply(r, {}, t.committed()).ok());
         continue;
       }
       REQUIRE(t.ask(i, r.first, r.count, now).ok());
@@ -104,7 +118,8 @@ struct MiniCluster {
           round.push_back(el(x * n + k));
         t.complete(std::move(round), now);
       }
-      REQUIRE(p.on_reply(r, t.take(i, r.count, 1 << 20)).ok());
+      auto elements = t.take(i, r.count, 1 << 20);
+      REQUIRE(p.on_reply(r, std::move(elements), t.committed()).ok());
     }
     for (auto& e : p.take_ready()) {
       out[i].push_back(val(e));
@@ -150,7 +165,7 @@ struct SkipRound : conveyor::actors::hooks::Hooks {
 
 } // namespace
 
-TEST_CASE("round schedule: round r goes to the active tasks in turn; a task starts at its round") {
+TEST_CASE("round schedule: round r goes to the active tasks in turn - a task starts at its round") {
   RoundSchedule s;
   CHECK_FALSE(s.task_for(0));
   s.add(7, 0);
@@ -165,7 +180,7 @@ TEST_CASE("round schedule: round r goes to the active tasks in turn; a task star
   CHECK(*s.task_for(12) == 3);
 }
 
-TEST_CASE("task rounds: a round completes only when every consumer asked; element i to consumer i") {
+TEST_CASE("task rounds: a round completes only when every consumer asked - element i to consumer i") {
   RoundRobinTaskRounds t{3};
   REQUIRE(t.ask(0, 0, 2, 0).ok());
   REQUIRE(t.ask(2, 0, 1, 0).ok());
@@ -265,7 +280,19 @@ TEST_CASE("restart: a new consumer of an index asks every task where it stands, 
       const auto local = t.completed();
       t.complete({el(group(r.task, local) * 2), el(group(r.task, local) * 2 + 1)}, 1);
     }
-    REQUIRE(p.on_reply(r, t.take(1, r.count, 1 << 20)).ok());
+    REQUIRE(p.on_reply(r, t.take(1, r.count, 1 << 20), t.committed()).ok());
+  }
+  // Nothing is handed out before every consumer has the rounds (consumer 0 asked past them;
+  // consumer 1 says so with its confirms).
+  CHECK(p.take_ready().empty());
+  for (const auto& c : p.next_requests(ready, 3)) {
+    auto& t = tasks.at(c.task);
+    t.confirm(0, t.completed());
+    if (c.confirm)
+      t.confirm(1, c.first);
+    else
+      REQUIRE(t.ask(1, c.first, c.count, 2).ok()); // (its rounds do not complete yet)
+    REQUIRE(p.on_reply(c, {}, t.committed()).ok());
   }
   // Rounds 10, 11, 12, ...: task 1's local 5, task 2's local 5, task 1's local 6 ...; task 2's
   // kept round 4 (round 9) was dropped, not handed out.
@@ -307,7 +334,7 @@ TEST_CASE("task rounds: the stall error names every missing consumer after the t
   CHECK(s->find("waited 0 ms") != std::string::npos); // ns -> ms
 }
 
-TEST_CASE("job: the first tasks start at round 0; a later one waits behind a fence every consumer acks") {
+TEST_CASE("job: the first tasks start at round 0 - a later one waits behind a fence every consumer acks") {
   RoundRobinJob job{2, 100};
   REQUIRE(job.join(1, 0).ok());
   CHECK(job.join(2, 0).code() == ErrorCode::already_exists);
@@ -334,7 +361,8 @@ TEST_CASE("job: the first tasks start at round 0; a later one waits behind a fen
   // The next pending task gets a fence above the old one, even when nobody moved.
   job.add_task(13);
   CHECK(job.fence() > 250);
-  CHECK(job.task_lost(10, "worker gone").find("task 10 was lost") != std::string::npos);
+  CHECK(job.task_lost(10)); // settled: it ends behind the next fence
+  CHECK(job.lost().size() == 1);
   // A leaving consumer no longer holds promotion up.
   CHECK_FALSE(job.on_poll(1, 70, job.fence()));
   CHECK(job.leave(2));
@@ -352,7 +380,8 @@ TEST_CASE("job: tasks created before the first list all start at round 0, whatev
   job.published();
   job.add_task(12);
   job.published();
-  CHECK(job.task_lost(10, "assignment failed").empty()); // never served a round: no error
+  CHECK(job.task_lost(10)); // never served a round: nothing to settle
+  CHECK(job.lost().empty());
   CHECK(job.fence() == -1);
   CHECK(job.start_round(11) == 0);
   CHECK(job.start_round(12) == 0);
@@ -380,16 +409,18 @@ TEST_CASE("planner: a list that would change planned rounds, or drops a task, is
   CHECK(q.on_tasks({{2, 3}}, -1).code() == ErrorCode::unavailable);
 }
 
-TEST_CASE("planner: replies out of order are handed out in round order; fewer than asked is asked again") {
+TEST_CASE("planner: replies out of order are handed out in round order - fewer than asked is asked again") {
   RoundRobinPlanner p{1, 2, 6};
   REQUIRE(p.on_tasks({{1, 0}, {2, 0}}, -1).ok());
   auto reqs = p.next_requests([](uint64_t) { return true; }, 100);
   REQUIRE(reqs.size() == 2); // task 1: rounds 0,2,4; task 2: rounds 1,3,5
   const auto& r1 = reqs[0].task == 1 ? reqs[0] : reqs[1];
   const auto& r2 = reqs[0].task == 1 ? reqs[1] : reqs[0];
-  REQUIRE(p.on_reply(r2, {el(101), el(103)}).ok());
+  REQUIRE(p.on_reply(r2, {el(101), el(103)}, 2).ok());
   CHECK(p.take_ready().empty()); // round 0 missing
-  REQUIRE(p.on_reply(r1, {el(100)}).ok());
+  REQUIRE(p.on_reply(r1, {el(100)}, 0).ok());
+  CHECK(p.take_ready().empty()); // round 0 came, but not every consumer has it yet
+  REQUIRE(p.on_reply(RoundRobinPlanner::Request{1, 1, 0, false, false, true, 0}, {}, 1).ok());
   auto got = p.take_ready();
   REQUIRE(got.size() == 2);
   CHECK(val(got[0]) == 100);
@@ -454,7 +485,75 @@ TEST_CASE("mini cluster: rounds stay aligned across seeds while workers drain an
   }
 }
 
-TEST_CASE("round schedule: end rounds; local round counts agree with walking the schedule") {
+TEST_CASE("mini cluster: rounds stay aligned across seeds while workers are lost without draining") {
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    CAPTURE(seed);
+    const int64_t n = 2 + static_cast<int64_t>(seed % 3);
+    MiniCluster c{n, seed};
+    c.add_task(1);
+    c.add_task(2);
+    c.add_task(3);
+    const int crash_at = 300 + static_cast<int>(seed * 7 % 400);
+    std::vector<std::size_t> before;
+    for (int s = 0; s < 4000; ++s) {
+      if (s == crash_at) {
+        c.crash_task(2); // SIGKILL: the rounds it owed some consumers are gone with it
+        for (const auto& o : c.out)
+          before.push_back(o.size());
+      }
+      if (s == crash_at + 300)
+        c.crash_task(1); // another, while the first may still be settling
+      if (s == crash_at + 900)
+        c.add_task(4); // a new worker
+      c.step();
+    }
+    // Aligned throughout (a lost task's rounds that not everyone received are skipped by all),
+    // and the reading went on after the losses.
+    auto aligned = c.aligned_rounds();
+    CHECK(aligned > 0);
+    for (std::size_t i = 0; i < c.out.size(); ++i)
+      CHECK(c.out[i].size() > before[i] + 100);
+    CHECK(c.job.lost().empty()); // both settled
+    CHECK(c.job.retired().size() == 2);
+    CHECK(c.tasks.at(4).completed() > 0);
+  }
+}
+
+TEST_CASE("job: a lost task is settled at the rounds every consumer reported receiving") {
+  RoundRobinJob job{2, 10};
+  REQUIRE(job.join(1, 0).ok());
+  REQUIRE(job.join(2, 1).ok());
+  job.add_task(10);
+  job.add_task(11);
+  job.published();
+  job.on_poll(1, 40, -1);
+  job.on_poll(2, 30, -1);
+  CHECK(job.task_lost(10));
+  REQUIRE(job.lost().size() == 1);
+  CHECK(job.lost()[0].end_round == -1); // behind a fence
+  CHECK(job.lost()[0].served_rounds == -1); // nobody reported yet
+  const auto fence = job.fence();
+  CHECK(fence == 50);
+  job.on_poll(1, 44, fence, {{10, 22}});
+  CHECK(job.lost()[0].served_rounds == -1); // consumer 2 has not reported
+  CHECK(job.on_poll(2, 41, fence, {{10, 19}}));
+  // Both acked the fence and reported: it ends at the fence having served 19 local rounds.
+  CHECK(job.lost().empty());
+  REQUIRE(job.retired().size() == 1);
+  CHECK(job.retired()[0].end_round == 50);
+  CHECK(job.retired()[0].served_rounds == 19);
+  CHECK(job.fence() == -1);
+  // A consumer that leaves before it reports does not hold the settling up.
+  CHECK(job.task_lost(11));
+  job.on_poll(1, 50, job.fence(), {{11, 25}}); // acks the new fence too
+  CHECK(job.lost().size() == 1);
+  CHECK(job.leave(2)); // the last report it waited for: settled
+  CHECK(job.lost().empty());
+  REQUIRE(job.retired().size() == 2);
+  CHECK(job.retired()[1].served_rounds == 25);
+}
+
+TEST_CASE("round schedule: end rounds - local round counts agree with walking the schedule") {
   RoundSchedule s;
   s.add(1, 0);
   s.add(2, 0);

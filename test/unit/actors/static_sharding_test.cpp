@@ -95,7 +95,7 @@ std::vector<int64_t> line_ints(const std::vector<Element>& elements) {
 
 } // namespace
 
-TEST_CASE("DATA: worker i of the fixed list keeps elements i, i+n, ...; together each once") {
+TEST_CASE("DATA: worker i of the fixed list keeps elements i, i+n, ... - together each once") {
   FixedCluster fixed{2};
   auto client = fixed.cluster->client();
   auto stream = client.distribute(Dataset::range(10), policy(ShardingPolicy::data));
@@ -107,7 +107,7 @@ TEST_CASE("DATA: worker i of the fixed list keeps elements i, i+n, ...; together
     CHECK(n == 5);
 }
 
-TEST_CASE("FILE: each worker reads its files; FILE_OR_DATA takes FILE when it can") {
+TEST_CASE("FILE: each worker reads its files - FILE_OR_DATA takes FILE when it can") {
   FixedCluster fixed{2};
   TextFiles files{4, 5};
   auto client = fixed.cluster->client();
@@ -121,7 +121,7 @@ TEST_CASE("FILE: each worker reads its files; FILE_OR_DATA takes FILE when it ca
   }
 }
 
-TEST_CASE("FILE_OR_DATA falls back to DATA without files; HINT fills shard(SHARD_HINT, SHARD_HINT)") {
+TEST_CASE("FILE_OR_DATA falls back to DATA without files - HINT fills shard(SHARD_HINT, SHARD_HINT)") {
   FixedCluster fixed{3};
   auto client = fixed.cluster->client();
   auto data = client.distribute(Dataset::range(12), policy(ShardingPolicy::file_or_data));

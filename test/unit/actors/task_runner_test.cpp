@@ -187,7 +187,7 @@ TEST_CASE("large elements are encoded once when produced and taken as bulk frame
   CHECK(out.size() == 1);
 }
 
-TEST_CASE("large elements are encoded ahead only within a window; the rest when taken") {
+TEST_CASE("large elements are encoded ahead only within a window - the rest when taken") {
   auto drain = [](TaskRunner& r, std::size_t expect_per_take) {
     std::size_t got = 0;
     for (int guard = 0; guard < 100; ++guard) {

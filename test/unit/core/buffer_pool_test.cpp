@@ -65,7 +65,7 @@ TEST_CASE("a buffer more than twice the request, or too small, is not handed out
   CHECK(pool.stats().retained_buffers == 1);
 }
 
-TEST_CASE("the pool keeps at most its byte bound, dropping the oldest; small buffers are not kept") {
+TEST_CASE("the pool keeps at most its byte bound, dropping the oldest - small buffers are not kept") {
   BufferPool pool(3 << 20);
   for (int i = 0; i < 5; ++i)
     pool.release(pool.acquire(1 << 20)); // each release after the first reuses, so add fresh ones

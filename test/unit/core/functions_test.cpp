@@ -119,7 +119,7 @@ TEST_CASE("numeric maps work component-wise and wrap like TensorFlow") {
   CHECK(map_error("add", Element{Tensor::scalar(true)}).code() == ErrorCode::invalid_argument);
 }
 
-TEST_CASE("scale makes floats; integers become float32") {
+TEST_CASE("scale makes floats - integers become float32") {
   CHECK(call_map("scale", Element{Tensor::vector<int64_t>({1, 2})}) == Element{Tensor::vector<float>({2.0f, 4.0f})});
   CHECK(call_map("scale", Element{Tensor::scalar(0.25)}, {{"factor", 4.0}}) == Element{Tensor::scalar(1.0)});
   CHECK(call_map("scale", Element{Tensor::scalar(3.0f)}, {{"factor", int64_t{-1}}}) == Element{Tensor::scalar(-3.0f)});

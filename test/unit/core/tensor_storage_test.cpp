@@ -17,7 +17,7 @@ Tensor big_ints(int64_t n) {
 }
 } // namespace
 
-TEST_CASE("a copy shares the bytes; writing to one copies first (copy on write)") {
+TEST_CASE("a copy shares the bytes - writing to one copies first (copy on write)") {
   Tensor a = big_ints(100);
   Tensor b = a;
   CHECK(a.bytes().data() == b.bytes().data());
@@ -77,7 +77,7 @@ TEST_CASE("numeric and string views keep their owner alive and read the owner's 
   CHECK(watch.expired());
 }
 
-TEST_CASE("stack copies into fresh storage; string slices view their parent") {
+TEST_CASE("stack copies into fresh storage - string slices view their parent") {
   Tensor a = big_ints(10), b = big_ints(10);
   auto st = Tensor::stack({a, b});
   REQUIRE(st.ok());

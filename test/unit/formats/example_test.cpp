@@ -174,7 +174,7 @@ TEST_CASE("errors name the feature and what was expected") {
         "TensorSpec(shape=(), dtype=int64)");
 }
 
-TEST_CASE("serialize_example and parse_example round trip; variable-length features") {
+TEST_CASE("serialize_example and parse_example round trip - variable-length features") {
   const std::string r1 = one_example({{"v", Tensor::vector<float>({1.5f, -2.0f})}, {"s", Tensor::scalar("hello")}});
   const std::string r2 = one_example({{"s", Tensor::scalar(std::string("\0x", 2))}});
   Dataset ds = Dataset::from_tensor_slices(Element{Tensor::vector<std::string>({r1, r2})})

@@ -117,7 +117,7 @@ TEST_CASE("text_lines reads ZLIB files and concatenated GZIP members") {
   CHECK((*got)[2].to_string() == "\"b\"");
 }
 
-TEST_CASE("glob patterns in file sources expand sorted; no match is an error naming the pattern") {
+TEST_CASE("glob patterns in file sources expand sorted - no match is an error naming the pattern") {
   const std::string pattern = fixture("raw-*.tfrecord");
   CHECK(show(Dataset::tfrecord({pattern})) == kRawAll);
   CHECK(show(Dataset::tfrecord({fixture("raw-[21].tfrecord"), fixture("raw-0.tfrecord")})) ==

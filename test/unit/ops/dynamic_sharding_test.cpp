@@ -50,7 +50,7 @@ TEST_CASE("range produces exactly the elements of its splits, then ends") {
   CHECK(test::str(run_with(Dataset::range(10, 30, 2), provider).elements) == "[10, 12, 14, 20, 22]");
 }
 
-TEST_CASE("from_tensor_slices produces its splits' slices; a split out of range is out_of_range") {
+TEST_CASE("from_tensor_slices produces its splits' slices - a split out of range is out_of_range") {
   test::FakeSplitProvider provider({{Split{0, 0, 2, 4, ""}}});
   CHECK(test::str(run_with(Dataset::from_tensor_slices(test::ints({5, 6, 7, 8, 9})), provider).elements) ==
         "[7, 8]");

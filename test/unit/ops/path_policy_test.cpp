@@ -114,7 +114,7 @@ TEST_CASE("path policy: list_files, cache and inner datasets are confined") {
   CHECK(st.code() == ErrorCode::permission_denied);
 }
 
-TEST_CASE("path policy: no roots allows nothing; bad roots are refused; no policy allows all") {
+TEST_CASE("path policy: no roots allows nothing - bad roots are refused - no policy allows all") {
   test::TempDir dir;
   test::write_file(dir.file("a.txt"), "x\n");
   auto none = PathPolicy::make({});
@@ -149,7 +149,7 @@ Status run_budgeted(const Dataset& ds, MemoryBudget& budget, std::vector<Element
 }
 } // namespace
 
-TEST_CASE("memory budget: shuffle, batch, padded_batch, prefetch and cache charge it; passing it fails with resource_exhausted") {
+TEST_CASE("memory budget: shuffle, batch, padded_batch, prefetch and cache charge it - passing it fails with resource_exhausted") {
   MemoryBudget small(64 << 10); // 64 KiB: 8192 int64 scalars at most
   Status st = run_budgeted(Dataset::range(100000).shuffle(100000, 1), small);
   CHECK(st.code() == ErrorCode::resource_exhausted);

@@ -25,7 +25,7 @@ std::vector<int64_t> iota(int64_t n) {
 
 } // namespace
 
-TEST_CASE("shuffle yields a permutation; a seed gives the same order every time") {
+TEST_CASE("shuffle yields a permutation - a seed gives the same order every time") {
   auto ds = Dataset::range(50).shuffle(50, 7);
   auto first = values(ds);
   CHECK(first != iota(50));
@@ -42,7 +42,7 @@ TEST_CASE("shuffle's order does not depend on the run or the machine: pinned for
   CHECK(test::show(Dataset::range(10).shuffle(10, 7)) == "[3, 2, 5, 9, 6, 1, 4, 0, 8, 7]");
 }
 
-TEST_CASE("buffer_size 1 keeps the order; a small buffer only moves elements a bounded distance") {
+TEST_CASE("buffer_size 1 keeps the order - a small buffer only moves elements a bounded distance") {
   CHECK(values(Dataset::range(20).shuffle(1, 3)) == iota(20));
   // With a buffer of b, the element output at position p is one of the first p + b inputs.
   const int64_t b = 4;

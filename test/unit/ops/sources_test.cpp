@@ -33,7 +33,7 @@ TEST_CASE("range with step 0 is an invalid_argument naming `step`") {
   CHECK(st.message().find("`step`") != std::string::npos);
 }
 
-TEST_CASE("from_tensors yields its one element; from_tensor_slices slices the first dimension") {
+TEST_CASE("from_tensors yields its one element - from_tensor_slices slices the first dimension") {
   CHECK(show(Dataset::from_tensors(test::ints({1, 2, 3}))) == "[[1, 2, 3]]");
   CHECK(show(Dataset::from_tensor_slices(test::ints({1, 2, 3}))) == "[1, 2, 3]");
   auto matrix = Tensor::from_values<int64_t>({2, 2}, {1, 2, 3, 4});

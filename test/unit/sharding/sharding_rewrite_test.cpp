@@ -91,7 +91,7 @@ TEST_CASE("FILE without a file source fails as tf.data does") {
         "this dataset has none");
 }
 
-TEST_CASE("FILE with fewer files than workers fails; FILE_OR_DATA falls back to DATA") {
+TEST_CASE("FILE with fewer files than workers fails - FILE_OR_DATA falls back to DATA") {
   Dataset two_files = Dataset::text_lines({"a", "b"});
   Status st = sharding_error(two_files, ShardingPolicy::file, 3, 0);
   CHECK(st.code() == ErrorCode::invalid_argument);

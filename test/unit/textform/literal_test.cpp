@@ -36,7 +36,7 @@ void check_round_trip(const Tensor& t) {
 
 } // namespace
 
-TEST_CASE("scalars print like tf.constant literals; other dtypes carry a cast") {
+TEST_CASE("scalars print like tf.constant literals - other dtypes carry a cast") {
   CHECK(Tensor::scalar(int64_t{3}).to_string() == "3");
   CHECK(Tensor::scalar(int64_t{-7}).to_string() == "-7");
   CHECK(Tensor::scalar(2.5f).to_string() == "2.5");
@@ -153,7 +153,7 @@ TEST_CASE("bare literals take tf.constant's default dtypes") {
   CHECK(parse_ok("float64(1)") == Element{Tensor::scalar(1.0)});
 }
 
-TEST_CASE("tuples give several components; parentheses alone do not") {
+TEST_CASE("tuples give several components - parentheses alone do not") {
   CHECK(parse_ok("(1, \"a\")") == Element{{Tensor::scalar(int64_t{1}), Tensor::scalar("a")}});
   CHECK(parse_ok("(1,)") == Element{Tensor::scalar(int64_t{1})});
   CHECK(parse_ok("(1)") == Element{Tensor::scalar(int64_t{1})});
