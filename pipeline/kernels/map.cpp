@@ -1,20 +1,20 @@
 // map(fn, num_parallel_calls, deterministic): fn applied to every element. With more than one
-// parallel call, fn runs on a small thread pool while this iterator keeps pulling its input on the
-// caller's thread (so input errors and `unavailable` stay in stream order); deterministic=true
-// returns results in input order, false returns whichever finishes first.
+// parallel call, up to num_parallel_calls calls are queued on the process's executor
+// (pipeline/executor.hpp) while this iterator keeps pulling its input on the caller's thread (so
+// input errors and `unavailable` stay in stream order); a caller waiting for a result runs the
+// oldest queued call itself. deterministic=true returns results in input order, false returns
+// whichever finishes first.
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <thread>
 
+#include "pipeline/executor.hpp"
 #include "pipeline/kernels/kernel.hpp"
 
 namespace conveyor::kernels {
 
 namespace {
-
-// Hard cap on pool threads whatever num_parallel_calls asks for.
-constexpr int64_t kMaxMapThreads = 64;
 
 Status function_error(const std::string& name, const Status& status) {
   return status.with_context("map function `" + name + "`");
@@ -44,54 +44,6 @@ private:
   std::string name_;
 };
 
-// Runs queued jobs on a fixed set of threads; the destructor drops jobs not yet started and
-// waits for the running ones.
-class ThreadPool {
-public:
-  explicit ThreadPool(int64_t threads) {
-    for (int64_t i = 0; i < threads; ++i)
-      threads_.emplace_back([this] { work(); });
-  }
-  ~ThreadPool() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stopping_ = true;
-    }
-    wake_.notify_all();
-    for (auto& t : threads_)
-      t.join();
-  }
-  void submit(std::function<void()> job) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      jobs_.push_back(std::move(job));
-    }
-    wake_.notify_one();
-  }
-
-private:
-  void work() {
-    for (;;) {
-      std::function<void()> job;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-        if (stopping_)
-          return;
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
-      }
-      job();
-    }
-  }
-
-  std::mutex mu_;
-  std::condition_variable wake_;
-  std::deque<std::function<void()>> jobs_;
-  bool stopping_ = false;
-  std::vector<std::thread> threads_;
-};
-
 class ParallelMapIterator : public Iterator {
 public:
   ParallelMapIterator(IteratorPtr input, MapFn fn, Params params, std::string name,
@@ -101,8 +53,9 @@ public:
         parallelism_(parallelism), deterministic_(deterministic),
         shared_(std::make_shared<Shared>()) {}
 
-  // The pool (declared last) is destroyed first: it waits for running calls, which only touch
-  // `shared_`, `fn_` and `params_` through their own shared pointers.
+  // The queue (declared last) is destroyed first: it drops the calls not started and waits
+  // for the running ones, which only touch `shared_`, `fn_` and `params_` through their own
+  // shared pointers.
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     end_of_sequence = false;
@@ -155,9 +108,9 @@ private:
   };
 
   void submit(const std::shared_ptr<Slot>& slot, Element in) {
-    if (!pool_)
-      pool_ = std::make_unique<ThreadPool>(std::min(parallelism_, kMaxMapThreads));
-    pool_->submit([slot, in = std::move(in), fn = fn_, params = params_, shared = shared_,
+    if (!queue_)
+      queue_ = Executor::shared().make_queue();
+    queue_->submit([slot, in = std::move(in), fn = fn_, params = params_, shared = shared_,
                    name = name_]() {
       auto mapped = (*fn)(in, *params);
       if (!mapped.ok())
@@ -170,23 +123,39 @@ private:
     });
   }
 
-  // The first slot (deterministic) or the first finished one, removed from `slots_`.
+  // The first slot (deterministic) or the first finished one, removed from `slots_`. While
+  // none is finished, runs the oldest queued call here (queued in input order, so that is the
+  // one a deterministic map needs first); sleeps only while every call is running elsewhere.
   std::shared_ptr<Slot> take_finished_slot() {
-    std::unique_lock<std::mutex> lock(shared_->mu);
     for (;;) {
-      for (auto it = slots_.begin(); it != slots_.end(); ++it) {
-        if ((*it)->done) {
-          auto slot = std::move(*it);
-          slots_.erase(it);
+      {
+        std::unique_lock<std::mutex> lock(shared_->mu);
+        if (auto slot = pop_finished_slot())
           return slot;
-        }
-        if (deterministic_)
-          break;
       }
-      shared_->consumer_waiting = true;
+      if (queue_ && queue_->run_one())
+        continue;
+      std::unique_lock<std::mutex> lock(shared_->mu);
+      if (auto slot = pop_finished_slot())
+        return slot;
+      shared_->consumer_waiting = true; // set with the check: no wake-up is missed
       shared_->finished.wait(lock);
       shared_->consumer_waiting = false;
     }
+  }
+
+  // Under shared_->mu.
+  std::shared_ptr<Slot> pop_finished_slot() {
+    for (auto it = slots_.begin(); it != slots_.end(); ++it) {
+      if ((*it)->done) {
+        auto slot = std::move(*it);
+        slots_.erase(it);
+        return slot;
+      }
+      if (deterministic_)
+        break;
+    }
+    return nullptr;
   }
 
   IteratorPtr input_;
@@ -199,7 +168,7 @@ private:
   std::deque<std::shared_ptr<Slot>> slots_; // in input order
   bool input_done_ = false;
   bool waiting_for_retry_ = false; // an input `unavailable` is queued in slots_
-  std::unique_ptr<ThreadPool> pool_; // last: destroyed (joined) first
+  std::unique_ptr<WorkQueue> queue_; // last: destroyed (drained) first
 };
 
 } // namespace

@@ -1,15 +1,20 @@
-// prefetch(buffer_size): a background thread pulls the input into a bounded buffer ahead of the
-// consumer (double-buffered: while the consumer drains up to buffer_size taken entries, the thread
-// fills up to buffer_size more). Results (elements, errors, end) come out in input order. When the
-// input says `unavailable`, the thread queues that status and pauses until the consumer has
-// received it and asks again, so the retry happens on the consumer's schedule, not in a busy loop.
-// Buffered elements count against the job's memory budget from when the thread produced them
-// until the consumer takes them; an element past the budget is queued as that error instead.
+// prefetch(buffer_size): fills a bounded buffer from the input ahead of the consumer, as work on
+// the process's executor (pipeline/executor.hpp): one fill at a time pulls the input until the
+// buffer holds buffer_size entries, then gives its thread back; the consumer takes the whole
+// buffer at once and schedules the next fill (double-buffered: while the consumer drains up to
+// buffer_size taken entries, a fill produces up to buffer_size more). A consumer that finds the
+// buffer empty with the fill still queued runs the fill itself (caller-runs): busy executor
+// threads delay it, never stall it. Results (elements, errors, end) come out in input order.
+// When the input says `unavailable`, fills pause until the consumer has received it and asks
+// again, so the retry happens on the consumer's schedule, not in a busy loop. Buffered elements
+// count against the job's memory budget from when they were produced until the consumer takes
+// them; an element past the budget is queued as that error instead.
 #include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <thread>
 
+#include "pipeline/executor.hpp"
 #include "pipeline/kernels/kernel.hpp"
 #include "pipeline/memory_budget.hpp"
 
@@ -24,16 +29,15 @@ constexpr int kSpinsBeforeSleep = 32;
 class PrefetchIterator : public Iterator {
 public:
   PrefetchIterator(IteratorPtr input, int64_t capacity, MemoryBudget* budget)
-      : input_(std::move(input)), capacity_(capacity), budget_(budget) {}
+      : input_(std::move(input)), capacity_(capacity), budget_(budget),
+        queue_(Executor::shared().make_queue()) {}
 
   ~PrefetchIterator() override {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      cancelled_ = true;
+      cancelled_ = true; // a running fill stops after the input call in progress
     }
-    space_.notify_one();
-    if (thread_.joinable())
-      thread_.join(); // waits for the input call in progress, if any
+    queue_->cancel_and_wait(); // a queued fill is dropped; a running one has returned
     if (budget_ != nullptr) // what is still buffered goes back to the job's budget
       budget_->release(charged_.load(std::memory_order_relaxed));
   }
@@ -65,67 +69,82 @@ private:
     bool end = false;
     int64_t bytes = 0; // charged to the budget while buffered
   };
+  enum class Fill { idle, queued, running };
 
   // Waits for entries and moves all of them to ready_ at once (one lock and at most one wake-up
-  // per buffer, not per element).
+  // per buffer, not per element), then schedules the next fill.
   void take_buffer() {
     std::unique_lock<std::mutex> lock(mu_);
-    if (!thread_.joinable())
-      thread_ = std::thread([this] { produce(); });
-    if (paused_ && buffer_.empty()) { // the consumer already got the `unavailable`: retry now
+    if (paused_ && buffer_.empty()) // the consumer already got the `unavailable`: retry now
       paused_ = false;
-      space_.notify_one();
-    }
-    // A fast input refills within a few yields; sleeping at once would cost a context switch.
-    for (int spins = 0; spins < kSpinsBeforeSleep && buffer_.empty() && !paused_; ++spins) {
-      lock.unlock();
-      std::this_thread::yield();
-      lock.lock();
-    }
-    if (buffer_.empty()) {
+    schedule_fill();
+    // A fill running elsewhere with a fast input refills within a few yields; sleeping at once
+    // would cost a context switch.
+    for (int spins = 0; buffer_.empty(); ++spins) {
+      if (fill_ == Fill::queued) { // not started: run it here rather than wait for a thread
+        lock.unlock();
+        queue_->run_one();
+        lock.lock();
+        continue;
+      }
+      if (spins < kSpinsBeforeSleep) {
+        lock.unlock();
+        std::this_thread::yield();
+        lock.lock();
+        continue;
+      }
       consumer_waiting_ = true;
-      filled_.wait(lock, [this] { return !buffer_.empty(); });
+      filled_.wait(lock, [this] { return !buffer_.empty() || fill_ == Fill::queued; });
       consumer_waiting_ = false;
     }
     ready_.swap(buffer_);
-    if (producer_waiting_)
-      space_.notify_one();
+    schedule_fill();
   }
 
-  void produce() {
-    for (;;) {
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        producer_waiting_ = true;
-        space_.wait(lock, [this] {
-          return cancelled_ || (!paused_ && static_cast<int64_t>(buffer_.size()) < capacity_);
-        });
-        producer_waiting_ = false;
-        if (cancelled_)
-          return;
-      }
-      Entry entry;
-      bool end = false;
-      entry.status = input_->get_next(entry.element, end); // only this thread touches input_
-      entry.end = entry.status.ok() && end;
-      if (budget_ != nullptr && entry.status.ok() && !end) {
-        const auto bytes = static_cast<int64_t>(entry.element.byte_size());
-        entry.status = budget_->charge(bytes, "prefetch");
-        if (entry.status.ok()) {
-          entry.bytes = bytes;
-          charged_.fetch_add(bytes, std::memory_order_relaxed);
-        } else {
-          entry.element = Element{};
-        }
-      }
-      std::lock_guard<std::mutex> lock(mu_);
+  // Under mu_: queues a fill unless one is queued or running, the buffer is full, the input
+  // ended, or an `unavailable` waits for the consumer.
+  void schedule_fill() {
+    if (fill_ != Fill::idle || paused_ || ended_ || cancelled_ ||
+        static_cast<int64_t>(buffer_.size()) >= capacity_)
+      return;
+    fill_ = Fill::queued;
+    queue_->submit([this] { fill(); }); // the destructor drops or waits for it
+  }
+
+  // Pulls the input until the buffer is full (only one fill runs at a time: input_ is never
+  // called concurrently).
+  void fill() {
+    std::unique_lock<std::mutex> lock(mu_);
+    fill_ = Fill::running;
+    while (!cancelled_ && !paused_ && !ended_ && static_cast<int64_t>(buffer_.size()) < capacity_) {
+      lock.unlock();
+      Entry entry = produce();
+      lock.lock();
       paused_ = entry.status.code() == ErrorCode::unavailable;
+      ended_ = entry.end;
       buffer_.push_back(std::move(entry));
       if (consumer_waiting_)
         filled_.notify_one();
-      if (buffer_.back().end)
-        return;
     }
+    fill_ = Fill::idle;
+  }
+
+  Entry produce() {
+    Entry entry;
+    bool end = false;
+    entry.status = input_->get_next(entry.element, end);
+    entry.end = entry.status.ok() && end;
+    if (budget_ != nullptr && entry.status.ok() && !end) {
+      const auto bytes = static_cast<int64_t>(entry.element.byte_size());
+      entry.status = budget_->charge(bytes, "prefetch");
+      if (entry.status.ok()) {
+        entry.bytes = bytes;
+        charged_.fetch_add(bytes, std::memory_order_relaxed);
+      } else {
+        entry.element = Element{};
+      }
+    }
+    return entry;
   }
 
   IteratorPtr input_;
@@ -134,14 +153,14 @@ private:
   std::atomic<int64_t> charged_{0};     // what buffered entries hold of it
   std::mutex mu_;
   std::condition_variable filled_; // the consumer waits for an entry
-  std::condition_variable space_;  // the producer waits for room (or a retry after `unavailable`)
-  std::deque<Entry> buffer_; // filled by the producer
+  std::deque<Entry> buffer_; // filled by fills
   std::deque<Entry> ready_;  // taken from buffer_, drained by the consumer without locking
+  Fill fill_ = Fill::idle;
   bool paused_ = false;    // an `unavailable` is queued or not yet retried
+  bool ended_ = false;     // the input's end is buffered: no more fills
   bool cancelled_ = false;
   bool consumer_waiting_ = false; // notify only a thread that sleeps: wake-ups are the cost here
-  bool producer_waiting_ = false;
-  std::thread thread_;     // started by the first get_next
+  std::unique_ptr<WorkQueue> queue_; // last: destroyed first (after the destructor drained it)
 };
 
 } // namespace

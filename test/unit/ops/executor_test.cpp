@@ -1,0 +1,197 @@
+// The process's executor for pipeline work (pipeline/executor.hpp): queues served in turn,
+// caller-runs, cancellation; and what it buys the pipeline: parallel maps and prefetches of many
+// iterators share its threads (the thread count stays flat), and a pipeline still completes when
+// every executor thread is blocked in someone else's function.
+#include <doctest/doctest.h>
+
+#include <dirent.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "ops_test_util.hpp"
+#include "pipeline/executor.hpp"
+
+using namespace conveyor;
+
+namespace {
+
+// Holds executor threads until opened.
+class Gate {
+public:
+  void wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++waiting_;
+    changed_.notify_all();
+    changed_.wait(lock, [this] { return open_; });
+  }
+  void wait_for_waiters(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    REQUIRE(changed_.wait_for(lock, std::chrono::seconds(30), [&] { return waiting_ >= n; }));
+  }
+  void open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    changed_.notify_all();
+  }
+  // Opens the gate when it goes out of scope: declared after the queues whose items wait at the
+  // gate, it lets them return before the queues' destructors wait for them, also when a failed
+  // REQUIRE unwinds the test.
+  struct Opener {
+    Gate& gate;
+    ~Opener() { gate.open(); }
+  };
+  Opener opener() { return Opener{*this}; }
+
+private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  int waiting_ = 0;
+  bool open_ = false;
+};
+
+int thread_count() {
+  int n = 0;
+  DIR* dir = opendir("/proc/self/task");
+  REQUIRE(dir != nullptr);
+  while (dirent* e = readdir(dir))
+    if (e->d_name[0] != '.')
+      ++n;
+  closedir(dir);
+  return n;
+}
+
+} // namespace
+
+TEST_CASE("executor: queues with work are served in turn, one item each") {
+  Executor ex(1);
+  std::mutex mu;
+  std::vector<std::string> order;
+  std::atomic<int> done{0};
+  Gate gate;
+  auto a = ex.make_queue();
+  auto b = ex.make_queue();
+  auto open_on_exit = gate.opener();
+  auto note = [&](std::string what) {
+    return [&, what] {
+      std::lock_guard<std::mutex> lock(mu);
+      order.push_back(what);
+      ++done;
+    };
+  };
+  a->submit([&] { gate.wait(); });
+  gate.wait_for_waiters(1);
+  for (auto what : {"a1", "a2", "a3"})
+    a->submit(note(what));
+  for (auto what : {"b1", "b2"})
+    b->submit(note(what));
+  gate.open();
+  for (int i = 0; i < 3000 && done < 5; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(done == 5);
+  std::lock_guard<std::mutex> lock(mu);
+  CHECK(order == std::vector<std::string>{"a1", "b1", "a2", "b2", "a3"});
+}
+
+TEST_CASE("executor: run_one runs the queue's oldest pending item on the calling thread") {
+  Executor ex(1);
+  Gate gate;
+  auto busy = ex.make_queue();
+  auto open_on_exit = gate.opener();
+  busy->submit([&] { gate.wait(); });
+  gate.wait_for_waiters(1);
+  auto q = ex.make_queue();
+  std::vector<int> ran;
+  std::thread::id where;
+  q->submit([&] { ran.push_back(1); where = std::this_thread::get_id(); });
+  q->submit([&] { ran.push_back(2); });
+  CHECK(q->run_one());
+  CHECK((where == std::this_thread::get_id()));
+  CHECK(q->run_one());
+  CHECK_FALSE(q->run_one()); // nothing pending
+  CHECK(ran == std::vector<int>{1, 2});
+  gate.open();
+  busy.reset(); // its item returned from gate.wait() before the gate goes
+}
+
+TEST_CASE("executor: cancel_and_wait drops what has not started and waits for what runs") {
+  Executor ex(2);
+  Gate gate;
+  Gate second;
+  auto q = ex.make_queue();
+  auto blocker = ex.make_queue();
+  auto open_on_exit = gate.opener();
+  auto open_second_on_exit = second.opener();
+  std::atomic<bool> finished{false};
+  q->submit([&] {
+    gate.wait();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    finished = true;
+  });
+  gate.wait_for_waiters(1);
+  blocker->submit([&] { second.wait(); });
+  second.wait_for_waiters(1); // both threads busy now
+  std::atomic<bool> dropped_ran{false};
+  q->submit([&] { dropped_ran = true; });
+  std::thread opener([&] { // late enough for cancel_and_wait to drop the pending item first
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    gate.open();
+  });
+  q->cancel_and_wait();
+  CHECK(finished); // the running item returned before cancel_and_wait did
+  opener.join();
+  second.open();
+  blocker.reset();
+  CHECK_FALSE(dropped_ran);
+}
+
+TEST_CASE("executor: parallel maps and prefetches of many iterators share its threads") {
+  test::register_test_functions();
+  auto& shared = Executor::shared();
+  const int before = thread_count();
+  // Each iterator: a map with 8 parallel calls and two prefetches. With a pool per map and a
+  // thread per prefetch, 24 of them started 24 x 10 = 240 threads.
+  std::vector<std::unique_ptr<Iterator>> its;
+  for (int i = 0; i < 24; ++i) {
+    auto it = Dataset::range(200).map("square", 8).prefetch(4).map("square", 8).prefetch(2).make_iterator();
+    REQUIRE(it.ok());
+    Element e;
+    bool end = false;
+    REQUIRE((*it)->get_next(e, end).ok()); // every one has started its work
+    CHECK(e.to_string() == "0");
+    its.push_back(std::move(*it));
+  }
+  const int during = thread_count();
+  CHECK_MESSAGE(during <= before + shared.threads(),
+                "threads: " << before << " before, " << during << " with 24 pipelines");
+  for (auto& it : its) { // and every one still yields its whole, ordered output
+    std::vector<Element> rest;
+    REQUIRE(test::drain(*it, rest).ok());
+    REQUIRE(rest.size() == 199);
+    CHECK(rest.back().to_string() == std::to_string(199LL * 199 * 199 * 199));
+  }
+}
+
+TEST_CASE("executor: a pipeline completes while every executor thread is blocked elsewhere") {
+  test::register_test_functions();
+  auto& shared = Executor::shared();
+  Gate gate;
+  auto blockers = shared.make_queue();
+  auto open_on_exit = gate.opener();
+  for (int i = 0; i < shared.threads(); ++i)
+    blockers->submit([&] { gate.wait(); });
+  gate.wait_for_waiters(shared.threads());
+  // No executor thread is free: maps and prefetches run their queued work on this thread.
+  auto it = Dataset::range(300).map("square", 4).prefetch(2).map("square", 3).prefetch(5).make_iterator();
+  REQUIRE(it.ok());
+  std::vector<Element> out;
+  REQUIRE(test::drain(**it, out).ok());
+  REQUIRE(out.size() == 300);
+  for (int64_t i = 0; i < 300; ++i)
+    CHECK(out[static_cast<std::size_t>(i)].to_string() == std::to_string(i * i * i * i));
+  gate.open();
+  blockers.reset(); // its items returned from gate.wait() before the gate goes
+}
