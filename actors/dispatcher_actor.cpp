@@ -46,8 +46,6 @@ struct dispatcher_state {
   DispatcherState state;
   std::map<msg::worker_id_t, LiveWorker> workers;
   std::map<msg::job_id_t, job_full_actor> jobs; // running job actors
-  // Jobs read with the cross-trainer cache (in memory only: not journaled).
-  std::set<msg::job_id_t> cache_jobs;
   std::set<caf::actor_addr> job_addrs;           // job actors not yet exited
   // Observability: dataset facts computed once for `conveyor status`, and the start time.
   std::map<msg::dataset_id_t, msg::dataset_status> dataset_facts;
@@ -375,6 +373,7 @@ Expected<JobStart> job_start(self_ptr self, const JobEntry& entry) {
   js.dataset = entry.dataset;
   js.definition = dataset->definition;
   js.policy = entry.policy;
+  js.cross_trainer_cache = entry.cross_trainer_cache;
   js.compression = dataset->compression;
   js.dispatcher = caf::actor_cast<msg::job_report_actor>(self);
   js.request_timeout = st.start.request_timeout;
@@ -445,7 +444,7 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
       int64_t asked = req.num_consumers ? *req.num_consumers : -1;
       if (job->num_consumers != asked)
         return refuse("num_consumers", std::to_string(job->num_consumers), std::to_string(asked));
-      if (const bool cached = st.cache_jobs.count(job->id) > 0; cached != req.cross_trainer_cache)
+      if (const bool cached = job->cross_trainer_cache; cached != req.cross_trainer_cache)
         return refuse("cross_trainer_cache", cached ? "on" : "off",
                       req.cross_trainer_cache ? "on" : "off");
       return job_info_of(self, job->id);
@@ -494,6 +493,7 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
   planned.name = req.job_name ? *req.job_name : std::string{};
   planned.policy = req.policy;
   planned.num_consumers = req.num_consumers ? *req.num_consumers : -1;
+  planned.cross_trainer_cache = req.cross_trainer_cache;
   if (req.policy == ShardingPolicy::dynamic) {
     // Split size from the cardinality: about 8 splits per worker and epoch, at most 8192
     // elements (a re-issued split is read again from its start), never below the configured size.
@@ -509,9 +509,6 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
   auto js = job_start(self, planned); // checked before the record is made
   if (!js.ok())
     return msg::to_error(js.status());
-  js->cross_trainer_cache = req.cross_trainer_cache;
-  if (req.cross_trainer_cache)
-    st.cache_jobs.insert(id);
   const bool per_split = js->core->per_split();
   if (auto sender = self->current_sender())
     js->creator = caf::actor_cast<caf::actor>(sender);
@@ -522,7 +519,8 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
                               req.num_consumers ? *req.num_consumers : -1,
                               req.target_workers,
                               now_us(self),
-                              planned.split_size};
+                              planned.split_size,
+                              req.cross_trainer_cache};
   if (auto s = persist(self, std::move(record),
                        [self, start = std::move(js).value()]() mutable {
                          run_job(self, std::move(start));
@@ -899,7 +897,6 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
           if (st.state.job(released.job))
             (void)persist(self, msg::ReleaseJobRecord{released.job, now_us(self)}); // logged
           st.jobs.erase(released.job);
-          st.cache_jobs.erase(released.job);
         },
         [self](msg::tick_atom) {
           check_heartbeats(self);

@@ -71,6 +71,7 @@ Status DispatcherState::apply_one(const CreateJobRecord& r) {
   job.target_workers = r.target_workers;
   job.created_us = r.time_us;
   job.split_size = r.split_size;
+  job.cross_trainer_cache = r.cross_trainer_cache;
   if (!r.job_name.empty()) {
     named_jobs_[{r.dataset, r.job_name}] = r.job;
     job.repetition = repetitions_[{r.dataset, r.job_name}]++;
@@ -237,7 +238,8 @@ bool same_job(const JobEntry& a, const JobEntry& b) {
   return a.id == b.id && a.dataset == b.dataset && a.name == b.name && a.policy == b.policy &&
          a.num_consumers == b.num_consumers && a.target_workers == b.target_workers &&
          a.created_us == b.created_us && a.repetition == b.repetition &&
-         a.split_size == b.split_size && a.finished == b.finished && a.released == b.released &&
+         a.split_size == b.split_size && a.cross_trainer_cache == b.cross_trainer_cache &&
+         a.finished == b.finished && a.released == b.released &&
          a.tasks == b.tasks && a.has_split_position == b.has_split_position &&
          a.split_epoch == b.split_epoch && a.split_provider_epoch == b.split_provider_epoch &&
          a.split_next_index == b.split_next_index && a.splits_handed_out == b.splits_handed_out &&

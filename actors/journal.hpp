@@ -40,7 +40,8 @@
 
 namespace conveyor::actors {
 
-inline constexpr uint32_t kJournalFormatVersion = 3; // 2: job lifecycle (split_size, repetitions); 3: splits held at a crash
+// 2: job lifecycle (split_size, repetitions); 3: splits held at a crash; 4: cross-trainer cache flag
+inline constexpr uint32_t kJournalFormatVersion = 4;
 
 struct JournalOptions {
   std::string dir;

@@ -55,11 +55,12 @@ struct CreateJobRecord {
   std::string target_workers;
   int64_t time_us = 0;
   int64_t split_size = 0; // DYNAMIC: elements per range split, decided at creation (0 = default)
+  bool cross_trainer_cache = false; // its tasks serve the job's trainers from a shared cache
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, CreateJobRecord& x) {
   return f(x.job, x.dataset, x.job_name, x.policy, x.num_consumers, x.target_workers, x.time_us,
-           x.split_size);
+           x.split_size, x.cross_trainer_cache);
 }
 
 struct CreateTaskRecord {

@@ -156,6 +156,39 @@ TEST_CASE("dispatcher restart: repeated restarts keep every registered dataset")
   }
 }
 
+TEST_CASE("dispatcher restart: a cross-trainer-cache job stays one - a trainer joining after "
+          "the restart shares the cache") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  auto wd = dir.path() + "/work";
+  const std::vector<std::string> gc{"--job-gc-timeout", "60000"}; // the job outlives trainer a
+  auto port = free_port();
+  auto d1 = start_dispatcher(port, wd, "dispatcher1", gc);
+  auto w = start_worker(port, "worker", {"--cross-trainer-cache-size-bytes", "1000000"});
+  REQUIRE(w->wait_for_output("worker: ready", kStartTimeout));
+  auto trainer = [&](const std::string& id) {
+    return run_conveyor({"read", "--dispatcher", addr(port), "--dataset",
+                         "range(100000000).repeat()", "--mode", "off", "--job-name", "ctc",
+                         "--cross-trainer-cache", "--trainer-id", id, "--take", "50"},
+                        kReadTimeout, "trainer-" + id);
+  };
+  std::vector<std::string> expected;
+  for (int i = 0; i < 50; ++i)
+    expected.push_back(std::to_string(i));
+  auto a = trainer("a");
+  REQUIRE_MESSAGE(a.exit_code == 0, a.describe);
+  CHECK(a.lines == expected);
+  d1->signal(SIGKILL);
+  REQUIRE(d1->wait_exit(kStartTimeout).has_value());
+  auto d2 = start_dispatcher(port, wd, "dispatcher2", gc);
+  REQUIRE_MESSAGE(d2->wait_for_output("1 job(s) (1 running again)", kStartTimeout), d2->describe());
+  // The restored job is still a cache job (journaled): trainer b is admitted to it, and reads
+  // from the start of the worker's cache what trainer a read before the restart.
+  auto b = trainer("b");
+  REQUIRE_MESSAGE(b.exit_code == 0, (b.describe + "\n" + d2->describe()));
+  CHECK_MESSAGE(b.lines == expected, b.describe);
+}
+
 TEST_CASE("dispatcher restart: without --work-dir the start-up says state is in memory only") {
   auto d = start_dispatcher(free_port(), "", "dispatcher");
   CHECK(d->wait_for_output("state is in memory only", kStartTimeout));
