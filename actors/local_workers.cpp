@@ -1,5 +1,7 @@
 #include "actors/local_workers.hpp"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -23,12 +25,28 @@ caf::actor strong(const caf::weak_actor_ptr& weak) {
 }
 
 struct Registry {
+  pid_t pid = 0; // the process whose workers these are
   std::mutex mu;
   std::map<std::string, Entry> workers;
+  Registry* parent = nullptr; // a forked child's: kept reachable, never used again
 };
 
+// Never destroyed: workers may stop during exit. A process forked from one that runs workers
+// (a PyTorch DataLoader worker, say) inherits the registry's memory but none of the workers'
+// threads, and perhaps a lock a parent thread held at the fork: it starts a registry of its
+// own, or its LOCAL reads would look for workers that do not run there.
 Registry& registry() {
-  static Registry* r = new Registry; // never destroyed: workers may stop during exit
+  static std::atomic<Registry*> current{nullptr};
+  const pid_t pid = getpid();
+  Registry* r = current.load();
+  while (r == nullptr || r->pid != pid) {
+    auto* fresh = new Registry;
+    fresh->pid = pid;
+    fresh->parent = r;
+    if (current.compare_exchange_strong(r, fresh))
+      return *fresh;
+    delete fresh; // another thread of this process made one first: `r` is now that one
+  }
   return *r;
 }
 

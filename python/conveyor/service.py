@@ -40,7 +40,9 @@ class WorkerConfig:
     ``worker_address`` is the address consumers use ("host:port", "%port%" = the bound port);
     unset = bind_host:bound port. ``dispatcher_timeout_ms`` bounds the registration in start().
     ``allowed_paths``: the directories datasets may read and write files under (none: no file
-    access, as `conveyor worker` without --allow-path); ``job_memory_limit``: bytes per job (0 = none)."""
+    access, as `conveyor worker` without --allow-path); ``job_memory_limit``: bytes per job (0 = none).
+    ``worker_tags``: tags the dispatcher shows and consumers see (tf.data's name); "COLOCATED"
+    marks a worker that runs beside a trainer, which AUTO readers of other processes leave alone."""
 
     dispatcher_address: str = ""
     port: int = 0
@@ -53,6 +55,7 @@ class WorkerConfig:
     task_buffer_bytes: int = 32 << 20
     allowed_paths: Sequence[str] = ()
     job_memory_limit: int = 0
+    worker_tags: Sequence[str] = ()
 
 
 def _make_config(cls, config, overrides, server):
@@ -147,7 +150,7 @@ class WorkerServer(_Server):
             heartbeat_interval_ms=c.heartbeat_interval_ms, plugins=list(c.plugins),
             task_buffer_elements=c.task_buffer_elements, task_buffer_bytes=c.task_buffer_bytes,
             connect_timeout_ms=c.dispatcher_timeout_ms, allowed_paths=list(c.allowed_paths),
-            job_memory_limit=c.job_memory_limit)
+            job_memory_limit=c.job_memory_limit, worker_tags=list(c.worker_tags))
         super().__init__(impl, start)
 
     @property

@@ -629,7 +629,7 @@ PYBIND11_MODULE(_conveyor, m) {
                      std::string advertised_address, int64_t heartbeat_interval_ms,
                      std::vector<std::string> plugins, int64_t task_buffer_elements, int64_t task_buffer_bytes,
                      int64_t connect_timeout_ms, std::vector<std::string> allowed_paths,
-                     int64_t job_memory_limit) {
+                     int64_t job_memory_limit, std::vector<std::string> worker_tags) {
       WorkerConfig c;
       c.dispatcher_address = std::move(dispatcher_address);
       c.port = port;
@@ -645,11 +645,12 @@ PYBIND11_MODULE(_conveyor, m) {
       c.dispatcher_timeout = milliseconds{connect_timeout_ms};
       c.allowed_paths = std::move(allowed_paths);
       c.job_memory_limit = job_memory_limit;
+      c.worker_tags = std::move(worker_tags); // validated by start(): ValueError naming the tag
       return new WorkerServer(std::move(c));
     }), py::arg("dispatcher_address"), py::arg("port"), py::arg("bind_host"), py::arg("advertised_address"),
         py::arg("heartbeat_interval_ms"), py::arg("plugins"), py::arg("task_buffer_elements"),
         py::arg("task_buffer_bytes"), py::arg("connect_timeout_ms"), py::arg("allowed_paths"),
-        py::arg("job_memory_limit"))
+        py::arg("job_memory_limit"), py::arg("worker_tags"))
     .def("start", [](WorkerServer& s) {
       Status st;
       {

@@ -1,6 +1,8 @@
 """DispatchServer / WorkerServer: tf.data service's start / join / stop semantics and errors."""
 
+import os
 import socket
+import subprocess
 import threading
 import time
 
@@ -68,3 +70,15 @@ def test_worker_advertised_address():
     with conveyor.DispatchServer() as d:
         with conveyor.WorkerServer(dispatcher_address=d, worker_address="localhost:%port%") as w:
             assert w.worker_address == f"localhost:{w.port}"
+
+
+def test_worker_tags_reach_the_dispatcher_and_bad_tags_are_refused():
+    build = os.environ.get("CONVEYOR_BINARY_DIR") or os.path.join(os.path.dirname(__file__), "..", "..", "build")
+    with conveyor.DispatchServer() as d:
+        with conveyor.WorkerServer(dispatcher_address=d, worker_tags=["COLOCATED", "zone-a"]):
+            status = subprocess.run([os.path.join(build, "conveyor"), "status", "--dispatcher", d.target],
+                                    capture_output=True, text=True, timeout=60)
+            assert status.returncode == 0, status.stderr
+            assert "COLOCATED,zone-a" in status.stdout
+        with pytest.raises(ValueError, match="worker_tags"):
+            conveyor.WorkerServer(dispatcher_address=d, worker_tags=["a b"])

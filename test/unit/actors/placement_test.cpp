@@ -13,6 +13,9 @@
 
 #include <set>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 using namespace conveyor;
 using namespace conveyor::actors;
 using namespace conveyor::test;
@@ -106,6 +109,21 @@ TEST_CASE("WorkerServer lists itself as a local worker while it runs") {
   w.stop();
   CHECK_FALSE(LocalWorkers::contains(w.worker_address()));
   CHECK(LocalWorkers::empty());
+}
+
+TEST_CASE("a forked child (a DataLoader worker) does not see its parent's local workers") {
+  TestCluster cluster{0};
+  auto& w = cluster.add_worker();
+  REQUIRE(LocalWorkers::contains(w.worker_address()));
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) // the worker's threads did not come along: LOCAL must not look for it here
+    _exit(LocalWorkers::empty() && !LocalWorkers::contains(w.worker_address()) ? 0 : 1);
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(LocalWorkers::contains(w.worker_address())); // the parent's registry is unchanged
 }
 
 TEST_CASE("LOCAL reads the in-process workers: small elements, and 1 MiB ones as in-process frames") {
