@@ -30,12 +30,16 @@ std::vector<std::string> coordinated_flags(const std::string& job, int n, int in
           std::to_string(round_timeout_ms)};
 }
 
+// The fault tests read 30 000 rounds (~9 s in a normal build; the fault comes at round 3 000):
+// under the sanitizers on 2 busy cores that takes minutes, within the test's 300 s limit.
+constexpr Millis kFaultReadTimeout{240000};
+
 // Starts N consumers, waits for them all; returns their stdout lines.
 using Readers = std::vector<std::unique_ptr<ChildProcess>>;
 std::vector<std::vector<std::string>> read_coordinated(
   Cluster& cluster, const std::string& job, int n, int take,
   const std::function<void(Readers&)>& meanwhile = {},
-  const std::vector<std::string>& extra_flags = {}) {
+  const std::vector<std::string>& extra_flags = {}, Millis timeout = kReadTimeout) {
   Readers readers;
   for (int i = 0; i < n; ++i) {
     auto flags = coordinated_flags(job, n, i, take);
@@ -46,7 +50,7 @@ std::vector<std::vector<std::string>> read_coordinated(
     meanwhile(readers);
   std::vector<std::vector<std::string>> out;
   for (auto& r : readers) {
-    auto code = r->wait_exit(kReadTimeout);
+    auto code = r->wait_exit(timeout);
     REQUIRE_MESSAGE(code.has_value(), std::string(r->describe() + cluster.describe()));
     CHECK_MESSAGE(*code == 0, std::string(r->describe() + cluster.describe()));
     out.push_back(r->stdout_lines());
@@ -185,7 +189,7 @@ TEST_CASE("coordinated: a worker stopped with SIGTERM leaves the rounds, a resta
   // new worker's start round), the task serves its rounds up to there, then the worker leaves.
   // Then a worker is started again and joins at a later round. Nothing is skipped or repeated.
   Cluster cluster(3, {"--job-gc-timeout", "300"});
-  constexpr int kN = 3, kTake = 60000;
+  constexpr int kN = 3, kTake = 30000;
   auto out = read_coordinated(cluster, "drain", kN, kTake, [&](Readers& readers) {
     REQUIRE_MESSAGE(readers[0]->wait_for_stdout_lines(3000, kReadTimeout), readers[0]->describe());
     cluster.worker(0).signal(SIGTERM);
@@ -203,7 +207,7 @@ TEST_CASE("coordinated: a worker stopped with SIGTERM leaves the rounds, a resta
     readers[0]->signal(SIGSTOP);
     cluster.add_worker();
     readers[0]->signal(SIGCONT);
-  }, {"--max-outstanding", "512"});
+  }, {"--max-outstanding", "512"}, kFaultReadTimeout);
   CHECK_MESSAGE(aligned_rounds(out) == kTake, cluster.describe());
   CHECK_MESSAGE(tasks_that_served(out[0]) == 4, cluster.describe()); // 3 first ones + the new one
 }
@@ -213,7 +217,7 @@ TEST_CASE("coordinated: a worker SIGKILLed mid-read leaves the rounds aligned - 
   // once every consumer has it (the task's commit watermark), so the job can end the lost task
   // at the rounds all of them received; its later rounds are skipped by all alike.
   Cluster cluster(3, {"--job-gc-timeout", "300"});
-  constexpr int kN = 3, kTake = 60000;
+  constexpr int kN = 3, kTake = 30000;
   auto out = read_coordinated(cluster, "crash", kN, kTake, [&](Readers& readers) {
     REQUIRE_MESSAGE(readers[0]->wait_for_stdout_lines(3000, kReadTimeout), readers[0]->describe());
     cluster.worker(0).signal(SIGKILL);
@@ -224,7 +228,7 @@ TEST_CASE("coordinated: a worker SIGKILLed mid-read leaves the rounds aligned - 
     CHECK_MESSAGE(readers[0]->stdout_lines().size() < static_cast<std::size_t>(kTake),
                   "the read was over before the crash");
     cluster.add_worker(); // a replacement joins at a later round
-  }, {"--max-outstanding", "512"});
+  }, {"--max-outstanding", "512"}, kFaultReadTimeout);
   CHECK_MESSAGE(aligned_rounds(out) == kTake, cluster.describe());
   CHECK_MESSAGE(tasks_that_served(out[0]) == 4, cluster.describe()); // 3 first ones + the new one
 }

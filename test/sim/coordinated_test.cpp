@@ -52,35 +52,42 @@ std::string failures_of(const conveyor::SweepResult& s) {
 
 } // namespace
 
-TEST_CASE("CI sweep: coordinated reads stay aligned while a worker joins and links slow down") {
-  for (int n : {2, 3}) {
-    CAPTURE(n);
-    auto cfg = coordinated_config(n);
-    cfg.random_faults = "slow:2";
-    const int runs = env_int("CONVEYOR_SIM_SEEDS", 500) / 2; // N = 2 and 3: 500 seeds in all
-    int complete = 0, joined = 0;
-    auto s = conveyor::sweep(groups(n), cfg, 1, runs, 0, [&](const conveyor::SimResult& r) {
-      // Slow links lose nothing: every consumer read all its rounds.
-      bool all = true;
-      for (const auto& c : r.consumers)
-        all = all && static_cast<int64_t>(c.elements.size()) == cfg.take;
-      complete += all ? 1 : 0;
-      // OFF: each task produces the groups from the start, so consumer 0 reads "0" once per task
-      // that served rounds: 3 when the late worker joined in time.
-      int zeros = 0;
-      if (!r.consumers.empty())
-        for (const auto& e : r.consumers[0].elements)
-          zeros += e.components.at(0).as_int64() == 0 ? 1 : 0;
-      joined += zeros == 3 ? 1 : 0;
-    });
-    REQUIRE_MESSAGE(s.ok(), s.status().to_string());
-    MESSAGE("coordinated N=" << n << ": " << s->summary() << "; the late worker served rounds in "
-                             << joined << " run(s)");
-    CHECK(s->runs == runs);
-    CHECK_MESSAGE(s->failed_runs == 0, failures_of(*s));
-    CHECK(complete == runs);
-    CHECK(joined > runs / 2);
-  }
+// One test case per N (each its own ctest entry and time limit): 500 seeds in all.
+static void sweep_join_and_slow_links(int n) {
+  CAPTURE(n);
+  auto cfg = coordinated_config(n);
+  cfg.random_faults = "slow:2";
+  const int runs = env_int("CONVEYOR_SIM_SEEDS", 500) / 2;
+  int complete = 0, joined = 0;
+  auto s = conveyor::sweep(groups(n), cfg, 1, runs, 0, [&](const conveyor::SimResult& r) {
+    // Slow links lose nothing: every consumer read all its rounds.
+    bool all = true;
+    for (const auto& c : r.consumers)
+      all = all && static_cast<int64_t>(c.elements.size()) == cfg.take;
+    complete += all ? 1 : 0;
+    // OFF: each task produces the groups from the start, so consumer 0 reads "0" once per task
+    // that served rounds: 3 when the late worker joined in time.
+    int zeros = 0;
+    if (!r.consumers.empty())
+      for (const auto& e : r.consumers[0].elements)
+        zeros += e.components.at(0).as_int64() == 0 ? 1 : 0;
+    joined += zeros == 3 ? 1 : 0;
+  });
+  REQUIRE_MESSAGE(s.ok(), s.status().to_string());
+  MESSAGE("coordinated N=" << n << ": " << s->summary() << "; the late worker served rounds in "
+                           << joined << " run(s)");
+  CHECK(s->runs == runs);
+  CHECK_MESSAGE(s->failed_runs == 0, failures_of(*s));
+  CHECK(complete == runs);
+  CHECK(joined > runs / 2);
+}
+
+TEST_CASE("CI sweep: coordinated reads stay aligned while a worker joins and links slow down - N = 2") {
+  sweep_join_and_slow_links(2);
+}
+
+TEST_CASE("CI sweep: coordinated reads stay aligned while a worker joins and links slow down - N = 3") {
+  sweep_join_and_slow_links(3);
 }
 
 // The consumers' full take and, when not, why (one line per consumer and fault).
