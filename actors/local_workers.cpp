@@ -1,7 +1,5 @@
 #include "actors/local_workers.hpp"
 
-#include <unistd.h>
-
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -9,6 +7,8 @@
 #include <caf/actor_cast.hpp>
 #include <caf/weak_intrusive_ptr.hpp>
 #include <caf/actor_control_block.hpp>
+
+#include "pipeline/per_process.hpp"
 
 namespace conveyor::actors {
 
@@ -25,29 +25,16 @@ caf::actor strong(const caf::weak_actor_ptr& weak) {
 }
 
 struct Registry {
-  pid_t pid = 0; // the process whose workers these are
   std::mutex mu;
   std::map<std::string, Entry> workers;
-  Registry* parent = nullptr; // a forked child's: kept reachable, never used again
 };
 
-// Never destroyed: workers may stop during exit. A process forked from one that runs workers
-// (a PyTorch DataLoader worker, say) inherits the registry's memory but none of the workers'
-// threads, and perhaps a lock a parent thread held at the fork: it starts a registry of its
-// own, or its LOCAL reads would look for workers that do not run there.
+// Never destroyed: workers may stop during exit. Per process: a process forked from one that
+// runs workers (a PyTorch DataLoader worker, say) has none of the workers' threads, so its
+// LOCAL reads must not look for them there.
 Registry& registry() {
-  static std::atomic<Registry*> current{nullptr};
-  const pid_t pid = getpid();
-  Registry* r = current.load();
-  while (r == nullptr || r->pid != pid) {
-    auto* fresh = new Registry;
-    fresh->pid = pid;
-    fresh->parent = r;
-    if (current.compare_exchange_strong(r, fresh))
-      return *fresh;
-    delete fresh; // another thread of this process made one first: `r` is now that one
-  }
-  return *r;
+  static PerProcess<Registry> registry;
+  return registry.get([] { return new Registry; });
 }
 
 } // namespace

@@ -1,36 +1,17 @@
 #include "pipeline/executor.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
+
+#include "pipeline/per_process.hpp"
 
 namespace conveyor {
 
 Executor& Executor::shared() {
-  // Never destroyed: an iterator destroyed during static destruction may still use it. A
-  // process forked from this one (a PyTorch DataLoader worker) has none of its threads, and
-  // perhaps a lock one of them held at the fork: it starts an executor of its own.
-  struct Owned {
-    pid_t pid;
-    Executor* executor;
-    Owned* parent; // kept reachable, never used again
-  };
-  static std::atomic<Owned*> current{nullptr};
-  const pid_t pid = getpid();
-  Owned* o = current.load();
-  while (o == nullptr || o->pid != pid) {
-    static std::mutex starting; // held only while an executor starts (one per process)
-    std::lock_guard<std::mutex> lock(starting);
-    o = current.load();
-    if (o != nullptr && o->pid == pid)
-      break;
-    auto* fresh = new Owned{
-      pid, new Executor(std::max(2, static_cast<int>(std::thread::hardware_concurrency()))), o};
-    current.store(fresh);
-    o = fresh;
-  }
-  return *o->executor;
+  // Per process: a forked child (a PyTorch DataLoader worker) has none of the pool's threads.
+  static PerProcess<Executor> executor;
+  return executor.get([] {
+    return new Executor(std::max(2, static_cast<int>(std::thread::hardware_concurrency())));
+  });
 }
 
 Executor::Executor(int threads) {

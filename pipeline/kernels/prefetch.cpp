@@ -94,7 +94,7 @@ private:
         continue;
       }
       consumer_waiting_ = true;
-      filled_.wait(lock, [this] { return !buffer_.empty() || fill_ == Fill::queued; });
+      filled_.wait(lock, [this] { return !buffer_.empty(); }); // the running fill adds one
       consumer_waiting_ = false;
     }
     ready_.swap(buffer_);

@@ -6,24 +6,14 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
-#include <filesystem>
 #include <thread>
 
 #include "cluster_fixture.hpp"
+#include "test/support/thread_count.hpp"
 
 using namespace conveyor;
 using namespace conveyor::test;
-
-namespace {
-
-std::size_t thread_count() {
-  std::size_t n = 0;
-  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/task"))
-    ++n;
-  return n;
-}
-
-} // namespace
+using conveyor::testing::thread_count;
 
 TEST_CASE("a worker keeps no thread of tasks that ended: 30 short jobs, thread count flat") {
   auto wc = test_worker_config();

@@ -10,6 +10,7 @@
 
 #include "cluster_fixture.hpp"
 #include "conveyor/functions.hpp"
+#include "test/support/gate.hpp"
 
 using namespace conveyor;
 using namespace conveyor::test;
@@ -18,15 +19,8 @@ using namespace std::chrono_literals;
 namespace {
 
 // Calls of `test_block_until_released` wait here until the test opens the gate.
-struct Gate {
-  std::mutex mu;
-  std::condition_variable cv;
-  int entered = 0;
-  bool open = false;
-};
-
-Gate& gate() {
-  static Gate g;
+conveyor::testing::Gate& gate() {
+  static conveyor::testing::Gate g;
   return g;
 }
 
@@ -38,11 +32,7 @@ void register_blocking_map() {
     d.kind = FunctionKind::map;
     d.doc = "test helper: blocks until the test releases it";
     d.map = [](const Element& e, const Params&) -> Expected<Element> {
-      auto& g = gate();
-      std::unique_lock<std::mutex> lock(g.mu);
-      ++g.entered;
-      g.cv.notify_all();
-      g.cv.wait_for(lock, 60s, [&] { return g.open; }); // bounded: a failing test still ends
+      gate().wait(60s); // bounded: a failing test still ends
       return e;
     };
     Status st = FunctionRegistry::global().add(std::move(d));
@@ -66,12 +56,8 @@ TEST_CASE("a blocked user function holds only its own task: other jobs on the wo
     REQUIRE_MESSAGE(s.ok(), s.status().to_string());
     blocked.push_back(std::move(*s));
   }
-  {
-    auto& g = gate();
-    std::unique_lock<std::mutex> lock(g.mu);
-    bool all_inside = g.cv.wait_for(lock, 30s, [&] { return g.entered >= kBlocked; });
-    REQUIRE_MESSAGE(all_inside, "only " << g.entered << " of " << kBlocked << " calls started");
-  }
+  REQUIRE_MESSAGE(gate().wait_for_waiters(kBlocked, 30s),
+                  "only " << gate().waiting() << " of " << kBlocked << " calls started");
 
   // Every blocked task is inside the user function now; an unrelated job still runs.
   auto fast = client.distribute(Dataset::range(10), off);
@@ -88,12 +74,7 @@ TEST_CASE("a blocked user function holds only its own task: other jobs on the wo
   }
   CHECK(got == std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
 
-  {
-    auto& g = gate();
-    std::lock_guard<std::mutex> lock(g.mu);
-    g.open = true;
-  }
-  gate().cv.notify_all();
+  gate().open();
   // The blocked jobs finish too: the worker was never evicted while they blocked.
   for (auto& s : blocked)
     CHECK(sorted(ints(read_all(s))) == std::vector<int64_t>{0, 1});

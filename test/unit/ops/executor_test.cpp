@@ -4,8 +4,6 @@
 // every executor thread is blocked in someone else's function.
 #include <doctest/doctest.h>
 
-#include <dirent.h>
-
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -14,57 +12,12 @@
 
 #include "ops_test_util.hpp"
 #include "pipeline/executor.hpp"
+#include "test/support/gate.hpp"
+#include "test/support/thread_count.hpp"
 
 using namespace conveyor;
-
-namespace {
-
-// Holds executor threads until opened.
-class Gate {
-public:
-  void wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    ++waiting_;
-    changed_.notify_all();
-    changed_.wait(lock, [this] { return open_; });
-  }
-  void wait_for_waiters(int n) {
-    std::unique_lock<std::mutex> lock(mu_);
-    REQUIRE(changed_.wait_for(lock, std::chrono::seconds(30), [&] { return waiting_ >= n; }));
-  }
-  void open() {
-    std::lock_guard<std::mutex> lock(mu_);
-    open_ = true;
-    changed_.notify_all();
-  }
-  // Opens the gate when it goes out of scope: declared after the queues whose items wait at the
-  // gate, it lets them return before the queues' destructors wait for them, also when a failed
-  // REQUIRE unwinds the test.
-  struct Opener {
-    Gate& gate;
-    ~Opener() { gate.open(); }
-  };
-  Opener opener() { return Opener{*this}; }
-
-private:
-  std::mutex mu_;
-  std::condition_variable changed_;
-  int waiting_ = 0;
-  bool open_ = false;
-};
-
-int thread_count() {
-  int n = 0;
-  DIR* dir = opendir("/proc/self/task");
-  REQUIRE(dir != nullptr);
-  while (dirent* e = readdir(dir))
-    if (e->d_name[0] != '.')
-      ++n;
-  closedir(dir);
-  return n;
-}
-
-} // namespace
+using conveyor::testing::Gate;
+using conveyor::testing::thread_count;
 
 TEST_CASE("executor: queues with work are served in turn, one item each") {
   Executor ex(1);
@@ -83,7 +36,7 @@ TEST_CASE("executor: queues with work are served in turn, one item each") {
     };
   };
   a->submit([&] { gate.wait(); });
-  gate.wait_for_waiters(1);
+  REQUIRE(gate.wait_for_waiters(1));
   for (auto what : {"a1", "a2", "a3"})
     a->submit(note(what));
   for (auto what : {"b1", "b2"})
@@ -102,7 +55,7 @@ TEST_CASE("executor: run_one runs the queue's oldest pending item on the calling
   auto busy = ex.make_queue();
   auto open_on_exit = gate.opener();
   busy->submit([&] { gate.wait(); });
-  gate.wait_for_waiters(1);
+  REQUIRE(gate.wait_for_waiters(1));
   auto q = ex.make_queue();
   std::vector<int> ran;
   std::thread::id where;
@@ -131,9 +84,9 @@ TEST_CASE("executor: cancel_and_wait drops what has not started and waits for wh
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     finished = true;
   });
-  gate.wait_for_waiters(1);
+  REQUIRE(gate.wait_for_waiters(1));
   blocker->submit([&] { second.wait(); });
-  second.wait_for_waiters(1); // both threads busy now
+  REQUIRE(second.wait_for_waiters(1)); // both threads busy now
   std::atomic<bool> dropped_ran{false};
   q->submit([&] { dropped_ran = true; });
   std::thread opener([&] { // late enough for cancel_and_wait to drop the pending item first
@@ -151,7 +104,7 @@ TEST_CASE("executor: cancel_and_wait drops what has not started and waits for wh
 TEST_CASE("executor: parallel maps and prefetches of many iterators share its threads") {
   test::register_test_functions();
   auto& shared = Executor::shared();
-  const int before = thread_count();
+  const auto before = thread_count();
   // Each iterator: a map with 8 parallel calls and two prefetches. With a pool per map and a
   // thread per prefetch, 24 of them started 24 x 10 = 240 threads.
   std::vector<std::unique_ptr<Iterator>> its;
@@ -164,8 +117,8 @@ TEST_CASE("executor: parallel maps and prefetches of many iterators share its th
     CHECK(e.to_string() == "0");
     its.push_back(std::move(*it));
   }
-  const int during = thread_count();
-  CHECK_MESSAGE(during <= before + shared.threads(),
+  const auto during = thread_count();
+  CHECK_MESSAGE(during <= before + static_cast<std::size_t>(shared.threads()),
                 "threads: " << before << " before, " << during << " with 24 pipelines");
   for (auto& it : its) { // and every one still yields its whole, ordered output
     std::vector<Element> rest;
@@ -183,7 +136,7 @@ TEST_CASE("executor: a pipeline completes while every executor thread is blocked
   auto open_on_exit = gate.opener();
   for (int i = 0; i < shared.threads(); ++i)
     blockers->submit([&] { gate.wait(); });
-  gate.wait_for_waiters(shared.threads());
+  REQUIRE(gate.wait_for_waiters(shared.threads()));
   // No executor thread is free: maps and prefetches run their queued work on this thread.
   auto it = Dataset::range(300).map("square", 4).prefetch(2).map("square", 3).prefetch(5).make_iterator();
   REQUIRE(it.ok());
