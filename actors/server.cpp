@@ -383,7 +383,7 @@ Status WorkerServer::start() {
   start.auth_token = config_.network.auth_token;
   start.detached_tasks = config_.detached_tasks;
   start.tags = config_.worker_tags;
-  start.local_registry = true; // consumers in this process may read it with LOCAL
+  start.local_registry = config_.in_process_reads; // consumers here read it in-process
   start.protocol_version = version_or_default(config_.protocol_version);
   start.on_first_registration = [registered](Status s) { registered->set_value(std::move(s)); };
   // The bulk data path's server (actors/bulk.hpp); without one, elements travel inline.
@@ -433,11 +433,13 @@ Status WorkerServer::start() {
   else
     for (const auto& root : paths->roots())
       log::info("worker", "datasets may read and write files under " + root);
-  if (actors::LocalWorkers::contains(ctx->advertised))
-    return fail(Status(ErrorCode::already_exists, "a worker advertising " + ctx->advertised +
-                               " already runs in this process"));
-  actors::LocalWorkers::add(ctx->advertised, bulk_actor);
-  listed_local = true;
+  if (config_.in_process_reads) {
+    if (actors::LocalWorkers::contains(ctx->advertised))
+      return fail(Status(ErrorCode::already_exists, "a worker advertising " + ctx->advertised +
+                                 " already runs in this process"));
+    actors::LocalWorkers::add(ctx->advertised, bulk_actor);
+    listed_local = true;
+  }
   caf::anon_send(ctx->worker, caf::connect_atom_v, ctx->advertised);
   // The worker actor retries for dispatcher_timeout, each attempt bounded by connect_timeout.
   auto limit = config_.dispatcher_timeout + 2 * config_.connect_timeout + std::chrono::seconds(1);
@@ -473,7 +475,8 @@ Status WorkerServer::drain(std::chrono::milliseconds timeout) {
 void WorkerServer::stop() {
   if (!ctx_ || ctx_->is_stopped())
     return;
-  actors::LocalWorkers::remove(ctx_->advertised);
+  if (config_.in_process_reads)
+    actors::LocalWorkers::remove(ctx_->advertised);
   ctx_->metrics.reset();
   ctx_->guard.reset();
   ctx_->transport->unpublish(caf::actor_cast<caf::actor>(ctx_->worker), ctx_->caf_port);

@@ -10,8 +10,11 @@
 #include "actors/status_client.hpp"
 #include "cluster_fixture.hpp"
 #include "pipeline/text_form.hpp"
+#include "test/support/free_port.hpp"
 
+#include <map>
 #include <set>
+#include <thread>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -67,11 +70,12 @@ TEST_CASE("which tasks a consumer reads: the reference's ShouldReadFromTask") {
   CHECK_FALSE(should_read_from_task(T::automatic, false, false, colocated));
   // Coordinated reads read every task.
   CHECK(should_read_from_task(T::automatic, true, false, colocated));
-  // Only LOCAL reads of a local worker take the in-process path.
+  // LOCAL and AUTO reads of a local worker take the in-process path; ANY is always the network.
   CHECK(reads_in_process(T::local, true));
+  CHECK(reads_in_process(T::automatic, true));
   CHECK_FALSE(reads_in_process(T::local, false));
+  CHECK_FALSE(reads_in_process(T::automatic, false));
   CHECK_FALSE(reads_in_process(T::any, true));
-  CHECK_FALSE(reads_in_process(T::automatic, true));
 }
 
 TEST_CASE("LOCAL without a local worker, and LOCAL with coordinated reads: the reference's errors") {
@@ -99,12 +103,24 @@ DistributeOptions local_off() {
   return o;
 }
 
+// The test cluster keeps its workers off the in-process path (cluster_fixture.hpp); these
+// tests are about that path.
+WorkerConfig in_process_config() {
+  auto wc = test_worker_config();
+  wc.in_process_reads = true;
+  return wc;
+}
+
+TestCluster in_process_cluster(int workers) {
+  return TestCluster{workers, test_dispatcher_config(), in_process_config()};
+}
+
 } // namespace
 
 TEST_CASE("WorkerServer lists itself as a local worker while it runs") {
   TestCluster cluster{0};
   CHECK(LocalWorkers::empty());
-  auto& w = cluster.add_worker();
+  auto& w = cluster.add_worker(in_process_config());
   CHECK(LocalWorkers::contains(w.worker_address()));
   w.stop();
   CHECK_FALSE(LocalWorkers::contains(w.worker_address()));
@@ -113,7 +129,7 @@ TEST_CASE("WorkerServer lists itself as a local worker while it runs") {
 
 TEST_CASE("a forked child (a DataLoader worker) does not see its parent's local workers") {
   TestCluster cluster{0};
-  auto& w = cluster.add_worker();
+  auto& w = cluster.add_worker(in_process_config());
   REQUIRE(LocalWorkers::contains(w.worker_address()));
   const pid_t child = fork();
   REQUIRE(child >= 0);
@@ -127,7 +143,7 @@ TEST_CASE("a forked child (a DataLoader worker) does not see its parent's local 
 }
 
 TEST_CASE("LOCAL reads the in-process workers: small elements, and 1 MiB ones as in-process frames") {
-  TestCluster cluster{2};
+  auto cluster = in_process_cluster(2);
   auto client = cluster.client();
   auto small = client.distribute(Dataset::range(20), local_off());
   REQUIRE_MESSAGE(small.ok(), small.status().to_string());
@@ -169,6 +185,127 @@ TEST_CASE("LOCAL reads the in-process workers: small elements, and 1 MiB ones as
   CHECK(LocalWorkers::frames_delivered() == frames_any);
 }
 
+namespace {
+
+// The value a string of bytes(size=...) was seeded with, from its first 8 bytes (values < 4096).
+int64_t bytes_seed(const std::string& payload) {
+  static const std::map<std::string, int64_t> seeds = [] {
+    std::map<std::string, int64_t> m;
+    auto table = parse_dataset("range(4096).map(bytes(size=8))")->collect();
+    REQUIRE(table.ok());
+    for (std::size_t v = 0; v < table->size(); ++v)
+      m[(*table)[v][0].strings()[0]] = static_cast<int64_t>(v);
+    return m;
+  }();
+  auto it = seeds.find(payload.substr(0, 8));
+  return it == seeds.end() ? -1 : it->second;
+}
+
+// An in-process worker that advertises a loopback port nothing listens on: only a reader that
+// takes the in-process path can read it at all.
+WorkerConfig unreachable_over_tcp() {
+  auto wc = in_process_config();
+  const uint16_t port = conveyor::testing::free_loopback_port();
+  REQUIRE(port != 0);
+  wc.advertised_address = "127.0.0.1:" + std::to_string(port);
+  return wc;
+}
+
+} // namespace
+
+TEST_CASE("AUTO reads a worker of this process in-process - 1 MiB elements as in-process frames") {
+  TestCluster cluster{0};
+  cluster.add_worker(unreachable_over_tcp());
+  auto parsed = parse_dataset("range(6).map(bytes(size=1048576))");
+  REQUIRE(parsed.ok());
+  const auto frames_before = LocalWorkers::frames_delivered();
+  DistributeOptions o; // target_workers AUTO, the default
+  o.compression = "NONE";
+  auto client = cluster.client();
+  auto stream = client.distribute(*parsed, o);
+  REQUIRE(stream.ok());
+  std::vector<int64_t> seeds;
+  for (const auto& e : read_all(*stream))
+    seeds.push_back(bytes_seed(e[0].strings()[0]));
+  CHECK(sorted(seeds) == std::vector<int64_t>{0, 1, 2, 3, 4, 5});
+  CHECK(LocalWorkers::frames_delivered() > frames_before);
+}
+
+TEST_CASE("AUTO reads a worker of this process in-process - coordinated rounds stay aligned there") {
+  TestCluster cluster{0};
+  cluster.add_worker(unreachable_over_tcp());
+  cluster.add_worker(unreachable_over_tcp());
+  // Element x of range expands to the group [2x, 2x+1]; each becomes 1 MiB seeded by its value.
+  auto parsed = parse_dataset(
+    "range(1000000).flat_map(group_fn(n=2)).repeat().map(bytes(size=1048576))");
+  REQUIRE(parsed.ok());
+  constexpr int kRounds = 24;
+  std::vector<std::vector<int64_t>> seen(2);
+  std::vector<Status> results(2);
+  std::vector<Client> clients;
+  for (int i = 0; i < 2; ++i)
+    clients.push_back(cluster.client());
+  std::vector<DistributeOptions> options(2); // target_workers AUTO, the default
+  for (int i = 0; i < 2; ++i) {
+    options[static_cast<std::size_t>(i)].job_name = "auto-in-process-coordinated";
+    options[static_cast<std::size_t>(i)].num_consumers = 2;
+    options[static_cast<std::size_t>(i)].consumer_index = i;
+    options[static_cast<std::size_t>(i)].compression = "NONE";
+  }
+  std::vector<std::thread> consumers;
+  for (int i = 0; i < 2; ++i)
+    consumers.emplace_back([&, i] {
+      const auto at = static_cast<std::size_t>(i);
+      auto stream = clients[at].distribute(*parsed, options[at]);
+      if (!stream.ok()) {
+        results[static_cast<std::size_t>(i)] = stream.status();
+        return;
+      }
+      for (int r = 0; r < kRounds; ++r) {
+        Element e;
+        bool end = false;
+        Status st = stream->next(e, end, std::chrono::seconds(30));
+        if (!st.ok() || end) {
+          results[static_cast<std::size_t>(i)] = st.ok() ? internal_error("early end") : st;
+          return;
+        }
+        seen[static_cast<std::size_t>(i)].push_back(bytes_seed(e[0].strings()[0]));
+      }
+    });
+  for (auto& t : consumers)
+    t.join();
+  for (const auto& st : results)
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+  for (int r = 0; r < kRounds; ++r) { // round r: one group, split across the two consumers
+    const auto a = seen[0][static_cast<std::size_t>(r)], b = seen[1][static_cast<std::size_t>(r)];
+    CHECK_MESSAGE((a >= 0 && a % 2 == 0 && b == a + 1), "round " << r << ": " << a << ", " << b);
+  }
+}
+
+TEST_CASE("a worker with in_process_reads = false is no local worker - AUTO reads it over the network") {
+  TestCluster cluster{1}; // test_worker_config(): in_process_reads = false
+  CHECK(LocalWorkers::empty());
+  auto parsed = parse_dataset("range(4).map(bytes(size=1048576))");
+  REQUIRE(parsed.ok());
+  const auto frames_before = LocalWorkers::frames_delivered();
+  DistributeOptions o;
+  o.compression = "NONE";
+  auto client = cluster.client();
+  auto stream = client.distribute(*parsed, o);
+  REQUIRE(stream.ok());
+  CHECK(read_all(*stream).size() == 4);
+  CHECK(LocalWorkers::frames_delivered() == frames_before);
+  // LOCAL finds no worker of its own.
+  auto local = client.distribute(*parsed, local_off());
+  Status status = local.ok() ? Status::OK() : local.status();
+  if (local.ok()) {
+    Element e;
+    bool end = false;
+    status = local->next(e, end, std::chrono::seconds(10));
+  }
+  CHECK(status.code() == ErrorCode::invalid_argument);
+}
+
 TEST_CASE("LOCAL with no worker in this process fails with the reference's error") {
   TestCluster cluster{0};
   REQUIRE(LocalWorkers::empty());
@@ -186,7 +323,7 @@ TEST_CASE("LOCAL with no worker in this process fails with the reference's error
 }
 
 TEST_CASE("consumers of a named job must agree on target_workers") {
-  TestCluster cluster{1};
+  auto cluster = in_process_cluster(1);
   auto client = cluster.client();
   DistributeOptions a;
   a.job_name = "placement-agree";
@@ -230,7 +367,7 @@ TEST_CASE("worker tags reach the dispatcher's status - bad tags are refused at s
 }
 
 TEST_CASE("LOCAL with DYNAMIC: every element once, small and 1 MiB (acks over the in-process path)") {
-  TestCluster cluster{2};
+  auto cluster = in_process_cluster(2);
   auto client = cluster.client();
   auto options = local_off();
   options.policy = ShardingPolicy::dynamic;
