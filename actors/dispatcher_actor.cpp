@@ -18,6 +18,7 @@
 #include "actors/dispatcher_state.hpp"
 #include "actors/job_actor.hpp"
 #include "actors/journal.hpp"
+#include "actors/local_sender.hpp"
 #include "actors/log.hpp"
 #include "actors/placement.hpp"
 #include "messages/all.hpp"
@@ -899,6 +900,9 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
           st.jobs.erase(released.job);
         },
         [self](msg::tick_atom) {
+          // Its own timer only: from a peer it would drive journal compaction at will.
+          if (!check_local_sender(self, kLog, "tick_atom", "the dispatcher itself").ok())
+            return;
           check_heartbeats(self);
           compact_if_due(self);
           auto period = std::max<caf::timespan>(self->state.start.worker_timeout / 4,

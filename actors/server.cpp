@@ -440,7 +440,9 @@ Status WorkerServer::start() {
     actors::LocalWorkers::add(ctx->advertised, bulk_actor);
     listed_local = true;
   }
-  caf::anon_send(ctx->worker, caf::connect_atom_v, ctx->advertised);
+  // As the worker itself: connect_atom is accepted only from an actor of this node.
+  caf::send_as(caf::actor_cast<caf::actor>(ctx->worker), caf::actor_cast<caf::actor>(ctx->worker),
+               caf::connect_atom_v, ctx->advertised);
   // The worker actor retries for dispatcher_timeout, each attempt bounded by connect_timeout.
   auto limit = config_.dispatcher_timeout + 2 * config_.connect_timeout + std::chrono::seconds(1);
   if (outcome.wait_for(limit) != std::future_status::ready)

@@ -8,6 +8,7 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
+#include "actors/local_sender.hpp"
 #include "actors/log.hpp"
 #include "actors/metrics.hpp"
 #include "actors/round_robin.hpp"
@@ -484,6 +485,12 @@ Status admit(self_ptr self, const std::string& presented, const std::string& wha
   return s;
 }
 
+// Its timer and drain steps come from its worker (this node) only (actors/local_sender.hpp).
+Status from_own_worker(self_ptr self, const char* what) {
+  return check_local_sender(self, kLog, std::string{what} + " to " + self->state.label(),
+                            "its worker");
+}
+
 task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
   auto& st = self->state;
   st.start = std::move(start);
@@ -598,13 +605,8 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
     },
     [self](msg::drain_atom) {
       auto& st = self->state;
-      // From its worker only (drain_atom carries no token): refused from another node or none.
-      if (const auto& sender = self->current_sender(); !sender || sender->node() != self->node()) {
-        log::warning(kLog, st.label() + ": refused drain_atom" +
-                             (sender ? " from node " + caf::to_string(sender->node()) : std::string{}) +
-                             ": only its worker may drain it");
+      if (!from_own_worker(self, "drain_atom").ok())
         return;
-      }
       SplitFeed* feed = st.runner ? st.runner->split_feed() : nullptr;
       if (!feed || feed->draining())
         return;
@@ -640,9 +642,11 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
           break;
         }
     },
-    [self](msg::drained_atom) -> bool {
+    [self](msg::drained_atom) -> caf::result<bool> {
       // Drained: the pipeline ended and every element it produced was acknowledged (OFF: taken).
       auto& st = self->state;
+      if (auto local = from_own_worker(self, "drained_atom"); !local.ok())
+        return msg::to_error(local);
       if (!st.runner)
         return true;
       // Coordinated reads: an infinite pipeline never ends; the task is drained once the job
@@ -678,6 +682,8 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
     },
     [self](msg::produce_atom) {
       auto& st = self->state;
+      if (!from_own_worker(self, "produce_atom").ok())
+        return;
       st.produce_scheduled = false;
       if (!st.runner)
         return;

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "actors/admission.hpp"
+#include "actors/local_sender.hpp"
 #include "actors/local_workers.hpp"
 #include "actors/log.hpp"
 #include "actors/task_actor.hpp"
@@ -65,6 +66,11 @@ Status admit(self_ptr self, const std::string& presented, const std::string& wha
   if (!s.ok())
     log::warning(kLog, "refused " + what + sender_of(self->current_sender()) + ": " + s.message());
   return s;
+}
+
+// The worker's timers and drain steps come from this process only (actors/local_sender.hpp).
+Status from_own_process(self_ptr self, const char* what) {
+  return check_local_sender(self, kLog, what, "the worker's own process");
 }
 
 // Asks a task to end. Not with send_exit: CAF removes the link of an actor that receives an
@@ -309,7 +315,7 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
     return {
       [self](caf::connect_atom, std::string advertised) {
         auto& st = self->state;
-        if (st.started)
+        if (!from_own_process(self, "connect_atom").ok() || st.started)
           return;
         st.started = true;
         st.address = std::move(advertised);
@@ -320,20 +326,16 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
         self->delayed_send(self, st.start.heartbeat_interval, msg::tick_atom_v);
       },
       [self](msg::tick_atom) {
+        if (!from_own_process(self, "tick_atom").ok())
+          return;
         heartbeat(self);
         self->delayed_send(self, self->state.start.heartbeat_interval, msg::tick_atom_v);
       },
       [self](msg::drain_atom) -> caf::result<bool> {
         auto& st = self->state;
-        // Only this process (its SIGTERM handling) drains the worker: drain_atom carries no
-        // token, so one from another node (or from no actor) is refused.
-        const auto& sender = self->current_sender();
-        if (!sender || sender->node() != self->node()) {
-          log::warning(kLog, "refused drain_atom" + sender_of(sender) +
-                               ": only the worker's own process may drain it");
-          return msg::make_error(ErrorCode::permission_denied,
-                                 "only the worker's own process may drain it");
-        }
+        // Only this process (its SIGTERM handling) drains the worker.
+        if (auto local = from_own_process(self, "drain_atom"); !local.ok())
+          return msg::to_error(local);
         auto promise = self->make_response_promise<bool>();
         st.drain_promises.push_back(promise);
         if (!st.draining) {
@@ -351,7 +353,10 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
         }
         return promise;
       },
-      [self](msg::drained_atom) { check_drained(self); },
+      [self](msg::drained_atom) {
+        if (from_own_process(self, "drained_atom").ok())
+          check_drained(self);
+      },
       [self](msg::assign_task& req) -> caf::result<msg::task_assigned> {
         auto& st = self->state;
         if (auto admitted = admit(self, req.auth_token, "assign_task (task " +

@@ -283,7 +283,9 @@ void ClusterRun::start_worker(int index) {
   auto port = static_cast<uint16_t>(kWorkerPort + node->incarnation());
   if (auto p = transport->publish(msg::worker_actor{worker}, name, port); !p)
     world_.violation(name + " cannot publish: " + node->system().render(p.error()));
-  caf::anon_send(worker, caf::connect_atom_v, name + ":" + std::to_string(port));
+  // As the worker itself: connect_atom is accepted only from an actor of its node.
+  caf::send_as(caf::actor_cast<caf::actor>(worker), caf::actor_cast<caf::actor>(worker),
+               caf::connect_atom_v, name + ":" + std::to_string(port));
 }
 
 void ClusterRun::start_consumer(int index) {

@@ -91,4 +91,32 @@ Expected<bool> Stranger::drain() {
   return result;
 }
 
+Expected<bool> Stranger::send_local_only() {
+  if (!impl_->task)
+    return Status{ErrorCode::failed_precondition, "no task assigned"};
+  caf::scoped_actor self{impl_->sys};
+  auto worker = caf::actor_cast<caf::actor>(impl_->worker);
+  self->send(worker, msg::tick_atom_v);
+  self->send(worker, msg::drained_atom_v);
+  self->send(worker, caf::connect_atom_v, std::string{"127.0.0.1:1"});
+  auto task = caf::actor_cast<caf::actor>(impl_->task);
+  self->send(task, msg::produce_atom_v);
+  Expected<bool> result{Status{ErrorCode::internal, "no reply"}};
+  self->request(task, caf::timespan{kTimeout}, msg::drained_atom_v)
+    .receive([&](bool drained) { result = drained; },
+             [&](caf::error& err) { result = msg::to_status(err, "drained_atom"); });
+  return result;
+}
+
+Status Stranger::tick_dispatcher(uint16_t port) {
+  auto d = actors::connect_blocking<msg::dispatcher_actor>(impl_->sys, *impl_->transport,
+                                                           HostPort{"127.0.0.1", port},
+                                                           caf::timespan{kTimeout}, "the dispatcher");
+  if (!d.ok())
+    return d.status();
+  caf::scoped_actor self{impl_->sys};
+  self->send(caf::actor_cast<caf::actor>(*d), msg::tick_atom_v);
+  return Status::OK();
+}
+
 } // namespace conveyor::testing

@@ -33,6 +33,12 @@ public:
   // drain_atom to the worker (a graceful stop; local-only, it carries no token): the reply or
   // the error.
   Expected<bool> drain();
+  // The other messages a node sends only to its own actors (actors/local_sender.hpp), from here:
+  // tick_atom, drained_atom and connect_atom to the worker, produce_atom to the kept task, then
+  // drained_atom to the task (its reply or error is returned).
+  Expected<bool> send_local_only();
+  // tick_atom to the dispatcher at 127.0.0.1:`port` (its timer: heartbeats and compaction).
+  Status tick_dispatcher(uint16_t port);
 
 private:
   struct Impl;

@@ -68,6 +68,20 @@ TEST_CASE("worker admission: a stranger at the worker's port is refused without 
   CHECK(drained.status().code() == ErrorCode::permission_denied);
   CHECK(worker.wait_for_output("refused drain_atom", Millis{5000}));
 
+  // (d') The worker's and the task's other local-only messages (timers, start-up, drain steps)
+  // are refused from another node too, each logged.
+  REQUIRE_MESSAGE(stranger.assign(9003, "range(1000000)", kSecret).ok(), worker.describe());
+  auto task_drained = stranger.send_local_only();
+  REQUIRE(!task_drained.ok());
+  CHECK(task_drained.status().code() == ErrorCode::permission_denied);
+  for (const char* what : {"refused tick_atom", "refused drained_atom from", "refused connect_atom",
+                           "refused produce_atom to task 9003", "refused drained_atom to task 9003"})
+    CHECK_MESSAGE(worker.wait_for_output(what, Millis{5000}), what);
+  stranger.stop(kSecret); // (nobody reads task 9003: the worker need not drain it at exit)
+  CHECK(worker.wait_for_output("stopping task 9003", Millis{5000}));
+  CHECK(stranger.tick_dispatcher(cluster.port()).ok());
+  CHECK(cluster.dispatcher().wait_for_output("refused tick_atom", Millis{5000}));
+
   // The token never appears in the worker's log.
   CHECK(!contains(worker.describe(), kSecret));
 

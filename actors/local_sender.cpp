@@ -1,0 +1,23 @@
+#include "actors/local_sender.hpp"
+
+#include <caf/local_actor.hpp>
+#include <caf/node_id.hpp>
+
+#include "actors/log.hpp"
+
+namespace conveyor::actors {
+
+Status check_local_sender(caf::local_actor* self, const char* log_name, const std::string& what,
+                          const std::string& owner) {
+  const auto& sender = self->current_sender();
+  if (sender && sender->node() == self->node())
+    return Status::OK();
+  Status refused{ErrorCode::permission_denied, "only " + owner + " may send " + what};
+  log::warning(log_name, "refused " + what +
+                           (sender ? " from node " + caf::to_string(sender->node())
+                                   : std::string{" from no actor"}) +
+                           ": " + refused.message());
+  return refused;
+}
+
+} // namespace conveyor::actors
