@@ -3,6 +3,8 @@
 #include <caf/io/middleman.hpp>
 #include <caf/openssl/manager.hpp>
 
+#include "actors/log.hpp"
+#include "actors/openssl_error_queue.hpp"
 #include "conveyor/async.hpp"
 #include "messages/all.hpp"
 
@@ -23,6 +25,9 @@ void configure_actor_system(caf::actor_system_config& cfg, const NetworkConfig& 
     cfg.openssl_certificate = network.tls_cert;
     cfg.openssl_key = network.tls_key;
     cfg.openssl_cafile = network.tls_ca;
+    if (!actors::openssl_error_queue_guarded())
+      log::warning("tls", "CAF's TLS connections may be cut when any peer disconnects: OpenSSL's "
+                          "error queue is not cleared before each call (actors/openssl_error_queue.hpp)");
   }
 }
 

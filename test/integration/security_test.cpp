@@ -105,6 +105,39 @@ TEST_CASE("security: a TLS + token cluster serves admitted readers - others are 
   }
 }
 
+// CAF's openssl module leaves OpenSSL errors queued on its multiplexer thread (a peer that exits
+// without close_notify queues one), and the next read on any other connection then "failed": each
+// reader that left cut the worker's connection to the dispatcher (actors/openssl_error_queue.hpp).
+TEST_CASE("security: with TLS, readers that come and go cut no other connection") {
+  Pki pki;
+  Cluster cluster(0, pki.flags() + kToken);
+  cluster.add_worker(pki.flags() + kToken);
+  for (int i = 0; i < 5; ++i) {
+    auto r = cluster.read("range(" + std::to_string(3 + i) + ")", pki.flags() + kToken);
+    CAPTURE(r.describe);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.lines.size() == static_cast<std::size_t>(3 + i));
+  }
+  // A long-lived reader keeps its connections while others come and go beside it.
+  auto reader = cluster.start_read("range(1000000000).map(sleep_us(us=200))", pki.flags() + kToken, "long");
+  REQUIRE_MESSAGE(reader->wait_for_stdout_lines(1, Millis{20000}), reader->describe());
+  for (int i = 0; i < 3; ++i)
+    CHECK(cluster.read("range(2)", pki.flags() + kToken).exit_code == 0);
+  const auto lines = reader->stdout_lines().size();
+  CHECK_MESSAGE(reader->wait_for_stdout_lines(lines + 100, Millis{20000}), reader->describe());
+  const std::string dispatcher_log = cluster.dispatcher().stderr_text();
+  const std::string worker_log = cluster.worker(0).stderr_text();
+  CAPTURE(cluster.describe());
+  CHECK_FALSE(contains(dispatcher_log, "remote_link_unreachable"));
+  CHECK_FALSE(contains(dispatcher_log, "lost the connection to consumer"));
+  CHECK_FALSE(contains(worker_log, "lost the dispatcher"));
+  CHECK_FALSE(contains(reader->stderr_text(), "lost the dispatcher"));
+  CHECK_FALSE(reader->exited());
+  reader->stop();
+  // Its job is released before the cluster stops (the worker then has nothing left to drain).
+  CHECK(cluster.dispatcher().wait_for_output("released (its consumer left)", Millis{20000}));
+}
+
 TEST_CASE("security: bad TLS and token flags are refused at start-up, naming the flag") {
   Pki pki;
   auto r = run_conveyor({"dispatcher", "--port", "0", "--tls-cert", pki.dir + "/ca-node.pem"}, Millis{20000}, "badtls");
