@@ -378,9 +378,10 @@ void poll_tasks(self_ptr self) {
         for (const auto& t : list.tasks)
           if (!st.tasks.count(t.task))
             st.tasks[t.task] = task_handle(self, t);
-        if (st.planner) {
+        if (st.planner && !list.rounds_recovering) {
           // First: the planner checks that a retired task that left served this consumer every
-          // round it owed; then the core may forget it as ended.
+          // round it owed; then the core may forget it as ended. (A restored job that is still
+          // rebuilding the rounds says nothing of them yet: read on with the schedule we have.)
           std::vector<RoundRobinPlanner::TaskEntry> entries;
           for (const auto& t : list.tasks)
             entries.push_back({t.task, t.start_round, t.end_round, false, false, -1});
@@ -706,9 +707,20 @@ void join(self_ptr self, const msg::job_info& info) {
     // where its index stands before it plans a round.
     st.planner->start_resuming();
   }
-  self->request(st.job, st.start.request_timeout,
-                msg::join_job{caf::actor_cast<caf::actor>(self), self->state.consumer_id,
-                              st.start.consumer_index})
+  msg::join_job req{caf::actor_cast<caf::actor>(self), st.consumer_id, st.start.consumer_index};
+  if (st.planner) { // a restarted dispatcher's job rebuilds the rounds from what we know
+    auto known = st.planner->known_schedule();
+    auto to_wire = [](const std::vector<RoundSpan>& spans) {
+      std::vector<msg::round_span> out;
+      for (const auto& s : spans)
+        out.push_back(msg::round_span{s.task, s.start_round, s.end_round, s.served_rounds});
+      return out;
+    };
+    req.known_active = to_wire(known.active);
+    req.known_gone = to_wire(known.gone);
+    req.known_lost = to_wire(known.lost);
+  }
+  self->request(st.job, st.start.request_timeout, std::move(req))
     .then(
       [self, gen](msg::job_joined& joined) {
         if (gen != self->state.job_gen)

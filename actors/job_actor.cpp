@@ -142,6 +142,7 @@ msg::task_list current_list(job_state& st) {
     }
   }
   if (st.rounds) {
+    list.rounds_recovering = st.rounds->recovering();
     list.round_fence = st.rounds->fence();
     for (const auto& s : st.rounds->retired())
       list.retired_rounds.push_back(
@@ -422,9 +423,21 @@ void drop_consumer(self_ptr self, msg::consumer_id_t id, bool finished) {
 job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
   self->state.start = std::move(start);
   self->state.created = self->state.last_status = self->clock().now();
-  if (self->state.start.num_consumers > 0)
+  if (self->state.start.num_consumers > 0) {
     self->state.rounds = std::make_unique<RoundRobinJob>(self->state.start.num_consumers,
                                                          self->state.start.round_lookahead);
+    // The schedule lived here and in the consumers: it is rebuilt from what they know.
+    if (self->state.start.restored)
+      self->state.rounds->start_recovery();
+  }
+  // A restored job's consumer ids: the previous incarnation counted from 1 (or from its own
+  // start); the actor clock's microseconds (the host's uptime; virtual time in the simulator)
+  // are beyond every id it gave.
+  if (self->state.start.restored)
+    self->state.core().first_consumer_id(static_cast<msg::consumer_id_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(
+        self->clock().now().time_since_epoch())
+        .count()) + 1);
   // Never released before a first consumer joined — unless the consumer that created the job
   // is gone (its process died right after creating it).
   if (self->state.start.creator)
@@ -527,6 +540,27 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
         id = st.core().join(now_ns(self));
         if (st.rounds)
           (void)st.rounds->join(id, join.consumer_index);
+      }
+      if (st.rounds && st.rounds->recovering()) {
+        auto v = list_version(st);
+        auto from_wire = [](const std::vector<msg::round_span>& spans) {
+          std::vector<RoundSpan> out;
+          for (const auto& s : spans)
+            out.push_back(RoundSpan{s.task, s.start_round, s.end_round, s.served_rounds});
+          return out;
+        };
+        auto done = st.rounds->recover(id, from_wire(join.known_active),
+                                       from_wire(join.known_gone), from_wire(join.known_lost));
+        if (!done.ok()) {
+          log::error(kLog, st.label() + ": " + done.status().message());
+          return msg::to_error(done.status().with_context(st.label()));
+        }
+        if (*done) {
+          log::info(kLog, st.label() + ": rebuilt the coordinated rounds from what its " +
+                            std::to_string(st.rounds->num_consumers()) +
+                            " consumers knew; reading goes on in step");
+          changed(self, v);
+        }
       }
       st.consumer_addrs[join.consumer.address()] = id;
       self->monitor(join.consumer);
@@ -649,6 +683,18 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
           return;
       }
       auto& core = st.core();
+      if (st.rounds && st.rounds->recovering() &&
+          self->clock().now() - st.created >= st.start.client_timeout) {
+        log::warning(kLog, st.label() + ": not every consumer_index joined again within " +
+                             std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                              st.start.client_timeout)
+                                              .count()) +
+                             " ms of the dispatcher's restart; the coordinated rounds go on "
+                             "from what the others knew");
+        auto v = list_version(st);
+        st.rounds->finish_recovery();
+        changed(self, v);
+      }
       if (st.start.restored && !core.any_joined() &&
           self->clock().now() - st.created >= st.start.client_timeout) {
         release(self, "no consumer re-joined it within " +

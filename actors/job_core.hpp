@@ -22,6 +22,8 @@
 // other task has ended cannot be re-run: the job fails loudly (task_list.error).
 #pragma once
 
+#include <algorithm>
+
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -111,6 +113,9 @@ public:
 
   // --- consumers
   msg::consumer_id_t join(int64_t now_ns);
+  // The ids join() gives start at `first` (a restored job: above every id its previous
+  // incarnation gave, so that a consumer re-joining with its old id is never taken for another).
+  void first_consumer_id(msg::consumer_id_t first) { next_consumer_ = std::max(next_consumer_, first); }
   void touch(msg::consumer_id_t id, int64_t now_ns);
   // Returns false when the consumer was unknown.
   bool leave(msg::consumer_id_t id, bool finished);

@@ -144,6 +144,12 @@ Status RoundRobinPlanner::on_tasks(const std::vector<TaskEntry>& tasks, int64_t 
       lost.insert(t.task);
     if (t.start_round < 0)
       continue; // pending
+    if (schedule_.has(t.task) && schedule_.start_round(t.task) != t.start_round)
+      return Status{ErrorCode::internal,
+                    "coordinated read: the job says task " + std::to_string(t.task) +
+                      " starts at round " + std::to_string(t.start_round) + ", but consumer_index " +
+                      std::to_string(index_) + " planned with round " +
+                      std::to_string(schedule_.start_round(t.task)) + " (rounds would misalign)"};
     if (!schedule_.has(t.task)) {
       if (t.start_round < next_plan_)
         return misaligned(t.task, "starts at", t.start_round);
@@ -207,6 +213,8 @@ Status RoundRobinPlanner::on_tasks(const std::vector<TaskEntry>& tasks, int64_t 
                       "; its rounds cannot be served elsewhere without the consumers' rounds "
                       "going out of step"};
     }
+    if (it->second.limit >= 0)
+      gone_served_[task] = it->second.limit;
     it = tasks_.erase(it); // retired, every round of it received: the schedule keeps its span
   }
   fence_ = fence;
@@ -218,6 +226,25 @@ RoundRobinPlanner::forget(std::map<msg::task_id_t, TaskRounds>::iterator it) {
   if (it->second.in_flight)
     --in_flight_;
   return tasks_.erase(it);
+}
+
+RoundRobinPlanner::KnownSchedule RoundRobinPlanner::known_schedule() const {
+  KnownSchedule out;
+  for (auto task : schedule_.tasks()) {
+    RoundSpan span{task, schedule_.start_round(task), schedule_.end_round(task), -1};
+    auto t = tasks_.find(task);
+    if (t == tasks_.end()) { // retired, or lost and settled, and forgotten
+      if (auto s = gone_served_.find(task); s != gone_served_.end())
+        span.served_rounds = s->second;
+      out.gone.push_back(span);
+    } else if (t->second.lost) {
+      span.served_rounds = t->second.limit;
+      (lost_.count(task) ? out.lost : out.gone).push_back(span);
+    } else {
+      out.active.push_back(span);
+    }
+  }
+  return out;
 }
 
 std::vector<LostRoundsReport> RoundRobinPlanner::lost_reports() const {
@@ -691,6 +718,10 @@ msg::consumer_id_t RoundRobinJob::holder(int64_t index) const {
 bool RoundRobinJob::leave(msg::consumer_id_t consumer) {
   if (!consumers_.erase(consumer))
     return false;
+  if (recovering_) {
+    reported_.erase(consumer);
+    return false;
+  }
   bool reported = false;
   for (auto& [task, l] : lost_)
     if (l.waiting.erase(consumer) > 0 && l.waiting.empty()) {
@@ -702,11 +733,20 @@ bool RoundRobinJob::leave(msg::consumer_id_t consumer) {
 }
 
 void RoundRobinJob::expect(msg::task_id_t task) {
+  if (recovering_) {
+    recovery_expected_.insert(task);
+    return;
+  }
   if (!published_ && !schedule_.has(task))
     initial_.insert(task);
 }
 
 bool RoundRobinJob::add_task(msg::task_id_t task) {
+  if (recovering_) {
+    recovery_added_.insert(task);
+    return false;
+  }
+  stop_awaiting(task);
   if (schedule_.has(task) || pending_.count(task))
     return false;
   ++version_;
@@ -727,6 +767,10 @@ void RoundRobinJob::new_fence() {
 }
 
 bool RoundRobinJob::retire(msg::task_id_t task) {
+  if (recovering_) {
+    recovery_retired_.insert(task);
+    return false;
+  }
   if (initial_.erase(task) > 0 || pending_.erase(task) > 0) { // it served no round
     ++version_;
     try_promote();
@@ -766,6 +810,12 @@ std::vector<RoundRobinJob::Span> RoundRobinJob::lost() const {
 }
 
 bool RoundRobinJob::task_lost(msg::task_id_t task) {
+  if (recovering_) {
+    recovery_lost_.insert(task);
+    recovery_retired_.erase(task);
+    return false;
+  }
+  stop_awaiting(task);
   bool changed = false;
   if (initial_.erase(task) > 0) {
     ++version_; // consumers may start once the other initial tasks are assigned
@@ -817,6 +867,11 @@ bool RoundRobinJob::on_poll(msg::consumer_id_t consumer, int64_t round, int64_t 
   auto it = consumers_.find(consumer);
   if (it == consumers_.end())
     return false;
+  if (recovering_) { // where it stands counts for the first fence after the recovery
+    it->second.round = std::max(it->second.round, round);
+    max_round_ = std::max(max_round_, round);
+    return false;
+  }
   bool changed = false;
   for (const auto& r : reports) {
     auto l = lost_.find(r.task);
@@ -860,6 +915,105 @@ bool RoundRobinJob::try_promote() {
   ++version_;
   settle_lost(); // lost tasks that only waited for their end round
   return true;
+}
+
+Status RoundRobinJob::merge_span(const RoundSpan& span, const char* what) {
+  auto [it, fresh] = known_.try_emplace(span.task, Known{span.start_round, -1, false, false, -1});
+  auto& k = it->second;
+  auto differ = [&](const char* field, int64_t had, int64_t got) {
+    return Status{ErrorCode::data_loss,
+                  std::string{"coordinated read: after the dispatcher restarted, consumers "
+                              "disagree on the "} + field + " of task " + std::to_string(span.task) +
+                    " (" + std::to_string(had) + " and " + std::to_string(got) +
+                    "): the rounds can no longer be aligned"};
+  };
+  if (!fresh && k.start != span.start_round)
+    return differ("start round", k.start, span.start_round);
+  if (span.end_round >= 0) {
+    if (k.end >= 0 && k.end != span.end_round)
+      return differ("end round", k.end, span.end_round);
+    k.end = span.end_round;
+  }
+  const std::string kind = what;
+  if (kind == "gone") {
+    k.gone = true;
+    k.lost = false;
+  } else if (kind == "lost" && !k.gone) {
+    k.lost = true;
+  }
+  if (span.served_rounds >= 0) {
+    if (k.served >= 0 && k.served != span.served_rounds)
+      return differ("rounds served", k.served, span.served_rounds);
+    k.served = span.served_rounds;
+  }
+  return Status::OK();
+}
+
+Expected<bool> RoundRobinJob::recover(msg::consumer_id_t consumer,
+                                      const std::vector<RoundSpan>& active,
+                                      const std::vector<RoundSpan>& gone,
+                                      const std::vector<RoundSpan>& lost) {
+  if (!recovering_ || !consumers_.count(consumer))
+    return false;
+  for (const auto& s : active)
+    CONVEYOR_RETURN_IF_ERROR(merge_span(s, "active"));
+  for (const auto& s : gone)
+    CONVEYOR_RETURN_IF_ERROR(merge_span(s, "gone"));
+  for (const auto& s : lost)
+    CONVEYOR_RETURN_IF_ERROR(merge_span(s, "lost"));
+  reported_.insert(consumer);
+  if (static_cast<int64_t>(reported_.size()) < num_consumers_)
+    return false;
+  finish_recovery();
+  return true;
+}
+
+void RoundRobinJob::finish_recovery() {
+  if (!recovering_)
+    return;
+  recovering_ = false;
+  reported_.clear();
+  ++version_;
+  for (const auto& [task, k] : known_) {
+    schedule_.add(task, k.start);
+    if (k.end >= 0)
+      schedule_.end(task, k.end);
+  }
+  published_ = !schedule_.empty();
+  for (const auto& [task, k] : known_) {
+    if (!k.gone && !k.lost && k.end >= 0) // retired, still serving: tell its task again
+      ended_.emplace_back(task, schedule_.local_rounds(task, k.end));
+    if (k.gone) {
+      gone_.insert(task);
+      if (k.served >= 0)
+        served_[task] = k.served;
+    } else if (k.lost) { // settled again: the consumers report what they received
+      auto& l = lost_[task];
+      if (k.served >= 0)
+        l.served = k.served; // every consumer had reported: known
+      else
+        for (const auto& [id, c] : consumers_)
+          l.waiting.insert(id);
+      if (k.end < 0 && !retiring_.count(task)) {
+        new_fence();
+        retiring_.insert(task);
+      }
+    }
+  }
+  for (const auto& [task, k] : known_)
+    if (!k.gone && !k.lost)
+      awaiting_.insert(task); // until add_task (listed again) or task_lost
+  known_.clear();
+  for (auto task : std::exchange(recovery_expected_, {}))
+    expect(task);
+  for (auto task : std::exchange(recovery_added_, {}))
+    add_task(task); // not started before (or nobody saw it start): behind a fence
+  for (auto task : std::exchange(recovery_lost_, {}))
+    task_lost(task);
+  for (auto task : std::exchange(recovery_retired_, {}))
+    retire(task);
+  try_promote();
+  settle_lost();
 }
 
 int64_t RoundRobinJob::start_round(msg::task_id_t task) const {

@@ -50,6 +50,15 @@
 // handed out more) and skips its later rounds up to its end round alike: the rounds stay aligned
 // and only what the lost worker held is lost. A consumer that did hand out more (none should)
 // fails loudly (RoundRobinPlanner::on_tasks).
+//
+// A restarted dispatcher (RoundRobinJob::start_recovery): the schedule lived in the job and in
+// every consumer's planner, and only what some consumer saw was ever planned with. The restored
+// job decides nothing until every consumer_index joined again and said what its planner knows
+// (RoundRobinPlanner::known_schedule -> join_job.known_*; task_list.rounds_recovering meanwhile,
+// which the consumers skip while they read on from the tasks they know). The union of those is
+// the old job's schedule as far as anyone planned with it: the tasks' start and end rounds, the
+// retired and settled tasks, and lost tasks still being settled. Tasks that had not started yet
+// (pending) or that nobody saw start join behind a fence again, as new workers do.
 #pragma once
 
 #include <algorithm>
@@ -75,6 +84,15 @@ namespace conveyor::actors {
 struct LostRoundsReport {
   msg::task_id_t task = 0;
   int64_t rounds = -1;
+};
+
+// A task's global rounds [start_round, end_round) (end_round -1: none yet) and, for a lost task,
+// the local rounds it served (-1: all, or not known yet). msg::round_span on the wire.
+struct RoundSpan {
+  msg::task_id_t task = 0;
+  int64_t start_round = 0;
+  int64_t end_round = 0;
+  int64_t served_rounds = -1;
 };
 
 // Which task serves which global round. A task is active in [start round, end round); round r
@@ -160,6 +178,13 @@ public:
   // from local round K on are skipped. An error when this consumer already handed out one of
   // them, or lacks one of the first K (it would misalign).
   Status on_tasks(const std::vector<TaskEntry>& tasks, int64_t fence);
+  // What this consumer knows of the schedule, for a restarted dispatcher's job (start_recovery):
+  // tasks serving rounds (end_round -1: none yet), tasks gone (retired, or lost and settled:
+  // served_rounds, -1 = all) and lost tasks being settled (served_rounds -1: not known yet).
+  struct KnownSchedule {
+    std::vector<RoundSpan> active, gone, lost;
+  };
+  KnownSchedule known_schedule() const;
   // For each lost task not settled yet: how many of its local rounds this consumer received.
   std::vector<LostRoundsReport> lost_reports() const;
   // Plans rounds up to the window and the fence; then the requests to send now: at most one in
@@ -278,6 +303,7 @@ private:
   // bug hooks::skip_round).
   std::set<int64_t> skipped_;
   std::set<msg::task_id_t> lost_; // lost tasks not settled yet (reported on every poll)
+  std::map<msg::task_id_t, int64_t> gone_served_; // lost, settled and forgotten: what it served
   bool resuming_ = false;
   // Resuming: once every task is probed and every lost task has its end round: the start round.
   Status maybe_rebase();
@@ -392,12 +418,7 @@ public:
   // Tasks given an end round since the last call, with how many local rounds they serve in all
   // (the job tells each its count: it is drained once every consumer took them).
   std::vector<std::pair<msg::task_id_t, int64_t>> take_ended();
-  struct Span {
-    msg::task_id_t task = 0;
-    int64_t start_round = 0;
-    int64_t end_round = 0;      // -1: not known yet (lost())
-    int64_t served_rounds = -1; // lost: the local rounds it served; -1 = all / not known yet
-  };
+  using Span = RoundSpan; // lost(): end_round -1 = not known yet
   // Retired tasks that are gone, for the consumers' schedules.
   std::vector<Span> retired() const;
   // Lost tasks being settled.
@@ -407,6 +428,21 @@ public:
   // settled).
   bool on_poll(msg::consumer_id_t consumer, int64_t round, int64_t known_fence,
                const std::vector<LostRoundsReport>& reports = {});
+  // The job was restored by a restarted dispatcher: until every consumer_index joined again
+  // with what it knows (recover) or finish_recovery() is called, the job decides no round: tasks
+  // added, lost or retired meanwhile are applied once the schedule is rebuilt.
+  // Lists say rounds_recovering until then and until every task that was serving rounds is
+  // listed again (its worker registered again) or lost: a consumer never sees one missing.
+  void start_recovery() { recovering_ = true; }
+  bool recovering() const { return recovering_ || !awaiting_.empty(); }
+  // A consumer that joined (join) during recovery says what its planner knows. An error when it
+  // contradicts what another consumer said (a start or end round). Returns whether the
+  // recovery ended (a consumer of every index said it).
+  Expected<bool> recover(msg::consumer_id_t consumer, const std::vector<RoundSpan>& active,
+                         const std::vector<RoundSpan>& gone, const std::vector<RoundSpan>& lost);
+  // Ends the recovery with what the consumers said so far (those that did not come back within
+  // the job's time for it planned nothing the others do not know, or fail loudly on the list).
+  void finish_recovery();
   // A list with these start rounds is going out.
   void published() {
     if (!schedule_.empty() && initial_.empty())
@@ -426,6 +462,7 @@ private:
   bool try_promote();
   void new_fence(); // for a first pending or retiring task
   bool settle_lost(); // lost tasks every consumer reported on and with an end round: gone
+  Status merge_span(const RoundSpan& span, const char* what);
   struct Consumer {
     int64_t index = 0;
     int64_t round = 0;
@@ -450,6 +487,23 @@ private:
   int64_t max_round_ = 0; // the highest round any consumer reported
   bool published_ = false;
   uint64_t version_ = 0;
+  // Recovery (start_recovery): what the consumers said, and what happened meanwhile.
+  bool recovering_ = false;
+  struct Known {
+    int64_t start = 0;
+    int64_t end = -1;
+    bool gone = false;
+    bool lost = false;
+    int64_t served = -1;
+  };
+  std::map<msg::task_id_t, Known> known_;
+  std::set<msg::consumer_id_t> reported_; // joined and said what they know
+  std::set<msg::task_id_t> recovery_expected_, recovery_added_, recovery_lost_, recovery_retired_;
+  std::set<msg::task_id_t> awaiting_; // serving rounds before the restart, not listed again yet
+  void stop_awaiting(msg::task_id_t task) {
+    if (awaiting_.erase(task) > 0 && awaiting_.empty())
+      ++version_; // lists stop saying rounds_recovering
+  }
 };
 
 // Encodes / decodes one consumer's elements of a coordinated reply (the element_batch payload).

@@ -23,6 +23,23 @@
 
 namespace conveyor::msg {
 
+// Coordinated reads: the global rounds [start_round, end_round) of a task that is gone (its
+// worker drained and left, or was lost). Consumers keep them in their schedule: a restarted
+// consumer walks the schedule from round 0 to find where it rejoins. A lost task served only
+// its first `served_rounds` local rounds (every consumer received those); its later rounds in
+// the span are skipped by every consumer alike (-1: it served them all).
+struct round_span {
+  task_id_t task = 0;
+  int64_t start_round = 0;
+  int64_t end_round = 0; // -1: not settled yet (lost_rounds only)
+  int64_t served_rounds = -1;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, round_span& x) {
+  return f(caf::meta::type_name("round_span"), x.task, x.start_round, x.end_round,
+           x.served_rounds);
+}
+
 struct join_job {
   caf::actor consumer; // monitored by the job
   // Re-joining after the connection to the dispatcher broke: the id it had (0: a first join).
@@ -31,10 +48,17 @@ struct join_job {
   consumer_id_t previous = 0;
   // Coordinated reads: this consumer's index (-1 = none); one live consumer per index.
   int64_t consumer_index = -1;
+  // Coordinated reads: what this consumer's planner knows of the schedule (RoundRobinPlanner::
+  // known_schedule), from which a restarted dispatcher's job rebuilds it (RoundRobinJob::
+  // recover): tasks serving rounds, tasks gone, lost tasks being settled.
+  std::vector<round_span> known_active = {};
+  std::vector<round_span> known_gone = {};
+  std::vector<round_span> known_lost = {};
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_job& x) {
-  return f(caf::meta::type_name("join_job"), x.consumer, x.previous, x.consumer_index);
+  return f(caf::meta::type_name("join_job"), x.consumer, x.previous, x.consumer_index,
+           x.known_active, x.known_gone, x.known_lost);
 }
 
 struct job_joined {
@@ -111,23 +135,6 @@ typename Inspector::result_type inspect(Inspector& f, task_info& x) {
            x.worker_tags, x.start_round, x.end_round);
 }
 
-// Coordinated reads: the global rounds [start_round, end_round) of a task that is gone (its
-// worker drained and left, or was lost). Consumers keep them in their schedule: a restarted
-// consumer walks the schedule from round 0 to find where it rejoins. A lost task served only
-// its first `served_rounds` local rounds (every consumer received those); its later rounds in
-// the span are skipped by every consumer alike (-1: it served them all).
-struct round_span {
-  task_id_t task = 0;
-  int64_t start_round = 0;
-  int64_t end_round = 0; // -1: not settled yet (lost_rounds only)
-  int64_t served_rounds = -1;
-};
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, round_span& x) {
-  return f(caf::meta::type_name("round_span"), x.task, x.start_round, x.end_round,
-           x.served_rounds);
-}
-
 struct task_list {
   uint64_t version = 0;          // changes whenever the list or job_finished changes
   std::vector<task_info> tasks;  // the job's live tasks (finished ones included)
@@ -148,11 +155,15 @@ struct task_list {
   // then gives served_rounds (the least reported) and, behind a fence, the end round. Once
   // both are known the task moves to retired_rounds.
   std::vector<round_span> lost_rounds = {};
+  // Coordinated reads: the job was restored by a restarted dispatcher and waits for every
+  // consumer_index to join again with what it knows (join_job::known_*): the list's rounds,
+  // fence and spans mean nothing yet; consumers read on with the schedule they have.
+  bool rounds_recovering = false;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, task_list& x) {
   return f(caf::meta::type_name("task_list"), x.version, x.tasks, x.job_finished, x.error,
-           x.round_fence, x.retired_rounds, x.lost_rounds);
+           x.round_fence, x.retired_rounds, x.lost_rounds, x.rounds_recovering);
 }
 
 } // namespace conveyor::msg

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -125,6 +126,66 @@ TEST_CASE("dispatcher restart: SIGKILL mid-read (DYNAMIC), restart on the same w
 TEST_CASE("dispatcher restart: with an admission token everywhere (DYNAMIC), the restored job "
           "re-attaches its tasks and every element arrives exactly once") {
   kill_dispatcher_mid_read("dynamic", 1, {"--auth-token", "restart-secret"});
+}
+
+TEST_CASE("dispatcher restart: coordinated reads go on in step - a worker that joins after the "
+          "restart serves rounds") {
+  // The schedule of rounds lived in the job and in the consumers: the restored job rebuilds it
+  // from what the consumers know (actors/round_robin.hpp, RoundRobinJob::start_recovery).
+  TempDir dir;
+  REQUIRE(dir.ok());
+  auto wd = dir.path() + "/work";
+  auto d1 = start_dispatcher(free_port(), wd, "dispatcher1");
+  auto port = *d1->wait_listening(kStartTimeout);
+  auto w1 = start_worker(port, "worker1");
+  auto w2 = start_worker(port, "worker2");
+  REQUIRE(w1->wait_for_output("worker: ready", kStartTimeout));
+  REQUIRE(w2->wait_for_output("worker: ready", kStartTimeout));
+  // Element x expands to the group [2x, 2x+1]; ~5 000 rounds/s on two workers: ~6 s.
+  const std::string dataset =
+    "range(1000000).flat_map(group_fn(n=2)).repeat().map(sleep_us(us=200))";
+  constexpr int kTake = 30000;
+  std::vector<std::unique_ptr<ChildProcess>> readers;
+  for (int i = 0; i < 2; ++i) {
+    auto r = ChildProcess::conveyor({"read", "--dispatcher", addr(port), "--dataset", dataset,
+                                     "--job-name", "rr", "--num-consumers", "2",
+                                     "--consumer-index", std::to_string(i), "--take",
+                                     std::to_string(kTake)},
+                                    "read" + std::to_string(i));
+    REQUIRE(r.ok());
+    readers.push_back(std::move(r).value());
+  }
+  REQUIRE_MESSAGE(d1->wait_for_output("created job", kReadTimeout), d1->describe());
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  for (auto& r : readers)
+    REQUIRE_FALSE(r->exited()); // the read was not over yet
+  d1->signal(SIGKILL);
+  REQUIRE(d1->wait_exit(kStartTimeout).has_value());
+  auto d2 = start_dispatcher(port, wd, "dispatcher2");
+  CHECK_MESSAGE(d2->wait_for_output("rebuilt the coordinated rounds", kReadTimeout), d2->describe());
+  auto w3 = start_worker(port, "worker3");
+  REQUIRE(w3->wait_for_output("worker: ready", kStartTimeout));
+  std::vector<std::vector<std::string>> out;
+  for (auto& r : readers) {
+    auto rc = r->wait_exit(Millis{240000}); // minutes under the sanitizers on 2 busy cores
+    REQUIRE_MESSAGE(rc.has_value(), std::string(r->describe() + d2->describe()));
+    CHECK_MESSAGE(*rc == 0, std::string(r->describe() + d2->describe()));
+    CHECK(r->stderr_text().find("lost the dispatcher") != std::string::npos);
+    out.push_back(r->stdout_lines());
+    CHECK(out.back().size() == static_cast<std::size_t>(kTake));
+  }
+  // Round r of both readers is one group: [2x, 2x+1].
+  const auto rounds = std::min(out[0].size(), out[1].size());
+  std::size_t aligned = 0;
+  for (; aligned < rounds; ++aligned) {
+    const long a = std::stol(out[0][aligned]), b = std::stol(out[1][aligned]);
+    if (a % 2 != 0 || b != a + 1)
+      break;
+  }
+  CHECK_MESSAGE(aligned == rounds, "round " << aligned << " is not one group");
+  // Each task produces the groups from the start: reader 0 reads "0" once per task that served
+  // rounds, the third worker's (joined after the restart) included.
+  CHECK_MESSAGE(std::count(out[0].begin(), out[0].end(), "0") == 3, d2->describe());
 }
 
 TEST_CASE("dispatcher restart: repeated restarts keep every registered dataset") {

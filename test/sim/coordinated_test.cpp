@@ -155,6 +155,31 @@ TEST_CASE("CI sweep: coordinated reads stay aligned while a worker drains and st
   CHECK(drained > runs / 2); // most drains finish within the 300 rounds
 }
 
+TEST_CASE("CI sweep: coordinated reads stay aligned while the dispatcher restarts") {
+  // The dispatcher crashes and comes back from its journal 50 ms..3 s later (a worker may also
+  // join meanwhile): the consumers read on from the tasks they know, join the restored job
+  // again with what their planners know, and the job rebuilds the rounds from that
+  // (RoundRobinJob::start_recovery). Every consumer reads all its rounds, aligned.
+  auto cfg = coordinated_config(2);
+  cfg.random_faults = "dispatcher:1";
+  const int runs = env_int("CONVEYOR_SIM_SEEDS", 500) / 5 + 1;
+  int complete = 0, restarted = 0;
+  auto s = conveyor::sweep(groups(2), cfg, 1, runs, 0, [&](const conveyor::SimResult& r) {
+    std::string why;
+    if (all_rounds_read(r, cfg.take, why))
+      ++complete;
+    else
+      FAIL_CHECK(why);
+    restarted += r.faults_injected.empty() ? 0 : 1;
+  });
+  REQUIRE_MESSAGE(s.ok(), s.status().to_string());
+  MESSAGE("coordinated with dispatcher restarts: " << s->summary() << "; a restart fired in "
+                                                   << restarted << " run(s)");
+  CHECK_MESSAGE(s->failed_runs == 0, failures_of(*s));
+  CHECK(complete == runs);
+  CHECK(restarted > runs / 2);
+}
+
 TEST_CASE("planted bug: a consumer that skips a round is found by the coordinated sweep") {
   auto cfg = coordinated_config(2);
   cfg.plant_bug = "skip-round";

@@ -2,6 +2,7 @@
 // consumer's planner, the task's rounds and the job's fence, driven together in one process.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -36,10 +37,14 @@ struct MiniCluster {
   std::mt19937_64 rng;
   int64_t now = 0;
 
-  MiniCluster(int64_t consumers, uint64_t seed, int64_t lookahead = 16)
-    : n(consumers), job(consumers, lookahead), rng(seed) {
+  int64_t lookahead;
+  std::vector<uint64_t> ids; // each consumer's id at the job
+
+  MiniCluster(int64_t consumers, uint64_t seed, int64_t lookahead_rounds = 16)
+    : n(consumers), job(consumers, lookahead_rounds), rng(seed), lookahead(lookahead_rounds) {
     for (int64_t i = 0; i < n; ++i) {
-      REQUIRE(job.join(static_cast<uint64_t>(i + 1), i).ok());
+      ids.push_back(static_cast<uint64_t>(i + 1));
+      REQUIRE(job.join(ids.back(), i).ok());
       planners.emplace_back(i, n, 8);
       out.emplace_back();
     }
@@ -88,11 +93,49 @@ struct MiniCluster {
       if (!gone.count(id) && !off.count(id))
         list.push_back({id, job.start_round(id), job.end_round(id), false, false, -1});
     job.published();
-    auto st = planners[i].on_tasks(list, job.fence());
-    REQUIRE_MESSAGE(st.ok(), st.to_string());
-    job.on_poll(static_cast<uint64_t>(i + 1), planners[i].next_round(), planners[i].fence(),
+    if (!job.recovering()) { // (a recovering job's list says nothing of the rounds)
+      auto st = planners[i].on_tasks(list, job.fence());
+      REQUIRE_MESSAGE(st.ok(), st.to_string());
+    }
+    job.on_poll(ids[static_cast<std::size_t>(i)], planners[i].next_round(), planners[i].fence(),
                 planners[i].lost_reports());
     settle_retired();
+  }
+
+  // The dispatcher restarts: the job starts over in recovery. The consumers join it again in a
+  // random order, each with what its planner knows, while the live tasks are listed again at
+  // random points (their workers register again); the tasks and planners go on meanwhile.
+  std::vector<uint64_t> relist; // live tasks the new job has not listed yet
+  uint64_t next_id = 100;
+  void restart_job() {
+    job = RoundRobinJob{n, lookahead};
+    job.start_recovery();
+    relist.clear();
+    for (const auto& [id, t] : tasks)
+      if (!gone.count(id))
+        relist.push_back(id);
+    std::shuffle(relist.begin(), relist.end(), rng);
+    std::vector<int64_t> order(static_cast<std::size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      order[static_cast<std::size_t>(i)] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    for (auto i : order) {
+      ids[static_cast<std::size_t>(i)] = next_id++;
+      REQUIRE(job.join(ids[static_cast<std::size_t>(i)], i).ok());
+      auto known = planners[static_cast<std::size_t>(i)].known_schedule();
+      auto done = job.recover(ids[static_cast<std::size_t>(i)], known.active, known.gone, known.lost);
+      REQUIRE_MESSAGE(done.ok(), done.status().to_string());
+      for (int k = 0; k < 3; ++k)
+        step(); // the others read on meanwhile
+    }
+  }
+  void relist_one() {
+    while (!relist.empty() && gone.count(relist.back()))
+      relist.pop_back();
+    if (relist.empty())
+      return;
+    job.add_task(relist.back());
+    relist.pop_back();
   }
 
   // One consumer sends its requests and gets whatever the tasks can answer at once.
@@ -132,6 +175,8 @@ struct MiniCluster {
 
   void step() {
     ++now;
+    if (!relist.empty() && rng() % 16 == 0)
+      relist_one();
     auto i = static_cast<int64_t>(rng() % static_cast<uint64_t>(n));
     if (rng() % 4 == 0)
       poll(i);
@@ -517,6 +562,76 @@ TEST_CASE("mini cluster: rounds stay aligned across seeds while workers are lost
     CHECK(c.job.retired().size() == 2);
     CHECK(c.tasks.at(4).completed() > 0);
   }
+}
+
+TEST_CASE("mini cluster: rounds stay aligned across seeds while the dispatcher restarts") {
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    CAPTURE(seed);
+    const int64_t n = 2 + static_cast<int64_t>(seed % 3);
+    MiniCluster c{n, seed};
+    c.add_task(1);
+    c.add_task(2);
+    const int restart_at = 300 + static_cast<int>(seed * 13 % 500);
+    for (int s = 0; s < 4000; ++s) {
+      if (s == 200 && seed % 2 == 0)
+        c.add_task(3); // joined before the restart (started, or still pending at the restart)
+      if (s == restart_at)
+        c.restart_job();
+      if (s == restart_at + 20 && seed % 3 == 0)
+        c.crash_task(2); // lost while its worker had not registered again, or just after
+      if (s == restart_at + 400)
+        c.add_task(4); // a new worker after the restart
+      if (s == restart_at + 600 && seed % 5 == 0) {
+        c.restart_job(); // a second restart
+      }
+      c.step();
+    }
+    CHECK_FALSE(c.job.recovering());
+    CHECK(c.job.pending() == 0);
+    auto aligned = c.aligned_rounds();
+    CHECK(aligned > 300);
+    CHECK(c.tasks.at(4).completed() > 0); // the new worker serves rounds
+    if (seed % 2 == 0)
+      CHECK(c.tasks.at(3).completed() > 0);
+  }
+}
+
+TEST_CASE("job recovery: consumers that disagree on a task's start round are an error, not a guess") {
+  RoundRobinJob job{2, 10};
+  job.start_recovery();
+  REQUIRE(job.join(1, 0).ok());
+  REQUIRE(job.join(2, 1).ok());
+  auto first = job.recover(1, {{7, 0, -1, -1}, {8, 40, -1, -1}}, {}, {});
+  REQUIRE(first.ok());
+  CHECK_FALSE(*first); // consumer 2 has not said what it knows yet
+  CHECK(job.recovering());
+  auto second = job.recover(2, {{7, 0, -1, -1}, {8, 48, -1, -1}}, {}, {});
+  REQUIRE_FALSE(second.ok());
+  CHECK(second.status().code() == ErrorCode::data_loss);
+  CHECK(second.status().message().find("start round of task 8 (40 and 48)") != std::string::npos);
+}
+
+TEST_CASE("job recovery: the union of what the consumers know - a task only one saw start keeps "
+          "its round, one nobody saw start joins behind a fence") {
+  RoundRobinJob job{2, 10};
+  job.start_recovery();
+  job.expect(7);
+  job.add_task(7);  // listed again before the consumers came back
+  job.add_task(9);  // pending at the restart: nobody saw it start
+  REQUIRE(job.join(1, 0).ok());
+  REQUIRE(job.join(2, 1).ok());
+  REQUIRE_FALSE(*job.recover(1, {{7, 0, -1, -1}, {8, 40, -1, -1}}, {}, {}));
+  job.on_poll(2, 45, -1);
+  REQUIRE(*job.recover(2, {{7, 0, -1, -1}}, {{6, 0, 20, 5}}, {})); // it had not seen 8 start yet
+  CHECK(job.start_round(7) == 0);
+  CHECK(job.start_round(8) == 40);
+  CHECK(job.start_round(9) == -1); // pending behind a fence past every consumer's round
+  CHECK(job.fence() >= 45);
+  REQUIRE(job.retired().size() == 1);
+  CHECK(job.retired()[0].served_rounds == 5);
+  CHECK(job.recovering()); // task 8 was serving rounds and is not listed again yet
+  job.add_task(8);
+  CHECK_FALSE(job.recovering());
 }
 
 TEST_CASE("job: a lost task is settled at the rounds every consumer reported receiving") {
