@@ -541,7 +541,7 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
         if (st.rounds)
           (void)st.rounds->join(id, join.consumer_index);
       }
-      if (st.rounds && st.rounds->recovering()) {
+      if (st.rounds && st.rounds->waiting_for_consumers()) {
         auto v = list_version(st);
         auto from_wire = [](const std::vector<msg::round_span>& spans) {
           std::vector<RoundSpan> out;
@@ -683,7 +683,7 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
           return;
       }
       auto& core = st.core();
-      if (st.rounds && st.rounds->recovering() &&
+      if (st.rounds && st.rounds->waiting_for_consumers() &&
           self->clock().now() - st.created >= st.start.client_timeout) {
         log::warning(kLog, st.label() + ": not every consumer_index joined again within " +
                              std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(

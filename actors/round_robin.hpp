@@ -435,6 +435,8 @@ public:
   // listed again (its worker registered again) or lost: a consumer never sees one missing.
   void start_recovery() { recovering_ = true; }
   bool recovering() const { return recovering_ || !awaiting_.empty(); }
+  // Still waiting for consumers to say what they know (recover / finish_recovery).
+  bool waiting_for_consumers() const { return recovering_; }
   // A consumer that joined (join) during recovery says what its planner knows. An error when it
   // contradicts what another consumer said (a start or end round). Returns whether the
   // recovery ended (a consumer of every index said it).
