@@ -233,13 +233,17 @@ RoundRobinPlanner::KnownSchedule RoundRobinPlanner::known_schedule() const {
   for (auto task : schedule_.tasks()) {
     RoundSpan span{task, schedule_.start_round(task), schedule_.end_round(task), -1};
     auto t = tasks_.find(task);
-    if (t == tasks_.end()) { // retired, or lost and settled, and forgotten
+    if (lost_.count(task)) { // being settled (a resuming consumer may have forgotten it)
+      if (t != tasks_.end())
+        span.served_rounds = t->second.limit;
+      out.lost.push_back(span);
+    } else if (t == tasks_.end()) { // retired, or lost and settled, and forgotten
       if (auto s = gone_served_.find(task); s != gone_served_.end())
         span.served_rounds = s->second;
       out.gone.push_back(span);
-    } else if (t->second.lost) {
+    } else if (t->second.lost) { // settled: the job listed it as gone
       span.served_rounds = t->second.limit;
-      (lost_.count(task) ? out.lost : out.gone).push_back(span);
+      out.gone.push_back(span);
     } else {
       out.active.push_back(span);
     }
