@@ -7,11 +7,16 @@
 
 namespace conveyor::actors {
 
+bool from_this_node(caf::local_actor* self) {
+  const auto& sender = self->current_sender();
+  return sender && sender->node() == self->node();
+}
+
 Status check_local_sender(caf::local_actor* self, const char* log_name, const std::string& what,
                           const std::string& owner) {
-  const auto& sender = self->current_sender();
-  if (sender && sender->node() == self->node())
+  if (from_this_node(self))
     return Status::OK();
+  const auto& sender = self->current_sender();
   Status refused{ErrorCode::permission_denied, "only " + owner + " may send " + what};
   log::warning(log_name, "refused " + what +
                            (sender ? " from node " + caf::to_string(sender->node())

@@ -14,6 +14,10 @@
 
 namespace conveyor::actors {
 
+// Whether the message `self` is handling now came from an actor of `self`'s own node (cheap: a
+// task checks it on every production step).
+bool from_this_node(caf::local_actor* self);
+
 // OK when the message `self` is handling now came from an actor of `self`'s own node; else
 // permission_denied "only <owner> may send <what>", logged as a warning under `log_name` with
 // the sender's node.
