@@ -4,7 +4,8 @@
 // (actors/placement.hpp) recognises its process's workers by the address in the job's task
 // list and talks to their task actors and bulk server directly: CAF delivers messages between
 // actor systems of one process by reference, so elements cross no socket and are not
-// serialized. Thread-safe (one mutex); handles only, no logic.
+// serialized (the consumer keeps itself on its own system's threads: ConsumerActor::enqueue).
+// Thread-safe (one mutex); handles only, no logic.
 #pragma once
 
 #include <cstdint>

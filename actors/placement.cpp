@@ -77,7 +77,7 @@ bool should_read_from_task(TargetWorkers target, bool coordinated, bool local_ta
 }
 
 bool reads_in_process(TargetWorkers target, bool local_task) {
-  return local_task && target == TargetWorkers::local;
+  return local_task && target != TargetWorkers::any;
 }
 
 Status check_target_workers(TargetWorkers target, bool have_local_workers, ShardingPolicy policy,

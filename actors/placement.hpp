@@ -2,14 +2,15 @@
 // `target_workers` (003_3cbebc871b174894.txt) with the rules of tf.data's client
 // (ShouldReadFromTask, ValidateLocalWorkers). CAF-free: the consumer actor asks it per task.
 //
-//   ANY    read every task of the job, wherever its worker runs, over the network.
+//   ANY    read every task of the job, wherever its worker runs, always over the network
+//          (also a worker of this process: the path a remote worker takes).
 //   LOCAL  read only tasks of workers running in this process (an in-process WorkerServer,
 //          found in actors/local_workers.hpp); there the elements go worker -> consumer as
 //          in-process messages (no socket, no serialization). No local worker = an error.
-//   AUTO   like ANY (over the network, a worker of this process too), except that a worker
-//          tagged COLOCATED (it runs beside a trainer) is read only by a consumer in its own
-//          process: reading another trainer's colocated worker would compete with that trainer
-//          for its host.
+//   AUTO   every task, as ANY, but a worker of this process is read in-process (as LOCAL), and
+//          a worker tagged COLOCATED (it runs beside a trainer) is read only by a consumer in
+//          its own process: reading another trainer's colocated worker would compete with that
+//          trainer for its host.
 // Coordinated reads (num_consumers) read every task whatever the target (the reference's
 // rule), and cannot be combined with LOCAL.
 #pragma once
@@ -44,7 +45,7 @@ bool is_colocated(const std::vector<std::string>& worker_tags);
 bool should_read_from_task(TargetWorkers target, bool coordinated, bool local_task,
                            const std::vector<std::string>& worker_tags);
 
-// Whether a task's elements take the in-process path (LOCAL reads of a local worker).
+// Whether a task's elements take the in-process path (LOCAL or AUTO reads of a local worker).
 bool reads_in_process(TargetWorkers target, bool local_task);
 
 // The checks the reference makes when a consumer starts: LOCAL needs a worker in this process

@@ -383,7 +383,7 @@ Status WorkerServer::start() {
   start.auth_token = config_.network.auth_token;
   start.detached_tasks = config_.detached_tasks;
   start.tags = config_.worker_tags;
-  start.local_registry = config_.in_process_reads; // LOCAL readers here read it in-process
+  start.local_registry = config_.in_process_reads; // consumers here read it in-process
   start.protocol_version = version_or_default(config_.protocol_version);
   start.on_first_registration = [registered](Status s) { registered->set_value(std::move(s)); };
   // The bulk data path's server (actors/bulk.hpp); without one, elements travel inline.

@@ -343,7 +343,7 @@ ReadRun measure_reads(const std::string& dispatcher, const Dataset& dataset, int
       DistributeOptions opts;
       opts.job_name = job;
       opts.compression = f.compression;
-      opts.target_workers = "ANY"; // the network path, as to a remote worker
+      opts.target_workers = "ANY"; // the network path, as a remote worker (AUTO would go in-process)
       if (f.max_outstanding)
         opts.max_outstanding_requests = *f.max_outstanding;
       if (coordinated) {
@@ -524,7 +524,8 @@ int run_bench_service(const std::vector<std::string>& args) {
   opts.compression = f.compression;
   if (vm.count("max-outstanding"))
     opts.max_outstanding_requests = vm["max-outstanding"].as<int64_t>();
-  // The network path, as to a remote worker (the --local line reads them in-process).
+  // The network path, as to a remote worker: AUTO would read these in-process workers without
+  // the wire (that is the --local line).
   opts.target_workers = "ANY";
   if (auto st = validate(opts); !st.ok())
     return bad(st);

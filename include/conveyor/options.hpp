@@ -74,11 +74,11 @@ struct DistributeOptions {
   // How elements are compressed on the wire: "AUTO" (the service decides) or "NONE".
   // Used by distribute() when it registers the dataset.
   std::string compression = "AUTO";
-  // Which workers to read from (the reference's target_workers): "ANY" every worker; "LOCAL"
-  // only workers running in this process (a WorkerServer started here), with no socket and no
-  // serialization in between — an error when there is none; "AUTO" like ANY, but leaves workers
-  // tagged COLOCATED in other processes to their own trainers. Consumers of a named job must
-  // agree on it.
+  // Which workers to read from (the reference's target_workers): "ANY" every worker, always over
+  // the network; "LOCAL" only workers running in this process (a WorkerServer started here),
+  // with no socket and no serialization in between — an error when there is none; "AUTO" every
+  // worker, those of this process in-process as LOCAL, but leaves workers tagged COLOCATED in
+  // other processes to their own trainers. Consumers of a named job must agree on it.
   std::string target_workers = "AUTO";
   // Limit of every single request the consumer sends (to the dispatcher, the job or a task).
   std::chrono::milliseconds request_timeout{10000};

@@ -137,10 +137,10 @@ struct WorkerConfig {
   // Each tag 1..64 of [A-Za-z0-9_.-], at most 32.
   std::vector<std::string> worker_tags;
   // List this worker in its process's registry of local workers: consumers in the same process
-  // reading with target_workers LOCAL then take its elements as in-process messages (no socket,
-  // no serialization of the payload). false keeps it reachable only over the network, like a
-  // worker on another machine (the in-process test clusters); LOCAL readers then find no local
-  // worker.
+  // reading with target_workers LOCAL or AUTO then take its elements as in-process messages (no
+  // socket, no serialization of the payload). false keeps it reachable only over the network,
+  // like a worker on another machine (tests and benchmarks of the network path from one
+  // process); LOCAL readers then find no local worker.
   bool in_process_reads = true;
   // Bytes each task of a job read with the cross-trainer cache keeps for its trainers (the
   // window a slow trainer may fall behind before it skips ahead). Must be positive.

@@ -40,8 +40,8 @@ inline WorkerConfig test_worker_config() {
   c.network = test_network();
   // Tests write their input files under the temporary directory; workers read only there.
   c.allowed_paths.push_back(std::filesystem::temp_directory_path().string());
-  // The test cluster stands in for remote workers: no LOCAL reader finds them (placement tests
-  // opt in).
+  // The test cluster stands in for remote workers: its consumers (target_workers AUTO, the
+  // default) read over the network path these tests exist for; placement tests opt in.
   c.in_process_reads = false;
   return c;
 }

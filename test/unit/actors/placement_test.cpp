@@ -12,8 +12,12 @@
 #include "pipeline/text_form.hpp"
 #include "test/support/free_port.hpp"
 
+#include <atomic>
+#include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
+#include <thread>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -69,12 +73,12 @@ TEST_CASE("which tasks a consumer reads: the reference's ShouldReadFromTask") {
   CHECK_FALSE(should_read_from_task(T::automatic, false, false, colocated));
   // Coordinated reads read every task.
   CHECK(should_read_from_task(T::automatic, true, false, colocated));
-  // Only LOCAL reads of a local worker take the in-process path (AUTO: docs/ARCHITECTURE.md,
-  // "Not built yet").
+  // LOCAL and AUTO reads of a local worker take the in-process path; ANY is always the network.
   CHECK(reads_in_process(T::local, true));
+  CHECK(reads_in_process(T::automatic, true));
   CHECK_FALSE(reads_in_process(T::local, false));
+  CHECK_FALSE(reads_in_process(T::automatic, false));
   CHECK_FALSE(reads_in_process(T::any, true));
-  CHECK_FALSE(reads_in_process(T::automatic, true));
 }
 
 TEST_CASE("LOCAL without a local worker, and LOCAL with coordinated reads: the reference's errors") {
@@ -212,13 +216,13 @@ WorkerConfig unreachable_over_tcp() {
 
 } // namespace
 
-TEST_CASE("LOCAL reads a worker that advertises a port nothing listens on - no socket at all") {
+TEST_CASE("AUTO reads a worker of this process in-process - 1 MiB elements as in-process frames") {
   TestCluster cluster{0};
   cluster.add_worker(unreachable_over_tcp());
   auto parsed = parse_dataset("range(6).map(bytes(size=1048576))");
   REQUIRE(parsed.ok());
   const auto frames_before = LocalWorkers::frames_delivered();
-  auto o = local_off();
+  DistributeOptions o; // target_workers AUTO, the default
   o.compression = "NONE";
   auto client = cluster.client();
   auto stream = client.distribute(*parsed, o);
@@ -228,6 +232,91 @@ TEST_CASE("LOCAL reads a worker that advertises a port nothing listens on - no s
     seeds.push_back(bytes_seed(e[0].strings()[0]));
   CHECK(sorted(seeds) == std::vector<int64_t>{0, 1, 2, 3, 4, 5});
   CHECK(LocalWorkers::frames_delivered() > frames_before);
+}
+
+TEST_CASE("AUTO reads a worker of this process in-process - coordinated rounds stay aligned there") {
+  TestCluster cluster{0};
+  cluster.add_worker(unreachable_over_tcp());
+  cluster.add_worker(unreachable_over_tcp());
+  // Element x of range expands to the group [2x, 2x+1]; each becomes 1 MiB seeded by its value.
+  auto parsed = parse_dataset(
+    "range(1000000).flat_map(group_fn(n=2)).repeat().map(bytes(size=1048576))");
+  REQUIRE(parsed.ok());
+  constexpr int kRounds = 24;
+  std::vector<std::vector<int64_t>> seen(2);
+  std::vector<Status> results(2);
+  std::vector<Client> clients;
+  for (int i = 0; i < 2; ++i)
+    clients.push_back(cluster.client());
+  std::vector<DistributeOptions> options(2); // target_workers AUTO, the default
+  for (int i = 0; i < 2; ++i) {
+    options[static_cast<std::size_t>(i)].job_name = "auto-in-process-coordinated";
+    options[static_cast<std::size_t>(i)].num_consumers = 2;
+    options[static_cast<std::size_t>(i)].consumer_index = i;
+    options[static_cast<std::size_t>(i)].compression = "NONE";
+  }
+  std::vector<std::thread> consumers;
+  for (int i = 0; i < 2; ++i)
+    consumers.emplace_back([&, i] {
+      const auto at = static_cast<std::size_t>(i);
+      auto stream = clients[at].distribute(*parsed, options[at]);
+      if (!stream.ok()) {
+        results[static_cast<std::size_t>(i)] = stream.status();
+        return;
+      }
+      for (int r = 0; r < kRounds; ++r) {
+        Element e;
+        bool end = false;
+        Status st = stream->next(e, end, std::chrono::seconds(30));
+        if (!st.ok() || end) {
+          results[static_cast<std::size_t>(i)] = st.ok() ? internal_error("early end") : st;
+          return;
+        }
+        seen[static_cast<std::size_t>(i)].push_back(bytes_seed(e[0].strings()[0]));
+      }
+    });
+  for (auto& t : consumers)
+    t.join();
+  for (const auto& st : results)
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+  for (int r = 0; r < kRounds; ++r) { // round r: one group, split across the two consumers
+    const auto a = seen[0][static_cast<std::size_t>(r)], b = seen[1][static_cast<std::size_t>(r)];
+    CHECK_MESSAGE((a >= 0 && a % 2 == 0 && b == a + 1), "round " << r << ": " << a << ", " << b);
+  }
+}
+
+TEST_CASE("AUTO reads this process's worker in-process and another over TCP - each client shuts down") {
+  // The consumer then gets messages from two actor systems. CAF 0.17 resumes an actor on the
+  // sender's scheduler: before ConsumerActor::enqueue kept it on its own, the consumer sometimes
+  // ran on the local worker's threads, spawned there, and pinned its own system: ~Client never
+  // returned (consumer_actor.cpp). Several client lifetimes, each under a watchdog.
+  TestCluster cluster{1};                       // a worker reached over TCP only
+  cluster.add_worker(unreachable_over_tcp());   // a worker reached in-process only
+  auto parsed = parse_dataset("range(4).map(bytes(size=1048576))");
+  REQUIRE(parsed.ok());
+  for (int round = 0; round < 12; ++round) {
+    std::optional<Client> client{cluster.client()};
+    DistributeOptions o; // AUTO
+    o.compression = "NONE";
+    {
+      auto stream = client->distribute(*parsed, o);
+      REQUIRE_MESSAGE(stream.ok(), stream.status().to_string());
+      // OFF: range(4) from each worker; the local one is out of reach but in-process.
+      CHECK(read_all(*stream).size() == 8);
+    }
+    std::atomic<bool> closed{false};
+    std::thread watchdog([&closed, round] {
+      for (int i = 0; i < 600 && !closed; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (!closed) { // a hung destructor cannot be failed gracefully: say so and stop
+        std::fprintf(stderr, "client %d did not shut down within 60 s\n", round);
+        std::abort();
+      }
+    });
+    client.reset();
+    closed = true;
+    watchdog.join();
+  }
 }
 
 TEST_CASE("a worker with in_process_reads = false is no local worker - AUTO reads it over the network") {
