@@ -6,11 +6,11 @@
 #include <vector>
 
 #include <caf/event_based_actor.hpp>
-#include <caf/execution_unit.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/bulk_frame.hpp"
+#include "actors/home_scheduled.hpp"
 #include "actors/local_workers.hpp"
 #include "actors/log.hpp"
 #include "actors/placement.hpp"
@@ -1058,27 +1058,17 @@ consumer_full_actor::behavior_type consumer_impl(self_ptr self) {
   };
 }
 
-// The consumer actor, run on its own actor system's scheduler whoever sends to it.
-// A worker of this process (read in-process: LOCAL, AUTO) lives in another actor system, and
-// CAF 0.17 resumes the receiver of a message on the *sender's* execution unit: the consumer
-// would run on that worker system's threads. Anything it spawned there (a connection to a
-// remote worker, say) then left that thread holding this system's logger, and ~actor_system
-// waited for that logger forever: ~Client hung (test: "AUTO reads this process's worker
-// in-process and another over TCP" in test/unit/actors/placement_test.cpp). A message from
-// another system is therefore scheduled here as if it had no sender context.
-class ConsumerActor : public caf::stateful_actor<consumer_state, consumer_full_actor::base> {
+// The consumer actor. A worker of this process (read in-process: LOCAL, AUTO) sends to it from
+// another actor system: HomeScheduled keeps it on its own system's threads (test: "AUTO reads
+// this process's worker in-process and another over TCP" in test/unit/actors/placement_test.cpp).
+class ConsumerActor
+  : public HomeScheduled<caf::stateful_actor<consumer_state, consumer_full_actor::base>> {
 public:
-  using super = caf::stateful_actor<consumer_state, consumer_full_actor::base>;
+  using super = HomeScheduled<caf::stateful_actor<consumer_state, consumer_full_actor::base>>;
 
   ConsumerActor(caf::actor_config& cfg, ConsumerStart start) : super(cfg) {
     state.start = std::move(start);
     state.core = ConsumerCore{state.start.limits};
-  }
-
-  void enqueue(caf::mailbox_element_ptr what, caf::execution_unit* host) override {
-    if (host != nullptr && &host->system() != &home_system())
-      host = nullptr; // -> this system's scheduler
-    super::enqueue(std::move(what), host);
   }
 
   behavior_type make_behavior() override { return consumer_impl(this); }

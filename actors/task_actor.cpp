@@ -8,6 +8,7 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
+#include "actors/home_scheduled.hpp"
 #include "actors/local_sender.hpp"
 #include "actors/log.hpp"
 #include "actors/metrics.hpp"
@@ -713,12 +714,26 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
   };
 }
 
+// The task actor. A consumer of this process (an in-process read) sends to it from another
+// actor system: HomeScheduled keeps a scheduled task (detached_tasks off) on its own system.
+class TaskActor : public HomeScheduled<caf::stateful_actor<task_state, task_full_actor::base>> {
+public:
+  using super = HomeScheduled<caf::stateful_actor<task_state, task_full_actor::base>>;
+
+  TaskActor(caf::actor_config& cfg, TaskStart start) : super(cfg), start_(std::move(start)) {}
+
+  behavior_type make_behavior() override { return task_impl(this, std::move(start_)); }
+
+private:
+  TaskStart start_;
+};
+
 } // namespace
 
 msg::task_actor spawn_task(caf::local_actor* parent, TaskStart start, bool detached) {
   if (detached)
-    return parent->spawn<caf::detached + caf::linked>(task_impl, std::move(start));
-  return parent->spawn<caf::linked>(task_impl, std::move(start));
+    return parent->spawn<TaskActor, caf::detached + caf::linked>(std::move(start));
+  return parent->spawn<TaskActor, caf::linked>(std::move(start));
 }
 
 } // namespace conveyor::actors
