@@ -78,7 +78,12 @@ int run_sim(const std::vector<std::string>& args) {
      "coordinated reads: the C consumers read with num_consumers N (= C) and indices 0..N-1, each "
      "stopping after --take rounds; the dataset is infinite and expands x to x*N..x*N+N-1, e.g. "
      "'range(1000).flat_map(group_fn(n=N)).repeat()'")
-    ("take", po::value<int64_t>()->value_name("R"), "coordinated reads: rounds per consumer")
+    ("take", po::value<int64_t>()->value_name("R"),
+     "coordinated reads: rounds per consumer; cross-trainer cache reads: elements per consumer")
+    ("cross-trainer-cache", po::bool_switch(),
+     "the C consumers read a shared job through the workers' cross-trainer cache as trainers "
+     "trainer-0..trainer-C-1, each stopping after --take elements; the dataset is infinite, e.g. "
+     "'range(1000000).repeat()'")
     ("late-workers", po::value<int>()->default_value(0)->value_name("L"),
      "the last L workers start at a time drawn from the seed (they join the running job)")
     ("latency-us", po::value<int64_t>()->value_name("US"), "one-way link latency (default: drawn)")
@@ -139,6 +144,11 @@ int run_sim(const std::vector<std::string>& args) {
   if (vm.count("num-consumers")) {
     cfg.options.num_consumers = vm["num-consumers"].as<int64_t>();
     cfg.options.consumer_index = 0; // each consumer reads its own index
+    if (!cfg.options.job_name)
+      cfg.options.job_name = "sim";
+  }
+  if (vm["cross-trainer-cache"].as<bool>()) {
+    cfg.options.cross_trainer_cache = CrossTrainerCacheOptions{"trainer-0"}; // per consumer
     if (!cfg.options.job_name)
       cfg.options.job_name = "sim";
   }

@@ -154,7 +154,7 @@ private:
 };
 
 void RecordingSink::push(std::vector<Element>&& elements, const msg::stream_stats& stats) {
-  if (cancelled) // coordinated reads: the trainer stopped after `take` rounds
+  if (cancelled) // coordinated / cache reads: the trainer stopped after `take` elements
     return;
   // The consumer pushes one task's batch at a time: its worker is the one whose count grew.
   std::string source = "?";
@@ -178,7 +178,7 @@ void RecordingSink::push(std::vector<Element>&& elements, const msg::stream_stat
   pushed += n;
   stream.max_unacked = std::max(stream.max_unacked, pushed - acked);
   run_.on_push(index_, n);
-  // Coordinated reads: the trainer stops after `take` rounds (the dataset is infinite).
+  // Coordinated / cache reads: the trainer stops after `take` elements (the dataset is infinite).
   if (take > 0 && static_cast<int64_t>(stream.elements.size()) >= take && !cancelled) {
     stream.elements.resize(static_cast<std::size_t>(take));
     stream.sources.resize(static_cast<std::size_t>(take));
@@ -305,6 +305,8 @@ void ClusterRun::start_consumer(int index) {
   start.definition = to_binary(dataset_);
   if (o.num_consumers)
     start.consumer_index = index; // coordinated reads: consumer i reads index i
+  if (o.cross_trainer_cache)
+    start.trainer_id = "trainer-" + std::to_string(index); // each consumer its own trainer
   if (!o.job_name && cfg_.consumers > 1)
     start.job_request.job_name = std::string{"sim"};
   sinks_[static_cast<std::size_t>(index)]->consumer =
@@ -429,7 +431,7 @@ SimResult ClusterRun::run() {
   LogCapture capture{world_};
   expected_ = static_cast<int64_t>(ref_.elements.size()) *
               (cfg_.options.policy == ShardingPolicy::off ? cfg_.workers : 1);
-  if (cfg_.options.num_consumers) // coordinated reads: every consumer reads `take` rounds
+  if (cfg_.take > 0) // coordinated / cache reads: every consumer reads `take` elements
     expected_ = cfg_.take * cfg_.consumers;
 
   // Nodes: the dispatcher, then the workers, then the consumers (slots in that order).
@@ -443,7 +445,7 @@ SimResult ClusterRun::run() {
     slots_[name] = world_.add_node(name);
     sinks_.push_back(std::make_shared<RecordingSink>(*this, i));
     sinks_.back()->stream.consumer = name;
-    sinks_.back()->take = cfg_.options.num_consumers ? cfg_.take : -1;
+    sinks_.back()->take = cfg_.take; // -1 unless coordinated or cache reads
   }
   // DYNAMIC: every split that reaches a task, as the job's answers cross the network.
   std::map<std::pair<int64_t, int64_t>, int64_t> splits;
@@ -498,10 +500,11 @@ SimResult ClusterRun::run() {
   }
   obs.faults = any_fault_;
   obs.credits = derived_.credits;
-  if (cfg_.options.num_consumers) {
+  if (cfg_.options.num_consumers)
     obs.coordinated = *cfg_.options.num_consumers;
-    obs.take = cfg_.take;
-  }
+  obs.take = cfg_.take;
+  obs.cross_trainer_cache = cfg_.options.cross_trainer_cache.has_value();
+  obs.cache_evicts = derived_.task_limits.cross_trainer_cache_bytes < (int64_t{1} << 30);
   obs.violations = world_.violations();
   obs.time_limit = format_time(cfg_.time_limit);
   if (live_workers == 0)

@@ -71,7 +71,10 @@ std::string DerivedConfig::describe() const {
          std::to_string(consumer_step.count()) + "us" +
          (task_limits.bulk_min_bytes <= 1 ? ", every element on the bulk path" : "") +
          ", fsync " + std::to_string(fsync_latency.count()) + "us" +
-         (compact_after > 0 ? ", snapshot every " + std::to_string(compact_after) + " records" : "");
+         (compact_after > 0 ? ", snapshot every " + std::to_string(compact_after) + " records" : "") +
+         (task_limits.cross_trainer_cache_bytes < (int64_t{1} << 30)
+            ? ", cross-trainer cache " + std::to_string(task_limits.cross_trainer_cache_bytes) + " bytes"
+            : "");
 }
 
 DerivedConfig derive_config(const SimConfig& cfg, const FaultSpec& spec) {
@@ -93,6 +96,10 @@ DerivedConfig derive_config(const SimConfig& cfg, const FaultSpec& spec) {
     rng, {microseconds{0}, microseconds{200}, microseconds{2000}}));
   for (int i = 0; i < cfg.consumers; ++i)
     d.consumer_start.push_back(microseconds{rng.between(0, 20000)});
+  if (cfg.options.cross_trainer_cache) { // its own stream: the other choices stay per seed
+    Rng cache_rng{cfg.seed ^ 0xcac4ecac4ecac4eull};
+    d.task_limits.cross_trainer_cache_bytes = pick<int64_t>(cache_rng, {8 * 8, 32 * 8, int64_t{1} << 30});
+  }
   Rng fault_rng = rng.fork(7);
   Rng disk_rng = rng.fork(11);
   d.fsync_latency = pick<microseconds>(disk_rng, {microseconds{50}, microseconds{500}, microseconds{4000}});
@@ -139,8 +146,13 @@ Status validate_config(const SimConfig& config, const FaultSpec& spec) {
     if (config.take <= 0)
       return invalid_argument("coordinated reads in the simulator need `take` (rounds per consumer) "
                               "> 0: the dataset is infinite");
+  } else if (config.options.cross_trainer_cache) {
+    if (config.take <= 0)
+      return invalid_argument("cross-trainer cache reads in the simulator need `take` (elements "
+                              "per consumer) > 0: the dataset is infinite");
   } else if (config.take != -1) {
-    return invalid_argument("`take` is for coordinated reads (`num_consumers`) only");
+    return invalid_argument("`take` is for coordinated reads (`num_consumers`) and cross-trainer "
+                            "cache reads only");
   }
   if (config.late_workers < 0 || config.late_workers >= config.workers)
     return invalid_argument("`late_workers` must be in [0, workers), got " +

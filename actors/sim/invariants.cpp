@@ -217,40 +217,51 @@ namespace {
 // Coordinated reads: a stream stops after `take` rounds (the harness cancels it); round r of every
 // consumer comes from one group [x*N, x*N + N): stream i's element r is stream 0's plus i. A
 // stream that failed (only with faults: a lost worker fails the job loudly) holds a prefix.
-std::vector<std::string> check_coordinated(const Observation& o) {
-  std::vector<std::string> out;
+std::optional<int64_t> scalar_value(const Element& e) {
+  if (e.components.size() != 1 || e.components[0].num_elements() != 1)
+    return std::nullopt;
+  return e.components[0].as_int64();
+}
+
+// Reads that stop after `take` elements (coordinated rounds, cache trainers): each stream
+// reached `take` or failed with an error, within the time limit and its credits; `what` names
+// the read in messages ("coordinated stream", "rounds").
+void check_taken_streams(const Observation& o, const std::string& what, const std::string& unit,
+                         std::vector<std::string>& out) {
   for (const auto& v : o.violations)
     out.push_back("simulator: " + v);
   for (const auto& l : o.leaks)
     out.push_back("leak: " + l);
-  const auto n = o.coordinated;
-  std::size_t rounds = std::numeric_limits<std::size_t>::max();
   for (const auto& s : o.streams) {
     const auto got = static_cast<int64_t>(s.elements.size());
     if (!s.ended && !s.crashed)
-      out.push_back("liveness: " + s.consumer + "'s coordinated stream neither reached " +
-                    std::to_string(o.take) + " rounds nor failed within " + o.time_limit + " (" +
-                    std::to_string(got) + " received)");
+      out.push_back("liveness: " + s.consumer + "'s " + what + " neither reached " +
+                    std::to_string(o.take) + " " + unit + " nor failed within " + o.time_limit +
+                    " (" + std::to_string(got) + " received)");
     else if (s.ended && got < o.take && !o.faults)
-      out.push_back(s.consumer + "'s coordinated stream ended after " + std::to_string(got) +
-                    " of " + std::to_string(o.take) + " rounds although no fault happened: " +
+      out.push_back(s.consumer + "'s " + what + " ended after " + std::to_string(got) + " of " +
+                    std::to_string(o.take) + " " + unit + " although no fault happened: " +
                     s.status.to_string());
     else if (s.ended && got < o.take && s.status.ok())
-      out.push_back(s.consumer + "'s coordinated stream ended OK after " + std::to_string(got) +
-                    " of " + std::to_string(o.take) + " rounds (a loss must be an error)");
+      out.push_back(s.consumer + "'s " + what + " ended OK after " + std::to_string(got) +
+                    " of " + std::to_string(o.take) + " " + unit + " (a loss must be an error)");
     if (s.max_unacked > o.credits)
       out.push_back("consumer memory: " + s.consumer + " held " + std::to_string(s.max_unacked) +
                     " delivered but untaken element(s), more than its " +
                     std::to_string(o.credits) + " credit(s)");
-    rounds = std::min(rounds, s.elements.size());
   }
+}
+
+std::vector<std::string> check_coordinated(const Observation& o) {
+  std::vector<std::string> out;
+  check_taken_streams(o, "coordinated stream", "rounds", out);
+  const auto n = o.coordinated;
+  std::size_t rounds = std::numeric_limits<std::size_t>::max();
+  for (const auto& s : o.streams)
+    rounds = std::min(rounds, s.elements.size());
   if (static_cast<int64_t>(o.streams.size()) != n || o.streams.empty())
     return out;
-  auto value = [](const Element& e) -> std::optional<int64_t> {
-    if (e.components.size() != 1 || e.components[0].num_elements() != 1)
-      return std::nullopt;
-    return e.components[0].as_int64();
-  };
+  const auto value = scalar_value;
   for (std::size_t r = 0; r < rounds; ++r) {
     auto first = value(o.streams[0].elements[r]);
     bool ok = first && *first % n == 0;
@@ -273,11 +284,44 @@ std::vector<std::string> check_coordinated(const Observation& o) {
   return out;
 }
 
+// Each trainer reads every task's output sequence (range(...).repeat(): 0, 1, 2, ... from the
+// start of the task's cache) in order: strictly increasing per task; without evictions, the
+// whole sequence from 0 with no gap. A plain shared job would split each task's sequence among
+// the readers instead; a cache that served one trainer's elements to another out of turn, or
+// twice, breaks the order.
+std::vector<std::string> check_cross_trainer_cache(const Observation& o) {
+  std::vector<std::string> out;
+  check_taken_streams(o, "cache trainer's stream", "elements", out);
+  for (const auto& s : o.streams) {
+    std::map<std::string, int64_t> last; // per task: the last value read
+    for (std::size_t i = 0; i < s.elements.size(); ++i) {
+      const auto v = scalar_value(s.elements[i]);
+      const auto& source = s.sources[i];
+      auto at = last.find(source);
+      const int64_t expected = at == last.end() ? 0 : at->second + 1;
+      const bool fine = v && (o.cache_evicts ? (at == last.end() || *v > at->second) : *v == expected);
+      if (!fine) {
+        out.push_back(s.consumer + " read " + (v ? std::to_string(*v) : std::string{"a non-scalar"}) +
+                      " from " + source + " after " +
+                      (at == last.end() ? std::string{"nothing"} : std::to_string(at->second)) +
+                      (o.cache_evicts ? ": a trainer reads each task's sequence in order"
+                                      : ": with nothing evicted a trainer reads each task's whole "
+                                        "sequence, expected " + std::to_string(expected)));
+        break;
+      }
+      last[source] = *v;
+    }
+  }
+  return out;
+}
+
 } // namespace
 
 std::vector<std::string> check_invariants(const Observation& o) {
   if (o.coordinated > 0)
     return check_coordinated(o);
+  if (o.cross_trainer_cache)
+    return check_cross_trainer_cache(o);
   std::vector<std::string> out;
   for (const auto& v : o.violations)
     out.push_back("simulator: " + v);

@@ -12,6 +12,9 @@
 //            Other split-transparent pipelines: an OK stream holds every element at least as
 //            often as the dataset (at-least-once), exactly as often without faults. Splits:
 //            without faults each handed out exactly once; an OK run every split at least once.
+//   cache    cross-trainer cache reads (each stream a trainer that stops after `take`): per
+//            task, every trainer reads the task's sequence in order; with nothing evicted,
+//            the whole of it from the start.
 //   always   every stream ended before the time limit; without faults, with OK; consumer
 //            memory (elements delivered but not yet taken) within the credits; no job, task or
 //            consumer actor left once the job ended; nothing the network could not carry.
@@ -66,6 +69,11 @@ struct Observation {
   // (cancelled by the harness); round r of every stream must be one group of consecutive ints.
   int64_t coordinated = 0;
   int64_t take = 0;
+  // Cross-trainer cache reads: each stream (a trainer of its own) stops after `take` elements;
+  // per task, a trainer reads the task's output in order, the whole of it unless the cache
+  // window could evict (cache_evicts: then a trainer that fell behind skips ahead).
+  bool cross_trainer_cache = false;
+  bool cache_evicts = false;
 };
 
 std::vector<std::string> check_invariants(const Observation& o);

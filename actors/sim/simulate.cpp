@@ -91,10 +91,24 @@ std::string replay_command(const Dataset& dataset, const SimConfig& config) {
   if (config.options.num_consumers)
     cmd += " --num-consumers " + std::to_string(*config.options.num_consumers) + " --take " +
            std::to_string(config.take);
+  if (config.options.cross_trainer_cache)
+    cmd += " --cross-trainer-cache --take " + std::to_string(config.take);
   if (config.late_workers > 0)
     cmd += " --late-workers " + std::to_string(config.late_workers);
   return cmd + " --trace";
 }
+
+namespace {
+
+// The dataset run locally, which the invariants compare the streams with; none for reads that
+// stop after `take` elements of an infinite dataset (coordinated rounds, cache trainers).
+Expected<sim::Reference> reference_for(const Dataset& dataset, const SimConfig& config) {
+  if (config.options.num_consumers || config.options.cross_trainer_cache)
+    return sim::Reference{};
+  return sim::make_reference(dataset);
+}
+
+} // namespace
 
 Expected<SimResult> simulate(const Dataset& dataset, const SimConfig& config) {
   auto spec = parse_faults(config.random_faults);
@@ -102,8 +116,7 @@ Expected<SimResult> simulate(const Dataset& dataset, const SimConfig& config) {
     return spec.status();
   CONVEYOR_RETURN_IF_ERROR(sim::validate_config(config, *spec));
   CONVEYOR_RETURN_IF_ERROR(dataset.validate());
-  auto reference = config.options.num_consumers ? Expected<sim::Reference>{sim::Reference{}}
-                                                : sim::make_reference(dataset);
+  auto reference = reference_for(dataset, config);
   if (!reference.ok())
     return reference.status();
   return sim::run_cluster(dataset, config, *reference, *spec);
@@ -119,9 +132,7 @@ Expected<SweepResult> sweep(const Dataset& dataset, SimConfig config, uint64_t f
     return spec.status();
   CONVEYOR_RETURN_IF_ERROR(sim::validate_config(config, *spec));
   CONVEYOR_RETURN_IF_ERROR(dataset.validate());
-  auto reference = config.options.num_consumers // once for every seed; none for coordinated reads
-                     ? Expected<sim::Reference>{sim::Reference{}}
-                     : sim::make_reference(dataset);
+  auto reference = reference_for(dataset, config); // once for every seed
   if (!reference.ok())
     return reference.status();
   auto start = std::chrono::steady_clock::now();

@@ -125,6 +125,11 @@ struct SimConfig {
   // reads with consumer_index i and stops after `take` rounds; the dataset must be infinite.
   // The invariants then check that the rounds line up (round r of every consumer is one group
   // of num_consumers consecutive integers, as `flat_map(group_fn(n=N))` makes them).
+  // Cross-trainer cache reads (options.cross_trainer_cache set, its trainer id ignored):
+  // consumer i reads as trainer "trainer-<i>" and stops after `take` elements; the dataset
+  // must be infinite. The workers' cache window is drawn from the seed (a few elements, so
+  // slow trainers fall behind it, or large enough never to evict). The invariants check that
+  // every trainer reads each task's output sequence in order, whole when nothing was evicted.
   int64_t take = -1;
   // The last `late_workers` workers start at a time drawn from the seed (0 .. 30 ms), so they
   // join a running job.

@@ -203,3 +203,29 @@ TEST_CASE("the seeded generator is the same everywhere and unbiased enough") {
   CHECK(r.between(5, 5) == 5);
   CHECK(conveyor::sim::format_time(1500us) == "0.001500s");
 }
+
+TEST_CASE("cross-trainer cache: each trainer reads each task's sequence in order, whole without evictions") {
+  auto o = observe(ShardingPolicy::off, 2, 0);
+  o.cross_trainer_cache = true;
+  o.take = 5;
+  o.streams.push_back(stream({0, 0, 1, 2, 1}, {"w0", "w1", "w0", "w0", "w1"}));
+  CHECK(check_invariants(o).empty());
+  // A gap (what a plain shared job gives: the task's sequence split among its readers).
+  o.streams[0] = stream({0, 0, 2, 3, 1}, {"w0", "w1", "w0", "w0", "w1"});
+  auto f = check_invariants(o);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0] == "consumer-0 read 2 from w0 after 0: with nothing evicted a trainer reads each "
+                "task's whole sequence, expected 1");
+  // With a window that evicts, a trainer behind it may skip ahead, never go back.
+  o.cache_evicts = true;
+  CHECK(check_invariants(o).empty());
+  o.streams[0] = stream({0, 0, 2, 2, 1}, {"w0", "w1", "w0", "w0", "w1"});
+  f = check_invariants(o);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0] == "consumer-0 read 2 from w0 after 2: a trainer reads each task's sequence in order");
+  // Short without a fault is a failure, as for coordinated reads.
+  o.streams[0] = stream({0, 1}, {"w0", "w0"});
+  f = check_invariants(o);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0].find("ended after 2 of 5 elements although no fault happened") != std::string::npos);
+}
