@@ -156,14 +156,19 @@ msg::task_list current_list(job_state& st) {
 }
 
 // Coordinated reads: tasks that just got their end round learn how many rounds they serve.
+// A task whose worker has not registered again since a dispatcher restart learns it once the
+// worker is back (add_task with its handle); a task lost meanwhile needs it no more.
 void send_round_ends(self_ptr self) {
   auto& st = self->state;
   if (!st.rounds)
     return;
   for (const auto& [task, rounds] : st.rounds->take_ended()) {
     auto w = st.workers.find(task);
-    if (w == st.workers.end())
-      continue; // lost meanwhile
+    if (w == st.workers.end()) {
+      if (st.core().task(task) != nullptr)
+        st.rounds->end_later(task, rounds);
+      continue;
+    }
     log::info(kLog, st.label() + ": task " + std::to_string(task) + " serves its last round at " +
                       std::to_string(st.rounds->end_round(task) - 1) + " (" +
                       std::to_string(rounds) + " round(s) in all); its worker drains");
@@ -609,8 +614,10 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
       // Without a handle: a task a restarted dispatcher knows from its journal, whose worker
       // has not registered again; the job counts it (production is not over) until the worker
       // comes back (add_task again, with its handle) or is removed (remove_task).
-      if (add.handle && task && !task->assigned && !st.workers.count(add.task))
+      if (add.handle && task && !task->assigned && !st.workers.count(add.task)) {
         assign(self, add);
+        send_round_ends(self); // after assign_task: the worker sees them in that order
+      }
       if (added)
         changed(self, v);
     },

@@ -793,6 +793,10 @@ std::vector<std::pair<msg::task_id_t, int64_t>> RoundRobinJob::take_ended() {
   return std::exchange(ended_, {});
 }
 
+void RoundRobinJob::end_later(msg::task_id_t task, int64_t rounds) {
+  ended_.emplace_back(task, rounds);
+}
+
 std::vector<RoundRobinJob::Span> RoundRobinJob::retired() const {
   std::vector<Span> out;
   for (auto task : gone_) {

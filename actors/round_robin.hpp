@@ -418,6 +418,9 @@ public:
   // Tasks given an end round since the last call, with how many local rounds they serve in all
   // (the job tells each its count: it is drained once every consumer took them).
   std::vector<std::pair<msg::task_id_t, int64_t>> take_ended();
+  // An ended task whose worker the job cannot reach yet (a restarted dispatcher's task whose
+  // worker has not registered again): handed out by the next take_ended() again.
+  void end_later(msg::task_id_t task, int64_t rounds);
   using Span = RoundSpan; // lost(): end_round -1 = not known yet
   // Retired tasks that are gone, for the consumers' schedules.
   std::vector<Span> retired() const;

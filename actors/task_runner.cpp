@@ -165,11 +165,10 @@ void TaskRunner::add_origin(std::vector<msg::origin_run>& runs, const Item& item
 uint64_t TaskRunner::register_batch(msg::consumer_id_t consumer,
                                     const std::vector<msg::origin_run>& origins) {
   auto seq = next_batch_seq_++;
-  if (feed_) { // DYNAMIC: the batch counts for its splits once the consumer acknowledges it
-    auto& runs = unacked_[consumer][seq];
-    for (const auto& o : origins)
-      runs.emplace_back(Key{o.epoch, o.index}, o.count);
-  }
+  // Until the consumer acknowledges it. DYNAMIC: then the batch counts for its splits.
+  auto& runs = unacked_[consumer][seq];
+  for (const auto& o : origins)
+    runs.emplace_back(Key{o.epoch, o.index}, o.count);
   return seq;
 }
 

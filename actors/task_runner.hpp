@@ -121,13 +121,15 @@ public:
   SplitFeed* split_feed() { return feed_.get(); }
   bool per_split() const { return per_split_; }
 
-  // DYNAMIC delivery tracking.
+  // Delivery tracking: every batch until its consumer acknowledges it (DYNAMIC: its splits
+  // finish then; OFF and DYNAMIC: a draining worker waits for it, see all_acknowledged).
   void ack(msg::consumer_id_t consumer, const std::vector<uint64_t>& batch_seqs);
   // The consumer reconnected: its unacknowledged batches may be lost.
   void consumer_reconnected(msg::consumer_id_t consumer);
   std::vector<std::pair<int64_t, int64_t>> take_finished();
   std::vector<Split> take_lost();
-  // Nothing produced is waiting: buffer empty and every batch acknowledged.
+  // Nothing produced is waiting: buffer empty and every batch acknowledged (a batch taken but
+  // not yet received would be lost with the worker: a drain waits for this).
   bool all_acknowledged() const;
   // Whether `consumer` holds batches numbered `from_seq` or later that it did not acknowledge.
   bool awaits_ack(msg::consumer_id_t consumer, uint64_t from_seq = 0) const;
@@ -209,7 +211,7 @@ private:
   bool per_split_ = false;
   std::deque<Item> buffer_;
   std::map<Key, SplitState> splits_;
-  // Unacknowledged batches per consumer: batch_seq -> (split, elements) runs.
+  // Unacknowledged batches per consumer: batch_seq -> (split, elements) runs (none in OFF).
   std::map<msg::consumer_id_t, std::map<uint64_t, std::vector<std::pair<Key, int64_t>>>> unacked_;
   std::vector<Key> finished_;
   std::set<msg::consumer_id_t> gone_; // left the job: its late requests get nothing

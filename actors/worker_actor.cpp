@@ -363,17 +363,19 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
                                                           std::to_string(req.def.task) + ")");
             !admitted.ok())
           return msg::to_error(admitted);
-        if (st.draining)
-          return msg::make_error(ErrorCode::unavailable,
-                                 "worker " + st.address + " is draining; it takes no new task");
         auto id = req.def.task;
-        st.claimed.insert(id);
         if (auto t = st.tasks.find(id); t != st.tasks.end()) {
           // Assigned again (by a restarted dispatcher's job): the running task re-attaches to
-          // the job actor in the definition.
+          // the job actor in the definition, also while the worker drains (its consumers still
+          // read it, and the restored job must know it).
+          st.claimed.insert(id);
           caf::anon_send(caf::actor_cast<caf::actor>(t->second), std::move(req));
           return msg::task_assigned{id, t->second};
         }
+        if (st.draining)
+          return msg::make_error(ErrorCode::unavailable,
+                                 "worker " + st.address + " is draining; it takes no new task");
+        st.claimed.insert(id);
         TaskStart ts;
         ts.def = std::move(req.def);
         ts.limits = st.start.task_limits;
