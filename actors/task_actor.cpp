@@ -559,9 +559,10 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
       if (st0.runner && st0.runner->gone(req.consumer))
         return msg::make_error(ErrorCode::failed_precondition,
                                "consumer " + std::to_string(req.consumer) + " left the job");
-      if (st0.runner && st0.runner->split_feed()) {
+      if (st0.runner) {
         // Acks first: what the consumer did receive is safe even when it says that something
-        // may have been lost since (a failed request, a new connection).
+        // may have been lost since (a failed request, a new connection). OFF too: a draining
+        // worker waits for them.
         if (!req.acks.empty())
           st0.runner->ack(req.consumer, req.acks);
         if (req.reconnected) {
@@ -577,8 +578,10 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
             }
           }
         }
-        report_splits(self);
-        report_done(self); // the last acknowledgements may complete it
+        if (st0.runner->split_feed()) {
+          report_splits(self);
+          report_done(self); // the last acknowledgements may complete it
+        }
       }
       serve_held(self); // answers expired holds first
       std::optional<msg::element_batch> batch;
@@ -633,7 +636,9 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
       auto& st = self->state;
       if (!admit(self, left.auth_token, "leave_job").ok())
         return;
-      if (st.runner && st.runner->split_feed()) {
+      // What it did not acknowledge is its loss (DYNAMIC: no split waits for it; a draining
+      // worker does not wait for its acknowledgements).
+      if (st.runner && !st.rounds) {
         st.runner->consumer_gone(left.consumer);
         after_step(self); // answers its held requests (with an error)
       }

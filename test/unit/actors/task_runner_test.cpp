@@ -48,6 +48,25 @@ TEST_CASE("OFF: the whole dataset in batches, then end_of_sequence") {
   CHECK(end->num_chunks == 0);
 }
 
+TEST_CASE("OFF: a batch counts as delivered once its consumer acknowledges it (what a drain waits for)") {
+  TaskRunner r{ShardingPolicy::off, Compression::none};
+  REQUIRE(r.start(Dataset::range(5), nullptr).ok());
+  CHECK(r.produce() == TaskRunner::Step::ended);
+  auto a = r.take(1, 3, 1 << 20);
+  auto b = r.take(2, 100, 1 << 20);
+  REQUIRE(a);
+  REQUIRE(b);
+  // The buffer is empty, but both batches may still be on the way.
+  CHECK(r.buffered_elements() == 0);
+  CHECK_FALSE(r.all_acknowledged());
+  r.ack(1, {a->batch_seq});
+  CHECK_FALSE(r.all_acknowledged());
+  r.consumer_gone(2); // what a consumer that left did not acknowledge is its own loss
+  CHECK(r.all_acknowledged());
+  // Acknowledged batches are forgotten: nothing grows with a long OFF read.
+  CHECK_FALSE(r.awaits_ack(1));
+}
+
 TEST_CASE("the buffer is bounded and a step is bounded") {
   TaskLimits limits;
   limits.buffer_elements = 10;
