@@ -636,11 +636,14 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
       auto& st = self->state;
       if (!admit(self, left.auth_token, "leave_job").ok())
         return;
-      // What it did not acknowledge is its loss (DYNAMIC: no split waits for it; a draining
-      // worker does not wait for its acknowledgements).
-      if (st.runner && !st.rounds) {
+      // What it did not acknowledge is its loss: no split waits for it (DYNAMIC; the task then
+      // serves it no more), no drain waits for its acknowledgements (OFF, which serves a
+      // consumer the job dropped as before).
+      if (st.runner && st.runner->split_feed()) {
         st.runner->consumer_gone(left.consumer);
         after_step(self); // answers its held requests (with an error)
+      } else if (st.runner && !st.rounds) {
+        st.runner->forget_unacknowledged(left.consumer);
       }
       for (auto it = st.round_reader.begin(); st.rounds && it != st.round_reader.end(); ++it)
         if (it->second == left.consumer) { // (not a new process of the index that rejoined)

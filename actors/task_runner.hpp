@@ -136,6 +136,8 @@ public:
   uint64_t next_batch_seq() const { return next_batch_seq_; }
   // The consumer left the job: what it did not acknowledge is its loss, not the job's.
   void consumer_gone(msg::consumer_id_t consumer);
+  // OFF: nothing waits for the acknowledgements of a consumer that left (it is still served).
+  void forget_unacknowledged(msg::consumer_id_t consumer) { unacked_.erase(consumer); }
   bool gone(msg::consumer_id_t consumer) const { return gone_.count(consumer) > 0; }
 
   bool ended() const { return ended_; }            // the pipeline reached its end

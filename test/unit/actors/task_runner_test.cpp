@@ -61,7 +61,7 @@ TEST_CASE("OFF: a batch counts as delivered once its consumer acknowledges it (w
   CHECK_FALSE(r.all_acknowledged());
   r.ack(1, {a->batch_seq});
   CHECK_FALSE(r.all_acknowledged());
-  r.consumer_gone(2); // what a consumer that left did not acknowledge is its own loss
+  r.forget_unacknowledged(2); // a consumer that left: nothing waits for its acknowledgements
   CHECK(r.all_acknowledged());
   // Acknowledged batches are forgotten: nothing grows with a long OFF read.
   CHECK_FALSE(r.awaits_ack(1));
