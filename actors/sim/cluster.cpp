@@ -504,7 +504,7 @@ SimResult ClusterRun::run() {
     obs.coordinated = *cfg_.options.num_consumers;
   obs.take = cfg_.take;
   obs.cross_trainer_cache = cfg_.options.cross_trainer_cache.has_value();
-  obs.cache_evicts = derived_.task_limits.cross_trainer_cache_bytes < (int64_t{1} << 30);
+  obs.cache_evicts = derived_.cache_evicts();
   obs.violations = world_.violations();
   obs.time_limit = format_time(cfg_.time_limit);
   if (live_workers == 0)

@@ -72,9 +72,9 @@ std::string DerivedConfig::describe() const {
          (task_limits.bulk_min_bytes <= 1 ? ", every element on the bulk path" : "") +
          ", fsync " + std::to_string(fsync_latency.count()) + "us" +
          (compact_after > 0 ? ", snapshot every " + std::to_string(compact_after) + " records" : "") +
-         (task_limits.cross_trainer_cache_bytes < (int64_t{1} << 30)
-            ? ", cross-trainer cache " + std::to_string(task_limits.cross_trainer_cache_bytes) + " bytes"
-            : "");
+         (cache_evicts() ? ", cross-trainer cache " +
+                             std::to_string(task_limits.cross_trainer_cache_bytes) + " bytes"
+                         : "");
 }
 
 DerivedConfig derive_config(const SimConfig& cfg, const FaultSpec& spec) {
@@ -98,7 +98,8 @@ DerivedConfig derive_config(const SimConfig& cfg, const FaultSpec& spec) {
     d.consumer_start.push_back(microseconds{rng.between(0, 20000)});
   if (cfg.options.cross_trainer_cache) { // its own stream: the other choices stay per seed
     Rng cache_rng{cfg.seed ^ 0xcac4ecac4ecac4eull};
-    d.task_limits.cross_trainer_cache_bytes = pick<int64_t>(cache_rng, {8 * 8, 32 * 8, int64_t{1} << 30});
+    const int64_t never_evicts = d.task_limits.cross_trainer_cache_bytes; // the default
+    d.task_limits.cross_trainer_cache_bytes = pick<int64_t>(cache_rng, {8 * 8, 32 * 8, never_evicts});
   }
   Rng fault_rng = rng.fork(7);
   Rng disk_rng = rng.fork(11);

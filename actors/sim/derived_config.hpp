@@ -30,6 +30,11 @@ struct DerivedConfig {
 
   // "latency 1338us, jitter 880us, credits 4096, split size 2, ..."
   std::string describe() const;
+  // Cross-trainer cache reads: whether the seed drew a window small enough to evict (else the
+  // workers' default, which no simulated run fills).
+  bool cache_evicts() const {
+    return task_limits.cross_trainer_cache_bytes < actors::TaskLimits{}.cross_trainer_cache_bytes;
+  }
 };
 
 

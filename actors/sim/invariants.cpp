@@ -214,9 +214,7 @@ void check_off(const Observation& o, std::vector<std::string>& out) {
 
 namespace {
 
-// Coordinated reads: a stream stops after `take` rounds (the harness cancels it); round r of every
-// consumer comes from one group [x*N, x*N + N): stream i's element r is stream 0's plus i. A
-// stream that failed (only with faults: a lost worker fails the job loudly) holds a prefix.
+// The element's value when it is one int64 scalar (the datasets these checks are used with).
 std::optional<int64_t> scalar_value(const Element& e) {
   if (e.components.size() != 1 || e.components[0].num_elements() != 1)
     return std::nullopt;
@@ -224,8 +222,8 @@ std::optional<int64_t> scalar_value(const Element& e) {
 }
 
 // Reads that stop after `take` elements (coordinated rounds, cache trainers): each stream
-// reached `take` or failed with an error, within the time limit and its credits; `what` names
-// the read in messages ("coordinated stream", "rounds").
+// reached `take` or failed with an error, within the time limit and its credits; `what` and
+// `unit` name the read and what it counts in messages ("coordinated stream", "rounds").
 void check_taken_streams(const Observation& o, const std::string& what, const std::string& unit,
                          std::vector<std::string>& out) {
   for (const auto& v : o.violations)
@@ -252,6 +250,9 @@ void check_taken_streams(const Observation& o, const std::string& what, const st
   }
 }
 
+// Coordinated reads: a stream stops after `take` rounds (the harness cancels it); round r of every
+// consumer comes from one group [x*N, x*N + N): stream i's element r is stream 0's plus i. A
+// stream that failed (only with faults: a lost worker fails the job loudly) holds a prefix.
 std::vector<std::string> check_coordinated(const Observation& o) {
   std::vector<std::string> out;
   check_taken_streams(o, "coordinated stream", "rounds", out);
@@ -261,18 +262,17 @@ std::vector<std::string> check_coordinated(const Observation& o) {
     rounds = std::min(rounds, s.elements.size());
   if (static_cast<int64_t>(o.streams.size()) != n || o.streams.empty())
     return out;
-  const auto value = scalar_value;
   for (std::size_t r = 0; r < rounds; ++r) {
-    auto first = value(o.streams[0].elements[r]);
+    auto first = scalar_value(o.streams[0].elements[r]);
     bool ok = first && *first % n == 0;
     for (std::size_t i = 1; ok && i < o.streams.size(); ++i) {
-      auto v = value(o.streams[i].elements[r]);
+      auto v = scalar_value(o.streams[i].elements[r]);
       ok = v && *v == *first + static_cast<int64_t>(i);
     }
     if (!ok) {
       std::string got;
       for (const auto& s : o.streams) {
-        auto v = value(s.elements[r]);
+        auto v = scalar_value(s.elements[r]);
         got += (got.empty() ? "" : ", ") + (v ? std::to_string(*v) : std::string{"?"});
       }
       out.push_back("coordinated rounds out of step: round " + std::to_string(r) +

@@ -11,15 +11,13 @@
 
 #include "conveyor/sim.hpp"
 #include "pipeline/text_form.hpp"
+#include "test/sim/sweep_support.hpp"
 
 using conveyor::SimConfig;
+using conveyor::sim_test::env_int;
+using conveyor::sim_test::failures_of;
 
 namespace {
-
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
-}
 
 SimConfig coordinated_config(int n) {
   SimConfig cfg;
@@ -41,13 +39,6 @@ conveyor::Dataset groups(int n) {
                                    ")).repeat()");
   REQUIRE(d.ok());
   return *d;
-}
-
-std::string failures_of(const conveyor::SweepResult& s) {
-  std::string out;
-  for (const auto& r : s.failures)
-    out += r.summary() + "\n  replay: " + r.replay_command + "\n";
-  return out;
 }
 
 } // namespace

@@ -13,13 +13,12 @@
 
 #include "conveyor/sim.hpp"
 #include "pipeline/text_form.hpp"
+#include "test/sim/sweep_support.hpp"
+
+using conveyor::sim_test::env_int;
+using conveyor::sim_test::failures_of;
 
 namespace {
-
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
-}
 
 conveyor::SimConfig cache_config() {
   conveyor::SimConfig cfg;
@@ -54,13 +53,10 @@ TEST_CASE("CI sweep: cross-trainer cache - every trainer reads each task's seque
     (gap ? skipped : whole) += 1;
   });
   REQUIRE_MESSAGE(s.ok(), s.status().to_string());
-  std::string failures;
-  for (const auto& f : s->failures)
-    failures += f.summary() + "\n  replay: " + f.replay_command + "\n";
   MESSAGE("cross-trainer cache: " << s->summary() << "; a trainer skipped ahead in " << skipped
                                   << " run(s), every trainer read every task whole in " << whole);
   CHECK(s->runs == runs);
-  CHECK_MESSAGE(s->failed_runs == 0, failures);
+  CHECK_MESSAGE(s->failed_runs == 0, failures_of(*s));
   // Both behaviours are exercised: the slow-trainer skip (the reference's documented one) and
   // the lossless sharing.
   CHECK(skipped > 0);

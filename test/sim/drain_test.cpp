@@ -12,13 +12,12 @@
 
 #include "conveyor/sim.hpp"
 #include "pipeline/text_form.hpp"
+#include "test/sim/sweep_support.hpp"
+
+using conveyor::sim_test::env_int;
+using conveyor::sim_test::failures_of;
 
 namespace {
-
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
-}
 
 void sweep_drains(conveyor::ShardingPolicy policy, const std::string& faults) {
   CAPTURE(faults);
@@ -43,11 +42,8 @@ void sweep_drains(conveyor::ShardingPolicy policy, const std::string& faults) {
       }
   });
   REQUIRE_MESSAGE(s.ok(), s.status().to_string());
-  std::string failures;
-  for (const auto& f : s->failures)
-    failures += f.summary() + "\n  replay: " + f.replay_command + "\n";
   MESSAGE(faults << ": " << s->summary() << "; " << drained << " drain(s) completed");
-  CHECK_MESSAGE(s->failed_runs == 0, failures);
+  CHECK_MESSAGE(s->failed_runs == 0, failures_of(*s));
   CHECK(short_reads == 0);
   CHECK(drained > runs / 2);
 }

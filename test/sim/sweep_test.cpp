@@ -9,17 +9,15 @@
 #include <string>
 
 #include "conveyor/sim.hpp"
+#include "test/sim/sweep_support.hpp"
 
 using conveyor::Dataset;
 using conveyor::ShardingPolicy;
 using conveyor::SimConfig;
+using conveyor::sim_test::env_int;
+using conveyor::sim_test::failures_of;
 
 namespace {
-
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
-}
 
 void sweep_and_check(ShardingPolicy policy, uint64_t first_seed, int runs,
                      const Dataset& dataset = Dataset::range(200)) {
@@ -34,10 +32,7 @@ void sweep_and_check(ShardingPolicy policy, uint64_t first_seed, int runs,
   MESSAGE(line);
   CHECK(s->runs == runs);
   CHECK(s->faults_injected >= runs); // most seeds inject their two faults before the end
-  std::string failures;
-  for (const auto& r : s->failures)
-    failures += r.summary() + "\n  replay: " + r.replay_command + "\n";
-  CHECK_MESSAGE(s->failed_runs == 0, failures);
+  CHECK_MESSAGE(s->failed_runs == 0, failures_of(*s));
 }
 
 } // namespace
