@@ -79,6 +79,29 @@ TEST_CASE("fault: OFF with a worker SIGKILLed mid-read fails loudly (never exit 
     CHECK(reader->describe().find("worker") != std::string::npos);
 }
 
+TEST_CASE("fault: SIGTERM of a worker mid OFF read drains it: each worker's whole epoch arrives") {
+  // OFF: the drained worker delivers the rest of its copy of the dataset, and leaves only once
+  // the reader acknowledged every batch (a batch still on the way would be lost with it).
+  Cluster cluster(2);
+  constexpr int64_t kN = 20000;
+  auto reader = cluster.start_read("range(20000).map(sleep_us(us=100))",
+                                   {"--mode", "off", "--max-outstanding", "64"});
+  REQUIRE_MESSAGE(reader->wait_for_stdout_lines(2000, Millis{30000}), reader->describe());
+  cluster.worker(1).signal(SIGTERM);
+  auto code = reader->wait_exit(Millis{60000});
+  REQUIRE(code.has_value());
+  CHECK_MESSAGE(*code == 0, std::string(reader->describe() + cluster.describe()));
+  auto got = sorted_values(reader->stdout_lines());
+  REQUIRE(static_cast<int64_t>(got.size()) == 2 * kN);
+  int64_t bad = 0; // every value exactly twice: once from each worker
+  for (int64_t i = 0; i < 2 * kN; ++i)
+    if (got[static_cast<std::size_t>(i)] != i / 2)
+      ++bad;
+  CHECK(bad == 0);
+  auto left = cluster.worker(1).wait_exit(Millis{30000});
+  CHECK_MESSAGE(left == std::optional<int>{0}, cluster.describe());
+}
+
 TEST_CASE("fault: a worker SIGKILLed mid DYNAMIC epoch and restarted on a new port takes part again") {
   Cluster cluster(2);
   constexpr int64_t kN = 20000;
