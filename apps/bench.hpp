@@ -13,4 +13,7 @@ struct Benchmark {
   Benchmark(const char* name, const char* summary, BenchFn fn);
 };
 
+// /proc/loadavg's line: printed beside every figure, since these machines are shared.
+std::string load_average();
+
 } // namespace conveyor::apps

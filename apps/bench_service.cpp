@@ -199,13 +199,6 @@ int64_t proc_status_kb(const char* key) {
   return -1;
 }
 
-std::string load_average() {
-  std::ifstream f("/proc/loadavg");
-  std::string l;
-  std::getline(f, l);
-  return l;
-}
-
 // --- small-dataset latency: range(100) read end to end, and the time to its first element
 struct Latency {
   double first_ms = 0;
@@ -274,6 +267,7 @@ struct BenchFlags {
   int64_t coordinated = 0;
   int64_t reps = 3;
   std::string auth_token; // every node's admission token (empty = none)
+  NetworkConfig network;  // every node's and consumer's scheduler threads (--scheduler-threads)
 };
 
 // The data each worker serves. Producing it should cost little, so that the benchmark measures
@@ -337,7 +331,9 @@ ReadRun measure_reads(const std::string& dispatcher, const Dataset& dataset, int
         if (error.empty())
           error = st.to_string();
       };
-      auto client = Client::connect(dispatcher);
+      ClientConfig config;
+      config.network = f.network;
+      auto client = Client::connect(dispatcher, config);
       if (!client.ok())
         return fail(client.status());
       DistributeOptions opts;
@@ -403,12 +399,15 @@ int run_coordinated_bench(const BenchFlags& f) {
               static_cast<long long>(f.coordinated), static_cast<long long>(f.workers),
               static_cast<long long>(f.element_size), f.seconds, static_cast<long long>(f.reps),
               dataset_text.c_str());
-  DispatchServer dispatcher{DispatcherConfig{}};
+  DispatcherConfig dconfig;
+  dconfig.network = f.network;
+  DispatchServer dispatcher{dconfig};
   if (auto st = dispatcher.start(); !st.ok())
     return report_error(kInfo.name, "dispatcher: " + st.to_string(), kExitFailure);
   std::vector<std::unique_ptr<WorkerServer>> workers;
   for (int64_t i = 0; i < f.workers; ++i) {
     WorkerConfig config;
+    config.network = f.network;
     config.dispatcher_address = dispatcher.target();
     workers.push_back(std::make_unique<WorkerServer>(config));
     if (auto st = workers.back()->start(); !st.ok())
@@ -477,12 +476,15 @@ int run_bench_service(const std::vector<std::string>& args) {
        "0 = off")
       ("reps", po::value(&f.reps)->default_value(3)->value_name("R"),
        "--coordinated: alternating repetitions of the two runs");
+  add_scheduler_option(options);
   add_log_level_option(options, "error");
   po::variables_map vm;
   if (auto stop = parse_command_line(kInfo, options, args, vm))
     return *stop;
   const auto bad = [](const Status& st) { return report_status(kInfo.name, st); };
   if (auto st = apply_log_level(vm); !st.ok())
+    return bad(st);
+  if (auto st = apply_scheduler_option(vm, f.network); !st.ok())
     return bad(st);
   if (auto p = vm["metrics-port"].as<int64_t>(); p < -1 || p > 65535)
     return bad(invalid_argument("`--metrics-port` must be -1 (off) or a port in 0..65535, got " +
@@ -746,7 +748,7 @@ int run_bench_service(const std::vector<std::string>& args) {
   return service;
   };
 
-  NetworkConfig plain_network;
+  NetworkConfig plain_network = f.network;
   plain_network.auth_token = f.auth_token;
   auto plain = measure(plain_network, "service");
   if (!plain)
@@ -757,6 +759,7 @@ int run_bench_service(const std::vector<std::string>& args) {
     if (!tls_network.ok())
       return report_status(kInfo.name, tls_network.status());
     tls_network->auth_token = f.auth_token;
+    tls_network->scheduler_threads = f.network.scheduler_threads;
     auto tls = measure(*tls_network, "TLS");
     if (!tls)
       return kExitFailure;

@@ -141,4 +141,32 @@ void stop_children(std::vector<ChildNode>& nodes, milliseconds grace) {
   }
 }
 
+Status start_process_cluster(std::vector<ChildNode>& nodes, int workers, const std::string& role_prefix,
+                             const std::vector<std::string>& dispatcher_flags,
+                             const std::vector<std::string>& worker_flags, const std::string& log_dir) {
+  const std::string exe = self_executable();
+  std::vector<std::string> dispatcher_args{"dispatcher", "--port", "0", "--host", "127.0.0.1"};
+  dispatcher_args.insert(dispatcher_args.end(), dispatcher_flags.begin(), dispatcher_flags.end());
+  auto d = start_child(exe, role_prefix + "dispatcher", dispatcher_args, log_dir);
+  if (!d.ok())
+    return d.status();
+  nodes.push_back(std::move(d).value());
+  const std::size_t first = nodes.size();
+  CONVEYOR_RETURN_IF_ERROR(wait_ready(nodes.back(), "listening on", milliseconds{15000}));
+  const std::string dispatcher_address = nodes.back().address;
+  for (int i = 1; i <= workers; ++i) {
+    std::vector<std::string> worker_args{"worker", "--dispatcher", dispatcher_address, "--port", "0",
+                                         "--host", "127.0.0.1"};
+    worker_args.insert(worker_args.end(), worker_flags.begin(), worker_flags.end());
+    auto w = start_child(exe, role_prefix + "worker-" + std::to_string(i), worker_args, log_dir);
+    if (!w.ok())
+      return w.status();
+    nodes.push_back(std::move(w).value());
+  }
+  // Workers start in parallel and are waited for together.
+  for (std::size_t i = first; i < nodes.size(); ++i)
+    CONVEYOR_RETURN_IF_ERROR(wait_ready(nodes[i], "worker: ready", milliseconds{15000}));
+  return Status::OK();
+}
+
 } // namespace conveyor::apps

@@ -45,4 +45,12 @@ Status wait_ready(ChildNode& node, const std::string& marker, std::chrono::milli
 // exited within `grace`; every node is reaped.
 void stop_children(std::vector<ChildNode>& nodes, std::chrono::milliseconds grace);
 
+// A dispatcher and `workers` workers as children of this binary on 127.0.0.1 with free ports,
+// appended to `nodes` (the dispatcher first, roles PREFIX"dispatcher", PREFIX"worker-1", ...).
+// Returns once every worker says "worker: ready" (the dispatcher registered it), so a job that
+// starts then has all of them. The caller stops the nodes (stop_children), also on failure.
+Status start_process_cluster(std::vector<ChildNode>& nodes, int workers, const std::string& role_prefix,
+                             const std::vector<std::string>& dispatcher_flags,
+                             const std::vector<std::string>& worker_flags, const std::string& log_dir);
+
 } // namespace conveyor::apps

@@ -202,6 +202,21 @@ Status apply_security_options(const po::variables_map& vm, NetworkConfig& networ
   return Status::OK();
 }
 
+void add_scheduler_option(po::options_description& options) {
+  options.add_options()
+      ("scheduler-threads", po::value<int64_t>()->default_value(0)->value_name("N"),
+       "threads of this node's actor scheduler, which handles messages (pipelines have their own "
+       "threads); 0 = one per core");
+}
+
+Status apply_scheduler_option(const po::variables_map& vm, NetworkConfig& network) {
+  const int64_t n = vm["scheduler-threads"].as<int64_t>();
+  if (n < 0 || n > 1024)
+    return invalid_argument("`--scheduler-threads` must be in 0..1024 (0 = one per core), got " + std::to_string(n));
+  network.scheduler_threads = static_cast<std::size_t>(n);
+  return Status::OK();
+}
+
 void add_guard_options(po::options_description& options) {
   GuardConfig d;
   options.add_options()

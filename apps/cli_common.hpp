@@ -74,6 +74,12 @@ void add_security_options(po::options_description& options);
 // Fills `network` from them; invalid_argument naming the flag (files checked with OpenSSL).
 Status apply_security_options(const po::variables_map& vm, NetworkConfig& network);
 
+// `--scheduler-threads N`: the node's CAF scheduler threads (NetworkConfig::scheduler_threads;
+// 0 = CAF's default, one per core). Pipelines run on their own threads, so a many-core machine
+// running several nodes may want fewer than one per core each.
+void add_scheduler_option(po::options_description& options);
+Status apply_scheduler_option(const po::variables_map& vm, NetworkConfig& network);
+
 // `--no-frame-guard`, `--max-frame-bytes`, `--max-connections`, `--idle-timeout` for server
 // nodes (conveyor/server.hpp GuardConfig; on by default from the command line).
 void add_guard_options(po::options_description& options);

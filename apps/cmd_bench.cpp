@@ -1,5 +1,6 @@
 // `conveyor bench <name> [flags]` — runs one registered benchmark (apps/bench_*.cpp).
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <string>
 
@@ -7,6 +8,14 @@
 #include "apps/subcommand.hpp"
 
 namespace conveyor::apps {
+
+std::string load_average() {
+  std::ifstream f("/proc/loadavg");
+  std::string l;
+  std::getline(f, l);
+  return l;
+}
+
 namespace {
 
 struct BenchEntry {

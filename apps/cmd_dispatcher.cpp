@@ -54,6 +54,7 @@ int run_dispatcher(const std::vector<std::string>& args) {
   add_metrics_options(options);
   add_guard_options(options);
   add_security_options(options);
+  add_scheduler_option(options);
   add_log_level_option(options, "info");
   po::variables_map vm;
   if (auto stop = parse_command_line(kInfo, options, args, vm, &hidden))
@@ -100,6 +101,8 @@ int run_dispatcher(const std::vector<std::string>& args) {
         b = e + 1;
       }
   if (auto st = apply_security_options(vm, config.network); !st.ok())
+    return report_status(kInfo.name, st);
+  if (auto st = apply_scheduler_option(vm, config.network); !st.ok())
     return report_status(kInfo.name, st);
   if (auto st = apply_guard_options(vm, config.guard); !st.ok())
     return report_status(kInfo.name, st);

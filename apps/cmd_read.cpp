@@ -115,6 +115,7 @@ int run_read(const std::vector<std::string>& args) {
   hidden.add_options()("protocol-version", po::value<uint32_t>()->default_value(0),
                        "speak another protocol version (tests of the version check)");
   add_security_options(options);
+  add_scheduler_option(options);
   add_log_level_option(options, "warning");
   po::variables_map vm;
   if (auto stop = parse_command_line(kInfo, options, args, vm, &hidden))
@@ -184,6 +185,8 @@ int run_read(const std::vector<std::string>& args) {
   client_config.protocol_version = vm["protocol-version"].as<uint32_t>();
   if (auto st = apply_security_options(vm, client_config.network); !st.ok())
     return report_status(kInfo.name, st);
+  if (auto st = apply_scheduler_option(vm, client_config.network); !st.ok())
+    return report_status(kInfo.name, st);
   // Elements go to `out`; whatever else writes to stdout (CAF) goes to stderr.
   std::FILE* out = take_stdout_for_data();
   auto client = Client::connect(address->to_string(), client_config);
@@ -194,11 +197,13 @@ int run_read(const std::vector<std::string>& args) {
   if (!stream.ok())
     return report_status(kInfo.name, stream.status());
 
-  // Lines are flushed whenever the stream has to wait, so a slow job shows its elements as
-  // they come while a fast one is written in big blocks.
+  // Lines are flushed whenever the stream has to wait, and at least every kFlushEvery, so a
+  // slow job shows its elements as they come while a fast one is written in big blocks.
   static char out_buf[1 << 16];
   std::setvbuf(out, out_buf, _IOFBF, sizeof out_buf);
   constexpr milliseconds kSlice{50}; // how often a wait checks for Ctrl-C and flushes
+  constexpr milliseconds kFlushEvery{100};
+  auto last_flush = Clock::now();
   int64_t count = 0;
   Status failure;
   auto last_element = Clock::now();
@@ -210,6 +215,7 @@ int run_read(const std::vector<std::string>& args) {
     Status st = stream->next(element, end, kSlice);
     if (st.code() == ErrorCode::deadline_exceeded) {
       std::fflush(out);
+      last_flush = Clock::now();
       const auto waited = Clock::now() - last_element;
       // Nothing for a while: is anyone serving? Asked once, and again at the timeout.
       if (count == 0 && !warned_no_workers && (waited >= milliseconds{1000} || waited >= *timeout)) {
@@ -242,6 +248,10 @@ int run_read(const std::vector<std::string>& args) {
     if (end)
       break;
     last_element = Clock::now();
+    if (last_element - last_flush >= kFlushEvery) { // (what came before this element)
+      std::fflush(out);
+      last_flush = last_element;
+    }
     ++count;
     switch (f.print) {
     case PrintMode::text: {

@@ -53,32 +53,15 @@ public:
   std::vector<std::string> allow_paths;
 
   Status start_processes(int workers, int64_t range_split_size, const std::string& log_dir) {
-    const std::string exe = self_executable();
-    auto d = start_child(exe, "dispatcher",
-                         {"dispatcher", "--port", "0", "--host", "127.0.0.1", "--range-split-size",
-                          std::to_string(range_split_size)},
-                         log_dir);
-    if (!d.ok())
-      return d.status();
-    children_.push_back(std::move(d).value());
-    CONVEYOR_RETURN_IF_ERROR(wait_ready(children_.back(), "listening on", milliseconds{15000}));
-    dispatcher_address_ = children_.back().address;
-    for (int i = 1; i <= workers; ++i) {
-      std::vector<std::string> worker_args{"worker", "--dispatcher", dispatcher_address_, "--port", "0",
-                                           "--host", "127.0.0.1"};
-      for (const auto& dir : allow_paths) {
-        worker_args.push_back("--allow-path");
-        worker_args.push_back(dir);
-      }
-      auto w = start_child(exe, "worker-" + std::to_string(i), worker_args, log_dir);
-      if (!w.ok())
-        return w.status();
-      children_.push_back(std::move(w).value());
+    std::vector<std::string> worker_flags;
+    for (const auto& dir : allow_paths) {
+      worker_flags.push_back("--allow-path");
+      worker_flags.push_back(dir);
     }
-    // Workers start in parallel; each says "worker: ready" once the dispatcher registered it, so
-    // that the job starts with every worker (an OFF job then produces everything N times).
-    for (std::size_t i = 1; i < children_.size(); ++i)
-      CONVEYOR_RETURN_IF_ERROR(wait_ready(children_[i], "worker: ready", milliseconds{15000}));
+    // Every worker registered before the job starts, so that an OFF job produces everything N times.
+    CONVEYOR_RETURN_IF_ERROR(start_process_cluster(
+        children_, workers, "", {"--range-split-size", std::to_string(range_split_size)}, worker_flags, log_dir));
+    dispatcher_address_ = children_.front().address;
     return Status::OK();
   }
 

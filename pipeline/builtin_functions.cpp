@@ -1,6 +1,6 @@
 // The built-in functions of every registry: small numeric maps and predicates for examples and
 // tests, dataset functions for flat_map/interleave, and helpers the service benchmarks use
-// (`bytes` for big elements, `sleep_us` for slow pipelines).
+// (`bytes` for big elements, `sleep_us` for slow pipelines, `burn` for CPU-bound ones).
 #include "pipeline/builtin_functions.hpp"
 
 #include <algorithm>
@@ -301,6 +301,28 @@ FunctionDef sleep_us() {
   return d;
 }
 
+// A fixed amount of arithmetic, not a time: a pipeline of `burn` slows down when its threads
+// share a core, as real preprocessing does (a spin on the clock would not), so worker scaling
+// measured with it is honest.
+FunctionDef burn() {
+  FunctionDef d = make_def("burn", FunctionKind::map, {{"rounds", int64_t{1000}}},
+                "returns its element unchanged after `rounds` rounds of integer mixing (CPU work)");
+  d.map = [](const Element& e, const Params& p) -> Expected<Element> {
+    const int64_t rounds = int_param(p, "rounds", 1000);
+    if (rounds < 0)
+      return invalid_argument("burn: `rounds` must be >= 0, got " + std::to_string(rounds));
+    uint64_t state = static_cast<uint64_t>(rounds);
+    uint64_t mixed = 0;
+    for (int64_t i = 0; i < rounds; ++i)
+      mixed ^= splitmix64(state);
+    volatile uint64_t sink = mixed; // the result is written, so the loop cannot be dropped
+    (void)sink;
+    return e;
+  };
+  d.output_spec = [](const ElementSpec& in, const Params&) -> Expected<ElementSpec> { return in; };
+  return d;
+}
+
 // --- predicates
 
 // Python's (and tf.math.floormod's) x % m: the result has the sign of m.
@@ -441,6 +463,7 @@ Status register_builtin_functions(FunctionRegistry& registry) {
       to_string_fn(),
       bytes_fn(),
       sleep_us(),
+      burn(),
       is_even(),
       mod_eq(),
       range_fn(),

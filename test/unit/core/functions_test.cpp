@@ -48,7 +48,7 @@ std::vector<int64_t> ints(const Dataset& d) {
 } // namespace
 
 TEST_CASE("the global registry holds the built-ins, each documented") {
-  const std::vector<std::string> expected = {"add",     "bytes",         "counter",  "identity",   "is_even",
+  const std::vector<std::string> expected = {"add",     "burn",          "bytes",         "counter",  "identity",   "is_even",
                                              "mod_eq",  "range_fn",      "repeat_fn", "scale",     "sleep_us",
                                              "square",  "text_lines_fn", "tfrecord_fn", "to_string"};
   auto names = FunctionRegistry::global().names();
@@ -159,6 +159,21 @@ TEST_CASE("sleep_us returns its element after sleeping") {
   CHECK(call_map("sleep_us", e, {{"us", int64_t{3000}}}) == e);
   CHECK(std::chrono::steady_clock::now() - start >= std::chrono::microseconds{3000});
   CHECK(map_error("sleep_us", e, {{"us", int64_t{-1}}}).code() == ErrorCode::invalid_argument);
+}
+
+TEST_CASE("burn returns its element after a fixed amount of work, more rounds taking longer") {
+  Element e{Tensor::scalar(int64_t{5})};
+  CHECK(call_map("burn", e, {{"rounds", int64_t{0}}}) == e);
+  const auto time_of = [&](int64_t rounds) {
+    auto start = std::chrono::steady_clock::now();
+    CHECK(call_map("burn", e, {{"rounds", rounds}}) == e);
+    return std::chrono::steady_clock::now() - start;
+  };
+  // The loop is not optimized away: 100x the rounds takes longer (by far; 10x leaves room for noise).
+  const auto small = time_of(20000);
+  const auto large = time_of(2000000);
+  CHECK(large > 10 * small);
+  CHECK(map_error("burn", e, {{"rounds", int64_t{-1}}}).message() == "burn: `rounds` must be >= 0, got -1");
 }
 
 TEST_CASE("predicates use Python's modulo") {
