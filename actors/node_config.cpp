@@ -20,6 +20,14 @@ void configure_actor_system(caf::actor_system_config& cfg, const NetworkConfig& 
   cfg.set("middleman.enable-automatic-connections", false);
   if (network.scheduler_threads > 0)
     cfg.set("scheduler.max-threads", network.scheduler_threads);
+  // An idle scheduler thread spins briefly (aggressive polling), then by default polls 500 more
+  // times with a 50 us sleep before it blocks. A node always has some message traffic, so with
+  // the default every thread of every node stayed in that sleep-poll loop: 20 000 wake-ups a
+  // second per thread, which took the cores the pipelines need (`conveyor bench scaling`: 2
+  // workers on 2 cores reached 62% of twice one core's rate). Blocking right after the spin
+  // (0 moderate polls; a new message wakes the thread) gave 96% there, and 8-byte elements
+  // 3.3 -> 4.9 M/s, 1 MiB 0.41-0.44 -> 0.67-0.76 of raw TCP (docs/ARCHITECTURE.md "scheduler").
+  cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
   if (network.tls()) { // mutual TLS (CAF_NOTES §7); validate_security() checked the files
     cfg.load<caf::openssl::manager>();
     cfg.openssl_certificate = network.tls_cert;
