@@ -170,8 +170,9 @@ void unreachable(self_ptr self, msg::task_id_t task, const std::string& why) {
   auto& st = self->state;
   if (!st.core.knows_task(task))
     return;
-  // A retired task that served this consumer every round: its worker drained and left.
-  const bool retired = st.planner && st.planner->served_all(task);
+  // A retired task — coordinated: it served this consumer every round; OFF: it served all it
+  // will and was acknowledged — whose worker drained and left.
+  const bool retired = (st.planner && st.planner->served_all(task)) || st.core.retired(task);
   if (!st.unreachable.count(task) && !retired) {
     log::warning(kLog, "job " + std::to_string(st.job_id) + ": cannot reach task " +
                          std::to_string(task) + " (" + why + "); retrying");
@@ -1036,9 +1037,13 @@ consumer_full_actor::behavior_type consumer_impl(self_ptr self) {
       if (!link)
         return;
       link->bulk = WorkerLink::Bulk::lost; // stays inline from now on
-      log::warning(kLog, "bulk channel to worker " + *worker + " lost: " + why);
-      for (auto task : tasks_of(self, *worker))
+      bool all_retired = true;
+      for (auto task : tasks_of(self, *worker)) {
         st.core.set_bulk(task, false);
+        all_retired = all_retired && st.core.retired(task);
+      }
+      if (!all_retired) // (a drained worker that left closes it too)
+        log::warning(kLog, "bulk channel to worker " + *worker + " lost: " + why);
       self->delayed_send(self, kBulkLossGrace, msg::bulk_lost_atom_v, channel);
       pump(self);
     },

@@ -54,7 +54,7 @@ void ConsumerCore::on_disconnected(msg::task_id_t task) {
   if (t == tasks_.end())
     return;
   bool in_flight = t->second.in_flight > 0 || !t->second.partials.empty();
-  if (!dynamic_ && in_flight && !t->second.end_of_sequence && error_.ok())
+  if (!dynamic_ && in_flight && !t->second.end_of_sequence && !t->second.retired && error_.ok())
     // OFF has no acknowledgements: what was on the broken connection cannot be asked again.
     error_ = Status{ErrorCode::unavailable,
                     "lost the connection to worker " + t->second.worker_address + " (task " +
@@ -111,7 +111,7 @@ std::vector<msg::task_info> ConsumerCore::on_task_list(const msg::task_list& lis
   }
   for (auto id : gone) {
     const auto& slot = tasks_.at(id);
-    if (!dynamic_ && !slot.end_of_sequence && error_.ok())
+    if (!dynamic_ && !slot.end_of_sequence && !slot.retired && error_.ok())
       error_ = Status{ErrorCode::unavailable,
                       "lost task " + std::to_string(id) + " on worker " + slot.worker_address +
                         " before it reached its end: its remaining elements cannot be read "
@@ -180,7 +180,7 @@ std::vector<ConsumerCore::Request> ConsumerCore::next_requests() {
   }
   std::vector<msg::task_id_t> order;
   for (const auto& [id, slot] : tasks_)
-    if (slot.connected && !slot.end_of_sequence)
+    if (slot.connected && !slot.end_of_sequence && !slot.retired)
       order.push_back(id);
   if (order.empty())
     return out;
@@ -312,10 +312,12 @@ Status ConsumerCore::on_reply(const Request& request, msg::element_batch batch,
   if (t == tasks_.end())
     return Status::OK();
   auto& slot = t->second;
-  // Acknowledged with the next request (a bulk batch once its frames are in).
-  if (dynamic_ && batch.num_chunks > 0 && batch.chunk_index + 1 == batch.num_chunks &&
-      batch.bulk_frames == 0)
+  // Acknowledged with the next request (a bulk batch once its frames are in). OFF too: the task
+  // keeps every batch until then (a draining worker waits for them).
+  if (batch.num_chunks > 0 && batch.chunk_index + 1 == batch.num_chunks && batch.bulk_frames == 0)
     slot.acks.push_back(batch.batch_seq);
+  if (batch.retired)
+    slot.retired = true;
   ++messages_;
   bytes_ += static_cast<int64_t>(batch.payload.size());
   if (batch.bulk_frames > 0) { // the elements come as frames on the bulk channel
@@ -407,8 +409,7 @@ Status ConsumerCore::complete_bulk(TaskSlot& slot, uint64_t batch_seq, std::vect
   auto runs = std::move(it->second.origins);
   reserved_elements_ -= it->second.count;
   slot.bulk_batches.erase(it);
-  if (dynamic_)
-    slot.acks.push_back(batch_seq);
+  slot.acks.push_back(batch_seq);
   // Each frame holds one element (it becomes its storage); its origin is the runs' next one.
   uint64_t tagged = 0;
   for (const auto& r : runs)

@@ -12,10 +12,12 @@
 // End: the job said every task's pipeline ended, and every task the consumer knows reached
 // end_of_sequence. A task the job no longer lists (its worker was removed): DYNAMIC — the job
 // hands its unfinished splits out again, so the task is dropped; OFF — its remaining elements
-// cannot be read elsewhere, so the read FAILS (unless the task had reached its end).
+// cannot be read elsewhere, so the read FAILS (unless the task had reached its end, or retired:
+// an endless OFF task of a draining worker, which told this consumer that it serves nothing
+// more and everything it sent was acknowledged).
 //
-// Delivery guarantee (DYNAMIC): every batch received is acknowledged to its task with the next
-// request (acks), so the task knows which splits are safe. Batches of per-split pipelines carry
+// Every batch received is acknowledged to its task with the next request (acks): DYNAMIC tasks
+// learn which splits are safe, and a draining worker which batches arrived (OFF too). Batches of per-split pipelines carry
 // their elements' origin (split, sequence); the core drops any element whose (split, sequence)
 // it already received — repeats of a split that was handed out again.
 #pragma once
@@ -123,6 +125,11 @@ public:
 
   bool finished() const;
   bool knows_task(msg::task_id_t task) const { return tasks_.count(task) > 0; }
+  // The task retired (element_batch.retired): its worker drains, and losing it loses nothing.
+  bool retired(msg::task_id_t task) const {
+    auto t = tasks_.find(task);
+    return t != tasks_.end() && t->second.retired;
+  }
 
   // Counters.
   int64_t elements_received() const { return elements_; }
@@ -155,6 +162,7 @@ private:
     std::map<uint64_t, BulkBatch> bulk_batches; // by batch_seq
     bool connected = false;
     bool end_of_sequence = false;
+    bool retired = false; // served all it will and was acknowledged (element_batch.retired)
     bool reconnected = false;
     uint32_t in_flight = 0;
     std::vector<uint64_t> acks;

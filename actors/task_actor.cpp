@@ -106,7 +106,7 @@ caf::timespan hold_of(const msg::get_elements& req) {
 void schedule_produce(self_ptr self) {
   auto& st = self->state;
   if (st.produce_scheduled || st.waiting_for_split || !st.runner || st.runner->ended() ||
-      st.runner->failed() || st.runner->buffer_full())
+      st.runner->failed() || st.runner->buffer_full() || st.runner->retired())
     return;
   st.produce_scheduled = true;
   self->send(self, msg::produce_atom_v);
@@ -157,6 +157,15 @@ bool answer(self_ptr self, const msg::get_elements& req, Deliver&& deliver, Fail
   if (st.runner && st.runner->gone(req.consumer)) {
     fail(msg::make_error(ErrorCode::failed_precondition,
                          "consumer " + std::to_string(req.consumer) + " left the job"));
+    return true;
+  }
+  // Retired (an endless OFF task of a draining worker): the rest of a chunked batch, else at
+  // once: empty while the consumer still owes acknowledgements (its next request carries
+  // them), then `retired`, after which it asks no more.
+  if (st.runner->retired() && !st.runner->has_pending(req.consumer)) {
+    msg::element_batch reply;
+    reply.retired = !st.runner->awaits_ack(req.consumer);
+    deliver(std::move(reply));
     return true;
   }
   const bool bulk = req.bulk_channel != 0 && st.start.bulk;
@@ -614,6 +623,18 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
       if (!from_own_worker(self, "drain_atom").ok())
         return;
       SplitFeed* feed = st.runner ? st.runner->split_feed() : nullptr;
+      if (!feed && st.runner && !st.rounds && st.runner->endless() && !st.runner->retired()) {
+        // OFF of an infinite dataset never reaches an end to drain to: it retires instead.
+        // Held requests are answered now (empty): the next ones carry the consumers' acks.
+        st.runner->retire();
+        log::info(kLog, st.label() + ": draining an endless OFF task: it hands out nothing more "
+                                     "and retires once its consumers acknowledged what they were sent");
+        for (auto& h : st.held)
+          h.promise.deliver(msg::element_batch{});
+        st.held.clear();
+        st.update_stats();
+        return;
+      }
       if (!feed || feed->draining())
         return;
       auto unstarted = feed->drain();
@@ -664,7 +685,7 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
       // gave it its last round (end_rounds) and every consumer took its elements up to there.
       if (st.rounds)
         return st.rounds_end >= 0 && st.rounds->all_confirmed(st.rounds_end);
-      if (!(st.runner->ended() || st.runner->failed()))
+      if (!(st.runner->ended() || st.runner->failed() || st.runner->retired()))
         return false;
       // OFF too: a batch taken but not yet received would be lost with the worker (the
       // simulator found OFF drains ending a few elements short of the epoch).

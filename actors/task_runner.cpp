@@ -48,7 +48,21 @@ Status TaskRunner::start(const Dataset& input, const FunctionRegistry* functions
   if (!it.ok())
     return it.status();
   iterator_ = std::move(it).value();
+  endless_ = dataset.cardinality(ctx_.functions) == kInfiniteCardinality;
   return Status::OK();
+}
+
+void TaskRunner::retire() {
+  retired_ = true;
+  for (auto& item : buffer_)
+    if (!item.frame.empty())
+      BufferPool::global().release(std::move(item.frame));
+  buffer_charge_->remove(buffer_bytes_);
+  buffer_.clear();
+  buffer_bytes_ = 0;
+  frame_bytes_ = 0;
+  frame_count_ = 0;
+  iterator_.reset(); // frees the pipeline's resources now
 }
 
 bool TaskRunner::buffer_full() const {
@@ -59,6 +73,8 @@ bool TaskRunner::buffer_full() const {
 TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
   if (ended_)
     return Step::ended;
+  if (retired_)
+    return Step::buffer_full; // nothing more to make room for
   if (failed())
     return Step::failed;
   int64_t elements = 0;
@@ -372,6 +388,8 @@ std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
       pending_.erase(p);
     return out;
   }
+  if (retired_)
+    return max_elements == 0 ? std::optional<msg::element_batch>{msg::element_batch{}} : std::nullopt;
   if (cache_)
     return take_cached(consumer, max_elements, max_bytes, trainer);
   if (buffer_.empty() || max_elements == 0) {

@@ -140,6 +140,15 @@ public:
   void forget_unacknowledged(msg::consumer_id_t consumer) { unacked_.erase(consumer); }
   bool gone(msg::consumer_id_t consumer) const { return gone_.count(consumer) > 0; }
 
+  // The dataset is infinite (its cardinality says so): an OFF task of it never ends.
+  bool endless() const { return endless_; }
+  // Retires an endless OFF task of a draining worker, which could never drain by reaching its
+  // end: it produces and hands out nothing more (take() gives only the rest of a chunked batch
+  // already started) and drops its buffer. An endless stream promises no epoch, so dropping
+  // what no consumer was sent loses nothing; what was sent is drained as usual (all_acknowledged).
+  void retire();
+  bool retired() const { return retired_; }
+
   bool ended() const { return ended_; }            // the pipeline reached its end
   bool failed() const { return !error_.ok(); }
   const Status& error() const { return error_; }
@@ -152,6 +161,8 @@ public:
   // Bytes charged to the job's memory budget now / at most (0 without a budget).
   int64_t memory_used() const { return budget_ ? budget_->used() : 0; }
   int64_t memory_peak() const { return budget_ ? budget_->peak() : 0; }
+  // Whether later chunks of a batch started for `consumer` wait to be taken.
+  bool has_pending(msg::consumer_id_t consumer) const { return pending_.count(consumer) > 0; }
   // Drops what a consumer that left had pending.
   void forget_consumer(msg::consumer_id_t consumer) { pending_.erase(consumer); }
 
@@ -226,6 +237,8 @@ private:
   static constexpr std::size_t kMinFramesAhead = 2;
   bool ahead_full() const;
   bool ended_ = false;
+  bool endless_ = false;
+  bool retired_ = false;
   Status error_;
   int64_t produced_ = 0;
   uint64_t next_batch_seq_ = 1;

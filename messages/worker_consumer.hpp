@@ -123,12 +123,16 @@ struct element_batch {
   // A consumer hands no round of the task at or above it to its reader: should the task be lost,
   // only rounds every consumer received are kept (actors/round_robin.hpp).
   int64_t round_committed = -1;
+  // The task serves this consumer nothing more, and the consumer acknowledged every batch it
+  // was sent: an endless OFF task whose worker drains (TaskRunner::retire). Its leaving is then
+  // no loss.
+  bool retired = false;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, element_batch& x) {
   return f(caf::meta::type_name("element_batch"), x.payload, x.num_elements, x.batch_seq,
            x.chunk_index, x.num_chunks, x.end_of_sequence, x.origins, x.bulk_frames, x.bulk_port,
-           x.round_next, x.round_committed);
+           x.round_next, x.round_committed, x.retired);
 }
 
 // The task actor, as consumers see it.

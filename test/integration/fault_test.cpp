@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdint>
 #include <optional>
@@ -100,6 +101,42 @@ TEST_CASE("fault: SIGTERM of a worker mid OFF read drains it: each worker's whol
   CHECK(bad == 0);
   auto left = cluster.worker(1).wait_exit(Millis{30000});
   CHECK_MESSAGE(left == std::optional<int>{0}, cluster.describe());
+}
+
+TEST_CASE("fault: SIGTERM of a worker mid endless OFF read retires its task: the worker leaves at once, the reader reads on") {
+  // An infinite dataset has no end to drain to. The task hands out nothing more, waits for the
+  // reader's acknowledgements of what it sent, and tells it so (`retired`); the worker then
+  // leaves, and its leaving fails nothing. Before, the draining worker served on until
+  // --drain-timeout and then left with batches in flight: the reader failed ("lost the
+  // connection ... while elements were in flight"). The reader here outlasts that timeout.
+  Cluster cluster(1);
+  cluster.add_worker({"--drain-timeout", "3000"});
+  // Slow elements (50 ms each), so that the reader waits and flushes its lines as they come;
+  // after the signal the other worker alone serves the rest, for about 10 s.
+  constexpr std::size_t kTake = 200;
+  auto reader = cluster.start_read("range(1000).map(sleep_us(us=50000)).repeat()",
+                                   {"--mode", "off", "--take", std::to_string(kTake)});
+  REQUIRE_MESSAGE(reader->wait_for_stdout_lines(10, Millis{30000}), reader->describe());
+  cluster.worker(1).signal(SIGTERM);
+  const std::size_t at_signal = reader->stdout_lines().size();
+  REQUIRE_MESSAGE(at_signal < kTake / 2, "lines at the signal: " << at_signal); // most come after it
+  const auto signalled = std::chrono::steady_clock::now();
+  auto left = cluster.worker(1).wait_exit(Millis{25000});
+  const auto drain_ms = std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - signalled).count();
+  CHECK_MESSAGE(left == std::optional<int>{0}, cluster.describe());
+  CHECK_MESSAGE(drain_ms < 2500, "drain took " << drain_ms << " ms (--drain-timeout 3000)\n" << cluster.describe());
+  CHECK_MESSAGE(cluster.worker(1).stderr_text().find("drained: every task's output was delivered") != std::string::npos,
+                cluster.describe());
+  auto code = reader->wait_exit(Millis{60000});
+  REQUIRE(code.has_value());
+  CHECK_MESSAGE(*code == 0, std::string(reader->describe() + cluster.describe()));
+  const auto lines = reader->stdout_lines();
+  CHECK(lines.size() == kTake);
+  int64_t out_of_range = 0;
+  for (const auto& l : lines)
+    out_of_range += std::stoll(l) < 0 || std::stoll(l) >= 1000;
+  CHECK(out_of_range == 0);
+  CHECK_MESSAGE(reader->stderr_text().find("lost") == std::string::npos, reader->describe());
 }
 
 TEST_CASE("fault: a worker SIGKILLed mid DYNAMIC epoch and restarted on a new port takes part again") {

@@ -235,3 +235,50 @@ TEST_CASE("bulk, DYNAMIC: a broken channel with batches in flight is no loss: th
   CHECK(next[0].acks.empty());
   CHECK(next[0].max_elements > 0); // its credits came back
 }
+
+TEST_CASE("OFF: batches are acknowledged too, and a retired task leaves without failing the read") {
+  ConsumerCore c{ConsumerLimits{}}; // OFF
+  c.on_task_list(list_of(1, {1, 2}, false));
+  c.on_connected(1);
+  c.on_connected(2);
+  auto reqs = c.next_requests();
+  const ConsumerCore::Request* to_1 = nullptr;
+  for (const auto& r : reqs)
+    if (r.task == 1 && !to_1)
+      to_1 = &r;
+  REQUIRE(to_1);
+  std::vector<Element> out;
+  auto b = batch_of({1, 2});
+  b.batch_seq = 7;
+  REQUIRE(c.on_reply(*to_1, b, out).ok());
+  // The next request to task 1 carries the acknowledgement (a draining worker waits for it).
+  bool acked = false;
+  for (const auto& r : c.next_requests())
+    acked = acked || (r.task == 1 && r.acks == std::vector<uint64_t>{7});
+  for (const auto& r : reqs) // (a request may have carried it already)
+    acked = acked || (r.task == 1 && r.acks == std::vector<uint64_t>{7});
+  CHECK(acked);
+  // Task 1 retires: it is asked no more, and neither its broken connection nor its leaving the
+  // list fails the read.
+  msg::element_batch retired;
+  retired.retired = true;
+  for (const auto& r : reqs)
+    if (r.task == 1 && &r != to_1)
+      REQUIRE(c.on_reply(r, retired, out).ok());
+  if (!c.retired(1)) {
+    auto again = c.next_requests();
+    for (const auto& r : again)
+      if (r.task == 1)
+        REQUIRE(c.on_reply(r, retired, out).ok());
+  }
+  REQUIRE(c.retired(1));
+  for (const auto& r : c.next_requests())
+    CHECK(r.task != 1);
+  c.on_disconnected(1);
+  CHECK(c.error().ok());
+  c.on_task_list(list_of(2, {2}, false));
+  CHECK(c.error().ok());
+  // Task 2 did not retire: losing it with requests in flight fails the read (OFF).
+  c.on_disconnected(2);
+  CHECK_FALSE(c.error().ok());
+}

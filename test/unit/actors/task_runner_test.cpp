@@ -67,6 +67,41 @@ TEST_CASE("OFF: a batch counts as delivered once its consumer acknowledges it (w
   CHECK_FALSE(r.awaits_ack(1));
 }
 
+TEST_CASE("an endless OFF task retires: it drops its buffer, hands out nothing more, and is drained once acknowledged") {
+  // What a draining worker does with an OFF task of an infinite dataset, which has no end to
+  // drain to (task_actor's drain_atom).
+  TaskRunner r{ShardingPolicy::off, Compression::none};
+  REQUIRE(r.start(parse("range(10).repeat()"), nullptr).ok());
+  CHECK(r.endless());
+  CHECK(r.produce() == TaskRunner::Step::progress);
+  auto a = r.take(1, 3, 1 << 20);
+  REQUIRE(a);
+  CHECK(decode_ints(a->payload) == std::vector<int64_t>{0, 1, 2});
+  REQUIRE(r.buffered_elements() > 0);
+  r.retire();
+  CHECK(r.retired());
+  CHECK(r.buffered_elements() == 0);
+  CHECK(r.buffered_bytes() == 0);
+  CHECK(r.produce() == TaskRunner::Step::buffer_full); // produces nothing more
+  CHECK(r.buffered_elements() == 0);
+  CHECK_FALSE(r.take(1, 10, 1 << 20)); // hands out nothing more
+  CHECK_FALSE(r.take(2, 10, 1 << 20));
+  CHECK_FALSE(r.all_acknowledged()); // batch a may still be on the way
+  r.ack(1, {a->batch_seq});
+  CHECK(r.all_acknowledged());
+}
+
+TEST_CASE("only an infinite dataset is endless: a long finite one drains to its end") {
+  for (const char* finite : {"range(5)", "range(1000000000000)", "range(10).repeat(3)"}) {
+    TaskRunner r{ShardingPolicy::off, Compression::none};
+    REQUIRE(r.start(parse(finite), nullptr).ok());
+    CHECK_MESSAGE(!r.endless(), finite);
+  }
+  TaskRunner r{ShardingPolicy::off, Compression::none};
+  REQUIRE(r.start(parse("range(10).map(square).repeat()"), nullptr).ok());
+  CHECK(r.endless());
+}
+
 TEST_CASE("the buffer is bounded and a step is bounded") {
   TaskLimits limits;
   limits.buffer_elements = 10;
