@@ -65,7 +65,9 @@ TEST_CASE_FIXTURE(Fixture, "element messages round trip") {
   batch.chunk_index = 1;
   batch.num_chunks = 2;
   batch.end_of_sequence = false;
+  batch.retired = true;
   auto b = round_trip(batch);
+  CHECK(b.retired);
   CHECK(b.payload == batch.payload);
   CHECK(b.num_elements == 3);
   CHECK(b.batch_seq == 9);
