@@ -712,15 +712,9 @@ void join(self_ptr self, const msg::job_info& info) {
   msg::join_job req{caf::actor_cast<caf::actor>(self), st.consumer_id, st.start.consumer_index};
   if (st.planner) { // a restarted dispatcher's job rebuilds the rounds from what we know
     auto known = st.planner->known_schedule();
-    auto to_wire = [](const std::vector<RoundSpan>& spans) {
-      std::vector<msg::round_span> out;
-      for (const auto& s : spans)
-        out.push_back(msg::round_span{s.task, s.start_round, s.end_round, s.served_rounds});
-      return out;
-    };
-    req.known_active = to_wire(known.active);
-    req.known_gone = to_wire(known.gone);
-    req.known_lost = to_wire(known.lost);
+    req.known_active = std::move(known.active);
+    req.known_gone = std::move(known.gone);
+    req.known_lost = std::move(known.lost);
   }
   self->request(st.job, st.start.request_timeout, std::move(req))
     .then(

@@ -144,12 +144,8 @@ msg::task_list current_list(job_state& st) {
   if (st.rounds) {
     list.rounds_recovering = st.rounds->recovering();
     list.round_fence = st.rounds->fence();
-    for (const auto& s : st.rounds->retired())
-      list.retired_rounds.push_back(
-        msg::round_span{s.task, s.start_round, s.end_round, s.served_rounds});
-    for (const auto& s : st.rounds->lost())
-      list.lost_rounds.push_back(
-        msg::round_span{s.task, s.start_round, s.end_round, s.served_rounds});
+    list.retired_rounds = st.rounds->retired();
+    list.lost_rounds = st.rounds->lost();
     st.rounds->published();
   }
   return list;
@@ -548,14 +544,7 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
       }
       if (st.rounds && st.rounds->waiting_for_consumers()) {
         auto v = list_version(st);
-        auto from_wire = [](const std::vector<msg::round_span>& spans) {
-          std::vector<RoundSpan> out;
-          for (const auto& s : spans)
-            out.push_back(RoundSpan{s.task, s.start_round, s.end_round, s.served_rounds});
-          return out;
-        };
-        auto done = st.rounds->recover(id, from_wire(join.known_active),
-                                       from_wire(join.known_gone), from_wire(join.known_lost));
+        auto done = st.rounds->recover(id, join.known_active, join.known_gone, join.known_lost);
         if (!done.ok()) {
           log::error(kLog, st.label() + ": " + done.status().message());
           return msg::to_error(done.status().with_context(st.label()));

@@ -87,13 +87,8 @@ struct LostRoundsReport {
 };
 
 // A task's global rounds [start_round, end_round) (end_round -1: none yet) and, for a lost task,
-// the local rounds it served (-1: all, or not known yet). msg::round_span on the wire.
-struct RoundSpan {
-  msg::task_id_t task = 0;
-  int64_t start_round = 0;
-  int64_t end_round = 0;
-  int64_t served_rounds = -1;
-};
+// the local rounds it served (-1: all, or not known yet): the wire's type itself.
+using RoundSpan = msg::round_span;
 
 // Which task serves which global round. A task is active in [start round, end round); round r
 // goes to active[r mod |active|], the active tasks in order of (start round, task id).

@@ -79,13 +79,10 @@ int bench_jobs(const std::vector<std::string>& args) {
       ("jobs,n", po::value(&jobs)->default_value(jobs)->value_name("N"), "jobs to run in all")
       ("baseline", po::value(&baseline)->default_value(baseline)->value_name("M"),
        "jobs after which the first sample is taken");
-  add_log_level_option(options, "warning"); // this process's worker and client
-  po::variables_map vm;
-  if (auto stop = parse_command_line(kInfo, options, args, vm))
+  po::variables_map vm; // (the log level: this process's worker and client)
+  if (auto stop = parse_bench_command_line(kInfo, options, args, vm, "warning"))
     return *stop;
   const auto bad = [](const Status& st) { return report_status(kInfo.name, st); };
-  if (Status st = apply_log_level(vm); !st.ok())
-    return bad(st);
   if (baseline < 1 || jobs <= baseline || jobs > 1000000)
     return bad(invalid_argument("need 1 <= `--baseline` < `--jobs` <= 1000000, got --baseline " +
                                 std::to_string(baseline) + " --jobs " + std::to_string(jobs)));

@@ -201,16 +201,10 @@ int bench_scaling(const std::vector<std::string>& args) {
       ("warmup", po::value(&f.warmup)->default_value(f.warmup)->value_name("S"), "warm-up seconds per run")
       ("reps", po::value(&f.reps)->default_value(f.reps)->value_name("R"),
        "repetitions of the whole list (the order alternates, so drift hits every count)");
-  add_scheduler_option(options);
-  add_log_level_option(options, "error");
   po::variables_map vm;
-  if (auto stop = parse_command_line(kInfo, options, args, vm))
+  if (auto stop = parse_bench_command_line(kInfo, options, args, vm, "error", &f.network))
     return *stop;
   const auto bad = [](const Status& st) { return report_status(kInfo.name, st); };
-  if (Status st = apply_log_level(vm); !st.ok())
-    return bad(st);
-  if (Status st = apply_scheduler_option(vm, f.network); !st.ok())
-    return bad(st);
   auto counts = parse_worker_counts(f.workers);
   if (!counts.ok())
     return bad(counts.status());

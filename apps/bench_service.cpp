@@ -476,16 +476,10 @@ int run_bench_service(const std::vector<std::string>& args) {
        "0 = off")
       ("reps", po::value(&f.reps)->default_value(3)->value_name("R"),
        "--coordinated: alternating repetitions of the two runs");
-  add_scheduler_option(options);
-  add_log_level_option(options, "error");
   po::variables_map vm;
-  if (auto stop = parse_command_line(kInfo, options, args, vm))
+  if (auto stop = parse_bench_command_line(kInfo, options, args, vm, "error", &f.network))
     return *stop;
   const auto bad = [](const Status& st) { return report_status(kInfo.name, st); };
-  if (auto st = apply_log_level(vm); !st.ok())
-    return bad(st);
-  if (auto st = apply_scheduler_option(vm, f.network); !st.ok())
-    return bad(st);
   if (auto p = vm["metrics-port"].as<int64_t>(); p < -1 || p > 65535)
     return bad(invalid_argument("`--metrics-port` must be -1 (off) or a port in 0..65535, got " +
                                 std::to_string(p)));

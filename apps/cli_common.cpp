@@ -217,6 +217,22 @@ Status apply_scheduler_option(const po::variables_map& vm, NetworkConfig& networ
   return Status::OK();
 }
 
+std::optional<int> parse_bench_command_line(const CommandInfo& info, po::options_description& options,
+                                            const std::vector<std::string>& args, po::variables_map& vm,
+                                            const char* log_level, NetworkConfig* network) {
+  if (network)
+    add_scheduler_option(options);
+  add_log_level_option(options, log_level);
+  if (auto stop = parse_command_line(info, options, args, vm))
+    return stop;
+  Status st = apply_log_level(vm);
+  if (st.ok() && network)
+    st = apply_scheduler_option(vm, *network);
+  if (!st.ok())
+    return report_status(info.name, st);
+  return std::nullopt;
+}
+
 void add_guard_options(po::options_description& options) {
   GuardConfig d;
   options.add_options()

@@ -63,6 +63,13 @@ void add_log_level_option(po::options_description& options, const char* default_
 // variable) for an unknown value.
 Status apply_log_level(const po::variables_map& vm);
 
+// For the benchmarks: adds `--log-level`/`--log-format` (default `log_level`) and, when
+// `network` is given, `--scheduler-threads`; parses (parse_command_line) and applies them.
+// The exit code to stop with (--help, or a bad argument, reported), or nullopt to go on.
+std::optional<int> parse_bench_command_line(const CommandInfo& info, po::options_description& options,
+                                            const std::vector<std::string>& args, po::variables_map& vm,
+                                            const char* log_level, NetworkConfig* network = nullptr);
+
 // `--metrics-port PORT` (Prometheus text endpoint; -1 = none, 0 = a free port) and
 // `--metrics-host HOST` (default: the node's `--host`).
 void add_metrics_options(po::options_description& options);

@@ -23,17 +23,7 @@
 
 namespace conveyor::msg {
 
-// Coordinated reads: the global rounds [start_round, end_round) of a task that is gone (its
-// worker drained and left, or was lost). Consumers keep them in their schedule: a restarted
-// consumer walks the schedule from round 0 to find where it rejoins. A lost task served only
-// its first `served_rounds` local rounds (every consumer received those); its later rounds in
-// the span are skipped by every consumer alike (-1: it served them all).
-struct round_span {
-  task_id_t task = 0;
-  int64_t start_round = 0;
-  int64_t end_round = 0; // -1: not settled yet (lost_rounds only)
-  int64_t served_rounds = -1;
-};
+// round_span (messages/protocol.hpp: the round-robin core uses it too, without CAF).
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, round_span& x) {
   return f(caf::meta::type_name("round_span"), x.task, x.start_round, x.end_round,

@@ -23,4 +23,17 @@ inline constexpr std::size_t kMaxChunkBytes = 4u << 20;
 // Upper bound on the elements one get_elements request may ask for.
 inline constexpr uint32_t kMaxElementsPerRequest = 16384;
 
+// Coordinated reads: the global rounds [start_round, end_round) of a task that is gone (its
+// worker drained and left, or was lost). Consumers keep them in their schedule: a restarted
+// consumer walks the schedule from round 0 to find where it rejoins. A lost task served only
+// its first `served_rounds` local rounds (every consumer received those); its later rounds in
+// the span are skipped by every consumer alike (-1: it served them all). Its inspect is in
+// messages/job_consumer.hpp; actors/round_robin.hpp calls it RoundSpan.
+struct round_span {
+  task_id_t task = 0;
+  int64_t start_round = 0;
+  int64_t end_round = 0; // -1: not settled yet (lost_rounds only)
+  int64_t served_rounds = -1;
+};
+
 } // namespace conveyor::msg
