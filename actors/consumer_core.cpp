@@ -55,7 +55,7 @@ void ConsumerCore::on_disconnected(msg::task_id_t task) {
     return;
   bool in_flight = t->second.in_flight > 0 || !t->second.partials.empty();
   if (!dynamic_ && in_flight && !t->second.end_of_sequence && !t->second.retired && error_.ok())
-    // OFF has no acknowledgements: what was on the broken connection cannot be asked again.
+    // OFF re-sends nothing: what was on the broken connection cannot be asked again.
     error_ = Status{ErrorCode::unavailable,
                     "lost the connection to worker " + t->second.worker_address + " (task " +
                       std::to_string(task) +
