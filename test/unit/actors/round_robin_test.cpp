@@ -697,6 +697,41 @@ TEST_CASE("round schedule: end rounds - local round counts agree with walking th
   CHECK(s.end_round(4) == -1);
 }
 
+TEST_CASE("job: a retired task's end round is told once - one whose worker the job cannot reach yet "
+          "is handed out again (end_later)") {
+  // The job actor tells a task its end round with end_rounds; after a dispatcher restart the
+  // task's worker may not have registered again, and the job keeps the end for later
+  // (job_actor.cpp send_round_ends) instead of dropping it (the task would never drain).
+  RoundRobinJob job{2, 100};
+  REQUIRE(job.join(1, 0).ok());
+  REQUIRE(job.join(2, 1).ok());
+  job.add_task(10);
+  job.add_task(11);
+  job.published();
+  job.on_poll(1, 40, -1);
+  job.on_poll(2, 40, -1);
+  CHECK(job.take_ended().empty());
+  REQUIRE(job.retire(10));
+  CHECK_FALSE(job.retire(10)); // already retiring
+  const int64_t fence = job.fence();
+  REQUIRE(fence > 40);
+  job.on_poll(1, 50, fence);
+  CHECK(job.end_round(10) == -1); // consumer 2 has not seen the fence
+  job.on_poll(2, 50, fence);
+  REQUIRE(job.end_round(10) >= fence);
+  auto ended = job.take_ended();
+  REQUIRE(ended.size() == 1);
+  CHECK(ended[0].first == 10);
+  // Tasks 10 and 11 share the rounds from 0: 10 serves every other one below its end round.
+  CHECK(ended[0].second == (job.end_round(10) + 1) / 2);
+  CHECK(job.take_ended().empty()); // told once
+  job.end_later(10, ended[0].second);
+  auto again = job.take_ended();
+  REQUIRE(again.size() == 1);
+  CHECK(again[0] == ended[0]);
+  CHECK(job.take_ended().empty());
+}
+
 TEST_CASE("planner: a retired task that leaves before this consumer got its rounds is an error") {
   RoundRobinPlanner p{0, 2, 8};
   REQUIRE(p.on_tasks({{1, 0}, {2, 0}}, -1).ok());
