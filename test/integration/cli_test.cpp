@@ -110,6 +110,19 @@ TEST_CASE("cli: bad arguments exit with 2 and name the argument") {
   check_bad_arguments({"nosuchcommand"}, "unknown command");
 }
 
+TEST_CASE("cli: bench scaling runs worker processes, prints its table and leaves no child behind") {
+  auto r = run_conveyor({"bench", "scaling", "--workers", "1,2", "--seconds", "0.5", "--warmup", "0.2", "--reps", "1",
+                         "--work-us", "200"},
+                        Millis{60000}, "bench-scaling");
+  CAPTURE(r.describe);
+  REQUIRE(r.exit_code == std::optional<int>{0});
+  CHECK(contains(r.stdout_text, "workers  elements/s (min / median / max)"));
+  CHECK(contains(r.stdout_text, "rep 1 :  2 workers"));
+  CHECK(contains(r.stdout_text, "speedup: median elements/s against 1 worker's median"));
+  // Its nodes drained and stopped on SIGTERM (none had to be killed).
+  CHECK_FALSE(contains(r.stderr_text, "did not stop"));
+}
+
 TEST_CASE("cli: an unreachable dispatcher is a runtime error (exit 1) within a bounded time") {
   // Port 1 on loopback: nothing listens there, so the connection is refused at once.
   const auto start = std::chrono::steady_clock::now();
