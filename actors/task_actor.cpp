@@ -2,6 +2,7 @@
 
 #include <deque>
 #include <limits>
+#include <map>
 #include <optional>
 
 #include <caf/stateful_actor.hpp>
@@ -61,6 +62,10 @@ struct task_state {
   // leaving (leave_job from the job) releases the index's confirms.
   std::map<int64_t, msg::consumer_id_t> round_reader;
   int64_t round_timeout_ns = 0; // the consumers' (from their requests)
+  // OFF: the consumers that asked, monitored. One whose actor or node is gone never
+  // acknowledges what it was sent (a consumer that reconnects says so and starts over), so a
+  // draining worker stops waiting for it, also when its leave_job cannot come (the job gone).
+  std::map<caf::actor_addr, msg::consumer_id_t> consumers;
   bool produce_scheduled = false;
   bool waiting_for_split = false;
   bool reported_done = false;
@@ -515,21 +520,40 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
   // go on serving, so it keeps serving its consumers while the dispatcher restarts; the
   // restarted dispatcher (with --work-dir) assigns it again (assign_task below re-attaches it),
   // and the worker stops it if that does not happen soon after it registered again.
-  if (st.start.def.splits) {
+  if (st.start.def.splits)
     self->monitor(st.start.def.splits);
-    self->set_down_handler([self](caf::down_msg& down) {
-      auto& st = self->state;
-      if (down.source != st.start.def.splits.address())
-        return;
-      if (st.start.def.policy == ShardingPolicy::off &&
-          down.reason == caf::exit_reason::remote_link_unreachable) {
-        log::warning(kLog, st.label() + ": lost the connection to its job (dispatcher); "
-                                        "serving on until the dispatcher is back");
-        return;
+  self->set_down_handler([self](caf::down_msg& down) {
+    auto& st = self->state;
+    if (auto c = st.consumers.find(down.source); c != st.consumers.end()) {
+      log::debug(kLog, st.label() + ": consumer " + std::to_string(c->second) + " is gone (" +
+                         caf::to_string(down.reason) + "); nothing waits for its acknowledgements");
+      // OFF (task_state::consumers). Its held requests go too: answered later, they would
+      // send it batches it can never acknowledge.
+      const auto gone = c->second;
+      st.consumers.erase(c);
+      for (auto h = st.held.begin(); h != st.held.end();)
+        if (h->request.consumer == gone) {
+          h->promise.deliver(msg::element_batch{});
+          h = st.held.erase(h);
+        } else {
+          ++h;
+        }
+      if (st.runner) {
+        st.runner->forget_unacknowledged(gone);
+        st.runner->forget_consumer(gone);
       }
-      self->quit(caf::exit_reason::user_shutdown);
-    });
-  }
+      return;
+    }
+    if (!st.start.def.splits || down.source != st.start.def.splits.address())
+      return;
+    if (st.start.def.policy == ShardingPolicy::off &&
+        down.reason == caf::exit_reason::remote_link_unreachable) {
+      log::warning(kLog, st.label() + ": lost the connection to its job (dispatcher); "
+                                      "serving on until the dispatcher is back");
+      return;
+    }
+    self->quit(caf::exit_reason::user_shutdown);
+  });
   st.stats = metrics::register_task(st.start.def.job,
                                     st.start.def.task, st.start.def.dataset);
   if (st.start.def.num_consumers > 0) {
@@ -568,6 +592,14 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
       if (st0.runner && st0.runner->gone(req.consumer))
         return msg::make_error(ErrorCode::failed_precondition,
                                "consumer " + std::to_string(req.consumer) + " left the job");
+      if (st0.runner && !st0.runner->split_feed()) // OFF: watch the consumer (task_state::consumers)
+        if (const auto& sender = self->current_sender(); sender) {
+          auto addr = caf::actor_cast<caf::actor_addr>(sender);
+          if (st0.consumers.find(addr) == st0.consumers.end()) { // (no node built per request)
+            st0.consumers.emplace(addr, req.consumer);
+            self->monitor(sender); // the strong handle: an actor already gone still sends its down
+          }
+        }
       if (st0.runner) {
         // Acks first: what the consumer did receive is safe even when it says that something
         // may have been lost since (a failed request, a new connection). OFF too: a draining

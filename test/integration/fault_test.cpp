@@ -139,6 +139,28 @@ TEST_CASE("fault: SIGTERM of a worker mid endless OFF read retires its task: the
   CHECK_MESSAGE(reader->stderr_text().find("lost") == std::string::npos, reader->describe());
 }
 
+TEST_CASE("fault: a drain does not wait for a reader that died with the dispatcher (OFF)") {
+  // The reader's leave_job reaches the tasks through its job; with the dispatcher gone too it
+  // never comes. The task watches its OFF consumers itself: a reader whose process is gone
+  // acknowledges nothing more, so the drain stops waiting for it at once instead of running
+  // into --drain-timeout (and SIGKILL at the end of the test).
+  Cluster cluster(1);
+  cluster.add_worker({"--drain-timeout", "20000"});
+  auto reader = cluster.start_read("range(1000).map(sleep_us(us=2000)).repeat()", {"--mode", "off"});
+  REQUIRE_MESSAGE(reader->wait_for_stdout_lines(200, Millis{30000}), reader->describe());
+  cluster.dispatcher().signal(SIGKILL);
+  reader->signal(SIGKILL);
+  REQUIRE(reader->wait_exit(Millis{10000}).has_value());
+  cluster.worker(1).signal(SIGTERM);
+  const auto signalled = std::chrono::steady_clock::now();
+  auto left = cluster.worker(1).wait_exit(Millis{30000});
+  const auto drain_ms = std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - signalled).count();
+  CHECK_MESSAGE(left == std::optional<int>{0}, cluster.describe());
+  CHECK_MESSAGE(drain_ms < 10000, "drain took " << drain_ms << " ms (--drain-timeout 20000)\n" << cluster.describe());
+  CHECK_MESSAGE(cluster.worker(1).stderr_text().find("drained: every task's output was delivered") != std::string::npos,
+                cluster.describe());
+}
+
 TEST_CASE("fault: a worker SIGKILLed mid DYNAMIC epoch and restarted on a new port takes part again") {
   Cluster cluster(2);
   constexpr int64_t kN = 20000;
