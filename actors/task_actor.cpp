@@ -62,9 +62,12 @@ struct task_state {
   // leaving (leave_job from the job) releases the index's confirms.
   std::map<int64_t, msg::consumer_id_t> round_reader;
   int64_t round_timeout_ns = 0; // the consumers' (from their requests)
-  // OFF: the consumers that asked, monitored. One whose actor or node is gone never
-  // acknowledges what it was sent (a consumer that reconnects says so and starts over), so a
-  // draining worker stops waiting for it, also when its leave_job cannot come (the job gone).
+  // The consumers that asked, monitored (not in coordinated reads). One whose actor or node is
+  // gone never acknowledges what it was sent (a consumer that reconnects says so and starts
+  // over). OFF: a draining worker stops waiting for it, also when its leave_job cannot come
+  // (the job gone). DYNAMIC, its node lost: its unacknowledged splits go back to the job at
+  // once, as on its reconnect, instead of holding the others' end of the epoch until the job
+  // drops it (--client-timeout).
   std::map<caf::actor_addr, msg::consumer_id_t> consumers;
   bool produce_scheduled = false;
   bool waiting_for_split = false;
@@ -525,12 +528,15 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
   self->set_down_handler([self](caf::down_msg& down) {
     auto& st = self->state;
     if (auto c = st.consumers.find(down.source); c != st.consumers.end()) {
-      log::debug(kLog, st.label() + ": consumer " + std::to_string(c->second) + " is gone (" +
-                         caf::to_string(down.reason) + "); nothing waits for its acknowledgements");
-      // OFF (task_state::consumers). Its held requests go too: answered later, they would
-      // send it batches it can never acknowledge.
+      // (task_state::consumers) Its held requests go too: answered later, they would send it
+      // batches it can never acknowledge.
       const auto gone = c->second;
       st.consumers.erase(c);
+      SplitFeed* feed = st.runner ? st.runner->split_feed() : nullptr;
+      if (feed && down.reason != caf::exit_reason::remote_link_unreachable)
+        return; // DYNAMIC, it quit: its leave_job (through the job) says what it took
+      log::debug(kLog, st.label() + ": consumer " + std::to_string(gone) + " is gone (" +
+                         caf::to_string(down.reason) + "); nothing waits for its acknowledgements");
       for (auto h = st.held.begin(); h != st.held.end();)
         if (h->request.consumer == gone) {
           h->promise.deliver(msg::element_batch{});
@@ -538,7 +544,10 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
         } else {
           ++h;
         }
-      if (st.runner) {
+      if (feed) {
+        st.runner->consumer_reconnected(gone); // its unacknowledged splits are read again
+        after_step(self);                      // (reported to the job)
+      } else if (st.runner) {
         st.runner->forget_unacknowledged(gone);
         st.runner->forget_consumer(gone);
       }
@@ -592,7 +601,7 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
       if (st0.runner && st0.runner->gone(req.consumer))
         return msg::make_error(ErrorCode::failed_precondition,
                                "consumer " + std::to_string(req.consumer) + " left the job");
-      if (st0.runner && !st0.runner->split_feed()) // OFF: watch the consumer (task_state::consumers)
+      if (st0.runner) // watch the consumer (task_state::consumers)
         if (const auto& sender = self->current_sender(); sender) {
           auto addr = caf::actor_cast<caf::actor_addr>(sender);
           if (st0.consumers.find(addr) == st0.consumers.end()) { // (no node built per request)

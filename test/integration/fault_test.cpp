@@ -161,6 +161,34 @@ TEST_CASE("fault: a drain does not wait for a reader that died with the dispatch
                 cluster.describe());
 }
 
+TEST_CASE("fault: a reader SIGKILLed mid shared DYNAMIC epoch does not hold the other's end for --client-timeout") {
+  // Its tasks see its node go and hand what it did not acknowledge back to the job at once (as
+  // on its reconnect); before, those splits stayed out until the job dropped it after
+  // --client-timeout (60 s by default), and the other reader waited that long for its end.
+  Cluster cluster(2);
+  constexpr int64_t kN = 6000;
+  const std::string dataset = "range(6000).map(sleep_us(us=500))";
+  const std::vector<std::string> shared{"--mode", "dynamic", "--job-name", "shared", "--max-outstanding", "64"};
+  auto doomed = cluster.start_read(dataset, shared, "doomed");
+  auto survivor = cluster.start_read(dataset, shared, "survivor");
+  REQUIRE_MESSAGE(doomed->wait_for_stdout_lines(200, Millis{30000}), doomed->describe());
+  REQUIRE_MESSAGE(survivor->wait_for_stdout_lines(200, Millis{30000}), survivor->describe());
+  doomed->signal(SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  auto code = survivor->wait_exit(Millis{50000});
+  const auto took_ms = std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - killed).count();
+  REQUIRE_MESSAGE(code.has_value(), std::string(survivor->describe() + cluster.describe()));
+  CHECK_MESSAGE(*code == 0, std::string(survivor->describe() + cluster.describe()));
+  CHECK_MESSAGE(took_ms < 30000, "the survivor ended " << took_ms << " ms after the kill\n" << survivor->describe());
+  // Each value at most once for the survivor (its repeat filter); what the doomed reader
+  // acknowledged before it died is its own (the shared job is at-least-once across readers).
+  auto got = sorted_values(survivor->stdout_lines());
+  CHECK(std::adjacent_find(got.begin(), got.end()) == got.end());
+  CHECK(static_cast<int64_t>(got.size()) <= kN);
+  CHECK(got.size() > 200);
+  CHECK((got.empty() || (got.front() >= 0 && got.back() < kN)));
+}
+
 TEST_CASE("fault: a worker SIGKILLed mid DYNAMIC epoch and restarted on a new port takes part again") {
   Cluster cluster(2);
   constexpr int64_t kN = 20000;
