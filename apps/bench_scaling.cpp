@@ -108,12 +108,20 @@ struct Run {
   int64_t min_worker = 0, max_worker = 0; // elements read from the least and most productive worker
 };
 
-// W worker processes, one consumer here; stopped however this ends.
+// W worker processes, one consumer here; stopped however this ends. Their logs (in the temp
+// directory) are removed after a good run and kept, for the error message, after a failed one.
 Expected<Run> measure(int workers, int64_t rounds, const Flags& f) {
   std::vector<ChildNode> nodes;
   struct Stop {
     std::vector<ChildNode>& nodes;
-    ~Stop() { stop_children(nodes, std::chrono::milliseconds{5000}); }
+    bool remove_logs = false;
+    ~Stop() {
+      stop_children(nodes, std::chrono::milliseconds{5000});
+      std::error_code ignored;
+      for (const auto& n : nodes)
+        if (remove_logs)
+          std::filesystem::remove(n.log_path, ignored);
+    }
   } stop{nodes};
   const std::string prefix = "bench-scaling-" + std::to_string(::getpid()) + "-w" + std::to_string(workers) + "-";
   const std::vector<std::string> node_flags{"--scheduler-threads", std::to_string(f.network.scheduler_threads)};
@@ -186,6 +194,7 @@ Expected<Run> measure(int workers, int64_t rounds, const Flags& f) {
                      " delivered elements while measuring");
   r.min_worker = *std::min_element(per_worker.begin(), per_worker.end());
   r.max_worker = *std::max_element(per_worker.begin(), per_worker.end());
+  stop.remove_logs = true;
   return r;
 }
 
