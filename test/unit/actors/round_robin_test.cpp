@@ -634,15 +634,22 @@ TEST_CASE("job recovery: the union of what the consumers know - a task only one 
   CHECK_FALSE(job.recovering());
 }
 
-TEST_CASE("job: a lost task is settled at the rounds every consumer reported receiving") {
-  RoundRobinJob job{2, 10};
+// Two consumers (ids 1 and 2, indexes 0 and 1) and tasks 10 and 11 from round 0, listed and
+// polled once (their next rounds `next1`, `next2`).
+static RoundRobinJob job_of_two(int64_t lookahead, int64_t next1, int64_t next2) {
+  RoundRobinJob job{2, lookahead};
   REQUIRE(job.join(1, 0).ok());
   REQUIRE(job.join(2, 1).ok());
   job.add_task(10);
   job.add_task(11);
   job.published();
-  job.on_poll(1, 40, -1);
-  job.on_poll(2, 30, -1);
+  job.on_poll(1, next1, -1);
+  job.on_poll(2, next2, -1);
+  return job;
+}
+
+TEST_CASE("job: a lost task is settled at the rounds every consumer reported receiving") {
+  auto job = job_of_two(10, 40, 30);
   CHECK(job.task_lost(10));
   REQUIRE(job.lost().size() == 1);
   CHECK(job.lost()[0].end_round == -1); // behind a fence
@@ -702,14 +709,7 @@ TEST_CASE("job: a retired task's end round is told once - one whose worker the j
   // The job actor tells a task its end round with end_rounds; after a dispatcher restart the
   // task's worker may not have registered again, and the job keeps the end for later
   // (job_actor.cpp send_round_ends) instead of dropping it (the task would never drain).
-  RoundRobinJob job{2, 100};
-  REQUIRE(job.join(1, 0).ok());
-  REQUIRE(job.join(2, 1).ok());
-  job.add_task(10);
-  job.add_task(11);
-  job.published();
-  job.on_poll(1, 40, -1);
-  job.on_poll(2, 40, -1);
+  auto job = job_of_two(100, 40, 40);
   CHECK(job.take_ended().empty());
   REQUIRE(job.retire(10));
   CHECK_FALSE(job.retire(10)); // already retiring
