@@ -1,5 +1,8 @@
 #include "actors/status_client.hpp"
 
+#include <algorithm>
+#include <thread>
+
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
 
@@ -37,6 +40,19 @@ Expected<msg::cluster_status> fetch_status(const std::string& address,
         });
   }
   return result;
+}
+
+Expected<msg::cluster_status> fetch_status_when_jobs_finished(const std::string& address,
+                                                              std::chrono::milliseconds timeout,
+                                                              std::chrono::milliseconds wait) {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  for (;;) {
+    auto status = fetch_status(address, timeout);
+    if (!status.ok() || std::chrono::steady_clock::now() >= deadline ||
+        std::all_of(status->jobs.begin(), status->jobs.end(), [](const msg::job_status& j) { return j.finished; }))
+      return status;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 } // namespace conveyor::actors

@@ -16,4 +16,11 @@ Expected<msg::cluster_status> fetch_status(const std::string& address,
                                            std::chrono::milliseconds timeout,
                                            bool include_jobs = true);
 
+// fetch_status, asked again every 20 ms until the dispatcher holds no live job (finished jobs
+// stay listed) or `wait` has passed; the last answer either way. The benchmarks use it to let a
+// job's release land before they sample or stop the nodes.
+Expected<msg::cluster_status> fetch_status_when_jobs_finished(const std::string& address,
+                                                              std::chrono::milliseconds timeout,
+                                                              std::chrono::milliseconds wait);
+
 } // namespace conveyor::actors

@@ -13,7 +13,6 @@
 #include <optional>
 #include <sstream>
 #include <string>
-#include <thread>
 
 #include "actors/status_client.hpp"
 #include "apps/bench.hpp"
@@ -53,20 +52,16 @@ struct Sample {
   int64_t jobs_listed = 0;
 };
 
-// Waits (up to 5 s) until the dispatcher lists no more than `expected` jobs, then samples.
+// Waits (up to 5 s) until the dispatcher released every job it ran, then samples. (It waited
+// for an empty job list, which never came: the last finished jobs stay listed.)
 Expected<Sample> sample(pid_t dispatcher, const std::string& address, int64_t run) {
   Sample s;
   s.jobs_run = run;
-  auto deadline = Clock::now() + std::chrono::seconds(5);
-  for (;;) {
-    auto status = actors::fetch_status(address, std::chrono::milliseconds(5000));
-    if (!status.ok())
-      return status.status();
-    s.jobs_listed = static_cast<int64_t>(status->jobs.size());
-    if (s.jobs_listed == 0 || Clock::now() >= deadline)
-      break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  auto status = actors::fetch_status_when_jobs_finished(address, std::chrono::milliseconds(5000),
+                                                        std::chrono::seconds(5));
+  if (!status.ok())
+    return status.status();
+  s.jobs_listed = static_cast<int64_t>(status->jobs.size());
   s.rss = rss_bytes(dispatcher);
   return s;
 }

@@ -148,14 +148,8 @@ Expected<Run> measure(int workers, int64_t rounds, const Flags& f) {
     std::string dispatcher;
     ~Leave() {
       stream.reset();
-      const auto deadline = Clock::now() + std::chrono::seconds(5);
-      while (Clock::now() < deadline) {
-        auto status = actors::fetch_status(dispatcher, std::chrono::milliseconds(2000));
-        if (!status.ok() || std::all_of(status->jobs.begin(), status->jobs.end(),
-                                        [](const msg::job_status& j) { return j.finished; }))
-          return; // (finished jobs stay listed)
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
+      (void)actors::fetch_status_when_jobs_finished(dispatcher, std::chrono::milliseconds(2000),
+                                                    std::chrono::seconds(5));
     }
   } leave{stream, dispatcher};
 

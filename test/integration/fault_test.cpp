@@ -56,6 +56,21 @@ void kill_worker_mid_dynamic(int sig) {
   }
 }
 
+// The worker signalled (SIGTERM) at `signalled` drains and exits 0 within `limit_ms`, well
+// under its --drain-timeout of `drain_timeout_ms`, and says its drain completed.
+void check_drained_promptly(Cluster& cluster, std::size_t worker,
+                            std::chrono::steady_clock::time_point signalled, int64_t limit_ms,
+                            int64_t drain_timeout_ms) {
+  auto left = cluster.worker(worker).wait_exit(Millis{drain_timeout_ms + 10000});
+  const auto drain_ms = std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - signalled).count();
+  CHECK_MESSAGE(left == std::optional<int>{0}, cluster.describe());
+  CHECK_MESSAGE(drain_ms < limit_ms, "drain took " << drain_ms << " ms (--drain-timeout " << drain_timeout_ms
+                                                   << ")\n" << cluster.describe());
+  CHECK_MESSAGE(cluster.worker(worker).stderr_text().find("drained: every task's output was delivered") !=
+                  std::string::npos,
+                cluster.describe());
+}
+
 } // namespace
 
 TEST_CASE("fault: SIGKILL of a worker mid DYNAMIC epoch: every element exactly once") {
@@ -120,13 +135,7 @@ TEST_CASE("fault: SIGTERM of a worker mid endless OFF read retires its task: the
   cluster.worker(1).signal(SIGTERM);
   const std::size_t at_signal = reader->stdout_lines().size();
   REQUIRE_MESSAGE(at_signal < kTake / 2, "lines at the signal: " << at_signal); // most come after it
-  const auto signalled = std::chrono::steady_clock::now();
-  auto left = cluster.worker(1).wait_exit(Millis{25000});
-  const auto drain_ms = std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - signalled).count();
-  CHECK_MESSAGE(left == std::optional<int>{0}, cluster.describe());
-  CHECK_MESSAGE(drain_ms < 2500, "drain took " << drain_ms << " ms (--drain-timeout 3000)\n" << cluster.describe());
-  CHECK_MESSAGE(cluster.worker(1).stderr_text().find("drained: every task's output was delivered") != std::string::npos,
-                cluster.describe());
+  check_drained_promptly(cluster, 1, std::chrono::steady_clock::now(), 2500, 3000);
   auto code = reader->wait_exit(Millis{60000});
   REQUIRE(code.has_value());
   CHECK_MESSAGE(*code == 0, std::string(reader->describe() + cluster.describe()));
@@ -152,13 +161,7 @@ TEST_CASE("fault: a drain does not wait for a reader that died with the dispatch
   reader->signal(SIGKILL);
   REQUIRE(reader->wait_exit(Millis{10000}).has_value());
   cluster.worker(1).signal(SIGTERM);
-  const auto signalled = std::chrono::steady_clock::now();
-  auto left = cluster.worker(1).wait_exit(Millis{30000});
-  const auto drain_ms = std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - signalled).count();
-  CHECK_MESSAGE(left == std::optional<int>{0}, cluster.describe());
-  CHECK_MESSAGE(drain_ms < 10000, "drain took " << drain_ms << " ms (--drain-timeout 20000)\n" << cluster.describe());
-  CHECK_MESSAGE(cluster.worker(1).stderr_text().find("drained: every task's output was delivered") != std::string::npos,
-                cluster.describe());
+  check_drained_promptly(cluster, 1, std::chrono::steady_clock::now(), 10000, 20000);
 }
 
 TEST_CASE("fault: a reader SIGKILLed mid shared DYNAMIC epoch does not hold the other's end for --client-timeout") {
