@@ -1091,7 +1091,10 @@ ConsumerStart consumer_start(const DistributeOptions& options, std::shared_ptr<T
   start.job_request.policy = options.policy;
   start.job_request.target_workers = options.target_workers;
   if (options.cross_trainer_cache) {
-    start.job_request.cross_trainer_cache = true;
+    start.job_request.cross_trainer_cache = options.cross_trainer_cache->finite_epoch
+                                              ? msg::CacheSharing::whole_epoch
+                                              : msg::CacheSharing::window;
+    start.limits.greet_tasks = options.cross_trainer_cache->finite_epoch;
     start.trainer_id = options.cross_trainer_cache->trainer_id;
   }
   if (options.num_consumers) {

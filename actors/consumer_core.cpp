@@ -170,7 +170,9 @@ std::vector<ConsumerCore::Request> ConsumerCore::next_requests() {
   // acknowledged gets an ack-only request (max_elements 0), so its splits can finish — also
   // after its end of sequence (a DYNAMIC task counts as done only once all is acknowledged).
   for (auto& [id, slot] : tasks_) {
-    if (slot.connected && !slot.acks.empty() && slot.in_flight == 0) {
+    const bool greet = limits_.greet_tasks && !slot.greeted;
+    if (slot.connected && (!slot.acks.empty() || greet) && slot.in_flight == 0) {
+      slot.greeted = true;
       Request r{next_request_id_++, id, 0, limits_.max_bytes_per_request,
                 std::exchange(slot.acks, {}), std::exchange(slot.reconnected, false)};
       ++slot.in_flight;

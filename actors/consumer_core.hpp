@@ -46,6 +46,10 @@ struct ConsumerLimits {
   // A request on a bulk channel (no 4 MiB messages there) may ask for this many bytes (a
   // quarter of the default byte budget, so that two requests per task stay in flight).
   uint64_t max_bytes_per_bulk_request = 16u << 20;
+  // Whole-epoch cross-trainer sharing: greet each task with an empty request as soon as it is
+  // connected, whatever the credits, so that its cache keeps what this trainer has not read
+  // (a trainer a task first hears of after its cache evicted is refused).
+  bool greet_tasks = false;
 };
 
 class ConsumerCore {
@@ -164,6 +168,7 @@ private:
     bool end_of_sequence = false;
     bool retired = false; // served all it will and was acknowledged (element_batch.retired)
     bool reconnected = false;
+    bool greeted = false; // (ConsumerLimits::greet_tasks)
     uint32_t in_flight = 0;
     std::vector<uint64_t> acks;
     std::map<uint64_t, Partial> partials; // by batch_seq

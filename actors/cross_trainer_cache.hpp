@@ -12,6 +12,13 @@
 //     instead of holding the others back; the skipped count is reported, never silent;
 //   - a trainer at `end` needs a new element: the task produces one and add()s it.
 // Readers sharing one trainer id share one position (they split that trainer's stream).
+//
+// Whole-epoch sharing (beyond the reference, issue 10: a finite dataset, each trainer reads each
+// element once): the cache evicts only elements every trainer has read. When the window is
+// full and its oldest element is unread by some trainer, the cache takes nothing new (can_add)
+// and the task holds the trainers at the end — the slowest trainer paces the others instead of
+// skipping. A trainer that first reads after something was evicted would miss it: an error.
+// A trainer that left (remove_trainer) holds nobody back.
 #pragma once
 
 #include <cstdint>
@@ -22,24 +29,40 @@
 
 #include "pipeline/dataset.hpp"
 #include "pipeline/element.hpp"
-#include "pipeline/sharding.hpp"
 #include "pipeline/status.hpp"
 
 namespace conveyor::actors {
 
 class CrossTrainerCache {
 public:
-  // max_bytes > 0 (invalid_argument from make() otherwise).
-  static Expected<CrossTrainerCache> make(int64_t max_bytes);
+  // max_bytes > 0 (invalid_argument from make() otherwise). `whole_epoch`: evict only what
+  // every trainer has read (above).
+  static Expected<CrossTrainerCache> make(int64_t max_bytes, bool whole_epoch = false);
 
   // The trainer's next element, advancing it; nullopt when it is at the end (then produce one
-  // and add() it). invalid_argument for an empty trainer id (the reference's message).
-  Expected<std::optional<Element>> next(const std::string& trainer_id);
+  // and add() it). invalid_argument for an empty trainer id (the reference's message);
+  // whole-epoch sharing: failed_precondition for a new trainer once elements were evicted.
+  // `index` (optional): the element's place in the task's output sequence.
+  Expected<std::optional<Element>> next(const std::string& trainer_id, int64_t* index = nullptr);
+  // Registers the trainer (at the oldest cached element) without reading: whole-epoch sharing
+  // then keeps what it has not read. The errors of next().
+  Status join(const std::string& trainer_id);
   // Whether next() would return an element now.
   bool ready(const std::string& trainer_id) const;
+  // Whether add() of an element of `bytes` would succeed now: always, except under whole-epoch
+  // sharing when making room would evict an element some trainer has not read.
+  bool can_add(int64_t bytes) const;
   // Appends the next produced element, evicting the oldest ones until it fits.
-  // invalid_argument when the element alone is larger than the cache (the reference's error).
+  // invalid_argument when the element alone is larger than the cache (the reference's error);
+  // failed_precondition when !can_add (the caller checks first).
   Status add(Element element);
+  // The trainer's readers all left: under whole-epoch sharing it no longer holds evictions.
+  void remove_trainer(const std::string& trainer_id);
+  bool whole_epoch() const { return whole_epoch_; }
+  // The oldest element some trainer has not read (end_index() if none).
+  int64_t oldest_unread() const;
+  // Every trainer has read every cached element (whole-epoch sharing: nothing waits for one).
+  bool all_read() const { return oldest_unread() == end_index(); }
 
   int64_t max_bytes() const { return max_bytes_; }
   int64_t size_bytes() const { return size_bytes_; }
@@ -53,7 +76,9 @@ public:
   std::size_t trainers() const { return trainers_.size(); }
 
 private:
-  explicit CrossTrainerCache(int64_t max_bytes) : max_bytes_(max_bytes) {}
+  CrossTrainerCache(int64_t max_bytes, bool whole_epoch)
+    : max_bytes_(max_bytes), whole_epoch_(whole_epoch) {}
+
   struct Trainer {
     int64_t next = -1; // -1: not read yet (starts at the oldest cached element)
     int64_t skipped = 0;
@@ -61,6 +86,7 @@ private:
   int64_t position(const Trainer& t) const { return t.next < start_ ? start_ : t.next; }
 
   int64_t max_bytes_;
+  bool whole_epoch_ = false;
   int64_t size_bytes_ = 0;
   int64_t start_ = 0;
   std::deque<std::pair<Element, int64_t>> cache_; // element, its byte size
@@ -72,11 +98,12 @@ private:
 
 // The reference's checks of a job read with the cache (its ValidateCrossTrainerCache): a named
 // job, an infinite dataset (cardinality -1; -2 = unknown is refused too: the reference requires a
-// known infinite one), no coordinated reads; and, beyond the reference, processing mode OFF (each
-// trainer reads the task's whole sequence; DYNAMIC's split accounting assumes one reader per
-// element). The trainer id is checked by validate_trainer_id.
+// known infinite one), no coordinated reads. Any processing mode: the cache shares what a task
+// produces, whether from the whole dataset (OFF), its splits (DYNAMIC) or its shard (FILE, DATA,
+// ...). `whole_epoch` (beyond the reference): a finite dataset instead (known or unknown
+// cardinality; an infinite one is refused). The trainer id is checked by validate_trainer_id.
 Status validate_cross_trainer_cache(bool has_job_name, int64_t cardinality,
-                                    std::optional<int64_t> num_consumers, ShardingPolicy policy);
+                                    std::optional<int64_t> num_consumers, bool whole_epoch = false);
 Status validate_trainer_id(const std::string& trainer_id);
 
 } // namespace conveyor::actors

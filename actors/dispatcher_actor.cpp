@@ -445,21 +445,23 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
       int64_t asked = req.num_consumers ? *req.num_consumers : -1;
       if (job->num_consumers != asked)
         return refuse("num_consumers", std::to_string(job->num_consumers), std::to_string(asked));
-      if (const bool cached = job->cross_trainer_cache; cached != req.cross_trainer_cache)
-        return refuse("cross_trainer_cache", cached ? "on" : "off",
-                      req.cross_trainer_cache ? "on" : "off");
+      if (const auto cached = job->cross_trainer_cache; cached != req.cross_trainer_cache)
+        return refuse("cross_trainer_cache", msg::to_string(cached),
+                      msg::to_string(req.cross_trainer_cache));
       return job_info_of(self, job->id);
     }
   }
   auto definition = from_binary(dataset->definition);
   if (!definition.ok())
     return msg::to_error(definition.status());
-  if (req.cross_trainer_cache) {
+  if (req.cross_trainer_cache != msg::CacheSharing::none) {
     std::optional<int64_t> n;
     if (req.num_consumers)
       n = *req.num_consumers;
     if (auto s = validate_cross_trainer_cache(static_cast<bool>(req.job_name),
-                                              definition->cardinality(), n, req.policy);
+                                              definition->cardinality(), n,
+                                              req.cross_trainer_cache ==
+                                                msg::CacheSharing::whole_epoch);
         !s.ok())
       return msg::to_error(s);
   }
@@ -521,7 +523,7 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
                               req.target_workers,
                               now_us(self),
                               planned.split_size,
-                              req.cross_trainer_cache};
+                              static_cast<uint8_t>(req.cross_trainer_cache)};
   if (auto s = persist(self, std::move(record),
                        [self, start = std::move(js).value()]() mutable {
                          run_job(self, std::move(start));

@@ -71,7 +71,7 @@ Status DispatcherState::apply_one(const CreateJobRecord& r) {
   job.target_workers = r.target_workers;
   job.created_us = r.time_us;
   job.split_size = r.split_size;
-  job.cross_trainer_cache = r.cross_trainer_cache;
+  job.cross_trainer_cache = static_cast<msg::CacheSharing>(r.cross_trainer_cache);
   if (!r.job_name.empty()) {
     named_jobs_[{r.dataset, r.job_name}] = r.job;
     job.repetition = repetitions_[{r.dataset, r.job_name}]++;

@@ -41,7 +41,7 @@ struct JobEntry {
   int64_t created_us = 0;
   int64_t repetition = 0; // named jobs: the how-many-th reading of the name
   int64_t split_size = 0; // DYNAMIC: elements per range split (0 = the dispatcher's default)
-  bool cross_trainer_cache = false;
+  msg::CacheSharing cross_trainer_cache = msg::CacheSharing::none;
   bool finished = false;
   bool released = false;
   std::set<msg::task_id_t> tasks; // the job's live tasks (removed and released ones are erased)

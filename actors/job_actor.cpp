@@ -498,7 +498,7 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
       auto& st = self->state;
       self->send(st.start.dispatcher, msg::task_finished{st.start.id, done.task, done.error});
       auto v = list_version(st);
-      st.core().task_done(done.task, done.error);
+      st.core().task_done(done.task, done.error, done.drained);
       if (st.core().production_ended())
         log::info(kLog, st.label() + ": every task ended");
       changed(self, v);

@@ -52,11 +52,12 @@ bool JobCore::task_assigned(msg::task_id_t id) {
   return true;
 }
 
-bool JobCore::task_done(msg::task_id_t id, std::string error) {
+bool JobCore::task_done(msg::task_id_t id, std::string error, bool drained) {
   auto t = tasks_.find(id);
   if (t == tasks_.end() || t->second.done)
     return false;
   t->second.done = true;
+  t->second.drained = drained && error.empty();
   t->second.error = std::move(error);
   check_stranded();
   ++version_;
@@ -108,12 +109,14 @@ void JobCore::check_stranded() {
     return;
   bool any_task = false;
   for (const auto& [id, t] : tasks_) {
+    if (t.done && t.drained)
+      continue; // it stopped taking splits; a fresh task (its worker's next process) will
     if (!t.done)
       return;
     any_task = true;
   }
   if (!any_task)
-    return; // no worker now: the splits wait for one to come back
+    return; // no worker now (or only drained ones): the splits wait for one to come back
   ++version_;
   error_ = std::to_string(requeue_.size()) +
            " split(s) of a lost task cannot be read again: every other task of the job already "
@@ -136,8 +139,13 @@ std::vector<const JobCore::Task*> JobCore::listed() const {
 bool JobCore::production_ended() const {
   if (!requeue_.empty())
     return false;
+  // A task that ended because its worker drained says nothing about the job's splits: only
+  // tasks that ran out of them do. With none (every task drained, e.g. the other workers were
+  // lost) the job waits for a worker, as it does when all its workers are gone.
   bool any = false;
   for (const auto& [id, t] : tasks_) {
+    if (t.done && t.drained)
+      continue;
     if (!t.assigned || !t.done)
       return false;
     any = true;

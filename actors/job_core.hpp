@@ -6,7 +6,9 @@
 // unlisted; DYNAMIC hands its unfinished splits out again.
 //
 // Production ended (task_list.job_finished): every listed task's pipeline ended and, DYNAMIC, no
-// split waits to be handed out again. It turns false again when a new task is added.
+// split waits to be handed out again; a task that ended only because its worker drained does
+// not count (it took no end of splits from the job). It turns false again when a new task is
+// added.
 //
 // The job ends when its consumers are done: released at once when every consumer that joined
 // read to the end; when they all left without finishing, at once for a private job and after
@@ -61,6 +63,7 @@ public:
     std::string worker_address;
     bool assigned = false;
     bool done = false;
+    bool drained = false; // done because its worker drained, not because the splits ran out
     std::string error;
     std::map<SplitKey, Split> unfinished; // DYNAMIC: handed out, not finished
   };
@@ -75,7 +78,9 @@ public:
   // --- tasks. Each returns whether consumers must see a change (the version moved).
   bool add_task(msg::task_id_t id, msg::worker_id_t worker, std::string worker_address);
   bool task_assigned(msg::task_id_t id);
-  bool task_done(msg::task_id_t id, std::string error);
+  // `drained`: DYNAMIC, the task stopped early because its worker drained (its unstarted
+  // splits came back); it does not count towards the end of production.
+  bool task_done(msg::task_id_t id, std::string error, bool drained = false);
   // The task's worker was removed (or the task could not be assigned). DYNAMIC: its
   // unfinished splits are handed out again.
   bool task_lost(msg::task_id_t id, const std::string& reason);

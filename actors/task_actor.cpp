@@ -72,6 +72,8 @@ struct task_state {
   bool produce_scheduled = false;
   bool waiting_for_split = false;
   bool reported_done = false;
+  // DYNAMIC: the worker's drain ended the splits before the pipeline reached its end.
+  bool drained_before_end = false;
   // Observability: counters for the worker's metrics endpoint (actors/metrics.hpp).
   std::shared_ptr<metrics::TaskStats> stats;
   std::chrono::steady_clock::time_point split_asked{};
@@ -148,7 +150,8 @@ void report_done(self_ptr self) {
                       std::to_string(st.runner->produced()) + " elements");
   else
     log::error(kLog, st.label() + ": pipeline failed: " + error);
-  self->send(st.start.def.splits, msg::task_done{st.start.def.task, error});
+  // (drained: a drain, not the job, ended its splits; the job's production is not over.)
+  self->send(st.start.def.splits, msg::task_done{st.start.def.task, error, st.drained_before_end});
 }
 
 // Answers what can be answered now: a batch, end_of_sequence, or the task's error.
@@ -202,6 +205,10 @@ bool answer(self_ptr self, const msg::get_elements& req, Deliver&& deliver, Fail
   }
   if (st.runner->failed() && st.runner->buffered_elements() == 0) {
     fail(msg::to_error(st.runner->error()));
+    return true;
+  }
+  if (Status refused = st.runner->refusal(req.consumer); !refused.ok()) {
+    fail(msg::to_error(refused.with_context(st.label())));
     return true;
   }
   return false;
@@ -550,6 +557,8 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
       } else if (st.runner) {
         st.runner->forget_unacknowledged(gone);
         st.runner->forget_consumer(gone);
+        if (st.runner->reader_left(gone)) // whole-epoch sharing: it holds the others no more
+          serve_held(self);
       }
       return;
     }
@@ -580,8 +589,11 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
                                              WorkerShard{st.start.def.num_workers,
                                                          st.start.def.worker_index})
                        .with_context("starting the pipeline of " + st.label());
-  if (st.start_error.ok() && st.start.def.cross_trainer_cache)
-    st.start_error = st.runner->enable_cross_trainer_cache().with_context(st.label());
+  if (st.start_error.ok() && st.start.def.cross_trainer_cache != msg::CacheSharing::none)
+    st.start_error =
+      st.runner
+        ->enable_cross_trainer_cache(st.start.def.cross_trainer_cache == msg::CacheSharing::whole_epoch)
+        .with_context(st.label());
   if (!st.start_error.ok()) {
     st.runner.reset();
     report_done(self);
@@ -639,6 +651,11 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
       if (answer(
             self, req, [&](msg::element_batch b) { batch = std::move(b); },
             [&](caf::error e) { error = std::move(e); })) {
+        // Whole-epoch sharing: this trainer's read may be what a full cache waited for before
+        // it takes the element another trainer, held at the end, needs next.
+        const auto* cache = st0.runner ? st0.runner->cross_trainer_cache() : nullptr;
+        if (batch && cache && cache->whole_epoch() && !st0.held.empty())
+          serve_held(self);
         if (batch)
           return std::move(*batch);
         return error;
@@ -651,6 +668,14 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
         // short hold, so the consumer's credits go to tasks that have elements. A timer wakes
         // this idle task to answer it. (The timer leaves produce_scheduled alone: when the job's
         // answer comes first, production must resume at once, not when the timer fires.)
+        hold = std::min<caf::timespan>(hold, std::chrono::milliseconds(20));
+        self->delayed_send(self, hold, msg::produce_atom_v);
+      } else if (const auto* cache = st.runner ? st.runner->cross_trainer_cache() : nullptr;
+                 cache && cache->whole_epoch() && st.runner->buffered_elements() > 0) {
+        // Whole-epoch sharing, paced (the cache is full of what another trainer has not read):
+        // a short hold too. Held long, this request's credit could be the one its consumer
+        // needs to read another task, whose cache in turn waits for that consumer's trainer
+        // (with one credit, two trainers and two tasks that is a deadlock).
         hold = std::min<caf::timespan>(hold, std::chrono::milliseconds(20));
         self->delayed_send(self, hold, msg::produce_atom_v);
       }
@@ -678,6 +703,7 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
       }
       if (!feed || feed->draining())
         return;
+      st.drained_before_end = !st.runner->ended();
       auto unstarted = feed->drain();
       log::info(kLog, st.label() + ": draining; handing " + std::to_string(unstarted.size()) +
                         " unstarted split(s) back to the job");
@@ -701,11 +727,15 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
       // What it did not acknowledge is its loss: no split waits for it (DYNAMIC; the task then
       // serves it no more), no drain waits for its acknowledgements (OFF, which serves a
       // consumer the job dropped as before).
+      const bool freed = st.runner && st.runner->cross_trainer_cache() &&
+                         st.runner->reader_left(left.consumer); // (whole-epoch sharing)
       if (st.runner && st.runner->split_feed()) {
         st.runner->consumer_gone(left.consumer);
         after_step(self); // answers its held requests (with an error)
       } else if (st.runner && !st.rounds) {
         st.runner->forget_unacknowledged(left.consumer);
+        if (freed)
+          serve_held(self);
       }
       for (auto it = st.round_reader.begin(); st.rounds && it != st.round_reader.end(); ++it)
         if (it->second == left.consumer) { // (not a new process of the index that rejoined)

@@ -167,10 +167,9 @@ msg::element_batch TaskRunner::next_chunk(Pending& p) {
   return out;
 }
 
-void TaskRunner::add_origin(std::vector<msg::origin_run>& runs, const Item& item) const {
+void TaskRunner::add_origin(std::vector<msg::origin_run>& runs, const Origin& o) const {
   if (!per_split_)
     return;
-  const Origin& o = item.origin;
   if (!runs.empty() && runs.back().epoch == o.epoch && runs.back().index == o.index &&
       runs.back().first_seq + runs.back().count == o.seq)
     ++runs.back().count;
@@ -182,10 +181,19 @@ uint64_t TaskRunner::register_batch(msg::consumer_id_t consumer,
                                     const std::vector<msg::origin_run>& origins) {
   auto seq = next_batch_seq_++;
   // Until the consumer acknowledges it. DYNAMIC: then the batch counts for its splits.
-  auto& runs = unacked_[consumer][seq];
-  for (const auto& o : origins)
-    runs.emplace_back(Key{o.epoch, o.index}, o.count);
+  count_for_splits(consumer, seq, origins);
   return seq;
+}
+
+void TaskRunner::count_for_splits(msg::consumer_id_t consumer, uint64_t batch_seq,
+                                  const std::vector<msg::origin_run>& origins) {
+  auto& runs = unacked_[consumer][batch_seq];
+  for (const auto& o : origins) {
+    runs.emplace_back(Key{o.epoch, o.index}, o.count);
+    if (shares_whole_epoch())
+      if (auto sp = splits_.find(Key{o.epoch, o.index}); sp != splits_.end())
+        sp->second.sent += o.count;
+  }
 }
 
 msg::element_batch TaskRunner::start_batch(msg::consumer_id_t consumer, std::string payload,
@@ -262,7 +270,7 @@ std::optional<msg::element_batch> TaskRunner::take_frames(msg::consumer_id_t con
     bytes += item.frame.size();
     buffer_bytes_ -= static_cast<int64_t>(item.bytes);
     buffer_charge_->remove(static_cast<int64_t>(item.bytes));
-    add_origin(origins, item);
+    add_origin(origins, item.origin);
     frames.push_back(std::move(item.frame));
     buffer_.pop_front();
   }
@@ -278,8 +286,8 @@ std::optional<msg::element_batch> TaskRunner::take_frames(msg::consumer_id_t con
   return out;
 }
 
-Status TaskRunner::enable_cross_trainer_cache() {
-  auto cache = CrossTrainerCache::make(limits_.cross_trainer_cache_bytes);
+Status TaskRunner::enable_cross_trainer_cache(bool whole_epoch) {
+  auto cache = CrossTrainerCache::make(limits_.cross_trainer_cache_bytes, whole_epoch);
   if (!cache.ok())
     return cache.status();
   cache_.emplace(std::move(cache).value());
@@ -294,17 +302,38 @@ std::optional<msg::element_batch> TaskRunner::take_cached(msg::consumer_id_t con
                                                           uint64_t max_bytes,
                                                           const std::string& trainer) {
   const std::string who = trainer.empty() ? "consumer " + std::to_string(consumer) : trainer;
+  trainer_of_[consumer] = who;
+  const bool whole_epoch = cache_->whole_epoch();
+  // Whole-epoch sharing: a reader's first request (even an empty one) registers its trainer,
+  // so that nothing it has not read is evicted from then on.
+  if (Status joined = cache_->join(who); !joined.ok()) {
+    refused_[consumer] = joined; // this reader's error, not the task's: the others read on
+    return std::nullopt;
+  }
   const uint64_t limit = std::min<uint64_t>(max_bytes, limits_.chunk_bytes);
   std::vector<Element> batch;
+  // DYNAMIC, window: the split origins of the elements this batch reads first (moved from the
+  // buffer into the cache for this trainer). Only first reads count for the splits — each
+  // produced element once — so a split finishes when the trainer that made its elements
+  // acknowledged them; other trainers' reads of the same elements are the cache's sharing.
+  std::vector<msg::origin_run> first_reads;
+  // DYNAMIC, whole epoch: every element's origin goes to the trainer, which drops what it
+  // already has (a split made again after a lost worker or consumer): each trainer reads each
+  // element once. A split finishes once every trainer read it and acknowledged what it was
+  // sent of it (check_finished).
+  std::vector<msg::origin_run> origins;
   uint64_t bytes = encoded_batch_header_size();
   while (batch.size() < max_elements && bytes < limit) {
-    auto got = cache_->next(who);
-    if (!got.ok()) {
-      error_ = got.status();
-      break;
+    int64_t index = 0;
+    auto got = cache_->next(who, &index);
+    if (!got.ok()) { // (its errors are join()'s, checked above)
+      refused_[consumer] = got.status();
+      return std::nullopt;
     }
     if (!*got) {
-      if (buffer_.empty())
+      // (Whole-epoch sharing: a full cache takes the next element only once every trainer has
+      // read what it would evict; this trainer waits until then.)
+      if (buffer_.empty() || !cache_->can_add(static_cast<int64_t>(buffer_.front().element.byte_size())))
         break;
       auto item = std::move(buffer_.front());
       buffer_.pop_front();
@@ -314,8 +343,23 @@ std::optional<msg::element_batch> TaskRunner::take_cached(msg::consumer_id_t con
         error_ = s;
         break;
       }
+      if (whole_epoch && per_split_) {
+        if (auto sp = splits_.find(Key{item.origin.epoch, item.origin.index}); sp != splits_.end()) {
+          ++sp->second.cached;
+          sp->second.last_index = cache_->end_index() - 1;
+        }
+        cache_origins_.push_back(item.origin);
+        while (origins_start_ < cache_->start_index()) { // evicted with their elements
+          cache_origins_.pop_front();
+          ++origins_start_;
+        }
+      } else if (!whole_epoch) {
+        add_origin(first_reads, item.origin); // next() gives it to this trainer now: it was at the end
+      }
       continue;
     }
+    if (whole_epoch && per_split_)
+      add_origin(origins, cache_origins_[static_cast<std::size_t>(index - origins_start_)]);
     bytes += (*got)->byte_size() + 16;
     batch.push_back(std::move(**got));
   }
@@ -332,7 +376,16 @@ std::optional<msg::element_batch> TaskRunner::take_cached(msg::consumer_id_t con
     return std::nullopt;
   }
   const auto n = static_cast<uint32_t>(batch.size());
-  return start_batch(consumer, encode_batch(batch, compression_), n, {});
+  // Window: the consumer gets no origins (they would tag only some of the batch's elements, and
+  // a trainer's stream is the cache's sequence, not split-deduplicated).
+  // Whole epoch: every trainer's batch counts for its splits (sent, then acknowledged), and a
+  // split finishes once all trainers read it (check_finished).
+  auto out = start_batch(consumer, encode_batch(batch, compression_), n, {});
+  count_for_splits(consumer, out.batch_seq, whole_epoch ? origins : first_reads);
+  out.origins = std::move(origins);
+  if (whole_epoch)
+    check_all_finished(); // this read may have been the last one of some splits
+  return out;
 }
 
 Expected<std::vector<Element>> TaskRunner::take_elements(std::size_t n,
@@ -425,7 +478,7 @@ std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
       BufferPool::global().release(std::move(item.frame));
     }
     std::vector<msg::origin_run> origins;
-    add_origin(origins, item);
+    add_origin(origins, item.origin);
     return start_batch(consumer, std::move(payload), 1, std::move(origins));
   }
   // Packed by encoded size: the batch buffer stays within max_bytes and one chunk (a lone
@@ -442,7 +495,7 @@ std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
     bytes += item.encoded;
     buffer_bytes_ -= static_cast<int64_t>(item.bytes);
     buffer_charge_->remove(static_cast<int64_t>(item.bytes));
-    add_origin(origins, item);
+    add_origin(origins, item.origin);
     batch.push_back(std::move(item.element));
     buffer_.pop_front();
   }
@@ -472,10 +525,29 @@ void TaskRunner::track_feed() {
 
 void TaskRunner::check_finished(const Key& key) {
   auto sp = splits_.find(key);
-  if (sp == splits_.end() || !sp->second.closed || sp->second.acked < sp->second.produced)
+  if (sp == splits_.end() || !sp->second.closed)
     return;
+  const SplitState& s = sp->second;
+  if (shares_whole_epoch()) {
+    const bool read_by_all = s.cached == s.produced &&
+                             (s.produced == 0 || cache_->oldest_unread() > s.last_index);
+    if (!read_by_all || s.acked < s.sent)
+      return;
+  } else if (s.acked < s.produced) {
+    return;
+  }
   finished_.push_back(key);
   splits_.erase(sp);
+}
+
+void TaskRunner::check_all_finished() {
+  if (!per_split_ || !shares_whole_epoch())
+    return;
+  std::vector<Key> keys;
+  for (const auto& [key, s] : splits_)
+    keys.push_back(key);
+  for (const auto& key : keys)
+    check_finished(key);
 }
 
 // Pipelines that are not per-split: their splits finish together, once the pipeline ended and
@@ -490,6 +562,8 @@ void TaskRunner::finish_all_if_done() {
 
 bool TaskRunner::all_acknowledged() const {
   if (!buffer_.empty() || !pending_.empty())
+    return false;
+  if (shares_whole_epoch() && !cache_->all_read()) // a trainer has yet to read some
     return false;
   for (const auto& [c, batches] : unacked_)
     if (!batches.empty())
@@ -542,6 +616,23 @@ void TaskRunner::consumer_reconnected(msg::consumer_id_t consumer) {
 bool TaskRunner::awaits_ack(msg::consumer_id_t consumer, uint64_t from_seq) const {
   auto c = unacked_.find(consumer);
   return c != unacked_.end() && c->second.lower_bound(from_seq) != c->second.end();
+}
+
+bool TaskRunner::reader_left(msg::consumer_id_t consumer) {
+  if (!cache_)
+    return false;
+  auto r = trainer_of_.find(consumer);
+  if (r == trainer_of_.end())
+    return false;
+  const std::string trainer = r->second;
+  trainer_of_.erase(r);
+  for (const auto& [other, t] : trainer_of_)
+    if (t == trainer)
+      return false; // another reader of the same trainer id goes on
+  cache_->remove_trainer(trainer);
+  check_all_finished(); // (whole epoch: it may have been the last one reading)
+  finish_all_if_done();
+  return cache_->whole_epoch();
 }
 
 void TaskRunner::consumer_gone(msg::consumer_id_t consumer) {

@@ -103,11 +103,23 @@ public:
                                          std::vector<std::vector<char>>* frames = nullptr,
                                          uint64_t task = 0, const std::string& trainer = {});
 
-  // The job is read with the cross-trainer cache (OFF, infinite dataset): elements go from the
+  // The job is read with the cross-trainer cache (an infinite dataset): elements go from the
   // buffer into a cache of limits.cross_trainer_cache_bytes that every trainer reads on its own
   // (take's `trainer`); nothing is pre-encoded (each trainer's batch is encoded for it). Call
-  // before the first produce().
-  Status enable_cross_trainer_cache();
+  // before the first produce(). `whole_epoch`: a finite dataset whose every element each
+  // trainer reads (the cache evicts only what all have read; a trainer at the end waits while
+  // it is full of elements another has not read).
+  Status enable_cross_trainer_cache(bool whole_epoch = false);
+  // Why take() gave `consumer` nothing and never will (OK if it may still get something): its
+  // trainer arrived at a whole-epoch cache after it first evicted. The reader's error only.
+  Status refusal(msg::consumer_id_t consumer) const {
+    auto r = refused_.find(consumer);
+    return r == refused_.end() ? Status::OK() : r->second;
+  }
+  // A consumer left (or is gone): with whole-epoch sharing, a trainer none of whose readers
+  // remain no longer holds the others back. Returns whether that freed a trainer (the actor
+  // then answers the held requests again).
+  bool reader_left(msg::consumer_id_t consumer);
   const CrossTrainerCache* cross_trainer_cache() const { return cache_ ? &*cache_ : nullptr; }
 
   // Coordinated reads (actors/round_robin.hpp): the next `n` elements, decoded, when the buffer
@@ -192,6 +204,11 @@ private:
     bool closed = false;
     int64_t produced = 0;
     int64_t acked = 0;
+    // Whole-epoch sharing: elements sent to trainers (acked counts their acknowledgements),
+    // elements moved into the cache, and the cache index of the last one (-1: none yet).
+    int64_t sent = 0;
+    int64_t cached = 0;
+    int64_t last_index = -1;
   };
   using Key = std::pair<int64_t, int64_t>;
   struct Item {
@@ -212,13 +229,20 @@ private:
                                  std::vector<msg::origin_run> origins);
   // A new batch for `consumer`: its number, and (DYNAMIC) its split runs await the ack.
   uint64_t register_batch(msg::consumer_id_t consumer, const std::vector<msg::origin_run>& origins);
-  void add_origin(std::vector<msg::origin_run>& runs, const Item& item) const;
+  // DYNAMIC: `origins` count for their splits once `consumer` acknowledges batch `batch_seq`.
+  void count_for_splits(msg::consumer_id_t consumer, uint64_t batch_seq,
+                        const std::vector<msg::origin_run>& origins);
+  void add_origin(std::vector<msg::origin_run>& runs, const Origin& origin) const;
   // Encodes a bulk item's element into its frame (no-op when it has one).
   void encode_frame(Item& item);
   // Encodes the buffer's first bulk items ahead of requests, up to bulk_encode_ahead_bytes.
   void encode_ahead();
   void track_feed();
   void check_finished(const Key& key);
+  // Whole-epoch sharing: a split finishes once closed, read by every trainer (the cache's
+  // oldest unread element is past its last one) and every batch that carried it acknowledged;
+  // checked for all open splits when trainers advance.
+  void check_all_finished();
   void finish_all_if_done();
 
   bool per_split_ = false;
@@ -244,6 +268,13 @@ private:
   uint64_t next_batch_seq_ = 1;
   std::map<msg::consumer_id_t, Pending> pending_;
   std::optional<CrossTrainerCache> cache_;
+  bool shares_whole_epoch() const { return cache_ && cache_->whole_epoch(); }
+  // Whole-epoch sharing of a per-split pipeline: the origin of each cached element, from
+  // origins_start_ (= the cache's start_index() after every add).
+  std::deque<Origin> cache_origins_;
+  int64_t origins_start_ = 0;
+  std::map<msg::consumer_id_t, std::string> trainer_of_; // cache reads: each reader's trainer
+  std::map<msg::consumer_id_t, Status> refused_;          // (refusal)
 };
 
 } // namespace conveyor::actors

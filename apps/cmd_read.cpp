@@ -96,9 +96,13 @@ int run_read(const std::vector<std::string>& args) {
        "workers tagged COLOCATED)")
       ("cross-trainer-cache", po::bool_switch(),
        "share the named job's elements with other trainers through the workers' cache (needs "
-       "--job-name, an infinite dataset, --mode off and --trainer-id)")
+       "--job-name, an infinite dataset and --trainer-id)")
       ("trainer-id", po::value<std::string>()->value_name("ID"),
        "this reader's trainer with --cross-trainer-cache (readers of one id share its position)")
+      ("cross-trainer-finite-epoch", po::bool_switch(),
+       "with --cross-trainer-cache: share one epoch of a finite dataset instead; each trainer "
+       "reads every element once and the slowest paces the others (start all trainers before a "
+       "worker's cache fills)")
       ("compression", po::value<std::string>()->default_value("AUTO")->value_name("AUTO|NONE"),
        "wire compression of the elements")
       ("timeout-ms", po::value(&f.timeout_ms)->default_value(60000)->value_name("T"),
@@ -159,9 +163,12 @@ int run_read(const std::vector<std::string>& args) {
   opts.target_workers = vm["target-workers"].as<std::string>();
   if (vm["cross-trainer-cache"].as<bool>())
     opts.cross_trainer_cache =
-      CrossTrainerCacheOptions{vm.count("trainer-id") ? vm["trainer-id"].as<std::string>() : ""};
+      CrossTrainerCacheOptions{vm.count("trainer-id") ? vm["trainer-id"].as<std::string>() : "",
+                               vm["cross-trainer-finite-epoch"].as<bool>()};
   else if (vm.count("trainer-id"))
     return bad(invalid_argument("`--trainer-id` is used only with `--cross-trainer-cache`"));
+  else if (vm["cross-trainer-finite-epoch"].as<bool>())
+    return bad(invalid_argument("`--cross-trainer-finite-epoch` is used only with `--cross-trainer-cache`"));
   if (auto st = validate(opts); !st.ok())
     return bad(st);
   if (f.take < -1)

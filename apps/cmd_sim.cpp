@@ -84,6 +84,9 @@ int run_sim(const std::vector<std::string>& args) {
      "the C consumers read a shared job through the workers' cross-trainer cache as trainers "
      "trainer-0..trainer-C-1, each stopping after --take elements; the dataset is infinite, e.g. "
      "'range(1000000).repeat()'")
+    ("cross-trainer-finite-epoch", po::bool_switch(),
+     "with --cross-trainer-cache: whole-epoch sharing of a finite dataset instead (no --take); "
+     "every trainer must read the whole epoch")
     ("late-workers", po::value<int>()->default_value(0)->value_name("L"),
      "the last L workers start at a time drawn from the seed (they join the running job)")
     ("latency-us", po::value<int64_t>()->value_name("US"), "one-way link latency (default: drawn)")
@@ -147,8 +150,11 @@ int run_sim(const std::vector<std::string>& args) {
     if (!cfg.options.job_name)
       cfg.options.job_name = "sim";
   }
+  if (vm["cross-trainer-finite-epoch"].as<bool>() && !vm["cross-trainer-cache"].as<bool>())
+    return bad(invalid_argument("`--cross-trainer-finite-epoch` is used only with `--cross-trainer-cache`"));
   if (vm["cross-trainer-cache"].as<bool>()) {
-    cfg.options.cross_trainer_cache = CrossTrainerCacheOptions{"trainer-0"}; // per consumer
+    cfg.options.cross_trainer_cache = CrossTrainerCacheOptions{"trainer-0", // per consumer
+                                                               vm["cross-trainer-finite-epoch"].as<bool>()};
     if (!cfg.options.job_name)
       cfg.options.job_name = "sim";
   }

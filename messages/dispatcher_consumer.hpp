@@ -76,7 +76,7 @@ struct get_or_create_job {
   std::string target_workers = "AUTO";
   // Read with the cross-trainer cache (the consumer's trainer id goes in get_elements): the job's
   // tasks keep a cache its trainers share (actors/cross_trainer_cache.hpp).
-  bool cross_trainer_cache = false;
+  CacheSharing cross_trainer_cache = CacheSharing::none;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, get_or_create_job& x) {

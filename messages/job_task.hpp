@@ -79,13 +79,17 @@ typename Inspector::result_type inspect(Inspector& f, splits_update& x) {
 
 // task -> job: the task's pipeline reached its end (every element is in its buffer), or
 // failed with `error` (non-empty; its consumers get the error with their next request).
+// `drained`: DYNAMIC, the end came from its worker's drain (the task stopped taking splits and
+// handed back the unstarted ones), not from the job running out of splits: the job's
+// production is not over because this task ended.
 struct task_done {
   task_id_t task = 0;
   std::string error;
+  bool drained = false;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, task_done& x) {
-  return f(caf::meta::type_name("task_done"), x.task, x.error);
+  return f(caf::meta::type_name("task_done"), x.task, x.error, x.drained);
 }
 
 // The job, as its tasks see it.

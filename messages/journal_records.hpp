@@ -55,7 +55,7 @@ struct CreateJobRecord {
   std::string target_workers;
   int64_t time_us = 0;
   int64_t split_size = 0; // DYNAMIC: elements per range split, decided at creation (0 = default)
-  bool cross_trainer_cache = false; // its tasks serve the job's trainers from a shared cache
+  uint8_t cross_trainer_cache = 0; // msg::CacheSharing: its tasks serve trainers from a cache
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, CreateJobRecord& x) {

@@ -9,7 +9,7 @@ namespace conveyor::msg {
 // Version of the node-to-node protocol. Every handshake (worker registration, client hello)
 // carries it; a peer speaking another version is refused with version_mismatch on both sides.
 // Bump it whenever a message changes shape or meaning.
-inline constexpr uint32_t kProtocolVersion = 10; // 2: bulk frames, job lifecycle (acks, origins, repetitions); 3: re-join with the old consumer id; 4: coordinated reads (rounds in get_elements, task_info, task_list, get_tasks, join_job, task_def); 5: a restarted coordinated consumer rejoins (get_elements.round_resume, element_batch.round_next); 6: the worker admits by token too (auth_token in assign_task, stop_task, get_elements, leave_job); 7: coordinated reads retire a draining worker's task (worker_heartbeat.draining, end_rounds, task_info.end_round, task_list.retired_rounds); 8: coordinated reads survive a lost task (get_tasks.lost_reports, task_list.lost_rounds, round_span.served_rounds, get_elements.round_committed_known, element_batch.round_committed); 9: coordinated reads survive a dispatcher restart (join_job.known_active/gone/lost, task_list.rounds_recovering); 10: OFF consumers acknowledge batches too, and an endless OFF task of a draining worker retires (element_batch.retired)
+inline constexpr uint32_t kProtocolVersion = 11; // 2: bulk frames, job lifecycle (acks, origins, repetitions); 3: re-join with the old consumer id; 4: coordinated reads (rounds in get_elements, task_info, task_list, get_tasks, join_job, task_def); 5: a restarted coordinated consumer rejoins (get_elements.round_resume, element_batch.round_next); 6: the worker admits by token too (auth_token in assign_task, stop_task, get_elements, leave_job); 7: coordinated reads retire a draining worker's task (worker_heartbeat.draining, end_rounds, task_info.end_round, task_list.retired_rounds); 8: coordinated reads survive a lost task (get_tasks.lost_reports, task_list.lost_rounds, round_span.served_rounds, get_elements.round_committed_known, element_batch.round_committed); 9: coordinated reads survive a dispatcher restart (join_job.known_active/gone/lost, task_list.rounds_recovering); 10: OFF consumers acknowledge batches too, and an endless OFF task of a draining worker retires (element_batch.retired); 11: a DYNAMIC task cut short by its worker's drain says so (task_done.drained); the cross-trainer cache's sharing mode (get_or_create_job and task_def .cross_trainer_cache: none, window or whole_epoch)
 
 using dataset_id_t = std::string; // generated ("1000", "1001", ...) or requested by the user
 using job_id_t = uint64_t;
@@ -35,5 +35,21 @@ struct round_span {
   int64_t end_round = 0; // -1: not settled yet (lost_rounds only)
   int64_t served_rounds = -1;
 };
+
+// How the trainers of a job read with the cross-trainer cache share its tasks' output
+// (actors/cross_trainer_cache.hpp).
+enum class CacheSharing : unsigned char {
+  none,        // no cache: the job's consumers split its elements
+  window,      // the reference's: an infinite dataset; a trainer behind the window skips ahead
+  whole_epoch, // beyond the reference: a finite dataset; each trainer reads every element once
+};
+inline const char* to_string(CacheSharing s) {
+  switch (s) {
+    case CacheSharing::none: return "off";
+    case CacheSharing::window: return "on";
+    case CacheSharing::whole_epoch: return "on, whole epoch";
+  }
+  return "?";
+}
 
 } // namespace conveyor::msg

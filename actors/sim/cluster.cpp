@@ -148,6 +148,7 @@ private:
   std::vector<std::pair<double, Fault>> progress_faults_; // not fired yet
   std::vector<std::string> fired_;
   bool any_fault_ = false;
+  bool dispatcher_restarted_ = false;
   std::vector<std::pair<std::size_t, std::size_t>> partitions_; // to heal at the end
   std::shared_ptr<SimJournal> journal_; // the dispatcher's disk
   std::map<std::size_t, caf::actor> workers_; // live worker actors by slot (for drain faults)
@@ -323,6 +324,8 @@ void ClusterRun::schedule_fault(const Fault& f) {
 
 void ClusterRun::fire(const Fault& f) {
   any_fault_ = true;
+  if (f.node == "dispatcher" && (f.kind == Fault::Kind::crash || f.kind == Fault::Kind::restart))
+    dispatcher_restarted_ = true;
   fired_.push_back(f.to_string() + " (fired at " + format_time(world_.elapsed()) + ")");
   auto a = slot_of(f.node);
   switch (f.kind) {
@@ -499,11 +502,13 @@ SimResult ClusterRun::run() {
     obs.expected_splits = count_splits(dataset_, derived_.split_size);
   }
   obs.faults = any_fault_;
+  obs.dispatcher_restarted = dispatcher_restarted_;
   obs.credits = derived_.credits;
   if (cfg_.options.num_consumers)
     obs.coordinated = *cfg_.options.num_consumers;
   obs.take = cfg_.take;
   obs.cross_trainer_cache = cfg_.options.cross_trainer_cache.has_value();
+  obs.cache_whole_epoch = obs.cross_trainer_cache && cfg_.options.cross_trainer_cache->finite_epoch;
   obs.cache_evicts = derived_.cache_evicts();
   obs.violations = world_.violations();
   obs.time_limit = format_time(cfg_.time_limit);

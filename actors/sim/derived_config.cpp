@@ -94,12 +94,21 @@ DerivedConfig derive_config(const SimConfig& cfg, const FaultSpec& spec) {
   d.task_limits.bulk_min_bytes = d.task_limits.step_elements == 16 ? 1 : std::size_t{64} << 10;
   d.consumer_step = cfg.consumer_step.value_or(pick<microseconds>(
     rng, {microseconds{0}, microseconds{200}, microseconds{2000}}));
-  for (int i = 0; i < cfg.consumers; ++i)
-    d.consumer_start.push_back(microseconds{rng.between(0, 20000)});
+  const bool whole_epoch = cfg.options.cross_trainer_cache && cfg.options.cross_trainer_cache->finite_epoch;
+  for (int i = 0; i < cfg.consumers; ++i) {
+    const auto start = microseconds{rng.between(0, 20000)}; // (drawn either way: same seeds)
+    // Whole-epoch sharing: the trainers start together (a trainer joining after the cache first
+    // evicted is refused, by design; README).
+    d.consumer_start.push_back(whole_epoch ? microseconds{0} : start);
+  }
   if (cfg.options.cross_trainer_cache) { // its own stream: the other choices stay per seed
     Rng cache_rng{cfg.seed ^ 0xcac4ecac4ecac4eull};
     const int64_t never_evicts = d.task_limits.cross_trainer_cache_bytes; // the default
-    d.task_limits.cross_trainer_cache_bytes = pick<int64_t>(cache_rng, {8 * 8, 32 * 8, never_evicts});
+    // (8-byte elements.) Whole-epoch sharing: at least a few times the credits, so every trainer's
+    // first request comes before the first eviction; the window then paces the trainers.
+    const int64_t small = whole_epoch ? (2 * d.credits + 16) * 8 : 8 * 8;
+    const int64_t medium = whole_epoch ? (8 * d.credits + 64) * 8 : 32 * 8;
+    d.task_limits.cross_trainer_cache_bytes = pick<int64_t>(cache_rng, {small, medium, never_evicts});
   }
   Rng fault_rng = rng.fork(7);
   Rng disk_rng = rng.fork(11);
@@ -147,6 +156,10 @@ Status validate_config(const SimConfig& config, const FaultSpec& spec) {
     if (config.take <= 0)
       return invalid_argument("coordinated reads in the simulator need `take` (rounds per consumer) "
                               "> 0: the dataset is infinite");
+  } else if (config.options.cross_trainer_cache && config.options.cross_trainer_cache->finite_epoch) {
+    if (config.take != -1)
+      return invalid_argument("whole-epoch cross-trainer cache reads in the simulator read the "
+                              "finite epoch to its end: no `take`");
   } else if (config.options.cross_trainer_cache) {
     if (config.take <= 0)
       return invalid_argument("cross-trainer cache reads in the simulator need `take` (elements "

@@ -1,5 +1,6 @@
 #include "actors/sim/invariants.hpp"
 
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <optional>
@@ -284,34 +285,127 @@ std::vector<std::string> check_coordinated(const Observation& o) {
   return out;
 }
 
-// Each trainer reads every task's output sequence (range(...).repeat(): 0, 1, 2, ... from the
-// start of the task's cache) in order: strictly increasing per task; without evictions, the
-// whole sequence from 0 with no gap. A plain shared job would split each task's sequence among
-// the readers instead; a cache that served one trainer's elements to another out of turn, or
-// twice, breaks the order.
+// Per trainer: the values it read from each task (source), in order.
+using TaskReads = std::map<std::string, std::vector<int64_t>>;
+
+TaskReads reads_by_task(const ObservedStream& s) {
+  TaskReads out;
+  for (std::size_t i = 0; i < s.elements.size(); ++i)
+    out[s.sources[i]].push_back(scalar_value(s.elements[i]).value_or(-1));
+  return out;
+}
+
+// Two trainers' reads of one task are subsequences of the task's output, so the values that each
+// read once come in the same order in both. (Under DYNAMIC with faults a task's output is not
+// increasing: the splits of a lost task or consumer are made again, later, by a survivor.)
+std::optional<std::string> order_conflict(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  std::map<int64_t, int> count_a, count_b;
+  for (auto v : a)
+    ++count_a[v];
+  for (auto v : b)
+    ++count_b[v];
+  std::map<int64_t, std::size_t> rank_b; // values both read once -> their place in b
+  std::size_t k = 0;
+  for (auto v : b)
+    if (count_b[v] == 1 && count_a[v] == 1)
+      rank_b[v] = k++;
+  std::optional<int64_t> prev;
+  for (auto v : a) {
+    auto r = rank_b.find(v);
+    if (r == rank_b.end())
+      continue;
+    if (prev && rank_b[*prev] > r->second)
+      return std::to_string(*prev) + " before " + std::to_string(v);
+    prev = v;
+  }
+  return std::nullopt;
+}
+
+// Each trainer reads every task's output sequence in order:
+//   - the sequence itself: under OFF (every incarnation runs range(...).repeat() from 0) and
+//     under DYNAMIC without faults (a task's splits come in increasing order) strictly
+//     increasing; under DYNAMIC with faults (splits made again) in the same order as every other
+//     trainer read it;
+//   - DYNAMIC without faults: no value from two tasks (each split made once);
+//   - with nothing evicted: every trainer's reads of a task are prefixes of the longest one,
+//     which under OFF is 0, 1, 2, ...
+// Not checked per task under DYNAMIC after a dispatcher restart: the restored job starts its
+// tasks again under their old ids, so one source label names two sequences (the sweeps of
+// that mode leave dispatcher faults out).
+// A plain shared job would split each task's sequence among the readers instead; a cache that
+// served one trainer's elements to another out of turn, or twice, breaks the order.
 std::vector<std::string> check_cross_trainer_cache(const Observation& o) {
   std::vector<std::string> out;
   check_taken_streams(o, "cache trainer's stream", "elements", out);
-  for (const auto& s : o.streams) {
-    std::map<std::string, int64_t> last; // per task: the last value read
-    for (std::size_t i = 0; i < s.elements.size(); ++i) {
-      const auto v = scalar_value(s.elements[i]);
-      const auto& source = s.sources[i];
-      auto at = last.find(source);
-      const int64_t expected = at == last.end() ? 0 : at->second + 1;
-      const bool fine = v && (o.cache_evicts ? (at == last.end() || *v > at->second) : *v == expected);
-      if (!fine) {
-        out.push_back(s.consumer + " read " + (v ? std::to_string(*v) : std::string{"a non-scalar"}) +
-                      " from " + source + " after " +
-                      (at == last.end() ? std::string{"nothing"} : std::to_string(at->second)) +
-                      (o.cache_evicts ? ": a trainer reads each task's sequence in order"
-                                      : ": with nothing evicted a trainer reads each task's whole "
-                                        "sequence, expected " + std::to_string(expected)));
-        break;
+  if (o.policy == ShardingPolicy::dynamic && o.dispatcher_restarted)
+    return out; // a label may name two task incarnations (Observation::dispatcher_restarted)
+  const bool increasing = o.policy != ShardingPolicy::dynamic || !o.faults;
+  std::vector<TaskReads> reads;
+  for (const auto& s : o.streams)
+    reads.push_back(reads_by_task(s));
+  std::map<int64_t, std::string> made_by; // DYNAMIC without faults: value -> its task
+  for (std::size_t t = 0; t < reads.size(); ++t) {
+    const auto& who = o.streams[t].consumer;
+    for (const auto& [source, seq] : reads[t]) {
+      for (std::size_t i = 0; increasing && i < seq.size(); ++i) {
+        if (seq[i] < 0 || (i > 0 && seq[i] <= seq[i - 1])) {
+          out.push_back(who + " read " + std::to_string(seq[i]) + " from " + source + " after " +
+                        (i == 0 ? std::string{"nothing"} : std::to_string(seq[i - 1])) +
+                        ": a trainer reads each task's sequence in order");
+          return out;
+        }
+        if (o.policy != ShardingPolicy::dynamic)
+          continue;
+        auto [at, fresh] = made_by.emplace(seq[i], source);
+        if (!fresh && at->second != source) {
+          out.push_back(who + " read " + std::to_string(seq[i]) + " from " + source +
+                        ", which another trainer read from " + at->second +
+                        ": without faults DYNAMIC makes each split once, on one task");
+          return out;
+        }
       }
-      last[source] = *v;
+      for (std::size_t u = 0; !increasing && u < t; ++u) {
+        auto other = reads[u].find(source);
+        if (other == reads[u].end())
+          continue;
+        if (auto conflict = order_conflict(seq, other->second)) {
+          out.push_back(who + " and " + o.streams[u].consumer + " read " + source +
+                        "'s elements in different orders (" + who + ": " + *conflict +
+                        "): every trainer reads a task's sequence in order");
+          return out;
+        }
+      }
     }
   }
+  if (o.cache_evicts)
+    return out;
+  std::map<std::string, const std::vector<int64_t>*> longest; // per task
+  for (const auto& r : reads)
+    for (const auto& [source, seq] : r)
+      if (!longest[source] || seq.size() > longest[source]->size())
+        longest[source] = &seq;
+  for (const auto& [source, whole] : longest)
+    for (std::size_t k = 0; o.policy == ShardingPolicy::off && k < whole->size(); ++k)
+      if ((*whole)[k] != static_cast<int64_t>(k)) {
+        out.push_back("a trainer read " + std::to_string((*whole)[k]) + " as element " +
+                      std::to_string(k) + " of " + source +
+                      ": with nothing evicted a trainer reads each task's whole sequence, " +
+                      "expected " + std::to_string(k));
+        return out;
+      }
+  for (std::size_t t = 0; t < reads.size(); ++t)
+    for (const auto& [source, seq] : reads[t]) {
+      const auto& whole = *longest[source];
+      auto diff = std::mismatch(seq.begin(), seq.end(), whole.begin()).first;
+      if (diff == seq.end())
+        continue;
+      const auto k = static_cast<std::size_t>(diff - seq.begin());
+      out.push_back(o.streams[t].consumer + " read " + std::to_string(*diff) + " as element " +
+                    std::to_string(k) + " of " + source + ", where another trainer read " +
+                    std::to_string(whole[k]) +
+                    ": with nothing evicted every trainer reads each task's whole sequence");
+      return out;
+    }
   return out;
 }
 
@@ -320,6 +414,20 @@ std::vector<std::string> check_cross_trainer_cache(const Observation& o) {
 std::vector<std::string> check_invariants(const Observation& o) {
   if (o.coordinated > 0)
     return check_coordinated(o);
+  if (o.cross_trainer_cache && o.cache_whole_epoch) {
+    // Each trainer reads the whole epoch: its stream alone must pass what a job read by one
+    // consumer passes. (The split checks see the job's one production, as for one consumer.)
+    std::vector<std::string> out;
+    for (const auto& s : o.streams) {
+      Observation one = o;
+      one.cross_trainer_cache = false;
+      one.streams = {s};
+      for (auto& f : check_invariants(one))
+        if (std::find(out.begin(), out.end(), f) == out.end())
+          out.push_back(std::move(f));
+    }
+    return out;
+  }
   if (o.cross_trainer_cache)
     return check_cross_trainer_cache(o);
   std::vector<std::string> out;

@@ -13,8 +13,12 @@
 //            often as the dataset (at-least-once), exactly as often without faults. Splits:
 //            without faults each handed out exactly once; an OK run every split at least once.
 //   cache    cross-trainer cache reads (each stream a trainer that stops after `take`): per
-//            task, every trainer reads the task's sequence in order; with nothing evicted,
-//            the whole of it from the start.
+//            task, every trainer reads the task's sequence in order (DYNAMIC with faults: in
+//            the same order as the others; without faults, no split made twice); with nothing
+//            evicted, the whole of it from the start. Not checked per task for DYNAMIC after
+//            a dispatcher restart (task incarnations share a label). Whole-epoch sharing (a
+//            finite dataset): each trainer's stream, checked on its own, as OFF or DYNAMIC
+//            above (every trainer reads the whole epoch).
 //   always   every stream ended before the time limit; without faults, with OK; consumer
 //            memory (elements delivered but not yet taken) within the credits; no job, task or
 //            consumer actor left once the job ended; nothing the network could not carry.
@@ -48,6 +52,10 @@ struct Observation {
   std::vector<Element> reference; // the dataset, collected locally
   bool reference_ordered = true;  // the pipeline gives the same order every time
   bool faults = false;            // any fault fired
+  // The dispatcher crashed (and restarted from its journal): a DYNAMIC job then starts its
+  // tasks again under their old ids (the task lost its split source), so a source label
+  // "worker/task<id>" may name two incarnations.
+  bool dispatcher_restarted = false;
   int64_t credits = 0;            // max_outstanding_requests
   std::vector<ObservedStream> streams;
   // DYNAMIC: whether the pipeline's output, as a multiset, does not depend on how splits are
@@ -74,6 +82,9 @@ struct Observation {
   // window could evict (cache_evicts: then a trainer that fell behind skips ahead).
   bool cross_trainer_cache = false;
   bool cache_evicts = false;
+  // Whole-epoch sharing (a finite dataset): each trainer's stream must hold what a lone
+  // consumer of the job would read; the job's other checks (splits) are shared.
+  bool cache_whole_epoch = false;
 };
 
 std::vector<std::string> check_invariants(const Observation& o);

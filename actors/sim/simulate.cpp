@@ -91,7 +91,9 @@ std::string replay_command(const Dataset& dataset, const SimConfig& config) {
   if (config.options.num_consumers)
     cmd += " --num-consumers " + std::to_string(*config.options.num_consumers) + " --take " +
            std::to_string(config.take);
-  if (config.options.cross_trainer_cache)
+  if (config.options.cross_trainer_cache && config.options.cross_trainer_cache->finite_epoch)
+    cmd += " --cross-trainer-cache --cross-trainer-finite-epoch";
+  else if (config.options.cross_trainer_cache)
     cmd += " --cross-trainer-cache --take " + std::to_string(config.take);
   if (config.late_workers > 0)
     cmd += " --late-workers " + std::to_string(config.late_workers);
@@ -103,7 +105,9 @@ namespace {
 // The dataset run locally, which the invariants compare the streams with; none for reads that
 // stop after `take` elements of an infinite dataset (coordinated rounds, cache trainers).
 Expected<sim::Reference> reference_for(const Dataset& dataset, const SimConfig& config) {
-  if (config.options.num_consumers || config.options.cross_trainer_cache)
+  const bool finite_epoch =
+    config.options.cross_trainer_cache && config.options.cross_trainer_cache->finite_epoch;
+  if (config.options.num_consumers || (config.options.cross_trainer_cache && !finite_epoch))
     return sim::Reference{};
   return sim::make_reference(dataset);
 }

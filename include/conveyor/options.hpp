@@ -52,6 +52,12 @@ Status validate_security(const NetworkConfig& network);
 // reading one named job of an infinite dataset share what its tasks produce.
 struct CrossTrainerCacheOptions {
   std::string trainer_id; // must not be empty; readers of one id share its position
+  // Beyond the reference: share one epoch of a FINITE dataset instead of an infinite stream.
+  // Each trainer reads every element exactly once; the workers make each element once; the
+  // cache evicts only what every trainer has read, so the slowest trainer paces the others
+  // (none skips). All trainers must start before a worker's cache first fills (a later one
+  // fails with an error saying so). The job's trainers must agree on it.
+  bool finite_epoch = false;
 };
 
 struct DistributeOptions {
@@ -88,7 +94,8 @@ struct DistributeOptions {
   // Share the job's elements with other trainers through a bounded cache on each worker
   // (WorkerConfig::cross_trainer_cache_size_bytes): each trainer id reads the sequence the tasks
   // produce; one that falls behind the cache's window skips ahead to its oldest element. Needs
-  // a job_name, an infinite dataset and processing mode OFF; not with coordinated reads.
+  // a job_name and an infinite dataset; not with coordinated reads. Any processing mode (DYNAMIC:
+  // each worker's cache holds what it made from its splits).
   std::optional<CrossTrainerCacheOptions> cross_trainer_cache;
   // Coordinated reads: how long a round may wait for the consumers that have not asked for it
   // yet; then the waiting consumers fail with an error naming the missing consumer indices.

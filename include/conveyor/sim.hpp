@@ -130,6 +130,10 @@ struct SimConfig {
   // must be infinite. The workers' cache window is drawn from the seed (a few elements, so
   // slow trainers fall behind it, or large enough never to evict). The invariants check that
   // every trainer reads each task's output sequence in order, whole when nothing was evicted.
+  // With cross_trainer_cache->finite_epoch (whole-epoch sharing) the dataset is finite instead,
+  // `take` stays -1, every consumer starts at once (trainers join before the cache fills) and
+  // the window is drawn from a few times the credits upwards: each trainer's stream is then
+  // checked as if it were the job's only consumer (the whole epoch, as the mode promises).
   int64_t take = -1;
   // The last `late_workers` workers start at a time drawn from the seed (0 .. 30 ms), so they
   // join a running job.

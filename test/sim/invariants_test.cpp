@@ -214,7 +214,7 @@ TEST_CASE("cross-trainer cache: each trainer reads each task's sequence in order
   o.streams[0] = stream({0, 0, 2, 3, 1}, {"w0", "w1", "w0", "w0", "w1"});
   auto f = check_invariants(o);
   REQUIRE(f.size() == 1);
-  CHECK(f[0] == "consumer-0 read 2 from w0 after 0: with nothing evicted a trainer reads each "
+  CHECK(f[0] == "a trainer read 2 as element 1 of w0: with nothing evicted a trainer reads each "
                 "task's whole sequence, expected 1");
   // With a window that evicts, a trainer behind it may skip ahead, never go back.
   o.cache_evicts = true;
@@ -228,4 +228,34 @@ TEST_CASE("cross-trainer cache: each trainer reads each task's sequence in order
   f = check_invariants(o);
   REQUIRE(f.size() == 1);
   CHECK(f[0].find("ended after 2 of 5 elements although no fault happened") != std::string::npos);
+}
+
+TEST_CASE("cross-trainer cache under DYNAMIC: trainers read the same split sequence of each task") {
+  auto o = observe(ShardingPolicy::dynamic, 2, 0);
+  o.cross_trainer_cache = true;
+  o.take = 4;
+  // Each task's sequence is the splits it was given (here w0: 0, 1, 4; w1: 2, 3).
+  o.streams.push_back(stream({0, 2, 1, 3}, {"w0", "w1", "w0", "w1"}));
+  o.streams.push_back(stream({0, 1, 4, 2}, {"w0", "w0", "w0", "w1"}));
+  auto second = [](std::vector<int64_t> values, std::vector<std::string> sources) {
+    auto s = stream(std::move(values), std::move(sources));
+    s.consumer = "consumer-1";
+    return s;
+  };
+  CHECK(check_invariants(o).empty());
+  // Without evictions a trainer cannot miss an element of a task another trainer read.
+  o.streams[1] = second({0, 4, 2, 3}, {"w0", "w0", "w1", "w1"});
+  auto f = check_invariants(o);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0] == "consumer-1 read 4 as element 1 of w0, where another trainer read 1: with nothing "
+                "evicted every trainer reads each task's whole sequence");
+  // With a window that evicts it can (it fell behind and skipped ahead).
+  o.cache_evicts = true;
+  CHECK(check_invariants(o).empty());
+  // Without faults one split is made once: the same value from two tasks is a duplicate.
+  o.streams[1] = second({0, 1, 4, 0}, {"w0", "w0", "w0", "w1"});
+  f = check_invariants(o);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0] == "consumer-1 read 0 from w1, which another trainer read from w0: without faults "
+                "DYNAMIC makes each split once, on one task");
 }

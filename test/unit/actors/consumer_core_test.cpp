@@ -67,6 +67,33 @@ TEST_CASE("credits bound what is requested and not yet acknowledged") {
   CHECK(c.outstanding() == 10 - 3);
 }
 
+// Whole-epoch cross-trainer sharing: a trainer greets every task as soon as it is connected,
+// with an empty request that needs no credit, so that the task's cache keeps what this trainer
+// has not read even while its credits are all out at other tasks.
+TEST_CASE("greet_tasks: each newly connected task gets one empty request, credits or not") {
+  ConsumerLimits limits;
+  limits.max_outstanding = 1;
+  limits.greet_tasks = true;
+  ConsumerCore c{limits};
+  c.on_task_list(list_of(1, {1}, false));
+  c.on_connected(1);
+  auto first = c.next_requests();
+  REQUIRE(first.size() == 2);
+  CHECK(first[0].max_elements == 0); // the greeting
+  CHECK(first[1].max_elements == 1); // and the one credit
+  std::vector<Element> out;
+  REQUIRE(c.on_reply(first[0], msg::element_batch{}, out).ok());
+  CHECK(c.next_requests().empty()); // greeted once
+  c.on_task_list(list_of(2, {1, 2}, false));
+  c.on_connected(2);
+  auto greet = c.next_requests(); // no credit left, yet task 2 is greeted
+  REQUIRE(greet.size() == 1);
+  CHECK(greet[0].task == 2);
+  CHECK(greet[0].max_elements == 0);
+  REQUIRE(c.on_reply(greet[0], msg::element_batch{}, out).ok());
+  CHECK(c.next_requests().empty()); // once
+}
+
 TEST_CASE("the stream ends when the job finished and every task reached its end") {
   ConsumerCore c{ConsumerLimits{}};
   c.on_task_list(list_of(1, {1}, false));

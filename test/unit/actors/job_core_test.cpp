@@ -89,6 +89,54 @@ TEST_CASE("job core: production ends when every listed task ended - a new task r
   CHECK_FALSE(job.production_ended());
 }
 
+TEST_CASE("job core: a task that ended because its worker drained does not end production") {
+  auto job = dynamic_job(40, 10); // 4 splits
+  job.add_task(1, 1, "w1");
+  job.task_assigned(1);
+  auto a = job.get_splits(1, 0, 2);
+  REQUIRE(a.ok());
+  REQUIRE(a->splits.size() == 2);
+  // The drain let both splits finish; the job's other two were never handed out.
+  job.splits_update(1, {{0, a->splits[0].index}, {0, a->splits[1].index}}, {});
+  job.task_done(1, "", true);
+  CHECK_FALSE(job.production_ended());
+  // A fresh worker's task takes the rest; its end (the splits ran out) ends production.
+  job.add_task(2, 2, "w2");
+  job.task_assigned(2);
+  auto b = job.get_splits(2, 0, 8);
+  REQUIRE(b.ok());
+  CHECK(b->splits.size() == 2);
+  std::vector<SplitKey> done;
+  for (const auto& s : b->splits)
+    done.push_back({s.epoch, s.index});
+  job.splits_update(2, done, {});
+  auto end = job.get_splits(2, 0, 8);
+  REQUIRE(end.ok());
+  CHECK(end->end_of_splits);
+  CHECK_FALSE(job.production_ended());
+  job.task_done(2, "");
+  CHECK(job.production_ended());
+}
+
+TEST_CASE("job core: a lost task's splits wait for a fresh task when the others only drained") {
+  auto job = dynamic_job(40, 10, false); // not per-split
+  job.add_task(1, 1, "w1");
+  job.add_task(2, 2, "w2");
+  job.task_assigned(1);
+  job.task_assigned(2);
+  auto a = job.get_splits(1, 0, 2);
+  REQUIRE(a.ok());
+  job.task_done(2, "", true); // w2 drained
+  job.task_lost(1, "gone");   // w1 crashed: its two splits come back
+  CHECK(job.error().empty()); // not stranded: w2's next process takes them
+  CHECK_FALSE(job.production_ended());
+  job.add_task(3, 2, "w2");
+  job.task_assigned(3);
+  auto again = job.get_splits(3, 0, 8);
+  REQUIRE(again.ok());
+  CHECK(again->splits.size() == 4); // the two that came back first, then the rest
+}
+
 TEST_CASE("job core: a split lost when every other task ended fails the job loudly (not per-split)") {
   auto job = dynamic_job(20, 10, /*per_split=*/false);
   job.add_task(1, 1, "a:1");

@@ -321,3 +321,103 @@ TEST_CASE("frame headers: hostile lengths and indexes are refused") {
   bulk::write_frame_header(f, bulk::FrameHeader{1, 2, 3, 2, 0}); // index 3 of 2
   CHECK(bulk::read_frame_header(f.data(), bulk::kFrameHeaderBytes, h));
 }
+
+// DYNAMIC with the cross-trainer cache: each produced element counts once for its split, for the
+// trainer whose read made it (moved it into the cache); another trainer's read of the same
+// element is sharing, not a delivery. So the splits finish when that trainer acknowledges, and
+// go back to the job when it reconnected without acknowledging.
+TEST_CASE("DYNAMIC + cross-trainer cache: a split counts the first trainer's read of each element") {
+  auto setup = [](TaskRunner& r) {
+    REQUIRE(r.enable_cross_trainer_cache().ok());
+    REQUIRE(r.start(Dataset::range(10), nullptr).ok());
+    CHECK(r.produce() == TaskRunner::Step::waiting_for_split);
+    r.split_feed()->request_sent();
+    r.split_feed()->deliver({Split{0, 0, 2, 5, ""}, Split{0, 1, 5, 7, ""}}, false, false);
+    r.split_feed()->request_sent();
+    r.split_feed()->deliver({}, true, false);
+    CHECK(r.produce() == TaskRunner::Step::ended);
+  };
+  TaskRunner r{ShardingPolicy::dynamic, Compression::none};
+  setup(r);
+  auto a = r.take(1, 100, 1 << 20, nullptr, 0, "trainer A");
+  REQUIRE(a);
+  CHECK(decode_ints(a->payload) == std::vector<int64_t>{2, 3, 4, 5, 6});
+  CHECK(a->origins.empty()); // a trainer's stream is the cache's sequence
+  auto b = r.take(2, 100, 1 << 20, nullptr, 0, "trainer B");
+  REQUIRE(b);
+  CHECK(decode_ints(b->payload) == std::vector<int64_t>{2, 3, 4, 5, 6});
+  r.ack(2, {b->batch_seq}); // B's read made nothing
+  CHECK(r.take_finished().empty());
+  SUBCASE("the first reader acknowledges: both splits finish") {
+    r.ack(1, {a->batch_seq});
+    auto finished = r.take_finished();
+    std::sort(finished.begin(), finished.end());
+    CHECK(finished == std::vector<std::pair<int64_t, int64_t>>{{0, 0}, {0, 1}});
+  }
+  SUBCASE("the first reader reconnected without acknowledging: both splits go back") {
+    r.consumer_reconnected(1);
+    CHECK(r.take_lost().size() == 2);
+  }
+}
+
+// Whole-epoch sharing (beyond the reference): a finite dataset; each trainer reads every element
+// once, the task makes each once, and a trainer at the end waits while the cache is full of
+// elements the other has not read, instead of either skipping.
+TEST_CASE("cross-trainer cache, whole epoch: every trainer reads the finite epoch once, then its end") {
+  TaskLimits limits;
+  limits.cross_trainer_cache_bytes = 3 * 8; // three int64 elements
+  TaskRunner r{ShardingPolicy::off, Compression::none, limits};
+  REQUIRE(r.enable_cross_trainer_cache(true).ok());
+  REQUIRE(r.start(Dataset::range(10), nullptr).ok());
+  CHECK(r.produce() == TaskRunner::Step::ended);
+  std::map<std::string, std::vector<int64_t>> got;
+  auto take = [&](msg::consumer_id_t c, const std::string& trainer, uint32_t n) {
+    auto b = r.take(c, n, 1 << 20, nullptr, 0, trainer);
+    if (!b)
+      return std::string{"held"};
+    if (b->end_of_sequence)
+      return std::string{"end"};
+    for (auto v : decode_ints(b->payload))
+      got[trainer].push_back(v);
+    return std::string{"batch"};
+  };
+  CHECK(take(1, "a", 1) == "batch"); // both trainers known before anything is evicted
+  CHECK(take(2, "b", 1) == "batch");
+  CHECK(take(1, "a", 100) == "batch"); // 1, 2, and 3 (evicting 0, which "b" read)
+  CHECK(got["a"] == std::vector<int64_t>{0, 1, 2, 3});
+  CHECK(take(1, "a", 100) == "held"); // full of what "b" has not read: "a" waits
+  CHECK(take(2, "b", 100) == "batch"); // 1, 2, 3, then new ones until "a" holds it back
+  CHECK(take(1, "a", 100) == "batch");
+  for (int i = 0; i < 20; ++i) {
+    take(1, "a", 2);
+    take(2, "b", 3);
+  }
+  CHECK(take(1, "a", 100) == "end");
+  CHECK(take(2, "b", 100) == "end");
+  const auto all = std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  CHECK(got["a"] == all);
+  CHECK(got["b"] == all);
+  CHECK(r.cross_trainer_cache()->misses() == 10); // each element made (moved into it) once
+  CHECK(r.cross_trainer_cache()->skipped("b") == 0);
+}
+
+TEST_CASE("cross-trainer cache, whole epoch: a trainer whose readers left holds nobody back") {
+  TaskLimits limits;
+  limits.cross_trainer_cache_bytes = 2 * 8;
+  TaskRunner r{ShardingPolicy::off, Compression::none, limits};
+  REQUIRE(r.enable_cross_trainer_cache(true).ok());
+  REQUIRE(r.start(Dataset::range(6), nullptr).ok());
+  CHECK(r.produce() == TaskRunner::Step::ended);
+  REQUIRE(r.take(1, 1, 1 << 20, nullptr, 0, "a"));     // 0
+  REQUIRE(r.take(2, 1, 1 << 20, nullptr, 0, "b"));     // 0
+  REQUIRE(r.take(3, 1, 1 << 20, nullptr, 0, "b"));     // 1: a second reader of trainer "b"
+  auto ahead = r.take(1, 100, 1 << 20, nullptr, 0, "a"); // 1, 2, 3 (evicting 0 and 1)
+  REQUIRE(ahead);
+  CHECK(decode_ints(ahead->payload) == std::vector<int64_t>{1, 2, 3});
+  CHECK_FALSE(r.take(1, 1, 1 << 20, nullptr, 0, "a")); // "b" has not read 2: "a" waits
+  CHECK_FALSE(r.reader_left(2)); // reader 3 still reads as "b"
+  CHECK(r.reader_left(3));       // "b" is gone
+  auto rest = r.take(1, 100, 1 << 20, nullptr, 0, "a");
+  REQUIRE(rest);
+  CHECK(decode_ints(rest->payload) == std::vector<int64_t>{4, 5});
+}

@@ -298,21 +298,27 @@ TEST_CASE("group fsync: callbacks run in append order, after their group is on d
   CHECK(j->groups_synced() <= 3);
 }
 
-TEST_CASE("named-job repetitions, split sizes and the cross-trainer cache flag survive replay and snapshots") {
+TEST_CASE("named-job repetitions, split sizes and the cross-trainer cache mode survive replay and snapshots") {
+  using conveyor::msg::CacheSharing;
   std::vector<Update> records;
   records.push_back(RegisterDatasetRecord{"1000", "fp", "def", 1, 0});
   records.push_back(CreateJobRecord{1, "1000", "trainer", 1, -1, "AUTO", 1, 512});
   records.push_back(ReleaseJobRecord{1, 2}); // erased; the name's next reading is repetition 1
   records.push_back(CreateJobRecord{2, "1000", "trainer", 1, -1, "AUTO", 3, 256});
-  records.push_back(CreateJobRecord{4, "1000", "cached", 0, -1, "AUTO", 3, 0, true});
+  records.push_back(CreateJobRecord{4, "1000", "cached", 0, -1, "AUTO", 3, 0,
+                                    static_cast<uint8_t>(CacheSharing::window)});
+  records.push_back(CreateJobRecord{5, "1000", "epoch", 0, -1, "AUTO", 3, 0,
+                                    static_cast<uint8_t>(CacheSharing::whole_epoch)});
   DispatcherState live = apply_all(records);
   REQUIRE(live.job(1) == nullptr);
   REQUIRE(live.job(2) != nullptr);
   CHECK(live.job(2)->repetition == 1);
   CHECK(live.job(2)->split_size == 256);
-  CHECK_FALSE(live.job(2)->cross_trainer_cache);
+  CHECK(live.job(2)->cross_trainer_cache == CacheSharing::none);
   REQUIRE(live.job(4) != nullptr);
-  CHECK(live.job(4)->cross_trainer_cache);
+  CHECK(live.job(4)->cross_trainer_cache == CacheSharing::window);
+  REQUIRE(live.job(5) != nullptr);
+  CHECK(live.job(5)->cross_trainer_cache == CacheSharing::whole_epoch);
   // Through a snapshot (compaction) and through the journal's codec.
   auto bytes = Journal::encode_snapshot(live.snapshot());
   auto snapshot = Journal::decode_snapshot(bytes);
@@ -321,12 +327,14 @@ TEST_CASE("named-job repetitions, split sizes and the cross-trainer cache flag s
   REQUIRE(restored.restore(*snapshot).ok());
   CHECK(restored == live);
   REQUIRE(restored.job(4) != nullptr);
-  CHECK(restored.job(4)->cross_trainer_cache);
+  CHECK(restored.job(4)->cross_trainer_cache == CacheSharing::window);
+  REQUIRE(restored.job(5) != nullptr);
+  CHECK(restored.job(5)->cross_trainer_cache == CacheSharing::whole_epoch);
   REQUIRE(restored.apply(ReleaseJobRecord{2, 4}).ok());
   REQUIRE(restored.apply(CreateJobRecord{3, "1000", "trainer", 1, -1, "AUTO", 5, 0}).ok());
   REQUIRE(restored.job(3) != nullptr);
   CHECK(restored.job(3)->repetition == 2); // not 0: the count survived the snapshot
-  CHECK(restored.snapshot().jobs.size() == 2);
+  CHECK(restored.snapshot().jobs.size() == 3);
 }
 
 TEST_CASE("splits held at a crash survive replay and snapshots") {
