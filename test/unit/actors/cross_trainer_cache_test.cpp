@@ -119,7 +119,7 @@ TEST_CASE("many trainers at random speeds: every trainer's sequence increases, g
   }
 }
 
-TEST_CASE("whole-epoch sharing: nothing is evicted before every trainer read it; the slowest paces") {
+TEST_CASE("whole-epoch sharing: nothing is evicted before every trainer read it, the slowest paces") {
   auto cache = CrossTrainerCache::make(3 * 8, true); // three 8-byte elements fit
   REQUIRE(cache.ok());
   Source src;
