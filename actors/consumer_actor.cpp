@@ -716,6 +716,8 @@ void join(self_ptr self, const msg::job_info& info) {
     req.known_gone = std::move(known.gone);
     req.known_lost = std::move(known.lost);
   }
+  if (st.start.job_request.cross_trainer_cache == msg::CacheSharing::whole_epoch)
+    req.trainer_id = st.start.trainer_id; // the job registers it at every task
   self->request(st.job, st.start.request_timeout, std::move(req))
     .then(
       [self, gen](msg::job_joined& joined) {

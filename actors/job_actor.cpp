@@ -337,6 +337,22 @@ void serve_held_splits(self_ptr self) {
     it = try_splits(self, it->request, it->promise) ? held.erase(it) : std::next(it);
 }
 
+// Whole-epoch cross-trainer sharing: tells `tasks` (all listed ones when empty) of trainers that
+// joined or left (msg::cache_trainers).
+void tell_trainers(self_ptr self, std::vector<std::string> joined, std::vector<std::string> left,
+                   std::vector<msg::task_actor> tasks = {}) {
+  auto& st = self->state;
+  if (st.start.cross_trainer_cache != msg::CacheSharing::whole_epoch ||
+      (joined.empty() && left.empty()))
+    return;
+  if (tasks.empty())
+    for (const auto& [task, handle] : st.task_handles)
+      tasks.push_back(handle);
+  for (const auto& handle : tasks)
+    caf::anon_send(caf::actor_cast<caf::actor>(handle),
+                   msg::cache_trainers{joined, left, st.start.auth_token});
+}
+
 // After any change of tasks or splits: wake whoever waits on it.
 void changed(self_ptr self, uint64_t version_before) {
   auto& st = self->state;
@@ -371,6 +387,7 @@ void assign(self_ptr self, const msg::add_task& add) {
         auto v = list_version(st);
         st.task_handles[reply.task] = reply.handle;
         st.core().task_assigned(reply.task);
+        tell_trainers(self, st.core().trainers(), {}, {reply.handle}); // before any consumer asks it
         if (st.rounds && st.rounds->add_task(reply.task) && st.rounds->pending() > 0)
           log::info(kLog, st.label() + ": task " + std::to_string(reply.task) +
                             " joins the coordinated rounds from round " +
@@ -395,6 +412,8 @@ void assign(self_ptr self, const msg::add_task& add) {
 // the departed, its tasks release what it did not acknowledge, and the job may be done.
 void consumer_left(self_ptr self, msg::consumer_id_t id, bool finished) {
   auto& st = self->state;
+  if (auto trainer = st.core().trainer_gone(id); !trainer.empty())
+    tell_trainers(self, {}, {trainer}); // its tasks' caches no longer keep elements for it
   if (st.rounds && st.rounds->leave(id))
     answer_polls(self); // a pending task no longer waits for this consumer
   if (auto p = st.progress.find(id); p != st.progress.end()) {
@@ -556,6 +575,10 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
           changed(self, v);
         }
       }
+      // Whole-epoch sharing: every task hears of a new trainer before the consumer (which asks
+      // its tasks only once it joined) can.
+      if (!join.trainer_id.empty() && st.core().set_trainer(id, join.trainer_id))
+        tell_trainers(self, {join.trainer_id}, {});
       st.consumer_addrs[join.consumer.address()] = id;
       self->monitor(join.consumer);
       ++st.gc_token; // cancels a pending gc

@@ -33,7 +33,8 @@ using task_full_actor = msg::task_actor::extend<caf::reacts_to<msg::produce_atom
                                                 caf::replies_to<msg::drained_atom>::with<bool>,
                                                 caf::reacts_to<msg::assign_task>,
                                                 caf::reacts_to<msg::stop_task>,
-                                                caf::reacts_to<msg::end_rounds>>;
+                                                caf::reacts_to<msg::end_rounds>,
+                                                caf::reacts_to<msg::cache_trainers>>;
 
 // A request that found nothing. It is answered when elements arrive, the pipeline ends, or —
 // at the next produce step or request after its deadline — with an empty batch. No timer:
@@ -719,6 +720,15 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
       st.rounds_end = end.local_rounds;
       log::info(kLog, st.label() + ": retired from the coordinated rounds after local round " +
                         std::to_string(end.local_rounds - 1) + " (its worker drains)");
+    },
+    [self](msg::cache_trainers& update) {
+      auto& st = self->state;
+      if (!admit(self, update.auth_token, "cache_trainers").ok() || !st.runner)
+        return;
+      if (st.runner->cache_trainers(update.joined, update.left))
+        serve_held(self); // a trainer that left holds the others no more
+      if (st.runner->split_feed())
+        after_step(self); // splits it held open may have finished
     },
     [self](msg::leave_job& left) {
       auto& st = self->state;

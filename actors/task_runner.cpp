@@ -618,6 +618,24 @@ bool TaskRunner::awaits_ack(msg::consumer_id_t consumer, uint64_t from_seq) cons
   return c != unacked_.end() && c->second.lower_bound(from_seq) != c->second.end();
 }
 
+bool TaskRunner::cache_trainers(const std::vector<std::string>& joined,
+                                const std::vector<std::string>& left) {
+  if (!cache_ || !cache_->whole_epoch())
+    return false;
+  for (const auto& trainer : joined)
+    (void)cache_->join(trainer); // too late: its own first request gets the error (refusal)
+  for (const auto& trainer : left) {
+    cache_->remove_trainer(trainer);
+    for (auto it = trainer_of_.begin(); it != trainer_of_.end();)
+      it = it->second == trainer ? trainer_of_.erase(it) : std::next(it);
+  }
+  if (left.empty())
+    return false;
+  check_all_finished();
+  finish_all_if_done();
+  return true;
+}
+
 bool TaskRunner::reader_left(msg::consumer_id_t consumer) {
   if (!cache_)
     return false;

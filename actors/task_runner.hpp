@@ -116,6 +116,11 @@ public:
     auto r = refused_.find(consumer);
     return r == refused_.end() ? Status::OK() : r->second;
   }
+  // Whole-epoch sharing: trainers the job registered (before their first request reaches this
+  // task, so that the cache keeps what they have not read) and trainers whose last consumer
+  // left the job. A trainer that joins after the cache first evicted is refused at its first
+  // request (refusal). Returns whether a trainer left (held requests may go on).
+  bool cache_trainers(const std::vector<std::string>& joined, const std::vector<std::string>& left);
   // A consumer left (or is gone): with whole-epoch sharing, a trainer none of whose readers
   // remain no longer holds the others back. Returns whether that freed a trainer (the actor
   // then answers the held requests again).

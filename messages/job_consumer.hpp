@@ -44,11 +44,13 @@ struct join_job {
   std::vector<round_span> known_active = {};
   std::vector<round_span> known_gone = {};
   std::vector<round_span> known_lost = {};
+  // Whole-epoch cross-trainer sharing: this consumer's trainer id (the job tells its tasks).
+  std::string trainer_id = {};
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_job& x) {
   return f(caf::meta::type_name("join_job"), x.consumer, x.previous, x.consumer_index,
-           x.known_active, x.known_gone, x.known_lost);
+           x.known_active, x.known_gone, x.known_lost, x.trainer_id);
 }
 
 struct job_joined {

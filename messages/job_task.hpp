@@ -92,6 +92,20 @@ typename Inspector::result_type inspect(Inspector& f, task_done& x) {
   return f(caf::meta::type_name("task_done"), x.task, x.error, x.drained);
 }
 
+// job -> task, whole-epoch cross-trainer sharing: the trainers reading the job (joined: a first
+// consumer of that trainer id joined the job; left: its last consumer left). The job tells
+// every task of a trainer as it joins — and a new task of all of them — so that no task's cache
+// evicts what a trainer has not read before that trainer's own first request arrives there.
+struct cache_trainers {
+  std::vector<std::string> joined;
+  std::vector<std::string> left;
+  std::string auth_token = {}; // the dispatcher's (the worker admits by token)
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, cache_trainers& x) {
+  return f(caf::meta::type_name("cache_trainers"), x.joined, x.left, x.auth_token);
+}
+
 // The job, as its tasks see it.
 using split_source_actor =
   caf::typed_actor<caf::replies_to<get_splits>::with<splits_reply>, caf::reacts_to<splits_update>,

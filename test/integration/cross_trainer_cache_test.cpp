@@ -62,12 +62,11 @@ TEST_CASE("cross-trainer cache: DYNAMIC trainers of one job both read 0..49 from
 }
 
 // Whole-epoch sharing (beyond the reference) on real processes: two trainers share one epoch
-// of range(20000) from two workers; each trainer prints every element exactly once (DYNAMIC:
-// the dataset once across the workers), and exits 0. The caches hold the whole epoch here: a
-// `conveyor read` takes elements as fast as they come, so with a small cache the trainer that
-// learns of a task first could have it evict elements before the other trainer's first request
-// reaches it (refused, by design: README). Pacing through a small cache is tested in
-// test/unit/actors/cross_trainer_cache_test.cpp and in the simulator.
+// of range(20000) from two workers whose caches hold 1000 elements each; each trainer prints
+// every element exactly once (DYNAMIC: the dataset once across the workers), and exits 0. Both
+// joined the job before the workers came, so the job registers both at every task when it is
+// assigned (msg::cache_trainers): without that, the trainer that learned of a task first had
+// it evict 9000 elements before the other's first request arrived (its read failed).
 TEST_CASE("cross-trainer cache: --cross-trainer-finite-epoch - two trainers each read the whole epoch") {
   Cluster cluster(0, {"--job-gc-timeout", "200"});
   const std::string dataset = "range(20000)";
@@ -76,8 +75,8 @@ TEST_CASE("cross-trainer cache: --cross-trainer-finite-epoch - two trainers each
                                     "--cross-trainer-finite-epoch", "--trainer-id", trainer};
   };
   auto [a, b] = start_two_trainers(cluster, dataset, flags);
-  cluster.add_worker({"--cross-trainer-cache-size-bytes", "1000000"});
-  cluster.add_worker({"--cross-trainer-cache-size-bytes", "1000000"});
+  cluster.add_worker({"--cross-trainer-cache-size-bytes", "8000"});
+  cluster.add_worker({"--cross-trainer-cache-size-bytes", "8000"});
   REQUIRE_MESSAGE(a->wait_exit(kReadTimeout) == 0, a->describe());
   REQUIRE_MESSAGE(b->wait_exit(kReadTimeout) == 0, b->describe());
   for (auto* trainer : {a.get(), b.get()}) {

@@ -17,6 +17,7 @@ struct get_splits;
 struct splits_reply;
 struct splits_update;
 struct task_done;
+struct cache_trainers;
 // dispatcher_worker.hpp
 struct task_def;
 struct assign_task;
@@ -117,4 +118,5 @@ CAF_BEGIN_TYPE_ID_BLOCK(conveyor, caf::first_custom_type_id)
   CAF_ADD_ATOM(conveyor, conveyor::msg, retry_atom, "cv_retry")     // retry after a backoff
   CAF_ADD_ATOM(conveyor, conveyor::msg, drain_atom, "cv_drain")     // worker/task: graceful stop
   CAF_ADD_ATOM(conveyor, conveyor::msg, drained_atom, "cv_drained") // task: drained yet?
+  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::cache_trainers))
 CAF_END_TYPE_ID_BLOCK(conveyor)

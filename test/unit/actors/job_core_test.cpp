@@ -210,3 +210,16 @@ TEST_CASE("job core: only finished splits the task still owned count as finished
   REQUIRE(accepted.size() == 1);
   CHECK(accepted[0] == SplitKey{0, 0});
 }
+
+TEST_CASE("job core: whole-epoch trainers - new on a first consumer, gone with the last") {
+  auto job = dynamic_job(40, 10);
+  auto a1 = job.join(0), a2 = job.join(0), b = job.join(0);
+  CHECK(job.set_trainer(a1, "a"));       // new: the tasks must hear of it
+  CHECK_FALSE(job.set_trainer(a2, "a")); // a second reader of trainer "a"
+  CHECK(job.set_trainer(b, "b"));
+  CHECK(job.trainers() == std::vector<std::string>{"a", "b"});
+  CHECK(job.trainer_gone(a1).empty()); // "a" still reads through a2
+  CHECK(job.trainer_gone(a2) == "a");
+  CHECK(job.trainers() == std::vector<std::string>{"b"});
+  CHECK(job.trainer_gone(a2).empty()); // once
+}

@@ -1,6 +1,8 @@
 // TaskRunner: the task's pipeline, buffer and batching without actors.
 #include <doctest/doctest.h>
 
+#include <memory>
+
 #include "actors/bulk_frame.hpp"
 #include "actors/task_runner.hpp"
 #include "pipeline/codec.hpp"
@@ -401,13 +403,20 @@ TEST_CASE("cross-trainer cache, whole epoch: every trainer reads the finite epoc
   CHECK(r.cross_trainer_cache()->skipped("b") == 0);
 }
 
-TEST_CASE("cross-trainer cache, whole epoch: a trainer whose readers left holds nobody back") {
+// Whole-epoch sharing over range(n), all produced, with a cache of `cache_elements` int64s.
+static std::unique_ptr<TaskRunner> whole_epoch_runner(int64_t cache_elements, int64_t n) {
   TaskLimits limits;
-  limits.cross_trainer_cache_bytes = 2 * 8;
-  TaskRunner r{ShardingPolicy::off, Compression::none, limits};
-  REQUIRE(r.enable_cross_trainer_cache(true).ok());
-  REQUIRE(r.start(Dataset::range(6), nullptr).ok());
-  CHECK(r.produce() == TaskRunner::Step::ended);
+  limits.cross_trainer_cache_bytes = cache_elements * 8;
+  auto r = std::make_unique<TaskRunner>(ShardingPolicy::off, Compression::none, limits);
+  REQUIRE(r->enable_cross_trainer_cache(true).ok());
+  REQUIRE(r->start(Dataset::range(n), nullptr).ok());
+  CHECK(r->produce() == TaskRunner::Step::ended);
+  return r;
+}
+
+TEST_CASE("cross-trainer cache, whole epoch: a trainer whose readers left holds nobody back") {
+  auto owned = whole_epoch_runner(2, 6);
+  TaskRunner& r = *owned;
   REQUIRE(r.take(1, 1, 1 << 20, nullptr, 0, "a"));     // 0
   REQUIRE(r.take(2, 1, 1 << 20, nullptr, 0, "b"));     // 0
   REQUIRE(r.take(3, 1, 1 << 20, nullptr, 0, "b"));     // 1: a second reader of trainer "b"
@@ -420,4 +429,30 @@ TEST_CASE("cross-trainer cache, whole epoch: a trainer whose readers left holds 
   auto rest = r.take(1, 100, 1 << 20, nullptr, 0, "a");
   REQUIRE(rest);
   CHECK(decode_ints(rest->payload) == std::vector<int64_t>{4, 5});
+}
+
+// Whole-epoch sharing: the job registers trainers before their first request reaches the task
+// (cache_trainers), so the cache keeps what they have not read; a trainer the job says left
+// holds nobody back.
+TEST_CASE("cross-trainer cache, whole epoch: trainers the job registers are kept for, until they leave") {
+  auto owned = whole_epoch_runner(2, 6);
+  TaskRunner& r = *owned;
+  CHECK_FALSE(r.cache_trainers({"a", "b"}, {})); // none left
+  auto a = r.take(1, 100, 1 << 20, nullptr, 0, "a");
+  REQUIRE(a);
+  CHECK(decode_ints(a->payload) == std::vector<int64_t>{0, 1}); // "b" has read neither
+  CHECK_FALSE(r.take(1, 100, 1 << 20, nullptr, 0, "a"));
+  auto b = r.take(2, 1, 1 << 20, nullptr, 0, "b"); // "b" starts at 0: nothing was evicted
+  REQUIRE(b);
+  CHECK(decode_ints(b->payload) == std::vector<int64_t>{0});
+  CHECK(r.cache_trainers({}, {"b"})); // "b" left the job
+  auto rest = r.take(1, 100, 1 << 20, nullptr, 0, "a");
+  REQUIRE(rest);
+  CHECK(decode_ints(rest->payload) == std::vector<int64_t>{2, 3, 4, 5});
+  // A trainer the job registers only now would miss 0..3: its first request is refused (its
+  // own error; the task goes on).
+  r.cache_trainers({"late"}, {});
+  CHECK_FALSE(r.take(3, 100, 1 << 20, nullptr, 0, "late"));
+  CHECK(r.refusal(3).code() == ErrorCode::failed_precondition);
+  CHECK_FALSE(r.failed());
 }
