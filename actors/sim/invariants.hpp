@@ -15,7 +15,8 @@
 //   cache    cross-trainer cache reads (each stream a trainer that stops after `take`): per
 //            task, every trainer reads the task's sequence in order (DYNAMIC with faults: in
 //            the same order as the others; without faults, no split made twice); with nothing
-//            evicted, the whole of it from the start. Not checked per task for DYNAMIC after
+//            evicted, the whole of it from the start (DYNAMIC: without faults; a reader whose
+//            connection broke lost its batches in flight, whose splits are made again later). Not checked per task for DYNAMIC after
 //            a dispatcher restart (task incarnations share a label). Whole-epoch sharing (a
 //            finite dataset): each trainer's stream, checked on its own, as OFF or DYNAMIC
 //            above (every trainer reads the whole epoch).
