@@ -121,8 +121,10 @@ TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
       const Split& c = feed_->current();
       Key key{c.epoch, c.index};
       item.origin = Origin{c.epoch, c.index, feed_->next_seq()};
-      if (auto sp = splits_.find(key); sp != splits_.end())
+      if (auto sp = splits_.find(key); sp != splits_.end()) {
         ++sp->second.produced;
+        item.counted = true;
+      }
     }
     item.encoded = encoded_batch_entry_size(e);
     if (item.encoded >= limits_.bulk_min_bytes) {
@@ -344,7 +346,8 @@ std::optional<msg::element_batch> TaskRunner::take_cached(msg::consumer_id_t con
         break;
       }
       if (whole_epoch && per_split_) {
-        if (auto sp = splits_.find(Key{item.origin.epoch, item.origin.index}); sp != splits_.end()) {
+        auto sp = item.counted ? splits_.find(Key{item.origin.epoch, item.origin.index}) : splits_.end();
+        if (sp != splits_.end()) {
           ++sp->second.cached;
           sp->second.last_index = cache_->end_index() - 1;
         }
@@ -515,6 +518,8 @@ void TaskRunner::track_feed() {
   }
   for (const auto& s : feed_->take_closed()) {
     Key key{s.epoch, s.index};
+    if (closing_lost_.erase(key) > 0)
+      continue; // the end of the run that was handed back, not of a new run (consumer_reconnected)
     auto sp = splits_.find(key);
     if (sp == splits_.end())
       continue;
@@ -604,13 +609,22 @@ void TaskRunner::consumer_reconnected(msg::consumer_id_t consumer) {
       affected.insert(key);
   unacked_.erase(c);
   pending_.erase(consumer);
+  std::set<Key> dropped;
   for (const auto& key : affected) {
     auto sp = splits_.find(key);
     if (sp == splits_.end())
       continue;
     lost_.push_back(sp->second.split); // read again elsewhere; the consumer drops repeats
+    if (!sp->second.closed && feed_ && feed_->has_current() &&
+        Key{feed_->current().epoch, feed_->current().index} == key)
+      closing_lost_.insert(key); // still in production: its close is not a new run's
+    dropped.insert(key);
     splits_.erase(sp);
   }
+  // Their copies in the buffer belong to the run handed back: none counts for a new run.
+  for (auto& item : buffer_)
+    if (item.counted && dropped.count(Key{item.origin.epoch, item.origin.index}))
+      item.counted = false;
 }
 
 bool TaskRunner::awaits_ack(msg::consumer_id_t consumer, uint64_t from_seq) const {

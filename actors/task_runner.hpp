@@ -224,6 +224,10 @@ private:
     std::size_t encoded = 0;  // bytes this element adds to an (uncompressed) batch buffer
     std::size_t bytes = 0;    // what it counts in the buffer's byte bound
     Origin origin;            // per-split pipelines: the split and sequence it came from
+    // Per-split: counted in its split's state (SplitState::produced). Not when that state was
+    // dropped (its split handed back while still in the buffer or in production): the split may
+    // run again under the same key, and this copy must not count for the new run.
+    bool counted = false;
   };
   std::optional<msg::element_batch> take_cached(msg::consumer_id_t consumer, uint32_t max_elements,
                                                 uint64_t max_bytes, const std::string& trainer);
@@ -256,6 +260,9 @@ private:
   // Unacknowledged batches per consumer: batch_seq -> (split, elements) runs (none in OFF).
   std::map<msg::consumer_id_t, std::map<uint64_t, std::vector<std::pair<Key, int64_t>>>> unacked_;
   std::vector<Key> finished_;
+  // Splits handed back while the pipeline was still producing them (consumer_reconnected): the
+  // pipeline's later close of that run is not the close of a new run of the same split.
+  std::set<Key> closing_lost_;
   std::set<msg::consumer_id_t> gone_; // left the job: its late requests get nothing
   std::vector<Split> lost_;
   int64_t buffer_bytes_ = 0;

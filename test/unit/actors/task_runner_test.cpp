@@ -456,3 +456,38 @@ TEST_CASE("cross-trainer cache, whole epoch: trainers the job registers are kept
   CHECK(r.refusal(3).code() == ErrorCode::failed_precondition);
   CHECK_FALSE(r.failed());
 }
+
+// A split handed back while the pipeline is still producing it (its consumer reconnected) may
+// come back to the same task: the end of the first run is not the end of the second, and the
+// first run's copies do not count for it. Before, the second run's split finished the moment it
+// started (nothing produced, nothing to acknowledge), so a later loss of its elements could not
+// bring it back; and under whole-epoch sharing it never finished (a simulator soak, seed 274).
+TEST_CASE("DYNAMIC: a split handed back mid-production and run again finishes with its second run") {
+  TaskLimits limits;
+  limits.step_elements = 1; // one element per produce(): the pipeline stays inside the split
+  TaskRunner r{ShardingPolicy::dynamic, Compression::none, limits};
+  REQUIRE(r.start(Dataset::range(10), nullptr).ok());
+  CHECK(r.produce() == TaskRunner::Step::waiting_for_split);
+  r.split_feed()->request_sent();
+  r.split_feed()->deliver({Split{0, 0, 2, 5, ""}}, false, false);
+  CHECK(r.produce() == TaskRunner::Step::progress); // 2
+  auto first = r.take(1, 100, 1 << 20);
+  REQUIRE(first);
+  r.consumer_reconnected(1); // its batch may be lost: split 0 goes back to the job
+  REQUIRE(r.take_lost().size() == 1);
+  // The job gives it to this task again; the first run goes on meanwhile.
+  r.split_feed()->request_sent();
+  r.split_feed()->deliver({Split{0, 0, 2, 5, ""}}, false, false);
+  r.split_feed()->request_sent();
+  r.split_feed()->deliver({}, true, false);
+  for (int i = 0; i < 20 && !r.ended(); ++i)
+    r.produce();
+  REQUIRE(r.ended());
+  CHECK(r.take_finished().empty()); // nothing of the second run was acknowledged yet
+  auto rest = r.take(2, 100, 1 << 20);
+  REQUIRE(rest);
+  CHECK(decode_ints(rest->payload) == std::vector<int64_t>{3, 4, 2, 3, 4}); // first run's end, second run
+  CHECK(r.take_finished().empty());
+  r.ack(2, {rest->batch_seq});
+  CHECK(r.take_finished() == std::vector<std::pair<int64_t, int64_t>>{{0, 0}});
+}
