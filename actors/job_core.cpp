@@ -284,33 +284,4 @@ std::vector<msg::consumer_id_t> JobCore::expire(int64_t now_ns, int64_t timeout_
   return out;
 }
 
-bool JobCore::set_trainer(msg::consumer_id_t id, const std::string& trainer) {
-  for (const auto& [other, t] : trainer_of_)
-    if (t == trainer && other != id) {
-      trainer_of_[id] = trainer;
-      return false;
-    }
-  trainer_of_[id] = trainer;
-  return true;
-}
-
-std::string JobCore::trainer_gone(msg::consumer_id_t id) {
-  auto it = trainer_of_.find(id);
-  if (it == trainer_of_.end())
-    return {};
-  std::string trainer = std::move(it->second);
-  trainer_of_.erase(it);
-  for (const auto& [other, t] : trainer_of_)
-    if (t == trainer)
-      return {}; // another consumer reads as that trainer
-  return trainer;
-}
-
-std::vector<std::string> JobCore::trainers() const {
-  std::set<std::string> distinct;
-  for (const auto& [id, t] : trainer_of_)
-    distinct.insert(t);
-  return {distinct.begin(), distinct.end()};
-}
-
 } // namespace conveyor::actors

@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/trainer_readers.hpp"
 #include "messages/journal_records.hpp"
 #include "messages/protocol.hpp"
 #include "pipeline/dataset.hpp"
@@ -134,11 +135,11 @@ public:
   bool all_finished() const { return consumers_done() && left_unfinished_ == 0; }
   // Whole-epoch cross-trainer sharing: the consumer's trainer id; true when the trainer is new
   // to the job (its first consumer), so that the tasks must hear of it.
-  bool set_trainer(msg::consumer_id_t id, const std::string& trainer);
+  bool set_trainer(msg::consumer_id_t id, const std::string& trainer) { return trainers_.add(id, trainer); }
   // After the consumer left: its trainer id when it was that trainer's last consumer (the
   // tasks must forget the trainer), else empty.
-  std::string trainer_gone(msg::consumer_id_t id);
-  std::vector<std::string> trainers() const; // distinct, sorted
+  std::string trainer_gone(msg::consumer_id_t id) { return trainers_.remove(id); }
+  std::vector<std::string> trainers() const { return trainers_.trainers(); } // distinct, sorted
 
 private:
   void requeue(Split split);
@@ -162,7 +163,7 @@ private:
   msg::consumer_id_t next_consumer_ = 1;
   int64_t joined_ = 0;
   int64_t left_unfinished_ = 0;
-  std::map<msg::consumer_id_t, std::string> trainer_of_; // whole-epoch cache sharing
+  TrainerReaders trainers_; // whole-epoch cache sharing
 };
 
 } // namespace conveyor::actors

@@ -304,7 +304,7 @@ std::optional<msg::element_batch> TaskRunner::take_cached(msg::consumer_id_t con
                                                           uint64_t max_bytes,
                                                           const std::string& trainer) {
   const std::string who = trainer.empty() ? "consumer " + std::to_string(consumer) : trainer;
-  trainer_of_[consumer] = who;
+  readers_.add(consumer, who);
   const bool whole_epoch = cache_->whole_epoch();
   // Whole-epoch sharing: a reader's first request (even an empty one) registers its trainer,
   // so that nothing it has not read is evicted from then on.
@@ -639,31 +639,25 @@ bool TaskRunner::cache_trainers(const std::vector<std::string>& joined,
   for (const auto& trainer : joined)
     (void)cache_->join(trainer); // too late: its own first request gets the error (refusal)
   for (const auto& trainer : left) {
-    cache_->remove_trainer(trainer);
-    for (auto it = trainer_of_.begin(); it != trainer_of_.end();)
-      it = it->second == trainer ? trainer_of_.erase(it) : std::next(it);
+    readers_.remove_trainer(trainer);
+    forget_trainer(trainer);
   }
-  if (left.empty())
-    return false;
-  check_all_finished();
+  return !left.empty();
+}
+
+void TaskRunner::forget_trainer(const std::string& trainer) {
+  cache_->remove_trainer(trainer);
+  check_all_finished(); // (it may have been the last one reading some splits)
   finish_all_if_done();
-  return true;
 }
 
 bool TaskRunner::reader_left(msg::consumer_id_t consumer) {
   if (!cache_)
     return false;
-  auto r = trainer_of_.find(consumer);
-  if (r == trainer_of_.end())
-    return false;
-  const std::string trainer = r->second;
-  trainer_of_.erase(r);
-  for (const auto& [other, t] : trainer_of_)
-    if (t == trainer)
-      return false; // another reader of the same trainer id goes on
-  cache_->remove_trainer(trainer);
-  check_all_finished(); // (whole epoch: it may have been the last one reading)
-  finish_all_if_done();
+  const std::string trainer = readers_.remove(consumer);
+  if (trainer.empty())
+    return false; // none, or another reader of the same trainer id goes on
+  forget_trainer(trainer);
   return cache_->whole_epoch();
 }
 

@@ -35,6 +35,7 @@
 
 #include "actors/cross_trainer_cache.hpp"
 #include "actors/split_feed.hpp"
+#include "actors/trainer_readers.hpp"
 #include "messages/worker_consumer.hpp"
 #include "pipeline/codec.hpp"
 #include "pipeline/dataset.hpp"
@@ -281,11 +282,14 @@ private:
   std::map<msg::consumer_id_t, Pending> pending_;
   std::optional<CrossTrainerCache> cache_;
   bool shares_whole_epoch() const { return cache_ && cache_->whole_epoch(); }
+  // Whole-epoch sharing: `trainer` holds the cache's evictions no more; splits it alone kept
+  // open may finish.
+  void forget_trainer(const std::string& trainer);
   // Whole-epoch sharing of a per-split pipeline: the origin of each cached element, from
   // origins_start_ (= the cache's start_index() after every add).
   std::deque<Origin> cache_origins_;
   int64_t origins_start_ = 0;
-  std::map<msg::consumer_id_t, std::string> trainer_of_; // cache reads: each reader's trainer
+  TrainerReaders readers_; // cache reads: each reader's trainer
   std::map<msg::consumer_id_t, Status> refused_;          // (refusal)
 };
 
