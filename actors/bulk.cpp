@@ -10,8 +10,9 @@
 #include <caf/io/all.hpp>
 
 #include "actors/bulk_frame.hpp"
+#include "actors/bulk_stream_reader.hpp"
+#include "actors/bulk_tls.hpp"
 #include "actors/log.hpp"
-#include "actors/tls_stream.hpp"
 #include "messages/all.hpp"
 #include "pipeline/buffer_pool.hpp"
 
@@ -28,9 +29,9 @@ using caf::io::receive_policy;
 struct ServerConn {
   bool greeted = false;
   uint64_t channel = 0;
-  std::deque<std::vector<char>> queue; // frames not yet handed to CAF
-  // TLS bulk path only: the session, and the hello as it arrives in plaintext.
-  std::unique_ptr<TlsStream> tls;
+  std::deque<std::vector<char>> queue; // frames (TLS: encrypted) not yet handed to CAF
+  // TLS bulk path only: the session actor (actors/bulk_tls.hpp), and the hello as it arrives.
+  caf::actor session;
   std::vector<char> hello;
 };
 
@@ -59,19 +60,11 @@ void pump(caf::io::broker* self, ServerState& st, connection_handle hdl) {
   if (c == st.conns.end())
     return;
   auto& q = c->second.queue;
-  auto* tls = c->second.tls.get();
   while (!q.empty()) {
     auto& wb = self->wr_buf(hdl);
     if (!wb.empty())
       break;
-    if (tls == nullptr) {
-      wb.swap(q.front());
-    } else if (auto st = tls->send(q.front().data(), q.front().size()); st.ok()) {
-      tls->take_output(wb); // the encrypted frame: one copy, which TLS needs anyway
-    } else {
-      log::warning(kLog, "bulk channel " + std::to_string(c->second.channel) + ": " + st.message());
-      break;
-    }
+    wb.swap(q.front());
     q.front().clear();
     BufferPool::global().release(std::move(q.front()));
     q.pop_front();
@@ -79,10 +72,12 @@ void pump(caf::io::broker* self, ServerState& st, connection_handle hdl) {
   }
 }
 
-void drop_conn(ServerState& st, connection_handle hdl) {
+void drop_conn(caf::io::broker* self, ServerState& st, connection_handle hdl) {
   auto c = st.conns.find(hdl);
   if (c == st.conns.end())
     return;
+  if (c->second.session)
+    self->send(c->second.session, msg::bulk_lost_atom_v, std::string{"connection closed"});
   if (c->second.greeted) {
     auto ch = st.channels.find(c->second.channel);
     if (ch != st.channels.end() && ch->second == hdl)
@@ -97,12 +92,13 @@ void drop_conn(ServerState& st, connection_handle hdl) {
 
 constexpr std::size_t kTlsReadChunk = 256 * 1024; // TLS: ciphertext read per event
 
-// TLS: moves what the session produced (handshake records, encrypted data) to the socket.
-void flush_tls(caf::io::broker* self, ServerConn& conn, connection_handle hdl) {
-  if (!conn.tls->has_output())
-    return;
-  conn.tls->take_output(self->wr_buf(hdl));
-  self->flush(hdl);
+// TLS: hands what the socket read to the connection's session, and CAF a pooled buffer to read
+// the next bytes into (the session returns the old one to the pool once decrypted).
+void to_session(caf::io::broker* self, const caf::actor& session, std::vector<char>& buf) {
+  std::vector<char> ciphertext;
+  ciphertext.swap(buf);
+  buf = BufferPool::global().acquire(kTlsReadChunk, true);
+  self->send(session, msg::tls_in_atom_v, std::move(ciphertext));
 }
 
 // A consumer's hello (plain or decrypted): a channel number back, or the connection closed.
@@ -111,7 +107,7 @@ void on_hello(caf::io::broker* self, ServerState& st, connection_handle hdl, Ser
   if (conn.greeted || !bulk::read_hello(data, size)) {
     // a consumer never sends anything else
     log::warning(kLog, "closing a bulk connection that sent something other than one hello");
-    drop_conn(st, hdl);
+    drop_conn(self, st, hdl);
     self->close(hdl);
     return;
   }
@@ -119,14 +115,12 @@ void on_hello(caf::io::broker* self, ServerState& st, connection_handle hdl, Ser
   conn.greeted = true;
   conn.channel = channel;
   st.channels[channel] = hdl;
-  log::debug(kLog, std::string{conn.tls ? "TLS " : ""} + "bulk channel " + std::to_string(channel) +
-                     " opened");
+  log::debug(kLog, std::string{conn.session ? "TLS " : ""} + "bulk channel " +
+                     std::to_string(channel) + " opened");
   char ack[bulk::kAckBytes];
   bulk::write_ack(ack, channel);
-  if (conn.tls) {
-    if (auto sent = conn.tls->send(ack, sizeof ack); !sent.ok())
-      log::warning(kLog, "bulk channel " + std::to_string(channel) + ": " + sent.message());
-    flush_tls(self, conn, hdl);
+  if (conn.session) {
+    self->send(conn.session, msg::bulk_send_atom_v, std::vector<char>(ack, ack + sizeof ack));
     return;
   }
   auto& wb = self->wr_buf(hdl);
@@ -156,7 +150,7 @@ caf::behavior bulk_server(caf::io::broker* self, std::string host, std::shared_p
       auto& conn = st->conns[msg.handle];
       self->ack_writes(msg.handle, true);
       if (st->tls) {
-        conn.tls = std::make_unique<TlsStream>(st->tls);
+        conn.session = spawn_tls_bulk_server_session(self, msg.handle, st->tls);
         self->configure_read(msg.handle, receive_policy::at_most(kTlsReadChunk));
       } else {
         self->configure_read(msg.handle, receive_policy::exactly(bulk::kHelloBytes));
@@ -167,28 +161,40 @@ caf::behavior bulk_server(caf::io::broker* self, std::string host, std::shared_p
       if (c == st->conns.end())
         return;
       auto& conn = c->second;
-      if (!conn.tls) {
-        on_hello(self, *st, msg.handle, conn, msg.buf.data(), msg.buf.size());
-        return;
-      }
-      // TLS: decrypt; the only plaintext a consumer sends is its hello.
-      auto st_in = conn.tls->receive(msg.buf.data(), msg.buf.size());
-      char plain[bulk::kHelloBytes + 1];
-      Expected<std::size_t> got = std::size_t{0};
-      if (st_in.ok())
-        got = conn.tls->read(plain, sizeof plain);
-      if (!st_in.ok() || !got.ok()) {
-        log::warning(kLog, "refused a TLS bulk connection: " +
-                             (st_in.ok() ? got.status() : st_in).message());
-        drop_conn(*st, msg.handle);
-        self->close(msg.handle);
-        return;
-      }
-      conn.hello.insert(conn.hello.end(), plain, plain + *got);
-      if (conn.greeted ? *got > 0 : conn.hello.size() >= bulk::kHelloBytes)
-        on_hello(self, *st, msg.handle, conn, conn.hello.data(), conn.hello.size());
+      if (conn.session)
+        to_session(self, conn.session, msg.buf);
       else
-        flush_tls(self, conn, msg.handle); // handshake records
+        on_hello(self, *st, msg.handle, conn, msg.buf.data(), msg.buf.size());
+    },
+    // TLS: the session decrypted part of the hello (or, after it, something a consumer never sends).
+    [=](msg::tls_plain_atom, connection_handle hdl, const std::vector<char>& plain) {
+      auto c = st->conns.find(hdl);
+      if (c == st->conns.end())
+        return;
+      auto& conn = c->second;
+      conn.hello.insert(conn.hello.end(), plain.begin(), plain.end());
+      if (conn.greeted || conn.hello.size() >= bulk::kHelloBytes)
+        on_hello(self, *st, hdl, conn, conn.hello.data(), conn.hello.size());
+    },
+    // TLS: records for the socket (handshake, the ack, encrypted frames), in the session's order.
+    [=](msg::tls_out_atom, connection_handle hdl, std::vector<char>& ciphertext) {
+      auto c = st->conns.find(hdl);
+      if (c == st->conns.end())
+        return;
+      c->second.queue.push_back(std::move(ciphertext));
+      pump(self, *st, hdl);
+    },
+    [=](msg::bulk_lost_atom, connection_handle hdl, const std::string& why) {
+      auto c = st->conns.find(hdl);
+      if (c == st->conns.end())
+        return;
+      if (c->second.greeted)
+        log::warning(kLog, "bulk channel " + std::to_string(c->second.channel) + ": " + why);
+      else
+        log::warning(kLog, "refused a TLS bulk connection: " + why);
+      c->second.session = nullptr; // it ended itself
+      drop_conn(self, *st, hdl);
+      self->close(hdl);
     },
     // A consumer of this process opens an in-process channel (no socket): the frames go to it
     // as (bulk_frame_atom, its channel, frame) messages, header included, with no copy.
@@ -211,13 +217,18 @@ caf::behavior bulk_server(caf::io::broker* self, std::string host, std::shared_p
         log::debug(kLog, "frame for closed bulk channel " + std::to_string(channel) + " dropped");
         return;
       }
-      st->conns[ch->second].queue.push_back(std::move(frame));
+      auto& conn = st->conns[ch->second];
+      if (conn.session) {
+        self->send(conn.session, msg::bulk_send_atom_v, std::move(frame)); // to encrypt
+        return;
+      }
+      conn.queue.push_back(std::move(frame));
       pump(self, *st, ch->second);
     },
     [=](const caf::io::data_transferred_msg& msg) { pump(self, *st, msg.handle); },
     [=](const caf::io::connection_closed_msg& msg) {
       log::debug(kLog, "bulk connection closed");
-      drop_conn(*st, msg.handle);
+      drop_conn(self, *st, msg.handle);
     },
     [=](const caf::io::acceptor_closed_msg&) { self->quit(); },
   };
@@ -226,13 +237,9 @@ caf::behavior bulk_server(caf::io::broker* self, std::string host, std::shared_p
 // --- consumer side
 
 struct ClientConn {
-  enum class Phase { ack, header, payload } phase = Phase::ack;
   uint64_t channel = 0;
-  bulk::FrameHeader header;
-  // TLS bulk path only: the session, and the unit (ack, header or payload) being decrypted into.
-  std::unique_ptr<TlsStream> tls;
-  std::vector<char> unit;
-  std::size_t have = 0;
+  bulk::StreamReader reader; // plain TCP (TLS: the session has its own)
+  caf::actor session;        // TLS bulk path only (actors/bulk_tls.hpp)
 };
 
 struct ClientState {
@@ -241,89 +248,17 @@ struct ClientState {
   std::map<connection_handle, ClientConn> conns;
 };
 
+// The channel is gone: the consumer hears it (through the TLS session, after the frames it
+// still decrypts).
 void lost(caf::io::broker* self, ClientState& st, connection_handle hdl, const std::string& why) {
   auto c = st.conns.find(hdl);
   if (c == st.conns.end())
     return;
-  self->send(st.consumer, msg::bulk_lost_atom_v, c->second.channel, why);
+  if (c->second.session)
+    self->send(c->second.session, msg::bulk_lost_atom_v, why);
+  else
+    self->send(st.consumer, msg::bulk_lost_atom_v, c->second.channel, why);
   st.conns.erase(c);
-}
-
-// A buffer for the next unit of `size` bytes: a payload's from the pool (it becomes the
-// elements' storage), resized in place when the pooled buffer is long enough.
-void next_unit(std::vector<char>& buf, const ClientConn& conn, std::size_t size) {
-  if (conn.phase == ClientConn::Phase::payload) {
-    auto payload = BufferPool::global().acquire(size, true);
-    buf.swap(payload);
-  }
-  buf.resize(size);
-}
-
-// One complete unit of the stream (the ack, a frame header or a frame's payload), plain or
-// decrypted: returns the size of the next unit, or nullopt once the connection was closed.
-std::optional<std::size_t> on_unit(caf::io::broker* self, ClientState& st, connection_handle hdl,
-                                   ClientConn& conn, std::vector<char>& unit) {
-  switch (conn.phase) {
-    case ClientConn::Phase::ack: {
-      auto assigned = bulk::read_ack(unit.data(), unit.size());
-      if (!assigned) {
-        self->close(hdl);
-        lost(self, st, hdl, "the worker answered the bulk hello with something else");
-        return std::nullopt;
-      }
-      self->send(st.consumer, msg::bulk_ready_atom_v, conn.channel, *assigned);
-      conn.phase = ClientConn::Phase::header;
-      return bulk::kFrameHeaderBytes;
-    }
-    case ClientConn::Phase::header:
-      if (auto bad = bulk::read_frame_header(unit.data(), unit.size(), conn.header)) {
-        self->close(hdl);
-        lost(self, st, hdl, "protocol error on the bulk stream: " + *bad);
-        return std::nullopt;
-      }
-      conn.phase = ClientConn::Phase::payload;
-      return static_cast<std::size_t>(conn.header.length);
-    case ClientConn::Phase::payload: {
-      const auto& h = conn.header;
-      // Moving the unit out: the frame's bytes become the elements' storage.
-      self->send(st.consumer, msg::bulk_frame_atom_v, conn.channel, h.task, h.batch_seq, h.index,
-                 h.count, std::move(unit));
-      conn.phase = ClientConn::Phase::header;
-      return bulk::kFrameHeaderBytes;
-    }
-  }
-  return std::nullopt;
-}
-
-// TLS: decrypts what arrived into the current unit, handling each unit as it completes.
-void on_tls_data(caf::io::broker* self, ClientState& st, connection_handle hdl, ClientConn& conn,
-                 const std::vector<char>& ciphertext) {
-  auto in = conn.tls->receive(ciphertext.data(), ciphertext.size());
-  if (conn.tls->has_output()) { // handshake records
-    conn.tls->take_output(self->wr_buf(hdl));
-    self->flush(hdl);
-  }
-  for (;;) {
-    Expected<std::size_t> got = std::size_t{0};
-    if (in.ok())
-      got = conn.tls->read(conn.unit.data() + conn.have, conn.unit.size() - conn.have);
-    if (!in.ok() || !got.ok()) {
-      const std::string why = (in.ok() ? got.status() : in).message();
-      self->close(hdl);
-      lost(self, st, hdl, "TLS bulk connection: " + why);
-      return;
-    }
-    if (*got == 0)
-      return;
-    conn.have += *got;
-    if (conn.have < conn.unit.size())
-      continue;
-    auto next = on_unit(self, st, hdl, conn, conn.unit);
-    if (!next)
-      return;
-    conn.have = 0;
-    next_unit(conn.unit, conn, *next);
-  }
 }
 
 caf::behavior bulk_client(caf::io::broker* self, caf::actor consumer,
@@ -334,7 +269,7 @@ caf::behavior bulk_client(caf::io::broker* self, caf::actor consumer,
   self->monitor(consumer);
   self->set_down_handler([self](caf::down_msg&) {
     self->close_all();
-    self->quit();
+    self->quit(); // the TLS sessions end with this broker
   });
   return {
     [=](msg::bulk_open_atom, const std::string& host, uint16_t port, uint64_t channel) {
@@ -347,45 +282,50 @@ caf::behavior bulk_client(caf::io::broker* self, caf::actor consumer,
       }
       auto& conn = st->conns[*hdl];
       conn.channel = channel;
+      if (st->tls) {
+        // The session sends the ClientHello, and the hello once the handshake is done.
+        conn.session = spawn_tls_bulk_client_session(self, *hdl, st->tls, st->consumer, channel);
+        self->configure_read(*hdl, receive_policy::at_most(kTlsReadChunk));
+        return;
+      }
       char hello[bulk::kHelloBytes];
       bulk::write_hello(hello);
       auto& wb = self->wr_buf(*hdl);
-      if (st->tls) {
-        conn.tls = std::make_unique<TlsStream>(st->tls);
-        auto sent = conn.tls->send(hello, sizeof hello); // held until the handshake is done
-        conn.tls->take_output(wb);                        // the ClientHello
-        conn.unit.resize(bulk::kAckBytes);
-        self->flush(*hdl);
-        self->configure_read(*hdl, receive_policy::at_most(kTlsReadChunk));
-        if (!sent.ok()) {
-          self->close(*hdl);
-          lost(self, *st, *hdl, "TLS bulk connection: " + sent.message());
-        }
-        return;
-      }
       wb.insert(wb.end(), hello, hello + sizeof hello);
       self->flush(*hdl);
-      self->configure_read(*hdl, receive_policy::exactly(bulk::kAckBytes));
+      self->configure_read(*hdl, receive_policy::exactly(conn.reader.next_size()));
     },
     [=](caf::io::new_data_msg& msg) {
       auto c = st->conns.find(msg.handle);
       if (c == st->conns.end())
         return;
       auto& conn = c->second;
-      if (conn.tls) {
-        on_tls_data(self, *st, msg.handle, conn, msg.buf);
+      if (conn.session) {
+        to_session(self, conn.session, msg.buf);
         return;
       }
-      // Plain TCP: CAF reads exactly one unit per message.
-      auto next = on_unit(self, *st, msg.handle, conn, msg.buf);
-      if (!next)
+      // Plain TCP: CAF reads exactly one unit per message. CAF swaps msg.buf back in as the
+      // connection's read buffer: for a payload, deliver_unit left a pooled buffer of that
+      // length there (no fresh pages, nothing zero-filled).
+      if (auto broken = deliver_unit(self, st->consumer, conn.channel, conn.reader, msg.buf)) {
+        self->close(msg.handle);
+        lost(self, *st, msg.handle, *broken);
         return;
-      self->configure_read(msg.handle, receive_policy::exactly(*next));
-      // CAF swaps msg.buf back in as the connection's read buffer and resizes it to the next
-      // unit's length: for a payload, a pooled buffer with that capacity is resized in place (no
-      // fresh pages; nothing zero-filled when it was at least that long already).
-      if (conn.phase == ClientConn::Phase::payload)
-        next_unit(msg.buf, conn, *next);
+      }
+      self->configure_read(msg.handle, receive_policy::exactly(conn.reader.next_size()));
+    },
+    // TLS: the session's records (handshake, the hello) for the socket.
+    [=](msg::tls_out_atom, connection_handle hdl, std::vector<char>& ciphertext) {
+      if (st->conns.count(hdl) == 0)
+        return;
+      auto& wb = self->wr_buf(hdl);
+      wb.insert(wb.end(), ciphertext.begin(), ciphertext.end());
+      self->flush(hdl);
+    },
+    // TLS: the session failed (it told the consumer) and ended.
+    [=](msg::bulk_lost_atom, connection_handle hdl, const std::string&) {
+      if (st->conns.erase(hdl) > 0)
+        self->close(hdl);
     },
     [=](const caf::io::connection_closed_msg& msg) {
       lost(self, *st, msg.handle, "the worker closed the bulk connection");

@@ -1,3 +1,6 @@
+// Where CAF 0.17 runs an actor that gets a message: on the sender's execution unit (its thread,
+// its system), unless the actor says otherwise. Two actors of conveyor say otherwise.
+//
 // A base for actors that other actor systems of the same process send to (the in-process read
 // path: a trainer's consumer and the task actors of its own WorkerServer, actors/local_workers.hpp).
 // CAF 0.17 resumes a scheduled receiver on the *sender's* execution unit, so such an actor would
@@ -22,6 +25,19 @@ public:
     if (host != nullptr && &host->system() != &this->home_system())
       host = nullptr; // -> this actor's own system's scheduler
     Base::enqueue(std::move(what), host);
+  }
+};
+
+// A base for actors that a broker hands heavy work (the bulk path's TLS sessions, actors/bulk_tls.cpp):
+// resumed on the sender's execution unit, they would run on the middleman's one I/O thread, which
+// every broker of the node shares. These always run on their system's scheduler threads.
+template <class Base>
+class PoolScheduled : public Base {
+public:
+  using Base::Base;
+
+  void enqueue(caf::mailbox_element_ptr what, caf::execution_unit*) override {
+    Base::enqueue(std::move(what), nullptr);
   }
 };
 

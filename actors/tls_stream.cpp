@@ -4,7 +4,10 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include <cstring>
 #include <utility>
+
+#include "pipeline/buffer_pool.hpp"
 
 namespace conveyor::actors {
 
@@ -21,7 +24,6 @@ std::string ssl_errors() {
 }
 
 SSL* ssl_of(void* p) { return static_cast<SSL*>(p); }
-BIO* bio_of(void* p) { return static_cast<BIO*>(p); }
 
 // The output BIO: OpenSSL's records go straight into a std::vector<char> (BIO data), which
 // take_output() then swaps into the socket's write buffer: no memory-BIO copy, no zero-fill.
@@ -51,6 +53,53 @@ const BIO_METHOD* out_method() {
     BIO_METHOD* method = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "conveyor tls out");
     BIO_meth_set_write_ex(method, out_write);
     BIO_meth_set_ctrl(method, out_ctrl);
+    BIO_meth_set_create(method, out_create);
+    return method;
+  }();
+  return m;
+}
+
+// The input BIO: OpenSSL reads the peer's records from the buffers receive() took, in order;
+// each buffer goes back to the pool once read. Empty means "nothing yet" (retry), never EOF.
+int in_read(BIO* b, char* dst, size_t size, size_t* read) {
+  auto* in = static_cast<detail::TlsInput*>(BIO_get_data(b));
+  BIO_clear_retry_flags(b);
+  std::size_t done = 0;
+  while (done < size && !in->chunks.empty()) {
+    auto& front = in->chunks.front();
+    const std::size_t n = std::min(size - done, front.size() - in->offset);
+    std::memcpy(dst + done, front.data() + in->offset, n);
+    done += n;
+    in->offset += n;
+    in->size -= n;
+    if (in->offset == front.size()) {
+      // Kept at its length: the next socket read into it (CAF resizes to 256 KiB) fills nothing.
+      BufferPool::global().release(std::move(front));
+      in->chunks.pop_front();
+      in->offset = 0;
+    }
+  }
+  *read = done;
+  if (done == 0) {
+    BIO_set_retry_read(b);
+    return 0;
+  }
+  return 1;
+}
+
+long in_ctrl(BIO* b, int cmd, long, void*) {
+  switch (cmd) {
+    case BIO_CTRL_FLUSH: return 1;
+    case BIO_CTRL_PENDING: return static_cast<long>(static_cast<detail::TlsInput*>(BIO_get_data(b))->size);
+    default: return 0;
+  }
+}
+
+const BIO_METHOD* in_method() {
+  static BIO_METHOD* m = [] {
+    BIO_METHOD* method = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "conveyor tls in");
+    BIO_meth_set_read_ex(method, in_read);
+    BIO_meth_set_ctrl(method, in_ctrl);
     BIO_meth_set_create(method, out_create);
     return method;
   }();
@@ -96,8 +145,10 @@ TlsEndpoint::~TlsEndpoint() { SSL_CTX_free(static_cast<SSL_CTX*>(ctx_)); }
 
 TlsStream::TlsStream(std::shared_ptr<TlsEndpoint> endpoint) : endpoint_(std::move(endpoint)) {
   SSL* ssl = SSL_new(static_cast<SSL_CTX*>(endpoint_->native()));
-  BIO* in = BIO_new(BIO_s_mem());
+  BIO* in = BIO_new(in_method());
   BIO* out = BIO_new(out_method());
+  if (in != nullptr)
+    BIO_set_data(in, &input_);
   if (out != nullptr)
     BIO_set_data(out, &output_);
   if (ssl == nullptr || in == nullptr || out == nullptr) {
@@ -107,8 +158,6 @@ TlsStream::TlsStream(std::shared_ptr<TlsEndpoint> endpoint) : endpoint_(std::mov
     BIO_free(out);
     return;
   }
-  // An empty memory BIO means "nothing yet" (WANT_READ), not end of stream.
-  BIO_set_mem_eof_return(in, -1);
   SSL_set_bio(ssl, in, out); // the session owns both BIOs now
   ssl_ = ssl;
   in_ = in;
@@ -159,12 +208,18 @@ Status TlsStream::advance_handshake() {
   return fail("TLS handshake failed", r);
 }
 
-Status TlsStream::receive(const char* data, std::size_t size) {
+Status TlsStream::receive(std::vector<char>&& ciphertext) {
   if (!failed_.ok())
     return failed_;
-  if (size > 0 && BIO_write(bio_of(in_), data, static_cast<int>(size)) != static_cast<int>(size))
-    return failed_ = internal_error("TLS: cannot buffer " + std::to_string(size) + " bytes");
+  if (!ciphertext.empty()) {
+    input_.size += ciphertext.size();
+    input_.chunks.push_back(std::move(ciphertext));
+  }
   return established_ ? Status::OK() : advance_handshake();
+}
+
+Status TlsStream::receive(const char* data, std::size_t size) {
+  return receive(std::vector<char>(data, data + size));
 }
 
 Expected<std::size_t> TlsStream::read(char* dst, std::size_t max) {
@@ -198,6 +253,9 @@ Status TlsStream::send(const char* data, std::size_t size) {
     pending_.insert(pending_.end(), data, data + size);
     return Status::OK();
   }
+  // Room for all the records at once (≤ 16 KiB of plaintext each, plus header, tag and padding
+  // well under 64 bytes): a large frame then grows output_ by no reallocation and copy.
+  output_.reserve(output_.size() + size + (size / 16384 + 1) * 64);
   std::size_t done = 0;
   while (done < size) {
     ERR_clear_error();

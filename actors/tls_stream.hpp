@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +34,15 @@ private:
   Role role_;
 };
 
+namespace detail {
+// Ciphertext receive()d and not yet read by OpenSSL (TlsStream's input BIO reads it).
+struct TlsInput {
+  std::deque<std::vector<char>> chunks;
+  std::size_t offset = 0; // bytes of chunks.front() already read
+  std::size_t size = 0;   // unread bytes in all chunks
+};
+} // namespace detail
+
 class TlsStream {
 public:
   // A client starts its handshake at once: take_output() then holds its first record.
@@ -43,7 +53,10 @@ public:
 
   // Ciphertext the peer sent. An error when the handshake failed (e.g. a certificate the CA did
   // not sign, or a peer that does not speak TLS) or a record is corrupt; the message says which.
-  Status receive(const char* data, std::size_t size);
+  // The stream keeps `ciphertext` until read() has decrypted it (OpenSSL reads its records
+  // straight from it: no copy into a memory BIO), then hands it back to BufferPool::global().
+  Status receive(std::vector<char>&& ciphertext);
+  Status receive(const char* data, std::size_t size); // copies, then as above
   // Decrypts up to `max` bytes of plaintext into `dst`; returns how many (0: nothing more yet).
   // An error as for receive(), or when the peer closed the TLS session.
   Expected<std::size_t> read(char* dst, std::size_t max);
@@ -59,8 +72,9 @@ private:
   Status fail(const std::string& what, int ssl_result);
   std::shared_ptr<TlsEndpoint> endpoint_;
   void* ssl_ = nullptr; // SSL*
-  void* in_ = nullptr;  // BIO* (ciphertext from the peer)
-  void* out_ = nullptr; // BIO* (ciphertext for the peer)
+  void* in_ = nullptr;  // BIO* (ciphertext from the peer: reads input_)
+  void* out_ = nullptr; // BIO* (ciphertext for the peer: appends to output_)
+  detail::TlsInput input_;
   std::vector<char> output_; // ciphertext for the peer (the output BIO writes here)
   bool established_ = false;
   std::vector<char> pending_; // plaintext sent before the handshake ended

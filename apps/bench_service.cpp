@@ -542,6 +542,7 @@ int run_bench_service(const std::vector<std::string>& args) {
   CopyCounts copies_before, copies_after;
   BufferPool::Stats pool_before, pool_after;
   double service_cpu = 0; // process CPU seconds in the measured window
+  double tls_cpu = 0;     // the same in the TLS run (--tls)
   int64_t rss_kb = 0, hwm_kb = 0;
   std::vector<double> first[2], total[2];
   Status latency_error;
@@ -684,6 +685,8 @@ int run_bench_service(const std::vector<std::string>& args) {
   Throughput service = totals();
   if (plain_run)
     service_cpu = process_cpu_seconds() - cpu0;
+  if (network.tls())
+    tls_cpu = process_cpu_seconds() - cpu0;
   if (extra_run) {
     local_cpu = process_cpu_seconds() - cpu0;
     copy_counter_enable(false);
@@ -759,6 +762,11 @@ int run_bench_service(const std::vector<std::string>& args) {
       return kExitFailure;
     std::printf("  TLS/plain: %.2f (MB/s, mutual TLS between every pair of nodes)\n",
                 service.mb_per_s() > 0 ? tls->mb_per_s() / service.mb_per_s() : 0.0);
+    if (tls->elements > 0 && service.elements > 0)
+      std::printf("  TLS cpu  : %.2f us per element (%.2f cores busy; plain %.2f us; process CPU time)\n",
+                  tls_cpu * 1e6 / static_cast<double>(tls->elements),
+                  tls->seconds > 0 ? tls_cpu / tls->seconds : 0.0,
+                  service_cpu * 1e6 / static_cast<double>(service.elements));
   }
   if (f.local) {
     opts.target_workers = "LOCAL";

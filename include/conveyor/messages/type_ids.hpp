@@ -119,4 +119,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(conveyor, caf::first_custom_type_id)
   CAF_ADD_ATOM(conveyor, conveyor::msg, drain_atom, "cv_drain")     // worker/task: graceful stop
   CAF_ADD_ATOM(conveyor, conveyor::msg, drained_atom, "cv_drained") // task: drained yet?
   CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::cache_trainers))
+  // TLS sessions of the bulk data path (actors/bulk_tls.hpp), local to one node.
+  CAF_ADD_ATOM(conveyor, conveyor::msg, tls_in_atom, "cv_tlsin")   // socket bytes for a session
+  CAF_ADD_ATOM(conveyor, conveyor::msg, tls_out_atom, "cv_tlsout") // session bytes for the socket
+  CAF_ADD_ATOM(conveyor, conveyor::msg, tls_plain_atom, "cv_tlspt") // decrypted bytes for a broker
 CAF_END_TYPE_ID_BLOCK(conveyor)

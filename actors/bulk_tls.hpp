@@ -1,0 +1,61 @@
+// TLS sessions of the bulk data path (actors/bulk.hpp): one actor per TLS connection, which
+// owns its TlsStream (actors/tls_stream.hpp) and does its encryption or decryption.
+//
+// Why not in the brokers: every caf::io broker of a node runs on the middleman's one I/O thread,
+// so with the sessions inside them one core encrypted and decrypted every connection's bytes
+// (`bench service --tls`: TLS at a third of plain TCP). Session actors run on the scheduler's
+// threads, so connections encrypt and decrypt in parallel, and the brokers only move bytes
+// between sockets and sessions. Frames keep their order: each hop is one sender to one receiver.
+//
+// Messages (all local to one node; `hdl` is the session's connection):
+//   broker  -> session  (tls_in_atom, vector<char> ciphertext)           what the socket read
+//   session -> broker   (tls_out_atom, hdl, vector<char> ciphertext)     for the socket, in order
+//   broker  -> session  (bulk_lost_atom, string why)                     the connection is gone
+//   session -> broker   (bulk_lost_atom, hdl, string why)                TLS or the stream failed:
+//                                                                        close the connection
+//  worker side:
+//   session -> broker   (tls_plain_atom, hdl, vector<char>)              the consumer's hello
+//   broker  -> session  (bulk_send_atom, vector<char> frame)             plaintext for the peer
+//  consumer side (what the plain broker sends the consumer, in the stream's order):
+//   session -> consumer (bulk_ready_atom, ...), (bulk_frame_atom, ...), (bulk_lost_atom, ...)
+// A session ends with its connection, or when its broker does.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/io/connection_handle.hpp>
+
+#include "actors/bulk_stream_reader.hpp"
+
+namespace caf::io {
+class abstract_broker;
+}
+
+namespace conveyor::actors {
+
+class TlsEndpoint;
+
+// The worker's end of a connection a consumer opened.
+caf::actor spawn_tls_bulk_server_session(caf::io::abstract_broker* broker,
+                                         caf::io::connection_handle hdl,
+                                         std::shared_ptr<TlsEndpoint> tls);
+// The consumer's end: starts the handshake, sends the hello, then delivers the worker's frames
+// to `consumer` on `channel`.
+caf::actor spawn_tls_bulk_client_session(caf::io::abstract_broker* broker,
+                                         caf::io::connection_handle hdl,
+                                         std::shared_ptr<TlsEndpoint> tls, caf::actor consumer,
+                                         uint64_t channel);
+
+// One complete unit of a channel's stream, for `consumer` (the plain broker and the TLS client
+// session share it): the ack becomes bulk_ready, a payload a bulk_frame that takes `unit` (the
+// bytes become the elements' storage). Returns why the channel must close, if it must; else
+// `unit` holds a buffer for the next unit, next_size() bytes long (a payload's from the pool).
+std::optional<std::string> deliver_unit(caf::local_actor* self, const caf::actor& consumer,
+                                        uint64_t channel, bulk::StreamReader& reader,
+                                        std::vector<char>& unit);
+
+} // namespace conveyor::actors
