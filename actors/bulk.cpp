@@ -4,6 +4,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -38,9 +39,14 @@ struct ServerConn {
 struct ServerState {
   std::shared_ptr<TlsEndpoint> tls; // null: plain TCP
   uint16_t port = 0;
-  uint64_t next_channel = 0;
+  std::mt19937_64 ids{std::random_device{}()}; // channel ids: a hello that joins one must know it
   caf::error listen_error;
-  std::map<uint64_t, connection_handle> channels;
+  // A channel's connections: its frames go to them in turn (bulk_frame.hpp).
+  struct Channel {
+    std::vector<connection_handle> conns;
+    std::size_t next = 0;
+  };
+  std::map<uint64_t, Channel> channels;
   std::map<connection_handle, ServerConn> conns;
   // In-process channels (target_workers LOCAL, actors/local_workers.hpp): channel -> the
   // consumer actor of this process and its id for the channel. Frames go to it as messages.
@@ -49,6 +55,14 @@ struct ServerState {
     uint64_t consumer_channel = 0;
   };
   std::map<uint64_t, Local> local;
+
+  uint64_t new_channel_id() {
+    for (;;) {
+      const uint64_t id = ids();
+      if (id != 0 && channels.count(id) == 0 && local.count(id) == 0)
+        return id;
+    }
+  }
 };
 
 // Hands queued frames to CAF by swapping them into the (empty) write buffer: no copy. CAF takes
@@ -72,22 +86,38 @@ void pump(caf::io::broker* self, ServerState& st, connection_handle hdl) {
   }
 }
 
-void drop_conn(caf::io::broker* self, ServerState& st, connection_handle hdl) {
+void forget_conn(caf::io::broker* self, ServerState& st, connection_handle hdl) {
   auto c = st.conns.find(hdl);
   if (c == st.conns.end())
     return;
   if (c->second.session)
     self->send(c->second.session, msg::bulk_lost_atom_v, std::string{"connection closed"});
-  if (c->second.greeted) {
-    auto ch = st.channels.find(c->second.channel);
-    if (ch != st.channels.end() && ch->second == hdl)
-      st.channels.erase(ch);
-  }
   if (!c->second.queue.empty())
     log::warning(kLog, "bulk channel " + std::to_string(c->second.channel) + " closed with " +
                          std::to_string(c->second.queue.size()) +
                          " frame(s) unsent (the consumer fails or refetches them)");
   st.conns.erase(c);
+}
+
+// The connection is gone (closed by the peer, or to be closed by the caller). A channel that lost
+// one of its connections lost some of its frames: its other connections close too, and the
+// consumer sees the channel break.
+void drop_conn(caf::io::broker* self, ServerState& st, connection_handle hdl) {
+  auto c = st.conns.find(hdl);
+  if (c == st.conns.end())
+    return;
+  const bool greeted = c->second.greeted;
+  const uint64_t channel = c->second.channel;
+  forget_conn(self, st, hdl);
+  auto ch = greeted ? st.channels.find(channel) : st.channels.end();
+  if (ch == st.channels.end())
+    return;
+  for (auto other : ch->second.conns)
+    if (other != hdl) {
+      forget_conn(self, st, other);
+      self->close(other);
+    }
+  st.channels.erase(ch);
 }
 
 constexpr std::size_t kTlsReadChunk = 256 * 1024; // TLS: ciphertext read per event
@@ -101,22 +131,26 @@ void to_session(caf::io::broker* self, const caf::actor& session, std::vector<ch
   self->send(session, msg::tls_in_atom_v, std::move(ciphertext));
 }
 
-// A consumer's hello (plain or decrypted): a channel number back, or the connection closed.
+// A consumer's hello (plain or decrypted): the channel's id back, or the connection closed.
 void on_hello(caf::io::broker* self, ServerState& st, connection_handle hdl, ServerConn& conn,
               const char* data, std::size_t size) {
-  if (conn.greeted || !bulk::read_hello(data, size)) {
+  auto join = conn.greeted ? std::nullopt : bulk::read_hello(data, size);
+  auto joined = join && *join != 0 ? st.channels.find(*join) : st.channels.end();
+  if (!join || (*join != 0 && joined == st.channels.end())) {
     // a consumer never sends anything else
-    log::warning(kLog, "closing a bulk connection that sent something other than one hello");
+    log::warning(kLog, join ? "closing a bulk connection that asked to join a channel this worker "
+                              "does not have"
+                            : "closing a bulk connection that sent something other than one hello");
     drop_conn(self, st, hdl);
     self->close(hdl);
     return;
   }
-  const uint64_t channel = ++st.next_channel;
+  const uint64_t channel = *join != 0 ? *join : st.new_channel_id();
   conn.greeted = true;
   conn.channel = channel;
-  st.channels[channel] = hdl;
+  st.channels[channel].conns.push_back(hdl);
   log::debug(kLog, std::string{conn.session ? "TLS " : ""} + "bulk channel " +
-                     std::to_string(channel) + " opened");
+                     std::to_string(channel) + (*join != 0 ? " joined" : " opened"));
   char ack[bulk::kAckBytes];
   bulk::write_ack(ack, channel);
   if (conn.session) {
@@ -199,7 +233,7 @@ caf::behavior bulk_server(caf::io::broker* self, std::string host, std::shared_p
     // A consumer of this process opens an in-process channel (no socket): the frames go to it
     // as (bulk_frame_atom, its channel, frame) messages, header included, with no copy.
     [=](msg::bulk_open_atom, const caf::actor& consumer, uint64_t consumer_channel) {
-      const uint64_t channel = ++st->next_channel;
+      const uint64_t channel = st->new_channel_id();
       st->local[channel] = ServerState::Local{consumer, consumer_channel};
       self->monitor(consumer);
       log::debug(kLog, "in-process bulk channel " + std::to_string(channel) + " opened");
@@ -217,13 +251,15 @@ caf::behavior bulk_server(caf::io::broker* self, std::string host, std::shared_p
         log::debug(kLog, "frame for closed bulk channel " + std::to_string(channel) + " dropped");
         return;
       }
-      auto& conn = st->conns[ch->second];
+      auto& group = ch->second;
+      const connection_handle hdl = group.conns[group.next++ % group.conns.size()];
+      auto& conn = st->conns[hdl];
       if (conn.session) {
         self->send(conn.session, msg::bulk_send_atom_v, std::move(frame)); // to encrypt
         return;
       }
       conn.queue.push_back(std::move(frame));
-      pump(self, *st, ch->second);
+      pump(self, *st, hdl);
     },
     [=](const caf::io::data_transferred_msg& msg) { pump(self, *st, msg.handle); },
     [=](const caf::io::connection_closed_msg& msg) {
@@ -236,29 +272,108 @@ caf::behavior bulk_server(caf::io::broker* self, std::string host, std::shared_p
 
 // --- consumer side
 
+// Connections per channel: TLS spreads a channel over several, each its own session (so several
+// threads encrypt and decrypt one worker's frames); plain TCP needs one (its cost is the kernel's
+// copy, which one connection keeps up with). 16-core machine, 1 MiB elements, 2 workers: one
+// TLS connection per worker moved ~1.3 GB/s each, its two sessions the limit.
+constexpr std::size_t kTlsConnectionsPerChannel = 4;
+
 struct ClientConn {
   uint64_t channel = 0;
   bulk::StreamReader reader; // plain TCP (TLS: the session has its own)
   caf::actor session;        // TLS bulk path only (actors/bulk_tls.hpp)
 };
 
+// A channel to one worker: its connections, the first opening it, the others joining it.
+struct ClientChannel {
+  std::string host;
+  uint16_t port = 0;
+  std::vector<connection_handle> conns;
+  uint64_t server_channel = 0; // the worker's id, from the first ack
+  std::size_t acked = 0;
+};
+
 struct ClientState {
   caf::actor consumer;
   std::shared_ptr<TlsEndpoint> tls; // null: plain TCP
   std::map<connection_handle, ClientConn> conns;
+  std::map<uint64_t, ClientChannel> channels; // by the consumer's channel id
+  std::size_t connections_per_channel() const { return tls ? kTlsConnectionsPerChannel : 1; }
 };
 
-// The channel is gone: the consumer hears it (through the TLS session, after the frames it
-// still decrypts).
+// The channel is gone, with all its connections: the consumer hears it (from each TLS session,
+// after the frames it still decrypts; the consumer takes the first).
+void lost_channel(caf::io::broker* self, ClientState& st, uint64_t channel, const std::string& why) {
+  auto ch = st.channels.find(channel);
+  if (ch == st.channels.end())
+    return;
+  bool told = false;
+  for (auto hdl : ch->second.conns) {
+    auto c = st.conns.find(hdl);
+    if (c == st.conns.end())
+      continue;
+    if (c->second.session) {
+      self->send(c->second.session, msg::bulk_lost_atom_v, why);
+      told = true;
+    }
+    self->close(hdl);
+    st.conns.erase(c);
+  }
+  if (!told)
+    self->send(st.consumer, msg::bulk_lost_atom_v, channel, why);
+  st.channels.erase(ch);
+}
+
 void lost(caf::io::broker* self, ClientState& st, connection_handle hdl, const std::string& why) {
   auto c = st.conns.find(hdl);
-  if (c == st.conns.end())
+  if (c != st.conns.end())
+    lost_channel(self, st, c->second.channel, why);
+}
+
+// One more connection of `channel`: opens the channel (join 0) or joins the worker's.
+void connect(caf::io::broker* self, ClientState& st, uint64_t channel, uint64_t join) {
+  auto& ch = st.channels[channel];
+  auto hdl = self->add_tcp_scribe(ch.host, ch.port);
+  if (!hdl) {
+    lost_channel(self, st, channel,
+                 "cannot connect to the bulk port " + ch.host + ":" + std::to_string(ch.port) + ": " +
+                   self->system().render(hdl.error()));
     return;
-  if (c->second.session)
-    self->send(c->second.session, msg::bulk_lost_atom_v, why);
-  else
-    self->send(st.consumer, msg::bulk_lost_atom_v, c->second.channel, why);
-  st.conns.erase(c);
+  }
+  ch.conns.push_back(*hdl);
+  auto& conn = st.conns[*hdl];
+  conn.channel = channel;
+  if (st.tls) {
+    // The session sends the ClientHello, and the hello once the handshake is done.
+    conn.session = spawn_tls_bulk_client_session(self, *hdl, st.tls, st.consumer, channel, join);
+    self->configure_read(*hdl, receive_policy::at_most(kTlsReadChunk));
+    return;
+  }
+  char hello[bulk::kHelloBytes];
+  bulk::write_hello(hello, join);
+  auto& wb = self->wr_buf(*hdl);
+  wb.insert(wb.end(), hello, hello + sizeof hello);
+  self->flush(*hdl);
+  self->configure_read(*hdl, receive_policy::exactly(conn.reader.next_size()));
+}
+
+// A connection of `channel` was acknowledged: after the first, the others join the worker's
+// channel; once all are in, the consumer may use it.
+void on_ack(caf::io::broker* self, ClientState& st, uint64_t channel, uint64_t assigned) {
+  auto ch = st.channels.find(channel);
+  if (ch == st.channels.end())
+    return;
+  if (ch->second.acked > 0 && assigned != ch->second.server_channel)
+    return lost_channel(self, st, channel, "the worker put a joining bulk connection on another channel");
+  ch->second.server_channel = assigned;
+  const std::size_t want = st.connections_per_channel();
+  if (++ch->second.acked == want) {
+    self->send(st.consumer, msg::bulk_ready_atom_v, channel, assigned);
+    return;
+  }
+  if (ch->second.acked == 1) // (connect() drops the channel when a connection cannot open)
+    for (std::size_t i = 1; i < want && st.channels.count(channel) > 0; ++i)
+      connect(self, st, channel, assigned);
 }
 
 caf::behavior bulk_client(caf::io::broker* self, caf::actor consumer,
@@ -273,27 +388,10 @@ caf::behavior bulk_client(caf::io::broker* self, caf::actor consumer,
   });
   return {
     [=](msg::bulk_open_atom, const std::string& host, uint16_t port, uint64_t channel) {
-      auto hdl = self->add_tcp_scribe(host, port);
-      if (!hdl) {
-        self->send(st->consumer, msg::bulk_lost_atom_v, channel,
-                   "cannot connect to the bulk port " + host + ":" + std::to_string(port) + ": " +
-                     self->system().render(hdl.error()));
-        return;
-      }
-      auto& conn = st->conns[*hdl];
-      conn.channel = channel;
-      if (st->tls) {
-        // The session sends the ClientHello, and the hello once the handshake is done.
-        conn.session = spawn_tls_bulk_client_session(self, *hdl, st->tls, st->consumer, channel);
-        self->configure_read(*hdl, receive_policy::at_most(kTlsReadChunk));
-        return;
-      }
-      char hello[bulk::kHelloBytes];
-      bulk::write_hello(hello);
-      auto& wb = self->wr_buf(*hdl);
-      wb.insert(wb.end(), hello, hello + sizeof hello);
-      self->flush(*hdl);
-      self->configure_read(*hdl, receive_policy::exactly(conn.reader.next_size()));
+      auto& ch = st->channels[channel];
+      ch.host = host;
+      ch.port = port;
+      connect(self, *st, channel, 0);
     },
     [=](caf::io::new_data_msg& msg) {
       auto c = st->conns.find(msg.handle);
@@ -307,12 +405,17 @@ caf::behavior bulk_client(caf::io::broker* self, caf::actor consumer,
       // Plain TCP: CAF reads exactly one unit per message. CAF swaps msg.buf back in as the
       // connection's read buffer: for a payload, deliver_unit left a pooled buffer of that
       // length there (no fresh pages, nothing zero-filled).
-      if (auto broken = deliver_unit(self, st->consumer, conn.channel, conn.reader, msg.buf)) {
-        self->close(msg.handle);
-        lost(self, *st, msg.handle, *broken);
-        return;
-      }
+      const uint64_t channel = conn.channel;
+      auto result = deliver_unit(self, st->consumer, channel, conn.reader, msg.buf);
+      if (result.broken)
+        return lost(self, *st, msg.handle, *result.broken);
       self->configure_read(msg.handle, receive_policy::exactly(conn.reader.next_size()));
+      if (result.ready)
+        on_ack(self, *st, channel, *result.ready);
+    },
+    // TLS: a session's ack.
+    [=](msg::bulk_ready_atom, uint64_t channel, uint64_t assigned) {
+      on_ack(self, *st, channel, assigned);
     },
     // TLS: the session's records (handshake, the hello) for the socket.
     [=](msg::tls_out_atom, connection_handle hdl, std::vector<char>& ciphertext) {
@@ -322,10 +425,13 @@ caf::behavior bulk_client(caf::io::broker* self, caf::actor consumer,
       wb.insert(wb.end(), ciphertext.begin(), ciphertext.end());
       self->flush(hdl);
     },
-    // TLS: the session failed (it told the consumer) and ended.
-    [=](msg::bulk_lost_atom, connection_handle hdl, const std::string&) {
-      if (st->conns.erase(hdl) > 0)
-        self->close(hdl);
+    // TLS: a session failed (it told the consumer) and ended: the channel's other connections go.
+    [=](msg::bulk_lost_atom, connection_handle hdl, const std::string& why) {
+      auto c = st->conns.find(hdl);
+      if (c == st->conns.end())
+        return;
+      c->second.session = nullptr;
+      lost(self, *st, hdl, why);
     },
     [=](const caf::io::connection_closed_msg& msg) {
       lost(self, *st, msg.handle, "the worker closed the bulk connection");

@@ -1,10 +1,13 @@
 // The bulk data path's wire format (CAF-free). Element bytes travel on a per-worker TCP stream
 // beside the CAF control messages; a consumer opens one channel per worker:
 //
-//   consumer -> worker   hello   : "CVBH" | version u8 | 3 reserved | 8 reserved           (16 B)
+//   consumer -> worker   hello   : "CVBH" | version u8 | 3 reserved | join u64             (16 B)
 //   worker   -> consumer ack     : "CVBA" | version u8 | 3 reserved | channel u64          (16 B)
-//     (the worker's bulk server numbers its channels: ids are unique per worker and
-//     deterministic; requests name the channel in get_elements.bulk_channel)
+//     (the worker's bulk server names its channels with unguessable ids, unique per worker;
+//     requests name the channel in get_elements.bulk_channel. A hello with join 0 opens a
+//     channel; one naming a channel adds its connection to it: the worker spreads the channel's
+//     frames over its connections in turn, so that TLS channels encrypt and decrypt on several
+//     threads. The consumer uses a channel once every connection of it was acknowledged.)
 //   worker   -> consumer frame   : header (40 B) | payload (length bytes)
 //     header: "CVBF" | version u8 | 3 reserved | task u64 | batch_seq u64 | index u32 |
 //             count u32 | length u64            (integers little-endian)
@@ -61,11 +64,16 @@ inline bool has_magic(const char* at, const char* m) {
 }
 } // namespace detail
 
-inline void write_hello(char* at) {
+inline void write_hello(char* at, uint64_t join = 0) {
   detail::magic(at, "CVBH");
-  detail::put(at + 8, 0, 8);
+  detail::put(at + 8, join, 8);
 }
-inline bool read_hello(const char* at, std::size_t n) { return n == kHelloBytes && detail::has_magic(at, "CVBH"); }
+// The channel a hello joins (0: a new one), or nullopt for anything else.
+inline std::optional<uint64_t> read_hello(const char* at, std::size_t n) {
+  if (n != kHelloBytes || !detail::has_magic(at, "CVBH"))
+    return std::nullopt;
+  return detail::get(at + 8, 8);
+}
 inline void write_ack(char* at, uint64_t channel) {
   detail::magic(at, "CVBA");
   detail::put(at + 8, channel, 8);

@@ -87,7 +87,7 @@ struct ClientSession {
 
 caf::behavior client_session(Session* self, caf::actor broker,
                              connection_handle hdl, std::shared_ptr<TlsEndpoint> endpoint,
-                             caf::actor consumer, uint64_t channel) {
+                             caf::actor consumer, uint64_t channel, uint64_t join) {
   auto st = std::make_shared<ClientSession>(std::move(endpoint));
   end_with_broker(self, broker);
   // Tells the consumer first (after every frame before the failure), then the broker.
@@ -96,7 +96,7 @@ caf::behavior client_session(Session* self, caf::actor broker,
     fail(self, broker, hdl, why);
   };
   char hello[bulk::kHelloBytes];
-  bulk::write_hello(hello);
+  bulk::write_hello(hello, join);
   auto sent = st->tls.send(hello, sizeof hello); // held until the handshake is done
   flush(self, broker, hdl, st->tls, 0);          // the ClientHello
   if (!sent.ok()) {
@@ -118,8 +118,11 @@ caf::behavior client_session(Session* self, caf::actor broker,
         st->have += *got;
         if (st->have < st->unit.size())
           continue;
-        if (auto broken = deliver_unit(self, consumer, channel, st->reader, st->unit))
-          return lost(*broken);
+        auto result = deliver_unit(self, consumer, channel, st->reader, st->unit);
+        if (result.broken)
+          return lost(*result.broken);
+        if (result.ready) // the broker tells the consumer once every connection is acknowledged
+          self->send(broker, msg::bulk_ready_atom_v, channel, *result.ready);
         st->have = 0;
       }
     },
@@ -133,15 +136,16 @@ caf::behavior client_session(Session* self, caf::actor broker,
 
 } // namespace
 
-std::optional<std::string> deliver_unit(caf::local_actor* self, const caf::actor& consumer,
-                                        uint64_t channel, bulk::StreamReader& reader,
-                                        std::vector<char>& unit) {
+UnitResult deliver_unit(caf::local_actor* self, const caf::actor& consumer, uint64_t channel,
+                        bulk::StreamReader& reader, std::vector<char>& unit) {
+  UnitResult result;
   auto event = reader.apply(unit);
-  if (auto* broken = std::get_if<bulk::StreamReader::Broken>(&event))
-    return broken->why;
+  if (auto* broken = std::get_if<bulk::StreamReader::Broken>(&event)) {
+    result.broken = broken->why;
+    return result;
+  }
   if (auto* ready = std::get_if<bulk::StreamReader::Ready>(&event)) {
-    caf::send_as(caf::actor_cast<caf::actor>(self), consumer, msg::bulk_ready_atom_v, channel,
-                 ready->assigned);
+    result.ready = ready->assigned;
   } else if (auto* payload = std::get_if<bulk::StreamReader::Payload>(&event)) {
     const auto& h = payload->header;
     // Moving the unit out: the frame's bytes become the elements' storage.
@@ -155,7 +159,7 @@ std::optional<std::string> deliver_unit(caf::local_actor* self, const caf::actor
     unit.swap(payload);
   }
   unit.resize(reader.next_size());
-  return std::nullopt;
+  return result;
 }
 
 caf::actor spawn_tls_bulk_server_session(caf::io::abstract_broker* broker, connection_handle hdl,
@@ -165,9 +169,9 @@ caf::actor spawn_tls_bulk_server_session(caf::io::abstract_broker* broker, conne
 
 caf::actor spawn_tls_bulk_client_session(caf::io::abstract_broker* broker, connection_handle hdl,
                                          std::shared_ptr<TlsEndpoint> tls, caf::actor consumer,
-                                         uint64_t channel) {
+                                         uint64_t channel, uint64_t join) {
   return broker->spawn(client_session, caf::actor_cast<caf::actor>(broker), hdl, std::move(tls),
-                       std::move(consumer), channel);
+                       std::move(consumer), channel, join);
 }
 
 } // namespace conveyor::actors

@@ -16,8 +16,10 @@
 //  worker side:
 //   session -> broker   (tls_plain_atom, hdl, vector<char>)              the consumer's hello
 //   broker  -> session  (bulk_send_atom, vector<char> frame)             plaintext for the peer
-//  consumer side (what the plain broker sends the consumer, in the stream's order):
-//   session -> consumer (bulk_ready_atom, ...), (bulk_frame_atom, ...), (bulk_lost_atom, ...)
+//  consumer side:
+//   session -> broker   (bulk_ready_atom, channel, assigned)             the worker's ack
+//   session -> consumer (bulk_frame_atom, ...), (bulk_lost_atom, ...): as the plain broker sends
+//                       them, in the stream's order
 // A session ends with its connection, or when its broker does.
 #pragma once
 
@@ -43,19 +45,22 @@ class TlsEndpoint;
 caf::actor spawn_tls_bulk_server_session(caf::io::abstract_broker* broker,
                                          caf::io::connection_handle hdl,
                                          std::shared_ptr<TlsEndpoint> tls);
-// The consumer's end: starts the handshake, sends the hello, then delivers the worker's frames
-// to `consumer` on `channel`.
+// The consumer's end: starts the handshake, sends the hello (joining the worker's channel `join`
+// unless 0), then delivers the worker's frames to `consumer` on `channel`.
 caf::actor spawn_tls_bulk_client_session(caf::io::abstract_broker* broker,
                                          caf::io::connection_handle hdl,
                                          std::shared_ptr<TlsEndpoint> tls, caf::actor consumer,
-                                         uint64_t channel);
+                                         uint64_t channel, uint64_t join);
 
-// One complete unit of a channel's stream, for `consumer` (the plain broker and the TLS client
-// session share it): the ack becomes bulk_ready, a payload a bulk_frame that takes `unit` (the
-// bytes become the elements' storage). Returns why the channel must close, if it must; else
-// `unit` holds a buffer for the next unit, next_size() bytes long (a payload's from the pool).
-std::optional<std::string> deliver_unit(caf::local_actor* self, const caf::actor& consumer,
-                                        uint64_t channel, bulk::StreamReader& reader,
-                                        std::vector<char>& unit);
+// One complete unit of a connection's stream (the plain broker and the TLS client session share
+// it): a payload becomes a bulk_frame for `consumer` that takes `unit` (the bytes become the
+// elements' storage). Unless `broken` is set, `unit` then holds a buffer for the next unit,
+// next_size() bytes long (a payload's from the pool).
+struct UnitResult {
+  std::optional<uint64_t> ready;     // the ack: the worker's id of the channel
+  std::optional<std::string> broken; // why the channel must close
+};
+UnitResult deliver_unit(caf::local_actor* self, const caf::actor& consumer, uint64_t channel,
+                        bulk::StreamReader& reader, std::vector<char>& unit);
 
 } // namespace conveyor::actors

@@ -1030,7 +1030,7 @@ consumer_full_actor::behavior_type consumer_impl(self_ptr self) {
       auto& st = self->state;
       const std::string* worker = nullptr;
       WorkerLink* link = current_channel(self, channel, worker);
-      if (!link)
+      if (!link || link->bulk == WorkerLink::Bulk::lost) // (each connection of a channel reports it)
         return;
       link->bulk = WorkerLink::Bulk::lost; // stays inline from now on
       bool all_retired = true;

@@ -335,8 +335,7 @@ Status ConsumerCore::on_reply(const Request& request, msg::element_batch batch,
     b.announced = true;
     b.origins = std::move(batch.origins);
     reserved_elements_ += b.count; // held until its frames are in
-    if (b.received == b.count)
-      CONVEYOR_RETURN_IF_ERROR(complete_bulk(slot, batch.batch_seq, out));
+    CONVEYOR_RETURN_IF_ERROR(complete_bulk_in_order(slot, out));
   } else if (batch.num_chunks == 1) {
     CONVEYOR_RETURN_IF_ERROR(deliver(slot, batch.payload, batch.num_elements, batch.origins, out));
   } else if (batch.num_chunks > 1) {
@@ -401,7 +400,28 @@ Status ConsumerCore::on_frame(msg::task_id_t task, uint64_t batch_seq, uint32_t 
   ++b.received;
   bytes_ += static_cast<int64_t>(frame.size());
   if (b.announced && b.received == b.count)
-    return complete_bulk(slot, batch_seq, out);
+    return complete_bulk_in_order(slot, out);
+  return Status::OK();
+}
+
+Status ConsumerCore::complete_bulk_in_order(TaskSlot& slot, std::vector<Element>& out) {
+  // A batch whose frames are all in waits for the announced batches before it: a channel's frames
+  // are spread over several connections (actors/bulk_frame.hpp), so a later batch's frames can
+  // overtake an earlier one's, and a task's elements keep their order. Replies arrive in batch
+  // order, so a batch without its reply below an announced one never gets it (a failed request):
+  // it holds nothing up.
+  for (auto it = slot.bulk_batches.begin(); it != slot.bulk_batches.end();) {
+    const auto& b = it->second;
+    if (!b.announced) {
+      ++it;
+      continue;
+    }
+    if (b.received != b.count)
+      return Status::OK();
+    const uint64_t seq = it->first;
+    ++it; // complete_bulk erases the batch
+    CONVEYOR_RETURN_IF_ERROR(complete_bulk(slot, seq, out));
+  }
   return Status::OK();
 }
 

@@ -181,6 +181,8 @@ private:
                  const std::vector<msg::origin_run>& origins, std::vector<Element>& out,
                  StorageOwner owner = nullptr);
   Status complete_bulk(TaskSlot& slot, uint64_t batch_seq, std::vector<Element>& out);
+  // Completes the task's announced bulk batches whose frames are all in, in batch order.
+  Status complete_bulk_in_order(TaskSlot& slot, std::vector<Element>& out);
   // Which (split, sequence) were received: a contiguous prefix plus the ones beyond it.
   struct Seen {
     int64_t prefix = 0;

@@ -232,6 +232,36 @@ TEST_CASE("bulk: frames before or after the reply complete a batch, in order - l
   CHECK(lost.message().find("1 batch(es) in flight") != std::string::npos);
 }
 
+TEST_CASE("bulk: a later batch whose frames overtook an earlier one's waits for it - a task's order holds") {
+  // A TLS channel spreads its frames over several connections (actors/bulk_frame.hpp), so batch
+  // 6's frame can arrive before batch 5's although the worker sent it later.
+  ConsumerLimits limits;
+  ConsumerCore core{limits};
+  core.on_task_list(list_of(1, {1}, true));
+  core.on_connected(1);
+  core.set_bulk(1, true);
+  auto reqs = core.next_requests();
+  REQUIRE(reqs.size() == 2); // two requests in flight per task
+  std::vector<Element> out;
+  msg::element_batch b;
+  b.num_elements = 1;
+  b.num_chunks = 1;
+  b.bulk_frames = 1;
+  b.batch_seq = 5;
+  REQUIRE(core.on_reply(reqs[0], b, out).ok());
+  b.batch_seq = 6;
+  REQUIRE(core.on_reply(reqs[1], b, out).ok());
+  auto f5 = frame_of(50), f6 = frame_of(60);
+  REQUIRE(core.on_frame(1, 6, 0, 1, f6, {f6->data(), f6->size()}, out).ok());
+  CHECK(out.empty()); // whole, but batch 5 comes first
+  CHECK(core.bulk_batches_waiting() == 2);
+  REQUIRE(core.on_frame(1, 5, 0, 1, f5, {f5->data(), f5->size()}, out).ok());
+  REQUIRE(out.size() == 2);
+  CHECK(out[0][0].as_int64() == 50);
+  CHECK(out[1][0].as_int64() == 60);
+  CHECK(core.bulk_batches_waiting() == 0);
+}
+
 TEST_CASE("bulk, DYNAMIC: a broken channel with batches in flight is no loss: the task hears `reconnected`") {
   ConsumerLimits limits;
   ConsumerCore core{limits};
