@@ -26,7 +26,8 @@ Status TaskRunner::start(const Dataset& input, const FunctionRegistry* functions
       return failed_precondition(std::string{"sharding policy "} + to_string(policy_) +
                                  " needs the worker's place in the dispatcher's fixed worker "
                                  "list, and this task has none");
-    auto sharded = apply_sharding(input, policy_, shard.num_workers, shard.worker_index);
+    auto sharded = apply_sharding(input, policy_, shard.num_workers, shard.worker_index,
+                                  limits_.paths.get());
     if (!sharded.ok())
       return sharded.status();
     dataset = std::move(sharded).value();

@@ -1,5 +1,6 @@
 // Glob expansion and (de)compressing file streams (files.hpp), on glob(3) and zlib.
 #include "pipeline/files.hpp"
+#include "pipeline/path_policy.hpp"
 
 #include <glob.h>
 #include <zlib.h>
@@ -246,7 +247,14 @@ std::string escape_glob(std::string_view name) {
   return out;
 }
 
-Expected<std::vector<std::string>> glob_sorted(const std::string& op, const std::string& pattern) {
+Expected<std::vector<std::string>> glob_sorted(const std::string& op, const std::string& pattern,
+                                               const PathPolicy* paths) {
+  if (paths != nullptr) { // the directory the wildcards start in, before it is listed
+    const auto wildcard = pattern.find_first_of("*?[");
+    const auto slash = pattern.rfind('/', wildcard == std::string::npos ? std::string::npos : wildcard);
+    const std::string dir = slash == std::string::npos ? "." : pattern.substr(0, slash == 0 ? 1 : slash);
+    CONVEYOR_RETURN_IF_ERROR(paths->check(dir, PathPolicy::Access::list, op));
+  }
   glob_t matches{};
   const int rc = ::glob(pattern.c_str(), GLOB_NOSORT, nullptr, &matches);
   std::vector<std::string> files;
@@ -263,7 +271,8 @@ Expected<std::vector<std::string>> glob_sorted(const std::string& op, const std:
 }
 
 Expected<std::vector<std::string>> expand_file_patterns(const std::string& op,
-                                                        const std::vector<std::string>& entries) {
+                                                        const std::vector<std::string>& entries,
+                                                        const PathPolicy* paths) {
   std::vector<std::string> out;
   out.reserve(entries.size());
   for (const std::string& entry : entries) {
@@ -271,7 +280,7 @@ Expected<std::vector<std::string>> expand_file_patterns(const std::string& op,
       out.push_back(entry);
       continue;
     }
-    auto matches = glob_sorted(op, entry);
+    auto matches = glob_sorted(op, entry, paths);
     if (!matches.ok())
       return matches.status();
     out.insert(out.end(), matches->begin(), matches->end());

@@ -24,14 +24,21 @@
 
 namespace conveyor {
 
+class PathPolicy; // pipeline/path_policy.hpp
+
 bool has_glob_chars(std::string_view entry);
 std::string escape_glob(std::string_view name);
 
 // The paths matching one glob pattern, sorted; not_found (naming `op` and the pattern) when none.
-Expected<std::vector<std::string>> glob_sorted(const std::string& op, const std::string& pattern);
+// With a policy (a worker's --allow-path roots), the directory the pattern starts in must be one
+// it may list before anything is listed: permission_denied otherwise (each match is checked
+// again when it is opened).
+Expected<std::vector<std::string>> glob_sorted(const std::string& op, const std::string& pattern,
+                                               const PathPolicy* paths = nullptr);
 // Every entry expanded in order: patterns to their sorted matches, file names unchanged.
 Expected<std::vector<std::string>> expand_file_patterns(const std::string& op,
-                                                        const std::vector<std::string>& entries);
+                                                        const std::vector<std::string>& entries,
+                                                        const PathPolicy* paths = nullptr);
 
 enum class FileCompression : unsigned char { none, zlib, gzip };
 // "" / "ZLIB" / "GZIP"; invalid_argument naming `what` (e.g. "`tfrecord` argument `compression_type`").

@@ -74,14 +74,15 @@ int64_t pinned_seed(const std::string& pattern) {
 
 // FILE: worker i of n keeps files i, i+n, ... of every file source. `found` tells whether the
 // dataset had one at all.
-Expected<Dataset> shard_files(const Dataset& dataset, int64_t n, int64_t i, bool& found) {
+Expected<Dataset> shard_files(const Dataset& dataset, int64_t n, int64_t i, bool& found,
+                              const PathPolicy* paths) {
   found = false;
   auto replace = [&](const NodePtr& node) -> Expected<NodePtr> {
     if (node->op == "text_lines" || node->op == "tfrecord") {
       found = true;
       // Glob patterns expand to their sorted matches first (the same list on every worker),
       // then each worker keeps its share, written back as patterns that match exactly one file.
-      Expected<std::vector<std::string>> expanded = expand_file_patterns(node->op, node->strings_attr("files"));
+      Expected<std::vector<std::string>> expanded = expand_file_patterns(node->op, node->strings_attr("files"), paths);
       if (!expanded)
         return expanded.status().with_context("FILE sharding");
       const std::vector<std::string>& files = *expanded;
@@ -157,7 +158,7 @@ std::optional<ShardingPolicy> sharding_policy_from_string(std::string_view name)
 }
 
 Expected<Dataset> apply_sharding(const Dataset& dataset, ShardingPolicy policy, int64_t num_workers,
-                                 int64_t worker_index) {
+                                 int64_t worker_index, const PathPolicy* paths) {
   if (num_workers <= 0)
     return invalid_argument("`num_workers` must be positive, got " + std::to_string(num_workers));
   if (worker_index < 0 || worker_index >= num_workers)
@@ -171,12 +172,12 @@ Expected<Dataset> apply_sharding(const Dataset& dataset, ShardingPolicy policy, 
     case ShardingPolicy::dynamic:
       return dataset;
     case ShardingPolicy::file:
-      return shard_files(dataset, num_workers, worker_index, found_files);
+      return shard_files(dataset, num_workers, worker_index, found_files, paths);
     case ShardingPolicy::data:
       return shard_data(dataset, num_workers, worker_index);
     case ShardingPolicy::file_or_data: {
       // FILE when it works; without a file source, or with fewer files than workers, DATA.
-      Expected<Dataset> by_files = shard_files(dataset, num_workers, worker_index, found_files);
+      Expected<Dataset> by_files = shard_files(dataset, num_workers, worker_index, found_files, paths);
       if (by_files)
         return by_files;
       return shard_data(dataset, num_workers, worker_index);

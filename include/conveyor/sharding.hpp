@@ -25,8 +25,10 @@ std::optional<ShardingPolicy> sharding_policy_from_string(std::string_view name)
 
 // The dataset worker `worker_index` of `num_workers` runs under `policy`. OFF and DYNAMIC return
 // the dataset unchanged. FILE on a dataset without a file source is an error, as in tf.data.
-// num_workers must be > 0 and 0 <= worker_index < num_workers.
+// num_workers must be > 0 and 0 <= worker_index < num_workers. FILE expands file patterns; on a
+// worker, `paths` (its --allow-path roots) must allow listing where each pattern starts.
+class PathPolicy;
 Expected<Dataset> apply_sharding(const Dataset& dataset, ShardingPolicy policy, int64_t num_workers,
-                                 int64_t worker_index);
+                                 int64_t worker_index, const PathPolicy* paths = nullptr);
 
 } // namespace conveyor

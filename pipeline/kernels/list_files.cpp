@@ -35,16 +35,8 @@ MakeResult make_list_files(const NodePtr& node, const KernelContext& kctx) {
   if (kctx.split_provider() != nullptr) // the provider decides which files and in what order
     return IteratorPtr(std::make_unique<ListFilesIterator>(std::vector<std::string>{},
                                                            kctx.split_provider(), kctx.paths()));
-  const std::string& pattern = node->string_attr("pattern");
-  if (kctx.paths()) {
-    // The directory the pattern starts in must be allowed before it is listed; every match is
-    // checked again as it is handed out.
-    auto wildcard = pattern.find_first_of("*?[");
-    auto slash = pattern.rfind('/', wildcard == std::string::npos ? std::string::npos : wildcard);
-    std::string dir = slash == std::string::npos ? "." : pattern.substr(0, slash == 0 ? 1 : slash);
-    CONVEYOR_RETURN_IF_ERROR(check_path(kctx.paths(), dir, PathPolicy::Access::list, "list_files"));
-  }
-  auto files = glob_sorted("list_files", pattern);
+  // Every match is checked again as it is handed out.
+  auto files = glob_sorted("list_files", node->string_attr("pattern"), kctx.paths());
   if (!files.ok())
     return files.status();
   if (node->bool_attr("shuffle")) {

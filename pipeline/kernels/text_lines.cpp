@@ -101,7 +101,7 @@ MakeResult make_text_lines(const NodePtr& node, const KernelContext& kctx) {
     return compression.status();
   std::vector<std::string> files;
   if (kctx.split_provider() == nullptr) { // with a provider, the splits name the files
-    auto expanded = expand_file_patterns("text_lines", node->strings_attr("files"));
+    auto expanded = expand_file_patterns("text_lines", node->strings_attr("files"), kctx.paths());
     if (!expanded.ok())
       return expanded.status();
     files = std::move(*expanded);

@@ -63,7 +63,7 @@ MakeResult make_tfrecord(const NodePtr& node, const KernelContext& kctx) {
     return compression.status();
   std::vector<std::string> files;
   if (kctx.split_provider() == nullptr) { // with a provider, the splits name the files
-    auto expanded = expand_file_patterns("tfrecord", node->strings_attr("files"));
+    auto expanded = expand_file_patterns("tfrecord", node->strings_attr("files"), kctx.paths());
     if (!expanded.ok())
       return expanded.status();
     files = std::move(*expanded);

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "ops_test_util.hpp"
+#include "conveyor/sharding.hpp"
 #include "pipeline/path_policy.hpp"
 
 using namespace conveyor;
@@ -112,6 +113,31 @@ TEST_CASE("path policy: list_files, cache and inner datasets are confined") {
   Element names = Element{Tensor::vector(std::vector<std::string>{d.other.file("secret.txt")})};
   st = run_confined(Dataset::from_tensor_slices(names).interleave("text_lines_fn", 1), d.policy.get());
   CHECK(st.code() == ErrorCode::permission_denied);
+}
+
+TEST_CASE("path policy: a file pattern outside the roots is refused before its directory is listed") {
+  Dirs d;
+  std::vector<Element> out;
+  CHECK(run_confined(Dataset::text_lines({d.allowed.path() + "/*.txt"}), d.policy.get(), &out).ok());
+  CHECK(out.size() == 2);
+  // The refusal names the directory, not what it holds: no match's name, and no "no files match".
+  for (const std::string& pattern : {d.other.path() + "/*.txt", d.other.path() + "/nothing*"}) {
+    CAPTURE(pattern);
+    Status st = run_confined(Dataset::text_lines({pattern}), d.policy.get());
+    CHECK(st.code() == ErrorCode::permission_denied);
+    CHECK(st.message().find("`text_lines`") != std::string::npos);
+    CHECK(st.message().find("secret") == std::string::npos);
+    st = run_confined(Dataset::tfrecord({pattern}), d.policy.get());
+    CHECK(st.code() == ErrorCode::permission_denied);
+    // FILE sharding expands the patterns on the worker, under the same roots.
+    auto sharded = apply_sharding(Dataset::text_lines({pattern}), ShardingPolicy::file, 1, 0, d.policy.get());
+    REQUIRE_FALSE(sharded.ok());
+    CHECK(sharded.status().code() == ErrorCode::permission_denied);
+    CHECK(sharded.status().message().find("secret") == std::string::npos);
+  }
+  CHECK(apply_sharding(Dataset::text_lines({d.allowed.path() + "/*.txt"}), ShardingPolicy::file, 1, 0,
+                       d.policy.get())
+          .ok());
 }
 
 TEST_CASE("path policy: no roots allows nothing - bad roots are refused - no policy allows all") {
