@@ -32,7 +32,7 @@ bool CrossTrainerCache::can_add(int64_t bytes) const {
   const int64_t limit = oldest_unread();
   int64_t freed = 0;
   for (std::size_t i = 0; start_ + static_cast<int64_t>(i) < limit && i < cache_.size(); ++i) {
-    freed += cache_[i].second;
+    freed += cache_[i].bytes;
     if (size_bytes_ - freed + bytes <= max_bytes_)
       return true;
   }
@@ -67,7 +67,7 @@ Status CrossTrainerCache::join(const std::string& trainer_id) {
 }
 
 Expected<std::optional<Element>> CrossTrainerCache::next(const std::string& trainer_id,
-                                                         int64_t* index) {
+                                                         int64_t* index, ElementOrigin* origin) {
   CONVEYOR_RETURN_IF_ERROR(join(trainer_id));
   auto& t = trainers_[trainer_id];
   const int64_t at = position(t);
@@ -88,10 +88,13 @@ Expected<std::optional<Element>> CrossTrainerCache::next(const std::string& trai
   } else {
     ++hits_;
   }
-  return std::optional<Element>{cache_[static_cast<std::size_t>(at - start_)].first};
+  const Cached& cached = cache_[static_cast<std::size_t>(at - start_)];
+  if (origin != nullptr)
+    *origin = cached.origin;
+  return std::optional<Element>{cached.element};
 }
 
-Status CrossTrainerCache::add(Element element) {
+Status CrossTrainerCache::add(Element element, ElementOrigin origin) {
   const auto bytes = static_cast<int64_t>(element.byte_size());
   if (bytes > max_bytes_)
     return invalid_argument("tf.data service element size is larger than cache size in bytes. "
@@ -101,11 +104,11 @@ Status CrossTrainerCache::add(Element element) {
     return failed_precondition("the cross-trainer cache is full of elements a trainer has not "
                                "read yet (whole-epoch sharing)");
   while (!cache_.empty() && size_bytes_ + bytes > max_bytes_) {
-    size_bytes_ -= cache_.front().second;
+    size_bytes_ -= cache_.front().bytes;
     cache_.pop_front();
     ++start_;
   }
-  cache_.emplace_back(std::move(element), bytes);
+  cache_.push_back(Cached{std::move(element), bytes, origin});
   size_bytes_ += bytes;
   return Status::OK();
 }

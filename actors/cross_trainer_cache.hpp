@@ -33,6 +33,12 @@
 
 namespace conveyor::actors {
 
+// Where a produced element came from: its split (epoch, index) and its place in it. The cache
+// keeps it with the element for the task (per-split pipelines tag what they send with it).
+struct ElementOrigin {
+  int64_t epoch = 0, index = 0, seq = 0;
+};
+
 class CrossTrainerCache {
 public:
   // max_bytes > 0 (invalid_argument from make() otherwise). `whole_epoch`: evict only what
@@ -42,8 +48,10 @@ public:
   // The trainer's next element, advancing it; nullopt when it is at the end (then produce one
   // and add() it). invalid_argument for an empty trainer id (the reference's message);
   // whole-epoch sharing: failed_precondition for a new trainer once elements were evicted.
-  // `index` (optional): the element's place in the task's output sequence.
-  Expected<std::optional<Element>> next(const std::string& trainer_id, int64_t* index = nullptr);
+  // `index` and `origin` (optional): the element's place in the task's output sequence, and the
+  // origin it was add()ed with.
+  Expected<std::optional<Element>> next(const std::string& trainer_id, int64_t* index = nullptr,
+                                        ElementOrigin* origin = nullptr);
   // Registers the trainer (at the oldest cached element) without reading: whole-epoch sharing
   // then keeps what it has not read. The errors of next().
   Status join(const std::string& trainer_id);
@@ -55,7 +63,7 @@ public:
   // Appends the next produced element, evicting the oldest ones until it fits.
   // invalid_argument when the element alone is larger than the cache (the reference's error);
   // failed_precondition when !can_add (the caller checks first).
-  Status add(Element element);
+  Status add(Element element, ElementOrigin origin = {});
   // The trainer's readers all left: under whole-epoch sharing it no longer holds evictions.
   void remove_trainer(const std::string& trainer_id);
   bool whole_epoch() const { return whole_epoch_; }
@@ -89,7 +97,12 @@ private:
   bool whole_epoch_ = false;
   int64_t size_bytes_ = 0;
   int64_t start_ = 0;
-  std::deque<std::pair<Element, int64_t>> cache_; // element, its byte size
+  struct Cached {
+    Element element;
+    int64_t bytes = 0;
+    ElementOrigin origin;
+  };
+  std::deque<Cached> cache_;
   std::map<std::string, Trainer> trainers_;
   std::string last_asker_; // the trainer whose next() found the end (it made the next add())
   int64_t hits_ = 0;

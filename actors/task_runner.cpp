@@ -327,8 +327,8 @@ std::optional<msg::element_batch> TaskRunner::take_cached(msg::consumer_id_t con
   std::vector<msg::origin_run> origins;
   uint64_t bytes = encoded_batch_header_size();
   while (batch.size() < max_elements && bytes < limit) {
-    int64_t index = 0;
-    auto got = cache_->next(who, &index);
+    Origin origin;
+    auto got = cache_->next(who, nullptr, &origin);
     if (!got.ok()) { // (its errors are join()'s, checked above)
       refused_[consumer] = got.status();
       return std::nullopt;
@@ -342,7 +342,7 @@ std::optional<msg::element_batch> TaskRunner::take_cached(msg::consumer_id_t con
       buffer_.pop_front();
       buffer_bytes_ -= static_cast<int64_t>(item.bytes);
       buffer_charge_->remove(static_cast<int64_t>(item.bytes));
-      if (Status s = cache_->add(std::move(item.element)); !s.ok()) {
+      if (Status s = cache_->add(std::move(item.element), item.origin); !s.ok()) {
         error_ = s;
         break;
       }
@@ -352,18 +352,13 @@ std::optional<msg::element_batch> TaskRunner::take_cached(msg::consumer_id_t con
           ++sp->second.cached;
           sp->second.last_index = cache_->end_index() - 1;
         }
-        cache_origins_.push_back(item.origin);
-        while (origins_start_ < cache_->start_index()) { // evicted with their elements
-          cache_origins_.pop_front();
-          ++origins_start_;
-        }
       } else if (!whole_epoch) {
         add_origin(first_reads, item.origin); // next() gives it to this trainer now: it was at the end
       }
       continue;
     }
     if (whole_epoch && per_split_)
-      add_origin(origins, cache_origins_[static_cast<std::size_t>(index - origins_start_)]);
+      add_origin(origins, origin);
     bytes += (*got)->byte_size() + 16;
     batch.push_back(std::move(**got));
   }

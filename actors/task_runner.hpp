@@ -202,9 +202,7 @@ private:
   std::unique_ptr<MemoryCharge> buffer_charge_; // buffer_ against budget_
   IteratorContext ctx_;
   std::unique_ptr<Iterator> iterator_;
-  struct Origin {
-    int64_t epoch = 0, index = 0, seq = 0;
-  };
+  using Origin = ElementOrigin; // (cross_trainer_cache.hpp)
   struct SplitState {
     Split split;
     bool closed = false;
@@ -285,10 +283,6 @@ private:
   // Whole-epoch sharing: `trainer` holds the cache's evictions no more; splits it alone kept
   // open may finish.
   void forget_trainer(const std::string& trainer);
-  // Whole-epoch sharing of a per-split pipeline: the origin of each cached element, from
-  // origins_start_ (= the cache's start_index() after every add).
-  std::deque<Origin> cache_origins_;
-  int64_t origins_start_ = 0;
   TrainerReaders readers_; // cache reads: each reader's trainer
   std::map<msg::consumer_id_t, Status> refused_;          // (refusal)
 };
