@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <csignal>
 #include <functional>
 #include <memory>
 #include <utility>
@@ -88,6 +89,37 @@ TEST_CASE("cross-trainer cache: --cross-trainer-finite-epoch - two trainers each
     for (int64_t i = 0; i < 20000; ++i)
       expected[static_cast<std::size_t>(i)] = i;
     CHECK_MESSAGE(got == expected, trainer->describe());
+  }
+}
+
+// The same with a worker SIGKILLed mid-epoch: the job hands its splits out again, every trainer
+// gets the elements it has not read yet from them (batches carry origins, a trainer drops what
+// it already has), and both still read each element exactly once and exit 0.
+TEST_CASE("cross-trainer cache: --cross-trainer-finite-epoch - a worker SIGKILLed mid-epoch loses no trainer an element") {
+  Cluster cluster(0, {"--job-gc-timeout", "200"});
+  constexpr int64_t kN = 20000;
+  const std::string dataset = "range(20000).map(sleep_us(us=100))";
+  auto flags = [](const std::string& trainer) {
+    return std::vector<std::string>{"--mode", "dynamic", "--job-name", "epoch", "--cross-trainer-cache",
+                                    "--cross-trainer-finite-epoch", "--trainer-id", trainer};
+  };
+  auto [a, b] = start_two_trainers(cluster, dataset, flags);
+  cluster.add_worker({"--cross-trainer-cache-size-bytes", "8000"});
+  cluster.add_worker({"--cross-trainer-cache-size-bytes", "8000"});
+  REQUIRE_MESSAGE(a->wait_for_stdout_lines(3000, kReadTimeout), a->describe());
+  cluster.worker(1).signal(SIGKILL);
+  REQUIRE_MESSAGE(a->wait_exit(kReadTimeout) == 0, std::string(a->describe() + cluster.describe()));
+  REQUIRE_MESSAGE(b->wait_exit(kReadTimeout) == 0, std::string(b->describe() + cluster.describe()));
+  for (auto* trainer : {a.get(), b.get()}) {
+    std::vector<int64_t> got;
+    for (const auto& line : trainer->stdout_lines())
+      got.push_back(std::stoll(line));
+    std::sort(got.begin(), got.end());
+    CHECK_MESSAGE(static_cast<int64_t>(got.size()) == kN, trainer->describe());
+    int64_t misplaced = 0;
+    for (int64_t i = 0; i < static_cast<int64_t>(got.size()) && i < kN; ++i)
+      misplaced += got[static_cast<std::size_t>(i)] != i ? 1 : 0;
+    CHECK_MESSAGE(misplaced == 0, trainer->describe());
   }
 }
 
