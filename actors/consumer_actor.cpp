@@ -136,6 +136,14 @@ msg::stream_stats stats_of(self_ptr self) {
   return s;
 }
 
+// The counters that go with a push of `task`'s elements to the sink.
+msg::stream_stats push_stats(self_ptr self, msg::task_id_t task) {
+  auto s = stats_of(self);
+  s.pushed_task = task;
+  s.pushed_incarnation = self->state.core.incarnation(task);
+  return s;
+}
+
 void finish(self_ptr self, Status status) {
   auto& st = self->state;
   if (st.done)
@@ -522,8 +530,7 @@ void request_batch(self_ptr self, const ConsumerCore::Request& r) {
           return;
         }
         if (!elements.empty()) {
-          auto stats = stats_of(self);
-          stats.pushed_task = r.task;
+          auto stats = push_stats(self, r.task);
           st.start.sink->push(std::move(elements), stats);
         }
         pump(self);
@@ -561,8 +568,7 @@ void deliver_rounds(self_ptr self, msg::task_id_t task) {
   if (ready.empty())
     return;
   st.round_elements += static_cast<int64_t>(ready.size());
-  auto stats = stats_of(self);
-  stats.pushed_task = task;
+  auto stats = push_stats(self, task);
   st.start.sink->push(std::move(ready), stats);
 }
 
@@ -992,8 +998,7 @@ consumer_full_actor::behavior_type consumer_impl(self_ptr self) {
         return;
       }
       if (!elements.empty()) {
-        auto stats = stats_of(self);
-        stats.pushed_task = h.task;
+        auto stats = push_stats(self, h.task);
         st.start.sink->push(std::move(elements), stats);
       }
       pump(self);
@@ -1018,8 +1023,7 @@ consumer_full_actor::behavior_type consumer_impl(self_ptr self) {
         return;
       }
       if (!elements.empty()) {
-        auto stats = stats_of(self);
-        stats.pushed_task = task;
+        auto stats = push_stats(self, task);
         st.start.sink->push(std::move(elements), stats);
       }
       pump(self);

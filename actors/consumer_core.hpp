@@ -124,6 +124,11 @@ public:
   void on_request_failed(const Request& request);
   // Whether `request` still counts (false once its task was lost).
   bool in_flight(const Request& request) const { return in_flight_.count(request.id) > 0; }
+  // Which actor serves `task` ("id@node"; empty when not known).
+  std::string incarnation(msg::task_id_t task) const {
+    auto t = tasks_.find(task);
+    return t == tasks_.end() ? std::string{} : t->second.incarnation;
+  }
   // The sink took `n` elements.
   void on_ack(uint64_t n);
 

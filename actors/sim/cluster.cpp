@@ -148,7 +148,6 @@ private:
   std::vector<std::pair<double, Fault>> progress_faults_; // not fired yet
   std::vector<std::string> fired_;
   bool any_fault_ = false;
-  bool dispatcher_restarted_ = false;
   std::vector<std::pair<std::size_t, std::size_t>> partitions_; // to heal at the end
   std::shared_ptr<SimJournal> journal_; // the dispatcher's disk
   std::map<std::size_t, caf::actor> workers_; // live worker actors by slot (for drain faults)
@@ -167,9 +166,12 @@ void RecordingSink::push(std::vector<Element>&& elements, const msg::stream_stat
     }
   }
   // One incarnation per task: a worker that re-registers under the same address gets a new
-  // task, whose stream is a new OFF stream (grouping by address would count it as repeats).
+  // task, whose stream is a new OFF stream (grouping by address would count it as repeats); a
+  // restarted dispatcher's job has its tasks re-created under their old ids, each a new actor.
   if (stats.pushed_task != 0)
     source += "/task" + std::to_string(stats.pushed_task);
+  if (!stats.pushed_incarnation.empty())
+    source += "#" + stats.pushed_incarnation;
   auto n = static_cast<int64_t>(elements.size());
   stream.job = stats.job;
   for (auto& e : elements) {
@@ -324,8 +326,6 @@ void ClusterRun::schedule_fault(const Fault& f) {
 
 void ClusterRun::fire(const Fault& f) {
   any_fault_ = true;
-  if (f.node == "dispatcher" && (f.kind == Fault::Kind::crash || f.kind == Fault::Kind::restart))
-    dispatcher_restarted_ = true;
   fired_.push_back(f.to_string() + " (fired at " + format_time(world_.elapsed()) + ")");
   auto a = slot_of(f.node);
   switch (f.kind) {
@@ -502,7 +502,6 @@ SimResult ClusterRun::run() {
     obs.expected_splits = count_splits(dataset_, derived_.split_size);
   }
   obs.faults = any_fault_;
-  obs.dispatcher_restarted = dispatcher_restarted_;
   obs.credits = derived_.credits;
   if (cfg_.options.num_consumers)
     obs.coordinated = *cfg_.options.num_consumers;

@@ -337,8 +337,6 @@ std::optional<std::string> order_conflict(const std::vector<int64_t>& a, const s
 std::vector<std::string> check_cross_trainer_cache(const Observation& o) {
   std::vector<std::string> out;
   check_taken_streams(o, "cache trainer's stream", "elements", out);
-  if (o.policy == ShardingPolicy::dynamic && o.dispatcher_restarted)
-    return out; // a label may name two task incarnations (Observation::dispatcher_restarted)
   const bool increasing = o.policy != ShardingPolicy::dynamic || !o.faults;
   std::vector<TaskReads> reads;
   for (const auto& s : o.streams)

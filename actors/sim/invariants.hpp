@@ -53,10 +53,6 @@ struct Observation {
   std::vector<Element> reference; // the dataset, collected locally
   bool reference_ordered = true;  // the pipeline gives the same order every time
   bool faults = false;            // any fault fired
-  // The dispatcher crashed (and restarted from its journal): a DYNAMIC job then starts its
-  // tasks again under their old ids (the task lost its split source), so a source label
-  // "worker/task<id>" may name two incarnations.
-  bool dispatcher_restarted = false;
   int64_t credits = 0;            // max_outstanding_requests
   std::vector<ObservedStream> streams;
   // DYNAMIC: whether the pipeline's output, as a multiset, does not depend on how splits are

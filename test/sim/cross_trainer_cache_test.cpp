@@ -89,10 +89,10 @@ TEST_CASE("CI sweep: cross-trainer cache under DYNAMIC - trainers share each tas
   CHECK(shared > 0);
 }
 
-// The same invariants while nodes fail: under OFF any fault (worker crashes and restarts,
-// partitions, a drain, a dispatcher crash and restart); under DYNAMIC every fault but the
-// dispatcher's (its restored job starts tasks again under their old ids, which the per-task
-// checks cannot tell apart; actors/sim/invariants.hpp). The checks stay on when a fault fires:
+// The same invariants while nodes fail: worker crashes and restarts, partitions, a drain, a
+// dispatcher crash and restart (under DYNAMIC its restored job starts tasks again under their
+// old ids: the checks tell the incarnations apart by the task actor that served each batch,
+// msg::stream_stats::pushed_incarnation). The checks stay on when a fault fires:
 // a trainer whose stream ended short must have failed, and each task's sequence stays in order.
 static void sweep_cache_with_faults(conveyor::ShardingPolicy policy, const std::string& faults) {
   auto d = conveyor::parse_dataset("range(1000000).repeat()");
@@ -115,7 +115,8 @@ TEST_CASE("CI sweep: cross-trainer cache with faults - OFF") {
 }
 
 TEST_CASE("CI sweep: cross-trainer cache with faults - DYNAMIC") {
-  sweep_cache_with_faults(conveyor::ShardingPolicy::dynamic, "crash:1,partition:1,drain:1,restart:1");
+  sweep_cache_with_faults(conveyor::ShardingPolicy::dynamic,
+                          "crash:1,partition:1,drain:1,restart:1,dispatcher:1");
 }
 
 // Whole-epoch sharing (beyond the reference): three trainers share one epoch of a finite

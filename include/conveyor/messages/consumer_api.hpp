@@ -36,6 +36,9 @@ struct stream_stats {
   uint64_t job = 0;              // the job (repetition) the stream reads
   int64_t duplicates_dropped = 0; // repeats of re-issued splits the consumer dropped
   uint64_t pushed_task = 0;       // on a push: the task whose batch it carries (0 otherwise)
+  // On a push: which actor served that task ("id@node"; a restarted dispatcher's job has its
+  // tasks re-created under their old ids). Empty when not known.
+  std::string pushed_incarnation;
 };
 
 // The consumer actor.
