@@ -63,33 +63,40 @@ TEST_CASE("cross-trainer cache: DYNAMIC trainers of one job both read 0..49 from
 }
 
 // Whole-epoch sharing (beyond the reference) on real processes: two trainers share one epoch
-// of range(20000) from two workers whose caches hold 1000 elements each; each trainer prints
-// every element exactly once (DYNAMIC: the dataset once across the workers), and exits 0. Both
-// joined the job before the workers came, so the job registers both at every task when it is
-// assigned (msg::cache_trainers): without that, the trainer that learned of a task first had
-// it evict 9000 elements before the other's first request arrived (its read failed).
-TEST_CASE("cross-trainer cache: --cross-trainer-finite-epoch - two trainers each read the whole epoch") {
-  Cluster cluster(0, {"--job-gc-timeout", "200"});
-  const std::string dataset = "range(20000)";
+// of a range(20000) DYNAMIC job from two workers whose caches hold 1000 elements each. Both join
+// the job before the workers come, so the job registers both at every task when it is assigned
+// (msg::cache_trainers): without that, the trainer that learned of a task first had it evict 9000
+// elements before the other's first request arrived (its read failed).
+static std::pair<std::unique_ptr<ChildProcess>, std::unique_ptr<ChildProcess>>
+start_whole_epoch(Cluster& cluster, const std::string& dataset) {
   auto flags = [](const std::string& trainer) {
     return std::vector<std::string>{"--mode", "dynamic", "--job-name", "epoch", "--cross-trainer-cache",
                                     "--cross-trainer-finite-epoch", "--trainer-id", trainer};
   };
-  auto [a, b] = start_two_trainers(cluster, dataset, flags);
+  auto trainers = start_two_trainers(cluster, dataset, flags);
   cluster.add_worker({"--cross-trainer-cache-size-bytes", "8000"});
   cluster.add_worker({"--cross-trainer-cache-size-bytes", "8000"});
-  REQUIRE_MESSAGE(a->wait_exit(kReadTimeout) == 0, a->describe());
-  REQUIRE_MESSAGE(b->wait_exit(kReadTimeout) == 0, b->describe());
-  for (auto* trainer : {a.get(), b.get()}) {
-    std::vector<int64_t> got;
-    for (const auto& line : trainer->stdout_lines())
-      got.push_back(std::stoll(line));
-    std::sort(got.begin(), got.end());
-    std::vector<int64_t> expected(20000);
-    for (int64_t i = 0; i < 20000; ++i)
-      expected[static_cast<std::size_t>(i)] = i;
-    CHECK_MESSAGE(got == expected, trainer->describe());
-  }
+  return trainers;
+}
+
+// Each trainer exited 0 having printed 0..n-1 exactly once, in some order.
+static void check_read_each_once(Cluster& cluster, ChildProcess& trainer, int64_t n) {
+  REQUIRE_MESSAGE(trainer.wait_exit(kReadTimeout) == 0, std::string(trainer.describe() + cluster.describe()));
+  std::vector<int64_t> got;
+  for (const auto& line : trainer.stdout_lines())
+    got.push_back(std::stoll(line));
+  std::sort(got.begin(), got.end());
+  std::vector<int64_t> expected(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    expected[static_cast<std::size_t>(i)] = i;
+  CHECK_MESSAGE(got == expected, trainer.describe());
+}
+
+TEST_CASE("cross-trainer cache: --cross-trainer-finite-epoch - two trainers each read the whole epoch") {
+  Cluster cluster(0, {"--job-gc-timeout", "200"});
+  auto [a, b] = start_whole_epoch(cluster, "range(20000)");
+  check_read_each_once(cluster, *a, 20000);
+  check_read_each_once(cluster, *b, 20000);
 }
 
 // The same with a worker SIGKILLed mid-epoch: the job hands its splits out again, every trainer
@@ -97,30 +104,11 @@ TEST_CASE("cross-trainer cache: --cross-trainer-finite-epoch - two trainers each
 // it already has), and both still read each element exactly once and exit 0.
 TEST_CASE("cross-trainer cache: --cross-trainer-finite-epoch - a worker SIGKILLed mid-epoch loses no trainer an element") {
   Cluster cluster(0, {"--job-gc-timeout", "200"});
-  constexpr int64_t kN = 20000;
-  const std::string dataset = "range(20000).map(sleep_us(us=100))";
-  auto flags = [](const std::string& trainer) {
-    return std::vector<std::string>{"--mode", "dynamic", "--job-name", "epoch", "--cross-trainer-cache",
-                                    "--cross-trainer-finite-epoch", "--trainer-id", trainer};
-  };
-  auto [a, b] = start_two_trainers(cluster, dataset, flags);
-  cluster.add_worker({"--cross-trainer-cache-size-bytes", "8000"});
-  cluster.add_worker({"--cross-trainer-cache-size-bytes", "8000"});
+  auto [a, b] = start_whole_epoch(cluster, "range(20000).map(sleep_us(us=100))");
   REQUIRE_MESSAGE(a->wait_for_stdout_lines(3000, kReadTimeout), a->describe());
   cluster.worker(1).signal(SIGKILL);
-  REQUIRE_MESSAGE(a->wait_exit(kReadTimeout) == 0, std::string(a->describe() + cluster.describe()));
-  REQUIRE_MESSAGE(b->wait_exit(kReadTimeout) == 0, std::string(b->describe() + cluster.describe()));
-  for (auto* trainer : {a.get(), b.get()}) {
-    std::vector<int64_t> got;
-    for (const auto& line : trainer->stdout_lines())
-      got.push_back(std::stoll(line));
-    std::sort(got.begin(), got.end());
-    CHECK_MESSAGE(static_cast<int64_t>(got.size()) == kN, trainer->describe());
-    int64_t misplaced = 0;
-    for (int64_t i = 0; i < static_cast<int64_t>(got.size()) && i < kN; ++i)
-      misplaced += got[static_cast<std::size_t>(i)] != i ? 1 : 0;
-    CHECK_MESSAGE(misplaced == 0, trainer->describe());
-  }
+  check_read_each_once(cluster, *a, 20000);
+  check_read_each_once(cluster, *b, 20000);
 }
 
 TEST_CASE("cross-trainer cache: the reference's errors from `conveyor read`") {
