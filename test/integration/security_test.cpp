@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 
@@ -221,4 +222,39 @@ TEST_CASE("security: large elements travel the TLS bulk path, byte-exact - a pla
   }
   CHECK(got == 0); // closed, nothing served
   ::close(fd);
+}// A worker SIGKILLed while its TLS bulk channel (4 connections, each with its session actors)
+// carries frames: every connection of the channel breaks, the consumer hears the loss once, its
+// DYNAMIC job hands the lost splits out again, and the read ends OK with every element exactly
+// once, byte-exact.
+TEST_CASE("security: a worker SIGKILLed mid-read on the TLS bulk path - DYNAMIC loses nothing") {
+  Pki pki;
+  const std::string dataset = "range(300).map(sleep_us(us=4000)).map(bytes(size=300000))";
+  const std::vector<std::string> read_flags{"--mode", "dynamic", "--print", "digest"};
+  Cluster plain(1);
+  auto expected = plain.read(dataset, read_flags);
+  REQUIRE_MESSAGE(expected.exit_code == 0, expected.describe);
+  REQUIRE(expected.lines.size() == 300);
+
+  Cluster tls(0, pki.flags());
+  const std::vector<std::string> debug{"--log-level", "debug"};
+  tls.add_worker(pki.flags() + debug);
+  auto& victim = tls.add_worker(pki.flags() + debug);
+  auto reader = tls.start_read(dataset, pki.flags() + read_flags);
+  REQUIRE_MESSAGE(reader->wait_for_stdout_lines(60, kReadTimeout), reader->describe());
+  CHECK_MESSAGE(victim.wait_for_output("joined", Millis{5000}), victim.describe()); // its channel is up
+  victim.signal(SIGKILL);
+  auto code = reader->wait_exit(kReadTimeout);
+  REQUIRE(code.has_value());
+  CHECK_MESSAGE(*code == 0, std::string(reader->describe() + tls.describe()));
+  CHECK(sorted(reader->stdout_lines()) == sorted(expected.lines));
+  // All 4 connections broke; the consumer reports the channel's loss once (or not at all, when
+  // it learned of the worker's death first).
+  const std::string text = reader->stderr_text();
+  std::size_t reports = 0;
+  for (auto at = text.find("bulk channel to worker"); at != std::string::npos;
+       at = text.find("bulk channel to worker", at + 1))
+    ++reports;
+  CHECK_MESSAGE(reports <= 1, text);
 }
+
+
