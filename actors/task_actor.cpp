@@ -654,8 +654,7 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
             [&](caf::error e) { error = std::move(e); })) {
         // Whole-epoch sharing: this trainer's read may be what a full cache waited for before
         // it takes the element another trainer, held at the end, needs next.
-        const auto* cache = st0.runner ? st0.runner->cross_trainer_cache() : nullptr;
-        if (batch && cache && cache->whole_epoch() && !st0.held.empty())
+        if (batch && st0.runner && st0.runner->shares_whole_epoch() && !st0.held.empty())
           serve_held(self);
         if (batch)
           return std::move(*batch);
@@ -664,19 +663,17 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
       auto& st = self->state;
       auto promise = self->make_response_promise<msg::element_batch>();
       auto hold = hold_of(req);
-      if (st.waiting_for_split) {
-        // Nothing will come before the job answers (at an epoch's end that can take long): a
-        // short hold, so the consumer's credits go to tasks that have elements. A timer wakes
-        // this idle task to answer it. (The timer leaves produce_scheduled alone: when the job's
-        // answer comes first, production must resume at once, not when the timer fires.)
-        hold = std::min<caf::timespan>(hold, std::chrono::milliseconds(20));
-        self->delayed_send(self, hold, msg::produce_atom_v);
-      } else if (const auto* cache = st.runner ? st.runner->cross_trainer_cache() : nullptr;
-                 cache && cache->whole_epoch() && st.runner->buffered_elements() > 0) {
-        // Whole-epoch sharing, paced (the cache is full of what another trainer has not read):
-        // a short hold too. Held long, this request's credit could be the one its consumer
-        // needs to read another task, whose cache in turn waits for that consumer's trainer
-        // (with one credit, two trainers and two tasks that is a deadlock).
+      // A short hold, and a timer that wakes this task to answer it, when:
+      // - it waits for a split: nothing will come before the job answers (at an epoch's end that
+      //   can take long), so the consumer's credits should go to tasks that have elements (the
+      //   timer leaves produce_scheduled alone: when the job's answer comes first, production
+      //   must resume at once, not when the timer fires);
+      // - whole-epoch sharing paces it (the cache is full of what another trainer has not read):
+      //   held long, this request's credit could be the one its consumer needs to read another
+      //   task, whose cache in turn waits for that consumer's trainer (with one credit, two
+      //   trainers and two tasks that is a deadlock).
+      const bool paced = st.runner && st.runner->shares_whole_epoch() && st.runner->buffered_elements() > 0;
+      if (st.waiting_for_split || paced) {
         hold = std::min<caf::timespan>(hold, std::chrono::milliseconds(20));
         self->delayed_send(self, hold, msg::produce_atom_v);
       }
@@ -737,8 +734,7 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
       // What it did not acknowledge is its loss: no split waits for it (DYNAMIC; the task then
       // serves it no more), no drain waits for its acknowledgements (OFF, which serves a
       // consumer the job dropped as before).
-      const bool freed = st.runner && st.runner->cross_trainer_cache() &&
-                         st.runner->reader_left(left.consumer); // (whole-epoch sharing)
+      const bool freed = st.runner && st.runner->reader_left(left.consumer); // (whole-epoch sharing)
       if (st.runner && st.runner->split_feed()) {
         st.runner->consumer_gone(left.consumer);
         after_step(self); // answers its held requests (with an error)

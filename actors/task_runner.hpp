@@ -127,6 +127,8 @@ public:
   // then answers the held requests again).
   bool reader_left(msg::consumer_id_t consumer);
   const CrossTrainerCache* cross_trainer_cache() const { return cache_ ? &*cache_ : nullptr; }
+  // Read with the cross-trainer cache's whole-epoch sharing.
+  bool shares_whole_epoch() const { return cache_ && cache_->whole_epoch(); }
 
   // Coordinated reads (actors/round_robin.hpp): the next `n` elements, decoded, when the buffer
   // holds at least `n` (else none). Run with bulk_min_bytes at its maximum, so that no element
@@ -279,7 +281,6 @@ private:
   uint64_t next_batch_seq_ = 1;
   std::map<msg::consumer_id_t, Pending> pending_;
   std::optional<CrossTrainerCache> cache_;
-  bool shares_whole_epoch() const { return cache_ && cache_->whole_epoch(); }
   // Whole-epoch sharing: `trainer` holds the cache's evictions no more; splits it alone kept
   // open may finish.
   void forget_trainer(const std::string& trainer);

@@ -193,14 +193,29 @@ std::shared_ptr<std::vector<char>> frame_of(int64_t v) {
   encode_batch_into(one, Compression::none, *buf, 0);
   return buf;
 }
+
+// Task 1 of worker 1, connected, its bulk channel ready; `end`: the job's production ended.
+void connect_bulk_task(ConsumerCore& core, bool end) {
+  core.on_task_list(list_of(1, {1}, end));
+  core.on_connected(1);
+  core.set_bulk(1, true);
+}
+
+// The reply announcing batch `seq` of `frames` elements, each one a frame on the bulk channel.
+msg::element_batch bulk_reply(uint64_t seq, uint32_t frames) {
+  msg::element_batch b;
+  b.num_elements = frames;
+  b.batch_seq = seq;
+  b.num_chunks = 1;
+  b.bulk_frames = frames;
+  return b;
+}
 } // namespace
 
 TEST_CASE("bulk: frames before or after the reply complete a batch, in order - loss is data_loss") {
   ConsumerLimits limits;
   ConsumerCore core{limits};
-  core.on_task_list(list_of(1, {1}, true));
-  core.on_connected(1);
-  core.set_bulk(1, true);
+  connect_bulk_task(core, true);
   auto reqs = core.next_requests();
   REQUIRE_FALSE(reqs.empty());
   CHECK(reqs[0].max_bytes > msg::kMaxChunkBytes); // bulk requests are not bound to 4 MiB
@@ -208,12 +223,7 @@ TEST_CASE("bulk: frames before or after the reply complete a batch, in order - l
   auto f0 = frame_of(10), f1 = frame_of(11);
   // Frame 1 arrives before the reply, frame 0 after it.
   REQUIRE(core.on_frame(1, 5, 1, 2, f1, {f1->data(), f1->size()}, out).ok());
-  msg::element_batch b;
-  b.num_elements = 2;
-  b.batch_seq = 5;
-  b.num_chunks = 1;
-  b.bulk_frames = 2;
-  REQUIRE(core.on_reply(reqs[0], b, out).ok());
+  REQUIRE(core.on_reply(reqs[0], bulk_reply(5, 2), out).ok());
   CHECK(out.empty());
   CHECK(core.bulk_batches_waiting() == 1);
   CHECK_FALSE(core.finished());
@@ -237,20 +247,12 @@ TEST_CASE("bulk: a later batch whose frames overtook an earlier one's waits for 
   // 6's frame can arrive before batch 5's although the worker sent it later.
   ConsumerLimits limits;
   ConsumerCore core{limits};
-  core.on_task_list(list_of(1, {1}, true));
-  core.on_connected(1);
-  core.set_bulk(1, true);
+  connect_bulk_task(core, true);
   auto reqs = core.next_requests();
   REQUIRE(reqs.size() == 2); // two requests in flight per task
   std::vector<Element> out;
-  msg::element_batch b;
-  b.num_elements = 1;
-  b.num_chunks = 1;
-  b.bulk_frames = 1;
-  b.batch_seq = 5;
-  REQUIRE(core.on_reply(reqs[0], b, out).ok());
-  b.batch_seq = 6;
-  REQUIRE(core.on_reply(reqs[1], b, out).ok());
+  REQUIRE(core.on_reply(reqs[0], bulk_reply(5, 1), out).ok());
+  REQUIRE(core.on_reply(reqs[1], bulk_reply(6, 1), out).ok());
   auto f5 = frame_of(50), f6 = frame_of(60);
   REQUIRE(core.on_frame(1, 6, 0, 1, f6, {f6->data(), f6->size()}, out).ok());
   CHECK(out.empty()); // whole, but batch 5 comes first
@@ -266,19 +268,12 @@ TEST_CASE("bulk, DYNAMIC: a broken channel with batches in flight is no loss: th
   ConsumerLimits limits;
   ConsumerCore core{limits};
   core.set_dynamic(true);
-  core.on_task_list(list_of(1, {1}, false));
-  core.on_connected(1);
-  core.set_bulk(1, true);
+  connect_bulk_task(core, false);
   auto reqs = core.next_requests();
   REQUIRE_FALSE(reqs.empty());
   CHECK_FALSE(reqs[0].reconnected);
   std::vector<Element> out;
-  msg::element_batch b;
-  b.num_elements = 2;
-  b.batch_seq = 5;
-  b.num_chunks = 1;
-  b.bulk_frames = 2;
-  REQUIRE(core.on_reply(reqs[0], b, out).ok());
+  REQUIRE(core.on_reply(reqs[0], bulk_reply(5, 2), out).ok());
   auto f0 = frame_of(10);
   REQUIRE(core.on_frame(1, 5, 0, 2, f0, {f0->data(), f0->size()}, out).ok()); // 1 of 2 frames
   CHECK(core.bulk_batches_waiting() == 1);
