@@ -346,6 +346,7 @@ Expected<JobStart> job_start(self_ptr self, const JobEntry& entry) {
     // The split size was decided when the job was created (journaled with it), so a restarted
     // dispatcher cuts the same splits; 0 (an older record): the configured size.
     options.range_split_size = entry.split_size > 0 ? entry.split_size : st.start.range_split_size;
+    options.paths = st.start.paths.get();
     auto made = make_split_provider(*definition, options);
     if (!made.ok())
       return made.status().with_context("DYNAMIC (distributed_epoch) sharding of dataset " +
@@ -485,7 +486,8 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
           "HOST:PORT,... (DispatcherConfig::worker_addresses)");
     // What the rewrite can check here (a FILE policy on a source that reads no files, fewer
     // listed files than workers) fails the job now instead of every task later.
-    if (auto sharded = apply_sharding(*definition, req.policy, n, 0); !sharded.ok())
+    if (auto sharded = apply_sharding(*definition, req.policy, n, 0, st.start.paths.get());
+        !sharded.ok())
       return msg::to_error(sharded.status().with_context(
         std::string{"sharding dataset "} + req.dataset + " with policy " + to_string(req.policy)));
   }

@@ -32,6 +32,7 @@
 
 #include "messages/dispatcher_consumer.hpp"
 #include "messages/type_ids.hpp"
+#include "pipeline/path_policy.hpp"
 
 namespace conveyor::actors {
 
@@ -56,6 +57,9 @@ struct DispatcherStart {
   // Bounds on a registered dataset (its encoded definition and its graph's node count).
   std::size_t max_dataset_bytes = 16 << 20;
   std::size_t max_dataset_nodes = 10000;
+  // Where the file patterns of DYNAMIC file sources and FILE-sharding checks may be listed
+  // (--allow-path); null = unrestricted.
+  std::shared_ptr<const PathPolicy> paths;
   // Null: state in memory only. Otherwise the opened journal and the state it replayed.
   std::shared_ptr<JournalWriter> journal;
   std::shared_ptr<DispatcherState> restored;

@@ -205,6 +205,18 @@ Status DispatchServer::start() {
     return invalid_argument("`range_split_size` must be positive, got " +
                             std::to_string(config_.range_split_size));
   actors::DispatcherStart start;
+  if (!config_.allow_all_paths) {
+    auto policy = PathPolicy::make(config_.allowed_paths, "dispatcher");
+    if (!policy.ok())
+      return policy.status();
+    start.paths = std::move(*policy);
+    if (start.paths->roots().empty())
+      log::info("dispatcher", "DYNAMIC file sources may not list files (no --allow-path given)");
+    for (const auto& root : start.paths->roots())
+      log::info("dispatcher", "DYNAMIC file sources may list files under " + root);
+  } else {
+    log::warning("dispatcher", "file listing is not confined (allow_all_paths)");
+  }
   for (const auto& a : config_.worker_addresses) {
     auto addr = parse_address(a);
     if (!addr.ok())

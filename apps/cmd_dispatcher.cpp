@@ -43,6 +43,10 @@ int run_dispatcher(const std::vector<std::string>& args) {
        "drop a consumer from its job after this long without a heartbeat (task-list poll)")
       ("range-split-size", po::value(&range_split_size)->default_value(defaults.range_split_size)->value_name("N"),
        "elements per split of range/from_tensor_slices sources in DYNAMIC mode")
+      ("allow-path", po::value<std::vector<std::string>>()->composing()->value_name("DIR"),
+       "directory under which the file patterns of DYNAMIC file sources (text_lines, tfrecord, "
+       "list_files) and FILE sharding may be listed on this host (repeatable; links and `..` "
+       "resolved). Without it such jobs are refused")
       ("worker-addresses", po::value<std::vector<std::string>>()->multitoken()->value_name("HOST:PORT,..."),
        "the fixed worker list (advertised addresses, comma-separated or repeated) that the static "
        "sharding policies FILE/DATA/FILE_OR_DATA/HINT need; workers not in it are refused");
@@ -92,6 +96,8 @@ int run_dispatcher(const std::vector<std::string>& args) {
   config.worker_timeout = *worker_timeout;
   config.job_gc_timeout = *job_gc_timeout;
   config.range_split_size = range_split_size;
+  if (vm.count("allow-path"))
+    config.allowed_paths = vm["allow-path"].as<std::vector<std::string>>();
   if (vm.count("worker-addresses"))
     for (const auto& arg : vm["worker-addresses"].as<std::vector<std::string>>())
       for (std::size_t b = 0; b <= arg.size();) {

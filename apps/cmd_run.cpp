@@ -49,18 +49,21 @@ class LocalCluster {
 public:
   ~LocalCluster() { stop(); }
 
-  // Directories the workers' datasets may read and write (--allow-path).
+  // Directories the workers' datasets may read and write, and the dispatcher may list for
+  // DYNAMIC file sources (--allow-path).
   std::vector<std::string> allow_paths;
 
   Status start_processes(int workers, int64_t range_split_size, const std::string& log_dir) {
-    std::vector<std::string> worker_flags;
+    std::vector<std::string> path_flags;
     for (const auto& dir : allow_paths) {
-      worker_flags.push_back("--allow-path");
-      worker_flags.push_back(dir);
+      path_flags.push_back("--allow-path");
+      path_flags.push_back(dir);
     }
+    std::vector<std::string> dispatcher_flags{"--range-split-size", std::to_string(range_split_size)};
+    dispatcher_flags.insert(dispatcher_flags.end(), path_flags.begin(), path_flags.end());
     // Every worker registered before the job starts, so that an OFF job produces everything N times.
-    CONVEYOR_RETURN_IF_ERROR(start_process_cluster(
-        children_, workers, "", {"--range-split-size", std::to_string(range_split_size)}, worker_flags, log_dir));
+    CONVEYOR_RETURN_IF_ERROR(start_process_cluster(children_, workers, "", dispatcher_flags,
+                                                   path_flags, log_dir));
     dispatcher_address_ = children_.front().address;
     return Status::OK();
   }
@@ -68,6 +71,7 @@ public:
   Status start_in_process(int workers, int64_t range_split_size) {
     DispatcherConfig config;
     config.range_split_size = range_split_size;
+    config.allowed_paths = allow_paths;
     dispatcher_ = std::make_unique<DispatchServer>(config);
     CONVEYOR_RETURN_IF_ERROR(dispatcher_->start());
     dispatcher_address_ = dispatcher_->target();

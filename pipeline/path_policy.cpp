@@ -11,9 +11,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string join_roots(const std::vector<std::string>& roots) {
+std::string join_roots(const std::vector<std::string>& roots, const std::string& node) {
   if (roots.empty())
-    return "none: the worker was started without --allow-path";
+    return "none: the " + node + " was started without --allow-path";
   std::string out;
   for (const auto& r : roots)
     out += (out.empty() ? "--allow-path " : ", --allow-path ") + r;
@@ -40,7 +40,8 @@ Expected<std::string> normalise(const std::string& path) {
 
 } // namespace
 
-Expected<std::shared_ptr<const PathPolicy>> PathPolicy::make(const std::vector<std::string>& roots) {
+Expected<std::shared_ptr<const PathPolicy>> PathPolicy::make(const std::vector<std::string>& roots,
+                                                             const std::string& node) {
   std::vector<std::string> canonical;
   for (const auto& root : roots) {
     std::error_code ec;
@@ -56,7 +57,7 @@ Expected<std::shared_ptr<const PathPolicy>> PathPolicy::make(const std::vector<s
       s.pop_back();
     canonical.push_back(s);
   }
-  return std::shared_ptr<const PathPolicy>(new PathPolicy(std::move(canonical)));
+  return std::shared_ptr<const PathPolicy>(new PathPolicy(std::move(canonical), node));
 }
 
 bool PathPolicy::inside(const std::string& c) const {
@@ -76,8 +77,8 @@ Status PathPolicy::refuse(const std::string& path, const std::string& resolved, 
   std::string shown = "`" + path + "`";
   if (!resolved.empty() && resolved != path)
     shown += " (resolved to `" + resolved + "`)";
-  return permission_denied("`" + op + "`: the path " + shown + " is outside the paths this worker may " +
-                          verb + " (allowed: " + join_roots(roots_) + ")");
+  return permission_denied("`" + op + "`: the path " + shown + " is outside the paths this " + node_ +
+                           " may " + verb + " (allowed: " + join_roots(roots_, node_) + ")");
 }
 
 Status PathPolicy::check(const std::string& path, Access access, const std::string& op) const {

@@ -22,7 +22,10 @@ class PathPolicy {
 public:
   // The roots, each an existing directory (resolved to its canonical path).
   // invalid_argument naming the root otherwise.
-  static Expected<std::shared_ptr<const PathPolicy>> make(const std::vector<std::string>& roots);
+  // `node` names who is confined in refusals ("worker", "dispatcher": the dispatcher lists the
+  // files of DYNAMIC file sources under its own --allow-path).
+  static Expected<std::shared_ptr<const PathPolicy>> make(const std::vector<std::string>& roots,
+                                                          const std::string& node = "worker");
 
   enum class Access { read, write, list };
   // OK when `path` (after normalisation) lies inside one of the roots; otherwise
@@ -36,11 +39,13 @@ public:
   const std::vector<std::string>& roots() const { return roots_; }
 
 private:
-  explicit PathPolicy(std::vector<std::string> roots) : roots_(std::move(roots)) {}
+  PathPolicy(std::vector<std::string> roots, std::string node)
+      : roots_(std::move(roots)), node_(std::move(node)) {}
   bool inside(const std::string& canonical) const;
   Status refuse(const std::string& path, const std::string& resolved, Access access,
                 const std::string& op) const;
   std::vector<std::string> roots_; // canonical, without a trailing '/'
+  std::string node_;
 };
 
 // Helper for kernels: OK when `policy` is null (unrestricted).

@@ -223,14 +223,14 @@ Expected<std::unique_ptr<EpochSplits>> make_epoch_splits(const Node& source, con
   }
   if (op == "text_lines" || op == "tfrecord") {
     // Patterns expand here, on the job's side: the splits name single files.
-    Expected<std::vector<std::string>> files = expand_file_patterns(op, source.strings_attr("files"));
+    Expected<std::vector<std::string>> files = expand_file_patterns(op, source.strings_attr("files"), options.paths);
     if (!files)
       return files.status();
     return std::unique_ptr<EpochSplits>(new FileSplits(std::move(*files), false, 0));
   }
   // list_files: the files matching the pattern, sorted by name (as tf.data lists them before
   // shuffling); no match is an error, as in tf.data ("No files matched pattern").
-  Expected<std::vector<std::string>> files = glob_sorted("list_files", source.string_attr("pattern"));
+  Expected<std::vector<std::string>> files = glob_sorted("list_files", source.string_attr("pattern"), options.paths);
   if (!files)
     return files.status();
   const bool shuffle = source.bool_attr("shuffle");

@@ -19,6 +19,8 @@
 
 namespace conveyor {
 
+class PathPolicy; // pipeline/path_policy.hpp
+
 struct Split {
   int64_t epoch = 0; // which repetition of the source
   int64_t index = 0; // sequence number of the split within its epoch
@@ -59,6 +61,9 @@ struct SplitOptions {
   // the provider picks one at random when it is created; a job that must restore the same file
   // order after a restart picks the seed itself, journals it and passes it here again.
   int64_t seed = kNoSeed;
+  // Where file patterns (text_lines/tfrecord files, list_files) may be listed: the dispatcher's
+  // --allow-path roots. Null = unrestricted (the library in-process on the user's own files).
+  const PathPolicy* paths = nullptr;
 };
 
 // The job-side provider for `dataset`. invalid_argument (naming the reason) when the dataset has

@@ -55,6 +55,12 @@ struct DispatcherConfig {
   std::chrono::milliseconds client_timeout{60000};
   // Elements per split for DYNAMIC index-range sources (range, from_tensor_slices).
   int64_t range_split_size = 64;
+  // Directories under which the dispatcher may list files: it expands the file patterns of
+  // DYNAMIC file sources (text_lines, tfrecord, list_files) and checks FILE sharding on its own
+  // host. A pattern elsewhere fails the job with permission_denied naming the directory. Empty =
+  // the dispatcher lists no files (as a worker without --allow-path), unless allow_all_paths.
+  std::vector<std::string> allowed_paths;
+  bool allow_all_paths = false; // no confinement (the user's own in-process cluster)
   // The fixed list of workers (their advertised "host:port") that the static sharding
   // policies FILE, DATA, FILE_OR_DATA and HINT need: worker i of the list reads shard i of
   // len(list). When set, a worker not in the list is refused at registration. Empty = any

@@ -24,7 +24,9 @@ _live_streams = weakref.WeakSet()
 @dataclasses.dataclass
 class DispatcherConfig:
     """The dispatcher's settings (tf.data.experimental.service.DispatcherConfig's names where they
-    exist). ``port=0`` picks a free port; ``target`` then says which."""
+    exist). ``port=0`` picks a free port; ``target`` then says which. ``allowed_paths``: the
+    directories under which the file patterns of "distributed_epoch" file sources may be listed
+    (none: such jobs are refused, as `conveyor dispatcher` without --allow-path)."""
 
     port: int = 0
     bind_host: str = "127.0.0.1"
@@ -32,6 +34,7 @@ class DispatcherConfig:
     worker_timeout_ms: int = 5000
     job_gc_timeout_ms: int = 60000
     range_split_size: int = 64
+    allowed_paths: Sequence[str] = ()
 
 
 @dataclasses.dataclass
@@ -122,7 +125,7 @@ class DispatchServer(_Server):
         impl = _conveyor._DispatchServer(
             port=c.port, bind_host=c.bind_host, work_dir=c.work_dir or "",
             worker_timeout_ms=c.worker_timeout_ms, job_gc_timeout_ms=c.job_gc_timeout_ms,
-            range_split_size=c.range_split_size)
+            range_split_size=c.range_split_size, allowed_paths=list(c.allowed_paths))
         super().__init__(impl, start)
 
     @property

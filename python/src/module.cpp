@@ -600,7 +600,8 @@ PYBIND11_MODULE(_conveyor, m) {
   // --- servers
   py::class_<DispatchServer, GilFreeHolder<DispatchServer>>(m, "_DispatchServer")
     .def(py::init([](uint16_t port, std::string bind_host, std::string work_dir, int64_t worker_timeout_ms,
-                     int64_t job_gc_timeout_ms, int64_t range_split_size) {
+                     int64_t job_gc_timeout_ms, int64_t range_split_size,
+                     std::vector<std::string> allowed_paths) {
       DispatcherConfig c;
       c.port = port;
       c.bind_host = std::move(bind_host);
@@ -608,9 +609,10 @@ PYBIND11_MODULE(_conveyor, m) {
       c.worker_timeout = milliseconds{worker_timeout_ms};
       c.job_gc_timeout = milliseconds{job_gc_timeout_ms};
       c.range_split_size = range_split_size;
+      c.allowed_paths = std::move(allowed_paths);
       return new DispatchServer(std::move(c));
     }), py::arg("port"), py::arg("bind_host"), py::arg("work_dir"), py::arg("worker_timeout_ms"),
-        py::arg("job_gc_timeout_ms"), py::arg("range_split_size"))
+        py::arg("job_gc_timeout_ms"), py::arg("range_split_size"), py::arg("allowed_paths"))
     .def("start", [](DispatchServer& s) {
       Status st;
       {

@@ -106,6 +106,42 @@ TEST_CASE("security: a TLS + token cluster serves admitted readers - others are 
   }
 }
 
+// The dispatcher expands the file patterns of a DYNAMIC read on its own host (the splits name
+// single files), so it is confined as the workers are: before, any directory's file names reached
+// the splits, whatever the workers' --allow-path.
+TEST_CASE("security: the dispatcher lists a DYNAMIC read's file patterns only under its --allow-path") {
+  Pki pki; // for its temporary directory
+  const std::string data = pki.dir + "/data", secret = pki.dir + "/secret";
+  REQUIRE(::mkdir(data.c_str(), 0700) == 0);
+  REQUIRE(::mkdir(secret.c_str(), 0700) == 0);
+  std::ofstream(data + "/a.txt") << "alpha\nbeta\n";
+  std::ofstream(data + "/b.txt") << "gamma\n";
+  std::ofstream(secret + "/hidden-name.txt") << "x\n";
+
+  Cluster cluster(0, {"--allow-path", data});
+  // The worker may read both: only the dispatcher's roots stand between a reader and `secret`.
+  cluster.add_worker({"--allow-path", pki.dir});
+  const std::vector<std::string> dynamic{"--mode", "dynamic"};
+
+  auto r = cluster.read("text_lines([\"" + data + "/*.txt\"])", dynamic);
+  CAPTURE(r.describe);
+  CHECK(r.exit_code == 0);
+  CHECK(sorted(r.lines) == std::vector<std::string>{"\"alpha\"", "\"beta\"", "\"gamma\""});
+
+  for (const std::string& bad : {"text_lines([\"" + secret + "/*.txt\"])",
+                                 "list_files(\"" + secret + "/*\")",
+                                 "text_lines([\"" + data + "/../secret/*.txt\"])"}) {
+    r = cluster.read(bad, dynamic);
+    CAPTURE(bad);
+    CAPTURE(r.describe);
+    CHECK(r.exit_code == 1);
+    CHECK(contains(r.stderr_text, "permission_denied"));
+    CHECK(contains(r.stderr_text, "outside the paths this dispatcher may list"));
+    CHECK_FALSE(contains(r.stderr_text, "hidden-name"));
+    CHECK(r.lines.empty());
+  }
+}
+
 // CAF's openssl module leaves OpenSSL errors queued on its multiplexer thread (a peer that exits
 // without close_notify queues one), and the next read on any other connection then "failed": each
 // reader that left cut the worker's connection to the dispatcher (actors/openssl_error_queue.hpp).

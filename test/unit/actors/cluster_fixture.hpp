@@ -30,6 +30,8 @@ inline DispatcherConfig test_dispatcher_config() {
   c.worker_timeout = std::chrono::milliseconds(3000);
   c.job_gc_timeout = std::chrono::milliseconds(2000);
   c.network = test_network();
+  // As the workers: DYNAMIC file sources list their patterns under the temporary directory.
+  c.allowed_paths.push_back(std::filesystem::temp_directory_path().string());
   return c;
 }
 

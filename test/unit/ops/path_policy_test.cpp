@@ -9,6 +9,7 @@
 #include "ops_test_util.hpp"
 #include "conveyor/sharding.hpp"
 #include "pipeline/path_policy.hpp"
+#include "pipeline/split_provider.hpp"
 
 using namespace conveyor;
 
@@ -138,6 +139,32 @@ TEST_CASE("path policy: a file pattern outside the roots is refused before its d
   CHECK(apply_sharding(Dataset::text_lines({d.allowed.path() + "/*.txt"}), ShardingPolicy::file, 1, 0,
                        d.policy.get())
           .ok());
+}
+
+TEST_CASE("path policy: the dispatcher's DYNAMIC split providers list patterns only under its roots") {
+  Dirs d;
+  auto dispatcher = PathPolicy::make({d.allowed.path()}, "dispatcher");
+  REQUIRE(dispatcher.ok());
+  SplitOptions options;
+  options.paths = dispatcher->get();
+  CHECK(make_split_provider(Dataset::text_lines({d.allowed.path() + "/*.txt"}), options).ok());
+  CHECK(make_split_provider(Dataset::list_files(d.allowed.path() + "/*.txt"), options).ok());
+  for (const Dataset& ds : {Dataset::text_lines({d.other.path() + "/*.txt"}),
+                            Dataset::tfrecord({d.other.path() + "/*"}),
+                            Dataset::list_files(d.other.path() + "/*.txt")}) {
+    auto made = make_split_provider(ds, options);
+    REQUIRE_FALSE(made.ok());
+    CHECK(made.status().code() == ErrorCode::permission_denied);
+    CHECK(made.status().message().find("this dispatcher may list") != std::string::npos);
+    CHECK(made.status().message().find("secret") == std::string::npos);
+  }
+  // No roots: nothing is listed, and the refusal says how to allow it.
+  auto none = PathPolicy::make({}, "dispatcher");
+  REQUIRE(none.ok());
+  options.paths = none->get();
+  auto made = make_split_provider(Dataset::text_lines({d.allowed.path() + "/*.txt"}), options);
+  REQUIRE_FALSE(made.ok());
+  CHECK(made.status().message().find("the dispatcher was started without --allow-path") != std::string::npos);
 }
 
 TEST_CASE("path policy: no roots allows nothing - bad roots are refused - no policy allows all") {
