@@ -20,6 +20,7 @@
 
 #include "actors/dispatcher_actor.hpp"
 #include "actors/dispatcher_state.hpp"
+#include "actors/executor_scheduled.hpp"
 #include "actors/frame_guard.hpp"
 #include "actors/journal.hpp"
 #include "actors/local_workers.hpp"
@@ -86,9 +87,14 @@ public:
   using NodeContext::NodeContext;
   actors::worker_full_actor worker;
   std::string advertised;
-  // Detached actors of the node before any task (CAF's own): stop() waits for the count to
-  // come back down (see there).
-  std::size_t detached_baseline = 0;
+  // The worker's task actors, which run on the process's Executor (actors/executor_scheduled.hpp)
+  // and end with the worker: stop() waits for them (bounded), and this waits for the rest (a task
+  // that was inside a user function) before the actor system goes, as CAF waits for its own.
+  std::shared_ptr<actors::ExecutorActors> task_actors = std::make_shared<actors::ExecutorActors>();
+  ~WorkerContext() {
+    while (task_actors->live.load() > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
 };
 
 } // namespace detail
@@ -378,7 +384,6 @@ Status WorkerServer::start() {
   }
 
   auto ctx = std::make_shared<detail::WorkerContext>(config_.network);
-  ctx->detached_baseline = ctx->sys.detached_actors();
   auto registered = std::make_shared<std::promise<Status>>();
   auto outcome = registered->get_future();
   actors::WorkerStart start;
@@ -393,7 +398,7 @@ Status WorkerServer::start() {
   start.task_limits.memory_limit = config_.job_memory_limit;
   start.task_limits.cross_trainer_cache_bytes = config_.cross_trainer_cache_size_bytes;
   start.auth_token = config_.network.auth_token;
-  start.detached_tasks = config_.detached_tasks;
+  start.task_executor = ctx->task_actors;
   start.tags = config_.worker_tags;
   start.local_registry = config_.in_process_reads; // consumers here read it in-process
   start.protocol_version = version_or_default(config_.protocol_version);
@@ -495,14 +500,13 @@ void WorkerServer::stop() {
   ctx_->guard.reset();
   ctx_->transport->unpublish(caf::actor_cast<caf::actor>(ctx_->worker), ctx_->caf_port);
   caf::anon_send_exit(ctx_->worker, caf::exit_reason::user_shutdown);
-  // Tasks are detached actors (each on its own thread) that end with the worker. Their last
-  // messages must leave through the middleman while it still runs: a message stuck in a stopped
-  // middleman keeps its sender alive, and the actor system's destructor then waits forever for
-  // that task's thread. A task blocked inside a user function is waited for only this long
-  // here (the actor system's destructor waits for it anyway).
+  // Tasks (on the Executor) end with the worker. Their last messages must leave through the
+  // middleman while it still runs: a message stuck in a stopped middleman keeps its sender
+  // alive, and the actor system's destructor then waits forever for that task. A task blocked
+  // inside a user function is waited for only this long here (the actor system's destructor
+  // waits for it to terminate anyway; ~WorkerContext for its last resume to return).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (ctx_->sys.detached_actors() > ctx_->detached_baseline &&
-         std::chrono::steady_clock::now() < deadline)
+  while (ctx_->task_actors->live.load() > 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   log::info("worker", "stopped");
   ctx_->mark_stopped();

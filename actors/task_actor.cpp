@@ -1,5 +1,6 @@
 #include "actors/task_actor.hpp"
 
+#include <atomic>
 #include <deque>
 #include <limits>
 #include <map>
@@ -9,6 +10,7 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
+#include "actors/executor_scheduled.hpp"
 #include "actors/home_scheduled.hpp"
 #include "actors/local_sender.hpp"
 #include "actors/log.hpp"
@@ -38,8 +40,8 @@ using task_full_actor = msg::task_actor::extend<caf::reacts_to<msg::produce_atom
 
 // A request that found nothing. It is answered when elements arrive, the pipeline ends, or —
 // at the next produce step or request after its deadline — with an empty batch. No timer:
-// a delayed message would keep this (detached) actor alive past its exit and block the actor
-// system's shutdown (CAF's clock holds a strong reference to the receiver until it fires).
+// a delayed message would keep this actor alive past its exit and block the actor system's
+// shutdown (CAF's clock holds a strong reference to the receiver until it fires).
 struct Held {
   caf::typed_response_promise<msg::element_batch> promise;
   msg::get_elements request;
@@ -820,15 +822,27 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
   };
 }
 
-// The task actor. A consumer of this process (an in-process read) sends to it from another
-// actor system: HomeScheduled keeps a scheduled task (detached_tasks off) on its own system.
-class TaskActor : public HomeScheduled<caf::stateful_actor<task_state, task_full_actor::base>> {
+// The task actor, on the scheduling `Scheduled` gives it:
+// - ExecutorScheduled (production): on the process's Executor (actors/executor_scheduled.hpp);
+// - HomeScheduled (the simulator): on its actor system's scheduler. A consumer of this process
+//   (an in-process read) sends to it from another actor system: HomeScheduled keeps it on its own.
+using task_base = caf::stateful_actor<task_state, task_full_actor::base>;
+
+std::atomic<int> task_actor_count{0};
+
+template <class Scheduled>
+class TaskActor : public Scheduled {
 public:
-  using super = HomeScheduled<caf::stateful_actor<task_state, task_full_actor::base>>;
+  template <class... Ts>
+  TaskActor(caf::actor_config& cfg, TaskStart start, Ts&&... xs)
+      : Scheduled(cfg, std::forward<Ts>(xs)...), start_(std::move(start)) {
+    task_actor_count.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~TaskActor() override { task_actor_count.fetch_sub(1, std::memory_order_relaxed); }
 
-  TaskActor(caf::actor_config& cfg, TaskStart start) : super(cfg), start_(std::move(start)) {}
-
-  behavior_type make_behavior() override { return task_impl(this, std::move(start_)); }
+  typename Scheduled::behavior_type make_behavior() override {
+    return task_impl(this, std::move(start_));
+  }
 
 private:
   TaskStart start_;
@@ -836,10 +850,14 @@ private:
 
 } // namespace
 
-msg::task_actor spawn_task(caf::local_actor* parent, TaskStart start, bool detached) {
-  if (detached)
-    return parent->spawn<TaskActor, caf::detached + caf::linked>(std::move(start));
-  return parent->spawn<TaskActor, caf::linked>(std::move(start));
+int task_actor_objects() { return task_actor_count.load(std::memory_order_relaxed); }
+
+msg::task_actor spawn_task(caf::local_actor* parent, TaskStart start,
+                           const std::shared_ptr<ExecutorActors>& executor) {
+  if (executor)
+    return parent->spawn<TaskActor<ExecutorScheduled<task_base>>, caf::linked>(std::move(start),
+                                                                               executor);
+  return parent->spawn<TaskActor<HomeScheduled<task_base>>, caf::linked>(std::move(start));
 }
 
 } // namespace conveyor::actors

@@ -33,9 +33,17 @@ struct TaskStart {
   AdmissionGate gate;
 };
 
-// Spawns the task linked to `parent` (it dies with its worker). `detached` runs it on its own
-// thread (production: a slow pipeline must not starve the scheduler); the deterministic
-// simulator spawns it on the scheduler.
-msg::task_actor spawn_task(caf::local_actor* parent, TaskStart start, bool detached);
+struct ExecutorActors; // actors/executor_scheduled.hpp
+
+// Spawns the task linked to `parent` (it dies with its worker). With `executor` (production) it
+// runs on the process's Executor, counted there until it finished: a slow or blocked pipeline
+// must not hold CAF's scheduler threads, and a node's threads must not grow with its tasks. The
+// deterministic simulator passes none: the task runs on its scheduler.
+msg::task_actor spawn_task(caf::local_actor* parent, TaskStart start,
+                           const std::shared_ptr<ExecutorActors>& executor);
+
+// Task actor objects alive in this process (terminated ones included until the last handle to
+// them goes): a node that keeps handles of ended tasks shows here.
+int task_actor_objects();
 
 } // namespace conveyor::actors

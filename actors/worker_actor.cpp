@@ -383,7 +383,7 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
         ts.worker_address = st.address;
         ts.bulk = st.start.bulk;
         ts.gate = st.gate;
-        auto handle = spawn_task(self, std::move(ts), st.start.detached_tasks);
+        auto handle = spawn_task(self, std::move(ts), st.start.task_executor);
         st.tasks[id] = handle;
         st.task_by_addr[handle.address()] = id;
         if (st.start.local_registry) // before the job (and so any consumer) learns of it

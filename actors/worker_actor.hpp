@@ -29,6 +29,8 @@
 
 namespace conveyor::actors {
 
+struct ExecutorActors; // actors/executor_scheduled.hpp
+
 struct WorkerStart {
   std::shared_ptr<Transport> transport;
   HostPort dispatcher;
@@ -38,7 +40,9 @@ struct WorkerStart {
   caf::timespan dispatcher_timeout = std::chrono::seconds(60);
   caf::timespan request_timeout = std::chrono::seconds(10);
   TaskLimits task_limits;
-  bool detached_tasks = false; // see WorkerConfig::detached_tasks
+  // Tasks run on the process's Executor, counted here (actors/task_actor.hpp spawn_task); null:
+  // on the actor system's scheduler (the simulator).
+  std::shared_ptr<ExecutorActors> task_executor;
   BulkServer bulk;             // this node's bulk server (linked to the worker), may be empty
   uint32_t protocol_version = msg::kProtocolVersion;
   std::string auth_token; // presented to the dispatcher when registering

@@ -9,9 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
 
 #include "actors/status_client.hpp"
@@ -34,16 +32,8 @@ constexpr CommandInfo kInfo{
 
 // Resident set size in bytes, from /proc/PID/status (-1 when unknown).
 int64_t rss_bytes(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmRSS:", 0) == 0) {
-      std::istringstream fields(line.substr(6));
-      int64_t kib = 0;
-      fields >> kib;
-      return kib * 1024;
-    }
-  return -1;
+  const int64_t kib = proc_status_number(std::to_string(pid), "VmRSS");
+  return kib < 0 ? -1 : kib * 1024;
 }
 
 struct Sample {

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "apps/bench.hpp"
+#include "apps/child_nodes.hpp"
 #include "apps/copy_counter.hpp"
 #include "apps/cli_common.hpp"
 #include "conveyor/client.hpp"
@@ -189,15 +190,7 @@ double process_cpu_seconds() {
 }
 
 // --- process memory (kB) from /proc/self/status: VmRSS now, VmHWM the peak
-int64_t proc_status_kb(const char* key) {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  const std::string prefix = std::string{key} + ":";
-  while (std::getline(f, line))
-    if (line.rfind(prefix, 0) == 0)
-      return std::atoll(line.c_str() + prefix.size());
-  return -1;
-}
+int64_t proc_status_kb(const char* key) { return proc_status_number("self", key); }
 
 // --- small-dataset latency: range(100) read end to end, and the time to its first element
 struct Latency {

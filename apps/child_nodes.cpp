@@ -85,6 +85,16 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
+int64_t proc_status_number(const std::string& proc, const char* key) {
+  std::ifstream in("/proc/" + proc + "/status");
+  std::string line;
+  const std::string prefix = std::string{key} + ":";
+  while (std::getline(in, line))
+    if (line.rfind(prefix, 0) == 0)
+      return std::atoll(line.c_str() + prefix.size());
+  return -1;
+}
+
 // Waits until the node's log holds `marker` (the log file is polled: the children write it,
 // nothing here can be woken by them), and takes its address from the `listening on` line.
 Status wait_ready(ChildNode& node, const std::string& marker, milliseconds timeout) {
@@ -143,8 +153,9 @@ void stop_children(std::vector<ChildNode>& nodes, milliseconds grace) {
 
 Status start_process_cluster(std::vector<ChildNode>& nodes, int workers, const std::string& role_prefix,
                              const std::vector<std::string>& dispatcher_flags,
-                             const std::vector<std::string>& worker_flags, const std::string& log_dir) {
-  const std::string exe = self_executable();
+                             const std::vector<std::string>& worker_flags, const std::string& log_dir,
+                             const std::string& node_exe) {
+  const std::string exe = node_exe.empty() ? self_executable() : node_exe;
   std::vector<std::string> dispatcher_args{"dispatcher", "--port", "0", "--host", "127.0.0.1"};
   dispatcher_args.insert(dispatcher_args.end(), dispatcher_flags.begin(), dispatcher_flags.end());
   auto d = start_child(exe, role_prefix + "dispatcher", dispatcher_args, log_dir);

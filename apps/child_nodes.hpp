@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,10 @@ bool check_exited(ChildNode& node);
 
 std::string read_file(const std::string& path);
 
+// The number after `key:` in /proc/PROC/status (PROC a pid, or "self"), e.g. "VmRSS" (kB) or
+// "Threads"; -1 when unknown.
+int64_t proc_status_number(const std::string& proc, const char* key);
+
 // Waits until the node's log holds `marker` and takes its address from the `listening on`
 // line. failed_precondition when it exited first, deadline_exceeded after `timeout`,
 // cancelled on SIGINT/SIGTERM.
@@ -49,8 +54,11 @@ void stop_children(std::vector<ChildNode>& nodes, std::chrono::milliseconds grac
 // appended to `nodes` (the dispatcher first, roles PREFIX"dispatcher", PREFIX"worker-1", ...).
 // Returns once every worker says "worker: ready" (the dispatcher registered it), so a job that
 // starts then has all of them. The caller stops the nodes (stop_children), also on failure.
+// `exe`: the `conveyor` binary the nodes run (empty = this one; a benchmark may compare another
+// build's nodes).
 Status start_process_cluster(std::vector<ChildNode>& nodes, int workers, const std::string& role_prefix,
                              const std::vector<std::string>& dispatcher_flags,
-                             const std::vector<std::string>& worker_flags, const std::string& log_dir);
+                             const std::vector<std::string>& worker_flags, const std::string& log_dir,
+                             const std::string& exe = "");
 
 } // namespace conveyor::apps

@@ -1,5 +1,8 @@
 #include "pipeline/executor.hpp"
 
+#include <pthread.h>
+#include <time.h>
+
 #include <algorithm>
 
 #include "pipeline/per_process.hpp"
@@ -14,29 +17,119 @@ Executor& Executor::shared() {
   });
 }
 
-Executor::Executor(int threads) {
-  for (int i = 0; i < std::max(1, threads); ++i)
-    threads_.emplace_back([this] { work(); });
+Executor::Executor(int threads, int max_threads)
+    : base_(std::max(1, threads)), max_(max_threads > 0 ? std::max(max_threads, std::max(1, threads))
+                                                        : std::max(64, 8 * std::max(1, threads))) {
+  posted_ = make_queue();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int i = 0; i < base_; ++i) {
+    ++live_;
+    threads_.emplace_back([this] { work(false); });
+  }
+  supervisor_ = std::thread([this] { supervise(); });
 }
 
 Executor::~Executor() {
+  posted_.reset(); // drops what has not started, waits for what runs
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
   wake_.notify_all();
+  stalled_.notify_all();
+  supervisor_.join();
   for (auto& t : threads_)
+    t.join();
+  for (auto& t : extras_) // (those that left too: joinable until joined)
     t.join();
 }
 
 std::unique_ptr<WorkQueue> Executor::make_queue() { return std::make_unique<WorkQueue>(*this); }
 
-void Executor::work() {
+void Executor::post(std::function<void()> item) { posted_->submit(std::move(item)); }
+
+int Executor::threads() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return live_;
+}
+
+void Executor::add_thread_locked() {
+  ++live_;
+  extras_.emplace_back([this] { work(true); });
+}
+
+namespace {
+
+// CPU time the thread has used (0 when the system cannot tell: then it counts as blocked).
+std::chrono::nanoseconds cpu_time(std::thread& t) {
+  clockid_t clock;
+  timespec ts{};
+  if (pthread_getcpuclockid(t.native_handle(), &clock) != 0 || clock_gettime(clock, &ts) != 0)
+    return std::chrono::nanoseconds{0};
+  return std::chrono::seconds{ts.tv_sec} + std::chrono::nanoseconds{ts.tv_nsec};
+}
+
+} // namespace
+
+std::vector<std::chrono::nanoseconds> Executor::cpu_times_locked() {
+  std::vector<std::chrono::nanoseconds> out;
+  for (auto* list : {&threads_, &extras_})
+    for (auto& t : *list)
+      out.push_back(cpu_time(t));
+  return out;
+}
+
+// Adds a thread while items wait, no thread is idle, none started an item for kStall, and one of
+// them is blocked: it used almost no CPU in that time (a sleep, a lock, slow I/O). Threads that
+// compute (long CPU-bound items, or a machine busy with other work) get no company: more threads
+// would only share the same cores. Joins the extras that left.
+void Executor::supervise() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    stalled_.wait(lock, [this] { return stopping_ || (!ready_.empty() && idle_ == 0); });
+    const uint64_t seen = started_;
+    const auto before = cpu_times_locked();
+    stalled_.wait_for(lock, kStall, [this] { return stopping_; });
+    if (stopping_)
+      break;
+    for (auto id : exited_) {
+      auto it = std::find_if(extras_.begin(), extras_.end(), [id](const std::thread& t) { return t.get_id() == id; });
+      if (it != extras_.end()) {
+        it->join(); // it has left work(): only its return remains
+        extras_.erase(it);
+      }
+    }
+    exited_.clear();
+    if (ready_.empty() || idle_ != 0 || started_ != seen || live_ >= max_)
+      continue;
+    // (An extra that left since `before` shifts the list: then this round adds nothing.)
+    const auto after = cpu_times_locked();
+    bool blocked = false;
+    for (std::size_t i = 0; i < after.size() && after.size() == before.size(); ++i)
+      blocked = blocked || after[i] - before[i] < kStall / 10;
+    if (blocked)
+      add_thread_locked();
+  }
+}
+
+void Executor::work(bool extra) {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    wake_.wait(lock, [this] { return stopping_ || !ready_.empty(); });
-    if (stopping_)
+    ++idle_;
+    bool timed_out = false;
+    if (extra)
+      timed_out = !wake_.wait_for(lock, kIdleExit, [this] { return stopping_ || !ready_.empty(); });
+    else
+      wake_.wait(lock, [this] { return stopping_ || !ready_.empty(); });
+    --idle_;
+    if (stopping_ || (timed_out && live_ > base_)) {
+      --live_;
+      if (extra && !stopping_)
+        exited_.push_back(std::this_thread::get_id());
       return;
+    }
+    if (ready_.empty())
+      continue;
     WorkQueue* q = ready_.front();
     ready_.pop_front();
     auto item = std::move(q->pending_.front());
@@ -46,12 +139,14 @@ void Executor::work() {
     else
       ready_.push_back(q); // its next item waits for the other queues' turns
     ++q->running_;
+    ++started_;
     // submit() wakes a thread only when a queue becomes ready; more work behind this item
     // wakes the next thread here, so idle threads never sleep while work waits.
     const bool more = !ready_.empty();
+    const bool none_idle = idle_ == 0;
     lock.unlock();
     if (more)
-      wake_.notify_one();
+      (none_idle ? stalled_ : wake_).notify_one();
     item();
     item = nullptr; // what it captured goes before the queue may go
     lock.lock();
@@ -68,6 +163,10 @@ void WorkQueue::submit(std::function<void()> item) {
       return;
     in_ready_ = true;
     ex_.ready_.push_back(this);
+    if (ex_.idle_ == 0) { // every thread busy: the supervisor watches for a stall
+      ex_.stalled_.notify_one();
+      return;
+    }
   }
   ex_.wake_.notify_one();
 }
@@ -85,6 +184,7 @@ bool WorkQueue::run_one() {
       ex_.ready_.erase(std::find(ex_.ready_.begin(), ex_.ready_.end(), this));
     }
     ++running_;
+    ++ex_.started_; // progress too (the supervisor's sign)
   }
   item();
   item = nullptr;

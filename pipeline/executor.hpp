@@ -6,6 +6,17 @@
 // turn, one item at a time (round-robin), so a job with a long backlog cannot hold the threads
 // while another job's queue waits behind it.
 //
+// Task actors run here too (actors/executor_scheduled.hpp: every message a task handles, its
+// pipeline steps included, is an item posted with `post`), so a node's pipeline work runs on
+// these threads whatever the number of jobs, tasks and maps.
+//
+// A blocked user function cannot starve the others: while items wait and no thread started one
+// for `kStall` (each is inside a long item), a supervisor adds a thread if one of them is blocked
+// (used under a tenth of a core meanwhile: a sleep, a slow file system, a deadlock in user code),
+// up to max_threads; a thread beyond the base count leaves after `kIdleExit` without work. Short
+// items keep the base count (a thread frees up within kStall), and so do long CPU-bound ones
+// (more threads would only share the same cores).
+//
 // Waiting never deadlocks, and busy threads cannot starve an iterator: an iterator that needs
 // a result runs its own queue's oldest pending item on the waiting thread (`run_one`,
 // caller-runs) instead of waiting for a pool thread, and waits only for items already running.
@@ -14,6 +25,7 @@
 // functions, each iterator's own thread still makes progress).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -29,27 +41,49 @@ class WorkQueue;
 
 class Executor {
 public:
-  // The process's executor: max(2, hardware threads) threads, started on first use and never
-  // stopped (iterators may be destroyed during static destruction).
+  static constexpr std::chrono::milliseconds kStall{20};
+  static constexpr std::chrono::milliseconds kIdleExit{2000};
+
+  // The process's executor: max(2, hardware threads) threads (up to 8 times as many while
+  // items block), started on first use and never stopped (iterators may be destroyed during
+  // static destruction).
   static Executor& shared();
 
-  explicit Executor(int threads);
+  // max_threads 0: max(64, 8 * threads).
+  explicit Executor(int threads, int max_threads = 0);
   ~Executor(); // drops nothing: every queue must be gone (their destructors wait)
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
   std::unique_ptr<WorkQueue> make_queue();
-  int threads() const { return static_cast<int>(threads_.size()); }
+  // Runs `item` on a pool thread, served in turn with the queues (posted items share one turn).
+  // It must not wait for later posted items.
+  void post(std::function<void()> item);
+  int threads() const; // running now: the base count plus those added while items blocked
+  int base_threads() const { return base_; }
 
 private:
   friend class WorkQueue;
-  void work();
+  void work(bool extra);
+  void supervise();
+  void add_thread_locked();
+  std::vector<std::chrono::nanoseconds> cpu_times_locked(); // of every thread, base then extras
 
-  std::mutex mu_;
+  const int base_;
+  const int max_;
+  mutable std::mutex mu_;
   std::condition_variable wake_;
+  std::condition_variable stalled_; // wakes the supervisor: items wait and no thread is idle
   std::deque<WorkQueue*> ready_; // queues with pending items, served in turn
   bool stopping_ = false;
-  std::vector<std::thread> threads_;
+  int live_ = 0;          // threads running work()
+  int idle_ = 0;          // of which waiting for an item
+  uint64_t started_ = 0;  // items started so far (the supervisor's sign of progress)
+  std::vector<std::thread> threads_;                 // the base threads
+  std::vector<std::thread> extras_;                  // added while items blocked
+  std::vector<std::thread::id> exited_;              // extras that left, to join
+  std::thread supervisor_;
+  std::unique_ptr<WorkQueue> posted_;
 };
 
 // One iterator's FIFO of work on an Executor. Not copyable; destroying it drops what has not

@@ -277,7 +277,7 @@ void ClusterRun::start_worker(int index) {
   start.heartbeat_interval = cfg_.heartbeat_interval;
   start.request_timeout = cfg_.options.request_timeout;
   start.task_limits = derived_.task_limits;
-  start.detached_tasks = false; // on the deterministic scheduler
+  // (no task_executor: the tasks run on the deterministic scheduler)
   start.auth_token = cfg_.auth_token;
   if (auto bulk = transport->serve_bulk(name); bulk) // the bulk path, over the simulated network
     start.bulk = *bulk;

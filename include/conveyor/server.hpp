@@ -130,13 +130,6 @@ struct WorkerConfig {
   std::chrono::milliseconds connect_timeout{5000};
   // How long start() waits for a dispatcher that is not up yet (a worker started first).
   std::chrono::milliseconds dispatcher_timeout{60000};
-  // Run each task's pipeline on its own thread instead of the actor system's scheduler, so a
-  // user function that blocks or runs long holds only its own task: other jobs on the worker
-  // are still served and the worker keeps its heartbeats (test/unit/actors/
-  // blocking_function_test.cpp). stop() waits up to 5 s for the tasks to end; a task inside a
-  // user function is then waited for when the worker is destroyed. The simulator turns it off
-  // (its scheduler is deterministic).
-  bool detached_tasks = true;
   uint32_t protocol_version = 0;       // 0 = this build's version
   // Tags announced to the dispatcher (`conveyor status` shows them). "COLOCATED" marks a worker
   // running beside a trainer: consumers with target_workers AUTO in other processes skip it.

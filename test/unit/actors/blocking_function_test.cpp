@@ -1,7 +1,8 @@
 // A user function that blocks (a sleep, a slow file system, a deadlock in user code) holds only
 // its own task: other jobs on the same worker are still served, and the worker keeps its
-// heartbeats. Tasks run their pipelines on their own threads (WorkerConfig::detached_tasks),
-// never on the actor system's scheduler threads, which the test nodes have two of.
+// heartbeats. Tasks run on the process's Executor (actors/executor_scheduled.hpp), never on the
+// actor system's scheduler threads, which the test nodes have two of; the Executor adds a thread
+// while all of its threads are inside blocked items.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -10,6 +11,7 @@
 
 #include "cluster_fixture.hpp"
 #include "conveyor/functions.hpp"
+#include "pipeline/executor.hpp"
 #include "test/support/gate.hpp"
 
 using namespace conveyor;
@@ -49,7 +51,8 @@ TEST_CASE("a blocked user function holds only its own task: other jobs on the wo
   DistributeOptions off;
   off.policy = ShardingPolicy::off;
 
-  constexpr int kBlocked = 3; // more than the worker's scheduler threads (test_network: 2)
+  // More than the worker's scheduler threads (test_network: 2) and the Executor's base threads.
+  const int kBlocked = std::max(3, Executor::shared().base_threads() + 1);
   std::vector<ElementStream> blocked;
   for (int i = 0; i < kBlocked; ++i) {
     auto s = client.distribute(Dataset::range(2).map("test_block_until_released"), off);

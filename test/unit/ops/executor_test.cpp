@@ -4,6 +4,8 @@
 // every executor thread is blocked in someone else's function.
 #include <doctest/doctest.h>
 
+#include <time.h>
+
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -20,7 +22,7 @@ using conveyor::testing::Gate;
 using conveyor::testing::thread_count;
 
 TEST_CASE("executor: queues with work are served in turn, one item each") {
-  Executor ex(1);
+  Executor ex(1, 1); // (one thread, never more: the order is one thread's)
   std::mutex mu;
   std::vector<std::string> order;
   std::atomic<int> done{0};
@@ -50,7 +52,7 @@ TEST_CASE("executor: queues with work are served in turn, one item each") {
 }
 
 TEST_CASE("executor: run_one runs the queue's oldest pending item on the calling thread") {
-  Executor ex(1);
+  Executor ex(1, 1); // (no thread added while the one is blocked)
   Gate gate;
   auto busy = ex.make_queue();
   auto open_on_exit = gate.opener();
@@ -71,7 +73,7 @@ TEST_CASE("executor: run_one runs the queue's oldest pending item on the calling
 }
 
 TEST_CASE("executor: cancel_and_wait drops what has not started and waits for what runs") {
-  Executor ex(2);
+  Executor ex(2, 2);
   Gate gate;
   Gate second;
   auto q = ex.make_queue();
@@ -99,6 +101,78 @@ TEST_CASE("executor: cancel_and_wait drops what has not started and waits for wh
   second.open();
   blocker.reset();
   CHECK_FALSE(dropped_ran);
+}
+
+// Items that block (user functions that sleep, hang, wait on a slow file system) cannot starve
+// the rest: the supervisor adds a thread while items wait and none started for kStall; a thread
+// beyond the base count leaves again after kIdleExit without work.
+TEST_CASE("executor: threads are added while every one is blocked, and leave when idle") {
+  Executor ex(1);
+  Gate gate;
+  auto blockers = ex.make_queue();
+  auto open_on_exit = gate.opener();
+  for (int i = 0; i < 3; ++i)
+    blockers->submit([&] { gate.wait(); });
+  REQUIRE_MESSAGE(gate.wait_for_waiters(3, std::chrono::seconds(10)),
+                  gate.waiting() << " of 3 blocked items started, " << ex.threads() << " threads");
+  std::atomic<bool> ran{false};
+  ex.post([&] { ran = true; }); // all three threads are blocked: a fourth runs it
+  for (int i = 0; i < 1000 && !ran; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(ran);
+  CHECK(ex.threads() >= 4);
+  gate.open();
+  const auto deadline = std::chrono::steady_clock::now() + Executor::kIdleExit * 5;
+  while (ex.threads() > 1 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(ex.threads() == 1);
+  blockers.reset();
+}
+
+TEST_CASE("executor: items that compute for long get no extra thread") {
+  Executor ex(1);
+  std::atomic<bool> ran{false};
+  std::chrono::nanoseconds cpu{0};
+  const auto wall = std::chrono::milliseconds(400);
+  ex.post([&] { // spins (CPU-bound) while the next item waits
+    const auto until = std::chrono::steady_clock::now() + wall;
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    cpu = std::chrono::seconds{ts.tv_sec} + std::chrono::nanoseconds{ts.tv_nsec};
+  });
+  ex.post([&] { ran = true; });
+  const int during = [&] {
+    std::this_thread::sleep_for(wall / 2);
+    return ex.threads();
+  }();
+  for (int i = 0; i < 1000 && !ran; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(ran);
+  // Only where the spinning thread got most of a core: on a machine so busy that it did not, it
+  // looks blocked to the supervisor (and a thread may rightly be added).
+  if (cpu < wall / 2) {
+    MESSAGE("the spinning item got only " << cpu.count() / 1000000 << " ms of CPU in "
+                                          << wall.count() << " ms: not checked");
+    return;
+  }
+  CHECK(during == 1);
+}
+
+TEST_CASE("executor: a thread is added only while no item starts, up to max_threads") {
+  Executor ex(1, 2);
+  Gate gate;
+  auto blockers = ex.make_queue();
+  auto open_on_exit = gate.opener();
+  for (int i = 0; i < 3; ++i)
+    blockers->submit([&] { gate.wait(); });
+  REQUIRE(gate.wait_for_waiters(2, std::chrono::seconds(10)));
+  std::this_thread::sleep_for(Executor::kStall * 10);
+  CHECK(gate.waiting() == 2); // the third waits: the cap is 2 threads
+  CHECK(ex.threads() == 2);
+  gate.open();
+  blockers.reset();
 }
 
 TEST_CASE("executor: parallel maps and prefetches of many iterators share its threads") {
