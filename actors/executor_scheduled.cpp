@@ -14,8 +14,8 @@ constexpr std::size_t kThroughput = 16;
 } // namespace
 
 ExecutorUnit::ExecutorUnit(caf::actor_system& sys, caf::resumable* owner,
-                           std::shared_ptr<ExecutorActors> count)
-    : caf::execution_unit(&sys), owner_(owner), count_(std::move(count)) {
+                           std::shared_ptr<ExecutorActors> count, std::shared_ptr<ExecutorGroup> group)
+    : caf::execution_unit(&sys), owner_(owner), count_(std::move(count)), group_(std::move(group)) {
   count_->live.fetch_add(1);
 }
 
@@ -28,7 +28,7 @@ void ExecutorUnit::exec_later(caf::resumable* job) {
     return;
   }
   // (CAF took a reference for the scheduling: `job` outlives this item.)
-  Executor::shared().post([this, job] { run(job); });
+  Executor::shared().post([this, job] { run(job); }, group_);
 }
 
 void ExecutorUnit::run(caf::resumable* job) {

@@ -19,6 +19,10 @@
 #include <caf/mailbox_element.hpp>
 #include <caf/resumable.hpp>
 
+namespace conveyor {
+class ExecutorGroup; // pipeline/executor.hpp
+}
+
 namespace conveyor::actors {
 
 // Counts a node's executor-scheduled actors until each has finished its last resume (its
@@ -27,23 +31,28 @@ struct ExecutorActors {
   std::atomic<int> live{0};
 };
 
+// `group`: the actor's share of the Executor (its job's, shared with its pipeline's work).
 class ExecutorUnit final : public caf::execution_unit {
 public:
-  ExecutorUnit(caf::actor_system& sys, caf::resumable* owner, std::shared_ptr<ExecutorActors> count);
+  ExecutorUnit(caf::actor_system& sys, caf::resumable* owner, std::shared_ptr<ExecutorActors> count,
+               std::shared_ptr<ExecutorGroup> group);
   void exec_later(caf::resumable* job) override;
 
 private:
   void run(caf::resumable* job);
   caf::resumable* owner_;
   std::shared_ptr<ExecutorActors> count_;
+  std::shared_ptr<ExecutorGroup> group_;
 };
 
 template <class Base>
 class ExecutorScheduled : public Base {
 public:
   template <class... Ts>
-  ExecutorScheduled(caf::actor_config& cfg, std::shared_ptr<ExecutorActors> count, Ts&&... xs)
-      : Base(cfg, std::forward<Ts>(xs)...), unit_(this->home_system(), this, std::move(count)) {}
+  ExecutorScheduled(caf::actor_config& cfg, std::shared_ptr<ExecutorActors> count,
+                    std::shared_ptr<ExecutorGroup> group, Ts&&... xs)
+      : Base(cfg, std::forward<Ts>(xs)...),
+        unit_(this->home_system(), this, std::move(count), std::move(group)) {}
 
   void enqueue(caf::mailbox_element_ptr what, caf::execution_unit*) override {
     Base::enqueue(std::move(what), &unit_);

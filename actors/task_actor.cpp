@@ -17,6 +17,7 @@
 #include "actors/metrics.hpp"
 #include "actors/round_robin.hpp"
 #include "messages/all.hpp"
+#include "pipeline/executor.hpp"
 #include "pipeline/serialize.hpp"
 
 namespace conveyor::actors {
@@ -854,9 +855,12 @@ int task_actor_objects() { return task_actor_count.load(std::memory_order_relaxe
 
 msg::task_actor spawn_task(caf::local_actor* parent, TaskStart start,
                            const std::shared_ptr<ExecutorActors>& executor) {
-  if (executor)
-    return parent->spawn<TaskActor<ExecutorScheduled<task_base>>, caf::linked>(std::move(start),
-                                                                               executor);
+  if (executor) { // its job's share of the Executor: the actor's resumes and its pipeline's work
+    auto group = Executor::shared().make_group();
+    start.limits.executor_group = group;
+    return parent->spawn<TaskActor<ExecutorScheduled<task_base>>, caf::linked>(
+      std::move(start), executor, std::move(group));
+  }
   return parent->spawn<TaskActor<HomeScheduled<task_base>>, caf::linked>(std::move(start));
 }
 

@@ -35,6 +35,7 @@ Status TaskRunner::start(const Dataset& input, const FunctionRegistry* functions
   CONVEYOR_RETURN_IF_ERROR(dataset.validate(functions));
   ctx_.functions = functions ? functions : &FunctionRegistry::global();
   ctx_.paths = limits_.paths.get();
+  ctx_.executor_group = limits_.executor_group;
   if (limits_.memory_limit > 0) {
     budget_ = std::make_unique<MemoryBudget>(limits_.memory_limit);
     ctx_.memory = budget_.get();

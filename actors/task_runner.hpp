@@ -72,6 +72,9 @@ struct TaskLimits {
   // Bytes a task of a job read with the cross-trainer cache keeps for its trainers
   // (WorkerConfig::cross_trainer_cache_size_bytes; actors/cross_trainer_cache.hpp).
   int64_t cross_trainer_cache_bytes = int64_t{1} << 30;
+  // The job's share of the process's Executor that the pipeline's parallel maps and prefetches
+  // queue in (the task actor's own resumes too: actors/executor_scheduled.hpp); null = none.
+  std::shared_ptr<ExecutorGroup> executor_group;
 };
 
 // Static sharding: which shard of how many this task's worker reads (num_workers = 0: none).

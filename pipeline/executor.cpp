@@ -20,7 +20,7 @@ Executor& Executor::shared() {
 Executor::Executor(int threads, int max_threads)
     : base_(std::max(1, threads)), max_(max_threads > 0 ? std::max(max_threads, std::max(1, threads))
                                                         : std::max(64, 8 * std::max(1, threads))) {
-  posted_ = make_queue();
+  posted_ = make_group();
   std::lock_guard<std::mutex> lock(mu_);
   for (int i = 0; i < base_; ++i) {
     ++live_;
@@ -30,10 +30,14 @@ Executor::Executor(int threads, int max_threads)
 }
 
 Executor::~Executor() {
-  posted_.reset(); // drops what has not started, waits for what runs
+  std::vector<std::deque<std::function<void()>>> dropped; // posted items not started
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
+    for (auto& g : ready_) {
+      dropped.push_back(std::move(g->posted));
+      g->posted.clear();
+    }
   }
   wake_.notify_all();
   stalled_.notify_all();
@@ -44,9 +48,42 @@ Executor::~Executor() {
     t.join();
 }
 
-std::unique_ptr<WorkQueue> Executor::make_queue() { return std::make_unique<WorkQueue>(*this); }
+std::shared_ptr<ExecutorGroup> Executor::make_group() { return std::make_shared<ExecutorGroup>(); }
 
-void Executor::post(std::function<void()> item) { posted_->submit(std::move(item)); }
+std::unique_ptr<WorkQueue> Executor::make_queue(std::shared_ptr<ExecutorGroup> group) {
+  return std::make_unique<WorkQueue>(*this, group ? std::move(group) : make_group());
+}
+
+void Executor::make_ready_locked(const std::shared_ptr<ExecutorGroup>& group) {
+  if (group->in_ready)
+    return;
+  group->in_ready = true;
+  ready_.push_back(group);
+}
+
+void Executor::unready_if_idle_locked(ExecutorGroup* group) {
+  if (!group->in_ready || !group->ready.empty() || !group->posted.empty())
+    return;
+  group->in_ready = false;
+  ready_.erase(std::find_if(ready_.begin(), ready_.end(),
+                            [group](const std::shared_ptr<ExecutorGroup>& g) { return g.get() == group; }));
+}
+
+void Executor::post(std::function<void()> item, const std::shared_ptr<ExecutorGroup>& group) {
+  const auto& g = group ? group : posted_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    g->posted.push_back(std::move(item));
+    if (g->in_ready)
+      return; // (a thread comes to it in its turn)
+    make_ready_locked(g);
+    if (idle_ == 0) { // every thread busy: the supervisor watches for a stall
+      stalled_.notify_one();
+      return;
+    }
+  }
+  wake_.notify_one();
+}
 
 int Executor::threads() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -130,15 +167,32 @@ void Executor::work(bool extra) {
     }
     if (ready_.empty())
       continue;
-    WorkQueue* q = ready_.front();
+    // The next group's turn: a posted item or its next queue's item, alternately.
+    std::shared_ptr<ExecutorGroup> g = std::move(ready_.front());
     ready_.pop_front();
-    auto item = std::move(q->pending_.front());
-    q->pending_.pop_front();
-    if (q->pending_.empty())
-      q->in_ready_ = false;
+    std::function<void()> item;
+    WorkQueue* q = nullptr;
+    const bool posted = !g->posted.empty() && (g->posted_turn || g->ready.empty());
+    if (posted) {
+      item = std::move(g->posted.front());
+      g->posted.pop_front();
+    } else {
+      q = g->ready.front();
+      g->ready.pop_front();
+      item = std::move(q->pending_.front());
+      q->pending_.pop_front();
+      if (q->pending_.empty())
+        q->in_ready_ = false;
+      else
+        g->ready.push_back(q); // its next item waits for the group's other queues
+      ++q->running_;
+    }
+    g->posted_turn = !posted;
+    if (!g->posted.empty() || !g->ready.empty())
+      ready_.push_back(std::move(g)); // its next turn waits for the other groups'
     else
-      ready_.push_back(q); // its next item waits for the other queues' turns
-    ++q->running_;
+      g->in_ready = false;
+    g.reset(); // (may be the group's last reference: a posted item does not need it)
     ++started_;
     // submit() wakes a thread only when a queue becomes ready; more work behind this item
     // wakes the next thread here, so idle threads never sleep while work waits.
@@ -150,7 +204,7 @@ void Executor::work(bool extra) {
     item();
     item = nullptr; // what it captured goes before the queue may go
     lock.lock();
-    if (--q->running_ == 0)
+    if (q && --q->running_ == 0)
       q->idle_.notify_all(); // under the lock: `q` is alive until this returns
   }
 }
@@ -162,7 +216,10 @@ void WorkQueue::submit(std::function<void()> item) {
     if (in_ready_)
       return;
     in_ready_ = true;
-    ex_.ready_.push_back(this);
+    group_->ready.push_back(this);
+    if (group_->in_ready)
+      return; // (a thread comes to it in its group's turn)
+    ex_.make_ready_locked(group_);
     if (ex_.idle_ == 0) { // every thread busy: the supervisor watches for a stall
       ex_.stalled_.notify_one();
       return;
@@ -181,7 +238,8 @@ bool WorkQueue::run_one() {
     pending_.pop_front();
     if (pending_.empty() && in_ready_) {
       in_ready_ = false;
-      ex_.ready_.erase(std::find(ex_.ready_.begin(), ex_.ready_.end(), this));
+      group_->ready.erase(std::find(group_->ready.begin(), group_->ready.end(), this));
+      ex_.unready_if_idle_locked(group_.get());
     }
     ++running_;
     ++ex_.started_; // progress too (the supervisor's sign)
@@ -200,7 +258,8 @@ void WorkQueue::cancel_and_wait() {
   dropped.swap(pending_);
   if (in_ready_) {
     in_ready_ = false;
-    ex_.ready_.erase(std::find(ex_.ready_.begin(), ex_.ready_.end(), this));
+    group_->ready.erase(std::find(group_->ready.begin(), group_->ready.end(), this));
+    ex_.unready_if_idle_locked(group_.get());
   }
   idle_.wait(lock, [this] { return running_ == 0; });
 }

@@ -17,6 +17,12 @@
 // items keep the base count (a thread frees up within kStall), and so do long CPU-bound ones
 // (more threads would only share the same cores).
 //
+// Fairness is per job: every queue and posted item belongs to a group (ExecutorGroup: a task
+// makes one for its job, and its pipeline's maps and prefetches and its own actor use it). The
+// threads serve the groups with work in turn, and within a group its queues and posted items in
+// turn, so a job's share does not grow with its number of maps or parallel calls. A queue made
+// without a group is a group of its own.
+//
 // Waiting never deadlocks, and busy threads cannot starve an iterator: an iterator that needs
 // a result runs its own queue's oldest pending item on the waiting thread (`run_one`,
 // caller-runs) instead of waiting for a pool thread, and waits only for items already running.
@@ -39,6 +45,18 @@ namespace conveyor {
 
 class WorkQueue;
 
+// A job's share of an Executor (see above). Opaque; shared by the job's queues and its actor.
+class ExecutorGroup {
+private:
+  friend class Executor;
+  friend class WorkQueue;
+  // Guarded by the executor's mutex.
+  std::deque<WorkQueue*> ready;              // its queues with pending items, in turn
+  std::deque<std::function<void()>> posted;  // items posted to it, in order
+  bool in_ready = false;                     // listed in Executor::ready_
+  bool posted_turn = false;                  // its next turn goes to a posted item
+};
+
 class Executor {
 public:
   static constexpr std::chrono::milliseconds kStall{20};
@@ -55,10 +73,12 @@ public:
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
-  std::unique_ptr<WorkQueue> make_queue();
-  // Runs `item` on a pool thread, served in turn with the queues (posted items share one turn).
-  // It must not wait for later posted items.
-  void post(std::function<void()> item);
+  std::shared_ptr<ExecutorGroup> make_group();
+  // A queue in `group` (null: a group of its own).
+  std::unique_ptr<WorkQueue> make_queue(std::shared_ptr<ExecutorGroup> group = nullptr);
+  // Runs `item` on a pool thread, in `group`'s turn (null: a group shared by such posts). It
+  // must not wait for items posted after it.
+  void post(std::function<void()> item, const std::shared_ptr<ExecutorGroup>& group = nullptr);
   int threads() const; // running now: the base count plus those added while items blocked
   int base_threads() const { return base_; }
 
@@ -67,6 +87,8 @@ private:
   void work(bool extra);
   void supervise();
   void add_thread_locked();
+  void make_ready_locked(const std::shared_ptr<ExecutorGroup>& group);
+  void unready_if_idle_locked(ExecutorGroup* group); // takes it off ready_ when it has no work
   std::vector<std::chrono::nanoseconds> cpu_times_locked(); // of every thread, base then extras
 
   const int base_;
@@ -74,7 +96,7 @@ private:
   mutable std::mutex mu_;
   std::condition_variable wake_;
   std::condition_variable stalled_; // wakes the supervisor: items wait and no thread is idle
-  std::deque<WorkQueue*> ready_; // queues with pending items, served in turn
+  std::deque<std::shared_ptr<ExecutorGroup>> ready_; // groups with work, served in turn
   bool stopping_ = false;
   int live_ = 0;          // threads running work()
   int idle_ = 0;          // of which waiting for an item
@@ -83,14 +105,15 @@ private:
   std::vector<std::thread> extras_;                  // added while items blocked
   std::vector<std::thread::id> exited_;              // extras that left, to join
   std::thread supervisor_;
-  std::unique_ptr<WorkQueue> posted_;
+  std::shared_ptr<ExecutorGroup> posted_; // post() without a group
 };
 
 // One iterator's FIFO of work on an Executor. Not copyable; destroying it drops what has not
 // started and waits for what is running.
 class WorkQueue {
 public:
-  explicit WorkQueue(Executor& executor) : ex_(executor) {}
+  WorkQueue(Executor& executor, std::shared_ptr<ExecutorGroup> group)
+      : ex_(executor), group_(std::move(group)) {}
   ~WorkQueue() { cancel_and_wait(); }
   WorkQueue(const WorkQueue&) = delete;
   WorkQueue& operator=(const WorkQueue&) = delete;
@@ -105,6 +128,7 @@ public:
 private:
   friend class Executor;
   Executor& ex_;
+  const std::shared_ptr<ExecutorGroup> group_;
   // Guarded by ex_.mu_.
   std::deque<std::function<void()>> pending_;
   bool in_ready_ = false;

@@ -18,6 +18,7 @@ class FunctionRegistry;
 class SplitProvider;
 class PathPolicy;
 class MemoryBudget;
+class ExecutorGroup;
 
 struct IteratorContext {
   // Never null once make_iterator starts (defaults to FunctionRegistry::global()).
@@ -33,6 +34,9 @@ struct IteratorContext {
   // The job's memory budget (pipeline/memory_budget.hpp) that buffering ops (shuffle, batch,
   // prefetch, cache) charge; nullptr = unbounded. It outlives the iterators.
   MemoryBudget* memory = nullptr;
+  // The job's share of the process's executor (pipeline/executor.hpp) that parallel maps and
+  // prefetches queue their work in; null = each such op is a share of its own.
+  std::shared_ptr<ExecutorGroup> executor_group;
 };
 
 class Iterator {

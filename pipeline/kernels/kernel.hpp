@@ -58,6 +58,7 @@ struct KernelContext {
   SplitProvider* split_provider() const { return ctx.split_provider; }
   const PathPolicy* paths() const { return ctx.paths; }
   MemoryBudget* memory() const { return ctx.memory; }
+  const std::shared_ptr<ExecutorGroup>& executor_group() const { return ctx.executor_group; }
   // The context for a dataset a function returned (flat_map, interleave): same functions, no split
   // provider, and a fresh tree (each such dataset is new, as in tf.data).
   KernelContext for_inner_dataset() const;

@@ -33,6 +33,7 @@ KernelContext KernelContext::for_inner_dataset() const {
   inner.ctx.split_provider = nullptr;
   inner.ctx.paths = ctx.paths; // a function's dataset is confined like its parent
   inner.ctx.memory = ctx.memory; // and counts against the same budget
+  inner.ctx.executor_group = ctx.executor_group; // and the same share of the executor
   inner.tree = std::make_shared<TreeState>();
   return inner;
 }

@@ -47,8 +47,8 @@ private:
 class ParallelMapIterator : public Iterator {
 public:
   ParallelMapIterator(IteratorPtr input, MapFn fn, Params params, std::string name,
-                      int64_t parallelism, bool deterministic)
-      : input_(std::move(input)), fn_(std::make_shared<MapFn>(std::move(fn))),
+                      int64_t parallelism, bool deterministic, std::shared_ptr<ExecutorGroup> group)
+      : group_(std::move(group)), input_(std::move(input)), fn_(std::make_shared<MapFn>(std::move(fn))),
         params_(std::make_shared<Params>(std::move(params))), name_(std::move(name)),
         parallelism_(parallelism), deterministic_(deterministic),
         shared_(std::make_shared<Shared>()) {}
@@ -109,7 +109,7 @@ private:
 
   void submit(const std::shared_ptr<Slot>& slot, Element in) {
     if (!queue_)
-      queue_ = Executor::shared().make_queue();
+      queue_ = Executor::shared().make_queue(group_);
     queue_->submit([slot, in = std::move(in), fn = fn_, params = params_, shared = shared_,
                    name = name_]() {
       auto mapped = (*fn)(in, *params);
@@ -158,6 +158,7 @@ private:
     return nullptr;
   }
 
+  std::shared_ptr<ExecutorGroup> group_; // the job's share of the executor (null: its own)
   IteratorPtr input_;
   std::shared_ptr<const MapFn> fn_;
   std::shared_ptr<const Params> params_;
@@ -193,7 +194,8 @@ MakeResult make_map(const NodePtr& node, const KernelContext& kctx) {
   if (parallelism == 1)
     return IteratorPtr(std::make_unique<MapIterator>(std::move(*input), (*def)->map, std::move(params), ref.name));
   return IteratorPtr(std::make_unique<ParallelMapIterator>(std::move(*input), (*def)->map, std::move(params),
-                                                           ref.name, parallelism, node->bool_attr("deterministic")));
+                                                           ref.name, parallelism, node->bool_attr("deterministic"),
+                                                           kctx.executor_group()));
 }
 
 } // namespace conveyor::kernels

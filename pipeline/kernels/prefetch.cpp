@@ -28,9 +28,10 @@ constexpr int kSpinsBeforeSleep = 32;
 
 class PrefetchIterator : public Iterator {
 public:
-  PrefetchIterator(IteratorPtr input, int64_t capacity, MemoryBudget* budget)
+  PrefetchIterator(IteratorPtr input, int64_t capacity, MemoryBudget* budget,
+                   std::shared_ptr<ExecutorGroup> group)
       : input_(std::move(input)), capacity_(capacity), budget_(budget),
-        queue_(Executor::shared().make_queue()) {}
+        queue_(Executor::shared().make_queue(std::move(group))) {}
 
   ~PrefetchIterator() override {
     {
@@ -177,7 +178,8 @@ MakeResult make_prefetch(const NodePtr& node, const KernelContext& kctx) {
     return input.status();
   if (buffer_size == 0) // no buffer: nothing to prefetch
     return input;
-  return IteratorPtr(std::make_unique<PrefetchIterator>(std::move(*input), buffer_size, kctx.memory()));
+  return IteratorPtr(std::make_unique<PrefetchIterator>(std::move(*input), buffer_size, kctx.memory(),
+                                                        kctx.executor_group()));
 }
 
 } // namespace conveyor::kernels
