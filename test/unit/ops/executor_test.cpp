@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -21,53 +22,57 @@ using namespace conveyor;
 using conveyor::testing::Gate;
 using conveyor::testing::thread_count;
 
-TEST_CASE("executor: queues with work are served in turn, one item each") {
-  Executor ex(1, 1); // (one thread, never more: the order is one thread's)
+namespace {
+
+// Items that note their name, in the order they ran.
+struct RunOrder {
   std::mutex mu;
   std::vector<std::string> order;
   std::atomic<int> done{0};
-  Gate gate;
-  auto a = ex.make_queue();
-  auto b = ex.make_queue();
-  auto open_on_exit = gate.opener();
-  auto note = [&](std::string what) {
-    return [&, what] {
+  std::function<void()> note(std::string what) {
+    return [this, what] {
       std::lock_guard<std::mutex> lock(mu);
       order.push_back(what);
       ++done;
     };
-  };
+  }
+  // The order once `n` items ran (bounded wait).
+  std::vector<std::string> after(int n) {
+    for (int i = 0; i < 3000 && done < n; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    REQUIRE(done == n);
+    std::lock_guard<std::mutex> lock(mu);
+    return order;
+  }
+};
+
+} // namespace
+
+TEST_CASE("executor: queues with work are served in turn, one item each") {
+  Executor ex(1, 1); // (one thread, never more: the order is one thread's)
+  RunOrder run;
+  Gate gate;
+  auto a = ex.make_queue();
+  auto b = ex.make_queue();
+  auto open_on_exit = gate.opener();
   a->submit([&] { gate.wait(); });
   REQUIRE(gate.wait_for_waiters(1));
   for (auto what : {"a1", "a2", "a3"})
-    a->submit(note(what));
+    a->submit(run.note(what));
   for (auto what : {"b1", "b2"})
-    b->submit(note(what));
+    b->submit(run.note(what));
   gate.open();
-  for (int i = 0; i < 3000 && done < 5; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  REQUIRE(done == 5);
-  std::lock_guard<std::mutex> lock(mu);
-  CHECK(order == std::vector<std::string>{"a1", "b1", "a2", "b2", "a3"});
+  CHECK(run.after(5) == std::vector<std::string>{"a1", "b1", "a2", "b2", "a3"});
 }
 
 // Per-job fairness: a job with three queues (three parallel maps) gets the threads as often as a
 // job with one queue and a posted item (its task actor), not three times as often.
 TEST_CASE("executor: groups with work are served in turn, and within a group its queues and posts") {
   Executor ex(1, 1);
-  std::mutex mu;
-  std::vector<std::string> order;
-  std::atomic<int> done{0};
+  RunOrder run;
   Gate gate;
   auto blocker = ex.make_queue();
   auto open_on_exit = gate.opener();
-  auto note = [&](std::string what) {
-    return [&, what] {
-      std::lock_guard<std::mutex> lock(mu);
-      order.push_back(what);
-      ++done;
-    };
-  };
   blocker->submit([&] { gate.wait(); });
   REQUIRE(gate.wait_for_waiters(1));
   auto a = ex.make_group();
@@ -77,18 +82,15 @@ TEST_CASE("executor: groups with work are served in turn, and within a group its
     a_queues.push_back(ex.make_queue(a));
   for (int round = 1; round <= 2; ++round)
     for (int i = 1; i <= 3; ++i)
-      a_queues[static_cast<std::size_t>(i - 1)]->submit(note("a" + std::to_string(i) + "." + std::to_string(round)));
+      a_queues[static_cast<std::size_t>(i - 1)]->submit(
+        run.note("a" + std::to_string(i) + "." + std::to_string(round)));
   auto b_queue = ex.make_queue(b);
-  b_queue->submit(note("b1"));
-  b_queue->submit(note("b2"));
-  ex.post(note("b-posted"), b);
+  b_queue->submit(run.note("b1"));
+  b_queue->submit(run.note("b2"));
+  ex.post(run.note("b-posted"), b);
   gate.open();
-  for (int i = 0; i < 3000 && done < 9; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  REQUIRE(done == 9);
-  std::lock_guard<std::mutex> lock(mu);
-  CHECK(order == std::vector<std::string>{"a1.1", "b1", "a2.1", "b-posted", "a3.1", "b2", "a1.2",
-                                          "a2.2", "a3.2"});
+  CHECK(run.after(9) == std::vector<std::string>{"a1.1", "b1", "a2.1", "b-posted", "a3.1", "b2",
+                                                 "a1.2", "a2.2", "a3.2"});
 }
 
 TEST_CASE("executor: run_one runs the queue's oldest pending item on the calling thread") {
