@@ -116,12 +116,14 @@ std::vector<std::chrono::nanoseconds> Executor::cpu_times_locked() {
   return out;
 }
 
-// Adds a thread while items wait, no thread is idle, none started an item for kStall, and one of
-// them is blocked: it used almost no CPU in that time (a sleep, a lock, slow I/O). Threads that
-// compute (long CPU-bound items, or a machine busy with other work) get no company: more threads
-// would only share the same cores. Joins the extras that left.
+// Adds a thread while items wait, no thread is idle and none started an item for kStall, when
+// one of them is blocked (it used almost no CPU in that time: a sleep, a lock, slow I/O), or when
+// they all compute in items longer than kLongItems (a slow user function: without a thread more
+// it would hold the other jobs' work for as long as it runs; the cores are then shared, as a
+// thread per task shared them). Joins the extras that left.
 void Executor::supervise() {
   std::unique_lock<std::mutex> lock(mu_);
+  int stalled_windows = 0; // kStall windows in a row without an item started
   while (!stopping_) {
     stalled_.wait(lock, [this] { return stopping_ || (!ready_.empty() && idle_ == 0); });
     const uint64_t seen = started_;
@@ -137,15 +139,20 @@ void Executor::supervise() {
       }
     }
     exited_.clear();
-    if (ready_.empty() || idle_ != 0 || started_ != seen || live_ >= max_)
+    if (ready_.empty() || idle_ != 0 || started_ != seen || live_ >= max_) {
+      stalled_windows = 0;
       continue;
+    }
+    ++stalled_windows;
     // (An extra that left since `before` shifts the list: then this round adds nothing.)
     const auto after = cpu_times_locked();
     bool blocked = false;
     for (std::size_t i = 0; i < after.size() && after.size() == before.size(); ++i)
       blocked = blocked || after[i] - before[i] < kStall / 10;
-    if (blocked)
+    if (blocked || stalled_windows * kStall >= kLongItems) {
       add_thread_locked();
+      stalled_windows = 0;
+    }
   }
 }
 

@@ -10,12 +10,13 @@
 // pipeline steps included, is an item posted with `post`), so a node's pipeline work runs on
 // these threads whatever the number of jobs, tasks and maps.
 //
-// A blocked user function cannot starve the others: while items wait and no thread started one
-// for `kStall` (each is inside a long item), a supervisor adds a thread if one of them is blocked
-// (used under a tenth of a core meanwhile: a sleep, a slow file system, a deadlock in user code),
-// up to max_threads; a thread beyond the base count leaves after `kIdleExit` without work. Short
-// items keep the base count (a thread frees up within kStall), and so do long CPU-bound ones
-// (more threads would only share the same cores).
+// A blocked or slow user function cannot starve the others: while items wait and no thread
+// started one for `kStall` (each is inside a long item), a supervisor adds a thread if one of them
+// is blocked (used under a tenth of a core meanwhile: a sleep, a slow file system, a deadlock in
+// user code), or, when all compute, once none started for `kLongItems` (slow functions then share
+// the cores with the rest, as a thread per task did); up to max_threads. A thread beyond the base
+// count leaves after `kIdleExit` without work. Short items keep the base count (a thread frees up
+// within kStall), and so do CPU-bound ones shorter than kLongItems.
 //
 // Fairness is per job: every queue and posted item belongs to a group (ExecutorGroup: a task
 // makes one for its job, and its pipeline's maps and prefetches and its own actor use it). The
@@ -60,6 +61,7 @@ private:
 class Executor {
 public:
   static constexpr std::chrono::milliseconds kStall{20};
+  static constexpr std::chrono::milliseconds kLongItems{200};
   static constexpr std::chrono::milliseconds kIdleExit{2000};
 
   // The process's executor: max(2, hardware threads) threads (up to 8 times as many while
