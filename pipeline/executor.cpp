@@ -108,7 +108,7 @@ std::chrono::nanoseconds cpu_time(std::thread& t) {
 
 } // namespace
 
-std::vector<std::chrono::nanoseconds> Executor::cpu_times_locked() {
+std::vector<std::chrono::nanoseconds> Executor::cpu_times() {
   std::vector<std::chrono::nanoseconds> out;
   for (auto* list : {&threads_, &extras_})
     for (auto& t : *list)
@@ -127,7 +127,9 @@ void Executor::supervise() {
   while (!stopping_) {
     stalled_.wait(lock, [this] { return stopping_ || (!ready_.empty() && idle_ == 0); });
     const uint64_t seen = started_;
-    const auto before = cpu_times_locked();
+    lock.unlock(); // (the system calls need no lock: only this thread changes the thread lists)
+    const auto before = cpu_times();
+    lock.lock();
     stalled_.wait_for(lock, kStall, [this] { return stopping_; });
     if (stopping_)
       break;
@@ -145,7 +147,13 @@ void Executor::supervise() {
     }
     ++stalled_windows;
     // (An extra that left since `before` shifts the list: then this round adds nothing.)
-    const auto after = cpu_times_locked();
+    lock.unlock();
+    const auto after = cpu_times();
+    lock.lock();
+    if (ready_.empty() || idle_ != 0 || started_ != seen) { // (it moved meanwhile)
+      stalled_windows = 0;
+      continue;
+    }
     bool blocked = false;
     for (std::size_t i = 0; i < after.size() && after.size() == before.size(); ++i)
       blocked = blocked || after[i] - before[i] < kStall / 10;

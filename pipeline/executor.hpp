@@ -91,7 +91,9 @@ private:
   void add_thread_locked();
   void make_ready_locked(const std::shared_ptr<ExecutorGroup>& group);
   void unready_if_idle_locked(ExecutorGroup* group); // takes it off ready_ when it has no work
-  std::vector<std::chrono::nanoseconds> cpu_times_locked(); // of every thread, base then extras
+  // Of every thread, base then extras. Only the supervisor calls it (and it alone changes the
+  // thread lists while the executor runs), without the lock.
+  std::vector<std::chrono::nanoseconds> cpu_times();
 
   const int base_;
   const int max_;
