@@ -74,10 +74,7 @@ int bench_jobs(const std::vector<std::string>& args) {
 
   // The dispatcher is its own process (its RSS alone is measured), stopped however this ends.
   std::vector<ChildNode> children;
-  struct Stop {
-    std::vector<ChildNode>& nodes;
-    ~Stop() { stop_children(nodes, std::chrono::milliseconds{5000}); }
-  } stop{children};
+  StopChildrenOnExit stop{children};
   const auto log_dir = std::filesystem::temp_directory_path().string();
   auto child = start_child(self_executable(), "bench-jobs-dispatcher-" + std::to_string(::getpid()),
                            {"dispatcher", "--port", "0", "--host", "127.0.0.1"}, log_dir);

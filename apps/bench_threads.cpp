@@ -71,10 +71,7 @@ int bench_threads(const std::vector<std::string>& args) {
     return bad(invalid_argument("`--node-exe` " + node_exe + " is not a file"));
 
   std::vector<ChildNode> children;
-  struct Stop {
-    std::vector<ChildNode>& nodes;
-    ~Stop() { stop_children(nodes, std::chrono::milliseconds{5000}); }
-  } stop{children};
+  StopChildrenOnExit stop{children};
   const auto log_dir = std::filesystem::temp_directory_path().string();
   if (Status st = start_process_cluster(children, 1, "bench-threads-" + std::to_string(::getpid()) + "-",
                                         {}, {}, log_dir, node_exe);

@@ -50,6 +50,12 @@ Status wait_ready(ChildNode& node, const std::string& marker, std::chrono::milli
 // exited within `grace`; every node is reaped.
 void stop_children(std::vector<ChildNode>& nodes, std::chrono::milliseconds grace);
 
+// Stops the nodes (stop_children, 5 s grace) when it goes out of scope, however its scope ends.
+struct StopChildrenOnExit {
+  std::vector<ChildNode>& nodes;
+  ~StopChildrenOnExit() { stop_children(nodes, std::chrono::milliseconds{5000}); }
+};
+
 // A dispatcher and `workers` workers as children of this binary on 127.0.0.1 with free ports,
 // appended to `nodes` (the dispatcher first, roles PREFIX"dispatcher", PREFIX"worker-1", ...).
 // Returns once every worker says "worker: ready" (the dispatcher registered it), so a job that

@@ -5,9 +5,11 @@
 // while all of its threads are inside blocked items.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 
 #include "cluster_fixture.hpp"
 #include "conveyor/functions.hpp"
@@ -81,4 +83,66 @@ TEST_CASE("a blocked user function holds only its own task: other jobs on the wo
   // The blocked jobs finish too: the worker was never evicted while they blocked.
   for (auto& s : blocked)
     CHECK(sorted(ints(read_all(s))) == std::vector<int64_t>{0, 1});
+}
+
+namespace {
+
+std::atomic<int>& spins_started() {
+  static std::atomic<int> n{0};
+  return n;
+}
+
+// `test_spin_1s`: computes (spins on the clock) for a second, then returns its input.
+void register_spinning_map() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    FunctionDef d;
+    d.name = "test_spin_1s";
+    d.kind = FunctionKind::map;
+    d.doc = "test helper: spins for a second";
+    d.map = [](const Element& e, const Params&) -> Expected<Element> {
+      ++spins_started();
+      const auto until = std::chrono::steady_clock::now() + 1s;
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      return e;
+    };
+    Status st = FunctionRegistry::global().add(std::move(d));
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+  });
+}
+
+} // namespace
+
+// A slow function does not block, it computes: the Executor gives the other jobs a thread once no
+// item started for Executor::kLongItems. Without that, each slow task's turn (16 messages, each a
+// one-second element) held a pool thread for up to ~16 s before the unrelated job ran.
+TEST_CASE("a slow CPU-bound user function holds only its own task: other jobs on the worker are served") {
+  register_spinning_map();
+  TestCluster cluster{1};
+  auto client = cluster.client();
+  DistributeOptions off;
+  off.policy = ShardingPolicy::off;
+
+  const int kSlow = std::max(3, Executor::shared().base_threads() + 1);
+  const int before = spins_started().load();
+  std::vector<ElementStream> slow;
+  for (int i = 0; i < kSlow; ++i) {
+    auto s = client.distribute(Dataset::range(1000).map("test_spin_1s"), off);
+    REQUIRE_MESSAGE(s.ok(), s.status().to_string());
+    slow.push_back(std::move(*s));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (spins_started().load() - before < kSlow && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  REQUIRE_MESSAGE(spins_started().load() - before >= kSlow, "the slow jobs did not all start");
+
+  const auto start = std::chrono::steady_clock::now();
+  auto fast = client.distribute(Dataset::range(10), off);
+  REQUIRE_MESSAGE(fast.ok(), fast.status().to_string());
+  CHECK(ints(read_all(*fast)) == std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  INFO("the unrelated job took " << took.count() << " ms next to " << kSlow << " slow ones");
+  CHECK(took < 4s); // ~0.2 s here; 7-15 s without the kLongItems rule (2-core VM)
+  slow.clear(); // (their tasks stop after the element they compute)
 }
