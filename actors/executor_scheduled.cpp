@@ -19,6 +19,11 @@ ExecutorUnit::ExecutorUnit(caf::actor_system& sys, caf::resumable* owner,
   count_->live.fetch_add(1);
 }
 
+ExecutorUnit::~ExecutorUnit() {
+  if (count_)
+    count_->live.fetch_sub(1);
+}
+
 void ExecutorUnit::exec_later(caf::resumable* job) {
   if (job != owner_) { // an actor this one sent to: scheduled where it lives
     if (auto* actor = dynamic_cast<caf::scheduled_actor*>(job))
@@ -38,7 +43,7 @@ void ExecutorUnit::run(caf::resumable* job) {
       return;
     case caf::resumable::done: {
       // Terminated: the reference CAF took may be the last, and this unit goes with the actor.
-      auto count = count_;
+      auto count = std::move(count_);
       intrusive_ptr_release(job);
       count->live.fetch_sub(1);
       return;

@@ -36,12 +36,13 @@ class ExecutorUnit final : public caf::execution_unit {
 public:
   ExecutorUnit(caf::actor_system& sys, caf::resumable* owner, std::shared_ptr<ExecutorActors> count,
                std::shared_ptr<ExecutorGroup> group);
+  ~ExecutorUnit() override; // (an actor destroyed without a last resume leaves the count too)
   void exec_later(caf::resumable* job) override;
 
 private:
   void run(caf::resumable* job);
   caf::resumable* owner_;
-  std::shared_ptr<ExecutorActors> count_;
+  std::shared_ptr<ExecutorActors> count_; // null once this actor left the count
   std::shared_ptr<ExecutorGroup> group_;
 };
 
