@@ -103,6 +103,26 @@ namespace {
 
 uint32_t version_or_default(uint32_t v) { return v == 0 ? msg::kProtocolVersion : v; }
 
+// A node's file confinement (--allow-path): null when allow_all_paths (not confined).
+Expected<std::shared_ptr<const PathPolicy>> confinement(const std::vector<std::string>& roots,
+                                                        bool allow_all, const char* node) {
+  if (allow_all)
+    return std::shared_ptr<const PathPolicy>{};
+  return PathPolicy::make(roots, node);
+}
+
+// Logs what `what` may do with files under `paths` (`verb`: "read and write", "list").
+void log_confinement(const char* node, const PathPolicy* paths, const std::string& what,
+                     const std::string& verb) {
+  if (!paths)
+    log::warning(node, "file access is not confined (allow_all_paths)");
+  else if (paths->roots().empty())
+    log::info(node, what + " may not " + verb + " files (no --allow-path given)");
+  else
+    for (const auto& root : paths->roots())
+      log::info(node, what + " may " + verb + " files under " + root);
+}
+
 Status positive(std::chrono::milliseconds d, const char* name) {
   if (d.count() > 0)
     return Status::OK();
@@ -211,18 +231,11 @@ Status DispatchServer::start() {
     return invalid_argument("`range_split_size` must be positive, got " +
                             std::to_string(config_.range_split_size));
   actors::DispatcherStart start;
-  if (!config_.allow_all_paths) {
-    auto policy = PathPolicy::make(config_.allowed_paths, "dispatcher");
-    if (!policy.ok())
-      return policy.status();
-    start.paths = std::move(*policy);
-    if (start.paths->roots().empty())
-      log::info("dispatcher", "DYNAMIC file sources may not list files (no --allow-path given)");
-    for (const auto& root : start.paths->roots())
-      log::info("dispatcher", "DYNAMIC file sources may list files under " + root);
-  } else {
-    log::warning("dispatcher", "file listing is not confined (allow_all_paths)");
-  }
+  auto paths = confinement(config_.allowed_paths, config_.allow_all_paths, "dispatcher");
+  if (!paths.ok())
+    return paths.status();
+  start.paths = std::move(*paths);
+  log_confinement("dispatcher", start.paths.get(), "DYNAMIC file sources", "list");
   for (const auto& a : config_.worker_addresses) {
     auto addr = parse_address(a);
     if (!addr.ok())
@@ -375,13 +388,10 @@ Status WorkerServer::start() {
     CONVEYOR_RETURN_IF_ERROR(
       FunctionRegistry::global().load_plugin(plugin).with_context("loading plugin " + plugin));
 
-  std::shared_ptr<const PathPolicy> paths;
-  if (!config_.allow_all_paths) {
-    auto policy = PathPolicy::make(config_.allowed_paths);
-    if (!policy.ok())
-      return policy.status();
-    paths = std::move(*policy);
-  }
+  auto confined = confinement(config_.allowed_paths, config_.allow_all_paths, "worker");
+  if (!confined.ok())
+    return confined.status();
+  const std::shared_ptr<const PathPolicy> paths = std::move(*confined);
 
   auto ctx = std::make_shared<detail::WorkerContext>(config_.network);
   auto registered = std::make_shared<std::promise<Status>>();
@@ -443,13 +453,7 @@ Status WorkerServer::start() {
     log::info("worker", "metrics on http://" + HostPort{mhost, ctx->metrics->port()}.to_string() +
                           "/metrics");
   }
-  if (!paths)
-    log::warning("worker", "file access is not confined (allow_all_paths)");
-  else if (paths->roots().empty())
-    log::info("worker", "datasets may not read or write files (no --allow-path given)");
-  else
-    for (const auto& root : paths->roots())
-      log::info("worker", "datasets may read and write files under " + root);
+  log_confinement("worker", paths.get(), "datasets", "read and write");
   if (config_.in_process_reads) {
     if (actors::LocalWorkers::contains(ctx->advertised))
       return fail(Status(ErrorCode::already_exists, "a worker advertising " + ctx->advertised +

@@ -258,7 +258,9 @@ TEST_CASE("security: large elements travel the TLS bulk path, byte-exact - a pla
   }
   CHECK(got == 0); // closed, nothing served
   ::close(fd);
-}// A worker SIGKILLed while its TLS bulk channel (4 connections, each with its session actors)
+}
+
+// A worker SIGKILLed while its TLS bulk channel (4 connections, each with its session actors)
 // carries frames: every connection of the channel breaks, the consumer hears the loss once, its
 // DYNAMIC job hands the lost splits out again, and the read ends OK with every element exactly
 // once, byte-exact.
