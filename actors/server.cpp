@@ -111,7 +111,7 @@ Expected<std::shared_ptr<const PathPolicy>> confinement(const std::vector<std::s
   return PathPolicy::make(roots, node);
 }
 
-// Logs what `what` may do with files under `paths` (`verb`: "read and write", "list").
+// Logs what `what` may do with files under `paths` (`verb`: "read or write", "list").
 void log_confinement(const char* node, const PathPolicy* paths, const std::string& what,
                      const std::string& verb) {
   if (!paths)
@@ -453,7 +453,7 @@ Status WorkerServer::start() {
     log::info("worker", "metrics on http://" + HostPort{mhost, ctx->metrics->port()}.to_string() +
                           "/metrics");
   }
-  log_confinement("worker", paths.get(), "datasets", "read and write");
+  log_confinement("worker", paths.get(), "datasets", "read or write");
   if (config_.in_process_reads) {
     if (actors::LocalWorkers::contains(ctx->advertised))
       return fail(Status(ErrorCode::already_exists, "a worker advertising " + ctx->advertised +
