@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "actors/log.hpp"
+#include "pipeline/thread_name.hpp"
 
 namespace conveyor::actors {
 
@@ -106,6 +107,7 @@ namespace {
 
 // One connection: peer <-> CAF until either side closes, a bad frame, idleness or stop.
 void serve(std::shared_ptr<FrameGuard::Shared> sh, int client) {
+  name_this_thread("conveyor-guard");
   auto& stats = *sh->stats;
   int server = connect_loopback(sh->target_port);
   std::string why;
@@ -212,6 +214,7 @@ void serve(std::shared_ptr<FrameGuard::Shared> sh, int client) {
 }
 
 void accept_loop(std::shared_ptr<FrameGuard::Shared> sh) {
+  name_this_thread("conveyor-guard");
   auto& stats = *sh->stats;
   for (;;) {
     pollfd fds[2] = {{sh->listen_fd, POLLIN, 0}, {sh->wake[0], POLLIN, 0}};

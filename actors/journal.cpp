@@ -16,6 +16,7 @@
 
 #include "actors/log.hpp"
 #include "pipeline/tfrecord.hpp" // crc32c
+#include "pipeline/thread_name.hpp"
 
 namespace conveyor::actors {
 
@@ -573,6 +574,7 @@ uint64_t Journal::append(const msg::Update& update, Done on_durable) {
 }
 
 void Journal::writer_loop() {
+  name_this_thread("conveyor-jrnl");
   std::unique_lock<std::mutex> lock{mu_};
   for (;;) {
     wake_writer_.wait(lock, [this] { return stop_ || !pending_.empty(); });

@@ -6,8 +6,21 @@
 #include <algorithm>
 
 #include "pipeline/per_process.hpp"
+#include "pipeline/thread_name.hpp"
 
 namespace conveyor {
+
+namespace {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+           std::chrono::steady_clock::now().time_since_epoch())
+    .count();
+}
+
+constexpr int64_t kLeadNs = std::chrono::nanoseconds(Executor::kLead).count();
+
+} // namespace
 
 Executor& Executor::shared() {
   // Per process: a forked child (a PyTorch DataLoader worker) has none of the pool's threads.
@@ -58,7 +71,25 @@ void Executor::make_ready_locked(const std::shared_ptr<ExecutorGroup>& group) {
   if (group->in_ready)
     return;
   group->in_ready = true;
+  // Back after a time without work: at most kLead behind the others (no saved-up credit).
+  const int64_t now = now_ns();
+  const int64_t behind = least_served_ - kLeadNs - group->thread_time(now);
+  if (behind > 0)
+    group->used += behind;
   ready_.push_back(group);
+}
+
+std::shared_ptr<ExecutorGroup> Executor::take_next_group_locked(int64_t now) {
+  int64_t least = INT64_MAX;
+  for (const auto& g : ready_)
+    least = std::min(least, g->thread_time(now));
+  least_served_ = std::max(least_served_, least);
+  auto next = std::find_if(ready_.begin(), ready_.end(), [&](const std::shared_ptr<ExecutorGroup>& g) {
+    return g->thread_time(now) <= least + kLeadNs;
+  }); // (found: the least served one qualifies)
+  std::shared_ptr<ExecutorGroup> g = std::move(*next);
+  ready_.erase(next);
+  return g;
 }
 
 void Executor::unready_if_idle_locked(ExecutorGroup* group) {
@@ -122,6 +153,7 @@ std::vector<std::chrono::nanoseconds> Executor::cpu_times() {
 // it would hold the other jobs' work for as long as it runs; the cores are then shared, as a
 // thread per task shared them). Joins the extras that left.
 void Executor::supervise() {
+  name_this_thread("conveyor-watch");
   std::unique_lock<std::mutex> lock(mu_);
   int stalled_windows = 0; // kStall windows in a row without an item started
   while (!stopping_) {
@@ -165,6 +197,7 @@ void Executor::supervise() {
 }
 
 void Executor::work(bool extra) {
+  name_this_thread("conveyor-exec");
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     ++idle_;
@@ -183,8 +216,11 @@ void Executor::work(bool extra) {
     if (ready_.empty())
       continue;
     // The next group's turn: a posted item or its next queue's item, alternately.
-    std::shared_ptr<ExecutorGroup> g = std::move(ready_.front());
-    ready_.pop_front();
+    const int64_t start = now_ns();
+    std::shared_ptr<ExecutorGroup> g = take_next_group_locked(start);
+    std::shared_ptr<ExecutorGroup> charged = g; // holds a thread from now until the item returns
+    ++charged->running;
+    charged->started_sum += start;
     std::function<void()> item;
     WorkQueue* q = nullptr;
     const bool posted = !g->posted.empty() && (g->posted_turn || g->ready.empty());
@@ -207,7 +243,6 @@ void Executor::work(bool extra) {
       ready_.push_back(std::move(g)); // its next turn waits for the other groups'
     else
       g->in_ready = false;
-    g.reset(); // (may be the group's last reference: a posted item does not need it)
     ++started_;
     // submit() wakes a thread only when a queue becomes ready; more work behind this item
     // wakes the next thread here, so idle threads never sleep while work waits.
@@ -218,7 +253,12 @@ void Executor::work(bool extra) {
       (none_idle ? stalled_ : wake_).notify_one();
     item();
     item = nullptr; // what it captured goes before the queue may go
+    const int64_t end = now_ns();
     lock.lock();
+    charged->used += end - start;
+    --charged->running;
+    charged->started_sum -= start;
+    charged.reset(); // (may be the group's last reference: then it has no work left)
     if (q && --q->running_ == 0)
       q->idle_.notify_all(); // under the lock: `q` is alive until this returns
   }

@@ -18,11 +18,16 @@
 // count leaves after `kIdleExit` without work. Short items keep the base count (a thread frees up
 // within kStall), and so do CPU-bound ones shorter than kLongItems.
 //
-// Fairness is per job: every queue and posted item belongs to a group (ExecutorGroup: a task
-// makes one for its job, and its pipeline's maps and prefetches and its own actor use it). The
-// threads serve the groups with work in turn, and within a group its queues and posted items in
-// turn, so a job's share does not grow with its number of maps or parallel calls. A queue made
-// without a group is a group of its own.
+// Fairness is per job, in thread time: every queue and posted item belongs to a group
+// (ExecutorGroup: a task makes one for its job, and its pipeline's maps and prefetches and its own
+// actor use it). Each group counts the time its items have held a thread, running ones included.
+// The threads serve the groups with work in turn, skipping a group that is more than `kLead`
+// ahead of the least served one until the others catch up: a job whose elements take ten times
+// longer gets the same share of the threads, not ten times as much (in plain turns it did), and
+// one whose items block keeps being charged while they block. A group that had no work comes back
+// at most `kLead` behind the others (no credit saved up while idle). Within a group its queues and
+// posted items take turns, so a job's share does not grow with its number of maps or parallel
+// calls. A queue made without a group is a group of its own.
 //
 // Waiting never deadlocks, and busy threads cannot starve an iterator: an iterator that needs
 // a result runs its own queue's oldest pending item on the waiting thread (`run_one`,
@@ -56,6 +61,12 @@ private:
   std::deque<std::function<void()>> posted;  // items posted to it, in order
   bool in_ready = false;                     // listed in Executor::ready_
   bool posted_turn = false;                  // its next turn goes to a posted item
+  // Thread time (ns of the executor's clock): `used` by its finished items, plus `running` items
+  // that started at `started_sum` in total; thread_time() adds what the running ones hold so far.
+  int64_t used = 0;
+  int64_t running = 0;
+  int64_t started_sum = 0;
+  int64_t thread_time(int64_t now) const { return used + running * now - started_sum; }
 };
 
 class Executor {
@@ -63,6 +74,9 @@ public:
   static constexpr std::chrono::milliseconds kStall{20};
   static constexpr std::chrono::milliseconds kLongItems{200};
   static constexpr std::chrono::milliseconds kIdleExit{2000};
+  // How far a group's thread time may run ahead of the least served group's (see above). Within
+  // it groups take plain turns, so items of a few microseconds alternate as before.
+  static constexpr std::chrono::milliseconds kLead{5};
 
   // The process's executor: max(2, hardware threads) threads (up to 8 times as many while
   // items block), started on first use and never stopped (iterators may be destroyed during
@@ -90,6 +104,8 @@ private:
   void supervise();
   void add_thread_locked();
   void make_ready_locked(const std::shared_ptr<ExecutorGroup>& group);
+  // Takes the next group to serve off ready_: the first in turn within kLead of the least served.
+  std::shared_ptr<ExecutorGroup> take_next_group_locked(int64_t now);
   void unready_if_idle_locked(ExecutorGroup* group); // takes it off ready_ when it has no work
   // Of every thread, base then extras. Only the supervisor calls it (and it alone changes the
   // thread lists while the executor runs), without the lock.
@@ -105,6 +121,7 @@ private:
   int live_ = 0;          // threads running work()
   int idle_ = 0;          // of which waiting for an item
   uint64_t started_ = 0;  // items started so far (the supervisor's sign of progress)
+  int64_t least_served_ = 0; // the least thread time of a group with work, when last looked (ns)
   std::vector<std::thread> threads_;                 // the base threads
   std::vector<std::thread> extras_;                  // added while items blocked
   std::vector<std::thread::id> exited_;              // extras that left, to join
@@ -124,7 +141,8 @@ public:
 
   void submit(std::function<void()> item);
   // Runs this queue's oldest pending item on the calling thread; false when none is pending
-  // (all submitted items are running or done).
+  // (all submitted items are running or done). Not charged to the group's thread time: the
+  // caller is inside an item of its own (a task's step waiting for its map) that already is.
   bool run_one();
   // Drops the pending items and waits until the running ones returned.
   void cancel_and_wait();

@@ -93,6 +93,47 @@ TEST_CASE("executor: groups with work are served in turn, and within a group its
                                                  "a1.2", "a2.2", "a3.2"});
 }
 
+// Fairness in thread time, not in turns: a job whose items take ten times longer does not get
+// ten times the threads. One thread; each group keeps a backlog (an item posts its successor)
+// until the deadline, and notes the time its items held the thread.
+TEST_CASE("executor: groups get equal thread time whatever the length of their items") {
+  Executor ex(1, 1);
+  using clock = std::chrono::steady_clock;
+  const auto deadline = clock::now() + std::chrono::milliseconds(600);
+  struct Group {
+    std::shared_ptr<ExecutorGroup> group;
+    std::chrono::microseconds item;
+    std::atomic<int64_t> held_us{0};
+    std::atomic<int> items{0};
+    std::atomic<bool> done{false};
+  };
+  Group slow{ex.make_group(), std::chrono::microseconds(4000)};
+  Group quick{ex.make_group(), std::chrono::microseconds(400)};
+  std::function<void(Group&)> run = [&](Group& g) {
+    const auto start = clock::now();
+    while (clock::now() < start + g.item) {
+    }
+    g.held_us += std::chrono::duration_cast<std::chrono::microseconds>(clock::now() - start).count();
+    ++g.items;
+    if (clock::now() < deadline)
+      ex.post([&] { run(g); }, g.group);
+    else
+      g.done = true;
+  };
+  for (Group* g : {&slow, &quick})
+    ex.post([&run, g] { run(*g); }, g->group);
+  for (int i = 0; i < 1000 && !(slow.done && quick.done); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(slow.done);
+  REQUIRE(quick.done);
+  const double share = static_cast<double>(quick.held_us) / static_cast<double>(slow.held_us + quick.held_us);
+  INFO("quick items: " << quick.items.load() << " (" << quick.held_us / 1000 << " ms), slow items: "
+                       << slow.items.load() << " (" << slow.held_us / 1000 << " ms)");
+  // In plain turns the quick group got 400 / 4400 = 9%.
+  CHECK(share > 0.35);
+  CHECK(share < 0.65);
+}
+
 TEST_CASE("executor: run_one runs the queue's oldest pending item on the calling thread") {
   Executor ex(1, 1); // (no thread added while the one is blocked)
   Gate gate;
