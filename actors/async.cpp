@@ -20,8 +20,12 @@ public:
 
   void attach(const msg::stream_actor& stream) override { stream_ = stream; }
 
-  void push(std::vector<Element>&& elements, const msg::stream_stats&) override {
-    caf::anon_send(sink_, msg::stream_batch{std::move(elements), false, Status::OK(), stream_});
+  Status push(actors::ReadyElements&& ready, const msg::stream_stats&) override {
+    std::vector<Element> elements;
+    Status decoded = ready.take(elements); // (on the consumer actor's thread)
+    if (!elements.empty())
+      caf::anon_send(sink_, msg::stream_batch{std::move(elements), false, Status::OK(), stream_});
+    return decoded;
   }
 
   void finish(Status status) override {

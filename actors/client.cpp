@@ -93,8 +93,17 @@ Status ElementStream::next(Element& out, bool& end_of_sequence, std::chrono::mil
     }
     c.flush_acks();
     Status status;
-    switch (c.sink->take_all(c.local, timeout, status)) {
+    actors::ReadyElements taken;
+    switch (c.sink->take_all(taken, timeout, status)) {
     case actors::QueueSink::Wait::elements:
+      // Decoded here, on the reader's thread (actors/ready_elements.hpp).
+      status = taken.take(c.local);
+      if (!status.ok()) {
+        c.ended = true;
+        c.final_status = status;
+        if (c.local.empty())
+          return status; // (otherwise after the elements before the bad batch)
+      }
       break;
     case actors::QueueSink::Wait::end:
       c.ended = true;

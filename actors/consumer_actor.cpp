@@ -523,15 +523,13 @@ void request_batch(self_ptr self, const ConsumerCore::Request& r) {
         if (batch.bulk_frames > 0 && channel != 0 &&
             st.workers[worker].bulk == WorkerLink::Bulk::lost)
           self->delayed_send(self, kBulkLossGrace, msg::bulk_lost_atom_v, channel);
-        std::vector<Element> elements;
+        ReadyElements elements;
         Status s = st.core.on_reply(r, std::move(batch), elements);
+        if (s.ok() && !elements.empty())
+          s = st.start.sink->push(std::move(elements), push_stats(self, r.task));
         if (!s.ok()) {
           finish(self, s);
           return;
-        }
-        if (!elements.empty()) {
-          auto stats = push_stats(self, r.task);
-          st.start.sink->push(std::move(elements), stats);
         }
         pump(self);
         note_wait(self);
@@ -568,8 +566,10 @@ void deliver_rounds(self_ptr self, msg::task_id_t task) {
   if (ready.empty())
     return;
   st.round_elements += static_cast<int64_t>(ready.size());
-  auto stats = push_stats(self, task);
-  st.start.sink->push(std::move(ready), stats);
+  ReadyElements elements;
+  elements.add(std::move(ready));
+  if (auto s = st.start.sink->push(std::move(elements), push_stats(self, task)); !s.ok())
+    finish(self, s);
 }
 
 // Coordinated reads: one request per task for this consumer's planned local rounds.
@@ -656,6 +656,8 @@ void pump(self_ptr self) {
     // Rounds a lost task will never serve are skipped (RoundRobinPlanner::plan): past them
     // before and after planning, since no reply may come to move on.
     deliver_rounds(self, 0);
+    if (st.done) // (a sink that failed)
+      return;
     for (const auto& r : st.planner->next_requests(
            ready, st.start.limits.max_elements_per_request,
            static_cast<int64_t>(st.start.limits.max_bytes_per_request)))
@@ -990,16 +992,14 @@ consumer_full_actor::behavior_type consumer_impl(self_ptr self) {
       const char* data = nullptr;
       StorageOwner buf = pooled_storage(std::move(frame), &data);
       std::string_view view{data + bulk::kFrameHeaderBytes, size - bulk::kFrameHeaderBytes};
-      std::vector<Element> elements;
+      ReadyElements elements;
       Status s = st.core.on_frame(h.task, h.batch_seq, h.index, h.count, std::move(buf), view,
                                   elements);
+      if (s.ok() && !elements.empty())
+        s = st.start.sink->push(std::move(elements), push_stats(self, h.task));
       if (!s.ok()) {
         finish(self, s);
         return;
-      }
-      if (!elements.empty()) {
-        auto stats = push_stats(self, h.task);
-        st.start.sink->push(std::move(elements), stats);
       }
       pump(self);
       note_wait(self);
@@ -1016,15 +1016,13 @@ consumer_full_actor::behavior_type consumer_impl(self_ptr self) {
       const char* data = nullptr;
       StorageOwner buf = pooled_storage(std::move(bytes), &data);
       std::string_view view{data, size};
-      std::vector<Element> elements;
+      ReadyElements elements;
       Status s = st.core.on_frame(task, batch_seq, index, count, std::move(buf), view, elements);
+      if (s.ok() && !elements.empty())
+        s = st.start.sink->push(std::move(elements), push_stats(self, task));
       if (!s.ok()) {
         finish(self, s);
         return;
-      }
-      if (!elements.empty()) {
-        auto stats = push_stats(self, task);
-        st.start.sink->push(std::move(elements), stats);
       }
       pump(self);
       note_wait(self);

@@ -253,61 +253,86 @@ void ConsumerCore::on_request_failed(const Request& request) {
       t->second.reconnected = true;
 }
 
-Status ConsumerCore::deliver(TaskSlot& slot, std::string_view payload, uint32_t num_elements,
-                             const std::vector<msg::origin_run>& origins,
-                             std::vector<Element>& out, StorageOwner owner) {
-  std::size_t before = out.size();
-  Status st = owner ? decode_batch(std::move(owner), payload, out) : decode_batch(payload, out);
-  if (!st.ok())
-    return st.with_context("decoding a batch from worker " + slot.worker_address);
-  std::size_t n = out.size() - before;
-  if (n != num_elements) {
-    out.resize(before);
-    return data_loss("a batch from worker " + slot.worker_address + " announced " +
-                     std::to_string(num_elements) + " elements but held " + std::to_string(n));
-  }
-  if (n == 0)
-    return Status::OK();
-  if (!origins.empty()) { // drop what we already have of a re-issued split
-    uint64_t total = 0;
-    for (const auto& r : origins)
-      total += r.count;
-    if (total != n) {
-      out.resize(before);
-      return data_loss("a batch from worker " + slot.worker_address + " tagged " +
-                       std::to_string(total) + " element origins for " + std::to_string(n) +
-                       " elements");
+Expected<std::vector<bool>> ConsumerCore::keep_unseen(const TaskSlot& slot,
+                                                      const std::vector<msg::origin_run>& origins,
+                                                      uint32_t count) {
+  std::vector<bool> keep;
+  if (origins.empty())
+    return keep;
+  uint64_t total = 0;
+  for (const auto& r : origins)
+    total += r.count;
+  if (total != count)
+    return data_loss("a batch from worker " + slot.worker_address + " tagged " +
+                     std::to_string(total) + " element origins for " + std::to_string(count) +
+                     " elements");
+  keep.reserve(count);
+  for (const auto& r : origins) {
+    auto& seen = seen_[{r.epoch, r.index}];
+    for (uint32_t k = 0; k < r.count; ++k) {
+      const bool fresh = seen.insert(r.first_seq + k);
+      keep.push_back(fresh);
+      if (!fresh)
+        ++duplicates_;
     }
-    std::size_t w = before;
-    std::size_t i = before;
-    for (const auto& r : origins) {
-      auto& seen = seen_[{r.epoch, r.index}];
-      for (uint32_t k = 0; k < r.count; ++k, ++i) {
-        if (seen.insert(r.first_seq + k)) {
-          if (w != i)
-            out[w] = std::move(out[i]);
-          ++w;
-        } else {
-          ++duplicates_;
-        }
-      }
-    }
-    out.resize(w);
-    n = w - before;
-    if (n == 0)
-      return Status::OK();
   }
-  auto bytes = static_cast<int64_t>(payload.size());
+  return keep;
+}
+
+void ConsumerCore::count_delivered(TaskSlot& slot, std::size_t bytes, std::size_t n) {
   elements_ += static_cast<int64_t>(n);
   per_worker_[slot.worker_address] += static_cast<int64_t>(n);
   unacked_elements_ += static_cast<int64_t>(n);
-  unacked_bytes_ += bytes;
-  unacked_batches_.emplace_back(static_cast<int64_t>(n), static_cast<double>(bytes) / n);
+  unacked_bytes_ += static_cast<int64_t>(bytes);
+  unacked_batches_.emplace_back(static_cast<int64_t>(n), static_cast<double>(bytes) / static_cast<double>(n));
+}
+
+Status ConsumerCore::deliver(TaskSlot& slot, std::string payload, uint32_t num_elements,
+                             const std::vector<msg::origin_run>& origins, ReadyElements& out) {
+  if (num_elements == 0) { // nothing to hand on, but a buffer that holds elements is an error
+    std::vector<Element> held;
+    Status st = decode_batch(payload, held);
+    if (!st.ok())
+      return st.with_context("decoding a batch from worker " + slot.worker_address);
+    if (!held.empty())
+      return data_loss("a batch from worker " + slot.worker_address +
+                       " announced 0 elements but held " + std::to_string(held.size()));
+    return Status::OK();
+  }
+  auto keep = keep_unseen(slot, origins, num_elements);
+  if (!keep.ok())
+    return keep.status();
+  const std::size_t n =
+    keep->empty() ? num_elements : static_cast<std::size_t>(std::count(keep->begin(), keep->end(), true));
+  if (n == 0)
+    return Status::OK();
+  count_delivered(slot, payload.size(), n);
+  // Decoded by the reader (actors/ready_elements.hpp), which also checks the announced count.
+  out.add_encoded(std::move(payload), num_elements, std::move(*keep), "worker " + slot.worker_address);
+  return Status::OK();
+}
+
+Status ConsumerCore::deliver_frame(TaskSlot& slot, StorageOwner owner, std::string_view frame,
+                                   const std::vector<msg::origin_run>& origin, ReadyElements& out) {
+  std::vector<Element> decoded;
+  Status st = decode_batch(std::move(owner), frame, decoded);
+  if (!st.ok())
+    return st.with_context("decoding a batch from worker " + slot.worker_address);
+  if (decoded.size() != 1)
+    return data_loss("a bulk frame from worker " + slot.worker_address + " held " +
+                     std::to_string(decoded.size()) + " elements instead of one");
+  auto keep = keep_unseen(slot, origin, 1);
+  if (!keep.ok())
+    return keep.status();
+  if (!keep->empty() && !(*keep)[0])
+    return Status::OK();
+  count_delivered(slot, frame.size(), 1);
+  out.add(std::move(decoded[0]));
   return Status::OK();
 }
 
 Status ConsumerCore::on_reply(const Request& request, msg::element_batch batch,
-                              std::vector<Element>& out) {
+                              ReadyElements& out) {
   if (!release(request))
     return Status::OK(); // its task was lost meanwhile
   auto t = tasks_.find(request.task);
@@ -337,7 +362,8 @@ Status ConsumerCore::on_reply(const Request& request, msg::element_batch batch,
     reserved_elements_ += b.count; // held until its frames are in
     CONVEYOR_RETURN_IF_ERROR(complete_bulk_in_order(slot, out));
   } else if (batch.num_chunks == 1) {
-    CONVEYOR_RETURN_IF_ERROR(deliver(slot, batch.payload, batch.num_elements, batch.origins, out));
+    CONVEYOR_RETURN_IF_ERROR(
+      deliver(slot, std::move(batch.payload), batch.num_elements, batch.origins, out));
   } else if (batch.num_chunks > 1) {
     if (batch.chunk_index >= batch.num_chunks)
       return data_loss("worker " + slot.worker_address + " sent chunk " +
@@ -363,7 +389,7 @@ Status ConsumerCore::on_reply(const Request& request, msg::element_batch batch,
       uint32_t n = p.num_elements;
       auto origins = std::move(p.origins);
       slot.partials.erase(it);
-      CONVEYOR_RETURN_IF_ERROR(deliver(slot, whole, n, origins, out));
+      CONVEYOR_RETURN_IF_ERROR(deliver(slot, std::move(whole), n, origins, out));
     }
   }
   if (batch.end_of_sequence)
@@ -382,7 +408,7 @@ bool ConsumerCore::bulk(msg::task_id_t task) const {
 }
 
 Status ConsumerCore::on_frame(msg::task_id_t task, uint64_t batch_seq, uint32_t index, uint32_t count,
-                              StorageOwner owner, std::string_view frame, std::vector<Element>& out) {
+                              StorageOwner owner, std::string_view frame, ReadyElements& out) {
   auto t = tasks_.find(task);
   if (t == tasks_.end())
     return Status::OK(); // a lost task's late frame
@@ -404,7 +430,7 @@ Status ConsumerCore::on_frame(msg::task_id_t task, uint64_t batch_seq, uint32_t 
   return Status::OK();
 }
 
-Status ConsumerCore::complete_bulk_in_order(TaskSlot& slot, std::vector<Element>& out) {
+Status ConsumerCore::complete_bulk_in_order(TaskSlot& slot, ReadyElements& out) {
   // A batch whose frames are all in waits for the announced batches before it: a channel's frames
   // are spread over several connections (actors/bulk_frame.hpp), so a later batch's frames can
   // overtake an earlier one's, and a task's elements keep their order. Replies arrive in batch
@@ -425,7 +451,7 @@ Status ConsumerCore::complete_bulk_in_order(TaskSlot& slot, std::vector<Element>
   return Status::OK();
 }
 
-Status ConsumerCore::complete_bulk(TaskSlot& slot, uint64_t batch_seq, std::vector<Element>& out) {
+Status ConsumerCore::complete_bulk(TaskSlot& slot, uint64_t batch_seq, ReadyElements& out) {
   auto it = slot.bulk_batches.find(batch_seq);
   auto frames = std::move(it->second.frames);
   auto runs = std::move(it->second.origins);
@@ -452,7 +478,7 @@ Status ConsumerCore::complete_bulk(TaskSlot& slot, uint64_t batch_seq, std::vect
       one.push_back(msg::origin_run{runs[run].epoch, runs[run].index, runs[run].first_seq + k, 1});
       ++k;
     }
-    CONVEYOR_RETURN_IF_ERROR(deliver(slot, bytes, 1, one, out, std::move(owner)));
+    CONVEYOR_RETURN_IF_ERROR(deliver_frame(slot, std::move(owner), bytes, one, out));
   }
   return Status::OK();
 }

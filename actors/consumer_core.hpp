@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "messages/job_consumer.hpp"
+#include "actors/ready_elements.hpp"
 #include "messages/worker_consumer.hpp"
 #include "pipeline/element.hpp"
 #include "pipeline/status.hpp"
@@ -99,18 +100,19 @@ public:
   // The requests to send now (each already reserved).
   std::vector<Request> next_requests();
 
-  // A reply to `request`. Decoded elements (of every batch this reply completed) are appended
-  // to `out`. A decode failure is data_loss (final).
-  Status on_reply(const Request& request, msg::element_batch batch, std::vector<Element>& out);
+  // A reply to `request`. The elements of every batch this reply completed are appended to
+  // `out`, still encoded (the reader decodes them: a corrupt batch is data_loss there).
+  Status on_reply(const Request& request, msg::element_batch batch, ReadyElements& out);
   // --- the bulk path (actors/bulk.hpp)
   // Requests to `task` go on an open bulk channel (true) or get inline payloads (false).
   void set_bulk(msg::task_id_t task, bool on);
   bool bulk(msg::task_id_t task) const;
   // Frame `index` of `count` of (task, batch_seq); `frame` (which `owner` keeps alive) is the
   // element's encoding and becomes its storage. Completed batches are decoded into `out` in
-  // order. A frame may arrive before or after the reply that announces it.
+  // order (a frame decodes into a view of itself: no allocation per element to defer). A frame
+  // may arrive before or after the reply that announces it.
   Status on_frame(msg::task_id_t task, uint64_t batch_seq, uint32_t index, uint32_t count,
-                  StorageOwner owner, std::string_view frame, std::vector<Element>& out);
+                  StorageOwner owner, std::string_view frame, ReadyElements& out);
   // The bulk channel of these tasks broke: batches announced or partly received on it are
   // lost. OFF: data_loss (never silent). DYNAMIC: OK — they were never acknowledged, so the
   // tasks are told `reconnected` and their splits are read again. With nothing in flight it is
@@ -182,12 +184,22 @@ private:
   bool release(const Request& request);
   // Releases the reservations of every request in flight to `task` and of its partial batches.
   void release_task_requests(msg::task_id_t task, const TaskSlot& slot);
-  Status deliver(TaskSlot& slot, std::string_view payload, uint32_t num_elements,
-                 const std::vector<msg::origin_run>& origins, std::vector<Element>& out,
-                 StorageOwner owner = nullptr);
-  Status complete_bulk(TaskSlot& slot, uint64_t batch_seq, std::vector<Element>& out);
+  // An inline batch buffer holding `num_elements`: handed on encoded (less those of re-issued
+  // splits already received).
+  Status deliver(TaskSlot& slot, std::string payload, uint32_t num_elements,
+                 const std::vector<msg::origin_run>& origins, ReadyElements& out);
+  // One bulk frame (one element), decoded as a view of the frame.
+  Status deliver_frame(TaskSlot& slot, StorageOwner owner, std::string_view frame,
+                       const std::vector<msg::origin_run>& origin, ReadyElements& out);
+  // Which of `count` elements with these origins are new (DYNAMIC: a re-issued split repeats
+  // some); marks them received. Empty: all (no origins). data_loss when the origins tag another
+  // number of elements.
+  Expected<std::vector<bool>> keep_unseen(const TaskSlot& slot,
+                                          const std::vector<msg::origin_run>& origins, uint32_t count);
+  void count_delivered(TaskSlot& slot, std::size_t bytes, std::size_t n);
+  Status complete_bulk(TaskSlot& slot, uint64_t batch_seq, ReadyElements& out);
   // Completes the task's announced bulk batches whose frames are all in, in batch order.
-  Status complete_bulk_in_order(TaskSlot& slot, std::vector<Element>& out);
+  Status complete_bulk_in_order(TaskSlot& slot, ReadyElements& out);
   // Which (split, sequence) were received: a contiguous prefix plus the ones beyond it.
   struct Seen {
     int64_t prefix = 0;

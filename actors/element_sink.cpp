@@ -22,14 +22,14 @@ Status QueueSink::wait_joined(std::chrono::milliseconds timeout, msg::job_id_t& 
   return final_;
 }
 
-void QueueSink::push(std::vector<Element>&& elements, const msg::stream_stats& stats) {
+Status QueueSink::push(ReadyElements&& elements, const msg::stream_stats& stats) {
   {
     std::lock_guard<std::mutex> guard{mu_};
-    for (auto& e : elements)
-      queue_.push_back(std::move(e));
+    queue_.append(std::move(elements));
     stats_ = stats;
   }
   cv_.notify_all();
+  return Status::OK();
 }
 
 void QueueSink::finish(Status status) {
@@ -43,17 +43,13 @@ void QueueSink::finish(Status status) {
   cv_.notify_all();
 }
 
-QueueSink::Wait QueueSink::take_all(std::deque<Element>& out, std::chrono::milliseconds timeout,
+QueueSink::Wait QueueSink::take_all(ReadyElements& out, std::chrono::milliseconds timeout,
                                     Status& status) {
   std::unique_lock<std::mutex> lock{mu_};
   cv_.wait_for(lock, timeout, [this] { return !queue_.empty() || finished_; });
   if (!queue_.empty()) {
-    if (out.empty())
-      out.swap(queue_);
-    else
-      for (auto& e : queue_)
-        out.push_back(std::move(e));
-    queue_.clear();
+    out.append(std::move(queue_));
+    queue_ = ReadyElements{};
     return Wait::elements;
   }
   if (finished_) {

@@ -1,6 +1,8 @@
 // Where a consumer actor delivers elements: the blocking ElementStream's queue (QueueSink) or a
 // user's sink actor (conveyor/async.hpp). The consumer calls push() for every batch and finish()
-// exactly once; the sink's reader returns credits to the consumer with (ack_atom, n).
+// exactly once; the sink's reader returns credits to the consumer with (ack_atom, n). Inline
+// batches reach the sink still encoded (actors/ready_elements.hpp): the blocking reader decodes
+// them on its own thread, other sinks when they take them.
 #pragma once
 
 #include <chrono>
@@ -10,6 +12,7 @@
 #include <optional>
 #include <vector>
 
+#include "actors/ready_elements.hpp"
 #include "messages/consumer_api.hpp"
 #include "messages/protocol.hpp"
 #include "pipeline/element.hpp"
@@ -24,7 +27,8 @@ public:
   virtual void attach(const msg::stream_actor&) {}
   // The consumer joined job `job` (before any element of it is pushed).
   virtual void joined(msg::job_id_t) {}
-  virtual void push(std::vector<Element>&& elements, const msg::stream_stats& stats) = 0;
+  // An error (a batch that does not decode) ends the stream with it.
+  virtual Status push(ReadyElements&& elements, const msg::stream_stats& stats) = 0;
   // OK = end of sequence; otherwise the error that ended the stream.
   virtual void finish(Status status) = 0;
 };
@@ -33,7 +37,7 @@ public:
 class QueueSink : public ElementSink {
 public:
   void joined(msg::job_id_t job) override;
-  void push(std::vector<Element>&& elements, const msg::stream_stats& stats) override;
+  Status push(ReadyElements&& elements, const msg::stream_stats& stats) override; // never decodes
   void finish(Status status) override;
 
   // Waits up to `timeout` until the consumer joined its job or the stream ended. OK: joined
@@ -42,15 +46,15 @@ public:
   Status wait_joined(std::chrono::milliseconds timeout, msg::job_id_t& job);
 
   enum class Wait { elements, end, error, timeout };
-  // Moves every queued element to `out` (waiting up to `timeout` for one). `error` fills
-  // `status`.
-  Wait take_all(std::deque<Element>& out, std::chrono::milliseconds timeout, Status& status);
+  // Moves every queued element to `out` (waiting up to `timeout` for one), for the reader to
+  // decode. `error` fills `status`.
+  Wait take_all(ReadyElements& out, std::chrono::milliseconds timeout, Status& status);
   msg::stream_stats stats() const;
 
 private:
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Element> queue_;
+  ReadyElements queue_;
   bool finished_ = false;
   std::optional<msg::job_id_t> job_;
   Status final_;

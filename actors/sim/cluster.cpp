@@ -68,7 +68,7 @@ class ClusterRun;
 class RecordingSink : public actors::ElementSink {
 public:
   RecordingSink(ClusterRun& run, int index) : run_(run), index_(index) {}
-  void push(std::vector<Element>&& elements, const msg::stream_stats& stats) override;
+  Status push(actors::ReadyElements&& ready, const msg::stream_stats& stats) override;
   void finish(Status status) override;
 
   msg::stream_actor consumer;
@@ -153,9 +153,11 @@ private:
   std::map<std::size_t, caf::actor> workers_; // live worker actors by slot (for drain faults)
 };
 
-void RecordingSink::push(std::vector<Element>&& elements, const msg::stream_stats& stats) {
+Status RecordingSink::push(actors::ReadyElements&& ready, const msg::stream_stats& stats) {
   if (cancelled) // coordinated / cache reads: the trainer stopped after `take` elements
-    return;
+    return Status::OK();
+  std::vector<Element> elements;
+  CONVEYOR_RETURN_IF_ERROR(ready.take(elements));
   // The consumer pushes one task's batch at a time: its worker is the one whose count grew.
   std::string source = "?";
   for (const auto& [worker, count] : stats.per_worker) {
@@ -189,6 +191,7 @@ void RecordingSink::push(std::vector<Element>&& elements, const msg::stream_stat
     if (consumer)
       caf::anon_send(consumer, msg::cancel_atom_v);
   }
+  return Status::OK();
 }
 
 void RecordingSink::finish(Status status) {

@@ -18,6 +18,14 @@ msg::task_list list_of(uint64_t version, std::vector<msg::task_id_t> ids, bool f
   return l;
 }
 
+// Decodes what the core handed on, as a reader does.
+std::vector<Element> taken(ReadyElements& ready) {
+  std::vector<Element> out;
+  auto st = ready.take(out);
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
+  return out;
+}
+
 msg::element_batch batch_of(std::vector<int64_t> values) {
   std::vector<Element> es;
   for (auto v : values)
@@ -53,7 +61,7 @@ TEST_CASE("credits bound what is requested and not yet acknowledged") {
   CHECK(asked == 10);
   CHECK(c.next_requests().empty()); // no credit left
   // Task 1 answers with 3 elements for a request of 5: 2 credits come back.
-  std::vector<Element> out;
+  ReadyElements out;
   auto r1 = reqs[0];
   REQUIRE(c.on_reply(r1, batch_of({1, 2, 3}), out).ok());
   CHECK(out.size() == 3);
@@ -81,7 +89,7 @@ TEST_CASE("greet_tasks: each newly connected task gets one empty request, credit
   REQUIRE(first.size() == 2);
   CHECK(first[0].max_elements == 0); // the greeting
   CHECK(first[1].max_elements == 1); // and the one credit
-  std::vector<Element> out;
+  ReadyElements out;
   REQUIRE(c.on_reply(first[0], msg::element_batch{}, out).ok());
   CHECK(c.next_requests().empty()); // greeted once
   c.on_task_list(list_of(2, {1, 2}, false));
@@ -100,7 +108,7 @@ TEST_CASE("the stream ends when the job finished and every task reached its end"
   c.on_connected(1);
   auto reqs = c.next_requests();
   REQUIRE_FALSE(reqs.empty());
-  std::vector<Element> out;
+  ReadyElements out;
   for (const auto& r : reqs)
     REQUIRE(c.on_reply(r, end_batch(), out).ok());
   CHECK_FALSE(c.finished()); // the job may still get tasks (a worker may join)
@@ -125,7 +133,7 @@ TEST_CASE("a lost task releases its requests at once - its late replies are igno
   CHECK(c.outstanding() == 4);
   c.on_task_lost(1);
   CHECK(c.outstanding() < 4);
-  std::vector<Element> out;
+  ReadyElements out;
   for (const auto& r : reqs)
     if (r.task == 1)
       REQUIRE(c.on_reply(r, batch_of({9}), out).ok()); // a late reply from the lost task
@@ -157,7 +165,7 @@ TEST_CASE("chunks of a batch are reassembled, fetched even without credits") {
   first.batch_seq = 3;
   first.chunk_index = 0;
   first.num_chunks = 2;
-  std::vector<Element> out;
+  ReadyElements out;
   REQUIRE(c.on_reply(reqs[0], first, out).ok());
   CHECK(out.empty());
   auto cont = c.next_requests();
@@ -167,8 +175,9 @@ TEST_CASE("chunks of a batch are reassembled, fetched even without credits") {
   second.payload = payload.substr(5);
   second.chunk_index = 1;
   REQUIRE(c.on_reply(cont[0], second, out).ok());
-  REQUIRE(out.size() == 1);
-  CHECK(out[0][0].as_int64() == 42);
+  auto got = taken(out);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0][0].as_int64() == 42);
   CHECK(c.per_worker().at("w:1") == 1);
 }
 
@@ -180,10 +189,34 @@ TEST_CASE("a corrupt batch is data_loss naming the worker") {
   auto bad = batch_of({1, 2});
   bad.payload[bad.payload.size() / 2] ^= 0x5a;
   bad.payload.resize(bad.payload.size() - 3);
-  std::vector<Element> out;
-  auto st = c.on_reply(reqs[0], bad, out);
+  ReadyElements out;
+  // Handed on encoded: the reader that decodes it gets the error.
+  REQUIRE(c.on_reply(reqs[0], bad, out).ok());
+  CHECK(out.size() == 2);
+  std::vector<Element> got;
+  auto st = out.take(got);
   CHECK(st.code() == ErrorCode::data_loss);
   CHECK(st.message().find("w:1") != std::string::npos);
+  CHECK(got.empty());
+}
+
+TEST_CASE("a batch holding another number of elements than announced is data_loss where it is decoded") {
+  ConsumerCore c{ConsumerLimits{}};
+  c.on_task_list(list_of(1, {1}, false));
+  c.on_connected(1);
+  auto reqs = c.next_requests();
+  auto first = batch_of({1, 2});
+  auto liar = batch_of({3, 4, 5});
+  liar.num_elements = 2;
+  ReadyElements out;
+  REQUIRE(c.on_reply(reqs[0], first, out).ok());
+  REQUIRE(c.on_reply(reqs[1], liar, out).ok());
+  std::deque<Element> got;
+  auto st = out.take(got);
+  CHECK(st.code() == ErrorCode::data_loss);
+  CHECK(st.message().find("announced 2 elements but held 3") != std::string::npos);
+  REQUIRE(got.size() == 2); // the batch before it
+  CHECK(got[1][0].as_int64() == 2);
 }
 
 namespace {
@@ -219,7 +252,7 @@ TEST_CASE("bulk: frames before or after the reply complete a batch, in order - l
   auto reqs = core.next_requests();
   REQUIRE_FALSE(reqs.empty());
   CHECK(reqs[0].max_bytes > msg::kMaxChunkBytes); // bulk requests are not bound to 4 MiB
-  std::vector<Element> out;
+  ReadyElements out;
   auto f0 = frame_of(10), f1 = frame_of(11);
   // Frame 1 arrives before the reply, frame 0 after it.
   REQUIRE(core.on_frame(1, 5, 1, 2, f1, {f1->data(), f1->size()}, out).ok());
@@ -228,9 +261,10 @@ TEST_CASE("bulk: frames before or after the reply complete a batch, in order - l
   CHECK(core.bulk_batches_waiting() == 1);
   CHECK_FALSE(core.finished());
   REQUIRE(core.on_frame(1, 5, 0, 2, f0, {f0->data(), f0->size()}, out).ok());
-  REQUIRE(out.size() == 2);
-  CHECK(out[0][0].as_int64() == 10);
-  CHECK(out[1][0].as_int64() == 11);
+  auto got = taken(out);
+  REQUIRE(got.size() == 2);
+  CHECK(got[0][0].as_int64() == 10);
+  CHECK(got[1][0].as_int64() == 11);
   CHECK(core.bulk_batches_waiting() == 0);
   // A duplicate frame is refused.
   auto again = core.on_frame(1, 5, 0, 2, f0, {f0->data(), f0->size()}, out);
@@ -250,7 +284,7 @@ TEST_CASE("bulk: a later batch whose frames overtook an earlier one's waits for 
   connect_bulk_task(core, true);
   auto reqs = core.next_requests();
   REQUIRE(reqs.size() == 2); // two requests in flight per task
-  std::vector<Element> out;
+  ReadyElements out;
   REQUIRE(core.on_reply(reqs[0], bulk_reply(5, 1), out).ok());
   REQUIRE(core.on_reply(reqs[1], bulk_reply(6, 1), out).ok());
   auto f5 = frame_of(50), f6 = frame_of(60);
@@ -258,9 +292,10 @@ TEST_CASE("bulk: a later batch whose frames overtook an earlier one's waits for 
   CHECK(out.empty()); // whole, but batch 5 comes first
   CHECK(core.bulk_batches_waiting() == 2);
   REQUIRE(core.on_frame(1, 5, 0, 1, f5, {f5->data(), f5->size()}, out).ok());
-  REQUIRE(out.size() == 2);
-  CHECK(out[0][0].as_int64() == 50);
-  CHECK(out[1][0].as_int64() == 60);
+  auto got = taken(out);
+  REQUIRE(got.size() == 2);
+  CHECK(got[0][0].as_int64() == 50);
+  CHECK(got[1][0].as_int64() == 60);
   CHECK(core.bulk_batches_waiting() == 0);
 }
 
@@ -272,7 +307,7 @@ TEST_CASE("bulk, DYNAMIC: a broken channel with batches in flight is no loss: th
   auto reqs = core.next_requests();
   REQUIRE_FALSE(reqs.empty());
   CHECK_FALSE(reqs[0].reconnected);
-  std::vector<Element> out;
+  ReadyElements out;
   REQUIRE(core.on_reply(reqs[0], bulk_reply(5, 2), out).ok());
   auto f0 = frame_of(10);
   REQUIRE(core.on_frame(1, 5, 0, 2, f0, {f0->data(), f0->size()}, out).ok()); // 1 of 2 frames
@@ -299,7 +334,7 @@ TEST_CASE("OFF: batches are acknowledged too, and a retired task leaves without 
     if (r.task == 1 && !to_1)
       to_1 = &r;
   REQUIRE(to_1);
-  std::vector<Element> out;
+  ReadyElements out;
   auto b = batch_of({1, 2});
   b.batch_seq = 7;
   REQUIRE(c.on_reply(*to_1, b, out).ok());
@@ -333,4 +368,35 @@ TEST_CASE("OFF: batches are acknowledged too, and a retired task leaves without 
   // Task 2 did not retire: losing it with requests in flight fails the read (OFF).
   c.on_disconnected(2);
   CHECK_FALSE(c.error().ok());
+}
+
+// DYNAMIC: a re-issued split repeats elements already received; they are dropped by their
+// origins before anything is decoded, and the reader gets each element once.
+TEST_CASE("elements of a re-issued split already received are dropped, the rest decoded by the reader") {
+  ConsumerCore c{ConsumerLimits{}};
+  c.set_dynamic(true);
+  c.on_task_list(list_of(1, {1}, false));
+  c.on_connected(1);
+  auto reqs = c.next_requests();
+  REQUIRE(reqs.size() >= 2);
+  auto first = batch_of({0, 1, 2});
+  first.origins = {msg::origin_run{0, 3, 0, 3}};
+  auto again = batch_of({1, 2, 3});
+  again.origins = {msg::origin_run{0, 3, 1, 3}};
+  ReadyElements out;
+  REQUIRE(c.on_reply(reqs[0], first, out).ok());
+  REQUIRE(c.on_reply(reqs[1], again, out).ok());
+  CHECK(out.size() == 4);
+  CHECK(c.elements_received() == 4);
+  std::vector<int64_t> values;
+  for (auto& e : taken(out))
+    values.push_back(e[0].as_int64());
+  CHECK(values == std::vector<int64_t>{0, 1, 2, 3});
+  // Origins that tag another number of elements than the batch announces: data_loss at once.
+  auto reqs2 = c.next_requests();
+  REQUIRE_FALSE(reqs2.empty());
+  auto bad = batch_of({7, 8});
+  bad.origins = {msg::origin_run{0, 4, 0, 3}};
+  auto st = c.on_reply(reqs2[0], bad, out);
+  CHECK(st.code() == ErrorCode::data_loss);
 }

@@ -1,0 +1,53 @@
+// Elements on their way from a consumer actor to whoever reads them (issue 11: decode lazily,
+// where the consumer reads). A batch that came inline stays in its encoded buffer until the
+// reader takes it, so the reader's thread allocates the elements it later frees: malloc's
+// per-thread caches then serve both ends. Decoded on the consumer actor's thread and freed on the
+// trainer's, 8-byte elements spent ~10% of a read's CPU in cross-thread frees. The consumer actor
+// only moves buffers. Bulk frames arrive decoded: each is one element viewing its frame, which
+// costs no allocation per element.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "pipeline/element.hpp"
+#include "pipeline/status.hpp"
+
+namespace conveyor::actors {
+
+class ReadyElements {
+public:
+  void add(Element element);
+  void add(std::vector<Element> elements);
+  // A batch buffer (pipeline/codec.hpp) announced to hold `count` elements, of which those whose
+  // `keep` entry is false are dropped when it is decoded (empty `keep`: all are kept; otherwise
+  // it has `count` entries). `source` names where it came from, for the error if it is corrupt.
+  void add_encoded(std::string buffer, uint32_t count, std::vector<bool> keep, std::string source);
+  void append(ReadyElements&& more);
+
+  std::size_t size() const { return size_; } // elements, those to be dropped not counted
+  bool empty() const { return size_ == 0; }
+
+  // Decodes what is still encoded, in order, and moves everything to `out`. data_loss for a
+  // corrupt buffer or one holding another number of elements than announced: what came before
+  // it is in `out` then, nothing after it.
+  Status take(std::deque<Element>& out);
+  Status take(std::vector<Element>& out);
+
+private:
+  struct Run {
+    std::vector<Element> decoded;
+    std::string encoded; // when not empty: decoded lazily
+    uint32_t count = 0;
+    std::vector<bool> keep;
+    std::string source;
+  };
+  template <typename Out>
+  Status take_into(Out& out);
+  std::vector<Run> runs_;
+  std::size_t size_ = 0;
+};
+
+} // namespace conveyor::actors
