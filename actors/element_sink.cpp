@@ -48,8 +48,7 @@ QueueSink::Wait QueueSink::take_all(ReadyElements& out, std::chrono::millisecond
   std::unique_lock<std::mutex> lock{mu_};
   cv_.wait_for(lock, timeout, [this] { return !queue_.empty() || finished_; });
   if (!queue_.empty()) {
-    out.append(std::move(queue_));
-    queue_ = ReadyElements{};
+    out.append(std::move(queue_)); // (leaves queue_ empty)
     return Wait::elements;
   }
   if (finished_) {

@@ -44,12 +44,11 @@ void ReadyElements::add_encoded(std::string buffer, uint32_t count, std::vector<
 }
 
 void ReadyElements::append(ReadyElements&& more) {
-  if (runs_.empty()) {
-    *this = std::move(more);
-    return;
-  }
-  for (auto& r : more.runs_)
-    runs_.push_back(std::move(r));
+  if (runs_.empty())
+    runs_.swap(more.runs_);
+  else
+    for (auto& r : more.runs_)
+      runs_.push_back(std::move(r));
   size_ += more.size_;
   more.runs_.clear();
   more.size_ = 0;

@@ -25,7 +25,7 @@ public:
   // `keep` entry is false are dropped when it is decoded (empty `keep`: all are kept; otherwise
   // it has `count` entries). `source` names where it came from, for the error if it is corrupt.
   void add_encoded(std::string buffer, uint32_t count, std::vector<bool> keep, std::string source);
-  void append(ReadyElements&& more);
+  void append(ReadyElements&& more); // leaves `more` empty
 
   std::size_t size() const { return size_; } // elements, those to be dropped not counted
   bool empty() const { return size_ == 0; }

@@ -219,7 +219,9 @@ TEST_CASE("coordinated: a worker SIGKILLed mid-read leaves the rounds aligned - 
   // once every consumer has it (the task's commit watermark), so the job can end the lost task
   // at the rounds all of them received; its later rounds are skipped by all alike.
   Cluster cluster(3, {"--job-gc-timeout", "300"});
-  constexpr int kN = 3, kTake = 30000;
+  // Enough rounds that the read outlasts the crash and the replacement (30 000 once ran out before
+  // the crash was noticed under ASan, once reads got faster), as in the drain test above.
+  constexpr int kN = 3, kTake = 120000;
   auto out = read_coordinated(cluster, "crash", kN, kTake, [&](Readers& readers) {
     REQUIRE_MESSAGE(readers[0]->wait_for_stdout_lines(3000, kReadTimeout), readers[0]->describe());
     cluster.worker(0).signal(SIGKILL);
@@ -229,7 +231,11 @@ TEST_CASE("coordinated: a worker SIGKILLed mid-read leaves the rounds aligned - 
                   cluster.describe());
     CHECK_MESSAGE(readers[0]->stdout_lines().size() < static_cast<std::size_t>(kTake),
                   "the read was over before the crash");
-    cluster.add_worker(); // a replacement joins at a later round
+    // A replacement joins at a later round; consumer 0 pauses so that the rounds stop while it
+    // registers (as in the drain test above).
+    readers[0]->signal(SIGSTOP);
+    cluster.add_worker();
+    readers[0]->signal(SIGCONT);
   }, {"--max-outstanding", "512"}, kFaultReadTimeout);
   CHECK_MESSAGE(aligned_rounds(out) == kTake, cluster.describe());
   CHECK_MESSAGE(tasks_that_served(out[0]) == 4, cluster.describe()); // 3 first ones + the new one
