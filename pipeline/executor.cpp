@@ -12,9 +12,10 @@ namespace conveyor {
 
 namespace {
 
+// Since the process's first call: ExecutorGroup::thread_time multiplies it by the running items.
 int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-           std::chrono::steady_clock::now().time_since_epoch())
+  static const auto origin = std::chrono::steady_clock::now();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - origin)
     .count();
 }
 
