@@ -43,6 +43,7 @@ TEST_CASE("cli: --help works on every subcommand and lists its flags") {
       {{"run", "--help"}, {"usage: conveyor run", "--workers", "--dataset"}},
       {{"bench", "service", "--help"}, {"usage: conveyor bench service", "--workers", "--consumers", "--element-size"}},
       {{"bench", "scaling", "--help"}, {"usage: conveyor bench scaling", "--workers", "--work-us", "--scheduler-threads"}},
+      {{"bench", "fairness", "--help"}, {"usage: conveyor bench fairness", "--heavy", "--elements", "--rounds", "--node-exe"}},
       {{"--help"}, {"dispatcher", "worker", "read", "run", "bench"}},
   };
   for (const auto& [args, needles] : cases) {
@@ -105,6 +106,7 @@ TEST_CASE("cli: bad arguments exit with 2 and name the argument") {
   check_bad_arguments({"run", "--dataset", "range(3).map(no_such_function)"}, "no_such_function");
   check_bad_arguments({"bench", "service", "--element-size", "4"}, "`--element-size`");
   check_bad_arguments({"bench", "scaling", "--workers", "1,0"}, "`--workers`");
+  check_bad_arguments({"bench", "fairness", "--heavy", "0"}, "`--heavy`");
   check_bad_arguments({"worker", "--dispatcher", "127.0.0.1:1", "--port", "0", "--scheduler-threads", "2000"},
                       "`--scheduler-threads`");
   check_bad_arguments({"nosuchcommand"}, "unknown command");
