@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -82,15 +81,10 @@ int bench_fairness(const std::vector<std::string>& args) {
     return bad(invalid_argument("`--rounds` must be in [1, 100000000], got " + std::to_string(rounds)));
   if (reps < 1 || reps > 20)
     return bad(invalid_argument("`--reps` must be in [1, 20], got " + std::to_string(reps)));
-  if (!node_exe.empty() && !std::filesystem::is_regular_file(node_exe))
-    return bad(invalid_argument("`--node-exe` " + node_exe + " is not a file"));
 
   std::vector<ChildNode> children;
   StopChildrenOnExit stop{children};
-  const auto log_dir = std::filesystem::temp_directory_path().string();
-  if (Status st = start_process_cluster(children, 1, "bench-fairness-" + std::to_string(::getpid()) + "-",
-                                        {}, {}, log_dir, node_exe);
-      !st.ok())
+  if (Status st = start_bench_node_pair(children, "fairness", node_exe); !st.ok())
     return bad(st);
   auto client = Client::connect(children.front().address);
   if (!client.ok())

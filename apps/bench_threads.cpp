@@ -7,7 +7,6 @@
 // the count should not grow with N. `--node-exe` runs the nodes from another build, to compare.
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -67,15 +66,10 @@ int bench_threads(const std::vector<std::string>& args) {
   if (parallel_calls < 1 || parallel_calls > 64)
     return bad(invalid_argument("`--parallel-calls` must be in [1, 64], got " +
                                 std::to_string(parallel_calls)));
-  if (!node_exe.empty() && !std::filesystem::is_regular_file(node_exe))
-    return bad(invalid_argument("`--node-exe` " + node_exe + " is not a file"));
 
   std::vector<ChildNode> children;
   StopChildrenOnExit stop{children};
-  const auto log_dir = std::filesystem::temp_directory_path().string();
-  if (Status st = start_process_cluster(children, 1, "bench-threads-" + std::to_string(::getpid()) + "-",
-                                        {}, {}, log_dir, node_exe);
-      !st.ok())
+  if (Status st = start_bench_node_pair(children, "threads", node_exe); !st.ok())
     return bad(st);
   const std::string address = children.front().address;
   const pid_t worker = children.back().pid;

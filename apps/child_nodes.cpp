@@ -8,6 +8,7 @@
 
 #include <climits>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -178,6 +179,14 @@ Status start_process_cluster(std::vector<ChildNode>& nodes, int workers, const s
   for (std::size_t i = first; i < nodes.size(); ++i)
     CONVEYOR_RETURN_IF_ERROR(wait_ready(nodes[i], "worker: ready", milliseconds{15000}));
   return Status::OK();
+}
+
+Status start_bench_node_pair(std::vector<ChildNode>& nodes, const std::string& bench_name,
+                             const std::string& node_exe) {
+  if (!node_exe.empty() && !std::filesystem::is_regular_file(node_exe))
+    return invalid_argument("`--node-exe` " + node_exe + " is not a file");
+  return start_process_cluster(nodes, 1, "bench-" + bench_name + "-" + std::to_string(::getpid()) + "-",
+                               {}, {}, std::filesystem::temp_directory_path().string(), node_exe);
 }
 
 } // namespace conveyor::apps

@@ -67,4 +67,10 @@ Status start_process_cluster(std::vector<ChildNode>& nodes, int workers, const s
                              const std::vector<std::string>& worker_flags, const std::string& log_dir,
                              const std::string& exe = "");
 
+// A benchmark's cluster of one dispatcher and one worker (start_process_cluster, logs in the
+// temporary directory, roles "bench-NAME-PID-..."), run from `node_exe` (empty = this binary;
+// invalid_argument naming `--node-exe` when it is not a file).
+Status start_bench_node_pair(std::vector<ChildNode>& nodes, const std::string& bench_name,
+                             const std::string& node_exe);
+
 } // namespace conveyor::apps
