@@ -98,9 +98,10 @@ Status ElementStream::next(Element& out, bool& end_of_sequence, std::chrono::mil
     case actors::QueueSink::Wait::elements:
       // Decoded here, on the reader's thread (actors/ready_elements.hpp).
       status = taken.take(c.local);
-      if (!status.ok()) {
+      if (!status.ok()) { // final: the consumer stops fetching and leaves its job now
         c.ended = true;
         c.final_status = status;
+        caf::anon_send(c.consumer, msg::cancel_atom_v);
         if (c.local.empty())
           return status; // (otherwise after the elements before the bad batch)
       }
