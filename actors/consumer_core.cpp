@@ -289,26 +289,20 @@ void ConsumerCore::count_delivered(TaskSlot& slot, std::size_t bytes, std::size_
 
 Status ConsumerCore::deliver(TaskSlot& slot, std::string payload, uint32_t num_elements,
                              const std::vector<msg::origin_run>& origins, ReadyElements& out) {
+  const std::string source = "worker " + slot.worker_address;
   if (num_elements == 0) { // nothing to hand on, but a buffer that holds elements is an error
-    std::vector<Element> held;
-    Status st = decode_batch(payload, held);
-    if (!st.ok())
-      return st.with_context("decoding a batch from worker " + slot.worker_address);
-    if (!held.empty())
-      return data_loss("a batch from worker " + slot.worker_address +
-                       " announced 0 elements but held " + std::to_string(held.size()));
-    return Status::OK();
+    std::vector<Element> none;
+    return ReadyElements::decode(payload, 0, source, none);
   }
   auto keep = keep_unseen(slot, origins, num_elements);
   if (!keep.ok())
     return keep.status();
-  const std::size_t n =
-    keep->empty() ? num_elements : static_cast<std::size_t>(std::count(keep->begin(), keep->end(), true));
-  if (n == 0)
-    return Status::OK();
-  count_delivered(slot, payload.size(), n);
+  const std::size_t bytes = payload.size();
+  const std::size_t before = out.size();
   // Decoded by the reader (actors/ready_elements.hpp), which also checks the announced count.
-  out.add_encoded(std::move(payload), num_elements, std::move(*keep), "worker " + slot.worker_address);
+  out.add_encoded(std::move(payload), num_elements, std::move(*keep), source);
+  if (const std::size_t n = out.size() - before; n > 0)
+    count_delivered(slot, bytes, n);
   return Status::OK();
 }
 

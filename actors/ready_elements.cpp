@@ -54,6 +54,17 @@ void ReadyElements::append(ReadyElements&& more) {
   more.size_ = 0;
 }
 
+Status ReadyElements::decode(std::string_view buffer, uint32_t count, const std::string& source,
+                             std::vector<Element>& out) {
+  out.clear();
+  if (Status st = decode_batch(buffer, out); !st.ok())
+    return st.with_context("decoding a batch from " + source);
+  if (out.size() != count)
+    return data_loss("a batch from " + source + " announced " + std::to_string(count) +
+                     " elements but held " + std::to_string(out.size()));
+  return Status::OK();
+}
+
 template <typename Out>
 Status ReadyElements::take_into(Out& out) {
   Status status;
@@ -64,17 +75,9 @@ Status ReadyElements::take_into(Out& out) {
         out.push_back(std::move(e));
       continue;
     }
-    decoded.clear();
-    status = decode_batch(run.encoded, decoded);
-    if (!status.ok()) {
-      status = status.with_context("decoding a batch from " + run.source);
+    status = decode(run.encoded, run.count, run.source, decoded);
+    if (!status.ok())
       break;
-    }
-    if (decoded.size() != run.count) {
-      status = data_loss("a batch from " + run.source + " announced " + std::to_string(run.count) +
-                         " elements but held " + std::to_string(decoded.size()));
-      break;
-    }
     for (std::size_t i = 0; i < decoded.size(); ++i)
       if (run.keep.empty() || run.keep[i])
         out.push_back(std::move(decoded[i]));

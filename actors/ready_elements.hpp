@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pipeline/element.hpp"
@@ -35,6 +36,11 @@ public:
   // it is in `out` then, nothing after it.
   Status take(std::deque<Element>& out);
   Status take(std::vector<Element>& out);
+
+  // Decodes a batch buffer that must hold `count` elements into `out` (cleared first); data_loss
+  // naming `source` when it is corrupt or holds another number.
+  static Status decode(std::string_view buffer, uint32_t count, const std::string& source,
+                       std::vector<Element>& out);
 
 private:
   struct Run {

@@ -2,8 +2,11 @@
 // with a static Benchmark object.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
+
+#include "conveyor/client.hpp"
 
 namespace conveyor::apps {
 
@@ -15,5 +18,10 @@ struct Benchmark {
 
 // /proc/loadavg's line: printed beside every figure, since these machines are shared.
 std::string load_average();
+
+// Opens an OFF job of `dataset` and waits up to `first_within` for its first element, so that
+// the job runs when this returns; errors name it `what` ("job 3"), also one that ends at once.
+Expected<ElementStream> open_running_job(Client& client, const Dataset& dataset, const std::string& what,
+                                         std::chrono::milliseconds first_within);
 
 } // namespace conveyor::apps

@@ -89,36 +89,34 @@ int bench_fairness(const std::vector<std::string>& args) {
   auto client = Client::connect(children.front().address);
   if (!client.ok())
     return bad(client.status());
+  const std::string load = load_average(); // before this benchmark's own jobs add to it
 
-  std::vector<double> alone;
-  for (int64_t i = 0; i < reps; ++i) {
-    auto t = read_light(*client, elements, rounds);
-    if (!t.ok())
-      return bad(t.status().with_context("the light job alone"));
-    alone.push_back(*t);
-  }
+  // `reps` reads of the light job, each a new job.
+  const auto light_reads = [&](const std::string& when) -> Expected<std::vector<double>> {
+    std::vector<double> seconds;
+    for (int64_t i = 0; i < reps; ++i) {
+      auto t = read_light(*client, elements, rounds);
+      if (!t.ok())
+        return t.status().with_context("the light job " + when);
+      seconds.push_back(*t);
+    }
+    return seconds;
+  };
+  auto alone = light_reads("alone");
+  if (!alone.ok())
+    return bad(alone.status());
   // The heavy jobs compute ahead into their task buffers whether or not they are read.
-  DistributeOptions off;
-  off.policy = ShardingPolicy::off;
   std::vector<ElementStream> heavy_streams;
   for (int64_t i = 0; i < heavy; ++i) {
-    auto stream = client->distribute(burn(1000000000, 10 * rounds), off);
+    auto stream = open_running_job(*client, burn(1000000000, 10 * rounds),
+                                   "heavy job " + std::to_string(i + 1), std::chrono::seconds(60));
     if (!stream.ok())
-      return bad(stream.status().with_context("heavy job " + std::to_string(i + 1)));
-    Element e;
-    bool end = false;
-    if (Status st = stream->next(e, end, std::chrono::seconds(60)); !st.ok() || end)
-      return bad(st.ok() ? data_loss("heavy job " + std::to_string(i + 1) + " ended at once")
-                         : st.with_context("heavy job " + std::to_string(i + 1)));
+      return bad(stream.status());
     heavy_streams.push_back(std::move(*stream));
   }
-  std::vector<double> loaded;
-  for (int64_t i = 0; i < reps; ++i) {
-    auto t = read_light(*client, elements, rounds);
-    if (!t.ok())
-      return bad(t.status().with_context("the light job next to the heavy ones"));
-    loaded.push_back(*t);
-  }
+  auto loaded = light_reads("next to the heavy ones");
+  if (!loaded.ok())
+    return bad(loaded.status());
   heavy_streams.clear();
 
   const auto median = [](std::vector<double> v) {
@@ -131,18 +129,19 @@ int bench_fairness(const std::vector<std::string>& args) {
               node_exe.empty() ? "this binary" : node_exe.c_str(), cores);
   std::printf("light job : %lld elements of burn(rounds=%lld), %.2f ms per element alone\n",
               static_cast<long long>(elements), static_cast<long long>(rounds),
-              1000.0 * median(alone) / static_cast<double>(elements));
+              1000.0 * median(*alone) / static_cast<double>(elements));
   std::printf("alone     :");
-  for (double t : alone)
+  for (double t : *alone)
     std::printf(" %.3f", t);
   std::printf(" s\nloaded    :");
-  for (double t : loaded)
+  for (double t : *loaded)
     std::printf(" %.3f", t);
   std::printf(" s (next to %lld endless jobs of burn(rounds=%lld))\n", static_cast<long long>(heavy),
               static_cast<long long>(10 * rounds));
   std::printf("slowdown  : %.2f (median loaded / median alone); an equal split of %u cores among %lld "
               "jobs: %.2f\n",
-              median(loaded) / median(alone), cores, static_cast<long long>(heavy + 1), fair);
+              median(*loaded) / median(*alone), cores, static_cast<long long>(heavy + 1), fair);
+  std::printf("load      : %s (at the start)\n", load.c_str());
   return 0;
 }
 

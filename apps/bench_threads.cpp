@@ -78,20 +78,13 @@ int bench_threads(const std::vector<std::string>& args) {
     return bad(client.status());
   const int64_t idle = settled_threads(worker);
 
-  DistributeOptions off;
-  off.policy = ShardingPolicy::off;
   const Dataset dataset = Dataset::range(1000000000).map("square", parallel_calls).prefetch(2);
   std::vector<ElementStream> streams;
   int64_t one = -1;
   for (int64_t i = 1; i <= jobs; ++i) {
-    auto stream = client->distribute(dataset, off);
+    auto stream = open_running_job(*client, dataset, "job " + std::to_string(i), std::chrono::seconds(20));
     if (!stream.ok())
-      return bad(stream.status().with_context("job " + std::to_string(i)));
-    Element e;
-    bool end = false;
-    if (Status st = stream->next(e, end, std::chrono::seconds(20)); !st.ok() || end)
-      return bad(st.ok() ? data_loss("job " + std::to_string(i) + " ended at once")
-                         : st.with_context("job " + std::to_string(i)));
+      return bad(stream.status());
     streams.push_back(std::move(*stream));
     if (i == 1)
       one = settled_threads(worker);

@@ -16,6 +16,22 @@ std::string load_average() {
   return l;
 }
 
+Expected<ElementStream> open_running_job(Client& client, const Dataset& dataset, const std::string& what,
+                                         std::chrono::milliseconds first_within) {
+  DistributeOptions off;
+  off.policy = ShardingPolicy::off;
+  auto stream = client.distribute(dataset, off);
+  if (!stream.ok())
+    return stream.status().with_context(what);
+  Element e;
+  bool end = false;
+  if (Status st = stream->next(e, end, first_within); !st.ok())
+    return st.with_context(what);
+  if (end)
+    return data_loss(what + " ended at once");
+  return stream;
+}
+
 namespace {
 
 struct BenchEntry {

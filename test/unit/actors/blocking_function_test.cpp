@@ -28,20 +28,26 @@ conveyor::testing::Gate& gate() {
   return g;
 }
 
-void register_blocking_map() {
-  static std::once_flag once;
-  std::call_once(once, [] {
+// Registers a test helper map (once per process for each name: the registry refuses repeats).
+void register_map_once(std::once_flag& once, const char* name, const char* doc, MapFn fn) {
+  std::call_once(once, [&] {
     FunctionDef d;
-    d.name = "test_block_until_released";
+    d.name = name;
     d.kind = FunctionKind::map;
-    d.doc = "test helper: blocks until the test releases it";
-    d.map = [](const Element& e, const Params&) -> Expected<Element> {
-      gate().wait(60s); // bounded: a failing test still ends
-      return e;
-    };
+    d.doc = doc;
+    d.map = std::move(fn);
     Status st = FunctionRegistry::global().add(std::move(d));
     REQUIRE_MESSAGE(st.ok(), st.to_string());
   });
+}
+
+void register_blocking_map() {
+  static std::once_flag once;
+  register_map_once(once, "test_block_until_released", "test helper: blocks until the test releases it",
+                    [](const Element& e, const Params&) -> Expected<Element> {
+                      gate().wait(60s); // bounded: a failing test still ends
+                      return e;
+                    });
 }
 
 } // namespace
@@ -95,21 +101,14 @@ std::atomic<int>& spins_started() {
 // `test_spin_1s`: computes (spins on the clock) for a second, then returns its input.
 void register_spinning_map() {
   static std::once_flag once;
-  std::call_once(once, [] {
-    FunctionDef d;
-    d.name = "test_spin_1s";
-    d.kind = FunctionKind::map;
-    d.doc = "test helper: spins for a second";
-    d.map = [](const Element& e, const Params&) -> Expected<Element> {
-      ++spins_started();
-      const auto until = std::chrono::steady_clock::now() + 1s;
-      while (std::chrono::steady_clock::now() < until) {
-      }
-      return e;
-    };
-    Status st = FunctionRegistry::global().add(std::move(d));
-    REQUIRE_MESSAGE(st.ok(), st.to_string());
-  });
+  register_map_once(once, "test_spin_1s", "test helper: spins for a second",
+                    [](const Element& e, const Params&) -> Expected<Element> {
+                      ++spins_started();
+                      const auto until = std::chrono::steady_clock::now() + 1s;
+                      while (std::chrono::steady_clock::now() < until) {
+                      }
+                      return e;
+                    });
 }
 
 } // namespace
