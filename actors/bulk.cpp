@@ -13,6 +13,7 @@
 #include "actors/bulk_frame.hpp"
 #include "actors/bulk_stream_reader.hpp"
 #include "actors/bulk_tls.hpp"
+#include "actors/bulk_writer.hpp"
 #include "actors/log.hpp"
 #include "messages/all.hpp"
 #include "pipeline/buffer_pool.hpp"
@@ -30,7 +31,7 @@ using caf::io::receive_policy;
 struct ServerConn {
   bool greeted = false;
   uint64_t channel = 0;
-  std::deque<std::vector<char>> queue; // frames (TLS: encrypted) not yet handed to CAF
+  std::deque<std::vector<char>> queue; // TLS: encrypted frames not yet handed to CAF
   // TLS bulk path only: the session actor (actors/bulk_tls.hpp), and the hello as it arrives.
   caf::actor session;
   std::vector<char> hello;
@@ -38,6 +39,8 @@ struct ServerConn {
 
 struct ServerState {
   std::shared_ptr<TlsEndpoint> tls; // null: plain TCP
+  // Plain TCP: writes every greeted connection's bytes (actors/bulk_writer.hpp); CAF reads them.
+  std::unique_ptr<BulkWriter> writer;
   uint16_t port = 0;
   std::mt19937_64 ids{std::random_device{}()}; // channel ids: a hello that joins one must know it
   caf::error listen_error;
@@ -65,10 +68,10 @@ struct ServerState {
   }
 };
 
-// Hands queued frames to CAF by swapping them into the (empty) write buffer: no copy. CAF takes
-// one into its write buffer at flush and one more into the offline buffer behind it. What the
-// swap gives back is a frame CAF finished writing (cleared, capacity kept): it goes back to the
-// buffer pool for the task's next frame.
+// TLS: hands queued ciphertext to CAF by swapping it into the (empty) write buffer: no copy. CAF
+// takes one buffer into its write buffer at flush and one more into the offline buffer behind
+// it. What the swap gives back is a buffer CAF finished writing (cleared, capacity kept): it
+// goes back to the buffer pool.
 void pump(caf::io::broker* self, ServerState& st, connection_handle hdl) {
   auto c = st.conns.find(hdl);
   if (c == st.conns.end())
@@ -92,6 +95,8 @@ void forget_conn(caf::io::broker* self, ServerState& st, connection_handle hdl) 
     return;
   if (c->second.session)
     self->send(c->second.session, msg::bulk_lost_atom_v, std::string{"connection closed"});
+  else if (c->second.greeted && st.writer)
+    st.writer->remove(static_cast<uint64_t>(hdl.id())); // it warns of frames left unwritten
   if (!c->second.queue.empty())
     log::warning(kLog, "bulk channel " + std::to_string(c->second.channel) + " closed with " +
                          std::to_string(c->second.queue.size()) +
@@ -151,20 +156,34 @@ void on_hello(caf::io::broker* self, ServerState& st, connection_handle hdl, Ser
   st.channels[channel].conns.push_back(hdl);
   log::debug(kLog, std::string{conn.session ? "TLS " : ""} + "bulk channel " +
                      std::to_string(channel) + (*join != 0 ? " joined" : " opened"));
-  char ack[bulk::kAckBytes];
-  bulk::write_ack(ack, channel);
+  GatherBuffer ack;
+  ack.own.resize(bulk::kAckBytes);
+  bulk::write_ack(ack.own.data(), channel);
   if (conn.session) {
-    self->send(conn.session, msg::bulk_send_atom_v, std::vector<char>(ack, ack + sizeof ack));
+    self->send(conn.session, msg::bulk_send_atom_v, std::move(ack));
     return;
   }
-  auto& wb = self->wr_buf(hdl);
-  wb.insert(wb.end(), ack, ack + sizeof ack);
-  self->flush(hdl);
+  // From here on the writer writes everything this connection gets, the ack first.
+  const auto key = static_cast<uint64_t>(hdl.id()); // CAF 0.17: the id is the socket
+  if (auto added = st.writer->add(key, static_cast<int>(hdl.id()), "bulk channel " + std::to_string(channel));
+      !added.ok()) {
+    log::warning(kLog, added.message());
+    drop_conn(self, st, hdl);
+    self->close(hdl);
+    return;
+  }
+  st.writer->send(key, std::move(ack));
 }
 
 caf::behavior bulk_server(caf::io::broker* self, std::string host, std::shared_ptr<TlsEndpoint> tls) {
   auto st = std::make_shared<ServerState>();
   st->tls = std::move(tls);
+  if (!st->tls) {
+    st->writer = std::make_unique<BulkWriter>();
+    // CAF closes the broker's sockets when it ends; the writer's duplicates must close with
+    // them, or the consumers would not see the worker go.
+    self->attach_functor([st] { st->writer.reset(); });
+  }
   self->set_down_handler([st](caf::down_msg& down) { // an in-process consumer ended
     for (auto it = st->local.begin(); it != st->local.end();)
       it = it->second.consumer.address() == down.source ? st->local.erase(it) : std::next(it);
@@ -182,8 +201,8 @@ caf::behavior bulk_server(caf::io::broker* self, std::string host, std::shared_p
     },
     [=](const caf::io::new_connection_msg& msg) {
       auto& conn = st->conns[msg.handle];
-      self->ack_writes(msg.handle, true);
       if (st->tls) {
+        self->ack_writes(msg.handle, true); // pump() hands CAF the next ciphertext
         conn.session = spawn_tls_bulk_server_session(self, msg.handle, st->tls);
         self->configure_read(msg.handle, receive_policy::at_most(kTlsReadChunk));
       } else {
@@ -231,7 +250,8 @@ caf::behavior bulk_server(caf::io::broker* self, std::string host, std::shared_p
       self->close(hdl);
     },
     // A consumer of this process opens an in-process channel (no socket): the frames go to it
-    // as (bulk_frame_atom, its channel, frame) messages, header included, with no copy.
+    // as (bulk_frame_atom, its channel, frame) messages, header included, each in one buffer
+    // (the consumer decodes in place: one copy of the payload).
     [=](msg::bulk_open_atom, const caf::actor& consumer, uint64_t consumer_channel) {
       const uint64_t channel = st->new_channel_id();
       st->local[channel] = ServerState::Local{consumer, consumer_channel};
@@ -239,10 +259,10 @@ caf::behavior bulk_server(caf::io::broker* self, std::string host, std::shared_p
       log::debug(kLog, "in-process bulk channel " + std::to_string(channel) + " opened");
       self->send(consumer, msg::bulk_ready_atom_v, consumer_channel, channel);
     },
-    [=](msg::bulk_send_atom, uint64_t channel, std::vector<char>& frame) {
+    [=](msg::bulk_send_atom, uint64_t channel, GatherBuffer& frame) {
       if (auto l = st->local.find(channel); l != st->local.end()) {
         self->send(l->second.consumer, msg::bulk_frame_atom_v, l->second.consumer_channel,
-                   std::move(frame));
+                   frame.flatten());
         return;
       }
       auto ch = st->channels.find(channel);
@@ -258,8 +278,7 @@ caf::behavior bulk_server(caf::io::broker* self, std::string host, std::shared_p
         self->send(conn.session, msg::bulk_send_atom_v, std::move(frame)); // to encrypt
         return;
       }
-      conn.queue.push_back(std::move(frame));
-      pump(self, *st, hdl);
+      st->writer->send(static_cast<uint64_t>(hdl.id()), std::move(frame));
     },
     [=](const caf::io::data_transferred_msg& msg) { pump(self, *st, msg.handle); },
     [=](const caf::io::connection_closed_msg& msg) {

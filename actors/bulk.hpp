@@ -1,9 +1,11 @@
 // The bulk data path: element frames (actors/bulk_frame.hpp) on a TCP stream per (consumer,
 // worker) beside the CAF control messages, owned by caf::io brokers.
 //
-//   worker node:   task actor --(bulk_send_atom, channel, frame)--> bulk server broker
-//                  (one per worker; swaps each pre-encoded frame into the connection's write
-//                  buffer: no copy on send; at most two frames inside CAF, the rest queued)
+//   worker node:   task actor --(bulk_send_atom, channel, GatherBuffer frame)--> bulk server
+//                  broker (one per worker; accepts and reads the connections through CAF) -->
+//                  its bulk writer (actors/bulk_writer.hpp: a thread writing each frame's pieces,
+//                  header and the tensors' own storage, with sendmsg: no copy on send). TLS:
+//                  a session actor per connection encrypts the pieces in place (bulk_tls.hpp).
 //   consumer node: bulk client broker (one per consumer actor; one connection per worker)
 //                  reads a 40-byte header then exactly `length` bytes, and moves CAF's read
 //                  buffer into (bulk_frame_atom, channel, task, batch_seq, index, count, bytes)
@@ -28,7 +30,7 @@ namespace conveyor::actors {
 class TlsEndpoint; // actors/tls_stream.hpp
 
 struct BulkServer {
-  caf::actor actor;  // takes (bulk_send_atom, uint64_t channel, std::vector<char> frame)
+  caf::actor actor;  // takes (bulk_send_atom, uint64_t channel, GatherBuffer frame)
   uint16_t port = 0; // where consumers connect (on the worker address's host)
   explicit operator bool() const { return static_cast<bool>(actor); }
 };

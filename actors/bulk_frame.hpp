@@ -15,9 +15,9 @@
 // A frame's payload is one encode_batch buffer holding ONE element (pipeline/codec.hpp), so the
 // consumer decodes it in place and the received buffer becomes that element's storage. The
 // element_batch reply (CAF) of batch `batch_seq` says `bulk_frames` = count; frames 0..count-1
-// of (task, batch_seq) complete it. The task encodes a frame once, into a buffer that starts
-// with kFrameHeaderBytes of room for the header, and the worker's bulk server sends that buffer
-// as is (no copy).
+// of (task, batch_seq) complete it. The task encodes a frame once, as a GatherBuffer whose own
+// bytes start with kFrameHeaderBytes of room for the header and whose large tensors are views
+// of their storage; the worker's bulk writer sends its pieces with gather writes (no copy).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +25,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "pipeline/gather_buffer.hpp"
 
 namespace conveyor::actors::bulk {
 
@@ -85,15 +87,21 @@ inline std::optional<uint64_t> read_ack(const char* at, std::size_t n) {
   return detail::get(at + 8, 8);
 }
 
-// Fills the first kFrameHeaderBytes of `frame` (whose payload follows them).
-inline void write_frame_header(std::vector<char>& frame, const FrameHeader& h) {
-  char* at = frame.data();
+// Writes a header at `at` for `frame_size` bytes of frame (header included; h.length ignored).
+inline void write_frame_header(char* at, std::size_t frame_size, const FrameHeader& h) {
   detail::magic(at, "CVBF");
   detail::put(at + 8, h.task, 8);
   detail::put(at + 16, h.batch_seq, 8);
   detail::put(at + 24, h.index, 4);
   detail::put(at + 28, h.count, 4);
-  detail::put(at + 32, frame.size() - kFrameHeaderBytes, 8);
+  detail::put(at + 32, frame_size - kFrameHeaderBytes, 8);
+}
+// Fills the first kFrameHeaderBytes of `frame` (whose payload follows them).
+inline void write_frame_header(std::vector<char>& frame, const FrameHeader& h) {
+  write_frame_header(frame.data(), frame.size(), h);
+}
+inline void write_frame_header(GatherBuffer& frame, const FrameHeader& h) {
+  write_frame_header(frame.own.data(), frame.size(), h);
 }
 
 // Parses a header; the error names what is wrong (nullopt = ok).

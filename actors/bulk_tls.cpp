@@ -64,11 +64,15 @@ caf::behavior server_session(Session* self, caf::actor broker,
         self->send(broker, msg::tls_plain_atom_v, hdl, std::move(plain));
       }
     },
-    [=](msg::bulk_send_atom, std::vector<char>& frame) {
-      auto sent = tls->send(frame.data(), frame.size());
+    [=](msg::bulk_send_atom, GatherBuffer& frame) {
+      // Encrypted straight from the pieces: a large tensor's storage is read in place.
+      Status sent;
+      frame.for_each_piece([&](const char* data, std::size_t size) {
+        if (sent.ok())
+          sent = tls->send(data, size);
+      });
       *last_frame = frame.size();
-      frame.clear();
-      BufferPool::global().release(std::move(frame));
+      BufferPool::global().release(std::move(frame.own)); // large only when compressed
       if (!sent.ok())
         return fail(self, broker, hdl, sent.message());
       flush(self, broker, hdl, *tls, *last_frame + *last_frame / 256 + 4096);

@@ -184,7 +184,7 @@ bool answer(self_ptr self, const msg::get_elements& req, Deliver&& deliver, Fail
     return true;
   }
   const bool bulk = req.bulk_channel != 0 && st.start.bulk;
-  std::vector<std::vector<char>> frames;
+  std::vector<GatherBuffer> frames;
   auto batch = st.runner->take(req.consumer, req.max_elements, req.max_bytes,
                                bulk ? &frames : nullptr, st.start.def.task, req.trainer_id);
   if (batch) {

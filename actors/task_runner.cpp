@@ -9,7 +9,6 @@
 
 #include "actors/job_core.hpp"
 #include "actors/bulk_frame.hpp"
-#include "pipeline/buffer_pool.hpp"
 #include "pipeline/functions.hpp"
 
 namespace conveyor::actors {
@@ -56,9 +55,6 @@ Status TaskRunner::start(const Dataset& input, const FunctionRegistry* functions
 
 void TaskRunner::retire() {
   retired_ = true;
-  for (auto& item : buffer_)
-    if (!item.frame.empty())
-      BufferPool::global().release(std::move(item.frame));
   buffer_charge_->remove(buffer_bytes_);
   buffer_.clear();
   buffer_bytes_ = 0;
@@ -227,15 +223,10 @@ msg::element_batch TaskRunner::start_batch(msg::consumer_id_t consumer, std::str
 void TaskRunner::encode_frame(Item& item) {
   if (!item.bulk || !item.frame.empty())
     return;
-  // Encoded once, into the buffer the bulk path sends as is: a recycled one (the bulk server
-  // returns each frame to the pool once written), so no fresh pages to fault in.
-  std::vector<Element> one;
-  one.push_back(std::move(item.element));
-  item.element = Element{};
-  item.frame = BufferPool::global().acquire(bulk::kFrameHeaderBytes + encoded_batch_header_size() +
-                                            item.encoded);
-  item.frame.clear();
-  encode_batch_into(one, compression_, item.frame, bulk::kFrameHeaderBytes);
+  // Encoded once, as the pieces the bulk writer sends: the element's large tensors are views of
+  // their storage (no copy), which the item keeps sharing (its element stays, at no cost).
+  const std::vector<Element> one{item.element};
+  encode_batch_gather(one, compression_, item.frame, bulk::kFrameHeaderBytes);
   frame_bytes_ += item.frame.size();
   ++frame_count_;
 }
@@ -257,7 +248,7 @@ void TaskRunner::encode_ahead() {
 
 std::optional<msg::element_batch> TaskRunner::take_frames(msg::consumer_id_t consumer,
                                                           uint32_t max_elements, uint64_t max_bytes,
-                                                          std::vector<std::vector<char>>& frames,
+                                                          std::vector<GatherBuffer>& frames,
                                                           uint64_t task) {
   std::vector<msg::origin_run> origins;
   uint64_t bytes = 0;
@@ -398,42 +389,26 @@ Expected<std::vector<Element>> TaskRunner::take_elements(std::size_t n,
     sizes->reserve(sizes->size() + n);
   // The buffer's byte count and the memory budget are charged down once, for all n.
   int64_t taken_bytes = 0;
-  auto uncharge = [&] {
-    buffer_bytes_ -= taken_bytes;
-    buffer_charge_->remove(taken_bytes);
-  };
   for (std::size_t i = 0; i < n; ++i) {
     auto& item = buffer_.front();
     taken_bytes += static_cast<int64_t>(item.bytes);
     if (sizes)
       sizes->push_back(item.bytes);
-    if (item.frame.empty()) {
-      out.push_back(std::move(item.element));
-      buffer_.pop_front();
-      continue;
+    if (!item.frame.empty()) {
+      frame_bytes_ -= item.frame.size();
+      --frame_count_;
     }
-    frame_bytes_ -= item.frame.size();
-    --frame_count_;
-    auto frame = std::move(item.frame);
+    out.push_back(std::move(item.element));
     buffer_.pop_front();
-    std::vector<Element> decoded;
-    if (Status st = decode_batch(std::string_view{frame.data() + bulk::kFrameHeaderBytes,
-                                                  frame.size() - bulk::kFrameHeaderBytes},
-                                 decoded);
-        !st.ok()) {
-      uncharge();
-      return st;
-    }
-    for (auto& e : decoded)
-      out.push_back(std::move(e));
   }
-  uncharge();
+  buffer_bytes_ -= taken_bytes;
+  buffer_charge_->remove(taken_bytes);
   return out;
 }
 
 std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
                                                    uint32_t max_elements, uint64_t max_bytes,
-                                                   std::vector<std::vector<char>>* frames,
+                                                   std::vector<GatherBuffer>* frames,
                                                    uint64_t task, const std::string& trainer) {
   if (auto p = pending_.find(consumer); p != pending_.end()) {
     auto out = next_chunk(p->second);
@@ -465,18 +440,13 @@ std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
     buffer_.pop_front();
     buffer_bytes_ -= static_cast<int64_t>(item.bytes);
     buffer_charge_->remove(static_cast<int64_t>(item.bytes));
-    std::string payload;
-    if (item.frame.empty()) {
-      std::vector<Element> one;
-      one.push_back(std::move(item.element));
-      payload = encode_batch(one, compression_);
-    } else {
+    if (!item.frame.empty()) {
       frame_bytes_ -= item.frame.size();
       --frame_count_;
-      payload.assign(item.frame.data() + bulk::kFrameHeaderBytes,
-                     item.frame.size() - bulk::kFrameHeaderBytes);
-      BufferPool::global().release(std::move(item.frame));
     }
+    std::vector<Element> one;
+    one.push_back(std::move(item.element));
+    std::string payload = encode_batch(one, compression_);
     std::vector<msg::origin_run> origins;
     add_origin(origins, item.origin);
     return start_batch(consumer, std::move(payload), 1, std::move(origins));

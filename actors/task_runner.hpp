@@ -9,8 +9,8 @@
 //   kept for the same consumer's next requests. nullopt means "nothing now": the actor holds the
 //   request until produce() made progress. Batches are packed by their ENCODED size, so a batch
 //   that fits max_bytes is one message (no 4 MiB + 60 B split).
-// - Large elements (>= bulk_min_bytes encoded) are each encoded into their own frame buffer:
-//   when produced while fewer than bulk_encode_ahead_bytes (or 2 frames) wait encoded in the
+// - Large elements (>= bulk_min_bytes encoded) are each encoded into their own frame (a
+//   GatherBuffer viewing their tensors' storage; the item keeps its element): when produced while fewer than bulk_encode_ahead_bytes (or 2 frames) wait encoded in the
 //   buffer, else when taken. A request on a bulk channel takes a run of them as frames (take's
 //   `frames`, about bulk_encode_ahead_bytes per request, at least 2 when there are); without
 //   one, such an element goes inline, one per batch.
@@ -59,15 +59,14 @@ struct TaskLimits {
   std::shared_ptr<const PathPolicy> paths;
   // Memory budget of the task's pipeline (0 = none): see WorkerConfig::job_memory_limit.
   int64_t memory_limit = 0;
-  // Elements whose encoding is at least this large are encoded once, when produced, into a
-  // bulk frame buffer (actors/bulk_frame.hpp) that is later sent without another copy.
+  // Elements whose encoding is at least this large travel as bulk frames (actors/bulk_frame.hpp),
+  // each encoded once: a GatherBuffer whose large tensors are views of their storage, which the
+  // bulk writer sends with no copy.
   std::size_t bulk_min_bytes = 64 << 10;
   // Frames encoded ahead of requests (and taken per request) are bounded by this many bytes
-  // (but at least 2 frames); the rest of the buffer holds the elements themselves (sharing their
-  // storage) and each is encoded when taken. Why: a frame encoded long before it is sent is
-  // cold in the CPU's caches when the kernel copies it, and 32 MiB of them per task is a
-  // working set of fresh buffers; a short window keeps encode -> send within the cache
-  // (`bench service` 1 MiB: CPU per element ~1.2 ms -> see docs/ARCHITECTURE.md "data path").
+  // (but at least 2 frames); the rest of the buffer is encoded when taken. A request on a bulk
+  // channel takes about this much, so that the worker's writer queue stays short and a frame
+  // is written soon after it was taken (while its tensors are still in the CPU's caches).
   std::size_t bulk_encode_ahead_bytes = 4 << 20;
   // Bytes a task of a job read with the cross-trainer cache keeps for its trainers
   // (WorkerConfig::cross_trainer_cache_size_bytes; actors/cross_trainer_cache.hpp).
@@ -104,7 +103,7 @@ public:
   // reads as a trainer of its own).
   std::optional<msg::element_batch> take(msg::consumer_id_t consumer, uint32_t max_elements,
                                          uint64_t max_bytes,
-                                         std::vector<std::vector<char>>* frames = nullptr,
+                                         std::vector<GatherBuffer>* frames = nullptr,
                                          uint64_t task = 0, const std::string& trainer = {});
 
   // The job is read with the cross-trainer cache (an infinite dataset): elements go from the
@@ -221,8 +220,8 @@ private:
   };
   using Key = std::pair<int64_t, int64_t>;
   struct Item {
-    Element element;          // empty when `frame` holds the element
-    std::vector<char> frame;  // pre-encoded: frame header room + a one-element batch buffer
+    Element element;          // kept once encoded: `frame` views its large tensors' storage
+    GatherBuffer frame;       // pre-encoded: frame header room + a one-element batch buffer
     bool bulk = false;        // travels as a frame (encoded >= bulk_min_bytes); `frame` empty
                               // until encoded (encode_frame)
     std::size_t encoded = 0;  // bytes this element adds to an (uncompressed) batch buffer
@@ -237,7 +236,7 @@ private:
                                                 uint64_t max_bytes, const std::string& trainer);
   std::optional<msg::element_batch> take_frames(msg::consumer_id_t consumer, uint32_t max_elements,
                                                 uint64_t max_bytes,
-                                                std::vector<std::vector<char>>& frames, uint64_t task);
+                                                std::vector<GatherBuffer>& frames, uint64_t task);
   msg::element_batch start_batch(msg::consumer_id_t consumer, std::string payload, uint32_t n,
                                  std::vector<msg::origin_run> origins);
   // A new batch for `consumer`: its number, and (DYNAMIC) its split runs await the ack.

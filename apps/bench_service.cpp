@@ -817,7 +817,7 @@ int run_bench_service(const std::vector<std::string>& args) {
   {
     const double n = static_cast<double>(service.elements);
     const auto hits = pool_after.hits - pool_before.hits, misses = pool_after.misses - pool_before.misses;
-    std::printf("  buffers : %.2f fresh large buffers per element (%lld recycled, %lld new: frame buffers from the"
+    std::printf("  buffers : %.2f fresh large buffers per element (%lld recycled, %lld new: receive buffers and compressed frames from the"
                 " bulk path's pool, pipeline/buffer_pool.hpp)\n",
                 n > 0 ? static_cast<double>(misses) / n : 0.0, static_cast<long long>(hits),
                 static_cast<long long>(misses));

@@ -1,6 +1,7 @@
 // Every message header, for the places that need them all (type registration, tests).
 #pragma once
 
+#include "messages/bulk.hpp"
 #include "messages/consumer_api.hpp"
 #include "messages/dispatcher_consumer.hpp"
 #include "messages/dispatcher_job.hpp"

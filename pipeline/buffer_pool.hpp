@@ -6,10 +6,11 @@
 // and the consumer's receive buffer were both fresh for every element. Buffers recycled through
 // this pool are already mapped, so a steady stream allocates nothing new.
 //
-// Who uses it: the worker encodes a large element into acquire()d frame buffers; its bulk server
-// release()s each frame once written. The consumer's bulk client receives each frame into an
-// acquire()d buffer, and pooled_storage() makes it the elements' storage, which returns to the
-// pool when the last tensor sharing it is gone.
+// Who uses it: the consumer's bulk client receives each frame into an acquire()d buffer, and
+// pooled_storage() makes it the elements' storage, which returns to the pool when the last
+// tensor sharing it is gone. On the worker, a frame views its tensors' storage (no buffer of
+// its own) unless it is compressed: those are encoded into acquire()d buffers that the bulk
+// writer release()s once written. TLS sessions read ciphertext into pooled buffers.
 //
 // Bounded: at most max_retained_bytes sit in the pool (the oldest go first); buffers below
 // kMinPooledBytes are not pooled (malloc serves those without faults).

@@ -25,6 +25,9 @@
 #include <iterator>
 #include <limits>
 #include <memory>
+#include <type_traits>
+
+#include "pipeline/buffer_pool.hpp"
 
 namespace conveyor {
 namespace {
@@ -76,6 +79,22 @@ struct StrOut {
   void push_back(char c) { s.push_back(c); }
   void append(const char* p, std::size_t n) { s.append(p, n); }
   void append(std::string_view v) { s.append(v.data(), v.size()); }
+};
+
+// Where encode_batch_gather appends: large numeric payloads become views (no copy).
+struct GatherOut {
+  GatherBuffer& g;
+  void push_back(char c) { g.own.push_back(c); }
+  void append(const char* p, std::size_t n) { g.own.insert(g.own.end(), p, p + n); }
+  void append(std::string_view s) { append(s.data(), s.size()); }
+  // Bytes of `t`'s storage (its numeric bytes, or one of its strings).
+  void append_stored(const Tensor& t, const char* p, std::size_t n) {
+    StorageOwner keep = n >= kGatherViewMinBytes ? t.storage_owner() : nullptr;
+    if (keep)
+      g.add_view(std::move(keep), p, n);
+    else
+      append(p, n);
+  }
 };
 
 template <class Out>
@@ -138,10 +157,16 @@ void encode_tensor(const Tensor& t, Out& out) {
     for (int64_t i = 0, e = t.num_elements(); i < e; ++i) {
       const std::string_view s = t.string_at(i);
       put_varint(out, s.size());
-      out.append(s);
+      if constexpr (std::is_same_v<Out, GatherOut>)
+        out.append_stored(t, s.data(), s.size());
+      else
+        out.append(s);
     }
   } else if (!t.bytes().empty()) {
-    out.append(reinterpret_cast<const char*>(t.bytes().data()), t.bytes().size());
+    if constexpr (std::is_same_v<Out, GatherOut>)
+      out.append_stored(t, reinterpret_cast<const char*>(t.bytes().data()), t.bytes().size());
+    else
+      out.append(reinterpret_cast<const char*>(t.bytes().data()), t.bytes().size());
   }
 }
 
@@ -461,6 +486,57 @@ std::string encode_batch(const std::vector<Element>& elements, Compression compr
 void encode_batch_into(const std::vector<Element>& elements, Compression compression,
                        std::vector<char>& out, std::size_t prefix) {
   encode_batch_impl<std::vector<char>, VecOut>(elements, compression, out, prefix);
+}
+
+void encode_batch_gather(const std::vector<Element>& elements, Compression compression,
+                         GatherBuffer& out, std::size_t prefix) {
+  std::size_t raw_size = 0;
+  std::vector<std::size_t> sizes(elements.size());
+  for (std::size_t i = 0; i < elements.size(); ++i) {
+    sizes[i] = encoded_size(elements[i]);
+    raw_size += varint_size(sizes[i]) + sizes[i];
+  }
+  const bool may_compress =
+    compression == Compression::lz4 ||
+    (compression == Compression::automatic && raw_size >= kAutoCompressMinBytes);
+  // AUTO probes a sample as encode_batch_into does; a small body is simply tried whole.
+  const bool probe = may_compress && compression == Compression::automatic &&
+                     raw_size > 2 * kAutoProbeBytes;
+  if (!may_compress || probe) {
+    out.reset(prefix + kHeaderSize);
+    GatherOut o{out};
+    for (std::size_t i = 0; i < elements.size(); ++i) {
+      put_varint(o, sizes[i]);
+      append_element(elements[i], o);
+    }
+    write_header(out.own.data() + prefix, 0, elements.size(), raw_size);
+    if (!probe)
+      return;
+    // The sample: the body's first piece that holds kAutoProbeBytes (in place), else its first
+    // kAutoProbeBytes gathered.
+    std::string_view sample;
+    std::string gathered;
+    std::size_t skip = prefix + kHeaderSize;
+    out.for_each_piece([&](const char* p, std::size_t n) {
+      if (!sample.empty() || gathered.size() >= kAutoProbeBytes)
+        return;
+      const std::size_t from = std::min(skip, n);
+      skip -= from;
+      if (n - from >= kAutoProbeBytes && gathered.empty())
+        sample = std::string_view{p + from, kAutoProbeBytes};
+      else
+        gathered.append(p + from, std::min(n - from, kAutoProbeBytes - gathered.size()));
+    });
+    if (!probe_compresses(sample.empty() ? std::string_view{gathered} : sample))
+      return; // stays in pieces, uncompressed
+  }
+  // In one buffer: a recycled one (mapped already; the writer returns it to the pool).
+  std::vector<char> one = BufferPool::global().acquire(prefix + kHeaderSize + raw_size);
+  one.clear();
+  one.resize(prefix);
+  out.reset(0);
+  out.own = std::move(one);
+  encode_batch_into(elements, compression, out.own, prefix);
 }
 
 std::size_t encoded_batch_size(const std::vector<Element>& elements) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "pipeline/element.hpp"
+#include "pipeline/gather_buffer.hpp"
 #include "pipeline/status.hpp"
 
 namespace conveyor {
@@ -37,6 +38,14 @@ std::string encode_batch(const std::vector<Element>& elements, Compression compr
 // buffer can then be sent without another copy (actors/bulk).
 void encode_batch_into(const std::vector<Element>& elements, Compression compression,
                        std::vector<char>& out, std::size_t prefix);
+// The same bytes as encode_batch_into, in pieces: numeric payloads and strings of
+// kGatherViewMinBytes or more
+// become views of their tensors' storage instead of copies (pipeline/gather_buffer.hpp), unless
+// the batch is compressed (lz4, or AUTO where a probe of the body compresses), which needs the
+// bytes in one place. `out.own` starts with `prefix` bytes of room.
+inline constexpr std::size_t kGatherViewMinBytes = 4096;
+void encode_batch_gather(const std::vector<Element>& elements, Compression compression,
+                         GatherBuffer& out, std::size_t prefix);
 // Bytes of the uncompressed batch buffer for `elements`, so that batches can be packed by their
 // encoded size; entry_size is one element's share (its length prefix + encoding) and
 // header_size the fixed part.

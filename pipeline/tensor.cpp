@@ -243,6 +243,16 @@ bool Tensor::shares_storage() const {
   }
 }
 
+StorageOwner Tensor::storage_owner() const {
+  switch (mode_) {
+    case Mode::owned_bytes: return owned_;
+    case Mode::owned_strings: return strings_;
+    case Mode::viewed_bytes:
+    case Mode::viewed_strings: return keep_;
+    default: return nullptr;
+  }
+}
+
 bool operator==(const Tensor& a, const Tensor& b) {
   if (a.dtype_ != b.dtype_ || a.shape_ != b.shape_)
     return false;

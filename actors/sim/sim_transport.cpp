@@ -90,14 +90,15 @@ caf::behavior bulk_server_impl(caf::stateful_actor<bulk_server_state>* self, uin
       self->state.channels[channel] = {client, local};
       self->send(client, msg::bulk_ready_atom_v, local, channel);
     },
-    [=](msg::bulk_send_atom, uint64_t channel, std::vector<char>& frame) {
+    [=](msg::bulk_send_atom, uint64_t channel, GatherBuffer& frame) {
       auto c = self->state.channels.find(channel);
       if (c == self->state.channels.end())
         return; // closed: the consumer saw it too
       actors::bulk::FrameHeader h;
-      if (actors::bulk::read_frame_header(frame.data(), actors::bulk::kFrameHeaderBytes, h))
+      if (actors::bulk::read_frame_header(frame.own.data(), actors::bulk::kFrameHeaderBytes, h))
         return;
-      std::vector<char> payload(frame.begin() + actors::bulk::kFrameHeaderBytes, frame.end());
+      std::vector<char> whole = frame.flatten();
+      std::vector<char> payload(whole.begin() + actors::bulk::kFrameHeaderBytes, whole.end());
       self->send(c->second.first, msg::bulk_frame_atom_v, c->second.second, h.task, h.batch_seq, h.index,
                  h.count, std::move(payload));
     },

@@ -134,6 +134,10 @@ public:
 
   // Whether this tensor's storage is shared with another tensor or a received buffer.
   bool shares_storage() const;
+  // What keeps bytes() (or the strings' bytes) alive and unchanged while held: it shares the
+  // storage, so that a later write through a mutable_* accessor copies first. Null for inline
+  // storage.
+  StorageOwner storage_owner() const;
 
   // The scalar's value as int64 / double, converting any numeric or bool dtype.
   // Precondition: num_elements() == 1 and dtype() != string.

@@ -213,7 +213,7 @@ TEST_CASE("large elements are encoded once when produced and taken as bulk frame
   REQUIRE(r.start(parse("range(5).map(bytes(size=1048576))"), nullptr).ok());
   while (r.produce() == TaskRunner::Step::progress) {
   }
-  std::vector<std::vector<char>> frames;
+  std::vector<GatherBuffer> frames;
   auto b = r.take(1, 100, 3u << 20, &frames, 77);
   REQUIRE(b);
   CHECK(b->bulk_frames == 2); // two 1 MiB frames fit 3 MiB, a third does not
@@ -222,14 +222,19 @@ TEST_CASE("large elements are encoded once when produced and taken as bulk frame
   REQUIRE(frames.size() == 2);
   for (uint32_t i = 0; i < 2; ++i) {
     bulk::FrameHeader h;
-    REQUIRE_FALSE(bulk::read_frame_header(frames[i].data(), bulk::kFrameHeaderBytes, h));
+    REQUIRE_FALSE(bulk::read_frame_header(frames[i].own.data(), bulk::kFrameHeaderBytes, h));
     CHECK(h.task == 77);
     CHECK(h.batch_seq == b->batch_seq);
     CHECK(h.index == i);
     CHECK(h.count == 2);
     CHECK(h.length == frames[i].size() - bulk::kFrameHeaderBytes);
+    // Encoding copied no payload byte: the tensor is a view of its storage.
+    REQUIRE(frames[i].views.size() == 1);
+    CHECK(frames[i].views[0].size == 1048576);
+    CHECK(frames[i].own.size() < 100);
+    const std::vector<char> whole = frames[i].flatten();
     std::vector<Element> out;
-    REQUIRE(decode_batch({frames[i].data() + bulk::kFrameHeaderBytes, h.length}, out).ok());
+    REQUIRE(decode_batch({whole.data() + bulk::kFrameHeaderBytes, h.length}, out).ok());
     REQUIRE(out.size() == 1);
     CHECK(out[0][0].byte_size() == 1048576);
   }
@@ -247,14 +252,15 @@ TEST_CASE("large elements are encoded ahead only within a window - the rest when
   auto drain = [](TaskRunner& r, std::size_t expect_per_take) {
     std::size_t got = 0;
     for (int guard = 0; guard < 100; ++guard) {
-      std::vector<std::vector<char>> frames;
+      std::vector<GatherBuffer> frames;
       auto b = r.take(1, 100, 64u << 20, &frames, 5);
       REQUIRE(b);
       if (b->end_of_sequence)
         break;
       REQUIRE(frames.size() == b->bulk_frames);
       CHECK(frames.size() <= expect_per_take);
-      for (auto& f : frames) {
+      for (auto& frame : frames) {
+        const std::vector<char> f = frame.flatten();
         std::vector<Element> out;
         REQUIRE(decode_batch({f.data() + bulk::kFrameHeaderBytes, f.size() - bulk::kFrameHeaderBytes}, out).ok());
         REQUIRE(out.size() == 1);

@@ -7,8 +7,10 @@
 #include <vector>
 
 #include "test/unit/codec/codec_support.hpp"
+#include "test/support/random_bytes.hpp"
 
 using namespace conveyor;
+using conveyor::testing::random_bytes;
 using conveyor::test::all_dtypes;
 using conveyor::test::sample_shapes;
 using conveyor::test::sample_tensor;
@@ -326,6 +328,62 @@ TEST_CASE("zero-copy decode: tensors view the received buffer, which they keep a
   CHECK_FALSE(watch.expired());
   out.clear();
   CHECK(watch.expired());
+}
+
+namespace {
+std::string gathered(const GatherBuffer& g, std::size_t prefix) {
+  const std::vector<char> whole = g.flatten();
+  return std::string(whole.begin() + static_cast<std::ptrdiff_t>(prefix), whole.end());
+}
+} // namespace
+
+TEST_CASE("gather encoding: the same bytes as one buffer, large payloads as views of their storage") {
+  // Large and small numeric tensors and strings, several components, several elements.
+  std::vector<Element> in;
+  in.push_back(Element{std::vector<Tensor>{Tensor::vector<int64_t>(std::vector<int64_t>(2048, 7)),
+                                           Tensor::scalar(int64_t{3}),
+                                           Tensor::vector<std::string>({random_bytes(9000, 1), "x"})}});
+  in.push_back(Element{Tensor::vector<float>(std::vector<float>(10, 0.5f))});
+  in.push_back(Element{Tensor::scalar(random_bytes(5000, 2))});
+  GatherBuffer g;
+  encode_batch_gather(in, Compression::none, g, 40);
+  CHECK(g.own.size() >= 40);
+  CHECK(gathered(g, 40) == encode_batch(in, Compression::none));
+  // The 16 KiB int64 payload and the 9000- and 5000-byte strings are views: no copy.
+  REQUIRE(g.views.size() == 3);
+  CHECK(g.views[0].data == reinterpret_cast<const char*>(in[0][0].bytes().data()));
+  CHECK(g.views[1].data == in[0][2].string_at(0).data());
+  CHECK(g.views[2].data == in[2][0].string_at(0).data());
+  CHECK(g.own.size() < 40 + 200);
+  // The views keep the storage alive (and unchanged: a write copies first).
+  const std::string expected = gathered(g, 40);
+  in[0][0].mutable_data<int64_t>()[0] = 99; // copy on write: the frame still sees 7
+  in.clear();
+  CHECK(gathered(g, 40) == expected);
+}
+
+TEST_CASE("gather encoding: compression keeps one buffer, AUTO keeps views when the probe fails") {
+  const std::vector<Element> random{Element{Tensor::scalar(random_bytes(300000, 3))}};
+  const std::vector<Element> zeros{Element{Tensor::vector<int64_t>(std::vector<int64_t>(40000, 0))}};
+  for (Compression c : kAllCompressions) {
+    CAPTURE(to_string(c));
+    for (const auto* in : {&random, &zeros}) {
+      GatherBuffer g;
+      encode_batch_gather(*in, c, g, 8);
+      std::vector<Element> out;
+      const std::string bytes = gathered(g, 8);
+      REQUIRE(decode_batch(bytes, out).ok());
+      CHECK(out == *in);
+      const bool compressible = in == &zeros;
+      if (c == Compression::none || (c == Compression::automatic && !compressible)) {
+        CHECK(g.views.size() == 1); // incompressible or not asked: views, uncompressed
+        CHECK(flags_of(bytes) == 0);
+      } else {
+        CHECK(g.views.empty()); // compressed (or tried whole) in one buffer
+        CHECK(bytes == encode_batch(*in, c));
+      }
+    }
+  }
 }
 
 TEST_CASE("encoded sizes: a batch's size is its header plus its entries") {

@@ -1,0 +1,68 @@
+// Bytes to be written as one stream but held in pieces: the encoder's own bytes (headers, small
+// tensors) with views of large tensors' storage placed between them. A bulk connection writes
+// the pieces with gather writes (sendmsg), so a large tensor goes from the storage the pipeline
+// produced it in to the kernel with no user-space copy (actors/bulk_writer.hpp). The views keep
+// that storage alive (it is immutable once produced: a writer copies on write, see Tensor).
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "conveyor/tensor.hpp"
+
+namespace conveyor {
+
+struct GatherBuffer {
+  // `size` bytes at `data`, kept alive by `keep`, inserted before own[at].
+  struct View {
+    std::size_t at = 0;
+    StorageOwner keep;
+    const char* data = nullptr;
+    std::size_t size = 0;
+  };
+
+  std::vector<char> own;   // the encoder's bytes
+  std::vector<View> views; // in stream order (non-decreasing `at`)
+
+  std::size_t size() const { return own.size() + view_bytes_; }
+  bool empty() const { return size() == 0; }
+  void add_view(StorageOwner keep, const char* data, std::size_t size) {
+    views.push_back(View{own.size(), std::move(keep), data, size});
+    view_bytes_ += size;
+  }
+  void clear() { reset(0); }
+  // Keeps the first `own_bytes` own bytes and no view.
+  void reset(std::size_t own_bytes) {
+    own.resize(own_bytes);
+    views.clear();
+    view_bytes_ = 0;
+  }
+
+  // Calls f(const char* data, std::size_t size) for each non-empty piece, in stream order.
+  template <class F>
+  void for_each_piece(F&& f) const {
+    std::size_t from = 0;
+    for (const View& v : views) {
+      if (v.at > from)
+        f(own.data() + from, v.at - from);
+      if (v.size > 0)
+        f(v.data, v.size);
+      from = v.at;
+    }
+    if (own.size() > from)
+      f(own.data() + from, own.size() - from);
+  }
+
+  // The stream as one buffer (a copy of every view's bytes), for the paths that need one.
+  std::vector<char> flatten() const {
+    std::vector<char> out;
+    out.reserve(size());
+    for_each_piece([&](const char* p, std::size_t n) { out.insert(out.end(), p, p + n); });
+    return out;
+  }
+
+private:
+  std::size_t view_bytes_ = 0;
+};
+
+} // namespace conveyor
