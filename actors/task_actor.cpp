@@ -73,6 +73,7 @@ struct task_state {
   // once, as on its reconnect, instead of holding the others' end of the epoch until the job
   // drops it (--client-timeout).
   std::map<caf::actor_addr, msg::consumer_id_t> consumers;
+  bool asked = false; // some consumer asked (so `consumers` empty means: every one of them went)
   bool produce_scheduled = false;
   bool waiting_for_split = false;
   bool reported_done = false;
@@ -622,6 +623,7 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
           auto addr = caf::actor_cast<caf::actor_addr>(sender);
           if (st0.consumers.find(addr) == st0.consumers.end()) { // (no node built per request)
             st0.consumers.emplace(addr, req.consumer);
+            st0.asked = true;
             self->monitor(sender); // the strong handle: an actor already gone still sends its down
           }
         }
@@ -765,6 +767,11 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
       // gave it its last round (end_rounds) and every consumer took its elements up to there.
       if (st.rounds)
         return st.rounds_end >= 0 && st.rounds->all_confirmed(st.rounds_end);
+      // OFF, every consumer that asked is gone (its process died; its job may hold it until
+      // --client-timeout): nobody can receive the rest, and a finite pipeline pauses with its
+      // readers, so it would never end and the drain would run into --drain-timeout.
+      if (!st.runner->split_feed() && st.asked && st.consumers.empty())
+        return true;
       if (!(st.runner->ended() || st.runner->failed() || st.runner->retired()))
         return false;
       // OFF too: a batch taken but not yet received would be lost with the worker (the

@@ -164,6 +164,20 @@ TEST_CASE("fault: a drain does not wait for a reader that died with the dispatch
   check_drained_promptly(cluster, 1, std::chrono::steady_clock::now(), 10000, 20000);
 }
 
+TEST_CASE("fault: a drain does not wait for a SIGKILLed reader of a finite OFF dataset") {
+  // The job holds the dead reader until --client-timeout, and the finite pipeline pauses with its
+  // reader (it never ends). The task sees the reader's process go: with nobody left to deliver
+  // to, the drain stops waiting for it at once instead of running into --drain-timeout.
+  Cluster cluster(1);
+  cluster.add_worker({"--drain-timeout", "20000"});
+  auto reader = cluster.start_read("range(1000000).map(sleep_us(us=100))", {"--mode", "off"});
+  REQUIRE_MESSAGE(reader->wait_for_stdout_lines(200, Millis{30000}), reader->describe());
+  reader->signal(SIGKILL);
+  REQUIRE(reader->wait_exit(Millis{10000}).has_value());
+  cluster.worker(1).signal(SIGTERM);
+  check_drained_promptly(cluster, 1, std::chrono::steady_clock::now(), 10000, 20000);
+}
+
 TEST_CASE("fault: a reader SIGKILLed mid shared DYNAMIC epoch does not hold the other's end for --client-timeout") {
   // Its tasks see its node go and hand what it did not acknowledge back to the job at once (as
   // on its reconnect); before, those splits stayed out until the job dropped it after

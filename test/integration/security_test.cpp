@@ -260,12 +260,13 @@ TEST_CASE("security: large elements travel the TLS bulk path, byte-exact - a pla
   ::close(fd);
 }
 
-// A worker SIGKILLed while its TLS bulk channel (4 connections, each with its session actors)
-// carries frames: every connection of the channel breaks, the consumer hears the loss once, its
-// DYNAMIC job hands the lost splits out again, and the read ends OK with every element exactly
-// once, byte-exact.
-TEST_CASE("security: a worker SIGKILLed mid-read on the TLS bulk path - DYNAMIC loses nothing") {
-  Pki pki;
+namespace {
+
+// A worker SIGKILLed while its bulk channel carries frames (TLS: 4 connections, each with its
+// session actors; plain TCP: one connection, written by the worker's bulk writer): every
+// connection of the channel breaks, the consumer hears the loss once, its DYNAMIC job hands the
+// lost splits out again, and the read ends OK with every element exactly once, byte-exact.
+void kill_worker_mid_bulk_read(const std::vector<std::string>& node_flags, const std::string& channel_up) {
   const std::string dataset = "range(300).map(sleep_us(us=4000)).map(bytes(size=300000))";
   const std::vector<std::string> read_flags{"--mode", "dynamic", "--print", "digest"};
   Cluster plain(1);
@@ -273,26 +274,57 @@ TEST_CASE("security: a worker SIGKILLed mid-read on the TLS bulk path - DYNAMIC 
   REQUIRE_MESSAGE(expected.exit_code == 0, expected.describe);
   REQUIRE(expected.lines.size() == 300);
 
-  Cluster tls(0, pki.flags());
+  Cluster cluster(0, node_flags);
   const std::vector<std::string> debug{"--log-level", "debug"};
-  tls.add_worker(pki.flags() + debug);
-  auto& victim = tls.add_worker(pki.flags() + debug);
-  auto reader = tls.start_read(dataset, pki.flags() + read_flags);
+  cluster.add_worker(node_flags + debug);
+  auto& victim = cluster.add_worker(node_flags + debug);
+  auto reader = cluster.start_read(dataset, node_flags + read_flags);
   REQUIRE_MESSAGE(reader->wait_for_stdout_lines(60, kReadTimeout), reader->describe());
-  CHECK_MESSAGE(victim.wait_for_output("joined", Millis{5000}), victim.describe()); // its channel is up
+  CHECK_MESSAGE(victim.wait_for_output(channel_up, Millis{5000}), victim.describe()); // its channel is up
   victim.signal(SIGKILL);
   auto code = reader->wait_exit(kReadTimeout);
   REQUIRE(code.has_value());
-  CHECK_MESSAGE(*code == 0, std::string(reader->describe() + tls.describe()));
+  CHECK_MESSAGE(*code == 0, std::string(reader->describe() + cluster.describe()));
   CHECK(sorted(reader->stdout_lines()) == sorted(expected.lines));
-  // All 4 connections broke; the consumer reports the channel's loss once (or not at all, when
-  // it learned of the worker's death first).
+  // The channel broke; the consumer reports its loss once (or not at all, when it learned of the
+  // worker's death first).
   const std::string text = reader->stderr_text();
   std::size_t reports = 0;
   for (auto at = text.find("bulk channel to worker"); at != std::string::npos;
        at = text.find("bulk channel to worker", at + 1))
     ++reports;
   CHECK_MESSAGE(reports <= 1, text);
+}
+
+} // namespace
+
+TEST_CASE("security: a worker SIGKILLed mid-read on the TLS bulk path - DYNAMIC loses nothing") {
+  Pki pki;
+  kill_worker_mid_bulk_read(pki.flags(), "joined"); // all 4 connections of its channel are in
+}
+
+TEST_CASE("fault: a worker SIGKILLed mid-read on the plain bulk path - DYNAMIC loses nothing") {
+  kill_worker_mid_bulk_read({}, "opened");
+}
+
+// A reader SIGKILLed while the worker's bulk writer still has frames for it: the writer drops
+// that connection (its socket broke) and the worker serves the next reader, byte-exact; the
+// cluster's teardown then checks that the worker exits cleanly.
+TEST_CASE("fault: a reader SIGKILLed mid-read of large elements - the worker serves the next reader") {
+  Cluster cluster(1);
+  const std::string small = "range(40).map(bytes(size=300000))";
+  const std::vector<std::string> digests{"--mode", "off", "--print", "digest"};
+  auto before = cluster.read(small, digests);
+  REQUIRE_MESSAGE(before.exit_code == 0, before.describe);
+  REQUIRE(before.lines.size() == 40);
+  auto victim = cluster.start_read("range(100000).map(bytes(size=300000))",
+                                   {"--mode", "off", "--print", "digest"}, "victim");
+  REQUIRE_MESSAGE(victim->wait_for_stdout_lines(30, kReadTimeout), victim->describe());
+  victim->signal(SIGKILL);
+  REQUIRE(victim->wait_exit(kReadTimeout).has_value());
+  auto after = cluster.read(small, digests);
+  CHECK_MESSAGE(after.exit_code == 0, std::string(after.describe + cluster.describe()));
+  CHECK(sorted(after.lines) == sorted(before.lines));
 }
 
 
