@@ -267,12 +267,14 @@ namespace {
 // connection of the channel breaks, the consumer hears the loss once, its DYNAMIC job hands the
 // lost splits out again, and the read ends OK with every element exactly once, byte-exact.
 void kill_worker_mid_bulk_read(const std::vector<std::string>& node_flags, const std::string& channel_up) {
-  const std::string dataset = "range(300).map(sleep_us(us=4000)).map(bytes(size=300000))";
+  // Long enough (2.4 s of work on one worker) that a victim slow to start (sanitizer build, busy
+  // machine) still gets splits before the other worker took them all.
+  const std::string dataset = "range(600).map(sleep_us(us=4000)).map(bytes(size=300000))";
   const std::vector<std::string> read_flags{"--mode", "dynamic", "--print", "digest"};
   Cluster plain(1);
   auto expected = plain.read(dataset, read_flags);
   REQUIRE_MESSAGE(expected.exit_code == 0, expected.describe);
-  REQUIRE(expected.lines.size() == 300);
+  REQUIRE(expected.lines.size() == 600);
 
   Cluster cluster(0, node_flags);
   const std::vector<std::string> debug{"--log-level", "debug"};
@@ -280,8 +282,9 @@ void kill_worker_mid_bulk_read(const std::vector<std::string>& node_flags, const
   auto& victim = cluster.add_worker(node_flags + debug);
   auto reader = cluster.start_read(dataset, node_flags + read_flags);
   REQUIRE_MESSAGE(reader->wait_for_stdout_lines(60, kReadTimeout), reader->describe());
-  CHECK_MESSAGE(victim.wait_for_output(channel_up, Millis{5000}), victim.describe()); // its channel is up
+  REQUIRE_MESSAGE(victim.wait_for_output(channel_up, Millis{20000}), victim.describe()); // its channel is up
   victim.signal(SIGKILL);
+  REQUIRE(victim.wait_exit(Millis{10000}).has_value()); // (the teardown then knows it was killed)
   auto code = reader->wait_exit(kReadTimeout);
   REQUIRE(code.has_value());
   CHECK_MESSAGE(*code == 0, std::string(reader->describe() + cluster.describe()));
