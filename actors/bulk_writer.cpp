@@ -165,6 +165,7 @@ struct BulkWriter::Impl {
                                " frame(s) unsent (the consumer fails or refetches them)");
           c.broken = true;
           c.queue.clear();
+          ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, c.fd, nullptr); // nothing more to write to it
           ::shutdown(c.fd, SHUT_RDWR); // so that CAF's side sees the close too: the channel breaks
           return;
         }
