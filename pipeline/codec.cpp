@@ -81,7 +81,8 @@ struct StrOut {
   void append(std::string_view v) { s.append(v.data(), v.size()); }
 };
 
-// Where encode_batch_gather appends: large numeric payloads become views (no copy).
+// Where encode_batch_gather appends: large payloads (numeric bytes, strings) become views of
+// their tensors' storage (no copy).
 struct GatherOut {
   GatherBuffer& g;
   void push_back(char c) { g.own.push_back(c); }
@@ -512,22 +513,27 @@ void encode_batch_gather(const std::vector<Element>& elements, Compression compr
     write_header(out.own.data() + prefix, 0, elements.size(), raw_size);
     if (!probe)
       return;
-    // The sample: the body's first piece that holds kAutoProbeBytes (in place), else its first
-    // kAutoProbeBytes gathered.
+    // The sample: kAutoProbeBytes of the body's first piece that holds them (read in place: a
+    // large tensor), else the body's first kAutoProbeBytes gathered (small pieces only).
     std::string_view sample;
-    std::string gathered;
     std::size_t skip = prefix + kHeaderSize;
     out.for_each_piece([&](const char* p, std::size_t n) {
-      if (!sample.empty() || gathered.size() >= kAutoProbeBytes)
-        return;
       const std::size_t from = std::min(skip, n);
       skip -= from;
-      if (n - from >= kAutoProbeBytes && gathered.empty())
+      if (sample.empty() && n - from >= kAutoProbeBytes)
         sample = std::string_view{p + from, kAutoProbeBytes};
-      else
-        gathered.append(p + from, std::min(n - from, kAutoProbeBytes - gathered.size()));
     });
-    if (!probe_compresses(sample.empty() ? std::string_view{gathered} : sample))
+    std::string gathered;
+    if (sample.empty()) {
+      skip = prefix + kHeaderSize;
+      out.for_each_piece([&](const char* p, std::size_t n) {
+        const std::size_t from = std::min(skip, n);
+        skip -= from;
+        gathered.append(p + from, std::min(n - from, kAutoProbeBytes - gathered.size()));
+      });
+      sample = gathered;
+    }
+    if (!probe_compresses(sample))
       return; // stays in pieces, uncompressed
   }
   // In one buffer: a recycled one (mapped already; the writer returns it to the pool).

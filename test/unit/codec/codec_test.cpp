@@ -365,18 +365,26 @@ TEST_CASE("gather encoding: the same bytes as one buffer, large payloads as view
 TEST_CASE("gather encoding: compression keeps one buffer, AUTO keeps views when the probe fails") {
   const std::vector<Element> random{Element{Tensor::scalar(random_bytes(300000, 3))}};
   const std::vector<Element> zeros{Element{Tensor::vector<int64_t>(std::vector<int64_t>(40000, 0))}};
+  // No piece holds the probe's 64 KiB: AUTO gathers its sample from 5000-byte views.
+  std::vector<Tensor> small_random, small_zeros;
+  for (unsigned i = 0; i < 40; ++i) {
+    small_random.push_back(Tensor::scalar(random_bytes(5000, 10 + i)));
+    small_zeros.push_back(Tensor::scalar(std::string(5000, '\0')));
+  }
+  const std::vector<Element> many_random{Element{small_random}};
+  const std::vector<Element> many_zeros{Element{small_zeros}};
   for (Compression c : kAllCompressions) {
     CAPTURE(to_string(c));
-    for (const auto* in : {&random, &zeros}) {
+    for (const auto* in : {&random, &zeros, &many_random, &many_zeros}) {
       GatherBuffer g;
       encode_batch_gather(*in, c, g, 8);
       std::vector<Element> out;
       const std::string bytes = gathered(g, 8);
       REQUIRE(decode_batch(bytes, out).ok());
       CHECK(out == *in);
-      const bool compressible = in == &zeros;
+      const bool compressible = in == &zeros || in == &many_zeros;
       if (c == Compression::none || (c == Compression::automatic && !compressible)) {
-        CHECK(g.views.size() == 1); // incompressible or not asked: views, uncompressed
+        CHECK(g.views.size() == (*in)[0].size()); // incompressible or not asked: views, uncompressed
         CHECK(flags_of(bytes) == 0);
       } else {
         CHECK(g.views.empty()); // compressed (or tried whole) in one buffer
