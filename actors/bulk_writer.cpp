@@ -74,20 +74,19 @@ struct BulkWriter::Impl {
     }
   }
 
-  void close_conn(uint64_t key, Conn& c) {
+  void close_conn(Conn& c) {
     ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, c.fd, nullptr); // before close: CAF's descriptor of
     ::close(c.fd);                                       // the same socket stays open
     if (!c.queue.empty() && !c.broken)
       log::warning(kLog, c.label + " closed with " + std::to_string(c.queue.size()) +
                            " frame(s) unsent (the consumer fails or refetches them)");
-    (void)key;
   }
 
   void apply(Command& cmd) {
     switch (cmd.kind) {
       case Command::Kind::add: {
         if (auto old = conns.find(cmd.key); old != conns.end()) { // a reused key: the old one went
-          close_conn(old->first, old->second);
+          close_conn(old->second);
           conns.erase(old);
         }
         epoll_event ev{};
@@ -116,7 +115,7 @@ struct BulkWriter::Impl {
         auto c = conns.find(cmd.key);
         if (c == conns.end())
           return;
-        close_conn(c->first, c->second);
+        close_conn(c->second);
         conns.erase(c);
         return;
       }
@@ -237,8 +236,8 @@ BulkWriter::~BulkWriter() {
     [[maybe_unused]] auto n = ::write(impl_->wake_fd, &one, sizeof one);
     impl_->thread.join();
   }
-  for (auto& [key, c] : impl_->conns)
-    impl_->close_conn(key, c);
+  for (auto& entry : impl_->conns)
+    impl_->close_conn(entry.second);
   for (auto& cmd : impl_->commands) // never applied: an added socket's duplicate is still ours
     if (cmd.kind == Command::Kind::add)
       ::close(cmd.fd);
