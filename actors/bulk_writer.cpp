@@ -68,10 +68,13 @@ struct BulkWriter::Impl {
       wake = commands.empty();
       commands.push_back(std::move(c));
     }
-    if (wake) {
-      const uint64_t one = 1;
-      [[maybe_unused]] auto n = ::write(wake_fd, &one, sizeof one);
-    }
+    if (wake)
+      wake_up();
+  }
+
+  void wake_up() {
+    const uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(wake_fd, &one, sizeof one);
   }
 
   void close_conn(Conn& c) {
@@ -232,8 +235,7 @@ BulkWriter::~BulkWriter() {
       std::lock_guard<std::mutex> lock{impl_->mu};
       impl_->stop = true;
     }
-    const uint64_t one = 1;
-    [[maybe_unused]] auto n = ::write(impl_->wake_fd, &one, sizeof one);
+    impl_->wake_up();
     impl_->thread.join();
   }
   for (auto& entry : impl_->conns)

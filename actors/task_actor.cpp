@@ -240,11 +240,7 @@ void complete_rounds(self_ptr self) {
     return;
   std::vector<std::size_t> sizes;
   auto elements = st.runner->take_elements(static_cast<std::size_t>(rounds) * n, &sizes);
-  if (!elements.ok()) {
-    st.rounds_error = elements.status().with_context(st.label());
-    return;
-  }
-  st.rounds->complete_many(std::move(elements).value(), sizes, now_ns(self));
+  st.rounds->complete_many(std::move(elements), sizes, now_ns(self));
   schedule_produce(self);
 }
 

@@ -379,8 +379,7 @@ std::optional<msg::element_batch> TaskRunner::take_cached(msg::consumer_id_t con
   return out;
 }
 
-Expected<std::vector<Element>> TaskRunner::take_elements(std::size_t n,
-                                                         std::vector<std::size_t>* sizes) {
+std::vector<Element> TaskRunner::take_elements(std::size_t n, std::vector<std::size_t>* sizes) {
   std::vector<Element> out;
   if (buffer_.size() < n)
     return out;

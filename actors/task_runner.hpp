@@ -132,12 +132,11 @@ public:
   // Read with the cross-trainer cache's whole-epoch sharing.
   bool shares_whole_epoch() const { return cache_ && cache_->whole_epoch(); }
 
-  // Coordinated reads (actors/round_robin.hpp): the next `n` elements, decoded, when the buffer
-  // holds at least `n` (else none). Run with bulk_min_bytes at its maximum, so that no element
-  // was pre-encoded; one that was is decoded again.
+  // Coordinated reads (actors/round_robin.hpp): the next `n` elements when the buffer holds at
+  // least `n` (else none). Run with bulk_min_bytes at its maximum, so that no element was
+  // pre-encoded; one that was still has its element (its frame is dropped).
   // `sizes` (optional): each element's byte size, as the buffer counted it, appended.
-  Expected<std::vector<Element>> take_elements(std::size_t n,
-                                               std::vector<std::size_t>* sizes = nullptr);
+  std::vector<Element> take_elements(std::size_t n, std::vector<std::size_t>* sizes = nullptr);
 
   // The split feed of a DYNAMIC task (nullptr for OFF).
   SplitFeed* split_feed() { return feed_.get(); }

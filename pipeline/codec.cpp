@@ -437,22 +437,37 @@ Expected<Element> decode_element(std::string_view in) {
 namespace {
 
 // Encodes into `out` after its first `prefix` bytes (which stay as they are).
-template <class Buffer, class Out>
-void encode_batch_impl(const std::vector<Element>& elements, Compression compression, Buffer& out,
-                       std::size_t prefix) {
-  std::vector<std::size_t> sizes(elements.size());
+// Each element's encoded size into `sizes`; returns the batch body's size (entries with their
+// length prefixes).
+std::size_t entry_sizes(const std::vector<Element>& elements, std::vector<std::size_t>& sizes) {
+  sizes.resize(elements.size());
   std::size_t raw_size = 0;
   for (std::size_t i = 0; i < elements.size(); ++i) {
     sizes[i] = encoded_size(elements[i]);
     raw_size += varint_size(sizes[i]) + sizes[i];
   }
+  return raw_size;
+}
+
+// The batch body: each element behind its length prefix.
+template <class Out>
+void append_entries(const std::vector<Element>& elements, const std::vector<std::size_t>& sizes,
+                    Out& out) {
+  for (std::size_t i = 0; i < elements.size(); ++i) {
+    put_varint(out, sizes[i]);
+    append_element(elements[i], out);
+  }
+}
+
+template <class Buffer, class Out>
+void encode_batch_impl(const std::vector<Element>& elements, Compression compression, Buffer& out,
+                       std::size_t prefix) {
+  std::vector<std::size_t> sizes;
+  const std::size_t raw_size = entry_sizes(elements, sizes);
   out.reserve(prefix + kHeaderSize + raw_size);
   out.resize(prefix + kHeaderSize);
   Out o{out};
-  for (std::size_t i = 0; i < elements.size(); ++i) {
-    put_varint(o, sizes[i]);
-    append_element(elements[i], o);
-  }
+  append_entries(elements, sizes, o);
 
   uint8_t flags = 0;
   bool try_lz4 = compression == Compression::lz4 ||
@@ -491,12 +506,8 @@ void encode_batch_into(const std::vector<Element>& elements, Compression compres
 
 void encode_batch_gather(const std::vector<Element>& elements, Compression compression,
                          GatherBuffer& out, std::size_t prefix) {
-  std::size_t raw_size = 0;
-  std::vector<std::size_t> sizes(elements.size());
-  for (std::size_t i = 0; i < elements.size(); ++i) {
-    sizes[i] = encoded_size(elements[i]);
-    raw_size += varint_size(sizes[i]) + sizes[i];
-  }
+  std::vector<std::size_t> sizes;
+  const std::size_t raw_size = entry_sizes(elements, sizes);
   const bool may_compress =
     compression == Compression::lz4 ||
     (compression == Compression::automatic && raw_size >= kAutoCompressMinBytes);
@@ -506,10 +517,7 @@ void encode_batch_gather(const std::vector<Element>& elements, Compression compr
   if (!may_compress || probe) {
     out.reset(prefix + kHeaderSize);
     GatherOut o{out};
-    for (std::size_t i = 0; i < elements.size(); ++i) {
-      put_varint(o, sizes[i]);
-      append_element(elements[i], o);
-    }
+    append_entries(elements, sizes, o);
     write_header(out.own.data() + prefix, 0, elements.size(), raw_size);
     if (!probe)
       return;

@@ -5,6 +5,7 @@
 // that storage alive (it is immutable once produced: a writer copies on write, see Tensor).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <vector>
 
@@ -53,11 +54,16 @@ struct GatherBuffer {
       f(own.data() + from, own.size() - from);
   }
 
-  // The stream as one buffer (a copy of every view's bytes), for the paths that need one.
-  std::vector<char> flatten() const {
+  // The stream from byte `from` on as one buffer (a copy of every view's bytes), for the paths
+  // that need one.
+  std::vector<char> flatten(std::size_t from = 0) const {
     std::vector<char> out;
-    out.reserve(size());
-    for_each_piece([&](const char* p, std::size_t n) { out.insert(out.end(), p, p + n); });
+    out.reserve(size() > from ? size() - from : 0);
+    for_each_piece([&](const char* p, std::size_t n) {
+      const std::size_t skip = std::min(from, n);
+      from -= skip;
+      out.insert(out.end(), p + skip, p + n);
+    });
     return out;
   }
 

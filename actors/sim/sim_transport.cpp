@@ -97,8 +97,7 @@ caf::behavior bulk_server_impl(caf::stateful_actor<bulk_server_state>* self, uin
       actors::bulk::FrameHeader h;
       if (actors::bulk::read_frame_header(frame.own.data(), actors::bulk::kFrameHeaderBytes, h))
         return;
-      std::vector<char> whole = frame.flatten();
-      std::vector<char> payload(whole.begin() + actors::bulk::kFrameHeaderBytes, whole.end());
+      std::vector<char> payload = frame.flatten(actors::bulk::kFrameHeaderBytes);
       self->send(c->second.first, msg::bulk_frame_atom_v, c->second.second, h.task, h.batch_seq, h.index,
                  h.count, std::move(payload));
     },

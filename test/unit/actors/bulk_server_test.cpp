@@ -4,13 +4,11 @@
 #include <doctest/doctest.h>
 
 #include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <arpa/inet.h>
 
-#include <chrono>
 #include <memory>
 #include <string>
 
@@ -22,31 +20,13 @@
 #include "actors/node_config.hpp"
 #include "cluster_fixture.hpp"
 #include "messages/all.hpp"
+#include "test/support/socket_read.hpp"
 
 using namespace conveyor;
+using conveyor::testing::read_up_to;
 namespace bulk = conveyor::actors::bulk;
 
 namespace {
-
-// Reads exactly `n` bytes (or less at EOF / after 10 s); `eof` says whether the peer closed.
-std::string read_exactly(int fd, std::size_t n, bool* eof = nullptr) {
-  std::string got;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  std::string buf(1 << 16, '\0');
-  while (got.size() < n && std::chrono::steady_clock::now() < deadline) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0)
-      continue;
-    const ssize_t r = ::read(fd, buf.data(), std::min(buf.size(), n - got.size()));
-    if (r <= 0) {
-      if (eof)
-        *eof = true;
-      break;
-    }
-    got.append(buf.data(), static_cast<std::size_t>(r));
-  }
-  return got;
-}
 
 struct Socket {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -70,7 +50,7 @@ TEST_CASE("bulk server: gather frames reach a TCP consumer byte-exact, and endin
   char hello[bulk::kHelloBytes];
   bulk::write_hello(hello, 0);
   REQUIRE(::write(s.fd, hello, sizeof hello) == static_cast<ssize_t>(sizeof hello));
-  const std::string ack = read_exactly(s.fd, bulk::kAckBytes);
+  const std::string ack = read_up_to(s.fd, bulk::kAckBytes);
   const auto channel = bulk::read_ack(ack.data(), ack.size());
   REQUIRE(channel);
 
@@ -88,20 +68,20 @@ TEST_CASE("bulk server: gather frames reach a TCP consumer byte-exact, and endin
     caf::anon_send(server->actor, msg::bulk_send_atom_v, *channel, std::move(frame));
   }
   for (uint32_t i = 0; i < 2; ++i) {
-    const std::string head = read_exactly(s.fd, bulk::kFrameHeaderBytes);
+    const std::string head = read_up_to(s.fd, bulk::kFrameHeaderBytes);
     bulk::FrameHeader h;
     REQUIRE_FALSE(bulk::read_frame_header(head.data(), head.size(), h));
     CHECK(h.task == 9);
     CHECK(h.batch_seq == 4);
     CHECK(h.index == i);
     REQUIRE(h.length == expected_payloads[i].size());
-    CHECK(read_exactly(s.fd, h.length) == expected_payloads[i]);
+    CHECK(read_up_to(s.fd, h.length) == expected_payloads[i]);
   }
 
   // The worker's bulk server ends (its worker stops): the consumer sees its connection close,
   // while this test still holds the server's handle.
   caf::anon_send_exit(server->actor, caf::exit_reason::user_shutdown);
   bool eof = false;
-  CHECK(read_exactly(s.fd, 1, &eof).empty());
+  CHECK(read_up_to(s.fd, 1, &eof).empty());
   CHECK(eof);
 }

@@ -3,18 +3,18 @@
 // breaks only its own connection.
 #include <doctest/doctest.h>
 
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <memory>
 #include <string>
 
 #include "actors/bulk_writer.hpp"
+#include "test/support/socket_read.hpp"
 #include "test/support/random_bytes.hpp"
 
 using namespace conveyor;
+using conveyor::testing::read_up_to;
 using conveyor::testing::random_bytes;
 using conveyor::actors::BulkWriter;
 
@@ -40,26 +40,6 @@ struct SocketPair {
     ours = -1;
   }
 };
-
-// Reads until `n` bytes, EOF or 10 s; `eof` says whether the peer closed.
-std::string read_up_to(int fd, std::size_t n, bool* eof = nullptr) {
-  std::string got;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  char buf[65536];
-  while (got.size() < n && std::chrono::steady_clock::now() < deadline) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0)
-      continue;
-    const ssize_t r = ::read(fd, buf, sizeof buf);
-    if (r <= 0) {
-      if (eof)
-        *eof = true;
-      break;
-    }
-    got.append(buf, static_cast<std::size_t>(r));
-  }
-  return got;
-}
 
 
 // Own bytes, a view of a string only the buffer keeps alive, own bytes again.
