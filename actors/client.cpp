@@ -2,7 +2,6 @@
 // requests to the dispatcher, and ElementStream over a consumer actor feeding a QueueSink.
 #include "conveyor/client.hpp"
 
-#include <deque>
 
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
@@ -62,7 +61,10 @@ public:
   std::shared_ptr<actors::QueueSink> sink;
   msg::stream_actor consumer;
   msg::job_id_t job = 0;
-  std::deque<Element> local;
+  // Taken from the sink and decoded in one go; handed out from `next_local` on (a vector, so a
+  // batch decodes straight into it).
+  std::vector<Element> local;
+  std::size_t next_local = 0;
   uint64_t pending_acks = 0;
   bool ended = false;
   Status final_status;
@@ -86,7 +88,9 @@ Status ElementStream::next(Element& out, bool& end_of_sequence, std::chrono::mil
   if (!ctx_)
     return failed_precondition("the stream was moved from");
   auto& c = *ctx_;
-  if (c.local.empty()) {
+  if (c.next_local == c.local.size()) {
+    c.local.clear();
+    c.next_local = 0;
     if (c.ended) {
       end_of_sequence = c.final_status.ok();
       return c.final_status;
@@ -119,9 +123,8 @@ Status ElementStream::next(Element& out, bool& end_of_sequence, std::chrono::mil
                     "no element arrived within " + std::to_string(timeout.count()) + " ms"};
     }
   }
-  out = std::move(c.local.front());
-  c.local.pop_front();
-  if (++c.pending_acks >= kAckEvery || c.local.empty())
+  out = std::move(c.local[c.next_local++]);
+  if (++c.pending_acks >= kAckEvery || c.next_local == c.local.size())
     c.flush_acks();
   return Status::OK();
 }

@@ -56,38 +56,46 @@ void ReadyElements::append(ReadyElements&& more) {
 
 Status ReadyElements::decode(std::string_view buffer, uint32_t count, const std::string& source,
                              std::vector<Element>& out) {
-  out.clear();
+  const std::size_t first = out.size();
   if (Status st = decode_batch(buffer, out); !st.ok())
     return st.with_context("decoding a batch from " + source);
-  if (out.size() != count)
+  if (out.size() - first != count) {
+    const std::size_t held = out.size() - first;
+    out.resize(first);
     return data_loss("a batch from " + source + " announced " + std::to_string(count) +
-                     " elements but held " + std::to_string(out.size()));
+                     " elements but held " + std::to_string(held));
+  }
   return Status::OK();
 }
 
-template <typename Out>
-Status ReadyElements::take_into(Out& out) {
+Status ReadyElements::take(std::vector<Element>& out) {
   Status status;
-  std::vector<Element> decoded;
   for (auto& run : runs_) {
     if (run.encoded.empty()) {
       for (auto& e : run.decoded)
         out.push_back(std::move(e));
       continue;
     }
-    status = decode(run.encoded, run.count, run.source, decoded);
+    // Decoded straight onto the end of `out` (no vector in between); what the consumer dropped
+    // (keep) is then squeezed out in place.
+    const std::size_t first = out.size();
+    status = decode(run.encoded, run.count, run.source, out);
     if (!status.ok())
       break;
-    for (std::size_t i = 0; i < decoded.size(); ++i)
-      if (run.keep.empty() || run.keep[i])
-        out.push_back(std::move(decoded[i]));
+    if (!run.keep.empty()) {
+      std::size_t kept = first;
+      for (std::size_t i = 0; i < run.count; ++i)
+        if (run.keep[i]) {
+          if (kept != first + i)
+            out[kept] = std::move(out[first + i]);
+          ++kept;
+        }
+      out.resize(kept);
+    }
   }
   runs_.clear();
   size_ = 0;
   return status;
 }
-
-Status ReadyElements::take(std::deque<Element>& out) { return take_into(out); }
-Status ReadyElements::take(std::vector<Element>& out) { return take_into(out); }
 
 } // namespace conveyor::actors

@@ -8,7 +8,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,11 +33,11 @@ public:
   // Decodes what is still encoded, in order, and moves everything to `out`. data_loss for a
   // corrupt buffer or one holding another number of elements than announced: what came before
   // it is in `out` then, nothing after it.
-  Status take(std::deque<Element>& out);
+  // (Appended to `out`; the batches still encoded are decoded straight onto its end.)
   Status take(std::vector<Element>& out);
 
-  // Decodes a batch buffer that must hold `count` elements into `out` (cleared first); data_loss
-  // naming `source` when it is corrupt or holds another number.
+  // Decodes a batch buffer that must hold `count` elements onto the end of `out`; data_loss
+  // naming `source` when it is corrupt or holds another number (`out` is then as it was).
   static Status decode(std::string_view buffer, uint32_t count, const std::string& source,
                        std::vector<Element>& out);
 
@@ -50,8 +49,6 @@ private:
     std::vector<bool> keep;
     std::string source;
   };
-  template <typename Out>
-  Status take_into(Out& out);
   std::vector<Run> runs_;
   std::size_t size_ = 0;
 };

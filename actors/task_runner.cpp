@@ -4,6 +4,7 @@
 #include <limits>
 #include <exception>
 #include <set>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -56,11 +57,18 @@ Status TaskRunner::start(const Dataset& input, const FunctionRegistry* functions
 void TaskRunner::retire() {
   retired_ = true;
   buffer_charge_->remove(buffer_bytes_);
-  buffer_.clear();
+  buffer_.set_capacity(0); // (clear() would keep the ring's memory)
   buffer_bytes_ = 0;
   frame_bytes_ = 0;
   frame_count_ = 0;
   iterator_.reset(); // frees the pipeline's resources now
+}
+
+void TaskRunner::push_item(Item&& item) {
+  static_assert(std::is_nothrow_move_constructible_v<Item>, "the ring moves items when it grows");
+  if (buffer_.full())
+    buffer_.set_capacity(std::max<std::size_t>(64, 2 * buffer_.capacity()));
+  buffer_.push_back(std::move(item));
 }
 
 bool TaskRunner::buffer_full() const {
@@ -124,7 +132,8 @@ TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
         item.counted = true;
       }
     }
-    item.encoded = encoded_batch_entry_size(e);
+    item.element_size = encoded_element_size(e);
+    item.encoded = encoded_batch_entry_size(item.element_size);
     if (item.encoded >= limits_.bulk_min_bytes) {
       // Travels as a frame: encoded below (encode_ahead) or when taken. It counts its
       // uncompressed frame size in the buffer's bound, whenever it is encoded.
@@ -146,7 +155,7 @@ TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
     ++elements;
     ++produced_;
     const bool bulk = item.bulk;
-    buffer_.push_back(std::move(item));
+    push_item(std::move(item));
     if (bulk && !ahead_full())
       encode_ahead();
     if (stop_early && stop_early())
@@ -452,24 +461,32 @@ std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
   }
   // Packed by encoded size: the batch buffer stays within max_bytes and one chunk (a lone
   // element larger than that is the exception, and travels in chunks).
+  // Encoded where they lie in the buffer, by the sizes measured when they were produced; then
+  // dropped from it.
   const uint64_t limit = std::min<uint64_t>(max_bytes, limits_.chunk_bytes);
-  std::vector<Element> batch;
+  std::vector<const Element*> batch;
+  std::vector<std::size_t> sizes;
   std::vector<msg::origin_run> origins;
-  batch.reserve(std::min<std::size_t>(max_elements, buffer_.size()));
+  const std::size_t most = std::min<std::size_t>(max_elements, buffer_.size());
+  batch.reserve(most);
+  sizes.reserve(most);
   uint64_t bytes = encoded_batch_header_size();
-  while (!buffer_.empty() && !buffer_.front().bulk && batch.size() < max_elements) {
-    auto& item = buffer_.front();
-    if (!batch.empty() && bytes + item.encoded > limit)
+  int64_t taken_bytes = 0;
+  for (auto it = buffer_.begin(); it != buffer_.end() && !it->bulk && batch.size() < most; ++it) {
+    if (!batch.empty() && bytes + it->encoded > limit)
       break;
-    bytes += item.encoded;
-    buffer_bytes_ -= static_cast<int64_t>(item.bytes);
-    buffer_charge_->remove(static_cast<int64_t>(item.bytes));
-    add_origin(origins, item.origin);
-    batch.push_back(std::move(item.element));
-    buffer_.pop_front();
+    bytes += it->encoded;
+    taken_bytes += static_cast<int64_t>(it->bytes);
+    add_origin(origins, it->origin);
+    batch.push_back(&it->element);
+    sizes.push_back(it->element_size);
   }
   const auto n = static_cast<uint32_t>(batch.size());
-  return start_batch(consumer, encode_batch(batch, compression_), n, std::move(origins));
+  std::string payload = encode_batch(batch, sizes, compression_);
+  buffer_.erase_begin(n);
+  buffer_bytes_ -= taken_bytes;
+  buffer_charge_->remove(taken_bytes);
+  return start_batch(consumer, std::move(payload), n, std::move(origins));
 }
 
 // New and closed splits of the feed: start tracking / mark complete.

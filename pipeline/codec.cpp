@@ -376,17 +376,18 @@ Status decode_whole_element(Reader& r, Element& out, const StorageOwner& owner) 
   if (count > r.remaining() / 2)
     return r.error("component count " + std::to_string(count) + " cannot fit in the " +
                    std::to_string(r.remaining()) + " bytes that remain");
-  Element e;
-  e.components.reserve(static_cast<std::size_t>(count));
+  // Straight into `out` (a batch's slot): on error the caller drops it.
+  auto& parts = out.components;
+  parts.clear();
+  parts.reserve(static_cast<std::size_t>(count));
   for (uint64_t i = 0; i < count; ++i) {
     auto t = decode_tensor(r, owner);
     if (!t.ok())
       return t.status().with_context("component " + std::to_string(i) + " of " + std::to_string(count));
-    e.components.push_back(std::move(*t));
+    parts.push_back(std::move(*t));
   }
   if (r.remaining() != 0)
     return r.error(std::to_string(r.remaining()) + " trailing bytes after the element");
-  out = std::move(e);
   return Status::OK();
 }
 
@@ -436,34 +437,40 @@ Expected<Element> decode_element(std::string_view in) {
 
 namespace {
 
-// Encodes into `out` after its first `prefix` bytes (which stay as they are).
-// Each element's encoded size into `sizes`; returns the batch body's size (entries with their
-// length prefixes).
-std::size_t entry_sizes(const std::vector<Element>& elements, std::vector<std::size_t>& sizes) {
+// The elements of a batch as the encoders read them: owned by the list, or held elsewhere.
+const Element& element_at(const std::vector<Element>& list, std::size_t i) { return list[i]; }
+const Element& element_at(const std::vector<const Element*>& list, std::size_t i) { return *list[i]; }
+
+// Each element's encoded size into `sizes`.
+void element_sizes(const std::vector<Element>& elements, std::vector<std::size_t>& sizes) {
   sizes.resize(elements.size());
-  std::size_t raw_size = 0;
-  for (std::size_t i = 0; i < elements.size(); ++i) {
+  for (std::size_t i = 0; i < elements.size(); ++i)
     sizes[i] = encoded_size(elements[i]);
-    raw_size += varint_size(sizes[i]) + sizes[i];
-  }
+}
+
+// The batch body's size: the entries with their length prefixes.
+std::size_t body_size(const std::vector<std::size_t>& sizes) {
+  std::size_t raw_size = 0;
+  for (std::size_t size : sizes)
+    raw_size += varint_size(size) + size;
   return raw_size;
 }
 
 // The batch body: each element behind its length prefix.
-template <class Out>
-void append_entries(const std::vector<Element>& elements, const std::vector<std::size_t>& sizes,
-                    Out& out) {
-  for (std::size_t i = 0; i < elements.size(); ++i) {
+template <class List, class Out>
+void append_entries(const List& elements, const std::vector<std::size_t>& sizes, Out& out) {
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
     put_varint(out, sizes[i]);
-    append_element(elements[i], out);
+    append_element(element_at(elements, i), out);
   }
 }
 
-template <class Buffer, class Out>
-void encode_batch_impl(const std::vector<Element>& elements, Compression compression, Buffer& out,
-                       std::size_t prefix) {
-  std::vector<std::size_t> sizes;
-  const std::size_t raw_size = entry_sizes(elements, sizes);
+// Encodes into `out` after its first `prefix` bytes (which stay as they are); `sizes` holds
+// each element's encoded size.
+template <class Buffer, class Out, class List>
+void encode_batch_impl(const List& elements, const std::vector<std::size_t>& sizes,
+                       Compression compression, Buffer& out, std::size_t prefix) {
+  const std::size_t raw_size = body_size(sizes);
   out.reserve(prefix + kHeaderSize + raw_size);
   out.resize(prefix + kHeaderSize);
   Out o{out};
@@ -488,26 +495,38 @@ void encode_batch_impl(const std::vector<Element>& elements, Compression compres
       }
     }
   }
-  write_header(out.data() + prefix, flags, elements.size(), raw_size);
+  write_header(out.data() + prefix, flags, sizes.size(), raw_size);
 }
 
 } // namespace
 
 std::string encode_batch(const std::vector<Element>& elements, Compression compression) {
+  std::vector<std::size_t> sizes;
+  element_sizes(elements, sizes);
   std::string out;
-  encode_batch_impl<std::string, StrOut>(elements, compression, out, 0);
+  encode_batch_impl<std::string, StrOut>(elements, sizes, compression, out, 0);
+  return out;
+}
+
+std::string encode_batch(const std::vector<const Element*>& elements,
+                         const std::vector<std::size_t>& sizes, Compression compression) {
+  std::string out;
+  encode_batch_impl<std::string, StrOut>(elements, sizes, compression, out, 0);
   return out;
 }
 
 void encode_batch_into(const std::vector<Element>& elements, Compression compression,
                        std::vector<char>& out, std::size_t prefix) {
-  encode_batch_impl<std::vector<char>, VecOut>(elements, compression, out, prefix);
+  std::vector<std::size_t> sizes;
+  element_sizes(elements, sizes);
+  encode_batch_impl<std::vector<char>, VecOut>(elements, sizes, compression, out, prefix);
 }
 
 void encode_batch_gather(const std::vector<Element>& elements, Compression compression,
                          GatherBuffer& out, std::size_t prefix) {
   std::vector<std::size_t> sizes;
-  const std::size_t raw_size = entry_sizes(elements, sizes);
+  element_sizes(elements, sizes);
+  const std::size_t raw_size = body_size(sizes);
   const bool may_compress =
     compression == Compression::lz4 ||
     (compression == Compression::automatic && raw_size >= kAutoCompressMinBytes);
@@ -562,9 +581,14 @@ std::size_t encoded_batch_size(const std::vector<Element>& elements) {
   return n;
 }
 
+std::size_t encoded_element_size(const Element& element) { return encoded_size(element); }
+
+std::size_t encoded_batch_entry_size(std::size_t element_size) {
+  return varint_size(element_size) + element_size;
+}
+
 std::size_t encoded_batch_entry_size(const Element& element) {
-  const std::size_t size = encoded_size(element);
-  return varint_size(size) + size;
+  return encoded_batch_entry_size(encoded_size(element));
 }
 
 std::size_t encoded_batch_header_size() { return kHeaderSize; }

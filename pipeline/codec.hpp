@@ -33,6 +33,10 @@ Expected<Element> decode_element(std::string_view in);
 // Encodes many elements into one buffer (automatic = compress if the data is large enough
 // and lz4 shrinks it).
 std::string encode_batch(const std::vector<Element>& elements, Compression compression);
+// The same bytes for elements held elsewhere (a task's buffer) whose encoded sizes
+// (encoded_element_size) the caller has: nothing is moved or measured again.
+std::string encode_batch(const std::vector<const Element*>& elements,
+                         const std::vector<std::size_t>& element_sizes, Compression compression);
 // The same into a frame buffer: `out` ends up as its first `prefix` bytes (kept; e.g. a frame
 // header the caller fills) followed by the batch buffer. One pass over the payload bytes: the
 // buffer can then be sent without another copy (actors/bulk).
@@ -51,6 +55,8 @@ void encode_batch_gather(const std::vector<Element>& elements, Compression compr
 // header_size the fixed part.
 std::size_t encoded_batch_size(const std::vector<Element>& elements);
 std::size_t encoded_batch_entry_size(const Element& element);
+std::size_t encoded_batch_entry_size(std::size_t element_size); // (from encoded_element_size)
+std::size_t encoded_element_size(const Element& element);
 std::size_t encoded_batch_header_size();
 
 // Appends the decoded elements to `out`; on error `out` is left as it was. The tensors own

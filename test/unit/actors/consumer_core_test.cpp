@@ -211,7 +211,7 @@ TEST_CASE("a batch holding another number of elements than announced is data_los
   ReadyElements out;
   REQUIRE(c.on_reply(reqs[0], first, out).ok());
   REQUIRE(c.on_reply(reqs[1], liar, out).ok());
-  std::deque<Element> got;
+  std::vector<Element> got;
   auto st = out.take(got);
   CHECK(st.code() == ErrorCode::data_loss);
   CHECK(st.message().find("announced 2 elements but held 3") != std::string::npos);
