@@ -83,6 +83,11 @@ TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
     return Step::buffer_full; // nothing more to make room for
   if (failed())
     return Step::failed;
+  // A ring that was drained gives back what it grew beyond a small size, so that a task keeps
+  // no memory for a burst that has passed.
+  constexpr std::size_t kKeptSlots = 1024;
+  if (buffer_.empty() && buffer_.capacity() > kKeptSlots)
+    buffer_.set_capacity(kKeptSlots);
   int64_t elements = 0;
   int64_t bytes = 0;
   while (elements < limits_.step_elements && bytes < limits_.step_bytes) {

@@ -260,8 +260,7 @@ private:
 
   bool per_split_ = false;
   // A ring grown by doubling, not a deque: a deque of these ~150-byte items allocated and freed
-  // a node every 3 elements, a cost 8-byte elements felt. It keeps the most items it held (at
-  // most buffer_elements).
+  // a node every 3 elements, a cost 8-byte elements felt. Once drained it shrinks (produce()).
   boost::circular_buffer<Item> buffer_;
   void push_item(Item&& item);
   std::map<Key, SplitState> splits_;

@@ -122,6 +122,33 @@ TEST_CASE("the buffer is bounded and a step is bounded") {
   CHECK(r.buffered_elements() == 7);
 }
 
+// The buffer is a ring that grows, wraps around and shrinks once drained: every element still
+// comes out once and in order.
+TEST_CASE("the buffer's ring grows, wraps and shrinks without losing or reordering an element") {
+  TaskLimits limits;
+  limits.buffer_elements = 5000;
+  limits.step_elements = 700;
+  TaskRunner r{ShardingPolicy::off, Compression::none, limits};
+  REQUIRE(r.start(Dataset::range(30000), nullptr).ok());
+  int64_t expected = 0;
+  bool drained_once = false;
+  for (int round = 0; round < 1000 && expected < 30000; ++round) {
+    for (int s = 0; s < 1 + round % 9; ++s) // 700 to 6300 elements: up to a full buffer
+      r.produce();
+    // Mostly part of the buffer (the ring wraps); every fifth round all of it (it shrinks).
+    const uint32_t n = round % 5 == 4 ? 1000000u : 333u + static_cast<uint32_t>(round % 7) * 200u;
+    auto b = r.take(1, n, 1 << 30);
+    REQUIRE(b);
+    if (b->end_of_sequence)
+      break;
+    for (int64_t v : decode_ints(b->payload))
+      REQUIRE(v == expected++);
+    drained_once = drained_once || r.buffered_elements() == 0;
+  }
+  CHECK(expected == 30000);
+  CHECK(drained_once);
+}
+
 TEST_CASE("a batch larger than a chunk travels in chunks to the same consumer") {
   TaskLimits limits;
   limits.chunk_bytes = 1000;
