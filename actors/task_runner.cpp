@@ -85,7 +85,7 @@ TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
     return Step::failed;
   // A ring that was drained gives back what it grew beyond a small size, so that a task keeps
   // no memory for a burst that has passed.
-  constexpr std::size_t kKeptSlots = 1024;
+  constexpr std::size_t kKeptSlots = 16384;
   if (buffer_.empty() && buffer_.capacity() > kKeptSlots)
     buffer_.set_capacity(kKeptSlots);
   int64_t elements = 0;

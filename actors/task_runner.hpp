@@ -260,7 +260,8 @@ private:
 
   bool per_split_ = false;
   // A ring grown by doubling, not a deque: a deque of these ~150-byte items allocated and freed
-  // a node every 3 elements, a cost 8-byte elements felt. Once drained it shrinks (produce()).
+  // a node every 3 elements, a cost 8-byte elements felt. Once drained it shrinks to 16384
+  // slots (produce()): what a burst grew beyond that goes back.
   boost::circular_buffer<Item> buffer_;
   void push_item(Item&& item);
   std::map<Key, SplitState> splits_;
