@@ -4,7 +4,6 @@
 #include <limits>
 #include <exception>
 #include <set>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -57,18 +56,11 @@ Status TaskRunner::start(const Dataset& input, const FunctionRegistry* functions
 void TaskRunner::retire() {
   retired_ = true;
   buffer_charge_->remove(buffer_bytes_);
-  buffer_.set_capacity(0); // (clear() would keep the ring's memory)
+  buffer_.clear();
   buffer_bytes_ = 0;
   frame_bytes_ = 0;
   frame_count_ = 0;
   iterator_.reset(); // frees the pipeline's resources now
-}
-
-void TaskRunner::push_item(Item&& item) {
-  static_assert(std::is_nothrow_move_constructible_v<Item>, "the ring moves items when it grows");
-  if (buffer_.full())
-    buffer_.set_capacity(std::max<std::size_t>(64, 2 * buffer_.capacity()));
-  buffer_.push_back(std::move(item));
 }
 
 bool TaskRunner::buffer_full() const {
@@ -83,11 +75,6 @@ TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
     return Step::buffer_full; // nothing more to make room for
   if (failed())
     return Step::failed;
-  // A ring that was drained gives back what it grew beyond a small size, so that a task keeps
-  // no memory for a burst that has passed.
-  constexpr std::size_t kKeptSlots = 16384;
-  if (buffer_.empty() && buffer_.capacity() > kKeptSlots)
-    buffer_.set_capacity(kKeptSlots);
   int64_t elements = 0;
   int64_t bytes = 0;
   while (elements < limits_.step_elements && bytes < limits_.step_bytes) {
@@ -160,7 +147,7 @@ TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
     ++elements;
     ++produced_;
     const bool bulk = item.bulk;
-    push_item(std::move(item));
+    buffer_.push_back(std::move(item));
     if (bulk && !ahead_full())
       encode_ahead();
     if (stop_early && stop_early())
@@ -488,7 +475,7 @@ std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
   }
   const auto n = static_cast<uint32_t>(batch.size());
   std::string payload = encode_batch(batch, sizes, compression_);
-  buffer_.erase_begin(n);
+  buffer_.erase(buffer_.begin(), buffer_.begin() + n);
   buffer_bytes_ -= taken_bytes;
   buffer_charge_->remove(taken_bytes);
   return start_batch(consumer, std::move(payload), n, std::move(origins));

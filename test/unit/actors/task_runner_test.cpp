@@ -122,9 +122,9 @@ TEST_CASE("the buffer is bounded and a step is bounded") {
   CHECK(r.buffered_elements() == 7);
 }
 
-// The buffer is a ring that grows, wraps around and shrinks once drained: every element still
-// comes out once and in order.
-TEST_CASE("the buffer's ring grows, wraps and shrinks without losing or reordering an element") {
+// The buffer (a deque of 256-item blocks) fills and drains across its blocks, in part and
+// wholly: every element still comes out once and in order.
+TEST_CASE("the buffer's blocks fill and drain without losing or reordering an element") {
   TaskLimits limits;
   limits.buffer_elements = 5000;
   limits.step_elements = 700;
@@ -135,7 +135,7 @@ TEST_CASE("the buffer's ring grows, wraps and shrinks without losing or reorderi
   for (int round = 0; round < 1000 && expected < 30000; ++round) {
     for (int s = 0; s < 1 + round % 9; ++s) // 700 to 6300 elements: up to a full buffer
       r.produce();
-    // Mostly part of the buffer (the ring wraps); every fifth round all of it (it shrinks).
+    // Mostly part of the buffer (a block's middle); every fifth round all of it.
     const uint32_t n = round % 5 == 4 ? 1000000u : 333u + static_cast<uint32_t>(round % 7) * 200u;
     auto b = r.take(1, n, 1 << 30);
     REQUIRE(b);
