@@ -61,10 +61,8 @@ public:
   std::shared_ptr<actors::QueueSink> sink;
   msg::stream_actor consumer;
   msg::job_id_t job = 0;
-  // Taken from the sink and decoded in one go; handed out from `next_local` on (a vector, so a
-  // batch decodes straight into it).
-  std::vector<Element> local;
-  std::size_t next_local = 0;
+  // Taken from the sink; handed out (and decoded) one element at a time.
+  actors::ReadyElements ready;
   uint64_t pending_acks = 0;
   bool ended = false;
   Status final_status;
@@ -88,27 +86,29 @@ Status ElementStream::next(Element& out, bool& end_of_sequence, std::chrono::mil
   if (!ctx_)
     return failed_precondition("the stream was moved from");
   auto& c = *ctx_;
-  if (c.next_local == c.local.size()) {
-    c.local.clear();
-    c.next_local = 0;
+  for (;;) {
+    // Decoded here, on the reader's thread, into the caller's element (actors/ready_elements.hpp).
+    bool got = false;
+    if (Status status = c.ready.next(out, got); !status.ok()) {
+      // Final: the consumer stops fetching and leaves its job now.
+      c.ended = true;
+      c.final_status = status;
+      caf::anon_send(c.consumer, msg::cancel_atom_v);
+      return status;
+    }
+    if (got) {
+      if (++c.pending_acks >= kAckEvery || c.ready.empty())
+        c.flush_acks();
+      return Status::OK();
+    }
     if (c.ended) {
       end_of_sequence = c.final_status.ok();
       return c.final_status;
     }
     c.flush_acks();
     Status status;
-    actors::ReadyElements taken;
-    switch (c.sink->take_all(taken, timeout, status)) {
+    switch (c.sink->take_all(c.ready, timeout, status)) {
     case actors::QueueSink::Wait::elements:
-      // Decoded here, on the reader's thread (actors/ready_elements.hpp).
-      status = taken.take(c.local);
-      if (!status.ok()) { // final: the consumer stops fetching and leaves its job now
-        c.ended = true;
-        c.final_status = status;
-        caf::anon_send(c.consumer, msg::cancel_atom_v);
-        if (c.local.empty())
-          return status; // (otherwise after the elements before the bad batch)
-      }
       break;
     case actors::QueueSink::Wait::end:
       c.ended = true;
@@ -123,10 +123,6 @@ Status ElementStream::next(Element& out, bool& end_of_sequence, std::chrono::mil
                     "no element arrived within " + std::to_string(timeout.count()) + " ms"};
     }
   }
-  out = std::move(c.local[c.next_local++]);
-  if (++c.pending_acks >= kAckEvery || c.next_local == c.local.size())
-    c.flush_acks();
-  return Status::OK();
 }
 
 ElementStream::iterator& ElementStream::iterator::operator++() {

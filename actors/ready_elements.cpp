@@ -44,13 +44,14 @@ void ReadyElements::add_encoded(std::string buffer, uint32_t count, std::vector<
 }
 
 void ReadyElements::append(ReadyElements&& more) {
-  if (runs_.empty())
+  if (runs_.empty() && more.front_ == 0)
     runs_.swap(more.runs_);
   else
-    for (auto& r : more.runs_)
-      runs_.push_back(std::move(r));
+    for (std::size_t i = more.front_; i < more.runs_.size(); ++i)
+      runs_.push_back(std::move(more.runs_[i]));
   size_ += more.size_;
   more.runs_.clear();
+  more.front_ = 0;
   more.size_ = 0;
 }
 
@@ -68,34 +69,65 @@ Status ReadyElements::decode(std::string_view buffer, uint32_t count, const std:
   return Status::OK();
 }
 
-Status ReadyElements::take(std::vector<Element>& out) {
-  Status status;
-  for (auto& run : runs_) {
+Status ReadyElements::fail(Status why) {
+  runs_.clear();
+  front_ = 0;
+  size_ = 0;
+  return why;
+}
+
+Status ReadyElements::next(Element& out, bool& got) {
+  got = false;
+  for (; front_ < runs_.size(); ++front_) {
+    Run& run = runs_[front_];
     if (run.encoded.empty()) {
-      for (auto& e : run.decoded)
-        out.push_back(std::move(e));
-      continue;
-    }
-    // Decoded straight onto the end of `out` (no vector in between); what the consumer dropped
-    // (keep) is then squeezed out in place.
-    const std::size_t first = out.size();
-    status = decode(run.encoded, run.count, run.source, out);
-    if (!status.ok())
-      break;
-    if (!run.keep.empty()) {
-      std::size_t kept = first;
-      for (std::size_t i = 0; i < run.count; ++i)
-        if (run.keep[i]) {
-          if (kept != first + i)
-            out[kept] = std::move(out[first + i]);
-          ++kept;
+      if (run.next < run.decoded.size()) {
+        out = std::move(run.decoded[run.next++]);
+        --size_;
+        got = true;
+        return Status::OK();
+      }
+    } else {
+      if (!run.reader) {
+        auto reader = BatchReader::open(run.encoded);
+        if (!reader.ok())
+          return fail(reader.status().with_context("decoding a batch from " + run.source));
+        if (reader->count() != run.count)
+          return fail(data_loss("a batch from " + run.source + " announced " +
+                                std::to_string(run.count) + " elements but held " +
+                                std::to_string(reader->count())));
+        run.reader.emplace(std::move(*reader));
+      }
+      while (!run.reader->done()) {
+        // What the consumer dropped (keep: repeats of a re-issued split) is stepped over undecoded.
+        const bool keep = run.keep.empty() || run.keep[run.reader->read()];
+        if (Status st = keep ? run.reader->next(out) : run.reader->skip(); !st.ok())
+          return fail(st.with_context("decoding a batch from " + run.source));
+        if (keep) {
+          --size_;
+          got = true;
+          return Status::OK();
         }
-      out.resize(kept);
+      }
     }
+    run = Run{}; // handed out: its buffers go now
   }
   runs_.clear();
-  size_ = 0;
-  return status;
+  front_ = 0;
+  return Status::OK();
+}
+
+Status ReadyElements::take(std::vector<Element>& out) {
+  out.reserve(out.size() + size_);
+  for (;;) {
+    out.emplace_back();
+    bool got = false;
+    Status st = next(out.back(), got);
+    if (!st.ok() || !got) {
+      out.pop_back();
+      return st;
+    }
+  }
 }
 
 } // namespace conveyor::actors

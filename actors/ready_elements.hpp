@@ -1,17 +1,20 @@
 // Elements on their way from a consumer actor to whoever reads them (issue 11: decode lazily,
 // where the consumer reads). A batch that came inline stays in its encoded buffer until the
-// reader takes it, so the reader's thread allocates the elements it later frees: malloc's
-// per-thread caches then serve both ends. Decoded on the consumer actor's thread and freed on the
-// trainer's, 8-byte elements spent ~10% of a read's CPU in cross-thread frees. The consumer actor
-// only moves buffers. Bulk frames arrive decoded: each is one element viewing its frame, which
-// costs no allocation per element.
+// reader asks for its elements, one at a time (next), each decoded into the reader's Element:
+// a reader that passes the same Element each time allocates nothing per small element, and
+// what is allocated is allocated and freed on one thread (malloc's per-thread caches). Decoded
+// on the consumer actor's thread and freed on the trainer's, 8-byte elements spent ~10% of a
+// read's CPU in cross-thread frees. The consumer actor only moves buffers. Bulk frames arrive
+// decoded: each is one element viewing its frame, which costs no allocation per element.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "pipeline/codec.hpp"
 #include "pipeline/element.hpp"
 #include "pipeline/status.hpp"
 
@@ -30,10 +33,12 @@ public:
   std::size_t size() const { return size_; } // elements, those to be dropped not counted
   bool empty() const { return size_ == 0; }
 
-  // Decodes what is still encoded, in order, and moves everything to `out`. data_loss for a
-  // corrupt buffer or one holding another number of elements than announced: what came before
-  // it is in `out` then, nothing after it.
-  // (Appended to `out`; the batches still encoded are decoded straight onto its end.)
+  // The next element into `out`, decoded there if it is still encoded (a reader that passes the
+  // same Element each time reuses its memory: no allocation per small element); got = false when
+  // none is left. data_loss for a corrupt buffer or one holding another number of elements than
+  // announced: the elements before the bad one were handed out, none after it will be.
+  Status next(Element& out, bool& got);
+  // Every element left, appended to `out` (next() until none is left).
   Status take(std::vector<Element>& out);
 
   // Decodes a batch buffer that must hold `count` elements onto the end of `out`; data_loss
@@ -44,12 +49,16 @@ public:
 private:
   struct Run {
     std::vector<Element> decoded;
-    std::string encoded; // when not empty: decoded lazily
+    std::size_t next = 0; // of `decoded`
+    std::string encoded; // when not empty: decoded lazily, by `reader`
+    std::optional<BatchReader> reader;
     uint32_t count = 0;
     std::vector<bool> keep;
     std::string source;
   };
+  Status fail(Status why); // drops everything left
   std::vector<Run> runs_;
+  std::size_t front_ = 0; // runs before it were handed out
   std::size_t size_ = 0;
 };
 

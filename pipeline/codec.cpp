@@ -597,7 +597,7 @@ Status decode_batch(std::string_view in, std::vector<Element>& out) {
   return decode_batch(nullptr, in, out);
 }
 
-Status decode_batch(StorageOwner owner, std::string_view in, std::vector<Element>& out) {
+Expected<BatchReader> BatchReader::open(std::string_view in, StorageOwner owner) {
   if (in.size() < kHeaderSize)
     return batch_error("buffer of " + std::to_string(in.size()) + " bytes is shorter than the " +
                        std::to_string(kHeaderSize) + "-byte header");
@@ -638,38 +638,56 @@ Status decode_batch(StorageOwner owner, std::string_view in, std::vector<Element
   if (count > body.size() / 2)
     return batch_error("element count " + std::to_string(count) + " cannot fit in a body of " +
                        std::to_string(body.size()) + " bytes");
+  BatchReader reader;
+  reader.owner_ = std::move(owner);
+  reader.body_ = body;
+  reader.count_ = count;
+  return reader;
+}
 
+Status BatchReader::advance(Element* out) {
+  if (done())
+    return failed_precondition("element batch: all " + std::to_string(count_) + " elements were read");
+  Reader r{body_.substr(offset_), offset_, "body byte offset"};
+  // Built only on error: formatting it per element would cost more than decoding an int64.
+  const auto where = [&] {
+    return "element batch: element " + std::to_string(index_) + " of " + std::to_string(count_);
+  };
+  uint64_t len;
+  if (!r.read_varint(len))
+    return r.bad_varint("element length").with_context(where());
+  if (len > r.remaining())
+    return r.error("element of " + std::to_string(len) + " bytes, only " +
+                   std::to_string(r.remaining()) + " remain")
+      .with_context(where());
+  const std::size_t element_offset = r.offset();
+  std::string_view bytes = r.take(static_cast<std::size_t>(len));
+  if (out != nullptr) {
+    Reader element_reader{bytes, element_offset, "body byte offset"};
+    if (Status st = decode_whole_element(element_reader, *out, owner_); !st.ok())
+      return st.with_context(where());
+  }
+  offset_ = r.offset();
+  ++index_;
+  if (done() && r.remaining() != 0)
+    return r.error(std::to_string(r.remaining()) + " trailing bytes after the last element")
+      .with_context("element batch");
+  return Status::OK();
+}
+
+Status decode_batch(StorageOwner owner, std::string_view in, std::vector<Element>& out) {
+  auto reader = BatchReader::open(in, std::move(owner));
+  if (!reader.ok())
+    return reader.status();
   // Decoded in place at the end of `out` (no second vector, no moves); on error `out` is cut
   // back to what it held.
   const std::size_t first = out.size();
-  out.reserve(first + static_cast<std::size_t>(count));
-  out.resize(first + static_cast<std::size_t>(count));
-  auto fail = [&](Status st) {
-    out.resize(first);
-    return st;
-  };
-  Reader r{body, 0, "body byte offset"};
-  for (uint64_t i = 0; i < count; ++i) {
-    // Built only on error: formatting it per element would cost more than decoding an int64.
-    const auto where = [&] {
-      return "element batch: element " + std::to_string(i) + " of " + std::to_string(count);
-    };
-    uint64_t len;
-    if (!r.read_varint(len))
-      return fail(r.bad_varint("element length").with_context(where()));
-    if (len > r.remaining())
-      return fail(r.error("element of " + std::to_string(len) + " bytes, only " +
-                          std::to_string(r.remaining()) + " remain")
-                    .with_context(where()));
-    const std::size_t element_offset = r.offset();
-    Reader element_reader{r.take(static_cast<std::size_t>(len)), element_offset, "body byte offset"};
-    Status st = decode_whole_element(element_reader, out[first + static_cast<std::size_t>(i)], owner);
-    if (!st.ok())
-      return fail(st.with_context(where()));
-  }
-  if (r.remaining() != 0)
-    return fail(r.error(std::to_string(r.remaining()) + " trailing bytes after the last element")
-                  .with_context("element batch"));
+  out.resize(first + static_cast<std::size_t>(reader->count()));
+  for (std::size_t i = first; i < out.size(); ++i)
+    if (Status st = reader->next(out[i]); !st.ok()) {
+      out.resize(first);
+      return st;
+    }
   return Status::OK();
 }
 

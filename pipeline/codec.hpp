@@ -66,4 +66,29 @@ Status decode_batch(std::string_view in, std::vector<Element>& out);
 // must keep `in` alive and unchanged — becomes their storage's owner.
 Status decode_batch(StorageOwner owner, std::string_view in, std::vector<Element>& out);
 
+// A batch buffer read one element at a time (decode_batch reads all of it with one): decoding
+// each element into the caller's Element reuses that Element's memory. `in` must outlive the
+// reader and stay unchanged; `owner` as for decode_batch.
+class BatchReader {
+public:
+  // Checks the header and inflates an lz4 body: decode_batch's errors for those.
+  static Expected<BatchReader> open(std::string_view in, StorageOwner owner = nullptr);
+  uint64_t count() const { return count_; }
+  uint64_t read() const { return index_; } // elements read or skipped so far
+  bool done() const { return index_ == count_; }
+  // The next element into `out` (its components replaced), or stepped over undecoded. The last
+  // one also checks that no bytes trail it. Errors name the element; read no further after one.
+  Status next(Element& out) { return advance(&out); }
+  Status skip() { return advance(nullptr); }
+
+private:
+  BatchReader() = default;
+  Status advance(Element* out);
+  StorageOwner owner_; // of the bytes tensors may view (the inflated body, for lz4)
+  std::string_view body_;
+  std::size_t offset_ = 0;
+  uint64_t count_ = 0;
+  uint64_t index_ = 0;
+};
+
 } // namespace conveyor

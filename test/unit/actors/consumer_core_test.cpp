@@ -400,3 +400,34 @@ TEST_CASE("elements of a re-issued split already received are dropped, the rest 
   auto st = c.on_reply(reqs2[0], bad, out);
   CHECK(st.code() == ErrorCode::data_loss);
 }
+
+// The reader's side: one element at a time, decoded into the reader's element; a corrupt batch
+// ends the stream at its bad element (what came before was handed out, nothing after is).
+TEST_CASE("ReadyElements hands out one element at a time and stops at a corrupt one") {
+  ReadyElements ready;
+  ready.add_encoded(batch_of({0, 1}).payload, 2, {}, "worker a");
+  ready.add(Element{Tensor::scalar(int64_t{2})});
+  ready.add_encoded(batch_of({3, 4, 5}).payload, 3, {true, false, true}, "worker b"); // 4: a repeat
+  std::string bad = batch_of({6, 7, 8}).payload;
+  bad[22 + 12 + 2] = 9; // its second element's dtype: unknown
+  ready.add_encoded(bad, 3, {}, "worker c");
+  ready.add_encoded(batch_of({9}).payload, 1, {}, "worker d");
+  CHECK(ready.size() == 9);
+  std::vector<int64_t> got;
+  Element e;
+  Status st;
+  for (int i = 0; i < 20; ++i) {
+    bool one = false;
+    st = ready.next(e, one);
+    if (!st.ok() || !one)
+      break;
+    got.push_back(e[0].as_int64());
+  }
+  CHECK(got == std::vector<int64_t>{0, 1, 2, 3, 5, 6});
+  CHECK(st.code() == ErrorCode::data_loss);
+  CHECK(st.message().find("worker c") != std::string::npos);
+  CHECK(ready.empty());
+  bool one = true;
+  CHECK(ready.next(e, one).ok());
+  CHECK_FALSE(one);
+}

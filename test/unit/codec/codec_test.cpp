@@ -197,6 +197,45 @@ TEST_CASE("decode_batch appends, and leaves the output unchanged on error") {
   CHECK(out == before);
 }
 
+TEST_CASE("BatchReader: one element at a time into the same Element, skipping, then the end") {
+  for (Compression c : kAllCompressions) {
+    CAPTURE(to_string(c));
+    const std::string buf = encode_batch(int64_scalars(5), c);
+    auto reader = BatchReader::open(buf);
+    REQUIRE(reader.ok());
+    CHECK(reader->count() == 5);
+    Element e;
+    REQUIRE(reader->next(e).ok());
+    CHECK(e[0].as_int64() == 0);
+    const Tensor* storage = e.components.data();
+    REQUIRE(reader->skip().ok());
+    REQUIRE(reader->next(e).ok());
+    CHECK(e[0].as_int64() == 2);
+    CHECK(e.components.data() == storage); // the same memory, decoded into again
+    CHECK(reader->read() == 3);
+    REQUIRE(reader->next(e).ok());
+    REQUIRE(reader->next(e).ok());
+    CHECK(e[0].as_int64() == 4);
+    CHECK(reader->done());
+    CHECK(reader->next(e).code() == ErrorCode::failed_precondition);
+  }
+}
+
+TEST_CASE("BatchReader: the elements before a corrupt one decode, the error names it") {
+  std::string bad = encode_batch(int64_scalars(3), Compression::none);
+  bad[kHeaderSize + 12 + 2] = 9; // second element's dtype: unknown
+  auto reader = BatchReader::open(bad);
+  REQUIRE(reader.ok());
+  Element e;
+  REQUIRE(reader->next(e).ok());
+  CHECK(e[0].as_int64() == 0);
+  Status st = reader->next(e);
+  CHECK(st.code() == ErrorCode::data_loss);
+  CHECK(st.message().find("element batch: element 1 of 3") != std::string::npos);
+  // Header errors come from open, as decode_batch's do.
+  CHECK(BatchReader::open(bad.substr(0, 10)).status().code() == ErrorCode::data_loss);
+}
+
 TEST_CASE("compression names") {
   CHECK(std::string{to_string(Compression::none)} == "NONE");
   CHECK(std::string{to_string(Compression::lz4)} == "LZ4");
