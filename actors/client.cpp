@@ -2,7 +2,6 @@
 // requests to the dispatcher, and ElementStream over a consumer actor feeding a QueueSink.
 #include "conveyor/client.hpp"
 
-
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>

@@ -9,7 +9,7 @@
 namespace conveyor::actors {
 
 void ReadyElements::add(Element element) {
-  if (runs_.empty() || !runs_.back().encoded.empty())
+  if (runs_.empty() || runs_.back().lazy)
     runs_.emplace_back();
   runs_.back().decoded.push_back(std::move(element));
   ++size_;
@@ -19,7 +19,7 @@ void ReadyElements::add(std::vector<Element> elements) {
   if (elements.empty())
     return;
   size_ += elements.size();
-  if (runs_.empty() || !runs_.back().encoded.empty()) {
+  if (runs_.empty() || runs_.back().lazy) {
     runs_.emplace_back();
     runs_.back().decoded = std::move(elements);
     return;
@@ -35,6 +35,7 @@ void ReadyElements::add_encoded(std::string buffer, uint32_t count, std::vector<
   if (kept == 0)
     return;
   Run run;
+  run.lazy = true;
   run.encoded = std::move(buffer);
   run.count = count;
   run.keep = std::move(keep);
@@ -80,7 +81,7 @@ Status ReadyElements::next(Element& out, bool& got) {
   got = false;
   for (; front_ < runs_.size(); ++front_) {
     Run& run = runs_[front_];
-    if (run.encoded.empty()) {
+    if (!run.lazy) {
       if (run.next < run.decoded.size()) {
         out = std::move(run.decoded[run.next++]);
         --size_;

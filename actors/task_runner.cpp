@@ -452,9 +452,8 @@ std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
     return start_batch(consumer, std::move(payload), 1, std::move(origins));
   }
   // Packed by encoded size: the batch buffer stays within max_bytes and one chunk (a lone
-  // element larger than that is the exception, and travels in chunks).
-  // Encoded where they lie in the buffer, by the sizes measured when they were produced; then
-  // dropped from it.
+  // element larger than that is the exception, and travels in chunks). Encoded where they lie in
+  // the buffer, by the sizes measured when they were produced; then dropped from it.
   const uint64_t limit = std::min<uint64_t>(max_bytes, limits_.chunk_bytes);
   std::vector<const Element*> batch;
   std::vector<std::size_t> sizes;

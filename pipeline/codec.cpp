@@ -376,7 +376,7 @@ Status decode_whole_element(Reader& r, Element& out, const StorageOwner& owner) 
   if (count > r.remaining() / 2)
     return r.error("component count " + std::to_string(count) + " cannot fit in the " +
                    std::to_string(r.remaining()) + " bytes that remain");
-  // Straight into `out` (a batch's slot): on error the caller drops it.
+  // Straight into `out`, reusing its components' memory: on error the caller drops it.
   auto& parts = out.components;
   parts.clear();
   parts.reserve(static_cast<std::size_t>(count));

@@ -431,3 +431,15 @@ TEST_CASE("ReadyElements hands out one element at a time and stops at a corrupt 
   CHECK(ready.next(e, one).ok());
   CHECK_FALSE(one);
 }
+
+TEST_CASE("ReadyElements: an empty batch buffer announced to hold elements is data_loss, not nothing") {
+  ReadyElements ready;
+  ready.add_encoded(std::string{}, 2, {}, "worker a");
+  CHECK(ready.size() == 2);
+  Element e;
+  bool got = true;
+  Status st = ready.next(e, got);
+  CHECK_FALSE(got);
+  CHECK(st.code() == ErrorCode::data_loss);
+  CHECK(st.message().find("worker a") != std::string::npos);
+}
