@@ -70,6 +70,7 @@ public:
   // Blocks up to `timeout` for the next element. OK with end_of_sequence = false: `out` holds
   // it; OK with end_of_sequence = true: every task reached its end. deadline_exceeded: nothing
   // arrived in time (the stream stays usable: call again). Any other error is final.
+  // Small elements are decoded into `out`: passing the same Element each time reuses its memory.
   Status next(Element& out, bool& end_of_sequence,
               std::chrono::milliseconds timeout = kDefaultTimeout);
 
