@@ -125,12 +125,12 @@ TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
       }
     }
     item.element_size = encoded_element_size(e);
-    item.encoded = encoded_batch_entry_size(item.element_size);
-    if (item.encoded >= limits_.bulk_min_bytes) {
+    const std::size_t entry = encoded_batch_entry_size(item.element_size);
+    if (entry >= limits_.bulk_min_bytes) {
       // Travels as a frame: encoded below (encode_ahead) or when taken. It counts its
       // uncompressed frame size in the buffer's bound, whenever it is encoded.
       item.bulk = true;
-      item.bytes = bulk::kFrameHeaderBytes + encoded_batch_header_size() + item.encoded;
+      item.bytes = bulk::kFrameHeaderBytes + encoded_batch_header_size() + entry;
       item.element = std::move(e);
     } else {
       item.bytes = e.byte_size();
@@ -464,9 +464,10 @@ std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
   uint64_t bytes = encoded_batch_header_size();
   int64_t taken_bytes = 0;
   for (auto it = buffer_.begin(); it != buffer_.end() && !it->bulk && batch.size() < most; ++it) {
-    if (!batch.empty() && bytes + it->encoded > limit)
+    const std::size_t entry = encoded_batch_entry_size(it->element_size);
+    if (!batch.empty() && bytes + entry > limit)
       break;
-    bytes += it->encoded;
+    bytes += entry;
     taken_bytes += static_cast<int64_t>(it->bytes);
     add_origin(origins, it->origin);
     batch.push_back(&it->element);

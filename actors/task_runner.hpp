@@ -225,8 +225,8 @@ private:
     GatherBuffer frame;       // pre-encoded: frame header room + a one-element batch buffer
     bool bulk = false;        // travels as a frame (encoded >= bulk_min_bytes); `frame` empty
                               // until encoded (encode_frame)
-    std::size_t encoded = 0;  // bytes this element adds to an (uncompressed) batch buffer
-    std::size_t element_size = 0; // its encoding alone (encoded_element_size), for encode_batch
+    std::size_t element_size = 0; // its encoding (encoded_element_size); with its length
+                                  // prefix it adds encoded_batch_entry_size() to a batch buffer
     std::size_t bytes = 0;    // what it counts in the buffer's byte bound
     Origin origin;            // per-split pipelines: the split and sequence it came from
     // Per-split: counted in its split's state (SplitState::produced). Not when that state was

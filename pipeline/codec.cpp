@@ -452,7 +452,7 @@ void element_sizes(const std::vector<Element>& elements, std::vector<std::size_t
 std::size_t body_size(const std::vector<std::size_t>& sizes) {
   std::size_t raw_size = 0;
   for (std::size_t size : sizes)
-    raw_size += varint_size(size) + size;
+    raw_size += encoded_batch_entry_size(size);
   return raw_size;
 }
 
@@ -542,21 +542,16 @@ void encode_batch_gather(const std::vector<Element>& elements, Compression compr
       return;
     // The sample: kAutoProbeBytes of the body's first piece that holds them (read in place: a
     // large tensor), else the body's first kAutoProbeBytes gathered (small pieces only).
+    const std::size_t body = prefix + kHeaderSize;
     std::string_view sample;
-    std::size_t skip = prefix + kHeaderSize;
-    out.for_each_piece([&](const char* p, std::size_t n) {
-      const std::size_t from = std::min(skip, n);
-      skip -= from;
-      if (sample.empty() && n - from >= kAutoProbeBytes)
-        sample = std::string_view{p + from, kAutoProbeBytes};
+    out.for_each_piece_from(body, [&](const char* p, std::size_t n) {
+      if (sample.empty() && n >= kAutoProbeBytes)
+        sample = std::string_view{p, kAutoProbeBytes};
     });
     std::string gathered;
     if (sample.empty()) {
-      skip = prefix + kHeaderSize;
-      out.for_each_piece([&](const char* p, std::size_t n) {
-        const std::size_t from = std::min(skip, n);
-        skip -= from;
-        gathered.append(p + from, std::min(n - from, kAutoProbeBytes - gathered.size()));
+      out.for_each_piece_from(body, [&](const char* p, std::size_t n) {
+        gathered.append(p, std::min(n, kAutoProbeBytes - gathered.size()));
       });
       sample = gathered;
     }
@@ -574,10 +569,8 @@ void encode_batch_gather(const std::vector<Element>& elements, Compression compr
 
 std::size_t encoded_batch_size(const std::vector<Element>& elements) {
   std::size_t n = kHeaderSize;
-  for (const Element& e : elements) {
-    const std::size_t size = encoded_size(e);
-    n += varint_size(size) + size;
-  }
+  for (const Element& e : elements)
+    n += encoded_batch_entry_size(e);
   return n;
 }
 

@@ -54,16 +54,23 @@ struct GatherBuffer {
       f(own.data() + from, own.size() - from);
   }
 
+  // The same for the stream from byte `from` on: what comes before it is left out.
+  template <class F>
+  void for_each_piece_from(std::size_t from, F&& f) const {
+    for_each_piece([&](const char* p, std::size_t n) {
+      const std::size_t skip = std::min(from, n);
+      from -= skip;
+      if (n > skip)
+        f(p + skip, n - skip);
+    });
+  }
+
   // The stream from byte `from` on as one buffer (a copy of every view's bytes), for the paths
   // that need one.
   std::vector<char> flatten(std::size_t from = 0) const {
     std::vector<char> out;
     out.reserve(size() > from ? size() - from : 0);
-    for_each_piece([&](const char* p, std::size_t n) {
-      const std::size_t skip = std::min(from, n);
-      from -= skip;
-      out.insert(out.end(), p + skip, p + n);
-    });
+    for_each_piece_from(from, [&](const char* p, std::size_t n) { out.insert(out.end(), p, p + n); });
     return out;
   }
 
