@@ -1,9 +1,9 @@
 // TCP brokers of the bulk data path (overview in actors/bulk.hpp, wire format in bulk_frame.hpp).
 #include "actors/bulk.hpp"
 
-#include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -11,6 +11,7 @@
 #include <caf/io/all.hpp>
 
 #include "actors/bulk_frame.hpp"
+#include "actors/bulk_seal.hpp"
 #include "actors/bulk_stream_reader.hpp"
 #include "actors/bulk_tls.hpp"
 #include "actors/bulk_writer.hpp"
@@ -31,7 +32,9 @@ using caf::io::receive_policy;
 struct ServerConn {
   bool greeted = false;
   uint64_t channel = 0;
-  std::deque<std::vector<char>> queue; // TLS: encrypted frames not yet handed to CAF
+  // The writer's name for the connection (not the socket's number: a TLS session may still
+  // hand the writer a record for a connection that closed while a new one got its number).
+  uint64_t writer_key = 0;
   // TLS bulk path only: the session actor (actors/bulk_tls.hpp), and the hello as it arrives.
   caf::actor session;
   std::vector<char> hello;
@@ -39,8 +42,11 @@ struct ServerConn {
 
 struct ServerState {
   std::shared_ptr<TlsEndpoint> tls; // null: plain TCP
-  // Plain TCP: writes every greeted connection's bytes (actors/bulk_writer.hpp); CAF reads them.
-  std::unique_ptr<BulkWriter> writer;
+  // Writes every greeted connection's bytes (actors/bulk_writer.hpp): the plain path's frames
+  // from here, TLS sessions their ack and sealed records. CAF reads them (and writes the TLS
+  // handshake).
+  std::shared_ptr<BulkWriter> writer;
+  uint64_t writer_keys = 0;
   uint16_t port = 0;
   std::mt19937_64 ids{std::random_device{}()}; // channel ids: a hello that joins one must know it
   caf::error listen_error;
@@ -68,39 +74,14 @@ struct ServerState {
   }
 };
 
-// TLS: hands queued ciphertext to CAF by swapping it into the (empty) write buffer: no copy. CAF
-// takes one buffer into its write buffer at flush and one more into the offline buffer behind
-// it. What the swap gives back is a buffer CAF finished writing (cleared, capacity kept): it
-// goes back to the buffer pool.
-void pump(caf::io::broker* self, ServerState& st, connection_handle hdl) {
-  auto c = st.conns.find(hdl);
-  if (c == st.conns.end())
-    return;
-  auto& q = c->second.queue;
-  while (!q.empty()) {
-    auto& wb = self->wr_buf(hdl);
-    if (!wb.empty())
-      break;
-    wb.swap(q.front());
-    q.front().clear();
-    BufferPool::global().release(std::move(q.front()));
-    q.pop_front();
-    self->flush(hdl);
-  }
-}
-
 void forget_conn(caf::io::broker* self, ServerState& st, connection_handle hdl) {
   auto c = st.conns.find(hdl);
   if (c == st.conns.end())
     return;
   if (c->second.session)
     self->send(c->second.session, msg::bulk_lost_atom_v, std::string{"connection closed"});
-  else if (c->second.greeted && st.writer)
-    st.writer->remove(static_cast<uint64_t>(hdl.id())); // it warns of frames left unwritten
-  if (!c->second.queue.empty())
-    log::warning(kLog, "bulk channel " + std::to_string(c->second.channel) + " closed with " +
-                         std::to_string(c->second.queue.size()) +
-                         " frame(s) unsent (the consumer fails or refetches them)");
+  if (c->second.greeted && st.writer)
+    st.writer->remove(c->second.writer_key); // it warns of frames left unwritten
   st.conns.erase(c);
 }
 
@@ -125,10 +106,11 @@ void drop_conn(caf::io::broker* self, ServerState& st, connection_handle hdl) {
   st.channels.erase(ch);
 }
 
-constexpr std::size_t kTlsReadChunk = 256 * 1024; // TLS: ciphertext read per event
+constexpr std::size_t kTlsReadChunk = 256 * 1024; // TLS (worker side): bytes read per event
 
-// TLS: hands what the socket read to the connection's session, and CAF a pooled buffer to read
-// the next bytes into (the session returns the old one to the pool once decrypted).
+// TLS (worker side: the consumer's handshake and hello): hands what the socket read to the
+// connection's session, and CAF a pooled buffer to read the next bytes into (the session
+// returns the old one to the pool once decrypted).
 void to_session(caf::io::broker* self, const caf::actor& session, std::vector<char>& buf) {
   std::vector<char> ciphertext;
   ciphertext.swap(buf);
@@ -156,34 +138,34 @@ void on_hello(caf::io::broker* self, ServerState& st, connection_handle hdl, Ser
   st.channels[channel].conns.push_back(hdl);
   log::debug(kLog, std::string{conn.session ? "TLS " : ""} + "bulk channel " +
                      std::to_string(channel) + (*join != 0 ? " joined" : " opened"));
-  GatherBuffer ack;
-  ack.own.resize(bulk::kAckBytes);
-  bulk::write_ack(ack.own.data(), channel);
-  if (conn.session) {
-    self->send(conn.session, msg::bulk_send_atom_v, std::move(ack));
-    return;
-  }
-  // From here on the writer writes everything this connection gets, the ack first.
-  const auto key = static_cast<uint64_t>(hdl.id()); // CAF 0.17: the id is the socket
-  if (auto added = st.writer->add(key, static_cast<int>(hdl.id()), "bulk channel " + std::to_string(channel));
+  // From here on the writer writes everything this connection gets, the ack first. (TLS: CAF
+  // wrote the whole handshake already, since the consumer needed it to send its hello.)
+  // CAF 0.17: the handle's id is the socket.
+  if (auto added = st.writer->add(conn.writer_key, static_cast<int>(hdl.id()),
+                                  "bulk channel " + std::to_string(channel));
       !added.ok()) {
     log::warning(kLog, added.message());
     drop_conn(self, st, hdl);
     self->close(hdl);
     return;
   }
-  st.writer->send(key, std::move(ack));
+  GatherBuffer ack;
+  ack.own.resize(bulk::kAckBytes);
+  bulk::write_ack(ack.own.data(), channel);
+  if (conn.session) // the ack is the session's last TLS record; frames are sealed records
+    self->send(conn.session, msg::tls_plain_atom_v, std::move(ack.own));
+  else
+    st.writer->send(conn.writer_key, std::move(ack));
 }
 
 caf::behavior bulk_server(caf::io::broker* self, std::string host, std::shared_ptr<TlsEndpoint> tls) {
   auto st = std::make_shared<ServerState>();
   st->tls = std::move(tls);
-  if (!st->tls) {
-    st->writer = std::make_unique<BulkWriter>();
-    // CAF closes the broker's sockets when it ends; the writer's duplicates must close with
-    // them, or the consumers would not see the worker go.
-    self->attach_functor([st] { st->writer.reset(); });
-  }
+  st->writer = std::make_shared<BulkWriter>();
+  // CAF closes the broker's sockets when it ends; the writer's duplicates must close with them
+  // (once the TLS sessions, which end with the broker, let go of it too), or the consumers
+  // would not see the worker go.
+  self->attach_functor([st] { st->writer.reset(); });
   self->set_down_handler([st](caf::down_msg& down) { // an in-process consumer ended
     for (auto it = st->local.begin(); it != st->local.end();)
       it = it->second.consumer.address() == down.source ? st->local.erase(it) : std::next(it);
@@ -201,9 +183,10 @@ caf::behavior bulk_server(caf::io::broker* self, std::string host, std::shared_p
     },
     [=](const caf::io::new_connection_msg& msg) {
       auto& conn = st->conns[msg.handle];
+      conn.writer_key = ++st->writer_keys;
       if (st->tls) {
-        self->ack_writes(msg.handle, true); // pump() hands CAF the next ciphertext
-        conn.session = spawn_tls_bulk_server_session(self, msg.handle, st->tls);
+        conn.session = spawn_tls_bulk_server_session(self, msg.handle, st->tls, st->writer,
+                                                     conn.writer_key);
         self->configure_read(msg.handle, receive_policy::at_most(kTlsReadChunk));
       } else {
         self->configure_read(msg.handle, receive_policy::exactly(bulk::kHelloBytes));
@@ -229,13 +212,13 @@ caf::behavior bulk_server(caf::io::broker* self, std::string host, std::shared_p
       if (conn.greeted || conn.hello.size() >= bulk::kHelloBytes)
         on_hello(self, *st, hdl, conn, conn.hello.data(), conn.hello.size());
     },
-    // TLS: records for the socket (handshake, the ack, encrypted frames), in the session's order.
-    [=](msg::tls_out_atom, connection_handle hdl, std::vector<char>& ciphertext) {
-      auto c = st->conns.find(hdl);
-      if (c == st->conns.end())
+    // TLS: the handshake's records (or an alert) for the socket.
+    [=](msg::tls_out_atom, connection_handle hdl, const std::vector<char>& ciphertext) {
+      if (st->conns.count(hdl) == 0)
         return;
-      c->second.queue.push_back(std::move(ciphertext));
-      pump(self, *st, hdl);
+      auto& wb = self->wr_buf(hdl);
+      wb.insert(wb.end(), ciphertext.begin(), ciphertext.end());
+      self->flush(hdl);
     },
     [=](msg::bulk_lost_atom, connection_handle hdl, const std::string& why) {
       auto c = st->conns.find(hdl);
@@ -278,9 +261,8 @@ caf::behavior bulk_server(caf::io::broker* self, std::string host, std::shared_p
         self->send(conn.session, msg::bulk_send_atom_v, std::move(frame)); // to encrypt
         return;
       }
-      st->writer->send(static_cast<uint64_t>(hdl.id()), std::move(frame));
+      st->writer->send(conn.writer_key, std::move(frame));
     },
-    [=](const caf::io::data_transferred_msg& msg) { pump(self, *st, msg.handle); },
     [=](const caf::io::connection_closed_msg& msg) {
       log::debug(kLog, "bulk connection closed");
       drop_conn(self, *st, msg.handle);
@@ -301,6 +283,10 @@ struct ClientConn {
   uint64_t channel = 0;
   bulk::StreamReader reader; // plain TCP (TLS: the session has its own)
   caf::actor session;        // TLS bulk path only (actors/bulk_tls.hpp)
+  // TLS: the socket is read one whole record at a time (actors/bulk_seal.hpp).
+  std::optional<bulk::RecordHeader> body; // reading this record's body (else the next header)
+  bool sealed_ok = false;                 // the session has the ack: sealed records may come
+  std::optional<bulk::RecordHeader> parked; // a sealed record's header that came before that
 };
 
 // A channel to one worker: its connections, the first opening it, the others joining it.
@@ -365,7 +351,7 @@ void connect(caf::io::broker* self, ClientState& st, uint64_t channel, uint64_t 
   if (st.tls) {
     // The session sends the ClientHello, and the hello once the handshake is done.
     conn.session = spawn_tls_bulk_client_session(self, *hdl, st.tls, st.consumer, channel, join);
-    self->configure_read(*hdl, receive_policy::at_most(kTlsReadChunk));
+    self->configure_read(*hdl, receive_policy::exactly(bulk::kRecordHeaderBytes));
     return;
   }
   char hello[bulk::kHelloBytes];
@@ -395,6 +381,47 @@ void on_ack(caf::io::broker* self, ClientState& st, uint64_t channel, uint64_t a
       connect(self, st, channel, assigned);
 }
 
+// TLS: reads the body of the record `h` announced. A sealed record's body goes into a pooled
+// buffer of its size (mapped memory, nothing zero-filled) that the session decrypts in place and
+// hands on as the elements' storage.
+void read_record_body(caf::io::broker* self, connection_handle hdl, ClientConn& conn,
+                      const bulk::RecordHeader& h, std::vector<char>& buf) {
+  conn.body = h;
+  if (h.sealed)
+    buf = BufferPool::global().acquire(h.body, true);
+  self->configure_read(hdl, receive_policy::exactly(h.body));
+}
+
+// TLS: a record's header or body arrived. A sealed record before the session has the worker's
+// ack (and with it the keys) waits, the connection halted, so that nothing unauthenticated
+// makes this node reserve a frame's buffer.
+void on_tls_bytes(caf::io::broker* self, ClientState& st, connection_handle hdl, ClientConn& conn,
+                  std::vector<char>& buf) {
+  if (conn.body) {
+    const bool sealed = conn.body->sealed;
+    conn.body.reset();
+    std::vector<char> bytes;
+    bytes.swap(buf);
+    if (sealed)
+      self->send(conn.session, msg::tls_sealed_atom_v, std::move(bytes));
+    else
+      self->send(conn.session, msg::tls_in_atom_v, std::move(bytes));
+    self->configure_read(hdl, receive_policy::exactly(bulk::kRecordHeaderBytes));
+    return;
+  }
+  bulk::RecordHeader h;
+  if (auto bad = bulk::read_record_header(buf.data(), h))
+    return lost(self, st, hdl, "protocol error on the TLS bulk stream: " + *bad);
+  if (!h.sealed) // OpenSSL reads the record whole: its header first
+    self->send(conn.session, msg::tls_in_atom_v, std::vector<char>(buf.begin(), buf.end()));
+  if (h.sealed && !conn.sealed_ok) {
+    conn.parked = h;
+    self->halt(hdl);
+    return;
+  }
+  read_record_body(self, hdl, conn, h, buf);
+}
+
 caf::behavior bulk_client(caf::io::broker* self, caf::actor consumer,
                           std::shared_ptr<TlsEndpoint> tls) {
   auto st = std::make_shared<ClientState>();
@@ -417,10 +444,8 @@ caf::behavior bulk_client(caf::io::broker* self, caf::actor consumer,
       if (c == st->conns.end())
         return;
       auto& conn = c->second;
-      if (conn.session) {
-        to_session(self, conn.session, msg.buf);
-        return;
-      }
+      if (conn.session)
+        return on_tls_bytes(self, *st, msg.handle, conn, msg.buf);
       // Plain TCP: CAF reads exactly one unit per message. CAF swaps msg.buf back in as the
       // connection's read buffer: for a payload, deliver_unit left a pooled buffer of that
       // length there (no fresh pages, nothing zero-filled).
@@ -435,6 +460,20 @@ caf::behavior bulk_client(caf::io::broker* self, caf::actor consumer,
     // TLS: a session's ack.
     [=](msg::bulk_ready_atom, uint64_t channel, uint64_t assigned) {
       on_ack(self, *st, channel, assigned);
+    },
+    // TLS: the session has the worker's ack: sealed records may come (and one may be waiting).
+    [=](msg::tls_sealed_atom, connection_handle hdl) {
+      auto c = st->conns.find(hdl);
+      if (c == st->conns.end())
+        return;
+      auto& conn = c->second;
+      conn.sealed_ok = true;
+      if (!conn.parked)
+        return;
+      std::vector<char> buf;
+      read_record_body(self, hdl, conn, *conn.parked, buf); // (CAF reads into its own buffer)
+      conn.parked.reset();
+      self->trigger(hdl);
     },
     // TLS: the session's records (handshake, the hello) for the socket.
     [=](msg::tls_out_atom, connection_handle hdl, std::vector<char>& ciphertext) {

@@ -11,6 +11,8 @@
 //   worker   -> consumer frame   : header (40 B) | payload (length bytes)
 //     header: "CVBF" | version u8 | 3 reserved | task u64 | batch_seq u64 | index u32 |
 //             count u32 | length u64            (integers little-endian)
+//   With TLS the hello and the ack are TLS records, and each frame's header and payload are a
+//   sealed record each (actors/bulk_seal.hpp).
 //
 // A frame's payload is one encode_batch buffer holding ONE element (pipeline/codec.hpp), so the
 // consumer decodes it in place and the received buffer becomes that element's storage. The

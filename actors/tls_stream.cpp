@@ -135,7 +135,12 @@ Expected<std::shared_ptr<TlsEndpoint>> TlsEndpoint::create(const NetworkConfig& 
                             ssl_errors());
   // Mutual: each side presents its certificate and requires the peer's, signed by the CA.
   SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
-  SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
+  // TLS 1.3 only: both ends are conveyor nodes, and the bulk path's sealed records take their
+  // keys from its exporter (actors/bulk_seal.hpp). No session tickets: nothing resumes a bulk
+  // session, and after the ack a worker sends only sealed records (a ticket would be a TLS
+  // record where the consumer expects none).
+  SSL_CTX_set_min_proto_version(ctx.get(), TLS1_3_VERSION);
+  SSL_CTX_set_num_tickets(ctx.get(), 0);
   return std::shared_ptr<TlsEndpoint>(new TlsEndpoint(ctx.release(), role));
 }
 
@@ -254,7 +259,7 @@ Status TlsStream::send(const char* data, std::size_t size) {
     return Status::OK();
   }
   // Room for all the records at once (≤ 16 KiB of plaintext each, plus header, tag and padding
-  // well under 64 bytes): a large frame then grows output_ by no reallocation and copy.
+  // well under 64 bytes): no reallocation while OpenSSL writes them.
   output_.reserve(output_.size() + size + (size / 16384 + 1) * 64);
   std::size_t done = 0;
   while (done < size) {
@@ -266,6 +271,18 @@ Status TlsStream::send(const char* data, std::size_t size) {
     done += static_cast<std::size_t>(r);
   }
   return Status::OK();
+}
+
+Expected<std::vector<unsigned char>> TlsStream::export_key(const char* label, std::size_t size) const {
+  if (!established_)
+    return failed_precondition("TLS keying material asked for before the handshake was done");
+  std::vector<unsigned char> out(size);
+  ERR_clear_error();
+  if (SSL_export_keying_material(ssl_of(ssl_), out.data(), out.size(), label, std::strlen(label),
+                                 nullptr, 0, 0) != 1)
+    return internal_error(std::string{"cannot derive the TLS session's keying material for "} + label +
+                          ": " + ssl_errors());
+  return out;
 }
 
 bool TlsStream::has_output() const { return !output_.empty(); }

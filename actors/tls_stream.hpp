@@ -66,6 +66,9 @@ public:
   void take_output(std::vector<char>& out);
   bool has_output() const;
   bool established() const { return established_; }
+  // `size` bytes of keying material for `label`, alike at both ends of the session and secret
+  // to them (the TLS 1.3 exporter, RFC 8446 §7.5); the handshake must be done.
+  Expected<std::vector<unsigned char>> export_key(const char* label, std::size_t size) const;
 
 private:
   Status advance_handshake();

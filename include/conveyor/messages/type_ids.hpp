@@ -122,5 +122,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(conveyor, caf::first_custom_type_id)
   // TLS sessions of the bulk data path (actors/bulk_tls.hpp), local to one node.
   CAF_ADD_ATOM(conveyor, conveyor::msg, tls_in_atom, "cv_tlsin")   // socket bytes for a session
   CAF_ADD_ATOM(conveyor, conveyor::msg, tls_out_atom, "cv_tlsout") // session bytes for the socket
-  CAF_ADD_ATOM(conveyor, conveyor::msg, tls_plain_atom, "cv_tlspt") // decrypted bytes for a broker
+  CAF_ADD_ATOM(conveyor, conveyor::msg, tls_plain_atom, "cv_tlspt") // plaintext of the TLS records
+  CAF_ADD_ATOM(conveyor, conveyor::msg, tls_sealed_atom, "cv_tlsseal") // sealed records (bulk_seal.hpp)
 CAF_END_TYPE_ID_BLOCK(conveyor)

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "actors/bulk_frame.hpp"
+#include "actors/bulk_seal.hpp"
 #include "actors/tls_stream.hpp"
 #include "test/support/pki.hpp"
 
@@ -148,4 +150,160 @@ TEST_CASE("TLS stream: bad files are refused naming the flag") {
   e = TlsEndpoint::create(n, TlsEndpoint::Role::client);
   REQUIRE_FALSE(e.ok());
   CHECK(e.status().message().find("--tls-ca") != std::string::npos);
+}
+
+// --- sealed records (actors/bulk_seal.hpp): the TLS bulk path's frames after the ack
+
+namespace {
+
+struct SealedPair {
+  std::unique_ptr<RecordCipher> worker, consumer;
+};
+
+// Both ends of one fresh session, each with the keys derived from it.
+SealedPair sealed_pair(const Pki& pki) {
+  TlsStream client(endpoint(files(pki), TlsEndpoint::Role::client));
+  TlsStream server(endpoint(files(pki), TlsEndpoint::Role::server));
+  REQUIRE(handshake(client, server, 4096).ok());
+  REQUIRE(client.established());
+  REQUIRE(server.established());
+  auto w = RecordCipher::create(server);
+  auto c = RecordCipher::create(client);
+  REQUIRE_MESSAGE(w.ok(), w.status().to_string());
+  REQUIRE_MESSAGE(c.ok(), c.status().to_string());
+  return {std::move(*w), std::move(*c)};
+}
+
+// A frame as a task makes it: 40 bytes of header room, then a tensor's storage as a view, then
+// a few bytes of its own.
+GatherBuffer frame_of(const std::string& header, const std::shared_ptr<const std::string>& tensor,
+                      const std::string& tail) {
+  GatherBuffer frame;
+  frame.own.assign(header.begin(), header.end());
+  frame.add_view(tensor, tensor->data(), tensor->size());
+  frame.own.insert(frame.own.end(), tail.begin(), tail.end());
+  return frame;
+}
+
+// Seals `frame` as the worker's session does (header and payload, a record each).
+std::vector<char> seal_frame(RecordCipher& c, const GatherBuffer& frame) {
+  const std::size_t h = bulk::kFrameHeaderBytes;
+  std::vector<char> out(bulk::sealed_size(h) + bulk::sealed_size(frame.size() - h));
+  const std::size_t at = c.seal(frame, 0, h, out.data());
+  CHECK(at == bulk::sealed_size(h));
+  CHECK(c.seal(frame, h, frame.size(), out.data() + at) == out.size() - at);
+  return out;
+}
+
+// Splits a stream of sealed records into their bodies, as the consumer's broker reads them.
+std::vector<std::vector<char>> record_bodies(const std::vector<char>& wire) {
+  std::vector<std::vector<char>> bodies;
+  for (std::size_t at = 0; at < wire.size();) {
+    bulk::RecordHeader h;
+    REQUIRE_FALSE(bulk::read_record_header(wire.data() + at, h));
+    REQUIRE(h.sealed);
+    at += bulk::kRecordHeaderBytes;
+    REQUIRE(at + h.body <= wire.size());
+    bodies.emplace_back(wire.begin() + static_cast<std::ptrdiff_t>(at),
+                        wire.begin() + static_cast<std::ptrdiff_t>(at + h.body));
+    at += h.body;
+  }
+  return bodies;
+}
+
+} // namespace
+
+TEST_CASE("sealed records: a frame sealed from its pieces opens byte-exact with the peer's keys") {
+  Pki pki;
+  auto keys = sealed_pair(pki);
+  for (std::size_t size : {std::size_t{1}, std::size_t{16384}, std::size_t{(1 << 20) + 7}}) {
+    CAPTURE(size);
+    auto tensor = std::make_shared<const std::string>(pattern(size, 5));
+    const GatherBuffer frame = frame_of(pattern(bulk::kFrameHeaderBytes, 6), tensor, pattern(9, 7));
+    const std::vector<char> plain = frame.flatten();
+    const std::vector<char> wire = seal_frame(*keys.worker, frame);
+    // Encrypted: the tensor's first 64 bytes do not appear on the wire (a shorter run could by chance).
+    if (size >= 64)
+      CHECK(std::search(wire.begin(), wire.end(), tensor->begin(), tensor->begin() + 64) == wire.end());
+    auto bodies = record_bodies(wire);
+    REQUIRE(bodies.size() == 2);
+    CHECK(bodies[0].size() == bulk::kFrameHeaderBytes + bulk::kSealTagBytes);
+    for (auto& body : bodies)
+      REQUIRE_MESSAGE(keys.consumer->open(body).ok(), "size " << body.size());
+    std::vector<char> got = bodies[0];
+    got.insert(got.end(), bodies[1].begin(), bodies[1].end());
+    CHECK(got == plain);
+  }
+}
+
+TEST_CASE("sealed records: a changed bit, a lost, repeated or reordered record, or another session's keys fail") {
+  Pki pki;
+  auto keys = sealed_pair(pki);
+  auto tensor = std::make_shared<const std::string>(pattern(5000, 8));
+  const GatherBuffer frame = frame_of(pattern(bulk::kFrameHeaderBytes, 9), tensor, "");
+  auto first = record_bodies(seal_frame(*keys.worker, frame));
+  auto second = record_bodies(seal_frame(*keys.worker, frame));
+  SUBCASE("a changed bit in the ciphertext or the tag") {
+    for (std::size_t at : {std::size_t{0}, first[0].size() - 1}) {
+      auto sealed = sealed_pair(pki);
+      auto wire = record_bodies(seal_frame(*sealed.worker, frame));
+      wire[0][at] = static_cast<char>(wire[0][at] ^ 0x10);
+      auto st = sealed.consumer->open(wire[0]);
+      CHECK_FALSE(st.ok());
+      CHECK(st.message().find("failed authentication") != std::string::npos);
+    }
+  }
+  SUBCASE("a changed length (the header is authenticated)") {
+    first[0].push_back('x');
+    CHECK_FALSE(keys.consumer->open(first[0]).ok());
+  }
+  SUBCASE("a lost record: the next one does not open") {
+    CHECK_FALSE(keys.consumer->open(first[1]).ok());
+  }
+  SUBCASE("a repeated record") {
+    auto copy = first[0];
+    REQUIRE(keys.consumer->open(first[0]).ok());
+    CHECK_FALSE(keys.consumer->open(copy).ok());
+  }
+  SUBCASE("records of the next frame first") {
+    CHECK_FALSE(keys.consumer->open(second[0]).ok());
+  }
+  SUBCASE("another session's keys") {
+    auto other = sealed_pair(pki);
+    CHECK_FALSE(other.consumer->open(first[0]).ok());
+  }
+}
+
+TEST_CASE("sealed records: the reader tells TLS records from sealed ones and refuses the rest before reserving") {
+  bulk::RecordHeader h;
+  const char tls_handshake[5] = {22, 3, 3, 0x01, 0x00};
+  REQUIRE_FALSE(bulk::read_record_header(tls_handshake, h));
+  CHECK_FALSE(h.sealed);
+  CHECK(h.body == 256);
+  const char sealed[5] = {static_cast<char>(0xC5), 0x00, 0x00, 0x10, 0x00}; // 1 MiB
+  REQUIRE_FALSE(bulk::read_record_header(sealed, h));
+  CHECK(h.sealed);
+  CHECK(h.body == (std::size_t{1} << 20) + bulk::kSealTagBytes);
+  const char too_long_tls[5] = {23, 3, 3, static_cast<char>(0xff), static_cast<char>(0xff)};
+  auto bad = bulk::read_record_header(too_long_tls, h);
+  REQUIRE(bad);
+  CHECK(bad->find("TLS record of 65535 bytes") != std::string::npos);
+  const char too_long_sealed[5] = {static_cast<char>(0xC5), 0x00, 0x00, 0x00, static_cast<char>(0x90)};
+  bad = bulk::read_record_header(too_long_sealed, h);
+  REQUIRE(bad);
+  CHECK(bad->find("sealed record claiming") != std::string::npos);
+  const char empty_sealed[5] = {static_cast<char>(0xC5), 0, 0, 0, 0};
+  CHECK(bulk::read_record_header(empty_sealed, h));
+  const char plain_hello[5] = {'C', 'V', 'B', 'H', 1};
+  bad = bulk::read_record_header(plain_hello, h);
+  REQUIRE(bad);
+  CHECK(bad->find("neither a TLS record nor a sealed record") != std::string::npos);
+}
+
+TEST_CASE("sealed records: no keys before the handshake is done") {
+  Pki pki;
+  TlsStream client(endpoint(files(pki), TlsEndpoint::Role::client));
+  auto keys = RecordCipher::create(client);
+  REQUIRE_FALSE(keys.ok());
+  CHECK(keys.status().message().find("before the handshake") != std::string::npos);
 }
