@@ -45,6 +45,7 @@ public:
   // already at least n long, so that growing it to n zero-fills nothing (CAF's read buffer
   // resize); others clear() it (free for chars), and get the shortest fitting one, which
   // leaves the long ones to filled callers (a process that both sends and receives frames).
+  // Among equals, the one released last: it is the likeliest still in the CPU's caches.
   std::vector<char> acquire(std::size_t n, bool filled = false);
   // Keeps `buf` (size and bytes as they are) for a later acquire, or frees it when it is small
   // or does not fit.
