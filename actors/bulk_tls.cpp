@@ -85,7 +85,7 @@ caf::behavior server_session(Session* self, caf::actor broker, connection_handle
       const std::size_t payload = frame.size() - bulk::kFrameHeaderBytes;
       const std::size_t total = bulk::sealed_size(bulk::kFrameHeaderBytes) + bulk::sealed_size(payload);
       std::vector<char> out = BufferPool::global().acquire(total, true);
-      out.resize(total); // a pooled buffer is at least this long already: nothing zero-filled
+      out.resize(total); // a recycled one is this long already: nothing zero-filled
       std::size_t at = (*cipher)->seal(frame, 0, bulk::kFrameHeaderBytes, out.data());
       (*cipher)->seal(frame, bulk::kFrameHeaderBytes, frame.size(), out.data() + at);
       BufferPool::global().release(std::move(frame.own)); // large only when compressed
