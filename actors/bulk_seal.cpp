@@ -53,18 +53,28 @@ constexpr std::size_t kSlice = std::size_t{1} << 30;
 
 } // namespace
 
-Expected<std::unique_ptr<RecordCipher>> RecordCipher::create(const TlsStream& tls) {
-  auto material = tls.export_key(bulk::kSealLabel, sizeof key_ + sizeof iv_);
-  if (!material.ok())
-    return material.status();
-  std::unique_ptr<RecordCipher> c(new RecordCipher());
-  std::memcpy(c->key_, material->data(), sizeof key_);
-  std::memcpy(c->iv_, material->data() + sizeof key_, sizeof iv_);
-  OPENSSL_cleanse(material->data(), material->size());
+Expected<std::unique_ptr<RecordCipher>> RecordCipher::create(const TlsStream& tls,
+                                                              uint64_t rekey_bytes) {
+  std::unique_ptr<RecordCipher> c(new RecordCipher(tls, rekey_bytes));
+  if (auto keys = c->derive_keys(); !keys.ok())
+    return keys;
   c->ctx_ = EVP_CIPHER_CTX_new();
   if (c->ctx_ == nullptr)
     return internal_error("cannot create the bulk path's cipher context");
   return c;
+}
+
+Status RecordCipher::derive_keys() {
+  unsigned char context[8];
+  for (int i = 0; i < 8; ++i)
+    context[i] = static_cast<unsigned char>((generation_ >> (8 * i)) & 0xff);
+  auto material = tls_.export_key(bulk::kSealLabel, sizeof key_ + sizeof iv_, context, sizeof context);
+  if (!material.ok())
+    return material.status();
+  std::memcpy(key_, material->data(), sizeof key_);
+  std::memcpy(iv_, material->data() + sizeof key_, sizeof iv_);
+  OPENSSL_cleanse(material->data(), material->size());
+  return Status::OK();
 }
 
 RecordCipher::~RecordCipher() {
@@ -73,20 +83,29 @@ RecordCipher::~RecordCipher() {
   OPENSSL_cleanse(iv_, sizeof iv_);
 }
 
-void RecordCipher::next_nonce(unsigned char nonce[12]) {
+Status RecordCipher::next_nonce(std::size_t plain, unsigned char nonce[12]) {
+  if (key_bytes_ >= rekey_bytes_) {
+    ++generation_;
+    key_bytes_ = 0;
+    if (auto keys = derive_keys(); !keys.ok())
+      return keys;
+  }
+  key_bytes_ += plain;
   std::memcpy(nonce, iv_, sizeof iv_);
   for (int i = 0; i < 8; ++i)
     nonce[11 - i] ^= static_cast<unsigned char>((seq_ >> (8 * i)) & 0xff);
   ++seq_;
+  return Status::OK();
 }
 
-std::size_t RecordCipher::seal(const GatherBuffer& frame, std::size_t from, std::size_t to,
-                               char* dst) {
+Expected<std::size_t> RecordCipher::seal(const GatherBuffer& frame, std::size_t from,
+                                         std::size_t to, char* dst) {
   auto* out = reinterpret_cast<unsigned char*>(dst);
   const std::size_t plain = to - from;
   write_header(out, plain);
   unsigned char nonce[12];
-  next_nonce(nonce);
+  if (auto ok = next_nonce(plain, nonce); !ok.ok())
+    return ok;
   EVP_CIPHER_CTX* ctx = ctx_of(ctx_);
   // With a valid key, nonce and buffers these calls cannot fail (no allocation, no I/O); an
   // unexpected failure leaves a record that fails authentication at the consumer, never
@@ -121,7 +140,8 @@ Status RecordCipher::open(std::vector<char>& body) {
   write_header(header, plain);
   unsigned char nonce[12];
   const uint64_t seq = seq_;
-  next_nonce(nonce);
+  if (auto keys = next_nonce(plain, nonce); !keys.ok())
+    return keys;
   EVP_CIPHER_CTX* ctx = ctx_of(ctx_);
   auto* p = reinterpret_cast<unsigned char*>(body.data());
   int n = 0;

@@ -16,7 +16,11 @@
 //     hello), nonce = IV xor the record's sequence number (0, 1, 2, ...), as TLS 1.3 does;
 //   - the 5-byte header is the associated data, so a changed length, a dropped, repeated or
 //     reordered record fails authentication: the consumer closes the channel and fails its
-//     frames, as for any broken bulk connection.
+//     frames, as for any broken bulk connection;
+//   - a new key and IV every kRekeyBytes of plaintext (the exporter again, with the key's
+//     generation as its context), as TLS 1.3 bounds what one AES-GCM key protects (RFC 8446
+//     §5.5: about 2^34.5 blocks); both ends count the same bytes, so they change keys at the same
+//     record, and no message is needed. A bulk connection may carry terabytes.
 //
 // On the wire a connection carries TLS records until the worker's ack (handshake, the
 // consumer's hello, the ack; both ends read them through TlsStream), then sealed records only:
@@ -47,6 +51,7 @@ inline constexpr std::size_t kSealTagBytes = 16;
 // TLS records of the handshake and the ack: at most 2^14 bytes plus the cipher's expansion.
 inline constexpr std::size_t kMaxTlsRecordBody = 16384 + 2048;
 inline constexpr const char* kSealLabel = "EXPORTER-conveyor-bulk-sealed-v1";
+inline constexpr uint64_t kRekeyBytes = uint64_t{1} << 36; // 64 GiB: well inside RFC 8446's bound
 
 // A sealed record of `plain` bytes of frame, header and tag included.
 inline constexpr std::size_t sealed_size(std::size_t plain) {
@@ -67,26 +72,36 @@ std::optional<std::string> read_record_header(const char* at, RecordHeader& h);
 // One direction's sealing key of an established TlsStream (see above).
 class RecordCipher {
 public:
-  // The keys of `tls`, which must have completed its handshake.
-  static Expected<std::unique_ptr<RecordCipher>> create(const TlsStream& tls);
+  // The keys of `tls`, which must have completed its handshake and must outlive the cipher (the
+  // next generation of keys comes from it). Tests pass a small `rekey_bytes`.
+  static Expected<std::unique_ptr<RecordCipher>> create(const TlsStream& tls,
+                                                        uint64_t rekey_bytes = bulk::kRekeyBytes);
   ~RecordCipher();
   RecordCipher(const RecordCipher&) = delete;
   RecordCipher& operator=(const RecordCipher&) = delete;
 
   // Writes the next record, of bytes [from, to) of `frame`, at `dst`, which has room for
-  // bulk::sealed_size(to - from) bytes; returns that size.
-  std::size_t seal(const GatherBuffer& frame, std::size_t from, std::size_t to, char* dst);
+  // bulk::sealed_size(to - from) bytes; returns that size, or an error when the next key could
+  // not be derived.
+  Expected<std::size_t> seal(const GatherBuffer& frame, std::size_t from, std::size_t to, char* dst);
   // The next record's body (ciphertext and tag, as its header announced) decrypted in place;
   // `body` keeps the plaintext. data_loss when it fails authentication.
   Status open(std::vector<char>& body);
 
 private:
-  RecordCipher() = default;
-  void next_nonce(unsigned char nonce[12]);
+  RecordCipher(const TlsStream& tls, uint64_t rekey_bytes) : tls_(tls), rekey_bytes_(rekey_bytes) {}
+  Status derive_keys(); // generation_'s key and IV
+  // The nonce of the next record of `plain` bytes; a new key first when the bytes sealed under
+  // this one reached rekey_bytes_.
+  Status next_nonce(std::size_t plain, unsigned char nonce[12]);
+  const TlsStream& tls_;
+  const uint64_t rekey_bytes_;
   void* ctx_ = nullptr; // EVP_CIPHER_CTX*
   unsigned char key_[32] = {};
   unsigned char iv_[12] = {};
-  uint64_t seq_ = 0;
+  uint64_t seq_ = 0;        // records so far, under every key (nonces never repeat)
+  uint64_t generation_ = 0; // of the key
+  uint64_t key_bytes_ = 0;  // plaintext bytes under this key
 };
 
 } // namespace conveyor::actors

@@ -86,9 +86,13 @@ caf::behavior server_session(Session* self, caf::actor broker, connection_handle
       const std::size_t total = bulk::sealed_size(bulk::kFrameHeaderBytes) + bulk::sealed_size(payload);
       std::vector<char> out = BufferPool::global().acquire(total, true);
       out.resize(total); // a recycled one is this long already: nothing zero-filled
-      std::size_t at = (*cipher)->seal(frame, 0, bulk::kFrameHeaderBytes, out.data());
-      (*cipher)->seal(frame, bulk::kFrameHeaderBytes, frame.size(), out.data() + at);
+      auto header = (*cipher)->seal(frame, 0, bulk::kFrameHeaderBytes, out.data());
+      auto body = header.ok() ? (*cipher)->seal(frame, bulk::kFrameHeaderBytes, frame.size(),
+                                                out.data() + *header)
+                              : header;
       BufferPool::global().release(std::move(frame.own)); // large only when compressed
+      if (!body.ok())
+        return fail(self, broker, hdl, "cannot seal a bulk frame: " + body.status().message());
       // Straight to the writer's thread, which releases `out` to the pool once written (its
       // length kept: the next frame's acquire finds it filled, nothing to zero).
       GatherBuffer sealed;

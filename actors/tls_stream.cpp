@@ -273,13 +273,16 @@ Status TlsStream::send(const char* data, std::size_t size) {
   return Status::OK();
 }
 
-Expected<std::vector<unsigned char>> TlsStream::export_key(const char* label, std::size_t size) const {
+Expected<std::vector<unsigned char>> TlsStream::export_key(const char* label, std::size_t size,
+                                                           const unsigned char* context,
+                                                           std::size_t context_size) const {
   if (!established_)
     return failed_precondition("TLS keying material asked for before the handshake was done");
   std::vector<unsigned char> out(size);
   ERR_clear_error();
+  // (TLS 1.3 treats no context as an empty one: generation 0's key is not a special case.)
   if (SSL_export_keying_material(ssl_of(ssl_), out.data(), out.size(), label, std::strlen(label),
-                                 nullptr, 0, 0) != 1)
+                                 context, context_size, 1) != 1)
     return internal_error(std::string{"cannot derive the TLS session's keying material for "} + label +
                           ": " + ssl_errors());
   return out;

@@ -68,7 +68,10 @@ public:
   bool established() const { return established_; }
   // `size` bytes of keying material for `label`, alike at both ends of the session and secret
   // to them (the TLS 1.3 exporter, RFC 8446 §7.5); the handshake must be done.
-  Expected<std::vector<unsigned char>> export_key(const char* label, std::size_t size) const;
+  // `context` (may be empty) tells apart keys of one label.
+  Expected<std::vector<unsigned char>> export_key(const char* label, std::size_t size,
+                                                  const unsigned char* context = nullptr,
+                                                  std::size_t context_size = 0) const;
 
 private:
   Status advance_handshake();

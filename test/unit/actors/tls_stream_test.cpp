@@ -157,21 +157,27 @@ TEST_CASE("TLS stream: bad files are refused naming the flag") {
 namespace {
 
 struct SealedPair {
+  std::unique_ptr<TlsStream> client, server; // the ciphers derive later keys from them
   std::unique_ptr<RecordCipher> worker, consumer;
 };
 
-// Both ends of one fresh session, each with the keys derived from it.
-SealedPair sealed_pair(const Pki& pki) {
-  TlsStream client(endpoint(files(pki), TlsEndpoint::Role::client));
-  TlsStream server(endpoint(files(pki), TlsEndpoint::Role::server));
-  REQUIRE(handshake(client, server, 4096).ok());
-  REQUIRE(client.established());
-  REQUIRE(server.established());
-  auto w = RecordCipher::create(server);
-  auto c = RecordCipher::create(client);
+// Both ends of one fresh session, each with the keys derived from it (a new key every
+// `worker_rekey` / `consumer_rekey` bytes).
+SealedPair sealed_pair(const Pki& pki, uint64_t worker_rekey = bulk::kRekeyBytes,
+                       uint64_t consumer_rekey = bulk::kRekeyBytes) {
+  SealedPair p;
+  p.client = std::make_unique<TlsStream>(endpoint(files(pki), TlsEndpoint::Role::client));
+  p.server = std::make_unique<TlsStream>(endpoint(files(pki), TlsEndpoint::Role::server));
+  REQUIRE(handshake(*p.client, *p.server, 4096).ok());
+  REQUIRE(p.client->established());
+  REQUIRE(p.server->established());
+  auto w = RecordCipher::create(*p.server, worker_rekey);
+  auto c = RecordCipher::create(*p.client, consumer_rekey);
   REQUIRE_MESSAGE(w.ok(), w.status().to_string());
   REQUIRE_MESSAGE(c.ok(), c.status().to_string());
-  return {std::move(*w), std::move(*c)};
+  p.worker = std::move(*w);
+  p.consumer = std::move(*c);
+  return p;
 }
 
 // A frame as a task makes it: 40 bytes of header room, then a tensor's storage as a view, then
@@ -189,9 +195,12 @@ GatherBuffer frame_of(const std::string& header, const std::shared_ptr<const std
 std::vector<char> seal_frame(RecordCipher& c, const GatherBuffer& frame) {
   const std::size_t h = bulk::kFrameHeaderBytes;
   std::vector<char> out(bulk::sealed_size(h) + bulk::sealed_size(frame.size() - h));
-  const std::size_t at = c.seal(frame, 0, h, out.data());
-  CHECK(at == bulk::sealed_size(h));
-  CHECK(c.seal(frame, h, frame.size(), out.data() + at) == out.size() - at);
+  auto at = c.seal(frame, 0, h, out.data());
+  REQUIRE(at.ok());
+  CHECK(*at == bulk::sealed_size(h));
+  auto rest = c.seal(frame, h, frame.size(), out.data() + *at);
+  REQUIRE(rest.ok());
+  CHECK(*rest == out.size() - *at);
   return out;
 }
 
@@ -306,4 +315,36 @@ TEST_CASE("sealed records: no keys before the handshake is done") {
   auto keys = RecordCipher::create(client);
   REQUIRE_FALSE(keys.ok());
   CHECK(keys.status().message().find("before the handshake") != std::string::npos);
+}
+
+TEST_CASE("sealed records: both ends change keys at the same record, every rekey_bytes of plaintext") {
+  Pki pki;
+  auto tensor = std::make_shared<const std::string>(pattern(3000, 10));
+  const GatherBuffer frame = frame_of(pattern(bulk::kFrameHeaderBytes, 11), tensor, "");
+  SUBCASE("the same schedule: 20 frames (5 keys) open byte-exact, and no two records are alike") {
+    auto keys = sealed_pair(pki, 10000, 10000); // a new key every 4 frames
+    std::vector<std::vector<char>> payloads;
+    for (int i = 0; i < 20; ++i) {
+      auto bodies = record_bodies(seal_frame(*keys.worker, frame));
+      payloads.push_back(bodies[1]);
+      for (auto& body : bodies)
+        REQUIRE_MESSAGE(keys.consumer->open(body).ok(), "frame " << i);
+      CHECK(std::string(bodies[1].begin(), bodies[1].end()) == *tensor);
+    }
+    std::sort(payloads.begin(), payloads.end());
+    CHECK(std::unique(payloads.begin(), payloads.end()) == payloads.end());
+  }
+  SUBCASE("a consumer that would not change keys fails at the first record under the new one") {
+    auto keys = sealed_pair(pki, 10000, bulk::kRekeyBytes);
+    int opened = 0;
+    for (int i = 0; i < 5; ++i)
+      for (auto& body : record_bodies(seal_frame(*keys.worker, frame))) {
+        if (!keys.consumer->open(body).ok())
+          break;
+        ++opened;
+      }
+    // A key seals records until 10 000 bytes are reached: 4 frames of 3 040 bytes (the 4th
+    // payload starts at 9 160); the 5th frame's header is the first record under the next key.
+    CHECK(opened == 8);
+  }
 }
