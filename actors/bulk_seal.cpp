@@ -107,28 +107,29 @@ Expected<std::size_t> RecordCipher::seal(const GatherBuffer& frame, std::size_t 
   if (auto ok = next_nonce(plain, nonce); !ok.ok())
     return ok;
   EVP_CIPHER_CTX* ctx = ctx_of(ctx_);
-  // With a valid key, nonce and buffers these calls cannot fail (no allocation, no I/O); an
-  // unexpected failure leaves a record that fails authentication at the consumer, never
-  // plaintext on the wire (the cipher writes only its output).
+  // Every step checked: `dst` is a recycled buffer, and what it held before (another frame,
+  // maybe plaintext) must never go out as if sealed.
   int n = 0;
-  EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), nullptr, key_, nonce);
-  EVP_EncryptUpdate(ctx, nullptr, &n, out, static_cast<int>(bulk::kRecordHeaderBytes));
+  bool ok = EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), nullptr, key_, nonce) == 1 &&
+            EVP_EncryptUpdate(ctx, nullptr, &n, out, static_cast<int>(bulk::kRecordHeaderBytes)) == 1;
   unsigned char* at = out + bulk::kRecordHeaderBytes;
   std::size_t left = plain;
   frame.for_each_piece_from(from, [&](const char* p, std::size_t size) {
     size = std::min(size, left);
     left -= size;
-    for (std::size_t done = 0; done < size;) {
+    for (std::size_t done = 0; ok && done < size;) {
       const std::size_t slice = std::min(size - done, kSlice);
-      EVP_EncryptUpdate(ctx, at, &n, reinterpret_cast<const unsigned char*>(p + done),
-                        static_cast<int>(slice));
+      ok = EVP_EncryptUpdate(ctx, at, &n, reinterpret_cast<const unsigned char*>(p + done),
+                             static_cast<int>(slice)) == 1;
       at += n;
       done += slice;
     }
   });
-  EVP_EncryptFinal_ex(ctx, at, &n);
+  ok = ok && left == 0 && EVP_EncryptFinal_ex(ctx, at, &n) == 1;
   at += n;
-  EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, static_cast<int>(bulk::kSealTagBytes), at);
+  ok = ok && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, static_cast<int>(bulk::kSealTagBytes), at) == 1;
+  if (!ok)
+    return internal_error("AES-GCM failed to seal a bulk record of " + std::to_string(plain) + " bytes");
   return bulk::sealed_size(plain);
 }
 
