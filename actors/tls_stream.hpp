@@ -1,7 +1,9 @@
-// One end of a mutual-TLS byte stream over memory buffers (OpenSSL memory BIOs), without
-// sockets or actors: the TLS bulk brokers (actors/bulk.cpp) feed it what the socket read and
-// write what it produced. Both ends present a certificate signed by the node's CA and check the
-// peer's against it, as CAF's openssl module does on the control connections.
+// One end of a mutual-TLS 1.3 byte stream over memory buffers (our own BIOs), without sockets
+// or actors: the TLS bulk sessions (actors/bulk_tls.cpp) feed it what the socket read and hand
+// the socket what it produced, for the handshake, the hello and the ack; the frames after them
+// are sealed records keyed by its exporter (actors/bulk_seal.hpp). Both ends present a
+// certificate signed by the node's CA and check the peer's against it, as CAF's openssl module
+// does on the control connections.
 #pragma once
 
 #include <cstddef>
