@@ -106,15 +106,15 @@ void drop_conn(caf::io::broker* self, ServerState& st, connection_handle hdl) {
   st.channels.erase(ch);
 }
 
-constexpr std::size_t kTlsReadChunk = 256 * 1024; // TLS (worker side): bytes read per event
+// TLS (worker side): bytes read per event. A consumer sends only its handshake and its hello,
+// so one TLS record's worth; the frames go the other way, as sealed records.
+constexpr std::size_t kTlsReadChunk = bulk::kRecordHeaderBytes + bulk::kMaxTlsRecordBody;
 
-// TLS (worker side: the consumer's handshake and hello): hands what the socket read to the
-// connection's session, and CAF a pooled buffer to read the next bytes into (the session
-// returns the old one to the pool once decrypted).
+// TLS (worker side): hands what the socket read to the connection's session (CAF resizes the
+// emptied read buffer for the next bytes).
 void to_session(caf::io::broker* self, const caf::actor& session, std::vector<char>& buf) {
   std::vector<char> ciphertext;
   ciphertext.swap(buf);
-  buf = BufferPool::global().acquire(kTlsReadChunk, true);
   self->send(session, msg::tls_in_atom_v, std::move(ciphertext));
 }
 

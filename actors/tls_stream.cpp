@@ -7,7 +7,6 @@
 #include <cstring>
 #include <utility>
 
-#include "pipeline/buffer_pool.hpp"
 
 namespace conveyor::actors {
 
@@ -60,7 +59,7 @@ const BIO_METHOD* out_method() {
 }
 
 // The input BIO: OpenSSL reads the peer's records from the buffers receive() took, in order;
-// each buffer goes back to the pool once read. Empty means "nothing yet" (retry), never EOF.
+// each buffer is dropped once read. Empty means "nothing yet" (retry), never EOF.
 int in_read(BIO* b, char* dst, size_t size, size_t* read) {
   auto* in = static_cast<detail::TlsInput*>(BIO_get_data(b));
   BIO_clear_retry_flags(b);
@@ -73,9 +72,7 @@ int in_read(BIO* b, char* dst, size_t size, size_t* read) {
     in->offset += n;
     in->size -= n;
     if (in->offset == front.size()) {
-      // Kept at its length: the next socket read into it (CAF resizes to 256 KiB) fills nothing.
-      BufferPool::global().release(std::move(front));
-      in->chunks.pop_front();
+      in->chunks.pop_front(); // (handshake records: small, not worth pooling)
       in->offset = 0;
     }
   }

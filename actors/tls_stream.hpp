@@ -56,7 +56,7 @@ public:
   // Ciphertext the peer sent. An error when the handshake failed (e.g. a certificate the CA did
   // not sign, or a peer that does not speak TLS) or a record is corrupt; the message says which.
   // The stream keeps `ciphertext` until read() has decrypted it (OpenSSL reads its records
-  // straight from it: no copy into a memory BIO), then hands it back to BufferPool::global().
+  // straight from it: no copy into a memory BIO), then drops it.
   Status receive(std::vector<char>&& ciphertext);
   Status receive(const char* data, std::size_t size); // copies, then as above
   // Decrypts up to `max` bytes of plaintext into `dst`; returns how many (0: nothing more yet).

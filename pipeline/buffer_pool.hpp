@@ -10,7 +10,8 @@
 // pooled_storage() makes it the elements' storage, which returns to the pool when the last
 // tensor sharing it is gone. On the worker, a frame views its tensors' storage (no buffer of
 // its own) unless it is compressed: those are encoded into acquire()d buffers that the bulk
-// writer release()s once written. TLS sessions read ciphertext into pooled buffers.
+// writer release()s once written. TLS: a worker seals each frame into an acquire()d buffer, and
+// the consumer reads each sealed record into one.
 //
 // Bounded: at most max_retained_bytes sit in the pool (the oldest go first); buffers below
 // kMinPooledBytes are not pooled (malloc serves those without faults).
