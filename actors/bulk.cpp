@@ -27,6 +27,14 @@ constexpr const char* kLog = "bulk";
 using caf::io::connection_handle;
 using caf::io::receive_policy;
 
+// Bytes for the socket through CAF's write buffer: the hello, and a TLS session's records
+// (handshake, alerts, the consumer's hello). Frames never go this way (BulkWriter writes them).
+void write_out(caf::io::broker* self, connection_handle hdl, const char* data, std::size_t size) {
+  auto& wb = self->wr_buf(hdl);
+  wb.insert(wb.end(), data, data + size);
+  self->flush(hdl);
+}
+
 // --- worker side
 
 struct ServerConn {
@@ -214,11 +222,8 @@ caf::behavior bulk_server(caf::io::broker* self, std::string host, std::shared_p
     },
     // TLS: the handshake's records (or an alert) for the socket.
     [=](msg::tls_out_atom, connection_handle hdl, const std::vector<char>& ciphertext) {
-      if (st->conns.count(hdl) == 0)
-        return;
-      auto& wb = self->wr_buf(hdl);
-      wb.insert(wb.end(), ciphertext.begin(), ciphertext.end());
-      self->flush(hdl);
+      if (st->conns.count(hdl) > 0)
+        write_out(self, hdl, ciphertext.data(), ciphertext.size());
     },
     [=](msg::bulk_lost_atom, connection_handle hdl, const std::string& why) {
       auto c = st->conns.find(hdl);
@@ -356,9 +361,7 @@ void connect(caf::io::broker* self, ClientState& st, uint64_t channel, uint64_t 
   }
   char hello[bulk::kHelloBytes];
   bulk::write_hello(hello, join);
-  auto& wb = self->wr_buf(*hdl);
-  wb.insert(wb.end(), hello, hello + sizeof hello);
-  self->flush(*hdl);
+  write_out(self, *hdl, hello, sizeof hello);
   self->configure_read(*hdl, receive_policy::exactly(conn.reader.next_size()));
 }
 
@@ -476,12 +479,9 @@ caf::behavior bulk_client(caf::io::broker* self, caf::actor consumer,
       self->trigger(hdl);
     },
     // TLS: the session's records (handshake, the hello) for the socket.
-    [=](msg::tls_out_atom, connection_handle hdl, std::vector<char>& ciphertext) {
-      if (st->conns.count(hdl) == 0)
-        return;
-      auto& wb = self->wr_buf(hdl);
-      wb.insert(wb.end(), ciphertext.begin(), ciphertext.end());
-      self->flush(hdl);
+    [=](msg::tls_out_atom, connection_handle hdl, const std::vector<char>& ciphertext) {
+      if (st->conns.count(hdl) > 0)
+        write_out(self, hdl, ciphertext.data(), ciphertext.size());
     },
     // TLS: a session failed (it told the consumer) and ended: the channel's other connections go.
     [=](msg::bulk_lost_atom, connection_handle hdl, const std::string& why) {

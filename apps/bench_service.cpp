@@ -35,6 +35,7 @@
 #include "apps/bench.hpp"
 #include "apps/child_nodes.hpp"
 #include "apps/copy_counter.hpp"
+#include "apps/thread_cpu.hpp"
 #include "apps/cli_common.hpp"
 #include "conveyor/client.hpp"
 #include "conveyor/server.hpp"
@@ -536,6 +537,7 @@ int run_bench_service(const std::vector<std::string>& args) {
   BufferPool::Stats pool_before, pool_after;
   double service_cpu = 0; // process CPU seconds in the measured window
   double tls_cpu = 0;     // the same in the TLS run (--tls)
+  std::string service_threads, tls_threads; // the busiest threads of each run (thread_cpu.hpp)
   int64_t rss_kb = 0, hwm_kb = 0;
   std::vector<double> first[2], total[2];
   Status latency_error;
@@ -674,8 +676,10 @@ int run_bench_service(const std::vector<std::string>& args) {
   }
   const auto t0 = Clock::now();
   const double cpu0 = process_cpu_seconds();
+  const auto threads0 = thread_cpu_snapshot();
   std::this_thread::sleep_for(Seconds(f.seconds));
   Throughput service = totals();
+  const auto threads1 = thread_cpu_snapshot();
   if (plain_run)
     service_cpu = process_cpu_seconds() - cpu0;
   if (network.tls())
@@ -693,6 +697,10 @@ int run_bench_service(const std::vector<std::string>& args) {
     hwm_kb = proc_status_kb("VmHWM");
   }
   service.seconds = Seconds(Clock::now() - t0).count();
+  if (plain_run)
+    service_threads = busiest_threads(threads0, threads1, service.seconds);
+  if (network.tls())
+    tls_threads = busiest_threads(threads0, threads1, service.seconds);
   service.elements -= before.elements;
   service.bytes -= before.bytes;
   stop = true;
@@ -760,6 +768,7 @@ int run_bench_service(const std::vector<std::string>& args) {
                   tls_cpu * 1e6 / static_cast<double>(tls->elements),
                   tls->seconds > 0 ? tls_cpu / tls->seconds : 0.0,
                   service_cpu * 1e6 / static_cast<double>(service.elements));
+    std::printf("  TLS threads: %s (share of one core)\n", tls_threads.c_str());
   }
   if (f.local) {
     opts.target_workers = "LOCAL";
@@ -802,6 +811,9 @@ int run_bench_service(const std::vector<std::string>& args) {
                 " (process CPU time: steadier than elements/s on a shared machine)\n",
                 s_us, service.seconds > 0 ? service_cpu / service.seconds : 0.0, r_us, s_us > 0 ? r_us / s_us : 0.0);
   }
+  // A many-core machine with cores to spare and low throughput: one thread at a full core is
+  // the serialization point.
+  std::printf("  threads : %s (service run, share of one core)\n", service_threads.c_str());
   if (copy_counter_available()) {
     const double n = static_cast<double>(service.elements);
     const double calls = static_cast<double>(copies_after.copy_calls - copies_before.copy_calls);

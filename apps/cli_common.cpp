@@ -206,13 +206,13 @@ void add_scheduler_option(po::options_description& options) {
   options.add_options()
       ("scheduler-threads", po::value<int64_t>()->default_value(0)->value_name("N"),
        "threads of this node's actor scheduler, which handles messages (pipelines have their own "
-       "threads); 0 = one per core");
+       "threads); 0 = CAF's default: one per core, at least 4");
 }
 
 Status apply_scheduler_option(const po::variables_map& vm, NetworkConfig& network) {
   const int64_t n = vm["scheduler-threads"].as<int64_t>();
   if (n < 0 || n > 1024)
-    return invalid_argument("`--scheduler-threads` must be in 0..1024 (0 = one per core), got " + std::to_string(n));
+    return invalid_argument("`--scheduler-threads` must be in 0..1024 (0 = CAF's default: one per core, at least 4), got " + std::to_string(n));
   network.scheduler_threads = static_cast<std::size_t>(n);
   return Status::OK();
 }

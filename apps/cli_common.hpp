@@ -82,8 +82,8 @@ void add_security_options(po::options_description& options);
 Status apply_security_options(const po::variables_map& vm, NetworkConfig& network);
 
 // `--scheduler-threads N`: the node's CAF scheduler threads (NetworkConfig::scheduler_threads;
-// 0 = CAF's default, one per core). Pipelines run on their own threads, so a many-core machine
-// running several nodes may want fewer than one per core each.
+// 0 = CAF's default: one per core, at least 4). Pipelines run on their own threads, so a
+// many-core machine running several nodes may want fewer than one per core each.
 void add_scheduler_option(po::options_description& options);
 Status apply_scheduler_option(const po::variables_map& vm, NetworkConfig& network);
 
