@@ -63,6 +63,7 @@ void ConsumerCore::on_disconnected(msg::task_id_t task) {
   release_task_requests(task, t->second);
   t->second.partials.clear();
   t->second.in_flight = 0;
+  drop_unannounced(t->second);
   t->second.connected = false;
   t->second.reconnected = true;
   t->second.acks.clear(); // the task treats everything unacknowledged as lost
@@ -83,8 +84,17 @@ std::vector<msg::task_info> ConsumerCore::on_task_list(const msg::task_list& lis
         continue;
       if (!known->second.incarnation.empty()) {
         // Re-created under the same id: what we know (end of sequence, batch numbers, acks)
-        // belonged to the old actor. Read the new one from its start; in DYNAMIC it serves
+        // belonged to the old actor. DYNAMIC: read the new one from its start; it serves the
         // splits the restored job handed out again (a stale end of sequence lost them).
+        // OFF: each actor serves the whole dataset from its start. After part of it, the rest
+        // is lost with the old actor and the new one would repeat the part: the read fails.
+        const auto& old = known->second;
+        if (!dynamic_ && old.delivered > 0 && !old.end_of_sequence && !old.retired && error_.ok())
+          error_ = Status{ErrorCode::unavailable,
+                          "task " + std::to_string(t.task) + " on worker " + old.worker_address +
+                            " was started again after it served " + std::to_string(old.delivered) +
+                            " element(s), before its end: its remaining elements cannot be read "
+                            "(OFF: each worker serves its own copy of the dataset)"};
         on_task_lost(t.task);
       } else { // listed without its actor before (its worker had not registered again)
         known->second.incarnation = std::move(incarnation);
@@ -144,6 +154,13 @@ void ConsumerCore::release_task_requests(msg::task_id_t task, const TaskSlot& sl
   }
   for (const auto& [seq, p] : slot.partials)
     reserved_elements_ -= p.num_elements;
+}
+
+void ConsumerCore::drop_unannounced(TaskSlot& slot) {
+  if (slot.in_flight > 0)
+    return; // a reply in flight may still announce them (frames can overtake their reply)
+  for (auto it = slot.bulk_batches.begin(); it != slot.bulk_batches.end();)
+    it = it->second.announced ? std::next(it) : slot.bulk_batches.erase(it);
 }
 
 void ConsumerCore::on_connected(msg::task_id_t task) {
@@ -248,9 +265,12 @@ void ConsumerCore::on_request_failed(const Request& request) {
     return;
   // DYNAMIC: its reply may have carried a batch that never arrived (a late reply is dropped):
   // the next request says so, and the task hands the splits of unacknowledged batches back.
+  auto t = tasks_.find(request.task);
+  if (t == tasks_.end())
+    return;
   if (dynamic_)
-    if (auto t = tasks_.find(request.task); t != tasks_.end())
-      t->second.reconnected = true;
+    t->second.reconnected = true;
+  drop_unannounced(t->second);
 }
 
 Expected<std::vector<bool>> ConsumerCore::keep_unseen(const TaskSlot& slot,
@@ -280,6 +300,7 @@ Expected<std::vector<bool>> ConsumerCore::keep_unseen(const TaskSlot& slot,
 }
 
 void ConsumerCore::count_delivered(TaskSlot& slot, std::size_t bytes, std::size_t n) {
+  slot.delivered += static_cast<int64_t>(n);
   elements_ += static_cast<int64_t>(n);
   per_worker_[slot.worker_address] += static_cast<int64_t>(n);
   unacked_elements_ += static_cast<int64_t>(n);
@@ -388,6 +409,7 @@ Status ConsumerCore::on_reply(const Request& request, msg::element_batch batch,
   }
   if (batch.end_of_sequence)
     slot.end_of_sequence = true;
+  drop_unannounced(slot);
   return Status::OK();
 }
 
@@ -407,6 +429,11 @@ Status ConsumerCore::on_frame(msg::task_id_t task, uint64_t batch_seq, uint32_t 
   if (t == tasks_.end())
     return Status::OK(); // a lost task's late frame
   auto& slot = t->second;
+  if (slot.in_flight == 0) {
+    auto known = slot.bulk_batches.find(batch_seq);
+    if (known == slot.bulk_batches.end() || !known->second.announced)
+      return Status::OK(); // no reply will announce it (drop_unannounced)
+  }
   auto& b = slot.bulk_batches[batch_seq];
   if (b.count == 0) {
     b.count = count;
@@ -429,11 +456,15 @@ Status ConsumerCore::complete_bulk_in_order(TaskSlot& slot, ReadyElements& out) 
   // are spread over several connections (actors/bulk_frame.hpp), so a later batch's frames can
   // overtake an earlier one's, and a task's elements keep their order. Replies arrive in batch
   // order, so a batch without its reply below an announced one never gets it (a failed request):
-  // it holds nothing up.
+  // it holds nothing up, and its frames (if any came) are dropped.
+  uint64_t last_announced = 0;
+  for (const auto& [seq, b] : slot.bulk_batches)
+    if (b.announced)
+      last_announced = seq;
   for (auto it = slot.bulk_batches.begin(); it != slot.bulk_batches.end();) {
     const auto& b = it->second;
     if (!b.announced) {
-      ++it;
+      it = it->first < last_announced ? slot.bulk_batches.erase(it) : std::next(it);
       continue;
     }
     if (b.received != b.count)

@@ -177,6 +177,7 @@ private:
     bool reconnected = false;
     bool greeted = false; // (ConsumerLimits::greet_tasks)
     uint32_t in_flight = 0;
+    int64_t delivered = 0; // elements handed on from this actor
     std::vector<uint64_t> acks;
     std::map<uint64_t, Partial> partials; // by batch_seq
   };
@@ -184,6 +185,11 @@ private:
   bool release(const Request& request);
   // Releases the reservations of every request in flight to `task` and of its partial batches.
   void release_task_requests(msg::task_id_t task, const TaskSlot& slot);
+  // Frames of batches whose reply this consumer will never take (the request failed, timed
+  // out, or went to the task's previous actor, whose late frames may still come) wait for
+  // nothing: once no request to the task is in flight, they are dropped with their buffers.
+  // (The task hands the splits of batches never acknowledged out again.)
+  void drop_unannounced(TaskSlot& slot);
   // An inline batch buffer holding `num_elements`: handed on encoded (less those of re-issued
   // splits already received).
   Status deliver(TaskSlot& slot, std::string payload, uint32_t num_elements,

@@ -581,7 +581,7 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
     st.start.limits.bulk_min_bytes = std::numeric_limits<std::size_t>::max();
   }
   st.runner = std::make_unique<TaskRunner>(st.start.def.policy, st.start.def.compression,
-                                           st.start.limits);
+                                           st.start.limits, st.start.first_batch_seq);
   auto dataset = from_binary(st.start.def.definition);
   if (!dataset.ok())
     st.start_error = dataset.status().with_context("decoding the dataset of " + st.label());

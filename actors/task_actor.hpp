@@ -28,6 +28,11 @@ struct TaskStart {
   caf::timespan step_time = std::chrono::milliseconds(5); // bound of one produce step
   std::string worker_address; // for logs
   BulkServer bulk;            // the node's bulk server (empty: payloads go inline)
+  // Where this actor's batch numbers start. A worker numbers each task actor it spawns apart
+  // (its count of spawned task actors << 40): a task re-created under the same id (after a
+  // dispatcher restart) shares its bulk channel with the old actor, whose late frames must not
+  // pass for the new one's batches at the consumer.
+  uint64_t first_batch_seq = 1;
   // The worker's admission gate: get_elements, assign_task and stop_task without its token are
   // refused (get_elements with permission_denied), once per message.
   AdmissionGate gate;

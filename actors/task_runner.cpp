@@ -13,9 +13,11 @@
 
 namespace conveyor::actors {
 
-TaskRunner::TaskRunner(ShardingPolicy policy, Compression compression, TaskLimits limits)
+TaskRunner::TaskRunner(ShardingPolicy policy, Compression compression, TaskLimits limits,
+                       uint64_t first_batch_seq)
   : policy_(policy), compression_(compression), limits_(limits),
-    buffer_charge_(std::make_unique<MemoryCharge>(nullptr, "task buffer")) {}
+    buffer_charge_(std::make_unique<MemoryCharge>(nullptr, "task buffer")),
+    next_batch_seq_(first_batch_seq) {}
 
 Status TaskRunner::start(const Dataset& input, const FunctionRegistry* functions,
                          const WorkerShard& shard) {

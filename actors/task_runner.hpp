@@ -86,7 +86,9 @@ struct WorkerShard {
 
 class TaskRunner {
 public:
-  TaskRunner(ShardingPolicy policy, Compression compression, TaskLimits limits = {});
+  // Batches are numbered from `first_batch_seq` (TaskStart::first_batch_seq says why).
+  TaskRunner(ShardingPolicy policy, Compression compression, TaskLimits limits = {},
+             uint64_t first_batch_seq = 1);
 
   // Builds the iterator (DYNAMIC: over a SplitFeed; FILE/DATA/FILE_OR_DATA/HINT: over the
   // dataset rewritten for `shard`). invalid_argument / not_found when the dataset does not

@@ -38,6 +38,7 @@ struct worker_state {
   bool warned_heartbeat = false;
   std::map<msg::task_id_t, msg::task_actor> tasks;
   std::map<caf::actor_addr, msg::task_id_t> task_by_addr;
+  uint64_t tasks_spawned = 0; // numbers their batches apart (TaskStart::first_batch_seq)
   bool draining = false;
   std::vector<caf::typed_response_promise<bool>> drain_promises;
   // Reconnection: when start() began, the next allowed attempt and its backoff.
@@ -303,7 +304,10 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
         st.dispatcher = nullptr;
         st.registered = false;
         st.registering = false;
+        // Claims are asked of the next dispatcher once registered with it (its deadline starts
+        // then): a deadline left from the last one would stop the tasks while none is up.
         st.claimed.clear();
+        st.claim_deadline.reset();
       }
     });
     // Tasks are linked to the worker so that they end with it; a task that ends on its own
@@ -383,6 +387,7 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
         ts.worker_address = st.address;
         ts.bulk = st.start.bulk;
         ts.gate = st.gate;
+        ts.first_batch_seq = (++st.tasks_spawned << 40) + 1;
         auto handle = spawn_task(self, std::move(ts), st.start.task_executor);
         st.tasks[id] = handle;
         st.task_by_addr[handle.address()] = id;

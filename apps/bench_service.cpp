@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "apps/alloc_counter.hpp"
 #include "apps/bench.hpp"
 #include "apps/child_nodes.hpp"
 #include "apps/copy_counter.hpp"
@@ -534,6 +535,7 @@ int run_bench_service(const std::vector<std::string>& args) {
 
   // What the plain run measures besides throughput (the TLS run only adds its MB/s).
   CopyCounts copies_before, copies_after;
+  uint64_t allocs_before = 0, allocs_after = 0;
   BufferPool::Stats pool_before, pool_after;
   double service_cpu = 0; // process CPU seconds in the measured window
   double tls_cpu = 0;     // the same in the TLS run (--tls)
@@ -669,6 +671,8 @@ int run_bench_service(const std::vector<std::string>& args) {
     copies_before = copy_counts();
     pool_before = BufferPool::global().stats();
     copy_counter_enable(true);
+    allocs_before = alloc_count();
+    alloc_counter_enable(true);
   }
   if (extra_run) {
     local_copies_before = copy_counts();
@@ -692,6 +696,8 @@ int run_bench_service(const std::vector<std::string>& args) {
   if (plain_run) {
     copy_counter_enable(false);
     copies_after = copy_counts();
+    alloc_counter_enable(false);
+    allocs_after = alloc_count();
     pool_after = BufferPool::global().stats();
     rss_kb = proc_status_kb("VmRSS");
     hwm_kb = proc_status_kb("VmHWM");
@@ -826,6 +832,12 @@ int run_bench_service(const std::vector<std::string>& args) {
   } else {
     std::printf("  copies  : not counted (sanitizer build)\n");
   }
+  if (alloc_counter_available())
+    std::printf("  allocs  : %.2f heap allocations per element (malloc/calloc/realloc calls, whole process:"
+                " workers, dispatcher and consumer)\n",
+                static_cast<double>(allocs_after - allocs_before) / static_cast<double>(service.elements));
+  else
+    std::printf("  allocs  : not counted (sanitizer build)\n");
   {
     const double n = static_cast<double>(service.elements);
     const auto hits = pool_after.hits - pool_before.hits, misses = pool_after.misses - pool_before.misses;

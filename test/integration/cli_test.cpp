@@ -130,8 +130,8 @@ TEST_CASE("cli: bench service prints its figures with their ratios and the busie
                         "bench-service");
   CAPTURE(r.describe);
   REQUIRE(r.exit_code == std::optional<int>{0});
-  for (const char* line : {"  service : ", "  raw TCP : ", "  ratio   : ", "  cpu     : ", "  memory  : ",
-                           "  latency : range(100) end to end"})
+  for (const char* line : {"  service : ", "  raw TCP : ", "  ratio   : ", "  cpu     : ", "  copies  : ",
+                           "  allocs  : ", "  memory  : ", "  latency : range(100) end to end"})
     CHECK_MESSAGE(contains(r.stdout_text, line), line);
   // "threads : N ran; busiest: NAME P%, ...": the service run used the consumer's thread and the
   // workers' pipeline threads at least.
@@ -142,6 +142,13 @@ TEST_CASE("cli: bench service prints its figures with their ratios and the busie
   CHECK(std::stoi(threads.substr(std::string("  threads : ").size())) >= 2);
   CHECK(contains(threads, " ran; busiest: "));
   CHECK(contains(threads, "%, "));
+  // The allocation counter counts (CAF's messages alone allocate), unless a sanitizer owns malloc.
+  const auto allocs = r.stdout_text.find("  allocs  : ");
+  REQUIRE(allocs != std::string::npos);
+  const std::string count = r.stdout_text.substr(allocs + std::string("  allocs  : ").size(), 11);
+  CAPTURE(count);
+  if (count != "not counted")
+    CHECK(std::stod(count) > 0.0);
 }
 
 TEST_CASE("cli: an unreachable dispatcher is a runtime error (exit 1) within a bounded time") {

@@ -1,6 +1,8 @@
 // ConsumerCore: credits, chunk reassembly, task loss and the end condition, without actors.
 #include <doctest/doctest.h>
 
+#include <caf/all.hpp>
+
 #include "actors/consumer_core.hpp"
 #include "pipeline/codec.hpp"
 
@@ -321,6 +323,98 @@ TEST_CASE("bulk, DYNAMIC: a broken channel with batches in flight is no loss: th
   CHECK(next[0].reconnected);
   CHECK(next[0].acks.empty());
   CHECK(next[0].max_elements > 0); // its credits came back
+}
+
+TEST_CASE("bulk: frames of a batch whose reply will never be taken do not hold up the stream's end") {
+  // Seen in the simulator (seed 51319): a reply and its frame held by a partition arrive after
+  // the request was given up; the frame waited for an announcement that never came, forever.
+  ConsumerCore core{ConsumerLimits{}};
+  core.set_dynamic(true);
+  connect_bulk_task(core, true);
+  auto reqs = core.next_requests();
+  REQUIRE(reqs.size() == 2);
+  ReadyElements out;
+  core.on_request_failed(reqs[0]); // (a timeout)
+  // Its frame comes while request 1 is in flight (a frame may overtake its reply): it waits...
+  auto f5 = frame_of(50);
+  REQUIRE(core.on_frame(1, 5, 0, 1, f5, {f5->data(), f5->size()}, out).ok());
+  CHECK(core.bulk_batches_waiting() == 1);
+  REQUIRE(core.on_reply(reqs[0], bulk_reply(5, 1), out).ok()); // the late reply: not taken
+  // ...until no request to the task is in flight: then nothing can announce it.
+  REQUIRE(core.on_reply(reqs[1], end_batch(), out).ok());
+  CHECK(core.bulk_batches_waiting() == 0);
+  // A frame that comes later still, with nothing in flight, is dropped at once.
+  auto f7 = frame_of(70);
+  REQUIRE(core.on_frame(1, 7, 0, 1, f7, {f7->data(), f7->size()}, out).ok());
+  CHECK(core.bulk_batches_waiting() == 0);
+  CHECK(out.empty());
+  CHECK(core.finished());
+}
+
+TEST_CASE("bulk: a batch without its reply below an announced one is dropped (replies come in order)") {
+  ConsumerLimits limits;
+  limits.max_in_flight_per_task = 3;
+  ConsumerCore core{limits};
+  core.set_dynamic(true);
+  connect_bulk_task(core, true);
+  auto reqs = core.next_requests();
+  REQUIRE(reqs.size() == 3);
+  ReadyElements out;
+  core.on_request_failed(reqs[0]);
+  auto f5 = frame_of(50), f6 = frame_of(60);
+  REQUIRE(core.on_frame(1, 5, 0, 1, f5, {f5->data(), f5->size()}, out).ok()); // request 0's
+  REQUIRE(core.on_reply(reqs[1], bulk_reply(6, 1), out).ok()); // request 2 still in flight
+  CHECK(core.bulk_batches_waiting() == 1); // batch 6 only
+  REQUIRE(core.on_frame(1, 6, 0, 1, f6, {f6->data(), f6->size()}, out).ok());
+  auto got = taken(out);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0][0].as_int64() == 60);
+}
+
+TEST_CASE("OFF: a task started again after serving part of its stream fails the read") {
+  // Seen in the simulator (seed 62718): a worker stopped its tasks while the dispatcher was down
+  // and the restarted job had them started again. The new actor serves the dataset again from
+  // its start: read on, the consumer would repeat what it had and lose the rest silently.
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  // Actors that end at once: only their identities matter (which actor serves the task).
+  auto actor = [&] { return caf::actor_cast<msg::task_actor>(sys.spawn([] {})); };
+  auto first = actor(), second = actor();
+  auto listing = [](uint64_t version, const msg::task_actor& handle) {
+    auto l = list_of(version, {}, false);
+    l.tasks.push_back(msg::task_info{1, 1, "w:1", handle});
+    return l;
+  };
+  SUBCASE("before it served anything: read from the new actor's start, nothing lost") {
+    ConsumerCore c{ConsumerLimits{}};
+    c.on_task_list(listing(1, first));
+    CHECK(c.on_task_list(listing(2, second)).size() == 1);
+    CHECK(c.error().ok());
+  }
+  SUBCASE("after part of it: unavailable, naming the task and what it served") {
+    ConsumerCore c{ConsumerLimits{}};
+    c.on_task_list(listing(1, first));
+    c.on_connected(1);
+    auto reqs = c.next_requests();
+    REQUIRE_FALSE(reqs.empty());
+    ReadyElements out;
+    REQUIRE(c.on_reply(reqs[0], batch_of({1, 2, 3}), out).ok());
+    c.on_task_list(listing(2, second));
+    CHECK(c.error().code() == ErrorCode::unavailable);
+    CHECK(c.error().message().find("task 1 on worker w:1 was started again after it served 3 element(s)") !=
+          std::string::npos);
+  }
+  SUBCASE("DYNAMIC: the restored job handed its splits out again - read on") {
+    ConsumerCore c{ConsumerLimits{}};
+    c.set_dynamic(true);
+    c.on_task_list(listing(1, first));
+    c.on_connected(1);
+    auto reqs = c.next_requests();
+    ReadyElements out;
+    REQUIRE(c.on_reply(reqs[0], batch_of({1, 2, 3}), out).ok());
+    CHECK(c.on_task_list(listing(2, second)).size() == 1);
+    CHECK(c.error().ok());
+  }
 }
 
 TEST_CASE("OFF: batches are acknowledged too, and a retired task leaves without failing the read") {
