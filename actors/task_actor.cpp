@@ -558,7 +558,8 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
       } else if (st.runner) {
         st.runner->forget_unacknowledged(gone);
         st.runner->forget_consumer(gone);
-        if (st.runner->reader_left(gone)) // whole-epoch sharing: it holds the others no more
+        const bool may_return = down.reason == caf::exit_reason::remote_link_unreachable;
+        if (st.runner->reader_left(gone, may_return)) // whole-epoch: it holds the others no more
           serve_held(self);
       }
       return;

@@ -628,12 +628,14 @@ void TaskRunner::forget_trainer(const std::string& trainer) {
   finish_all_if_done();
 }
 
-bool TaskRunner::reader_left(msg::consumer_id_t consumer) {
+bool TaskRunner::reader_left(msg::consumer_id_t consumer, bool may_return) {
   if (!cache_)
     return false;
   const std::string trainer = readers_.remove(consumer);
   if (trainer.empty())
     return false; // none, or another reader of the same trainer id goes on
+  if (may_return && !cache_->whole_epoch())
+    return false; // (its leave_job, if it does not come back, forgets it)
   forget_trainer(trainer);
   return cache_->whole_epoch();
 }

@@ -130,8 +130,10 @@ public:
   bool cache_trainers(const std::vector<std::string>& joined, const std::vector<std::string>& left);
   // A consumer left (or is gone): with whole-epoch sharing, a trainer none of whose readers
   // remain no longer holds the others back. Returns whether that freed a trainer (the actor
-  // then answers the held requests again).
-  bool reader_left(msg::consumer_id_t consumer);
+  // then answers the held requests again). `may_return`: only its connection broke, and it may
+  // come back as the same trainer; the sliding window then keeps the trainer's place (forgotten,
+  // it would read again from the oldest cached element), which holds nobody back there.
+  bool reader_left(msg::consumer_id_t consumer, bool may_return = false);
   const CrossTrainerCache* cross_trainer_cache() const { return cache_ ? &*cache_ : nullptr; }
   // Read with the cross-trainer cache's whole-epoch sharing.
   bool shares_whole_epoch() const { return cache_ && cache_->whole_epoch(); }

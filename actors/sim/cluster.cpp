@@ -273,6 +273,10 @@ void ClusterRun::start_worker(int index) {
   auto* node = world_.node(slot);
   if (node == nullptr) // a late worker whose node crashed before it started
     return;
+  // A late worker restarted (by a fault) before its start came: it runs already, and a second
+  // worker on the node would find its port taken.
+  if (workers_.count(slot) > 0)
+    return;
   auto transport = std::make_shared<SimTransport>(world_, slot, node->incarnation());
   actors::WorkerStart start;
   start.transport = transport;
