@@ -176,6 +176,8 @@ void ConsumerCore::on_task_lost(msg::task_id_t task) {
   for (const auto& [seq, b] : t->second.bulk_batches)
     if (b.announced)
       reserved_elements_ -= b.count;
+  for (auto g = given_up_.begin(); g != given_up_.end();) // a lost task's late replies: ignored
+    g = g->second == task ? given_up_.erase(g) : std::next(g);
   tasks_.erase(t);
 }
 
@@ -270,6 +272,8 @@ void ConsumerCore::on_request_failed(const Request& request) {
     return;
   if (dynamic_)
     t->second.reconnected = true;
+  else
+    given_up_[request.id] = request.task;
   drop_unannounced(t->second);
 }
 
@@ -348,8 +352,19 @@ Status ConsumerCore::deliver_frame(TaskSlot& slot, StorageOwner owner, std::stri
 
 Status ConsumerCore::on_reply(const Request& request, msg::element_batch batch,
                               ReadyElements& out) {
-  if (!release(request))
-    return Status::OK(); // its task was lost meanwhile
+  if (!release(request)) { // its task was lost meanwhile, or the request was given up
+    auto late = given_up_.find(request.id);
+    if (late == given_up_.end())
+      return Status::OK();
+    given_up_.erase(late);
+    auto t = tasks_.find(request.task);
+    const uint64_t n = batch.bulk_frames > 0 ? batch.bulk_frames : batch.num_elements;
+    if (t == tasks_.end() || n == 0)
+      return Status::OK();
+    return data_loss("worker " + t->second.worker_address + " answered a request to task " +
+                     std::to_string(request.task) + " after it had timed out, with " +
+                     std::to_string(n) + " element(s): they cannot be read again (OFF)");
+  }
   auto t = tasks_.find(request.task);
   if (t == tasks_.end())
     return Status::OK();

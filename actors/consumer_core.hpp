@@ -122,7 +122,9 @@ public:
   std::size_t bulk_batches_waiting() const;
 
   // A request that failed without a verdict on the task (e.g. timed out): release it; the task
-  // is asked again.
+  // is asked again. Its reply may still come: DYNAMIC drops it (the task hands the batch's
+  // splits out again); OFF cannot ask for its elements again, so a late reply that holds any
+  // is data_loss (on_reply), never a silent gap.
   void on_request_failed(const Request& request);
   // Whether `request` still counts (false once its task was lost).
   bool in_flight(const Request& request) const { return in_flight_.count(request.id) > 0; }
@@ -220,6 +222,7 @@ private:
   int64_t duplicates_ = 0;
   std::map<msg::task_id_t, TaskSlot> tasks_;
   std::map<uint64_t, Request> in_flight_;
+  std::map<uint64_t, msg::task_id_t> given_up_; // OFF: failed requests whose reply may come late
   uint64_t next_request_id_ = 1;
   uint64_t version_ = 0;
   bool job_finished_ = false;

@@ -88,7 +88,8 @@ int run_sim(const std::vector<std::string>& args) {
      "with --cross-trainer-cache: whole-epoch sharing of a finite dataset instead (no --take); "
      "every trainer must read the whole epoch")
     ("late-workers", po::value<int>()->default_value(0)->value_name("L"),
-     "the last L workers start at a time drawn from the seed (they join the running job)")
+     "the last L workers start once the consumers received a share drawn from the seed (10..60 %), "
+     "or when no other worker is up; they join the running job")
     ("latency-us", po::value<int64_t>()->value_name("US"), "one-way link latency (default: drawn)")
     ("jitter-us", po::value<int64_t>()->value_name("US"), "extra delay per message, up to US (default: drawn)")
     ("consumer-step-us", po::value<int64_t>()->value_name("US"),

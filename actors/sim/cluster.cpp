@@ -132,6 +132,10 @@ private:
   // The node's process ends (crash, restart, a drained worker); a restart starts a fresh one
   // `f.duration` later.
   void end_process(std::size_t slot, const Fault& f);
+  // Late workers start once the consumers received their share (late_at_percent_), or once no
+  // other worker is up: without one no element comes, and a job waits for workers (as a
+  // cluster's late workers would start on their own).
+  void start_late_workers();
   std::vector<std::string> leaks();
 
   const Dataset& dataset_;
@@ -218,13 +222,8 @@ void ClusterRun::on_push(int index, int64_t n) {
         caf::anon_send(s.consumer, msg::ack_atom_v, static_cast<uint64_t>(n));
     },
     slot_of(sink.stream.consumer));
-  if (late_at_percent_ > 0 && expected_ > 0 && received_ * 100 >= late_at_percent_ * expected_) {
-    late_at_percent_ = 0;
-    world_.after(microseconds{0}, [this] {
-      for (int i = cfg_.workers - cfg_.late_workers; i < cfg_.workers; ++i)
-        start_worker(i);
-    });
-  }
+  if (late_at_percent_ > 0 && expected_ > 0 && received_ * 100 >= late_at_percent_ * expected_)
+    start_late_workers();
   // Progress-triggered faults fire between messages, never inside an actor.
   for (auto it = progress_faults_.begin(); it != progress_faults_.end();) {
     if (expected_ > 0 && static_cast<double>(received_) >= it->first * static_cast<double>(expected_)) {
@@ -389,6 +388,14 @@ void ClusterRun::fire(const Fault& f) {
   }
 }
 
+void ClusterRun::start_late_workers() {
+  late_at_percent_ = 0;
+  world_.after(microseconds{0}, [this] {
+    for (int i = cfg_.workers - cfg_.late_workers; i < cfg_.workers; ++i)
+      start_worker(i);
+  });
+}
+
 void ClusterRun::end_process(std::size_t a, const Fault& f) {
   workers_.erase(a); // no handle outlives its node's actor system
   if (f.node.rfind("consumer-", 0) == 0) {
@@ -401,6 +408,13 @@ void ClusterRun::end_process(std::size_t a, const Fault& f) {
     sink.consumer = nullptr;
   }
   world_.crash(a);
+  if (late_at_percent_ > 0) {
+    bool any_up = false;
+    for (int i = 0; i < cfg_.workers - cfg_.late_workers; ++i)
+      any_up = any_up || workers_.count(slot_of("worker-" + std::to_string(i))) > 0;
+    if (!any_up)
+      start_late_workers();
+  }
   // What was not synced is lost with it (also records its actors made while dying).
   if (f.node == kDispatcher && journal_)
     journal_->crash();

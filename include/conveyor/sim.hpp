@@ -135,8 +135,9 @@ struct SimConfig {
   // the window is drawn from a few times the credits upwards: each trainer's stream is then
   // checked as if it were the job's only consumer (the whole epoch, as the mode promises).
   int64_t take = -1;
-  // The last `late_workers` workers start at a time drawn from the seed (0 .. 30 ms), so they
-  // join a running job.
+  // The last `late_workers` workers start once the consumers received a share of what they
+  // expect, drawn from the seed (10 .. 60 %), so they join a running job; or earlier, when no
+  // other worker is up (faults ended them all).
   int late_workers = 0;
   // Admission (README "Security"): the shared token the dispatcher, its workers and the
   // consumers are all configured with (workers then check it in assign_task and get_elements).

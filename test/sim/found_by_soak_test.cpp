@@ -102,3 +102,15 @@ TEST_CASE("found by soak (cross-trainer cache, seed 160349): a trainer that reco
   cfg.random_faults = "any:2";
   all_pass(cfg, 160349, 1, Dataset::range(1000000).repeat());
 }
+
+// The simulator: late workers started only at a share of the read, and faults that ended every
+// other worker first stopped the read for good (no element came, so the share never did).
+TEST_CASE("found by soak (late worker, seed 202549): late workers start when no other worker is up") {
+  SimConfig cfg;
+  cfg.workers = 4;
+  cfg.consumers = 3;
+  cfg.late_workers = 1;
+  cfg.options.policy = ShardingPolicy::dynamic;
+  cfg.random_faults = "any:4";
+  all_pass(cfg, 202549, 1, Dataset::range(1000).map("square"));
+}

@@ -371,6 +371,32 @@ TEST_CASE("bulk: a batch without its reply below an announced one is dropped (re
   CHECK(got[0][0].as_int64() == 60);
 }
 
+TEST_CASE("a reply that comes after its request timed out: DYNAMIC drops it, OFF fails loudly if it held elements") {
+  for (bool dynamic : {true, false}) {
+    CAPTURE(dynamic);
+    ConsumerLimits limits;
+    limits.max_in_flight_per_task = 3;
+    ConsumerCore c{limits};
+    c.set_dynamic(dynamic);
+    c.on_task_list(list_of(1, {1}, false));
+    c.on_connected(1);
+    auto reqs = c.next_requests();
+    REQUIRE(reqs.size() >= 2);
+    c.on_request_failed(reqs[0]); // timed out
+    c.on_request_failed(reqs[1]);
+    ReadyElements out;
+    CHECK(c.on_reply(reqs[1], msg::element_batch{}, out).ok()); // late, empty: nothing lost
+    auto late = c.on_reply(reqs[0], batch_of({1, 2}), out);
+    CHECK(out.empty());
+    if (dynamic) {
+      CHECK(late.ok()); // the task hands the batch's splits out again (`reconnected`)
+    } else {
+      CHECK(late.code() == ErrorCode::data_loss);
+      CHECK(late.message().find("after it had timed out, with 2 element(s)") != std::string::npos);
+    }
+  }
+}
+
 TEST_CASE("OFF: a task started again after serving part of its stream fails the read") {
   // Seen in the simulator (seed 62718): a worker stopped its tasks while the dispatcher was down
   // and the restarted job had them started again. The new actor serves the dataset again from
