@@ -414,18 +414,20 @@ void consumer_left(self_ptr self, msg::consumer_id_t id, bool finished) {
   auto& st = self->state;
   if (auto trainer = st.core().trainer_gone(id); !trainer.empty())
     tell_trainers(self, {}, {trainer}); // its tasks' caches no longer keep elements for it
-  if (st.rounds && st.rounds->leave(id))
-    answer_polls(self); // a pending task no longer waits for this consumer
   if (auto p = st.progress.find(id); p != st.progress.end()) {
     add_progress(st.departed, p->second);
     st.progress.erase(p);
   }
   // DYNAMIC: what the tasks sent it and it did not acknowledge no longer holds splits open.
-  // Coordinated reads: the others' rounds no longer wait for it to confirm them.
+  // Coordinated reads: the others' rounds no longer wait for it to confirm them, and a dropped
+  // consumer that comes back is refused by them. Sent before any list that promotes a task
+  // without it goes out, so the tasks know before the others read under the new schedule.
   if (st.core().dynamic() || st.rounds)
     for (const auto& [task, handle] : st.task_handles)
       caf::anon_send(caf::actor_cast<caf::actor>(handle),
                      msg::leave_job{id, finished, st.start.auth_token});
+  if (st.rounds && st.rounds->leave(id))
+    answer_polls(self); // a pending task no longer waits for this consumer
   for (auto it = st.consumer_addrs.begin(); it != st.consumer_addrs.end(); ++it)
     if (it->second == id) {
       self->demonitor(it->first);

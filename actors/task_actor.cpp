@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
@@ -65,6 +66,11 @@ struct task_state {
   // Coordinated reads: which consumer reads each consumer_index now (from its requests); its
   // leaving (leave_job from the job) releases the index's confirms.
   std::map<int64_t, msg::consumer_id_t> round_reader;
+  // Coordinated reads: consumers the job dropped (leave_job). Their rounds went to the others,
+  // and the job may have changed the schedule without them (a task added behind a fence they
+  // never acknowledged): one that comes back is refused, so that it hands out no round it
+  // planned under the old schedule.
+  std::set<msg::consumer_id_t> rounds_left;
   int64_t round_timeout_ns = 0; // the consumers' (from their requests)
   // The consumers that asked, monitored (not in coordinated reads). One whose actor or node is
   // gone never acknowledges what it was sent (a consumer that reconnects says so and starts
@@ -356,6 +362,12 @@ caf::result<msg::element_batch> round_request(self_ptr self, msg::get_elements& 
       st.held.erase(it);
       break;
     }
+  if (st.rounds_left.count(req.consumer) > 0)
+    return msg::make_error(ErrorCode::failed_precondition,
+                           st.label() + ": coordinated read: consumer " + std::to_string(req.consumer) +
+                             " (consumer_index " + std::to_string(req.consumer_index) +
+                             ") was dropped from the job (no heartbeat within its client timeout); "
+                             "its rounds went to the others: a reader of that index starts again");
   if (req.round_timeout_ns > 0)
     st.round_timeout_ns = req.round_timeout_ns;
   st.round_reader[req.consumer_index] = req.consumer;
@@ -745,6 +757,8 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
         if (freed)
           serve_held(self);
       }
+      if (st.rounds && !left.finished)
+        st.rounds_left.insert(left.consumer);
       for (auto it = st.round_reader.begin(); st.rounds && it != st.round_reader.end(); ++it)
         if (it->second == left.consumer) { // (not a new process of the index that rejoined)
           st.rounds->release(it->first); // others' rounds no longer wait for its confirms

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "conveyor/sim.hpp"
+#include "pipeline/text_form.hpp"
 
 using conveyor::Dataset;
 using conveyor::Fault;
@@ -113,4 +114,27 @@ TEST_CASE("found by soak (late worker, seed 202549): late workers start when no 
   cfg.options.policy = ShardingPolicy::dynamic;
   cfg.random_faults = "any:4";
   all_pass(cfg, 202549, 1, Dataset::range(1000).map("square"));
+}
+
+// Coordinated reads: a consumer cut off from the dispatcher for longer than its client timeout
+// read on from the workers past the fence behind which a late worker's task was joining; the
+// job dropped it and started the task without it, and its rounds from there came from the old
+// schedule: round 69 gave the consumers [102, 106, 107]. The tasks now refuse a consumer the
+// job dropped: it fails loudly and hands out no round it planned alone. (8 of 300 seeds of
+// this pattern failed before.)
+TEST_CASE("found by soak (coordinated, seed 17): a consumer dropped by the job hands out no misaligned round") {
+  SimConfig cfg;
+  cfg.workers = 3;
+  cfg.consumers = 3;
+  cfg.late_workers = 1;
+  cfg.options.policy = ShardingPolicy::off;
+  cfg.options.job_name = "sim";
+  cfg.options.num_consumers = 3;
+  cfg.options.consumer_index = 0; // each consumer reads its own index
+  cfg.take = 100;
+  cfg.faults = {Fault::partition("consumer-0", "dispatcher", microseconds{0}, milliseconds{8000})
+                  .at_fraction(0.10)};
+  auto dataset = conveyor::parse_dataset("range(1000).flat_map(group_fn(n=3)).repeat()");
+  REQUIRE(dataset.ok());
+  all_pass(cfg, 1, 40, *dataset);
 }
