@@ -355,6 +355,14 @@ caf::result<msg::element_batch> round_request(self_ptr self, msg::get_elements& 
                            st.label() + " belongs to a coordinated job (num_consumers " +
                              std::to_string(st.rounds->num_consumers()) +
                              "): requests must name their consumer_index and round");
+  // A consumer the job dropped (see rounds_left): refused before its request can displace a
+  // new reader of its index.
+  if (st.rounds_left.count(req.consumer) > 0)
+    return msg::make_error(ErrorCode::failed_precondition,
+                           st.label() + ": coordinated read: consumer " + std::to_string(req.consumer) +
+                             " (consumer_index " + std::to_string(req.consumer_index) +
+                             ") was dropped from the job (no heartbeat within its client timeout); "
+                             "its rounds went to the others: a reader of that index starts again");
   // A repeated request of this consumer replaces its held one (which gets an empty answer).
   for (auto it = st.held.begin(); it != st.held.end(); ++it)
     if (it->request.consumer_index == req.consumer_index) {
@@ -362,12 +370,6 @@ caf::result<msg::element_batch> round_request(self_ptr self, msg::get_elements& 
       st.held.erase(it);
       break;
     }
-  if (st.rounds_left.count(req.consumer) > 0)
-    return msg::make_error(ErrorCode::failed_precondition,
-                           st.label() + ": coordinated read: consumer " + std::to_string(req.consumer) +
-                             " (consumer_index " + std::to_string(req.consumer_index) +
-                             ") was dropped from the job (no heartbeat within its client timeout); "
-                             "its rounds went to the others: a reader of that index starts again");
   if (req.round_timeout_ns > 0)
     st.round_timeout_ns = req.round_timeout_ns;
   st.round_reader[req.consumer_index] = req.consumer;
