@@ -8,14 +8,7 @@
 #include <cstddef>
 #include <new>
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define CONVEYOR_NO_ALLOC_COUNTER 1
-#endif
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define CONVEYOR_NO_ALLOC_COUNTER 1
-#endif
-#endif
+#include "apps/libc_interposition.hpp"
 
 namespace conveyor::apps {
 namespace {
@@ -40,7 +33,7 @@ uint64_t alloc_count() {
   return sum;
 }
 
-#ifdef CONVEYOR_NO_ALLOC_COUNTER
+#ifdef CONVEYOR_NO_INTERPOSITION
 bool alloc_counter_available() { return false; }
 #else
 bool alloc_counter_available() { return true; }
@@ -48,7 +41,7 @@ bool alloc_counter_available() { return true; }
 
 } // namespace conveyor::apps
 
-#ifndef CONVEYOR_NO_ALLOC_COUNTER
+#ifndef CONVEYOR_NO_INTERPOSITION
 extern "C" void* __libc_malloc(std::size_t);
 extern "C" void* __libc_calloc(std::size_t, std::size_t);
 extern "C" void* __libc_realloc(void*, std::size_t);

@@ -5,14 +5,7 @@
 
 #include <atomic>
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define CONVEYOR_NO_COPY_COUNTER 1
-#endif
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define CONVEYOR_NO_COPY_COUNTER 1
-#endif
-#endif
+#include "apps/libc_interposition.hpp"
 
 namespace conveyor::apps {
 namespace {
@@ -23,7 +16,7 @@ std::atomic<uint64_t> g_calls{0}, g_bytes{0}, g_fill{0};
 void copy_counter_enable(bool on) { g_on.store(on, std::memory_order_relaxed); }
 CopyCounts copy_counts() { return {g_calls.load(), g_bytes.load(), g_fill.load()}; }
 
-#ifdef CONVEYOR_NO_COPY_COUNTER
+#ifdef CONVEYOR_NO_INTERPOSITION
 bool copy_counter_available() { return false; }
 #else
 bool copy_counter_available() { return true; }
@@ -31,7 +24,7 @@ bool copy_counter_available() { return true; }
 
 } // namespace conveyor::apps
 
-#ifndef CONVEYOR_NO_COPY_COUNTER
+#ifndef CONVEYOR_NO_INTERPOSITION
 #include <dlfcn.h>
 
 namespace {
