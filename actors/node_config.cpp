@@ -18,6 +18,14 @@ void configure_actor_system(caf::actor_system_config& cfg, const NetworkConfig& 
   // Consumers reach workers over connections they open themselves (to the advertised
   // address), never relayed through the dispatcher.
   cfg.set("middleman.enable-automatic-connections", false);
+  // Deserialize BASP messages in the broker's thread, not in worker threads. CAF 0.17.6 (and
+  // 0.18) removes a closed connection's route only once every message received before the close
+  // is delivered; with workers busy that is late, and the OS has meanwhile given the closed
+  // socket's number (CAF's connection handle) to a new connection, whose route the late cleanup
+  // then erases: the new peer's requests arrive without a sender and are never answered (a
+  // Client handshake timed out in ~1 of 300 connects; test/unit/actors/connection_reuse_test.cpp).
+  // Control messages are small (elements go over the bulk path), so the broker thread keeps up.
+  cfg.set("middleman.workers", size_t{0});
   if (network.scheduler_threads > 0)
     cfg.set("scheduler.max-threads", network.scheduler_threads);
   // An idle scheduler thread spins briefly (aggressive polling), then by default polls 500 more

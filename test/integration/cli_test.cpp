@@ -125,6 +125,32 @@ TEST_CASE("cli: bench scaling runs worker processes, prints its table and leaves
   CHECK_FALSE(contains(r.stderr_text, "did not stop"));
 }
 
+TEST_CASE("cli: bench service prints its figures with their ratios and the busiest threads") {
+  auto r = run_conveyor({"bench", "service", "--element-size", "8", "--seconds", "0.5"}, Millis{60000},
+                        "bench-service");
+  CAPTURE(r.describe);
+  REQUIRE(r.exit_code == std::optional<int>{0});
+  for (const char* line : {"  service : ", "  raw TCP : ", "  ratio   : ", "  cpu     : ", "  copies  : ",
+                           "  allocs  : ", "  memory  : ", "  latency : range(100) end to end"})
+    CHECK_MESSAGE(contains(r.stdout_text, line), line);
+  // "threads : N ran; busiest: NAME P%, ...": the service run used the consumer's thread and the
+  // workers' pipeline threads at least.
+  const auto at = r.stdout_text.find("  threads : ");
+  REQUIRE(at != std::string::npos);
+  const std::string threads = r.stdout_text.substr(at, r.stdout_text.find('\n', at) - at);
+  CAPTURE(threads);
+  CHECK(std::stoi(threads.substr(std::string("  threads : ").size())) >= 2);
+  CHECK(contains(threads, " ran; busiest: "));
+  CHECK(contains(threads, "%, "));
+  // The allocation counter counts (CAF's messages alone allocate), unless a sanitizer owns malloc.
+  const auto allocs = r.stdout_text.find("  allocs  : ");
+  REQUIRE(allocs != std::string::npos);
+  const std::string count = r.stdout_text.substr(allocs + std::string("  allocs  : ").size(), 11);
+  CAPTURE(count);
+  if (count != "not counted")
+    CHECK(std::stod(count) > 0.0);
+}
+
 TEST_CASE("cli: an unreachable dispatcher is a runtime error (exit 1) within a bounded time") {
   // Port 1 on loopback: nothing listens there, so the connection is refused at once.
   const auto start = std::chrono::steady_clock::now();
