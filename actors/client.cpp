@@ -20,7 +20,7 @@ namespace detail {
 class ClientContext {
 public:
   ClientContext(ClientConfig c, std::string a)
-    : config(std::move(c)), address(std::move(a)), cfg(config.network), sys(cfg),
+    : config(std::move(c)), address(std::move(a)), node(config.network), sys(node.get()),
       transport(actors::make_transport(sys, config.network)) {}
 
   // One blocking request to the dispatcher; `what` names it in errors.
@@ -36,8 +36,8 @@ public:
 
   ClientConfig config;
   std::string address;
-  actors::NodeConfig cfg;
-  caf::actor_system sys;
+  actors::NodeSystem node;
+  caf::actor_system& sys;
   std::shared_ptr<actors::Transport> transport;
   msg::dispatcher_actor dispatcher;
 };

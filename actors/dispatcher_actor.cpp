@@ -828,8 +828,13 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
                                  ": " + admitted.message());
             return msg::to_error(admitted);
           }
-          if (const auto& sender = self->current_sender())
-            self->state.admitted_nodes.insert(sender->node());
+          const auto& sender = self->current_sender();
+          if (!sender) { // CAF lost the connection's route: the answer cannot reach the client
+            log::warning(kLog, "a client_hello arrived without a sender (the middleman lost its "
+                               "connection's route); that client will time out");
+            return msg::make_error(ErrorCode::unavailable, "no sender");
+          }
+          self->state.admitted_nodes.insert(sender->node());
           return msg::dispatcher_hello{ours};
         },
         [self](msg::register_dataset& req) -> caf::result<msg::dataset_registered> {

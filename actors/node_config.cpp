@@ -1,6 +1,11 @@
 #include "actors/node_config.hpp"
 
+#include <mutex>
+#include <set>
+
+#include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/node_id.hpp>
 #include <caf/openssl/manager.hpp>
 
 #include "actors/log.hpp"
@@ -55,6 +60,54 @@ void register_conveyor_types(caf::actor_system_config& cfg) {
 }
 
 NodeConfig::NodeConfig(const NetworkConfig& network) { configure_actor_system(*this, network); }
+
+namespace {
+
+// The node IDs of the live NodeSystems; the mutex also keeps two from starting at once, so that
+// the ID the next middleman takes is the one predicted.
+std::mutex live_nodes_mutex;
+std::multiset<caf::node_id>& live_nodes() {
+  static std::multiset<caf::node_id> nodes;
+  return nodes;
+}
+
+// The ID CAF gives the next actor system: default_data::local() hands out the current one and
+// advances the counter, and the middleman calls it again.
+caf::node_id next_after(const caf::node_id& taken) {
+  const auto* data = dynamic_cast<const caf::node_id::default_data*>(taken.operator->());
+  if (data == nullptr)
+    return {};
+  auto host = data->host_id();
+  ++host.back(); // (a uint8_t: wraps as CAF's counter does)
+  return caf::make_node_id(data->process_id(), host);
+}
+
+} // namespace
+
+NodeSystem::NodeSystem(const NetworkConfig& network) : cfg_(std::make_unique<NodeConfig>(network)) {
+  std::lock_guard<std::mutex> guard{live_nodes_mutex};
+  auto& live = live_nodes();
+  for (std::size_t skipped = 0; !live.empty() && skipped < 256; ++skipped) {
+    auto next = next_after(caf::node_id::default_data::local(*cfg_));
+    if (next == caf::node_id{} || live.count(next) == 0)
+      break;
+  }
+  sys_ = std::make_unique<caf::actor_system>(*cfg_);
+  if (live.count(sys_->node()) > 0) // another library's actor system started in between
+    log::warning("node", "this actor system's node ID " + caf::to_string(sys_->node()) +
+                           " is also another live one's in this process: replies between them "
+                           "and a common peer may go astray");
+  live.insert(sys_->node());
+}
+
+NodeSystem::~NodeSystem() {
+  auto node = sys_->node();
+  sys_.reset(); // the system goes before its config, and before its ID is free again
+  std::lock_guard<std::mutex> guard{live_nodes_mutex};
+  auto& live = live_nodes();
+  if (auto it = live.find(node); it != live.end())
+    live.erase(it);
+}
 
 } // namespace actors
 } // namespace conveyor

@@ -3,7 +3,10 @@
 // category, and connection heartbeats so a frozen peer is noticed (CAF_NOTES §5).
 #pragma once
 
+#include <memory>
+
 #include <caf/actor_system_config.hpp>
+#include <caf/fwd.hpp>
 
 #include "conveyor/options.hpp"
 
@@ -17,6 +20,25 @@ void register_conveyor_types(caf::actor_system_config& cfg);
 class NodeConfig : public caf::actor_system_config {
 public:
   explicit NodeConfig(const NetworkConfig& network = {});
+};
+
+// A node's actor system (a server's, a client's), built from NodeConfig, whose node ID no other
+// live NodeSystem of this process has. CAF 0.17.6 makes a node ID of the host, the pid and one
+// byte that counts the actor systems the process started, so the 257th system gets the first's
+// ID; two live systems with one ID that talk to the same peer get each other's replies (a trainer
+// that made a Client per epoch would have broken its first Client at the 256th). The system
+// skips the IDs of live ones (test/unit/actors/node_identity_test.cpp).
+class NodeSystem {
+public:
+  explicit NodeSystem(const NetworkConfig& network);
+  ~NodeSystem();
+  NodeSystem(const NodeSystem&) = delete;
+  NodeSystem& operator=(const NodeSystem&) = delete;
+  caf::actor_system& get() { return *sys_; }
+
+private:
+  std::unique_ptr<NodeConfig> cfg_;
+  std::unique_ptr<caf::actor_system> sys_;
 };
 
 } // namespace conveyor::actors

@@ -38,12 +38,11 @@ namespace conveyor {
 
 namespace detail {
 
-// What every server node holds: its actor system (declared after its config, which it reads)
-// and a stop flag join() waits for.
+// What every server node holds: its actor system and a stop flag join() waits for.
 class NodeContext {
 public:
   explicit NodeContext(const NetworkConfig& network)
-    : cfg(network), sys(cfg), transport(actors::make_transport(sys, network)) {}
+    : node(network), sys(node.get()), transport(actors::make_transport(sys, network)) {}
 
   void mark_stopped() {
     {
@@ -61,8 +60,8 @@ public:
     cv.wait(lock, [this] { return stopped; });
   }
 
-  actors::NodeConfig cfg;
-  caf::actor_system sys;
+  actors::NodeSystem node;
+  caf::actor_system& sys;
   std::shared_ptr<actors::Transport> transport;
   uint16_t port = 0;       // the public port (the guard's when there is one)
   uint16_t caf_port = 0;   // where CAF listens

@@ -17,8 +17,8 @@ Expected<msg::cluster_status> fetch_status(const std::string& address,
   auto addr = parse_address(address);
   if (!addr.ok())
     return addr.status();
-  NodeConfig cfg;
-  caf::actor_system sys{cfg};
+  NodeSystem node{NetworkConfig{}};
+  auto& sys = node.get();
   auto transport = make_tcp_transport(sys);
   auto dispatcher = connect_blocking<msg::dispatcher_actor>(sys, *transport, *addr,
                                                             caf::timespan{timeout},

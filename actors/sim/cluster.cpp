@@ -514,6 +514,8 @@ SimResult ClusterRun::run() {
   Observation obs;
   obs.policy = cfg_.options.policy;
   obs.workers = cfg_.workers;
+  for (int i = cfg_.workers - cfg_.late_workers; i < cfg_.workers; ++i)
+    obs.late_workers.push_back("worker-" + std::to_string(i));
   obs.reference = ref_.elements;
   obs.reference_ordered = ref_.ordered;
   obs.split_transparent = ref_.split_transparent;

@@ -193,9 +193,25 @@ void check_off(const Observation& o, std::vector<std::string>& out) {
       out.push_back("OFF: worker " + src + " delivered " + std::to_string(extra) +
                     " element(s) more often than the dataset holds them");
   }
-  if (!o.faults && static_cast<int>(per_source.size()) != o.workers && !o.reference.empty())
-    out.push_back("OFF: elements came from " + std::to_string(per_source.size()) +
-                  " worker(s), expected every one of the " + std::to_string(o.workers));
+  if (!o.faults && !o.reference.empty()) {
+    // Sources are worker addresses, with "/task<t>" or "#<incarnation>" when known
+    // (cluster.cpp); without faults each worker is one source.
+    std::set<std::string> serving;
+    for (const auto& [src, counts] : per_source)
+      serving.insert(src.substr(0, src.find_first_of("/#")));
+    std::size_t late_serving = 0;
+    for (const auto& address : serving)
+      for (const auto& late : o.late_workers)
+        if (address.rfind(late + ":", 0) == 0)
+          ++late_serving;
+    if (serving.size() - late_serving + o.late_workers.size() != static_cast<std::size_t>(o.workers))
+      out.push_back("OFF: elements came from " + std::to_string(serving.size()) +
+                    " worker(s), expected every one of the " + std::to_string(o.workers) +
+                    (o.late_workers.empty() ? "" : " (a late one may serve none)"));
+    if (per_source.size() != serving.size())
+      out.push_back("OFF: " + std::to_string(per_source.size()) + " task streams came from " +
+                    std::to_string(serving.size()) + " worker(s), although no fault happened");
+  }
   // A read that ended OK is complete: each incarnation it read from gave the whole dataset.
   if (!all_ok(o))
     return;

@@ -50,6 +50,11 @@ struct ObservedStream {
 struct Observation {
   ShardingPolicy policy = ShardingPolicy::off;
   int workers = 0;
+  // Workers started while the consumers read (names, e.g. "worker-2"). One whose task came
+  // after the job's every task ended (a fast pipeline) serves only consumers still reading, maybe
+  // none (docs/ARCHITECTURE.md): OFF expects every other worker's stream, a late one's whole or
+  // not at all.
+  std::vector<std::string> late_workers;
   std::vector<Element> reference; // the dataset, collected locally
   bool reference_ordered = true;  // the pipeline gives the same order every time
   bool faults = false;            // any fault fired

@@ -11,6 +11,11 @@
 //   // returns credits with self->send(batch.source, conveyor::msg::ack_atom_v, uint64_t{n})
 //   // once it has taken n elements. At most max_outstanding_requests elements are requested or unacked.
 //   // The last batch has end_of_sequence or a non-OK status. (cancel_atom) stops the stream.
+//
+// Keep one actor system for the process's life: CAF 0.17.6 counts the systems a process starts in
+// one byte of their node IDs, so a system made after 255 others can take a live one's ID, and two
+// live systems with one ID get each other's replies. (conveyor's own Clients and servers skip
+// the IDs of each other's live systems, not of yours.)
 #pragma once
 
 #include <optional>

@@ -113,6 +113,23 @@ TEST_CASE("OFF: every worker's stream must be the whole dataset, in order, witho
   REQUIRE(f.size() == 1);
   CHECK(f[0] == "OFF: elements came from 1 worker(s), expected every one of the 2");
 
+  // A late worker may serve none (its task came after every task ended), the others must.
+  o.late_workers = {"b"};
+  o.streams[0] = stream({0, 1, 2}, {"a:6000", "a:6000", "a:6000"});
+  CHECK(check_invariants(o).empty());
+  o.streams[0] = stream({0, 1, 2}, {"b:6000", "b:6000", "b:6000"});
+  f = check_invariants(o);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0] == "OFF: elements came from 1 worker(s), expected every one of the 2 (a late one may "
+                "serve none)");
+  // Without faults one task stream per worker.
+  o.streams[0] = stream({0, 1, 2, 0, 1, 2}, {"a:6000/task1", "a:6000/task1", "a:6000/task1",
+                                             "a:6000/task3", "a:6000/task3", "a:6000/task3"});
+  f = check_invariants(o);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0] == "OFF: 2 task streams came from 1 worker(s), although no fault happened");
+  o.late_workers.clear();
+
   // With faults: a read that ended OK must still be complete per worker incarnation...
   o.faults = true;
   o.streams[0] = stream({0, 1, 2, 0, 1}, {"a", "a", "a", "b", "b"});
