@@ -27,8 +27,10 @@ using namespace conveyor::test;
 
 namespace {
 
-caf::behavior echo(caf::event_based_actor*) {
-  return {[](int32_t x) { return x; }};
+// Answers x with x + offset. (It takes an argument because CAF 0.17.6 dereferences a null
+// argument tuple when a function actor is spawned without one, which UBSan reports.)
+caf::behavior echo(caf::event_based_actor*, int32_t offset) {
+  return {[offset](int32_t x) { return x + offset; }};
 }
 
 // Keeps the node's one scheduler thread busy in 3 ms slices with short gaps, so that work queued
@@ -57,7 +59,7 @@ struct Server {
   caf::actor_system_config cfg;
   caf::actor_system sys{node_config(cfg, 1)};
   std::shared_ptr<std::atomic<bool>> stop = std::make_shared<std::atomic<bool>>(false);
-  caf::actor target = sys.spawn(echo);
+  caf::actor target = sys.spawn(echo, int32_t{0});
   caf::actor busy = sys.spawn(hog, stop);
   ~Server() {
     *stop = true;

@@ -24,8 +24,10 @@ using namespace conveyor::test;
 
 namespace {
 
-caf::behavior echo(caf::event_based_actor*) {
-  return {[](int32_t x) { return x; }};
+// Answers x with x + offset. (It takes an argument because CAF 0.17.6 dereferences a null
+// argument tuple when a function actor is spawned without one, which UBSan reports.)
+caf::behavior echo(caf::event_based_actor*, int32_t offset) {
+  return {[offset](int32_t x) { return x + offset; }};
 }
 
 uint8_t last_byte(const caf::node_id& node) {
@@ -47,7 +49,7 @@ bool answered(caf::actor_system& sys, const caf::actor& target, int32_t x) {
 
 TEST_CASE("a node's actor system never takes the node ID of a live one") {
   actors::NodeSystem server{test_network()};
-  auto target = server.get().spawn(echo);
+  auto target = server.get().spawn(echo, int32_t{0});
   auto port = server.get().middleman().publish(target, 0, "127.0.0.1");
   REQUIRE(port);
   struct Stop {
