@@ -114,7 +114,6 @@ TEST_CASE("found by soak (cross-trainer cache, seed 160349): a trainer that reco
   all_pass(cfg, 160349, 1, Dataset::range(1000000).repeat());
 }
 
-
 // Coordinated reads: a consumer cut off from the dispatcher for longer than its client timeout
 // read on from the workers past the fence behind which a late worker's task was joining; the
 // job dropped it and started the task without it, and its rounds from there came from the old

@@ -16,22 +16,16 @@
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/io/middleman.hpp>
-#include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
+#include "actors/node_config.hpp"
 #include "cluster_fixture.hpp"
-#include "conveyor/async.hpp"
+#include "echo_actor.hpp"
 
 using namespace conveyor;
 using namespace conveyor::test;
 
 namespace {
-
-// Answers x with x + offset. (It takes an argument because CAF 0.17.6 dereferences a null
-// argument tuple when a function actor is spawned without one, which UBSan reports.)
-caf::behavior echo(caf::event_based_actor*, int32_t offset) {
-  return {[offset](int32_t x) { return x + offset; }};
-}
 
 // Keeps the node's one scheduler thread busy in 3 ms slices with short gaps, so that work queued
 // behind it (BASP workers, when there are any) waits but still runs.
@@ -47,17 +41,18 @@ caf::behavior hog(caf::event_based_actor* self, std::shared_ptr<std::atomic<bool
   }};
 }
 
-caf::actor_system_config& node_config(caf::actor_system_config& cfg, size_t scheduler_threads) {
-  configure_actor_system(cfg, test_network());
-  cfg.set("scheduler.max-threads", scheduler_threads);
-  return cfg;
+// conveyor's configuration (configure_actor_system), with this many scheduler threads.
+NetworkConfig network_with_threads(std::size_t scheduler_threads) {
+  auto network = test_network();
+  network.scheduler_threads = scheduler_threads;
+  return network;
 }
 
 // The node peers connect to: an echo actor published on a free port, and the hog. Its actors
 // end before its system (whose destructor waits for them), also when a REQUIRE throws.
 struct Server {
-  caf::actor_system_config cfg;
-  caf::actor_system sys{node_config(cfg, 1)};
+  actors::NodeConfig cfg{network_with_threads(1)};
+  caf::actor_system sys{cfg};
   std::shared_ptr<std::atomic<bool>> stop = std::make_shared<std::atomic<bool>>(false);
   caf::actor target = sys.spawn(echo, int32_t{0});
   caf::actor busy = sys.spawn(hog, stop);
@@ -78,8 +73,8 @@ TEST_CASE("a peer that connects as others disconnect gets its requests answered"
 
   // A steady stream of one-way messages from a long-lived peer: each one is in the server's
   // receive queue for a while, as in a cluster where workers keep talking to the dispatcher.
-  caf::actor_system_config chatty_cfg;
-  caf::actor_system chatty{node_config(chatty_cfg, 2)};
+  actors::NodeConfig chatty_cfg{network_with_threads(2)};
+  caf::actor_system chatty{chatty_cfg};
   auto chatty_target = chatty.middleman().remote_actor("127.0.0.1", *port);
   REQUIRE(chatty_target);
   std::atomic<bool> chatting{true};
@@ -95,18 +90,16 @@ TEST_CASE("a peer that connects as others disconnect gets its requests answered"
   int asked = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
   for (int i = 0; i < 150 && std::chrono::steady_clock::now() < deadline; ++i) {
-    caf::actor_system_config cfg;
-    caf::actor_system peer{node_config(cfg, 1)};
+    actors::NodeConfig cfg{network_with_threads(1)};
+    caf::actor_system peer{cfg};
     auto remote = peer.middleman().remote_actor("127.0.0.1", *port);
     if (!remote) { // (no REQUIRE while the chatter thread runs)
       FAIL_CHECK("peer " << i << " could not connect: " << peer.render(remote.error()));
       break;
     }
-    caf::scoped_actor self{peer};
     ++asked;
-    self->request(*remote, std::chrono::seconds(2), int32_t{i})
-      .receive([&](int32_t got) { CHECK(got == i); },
-               [&](caf::error&) { ++unanswered; });
+    if (!answered(peer, *remote, i))
+      ++unanswered;
   }
   chatting = false;
   chatter.join();

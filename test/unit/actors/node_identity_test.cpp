@@ -6,43 +6,27 @@
 // 255 others (a Client per epoch) saw its requests time out. NodeSystem skips live IDs.
 #include <doctest/doctest.h>
 
-#include <chrono>
 #include <memory>
 
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/node_id.hpp>
-#include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
 #include "actors/node_config.hpp"
 #include "cluster_fixture.hpp"
+#include "echo_actor.hpp"
 
 using namespace conveyor;
 using namespace conveyor::test;
 
 namespace {
 
-// Answers x with x + offset. (It takes an argument because CAF 0.17.6 dereferences a null
-// argument tuple when a function actor is spawned without one, which UBSan reports.)
-caf::behavior echo(caf::event_based_actor*, int32_t offset) {
-  return {[offset](int32_t x) { return x + offset; }};
-}
-
 uint8_t last_byte(const caf::node_id& node) {
   const auto* data = dynamic_cast<const caf::node_id::default_data*>(node.operator->());
   REQUIRE(data != nullptr);
   return data->host_id().back();
-}
-
-// Whether `sys` gets an answer from `target` within 2 s.
-bool answered(caf::actor_system& sys, const caf::actor& target, int32_t x) {
-  caf::scoped_actor self{sys};
-  bool ok = false;
-  self->request(target, std::chrono::seconds(2), x)
-    .receive([&](int32_t got) { ok = got == x; }, [&](caf::error&) { ok = false; });
-  return ok;
 }
 
 } // namespace
