@@ -45,16 +45,23 @@ Expected<std::string> load_auth_token(const std::string& flag_value, const std::
                               " is readable by group or others; make it private (chmod 600)");
     std::ifstream in(token_file);
     std::string line;
-    if (!in || !std::getline(in, line))
+    if (!in)
       return invalid_argument("`--token-file` " + token_file + " cannot be read");
+    if (!std::getline(in, line))
+      return invalid_argument("`--token-file` " + token_file + " is empty");
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
       line.pop_back();
     if (line.empty())
       return invalid_argument("`--token-file` " + token_file + " holds an empty token");
     return line;
   }
-  if (const char* env = std::getenv("CONVEYOR_AUTH_TOKEN"))
+  if (const char* env = std::getenv("CONVEYOR_AUTH_TOKEN")) {
+    // Set but empty is a mistake (a template that lost its value), not a wish for no token.
+    if (*env == '\0')
+      return invalid_argument("CONVEYOR_AUTH_TOKEN is set but empty: give it the token, or unset it "
+                              "to run without an admission token");
     return std::string{env};
+  }
   return std::string{};
 }
 

@@ -653,6 +653,12 @@ const msg::dataset_status& dataset_facts(self_ptr self, const DatasetEntry& d) {
 
 caf::result<msg::cluster_status> get_status(self_ptr self, const msg::get_status& req) {
   auto& st = self->state;
+  // What the dispatcher holds (worker addresses, datasets, jobs) is for admitted peers only.
+  if (auto admitted = check_admission(st.start.auth_token, req.auth_token, "status client");
+      !admitted.ok()) {
+    log::warning(kLog, "refused a status request: " + admitted.message());
+    return msg::to_error(admitted);
+  }
   auto now = self->clock().now();
   auto status = std::make_shared<msg::cluster_status>();
   status->protocol_version = st.start.protocol_version;

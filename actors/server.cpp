@@ -285,13 +285,14 @@ Status DispatchServer::start() {
   if (config_.metrics_port >= 0) {
     auto* sys = &ctx->sys;
     auto dispatcher = ctx->dispatcher;
+    const std::string token = config_.network.auth_token;
     const std::string mhost = config_.metrics_host.empty() ? config_.bind_host : config_.metrics_host;
     auto endpoint = metrics::Endpoint::start(
-      mhost, static_cast<uint16_t>(config_.metrics_port), [sys, dispatcher] {
+      mhost, static_cast<uint16_t>(config_.metrics_port), [sys, dispatcher, token] {
         // Runs on the exposer's thread at each scrape: one status request, bounded.
         std::vector<metrics::Sample> out;
         caf::scoped_actor self{*sys};
-        self->request(dispatcher, std::chrono::seconds(5), msg::get_status{true})
+        self->request(dispatcher, std::chrono::seconds(5), msg::get_status{true, token})
           .receive([&](msg::cluster_status& s) { out = metrics::status_samples(s); },
                    [&](caf::error& err) {
                      log::warning("dispatcher", "metrics scrape: " + sys->render(err));

@@ -13,13 +13,14 @@
 namespace conveyor::actors {
 
 Expected<msg::cluster_status> fetch_status(const std::string& address,
-                                           std::chrono::milliseconds timeout, bool include_jobs) {
+                                           std::chrono::milliseconds timeout, bool include_jobs,
+                                           const NetworkConfig& network) {
   auto addr = parse_address(address);
   if (!addr.ok())
     return addr.status();
-  NodeSystem node{NetworkConfig{}};
+  NodeSystem node{network};
   auto& sys = node.get();
-  auto transport = make_tcp_transport(sys);
+  auto transport = make_transport(sys, network);
   auto dispatcher = connect_blocking<msg::dispatcher_actor>(sys, *transport, *addr,
                                                             caf::timespan{timeout},
                                                             "the dispatcher");
@@ -28,7 +29,7 @@ Expected<msg::cluster_status> fetch_status(const std::string& address,
   Expected<msg::cluster_status> result{Status{ErrorCode::internal, "no answer"}};
   {
     caf::scoped_actor self{sys};
-    self->request(*dispatcher, caf::timespan{timeout}, msg::get_status{include_jobs})
+    self->request(*dispatcher, caf::timespan{timeout}, msg::get_status{include_jobs, network.auth_token})
       .receive(
         [&](msg::cluster_status& s) {
           s.dispatcher = addr->to_string();

@@ -5,16 +5,20 @@
 #include <chrono>
 #include <string>
 
+#include "conveyor/options.hpp"
 #include "messages/status.hpp"
 #include "pipeline/status.hpp"
 
 namespace conveyor::actors {
 
 // Connects to the dispatcher at `address` ("host:port"), asks, and disconnects; every step is
-// bounded by `timeout`. unavailable / deadline_exceeded when it cannot be reached.
+// bounded by `timeout`. `network` gives the TLS files and the admission token of a secured
+// cluster (the dispatcher answers only a request with its token). unavailable /
+// deadline_exceeded when it cannot be reached; permission_denied for a missing or wrong token.
 Expected<msg::cluster_status> fetch_status(const std::string& address,
                                            std::chrono::milliseconds timeout,
-                                           bool include_jobs = true);
+                                           bool include_jobs = true,
+                                           const NetworkConfig& network = {});
 
 // fetch_status, asked again every 20 ms until the dispatcher holds no live job (finished jobs
 // stay listed) or `wait` has passed; the last answer either way. The benchmarks use it to let a

@@ -195,6 +195,12 @@ Status apply_security_options(const po::variables_map& vm, NetworkConfig& networ
   network.tls_key = get("tls-key");
   network.tls_ca = get("tls-ca");
   CONVEYOR_RETURN_IF_ERROR(validate_security(network));
+  // An empty value would read as "no token" and quietly leave the cluster open.
+  if (vm.count("auth-token") && get("auth-token").empty())
+    return invalid_argument("`--auth-token` is empty: give the token, or leave the flag out to run "
+                            "without an admission token");
+  if (vm.count("token-file") && get("token-file").empty())
+    return invalid_argument("`--token-file` needs a file name, got an empty one");
   auto token = actors::load_auth_token(get("auth-token"), get("token-file"));
   if (!token.ok())
     return token.status();

@@ -63,8 +63,9 @@ struct ReadFlags {
 };
 
 // True only when the dispatcher answered and has no worker (an unreachable one says nothing).
-bool dispatcher_has_no_workers(const std::string& address, std::chrono::milliseconds timeout) {
-  auto status = actors::fetch_status(address, timeout, /*include_jobs=*/false);
+bool dispatcher_has_no_workers(const std::string& address, std::chrono::milliseconds timeout,
+                               const NetworkConfig& network) {
+  auto status = actors::fetch_status(address, timeout, /*include_jobs=*/false, network);
   return status.ok() && status->workers.empty();
 }
 
@@ -227,7 +228,7 @@ int run_read(const std::vector<std::string>& args) {
       // Nothing for a while: is anyone serving? Asked once, and again at the timeout.
       if (count == 0 && !warned_no_workers && (waited >= milliseconds{1000} || waited >= *timeout)) {
         warned_no_workers = true;
-        no_workers = dispatcher_has_no_workers(address->to_string(), *connect_timeout);
+        no_workers = dispatcher_has_no_workers(address->to_string(), *connect_timeout, client_config.network);
         if (no_workers)
           log::warning("read", "no workers are registered with the dispatcher at " +
                                  address->to_string() + "; waiting for one (up to `--timeout-ms` " +
@@ -235,7 +236,7 @@ int run_read(const std::vector<std::string>& args) {
       }
       if (waited >= *timeout) {
         if (count == 0 && no_workers &&
-            dispatcher_has_no_workers(address->to_string(), *connect_timeout))
+            dispatcher_has_no_workers(address->to_string(), *connect_timeout, client_config.network))
           failure = Status(ErrorCode::unavailable,
                            "no workers are registered with the dispatcher at " + address->to_string() +
                              " (start one with `conveyor worker --dispatcher " + address->to_string() +

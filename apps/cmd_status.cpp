@@ -135,6 +135,7 @@ int run_status(const std::vector<std::string>& args) {
       ("json", "print one JSON object instead of tables")
       ("timeout-ms", po::value(&timeout_ms)->default_value(5000)->value_name("MS"),
        "give up connecting or waiting for the answer after this long");
+  add_security_options(options); // a secured dispatcher answers only with its TLS and token
   po::variables_map vm;
   if (auto stop = parse_command_line(kInfo, options, args, vm))
     return *stop;
@@ -144,7 +145,10 @@ int run_status(const std::vector<std::string>& args) {
   auto timeout = check_millis("--timeout-ms", timeout_ms);
   if (!timeout.ok())
     return report_status(kInfo.name, timeout.status());
-  auto status = actors::fetch_status(address->to_string(), *timeout);
+  NetworkConfig network;
+  if (auto st = apply_security_options(vm, network); !st.ok())
+    return report_status(kInfo.name, st);
+  auto status = actors::fetch_status(address->to_string(), *timeout, /*include_jobs=*/true, network);
   if (!status.ok())
     return report_error(kInfo.name, "cannot get the status of dispatcher " + address->to_string() +
                                         ": " + status.status().to_string(),

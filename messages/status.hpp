@@ -37,10 +37,11 @@ typename Inspector::result_type inspect(Inspector& f, consumer_progress& x) {
 
 struct get_status {
   bool include_jobs = true;
+  std::string auth_token; // the dispatcher's admission token, when it requires one
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, get_status& x) {
-  return f(caf::meta::type_name("get_status"), x.include_jobs);
+  return f(caf::meta::type_name("get_status"), x.include_jobs, x.auth_token);
 }
 
 struct get_job_status {

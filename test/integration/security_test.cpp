@@ -56,6 +56,25 @@ TEST_CASE("security: a TLS + token cluster serves admitted readers - others are 
     CHECK(cluster.dispatcher().wait_for_output("refused", Millis{5000}));
     CHECK(!contains(cluster.dispatcher().describe(), "s3cret-token-for-tests"));
   }
+  SUBCASE("conveyor status: answered with TLS and the token, refused without the token") {
+    const std::vector<std::string> status{"status", "--dispatcher", cluster.address(), "--timeout-ms", "5000"};
+    auto ok = run_conveyor(status + pki.flags() + kToken, Millis{20000}, "status-admitted");
+    CAPTURE(ok.describe);
+    CHECK(ok.exit_code == 0);
+    CHECK(contains(ok.stdout_text, "workers: 1"));
+    auto refused = run_conveyor(status + pki.flags(), Millis{20000}, "status-no-token");
+    CAPTURE(refused.describe);
+    CHECK(refused.exit_code == 1);
+    CHECK(contains(refused.stderr_text, "permission_denied"));
+    CHECK(!contains(refused.stdout_text, "workers:"));
+    CHECK(cluster.dispatcher().wait_for_output("refused a status request", Millis{5000}));
+  }
+  SUBCASE("an empty --auth-token is refused at start-up instead of meaning no token") {
+    auto r = run_conveyor({"dispatcher", "--port", "0", "--auth-token", ""}, Millis{20000}, "empty-token");
+    CAPTURE(r.describe);
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.stderr_text, "`--auth-token` is empty"));
+  }
   SUBCASE("a wrong token is refused") {
     auto r = cluster.read(dataset, pki.flags() + std::vector<std::string>{"--auth-token", "wrong"});
     CAPTURE(r.describe);
