@@ -355,6 +355,8 @@ Expected<JobStart> job_start(self_ptr self, const JobEntry& entry) {
   }
   bool per_split = provider && is_per_split(*definition);
   js.core = std::make_shared<JobCore>(std::move(provider), per_split);
+  if (is_static(entry.policy))
+    js.core->require_shards(st.start.worker_addresses);
   if (entry.has_split_position) {
     std::vector<Split> outstanding;
     for (const auto& s : entry.outstanding_splits)

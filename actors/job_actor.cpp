@@ -93,6 +93,7 @@ msg::job_status job_status_of(self_ptr self) {
   s.dataset = st.start.dataset;
   s.mode = to_string(st.start.policy);
   s.finished = st.core().production_ended();
+  s.waiting_for = st.core().waiting_for();
   s.consumers = static_cast<int64_t>(st.core().live_consumers());
   s.tasks = static_cast<int64_t>(st.workers.size());
   msg::consumer_progress sum = st.departed;
@@ -522,6 +523,8 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
       st.core().task_done(done.task, done.error, done.drained);
       if (st.core().production_ended())
         log::info(kLog, st.label() + ": every task ended");
+      else if (auto waiting = st.core().waiting_for(); !waiting.empty())
+        log::warning(kLog, st.label() + ": " + waiting);
       changed(self, v);
     },
     [self](msg::join_job& join) -> caf::result<msg::job_joined> {
@@ -619,7 +622,8 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
     [self](msg::add_task& add) {
       auto& st = self->state;
       auto v = list_version(st);
-      bool added = st.core().add_task(add.task, add.worker, add.worker_address);
+      bool added = st.core().add_task(add.task, add.worker, add.worker_address,
+                                      add.num_workers > 0 ? add.worker_index : -1);
       const auto* task = st.core().task(add.task);
       if (added && st.rounds)
         st.rounds->expect(add.task);

@@ -30,13 +30,15 @@ bool is_per_split(const Dataset& dataset) {
 JobCore::JobCore(std::unique_ptr<SplitProvider> provider, bool per_split)
   : provider_(std::move(provider)), per_split_(per_split) {}
 
-bool JobCore::add_task(msg::task_id_t id, msg::worker_id_t worker, std::string worker_address) {
+bool JobCore::add_task(msg::task_id_t id, msg::worker_id_t worker, std::string worker_address,
+                       int64_t shard) {
   if (tasks_.count(id))
     return false;
   Task t;
   t.id = id;
   t.worker = worker;
   t.worker_address = std::move(worker_address);
+  t.shard = shard;
   tasks_.emplace(id, std::move(t));
   // Not listed before it is assigned, but production is no longer over.
   ++version_;
@@ -150,7 +152,38 @@ bool JobCore::production_ended() const {
       return false;
     any = true;
   }
-  return any;
+  return any && shards_pending().empty();
+}
+
+std::vector<int64_t> JobCore::shards_pending() const {
+  std::vector<int64_t> pending;
+  for (int64_t shard = 0; shard < static_cast<int64_t>(shard_workers_.size()); ++shard) {
+    bool produced = std::any_of(tasks_.begin(), tasks_.end(), [&](const auto& entry) {
+      const Task& t = entry.second;
+      return t.shard == shard && t.assigned && t.done && !t.drained;
+    });
+    if (!produced)
+      pending.push_back(shard);
+  }
+  return pending;
+}
+
+std::string JobCore::waiting_for() const {
+  std::string out;
+  for (int64_t shard : shards_pending()) {
+    const bool running = std::any_of(tasks_.begin(), tasks_.end(), [&](const auto& entry) {
+      return entry.second.shard == shard && !entry.second.done;
+    });
+    if (running)
+      continue; // its task is producing: nothing to report
+    out += (out.empty() ? "" : "; ") + std::string{"shard "} + std::to_string(shard) + " of " +
+           std::to_string(shard_workers_.size()) + " (worker " +
+           shard_workers_[static_cast<std::size_t>(shard)] + ")";
+  }
+  if (!out.empty())
+    out += ": no task of this job has read it to its end, and its worker is not registered "
+           "(static sharding reads each shard on its own worker; the job waits for it)";
+  return out;
 }
 
 Expected<JobCore::SplitAnswer> JobCore::get_splits(msg::task_id_t task, int64_t epoch,

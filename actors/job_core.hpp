@@ -8,7 +8,9 @@
 // Production ended (task_list.job_finished): every listed task's pipeline ended and, DYNAMIC, no
 // split waits to be handed out again; a task that ended only because its worker drained does
 // not count (it took no end of splits from the job). It turns false again when a new task is
-// added.
+// added. Static sharding (FILE / DATA / FILE_OR_DATA over the fixed worker list): also every
+// shard 0..n-1 had a task that ran to its end, so a listed worker that has not registered (yet)
+// holds the job open instead of its shard going missing in silence.
 //
 // The job ends when its consumers are done: released at once when every consumer that joined
 // read to the end; when they all left without finishing, at once for a private job and after
@@ -62,6 +64,7 @@ public:
     msg::task_id_t id = 0;
     msg::worker_id_t worker = 0;
     std::string worker_address;
+    int64_t shard = -1; // static sharding: the worker's place in the fixed list
     bool assigned = false;
     bool done = false;
     bool drained = false; // done because its worker drained, not because the splits ran out
@@ -77,7 +80,16 @@ public:
   bool per_split() const { return per_split_; }
 
   // --- tasks. Each returns whether consumers must see a change (the version moved).
-  bool add_task(msg::task_id_t id, msg::worker_id_t worker, std::string worker_address);
+  bool add_task(msg::task_id_t id, msg::worker_id_t worker, std::string worker_address,
+                int64_t shard = -1);
+  // Static sharding over the fixed worker list (shard i = workers[i]): production ends only
+  // once each shard's task did.
+  void require_shards(std::vector<std::string> workers) { shard_workers_ = std::move(workers); }
+  // The shards that no task has produced to its end (static sharding; empty otherwise).
+  std::vector<int64_t> shards_pending() const;
+  // What production waits for besides running tasks, for people: "shard 2 of 3 (worker
+  // 10.0.0.3:6000) has no task: its worker has not registered", or empty.
+  std::string waiting_for() const;
   bool task_assigned(msg::task_id_t id);
   // `drained`: DYNAMIC, the task stopped early because its worker drained (its unstarted
   // splits came back); it does not count towards the end of production.
@@ -148,6 +160,7 @@ private:
   std::unique_ptr<SplitProvider> provider_;
   bool per_split_ = false;
   std::map<msg::task_id_t, Task> tasks_;
+  std::vector<std::string> shard_workers_; // static sharding: the fixed worker list
   uint64_t version_ = 1;
   std::string error_;
   // splits

@@ -62,6 +62,19 @@ struct ReadFlags {
   bool stats = false;
 };
 
+// What the dispatcher says job `job_id` waits for (job_status.waiting_for), or empty (also
+// when it cannot be asked).
+std::string job_waits_for(const std::string& address, std::chrono::milliseconds timeout,
+                          const NetworkConfig& network, const std::string& job_id) {
+  auto status = actors::fetch_status(address, timeout, /*include_jobs=*/true, network);
+  if (!status.ok())
+    return {};
+  for (const auto& j : status->jobs)
+    if (std::to_string(j.id) == job_id)
+      return j.waiting_for;
+  return {};
+}
+
 // True only when the dispatcher answered and has no worker (an unreachable one says nothing).
 bool dispatcher_has_no_workers(const std::string& address, std::chrono::milliseconds timeout,
                                const NetworkConfig& network) {
@@ -242,9 +255,13 @@ int run_read(const std::vector<std::string>& args) {
                              " (start one with `conveyor worker --dispatcher " + address->to_string() +
                              " --port 0`); no element arrived within " + std::to_string(f.timeout_ms) +
                              " ms (`--timeout-ms`)");
-        else
+        else {
+          std::string why = job_waits_for(address->to_string(), *connect_timeout,
+                                          client_config.network, stream->job_id());
           failure = Status(ErrorCode::deadline_exceeded,
-                           "no element arrived within " + std::to_string(f.timeout_ms) + " ms (`--timeout-ms`)");
+                           "no element arrived within " + std::to_string(f.timeout_ms) + " ms (`--timeout-ms`)" +
+                             (why.empty() ? std::string{} : "; the job waits for " + why));
+        }
         break;
       }
       continue;

@@ -76,7 +76,8 @@ std::string to_json(const msg::cluster_status& s) {
          ",\"worker\":" + num(share(w.wait_worker_ns, w.elapsed_ns)) +
          ",\"network\":" + num(share(w.wait_network_ns, w.elapsed_ns)) +
          ",\"split\":" + num(share(w.wait_split_ns, w.elapsed_ns)) +
-         ",\"credit\":" + num(share(w.wait_credit_ns, w.elapsed_ns)) + "}}";
+         ",\"credit\":" + num(share(w.wait_credit_ns, w.elapsed_ns)) + "}" +
+         ",\"waiting_for\":" + json_string(j.waiting_for) + "}";
   }
   return o + "]}";
 }
@@ -123,6 +124,8 @@ void print_table(const msg::cluster_status& s) {
                 static_cast<uint64_t>(j.id), j.name.empty() ? "(private)" : j.name.c_str(),
                 j.dataset.c_str(), j.mode.c_str(), j.consumers, j.tasks, j.elements, j.bytes,
                 j.elements_per_s, progress.c_str(), waiting, j.finished ? "  finished" : "");
+    if (!j.waiting_for.empty())
+      std::printf("        waits for %s\n", j.waiting_for.c_str());
   }
 }
 

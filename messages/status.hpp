@@ -95,12 +95,13 @@ struct job_status {
   int64_t epoch = -1;            // DYNAMIC: the job's split epoch; -1 otherwise
   int64_t splits_handed_out = -1; // DYNAMIC only
   consumer_progress waiting;      // summed over its consumers
+  std::string waiting_for;        // what holds production open besides running tasks, or empty
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_status& x) {
   return f(caf::meta::type_name("job_status"), x.id, x.name, x.dataset, x.mode, x.finished,
            x.age_ms, x.consumers, x.tasks, x.elements, x.bytes, x.elements_per_s, x.bytes_per_s,
-           x.epoch, x.splits_handed_out, x.waiting);
+           x.epoch, x.splits_handed_out, x.waiting, x.waiting_for);
 }
 
 struct cluster_status {

@@ -223,3 +223,38 @@ TEST_CASE("job core: whole-epoch trainers - new on a first consumer, gone with t
   CHECK(job.trainers() == std::vector<std::string>{"b"});
   CHECK(job.trainer_gone(a2).empty()); // once
 }
+
+TEST_CASE("job core: static sharding ends only once every listed worker's shard was produced") {
+  JobCore job{nullptr, false};
+  job.require_shards({"w0:1", "w1:1", "w2:1"});
+  // Workers 0 and 1 registered; the third of the fixed list has not (yet).
+  job.add_task(1, 1, "w0:1", 0);
+  job.add_task(2, 2, "w1:1", 1);
+  job.task_assigned(1);
+  job.task_assigned(2);
+  job.task_done(1, "");
+  job.task_done(2, "");
+  CHECK_FALSE(job.production_ended()); // shard 2 would go missing in silence otherwise
+  CHECK(job.shards_pending() == std::vector<int64_t>{2});
+  CHECK(job.waiting_for().find("shard 2 of 3 (worker w2:1)") != std::string::npos);
+  // A drained task did not produce its shard to the end either.
+  job.add_task(3, 3, "w2:1", 2);
+  job.task_assigned(3);
+  CHECK(job.waiting_for().empty()); // its task runs: nothing to report
+  job.task_done(3, "", /*drained=*/true);
+  CHECK_FALSE(job.production_ended());
+  job.add_task(4, 3, "w2:1", 2); // the worker came back
+  job.task_assigned(4);
+  job.task_done(4, "");
+  CHECK(job.production_ended());
+  CHECK(job.shards_pending().empty());
+}
+
+TEST_CASE("job core: without static sharding no shard is waited for") {
+  JobCore job{nullptr, false};
+  job.add_task(1, 1, "a:1");
+  job.task_assigned(1);
+  job.task_done(1, "");
+  CHECK(job.production_ended());
+  CHECK(job.waiting_for().empty());
+}

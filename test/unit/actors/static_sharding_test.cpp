@@ -27,18 +27,21 @@ struct FixedCluster {
   std::vector<uint16_t> ports;
   std::unique_ptr<TestCluster> cluster;
 
-  explicit FixedCluster(int workers) {
+  // `listed` workers in the dispatcher's fixed list; the first `started` of them run.
+  explicit FixedCluster(int listed, int started = -1) {
     auto dc = test_dispatcher_config();
-    for (int i = 0; i < workers; ++i) {
+    for (int i = 0; i < listed; ++i) {
       ports.push_back(free_port());
       dc.worker_addresses.push_back("127.0.0.1:" + std::to_string(ports.back()));
     }
     cluster = std::make_unique<TestCluster>(0, dc);
-    for (auto p : ports) {
-      auto wc = test_worker_config();
-      wc.port = p;
-      cluster->add_worker(wc);
-    }
+    for (int i = 0; i < (started < 0 ? listed : started); ++i)
+      start_worker(i);
+  }
+  void start_worker(int i) {
+    auto wc = test_worker_config();
+    wc.port = ports[static_cast<std::size_t>(i)];
+    cluster->add_worker(wc);
   }
 };
 
@@ -105,6 +108,29 @@ TEST_CASE("DATA: worker i of the fixed list keeps elements i, i+n, ... - togethe
   REQUIRE(per_worker.size() == 2);
   for (const auto& [worker, n] : per_worker)
     CHECK(n == 5);
+}
+
+TEST_CASE("DATA: a listed worker that is not up holds the read open - its shard is not lost") {
+  FixedCluster fixed{3, /*started=*/2};
+  auto client = fixed.cluster->client();
+  auto stream = client.distribute(Dataset::range(30), policy(ShardingPolicy::data));
+  REQUIRE_MESSAGE(stream.ok(), stream.status().to_string());
+  std::vector<int64_t> got;
+  Element e;
+  bool end = false;
+  Status st;
+  // Shards 0 and 1 arrive; then the read waits for shard 2 instead of ending short by a third.
+  while ((st = stream->next(e, end, std::chrono::milliseconds(1500))).ok() && !end)
+    got.push_back(e[0].as_int64());
+  CHECK_FALSE(end);
+  CHECK(st.code() == ErrorCode::deadline_exceeded);
+  CHECK(got.size() == 20);
+  fixed.start_worker(2); // the third listed worker comes up: its shard arrives, then the end
+  while ((st = stream->next(e, end, std::chrono::milliseconds(20000))).ok() && !end)
+    got.push_back(e[0].as_int64());
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
+  CHECK(end);
+  CHECK(sorted(got) == iota(30));
 }
 
 TEST_CASE("FILE: each worker reads its files - FILE_OR_DATA takes FILE when it can") {
