@@ -1101,6 +1101,7 @@ ConsumerStart consumer_start(const DistributeOptions& options, std::shared_ptr<T
     start.limits.greet_tasks = options.cross_trainer_cache->finite_epoch;
     start.trainer_id = options.cross_trainer_cache->trainer_id;
   }
+  start.job_request.expected_consumers = options.expected_consumers.value_or(1);
   if (options.num_consumers) {
     start.job_request.num_consumers = *options.num_consumers;
     start.consumer_index = options.consumer_index.value_or(-1);

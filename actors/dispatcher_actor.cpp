@@ -357,6 +357,7 @@ Expected<JobStart> job_start(self_ptr self, const JobEntry& entry) {
   js.core = std::make_shared<JobCore>(std::move(provider), per_split);
   if (is_static(entry.policy))
     js.core->require_shards(st.start.worker_addresses);
+  js.core->expect_consumers(entry.expected_consumers);
   if (entry.has_split_position) {
     std::vector<Split> outstanding;
     for (const auto& s : entry.outstanding_splits)
@@ -428,6 +429,13 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
                              "whole rounds of an infinite dataset: use processing_mode OFF or a "
                              "static sharding policy, not DYNAMIC");
   }
+  if (req.expected_consumers <= 0)
+    return msg::make_error(ErrorCode::invalid_argument,
+                           "`expected_consumers` must be positive, got " +
+                             std::to_string(req.expected_consumers));
+  if (req.expected_consumers > 1 && (!req.job_name || req.num_consumers))
+    return msg::make_error(ErrorCode::invalid_argument,
+                           "`expected_consumers` needs a `job_name` and no `num_consumers`");
   if (req.job_name) {
     if (req.job_name->empty())
       return msg::make_error(ErrorCode::invalid_argument, "`job_name` must not be empty");
@@ -448,6 +456,9 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
       int64_t asked = req.num_consumers ? *req.num_consumers : -1;
       if (job->num_consumers != asked)
         return refuse("num_consumers", std::to_string(job->num_consumers), std::to_string(asked));
+      if (job->expected_consumers != req.expected_consumers)
+        return refuse("expected_consumers", std::to_string(job->expected_consumers),
+                      std::to_string(req.expected_consumers));
       if (const auto cached = job->cross_trainer_cache; cached != req.cross_trainer_cache)
         return refuse("cross_trainer_cache", msg::to_string(cached),
                       msg::to_string(req.cross_trainer_cache));
@@ -501,6 +512,7 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
   planned.policy = req.policy;
   planned.num_consumers = req.num_consumers ? *req.num_consumers : -1;
   planned.cross_trainer_cache = req.cross_trainer_cache;
+  planned.expected_consumers = req.expected_consumers;
   if (req.policy == ShardingPolicy::dynamic) {
     // Split size from the cardinality: about 8 splits per worker and epoch, at most 8192
     // elements (a re-issued split is read again from its start), never below the configured size.
@@ -527,7 +539,8 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
                               req.target_workers,
                               now_us(self),
                               planned.split_size,
-                              static_cast<uint8_t>(req.cross_trainer_cache)};
+                              static_cast<uint8_t>(req.cross_trainer_cache),
+                              req.expected_consumers};
   if (auto s = persist(self, std::move(record),
                        [self, start = std::move(js).value()]() mutable {
                          run_job(self, std::move(start));

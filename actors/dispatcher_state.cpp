@@ -72,6 +72,7 @@ Status DispatcherState::apply_one(const CreateJobRecord& r) {
   job.created_us = r.time_us;
   job.split_size = r.split_size;
   job.cross_trainer_cache = static_cast<msg::CacheSharing>(r.cross_trainer_cache);
+  job.expected_consumers = r.expected_consumers;
   if (!r.job_name.empty()) {
     named_jobs_[{r.dataset, r.job_name}] = r.job;
     job.repetition = repetitions_[{r.dataset, r.job_name}]++;
@@ -239,6 +240,7 @@ bool same_job(const JobEntry& a, const JobEntry& b) {
          a.num_consumers == b.num_consumers && a.target_workers == b.target_workers &&
          a.created_us == b.created_us && a.repetition == b.repetition &&
          a.split_size == b.split_size && a.cross_trainer_cache == b.cross_trainer_cache &&
+         a.expected_consumers == b.expected_consumers &&
          a.finished == b.finished && a.released == b.released &&
          a.tasks == b.tasks && a.has_split_position == b.has_split_position &&
          a.split_epoch == b.split_epoch && a.split_provider_epoch == b.split_provider_epoch &&

@@ -42,6 +42,7 @@ struct JobEntry {
   int64_t repetition = 0; // named jobs: the how-many-th reading of the name
   int64_t split_size = 0; // DYNAMIC: elements per range split (0 = the dispatcher's default)
   msg::CacheSharing cross_trainer_cache = msg::CacheSharing::none;
+  int64_t expected_consumers = 1; // named jobs: consumers that share each repetition
   bool finished = false;
   bool released = false;
   std::set<msg::task_id_t> tasks; // the job's live tasks (removed and released ones are erased)
@@ -96,7 +97,7 @@ typename Inspector::result_type inspect(Inspector& f, WorkerEntry& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, JobEntry& x) {
   return f(x.id, x.dataset, x.name, x.policy, x.num_consumers, x.target_workers, x.created_us,
-           x.repetition, x.split_size, x.cross_trainer_cache, x.finished, x.released, x.tasks, x.has_split_position, x.split_epoch,
+           x.repetition, x.split_size, x.cross_trainer_cache, x.expected_consumers, x.finished, x.released, x.tasks, x.has_split_position, x.split_epoch,
            x.split_provider_epoch, x.split_next_index, x.splits_handed_out, x.outstanding_splits);
 }
 template <class Inspector>

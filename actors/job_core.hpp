@@ -13,7 +13,8 @@
 // holds the job open instead of its shard going missing in silence.
 //
 // The job ends when its consumers are done: released at once when every consumer that joined
-// read to the end; when they all left without finishing, at once for a private job and after
+// read to the end (and, with expect_consumers(n), at least n joined: a later one of a shared
+// repetition must find it and get end of input, not start the next repetition); when they all left without finishing, at once for a private job and after
 // job_gc_timeout for a named one (the actor's timer). Never before a first consumer joined.
 //
 // Splits (DYNAMIC): each split of an epoch is handed out once; the job tracks per task the
@@ -144,7 +145,12 @@ public:
   bool knows_consumer(msg::consumer_id_t id) const { return consumers_.count(id) > 0; }
   // Every consumer that joined has left; `all_finished`: each read to the end.
   bool consumers_done() const { return joined_ > 0 && consumers_.empty(); }
-  bool all_finished() const { return consumers_done() && left_unfinished_ == 0; }
+  bool all_finished() const {
+    return consumers_done() && left_unfinished_ == 0 && joined_ >= expected_consumers_;
+  }
+  // A named job's repetition is shared by `n` consumers: it is not all read before n joined
+  // (the GC timeout releases it when fewer come).
+  void expect_consumers(int64_t n) { expected_consumers_ = std::max<int64_t>(1, n); }
   // Whole-epoch cross-trainer sharing: the consumer's trainer id; true when the trainer is new
   // to the job (its first consumer), so that the tasks must hear of it.
   bool set_trainer(msg::consumer_id_t id, const std::string& trainer) { return trainers_.add(id, trainer); }
@@ -175,6 +181,7 @@ private:
   std::map<msg::consumer_id_t, int64_t> consumers_; // -> last seen (ns)
   msg::consumer_id_t next_consumer_ = 1;
   int64_t joined_ = 0;
+  int64_t expected_consumers_ = 1;
   int64_t left_unfinished_ = 0;
   TrainerReaders trainers_; // whole-epoch cache sharing
 };

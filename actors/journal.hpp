@@ -42,7 +42,7 @@ namespace conveyor::actors {
 
 // 2: job lifecycle (split_size, repetitions); 3: splits held at a crash; 4: cross-trainer cache flag;
 // 5: the cache's sharing mode (window or whole epoch) instead of the flag
-inline constexpr uint32_t kJournalFormatVersion = 5;
+inline constexpr uint32_t kJournalFormatVersion = 6;
 
 struct JournalOptions {
   std::string dir;

@@ -46,6 +46,18 @@ Status validate(const DistributeOptions& o) {
   if (o.num_consumers && !o.job_name)
     return invalid_argument("`job_name` must be set when setting `num_consumers`. num_consumers "
                             "was set to " + std::to_string(*o.num_consumers) + ".");
+  if (o.expected_consumers) {
+    if (*o.expected_consumers <= 0)
+      return invalid_argument("`expected_consumers` must be positive, got " +
+                              std::to_string(*o.expected_consumers));
+    if (!o.job_name)
+      return invalid_argument("`job_name` must be set when setting `expected_consumers` (only a "
+                              "named job is shared). expected_consumers was set to " +
+                              std::to_string(*o.expected_consumers) + ".");
+    if (o.num_consumers)
+      return invalid_argument("`expected_consumers` cannot be combined with `num_consumers`: a "
+                              "coordinated read already waits for its num_consumers consumers");
+  }
   if (o.num_consumers && *o.num_consumers <= 0)
     return invalid_argument("`num_consumers` must be positive, got " +
                             std::to_string(*o.num_consumers));

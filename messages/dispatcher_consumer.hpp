@@ -77,11 +77,14 @@ struct get_or_create_job {
   // Read with the cross-trainer cache (the consumer's trainer id goes in get_elements): the job's
   // tasks keep a cache its trainers share (actors/cross_trainer_cache.hpp).
   CacheSharing cross_trainer_cache = CacheSharing::none;
+  // Named jobs: a repetition ends only once this many consumers joined it and read to its end
+  // (DistributeOptions::expected_consumers).
+  int64_t expected_consumers = 1;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, get_or_create_job& x) {
   return f(caf::meta::type_name("get_or_create_job"), x.dataset, x.job_name, x.policy,
-           x.num_consumers, x.target_workers, x.cross_trainer_cache);
+           x.num_consumers, x.target_workers, x.cross_trainer_cache, x.expected_consumers);
 }
 
 struct job_info {

@@ -71,6 +71,14 @@ struct DistributeOptions {
   // reads"); the dataset must be infinite.
   std::optional<int64_t> consumer_index;
   std::optional<int64_t> num_consumers;
+  // A named job's consumers that share each repetition (beyond the reference): the repetition
+  // ends only once this many consumers joined it and read to its end, so that a consumer
+  // starting after the others already read everything gets end of input at once (each element
+  // went to one of them) instead of starting the name's next repetition and reading the data
+  // again. ConveyorIterableDataset sets it to DataLoader's num_workers. Needs a job_name; not
+  // with coordinated reads (num_consumers already says it). Unset = 1. If fewer ever join, the
+  // repetition ends after the dispatcher's job GC timeout.
+  std::optional<int64_t> expected_consumers;
   // How many elements may be requested (in flight or buffered, not yet handed to the caller)
   // at the same time. Unset = automatic (a large element count, bounded by `max_buffered_bytes`).
   std::optional<int64_t> max_outstanding_requests;

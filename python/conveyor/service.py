@@ -193,7 +193,8 @@ class DistributedDataset:
     """The elements of a dataset read through the service. Every iter() joins (or creates) a job
     and returns an iterator of numpy arrays (a tuple of them for several components; scalars are
     0-d arrays, string scalars bytes). Arrays share the received buffers: no copy. A named job
-    read again after it finished starts its next repetition, as in tf.data service."""
+    read again after it finished starts its next repetition, as in tf.data service (with
+    expected_consumers n: once n consumers read the repetition)."""
 
     def __init__(self, service, dataset=None, dataset_id=None, *, connect_timeout_ms, **options):
         self.service = _service_address(service)
@@ -208,6 +209,12 @@ class DistributedDataset:
     @property
     def options(self) -> dict:
         return dict(self._options)
+
+    def with_options(self, **changes) -> "DistributedDataset":
+        """The same read with some options changed (validated as distribute() does)."""
+        return DistributedDataset(self.service, dataset=self.dataset, dataset_id=self.dataset_id,
+                                  connect_timeout_ms=self._connect_timeout_ms,
+                                  **{**self._options, **changes})
 
     def __iter__(self):
         opts = _conveyor._make_options(**self._options)
@@ -226,14 +233,15 @@ class DistributedDataset:
 
 def _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                    max_outstanding_requests, compression, target_workers, max_buffered_bytes,
-                   request_timeout_ms):
+                   request_timeout_ms, expected_consumers=None):
     if not isinstance(processing_mode, str):
         # tf.data's ShardingPolicy enum values print as ShardingPolicy.OFF etc.
         processing_mode = getattr(processing_mode, "name", processing_mode)
     return dict(processing_mode=processing_mode, job_name=job_name, consumer_index=consumer_index,
                 num_consumers=num_consumers, max_outstanding_requests=max_outstanding_requests,
                 compression=compression, target_workers=target_workers,
-                max_buffered_bytes=max_buffered_bytes, request_timeout_ms=request_timeout_ms)
+                max_buffered_bytes=max_buffered_bytes, request_timeout_ms=request_timeout_ms,
+                expected_consumers=expected_consumers)
 
 
 def distribute(dataset: Dataset, service, processing_mode: str, job_name: Optional[str] = None,
@@ -241,16 +249,20 @@ def distribute(dataset: Dataset, service, processing_mode: str, job_name: Option
                max_outstanding_requests: Optional[int] = None, compression: str = "AUTO",
                target_workers: str = "AUTO", *, max_buffered_bytes: Optional[int] = None,
                request_timeout_ms: Optional[int] = None,
-               connect_timeout_ms: int = 5000) -> DistributedDataset:
+               connect_timeout_ms: int = 5000,
+               expected_consumers: Optional[int] = None) -> DistributedDataset:
     """Reads ``dataset`` through the service at ``service`` ("host:port" or a DispatchServer).
     processing_mode: "parallel_epochs" (OFF: every worker produces the whole dataset) or
     "distributed_epoch" (DYNAMIC: each element of an epoch once across the workers); the
-    ShardingPolicy names ("OFF", "DYNAMIC") work too. Option errors raise at once (ValueError)."""
+    ShardingPolicy names ("OFF", "DYNAMIC") work too. Option errors raise at once (ValueError).
+    expected_consumers (with job_name; beyond tf.data): how many consumers share each repetition
+    of the named job; one that starts after the others read everything gets end of input instead
+    of reading the data again (ConveyorIterableDataset sets it to DataLoader's num_workers)."""
     if not isinstance(dataset, Dataset):
         raise TypeError(f"`dataset` must be a conveyor.Dataset, got {type(dataset).__name__}")
     opts = _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                           max_outstanding_requests, compression, target_workers,
-                          max_buffered_bytes, request_timeout_ms)
+                          max_buffered_bytes, request_timeout_ms, expected_consumers)
     return DistributedDataset(service, dataset=dataset, connect_timeout_ms=connect_timeout_ms, **opts)
 
 
@@ -258,14 +270,15 @@ def from_dataset_id(processing_mode: str, service, dataset_id: str, job_name: Op
                     consumer_index: Optional[int] = None, num_consumers: Optional[int] = None,
                     max_outstanding_requests: Optional[int] = None, target_workers: str = "AUTO", *,
                     max_buffered_bytes: Optional[int] = None, request_timeout_ms: Optional[int] = None,
-                    connect_timeout_ms: int = 5000) -> DistributedDataset:
+                    connect_timeout_ms: int = 5000,
+                    expected_consumers: Optional[int] = None) -> DistributedDataset:
     """Reads the registered dataset ``dataset_id`` (from register_dataset), as tf.data service's
     from_dataset_id; the arguments are distribute()'s."""
     if not isinstance(dataset_id, str) or not dataset_id:
         raise ValueError(f"`dataset_id` must be a non-empty string, got {dataset_id!r}")
     opts = _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                           max_outstanding_requests, "AUTO", target_workers, max_buffered_bytes,
-                          request_timeout_ms)
+                          request_timeout_ms, expected_consumers)
     return DistributedDataset(service, dataset_id=dataset_id, connect_timeout_ms=connect_timeout_ms, **opts)
 
 

@@ -30,9 +30,10 @@ class ConveyorIterableDataset(torch.utils.data.IterableDataset):
     ``distribute(dataset, service, processing_mode, **kwargs)`` when given a Dataset.
 
     With DataLoader(num_workers=N > 1) every loader process becomes one consumer of the same job,
-    so the job must be named (job_name=...): then each element reaches one loader process.
-    A named job ends once its consumers read it to the end: a loader process that starts after
-    the others finished the whole epoch starts the name's next repetition (reads it again).
+    so the job must be named (job_name=...): then each element reaches one loader process. The
+    loader processes read with expected_consumers=N, so the epoch's repetition of the name ends
+    only once all N read it: a process that starts after the others finished the whole epoch
+    gets end of input (instead of starting the next repetition and reading everything again).
     Without a name every process would read a private job and the trainer would see each element
     N times, so that is refused."""
 
@@ -56,7 +57,10 @@ class ConveyorIterableDataset(torch.utils.data.IterableDataset):
                 f"ConveyorIterableDataset: DataLoader has num_workers={info.num_workers}; set a "
                 "`job_name` so that the loader processes share one job (each element read once), "
                 "or use num_workers=0 (the service already runs the pipeline elsewhere)")
-        it = iter(self.distributed)
+        source = self.distributed
+        if info is not None and info.num_workers > 1:
+            source = source.with_options(expected_consumers=info.num_workers)
+        it = iter(source)
         try:
             for element in it:
                 yield to_torch(element)

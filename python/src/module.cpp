@@ -387,7 +387,8 @@ DistributeOptions make_options(const std::string& processing_mode, std::optional
                                std::optional<int64_t> consumer_index, std::optional<int64_t> num_consumers,
                                std::optional<int64_t> max_outstanding_requests, const std::string& compression,
                                const std::string& target_workers, std::optional<int64_t> max_buffered_bytes,
-                               std::optional<int64_t> request_timeout_ms) {
+                               std::optional<int64_t> request_timeout_ms,
+                               std::optional<int64_t> expected_consumers) {
   DistributeOptions o;
   auto policy = parse_processing_mode(processing_mode);
   if (!policy.ok())
@@ -396,6 +397,7 @@ DistributeOptions make_options(const std::string& processing_mode, std::optional
   o.job_name = std::move(job_name);
   o.consumer_index = consumer_index;
   o.num_consumers = num_consumers;
+  o.expected_consumers = expected_consumers;
   o.max_outstanding_requests = max_outstanding_requests;
   o.compression = compression;
   o.target_workers = target_workers;
@@ -670,7 +672,8 @@ PYBIND11_MODULE(_conveyor, m) {
   py::class_<DistributeOptions>(m, "_Options");
   m.def("_make_options", &make_options, py::arg("processing_mode"), py::arg("job_name"), py::arg("consumer_index"),
         py::arg("num_consumers"), py::arg("max_outstanding_requests"), py::arg("compression"),
-        py::arg("target_workers"), py::arg("max_buffered_bytes"), py::arg("request_timeout_ms"));
+        py::arg("target_workers"), py::arg("max_buffered_bytes"), py::arg("request_timeout_ms"),
+        py::arg("expected_consumers") = py::none());
   m.def("_validate_address", [](const std::string& a) { return unwrap(parse_address(a)).to_string(); });
 
   py::class_<PyStream, GilFreeHolder<PyStream>>(m, "_Stream")

@@ -83,12 +83,22 @@ def test_example_trains_against_a_running_dispatcher(cluster):
 
 def test_dataloader_worker_processes_share_a_named_job(cluster):
     # Two loader processes (forked from this one, which runs the cluster) are two consumers of
-    # one job: DYNAMIC hands each element of the epoch to exactly one of them. A job ends when
-    # its consumers finished (issue 9), so the second process must join while the job runs: the
-    # pipeline takes ~2 s (250 elements of 8 ms per worker), far longer than the processes'
-    # start-up skew. (A process joining after the job ended would start its next repetition.)
+    # one job: DYNAMIC hands each element of the epoch to exactly one of them.
     slow = conveyor.Dataset.range(500).map(conveyor.Function("sleep_us", us=8000))
     ds = ct.ConveyorIterableDataset(slow, cluster.target, "distributed_epoch",
                                     job_name="loader-processes")
     loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, timeout=60)
     assert sorted(int(t) for t in loader) == list(range(500))
+
+
+@pytest.mark.parametrize("context", ["spawn", "fork"])
+def test_dataloader_epochs_are_read_once_however_late_a_loader_process_starts(cluster, context):
+    # A fast epoch and spawned processes (each imports torch first): one process often reads the
+    # whole epoch before the other joins. The late one must get end of input, not the name's
+    # next repetition (every element twice: the audit saw it in 4 of 4 spawn epochs).
+    ds = ct.ConveyorIterableDataset(conveyor.Dataset.range(200), cluster.target, "distributed_epoch",
+                                    job_name="loader-" + context)
+    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, timeout=60,
+                                         multiprocessing_context=context)
+    for epoch in range(2):
+        assert sorted(int(t) for t in loader) == list(range(200)), f"epoch {epoch}"

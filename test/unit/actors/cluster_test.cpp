@@ -113,6 +113,47 @@ TEST_CASE("a named OFF job with one worker is split between its consumers") {
   CHECK(sorted(ints(read_all(*late))) == std::vector<int64_t>{0, 1, 2, 3, 4});
 }
 
+TEST_CASE("expected_consumers: a consumer that joins after the others read everything gets end of input") {
+  // DataLoader's loader processes as consumers: one may start only after another read the whole
+  // epoch. Without expected_consumers it would start the name's next repetition and the trainer
+  // would see every element twice.
+  TestCluster cluster{2};
+  auto client = cluster.client();
+  for (auto policy : {ShardingPolicy::off, ShardingPolicy::dynamic}) {
+    CAPTURE(to_string(policy));
+    auto options = mode(policy);
+    options.job_name = std::string{"loader-"} + to_string(policy);
+    options.expected_consumers = 2;
+    const auto copies = policy == ShardingPolicy::off ? 2 : 1;
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      CAPTURE(epoch);
+      auto first = client.distribute(Dataset::range(50), options);
+      REQUIRE_MESSAGE(first.ok(), first.status().to_string());
+      CHECK(sorted(ints(read_all(*first))) == range_times(50, copies));
+      auto late = client.distribute(Dataset::range(50), options);
+      REQUIRE_MESSAGE(late.ok(), late.status().to_string());
+      CHECK(late->job_id() == first->job_id()); // the same repetition: ...
+      CHECK(read_all(*late).empty());           // ... already read by the first consumer
+    }
+    // Consumers of the name must agree on it.
+    auto other = options;
+    other.expected_consumers = 3;
+    auto a = client.distribute(Dataset::range(50), options);
+    REQUIRE(a.ok());
+    auto b = client.distribute(Dataset::range(50), other);
+    REQUIRE_FALSE(b.ok());
+    CHECK_MESSAGE(b.status().message().find("expected_consumers") != std::string::npos, b.status().to_string());
+    (void)read_all(*a);
+  }
+  DistributeOptions unnamed;
+  unnamed.expected_consumers = 2;
+  auto refused = client.distribute(Dataset::range(5), unnamed);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == ErrorCode::invalid_argument);
+  CHECK_MESSAGE(refused.status().message().find("`job_name` must be set") != std::string::npos,
+                refused.status().to_string());
+}
+
 TEST_CASE("repeat: every epoch is produced, once per epoch in DYNAMIC") {
   TestCluster cluster{2};
   auto client = cluster.client();
