@@ -166,7 +166,8 @@ void on_hello(caf::io::broker* self, ServerState& st, connection_handle hdl, Ser
     st.writer->send(conn.writer_key, std::move(ack));
 }
 
-caf::behavior bulk_server(caf::io::broker* self, std::string host, std::shared_ptr<TlsEndpoint> tls) {
+caf::behavior bulk_server(caf::io::broker* self, std::string host, uint16_t port,
+                          std::shared_ptr<TlsEndpoint> tls) {
   auto st = std::make_shared<ServerState>();
   st->tls = std::move(tls);
   st->writer = std::make_shared<BulkWriter>();
@@ -178,7 +179,7 @@ caf::behavior bulk_server(caf::io::broker* self, std::string host, std::shared_p
     for (auto it = st->local.begin(); it != st->local.end();)
       it = it->second.consumer.address() == down.source ? st->local.erase(it) : std::next(it);
   });
-  auto listening = self->add_tcp_doorman(0, host.c_str(), true);
+  auto listening = self->add_tcp_doorman(port, host.c_str(), true);
   if (listening)
     st->port = listening->second;
   else
@@ -500,8 +501,8 @@ caf::behavior bulk_client(caf::io::broker* self, caf::actor consumer,
 } // namespace
 
 caf::expected<BulkServer> spawn_tcp_bulk_server(caf::actor_system& sys, const std::string& host,
-                                                std::shared_ptr<TlsEndpoint> tls) {
-  auto broker = sys.middleman().spawn_broker(bulk_server, host, std::move(tls));
+                                                uint16_t port, std::shared_ptr<TlsEndpoint> tls) {
+  auto broker = sys.middleman().spawn_broker(bulk_server, host, port, std::move(tls));
   caf::scoped_actor self{sys};
   caf::expected<BulkServer> result{caf::sec::request_timeout};
   self->request(broker, std::chrono::seconds(5), caf::get_atom_v)

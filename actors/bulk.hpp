@@ -35,10 +35,11 @@ struct BulkServer {
   explicit operator bool() const { return static_cast<bool>(actor); }
 };
 
-// TCP: a broker listening on host:0 (a free port). With `tls`, every connection is a mutual-TLS
+// TCP: a broker listening on host:port (0 = a free port). With `tls`, every connection is a mutual-TLS
 // session (actors/tls_stream.hpp): a peer without a certificate signed by the node's CA is
 // refused, and the refusal logged.
 caf::expected<BulkServer> spawn_tcp_bulk_server(caf::actor_system& sys, const std::string& host,
+                                                uint16_t port,
                                                 std::shared_ptr<TlsEndpoint> tls = nullptr);
 // TCP: the consumer-side broker delivering to `consumer`; it ends when `consumer` does. With
 // `tls`, its connections are TLS sessions, the worker's certificate checked against the CA.

@@ -132,7 +132,7 @@ Status positive(std::chrono::milliseconds d, const char* name) {
 // CAF reports every bind failure as `cannot_open_port` with a raw text; binding a probe socket
 // the same way tells the common causes apart so the message says what to do.
 Status listen_error(caf::actor_system& sys, const caf::error& err, const std::string& who,
-                    const std::string& host, uint16_t port) {
+                    const std::string& host, uint16_t port, const std::string& flag = "--port") {
   const std::string where = HostPort{host, port}.to_string();
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
@@ -156,8 +156,8 @@ Status listen_error(caf::actor_system& sys, const caf::error& err, const std::st
   ::freeaddrinfo(found);
   if (probe_errno == EADDRINUSE)
     return io_error(who + " cannot listen on " + where + ": port " + std::to_string(port) +
-                    " is already in use by another process (choose another `--port`, or 0 for "
-                    "a free one)");
+                    " is already in use by another process (choose another `" + flag +
+                    "`, or 0 for a free one)");
   if (probe_errno == EADDRNOTAVAIL)
     return invalid_argument(who + " cannot listen on " + where + ": `--host` " + host +
                             " is not an address of this machine");
@@ -414,10 +414,13 @@ Status WorkerServer::start() {
   start.protocol_version = version_or_default(config_.protocol_version);
   start.on_first_registration = [registered](Status s) { registered->set_value(std::move(s)); };
   // The bulk data path's server (actors/bulk.hpp); without one, elements travel inline.
-  if (auto bulk = ctx->transport->serve_bulk(config_.bind_host); bulk) {
+  if (auto bulk = ctx->transport->serve_bulk(config_.bind_host, config_.bulk_port); bulk) {
     start.bulk = *bulk;
     log::info("worker", "bulk data path on " + config_.bind_host + ":" + std::to_string(bulk->port) +
                           (config_.network.tls() ? " (mutual TLS)" : " (plain TCP)"));
+  } else if (config_.bulk_port != 0) {
+    return listen_error(ctx->sys, bulk.error(), "the worker's bulk data path", config_.bind_host,
+                        config_.bulk_port, "--bulk-port");
   } else
     log::warning("worker", "no bulk data path (elements travel inline): " +
                              ctx->sys.render(bulk.error()));

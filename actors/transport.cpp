@@ -35,8 +35,8 @@ public:
     (void)sys_.middleman().unpublish(whom, port);
   }
 
-  caf::expected<BulkServer> serve_bulk(const std::string& host) override {
-    return spawn_tcp_bulk_server(sys_, host);
+  caf::expected<BulkServer> serve_bulk(const std::string& host, uint16_t port) override {
+    return spawn_tcp_bulk_server(sys_, host, port);
   }
 
   caf::actor bulk_client(const caf::actor& consumer) override {
@@ -80,11 +80,11 @@ public:
     return caf::actor_cast<caf::actor>(sys_.openssl_manager().actor_handle());
   }
 
-  caf::expected<BulkServer> serve_bulk(const std::string& host) override {
+  caf::expected<BulkServer> serve_bulk(const std::string& host, uint16_t port) override {
     auto endpoint = TlsEndpoint::create(network_, TlsEndpoint::Role::server);
     if (!endpoint.ok())
       return msg::to_error(endpoint.status());
-    return spawn_tcp_bulk_server(sys_, host, *endpoint);
+    return spawn_tcp_bulk_server(sys_, host, port, *endpoint);
   }
 
   caf::actor bulk_client(const caf::actor& consumer) override {

@@ -40,9 +40,10 @@ public:
 
   // --- the bulk data path (actors/bulk.hpp). A transport without one returns an empty server /
   // client: elements then travel inline in element_batch replies, as before.
-  // Worker side: this node's bulk server listening on `host`.
-  virtual caf::expected<BulkServer> serve_bulk(const std::string& host) {
+  // Worker side: this node's bulk server listening on `host`:`port` (0 = a free port).
+  virtual caf::expected<BulkServer> serve_bulk(const std::string& host, uint16_t port) {
     (void)host;
+    (void)port;
     return BulkServer{};
   }
   // Consumer side: the actor that opens bulk channels for `consumer` and delivers their frames.

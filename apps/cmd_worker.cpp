@@ -33,6 +33,10 @@ int run_worker(const std::vector<std::string>& args) {
        "address of the dispatcher")
       ("port,p", po::value(&port)->required()->value_name("PORT"),
        "TCP port to serve consumers on (0 = pick a free one; the chosen port is printed)")
+      ("bulk-port", po::value<int64_t>()->default_value(0)->value_name("PORT"),
+       "TCP port of the bulk data path (large elements, consumer <- worker) on --host; 0 = a "
+       "free one. Pin it when a firewall or container spec must name the worker's ports; a "
+       "pinned port that cannot be opened fails start-up")
       ("host", po::value<std::string>()->default_value(defaults.bind_host)->value_name("HOST"),
        "address to bind")
       ("advertise", po::value<std::string>()->default_value("")->value_name("HOST:PORT"),
@@ -90,6 +94,13 @@ int run_worker(const std::vector<std::string>& args) {
   if (!port_ok.ok())
     return report_status(kInfo.name, port_ok.status());
   config.port = *port_ok;
+  auto bulk_port = check_port("--bulk-port", vm["bulk-port"].as<int64_t>());
+  if (!bulk_port.ok())
+    return report_status(kInfo.name, bulk_port.status());
+  config.bulk_port = *bulk_port;
+  if (config.bulk_port != 0 && config.bulk_port == config.port)
+    return report_status(kInfo.name, invalid_argument("`--bulk-port` must differ from `--port` (" +
+                                                      std::to_string(config.port) + ")"));
   config.bind_host = vm["host"].as<std::string>();
   if (auto st = check_host("--host", config.bind_host); !st.ok())
     return report_status(kInfo.name, st);

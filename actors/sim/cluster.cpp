@@ -285,7 +285,7 @@ void ClusterRun::start_worker(int index) {
   start.task_limits = derived_.task_limits;
   // (no task_executor: the tasks run on the deterministic scheduler)
   start.auth_token = cfg_.auth_token;
-  if (auto bulk = transport->serve_bulk(name); bulk) // the bulk path, over the simulated network
+  if (auto bulk = transport->serve_bulk(name, 0); bulk) // the bulk path, over the simulated network
     start.bulk = *bulk;
   auto worker = actors::spawn_worker(node->system(), std::move(start));
   workers_[slot] = caf::actor_cast<caf::actor>(worker);

@@ -163,7 +163,8 @@ caf::behavior bulk_client_impl(caf::stateful_actor<bulk_client_state>* self, caf
 
 } // namespace
 
-caf::expected<actors::BulkServer> SimTransport::serve_bulk(const std::string& host) {
+caf::expected<actors::BulkServer> SimTransport::serve_bulk(const std::string& host, uint16_t wanted) {
+  (void)wanted; // simulated nodes take their ports in order: nothing to pin
   auto* node = world_.node(slot_);
   if (node == nullptr || node->incarnation() != incarnation_)
     return caf::make_error(caf::sec::cannot_open_port, "the node is down");

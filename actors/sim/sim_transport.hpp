@@ -27,7 +27,7 @@ public:
   caf::actor connector() override;
   // The bulk path over the simulated network: plain actors carrying the same frames as CAF
   // messages, so frames take virtual time (latency + size / bandwidth) and break with links.
-  caf::expected<actors::BulkServer> serve_bulk(const std::string& host) override;
+  caf::expected<actors::BulkServer> serve_bulk(const std::string& host, uint16_t wanted) override;
   caf::actor bulk_client(const caf::actor& consumer) override;
 
 private:

@@ -106,6 +106,10 @@ private:
 struct WorkerConfig {
   std::string dispatcher_address;      // "host:port" of the dispatcher (required)
   uint16_t port = 0;                   // 0 = pick a free port
+  // The bulk data path's port (large elements, consumer <- worker) on bind_host; 0 = a free
+  // one (then a worker that cannot listen serves elements inline, with a warning). A fixed port
+  // that cannot be opened fails start(): firewalls and container specs name it.
+  uint16_t bulk_port = 0;
   std::string bind_host = "127.0.0.1";
   // The address consumers use to reach this worker ("host:port"); empty = bind_host:bound port.
   // It may differ from the bind address (NAT, containers). A "%port%" in it is replaced by the

@@ -11,6 +11,7 @@
 #include <doctest/doctest.h>
 
 #include "test/integration/cluster.hpp"
+#include "test/support/free_port.hpp"
 
 using namespace conveyor::testing;
 
@@ -126,6 +127,24 @@ TEST_CASE("ops: a registered dataset is logged by id and fingerprint, not by its
   CHECK(contains(line, "fingerprint"));
   CHECK(line.size() < 200);
   CHECK_FALSE(contains(log, "1000001"));
+}
+
+TEST_CASE("ops: --bulk-port pins the worker's bulk data port - a taken one fails start-up") {
+  Cluster cluster(0);
+  const auto bulk = conveyor::testing::free_loopback_port();
+  REQUIRE(bulk != 0);
+  auto& worker = cluster.add_worker({"--bulk-port", std::to_string(bulk)});
+  CHECK(worker.wait_for_output("bulk data path on 127.0.0.1:" + std::to_string(bulk), Millis{10000}));
+  auto r = cluster.read("range(4).map(bytes(size=300000))", {"--print", "digest"});
+  CAPTURE(r.describe);
+  CHECK(r.exit_code == 0);
+  auto taken = run_conveyor({"worker", "--dispatcher", cluster.address(), "--port", "0", "--bulk-port",
+                             std::to_string(bulk)},
+                            Millis{20000}, "bulk-port-taken");
+  CAPTURE(taken.describe);
+  CHECK(taken.exit_code == 1);
+  CHECK(contains(taken.stderr_text, "port " + std::to_string(bulk) + " is already in use"));
+  CHECK(contains(taken.stderr_text, "choose another `--bulk-port`"));
 }
 
 TEST_CASE("ops: clear start-up errors: port in use, wildcard bind without --advertise, no workers") {

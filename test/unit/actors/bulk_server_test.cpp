@@ -38,7 +38,7 @@ struct Socket {
 TEST_CASE("bulk server: gather frames reach a TCP consumer byte-exact, and ending the server closes it") {
   actors::NodeConfig cfg{conveyor::test::test_network()};
   caf::actor_system sys{cfg};
-  auto server = actors::spawn_tcp_bulk_server(sys, "127.0.0.1");
+  auto server = actors::spawn_tcp_bulk_server(sys, "127.0.0.1", 0);
   REQUIRE_MESSAGE(server, sys.render(server.error()));
 
   Socket s;
