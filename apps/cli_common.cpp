@@ -35,7 +35,20 @@ std::optional<int> parse_command_line(const CommandInfo& info, const po::options
   try {
     // Command line first: po::store never overwrites a value that is already stored, so the
     // config file stored afterwards only fills in what the flags left out.
-    po::store(po::command_line_parser(args).options(all).run(), vm);
+    const auto parsed = po::command_line_parser(args).options(all).run();
+    // Without a positional description boost keeps words that belong to no flag as nameless
+    // options, which po::store then drops: `conveyor worker ... stray` would run as if the word
+    // were not there. No command here takes positional arguments, so any such word is refused.
+    for (const auto& option : parsed.options)
+      if (option.position_key >= 0 || option.string_key.empty()) {
+        const std::string word = option.original_tokens.empty() ? std::string{}
+                                                                : option.original_tokens.front();
+        return report_error(info.name,
+                            "unexpected argument \"" + word + "\": every argument is a `--flag` "
+                            "or the value of one (see conveyor " + std::string{info.name} + " --help)",
+                            kExitBadArguments);
+      }
+    po::store(parsed, vm);
     if (vm.count("help")) {
       std::cout << "usage: conveyor " << info.name << " " << info.synopsis << "\n\n"
                 << info.summary << "\n\n"

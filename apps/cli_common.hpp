@@ -34,7 +34,9 @@ struct CommandInfo {
 
 // Parses `args` against `options` plus the common `--help` and `--config FILE`. Flags win over
 // the config file (INI-style `key = value` lines with the long flag names; `#` comments).
-// `hidden` options are accepted but not listed by --help.
+// `hidden` options are accepted but not listed by --help. A word that is neither a flag nor a
+// flag's value (`conveyor worker ... stray`) is refused, naming it: no command takes positional
+// arguments.
 // Returns the exit code to stop with (0 after --help; 2 after a bad flag, already reported on
 // stderr as "conveyor <name>: ..."), or nullopt to go on with `vm`.
 std::optional<int> parse_command_line(const CommandInfo& info, const po::options_description& options,

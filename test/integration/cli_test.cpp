@@ -112,6 +112,19 @@ TEST_CASE("cli: bad arguments exit with 2 and name the argument") {
   check_bad_arguments({"nosuchcommand"}, "unknown command");
 }
 
+TEST_CASE("cli: bad flags: stray words, a negative drain timeout, flags that need another flag") {
+  const std::string ok_addr = "127.0.0.1:1";
+  // No command takes positional arguments: a stray word is refused, named, not ignored.
+  check_bad_arguments({"dispatcher", "--port", "0", "extra"}, "unexpected argument \"extra\"");
+  check_bad_arguments({"worker", "--dispatcher", ok_addr, "--port", "0", "stray"}, "unexpected argument \"stray\"");
+  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "stray"},
+                      "unexpected argument \"stray\"");
+  check_bad_arguments({"status", "--dispatcher", ok_addr, "stray"}, "unexpected argument \"stray\"");
+  check_bad_arguments({"status", "--dispatcher", ok_addr, "--json", "stray"}, "unexpected argument \"stray\"");
+  check_bad_arguments({"run", "--workers", "1", "stray"}, "unexpected argument \"stray\"");
+  check_bad_arguments({"bench", "service", "stray"}, "unexpected argument \"stray\"");
+}
+
 TEST_CASE("cli: bench scaling runs worker processes, prints its table and leaves no child behind") {
   auto r = run_conveyor({"bench", "scaling", "--workers", "1,2", "--seconds", "0.5", "--warmup", "0.2", "--reps", "1",
                          "--work-us", "200"},
