@@ -123,6 +123,9 @@ TEST_CASE("cli: bad flags: stray words, a negative drain timeout, flags that nee
   check_bad_arguments({"status", "--dispatcher", ok_addr, "--json", "stray"}, "unexpected argument \"stray\"");
   check_bad_arguments({"run", "--workers", "1", "stray"}, "unexpected argument \"stray\"");
   check_bad_arguments({"bench", "service", "stray"}, "unexpected argument \"stray\"");
+  // Read only at shutdown, so checked at start-up.
+  check_bad_arguments({"worker", "--dispatcher", ok_addr, "--port", "0", "--drain-timeout", "-1"},
+                      "`--drain-timeout`");
 }
 
 TEST_CASE("cli: bench scaling runs worker processes, prints its table and leaves no child behind") {
