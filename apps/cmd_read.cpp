@@ -157,9 +157,22 @@ int run_read(const std::vector<std::string>& args) {
     opts.num_consumers = vm["num-consumers"].as<int64_t>();
   if (vm.count("consumer-index"))
     opts.consumer_index = vm["consumer-index"].as<int64_t>();
-  if (vm.count("max-outstanding"))
-    opts.max_outstanding_requests = vm["max-outstanding"].as<int64_t>();
-  opts.round_timeout = milliseconds{vm["round-timeout-ms"].as<int64_t>()};
+  if (vm.count("max-outstanding")) {
+    // Checked here so that the error names the flag, not the API field.
+    const int64_t m = vm["max-outstanding"].as<int64_t>();
+    if (auto st = check_at_least("--max-outstanding", m, 1); !st.ok())
+      return bad(st);
+    opts.max_outstanding_requests = m;
+  }
+  // The round timeout bounds the wait for the other consumers of a coordinated read: without
+  // one it would be accepted and never used.
+  if (!vm["round-timeout-ms"].defaulted() && !opts.num_consumers)
+    return bad(invalid_argument("`--round-timeout-ms` is used only with a coordinated read "
+                                "(`--num-consumers` and `--consumer-index`)"));
+  auto round_timeout = check_millis("--round-timeout-ms", vm["round-timeout-ms"].as<int64_t>());
+  if (!round_timeout.ok())
+    return bad(round_timeout.status());
+  opts.round_timeout = *round_timeout;
   opts.compression = vm["compression"].as<std::string>();
   opts.target_workers = vm["target-workers"].as<std::string>();
   if (vm["cross-trainer-cache"].as<bool>())

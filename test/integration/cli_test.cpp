@@ -88,7 +88,7 @@ TEST_CASE("cli: bad arguments exit with 2 and name the argument") {
   check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--compression", "ZIP"},
                       "compression");
   check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--max-outstanding", "0"},
-                      "max_outstanding_requests");
+                      "`--max-outstanding`");
   check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--take", "-5"}, "`--take`");
   check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--timeout-ms", "0"},
                       "`--timeout-ms`");
@@ -126,6 +126,12 @@ TEST_CASE("cli: bad flags: stray words, a negative drain timeout, flags that nee
   // Read only at shutdown, so checked at start-up.
   check_bad_arguments({"worker", "--dispatcher", ok_addr, "--port", "0", "--drain-timeout", "-1"},
                       "`--drain-timeout`");
+  // The round timeout belongs to coordinated reads.
+  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--round-timeout-ms", "5"},
+                      "`--round-timeout-ms` is used only with a coordinated read");
+  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--job-name", "j",
+                       "--num-consumers", "2", "--consumer-index", "0", "--round-timeout-ms", "0"},
+                      "`--round-timeout-ms`");
 }
 
 TEST_CASE("cli: bench scaling runs worker processes, prints its table and leaves no child behind") {
