@@ -204,6 +204,24 @@ TEST_CASE("security: bad TLS and token flags are refused at start-up, naming the
                    Millis{20000}, "badtls");
   CHECK(r.exit_code == 2);
   CHECK(contains(r.stderr_text, "does not match `--tls-cert`"));
+  // A certificate (with its own key) from another CA than --tls-ca: every peer would refuse it.
+  for (const char* command : {"dispatcher", "worker", "read", "status"}) {
+    std::vector<std::string> args{command};
+    if (std::string{command} != "dispatcher")
+      args = args + std::vector<std::string>{"--dispatcher", "127.0.0.1:1"};
+    if (std::string{command} != "read" && std::string{command} != "status")
+      args = args + std::vector<std::string>{"--port", "0"};
+    if (std::string{command} == "read")
+      args = args + std::vector<std::string>{"--dataset", "range(3)"};
+    r = run_conveyor(args + std::vector<std::string>{"--tls-cert", pki.cert("rogue"), "--tls-key", pki.key("rogue"),
+                                                     "--tls-ca", pki.ca_file("ca")},
+                     Millis{20000}, "rogue-cert");
+    CAPTURE(command);
+    CAPTURE(r.describe);
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.stderr_text, "`--tls-cert` " + pki.cert("rogue") + " does not verify against `--tls-ca` " +
+                                    pki.ca_file("ca")));
+  }
   const std::string token_file = pki.dir + "/token";
   std::ofstream(token_file) << "abc\n";
   ::chmod(token_file.c_str(), 0644);
