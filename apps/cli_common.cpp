@@ -260,15 +260,30 @@ void add_guard_options(po::options_description& options) {
        "no connection cap, idle connections kept)")
       ("max-frame-bytes", po::value<int64_t>()->default_value(d.max_frame_bytes)->value_name("BYTES"),
        "largest BASP frame a peer may send; a larger announced length closes its connection "
-       "before anything is allocated")
+       "before anything is allocated (plain connections only: the guard cannot read TLS "
+       "frames, so it is refused with --tls-*)")
       ("max-connections", po::value<int64_t>()->default_value(d.max_connections)->value_name("N"),
-       "open connections accepted at once; more are closed at once")
+       "open connections accepted at once; more are closed at once (TLS too)")
       ("idle-timeout", po::value<int64_t>()->default_value(d.idle_timeout.count())->value_name("MS"),
-       "close a connection silent in both directions for this long");
+       "close a connection silent in both directions for this long (TLS too)");
 }
 
-Status apply_guard_options(const po::variables_map& vm, GuardConfig& guard) {
+Status apply_guard_options(const po::variables_map& vm, GuardConfig& guard, const NetworkConfig& network) {
   guard.enabled = !vm["no-frame-guard"].as<bool>();
+  // Given explicitly (command line or config file), not just the default.
+  const auto given = [&](const char* name) { return vm.count(name) && !vm[name].defaulted(); };
+  // Each limit is the guard's: without the guard nothing would apply it.
+  if (!guard.enabled)
+    for (const char* name : {"max-frame-bytes", "max-connections", "idle-timeout"})
+      if (given(name))
+        return invalid_argument(std::string{"`--"} + name + "` is a limit of the frame guard, which "
+                                "`--no-frame-guard` turns off: give one of the two, not both");
+  // Under TLS the guard forwards encrypted bytes and cannot see BASP frames (actors/frame_guard.hpp):
+  // it still caps connections and closes idle ones, but checks no frame size.
+  if (guard.enabled && network.tls() && given("max-frame-bytes"))
+    return invalid_argument("`--max-frame-bytes` has no effect with TLS (`--tls-*`): the frame guard "
+                            "cannot read encrypted frames, so it only applies `--max-connections` "
+                            "and `--idle-timeout` there; leave `--max-frame-bytes` out");
   const int64_t frame = vm["max-frame-bytes"].as<int64_t>();
   if (frame < 1024 || frame > int64_t{UINT32_MAX})
     return invalid_argument("`--max-frame-bytes` must be in 1024..4294967295, got " + std::to_string(frame));

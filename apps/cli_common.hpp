@@ -92,7 +92,10 @@ Status apply_scheduler_option(const po::variables_map& vm, NetworkConfig& networ
 // `--no-frame-guard`, `--max-frame-bytes`, `--max-connections`, `--idle-timeout` for server
 // nodes (conveyor/server.hpp GuardConfig; on by default from the command line).
 void add_guard_options(po::options_description& options);
-Status apply_guard_options(const po::variables_map& vm, GuardConfig& guard);
+// invalid_argument naming the flag for a value out of range, for a limit given together with
+// `--no-frame-guard` (nothing would apply it), and for `--max-frame-bytes` with TLS (`network`
+// after apply_security_options: the guard cannot read encrypted frames).
+Status apply_guard_options(const po::variables_map& vm, GuardConfig& guard, const NetworkConfig& network);
 
 // A "host:port" flag value, checked with conveyor::parse_address (conveyor/options.hpp); the
 // error names the flag: "`--dispatcher`: ...".

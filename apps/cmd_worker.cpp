@@ -155,7 +155,7 @@ int run_worker(const std::vector<std::string>& args) {
     return report_status(kInfo.name, st);
   if (auto st = apply_scheduler_option(vm, config.network); !st.ok())
     return report_status(kInfo.name, st);
-  if (auto st = apply_guard_options(vm, config.guard); !st.ok())
+  if (auto st = apply_guard_options(vm, config.guard, config.network); !st.ok())
     return report_status(kInfo.name, st);
   if (vm.count("allow-path"))
     config.allowed_paths = vm["allow-path"].as<std::vector<std::string>>();

@@ -36,8 +36,9 @@ TEST_CASE("security: a TLS + token cluster serves admitted readers - others are 
   REQUIRE(::mkdir(data.c_str(), 0700) == 0);
   std::ofstream(data + "/a.txt") << "alpha\nbeta\n";
 
-  Cluster cluster(0, pki.flags() + kToken);
-  cluster.add_worker(pki.flags() + kToken + std::vector<std::string>{"--allow-path", data});
+  // The guard's connection cap and idle timeout still apply under TLS, so they are accepted there.
+  Cluster cluster(0, pki.flags() + kToken + std::vector<std::string>{"--max-connections", "64", "--idle-timeout", "60000"});
+  cluster.add_worker(pki.flags() + kToken + std::vector<std::string>{"--allow-path", data, "--max-connections", "64"});
   const std::string dataset = "text_lines([\"" + data + "/a.txt\"])";
 
   SUBCASE("admitted: TLS and the token") {
@@ -222,6 +223,11 @@ TEST_CASE("security: bad TLS and token flags are refused at start-up, naming the
     CHECK(contains(r.stderr_text, "`--tls-cert` " + pki.cert("rogue") + " does not verify against `--tls-ca` " +
                                     pki.ca_file("ca")));
   }
+  // The frame guard sees only encrypted bytes under TLS: a frame-size limit would do nothing.
+  r = run_conveyor(std::vector<std::string>{"dispatcher", "--port", "0", "--max-frame-bytes", "2048"} + pki.flags(),
+                   Millis{20000}, "tls-frame-limit");
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.stderr_text, "`--max-frame-bytes` has no effect with TLS"));
   const std::string token_file = pki.dir + "/token";
   std::ofstream(token_file) << "abc\n";
   ::chmod(token_file.c_str(), 0644);
