@@ -263,7 +263,8 @@ void add_guard_options(po::options_description& options) {
        "before anything is allocated (plain connections only: the guard cannot read TLS "
        "frames, so it is refused with --tls-*)")
       ("max-connections", po::value<int64_t>()->default_value(d.max_connections)->value_name("N"),
-       "open connections accepted at once; more are closed at once (TLS too)")
+       "open connections accepted at once; more are closed at once (a warning says so, at most "
+       "once per 5 s; TLS too)")
       ("idle-timeout", po::value<int64_t>()->default_value(d.idle_timeout.count())->value_name("MS"),
        "close a connection silent in both directions for this long (TLS too)");
 }
