@@ -21,7 +21,7 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr CommandInfo kInfo{
-    "read", "--dispatcher HOST:PORT --dataset EXPR [--mode off|dynamic] [--job-name NAME] [flags]",
+    "read", "--dispatcher HOST:PORT --dataset EXPR [--mode MODE] [--job-name NAME] [flags]",
     "Registers the dataset EXPR (the pipeline text form, e.g. 'range(10).map(square)') with the\n"
     "dispatcher, reads it through the workers and prints one element per line (stdout carries elements\n"
     "only; every diagnostic goes to stderr). Exit codes:\n"
@@ -80,8 +80,13 @@ int run_read(const std::vector<std::string>& args) {
       ("dataset-id", po::value(&f.dataset_id)->value_name("ID"),
        "read an already registered dataset instead of --dataset")
       ("mode,m", po::value(&f.mode)->default_value("off")->value_name("MODE"),
-       "processing mode: off (= parallel_epochs: every worker produces the whole dataset), "
-       "dynamic (= distributed_epoch: each element once across the workers)")
+       "processing mode (sharding policy): off, dynamic, file, data, file_or_data or hint "
+       "(case-insensitive). off (= parallel_epochs): every worker produces the whole dataset; "
+       "dynamic (= distributed_epoch): each element once across the workers, handed out in "
+       "splits; the static ones need the dispatcher's --worker-addresses: file: each worker reads "
+       "its share of the files; data: worker i of n keeps elements i, i+n, ...; file_or_data: file "
+       "when it can, else data; hint: fills the dataset's shard(SHARD_HINT, SHARD_HINT) "
+       "placeholders")
       ("job-name", po::value<std::string>()->value_name("NAME"),
        "share the job NAME with every consumer naming it (default: a private job)")
       ("num-consumers", po::value<int64_t>()->value_name("K"), "coordinated reads: number of consumers")

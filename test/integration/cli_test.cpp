@@ -39,7 +39,9 @@ TEST_CASE("cli: --help works on every subcommand and lists its flags") {
       {{"dispatcher", "--help"}, {"usage: conveyor dispatcher", "--port", "--work-dir", "--worker-timeout", "--config"}},
       {{"worker", "--help"}, {"usage: conveyor worker", "--dispatcher", "--advertise", "--plugin", "--heartbeat-interval"}},
       {{"read", "--help"}, {"usage: conveyor read", "--dataset", "--mode", "--job-name", "--num-consumers",
-                            "--consumer-index", "--max-outstanding", "--take", "--compression"}},
+                            "--consumer-index", "--max-outstanding", "--take", "--compression",
+                            // every mode --mode accepts
+                            "off,", "dynamic,", "file,", "data,", "file_or_data", "hint"}},
       {{"run", "--help"}, {"usage: conveyor run", "--workers", "--dataset"}},
       {{"bench", "service", "--help"}, {"usage: conveyor bench service", "--workers", "--consumers", "--element-size"}},
       {{"bench", "scaling", "--help"}, {"usage: conveyor bench scaling", "--workers", "--work-us", "--scheduler-threads"}},
