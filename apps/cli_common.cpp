@@ -99,7 +99,8 @@ int exit_code_for(const Status& status) {
   case ErrorCode::invalid_argument:
   case ErrorCode::out_of_range:
   case ErrorCode::unimplemented:
-  case ErrorCode::not_found:      // e.g. an unknown function or dataset id
+  case ErrorCode::not_found:      // e.g. an unknown function (an unknown `read --dataset-id` is
+                                  // the dispatcher's answer: cmd_read.cpp exits 1 for it)
   case ErrorCode::already_exists: // e.g. a requested dataset id naming another definition
     return kExitBadArguments;
   default:

@@ -220,8 +220,13 @@ int run_read(const std::vector<std::string>& args) {
     return report_error(kInfo.name, "cannot connect to dispatcher " + address->to_string() + ": " +
                                         client.status().to_string(), exit_code_for(client.status()));
   auto stream = dataset ? client->distribute(*dataset, opts) : client->from_dataset_id(f.dataset_id, opts);
-  if (!stream.ok())
+  if (!stream.ok()) {
+    // An id the dispatcher does not know is the service's answer, not a malformed argument:
+    // a runtime failure (exit 1), like the other errors that come back from the service.
+    if (!dataset && stream.status().code() == ErrorCode::not_found)
+      return report_error(kInfo.name, stream.status().to_string(), kExitFailure);
     return report_status(kInfo.name, stream.status());
+  }
 
   // Lines are flushed whenever the stream has to wait, and at least every kFlushEvery, so a
   // slow job shows its elements as they come while a fast one is written in big blocks.
