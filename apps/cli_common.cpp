@@ -90,7 +90,12 @@ std::FILE* take_stdout_for_data() {
 }
 
 int report_error(const char* command, const std::string& message, int exit_code) {
-  std::fprintf(stderr, "conveyor %s: %s\n", command, message.c_str());
+  // Under `--log-format json` (or CONVEYOR_LOG_FORMAT=json) a collector reads stderr as one JSON
+  // object per line: the final error is one of them, not a plain line among them.
+  if (log::format() == log::Format::json)
+    log::error(command, message);
+  else
+    std::fprintf(stderr, "conveyor %s: %s\n", command, message.c_str());
   return exit_code;
 }
 

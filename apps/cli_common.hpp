@@ -50,7 +50,9 @@ std::optional<int> parse_command_line(const CommandInfo& info, const po::options
 // copied.
 std::FILE* take_stdout_for_data();
 
-// Prints "conveyor <command>: <message>" to stderr and returns `exit_code`.
+// Prints "conveyor <command>: <message>" to stderr and returns `exit_code`; with the json log
+// format (--log-format json / CONVEYOR_LOG_FORMAT=json) an error-level JSON log line instead
+// (component <command>, msg <message>).
 int report_error(const char* command, const std::string& message, int exit_code);
 // Same for a Status: argument errors (invalid_argument, out_of_range, unimplemented, not_found,
 // already_exists) exit 2, runtime failures (unavailable, version_mismatch, ...) exit 1.
