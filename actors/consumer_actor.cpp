@@ -695,7 +695,7 @@ void join(self_ptr self, const msg::job_info& info) {
     return;
   st.job_id = info.job;
   st.start.sink->joined(info.job);
-  st.core.set_dynamic(info.policy == ShardingPolicy::dynamic);
+  st.core.set_policy(info.policy);
   if (!info.handle) { // ended before we could join: say so, never "0 elements, OK"
     finish(self, Status{ErrorCode::failed_precondition,
                         "job " + std::to_string(info.job) +

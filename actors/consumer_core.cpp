@@ -44,6 +44,12 @@ bool ConsumerCore::Seen::insert(int64_t seq) {
   return beyond.insert(seq).second;
 }
 
+std::string ConsumerCore::lost_for_good() const {
+  return std::string{to_string(policy_)} + (policy_ == ShardingPolicy::off
+                                               ? ": each worker serves its own copy of the dataset"
+                                               : ": each worker serves its own shard of the dataset");
+}
+
 bool ConsumerCore::connected(msg::task_id_t task) const {
   auto t = tasks_.find(task);
   return t != tasks_.end() && t->second.connected;
@@ -59,7 +65,7 @@ void ConsumerCore::on_disconnected(msg::task_id_t task) {
     error_ = Status{ErrorCode::unavailable,
                     "lost the connection to worker " + t->second.worker_address + " (task " +
                       std::to_string(task) +
-                      ") while elements were in flight: they cannot be read again (OFF)"};
+                      ") while elements were in flight: they cannot be read again (" + to_string(policy_) + ")"};
   release_task_requests(task, t->second);
   t->second.partials.clear();
   t->second.in_flight = 0;
@@ -94,7 +100,7 @@ std::vector<msg::task_info> ConsumerCore::on_task_list(const msg::task_list& lis
                           "task " + std::to_string(t.task) + " on worker " + old.worker_address +
                             " was started again after it served " + std::to_string(old.delivered) +
                             " element(s), before its end: its remaining elements cannot be read "
-                            "(OFF: each worker serves its own copy of the dataset)"};
+                            "(" + lost_for_good() + ")"};
         on_task_lost(t.task);
       } else { // listed without its actor before (its worker had not registered again)
         known->second.incarnation = std::move(incarnation);
@@ -125,7 +131,7 @@ std::vector<msg::task_info> ConsumerCore::on_task_list(const msg::task_list& lis
       error_ = Status{ErrorCode::unavailable,
                       "lost task " + std::to_string(id) + " on worker " + slot.worker_address +
                         " before it reached its end: its remaining elements cannot be read "
-                        "(OFF: each worker serves its own copy of the dataset)"};
+                        "(" + lost_for_good() + ")"};
     on_task_lost(id);
   }
   return added;
@@ -363,7 +369,7 @@ Status ConsumerCore::on_reply(const Request& request, msg::element_batch batch,
       return Status::OK();
     return data_loss("worker " + t->second.worker_address + " answered a request to task " +
                      std::to_string(request.task) + " after it had timed out, with " +
-                     std::to_string(n) + " element(s): they cannot be read again (OFF)");
+                     std::to_string(n) + " element(s): they cannot be read again (" + to_string(policy_) + ")");
   }
   auto t = tasks_.find(request.task);
   if (t == tasks_.end())

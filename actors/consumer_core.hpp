@@ -34,6 +34,7 @@
 #include "actors/ready_elements.hpp"
 #include "messages/worker_consumer.hpp"
 #include "pipeline/element.hpp"
+#include "pipeline/sharding.hpp"
 #include "pipeline/status.hpp"
 
 namespace conveyor::actors {
@@ -66,7 +67,13 @@ public:
     bool reconnected = false;   // first request after a reconnection to the task's worker
   };
 
-  void set_dynamic(bool dynamic) { dynamic_ = dynamic; }
+  // The job's sharding policy: DYNAMIC re-reads a lost task's splits elsewhere; every other
+  // policy fails the read when a task is lost before its end, naming the policy.
+  void set_policy(ShardingPolicy policy) {
+    policy_ = policy;
+    dynamic_ = policy == ShardingPolicy::dynamic;
+  }
+  void set_dynamic(bool dynamic) { set_policy(dynamic ? ShardingPolicy::dynamic : ShardingPolicy::off); }
 
   // A new task list from the job. Returns the tasks the consumer has not seen before: the
   // caller connects to their workers and calls on_connected() (or on_task_lost()).
@@ -217,6 +224,10 @@ private:
 
   ConsumerLimits limits_;
   bool dynamic_ = false;
+  ShardingPolicy policy_ = ShardingPolicy::off;
+  // Why a lost task's elements are gone: "OFF: each worker serves its own copy of the dataset",
+  // "DATA: each worker serves its own shard of the dataset", ...
+  std::string lost_for_good() const;
   Status error_;
   std::map<std::pair<int64_t, int64_t>, Seen> seen_;
   int64_t duplicates_ = 0;

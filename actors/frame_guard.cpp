@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -213,9 +214,16 @@ void serve(std::shared_ptr<FrameGuard::Shared> sh, int client) {
   sh->thread_done();
 }
 
+// A connection closed on accept at the cap: the peer sees only a closed connection (a client
+// says its handshake did not complete), so the node says why: the first refusal at once, then at
+// most one line per kFullLogEvery with the count since the last one.
+constexpr auto kFullLogEvery = std::chrono::seconds(5);
+
 void accept_loop(std::shared_ptr<FrameGuard::Shared> sh) {
   name_this_thread("conveyor-guard");
   auto& stats = *sh->stats;
+  std::optional<std::chrono::steady_clock::time_point> last_full_log;
+  int64_t full_unlogged = 0;
   for (;;) {
     pollfd fds[2] = {{sh->listen_fd, POLLIN, 0}, {sh->wake[0], POLLIN, 0}};
     int rc = ::poll(fds, 2, -1);
@@ -229,6 +237,20 @@ void accept_loop(std::shared_ptr<FrameGuard::Shared> sh) {
     if (stats.open.load() >= sh->limits.max_connections) {
       ++stats.refused_full;
       ::close(client);
+      ++full_unlogged;
+      const auto now = std::chrono::steady_clock::now();
+      if (!last_full_log || now - *last_full_log >= kFullLogEvery) {
+        std::string when;
+        if (last_full_log)
+          when = " in the last " +
+                 std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - *last_full_log).count()) + " s";
+        log::warning(sh->node, "refused " + std::to_string(full_unlogged) + " connection(s)" + when +
+                                 ": " + std::to_string(sh->limits.max_connections) +
+                                 " connections are open, the cap set by `--max-connections` (" +
+                                 std::to_string(stats.refused_full.load()) + " refused so far)");
+        last_full_log = now;
+        full_unlogged = 0;
+      }
       continue;
     }
     set_nodelay(client);

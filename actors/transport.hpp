@@ -74,8 +74,9 @@ inline Status connect_error(const caf::error& err, const std::string& context) {
       s.message().find("disconnect_during_handshake") != std::string::npos)
     s = Status{s.code(), s.message() +
                            " (the handshake did not complete: the peer is frozen or overloaded, "
-                           "or one side uses TLS (--tls-*) and the other does not or trusts "
-                           "another CA)"};
+                           "or it refused the connection at its `--max-connections` cap (its log "
+                           "then says so), or one side uses TLS (--tls-*) and the other does not "
+                           "or trusts another CA)"};
   return s;
 }
 

@@ -35,7 +35,20 @@ std::optional<int> parse_command_line(const CommandInfo& info, const po::options
   try {
     // Command line first: po::store never overwrites a value that is already stored, so the
     // config file stored afterwards only fills in what the flags left out.
-    po::store(po::command_line_parser(args).options(all).run(), vm);
+    const auto parsed = po::command_line_parser(args).options(all).run();
+    // Without a positional description boost keeps words that belong to no flag as nameless
+    // options, which po::store then drops: `conveyor worker ... stray` would run as if the word
+    // were not there. No command here takes positional arguments, so any such word is refused.
+    for (const auto& option : parsed.options)
+      if (option.position_key >= 0 || option.string_key.empty()) {
+        const std::string word = option.original_tokens.empty() ? std::string{}
+                                                                : option.original_tokens.front();
+        return report_error(info.name,
+                            "unexpected argument \"" + word + "\": every argument is a `--flag` "
+                            "or the value of one (see conveyor " + std::string{info.name} + " --help)",
+                            kExitBadArguments);
+      }
+    po::store(parsed, vm);
     if (vm.count("help")) {
       std::cout << "usage: conveyor " << info.name << " " << info.synopsis << "\n\n"
                 << info.summary << "\n\n"
@@ -77,7 +90,12 @@ std::FILE* take_stdout_for_data() {
 }
 
 int report_error(const char* command, const std::string& message, int exit_code) {
-  std::fprintf(stderr, "conveyor %s: %s\n", command, message.c_str());
+  // Under `--log-format json` (or CONVEYOR_LOG_FORMAT=json) a collector reads stderr as one JSON
+  // object per line: the final error is one of them, not a plain line among them.
+  if (log::format() == log::Format::json)
+    log::error(command, message);
+  else
+    std::fprintf(stderr, "conveyor %s: %s\n", command, message.c_str());
   return exit_code;
 }
 
@@ -86,7 +104,8 @@ int exit_code_for(const Status& status) {
   case ErrorCode::invalid_argument:
   case ErrorCode::out_of_range:
   case ErrorCode::unimplemented:
-  case ErrorCode::not_found:      // e.g. an unknown function or dataset id
+  case ErrorCode::not_found:      // e.g. an unknown function (an unknown `read --dataset-id` is
+                                  // the dispatcher's answer: cmd_read.cpp exits 1 for it)
   case ErrorCode::already_exists: // e.g. a requested dataset id naming another definition
     return kExitBadArguments;
   default:
@@ -247,15 +266,31 @@ void add_guard_options(po::options_description& options) {
        "no connection cap, idle connections kept)")
       ("max-frame-bytes", po::value<int64_t>()->default_value(d.max_frame_bytes)->value_name("BYTES"),
        "largest BASP frame a peer may send; a larger announced length closes its connection "
-       "before anything is allocated")
+       "before anything is allocated (plain connections only: the guard cannot read TLS "
+       "frames, so it is refused with --tls-*)")
       ("max-connections", po::value<int64_t>()->default_value(d.max_connections)->value_name("N"),
-       "open connections accepted at once; more are closed at once")
+       "open connections accepted at once; more are closed at once (a warning says so, at most "
+       "once per 5 s; TLS too)")
       ("idle-timeout", po::value<int64_t>()->default_value(d.idle_timeout.count())->value_name("MS"),
-       "close a connection silent in both directions for this long");
+       "close a connection silent in both directions for this long (TLS too)");
 }
 
-Status apply_guard_options(const po::variables_map& vm, GuardConfig& guard) {
+Status apply_guard_options(const po::variables_map& vm, GuardConfig& guard, const NetworkConfig& network) {
   guard.enabled = !vm["no-frame-guard"].as<bool>();
+  // Given explicitly (command line or config file), not just the default.
+  const auto given = [&](const char* name) { return vm.count(name) && !vm[name].defaulted(); };
+  // Each limit is the guard's: without the guard nothing would apply it.
+  if (!guard.enabled)
+    for (const char* name : {"max-frame-bytes", "max-connections", "idle-timeout"})
+      if (given(name))
+        return invalid_argument(std::string{"`--"} + name + "` is a limit of the frame guard, which "
+                                "`--no-frame-guard` turns off: give one of the two, not both");
+  // Under TLS the guard forwards encrypted bytes and cannot see BASP frames (actors/frame_guard.hpp):
+  // it still caps connections and closes idle ones, but checks no frame size.
+  if (guard.enabled && network.tls() && given("max-frame-bytes"))
+    return invalid_argument("`--max-frame-bytes` has no effect with TLS (`--tls-*`): the frame guard "
+                            "cannot read encrypted frames, so it only applies `--max-connections` "
+                            "and `--idle-timeout` there; leave `--max-frame-bytes` out");
   const int64_t frame = vm["max-frame-bytes"].as<int64_t>();
   if (frame < 1024 || frame > int64_t{UINT32_MAX})
     return invalid_argument("`--max-frame-bytes` must be in 1024..4294967295, got " + std::to_string(frame));

@@ -34,7 +34,9 @@ struct CommandInfo {
 
 // Parses `args` against `options` plus the common `--help` and `--config FILE`. Flags win over
 // the config file (INI-style `key = value` lines with the long flag names; `#` comments).
-// `hidden` options are accepted but not listed by --help.
+// `hidden` options are accepted but not listed by --help. A word that is neither a flag nor a
+// flag's value (`conveyor worker ... stray`) is refused, naming it: no command takes positional
+// arguments.
 // Returns the exit code to stop with (0 after --help; 2 after a bad flag, already reported on
 // stderr as "conveyor <name>: ..."), or nullopt to go on with `vm`.
 std::optional<int> parse_command_line(const CommandInfo& info, const po::options_description& options,
@@ -48,7 +50,9 @@ std::optional<int> parse_command_line(const CommandInfo& info, const po::options
 // copied.
 std::FILE* take_stdout_for_data();
 
-// Prints "conveyor <command>: <message>" to stderr and returns `exit_code`.
+// Prints "conveyor <command>: <message>" to stderr and returns `exit_code`; with the json log
+// format (--log-format json / CONVEYOR_LOG_FORMAT=json) an error-level JSON log line instead
+// (component <command>, msg <message>).
 int report_error(const char* command, const std::string& message, int exit_code);
 // Same for a Status: argument errors (invalid_argument, out_of_range, unimplemented, not_found,
 // already_exists) exit 2, runtime failures (unavailable, version_mismatch, ...) exit 1.
@@ -90,7 +94,10 @@ Status apply_scheduler_option(const po::variables_map& vm, NetworkConfig& networ
 // `--no-frame-guard`, `--max-frame-bytes`, `--max-connections`, `--idle-timeout` for server
 // nodes (conveyor/server.hpp GuardConfig; on by default from the command line).
 void add_guard_options(po::options_description& options);
-Status apply_guard_options(const po::variables_map& vm, GuardConfig& guard);
+// invalid_argument naming the flag for a value out of range, for a limit given together with
+// `--no-frame-guard` (nothing would apply it), and for `--max-frame-bytes` with TLS (`network`
+// after apply_security_options: the guard cannot read encrypted frames).
+Status apply_guard_options(const po::variables_map& vm, GuardConfig& guard, const NetworkConfig& network);
 
 // A "host:port" flag value, checked with conveyor::parse_address (conveyor/options.hpp); the
 // error names the flag: "`--dispatcher`: ...".

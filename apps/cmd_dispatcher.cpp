@@ -110,7 +110,7 @@ int run_dispatcher(const std::vector<std::string>& args) {
     return report_status(kInfo.name, st);
   if (auto st = apply_scheduler_option(vm, config.network); !st.ok())
     return report_status(kInfo.name, st);
-  if (auto st = apply_guard_options(vm, config.guard); !st.ok())
+  if (auto st = apply_guard_options(vm, config.guard, config.network); !st.ok())
     return report_status(kInfo.name, st);
 
   if (auto st = apply_metrics_options(vm, config.metrics_port, config.metrics_host); !st.ok())

@@ -21,7 +21,7 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr CommandInfo kInfo{
-    "read", "--dispatcher HOST:PORT --dataset EXPR [--mode off|dynamic] [--job-name NAME] [flags]",
+    "read", "--dispatcher HOST:PORT --dataset EXPR [--mode MODE] [--job-name NAME] [flags]",
     "Registers the dataset EXPR (the pipeline text form, e.g. 'range(10).map(square)') with the\n"
     "dispatcher, reads it through the workers and prints one element per line (stdout carries elements\n"
     "only; every diagnostic goes to stderr). Exit codes:\n"
@@ -93,8 +93,13 @@ int run_read(const std::vector<std::string>& args) {
       ("dataset-id", po::value(&f.dataset_id)->value_name("ID"),
        "read an already registered dataset instead of --dataset")
       ("mode,m", po::value(&f.mode)->default_value("off")->value_name("MODE"),
-       "processing mode: off (= parallel_epochs: every worker produces the whole dataset), "
-       "dynamic (= distributed_epoch: each element once across the workers)")
+       "processing mode (sharding policy): off, dynamic, file, data, file_or_data or hint "
+       "(case-insensitive). off (= parallel_epochs): every worker produces the whole dataset; "
+       "dynamic (= distributed_epoch): each element once across the workers, handed out in "
+       "splits; the static ones need the dispatcher's --worker-addresses: file: each worker reads "
+       "its share of the files; data: worker i of n keeps elements i, i+n, ...; file_or_data: file "
+       "when it can, else data; hint: fills the dataset's shard(SHARD_HINT, SHARD_HINT) "
+       "placeholders")
       ("job-name", po::value<std::string>()->value_name("NAME"),
        "share the job NAME with every consumer naming it (default: a private job)")
       ("num-consumers", po::value<int64_t>()->value_name("K"), "coordinated reads: number of consumers")
@@ -170,9 +175,22 @@ int run_read(const std::vector<std::string>& args) {
     opts.num_consumers = vm["num-consumers"].as<int64_t>();
   if (vm.count("consumer-index"))
     opts.consumer_index = vm["consumer-index"].as<int64_t>();
-  if (vm.count("max-outstanding"))
-    opts.max_outstanding_requests = vm["max-outstanding"].as<int64_t>();
-  opts.round_timeout = milliseconds{vm["round-timeout-ms"].as<int64_t>()};
+  if (vm.count("max-outstanding")) {
+    // Checked here so that the error names the flag, not the API field.
+    const int64_t m = vm["max-outstanding"].as<int64_t>();
+    if (auto st = check_at_least("--max-outstanding", m, 1); !st.ok())
+      return bad(st);
+    opts.max_outstanding_requests = m;
+  }
+  // The round timeout bounds the wait for the other consumers of a coordinated read: without
+  // one it would be accepted and never used.
+  if (!vm["round-timeout-ms"].defaulted() && !opts.num_consumers)
+    return bad(invalid_argument("`--round-timeout-ms` is used only with a coordinated read "
+                                "(`--num-consumers` and `--consumer-index`)"));
+  auto round_timeout = check_millis("--round-timeout-ms", vm["round-timeout-ms"].as<int64_t>());
+  if (!round_timeout.ok())
+    return bad(round_timeout.status());
+  opts.round_timeout = *round_timeout;
   opts.compression = vm["compression"].as<std::string>();
   opts.target_workers = vm["target-workers"].as<std::string>();
   if (vm["cross-trainer-cache"].as<bool>())
@@ -215,8 +233,13 @@ int run_read(const std::vector<std::string>& args) {
     return report_error(kInfo.name, "cannot connect to dispatcher " + address->to_string() + ": " +
                                         client.status().to_string(), exit_code_for(client.status()));
   auto stream = dataset ? client->distribute(*dataset, opts) : client->from_dataset_id(f.dataset_id, opts);
-  if (!stream.ok())
+  if (!stream.ok()) {
+    // An id the dispatcher does not know is the service's answer, not a malformed argument:
+    // a runtime failure (exit 1), like the other errors that come back from the service.
+    if (!dataset && stream.status().code() == ErrorCode::not_found)
+      return report_error(kInfo.name, stream.status().to_string(), kExitFailure);
     return report_status(kInfo.name, stream.status());
+  }
 
   // Lines are flushed whenever the stream has to wait, and at least every kFlushEvery, so a
   // slow job shows its elements as they come while a fast one is written in big blocks.

@@ -54,7 +54,8 @@ int run_worker(const std::vector<std::string>& args) {
       ("buffer-bytes", po::value(&buffer_bytes)->default_value(defaults.task_buffer_bytes)->value_name("BYTES"),
        "bytes each task buffers ahead of its consumers")
       ("drain-timeout", po::value(&drain_timeout_ms)->default_value(30000)->value_name("MS"),
-       "on SIGTERM/Ctrl-C, wait at most this long for started work to be delivered")
+       "on SIGTERM/Ctrl-C, wait at most this long for started work to be delivered (0 = do not "
+       "wait)")
       ("job-memory-limit", po::value(&job_memory_limit)->default_value(0)->value_name("BYTES"),
        "memory budget of each job's pipeline on this worker (task buffer, shuffle buffers, "
        "batches, memory caches); a job passing it fails with resource_exhausted at its consumers "
@@ -133,6 +134,10 @@ int run_worker(const std::vector<std::string>& args) {
   if (!dispatcher_timeout.ok())
     return report_status(kInfo.name, dispatcher_timeout.status());
   config.dispatcher_timeout = *dispatcher_timeout;
+  // Read only at shutdown: checked here, or a bad value would surface as "waited -1 ms" then.
+  auto drain_timeout = check_millis("--drain-timeout", drain_timeout_ms, /*allow_zero=*/true);
+  if (!drain_timeout.ok())
+    return report_status(kInfo.name, drain_timeout.status());
   if (auto st = check_at_least("--buffer-elements", buffer_elements, 1); !st.ok())
     return report_status(kInfo.name, st);
   if (auto st = check_at_least("--buffer-bytes", buffer_bytes, 1); !st.ok())
@@ -161,7 +166,7 @@ int run_worker(const std::vector<std::string>& args) {
     return report_status(kInfo.name, st);
   if (auto st = apply_scheduler_option(vm, config.network); !st.ok())
     return report_status(kInfo.name, st);
-  if (auto st = apply_guard_options(vm, config.guard); !st.ok())
+  if (auto st = apply_guard_options(vm, config.guard, config.network); !st.ok())
     return report_status(kInfo.name, st);
   if (vm.count("allow-path"))
     config.allowed_paths = vm["allow-path"].as<std::vector<std::string>>();
@@ -180,7 +185,7 @@ int run_worker(const std::vector<std::string>& args) {
   // SIGTERM / Ctrl-C: drain first (no new splits, unstarted ones back to the job, deliver what
   // was started), then leave. A second signal is not waited for: the drain is bounded.
   log::info("worker", "draining (bounded by --drain-timeout " + std::to_string(drain_timeout_ms) + " ms)");
-  if (auto st = server.drain(std::chrono::milliseconds{drain_timeout_ms}); !st.ok())
+  if (auto st = server.drain(*drain_timeout); !st.ok())
     log::warning("worker", "drain did not complete: " + st.to_string());
   else
     log::info("worker", "drained");

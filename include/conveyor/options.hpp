@@ -45,7 +45,8 @@ struct NetworkConfig {
   bool tls() const { return !tls_cert.empty() || !tls_key.empty() || !tls_ca.empty(); }
 };
 
-// The TLS files: all three or none, each a readable file (errors name the field).
+// The TLS files: all three or none, each a readable file, the key matching the certificate and
+// the certificate verifying against the CA file (errors name the field).
 Status validate_security(const NetworkConfig& network);
 
 // The reference's CrossTrainerCache (003_3cbebc871b174894.txt): trainers with distinct ids

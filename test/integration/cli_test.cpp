@@ -39,7 +39,9 @@ TEST_CASE("cli: --help works on every subcommand and lists its flags") {
       {{"dispatcher", "--help"}, {"usage: conveyor dispatcher", "--port", "--work-dir", "--worker-timeout", "--config"}},
       {{"worker", "--help"}, {"usage: conveyor worker", "--dispatcher", "--advertise", "--plugin", "--heartbeat-interval"}},
       {{"read", "--help"}, {"usage: conveyor read", "--dataset", "--mode", "--job-name", "--num-consumers",
-                            "--consumer-index", "--max-outstanding", "--take", "--compression"}},
+                            "--consumer-index", "--max-outstanding", "--take", "--compression",
+                            // every mode --mode accepts
+                            "off,", "dynamic,", "file,", "data,", "file_or_data", "hint"}},
       {{"run", "--help"}, {"usage: conveyor run", "--workers", "--dataset"}},
       {{"bench", "service", "--help"}, {"usage: conveyor bench service", "--workers", "--consumers", "--element-size"}},
       {{"bench", "scaling", "--help"}, {"usage: conveyor bench scaling", "--workers", "--work-us", "--scheduler-threads"}},
@@ -88,7 +90,7 @@ TEST_CASE("cli: bad arguments exit with 2 and name the argument") {
   check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--compression", "ZIP"},
                       "compression");
   check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--max-outstanding", "0"},
-                      "max_outstanding_requests");
+                      "`--max-outstanding`");
   check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--take", "-5"}, "`--take`");
   check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--timeout-ms", "0"},
                       "`--timeout-ms`");
@@ -110,6 +112,37 @@ TEST_CASE("cli: bad arguments exit with 2 and name the argument") {
   check_bad_arguments({"worker", "--dispatcher", "127.0.0.1:1", "--port", "0", "--scheduler-threads", "2000"},
                       "`--scheduler-threads`");
   check_bad_arguments({"nosuchcommand"}, "unknown command");
+}
+
+TEST_CASE("cli: bad flags: stray words, a negative drain timeout, flags that need another flag") {
+  const std::string ok_addr = "127.0.0.1:1";
+  // No command takes positional arguments: a stray word is refused, named, not ignored.
+  check_bad_arguments({"dispatcher", "--port", "0", "extra"}, "unexpected argument \"extra\"");
+  check_bad_arguments({"worker", "--dispatcher", ok_addr, "--port", "0", "stray"}, "unexpected argument \"stray\"");
+  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "stray"},
+                      "unexpected argument \"stray\"");
+  check_bad_arguments({"status", "--dispatcher", ok_addr, "stray"}, "unexpected argument \"stray\"");
+  check_bad_arguments({"status", "--dispatcher", ok_addr, "--json", "stray"}, "unexpected argument \"stray\"");
+  check_bad_arguments({"run", "--workers", "1", "stray"}, "unexpected argument \"stray\"");
+  check_bad_arguments({"bench", "service", "stray"}, "unexpected argument \"stray\"");
+  // Read only at shutdown, so checked at start-up.
+  check_bad_arguments({"worker", "--dispatcher", ok_addr, "--port", "0", "--drain-timeout", "-1"},
+                      "`--drain-timeout`");
+  // The round timeout belongs to coordinated reads.
+  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--round-timeout-ms", "5"},
+                      "`--round-timeout-ms` is used only with a coordinated read");
+  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--job-name", "j",
+                       "--num-consumers", "2", "--consumer-index", "0", "--round-timeout-ms", "0"},
+                      "`--round-timeout-ms`");
+  // The frame guard's limits need the frame guard.
+  for (const auto& flag : {"--max-frame-bytes", "--max-connections", "--idle-timeout"}) {
+    check_bad_arguments({"dispatcher", "--port", "0", "--no-frame-guard", flag, "2048"},
+                        std::string{"`"} + flag + "` is a limit of the frame guard");
+    check_bad_arguments({"worker", "--dispatcher", ok_addr, "--port", "0", flag, "2048", "--no-frame-guard"},
+                        std::string{"`"} + flag + "` is a limit of the frame guard");
+  }
+  const std::string config = write_config("guard-off.ini", "no-frame-guard = true\nmax-connections = 9\n");
+  check_bad_arguments({"dispatcher", "--port", "0", "--config", config}, "`--max-connections`");
 }
 
 TEST_CASE("cli: bench scaling runs worker processes, prints its table and leaves no child behind") {
@@ -210,7 +243,8 @@ TEST_CASE("cli: read --take stops early and --dataset-id reads a registered data
   auto missing = run_conveyor({"read", "--dispatcher", cluster.address(), "--dataset-id", "no-such-id"}, kReadTimeout,
                               "missing-id");
   CAPTURE(missing.describe);
-  CHECK(missing.exit_code == 2);
+  // The dispatcher's answer, not a malformed argument: a runtime failure like the service's others.
+  CHECK(missing.exit_code == 1);
   CHECK(contains(missing.stderr_text, "no-such-id"));
 }
 

@@ -136,10 +136,35 @@ TEST_CASE("frame guard fuzz: garbage and oversized frames are closed, the cluste
   CHECK(closed_at_once >= 80 - 64);
   for (int fd : idle)
     ::close(fd);
+  // The node says why (the peers saw only a closed connection), rate-limited: not one line each.
+  CHECK(cluster.dispatcher().wait_for_output("the cap set by `--max-connections`", Millis{5000}));
+  const auto log = cluster.dispatcher().stderr_text();
+  int cap_lines = 0;
+  for (auto at = log.find("the cap set by `--max-connections`"); at != std::string::npos;
+       at = log.find("the cap set by `--max-connections`", at + 1))
+    ++cap_lines;
+  CHECK(cap_lines >= 1);
+  CHECK(cap_lines <= 3);
 
   auto r = cluster.read("range(100).map(square)");
   CAPTURE(r.describe);
   CHECK(r.exit_code == 0);
   CHECK(r.lines.size() == 100);
   CHECK(cluster.dispatcher().wait_for_output("closed a connection", Millis{1000}));
+}
+
+TEST_CASE("frame guard: a connection over --max-connections is logged on the node, and the client's "
+          "error names the cap") {
+  Cluster cluster(0, {"--max-connections", "1"});
+  int held = connect_to(cluster.port()); // the one connection the cap allows
+  REQUIRE(held >= 0);
+  REQUIRE_FALSE(closed_by_peer(held, 300)); // accepted (it has 10 s for its handshake)
+  auto r = run_conveyor({"status", "--dispatcher", cluster.address(), "--timeout-ms", "2000"}, Millis{20000},
+                        "over-cap");
+  CAPTURE(r.describe);
+  CHECK(r.exit_code == 1);
+  CHECK(r.stderr_text.find("`--max-connections` cap") != std::string::npos);
+  CHECK(cluster.dispatcher().wait_for_output("1 connections are open, the cap set by `--max-connections`",
+                                             Millis{5000}));
+  ::close(held);
 }

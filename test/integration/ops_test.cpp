@@ -109,6 +109,23 @@ TEST_CASE("ops: node log lines carry a timestamp, the level, the node and the pi
   auto bad = run_conveyor({"dispatcher", "--port", "0", "--log-format", "xml"}, Millis{20000}, "log-bad");
   CHECK(bad.exit_code == 2);
   CHECK(contains(bad.stderr_text, "`--log-format`"));
+
+  // A command's final error is a JSON line too, not a plain "conveyor read: ..." among them.
+  const std::regex json_error(R"(\{"ts":"[0-9T:.-]+Z","level":"error","pid":\d+,"node":"read","component":"read","msg":"[^\n]*`--take`[^\n]*"\}\n$)");
+  auto bad_read = run_conveyor({"read", "--dispatcher", "127.0.0.1:1", "--dataset", "range(3)", "--take", "-5",
+                                "--log-format", "json"},
+                               Millis{20000}, "log-json-error");
+  CHECK(bad_read.exit_code == 2);
+  CHECK_FALSE(contains(bad_read.stderr_text, "conveyor read:"));
+  CHECK_MESSAGE(std::regex_search(bad_read.stderr_text, json_error), bad_read.stderr_text);
+  // A runtime failure (nothing listens there) as well.
+  const std::regex json_failure(R"(\{"ts":"[0-9T:.-]+Z","level":"error","pid":\d+,"node":"read","component":"read","msg":"cannot connect to dispatcher [^\n]*"\}\n$)");
+  auto failed_read = run_conveyor({"read", "--dispatcher", "127.0.0.1:1", "--dataset", "range(3)",
+                                   "--connect-timeout", "500", "--log-format", "json"},
+                                  Millis{20000}, "log-json-failure");
+  CHECK(failed_read.exit_code == 1);
+  CHECK_FALSE(contains(failed_read.stderr_text, "conveyor read:"));
+  CHECK_MESSAGE(std::regex_search(failed_read.stderr_text, json_failure), failed_read.stderr_text);
 }
 
 TEST_CASE("ops: a registered dataset is logged by id and fingerprint, not by its text") {

@@ -36,8 +36,9 @@ TEST_CASE("security: a TLS + token cluster serves admitted readers - others are 
   REQUIRE(::mkdir(data.c_str(), 0700) == 0);
   std::ofstream(data + "/a.txt") << "alpha\nbeta\n";
 
-  Cluster cluster(0, pki.flags() + kToken);
-  cluster.add_worker(pki.flags() + kToken + std::vector<std::string>{"--allow-path", data});
+  // The guard's connection cap and idle timeout still apply under TLS, so they are accepted there.
+  Cluster cluster(0, pki.flags() + kToken + std::vector<std::string>{"--max-connections", "64", "--idle-timeout", "60000"});
+  cluster.add_worker(pki.flags() + kToken + std::vector<std::string>{"--allow-path", data, "--max-connections", "64"});
   const std::string dataset = "text_lines([\"" + data + "/a.txt\"])";
 
   SUBCASE("admitted: TLS and the token") {
@@ -204,6 +205,29 @@ TEST_CASE("security: bad TLS and token flags are refused at start-up, naming the
                    Millis{20000}, "badtls");
   CHECK(r.exit_code == 2);
   CHECK(contains(r.stderr_text, "does not match `--tls-cert`"));
+  // A certificate (with its own key) from another CA than --tls-ca: every peer would refuse it.
+  for (const char* command : {"dispatcher", "worker", "read", "status"}) {
+    std::vector<std::string> args{command};
+    if (std::string{command} != "dispatcher")
+      args = args + std::vector<std::string>{"--dispatcher", "127.0.0.1:1"};
+    if (std::string{command} != "read" && std::string{command} != "status")
+      args = args + std::vector<std::string>{"--port", "0"};
+    if (std::string{command} == "read")
+      args = args + std::vector<std::string>{"--dataset", "range(3)"};
+    r = run_conveyor(args + std::vector<std::string>{"--tls-cert", pki.cert("rogue"), "--tls-key", pki.key("rogue"),
+                                                     "--tls-ca", pki.ca_file("ca")},
+                     Millis{20000}, "rogue-cert");
+    CAPTURE(command);
+    CAPTURE(r.describe);
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.stderr_text, "`--tls-cert` " + pki.cert("rogue") + " does not verify against `--tls-ca` " +
+                                    pki.ca_file("ca")));
+  }
+  // The frame guard sees only encrypted bytes under TLS: a frame-size limit would do nothing.
+  r = run_conveyor(std::vector<std::string>{"dispatcher", "--port", "0", "--max-frame-bytes", "2048"} + pki.flags(),
+                   Millis{20000}, "tls-frame-limit");
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.stderr_text, "`--max-frame-bytes` has no effect with TLS"));
   const std::string token_file = pki.dir + "/token";
   std::ofstream(token_file) << "abc\n";
   ::chmod(token_file.c_str(), 0644);

@@ -397,6 +397,32 @@ TEST_CASE("a reply that comes after its request timed out: DYNAMIC drops it, OFF
   }
 }
 
+TEST_CASE("a lost task's error names the job's sharding policy, not always OFF") {
+  for (auto policy : {ShardingPolicy::off, ShardingPolicy::data, ShardingPolicy::file, ShardingPolicy::hint}) {
+    CAPTURE(to_string(policy));
+    { // the connection lost with elements in flight
+      ConsumerCore c{ConsumerLimits{}};
+      c.set_policy(policy);
+      c.on_task_list(list_of(1, {1}, false));
+      c.on_connected(1);
+      REQUIRE_FALSE(c.next_requests().empty());
+      c.on_disconnected(1);
+      REQUIRE_FALSE(c.error().ok());
+      CHECK(c.error().message().find(std::string{"cannot be read again ("} + to_string(policy) + ")") !=
+            std::string::npos);
+    }
+    { // the task gone from the job's list before its end
+      ConsumerCore c{ConsumerLimits{}};
+      c.set_policy(policy);
+      c.on_task_list(list_of(1, {1}, false));
+      c.on_task_list(list_of(2, {}, false));
+      REQUIRE_FALSE(c.error().ok());
+      CHECK(c.error().message().find(std::string{"("} + to_string(policy) + ": each worker serves its own") !=
+            std::string::npos);
+    }
+  }
+}
+
 TEST_CASE("OFF: a task started again after serving part of its stream fails the read") {
   // Seen in the simulator (seed 62718): a worker stopped its tasks while the dispatcher was down
   // and the restarted job had them started again. The new actor serves the dataset again from

@@ -3,12 +3,14 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "actors/bulk_frame.hpp"
 #include "actors/bulk_seal.hpp"
 #include "actors/tls_stream.hpp"
+#include "conveyor/options.hpp"
 #include "test/support/pki.hpp"
 
 using namespace conveyor;
@@ -150,6 +152,24 @@ TEST_CASE("TLS stream: bad files are refused naming the flag") {
   e = TlsEndpoint::create(n, TlsEndpoint::Role::client);
   REQUIRE_FALSE(e.ok());
   CHECK(e.status().message().find("--tls-ca") != std::string::npos);
+}
+
+TEST_CASE("TLS files: a node certificate that does not verify against --tls-ca is refused at start-up") {
+  Pki pki;
+  CHECK(validate_security(files(pki)).ok());
+  CHECK(validate_security(files(pki, "rogue", "rogue")).ok());
+  // Loads and matches its key, but no peer trusting the CA would accept it.
+  const auto st = validate_security(files(pki, "rogue", "ca"));
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.code() == ErrorCode::invalid_argument);
+  CHECK(st.message().find("`--tls-cert` " + pki.cert("rogue")) != std::string::npos);
+  CHECK(st.message().find("does not verify against `--tls-ca` " + pki.ca_file("ca")) != std::string::npos);
+  // A certificate file holding the node's certificate and then more of its chain verifies too.
+  const std::string chain = pki.dir + "/chain.pem";
+  REQUIRE(std::system(("cat " + pki.cert() + " " + pki.ca_file() + " > " + chain).c_str()) == 0);
+  NetworkConfig n = files(pki);
+  n.tls_cert = chain;
+  CHECK(validate_security(n).ok());
 }
 
 // --- sealed records (actors/bulk_seal.hpp): the TLS bulk path's frames after the ack
