@@ -188,6 +188,10 @@ Tensor tensor_from_python(py::handle value, const char* what) {
                            std::string(py::str(arr.dtype())) +
                            "; conveyor tensors are bool, int32, int64, float32, float64 or string"));
   Tensor t(*dtype, shape);
+  // Tensors hold native-order values: a big-endian array (dtype '>i4', as read from a file
+  // format that stores them so) is converted, not copied byte for byte into wrong numbers.
+  if (!arr.dtype().attr("isnative").cast<bool>())
+    arr = arr.attr("astype")(arr.dtype().attr("newbyteorder")("="));
   py::array contiguous = np.attr("ascontiguousarray")(arr);
   if (t.num_elements() > 0)
     std::memcpy(t.mutable_bytes().data(), contiguous.data(), t.bytes().size());
