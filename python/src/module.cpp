@@ -274,6 +274,8 @@ public:
   PyStream(const PyStream&) = delete;
   PyStream& operator=(const PyStream&) = delete;
 
+  // A closed iterator is exhausted (StopIteration), as Python's own iterators are after close();
+  // so is one closed by another thread while this one waits in next().
   py::object next() {
     Element e;
     bool end = false;
@@ -293,12 +295,17 @@ public:
     return element_to_python(std::move(e));
   }
 
-  // A thread waiting in next() on this stream notices within one wait slice (100 ms).
+  // Any thread may close: a thread waiting in next() on this stream notices within one wait
+  // slice (100 ms) and gets StopIteration. Leaving the job and stopping the stream's actor system
+  // happen after mu_ is released, so readers see the close at once. Idempotent.
   void close() {
     closing_ = true;
     py::gil_scoped_release release;
-    std::lock_guard<std::mutex> lock(mu_);
-    stream_.reset(); // leaves the job
+    std::optional<ElementStream> closed; // destroyed first, before the GIL is taken back
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closed.swap(stream_);
+    }
   }
 
   // mu_ is taken without the GIL: a thread in next() may hold it while it waits for the GIL.
@@ -339,12 +346,14 @@ private:
   // to the switch interval to get back). Once a call had to wait, the next one goes straight to
   // the wait: a zero-timeout try would cost a futex round trip per element on a stream that is
   // waited on anyway. Waits release the GIL, in 100 ms slices; between slices mu_ is released too
-  // (so stats() and close() from other threads get in) and Ctrl-C is checked.
+  // (so stats() and close() from other threads get in) and Ctrl-C is checked. A closed stream
+  // ends (end = true).
   Status take(Element& e, bool& end, std::unique_lock<std::mutex>& lock) {
     using Clock = std::chrono::steady_clock;
-    const Status closed = failed_precondition("the iterator was closed");
-    if (!stream_)
-      return closed;
+    if (closing_ || !stream_) {
+      end = true;
+      return Status::OK();
+    }
     if (!waiting_) {
       Status st = stream_->next(e, end, milliseconds{0});
       if (st.code() != ErrorCode::deadline_exceeded)
@@ -357,8 +366,10 @@ private:
         py::gil_scoped_release release;
         if (!lock.owns_lock())
           lock.lock();
-        if (closing_ || !stream_)
-          return closed;
+        if (closing_ || !stream_) {
+          end = true;
+          return Status::OK();
+        }
         st = stream_->next(e, end, milliseconds{100});
         if (st.code() == ErrorCode::deadline_exceeded)
           lock.unlock();
