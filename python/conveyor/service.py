@@ -9,6 +9,7 @@
 
 import atexit
 import dataclasses
+import os
 import threading
 import weakref
 from typing import Optional, Sequence
@@ -267,6 +268,24 @@ def from_dataset_id(processing_mode: str, service, dataset_id: str, job_name: Op
                           max_outstanding_requests, "AUTO", target_workers, max_buffered_bytes,
                           request_timeout_ms)
     return DistributedDataset(service, dataset_id=dataset_id, connect_timeout_ms=connect_timeout_ms, **opts)
+
+
+def _after_fork_in_child():
+    # The parent's iterators and servers stay the parent's: their actor systems' threads did not
+    # cross the fork. The extension marks them (a pthread_atfork handler): in the child, using
+    # one raises, closing or stopping one does nothing, and none is destroyed. Forget them here
+    # so that the child's exit does not try to close them. A server counts as stopped here (join()
+    # raises instead of waiting for a stop() only the parent can make); its lock and event get
+    # fresh ones: a parent thread that no longer exists may have held them.
+    _live_streams.clear()
+    for server in list(_live_servers):
+        server._lock = threading.Lock()
+        server._stopped = threading.Event()
+        server._stopped.set()
+    _live_servers.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @atexit.register

@@ -131,3 +131,68 @@ def test_exit_while_a_daemon_thread_iterates():
         print("main returns", flush=True)
     """, timeout=30)
     assert "main returns" in out
+
+
+FORK_PRELUDE = """
+    it = endless()
+    first = int(next(it))
+
+    def fork(child):
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(20)  # a hung child dies of SIGALRM: the parent sees a signal, not exit 0
+            try:
+                child()
+            except BaseException as e:
+                print("child raised", type(e).__name__, e, flush=True)
+                os._exit(4)
+            sys.stdout.flush()
+            sys.exit(0)  # a normal exit: atexit handlers and finalization run
+        _, status = os.waitpid(pid, 0)
+        print("child", "exit %d" % os.WEXITSTATUS(status) if os.WIFEXITED(status)
+              else "killed by signal %d" % os.WTERMSIG(status), flush=True)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork")
+def test_fork_child_exits_with_parent_stream_and_servers_open():
+    out = run_script(FORK_PRELUDE + """
+    fork(lambda: print("child runs", flush=True))
+    # The parent's stream and servers are unaffected.
+    print("parent next", int(next(it)) == first + 1, flush=True)
+    it.close(); w.stop(); d.stop()
+    """)
+    assert "child runs" in out and "child exit 0" in out and "parent next True" in out
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork")
+def test_fork_child_cannot_use_the_parents_objects_but_can_make_its_own():
+    out = run_script(FORK_PRELUDE + """
+    def child():
+        try:
+            next(it)
+            print("child got an element of the parent's stream", flush=True)
+        except conveyor.FailedPreconditionError as e:
+            print("child next:", e, flush=True)
+        try:
+            it.stats()
+        except RuntimeError as e:
+            print("child stats raises", flush=True)
+        it.close()  # does nothing: the parent's job is the parent's
+        w.stop()
+        try:
+            d.join()
+        except RuntimeError as e:
+            print("child join raises", flush=True)
+        got = sorted(int(x) for x in conveyor.distribute(conveyor.Dataset.range(5), d.target,
+                                                         "distributed_epoch"))
+        print("child's own stream", got, flush=True)
+    fork(child)
+    print("parent next", int(next(it)) == first + 1, flush=True)
+    """)
+    assert "child got an element" not in out
+    assert "child next: this iterator was created in the parent process before os.fork()" in out
+    assert "create them in the child" in out
+    assert "child stats raises" in out and "child join raises" in out
+    assert "child's own stream [0, 1, 2, 3, 4]" in out
+    assert "child exit 0" in out and "parent next True" in out
