@@ -26,6 +26,7 @@ public:
   // One blocking request to the dispatcher; `what` names it in errors.
   template <class Reply, class Request>
   Expected<Reply> ask(Request req, const std::string& what) {
+    actors::ReleaseThreadLogger release{sys}; // declared first: it runs after ~scoped_actor
     caf::scoped_actor self{sys};
     Expected<Reply> result{Status{ErrorCode::internal, "no reply"}};
     self->request(dispatcher, caf::timespan{config.request_timeout}, std::move(req))
@@ -171,6 +172,7 @@ Expected<Client> Client::connect(const std::string& address, ClientConfig config
     config.protocol_version = msg::kProtocolVersion;
   CONVEYOR_RETURN_IF_ERROR(validate_security(config.network));
   auto ctx = std::make_shared<detail::ClientContext>(config, address);
+  actors::ReleaseThreadLogger release{ctx->sys}; // this thread may not be the one to destroy it
   auto dispatcher = actors::connect_blocking<msg::dispatcher_actor>(
     ctx->sys, *ctx->transport, *addr, caf::timespan{config.connect_timeout}, "the dispatcher");
   if (!dispatcher.ok())
@@ -236,7 +238,10 @@ Expected<ElementStream> Client::from_dataset_id(const std::string& dataset_id,
   start.dispatcher = ctx_->dispatcher;
   start.dispatcher_address = ctx_->address;
   start.job_request.dataset = dataset_id;
-  sc->consumer = actors::spawn_consumer(ctx_->sys, std::move(start));
+  {
+    actors::ReleaseThreadLogger release{ctx_->sys}; // spawning pins the system to this thread
+    sc->consumer = actors::spawn_consumer(ctx_->sys, std::move(start));
+  }
   // Errors of job creation (an unknown dataset id, conflicting options) belong to this call,
   // not to the first next(): wait until the consumer joined its job or failed. Both steps are
   // requests bounded by request_timeout.

@@ -5,6 +5,7 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/logger.hpp>
 #include <caf/node_id.hpp>
 #include <caf/openssl/manager.hpp>
 
@@ -98,6 +99,7 @@ NodeSystem::NodeSystem(const NetworkConfig& network) : cfg_(std::make_unique<Nod
                            " is also another live one's in this process: replies between them "
                            "and a common peer may go astray");
   live.insert(sys_->node());
+  ReleaseThreadLogger release{*sys_}; // the constructor pinned its logger to this thread
 }
 
 NodeSystem::~NodeSystem() {
@@ -107,6 +109,11 @@ NodeSystem::~NodeSystem() {
   auto& live = live_nodes();
   if (auto it = live.find(node); it != live.end())
     live.erase(it);
+}
+
+ReleaseThreadLogger::~ReleaseThreadLogger() {
+  if (caf::logger::current_logger() == &sys_.logger())
+    caf::logger::set_current_actor_system(nullptr);
 }
 
 } // namespace actors

@@ -41,4 +41,23 @@ private:
   std::unique_ptr<caf::actor_system> sys_;
 };
 
+// CAF 0.17.6 pins, in a thread_local, the logger of the last actor system a thread built, spawned
+// an actor into or made a scoped_actor of, and ~actor_system waits until its logger's last
+// reference is gone. So a system used by one application thread and destroyed by another waited
+// forever for the first thread's reference (a Python iterator closed, or collected, on another
+// thread than the one that opened it; a stream left to the interpreter's exit by a daemon
+// thread). Entry points that touch a system on the caller's thread hold one of these: on the way
+// out it drops the thread's reference to that system's logger (none other's: a CAF thread keeps
+// its own). CAF's logging from the caller's thread is off meanwhile; conveyor logs through log.hpp.
+class ReleaseThreadLogger {
+public:
+  explicit ReleaseThreadLogger(caf::actor_system& sys) : sys_(sys) {}
+  ~ReleaseThreadLogger();
+  ReleaseThreadLogger(const ReleaseThreadLogger&) = delete;
+  ReleaseThreadLogger& operator=(const ReleaseThreadLogger&) = delete;
+
+private:
+  caf::actor_system& sys_;
+};
+
 } // namespace conveyor::actors

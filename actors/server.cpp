@@ -268,6 +268,7 @@ Status DispatchServer::start() {
                             "forgets every dataset and job");
   }
   auto ctx = std::make_shared<detail::DispatcherContext>(config_.network);
+  actors::ReleaseThreadLogger release{ctx->sys}; // stop() and the destructor may run elsewhere
   start.worker_timeout = config_.worker_timeout;
   start.job_gc_timeout = config_.job_gc_timeout;
   start.client_timeout = config_.client_timeout;
@@ -394,6 +395,7 @@ Status WorkerServer::start() {
   const std::shared_ptr<const PathPolicy> paths = std::move(*confined);
 
   auto ctx = std::make_shared<detail::WorkerContext>(config_.network);
+  actors::ReleaseThreadLogger release{ctx->sys}; // stop() and the destructor may run elsewhere
   auto registered = std::make_shared<std::promise<Status>>();
   auto outcome = registered->get_future();
   actors::WorkerStart start;
@@ -487,6 +489,7 @@ std::string WorkerServer::worker_address() const { return ctx_ ? ctx_->advertise
 Status WorkerServer::drain(std::chrono::milliseconds timeout) {
   if (!ctx_ || ctx_->is_stopped())
     return failed_precondition("the worker is not running");
+  actors::ReleaseThreadLogger release{ctx_->sys}; // declared first: it runs after ~scoped_actor
   caf::scoped_actor self{ctx_->sys};
   Status result;
   self->request(ctx_->worker, timeout, msg::drain_atom_v)

@@ -9,6 +9,8 @@
 
 import atexit
 import dataclasses
+import numbers
+import os
 import threading
 import weakref
 from typing import Optional, Sequence
@@ -176,7 +178,46 @@ def _service_address(service, what="service"):
     if not isinstance(service, str):
         raise TypeError(f"`{what}` must be a \"host:port\" string or a DispatchServer, "
                         f"got {type(service).__name__}")
+    if not service:
+        raise ValueError(f"`{what}` must not be empty")
     return service
+
+
+_STRING_OPTIONS = ("processing_mode", "job_name", "compression", "target_workers")
+
+
+def _compression(compression):
+    # tf.data: "`None` indicates not to compress".
+    return "NONE" if compression is None else compression
+
+
+def _check_int(name, value, optional=True):
+    if (value is None and optional) or (not isinstance(value, bool) and isinstance(value, numbers.Integral)):
+        return
+    raise TypeError(f"`{name}` must be an int{' or None' if optional else ''}, but {name} was of type "
+                    f"{type(value).__name__}: {value!r}")
+
+
+def _check_option_types(options, connect_timeout_ms):
+    # The extension's signature would refuse these with pybind11's "incompatible function
+    # arguments" listing every overload; name the argument instead, with tf.data's wording.
+    # Normalizes `options` in place (compression None -> "NONE").
+    options["compression"] = _compression(options.get("compression", "AUTO"))
+    for name in _STRING_OPTIONS:
+        value = options.get(name)
+        if name == "job_name" and value is None:
+            continue
+        if not isinstance(value, str):
+            if name == "processing_mode":
+                raise ValueError("`processing_mode` must be a string (\"parallel_epochs\", "
+                                 "\"distributed_epoch\" or a ShardingPolicy name) or a ShardingPolicy, "
+                                 f"but processing_mode was of type {type(value).__name__}: {value!r}")
+            raise ValueError(f"`{name}` must be a string, but {name} was of type "
+                             f"{type(value).__name__}: {value!r}")
+    for name, value in options.items():
+        if name not in _STRING_OPTIONS:
+            _check_int(name, value)
+    _check_int("connect_timeout_ms", connect_timeout_ms, optional=False)
 
 
 def register_dataset(service, dataset: Dataset, compression: str = "AUTO",
@@ -185,8 +226,16 @@ def register_dataset(service, dataset: Dataset, compression: str = "AUTO",
     definition). ``dataset_id``: use this id (AlreadyExistsError if it names another dataset)."""
     if not isinstance(dataset, Dataset):
         raise TypeError(f"`dataset` must be a conveyor.Dataset, got {type(dataset).__name__}")
-    return _conveyor._register_dataset(_service_address(service), dataset, compression, dataset_id,
-                                       connect_timeout_ms)
+    service = _service_address(service)
+    compression = _compression(compression)
+    if not isinstance(compression, str):
+        raise ValueError(f"`compression` must be a string, but compression was of type "
+                         f"{type(compression).__name__}: {compression!r}")
+    if dataset_id is not None and not isinstance(dataset_id, str):
+        raise ValueError(f"`dataset_id` must be a string, but dataset_id was of type "
+                         f"{type(dataset_id).__name__}: {dataset_id!r}")
+    _check_int("connect_timeout_ms", connect_timeout_ms, optional=False)
+    return _conveyor._register_dataset(service, dataset, compression, dataset_id, connect_timeout_ms)
 
 
 class DistributedDataset:
@@ -202,6 +251,7 @@ class DistributedDataset:
         self.dataset_id = dataset_id
         self._connect_timeout_ms = connect_timeout_ms
         self._options = options
+        _check_option_types(options, connect_timeout_ms)
         _conveyor._make_options(**options)  # invalid options fail here, not at iteration
         if connect_timeout_ms <= 0:
             raise ValueError(f"`connect_timeout_ms` must be positive, got {connect_timeout_ms}")
@@ -280,6 +330,24 @@ def from_dataset_id(processing_mode: str, service, dataset_id: str, job_name: Op
                           max_outstanding_requests, "AUTO", target_workers, max_buffered_bytes,
                           request_timeout_ms, expected_consumers)
     return DistributedDataset(service, dataset_id=dataset_id, connect_timeout_ms=connect_timeout_ms, **opts)
+
+
+def _after_fork_in_child():
+    # The parent's iterators and servers stay the parent's: their actor systems' threads did not
+    # cross the fork. The extension marks them (a pthread_atfork handler): in the child, using
+    # one raises, closing or stopping one does nothing, and none is destroyed. Forget them here
+    # so that the child's exit does not try to close them. A server counts as stopped here (join()
+    # raises instead of waiting for a stop() only the parent can make); its lock and event get
+    # fresh ones: a parent thread that no longer exists may have held them.
+    _live_streams.clear()
+    for server in list(_live_servers):
+        server._lock = threading.Lock()
+        server._stopped = threading.Event()
+        server._stopped.set()
+    _live_servers.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @atexit.register

@@ -11,6 +11,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <pthread.h>
 #include <time.h>
 
 #include <atomic>
@@ -188,6 +189,10 @@ Tensor tensor_from_python(py::handle value, const char* what) {
                            std::string(py::str(arr.dtype())) +
                            "; conveyor tensors are bool, int32, int64, float32, float64 or string"));
   Tensor t(*dtype, shape);
+  // Tensors hold native-order values: a big-endian array (dtype '>i4', as read from a file
+  // format that stores them so) is converted, not copied byte for byte into wrong numbers.
+  if (!arr.dtype().attr("isnative").cast<bool>())
+    arr = arr.attr("astype")(arr.dtype().attr("newbyteorder")("="));
   py::array contiguous = np.attr("ascontiguousarray")(arr);
   if (t.num_elements() > 0)
     std::memcpy(t.mutable_bytes().data(), contiguous.data(), t.bytes().size());
@@ -241,6 +246,31 @@ std::string function_repr(const FunctionRef& fn) {
 
 int64_t opt_or(const std::optional<int64_t>& v, int64_t fallback) { return v ? *v : fallback; }
 
+// ---------------------------------------------------------------- fork
+
+// Counts the forks this process is a child of (a pthread_atfork child handler, registered at
+// import). Streams and servers remember the count they were made under: one made before a fork
+// belongs to the parent, whose actor-system threads did not cross into the child and whose
+// mutexes a vanished parent thread may hold. In the child it is never used, closed or
+// destroyed (its memory is left as it is): using it raises, closing it does nothing. New ones
+// made in the child are fine.
+std::atomic<uint64_t> fork_generation{0};
+
+void after_fork_in_child() { fork_generation.fetch_add(1); }
+
+class ForkBound {
+public:
+  bool inherited() const { return generation_ != fork_generation.load(); }
+
+private:
+  uint64_t generation_ = fork_generation.load();
+};
+
+Status crossed_fork(const std::string& what) {
+  return failed_precondition(what + " was created in the parent process before os.fork(): conveyor "
+                                    "iterators and servers cannot cross a fork; create them in the child");
+}
+
 // ---------------------------------------------------------------- destruction without the GIL
 
 // Destroying a server or a stream stops actors and joins threads; other Python threads keep
@@ -250,6 +280,8 @@ bool may_release_gil() { return PyGILState_Check() != 0 && _Py_IsFinalizing() ==
 struct DeleteWithoutGil {
   template <class T>
   void operator()(T* p) const {
+    if (p->inherited())
+      return; // the parent's: destroying it would wait for threads the child does not have
     if (may_release_gil()) {
       py::gil_scoped_release release;
       delete p;
@@ -264,13 +296,17 @@ using GilFreeHolder = std::unique_ptr<T, DeleteWithoutGil>;
 // ---------------------------------------------------------------- streams
 
 // One job's elements for Python: ElementStream::next, GIL released while waiting.
-class PyStream {
+class PyStream : public ForkBound {
 public:
   explicit PyStream(ElementStream s) : stream_(std::move(s)) {}
   PyStream(const PyStream&) = delete;
   PyStream& operator=(const PyStream&) = delete;
 
+  // A closed iterator is exhausted (StopIteration), as Python's own iterators are after close();
+  // so is one closed by another thread while this one waits in next().
   py::object next() {
+    if (inherited())
+      raise(crossed_fork("this iterator"));
     Element e;
     bool end = false;
     Status st;
@@ -289,21 +325,32 @@ public:
     return element_to_python(std::move(e));
   }
 
-  // A thread waiting in next() on this stream notices within one wait slice (100 ms).
+  // Any thread may close: a thread waiting in next() on this stream notices within one wait
+  // slice (100 ms) and gets StopIteration. Leaving the job and stopping the stream's actor system
+  // happen after mu_ is released, so readers see the close at once. Idempotent.
   void close() {
+    if (inherited())
+      return; // the parent's stream: the parent leaves its job, not this child
     closing_ = true;
     py::gil_scoped_release release;
-    std::lock_guard<std::mutex> lock(mu_);
-    stream_.reset(); // leaves the job
+    std::optional<ElementStream> closed; // destroyed first, before the GIL is taken back
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closed.swap(stream_);
+    }
   }
 
   // mu_ is taken without the GIL: a thread in next() may hold it while it waits for the GIL.
   std::string job_id() {
+    if (inherited())
+      raise(crossed_fork("this iterator"));
     auto lock = lock_without_gil();
     return stream()->job_id();
   }
 
   py::dict stats() {
+    if (inherited())
+      raise(crossed_fork("this iterator"));
     StreamStats s;
     {
       auto lock = lock_without_gil();
@@ -335,12 +382,14 @@ private:
   // to the switch interval to get back). Once a call had to wait, the next one goes straight to
   // the wait: a zero-timeout try would cost a futex round trip per element on a stream that is
   // waited on anyway. Waits release the GIL, in 100 ms slices; between slices mu_ is released too
-  // (so stats() and close() from other threads get in) and Ctrl-C is checked.
+  // (so stats() and close() from other threads get in) and Ctrl-C is checked. A closed stream
+  // ends (end = true).
   Status take(Element& e, bool& end, std::unique_lock<std::mutex>& lock) {
     using Clock = std::chrono::steady_clock;
-    const Status closed = failed_precondition("the iterator was closed");
-    if (!stream_)
-      return closed;
+    if (closing_ || !stream_) {
+      end = true;
+      return Status::OK();
+    }
     if (!waiting_) {
       Status st = stream_->next(e, end, milliseconds{0});
       if (st.code() != ErrorCode::deadline_exceeded)
@@ -353,8 +402,10 @@ private:
         py::gil_scoped_release release;
         if (!lock.owns_lock())
           lock.lock();
-        if (closing_ || !stream_)
-          return closed;
+        if (closing_ || !stream_) {
+          end = true;
+          return Status::OK();
+        }
         st = stream_->next(e, end, milliseconds{100});
         if (st.code() == ErrorCode::deadline_exceeded)
           lock.unlock();
@@ -375,6 +426,45 @@ private:
   std::mutex mu_;
   std::optional<ElementStream> stream_;
 };
+
+// In-process servers, bound to the process that started them (see ForkBound).
+class PyDispatchServer : public DispatchServer, public ForkBound {
+public:
+  using DispatchServer::DispatchServer;
+};
+class PyWorkerServer : public WorkerServer, public ForkBound {
+public:
+  using WorkerServer::WorkerServer;
+};
+
+// start/stop/join of a server; in a forked child, the parent's server cannot start or be joined
+// and stopping it does nothing (the parent stops it).
+template <class Server>
+void bind_server_control(py::class_<Server, GilFreeHolder<Server>>& cls, const char* name) {
+  const std::string what = std::string{"this "} + name;
+  cls.def("start", [what](Server& s) {
+       if (s.inherited())
+         raise(crossed_fork(what));
+       Status st;
+       {
+         py::gil_scoped_release release;
+         st = s.start();
+       }
+       check(st);
+     })
+    .def("stop", [](Server& s) {
+      if (s.inherited())
+        return;
+      py::gil_scoped_release release;
+      s.stop();
+    })
+    .def("join", [what](Server& s) {
+      if (s.inherited())
+        raise(crossed_fork(what));
+      py::gil_scoped_release release;
+      s.join();
+    });
+}
 
 Client connect(const std::string& service, int64_t connect_timeout_ms) {
   ClientConfig config;
@@ -490,6 +580,7 @@ PYBIND11_MODULE(_conveyor, m) {
   m.attr("INFINITE_CARDINALITY") = kInfiniteCardinality;
   m.attr("UNKNOWN_CARDINALITY") = kUnknownCardinality;
   m.attr("_CAPSULE_NAME") = kCapsuleName;
+  pthread_atfork(nullptr, nullptr, &after_fork_in_child);
 
   // --- functions and datasets
   m.def("load_plugin", [](const std::string& path) {
@@ -600,7 +691,9 @@ PYBIND11_MODULE(_conveyor, m) {
                     [](py::tuple t) { return unwrap(parse_dataset(t[0].cast<std::string>())); }));
 
   // --- servers
-  py::class_<DispatchServer, GilFreeHolder<DispatchServer>>(m, "_DispatchServer")
+  py::class_<PyDispatchServer, GilFreeHolder<PyDispatchServer>> dispatch_server(m, "_DispatchServer");
+  bind_server_control(dispatch_server, "DispatchServer");
+  dispatch_server
     .def(py::init([](uint16_t port, std::string bind_host, std::string work_dir, int64_t worker_timeout_ms,
                      int64_t job_gc_timeout_ms, int64_t range_split_size,
                      std::vector<std::string> allowed_paths) {
@@ -612,23 +705,15 @@ PYBIND11_MODULE(_conveyor, m) {
       c.job_gc_timeout = milliseconds{job_gc_timeout_ms};
       c.range_split_size = range_split_size;
       c.allowed_paths = std::move(allowed_paths);
-      return new DispatchServer(std::move(c));
+      return new PyDispatchServer(std::move(c));
     }), py::arg("port"), py::arg("bind_host"), py::arg("work_dir"), py::arg("worker_timeout_ms"),
         py::arg("job_gc_timeout_ms"), py::arg("range_split_size"), py::arg("allowed_paths"))
-    .def("start", [](DispatchServer& s) {
-      Status st;
-      {
-        py::gil_scoped_release release;
-        st = s.start();
-      }
-      check(st);
-    })
-    .def("stop", &DispatchServer::stop, py::call_guard<py::gil_scoped_release>())
-    .def("join", &DispatchServer::join, py::call_guard<py::gil_scoped_release>())
-    .def_property_readonly("bound_port", &DispatchServer::bound_port)
-    .def_property_readonly("target", &DispatchServer::target);
+    .def_property_readonly("bound_port", [](const PyDispatchServer& s) { return s.bound_port(); })
+    .def_property_readonly("target", [](const PyDispatchServer& s) { return s.target(); });
 
-  py::class_<WorkerServer, GilFreeHolder<WorkerServer>>(m, "_WorkerServer")
+  py::class_<PyWorkerServer, GilFreeHolder<PyWorkerServer>> worker_server(m, "_WorkerServer");
+  bind_server_control(worker_server, "WorkerServer");
+  worker_server
     .def(py::init([](std::string dispatcher_address, uint16_t port, std::string bind_host,
                      std::string advertised_address, int64_t heartbeat_interval_ms,
                      std::vector<std::string> plugins, int64_t task_buffer_elements, int64_t task_buffer_bytes,
@@ -650,23 +735,13 @@ PYBIND11_MODULE(_conveyor, m) {
       c.allowed_paths = std::move(allowed_paths);
       c.job_memory_limit = job_memory_limit;
       c.worker_tags = std::move(worker_tags); // validated by start(): ValueError naming the tag
-      return new WorkerServer(std::move(c));
+      return new PyWorkerServer(std::move(c));
     }), py::arg("dispatcher_address"), py::arg("port"), py::arg("bind_host"), py::arg("advertised_address"),
         py::arg("heartbeat_interval_ms"), py::arg("plugins"), py::arg("task_buffer_elements"),
         py::arg("task_buffer_bytes"), py::arg("connect_timeout_ms"), py::arg("allowed_paths"),
         py::arg("job_memory_limit"), py::arg("worker_tags"))
-    .def("start", [](WorkerServer& s) {
-      Status st;
-      {
-        py::gil_scoped_release release;
-        st = s.start();
-      }
-      check(st);
-    })
-    .def("stop", &WorkerServer::stop, py::call_guard<py::gil_scoped_release>())
-    .def("join", &WorkerServer::join, py::call_guard<py::gil_scoped_release>())
-    .def_property_readonly("bound_port", &WorkerServer::bound_port)
-    .def_property_readonly("worker_address", &WorkerServer::worker_address);
+    .def_property_readonly("bound_port", [](const PyWorkerServer& s) { return s.bound_port(); })
+    .def_property_readonly("worker_address", [](const PyWorkerServer& s) { return s.worker_address(); });
 
   // --- the consumer API
   py::class_<DistributeOptions>(m, "_Options");

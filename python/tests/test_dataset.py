@@ -50,6 +50,24 @@ def test_from_tensors_dtypes():
     assert s.dtype == object and s.shape == (1, 2) and s.tolist() == [[b"x", b"yy"]]
 
 
+@pytest.mark.parametrize("dtype", [">i4", ">i8", ">f4", ">f8", "<i4", "<f8"])
+def test_non_native_byte_order_is_converted(dtype):
+    # A big-endian array (say, from a file format that stores them so) holds the same numbers
+    # as its native-order copy; its bytes must not be taken as they are.
+    values = np.array([1, 256, 70000, -3], dtype=dtype) if "i" in dtype else \
+        np.array([1.5, 2.0, -0.25, 1e10], dtype=dtype)
+    native = dtype.replace(">", "").replace("<", "")
+    sliced = conveyor.Dataset.from_tensor_slices(values)._collect()
+    assert [x.item() for x in sliced] == values.tolist()
+    assert all(x.dtype == np.dtype(native) for x in sliced)
+    (whole,) = conveyor.Dataset.from_tensors(values.reshape(2, 2))._collect()
+    assert whole.dtype == np.dtype(native) and whole.dtype.isnative
+    np.testing.assert_array_equal(whole, values.reshape(2, 2))
+    # In a tuple, and a non-contiguous view of a big-endian array.
+    a, b = conveyor.Dataset.from_tensors((values[::2], values))._collect()[0]
+    assert a.tolist() == values[::2].tolist() and b.tolist() == values.tolist()
+
+
 def test_unsupported_dtype_is_value_error():
     with pytest.raises(ValueError, match="unsupported numpy dtype uint8"):
         conveyor.Dataset.from_tensors(np.zeros(3, dtype=np.uint8))

@@ -93,6 +93,43 @@ def test_unknown_dataset_id_is_not_found(cluster):
 
 
 @pytest.mark.parametrize("kwargs, exc, text", [
+    # Wrong types name the argument (not pybind11's "incompatible function arguments").
+    (dict(job_name=5), ValueError, "`job_name` must be a string, but job_name was of type int"),
+    (dict(processing_mode=None), ValueError, "`processing_mode` must be a string"),
+    (dict(processing_mode=3), ValueError, "processing_mode was of type int"),
+    (dict(compression=5), ValueError, "`compression` must be a string"),
+    (dict(target_workers=None), ValueError, "`target_workers` must be a string"),
+    (dict(max_outstanding_requests=2.5), TypeError,
+     "`max_outstanding_requests` must be an int or None, but max_outstanding_requests was of type float"),
+    (dict(consumer_index="0", num_consumers=2, job_name="j"), TypeError, "`consumer_index` must be an int"),
+    (dict(max_buffered_bytes=1.0), TypeError, "`max_buffered_bytes` must be an int"),
+    (dict(request_timeout_ms="5"), TypeError, "`request_timeout_ms` must be an int"),
+    (dict(connect_timeout_ms=None), TypeError, "`connect_timeout_ms` must be an int, but"),
+])
+def test_option_type_errors_name_the_argument(cluster, kwargs, exc, text):
+    args = dict(processing_mode="parallel_epochs")
+    args.update(kwargs)
+    with pytest.raises(exc) as info:
+        conveyor.distribute(conveyor.Dataset.range(3), cluster.target, **args)  # at once, not at iter()
+    assert text in str(info.value)
+    assert "incompatible function arguments" not in str(info.value)
+
+
+def test_empty_service_and_none_compression(cluster):
+    with pytest.raises(ValueError, match="`service` must not be empty"):
+        conveyor.distribute(conveyor.Dataset.range(3), "", "parallel_epochs")
+    with pytest.raises(ValueError, match="`service` must not be empty"):
+        conveyor.register_dataset("", conveyor.Dataset.range(3))
+    with pytest.raises(ValueError, match="`dataset_id` must be a string"):
+        conveyor.register_dataset(cluster.target, conveyor.Dataset.range(3), dataset_id=7)
+    # tf.data: compression=None means no compression.
+    ds = conveyor.distribute(conveyor.Dataset.range(3), cluster.target, "distributed_epoch", compression=None)
+    assert ds.options["compression"] == "NONE"
+    assert sorted(ints(ds)) == [0, 1, 2]
+    assert conveyor.register_dataset(cluster.target, conveyor.Dataset.range(4), compression=None)
+
+
+@pytest.mark.parametrize("kwargs, exc, text", [
     (dict(processing_mode="bogus"), ValueError,
      '`processing_mode`: processing mode should be a ShardingPolicy (OFF, DYNAMIC, FILE, DATA, FILE_OR_DATA, '
      'HINT), "parallel_epochs", or "distributed_epoch". Got "bogus".'),
@@ -158,8 +195,13 @@ def test_stream_stats_and_close(cluster):
     assert stats["elements"] >= 100 and stats["bytes"] > 0
     assert it.job_id
     it.close()  # leaves the endless job
-    with pytest.raises(RuntimeError, match="closed"):
+    it.close()  # idempotent
+    # A closed iterator is exhausted, as Python's own (a generator after close()).
+    with pytest.raises(StopIteration):
         next(it)
+    assert list(it) == []
+    with pytest.raises(RuntimeError, match="closed"):
+        it.stats()
 
 
 def test_zero_copy_arrays_share_the_received_buffers(cluster):
@@ -263,8 +305,10 @@ def test_close_and_stats_while_another_thread_waits(cluster):
         try:
             next(it)
             outcome.append("element")
-        except RuntimeError as e:
-            outcome.append(str(e))
+        except StopIteration:
+            outcome.append("stopped")
+        except Exception as e:
+            outcome.append(repr(e))
 
     t = threading.Thread(target=waiter)
     t.start()
@@ -275,4 +319,4 @@ def test_close_and_stats_while_another_thread_waits(cluster):
     t.join(10)
     assert not t.is_alive()
     assert time.monotonic() - start < 3
-    assert outcome == ["the iterator was closed"]
+    assert outcome == ["stopped"]
