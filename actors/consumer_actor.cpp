@@ -1056,6 +1056,17 @@ consumer_full_actor::behavior_type consumer_impl(self_ptr self) {
         finish(self, s);
     },
     [self](msg::cancel_atom) {
+      auto& st = self->state;
+      // Batches are acknowledged as they arrive (so that no reader's end waits on another's
+      // pace), so what this reader received and its application never took is gone for the
+      // job's other readers too: say so instead of losing it in silence.
+      if (!st.done && st.start.job_request.job_name && !st.planner &&
+          st.core.unacked_elements() > 0)
+        log::warning(kLog, "job " + std::to_string(st.job_id) + " (\"" +
+                             *st.start.job_request.job_name + "\"): this consumer leaves with " +
+                             std::to_string(st.core.unacked_elements()) +
+                             " element(s) it received but its application did not take; the "
+                             "job's other consumers do not get them");
       finish(self, Status{ErrorCode::cancelled, "the stream was cancelled"});
     },
   };

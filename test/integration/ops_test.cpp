@@ -146,6 +146,22 @@ TEST_CASE("ops: a registered dataset is logged by id and fingerprint, not by its
   CHECK_FALSE(contains(log, "1000001"));
 }
 
+TEST_CASE("ops: a reader that leaves a shared job with elements it did not take says how many") {
+  Cluster cluster(1);
+  // --take 10 of a named job: the consumer received far more than the ten it printed.
+  auto r = cluster.read("range(200000)", {"--job-name", "shared", "--take", "10"});
+  CAPTURE(r.describe);
+  CHECK(r.exit_code == 0);
+  CHECK(r.lines.size() == 10);
+  CHECK(std::regex_search(r.stderr_text,
+                          std::regex(R"(this consumer leaves with [1-9]\d* element\(s\) it received but its application did not take)")));
+  // A private job loses nothing of anyone's: no warning.
+  auto mine = cluster.read("range(200000)", {"--take", "10"});
+  CAPTURE(mine.describe);
+  CHECK(mine.exit_code == 0);
+  CHECK(!contains(mine.stderr_text, "leaves with"));
+}
+
 TEST_CASE("ops: --bulk-port pins the worker's bulk data port - a taken one fails start-up") {
   Cluster cluster(0);
   const auto bulk = conveyor::testing::free_loopback_port();
