@@ -117,12 +117,14 @@ std::vector<Sample> task_samples() {
     out.push_back(sample("conveyor_task_delivered_bytes_total",
                          "encoded bytes the task sent to consumers", "counter", l,
                          static_cast<double>(s->delivered_bytes.load())));
+    // An ended task's buffer went with it: its last fill is memory nobody holds any more.
+    const bool ended = s->ended.load();
     out.push_back(sample("conveyor_task_buffered_elements",
                          "elements produced and not yet taken by consumers", "gauge", l,
-                         static_cast<double>(s->buffered_elements.load())));
+                         ended ? 0.0 : static_cast<double>(s->buffered_elements.load())));
     out.push_back(sample("conveyor_task_buffered_bytes",
                          "bytes produced and not yet taken by consumers", "gauge", l,
-                         static_cast<double>(s->buffered_bytes.load())));
+                         ended ? 0.0 : static_cast<double>(s->buffered_bytes.load())));
     out.push_back(sample("conveyor_task_credit_stalls_total",
                          "times the pipeline paused because its buffer was full (consumers had "
                          "no credit left)",
@@ -145,8 +147,12 @@ std::vector<Sample> status_samples(const msg::cluster_status& st) {
                        static_cast<double>(st.workers.size())));
   out.push_back(sample("conveyor_datasets", "registered datasets (listed ones)", "gauge", {},
                        static_cast<double>(st.datasets.size())));
-  out.push_back(sample("conveyor_jobs", "live jobs", "gauge", {},
-                       static_cast<double>(st.jobs.size())));
+  out.push_back(sample("conveyor_jobs",
+                       "jobs conveyor status lists: live ones and the last 100 finished", "gauge",
+                       {}, static_cast<double>(st.jobs.size())));
+  out.push_back(sample("conveyor_jobs_running", "jobs whose production has not ended", "gauge", {},
+                       static_cast<double>(std::count_if(st.jobs.begin(), st.jobs.end(),
+                                                         [](const auto& j) { return !j.finished; }))));
   for (const auto& w : st.workers) {
     std::map<std::string, std::string> l{{"worker", w.address}};
     out.push_back(sample("conveyor_worker_heartbeat_age_seconds",

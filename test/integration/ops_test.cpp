@@ -263,6 +263,8 @@ TEST_CASE("ops: the dispatcher and workers serve Prometheus metrics over HTTP") 
   CHECK(sample_sum(w, "conveyor_task_delivered_elements_total") == 50);
   CHECK(sample_sum(w, "conveyor_task_produced_elements_total") == 50);
   CHECK(contains(w, "conveyor_task_buffered_elements{"));
+  CHECK(sample_sum(w, "conveyor_task_buffered_bytes") == 0); // its buffer went with the task
+  CHECK(sample_value(d, "conveyor_jobs_running ") == 0);
 
   auto bad = run_conveyor({"dispatcher", "--port", "0", "--metrics-port", std::to_string(dport)}, Millis{20000},
                           "metrics-taken");
