@@ -66,8 +66,13 @@ void TaskRunner::retire() {
 }
 
 bool TaskRunner::buffer_full() const {
-  return static_cast<int64_t>(buffer_.size()) >= limits_.buffer_elements ||
-         buffer_bytes_ >= limits_.buffer_bytes;
+  // With a memory budget the buffer takes at most half of it and leaves the rest to the
+  // pipeline (shuffle buffers, batches, caches): a slow consumer then pauses production, as a
+  // full buffer does, instead of pushing the job over its budget.
+  int64_t bound = limits_.buffer_bytes;
+  if (limits_.memory_limit > 0)
+    bound = std::min(bound, limits_.memory_limit / 2);
+  return static_cast<int64_t>(buffer_.size()) >= limits_.buffer_elements || buffer_bytes_ >= bound;
 }
 
 TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {

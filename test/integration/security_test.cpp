@@ -250,6 +250,17 @@ TEST_CASE("security: a job passing --job-memory-limit fails at its consumer - th
   CHECK(ok.lines.size() == 10);
 }
 
+TEST_CASE("security: a budget below the task buffer pauses a job for its slow reader instead of failing it") {
+  // 160 MB of 80 KB batches through a 20 MB budget (the task buffer alone may hold 32 MiB), read
+  // one element per request: the buffer stops at half the budget, as a full buffer does.
+  Cluster cluster(0);
+  cluster.add_worker({"--job-memory-limit", "20000000"});
+  auto r = cluster.read("range(20000000).batch(10000)", {"--max-outstanding", "1", "--print", "digest"});
+  CAPTURE(r.describe);
+  CHECK(r.exit_code == 0);
+  CHECK(r.lines.size() == 2000);
+}
+
 TEST_CASE("security: large elements travel the TLS bulk path, byte-exact - a plain bulk peer is refused") {
   // 300 KB elements go as bulk frames (task_runner.hpp bulk_min_bytes); under TLS the bulk
   // connection is a mutual-TLS session of its own (actors/tls_stream.hpp).
