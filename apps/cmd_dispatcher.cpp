@@ -42,7 +42,9 @@ int run_dispatcher(const std::vector<std::string>& args) {
       ("client-timeout", po::value(&client_timeout_ms)->default_value(defaults.client_timeout.count())->value_name("MS"),
        "drop a consumer from its job after this long without a heartbeat (task-list poll)")
       ("range-split-size", po::value(&range_split_size)->default_value(defaults.range_split_size)->value_name("N"),
-       "elements per split of range/from_tensor_slices sources in DYNAMIC mode")
+       "smallest number of elements per split of range/from_tensor_slices sources in DYNAMIC "
+       "mode: a job of known cardinality takes about 8 splits per worker and epoch, between N "
+       "and max(N, 8192) elements each")
       ("allow-path", po::value<std::vector<std::string>>()->composing()->value_name("DIR"),
        "directory under which the file patterns of DYNAMIC file sources (text_lines, tfrecord, "
        "list_files) and FILE sharding may be listed on this host (repeatable; links and `..` "
