@@ -52,9 +52,15 @@ struct job_state {
   std::map<msg::consumer_id_t, msg::consumer_progress> progress;
   msg::consumer_progress departed; // sums of consumers that left
   caf::actor_clock::time_point created;
-  caf::actor_clock::time_point last_status;
-  int64_t last_status_elements = 0;
-  int64_t last_status_bytes = 0;
+  // Delivered totals sampled as the consumers report (at most one a second, the last ~10 s):
+  // the rate status shows is over that window, whoever asks and however seldom, and falls to 0
+  // once no consumer reads.
+  struct RateSample {
+    caf::actor_clock::time_point at;
+    int64_t elements = 0;
+    int64_t bytes = 0;
+  };
+  std::deque<RateSample> rate_samples;
 
   // Coordinated reads only (start.num_consumers > 0): start rounds, fence, consumer indices.
   std::unique_ptr<RoundRobinJob> rounds;
@@ -104,19 +110,38 @@ msg::job_status job_status_of(self_ptr self) {
   s.waiting = sum;
   const auto now = self->clock().now();
   s.age_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - st.created).count();
-  const double secs = std::chrono::duration<double>(now - st.last_status).count();
-  if (secs > 0) {
-    s.elements_per_s = static_cast<double>(sum.elements - st.last_status_elements) / secs;
-    s.bytes_per_s = static_cast<double>(sum.bytes - st.last_status_bytes) / secs;
+  if (!st.rate_samples.empty()) {
+    // The base: the newest sample at least 10 s old now (the oldest while the job is younger).
+    const auto* base = &st.rate_samples.front();
+    for (const auto& sample : st.rate_samples)
+      if (now - sample.at >= std::chrono::seconds(10))
+        base = &sample;
+    const double secs = std::chrono::duration<double>(now - base->at).count();
+    if (secs > 0) {
+      s.elements_per_s = static_cast<double>(sum.elements - base->elements) / secs;
+      s.bytes_per_s = static_cast<double>(sum.bytes - base->bytes) / secs;
+    }
   }
-  st.last_status = now;
-  st.last_status_elements = sum.elements;
-  st.last_status_bytes = sum.bytes;
   if (st.core().dynamic()) {
     s.epoch = st.core().epoch();
     s.splits_handed_out = st.core().splits_handed_out();
   }
   return s;
+}
+
+// One more sample of the delivered totals for the status rate (job_state::rate_samples): kept
+// are the newest sample at least 10 s old (the window's base) and the ones after it.
+void sample_rate(self_ptr self) {
+  auto& st = self->state;
+  const auto now = self->clock().now();
+  if (!st.rate_samples.empty() && now - st.rate_samples.back().at < std::chrono::seconds(1))
+    return;
+  msg::consumer_progress sum = st.departed;
+  for (const auto& [id, p] : st.progress)
+    add_progress(sum, p);
+  st.rate_samples.push_back({now, sum.elements, sum.bytes});
+  while (st.rate_samples.size() > 1 && now - st.rate_samples[1].at >= std::chrono::seconds(10))
+    st.rate_samples.pop_front();
 }
 
 int64_t now_ns(self_ptr self) {
@@ -451,7 +476,8 @@ void drop_consumer(self_ptr self, msg::consumer_id_t id, bool finished) {
 
 job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
   self->state.start = std::move(start);
-  self->state.created = self->state.last_status = self->clock().now();
+  self->state.created = self->clock().now();
+  self->state.rate_samples.push_back({self->state.created, 0, 0});
   if (self->state.start.num_consumers > 0) {
     self->state.rounds = std::make_unique<RoundRobinJob>(self->state.start.num_consumers,
                                                          self->state.start.round_lookahead);
@@ -601,8 +627,10 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
       auto& st = self->state;
       // Only from a consumer still joined: a report arriving after it left would count it
       // twice (its last report already moved into `departed`).
-      if (req.consumer != 0 && st.core().knows_consumer(req.consumer))
+      if (req.consumer != 0 && st.core().knows_consumer(req.consumer)) {
         st.progress[req.consumer] = req.progress;
+        sample_rate(self);
+      }
       st.core().touch(req.consumer, now_ns(self));
       if (st.rounds && req.consumer != 0) {
         const auto pending = st.rounds->pending();

@@ -90,7 +90,7 @@ struct job_status {
   int64_t tasks = 0;
   int64_t elements = 0; // delivered to its consumers (as they last reported)
   int64_t bytes = 0;
-  double elements_per_s = 0; // since the previous status request (or since creation)
+  double elements_per_s = 0; // over about the last 10 s of consumer reports (0 once none reads)
   double bytes_per_s = 0;
   int64_t epoch = -1;            // DYNAMIC: the job's split epoch; -1 otherwise
   int64_t splits_handed_out = -1; // DYNAMIC only
