@@ -926,7 +926,13 @@ consumer_full_actor::behavior_type consumer_impl(self_ptr self) {
     if (auto t = st.task_by_addr.find(down.source); t != st.task_by_addr.end()) {
       unreachable(self, t->second, "connection lost: " + caf::to_string(down.reason));
       if (!st.core.error().ok()) {
-        finish(self, st.core.error());
+        Status err = st.core.error();
+        if (st.rejoining) // the likelier cause than the worker: say so
+          err = Status{err.code(), err.message() +
+                                     "; the job's dispatcher was gone at the time, and a "
+                                     "dispatcher that restarts without its --work-dir state "
+                                     "stops the tasks of jobs it does not know"};
+        finish(self, err);
         return;
       }
       pump(self);

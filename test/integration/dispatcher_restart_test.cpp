@@ -253,6 +253,31 @@ TEST_CASE("dispatcher restart: a cross-trainer-cache job stays one - a trainer j
   CHECK_MESSAGE(b.lines == expected, b.describe);
 }
 
+TEST_CASE("dispatcher restart: without --work-dir an OFF read fails naming the lost state, not the worker") {
+  // Two paths race: the reader's re-join finds the job unknown, or the new dispatcher stops the
+  // worker's task first and the reader loses it (OFF: its elements cannot be read again). Either
+  // way the error must point at the dispatcher's lost state (before, the second named only the
+  // worker, which was alive).
+  auto d1 = start_dispatcher(free_port(), "", "dispatcher1");
+  auto port = *d1->wait_listening(kStartTimeout);
+  auto w1 = start_worker(port, "worker1");
+  REQUIRE(w1->wait_for_output("worker: ready", kStartTimeout));
+  const std::string dataset = "range(6000).map(sleep_us(us=300))";
+  auto reader = ChildProcess::conveyor(
+    std::vector<std::string>{"read", "--dispatcher", addr(port), "--dataset", dataset}, "read");
+  REQUIRE(reader.ok());
+  REQUIRE_MESSAGE(d1->wait_for_output("created job", kReadTimeout), d1->describe());
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  REQUIRE_FALSE((*reader)->exited());
+  d1->signal(SIGKILL);
+  REQUIRE(d1->wait_exit(kStartTimeout).has_value());
+  auto d2 = start_dispatcher(port, "", "dispatcher2");
+  auto rc = (*reader)->wait_exit(kReadTimeout);
+  REQUIRE_MESSAGE(rc.has_value(), (*reader)->describe());
+  CHECK(*rc == 1);
+  CHECK_MESSAGE((*reader)->stderr_text().find("--work-dir") != std::string::npos, (*reader)->describe());
+}
+
 TEST_CASE("dispatcher restart: without --work-dir the start-up says state is in memory only") {
   auto d = start_dispatcher(free_port(), "", "dispatcher");
   CHECK(d->wait_for_output("state is in memory only", kStartTimeout));
