@@ -3,7 +3,7 @@
 // this process reads a light job (`range(K).map(burn(rounds=R))`, ~1 ms per element here) alone,
 // then while N heavy jobs (ten times the rounds per element, endless) keep the worker's pool busy.
 // The worker's Executor shares its threads' time equally among the jobs with work
-// (pipeline/executor.hpp), so with J = N + 1 jobs on C cores the light job should take about
+// (pipeline/runtime/executor.hpp), so with J = N + 1 jobs on C cores the light job should take about
 // max(1, J / C) times as long as alone; in plain turns each heavy turn was ten light ones long.
 // `--node-exe` runs the nodes from another build, to compare.
 #include <algorithm>

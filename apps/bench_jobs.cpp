@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 
-#include "actors/status_client.hpp"
+#include "consumer/status_client.hpp"
 #include "apps/bench.hpp"
 #include "apps/child_nodes.hpp"
 #include "apps/cli_common.hpp"

@@ -1,4 +1,4 @@
-// `conveyor bench journal`: the dispatcher journal's cost (actors/journal.hpp) on this disk.
+// `conveyor bench journal`: the dispatcher journal's cost (dispatcher/journal.hpp) on this disk.
 //   (a) append throughput with group fsync: one thread appends as fast as it can; the writer
 //       thread groups what queued up while it synced
 //   (b) one record at a time: append, wait until durable, next (a strictly sequential client;
@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <stdlib.h>
 
-#include "actors/journal.hpp"
+#include "dispatcher/journal.hpp"
 #include "apps/bench.hpp"
 #include "apps/cli_common.hpp"
 

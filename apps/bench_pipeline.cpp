@@ -28,10 +28,10 @@
 
 #include "apps/bench.hpp"
 #include "apps/cli_common.hpp"
-#include "pipeline/codec.hpp"
-#include "pipeline/dataset.hpp"
-#include "pipeline/example.hpp"
-#include "pipeline/iterator.hpp"
+#include "pipeline/tensor/codec.hpp"
+#include "pipeline/graph/dataset.hpp"
+#include "pipeline/io/example.hpp"
+#include "pipeline/runtime/iterator.hpp"
 
 namespace conveyor::apps {
 namespace {

@@ -23,13 +23,13 @@
 #include <unistd.h>
 #include <vector>
 
-#include "actors/status_client.hpp"
+#include "consumer/status_client.hpp"
 #include "apps/bench.hpp"
 #include "apps/child_nodes.hpp"
 #include "apps/cli_common.hpp"
 #include "conveyor/client.hpp"
-#include "pipeline/dataset.hpp"
-#include "pipeline/iterator.hpp"
+#include "pipeline/graph/dataset.hpp"
+#include "pipeline/runtime/iterator.hpp"
 
 namespace conveyor::apps {
 namespace {

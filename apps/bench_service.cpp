@@ -40,8 +40,8 @@
 #include "apps/cli_common.hpp"
 #include "conveyor/client.hpp"
 #include "conveyor/server.hpp"
-#include "pipeline/buffer_pool.hpp"
-#include "pipeline/text_form.hpp"
+#include "pipeline/tensor/buffer_pool.hpp"
+#include "pipeline/graph/text_form.hpp"
 
 namespace conveyor::apps {
 namespace {
@@ -842,7 +842,7 @@ int run_bench_service(const std::vector<std::string>& args) {
     const double n = static_cast<double>(service.elements);
     const auto hits = pool_after.hits - pool_before.hits, misses = pool_after.misses - pool_before.misses;
     std::printf("  buffers : %.2f fresh large buffers per element (%lld recycled, %lld new: receive buffers and compressed frames from the"
-                " bulk path's pool, pipeline/buffer_pool.hpp)\n",
+                " bulk path's pool, pipeline/tensor/buffer_pool.hpp)\n",
                 n > 0 ? static_cast<double>(misses) / n : 0.0, static_cast<long long>(hits),
                 static_cast<long long>(misses));
   }

@@ -3,7 +3,7 @@
 // Threads: of /proc/PID/status, is what is measured) serve N endless OFF jobs at once, each with a
 // parallel map and a prefetch (`range(..).map(square, P).prefetch(2)`), read by this process. The
 // count is taken idle, with one job open and with all N open. Pipeline work runs on one Executor
-// per process (pipeline/executor.hpp), the task actors included (actors/executor_scheduled.hpp):
+// per process (pipeline/runtime/executor.hpp), the task actors included (worker/executor_scheduled.hpp):
 // the count should not grow with N. `--node-exe` runs the nodes from another build, to compare.
 #include <chrono>
 #include <cstdio>

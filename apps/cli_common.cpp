@@ -1,7 +1,7 @@
 #include "apps/cli_common.hpp"
 
-#include "actors/admission.hpp"
-#include "actors/log.hpp"
+#include "net/admission.hpp"
+#include "node/log.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -285,7 +285,7 @@ Status apply_guard_options(const po::variables_map& vm, GuardConfig& guard, cons
       if (given(name))
         return invalid_argument(std::string{"`--"} + name + "` is a limit of the frame guard, which "
                                 "`--no-frame-guard` turns off: give one of the two, not both");
-  // Under TLS the guard forwards encrypted bytes and cannot see BASP frames (actors/frame_guard.hpp):
+  // Under TLS the guard forwards encrypted bytes and cannot see BASP frames (net/frame_guard.hpp):
   // it still caps connections and closes idle ones, but checks no frame size.
   if (guard.enabled && network.tls() && given("max-frame-bytes"))
     return invalid_argument("`--max-frame-bytes` has no effect with TLS (`--tls-*`): the frame guard "

@@ -15,7 +15,7 @@
 
 #include "conveyor/options.hpp"
 #include "conveyor/server.hpp"
-#include "pipeline/status.hpp"
+#include "pipeline/runtime/status.hpp"
 
 namespace conveyor::apps {
 
@@ -60,7 +60,7 @@ int report_status(const char* command, const Status& status);
 int exit_code_for(const Status& status);
 
 // `--log-level error|warning|info|debug` (default `default_level`, or CONVEYOR_LOG_LEVEL) and
-// `--log-format text|json` (default text, or CONVEYOR_LOG_FORMAT) for node logs (actors/log.hpp).
+// `--log-format text|json` (default text, or CONVEYOR_LOG_FORMAT) for node logs (node/log.hpp).
 // parse_command_line() names the node after the command.
 void add_log_level_option(po::options_description& options, const char* default_level);
 // Applies them; invalid_argument naming `--log-level` / `--log-format` (or the environment

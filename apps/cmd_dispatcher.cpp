@@ -6,7 +6,7 @@
 
 #include "apps/cli_common.hpp"
 #include "apps/subcommand.hpp"
-#include "actors/log.hpp"
+#include "node/log.hpp"
 #include "conveyor/server.hpp"
 
 namespace conveyor::apps {

@@ -1,5 +1,5 @@
 // `conveyor inspect EXPR [--json] [--plugin PATH]...` — parses a dataset expression in the text
-// form (pipeline/text_form.hpp) and prints its canonical text, fingerprint, cardinality and
+// form (pipeline/graph/text_form.hpp) and prints its canonical text, fingerprint, cardinality and
 // element_spec, and with --json the graph as JSON.
 // Exit codes: 0 fine, 1 the dataset parses but is invalid (e.g. an unknown function),
 // 2 bad flags or an expression that does not parse (shown with a caret under the column).
@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "apps/subcommand.hpp"
-#include "pipeline/dataset.hpp"
-#include "pipeline/functions.hpp"
-#include "pipeline/serialize.hpp"
-#include "pipeline/text_form.hpp"
+#include "pipeline/graph/dataset.hpp"
+#include "pipeline/functions/functions.hpp"
+#include "pipeline/graph/serialize.hpp"
+#include "pipeline/graph/text_form.hpp"
 
 namespace conveyor::apps {
 namespace {

@@ -4,15 +4,15 @@
 #include <optional>
 #include <string>
 
-#include "actors/log.hpp"
-#include "actors/status_client.hpp"
+#include "node/log.hpp"
+#include "consumer/status_client.hpp"
 #include "apps/cli_common.hpp"
 #include "apps/subcommand.hpp"
 #include "conveyor/client.hpp"
-#include "pipeline/codec.hpp"
-#include "pipeline/functions.hpp"
-#include "pipeline/text_form.hpp"
-#include "pipeline/tfrecord.hpp"
+#include "pipeline/tensor/codec.hpp"
+#include "pipeline/functions/functions.hpp"
+#include "pipeline/graph/text_form.hpp"
+#include "pipeline/io/tfrecord.hpp"
 
 namespace conveyor::apps {
 namespace {
@@ -323,7 +323,7 @@ int run_read(const std::vector<std::string>& args) {
                  static_cast<long long>(s.messages), stream->job_id().c_str());
     for (const auto& [worker, n] : s.per_worker)
       std::fprintf(stderr, "read:   %s: %lld elements\n", worker.c_str(), static_cast<long long>(n));
-    // "Why is my trainer waiting": the reader's blocked time by cause (actors/wait_stats.hpp).
+    // "Why is my trainer waiting": the reader's blocked time by cause (consumer/wait_stats.hpp).
     const double elapsed = static_cast<double>(s.elapsed_ns) / 1e9;
     const double waited = static_cast<double>(s.wait_worker_ns + s.wait_network_ns +
                                               s.wait_split_ns + s.wait_credit_ns) / 1e9;

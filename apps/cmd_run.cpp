@@ -25,7 +25,7 @@
 #include "apps/subcommand.hpp"
 #include "conveyor/client.hpp"
 #include "conveyor/server.hpp"
-#include "pipeline/text_form.hpp"
+#include "pipeline/graph/text_form.hpp"
 
 namespace conveyor::apps {
 namespace {

@@ -9,8 +9,8 @@
 #include "apps/cli_common.hpp"
 #include "apps/subcommand.hpp"
 #include "conveyor/sim.hpp"
-#include "pipeline/functions.hpp"
-#include "pipeline/text_form.hpp"
+#include "pipeline/functions/functions.hpp"
+#include "pipeline/graph/text_form.hpp"
 
 namespace conveyor::apps {
 namespace {

@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <string>
 
-#include "actors/log.hpp"
-#include "actors/status_client.hpp"
+#include "node/log.hpp"
+#include "consumer/status_client.hpp"
 #include "apps/cli_common.hpp"
 #include "apps/subcommand.hpp"
 

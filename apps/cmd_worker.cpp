@@ -3,8 +3,8 @@
 
 #include "apps/cli_common.hpp"
 #include "apps/subcommand.hpp"
-#include "actors/log.hpp"
-#include "actors/placement.hpp"
+#include "node/log.hpp"
+#include "consumer/placement.hpp"
 #include "conveyor/server.hpp"
 
 namespace conveyor::apps {

@@ -25,7 +25,8 @@ class ConveyorConan(ConanFile):
     def export_sources(self):
         # The recipe lives in conan/; the sources are the repository around it.
         root = os.path.join(self.recipe_folder, "..")
-        for pattern in ("CMakeLists.txt", "cmake/*", "pipeline/*", "messages/*", "actors/*",
+        for pattern in ("CMakeLists.txt", "cmake/*", "pipeline/*", "messages/*", "dispatcher/*", "worker/*",
+                        "consumer/*", "coordinated/*", "net/*", "node/*", "sim/*",
                         "apps/*", "include/*", "test/*", "scripts/*", "examples/*", "python/*"):
             copy(self, pattern, src=root, dst=self.export_sources_folder)
 
@@ -38,10 +39,10 @@ class ConveyorConan(ConanFile):
         self.requires("caf/0.17.6", transitive_headers=True)
         self.requires("lz4/1.9.4")
         self.requires("boost/1.74.0")
-        self.requires("spdlog/1.10.0")          # actors/log.cpp (static libs: users link it)
-        self.requires("prometheus-cpp/1.1.0")   # actors/metrics.cpp
-        self.requires("protobuf/3.21.12")       # pipeline/example.cpp (libprotobuf-lite)
-        self.requires("zlib/1.2.13")            # pipeline/files.cpp (GZIP/ZLIB files)
+        self.requires("spdlog/1.10.0")          # node/log.cpp (static libs: users link it)
+        self.requires("prometheus-cpp/1.1.0")   # node/metrics.cpp
+        self.requires("protobuf/3.21.12")       # pipeline/io/example.cpp (libprotobuf-lite)
+        self.requires("zlib/1.2.13")            # pipeline/io/files.cpp (GZIP/ZLIB files)
         self.requires("openssl/3.0.13")         # TLS (CAF's openssl module, start-up checks)
         self.requires("cereal/1.3.2", visible=False)
 

@@ -26,8 +26,8 @@
 #include "messages/protocol.hpp"
 #include "messages/status.hpp"
 #include "messages/type_ids.hpp"
-#include "pipeline/codec.hpp"
-#include "pipeline/sharding.hpp"
+#include "pipeline/tensor/codec.hpp"
+#include "pipeline/sharding/sharding.hpp"
 
 namespace conveyor::msg {
 
@@ -50,7 +50,7 @@ typename Inspector::result_type inspect(Inspector& f, dispatcher_hello& x) {
 }
 
 struct register_dataset {
-  std::string definition; // pipeline/serialize.hpp to_binary form
+  std::string definition; // pipeline/graph/serialize.hpp to_binary form
   Compression compression = Compression::automatic;
   caf::optional<std::string> requested_id;
 };
@@ -75,7 +75,7 @@ struct get_or_create_job {
   caf::optional<int64_t> num_consumers;
   std::string target_workers = "AUTO";
   // Read with the cross-trainer cache (the consumer's trainer id goes in get_elements): the job's
-  // tasks keep a cache its trainers share (actors/cross_trainer_cache.hpp).
+  // tasks keep a cache its trainers share (worker/cross_trainer_cache.hpp).
   CacheSharing cross_trainer_cache = CacheSharing::none;
   // Named jobs: a repetition ends only once this many consumers joined it and read to its end
   // (DistributeOptions::expected_consumers).

@@ -1,5 +1,5 @@
 // Dispatcher <-> job actor (both in the dispatcher process). The dispatcher owns the cluster
-// state (actors/dispatcher_state.hpp) and decides every id; a job actor runs one job.
+// state (dispatcher/dispatcher_state.hpp) and decides every id; a job actor runs one job.
 //
 //   dispatcher -> job  add_task (a task record was created: a live worker for a new job, or a
 //                      new worker for every unfinished job)

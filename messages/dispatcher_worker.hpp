@@ -23,8 +23,8 @@
 #include "messages/protocol.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/worker_consumer.hpp"
-#include "pipeline/codec.hpp"
-#include "pipeline/sharding.hpp"
+#include "pipeline/tensor/codec.hpp"
+#include "pipeline/sharding/sharding.hpp"
 
 namespace conveyor::msg {
 
@@ -33,7 +33,7 @@ struct task_def {
   task_id_t task = 0;
   job_id_t job = 0;
   dataset_id_t dataset;
-  std::string definition; // pipeline/serialize.hpp to_binary form
+  std::string definition; // pipeline/graph/serialize.hpp to_binary form
   ShardingPolicy policy = ShardingPolicy::off;
   Compression compression = Compression::automatic;
   split_source_actor splits; // the job: DYNAMIC splits, task_done
@@ -42,7 +42,7 @@ struct task_def {
   int64_t num_workers = 0;
   int64_t worker_index = 0;
   CacheSharing cross_trainer_cache = CacheSharing::none; // serve the job's trainers from a shared cache
-  // Coordinated reads: the job's num_consumers (-1 = not coordinated; actors/round_robin.hpp).
+  // Coordinated reads: the job's num_consumers (-1 = not coordinated; coordinated/round_robin.hpp).
   int64_t num_consumers = -1;
 };
 template <class Inspector>
@@ -106,7 +106,7 @@ struct register_worker {
   std::string address; // advertised "host:port" consumers connect to
   worker_actor worker;
   std::string auth_token; // admission proof (NetworkConfig::auth_token); never logged
-  // The worker's tags (WorkerConfig::worker_tags, e.g. "COLOCATED"; actors/placement.hpp).
+  // The worker's tags (WorkerConfig::worker_tags, e.g. "COLOCATED"; consumer/placement.hpp).
   std::vector<std::string> worker_tags = {};
 };
 template <class Inspector>

@@ -8,7 +8,7 @@
 
 #include <caf/error.hpp>
 
-#include "pipeline/status.hpp"
+#include "pipeline/runtime/status.hpp"
 
 namespace caf {
 class actor_system_config;

@@ -90,7 +90,7 @@ struct get_tasks {
   int64_t round_fence = -1;
   // Coordinated reads: for each lost task the list names (task_list::lost_rounds), how many of
   // its local rounds this consumer received (-1: none counts, it is rejoining). The job keeps
-  // the rounds every consumer received (actors/round_robin.hpp).
+  // the rounds every consumer received (coordinated/round_robin.hpp).
   struct lost_report {
     task_id_t task = 0;
     int64_t rounds = -1;
@@ -113,7 +113,7 @@ struct task_info {
   std::string worker_address; // where the consumer connects to reach the task directly
   task_actor handle;
   // The worker's tags: with target_workers AUTO a consumer leaves a COLOCATED worker of another
-  // process alone (actors/placement.hpp).
+  // process alone (consumer/placement.hpp).
   std::vector<std::string> worker_tags = {};
   // Coordinated reads: the first global round this task serves; -1 = pending (not read yet).
   int64_t start_round = 0;

@@ -20,7 +20,7 @@
 
 #include "messages/protocol.hpp"
 #include "messages/type_ids.hpp"
-#include "pipeline/split_provider.hpp"
+#include "pipeline/sharding/split_provider.hpp"
 
 namespace conveyor {
 template <class Inspector>

@@ -1,6 +1,6 @@
 // The dispatcher's state changes as explicit update records (after TF's dispatcher_state.h /
 // journal.proto). The dispatcher decides every id and time BEFORE it makes a record, so applying
-// records (actors/dispatcher_state.hpp) is a pure function and the journal (actors/journal.hpp)
+// records (dispatcher/dispatcher_state.hpp) is a pure function and the journal (dispatcher/journal.hpp)
 // replays them exactly. No CAF here; each record has a field-by-field inspect for serializers.
 #pragma once
 
@@ -104,7 +104,7 @@ typename Inspector::result_type inspect(Inspector& f, ReleaseJobRecord& x) {
   return f(x.job, x.time_us);
 }
 
-// A split as the journal keeps it (pipeline/split_provider.hpp Split, without CAF annotations).
+// A split as the journal keeps it (pipeline/sharding/split_provider.hpp Split, without CAF annotations).
 struct JournalSplit {
   int64_t epoch = 0;
   int64_t index = 0;
@@ -127,7 +127,7 @@ typename Inspector::result_type inspect(Inspector& f, JournalSplitKey& x) {
 
 // DYNAMIC: where a job's split hand-out stands (journal hook for the job actor). `epoch` is the
 // job's (SplitAssigner's) epoch; provider_epoch/next_index the split provider's position
-// (pipeline/split_provider.hpp SplitPosition); handed_out counts splits handed out so far. The
+// (pipeline/sharding/split_provider.hpp SplitPosition); handed_out counts splits handed out so far. The
 // job actor sends it to the dispatcher (msg::persist_splits) and hands the split out only once
 // the dispatcher answered, i.e. once the record is durable. A restarted dispatcher restores the
 // job's split provider to the last recorded position.
@@ -151,7 +151,7 @@ typename Inspector::result_type inspect(Inspector& f, SplitPositionRecord& x) {
            x.finished);
 }
 
-// The variant's alternative index is the record's tag in the journal (actors/journal.hpp):
+// The variant's alternative index is the record's tag in the journal (dispatcher/journal.hpp):
 // append new record types at the END only, never reorder (old journals must stay readable).
 using Update = std::variant<RegisterDatasetRecord, RegisterWorkerRecord, RemoveWorkerRecord,
                             CreateJobRecord, CreateTaskRecord, FinishTaskRecord, FinishJobRecord,

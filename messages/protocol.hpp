@@ -28,7 +28,7 @@ inline constexpr uint32_t kMaxElementsPerRequest = 16384;
 // consumer walks the schedule from round 0 to find where it rejoins. A lost task served only
 // its first `served_rounds` local rounds (every consumer received those); its later rounds in
 // the span are skipped by every consumer alike (-1: it served them all). Its inspect is in
-// messages/job_consumer.hpp; actors/round_robin.hpp calls it RoundSpan.
+// messages/job_consumer.hpp; coordinated/round_robin.hpp calls it RoundSpan.
 struct round_span {
   task_id_t task = 0;
   int64_t start_round = 0;
@@ -37,7 +37,7 @@ struct round_span {
 };
 
 // How the trainers of a job read with the cross-trainer cache share its tasks' output
-// (actors/cross_trainer_cache.hpp).
+// (worker/cross_trainer_cache.hpp).
 enum class CacheSharing : unsigned char {
   none,        // no cache: the job's consumers split its elements
   window,      // the reference's: an infinite dataset; a trainer behind the window skips ahead

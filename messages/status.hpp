@@ -19,7 +19,7 @@
 namespace conveyor::msg {
 
 // What one consumer received so far, and where its waiting time went (nanoseconds; the shares
-// are attributed by the consumer, see actors/wait_stats.hpp).
+// are attributed by the consumer, see consumer/wait_stats.hpp).
 struct consumer_progress {
   int64_t elements = 0;
   int64_t bytes = 0;

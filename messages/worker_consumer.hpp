@@ -2,13 +2,13 @@
 //
 // The consumer pulls: get_elements asks a task for up to `max_elements` elements and about
 // `max_bytes` bytes. The task answers with ONE element_batch: many elements encoded together
-// (pipeline/codec.hpp encode_batch, compressed per the dataset's setting), because a remote
+// (pipeline/tensor/codec.hpp encode_batch, compressed per the dataset's setting), because a remote
 // round trip costs ~0.3 ms and per-element messages would cap throughput. A batch whose encoding
 // exceeds kMaxChunkBytes travels as several chunks, one per reply; the task sends the remaining
 // chunks of a batch to the same consumer's next requests before anything else. When nothing is
 // ready the task holds the request (up to its hold limit) instead of answering empty at once.
 //
-// Bulk path (actors/bulk.hpp): large elements are encoded once when the task produces them and
+// Bulk path (net/bulk.hpp): large elements are encoded once when the task produces them and
 // travel as frames on a per-worker TCP stream beside these messages. The reply still carries
 // all per-batch metadata (counts, seq, end_of_sequence); `bulk_frames` says that the payload
 // comes as frames of (task, batch_seq) on the request's `bulk_channel`. Every reply names the
@@ -58,13 +58,13 @@ struct get_elements {
   // The consumer lost its connection to this worker and reconnected: whatever it was sent and
   // did not acknowledge may be lost; the task hands those splits back to the job.
   bool reconnected = false;
-  // The consumer's open bulk channel to this task's worker (actors/bulk_frame.hpp), 0 = none:
+  // The consumer's open bulk channel to this task's worker (net/bulk_frame.hpp), 0 = none:
   // then every payload comes inline in the element_batch.
   uint64_t bulk_channel = 0;
   // A job read with the cross-trainer cache: the trainer this consumer reads for (consumers of
   // one trainer id share its position; different trainers each get every cached element).
   std::string trainer_id = {};
-  // Coordinated reads (actors/round_robin.hpp; consumer_index >= 0): this consumer's elements
+  // Coordinated reads (coordinated/round_robin.hpp; consumer_index >= 0): this consumer's elements
   // of the task's local rounds [round_first, round_first + round_count), one per round. A round
   // waits until all num_consumers asked for it, at most round_timeout_ns (then an error).
   int64_t round_first = -1;
@@ -84,7 +84,7 @@ struct get_elements {
   // request for rounds with round_committed_known >= 0 is answered then too (without elements
   // if its rounds are not complete): the consumer holds rounds it waits to hand out.
   int64_t round_committed_known = -1;
-  // Admission (actors/admission.hpp): the token of the consumer's NetworkConfig. A worker
+  // Admission (net/admission.hpp): the token of the consumer's NetworkConfig. A worker
   // started with a token refuses a request without it (permission_denied). Never logged.
   std::string auth_token = {};
 };
@@ -121,7 +121,7 @@ struct element_batch {
   int64_t round_next = -1;
   // Coordinated reads: every consumer has this task's local rounds below this (-1 = not said).
   // A consumer hands no round of the task at or above it to its reader: should the task be lost,
-  // only rounds every consumer received are kept (actors/round_robin.hpp).
+  // only rounds every consumer received are kept (coordinated/round_robin.hpp).
   int64_t round_committed = -1;
   // The task serves this consumer nothing more, and the consumer acknowledged every batch it
   // was sent: an endless OFF task whose worker drains (TaskRunner::retire). Its leaving is then

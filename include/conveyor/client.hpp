@@ -47,7 +47,7 @@ struct StreamStats {
   int64_t messages = 0;                      // element batches received
   std::map<std::string, int64_t> per_worker; // worker address -> elements read from it
   // "Why is my trainer waiting": time the reader was blocked with nothing to take, by cause
-  // (nanoseconds; see actors/wait_stats.hpp): tasks held the request with nothing ready
+  // (nanoseconds; see consumer/wait_stats.hpp): tasks held the request with nothing ready
   // (worker compute / split wait), replies with data in transit (network), no request could be
   // sent (credit limits). elapsed_ns: since the stream joined its job.
   int64_t wait_worker_ns = 0;

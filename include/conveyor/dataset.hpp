@@ -1,4 +1,4 @@
-// Dataset: the fluent C++ builder over the dataset graph (pipeline/graph.hpp), mirroring
+// Dataset: the fluent C++ builder over the dataset graph (pipeline/graph/graph.hpp), mirroring
 // tf.data.Dataset. A Dataset is an immutable value (a shared pointer to its output node);
 // every method returns a new Dataset. Builders fill in every schema attribute (defaults
 // included), so the builder and the text form (text_form.hpp) produce identical graphs.

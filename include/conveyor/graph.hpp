@@ -1,6 +1,6 @@
 // The dataset graph: plain data that serializes, fingerprints and prints.
 // A Node is an op name, its input nodes and its attributes. Every attribute of the op's
-// schema (pipeline/ops.hpp) is always present — defaults are filled in by the builder and by
+// schema (pipeline/graph/ops.hpp) is always present — defaults are filled in by the builder and by
 // the text parser — so equal definitions give equal graphs and equal fingerprints.
 #pragma once
 

@@ -28,13 +28,13 @@ struct IteratorContext {
   // its whole content. A source that exhausts the provider ends its sequence (`repeat` above it
   // then starts a new iteration that asks the same provider for the next epoch's splits).
   SplitProvider* split_provider = nullptr;
-  // Which files the pipeline may read and write (pipeline/path_policy.hpp); nullptr = any (local
+  // Which files the pipeline may read and write (pipeline/io/path_policy.hpp); nullptr = any (local
   // use on the caller's own files). Workers always set one; it outlives the iterators.
   const PathPolicy* paths = nullptr;
-  // The job's memory budget (pipeline/memory_budget.hpp) that buffering ops (shuffle, batch,
+  // The job's memory budget (pipeline/runtime/memory_budget.hpp) that buffering ops (shuffle, batch,
   // prefetch, cache) charge; nullptr = unbounded. It outlives the iterators.
   MemoryBudget* memory = nullptr;
-  // The job's share of the process's executor (pipeline/executor.hpp) that parallel maps and
+  // The job's share of the process's executor (pipeline/runtime/executor.hpp) that parallel maps and
   // prefetches queue their work in; null = each such op is a share of its own.
   std::shared_ptr<ExecutorGroup> executor_group;
 };

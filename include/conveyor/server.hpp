@@ -27,7 +27,7 @@ class DispatcherContext;
 class WorkerContext;
 } // namespace detail
 
-// What an unadmitted peer can make a server node hold (actors/frame_guard.hpp): a front end on
+// What an unadmitted peer can make a server node hold (net/frame_guard.hpp): a front end on
 // the node's port checks every BASP frame header a peer sends before CAF reads it (plain TCP),
 // caps open connections and closes idle ones. CAF itself then listens on 127.0.0.1 only.
 struct GuardConfig {
@@ -40,7 +40,7 @@ struct GuardConfig {
 struct DispatcherConfig {
   uint16_t port = 0;                    // 0 = pick a free port (see bound_port())
   std::string bind_host = "127.0.0.1";
-  // Directory of the journal (actors/journal.hpp): every state change is made durable there
+  // Directory of the journal (dispatcher/journal.hpp): every state change is made durable there
   // before it takes effect, and a dispatcher restarted on it carries on (datasets, jobs, tasks,
   // split positions). Empty = state in memory only (a warning says so at start-up).
   std::string work_dir;

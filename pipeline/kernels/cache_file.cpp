@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "pipeline/codec.hpp"
+#include "pipeline/tensor/codec.hpp"
 
 namespace conveyor::kernels {
 

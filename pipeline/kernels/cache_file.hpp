@@ -10,8 +10,8 @@
 #include <memory>
 #include <string>
 
-#include "pipeline/element.hpp"
-#include "pipeline/status.hpp"
+#include "pipeline/tensor/element.hpp"
+#include "pipeline/runtime/status.hpp"
 
 namespace conveyor::kernels {
 

@@ -1,6 +1,6 @@
 #include "pipeline/kernels/dataset_function.hpp"
 
-#include "pipeline/file_source_functions.hpp"
+#include "pipeline/functions/file_source_functions.hpp"
 
 namespace conveyor::kernels {
 

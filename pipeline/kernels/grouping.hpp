@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "pipeline/kernels/kernel.hpp"
-#include "pipeline/memory_budget.hpp"
+#include "pipeline/runtime/memory_budget.hpp"
 
 namespace conveyor::kernels {
 

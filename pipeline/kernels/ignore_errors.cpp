@@ -6,7 +6,7 @@
 // An input that fails kMaxConsecutiveErrors times in a row without producing anything is taken
 // to be stuck (it would fail forever) and ends the sequence with an error instead.
 #include "pipeline/kernels/kernel.hpp"
-#include "pipeline/warnings.hpp"
+#include "pipeline/runtime/warnings.hpp"
 
 namespace conveyor::kernels {
 

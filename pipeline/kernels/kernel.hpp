@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/functions.hpp"
-#include "pipeline/graph.hpp"
-#include "pipeline/iterator.hpp"
-#include "pipeline/memory_budget.hpp"
-#include "pipeline/path_policy.hpp"
-#include "pipeline/split_provider.hpp"
+#include "pipeline/functions/functions.hpp"
+#include "pipeline/graph/graph.hpp"
+#include "pipeline/runtime/iterator.hpp"
+#include "pipeline/runtime/memory_budget.hpp"
+#include "pipeline/io/path_policy.hpp"
+#include "pipeline/sharding/split_provider.hpp"
 
 namespace conveyor::kernels {
 

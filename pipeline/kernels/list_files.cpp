@@ -3,7 +3,7 @@
 // Under DYNAMIC sharding it yields the file of each split instead.
 #include <algorithm>
 
-#include "pipeline/files.hpp"
+#include "pipeline/io/files.hpp"
 #include "pipeline/kernels/kernel.hpp"
 #include "pipeline/kernels/source_sequences.hpp"
 

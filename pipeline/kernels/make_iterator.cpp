@@ -4,7 +4,7 @@
 #include <unordered_map>
 
 #include "pipeline/kernels/kernel.hpp"
-#include "pipeline/ops.hpp"
+#include "pipeline/graph/ops.hpp"
 
 namespace conveyor {
 

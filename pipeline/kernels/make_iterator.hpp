@@ -5,8 +5,8 @@
 
 #include <memory>
 
-#include "pipeline/graph.hpp"
-#include "pipeline/iterator.hpp"
+#include "pipeline/graph/graph.hpp"
+#include "pipeline/runtime/iterator.hpp"
 
 namespace conveyor {
 

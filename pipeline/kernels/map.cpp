@@ -1,6 +1,6 @@
 // map(fn, num_parallel_calls, deterministic): fn applied to every element. With more than one
 // parallel call, up to num_parallel_calls calls are queued on the process's executor
-// (pipeline/executor.hpp) while this iterator keeps pulling its input on the caller's thread (so
+// (pipeline/runtime/executor.hpp) while this iterator keeps pulling its input on the caller's thread (so
 // input errors and `unavailable` stay in stream order); a caller waiting for a result runs the
 // oldest queued call itself. deterministic=true returns results in input order, false returns
 // whichever finishes first.
@@ -9,7 +9,7 @@
 #include <functional>
 #include <thread>
 
-#include "pipeline/executor.hpp"
+#include "pipeline/runtime/executor.hpp"
 #include "pipeline/kernels/kernel.hpp"
 
 namespace conveyor::kernels {

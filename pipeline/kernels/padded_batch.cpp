@@ -11,7 +11,7 @@
 
 #include "pipeline/kernels/grouping.hpp"
 #include "pipeline/kernels/kernel.hpp"
-#include "pipeline/padding.hpp"
+#include "pipeline/graph/padding.hpp"
 
 namespace conveyor::kernels {
 

@@ -1,6 +1,6 @@
 // parse_example(features): each input element, one scalar string holding a serialized
 // tf.train.Example, becomes one tensor per feature of the spec (example.hpp), in spec order.
-#include "pipeline/example.hpp"
+#include "pipeline/io/example.hpp"
 #include "pipeline/kernels/kernel.hpp"
 
 namespace conveyor::kernels {

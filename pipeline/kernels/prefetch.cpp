@@ -1,5 +1,5 @@
 // prefetch(buffer_size): fills a bounded buffer from the input ahead of the consumer, as work on
-// the process's executor (pipeline/executor.hpp): one fill at a time pulls the input until the
+// the process's executor (pipeline/runtime/executor.hpp): one fill at a time pulls the input until the
 // buffer holds buffer_size entries, then gives its thread back; the consumer takes the whole
 // buffer at once and schedules the next fill (double-buffered: while the consumer drains up to
 // buffer_size taken entries, a fill produces up to buffer_size more). A consumer that finds the
@@ -14,9 +14,9 @@
 #include <deque>
 #include <thread>
 
-#include "pipeline/executor.hpp"
+#include "pipeline/runtime/executor.hpp"
 #include "pipeline/kernels/kernel.hpp"
-#include "pipeline/memory_budget.hpp"
+#include "pipeline/runtime/memory_budget.hpp"
 
 namespace conveyor::kernels {
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/path_policy.hpp"
-#include "pipeline/split_provider.hpp"
-#include "pipeline/status.hpp"
+#include "pipeline/io/path_policy.hpp"
+#include "pipeline/sharding/split_provider.hpp"
+#include "pipeline/runtime/status.hpp"
 
 namespace conveyor::kernels {
 

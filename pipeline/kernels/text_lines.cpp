@@ -2,7 +2,7 @@
 // ending ("\n" or "\r\n"); a last line without a newline still counts. Entries of `files` may be
 // glob patterns (expanded, sorted, when the iterator is made); files may be ZLIB/GZIP compressed.
 // Under DYNAMIC sharding it reads the file of each split instead.
-#include "pipeline/files.hpp"
+#include "pipeline/io/files.hpp"
 #include "pipeline/kernels/kernel.hpp"
 #include "pipeline/kernels/source_sequences.hpp"
 

@@ -1,10 +1,10 @@
 // tfrecord(files, compression_type): the raw bytes of every record of each file, as a string
 // scalar. Entries of `files` may be glob patterns (expanded, sorted, when the iterator is made);
 // files may be ZLIB/GZIP compressed. Under DYNAMIC sharding it reads the file of each split instead.
-#include "pipeline/files.hpp"
+#include "pipeline/io/files.hpp"
 #include "pipeline/kernels/kernel.hpp"
 #include "pipeline/kernels/source_sequences.hpp"
-#include "pipeline/tfrecord.hpp"
+#include "pipeline/io/tfrecord.hpp"
 
 namespace conveyor::kernels {
 

@@ -1,4 +1,4 @@
-"""Exceptions raised by conveyor: one class per C++ ErrorCode (pipeline/status.hpp), with the C++
+"""Exceptions raised by conveyor: one class per C++ ErrorCode (pipeline/runtime/status.hpp), with the C++
 message as its text. Each also derives from the closest Python built-in, so ``except ValueError``
 catches an invalid argument, as in tf.data service."""
 

@@ -27,11 +27,11 @@
 #include "conveyor/client.hpp"
 #include "conveyor/options.hpp"
 #include "conveyor/server.hpp"
-#include "pipeline/dataset.hpp"
-#include "pipeline/element.hpp"
-#include "pipeline/functions.hpp"
-#include "pipeline/iterator.hpp"
-#include "pipeline/text_form.hpp"
+#include "pipeline/graph/dataset.hpp"
+#include "pipeline/tensor/element.hpp"
+#include "pipeline/functions/functions.hpp"
+#include "pipeline/runtime/iterator.hpp"
+#include "pipeline/graph/text_form.hpp"
 
 namespace py = pybind11;
 using namespace conveyor;

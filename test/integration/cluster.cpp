@@ -4,7 +4,7 @@
 
 #include <doctest/doctest.h>
 
-#include "pipeline/text_form.hpp"
+#include "pipeline/graph/text_form.hpp"
 
 namespace conveyor::testing {
 

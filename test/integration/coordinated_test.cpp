@@ -1,4 +1,4 @@
-// Coordinated (round-robin) reads over real processes (actors/round_robin.hpp): N `conveyor read`
+// Coordinated (round-robin) reads over real processes (coordinated/round_robin.hpp): N `conveyor read`
 // consumers of one named job with --num-consumers N, each its own --consumer-index, reading a
 // dataset whose element x expands to the group [x*N, ..., x*N + N - 1]. Taking the consumers'
 // outputs round-robin (round r = line r of every consumer), every group of N must be N

@@ -131,7 +131,7 @@ TEST_CASE("dispatcher restart: with an admission token everywhere (DYNAMIC), the
 TEST_CASE("dispatcher restart: coordinated reads go on in step - a worker that joins after the "
           "restart serves rounds") {
   // The schedule of rounds lived in the job and in the consumers: the restored job rebuilds it
-  // from what the consumers know (actors/round_robin.hpp, RoundRobinJob::start_recovery).
+  // from what the consumers know (coordinated/round_robin.hpp, RoundRobinJob::start_recovery).
   TempDir dir;
   REQUIRE(dir.ok());
   auto wd = dir.path() + "/work";

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "actors/local_workers.hpp"
+#include "worker/local_workers.hpp"
 #include "conveyor/client.hpp"
 #include "conveyor/server.hpp"
 #include "test/integration/cluster.hpp"

@@ -4,9 +4,9 @@
 
 #include <doctest/doctest.h>
 
-#include "pipeline/codec.hpp"
-#include "pipeline/text_form.hpp"
-#include "pipeline/tfrecord.hpp"
+#include "pipeline/tensor/codec.hpp"
+#include "pipeline/graph/text_form.hpp"
+#include "pipeline/io/tfrecord.hpp"
 #include "test/integration/cluster.hpp"
 
 using namespace conveyor;

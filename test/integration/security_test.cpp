@@ -164,7 +164,7 @@ TEST_CASE("security: the dispatcher lists a DYNAMIC read's file patterns only un
 
 // CAF's openssl module leaves OpenSSL errors queued on its multiplexer thread (a peer that exits
 // without close_notify queues one), and the next read on any other connection then "failed": each
-// reader that left cut the worker's connection to the dispatcher (actors/openssl_error_queue.hpp).
+// reader that left cut the worker's connection to the dispatcher (net/openssl_error_queue.hpp).
 TEST_CASE("security: with TLS, readers that come and go cut no other connection") {
   Pki pki;
   Cluster cluster(0, pki.flags() + kToken);
@@ -264,7 +264,7 @@ TEST_CASE("security: a budget below the task buffer pauses a job for its slow re
 
 TEST_CASE("security: large elements travel the TLS bulk path, byte-exact - a plain bulk peer is refused") {
   // 300 KB elements go as bulk frames (task_runner.hpp bulk_min_bytes); under TLS the bulk
-  // connection is a mutual-TLS session of its own (actors/tls_stream.hpp).
+  // connection is a mutual-TLS session of its own (net/tls_stream.hpp).
   Pki pki;
   const std::string dataset = "range(40).map(bytes(size=300000))";
   const std::vector<std::string> read_flags{"--mode", "dynamic", "--print", "digest"};
@@ -281,7 +281,7 @@ TEST_CASE("security: large elements travel the TLS bulk path, byte-exact - a pla
   CHECK(sorted(r.lines) == sorted(expected.lines));
   CHECK_MESSAGE(worker.wait_for_output("TLS bulk channel", Millis{5000}), worker.describe());
   // OFF, one worker: the elements in their order, although the channel spreads its frames over
-  // several TLS connections (actors/bulk.cpp) and a later batch's frames can overtake.
+  // several TLS connections (net/bulk.cpp) and a later batch's frames can overtake.
   auto in_order = plain.read(dataset, {"--print", "digest"});
   REQUIRE_MESSAGE(in_order.exit_code == 0, in_order.describe);
   auto tls_in_order = tls.read(dataset, pki.flags() + std::vector<std::string>{"--print", "digest"});

@@ -3,11 +3,11 @@
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
 
-#include "actors/node_config.hpp"
-#include "actors/transport.hpp"
+#include "node/node_config.hpp"
+#include "net/transport.hpp"
 #include "messages/all.hpp"
-#include "pipeline/serialize.hpp"
-#include "pipeline/text_form.hpp"
+#include "pipeline/graph/serialize.hpp"
+#include "pipeline/graph/text_form.hpp"
 
 namespace conveyor::testing {
 

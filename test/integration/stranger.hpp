@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "pipeline/status.hpp"
+#include "pipeline/runtime/status.hpp"
 
 namespace conveyor::testing {
 
@@ -33,7 +33,7 @@ public:
   // drain_atom to the worker (a graceful stop; local-only, it carries no token): the reply or
   // the error.
   Expected<bool> drain();
-  // The other messages a node sends only to its own actors (actors/local_sender.hpp), from here:
+  // The other messages a node sends only to its own actors (net/local_sender.hpp), from here:
   // tick_atom, drained_atom and connect_atom to the worker, produce_atom to the kept task, then
   // drained_atom to the task (its reply or error is returned).
   Expected<bool> send_local_only();

@@ -2,7 +2,7 @@
 // boost.dll and lets it register `plugin_triple`.
 #include <boost/config.hpp>
 
-#include "pipeline/functions.hpp"
+#include "pipeline/functions/functions.hpp"
 
 namespace {
 

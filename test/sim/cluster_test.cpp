@@ -7,7 +7,7 @@
 #include <map>
 
 #include "conveyor/sim.hpp"
-#include "pipeline/dataset.hpp"
+#include "pipeline/graph/dataset.hpp"
 
 using namespace std::chrono_literals;
 using conveyor::Dataset;

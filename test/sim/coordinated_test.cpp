@@ -1,7 +1,7 @@
 // Coordinated (round-robin) reads in the simulator: N consumers with num_consumers N, one worker
 // joining the running job at a time the seed draws, slow links and worker crashes drawn per
 // seed; the invariants check that round r of every consumer is one group of N consecutive
-// integers (check_coordinated in actors/sim/invariants.cpp), that nothing ends short without
+// integers (check_coordinated in sim/invariants.cpp), that nothing ends short without
 // an error, and that no job, task or consumer actor is left behind.
 // CONVEYOR_SIM_SEEDS sets the number of seeds per configuration (default 500).
 #include <doctest/doctest.h>
@@ -10,7 +10,7 @@
 #include <string>
 
 #include "conveyor/sim.hpp"
-#include "pipeline/text_form.hpp"
+#include "pipeline/graph/text_form.hpp"
 #include "test/sim/sweep_support.hpp"
 
 using conveyor::SimConfig;

@@ -2,7 +2,7 @@
 // shared job of an infinite dataset from two workers through the workers' caches, with the
 // cache window drawn per seed (8 or 32 elements, so slow trainers fall behind it and skip
 // ahead, or large enough never to evict). The invariants (check_cross_trainer_cache in
-// actors/sim/invariants.cpp) check that every trainer reads each task's sequence in order,
+// sim/invariants.cpp) check that every trainer reads each task's sequence in order,
 // the whole of it when nothing could be evicted.
 // CONVEYOR_SIM_SEEDS sets the number of seeds (default 500; this sweep runs a fifth of them).
 #include <doctest/doctest.h>
@@ -12,7 +12,7 @@
 #include <string>
 
 #include "conveyor/sim.hpp"
-#include "pipeline/text_form.hpp"
+#include "pipeline/graph/text_form.hpp"
 #include "test/sim/sweep_support.hpp"
 
 using conveyor::sim_test::env_int;

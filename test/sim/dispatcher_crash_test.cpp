@@ -1,4 +1,4 @@
-// The dispatcher crashes and restarts from its simulated disk (actors/sim/sim_journal.hpp),
+// The dispatcher crashes and restarts from its simulated disk (sim/sim_journal.hpp),
 // losing whatever was not yet synced, or a consumer's connection to it breaks: the reads go on
 // and end with every element. Stronger than the invariants (which let a stream fail loudly
 // under faults): here every stream must end OK and complete.

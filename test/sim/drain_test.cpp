@@ -11,7 +11,7 @@
 #include <string>
 
 #include "conveyor/sim.hpp"
-#include "pipeline/text_form.hpp"
+#include "pipeline/graph/text_form.hpp"
 #include "test/sim/sweep_support.hpp"
 
 using conveyor::sim_test::env_int;

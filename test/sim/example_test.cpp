@@ -6,7 +6,7 @@
 #include <set>
 
 #include "conveyor/sim.hpp"
-#include "pipeline/functions.hpp"
+#include "pipeline/functions/functions.hpp"
 
 using namespace std::chrono_literals;
 

@@ -1,9 +1,9 @@
 // The invariant checks and the --faults syntax on their own, with hand-made observations.
 #include <doctest/doctest.h>
 
-#include "actors/sim/invariants.hpp"
-#include "actors/sim/rng.hpp"
-#include "actors/sim/trace.hpp"
+#include "sim/invariants.hpp"
+#include "sim/rng.hpp"
+#include "sim/trace.hpp"
 #include "conveyor/sim.hpp"
 
 using namespace std::chrono_literals;

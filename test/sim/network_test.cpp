@@ -9,7 +9,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/sim/world.hpp"
+#include "sim/world.hpp"
 
 using namespace std::chrono_literals;
 using conveyor::sim::Duration;

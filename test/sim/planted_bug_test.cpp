@@ -1,9 +1,9 @@
 // The simulator must be able to fail: a seed sweep finds each planted protocol bug
-// (actors/sim/planted_bugs.hpp), names the broken invariant, and the same sweep passes once the
+// (sim/planted_bugs.hpp), names the broken invariant, and the same sweep passes once the
 // bug is switched off again.
 #include <doctest/doctest.h>
 
-#include "actors/sim/planted_bugs.hpp"
+#include "sim/planted_bugs.hpp"
 #include "conveyor/sim.hpp"
 
 using conveyor::Dataset;

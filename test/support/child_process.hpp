@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "pipeline/status.hpp"
+#include "pipeline/runtime/status.hpp"
 
 namespace conveyor::testing {
 

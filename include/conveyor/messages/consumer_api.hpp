@@ -27,7 +27,7 @@ struct stream_stats {
   int64_t bytes = 0;    // encoded bytes received
   int64_t messages = 0; // element batches received
   std::map<std::string, int64_t> per_worker;
-  // Where the reader's waiting went (actors/wait_stats.hpp), nanoseconds.
+  // Where the reader's waiting went (consumer/wait_stats.hpp), nanoseconds.
   int64_t wait_worker_ns = 0;
   int64_t wait_network_ns = 0;
   int64_t wait_split_ns = 0;

@@ -1,5 +1,5 @@
 // The one CAF type-id block of conveyor: every message type and atom. Registration happens in
-// one place (actors/node_config.cpp: cfg.add_message_types<caf::id_block::conveyor>()), so every
+// one place (node/node_config.cpp: cfg.add_message_types<caf::id_block::conveyor>()), so every
 // node registers the same types under the same names. Types only need to be declared here;
 // their definitions (plain structs + inspect) live in the per-peer headers of this folder.
 #pragma once
@@ -107,7 +107,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(conveyor, caf::first_custom_type_id)
   CAF_ADD_ATOM(conveyor, conveyor::msg, ack_atom, "cv_ack")         // consumer API: n elements taken
   CAF_ADD_ATOM(conveyor, conveyor::msg, stats_atom, "cv_stats")     // consumer API: counters
   CAF_ADD_ATOM(conveyor, conveyor::msg, cancel_atom, "cv_cancel")   // consumer API: stop reading
-  // Bulk data path (actors/bulk.hpp), all local to one node except cv_bframe in the simulator.
+  // Bulk data path (net/bulk.hpp), all local to one node except cv_bframe in the simulator.
   CAF_ADD_ATOM(conveyor, conveyor::msg, bulk_send_atom, "cv_bsend")   // task -> bulk server
   CAF_ADD_ATOM(conveyor, conveyor::msg, bulk_open_atom, "cv_bopen")   // consumer -> bulk client
   CAF_ADD_ATOM(conveyor, conveyor::msg, bulk_ready_atom, "cv_bready") // bulk client -> consumer
@@ -119,7 +119,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(conveyor, caf::first_custom_type_id)
   CAF_ADD_ATOM(conveyor, conveyor::msg, drain_atom, "cv_drain")     // worker/task: graceful stop
   CAF_ADD_ATOM(conveyor, conveyor::msg, drained_atom, "cv_drained") // task: drained yet?
   CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::cache_trainers))
-  // TLS sessions of the bulk data path (actors/bulk_tls.hpp), local to one node.
+  // TLS sessions of the bulk data path (net/bulk_tls.hpp), local to one node.
   CAF_ADD_ATOM(conveyor, conveyor::msg, tls_in_atom, "cv_tlsin")   // socket bytes for a session
   CAF_ADD_ATOM(conveyor, conveyor::msg, tls_out_atom, "cv_tlsout") // session bytes for the socket
   CAF_ADD_ATOM(conveyor, conveyor::msg, tls_plain_atom, "cv_tlspt") // plaintext of the TLS records

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "cluster_fixture.hpp"
-#include "actors/task_actor.hpp"
+#include "worker/task_actor.hpp"
 #include "test/support/thread_count.hpp"
 
 using namespace conveyor;

@@ -1,6 +1,6 @@
 // A user function that blocks (a sleep, a slow file system, a deadlock in user code) holds only
 // its own task: other jobs on the same worker are still served, and the worker keeps its
-// heartbeats. Tasks run on the process's Executor (actors/executor_scheduled.hpp), never on the
+// heartbeats. Tasks run on the process's Executor (worker/executor_scheduled.hpp), never on the
 // actor system's scheduler threads, which the test nodes have two of; the Executor adds a thread
 // while all of its threads are inside blocked items.
 #include <doctest/doctest.h>
@@ -13,7 +13,7 @@
 
 #include "cluster_fixture.hpp"
 #include "conveyor/functions.hpp"
-#include "pipeline/executor.hpp"
+#include "pipeline/runtime/executor.hpp"
 #include "test/support/gate.hpp"
 
 using namespace conveyor;

@@ -1,4 +1,4 @@
-// The worker's plain-TCP bulk server (actors/bulk.hpp), spoken to over a real socket as a consumer
+// The worker's plain-TCP bulk server (net/bulk.hpp), spoken to over a real socket as a consumer
 // would: the ack, frames sent as gather buffers arriving byte-exact, and the connection closing
 // when the server ends (the writer's duplicate socket closes with CAF's).
 #include <doctest/doctest.h>
@@ -15,9 +15,9 @@
 #include <caf/actor_system.hpp>
 #include <caf/send.hpp>
 
-#include "actors/bulk.hpp"
-#include "actors/bulk_frame.hpp"
-#include "actors/node_config.hpp"
+#include "net/bulk.hpp"
+#include "net/bulk_frame.hpp"
+#include "node/node_config.hpp"
 #include "cluster_fixture.hpp"
 #include "messages/all.hpp"
 #include "test/support/socket_read.hpp"

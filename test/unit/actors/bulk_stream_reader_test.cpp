@@ -1,11 +1,11 @@
-// bulk::StreamReader (actors/bulk_stream_reader.hpp): the consumer's end of a bulk channel, unit by
+// bulk::StreamReader (net/bulk_stream_reader.hpp): the consumer's end of a bulk channel, unit by
 // unit, as both the plain broker and the TLS session feed it.
 #include <doctest/doctest.h>
 
 #include <variant>
 #include <vector>
 
-#include "actors/bulk_stream_reader.hpp"
+#include "net/bulk_stream_reader.hpp"
 
 using namespace conveyor::actors::bulk;
 

@@ -1,4 +1,4 @@
-// BulkWriter (actors/bulk_writer.hpp): gather buffers reach the peer whole and in order, views
+// BulkWriter (net/bulk_writer.hpp): gather buffers reach the peer whole and in order, views
 // included, also when the socket is full; a removed connection closes; a peer that went away
 // breaks only its own connection.
 #include <doctest/doctest.h>
@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "actors/bulk_writer.hpp"
+#include "net/bulk_writer.hpp"
 #include "test/support/socket_read.hpp"
 #include "test/support/random_bytes.hpp"
 

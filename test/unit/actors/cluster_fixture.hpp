@@ -11,7 +11,7 @@
 #include <memory>
 #include <vector>
 
-#include "actors/log.hpp"
+#include "node/log.hpp"
 #include "conveyor/client.hpp"
 #include "conveyor/server.hpp"
 

@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "cluster_fixture.hpp"
-#include "pipeline/text_form.hpp"
+#include "pipeline/graph/text_form.hpp"
 
 using namespace conveyor;
 using namespace conveyor::test;

@@ -18,7 +18,7 @@
 #include <caf/io/middleman.hpp>
 #include <caf/send.hpp>
 
-#include "actors/node_config.hpp"
+#include "node/node_config.hpp"
 #include "cluster_fixture.hpp"
 #include "echo_actor.hpp"
 

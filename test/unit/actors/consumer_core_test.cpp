@@ -3,8 +3,8 @@
 
 #include <caf/all.hpp>
 
-#include "actors/consumer_core.hpp"
-#include "pipeline/codec.hpp"
+#include "consumer/consumer_core.hpp"
+#include "pipeline/tensor/codec.hpp"
 
 using namespace conveyor;
 using namespace conveyor::actors;
@@ -279,7 +279,7 @@ TEST_CASE("bulk: frames before or after the reply complete a batch, in order - l
 }
 
 TEST_CASE("bulk: a later batch whose frames overtook an earlier one's waits for it - a task's order holds") {
-  // A TLS channel spreads its frames over several connections (actors/bulk_frame.hpp), so batch
+  // A TLS channel spreads its frames over several connections (net/bulk_frame.hpp), so batch
   // 6's frame can arrive before batch 5's although the worker sent it later.
   ConsumerLimits limits;
   ConsumerCore core{limits};

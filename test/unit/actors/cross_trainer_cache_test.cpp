@@ -1,4 +1,4 @@
-// The cross-trainer cache (actors/cross_trainer_cache.hpp): trainers share one produced sequence
+// The cross-trainer cache (worker/cross_trainer_cache.hpp): trainers share one produced sequence
 // through a bounded window; a trainer behind the window skips ahead; the reference's errors.
 #include <doctest/doctest.h>
 
@@ -8,8 +8,8 @@
 #include <set>
 #include <thread>
 
-#include "actors/cross_trainer_cache.hpp"
-#include "pipeline/tensor.hpp"
+#include "worker/cross_trainer_cache.hpp"
+#include "pipeline/tensor/tensor.hpp"
 
 using namespace conveyor;
 using namespace conveyor::actors;

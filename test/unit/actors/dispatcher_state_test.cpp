@@ -1,7 +1,7 @@
 // DispatcherState: update records applied one by one, no actors, no clock.
 #include <doctest/doctest.h>
 
-#include "actors/dispatcher_state.hpp"
+#include "dispatcher/dispatcher_state.hpp"
 
 using namespace conveyor;
 using namespace conveyor::actors;

@@ -1,8 +1,8 @@
 // JobCore: the job's one bookkeeping (tasks, consumers, DYNAMIC splits), without actors.
 #include <doctest/doctest.h>
 
-#include "actors/job_core.hpp"
-#include "pipeline/dataset.hpp"
+#include "dispatcher/job_core.hpp"
+#include "pipeline/graph/dataset.hpp"
 
 using conveyor::Dataset;
 using conveyor::Split;

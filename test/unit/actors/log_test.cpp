@@ -1,4 +1,4 @@
-// The node log format (actors/log.hpp): timestamp, level, node and pid on every line; JSON lines
+// The node log format (node/log.hpp): timestamp, level, node and pid on every line; JSON lines
 // that parse as one object with escaped text.
 #include <doctest/doctest.h>
 
@@ -6,7 +6,7 @@
 
 #include <regex>
 
-#include "actors/log.hpp"
+#include "node/log.hpp"
 
 using namespace conveyor;
 

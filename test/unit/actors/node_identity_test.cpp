@@ -14,7 +14,7 @@
 #include <caf/node_id.hpp>
 #include <caf/send.hpp>
 
-#include "actors/node_config.hpp"
+#include "node/node_config.hpp"
 #include "cluster_fixture.hpp"
 #include "echo_actor.hpp"
 

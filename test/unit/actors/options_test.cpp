@@ -32,7 +32,7 @@ TEST_CASE("job_name, consumer_index and num_consumers are validated as in the re
   o.consumer_index = 2;
   CHECK(error_of(o) == "`consumer_index` must be in [0, num_consumers) = [0, 2), got 2");
   o.consumer_index = 1;
-  CHECK(validate(o).ok()); // coordinated reads (actors/round_robin.hpp)
+  CHECK(validate(o).ok()); // coordinated reads (coordinated/round_robin.hpp)
   o.round_timeout = std::chrono::milliseconds{0};
   CHECK(error_of(o) == "`round_timeout` must be positive, got 0 ms");
   o.round_timeout = std::chrono::milliseconds{1000};

@@ -1,15 +1,15 @@
-// Placement (actors/placement.hpp): target_workers parsing, worker tags, the reference's rule of
+// Placement (consumer/placement.hpp): target_workers parsing, worker tags, the reference's rule of
 // which tasks a consumer reads, and its start-up errors; then in-process clusters reading with
 // LOCAL (the in-process path, large elements included) and the checks around it.
 #include <doctest/doctest.h>
 
-#include "actors/local_workers.hpp"
-#include "actors/metrics.hpp"
+#include "worker/local_workers.hpp"
+#include "node/metrics.hpp"
 #include "messages/status.hpp"
-#include "actors/placement.hpp"
-#include "actors/status_client.hpp"
+#include "consumer/placement.hpp"
+#include "consumer/status_client.hpp"
 #include "cluster_fixture.hpp"
-#include "pipeline/text_form.hpp"
+#include "pipeline/graph/text_form.hpp"
 #include "test/support/free_port.hpp"
 
 #include <atomic>

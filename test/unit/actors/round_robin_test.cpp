@@ -1,4 +1,4 @@
-// Coordinated (round-robin) reads without actors (actors/round_robin.hpp): the schedule, the
+// Coordinated (round-robin) reads without actors (coordinated/round_robin.hpp): the schedule, the
 // consumer's planner, the task's rounds and the job's fence, driven together in one process.
 #include <doctest/doctest.h>
 
@@ -8,8 +8,8 @@
 #include <set>
 #include <random>
 
-#include "actors/hooks.hpp"
-#include "actors/round_robin.hpp"
+#include "node/hooks.hpp"
+#include "coordinated/round_robin.hpp"
 
 using conveyor::Element;
 using conveyor::ErrorCode;

@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "actors/admission.hpp"
-#include "actors/frame_guard.hpp"
+#include "net/admission.hpp"
+#include "net/frame_guard.hpp"
 #include "cluster_fixture.hpp"
 
 using namespace conveyor;

@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "cluster_fixture.hpp"
-#include "pipeline/text_form.hpp"
+#include "pipeline/graph/text_form.hpp"
 #include "test/support/free_port.hpp"
 
 using namespace conveyor;

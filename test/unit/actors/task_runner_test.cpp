@@ -3,10 +3,10 @@
 
 #include <memory>
 
-#include "actors/bulk_frame.hpp"
-#include "actors/task_runner.hpp"
-#include "pipeline/codec.hpp"
-#include "pipeline/text_form.hpp"
+#include "net/bulk_frame.hpp"
+#include "worker/task_runner.hpp"
+#include "pipeline/tensor/codec.hpp"
+#include "pipeline/graph/text_form.hpp"
 
 using namespace conveyor;
 using namespace conveyor::actors;

@@ -1,4 +1,4 @@
-// TlsStream (actors/tls_stream.hpp): two ends talking through memory, with certificates made by
+// TlsStream (net/tls_stream.hpp): two ends talking through memory, with certificates made by
 // the openssl command (test/support/pki.hpp).
 #include <doctest/doctest.h>
 
@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "actors/bulk_frame.hpp"
-#include "actors/bulk_seal.hpp"
-#include "actors/tls_stream.hpp"
+#include "net/bulk_frame.hpp"
+#include "net/bulk_seal.hpp"
+#include "net/tls_stream.hpp"
 #include "conveyor/options.hpp"
 #include "test/support/pki.hpp"
 
@@ -172,7 +172,7 @@ TEST_CASE("TLS files: a node certificate that does not verify against --tls-ca i
   CHECK(validate_security(n).ok());
 }
 
-// --- sealed records (actors/bulk_seal.hpp): the TLS bulk path's frames after the ack
+// --- sealed records (net/bulk_seal.hpp): the TLS bulk path's frames after the ack
 
 namespace {
 

@@ -1,7 +1,7 @@
-// The consumer's waiting-time attribution (actors/wait_stats.hpp).
+// The consumer's waiting-time attribution (consumer/wait_stats.hpp).
 #include <doctest/doctest.h>
 
-#include "actors/wait_stats.hpp"
+#include "consumer/wait_stats.hpp"
 
 using namespace conveyor::actors;
 using S = WaitStats::State;

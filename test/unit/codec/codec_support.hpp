@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/codec.hpp"
+#include "pipeline/tensor/codec.hpp"
 
 namespace conveyor::test {
 

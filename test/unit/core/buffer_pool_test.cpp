@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "pipeline/buffer_pool.hpp"
+#include "pipeline/tensor/buffer_pool.hpp"
 
 using namespace conveyor;
 

@@ -1,7 +1,7 @@
 // Dataset::cardinality follows tf.data op by op, including its documented examples.
 #include <doctest/doctest.h>
 
-#include "pipeline/dataset.hpp"
+#include "pipeline/graph/dataset.hpp"
 
 using namespace conveyor;
 

@@ -1,8 +1,8 @@
 // Dataset::element_spec op by op; where the kernels exist, produced elements match the spec.
 #include <doctest/doctest.h>
 
-#include "pipeline/dataset.hpp"
-#include "pipeline/functions.hpp"
+#include "pipeline/graph/dataset.hpp"
+#include "pipeline/functions/functions.hpp"
 
 using namespace conveyor;
 

@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "pipeline/element.hpp"
+#include "pipeline/tensor/element.hpp"
 
 using namespace conveyor;
 

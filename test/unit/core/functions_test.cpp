@@ -4,8 +4,8 @@
 
 #include <doctest/doctest.h>
 
-#include "pipeline/dataset.hpp"
-#include "pipeline/functions.hpp"
+#include "pipeline/graph/dataset.hpp"
+#include "pipeline/functions/functions.hpp"
 
 using namespace conveyor;
 

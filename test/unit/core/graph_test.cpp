@@ -3,9 +3,9 @@
 
 #include <doctest/doctest.h>
 
-#include "pipeline/dataset.hpp"
-#include "pipeline/ops.hpp"
-#include "pipeline/text_form.hpp"
+#include "pipeline/graph/dataset.hpp"
+#include "pipeline/graph/ops.hpp"
+#include "pipeline/graph/text_form.hpp"
 
 using namespace conveyor;
 

@@ -3,9 +3,9 @@
 
 #include <fstream>
 
-#include "pipeline/dataset.hpp"
-#include "pipeline/functions.hpp"
-#include "pipeline/iterator.hpp"
+#include "pipeline/graph/dataset.hpp"
+#include "pipeline/functions/functions.hpp"
+#include "pipeline/runtime/iterator.hpp"
 
 using namespace conveyor;
 

@@ -5,7 +5,7 @@
 #include <memory>
 #include <numeric>
 
-#include "pipeline/tensor.hpp"
+#include "pipeline/tensor/tensor.hpp"
 
 using namespace conveyor;
 

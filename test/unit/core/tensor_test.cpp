@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "pipeline/tensor.hpp"
+#include "pipeline/tensor/tensor.hpp"
 
 using namespace conveyor;
 

@@ -1,8 +1,8 @@
 // Dataset::validate: bad argument values and unknown functions fail with tf.data-like messages.
 #include <doctest/doctest.h>
 
-#include "pipeline/dataset.hpp"
-#include "pipeline/functions.hpp"
+#include "pipeline/graph/dataset.hpp"
+#include "pipeline/functions/functions.hpp"
 
 using namespace conveyor;
 

@@ -4,9 +4,9 @@
 
 #include <fstream>
 
-#include "pipeline/example.hpp"
-#include "pipeline/serialize.hpp"
-#include "pipeline/text_form.hpp"
+#include "pipeline/io/example.hpp"
+#include "pipeline/graph/serialize.hpp"
+#include "pipeline/graph/text_form.hpp"
 #include "test/unit/formats/formats_util.hpp"
 
 using namespace conveyor;

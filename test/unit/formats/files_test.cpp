@@ -2,12 +2,12 @@
 // directly as the function of interleave / flat_map (including DYNAMIC and FILE sharding).
 #include <doctest/doctest.h>
 
-#include "pipeline/files.hpp"
-#include "pipeline/functions.hpp"
-#include "pipeline/sharding.hpp"
-#include "pipeline/split_provider.hpp"
-#include "pipeline/text_form.hpp"
-#include "pipeline/tfrecord.hpp"
+#include "pipeline/io/files.hpp"
+#include "pipeline/functions/functions.hpp"
+#include "pipeline/sharding/sharding.hpp"
+#include "pipeline/sharding/split_provider.hpp"
+#include "pipeline/graph/text_form.hpp"
+#include "pipeline/io/tfrecord.hpp"
 #include "test/unit/formats/formats_util.hpp"
 
 using namespace conveyor;

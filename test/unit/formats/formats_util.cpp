@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "pipeline/iterator.hpp"
+#include "pipeline/runtime/iterator.hpp"
 
 namespace conveyor::formats_test {
 

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/dataset.hpp"
-#include "pipeline/functions.hpp"
+#include "pipeline/graph/dataset.hpp"
+#include "pipeline/functions/functions.hpp"
 
 namespace conveyor::formats_test {
 

@@ -3,12 +3,12 @@
 
 #include <mutex>
 
-#include "pipeline/example.hpp"
-#include "pipeline/functions.hpp"
-#include "pipeline/iterator.hpp"
-#include "pipeline/text_form.hpp"
-#include "pipeline/tfrecord.hpp"
-#include "pipeline/warnings.hpp"
+#include "pipeline/io/example.hpp"
+#include "pipeline/functions/functions.hpp"
+#include "pipeline/runtime/iterator.hpp"
+#include "pipeline/graph/text_form.hpp"
+#include "pipeline/io/tfrecord.hpp"
+#include "pipeline/runtime/warnings.hpp"
 #include "test/unit/formats/formats_util.hpp"
 
 using namespace conveyor;

@@ -1,4 +1,4 @@
-// The dispatcher journal (actors/journal.hpp): round trip, replay == live state, torn tail,
+// The dispatcher journal (dispatcher/journal.hpp): round trip, replay == live state, torn tail,
 // corrupt record (file + offset), compaction, group fsync callback order. Real files in a temp dir.
 #include <doctest/doctest.h>
 
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <mutex>
 
-#include "actors/journal.hpp"
+#include "dispatcher/journal.hpp"
 #include "test/unit/sharding/temp_dir.hpp"
 
 using namespace conveyor;

@@ -9,7 +9,7 @@
 #include <caf/proxy_registry.hpp>
 #include <caf/scoped_execution_unit.hpp>
 
-#include "actors/node_config.hpp"
+#include "node/node_config.hpp"
 #include "messages/all.hpp"
 #include "messages/journal_records.hpp"
 

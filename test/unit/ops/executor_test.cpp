@@ -1,4 +1,4 @@
-// The process's executor for pipeline work (pipeline/executor.hpp): queues served in turn,
+// The process's executor for pipeline work (pipeline/runtime/executor.hpp): queues served in turn,
 // caller-runs, cancellation; and what it buys the pipeline: parallel maps and prefetches of many
 // iterators share its threads (the thread count stays flat), and a pipeline still completes when
 // every executor thread is blocked in someone else's function.
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "ops_test_util.hpp"
-#include "pipeline/executor.hpp"
+#include "pipeline/runtime/executor.hpp"
 #include "test/support/gate.hpp"
 #include "test/support/thread_count.hpp"
 

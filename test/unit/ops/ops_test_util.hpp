@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/dataset.hpp"
-#include "pipeline/functions.hpp"
-#include "pipeline/iterator.hpp"
-#include "pipeline/split_provider.hpp"
+#include "pipeline/graph/dataset.hpp"
+#include "pipeline/functions/functions.hpp"
+#include "pipeline/runtime/iterator.hpp"
+#include "pipeline/sharding/split_provider.hpp"
 
 namespace conveyor::test {
 

@@ -1,4 +1,4 @@
-// Path confinement (pipeline/path_policy.hpp): the file ops read and write only under the
+// Path confinement (pipeline/io/path_policy.hpp): the file ops read and write only under the
 // allowed roots, after `..` and symbolic links are resolved; inner datasets are confined too.
 #include <doctest/doctest.h>
 
@@ -8,8 +8,8 @@
 
 #include "ops_test_util.hpp"
 #include "conveyor/sharding.hpp"
-#include "pipeline/path_policy.hpp"
-#include "pipeline/split_provider.hpp"
+#include "pipeline/io/path_policy.hpp"
+#include "pipeline/sharding/split_provider.hpp"
 
 using namespace conveyor;
 
@@ -181,8 +181,8 @@ TEST_CASE("path policy: no roots allows nothing - bad roots are refused - no pol
         std::string::npos);
 }
 
-// --- the job memory budget (pipeline/memory_budget.hpp)
-#include "pipeline/memory_budget.hpp"
+// --- the job memory budget (pipeline/runtime/memory_budget.hpp)
+#include "pipeline/runtime/memory_budget.hpp"
 
 namespace {
 Status run_budgeted(const Dataset& ds, MemoryBudget& budget, std::vector<Element>* out = nullptr) {

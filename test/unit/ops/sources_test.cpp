@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "ops_test_util.hpp"
-#include "pipeline/tfrecord.hpp"
+#include "pipeline/io/tfrecord.hpp"
 
 using namespace conveyor;
 using conveyor::test::show;

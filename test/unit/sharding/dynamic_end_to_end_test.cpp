@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <vector>
 
-#include "pipeline/dataset.hpp"
-#include "pipeline/functions.hpp"
-#include "pipeline/iterator.hpp"
-#include "pipeline/split_provider.hpp"
+#include "pipeline/graph/dataset.hpp"
+#include "pipeline/functions/functions.hpp"
+#include "pipeline/runtime/iterator.hpp"
+#include "pipeline/sharding/split_provider.hpp"
 #include "test/unit/sharding/temp_dir.hpp"
 
 using namespace conveyor;

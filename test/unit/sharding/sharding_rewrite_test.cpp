@@ -1,9 +1,9 @@
 // Static sharding policies as graph rewrites: the resulting graph and text form of each.
 #include <doctest/doctest.h>
 
-#include "pipeline/dataset.hpp"
-#include "pipeline/sharding.hpp"
-#include "pipeline/text_form.hpp"
+#include "pipeline/graph/dataset.hpp"
+#include "pipeline/sharding/sharding.hpp"
+#include "pipeline/graph/text_form.hpp"
 
 using namespace conveyor;
 

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "pipeline/dataset.hpp"
-#include "pipeline/split_provider.hpp"
+#include "pipeline/graph/dataset.hpp"
+#include "pipeline/sharding/split_provider.hpp"
 #include "test/unit/sharding/temp_dir.hpp"
 
 using namespace conveyor;

@@ -11,8 +11,8 @@
 #include <map>
 #include <set>
 
-#include "pipeline/serialize.hpp"
-#include "pipeline/text_form.hpp"
+#include "pipeline/graph/serialize.hpp"
+#include "pipeline/graph/text_form.hpp"
 #include "test/support/child_process.hpp"
 #include "test/unit/textform/samples.hpp"
 

@@ -7,7 +7,7 @@
 #include <limits>
 #include <random>
 
-#include "pipeline/text_form.hpp"
+#include "pipeline/graph/text_form.hpp"
 
 using namespace conveyor;
 

@@ -1,6 +1,6 @@
 #include "test/unit/textform/samples.hpp"
 
-#include "pipeline/example.hpp"
+#include "pipeline/io/example.hpp"
 
 namespace conveyor::textform_test {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/dataset.hpp"
+#include "pipeline/graph/dataset.hpp"
 
 namespace conveyor::textform_test {
 

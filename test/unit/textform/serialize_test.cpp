@@ -7,9 +7,9 @@
 #include <limits>
 #include <random>
 
-#include "pipeline/ops.hpp"
-#include "pipeline/serialize.hpp"
-#include "pipeline/text_form.hpp"
+#include "pipeline/graph/ops.hpp"
+#include "pipeline/graph/serialize.hpp"
+#include "pipeline/graph/text_form.hpp"
 #include "test/unit/textform/samples.hpp"
 
 using namespace conveyor;

@@ -2,8 +2,8 @@
 // offending text, and names what was wrong and what was expected.
 #include <doctest/doctest.h>
 
-#include "pipeline/serialize.hpp"
-#include "pipeline/text_form.hpp"
+#include "pipeline/graph/serialize.hpp"
+#include "pipeline/graph/text_form.hpp"
 
 using namespace conveyor;
 

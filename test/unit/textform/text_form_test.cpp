@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "pipeline/ops.hpp"
-#include "pipeline/text_form.hpp"
+#include "pipeline/graph/ops.hpp"
+#include "pipeline/graph/text_form.hpp"
 #include "test/unit/textform/samples.hpp"
 
 using namespace conveyor;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/tfrecord.hpp"
+#include "pipeline/io/tfrecord.hpp"
 
 using namespace conveyor;
 

@@ -10,7 +10,7 @@
 
 #include <unistd.h>
 
-#include "pipeline/tfrecord.hpp"
+#include "pipeline/io/tfrecord.hpp"
 
 using namespace conveyor;
 

@@ -1,0 +1,254 @@
+// The blocking consumer API (conveyor/client.hpp): a client-side actor system, blocking
+// requests to the dispatcher, and ElementStream over a consumer actor feeding a QueueSink.
+#include "conveyor/client.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
+
+#include "consumer/consumer_actor.hpp"
+#include "consumer/element_sink.hpp"
+#include "node/node_config.hpp"
+#include "net/transport.hpp"
+#include "messages/all.hpp"
+#include "pipeline/graph/serialize.hpp"
+
+namespace conveyor {
+
+namespace detail {
+
+class ClientContext {
+public:
+  ClientContext(ClientConfig c, std::string a)
+    : config(std::move(c)), address(std::move(a)), node(config.network), sys(node.get()),
+      transport(actors::make_transport(sys, config.network)) {}
+
+  // One blocking request to the dispatcher; `what` names it in errors.
+  template <class Reply, class Request>
+  Expected<Reply> ask(Request req, const std::string& what) {
+    actors::ReleaseThreadLogger release{sys}; // declared first: it runs after ~scoped_actor
+    caf::scoped_actor self{sys};
+    Expected<Reply> result{Status{ErrorCode::internal, "no reply"}};
+    self->request(dispatcher, caf::timespan{config.request_timeout}, std::move(req))
+      .receive([&](Reply& r) { result = std::move(r); },
+               [&](caf::error& err) { result = msg::to_status(err, what); });
+    return result;
+  }
+
+  ClientConfig config;
+  std::string address;
+  actors::NodeSystem node;
+  caf::actor_system& sys;
+  std::shared_ptr<actors::Transport> transport;
+  msg::dispatcher_actor dispatcher;
+};
+
+class StreamContext {
+public:
+  ~StreamContext() {
+    // Leaving: the consumer actor quits (if it has not ended already) and the job notices.
+    caf::anon_send(consumer, msg::cancel_atom_v);
+  }
+
+  void flush_acks() {
+    if (pending_acks > 0) {
+      caf::anon_send(consumer, msg::ack_atom_v, pending_acks);
+      pending_acks = 0;
+    }
+  }
+
+  std::shared_ptr<ClientContext> client; // keeps the actor system alive
+  std::shared_ptr<actors::QueueSink> sink;
+  msg::stream_actor consumer;
+  msg::job_id_t job = 0;
+  // Taken from the sink; handed out (and decoded) one element at a time.
+  actors::ReadyElements ready;
+  uint64_t pending_acks = 0;
+  bool ended = false;
+  Status final_status;
+};
+
+} // namespace detail
+
+namespace {
+constexpr uint64_t kAckEvery = 4096;
+}
+
+// --- ElementStream
+
+ElementStream::ElementStream(std::unique_ptr<detail::StreamContext> ctx) : ctx_(std::move(ctx)) {}
+ElementStream::ElementStream(ElementStream&&) noexcept = default;
+ElementStream& ElementStream::operator=(ElementStream&&) noexcept = default;
+ElementStream::~ElementStream() = default;
+
+Status ElementStream::next(Element& out, bool& end_of_sequence, std::chrono::milliseconds timeout) {
+  end_of_sequence = false;
+  if (!ctx_)
+    return failed_precondition("the stream was moved from");
+  auto& c = *ctx_;
+  for (;;) {
+    // Decoded here, on the reader's thread, into the caller's element (consumer/ready_elements.hpp).
+    bool got = false;
+    if (Status status = c.ready.next(out, got); !status.ok()) {
+      // Final: the consumer stops fetching and leaves its job now.
+      c.ended = true;
+      c.final_status = status;
+      caf::anon_send(c.consumer, msg::cancel_atom_v);
+      return status;
+    }
+    if (got) {
+      if (++c.pending_acks >= kAckEvery || c.ready.empty())
+        c.flush_acks();
+      return Status::OK();
+    }
+    if (c.ended) {
+      end_of_sequence = c.final_status.ok();
+      return c.final_status;
+    }
+    c.flush_acks();
+    Status status;
+    switch (c.sink->take_all(c.ready, timeout, status)) {
+    case actors::QueueSink::Wait::elements:
+      break;
+    case actors::QueueSink::Wait::end:
+      c.ended = true;
+      end_of_sequence = true;
+      return Status::OK();
+    case actors::QueueSink::Wait::error:
+      c.ended = true;
+      c.final_status = status;
+      return status;
+    case actors::QueueSink::Wait::timeout:
+      return Status{ErrorCode::deadline_exceeded,
+                    "no element arrived within " + std::to_string(timeout.count()) + " ms"};
+    }
+  }
+}
+
+ElementStream::iterator& ElementStream::iterator::operator++() {
+  if (!stream_)
+    return *this;
+  bool end = false;
+  Status s = stream_->next(current_, end);
+  if (!s.ok())
+    stream_->status_ = s;
+  if (!s.ok() || end)
+    stream_ = nullptr;
+  return *this;
+}
+
+std::string ElementStream::job_id() const { return ctx_ ? std::to_string(ctx_->job) : ""; }
+
+StreamStats ElementStream::stats() const {
+  StreamStats out;
+  if (!ctx_)
+    return out;
+  auto s = ctx_->sink->stats();
+  out.elements = s.elements;
+  out.bytes = s.bytes;
+  out.messages = s.messages;
+  out.per_worker = s.per_worker;
+  out.wait_worker_ns = s.wait_worker_ns;
+  out.wait_network_ns = s.wait_network_ns;
+  out.wait_split_ns = s.wait_split_ns;
+  out.wait_credit_ns = s.wait_credit_ns;
+  out.elapsed_ns = s.elapsed_ns;
+  return out;
+}
+
+// --- Client
+
+Client::Client(std::shared_ptr<detail::ClientContext> ctx) : ctx_(std::move(ctx)) {}
+
+const std::string& Client::address() const { return ctx_->address; }
+
+Expected<Client> Client::connect(const std::string& address, ClientConfig config) {
+  auto addr = parse_address(address);
+  if (!addr.ok())
+    return addr.status().with_context("dispatcher address");
+  if (config.connect_timeout.count() <= 0 || config.request_timeout.count() <= 0)
+    return invalid_argument("`connect_timeout` and `request_timeout` must be positive");
+  if (config.protocol_version == 0)
+    config.protocol_version = msg::kProtocolVersion;
+  CONVEYOR_RETURN_IF_ERROR(validate_security(config.network));
+  auto ctx = std::make_shared<detail::ClientContext>(config, address);
+  actors::ReleaseThreadLogger release{ctx->sys}; // this thread may not be the one to destroy it
+  auto dispatcher = actors::connect_blocking<msg::dispatcher_actor>(
+    ctx->sys, *ctx->transport, *addr, caf::timespan{config.connect_timeout}, "the dispatcher");
+  if (!dispatcher.ok())
+    return dispatcher.status();
+  ctx->dispatcher = *dispatcher;
+  // The handshake is bounded by connect_timeout too: a dispatcher that accepted the connection
+  // but never answers must not hang us.
+  caf::scoped_actor self{ctx->sys};
+  Status hello = Status{ErrorCode::internal, "no reply"};
+  self
+    ->request(ctx->dispatcher, caf::timespan{config.connect_timeout},
+              msg::client_hello{config.protocol_version, "client", config.network.auth_token})
+    .receive([&](msg::dispatcher_hello&) { hello = Status::OK(); },
+             [&](caf::error& err) {
+               hello = msg::to_status(err, "handshake with the dispatcher at " + address);
+             });
+  if (!hello.ok())
+    return hello;
+  return Client{std::move(ctx)};
+}
+
+Expected<std::string> Client::register_dataset(const Dataset& dataset,
+                                               const std::string& compression,
+                                               const std::optional<std::string>& requested_id) {
+  CONVEYOR_RETURN_IF_ERROR(validate_compression(compression));
+  if (requested_id && requested_id->empty())
+    return invalid_argument("`dataset_id` must not be empty");
+  CONVEYOR_RETURN_IF_ERROR(dataset.validate());
+  msg::register_dataset req;
+  req.definition = to_binary(dataset);
+  req.compression = compression == "NONE" ? Compression::none : Compression::automatic;
+  if (requested_id)
+    req.requested_id = *requested_id;
+  auto reply = ctx_->ask<msg::dataset_registered>(std::move(req), "registering the dataset");
+  if (!reply.ok())
+    return reply.status();
+  return reply->dataset;
+}
+
+Expected<ElementStream> Client::distribute(const Dataset& dataset,
+                                           const DistributeOptions& options) {
+  CONVEYOR_RETURN_IF_ERROR(validate(options));
+  auto id = register_dataset(dataset, options.compression);
+  if (!id.ok())
+    return id.status();
+  return from_dataset_id(*id, options);
+}
+
+Expected<ElementStream> Client::from_dataset_id(const std::string& dataset_id,
+                                                const DistributeOptions& options) {
+  CONVEYOR_RETURN_IF_ERROR(validate(options));
+  if (dataset_id.empty())
+    return invalid_argument("`dataset_id` must not be empty");
+  // The stream is the async consumer actor feeding a queue: it creates or joins the job on the
+  // dispatcher this client greeted, exactly as conveyor/async.hpp's streams do.
+  auto sc = std::make_unique<detail::StreamContext>();
+  sc->client = ctx_;
+  sc->sink = std::make_shared<actors::QueueSink>();
+  auto start = actors::consumer_start(options, ctx_->transport, ctx_->config.connect_timeout,
+                                      ctx_->config.protocol_version);
+  start.sink = sc->sink;
+  start.auth_token = ctx_->config.network.auth_token;
+  start.dispatcher = ctx_->dispatcher;
+  start.dispatcher_address = ctx_->address;
+  start.job_request.dataset = dataset_id;
+  {
+    actors::ReleaseThreadLogger release{ctx_->sys}; // spawning pins the system to this thread
+    sc->consumer = actors::spawn_consumer(ctx_->sys, std::move(start));
+  }
+  // Errors of job creation (an unknown dataset id, conflicting options) belong to this call,
+  // not to the first next(): wait until the consumer joined its job or failed. Both steps are
+  // requests bounded by request_timeout.
+  auto joined = sc->sink->wait_joined(2 * options.request_timeout + std::chrono::seconds(1), sc->job);
+  if (!joined.ok())
+    return joined;
+  return ElementStream{std::move(sc)};
+}
+
+} // namespace conveyor

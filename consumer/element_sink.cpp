@@ -1,0 +1,66 @@
+#include "consumer/element_sink.hpp"
+
+namespace conveyor::actors {
+
+void QueueSink::joined(msg::job_id_t job) {
+  {
+    std::lock_guard<std::mutex> guard{mu_};
+    job_ = job;
+  }
+  cv_.notify_all();
+}
+
+Status QueueSink::wait_joined(std::chrono::milliseconds timeout, msg::job_id_t& job) {
+  std::unique_lock<std::mutex> lock{mu_};
+  if (!cv_.wait_for(lock, timeout, [this] { return job_.has_value() || finished_; }))
+    return Status{ErrorCode::deadline_exceeded,
+                  "joining the job took longer than " + std::to_string(timeout.count()) + " ms"};
+  if (job_) {
+    job = *job_;
+    return Status::OK();
+  }
+  return final_;
+}
+
+Status QueueSink::push(ReadyElements&& elements, const msg::stream_stats& stats) {
+  {
+    std::lock_guard<std::mutex> guard{mu_};
+    queue_.append(std::move(elements));
+    stats_ = stats;
+  }
+  cv_.notify_all();
+  return Status::OK();
+}
+
+void QueueSink::finish(Status status) {
+  {
+    std::lock_guard<std::mutex> guard{mu_};
+    if (finished_)
+      return;
+    finished_ = true;
+    final_ = std::move(status);
+  }
+  cv_.notify_all();
+}
+
+QueueSink::Wait QueueSink::take_all(ReadyElements& out, std::chrono::milliseconds timeout,
+                                    Status& status) {
+  std::unique_lock<std::mutex> lock{mu_};
+  cv_.wait_for(lock, timeout, [this] { return !queue_.empty() || finished_; });
+  if (!queue_.empty()) {
+    out.append(std::move(queue_)); // (leaves queue_ empty)
+    return Wait::elements;
+  }
+  if (finished_) {
+    status = final_;
+    return final_.ok() ? Wait::end : Wait::error;
+  }
+  return Wait::timeout;
+}
+
+msg::stream_stats QueueSink::stats() const {
+  std::lock_guard<std::mutex> guard{mu_};
+  return stats_;
+}
+
+} // namespace conveyor::actors

@@ -1,0 +1,64 @@
+// Where a consumer actor delivers elements: the blocking ElementStream's queue (QueueSink) or a
+// user's sink actor (conveyor/async.hpp). The consumer calls push() for every batch and finish()
+// exactly once; the sink's reader returns credits to the consumer with (ack_atom, n). Inline
+// batches reach the sink still encoded (consumer/ready_elements.hpp): the blocking reader decodes
+// them on its own thread, other sinks when they take them.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "consumer/ready_elements.hpp"
+#include "messages/consumer_api.hpp"
+#include "messages/protocol.hpp"
+#include "pipeline/tensor/element.hpp"
+#include "pipeline/runtime/status.hpp"
+
+namespace conveyor::actors {
+
+class ElementSink {
+public:
+  virtual ~ElementSink() = default;
+  // The consumer actor introduces itself before it pushes anything.
+  virtual void attach(const msg::stream_actor&) {}
+  // The consumer joined job `job` (before any element of it is pushed).
+  virtual void joined(msg::job_id_t) {}
+  // An error (a batch that does not decode) ends the stream with it.
+  virtual Status push(ReadyElements&& elements, const msg::stream_stats& stats) = 0;
+  // OK = end of sequence; otherwise the error that ended the stream.
+  virtual void finish(Status status) = 0;
+};
+
+// A thread-safe queue between the consumer actor and a blocking reader.
+class QueueSink : public ElementSink {
+public:
+  void joined(msg::job_id_t job) override;
+  Status push(ReadyElements&& elements, const msg::stream_stats& stats) override; // never decodes
+  void finish(Status status) override;
+
+  // Waits up to `timeout` until the consumer joined its job or the stream ended. OK: joined
+  // (`job` set) or ended without error before joining (a finished named job: nothing to read);
+  // otherwise the error that ended the stream, or deadline_exceeded.
+  Status wait_joined(std::chrono::milliseconds timeout, msg::job_id_t& job);
+
+  enum class Wait { elements, end, error, timeout };
+  // Moves every queued element to `out` (waiting up to `timeout` for one), for the reader to
+  // decode. `error` fills `status`.
+  Wait take_all(ReadyElements& out, std::chrono::milliseconds timeout, Status& status);
+  msg::stream_stats stats() const;
+
+private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  ReadyElements queue_;
+  bool finished_ = false;
+  std::optional<msg::job_id_t> job_;
+  Status final_;
+  msg::stream_stats stats_;
+};
+
+} // namespace conveyor::actors

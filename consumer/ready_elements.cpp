@@ -1,0 +1,134 @@
+// Elements handed to a reader, decoded where it reads them (consumer/ready_elements.hpp).
+#include "consumer/ready_elements.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include "pipeline/tensor/codec.hpp"
+
+namespace conveyor::actors {
+
+void ReadyElements::add(Element element) {
+  if (runs_.empty() || runs_.back().lazy)
+    runs_.emplace_back();
+  runs_.back().decoded.push_back(std::move(element));
+  ++size_;
+}
+
+void ReadyElements::add(std::vector<Element> elements) {
+  if (elements.empty())
+    return;
+  size_ += elements.size();
+  if (runs_.empty() || runs_.back().lazy) {
+    runs_.emplace_back();
+    runs_.back().decoded = std::move(elements);
+    return;
+  }
+  auto& d = runs_.back().decoded;
+  d.insert(d.end(), std::make_move_iterator(elements.begin()), std::make_move_iterator(elements.end()));
+}
+
+void ReadyElements::add_encoded(std::string buffer, uint32_t count, std::vector<bool> keep,
+                                std::string source) {
+  const std::size_t kept =
+    keep.empty() ? count : static_cast<std::size_t>(std::count(keep.begin(), keep.end(), true));
+  if (kept == 0)
+    return;
+  Run run;
+  run.lazy = true;
+  run.encoded = std::move(buffer);
+  run.count = count;
+  run.keep = std::move(keep);
+  run.source = std::move(source);
+  runs_.push_back(std::move(run));
+  size_ += kept;
+}
+
+void ReadyElements::append(ReadyElements&& more) {
+  if (runs_.empty() && more.front_ == 0)
+    runs_.swap(more.runs_);
+  else
+    for (std::size_t i = more.front_; i < more.runs_.size(); ++i)
+      runs_.push_back(std::move(more.runs_[i]));
+  size_ += more.size_;
+  more.runs_.clear();
+  more.front_ = 0;
+  more.size_ = 0;
+}
+
+Status ReadyElements::decode(std::string_view buffer, uint32_t count, const std::string& source,
+                             std::vector<Element>& out) {
+  const std::size_t first = out.size();
+  if (Status st = decode_batch(buffer, out); !st.ok())
+    return st.with_context("decoding a batch from " + source);
+  if (out.size() - first != count) {
+    const std::size_t held = out.size() - first;
+    out.resize(first);
+    return data_loss("a batch from " + source + " announced " + std::to_string(count) +
+                     " elements but held " + std::to_string(held));
+  }
+  return Status::OK();
+}
+
+Status ReadyElements::fail(Status why) {
+  runs_.clear();
+  front_ = 0;
+  size_ = 0;
+  return why;
+}
+
+Status ReadyElements::next(Element& out, bool& got) {
+  got = false;
+  for (; front_ < runs_.size(); ++front_) {
+    Run& run = runs_[front_];
+    if (!run.lazy) {
+      if (run.next < run.decoded.size()) {
+        out = std::move(run.decoded[run.next++]);
+        --size_;
+        got = true;
+        return Status::OK();
+      }
+    } else {
+      if (!run.reader) {
+        auto reader = BatchReader::open(run.encoded);
+        if (!reader.ok())
+          return fail(reader.status().with_context("decoding a batch from " + run.source));
+        if (reader->count() != run.count)
+          return fail(data_loss("a batch from " + run.source + " announced " +
+                                std::to_string(run.count) + " elements but held " +
+                                std::to_string(reader->count())));
+        run.reader.emplace(std::move(*reader));
+      }
+      while (!run.reader->done()) {
+        // What the consumer dropped (keep: repeats of a re-issued split) is stepped over undecoded.
+        const bool keep = run.keep.empty() || run.keep[run.reader->read()];
+        if (Status st = keep ? run.reader->next(out) : run.reader->skip(); !st.ok())
+          return fail(st.with_context("decoding a batch from " + run.source));
+        if (keep) {
+          --size_;
+          got = true;
+          return Status::OK();
+        }
+      }
+    }
+    run = Run{}; // handed out: its buffers go now
+  }
+  runs_.clear();
+  front_ = 0;
+  return Status::OK();
+}
+
+Status ReadyElements::take(std::vector<Element>& out) {
+  out.reserve(out.size() + size_);
+  for (;;) {
+    out.emplace_back();
+    bool got = false;
+    Status st = next(out.back(), got);
+    if (!st.ok() || !got) {
+      out.pop_back();
+      return st;
+    }
+  }
+}
+
+} // namespace conveyor::actors

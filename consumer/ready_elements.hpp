@@ -1,0 +1,68 @@
+// Elements on their way from a consumer actor to whoever reads them (issue 11: decode lazily,
+// where the consumer reads). A batch that came inline stays in its encoded buffer until the
+// reader asks for its elements, one at a time (next), each decoded into the reader's Element:
+// a reader that passes the same Element each time allocates nothing per small element, and
+// what is allocated is allocated and freed on one thread (malloc's per-thread caches). Decoded
+// on the consumer actor's thread and freed on the trainer's, 8-byte elements spent ~10% of a
+// read's CPU in cross-thread frees. The consumer actor only moves buffers. Bulk frames arrive
+// decoded: each is one element viewing its frame, which costs no allocation per element.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipeline/tensor/codec.hpp"
+#include "pipeline/tensor/element.hpp"
+#include "pipeline/runtime/status.hpp"
+
+namespace conveyor::actors {
+
+class ReadyElements {
+public:
+  void add(Element element);
+  void add(std::vector<Element> elements);
+  // A batch buffer (pipeline/tensor/codec.hpp) announced to hold `count` elements, of which those whose
+  // `keep` entry is false are dropped when it is decoded (empty `keep`: all are kept; otherwise
+  // it has `count` entries). `source` names where it came from, for the error if it is corrupt.
+  void add_encoded(std::string buffer, uint32_t count, std::vector<bool> keep, std::string source);
+  void append(ReadyElements&& more); // leaves `more` empty
+
+  std::size_t size() const { return size_; } // elements, those to be dropped not counted
+  bool empty() const { return size_ == 0; }
+
+  // The next element into `out`, decoded there if it is still encoded (a reader that passes the
+  // same Element each time reuses its memory: no allocation per small element); got = false when
+  // none is left. data_loss for a corrupt buffer or one holding another number of elements than
+  // announced: the elements before the bad one were handed out, none after it will be.
+  Status next(Element& out, bool& got);
+  // Every element left, appended to `out` (next() until none is left).
+  Status take(std::vector<Element>& out);
+
+  // Decodes a batch buffer that must hold `count` elements onto the end of `out`; data_loss
+  // naming `source` when it is corrupt or holds another number (`out` is then as it was).
+  static Status decode(std::string_view buffer, uint32_t count, const std::string& source,
+                       std::vector<Element>& out);
+
+private:
+  struct Run {
+    std::vector<Element> decoded;
+    std::size_t next = 0; // of `decoded`
+    bool lazy = false;   // `encoded` holds the run (even if empty: a corrupt batch), not `decoded`
+    std::string encoded; // decoded lazily, by `reader`
+    // Views `encoded`, which is never short enough to live inside the string (a batch has a
+    // 22-byte header), so moving the run keeps it valid.
+    std::optional<BatchReader> reader;
+    uint32_t count = 0;
+    std::vector<bool> keep;
+    std::string source;
+  };
+  Status fail(Status why); // drops everything left
+  std::vector<Run> runs_;
+  std::size_t front_ = 0; // runs before it were handed out
+  std::size_t size_ = 0;
+};
+
+} // namespace conveyor::actors

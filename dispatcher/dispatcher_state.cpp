@@ -1,0 +1,361 @@
+#include "dispatcher/dispatcher_state.hpp"
+
+#include <algorithm>
+
+namespace conveyor::actors {
+
+using namespace conveyor::msg;
+
+Status DispatcherState::apply(const Update& update) {
+  return std::visit([this](const auto& record) { return apply_one(record); }, update);
+}
+
+Status DispatcherState::apply_one(const RegisterDatasetRecord& r) {
+  if (r.dataset.empty())
+    return invalid_argument("dataset id must not be empty");
+  if (datasets_.count(r.dataset))
+    return failed_precondition("dataset id \"" + r.dataset + "\" is already registered");
+  datasets_[r.dataset] =
+    DatasetEntry{r.dataset, r.fingerprint, r.definition, static_cast<Compression>(r.compression)};
+  dataset_by_fingerprint_.emplace(r.fingerprint, r.dataset); // the first id keeps the fingerprint
+  // Generated ids are decimal numbers; never hand out one that a user requested.
+  if (!r.dataset.empty() && std::all_of(r.dataset.begin(), r.dataset.end(),
+                                         [](char c) { return c >= '0' && c <= '9'; }) &&
+      r.dataset.size() < 19)
+    next_dataset_number_ = std::max<uint64_t>(next_dataset_number_, std::stoull(r.dataset) + 1);
+  return Status::OK();
+}
+
+Status DispatcherState::apply_one(const RegisterWorkerRecord& r) {
+  if (r.worker == 0)
+    return invalid_argument("worker id 0 is reserved");
+  if (workers_.count(r.worker))
+    return failed_precondition("worker id " + std::to_string(r.worker) + " is already registered");
+  if (worker_by_address(r.address))
+    return failed_precondition("a worker at " + r.address + " is already registered");
+  workers_[r.worker] = WorkerEntry{r.worker, r.address, r.time_us};
+  next_worker_id_ = std::max(next_worker_id_, r.worker + 1);
+  return Status::OK();
+}
+
+Status DispatcherState::apply_one(const RemoveWorkerRecord& r) {
+  if (!workers_.erase(r.worker))
+    return not_found("worker " + std::to_string(r.worker) + " is not registered");
+  // Its tasks are gone: erased (a job lists only its live tasks; nothing grows per task).
+  for (auto it = tasks_.begin(); it != tasks_.end();) {
+    if (it->second.worker == r.worker) {
+      if (auto j = jobs_.find(it->second.job); j != jobs_.end())
+        j->second.tasks.erase(it->first);
+      it = tasks_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return Status::OK();
+}
+
+Status DispatcherState::apply_one(const CreateJobRecord& r) {
+  if (jobs_.count(r.job))
+    return failed_precondition("job " + std::to_string(r.job) + " already exists");
+  if (!datasets_.count(r.dataset))
+    return not_found("dataset id \"" + r.dataset + "\" is not registered");
+  if (!r.job_name.empty() && named_jobs_.count({r.dataset, r.job_name}))
+    return failed_precondition("a job named \"" + r.job_name + "\" already exists for dataset " +
+                               r.dataset);
+  JobEntry job;
+  job.id = r.job;
+  job.dataset = r.dataset;
+  job.name = r.job_name;
+  job.policy = static_cast<ShardingPolicy>(r.policy);
+  job.num_consumers = r.num_consumers;
+  job.target_workers = r.target_workers;
+  job.created_us = r.time_us;
+  job.split_size = r.split_size;
+  job.cross_trainer_cache = static_cast<msg::CacheSharing>(r.cross_trainer_cache);
+  job.expected_consumers = r.expected_consumers;
+  if (!r.job_name.empty()) {
+    named_jobs_[{r.dataset, r.job_name}] = r.job;
+    job.repetition = repetitions_[{r.dataset, r.job_name}]++;
+  }
+  jobs_[r.job] = std::move(job);
+  next_job_id_ = std::max(next_job_id_, r.job + 1);
+  return Status::OK();
+}
+
+Status DispatcherState::apply_one(const CreateTaskRecord& r) {
+  if (tasks_.count(r.task))
+    return failed_precondition("task " + std::to_string(r.task) + " already exists");
+  auto job = jobs_.find(r.job);
+  if (job == jobs_.end())
+    return not_found("job " + std::to_string(r.job) + " does not exist");
+  if (job->second.finished || job->second.released)
+    return failed_precondition("job " + std::to_string(r.job) + " is finished; it gets no tasks");
+  if (!workers_.count(r.worker))
+    return not_found("worker " + std::to_string(r.worker) + " is not registered");
+  for (auto id : job->second.tasks) {
+    const auto& t = tasks_.at(id);
+    if (t.worker == r.worker && !t.removed)
+      return failed_precondition("job " + std::to_string(r.job) + " already has task " +
+                                 std::to_string(id) + " on worker " + std::to_string(r.worker));
+  }
+  tasks_[r.task] = TaskEntry{r.task, r.job, r.worker, false, false, {}};
+  job->second.tasks.insert(r.task);
+  next_task_id_ = std::max(next_task_id_, r.task + 1);
+  return Status::OK();
+}
+
+Status DispatcherState::apply_one(const FinishTaskRecord& r) {
+  auto task = tasks_.find(r.task);
+  if (task == tasks_.end())
+    return not_found("task " + std::to_string(r.task) + " does not exist");
+  task->second.finished = true;
+  task->second.error = r.error;
+  return Status::OK();
+}
+
+Status DispatcherState::apply_one(const FinishJobRecord& r) {
+  auto job = jobs_.find(r.job);
+  if (job == jobs_.end())
+    return not_found("job " + std::to_string(r.job) + " does not exist");
+  job->second.finished = true;
+  return Status::OK();
+}
+
+Status DispatcherState::apply_one(const ReleaseJobRecord& r) {
+  auto job = jobs_.find(r.job);
+  if (job == jobs_.end())
+    return not_found("job " + std::to_string(r.job) + " does not exist");
+  // Released jobs are erased with their tasks: the dispatcher's state does not grow per job
+  // (a named job keeps only its repetition count, so the name's next reading is the next one).
+  for (auto id : job->second.tasks)
+    tasks_.erase(id);
+  if (!job->second.name.empty())
+    named_jobs_.erase({job->second.dataset, job->second.name});
+  jobs_.erase(job);
+  return Status::OK();
+}
+
+Status DispatcherState::apply_one(const SplitPositionRecord& r) {
+  auto job = jobs_.find(r.job);
+  if (job == jobs_.end())
+    return not_found("job " + std::to_string(r.job) + " does not exist");
+  auto& j = job->second;
+  if (j.policy != ShardingPolicy::dynamic)
+    return failed_precondition("job " + std::to_string(r.job) + " is not DYNAMIC; it has no splits");
+  // A record that only reports finished splits leaves the position alone: the job may have
+  // moved on with answers whose records are not in the journal yet.
+  if (!r.handed.empty() || r.finished.empty()) {
+    j.has_split_position = true;
+    j.split_epoch = r.epoch;
+    j.split_provider_epoch = r.provider_epoch;
+    j.split_next_index = r.next_index;
+    j.splits_handed_out = r.handed_out;
+  }
+  auto& out = j.outstanding_splits;
+  auto at = [&out](int64_t epoch, int64_t index) {
+    return std::lower_bound(out.begin(), out.end(), std::make_pair(epoch, index),
+                            [](const JournalSplit& s, const std::pair<int64_t, int64_t>& k) {
+                              return std::make_pair(s.epoch, s.index) < k;
+                            });
+  };
+  for (const auto& s : r.handed) { // a re-issued split replaces its earlier hand-out
+    auto i = at(s.epoch, s.index);
+    if (i != out.end() && i->epoch == s.epoch && i->index == s.index)
+      *i = s;
+    else
+      out.insert(i, s);
+  }
+  for (const auto& k : r.finished)
+    if (auto i = at(k.epoch, k.index); i != out.end() && i->epoch == k.epoch && i->index == k.index)
+      out.erase(i);
+  return Status::OK();
+}
+
+StateSnapshot DispatcherState::snapshot() const {
+  StateSnapshot s;
+  for (const auto& [id, d] : datasets_)
+    s.datasets.push_back(d);
+  for (const auto& [id, w] : workers_)
+    s.workers.push_back(w);
+  for (const auto& [id, j] : jobs_)
+    s.jobs.push_back(j);
+  for (const auto& [id, t] : tasks_)
+    s.tasks.push_back(t);
+  s.next_dataset_number = next_dataset_number_;
+  s.next_worker_id = next_worker_id_;
+  s.next_job_id = next_job_id_;
+  s.next_task_id = next_task_id_;
+  for (const auto& [key, count] : repetitions_)
+    s.repetitions.push_back(RepetitionEntry{key.first, key.second, count});
+  return s;
+}
+
+Status DispatcherState::restore(const StateSnapshot& s) {
+  DispatcherState fresh;
+  for (const auto& d : s.datasets) {
+    if (d.id.empty() || fresh.datasets_.count(d.id))
+      return data_loss("snapshot: dataset id \"" + d.id + "\" is empty or repeated");
+    fresh.datasets_[d.id] = d;
+    fresh.dataset_by_fingerprint_.emplace(d.fingerprint, d.id);
+  }
+  for (const auto& w : s.workers)
+    if (!fresh.workers_.emplace(w.id, w).second)
+      return data_loss("snapshot: worker " + std::to_string(w.id) + " is repeated");
+  for (const auto& j : s.jobs) {
+    if (!fresh.jobs_.emplace(j.id, j).second)
+      return data_loss("snapshot: job " + std::to_string(j.id) + " is repeated");
+    if (!fresh.datasets_.count(j.dataset))
+      return data_loss("snapshot: job " + std::to_string(j.id) + " names unknown dataset " +
+                       j.dataset);
+    if (!j.name.empty())
+      fresh.named_jobs_[{j.dataset, j.name}] = j.id;
+  }
+  for (const auto& t : s.tasks) {
+    if (!fresh.tasks_.emplace(t.id, t).second)
+      return data_loss("snapshot: task " + std::to_string(t.id) + " is repeated");
+    if (!fresh.jobs_.count(t.job))
+      return data_loss("snapshot: task " + std::to_string(t.id) + " names unknown job " +
+                       std::to_string(t.job));
+  }
+  fresh.next_dataset_number_ = s.next_dataset_number;
+  fresh.next_worker_id_ = s.next_worker_id;
+  fresh.next_job_id_ = s.next_job_id;
+  fresh.next_task_id_ = s.next_task_id;
+  for (const auto& r : s.repetitions)
+    fresh.repetitions_[{r.dataset, r.name}] = r.count;
+  *this = std::move(fresh);
+  return Status::OK();
+}
+
+namespace {
+bool same_dataset(const DatasetEntry& a, const DatasetEntry& b) {
+  return a.id == b.id && a.fingerprint == b.fingerprint && a.definition == b.definition &&
+         a.compression == b.compression;
+}
+bool same_worker(const WorkerEntry& a, const WorkerEntry& b) {
+  return a.id == b.id && a.address == b.address && a.registered_us == b.registered_us;
+}
+bool same_job(const JobEntry& a, const JobEntry& b) {
+  return a.id == b.id && a.dataset == b.dataset && a.name == b.name && a.policy == b.policy &&
+         a.num_consumers == b.num_consumers && a.target_workers == b.target_workers &&
+         a.created_us == b.created_us && a.repetition == b.repetition &&
+         a.split_size == b.split_size && a.cross_trainer_cache == b.cross_trainer_cache &&
+         a.expected_consumers == b.expected_consumers &&
+         a.finished == b.finished && a.released == b.released &&
+         a.tasks == b.tasks && a.has_split_position == b.has_split_position &&
+         a.split_epoch == b.split_epoch && a.split_provider_epoch == b.split_provider_epoch &&
+         a.split_next_index == b.split_next_index && a.splits_handed_out == b.splits_handed_out &&
+         a.outstanding_splits.size() == b.outstanding_splits.size() &&
+         std::equal(a.outstanding_splits.begin(), a.outstanding_splits.end(),
+                    b.outstanding_splits.begin(), [](const JournalSplit& x, const JournalSplit& y) {
+                      return x.epoch == y.epoch && x.index == y.index && x.begin == y.begin &&
+                             x.end == y.end && x.file == y.file;
+                    });
+}
+bool same_task(const TaskEntry& a, const TaskEntry& b) {
+  return a.id == b.id && a.job == b.job && a.worker == b.worker && a.finished == b.finished &&
+         a.removed == b.removed && a.error == b.error;
+}
+template <class Map, class Eq>
+bool same_map(const Map& a, const Map& b, Eq eq) {
+  if (a.size() != b.size())
+    return false;
+  for (auto i = a.begin(), j = b.begin(); i != a.end(); ++i, ++j)
+    if (i->first != j->first || !eq(i->second, j->second))
+      return false;
+  return true;
+}
+} // namespace
+
+bool operator==(const DispatcherState& a, const DispatcherState& b) {
+  return same_map(a.datasets_, b.datasets_, same_dataset) &&
+         a.dataset_by_fingerprint_ == b.dataset_by_fingerprint_ &&
+         same_map(a.workers_, b.workers_, same_worker) && same_map(a.jobs_, b.jobs_, same_job) &&
+         a.named_jobs_ == b.named_jobs_ && a.repetitions_ == b.repetitions_ && same_map(a.tasks_, b.tasks_, same_task) &&
+         a.next_dataset_number_ == b.next_dataset_number_ &&
+         a.next_worker_id_ == b.next_worker_id_ && a.next_job_id_ == b.next_job_id_ &&
+         a.next_task_id_ == b.next_task_id_;
+}
+
+const DatasetEntry* DispatcherState::dataset(const dataset_id_t& id) const {
+  auto i = datasets_.find(id);
+  return i == datasets_.end() ? nullptr : &i->second;
+}
+
+const DatasetEntry* DispatcherState::dataset_by_fingerprint(const std::string& fp) const {
+  auto i = dataset_by_fingerprint_.find(fp);
+  return i == dataset_by_fingerprint_.end() ? nullptr : dataset(i->second);
+}
+
+const WorkerEntry* DispatcherState::worker(worker_id_t id) const {
+  auto i = workers_.find(id);
+  return i == workers_.end() ? nullptr : &i->second;
+}
+
+const WorkerEntry* DispatcherState::worker_by_address(const std::string& address) const {
+  for (const auto& [id, w] : workers_)
+    if (w.address == address)
+      return &w;
+  return nullptr;
+}
+
+std::vector<const WorkerEntry*> DispatcherState::workers() const {
+  std::vector<const WorkerEntry*> out;
+  for (const auto& [id, w] : workers_)
+    out.push_back(&w);
+  return out;
+}
+
+const JobEntry* DispatcherState::job(job_id_t id) const {
+  auto i = jobs_.find(id);
+  return i == jobs_.end() ? nullptr : &i->second;
+}
+
+const JobEntry* DispatcherState::named_job(const dataset_id_t& dataset,
+                                           const std::string& name) const {
+  auto i = named_jobs_.find({dataset, name});
+  return i == named_jobs_.end() ? nullptr : job(i->second);
+}
+
+std::vector<const JobEntry*> DispatcherState::unfinished_jobs() const {
+  std::vector<const JobEntry*> out;
+  for (const auto& [id, j] : jobs_)
+    if (!j.finished && !j.released)
+      out.push_back(&j);
+  return out;
+}
+
+const TaskEntry* DispatcherState::task(task_id_t id) const {
+  auto i = tasks_.find(id);
+  return i == tasks_.end() ? nullptr : &i->second;
+}
+
+std::vector<const TaskEntry*> DispatcherState::tasks_of_worker(worker_id_t worker) const {
+  std::vector<const TaskEntry*> out;
+  for (const auto& [id, t] : tasks_)
+    if (t.worker == worker && !t.removed)
+      out.push_back(&t);
+  return out;
+}
+
+std::vector<const TaskEntry*> DispatcherState::tasks_of_job(job_id_t job) const {
+  std::vector<const TaskEntry*> out;
+  auto j = jobs_.find(job);
+  if (j == jobs_.end())
+    return out;
+  for (auto id : j->second.tasks) {
+    const auto& t = tasks_.at(id);
+    if (!t.removed)
+      out.push_back(&t);
+  }
+  return out;
+}
+
+dataset_id_t DispatcherState::next_dataset_id() const {
+  uint64_t n = next_dataset_number_;
+  while (datasets_.count(std::to_string(n)))
+    ++n;
+  return std::to_string(n);
+}
+
+} // namespace conveyor::actors

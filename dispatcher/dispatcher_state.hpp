@@ -1,0 +1,174 @@
+// The dispatcher's cluster state: datasets, workers, jobs and tasks. Pure: it changes only
+// through apply(update record) (messages/journal_records.hpp) and knows nothing of actors,
+// clocks or networks — the dispatcher actor validates a request, decides ids and time, makes
+// the record, has the journal (dispatcher/journal.hpp) make it durable, applies it, then acts on it;
+// a restarted dispatcher replays the snapshot and the journal through the same apply().
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "messages/journal_records.hpp"
+#include "pipeline/tensor/codec.hpp"
+#include "pipeline/sharding/sharding.hpp"
+#include "pipeline/runtime/status.hpp"
+
+namespace conveyor::actors {
+
+struct DatasetEntry {
+  msg::dataset_id_t id;
+  std::string fingerprint;
+  std::string definition;
+  Compression compression = Compression::automatic;
+};
+
+struct WorkerEntry {
+  msg::worker_id_t id = 0;
+  std::string address;
+  int64_t registered_us = 0;
+};
+
+struct JobEntry {
+  msg::job_id_t id = 0;
+  msg::dataset_id_t dataset;
+  std::string name; // empty = private
+  ShardingPolicy policy = ShardingPolicy::off;
+  int64_t num_consumers = -1;
+  std::string target_workers;
+  int64_t created_us = 0;
+  int64_t repetition = 0; // named jobs: the how-many-th reading of the name
+  int64_t split_size = 0; // DYNAMIC: elements per range split (0 = the dispatcher's default)
+  msg::CacheSharing cross_trainer_cache = msg::CacheSharing::none;
+  int64_t expected_consumers = 1; // named jobs: consumers that share each repetition
+  bool finished = false;
+  bool released = false;
+  std::set<msg::task_id_t> tasks; // the job's live tasks (removed and released ones are erased)
+  // DYNAMIC: the last journaled split hand-out position (msg::SplitPositionRecord).
+  bool has_split_position = false;
+  int64_t split_epoch = 0;
+  int64_t split_provider_epoch = 0;
+  int64_t split_next_index = 0;
+  int64_t splits_handed_out = 0;
+  // DYNAMIC: splits handed out and not finished (journaled), ordered by (epoch, index). After a
+  // restart these are handed out again: the tasks that held them went down with the dispatcher.
+  std::vector<msg::JournalSplit> outstanding_splits;
+};
+
+struct TaskEntry {
+  msg::task_id_t id = 0;
+  msg::job_id_t job = 0;
+  msg::worker_id_t worker = 0;
+  bool finished = false;
+  bool removed = false; // unused: removed tasks are erased
+  std::string error;
+};
+
+struct RepetitionEntry {
+  msg::dataset_id_t dataset;
+  std::string name;
+  int64_t count = 0;
+};
+
+// The whole state as plain data: what a journal snapshot stores (dispatcher/journal.hpp).
+struct StateSnapshot {
+  std::vector<DatasetEntry> datasets;
+  std::vector<WorkerEntry> workers;
+  std::vector<JobEntry> jobs;
+  std::vector<TaskEntry> tasks;
+  uint64_t next_dataset_number = 1000;
+  msg::worker_id_t next_worker_id = 1;
+  msg::job_id_t next_job_id = 1;
+  msg::task_id_t next_task_id = 1;
+  // Named jobs: how many repetitions of (dataset, name) were created (the next one's number).
+  std::vector<RepetitionEntry> repetitions;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, DatasetEntry& x) {
+  return f(x.id, x.fingerprint, x.definition, x.compression);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, WorkerEntry& x) {
+  return f(x.id, x.address, x.registered_us);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, JobEntry& x) {
+  return f(x.id, x.dataset, x.name, x.policy, x.num_consumers, x.target_workers, x.created_us,
+           x.repetition, x.split_size, x.cross_trainer_cache, x.expected_consumers, x.finished, x.released, x.tasks, x.has_split_position, x.split_epoch,
+           x.split_provider_epoch, x.split_next_index, x.splits_handed_out, x.outstanding_splits);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, TaskEntry& x) {
+  return f(x.id, x.job, x.worker, x.finished, x.removed, x.error);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RepetitionEntry& x) {
+  return f(x.dataset, x.name, x.count);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StateSnapshot& x) {
+  return f(x.datasets, x.workers, x.jobs, x.tasks, x.next_dataset_number, x.next_worker_id,
+           x.next_job_id, x.next_task_id, x.repetitions);
+}
+
+class DispatcherState {
+public:
+  // Applies one record. A record that contradicts the state (an id that exists, an unknown
+  // reference) is refused with failed_precondition / not_found naming it, and changes nothing.
+  Status apply(const msg::Update& update);
+
+  // The whole state, and the state rebuilt from one (replaces everything; invalid_argument /
+  // data_loss when the snapshot contradicts itself).
+  StateSnapshot snapshot() const;
+  Status restore(const StateSnapshot& snapshot);
+  // Same content (datasets, live workers, jobs, tasks, next ids): replay == live state.
+  friend bool operator==(const DispatcherState& a, const DispatcherState& b);
+
+  // --- lookups (nullptr when unknown)
+  const DatasetEntry* dataset(const msg::dataset_id_t& id) const;
+  const DatasetEntry* dataset_by_fingerprint(const std::string& fingerprint) const;
+  const WorkerEntry* worker(msg::worker_id_t id) const; // live workers only
+  const WorkerEntry* worker_by_address(const std::string& address) const;
+  std::vector<const WorkerEntry*> workers() const;
+  const JobEntry* job(msg::job_id_t id) const;
+  const JobEntry* named_job(const msg::dataset_id_t& dataset, const std::string& name) const;
+  std::vector<const JobEntry*> unfinished_jobs() const; // neither finished nor released
+  const TaskEntry* task(msg::task_id_t id) const;
+  // Live (not removed) tasks.
+  std::vector<const TaskEntry*> tasks_of_worker(msg::worker_id_t worker) const;
+  std::vector<const TaskEntry*> tasks_of_job(msg::job_id_t job) const;
+
+  // --- the ids the dispatcher puts into its next records
+  msg::dataset_id_t next_dataset_id() const;
+  msg::worker_id_t next_worker_id() const { return next_worker_id_; }
+  msg::job_id_t next_job_id() const { return next_job_id_; }
+  msg::task_id_t next_task_id() const { return next_task_id_; }
+
+private:
+  Status apply_one(const msg::RegisterDatasetRecord& r);
+  Status apply_one(const msg::RegisterWorkerRecord& r);
+  Status apply_one(const msg::RemoveWorkerRecord& r);
+  Status apply_one(const msg::CreateJobRecord& r);
+  Status apply_one(const msg::CreateTaskRecord& r);
+  Status apply_one(const msg::FinishTaskRecord& r);
+  Status apply_one(const msg::FinishJobRecord& r);
+  Status apply_one(const msg::ReleaseJobRecord& r);
+  Status apply_one(const msg::SplitPositionRecord& r);
+
+  std::map<msg::dataset_id_t, DatasetEntry> datasets_;
+  std::map<std::string, msg::dataset_id_t> dataset_by_fingerprint_;
+  std::map<msg::worker_id_t, WorkerEntry> workers_; // live
+  std::map<msg::job_id_t, JobEntry> jobs_;
+  std::map<std::pair<msg::dataset_id_t, std::string>, msg::job_id_t> named_jobs_;
+  std::map<std::pair<msg::dataset_id_t, std::string>, int64_t> repetitions_;
+  std::map<msg::task_id_t, TaskEntry> tasks_;
+  uint64_t next_dataset_number_ = 1000;
+  msg::worker_id_t next_worker_id_ = 1;
+  msg::job_id_t next_job_id_ = 1;
+  msg::task_id_t next_task_id_ = 1;
+};
+
+} // namespace conveyor::actors

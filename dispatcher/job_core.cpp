@@ -1,0 +1,320 @@
+#include "dispatcher/job_core.hpp"
+
+#include "node/hooks.hpp"
+
+#include <set>
+
+#include "pipeline/graph/graph.hpp"
+
+namespace conveyor::actors {
+
+bool is_per_split(const Dataset& dataset) {
+  static const std::set<std::string> per_element = {"map", "filter", "flat_map", "repeat"};
+  const conveyor::Node* n = dataset.node().get();
+  while (n != nullptr) {
+    if (n->inputs.empty())
+      return true; // the source
+    if (n->inputs.size() != 1 || per_element.count(n->op) == 0)
+      return false;
+    if (n->op == "map") {
+      auto p = n->attrs.find("num_parallel_calls");
+      if (p != n->attrs.end() && std::holds_alternative<int64_t>(p->second) &&
+          std::get<int64_t>(p->second) != 1)
+        return false;
+    }
+    n = n->inputs[0].get();
+  }
+  return true;
+}
+
+JobCore::JobCore(std::unique_ptr<SplitProvider> provider, bool per_split)
+  : provider_(std::move(provider)), per_split_(per_split) {}
+
+bool JobCore::add_task(msg::task_id_t id, msg::worker_id_t worker, std::string worker_address,
+                       int64_t shard) {
+  if (tasks_.count(id))
+    return false;
+  Task t;
+  t.id = id;
+  t.worker = worker;
+  t.worker_address = std::move(worker_address);
+  t.shard = shard;
+  tasks_.emplace(id, std::move(t));
+  // Not listed before it is assigned, but production is no longer over.
+  ++version_;
+  return true;
+}
+
+bool JobCore::task_assigned(msg::task_id_t id) {
+  auto t = tasks_.find(id);
+  if (t == tasks_.end() || t->second.assigned)
+    return false;
+  t->second.assigned = true;
+  ++version_;
+  return true;
+}
+
+bool JobCore::task_done(msg::task_id_t id, std::string error, bool drained) {
+  auto t = tasks_.find(id);
+  if (t == tasks_.end() || t->second.done)
+    return false;
+  t->second.done = true;
+  t->second.drained = drained && error.empty();
+  t->second.error = std::move(error);
+  check_stranded();
+  ++version_;
+  return true;
+}
+
+bool JobCore::task_lost(msg::task_id_t id, const std::string& reason) {
+  auto t = tasks_.find(id);
+  if (t == tasks_.end())
+    return false;
+  // Hand the lost task's unfinished splits out again, in split order.
+  std::size_t n = 0;
+  bool skip_one = hooks::forget_lost_split();
+  for (auto& [key, split] : t->second.unfinished) {
+    owner_.erase(key);
+    if (skip_one && n++ == t->second.unfinished.size() - 1)
+      continue; // test-only planted bug: the last one is forgotten
+    requeue(std::move(split));
+  }
+  (void)reason;
+  // A task that failed, then was lost: its consumers may not have read its error from it yet;
+  // the job's list carries it, so the failure reaches them (never a plain "lost task").
+  if (t->second.done && !t->second.error.empty() && error_.empty())
+    error_ = "task " + std::to_string(id) + " on worker " + t->second.worker_address +
+             " failed: " + t->second.error;
+  tasks_.erase(t);
+  check_stranded();
+  ++version_;
+  return true;
+}
+
+msg::JournalSplit to_journal(const Split& s) {
+  return msg::JournalSplit{s.epoch, s.index, s.begin, s.end, s.file};
+}
+
+Split from_journal(const msg::JournalSplit& s) {
+  return Split{s.epoch, s.index, s.begin, s.end, s.file};
+}
+
+void JobCore::requeue(Split split) {
+  ++reissued_;
+  requeue_.push_back(std::move(split));
+}
+
+// Splits that came back but that no task will ever ask for: every live task ended. (Per-split
+// pipelines never get here: their tasks wait at the end of an epoch until every split finished.)
+void JobCore::check_stranded() {
+  if (requeue_.empty() || !error_.empty())
+    return;
+  bool any_task = false;
+  for (const auto& [id, t] : tasks_) {
+    if (t.done && t.drained)
+      continue; // it stopped taking splits; a fresh task (its worker's next process) will
+    if (!t.done)
+      return;
+    any_task = true;
+  }
+  if (!any_task)
+    return; // no worker now (or only drained ones): the splits wait for one to come back
+  ++version_;
+  error_ = std::to_string(requeue_.size()) +
+           " split(s) of a lost task cannot be read again: every other task of the job already "
+           "ended (the pipeline is not per-split; see README, fault tolerance)";
+}
+
+const JobCore::Task* JobCore::task(msg::task_id_t id) const {
+  auto t = tasks_.find(id);
+  return t == tasks_.end() ? nullptr : &t->second;
+}
+
+std::vector<const JobCore::Task*> JobCore::listed() const {
+  std::vector<const Task*> out;
+  for (const auto& [id, t] : tasks_)
+    if (t.assigned)
+      out.push_back(&t);
+  return out;
+}
+
+bool JobCore::production_ended() const {
+  if (!requeue_.empty())
+    return false;
+  // A task that ended because its worker drained says nothing about the job's splits: only
+  // tasks that ran out of them do. With none (every task drained, e.g. the other workers were
+  // lost) the job waits for a worker, as it does when all its workers are gone.
+  bool any = false;
+  for (const auto& [id, t] : tasks_) {
+    if (t.done && t.drained)
+      continue;
+    if (!t.assigned || !t.done)
+      return false;
+    any = true;
+  }
+  return any && shards_pending().empty();
+}
+
+std::vector<int64_t> JobCore::shards_pending() const {
+  std::vector<int64_t> pending;
+  for (int64_t shard = 0; shard < static_cast<int64_t>(shard_workers_.size()); ++shard) {
+    bool produced = std::any_of(tasks_.begin(), tasks_.end(), [&](const auto& entry) {
+      const Task& t = entry.second;
+      return t.shard == shard && t.assigned && t.done && !t.drained;
+    });
+    if (!produced)
+      pending.push_back(shard);
+  }
+  return pending;
+}
+
+std::string JobCore::waiting_for() const {
+  std::string out;
+  for (int64_t shard : shards_pending()) {
+    const bool running = std::any_of(tasks_.begin(), tasks_.end(), [&](const auto& entry) {
+      return entry.second.shard == shard && !entry.second.done;
+    });
+    if (running)
+      continue; // its task is producing: nothing to report
+    out += (out.empty() ? "" : "; ") + std::string{"shard "} + std::to_string(shard) + " of " +
+           std::to_string(shard_workers_.size()) + " (worker " +
+           shard_workers_[static_cast<std::size_t>(shard)] + ")";
+  }
+  if (!out.empty())
+    out += ": no task of this job has read it to its end, and its worker is not registered "
+           "(static sharding reads each shard on its own worker; the job waits for it)";
+  return out;
+}
+
+Expected<JobCore::SplitAnswer> JobCore::get_splits(msg::task_id_t task, int64_t epoch,
+                                                    uint32_t max) {
+  if (!provider_)
+    return failed_precondition("the job is not DYNAMIC; it hands out no splits");
+  auto t = tasks_.find(task);
+  if (t == tasks_.end())
+    return failed_precondition("task " + std::to_string(task) + " is not part of the job");
+  SplitAnswer a;
+  if (epoch < epoch_) {
+    a.end_of_splits = true;
+    a.empty_epoch = handed_in_epoch_[epoch] == 0;
+    return a;
+  }
+  if (epoch > epoch_)
+    return failed_precondition("a task asked for splits of epoch " + std::to_string(epoch) +
+                               " but the job is only in epoch " + std::to_string(epoch_));
+  max = std::max<uint32_t>(1, max);
+  while (a.splits.size() < max && !requeue_.empty()) {
+    a.splits.push_back(std::move(requeue_.front()));
+    requeue_.pop_front();
+  }
+  while (a.splits.size() < max && !exhausted_) {
+    Split s;
+    bool end = false;
+    CONVEYOR_RETURN_IF_ERROR(provider_->get_next(s, end));
+    if (end) {
+      exhausted_ = true;
+      break;
+    }
+    ++handed_in_epoch_[epoch_];
+    a.splits.push_back(std::move(s));
+  }
+  handed_out_ += static_cast<int64_t>(a.splits.size());
+  for (const auto& s : a.splits) {
+    owner_[{s.epoch, s.index}] = task;
+    t->second.unfinished[{s.epoch, s.index}] = s;
+  }
+  if (!a.splits.empty())
+    return a;
+  if (per_split_ && !owner_.empty()) {
+    a.hold = true; // the epoch's last splits may still come back
+    return a;
+  }
+  a.end_of_splits = true;
+  a.empty_epoch = handed_in_epoch_[epoch_] == 0;
+  ++epoch_;
+  exhausted_ = false;
+  return a;
+}
+
+Status JobCore::restore_splits(int64_t epoch, int64_t handed_out, const SplitPosition& position,
+                               std::vector<Split> outstanding) {
+  if (!provider_)
+    return failed_precondition("the job is not DYNAMIC; it has no split position");
+  if (epoch < 0 || handed_out < 0)
+    return invalid_argument("a split position with a negative epoch or count");
+  CONVEYOR_RETURN_IF_ERROR(provider_->restore(position));
+  epoch_ = epoch;
+  handed_out_ = handed_out;
+  exhausted_ = false;
+  // The epoch had splits before the restart (an empty epoch ends a repeat() of nothing).
+  if (position.epoch == epoch && position.next_index > 0)
+    handed_in_epoch_[epoch] = position.next_index;
+  if (hooks::forget_held_split() && !outstanding.empty())
+    outstanding.pop_back(); // planted in simulations only (node/hooks.hpp)
+  for (auto& s : outstanding)
+    requeue(std::move(s));
+  return Status::OK();
+}
+
+bool JobCore::splits_update(msg::task_id_t task, const std::vector<SplitKey>& finished,
+                            const std::vector<Split>& returned, std::vector<SplitKey>* accepted) {
+  bool changed = false;
+  auto t = tasks_.find(task);
+  for (const auto& key : finished) {
+    auto o = owner_.find(key);
+    if (o == owner_.end() || o->second != task)
+      continue; // handed to another task since (this one was lost meanwhile)
+    owner_.erase(o);
+    if (t != tasks_.end())
+      t->second.unfinished.erase(key);
+    if (accepted)
+      accepted->push_back(key);
+    changed = true;
+  }
+  for (const auto& s : returned) {
+    SplitKey key{s.epoch, s.index};
+    auto o = owner_.find(key);
+    if (o == owner_.end() || o->second != task)
+      continue;
+    owner_.erase(o);
+    if (t != tasks_.end())
+      t->second.unfinished.erase(key);
+    requeue(s);
+    changed = true;
+  }
+  if (changed)
+    check_stranded();
+  return changed;
+}
+
+msg::consumer_id_t JobCore::join(int64_t now_ns) {
+  auto id = next_consumer_++;
+  consumers_[id] = now_ns;
+  ++joined_;
+  return id;
+}
+
+void JobCore::touch(msg::consumer_id_t id, int64_t now_ns) {
+  if (auto c = consumers_.find(id); c != consumers_.end())
+    c->second = now_ns;
+}
+
+bool JobCore::leave(msg::consumer_id_t id, bool finished) {
+  if (!consumers_.erase(id))
+    return false;
+  if (!finished)
+    ++left_unfinished_;
+  return true;
+}
+
+std::vector<msg::consumer_id_t> JobCore::expire(int64_t now_ns, int64_t timeout_ns) {
+  std::vector<msg::consumer_id_t> out;
+  for (const auto& [id, seen] : consumers_)
+    if (now_ns - seen > timeout_ns)
+      out.push_back(id);
+  for (auto id : out)
+    leave(id, false);
+  return out;
+}
+
+} // namespace conveyor::actors

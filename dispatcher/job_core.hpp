@@ -1,0 +1,189 @@
+// A job's whole bookkeeping, without actors (the job actor is a thin adapter around it, and
+// keeps no copy of any of this): its tasks, its consumers, and — DYNAMIC — its splits.
+//
+// Tasks: one per live worker (the dispatcher adds them, also for workers joining mid-job). A task
+// is listed to consumers once its worker answered (assigned). A lost task (worker removed) is
+// unlisted; DYNAMIC hands its unfinished splits out again.
+//
+// Production ended (task_list.job_finished): every listed task's pipeline ended and, DYNAMIC, no
+// split waits to be handed out again; a task that ended only because its worker drained does
+// not count (it took no end of splits from the job). It turns false again when a new task is
+// added. Static sharding (FILE / DATA / FILE_OR_DATA over the fixed worker list): also every
+// shard 0..n-1 had a task that ran to its end, so a listed worker that has not registered (yet)
+// holds the job open instead of its shard going missing in silence.
+//
+// The job ends when its consumers are done: released at once when every consumer that joined
+// read to the end (and, with expect_consumers(n), at least n joined: a later one of a shared
+// repetition must find it and get end of input, not start the next repetition); when they all left without finishing, at once for a private job and after
+// job_gc_timeout for a named one (the actor's timer). Never before a first consumer joined.
+//
+// Splits (DYNAMIC): each split of an epoch is handed out once; the job tracks per task the
+// splits handed out and not finished (every element acknowledged by a consumer). A split comes
+// back (returned by a draining task, or its task was lost) and is handed out again before new
+// ones. A task asking when the epoch's splits are all handed out gets end_of_splits — for
+// per-split pipelines only once every split of the epoch finished (until then it is held), so a
+// split that comes back always finds a task to run it. For other pipelines a split is finished
+// only when its task ended and its output was acknowledged; a split that comes back when every
+// other task has ended cannot be re-run: the job fails loudly (task_list.error).
+#pragma once
+
+#include <algorithm>
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "worker/trainer_readers.hpp"
+#include "messages/journal_records.hpp"
+#include "messages/protocol.hpp"
+#include "pipeline/graph/dataset.hpp"
+#include "pipeline/sharding/split_provider.hpp"
+#include "pipeline/runtime/status.hpp"
+
+namespace conveyor::actors {
+
+using SplitKey = std::pair<int64_t, int64_t>; // (epoch, index)
+
+// Whether a DYNAMIC pipeline is *per-split*: every element it outputs comes from exactly one
+// split and is produced before the pipeline reads the next split, in the same order each time
+// the split is read — the source followed only by sequential map (num_parallel_calls 1),
+// filter, flat_map and repeat. Only these get exactly-once delivery under worker loss
+// (README: fault tolerance); user functions must be deterministic.
+bool is_per_split(const Dataset& dataset);
+
+// A split as the journal keeps it, and back.
+msg::JournalSplit to_journal(const Split& s);
+Split from_journal(const msg::JournalSplit& s);
+
+class JobCore {
+public:
+  struct Task {
+    msg::task_id_t id = 0;
+    msg::worker_id_t worker = 0;
+    std::string worker_address;
+    int64_t shard = -1; // static sharding: the worker's place in the fixed list
+    bool assigned = false;
+    bool done = false;
+    bool drained = false; // done because its worker drained, not because the splits ran out
+    std::string error;
+    std::map<SplitKey, Split> unfinished; // DYNAMIC: handed out, not finished
+  };
+
+  // provider: DYNAMIC only (null for OFF). per_split: the pipeline's output maps back to
+  // single splits (see task_runner.hpp is_per_split).
+  JobCore(std::unique_ptr<SplitProvider> provider, bool per_split);
+
+  bool dynamic() const { return provider_ != nullptr; }
+  bool per_split() const { return per_split_; }
+
+  // --- tasks. Each returns whether consumers must see a change (the version moved).
+  bool add_task(msg::task_id_t id, msg::worker_id_t worker, std::string worker_address,
+                int64_t shard = -1);
+  // Static sharding over the fixed worker list (shard i = workers[i]): production ends only
+  // once each shard's task did.
+  void require_shards(std::vector<std::string> workers) { shard_workers_ = std::move(workers); }
+  // The shards that no task has produced to its end (static sharding; empty otherwise).
+  std::vector<int64_t> shards_pending() const;
+  // What production waits for besides running tasks, for people: "shard 2 of 3 (worker
+  // 10.0.0.3:6000) has no task: its worker has not registered", or empty.
+  std::string waiting_for() const;
+  bool task_assigned(msg::task_id_t id);
+  // `drained`: DYNAMIC, the task stopped early because its worker drained (its unstarted
+  // splits came back); it does not count towards the end of production.
+  bool task_done(msg::task_id_t id, std::string error, bool drained = false);
+  // The task's worker was removed (or the task could not be assigned). DYNAMIC: its
+  // unfinished splits are handed out again.
+  bool task_lost(msg::task_id_t id, const std::string& reason);
+
+  const Task* task(msg::task_id_t id) const;
+  const std::map<msg::task_id_t, Task>& tasks() const { return tasks_; }
+  std::vector<const Task*> listed() const; // assigned tasks
+  bool production_ended() const;
+  const std::string& error() const { return error_; }
+  uint64_t version() const { return version_; }
+
+  // --- splits (DYNAMIC)
+  struct SplitAnswer {
+    bool hold = false; // nothing now, but the epoch is not over: answer later
+    std::vector<Split> splits;
+    bool end_of_splits = false;
+    bool empty_epoch = false;
+  };
+  Expected<SplitAnswer> get_splits(msg::task_id_t task, int64_t epoch, uint32_t max);
+  // Returns whether anything changed for held requests or consumers. `accepted` (optional)
+  // gets the finished splits the task still owned: what the journal may count as finished.
+  bool splits_update(msg::task_id_t task, const std::vector<SplitKey>& finished,
+                     const std::vector<Split>& returned, std::vector<SplitKey>* accepted = nullptr);
+  int64_t epoch() const { return epoch_; }
+  std::size_t unfinished_splits() const { return owner_.size(); }
+  std::size_t pending_reissue() const { return requeue_.size(); }
+  int64_t splits_reissued() const { return reissued_; }
+  int64_t splits_handed_out() const { return handed_out_; }
+  SplitPosition position() const { return provider_ ? provider_->position() : SplitPosition{}; }
+  // A restarted dispatcher's job continues from its journaled hand-out position
+  // (msg::SplitPositionRecord). `outstanding`: the splits handed out before the restart and not
+  // finished; their tasks went down with the dispatcher, so they are handed out again first.
+  Status restore_splits(int64_t epoch, int64_t handed_out, const SplitPosition& position,
+                        std::vector<Split> outstanding = {});
+
+  // --- consumers
+  msg::consumer_id_t join(int64_t now_ns);
+  // The ids join() gives start at `first` (a restored job: above every id its previous
+  // incarnation gave, so that a consumer re-joining with its old id is never taken for another).
+  void first_consumer_id(msg::consumer_id_t first) { next_consumer_ = std::max(next_consumer_, first); }
+  void touch(msg::consumer_id_t id, int64_t now_ns);
+  // Returns false when the consumer was unknown.
+  bool leave(msg::consumer_id_t id, bool finished);
+  // Consumers not seen for `timeout_ns` leave (not finished); returns them.
+  std::vector<msg::consumer_id_t> expire(int64_t now_ns, int64_t timeout_ns);
+  bool any_joined() const { return joined_ > 0; }
+  std::size_t live_consumers() const { return consumers_.size(); }
+  bool knows_consumer(msg::consumer_id_t id) const { return consumers_.count(id) > 0; }
+  // Every consumer that joined has left; `all_finished`: each read to the end.
+  bool consumers_done() const { return joined_ > 0 && consumers_.empty(); }
+  bool all_finished() const {
+    return consumers_done() && left_unfinished_ == 0 && joined_ >= expected_consumers_;
+  }
+  // A named job's repetition is shared by `n` consumers: it is not all read before n joined
+  // (the GC timeout releases it when fewer come).
+  void expect_consumers(int64_t n) { expected_consumers_ = std::max<int64_t>(1, n); }
+  // Whole-epoch cross-trainer sharing: the consumer's trainer id; true when the trainer is new
+  // to the job (its first consumer), so that the tasks must hear of it.
+  bool set_trainer(msg::consumer_id_t id, const std::string& trainer) { return trainers_.add(id, trainer); }
+  // After the consumer left: its trainer id when it was that trainer's last consumer (the
+  // tasks must forget the trainer), else empty.
+  std::string trainer_gone(msg::consumer_id_t id) { return trainers_.remove(id); }
+  std::vector<std::string> trainers() const { return trainers_.trainers(); } // distinct, sorted
+
+private:
+  void requeue(Split split);
+  void check_stranded();
+
+  std::unique_ptr<SplitProvider> provider_;
+  bool per_split_ = false;
+  std::map<msg::task_id_t, Task> tasks_;
+  std::vector<std::string> shard_workers_; // static sharding: the fixed worker list
+  uint64_t version_ = 1;
+  std::string error_;
+  // splits
+  int64_t epoch_ = 0;
+  bool exhausted_ = false; // the provider said end_of_splits for epoch_
+  std::map<int64_t, int64_t> handed_in_epoch_;
+  std::deque<Split> requeue_;
+  std::map<SplitKey, msg::task_id_t> owner_;
+  int64_t reissued_ = 0;
+  int64_t handed_out_ = 0; // all epochs, re-issues included
+  // consumers
+  std::map<msg::consumer_id_t, int64_t> consumers_; // -> last seen (ns)
+  msg::consumer_id_t next_consumer_ = 1;
+  int64_t joined_ = 0;
+  int64_t expected_consumers_ = 1;
+  int64_t left_unfinished_ = 0;
+  TrainerReaders trainers_; // whole-epoch cache sharing
+};
+
+} // namespace conveyor::actors

@@ -1,0 +1,141 @@
+// The dispatcher's journal (tf.data service's work_dir journal): every state change is a
+// msg::Update record (messages/journal_records.hpp) appended here and made durable BEFORE it
+// takes effect; a restarted dispatcher replays the newest snapshot and then the journal through
+// DispatcherState::apply. No CAF here.
+//
+// Files in the work dir (G = a generation number, 20 decimal digits):
+//   snapshot-G.bin   the whole DispatcherState as of the start of generation G
+//   journal-G.log    the records appended since that snapshot (one segment per generation)
+// Both start with a 16-byte header: 8-byte magic ("CVJOURN1" / "CVSNAPS1"), uint32 format
+// version (kJournalFormatVersion), uint32 0. Then frames, all integers little-endian:
+//   uint32 length | uint32 masked_crc32c(length bytes + payload) | payload[length]
+// A record's payload is uint8 tag (the Update alternative's index) + its fields, each encoded
+// through the record's inspect() (fixed-width integers, length-prefixed strings and lists).
+//
+// Durability (group fsync): append() encodes the record and queues it; a writer thread writes
+// every queued record with one write, fdatasync()s once for the whole group, then calls each
+// record's callback in append order. A callback therefore runs only after its record (and all
+// records before it) are on disk. Appends made while a group is being synced form the next group.
+//
+// Recovery: the last segment may end in a torn record (a crash mid-append): it is truncated
+// with a warning. A bad record anywhere else (or a bad snapshot) stops open() with a data_loss
+// error naming the file and the byte offset. compact() writes a snapshot atomically (temp file,
+// fsync, rename, fsync of the directory), starts the next segment and deletes older files, so
+// start-up reads at most one snapshot plus the records since.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "dispatcher/dispatcher_state.hpp"
+#include "messages/journal_records.hpp"
+#include "pipeline/runtime/status.hpp"
+
+namespace conveyor::actors {
+
+// 2: job lifecycle (split_size, repetitions); 3: splits held at a crash; 4: cross-trainer cache flag;
+// 5: the cache's sharing mode (window or whole epoch) instead of the flag
+inline constexpr uint32_t kJournalFormatVersion = 6;
+
+struct JournalOptions {
+  std::string dir;
+  // fdatasync every group (turn off only in tests of the format).
+  bool sync = true;
+  // Records in the current segment after which should_compact() says so.
+  int64_t compact_after_records = 100000;
+};
+
+// What open() found.
+struct JournalReplay {
+  bool snapshot_loaded = false;
+  uint64_t generation = 0;
+  int64_t records = 0;          // journal records replayed (after the snapshot)
+  int64_t truncated_bytes = 0;  // torn tail cut off the last segment
+  double seconds = 0;           // time spent reading and applying
+};
+
+// What the dispatcher actor needs of a journal: the file journal below, or the simulator's disk
+// (sim/sim_journal.hpp), which loses unsynced records when its dispatcher crashes.
+class JournalWriter {
+public:
+  using Done = std::function<void(const Status&)>;
+  virtual ~JournalWriter() = default;
+  // Queues `update`; `on_durable` runs once it is on disk (OK) or the journal failed (error).
+  // Returns the record's sequence number (1, 2, ...).
+  virtual uint64_t append(const msg::Update& update, Done on_durable) = 0;
+  virtual bool should_compact() const = 0;
+  // Snapshot of `state` (which includes every appended record), then a fresh log.
+  virtual Status compact(const DispatcherState& state) = 0;
+  // Where it lives, for messages.
+  virtual const std::string& dir() const = 0;
+};
+
+class Journal final : public JournalWriter {
+public:
+
+  // Opens (creating) the work dir, restores `state` from the newest snapshot and replays the
+  // segments after it. Errors: io_error (cannot create/read/write the dir), data_loss (a bad
+  // record or snapshot: "<file> at byte <offset>: ..."), or a record the state refused.
+  static Expected<std::unique_ptr<Journal>> open(JournalOptions options, DispatcherState& state,
+                                                 JournalReplay* replay = nullptr);
+  ~Journal() override; // writes and syncs what is queued, then stops the writer thread
+  Journal(const Journal&) = delete;
+  Journal& operator=(const Journal&) = delete;
+
+  // Queues `update`; `on_durable` runs (on the writer thread) once its group is on disk, with
+  // OK, or with the io_error that made the journal fail (then every later append fails too).
+  // Returns the record's sequence number (1, 2, ... per process).
+  uint64_t append(const msg::Update& update, Done on_durable) override;
+  // Blocks until everything appended so far is durable; the journal's error if it failed.
+  Status flush();
+  // Snapshot of `state` (which must include every appended record: call it from the thread
+  // that appends and applies), then a new segment; older files are deleted.
+  Status compact(const DispatcherState& state) override;
+  bool should_compact() const override { return segment_records_ >= options_.compact_after_records; }
+
+  const std::string& dir() const override { return options_.dir; }
+  uint64_t generation() const { return generation_; }
+  // Groups synced so far (to check that appends are grouped).
+  uint64_t groups_synced() const;
+
+  // The record codec (tests, tools).
+  static std::string encode(const msg::Update& update);
+  static Expected<msg::Update> decode(std::string_view payload);
+  static std::string encode_snapshot(const StateSnapshot& snapshot);
+  static Expected<StateSnapshot> decode_snapshot(std::string_view payload);
+  // Paths of a generation's files.
+  static std::string segment_path(const std::string& dir, uint64_t generation);
+  static std::string snapshot_path(const std::string& dir, uint64_t generation);
+
+private:
+  explicit Journal(JournalOptions options);
+  void writer_loop();
+  Status open_segment(uint64_t generation, int64_t valid_bytes, bool create);
+
+  JournalOptions options_;
+  uint64_t generation_ = 0;
+  int64_t segment_records_ = 0; // touched by the appending thread only
+  int fd_ = -1;                 // current segment; writer thread (and compact under flush)
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_writer_;
+  std::condition_variable synced_cv_;
+  std::string pending_;
+  std::vector<Done> pending_done_;
+  uint64_t appended_ = 0;
+  uint64_t durable_ = 0;
+  uint64_t groups_ = 0;
+  bool writing_ = false;
+  bool stop_ = false;
+  Status failed_;
+  std::thread writer_;
+};
+
+} // namespace conveyor::actors

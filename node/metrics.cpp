@@ -1,0 +1,247 @@
+#include "node/metrics.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <mutex>
+
+#include <prometheus/collectable.h>
+#include <prometheus/exposer.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/text_serializer.h>
+
+#include "conveyor/options.hpp"
+#include "messages/status.hpp"
+
+namespace conveyor::metrics {
+
+namespace {
+
+struct TaskTable {
+  std::mutex mu;
+  std::vector<std::weak_ptr<TaskStats>> tasks;
+  std::deque<std::shared_ptr<TaskStats>> recent; // the last kKeptTasks registered
+};
+constexpr std::size_t kKeptTasks = 100;
+
+TaskTable& table() {
+  static TaskTable t;
+  return t;
+}
+
+Sample sample(const char* name, const char* help, const char* type,
+              std::map<std::string, std::string> labels, double value) {
+  return Sample{name, help, type, std::move(labels), value};
+}
+
+std::vector<prometheus::MetricFamily> to_families(const std::vector<Sample>& samples) {
+  std::vector<prometheus::MetricFamily> families;
+  std::map<std::string, std::size_t> index;
+  for (const auto& s : samples) {
+    auto it = index.find(s.name);
+    if (it == index.end()) {
+      prometheus::MetricFamily f;
+      f.name = s.name;
+      f.help = s.help;
+      f.type = s.type == "counter" ? prometheus::MetricType::Counter : prometheus::MetricType::Gauge;
+      it = index.emplace(s.name, families.size()).first;
+      families.push_back(std::move(f));
+    }
+    auto& family = families[it->second];
+    prometheus::ClientMetric m;
+    for (const auto& [k, v] : s.labels)
+      m.label.push_back({k, v});
+    if (family.type == prometheus::MetricType::Counter)
+      m.counter.value = s.value;
+    else
+      m.gauge.value = s.value;
+    family.metric.push_back(std::move(m));
+  }
+  return families;
+}
+
+class FunctionCollectable : public prometheus::Collectable {
+public:
+  explicit FunctionCollectable(Endpoint::Collect collect) : collect_(std::move(collect)) {}
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    return to_families(collect_());
+  }
+
+private:
+  Endpoint::Collect collect_;
+};
+
+} // namespace
+
+std::shared_ptr<TaskStats> register_task(uint64_t job, uint64_t task, std::string dataset) {
+  auto stats = std::make_shared<TaskStats>();
+  stats->job = job;
+  stats->task = task;
+  stats->dataset = std::move(dataset);
+  auto& t = table();
+  std::lock_guard<std::mutex> guard{t.mu};
+  // Drop the entries of ended tasks here, so the table stays as small as the live tasks.
+  t.tasks.erase(std::remove_if(t.tasks.begin(), t.tasks.end(),
+                               [](const auto& w) { return w.expired(); }),
+                t.tasks.end());
+  t.tasks.push_back(stats);
+  t.recent.push_back(stats);
+  while (t.recent.size() > kKeptTasks)
+    t.recent.pop_front();
+  return stats;
+}
+
+std::vector<Sample> task_samples() {
+  std::vector<std::shared_ptr<TaskStats>> live;
+  {
+    auto& t = table();
+    std::lock_guard<std::mutex> guard{t.mu};
+    for (const auto& w : t.tasks)
+      if (auto s = w.lock())
+        live.push_back(std::move(s));
+  }
+  std::vector<Sample> out;
+  const auto running = std::count_if(live.begin(), live.end(),
+                                     [](const auto& s) { return !s->ended.load(); });
+  out.push_back(sample("conveyor_worker_tasks", "tasks running on this worker", "gauge", {},
+                       static_cast<double>(running)));
+  for (const auto& s : live) {
+    std::map<std::string, std::string> l{{"job", std::to_string(s->job)},
+                                         {"task", std::to_string(s->task)},
+                                         {"dataset", s->dataset}};
+    out.push_back(sample("conveyor_task_produced_elements_total",
+                         "elements the task's pipeline produced", "counter", l,
+                         static_cast<double>(s->produced_elements.load())));
+    out.push_back(sample("conveyor_task_delivered_elements_total",
+                         "elements the task sent to consumers", "counter", l,
+                         static_cast<double>(s->delivered_elements.load())));
+    out.push_back(sample("conveyor_task_delivered_bytes_total",
+                         "encoded bytes the task sent to consumers", "counter", l,
+                         static_cast<double>(s->delivered_bytes.load())));
+    // An ended task's buffer went with it: its last fill is memory nobody holds any more.
+    const bool ended = s->ended.load();
+    out.push_back(sample("conveyor_task_buffered_elements",
+                         "elements produced and not yet taken by consumers", "gauge", l,
+                         ended ? 0.0 : static_cast<double>(s->buffered_elements.load())));
+    out.push_back(sample("conveyor_task_buffered_bytes",
+                         "bytes produced and not yet taken by consumers", "gauge", l,
+                         ended ? 0.0 : static_cast<double>(s->buffered_bytes.load())));
+    out.push_back(sample("conveyor_task_credit_stalls_total",
+                         "times the pipeline paused because its buffer was full (consumers had "
+                         "no credit left)",
+                         "counter", l, static_cast<double>(s->buffer_full_total.load())));
+    out.push_back(sample("conveyor_task_split_waits_total",
+                         "DYNAMIC: split requests the task waited for", "counter", l,
+                         static_cast<double>(s->split_waits_total.load())));
+    out.push_back(sample("conveyor_task_split_wait_seconds_total",
+                         "DYNAMIC: time the task waited for splits", "counter", l,
+                         static_cast<double>(s->split_wait_ns.load()) / 1e9));
+  }
+  return out;
+}
+
+std::vector<Sample> status_samples(const msg::cluster_status& st) {
+  std::vector<Sample> out;
+  out.push_back(sample("conveyor_dispatcher_uptime_seconds", "since the dispatcher started",
+                       "gauge", {}, static_cast<double>(st.uptime_ms) / 1e3));
+  out.push_back(sample("conveyor_workers", "registered workers", "gauge", {},
+                       static_cast<double>(st.workers.size())));
+  out.push_back(sample("conveyor_datasets", "registered datasets (listed ones)", "gauge", {},
+                       static_cast<double>(st.datasets.size())));
+  out.push_back(sample("conveyor_jobs",
+                       "jobs conveyor status lists: live ones and the last 100 finished", "gauge",
+                       {}, static_cast<double>(st.jobs.size())));
+  out.push_back(sample("conveyor_jobs_running", "jobs whose production has not ended", "gauge", {},
+                       static_cast<double>(std::count_if(st.jobs.begin(), st.jobs.end(),
+                                                         [](const auto& j) { return !j.finished; }))));
+  for (const auto& w : st.workers) {
+    std::map<std::string, std::string> l{{"worker", w.address}};
+    out.push_back(sample("conveyor_worker_heartbeat_age_seconds",
+                         "since the dispatcher last heard from the worker", "gauge", l,
+                         static_cast<double>(w.heartbeat_age_ms) / 1e3));
+    out.push_back(sample("conveyor_worker_task_count", "tasks the worker runs", "gauge", l,
+                         static_cast<double>(w.tasks)));
+    std::string tags;
+    for (const auto& t : w.tags)
+      tags += (tags.empty() ? "" : ",") + t;
+    l["tags"] = tags;
+    out.push_back(sample("conveyor_worker_info", "the worker's tags (--worker-tags), always 1",
+                         "gauge", l, 1.0));
+  }
+  for (const auto& j : st.jobs) {
+    std::map<std::string, std::string> l{{"job", std::to_string(j.id)},
+                                         {"job_name", j.name},
+                                         {"dataset", j.dataset},
+                                         {"mode", j.mode}};
+    out.push_back(sample("conveyor_job_delivered_elements_total",
+                         "elements the job's consumers received", "counter", l,
+                         static_cast<double>(j.elements)));
+    out.push_back(sample("conveyor_job_delivered_bytes_total",
+                         "encoded bytes the job's consumers received", "counter", l,
+                         static_cast<double>(j.bytes)));
+    out.push_back(sample("conveyor_job_consumers", "consumers reading the job", "gauge", l,
+                         static_cast<double>(j.consumers)));
+    out.push_back(sample("conveyor_job_tasks", "tasks of the job", "gauge", l,
+                         static_cast<double>(j.tasks)));
+    if (j.splits_handed_out >= 0) {
+      out.push_back(sample("conveyor_job_splits_handed_out_total", "DYNAMIC: splits handed out",
+                           "counter", l, static_cast<double>(j.splits_handed_out)));
+      out.push_back(sample("conveyor_job_epoch", "DYNAMIC: the job's split epoch", "gauge", l,
+                           static_cast<double>(j.epoch)));
+    }
+    const std::pair<const char*, int64_t> causes[] = {{"worker", j.waiting.wait_worker_ns},
+                                                      {"network", j.waiting.wait_network_ns},
+                                                      {"split", j.waiting.wait_split_ns},
+                                                      {"credit", j.waiting.wait_credit_ns}};
+    for (const auto& [cause, ns] : causes) {
+      auto lc = l;
+      lc["cause"] = cause;
+      out.push_back(sample("conveyor_job_consumer_wait_seconds_total",
+                           "time the job's consumers waited with nothing to read, by cause",
+                           "counter", lc, static_cast<double>(ns) / 1e9));
+    }
+    out.push_back(sample("conveyor_job_consumer_seconds_total",
+                         "time the job's consumers have been reading (sum over consumers)",
+                         "counter", l, static_cast<double>(j.waiting.elapsed_ns) / 1e9));
+  }
+  return out;
+}
+
+std::string to_text(const std::vector<Sample>& samples) {
+  prometheus::TextSerializer serializer;
+  return serializer.Serialize(to_families(samples));
+}
+
+struct Endpoint::Impl {
+  std::unique_ptr<prometheus::Exposer> exposer;
+  std::shared_ptr<FunctionCollectable> collectable;
+};
+
+Endpoint::Endpoint(std::unique_ptr<Impl> impl, uint16_t port)
+  : impl_(std::move(impl)), port_(port) {}
+
+Endpoint::~Endpoint() = default;
+
+Expected<std::unique_ptr<Endpoint>> Endpoint::start(const std::string& host, uint16_t port,
+                                                    Collect collect) {
+  auto impl = std::make_unique<Impl>();
+  // civetweb's listening_ports syntax: "host:port", with IPv6 hosts in brackets.
+  std::string bind = host.find(':') != std::string::npos && host.front() != '['
+                       ? "[" + host + "]:" + std::to_string(port)
+                       : host + ":" + std::to_string(port);
+  try {
+    impl->exposer = std::make_unique<prometheus::Exposer>(bind, /*num_threads=*/1);
+  } catch (const std::exception& e) {
+    return io_error("the metrics endpoint cannot listen on " + HostPort{host, port}.to_string() +
+                    ": " + e.what() +
+                    (port != 0 ? " (is port " + std::to_string(port) +
+                                   " in use? choose another `--metrics-port`, or 0)"
+                               : std::string{}));
+  }
+  impl->collectable = std::make_shared<FunctionCollectable>(std::move(collect));
+  impl->exposer->RegisterCollectable(impl->collectable);
+  auto ports = impl->exposer->GetListeningPorts();
+  uint16_t bound = ports.empty() ? port : static_cast<uint16_t>(ports.front());
+  return std::unique_ptr<Endpoint>(new Endpoint(std::move(impl), bound));
+}
+
+} // namespace conveyor::metrics

@@ -1,0 +1,181 @@
+// Dataset::element_spec: the dtypes and partial shapes of a dataset's elements, op by op.
+//
+// Unknown specs: an ElementSpec with no components means "unknown" (as FunctionDef::source_spec
+// does). It is what flat_map/interleave report when their function declares no output_spec, and
+// what a source reports when its function declares no source_spec; it propagates through the ops
+// above (validate() rejects zero-component elements, so the two never clash). A map
+// function without output_spec keeps its input's component count and dtypes but reports unknown
+// rank for every component, as functions.hpp promises.
+#include "pipeline/graph/dataset.hpp"
+#include "pipeline/io/example.hpp"
+#include "pipeline/functions/file_source_functions.hpp"
+#include "pipeline/functions/functions.hpp"
+#include "pipeline/graph/ops.hpp"
+#include "pipeline/graph/padding.hpp"
+
+namespace conveyor {
+
+namespace {
+
+TensorSpec scalar(DType d) { return TensorSpec{d, {}, false}; }
+
+bool is_unknown(const ElementSpec& s) { return s.components.empty(); }
+
+// The spec of one row of a batch: dimension 0 dropped.
+Expected<ElementSpec> drop_leading_dim(const ElementSpec& in, const std::string& op) {
+  ElementSpec out = in;
+  for (std::size_t i = 0; i < out.components.size(); ++i) {
+    TensorSpec& c = out.components[i];
+    if (c.unknown_rank)
+      continue;
+    if (c.shape.empty())
+      return invalid_argument(op + ": component " + std::to_string(i) +
+                              " is a scalar; it needs rank >= 1 to be split along dimension 0");
+    c.shape.erase(c.shape.begin());
+  }
+  return out;
+}
+
+ElementSpec prepend_dim(const ElementSpec& in, int64_t dim) {
+  ElementSpec out = in;
+  for (TensorSpec& c : out.components)
+    if (!c.unknown_rank)
+      c.shape.insert(c.shape.begin(), dim);
+  return out;
+}
+
+// map, flat_map and interleave: the function's declared output spec.
+Expected<ElementSpec> function_spec(const Node& n, const ElementSpec& input, const FunctionRegistry& functions) {
+  const FunctionRef& ref = n.function_attr("fn");
+  if (n.op != "map" && is_file_source_function(ref.name)) // lines or records: string scalars
+    return ElementSpec{{scalar(DType::string)}};
+  const FunctionDef* def = functions.find(ref.name);
+  if (def == nullptr)
+    return not_found(n.op + ": unknown function `" + ref.name + "`");
+  if (def->output_spec) {
+    auto spec = def->output_spec(input, functions.resolve_params(ref));
+    if (!spec.ok())
+      return spec.status().with_context(n.op + "(" + ref.name + ")");
+    return spec;
+  }
+  if (n.op != "map")
+    return ElementSpec{}; // unknown: nothing says what the returned datasets hold
+  ElementSpec out = input;
+  for (TensorSpec& c : out.components) {
+    c.unknown_rank = true;
+    c.shape.clear();
+  }
+  return out;
+}
+
+// padded_batch: the padded shapes (-1 = None), or every input dimension None; then the batch dim.
+Expected<ElementSpec> padded_batch_spec(const Node& n, const ElementSpec& input) {
+  auto config = padding_config(n);
+  if (!config.ok())
+    return config.status();
+  ElementSpec out = input;
+  if (!config->shapes.empty() && config->shapes.size() != input.components.size())
+    return invalid_argument("padded_batch: `padded_shapes` has " + std::to_string(config->shapes.size()) +
+                            " component(s), the input's elements have " + std::to_string(input.components.size()));
+  if (!config->values.empty() && config->values.size() != input.components.size())
+    return invalid_argument("padded_batch: `padding_values` has " + std::to_string(config->values.size()) +
+                            " component(s), the input's elements have " + std::to_string(input.components.size()));
+  for (std::size_t c = 0; c < out.components.size(); ++c) {
+    TensorSpec& spec = out.components[c];
+    if (!config->values.empty() &&
+        (config->values[c].dtype() == DType::string) != (spec.dtype == DType::string))
+      return invalid_argument("padded_batch: component " + std::to_string(c) + " of dtype " +
+                              dtype_name(spec.dtype) + " cannot be padded with a " +
+                              dtype_name(config->values[c].dtype()) + " value");
+    if (config->shapes.empty()) {
+      for (int64_t& d : spec.shape)
+        d = kUnknownDim;
+      continue;
+    }
+    const PartialShape& padded = config->shapes[c];
+    if (!spec.unknown_rank && spec.shape.size() != padded.size())
+      return invalid_argument("padded_batch: component " + std::to_string(c) + " has rank " +
+                              std::to_string(spec.shape.size()) + " but its padded shape has rank " +
+                              std::to_string(padded.size()));
+    for (std::size_t d = 0; d < padded.size() && !spec.unknown_rank; ++d)
+      if (padded[d] != kUnknownDim && spec.shape[d] != kUnknownDim && spec.shape[d] > padded[d])
+        return invalid_argument("padded_batch: component " + std::to_string(c) + " dimension " +
+                                std::to_string(d) + " is " + std::to_string(spec.shape[d]) +
+                                ", larger than its padded size " + std::to_string(padded[d]));
+    spec.shape = padded;
+    spec.unknown_rank = false;
+  }
+  return prepend_dim(out, n.bool_attr("drop_remainder") ? n.int_attr("batch_size") : kUnknownDim);
+}
+
+Expected<ElementSpec> node_spec(const Node& n, const FunctionRegistry& functions) {
+  const std::string& op = n.op;
+  if (op == "range")
+    return ElementSpec{{scalar(DType::int64)}};
+  if (op == "from_tensors")
+    return spec_of(n.element_attr("element"));
+  if (op == "from_tensor_slices")
+    return drop_leading_dim(spec_of(n.element_attr("element")), op);
+  if (op == "list_files" || op == "text_lines" || op == "tfrecord")
+    return ElementSpec{{scalar(DType::string)}};
+  if (op == "source") {
+    const FunctionDef* def = functions.find(n.function_attr("fn").name);
+    if (def == nullptr)
+      return not_found("source: unknown function `" + n.function_attr("fn").name + "`");
+    return def->source_spec;
+  }
+
+  std::vector<ElementSpec> inputs;
+  for (const NodePtr& in : n.inputs) {
+    auto spec = node_spec(*in, functions);
+    if (!spec.ok())
+      return spec.status();
+    inputs.push_back(std::move(spec).value());
+  }
+  if (op == "zip") {
+    ElementSpec out;
+    for (const ElementSpec& s : inputs) {
+      if (is_unknown(s))
+        return ElementSpec{};
+      out.components.insert(out.components.end(), s.components.begin(), s.components.end());
+    }
+    return out;
+  }
+  const ElementSpec& input = inputs.at(0);
+  if (op == "filter" || op == "shuffle" || op == "repeat" || op == "take" || op == "skip" || op == "shard" ||
+      op == "prefetch" || op == "cache" || op == "ignore_errors")
+    return input;
+  if (op == "parse_example") {
+    auto spec = FeatureSpec::parse(n.string_attr("features"));
+    if (!spec.ok())
+      return spec.status();
+    return spec->element_spec();
+  }
+  if (op == "map" || op == "flat_map" || op == "interleave")
+    return function_spec(n, input, functions);
+  if (is_unknown(input))
+    return input;
+  if (op == "batch")
+    return prepend_dim(input, n.bool_attr("drop_remainder") ? n.int_attr("batch_size") : kUnknownDim);
+  if (op == "unbatch")
+    return drop_leading_dim(input, op);
+  if (op == "padded_batch")
+    return padded_batch_spec(n, input);
+  if (op == "enumerate") {
+    ElementSpec out = input;
+    out.components.insert(out.components.begin(), scalar(DType::int64));
+    return out;
+  }
+  return unimplemented("element_spec: op `" + op + "` has no spec rule");
+}
+
+} // namespace
+
+Expected<ElementSpec> Dataset::element_spec(const FunctionRegistry* functions) const {
+  const FunctionRegistry& registry = functions != nullptr ? *functions : FunctionRegistry::global();
+  // A valid graph guarantees every attribute and input the rules below read.
+  CONVEYOR_RETURN_IF_ERROR(validate(&registry));
+  return node_spec(*node_, registry);
+}
+
+} // namespace conveyor

@@ -1,0 +1,323 @@
+#include "pipeline/runtime/executor.hpp"
+
+#include <pthread.h>
+#include <time.h>
+
+#include <algorithm>
+
+#include "pipeline/runtime/per_process.hpp"
+#include "pipeline/runtime/thread_name.hpp"
+
+namespace conveyor {
+
+namespace {
+
+// Since the process's first call: ExecutorGroup::thread_time multiplies it by the running items.
+int64_t now_ns() {
+  static const auto origin = std::chrono::steady_clock::now();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - origin)
+    .count();
+}
+
+constexpr int64_t kLeadNs = std::chrono::nanoseconds(Executor::kLead).count();
+
+} // namespace
+
+Executor& Executor::shared() {
+  // Per process: a forked child (a PyTorch DataLoader worker) has none of the pool's threads.
+  static PerProcess<Executor> executor;
+  return executor.get([] {
+    return new Executor(std::max(2, static_cast<int>(std::thread::hardware_concurrency())));
+  });
+}
+
+Executor::Executor(int threads, int max_threads)
+    : base_(std::max(1, threads)), max_(max_threads > 0 ? std::max(max_threads, std::max(1, threads))
+                                                        : std::max(64, 8 * std::max(1, threads))) {
+  posted_ = make_group();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int i = 0; i < base_; ++i) {
+    ++live_;
+    threads_.emplace_back([this] { work(false); });
+  }
+  supervisor_ = std::thread([this] { supervise(); });
+}
+
+Executor::~Executor() {
+  std::vector<std::deque<std::function<void()>>> dropped; // posted items not started
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    for (auto& g : ready_) {
+      dropped.push_back(std::move(g->posted));
+      g->posted.clear();
+    }
+  }
+  wake_.notify_all();
+  stalled_.notify_all();
+  supervisor_.join();
+  for (auto& t : threads_)
+    t.join();
+  for (auto& t : extras_) // (those that left too: joinable until joined)
+    t.join();
+}
+
+std::shared_ptr<ExecutorGroup> Executor::make_group() { return std::make_shared<ExecutorGroup>(); }
+
+std::unique_ptr<WorkQueue> Executor::make_queue(std::shared_ptr<ExecutorGroup> group) {
+  return std::make_unique<WorkQueue>(*this, group ? std::move(group) : make_group());
+}
+
+void Executor::make_ready_locked(const std::shared_ptr<ExecutorGroup>& group) {
+  if (group->in_ready)
+    return;
+  group->in_ready = true;
+  // Back after a time without work: at most kLead behind the others (no saved-up credit).
+  const int64_t now = now_ns();
+  const int64_t behind = least_served_ - kLeadNs - group->thread_time(now);
+  if (behind > 0)
+    group->used += behind;
+  ready_.push_back(group);
+}
+
+std::shared_ptr<ExecutorGroup> Executor::take_next_group_locked(int64_t now) {
+  int64_t least = INT64_MAX;
+  for (const auto& g : ready_)
+    least = std::min(least, g->thread_time(now));
+  least_served_ = std::max(least_served_, least);
+  auto next = std::find_if(ready_.begin(), ready_.end(), [&](const std::shared_ptr<ExecutorGroup>& g) {
+    return g->thread_time(now) <= least + kLeadNs;
+  }); // (found: the least served one qualifies)
+  std::shared_ptr<ExecutorGroup> g = std::move(*next);
+  ready_.erase(next);
+  return g;
+}
+
+void Executor::unready_if_idle_locked(ExecutorGroup* group) {
+  if (!group->in_ready || !group->ready.empty() || !group->posted.empty())
+    return;
+  group->in_ready = false;
+  ready_.erase(std::find_if(ready_.begin(), ready_.end(),
+                            [group](const std::shared_ptr<ExecutorGroup>& g) { return g.get() == group; }));
+}
+
+void Executor::post(std::function<void()> item, const std::shared_ptr<ExecutorGroup>& group) {
+  const auto& g = group ? group : posted_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    g->posted.push_back(std::move(item));
+    if (g->in_ready)
+      return; // (a thread comes to it in its turn)
+    make_ready_locked(g);
+    if (idle_ == 0) { // every thread busy: the supervisor watches for a stall
+      stalled_.notify_one();
+      return;
+    }
+  }
+  wake_.notify_one();
+}
+
+int Executor::threads() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return live_;
+}
+
+void Executor::add_thread_locked() {
+  ++live_;
+  extras_.emplace_back([this] { work(true); });
+}
+
+namespace {
+
+// CPU time the thread has used (0 when the system cannot tell: then it counts as blocked).
+std::chrono::nanoseconds cpu_time(std::thread& t) {
+  clockid_t clock;
+  timespec ts{};
+  if (pthread_getcpuclockid(t.native_handle(), &clock) != 0 || clock_gettime(clock, &ts) != 0)
+    return std::chrono::nanoseconds{0};
+  return std::chrono::seconds{ts.tv_sec} + std::chrono::nanoseconds{ts.tv_nsec};
+}
+
+} // namespace
+
+std::vector<std::chrono::nanoseconds> Executor::cpu_times() {
+  std::vector<std::chrono::nanoseconds> out;
+  for (auto* list : {&threads_, &extras_})
+    for (auto& t : *list)
+      out.push_back(cpu_time(t));
+  return out;
+}
+
+// Adds a thread while items wait, no thread is idle and none started an item for kStall, when
+// one of them is blocked (it used almost no CPU in that time: a sleep, a lock, slow I/O), or when
+// they all compute in items longer than kLongItems (a slow user function: without a thread more
+// it would hold the other jobs' work for as long as it runs; the cores are then shared, as a
+// thread per task shared them). Joins the extras that left.
+void Executor::supervise() {
+  name_this_thread("conveyor-watch");
+  std::unique_lock<std::mutex> lock(mu_);
+  int stalled_windows = 0; // kStall windows in a row without an item started
+  while (!stopping_) {
+    stalled_.wait(lock, [this] { return stopping_ || (!ready_.empty() && idle_ == 0); });
+    const uint64_t seen = started_;
+    lock.unlock(); // (the system calls need no lock: only this thread changes the thread lists)
+    const auto before = cpu_times();
+    lock.lock();
+    stalled_.wait_for(lock, kStall, [this] { return stopping_; });
+    if (stopping_)
+      break;
+    for (auto id : exited_) {
+      auto it = std::find_if(extras_.begin(), extras_.end(), [id](const std::thread& t) { return t.get_id() == id; });
+      if (it != extras_.end()) {
+        it->join(); // it has left work(): only its return remains
+        extras_.erase(it);
+      }
+    }
+    exited_.clear();
+    if (ready_.empty() || idle_ != 0 || started_ != seen || live_ >= max_) {
+      stalled_windows = 0;
+      continue;
+    }
+    ++stalled_windows;
+    // (An extra that left since `before` shifts the list: then this round adds nothing.)
+    lock.unlock();
+    const auto after = cpu_times();
+    lock.lock();
+    if (ready_.empty() || idle_ != 0 || started_ != seen) { // (it moved meanwhile)
+      stalled_windows = 0;
+      continue;
+    }
+    bool blocked = false;
+    for (std::size_t i = 0; i < after.size() && after.size() == before.size(); ++i)
+      blocked = blocked || after[i] - before[i] < kStall / 10;
+    if (blocked || stalled_windows * kStall >= kLongItems) {
+      add_thread_locked();
+      stalled_windows = 0;
+    }
+  }
+}
+
+void Executor::work(bool extra) {
+  name_this_thread("conveyor-exec");
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    ++idle_;
+    bool timed_out = false;
+    if (extra)
+      timed_out = !wake_.wait_for(lock, kIdleExit, [this] { return stopping_ || !ready_.empty(); });
+    else
+      wake_.wait(lock, [this] { return stopping_ || !ready_.empty(); });
+    --idle_;
+    if (stopping_ || (timed_out && live_ > base_)) {
+      --live_;
+      if (extra && !stopping_)
+        exited_.push_back(std::this_thread::get_id());
+      return;
+    }
+    if (ready_.empty())
+      continue;
+    // The next group's turn: a posted item or its next queue's item, alternately.
+    const int64_t start = now_ns();
+    std::shared_ptr<ExecutorGroup> g = take_next_group_locked(start);
+    std::shared_ptr<ExecutorGroup> charged = g; // holds a thread from now until the item returns
+    ++charged->running;
+    charged->started_sum += start;
+    std::function<void()> item;
+    WorkQueue* q = nullptr;
+    const bool posted = !g->posted.empty() && (g->posted_turn || g->ready.empty());
+    if (posted) {
+      item = std::move(g->posted.front());
+      g->posted.pop_front();
+    } else {
+      q = g->ready.front();
+      g->ready.pop_front();
+      item = std::move(q->pending_.front());
+      q->pending_.pop_front();
+      if (q->pending_.empty())
+        q->in_ready_ = false;
+      else
+        g->ready.push_back(q); // its next item waits for the group's other queues
+      ++q->running_;
+    }
+    g->posted_turn = !posted;
+    if (!g->posted.empty() || !g->ready.empty())
+      ready_.push_back(std::move(g)); // its next turn waits for the other groups'
+    else
+      g->in_ready = false;
+    ++started_;
+    // submit() wakes a thread only when a queue becomes ready; more work behind this item
+    // wakes the next thread here, so idle threads never sleep while work waits.
+    const bool more = !ready_.empty();
+    const bool none_idle = idle_ == 0;
+    lock.unlock();
+    if (more)
+      (none_idle ? stalled_ : wake_).notify_one();
+    item();
+    item = nullptr; // what it captured goes before the queue may go
+    const int64_t end = now_ns();
+    lock.lock();
+    charged->used += end - start;
+    --charged->running;
+    charged->started_sum -= start;
+    charged.reset(); // (may be the group's last reference: then it has no work left)
+    if (q && --q->running_ == 0)
+      q->idle_.notify_all(); // under the lock: `q` is alive until this returns
+  }
+}
+
+void WorkQueue::submit(std::function<void()> item) {
+  {
+    std::lock_guard<std::mutex> lock(ex_.mu_);
+    pending_.push_back(std::move(item));
+    if (in_ready_)
+      return;
+    in_ready_ = true;
+    group_->ready.push_back(this);
+    if (group_->in_ready)
+      return; // (a thread comes to it in its group's turn)
+    ex_.make_ready_locked(group_);
+    if (ex_.idle_ == 0) { // every thread busy: the supervisor watches for a stall
+      ex_.stalled_.notify_one();
+      return;
+    }
+  }
+  ex_.wake_.notify_one();
+}
+
+bool WorkQueue::run_one() {
+  std::function<void()> item;
+  {
+    std::lock_guard<std::mutex> lock(ex_.mu_);
+    if (pending_.empty())
+      return false;
+    item = std::move(pending_.front());
+    pending_.pop_front();
+    if (pending_.empty() && in_ready_) {
+      in_ready_ = false;
+      group_->ready.erase(std::find(group_->ready.begin(), group_->ready.end(), this));
+      ex_.unready_if_idle_locked(group_.get());
+    }
+    ++running_;
+    ++ex_.started_; // progress too (the supervisor's sign)
+  }
+  item();
+  item = nullptr;
+  std::lock_guard<std::mutex> lock(ex_.mu_);
+  if (--running_ == 0)
+    idle_.notify_all();
+  return true;
+}
+
+void WorkQueue::cancel_and_wait() {
+  std::deque<std::function<void()>> dropped; // destroyed after the lock is released
+  std::unique_lock<std::mutex> lock(ex_.mu_);
+  dropped.swap(pending_);
+  if (in_ready_) {
+    in_ready_ = false;
+    group_->ready.erase(std::find(group_->ready.begin(), group_->ready.end(), this));
+    ex_.unready_if_idle_locked(group_.get());
+  }
+  idle_.wait(lock, [this] { return running_ == 0; });
+}
+
+} // namespace conveyor

@@ -1,0 +1,161 @@
+// One executor per process for pipeline work (issue 11): the calls of every parallel `map` and
+// the fills of every `prefetch`, of every job, run on one fixed set of threads sized from the
+// machine, instead of a pool per map and a thread per prefetch (threads grew with jobs x maps).
+//
+// Each iterator submits to its own WorkQueue. The executor serves the queues that have work in
+// turn, one item at a time (round-robin), so a job with a long backlog cannot hold the threads
+// while another job's queue waits behind it.
+//
+// Task actors run here too (worker/executor_scheduled.hpp: every message a task handles, its
+// pipeline steps included, is an item posted with `post`), so a node's pipeline work runs on
+// these threads whatever the number of jobs, tasks and maps.
+//
+// A blocked or slow user function cannot starve the others: while items wait and no thread
+// started one for `kStall` (each is inside a long item), a supervisor adds a thread if one of them
+// is blocked (used under a tenth of a core meanwhile: a sleep, a slow file system, a deadlock in
+// user code), or, when all compute, once none started for `kLongItems` (slow functions then share
+// the cores with the rest, as a thread per task did); up to max_threads. A thread beyond the base
+// count leaves after `kIdleExit` without work. Short items keep the base count (a thread frees up
+// within kStall), and so do CPU-bound ones shorter than kLongItems.
+//
+// Fairness is per job, in thread time: every queue and posted item belongs to a group
+// (ExecutorGroup: a task makes one for its job, and its pipeline's maps and prefetches and its own
+// actor use it). Each group counts the time its items have held a thread, running ones included.
+// The threads serve the groups with work in turn, skipping a group that is more than `kLead`
+// ahead of the least served one until the others catch up: a job whose elements take ten times
+// longer gets the same share of the threads, not ten times as much (in plain turns it did), and
+// one whose items block keeps being charged while they block. A group that had no work comes back
+// at most `kLead` behind the others (no credit saved up while idle). Within a group its queues and
+// posted items take turns, so a job's share does not grow with its number of maps or parallel
+// calls. A queue made without a group is a group of its own.
+//
+// Waiting never deadlocks, and busy threads cannot starve an iterator: an iterator that needs
+// a result runs its own queue's oldest pending item on the waiting thread (`run_one`,
+// caller-runs) instead of waiting for a pool thread, and waits only for items already running.
+// A running item waits the same way, only for what lies further up its own pipeline, so waits
+// form chains that end, never cycles (with one pool thread or with all of them blocked in user
+// functions, each iterator's own thread still makes progress).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace conveyor {
+
+class WorkQueue;
+
+// A job's share of an Executor (see above). Opaque; shared by the job's queues and its actor.
+class ExecutorGroup {
+private:
+  friend class Executor;
+  friend class WorkQueue;
+  // Guarded by the executor's mutex.
+  std::deque<WorkQueue*> ready;              // its queues with pending items, in turn
+  std::deque<std::function<void()>> posted;  // items posted to it, in order
+  bool in_ready = false;                     // listed in Executor::ready_
+  bool posted_turn = false;                  // its next turn goes to a posted item
+  // Thread time (ns of the executor's clock): `used` by its finished items, plus `running` items
+  // that started at `started_sum` in total; thread_time() adds what the running ones hold so far.
+  int64_t used = 0;
+  int64_t running = 0;
+  int64_t started_sum = 0;
+  int64_t thread_time(int64_t now) const { return used + running * now - started_sum; }
+};
+
+class Executor {
+public:
+  static constexpr std::chrono::milliseconds kStall{20};
+  static constexpr std::chrono::milliseconds kLongItems{200};
+  static constexpr std::chrono::milliseconds kIdleExit{2000};
+  // How far a group's thread time may run ahead of the least served group's (see above). Within
+  // it groups take plain turns, so items of a few microseconds alternate as before.
+  static constexpr std::chrono::milliseconds kLead{5};
+
+  // The process's executor: max(2, hardware threads) threads (up to 8 times as many while
+  // items block), started on first use and never stopped (iterators may be destroyed during
+  // static destruction).
+  static Executor& shared();
+
+  // max_threads 0: max(64, 8 * threads).
+  explicit Executor(int threads, int max_threads = 0);
+  ~Executor(); // drops nothing: every queue must be gone (their destructors wait)
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  std::shared_ptr<ExecutorGroup> make_group();
+  // A queue in `group` (null: a group of its own).
+  std::unique_ptr<WorkQueue> make_queue(std::shared_ptr<ExecutorGroup> group = nullptr);
+  // Runs `item` on a pool thread, in `group`'s turn (null: a group shared by such posts). It
+  // must not wait for items posted after it.
+  void post(std::function<void()> item, const std::shared_ptr<ExecutorGroup>& group = nullptr);
+  int threads() const; // running now: the base count plus those added while items blocked
+  int base_threads() const { return base_; }
+
+private:
+  friend class WorkQueue;
+  void work(bool extra);
+  void supervise();
+  void add_thread_locked();
+  void make_ready_locked(const std::shared_ptr<ExecutorGroup>& group);
+  // Takes the next group to serve off ready_: the first in turn within kLead of the least served.
+  std::shared_ptr<ExecutorGroup> take_next_group_locked(int64_t now);
+  void unready_if_idle_locked(ExecutorGroup* group); // takes it off ready_ when it has no work
+  // Of every thread, base then extras. Only the supervisor calls it (and it alone changes the
+  // thread lists while the executor runs), without the lock.
+  std::vector<std::chrono::nanoseconds> cpu_times();
+
+  const int base_;
+  const int max_;
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::condition_variable stalled_; // wakes the supervisor: items wait and no thread is idle
+  std::deque<std::shared_ptr<ExecutorGroup>> ready_; // groups with work, served in turn
+  bool stopping_ = false;
+  int live_ = 0;          // threads running work()
+  int idle_ = 0;          // of which waiting for an item
+  uint64_t started_ = 0;  // items started so far (the supervisor's sign of progress)
+  int64_t least_served_ = 0; // the least thread time of a group with work, when last looked (ns)
+  std::vector<std::thread> threads_;                 // the base threads
+  std::vector<std::thread> extras_;                  // added while items blocked
+  std::vector<std::thread::id> exited_;              // extras that left, to join
+  std::thread supervisor_;
+  std::shared_ptr<ExecutorGroup> posted_; // post() without a group
+};
+
+// One iterator's FIFO of work on an Executor. Not copyable; destroying it drops what has not
+// started and waits for what is running.
+class WorkQueue {
+public:
+  WorkQueue(Executor& executor, std::shared_ptr<ExecutorGroup> group)
+      : ex_(executor), group_(std::move(group)) {}
+  ~WorkQueue() { cancel_and_wait(); }
+  WorkQueue(const WorkQueue&) = delete;
+  WorkQueue& operator=(const WorkQueue&) = delete;
+
+  void submit(std::function<void()> item);
+  // Runs this queue's oldest pending item on the calling thread; false when none is pending
+  // (all submitted items are running or done). Not charged to the group's thread time: the
+  // caller is inside an item of its own (a task's step waiting for its map) that already is.
+  bool run_one();
+  // Drops the pending items and waits until the running ones returned.
+  void cancel_and_wait();
+
+private:
+  friend class Executor;
+  Executor& ex_;
+  const std::shared_ptr<ExecutorGroup> group_;
+  // Guarded by ex_.mu_.
+  std::deque<std::function<void()>> pending_;
+  bool in_ready_ = false;
+  int running_ = 0;
+  std::condition_variable idle_;
+};
+
+} // namespace conveyor

@@ -1,0 +1,79 @@
+// Split providers for DYNAMIC sharding (tf.data service's `distributed_epoch`).
+//
+// A provider walks the dataset's one splittable source and hands out its splits: index ranges
+// of range/from_tensor_slices, or single files of list_files/text_lines/tfrecord. It hands out
+// one epoch at a time: get_next returns end_of_splits when the current epoch is exhausted, and
+// the call after that starts the next epoch — as many epochs as the `repeat`s above the source
+// ask for (see num_epochs). Past the last epoch every call returns end_of_splits.
+//
+// The dispatcher's job owns one provider per job and journals its position(); on restart it
+// restores it. Workers feed the splits they receive into IteratorContext::split_provider.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "pipeline/graph/dataset.hpp"
+#include "pipeline/runtime/status.hpp"
+
+namespace conveyor {
+
+class PathPolicy; // pipeline/io/path_policy.hpp
+
+struct Split {
+  int64_t epoch = 0; // which repetition of the source
+  int64_t index = 0; // sequence number of the split within its epoch
+  // range / from_tensor_slices: element indices [begin, end) of the source's full sequence.
+  int64_t begin = 0;
+  int64_t end = 0;
+  // file sources: the file (list_files yields it as a string element; text_lines/tfrecord read it).
+  std::string file;
+
+  friend bool operator==(const Split& a, const Split& b) {
+    return a.epoch == b.epoch && a.index == b.index && a.begin == b.begin && a.end == b.end &&
+           a.file == b.file;
+  }
+};
+
+// Where a provider stands: the split with sequence number `next_index` of epoch `epoch` is next.
+struct SplitPosition {
+  int64_t epoch = 0;
+  int64_t next_index = 0;
+  friend bool operator==(const SplitPosition& a, const SplitPosition& b) {
+    return a.epoch == b.epoch && a.next_index == b.next_index;
+  }
+};
+
+class SplitProvider {
+public:
+  virtual ~SplitProvider() = default;
+  virtual Status get_next(Split& out, bool& end_of_splits) = 0;
+  virtual SplitPosition position() const = 0;
+  // Continues from a saved position (data_loss/invalid_argument if it is out of range).
+  virtual Status restore(const SplitPosition& pos) = 0;
+};
+
+struct SplitOptions {
+  // Elements per split for index-range sources.
+  int64_t range_split_size = 64;
+  // Seed for list_files(shuffle=true) sources that were given no seed (kNoSeed). Left at kNoSeed,
+  // the provider picks one at random when it is created; a job that must restore the same file
+  // order after a restart picks the seed itself, journals it and passes it here again.
+  int64_t seed = kNoSeed;
+  // Where file patterns (text_lines/tfrecord files, list_files) may be listed: the dispatcher's
+  // --allow-path roots. Null = unrestricted (the library in-process on the user's own files).
+  const PathPolicy* paths = nullptr;
+};
+
+// The job-side provider for `dataset`. invalid_argument (naming the reason) when the dataset has
+// no splittable source or more than one, as tf.data requires for DYNAMIC sharding.
+Expected<std::unique_ptr<SplitProvider>> make_split_provider(const Dataset& dataset,
+                                                             const SplitOptions& options = {},
+                                                             const FunctionRegistry* functions = nullptr);
+
+// How many epochs of splits the dataset consumes: the product of the `repeat` counts above its
+// splittable source; kInfiniteCardinality for repeat() forever.
+int64_t num_epochs(const Dataset& dataset);
+
+} // namespace conveyor

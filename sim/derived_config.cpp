@@ -1,0 +1,215 @@
+#include "sim/derived_config.hpp"
+
+#include <cctype>
+#include <set>
+
+#include "sim/planted_bugs.hpp"
+#include "sim/rng.hpp"
+
+namespace conveyor::sim {
+
+namespace {
+
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+
+constexpr const char* kDispatcher = "dispatcher";
+
+template <class T>
+T pick(Rng& rng, std::initializer_list<T> choices) {
+  auto i = rng.below(choices.size());
+  return *(choices.begin() + static_cast<std::ptrdiff_t>(i));
+}
+
+Fault random_fault(Rng& rng, const std::string& kind_in, int workers, int consumers) {
+  std::string kind = kind_in;
+  if (kind == "any")
+    kind = pick<std::string>(rng, {"crash", "restart", "partition", "disconnect", "slow", "dispatcher"});
+  auto worker = [&] { return "worker-" + std::to_string(rng.below(static_cast<uint64_t>(workers))); };
+  auto consumer = [&] {
+    return "consumer-" + std::to_string(rng.below(static_cast<uint64_t>(consumers)));
+  };
+  // A link of the cluster: worker-dispatcher, worker-consumer or consumer-dispatcher.
+  auto link = [&](Fault& f) {
+    switch (rng.below(3)) {
+      case 0: f.node = worker(); f.peer = kDispatcher; break;
+      case 1: f.node = worker(); f.peer = consumer(); break;
+      default: f.node = consumer(); f.peer = kDispatcher; break;
+    }
+  };
+  Fault f;
+  double progress = 0.02 + 0.88 * rng.unit();
+  if (kind == "crash") {
+    f = Fault::crash(worker(), microseconds{0});
+  } else if (kind == "restart") {
+    f = Fault::restart(worker(), microseconds{0}, milliseconds{rng.between(50, 3000)});
+  } else if (kind == "drain") { // a graceful stop, then a new process
+    f = Fault::drain(worker(), microseconds{0}, milliseconds{rng.between(50, 3000)});
+  } else if (kind == "dispatcher") { // crash, restart from the simulated disk
+    f = Fault::restart(kDispatcher, microseconds{0}, milliseconds{rng.between(50, 3000)});
+  } else if (kind == "partition") {
+    f = Fault::partition("", "", microseconds{0}, milliseconds{rng.between(10, 10000)});
+    link(f);
+  } else if (kind == "disconnect") {
+    f = Fault::disconnect("", "", microseconds{0});
+    link(f);
+  } else {
+    f = Fault::slow("", "", microseconds{0}, milliseconds{rng.between(10, 2000)});
+    link(f);
+  }
+  return f.at_fraction(static_cast<double>(static_cast<int>(progress * 1000)) / 1000.0);
+}
+
+} // namespace
+
+std::string DerivedConfig::describe() const {
+  return "latency " + std::to_string(latency.count()) + "us, jitter " +
+         std::to_string(jitter.count()) + "us, credits " + std::to_string(credits) +
+         ", split size " + std::to_string(split_size) + ", task buffer " +
+         std::to_string(task_limits.buffer_elements) + ", produce step " +
+         std::to_string(task_limits.step_elements) + ", consumer step up to " +
+         std::to_string(consumer_step.count()) + "us" +
+         (task_limits.bulk_min_bytes <= 1 ? ", every element on the bulk path" : "") +
+         ", fsync " + std::to_string(fsync_latency.count()) + "us" +
+         (compact_after > 0 ? ", snapshot every " + std::to_string(compact_after) + " records" : "") +
+         (cache_evicts() ? ", cross-trainer cache " +
+                             std::to_string(task_limits.cross_trainer_cache_bytes) + " bytes"
+                         : "");
+}
+
+DerivedConfig derive_config(const SimConfig& cfg, const FaultSpec& spec) {
+  Rng rng{cfg.seed ^ 0x5eed5eed5eed5eedull};
+  DerivedConfig d;
+  d.latency = cfg.latency.value_or(microseconds{rng.between(20, 2000)});
+  d.jitter = cfg.jitter.value_or(microseconds{rng.between(0, d.latency.count())});
+  if (cfg.options.max_outstanding_requests)
+    d.credits = *cfg.options.max_outstanding_requests;
+  else if (cfg.draw_credits)
+    d.credits = pick<int64_t>(rng, {1, 2, 4, 16, 64, 256, 4096});
+  d.split_size = pick<int64_t>(rng, {2, 8, 64});
+  d.task_limits.buffer_elements = pick<int64_t>(rng, {4, 64, 65536});
+  d.task_limits.step_elements = pick<int64_t>(rng, {1, 16, 1024});
+  // A third of the runs send every element on the bulk path (frames over the simulated
+  // network); derived without a draw, so that every seed keeps its other choices.
+  d.task_limits.bulk_min_bytes = d.task_limits.step_elements == 16 ? 1 : std::size_t{64} << 10;
+  d.consumer_step = cfg.consumer_step.value_or(pick<microseconds>(
+    rng, {microseconds{0}, microseconds{200}, microseconds{2000}}));
+  const bool whole_epoch = cfg.options.cross_trainer_cache && cfg.options.cross_trainer_cache->finite_epoch;
+  for (int i = 0; i < cfg.consumers; ++i) {
+    const auto start = microseconds{rng.between(0, 20000)}; // (drawn either way: same seeds)
+    // Whole-epoch sharing: the trainers start together (a trainer joining after the cache first
+    // evicted is refused, by design; README).
+    d.consumer_start.push_back(whole_epoch ? microseconds{0} : start);
+  }
+  if (cfg.options.cross_trainer_cache) { // its own stream: the other choices stay per seed
+    Rng cache_rng{cfg.seed ^ 0xcac4ecac4ecac4eull};
+    const int64_t never_evicts = d.task_limits.cross_trainer_cache_bytes; // the default
+    // (8-byte elements.) Whole-epoch sharing: at least a few times the credits, so every trainer's
+    // first request comes before the first eviction; the window then paces the trainers.
+    const int64_t small = whole_epoch ? (2 * d.credits + 16) * 8 : 8 * 8;
+    const int64_t medium = whole_epoch ? (8 * d.credits + 64) * 8 : 32 * 8;
+    d.task_limits.cross_trainer_cache_bytes = pick<int64_t>(cache_rng, {small, medium, never_evicts});
+  }
+  Rng fault_rng = rng.fork(7);
+  Rng disk_rng = rng.fork(11);
+  d.fsync_latency = pick<microseconds>(disk_rng, {microseconds{50}, microseconds{500}, microseconds{4000}});
+  d.compact_after = pick<int64_t>(disk_rng, {0, 8, 64});
+  d.faults = cfg.faults;
+  for (const auto& f : spec.explicit_faults)
+    d.faults.push_back(f);
+  // Drawn crashes leave at least one worker: a job whose workers all died for good waits for
+  // new ones (as in the reference), which a liveness check cannot tell from a hang.
+  std::set<std::string> crashed;
+  for (const auto& r : spec.random_faults) {
+    for (int i = 0; i < r.count; ++i) {
+      auto f = random_fault(fault_rng, r.kind, cfg.workers, cfg.consumers);
+      if (f.kind == Fault::Kind::crash && !crashed.count(f.node)) {
+        if (static_cast<int>(crashed.size()) + 1 >= cfg.workers)
+          f = Fault::restart(f.node, f.at, milliseconds{100}).at_fraction(*f.at_progress);
+        else
+          crashed.insert(f.node);
+      }
+      d.faults.push_back(std::move(f));
+    }
+  }
+  return d;
+}
+
+Status validate_config(const SimConfig& config, const FaultSpec& spec) {
+  if (config.workers < 1 || config.workers > 10000)
+    return invalid_argument("`workers` must be 1..10000, got " + std::to_string(config.workers));
+  if (config.consumers < 1 || config.consumers > 1000)
+    return invalid_argument("`consumers` must be 1..1000, got " + std::to_string(config.consumers));
+  if (config.options.policy != ShardingPolicy::off && config.options.policy != ShardingPolicy::dynamic)
+    return invalid_argument(std::string{"the simulator runs OFF and DYNAMIC jobs, got "} +
+                            to_string(config.options.policy));
+  CONVEYOR_RETURN_IF_ERROR(validate(config.options));
+  if (!planted_bug_from_string(config.plant_bug.empty() ? "none" : config.plant_bug))
+    return invalid_argument("unknown planted bug \"" + config.plant_bug +
+                            "\" (expected duplicate-split, forget-lost-split, forget-held-split, skip-round or "
+                            "credit-off-by-one)");
+  if (config.options.num_consumers) {
+    if (*config.options.num_consumers != config.consumers)
+      return invalid_argument("coordinated reads in the simulator: `num_consumers` (" +
+                              std::to_string(*config.options.num_consumers) +
+                              ") must equal `consumers` (" + std::to_string(config.consumers) + ")");
+    if (config.take <= 0)
+      return invalid_argument("coordinated reads in the simulator need `take` (rounds per consumer) "
+                              "> 0: the dataset is infinite");
+  } else if (config.options.cross_trainer_cache && config.options.cross_trainer_cache->finite_epoch) {
+    if (config.take != -1)
+      return invalid_argument("whole-epoch cross-trainer cache reads in the simulator read the "
+                              "finite epoch to its end: no `take`");
+  } else if (config.options.cross_trainer_cache) {
+    if (config.take <= 0)
+      return invalid_argument("cross-trainer cache reads in the simulator need `take` (elements "
+                              "per consumer) > 0: the dataset is infinite");
+  } else if (config.take != -1) {
+    return invalid_argument("`take` is for coordinated reads (`num_consumers`) and cross-trainer "
+                            "cache reads only");
+  }
+  if (config.late_workers < 0 || config.late_workers >= config.workers)
+    return invalid_argument("`late_workers` must be in [0, workers), got " +
+                            std::to_string(config.late_workers));
+  if (config.time_limit.count() <= 0)
+    return invalid_argument("`time_limit` must be positive");
+  auto known = [&](const std::string& name) {
+    if (name == kDispatcher)
+      return true;
+    auto numbered = [&](const char* prefix, int count) {
+      auto p = std::string{prefix};
+      if (name.rfind(p, 0) != 0 || name.size() == p.size())
+        return false;
+      for (std::size_t i = p.size(); i < name.size(); ++i)
+        if (!std::isdigit(static_cast<unsigned char>(name[i])))
+          return false;
+      return std::stol(name.substr(p.size())) < count;
+    };
+    return numbered("worker-", config.workers) || numbered("consumer-", config.consumers);
+  };
+  std::vector<Fault> all = config.faults;
+  all.insert(all.end(), spec.explicit_faults.begin(), spec.explicit_faults.end());
+  for (const auto& f : all) {
+    for (const auto* n : {&f.node, &f.peer}) {
+      if (n->empty() && n == &f.peer)
+        continue;
+      if (!known(*n))
+        return invalid_argument("fault `" + f.to_string() + "`: no node \"" + *n +
+                                "\" (nodes are dispatcher, worker-0..worker-" +
+                                std::to_string(config.workers - 1) + ", consumer-0..consumer-" +
+                                std::to_string(config.consumers - 1) + ")");
+    }
+    if (f.kind == Fault::Kind::restart && f.node.rfind("consumer-", 0) == 0)
+      return invalid_argument("fault `" + f.to_string() +
+                              "`: consumers can crash but not restart (a new consumer would be "
+                              "another stream)");
+    if (f.kind == Fault::Kind::drain && f.node.rfind("worker-", 0) != 0)
+      return invalid_argument("fault `" + f.to_string() + "`: only workers drain");
+    if ((f.kind == Fault::Kind::partition || f.kind == Fault::Kind::disconnect ||
+         f.kind == Fault::Kind::slow) && f.node == f.peer)
+      return invalid_argument("fault `" + f.to_string() + "`: a link needs two different nodes");
+  }
+  return Status::OK();
+}
+
+} // namespace conveyor::sim

@@ -1,0 +1,97 @@
+#include "worker/split_feed.hpp"
+
+#include <algorithm>
+
+namespace conveyor::actors {
+
+void SplitFeed::close_current() {
+  if (!has_current_)
+    return;
+  has_current_ = false;
+  closed_.push_back(current_);
+}
+
+Status SplitFeed::get_next(Split& out, bool& end_of_splits) {
+  active_ = true;
+  close_current(); // the pipeline moved past it: all of its output was produced
+  if (draining_) {
+    end_of_splits = true;
+    return Status::OK();
+  }
+  if (!splits_.empty()) {
+    out = std::move(splits_.front());
+    splits_.pop_front();
+    ++consumed_in_epoch_;
+    current_ = out;
+    has_current_ = true;
+    seq_ = 0;
+    started_.push_back(out);
+    end_of_splits = false;
+    return Status::OK();
+  }
+  if (end_pending_) {
+    end_pending_ = false;
+    bool skip = consumed_in_epoch_ == 0 && !empty_epoch_;
+    ++epoch_;
+    consumed_in_epoch_ = 0;
+    if (skip) // nothing for this task in that epoch, but the job had splits: wait for the next
+      return unavailable("waiting for a split of epoch " + std::to_string(epoch_));
+    active_ = false;
+    end_of_splits = true;
+    return Status::OK();
+  }
+  if (!error_.ok())
+    return error_;
+  starved_ = true;
+  return unavailable("waiting for a split of epoch " + std::to_string(epoch_) + " from the job");
+}
+
+Status SplitFeed::restore(const SplitPosition&) {
+  return unimplemented("a task's split feed cannot be restored; the job hands out splits again");
+}
+
+bool SplitFeed::wants_splits() const {
+  return active_ && !outstanding_ && !end_pending_ && !draining_ && error_.ok() &&
+         splits_.size() < window_;
+}
+
+uint32_t SplitFeed::request_max() const {
+  return static_cast<uint32_t>(window_ > splits_.size() ? window_ - splits_.size() : 1);
+}
+
+void SplitFeed::deliver(std::vector<Split> splits, bool end_of_splits, bool empty_epoch) {
+  outstanding_ = false;
+  if (starved_ && !splits.empty()) // the pipeline waited: keep more in flight
+    window_ = std::min(kMaxWindow, window_ * 2);
+  starved_ = false;
+  if (draining_) { // arrived after the drain began: hand them back too
+    for (auto& s : splits)
+      splits_.push_back(std::move(s));
+    return;
+  }
+  for (auto& s : splits)
+    splits_.push_back(std::move(s));
+  if (end_of_splits) {
+    end_pending_ = true;
+    empty_epoch_ = empty_epoch;
+  }
+}
+
+void SplitFeed::fail(Status error) {
+  outstanding_ = false;
+  error_ = std::move(error);
+}
+
+std::vector<Split> SplitFeed::drain() {
+  draining_ = true;
+  return take_unstarted();
+}
+
+std::vector<Split> SplitFeed::take_unstarted() {
+  std::vector<Split> out(std::make_move_iterator(splits_.begin()),
+                         std::make_move_iterator(splits_.end()));
+  splits_.clear();
+  return out;
+}
+
+} // namespace conveyor::actors

@@ -1,0 +1,90 @@
+// DYNAMIC sharding, task side: the SplitProvider a task's pipeline reads its splits from
+// (IteratorContext::split_provider). Splits arrive asynchronously from the job, so when none
+// is buffered get_next returns `unavailable` — the pipeline keeps its progress and is resumed
+// once a split arrived (pipeline/runtime/iterator.hpp's resumability contract).
+//
+// The task actor drives it: when wants_splits() it sends get_splits{task, epoch(), request_max()}
+// to the job and calls request_sent(); the answer goes to deliver() / fail(). The feed keeps a
+// window of splits buffered or requested; the window grows (up to kMaxWindow) whenever the
+// pipeline had to wait for a split — i.e. it follows rate x round-trip time. After an
+// end_of_splits the feed asks for nothing until the pipeline asks for the next epoch (a pipeline
+// without `repeat` never does), so no split is taken that nobody reads.
+//
+// An epoch in which this task got no split is skipped, not shown to the pipeline (a `repeat`
+// above the source would end on an empty epoch): the feed asks for the next epoch instead. Only
+// an epoch that was empty for the whole job reaches the pipeline as its end.
+//
+// The feed also knows where each output element of a per-split pipeline came from: the split
+// the pipeline read last (current()); a split the pipeline moved past is *closed* (all of its
+// output was produced).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <utility>
+#include <vector>
+
+#include "pipeline/sharding/split_provider.hpp"
+#include "pipeline/runtime/status.hpp"
+
+namespace conveyor::actors {
+
+class SplitFeed : public SplitProvider {
+public:
+  static constexpr std::size_t kMaxWindow = 32;
+  explicit SplitFeed(std::size_t window = 2) : window_(window == 0 ? 1 : window) {}
+
+  // --- SplitProvider (called by the pipeline)
+  Status get_next(Split& out, bool& end_of_splits) override;
+  SplitPosition position() const override { return {epoch_, consumed_in_epoch_}; }
+  Status restore(const SplitPosition& pos) override;
+
+  // --- the task actor's side
+  int64_t epoch() const { return epoch_; } // the epoch the pipeline is in
+  bool wants_splits() const;
+  uint32_t request_max() const;
+  void request_sent() { outstanding_ = true; }
+  // A reply: splits (maybe none: ask again), or the end of the epoch.
+  void deliver(std::vector<Split> splits, bool end_of_splits, bool empty_epoch);
+  void fail(Status error);
+  bool request_outstanding() const { return outstanding_; }
+  std::size_t window() const { return window_; }
+  // Stop taking splits (a draining worker): the pipeline sees the end of its splits; returns
+  // the splits it had not started.
+  std::vector<Split> drain();
+  bool draining() const { return draining_; }
+  // The unstarted splits (a task that ends hands them back).
+  std::vector<Split> take_unstarted();
+
+  // --- origins
+  bool has_current() const { return has_current_; }
+  const Split& current() const { return current_; }
+  int64_t next_seq() { return seq_++; }
+  // Splits handed to the pipeline since the last call / closed since the last call.
+  std::vector<Split> take_started() { return std::exchange(started_, {}); }
+  std::vector<Split> take_closed() { return std::exchange(closed_, {}); }
+  // The pipeline ended: its current split is closed too.
+  void pipeline_ended() { close_current(); }
+
+private:
+  void close_current();
+
+  std::size_t window_;
+  std::deque<Split> splits_;
+  bool end_pending_ = false; // the job said this epoch is over
+  bool empty_epoch_ = false; // ...and it was empty for the whole job
+  bool outstanding_ = false; // a get_splits is on its way
+  bool active_ = false;      // the pipeline has asked within the current epoch
+  bool draining_ = false;
+  bool starved_ = false;     // the pipeline waited since the last request
+  int64_t epoch_ = 0;
+  int64_t consumed_in_epoch_ = 0;
+  Status error_;
+  bool has_current_ = false;
+  Split current_;
+  int64_t seq_ = 0;
+  std::vector<Split> started_;
+  std::vector<Split> closed_;
+};
+
+} // namespace conveyor::actors

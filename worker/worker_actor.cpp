@@ -1,0 +1,419 @@
+#include "worker/worker_actor.hpp"
+
+#include <map>
+#include <set>
+
+#include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
+
+#include <optional>
+
+#include "net/admission.hpp"
+#include "net/local_sender.hpp"
+#include "worker/local_workers.hpp"
+#include "node/log.hpp"
+#include "worker/task_actor.hpp"
+#include "messages/all.hpp"
+
+namespace conveyor::actors {
+
+namespace {
+
+constexpr const char* kLog = "worker";
+
+struct worker_state {
+  static inline const char* name = "conveyor.worker";
+  WorkerStart start;
+  std::string address; // advertised
+  msg::dispatcher_actor dispatcher;
+  msg::worker_id_t id = 0;
+  bool started = false;
+  bool registered = false;
+  bool registering = false;
+  bool refused = false;          // the dispatcher refused us for good (version mismatch)
+  bool reported_first = false;
+  bool warned_unreachable = false;
+  bool warned_heartbeat = false;
+  std::map<msg::task_id_t, msg::task_actor> tasks;
+  std::map<caf::actor_addr, msg::task_id_t> task_by_addr;
+  uint64_t tasks_spawned = 0; // numbers their batches apart (TaskStart::first_batch_seq)
+  bool draining = false;
+  std::vector<caf::typed_response_promise<bool>> drain_promises;
+  // Reconnection: when start() began, the next allowed attempt and its backoff.
+  caf::actor_clock::time_point started_at;
+  caf::actor_clock::time_point next_attempt;
+  caf::timespan backoff{};
+  bool ever_registered = false;
+  // After registering again: tasks the dispatcher must claim (assign again) before the deadline.
+  std::optional<caf::actor_clock::time_point> claim_deadline;
+  std::set<msg::task_id_t> claimed;
+  // Admission: assign_task and stop_task must carry the worker's token (its tasks check
+  // get_elements with a copy of the same gate).
+  AdmissionGate gate;
+};
+
+using self_ptr = worker_full_actor::stateful_pointer<worker_state>;
+
+std::string sender_of(const caf::strong_actor_ptr& sender) {
+  return sender ? " from node " + caf::to_string(sender->node()) : std::string{};
+}
+
+// Refuses (and logs, without the token) a message that does not carry the admission token.
+Status admit(self_ptr self, const std::string& presented, const std::string& what) {
+  auto& st = self->state;
+  Status s = st.gate.admit(presented, "sender of " + what);
+  if (!s.ok())
+    log::warning(kLog, "refused " + what + sender_of(self->current_sender()) + ": " + s.message());
+  return s;
+}
+
+// The worker's timers and drain steps come from this process only (net/local_sender.hpp).
+Status from_own_process(self_ptr self, const char* what) {
+  return check_local_sender(self, kLog, what, "the worker's own process");
+}
+
+// Asks a task to end. Not with send_exit: CAF removes the link of an actor that receives an
+// exit_msg, so the task's own exit_msg would never come back and the worker would keep the
+// ended task's handle, and with it the actor and its thread (one per job ever served).
+void stop(msg::task_id_t id, const msg::task_actor& task, const std::string& token) {
+  caf::anon_send(caf::actor_cast<caf::actor>(task), msg::stop_task{id, token});
+}
+
+void report_first(self_ptr self, const Status& status) {
+  auto& st = self->state;
+  if (st.reported_first)
+    return;
+  st.reported_first = true;
+  if (st.start.on_first_registration)
+    st.start.on_first_registration(status);
+}
+
+void registration_failed(self_ptr self, const Status& status) {
+  auto& st = self->state;
+  st.registering = false;
+  if (status.code() == ErrorCode::version_mismatch ||
+      status.code() == ErrorCode::permission_denied) { // refused: retrying cannot help
+    st.refused = true;
+    log::error(kLog, "the dispatcher at " + st.start.dispatcher.to_string() +
+                       " refused this worker: " + status.message());
+    report_first(self, status);
+    return;
+  }
+  auto now = self->clock().now();
+  if (!st.reported_first && now + st.backoff - st.started_at >= st.start.dispatcher_timeout) {
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(st.start.dispatcher_timeout);
+    report_first(self, Status{status.code(), "the dispatcher at " +
+                                               st.start.dispatcher.to_string() +
+                                               " did not answer within --dispatcher-timeout (" +
+                                               std::to_string(ms.count()) +
+                                               " ms): " + status.message()});
+    return;
+  }
+  if (!st.warned_unreachable) {
+    st.warned_unreachable = true;
+    log::warning(kLog, "cannot register with the dispatcher at " +
+                         st.start.dispatcher.to_string() + ": " + status.to_string() +
+                         " (retrying with backoff)");
+  }
+  st.next_attempt = now + st.backoff;
+  st.backoff = std::min<caf::timespan>(st.backoff * 2, std::chrono::seconds(2));
+}
+
+void send_registration(self_ptr self) {
+  auto& st = self->state;
+  msg::register_worker req{st.start.protocol_version, st.address,
+                           caf::actor_cast<msg::worker_actor>(self), st.start.auth_token,
+                           st.start.tags};
+  self->request(st.dispatcher, st.start.request_timeout, std::move(req))
+    .then(
+      [self](msg::worker_registered& reply) {
+        auto& st = self->state;
+        st.registering = false;
+        st.registered = true;
+        st.warned_unreachable = false;
+        st.backoff = st.start.heartbeat_interval;
+        const auto old_id = st.id;
+        st.id = reply.worker;
+        if (st.ever_registered && old_id != reply.worker && !st.tasks.empty()) {
+          // Registered as a new worker: the dispatcher removed this one meanwhile, with its
+          // tasks (DYNAMIC: their unfinished splits went to other tasks). Nobody will claim them.
+          log::warning(kLog, "registered again as a new worker (was worker " +
+                               std::to_string(old_id) + "): stopping its " +
+                               std::to_string(st.tasks.size()) + " old task(s)");
+          for (const auto& [id, task] : st.tasks)
+            stop(id, task, st.start.auth_token);
+        } else if (st.ever_registered && !st.tasks.empty()) {
+          // A restarted dispatcher claims the tasks it journaled by assigning them again (a
+          // claim may arrive before this reply: `claimed` was cleared when the dispatcher was
+          // lost, not here).
+          st.claim_deadline = self->clock().now() + std::max<caf::timespan>(
+                                                      10 * st.start.heartbeat_interval,
+                                                      std::chrono::seconds(2));
+        }
+        st.ever_registered = true;
+        log::info(kLog, "registered with dispatcher " + st.start.dispatcher.to_string() +
+                          " as worker " + std::to_string(reply.worker) + " (advertising " +
+                          st.address + ")");
+        report_first(self, Status::OK());
+      },
+      [self](caf::error& err) {
+        registration_failed(self, msg::to_status(err, "registering with the dispatcher"));
+      });
+}
+
+void register_now(self_ptr self) {
+  auto& st = self->state;
+  if (st.registering || st.registered || st.refused || self->clock().now() < st.next_attempt)
+    return;
+  st.registering = true;
+  if (st.dispatcher) {
+    send_registration(self);
+    return;
+  }
+  auto limit = st.start.connect_timeout;
+  if (!st.reported_first) // start() waits: stay within dispatcher_timeout
+    limit = std::max<caf::timespan>(
+      std::min<caf::timespan>(limit, st.started_at + st.start.dispatcher_timeout -
+                                       self->clock().now()),
+      std::chrono::milliseconds(10));
+  connect_to<msg::dispatcher_actor>(
+    self, *st.start.transport, st.start.dispatcher, limit, "the dispatcher",
+    [self](Expected<msg::dispatcher_actor> d) {
+      if (!d.ok()) {
+        registration_failed(self, d.status());
+        return;
+      }
+      self->state.dispatcher = *d;
+      self->monitor(self->state.dispatcher);
+      send_registration(self);
+    });
+}
+
+// Drops a task that ended (its exit_msg came: tasks are linked to the worker); false when `addr`
+// is no task of this worker.
+bool forget_task(self_ptr self, const caf::actor_addr& addr) {
+  auto& st = self->state;
+  auto t = st.task_by_addr.find(addr);
+  if (t == st.task_by_addr.end())
+    return false;
+  if (st.start.local_registry)
+    LocalWorkers::remove_task(st.address, t->second);
+  st.tasks.erase(t->second);
+  st.task_by_addr.erase(t);
+  return true;
+}
+
+// Stops the tasks a restarted dispatcher did not claim: it forgot their job.
+void check_claims(self_ptr self) {
+  auto& st = self->state;
+  if (!st.claim_deadline || self->clock().now() < *st.claim_deadline)
+    return;
+  st.claim_deadline.reset();
+  for (const auto& [id, task] : st.tasks)
+    if (!st.claimed.count(id)) {
+      log::warning(kLog, "task " + std::to_string(id) +
+                           " was not assigned again by the restarted dispatcher (its job is "
+                           "gone); stopping it");
+      stop(id, task, st.start.auth_token);
+    }
+}
+
+void heartbeat(self_ptr self) {
+  auto& st = self->state;
+  check_claims(self);
+  if (!st.registered) {
+    register_now(self);
+    return;
+  }
+  self->request(st.dispatcher, st.start.request_timeout,
+                msg::worker_heartbeat{st.id, st.tasks.size(), st.draining})
+    .then(
+      [self](msg::heartbeat_ack& ack) {
+        auto& st = self->state;
+        st.warned_heartbeat = false;
+        if (!ack.known && st.registered) {
+          log::warning(kLog, "the dispatcher no longer knows worker " + std::to_string(st.id) +
+                               "; registering again");
+          st.registered = false;
+          register_now(self);
+        }
+      },
+      [self](caf::error& err) {
+        auto& st = self->state;
+        if (st.warned_heartbeat)
+          return; // once until a heartbeat goes through again
+        st.warned_heartbeat = true;
+        log::warning(kLog, "heartbeat to the dispatcher failed: " +
+                             msg::to_status(err).to_string());
+      });
+}
+
+// Asks every task whether it drained; answers the drain once all did.
+void check_drained(self_ptr self) {
+  auto& st = self->state;
+  if (st.drain_promises.empty())
+    return;
+  auto pending = std::make_shared<std::size_t>(st.tasks.size());
+  auto all = std::make_shared<bool>(true);
+  auto done = [self, pending, all] {
+    auto& st = self->state;
+    if (*all) {
+      log::info(kLog, "drained: every task's output was delivered");
+      for (auto& p : st.drain_promises)
+        p.deliver(true);
+      st.drain_promises.clear();
+    } else {
+      self->delayed_send(self, std::chrono::milliseconds(20), msg::drained_atom_v);
+    }
+  };
+  if (st.tasks.empty()) {
+    done();
+    return;
+  }
+  for (const auto& [id, t] : st.tasks) {
+    auto handle = caf::actor_cast<caf::actor>(t);
+    self->request(handle, std::chrono::seconds(5), msg::drained_atom_v)
+      .then(
+        [pending, all, done](bool drained) {
+          *all = *all && drained;
+          if (--*pending == 0)
+            done();
+        },
+        [pending, all, done](caf::error&) { // the task is gone: nothing left to deliver
+          if (--*pending == 0)
+            done();
+        });
+  }
+}
+
+} // namespace
+
+worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
+  return sys.spawn([](self_ptr self, WorkerStart start) -> worker_full_actor::behavior_type {
+    self->state.start = std::move(start);
+    self->state.gate = AdmissionGate{self->state.start.auth_token, "worker"};
+    if (auto bulk = self->state.start.bulk.actor) // the bulk server ends with its worker
+      self->attach_functor([bulk] { caf::anon_send_exit(bulk, caf::exit_reason::user_shutdown); });
+    self->set_down_handler([self](caf::down_msg& down) {
+      auto& st = self->state;
+      if (st.dispatcher && down.source == st.dispatcher.address()) {
+        log::warning(kLog, "lost the dispatcher at " + st.start.dispatcher.to_string() + " (" +
+                             caf::to_string(down.reason) + "); reconnecting");
+        st.dispatcher = nullptr;
+        st.registered = false;
+        st.registering = false;
+        // Claims are asked of the next dispatcher once registered with it (its deadline starts
+        // then): a deadline left from the last one would stop the tasks while none is up.
+        st.claimed.clear();
+        st.claim_deadline.reset();
+      }
+    });
+    // Tasks are linked to the worker so that they end with it; a task that ends on its own
+    // (failed) must not take the worker down: forget it.
+    self->set_exit_handler([self](caf::exit_msg& exit) {
+      if (!forget_task(self, exit.source))
+        self->quit(exit.reason);
+    });
+    return {
+      [self](caf::connect_atom, std::string advertised) {
+        auto& st = self->state;
+        if (!from_own_process(self, "connect_atom").ok() || st.started)
+          return;
+        st.started = true;
+        st.address = std::move(advertised);
+        st.started_at = self->clock().now();
+        st.next_attempt = st.started_at;
+        st.backoff = st.start.heartbeat_interval;
+        register_now(self);
+        self->delayed_send(self, st.start.heartbeat_interval, msg::tick_atom_v);
+      },
+      [self](msg::tick_atom) {
+        if (!from_own_process(self, "tick_atom").ok())
+          return;
+        heartbeat(self);
+        self->delayed_send(self, self->state.start.heartbeat_interval, msg::tick_atom_v);
+      },
+      [self](msg::drain_atom) -> caf::result<bool> {
+        auto& st = self->state;
+        // Only this process (its SIGTERM handling) drains the worker.
+        if (auto local = from_own_process(self, "drain_atom"); !local.ok())
+          return msg::to_error(local);
+        auto promise = self->make_response_promise<bool>();
+        st.drain_promises.push_back(promise);
+        if (!st.draining) {
+          st.draining = true;
+          log::info(kLog, "draining " + std::to_string(st.tasks.size()) +
+                            " task(s): no new splits or tasks; delivering what was started");
+          for (const auto& [id, t] : st.tasks)
+            caf::send_as(caf::actor_cast<caf::actor>(self), caf::actor_cast<caf::actor>(t),
+                         msg::drain_atom_v); // with a sender on this node (the task checks)
+          // Now, not at the next tick: coordinated jobs retire this worker's tasks at a round
+          // every consumer agrees on, which takes a round trip through every consumer.
+          if (st.registered)
+            heartbeat(self);
+          check_drained(self);
+        }
+        return promise;
+      },
+      [self](msg::drained_atom) {
+        if (from_own_process(self, "drained_atom").ok())
+          check_drained(self);
+      },
+      [self](msg::assign_task& req) -> caf::result<msg::task_assigned> {
+        auto& st = self->state;
+        if (auto admitted = admit(self, req.auth_token, "assign_task (task " +
+                                                          std::to_string(req.def.task) + ")");
+            !admitted.ok())
+          return msg::to_error(admitted);
+        auto id = req.def.task;
+        if (auto t = st.tasks.find(id); t != st.tasks.end()) {
+          // Assigned again (by a restarted dispatcher's job): the running task re-attaches to
+          // the job actor in the definition, also while the worker drains (its consumers still
+          // read it, and the restored job must know it).
+          st.claimed.insert(id);
+          caf::anon_send(caf::actor_cast<caf::actor>(t->second), std::move(req));
+          return msg::task_assigned{id, t->second};
+        }
+        if (st.draining)
+          return msg::make_error(ErrorCode::unavailable,
+                                 "worker " + st.address + " is draining; it takes no new task");
+        st.claimed.insert(id);
+        TaskStart ts;
+        ts.def = std::move(req.def);
+        ts.limits = st.start.task_limits;
+        ts.split_timeout = st.start.request_timeout;
+        ts.worker_address = st.address;
+        ts.bulk = st.start.bulk;
+        ts.gate = st.gate;
+        ts.first_batch_seq = (++st.tasks_spawned << 40) + 1;
+        auto handle = spawn_task(self, std::move(ts), st.start.task_executor);
+        st.tasks[id] = handle;
+        st.task_by_addr[handle.address()] = id;
+        if (st.start.local_registry) // before the job (and so any consumer) learns of it
+          LocalWorkers::add_task(st.address, id, caf::actor_cast<caf::actor>(handle));
+        return msg::task_assigned{id, handle};
+      },
+      [self](msg::end_rounds& req) {
+        auto& st = self->state;
+        if (!admit(self, req.auth_token, "end_rounds (task " + std::to_string(req.task) + ")").ok())
+          return;
+        if (auto t = st.tasks.find(req.task); t != st.tasks.end())
+          caf::anon_send(caf::actor_cast<caf::actor>(t->second),
+                         msg::end_rounds{req.task, req.local_rounds, st.start.auth_token});
+      },
+      [self](msg::stop_task& req) {
+        auto& st = self->state;
+        if (!admit(self, req.auth_token, "stop_task (task " + std::to_string(req.task) + ")").ok())
+          return;
+        if (auto t = st.tasks.find(req.task); t != st.tasks.end()) {
+          log::info(kLog, "stopping task " + std::to_string(req.task));
+          stop(req.task, t->second, st.start.auth_token);
+        }
+      },
+    };
+  }, std::move(start));
+}
+
+} // namespace conveyor::actors
