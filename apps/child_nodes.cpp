@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <filesystem>
@@ -28,6 +29,30 @@ std::string self_executable() {
   return std::string(buf, static_cast<std::size_t>(n));
 }
 
+namespace {
+
+// The parent reads a child's readiness ("listening on", "worker: ready") from its log as text
+// lines at info level, so a CONVEYOR_LOG_LEVEL of warning or error, or CONVEYOR_LOG_FORMAT=json,
+// inherited from the user's shell would hide them: the child's environment keeps every other
+// variable and says text at info (debug stays debug).
+std::vector<std::string> child_environment() {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string var = *e;
+    if (var.rfind("CONVEYOR_LOG_FORMAT=", 0) == 0)
+      continue;
+    if (var.rfind("CONVEYOR_LOG_LEVEL=", 0) == 0 && var != "CONVEYOR_LOG_LEVEL=debug")
+      continue;
+    env.push_back(var);
+  }
+  env.push_back("CONVEYOR_LOG_FORMAT=text");
+  if (std::find(env.begin(), env.end(), "CONVEYOR_LOG_LEVEL=debug") == env.end())
+    env.push_back("CONVEYOR_LOG_LEVEL=info");
+  return env;
+}
+
+} // namespace
+
 Expected<ChildNode> start_child(const std::string& exe, std::string role, const std::vector<std::string>& args,
                                 const std::string& log_dir) {
   ChildNode node;
@@ -39,6 +64,11 @@ Expected<ChildNode> start_child(const std::string& exe, std::string role, const 
   for (auto& a : argv)
     cargv.push_back(a.data());
   cargv.push_back(nullptr);
+  std::vector<std::string> env = child_environment();
+  std::vector<char*> cenv;
+  for (auto& v : env)
+    cenv.push_back(v.data());
+  cenv.push_back(nullptr);
   const int log_fd = ::open(node.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (log_fd < 0)
     return io_error("cannot create " + node.log_path);
@@ -59,7 +89,7 @@ Expected<ChildNode> start_child(const std::string& exe, std::string role, const 
       ::dup2(null_fd, 0);
     ::dup2(log_fd, 1);
     ::dup2(log_fd, 2);
-    ::execv(cargv[0], cargv.data());
+    ::execve(cargv[0], cargv.data(), cenv.data());
     ::_exit(127);
   }
   ::close(log_fd);

@@ -60,6 +60,17 @@ TEST_CASE("run: a local cluster of 2 worker processes reads a DYNAMIC dataset on
     CHECK_MESSAGE(gone_within(pid, Millis{2000}), "node pid " << pid << " survived");
 }
 
+TEST_CASE("run: a user's CONVEYOR_LOG_LEVEL=warning and CONVEYOR_LOG_FORMAT=json do not hide the nodes' readiness") {
+  // The nodes inherit the shell's environment; run reads their readiness from info lines in text.
+  auto r = run_to_completion({"/usr/bin/env", "CONVEYOR_LOG_LEVEL=warning", "CONVEYOR_LOG_FORMAT=json",
+                              conveyor_binary(), "run", "--workers", "1", "--dataset", "range(100)",
+                              "--mode", "dynamic"},
+                             kReadTimeout, "run-quiet-env", test_log_dir());
+  CAPTURE(r.describe);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.stdout_text, "summary: 100 elements"));
+}
+
 TEST_CASE("run: OFF mode on 3 in-process workers produces everything three times") {
   auto r = run_conveyor({"run", "--in-process", "--workers", "3", "--dataset", "range(100)", "--mode", "off"},
                         kReadTimeout, "run-inproc");
