@@ -35,6 +35,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 MARKER = "<!-- runnable -->"
 SHELLS = ("sh", "bash")
@@ -114,14 +115,15 @@ def run_block(root, build_dir, python, lang, text, timeout):
         cmd = ["bash", "-euo", "pipefail", "-c", text]
     else:
         cmd = [python, "-c", text]
-    proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    # Output goes to a file, not a pipe: nodes a block left in the background keep a pipe open,
+    # and the block is over when its shell is, not when they are.
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
     try:
-        out, _ = proc.communicate(timeout=timeout)
+        proc.wait(timeout=timeout)
         failure = None if proc.returncode == 0 else f"exited with status {proc.returncode}"
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
         failure = f"ran past its {timeout} s timeout"
     finally:
         # What the block left running in the background (nodes started with `&`).
@@ -129,7 +131,11 @@ def run_block(root, build_dir, python, lang, text, timeout):
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        proc.wait()
         subprocess.run(["rm", "-rf", tmp], check=False)
+    log.seek(0)
+    out = log.read()
+    log.close()
     if failure:
         tail = out.decode("utf-8", "replace")[-3000:]
         return f"{failure}; its output ends:\n{tail}"
@@ -236,12 +242,13 @@ def main():
                 skipped += 1
                 continue
             ran += 1
+            started = time.monotonic()
             problem = run_block(root, build_dir, args.python, lang, with_free_ports(text), args.timeout)
             if problem:
                 failed += 1
                 print(f"{rel}:{line}: runnable {lang} block {problem}")
             else:
-                print(f"{rel}:{line}: runnable {lang} block ok")
+                print(f"{rel}:{line}: runnable {lang} block ok ({time.monotonic() - started:.1f} s)")
         for line, target, dest, anchor in check_links(path):
             links += 1
             if not os.path.exists(dest):
