@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks the documentation: README.md and docs/*.md.
+"""Checks the documentation: README.md and docs/**/*.md.
 
   check_docs.py --build-dir BUILD [--root ROOT] [--no-python] [--timeout S]
 
@@ -44,7 +44,7 @@ DOC_PORTS = ["5050"] + [str(p) for p in range(6001, 6010)]
 
 def doc_files(root):
     files = [os.path.join(root, "README.md")]
-    files += sorted(glob.glob(os.path.join(root, "docs", "*.md")))
+    files += sorted(glob.glob(os.path.join(root, "docs", "**", "*.md"), recursive=True))
     return [f for f in files if os.path.isfile(f)]
 
 
