@@ -5,8 +5,8 @@
   their pod IP);
 - every flag the manifests and systemd units pass to `conveyor <cmd>` is listed by
   `conveyor <cmd> --help`;
-- every dispatcher and worker they run is secured as README "Security" asks of a reachable
-  address: --tls-cert/--tls-key/--tls-ca and an admission token flag, and workers --allow-path;
+- every dispatcher and worker they run is secured as docs/OPERATIONS.md "Security" asks of a
+  reachable address: --tls-cert/--tls-key/--tls-ca and an admission token flag, and workers --allow-path;
 - metrics: every dispatcher and worker serves them (--metrics-port), a pod's Prometheus annotation
   names that port, and instances of a systemd template unit do not share one;
 - a worker's stop timeout (systemd TimeoutStopSec, Kubernetes terminationGracePeriodSeconds)
@@ -95,8 +95,8 @@ def check_args(binary, where, args):
 
 
 def check_secured(where, args):
-    """README "Security": a dispatcher or worker on a reachable address runs with mutual TLS and
-    an admission token; a worker's datasets touch files only under --allow-path."""
+    """docs/OPERATIONS.md "Security": a dispatcher or worker on a reachable address runs with mutual
+    TLS and an admission token; a worker's datasets touch files only under --allow-path."""
     cmd, rest = args[0], args[1:]
     if cmd not in ("dispatcher", "worker"):
         return

@@ -1,5 +1,5 @@
-// Real processes killed mid-read (issue 9): the reader gets every element as the README's
-// fault-tolerance guarantee says, or fails loudly — never exit 0 short.
+// Real processes killed mid-read (issue 9): the reader gets every element as the guarantees of
+// docs/SEMANTICS.md say, or fails loudly — never exit 0 short.
 #include <doctest/doctest.h>
 
 #include <algorithm>

@@ -2,7 +2,7 @@
 // client_hello — it connects straight to a worker's CAF port (what anyone who can reach that port
 // can do) and sends the worker's own messages with whatever token it is given: assign_task,
 // get_elements to the task it got, stop_task. The admission tests use it to check that a worker
-// started with a token refuses these without it (README "Security").
+// started with a token refuses these without it (docs/OPERATIONS.md "Security").
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
-// Workers admit only token holders (README "Security"): a stranger that connects straight to a
-// worker's CAF port — never passing the dispatcher's admission — cannot run a pipeline on it
+// Workers admit only token holders (docs/OPERATIONS.md "Security"): a stranger that connects
+// straight to a worker's CAF port — never passing the dispatcher's admission — cannot run a pipeline on it
 // (assign_task), read or acknowledge a task's elements (get_elements) or stop a task
 // (stop_task) without the token; each refusal is logged on the worker, without the token.
 #include <doctest/doctest.h>
