@@ -150,7 +150,7 @@ TEST_CASE("CI sweep: coordinated reads stay aligned while the dispatcher restart
 TEST_CASE("CI sweep: coordinated reads stay aligned while a worker drains and the dispatcher restarts") {
   // Both at once: the restored job may give a draining task its end round before the task's
   // worker registered again; it keeps the end_rounds for when the worker is back
-  // (job_actor.cpp send_round_ends, RoundRobinJob::end_later) instead of dropping it.
+  // (job_actor_tasks.cpp send_round_ends, RoundRobinJob::end_later) instead of dropping it.
   sweep_every_round_read("drain:1,dispatcher:1", 0, "drains and dispatcher restarts", "drained and stopped", 25);
 }
 

@@ -708,7 +708,7 @@ TEST_CASE("job: a retired task's end round is told once - one whose worker the j
           "is handed out again (end_later)") {
   // The job actor tells a task its end round with end_rounds; after a dispatcher restart the
   // task's worker may not have registered again, and the job keeps the end for later
-  // (job_actor.cpp send_round_ends) instead of dropping it (the task would never drain).
+  // (job_actor_tasks.cpp send_round_ends) instead of dropping it (the task would never drain).
   auto job = job_of_two(100, 40, 40);
   CHECK(job.take_ended().empty());
   REQUIRE(job.retire(10));

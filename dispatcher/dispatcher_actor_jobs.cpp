@@ -1,0 +1,370 @@
+// The dispatcher actor and its jobs: finding or creating one (get_or_create_job), starting its
+// job actor, and creating its tasks on the live workers.
+#include "dispatcher/dispatcher_actor_state.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <algorithm>
+#include <set>
+
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "net/admission.hpp"
+#include "worker/cross_trainer_cache.hpp"
+#include "dispatcher/dispatcher_state.hpp"
+#include "dispatcher/job_actor.hpp"
+#include "dispatcher/journal.hpp"
+#include "net/local_sender.hpp"
+#include "node/log.hpp"
+#include "consumer/placement.hpp"
+#include "messages/all.hpp"
+#include "pipeline/graph/serialize.hpp"
+#include "pipeline/sharding/sharding.hpp"
+#include "pipeline/sharding/split_provider.hpp"
+
+namespace conveyor::actors::dispatcher_detail {
+
+// Where `address` stands in the fixed worker list (static sharding), or -1.
+int64_t fixed_index(const dispatcher_state& st, const std::string& address) {
+  const auto& list = st.start.worker_addresses;
+  auto it = std::find(list.begin(), list.end(), address);
+  return it == list.end() ? -1 : static_cast<int64_t>(it - list.begin());
+}
+
+bool is_static(ShardingPolicy p) { return p != ShardingPolicy::off && p != ShardingPolicy::dynamic; }
+
+// What a job learns of its task on a live worker: the handle, the worker's tags and, for static
+// sharding, the worker's place in the fixed list (registration admitted listed ones only).
+msg::add_task task_on_worker(const dispatcher_state& st, msg::task_id_t task, ShardingPolicy policy,
+                             msg::worker_id_t worker, const std::string& address,
+                             const LiveWorker& live) {
+  msg::add_task add{task, worker, address, live.handle};
+  add.worker_tags = live.tags;
+  if (is_static(policy)) {
+    add.num_workers = static_cast<int64_t>(st.start.worker_addresses.size());
+    add.worker_index = fixed_index(st, address);
+  }
+  return add;
+}
+
+// Creates the task of `job` on `worker` and tells the job.
+void create_task(self_ptr self, msg::job_id_t job, msg::worker_id_t worker) {
+  auto& st = self->state;
+  // (The job's actor may not run yet: it is spawned once the job's record is durable, before
+  // this task's effect runs.)
+  const auto* job_entry = st.state.job(job);
+  auto w = st.workers.find(worker);
+  const auto* entry = st.state.worker(worker);
+  if (!job_entry || job_entry->finished || job_entry->released || w == st.workers.end() || !entry)
+    return;
+  if (!w->second.handle)
+    return; // restored, not back yet: it gets its tasks when it registers again
+  for (const auto* t : st.state.tasks_of_worker(worker))
+    if (t->job == job)
+      return; // it has one
+  auto task = st.state.next_task_id();
+  std::string address = entry->address;
+  auto add = task_on_worker(st, task, job_entry->policy, worker, address, w->second);
+  (void)persist(self, msg::CreateTaskRecord{task, job, worker, now_us(self)}, [self, job, add] {
+    if (auto j = self->state.jobs.find(job); j != self->state.jobs.end())
+      self->send(j->second, add);
+  });
+}
+
+// Every live job gets a task on `worker` (one that joins or comes back mid-job included). The
+// ids are copied first: create_task changes the state that unfinished_jobs() points into.
+void create_tasks_for_live_jobs(self_ptr self, msg::worker_id_t worker) {
+  std::vector<msg::job_id_t> jobs;
+  for (const auto* job : self->state.state.unfinished_jobs())
+    jobs.push_back(job->id);
+  for (auto job : jobs)
+    create_task(self, job, worker);
+}
+
+// What a consumer learns about a job: its handle while its actor runs.
+caf::expected<msg::job_info> job_info_of(self_ptr self, msg::job_id_t id) {
+  auto& st = self->state;
+  const auto* job = st.state.job(id);
+  if (!job)
+    return msg::make_error(ErrorCode::not_found,
+                           "job " + std::to_string(id) +
+                             " is unknown to this dispatcher (did it restart without its "
+                             "--work-dir state?)");
+  // A job whose actor is gone ended (its consumers finished or left); it is about to be erased.
+  msg::job_info info{job->id, job->name, job->dataset, job->policy, true, {}, job->repetition};
+  if (auto h = st.jobs.find(job->id); h != st.jobs.end()) {
+    info.handle = h->second;
+    info.finished = job->finished || job->released;
+  }
+  return info;
+}
+
+// The job actor's start: definition, compression and (DYNAMIC) a split provider, restored to
+// the journaled position when `entry` has one.
+Expected<JobStart> job_start(self_ptr self, const JobEntry& entry) {
+  auto& st = self->state;
+  const auto* dataset = st.state.dataset(entry.dataset);
+  if (!dataset)
+    return not_found("dataset id \"" + entry.dataset + "\" is not registered");
+  auto definition = from_binary(dataset->definition);
+  if (!definition.ok())
+    return definition.status();
+  JobStart js;
+  std::unique_ptr<SplitProvider> provider;
+  if (entry.policy == ShardingPolicy::dynamic) {
+    SplitOptions options;
+    // The split size was decided when the job was created (journaled with it), so a restarted
+    // dispatcher cuts the same splits; 0 (an older record): the configured size.
+    options.range_split_size = entry.split_size > 0 ? entry.split_size : st.start.range_split_size;
+    options.paths = st.start.paths.get();
+    auto made = make_split_provider(*definition, options);
+    if (!made.ok())
+      return made.status().with_context("DYNAMIC (distributed_epoch) sharding of dataset " +
+                                        entry.dataset);
+    provider = std::move(made).value();
+  }
+  bool per_split = provider && is_per_split(*definition);
+  js.core = std::make_shared<JobCore>(std::move(provider), per_split);
+  if (is_static(entry.policy))
+    js.core->require_shards(st.start.worker_addresses);
+  js.core->expect_consumers(entry.expected_consumers);
+  if (entry.has_split_position) {
+    std::vector<Split> outstanding;
+    for (const auto& s : entry.outstanding_splits)
+      outstanding.push_back(from_journal(s));
+    if (!outstanding.empty())
+      log::info(kLog, "job " + std::to_string(entry.id) + ": handing out again the " +
+                        std::to_string(outstanding.size()) +
+                        " split(s) its tasks held when the dispatcher went down");
+    Status s = js.core->restore_splits(entry.split_epoch, entry.splits_handed_out,
+                                       SplitPosition{entry.split_provider_epoch,
+                                                     entry.split_next_index},
+                                       std::move(outstanding));
+    if (!s.ok())
+      return s.with_context("restoring the split position of job " + std::to_string(entry.id));
+  }
+  js.id = entry.id;
+  js.name = entry.name;
+  js.dataset = entry.dataset;
+  js.definition = dataset->definition;
+  js.policy = entry.policy;
+  js.cross_trainer_cache = entry.cross_trainer_cache;
+  js.compression = dataset->compression;
+  js.dispatcher = caf::actor_cast<msg::job_report_actor>(self);
+  js.request_timeout = st.start.request_timeout;
+  js.gc_timeout = st.start.job_gc_timeout;
+  js.client_timeout = st.start.client_timeout;
+  js.journal_splits = st.journal != nullptr;
+  js.num_consumers = entry.num_consumers;
+  js.round_lookahead = st.start.round_lookahead;
+  js.auth_token = st.start.auth_token;
+  return js;
+}
+
+void run_job(self_ptr self, JobStart js) {
+  auto& st = self->state;
+  auto id = js.id;
+  auto job = spawn_job(self, std::move(js));
+  st.jobs[id] = job;
+  st.job_addrs.insert(job.address());
+}
+
+// The request's own options, before any lookup: coordinated reads, expected consumers, the name.
+caf::error check_job_request(const msg::get_or_create_job& req) {
+  if (req.num_consumers) {
+    // Coordinated (round-robin) reads: coordinated/round_robin.hpp.
+    if (*req.num_consumers <= 0)
+      return msg::make_error(ErrorCode::invalid_argument,
+                             "`num_consumers` must be positive, got " +
+                               std::to_string(*req.num_consumers));
+    if (!req.job_name)
+      return msg::make_error(ErrorCode::invalid_argument,
+                             "`job_name` must be set when setting `num_consumers`. num_consumers "
+                             "was set to " + std::to_string(*req.num_consumers) + ".");
+    if (req.target_workers == "LOCAL")
+      return msg::make_error(ErrorCode::invalid_argument,
+                             "Coordinated reads require non-local workers, but `target_workers` "
+                             "is \"LOCAL\".");
+    if (req.policy == ShardingPolicy::dynamic)
+      return msg::make_error(ErrorCode::invalid_argument,
+                             "coordinated reads (`num_consumers`) need every worker to produce "
+                             "whole rounds of an infinite dataset: use processing_mode OFF or a "
+                             "static sharding policy, not DYNAMIC");
+  }
+  if (req.expected_consumers <= 0)
+    return msg::make_error(ErrorCode::invalid_argument,
+                           "`expected_consumers` must be positive, got " +
+                             std::to_string(req.expected_consumers));
+  if (req.expected_consumers > 1 && (!req.job_name || req.num_consumers))
+    return msg::make_error(ErrorCode::invalid_argument,
+                           "`expected_consumers` needs a `job_name` and no `num_consumers`");
+  if (req.job_name && req.job_name->empty())
+    return msg::make_error(ErrorCode::invalid_argument, "`job_name` must not be empty");
+  return {};
+}
+
+// A consumer joining a live named job must ask for the options it runs with.
+caf::error check_named_job_agrees(const JobEntry& job, const msg::get_or_create_job& req) {
+  auto refuse = [&](const std::string& option, const std::string& has,
+                    const std::string& asked) {
+    return msg::make_error(ErrorCode::invalid_argument,
+                           "job \"" + *req.job_name + "\" runs with " + option + " " + has +
+                             "; a consumer asked for " + option + " " + asked +
+                             " (consumers of one named job must agree on its options)");
+  };
+  if (job.policy != req.policy)
+    return refuse("processing_mode", to_string(job.policy), to_string(req.policy));
+  if (job.target_workers != req.target_workers)
+    return refuse("target_workers", job.target_workers, req.target_workers);
+  int64_t asked = req.num_consumers ? *req.num_consumers : -1;
+  if (job.num_consumers != asked)
+    return refuse("num_consumers", std::to_string(job.num_consumers), std::to_string(asked));
+  if (job.expected_consumers != req.expected_consumers)
+    return refuse("expected_consumers", std::to_string(job.expected_consumers),
+                  std::to_string(req.expected_consumers));
+  if (const auto cached = job.cross_trainer_cache; cached != req.cross_trainer_cache)
+    return refuse("cross_trainer_cache", msg::to_string(cached),
+                  msg::to_string(req.cross_trainer_cache));
+  return {};
+}
+
+// What the dataset's definition must allow: the cache sharing, coordinated reads (infinite), and
+// a static sharding policy's rewrite (checked here so the job fails now, not every task later).
+caf::error check_definition(self_ptr self, const msg::get_or_create_job& req,
+                            const Dataset& definition) {
+  auto& st = self->state;
+  if (req.cross_trainer_cache != msg::CacheSharing::none) {
+    std::optional<int64_t> n;
+    if (req.num_consumers)
+      n = *req.num_consumers;
+    if (auto s = validate_cross_trainer_cache(static_cast<bool>(req.job_name),
+                                              definition.cardinality(), n,
+                                              req.cross_trainer_cache ==
+                                                msg::CacheSharing::whole_epoch);
+        !s.ok())
+      return msg::to_error(s);
+  }
+  if (req.num_consumers) {
+    if (auto card = definition.cardinality(); card != kInfiniteCardinality)
+      return msg::make_error(
+        ErrorCode::invalid_argument,
+        "coordinated reads (`num_consumers` = " + std::to_string(*req.num_consumers) +
+          ") require an infinite dataset, but dataset " + req.dataset + " has cardinality " +
+          (card == kUnknownCardinality ? std::string{"unknown"} : std::to_string(card)) +
+          ": add .repeat() at the end of its definition (a finite task would run out of data "
+          "early and the consumers would go out of step)");
+  }
+  if (is_static(req.policy)) {
+    auto n = static_cast<int64_t>(st.start.worker_addresses.size());
+    if (n == 0)
+      return msg::make_error(
+        ErrorCode::failed_precondition,
+        std::string{"sharding policy "} + to_string(req.policy) +
+          " needs a fixed list of workers: start the dispatcher with --worker-addresses "
+          "HOST:PORT,... (DispatcherConfig::worker_addresses)");
+    // What the rewrite can check here (a FILE policy on a source that reads no files, fewer
+    // listed files than workers) fails the job now instead of every task later.
+    if (auto sharded = apply_sharding(definition, req.policy, n, 0, st.start.paths.get());
+        !sharded.ok())
+      return msg::to_error(sharded.status().with_context(
+        std::string{"sharding dataset "} + req.dataset + " with policy " + to_string(req.policy)));
+  }
+  return {};
+}
+
+// The new job's entry (id, options, DYNAMIC split size), before its record is made.
+JobEntry plan_job(self_ptr self, const msg::get_or_create_job& req, msg::job_id_t id,
+                  const Dataset& definition) {
+  auto& st = self->state;
+  JobEntry planned;
+  planned.id = id;
+  planned.dataset = req.dataset;
+  planned.name = req.job_name ? *req.job_name : std::string{};
+  planned.policy = req.policy;
+  planned.num_consumers = req.num_consumers ? *req.num_consumers : -1;
+  planned.cross_trainer_cache = req.cross_trainer_cache;
+  planned.expected_consumers = req.expected_consumers;
+  if (req.policy == ShardingPolicy::dynamic) {
+    // Split size from the cardinality: about 8 splits per worker and epoch, at most 8192
+    // elements (a re-issued split is read again from its start), never below the configured size.
+    planned.split_size = st.start.range_split_size;
+    auto card = definition.cardinality();
+    if (st.start.adaptive_split_size && card > 0) {
+      int64_t workers = std::max<int64_t>(1, static_cast<int64_t>(st.workers.size()));
+      planned.split_size =
+        std::clamp<int64_t>(card / (8 * workers), st.start.range_split_size,
+                            std::max<int64_t>(st.start.range_split_size, 8192));
+    }
+  }
+  return planned;
+}
+
+caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create_job& req) {
+  auto& st = self->state;
+  if (auto admitted = check_admitted_sender(self, "creating a job"); !admitted.ok())
+    return msg::to_error(admitted);
+  const auto* dataset = st.state.dataset(req.dataset);
+  if (!dataset)
+    return msg::make_error(ErrorCode::not_found, "dataset id \"" + req.dataset +
+                                                   "\" is not registered with this dispatcher");
+  if (auto target = parse_target_workers(req.target_workers); !target.ok())
+    return msg::to_error(target.status());
+  if (auto refused = check_job_request(req))
+    return refused;
+  // A live job of that name: share it, if the options agree. (A released one was erased:
+  // reading the name again starts its next repetition below.)
+  if (req.job_name)
+    if (const auto* job = st.state.named_job(req.dataset, *req.job_name)) {
+      if (auto refused = check_named_job_agrees(*job, req))
+        return refused;
+      return job_info_of(self, job->id);
+    }
+  auto definition = from_binary(dataset->definition);
+  if (!definition.ok())
+    return msg::to_error(definition.status());
+  if (auto refused = check_definition(self, req, *definition))
+    return refused;
+  auto id = st.state.next_job_id();
+  JobEntry planned = plan_job(self, req, id, *definition);
+  auto js = job_start(self, planned); // checked before the record is made
+  if (!js.ok())
+    return msg::to_error(js.status());
+  const bool per_split = js->core->per_split();
+  if (auto sender = self->current_sender())
+    js->creator = caf::actor_cast<caf::actor>(sender);
+  msg::CreateJobRecord record{id,
+                              req.dataset,
+                              req.job_name ? *req.job_name : std::string{},
+                              static_cast<uint8_t>(req.policy),
+                              req.num_consumers ? *req.num_consumers : -1,
+                              req.target_workers,
+                              now_us(self),
+                              planned.split_size,
+                              static_cast<uint8_t>(req.cross_trainer_cache),
+                              req.expected_consumers};
+  if (auto s = persist(self, std::move(record),
+                       [self, start = std::move(js).value()]() mutable {
+                         run_job(self, std::move(start));
+                       });
+      !s.ok())
+    return msg::to_error(s);
+  log::info(kLog, "created job " + std::to_string(id) +
+                    (req.job_name ? " (\"" + *req.job_name + "\")" : std::string{" (private)"}) +
+                    " for dataset " + req.dataset + ", " + to_string(req.policy) +
+                    (per_split ? " (per-split: exactly-once under worker loss)" : "") + ", " +
+                    std::to_string(st.workers.size()) + " worker(s)");
+  std::vector<msg::worker_id_t> workers;
+  for (const auto& [wid, w] : st.workers)
+    workers.push_back(wid);
+  for (auto wid : workers)
+    create_task(self, id, wid);
+  return job_info_of(self, id);
+}
+
+} // namespace conveyor::actors::dispatcher_detail

@@ -1,0 +1,96 @@
+// The dispatcher actor's state and the steps its files share (dispatcher/dispatcher_actor*.cpp):
+// internal to the dispatcher actor, not part of its interface (dispatcher/dispatcher_actor.hpp).
+//   dispatcher_actor.cpp          the behaviour, durability (journal), restore, heartbeats
+//   dispatcher_actor_jobs.cpp     jobs: creating or finding one, its tasks, starting its actor
+//   dispatcher_actor_workers.cpp  workers and datasets: registering, adopting, removing
+//   dispatcher_actor_status.cpp   `conveyor status`: the cluster's state
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "dispatcher/dispatcher_actor.hpp"
+#include "dispatcher/dispatcher_state.hpp"
+#include "dispatcher/job_actor.hpp"
+#include "dispatcher/journal.hpp"
+#include "messages/all.hpp"
+
+namespace conveyor::actors::dispatcher_detail {
+
+inline constexpr const char* kLog = "dispatcher";
+inline constexpr std::size_t kMaxFinishedJobs = 100;
+
+struct LiveWorker {
+  msg::worker_actor handle; // null: restored from the journal, not registered again yet
+  caf::actor_clock::time_point last_heartbeat;
+  // Placement tags (register_worker). Not journaled: a restored worker sends them again when
+  // it registers again, before it gets any task.
+  std::vector<std::string> tags = {};
+};
+
+struct dispatcher_state {
+  static inline const char* name = "conveyor.dispatcher";
+  DispatcherStart start;
+  DispatcherState state;
+  std::map<msg::worker_id_t, LiveWorker> workers;
+  std::map<msg::job_id_t, job_full_actor> jobs; // running job actors
+  std::set<caf::actor_addr> job_addrs;           // job actors not yet exited
+  // Observability: dataset facts computed once for `conveyor status`, and the start time.
+  std::map<msg::dataset_id_t, msg::dataset_status> dataset_facts;
+  caf::actor_clock::time_point started;
+  std::set<caf::node_id> admitted_nodes;         // passed client_hello with the token
+  // The last kMaxFinishedJobs jobs that ended, as they last reported (`conveyor status`,
+  // metrics). Their state is erased; this bounded list is all that remains (not journaled).
+  std::deque<msg::job_status> finished_jobs;
+  // The journal (null = in memory only) and what waits for it: effects and replies, each
+  // after the record with sequence number `first` is durable, in order.
+  std::shared_ptr<JournalWriter> journal;
+  uint64_t last_seq = 0;    // records appended
+  uint64_t durable_seq = 0; // records the journal reported durable
+  std::deque<std::pair<uint64_t, std::function<void()>>> waiting;
+};
+
+using self_ptr = dispatcher_full_actor::stateful_pointer<dispatcher_state>;
+
+// dispatcher_actor.cpp
+int64_t now_us(self_ptr self);
+Status persist(self_ptr self, msg::Update update, std::function<void()> then = {});
+std::string version_refusal(uint32_t ours, uint32_t theirs, const std::string& who);
+void restore(self_ptr self);
+void check_heartbeats(self_ptr self);
+void compact_if_due(self_ptr self);
+
+// dispatcher_actor_jobs.cpp
+void create_tasks_for_live_jobs(self_ptr self, msg::worker_id_t worker);
+msg::add_task task_on_worker(const dispatcher_state& st, msg::task_id_t task, ShardingPolicy policy,
+                             msg::worker_id_t worker, const std::string& address,
+                             const LiveWorker& live);
+int64_t fixed_index(const dispatcher_state& st, const std::string& address);
+caf::expected<msg::job_info> job_info_of(self_ptr self, msg::job_id_t id);
+Expected<JobStart> job_start(self_ptr self, const JobEntry& entry);
+void run_job(self_ptr self, JobStart js);
+caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create_job& req);
+
+// dispatcher_actor_workers.cpp
+void remove_worker(self_ptr self, msg::worker_id_t id, const std::string& reason);
+Status check_admitted_sender(self_ptr self, const char* what);
+caf::expected<msg::dataset_registered> register_dataset(self_ptr self,
+                                                        msg::register_dataset& req);
+caf::expected<msg::worker_registered> register_worker(self_ptr self,
+                                                      msg::register_worker& req);
+
+// dispatcher_actor_status.cpp
+const msg::dataset_status& dataset_facts(self_ptr self, const DatasetEntry& d);
+caf::result<msg::cluster_status> get_status(self_ptr self, const msg::get_status& req);
+
+} // namespace conveyor::actors::dispatcher_detail

@@ -1,0 +1,129 @@
+// The dispatcher actor's `conveyor status`: the cluster, its datasets, jobs and workers.
+#include "dispatcher/dispatcher_actor_state.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <algorithm>
+#include <set>
+
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "net/admission.hpp"
+#include "worker/cross_trainer_cache.hpp"
+#include "dispatcher/dispatcher_state.hpp"
+#include "dispatcher/job_actor.hpp"
+#include "dispatcher/journal.hpp"
+#include "net/local_sender.hpp"
+#include "node/log.hpp"
+#include "consumer/placement.hpp"
+#include "messages/all.hpp"
+#include "pipeline/graph/serialize.hpp"
+#include "pipeline/sharding/sharding.hpp"
+#include "pipeline/sharding/split_provider.hpp"
+
+namespace conveyor::actors::dispatcher_detail {
+
+// `conveyor status`: the dispatcher's own state plus each live job's counters (asked in
+// parallel; a job that does not answer within the request timeout is listed from the state).
+const msg::dataset_status& dataset_facts(self_ptr self, const DatasetEntry& d) {
+  auto& facts = self->state.dataset_facts;
+  if (auto it = facts.find(d.id); it != facts.end())
+    return it->second;
+  msg::dataset_status s;
+  s.id = d.id;
+  s.fingerprint = d.fingerprint;
+  s.definition_bytes = static_cast<int64_t>(d.definition.size());
+  s.compression = to_string(d.compression);
+  if (auto ds = from_binary(d.definition); ds.ok()) {
+    if (auto spec = ds->element_spec(); spec.ok())
+      s.element_spec = spec->to_string();
+    s.cardinality = ds->cardinality();
+  }
+  return facts.emplace(d.id, std::move(s)).first->second;
+}
+
+caf::result<msg::cluster_status> get_status(self_ptr self, const msg::get_status& req) {
+  auto& st = self->state;
+  // What the dispatcher holds (worker addresses, datasets, jobs) is for admitted peers only.
+  if (auto admitted = check_admission(st.start.auth_token, req.auth_token, "status client");
+      !admitted.ok()) {
+    log::warning(kLog, "refused a status request: " + admitted.message());
+    return msg::to_error(admitted);
+  }
+  auto now = self->clock().now();
+  auto status = std::make_shared<msg::cluster_status>();
+  status->protocol_version = st.start.protocol_version;
+  status->uptime_ms =
+    std::chrono::duration_cast<std::chrono::milliseconds>(now - st.started).count();
+  for (const auto* w : st.state.workers()) {
+    msg::worker_status ws;
+    ws.id = w->id;
+    ws.address = w->address;
+    ws.tasks = static_cast<int64_t>(st.state.tasks_of_worker(w->id).size());
+    if (auto live = st.workers.find(w->id); live != st.workers.end()) {
+      ws.heartbeat_age_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                              now - live->second.last_heartbeat)
+                              .count();
+      ws.tags = live->second.tags;
+    }
+    status->workers.push_back(std::move(ws));
+  }
+  std::set<msg::dataset_id_t> listed;
+  for (const auto& [id, job] : st.jobs)
+    if (const auto* entry = st.state.job(id))
+      listed.insert(entry->dataset);
+  // Every dataset a live job reads, plus the most recent ones (bounded: a long-lived
+  // dispatcher may hold many).
+  constexpr std::size_t kMaxDatasets = 100;
+  for (const auto& id : listed)
+    if (const auto* d = st.state.dataset(id))
+      (void)dataset_facts(self, *d);
+  for (const auto& [id, facts] : st.dataset_facts) {
+    if (status->datasets.size() >= kMaxDatasets)
+      break;
+    if (st.state.dataset(id))
+      status->datasets.push_back(facts);
+  }
+  if (req.include_jobs)
+    for (const auto& js : st.finished_jobs)
+      status->jobs.push_back(js);
+  if (!req.include_jobs || st.jobs.empty())
+    return *status;
+  auto promise = self->make_response_promise<msg::cluster_status>();
+  auto pending = std::make_shared<std::size_t>(st.jobs.size());
+  auto deliver_one = [self, status, pending, promise](msg::job_status js) mutable {
+    if (const auto* entry = self->state.state.job(js.id)) {
+      js.name = entry->name;
+      js.dataset = entry->dataset;
+    }
+    status->jobs.push_back(std::move(js));
+    if (--*pending == 0) {
+      std::sort(status->jobs.begin(), status->jobs.end(),
+                [](const auto& a, const auto& b) { return a.id < b.id; });
+      promise.deliver(*status);
+    }
+  };
+  for (const auto& [id, job] : st.jobs) {
+    auto jid = id;
+    self->request(job, std::chrono::seconds(2), msg::get_job_status{})
+      .then([deliver_one](msg::job_status& js) mutable { deliver_one(std::move(js)); },
+            [self, jid, deliver_one](caf::error&) mutable {
+              msg::job_status js;
+              js.id = jid;
+              if (const auto* entry = self->state.state.job(jid)) {
+                js.mode = to_string(entry->policy);
+                js.finished = entry->finished;
+              }
+              deliver_one(std::move(js));
+            });
+  }
+  return promise;
+}
+
+} // namespace conveyor::actors::dispatcher_detail
