@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "test/integration/cluster.hpp"
@@ -209,6 +210,11 @@ TEST_CASE("dispatcher restart: repeated restarts keep every registered dataset")
     d->signal(SIGKILL);
     REQUIRE(d->wait_exit(kStartTimeout).has_value());
     d = start_dispatcher(port, wd, "dispatcher" + std::to_string(round + 1));
+    // `conveyor status` lists them too (it listed 0 after a restore: issue 33 item 6).
+    auto status = run_conveyor({"status", "--dispatcher", addr(port)}, kReadTimeout, "status");
+    REQUIRE_MESSAGE(status.exit_code == 0, status.describe);
+    CHECK(std::find(status.lines.begin(), status.lines.end(),
+                    "datasets: " + std::to_string(round + 1)) != status.lines.end());
     // Every dataset registered so far is still there, under its id.
     for (int j = 0; j <= round; ++j) {
       auto again = run_conveyor({"read", "--dispatcher", addr(port), "--dataset-id",
