@@ -1,5 +1,7 @@
 #include "apps/cli_common.hpp"
 
+#include "apps/config_file.hpp"
+
 #include "net/admission.hpp"
 #include "node/log.hpp"
 
@@ -12,6 +14,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 namespace conveyor::apps {
 
@@ -58,10 +61,10 @@ std::optional<int> parse_command_line(const CommandInfo& info, const po::options
     }
     if (vm.count("config")) {
       const auto path = vm["config"].as<std::string>();
-      std::ifstream in(path);
-      if (!in)
-        return report_error(info.name, "`--config` file \"" + path + "\" cannot be opened",
-                            kExitBadArguments);
+      auto text = read_config_file(path);
+      if (!text.ok())
+        return report_error(info.name, text.status().message(), kExitBadArguments);
+      std::istringstream in(*text);
       po::store(po::parse_config_file(in, all, /*allow_unregistered=*/false), vm);
     }
     po::notify(vm);

@@ -35,6 +35,11 @@ int run_dispatcher(const std::vector<std::string>& args) {
        "directory for the dispatcher's journal: every state change is made durable there "
        "first, and a dispatcher restarted on the same directory carries on (datasets, jobs, "
        "tasks, split positions). Without it the state is in memory only")
+      ("journal-recover", po::bool_switch(),
+       "when the journal in --work-dir is damaged (anything but an incomplete last record, "
+       "which is always cut off), move the damaged segment aside (renamed *.damaged-<time>) and "
+       "start from its longest valid prefix, logging what was dropped. Without it such damage "
+       "stops the dispatcher and changes no file")
       ("worker-timeout", po::value(&worker_timeout_ms)->default_value(defaults.worker_timeout.count())->value_name("MS"),
        "remove a worker after this long without a heartbeat")
       ("job-gc-timeout", po::value(&job_gc_timeout_ms)->default_value(defaults.job_gc_timeout.count())->value_name("MS"),
@@ -77,6 +82,10 @@ int run_dispatcher(const std::vector<std::string>& args) {
   config.work_dir = vm["work-dir"].as<std::string>();
   config.protocol_version = vm["protocol-version"].as<uint32_t>();
   config.journal_compact_after = vm["journal-compact-after"].as<int64_t>();
+  config.journal_recover = vm["journal-recover"].as<bool>();
+  if (config.journal_recover && config.work_dir.empty())
+    return report_status(kInfo.name, invalid_argument("--journal-recover needs --work-dir (the "
+                                                      "journal it would recover)"));
   if (config.journal_compact_after < 0 || (config.journal_compact_after > 0 && config.work_dir.empty()))
     return report_status(kInfo.name,
                          invalid_argument("--journal-compact-after needs --work-dir and a "

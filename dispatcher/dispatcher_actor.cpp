@@ -170,6 +170,11 @@ void restore(self_ptr self) {
     ++running;
   }
   auto snapshot = st.state.snapshot();
+  // `conveyor status` lists datasets from these facts, computed at registration: without them
+  // a restored dispatcher listed 0 datasets (issue 33 item 6).
+  for (const auto& d : snapshot.datasets)
+    if (const auto* entry = st.state.dataset(d.id))
+      (void)dataset_facts(self, *entry);
   log::info(kLog, "restored from the journal: " + std::to_string(snapshot.datasets.size()) +
                     " dataset(s), " + std::to_string(snapshot.jobs.size()) + " job(s) (" +
                     std::to_string(running) + " running again), " +

@@ -6,9 +6,13 @@
 // Files in the work dir (G = a generation number, 20 decimal digits):
 //   snapshot-G.bin   the whole DispatcherState as of the start of generation G
 //   journal-G.log    the records appended since that snapshot (one segment per generation)
-// Both start with a 16-byte header: 8-byte magic ("CVJOURN1" / "CVSNAPS1"), uint32 format
-// version (kJournalFormatVersion), uint32 0. Then frames, all integers little-endian:
-//   uint32 length | uint32 masked_crc32c(length bytes + payload) | payload[length]
+// All integers little-endian; crc(x) = masked CRC32C of x. Both files start with a 32-byte header:
+//   magic[8] ("CVJOURN1" / "CVSNAPS1") | uint32 version (kJournalFormatVersion) | uint32 0 |
+//   uint64 seq | uint32 crc(the 24 bytes before) | uint32 0
+// seq is the sequence number of the segment's first record / of the record after the snapshot.
+// Records are numbered 1, 2, ... over the journal's whole life. Then frames:
+//   uint32 length | uint64 seq | uint32 crc(length + seq) | uint32 crc(payload) | payload[length]
+// A segment holds exactly the records seq, seq+1, ...; a snapshot holds one frame.
 // A record's payload is uint8 tag (the Update alternative's index) + its fields, each encoded
 // through the record's inspect() (fixed-width integers, length-prefixed strings and lists).
 //
@@ -17,11 +21,25 @@
 // record's callback in append order. A callback therefore runs only after its record (and all
 // records before it) are on disk. Appends made while a group is being synced form the next group.
 //
-// Recovery: the last segment may end in a torn record (a crash mid-append): it is truncated
-// with a warning. A bad record anywhere else (or a bad snapshot) stops open() with a data_loss
-// error naming the file and the byte offset. compact() writes a snapshot atomically (temp file,
-// fsync, rename, fsync of the directory), starts the next segment and deletes older files, so
-// start-up reads at most one snapshot plus the records since.
+// Files appear whole: a segment is written with its header to a .tmp file, synced and renamed, so
+// a segment under its real name always has a complete header. compact() writes the snapshot to a
+// .tmp file, creates the next (empty) segment, then renames the snapshot into place and deletes
+// older files; a crash between leaves an empty segment G+1 beside snapshot G, which open() removes.
+//
+// Start-up rule (a journal never lies): the newest snapshot G (if any) and exactly segment G are
+// read; every record must carry a good header checksum and the next sequence number. The only
+// damage tolerated is a torn tail: an incomplete LAST record, i.e. fewer than 20 bytes after the
+// last good record, or a record whose header is intact (checksum and sequence number good) and
+// whose payload runs past the end of the file. That is what a crash inside the one unacknowledged
+// write leaves; it is truncated with a warning naming the file, offset and record. Anything else
+// (a bad header or payload checksum, even in a complete last record; zeros or garbage after the
+// records; a wrong sequence number; a segment shorter than its header or with the wrong first
+// record; a missing segment or snapshot) is damage: open() fails with data_loss naming the file,
+// byte offset and record number, and changes no file. With JournalOptions::recover it moves the
+// damaged segment aside (journal-G.log.damaged-<UTC time>), keeps the longest valid prefix in a
+// new journal-G.log and logs how many bytes (and intact-looking records) were dropped. Cutting a
+// segment exactly at a record boundary cannot be told from records never written: no checksum
+// can see it. Version 6 work dirs (no sequence numbers) are refused with a clear error.
 #pragma once
 
 #include <condition_variable>
@@ -41,8 +59,9 @@
 namespace conveyor::actors {
 
 // 2: job lifecycle (split_size, repetitions); 3: splits held at a crash; 4: cross-trainer cache flag;
-// 5: the cache's sharing mode (window or whole epoch) instead of the flag
-inline constexpr uint32_t kJournalFormatVersion = 6;
+// 5: the cache's sharing mode (window or whole epoch) instead of the flag; 6: (unchanged records);
+// 7: sequence numbers in every frame and file header, header checksums, segments created whole
+inline constexpr uint32_t kJournalFormatVersion = 7;
 
 struct JournalOptions {
   std::string dir;
@@ -50,6 +69,9 @@ struct JournalOptions {
   bool sync = true;
   // Records in the current segment after which should_compact() says so.
   int64_t compact_after_records = 100000;
+  // Damage in the segment: move it aside and start from its longest valid prefix (logged),
+  // instead of refusing to start. A damaged snapshot is never "recovered".
+  bool recover = false;
 };
 
 // What open() found.
@@ -58,6 +80,11 @@ struct JournalReplay {
   uint64_t generation = 0;
   int64_t records = 0;          // journal records replayed (after the snapshot)
   int64_t truncated_bytes = 0;  // torn tail cut off the last segment
+  uint64_t next_record = 1;     // sequence number the next appended record gets
+  // With JournalOptions::recover, when damage was found: where the damaged segment went and
+  // how many of its bytes are not in the new one.
+  std::string moved_aside;
+  int64_t recovered_dropped_bytes = 0;
   double seconds = 0;           // time spent reading and applying
 };
 
@@ -117,7 +144,10 @@ public:
 private:
   explicit Journal(JournalOptions options);
   void writer_loop();
-  Status open_segment(uint64_t generation, int64_t valid_bytes, bool create);
+  // Makes `fd_` generation `g`'s segment: created whole (header with `first_seq` + `records`),
+  // or (valid_bytes >= 0) the existing one cut to valid_bytes.
+  Status open_segment(uint64_t g, uint64_t first_seq, int64_t valid_bytes,
+                      std::string_view records = {});
 
   JournalOptions options_;
   uint64_t generation_ = 0;
@@ -130,6 +160,7 @@ private:
   std::string pending_;
   std::vector<Done> pending_done_;
   uint64_t appended_ = 0;
+  uint64_t next_record_ = 1; // the journal's sequence number for the next record
   uint64_t durable_ = 0;
   uint64_t groups_ = 0;
   bool writing_ = false;

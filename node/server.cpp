@@ -252,6 +252,7 @@ Status DispatchServer::start() {
     options.dir = config_.work_dir;
     if (config_.journal_compact_after > 0)
       options.compact_after_records = config_.journal_compact_after;
+    options.recover = config_.journal_recover;
     auto journal = actors::Journal::open(options, *restored, &replay);
     if (!journal.ok())
       return journal.status().with_context("opening the journal in --work-dir " +

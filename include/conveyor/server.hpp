@@ -46,6 +46,9 @@ struct DispatcherConfig {
   std::string work_dir;
   // Records after which the journal is folded into a snapshot (0 = the default, 100 000).
   int64_t journal_compact_after = 0;
+  // Damage in the journal's segment (anything but a torn last record) stops start-up; with this
+  // set the damaged segment is moved aside instead and the longest valid prefix is kept (logged).
+  bool journal_recover = false;
   // A worker without a heartbeat for this long is removed (as is one whose connection drops).
   std::chrono::milliseconds worker_timeout{5000};
   // A named job whose consumers all left unfinished is released after this long (never before

@@ -97,6 +97,11 @@ TEST_CASE("cli: bad arguments exit with 2 and name the argument") {
   check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--no-such-flag"}, "no-such-flag");
   check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--config", "/nonexistent.ini"},
                       "`--config`");
+  // Only a regular file, read with a cap: /dev/zero used to be read without bound (GiBs) and
+  // then end in a misleading "--port is required".
+  check_bad_arguments({"dispatcher", "--config", "/dev/zero"}, "not a regular file");
+  check_bad_arguments({"dispatcher", "--port", "0", "--config", write_config("huge.ini", std::string(2 << 20, '#'))},
+                      "at most 1048576");
   check_bad_arguments({"dispatcher", "--port", "70000"}, "`--port`");
   check_bad_arguments({"dispatcher"}, "port");
   check_bad_arguments({"dispatcher", "--port", "0", "--worker-timeout", "-1"}, "`--worker-timeout`");

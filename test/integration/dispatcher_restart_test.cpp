@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "test/integration/cluster.hpp"
@@ -209,6 +210,11 @@ TEST_CASE("dispatcher restart: repeated restarts keep every registered dataset")
     d->signal(SIGKILL);
     REQUIRE(d->wait_exit(kStartTimeout).has_value());
     d = start_dispatcher(port, wd, "dispatcher" + std::to_string(round + 1));
+    // `conveyor status` lists them too (it listed 0 after a restore: issue 33 item 6).
+    auto status = run_conveyor({"status", "--dispatcher", addr(port)}, kReadTimeout, "status");
+    REQUIRE_MESSAGE(status.exit_code == 0, status.describe);
+    CHECK(std::find(status.lines.begin(), status.lines.end(),
+                    "datasets: " + std::to_string(round + 1)) != status.lines.end());
     // Every dataset registered so far is still there, under its id.
     for (int j = 0; j <= round; ++j) {
       auto again = run_conveyor({"read", "--dispatcher", addr(port), "--dataset-id",
@@ -276,6 +282,58 @@ TEST_CASE("dispatcher restart: without --work-dir an OFF read fails naming the l
   REQUIRE_MESSAGE(rc.has_value(), (*reader)->describe());
   CHECK(*rc == 1);
   CHECK_MESSAGE((*reader)->stderr_text().find("--work-dir") != std::string::npos, (*reader)->describe());
+}
+
+TEST_CASE("dispatcher restart: a damaged journal stops the dispatcher with the file and offset, "
+          "and --journal-recover starts from the valid prefix") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  auto wd = dir.path() + "/work";
+  auto port = free_port();
+  auto d = start_dispatcher(port, wd, "dispatcher0");
+  auto w = start_worker(port, "worker");
+  REQUIRE(w->wait_for_output("worker: ready", kStartTimeout));
+  for (int i = 0; i < 3; ++i) {
+    auto r = run_conveyor({"read", "--dispatcher", addr(port), "--dataset",
+                           "range(" + std::to_string(i + 3) + ")"},
+                          kReadTimeout, "register");
+    REQUIRE_MESSAGE(r.exit_code == 0, r.describe);
+  }
+  d->signal(SIGKILL);
+  REQUIRE(d->wait_exit(kStartTimeout).has_value());
+  // The issue's case: the second half of the journal zeroed. It used to be taken for a torn
+  // tail: records dropped, the file truncated, a false "stopped in the middle of an append".
+  const auto segment = wd + "/journal-00000000000000000000.log";
+  std::string bytes;
+  {
+    std::ifstream in(segment, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  REQUIRE(bytes.size() > 200);
+  std::fill(bytes.begin() + static_cast<long>(bytes.size() / 2), bytes.end(), '\0');
+  std::ofstream(segment, std::ios::binary | std::ios::trunc) << bytes;
+
+  auto refused = ChildProcess::conveyor({"dispatcher", "--port", std::to_string(port),
+                                         "--work-dir", wd}, "dispatcher-refused");
+  REQUIRE(refused.ok());
+  auto code = (*refused)->wait_exit(kStartTimeout);
+  REQUIRE_MESSAGE(code.has_value(), (*refused)->describe());
+  CHECK(*code != 0);
+  const auto err = (*refused)->stderr_text();
+  CHECK_MESSAGE(err.find(segment + " at byte ") != std::string::npos, err);
+  CHECK_MESSAGE(err.find("--journal-recover") != std::string::npos, err);
+  CHECK(std::filesystem::file_size(segment) == bytes.size()); // not truncated
+
+  d = start_dispatcher(port, wd, "dispatcher-recovered", {"--journal-recover"});
+  CHECK(d->wait_for_output("--journal-recover: ", kStartTimeout));
+  bool moved = false;
+  for (const auto& e : std::filesystem::directory_iterator(wd))
+    moved = moved || e.path().filename().string().rfind("journal-00000000000000000000.log.damaged-", 0) == 0;
+  CHECK(moved);
+  // The first dataset was registered early in the journal: it is in the kept prefix.
+  auto again = run_conveyor({"read", "--dispatcher", addr(port), "--dataset-id", "1000"},
+                            kReadTimeout, "reread");
+  CHECK_MESSAGE(again.exit_code == 0, again.describe << "\n" << d->describe());
 }
 
 TEST_CASE("dispatcher restart: without --work-dir the start-up says state is in memory only") {

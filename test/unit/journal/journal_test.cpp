@@ -69,6 +69,26 @@ std::unique_ptr<Journal> open_ok(const std::string& dir, DispatcherState& state,
 
 int64_t file_size(const std::string& path) { return static_cast<int64_t>(fs::file_size(path)); }
 
+constexpr int64_t kHeader = 32; // file header
+constexpr int64_t kFrame = 20;  // record header
+
+// Byte offset of record `index` (0-based) in a segment holding `records` from its start.
+int64_t offset_of(const std::vector<Update>& records, std::size_t index) {
+  int64_t offset = kHeader;
+  for (std::size_t i = 0; i < index; ++i)
+    offset += kFrame + static_cast<int64_t>(Journal::encode(records[i]).size());
+  return offset;
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void write_bytes(const std::string& path, const std::string& data) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << data;
+}
+
 } // namespace
 
 TEST_CASE("every record type survives encode and decode") {
@@ -131,20 +151,30 @@ TEST_CASE("a torn tail is truncated with a warning, and appending goes on") {
   good_size = file_size(segment);
   // A crash in the middle of an append: the next record only partly written.
   auto extra = Journal::encode(Update{RegisterDatasetRecord{"late", "fpl", "d", 0, 9}});
-  SUBCASE("half a frame") {
-    std::ofstream out(segment, std::ios::binary | std::ios::app);
-    std::string frame(8, '\0');
-    frame[0] = static_cast<char>(extra.size());
-    frame += extra.substr(0, extra.size() / 2);
-    out << frame;
+  // The real next frame, written by a journal, then cut: what a crash mid-write leaves.
+  std::string next_frame;
+  {
+    std::string saved = read_bytes(segment);
+    DispatcherState state;
+    auto j = open_ok(dir.path(), state);
+    j->append(RegisterDatasetRecord{"late", "fpl", "d", 0, 9}, nullptr);
+    REQUIRE(j->flush().ok());
+    j.reset();
+    next_frame = read_bytes(segment).substr(saved.size());
+    write_bytes(segment, saved);
   }
-  SUBCASE("a zero-filled tail") {
+  REQUIRE(next_frame.size() == static_cast<std::size_t>(kFrame) + extra.size());
+  SUBCASE("the header and half the payload") {
     std::ofstream out(segment, std::ios::binary | std::ios::app);
-    out << std::string(300, '\0');
+    out << next_frame.substr(0, kFrame + extra.size() / 2);
+  }
+  SUBCASE("the header alone") {
+    std::ofstream out(segment, std::ios::binary | std::ios::app);
+    out << next_frame.substr(0, kFrame);
   }
   SUBCASE("three header bytes") {
     std::ofstream out(segment, std::ios::binary | std::ios::app);
-    out << std::string("\x05\x00\x00", 3);
+    out << next_frame.substr(0, 3);
   }
   auto torn_size = file_size(segment);
   REQUIRE(torn_size > good_size);
@@ -172,25 +202,23 @@ TEST_CASE("a corrupt record before the tail stops start-up naming the file and o
     write_all(*j, records);
     segment = Journal::segment_path(dir.path(), j->generation());
   }
-  // Offset of the third record: header (16) + two frames.
-  int64_t offset = 16;
-  for (int i = 0; i < 2; ++i)
-    offset += 8 + static_cast<int64_t>(Journal::encode(records[static_cast<std::size_t>(i)]).size());
+  // A payload byte of the third record.
+  int64_t offset = offset_of(records, 2);
   {
     std::fstream f(segment, std::ios::binary | std::ios::in | std::ios::out);
-    f.seekg(offset + 10);
+    f.seekg(offset + kFrame + 2);
     char c = 0;
     f.get(c);
-    f.seekp(offset + 10);
+    f.seekp(offset + kFrame + 2);
     f.put(static_cast<char>(c ^ 0x5a));
   }
   DispatcherState state;
   auto j = Journal::open(JournalOptions{dir.path()}, state);
   REQUIRE_FALSE(j.ok());
   CHECK(j.status().code() == ErrorCode::data_loss);
-  CHECK(j.status().message() ==
-        segment + " at byte " + std::to_string(offset) +
-          ": the record's CRC32C does not match (corrupt record)");
+  CHECK(j.status().message().rfind(segment + " at byte " + std::to_string(offset) +
+                                     " (record 3, number 3 in this file): the record's payload "
+                                     "checksum does not match", 0) == 0);
   // Nothing was truncated: the evidence stays for the operator.
   CHECK(file_size(segment) > offset + 100);
 }
@@ -206,7 +234,8 @@ TEST_CASE("a record the state refuses stops start-up too") {
   DispatcherState state;
   auto j = Journal::open(JournalOptions{dir.path()}, state);
   REQUIRE_FALSE(j.ok());
-  CHECK(j.status().message().find("at byte 16: the state refused the record") !=
+  CHECK(j.status().message().find("at byte 32 (record 1, number 1 in this file): the state "
+                                  "refused the record") !=
         std::string::npos);
 }
 
@@ -255,7 +284,7 @@ TEST_CASE("compaction: a snapshot plus a new segment replays to the same state")
   DispatcherState broken;
   auto bad = Journal::open(JournalOptions{dir.path()}, broken);
   REQUIRE_FALSE(bad.ok());
-  CHECK(bad.status().message().rfind(snap + " at byte 16: ", 0) == 0);
+  CHECK(bad.status().message().rfind(snap + " at byte 32: ", 0) == 0);
 }
 
 TEST_CASE("group fsync: callbacks run in append order, after their group is on disk") {
@@ -269,9 +298,9 @@ TEST_CASE("group fsync: callbacks run in append order, after their group is on d
   bool release_first = false;
   std::vector<uint64_t> order;
   std::atomic<bool> size_ok{true};
-  int64_t expected_end = 16;
+  int64_t expected_end = kHeader;
   for (std::size_t i = 0; i < records.size(); ++i) {
-    expected_end += 8 + static_cast<int64_t>(Journal::encode(records[i]).size());
+    expected_end += kFrame + static_cast<int64_t>(Journal::encode(records[i]).size());
     auto seq = i + 1;
     auto end = expected_end;
     j->append(records[i], [&, seq, end](const Status& s) {
