@@ -18,6 +18,20 @@
 
 namespace conveyor::apps {
 
+namespace {
+const char* g_single_command_program = nullptr; // set_single_command_program
+} // namespace
+
+void set_single_command_program(const char* program) {
+  g_single_command_program = program;
+}
+
+std::string command_label(const char* command) {
+  if (g_single_command_program != nullptr)
+    return g_single_command_program;
+  return std::string{"conveyor "} + command;
+}
+
 std::optional<int> parse_command_line(const CommandInfo& info, const po::options_description& options,
                                       const std::vector<std::string>& args, po::variables_map& vm,
                                       const po::options_description* hidden) {
@@ -48,12 +62,12 @@ std::optional<int> parse_command_line(const CommandInfo& info, const po::options
                                                                 : option.original_tokens.front();
         return report_error(info.name,
                             "unexpected argument \"" + word + "\": every argument is a `--flag` "
-                            "or the value of one (see conveyor " + std::string{info.name} + " --help)",
+                            "or the value of one (see " + command_label(info.name) + " --help)",
                             kExitBadArguments);
       }
     po::store(parsed, vm);
     if (vm.count("help")) {
-      std::cout << "usage: conveyor " << info.name << " " << info.synopsis << "\n\n"
+      std::cout << "usage: " << command_label(info.name) << " " << info.synopsis << "\n\n"
                 << info.summary << "\n\n"
                 << options << "\n"
                 << common << std::flush;
@@ -70,7 +84,7 @@ std::optional<int> parse_command_line(const CommandInfo& info, const po::options
     po::notify(vm);
   } catch (const po::error& e) {
     return report_error(info.name,
-                        std::string(e.what()) + " (see conveyor " + info.name + " --help)",
+                        std::string(e.what()) + " (see " + command_label(info.name) + " --help)",
                         kExitBadArguments);
   }
   return std::nullopt;
@@ -98,7 +112,7 @@ int report_error(const char* command, const std::string& message, int exit_code)
   if (log::format() == log::Format::json)
     log::error(command, message);
   else
-    std::fprintf(stderr, "conveyor %s: %s\n", command, message.c_str());
+    std::fprintf(stderr, "%s: %s\n", command_label(command).c_str(), message.c_str());
   return exit_code;
 }
 

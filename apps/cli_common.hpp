@@ -32,13 +32,19 @@ struct CommandInfo {
   const char* summary;  // one or two sentences
 };
 
+// How messages and --help name the command: "conveyor <command>" in the `conveyor` binary; a
+// program that is one command (conveyor-sim, apps/sim/) calls set_single_command_program at
+// start-up and is named by its program name alone.
+void set_single_command_program(const char* program);
+std::string command_label(const char* command);
+
 // Parses `args` against `options` plus the common `--help` and `--config FILE`. Flags win over
 // the config file (INI-style `key = value` lines with the long flag names; `#` comments).
 // `hidden` options are accepted but not listed by --help. A word that is neither a flag nor a
 // flag's value (`conveyor worker ... stray`) is refused, naming it: no command takes positional
 // arguments.
 // Returns the exit code to stop with (0 after --help; 2 after a bad flag, already reported on
-// stderr as "conveyor <name>: ..."), or nullopt to go on with `vm`.
+// stderr as "<command_label(name)>: ..."), or nullopt to go on with `vm`.
 std::optional<int> parse_command_line(const CommandInfo& info, const po::options_description& options,
                                       const std::vector<std::string>& args, po::variables_map& vm,
                                       const po::options_description* hidden = nullptr);
@@ -50,7 +56,7 @@ std::optional<int> parse_command_line(const CommandInfo& info, const po::options
 // copied.
 std::FILE* take_stdout_for_data();
 
-// Prints "conveyor <command>: <message>" to stderr and returns `exit_code`; with the json log
+// Prints "<command_label(command)>: <message>" to stderr and returns `exit_code`; with the json log
 // format (--log-format json / CONVEYOR_LOG_FORMAT=json) an error-level JSON log line instead
 // (component <command>, msg <message>).
 int report_error(const char* command, const std::string& message, int exit_code);

@@ -213,8 +213,10 @@ std::vector<ConsumerCore::Request> ConsumerCore::next_requests() {
     return out;
   std::rotate(order.begin(), order.begin() + static_cast<long>(rotation_++ % order.size()),
               order.end());
-  // One credit too many only when the simulator plants that bug (node/hooks.hpp).
-  const int64_t credits = limits_.max_outstanding + (hooks::credit_off_by_one() ? 1 : 0);
+  // One credit too many only when the simulator plants that bug (simulator builds of this file
+  // only, node/hooks.hpp).
+  const int64_t credits =
+      limits_.max_outstanding + (hooks::kCompiledIn && hooks::credit_off_by_one() ? 1 : 0);
   int64_t free_elements = credits - reserved_elements_ - unacked_elements_;
   // Share the credits among the tasks, so that a small max_outstanding still reaches all.
   int64_t share = std::max<int64_t>(1, free_elements / static_cast<int64_t>(order.size()));

@@ -224,9 +224,10 @@ void RoundRobinPlanner::plan() {
       next_plan_ = next_deliver_ = *next;
       continue;
     }
-    // Planted bug (simulator only, node/hooks.hpp): the round is counted but never assigned,
-    // so this consumer's later rounds on that task come from rounds the others got earlier.
-    if (hooks::skip_round(index_, next_plan_)) {
+    // Planted bug (simulator builds of this file only, node/hooks.hpp): the round is counted but
+    // never assigned, so this consumer's later rounds on that task come from rounds the others got
+    // earlier.
+    if (hooks::kCompiledIn && hooks::skip_round(index_, next_plan_)) {
       skipped_.insert(next_plan_);
       ++next_plan_;
       continue;

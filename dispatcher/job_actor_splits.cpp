@@ -17,17 +17,19 @@ bool try_splits(self_ptr self, const msg::get_splits& req,
   if (answer->hold)
     return false;
   msg::splits_reply reply{std::move(answer->splits), answer->end_of_splits, answer->empty_epoch};
-  if (reply.end_of_splits) {
-    Split extra;
-    bool end = true;
-    st.planted_bug.apply(req.task, extra, end);
-    if (!end) {
-      reply.end_of_splits = false;
-      reply.splits.push_back(extra);
+  if constexpr (hooks::kCompiledIn) { // simulator builds of this file only (node/hooks.hpp)
+    if (reply.end_of_splits) {
+      Split extra;
+      bool end = true;
+      st.planted_bug.apply(req.task, extra, end);
+      if (!end) {
+        reply.end_of_splits = false;
+        reply.splits.push_back(extra);
+      }
+    } else {
+      bool end = false;
+      st.planted_bug.apply(req.task, reply.splits.back(), end);
     }
-  } else {
-    bool end = false;
-    st.planted_bug.apply(req.task, reply.splits.back(), end);
   }
   if (!st.start.journal_splits || reply.splits.empty()) {
     promise.deliver(std::move(reply));

@@ -57,7 +57,8 @@ struct job_state {
   uint64_t gc_token = 0; // only the latest gc timer counts
   caf::actor_clock::time_point gc_due;
   bool released = false;
-  hooks::JobSplitHook planted_bug; // inert unless the simulator installs hooks (node/hooks.hpp)
+  // Planted bugs: inert unless the simulator installs hooks; empty in production (node/hooks.hpp).
+  hooks::JobSplitHook planted_bug;
   // Observability (`conveyor status`, metrics): what consumers reported on their polls.
   std::map<msg::consumer_id_t, msg::consumer_progress> progress;
   msg::consumer_progress departed; // sums of consumers that left

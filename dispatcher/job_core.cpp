@@ -72,7 +72,8 @@ bool JobCore::task_lost(msg::task_id_t id, const std::string& reason) {
     return false;
   // Hand the lost task's unfinished splits out again, in split order.
   std::size_t n = 0;
-  bool skip_one = hooks::forget_lost_split();
+  // Planted bug (simulator builds of this file only, node/hooks.hpp).
+  bool skip_one = hooks::kCompiledIn && hooks::forget_lost_split();
   for (auto& [key, split] : t->second.unfinished) {
     owner_.erase(key);
     if (skip_one && n++ == t->second.unfinished.size() - 1)
@@ -249,8 +250,8 @@ Status JobCore::restore_splits(int64_t epoch, int64_t handed_out, const SplitPos
   // The epoch had splits before the restart (an empty epoch ends a repeat() of nothing).
   if (position.epoch == epoch && position.next_index > 0)
     handed_in_epoch_[epoch] = position.next_index;
-  if (hooks::forget_held_split() && !outstanding.empty())
-    outstanding.pop_back(); // planted in simulations only (node/hooks.hpp)
+  if (hooks::kCompiledIn && hooks::forget_held_split() && !outstanding.empty())
+    outstanding.pop_back(); // planted in simulator builds only (node/hooks.hpp)
   for (auto& s : outstanding)
     requeue(std::move(s));
   return Status::OK();

@@ -1,8 +1,15 @@
 // The seam through which the simulator (library conveyor_sim, sim/) plants protocol bugs
 // into the production code it runs — as FoundationDB's BUGGIFY exists only in simulation builds.
-// Production code only calls the hooks below; nothing in the production libraries installs one,
-// so every call is one atomic load of a null pointer. The planted bugs themselves live in
-// sim/planted_bugs.{hpp,cpp}.
+//
+// Two builds of the few production files that include this header (CMakeLists.txt finds them):
+// - production (conveyor_actors, the `conveyor` binary, the installed package): CONVEYOR_SIM_HOOKS
+//   is not defined, kCompiledIn is false, and every call site is guarded by it
+//   (`if constexpr (hooks::kCompiledIn)` or `hooks::kCompiledIn && hooks::f()`), so the objects
+//   contain no hook call and no hooks:: symbol. The hooks are only declared here, never defined:
+//   a call that forgets the guard fails to link `conveyor` instead of shipping a hook.
+// - simulator (the object library conveyor_hooked, linked by conveyor_sim and the tests that plant
+//   bugs): compiled with -DCONVEYOR_SIM_HOOKS, every call loads one atomic pointer, null unless a
+//   simulation installed hooks. The planted bugs themselves live in sim/planted_bugs.{hpp,cpp}.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +18,16 @@
 #include "pipeline/sharding/split_provider.hpp"
 
 namespace conveyor::actors::hooks {
+
+// Not `inline`: each translation unit has its own copy, so the two builds of a file never
+// disagree about one entity.
+#ifdef CONVEYOR_SIM_HOOKS
+constexpr bool kCompiledIn = true;
+#else
+constexpr bool kCompiledIn = false;
+#endif
+
+#ifdef CONVEYOR_SIM_HOOKS
 
 // A job's filter over its split answers, one per job (it may keep per-job state).
 class SplitAnswerFilter {
@@ -24,13 +41,6 @@ public:
   virtual ~Hooks() = default;
   // A job asks once, at its first split answer; null: answers pass unchanged.
   virtual std::unique_ptr<SplitAnswerFilter> new_split_answer_filter() { return nullptr; }
-  // true: the consumer drops a batch (of `num_chunks` chunks) that arrived after it learned
-  // that the job finished.
-  virtual bool consumer_drops_batch(bool job_finished, uint32_t num_chunks) {
-    (void)job_finished;
-    (void)num_chunks;
-    return false;
-  }
   // true: a job handing a lost task's unfinished splits out again forgets the last one.
   virtual bool forget_lost_split() { return false; }
   // true: a job restored by a restarted dispatcher forgets the last of the splits its tasks
@@ -48,7 +58,8 @@ public:
   }
 };
 
-// The installed hooks; null unless a simulation installed some.
+// The installed hooks; null unless a simulation installed some (node/hooks.cpp, compiled only
+// into conveyor_hooked).
 Hooks* installed() noexcept;
 // Installs `hooks` (null: none) process-wide and returns the previous ones. Not owned.
 Hooks* install(Hooks* hooks) noexcept;
@@ -73,12 +84,6 @@ private:
   bool asked_ = false;
 };
 
-// The consumer's side.
-inline bool consumer_drops_batch(bool job_finished, uint32_t num_chunks) {
-  Hooks* h = installed();
-  return h != nullptr && h->consumer_drops_batch(job_finished, num_chunks);
-}
-
 // The job core's side.
 inline bool forget_lost_split() {
   Hooks* h = installed();
@@ -100,5 +105,18 @@ inline bool skip_round(int64_t consumer_index, int64_t round) {
   Hooks* h = installed();
   return h != nullptr && h->skip_round(consumer_index, round);
 }
+
+#else // production: declarations only, for the guarded (never evaluated) call sites
+
+class JobSplitHook { // empty: a job's state pays nothing for it
+public:
+  void apply(uint64_t task, Split& split, bool& end_of_splits);
+};
+bool forget_lost_split();
+bool forget_held_split();
+bool credit_off_by_one();
+bool skip_round(int64_t consumer_index, int64_t round);
+
+#endif
 
 } // namespace conveyor::actors::hooks

@@ -5,6 +5,7 @@
 #         all of them compile together with only -I<prefix>/include (flags from conveyor.pc);
 #       - a one-file program links with `pkg-config --libs conveyor` alone and runs;
 #       - examples/cpp-consumer builds with find_package(conveyor) and runs standalone.
+#       (That it holds no simulator is scripts/check_no_sim.sh's job, ctest no_sim_in_product.)
 #   scripts/check_package.sh BUILD_DIR --conan   `conan create conan/` (recipe + conan/test_package);
 #                                                exit 77 (ctest: skipped) where conan is not installed.
 set -euo pipefail

@@ -1,4 +1,4 @@
-// One simulated cluster run (conveyor/sim.hpp's simulate): builds the dispatcher, worker and
+// One simulated cluster run (sim/sim.hpp's simulate): builds the dispatcher, worker and
 // consumer nodes from the production actors (actors/dispatcher_actor, worker_actor,
 // consumer_actor) over SimTransport, takes what the seed decides (derived_config.hpp), injects
 // the faults, runs the world until every stream ended, lets the cluster settle, and checks the
@@ -6,7 +6,7 @@
 #pragma once
 
 #include "sim/reference.hpp"
-#include "conveyor/sim.hpp"
+#include "sim/sim.hpp"
 #include "pipeline/graph/dataset.hpp"
 
 namespace conveyor::sim {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "worker/task_runner.hpp"
-#include "conveyor/sim.hpp"
+#include "sim/sim.hpp"
 
 namespace conveyor::sim {
 

@@ -1,9 +1,9 @@
-// Fault values and the --faults syntax (conveyor/sim.hpp).
+// Fault values and the --faults syntax (sim/sim.hpp).
 #include <cctype>
 #include <cmath>
 #include <cstdio>
 
-#include "conveyor/sim.hpp"
+#include "sim/sim.hpp"
 
 namespace conveyor {
 

@@ -1,8 +1,9 @@
 // Test-only protocol bugs that the simulator must be able to find: a simulator that cannot
 // fail tests nothing. Each is a real-looking mistake that fires only under some interleavings,
-// switched on at run time (tests, `conveyor sim --plant-bug NAME`) and off by default. They exist
+// switched on at run time (tests, `conveyor-sim --plant-bug NAME`) and off by default. They exist
 // only in the simulator library (conveyor_sim): switching one on installs hooks into the
-// production code through node/hooks.hpp, which is all the production libraries contain.
+// simulator's build of the production files that call them (conveyor_hooked, node/hooks.hpp);
+// the production libraries contain no hook call at all.
 #pragma once
 
 #include <atomic>

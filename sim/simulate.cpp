@@ -1,11 +1,11 @@
-// conveyor/sim.hpp: simulate, sweep, replay commands and result summaries.
+// sim/sim.hpp: simulate, sweep, replay commands and result summaries.
 #include <chrono>
 #include <cstdio>
 
 #include "sim/cluster.hpp"
 #include "sim/derived_config.hpp"
 #include "sim/trace.hpp"
-#include "conveyor/sim.hpp"
+#include "sim/sim.hpp"
 #include "pipeline/graph/text_form.hpp"
 
 namespace conveyor {
@@ -68,7 +68,7 @@ std::string SweepResult::summary() const {
 }
 
 std::string replay_command(const Dataset& dataset, const SimConfig& config) {
-  std::string cmd = "conveyor sim --workers " + std::to_string(config.workers) + " --consumers " +
+  std::string cmd = "conveyor-sim --workers " + std::to_string(config.workers) + " --consumers " +
                     std::to_string(config.consumers) + " --dataset " +
                     shell_quote(dataset.to_text()) + " --mode " +
                     (config.options.policy == ShardingPolicy::dynamic ? "dynamic" : "off") +

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <map>
 
-#include "conveyor/sim.hpp"
+#include "sim/sim.hpp"
 #include "pipeline/graph/dataset.hpp"
 
 using namespace std::chrono_literals;
@@ -162,7 +162,7 @@ TEST_CASE("the simulated run reports what it did") {
   CHECK(r.steps > 0);
   CHECK(r.messages > 0);
   CHECK(r.trace.empty()); // only with keep_trace
-  CHECK(r.replay_command.find("conveyor sim --workers 2 --consumers 1 --dataset 'range(20)' "
+  CHECK(r.replay_command.find("conveyor-sim --workers 2 --consumers 1 --dataset 'range(20)' "
                               "--mode dynamic --seed 11") == 0);
   CHECK(r.summary().find("seed 11: PASS  20 elements") == 0);
 }

@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "conveyor/sim.hpp"
+#include "sim/sim.hpp"
 #include "pipeline/graph/text_form.hpp"
 #include "test/sim/sweep_support.hpp"
 

@@ -11,7 +11,7 @@
 #include <map>
 #include <string>
 
-#include "conveyor/sim.hpp"
+#include "sim/sim.hpp"
 #include "pipeline/graph/text_form.hpp"
 #include "test/sim/sweep_support.hpp"
 

@@ -4,7 +4,7 @@
 
 #include <set>
 
-#include "conveyor/sim.hpp"
+#include "sim/sim.hpp"
 
 using namespace std::chrono_literals;
 using conveyor::Dataset;

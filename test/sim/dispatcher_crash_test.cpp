@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "conveyor/sim.hpp"
+#include "sim/sim.hpp"
 
 using conveyor::Dataset;
 using conveyor::ShardingPolicy;

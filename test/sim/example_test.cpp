@@ -5,7 +5,7 @@
 #include <chrono>
 #include <set>
 
-#include "conveyor/sim.hpp"
+#include "sim/sim.hpp"
 #include "pipeline/functions/functions.hpp"
 
 using namespace std::chrono_literals;

@@ -1,11 +1,11 @@
-// Runs that long seed sweeps (`conveyor sim ... --runs 3000`) found failing, replayed exactly
+// Runs that long seed sweeps (`conveyor-sim ... --runs 3000`) found failing, replayed exactly
 // (same configuration and seed as the printed `replay:` line), plus the fault pattern behind
 // each one on more seeds. Every run must pass the simulator's invariants (sim/invariants).
 #include <doctest/doctest.h>
 
 #include <chrono>
 
-#include "conveyor/sim.hpp"
+#include "sim/sim.hpp"
 #include "pipeline/graph/text_form.hpp"
 
 using conveyor::Dataset;

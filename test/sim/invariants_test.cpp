@@ -4,7 +4,7 @@
 #include "sim/invariants.hpp"
 #include "sim/rng.hpp"
 #include "sim/trace.hpp"
-#include "conveyor/sim.hpp"
+#include "sim/sim.hpp"
 
 using namespace std::chrono_literals;
 using conveyor::Element;

@@ -4,7 +4,8 @@
 #include <doctest/doctest.h>
 
 #include "sim/planted_bugs.hpp"
-#include "conveyor/sim.hpp"
+#include "test/support/round_robin_cluster.hpp"
+#include "sim/sim.hpp"
 
 using conveyor::Dataset;
 using conveyor::ShardingPolicy;
@@ -137,4 +138,28 @@ TEST_CASE("a sweep finds the consumer that plans with one credit too many") {
   cfg.plant_bug.clear();
   auto clean = sweep_of(cfg, 40);
   CHECK_MESSAGE(clean.failed_runs == 0, clean.summary());
+}
+
+namespace {
+// Plants the round-skipping bug directly into the coordinated-read planner (the hooked build of
+// coordinated/round_robin.cpp), without the simulated cluster.
+struct SkipRound : conveyor::actors::hooks::Hooks {
+  int64_t index, at;
+  SkipRound(int64_t i, int64_t r) : index(i), at(r) {}
+  bool skip_round(int64_t consumer_index, int64_t round) override {
+    return consumer_index == index && round == at;
+  }
+};
+} // namespace
+
+TEST_CASE("planted bug: a consumer that skips a round is found by the alignment check") {
+  SkipRound bug{1, 37};
+  auto* previous = conveyor::actors::hooks::install(&bug);
+  conveyor::test_support::MiniCluster c{3, 7};
+  c.add_task(1);
+  c.add_task(2);
+  for (int s = 0; s < 2000; ++s)
+    c.step();
+  conveyor::actors::hooks::install(previous);
+  CHECK(c.aligned_rounds() == -38); // consumer 1 is out of step from round 37 on
 }

@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "conveyor/sim.hpp"
+#include "sim/sim.hpp"
 
 using conveyor::Dataset;
 using conveyor::Fault;

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "conveyor/sim.hpp"
+#include "sim/sim.hpp"
 
 namespace conveyor::sim_test {
 

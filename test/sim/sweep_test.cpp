@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "conveyor/sim.hpp"
+#include "sim/sim.hpp"
 #include "test/sim/sweep_support.hpp"
 
 using conveyor::Dataset;

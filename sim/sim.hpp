@@ -1,7 +1,9 @@
 // The simulated cluster: a whole conveyor cluster — dispatcher, workers, consumers — in one
 // process, on a deterministic scheduler with virtual time and a simulated network, running
 // the same actor code as production. One seed decides everything; the same seed replays the
-// same run (compare trace_hash). For users' own doctest/gtest tests and `conveyor sim`.
+// same run (compare trace_hash). For this repository's tests (and tests built in this build
+// tree, linking conveyor_sim) and `conveyor-sim`; not installed. The production actors run here
+// in their simulator build (conveyor_hooked, node/hooks.hpp), so planted bugs can act.
 // No CAF in this header.
 //
 //   conveyor::SimConfig cfg;
@@ -164,7 +166,7 @@ struct SimResult {
   uint64_t messages = 0; // messages that crossed the simulated network
   double real_seconds = 0;
   std::vector<std::string> trace; // with keep_trace
-  std::string replay_command;     // `conveyor sim ...` that replays this run
+  std::string replay_command;     // `conveyor-sim ...` that replays this run
 
   bool ok() const { return failures.empty(); }
   // All consumers' elements, in consumer order.
@@ -194,7 +196,7 @@ Expected<SweepResult> sweep(const Dataset& dataset, SimConfig config, uint64_t f
                             int stop_after_failures = 0,
                             const std::function<void(const SimResult&)>& on_run = {});
 
-// The `conveyor sim` command line that replays `config` with its seed.
+// The `conveyor-sim` command line that replays `config` with its seed.
 std::string replay_command(const Dataset& dataset, const SimConfig& config);
 
 } // namespace conveyor
