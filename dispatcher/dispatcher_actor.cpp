@@ -19,6 +19,7 @@
 #include "dispatcher/job_actor.hpp"
 #include "dispatcher/journal.hpp"
 #include "net/local_sender.hpp"
+#include "net/node_key.hpp"
 #include "node/log.hpp"
 #include "consumer/placement.hpp"
 #include "messages/all.hpp"
@@ -602,6 +603,8 @@ caf::expected<msg::worker_registered> register_worker(self_ptr self,
     log::warning(kLog, "refused worker at " + req.address + ": " + admitted.message());
     return msg::to_error(admitted);
   }
+  if (!st.start.auth_token.empty())
+    admit_sender_node(self); // its frames may now pass the guard's pre-auth cap
   if (st.start.auth_token.empty() && !req.auth_token.empty()) {
     // Such a worker requires the token in assign_task, which this dispatcher cannot present:
     // every job would lose its task there. Refused now, clearly, instead.
@@ -674,6 +677,8 @@ caf::result<msg::cluster_status> get_status(self_ptr self, const msg::get_status
     log::warning(kLog, "refused a status request: " + admitted.message());
     return msg::to_error(admitted);
   }
+  if (!st.start.auth_token.empty())
+    admit_sender_node(self);
   auto now = self->clock().now();
   auto status = std::make_shared<msg::cluster_status>();
   status->protocol_version = st.start.protocol_version;
@@ -856,6 +861,8 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
             return msg::make_error(ErrorCode::unavailable, "no sender");
           }
           self->state.admitted_nodes.insert(sender->node());
+          if (!self->state.start.auth_token.empty())
+            admit_sender_node(self); // and the frame guard lifts its pre-auth cap
           return msg::dispatcher_hello{ours};
         },
         [self](msg::register_dataset& req) -> caf::result<msg::dataset_registered> {

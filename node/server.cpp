@@ -193,6 +193,9 @@ Status publish_node(detail::NodeContext& ctx, const Handle& whom, const std::str
   actors::GuardLimits limits;
   limits.parse_basp = !network.tls();
   limits.max_frame_bytes = guard.max_frame_bytes;
+  // Until a peer's node has shown the token, nothing over the small pre-auth cap reaches CAF
+  // (which reserves a frame's announced size before any actor checks a token).
+  limits.require_admission = !network.auth_token.empty();
   limits.max_connections = guard.max_connections;
   limits.idle_timeout = guard.idle_timeout;
   auto g = actors::FrameGuard::start(host, port, *bound, limits, who);

@@ -14,6 +14,7 @@
 #include "worker/executor_scheduled.hpp"
 #include "node/home_scheduled.hpp"
 #include "net/local_sender.hpp"
+#include "net/node_key.hpp"
 #include "node/log.hpp"
 #include "node/metrics.hpp"
 #include "coordinated/round_robin.hpp"
@@ -516,6 +517,8 @@ void request_splits(self_ptr self) {
 Status admit(self_ptr self, const std::string& presented, const std::string& what) {
   auto& st = self->state;
   Status s = st.start.gate.admit(presented, "sender of " + what);
+  if (s.ok() && st.start.gate.enabled())
+    admit_sender_node(self); // the frame guard lifts its pre-auth cap for this node
   if (!s.ok()) {
     const auto& sender = self->current_sender();
     log::warning(kLog, st.label() + ": refused " + what +
@@ -623,6 +626,8 @@ task_full_actor::behavior_type task_impl(self_ptr self, TaskStart start) {
       if (!self->state.start.gate.accepts(req.auth_token)) // one compare per request
         return msg::to_error(
           admit(self, req.auth_token, "get_elements (consumer " + std::to_string(req.consumer) + ")"));
+      if (self->state.start.gate.enabled())
+        admit_sender_node(self); // cheap when this thread admitted the same node last
       if (self->state.rounds)
         return round_request(self, req);
       auto& st0 = self->state;
