@@ -10,6 +10,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <map>
@@ -116,6 +117,14 @@ struct FrameGuard::Shared {
   // the same node id stays under the pre-auth cap.
   std::map<std::string, uint64_t> lifted_by;
   std::atomic<uint64_t> next_connection{1};
+  // Open connections per peer address (IP, no port), and those not admitted yet by connection
+  // id (the oldest first) with their client socket and address (guarded by mu).
+  std::map<std::string, int> per_address;
+  struct Unadmitted {
+    int fd;
+    std::string address;
+  };
+  std::map<uint64_t, Unadmitted> unadmitted;
 
   ~Shared() { // the last thread is gone
     for (int fd : {listen_fd, wake[0], wake[1]})
@@ -157,10 +166,17 @@ bool try_lift(FrameGuard::Shared& sh, PeerNode& peer, uint64_t me) {
 }
 
 // One connection: peer <-> CAF until either side closes, a bad frame, idleness or stop.
-void serve(std::shared_ptr<FrameGuard::Shared> sh, int client, std::string peer_address) {
+void serve(std::shared_ptr<FrameGuard::Shared> sh, int client, uint64_t me, std::string peer_address,
+           std::string peer_host) {
   name_this_thread("conveyor-guard");
   auto& stats = *sh->stats;
-  const uint64_t me = sh->next_connection++;
+  // In Shared::unadmitted (put there by accept_loop, plain mode) until its node is admitted.
+  bool counted_unadmitted = sh->limits.parse_basp;
+  const auto admitted_now = [&] {
+    counted_unadmitted = false;
+    std::lock_guard<std::mutex> lock(sh->mu);
+    sh->unadmitted.erase(me);
+  };
   PeerNode peer;
   peer.lifted = !sh->limits.require_admission; // no token: the handshake is all it takes
   uint16_t source_port = 0;
@@ -269,6 +285,10 @@ void serve(std::shared_ptr<FrameGuard::Shared> sh, int client, std::string peer_
         // What was checked goes on even when a later frame of the same read is refused.
         if (!out.empty() && !write_all(server, out.data(), out.size()))
           break;
+        if (bad.ok() && counted_unadmitted && handshake_done &&
+            (!sh->limits.require_admission || peer.lifted ||
+             (peer.key_complete && peer.key_usable && admitted_peers::admitted(peer.key))))
+          admitted_now(); // the room kept for admitted peers is now its
         if (!bad.ok()) {
           ++stats.closed_bad_frame;
           if (bad.code() == ErrorCode::resource_exhausted && handshake_done && !peer.lifted &&
@@ -282,7 +302,6 @@ void serve(std::shared_ptr<FrameGuard::Shared> sh, int client, std::string peer_
     inner_port::disallow_source(source_port); // before the port is free for anyone else
     ::close(server);
   }
-  ::close(client);
   if (sh->limits.require_admission && peer.lifted) {
     // Its node's next connection proves the token again (a node id is no secret).
     {
@@ -292,6 +311,13 @@ void serve(std::shared_ptr<FrameGuard::Shared> sh, int client, std::string peer_
     }
     admitted_peers::forget(peer.key);
   }
+  {
+    std::lock_guard<std::mutex> lock(sh->mu);
+    sh->unadmitted.erase(me); // before the fd closes: accept_loop may shut it down until then
+    if (auto it = sh->per_address.find(peer_host); it != sh->per_address.end() && --it->second <= 0)
+      sh->per_address.erase(it);
+  }
+  ::close(client);
   --stats.open;
   if (!why.empty() && why != "idle") { // rate-limited: garbage must not flood the log either
     static std::atomic<int64_t> closed{0};
@@ -301,6 +327,16 @@ void serve(std::shared_ptr<FrameGuard::Shared> sh, int client, std::string peer_
                                std::to_string(n) + " closed so far)");
   }
   sh->thread_done();
+}
+
+// The peer's host ("203.0.113.7", "::1"): what the per-address cap counts.
+std::string host_of(const sockaddr_storage& a) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  if (a.ss_family == AF_INET)
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&a)->sin_addr, host, sizeof host);
+  else if (a.ss_family == AF_INET6)
+    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&a)->sin6_addr, host, sizeof host);
+  return host;
 }
 
 // The peer's address for the log ("203.0.113.7:51234", "[::1]:4000").
@@ -319,16 +355,46 @@ std::string address_of(const sockaddr_storage& a) {
   return "an unknown address";
 }
 
-// A connection closed on accept at the cap: the peer sees only a closed connection (a client
-// says its handshake did not complete), so the node says why: the first refusal at once, then at
-// most one line per kFullLogEvery with the count since the last one.
-constexpr auto kFullLogEvery = std::chrono::seconds(5);
+// A connection closed on accept (at a cap): the peer sees only a closed connection (a client
+// says its handshake did not complete), so the node says why: the first refusal of each kind at
+// once, then at most one line per kRefusalLogEvery with the count since the last one.
+constexpr auto kRefusalLogEvery = std::chrono::seconds(5);
+
+struct RefusalLog {
+  std::optional<std::chrono::steady_clock::time_point> last;
+  int64_t unlogged = 0;
+  int64_t total = 0;
+
+  // `why` completes "refused N connection(s)[ in the last S s]: ".
+  void refused(const std::string& node, const std::string& why) {
+    ++unlogged;
+    ++total;
+    const auto now = std::chrono::steady_clock::now();
+    if (last && now - *last < kRefusalLogEvery)
+      return;
+    std::string when;
+    if (last)
+      when = " in the last " +
+             std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - *last).count()) + " s";
+    log::warning(node, "refused " + std::to_string(unlogged) + " connection(s)" + when + ": " + why +
+                         " (" + std::to_string(total) + " refused so far)");
+    last = now;
+    unlogged = 0;
+  }
+};
 
 void accept_loop(std::shared_ptr<FrameGuard::Shared> sh) {
   name_this_thread("conveyor-guard");
   auto& stats = *sh->stats;
-  std::optional<std::chrono::steady_clock::time_point> last_full_log;
-  int64_t full_unlogged = 0;
+  const auto& limits = sh->limits;
+  // Room kept for admitted peers (plain mode; under TLS the guard cannot tell): connections not
+  // admitted yet may hold at most 3/4 of the cap. Past that a new connection closes the oldest of
+  // them instead of being refused, so strangers that hold connections open cannot lock out a
+  // client, which needs only milliseconds from its handshake to its token.
+  // (No room is kept under a cap of 1..3: nothing would be left to share.)
+  const int reserved = limits.max_connections / 4;
+  const int max_unadmitted = limits.max_connections - reserved;
+  RefusalLog full_log, address_log, evict_log;
   for (;;) {
     pollfd fds[2] = {{sh->listen_fd, POLLIN, 0}, {sh->wake[0], POLLIN, 0}};
     int rc = ::poll(fds, 2, -1);
@@ -341,24 +407,53 @@ void accept_loop(std::shared_ptr<FrameGuard::Shared> sh) {
     int client = ::accept4(sh->listen_fd, reinterpret_cast<sockaddr*>(&from), &from_len, SOCK_CLOEXEC);
     if (client < 0)
       continue;
-    if (stats.open.load() >= sh->limits.max_connections) {
+    const std::string host = host_of(from);
+    const std::string address = address_of(from);
+    const uint64_t id = sh->next_connection++;
+    bool over_address = false;
+    int from_host = 0;
+    std::string evicted; // the address of the connection closed to make room
+    {
+      std::lock_guard<std::mutex> lock(sh->mu);
+      auto it = sh->per_address.find(host);
+      from_host = it == sh->per_address.end() ? 0 : it->second;
+      over_address = from_host >= limits.max_connections_per_address;
+      if (!over_address && limits.parse_basp && reserved > 0 &&
+          static_cast<int>(sh->unadmitted.size()) >= max_unadmitted) {
+        auto oldest = sh->unadmitted.begin();
+        ::shutdown(oldest->second.fd, SHUT_RDWR); // its thread sees the end and closes it
+        evicted = oldest->second.address;
+        sh->unadmitted.erase(oldest);
+        ++stats.evicted_unadmitted;
+      }
+    }
+    if (over_address) {
+      ++stats.refused_address;
+      ::close(client);
+      address_log.refused(sh->node, "the last from " + host + ": " + std::to_string(from_host) +
+                                      " connections from that address are open, the cap set by "
+                                      "`--max-connections-per-address`");
+      continue;
+    }
+    if (!evicted.empty())
+      evict_log.refused(sh->node, "closed the oldest connection not admitted yet (the last from " +
+                                    evicted + ") to make room: " + std::to_string(max_unadmitted) +
+                                    " such connections were open, 3/4 of the cap set by "
+                                    "`--max-connections` (the rest is kept for peers that "
+                                    "presented the token or finished their handshake)");
+    // The evicted connection's thread has not closed it yet: its place is this one's.
+    if (stats.open.load() - (evicted.empty() ? 0 : 1) >= limits.max_connections) {
       ++stats.refused_full;
       ::close(client);
-      ++full_unlogged;
-      const auto now = std::chrono::steady_clock::now();
-      if (!last_full_log || now - *last_full_log >= kFullLogEvery) {
-        std::string when;
-        if (last_full_log)
-          when = " in the last " +
-                 std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - *last_full_log).count()) + " s";
-        log::warning(sh->node, "refused " + std::to_string(full_unlogged) + " connection(s)" + when +
-                                 ": " + std::to_string(sh->limits.max_connections) +
-                                 " connections are open, the cap set by `--max-connections` (" +
-                                 std::to_string(stats.refused_full.load()) + " refused so far)");
-        last_full_log = now;
-        full_unlogged = 0;
-      }
+      full_log.refused(sh->node, std::to_string(limits.max_connections) +
+                                   " connections are open, the cap set by `--max-connections`");
       continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(sh->mu);
+      ++sh->per_address[host];
+      if (limits.parse_basp)
+        sh->unadmitted.emplace(id, FrameGuard::Shared::Unadmitted{client, address});
     }
     set_nodelay(client);
     timeval tv{};
@@ -371,7 +466,7 @@ void accept_loop(std::shared_ptr<FrameGuard::Shared> sh) {
       std::lock_guard<std::mutex> lock(sh->mu);
       ++sh->threads;
     }
-    std::thread(serve, sh, client, address_of(from)).detach();
+    std::thread(serve, sh, client, id, address, host).detach();
   }
   sh->thread_done();
 }

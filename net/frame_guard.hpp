@@ -19,7 +19,10 @@
 // connects while that node has no lifted connection gets `max_frame_bytes` — as it could pass the
 // dispatcher's own admitted-node check; use TLS where that matters. In TLS mode the
 // bytes are encrypted, so it only bounds connections (OpenSSL bounds the handshake, and only peers
-// with a certificate get further). Either way: at most `max_connections` at once (more are closed
+// with a certificate get further). Plain mode: connections not admitted yet (no handshake; with a
+// token, no token shown) hold at most 3/4 of `max_connections`; past that a new connection closes
+// the oldest of them, so strangers holding connections cannot lock clients out. Either way: at
+// most `max_connections_per_address` from one IP, and at most `max_connections` at once (more are closed
 // on accept), and a connection silent in both directions for `idle_timeout` is closed.
 // One thread accepts; each connection has one thread (so at most max_connections + 1 threads).
 #pragma once
@@ -44,6 +47,8 @@ struct GuardLimits {
   uint32_t preauth_max_bytes = 64 << 10;
   uint32_t max_frame_bytes = 64 << 20;
   int max_connections = 128;
+  // Open connections from one peer address (IP) at once; more are closed on accept.
+  int max_connections_per_address = 32;
   std::chrono::milliseconds idle_timeout{30000};
   // Plain mode: a peer must finish its BASP client handshake within this long.
   std::chrono::milliseconds handshake_timeout{10000};
@@ -52,6 +57,8 @@ struct GuardLimits {
 struct GuardStats {
   std::atomic<int64_t> accepted{0};
   std::atomic<int64_t> refused_full{0};   // closed on accept: too many connections
+  std::atomic<int64_t> refused_address{0}; // closed on accept: too many from that address
+  std::atomic<int64_t> evicted_unadmitted{0}; // oldest unadmitted closed to make room
   std::atomic<int64_t> closed_bad_frame{0};
   std::atomic<int64_t> closed_preauth{0};  // of closed_bad_frame: over the pre-auth cap
   std::atomic<int64_t> lifted{0};          // connections whose node was admitted

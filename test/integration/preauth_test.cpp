@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -120,21 +121,36 @@ std::vector<int> loopback_listen_ports(pid_t pid) {
   return ports;
 }
 
-// Whether the peer closed `fd` before `deadline` (reads and drops what it sends, e.g. the
-// server handshake).
-bool closed_by_peer(int fd, std::chrono::steady_clock::time_point deadline) {
+// How many of `fds` the peer closes within `within` (all are watched at once; what the peer
+// sends, e.g. a server handshake, is read and dropped).
+int count_closed(const std::vector<int>& fds, Millis within) {
+  std::vector<bool> closed(fds.size(), false);
+  int n = 0;
+  const auto deadline = std::chrono::steady_clock::now() + within;
   char buf[4096];
-  for (;;) {
+  while (n < static_cast<int>(fds.size())) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     if (left <= 0)
-      return false;
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left)) <= 0)
+      break;
+    std::vector<pollfd> watch;
+    std::vector<std::size_t> index;
+    for (std::size_t i = 0; i < fds.size(); ++i)
+      if (!closed[i]) {
+        watch.push_back({fds[i], POLLIN, 0});
+        index.push_back(i);
+      }
+    if (::poll(watch.data(), watch.size(), static_cast<int>(left)) <= 0)
       continue;
-    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0)
-      return true;
+    for (std::size_t k = 0; k < watch.size(); ++k)
+      if (watch[k].revents != 0) {
+        const ssize_t r = ::recv(watch[k].fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+          closed[index[k]] = true;
+          ++n;
+        }
+      }
   }
+  return n;
 }
 
 } // namespace
@@ -146,7 +162,8 @@ TEST_CASE("pre-auth: handshaken strangers announcing 64 MiB frames pin no memory
     connections = std::max(1, std::atoi(env));
   const std::vector<std::string> token{"--auth-token", kTokenValue};
   // Room for every stranger and the legitimate peers: the cap on connections is not what is tested.
-  Cluster cluster(0, {"--auth-token", kTokenValue, "--max-connections", std::to_string(connections + 64)});
+  Cluster cluster(0, {"--auth-token", kTokenValue, "--max-connections", std::to_string(connections + 64),
+                      "--max-connections-per-address", std::to_string(connections + 64)});
   cluster.add_worker(token);
 
   // A dataset definition over the pre-auth cap (12 000 int64 values: ~96 KB in register_dataset):
@@ -173,11 +190,7 @@ TEST_CASE("pre-auth: handshaken strangers announcing 64 MiB frames pin no memory
   }
   // The guard closes each at its 64 MiB header; without the cap they stay open (CAF waits for
   // the payload it reserved), so wait at most 10 s in all.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  int closed = 0;
-  for (int fd : strangers)
-    if (closed_by_peer(fd, deadline))
-      ++closed;
+  const int closed = count_closed(strangers, Millis{10000});
   const int64_t after = rss_kib(dispatcher);
 
   // A reader with the token while the strangers' connections (those left) are still held.
@@ -232,11 +245,7 @@ TEST_CASE("pre-auth: CAF's inner port behind the guard closes any connection tha
     ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
     fds.push_back(fd);
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  int closed = 0;
-  for (int fd : fds)
-    if (closed_by_peer(fd, deadline))
-      ++closed;
+  const int closed = count_closed(fds, Millis{10000});
   const int64_t after = rss_kib(dispatcher);
   for (int fd : fds)
     ::close(fd);
@@ -250,4 +259,49 @@ TEST_CASE("pre-auth: CAF's inner port behind the guard closes any connection tha
   CAPTURE(r.describe);
   CHECK(r.exit_code == 0);
   CHECK(r.lines.size() == 10);
+}
+
+TEST_CASE("pre-auth: one address holds at most --max-connections-per-address, and says so") {
+  const std::vector<std::string> token{"--auth-token", kTokenValue};
+  Cluster cluster(0, token + std::vector<std::string>{"--max-connections-per-address", "8"});
+  cluster.add_worker(token); // its connection to the dispatcher is one of the 8 from 127.0.0.1
+  std::vector<int> idle;
+  for (int i = 0; i < 12; ++i)
+    if (int fd = connect_to(cluster.port()); fd >= 0)
+      idle.push_back(fd);
+  const int closed = count_closed(idle, Millis{1000});
+  for (int fd : idle)
+    ::close(fd);
+  CHECK(closed >= 12 - 7);
+  CHECK(cluster.dispatcher().wait_for_output(
+    "the last from 127.0.0.1: 8 connections from that address are open, the cap set by "
+    "`--max-connections-per-address`",
+    Millis{5000}));
+  // Once they are gone the address may connect again.
+  auto r = cluster.read("range(10)", token);
+  CAPTURE(r.describe);
+  CHECK(r.exit_code == 0);
+}
+
+TEST_CASE("pre-auth: strangers holding connections open cannot lock out a reader with the token") {
+  const std::vector<std::string> token{"--auth-token", kTokenValue};
+  // 16 connections: strangers (no handshake, no token) may hold 12; past that each new connection
+  // closes the oldest of theirs. Before, the 17th connection was refused until one idled out.
+  Cluster cluster(0, token + std::vector<std::string>{"--max-connections", "16",
+                                                      "--max-connections-per-address", "200"});
+  cluster.add_worker(token);
+  std::vector<int> strangers;
+  for (int i = 0; i < 40; ++i)
+    if (int fd = connect_to(cluster.port()); fd >= 0)
+      strangers.push_back(fd);
+  auto r = cluster.read("range(100).map(square)", token);
+  const int closed = count_closed(strangers, Millis{1000});
+  for (int fd : strangers)
+    ::close(fd);
+  CAPTURE(r.describe);
+  CHECK(r.exit_code == 0);
+  CHECK(r.lines.size() == 100);
+  CHECK(closed >= 40 - 12);
+  CHECK(cluster.dispatcher().wait_for_output("closed the oldest connection not admitted yet",
+                                             Millis{5000}));
 }
