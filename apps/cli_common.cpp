@@ -288,6 +288,9 @@ void add_guard_options(po::options_description& options) {
       ("max-connections", po::value<int64_t>()->default_value(d.max_connections)->value_name("N"),
        "open connections accepted at once; more are closed at once (a warning says so, at most "
        "once per 5 s; TLS too)")
+      ("max-connections-per-address", po::value<int64_t>()->default_value(d.max_connections_per_address)->value_name("N"),
+       "open connections accepted at once from one peer IP; more are closed at once (a warning "
+       "names the address, at most once per 5 s; TLS too)")
       ("idle-timeout", po::value<int64_t>()->default_value(d.idle_timeout.count())->value_name("MS"),
        "close a connection silent in both directions for this long (TLS too)");
 }
@@ -298,7 +301,7 @@ Status apply_guard_options(const po::variables_map& vm, GuardConfig& guard, cons
   const auto given = [&](const char* name) { return vm.count(name) && !vm[name].defaulted(); };
   // Each limit is the guard's: without the guard nothing would apply it.
   if (!guard.enabled)
-    for (const char* name : {"max-frame-bytes", "max-connections", "idle-timeout"})
+    for (const char* name : {"max-frame-bytes", "max-connections", "max-connections-per-address", "idle-timeout"})
       if (given(name))
         return invalid_argument(std::string{"`--"} + name + "` is a limit of the frame guard, which "
                                 "`--no-frame-guard` turns off: give one of the two, not both");
@@ -316,6 +319,11 @@ Status apply_guard_options(const po::variables_map& vm, GuardConfig& guard, cons
   if (conns < 1 || conns > 100000)
     return invalid_argument("`--max-connections` must be in 1..100000, got " + std::to_string(conns));
   guard.max_connections = static_cast<int>(conns);
+  const int64_t per_address = vm["max-connections-per-address"].as<int64_t>();
+  if (per_address < 1 || per_address > 100000)
+    return invalid_argument("`--max-connections-per-address` must be in 1..100000, got " +
+                            std::to_string(per_address));
+  guard.max_connections_per_address = static_cast<int>(per_address);
   auto idle = check_millis("--idle-timeout", vm["idle-timeout"].as<int64_t>());
   if (!idle.ok())
     return idle.status();

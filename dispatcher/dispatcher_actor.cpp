@@ -21,6 +21,7 @@
 #include "dispatcher/job_actor.hpp"
 #include "dispatcher/journal.hpp"
 #include "net/local_sender.hpp"
+#include "net/node_key.hpp"
 #include "node/log.hpp"
 #include "consumer/placement.hpp"
 #include "messages/all.hpp"
@@ -235,6 +236,8 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
             return msg::make_error(ErrorCode::unavailable, "no sender");
           }
           self->state.admitted_nodes.insert(sender->node());
+          if (!self->state.start.auth_token.empty())
+            admit_sender_node(self); // and the frame guard lifts its pre-auth cap
           return msg::dispatcher_hello{ours};
         },
         [self](msg::register_dataset& req) -> caf::result<msg::dataset_registered> {

@@ -20,6 +20,7 @@
 #include "dispatcher/job_actor.hpp"
 #include "dispatcher/journal.hpp"
 #include "net/local_sender.hpp"
+#include "net/node_key.hpp"
 #include "node/log.hpp"
 #include "consumer/placement.hpp"
 #include "messages/all.hpp"
@@ -56,6 +57,8 @@ caf::result<msg::cluster_status> get_status(self_ptr self, const msg::get_status
     log::warning(kLog, "refused a status request: " + admitted.message());
     return msg::to_error(admitted);
   }
+  if (!st.start.auth_token.empty())
+    admit_sender_node(self);
   auto now = self->clock().now();
   auto status = std::make_shared<msg::cluster_status>();
   status->protocol_version = st.start.protocol_version;

@@ -21,6 +21,7 @@
 #include "dispatcher/job_actor.hpp"
 #include "dispatcher/journal.hpp"
 #include "net/local_sender.hpp"
+#include "net/node_key.hpp"
 #include "node/log.hpp"
 #include "consumer/placement.hpp"
 #include "messages/all.hpp"
@@ -175,6 +176,8 @@ caf::expected<msg::worker_registered> register_worker(self_ptr self,
     log::warning(kLog, "refused worker at " + req.address + ": " + admitted.message());
     return msg::to_error(admitted);
   }
+  if (!st.start.auth_token.empty())
+    admit_sender_node(self); // its frames may now pass the guard's pre-auth cap
   if (st.start.auth_token.empty() && !req.auth_token.empty()) {
     // Such a worker requires the token in assign_task, which this dispatcher cannot present:
     // every job would lose its task there. Refused now, clearly, instead.

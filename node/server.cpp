@@ -184,8 +184,10 @@ Status publish_node(detail::NodeContext& ctx, const Handle& whom, const std::str
     ctx.port = ctx.caf_port = *bound;
     return Status::OK();
   }
-  if (guard.max_connections < 1 || guard.idle_timeout.count() <= 0 || guard.max_frame_bytes < 1024)
-    return invalid_argument("the frame guard needs max_connections >= 1, a positive idle_timeout "
+  if (guard.max_connections < 1 || guard.max_connections_per_address < 1 ||
+      guard.idle_timeout.count() <= 0 || guard.max_frame_bytes < 1024)
+    return invalid_argument("the frame guard needs max_connections >= 1, "
+                            "max_connections_per_address >= 1, a positive idle_timeout "
                             "and max_frame_bytes >= 1024");
   auto bound = ctx.transport->publish(whom, "127.0.0.1", 0);
   if (!bound)
@@ -193,7 +195,11 @@ Status publish_node(detail::NodeContext& ctx, const Handle& whom, const std::str
   actors::GuardLimits limits;
   limits.parse_basp = !network.tls();
   limits.max_frame_bytes = guard.max_frame_bytes;
+  // Until a peer's node has shown the token, nothing over the small pre-auth cap reaches CAF
+  // (which reserves a frame's announced size before any actor checks a token).
+  limits.require_admission = !network.auth_token.empty();
   limits.max_connections = guard.max_connections;
+  limits.max_connections_per_address = guard.max_connections_per_address;
   limits.idle_timeout = guard.idle_timeout;
   auto g = actors::FrameGuard::start(host, port, *bound, limits, who);
   if (!g.ok()) {

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "net/local_sender.hpp"
+#include "net/node_key.hpp"
 #include "pipeline/graph/serialize.hpp"
 #include "pipeline/runtime/executor.hpp"
 #include "node/home_scheduled.hpp"
@@ -16,6 +17,8 @@ namespace conveyor::actors::task_detail {
 Status admit(self_ptr self, const std::string& presented, const std::string& what) {
   auto& st = self->state;
   Status s = st.start.gate.admit(presented, "sender of " + what);
+  if (s.ok() && st.start.gate.enabled())
+    admit_sender_node(self); // the frame guard lifts its pre-auth cap for this node
   if (!s.ok()) {
     const auto& sender = self->current_sender();
     log::warning(kLog, st.label() + ": refused " + what +

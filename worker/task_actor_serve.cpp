@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "net/local_sender.hpp"
+#include "net/node_key.hpp"
 #include "worker/task_actor_state.hpp"
 
 namespace conveyor::actors::task_detail {
@@ -219,6 +220,8 @@ caf::result<msg::element_batch> on_get_elements(self_ptr self, msg::get_elements
   if (!self->state.start.gate.accepts(req.auth_token)) // one compare per request
     return msg::to_error(
       admit(self, req.auth_token, "get_elements (consumer " + std::to_string(req.consumer) + ")"));
+  if (self->state.start.gate.enabled())
+    admit_sender_node(self); // cheap when this thread admitted the same node last
   if (self->state.rounds)
     return round_request(self, req);
   auto& st0 = self->state;

@@ -12,6 +12,7 @@
 
 #include "net/admission.hpp"
 #include "net/local_sender.hpp"
+#include "net/node_key.hpp"
 #include "worker/local_workers.hpp"
 #include "node/log.hpp"
 #include "worker/task_actor.hpp"
@@ -64,6 +65,8 @@ std::string sender_of(const caf::strong_actor_ptr& sender) {
 Status admit(self_ptr self, const std::string& presented, const std::string& what) {
   auto& st = self->state;
   Status s = st.gate.admit(presented, "sender of " + what);
+  if (s.ok() && st.gate.enabled())
+    admit_sender_node(self); // the frame guard lifts its pre-auth cap for this node
   if (!s.ok())
     log::warning(kLog, "refused " + what + sender_of(self->current_sender()) + ": " + s.message());
   return s;

@@ -34,6 +34,7 @@ struct GuardConfig {
   bool enabled = false;                  // the `conveyor` commands turn it on (--no-frame-guard)
   uint32_t max_frame_bytes = 64u << 20;  // per BASP frame (element chunks are <= 4 MiB)
   int max_connections = 256;
+  int max_connections_per_address = 32; // open at once from one peer IP
   std::chrono::milliseconds idle_timeout{60000};
 };
 

@@ -140,7 +140,8 @@ TEST_CASE("cli: bad flags: stray words, a negative drain timeout, flags that nee
                        "--num-consumers", "2", "--consumer-index", "0", "--round-timeout-ms", "0"},
                       "`--round-timeout-ms`");
   // The frame guard's limits need the frame guard.
-  for (const auto& flag : {"--max-frame-bytes", "--max-connections", "--idle-timeout"}) {
+  for (const auto& flag : {"--max-frame-bytes", "--max-connections", "--max-connections-per-address",
+                           "--idle-timeout"}) {
     check_bad_arguments({"dispatcher", "--port", "0", "--no-frame-guard", flag, "2048"},
                         std::string{"`"} + flag + "` is a limit of the frame guard");
     check_bad_arguments({"worker", "--dispatcher", ok_addr, "--port", "0", flag, "2048", "--no-frame-guard"},
@@ -148,6 +149,8 @@ TEST_CASE("cli: bad flags: stray words, a negative drain timeout, flags that nee
   }
   const std::string config = write_config("guard-off.ini", "no-frame-guard = true\nmax-connections = 9\n");
   check_bad_arguments({"dispatcher", "--port", "0", "--config", config}, "`--max-connections`");
+  check_bad_arguments({"dispatcher", "--port", "0", "--max-connections-per-address", "0"},
+                      "`--max-connections-per-address` must be in 1..100000, got 0");
 }
 
 TEST_CASE("cli: bench scaling runs worker processes, prints its table and leaves no child behind") {

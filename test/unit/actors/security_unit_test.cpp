@@ -8,8 +8,13 @@
 #include <cstdlib>
 #include <fstream>
 
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+
 #include "net/admission.hpp"
+#include "net/admitted_peers.hpp"
 #include "net/frame_guard.hpp"
+#include "net/node_key.hpp"
 #include "cluster_fixture.hpp"
 
 using namespace conveyor;
@@ -59,16 +64,58 @@ TEST_CASE("frame guard: BASP headers are checked before anything is read") {
     h[7] = static_cast<unsigned char>(len);
   };
   set(1, 100);
-  CHECK(check_basp_header(h, false, limits).ok());
+  CHECK(check_basp_header(h, false, false, limits).ok());
   set(1, 0xFFFFFFFFu); // the packet
-  CHECK(check_basp_header(h, false, limits).code() == ErrorCode::resource_exhausted);
+  CHECK(check_basp_header(h, false, false, limits).code() == ErrorCode::resource_exhausted);
   set(2, 10); // a message before the handshake
-  CHECK(!check_basp_header(h, false, limits).ok());
-  CHECK(check_basp_header(h, true, limits).ok());
+  CHECK(!check_basp_header(h, false, false, limits).ok());
+  CHECK(check_basp_header(h, true, false, limits).ok());
   set(9, 0); // no such operation
-  CHECK(!check_basp_header(h, true, limits).ok());
+  CHECK(!check_basp_header(h, true, true, limits).ok());
   set(2, limits.max_frame_bytes + 1);
-  CHECK(check_basp_header(h, true, limits).code() == ErrorCode::resource_exhausted);
+  CHECK(check_basp_header(h, true, true, limits).code() == ErrorCode::resource_exhausted);
+  // No token required: every peer is admitted once its handshake was seen.
+  set(2, 64u << 20);
+  CHECK(check_basp_header(h, true, false, limits).ok());
+}
+
+TEST_CASE("frame guard: with a token, a peer not yet admitted gets only the pre-auth cap") {
+  GuardLimits limits;
+  limits.require_admission = true;
+  unsigned char h[32] = {};
+  h[0] = 2; // direct message
+  auto set_len = [&](uint32_t len) {
+    h[4] = static_cast<unsigned char>(len >> 24);
+    h[5] = static_cast<unsigned char>(len >> 16);
+    h[6] = static_cast<unsigned char>(len >> 8);
+    h[7] = static_cast<unsigned char>(len);
+  };
+  set_len(limits.preauth_max_bytes);
+  CHECK(check_basp_header(h, true, false, limits).ok());
+  set_len(limits.preauth_max_bytes + 1);
+  auto refused = check_basp_header(h, true, false, limits);
+  CHECK(refused.code() == ErrorCode::resource_exhausted);
+  CHECK(refused.message().find("before the peer presents the admission token") != std::string::npos);
+  set_len(64u << 20); // the announced frame: only for an admitted node
+  CHECK(check_basp_header(h, true, false, limits).code() == ErrorCode::resource_exhausted);
+  CHECK(check_basp_header(h, true, true, limits).ok());
+}
+
+TEST_CASE("admitted peers: a node's key is its client handshake payload, admitted until forgotten") {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  const auto key = node_key(sys.node());
+  CHECK(!key.empty());
+  CHECK(key.size() <= admitted_peers::kMaxKeyBytes);
+  CHECK(!admitted_peers::admitted(key));
+  admitted_peers::admit(key);
+  CHECK(admitted_peers::admitted(key));
+  const auto generation = admitted_peers::generation();
+  admitted_peers::forget(key);
+  CHECK(!admitted_peers::admitted(key));
+  CHECK(admitted_peers::generation() != generation);
+  admitted_peers::admit(""); // an empty key (a handshake without payload) is never admitted
+  CHECK(!admitted_peers::admitted(""));
 }
 
 TEST_CASE("admission: a token-protected dispatcher refuses a client without it") {
