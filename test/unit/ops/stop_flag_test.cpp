@@ -10,19 +10,29 @@
 #include <future>
 #include <thread>
 
+#include <pthread.h>
+#include <time.h>
+
 #include "ops_test_util.hpp"
 #include "pipeline/graph/text_form.hpp"
 #include "pipeline/runtime/memory_budget.hpp"
 
 using namespace conveyor;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
 struct Stopped {
   Status status;
-  Clock::duration after_stop{}; // from setting the flag to get_next returning
+  // The pipeline thread's CPU time from setting the flag to get_next returning (CPU, not wall
+  // time: a loaded machine may leave the thread unscheduled for longer than the bound).
+  std::chrono::nanoseconds after_stop{};
 };
+
+std::chrono::nanoseconds cpu_time(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+}
 
 // Starts `text`'s first get_next on a thread, sets the stop flag after 30 ms of it, and waits for
 // it to return (at most 10 s: past that the pipeline ignores the flag, and the binary exits).
@@ -38,18 +48,23 @@ Stopped stop_first_get_next(const std::string& text, MemoryBudget* budget = null
   REQUIRE_MESSAGE(it.ok(), it.status().to_string());
   std::promise<Stopped> done;
   auto result = done.get_future();
-  std::atomic<Clock::rep> stopped_at{0}; // set before the flag
+  std::promise<clockid_t> clock_of_thread;
+  std::atomic<int64_t> cpu_at_stop{0}; // ns, set before the flag
   std::thread runner([&] {
+    clockid_t clock{};
+    pthread_getcpuclockid(pthread_self(), &clock);
+    clock_of_thread.set_value(clock);
     Element e;
     bool end = false;
     Status st = (*it)->get_next(e, end);
     Stopped s;
     s.status = st;
-    s.after_stop = Clock::now() - Clock::time_point(Clock::duration(stopped_at.load()));
+    s.after_stop = cpu_time(CLOCK_THREAD_CPUTIME_ID) - std::chrono::nanoseconds(cpu_at_stop.load());
     done.set_value(s);
   });
+  const clockid_t clock = clock_of_thread.get_future().get();
   std::this_thread::sleep_for(std::chrono::milliseconds(30)); // let it get deep into its loop
-  stopped_at.store(Clock::now().time_since_epoch().count());
+  cpu_at_stop.store(cpu_time(clock).count());
   stop.store(true);
   if (result.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
     std::fprintf(stderr, "FAILED: `%s` ignored its stop flag for 10 s\n", text.c_str());
@@ -74,13 +89,15 @@ constexpr const char* kEndless = "range(9223372036854775807)";
 
 } // namespace
 
-TEST_CASE("stop flag: a stopped batch, padded_batch, shuffle, filter or skip returns cancelled within 100 ms") {
+TEST_CASE("stop flag: a stopped batch, padded_batch, shuffle, filter, skip or shard returns cancelled within 100 ms of CPU") {
   const std::string src = kEndless;
   check_stops(src + ".batch(9223372036854775807)", "`batch`");
   check_stops(src + ".padded_batch(9223372036854775807)", "`padded_batch`");
   check_stops(src + ".shuffle(9223372036854775807)", "`shuffle`");
   check_stops(src + ".filter(mod_eq(m=2, r=5))", "`filter`"); // keeps nothing
   check_stops(src + ".skip(9223372036854775806)", "`skip`");
+  check_stops(src + ".shard(9223372036854775807, 9223372036854775806)", "`shard`");
+
   // Below a map (a user function between elements) and a parallel map.
   check_stops(src + ".map(add(k=1)).batch(9223372036854775807)", "stopped");
   check_stops(src + ".map(add(k=1), num_parallel_calls=4).batch(9223372036854775807)", "stopped");
@@ -116,4 +133,14 @@ TEST_CASE("stop flag: a source returns cancelled once stopped, and an unstopped 
   Status st = (*range)->get_next(e, end);
   CHECK(st.code() == ErrorCode::cancelled);
   CHECK(st.message().find("`range`") != std::string::npos);
+
+  // ignore_errors passes the cancellation on at once: it is no failed element to drop (dropping
+  // it, it asked again a million times and then gave up).
+  auto tolerant = parse_dataset("range(10).ignore_errors()");
+  REQUIRE(tolerant.ok());
+  auto it2 = tolerant->make_iterator(ctx);
+  REQUIRE(it2.ok());
+  st = (*it2)->get_next(e, end);
+  CHECK(st.code() == ErrorCode::cancelled);
+  CHECK(st.message().find("giving up") == std::string::npos);
 }
