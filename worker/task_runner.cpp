@@ -45,7 +45,11 @@ TaskRunner::~TaskRunner() {
   buffer_.clear();
   pending_.clear();
   cache_.reset();
-  trim_heap_after(budget_.get());
+  // A failed pipeline trimmed when it failed; one that ended trims when its job had a budget and
+  // used much of it (without a budget nothing says how much it held: the many small jobs of a
+  // busy worker should not each walk the heap).
+  if (!failed() && budget_ && budget_->peak() >= (16 << 20))
+    trim_heap_after(budget_.get());
 }
 
 Status TaskRunner::start(const Dataset& input, const FunctionRegistry* functions,

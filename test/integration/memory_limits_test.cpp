@@ -24,15 +24,17 @@ bool contains(const std::string& text, const std::string& needle) {
   return text.find(needle) != std::string::npos;
 }
 
-// The process's peak resident set (VmHWM), in bytes; -1 if it cannot be read.
-int64_t peak_rss(pid_t pid) {
+// A /proc/PID/status size field ("VmHWM:   123456 kB"), in bytes; -1 if it cannot be read.
+int64_t status_bytes(pid_t pid, const std::string& field) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
   std::string line;
   while (std::getline(status, line))
-    if (line.rfind("VmHWM:", 0) == 0)
-      return std::stoll(line.substr(6)) * 1024; // "VmHWM:   123456 kB"
+    if (line.rfind(field + ":", 0) == 0)
+      return std::stoll(line.substr(field.size() + 1)) * 1024;
   return -1;
 }
+// The process's peak resident set.
+int64_t peak_rss(pid_t pid) { return status_bytes(pid, "VmHWM"); }
 
 // CPU time (user + system) the process used so far; -1 if it cannot be read.
 std::chrono::milliseconds cpu_time(pid_t pid) {
@@ -78,6 +80,10 @@ TEST_CASE("memory limits: with --job-memory-limit 200000000, shuffle, batch, cac
     CHECK(peak > 0);
     CHECK(peak < 400 * kMiB);
   }
+  // The failed jobs' memory went back to the OS (malloc_trim), not only to malloc's free lists.
+  const int64_t now = status_bytes(worker.pid(), "VmRSS");
+  CAPTURE(now / kMiB);
+  CHECK(now < 100 * kMiB);
   auto ok = cluster.read("range(10)"); // the worker still serves
   CAPTURE(ok.describe);
   CHECK(ok.exit_code == 0);
