@@ -109,7 +109,7 @@ TEST_CASE("cancellation: the released endless batch stops within 1 s of the work
   // range(2**63-1).batch(2**63-1) never returns an element: the reader times out, the job is
   // released and the worker stops its task. The task's thread is deep in the batch's loop; only
   // the stop flag reaches it. (--job-memory-limit keeps a worker without the flag from filling
-  // the machine: it would fail the job with resource_exhausted after ~2 GB, many seconds later.)
+  // the machine: it would fail the job with resource_exhausted once it holds ~2 GB.)
   Cluster cluster(0, {"--client-timeout", "2000"}); // a reader gone without a word, dropped soon
   auto& worker = cluster.add_worker({"--job-memory-limit", "2000000000"});
   auto r = cluster.read("range(9223372036854775807).batch(9223372036854775807)", {"--timeout-ms", "1000"});
@@ -127,6 +127,7 @@ TEST_CASE("cancellation: the released endless batch stops within 1 s of the work
     before = now;
   }
   CAPTURE((before - at_stop).count());
+  CAPTURE(peak_rss(worker.pid()) / kMiB);
   CHECK(settled);
   CHECK(before - at_stop < std::chrono::milliseconds(1000));
   CHECK_FALSE(contains(worker.stderr_text() + worker.stdout_text(), "resource_exhausted"));
