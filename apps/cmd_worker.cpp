@@ -24,6 +24,7 @@ int run_worker(const std::vector<std::string>& args) {
   int64_t buffer_bytes = 0;
   int64_t connect_timeout_ms = 0;
   int64_t job_memory_limit = 0;
+  int64_t memory_limit = 0;
   int64_t dispatcher_timeout_ms = 0;
   int64_t cache_bytes = 0;
   WorkerConfig defaults;
@@ -60,6 +61,10 @@ int run_worker(const std::vector<std::string>& args) {
        "memory budget of each job's pipeline on this worker (task buffer, shuffle buffers, "
        "batches, memory caches); a job passing it fails with resource_exhausted at its consumers "
        "(0 = none)")
+      ("memory-limit", po::value(&memory_limit)->default_value(0)->value_name("BYTES"),
+       "memory budget of all jobs' pipelines on this worker together, counted like "
+       "--job-memory-limit: a backstop for many jobs at once; the job whose charge passes it fails "
+       "with resource_exhausted (0 = none)")
       ("connect-timeout", po::value(&connect_timeout_ms)->default_value(defaults.connect_timeout.count())->value_name("MS"),
        "limit of one attempt to connect to the dispatcher (retried with backoff within it)")
       ("worker-tags", po::value<std::vector<std::string>>()->composing()->value_name("TAG,..."),
@@ -147,6 +152,9 @@ int run_worker(const std::vector<std::string>& args) {
   if (auto st = check_at_least("--job-memory-limit", job_memory_limit, 0); !st.ok())
     return report_status(kInfo.name, st);
   config.job_memory_limit = job_memory_limit;
+  if (auto st = check_at_least("--memory-limit", memory_limit, 0); !st.ok())
+    return report_status(kInfo.name, st);
+  config.memory_limit = memory_limit;
   if (auto st = check_at_least("--cross-trainer-cache-size-bytes", cache_bytes, 1); !st.ok())
     return report_status(kInfo.name, st);
   config.cross_trainer_cache_size_bytes = cache_bytes;

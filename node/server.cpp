@@ -382,6 +382,9 @@ Status WorkerServer::start() {
   if (config_.job_memory_limit < 0)
     return invalid_argument("`job_memory_limit` must be at least 0 (0 = none), got " +
                             std::to_string(config_.job_memory_limit));
+  if (config_.memory_limit < 0)
+    return invalid_argument("`memory_limit` must be at least 0 (0 = none), got " +
+                            std::to_string(config_.memory_limit));
   CONVEYOR_RETURN_IF_ERROR(positive(config_.heartbeat_interval, "heartbeat_interval"));
   CONVEYOR_RETURN_IF_ERROR(positive(config_.connect_timeout, "connect_timeout"));
   CONVEYOR_RETURN_IF_ERROR(positive(config_.dispatcher_timeout, "dispatcher_timeout"));
@@ -415,6 +418,9 @@ Status WorkerServer::start() {
   start.task_limits.buffer_bytes = config_.task_buffer_bytes;
   start.task_limits.paths = paths;
   start.task_limits.memory_limit = config_.job_memory_limit;
+  if (config_.memory_limit > 0) // one budget for the worker, the parent of every job's
+    start.task_limits.process_memory = std::make_shared<MemoryBudget>(
+      config_.memory_limit, nullptr, "--memory-limit", "the worker's (all jobs together)");
   start.task_limits.cross_trainer_cache_bytes = config_.cross_trainer_cache_size_bytes;
   start.auth_token = config_.network.auth_token;
   start.task_executor = ctx->task_actors;

@@ -7,17 +7,50 @@
 #include <utility>
 #include <vector>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include "dispatcher/job_core.hpp"
 #include "net/bulk_frame.hpp"
 #include "pipeline/functions/functions.hpp"
+#include "pipeline/runtime/stop_flag.hpp"
 
 namespace conveyor::actors {
+
+namespace {
+
+// Returns the heap's free memory to the OS after a pipeline that held much was freed (a failed
+// job's shuffle buffer stayed in the worker's RSS for minutes). Below this peak a trim is not
+// worth walking the heap for; without a budget the peak is unknown, and it trims.
+void trim_heap_after(const MemoryBudget* budget) {
+  constexpr int64_t kTrimAfterBytes = 16 << 20;
+  if (budget != nullptr && budget->peak() < kTrimAfterBytes)
+    return;
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
+} // namespace
 
 TaskRunner::TaskRunner(ShardingPolicy policy, Compression compression, TaskLimits limits,
                        uint64_t first_batch_seq)
   : policy_(policy), compression_(compression), limits_(limits),
     buffer_charge_(std::make_unique<MemoryCharge>(nullptr, "task buffer")),
     next_batch_seq_(first_batch_seq) {}
+
+TaskRunner::~TaskRunner() {
+  iterator_.reset();
+  buffer_.clear();
+  pending_.clear();
+  cache_.reset();
+  // A failed pipeline trimmed when it failed; one that ended trims when its job had a budget and
+  // used much of it (without a budget nothing says how much it held: the many small jobs of a
+  // busy worker should not each walk the heap).
+  if (!failed() && budget_ && budget_->peak() >= (16 << 20))
+    trim_heap_after(budget_.get());
+}
 
 Status TaskRunner::start(const Dataset& input, const FunctionRegistry* functions,
                          const WorkerShard& shard) {
@@ -37,8 +70,9 @@ Status TaskRunner::start(const Dataset& input, const FunctionRegistry* functions
   ctx_.functions = functions ? functions : &FunctionRegistry::global();
   ctx_.paths = limits_.paths.get();
   ctx_.executor_group = limits_.executor_group;
-  if (limits_.memory_limit > 0) {
-    budget_ = std::make_unique<MemoryBudget>(limits_.memory_limit);
+  ctx_.stop = limits_.stop.get();
+  if (limits_.memory_limit > 0 || limits_.process_memory) {
+    budget_ = std::make_unique<MemoryBudget>(limits_.memory_limit, limits_.process_memory.get());
     ctx_.memory = budget_.get();
   }
   buffer_charge_ = std::make_unique<MemoryCharge>(budget_.get(), "task buffer");
@@ -57,7 +91,7 @@ Status TaskRunner::start(const Dataset& input, const FunctionRegistry* functions
 
 void TaskRunner::retire() {
   retired_ = true;
-  buffer_charge_->remove(buffer_bytes_);
+  buffer_charge_->reset();
   buffer_.clear();
   buffer_bytes_ = 0;
   frame_bytes_ = 0;
@@ -72,6 +106,8 @@ bool TaskRunner::buffer_full() const {
   int64_t bound = limits_.buffer_bytes;
   if (limits_.memory_limit > 0)
     bound = std::min(bound, limits_.memory_limit / 2);
+  if (limits_.process_memory && limits_.process_memory->limit() > 0)
+    bound = std::min(bound, limits_.process_memory->limit() / 2);
   return static_cast<int64_t>(buffer_.size()) >= limits_.buffer_elements || buffer_bytes_ >= bound;
 }
 
@@ -87,6 +123,11 @@ TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
   while (elements < limits_.step_elements && bytes < limits_.step_bytes) {
     if (buffer_full())
       return Step::buffer_full;
+    if (limits_.stop && limits_.stop->load(std::memory_order_relaxed)) {
+      error_ = StopCheck::stopped_status("task");
+      iterator_.reset();
+      return Step::failed;
+    }
     Element e;
     bool end = false;
     Status st;
@@ -104,6 +145,7 @@ TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
     if (!st.ok()) {
       error_ = st;
       iterator_.reset();
+      trim_heap_after(budget_.get()); // the job fails: what its pipeline held goes back now
       return Step::failed;
     }
     if (end) {
@@ -144,9 +186,13 @@ TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
       item.element = std::move(e);
     }
     const auto size = static_cast<int64_t>(item.bytes);
-    if (Status room = buffer_charge_->add(size); !room.ok()) {
+    // The budget counts what the item really holds (its slot, the element's objects and heap),
+    // not only the payload that bounds the buffer.
+    item.charged = static_cast<int64_t>(sizeof(Item)) + std::max(size, element_heap_bytes(item.element));
+    if (Status room = buffer_charge_->add(item.charged); !room.ok()) {
       error_ = room;
       iterator_.reset(); // returns what the pipeline held
+      trim_heap_after(budget_.get());
       return Step::failed;
     }
     buffer_bytes_ += size;
@@ -272,7 +318,7 @@ std::optional<msg::element_batch> TaskRunner::take_frames(msg::consumer_id_t con
     --frame_count_;
     bytes += item.frame.size();
     buffer_bytes_ -= static_cast<int64_t>(item.bytes);
-    buffer_charge_->remove(static_cast<int64_t>(item.bytes));
+    buffer_charge_->remove(item.charged);
     add_origin(origins, item.origin);
     frames.push_back(std::move(item.frame));
     buffer_.pop_front();
@@ -341,7 +387,7 @@ std::optional<msg::element_batch> TaskRunner::take_cached(msg::consumer_id_t con
       auto item = std::move(buffer_.front());
       buffer_.pop_front();
       buffer_bytes_ -= static_cast<int64_t>(item.bytes);
-      buffer_charge_->remove(static_cast<int64_t>(item.bytes));
+      buffer_charge_->remove(item.charged);
       if (Status s = cache_->add(std::move(item.element), item.origin); !s.ok()) {
         error_ = s;
         break;
@@ -396,9 +442,11 @@ std::vector<Element> TaskRunner::take_elements(std::size_t n, std::vector<std::s
     sizes->reserve(sizes->size() + n);
   // The buffer's byte count and the memory budget are charged down once, for all n.
   int64_t taken_bytes = 0;
+  int64_t taken_charge = 0;
   for (std::size_t i = 0; i < n; ++i) {
     auto& item = buffer_.front();
     taken_bytes += static_cast<int64_t>(item.bytes);
+    taken_charge += item.charged;
     if (sizes)
       sizes->push_back(item.bytes);
     if (!item.frame.empty()) {
@@ -409,7 +457,7 @@ std::vector<Element> TaskRunner::take_elements(std::size_t n, std::vector<std::s
     buffer_.pop_front();
   }
   buffer_bytes_ -= taken_bytes;
-  buffer_charge_->remove(taken_bytes);
+  buffer_charge_->remove(taken_charge);
   return out;
 }
 
@@ -446,7 +494,7 @@ std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
     auto item = std::move(buffer_.front());
     buffer_.pop_front();
     buffer_bytes_ -= static_cast<int64_t>(item.bytes);
-    buffer_charge_->remove(static_cast<int64_t>(item.bytes));
+    buffer_charge_->remove(item.charged);
     if (!item.frame.empty()) {
       frame_bytes_ -= item.frame.size();
       --frame_count_;
@@ -470,12 +518,14 @@ std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
   sizes.reserve(most);
   uint64_t bytes = encoded_batch_header_size();
   int64_t taken_bytes = 0;
+  int64_t taken_charge = 0;
   for (auto it = buffer_.begin(); it != buffer_.end() && !it->bulk && batch.size() < most; ++it) {
     const std::size_t entry = encoded_batch_entry_size(it->element_size);
     if (!batch.empty() && bytes + entry > limit)
       break;
     bytes += entry;
     taken_bytes += static_cast<int64_t>(it->bytes);
+    taken_charge += it->charged;
     add_origin(origins, it->origin);
     batch.push_back(&it->element);
     sizes.push_back(it->element_size);
@@ -484,7 +534,7 @@ std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
   std::string payload = encode_batch(batch, sizes, compression_);
   buffer_.erase(buffer_.begin(), buffer_.begin() + n);
   buffer_bytes_ -= taken_bytes;
-  buffer_charge_->remove(taken_bytes);
+  buffer_charge_->remove(taken_charge);
   return start_batch(consumer, std::move(payload), n, std::move(origins));
 }
 

@@ -23,6 +23,7 @@
 //   lost what it was sent and did not acknowledge: those splits are handed back (take_lost()).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -76,6 +77,13 @@ struct TaskLimits {
   // The job's share of the process's Executor that the pipeline's parallel maps and prefetches
   // queue in (the task actor's own resumes too: worker/executor_scheduled.hpp); null = none.
   std::shared_ptr<ExecutorGroup> executor_group;
+  // The task's stop flag (IteratorContext::stop): the worker sets it when it stops the task, from
+  // its own thread, while this task's thread may be deep in a pipeline that returns no element
+  // (range(2**63-1).batch(2**63-1)); the pipeline then returns `cancelled`. Null: never set.
+  std::shared_ptr<std::atomic<bool>> stop;
+  // The worker's budget for all its jobs together (`conveyor worker --memory-limit`), the parent
+  // of each job's budget; null = none.
+  std::shared_ptr<MemoryBudget> process_memory;
 };
 
 // Static sharding: which shard of how many this task's worker reads (num_workers = 0: none).
@@ -89,6 +97,12 @@ public:
   // Batches are numbered from `first_batch_seq` (TaskStart::first_batch_seq says why).
   TaskRunner(ShardingPolicy policy, Compression compression, TaskLimits limits = {},
              uint64_t first_batch_seq = 1);
+  // Frees the pipeline and the buffer, then returns freed memory to the OS (malloc_trim) when
+  // the job held much: a failed or released job's memory would otherwise stay in the worker's
+  // RSS.
+  ~TaskRunner();
+  TaskRunner(const TaskRunner&) = delete;
+  TaskRunner& operator=(const TaskRunner&) = delete;
 
   // Builds the iterator (DYNAMIC: over a SplitFeed; FILE/DATA/FILE_OR_DATA/HINT: over the
   // dataset rewritten for `shard`). invalid_argument / not_found when the dataset does not
@@ -232,6 +246,7 @@ private:
     std::size_t element_size = 0; // its encoding (encoded_element_size); with its length
                                   // prefix it adds encoded_batch_entry_size() to a batch buffer
     std::size_t bytes = 0;    // what it counts in the buffer's byte bound
+    int64_t charged = 0;      // what it holds against the memory budget (its footprint)
     Origin origin;            // per-split pipelines: the split and sequence it came from
     // Per-split: counted in its split's state (SplitState::produced). Not when that state was
     // dropped (its split handed back while still in the buffer or in production): the split may

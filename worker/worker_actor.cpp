@@ -39,6 +39,9 @@ struct worker_state {
   bool warned_heartbeat = false;
   std::map<msg::task_id_t, msg::task_actor> tasks;
   std::map<caf::actor_addr, msg::task_id_t> task_by_addr;
+  // Each task's stop flag (TaskLimits::stop): set with its stop_task, because a task busy in a
+  // pipeline that returns no element handles no message until the pipeline sees the flag.
+  std::map<msg::task_id_t, std::shared_ptr<std::atomic<bool>>> stop_flags;
   uint64_t tasks_spawned = 0; // numbers their batches apart (TaskStart::first_batch_seq)
   bool draining = false;
   std::vector<caf::typed_response_promise<bool>> drain_promises;
@@ -53,6 +56,13 @@ struct worker_state {
   // Admission: assign_task and stop_task must carry the worker's token (its tasks check
   // get_elements with a copy of the same gate).
   AdmissionGate gate;
+
+  // The worker ends (its tasks with it): their pipelines stop now, so that its exit does not
+  // wait for a pipeline that never returns.
+  ~worker_state() {
+    for (auto& entry : stop_flags)
+      entry.second->store(true, std::memory_order_relaxed);
+  }
 };
 
 using self_ptr = worker_full_actor::stateful_pointer<worker_state>;
@@ -80,8 +90,12 @@ Status from_own_process(self_ptr self, const char* what) {
 // Asks a task to end. Not with send_exit: CAF removes the link of an actor that receives an
 // exit_msg, so the task's own exit_msg would never come back and the worker would keep the
 // ended task's handle, and with it the actor and its thread (one per job ever served).
-void stop(msg::task_id_t id, const msg::task_actor& task, const std::string& token) {
-  caf::anon_send(caf::actor_cast<caf::actor>(task), msg::stop_task{id, token});
+// The stop flag first: the task may be deep in its pipeline and read its mailbox only after.
+void stop(self_ptr self, msg::task_id_t id, const msg::task_actor& task) {
+  auto& st = self->state;
+  if (auto flag = st.stop_flags.find(id); flag != st.stop_flags.end())
+    flag->second->store(true, std::memory_order_relaxed);
+  caf::anon_send(caf::actor_cast<caf::actor>(task), msg::stop_task{id, st.start.auth_token});
 }
 
 void report_first(self_ptr self, const Status& status) {
@@ -146,7 +160,7 @@ void send_registration(self_ptr self) {
                                std::to_string(old_id) + "): stopping its " +
                                std::to_string(st.tasks.size()) + " old task(s)");
           for (const auto& [id, task] : st.tasks)
-            stop(id, task, st.start.auth_token);
+            stop(self, id, task);
         } else if (st.ever_registered && !st.tasks.empty()) {
           // A restarted dispatcher claims the tasks it journaled by assigning them again (a
           // claim may arrive before this reply: `claimed` was cleared when the dispatcher was
@@ -204,6 +218,7 @@ bool forget_task(self_ptr self, const caf::actor_addr& addr) {
   if (st.start.local_registry)
     LocalWorkers::remove_task(st.address, t->second);
   st.tasks.erase(t->second);
+  st.stop_flags.erase(t->second);
   st.task_by_addr.erase(t);
   return true;
 }
@@ -219,7 +234,7 @@ void check_claims(self_ptr self) {
       log::warning(kLog, "task " + std::to_string(id) +
                            " was not assigned again by the restarted dispatcher (its job is "
                            "gone); stopping it");
-      stop(id, task, st.start.auth_token);
+      stop(self, id, task);
     }
 }
 
@@ -391,6 +406,8 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
         ts.bulk = st.start.bulk;
         ts.gate = st.gate;
         ts.first_batch_seq = (++st.tasks_spawned << 40) + 1;
+        ts.limits.stop = std::make_shared<std::atomic<bool>>(false);
+        st.stop_flags[id] = ts.limits.stop;
         auto handle = spawn_task(self, std::move(ts), st.start.task_executor);
         st.tasks[id] = handle;
         st.task_by_addr[handle.address()] = id;
@@ -412,7 +429,7 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
           return;
         if (auto t = st.tasks.find(req.task); t != st.tasks.end()) {
           log::info(kLog, "stopping task " + std::to_string(req.task));
-          stop(req.task, t->second, st.start.auth_token);
+          stop(self, req.task, t->second);
         }
       },
     };

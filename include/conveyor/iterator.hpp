@@ -7,6 +7,7 @@
 // calling get_next again later continues exactly where it stopped — no element lost or repeated.
 #pragma once
 
+#include <atomic>
 #include <memory>
 
 #include "conveyor/element.hpp"
@@ -37,6 +38,11 @@ struct IteratorContext {
   // The job's share of the process's executor (pipeline/runtime/executor.hpp) that parallel maps and
   // prefetches queue their work in; null = each such op is a share of its own.
   std::shared_ptr<ExecutorGroup> executor_group;
+  // Set (from any thread) when the pipeline must stop: its task stopped because its job ended or
+  // the worker shuts down. Every kernel that can run long without returning an element checks it
+  // and returns `cancelled` (pipeline/runtime/stop_flag.hpp); nullptr = never stopped. It outlives
+  // the iterators.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 class Iterator {

@@ -131,6 +131,10 @@ struct WorkerConfig {
   // and memory caches count. A job exceeding it fails with resource_exhausted at its consumers.
   // 0 = no budget.
   int64_t job_memory_limit = 0;
+  // The same budget for all jobs of this worker together (a backstop when many jobs run, or when
+  // job_memory_limit is 0): a charge passing it fails that job with resource_exhausted naming
+  // --memory-limit. 0 = none.
+  int64_t memory_limit = 0;
   // Elements a task buffers ahead of its consumers (and a byte bound on the same buffer).
   int64_t task_buffer_elements = 65536;
   int64_t task_buffer_bytes = 32 << 20;

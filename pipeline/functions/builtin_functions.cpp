@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "pipeline/functions/functions.hpp"
+#include "pipeline/runtime/memory_budget.hpp"
 
 namespace conveyor {
 
@@ -273,6 +274,8 @@ FunctionDef bytes_fn() {
     const int64_t size = int_param(p, "size", 1024);
     if (size < 0)
       return invalid_argument("bytes: `size` must be >= 0, got " + std::to_string(size));
+    // Asked before allocating: an element larger than the job's budget fails before it is built.
+    CONVEYOR_RETURN_IF_ERROR(check_allocation(size, "bytes"));
     std::string out(static_cast<std::size_t>(size), '\0');
     uint64_t state = static_cast<uint64_t>(*value);
     for (std::size_t i = 0; i < out.size(); i += 8) {

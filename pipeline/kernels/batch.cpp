@@ -31,6 +31,13 @@ Expected<Element> stack_elements(const std::vector<Element>& elements) {
   std::vector<Tensor> stacked;
   stacked.reserve(first.size());
   for (std::size_t c = 0; c < first.size(); ++c) {
+    // Checked against the budget before it is allocated (the parts are already charged).
+    int64_t bytes = 0;
+    for (const Element& element : elements)
+      bytes += static_cast<int64_t>(element[c].byte_size());
+    if (first[c].dtype() == DType::string)
+      bytes += static_cast<int64_t>(elements.size() * first[c].num_elements() * sizeof(std::string));
+    CONVEYOR_RETURN_IF_ERROR(check_allocation(bytes, "batch"));
     std::vector<Tensor> parts;
     parts.reserve(elements.size());
     for (const Element& element : elements)
@@ -103,7 +110,7 @@ MakeResult make_batch(const NodePtr& node, const KernelContext& kctx) {
     return input.status();
   return IteratorPtr(std::make_unique<GroupingIterator>(std::move(*input), batch_size,
                                                         node->bool_attr("drop_remainder"), kctx.memory(),
-                                                        "batch", stack_elements));
+                                                        "batch", stack_elements, kctx.stop()));
 }
 
 MakeResult make_unbatch(const NodePtr& node, const KernelContext& kctx) {

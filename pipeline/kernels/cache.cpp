@@ -45,7 +45,8 @@ public:
       return status;
     }
     if (!end_of_sequence) {
-      CONVEYOR_RETURN_IF_ERROR(charge_.add(static_cast<int64_t>(out.byte_size())));
+      CONVEYOR_RETURN_IF_ERROR(reserve_one_more(recorded_, charge_));
+      CONVEYOR_RETURN_IF_ERROR(charge_.add(element_heap_bytes(out)));
       recorded_.push_back(out);
       return Status::OK();
     }

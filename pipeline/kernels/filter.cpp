@@ -7,12 +7,13 @@ namespace {
 
 class FilterIterator : public Iterator {
 public:
-  FilterIterator(IteratorPtr input, PredicateFn predicate, Params params, std::string name)
+  FilterIterator(IteratorPtr input, PredicateFn predicate, Params params, std::string name, StopCheck stop)
       : input_(std::move(input)), predicate_(std::move(predicate)), params_(std::move(params)),
-        name_(std::move(name)) {}
+        name_(std::move(name)), stop_(stop) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
-    for (;;) { // ends with the input
+    for (;;) { // ends with the input, or when stopped (a predicate that drops everything)
+      CONVEYOR_RETURN_IF_ERROR(stop_.check("filter"));
       CONVEYOR_RETURN_IF_ERROR(input_->get_next(out, end_of_sequence));
       if (end_of_sequence)
         return Status::OK();
@@ -29,6 +30,7 @@ private:
   PredicateFn predicate_;
   Params params_;
   std::string name_;
+  StopCheck stop_;
 };
 
 } // namespace
@@ -44,7 +46,8 @@ MakeResult make_filter(const NodePtr& node, const KernelContext& kctx) {
   if (!input.ok())
     return input.status();
   return IteratorPtr(std::make_unique<FilterIterator>(std::move(*input), (*def)->predicate,
-                                                      kctx.functions().resolve_params(ref), ref.name));
+                                                      kctx.functions().resolve_params(ref), ref.name,
+                                                      kctx.stop()));
 }
 
 } // namespace conveyor::kernels

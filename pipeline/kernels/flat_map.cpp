@@ -7,10 +7,12 @@ namespace {
 
 class FlatMapIterator : public Iterator {
 public:
-  FlatMapIterator(IteratorPtr input, DatasetFunction fn) : input_(std::move(input)), fn_(std::move(fn)) {}
+  FlatMapIterator(IteratorPtr input, DatasetFunction fn, StopCheck stop)
+      : input_(std::move(input)), fn_(std::move(fn)), stop_(stop) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
-    for (;;) { // ends with the input
+    for (;;) { // ends with the input, or when stopped (many empty inner datasets)
+      CONVEYOR_RETURN_IF_ERROR(stop_.check("flat_map"));
       if (current_) {
         CONVEYOR_RETURN_IF_ERROR(current_->get_next(out, end_of_sequence));
         if (!end_of_sequence)
@@ -32,6 +34,7 @@ private:
   IteratorPtr input_;
   DatasetFunction fn_;
   IteratorPtr current_;
+  StopCheck stop_;
 };
 
 } // namespace
@@ -43,7 +46,7 @@ MakeResult make_flat_map(const NodePtr& node, const KernelContext& kctx) {
   auto input = make_input(node, kctx);
   if (!input.ok())
     return input.status();
-  return IteratorPtr(std::make_unique<FlatMapIterator>(std::move(*input), std::move(*fn)));
+  return IteratorPtr(std::make_unique<FlatMapIterator>(std::move(*input), std::move(*fn), kctx.stop()));
 }
 
 } // namespace conveyor::kernels

@@ -27,8 +27,8 @@ private:
 
 class FromTensorSlicesIterator : public Iterator {
 public:
-  FromTensorSlicesIterator(Element element, int64_t num_slices, SplitProvider* provider)
-      : element_(std::move(element)), indices_("from_tensor_slices", num_slices, provider) {}
+  FromTensorSlicesIterator(Element element, int64_t num_slices, SplitProvider* provider, StopCheck stop)
+      : element_(std::move(element)), indices_("from_tensor_slices", num_slices, provider, stop) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     int64_t index = 0;
@@ -71,7 +71,7 @@ MakeResult make_from_tensor_slices(const NodePtr& node, const KernelContext& kct
     num_slices = shape[0];
   }
   return IteratorPtr(
-      std::make_unique<FromTensorSlicesIterator>(element, num_slices, kctx.split_provider()));
+      std::make_unique<FromTensorSlicesIterator>(element, num_slices, kctx.split_provider(), kctx.stop()));
 }
 
 } // namespace conveyor::kernels

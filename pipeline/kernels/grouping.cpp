@@ -5,31 +5,33 @@ namespace conveyor::kernels {
 Status GroupingIterator::get_next(Element& out, bool& end_of_sequence) {
   end_of_sequence = false;
   while (!input_done_ && static_cast<int64_t>(pending_.size()) < batch_size_) {
+    CONVEYOR_RETURN_IF_ERROR(stop_.check(charge_.op().c_str()));
     Element element;
     bool end = false;
     CONVEYOR_RETURN_IF_ERROR(input_->get_next(element, end)); // pending_ waits for the retry
     if (end) {
       input_done_ = true;
     } else {
-      CONVEYOR_RETURN_IF_ERROR(charge_.add(static_cast<int64_t>(element.byte_size())));
+      CONVEYOR_RETURN_IF_ERROR(reserve_one_more(pending_, charge_));
+      CONVEYOR_RETURN_IF_ERROR(charge_.add(element_heap_bytes(element)));
       pending_.push_back(std::move(element));
     }
   }
   if (pending_.empty() || (drop_remainder_ && static_cast<int64_t>(pending_.size()) < batch_size_)) {
-    pending_.clear();
+    pending_ = {};
     charge_.reset();
     end_of_sequence = true;
     return Status::OK();
   }
   std::vector<Element> elements;
   elements.swap(pending_);
-  // Combining holds the parts and the batch at once: the batch counts too while it is built.
-  Status room = charge_.add(charge_.held());
-  if (!room.ok()) {
-    pending_.swap(elements); // kept: the error is final for the job anyway
-    return room;
+  Expected<Element> batch = internal_error("not combined");
+  {
+    // The parts stay charged while the batch is built; combine checks the batch's size first.
+    FunctionMemoryScope scope(charge_.budget());
+    batch = combine_(elements);
   }
-  auto batch = combine_(elements);
+  elements = {};
   charge_.reset();
   if (!batch.ok())
     return batch.status();

@@ -1,6 +1,7 @@
 // ignore_errors(log_warning): tf.data's ignore_errors — an element whose production failed is
 // dropped and the next one is asked for. `unavailable` (the resumability signal, iterator.hpp) is
-// not an error of an element and passes through unchanged. Nothing is dropped quietly: the count
+// not an error of an element and passes through unchanged, nor does `cancelled` (the pipeline was
+// stopped, stop_flag.hpp: no element failed, and asking again would only fail again). Nothing is dropped quietly: the count
 // (and the first error) is always reported as a pipeline warning (warnings.hpp) when the
 // sequence ends or the iterator goes away, and with log_warning=true every error is too.
 // An input that fails kMaxConsecutiveErrors times in a row without producing anything is taken
@@ -29,7 +30,7 @@ public:
           report();
         return st;
       }
-      if (st.code() == ErrorCode::unavailable)
+      if (st.code() == ErrorCode::unavailable || st.code() == ErrorCode::cancelled)
         return st;
       ++dropped_;
       if (first_error_.empty())

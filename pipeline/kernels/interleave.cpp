@@ -14,15 +14,17 @@ constexpr int64_t kMaxCycleLength = 1 << 16;
 
 class InterleaveIterator : public Iterator {
 public:
-  InterleaveIterator(IteratorPtr input, DatasetFunction fn, int64_t cycle_length, int64_t block_length)
+  InterleaveIterator(IteratorPtr input, DatasetFunction fn, int64_t cycle_length, int64_t block_length,
+                     StopCheck stop)
       : input_(std::move(input)), fn_(std::move(fn)), cycle_(static_cast<std::size_t>(cycle_length)),
-        block_length_(block_length) {}
+        block_length_(block_length), stop_(stop) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     end_of_sequence = false;
     // Each pass either returns, consumes an input element, closes an inner dataset or moves one
     // slot on, so this ends with the input and the open datasets.
     while (!end_of_input_ || num_open_ > 0) {
+      CONVEYOR_RETURN_IF_ERROR(stop_.check("interleave"));
       IteratorPtr& slot = cycle_[cycle_index_];
       if (slot) {
         bool inner_end = false;
@@ -70,6 +72,7 @@ private:
   int64_t block_index_ = 0;
   int64_t num_open_ = 0;
   bool end_of_input_ = false;
+  StopCheck stop_;
 };
 
 } // namespace
@@ -93,7 +96,7 @@ MakeResult make_interleave(const NodePtr& node, const KernelContext& kctx) {
   if (!input.ok())
     return input.status();
   return IteratorPtr(std::make_unique<InterleaveIterator>(std::move(*input), std::move(*fn),
-                                                          cycle_length, block_length));
+                                                          cycle_length, block_length, kctx.stop()));
 }
 
 } // namespace conveyor::kernels

@@ -14,6 +14,7 @@
 #include "pipeline/graph/graph.hpp"
 #include "pipeline/runtime/iterator.hpp"
 #include "pipeline/runtime/memory_budget.hpp"
+#include "pipeline/runtime/stop_flag.hpp"
 #include "pipeline/io/path_policy.hpp"
 #include "pipeline/sharding/split_provider.hpp"
 
@@ -58,6 +59,7 @@ struct KernelContext {
   SplitProvider* split_provider() const { return ctx.split_provider; }
   const PathPolicy* paths() const { return ctx.paths; }
   MemoryBudget* memory() const { return ctx.memory; }
+  StopCheck stop() const { return StopCheck{ctx.stop}; }
   const std::shared_ptr<ExecutorGroup>& executor_group() const { return ctx.executor_group; }
   // The context for a dataset a function returned (flat_map, interleave): same functions, no split
   // provider, and a fresh tree (each such dataset is new, as in tf.data).

@@ -34,6 +34,7 @@ KernelContext KernelContext::for_inner_dataset() const {
   inner.ctx.paths = ctx.paths; // a function's dataset is confined like its parent
   inner.ctx.memory = ctx.memory; // and counts against the same budget
   inner.ctx.executor_group = ctx.executor_group; // and the same share of the executor
+  inner.ctx.stop = ctx.stop; // and stops with it
   inner.tree = std::make_shared<TreeState>();
   return inner;
 }

@@ -22,14 +22,18 @@ Status function_error(const std::string& name, const Status& status) {
 
 class MapIterator : public Iterator {
 public:
-  MapIterator(IteratorPtr input, MapFn fn, Params params, std::string name)
-      : input_(std::move(input)), fn_(std::move(fn)), params_(std::move(params)), name_(std::move(name)) {}
+  MapIterator(IteratorPtr input, MapFn fn, Params params, std::string name, MemoryBudget* budget,
+              StopCheck stop)
+      : input_(std::move(input)), fn_(std::move(fn)), params_(std::move(params)), name_(std::move(name)),
+        budget_(budget), stop_(stop) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     Element in;
     CONVEYOR_RETURN_IF_ERROR(input_->get_next(in, end_of_sequence));
     if (end_of_sequence)
       return Status::OK();
+    CONVEYOR_RETURN_IF_ERROR(stop_.check("map")); // between user-function calls
+    FunctionMemoryScope scope(budget_); // a large result is checked before it is built
     auto mapped = fn_(in, params_);
     if (!mapped.ok())
       return function_error(name_, mapped.status());
@@ -42,15 +46,18 @@ private:
   MapFn fn_;
   Params params_;
   std::string name_;
+  MemoryBudget* budget_;
+  StopCheck stop_;
 };
 
 class ParallelMapIterator : public Iterator {
 public:
   ParallelMapIterator(IteratorPtr input, MapFn fn, Params params, std::string name,
-                      int64_t parallelism, bool deterministic, std::shared_ptr<ExecutorGroup> group)
+                      int64_t parallelism, bool deterministic, std::shared_ptr<ExecutorGroup> group,
+                      MemoryBudget* budget, StopCheck stop)
       : group_(std::move(group)), input_(std::move(input)), fn_(std::make_shared<MapFn>(std::move(fn))),
         params_(std::make_shared<Params>(std::move(params))), name_(std::move(name)),
-        parallelism_(parallelism), deterministic_(deterministic),
+        parallelism_(parallelism), deterministic_(deterministic), budget_(budget), stop_(stop),
         shared_(std::make_shared<Shared>()) {}
 
   // The queue (declared last) is destroyed first: it drops the calls not started and waits
@@ -62,6 +69,7 @@ public:
     // Keep `parallelism_` calls in flight. An input `unavailable` takes its place in the stream
     // like an error, and the input is not asked again until the caller has received it.
     while (!input_done_ && !waiting_for_retry_ && static_cast<int64_t>(slots_.size()) < parallelism_) {
+      CONVEYOR_RETURN_IF_ERROR(stop_.check("map"));
       Element in;
       bool end = false;
       Status status = input_->get_next(in, end);
@@ -110,9 +118,16 @@ private:
   void submit(const std::shared_ptr<Slot>& slot, Element in) {
     if (!queue_)
       queue_ = Executor::shared().make_queue(group_);
+    // The budget and the stop flag outlive this iterator (IteratorContext), and so its calls:
+    // the queue waits for the running ones when it is destroyed.
     queue_->submit([slot, in = std::move(in), fn = fn_, params = params_, shared = shared_,
-                   name = name_]() {
-      auto mapped = (*fn)(in, *params);
+                   name = name_, budget = budget_, stop = stop_]() {
+      // Queued calls of a stopped pipeline do not run.
+      Expected<Element> mapped = StopCheck::stopped_status("map");
+      if (!stop.stopped()) {
+        FunctionMemoryScope scope(budget);
+        mapped = (*fn)(in, *params);
+      }
       if (!mapped.ok())
         mapped = function_error(name, mapped.status());
       std::lock_guard<std::mutex> lock(shared->mu);
@@ -165,6 +180,8 @@ private:
   std::string name_;
   int64_t parallelism_;
   bool deterministic_;
+  MemoryBudget* budget_;
+  StopCheck stop_;
   std::shared_ptr<Shared> shared_;
   std::deque<std::shared_ptr<Slot>> slots_; // in input order
   bool input_done_ = false;
@@ -192,10 +209,12 @@ MakeResult make_map(const NodePtr& node, const KernelContext& kctx) {
     return input.status();
   Params params = kctx.functions().resolve_params(ref);
   if (parallelism == 1)
-    return IteratorPtr(std::make_unique<MapIterator>(std::move(*input), (*def)->map, std::move(params), ref.name));
+    return IteratorPtr(std::make_unique<MapIterator>(std::move(*input), (*def)->map, std::move(params), ref.name,
+                                                   kctx.memory(), kctx.stop()));
   return IteratorPtr(std::make_unique<ParallelMapIterator>(std::move(*input), (*def)->map, std::move(params),
                                                            ref.name, parallelism, node->bool_attr("deterministic"),
-                                                           kctx.executor_group()));
+                                                           kctx.executor_group(), kctx.memory(),
+                                                           kctx.stop()));
 }
 
 } // namespace conveyor::kernels

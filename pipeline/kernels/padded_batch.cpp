@@ -7,6 +7,7 @@
 //   - padding_values: per component a scalar (numbers convert to the component's dtype; strings
 //     only pad strings). () = 0, false or "".
 // Every element of a batch has the same dtypes and, per component, the same rank.
+#include <cstdint>
 #include <cstring>
 
 #include "pipeline/kernels/grouping.hpp"
@@ -113,6 +114,14 @@ Expected<Element> pad_and_stack(const std::vector<Element>& elements, const Padd
     }
     Shape batch_shape = target;
     batch_shape.insert(batch_shape.begin(), static_cast<int64_t>(elements.size()));
+    // The padded batch can be far larger than its parts (padded_shapes=[50000000]): checked
+    // against the budget before it is allocated. Saturates instead of overflowing.
+    const int64_t width = dtype == DType::string ? static_cast<int64_t>(sizeof(std::string))
+                                                 : static_cast<int64_t>(dtype_size(dtype));
+    int64_t bytes = width;
+    for (int64_t d : batch_shape)
+      bytes = d != 0 && bytes > INT64_MAX / d ? INT64_MAX : bytes * d;
+    CONVEYOR_RETURN_IF_ERROR(check_allocation(bytes, "padded_batch"));
     Tensor batch(dtype, batch_shape);
     int64_t row = 1;
     for (int64_t d : target)
@@ -156,7 +165,7 @@ MakeResult make_padded_batch(const NodePtr& node, const KernelContext& kctx) {
   };
   return IteratorPtr(std::make_unique<GroupingIterator>(std::move(*input), batch_size,
                                                         node->bool_attr("drop_remainder"), kctx.memory(),
-                                                        "padded_batch", std::move(combine)));
+                                                        "padded_batch", std::move(combine), kctx.stop()));
 }
 
 } // namespace conveyor::kernels

@@ -136,7 +136,7 @@ private:
     entry.status = input_->get_next(entry.element, end);
     entry.end = entry.status.ok() && end;
     if (budget_ != nullptr && entry.status.ok() && !end) {
-      const auto bytes = static_cast<int64_t>(entry.element.byte_size());
+      const int64_t bytes = static_cast<int64_t>(sizeof(Entry)) + element_heap_bytes(entry.element); // its footprint
       entry.status = budget_->charge(bytes, "prefetch");
       if (entry.status.ok()) {
         entry.bytes = bytes;

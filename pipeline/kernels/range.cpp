@@ -19,8 +19,8 @@ int64_t range_size(int64_t start, int64_t stop, int64_t step) {
 
 class RangeIterator : public Iterator {
 public:
-  RangeIterator(int64_t start, int64_t stop, int64_t step, SplitProvider* provider)
-      : start_(start), step_(step), indices_("range", range_size(start, stop, step), provider) {}
+  RangeIterator(int64_t start, int64_t stop, int64_t step, SplitProvider* provider, StopCheck stopped)
+      : start_(start), step_(step), indices_("range", range_size(start, stop, step), provider, stopped) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     int64_t index = 0;
@@ -44,7 +44,7 @@ MakeResult make_range(const NodePtr& node, const KernelContext& kctx) {
   if (step == 0)
     return invalid_argument("`range` argument `step` must not be zero");
   return IteratorPtr(std::make_unique<RangeIterator>(node->int_attr("start"), node->int_attr("stop"),
-                                                     step, kctx.split_provider()));
+                                                     step, kctx.split_provider(), kctx.stop()));
 }
 
 } // namespace conveyor::kernels

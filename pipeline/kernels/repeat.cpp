@@ -17,6 +17,7 @@ public:
     end_of_sequence = false;
     // Each pass either returns or finishes one repetition; a repetition without elements ends all.
     while (!finished_) {
+      CONVEYOR_RETURN_IF_ERROR(kctx_.stop().check("repeat")); // many short passes
       if (!input_) {
         auto next = make_kernel(input_node_, kctx_);
         if (!next.ok()) // the next call tries again to start this pass

@@ -7,11 +7,12 @@ namespace {
 
 class ShardIterator : public Iterator {
 public:
-  ShardIterator(IteratorPtr input, int64_t num_shards, int64_t index)
-      : input_(std::move(input)), num_shards_(num_shards), index_(index) {}
+  ShardIterator(IteratorPtr input, int64_t num_shards, int64_t index, StopCheck stop)
+      : input_(std::move(input)), num_shards_(num_shards), index_(index), stop_(stop) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
-    for (;;) { // ends with the input
+    for (;;) { // ends with the input, or when stopped (a shard of many skips many)
+      CONVEYOR_RETURN_IF_ERROR(stop_.check("shard"));
       CONVEYOR_RETURN_IF_ERROR(input_->get_next(out, end_of_sequence));
       if (end_of_sequence)
         return Status::OK();
@@ -27,6 +28,7 @@ private:
   int64_t num_shards_;
   int64_t index_;
   int64_t position_ = 0; // input position modulo num_shards_
+  StopCheck stop_;
 };
 
 } // namespace
@@ -45,7 +47,7 @@ MakeResult make_shard(const NodePtr& node, const KernelContext& kctx) {
   auto input = make_input(node, kctx);
   if (!input.ok())
     return input.status();
-  return IteratorPtr(std::make_unique<ShardIterator>(std::move(*input), num_shards, index));
+  return IteratorPtr(std::make_unique<ShardIterator>(std::move(*input), num_shards, index, kctx.stop()));
 }
 
 } // namespace conveyor::kernels

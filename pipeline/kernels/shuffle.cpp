@@ -11,19 +11,22 @@ namespace {
 
 class ShuffleIterator : public Iterator {
 public:
-  ShuffleIterator(IteratorPtr input, int64_t buffer_size, uint64_t seed, MemoryBudget* budget)
-      : input_(std::move(input)), buffer_size_(buffer_size), rng_(seed), charge_(budget, "shuffle") {}
+  ShuffleIterator(IteratorPtr input, int64_t buffer_size, uint64_t seed, MemoryBudget* budget, StopCheck stop)
+      : input_(std::move(input)), buffer_size_(buffer_size), rng_(seed), charge_(budget, "shuffle"),
+        stop_(stop) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     end_of_sequence = false;
     while (!input_done_ && static_cast<int64_t>(buffer_.size()) < buffer_size_) {
+      CONVEYOR_RETURN_IF_ERROR(stop_.check("shuffle"));
       Element element;
       bool end = false;
       CONVEYOR_RETURN_IF_ERROR(input_->get_next(element, end)); // the buffer waits for the retry
       if (end) {
         input_done_ = true;
       } else {
-        CONVEYOR_RETURN_IF_ERROR(charge_.add(static_cast<int64_t>(element.byte_size())));
+        CONVEYOR_RETURN_IF_ERROR(reserve_one_more(buffer_, charge_));
+        CONVEYOR_RETURN_IF_ERROR(charge_.add(element_heap_bytes(element)));
         buffer_.push_back(std::move(element));
       }
     }
@@ -33,7 +36,7 @@ public:
     }
     const std::size_t pick = uniform_below(rng_, buffer_.size());
     out = std::move(buffer_[pick]);
-    charge_.remove(static_cast<int64_t>(out.byte_size()));
+    charge_.remove(element_heap_bytes(out)); // its slot stays (and stays charged)
     if (pick + 1 != buffer_.size())
       buffer_[pick] = std::move(buffer_.back());
     buffer_.pop_back();
@@ -46,7 +49,8 @@ private:
   std::mt19937_64 rng_; // std::mt19937_64 is specified exactly, so orders match across platforms
   std::vector<Element> buffer_;
   bool input_done_ = false;
-  MemoryCharge charge_; // the buffer, against the job's budget
+  MemoryCharge charge_; // the buffer (elements and slots), against the job's budget
+  StopCheck stop_;
 };
 
 } // namespace
@@ -66,7 +70,7 @@ MakeResult make_shuffle(const NodePtr& node, const KernelContext& kctx) {
   if (!input.ok())
     return input.status();
   return IteratorPtr(std::make_unique<ShuffleIterator>(std::move(*input), buffer_size, iteration_seed_value,
-                                                       kctx.memory()));
+                                                       kctx.memory(), kctx.stop()));
 }
 
 } // namespace conveyor::kernels

@@ -2,10 +2,11 @@
 
 namespace conveyor::kernels {
 
-IndexSequence::IndexSequence(std::string op, int64_t count, SplitProvider* provider)
-    : op_(std::move(op)), count_(count), provider_(provider), end_(provider ? 0 : count) {}
+IndexSequence::IndexSequence(std::string op, int64_t count, SplitProvider* provider, StopCheck stop)
+    : op_(std::move(op)), count_(count), provider_(provider), stop_(stop), end_(provider ? 0 : count) {}
 
 Status IndexSequence::next(int64_t& index, bool& end) {
+  CONVEYOR_RETURN_IF_ERROR(stop_.check(op_.c_str()));
   while (!done_) {
     if (next_ < end_) {
       index = next_++;

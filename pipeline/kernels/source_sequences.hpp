@@ -11,19 +11,22 @@
 #include "pipeline/io/path_policy.hpp"
 #include "pipeline/sharding/split_provider.hpp"
 #include "pipeline/runtime/status.hpp"
+#include "pipeline/runtime/stop_flag.hpp"
 
 namespace conveyor::kernels {
 
 class IndexSequence {
 public:
-  // Indices 0..count-1, or those of the provider's splits when `provider` is set.
-  IndexSequence(std::string op, int64_t count, SplitProvider* provider);
+  // Indices 0..count-1, or those of the provider's splits when `provider` is set. A stopped
+  // pipeline (`stop`) gets `cancelled` instead of its next index.
+  IndexSequence(std::string op, int64_t count, SplitProvider* provider, StopCheck stop = {});
   Status next(int64_t& index, bool& end);
 
 private:
   std::string op_;
   int64_t count_;
   SplitProvider* provider_;
+  StopCheck stop_;
   int64_t next_ = 0;
   int64_t end_ = 0;
   bool done_ = false;

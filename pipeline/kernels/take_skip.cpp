@@ -30,10 +30,12 @@ private:
 
 class SkipIterator : public Iterator {
 public:
-  SkipIterator(IteratorPtr input, int64_t count) : input_(std::move(input)), count_(count) {}
+  SkipIterator(IteratorPtr input, int64_t count, StopCheck stop)
+      : input_(std::move(input)), count_(count), stop_(stop) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
-    for (;;) { // ends with the input
+    for (;;) { // ends with the input, or when stopped (skipping a huge count)
+      CONVEYOR_RETURN_IF_ERROR(stop_.check("skip"));
       CONVEYOR_RETURN_IF_ERROR(input_->get_next(out, end_of_sequence));
       if (end_of_sequence)
         return Status::OK();
@@ -47,6 +49,7 @@ private:
   IteratorPtr input_;
   int64_t count_;
   int64_t skipped_ = 0;
+  StopCheck stop_;
 };
 
 Status check_count(const char* op, int64_t count) {
@@ -73,7 +76,7 @@ MakeResult make_skip(const NodePtr& node, const KernelContext& kctx) {
   auto input = make_input(node, kctx);
   if (!input.ok())
     return input.status();
-  return IteratorPtr(std::make_unique<SkipIterator>(std::move(*input), count));
+  return IteratorPtr(std::make_unique<SkipIterator>(std::move(*input), count, kctx.stop()));
 }
 
 } // namespace conveyor::kernels
