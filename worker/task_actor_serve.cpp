@@ -49,6 +49,9 @@ void report_done(self_ptr self) {
   if (error.empty())
     log::info(kLog, st.label() + ": pipeline ended after " +
                       std::to_string(st.runner->produced()) + " elements");
+  else if (failed && st.start_error.ok() && st.runner->error().code() == ErrorCode::cancelled)
+    // The stop flag ended it: the job was released or the worker exits, nothing went wrong.
+    log::info(kLog, st.label() + ": pipeline stopped: " + error);
   else
     log::error(kLog, st.label() + ": pipeline failed: " + error);
   // (drained: a drain, not the job, ended its splits; the job's production is not over.)
