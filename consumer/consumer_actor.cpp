@@ -113,6 +113,7 @@ msg::consumer_progress progress_of(self_ptr self) {
   msg::consumer_progress p;
   p.elements = st.core.elements_received() + st.round_elements;
   p.bytes = st.core.bytes_received() + st.round_bytes;
+  p.lost_tasks = st.core.lost_tasks();
   st.waits.fill(p, self->clock().now());
   return p;
 }
@@ -133,6 +134,7 @@ msg::stream_stats stats_of(self_ptr self) {
   s.elapsed_ns = p.elapsed_ns;
   s.job = st.job_id;
   s.duplicates_dropped = core.duplicates_dropped();
+  s.lost_tasks = core.lost_tasks();
   return s;
 }
 
@@ -144,11 +146,14 @@ msg::stream_stats push_stats(self_ptr self, msg::task_id_t task) {
   return s;
 }
 
+void log_losses(self_ptr self);
+
 void finish(self_ptr self, Status status) {
   auto& st = self->state;
   if (st.done)
     return;
   st.done = true;
+  log_losses(self);
   if (st.job && st.consumer_id != 0) // the final counters, for status and metrics (no reply)
     caf::anon_send(st.job, msg::get_tasks{st.consumer_id, st.core.known_version(), 0,
                                           progress_of(self)});
@@ -160,6 +165,7 @@ void finish(self_ptr self, Status status) {
                          status.to_string());
   if (st.job && st.consumer_id != 0)
     self->send(st.job, msg::leave_job{st.consumer_id, status.ok()});
+  st.start.sink->final_stats(stats_of(self));
   st.start.sink->finish(std::move(status));
   self->quit();
 }
@@ -446,14 +452,19 @@ void poll_tasks(self_ptr self) {
             for (const auto& t : list.tasks)
               if (t.task == it->first)
                 worker = t.worker_address;
-            finish(self, Status{ErrorCode::unavailable,
-                                "cannot reach worker " + worker + " (task " +
-                                  std::to_string(it->first) + " of job " +
-                                  std::to_string(st.job_id) + ") within " +
-                                  std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                   st.start.request_timeout)
-                                                   .count()) +
-                                  " ms: " + st.unreachable_why[it->first]});
+            const std::string why =
+              "cannot reach worker " + worker + " (task " + std::to_string(it->first) + " of job " +
+              std::to_string(st.job_id) + ") within " +
+              std::to_string(
+                std::chrono::duration_cast<std::chrono::milliseconds>(st.start.request_timeout).count()) +
+              " ms: " + st.unreachable_why[it->first];
+            // OFF, on_worker_loss continue: read on (coordinated reads settle lost tasks by rounds).
+            if (!st.planner && st.core.give_up(it->first, why)) {
+              st.unreachable_why.erase(it->first);
+              it = st.unreachable.erase(it);
+              continue;
+            }
+            finish(self, Status{ErrorCode::unavailable, why});
             return;
           }
           ++it;
@@ -645,8 +656,15 @@ void request_rounds(self_ptr self, const RoundRobinPlanner::Request& r) {
       });
 }
 
+// OFF tasks lost with on_worker_loss "continue" (ConsumerCore::lose): never silent.
+void log_losses(self_ptr self) {
+  for (const auto& w : self->state.core.take_warnings())
+    log::warning(kLog, "job " + std::to_string(self->state.job_id) + ": " + w);
+}
+
 void pump(self_ptr self) {
   auto& st = self->state;
+  log_losses(self);
   if (st.done)
     return;
   if (st.planner) {
@@ -1103,6 +1121,7 @@ ConsumerStart consumer_start(const DistributeOptions& options, std::shared_ptr<T
   start.transport = std::move(transport);
   start.limits.max_outstanding = options.max_outstanding_requests.value_or(65536);
   start.limits.max_bytes = options.max_buffered_bytes;
+  start.limits.fail_on_worker_loss = fail_on_worker_loss(options);
   start.request_timeout = caf::timespan{options.request_timeout};
   start.task_refresh = caf::timespan{options.task_refresh_interval};
   start.connect_timeout = caf::timespan{connect_timeout};
