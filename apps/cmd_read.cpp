@@ -108,6 +108,10 @@ int run_read(const std::vector<std::string>& args) {
        "coordinated reads: fail when a round waits more than T milliseconds for the other consumers")
       ("max-outstanding", po::value<int64_t>()->value_name("M"),
        "at most M elements requested ahead (default: automatic)")
+      ("on-worker-loss", po::value<std::string>()->value_name("continue|fail"),
+       "--mode off: when a worker leaves before its task's end, read on with the workers left "
+       "(continue, the default: a warning names the worker, --stats counts the lost tasks) or "
+       "fail the read (fail)")
       ("take", po::value(&f.take)->default_value(-1)->value_name("N"), "stop after N elements (-1 = all)")
       ("target-workers", po::value<std::string>()->default_value("AUTO")->value_name("AUTO|ANY|LOCAL"),
        "which workers to read from: ANY; LOCAL (only workers in this process: none in a `conveyor "
@@ -191,6 +195,15 @@ int run_read(const std::vector<std::string>& args) {
   if (!round_timeout.ok())
     return bad(round_timeout.status());
   opts.round_timeout = *round_timeout;
+  if (vm.count("on-worker-loss")) {
+    auto loss = vm["on-worker-loss"].as<std::string>();
+    if (auto st = validate_on_worker_loss(loss); !st.ok())
+      return bad(invalid_argument("`--on-worker-loss` must be continue or fail, got \"" + loss + "\""));
+    if (opts.policy != ShardingPolicy::off)
+      return bad(invalid_argument("`--on-worker-loss` applies to `--mode off` only, got `--mode " +
+                                  f.mode + "`"));
+    opts.on_worker_loss = std::move(loss);
+  }
   opts.compression = vm["compression"].as<std::string>();
   opts.target_workers = vm["target-workers"].as<std::string>();
   if (vm["cross-trainer-cache"].as<bool>())
@@ -323,6 +336,9 @@ int run_read(const std::vector<std::string>& args) {
                  static_cast<long long>(s.messages), stream->job_id().c_str());
     for (const auto& [worker, n] : s.per_worker)
       std::fprintf(stderr, "read:   %s: %lld elements\n", worker.c_str(), static_cast<long long>(n));
+    if (opts.policy == ShardingPolicy::off)
+      std::fprintf(stderr, "read: %lld task(s) lost before their end (their copy is short)\n",
+                   static_cast<long long>(s.lost_tasks));
     // "Why is my trainer waiting": the reader's blocked time by cause (consumer/wait_stats.hpp).
     const double elapsed = static_cast<double>(s.elapsed_ns) / 1e9;
     const double waited = static_cast<double>(s.wait_worker_ns + s.wait_network_ns +

@@ -153,6 +153,7 @@ StreamStats ElementStream::stats() const {
   out.wait_split_ns = s.wait_split_ns;
   out.wait_credit_ns = s.wait_credit_ns;
   out.elapsed_ns = s.elapsed_ns;
+  out.lost_tasks = s.lost_tasks;
   return out;
 }
 

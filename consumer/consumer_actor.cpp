@@ -25,6 +25,7 @@ msg::consumer_progress progress_of(self_ptr self) {
   msg::consumer_progress p;
   p.elements = st.core.elements_received() + st.round_elements();
   p.bytes = st.core.bytes_received() + st.round_bytes();
+  p.lost_tasks = st.core.lost_tasks();
   st.waits.fill(p, self->clock().now());
   return p;
 }
@@ -45,6 +46,7 @@ msg::stream_stats stats_of(self_ptr self) {
   s.elapsed_ns = p.elapsed_ns;
   s.job = st.job_id;
   s.duplicates_dropped = core.duplicates_dropped();
+  s.lost_tasks = core.lost_tasks();
   return s;
 }
 
@@ -61,6 +63,7 @@ void finish(self_ptr self, Status status) {
   if (st.done)
     return;
   st.done = true;
+  log_losses(self);
   if (st.job && st.consumer_id != 0) // the final counters, for status and metrics (no reply)
     caf::anon_send(st.job, msg::get_tasks{st.consumer_id, st.core.known_version(), 0,
                                           progress_of(self)});
@@ -72,8 +75,14 @@ void finish(self_ptr self, Status status) {
                          status.to_string());
   if (st.job && st.consumer_id != 0)
     self->send(st.job, msg::leave_job{st.consumer_id, status.ok()});
+  st.start.sink->final_stats(stats_of(self));
   st.start.sink->finish(std::move(status));
   self->quit();
+}
+
+void log_losses(self_ptr self) {
+  for (const auto& w : self->state.core.take_warnings())
+    log::warning(kLog, "job " + std::to_string(self->state.job_id) + ": " + w);
 }
 
 void check_finished(self_ptr self) {
@@ -212,6 +221,7 @@ ConsumerStart consumer_start(const DistributeOptions& options, std::shared_ptr<T
   start.transport = std::move(transport);
   start.limits.max_outstanding = options.max_outstanding_requests.value_or(65536);
   start.limits.max_bytes = options.max_buffered_bytes;
+  start.limits.fail_on_worker_loss = fail_on_worker_loss(options);
   start.request_timeout = caf::timespan{options.request_timeout};
   start.task_refresh = caf::timespan{options.task_refresh_interval};
   start.connect_timeout = caf::timespan{connect_timeout};

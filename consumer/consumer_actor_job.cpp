@@ -79,14 +79,19 @@ bool check_unreachable(self_ptr self, const msg::task_list& list) {
       for (const auto& t : list.tasks)
         if (t.task == it->first)
           worker = t.worker_address;
-      finish(self, Status{ErrorCode::unavailable,
-                          "cannot reach worker " + worker + " (task " +
-                            std::to_string(it->first) + " of job " + std::to_string(st.job_id) +
-                            ") within " +
-                            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                             st.start.request_timeout)
-                                             .count()) +
-                            " ms: " + st.unreachable_why[it->first]});
+      const std::string why =
+        "cannot reach worker " + worker + " (task " + std::to_string(it->first) + " of job " +
+        std::to_string(st.job_id) + ") within " +
+        std::to_string(
+          std::chrono::duration_cast<std::chrono::milliseconds>(st.start.request_timeout).count()) +
+        " ms: " + st.unreachable_why[it->first];
+      // OFF, on_worker_loss continue: read on (coordinated reads settle lost tasks by rounds).
+      if (!st.rounds && st.core.give_up(it->first, why)) {
+        st.unreachable_why.erase(it->first);
+        it = st.unreachable.erase(it);
+        continue;
+      }
+      finish(self, Status{ErrorCode::unavailable, why});
       return false;
     }
     ++it;

@@ -285,6 +285,7 @@ void request_rounds(self_ptr self, const RoundRobinPlanner::Request& r) {
 
 void pump(self_ptr self) {
   auto& st = self->state;
+  log_losses(self);
   if (st.done)
     return;
   if (st.rounds) {

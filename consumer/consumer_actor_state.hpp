@@ -107,6 +107,8 @@ msg::stream_stats stats_of(self_ptr self);
 msg::consumer_progress progress_of(self_ptr self);
 msg::stream_stats push_stats(self_ptr self, msg::task_id_t task);
 void finish(self_ptr self, Status status);
+// OFF tasks lost with on_worker_loss "continue" (ConsumerCore::lose): logged, never silent.
+void log_losses(self_ptr self);
 void check_finished(self_ptr self);
 
 // consumer_actor_job.cpp

@@ -50,6 +50,23 @@ std::string ConsumerCore::lost_for_good() const {
                                                : ": each worker serves its own shard of the dataset");
 }
 
+void ConsumerCore::lose(msg::task_id_t id, TaskSlot& slot, Status why) {
+  if (policy_ != ShardingPolicy::off || limits_.fail_on_worker_loss) {
+    if (error_.ok())
+      error_ = std::move(why);
+    return;
+  }
+  // Counted already: its connection broke before its worker was removed, or it was given up
+  // and listed again.
+  const bool counted = slot.short_copy || !counted_.insert({id, slot.incarnation}).second;
+  slot.short_copy = true;
+  if (counted)
+    return;
+  ++lost_tasks_;
+  warnings_.push_back(why.message() + "; reading on with the other workers (on_worker_loss " +
+                      "\"continue\"; \"fail\" makes this an error)");
+}
+
 bool ConsumerCore::connected(msg::task_id_t task) const {
   auto t = tasks_.find(task);
   return t != tasks_.end() && t->second.connected;
@@ -60,12 +77,12 @@ void ConsumerCore::on_disconnected(msg::task_id_t task) {
   if (t == tasks_.end())
     return;
   bool in_flight = t->second.in_flight > 0 || !t->second.partials.empty();
-  if (!dynamic_ && in_flight && !t->second.end_of_sequence && !t->second.retired && error_.ok())
+  if (!dynamic_ && in_flight && !t->second.end_of_sequence && !t->second.retired)
     // OFF re-sends nothing: what was on the broken connection cannot be asked again.
-    error_ = Status{ErrorCode::unavailable,
-                    "lost the connection to worker " + t->second.worker_address + " (task " +
-                      std::to_string(task) +
-                      ") while elements were in flight: they cannot be read again (" + to_string(policy_) + ")"};
+    lose(task, t->second, Status{ErrorCode::unavailable,
+                           "lost the connection to worker " + t->second.worker_address + " (task " +
+                             std::to_string(task) + ") while elements were in flight: they cannot "
+                             "be read again (" + to_string(policy_) + ")"});
   release_task_requests(task, t->second);
   t->second.partials.clear();
   t->second.in_flight = 0;
@@ -94,13 +111,15 @@ std::vector<msg::task_info> ConsumerCore::on_task_list(const msg::task_list& lis
         // splits the restored job handed out again (a stale end of sequence lost them).
         // OFF: each actor serves the whole dataset from its start. After part of it, the rest
         // is lost with the old actor and the new one would repeat the part: the read fails.
-        const auto& old = known->second;
-        if (!dynamic_ && old.delivered > 0 && !old.end_of_sequence && !old.retired && error_.ok())
-          error_ = Status{ErrorCode::unavailable,
-                          "task " + std::to_string(t.task) + " on worker " + old.worker_address +
-                            " was started again after it served " + std::to_string(old.delivered) +
-                            " element(s), before its end: its remaining elements cannot be read "
-                            "(" + lost_for_good() + ")"};
+        // With on_worker_loss "continue" the old copy counts as lost, and the new actor's is
+        // read from its start (tf.data: a restarted worker starts its task over).
+        auto& old = known->second;
+        if (!dynamic_ && old.delivered > 0 && !old.end_of_sequence && !old.retired)
+          lose(t.task, old, Status{ErrorCode::unavailable,
+                           "task " + std::to_string(t.task) + " on worker " + old.worker_address +
+                             " was started again after it served " + std::to_string(old.delivered) +
+                             " element(s), before its end: its remaining elements cannot be read "
+                             "(" + lost_for_good() + ")"});
         on_task_lost(t.task);
       } else { // listed without its actor before (its worker had not registered again)
         known->second.incarnation = std::move(incarnation);
@@ -109,6 +128,12 @@ std::vector<msg::task_info> ConsumerCore::on_task_list(const msg::task_list& lis
     }
     TaskSlot slot;
     slot.worker_address = t.worker_address;
+    if (counted_.count({t.task, incarnation})) {
+      // Given up before (give_up) and listed again: read on from where its actor is, its loss
+      // counted already; the task drops what it still held for this consumer.
+      slot.short_copy = true;
+      slot.reconnected = true;
+    }
     slot.incarnation = std::move(incarnation);
     tasks_.emplace(t.task, std::move(slot));
     added.push_back(t);
@@ -126,12 +151,12 @@ std::vector<msg::task_info> ConsumerCore::on_task_list(const msg::task_list& lis
       return added;
   }
   for (auto id : gone) {
-    const auto& slot = tasks_.at(id);
-    if (!dynamic_ && !slot.end_of_sequence && !slot.retired && error_.ok())
-      error_ = Status{ErrorCode::unavailable,
-                      "lost task " + std::to_string(id) + " on worker " + slot.worker_address +
-                        " before it reached its end: its remaining elements cannot be read "
-                        "(" + lost_for_good() + ")"};
+    auto& slot = tasks_.at(id);
+    if (!dynamic_ && !slot.end_of_sequence && !slot.retired)
+      lose(id, slot, Status{ErrorCode::unavailable,
+                        "lost task " + std::to_string(id) + " on worker " + slot.worker_address +
+                          " before it reached its end: its remaining elements cannot be read "
+                          "(" + lost_for_good() + ")"});
     on_task_lost(id);
   }
   return added;
@@ -172,6 +197,18 @@ void ConsumerCore::drop_unannounced(TaskSlot& slot) {
 void ConsumerCore::on_connected(msg::task_id_t task) {
   if (auto t = tasks_.find(task); t != tasks_.end())
     t->second.connected = true;
+}
+
+bool ConsumerCore::give_up(msg::task_id_t task, const std::string& why) {
+  auto t = tasks_.find(task);
+  if (t == tasks_.end())
+    return true;
+  if (policy_ != ShardingPolicy::off || limits_.fail_on_worker_loss)
+    return false;
+  if (!t->second.end_of_sequence && !t->second.retired)
+    lose(task, t->second, Status{ErrorCode::unavailable, why});
+  on_task_lost(task);
+  return true;
 }
 
 void ConsumerCore::on_task_lost(msg::task_id_t task) {
@@ -369,9 +406,13 @@ Status ConsumerCore::on_reply(const Request& request, msg::element_batch batch,
     const uint64_t n = batch.bulk_frames > 0 ? batch.bulk_frames : batch.num_elements;
     if (t == tasks_.end() || n == 0)
       return Status::OK();
-    return data_loss("worker " + t->second.worker_address + " answered a request to task " +
-                     std::to_string(request.task) + " after it had timed out, with " +
-                     std::to_string(n) + " element(s): they cannot be read again (" + to_string(policy_) + ")");
+    if (batch.num_chunks > 0 && batch.chunk_index + 1 == batch.num_chunks)
+      t->second.acks.push_back(batch.batch_seq); // not wanted again (a draining task waits for acks)
+    lose(request.task, t->second, data_loss("worker " + t->second.worker_address + " answered a request to task " +
+                              std::to_string(request.task) + " after it had timed out, with " +
+                              std::to_string(n) + " element(s): they cannot be read again (" +
+                              to_string(policy_) + ")"));
+    return error_.ok() ? Status::OK() : error_;
   }
   auto t = tasks_.find(request.task);
   if (t == tasks_.end())
@@ -534,6 +575,7 @@ Status ConsumerCore::complete_bulk(TaskSlot& slot, uint64_t batch_seq, ReadyElem
 Status ConsumerCore::on_bulk_lost(const std::vector<msg::task_id_t>& tasks, const std::string& why) {
   std::size_t waiting = 0;
   std::string worker;
+  const bool reads_on = policy_ == ShardingPolicy::off && !limits_.fail_on_worker_loss;
   for (auto id : tasks) {
     auto t = tasks_.find(id);
     if (t == tasks_.end())
@@ -542,6 +584,21 @@ Status ConsumerCore::on_bulk_lost(const std::vector<msg::task_id_t>& tasks, cons
     slot.bulk = false;
     waiting += slot.bulk_batches.size();
     worker = slot.worker_address;
+    if (reads_on && !slot.bulk_batches.empty()) {
+      // OFF, on_worker_loss "continue": the batches are gone with the channel; the task is
+      // counted as lost (its copy is short) and read on over inline payloads.
+      const auto n = slot.bulk_batches.size();
+      for (const auto& [seq, b] : slot.bulk_batches) {
+        if (b.announced)
+          reserved_elements_ -= b.count;
+        slot.acks.push_back(seq); // not wanted again: a draining task need not wait for it
+      }
+      slot.bulk_batches.clear();
+      lose(id, slot, data_loss("the bulk connection to worker " + slot.worker_address + " broke with " +
+                           std::to_string(n) + " batch(es) of task " + std::to_string(id) +
+                           " in flight (" + why + ")"));
+      continue;
+    }
     if (dynamic_ && !slot.bulk_batches.empty()) {
       // Never acknowledged, so nothing is lost: the next request says `reconnected` and the
       // task hands their splits back to the job, which hands them out again (the elements
@@ -553,7 +610,7 @@ Status ConsumerCore::on_bulk_lost(const std::vector<msg::task_id_t>& tasks, cons
       slot.reconnected = true;
     }
   }
-  if (waiting == 0 || dynamic_)
+  if (waiting == 0 || dynamic_ || reads_on)
     return Status::OK();
   return data_loss("the bulk connection to worker " + worker + " broke with " + std::to_string(waiting) +
                    " batch(es) in flight (" + why + ")");

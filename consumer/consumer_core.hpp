@@ -12,9 +12,14 @@
 // End: the job said every task's pipeline ended, and every task the consumer knows reached
 // end_of_sequence. A task the job no longer lists (its worker was removed): DYNAMIC — the job
 // hands its unfinished splits out again, so the task is dropped; OFF — its remaining elements
-// cannot be read elsewhere, so the read FAILS (unless the task had reached its end, or retired:
-// an endless OFF task of a draining worker, which told this consumer that it serves nothing
-// more and everything it sent was acknowledged).
+// cannot be read elsewhere (unless the task had reached its end, or retired: an endless OFF task
+// of a draining worker, which told this consumer that it serves nothing more and everything it
+// sent was acknowledged). What OFF does then is ConsumerLimits::fail_on_worker_loss: the read
+// FAILS, or (the default, as tf.data) it reads on with the tasks left, and the task counts as
+// lost (lost_tasks(), a warning in take_warnings()) — once per task actor, whichever way its
+// elements went (task unlisted, re-created after it served some, connection broken with
+// elements in flight, late reply, bulk channel lost). The static policies always fail (a
+// lost shard is in no other copy).
 //
 // Every batch received is acknowledged to its task with the next request (acks): DYNAMIC tasks
 // learn which splits are safe, and a draining worker which batches arrived (OFF too). Batches of per-split pipelines carry
@@ -28,6 +33,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "messages/job_consumer.hpp"
@@ -52,6 +58,9 @@ struct ConsumerLimits {
   // connected, whatever the credits, so that its cache keeps what this trainer has not read
   // (a trainer a task first hears of after its cache evicted is refused).
   bool greet_tasks = false;
+  // OFF only (DistributeOptions::on_worker_loss): a task lost before its end fails the read
+  // (true) or is counted and warned about while the read goes on (false).
+  bool fail_on_worker_loss = false;
 };
 
 class ConsumerCore {
@@ -103,6 +112,12 @@ public:
   void on_connected(msg::task_id_t task);
   // The task's worker is gone or unreachable: forget the task, release its reservations.
   void on_task_lost(msg::task_id_t task);
+  // The task's worker could not be reached for longer than the request timeout while the job
+  // still lists it (`why` says what failed). OFF with on_worker_loss "continue": counted as
+  // lost (once per task actor, however often it happens) and forgotten — a later task list
+  // that still names it brings it back, read on from where its actor is; returns true. Otherwise
+  // false: the caller fails the read.
+  bool give_up(msg::task_id_t task, const std::string& why);
 
   // The requests to send now (each already reserved).
   std::vector<Request> next_requests();
@@ -151,6 +166,11 @@ public:
     return t != tasks_.end() && t->second.retired;
   }
 
+  // OFF tasks whose copy of the dataset came short (on_worker_loss "continue"), and the
+  // warnings that say which (each once; the caller logs them).
+  int64_t lost_tasks() const { return lost_tasks_; }
+  std::vector<std::string> take_warnings() { return std::exchange(warnings_, {}); }
+
   // Counters.
   int64_t elements_received() const { return elements_; }
   int64_t bytes_received() const { return bytes_; }
@@ -183,6 +203,7 @@ private:
     bool connected = false;
     bool end_of_sequence = false;
     bool retired = false; // served all it will and was acknowledged (element_batch.retired)
+    bool short_copy = false; // lost elements and was counted in lost_tasks_ (OFF, continue)
     bool reconnected = false;
     bool greeted = false; // (ConsumerLimits::greet_tasks)
     uint32_t in_flight = 0;
@@ -228,7 +249,13 @@ private:
   // Why a lost task's elements are gone: "OFF: each worker serves its own copy of the dataset",
   // "DATA: each worker serves its own shard of the dataset", ...
   std::string lost_for_good() const;
+  // The task lost elements for good (`why` says how). OFF with on_worker_loss "continue": counted
+  // once per task actor and warned about, the read goes on; otherwise the read fails with `why`.
+  void lose(msg::task_id_t id, TaskSlot& slot, Status why);
   Status error_;
+  int64_t lost_tasks_ = 0;
+  std::set<std::pair<msg::task_id_t, std::string>> counted_; // (task, incarnation) counted lost
+  std::vector<std::string> warnings_;
   std::map<std::pair<int64_t, int64_t>, Seen> seen_;
   int64_t duplicates_ = 0;
   std::map<msg::task_id_t, TaskSlot> tasks_;

@@ -32,6 +32,11 @@ Status QueueSink::push(ReadyElements&& elements, const msg::stream_stats& stats)
   return Status::OK();
 }
 
+void QueueSink::final_stats(const msg::stream_stats& stats) {
+  std::lock_guard<std::mutex> guard{mu_};
+  stats_ = stats;
+}
+
 void QueueSink::finish(Status status) {
   {
     std::lock_guard<std::mutex> guard{mu_};

@@ -29,6 +29,9 @@ public:
   virtual void joined(msg::job_id_t) {}
   // An error (a batch that does not decode) ends the stream with it.
   virtual Status push(ReadyElements&& elements, const msg::stream_stats& stats) = 0;
+  // The stream's counters as it ends, just before finish(): they may have moved since the last
+  // push (an OFF task lost after its last batch arrived is counted in lost_tasks).
+  virtual void final_stats(const msg::stream_stats&) {}
   // OK = end of sequence; otherwise the error that ended the stream.
   virtual void finish(Status status) = 0;
 };
@@ -38,6 +41,7 @@ class QueueSink : public ElementSink {
 public:
   void joined(msg::job_id_t job) override;
   Status push(ReadyElements&& elements, const msg::stream_stats& stats) override; // never decodes
+  void final_stats(const msg::stream_stats& stats) override;
   void finish(Status status) override;
 
   // Waits up to `timeout` until the consumer joined its job or the stream ended. OK: joined

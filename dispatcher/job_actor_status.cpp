@@ -12,6 +12,7 @@ void add_progress(msg::consumer_progress& sum, const msg::consumer_progress& p) 
   sum.wait_split_ns += p.wait_split_ns;
   sum.wait_credit_ns += p.wait_credit_ns;
   sum.elapsed_ns += p.elapsed_ns;
+  sum.lost_tasks += p.lost_tasks;
 }
 
 msg::job_status job_status_of(self_ptr self) {

@@ -28,11 +28,13 @@ struct consumer_progress {
   int64_t wait_split_ns = 0;   // reserved: tasks waiting for split hand-out (reported by workers)
   int64_t wait_credit_ns = 0;  // no request could be sent: every credit was in use
   int64_t elapsed_ns = 0;      // since the consumer joined
+  // OFF tasks whose copy came short, read on without (on_worker_loss "continue")
+  int64_t lost_tasks = 0;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, consumer_progress& x) {
   return f(caf::meta::type_name("consumer_progress"), x.elements, x.bytes, x.wait_worker_ns,
-           x.wait_network_ns, x.wait_split_ns, x.wait_credit_ns, x.elapsed_ns);
+           x.wait_network_ns, x.wait_split_ns, x.wait_credit_ns, x.elapsed_ns, x.lost_tasks);
 }
 
 struct get_status {

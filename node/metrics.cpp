@@ -199,6 +199,10 @@ std::vector<Sample> status_samples(const msg::cluster_status& st) {
                            "time the job's consumers waited with nothing to read, by cause",
                            "counter", lc, static_cast<double>(ns) / 1e9));
     }
+    out.push_back(sample("conveyor_job_lost_tasks_total",
+                         "OFF tasks lost before their end that the job's consumers read on "
+                         "without (on_worker_loss \"continue\": a short copy)",
+                         "counter", l, static_cast<double>(j.waiting.lost_tasks)));
     out.push_back(sample("conveyor_job_consumer_seconds_total",
                          "time the job's consumers have been reading (sum over consumers)",
                          "counter", l, static_cast<double>(j.waiting.elapsed_ns) / 1e9));

@@ -36,6 +36,17 @@ Status validate_compression(std::string_view compression) {
                           ". Must be one of [\"AUTO\", \"NONE\"].");
 }
 
+Status validate_on_worker_loss(std::string_view on_worker_loss) {
+  if (on_worker_loss == "continue" || on_worker_loss == "fail")
+    return Status::OK();
+  return invalid_argument("Invalid `on_worker_loss` argument: " + quoted(on_worker_loss) +
+                          ". Must be one of [\"continue\", \"fail\"].");
+}
+
+bool fail_on_worker_loss(const DistributeOptions& options) {
+  return options.on_worker_loss && *options.on_worker_loss == "fail";
+}
+
 Status validate(const DistributeOptions& o) {
   if (o.job_name && o.job_name->empty())
     return invalid_argument("`job_name` must not be empty");
@@ -94,6 +105,17 @@ Status validate(const DistributeOptions& o) {
       return invalid_argument("Cross-trainer caching does not support coordinated reads. Got "
                               "number of coordinated consumers: " +
                               std::to_string(*o.num_consumers));
+  }
+  if (o.on_worker_loss) {
+    CONVEYOR_RETURN_IF_ERROR(validate_on_worker_loss(*o.on_worker_loss));
+    // Accepted and ignored would mislead: only OFF has a choice to make (see options.hpp).
+    if (o.policy != ShardingPolicy::off)
+      return invalid_argument(
+        "`on_worker_loss` applies to the OFF processing mode only, got processing mode " +
+        std::string{to_string(o.policy)} +
+        (o.policy == ShardingPolicy::dynamic
+           ? " (DYNAMIC hands a lost worker's splits to the other workers: nothing is lost)"
+           : " (static sharding always fails the read: a lost shard is in no other copy)"));
   }
   if (o.num_consumers && o.target_workers == "LOCAL")
     return invalid_argument(

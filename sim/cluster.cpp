@@ -69,6 +69,7 @@ class RecordingSink : public actors::ElementSink {
 public:
   RecordingSink(ClusterRun& run, int index) : run_(run), index_(index) {}
   Status push(actors::ReadyElements&& ready, const msg::stream_stats& stats) override;
+  void final_stats(const msg::stream_stats& stats) override { stream.lost_tasks = stats.lost_tasks; }
   void finish(Status status) override;
 
   msg::stream_actor consumer;
@@ -180,6 +181,7 @@ Status RecordingSink::push(actors::ReadyElements&& ready, const msg::stream_stat
     source += "#" + stats.pushed_incarnation;
   auto n = static_cast<int64_t>(elements.size());
   stream.job = stats.job;
+  stream.lost_tasks = stats.lost_tasks;
   for (auto& e : elements) {
     stream.elements.push_back(std::move(e));
     stream.sources.push_back(source);
@@ -529,6 +531,7 @@ SimResult ClusterRun::run() {
   if (cfg_.options.num_consumers)
     obs.coordinated = *cfg_.options.num_consumers;
   obs.take = cfg_.take;
+  obs.endless_period = cfg_.endless_period;
   obs.cross_trainer_cache = cfg_.options.cross_trainer_cache.has_value();
   obs.cache_whole_epoch = obs.cross_trainer_cache && cfg_.options.cross_trainer_cache->finite_epoch;
   obs.cache_evicts = derived_.cache_evicts();
@@ -555,6 +558,7 @@ SimResult ClusterRun::run() {
     c.sources = std::move(s.sources);
     c.status = s.crashed ? Status{ErrorCode::unavailable, "the consumer's node crashed"} : s.status;
     c.ended = s.ended || s.crashed;
+    c.lost_tasks = s.lost_tasks;
     r.consumers.push_back(std::move(c));
   }
   r.virtual_time = world_.elapsed();

@@ -164,10 +164,19 @@ Status validate_config(const SimConfig& config, const FaultSpec& spec) {
     if (config.take <= 0)
       return invalid_argument("cross-trainer cache reads in the simulator need `take` (elements "
                               "per consumer) > 0: the dataset is infinite");
-  } else if (config.take != -1) {
-    return invalid_argument("`take` is for coordinated reads (`num_consumers`) and cross-trainer "
-                            "cache reads only");
+  } else if (config.take != -1 && (config.options.policy != ShardingPolicy::off ||
+                                    config.options.job_name || config.consumers != 1 ||
+                                    config.take <= 0)) {
+    return invalid_argument("`take` is for coordinated reads (`num_consumers`), cross-trainer "
+                            "cache reads and endless OFF reads (one consumer, a private job, "
+                            "take > 0) only");
   }
+  const bool endless_off = config.take > 0 && !config.options.num_consumers &&
+                           !config.options.cross_trainer_cache;
+  if (endless_off != (config.endless_period > 0))
+    return invalid_argument("an endless OFF read (`take` without coordination or cache) needs "
+                            "`endless_period` > 0 (the N of range(N).repeat()), and only it; "
+                            "got endless_period " + std::to_string(config.endless_period));
   if (config.late_workers < 0 || config.late_workers >= config.workers)
     return invalid_argument("`late_workers` must be in [0, workers), got " +
                             std::to_string(config.late_workers));

@@ -212,19 +212,40 @@ void check_off(const Observation& o, std::vector<std::string>& out) {
       out.push_back("OFF: " + std::to_string(per_source.size()) + " task streams came from " +
                     std::to_string(serving.size()) + " worker(s), although no fault happened");
   }
-  // A read that ended OK is complete: each incarnation it read from gave the whole dataset.
+  int64_t counted = 0; // losses the consumers counted (on_worker_loss "continue")
+  std::map<std::string, bool> counted_by_reader; // source -> a consumer that read it counted one
+  for (const auto& s : o.streams) {
+    counted += s.lost_tasks;
+    if (!o.faults && s.lost_tasks > 0)
+      out.push_back("OFF: " + s.consumer + " counted " + std::to_string(s.lost_tasks) +
+                    " lost task(s), although no fault happened");
+    for (std::size_t i = 0; i < s.sources.size(); ++i)
+      counted_by_reader[s.sources[i]] = counted_by_reader[s.sources[i]] || s.lost_tasks > 0;
+  }
+  // A read that ended OK is complete: each incarnation it read from gave the whole dataset, but
+  // for the tasks counted as lost (their remaining copy; in dataset order, nothing repeated, as
+  // checked above). A short copy nobody counted is silent loss.
   if (!all_ok(o))
     return;
+  int64_t short_sources = 0;
   for (const auto& [src, counts] : per_source) {
+    if (counts == expected)
+      continue;
+    ++short_sources;
     int64_t total = 0;
     for (const auto& [k, n] : counts)
       total += n;
-    if (counts != expected)
+    if (!counted_by_reader[src])
       out.push_back("OFF: worker " + src + "'s stream is not the whole dataset, yet the read ended OK" +
-                    std::string{o.faults ? " (faults fired: a lost task must fail the read)" : ""} +
+                    " and its reader counted no lost task" +
+                    std::string{o.faults ? " (faults fired: a lost task is counted or fails the read)" : ""} +
                     ": " + std::to_string(total) + " element(s) received, the dataset has " +
                     std::to_string(o.reference.size()));
   }
+  if (short_sources > counted)
+    out.push_back("OFF: " + std::to_string(short_sources) + " task stream(s) are short of the "
+                  "whole dataset in a read that ended OK, but its consumers counted only " +
+                  std::to_string(counted) + " lost task(s)");
 }
 
 } // namespace
@@ -425,11 +446,56 @@ std::vector<std::string> check_cross_trainer_cache(const Observation& o) {
   return out;
 }
 
+// Endless OFF reads (range(N).repeat(), one consumer stopping after `take` elements): the
+// stream reached `take` or failed (check_taken_streams: never OK short); each task's stream,
+// from its start, is 0, 1, ..., N-1, 0, ... — exactly, unless the consumer counted the task as
+// lost (its remaining copy, and with its connection lost mid-way what was in flight): at most
+// as many task streams off that sequence as losses counted, and none without faults.
+std::vector<std::string> check_endless_off(const Observation& o) {
+  std::vector<std::string> out;
+  check_taken_streams(o, "endless OFF stream", "elements", out);
+  const int64_t n = o.endless_period;
+  for (const auto& s : o.streams) {
+    if (!o.faults && s.lost_tasks > 0)
+      out.push_back("OFF: " + s.consumer + " counted " + std::to_string(s.lost_tasks) +
+                    " lost task(s), although no fault happened");
+    std::map<std::string, std::vector<int64_t>> per_source;
+    for (std::size_t i = 0; i < s.elements.size(); ++i) {
+      auto v = scalar_value(s.elements[i]);
+      if (!v || *v < 0 || (n > 0 && *v >= n)) {
+        out.push_back("OFF: " + s.consumer + " got " + show(s.elements[i]) +
+                      ", which range(" + std::to_string(n) + ").repeat() does not hold");
+        return out;
+      }
+      per_source[i < s.sources.size() ? s.sources[i] : "?"].push_back(*v);
+    }
+    int64_t off_sequence = 0;
+    for (const auto& [src, seq] : per_source) {
+      for (std::size_t k = 0; k < seq.size(); ++k)
+        if (n > 0 && seq[k] != static_cast<int64_t>(k) % n) {
+          ++off_sequence;
+          if (s.lost_tasks == 0)
+            out.push_back("OFF: " + s.consumer + " got " + std::to_string(seq[k]) + " as element " +
+                          std::to_string(k) + " of " + src + "'s stream (expected " +
+                          std::to_string(static_cast<int64_t>(k) % n) + ") and counted no lost task");
+          break;
+        }
+    }
+    if (off_sequence > s.lost_tasks && s.lost_tasks > 0)
+      out.push_back("OFF: " + std::to_string(off_sequence) + " of " + s.consumer +
+                    "'s task streams have gaps, but it counted only " +
+                    std::to_string(s.lost_tasks) + " lost task(s)");
+  }
+  return out;
+}
+
 } // namespace
 
 std::vector<std::string> check_invariants(const Observation& o) {
   if (o.coordinated > 0)
     return check_coordinated(o);
+  if (o.take > 0 && !o.cross_trainer_cache && o.policy == ShardingPolicy::off)
+    return check_endless_off(o);
   if (o.cross_trainer_cache && o.cache_whole_epoch) {
     // Each trainer reads the whole epoch: its stream alone must pass what a job read by one
     // consumer passes. (The split checks see the job's one production, as for one consumer.)

@@ -5,8 +5,11 @@
 // checked exactly, with or without faults.
 //   OFF      per worker incarnation (a restarted worker serves under a new address): its
 //            elements in dataset order (deterministic pipelines), none more often than the
-//            dataset holds it; a stream that ended OK has every incarnation's whole dataset;
-//            without faults, from every worker.
+//            dataset holds it; a stream that ended OK has every incarnation's whole dataset,
+//            except those its consumers counted as lost (on_worker_loss "continue": the lost
+//            task's remaining copy; at most as many short incarnations as counted losses, each
+//            read by a consumer that counted one); without faults, from every worker, and no
+//            loss counted.
 //   DYNAMIC  per-split pipelines: a stream that ended OK holds exactly the dataset (exactly-once,
 //            also under worker crashes and partitions); a failed one no element twice.
 //            Other split-transparent pipelines: an OK stream holds every element at least as
@@ -45,6 +48,8 @@ struct ObservedStream {
   bool crashed = false; // its node crashed: the stream ends there
   int64_t max_unacked = 0;
   uint64_t job = 0; // the job (repetition) it read; 0 = unknown (it received nothing)
+  // OFF tasks the consumer read on without (on_worker_loss "continue"), as it counted them.
+  int64_t lost_tasks = 0;
 };
 
 struct Observation {
@@ -79,6 +84,8 @@ struct Observation {
   // (cancelled by the harness); round r of every stream must be one group of consecutive ints.
   int64_t coordinated = 0;
   int64_t take = 0;
+  // Endless OFF reads (take > 0, no coordination, no cache): the N of range(N).repeat().
+  int64_t endless_period = 0;
   // Cross-trainer cache reads: each stream (a trainer of its own) stops after `take` elements;
   // per task, a trainer reads the task's output in order, the whole of it unless the cache
   // window could evict (cache_evicts: then a trainer that fell behind skips ahead).

@@ -136,7 +136,13 @@ struct SimConfig {
   // `take` stays -1, every consumer starts at once (trainers join before the cache fills) and
   // the window is drawn from a few times the credits upwards: each trainer's stream is then
   // checked as if it were the job's only consumer (the whole epoch, as the mode promises).
+  // Endless OFF reads (policy OFF, one consumer, a private job, the dataset range(N).repeat()):
+  // the consumer stops after `take` elements; the invariants check that it got them whatever
+  // workers came and went (no failure, no hang), and that each task's stream is 0, 1, 2, ...
+  // (mod N) but for the tasks the consumer counted as lost (on_worker_loss "continue").
   int64_t take = -1;
+  // Endless OFF reads: the N of range(N).repeat() (each task's stream is 0, 1, ..., N-1, 0, ...).
+  int64_t endless_period = 0;
   // The last `late_workers` workers start once the consumers received a share of what they
   // expect, drawn from the seed (10 .. 60 %), so they join a running job; or earlier, when no
   // other worker is up (faults ended them all).
@@ -151,6 +157,7 @@ struct SimConsumer {
   std::vector<std::string> sources; // the worker address each element came from
   Status status;                    // how the stream ended (OK = end of sequence)
   bool ended = false;
+  int64_t lost_tasks = 0; // OFF tasks it read on without (on_worker_loss "continue")
 };
 
 struct SimResult {

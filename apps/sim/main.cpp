@@ -80,7 +80,12 @@ int run_sim(const std::vector<std::string>& args) {
      "stopping after --take rounds; the dataset is infinite and expands x to x*N..x*N+N-1, e.g. "
      "'range(1000).flat_map(group_fn(n=N)).repeat()'")
     ("take", po::value<int64_t>()->value_name("R"),
-     "coordinated reads: rounds per consumer; cross-trainer cache reads: elements per consumer")
+     "coordinated reads: rounds per consumer; cross-trainer cache reads: elements per consumer; "
+     "--mode off with one consumer and no --job-name: an endless read of elements "
+     "(with --endless-period)")
+    ("endless-period", po::value<int64_t>()->value_name("N"),
+     "an endless OFF read (--take): the dataset is range(N).repeat(), whose task streams the "
+     "checks expect to be 0, 1, ..., N-1, 0, ...")
     ("cross-trainer-cache", po::bool_switch(),
      "the C consumers read a shared job through the workers' cross-trainer cache as trainers "
      "trainer-0..trainer-C-1, each stopping after --take elements; the dataset is infinite, e.g. "
@@ -162,6 +167,15 @@ int run_sim(const std::vector<std::string>& args) {
   }
   if (vm.count("take"))
     cfg.take = vm["take"].as<int64_t>();
+  if (vm.count("endless-period")) {
+    if (!vm.count("take") || cfg.options.num_consumers || cfg.options.cross_trainer_cache)
+      return bad(invalid_argument("`--endless-period` is used only with an endless OFF read "
+                                  "(`--take` without --num-consumers or --cross-trainer-cache)"));
+    const auto period = vm["endless-period"].as<int64_t>();
+    if (auto st = check_at_least("--endless-period", period, 1); !st.ok())
+      return bad(st);
+    cfg.endless_period = period;
+  }
   cfg.late_workers = vm["late-workers"].as<int>();
   for (const char* flag : {"latency-us", "jitter-us", "consumer-step-us"}) {
     if (!vm.count(flag))

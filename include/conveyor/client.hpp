@@ -55,6 +55,9 @@ struct StreamStats {
   int64_t wait_split_ns = 0;
   int64_t wait_credit_ns = 0;
   int64_t elapsed_ns = 0;
+  // OFF, on_worker_loss "continue": tasks whose worker left before their end — the read went on
+  // without the rest of their copy of the dataset (each also logged as a warning).
+  int64_t lost_tasks = 0;
 };
 
 // The elements of one job, pulled from the workers. Move-only. Destroying it leaves the job

@@ -109,12 +109,27 @@ struct DistributeOptions {
   // Coordinated reads: how long a round may wait for the consumers that have not asked for it
   // yet; then the waiting consumers fail with an error naming the missing consumer indices.
   std::chrono::milliseconds round_timeout{60000};
+  // What an OFF read does when a worker leaves before its task reached its end (killed,
+  // preempted, restarted): "continue" (the default, as tf.data) reads on with the workers left —
+  // that worker's copy of the dataset is short, never in silence: a warning names the worker and
+  // task, and the loss is counted (StreamStats::lost_tasks, `conveyor read --stats`, the
+  // dispatcher's conveyor_job_lost_tasks_total); "fail" ends the read with an error instead.
+  // Only for OFF: DYNAMIC hands a lost worker's splits to the others (nothing is lost), and the
+  // static policies (FILE, DATA, ...) always fail, since a lost shard's elements are in no other
+  // copy. Unset = "continue" for OFF.
+  std::optional<std::string> on_worker_loss;
 };
+
+// "continue" or "fail" (case-sensitive); invalid_argument naming the argument otherwise.
+Status validate_on_worker_loss(std::string_view on_worker_loss);
+// Whether an OFF read of these options fails when a worker leaves before its end.
+bool fail_on_worker_loss(const DistributeOptions& options);
 
 // Checks the arguments as the reference does (messages name the argument and what was
 // expected): empty job_name; num_consumers without job_name; consumer_index without
 // num_consumers or vice versa; consumer_index out of range; bad compression; bad
-// target_workers; max_outstanding_requests <= 0; non-positive timeouts (round_timeout too).
+// target_workers; max_outstanding_requests <= 0; non-positive timeouts (round_timeout too);
+// on_worker_loss not "continue"/"fail", or set with a processing mode other than OFF.
 // Returns `unimplemented` ("not supported yet") for the parts later issues fill in.
 Status validate(const DistributeOptions& options);
 

@@ -183,7 +183,7 @@ def _service_address(service, what="service"):
     return service
 
 
-_STRING_OPTIONS = ("processing_mode", "job_name", "compression", "target_workers")
+_STRING_OPTIONS = ("processing_mode", "job_name", "compression", "target_workers", "on_worker_loss")
 
 
 def _compression(compression):
@@ -205,7 +205,7 @@ def _check_option_types(options, connect_timeout_ms):
     options["compression"] = _compression(options.get("compression", "AUTO"))
     for name in _STRING_OPTIONS:
         value = options.get(name)
-        if name == "job_name" and value is None:
+        if name in ("job_name", "on_worker_loss") and value is None:
             continue
         if not isinstance(value, str):
             if name == "processing_mode":
@@ -283,7 +283,7 @@ class DistributedDataset:
 
 def _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                    max_outstanding_requests, compression, target_workers, max_buffered_bytes,
-                   request_timeout_ms, expected_consumers=None):
+                   request_timeout_ms, expected_consumers=None, on_worker_loss=None):
     if not isinstance(processing_mode, str):
         # tf.data's ShardingPolicy enum values print as ShardingPolicy.OFF etc.
         processing_mode = getattr(processing_mode, "name", processing_mode)
@@ -291,7 +291,7 @@ def _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                 num_consumers=num_consumers, max_outstanding_requests=max_outstanding_requests,
                 compression=compression, target_workers=target_workers,
                 max_buffered_bytes=max_buffered_bytes, request_timeout_ms=request_timeout_ms,
-                expected_consumers=expected_consumers)
+                expected_consumers=expected_consumers, on_worker_loss=on_worker_loss)
 
 
 def distribute(dataset: Dataset, service, processing_mode: str, job_name: Optional[str] = None,
@@ -300,19 +300,24 @@ def distribute(dataset: Dataset, service, processing_mode: str, job_name: Option
                target_workers: str = "AUTO", *, max_buffered_bytes: Optional[int] = None,
                request_timeout_ms: Optional[int] = None,
                connect_timeout_ms: int = 5000,
-               expected_consumers: Optional[int] = None) -> DistributedDataset:
+               expected_consumers: Optional[int] = None,
+               on_worker_loss: Optional[str] = None) -> DistributedDataset:
     """Reads ``dataset`` through the service at ``service`` ("host:port" or a DispatchServer).
     processing_mode: "parallel_epochs" (OFF: every worker produces the whole dataset) or
     "distributed_epoch" (DYNAMIC: each element of an epoch once across the workers); the
     ShardingPolicy names ("OFF", "DYNAMIC") work too. Option errors raise at once (ValueError).
     expected_consumers (with job_name; beyond tf.data): how many consumers share each repetition
     of the named job; one that starts after the others read everything gets end of input instead
-    of reading the data again (ConveyorIterableDataset sets it to DataLoader's num_workers)."""
+    of reading the data again (ConveyorIterableDataset sets it to DataLoader's num_workers).
+    on_worker_loss (OFF only): "continue" (the default for OFF, as tf.data) reads on when a worker
+    leaves before its end, with a warning and the count in the iterator's stats()["lost_tasks"];
+    "fail" raises instead. Given with another processing mode it is a ValueError."""
     if not isinstance(dataset, Dataset):
         raise TypeError(f"`dataset` must be a conveyor.Dataset, got {type(dataset).__name__}")
     opts = _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                           max_outstanding_requests, compression, target_workers,
-                          max_buffered_bytes, request_timeout_ms, expected_consumers)
+                          max_buffered_bytes, request_timeout_ms, expected_consumers,
+                          on_worker_loss)
     return DistributedDataset(service, dataset=dataset, connect_timeout_ms=connect_timeout_ms, **opts)
 
 

@@ -99,6 +99,9 @@ def test_unknown_dataset_id_is_not_found(cluster):
     (dict(processing_mode=3), ValueError, "processing_mode was of type int"),
     (dict(compression=5), ValueError, "`compression` must be a string"),
     (dict(target_workers=None), ValueError, "`target_workers` must be a string"),
+    (dict(on_worker_loss=1), ValueError, "`on_worker_loss` must be a string"),
+    (dict(on_worker_loss="ignore"), ValueError,
+     'Invalid `on_worker_loss` argument: "ignore". Must be one of ["continue", "fail"].'),
     (dict(max_outstanding_requests=2.5), TypeError,
      "`max_outstanding_requests` must be an int or None, but max_outstanding_requests was of type float"),
     (dict(consumer_index="0", num_consumers=2, job_name="j"), TypeError, "`consumer_index` must be an int"),
@@ -137,6 +140,7 @@ def test_empty_service_and_none_compression(cluster):
     (dict(max_outstanding_requests=0), ValueError, "`max_outstanding_requests` must be positive, got 0"),
     (dict(compression="GZIP"), ValueError, "Invalid `compression` argument"),
     (dict(target_workers="SOMEWHERE"), ValueError, "Invalid `target_workers` argument"),
+    (dict(on_worker_loss="fail"), ValueError, "`on_worker_loss` applies to the OFF processing mode only"),
     (dict(consumer_index=0, num_consumers=2), ValueError, "`job_name` must be set when setting `num_consumers`"),
     (dict(num_consumers=2, job_name="j"), ValueError, "Must either set both `consumer_index` and `num_consumers`"),
     (dict(job_name="j", consumer_index=0), ValueError, "consumer_index"),
@@ -193,6 +197,7 @@ def test_stream_stats_and_close(cluster):
         next(it)
     stats = it.stats()
     assert stats["elements"] >= 100 and stats["bytes"] > 0
+    assert stats["lost_tasks"] == 0  # OFF tasks read on without (on_worker_loss "continue")
     assert it.job_id
     it.close()  # leaves the endless job
     it.close()  # idempotent

@@ -41,7 +41,10 @@ Cluster::~Cluster() {
 }
 
 ChildProcess& Cluster::add_worker(std::vector<std::string> extra_flags) {
-  std::vector<std::string> args{"worker", "--dispatcher", address(), "--port", "0", "--heartbeat-interval", "200"};
+  std::vector<std::string> args{"worker", "--dispatcher", address(), "--heartbeat-interval", "200"};
+  // `--port P` in extra_flags: a worker restarted on the port of one that went; else any port.
+  if (std::find(extra_flags.begin(), extra_flags.end(), "--port") == extra_flags.end())
+    args.insert(args.end(), {"--port", "0"});
   args.insert(args.end(), extra_flags.begin(), extra_flags.end());
   auto w = ChildProcess::conveyor(args, "worker" + std::to_string(workers_.size() + 1));
   REQUIRE_MESSAGE(w.ok(), w.status().to_string());

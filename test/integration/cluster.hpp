@@ -26,7 +26,8 @@ public:
   Cluster(const Cluster&) = delete;
   Cluster& operator=(const Cluster&) = delete;
 
-  // Starts one more worker and waits until it is registered.
+  // Starts one more worker and waits until it is registered (on any port, unless extra_flags
+  // holds `--port P`).
   ChildProcess& add_worker(std::vector<std::string> extra_flags = {});
 
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }

@@ -259,7 +259,7 @@ TEST_CASE("dispatcher restart: a cross-trainer-cache job stays one - a trainer j
   CHECK_MESSAGE(b.lines == expected, b.describe);
 }
 
-TEST_CASE("dispatcher restart: without --work-dir an OFF read fails naming the lost state, not the worker") {
+TEST_CASE("dispatcher restart: without --work-dir an OFF read (--on-worker-loss fail) fails naming the lost state, not the worker") {
   // Two paths race: the reader's re-join finds the job unknown, or the new dispatcher stops the
   // worker's task first and the reader loses it (OFF: its elements cannot be read again). Either
   // way the error must point at the dispatcher's lost state (before, the second named only the
@@ -270,7 +270,8 @@ TEST_CASE("dispatcher restart: without --work-dir an OFF read fails naming the l
   REQUIRE(w1->wait_for_output("worker: ready", kStartTimeout));
   const std::string dataset = "range(6000).map(sleep_us(us=300))";
   auto reader = ChildProcess::conveyor(
-    std::vector<std::string>{"read", "--dispatcher", addr(port), "--dataset", dataset}, "read");
+    std::vector<std::string>{"read", "--dispatcher", addr(port), "--dataset", dataset,
+                             "--on-worker-loss", "fail"}, "read");
   REQUIRE(reader.ok());
   REQUIRE_MESSAGE(d1->wait_for_output("created job", kReadTimeout), d1->describe());
   std::this_thread::sleep_for(std::chrono::milliseconds(600));

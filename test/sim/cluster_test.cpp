@@ -115,16 +115,37 @@ TEST_CASE("DYNAMIC: a worker that crashes mid-job: its splits are read again, no
   CHECK(r.consumers[0].status.ok());
 }
 
-TEST_CASE("OFF: a worker lost mid-read fails the read, naming the worker - never short and OK") {
+TEST_CASE("OFF, on_worker_loss fail: a worker lost mid-read fails the read, naming the worker - never short and OK") {
   auto cfg = config(2, ShardingPolicy::off, 8);
   cfg.consumer_step = 1000us; // a slow trainer: the job is still running when worker-1 is back
   cfg.options.max_outstanding_requests = 2;
+  cfg.options.on_worker_loss = "fail";
   cfg.faults.push_back(Fault::restart("worker-1", 0us, 100ms).at_fraction(0.2));
   auto r = run(Dataset::range(100), cfg);
   CHECK_MESSAGE(r.ok(), r.summary()); // the invariants hold: ordered per incarnation, no repeat
   REQUIRE(r.consumers[0].ended);
   CHECK_FALSE(r.consumers[0].status.ok());
   CHECK(r.consumers[0].status.message().find("worker-1:6000") != std::string::npos);
+}
+
+TEST_CASE("OFF, on_worker_loss continue: a worker restarted mid-read - the read ends OK, its new task reads a whole copy") {
+  auto cfg = config(2, ShardingPolicy::off, 8);
+  cfg.consumer_step = 1000us; // a slow trainer: the job is still running when worker-1 is back
+  cfg.options.max_outstanding_requests = 2;
+  cfg.faults.push_back(Fault::restart("worker-1", 0us, 100ms).at_fraction(0.2));
+  auto r = run(Dataset::range(100), cfg);
+  // The invariants hold: per incarnation ordered and unrepeated, and the short copy counted.
+  CHECK_MESSAGE(r.ok(), r.summary());
+  REQUIRE(r.consumers[0].ended);
+  CHECK_MESSAGE(r.consumers[0].status.ok(), r.consumers[0].status.to_string());
+  CHECK(r.consumers[0].lost_tasks == 1);
+  std::map<std::string, int64_t> per_source;
+  for (const auto& s : r.consumers[0].sources)
+    ++per_source[s];
+  int64_t whole = 0;
+  for (const auto& [src, n] : per_source)
+    whole += n == 100;
+  CHECK_MESSAGE(whole == 2, r.summary()); // worker-0's and worker-1's new task's
 }
 
 TEST_CASE("a partition that heals before the connection timeout loses nothing") {

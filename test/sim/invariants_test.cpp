@@ -1,6 +1,8 @@
 // The invariant checks and the --faults syntax on their own, with hand-made observations.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "sim/invariants.hpp"
 #include "sim/rng.hpp"
 #include "sim/trace.hpp"
@@ -134,8 +136,27 @@ TEST_CASE("OFF: every worker's stream must be the whole dataset, in order, witho
   o.faults = true;
   o.streams[0] = stream({0, 1, 2, 0, 1}, {"a", "a", "a", "b", "b"});
   f = check_invariants(o);
+  REQUIRE(f.size() == 2);
+  CHECK(f[0].find("OFF: worker b's stream is not the whole dataset, yet the read ended OK and its "
+                  "reader counted no lost task") == 0);
+  CHECK(f[1] == "OFF: 1 task stream(s) are short of the whole dataset in a read that ended OK, but "
+                "its consumers counted only 0 lost task(s)");
+  // ...unless its consumer counted the loss (on_worker_loss "continue": b's remaining copy)...
+  o.streams[0].lost_tasks = 1;
+  CHECK(check_invariants(o).empty());
+  o.streams[0] = stream({0, 1, 0, 1}, {"a", "a", "b", "b"}); // two short streams, one loss counted
+  o.streams[0].lost_tasks = 1;
+  f = check_invariants(o);
   REQUIRE(f.size() == 1);
-  CHECK(f[0].find("OFF: worker b's stream is not the whole dataset, yet the read ended OK") == 0);
+  CHECK(f[0].find("OFF: 2 task stream(s) are short") == 0);
+  o.faults = false; // a loss counted without any fault is a finding of its own
+  o.streams[0] = stream({0, 1, 2}, {"a", "a", "a"});
+  o.streams[0].lost_tasks = 1;
+  f = check_invariants(o);
+  CHECK(std::find(f.begin(), f.end(), "OFF: consumer-0 counted 1 lost task(s), although no fault happened") !=
+        f.end());
+  o.faults = true;
+  o.streams[0] = stream({0, 1, 2, 0, 1}, {"a", "a", "a", "b", "b"});
   // ...a failed one may be short, but stays ordered and unrepeated per incarnation.
   o.streams[0].status = conveyor::Status{conveyor::ErrorCode::unavailable, "lost task"};
   CHECK(check_invariants(o).empty());

@@ -35,6 +35,7 @@ struct stream_stats {
   int64_t elapsed_ns = 0;
   uint64_t job = 0;              // the job (repetition) the stream reads
   int64_t duplicates_dropped = 0; // repeats of re-issued splits the consumer dropped
+  int64_t lost_tasks = 0;         // OFF tasks lost before their end, read on without (continue)
   uint64_t pushed_task = 0;       // on a push: the task whose batch it carries (0 otherwise)
   // On a push: which actor served that task ("id@node"; a restarted dispatcher's job has its
   // tasks re-created under their old ids). Empty when not known.

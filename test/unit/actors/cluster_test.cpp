@@ -230,12 +230,13 @@ TEST_CASE("a worker started mid-job gets a task for the running job (OFF: it sta
   CHECK(stream->stats().per_worker.size() == 2);
 }
 
-TEST_CASE("OFF: a worker that leaves mid-job fails the read loudly (never short and OK)") {
+TEST_CASE("OFF, on_worker_loss fail: a worker that leaves mid-job fails the read loudly (never short and OK)") {
   WorkerConfig small = test_worker_config();
   small.task_buffer_elements = 128;
   TestCluster cluster{2, test_dispatcher_config(), small};
   auto client = cluster.client();
   auto options = mode(ShardingPolicy::off);
+  options.on_worker_loss = "fail";
   options.max_outstanding_requests = 32;
   constexpr int64_t n = 5000;
   auto stream = client.distribute(Dataset::range(n), options);
@@ -257,4 +258,33 @@ TEST_CASE("OFF: a worker that leaves mid-job fails the read loudly (never short 
   else
     CHECK_MESSAGE(stream->status().message().find("worker") != std::string::npos,
                   stream->status().to_string());
+}
+
+TEST_CASE("OFF, on_worker_loss continue (the default): a worker that leaves mid-job - the read ends OK, the loss counted") {
+  WorkerConfig small = test_worker_config();
+  small.task_buffer_elements = 128;
+  TestCluster cluster{2, test_dispatcher_config(), small};
+  auto client = cluster.client();
+  auto options = mode(ShardingPolicy::off);
+  options.max_outstanding_requests = 32;
+  constexpr int64_t n = 5000;
+  auto stream = client.distribute(Dataset::range(n), options);
+  REQUIRE(stream.ok());
+  std::vector<int64_t> got;
+  for (int i = 0; i < 100; ++i) {
+    Element e;
+    bool end = false;
+    REQUIRE(stream->next(e, end, std::chrono::seconds(10)).ok());
+    REQUIRE_FALSE(end);
+    got.push_back(e[0].as_int64());
+  }
+  cluster.stop_worker(1);
+  for (const Element& x : *stream)
+    got.push_back(x[0].as_int64());
+  REQUIRE_MESSAGE(stream->status().ok(), stream->status().to_string());
+  CHECK(got.size() >= static_cast<std::size_t>(n)); // the survivor's whole copy
+  if (got.size() < static_cast<std::size_t>(2 * n))  // short: counted, never silent
+    CHECK(stream->stats().lost_tasks == 1);
+  else
+    CHECK(stream->stats().lost_tasks == 0);
 }

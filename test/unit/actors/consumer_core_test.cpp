@@ -39,6 +39,13 @@ msg::element_batch batch_of(std::vector<int64_t> values) {
   return b;
 }
 
+// OFF with on_worker_loss "fail": a lost task fails the read.
+ConsumerLimits failing() {
+  ConsumerLimits l;
+  l.fail_on_worker_loss = true;
+  return l;
+}
+
 msg::element_batch end_batch() {
   msg::element_batch b;
   b.end_of_sequence = true;
@@ -249,6 +256,7 @@ msg::element_batch bulk_reply(uint64_t seq, uint32_t frames) {
 
 TEST_CASE("bulk: frames before or after the reply complete a batch, in order - loss is data_loss") {
   ConsumerLimits limits;
+  limits.fail_on_worker_loss = true; // OFF: the loss fails the read (see the continue test)
   ConsumerCore core{limits};
   connect_bulk_task(core, true);
   auto reqs = core.next_requests();
@@ -375,6 +383,7 @@ TEST_CASE("a reply that comes after its request timed out: DYNAMIC drops it, OFF
   for (bool dynamic : {true, false}) {
     CAPTURE(dynamic);
     ConsumerLimits limits;
+    limits.fail_on_worker_loss = true;
     limits.max_in_flight_per_task = 3;
     ConsumerCore c{limits};
     c.set_dynamic(dynamic);
@@ -401,7 +410,7 @@ TEST_CASE("a lost task's error names the job's sharding policy, not always OFF")
   for (auto policy : {ShardingPolicy::off, ShardingPolicy::data, ShardingPolicy::file, ShardingPolicy::hint}) {
     CAPTURE(to_string(policy));
     { // the connection lost with elements in flight
-      ConsumerCore c{ConsumerLimits{}};
+      ConsumerCore c{failing()};
       c.set_policy(policy);
       c.on_task_list(list_of(1, {1}, false));
       c.on_connected(1);
@@ -412,7 +421,7 @@ TEST_CASE("a lost task's error names the job's sharding policy, not always OFF")
             std::string::npos);
     }
     { // the task gone from the job's list before its end
-      ConsumerCore c{ConsumerLimits{}};
+      ConsumerCore c{failing()};
       c.set_policy(policy);
       c.on_task_list(list_of(1, {1}, false));
       c.on_task_list(list_of(2, {}, false));
@@ -423,7 +432,7 @@ TEST_CASE("a lost task's error names the job's sharding policy, not always OFF")
   }
 }
 
-TEST_CASE("OFF: a task started again after serving part of its stream fails the read") {
+TEST_CASE("OFF, fail: a task started again after serving part of its stream fails the read") {
   // Seen in the simulator (seed 62718): a worker stopped its tasks while the dispatcher was down
   // and the restarted job had them started again. The new actor serves the dataset again from
   // its start: read on, the consumer would repeat what it had and lose the rest silently.
@@ -446,7 +455,7 @@ TEST_CASE("OFF: a task started again after serving part of its stream fails the 
     CHECK(c.error().ok());
   }
   SUBCASE("after part of it: unavailable, naming the task and what it served") {
-    ConsumerCore c{ConsumerLimits{}};
+    ConsumerCore c{failing()};
     c.on_task_list(listing(1, first));
     c.on_connected(1);
     auto reqs = c.next_requests();
@@ -457,6 +466,26 @@ TEST_CASE("OFF: a task started again after serving part of its stream fails the 
     CHECK(c.error().code() == ErrorCode::unavailable);
     CHECK(c.error().message().find("task 1 on worker w:1 was started again after it served 3 element(s)") !=
           std::string::npos);
+  }
+  SUBCASE("continue (the default): the old copy counts as lost, the new actor is read from its start") {
+    ConsumerCore c{ConsumerLimits{}};
+    c.on_task_list(listing(1, first));
+    c.on_connected(1);
+    auto reqs = c.next_requests();
+    REQUIRE_FALSE(reqs.empty());
+    ReadyElements out;
+    REQUIRE(c.on_reply(reqs[0], batch_of({1, 2, 3}), out).ok());
+    auto added = c.on_task_list(listing(2, second));
+    CHECK(c.error().ok());
+    REQUIRE(added.size() == 1); // the caller connects to the new actor
+    CHECK(c.lost_tasks() == 1);
+    auto warnings = c.take_warnings();
+    REQUIRE(warnings.size() == 1);
+    CHECK(warnings[0].find("task 1 on worker w:1 was started again after it served 3 element(s)") !=
+          std::string::npos);
+    CHECK(warnings[0].find("on_worker_loss \"continue\"") != std::string::npos);
+    c.on_connected(1);
+    CHECK_FALSE(c.next_requests().empty()); // asked from its start
   }
   SUBCASE("DYNAMIC: the restored job handed its splits out again - read on") {
     ConsumerCore c{ConsumerLimits{}};
@@ -472,7 +501,7 @@ TEST_CASE("OFF: a task started again after serving part of its stream fails the 
 }
 
 TEST_CASE("OFF: batches are acknowledged too, and a retired task leaves without failing the read") {
-  ConsumerCore c{ConsumerLimits{}}; // OFF
+  ConsumerCore c{failing()}; // OFF, on_worker_loss "fail"
   c.on_task_list(list_of(1, {1, 2}, false));
   c.on_connected(1);
   c.on_connected(2);
@@ -590,4 +619,118 @@ TEST_CASE("ReadyElements: an empty batch buffer announced to hold elements is da
   CHECK_FALSE(got);
   CHECK(st.code() == ErrorCode::data_loss);
   CHECK(st.message().find("worker a") != std::string::npos);
+}
+
+TEST_CASE("OFF, continue (the default): a lost worker's task is counted and warned about once, the read goes on") {
+  ConsumerCore c{ConsumerLimits{}};
+  c.on_task_list(list_of(1, {1, 2, 3}, false));
+  for (msg::task_id_t t : {1, 2, 3})
+    c.on_connected(t);
+  auto reqs = c.next_requests();
+  REQUIRE(reqs.size() >= 3);
+  ReadyElements out;
+  for (const auto& r : reqs)
+    if (r.task == 3)
+      REQUIRE(c.on_reply(r, batch_of({7}), out).ok());
+  // Worker 1 dies: its connection breaks with a request in flight, then the job drops its task.
+  c.on_disconnected(1);
+  CHECK(c.error().ok());
+  CHECK(c.lost_tasks() == 1);
+  c.on_task_list(list_of(2, {2, 3}, false));
+  CHECK(c.error().ok());
+  CHECK(c.lost_tasks() == 1); // the same loss: counted once
+  // Worker 2 leaves: its remaining copy is lost all the same.
+  c.on_task_list(list_of(3, {3}, false));
+  CHECK(c.error().ok());
+  CHECK(c.lost_tasks() == 2);
+  auto warnings = c.take_warnings();
+  REQUIRE(warnings.size() == 2);
+  CHECK(warnings[0].find("lost the connection to worker w:1 (task 1)") != std::string::npos);
+  CHECK(warnings[1].find("lost task 2 on worker w:2 before it reached its end") != std::string::npos);
+  CHECK(c.take_warnings().empty()); // each said once
+  // A task added later (a new worker) is read too.
+  auto added = c.on_task_list(list_of(4, {3, 4}, false));
+  REQUIRE(added.size() == 1);
+  CHECK(added[0].task == 4);
+  c.on_connected(4);
+  bool asks_4 = false;
+  for (const auto& r : c.next_requests())
+    asks_4 = asks_4 || r.task == 4;
+  CHECK(asks_4);
+  CHECK(c.error().ok());
+  // A finite read ends with the tasks left.
+  CHECK_FALSE(c.finished());
+}
+
+TEST_CASE("OFF, continue: late replies and a lost bulk channel count as a lost task, not an error") {
+  ConsumerLimits limits;
+  limits.max_in_flight_per_task = 2;
+  ConsumerCore c{limits};
+  c.on_task_list(list_of(1, {1}, false));
+  c.on_connected(1);
+  auto reqs = c.next_requests();
+  REQUIRE_FALSE(reqs.empty());
+  c.on_request_failed(reqs[0]);
+  ReadyElements out;
+  auto b = batch_of({1, 2});
+  b.batch_seq = 4;
+  CHECK(c.on_reply(reqs[0], b, out).ok());
+  CHECK(out.empty());
+  CHECK(c.lost_tasks() == 1);
+  // The dropped batch is acknowledged (a draining task would wait for it).
+  bool acked = false;
+  for (const auto& r : c.next_requests())
+    acked = acked || r.acks == std::vector<uint64_t>{4};
+  CHECK(acked);
+  // Bulk: a broken channel with a batch in flight.
+  ConsumerCore d{ConsumerLimits{}};
+  d.on_task_list(list_of(1, {1}, true));
+  d.on_connected(1);
+  d.set_bulk(1, true);
+  auto dr = d.next_requests();
+  REQUIRE_FALSE(dr.empty());
+  auto bulk = batch_of({});
+  bulk.num_elements = 2;
+  bulk.bulk_frames = 2;
+  bulk.batch_seq = 9;
+  REQUIRE(d.on_reply(dr[0], bulk, out).ok());
+  CHECK(d.bulk_batches_waiting() == 1);
+  CHECK(d.on_bulk_lost({1}, "test").ok());
+  CHECK(d.bulk_batches_waiting() == 0);
+  CHECK(d.lost_tasks() == 1);
+  CHECK(d.outstanding() >= 0);
+}
+
+TEST_CASE("on_worker_loss: continue only for OFF - static policies fail whatever the limits say") {
+  for (auto policy : {ShardingPolicy::data, ShardingPolicy::file}) {
+    CAPTURE(to_string(policy));
+    ConsumerCore c{ConsumerLimits{}}; // fail_on_worker_loss false
+    c.set_policy(policy);
+    c.on_task_list(list_of(1, {1}, false));
+    c.on_task_list(list_of(2, {}, false));
+    CHECK_FALSE(c.error().ok());
+    CHECK(c.lost_tasks() == 0);
+  }
+}
+
+TEST_CASE("OFF: a task unreachable past the request timeout - continue gives it up once, fail does not") {
+  ConsumerCore c{ConsumerLimits{}};
+  c.on_task_list(list_of(1, {1, 2}, false));
+  c.on_connected(1);
+  c.on_connected(2);
+  CHECK(c.give_up(1, "cannot reach worker w:1"));
+  CHECK_FALSE(c.knows_task(1));
+  CHECK(c.lost_tasks() == 1);
+  CHECK(c.error().ok());
+  // Still listed: it comes back, read on from where its actor is; a second give-up of the same
+  // task actor is not a second loss.
+  auto added = c.on_task_list(list_of(2, {1, 2}, false));
+  REQUIRE(added.size() == 1);
+  CHECK(c.give_up(1, "cannot reach worker w:1"));
+  CHECK(c.lost_tasks() == 1);
+  CHECK(c.take_warnings().size() == 1);
+  ConsumerCore f{failing()};
+  f.on_task_list(list_of(1, {1}, false));
+  CHECK_FALSE(f.give_up(1, "cannot reach worker w:1")); // the caller fails the read
+  CHECK(f.knows_task(1));
 }

@@ -66,6 +66,28 @@ TEST_CASE("compression, target_workers and max_outstanding_requests") {
   CHECK(validate(o).code() == ErrorCode::invalid_argument);
 }
 
+TEST_CASE("on_worker_loss: continue or fail, OFF only, continue by default") {
+  DistributeOptions o;
+  CHECK_FALSE(fail_on_worker_loss(o)); // unset: continue
+  o.on_worker_loss = "continue";
+  CHECK(validate(o).ok());
+  CHECK_FALSE(fail_on_worker_loss(o));
+  o.on_worker_loss = "fail";
+  CHECK(validate(o).ok());
+  CHECK(fail_on_worker_loss(o));
+  o.on_worker_loss = "Fail";
+  CHECK(validate(o).code() == ErrorCode::invalid_argument);
+  CHECK(error_of(o) == "Invalid `on_worker_loss` argument: \"Fail\". Must be one of [\"continue\", \"fail\"].");
+  o.on_worker_loss = "fail";
+  o.policy = ShardingPolicy::dynamic;
+  CHECK(validate(o).code() == ErrorCode::invalid_argument);
+  CHECK(error_of(o).find("`on_worker_loss` applies to the OFF processing mode only, got processing mode DYNAMIC") == 0);
+  o.policy = ShardingPolicy::data;
+  CHECK(error_of(o).find("static sharding always fails the read") != std::string::npos);
+  o.on_worker_loss.reset(); // unset with another mode: nothing to ignore
+  CHECK(validate(o).ok());
+}
+
 TEST_CASE("processing modes: the reference's strings and the sharding policies") {
   CHECK(*parse_processing_mode("parallel_epochs") == ShardingPolicy::off);
   CHECK(*parse_processing_mode("distributed_epoch") == ShardingPolicy::dynamic);
