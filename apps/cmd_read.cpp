@@ -331,11 +331,20 @@ int run_read(const std::vector<std::string>& args) {
   std::fflush(out);
   if (f.stats) {
     const StreamStats s = stream->stats();
-    std::fprintf(stderr, "read: %lld elements, %lld bytes in %lld messages from job %s\n",
-                 static_cast<long long>(s.elements), static_cast<long long>(s.bytes),
-                 static_cast<long long>(s.messages), stream->job_id().c_str());
+    // What the reader printed, then what arrived: with --take the stream has prefetched more
+    // than it hands out, and those are received, not read.
+    std::fprintf(stderr,
+                 "read: %lld elements read; received %lld elements, %lld bytes in %lld messages "
+                 "from job %s\n",
+                 static_cast<long long>(count), static_cast<long long>(s.elements),
+                 static_cast<long long>(s.bytes), static_cast<long long>(s.messages),
+                 stream->job_id().c_str());
+    if (s.elements > count)
+      std::fprintf(stderr, "read: %lld received elements were not read (prefetched beyond --take)\n",
+                   static_cast<long long>(s.elements - count));
     for (const auto& [worker, n] : s.per_worker)
-      std::fprintf(stderr, "read:   %s: %lld elements\n", worker.c_str(), static_cast<long long>(n));
+      std::fprintf(stderr, "read:   %s: %lld elements received\n", worker.c_str(),
+                   static_cast<long long>(n));
     if (opts.policy == ShardingPolicy::off)
       std::fprintf(stderr, "read: %lld task(s) lost before their end (their copy is short)\n",
                    static_cast<long long>(s.lost_tasks));

@@ -251,7 +251,9 @@ void start_rejoin(self_ptr self, const std::string& why) {
     st.lost_job = st.job.address();
   st.job = nullptr;
   st.dispatcher = nullptr;
-  st.rejoin_deadline = self->clock().now() + st.start.dispatcher_reconnect_timeout;
+  st.rejoin_started = self->clock().now();
+  st.rejoin_deadline = st.rejoin_started + st.start.dispatcher_reconnect_timeout;
+  st.rejoin_attempts = 0;
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
     st.start.dispatcher_reconnect_timeout);
   log::warning(kLog, "job " + std::to_string(st.job_id) + ": lost the dispatcher (" + why +
@@ -269,11 +271,15 @@ void rejoin_failed(self_ptr self, const Status& why) {
     try_rejoin(self);
     return;
   }
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+    self->clock().now() - st.rejoin_started);
   finish(self, Status{why.code() == ErrorCode::not_found ? ErrorCode::not_found
                                                          : ErrorCode::unavailable,
-                      "job " + std::to_string(st.job_id) +
-                        ": the dispatcher did not come back with the job (" + why.message() +
-                        "); elements may be missing"});
+                      "job " + std::to_string(st.job_id) + ": the dispatcher at " +
+                        st.start.dispatcher_address + " did not come back with the job within " +
+                        std::to_string(waited.count()) + " ms (" +
+                        std::to_string(st.rejoin_attempts) + " attempt(s) to rejoin; last: " +
+                        why.message() + "); elements may be missing"});
 }
 
 void try_rejoin(self_ptr self) {
@@ -287,6 +293,7 @@ void try_rejoin(self_ptr self) {
   }
   auto left = std::max<caf::timespan>(st.rejoin_deadline - self->clock().now(),
                                       std::chrono::milliseconds(1));
+  ++st.rejoin_attempts;
   connect_to<msg::dispatcher_actor>(
     self, *st.start.transport, *addr, left, "the dispatcher",
     [self](Expected<msg::dispatcher_actor> d) {

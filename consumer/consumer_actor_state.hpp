@@ -88,6 +88,8 @@ struct consumer_state {
   uint64_t job_gen = 0;
   bool rejoining = false;
   caf::actor_clock::time_point rejoin_deadline;
+  caf::actor_clock::time_point rejoin_started; // what a final error reports: the whole wait,
+  int rejoin_attempts = 0;                      // not the last attempt's remaining milliseconds
   caf::actor_addr lost_job; // the job actor whose connection broke (same one back: a blip)
   int late_joins = 0;       // a named job ended as this consumer joined it: asked again
   // Coordinated reads only: plans rounds onto tasks and orders the elements (the core still

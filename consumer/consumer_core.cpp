@@ -95,8 +95,12 @@ void ConsumerCore::on_disconnected(msg::task_id_t task) {
 std::vector<msg::task_info> ConsumerCore::on_task_list(const msg::task_list& list) {
   version_ = list.version;
   job_finished_ = list.job_finished;
-  if (!list.error.empty() && error_.ok())
-    error_ = Status{ErrorCode::data_loss, list.error};
+  if (!list.error.empty() && error_.ok()) {
+    const auto code = static_cast<ErrorCode>(list.error_code);
+    error_ = Status{code == ErrorCode::ok || code > ErrorCode::resource_exhausted ? ErrorCode::data_loss
+                                                                                 : code,
+                    list.error};
+  }
   std::vector<msg::task_info> added;
   std::set<msg::task_id_t> listed;
   for (const auto& t : list.tasks) {

@@ -10,6 +10,7 @@ msg::task_list current_list(job_state& st) {
   list.version = list_version(st);
   list.job_finished = st.core().production_ended();
   list.error = st.core().error();
+  list.error_code = static_cast<uint8_t>(st.core().error_code());
   for (const auto* t : st.core().listed()) {
     auto h = st.task_handles.find(t->id);
     if (h == st.task_handles.end())

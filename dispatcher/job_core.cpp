@@ -84,8 +84,7 @@ bool JobCore::task_lost(msg::task_id_t id, const std::string& reason) {
   // A task that failed, then was lost: its consumers may not have read its error from it yet;
   // the job's list carries it, so the failure reaches them (never a plain "lost task").
   if (t->second.done && !t->second.error.empty() && error_.empty())
-    error_ = "task " + std::to_string(id) + " on worker " + t->second.worker_address +
-             " failed: " + t->second.error;
+    fail_with(t->second);
   tasks_.erase(t);
   check_stranded();
   ++version_;
@@ -98,6 +97,18 @@ msg::JournalSplit to_journal(const Split& s) {
 
 Split from_journal(const msg::JournalSplit& s) {
   return Split{s.epoch, s.index, s.begin, s.end, s.file};
+}
+
+// A task's error as the worker reported it, "code: message" (Status::to_string): the job fails
+// with the same code.
+void JobCore::fail_with(const Task& t) {
+  error_ = "task " + std::to_string(t.id) + " on worker " + t.worker_address + " failed: " + t.error;
+  error_code_ = ErrorCode::data_loss;
+  for (int c = 1; c <= static_cast<int>(ErrorCode::resource_exhausted); ++c) {
+    const std::string name = conveyor::to_string(static_cast<ErrorCode>(c));
+    if (t.error.rfind(name + ": ", 0) == 0)
+      error_code_ = static_cast<ErrorCode>(c);
+  }
 }
 
 void JobCore::requeue(Split split) {
@@ -121,6 +132,12 @@ void JobCore::check_stranded() {
   if (!any_task)
     return; // no worker now (or only drained ones): the splits wait for one to come back
   ++version_;
+  // A task that failed is why its splits are stranded: its error is the job's, not data_loss.
+  for (const auto& [id, t] : tasks_)
+    if (t.done && !t.error.empty()) {
+      fail_with(t);
+      return;
+    }
   error_ = std::to_string(requeue_.size()) +
            " split(s) of a lost task cannot be read again: every other task of the job already "
            "ended (the pipeline is not per-split; see README, fault tolerance)";

@@ -104,6 +104,9 @@ public:
   std::vector<const Task*> listed() const; // assigned tasks
   bool production_ended() const;
   const std::string& error() const { return error_; }
+  // The code of error(): a failed task's own code (e.g. resource_exhausted from a memory
+  // budget), data_loss for elements that cannot be read again.
+  ErrorCode error_code() const { return error_code_; }
   uint64_t version() const { return version_; }
 
   // --- splits (DYNAMIC)
@@ -161,6 +164,7 @@ public:
 
 private:
   void requeue(Split split);
+  void fail_with(const Task& t);
   void check_stranded();
 
   std::unique_ptr<SplitProvider> provider_;
@@ -169,6 +173,7 @@ private:
   std::vector<std::string> shard_workers_; // static sharding: the fixed worker list
   uint64_t version_ = 1;
   std::string error_;
+  ErrorCode error_code_ = ErrorCode::data_loss;
   // splits
   int64_t epoch_ = 0;
   bool exhausted_ = false; // the provider said end_of_splits for epoch_

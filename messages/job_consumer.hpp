@@ -17,6 +17,7 @@
 #include <caf/meta/type_name.hpp>
 
 #include "messages/protocol.hpp"
+#include "pipeline/runtime/status.hpp"
 #include "messages/status.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/worker_consumer.hpp"
@@ -137,6 +138,9 @@ struct task_list {
   // Non-empty: the job cannot deliver its data any more (e.g. an OFF task was lost, or a lost
   // task's splits cannot be re-run): the consumer fails the read with this error.
   std::string error;
+  // The ErrorCode of `error` (a failed task's own code, e.g. resource_exhausted; data_loss when
+  // elements cannot be read again).
+  uint8_t error_code = static_cast<uint8_t>(ErrorCode::data_loss);
   // Coordinated reads: no consumer plans a round >= round_fence (-1 = no fence) while a task
   // is pending or retiring.
   int64_t round_fence = -1;
@@ -155,7 +159,7 @@ struct task_list {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, task_list& x) {
   return f(caf::meta::type_name("task_list"), x.version, x.tasks, x.job_finished, x.error,
-           x.round_fence, x.retired_rounds, x.lost_rounds, x.rounds_recovering);
+           x.error_code, x.round_fence, x.retired_rounds, x.lost_rounds, x.rounds_recovering);
 }
 
 } // namespace conveyor::msg

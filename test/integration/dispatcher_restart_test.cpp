@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <thread>
 
 #include "test/integration/cluster.hpp"
@@ -283,6 +284,34 @@ TEST_CASE("dispatcher restart: without --work-dir an OFF read (--on-worker-loss 
   REQUIRE_MESSAGE(rc.has_value(), (*reader)->describe());
   CHECK(*rc == 1);
   CHECK_MESSAGE((*reader)->stderr_text().find("--work-dir") != std::string::npos, (*reader)->describe());
+}
+
+TEST_CASE("dispatcher gone for good: the reader's error reports the whole wait for it, not its last "
+          "attempt's remaining milliseconds") {
+  // The reader retries rejoining for 30 s (ConsumerStart::dispatcher_reconnect_timeout); its
+  // last attempt has only what is left of that, which the error used to report ("within 1 ms").
+  auto d1 = start_dispatcher(free_port(), "", "dispatcher-gone");
+  auto port = *d1->wait_listening(kStartTimeout);
+  auto w1 = start_worker(port, "worker1");
+  REQUIRE(w1->wait_for_output("worker: ready", kStartTimeout));
+  auto reader = ChildProcess::conveyor(
+    std::vector<std::string>{"read", "--dispatcher", addr(port), "--dataset",
+                             "range(1000000).map(sleep_us(us=2000))"},
+    "read-gone");
+  REQUIRE(reader.ok());
+  REQUIRE_MESSAGE(d1->wait_for_output("created job", kReadTimeout), d1->describe());
+  d1->signal(SIGKILL);
+  REQUIRE(d1->wait_exit(kStartTimeout).has_value());
+  auto rc = (*reader)->wait_exit(Millis{120000});
+  REQUIRE_MESSAGE(rc.has_value(), (*reader)->describe());
+  CHECK(*rc == 1);
+  const std::string err = (*reader)->stderr_text();
+  CHECK_MESSAGE(err.find("did not come back with the job within") != std::string::npos,
+                (*reader)->describe());
+  static const std::regex kWithin(R"(did not come back with the job within (\d+) ms)");
+  std::smatch m;
+  REQUIRE_MESSAGE(std::regex_search(err, m, kWithin), (*reader)->describe());
+  CHECK(std::stoll(m[1]) >= 25000);
 }
 
 TEST_CASE("dispatcher restart: a damaged journal stops the dispatcher with the file and offset, "

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <regex>
 
 #include <doctest/doctest.h>
@@ -201,6 +202,23 @@ TEST_CASE("ops: clear start-up errors: port in use, wildcard bind without --adve
   CAPTURE(r.describe);
   CHECK(r.exit_code == 1);
   CHECK(contains(r.stderr_text, "no workers are registered with the dispatcher at " + cluster.address()));
+}
+
+TEST_CASE("ops: read --stats with --take counts the elements read, and says what was prefetched "
+          "beyond them") {
+  Cluster cluster(1);
+  auto r = cluster.read("range(100000)", {"--mode", "off", "--take", "5", "--stats"});
+  CAPTURE(r.describe);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.lines.size() == 5);
+  // What the stream fetched ahead of the reader is counted apart, not as read.
+  const auto at = r.stderr_text.find("read: 5 elements read; received ");
+  REQUIRE(at != std::string::npos);
+  const long long received = std::atoll(r.stderr_text.c_str() + at + 32);
+  CHECK(received >= 5);
+  const bool said = contains(r.stderr_text, std::to_string(received - 5) +
+                                              " received elements were not read (prefetched beyond --take)");
+  CHECK(said == (received > 5));
 }
 
 TEST_CASE("ops: conveyor status lists workers, datasets and jobs with their progress") {

@@ -150,6 +150,39 @@ TEST_CASE("job core: a split lost when every other task ended fails the job loud
   CHECK(job.error().find("cannot be read again") != std::string::npos);
 }
 
+TEST_CASE("job core: splits stranded because a task failed fail the job with that task's error "
+          "and code, not data_loss") {
+  // A memory budget failure used to reach the reader as "data_loss: N split(s) ... cannot be
+  // read again", hiding the resource_exhausted that caused it.
+  auto job = dynamic_job(20, 10, /*per_split=*/false);
+  job.add_task(1, 1, "a:1");
+  job.add_task(2, 2, "b:1");
+  auto a = job.get_splits(1, 0, 1);
+  auto b = job.get_splits(2, 0, 1);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  job.task_done(2, "");
+  job.task_done(1, "resource_exhausted: shuffle needs 400 bytes beyond the job's memory budget");
+  job.task_lost(1, "ended"); // its worker forgets the failed task: its split comes back
+  CHECK(job.error_code() == conveyor::ErrorCode::resource_exhausted);
+  CHECK(job.error().find("task 1 on worker a:1 failed: resource_exhausted") != std::string::npos);
+  CHECK(job.error().find("cannot be read again") == std::string::npos);
+}
+
+TEST_CASE("job core: a failed task stranding splits through another task's end names its error") {
+  auto job = dynamic_job(20, 10, /*per_split=*/false);
+  job.add_task(1, 1, "a:1");
+  job.add_task(2, 2, "b:1");
+  auto a = job.get_splits(1, 0, 1);
+  auto b = job.get_splits(2, 0, 1);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  job.task_done(1, "resource_exhausted: batch needs 80000000 bytes");
+  job.task_lost(2, "gone"); // b's split comes back; only the failed task is left
+  CHECK(job.error_code() == conveyor::ErrorCode::resource_exhausted);
+  CHECK(job.error().find("resource_exhausted: batch needs") != std::string::npos);
+}
+
 TEST_CASE("is_per_split: source + sequential map/filter/flat_map/repeat only") {
   using conveyor::actors::is_per_split;
   CHECK(is_per_split(Dataset::range(10)));
