@@ -55,6 +55,9 @@ struct dispatcher_state {
   // The last kMaxFinishedJobs jobs that ended, as they last reported (`conveyor status`,
   // metrics). Their state is erased; this bounded list is all that remains (not journaled).
   std::deque<msg::job_status> finished_jobs;
+  // Released named jobs (kept in the state for their iteration) and since when: job GC forgets
+  // them job_gc_timeout later. Not journaled: a restarted dispatcher counts from its start.
+  std::map<msg::job_id_t, caf::actor_clock::time_point> released_at;
   // The journal (null = in memory only) and what waits for it: effects and replies, each
   // after the record with sequence number `first` is durable, in order.
   std::shared_ptr<JournalWriter> journal;
@@ -205,6 +208,25 @@ void create_tasks_for_live_jobs(self_ptr self, msg::worker_id_t worker) {
     jobs.push_back(job->id);
   for (auto job : jobs)
     create_task(self, job, worker);
+}
+
+// Job GC of ended named iterations: a released named job is kept so that a consumer asking for
+// its iteration later reads end of sequence (tf.data keeps finished iterations until GC); after
+// job_gc_timeout it is forgotten and the iteration may run again.
+void forget_released_jobs(self_ptr self) {
+  auto& st = self->state;
+  auto now = self->clock().now();
+  std::vector<msg::job_id_t> due;
+  for (const auto* job : st.state.released_named_jobs()) {
+    auto [at, fresh] = st.released_at.emplace(job->id, now); // restored ones: from now
+    if (!fresh && now - at->second >= st.start.job_gc_timeout)
+      due.push_back(job->id);
+  }
+  for (auto id : due) {
+    st.released_at.erase(id);
+    if (persist(self, msg::ForgetJobRecord{id, now_us(self)}).ok())
+      log::debug(kLog, "job " + std::to_string(id) + ": its ended iteration is forgotten (job GC)");
+  }
 }
 
 void remove_worker(self_ptr self, msg::worker_id_t id, const std::string& reason) {
@@ -436,12 +458,33 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
   if (req.expected_consumers > 1 && (!req.job_name || req.num_consumers))
     return msg::make_error(ErrorCode::invalid_argument,
                            "`expected_consumers` needs a `job_name` and no `num_consumers`");
+  int64_t iteration = 0; // named jobs: the iteration this consumer reads
   if (req.job_name) {
     if (req.job_name->empty())
       return msg::make_error(ErrorCode::invalid_argument, "`job_name` must not be empty");
-    // A live job of that name: share it, if the options agree. (A released one was erased:
-    // reading the name again starts its next repetition below.)
-    if (const auto* job = st.state.named_job(req.dataset, *req.job_name)) {
+    if (req.iteration < 0 && req.iteration != msg::kNextIteration)
+      return msg::make_error(ErrorCode::invalid_argument,
+                             "`iteration` must be non-negative (or kNextIteration), got " +
+                               std::to_string(req.iteration));
+    // A cross-trainer cache serves one endless stream to its trainers: there is no second
+    // iteration of it to read (the reference refuses re-iterating a cached dataset).
+    if (req.cross_trainer_cache != msg::CacheSharing::none && req.iteration > 0)
+      return msg::make_error(ErrorCode::invalid_argument,
+                             "Cross-trainer caching does not support re-iterating a dataset: job \"" +
+                               *req.job_name + "\" was asked for iteration " +
+                               std::to_string(req.iteration) + "; read its first iteration only");
+    // tf.data's key: (job name, the consumer's iteration index). The iteration's job, running
+    // or ended (kept until job GC: a consumer arriving after its end reads end of sequence, not
+    // the data again), is shared if the options agree.
+    const JobEntry* existing = nullptr;
+    if (req.iteration == msg::kNextIteration) {
+      existing = st.state.live_named_job(req.dataset, *req.job_name);
+      iteration = st.state.next_iteration(req.dataset, *req.job_name);
+    } else {
+      iteration = req.iteration;
+      existing = st.state.named_job(req.dataset, *req.job_name, iteration);
+    }
+    if (const auto* job = existing) {
       auto refuse = [&](const std::string& option, const std::string& has,
                         const std::string& asked) {
         return msg::make_error(ErrorCode::invalid_argument,
@@ -531,7 +574,7 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
   const bool per_split = js->core->per_split();
   if (auto sender = self->current_sender())
     js->creator = caf::actor_cast<caf::actor>(sender);
-  msg::CreateJobRecord record{id,
+  msg::CreateJobRecord job_record{id,
                               req.dataset,
                               req.job_name ? *req.job_name : std::string{},
                               static_cast<uint8_t>(req.policy),
@@ -541,6 +584,9 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
                               planned.split_size,
                               static_cast<uint8_t>(req.cross_trainer_cache),
                               req.expected_consumers};
+  msg::Update record = std::move(job_record);
+  if (req.job_name)
+    record = msg::CreateNamedJobRecord{std::get<msg::CreateJobRecord>(std::move(record)), iteration};
   if (auto s = persist(self, std::move(record),
                        [self, start = std::move(js).value()]() mutable {
                          run_job(self, std::move(start));
@@ -548,7 +594,9 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
       !s.ok())
     return msg::to_error(s);
   log::info(kLog, "created job " + std::to_string(id) +
-                    (req.job_name ? " (\"" + *req.job_name + "\")" : std::string{" (private)"}) +
+                    (req.job_name ? " (\"" + *req.job_name + "\", iteration " +
+                                      std::to_string(iteration) + ")"
+                                  : std::string{" (private)"}) +
                     " for dataset " + req.dataset + ", " + to_string(req.policy) +
                     (per_split ? " (per-split: exactly-once under worker loss)" : "") + ", " +
                     std::to_string(st.workers.size()) + " worker(s)");
@@ -925,8 +973,11 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
             while (st.finished_jobs.size() > kMaxFinishedJobs)
               st.finished_jobs.pop_front();
           }
-          if (st.state.job(released.job))
+          if (const auto* entry = st.state.job(released.job); entry && !entry->released) {
             (void)persist(self, msg::ReleaseJobRecord{released.job, now_us(self)}); // logged
+            if (const auto* kept = st.state.job(released.job); kept && kept->released)
+              st.released_at[released.job] = self->clock().now(); // a named job: until GC
+          }
           st.jobs.erase(released.job);
         },
         [self](msg::tick_atom) {
@@ -934,6 +985,7 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
           if (!check_local_sender(self, kLog, "tick_atom", "the dispatcher itself").ok())
             return;
           check_heartbeats(self);
+          forget_released_jobs(self);
           compact_if_due(self);
           auto period = std::max<caf::timespan>(self->state.start.worker_timeout / 4,
                                                 std::chrono::milliseconds(10));

@@ -338,10 +338,13 @@ Status check_header(const std::string& path, std::string_view data, const char (
   if (std::memcmp(data.data(), magic, 8) != 0)
     return bad(path, 0, std::string{"not a conveyor "} + what + " (bad magic)");
   uint32_t version = get_u32(data.data() + 8);
-  if (version != kJournalFormatVersion)
+  // Format 6 differs only by lacking the record types 7 added (its records and snapshot
+  // layout are the same), so a work dir written by the previous release is read as it is.
+  if (version < kOldestJournalFormatVersion || version > kJournalFormatVersion)
     return bad(path, 8, std::string{what} + " format version " + std::to_string(version) +
-                          " (this build reads version " + std::to_string(kJournalFormatVersion) +
-                          ")");
+                          " (this build reads versions " +
+                          std::to_string(kOldestJournalFormatVersion) + " to " +
+                          std::to_string(kJournalFormatVersion) + ")");
   return Status::OK();
 }
 

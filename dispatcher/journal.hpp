@@ -41,8 +41,11 @@
 namespace conveyor::actors {
 
 // 2: job lifecycle (split_size, repetitions); 3: splits held at a crash; 4: cross-trainer cache flag;
-// 5: the cache's sharing mode (window or whole epoch) instead of the flag
-inline constexpr uint32_t kJournalFormatVersion = 6;
+// 5: the cache's sharing mode (window or whole epoch) instead of the flag; 6: expected_consumers;
+// 7: named jobs keyed by iteration (CreateNamedJobRecord) and kept after their end until job GC
+// (ForgetJobRecord). This build reads 6 and 7.
+inline constexpr uint32_t kJournalFormatVersion = 7;
+inline constexpr uint32_t kOldestJournalFormatVersion = 6;
 
 struct JournalOptions {
   std::string dir;

@@ -58,6 +58,13 @@ Status validate(const DistributeOptions& o) {
       return invalid_argument("`expected_consumers` cannot be combined with `num_consumers`: a "
                               "coordinated read already waits for its num_consumers consumers");
   }
+  if (o.iteration < 0 && o.iteration != kNextIteration)
+    return invalid_argument("`iteration` must be non-negative (or kNextIteration), got " +
+                            std::to_string(o.iteration));
+  if (o.iteration != 0 && !o.job_name)
+    return invalid_argument("`job_name` must be set when setting `iteration` (only a named job "
+                            "has iterations). iteration was set to " +
+                            std::to_string(o.iteration) + ".");
   if (o.num_consumers && *o.num_consumers <= 0)
     return invalid_argument("`num_consumers` must be positive, got " +
                             std::to_string(*o.num_consumers));

@@ -97,6 +97,8 @@ std::string replay_command(const Dataset& dataset, const SimConfig& config) {
     cmd += " --cross-trainer-cache --take " + std::to_string(config.take);
   if (config.late_workers > 0)
     cmd += " --late-workers " + std::to_string(config.late_workers);
+  if (config.consumer_stagger.count() > 0)
+    cmd += " --consumer-stagger-ms " + std::to_string(config.consumer_stagger.count());
   return cmd + " --trace";
 }
 

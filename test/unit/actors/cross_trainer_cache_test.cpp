@@ -426,4 +426,12 @@ TEST_CASE("cluster: the cache's errors (finite dataset, no job name, empty train
   CHECK_MESSAGE(mismatch.message().find("runs with cross_trainer_cache on; a consumer asked for "
                                         "cross_trainer_cache off") != std::string::npos,
                 mismatch.to_string());
+  // Issue 32: re-iterating a cached dataset (its next iteration) was accepted.
+  auto again = cached("t2");
+  again.iteration = 1;
+  auto second = first_error(infinite, again);
+  CHECK(second.code() == ErrorCode::invalid_argument);
+  CHECK_MESSAGE(second.message().find("Cross-trainer caching does not support re-iterating a "
+                                      "dataset") != std::string::npos,
+                second.to_string());
 }

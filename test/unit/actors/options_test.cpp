@@ -109,3 +109,17 @@ TEST_CASE("addresses") {
   CHECK(parse_address("a://b://c:1").status().message() ==
         "Malformed address \"a://b://c:1\" has multiple '://'");
 }
+
+TEST_CASE("iteration: a named job's, non-negative or kNextIteration") {
+  DistributeOptions o;
+  o.iteration = 2;
+  CHECK(error_of(o) == "`job_name` must be set when setting `iteration` (only a named job has "
+                       "iterations). iteration was set to 2.");
+  o.job_name = "j";
+  CHECK(validate(o).ok());
+  o.iteration = kNextIteration;
+  CHECK(validate(o).ok());
+  o.iteration = -2;
+  CHECK(error_of(o) == "`iteration` must be non-negative (or kNextIteration), got -2");
+}
+
