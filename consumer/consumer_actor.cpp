@@ -376,6 +376,8 @@ void poll_tasks(self_ptr self) {
     for (const auto& r : st.planner->lost_reports())
       req.lost_reports.push_back(msg::get_tasks::lost_report{r.task, r.rounds});
   }
+  for (const auto& [task, handle] : st.tasks) // placement's choice: DYNAMIC gives splits only
+    req.reading.push_back(task);               // to tasks some consumer reads
   st.refetch = false;
   self->request(st.job, st.start.request_timeout, std::move(req))
     .then(

@@ -76,6 +76,18 @@ bool should_read_from_task(TargetWorkers target, bool coordinated, bool local_ta
   return true;
 }
 
+bool reader_may_skip(std::string_view target_workers, const std::vector<std::string>& worker_tags) {
+  auto target = parse_target_workers(target_workers);
+  if (!target.ok())
+    return false;
+  switch (*target) {
+    case TargetWorkers::local: return true;
+    case TargetWorkers::automatic: return is_colocated(worker_tags);
+    case TargetWorkers::any: return false;
+  }
+  return false;
+}
+
 bool reads_in_process(TargetWorkers target, bool local_task) {
   return local_task && target != TargetWorkers::any;
 }

@@ -45,6 +45,12 @@ bool is_colocated(const std::vector<std::string>& worker_tags);
 bool should_read_from_task(TargetWorkers target, bool coordinated, bool local_task,
                            const std::vector<std::string>& worker_tags);
 
+// Whether some consumer of a job read with `target_workers` may leave the task of a worker with
+// `worker_tags` unread (LOCAL: every worker outside the consumers' processes; AUTO: COLOCATED
+// workers; ANY, or an invalid target: none). The job hands such a task DYNAMIC splits only once
+// a consumer says it reads it (dispatcher/job_core.hpp require_reader).
+bool reader_may_skip(std::string_view target_workers, const std::vector<std::string>& worker_tags);
+
 // Whether a task's elements take the in-process path (LOCAL or AUTO reads of a local worker).
 bool reads_in_process(TargetWorkers target, bool local_task);
 

@@ -408,6 +408,7 @@ Expected<JobStart> job_start(self_ptr self, const JobEntry& entry) {
   js.client_timeout = st.start.client_timeout;
   js.journal_splits = st.journal != nullptr;
   js.num_consumers = entry.num_consumers;
+  js.target_workers = entry.target_workers;
   js.round_lookahead = st.start.round_lookahead;
   js.auth_token = st.start.auth_token;
   return js;
@@ -554,6 +555,7 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
   planned.name = req.job_name ? *req.job_name : std::string{};
   planned.policy = req.policy;
   planned.num_consumers = req.num_consumers ? *req.num_consumers : -1;
+  planned.target_workers = req.target_workers;
   planned.cross_trainer_cache = req.cross_trainer_cache;
   planned.expected_consumers = req.expected_consumers;
   if (req.policy == ShardingPolicy::dynamic) {

@@ -9,6 +9,7 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
+#include "consumer/placement.hpp"
 #include "node/log.hpp"
 #include "node/hooks.hpp"
 #include "coordinated/round_robin.hpp"
@@ -632,6 +633,8 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
         sample_rate(self);
       }
       st.core().touch(req.consumer, now_ns(self));
+      if (req.consumer != 0 && st.core().set_reading(req.consumer, req.reading))
+        serve_held_splits(self); // a task that waited for a reader may take splits now
       if (st.rounds && req.consumer != 0) {
         const auto pending = st.rounds->pending();
         std::vector<LostRoundsReport> reports;
@@ -663,6 +666,8 @@ job_full_actor::behavior_type job_impl(self_ptr self, JobStart start) {
         st.rounds->expect(add.task);
       if (!add.worker_tags.empty())
         st.worker_tags[add.task] = add.worker_tags;
+      if (added && st.core().dynamic() && reader_may_skip(st.start.target_workers, add.worker_tags))
+        st.core().require_reader(add.task);
       // Without a handle: a task a restarted dispatcher knows from its journal, whose worker
       // has not registered again; the job counts it (production is not over) until the worker
       // comes back (add_task again, with its handle) or is removed (remove_task).

@@ -452,3 +452,31 @@ TEST_CASE("metrics: the dispatcher's samples carry each worker's tags") {
     }
   CHECK(found);
 }
+
+// NOT FIXED YET (skipped): the job now hands the DYNAMIC splits only to the task the LOCAL
+// reader reads (the log shows that task's pipeline producing all 300 elements, none stranded on
+// the remote workers), but the consumer still receives nothing from it and the read times out
+// after 0 elements: the remaining cause is on the consumer side (LOCAL + DYNAMIC + skipped
+// remote tasks; LOCAL DYNAMIC with only local workers, and LOCAL OFF beside remote workers, work).
+TEST_CASE("LOCAL with DYNAMIC beside remote workers: only the read worker takes splits, no hang" *
+          doctest::skip()) {
+  // Issue 32: one in-process worker and three remote ones; a LOCAL DYNAMIC read got 0 elements
+  // and waited for end of sequence, because the remote workers' tasks took splits that no LOCAL
+  // reader reads. The job now hands splits only to tasks a consumer says it reads.
+  TestCluster cluster{3};                      // workers this process reads over TCP only
+  cluster.add_worker(in_process_config());     // the one LOCAL reads
+  auto client = cluster.client();
+  auto options = local_off();
+  options.policy = ShardingPolicy::dynamic;
+  for (int round = 0; round < 3; ++round) { // splits of several sizes, fresh jobs
+    CAPTURE(round);
+    const int64_t n = 300 + 700 * round;
+    auto stream = client.distribute(Dataset::range(n), options);
+    REQUIRE_MESSAGE(stream.ok(), stream.status().to_string());
+    std::vector<int64_t> all(static_cast<std::size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      all[static_cast<std::size_t>(i)] = i;
+    CHECK(sorted(ints(read_all(*stream, 1000000, std::chrono::seconds(10)))) == all);
+    CHECK(stream->stats().per_worker.size() == 1);
+  }
+}
