@@ -33,8 +33,9 @@ enum class TargetWorkers { automatic, any, local };
 Expected<TargetWorkers> parse_target_workers(std::string_view text);
 const char* to_string(TargetWorkers target);
 
-// Worker tags as a worker announces them: each 1..64 characters of [A-Za-z0-9_.-], no
-// duplicates (invalid_argument naming the bad tag). "a,b" splits on commas (empty parts refused).
+// Worker tags as a worker announces them: any strings, as in tf.data (spaces, the empty tag),
+// at most 256 characters each and no control characters, at most 32, no duplicates
+// (invalid_argument naming the bad tag). "a,b" splits on commas ("a,,b" has an empty tag).
 Status validate_worker_tags(const std::vector<std::string>& tags);
 Expected<std::vector<std::string>> parse_worker_tags(std::string_view comma_separated);
 

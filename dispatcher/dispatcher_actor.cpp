@@ -153,11 +153,30 @@ std::string version_refusal(uint32_t ours, uint32_t theirs, const std::string& w
          ", the " + who + " version " + std::to_string(theirs);
 }
 
-// Where `address` stands in the fixed worker list (static sharding), or -1.
+// Where `address` stands in the fixed worker list (static sharding), or -1. An exact entry
+// first; else a "host:%port%" entry of its host (tf.data's template) that no other live worker
+// holds: the live workers take those in registration (id) order, a registering one after them.
 int64_t fixed_index(const dispatcher_state& st, const std::string& address) {
   const auto& list = st.start.worker_addresses;
   auto it = std::find(list.begin(), list.end(), address);
-  return it == list.end() ? -1 : static_cast<int64_t>(it - list.begin());
+  if (it != list.end())
+    return static_cast<int64_t>(it - list.begin());
+  std::set<std::size_t> taken;
+  auto claim = [&](const std::string& a) -> int64_t {
+    if (std::find(list.begin(), list.end(), a) != list.end())
+      return -1; // an exact entry: not one of the templates
+    auto template_of = a.substr(0, a.rfind(':')) + ":%port%";
+    for (std::size_t i = 0; i < list.size(); ++i)
+      if (list[i] == template_of && taken.insert(i).second)
+        return static_cast<int64_t>(i);
+    return -1;
+  };
+  for (const auto* w : st.state.workers()) {
+    auto index = claim(w->address);
+    if (w->address == address)
+      return index;
+  }
+  return claim(address);
 }
 
 bool is_static(ShardingPolicy p) { return p != ShardingPolicy::off && p != ShardingPolicy::dynamic; }

@@ -105,6 +105,13 @@ Status validate(const DistributeOptions& o) {
   if (o.num_consumers && o.target_workers == "LOCAL")
     return invalid_argument(
       "Coordinated reads require non-local workers, but `target_workers` is \"LOCAL\".");
+  // The reference's static sharding policies require that "each client only reads from the
+  // local tf.data service worker" (003, ShardingPolicy): ANY reads every worker's shard.
+  if (o.policy != ShardingPolicy::off && o.policy != ShardingPolicy::dynamic &&
+      o.target_workers == "ANY")
+    return invalid_argument(std::string{"Static sharding policy <"} + to_string(o.policy) +
+                            "> requires each client to read only from its local tf.data service "
+                            "worker, but `target_workers` is \"ANY\": use \"LOCAL\" or \"AUTO\"");
   return Status::OK();
 }
 

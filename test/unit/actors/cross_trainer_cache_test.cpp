@@ -173,6 +173,16 @@ TEST_CASE("the reference's errors") {
   auto too_big = cache->add(big);
   CHECK(too_big.code() == ErrorCode::invalid_argument);
   CHECK(too_big.message().find("tf.data service element size is larger than cache size in bytes.") == 0);
+  // Whole-epoch sharing: a full cache waits for its trainers (can_add false), but an element
+  // larger than the whole cache never fits: it is refused at once, not waited for (issue 32:
+  // the task waited forever and the read hung).
+  auto epoch = CrossTrainerCache::make(16, true);
+  REQUIRE(epoch.ok());
+  REQUIRE(epoch->join("t").ok());
+  CHECK(epoch->can_add(static_cast<int64_t>(big.byte_size())));
+  auto refused = epoch->add(big);
+  CHECK(refused.code() == ErrorCode::invalid_argument);
+  CHECK(refused.message().find("tf.data service element size is larger than cache size in bytes.") == 0);
 
   CHECK(validate_cross_trainer_cache(true, kInfiniteCardinality, std::nullopt).ok());
   CHECK(validate_trainer_id("").message() ==

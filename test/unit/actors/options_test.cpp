@@ -123,3 +123,23 @@ TEST_CASE("iteration: a named job's, non-negative or kNextIteration") {
   CHECK(error_of(o) == "`iteration` must be non-negative (or kNextIteration), got -2");
 }
 
+TEST_CASE("static sharding reads the local worker: target_workers ANY is refused") {
+  // Issue 32: FILE_OR_DATA with target_workers=ANY was accepted; the reference's static
+  // policies require that each client reads only its local worker (003, ShardingPolicy).
+  for (auto p : {ShardingPolicy::file, ShardingPolicy::data, ShardingPolicy::file_or_data,
+                 ShardingPolicy::hint}) {
+    DistributeOptions o;
+    o.policy = p;
+    o.target_workers = "ANY";
+    CHECK(validate(o).code() == ErrorCode::invalid_argument);
+    CHECK(error_of(o) == std::string{"Static sharding policy <"} + to_string(p) +
+                           "> requires each client to read only from its local tf.data service "
+                           "worker, but `target_workers` is \"ANY\": use \"LOCAL\" or \"AUTO\"");
+    o.target_workers = "LOCAL";
+    CHECK(validate(o).ok());
+  }
+  DistributeOptions dynamic;
+  dynamic.policy = ShardingPolicy::dynamic;
+  dynamic.target_workers = "ANY";
+  CHECK(validate(dynamic).ok());
+}
