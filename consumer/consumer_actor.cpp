@@ -700,10 +700,12 @@ void join(self_ptr self, const msg::job_info& info) {
   st.job_id = info.job;
   st.start.sink->joined(info.job);
   st.core.set_policy(info.policy);
-  if ((!info.handle || info.finished) && !info.job_name.empty()) {
+  if (st.consumer_id == 0 && (!info.handle || info.finished) && !info.job_name.empty()) {
     // tf.data: a consumer whose iteration of a named job already ended reads end of sequence
     // (its elements went to the consumers that read it), not the data again. (`finished`, not
-    // only the handle: a null handle need not come back null from every transport.)
+    // only the handle: a null handle need not come back null from every transport.) Only on a
+    // first join: a consumer that read the job before and finds it ended after a dispatcher
+    // restart may have lost elements, and must not end as if it had read everything.
     log::info(kLog, "job " + std::to_string(info.job) + " (\"" + info.job_name + "\", iteration " +
                       std::to_string(info.repetition) +
                       ") ended before this consumer joined it: end of sequence");
