@@ -56,7 +56,8 @@ int run_dispatcher(const std::vector<std::string>& args) {
        "resolved). Without it such jobs are refused")
       ("worker-addresses", po::value<std::vector<std::string>>()->multitoken()->value_name("HOST:PORT,..."),
        "the fixed worker list (advertised addresses, comma-separated or repeated) that the static "
-       "sharding policies FILE/DATA/FILE_OR_DATA/HINT need; workers not in it are refused");
+       "sharding policies FILE/DATA/FILE_OR_DATA/HINT need; workers not in it are refused. "
+       "HOST:%port% matches one worker of HOST on any port (tf.data's template)");
   po::options_description hidden;
   hidden.add_options()("protocol-version", po::value<uint32_t>()->default_value(0),
                        "speak another protocol version (tests of the version check)")

@@ -102,6 +102,9 @@ int run_read(const std::vector<std::string>& args) {
        "placeholders")
       ("job-name", po::value<std::string>()->value_name("NAME"),
        "share the job NAME with every consumer naming it (default: a private job)")
+      ("iteration", po::value<int64_t>()->value_name("N"),
+       "with --job-name: read iteration N of the named job (default 0; as in tf.data, a reader "
+       "of an iteration that already ended reads nothing; N+1 reads the data again)")
       ("num-consumers", po::value<int64_t>()->value_name("K"), "coordinated reads: number of consumers")
       ("consumer-index", po::value<int64_t>()->value_name("I"), "coordinated reads: this consumer's index")
       ("round-timeout-ms", po::value<int64_t>()->default_value(60000)->value_name("T"),
@@ -175,6 +178,14 @@ int run_read(const std::vector<std::string>& args) {
   opts.policy = *policy;
   if (vm.count("job-name"))
     opts.job_name = vm["job-name"].as<std::string>();
+  if (vm.count("iteration")) {
+    if (!opts.job_name)
+      return bad(invalid_argument("`--iteration` needs `--job-name` (only a named job has iterations)"));
+    const int64_t n = vm["iteration"].as<int64_t>();
+    if (auto st = check_at_least("--iteration", n, 0); !st.ok())
+      return bad(st);
+    opts.iteration = n;
+  }
   if (vm.count("num-consumers"))
     opts.num_consumers = vm["num-consumers"].as<int64_t>();
   if (vm.count("consumer-index"))

@@ -238,6 +238,8 @@ ConsumerStart consumer_start(const DistributeOptions& options, std::shared_ptr<T
     start.trainer_id = options.cross_trainer_cache->trainer_id;
   }
   start.job_request.expected_consumers = options.expected_consumers.value_or(1);
+  static_assert(kNextIteration == msg::kNextIteration);
+  start.job_request.iteration = options.iteration;
   if (options.num_consumers) {
     start.job_request.num_consumers = *options.num_consumers;
     start.consumer_index = options.consumer_index.value_or(-1);

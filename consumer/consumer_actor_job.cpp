@@ -152,6 +152,8 @@ void poll_tasks(self_ptr self) {
                      progress_of(self)};
   if (st.rounds)
     st.rounds->fill_poll(req);
+  for (const auto& [task, handle] : st.tasks) // placement's choice: DYNAMIC gives splits only
+    req.reading.push_back(task);               // to tasks some consumer reads
   st.refetch = false;
   self->request(st.job, st.start.request_timeout, std::move(req))
     .then(
@@ -177,15 +179,16 @@ void poll_tasks(self_ptr self) {
 }
 
 // A named job can end (its consumers read to the end) between the dispatcher naming it to this
-// consumer and the consumer's join: the name's next repetition is what this consumer reads.
-// True when it asks the dispatcher again (a few times at most).
+// consumer and the consumer's join: the dispatcher, asked again, says the iteration ended (end
+// of sequence; with kNextIteration: the name's next iteration). True when it asks the
+// dispatcher again (a few times at most).
 bool ask_again_for_named_job(self_ptr self, const std::string& why) {
   auto& st = self->state;
   if (st.consumer_id != 0 || !st.start.job_request.job_name || st.late_joins >= 3 || st.done)
     return false;
   ++st.late_joins;
   log::info(kLog, "job " + std::to_string(st.job_id) + " ended as this consumer joined it (" + why +
-                    "); asking for the name's next repetition");
+                    "); asking the dispatcher again");
   ++st.job_gen;
   if (st.job)
     self->demonitor(st.job.address());
@@ -196,11 +199,24 @@ bool ask_again_for_named_job(self_ptr self, const std::string& why) {
 
 void join(self_ptr self, const msg::job_info& info) {
   auto& st = self->state;
-  if (!info.handle && ask_again_for_named_job(self, "it was over"))
+  if (!info.handle && st.start.job_request.iteration == msg::kNextIteration &&
+      ask_again_for_named_job(self, "it was over"))
     return;
   st.job_id = info.job;
   st.start.sink->joined(info.job);
   st.core.set_policy(info.policy);
+  if (st.consumer_id == 0 && (!info.handle || info.finished) && !info.job_name.empty()) {
+    // tf.data: a consumer whose iteration of a named job already ended reads end of sequence
+    // (its elements went to the consumers that read it), not the data again. (`finished`, not
+    // only the handle: a null handle need not come back null from every transport.) Only on a
+    // first join: a consumer that read the job before and finds it ended after a dispatcher
+    // restart may have lost elements, and must not end as if it had read everything.
+    log::info(kLog, "job " + std::to_string(info.job) + " (\"" + info.job_name + "\", iteration " +
+                      std::to_string(info.repetition) +
+                      ") ended before this consumer joined it: end of sequence");
+    finish(self, Status::OK());
+    return;
+  }
   if (!info.handle) { // ended before we could join: say so, never "0 elements, OK"
     finish(self, Status{ErrorCode::failed_precondition,
                         "job " + std::to_string(info.job) +

@@ -34,12 +34,16 @@ Status validate_worker_tags(const std::vector<std::string>& tags) {
     return invalid_argument("a worker may have at most 32 tags, got " + std::to_string(tags.size()));
   std::set<std::string> seen;
   for (const auto& tag : tags) {
-    if (tag.empty() || tag.size() > 64)
-      return invalid_argument("worker tag \"" + tag + "\" must have 1 to 64 characters");
+    // tf.data takes any string as a tag (spaces and the empty tag included); only what would
+    // garble a log line or a status table is refused here, and a bound on the size.
+    if (tag.size() > 256)
+      return invalid_argument("worker tag \"" + tag.substr(0, 32) + "...\" has " +
+                              std::to_string(tag.size()) + " characters, more than 256");
     for (char c : tag)
-      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.')
+      if (std::iscntrl(static_cast<unsigned char>(c)))
         return invalid_argument("worker tag \"" + tag +
-                                "\" may contain only letters, digits, '_', '-' and '.'");
+                                "\" contains a control character (byte " +
+                                std::to_string(static_cast<unsigned char>(c)) + ")");
     if (!seen.insert(tag).second)
       return invalid_argument("worker tag \"" + tag + "\" is given twice");
   }
@@ -74,6 +78,18 @@ bool should_read_from_task(TargetWorkers target, bool coordinated, bool local_ta
   if (target == TargetWorkers::automatic && !local_task && is_colocated(worker_tags))
     return false;
   return true;
+}
+
+bool reader_may_skip(std::string_view target_workers, const std::vector<std::string>& worker_tags) {
+  auto target = parse_target_workers(target_workers);
+  if (!target.ok())
+    return false;
+  switch (*target) {
+    case TargetWorkers::local: return true;
+    case TargetWorkers::automatic: return is_colocated(worker_tags);
+    case TargetWorkers::any: return false;
+  }
+  return false;
 }
 
 bool reads_in_process(TargetWorkers target, bool local_task) {

@@ -33,8 +33,9 @@ enum class TargetWorkers { automatic, any, local };
 Expected<TargetWorkers> parse_target_workers(std::string_view text);
 const char* to_string(TargetWorkers target);
 
-// Worker tags as a worker announces them: each 1..64 characters of [A-Za-z0-9_.-], no
-// duplicates (invalid_argument naming the bad tag). "a,b" splits on commas (empty parts refused).
+// Worker tags as a worker announces them: any strings, as in tf.data (spaces, the empty tag),
+// at most 256 characters each and no control characters, at most 32, no duplicates
+// (invalid_argument naming the bad tag). "a,b" splits on commas ("a,,b" has an empty tag).
 Status validate_worker_tags(const std::vector<std::string>& tags);
 Expected<std::vector<std::string>> parse_worker_tags(std::string_view comma_separated);
 
@@ -44,6 +45,12 @@ bool is_colocated(const std::vector<std::string>& worker_tags);
 // runs in the consumer's process.
 bool should_read_from_task(TargetWorkers target, bool coordinated, bool local_task,
                            const std::vector<std::string>& worker_tags);
+
+// Whether some consumer of a job read with `target_workers` may leave the task of a worker with
+// `worker_tags` unread (LOCAL: every worker outside the consumers' processes; AUTO: COLOCATED
+// workers; ANY, or an invalid target: none). The job hands such a task DYNAMIC splits only once
+// a consumer says it reads it (dispatcher/job_core.hpp require_reader).
+bool reader_may_skip(std::string_view target_workers, const std::vector<std::string>& worker_tags);
 
 // Whether a task's elements take the in-process path (LOCAL or AUTO reads of a local worker).
 bool reads_in_process(TargetWorkers target, bool local_task);

@@ -307,8 +307,11 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
             while (st.finished_jobs.size() > kMaxFinishedJobs)
               st.finished_jobs.pop_front();
           }
-          if (st.state.job(released.job))
+          if (const auto* entry = st.state.job(released.job); entry && !entry->released) {
             (void)persist(self, msg::ReleaseJobRecord{released.job, now_us(self)}); // logged
+            if (const auto* kept = st.state.job(released.job); kept && kept->released)
+              st.released_at[released.job] = self->clock().now(); // a named job: until GC
+          }
           st.jobs.erase(released.job);
         },
         [self](msg::tick_atom) {
@@ -316,6 +319,7 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
           if (!check_local_sender(self, kLog, "tick_atom", "the dispatcher itself").ok())
             return;
           check_heartbeats(self);
+          forget_released_jobs(self);
           compact_if_due(self);
           auto period = std::max<caf::timespan>(self->state.start.worker_timeout / 4,
                                                 std::chrono::milliseconds(10));

@@ -30,11 +30,30 @@
 
 namespace conveyor::actors::dispatcher_detail {
 
-// Where `address` stands in the fixed worker list (static sharding), or -1.
+// Where `address` stands in the fixed worker list (static sharding), or -1. An exact entry
+// first; else a "host:%port%" entry of its host (tf.data's template) that no other live worker
+// holds: the live workers take those in registration (id) order, a registering one after them.
 int64_t fixed_index(const dispatcher_state& st, const std::string& address) {
   const auto& list = st.start.worker_addresses;
   auto it = std::find(list.begin(), list.end(), address);
-  return it == list.end() ? -1 : static_cast<int64_t>(it - list.begin());
+  if (it != list.end())
+    return static_cast<int64_t>(it - list.begin());
+  std::set<std::size_t> taken;
+  auto claim = [&](const std::string& a) -> int64_t {
+    if (std::find(list.begin(), list.end(), a) != list.end())
+      return -1; // an exact entry: not one of the templates
+    auto template_of = a.substr(0, a.rfind(':')) + ":%port%";
+    for (std::size_t i = 0; i < list.size(); ++i)
+      if (list[i] == template_of && taken.insert(i).second)
+        return static_cast<int64_t>(i);
+    return -1;
+  };
+  for (const auto* w : st.state.workers()) {
+    auto index = claim(w->address);
+    if (w->address == address)
+      return index;
+  }
+  return claim(address);
 }
 
 bool is_static(ShardingPolicy p) { return p != ShardingPolicy::off && p != ShardingPolicy::dynamic; }
@@ -162,6 +181,7 @@ Expected<JobStart> job_start(self_ptr self, const JobEntry& entry) {
   js.client_timeout = st.start.client_timeout;
   js.journal_splits = st.journal != nullptr;
   js.num_consumers = entry.num_consumers;
+  js.target_workers = entry.target_workers;
   js.round_lookahead = st.start.round_lookahead;
   js.auth_token = st.start.auth_token;
   return js;
@@ -206,6 +226,17 @@ caf::error check_job_request(const msg::get_or_create_job& req) {
                            "`expected_consumers` needs a `job_name` and no `num_consumers`");
   if (req.job_name && req.job_name->empty())
     return msg::make_error(ErrorCode::invalid_argument, "`job_name` must not be empty");
+  if (req.job_name && req.iteration < 0 && req.iteration != msg::kNextIteration)
+    return msg::make_error(ErrorCode::invalid_argument,
+                           "`iteration` must be non-negative (or kNextIteration), got " +
+                             std::to_string(req.iteration));
+  // A cross-trainer cache serves one endless stream to its trainers: there is no second
+  // iteration of it to read (the reference refuses re-iterating a cached dataset).
+  if (req.job_name && req.cross_trainer_cache != msg::CacheSharing::none && req.iteration > 0)
+    return msg::make_error(ErrorCode::invalid_argument,
+                           "Cross-trainer caching does not support re-iterating a dataset: job \"" +
+                             *req.job_name + "\" was asked for iteration " +
+                             std::to_string(req.iteration) + "; read its first iteration only");
   return {};
 }
 
@@ -288,6 +319,7 @@ JobEntry plan_job(self_ptr self, const msg::get_or_create_job& req, msg::job_id_
   planned.name = req.job_name ? *req.job_name : std::string{};
   planned.policy = req.policy;
   planned.num_consumers = req.num_consumers ? *req.num_consumers : -1;
+  planned.target_workers = req.target_workers;
   planned.cross_trainer_cache = req.cross_trainer_cache;
   planned.expected_consumers = req.expected_consumers;
   if (req.policy == ShardingPolicy::dynamic) {
@@ -317,14 +349,25 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
     return msg::to_error(target.status());
   if (auto refused = check_job_request(req))
     return refused;
-  // A live job of that name: share it, if the options agree. (A released one was erased:
-  // reading the name again starts its next repetition below.)
-  if (req.job_name)
-    if (const auto* job = st.state.named_job(req.dataset, *req.job_name)) {
+  // tf.data's key: (job name, the consumer's iteration index). The iteration's job, running or
+  // ended (kept until job GC: a consumer arriving after its end reads end of sequence, not the
+  // data again), is shared if the options agree.
+  int64_t iteration = 0; // named jobs: the iteration this consumer reads
+  if (req.job_name) {
+    const JobEntry* existing = nullptr;
+    if (req.iteration == msg::kNextIteration) {
+      existing = st.state.live_named_job(req.dataset, *req.job_name);
+      iteration = st.state.next_iteration(req.dataset, *req.job_name);
+    } else {
+      iteration = req.iteration;
+      existing = st.state.named_job(req.dataset, *req.job_name, iteration);
+    }
+    if (const auto* job = existing) {
       if (auto refused = check_named_job_agrees(*job, req))
         return refused;
       return job_info_of(self, job->id);
     }
+  }
   auto definition = from_binary(dataset->definition);
   if (!definition.ok())
     return msg::to_error(definition.status());
@@ -338,7 +381,7 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
   const bool per_split = js->core->per_split();
   if (auto sender = self->current_sender())
     js->creator = caf::actor_cast<caf::actor>(sender);
-  msg::CreateJobRecord record{id,
+  msg::CreateJobRecord job_record{id,
                               req.dataset,
                               req.job_name ? *req.job_name : std::string{},
                               static_cast<uint8_t>(req.policy),
@@ -348,6 +391,9 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
                               planned.split_size,
                               static_cast<uint8_t>(req.cross_trainer_cache),
                               req.expected_consumers};
+  msg::Update record = std::move(job_record);
+  if (req.job_name)
+    record = msg::CreateNamedJobRecord{std::get<msg::CreateJobRecord>(std::move(record)), iteration};
   if (auto s = persist(self, std::move(record),
                        [self, start = std::move(js).value()]() mutable {
                          run_job(self, std::move(start));
@@ -355,7 +401,9 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
       !s.ok())
     return msg::to_error(s);
   log::info(kLog, "created job " + std::to_string(id) +
-                    (req.job_name ? " (\"" + *req.job_name + "\")" : std::string{" (private)"}) +
+                    (req.job_name ? " (\"" + *req.job_name + "\", iteration " +
+                                      std::to_string(iteration) + ")"
+                                  : std::string{" (private)"}) +
                     " for dataset " + req.dataset + ", " + to_string(req.policy) +
                     (per_split ? " (per-split: exactly-once under worker loss)" : "") + ", " +
                     std::to_string(st.workers.size()) + " worker(s)");
@@ -365,6 +413,25 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
   for (auto wid : workers)
     create_task(self, id, wid);
   return job_info_of(self, id);
+}
+
+// Job GC of ended named iterations: a released named job is kept so that a consumer asking for
+// its iteration later reads end of sequence (tf.data keeps finished iterations until GC); after
+// job_gc_timeout it is forgotten and the iteration may run again.
+void forget_released_jobs(self_ptr self) {
+  auto& st = self->state;
+  auto now = self->clock().now();
+  std::vector<msg::job_id_t> due;
+  for (const auto* job : st.state.released_named_jobs()) {
+    auto [at, fresh] = st.released_at.emplace(job->id, now); // restored ones: from now
+    if (!fresh && now - at->second >= st.start.job_gc_timeout)
+      due.push_back(job->id);
+  }
+  for (auto id : due) {
+    st.released_at.erase(id);
+    if (persist(self, msg::ForgetJobRecord{id, now_us(self)}).ok())
+      log::debug(kLog, "job " + std::to_string(id) + ": its ended iteration is forgotten (job GC)");
+  }
 }
 
 } // namespace conveyor::actors::dispatcher_detail

@@ -52,6 +52,9 @@ struct dispatcher_state {
   // The last kMaxFinishedJobs jobs that ended, as they last reported (`conveyor status`,
   // metrics). Their state is erased; this bounded list is all that remains (not journaled).
   std::deque<msg::job_status> finished_jobs;
+  // Released named jobs (kept in the state for their iteration) and since when: job GC forgets
+  // them job_gc_timeout later. Not journaled: a restarted dispatcher counts from its start.
+  std::map<msg::job_id_t, caf::actor_clock::time_point> released_at;
   // The journal (null = in memory only) and what waits for it: effects and replies, each
   // after the record with sequence number `first` is durable, in order.
   std::shared_ptr<JournalWriter> journal;
@@ -76,6 +79,8 @@ msg::add_task task_on_worker(const dispatcher_state& st, msg::task_id_t task, Sh
                              msg::worker_id_t worker, const std::string& address,
                              const LiveWorker& live);
 int64_t fixed_index(const dispatcher_state& st, const std::string& address);
+// Job GC of ended named iterations (dispatcher_actor_jobs.cpp).
+void forget_released_jobs(self_ptr self);
 caf::expected<msg::job_info> job_info_of(self_ptr self, msg::job_id_t id);
 Expected<JobStart> job_start(self_ptr self, const JobEntry& entry);
 void run_job(self_ptr self, JobStart js);

@@ -1,6 +1,7 @@
 #include "dispatcher/dispatcher_state.hpp"
 
 #include <algorithm>
+#include <climits>
 
 namespace conveyor::actors {
 
@@ -54,14 +55,29 @@ Status DispatcherState::apply_one(const RemoveWorkerRecord& r) {
   return Status::OK();
 }
 
-Status DispatcherState::apply_one(const CreateJobRecord& r) {
+Status DispatcherState::apply_one(const CreateJobRecord& r) { return create_job(r, -1); }
+
+Status DispatcherState::apply_one(const CreateNamedJobRecord& r) {
+  if (r.job.job_name.empty())
+    return invalid_argument("job " + std::to_string(r.job.job) +
+                            ": a named job's record has no job name");
+  if (r.iteration < 0)
+    return invalid_argument("job " + std::to_string(r.job.job) + ": iteration " +
+                            std::to_string(r.iteration) + " is negative");
+  return create_job(r.job, r.iteration);
+}
+
+Status DispatcherState::create_job(const CreateJobRecord& r, int64_t iteration) {
   if (jobs_.count(r.job))
     return failed_precondition("job " + std::to_string(r.job) + " already exists");
   if (!datasets_.count(r.dataset))
     return not_found("dataset id \"" + r.dataset + "\" is not registered");
-  if (!r.job_name.empty() && named_jobs_.count({r.dataset, r.job_name}))
+  // Older records (a plain CreateJobRecord) of a name read its next repetition.
+  if (!r.job_name.empty() && iteration < 0)
+    iteration = next_iteration(r.dataset, r.job_name);
+  if (!r.job_name.empty() && named_jobs_.count({r.dataset, r.job_name, iteration}))
     return failed_precondition("a job named \"" + r.job_name + "\" already exists for dataset " +
-                               r.dataset);
+                               r.dataset + " and iteration " + std::to_string(iteration));
   JobEntry job;
   job.id = r.job;
   job.dataset = r.dataset;
@@ -74,8 +90,10 @@ Status DispatcherState::apply_one(const CreateJobRecord& r) {
   job.cross_trainer_cache = static_cast<msg::CacheSharing>(r.cross_trainer_cache);
   job.expected_consumers = r.expected_consumers;
   if (!r.job_name.empty()) {
-    named_jobs_[{r.dataset, r.job_name}] = r.job;
-    job.repetition = repetitions_[{r.dataset, r.job_name}]++;
+    named_jobs_[{r.dataset, r.job_name, iteration}] = r.job;
+    job.repetition = iteration;
+    auto& count = repetitions_[{r.dataset, r.job_name}];
+    count = std::max(count, iteration + 1);
   }
   jobs_[r.job] = std::move(job);
   next_job_id_ = std::max(next_job_id_, r.job + 1);
@@ -125,12 +143,32 @@ Status DispatcherState::apply_one(const ReleaseJobRecord& r) {
   auto job = jobs_.find(r.job);
   if (job == jobs_.end())
     return not_found("job " + std::to_string(r.job) + " does not exist");
-  // Released jobs are erased with their tasks: the dispatcher's state does not grow per job
-  // (a named job keeps only its repetition count, so the name's next reading is the next one).
+  // Released jobs are erased with their tasks: the dispatcher's state does not grow per job.
+  // A named job stays, released and without tasks, until job GC forgets it: its iteration is
+  // over, and a consumer asking for it gets end of sequence (tf.data keeps finished iterations
+  // until GC too), not the data again.
   for (auto id : job->second.tasks)
     tasks_.erase(id);
-  if (!job->second.name.empty())
-    named_jobs_.erase({job->second.dataset, job->second.name});
+  if (!job->second.name.empty()) {
+    job->second.tasks.clear();
+    job->second.finished = true;
+    job->second.released = true;
+    job->second.has_split_position = false;
+    job->second.outstanding_splits.clear();
+    return Status::OK();
+  }
+  jobs_.erase(job);
+  return Status::OK();
+}
+
+Status DispatcherState::apply_one(const ForgetJobRecord& r) {
+  auto job = jobs_.find(r.job);
+  if (job == jobs_.end())
+    return not_found("job " + std::to_string(r.job) + " does not exist");
+  if (!job->second.released)
+    return failed_precondition("job " + std::to_string(r.job) +
+                               " is not released; only a released job can be forgotten");
+  named_jobs_.erase({job->second.dataset, job->second.name, job->second.repetition});
   jobs_.erase(job);
   return Status::OK();
 }
@@ -140,6 +178,8 @@ Status DispatcherState::apply_one(const SplitPositionRecord& r) {
   if (job == jobs_.end())
     return not_found("job " + std::to_string(r.job) + " does not exist");
   auto& j = job->second;
+  if (j.released)
+    return failed_precondition("job " + std::to_string(r.job) + " is released; it hands out no splits");
   if (j.policy != ShardingPolicy::dynamic)
     return failed_precondition("job " + std::to_string(r.job) + " is not DYNAMIC; it has no splits");
   // A record that only reports finished splits leaves the position alone: the job may have
@@ -207,8 +247,9 @@ Status DispatcherState::restore(const StateSnapshot& s) {
     if (!fresh.datasets_.count(j.dataset))
       return data_loss("snapshot: job " + std::to_string(j.id) + " names unknown dataset " +
                        j.dataset);
-    if (!j.name.empty())
-      fresh.named_jobs_[{j.dataset, j.name}] = j.id;
+    if (!j.name.empty() && !fresh.named_jobs_.emplace(NamedKey{j.dataset, j.name, j.repetition}, j.id).second)
+      return data_loss("snapshot: job " + std::to_string(j.id) + " repeats iteration " +
+                       std::to_string(j.repetition) + " of job name \"" + j.name + "\"");
   }
   for (const auto& t : s.tasks) {
     if (!fresh.tasks_.emplace(t.id, t).second)
@@ -311,10 +352,34 @@ const JobEntry* DispatcherState::job(job_id_t id) const {
   return i == jobs_.end() ? nullptr : &i->second;
 }
 
-const JobEntry* DispatcherState::named_job(const dataset_id_t& dataset,
-                                           const std::string& name) const {
-  auto i = named_jobs_.find({dataset, name});
+const JobEntry* DispatcherState::named_job(const dataset_id_t& dataset, const std::string& name,
+                                           int64_t iteration) const {
+  auto i = named_jobs_.find({dataset, name, iteration});
   return i == named_jobs_.end() ? nullptr : job(i->second);
+}
+
+const JobEntry* DispatcherState::live_named_job(const dataset_id_t& dataset,
+                                                const std::string& name) const {
+  const JobEntry* newest = nullptr;
+  for (auto i = named_jobs_.lower_bound({dataset, name, INT64_MIN});
+       i != named_jobs_.end() && std::get<0>(i->first) == dataset && std::get<1>(i->first) == name;
+       ++i)
+    if (const auto* j = job(i->second); j && !j->released)
+      newest = j;
+  return newest;
+}
+
+int64_t DispatcherState::next_iteration(const dataset_id_t& dataset, const std::string& name) const {
+  auto i = repetitions_.find({dataset, name});
+  return i == repetitions_.end() ? 0 : i->second;
+}
+
+std::vector<const JobEntry*> DispatcherState::released_named_jobs() const {
+  std::vector<const JobEntry*> out;
+  for (const auto& [id, j] : jobs_)
+    if (j.released && !j.name.empty())
+      out.push_back(&j);
+  return out;
 }
 
 std::vector<const JobEntry*> DispatcherState::unfinished_jobs() const {

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "messages/journal_records.hpp"
@@ -39,7 +40,11 @@ struct JobEntry {
   int64_t num_consumers = -1;
   std::string target_workers;
   int64_t created_us = 0;
-  int64_t repetition = 0; // named jobs: the how-many-th reading of the name
+  // Named jobs: the iteration of the name this job reads (tf.data's key is the job name and the
+  // consumer's iteration index). A released named job stays (released, no tasks) until job GC
+  // forgets it (ForgetJobRecord), so a consumer asking for its iteration later gets end of
+  // sequence instead of the data again.
+  int64_t repetition = 0;
   int64_t split_size = 0; // DYNAMIC: elements per range split (0 = the dispatcher's default)
   msg::CacheSharing cross_trainer_cache = msg::CacheSharing::none;
   int64_t expected_consumers = 1; // named jobs: consumers that share each repetition
@@ -134,7 +139,15 @@ public:
   const WorkerEntry* worker_by_address(const std::string& address) const;
   std::vector<const WorkerEntry*> workers() const;
   const JobEntry* job(msg::job_id_t id) const;
-  const JobEntry* named_job(const msg::dataset_id_t& dataset, const std::string& name) const;
+  // The job of iteration `iteration` of a name, released ones included (until forgotten).
+  const JobEntry* named_job(const msg::dataset_id_t& dataset, const std::string& name,
+                            int64_t iteration) const;
+  // The name's newest job that is not released (nullptr when none).
+  const JobEntry* live_named_job(const msg::dataset_id_t& dataset, const std::string& name) const;
+  // The iteration after every one of the name created so far (what "the next" one is).
+  int64_t next_iteration(const msg::dataset_id_t& dataset, const std::string& name) const;
+  // Released named jobs kept for their iteration (job GC forgets them).
+  std::vector<const JobEntry*> released_named_jobs() const;
   std::vector<const JobEntry*> unfinished_jobs() const; // neither finished nor released
   const TaskEntry* task(msg::task_id_t id) const;
   // Live (not removed) tasks.
@@ -157,12 +170,16 @@ private:
   Status apply_one(const msg::FinishJobRecord& r);
   Status apply_one(const msg::ReleaseJobRecord& r);
   Status apply_one(const msg::SplitPositionRecord& r);
+  Status apply_one(const msg::CreateNamedJobRecord& r);
+  Status apply_one(const msg::ForgetJobRecord& r);
+  Status create_job(const msg::CreateJobRecord& r, int64_t iteration); // iteration < 0: the next
 
   std::map<msg::dataset_id_t, DatasetEntry> datasets_;
   std::map<std::string, msg::dataset_id_t> dataset_by_fingerprint_;
   std::map<msg::worker_id_t, WorkerEntry> workers_; // live
   std::map<msg::job_id_t, JobEntry> jobs_;
-  std::map<std::pair<msg::dataset_id_t, std::string>, msg::job_id_t> named_jobs_;
+  using NamedKey = std::tuple<msg::dataset_id_t, std::string, int64_t>; // dataset, name, iteration
+  std::map<NamedKey, msg::job_id_t> named_jobs_; // released ones too, until forgotten
   std::map<std::pair<msg::dataset_id_t, std::string>, int64_t> repetitions_;
   std::map<msg::task_id_t, TaskEntry> tasks_;
   uint64_t next_dataset_number_ = 1000;

@@ -44,6 +44,9 @@ struct JobStart {
   bool restored = false;
   // Coordinated reads (coordinated/round_robin.hpp): the job's num_consumers; -1 = not coordinated.
   int64_t num_consumers = -1;
+  // The consumers' target_workers: with LOCAL (and AUTO for COLOCATED workers) some tasks are
+  // not read by every consumer; DYNAMIC hands those splits only once one reads them.
+  std::string target_workers = "AUTO";
   int64_t round_lookahead = 256;
   // Admission: the dispatcher's token, presented to workers in assign_task and stop_task.
   std::string auth_token;

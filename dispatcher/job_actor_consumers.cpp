@@ -131,6 +131,8 @@ caf::result<msg::task_list> on_get_tasks(self_ptr self, msg::get_tasks& req) {
     sample_rate(self);
   }
   st.core().touch(req.consumer, now_ns(self));
+  if (req.consumer != 0 && st.core().set_reading(req.consumer, req.reading))
+    serve_held_splits(self); // a task that waited for a reader may take splits now
   if (st.rounds && req.consumer != 0) {
     const auto pending = st.rounds->pending();
     std::vector<LostRoundsReport> reports;

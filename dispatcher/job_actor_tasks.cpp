@@ -1,6 +1,7 @@
 // The job actor and its tasks: assigning them to workers, adding and losing them (coordinated
 // reads: their start and end rounds), and the task list its consumers poll.
 #include "dispatcher/job_actor_state.hpp"
+#include "consumer/placement.hpp"
 #include "node/log.hpp"
 
 namespace conveyor::actors::job_detail {
@@ -161,6 +162,8 @@ void on_add_task(self_ptr self, msg::add_task& add) {
     st.rounds->expect(add.task);
   if (!add.worker_tags.empty())
     st.worker_tags[add.task] = add.worker_tags;
+  if (added && st.core().dynamic() && reader_may_skip(st.start.target_workers, add.worker_tags))
+    st.core().require_reader(add.task);
   // Without a handle: a task a restarted dispatcher knows from its journal, whose worker
   // has not registered again; the job counts it (production is not over) until the worker
   // comes back (add_task again, with its handle) or is removed (remove_task).

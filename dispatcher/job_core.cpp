@@ -221,6 +221,10 @@ Expected<JobCore::SplitAnswer> JobCore::get_splits(msg::task_id_t task, int64_t 
     return failed_precondition("a task asked for splits of epoch " + std::to_string(epoch) +
                                " but the job is only in epoch " + std::to_string(epoch_));
   max = std::max<uint32_t>(1, max);
+  if (!has_reader(task) && (!requeue_.empty() || !exhausted_)) {
+    a.hold = true; // splits it took would be stranded: wait for a reader or the epoch's end
+    return a;
+  }
   while (a.splits.size() < max && !requeue_.empty()) {
     a.splits.push_back(std::move(requeue_.front()));
     requeue_.pop_front();
@@ -317,9 +321,29 @@ void JobCore::touch(msg::consumer_id_t id, int64_t now_ns) {
     c->second = now_ns;
 }
 
+bool JobCore::set_reading(msg::consumer_id_t id, const std::vector<msg::task_id_t>& tasks) {
+  if (!consumers_.count(id))
+    return false;
+  bool gained = false;
+  for (auto task : tasks)
+    gained |= need_reader_.count(task) > 0 && !has_reader(task);
+  reading_[id] = std::set<msg::task_id_t>(tasks.begin(), tasks.end());
+  return gained;
+}
+
+bool JobCore::has_reader(msg::task_id_t id) const {
+  if (!need_reader_.count(id))
+    return true;
+  for (const auto& [consumer, tasks] : reading_)
+    if (tasks.count(id))
+      return true;
+  return false;
+}
+
 bool JobCore::leave(msg::consumer_id_t id, bool finished) {
   if (!consumers_.erase(id))
     return false;
+  reading_.erase(id);
   if (!finished)
     ++left_unfinished_;
   return true;

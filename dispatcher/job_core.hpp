@@ -109,6 +109,16 @@ public:
   ErrorCode error_code() const { return error_code_; }
   uint64_t version() const { return version_; }
 
+  // --- readers (DYNAMIC). A task that some consumers may not read (target_workers LOCAL: only
+  // the consumers of its worker's process; AUTO: a COLOCATED worker, only its own trainer's)
+  // takes splits only once a consumer said it reads it (get_tasks.reading): splits handed to a
+  // task nobody reads would never be read, and the epoch would wait for them forever.
+  void require_reader(msg::task_id_t id) { need_reader_.insert(id); }
+  // The tasks consumer `id` reads (its placement's choice). True when a task that waited for a
+  // reader got its first one (its held get_splits may be answered now).
+  bool set_reading(msg::consumer_id_t id, const std::vector<msg::task_id_t>& tasks);
+  bool has_reader(msg::task_id_t id) const;
+
   // --- splits (DYNAMIC)
   struct SplitAnswer {
     bool hold = false; // nothing now, but the epoch is not over: answer later
@@ -189,6 +199,8 @@ private:
   int64_t expected_consumers_ = 1;
   int64_t left_unfinished_ = 0;
   TrainerReaders trainers_; // whole-epoch cache sharing
+  std::set<msg::task_id_t> need_reader_;                         // (require_reader)
+  std::map<msg::consumer_id_t, std::set<msg::task_id_t>> reading_; // consumer -> tasks it reads
 };
 
 } // namespace conveyor::actors

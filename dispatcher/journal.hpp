@@ -60,8 +60,10 @@ namespace conveyor::actors {
 
 // 2: job lifecycle (split_size, repetitions); 3: splits held at a crash; 4: cross-trainer cache flag;
 // 5: the cache's sharing mode (window or whole epoch) instead of the flag; 6: (unchanged records);
-// 7: sequence numbers in every frame and file header, header checksums, segments created whole
-inline constexpr uint32_t kJournalFormatVersion = 7;
+// 7: sequence numbers in every frame and file header, header checksums, segments created whole;
+// 8: named jobs keyed by iteration (CreateNamedJobRecord) and kept after their end until job GC
+// (ForgetJobRecord). Older work dirs are refused (the framing changed in 7).
+inline constexpr uint32_t kJournalFormatVersion = 8;
 
 struct JournalOptions {
   std::string dir;

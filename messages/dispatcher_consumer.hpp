@@ -7,10 +7,12 @@
 //                         dataset_registered{id}. Same fingerprint -> same id; a requested id
 //                         naming another definition -> already_exists.
 //   client -> dispatcher  get_or_create_job{dataset, job_name, policy, ...} -> job_info{job}.
-//                         A named job is shared by everyone naming it on the same dataset
-//                         while it runs (they must ask for the same options: invalid_argument
-//                         naming the option otherwise); reading the name again after the job
-//                         ended starts its next repetition. An unnamed job is private.
+//                         A named job is keyed by (dataset, job_name, iteration) as in tf.data:
+//                         every consumer asking for that iteration shares it (they must ask
+//                         for the same options: invalid_argument naming the option otherwise);
+//                         once it ended it stays (job_info.finished, no handle: the consumer
+//                         reads end of sequence) until job GC. kNextIteration asks for the
+//                         name's running job, or its next iteration. An unnamed job is private.
 #pragma once
 
 #include <cstdint>
@@ -80,11 +82,15 @@ struct get_or_create_job {
   // Named jobs: a repetition ends only once this many consumers joined it and read to its end
   // (DistributeOptions::expected_consumers).
   int64_t expected_consumers = 1;
+  // Named jobs: the consumer's iteration index (tf.data: how many times this consumer's dataset
+  // was iterated before), or kNextIteration (the name's running job, else its next iteration).
+  int64_t iteration = 0;
 };
+inline constexpr int64_t kNextIteration = -1;
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, get_or_create_job& x) {
   return f(caf::meta::type_name("get_or_create_job"), x.dataset, x.job_name, x.policy,
-           x.num_consumers, x.target_workers, x.cross_trainer_cache, x.expected_consumers);
+           x.num_consumers, x.target_workers, x.cross_trainer_cache, x.expected_consumers, x.iteration);
 }
 
 struct job_info {
@@ -94,7 +100,7 @@ struct job_info {
   ShardingPolicy policy = ShardingPolicy::off;
   bool finished = false; // the job ended before this consumer could join (it says so loudly)
   job_actor handle;      // null when finished and released
-  int64_t repetition = 0; // named jobs: which reading of the name this is (0, 1, ...)
+  int64_t repetition = 0; // named jobs: the iteration of the name this job reads (0, 1, ...)
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_info& x) {

@@ -97,6 +97,9 @@ struct get_tasks {
     int64_t rounds = -1;
   };
   std::vector<lost_report> lost_reports = {};
+  // The tasks this consumer reads (its placement's choice, consumer/placement.hpp): DYNAMIC
+  // hands splits to a task not every consumer reads only once one does (protocol 13).
+  std::vector<task_id_t> reading = {};
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, get_tasks::lost_report& x) {
@@ -105,7 +108,7 @@ typename Inspector::result_type inspect(Inspector& f, get_tasks::lost_report& x)
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, get_tasks& x) {
   return f(caf::meta::type_name("get_tasks"), x.consumer, x.known_version, x.hold_ns,
-           x.progress, x.round, x.round_fence, x.lost_reports);
+           x.progress, x.round, x.round_fence, x.lost_reports, x.reading);
 }
 
 struct task_info {

@@ -151,10 +151,34 @@ typename Inspector::result_type inspect(Inspector& f, SplitPositionRecord& x) {
            x.finished);
 }
 
+// A named job's iteration (tf.data keys a named job by job name and the consumer's iteration
+// index): the job `job` reads iteration `iteration` of its name (journal format 7; a plain
+// CreateJobRecord of a name, as older journals hold, takes the name's next repetition number).
+struct CreateNamedJobRecord {
+  CreateJobRecord job;
+  int64_t iteration = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, CreateNamedJobRecord& x) {
+  return f(x.job, x.iteration);
+}
+
+// A released named job's iteration is forgotten (job GC): the name's iteration may be created
+// again. Until then a consumer asking for that iteration gets end of sequence (format 7).
+struct ForgetJobRecord {
+  job_id_t job = 0;
+  int64_t time_us = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ForgetJobRecord& x) {
+  return f(x.job, x.time_us);
+}
+
 // The variant's alternative index is the record's tag in the journal (dispatcher/journal.hpp):
 // append new record types at the END only, never reorder (old journals must stay readable).
 using Update = std::variant<RegisterDatasetRecord, RegisterWorkerRecord, RemoveWorkerRecord,
                             CreateJobRecord, CreateTaskRecord, FinishTaskRecord, FinishJobRecord,
-                            ReleaseJobRecord, SplitPositionRecord>;
+                            ReleaseJobRecord, SplitPositionRecord, CreateNamedJobRecord,
+                            ForgetJobRecord>;
 
 } // namespace conveyor::msg

@@ -69,6 +69,13 @@ Status validate(const DistributeOptions& o) {
       return invalid_argument("`expected_consumers` cannot be combined with `num_consumers`: a "
                               "coordinated read already waits for its num_consumers consumers");
   }
+  if (o.iteration < 0 && o.iteration != kNextIteration)
+    return invalid_argument("`iteration` must be non-negative (or kNextIteration), got " +
+                            std::to_string(o.iteration));
+  if (o.iteration != 0 && !o.job_name)
+    return invalid_argument("`job_name` must be set when setting `iteration` (only a named job "
+                            "has iterations). iteration was set to " +
+                            std::to_string(o.iteration) + ".");
   if (o.num_consumers && *o.num_consumers <= 0)
     return invalid_argument("`num_consumers` must be positive, got " +
                             std::to_string(*o.num_consumers));
@@ -120,6 +127,13 @@ Status validate(const DistributeOptions& o) {
   if (o.num_consumers && o.target_workers == "LOCAL")
     return invalid_argument(
       "Coordinated reads require non-local workers, but `target_workers` is \"LOCAL\".");
+  // The reference's static sharding policies require that "each client only reads from the
+  // local tf.data service worker" (003, ShardingPolicy): ANY reads every worker's shard.
+  if (o.policy != ShardingPolicy::off && o.policy != ShardingPolicy::dynamic &&
+      o.target_workers == "ANY")
+    return invalid_argument(std::string{"Static sharding policy <"} + to_string(o.policy) +
+                            "> requires each client to read only from its local tf.data service "
+                            "worker, but `target_workers` is \"ANY\": use \"LOCAL\" or \"AUTO\"");
   return Status::OK();
 }
 

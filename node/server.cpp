@@ -242,10 +242,19 @@ Status DispatchServer::start() {
   start.paths = std::move(*paths);
   log_confinement("dispatcher", start.paths.get(), "DYNAMIC file sources", "list");
   for (const auto& a : config_.worker_addresses) {
-    auto addr = parse_address(a);
+    // tf.data's template: "host:%port%" matches a worker of that host on any port (one worker
+    // per entry; list it as often as the host runs workers).
+    static constexpr std::string_view kAnyPort = ":%port%";
+    const bool any_port = a.size() > kAnyPort.size() &&
+                          a.compare(a.size() - kAnyPort.size(), kAnyPort.size(), kAnyPort) == 0;
+    auto addr = parse_address(any_port ? a.substr(0, a.size() - kAnyPort.size()) + ":1" : a);
     if (!addr.ok())
       return addr.status().with_context("`worker_addresses` entry \"" + a + "\"");
     auto normal = addr->to_string();
+    if (any_port) {
+      start.worker_addresses.push_back(normal.substr(0, normal.rfind(':')) + std::string{kAnyPort});
+      continue;
+    }
     if (std::find(start.worker_addresses.begin(), start.worker_addresses.end(), normal) !=
         start.worker_addresses.end())
       return invalid_argument("`worker_addresses` names " + normal + " twice");

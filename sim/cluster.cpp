@@ -535,6 +535,7 @@ SimResult ClusterRun::run() {
   obs.cross_trainer_cache = cfg_.options.cross_trainer_cache.has_value();
   obs.cache_whole_epoch = obs.cross_trainer_cache && cfg_.options.cross_trainer_cache->finite_epoch;
   obs.cache_evicts = derived_.cache_evicts();
+  obs.one_iteration = cfg_.consumers > 1 && !cfg_.options.num_consumers && !obs.cross_trainer_cache;
   obs.violations = world_.violations();
   obs.time_limit = format_time(cfg_.time_limit);
   if (live_workers == 0)

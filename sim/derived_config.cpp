@@ -99,7 +99,7 @@ DerivedConfig derive_config(const SimConfig& cfg, const FaultSpec& spec) {
     const auto start = microseconds{rng.between(0, 20000)}; // (drawn either way: same seeds)
     // Whole-epoch sharing: the trainers start together (a trainer joining after the cache first
     // evicted is refused, by design; README).
-    d.consumer_start.push_back(whole_epoch ? microseconds{0} : start);
+    d.consumer_start.push_back(whole_epoch ? microseconds{0} : start + i * cfg.consumer_stagger);
   }
   if (cfg.options.cross_trainer_cache) { // its own stream: the other choices stay per seed
     Rng cache_rng{cfg.seed ^ 0xcac4ecac4ecac4eull};
@@ -177,6 +177,12 @@ Status validate_config(const SimConfig& config, const FaultSpec& spec) {
     return invalid_argument("an endless OFF read (`take` without coordination or cache) needs "
                             "`endless_period` > 0 (the N of range(N).repeat()), and only it; "
                             "got endless_period " + std::to_string(config.endless_period));
+  if (config.consumer_stagger.count() < 0)
+    return invalid_argument("`consumer_stagger` must not be negative, got " +
+                            std::to_string(config.consumer_stagger.count()) + " ms");
+  if (config.consumer_stagger.count() > 0 && config.consumers < 2)
+    return invalid_argument("`consumer_stagger` staggers the consumers of a shared job: it needs "
+                            "consumers >= 2, got " + std::to_string(config.consumers));
   if (config.late_workers < 0 || config.late_workers >= config.workers)
     return invalid_argument("`late_workers` must be in [0, workers), got " +
                             std::to_string(config.late_workers));

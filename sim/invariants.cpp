@@ -530,11 +530,26 @@ std::vector<std::string> check_invariants(const Observation& o) {
   }
   for (const auto& l : o.leaks)
     out.push_back("leak: " + l);
-  // The data checks run per job: consumers that came after a named job ended read its next
-  // repetition, a reading of its own.
+  // The data checks run per job (a consumer whose job is unknown received nothing).
   std::map<uint64_t, std::vector<ObservedStream>> by_job;
   for (const auto& s : o.streams)
     by_job[s.job].push_back(s);
+  if (o.one_iteration) {
+    // One iteration of a named job is one job: a consumer that came after it ended reads end of
+    // sequence, not a new job that produces the data again.
+    std::set<uint64_t> jobs;
+    for (const auto& s : o.streams)
+      if (s.job != 0)
+        jobs.insert(s.job);
+    if (jobs.size() > 1) {
+      std::string list;
+      for (const auto& s : o.streams)
+        list += (list.empty() ? "" : ", ") + s.consumer + " job " + std::to_string(s.job) + " (" +
+                std::to_string(s.elements.size()) + " elements)";
+      out.push_back("named job: its consumers read " + std::to_string(jobs.size()) +
+                    " jobs of one iteration (" + list + "): a late consumer read the data again");
+    }
+  }
   if (by_job.size() > 1 && by_job.count(0)) { // received nothing: count it with the first job
     auto none = std::move(by_job[0]);
     by_job.erase(0);

@@ -94,6 +94,9 @@ struct Observation {
   // Whole-epoch sharing (a finite dataset): each trainer's stream must hold what a lone
   // consumer of the job would read; the job's other checks (splits) are shared.
   bool cache_whole_epoch = false;
+  // Every consumer read one iteration of one named job (tf.data's key: name and iteration): a
+  // consumer in another job read the data again (issue 32's duplicates).
+  bool one_iteration = false;
 };
 
 std::vector<std::string> check_invariants(const Observation& o);

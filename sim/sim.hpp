@@ -147,6 +147,10 @@ struct SimConfig {
   // expect, drawn from the seed (10 .. 60 %), so they join a running job; or earlier, when no
   // other worker is up (faults ended them all).
   int late_workers = 0;
+  // Consumer i starts i x consumer_stagger after its drawn start (0 .. 20 ms): with several
+  // consumers of one named job, later ones join it mid-read or after it ended; together they
+  // must still read one iteration (DYNAMIC: each element once), never the data again.
+  std::chrono::milliseconds consumer_stagger{0};
   // Admission (README "Security"): the shared token the dispatcher, its workers and the
   // consumers are all configured with (workers then check it in assign_task and get_elements).
   std::string auth_token;

@@ -100,6 +100,8 @@ std::string replay_command(const Dataset& dataset, const SimConfig& config) {
            std::to_string(config.endless_period);
   if (config.late_workers > 0)
     cmd += " --late-workers " + std::to_string(config.late_workers);
+  if (config.consumer_stagger.count() > 0)
+    cmd += " --consumer-stagger-ms " + std::to_string(config.consumer_stagger.count());
   return cmd + " --trace";
 }
 

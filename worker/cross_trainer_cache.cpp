@@ -25,7 +25,9 @@ int64_t CrossTrainerCache::oldest_unread() const {
 }
 
 bool CrossTrainerCache::can_add(int64_t bytes) const {
-  if (!whole_epoch_ || size_bytes_ + bytes <= max_bytes_)
+  // An element larger than the whole cache never fits: add() refuses it with the reference's
+  // invalid_argument at once (waiting for room would wait forever: issue 32's hang).
+  if (!whole_epoch_ || size_bytes_ + bytes <= max_bytes_ || bytes > max_bytes_)
     return true;
   // Evicting up to and including element k frees the bytes of [start, k]; it must stay below
   // every trainer's position.

@@ -96,6 +96,8 @@ int run_sim(const std::vector<std::string>& args) {
     ("late-workers", po::value<int>()->default_value(0)->value_name("L"),
      "the last L workers start once the consumers received a share drawn from the seed (10..60 %), "
      "or when no other worker is up; they join the running job")
+    ("consumer-stagger-ms", po::value<int64_t>()->default_value(0)->value_name("MS"),
+     "consumer i starts i x MS later (with --consumers > 1: late consumers of the named job)")
     ("latency-us", po::value<int64_t>()->value_name("US"), "one-way link latency (default: drawn)")
     ("jitter-us", po::value<int64_t>()->value_name("US"), "extra delay per message, up to US (default: drawn)")
     ("consumer-step-us", po::value<int64_t>()->value_name("US"),
@@ -177,6 +179,7 @@ int run_sim(const std::vector<std::string>& args) {
     cfg.endless_period = period;
   }
   cfg.late_workers = vm["late-workers"].as<int>();
+  cfg.consumer_stagger = std::chrono::milliseconds{vm["consumer-stagger-ms"].as<int64_t>()};
   for (const char* flag : {"latency-us", "jitter-us", "consumer-step-us"}) {
     if (!vm.count(flag))
       continue;

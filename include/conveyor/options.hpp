@@ -61,6 +61,9 @@ struct CrossTrainerCacheOptions {
   bool finite_epoch = false;
 };
 
+// DistributeOptions::iteration: the named job's running iteration, else its next one.
+inline constexpr int64_t kNextIteration = -1;
+
 struct DistributeOptions {
   // Processing mode: OFF, DYNAMIC, or a static policy (FILE, DATA, FILE_OR_DATA, HINT), which
   // needs a dispatcher started with its fixed worker list (DispatcherConfig::worker_addresses).
@@ -80,6 +83,15 @@ struct DistributeOptions {
   // with coordinated reads (num_consumers already says it). Unset = 1. If fewer ever join, the
   // repetition ends after the dispatcher's job GC timeout.
   std::optional<int64_t> expected_consumers;
+  // Named jobs: this consumer's iteration index, tf.data's key of a named job together with its
+  // name (a tf.data dataset counts its iterations; the Python DistributedDataset does so too).
+  // Every consumer asking for iteration N of a name shares that iteration's job; one that asks
+  // after the iteration ended reads end of sequence (until the dispatcher's job GC forgets it),
+  // not the data again. The N-th re-reading of a name passes N. kNextIteration (beyond the
+  // reference, for readers that cannot count, like DataLoader's loader processes with
+  // expected_consumers): the name's running job, else its next iteration. Needs a job_name
+  // unless 0.
+  int64_t iteration = 0;
   // How many elements may be requested (in flight or buffered, not yet handed to the caller)
   // at the same time. Unset = automatic (a large element count, bounded by `max_buffered_bytes`).
   std::optional<int64_t> max_outstanding_requests;

@@ -241,9 +241,10 @@ def register_dataset(service, dataset: Dataset, compression: str = "AUTO",
 class DistributedDataset:
     """The elements of a dataset read through the service. Every iter() joins (or creates) a job
     and returns an iterator of numpy arrays (a tuple of them for several components; scalars are
-    0-d arrays, string scalars bytes). Arrays share the received buffers: no copy. A named job
-    read again after it finished starts its next repetition, as in tf.data service (with
-    expected_consumers n: once n consumers read the repetition)."""
+    0-d arrays, string scalars bytes). Arrays share the received buffers: no copy. As in tf.data
+    service, a named job is keyed by its name and the iteration: the k-th iter() of this object
+    reads iteration k of the name, shared with every consumer reading that iteration; once the
+    iteration ended, a consumer asking for it reads nothing (until the dispatcher's job GC)."""
 
     def __init__(self, service, dataset=None, dataset_id=None, *, connect_timeout_ms, **options):
         self.service = _service_address(service)
@@ -251,6 +252,7 @@ class DistributedDataset:
         self.dataset_id = dataset_id
         self._connect_timeout_ms = connect_timeout_ms
         self._options = options
+        self._iterations = 0  # tf.data's iteration counter: which iteration the next iter() reads
         _check_option_types(options, connect_timeout_ms)
         _conveyor._make_options(**options)  # invalid options fail here, not at iteration
         if connect_timeout_ms <= 0:
@@ -267,7 +269,14 @@ class DistributedDataset:
                                   **{**self._options, **changes})
 
     def __iter__(self):
-        opts = _conveyor._make_options(**self._options)
+        iteration = self._iterations
+        self._iterations += 1
+        return self._iter_at(iteration if self._options.get("job_name") else 0)
+
+    def _iter_at(self, iteration):
+        """A stream of iteration `iteration` of a named job (_conveyor._NEXT_ITERATION: the name's
+        running iteration, else its next one)."""
+        opts = _conveyor._make_options(**self._options, iteration=iteration)
         if self.dataset is not None:
             stream = _conveyor._distribute(self.service, self.dataset, opts, self._connect_timeout_ms)
         else:

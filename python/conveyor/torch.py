@@ -13,7 +13,10 @@ import numpy as np
 import torch
 import torch.utils.data
 
+from . import _conveyor
 from .service import DistributedDataset, distribute
+
+_NEXT_ITERATION = _conveyor._NEXT_ITERATION
 
 
 def to_torch(element):
@@ -60,7 +63,13 @@ class ConveyorIterableDataset(torch.utils.data.IterableDataset):
         source = self.distributed
         if info is not None and info.num_workers > 1:
             source = source.with_options(expected_consumers=info.num_workers)
-        it = iter(source)
+        if info is None:
+            it = iter(source)  # this object counts its iterations, as tf.data does
+        else:
+            # A loader process gets a fresh copy of the dataset every epoch, so it cannot count
+            # epochs: it reads the name's running iteration, or its next one (with
+            # expected_consumers, an iteration lasts until every loader process read it).
+            it = source._iter_at(_NEXT_ITERATION if source.options.get("job_name") else 0)
         try:
             for element in it:
                 yield to_torch(element)

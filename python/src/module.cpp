@@ -480,7 +480,7 @@ DistributeOptions make_options(const std::string& processing_mode, std::optional
                                const std::string& target_workers, std::optional<int64_t> max_buffered_bytes,
                                std::optional<int64_t> request_timeout_ms,
                                std::optional<int64_t> expected_consumers,
-                               std::optional<std::string> on_worker_loss) {
+                               std::optional<std::string> on_worker_loss, int64_t iteration) {
   DistributeOptions o;
   auto policy = parse_processing_mode(processing_mode);
   if (!policy.ok())
@@ -491,6 +491,7 @@ DistributeOptions make_options(const std::string& processing_mode, std::optional
   o.num_consumers = num_consumers;
   o.expected_consumers = expected_consumers;
   o.on_worker_loss = std::move(on_worker_loss);
+  o.iteration = iteration;
   o.max_outstanding_requests = max_outstanding_requests;
   o.compression = compression;
   o.target_workers = target_workers;
@@ -751,7 +752,9 @@ PYBIND11_MODULE(_conveyor, m) {
   m.def("_make_options", &make_options, py::arg("processing_mode"), py::arg("job_name"), py::arg("consumer_index"),
         py::arg("num_consumers"), py::arg("max_outstanding_requests"), py::arg("compression"),
         py::arg("target_workers"), py::arg("max_buffered_bytes"), py::arg("request_timeout_ms"),
-        py::arg("expected_consumers") = py::none(), py::arg("on_worker_loss") = py::none());
+        py::arg("expected_consumers") = py::none(), py::arg("on_worker_loss") = py::none(),
+        py::arg("iteration") = 0);
+  m.attr("_NEXT_ITERATION") = kNextIteration;
   m.def("_validate_address", [](const std::string& a) { return unwrap(parse_address(a)).to_string(); });
 
   py::class_<PyStream, GilFreeHolder<PyStream>>(m, "_Stream")

@@ -81,4 +81,4 @@ def test_worker_tags_reach_the_dispatcher_and_bad_tags_are_refused():
             assert status.returncode == 0, status.stderr
             assert "COLOCATED,zone-a" in status.stdout
         with pytest.raises(ValueError, match="worker_tags"):
-            conveyor.WorkerServer(dispatcher_address=d, worker_tags=["a b"])
+            conveyor.WorkerServer(dispatcher_address=d, worker_tags=["a\tb"])

@@ -80,8 +80,9 @@ TEST_CASE("placement: tags in `conveyor status` - ANY / AUTO / LOCAL from a trai
                 r.describe);
   // ...and a bad tag is an argument error of the worker command.
   auto bad = run_conveyor({"worker", "--dispatcher", cluster.address(), "--port", "0",
-                           "--worker-tags", "a b"},
+                           "--worker-tags", "a\tb"},
                           kStartTimeout, "bad-tags");
   CHECK(bad.exit_code != 0);
-  CHECK_MESSAGE(bad.stderr_text.find("may contain only letters") != std::string::npos, bad.describe);
+  CHECK_MESSAGE(bad.stderr_text.find("contains a control character") != std::string::npos,
+                bad.describe);
 }

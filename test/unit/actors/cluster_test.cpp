@@ -94,7 +94,7 @@ TEST_CASE("a named OFF job with one worker is split between its consumers") {
   auto options = mode(ShardingPolicy::off);
   options.job_name = "my_job_name";
   // Slow enough (~0.5 s) that both consumers join before the job can end: a consumer that
-  // joins a finished named job reads the name's next repetition.
+  // asks for a finished iteration of a named job reads end of sequence.
   const auto slow = Dataset::range(5).map(conveyor::FunctionRef{"sleep_us", {{"us", int64_t{100000}}}});
   auto a = client.distribute(slow, options);
   auto b = client.distribute(slow, options);
@@ -107,10 +107,18 @@ TEST_CASE("a named OFF job with one worker is split between its consumers") {
   for (auto v : ints(from_b))
     all.push_back(v);
   CHECK(sorted(all) == std::vector<int64_t>{0, 1, 2, 3, 4});
-  // The job ended with its consumers: a new consumer naming it starts the next repetition.
-  auto late = client.distribute(Dataset::range(5), options);
+  // The job ended with its consumers: a late consumer of the same iteration reads end of
+  // sequence (tf.data), one reading the name again (iteration 1) reads it all again.
+  auto late = client.distribute(slow, options);
   REQUIRE(late.ok());
-  CHECK(sorted(ints(read_all(*late))) == std::vector<int64_t>{0, 1, 2, 3, 4});
+  CHECK(read_all(*late).empty());
+  CHECK(late->job_id() == a->job_id());
+  auto again = options;
+  again.iteration = 1;
+  auto second = client.distribute(slow, again);
+  REQUIRE(second.ok());
+  CHECK(sorted(ints(read_all(*second))) == std::vector<int64_t>{0, 1, 2, 3, 4});
+  CHECK(second->job_id() != a->job_id());
 }
 
 TEST_CASE("expected_consumers: a consumer that joins after the others read everything gets end of input") {
@@ -127,6 +135,7 @@ TEST_CASE("expected_consumers: a consumer that joins after the others read every
     const auto copies = policy == ShardingPolicy::off ? 2 : 1;
     for (int epoch = 0; epoch < 2; ++epoch) {
       CAPTURE(epoch);
+      options.iteration = epoch;
       auto first = client.distribute(Dataset::range(50), options);
       REQUIRE_MESSAGE(first.ok(), first.status().to_string());
       CHECK(sorted(ints(read_all(*first))) == range_times(50, copies));
@@ -287,4 +296,24 @@ TEST_CASE("OFF, on_worker_loss continue (the default): a worker that leaves mid-
     CHECK(stream->stats().lost_tasks == 1);
   else
     CHECK(stream->stats().lost_tasks == 0);
+}
+
+TEST_CASE("a named job's iteration that ended still refuses a consumer asking another processing mode") {
+  // Issue 32: an OFF consumer of a DYNAMIC job's name was accepted once the DYNAMIC job had
+  // ended (it was erased, and the OFF consumer started the name's next repetition).
+  TestCluster cluster{1};
+  auto client = cluster.client();
+  auto dynamic = mode(ShardingPolicy::dynamic);
+  dynamic.job_name = "mode-check";
+  auto first = client.distribute(Dataset::range(20), dynamic);
+  REQUIRE(first.ok());
+  CHECK(read_all(*first).size() == 20);
+  auto off = mode(ShardingPolicy::off);
+  off.job_name = "mode-check";
+  auto refused = client.distribute(Dataset::range(20), off);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == ErrorCode::invalid_argument);
+  CHECK_MESSAGE(refused.status().message().find("runs with processing_mode DYNAMIC; a consumer "
+                                                "asked for processing_mode OFF") != std::string::npos,
+                refused.status().to_string());
 }

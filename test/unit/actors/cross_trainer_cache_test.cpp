@@ -173,6 +173,16 @@ TEST_CASE("the reference's errors") {
   auto too_big = cache->add(big);
   CHECK(too_big.code() == ErrorCode::invalid_argument);
   CHECK(too_big.message().find("tf.data service element size is larger than cache size in bytes.") == 0);
+  // Whole-epoch sharing: a full cache waits for its trainers (can_add false), but an element
+  // larger than the whole cache never fits: it is refused at once, not waited for (issue 32:
+  // the task waited forever and the read hung).
+  auto epoch = CrossTrainerCache::make(16, true);
+  REQUIRE(epoch.ok());
+  REQUIRE(epoch->join("t").ok());
+  CHECK(epoch->can_add(static_cast<int64_t>(big.byte_size())));
+  auto refused = epoch->add(big);
+  CHECK(refused.code() == ErrorCode::invalid_argument);
+  CHECK(refused.message().find("tf.data service element size is larger than cache size in bytes.") == 0);
 
   CHECK(validate_cross_trainer_cache(true, kInfiniteCardinality, std::nullopt).ok());
   CHECK(validate_trainer_id("").message() ==
@@ -426,4 +436,12 @@ TEST_CASE("cluster: the cache's errors (finite dataset, no job name, empty train
   CHECK_MESSAGE(mismatch.message().find("runs with cross_trainer_cache on; a consumer asked for "
                                         "cross_trainer_cache off") != std::string::npos,
                 mismatch.to_string());
+  // Issue 32: re-iterating a cached dataset (its next iteration) was accepted.
+  auto again = cached("t2");
+  again.iteration = 1;
+  auto second = first_error(infinite, again);
+  CHECK(second.code() == ErrorCode::invalid_argument);
+  CHECK_MESSAGE(second.message().find("Cross-trainer caching does not support re-iterating a "
+                                      "dataset") != std::string::npos,
+                second.to_string());
 }

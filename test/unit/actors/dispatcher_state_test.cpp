@@ -45,13 +45,13 @@ TEST_CASE("workers, jobs and tasks") {
   CHECK(s.worker_by_address("h:2")->id == 2);
   CHECK(s.apply(RegisterWorkerRecord{3, "h:2", 12}).code() == ErrorCode::failed_precondition);
 
-  REQUIRE(s.apply(CreateJobRecord{s.next_job_id(), "1000", "shared", 1, -1, "AUTO", 20}).ok());
+  REQUIRE(s.apply(CreateNamedJobRecord{CreateJobRecord{s.next_job_id(), "1000", "shared", 1, -1, "AUTO", 20}, 0}).ok());
   REQUIRE(s.job(1));
   CHECK(s.job(1)->policy == ShardingPolicy::dynamic);
-  CHECK(s.named_job("1000", "shared")->id == 1);
-  CHECK(s.named_job("1000", "other") == nullptr);
-  auto again = s.apply(CreateJobRecord{2, "1000", "shared", 0, -1, "AUTO", 21});
-  CHECK(again.message() == "a job named \"shared\" already exists for dataset 1000");
+  CHECK(s.named_job("1000", "shared", 0)->id == 1);
+  CHECK(s.named_job("1000", "other", 0) == nullptr);
+  auto again = s.apply(CreateNamedJobRecord{CreateJobRecord{2, "1000", "shared", 0, -1, "AUTO", 21}, 0});
+  CHECK(again.message() == "a job named \"shared\" already exists for dataset 1000 and iteration 0");
   CHECK(s.apply(CreateJobRecord{2, "nope", "", 0, -1, "AUTO", 21}).code() ==
         ErrorCode::not_found);
 
@@ -104,17 +104,48 @@ TEST_CASE("replaying the same records gives the same state and the same next ids
   CHECK(a.task(1) == nullptr);
 }
 
-TEST_CASE("a named job released is erased - the name's next job is its next repetition") {
+TEST_CASE("a named job is keyed by its iteration and kept after its release until forgotten") {
+  DispatcherState s;
+  REQUIRE(s.apply(RegisterDatasetRecord{"1000", "f", "d", 0, 1}).ok());
+  auto named = [](job_id_t id, int64_t iteration) {
+    return CreateNamedJobRecord{CreateJobRecord{id, "1000", "n", 0, -1, "AUTO", 2}, iteration};
+  };
+  REQUIRE(s.apply(named(1, 0)).ok());
+  CHECK(s.named_job("1000", "n", 0)->repetition == 0);
+  CHECK(s.apply(named(2, 0)).code() == ErrorCode::failed_precondition); // shared, not created again
+  CHECK(s.live_named_job("1000", "n")->id == 1);
+  // Released: kept (ended, no tasks) for its iteration, so a late consumer of iteration 0 reads
+  // end of sequence instead of the data again (tf.data keeps finished iterations until GC).
+  REQUIRE(s.apply(ReleaseJobRecord{1, 4}).ok());
+  REQUIRE(s.named_job("1000", "n", 0));
+  CHECK(s.named_job("1000", "n", 0)->released);
+  CHECK(s.live_named_job("1000", "n") == nullptr);
+  CHECK(s.apply(named(2, 0)).code() == ErrorCode::failed_precondition);
+  CHECK(s.unfinished_jobs().empty());
+  CHECK(s.released_named_jobs().size() == 1);
+  // Iteration 1 is a job of its own; iterations need not come in order.
+  REQUIRE(s.apply(named(2, 3)).ok());
+  CHECK(s.named_job("1000", "n", 3)->id == 2);
+  CHECK(s.next_iteration("1000", "n") == 4);
+  CHECK(s.live_named_job("1000", "n")->id == 2);
+  // Job GC forgets the ended iteration; only a released job can be forgotten.
+  CHECK(s.apply(ForgetJobRecord{2, 5}).code() == ErrorCode::failed_precondition);
+  REQUIRE(s.apply(ForgetJobRecord{1, 5}).ok());
+  CHECK(s.named_job("1000", "n", 0) == nullptr);
+  CHECK(s.job(1) == nullptr);
+  REQUIRE(s.apply(named(3, 0)).ok()); // the iteration may run again
+  CHECK(s.apply(CreateNamedJobRecord{CreateJobRecord{4, "1000", "", 0, -1, "AUTO", 2}, 0}).code() ==
+        ErrorCode::invalid_argument);
+}
+
+TEST_CASE("an older journal's CreateJobRecord of a name reads the name's next repetition") {
   DispatcherState s;
   REQUIRE(s.apply(RegisterDatasetRecord{"1000", "f", "d", 0, 1}).ok());
   REQUIRE(s.apply(CreateJobRecord{1, "1000", "n", 0, -1, "AUTO", 2}).ok());
-  CHECK(s.named_job("1000", "n")->repetition == 0);
-  CHECK(s.apply(CreateJobRecord{2, "1000", "n", 0, -1, "AUTO", 3}).code() ==
-        ErrorCode::failed_precondition); // still live: shared, not created again
-  REQUIRE(s.apply(ReleaseJobRecord{1, 4}).ok());
-  CHECK(s.named_job("1000", "n") == nullptr);
-  REQUIRE(s.apply(CreateJobRecord{2, "1000", "n", 0, -1, "AUTO", 5}).ok());
-  CHECK(s.named_job("1000", "n")->repetition == 1);
+  REQUIRE(s.apply(ReleaseJobRecord{1, 3}).ok());
+  REQUIRE(s.apply(CreateJobRecord{2, "1000", "n", 0, -1, "AUTO", 4}).ok());
+  CHECK(s.named_job("1000", "n", 1)->id == 2);
+  CHECK(s.named_job("1000", "n", 0)->released);
 }
 
 TEST_CASE("split records: handed out and not finished is what a restart hands out again") {

@@ -131,3 +131,37 @@ TEST_CASE("addresses") {
   CHECK(parse_address("a://b://c:1").status().message() ==
         "Malformed address \"a://b://c:1\" has multiple '://'");
 }
+
+TEST_CASE("iteration: a named job's, non-negative or kNextIteration") {
+  DistributeOptions o;
+  o.iteration = 2;
+  CHECK(error_of(o) == "`job_name` must be set when setting `iteration` (only a named job has "
+                       "iterations). iteration was set to 2.");
+  o.job_name = "j";
+  CHECK(validate(o).ok());
+  o.iteration = kNextIteration;
+  CHECK(validate(o).ok());
+  o.iteration = -2;
+  CHECK(error_of(o) == "`iteration` must be non-negative (or kNextIteration), got -2");
+}
+
+TEST_CASE("static sharding reads the local worker: target_workers ANY is refused") {
+  // Issue 32: FILE_OR_DATA with target_workers=ANY was accepted; the reference's static
+  // policies require that each client reads only its local worker (003, ShardingPolicy).
+  for (auto p : {ShardingPolicy::file, ShardingPolicy::data, ShardingPolicy::file_or_data,
+                 ShardingPolicy::hint}) {
+    DistributeOptions o;
+    o.policy = p;
+    o.target_workers = "ANY";
+    CHECK(validate(o).code() == ErrorCode::invalid_argument);
+    CHECK(error_of(o) == std::string{"Static sharding policy <"} + to_string(p) +
+                           "> requires each client to read only from its local tf.data service "
+                           "worker, but `target_workers` is \"ANY\": use \"LOCAL\" or \"AUTO\"");
+    o.target_workers = "LOCAL";
+    CHECK(validate(o).ok());
+  }
+  DistributeOptions dynamic;
+  dynamic.policy = ShardingPolicy::dynamic;
+  dynamic.target_workers = "ANY";
+  CHECK(validate(dynamic).ok());
+}

@@ -45,13 +45,15 @@ TEST_CASE("worker tags: parsed from a comma list, checked, COLOCATED recognised"
   CHECK(is_colocated(*tags));
   CHECK_FALSE(is_colocated({"colocated"})); // exact, as the reference's tag
   CHECK(parse_worker_tags("")->empty());
-  CHECK(parse_worker_tags("a,,b").status().message() == "worker tag \"\" must have 1 to 64 characters");
-  CHECK(parse_worker_tags("a b").status().message() ==
-        "worker tag \"a b\" may contain only letters, digits, '_', '-' and '.'");
+  // As lenient as tf.data (issue 32): spaces and the empty tag are tags.
+  CHECK(*parse_worker_tags("a,,b") == std::vector<std::string>{"a", "", "b"});
+  CHECK(*parse_worker_tags("rack 7,gpu host") == std::vector<std::string>{"rack 7", "gpu host"});
+  CHECK(parse_worker_tags("a\tb").status().message() ==
+        "worker tag \"a\tb\" contains a control character (byte 9)");
   CHECK(parse_worker_tags("x,x").status().message() == "worker tag \"x\" is given twice");
   CHECK(validate_worker_tags(std::vector<std::string>(33, "t")).code() == ErrorCode::invalid_argument);
-  CHECK(validate_worker_tags({std::string(64, 'a')}).ok());
-  CHECK_FALSE(validate_worker_tags({std::string(65, 'a')}).ok());
+  CHECK(validate_worker_tags({std::string(256, 'a')}).ok());
+  CHECK_FALSE(validate_worker_tags({std::string(257, 'a')}).ok());
 }
 
 TEST_CASE("which tasks a consumer reads: the reference's ShouldReadFromTask") {
@@ -404,7 +406,7 @@ TEST_CASE("worker tags reach the dispatcher's status - bad tags are refused at s
 
   auto bad = test_worker_config();
   bad.dispatcher_address = cluster.target();
-  bad.worker_tags = {"no spaces"};
+  bad.worker_tags = {"no\ncontrol characters"};
   WorkerServer w{bad};
   auto st = w.start();
   CHECK(st.code() == ErrorCode::invalid_argument);
@@ -451,4 +453,32 @@ TEST_CASE("metrics: the dispatcher's samples carry each worker's tags") {
       CHECK(s.value == 1);
     }
   CHECK(found);
+}
+
+// NOT FIXED YET (skipped): the job now hands the DYNAMIC splits only to the task the LOCAL
+// reader reads (the log shows that task's pipeline producing all 300 elements, none stranded on
+// the remote workers), but the consumer still receives nothing from it and the read times out
+// after 0 elements: the remaining cause is on the consumer side (LOCAL + DYNAMIC + skipped
+// remote tasks; LOCAL DYNAMIC with only local workers, and LOCAL OFF beside remote workers, work).
+TEST_CASE("LOCAL with DYNAMIC beside remote workers: only the read worker takes splits, no hang" *
+          doctest::skip()) {
+  // Issue 32: one in-process worker and three remote ones; a LOCAL DYNAMIC read got 0 elements
+  // and waited for end of sequence, because the remote workers' tasks took splits that no LOCAL
+  // reader reads. The job now hands splits only to tasks a consumer says it reads.
+  TestCluster cluster{3};                      // workers this process reads over TCP only
+  cluster.add_worker(in_process_config());     // the one LOCAL reads
+  auto client = cluster.client();
+  auto options = local_off();
+  options.policy = ShardingPolicy::dynamic;
+  for (int round = 0; round < 3; ++round) { // splits of several sizes, fresh jobs
+    CAPTURE(round);
+    const int64_t n = 300 + 700 * round;
+    auto stream = client.distribute(Dataset::range(n), options);
+    REQUIRE_MESSAGE(stream.ok(), stream.status().to_string());
+    std::vector<int64_t> all(static_cast<std::size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      all[static_cast<std::size_t>(i)] = i;
+    CHECK(sorted(ints(read_all(*stream, 1000000, std::chrono::seconds(10)))) == all);
+    CHECK(stream->stats().per_worker.size() == 1);
+  }
 }

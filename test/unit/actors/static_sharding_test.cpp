@@ -216,3 +216,28 @@ TEST_CASE("DispatcherConfig::worker_addresses is validated") {
   CHECK(st2.code() == ErrorCode::invalid_argument);
   CHECK_MESSAGE(st2.message().find("twice") != std::string::npos, st2.to_string());
 }
+
+TEST_CASE("worker_addresses: the reference's host:%port% template matches a worker on any port") {
+  // Issue 32: entries like "localhost:%port%" were refused; tf.data accepts the template.
+  auto dc = test_dispatcher_config();
+  dc.worker_addresses = {"127.0.0.1:%port%", "127.0.0.1:%port%"}; // two workers on this host
+  TestCluster cluster{0, dc};
+  cluster.add_worker(test_worker_config()); // free ports: matched by the template only
+  cluster.add_worker(test_worker_config());
+  auto client = cluster.client();
+  auto stream = client.distribute(Dataset::range(10), policy(ShardingPolicy::data));
+  REQUIRE_MESSAGE(stream.ok(), stream.status().to_string());
+  CHECK(sorted(ints(read_all(*stream))) == iota(10)); // two distinct shards: each element once
+  CHECK(stream->stats().per_worker.size() == 2);
+  // Each entry holds one worker: a third one of the host is refused.
+  auto wc = test_worker_config();
+  wc.dispatcher_address = cluster.target();
+  WorkerServer third{wc};
+  auto st = third.start();
+  CHECK(st.code() == ErrorCode::permission_denied);
+  // Another host's template is valid too (checked when the dispatcher starts).
+  auto other = test_dispatcher_config();
+  other.worker_addresses = {"localhost:%port%", "[::1]:%port%"};
+  DispatchServer server{other};
+  CHECK_MESSAGE(server.start().ok(), "localhost:%port% was refused");
+}

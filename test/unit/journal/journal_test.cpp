@@ -31,7 +31,10 @@ std::vector<Update> history(int rounds) {
     out.push_back(RegisterWorkerRecord{w1, "127.0.0.1:" + std::to_string(w1), i});
     out.push_back(RegisterWorkerRecord{w2, "127.0.0.1:" + std::to_string(w2), i});
     job_id_t job = static_cast<job_id_t>(i + 1);
-    out.push_back(CreateJobRecord{job, ds, i % 2 ? "named" + ds : "", 1, -1, "AUTO", i});
+    if (i % 2) // a named job of its own iteration (format 8)
+      out.push_back(CreateNamedJobRecord{CreateJobRecord{job, ds, "named" + ds, 1, -1, "AUTO", i}, i});
+    else
+      out.push_back(CreateJobRecord{job, ds, "", 1, -1, "AUTO", i});
     task_id_t t1 = t++, t2 = t++;
     out.push_back(CreateTaskRecord{t1, job, w1, i});
     out.push_back(CreateTaskRecord{t2, job, w2, i});
@@ -332,14 +335,20 @@ TEST_CASE("named-job repetitions, split sizes and the cross-trainer cache mode s
   std::vector<Update> records;
   records.push_back(RegisterDatasetRecord{"1000", "fp", "def", 1, 0});
   records.push_back(CreateJobRecord{1, "1000", "trainer", 1, -1, "AUTO", 1, 512});
-  records.push_back(ReleaseJobRecord{1, 2}); // erased; the name's next reading is repetition 1
+  records.push_back(ReleaseJobRecord{1, 2}); // kept until forgotten; the name's next reading is repetition 1
   records.push_back(CreateJobRecord{2, "1000", "trainer", 1, -1, "AUTO", 3, 256});
   records.push_back(CreateJobRecord{4, "1000", "cached", 0, -1, "AUTO", 3, 0,
                                     static_cast<uint8_t>(CacheSharing::window)});
   records.push_back(CreateJobRecord{5, "1000", "epoch", 0, -1, "AUTO", 3, 0,
                                     static_cast<uint8_t>(CacheSharing::whole_epoch)});
+  records.push_back(CreateNamedJobRecord{CreateJobRecord{6, "1000", "trainer", 1, -1, "AUTO", 3, 256}, 7});
+  records.push_back(ReleaseJobRecord{6, 4});
+  records.push_back(ForgetJobRecord{6, 5}); // job GC: iteration 7 may run again
   DispatcherState live = apply_all(records);
-  REQUIRE(live.job(1) == nullptr);
+  REQUIRE(live.job(1) != nullptr);
+  CHECK(live.job(1)->released); // an ended iteration of a name stays until job GC
+  CHECK(live.job(6) == nullptr);
+  CHECK(live.named_job("1000", "trainer", 7) == nullptr);
   REQUIRE(live.job(2) != nullptr);
   CHECK(live.job(2)->repetition == 1);
   CHECK(live.job(2)->split_size == 256);
@@ -362,8 +371,15 @@ TEST_CASE("named-job repetitions, split sizes and the cross-trainer cache mode s
   REQUIRE(restored.apply(ReleaseJobRecord{2, 4}).ok());
   REQUIRE(restored.apply(CreateJobRecord{3, "1000", "trainer", 1, -1, "AUTO", 5, 0}).ok());
   REQUIRE(restored.job(3) != nullptr);
-  CHECK(restored.job(3)->repetition == 2); // not 0: the count survived the snapshot
-  CHECK(restored.snapshot().jobs.size() == 3);
+  CHECK(restored.job(3)->repetition == 8); // not 0: the count survived the snapshot
+  CHECK(restored.named_job("1000", "trainer", 0)->released); // and the ended iterations
+  CHECK(restored.named_job("1000", "trainer", 1)->released);
+  CHECK(restored.snapshot().jobs.size() == 5);
+  for (const Update& r : {Update{records[6]}, Update{records[8]}}) { // the format-8 records
+    auto back = Journal::decode(Journal::encode(r));
+    REQUIRE(back.ok());
+    CHECK(Journal::encode(*back) == Journal::encode(r));
+  }
 }
 
 TEST_CASE("splits held at a crash survive replay and snapshots") {
