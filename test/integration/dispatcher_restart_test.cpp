@@ -299,7 +299,8 @@ TEST_CASE("dispatcher gone for good: the reader's error reports the whole wait f
                              "range(1000000).map(sleep_us(us=2000))"},
     "read-gone");
   REQUIRE(reader.ok());
-  REQUIRE_MESSAGE(d1->wait_for_output("created job", kReadTimeout), d1->describe());
+  // Elements flowing: the reader joined the job and reads from the worker.
+  REQUIRE_MESSAGE((*reader)->wait_for_stdout_lines(20, kReadTimeout), (*reader)->describe());
   d1->signal(SIGKILL);
   REQUIRE(d1->wait_exit(kStartTimeout).has_value());
   auto rc = (*reader)->wait_exit(Millis{120000});

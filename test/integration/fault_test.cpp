@@ -87,6 +87,7 @@ TEST_CASE("fault: OFF, --on-worker-loss fail, with a worker SIGKILLed mid-read f
                                    {"--mode", "off", "--on-worker-loss", "fail"});
   REQUIRE_MESSAGE(reader->wait_for_stdout_lines(5000, Millis{30000}), reader->describe());
   cluster.worker(1).signal(SIGKILL);
+  REQUIRE(cluster.worker(1).wait_exit(Millis{10000}).has_value()); // seen gone: not a shutdown to check
   auto code = reader->wait_exit(Millis{60000});
   REQUIRE(code.has_value());
   auto n = reader->stdout_lines().size();
@@ -101,6 +102,7 @@ TEST_CASE("fault: OFF (on_worker_loss continue) with a worker SIGKILLed mid-read
   auto reader = cluster.start_read("range(200000).map(sleep_us(us=20))", {"--mode", "off", "--stats"});
   REQUIRE_MESSAGE(reader->wait_for_stdout_lines(5000, Millis{30000}), reader->describe());
   cluster.worker(1).signal(SIGKILL);
+  REQUIRE(cluster.worker(1).wait_exit(Millis{10000}).has_value()); // seen gone: not a shutdown to check
   auto code = reader->wait_exit(Millis{60000});
   REQUIRE(code.has_value());
   CHECK_MESSAGE(*code == 0, std::string(reader->describe() + cluster.describe()));

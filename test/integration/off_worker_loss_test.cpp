@@ -80,7 +80,8 @@ TEST_CASE("OFF, continue: SIGKILL and SIGTERM of workers mid endless read - the 
                                               std::to_string(kTake), "--stats"});
   REQUIRE_MESSAGE(reader->wait_for_stdout_lines(300, Millis{30000}), reader->describe());
   cluster.worker(1).signal(SIGKILL);
-  cluster.worker(2).signal(SIGTERM); // drains: its endless task retires, nothing is lost
+  cluster.worker(2).signal(SIGTERM);
+  REQUIRE(cluster.worker(1).wait_exit(Millis{10000}).has_value()); // drains: its endless task retires, nothing is lost
   const std::size_t at_signal = reader->stdout_lines().size();
   CHECK_MESSAGE(at_signal < kTake / 2, "lines at the signals: " << at_signal);
   auto code = reader->wait_exit(Millis{60000});
@@ -101,6 +102,7 @@ TEST_CASE("OFF, fail: a worker SIGKILLed mid endless read fails the read, naming
                                               "--on-worker-loss", "fail", "--take", "100000"});
   REQUIRE_MESSAGE(reader->wait_for_stdout_lines(300, Millis{30000}), reader->describe());
   cluster.worker(1).signal(SIGKILL);
+  REQUIRE(cluster.worker(1).wait_exit(Millis{10000}).has_value());
   auto code = reader->wait_exit(Millis{60000});
   REQUIRE(code.has_value());
   CHECK_MESSAGE(*code != 0, reader->describe());
