@@ -19,6 +19,14 @@ namespace {
 
 int64_t heap_in_use() { return static_cast<int64_t>(mallinfo2().uordblks); }
 
+// AddressSanitizer replaces malloc, so glibc's count (mallinfo2) stays at 0 there: the heap
+// comparisons run in the normal build only (the budget's own checks run in both).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kHeapMeasurable = false;
+#else
+constexpr bool kHeapMeasurable = true;
+#endif
+
 // Heap that `count` fresh copies of what `make` builds hold (in a reserved vector, so that only
 // the elements' own heap counts), and what element_heap_bytes says they hold.
 std::pair<int64_t, int64_t> measured_and_counted(const std::function<Element(int)>& make, int count) {
@@ -67,9 +75,13 @@ TEST_CASE("memory footprint: element_heap_bytes matches the heap in use within 2
     auto [measured, counted] = measured_and_counted(s.make, s.count);
     CAPTURE(measured);
     CAPTURE(counted);
+    if (!kHeapMeasurable)
+      continue;
     CHECK(counted * 2 >= measured);
     CHECK(counted <= measured * 2);
   }
+  if (!kHeapMeasurable)
+    MESSAGE("heap comparisons skipped: AddressSanitizer's allocator is not counted by mallinfo2");
   // The old count (payload bytes) was ~20x short for scalars.
   CHECK(element_heap_bytes(range_element(1)) + int64_t{sizeof(Element)} > 8 * 10);
 }
@@ -121,7 +133,8 @@ TEST_CASE("memory budget: shuffle, batch, cache, padded_batch and bytes() fail b
     CAPTURE(held);
     CHECK(st.code() == ErrorCode::resource_exhausted);
     CHECK(st.message().find(op) != std::string::npos);
-    CHECK(held < 2 * kLimit);
+    if (kHeapMeasurable)
+      CHECK(held < 2 * kLimit);
   }
 }
 
