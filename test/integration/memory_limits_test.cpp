@@ -57,6 +57,16 @@ std::chrono::milliseconds cpu_time(pid_t pid) {
 
 constexpr int64_t kMiB = 1 << 20;
 
+// The RSS bounds hold for the product's build. Under AddressSanitizer (this test is built the same
+// way as the nodes it starts) every allocation carries redzones and freed memory waits in a
+// quarantine, so RSS runs ~2-3x higher and malloc_trim returns nothing: there only the budget's
+// own refusals are checked.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kRssBounded = false;
+#else
+constexpr bool kRssBounded = true;
+#endif
+
 } // namespace
 
 TEST_CASE("memory limits: with --job-memory-limit 200000000, shuffle, batch, cache, padded_batch and a 600 MB element fail with resource_exhausted while the worker stays under 400 MiB") {
@@ -78,12 +88,14 @@ TEST_CASE("memory limits: with --job-memory-limit 200000000, shuffle, batch, cac
     const int64_t peak = peak_rss(worker.pid());
     CAPTURE(peak / kMiB);
     CHECK(peak > 0);
-    CHECK(peak < 400 * kMiB);
+    if (kRssBounded)
+      CHECK(peak < 400 * kMiB);
   }
   // The failed jobs' memory went back to the OS (malloc_trim), not only to malloc's free lists.
   const int64_t now = status_bytes(worker.pid(), "VmRSS");
   CAPTURE(now / kMiB);
-  CHECK(now < 100 * kMiB);
+  if (kRssBounded)
+    CHECK(now < 100 * kMiB);
   auto ok = cluster.read("range(10)"); // the worker still serves
   CAPTURE(ok.describe);
   CHECK(ok.exit_code == 0);
@@ -102,7 +114,8 @@ TEST_CASE("memory limits: conveyor worker --memory-limit is a backstop for all j
   CHECK(r.exit_code == 1);
   CHECK(contains(r.stderr_text, "resource_exhausted"));
   CHECK(contains(r.stderr_text, "--memory-limit"));
-  CHECK(peak_rss(worker.pid()) < 400 * kMiB);
+  if (kRssBounded)
+    CHECK(peak_rss(worker.pid()) < 400 * kMiB);
 }
 
 TEST_CASE("cancellation: the released endless batch stops within 1 s of the worker's CPU") {
