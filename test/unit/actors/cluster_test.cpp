@@ -33,6 +33,42 @@ std::vector<int64_t> range_times(int64_t n, int times) {
   return v;
 }
 
+// An OFF read of range(kLossElements) on two workers, the second stopped after 100 elements: what
+// the read ended with, how many elements it gave, and the lost tasks it counted.
+constexpr int64_t kLossElements = 5000;
+struct LossRead {
+  Status status;
+  int64_t elements = 0;
+  int64_t lost_tasks = 0;
+};
+LossRead read_off_losing_worker(std::optional<std::string> on_worker_loss) {
+  WorkerConfig small = test_worker_config();
+  small.task_buffer_elements = 128;
+  TestCluster cluster{2, test_dispatcher_config(), small};
+  auto client = cluster.client();
+  auto options = mode(ShardingPolicy::off);
+  options.on_worker_loss = std::move(on_worker_loss);
+  options.max_outstanding_requests = 32;
+  auto stream = client.distribute(Dataset::range(kLossElements), options);
+  REQUIRE(stream.ok());
+  LossRead r;
+  for (int i = 0; i < 100; ++i) {
+    Element e;
+    bool end = false;
+    REQUIRE(stream->next(e, end, std::chrono::seconds(10)).ok());
+    REQUIRE_FALSE(end);
+    ++r.elements;
+  }
+  cluster.stop_worker(1); // OFF: the rest of its copy cannot be read elsewhere
+  for (const Element& x : *stream) {
+    (void)x;
+    ++r.elements;
+  }
+  r.status = stream->status();
+  r.lost_tasks = stream->stats().lost_tasks;
+  return r;
+}
+
 } // namespace
 
 TEST_CASE("parallel_epochs (OFF) on two workers produces every element twice") {
@@ -240,62 +276,22 @@ TEST_CASE("a worker started mid-job gets a task for the running job (OFF: it sta
 }
 
 TEST_CASE("OFF, on_worker_loss fail: a worker that leaves mid-job fails the read loudly (never short and OK)") {
-  WorkerConfig small = test_worker_config();
-  small.task_buffer_elements = 128;
-  TestCluster cluster{2, test_dispatcher_config(), small};
-  auto client = cluster.client();
-  auto options = mode(ShardingPolicy::off);
-  options.on_worker_loss = "fail";
-  options.max_outstanding_requests = 32;
-  constexpr int64_t n = 5000;
-  auto stream = client.distribute(Dataset::range(n), options);
-  REQUIRE(stream.ok());
-  std::vector<int64_t> got;
-  for (int i = 0; i < 100; ++i) {
-    Element e;
-    bool end = false;
-    REQUIRE(stream->next(e, end, std::chrono::seconds(10)).ok());
-    REQUIRE_FALSE(end);
-    got.push_back(e[0].as_int64());
-  }
-  cluster.stop_worker(1); // OFF: the rest of its copy cannot be read elsewhere
-  for (const Element& x : *stream)
-    got.push_back(x[0].as_int64());
+  auto r = read_off_losing_worker(/*on_worker_loss=*/"fail");
   // Never "OK" with the copy short: the read fails naming the worker, or it was complete.
-  if (stream->status().ok())
-    CHECK(got.size() == static_cast<std::size_t>(2 * n));
+  if (r.status.ok())
+    CHECK(r.elements == 2 * kLossElements);
   else
-    CHECK_MESSAGE(stream->status().message().find("worker") != std::string::npos,
-                  stream->status().to_string());
+    CHECK_MESSAGE(r.status.message().find("worker") != std::string::npos, r.status.to_string());
 }
 
 TEST_CASE("OFF, on_worker_loss continue (the default): a worker that leaves mid-job - the read ends OK, the loss counted") {
-  WorkerConfig small = test_worker_config();
-  small.task_buffer_elements = 128;
-  TestCluster cluster{2, test_dispatcher_config(), small};
-  auto client = cluster.client();
-  auto options = mode(ShardingPolicy::off);
-  options.max_outstanding_requests = 32;
-  constexpr int64_t n = 5000;
-  auto stream = client.distribute(Dataset::range(n), options);
-  REQUIRE(stream.ok());
-  std::vector<int64_t> got;
-  for (int i = 0; i < 100; ++i) {
-    Element e;
-    bool end = false;
-    REQUIRE(stream->next(e, end, std::chrono::seconds(10)).ok());
-    REQUIRE_FALSE(end);
-    got.push_back(e[0].as_int64());
-  }
-  cluster.stop_worker(1);
-  for (const Element& x : *stream)
-    got.push_back(x[0].as_int64());
-  REQUIRE_MESSAGE(stream->status().ok(), stream->status().to_string());
-  CHECK(got.size() >= static_cast<std::size_t>(n)); // the survivor's whole copy
-  if (got.size() < static_cast<std::size_t>(2 * n))  // short: counted, never silent
-    CHECK(stream->stats().lost_tasks == 1);
+  auto r = read_off_losing_worker(std::nullopt); // the default: continue
+  REQUIRE_MESSAGE(r.status.ok(), r.status.to_string());
+  CHECK(r.elements >= kLossElements); // the survivor's whole copy
+  if (r.elements < 2 * kLossElements) // short: counted, never silent
+    CHECK(r.lost_tasks == 1);
   else
-    CHECK(stream->stats().lost_tasks == 0);
+    CHECK(r.lost_tasks == 0);
 }
 
 TEST_CASE("a named job's iteration that ended still refuses a consumer asking another processing mode") {
