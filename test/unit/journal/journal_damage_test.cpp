@@ -10,17 +10,16 @@
 #include <map>
 
 #include "dispatcher/journal.hpp"
+#include "test/unit/journal/journal_files.hpp"
 #include "test/unit/sharding/temp_dir.hpp"
 
 using namespace conveyor;
 using namespace conveyor::actors;
 using namespace conveyor::msg;
+using namespace conveyor::testing;
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr int64_t kHeader = 32;
-constexpr int64_t kFrame = 20;
 
 std::vector<Update> datasets(int n) {
   std::vector<Update> out;
@@ -36,22 +35,6 @@ DispatcherState apply_all(const std::vector<Update>& records, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i)
     REQUIRE(s.apply(records[i]).ok());
   return s;
-}
-
-int64_t offset_of(const std::vector<Update>& records, std::size_t index) {
-  int64_t offset = kHeader;
-  for (std::size_t i = 0; i < index; ++i)
-    offset += kFrame + static_cast<int64_t>(Journal::encode(records[i]).size());
-  return offset;
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-void write_bytes(const std::string& path, const std::string& data) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << data;
 }
 
 std::map<std::string, std::string> dir_contents(const std::string& dir) {

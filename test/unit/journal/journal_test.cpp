@@ -9,11 +9,13 @@
 #include <mutex>
 
 #include "dispatcher/journal.hpp"
+#include "test/unit/journal/journal_files.hpp"
 #include "test/unit/sharding/temp_dir.hpp"
 
 using namespace conveyor;
 using namespace conveyor::actors;
 using namespace conveyor::msg;
+using namespace conveyor::testing;
 namespace fs = std::filesystem;
 
 namespace {
@@ -71,26 +73,6 @@ std::unique_ptr<Journal> open_ok(const std::string& dir, DispatcherState& state,
 }
 
 int64_t file_size(const std::string& path) { return static_cast<int64_t>(fs::file_size(path)); }
-
-constexpr int64_t kHeader = 32; // file header
-constexpr int64_t kFrame = 20;  // record header
-
-// Byte offset of record `index` (0-based) in a segment holding `records` from its start.
-int64_t offset_of(const std::vector<Update>& records, std::size_t index) {
-  int64_t offset = kHeader;
-  for (std::size_t i = 0; i < index; ++i)
-    offset += kFrame + static_cast<int64_t>(Journal::encode(records[i]).size());
-  return offset;
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-void write_bytes(const std::string& path, const std::string& data) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << data;
-}
 
 } // namespace
 
