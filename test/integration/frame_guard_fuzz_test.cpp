@@ -13,24 +13,12 @@
 
 #include <doctest/doctest.h>
 
+#include "test/support/loopback.hpp"
 #include "test/integration/cluster.hpp"
 
 using namespace conveyor::testing;
 
 namespace {
-
-int connect_to(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0)
-    return fd;
-  if (fd >= 0)
-    ::close(fd);
-  return -1;
-}
 
 // Reads until the peer closes (true) or `ms` pass (false).
 bool closed_by_peer(int fd, int ms) {
@@ -62,7 +50,7 @@ std::string header(uint8_t op, uint32_t len) {
 // One bad connection; returns whether the node closed it (garbage must be closed; a truncated
 // frame is left for the handshake deadline, so it is only sent and dropped).
 bool send_garbage(uint16_t port, std::mt19937_64& rng, int round) {
-  int fd = connect_to(port);
+  int fd = connect_loopback(port);
   if (fd < 0)
     return false;
   std::string bytes;
@@ -128,7 +116,7 @@ TEST_CASE("frame guard fuzz: garbage and oversized frames are closed, the cluste
   // gets through once they are gone.
   std::vector<int> idle;
   for (int i = 0; i < 80; ++i)
-    if (int fd = connect_to(cluster.port()); fd >= 0)
+    if (int fd = connect_loopback(cluster.port()); fd >= 0)
       idle.push_back(fd);
   int closed_at_once = 0;
   for (int fd : idle)
@@ -157,7 +145,7 @@ TEST_CASE("frame guard fuzz: garbage and oversized frames are closed, the cluste
 TEST_CASE("frame guard: a connection over --max-connections is logged on the node, and the client's "
           "error names the cap") {
   Cluster cluster(0, {"--max-connections", "1"});
-  int held = connect_to(cluster.port()); // the one connection the cap allows
+  int held = connect_loopback(cluster.port()); // the one connection the cap allows
   REQUIRE(held >= 0);
   REQUIRE_FALSE(closed_by_peer(held, 300)); // accepted (it has 10 s for its handshake)
   auto r = run_conveyor({"status", "--dispatcher", cluster.address(), "--timeout-ms", "2000"}, Millis{20000},

@@ -27,6 +27,7 @@
 #include <doctest/doctest.h>
 
 #include "net/node_key.hpp"
+#include "test/support/loopback.hpp"
 #include "test/integration/cluster.hpp"
 
 using namespace conveyor::testing;
@@ -38,19 +39,6 @@ const std::string kTokenValue = "preauth-token-for-tests";
 std::vector<std::string> operator+(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
-}
-
-int connect_to(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0)
-    return fd;
-  if (fd >= 0)
-    ::close(fd);
-  return -1;
 }
 
 // A BASP header (CAF 0.17.6: operation, 2 padding, flags, payload length, operation data,
@@ -182,7 +170,7 @@ TEST_CASE("pre-auth: handshaken strangers announcing 64 MiB frames pin no memory
 
   std::vector<int> strangers;
   for (int i = 0; i < connections; ++i) {
-    int fd = connect_to(cluster.port());
+    int fd = connect_loopback(cluster.port());
     REQUIRE(fd >= 0);
     const auto bytes = handshake_then_huge_frame(static_cast<uint32_t>(i));
     ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
@@ -239,7 +227,7 @@ TEST_CASE("pre-auth: CAF's inner port behind the guard closes any connection tha
   // The issue's packet: a client handshake announcing 512 MiB, straight to CAF's port, four times.
   std::vector<int> fds;
   for (int i = 0; i < 4; ++i) {
-    int fd = connect_to(static_cast<uint16_t>(inner));
+    int fd = connect_loopback(static_cast<uint16_t>(inner));
     REQUIRE(fd >= 0);
     const auto bytes = header(1, 512u << 20) + std::string(4096, 'x');
     ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
@@ -267,7 +255,7 @@ TEST_CASE("pre-auth: one address holds at most --max-connections-per-address, an
   cluster.add_worker(token); // its connection to the dispatcher is one of the 8 from 127.0.0.1
   std::vector<int> idle;
   for (int i = 0; i < 12; ++i)
-    if (int fd = connect_to(cluster.port()); fd >= 0)
+    if (int fd = connect_loopback(cluster.port()); fd >= 0)
       idle.push_back(fd);
   const int closed = count_closed(idle, Millis{1000});
   for (int fd : idle)
@@ -292,7 +280,7 @@ TEST_CASE("pre-auth: strangers holding connections open cannot lock out a reader
   cluster.add_worker(token);
   std::vector<int> strangers;
   for (int i = 0; i < 40; ++i)
-    if (int fd = connect_to(cluster.port()); fd >= 0)
+    if (int fd = connect_loopback(cluster.port()); fd >= 0)
       strangers.push_back(fd);
   auto r = cluster.read("range(100).map(square)", token);
   const int closed = count_closed(strangers, Millis{1000});
