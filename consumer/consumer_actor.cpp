@@ -80,6 +80,18 @@ void finish(self_ptr self, Status status) {
   self->quit();
 }
 
+void deliver(self_ptr self, Status s, ReadyElements& elements, msg::task_id_t task) {
+  if (s.ok() && !elements.empty())
+    s = self->state.start.sink->push(std::move(elements), push_stats(self, task));
+  if (!s.ok()) {
+    finish(self, s);
+    return;
+  }
+  pump(self);
+  note_wait(self);
+  check_finished(self);
+}
+
 void log_losses(self_ptr self) {
   for (const auto& w : self->state.core.take_warnings())
     log::warning(kLog, "job " + std::to_string(self->state.job_id) + ": " + w);

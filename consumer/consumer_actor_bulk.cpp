@@ -104,15 +104,7 @@ void on_local_frame(self_ptr self, uint64_t channel, std::vector<char>& frame) {
   ReadyElements elements;
   Status s = st.core.on_frame(h.task, h.batch_seq, h.index, h.count, std::move(buf), view,
                               elements);
-  if (s.ok() && !elements.empty())
-    s = st.start.sink->push(std::move(elements), push_stats(self, h.task));
-  if (!s.ok()) {
-    finish(self, s);
-    return;
-  }
-  pump(self);
-  note_wait(self);
-  check_finished(self);
+  deliver(self, std::move(s), elements, h.task);
 }
 
 void on_frame(self_ptr self, uint64_t channel, uint64_t task, uint64_t batch_seq, uint32_t index,
@@ -128,15 +120,7 @@ void on_frame(self_ptr self, uint64_t channel, uint64_t task, uint64_t batch_seq
   std::string_view view{data, size};
   ReadyElements elements;
   Status s = st.core.on_frame(task, batch_seq, index, count, std::move(buf), view, elements);
-  if (s.ok() && !elements.empty())
-    s = st.start.sink->push(std::move(elements), push_stats(self, task));
-  if (!s.ok()) {
-    finish(self, s);
-    return;
-  }
-  pump(self);
-  note_wait(self);
-  check_finished(self);
+  deliver(self, std::move(s), elements, task);
 }
 
 void on_bulk_lost(self_ptr self, uint64_t channel, const std::string& why) {

@@ -179,15 +179,7 @@ void request_batch(self_ptr self, const ConsumerCore::Request& r) {
           self->delayed_send(self, kBulkLossGrace, msg::bulk_lost_atom_v, channel);
         ReadyElements elements;
         Status s = st.core.on_reply(r, std::move(batch), elements);
-        if (s.ok() && !elements.empty())
-          s = st.start.sink->push(std::move(elements), push_stats(self, r.task));
-        if (!s.ok()) {
-          finish(self, s);
-          return;
-        }
-        pump(self);
-        note_wait(self);
-        check_finished(self);
+        deliver(self, std::move(s), elements, r.task);
       },
       [self, r](caf::error& err) {
         auto& st = self->state;

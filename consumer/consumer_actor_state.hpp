@@ -109,6 +109,9 @@ msg::stream_stats stats_of(self_ptr self);
 msg::consumer_progress progress_of(self_ptr self);
 msg::stream_stats push_stats(self_ptr self, msg::task_id_t task);
 void finish(self_ptr self, Status status);
+// After a reply or frame was taken in (`s`: how that went): hands `elements` to the sink, then
+// moves the read on — or ends it on an error.
+void deliver(self_ptr self, Status s, ReadyElements& elements, msg::task_id_t task);
 // OFF tasks lost with on_worker_loss "continue" (ConsumerCore::lose): logged, never silent.
 void log_losses(self_ptr self);
 void check_finished(self_ptr self);
