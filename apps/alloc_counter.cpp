@@ -61,7 +61,8 @@ void count_allocation() {
       return;
     s = new (memory) Slot;
     s->next = g_slots.load(std::memory_order_relaxed);
-    while (!g_slots.compare_exchange_weak(s->next, s, std::memory_order_release, std::memory_order_relaxed)) {
+    while (!g_slots.compare_exchange_weak(s->next, s, std::memory_order_release,
+                                          std::memory_order_relaxed)) {
     }
     t_slot = s;
   }

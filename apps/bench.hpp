@@ -21,7 +21,8 @@ std::string load_average();
 
 // Opens an OFF job of `dataset` and waits up to `first_within` for its first element, so that
 // the job runs when this returns; errors name it `what` ("job 3"), also one that ends at once.
-Expected<ElementStream> open_running_job(Client& client, const Dataset& dataset, const std::string& what,
+Expected<ElementStream> open_running_job(Client& client, const Dataset& dataset,
+                                         const std::string& what,
                                          std::chrono::milliseconds first_within);
 
 } // namespace conveyor::apps

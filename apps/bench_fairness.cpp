@@ -49,8 +49,8 @@ Expected<double> read_light(Client& client, int64_t elements, int64_t rounds) {
     ++got;
   }
   if (got != elements)
-    return data_loss("the light job gave " + std::to_string(got) + " of " + std::to_string(elements) +
-                     " elements");
+    return data_loss("the light job gave " + std::to_string(got) + " of " +
+                     std::to_string(elements) + " elements");
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
@@ -61,6 +61,7 @@ int bench_fairness(const std::vector<std::string>& args) {
   int64_t reps = 3;
   std::string node_exe;
   po::options_description options("fairness benchmark options");
+  // clang-format off
   options.add_options()
       ("heavy,n", po::value(&heavy)->default_value(heavy)->value_name("N"), "heavy jobs next to the light one")
       ("elements,k", po::value(&elements)->default_value(elements)->value_name("K"), "elements of the light job")
@@ -69,6 +70,7 @@ int bench_fairness(const std::vector<std::string>& args) {
       ("reps", po::value(&reps)->default_value(reps)->value_name("T"), "light reads alone and loaded, each")
       ("node-exe", po::value(&node_exe)->value_name("PATH"),
        "run the dispatcher and worker from this `conveyor` binary (default: this one)");
+  // clang-format on
   po::variables_map vm;
   if (auto stop = parse_bench_command_line(kInfo, options, args, vm, "warning"))
     return *stop;
@@ -76,9 +78,11 @@ int bench_fairness(const std::vector<std::string>& args) {
   if (heavy < 1 || heavy > 64)
     return bad(invalid_argument("`--heavy` must be in [1, 64], got " + std::to_string(heavy)));
   if (elements < 1 || elements > 1000000)
-    return bad(invalid_argument("`--elements` must be in [1, 1000000], got " + std::to_string(elements)));
+    return bad(
+      invalid_argument("`--elements` must be in [1, 1000000], got " + std::to_string(elements)));
   if (rounds < 1 || rounds > 100000000)
-    return bad(invalid_argument("`--rounds` must be in [1, 100000000], got " + std::to_string(rounds)));
+    return bad(
+      invalid_argument("`--rounds` must be in [1, 100000000], got " + std::to_string(rounds)));
   if (reps < 1 || reps > 20)
     return bad(invalid_argument("`--reps` must be in [1, 20], got " + std::to_string(reps)));
 
@@ -136,16 +140,18 @@ int bench_fairness(const std::vector<std::string>& args) {
   std::printf(" s\nloaded    :");
   for (double t : *loaded)
     std::printf(" %.3f", t);
-  std::printf(" s (next to %lld endless jobs of burn(rounds=%lld))\n", static_cast<long long>(heavy),
-              static_cast<long long>(10 * rounds));
-  std::printf("slowdown  : %.2f (median loaded / median alone); an equal split of %u cores among %lld "
-              "jobs: %.2f\n",
-              median(*loaded) / median(*alone), cores, static_cast<long long>(heavy + 1), fair);
+  std::printf(" s (next to %lld endless jobs of burn(rounds=%lld))\n",
+              static_cast<long long>(heavy), static_cast<long long>(10 * rounds));
+  std::printf(
+    "slowdown  : %.2f (median loaded / median alone); an equal split of %u cores among %lld "
+    "jobs: %.2f\n",
+    median(*loaded) / median(*alone), cores, static_cast<long long>(heavy + 1), fair);
   std::printf("load      : %s (at the start)\n", load.c_str());
   return 0;
 }
 
-const Benchmark reg{"fairness", "a light job's read time next to N heavy jobs on one worker", bench_fairness};
+const Benchmark reg{"fairness", "a light job's read time next to N heavy jobs on one worker",
+                    bench_fairness};
 
 } // namespace
 } // namespace conveyor::apps

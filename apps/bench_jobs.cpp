@@ -60,10 +60,12 @@ int bench_jobs(const std::vector<std::string>& args) {
   int64_t jobs = 10000;
   int64_t baseline = 100;
   po::options_description options("jobs benchmark options");
+  // clang-format off
   options.add_options()
       ("jobs,n", po::value(&jobs)->default_value(jobs)->value_name("N"), "jobs to run in all")
       ("baseline", po::value(&baseline)->default_value(baseline)->value_name("M"),
        "jobs after which the first sample is taken");
+  // clang-format on
   po::variables_map vm; // (the log level: this process's worker and client)
   if (auto stop = parse_bench_command_line(kInfo, options, args, vm, "warning"))
     return *stop;

@@ -60,6 +60,7 @@ int run_bench_journal(const std::vector<std::string>& args) {
   int64_t sequential = 300;
   std::string dir;
   po::options_description options("journal benchmark options");
+  // clang-format off
   options.add_options()
       ("records,n", po::value(&records)->default_value(records)->value_name("N"),
        "records appended in (a) and replayed in (c)")
@@ -68,6 +69,7 @@ int run_bench_journal(const std::vector<std::string>& args) {
       ("dir", po::value(&dir)->default_value("")->value_name("DIR"),
        "directory to use (default: a fresh one under the temp dir, removed afterwards); it "
        "must be on the disk a dispatcher's --work-dir would use");
+  // clang-format on
   po::variables_map vm;
   if (auto stop = parse_command_line(kInfo, options, args, vm))
     return *stop;
@@ -138,7 +140,8 @@ int run_bench_journal(const std::vector<std::string>& args) {
     }
     double secs = seconds_since(t0);
     std::printf("(b) append, one at a time:    %10.0f records/s  (%.3f ms per durable append)\n",
-                static_cast<double>(sequential) / secs, secs * 1000 / static_cast<double>(sequential));
+                static_cast<double>(sequential) / secs,
+                secs * 1000 / static_cast<double>(sequential));
   }
   actors::DispatcherState replayed;
   {
@@ -150,11 +153,13 @@ int run_bench_journal(const std::vector<std::string>& args) {
     double secs = seconds_since(t0);
     std::printf("(c) replay:                   %10.3f s for %lld records (%.0f records/s)%s\n",
                 secs, static_cast<long long>(info.records),
-                static_cast<double>(info.records) / secs, secs < 1.0 ? "" : "  ABOVE the 1 s target");
+                static_cast<double>(info.records) / secs,
+                secs < 1.0 ? "" : "  ABOVE the 1 s target");
     auto t1 = Clock::now();
     if (auto s = (*j)->compact(replayed); !s.ok())
       return bad(s);
-    std::printf("(d) compaction:               %10.3f s to write the snapshot\n", seconds_since(t1));
+    std::printf("(d) compaction:               %10.3f s to write the snapshot\n",
+                seconds_since(t1));
   }
   {
     auto t0 = Clock::now();

@@ -40,12 +40,12 @@ using Clock = std::chrono::steady_clock;
 using Seconds = std::chrono::duration<double>;
 
 constexpr CommandInfo kInfo{
-    "bench pipeline", "[--seconds T] [--elements N] [--batch B] [--small-batch K] [--clock wall|cpu]",
-    "Measures elements/s of range(N)[.map(square)].batch(B) iterated to the end, the element\n"
-    "codec's encode/decode MB/s with and without lz4 on 8-byte and 1 MiB elements, and\n"
-    "parse_example records/s on serialized tf.train.Examples."};
+  "bench pipeline", "[--seconds T] [--elements N] [--batch B] [--small-batch K] [--clock wall|cpu]",
+  "Measures elements/s of range(N)[.map(square)].batch(B) iterated to the end, the element\n"
+  "codec's encode/decode MB/s with and without lz4 on 8-byte and 1 MiB elements, and\n"
+  "parse_example records/s on serialized tf.train.Examples."};
 
-constexpr int64_t kMaxPasses = 10000;          // cap on dataset passes per measurement
+constexpr int64_t kMaxPasses = 10000;            // cap on dataset passes per measurement
 constexpr int64_t kMaxCodecIterations = 1000000; // cap on encode or decode calls per measurement
 
 struct Flags {
@@ -86,8 +86,8 @@ struct IterationResult {
 // Iterates `dataset` to the end, pass after pass, until `budget` is spent (a pass still running
 // then stops early and counts what it yielded). `batched`: outputs hold shape[0] range values each.
 // A pass that reaches the end must have yielded exactly `expected_values`.
-Expected<IterationResult> iterate(const Dataset& dataset, bool batched, Seconds budget, int64_t expected_values,
-                                  bool cpu_clock) {
+Expected<IterationResult> iterate(const Dataset& dataset, bool batched, Seconds budget,
+                                  int64_t expected_values, bool cpu_clock) {
   IterationResult r;
   const Stopwatch watch{cpu_clock};
   bool out_of_time = false;
@@ -112,8 +112,9 @@ Expected<IterationResult> iterate(const Dataset& dataset, bool batched, Seconds 
     r.values += pass_values;
     ++r.passes;
     if (!out_of_time && pass_values != expected_values)
-      return internal_error("a pass over " + dataset.to_text() + " yielded " + std::to_string(pass_values) +
-                            " values, expected " + std::to_string(expected_values));
+      return internal_error("a pass over " + dataset.to_text() + " yielded " +
+                            std::to_string(pass_values) + " values, expected " +
+                            std::to_string(expected_values));
     out_of_time = out_of_time || watch.wall() >= budget;
   }
   r.seconds = watch.seconds();
@@ -146,8 +147,10 @@ std::vector<Workload> make_workloads(int64_t small_batch) {
     random_scalars.emplace_back(Tensor::scalar(static_cast<int64_t>(rng())));
   }
   const std::string count = std::to_string(small_batch);
-  out.push_back(make_workload(count + " x int64 scalar", "0,1,2,... (compressible)", std::move(counting)));
-  out.push_back(make_workload(count + " x int64 scalar", "random 64-bit (incompressible)", std::move(random_scalars)));
+  out.push_back(
+    make_workload(count + " x int64 scalar", "0,1,2,... (compressible)", std::move(counting)));
+  out.push_back(make_workload(count + " x int64 scalar", "random 64-bit (incompressible)",
+                              std::move(random_scalars)));
 
   constexpr int64_t kMiBInt32 = (1 << 20) / 4;
   std::vector<int32_t> small_ints(kMiBInt32);
@@ -185,26 +188,30 @@ double calls_per_second(Body&& body, Seconds budget, bool cpu_clock) {
   return static_cast<double>(calls) / watch.seconds();
 }
 
-Expected<CodecResult> measure_codec(const Workload& w, Compression c, Seconds budget, bool cpu_clock) {
+Expected<CodecResult> measure_codec(const Workload& w, Compression c, Seconds budget,
+                                    bool cpu_clock) {
   const std::string buffer = encode_batch(w.elements, c);
   std::vector<Element> decoded;
   CONVEYOR_RETURN_IF_ERROR(decode_batch(buffer, decoded));
   if (decoded != w.elements)
-    return internal_error(std::string{"codec round trip changed the "} + w.name + " workload with " + to_string(c));
+    return internal_error(std::string{"codec round trip changed the "} + w.name +
+                          " workload with " + to_string(c));
 
   CodecResult r;
   r.ratio = static_cast<double>(buffer.size()) / static_cast<double>(w.payload_bytes);
-  r.compressed = (static_cast<unsigned char>(buffer.at(5)) & 1) != 0; // header flags byte, bit 0 = lz4
-  std::size_t sink = 0; // keeps the encoder's output observable
-  const double encodes = calls_per_second([&] { sink += encode_batch(w.elements, c).size(); }, budget, cpu_clock);
+  r.compressed =
+    (static_cast<unsigned char>(buffer.at(5)) & 1) != 0; // header flags byte, bit 0 = lz4
+  std::size_t sink = 0;                                  // keeps the encoder's output observable
+  const double encodes =
+    calls_per_second([&] { sink += encode_batch(w.elements, c).size(); }, budget, cpu_clock);
   Status decode_status;
   const double decodes = calls_per_second(
-      [&] {
-        decoded.clear();
-        if (decode_status.ok())
-          decode_status = decode_batch(buffer, decoded);
-      },
-      budget, cpu_clock);
+    [&] {
+      decoded.clear();
+      if (decode_status.ok())
+        decode_status = decode_batch(buffer, decoded);
+    },
+    budget, cpu_clock);
   CONVEYOR_RETURN_IF_ERROR(decode_status);
   if (sink == 0)
     return internal_error("encoder produced nothing");
@@ -216,6 +223,7 @@ Expected<CodecResult> measure_codec(const Workload& w, Compression c, Seconds bu
 int run_bench_pipeline(const std::vector<std::string>& args) {
   Flags f;
   po::options_description options("pipeline benchmark options");
+  // clang-format off
   options.add_options()
       ("seconds,t", po::value(&f.seconds)->default_value(f.seconds)->value_name("T"),
        "time budget of each measurement, in seconds")
@@ -225,12 +233,14 @@ int run_bench_pipeline(const std::vector<std::string>& args) {
        "8-byte elements per encoded batch in the codec measurements")
       ("clock", po::value(&f.clock)->default_value(f.clock)->value_name("wall|cpu"),
        "divide by wall-clock time, or by this thread's CPU time (steadier on a busy machine)");
+  // clang-format on
   po::variables_map vm;
   if (auto stop = parse_command_line(kInfo, options, args, vm))
     return *stop;
   const auto bad = [](const Status& st) { return report_status(kInfo.name, st); };
   if (!(f.seconds > 0 && f.seconds <= 60))
-    return bad(invalid_argument("`--seconds` must be in (0, 60], got " + std::to_string(f.seconds)));
+    return bad(
+      invalid_argument("`--seconds` must be in (0, 60], got " + std::to_string(f.seconds)));
   if (auto st = check_at_least("--elements", f.elements, 1); !st.ok())
     return bad(st);
   if (auto st = check_at_least("--batch", f.batch, 1); !st.ok())
@@ -238,20 +248,22 @@ int run_bench_pipeline(const std::vector<std::string>& args) {
   if (auto st = check_at_least("--small-batch", f.small_batch, 1); !st.ok())
     return bad(st);
   if (f.small_batch > 10000000)
-    return bad(invalid_argument("`--small-batch` must be at most 10000000, got " + std::to_string(f.small_batch)));
+    return bad(invalid_argument("`--small-batch` must be at most 10000000, got " +
+                                std::to_string(f.small_batch)));
   if (f.clock != "wall" && f.clock != "cpu")
     return bad(invalid_argument("`--clock` must be `wall` or `cpu`, got `" + f.clock + "`"));
   const bool cpu_clock = f.clock == "cpu";
   const Seconds budget{f.seconds};
 
-  std::printf("conveyor bench pipeline: %.2f s per measurement, one thread, rates per %s second\n\n", f.seconds,
-              cpu_clock ? "thread-CPU" : "wall-clock");
-  std::printf("(a) iteration to the end, pass after pass            %14s %14s %7s\n", "elements/s", "outputs/s",
-              "passes");
+  std::printf(
+    "conveyor bench pipeline: %.2f s per measurement, one thread, rates per %s second\n\n",
+    f.seconds, cpu_clock ? "thread-CPU" : "wall-clock");
+  std::printf("(a) iteration to the end, pass after pass            %14s %14s %7s\n", "elements/s",
+              "outputs/s", "passes");
   const std::vector<std::pair<Dataset, bool>> pipelines{
-      {Dataset::range(f.elements), false},
-      {Dataset::range(f.elements).batch(f.batch), true},
-      {Dataset::range(f.elements).map("square").batch(f.batch), true},
+    {Dataset::range(f.elements), false},
+    {Dataset::range(f.elements).batch(f.batch), true},
+    {Dataset::range(f.elements).map("square").batch(f.batch), true},
   };
   for (const auto& [dataset, batched] : pipelines) {
     auto r = iterate(dataset, batched, budget, f.elements, cpu_clock);
@@ -261,21 +273,24 @@ int run_bench_pipeline(const std::vector<std::string>& args) {
                 r->outputs / r->seconds, static_cast<long long>(r->passes));
   }
 
-  std::printf("\n(b) element codec, one encode_batch / decode_batch per call; MB/s of tensor payload,\n"
-              "    ratio = buffer bytes / payload bytes (lz4? = the buffer is lz4-compressed)\n");
-  std::printf("  %-26s %-32s %-5s %11s %11s %7s %5s\n", "batch", "values", "comp.", "encode MB/s", "decode MB/s",
-              "ratio", "lz4?");
+  std::printf(
+    "\n(b) element codec, one encode_batch / decode_batch per call; MB/s of tensor payload,\n"
+    "    ratio = buffer bytes / payload bytes (lz4? = the buffer is lz4-compressed)\n");
+  std::printf("  %-26s %-32s %-5s %11s %11s %7s %5s\n", "batch", "values", "comp.", "encode MB/s",
+              "decode MB/s", "ratio", "lz4?");
   for (const Workload& w : make_workloads(f.small_batch)) {
     for (Compression c : {Compression::none, Compression::lz4, Compression::automatic}) {
       auto r = measure_codec(w, c, budget, cpu_clock);
       if (!r.ok())
         return report_status(kInfo.name, r.status());
-      std::printf("  %-26s %-32s %-5s %11.0f %11.0f %7.3f %5s\n", w.name.c_str(), w.data.c_str(), to_string(c),
-                  r->encode_mb_s, r->decode_mb_s, r->ratio, r->compressed ? "yes" : "no");
+      std::printf("  %-26s %-32s %-5s %11.0f %11.0f %7.3f %5s\n", w.name.c_str(), w.data.c_str(),
+                  to_string(c), r->encode_mb_s, r->decode_mb_s, r->ratio,
+                  r->compressed ? "yes" : "no");
     }
   }
 
-  std::printf("\n(c) parse_example over in-memory serialized tf.train.Examples (--elements of them, at most 100000)\n");
+  std::printf("\n(c) parse_example over in-memory serialized tf.train.Examples (--elements of "
+              "them, at most 100000)\n");
   const int64_t num_records = std::min<int64_t>(f.elements, 100000);
   std::vector<std::string> records;
   std::size_t record_bytes = 0;
@@ -305,15 +320,17 @@ int run_bench_pipeline(const std::vector<std::string>& args) {
       return report_status(kInfo.name, r.status());
     const double per_second = r->values / r->seconds;
     std::printf("  %-50s %14.0f %14.1f %7lld\n",
-                dataset.node()->op == "parse_example" ? "from_tensor_slices(records).parse_example(spec)"
-                                                      : "from_tensor_slices(records) (baseline)",
+                dataset.node()->op == "parse_example"
+                  ? "from_tensor_slices(records).parse_example(spec)"
+                  : "from_tensor_slices(records) (baseline)",
                 per_second, per_second * static_cast<double>(record_bytes) / num_records / 1e6,
                 static_cast<long long>(r->passes));
   }
   return kExitOk;
 }
 
-const Benchmark reg{"pipeline", "range/map/batch iteration and element codec throughput", run_bench_pipeline};
+const Benchmark reg{"pipeline", "range/map/batch iteration and element codec throughput",
+                    run_bench_pipeline};
 
 } // namespace
 } // namespace conveyor::apps

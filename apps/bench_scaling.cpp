@@ -38,10 +38,10 @@ using Clock = std::chrono::steady_clock;
 using Seconds = std::chrono::duration<double>;
 
 constexpr CommandInfo kInfo{
-    "bench scaling", "[--workers 1,2,4,8,14] [--work-us U] [--seconds T] [--reps R]",
-    "Measures one consumer reading a CPU-bound map (about U microseconds of arithmetic per\n"
-    "element) from W worker processes, for each W in the list: elements/s, the speedup over one\n"
-    "worker, and the efficiency against W times the map's single-thread rate without the service."};
+  "bench scaling", "[--workers 1,2,4,8,14] [--work-us U] [--seconds T] [--reps R]",
+  "Measures one consumer reading a CPU-bound map (about U microseconds of arithmetic per\n"
+  "element) from W worker processes, for each W in the list: elements/s, the speedup over one\n"
+  "worker, and the efficiency against W times the map's single-thread rate without the service."};
 
 struct Flags {
   std::string workers = "1,2,4,8,14";
@@ -60,8 +60,8 @@ Expected<std::vector<int>> parse_worker_counts(const std::string& text) {
     char* end = nullptr;
     const long n = std::strtol(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || n < 1 || n > 256)
-      return invalid_argument("`--workers` must be a comma-separated list of counts in [1, 256], got `" + text +
-                              "`");
+      return invalid_argument(
+        "`--workers` must be a comma-separated list of counts in [1, 256], got `" + text + "`");
     out.push_back(static_cast<int>(n));
   }
   if (out.empty())
@@ -100,7 +100,8 @@ Expected<int64_t> calibrate_rounds(int64_t work_us) {
   if (!rate.ok())
     return rate.status();
   const double trial_us = 1e6 / *rate;
-  return std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(kTrialRounds) * work_us / trial_us));
+  return std::max<int64_t>(
+    1, static_cast<int64_t>(static_cast<double>(kTrialRounds) * work_us / trial_us));
 }
 
 struct Run {
@@ -123,8 +124,10 @@ Expected<Run> measure(int workers, int64_t rounds, const Flags& f) {
           std::filesystem::remove(n.log_path, ignored);
     }
   } stop{nodes};
-  const std::string prefix = "bench-scaling-" + std::to_string(::getpid()) + "-w" + std::to_string(workers) + "-";
-  const std::vector<std::string> node_flags{"--scheduler-threads", std::to_string(f.network.scheduler_threads)};
+  const std::string prefix =
+    "bench-scaling-" + std::to_string(::getpid()) + "-w" + std::to_string(workers) + "-";
+  const std::vector<std::string> node_flags{"--scheduler-threads",
+                                            std::to_string(f.network.scheduler_threads)};
   CONVEYOR_RETURN_IF_ERROR(start_process_cluster(nodes, workers, prefix, node_flags, node_flags,
                                                  std::filesystem::temp_directory_path().string()));
   ClientConfig config;
@@ -182,10 +185,11 @@ Expected<Run> measure(int workers, int64_t rounds, const Flags& f) {
     const auto was = before.per_worker.find(address);
     per_worker.push_back(total - (was == before.per_worker.end() ? 0 : was->second));
   }
-  const auto contributing = std::count_if(per_worker.begin(), per_worker.end(), [](int64_t n) { return n > 0; });
+  const auto contributing =
+    std::count_if(per_worker.begin(), per_worker.end(), [](int64_t n) { return n > 0; });
   if (contributing != workers)
-    return data_loss(std::to_string(workers) + " workers started, but " + std::to_string(contributing) +
-                     " delivered elements while measuring");
+    return data_loss(std::to_string(workers) + " workers started, but " +
+                     std::to_string(contributing) + " delivered elements while measuring");
   r.min_worker = *std::min_element(per_worker.begin(), per_worker.end());
   r.max_worker = *std::max_element(per_worker.begin(), per_worker.end());
   stop.remove_logs = true;
@@ -195,6 +199,7 @@ Expected<Run> measure(int workers, int64_t rounds, const Flags& f) {
 int bench_scaling(const std::vector<std::string>& args) {
   Flags f;
   po::options_description options("scaling benchmark options");
+  // clang-format off
   options.add_options()
       ("workers,w", po::value(&f.workers)->default_value(f.workers)->value_name("LIST"),
        "worker counts to measure, comma-separated")
@@ -205,6 +210,7 @@ int bench_scaling(const std::vector<std::string>& args) {
       ("warmup", po::value(&f.warmup)->default_value(f.warmup)->value_name("S"), "warm-up seconds per run")
       ("reps", po::value(&f.reps)->default_value(f.reps)->value_name("R"),
        "repetitions of the whole list (the order alternates, so drift hits every count)");
+  // clang-format on
   po::variables_map vm;
   if (auto stop = parse_bench_command_line(kInfo, options, args, vm, "error", &f.network))
     return *stop;
@@ -213,7 +219,8 @@ int bench_scaling(const std::vector<std::string>& args) {
   if (!counts.ok())
     return bad(counts.status());
   if (f.work_us < 1 || f.work_us > 1000000)
-    return bad(invalid_argument("`--work-us` must be in [1, 1000000], got " + std::to_string(f.work_us)));
+    return bad(
+      invalid_argument("`--work-us` must be in [1, 1000000], got " + std::to_string(f.work_us)));
   if (!(f.seconds > 0 && f.seconds <= 600) || !(f.warmup >= 0 && f.warmup <= 600))
     return bad(invalid_argument("`--seconds` must be in (0, 600] and `--warmup` in [0, 600]"));
   if (f.reps < 1 || f.reps > 100)
@@ -224,12 +231,14 @@ int bench_scaling(const std::vector<std::string>& args) {
   if (!rounds.ok())
     return bad(rounds.status());
   std::printf("machine : %u cores, load %s\n", cores, load_average().c_str());
-  std::printf("pipeline: range(...).map(burn(rounds=%lld)), OFF, 8-byte elements\n", static_cast<long long>(*rounds));
+  std::printf("pipeline: range(...).map(burn(rounds=%lld)), OFF, 8-byte elements\n",
+              static_cast<long long>(*rounds));
   const int most = *std::max_element(counts->begin(), counts->end());
   if (static_cast<unsigned>(most) + 2 > cores)
-    std::printf("note    : %d workers + the consumer + the dispatcher exceed %u cores: the largest counts "
-                "measure shared cores, not scaling\n",
-                most, cores);
+    std::printf(
+      "note    : %d workers + the consumer + the dispatcher exceed %u cores: the largest counts "
+      "measure shared cores, not scaling\n",
+      most, cores);
 
   // rates[i][rep] for counts[i]
   std::vector<std::vector<double>> rates(counts->size());
@@ -248,9 +257,11 @@ int bench_scaling(const std::vector<std::string>& args) {
       if (!r.ok())
         return bad(r.status());
       rates[i].push_back(r->elements_per_s);
-      std::printf("rep %lld : %2d workers %10.0f elements/s (per worker %lld..%lld elements), load %s\n",
-                  static_cast<long long>(rep + 1), w, r->elements_per_s, static_cast<long long>(r->min_worker),
-                  static_cast<long long>(r->max_worker), load_average().c_str());
+      std::printf(
+        "rep %lld : %2d workers %10.0f elements/s (per worker %lld..%lld elements), load %s\n",
+        static_cast<long long>(rep + 1), w, r->elements_per_s,
+        static_cast<long long>(r->min_worker), static_cast<long long>(r->max_worker),
+        load_average().c_str());
       std::fflush(stdout);
     }
   }
@@ -269,11 +280,13 @@ int bench_scaling(const std::vector<std::string>& args) {
     const double med = median(rates[i]);
     std::printf("%7d  %10.0f / %10.0f / %10.0f  %6.2fx  %9.0f%%\n", w,
                 *std::min_element(rates[i].begin(), rates[i].end()), med,
-                *std::max_element(rates[i].begin(), rates[i].end()), med / base, 100 * med / (w * single));
+                *std::max_element(rates[i].begin(), rates[i].end()), med / base,
+                100 * med / (w * single));
   }
-  std::printf("speedup: median elements/s against %d worker%s median per worker; efficiency: against W x the "
-              "median single-thread rate (%.0f elements/s)\nload    : %s\n",
-              (*counts)[smallest], (*counts)[smallest] == 1 ? "'s" : "s'", single, load_average().c_str());
+  std::printf(
+    "speedup: median elements/s against %d worker%s median per worker; efficiency: against W x the "
+    "median single-thread rate (%.0f elements/s)\nload    : %s\n",
+    (*counts)[smallest], (*counts)[smallest] == 1 ? "'s" : "s'", single, load_average().c_str());
   return 0;
 }
 

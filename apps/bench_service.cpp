@@ -29,6 +29,7 @@ namespace {
 
 // The flags' definitions; parse_bench_command_line reads them into `f`.
 void add_service_options(po::options_description& options, BenchFlags& f) {
+  // clang-format off
   options.add_options()
       ("workers,w", po::value(&f.workers)->default_value(2)->value_name("W"), "in-process workers")
       ("consumers,c", po::value(&f.consumers)->default_value(1)->value_name("C"), "consumers (one Client each)")
@@ -56,6 +57,7 @@ void add_service_options(po::options_description& options, BenchFlags& f) {
        "0 = off")
       ("reps", po::value(&f.reps)->default_value(3)->value_name("R"),
        "--coordinated: alternating repetitions of the two runs");
+  // clang-format on
 }
 
 // The flags' values in range and in combination; an exit code when they are not.
@@ -71,21 +73,25 @@ std::optional<int> check_flags(BenchFlags& f, const po::variables_map& vm) {
   if (auto st = check_at_least("--element-size", f.element_size, 8); !st.ok())
     return bad(st);
   if (f.element_size > (64 << 20))
-    return bad(invalid_argument("`--element-size` must be at most 64 MiB, got " + std::to_string(f.element_size)));
+    return bad(invalid_argument("`--element-size` must be at most 64 MiB, got " +
+                                std::to_string(f.element_size)));
   if (!(f.seconds > 0 && f.seconds <= 600))
-    return bad(invalid_argument("`--seconds` must be in (0, 600], got " + std::to_string(f.seconds)));
+    return bad(
+      invalid_argument("`--seconds` must be in (0, 600], got " + std::to_string(f.seconds)));
   if (f.workers > 32 || f.consumers > 32)
     return bad(invalid_argument("`--workers` and `--consumers` must be at most 32"));
   if (f.coordinated < 0 || f.coordinated > 32)
-    return bad(invalid_argument("`--coordinated` must be in [0, 32], got " + std::to_string(f.coordinated)));
+    return bad(
+      invalid_argument("`--coordinated` must be in [0, 32], got " + std::to_string(f.coordinated)));
   if (auto st = check_at_least("--reps", f.reps, 1); !st.ok())
     return bad(st);
   if (f.coordinated > 0) {
     if (vm["mode"].as<std::string>() != "off" || f.tls || f.local ||
         vm["metrics-port"].as<int64_t>() != -1 || !vm["consumers"].defaulted())
-      return bad(invalid_argument("`--coordinated` runs N consumers of an OFF job over plain TCP: it "
-                                  "does not combine with --mode, --consumers, --tls, --local or "
-                                  "--metrics-port"));
+      return bad(
+        invalid_argument("`--coordinated` runs N consumers of an OFF job over plain TCP: it "
+                         "does not combine with --mode, --consumers, --tls, --local or "
+                         "--metrics-port"));
     if (vm.count("max-outstanding"))
       f.max_outstanding = vm["max-outstanding"].as<int64_t>();
     return std::nullopt;
@@ -129,10 +135,11 @@ std::optional<int> tls_run(const ServiceSetup& setup, const Throughput& service,
   std::printf("  TLS/plain: %.2f (MB/s, mutual TLS between every pair of nodes)\n",
               service.mb_per_s() > 0 ? tls->mb_per_s() / service.mb_per_s() : 0.0);
   if (tls->elements > 0 && service.elements > 0)
-    std::printf("  TLS cpu  : %.2f us per element (%.2f cores busy; plain %.2f us; process CPU time)\n",
-                m.tls_cpu * 1e6 / static_cast<double>(tls->elements),
-                tls->seconds > 0 ? m.tls_cpu / tls->seconds : 0.0,
-                m.service_cpu * 1e6 / static_cast<double>(service.elements));
+    std::printf(
+      "  TLS cpu  : %.2f us per element (%.2f cores busy; plain %.2f us; process CPU time)\n",
+      m.tls_cpu * 1e6 / static_cast<double>(tls->elements),
+      tls->seconds > 0 ? m.tls_cpu / tls->seconds : 0.0,
+      m.service_cpu * 1e6 / static_cast<double>(service.elements));
   std::printf("  TLS threads: %s (share of one core)\n", m.tls_threads.c_str());
   return std::nullopt;
 }
@@ -147,8 +154,9 @@ std::optional<int> local_run(const ServiceSetup& setup, DistributeOptions& opts,
   auto local = measure_service(setup, plain_network, "LOCAL", true, m);
   if (!local)
     return kExitFailure;
-  std::printf("  LOCAL/ANY: %.2f (MB/s; same workers and consumers, in-process path vs loopback TCP)\n",
-              service.mb_per_s() > 0 ? local->mb_per_s() / service.mb_per_s() : 0.0);
+  std::printf(
+    "  LOCAL/ANY: %.2f (MB/s; same workers and consumers, in-process path vs loopback TCP)\n",
+    service.mb_per_s() > 0 ? local->mb_per_s() / service.mb_per_s() : 0.0);
   if (local->elements > 0 && service.elements > 0) {
     const double l_us = m.local_cpu * 1e6 / static_cast<double>(local->elements);
     const double a_us = m.service_cpu * 1e6 / static_cast<double>(service.elements);
@@ -156,11 +164,12 @@ std::optional<int> local_run(const ServiceSetup& setup, DistributeOptions& opts,
   }
   if (copy_counter_available() && local->elements > 0) {
     const double n = static_cast<double>(local->elements);
-    std::printf("  LOCAL copies: %.2f memcpy/memmove calls >= 64 KiB per element, %.2f x the element's "
-                "bytes copied\n",
-                static_cast<double>(m.local_copies_after.copy_calls - m.local_copies_before.copy_calls) / n,
-                static_cast<double>(m.local_copies_after.copy_bytes - m.local_copies_before.copy_bytes) /
-                  (n * static_cast<double>(f.element_size)));
+    std::printf(
+      "  LOCAL copies: %.2f memcpy/memmove calls >= 64 KiB per element, %.2f x the element's "
+      "bytes copied\n",
+      static_cast<double>(m.local_copies_after.copy_calls - m.local_copies_before.copy_calls) / n,
+      static_cast<double>(m.local_copies_after.copy_bytes - m.local_copies_before.copy_bytes) /
+        (n * static_cast<double>(f.element_size)));
   }
   return std::nullopt;
 }
@@ -176,25 +185,33 @@ std::optional<int> raw_and_costs(const BenchFlags& f, const DistributeOptions& o
   const double raw_cpu = process_cpu_seconds() - raw_cpu0;
   if (!raw.ok())
     return report_status(kInfo.name, raw.status());
-  std::printf("  raw TCP : %12.0f elements/s %10.1f MB/s   (%lld elements in %.2f s, 8-byte frame headers)\n",
-              raw->elements_per_s(), raw->mb_per_s(), static_cast<long long>(raw->elements), raw->seconds);
-  std::printf("  ratio   : %.2f of raw TCP (MB/s)\n", raw->mb_per_s() > 0 ? service.mb_per_s() / raw->mb_per_s() : 0.0);
+  std::printf(
+    "  raw TCP : %12.0f elements/s %10.1f MB/s   (%lld elements in %.2f s, 8-byte frame headers)\n",
+    raw->elements_per_s(), raw->mb_per_s(), static_cast<long long>(raw->elements), raw->seconds);
+  std::printf("  ratio   : %.2f of raw TCP (MB/s)\n",
+              raw->mb_per_s() > 0 ? service.mb_per_s() / raw->mb_per_s() : 0.0);
   if (service.elements > 0 && raw->elements > 0) {
     const double s_us = m.service_cpu * 1e6 / static_cast<double>(service.elements);
     const double r_us = raw_cpu * 1e6 / static_cast<double>(raw->elements);
-    std::printf("  cpu     : %.2f us per element service (%.2f cores busy), %.2f us raw TCP; raw/service %.2f"
-                " (process CPU time: steadier than elements/s on a shared machine)\n",
-                s_us, service.seconds > 0 ? m.service_cpu / service.seconds : 0.0, r_us, s_us > 0 ? r_us / s_us : 0.0);
+    std::printf(
+      "  cpu     : %.2f us per element service (%.2f cores busy), %.2f us raw TCP; raw/service %.2f"
+      " (process CPU time: steadier than elements/s on a shared machine)\n",
+      s_us, service.seconds > 0 ? m.service_cpu / service.seconds : 0.0, r_us,
+      s_us > 0 ? r_us / s_us : 0.0);
   }
   // A many-core machine with cores to spare and low throughput: one thread at a full core is
   // the serialization point.
   std::printf("  threads : %s (service run, share of one core)\n", m.service_threads.c_str());
   if (copy_counter_available()) {
     const double n = static_cast<double>(service.elements);
-    const double calls = static_cast<double>(m.copies_after.copy_calls - m.copies_before.copy_calls);
-    const double bytes = static_cast<double>(m.copies_after.copy_bytes - m.copies_before.copy_bytes);
-    const double fills = static_cast<double>(m.copies_after.fill_bytes - m.copies_before.fill_bytes);
-    std::printf("  copies  : %.2f memcpy/memmove calls >= 64 KiB per element, %.2f x the element's bytes copied,"
+    const double calls =
+      static_cast<double>(m.copies_after.copy_calls - m.copies_before.copy_calls);
+    const double bytes =
+      static_cast<double>(m.copies_after.copy_bytes - m.copies_before.copy_bytes);
+    const double fills =
+      static_cast<double>(m.copies_after.fill_bytes - m.copies_before.fill_bytes);
+    std::printf("  copies  : %.2f memcpy/memmove calls >= 64 KiB per element, %.2f x the element's "
+                "bytes copied,"
                 " %.2f x zero-filled (whole process: pipeline output to consumer tensor)\n",
                 calls / n, bytes / (n * static_cast<double>(f.element_size)),
                 fills / (n * static_cast<double>(f.element_size)));
@@ -202,37 +219,45 @@ std::optional<int> raw_and_costs(const BenchFlags& f, const DistributeOptions& o
     std::printf("  copies  : not counted (sanitizer build)\n");
   }
   if (alloc_counter_available())
-    std::printf("  allocs  : %.2f heap allocations per element (malloc/calloc/realloc calls, whole process:"
-                " workers, dispatcher and consumer)\n",
-                static_cast<double>(m.allocs_after - m.allocs_before) / static_cast<double>(service.elements));
+    std::printf(
+      "  allocs  : %.2f heap allocations per element (malloc/calloc/realloc calls, whole process:"
+      " workers, dispatcher and consumer)\n",
+      static_cast<double>(m.allocs_after - m.allocs_before) /
+        static_cast<double>(service.elements));
   else
     std::printf("  allocs  : not counted (sanitizer build)\n");
   {
     const double n = static_cast<double>(service.elements);
-    const auto hits = m.pool_after.hits - m.pool_before.hits, misses = m.pool_after.misses - m.pool_before.misses;
-    std::printf("  buffers : %.2f fresh large buffers per element (%lld recycled, %lld new: receive buffers and compressed frames from the"
+    const auto hits = m.pool_after.hits - m.pool_before.hits,
+               misses = m.pool_after.misses - m.pool_before.misses;
+    std::printf("  buffers : %.2f fresh large buffers per element (%lld recycled, %lld new: "
+                "receive buffers and compressed frames from the"
                 " bulk path's pool, pipeline/tensor/buffer_pool.hpp)\n",
                 n > 0 ? static_cast<double>(misses) / n : 0.0, static_cast<long long>(hits),
                 static_cast<long long>(misses));
   }
   const int64_t credits = opts.max_outstanding_requests.value_or(65536);
   const double bound_mib =
-    std::min<double>(static_cast<double>(credits) * static_cast<double>(f.element_size), opts.max_buffered_bytes) /
+    std::min<double>(static_cast<double>(credits) * static_cast<double>(f.element_size),
+                     opts.max_buffered_bytes) /
     (1 << 20);
-  std::printf("  memory  : process RSS %.1f MiB (peak %.1f MiB; dispatcher, workers' buffers and consumers);"
-              " consumer bound min(credits x element size, max_buffered_bytes) = %.1f MiB per consumer\n",
-              m.rss_kb / 1024.0, m.hwm_kb / 1024.0, bound_mib);
+  std::printf(
+    "  memory  : process RSS %.1f MiB (peak %.1f MiB; dispatcher, workers' buffers and consumers);"
+    " consumer bound min(credits x element size, max_buffered_bytes) = %.1f MiB per consumer\n",
+    m.rss_kb / 1024.0, m.hwm_kb / 1024.0, bound_mib);
   return std::nullopt;
 }
 
 // The small-dataset latency of the plain run.
 int print_latency(const ServiceMeasures& m) {
   if (!m.latency_error.ok()) {
-    std::fprintf(stderr, "bench service: latency run failed: %s\n", m.latency_error.to_string().c_str());
+    std::fprintf(stderr, "bench service: latency run failed: %s\n",
+                 m.latency_error.to_string().c_str());
     return kExitFailure;
   }
   const double off_total = median(m.total[0]), dyn_total = median(m.total[1]);
-  std::printf("  latency : range(100) end to end (median of %zu, new client + job each): OFF %.1f ms, DYNAMIC %.1f ms"
+  std::printf("  latency : range(100) end to end (median of %zu, new client + job each): OFF %.1f "
+              "ms, DYNAMIC %.1f ms"
               " (DYNAMIC/OFF %.2f); first element OFF %.1f ms, DYNAMIC %.1f ms\n",
               m.total[0].size(), off_total, dyn_total, off_total > 0 ? dyn_total / off_total : 0.0,
               median(m.first[0]), median(m.first[1]));
@@ -261,12 +286,13 @@ int run_bench_service(const std::vector<std::string>& args) {
   if (!dataset.ok())
     return report_status(kInfo.name, dataset.status());
 
-  std::printf("bench service: %lld worker(s), %lld consumer(s), %lld-byte elements, %s, compression %s, %.1f s\n"
+  std::printf("bench service: %lld worker(s), %lld consumer(s), %lld-byte elements, %s, "
+              "compression %s, %.1f s\n"
               "  in-process servers (one actor system each) talking over loopback TCP\n"
               "  dataset: %s\n",
               static_cast<long long>(f.workers), static_cast<long long>(f.consumers),
-              static_cast<long long>(f.element_size), to_string(opts.policy), f.compression.c_str(), f.seconds,
-              dataset_text.c_str());
+              static_cast<long long>(f.element_size), to_string(opts.policy), f.compression.c_str(),
+              f.seconds, dataset_text.c_str());
   std::fflush(stdout);
 
   ServiceMeasures m;
@@ -289,7 +315,8 @@ int run_bench_service(const std::vector<std::string>& args) {
 }
 
 namespace {
-const Benchmark reg{"service", "dispatcher + workers + consumers on loopback vs raw TCP", run_bench_service};
+const Benchmark reg{"service", "dispatcher + workers + consumers on loopback vs raw TCP",
+                    run_bench_service};
 } // namespace
 
 } // namespace conveyor::apps::bench_service

@@ -45,7 +45,8 @@ Expected<Throughput> raw_tcp(int64_t elements, int64_t size, milliseconds limit)
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof addr;
-  if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(listener, 1) != 0 ||
+  if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::listen(listener, 1) != 0 ||
       ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     ::close(listener);
     return io_error("raw TCP: cannot listen on 127.0.0.1");
@@ -70,7 +71,8 @@ Expected<Throughput> raw_tcp(int64_t elements, int64_t size, milliseconds limit)
     for (int64_t i = 0; i < elements && sender_ok; ++i) {
       buf.append(reinterpret_cast<const char*>(&header), sizeof header);
       if (size >= (1 << 16)) {
-        if (!write_all(fd, buf.data(), buf.size()) || !write_all(fd, payload.data(), payload.size()))
+        if (!write_all(fd, buf.data(), buf.size()) ||
+            !write_all(fd, payload.data(), payload.size()))
           sender_ok = false;
         buf.clear();
       } else {
@@ -148,10 +150,9 @@ int64_t proc_status_kb(const char* key) { return proc_status_number("self", key)
 
 // --- small-dataset latency: range(100) read end to end, and the time to its first element
 
-
 // OFF: every worker produces the whole dataset (100 x workers elements); DYNAMIC: 100 in all.
-Expected<Latency> read_small(const std::string& dispatcher, ShardingPolicy policy, int run, int64_t expected,
-                             const NetworkConfig& network) {
+Expected<Latency> read_small(const std::string& dispatcher, ShardingPolicy policy, int run,
+                             int64_t expected, const NetworkConfig& network) {
   auto dataset = parse_dataset("range(100)");
   if (!dataset.ok())
     return dataset.status();
@@ -181,7 +182,8 @@ Expected<Latency> read_small(const std::string& dispatcher, ShardingPolicy polic
   }
   out.total_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   if (n != expected)
-    return data_loss("range(100) gave " + std::to_string(n) + " elements, expected " + std::to_string(expected));
+    return data_loss("range(100) gave " + std::to_string(n) + " elements, expected " +
+                     std::to_string(expected));
   return out;
 }
 
@@ -212,13 +214,17 @@ Expected<NetworkConfig> throwaway_tls() {
     return io_error("cannot create a directory for the throwaway TLS certificates");
   const std::string d = dir;
   const std::string key = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes ";
-  const std::string script = "cd " + d + " && openssl req -x509" + key +
-                             "-keyout ca.key -out ca.pem -days 1 -subj /CN=bench-ca >/dev/null 2>&1 && "
-                             "openssl req" + key + "-keyout node.key -out node.csr -subj /CN=bench >/dev/null 2>&1 && "
-                             "openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
-                             "-out node.pem -days 1 >/dev/null 2>&1";
+  const std::string script =
+    "cd " + d + " && openssl req -x509" + key +
+    "-keyout ca.key -out ca.pem -days 1 -subj /CN=bench-ca >/dev/null 2>&1 && "
+    "openssl req" +
+    key +
+    "-keyout node.key -out node.csr -subj /CN=bench >/dev/null 2>&1 && "
+    "openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+    "-out node.pem -days 1 >/dev/null 2>&1";
   if (std::system(script.c_str()) != 0)
-    return failed_precondition("`--tls`: the `openssl` command could not make certificates in " + d);
+    return failed_precondition("`--tls`: the `openssl` command could not make certificates in " +
+                               d);
   NetworkConfig n;
   n.tls_cert = d + "/node.pem";
   n.tls_key = d + "/node.key";

@@ -47,7 +47,8 @@ ReadRun measure_reads(const std::string& dispatcher, const Dataset& dataset, int
       DistributeOptions opts;
       opts.job_name = job;
       opts.compression = f.compression;
-      opts.target_workers = "ANY"; // the network path, as a remote worker (AUTO would go in-process)
+      opts.target_workers =
+        "ANY"; // the network path, as a remote worker (AUTO would go in-process)
       if (f.max_outstanding)
         opts.max_outstanding_requests = *f.max_outstanding;
       if (coordinated) {
@@ -97,12 +98,14 @@ ReadRun measure_reads(const std::string& dispatcher, const Dataset& dataset, int
 int run_coordinated_bench(const BenchFlags& f) {
   // Coordinated reads need an infinite dataset (cardinality infinite, not just long); both runs
   // read the same one.
-  const std::string dataset_text = f.element_size == 8 ? std::string{"range(1048576).repeat()"}
-                                                       : dataset_for(f.element_size, ShardingPolicy::off);
+  const std::string dataset_text = f.element_size == 8
+                                     ? std::string{"range(1048576).repeat()"}
+                                     : dataset_for(f.element_size, ShardingPolicy::off);
   auto dataset = parse_dataset(dataset_text);
   if (!dataset.ok())
     return report_status(kInfo.name, dataset.status());
-  std::printf("bench service --coordinated %lld: %lld worker(s), %lld-byte elements, %.1f s per run, %lld rep(s)\n"
+  std::printf("bench service --coordinated %lld: %lld worker(s), %lld-byte elements, %.1f s per "
+              "run, %lld rep(s)\n"
               "  dataset: %s (OFF)\n",
               static_cast<long long>(f.coordinated), static_cast<long long>(f.workers),
               static_cast<long long>(f.element_size), f.seconds, static_cast<long long>(f.reps),
@@ -125,7 +128,8 @@ int run_coordinated_bench(const BenchFlags& f) {
   std::vector<double> ratios;
   for (int64_t rep = 0; rep < f.reps && rc == kExitOk; ++rep) {
     const std::string base = "bench-rr-" + std::to_string(::getpid()) + "-" + std::to_string(rep);
-    auto plain = measure_reads(dispatcher.target(), *dataset, f.coordinated, false, base + "-plain", f);
+    auto plain =
+      measure_reads(dispatcher.target(), *dataset, f.coordinated, false, base + "-plain", f);
     auto rr = measure_reads(dispatcher.target(), *dataset, f.coordinated, true, base + "-rr", f);
     for (const auto* r : {&plain, &rr})
       if (!r->error.empty()) {
@@ -149,8 +153,9 @@ int run_coordinated_bench(const BenchFlags& f) {
     w->stop();
   dispatcher.stop();
   if (rc == kExitOk)
-    std::printf("  ratio coordinated/uncoordinated (elements/s, same run): median %.2f over %zu rep(s)\n",
-                median(ratios), ratios.size());
+    std::printf(
+      "  ratio coordinated/uncoordinated (elements/s, same run): median %.2f over %zu rep(s)\n",
+      median(ratios), ratios.size());
   return rc;
 }
 } // namespace conveyor::apps::bench_service

@@ -25,14 +25,18 @@ using std::chrono::milliseconds;
 using Seconds = std::chrono::duration<double>;
 
 inline constexpr CommandInfo kInfo{
-    "bench service", "[--workers W] [--consumers C] [--element-size S] [--seconds T] [--mode off|dynamic] "
-    "[--coordinated N]",
-    "Measures elements/s and MB/s from W in-process workers to C consumers over loopback TCP, and\n"
-    "in the same run a raw TCP stream of the same bytes as the baseline; then the copies per element\n"
-    "and the process's memory during that run, and the small-dataset latency (range(100) end to end\n"
-    "and the time to the first element, OFF and DYNAMIC).\n"
-    "--coordinated N instead measures coordinated (round-robin) reads: N consumers with num_consumers N\n"
-    "(rounds/s), against N consumers sharing a job without coordination, alternating in the same run."};
+  "bench service",
+  "[--workers W] [--consumers C] [--element-size S] [--seconds T] [--mode off|dynamic] "
+  "[--coordinated N]",
+  "Measures elements/s and MB/s from W in-process workers to C consumers over loopback TCP, and\n"
+  "in the same run a raw TCP stream of the same bytes as the baseline; then the copies per "
+  "element\n"
+  "and the process's memory during that run, and the small-dataset latency (range(100) end to end\n"
+  "and the time to the first element, OFF and DYNAMIC).\n"
+  "--coordinated N instead measures coordinated (round-robin) reads: N consumers with "
+  "num_consumers N\n"
+  "(rounds/s), against N consumers sharing a job without coordination, alternating in the same "
+  "run."};
 
 struct Throughput {
   int64_t elements = 0;
@@ -71,8 +75,8 @@ struct ServiceMeasures {
   CopyCounts copies_before, copies_after;
   uint64_t allocs_before = 0, allocs_after = 0;
   BufferPool::Stats pool_before, pool_after;
-  double service_cpu = 0; // process CPU seconds in the measured window
-  double tls_cpu = 0;     // the same in the TLS run (--tls)
+  double service_cpu = 0;                   // process CPU seconds in the measured window
+  double tls_cpu = 0;                       // the same in the TLS run (--tls)
   std::string service_threads, tls_threads; // the busiest threads of each run (thread_cpu.hpp)
   int64_t rss_kb = 0, hwm_kb = 0;
   std::vector<double> first[2], total[2]; // latency (ms), OFF and DYNAMIC

@@ -132,7 +132,8 @@ void read_until_stopped(const ServiceSetup& setup, const std::string& target,
 // reply; until then large elements go inline, several times slower. Measuring that start-up
 // made 16 MiB runs look like intermittent stalls.
 void warm_up(const BenchFlags& f, Consumers& consumers) {
-  const milliseconds warmup{std::min<int64_t>(1000, static_cast<int64_t>(f.seconds * 1000 / 2) + 100)};
+  const milliseconds warmup{
+    std::min<int64_t>(1000, static_cast<int64_t>(f.seconds * 1000 / 2) + 100)};
   std::this_thread::sleep_for(warmup);
   const auto warm_limit = Clock::now() + std::chrono::seconds{10};
   bool warmed = consumers.all_read_every_worker();
@@ -218,16 +219,17 @@ void measure_latency(const BenchFlags& f, const std::string& target, const Netwo
 
 void print_run(const char* label, const Throughput& service, const Consumers& consumers) {
   std::printf("  %-8s: %12.0f elements/s %10.1f MB/s   (%lld elements in %.2f s)\n", label,
-              service.elements_per_s(), service.mb_per_s(), static_cast<long long>(service.elements),
-              service.seconds);
+              service.elements_per_s(), service.mb_per_s(),
+              static_cast<long long>(service.elements), service.seconds);
   for (const auto& [w, n] : consumers.per_worker)
     std::printf("            worker %s: %lld elements\n", w.c_str(), static_cast<long long>(n));
   const auto& waits = consumers.waits;
   if (waits.elapsed_ns > 0) {
     const double e = static_cast<double>(waits.elapsed_ns) / 100.0;
-    std::printf("            consumer waited (%% of its stream's time): on workers %.0f%%, network %.0f%%,"
-                " splits %.0f%%, credit %.0f%%\n",
-                waits.worker_ns / e, waits.network_ns / e, waits.split_ns / e, waits.credit_ns / e);
+    std::printf(
+      "            consumer waited (%% of its stream's time): on workers %.0f%%, network %.0f%%,"
+      " splits %.0f%%, credit %.0f%%\n",
+      waits.worker_ns / e, waits.network_ns / e, waits.split_ns / e, waits.credit_ns / e);
   }
   std::fflush(stdout);
 }

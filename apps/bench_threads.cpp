@@ -51,12 +51,14 @@ int bench_threads(const std::vector<std::string>& args) {
   int64_t parallel_calls = 4;
   std::string node_exe;
   po::options_description options("threads benchmark options");
+  // clang-format off
   options.add_options()
       ("jobs,n", po::value(&jobs)->default_value(jobs)->value_name("N"), "jobs open at once")
       ("parallel-calls,p", po::value(&parallel_calls)->default_value(parallel_calls)->value_name("P"),
        "num_parallel_calls of each job's map")
       ("node-exe", po::value(&node_exe)->value_name("PATH"),
        "run the dispatcher and worker from this `conveyor` binary (default: this one)");
+  // clang-format on
   po::variables_map vm;
   if (auto stop = parse_bench_command_line(kInfo, options, args, vm, "warning"))
     return *stop;
@@ -82,7 +84,8 @@ int bench_threads(const std::vector<std::string>& args) {
   std::vector<ElementStream> streams;
   int64_t one = -1;
   for (int64_t i = 1; i <= jobs; ++i) {
-    auto stream = open_running_job(*client, dataset, "job " + std::to_string(i), std::chrono::seconds(20));
+    auto stream =
+      open_running_job(*client, dataset, "job " + std::to_string(i), std::chrono::seconds(20));
     if (!stream.ok())
       return bad(stream.status());
     streams.push_back(std::move(*stream));
@@ -92,11 +95,13 @@ int bench_threads(const std::vector<std::string>& args) {
   const int64_t all = settled_threads(worker);
   streams.clear();
   std::printf("worker    : %s, %u hardware threads here\n",
-              node_exe.empty() ? "this binary" : node_exe.c_str(), std::thread::hardware_concurrency());
-  std::printf("threads   : idle %lld, 1 job %lld, %lld jobs %lld (each job: a map with %lld parallel "
-              "calls and a prefetch)\n",
-              static_cast<long long>(idle), static_cast<long long>(one), static_cast<long long>(jobs),
-              static_cast<long long>(all), static_cast<long long>(parallel_calls));
+              node_exe.empty() ? "this binary" : node_exe.c_str(),
+              std::thread::hardware_concurrency());
+  std::printf(
+    "threads   : idle %lld, 1 job %lld, %lld jobs %lld (each job: a map with %lld parallel "
+    "calls and a prefetch)\n",
+    static_cast<long long>(idle), static_cast<long long>(one), static_cast<long long>(jobs),
+    static_cast<long long>(all), static_cast<long long>(parallel_calls));
   std::printf("per job   : %.2f threads for each job after the first\n",
               static_cast<double>(all - one) / static_cast<double>(jobs - 1));
   return 0;

@@ -53,8 +53,8 @@ std::vector<std::string> child_environment() {
 
 } // namespace
 
-Expected<ChildNode> start_child(const std::string& exe, std::string role, const std::vector<std::string>& args,
-                                const std::string& log_dir) {
+Expected<ChildNode> start_child(const std::string& exe, std::string role,
+                                const std::vector<std::string>& args, const std::string& log_dir) {
   ChildNode node;
   node.role = std::move(role);
   node.log_path = log_dir + "/" + node.role + ".log";
@@ -140,14 +140,15 @@ Status wait_ready(ChildNode& node, const std::string& marker, milliseconds timeo
       return Status::OK();
     }
     if (check_exited(node))
-      return failed_precondition(node.role + " exited with status " + std::to_string(node.exit_status) +
-                                 " before it was ready:\n" + log);
+      return failed_precondition(node.role + " exited with status " +
+                                 std::to_string(node.exit_status) + " before it was ready:\n" +
+                                 log);
     if (stop_requested())
       return Status(ErrorCode::cancelled, "interrupted while waiting for " + node.role);
     if (Clock::now() > deadline)
-      return Status(ErrorCode::deadline_exceeded,
-                    node.role + " was not ready within " + std::to_string(timeout.count()) + " ms (log: " +
-                        node.log_path + ")");
+      return Status(ErrorCode::deadline_exceeded, node.role + " was not ready within " +
+                                                    std::to_string(timeout.count()) +
+                                                    " ms (log: " + node.log_path + ")");
     std::this_thread::sleep_for(milliseconds{10});
   }
 }
@@ -182,10 +183,11 @@ void stop_children(std::vector<ChildNode>& nodes, milliseconds grace) {
   }
 }
 
-Status start_process_cluster(std::vector<ChildNode>& nodes, int workers, const std::string& role_prefix,
+Status start_process_cluster(std::vector<ChildNode>& nodes, int workers,
+                             const std::string& role_prefix,
                              const std::vector<std::string>& dispatcher_flags,
-                             const std::vector<std::string>& worker_flags, const std::string& log_dir,
-                             const std::string& node_exe) {
+                             const std::vector<std::string>& worker_flags,
+                             const std::string& log_dir, const std::string& node_exe) {
   const std::string exe = node_exe.empty() ? self_executable() : node_exe;
   std::vector<std::string> dispatcher_args{"dispatcher", "--port", "0", "--host", "127.0.0.1"};
   dispatcher_args.insert(dispatcher_args.end(), dispatcher_flags.begin(), dispatcher_flags.end());
@@ -197,8 +199,8 @@ Status start_process_cluster(std::vector<ChildNode>& nodes, int workers, const s
   CONVEYOR_RETURN_IF_ERROR(wait_ready(nodes.back(), "listening on", milliseconds{15000}));
   const std::string dispatcher_address = nodes.back().address;
   for (int i = 1; i <= workers; ++i) {
-    std::vector<std::string> worker_args{"worker", "--dispatcher", dispatcher_address, "--port", "0",
-                                         "--host", "127.0.0.1"};
+    std::vector<std::string> worker_args{"worker", "--dispatcher", dispatcher_address, "--port",
+                                         "0",      "--host",       "127.0.0.1"};
     worker_args.insert(worker_args.end(), worker_flags.begin(), worker_flags.end());
     auto w = start_child(exe, role_prefix + "worker-" + std::to_string(i), worker_args, log_dir);
     if (!w.ok())
@@ -215,8 +217,9 @@ Status start_bench_node_pair(std::vector<ChildNode>& nodes, const std::string& b
                              const std::string& node_exe) {
   if (!node_exe.empty() && !std::filesystem::is_regular_file(node_exe))
     return invalid_argument("`--node-exe` " + node_exe + " is not a file");
-  return start_process_cluster(nodes, 1, "bench-" + bench_name + "-" + std::to_string(::getpid()) + "-",
-                               {}, {}, std::filesystem::temp_directory_path().string(), node_exe);
+  return start_process_cluster(nodes, 1,
+                               "bench-" + bench_name + "-" + std::to_string(::getpid()) + "-", {},
+                               {}, std::filesystem::temp_directory_path().string(), node_exe);
 }
 
 } // namespace conveyor::apps

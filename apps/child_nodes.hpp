@@ -62,10 +62,11 @@ struct StopChildrenOnExit {
 // starts then has all of them. The caller stops the nodes (stop_children), also on failure.
 // `exe`: the `conveyor` binary the nodes run (empty = this one; a benchmark may compare another
 // build's nodes).
-Status start_process_cluster(std::vector<ChildNode>& nodes, int workers, const std::string& role_prefix,
+Status start_process_cluster(std::vector<ChildNode>& nodes, int workers,
+                             const std::string& role_prefix,
                              const std::vector<std::string>& dispatcher_flags,
-                             const std::vector<std::string>& worker_flags, const std::string& log_dir,
-                             const std::string& exe = "");
+                             const std::vector<std::string>& worker_flags,
+                             const std::string& log_dir, const std::string& exe = "");
 
 // A benchmark's cluster of one dispatcher and one worker (start_process_cluster, logs in the
 // temporary directory, roles "bench-NAME-PID-..."), run from `node_exe` (empty = this binary;

@@ -22,9 +22,7 @@ namespace {
 const char* g_single_command_program = nullptr; // set_single_command_program
 } // namespace
 
-void set_single_command_program(const char* program) {
-  g_single_command_program = program;
-}
+void set_single_command_program(const char* program) { g_single_command_program = program; }
 
 std::string command_label(const char* command) {
   if (g_single_command_program != nullptr)
@@ -32,15 +30,18 @@ std::string command_label(const char* command) {
   return std::string{"conveyor "} + command;
 }
 
-std::optional<int> parse_command_line(const CommandInfo& info, const po::options_description& options,
+std::optional<int> parse_command_line(const CommandInfo& info,
+                                      const po::options_description& options,
                                       const std::vector<std::string>& args, po::variables_map& vm,
                                       const po::options_description* hidden) {
   po::options_description common("common options");
+  // clang-format off
   common.add_options()
       ("help,h", "print this help and exit")
       ("config", po::value<std::string>()->value_name("FILE"),
        "read flags from FILE: one `name = value` per line, names as the long flags without "
        "`--`; flags given on the command line win");
+  // clang-format on
   log::set_node(info.name);
   po::options_description visible;
   visible.add(options).add(common);
@@ -58,11 +59,13 @@ std::optional<int> parse_command_line(const CommandInfo& info, const po::options
     // were not there. No command here takes positional arguments, so any such word is refused.
     for (const auto& option : parsed.options)
       if (option.position_key >= 0 || option.string_key.empty()) {
-        const std::string word = option.original_tokens.empty() ? std::string{}
-                                                                : option.original_tokens.front();
+        const std::string word =
+          option.original_tokens.empty() ? std::string{} : option.original_tokens.front();
         return report_error(info.name,
-                            "unexpected argument \"" + word + "\": every argument is a `--flag` "
-                            "or the value of one (see " + command_label(info.name) + " --help)",
+                            "unexpected argument \"" + word +
+                              "\": every argument is a `--flag` "
+                              "or the value of one (see " +
+                              command_label(info.name) + " --help)",
                             kExitBadArguments);
       }
     po::store(parsed, vm);
@@ -118,15 +121,14 @@ int report_error(const char* command, const std::string& message, int exit_code)
 
 int exit_code_for(const Status& status) {
   switch (status.code()) {
-  case ErrorCode::invalid_argument:
-  case ErrorCode::out_of_range:
-  case ErrorCode::unimplemented:
-  case ErrorCode::not_found:      // e.g. an unknown function (an unknown `read --dataset-id` is
-                                  // the dispatcher's answer: cmd_read.cpp exits 1 for it)
-  case ErrorCode::already_exists: // e.g. a requested dataset id naming another definition
-    return kExitBadArguments;
-  default:
-    return kExitFailure;
+    case ErrorCode::invalid_argument:
+    case ErrorCode::out_of_range:
+    case ErrorCode::unimplemented:
+    case ErrorCode::not_found:      // e.g. an unknown function (an unknown `read --dataset-id` is
+                                    // the dispatcher's answer: cmd_read.cpp exits 1 for it)
+    case ErrorCode::already_exists: // e.g. a requested dataset id naming another definition
+      return kExitBadArguments;
+    default: return kExitFailure;
   }
 }
 
@@ -144,11 +146,13 @@ Status check_host(const std::string& flag, const std::string& host) {
 
 Expected<uint16_t> check_port(const std::string& flag, int64_t value) {
   if (value < 0 || value > 65535)
-    return invalid_argument("`" + flag + "` must be a port in 0..65535, got " + std::to_string(value));
+    return invalid_argument("`" + flag + "` must be a port in 0..65535, got " +
+                            std::to_string(value));
   return static_cast<uint16_t>(value);
 }
 
 void add_log_level_option(po::options_description& options, const char* default_level) {
+  // clang-format off
   options.add_options()
       ("log-level", po::value<std::string>()->default_value(default_level)->value_name("LEVEL"),
        "what the node logs to stderr: error, warning, info or debug (the environment variable "
@@ -156,24 +160,29 @@ void add_log_level_option(po::options_description& options, const char* default_
       ("log-format", po::value<std::string>()->default_value("text")->value_name("FORMAT"),
        "log line format: text (timestamp, level, node, pid, message) or json (one object per "
        "line, for log collectors; CONVEYOR_LOG_FORMAT sets it when this flag is not given)");
+  // clang-format on
 }
 
 Status apply_log_level(const po::variables_map& vm) {
   // CONVEYOR_LOG_LEVEL / CONVEYOR_LOG_FORMAT (read by the logger) win over the defaults, not
   // over an explicit flag. A bad environment value is an error too, not silently ignored.
   if (const char* env = std::getenv("CONVEYOR_LOG_LEVEL"); env && !log::level_from_string(env))
-    return invalid_argument(std::string{"CONVEYOR_LOG_LEVEL must be error, warning, info or debug, got \""} +
-                            env + "\"");
+    return invalid_argument(
+      std::string{"CONVEYOR_LOG_LEVEL must be error, warning, info or debug, got \""} + env + "\"");
   if (const char* env = std::getenv("CONVEYOR_LOG_FORMAT"); env && !log::format_from_string(env))
-    return invalid_argument(std::string{"CONVEYOR_LOG_FORMAT must be text or json, got \""} + env + "\"");
-  if (vm.count("log-level") && !(vm["log-level"].defaulted() && std::getenv("CONVEYOR_LOG_LEVEL"))) {
+    return invalid_argument(std::string{"CONVEYOR_LOG_FORMAT must be text or json, got \""} + env +
+                            "\"");
+  if (vm.count("log-level") &&
+      !(vm["log-level"].defaulted() && std::getenv("CONVEYOR_LOG_LEVEL"))) {
     const auto& name = vm["log-level"].as<std::string>();
     const auto level = log::level_from_string(name);
     if (!level)
-      return invalid_argument("`--log-level` must be error, warning, info or debug, got \"" + name + "\"");
+      return invalid_argument("`--log-level` must be error, warning, info or debug, got \"" + name +
+                              "\"");
     log::set_level(*level);
   }
-  if (vm.count("log-format") && !(vm["log-format"].defaulted() && std::getenv("CONVEYOR_LOG_FORMAT"))) {
+  if (vm.count("log-format") &&
+      !(vm["log-format"].defaulted() && std::getenv("CONVEYOR_LOG_FORMAT"))) {
     const auto& name = vm["log-format"].as<std::string>();
     const auto format = log::format_from_string(name);
     if (!format)
@@ -184,12 +193,14 @@ Status apply_log_level(const po::variables_map& vm) {
 }
 
 void add_metrics_options(po::options_description& options) {
+  // clang-format off
   options.add_options()
       ("metrics-port", po::value<int64_t>()->default_value(-1)->value_name("PORT"),
        "serve Prometheus metrics at http://HOST:PORT/metrics (-1 = off, 0 = a free port; the "
        "chosen one is logged as `metrics on http://...`)")
       ("metrics-host", po::value<std::string>()->default_value("")->value_name("HOST"),
        "address the metrics endpoint binds (default: the same as `--host`)");
+  // clang-format on
 }
 
 Status apply_metrics_options(const po::variables_map& vm, int& port, std::string& host) {
@@ -209,6 +220,7 @@ Status apply_metrics_options(const po::variables_map& vm, int& port, std::string
 }
 
 void add_security_options(po::options_description& options) {
+  // clang-format off
   options.add_options()
       ("tls-cert", po::value<std::string>()->value_name("PEM"),
        "this node's certificate (signed by --tls-ca); with --tls-key and --tls-ca every connection "
@@ -221,6 +233,7 @@ void add_security_options(po::options_description& options) {
        "the process list: prefer --token-file or CONVEYOR_AUTH_TOKEN)")
       ("token-file", po::value<std::string>()->value_name("FILE"),
        "read the admission token from the first line of FILE (mode 600)");
+  // clang-format on
 }
 
 Status apply_security_options(const po::variables_map& vm, NetworkConfig& network) {
@@ -245,23 +258,29 @@ Status apply_security_options(const po::variables_map& vm, NetworkConfig& networ
 }
 
 void add_scheduler_option(po::options_description& options) {
+  // clang-format off
   options.add_options()
       ("scheduler-threads", po::value<int64_t>()->default_value(0)->value_name("N"),
        "threads of this node's actor scheduler, which handles messages (pipelines have their own "
        "threads); 0 = CAF's default: one per core, at least 4");
+  // clang-format on
 }
 
 Status apply_scheduler_option(const po::variables_map& vm, NetworkConfig& network) {
   const int64_t n = vm["scheduler-threads"].as<int64_t>();
   if (n < 0 || n > 1024)
-    return invalid_argument("`--scheduler-threads` must be in 0..1024 (0 = CAF's default: one per core, at least 4), got " + std::to_string(n));
+    return invalid_argument("`--scheduler-threads` must be in 0..1024 (0 = CAF's default: one per "
+                            "core, at least 4), got " +
+                            std::to_string(n));
   network.scheduler_threads = static_cast<std::size_t>(n);
   return Status::OK();
 }
 
-std::optional<int> parse_bench_command_line(const CommandInfo& info, po::options_description& options,
-                                            const std::vector<std::string>& args, po::variables_map& vm,
-                                            const char* log_level, NetworkConfig* network) {
+std::optional<int> parse_bench_command_line(const CommandInfo& info,
+                                            po::options_description& options,
+                                            const std::vector<std::string>& args,
+                                            po::variables_map& vm, const char* log_level,
+                                            NetworkConfig* network) {
   if (network)
     add_scheduler_option(options);
   add_log_level_option(options, log_level);
@@ -277,6 +296,7 @@ std::optional<int> parse_bench_command_line(const CommandInfo& info, po::options
 
 void add_guard_options(po::options_description& options) {
   GuardConfig d;
+  // clang-format off
   options.add_options()
       ("no-frame-guard", po::bool_switch(),
        "let CAF accept connections on the public port itself (no frame-size check in front of it, "
@@ -293,31 +313,38 @@ void add_guard_options(po::options_description& options) {
        "names the address, at most once per 5 s; TLS too)")
       ("idle-timeout", po::value<int64_t>()->default_value(d.idle_timeout.count())->value_name("MS"),
        "close a connection silent in both directions for this long (TLS too)");
+  // clang-format on
 }
 
-Status apply_guard_options(const po::variables_map& vm, GuardConfig& guard, const NetworkConfig& network) {
+Status apply_guard_options(const po::variables_map& vm, GuardConfig& guard,
+                           const NetworkConfig& network) {
   guard.enabled = !vm["no-frame-guard"].as<bool>();
   // Given explicitly (command line or config file), not just the default.
   const auto given = [&](const char* name) { return vm.count(name) && !vm[name].defaulted(); };
   // Each limit is the guard's: without the guard nothing would apply it.
   if (!guard.enabled)
-    for (const char* name : {"max-frame-bytes", "max-connections", "max-connections-per-address", "idle-timeout"})
+    for (const char* name :
+         {"max-frame-bytes", "max-connections", "max-connections-per-address", "idle-timeout"})
       if (given(name))
-        return invalid_argument(std::string{"`--"} + name + "` is a limit of the frame guard, which "
+        return invalid_argument(std::string{"`--"} + name +
+                                "` is a limit of the frame guard, which "
                                 "`--no-frame-guard` turns off: give one of the two, not both");
   // Under TLS the guard forwards encrypted bytes and cannot see BASP frames (net/frame_guard.hpp):
   // it still caps connections and closes idle ones, but checks no frame size.
   if (guard.enabled && network.tls() && given("max-frame-bytes"))
-    return invalid_argument("`--max-frame-bytes` has no effect with TLS (`--tls-*`): the frame guard "
-                            "cannot read encrypted frames, so it only applies `--max-connections` "
-                            "and `--idle-timeout` there; leave `--max-frame-bytes` out");
+    return invalid_argument(
+      "`--max-frame-bytes` has no effect with TLS (`--tls-*`): the frame guard "
+      "cannot read encrypted frames, so it only applies `--max-connections` "
+      "and `--idle-timeout` there; leave `--max-frame-bytes` out");
   const int64_t frame = vm["max-frame-bytes"].as<int64_t>();
   if (frame < 1024 || frame > int64_t{UINT32_MAX})
-    return invalid_argument("`--max-frame-bytes` must be in 1024..4294967295, got " + std::to_string(frame));
+    return invalid_argument("`--max-frame-bytes` must be in 1024..4294967295, got " +
+                            std::to_string(frame));
   guard.max_frame_bytes = static_cast<uint32_t>(frame);
   const int64_t conns = vm["max-connections"].as<int64_t>();
   if (conns < 1 || conns > 100000)
-    return invalid_argument("`--max-connections` must be in 1..100000, got " + std::to_string(conns));
+    return invalid_argument("`--max-connections` must be in 1..100000, got " +
+                            std::to_string(conns));
   guard.max_connections = static_cast<int>(conns);
   const int64_t per_address = vm["max-connections-per-address"].as<int64_t>();
   if (per_address < 1 || per_address > 100000)
@@ -338,7 +365,8 @@ Expected<HostPort> parse_address_flag(const std::string& flag, const std::string
   return address;
 }
 
-Expected<std::chrono::milliseconds> check_millis(const std::string& flag, int64_t value, bool allow_zero) {
+Expected<std::chrono::milliseconds> check_millis(const std::string& flag, int64_t value,
+                                                 bool allow_zero) {
   if (value < 0 || (value == 0 && !allow_zero))
     return invalid_argument("`" + flag + "` must be " + (allow_zero ? "at least 0" : "positive") +
                             " (milliseconds), got " + std::to_string(value));
@@ -347,8 +375,8 @@ Expected<std::chrono::milliseconds> check_millis(const std::string& flag, int64_
 
 Status check_at_least(const std::string& flag, int64_t value, int64_t minimum) {
   if (value < minimum)
-    return invalid_argument("`" + flag + "` must be at least " + std::to_string(minimum) + ", got " +
-                            std::to_string(value));
+    return invalid_argument("`" + flag + "` must be at least " + std::to_string(minimum) +
+                            ", got " + std::to_string(value));
   return Status::OK();
 }
 

@@ -22,7 +22,7 @@ namespace conveyor::apps {
 namespace po = boost::program_options;
 
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;     // the command ran and something failed
+inline constexpr int kExitFailure = 1;      // the command ran and something failed
 inline constexpr int kExitBadArguments = 2; // the command line or config file was wrong
 
 // Describes one subcommand for --help: "conveyor <name> <synopsis>" then `summary`, then options.
@@ -45,7 +45,8 @@ std::string command_label(const char* command);
 // arguments.
 // Returns the exit code to stop with (0 after --help; 2 after a bad flag, already reported on
 // stderr as "<command_label(name)>: ..."), or nullopt to go on with `vm`.
-std::optional<int> parse_command_line(const CommandInfo& info, const po::options_description& options,
+std::optional<int> parse_command_line(const CommandInfo& info,
+                                      const po::options_description& options,
                                       const std::vector<std::string>& args, po::variables_map& vm,
                                       const po::options_description* hidden = nullptr);
 
@@ -76,9 +77,11 @@ Status apply_log_level(const po::variables_map& vm);
 // For the benchmarks: adds `--log-level`/`--log-format` (default `log_level`) and, when
 // `network` is given, `--scheduler-threads`; parses (parse_command_line) and applies them.
 // The exit code to stop with (--help, or a bad argument, reported), or nullopt to go on.
-std::optional<int> parse_bench_command_line(const CommandInfo& info, po::options_description& options,
-                                            const std::vector<std::string>& args, po::variables_map& vm,
-                                            const char* log_level, NetworkConfig* network = nullptr);
+std::optional<int> parse_bench_command_line(const CommandInfo& info,
+                                            po::options_description& options,
+                                            const std::vector<std::string>& args,
+                                            po::variables_map& vm, const char* log_level,
+                                            NetworkConfig* network = nullptr);
 
 // `--metrics-port PORT` (Prometheus text endpoint; -1 = none, 0 = a free port) and
 // `--metrics-host HOST` (default: the node's `--host`).
@@ -103,7 +106,8 @@ void add_guard_options(po::options_description& options);
 // invalid_argument naming the flag for a value out of range, for a limit given together with
 // `--no-frame-guard` (nothing would apply it), and for `--max-frame-bytes` with TLS (`network`
 // after apply_security_options: the guard cannot read encrypted frames).
-Status apply_guard_options(const po::variables_map& vm, GuardConfig& guard, const NetworkConfig& network);
+Status apply_guard_options(const po::variables_map& vm, GuardConfig& guard,
+                           const NetworkConfig& network);
 
 // A "host:port" flag value, checked with conveyor::parse_address (conveyor/options.hpp); the
 // error names the flag: "`--dispatcher`: ...".
@@ -124,6 +128,7 @@ Status check_at_least(const std::string& flag, int64_t value, int64_t minimum);
 void install_stop_signals();
 bool stop_requested();
 // Blocks until a stop signal arrives or `deadline` passes (if given). Returns true on a signal.
-bool wait_for_stop_signal(std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
+bool wait_for_stop_signal(
+  std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
 
 } // namespace conveyor::apps

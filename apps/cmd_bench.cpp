@@ -16,7 +16,8 @@ std::string load_average() {
   return l;
 }
 
-Expected<ElementStream> open_running_job(Client& client, const Dataset& dataset, const std::string& what,
+Expected<ElementStream> open_running_job(Client& client, const Dataset& dataset,
+                                         const std::string& what,
                                          std::chrono::milliseconds first_within) {
   DistributeOptions off;
   off.policy = ShardingPolicy::off;
@@ -46,14 +47,16 @@ std::map<std::string, BenchEntry>& benches() {
 
 int run_bench(const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::printf("usage: conveyor bench <name> [flags]   (conveyor bench <name> --help)\n\nbenchmarks:\n");
+    std::printf(
+      "usage: conveyor bench <name> [flags]   (conveyor bench <name> --help)\n\nbenchmarks:\n");
     for (const auto& [name, e] : benches())
       std::printf("  %-10s %s\n", name.c_str(), e.summary);
     return args.empty() ? 2 : 0;
   }
   auto it = benches().find(args[0]);
   if (it == benches().end()) {
-    std::fprintf(stderr, "conveyor bench: unknown benchmark `%s` (see conveyor bench --help)\n", args[0].c_str());
+    std::fprintf(stderr, "conveyor bench: unknown benchmark `%s` (see conveyor bench --help)\n",
+                 args[0].c_str());
     return 2;
   }
   return it->second.fn(std::vector<std::string>(args.begin() + 1, args.end()));

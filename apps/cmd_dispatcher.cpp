@@ -13,10 +13,10 @@ namespace conveyor::apps {
 namespace {
 
 constexpr CommandInfo kInfo{
-    "dispatcher", "--port PORT [--host HOST] [--work-dir DIR] [flags]",
-    "Runs the dispatcher of a conveyor cluster: it keeps the registered datasets, the jobs and the\n"
-    "workers, and tells consumers which workers serve their job. Prints `listening on HOST:PORT`\n"
-    "once it accepts connections; stops cleanly on Ctrl-C or SIGTERM."};
+  "dispatcher", "--port PORT [--host HOST] [--work-dir DIR] [flags]",
+  "Runs the dispatcher of a conveyor cluster: it keeps the registered datasets, the jobs and the\n"
+  "workers, and tells consumers which workers serve their job. Prints `listening on HOST:PORT`\n"
+  "once it accepts connections; stops cleanly on Ctrl-C or SIGTERM."};
 
 int run_dispatcher(const std::vector<std::string>& args) {
   int64_t port = -1;
@@ -26,6 +26,7 @@ int run_dispatcher(const std::vector<std::string>& args) {
   int64_t range_split_size = 0;
   DispatcherConfig defaults;
   po::options_description options("dispatcher options");
+  // clang-format off
   options.add_options()
       ("port,p", po::value(&port)->required()->value_name("PORT"),
        "TCP port to listen on (0 = pick a free one; the chosen port is printed)")
@@ -58,11 +59,14 @@ int run_dispatcher(const std::vector<std::string>& args) {
        "the fixed worker list (advertised addresses, comma-separated or repeated) that the static "
        "sharding policies FILE/DATA/FILE_OR_DATA/HINT need; workers not in it are refused. "
        "HOST:%port% matches one worker of HOST on any port (tf.data's template)");
+  // clang-format on
   po::options_description hidden;
+  // clang-format off
   hidden.add_options()("protocol-version", po::value<uint32_t>()->default_value(0),
                        "speak another protocol version (tests of the version check)")
                       ("journal-compact-after", po::value<int64_t>()->default_value(0),
                        "records after which the journal is folded into a snapshot (tests)");
+  // clang-format on
   add_metrics_options(options);
   add_guard_options(options);
   add_security_options(options);
@@ -87,7 +91,8 @@ int run_dispatcher(const std::vector<std::string>& args) {
   if (config.journal_recover && config.work_dir.empty())
     return report_status(kInfo.name, invalid_argument("--journal-recover needs --work-dir (the "
                                                       "journal it would recover)"));
-  if (config.journal_compact_after < 0 || (config.journal_compact_after > 0 && config.work_dir.empty()))
+  if (config.journal_compact_after < 0 ||
+      (config.journal_compact_after > 0 && config.work_dir.empty()))
     return report_status(kInfo.name,
                          invalid_argument("--journal-compact-after needs --work-dir and a "
                                           "positive count"));

@@ -23,8 +23,9 @@ namespace {
 
 namespace po = boost::program_options;
 
-constexpr const char* kUsage = "usage: conveyor inspect EXPR [--json] [--plugin PATH]...\n"
-                               "  e.g. conveyor inspect 'range(100).map(square).shuffle(16, seed=3).batch(8)'\n";
+constexpr const char* kUsage =
+  "usage: conveyor inspect EXPR [--json] [--plugin PATH]...\n"
+  "  e.g. conveyor inspect 'range(100).map(square).shuffle(16, seed=3).batch(8)'\n";
 
 // The 1-based column of a text-form error ("column 17: ..."), or 0 when it names none.
 int error_column(const std::string& message) {
@@ -45,7 +46,8 @@ void print_caret(const std::string& expr, int column) {
     if (expr[i] == '\n')
       line_begin = i + 1;
   std::size_t line_end = expr.find('\n', at);
-  std::string line = expr.substr(line_begin, line_end == std::string::npos ? std::string::npos : line_end - line_begin);
+  std::string line = expr.substr(line_begin, line_end == std::string::npos ? std::string::npos
+                                                                           : line_end - line_begin);
   std::string pad;
   for (std::size_t i = line_begin; i < at; ++i)
     pad += expr[i] == '\t' ? '\t' : ' ';
@@ -62,13 +64,17 @@ std::string cardinality_text(int64_t c) {
 
 int run_inspect(const std::vector<std::string>& args) {
   po::options_description flags("flags");
+  // clang-format off
   flags.add_options()
       ("help,h", "print this help")
       ("json", "also print the graph as JSON")
       ("plugin", po::value<std::vector<std::string>>()->composing(),
        "load functions from this plugin shared library (repeatable)");
+  // clang-format on
   po::options_description all;
+  // clang-format off
   all.add(flags).add_options()("expr", po::value<std::string>(), "dataset expression");
+  // clang-format on
   po::positional_options_description positional;
   positional.add("expr", 1);
 
@@ -81,8 +87,11 @@ int run_inspect(const std::vector<std::string>& args) {
     return 2;
   }
   if (vm.count("help") != 0) {
-    std::cout << kUsage << "\nPrints the canonical text form, fingerprint, cardinality and element_spec of a\n"
-              << "dataset expression.\n\n" << flags;
+    std::cout
+      << kUsage
+      << "\nPrints the canonical text form, fingerprint, cardinality and element_spec of a\n"
+      << "dataset expression.\n\n"
+      << flags;
     return 0;
   }
   if (vm.count("expr") == 0) {
@@ -95,7 +104,8 @@ int run_inspect(const std::vector<std::string>& args) {
     for (const auto& path : vm["plugin"].as<std::vector<std::string>>()) {
       Status st = registry.load_plugin(path);
       if (!st.ok()) {
-        std::cerr << "conveyor inspect: cannot load plugin `" << path << "`: " << st.to_string() << "\n";
+        std::cerr << "conveyor inspect: cannot load plugin `" << path << "`: " << st.to_string()
+                  << "\n";
         return 2;
       }
     }
@@ -115,7 +125,8 @@ int run_inspect(const std::vector<std::string>& args) {
   std::printf("fingerprint:  %s\n", dataset->fingerprint().c_str());
   int exit_code = 0;
   if (Status st = dataset->validate(&registry); !st.ok()) {
-    std::fprintf(stderr, "conveyor inspect: the dataset is not valid: %s\n", st.to_string().c_str());
+    std::fprintf(stderr, "conveyor inspect: the dataset is not valid: %s\n",
+                 st.to_string().c_str());
     exit_code = 1;
   } else {
     std::printf("cardinality:  %s\n", cardinality_text(dataset->cardinality(&registry)).c_str());
@@ -123,7 +134,8 @@ int run_inspect(const std::vector<std::string>& args) {
     if (spec.ok()) {
       std::printf("element_spec: %s\n", spec->to_string().c_str());
     } else {
-      std::fprintf(stderr, "conveyor inspect: no element_spec: %s\n", spec.status().to_string().c_str());
+      std::fprintf(stderr, "conveyor inspect: no element_spec: %s\n",
+                   spec.status().to_string().c_str());
       exit_code = 1;
     }
   }
@@ -132,7 +144,8 @@ int run_inspect(const std::vector<std::string>& args) {
   return exit_code;
 }
 
-const Subcommand reg{"inspect", "print a dataset expression's canonical form, fingerprint, cardinality, spec",
+const Subcommand reg{"inspect",
+                     "print a dataset expression's canonical form, fingerprint, cardinality, spec",
                      run_inspect};
 
 } // namespace

@@ -21,11 +21,12 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr CommandInfo kInfo{
-    "read", "--dispatcher HOST:PORT --dataset EXPR [--mode MODE] [--job-name NAME] [flags]",
-    "Registers the dataset EXPR (the pipeline text form, e.g. 'range(10).map(square)') with the\n"
-    "dispatcher, reads it through the workers and prints one element per line (stdout carries elements\n"
-    "only; every diagnostic goes to stderr). Exit codes:\n"
-    "0 done, 1 the service failed, 2 bad arguments."};
+  "read", "--dispatcher HOST:PORT --dataset EXPR [--mode MODE] [--job-name NAME] [flags]",
+  "Registers the dataset EXPR (the pipeline text form, e.g. 'range(10).map(square)') with the\n"
+  "dispatcher, reads it through the workers and prints one element per line (stdout carries "
+  "elements\n"
+  "only; every diagnostic goes to stderr). Exit codes:\n"
+  "0 done, 1 the service failed, 2 bad arguments."};
 
 // How each element is printed.
 enum class PrintMode { text, digest, none };
@@ -85,6 +86,7 @@ bool dispatcher_has_no_workers(const std::string& address, std::chrono::millisec
 int run_read(const std::vector<std::string>& args) {
   ReadFlags f;
   po::options_description options("read options");
+  // clang-format off
   options.add_options()
       ("dispatcher,d", po::value(&f.dispatcher)->required()->value_name("HOST:PORT"),
        "address of the dispatcher")
@@ -141,9 +143,12 @@ int run_read(const std::vector<std::string>& args) {
        "load dataset functions from a plugin, as the workers do (the dataset is checked here "
        "before it is registered; repeatable)")
       ("stats", po::bool_switch(&f.stats), "print elements, bytes and per-worker counts to stderr at the end");
+  // clang-format on
   po::options_description hidden;
+  // clang-format off
   hidden.add_options()("protocol-version", po::value<uint32_t>()->default_value(0),
                        "speak another protocol version (tests of the version check)");
+  // clang-format on
   add_security_options(options);
   add_scheduler_option(options);
   add_log_level_option(options, "warning");
@@ -180,7 +185,8 @@ int run_read(const std::vector<std::string>& args) {
     opts.job_name = vm["job-name"].as<std::string>();
   if (vm.count("iteration")) {
     if (!opts.job_name)
-      return bad(invalid_argument("`--iteration` needs `--job-name` (only a named job has iterations)"));
+      return bad(
+        invalid_argument("`--iteration` needs `--job-name` (only a named job has iterations)"));
     const int64_t n = vm["iteration"].as<int64_t>();
     if (auto st = check_at_least("--iteration", n, 0); !st.ok())
       return bad(st);
@@ -209,7 +215,8 @@ int run_read(const std::vector<std::string>& args) {
   if (vm.count("on-worker-loss")) {
     auto loss = vm["on-worker-loss"].as<std::string>();
     if (auto st = validate_on_worker_loss(loss); !st.ok())
-      return bad(invalid_argument("`--on-worker-loss` must be continue or fail, got \"" + loss + "\""));
+      return bad(
+        invalid_argument("`--on-worker-loss` must be continue or fail, got \"" + loss + "\""));
     if (opts.policy != ShardingPolicy::off)
       return bad(invalid_argument("`--on-worker-loss` applies to `--mode off` only, got `--mode " +
                                   f.mode + "`"));
@@ -224,11 +231,13 @@ int run_read(const std::vector<std::string>& args) {
   else if (vm.count("trainer-id"))
     return bad(invalid_argument("`--trainer-id` is used only with `--cross-trainer-cache`"));
   else if (vm["cross-trainer-finite-epoch"].as<bool>())
-    return bad(invalid_argument("`--cross-trainer-finite-epoch` is used only with `--cross-trainer-cache`"));
+    return bad(
+      invalid_argument("`--cross-trainer-finite-epoch` is used only with `--cross-trainer-cache`"));
   if (auto st = validate(opts); !st.ok())
     return bad(st);
   if (f.take < -1)
-    return bad(invalid_argument("`--take` must be -1 (all) or at least 0, got " + std::to_string(f.take)));
+    return bad(
+      invalid_argument("`--take` must be -1 (all) or at least 0, got " + std::to_string(f.take)));
   auto timeout = check_millis("--timeout-ms", f.timeout_ms);
   if (!timeout.ok())
     return bad(timeout.status());
@@ -254,9 +263,12 @@ int run_read(const std::vector<std::string>& args) {
   std::FILE* out = take_stdout_for_data();
   auto client = Client::connect(address->to_string(), client_config);
   if (!client.ok())
-    return report_error(kInfo.name, "cannot connect to dispatcher " + address->to_string() + ": " +
-                                        client.status().to_string(), exit_code_for(client.status()));
-  auto stream = dataset ? client->distribute(*dataset, opts) : client->from_dataset_id(f.dataset_id, opts);
+    return report_error(kInfo.name,
+                        "cannot connect to dispatcher " + address->to_string() + ": " +
+                          client.status().to_string(),
+                        exit_code_for(client.status()));
+  auto stream =
+    dataset ? client->distribute(*dataset, opts) : client->from_dataset_id(f.dataset_id, opts);
   if (!stream.ok()) {
     // An id the dispatcher does not know is the service's answer, not a malformed argument:
     // a runtime failure (exit 1), like the other errors that come back from the service.
@@ -286,9 +298,11 @@ int run_read(const std::vector<std::string>& args) {
       last_flush = Clock::now();
       const auto waited = Clock::now() - last_element;
       // Nothing for a while: is anyone serving? Asked once, and again at the timeout.
-      if (count == 0 && !warned_no_workers && (waited >= milliseconds{1000} || waited >= *timeout)) {
+      if (count == 0 && !warned_no_workers &&
+          (waited >= milliseconds{1000} || waited >= *timeout)) {
         warned_no_workers = true;
-        no_workers = dispatcher_has_no_workers(address->to_string(), *connect_timeout, client_config.network);
+        no_workers =
+          dispatcher_has_no_workers(address->to_string(), *connect_timeout, client_config.network);
         if (no_workers)
           log::warning("read", "no workers are registered with the dispatcher at " +
                                  address->to_string() + "; waiting for one (up to `--timeout-ms` " +
@@ -296,17 +310,20 @@ int run_read(const std::vector<std::string>& args) {
       }
       if (waited >= *timeout) {
         if (count == 0 && no_workers &&
-            dispatcher_has_no_workers(address->to_string(), *connect_timeout, client_config.network))
-          failure = Status(ErrorCode::unavailable,
-                           "no workers are registered with the dispatcher at " + address->to_string() +
-                             " (start one with `conveyor worker --dispatcher " + address->to_string() +
-                             " --port 0`); no element arrived within " + std::to_string(f.timeout_ms) +
-                             " ms (`--timeout-ms`)");
+            dispatcher_has_no_workers(address->to_string(), *connect_timeout,
+                                      client_config.network))
+          failure =
+            Status(ErrorCode::unavailable,
+                   "no workers are registered with the dispatcher at " + address->to_string() +
+                     " (start one with `conveyor worker --dispatcher " + address->to_string() +
+                     " --port 0`); no element arrived within " + std::to_string(f.timeout_ms) +
+                     " ms (`--timeout-ms`)");
         else {
           std::string why = job_waits_for(address->to_string(), *connect_timeout,
                                           client_config.network, stream->job_id());
           failure = Status(ErrorCode::deadline_exceeded,
-                           "no element arrived within " + std::to_string(f.timeout_ms) + " ms (`--timeout-ms`)" +
+                           "no element arrived within " + std::to_string(f.timeout_ms) +
+                             " ms (`--timeout-ms`)" +
                              (why.empty() ? std::string{} : "; the job waits for " + why));
         }
         break;
@@ -326,17 +343,14 @@ int run_read(const std::vector<std::string>& args) {
     }
     ++count;
     switch (f.print) {
-    case PrintMode::text: {
-      const std::string line = element.to_string();
-      std::fwrite(line.data(), 1, line.size(), out);
-      std::fputc('\n', out);
-      break;
-    }
-    case PrintMode::digest:
-      std::fprintf(out, "%s\n", digest_of(element).c_str());
-      break;
-    case PrintMode::none:
-      break;
+      case PrintMode::text: {
+        const std::string line = element.to_string();
+        std::fwrite(line.data(), 1, line.size(), out);
+        std::fputc('\n', out);
+        break;
+      }
+      case PrintMode::digest: std::fprintf(out, "%s\n", digest_of(element).c_str()); break;
+      case PrintMode::none: break;
     }
   }
   std::fflush(out);
@@ -351,7 +365,8 @@ int run_read(const std::vector<std::string>& args) {
                  static_cast<long long>(s.bytes), static_cast<long long>(s.messages),
                  stream->job_id().c_str());
     if (s.elements > count)
-      std::fprintf(stderr, "read: %lld received elements were not read (prefetched beyond --take)\n",
+      std::fprintf(stderr,
+                   "read: %lld received elements were not read (prefetched beyond --take)\n",
                    static_cast<long long>(s.elements - count));
     for (const auto& [worker, n] : s.per_worker)
       std::fprintf(stderr, "read:   %s: %lld elements received\n", worker.c_str(),
@@ -362,7 +377,8 @@ int run_read(const std::vector<std::string>& args) {
     // "Why is my trainer waiting": the reader's blocked time by cause (consumer/wait_stats.hpp).
     const double elapsed = static_cast<double>(s.elapsed_ns) / 1e9;
     const double waited = static_cast<double>(s.wait_worker_ns + s.wait_network_ns +
-                                              s.wait_split_ns + s.wait_credit_ns) / 1e9;
+                                              s.wait_split_ns + s.wait_credit_ns) /
+                          1e9;
     const auto pct = [&](int64_t ns) { return elapsed > 0 ? 100.0 * (ns / 1e9) / elapsed : 0.0; };
     std::fprintf(stderr,
                  "read: waiting %.3f s of %.3f s (%.0f%%): worker %.0f%%, network %.0f%%, "
@@ -372,8 +388,10 @@ int run_read(const std::vector<std::string>& args) {
                  pct(s.wait_credit_ns));
   }
   if (!failure.ok())
-    return report_error(kInfo.name, "reading failed after " + std::to_string(count) +
-                                        " elements: " + failure.to_string(), kExitFailure);
+    return report_error(kInfo.name,
+                        "reading failed after " + std::to_string(count) +
+                          " elements: " + failure.to_string(),
+                        kExitFailure);
   if (stop_requested())
     return 130; // the shell's convention for "ended by SIGINT"
   return kExitOk;

@@ -34,15 +34,14 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr CommandInfo kInfo{
-    "run", "[--workers N] [--dataset EXPR] [--mode dynamic|off] [--take N] [flags]",
-    "Starts a local cluster (a dispatcher and N workers, each a child process of this binary, on\n"
-    "127.0.0.1 with free ports), reads a sample pipeline through it and prints the topology, a few\n"
-    "elements, progress and a throughput summary. Ctrl-C stops everything cleanly."};
+  "run", "[--workers N] [--dataset EXPR] [--mode dynamic|off] [--take N] [flags]",
+  "Starts a local cluster (a dispatcher and N workers, each a child process of this binary, on\n"
+  "127.0.0.1 with free ports), reads a sample pipeline through it and prints the topology, a few\n"
+  "elements, progress and a throughput summary. Ctrl-C stops everything cleanly."};
 
 // The default sample: four million squares in batches of 256 (a few seconds), read in DYNAMIC
 // mode, so the workers share one epoch and every element arrives exactly once.
 constexpr const char* kDefaultDataset = "range(4000000).map(square).batch(256)";
-
 
 // The cluster, either as child processes or in-process servers. Stops everything on destruction.
 class LocalCluster {
@@ -59,11 +58,12 @@ public:
       path_flags.push_back("--allow-path");
       path_flags.push_back(dir);
     }
-    std::vector<std::string> dispatcher_flags{"--range-split-size", std::to_string(range_split_size)};
+    std::vector<std::string> dispatcher_flags{"--range-split-size",
+                                              std::to_string(range_split_size)};
     dispatcher_flags.insert(dispatcher_flags.end(), path_flags.begin(), path_flags.end());
     // Every worker registered before the job starts, so that an OFF job produces everything N times.
-    CONVEYOR_RETURN_IF_ERROR(start_process_cluster(children_, workers, "", dispatcher_flags,
-                                                   path_flags, log_dir));
+    CONVEYOR_RETURN_IF_ERROR(
+      start_process_cluster(children_, workers, "", dispatcher_flags, path_flags, log_dir));
     dispatcher_address_ = children_.front().address;
     return Status::OK();
   }
@@ -108,7 +108,8 @@ public:
     std::vector<std::string> out;
     for (auto& c : children_)
       if (check_exited(c))
-        out.push_back(c.role + " (exit status " + std::to_string(c.exit_status) + ", log " + c.log_path + ")");
+        out.push_back(c.role + " (exit status " + std::to_string(c.exit_status) + ", log " +
+                      c.log_path + ")");
     return out;
   }
 
@@ -157,6 +158,7 @@ struct RunFlags {
 int run_run(const std::vector<std::string>& args) {
   RunFlags f;
   po::options_description options("run options");
+  // clang-format off
   options.add_options()
       ("workers,w", po::value(&f.workers)->default_value(2)->value_name("N"), "number of worker processes")
       ("dataset", po::value(&f.dataset_text)->default_value(kDefaultDataset)->value_name("EXPR"),
@@ -179,6 +181,7 @@ int run_run(const std::vector<std::string>& args) {
        "directory)")
       ("log-dir", po::value(&f.log_dir)->value_name("DIR"),
        "where the child nodes write their logs (default: a new /tmp/conveyor-run-* directory)");
+  // clang-format on
   add_log_level_option(options, "warning");
   po::variables_map vm;
   if (auto stop = parse_command_line(kInfo, options, args, vm))
@@ -190,7 +193,8 @@ int run_run(const std::vector<std::string>& args) {
   if (auto st = check_at_least("--workers", f.workers, 1); !st.ok())
     return bad(st);
   if (f.workers > 64)
-    return bad(invalid_argument("`--workers` must be at most 64 on one machine, got " + std::to_string(f.workers)));
+    return bad(invalid_argument("`--workers` must be at most 64 on one machine, got " +
+                                std::to_string(f.workers)));
   auto dataset = parse_dataset(f.dataset_text);
   if (!dataset.ok())
     return bad(Status(dataset.status().code(), "`--dataset`: " + dataset.status().message()));
@@ -204,7 +208,8 @@ int run_run(const std::vector<std::string>& args) {
   if (auto st = validate(opts); !st.ok())
     return bad(Status(st.code(), "`--mode`: " + st.message()));
   if (f.take < -1)
-    return bad(invalid_argument("`--take` must be -1 (all) or at least 0, got " + std::to_string(f.take)));
+    return bad(
+      invalid_argument("`--take` must be -1 (all) or at least 0, got " + std::to_string(f.take)));
   if (auto st = check_at_least("--samples", f.samples, 0); !st.ok())
     return bad(st);
   if (auto st = check_at_least("--range-split-size", f.range_split_size, 1); !st.ok())
@@ -219,7 +224,8 @@ int run_run(const std::vector<std::string>& args) {
   install_stop_signals();
   LocalCluster cluster;
   cluster.allow_paths = f.allow_paths;
-  if (cluster.allow_paths.empty()) { // the dataset on this command line may use the current directory
+  if (cluster.allow_paths
+        .empty()) { // the dataset on this command line may use the current directory
     char cwd[PATH_MAX];
     if (::getcwd(cwd, sizeof cwd))
       cluster.allow_paths.push_back(cwd);
@@ -242,13 +248,16 @@ int run_run(const std::vector<std::string>& args) {
     cluster.stop();
     if (stop_requested())
       return 130;
-    return report_error(kInfo.name, "cannot start the local cluster: " + started.to_string(), kExitFailure);
+    return report_error(kInfo.name, "cannot start the local cluster: " + started.to_string(),
+                        kExitFailure);
   }
 
-  std::printf("conveyor run: local cluster on 127.0.0.1%s\n", f.in_process ? " (in-process servers)" : "");
+  std::printf("conveyor run: local cluster on 127.0.0.1%s\n",
+              f.in_process ? " (in-process servers)" : "");
   for (const auto& n : cluster.nodes()) {
     if (n.pid > 0)
-      std::printf("  %-11s %-22s pid %d\n", n.role.c_str(), n.address.c_str(), static_cast<int>(n.pid));
+      std::printf("  %-11s %-22s pid %d\n", n.role.c_str(), n.address.c_str(),
+                  static_cast<int>(n.pid));
     else
       std::printf("  %-11s %s\n", n.role.c_str(), n.address.c_str());
   }
@@ -257,7 +266,8 @@ int run_run(const std::vector<std::string>& args) {
   const int64_t cardinality = dataset->cardinality();
   std::printf("dataset: %s\nmode:    %s", dataset->to_text().c_str(), to_string(opts.policy));
   if (cardinality >= 0) {
-    const int64_t expect = opts.policy == ShardingPolicy::off ? cardinality * f.workers : cardinality;
+    const int64_t expect =
+      opts.policy == ShardingPolicy::off ? cardinality * f.workers : cardinality;
     std::printf(" (expecting %lld elements: %s)", static_cast<long long>(expect),
                 opts.policy == ShardingPolicy::off ? "every worker produces the whole dataset"
                                                    : "each element once across the workers");
@@ -285,7 +295,8 @@ int run_run(const std::vector<std::string>& args) {
     const auto now = Clock::now();
     if (st.code() == ErrorCode::deadline_exceeded) {
       if (now - last_element >= *timeout) {
-        failure = Status(ErrorCode::deadline_exceeded, "no element within " + std::to_string(f.timeout_ms) + " ms");
+        failure = Status(ErrorCode::deadline_exceeded,
+                         "no element within " + std::to_string(f.timeout_ms) + " ms");
         break;
       }
     } else if (!st.ok()) {
@@ -306,17 +317,19 @@ int run_run(const std::vector<std::string>& args) {
     }
     if (now - last_progress >= *progress_every) {
       const double secs = std::chrono::duration<double>(now - start).count();
-      std::printf("progress: %lld elements, %s elements/s, %.1f MB/s\n", static_cast<long long>(count),
-                  human_rate(count / secs).c_str(), payload_bytes / secs / 1e6);
+      std::printf("progress: %lld elements, %s elements/s, %.1f MB/s\n",
+                  static_cast<long long>(count), human_rate(count / secs).c_str(),
+                  payload_bytes / secs / 1e6);
       std::fflush(stdout);
       last_progress = now;
     }
   }
   const double secs = std::max(1e-9, std::chrono::duration<double>(Clock::now() - start).count());
   const StreamStats stats = stream->stats();
-  std::printf("summary: %lld elements (%.1f MB of tensor data) in %.2f s: %s elements/s, %.1f MB/s\n",
-              static_cast<long long>(count), payload_bytes / 1e6, secs, human_rate(count / secs).c_str(),
-              payload_bytes / secs / 1e6);
+  std::printf(
+    "summary: %lld elements (%.1f MB of tensor data) in %.2f s: %s elements/s, %.1f MB/s\n",
+    static_cast<long long>(count), payload_bytes / 1e6, secs, human_rate(count / secs).c_str(),
+    payload_bytes / secs / 1e6);
   std::printf("  wire: %.1f MB in %lld messages (%.1f elements per message)\n", stats.bytes / 1e6,
               static_cast<long long>(stats.messages),
               stats.messages > 0 ? static_cast<double>(stats.elements) / stats.messages : 0.0);
@@ -341,12 +354,15 @@ int run_run(const std::vector<std::string>& args) {
   for (const auto& d : died)
     std::fprintf(stderr, "run: %s stopped during the run\n", d.c_str());
   if (!failure.ok())
-    return report_error(kInfo.name, "reading failed after " + std::to_string(count) + " elements: " + failure.to_string(),
+    return report_error(kInfo.name,
+                        "reading failed after " + std::to_string(count) +
+                          " elements: " + failure.to_string(),
                         kExitFailure);
   return died.empty() ? kExitOk : kExitFailure;
 }
 
-const Subcommand reg{"run", "start a local cluster and read a sample pipeline through it (demo)", run_run};
+const Subcommand reg{"run", "start a local cluster and read a sample pipeline through it (demo)",
+                     run_run};
 
 } // namespace
 } // namespace conveyor::apps

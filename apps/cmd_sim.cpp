@@ -12,10 +12,11 @@ namespace conveyor::apps {
 namespace {
 
 int run_sim_moved(const std::vector<std::string>&) {
-  return report_error("sim",
-                      "the simulator is the separate program `conveyor-sim` (same flags; built with "
-                      "-DCONVEYOR_SIM=ON, the default, as build/conveyor-sim; not installed)",
-                      kExitBadArguments);
+  return report_error(
+    "sim",
+    "the simulator is the separate program `conveyor-sim` (same flags; built with "
+    "-DCONVEYOR_SIM=ON, the default, as build/conveyor-sim; not installed)",
+    kExitBadArguments);
 }
 
 const Subcommand reg{"sim", "moved: the simulated cluster is `conveyor-sim` (developer builds)",

@@ -13,11 +13,11 @@ namespace conveyor::apps {
 namespace {
 
 constexpr CommandInfo kInfo{
-    "status", "--dispatcher HOST:PORT [--json]",
-    "Asks a running dispatcher what it holds: its workers (address, tags, tasks, time since the\n"
-    "last heartbeat), its datasets (id, fingerprint, element spec, cardinality) and its live jobs\n"
-    "(mode, consumers, elements and bytes delivered, rate, epoch and splits, and the share of\n"
-    "the consumers' time spent waiting, by cause)."};
+  "status", "--dispatcher HOST:PORT [--json]",
+  "Asks a running dispatcher what it holds: its workers (address, tags, tasks, time since the\n"
+  "last heartbeat), its datasets (id, fingerprint, element spec, cardinality) and its live jobs\n"
+  "(mode, consumers, elements and bytes delivered, rate, epoch and splits, and the share of\n"
+  "the consumers' time spent waiting, by cause)."};
 
 std::string json_string(const std::string& s) {
   std::string out;
@@ -43,7 +43,8 @@ std::string to_json(const msg::cluster_status& s) {
   for (std::size_t i = 0; i < s.workers.size(); ++i) {
     const auto& w = s.workers[i];
     o += i ? "," : "";
-    o += "{\"id\":" + std::to_string(w.id) + ",\"address\":" + json_string(w.address) + ",\"tags\":[";
+    o +=
+      "{\"id\":" + std::to_string(w.id) + ",\"address\":" + json_string(w.address) + ",\"tags\":[";
     for (std::size_t t = 0; t < w.tags.size(); ++t)
       o += (t ? "," : "") + json_string(w.tags[t]);
     o += "],\"tasks\":" + std::to_string(w.tasks) +
@@ -67,10 +68,11 @@ std::string to_json(const msg::cluster_status& s) {
     o += "{\"id\":" + std::to_string(j.id) + ",\"name\":" + json_string(j.name) +
          ",\"dataset\":" + json_string(j.dataset) + ",\"mode\":" + json_string(j.mode) +
          ",\"finished\":" + (j.finished ? "true" : "false") +
-         ",\"age_ms\":" + std::to_string(j.age_ms) + ",\"consumers\":" + std::to_string(j.consumers) +
-         ",\"tasks\":" + std::to_string(j.tasks) + ",\"elements\":" + std::to_string(j.elements) +
-         ",\"bytes\":" + std::to_string(j.bytes) + ",\"elements_per_s\":" + num(j.elements_per_s) +
-         ",\"bytes_per_s\":" + num(j.bytes_per_s) + ",\"epoch\":" + std::to_string(j.epoch) +
+         ",\"age_ms\":" + std::to_string(j.age_ms) +
+         ",\"consumers\":" + std::to_string(j.consumers) + ",\"tasks\":" + std::to_string(j.tasks) +
+         ",\"elements\":" + std::to_string(j.elements) + ",\"bytes\":" + std::to_string(j.bytes) +
+         ",\"elements_per_s\":" + num(j.elements_per_s) + ",\"bytes_per_s\":" + num(j.bytes_per_s) +
+         ",\"epoch\":" + std::to_string(j.epoch) +
          ",\"splits_handed_out\":" + std::to_string(j.splits_handed_out) +
          ",\"waiting\":{\"consumer_seconds\":" + num(w.elapsed_ns / 1e9) +
          ",\"worker\":" + num(share(w.wait_worker_ns, w.elapsed_ns)) +
@@ -83,8 +85,8 @@ std::string to_json(const msg::cluster_status& s) {
 }
 
 void print_table(const msg::cluster_status& s) {
-  std::printf("dispatcher %s (protocol %u, up %.1f s)\n\n", s.dispatcher.c_str(), s.protocol_version,
-              s.uptime_ms / 1e3);
+  std::printf("dispatcher %s (protocol %u, up %.1f s)\n\n", s.dispatcher.c_str(),
+              s.protocol_version, s.uptime_ms / 1e3);
   std::printf("workers: %zu\n", s.workers.size());
   if (!s.workers.empty())
     std::printf("  %-6s %-28s %-6s %-14s %s\n", "ID", "ADDRESS", "TASKS", "HEARTBEAT", "TAGS");
@@ -93,15 +95,17 @@ void print_table(const msg::cluster_status& s) {
     for (const auto& t : w.tags)
       tags += (tags.empty() ? "" : ",") + t;
     std::printf("  %-6" PRIu64 " %-28s %-6" PRId64 " %-14s %s\n", static_cast<uint64_t>(w.id),
-                w.address.c_str(), w.tasks, (std::to_string(w.heartbeat_age_ms) + " ms ago").c_str(),
+                w.address.c_str(), w.tasks,
+                (std::to_string(w.heartbeat_age_ms) + " ms ago").c_str(),
                 tags.empty() ? "-" : tags.c_str());
   }
   std::printf("\ndatasets: %zu\n", s.datasets.size());
   if (!s.datasets.empty())
     std::printf("  %-8s %-17s %-12s %s\n", "ID", "FINGERPRINT", "CARDINALITY", "ELEMENT SPEC");
   for (const auto& d : s.datasets) {
-    std::string card = d.cardinality == -1 ? "infinite" : d.cardinality == -2 ? "unknown"
-                                                                              : std::to_string(d.cardinality);
+    std::string card = d.cardinality == -1   ? "infinite"
+                       : d.cardinality == -2 ? "unknown"
+                                             : std::to_string(d.cardinality);
     std::printf("  %-8s %-17s %-12s %s\n", d.id.c_str(), d.fingerprint.c_str(), card.c_str(),
                 d.element_spec.empty() ? "-" : d.element_spec.c_str());
   }
@@ -116,11 +120,12 @@ void print_table(const msg::cluster_status& s) {
                              ? std::to_string(j.epoch) + "/" + std::to_string(j.splits_handed_out)
                              : "-";
     char waiting[96];
-    std::snprintf(waiting, sizeof waiting, "%.0f%% / %.0f%% / %.0f%% / %.0f%%",
-                  100 * share(w.wait_worker_ns, w.elapsed_ns), 100 * share(w.wait_network_ns, w.elapsed_ns),
-                  100 * share(w.wait_split_ns, w.elapsed_ns), 100 * share(w.wait_credit_ns, w.elapsed_ns));
-    std::printf("  %-5" PRIu64 " %-14s %-8s %-8s %-5" PRId64 " %-5" PRId64 " %-12" PRId64 " %-12" PRId64
-                " %-12.0f %-14s %s%s\n",
+    std::snprintf(
+      waiting, sizeof waiting, "%.0f%% / %.0f%% / %.0f%% / %.0f%%",
+      100 * share(w.wait_worker_ns, w.elapsed_ns), 100 * share(w.wait_network_ns, w.elapsed_ns),
+      100 * share(w.wait_split_ns, w.elapsed_ns), 100 * share(w.wait_credit_ns, w.elapsed_ns));
+    std::printf("  %-5" PRIu64 " %-14s %-8s %-8s %-5" PRId64 " %-5" PRId64 " %-12" PRId64
+                " %-12" PRId64 " %-12.0f %-14s %s%s\n",
                 static_cast<uint64_t>(j.id), j.name.empty() ? "(private)" : j.name.c_str(),
                 j.dataset.c_str(), j.mode.c_str(), j.consumers, j.tasks, j.elements, j.bytes,
                 j.elements_per_s, progress.c_str(), waiting, j.finished ? "  finished" : "");
@@ -132,12 +137,14 @@ void print_table(const msg::cluster_status& s) {
 int run_status(const std::vector<std::string>& args) {
   int64_t timeout_ms = 0;
   po::options_description options("status options");
+  // clang-format off
   options.add_options()
       ("dispatcher,d", po::value<std::string>()->required()->value_name("HOST:PORT"),
        "address of the dispatcher")
       ("json", "print one JSON object instead of tables")
       ("timeout-ms", po::value(&timeout_ms)->default_value(5000)->value_name("MS"),
        "give up connecting or waiting for the answer after this long");
+  // clang-format on
   add_security_options(options); // a secured dispatcher answers only with its TLS and token
   po::variables_map vm;
   if (auto stop = parse_command_line(kInfo, options, args, vm))
@@ -151,10 +158,12 @@ int run_status(const std::vector<std::string>& args) {
   NetworkConfig network;
   if (auto st = apply_security_options(vm, network); !st.ok())
     return report_status(kInfo.name, st);
-  auto status = actors::fetch_status(address->to_string(), *timeout, /*include_jobs=*/true, network);
+  auto status =
+    actors::fetch_status(address->to_string(), *timeout, /*include_jobs=*/true, network);
   if (!status.ok())
-    return report_error(kInfo.name, "cannot get the status of dispatcher " + address->to_string() +
-                                        ": " + status.status().to_string(),
+    return report_error(kInfo.name,
+                        "cannot get the status of dispatcher " + address->to_string() + ": " +
+                          status.status().to_string(),
                         exit_code_for(status.status()));
   if (vm.count("json"))
     std::printf("%s\n", to_json(*status).c_str());

@@ -11,10 +11,12 @@ namespace conveyor::apps {
 namespace {
 
 constexpr CommandInfo kInfo{
-    "worker", "--dispatcher HOST:PORT --port PORT [--advertise HOST:PORT] [--plugin LIB.so ...] [flags]",
-    "Runs a conveyor worker: it registers with the dispatcher, runs a task for every job, and serves\n"
-    "the elements straight to the consumers. Prints `listening on HOST:PORT` once it serves;\n"
-    "stops cleanly on Ctrl-C or SIGTERM."};
+  "worker",
+  "--dispatcher HOST:PORT --port PORT [--advertise HOST:PORT] [--plugin LIB.so ...] [flags]",
+  "Runs a conveyor worker: it registers with the dispatcher, runs a task for every job, and "
+  "serves\n"
+  "the elements straight to the consumers. Prints `listening on HOST:PORT` once it serves;\n"
+  "stops cleanly on Ctrl-C or SIGTERM."};
 
 int run_worker(const std::vector<std::string>& args) {
   int64_t port = -1;
@@ -29,6 +31,7 @@ int run_worker(const std::vector<std::string>& args) {
   int64_t cache_bytes = 0;
   WorkerConfig defaults;
   po::options_description options("worker options");
+  // clang-format off
   options.add_options()
       ("dispatcher,d", po::value<std::string>()->required()->value_name("HOST:PORT"),
        "address of the dispatcher")
@@ -77,9 +80,12 @@ int run_worker(const std::vector<std::string>& args) {
       ("dispatcher-timeout", po::value(&dispatcher_timeout_ms)->default_value(defaults.dispatcher_timeout.count())->value_name("MS"),
        "how long to wait for a dispatcher that is not up yet before giving up (a worker may "
        "start before its dispatcher)");
+  // clang-format on
   po::options_description hidden;
+  // clang-format off
   hidden.add_options()("protocol-version", po::value<uint32_t>()->default_value(0),
                        "speak another protocol version (tests of the version check)");
+  // clang-format on
   add_metrics_options(options);
   add_guard_options(options);
   add_security_options(options);
@@ -113,12 +119,12 @@ int run_worker(const std::vector<std::string>& args) {
   config.advertised_address = vm["advertise"].as<std::string>();
   if ((config.bind_host == "0.0.0.0" || config.bind_host == "::" || config.bind_host == "[::]") &&
       config.advertised_address.empty())
-    return report_status(kInfo.name,
-                         invalid_argument("`--host " + config.bind_host +
-                                          "` binds every interface, so the worker cannot tell "
-                                          "consumers where to reach it: give `--advertise HOST:PORT` "
-                                          "(\"%port%\" stands for the bound port), or bind a "
-                                          "concrete `--host`"));
+    return report_status(
+      kInfo.name, invalid_argument("`--host " + config.bind_host +
+                                   "` binds every interface, so the worker cannot tell "
+                                   "consumers where to reach it: give `--advertise HOST:PORT` "
+                                   "(\"%port%\" stands for the bound port), or bind a "
+                                   "concrete `--host`"));
   if (!config.advertised_address.empty()) {
     // "%port%" is only known after binding; check the rest with a placeholder port.
     std::string probe = config.advertised_address;
@@ -192,7 +198,8 @@ int run_worker(const std::vector<std::string>& args) {
   wait_for_stop_signal();
   // SIGTERM / Ctrl-C: drain first (no new splits, unstarted ones back to the job, deliver what
   // was started), then leave. A second signal is not waited for: the drain is bounded.
-  log::info("worker", "draining (bounded by --drain-timeout " + std::to_string(drain_timeout_ms) + " ms)");
+  log::info("worker",
+            "draining (bounded by --drain-timeout " + std::to_string(drain_timeout_ms) + " ms)");
   if (auto st = server.drain(*drain_timeout); !st.ok())
     log::warning("worker", "drain did not complete: " + st.to_string());
   else

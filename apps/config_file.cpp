@@ -24,7 +24,7 @@ Expected<std::string> read_config_file(const std::string& path, std::size_t max_
     return invalid_argument(what + " cannot be examined: " + std::strerror(errno));
   if (!S_ISREG(st.st_mode))
     return invalid_argument(what + " is not a regular file (expected a text file of "
-                            "`name = value` lines)");
+                                   "`name = value` lines)");
   if (static_cast<uint64_t>(st.st_size) > max_bytes)
     return invalid_argument(what + " is " + std::to_string(st.st_size) +
                             " bytes; a config file may hold at most " + std::to_string(max_bytes));

@@ -13,6 +13,7 @@ namespace conveyor::apps {
 inline constexpr std::size_t kMaxConfigBytes = 1 << 20; // 1 MiB
 
 // The whole file, or invalid_argument naming `path` and what was expected.
-Expected<std::string> read_config_file(const std::string& path, std::size_t max_bytes = kMaxConfigBytes);
+Expected<std::string> read_config_file(const std::string& path,
+                                       std::size_t max_bytes = kMaxConfigBytes);
 
 } // namespace conveyor::apps

@@ -35,8 +35,8 @@ copy_fn real_memmove = nullptr;
 fill_fn real_memset = nullptr;
 
 // Used only before the constructor below ran (dynamic loading itself may copy).
-__attribute__((optimize("no-tree-loop-distribute-patterns"))) void* slow_move(void* d, const void* s,
-                                                                                std::size_t n) {
+__attribute__((optimize("no-tree-loop-distribute-patterns"))) void*
+slow_move(void* d, const void* s, std::size_t n) {
   auto dd = static_cast<volatile char*>(d);
   auto ss = static_cast<const char*>(s);
   if (dd < ss)
@@ -73,8 +73,8 @@ extern "C" void* memmove(void* d, const void* s, std::size_t n) {
   return real_memmove ? real_memmove(d, s, n) : slow_move(d, s, n);
 }
 
-extern "C" __attribute__((optimize("no-tree-loop-distribute-patterns"))) void* memset(void* d, int c,
-                                                                                      std::size_t n) {
+extern "C" __attribute__((optimize("no-tree-loop-distribute-patterns"))) void*
+memset(void* d, int c, std::size_t n) {
   using namespace conveyor::apps;
   if (n >= kCopyCountMinBytes && g_on.load(std::memory_order_relaxed))
     g_fill.fetch_add(n, std::memory_order_relaxed);

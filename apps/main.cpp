@@ -25,8 +25,9 @@ std::map<std::string, Entry>& table() {
 }
 
 void usage(std::FILE* out) {
-  std::fprintf(out, "usage: conveyor <command> [flags]   (conveyor <command> --help for its flags)\n"
-                   "       conveyor --version\n\ncommands:\n");
+  std::fprintf(out,
+               "usage: conveyor <command> [flags]   (conveyor <command> --help for its flags)\n"
+               "       conveyor --version\n\ncommands:\n");
   for (const auto& [name, e] : table())
     std::fprintf(out, "  %-12s %s\n", name.c_str(), e.summary);
 }
@@ -71,7 +72,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "conveyor: --version takes no arguments (got `%s`)\n", argv[2]);
       return 2;
     }
-    std::printf("conveyor %s\nprotocol version %u\n", CONVEYOR_VERSION, conveyor::msg::kProtocolVersion);
+    std::printf("conveyor %s\nprotocol version %u\n", CONVEYOR_VERSION,
+                conveyor::msg::kProtocolVersion);
     return 0;
   }
   auto it = table().find(name);

@@ -62,8 +62,8 @@ std::vector<ThreadCpu> thread_cpu_snapshot() {
   return out;
 }
 
-std::string busiest_threads(const std::vector<ThreadCpu>& before, const std::vector<ThreadCpu>& after,
-                            double seconds, std::size_t top) {
+std::string busiest_threads(const std::vector<ThreadCpu>& before,
+                            const std::vector<ThreadCpu>& after, double seconds, std::size_t top) {
   std::map<int, double> start;
   for (const auto& t : before)
     start[t.tid] = t.seconds;
@@ -74,11 +74,13 @@ std::string busiest_threads(const std::vector<ThreadCpu>& before, const std::vec
     if (delta > 0)
       used.emplace_back(delta, t.name);
   }
-  std::sort(used.begin(), used.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::sort(used.begin(), used.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
   std::string line = std::to_string(used.size()) + " ran; busiest:";
   for (std::size_t i = 0; i < used.size() && i < top; ++i) {
     char share[32];
-    std::snprintf(share, sizeof share, " %.0f%%", seconds > 0 ? 100.0 * used[i].first / seconds : 0.0);
+    std::snprintf(share, sizeof share, " %.0f%%",
+                  seconds > 0 ? 100.0 * used[i].first / seconds : 0.0);
     line += (i == 0 ? " " : ", ") + used[i].second + share;
   }
   return line;

@@ -22,7 +22,8 @@ std::vector<ThreadCpu> thread_cpu_snapshot();
 // One line: how many threads ran in the window between the snapshots `before` and `after`
 // (`seconds` long), and the `top` busiest with their share of one core, e.g.
 // "12 ran; busiest: conveyor 97%, conveyor-exec 55%, caf.multiplexer 41%".
-std::string busiest_threads(const std::vector<ThreadCpu>& before, const std::vector<ThreadCpu>& after,
-                            double seconds, std::size_t top = 4);
+std::string busiest_threads(const std::vector<ThreadCpu>& before,
+                            const std::vector<ThreadCpu>& after, double seconds,
+                            std::size_t top = 4);
 
 } // namespace conveyor::apps

@@ -108,19 +108,18 @@ Status ElementStream::next(Element& out, bool& end_of_sequence, std::chrono::mil
     c.flush_acks();
     Status status;
     switch (c.sink->take_all(c.ready, timeout, status)) {
-    case actors::QueueSink::Wait::elements:
-      break;
-    case actors::QueueSink::Wait::end:
-      c.ended = true;
-      end_of_sequence = true;
-      return Status::OK();
-    case actors::QueueSink::Wait::error:
-      c.ended = true;
-      c.final_status = status;
-      return status;
-    case actors::QueueSink::Wait::timeout:
-      return Status{ErrorCode::deadline_exceeded,
-                    "no element arrived within " + std::to_string(timeout.count()) + " ms"};
+      case actors::QueueSink::Wait::elements: break;
+      case actors::QueueSink::Wait::end:
+        c.ended = true;
+        end_of_sequence = true;
+        return Status::OK();
+      case actors::QueueSink::Wait::error:
+        c.ended = true;
+        c.final_status = status;
+        return status;
+      case actors::QueueSink::Wait::timeout:
+        return Status{ErrorCode::deadline_exceeded,
+                      "no element arrived within " + std::to_string(timeout.count()) + " ms"};
     }
   }
 }
@@ -246,7 +245,8 @@ Expected<ElementStream> Client::from_dataset_id(const std::string& dataset_id,
   // Errors of job creation (an unknown dataset id, conflicting options) belong to this call,
   // not to the first next(): wait until the consumer joined its job or failed. Both steps are
   // requests bounded by request_timeout.
-  auto joined = sc->sink->wait_joined(2 * options.request_timeout + std::chrono::seconds(1), sc->job);
+  auto joined =
+    sc->sink->wait_joined(2 * options.request_timeout + std::chrono::seconds(1), sc->job);
   if (!joined.ok())
     return joined;
   return ElementStream{std::move(sc)};

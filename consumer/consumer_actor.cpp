@@ -65,14 +65,14 @@ void finish(self_ptr self, Status status) {
   st.done = true;
   log_losses(self);
   if (st.job && st.consumer_id != 0) // the final counters, for status and metrics (no reply)
-    caf::anon_send(st.job, msg::get_tasks{st.consumer_id, st.core.known_version(), 0,
-                                          progress_of(self)});
+    caf::anon_send(st.job,
+                   msg::get_tasks{st.consumer_id, st.core.known_version(), 0, progress_of(self)});
   if (status.code() == ErrorCode::cancelled || status.ok())
     log::debug(kLog, "job " + std::to_string(st.job_id) + ": " +
                        (status.ok() ? std::string{"end of sequence"} : status.to_string()));
   else
-    log::warning(kLog, "job " + std::to_string(st.job_id) + ": stream failed: " +
-                         status.to_string());
+    log::warning(kLog,
+                 "job " + std::to_string(st.job_id) + ": stream failed: " + status.to_string());
   if (st.job && st.consumer_id != 0)
     self->send(st.job, msg::leave_job{st.consumer_id, status.ok()});
   st.start.sink->final_stats(stats_of(self));
@@ -122,10 +122,9 @@ consumer_full_actor::behavior_type consumer_impl(self_ptr self) {
         return;
       }
       if (!st.core.finished())
-        finish(self, Status{ErrorCode::unavailable,
-                            "lost job " + std::to_string(st.job_id) +
-                              " (the dispatcher is gone or unreachable: " +
-                              caf::to_string(down.reason) + ")"});
+        finish(self, Status{ErrorCode::unavailable, "lost job " + std::to_string(st.job_id) +
+                                                      " (the dispatcher is gone or unreachable: " +
+                                                      caf::to_string(down.reason) + ")"});
       return;
     }
     if (auto t = st.task_by_addr.find(down.source); t != st.task_by_addr.end()) {
@@ -148,10 +147,11 @@ consumer_full_actor::behavior_type consumer_impl(self_ptr self) {
   // needs a worker in this process).
   auto& st0 = self->state;
   auto target = parse_target_workers(st0.start.job_request.target_workers);
-  Status placement = target.ok() ? check_target_workers(*target, !LocalWorkers::empty(),
-                                                        st0.start.job_request.policy,
-                                                        static_cast<bool>(st0.start.job_request.num_consumers))
-                                 : target.status();
+  Status placement =
+    target.ok()
+      ? check_target_workers(*target, !LocalWorkers::empty(), st0.start.job_request.policy,
+                             static_cast<bool>(st0.start.job_request.num_consumers))
+      : target.status();
   if (!placement.ok())
     finish(self, placement);
   else {
@@ -174,8 +174,8 @@ consumer_full_actor::behavior_type consumer_impl(self_ptr self) {
     [self](msg::bulk_frame_atom, uint64_t channel, std::vector<char>& frame) {
       on_local_frame(self, channel, frame);
     },
-    [self](msg::bulk_frame_atom, uint64_t channel, uint64_t task, uint64_t batch_seq, uint32_t index,
-           uint32_t count, std::vector<char>& bytes) {
+    [self](msg::bulk_frame_atom, uint64_t channel, uint64_t task, uint64_t batch_seq,
+           uint32_t index, uint32_t count, std::vector<char>& bytes) {
       on_frame(self, channel, task, batch_seq, index, count, bytes);
     },
     [self](msg::bulk_lost_atom, uint64_t channel, std::string& why) {
@@ -189,8 +189,7 @@ consumer_full_actor::behavior_type consumer_impl(self_ptr self) {
       // Batches are acknowledged as they arrive (so that no reader's end waits on another's
       // pace), so what this reader received and its application never took is gone for the
       // job's other readers too: say so instead of losing it in silence.
-      if (!st.done && st.start.job_request.job_name && !st.rounds &&
-          st.core.unacked_elements() > 0)
+      if (!st.done && st.start.job_request.job_name && !st.rounds && st.core.unacked_elements() > 0)
         log::warning(kLog, "job " + std::to_string(st.job_id) + " (\"" +
                              *st.start.job_request.job_name + "\"): this consumer leaves with " +
                              std::to_string(st.core.unacked_elements()) +
@@ -227,8 +226,7 @@ public:
 } // namespace
 
 ConsumerStart consumer_start(const DistributeOptions& options, std::shared_ptr<Transport> transport,
-                             std::chrono::milliseconds connect_timeout,
-                             uint32_t protocol_version) {
+                             std::chrono::milliseconds connect_timeout, uint32_t protocol_version) {
   ConsumerStart start;
   start.transport = std::move(transport);
   start.limits.max_outstanding = options.max_outstanding_requests.value_or(65536);
@@ -238,8 +236,7 @@ ConsumerStart consumer_start(const DistributeOptions& options, std::shared_ptr<T
   start.task_refresh = caf::timespan{options.task_refresh_interval};
   start.connect_timeout = caf::timespan{connect_timeout};
   start.protocol_version = protocol_version == 0 ? msg::kProtocolVersion : protocol_version;
-  start.compression =
-    options.compression == "NONE" ? Compression::none : Compression::automatic;
+  start.compression = options.compression == "NONE" ? Compression::none : Compression::automatic;
   start.job_request.policy = options.policy;
   start.job_request.target_workers = options.target_workers;
   if (options.cross_trainer_cache) {

@@ -53,8 +53,8 @@ struct ConsumerStart {
   std::string dispatcher_address;
   std::optional<std::string> definition; // register this first (distribute)
   Compression compression = Compression::automatic;
-  msg::get_or_create_job job_request;     // its dataset is filled in after registering
-  std::string trainer_id; // cross-trainer cache: sent with every get_elements
+  msg::get_or_create_job job_request; // its dataset is filled in after registering
+  std::string trainer_id;             // cross-trainer cache: sent with every get_elements
   // Coordinated reads (job_request.num_consumers set): this consumer's index, and how long a
   // round may wait for the others (coordinated/round_robin.hpp).
   int64_t consumer_index = -1;
@@ -65,8 +65,7 @@ struct ConsumerStart {
 // client, the async API and the simulator all go through it. The caller adds the sink, the
 // dispatcher and what to read (definition or job_request.dataset).
 ConsumerStart consumer_start(const DistributeOptions& options, std::shared_ptr<Transport> transport,
-                             std::chrono::milliseconds connect_timeout,
-                             uint32_t protocol_version);
+                             std::chrono::milliseconds connect_timeout, uint32_t protocol_version);
 
 msg::stream_actor spawn_consumer(caf::actor_system& sys, ConsumerStart start);
 

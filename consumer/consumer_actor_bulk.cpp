@@ -102,8 +102,8 @@ void on_local_frame(self_ptr self, uint64_t channel, std::vector<char>& frame) {
   StorageOwner buf = pooled_storage(std::move(frame), &data);
   std::string_view view{data + bulk::kFrameHeaderBytes, size - bulk::kFrameHeaderBytes};
   ReadyElements elements;
-  Status s = st.core.on_frame(h.task, h.batch_seq, h.index, h.count, std::move(buf), view,
-                              elements);
+  Status s =
+    st.core.on_frame(h.task, h.batch_seq, h.index, h.count, std::move(buf), view, elements);
   deliver(self, std::move(s), elements, h.task);
 }
 
@@ -147,8 +147,8 @@ void on_bulk_grace_over(self_ptr self, uint64_t channel) {
   auto w = st.channel_worker.find(channel);
   if (w == st.channel_worker.end() || st.done)
     return;
-  Status s = st.core.on_bulk_lost(tasks_of(self, w->second),
-                                  "frames announced on it never arrived");
+  Status s =
+    st.core.on_bulk_lost(tasks_of(self, w->second), "frames announced on it never arrived");
   if (!s.ok())
     finish(self, s);
 }

@@ -153,7 +153,7 @@ void poll_tasks(self_ptr self) {
   if (st.rounds)
     st.rounds->fill_poll(req);
   for (const auto& [task, handle] : st.tasks) // placement's choice: DYNAMIC gives splits only
-    req.reading.push_back(task);               // to tasks some consumer reads
+    req.reading.push_back(task);              // to tasks some consumer reads
   st.refetch = false;
   self->request(st.job, st.start.request_timeout, std::move(req))
     .then(
@@ -173,8 +173,8 @@ void poll_tasks(self_ptr self) {
           poll_tasks(self);
           return;
         }
-        finish(self, msg::to_status(err, "asking job " + std::to_string(st.job_id) +
-                                           " for its tasks"));
+        finish(self,
+               msg::to_status(err, "asking job " + std::to_string(st.job_id) + " for its tasks"));
       });
 }
 
@@ -270,11 +270,12 @@ void start_rejoin(self_ptr self, const std::string& why) {
   st.rejoin_started = self->clock().now();
   st.rejoin_deadline = st.rejoin_started + st.start.dispatcher_reconnect_timeout;
   st.rejoin_attempts = 0;
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-    st.start.dispatcher_reconnect_timeout);
+  auto ms =
+    std::chrono::duration_cast<std::chrono::milliseconds>(st.start.dispatcher_reconnect_timeout);
   log::warning(kLog, "job " + std::to_string(st.job_id) + ": lost the dispatcher (" + why +
                        "); reading on from the workers and re-joining the job once the "
-                       "dispatcher at " + st.start.dispatcher_address + " is back (up to " +
+                       "dispatcher at " +
+                       st.start.dispatcher_address + " is back (up to " +
                        std::to_string(ms.count()) + " ms)");
   try_rejoin(self);
 }
@@ -287,15 +288,14 @@ void rejoin_failed(self_ptr self, const Status& why) {
     try_rejoin(self);
     return;
   }
-  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
-    self->clock().now() - st.rejoin_started);
-  finish(self, Status{why.code() == ErrorCode::not_found ? ErrorCode::not_found
-                                                         : ErrorCode::unavailable,
-                      "job " + std::to_string(st.job_id) + ": the dispatcher at " +
-                        st.start.dispatcher_address + " did not come back with the job within " +
-                        std::to_string(waited.count()) + " ms (" +
-                        std::to_string(st.rejoin_attempts) + " attempt(s) to rejoin; last: " +
-                        why.message() + "); elements may be missing"});
+  const auto waited =
+    std::chrono::duration_cast<std::chrono::milliseconds>(self->clock().now() - st.rejoin_started);
+  finish(self,
+         Status{why.code() == ErrorCode::not_found ? ErrorCode::not_found : ErrorCode::unavailable,
+                "job " + std::to_string(st.job_id) + ": the dispatcher at " +
+                  st.start.dispatcher_address + " did not come back with the job within " +
+                  std::to_string(waited.count()) + " ms (" + std::to_string(st.rejoin_attempts) +
+                  " attempt(s) to rejoin; last: " + why.message() + "); elements may be missing"});
 }
 
 void try_rejoin(self_ptr self) {
@@ -307,8 +307,8 @@ void try_rejoin(self_ptr self) {
     finish(self, addr.status().with_context("dispatcher address"));
     return;
   }
-  auto left = std::max<caf::timespan>(st.rejoin_deadline - self->clock().now(),
-                                      std::chrono::milliseconds(1));
+  auto left =
+    std::max<caf::timespan>(st.rejoin_deadline - self->clock().now(), std::chrono::milliseconds(1));
   ++st.rejoin_attempts;
   connect_to<msg::dispatcher_actor>(
     self, *st.start.transport, *addr, left, "the dispatcher",
@@ -402,13 +402,13 @@ void bootstrap(self_ptr self) {
       }
       auto& st = self->state;
       st.dispatcher = *d;
-      self->request(st.dispatcher, st.start.connect_timeout,
-                    msg::client_hello{st.start.protocol_version, "consumer", st.start.auth_token})
-        .then(
-          [self](msg::dispatcher_hello&) { register_then_get_job(self); },
-          [self](caf::error& err) {
-            finish(self, msg::to_status(err, "handshake with the dispatcher"));
-          });
+      self
+        ->request(st.dispatcher, st.start.connect_timeout,
+                  msg::client_hello{st.start.protocol_version, "consumer", st.start.auth_token})
+        .then([self](msg::dispatcher_hello&) { register_then_get_job(self); },
+              [self](caf::error& err) {
+                finish(self, msg::to_status(err, "handshake with the dispatcher"));
+              });
     });
 }
 } // namespace conveyor::actors::consumer_detail

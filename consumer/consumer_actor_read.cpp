@@ -75,12 +75,13 @@ void apply_placement(self_ptr self, msg::task_list& list) {
       if (st.start.job_request.policy == ShardingPolicy::dynamic)
         log::warning(kLog, "job " + std::to_string(st.job_id) + ": not reading task " +
                              std::to_string(t.task) + " on worker " + t.worker_address + " (" +
-                             why + "); the DYNAMIC splits it takes reach only its own "
+                             why +
+                             "); the DYNAMIC splits it takes reach only its own "
                              "process's consumers");
       else
         log::info(kLog, "job " + std::to_string(st.job_id) + ": not reading task " +
-                          std::to_string(t.task) + " on worker " + t.worker_address + " (" +
-                          why + ")");
+                          std::to_string(t.task) + " on worker " + t.worker_address + " (" + why +
+                          ")");
     }
     return false;
   };
@@ -102,9 +103,9 @@ void connect_worker(self_ptr self, const msg::task_info& info) {
     auto h = st.tasks.find(info.task);
     if (link.local && (h == st.tasks.end() || !h->second)) {
       link.connected = false; // looked up again on the next poll
-      unreachable(self, info.task, "worker " + info.worker_address +
-                                     " of this process does not run task " +
-                                     std::to_string(info.task) + " (any more)");
+      unreachable(self, info.task,
+                  "worker " + info.worker_address + " of this process does not run task " +
+                    std::to_string(info.task) + " (any more)");
       return;
     }
     activate(self, info.task);
@@ -121,25 +122,24 @@ void connect_worker(self_ptr self, const msg::task_info& info) {
   }
   link.connecting = true;
   std::string address = info.worker_address;
-  connect_to<msg::worker_actor>(
-    self, *st.start.transport, *addr, st.start.connect_timeout, "worker",
-    [self, address](Expected<msg::worker_actor> worker) {
-      auto& st = self->state;
-      auto& link = st.workers[address];
-      link.connecting = false;
-      auto waiting = std::move(link.waiting);
-      link.waiting.clear();
-      if (!worker.ok()) {
-        for (auto task : waiting)
-          unreachable(self, task, worker.status().to_string());
-      } else {
-        link.connected = true;
-        for (auto task : waiting)
-          activate(self, task);
-      }
-      pump(self);
-      check_finished(self);
-    });
+  connect_to<msg::worker_actor>(self, *st.start.transport, *addr, st.start.connect_timeout,
+                                "worker", [self, address](Expected<msg::worker_actor> worker) {
+                                  auto& st = self->state;
+                                  auto& link = st.workers[address];
+                                  link.connecting = false;
+                                  auto waiting = std::move(link.waiting);
+                                  link.waiting.clear();
+                                  if (!worker.ok()) {
+                                    for (auto task : waiting)
+                                      unreachable(self, task, worker.status().to_string());
+                                  } else {
+                                    link.connected = true;
+                                    for (auto task : waiting)
+                                      activate(self, task);
+                                  }
+                                  pump(self);
+                                  check_finished(self);
+                                });
 }
 
 void request_batch(self_ptr self, const ConsumerCore::Request& r) {
@@ -149,8 +149,9 @@ void request_batch(self_ptr self, const ConsumerCore::Request& r) {
     st.core.on_request_failed(r);
     return;
   }
-  msg::get_elements req{st.consumer_id, r.max_elements, r.max_bytes,
-                        (st.start.request_timeout / 2).count(), r.acks, r.reconnected};
+  msg::get_elements req{st.consumer_id, r.max_elements,
+                        r.max_bytes,    (st.start.request_timeout / 2).count(),
+                        r.acks,         r.reconnected};
   req.trainer_id = st.start.trainer_id;
   req.auth_token = st.start.auth_token; // a worker with a token refuses requests without it
   std::string worker;
@@ -190,8 +191,8 @@ void request_batch(self_ptr self, const ConsumerCore::Request& r) {
           return;
         }
         st.core.on_request_failed(r);
-        std::string where = "reading task " + std::to_string(r.task) + " of job " +
-                            std::to_string(st.job_id);
+        std::string where =
+          "reading task " + std::to_string(r.task) + " of job " + std::to_string(st.job_id);
         if (err.category() == msg::error_category()) { // the task's own error: final
           finish(self, msg::to_status(err, where));
           return;
@@ -225,8 +226,12 @@ void request_rounds(self_ptr self, const RoundRobinPlanner::Request& r) {
     st.rounds->planner().on_request_failed(r);
     return;
   }
-  msg::get_elements req{st.consumer_id, r.count, st.start.limits.max_bytes_per_request,
-                        (st.start.request_timeout / 2).count(), {}, false};
+  msg::get_elements req{st.consumer_id,
+                        r.count,
+                        st.start.limits.max_bytes_per_request,
+                        (st.start.request_timeout / 2).count(),
+                        {},
+                        false};
   st.rounds->fill_request(r, st.start.consumer_index, st.start.round_timeout.count(), req);
   req.auth_token = st.start.auth_token;
   auto gen = st.job_gen;

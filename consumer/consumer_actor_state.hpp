@@ -45,7 +45,8 @@ struct WorkerLink {
 // The consumer's full interface: the public stream interface plus the bulk client's messages.
 using consumer_full_actor = msg::stream_actor::extend<
   caf::reacts_to<msg::bulk_ready_atom, uint64_t, uint64_t>,
-  caf::reacts_to<msg::bulk_frame_atom, uint64_t, uint64_t, uint64_t, uint32_t, uint32_t, std::vector<char>>,
+  caf::reacts_to<msg::bulk_frame_atom, uint64_t, uint64_t, uint64_t, uint32_t, uint32_t,
+                 std::vector<char>>,
   caf::reacts_to<msg::bulk_frame_atom, uint64_t, std::vector<char>>, // in-process: header + payload
   caf::reacts_to<msg::bulk_lost_atom, uint64_t, std::string>,
   caf::reacts_to<msg::bulk_lost_atom, uint64_t>>;
@@ -89,7 +90,7 @@ struct consumer_state {
   bool rejoining = false;
   caf::actor_clock::time_point rejoin_deadline;
   caf::actor_clock::time_point rejoin_started; // what a final error reports: the whole wait,
-  int rejoin_attempts = 0;                      // not the last attempt's remaining milliseconds
+  int rejoin_attempts = 0;                     // not the last attempt's remaining milliseconds
   caf::actor_addr lost_job; // the job actor whose connection broke (same one back: a blip)
   int late_joins = 0;       // a named job ended as this consumer joined it: asked again
   // Coordinated reads only: plans rounds onto tasks and orders the elements (the core still

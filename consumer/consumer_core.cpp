@@ -45,9 +45,9 @@ bool ConsumerCore::Seen::insert(int64_t seq) {
 }
 
 std::string ConsumerCore::lost_for_good() const {
-  return std::string{to_string(policy_)} + (policy_ == ShardingPolicy::off
-                                               ? ": each worker serves its own copy of the dataset"
-                                               : ": each worker serves its own shard of the dataset");
+  return std::string{to_string(policy_)} +
+         (policy_ == ShardingPolicy::off ? ": each worker serves its own copy of the dataset"
+                                         : ": each worker serves its own shard of the dataset");
 }
 
 void ConsumerCore::lose(msg::task_id_t id, TaskSlot& slot, Status why) {
@@ -79,10 +79,13 @@ void ConsumerCore::on_disconnected(msg::task_id_t task) {
   bool in_flight = t->second.in_flight > 0 || !t->second.partials.empty();
   if (!dynamic_ && in_flight && !t->second.end_of_sequence && !t->second.retired)
     // OFF re-sends nothing: what was on the broken connection cannot be asked again.
-    lose(task, t->second, Status{ErrorCode::unavailable,
-                           "lost the connection to worker " + t->second.worker_address + " (task " +
-                             std::to_string(task) + ") while elements were in flight: they cannot "
-                             "be read again (" + to_string(policy_) + ")"});
+    lose(task, t->second,
+         Status{ErrorCode::unavailable, "lost the connection to worker " +
+                                          t->second.worker_address + " (task " +
+                                          std::to_string(task) +
+                                          ") while elements were in flight: they cannot "
+                                          "be read again (" +
+                                          to_string(policy_) + ")"});
   release_task_requests(task, t->second);
   t->second.partials.clear();
   t->second.in_flight = 0;
@@ -97,9 +100,9 @@ std::vector<msg::task_info> ConsumerCore::on_task_list(const msg::task_list& lis
   job_finished_ = list.job_finished;
   if (!list.error.empty() && error_.ok()) {
     const auto code = static_cast<ErrorCode>(list.error_code);
-    error_ = Status{code == ErrorCode::ok || code > ErrorCode::resource_exhausted ? ErrorCode::data_loss
-                                                                                 : code,
-                    list.error};
+    error_ = Status{
+      code == ErrorCode::ok || code > ErrorCode::resource_exhausted ? ErrorCode::data_loss : code,
+      list.error};
   }
   std::vector<msg::task_info> added;
   std::set<msg::task_id_t> listed;
@@ -119,11 +122,13 @@ std::vector<msg::task_info> ConsumerCore::on_task_list(const msg::task_list& lis
         // read from its start (tf.data: a restarted worker starts its task over).
         auto& old = known->second;
         if (!dynamic_ && old.delivered > 0 && !old.end_of_sequence && !old.retired)
-          lose(t.task, old, Status{ErrorCode::unavailable,
-                           "task " + std::to_string(t.task) + " on worker " + old.worker_address +
-                             " was started again after it served " + std::to_string(old.delivered) +
-                             " element(s), before its end: its remaining elements cannot be read "
-                             "(" + lost_for_good() + ")"});
+          lose(t.task, old,
+               Status{ErrorCode::unavailable,
+                      "task " + std::to_string(t.task) + " on worker " + old.worker_address +
+                        " was started again after it served " + std::to_string(old.delivered) +
+                        " element(s), before its end: its remaining elements cannot be read "
+                        "(" +
+                        lost_for_good() + ")"});
         on_task_lost(t.task);
       } else { // listed without its actor before (its worker had not registered again)
         known->second.incarnation = std::move(incarnation);
@@ -157,10 +162,12 @@ std::vector<msg::task_info> ConsumerCore::on_task_list(const msg::task_list& lis
   for (auto id : gone) {
     auto& slot = tasks_.at(id);
     if (!dynamic_ && !slot.end_of_sequence && !slot.retired)
-      lose(id, slot, Status{ErrorCode::unavailable,
-                        "lost task " + std::to_string(id) + " on worker " + slot.worker_address +
-                          " before it reached its end: its remaining elements cannot be read "
-                          "(" + lost_for_good() + ")"});
+      lose(id, slot,
+           Status{ErrorCode::unavailable,
+                  "lost task " + std::to_string(id) + " on worker " + slot.worker_address +
+                    " before it reached its end: its remaining elements cannot be read "
+                    "(" +
+                    lost_for_good() + ")"});
     on_task_lost(id);
   }
   return added;
@@ -239,8 +246,12 @@ std::vector<ConsumerCore::Request> ConsumerCore::next_requests() {
     const bool greet = limits_.greet_tasks && !slot.greeted;
     if (slot.connected && (!slot.acks.empty() || greet) && slot.in_flight == 0) {
       slot.greeted = true;
-      Request r{next_request_id_++, id, 0, limits_.max_bytes_per_request,
-                std::exchange(slot.acks, {}), std::exchange(slot.reconnected, false)};
+      Request r{next_request_id_++,
+                id,
+                0,
+                limits_.max_bytes_per_request,
+                std::exchange(slot.acks, {}),
+                std::exchange(slot.reconnected, false)};
       ++slot.in_flight;
       in_flight_[r.id] = r;
       out.push_back(r);
@@ -257,7 +268,7 @@ std::vector<ConsumerCore::Request> ConsumerCore::next_requests() {
   // One credit too many only when the simulator plants that bug (simulator builds of this file
   // only, node/hooks.hpp).
   const int64_t credits =
-      limits_.max_outstanding + (hooks::kCompiledIn && hooks::credit_off_by_one() ? 1 : 0);
+    limits_.max_outstanding + (hooks::kCompiledIn && hooks::credit_off_by_one() ? 1 : 0);
   int64_t free_elements = credits - reserved_elements_ - unacked_elements_;
   // Share the credits among the tasks, so that a small max_outstanding still reaches all.
   int64_t share = std::max<int64_t>(1, free_elements / static_cast<int64_t>(order.size()));
@@ -268,8 +279,12 @@ std::vector<ConsumerCore::Request> ConsumerCore::next_requests() {
       if (p.received < p.num_chunks)
         has_partial = true;
     if (has_partial && slot.in_flight == 0) { // fetch the rest of a chunked batch
-      Request r{next_request_id_++, id, 0, limits_.max_bytes_per_request,
-                std::exchange(slot.acks, {}), std::exchange(slot.reconnected, false)};
+      Request r{next_request_id_++,
+                id,
+                0,
+                limits_.max_bytes_per_request,
+                std::exchange(slot.acks, {}),
+                std::exchange(slot.reconnected, false)};
       ++slot.in_flight;
       in_flight_[r.id] = r;
       out.push_back(r);
@@ -286,8 +301,10 @@ std::vector<ConsumerCore::Request> ConsumerCore::next_requests() {
       budget -= n;
       const uint64_t per_request =
         slot.bulk ? limits_.max_bytes_per_bulk_request : limits_.max_bytes_per_request;
-      int64_t b = std::min<int64_t>(static_cast<int64_t>(per_request), std::max<int64_t>(free_bytes, 1));
-      Request r{next_request_id_++, id, static_cast<uint32_t>(n), static_cast<uint64_t>(b),
+      int64_t b =
+        std::min<int64_t>(static_cast<int64_t>(per_request), std::max<int64_t>(free_bytes, 1));
+      Request r{next_request_id_++,           id,
+                static_cast<uint32_t>(n),     static_cast<uint64_t>(b),
                 std::exchange(slot.acks, {}), std::exchange(slot.reconnected, false)};
       reserved_elements_ += n;
       reserved_bytes_ += b;
@@ -358,7 +375,8 @@ void ConsumerCore::count_delivered(TaskSlot& slot, std::size_t bytes, std::size_
   per_worker_[slot.worker_address] += static_cast<int64_t>(n);
   unacked_elements_ += static_cast<int64_t>(n);
   unacked_bytes_ += static_cast<int64_t>(bytes);
-  unacked_batches_.emplace_back(static_cast<int64_t>(n), static_cast<double>(bytes) / static_cast<double>(n));
+  unacked_batches_.emplace_back(static_cast<int64_t>(n),
+                                static_cast<double>(bytes) / static_cast<double>(n));
 }
 
 Status ConsumerCore::deliver(TaskSlot& slot, std::string payload, uint32_t num_elements,
@@ -411,11 +429,13 @@ Status ConsumerCore::on_reply(const Request& request, msg::element_batch batch,
     if (t == tasks_.end() || n == 0)
       return Status::OK();
     if (batch.num_chunks > 0 && batch.chunk_index + 1 == batch.num_chunks)
-      t->second.acks.push_back(batch.batch_seq); // not wanted again (a draining task waits for acks)
-    lose(request.task, t->second, data_loss("worker " + t->second.worker_address + " answered a request to task " +
-                              std::to_string(request.task) + " after it had timed out, with " +
-                              std::to_string(n) + " element(s): they cannot be read again (" +
-                              to_string(policy_) + ")"));
+      t->second.acks.push_back(
+        batch.batch_seq); // not wanted again (a draining task waits for acks)
+    lose(request.task, t->second,
+         data_loss("worker " + t->second.worker_address + " answered a request to task " +
+                   std::to_string(request.task) + " after it had timed out, with " +
+                   std::to_string(n) + " element(s): they cannot be read again (" +
+                   to_string(policy_) + ")"));
     return error_.ok() ? Status::OK() : error_;
   }
   auto t = tasks_.find(request.task);
@@ -438,7 +458,8 @@ Status ConsumerCore::on_reply(const Request& request, msg::element_batch batch,
     } else if (b.count != batch.bulk_frames) {
       return data_loss("worker " + slot.worker_address + " announced " +
                        std::to_string(batch.bulk_frames) + " frames for batch " +
-                       std::to_string(batch.batch_seq) + ", its frames say " + std::to_string(b.count));
+                       std::to_string(batch.batch_seq) + ", its frames say " +
+                       std::to_string(b.count));
     }
     b.announced = true;
     b.origins = std::move(batch.origins);
@@ -491,8 +512,9 @@ bool ConsumerCore::bulk(msg::task_id_t task) const {
   return t != tasks_.end() && t->second.bulk;
 }
 
-Status ConsumerCore::on_frame(msg::task_id_t task, uint64_t batch_seq, uint32_t index, uint32_t count,
-                              StorageOwner owner, std::string_view frame, ReadyElements& out) {
+Status ConsumerCore::on_frame(msg::task_id_t task, uint64_t batch_seq, uint32_t index,
+                              uint32_t count, StorageOwner owner, std::string_view frame,
+                              ReadyElements& out) {
   auto t = tasks_.find(task);
   if (t == tasks_.end())
     return Status::OK(); // a lost task's late frame
@@ -508,8 +530,8 @@ Status ConsumerCore::on_frame(msg::task_id_t task, uint64_t batch_seq, uint32_t 
     b.frames.resize(count);
   }
   if (count != b.count || index >= b.count || b.frames[index].first)
-    return data_loss("worker " + slot.worker_address + " sent frame " + std::to_string(index) + " of " +
-                     std::to_string(count) + " for batch " + std::to_string(batch_seq) +
+    return data_loss("worker " + slot.worker_address + " sent frame " + std::to_string(index) +
+                     " of " + std::to_string(count) + " for batch " + std::to_string(batch_seq) +
                      " which expects " + std::to_string(b.count) + " frames (or had it already)");
   b.frames[index] = {std::move(owner), frame};
   ++b.received;
@@ -576,7 +598,8 @@ Status ConsumerCore::complete_bulk(TaskSlot& slot, uint64_t batch_seq, ReadyElem
   return Status::OK();
 }
 
-Status ConsumerCore::on_bulk_lost(const std::vector<msg::task_id_t>& tasks, const std::string& why) {
+Status ConsumerCore::on_bulk_lost(const std::vector<msg::task_id_t>& tasks,
+                                  const std::string& why) {
   std::size_t waiting = 0;
   std::string worker;
   const bool reads_on = policy_ == ShardingPolicy::off && !limits_.fail_on_worker_loss;
@@ -598,9 +621,10 @@ Status ConsumerCore::on_bulk_lost(const std::vector<msg::task_id_t>& tasks, cons
         slot.acks.push_back(seq); // not wanted again: a draining task need not wait for it
       }
       slot.bulk_batches.clear();
-      lose(id, slot, data_loss("the bulk connection to worker " + slot.worker_address + " broke with " +
-                           std::to_string(n) + " batch(es) of task " + std::to_string(id) +
-                           " in flight (" + why + ")"));
+      lose(id, slot,
+           data_loss("the bulk connection to worker " + slot.worker_address + " broke with " +
+                     std::to_string(n) + " batch(es) of task " + std::to_string(id) +
+                     " in flight (" + why + ")"));
       continue;
     }
     if (dynamic_ && !slot.bulk_batches.empty()) {
@@ -616,8 +640,8 @@ Status ConsumerCore::on_bulk_lost(const std::vector<msg::task_id_t>& tasks, cons
   }
   if (waiting == 0 || dynamic_ || reads_on)
     return Status::OK();
-  return data_loss("the bulk connection to worker " + worker + " broke with " + std::to_string(waiting) +
-                   " batch(es) in flight (" + why + ")");
+  return data_loss("the bulk connection to worker " + worker + " broke with " +
+                   std::to_string(waiting) + " batch(es) in flight (" + why + ")");
 }
 
 std::size_t ConsumerCore::bulk_batches_waiting() const {

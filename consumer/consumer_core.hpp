@@ -82,7 +82,9 @@ public:
     policy_ = policy;
     dynamic_ = policy == ShardingPolicy::dynamic;
   }
-  void set_dynamic(bool dynamic) { set_policy(dynamic ? ShardingPolicy::dynamic : ShardingPolicy::off); }
+  void set_dynamic(bool dynamic) {
+    set_policy(dynamic ? ShardingPolicy::dynamic : ShardingPolicy::off);
+  }
 
   // A new task list from the job. Returns the tasks the consumer has not seen before: the
   // caller connects to their workers and calls on_connected() (or on_task_lost()).
@@ -202,7 +204,7 @@ private:
     std::map<uint64_t, BulkBatch> bulk_batches; // by batch_seq
     bool connected = false;
     bool end_of_sequence = false;
-    bool retired = false; // served all it will and was acknowledged (element_batch.retired)
+    bool retired = false;    // served all it will and was acknowledged (element_batch.retired)
     bool short_copy = false; // lost elements and was counted in lost_tasks_ (OFF, continue)
     bool reconnected = false;
     bool greeted = false; // (ConsumerLimits::greet_tasks)
@@ -230,8 +232,8 @@ private:
   // Which of `count` elements with these origins are new (DYNAMIC: a re-issued split repeats
   // some); marks them received. Empty: all (no origins). data_loss when the origins tag another
   // number of elements.
-  Expected<std::vector<bool>> keep_unseen(const TaskSlot& slot,
-                                          const std::vector<msg::origin_run>& origins, uint32_t count);
+  Expected<std::vector<bool>>
+  keep_unseen(const TaskSlot& slot, const std::vector<msg::origin_run>& origins, uint32_t count);
   void count_delivered(TaskSlot& slot, std::size_t bytes, std::size_t n);
   Status complete_bulk(TaskSlot& slot, uint64_t batch_seq, ReadyElements& out);
   // Completes the task's announced bulk batches whose frames are all in, in batch order.
@@ -264,7 +266,7 @@ private:
   uint64_t next_request_id_ = 1;
   uint64_t version_ = 0;
   bool job_finished_ = false;
-  bool keep_unlisted_ = false; // after on_job_rejoined()
+  bool keep_unlisted_ = false;    // after on_job_rejoined()
   int64_t reserved_elements_ = 0; // in-flight requests + incomplete chunked batches
   int64_t reserved_bytes_ = 0;
   int64_t unacked_elements_ = 0;

@@ -19,19 +19,17 @@ Expected<TargetWorkers> parse_target_workers(std::string_view text) {
 
 const char* to_string(TargetWorkers target) {
   switch (target) {
-    case TargetWorkers::automatic:
-      return "AUTO";
-    case TargetWorkers::any:
-      return "ANY";
-    case TargetWorkers::local:
-      return "LOCAL";
+    case TargetWorkers::automatic: return "AUTO";
+    case TargetWorkers::any: return "ANY";
+    case TargetWorkers::local: return "LOCAL";
   }
   return "?";
 }
 
 Status validate_worker_tags(const std::vector<std::string>& tags) {
   if (tags.size() > 32)
-    return invalid_argument("a worker may have at most 32 tags, got " + std::to_string(tags.size()));
+    return invalid_argument("a worker may have at most 32 tags, got " +
+                            std::to_string(tags.size()));
   std::set<std::string> seen;
   for (const auto& tag : tags) {
     // tf.data takes any string as a tag (spaces and the empty tag included); only what would
@@ -41,8 +39,7 @@ Status validate_worker_tags(const std::vector<std::string>& tags) {
                               std::to_string(tag.size()) + " characters, more than 256");
     for (char c : tag)
       if (std::iscntrl(static_cast<unsigned char>(c)))
-        return invalid_argument("worker tag \"" + tag +
-                                "\" contains a control character (byte " +
+        return invalid_argument("worker tag \"" + tag + "\" contains a control character (byte " +
                                 std::to_string(static_cast<unsigned char>(c)) + ")");
     if (!seen.insert(tag).second)
       return invalid_argument("worker tag \"" + tag + "\" is given twice");

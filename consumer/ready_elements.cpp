@@ -25,7 +25,8 @@ void ReadyElements::add(std::vector<Element> elements) {
     return;
   }
   auto& d = runs_.back().decoded;
-  d.insert(d.end(), std::make_move_iterator(elements.begin()), std::make_move_iterator(elements.end()));
+  d.insert(d.end(), std::make_move_iterator(elements.begin()),
+           std::make_move_iterator(elements.end()));
 }
 
 void ReadyElements::add_encoded(std::string buffer, uint32_t count, std::vector<bool> keep,

@@ -50,8 +50,8 @@ private:
   struct Run {
     std::vector<Element> decoded;
     std::size_t next = 0; // of `decoded`
-    bool lazy = false;   // `encoded` holds the run (even if empty: a corrupt batch), not `decoded`
-    std::string encoded; // decoded lazily, by `reader`
+    bool lazy = false;    // `encoded` holds the run (even if empty: a corrupt batch), not `decoded`
+    std::string encoded;  // decoded lazily, by `reader`
     // Views `encoded`, which is never short enough to live inside the string (a batch has a
     // 22-byte header), so moving the run keeps it valid.
     std::optional<BatchReader> reader;

@@ -21,15 +21,16 @@ Expected<msg::cluster_status> fetch_status(const std::string& address,
   NodeSystem node{network};
   auto& sys = node.get();
   auto transport = make_transport(sys, network);
-  auto dispatcher = connect_blocking<msg::dispatcher_actor>(sys, *transport, *addr,
-                                                            caf::timespan{timeout},
-                                                            "the dispatcher");
+  auto dispatcher = connect_blocking<msg::dispatcher_actor>(
+    sys, *transport, *addr, caf::timespan{timeout}, "the dispatcher");
   if (!dispatcher.ok())
     return dispatcher.status();
   Expected<msg::cluster_status> result{Status{ErrorCode::internal, "no answer"}};
   {
     caf::scoped_actor self{sys};
-    self->request(*dispatcher, caf::timespan{timeout}, msg::get_status{include_jobs, network.auth_token})
+    self
+      ->request(*dispatcher, caf::timespan{timeout},
+                msg::get_status{include_jobs, network.auth_token})
       .receive(
         [&](msg::cluster_status& s) {
           s.dispatcher = addr->to_string();
@@ -50,7 +51,8 @@ Expected<msg::cluster_status> fetch_status_when_jobs_finished(const std::string&
   for (;;) {
     auto status = fetch_status(address, timeout);
     if (!status.ok() || std::chrono::steady_clock::now() >= deadline ||
-        std::all_of(status->jobs.begin(), status->jobs.end(), [](const msg::job_status& j) { return j.finished; }))
+        std::all_of(status->jobs.begin(), status->jobs.end(),
+                    [](const msg::job_status& j) { return j.finished; }))
       return status;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

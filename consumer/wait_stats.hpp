@@ -40,10 +40,10 @@ public:
       start(now);
     const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_).count();
     switch (state_) {
-    case State::worker: worker_ns_ += ns; break;
-    case State::network: network_ns_ += ns; break;
-    case State::credit: credit_ns_ += ns; break;
-    default: break;
+      case State::worker: worker_ns_ += ns; break;
+      case State::network: network_ns_ += ns; break;
+      case State::credit: credit_ns_ += ns; break;
+      default: break;
     }
     last_ = now;
     state_ = next;

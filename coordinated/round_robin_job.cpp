@@ -128,8 +128,8 @@ std::vector<RoundRobinJob::Span> RoundRobinJob::lost() const {
   std::vector<Span> out;
   for (const auto& [task, l] : lost_) {
     const bool known = l.waiting.empty() && l.served != std::numeric_limits<int64_t>::max();
-    out.push_back(Span{task, schedule_.start_round(task), schedule_.end_round(task),
-                       known ? l.served : -1});
+    out.push_back(
+      Span{task, schedule_.start_round(task), schedule_.end_round(task), known ? l.served : -1});
   }
   return out;
 }
@@ -248,9 +248,9 @@ Status RoundRobinJob::merge_span(const RoundSpan& span, const char* what) {
   auto differ = [&](const char* field, int64_t had, int64_t got) {
     return Status{ErrorCode::data_loss,
                   std::string{"coordinated read: after the dispatcher restarted, consumers "
-                              "disagree on the "} + field + " of task " + std::to_string(span.task) +
-                    " (" + std::to_string(had) + " and " + std::to_string(got) +
-                    "): the rounds can no longer be aligned"};
+                              "disagree on the "} +
+                    field + " of task " + std::to_string(span.task) + " (" + std::to_string(had) +
+                    " and " + std::to_string(got) + "): the rounds can no longer be aligned"};
   };
   if (!fresh && k.start != span.start_round)
     return differ("start round", k.start, span.start_round);

@@ -94,7 +94,7 @@ public:
 
 private:
   bool try_promote();
-  void new_fence(); // for a first pending or retiring task
+  void new_fence();   // for a first pending or retiring task
   bool settle_lost(); // lost tasks every consumer reported on and with an end round: gone
   Status merge_span(const RoundSpan& span, const char* what);
   struct Consumer {
@@ -110,10 +110,10 @@ private:
   std::set<msg::task_id_t> retiring_; // waiting for their end round (the fence)
   std::set<msg::task_id_t> gone_;     // retired and lost, settled
   struct Lost {
-    std::set<msg::consumer_id_t> waiting; // joined at the loss, not reported yet
+    std::set<msg::consumer_id_t> waiting;                 // joined at the loss, not reported yet
     int64_t served = std::numeric_limits<int64_t>::max(); // the least reported so far
   };
-  std::map<msg::task_id_t, Lost> lost_;     // lost, being settled
+  std::map<msg::task_id_t, Lost> lost_;      // lost, being settled
   std::map<msg::task_id_t, int64_t> served_; // gone after a loss: local rounds it served (-1 all)
   std::vector<std::pair<msg::task_id_t, int64_t>> ended_; // for take_ended
   std::set<msg::task_id_t> initial_; // created before the first list, not assigned yet

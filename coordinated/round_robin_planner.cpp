@@ -7,8 +7,8 @@
 
 namespace conveyor::actors {
 
-RoundRobinPlanner::RoundRobinPlanner(int64_t consumer_index, int64_t num_consumers,
-                                     int64_t window, int64_t max_bytes)
+RoundRobinPlanner::RoundRobinPlanner(int64_t consumer_index, int64_t num_consumers, int64_t window,
+                                     int64_t max_bytes)
   : index_(consumer_index), num_consumers_(num_consumers), window_(std::max<int64_t>(window, 1)),
     max_bytes_(max_bytes) {}
 
@@ -40,8 +40,8 @@ Status RoundRobinPlanner::on_tasks(const std::vector<TaskEntry>& tasks, int64_t 
     if (schedule_.has(t.task) && schedule_.start_round(t.task) != t.start_round)
       return Status{ErrorCode::internal,
                     "coordinated read: the job says task " + std::to_string(t.task) +
-                      " starts at round " + std::to_string(t.start_round) + ", but consumer_index " +
-                      std::to_string(index_) + " planned with round " +
+                      " starts at round " + std::to_string(t.start_round) +
+                      ", but consumer_index " + std::to_string(index_) + " planned with round " +
                       std::to_string(schedule_.start_round(t.task)) + " (rounds would misalign)"};
     if (!schedule_.has(t.task)) {
       if (t.start_round < next_plan_)
@@ -163,8 +163,7 @@ Status RoundRobinPlanner::apply_limit(msg::task_id_t task, TaskRounds& t, int64_
   };
   const int64_t delivered = schedule_.local_rounds(task, next_deliver_);
   if (delivered > limit)
-    return misaligned("had already handed " + std::to_string(delivered) +
-                      " of them to its reader");
+    return misaligned("had already handed " + std::to_string(delivered) + " of them to its reader");
   if (t.received < limit)
     return misaligned("received only " + std::to_string(t.received));
   t.limit = limit;
@@ -379,10 +378,10 @@ Status RoundRobinPlanner::on_reply(const Request& request, std::vector<Element> 
   if (request.confirm)
     return Status::OK();
   if (elements.size() > request.count)
-    return Status{ErrorCode::data_loss,
-                  "coordinated read: task " + std::to_string(request.task) + " sent " +
-                    std::to_string(elements.size()) + " elements for " +
-                    std::to_string(request.count) + " rounds"};
+    return Status{ErrorCode::data_loss, "coordinated read: task " + std::to_string(request.task) +
+                                          " sent " + std::to_string(elements.size()) +
+                                          " elements for " + std::to_string(request.count) +
+                                          " rounds"};
   // What was asked and did not come is asked again (from the first missing round).
   t.requested = request.first + static_cast<int64_t>(elements.size());
   t.resume = false; // the task took the rejoin
@@ -423,7 +422,8 @@ std::vector<Element> RoundRobinPlanner::take_ready() {
     // Only a round every consumer has: should its task be lost, no consumer has handed out a
     // round another never got (a task that is gone was drained: every consumer had it all).
     const auto& front = received_.front();
-    if (auto it = tasks_.find(front.task); it != tasks_.end() && front.local >= it->second.committed)
+    if (auto it = tasks_.find(front.task);
+        it != tasks_.end() && front.local >= it->second.committed)
       break;
     const auto size = received_.front().bytes;
     received_bytes_ -= size;

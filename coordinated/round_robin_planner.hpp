@@ -22,7 +22,7 @@ class RoundRobinPlanner {
 public:
   struct Request {
     msg::task_id_t task = 0;
-    int64_t first = 0;   // local round
+    int64_t first = 0; // local round
     uint32_t count = 0;
     // Resuming (start_resuming): `probe` asks the task where this consumer_index stands (no
     // rounds); `resume` asks for rounds from `first` on, dropping what the task kept before it.
@@ -36,10 +36,10 @@ public:
   };
   struct TaskEntry {
     msg::task_id_t task = 0;
-    int64_t start_round = 0; // -1 = pending (not read yet)
-    int64_t end_round = -1;  // retiring: it serves no round >= end_round; -1 = none
-    bool gone = false;       // retired and no longer listed (task_list.retired_rounds)
-    bool lost = false;       // lost and being settled (task_list.lost_rounds)
+    int64_t start_round = 0;    // -1 = pending (not read yet)
+    int64_t end_round = -1;     // retiring: it serves no round >= end_round; -1 = none
+    bool gone = false;          // retired and no longer listed (task_list.retired_rounds)
+    bool lost = false;          // lost and being settled (task_list.lost_rounds)
     int64_t served_rounds = -1; // lost: the local rounds it served (-1 = not known yet / all)
   };
 
@@ -105,8 +105,8 @@ public:
           held + (in_flight_ + 1) * bytes_per_request > max_bytes_)
         continue;
       ++in_flight_;
-      auto count = static_cast<uint32_t>(std::min<int64_t>(t.planned - t.requested,
-                                                           max_per_request));
+      auto count =
+        static_cast<uint32_t>(std::min<int64_t>(t.planned - t.requested, max_per_request));
       out.push_back(Request{task, t.requested, count, false, t.resume});
       // Its round is next to hand out but not committed: answer early, once it is.
       out.back().committed_known = blocking == task ? t.committed : -1;
@@ -131,8 +131,7 @@ public:
   // The reply to `request`: `elements` are the task's next local rounds for this consumer (fewer
   // than asked is fine; none = ask again). More than asked is an error. `committed`: the task's
   // local rounds every consumer has (-1 = not said); no round at or above it is handed out.
-  Status on_reply(const Request& request, std::vector<Element> elements,
-                  int64_t committed = -1);
+  Status on_reply(const Request& request, std::vector<Element> elements, int64_t committed = -1);
   // The request got no reply (timeout): it is asked again.
   void on_request_failed(const Request& request);
   // Elements of consecutive rounds ready to hand out, in round order.
@@ -151,18 +150,18 @@ public:
 private:
   void plan();
   struct TaskRounds {
-    int64_t planned = 0;    // local rounds assigned so far
-    int64_t requested = 0;  // local rounds asked for (or in flight)
-    int64_t received = 0;   // local rounds received
+    int64_t planned = 0;   // local rounds assigned so far
+    int64_t requested = 0; // local rounds asked for (or in flight)
+    int64_t received = 0;  // local rounds received
     bool in_flight = false;
     uint32_t in_flight_count = 0;
-    bool probed = false;     // resuming: the task said where this consumer stands
-    int64_t frontier = 0;    // ... its next local round for this consumer
-    bool resume = false;     // the next request rejoins at `requested` (until one is answered)
-    int64_t committed = 0;    // every consumer has its local rounds below this
+    bool probed = false;   // resuming: the task said where this consumer stands
+    int64_t frontier = 0;  // ... its next local round for this consumer
+    bool resume = false;   // the next request rejoins at `requested` (until one is answered)
+    int64_t committed = 0; // every consumer has its local rounds below this
     bool confirm_in_flight = false;
-    bool lost = false;        // lost: asked no more; its replies are dropped
-    int64_t limit = -1;       // lost: it served local rounds [0, limit) (-1 = not known yet)
+    bool lost = false;           // lost: asked no more; its replies are dropped
+    int64_t limit = -1;          // lost: it served local rounds [0, limit) (-1 = not known yet)
     std::deque<int64_t> globals; // global round of each local round in [received, planned)
   };
   int64_t index_;
@@ -183,7 +182,7 @@ private:
   // Rounds [next_deliver_, next_plan_): slot round - next_deliver_ holds its element once it came.
   struct Slot {
     std::optional<Element> element;
-    int64_t bytes = 0; // measured once, when it came
+    int64_t bytes = 0;       // measured once, when it came
     msg::task_id_t task = 0; // its task and local round: handed out once committed
     int64_t local = 0;
   };

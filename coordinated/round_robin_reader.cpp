@@ -10,8 +10,7 @@ namespace conveyor::actors {
 
 RoundRobinReader::RoundRobinReader(int64_t consumer_index, int64_t num_consumers,
                                    int64_t max_outstanding, int64_t max_bytes)
-  : planner_(consumer_index, num_consumers, std::min<int64_t>(max_outstanding, 8192),
-             max_bytes) {
+  : planner_(consumer_index, num_consumers, std::min<int64_t>(max_outstanding, 8192), max_bytes) {
   planner_.start_resuming();
 }
 

@@ -7,9 +7,7 @@ namespace conveyor::actors {
 
 RoundRobinTaskRounds::RoundRobinTaskRounds(int64_t num_consumers)
   : asked_(static_cast<std::size_t>(std::max<int64_t>(num_consumers, 1)), 0),
-    next_(asked_.size(), 0),
-    ready_(asked_.size()),
-    skip_to_(asked_.size(), 0),
+    next_(asked_.size(), 0), ready_(asked_.size()), skip_to_(asked_.size(), 0),
     confirmed_(asked_.size(), 0) {}
 
 void RoundRobinTaskRounds::release(int64_t index) {
@@ -72,10 +70,10 @@ Status RoundRobinTaskRounds::ask(int64_t index, int64_t first, uint32_t count, i
                     "already served to it (next is " + std::to_string(next_[i]) +
                     "); a restarted consumer rejoins with round_resume"};
   if (first > next_[i])
-    return Status{ErrorCode::internal,
-                  "coordinated read: consumer_index " + std::to_string(index) +
-                    " skipped rounds: it asked for local round " + std::to_string(first) +
-                    " but has not received round " + std::to_string(next_[i])};
+    return Status{ErrorCode::internal, "coordinated read: consumer_index " + std::to_string(index) +
+                                         " skipped rounds: it asked for local round " +
+                                         std::to_string(first) + " but has not received round " +
+                                         std::to_string(next_[i])};
   asked_[i] = std::max(asked_[i], first + static_cast<int64_t>(count));
   confirm(index, first); // one request per task at a time: the earlier rounds arrived
   if (waiting_since_ns_ < 0 && asked_[i] > completed_ && completable() == 0)

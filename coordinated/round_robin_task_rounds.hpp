@@ -70,7 +70,7 @@ private:
     std::size_t bytes = 0;
   };
   std::vector<std::deque<Reserved>> ready_;
-  std::vector<int64_t> skip_to_; // per consumer: its elements of rounds below are dropped
+  std::vector<int64_t> skip_to_;   // per consumer: its elements of rounds below are dropped
   std::vector<int64_t> confirmed_; // per consumer: it has every round below
   int64_t completed_ = 0;
   int64_t waiting_since_ns_ = -1; // someone asked for round completed_ and someone did not

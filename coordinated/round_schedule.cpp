@@ -37,8 +37,9 @@ int64_t RoundSchedule::end_round(msg::task_id_t task) const {
 
 std::optional<msg::task_id_t> RoundSchedule::task_for(int64_t round) const {
   // Started by `round`: the prefix of order_ whose start round is <= round.
-  auto started_end = std::upper_bound(
-    order_.begin(), order_.end(), std::make_pair(round, std::numeric_limits<msg::task_id_t>::max()));
+  auto started_end =
+    std::upper_bound(order_.begin(), order_.end(),
+                     std::make_pair(round, std::numeric_limits<msg::task_id_t>::max()));
   if (!any_end_) {
     auto active = static_cast<int64_t>(started_end - order_.begin());
     if (active == 0)

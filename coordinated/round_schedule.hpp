@@ -36,7 +36,7 @@ public:
   void end(msg::task_id_t task, int64_t end_round);
   bool has(msg::task_id_t task) const { return tasks_.count(task) > 0; }
   bool empty() const { return order_.empty(); }
-  std::vector<msg::task_id_t> tasks() const; // every task ever added
+  std::vector<msg::task_id_t> tasks() const;      // every task ever added
   int64_t start_round(msg::task_id_t task) const; // -1 unknown
   int64_t end_round(msg::task_id_t task) const;   // -1 unknown or none
   // The task serving `round`; nullopt when no task is active at that round.

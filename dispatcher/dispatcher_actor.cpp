@@ -179,8 +179,7 @@ void restore(self_ptr self) {
   log::info(kLog, "restored from the journal: " + std::to_string(snapshot.datasets.size()) +
                     " dataset(s), " + std::to_string(snapshot.jobs.size()) + " job(s) (" +
                     std::to_string(running) + " running again), " +
-                    std::to_string(st.workers.size()) +
-                    " worker(s) expected to register again");
+                    std::to_string(st.workers.size()) + " worker(s) expected to register again");
 }
 } // namespace conveyor::actors::dispatcher_detail
 
@@ -249,11 +248,13 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
           if (!r)
             return reply_when_durable<msg::job_info>(self, [r] { return r; });
           auto id = r->job;
-          return reply_when_durable<msg::job_info>(self, [self, id] { return job_info_of(self, id); });
+          return reply_when_durable<msg::job_info>(self,
+                                                   [self, id] { return job_info_of(self, id); });
         },
         [self](msg::rejoin_job& req) -> caf::result<msg::job_info> {
           auto id = req.job;
-          return reply_when_durable<msg::job_info>(self, [self, id] { return job_info_of(self, id); });
+          return reply_when_durable<msg::job_info>(self,
+                                                   [self, id] { return job_info_of(self, id); });
         },
         [self](msg::register_worker& req) -> caf::result<msg::worker_registered> {
           auto r = register_worker(self, req);
@@ -289,7 +290,8 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
         [self](msg::task_finished& done) {
           const auto* task = self->state.state.task(done.task);
           if (task && !task->finished)
-            (void)persist(self, msg::FinishTaskRecord{done.task, done.error, now_us(self)}); // logged
+            (void)persist(self,
+                          msg::FinishTaskRecord{done.task, done.error, now_us(self)}); // logged
         },
         [self](msg::job_finished&) {
           // Jobs end with their consumers (job_released); kept for the interface.

@@ -49,7 +49,7 @@ struct DispatcherStart {
   // Coordinated reads: how many rounds beyond the consumers' planned rounds a new worker joins
   // (coordinated/round_robin.hpp RoundRobinJob; the simulator uses a small one).
   int64_t round_lookahead = 256;
-  bool adaptive_split_size = true; // size splits from the dataset's cardinality
+  bool adaptive_split_size = true;           // size splits from the dataset's cardinality
   std::vector<std::string> worker_addresses; // normalised "host:port"; see DispatcherConfig
   uint32_t protocol_version = msg::kProtocolVersion;
   // Admission (net/admission.hpp): the token workers and consumers must present; empty = none.

@@ -56,7 +56,9 @@ int64_t fixed_index(const dispatcher_state& st, const std::string& address) {
   return claim(address);
 }
 
-bool is_static(ShardingPolicy p) { return p != ShardingPolicy::off && p != ShardingPolicy::dynamic; }
+bool is_static(ShardingPolicy p) {
+  return p != ShardingPolicy::off && p != ShardingPolicy::dynamic;
+}
 
 // What a job learns of its task on a live worker: the handle, the worker's tags and, for static
 // sharding, the worker's place in the fixed list (registration admitted listed ones only).
@@ -161,10 +163,9 @@ Expected<JobStart> job_start(self_ptr self, const JobEntry& entry) {
       log::info(kLog, "job " + std::to_string(entry.id) + ": handing out again the " +
                         std::to_string(outstanding.size()) +
                         " split(s) its tasks held when the dispatcher went down");
-    Status s = js.core->restore_splits(entry.split_epoch, entry.splits_handed_out,
-                                       SplitPosition{entry.split_provider_epoch,
-                                                     entry.split_next_index},
-                                       std::move(outstanding));
+    Status s = js.core->restore_splits(
+      entry.split_epoch, entry.splits_handed_out,
+      SplitPosition{entry.split_provider_epoch, entry.split_next_index}, std::move(outstanding));
     if (!s.ok())
       return s.with_context("restoring the split position of job " + std::to_string(entry.id));
   }
@@ -200,13 +201,13 @@ caf::error check_job_request(const msg::get_or_create_job& req) {
   if (req.num_consumers) {
     // Coordinated (round-robin) reads: coordinated/round_robin.hpp.
     if (*req.num_consumers <= 0)
-      return msg::make_error(ErrorCode::invalid_argument,
-                             "`num_consumers` must be positive, got " +
-                               std::to_string(*req.num_consumers));
+      return msg::make_error(ErrorCode::invalid_argument, "`num_consumers` must be positive, got " +
+                                                            std::to_string(*req.num_consumers));
     if (!req.job_name)
       return msg::make_error(ErrorCode::invalid_argument,
                              "`job_name` must be set when setting `num_consumers`. num_consumers "
-                             "was set to " + std::to_string(*req.num_consumers) + ".");
+                             "was set to " +
+                               std::to_string(*req.num_consumers) + ".");
     if (req.target_workers == "LOCAL")
       return msg::make_error(ErrorCode::invalid_argument,
                              "Coordinated reads require non-local workers, but `target_workers` "
@@ -242,8 +243,7 @@ caf::error check_job_request(const msg::get_or_create_job& req) {
 
 // A consumer joining a live named job must ask for the options it runs with.
 caf::error check_named_job_agrees(const JobEntry& job, const msg::get_or_create_job& req) {
-  auto refuse = [&](const std::string& option, const std::string& has,
-                    const std::string& asked) {
+  auto refuse = [&](const std::string& option, const std::string& has, const std::string& asked) {
     return msg::make_error(ErrorCode::invalid_argument,
                            "job \"" + *req.job_name + "\" runs with " + option + " " + has +
                              "; a consumer asked for " + option + " " + asked +
@@ -274,10 +274,9 @@ caf::error check_definition(self_ptr self, const msg::get_or_create_job& req,
     std::optional<int64_t> n;
     if (req.num_consumers)
       n = *req.num_consumers;
-    if (auto s = validate_cross_trainer_cache(static_cast<bool>(req.job_name),
-                                              definition.cardinality(), n,
-                                              req.cross_trainer_cache ==
-                                                msg::CacheSharing::whole_epoch);
+    if (auto s =
+          validate_cross_trainer_cache(static_cast<bool>(req.job_name), definition.cardinality(), n,
+                                       req.cross_trainer_cache == msg::CacheSharing::whole_epoch);
         !s.ok())
       return msg::to_error(s);
   }
@@ -329,9 +328,8 @@ JobEntry plan_job(self_ptr self, const msg::get_or_create_job& req, msg::job_id_
     auto card = definition.cardinality();
     if (st.start.adaptive_split_size && card > 0) {
       int64_t workers = std::max<int64_t>(1, static_cast<int64_t>(st.workers.size()));
-      planned.split_size =
-        std::clamp<int64_t>(card / (8 * workers), st.start.range_split_size,
-                            std::max<int64_t>(st.start.range_split_size, 8192));
+      planned.split_size = std::clamp<int64_t>(card / (8 * workers), st.start.range_split_size,
+                                               std::max<int64_t>(st.start.range_split_size, 8192));
     }
   }
   return planned;
@@ -382,28 +380,28 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
   if (auto sender = self->current_sender())
     js->creator = caf::actor_cast<caf::actor>(sender);
   msg::CreateJobRecord job_record{id,
-                              req.dataset,
-                              req.job_name ? *req.job_name : std::string{},
-                              static_cast<uint8_t>(req.policy),
-                              req.num_consumers ? *req.num_consumers : -1,
-                              req.target_workers,
-                              now_us(self),
-                              planned.split_size,
-                              static_cast<uint8_t>(req.cross_trainer_cache),
-                              req.expected_consumers};
+                                  req.dataset,
+                                  req.job_name ? *req.job_name : std::string{},
+                                  static_cast<uint8_t>(req.policy),
+                                  req.num_consumers ? *req.num_consumers : -1,
+                                  req.target_workers,
+                                  now_us(self),
+                                  planned.split_size,
+                                  static_cast<uint8_t>(req.cross_trainer_cache),
+                                  req.expected_consumers};
   msg::Update record = std::move(job_record);
   if (req.job_name)
-    record = msg::CreateNamedJobRecord{std::get<msg::CreateJobRecord>(std::move(record)), iteration};
-  if (auto s = persist(self, std::move(record),
-                       [self, start = std::move(js).value()]() mutable {
-                         run_job(self, std::move(start));
-                       });
+    record =
+      msg::CreateNamedJobRecord{std::get<msg::CreateJobRecord>(std::move(record)), iteration};
+  if (auto s = persist(
+        self, std::move(record),
+        [self, start = std::move(js).value()]() mutable { run_job(self, std::move(start)); });
       !s.ok())
     return msg::to_error(s);
   log::info(kLog, "created job " + std::to_string(id) +
-                    (req.job_name ? " (\"" + *req.job_name + "\", iteration " +
-                                      std::to_string(iteration) + ")"
-                                  : std::string{" (private)"}) +
+                    (req.job_name
+                       ? " (\"" + *req.job_name + "\", iteration " + std::to_string(iteration) + ")"
+                       : std::string{" (private)"}) +
                     " for dataset " + req.dataset + ", " + to_string(req.policy) +
                     (per_split ? " (per-split: exactly-once under worker loss)" : "") + ", " +
                     std::to_string(st.workers.size()) + " worker(s)");

@@ -44,11 +44,11 @@ struct dispatcher_state {
   DispatcherState state;
   std::map<msg::worker_id_t, LiveWorker> workers;
   std::map<msg::job_id_t, job_full_actor> jobs; // running job actors
-  std::set<caf::actor_addr> job_addrs;           // job actors not yet exited
+  std::set<caf::actor_addr> job_addrs;          // job actors not yet exited
   // Observability: dataset facts computed once for `conveyor status`, and the start time.
   std::map<msg::dataset_id_t, msg::dataset_status> dataset_facts;
   caf::actor_clock::time_point started;
-  std::set<caf::node_id> admitted_nodes;         // passed client_hello with the token
+  std::set<caf::node_id> admitted_nodes; // passed client_hello with the token
   // The last kMaxFinishedJobs jobs that ended, as they last reported (`conveyor status`,
   // metrics). Their state is erased; this bounded list is all that remains (not journaled).
   std::deque<msg::job_status> finished_jobs;
@@ -89,10 +89,8 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
 // dispatcher_actor_workers.cpp
 void remove_worker(self_ptr self, msg::worker_id_t id, const std::string& reason);
 Status check_admitted_sender(self_ptr self, const char* what);
-caf::expected<msg::dataset_registered> register_dataset(self_ptr self,
-                                                        msg::register_dataset& req);
-caf::expected<msg::worker_registered> register_worker(self_ptr self,
-                                                      msg::register_worker& req);
+caf::expected<msg::dataset_registered> register_dataset(self_ptr self, msg::register_dataset& req);
+caf::expected<msg::worker_registered> register_worker(self_ptr self, msg::register_worker& req);
 
 // dispatcher_actor_status.cpp
 const msg::dataset_status& dataset_facts(self_ptr self, const DatasetEntry& d);

@@ -70,9 +70,9 @@ caf::result<msg::cluster_status> get_status(self_ptr self, const msg::get_status
     ws.address = w->address;
     ws.tasks = static_cast<int64_t>(st.state.tasks_of_worker(w->id).size());
     if (auto live = st.workers.find(w->id); live != st.workers.end()) {
-      ws.heartbeat_age_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                              now - live->second.last_heartbeat)
-                              .count();
+      ws.heartbeat_age_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(now - live->second.last_heartbeat)
+          .count();
       ws.tags = live->second.tags;
     }
     status->workers.push_back(std::move(ws));

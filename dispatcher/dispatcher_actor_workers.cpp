@@ -41,18 +41,18 @@ void remove_worker(self_ptr self, msg::worker_id_t id, const std::string& reason
   for (const auto* t : st.state.tasks_of_worker(id))
     tasks.emplace_back(t->id, t->job);
   if (!persist(self, msg::RemoveWorkerRecord{id, reason, now_us(self)}, [self, tasks, reason] {
-        for (const auto& [task, job] : tasks)
-          if (auto j = self->state.jobs.find(job); j != self->state.jobs.end())
-            self->send(j->second, msg::remove_task{task, reason});
-      }).ok())
+         for (const auto& [task, job] : tasks)
+           if (auto j = self->state.jobs.find(job); j != self->state.jobs.end())
+             self->send(j->second, msg::remove_task{task, reason});
+       }).ok())
     return;
   if (auto w = st.workers.find(id); w != st.workers.end()) {
     if (w->second.handle)
       self->demonitor(w->second.handle.address());
     st.workers.erase(w);
   }
-  log::info(kLog, "worker " + address + " removed (worker " + std::to_string(id) + ", " +
-                    reason + ")");
+  log::info(kLog,
+            "worker " + address + " removed (worker " + std::to_string(id) + ", " + reason + ")");
 }
 
 // Ops in a dataset graph (shared inputs counted once).
@@ -79,29 +79,30 @@ Status check_admitted_sender(self_ptr self, const char* what) {
   const auto& sender = self->current_sender();
   if (!sender || sender->node() == self->node() || st.admitted_nodes.count(sender->node()) > 0)
     return Status::OK();
-  log::warning(kLog, std::string{"refused "} + what + " from node " + caf::to_string(sender->node()) +
+  log::warning(kLog, std::string{"refused "} + what + " from node " +
+                       caf::to_string(sender->node()) +
                        ": it did not present the admission token (no client_hello)");
   return permission_denied(std::string{what} +
                            " needs an admitted client: say client_hello with the admission token "
                            "first");
 }
 
-caf::expected<msg::dataset_registered> register_dataset(self_ptr self,
-                                                        msg::register_dataset& req) {
+caf::expected<msg::dataset_registered> register_dataset(self_ptr self, msg::register_dataset& req) {
   auto& st = self->state;
   if (auto admitted = check_admitted_sender(self, "registering a dataset"); !admitted.ok())
     return msg::to_error(admitted);
   if (req.definition.size() > st.start.max_dataset_bytes)
-    return msg::to_error(resource_exhausted(
-      "the dataset definition has " + std::to_string(req.definition.size()) +
-      " bytes, more than the dispatcher accepts (" + std::to_string(st.start.max_dataset_bytes) + ")"));
+    return msg::to_error(resource_exhausted("the dataset definition has " +
+                                            std::to_string(req.definition.size()) +
+                                            " bytes, more than the dispatcher accepts (" +
+                                            std::to_string(st.start.max_dataset_bytes) + ")"));
   auto dataset = from_binary(req.definition);
   if (!dataset.ok())
     return msg::to_error(dataset.status().with_context("decoding the dataset definition"));
   if (auto nodes = count_nodes(dataset->node()); nodes > st.start.max_dataset_nodes)
-    return msg::to_error(resource_exhausted(
-      "the dataset graph has " + std::to_string(nodes) + " nodes, more than the dispatcher accepts (" +
-      std::to_string(st.start.max_dataset_nodes) + ")"));
+    return msg::to_error(resource_exhausted("the dataset graph has " + std::to_string(nodes) +
+                                            " nodes, more than the dispatcher accepts (" +
+                                            std::to_string(st.start.max_dataset_nodes) + ")"));
   std::string fp = dataset->fingerprint();
   msg::dataset_id_t id;
   if (req.requested_id) {
@@ -163,8 +164,7 @@ caf::expected<msg::worker_registered> adopt_worker(self_ptr self, msg::worker_id
   return msg::worker_registered{id, st.start.protocol_version};
 }
 
-caf::expected<msg::worker_registered> register_worker(self_ptr self,
-                                                      msg::register_worker& req) {
+caf::expected<msg::worker_registered> register_worker(self_ptr self, msg::register_worker& req) {
   auto& st = self->state;
   if (req.protocol_version != st.start.protocol_version) {
     auto why = version_refusal(st.start.protocol_version, req.protocol_version, "worker");
@@ -217,8 +217,8 @@ caf::expected<msg::worker_registered> register_worker(self_ptr self,
   std::string tags;
   for (const auto& t : req.worker_tags)
     tags += (tags.empty() ? ", tags " : ",") + t;
-  log::info(kLog, "worker " + req.address + " registered (worker " + std::to_string(id) + tags +
-                    ")");
+  log::info(kLog,
+            "worker " + req.address + " registered (worker " + std::to_string(id) + tags + ")");
   create_tasks_for_live_jobs(self, id);
   return msg::worker_registered{id, st.start.protocol_version};
 }

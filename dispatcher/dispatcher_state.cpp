@@ -20,8 +20,9 @@ Status DispatcherState::apply_one(const RegisterDatasetRecord& r) {
     DatasetEntry{r.dataset, r.fingerprint, r.definition, static_cast<Compression>(r.compression)};
   dataset_by_fingerprint_.emplace(r.fingerprint, r.dataset); // the first id keeps the fingerprint
   // Generated ids are decimal numbers; never hand out one that a user requested.
-  if (!r.dataset.empty() && std::all_of(r.dataset.begin(), r.dataset.end(),
-                                         [](char c) { return c >= '0' && c <= '9'; }) &&
+  if (!r.dataset.empty() &&
+      std::all_of(r.dataset.begin(), r.dataset.end(),
+                  [](char c) { return c >= '0' && c <= '9'; }) &&
       r.dataset.size() < 19)
     next_dataset_number_ = std::max<uint64_t>(next_dataset_number_, std::stoull(r.dataset) + 1);
   return Status::OK();
@@ -179,9 +180,11 @@ Status DispatcherState::apply_one(const SplitPositionRecord& r) {
     return not_found("job " + std::to_string(r.job) + " does not exist");
   auto& j = job->second;
   if (j.released)
-    return failed_precondition("job " + std::to_string(r.job) + " is released; it hands out no splits");
+    return failed_precondition("job " + std::to_string(r.job) +
+                               " is released; it hands out no splits");
   if (j.policy != ShardingPolicy::dynamic)
-    return failed_precondition("job " + std::to_string(r.job) + " is not DYNAMIC; it has no splits");
+    return failed_precondition("job " + std::to_string(r.job) +
+                               " is not DYNAMIC; it has no splits");
   // A record that only reports finished splits leaves the position alone: the job may have
   // moved on with answers whose records are not in the journal yet.
   if (!r.handed.empty() || r.finished.empty()) {
@@ -247,7 +250,8 @@ Status DispatcherState::restore(const StateSnapshot& s) {
     if (!fresh.datasets_.count(j.dataset))
       return data_loss("snapshot: job " + std::to_string(j.id) + " names unknown dataset " +
                        j.dataset);
-    if (!j.name.empty() && !fresh.named_jobs_.emplace(NamedKey{j.dataset, j.name, j.repetition}, j.id).second)
+    if (!j.name.empty() &&
+        !fresh.named_jobs_.emplace(NamedKey{j.dataset, j.name, j.repetition}, j.id).second)
       return data_loss("snapshot: job " + std::to_string(j.id) + " repeats iteration " +
                        std::to_string(j.repetition) + " of job name \"" + j.name + "\"");
   }
@@ -281,10 +285,10 @@ bool same_job(const JobEntry& a, const JobEntry& b) {
          a.num_consumers == b.num_consumers && a.target_workers == b.target_workers &&
          a.created_us == b.created_us && a.repetition == b.repetition &&
          a.split_size == b.split_size && a.cross_trainer_cache == b.cross_trainer_cache &&
-         a.expected_consumers == b.expected_consumers &&
-         a.finished == b.finished && a.released == b.released &&
-         a.tasks == b.tasks && a.has_split_position == b.has_split_position &&
-         a.split_epoch == b.split_epoch && a.split_provider_epoch == b.split_provider_epoch &&
+         a.expected_consumers == b.expected_consumers && a.finished == b.finished &&
+         a.released == b.released && a.tasks == b.tasks &&
+         a.has_split_position == b.has_split_position && a.split_epoch == b.split_epoch &&
+         a.split_provider_epoch == b.split_provider_epoch &&
          a.split_next_index == b.split_next_index && a.splits_handed_out == b.splits_handed_out &&
          a.outstanding_splits.size() == b.outstanding_splits.size() &&
          std::equal(a.outstanding_splits.begin(), a.outstanding_splits.end(),
@@ -312,7 +316,8 @@ bool operator==(const DispatcherState& a, const DispatcherState& b) {
   return same_map(a.datasets_, b.datasets_, same_dataset) &&
          a.dataset_by_fingerprint_ == b.dataset_by_fingerprint_ &&
          same_map(a.workers_, b.workers_, same_worker) && same_map(a.jobs_, b.jobs_, same_job) &&
-         a.named_jobs_ == b.named_jobs_ && a.repetitions_ == b.repetitions_ && same_map(a.tasks_, b.tasks_, same_task) &&
+         a.named_jobs_ == b.named_jobs_ && a.repetitions_ == b.repetitions_ &&
+         same_map(a.tasks_, b.tasks_, same_task) &&
          a.next_dataset_number_ == b.next_dataset_number_ &&
          a.next_worker_id_ == b.next_worker_id_ && a.next_job_id_ == b.next_job_id_ &&
          a.next_task_id_ == b.next_task_id_;
@@ -369,7 +374,8 @@ const JobEntry* DispatcherState::live_named_job(const dataset_id_t& dataset,
   return newest;
 }
 
-int64_t DispatcherState::next_iteration(const dataset_id_t& dataset, const std::string& name) const {
+int64_t DispatcherState::next_iteration(const dataset_id_t& dataset,
+                                        const std::string& name) const {
   auto i = repetitions_.find({dataset, name});
   return i == repetitions_.end() ? 0 : i->second;
 }

@@ -102,8 +102,9 @@ typename Inspector::result_type inspect(Inspector& f, WorkerEntry& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, JobEntry& x) {
   return f(x.id, x.dataset, x.name, x.policy, x.num_consumers, x.target_workers, x.created_us,
-           x.repetition, x.split_size, x.cross_trainer_cache, x.expected_consumers, x.finished, x.released, x.tasks, x.has_split_position, x.split_epoch,
-           x.split_provider_epoch, x.split_next_index, x.splits_handed_out, x.outstanding_splits);
+           x.repetition, x.split_size, x.cross_trainer_cache, x.expected_consumers, x.finished,
+           x.released, x.tasks, x.has_split_position, x.split_epoch, x.split_provider_epoch,
+           x.split_next_index, x.splits_handed_out, x.outstanding_splits);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TaskEntry& x) {

@@ -86,12 +86,12 @@ void on_down(self_ptr self, caf::down_msg& down) {
     // Only the connection broke (or the consumer's process died): the consumer re-joins with
     // its id if it lives; if it does not within client_timeout (its heartbeats stop), the
     // timeout drops it. Dropping it now would end a private job over a brief network blip.
-    log::info(kLog, st.label() + ": lost the connection to consumer " +
-                      std::to_string(c->second) + "; it has " +
-                      std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                       st.start.client_timeout)
-                                       .count()) +
-                      " ms to re-join");
+    log::info(
+      kLog,
+      st.label() + ": lost the connection to consumer " + std::to_string(c->second) + "; it has " +
+        std::to_string(
+          std::chrono::duration_cast<std::chrono::milliseconds>(st.start.client_timeout).count()) +
+        " ms to re-join");
     st.consumer_addrs.erase(c);
     return;
   }
@@ -114,10 +114,11 @@ void start_job(self_ptr self, JobStart start) {
   // start); the actor clock's microseconds (the host's uptime; virtual time in the simulator)
   // are beyond every id it gave.
   if (self->state.start.restored)
-    self->state.core().first_consumer_id(static_cast<msg::consumer_id_t>(
-      std::chrono::duration_cast<std::chrono::microseconds>(
-        self->clock().now().time_since_epoch())
-        .count()) + 1);
+    self->state.core().first_consumer_id(
+      static_cast<msg::consumer_id_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                        self->clock().now().time_since_epoch())
+                                        .count()) +
+      1);
   // Never released before a first consumer joined — unless the consumer that created the job
   // is gone (its process died right after creating it).
   if (self->state.start.creator)
@@ -164,8 +165,7 @@ void on_gc(self_ptr self, uint64_t token) {
   }
   auto timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(st.start.client_timeout);
   for (auto id : st.core().expire(now_ns(self), timeout.count())) {
-    log::warning(kLog, st.label() + ": consumer " + std::to_string(id) +
-                         " sent no heartbeat for " +
+    log::warning(kLog, st.label() + ": consumer " + std::to_string(id) + " sent no heartbeat for " +
                          std::to_string(timeout.count() / 1000000) + " ms; dropping it");
     consumer_left(self, id, false);
     if (st.released)
@@ -174,23 +174,25 @@ void on_gc(self_ptr self, uint64_t token) {
   auto& core = st.core();
   if (st.rounds && st.rounds->waiting_for_consumers() &&
       self->clock().now() - st.created >= st.start.client_timeout) {
-    log::warning(kLog, st.label() + ": not every consumer_index joined again within " +
-                         std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                          st.start.client_timeout)
-                                          .count()) +
-                         " ms of the dispatcher's restart; the coordinated rounds go on "
-                         "from what the others knew");
+    log::warning(
+      kLog,
+      st.label() + ": not every consumer_index joined again within " +
+        std::to_string(
+          std::chrono::duration_cast<std::chrono::milliseconds>(st.start.client_timeout).count()) +
+        " ms of the dispatcher's restart; the coordinated rounds go on "
+        "from what the others knew");
     auto v = list_version(st);
     st.rounds->finish_recovery();
     changed(self, v);
   }
   if (st.start.restored && !core.any_joined() &&
       self->clock().now() - st.created >= st.start.client_timeout) {
-    release(self, "no consumer re-joined it within " +
-                    std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                     st.start.client_timeout)
-                                     .count()) +
-                    " ms of the dispatcher's restart");
+    release(
+      self,
+      "no consumer re-joined it within " +
+        std::to_string(
+          std::chrono::duration_cast<std::chrono::milliseconds>(st.start.client_timeout).count()) +
+        " ms of the dispatcher's restart");
     return;
   }
   if (core.consumers_done()) {

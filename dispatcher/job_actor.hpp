@@ -28,7 +28,8 @@ struct JobStart {
   std::string definition;
   ShardingPolicy policy = ShardingPolicy::off;
   Compression compression = Compression::automatic;
-  msg::CacheSharing cross_trainer_cache = msg::CacheSharing::none; // tasks serve trainers from a cache
+  msg::CacheSharing cross_trainer_cache =
+    msg::CacheSharing::none;     // tasks serve trainers from a cache
   std::shared_ptr<JobCore> core; // the job's bookkeeping (DYNAMIC: with its split provider)
   msg::job_report_actor dispatcher;
   caf::actor creator; // the consumer that created the job: gone before anyone joined -> release

@@ -82,9 +82,9 @@ caf::result<msg::job_joined> on_join(self_ptr self, msg::join_job& join) {
         for (const auto& [addr, id] : st.consumer_addrs)
           connected |= id == old;
         if (!connected) {
-          log::info(kLog, st.label() + ": consumer_index " +
-                            std::to_string(join.consumer_index) + " rejoins; consumer " +
-                            std::to_string(old) + ", which held it, lost its connection");
+          log::info(kLog, st.label() + ": consumer_index " + std::to_string(join.consumer_index) +
+                            " rejoins; consumer " + std::to_string(old) +
+                            ", which held it, lost its connection");
           drop_consumer(self, old, false);
         }
       }

@@ -39,14 +39,16 @@ bool try_splits(self_ptr self, const msg::get_splits& req,
   // (a restarted dispatcher resumes the job's split provider there).
   auto& core = st.core();
   auto pos = core.position();
-  msg::SplitPositionRecord record{st.start.id,        core.epoch(),
-                                  pos.epoch,          pos.next_index,
-                                  core.splits_handed_out(),
-                                  std::chrono::duration_cast<std::chrono::microseconds>(
-                                    self->clock().now().time_since_epoch())
-                                    .count(),
-                                  {},
-                                  {}};
+  msg::SplitPositionRecord record{
+    st.start.id,
+    core.epoch(),
+    pos.epoch,
+    pos.next_index,
+    core.splits_handed_out(),
+    std::chrono::duration_cast<std::chrono::microseconds>(self->clock().now().time_since_epoch())
+      .count(),
+    {},
+    {}};
   for (const auto& s : reply.splits)
     record.handed.push_back(to_journal(s));
   self->request(st.start.dispatcher, st.start.request_timeout, msg::persist_splits{record})
@@ -62,9 +64,9 @@ void journal_finished(self_ptr self, const std::vector<SplitKey>& finished) {
   auto& st = self->state;
   msg::SplitPositionRecord record;
   record.job = st.start.id;
-  record.time_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                     self->clock().now().time_since_epoch())
-                     .count();
+  record.time_us =
+    std::chrono::duration_cast<std::chrono::microseconds>(self->clock().now().time_since_epoch())
+      .count();
   for (const auto& [epoch, index] : finished)
     record.finished.push_back(msg::JournalSplitKey{epoch, index});
   self->request(st.start.dispatcher, st.start.request_timeout, msg::persist_splits{record})

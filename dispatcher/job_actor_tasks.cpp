@@ -110,7 +110,9 @@ void assign(self_ptr self, const msg::add_task& add) {
   st.workers[add.task] = add.handle;
   auto task = add.task;
   auto address = add.worker_address;
-  self->request(add.handle, st.start.request_timeout, msg::assign_task{std::move(def), st.start.auth_token})
+  self
+    ->request(add.handle, st.start.request_timeout,
+              msg::assign_task{std::move(def), st.start.auth_token})
     .then(
       [self](msg::task_assigned& reply) {
         auto& st = self->state;
@@ -119,7 +121,8 @@ void assign(self_ptr self, const msg::add_task& add) {
         auto v = list_version(st);
         st.task_handles[reply.task] = reply.handle;
         st.core().task_assigned(reply.task);
-        tell_trainers(self, st.core().trainers(), {}, {reply.handle}); // before any consumer asks it
+        tell_trainers(self, st.core().trainers(), {},
+                      {reply.handle}); // before any consumer asks it
         if (st.rounds && st.rounds->add_task(reply.task) && st.rounds->pending() > 0)
           log::info(kLog, st.label() + ": task " + std::to_string(reply.task) +
                             " joins the coordinated rounds from round " +
@@ -128,8 +131,8 @@ void assign(self_ptr self, const msg::add_task& add) {
       },
       [self, task, address](caf::error& err) {
         auto& st = self->state;
-        auto status = msg::to_status(err, "assigning task " + std::to_string(task) +
-                                            " to worker " + address);
+        auto status =
+          msg::to_status(err, "assigning task " + std::to_string(task) + " to worker " + address);
         log::warning(kLog, st.label() + ": " + status.to_string());
         st.workers.erase(task);
         auto v = list_version(st);

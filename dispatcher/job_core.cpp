@@ -102,7 +102,8 @@ Split from_journal(const msg::JournalSplit& s) {
 // A task's error as the worker reported it, "code: message" (Status::to_string): the job fails
 // with the same code.
 void JobCore::fail_with(const Task& t) {
-  error_ = "task " + std::to_string(t.id) + " on worker " + t.worker_address + " failed: " + t.error;
+  error_ =
+    "task " + std::to_string(t.id) + " on worker " + t.worker_address + " failed: " + t.error;
   error_code_ = ErrorCode::data_loss;
   for (int c = 1; c <= static_cast<int>(ErrorCode::resource_exhausted); ++c) {
     const std::string name = conveyor::to_string(static_cast<ErrorCode>(c));
@@ -205,7 +206,7 @@ std::string JobCore::waiting_for() const {
 }
 
 Expected<JobCore::SplitAnswer> JobCore::get_splits(msg::task_id_t task, int64_t epoch,
-                                                    uint32_t max) {
+                                                   uint32_t max) {
   if (!provider_)
     return failed_precondition("the job is not DYNAMIC; it hands out no splits");
   auto t = tasks_.find(task);

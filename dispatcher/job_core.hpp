@@ -147,7 +147,9 @@ public:
   msg::consumer_id_t join(int64_t now_ns);
   // The ids join() gives start at `first` (a restored job: above every id its previous
   // incarnation gave, so that a consumer re-joining with its old id is never taken for another).
-  void first_consumer_id(msg::consumer_id_t first) { next_consumer_ = std::max(next_consumer_, first); }
+  void first_consumer_id(msg::consumer_id_t first) {
+    next_consumer_ = std::max(next_consumer_, first);
+  }
   void touch(msg::consumer_id_t id, int64_t now_ns);
   // Returns false when the consumer was unknown.
   bool leave(msg::consumer_id_t id, bool finished);
@@ -166,7 +168,9 @@ public:
   void expect_consumers(int64_t n) { expected_consumers_ = std::max<int64_t>(1, n); }
   // Whole-epoch cross-trainer sharing: the consumer's trainer id; true when the trainer is new
   // to the job (its first consumer), so that the tasks must hear of it.
-  bool set_trainer(msg::consumer_id_t id, const std::string& trainer) { return trainers_.add(id, trainer); }
+  bool set_trainer(msg::consumer_id_t id, const std::string& trainer) {
+    return trainers_.add(id, trainer);
+  }
   // After the consumer left: its trainer id when it was that trainer's last consumer (the
   // tasks must forget the trainer), else empty.
   std::string trainer_gone(msg::consumer_id_t id) { return trainers_.remove(id); }
@@ -198,8 +202,8 @@ private:
   int64_t joined_ = 0;
   int64_t expected_consumers_ = 1;
   int64_t left_unfinished_ = 0;
-  TrainerReaders trainers_; // whole-epoch cache sharing
-  std::set<msg::task_id_t> need_reader_;                         // (require_reader)
+  TrainerReaders trainers_;                                        // whole-epoch cache sharing
+  std::set<msg::task_id_t> need_reader_;                           // (require_reader)
   std::map<msg::consumer_id_t, std::set<msg::task_id_t>> reading_; // consumer -> tasks it reads
 };
 

@@ -28,8 +28,8 @@ namespace {
 constexpr const char* kLog = "journal";
 constexpr char kSegmentMagic[8] = {'C', 'V', 'J', 'O', 'U', 'R', 'N', '1'};
 constexpr char kSnapshotMagic[8] = {'C', 'V', 'S', 'N', 'A', 'P', 'S', '1'};
-constexpr std::size_t kHeaderBytes = 32; // magic, version, 0, seq, crc, 0
-constexpr std::size_t kFrameBytes = 20; // length, seq, header crc, payload crc
+constexpr std::size_t kHeaderBytes = 32;       // magic, version, 0, seq, crc, 0
+constexpr std::size_t kFrameBytes = 20;        // length, seq, header crc, payload crc
 constexpr uint32_t kMaxRecordBytes = 1u << 30; // a snapshot is one frame
 
 // --- codec: one inspector that writes, one that reads (inspect() of every record and entry)
@@ -281,8 +281,8 @@ bool all_zero(std::string_view s) {
 }
 
 // Parses a "<prefix>-<20 digits><suffix>" name; false for anything else.
-bool parse_generation(const std::string& name, const std::string& prefix,
-                      const std::string& suffix, uint64_t& out) {
+bool parse_generation(const std::string& name, const std::string& prefix, const std::string& suffix,
+                      uint64_t& out) {
   if (name.size() != prefix.size() + 1 + 20 + suffix.size() || name.rfind(prefix + "-", 0) != 0 ||
       name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
     return false;
@@ -372,15 +372,15 @@ std::string utc_stamp() {
 // Damage found at start-up, and what JournalOptions::recover needs to get past it.
 struct Damage {
   bool found = false;
-  bool recoverable = false;        // in the segment (or a missing one); never a bad snapshot
-  std::vector<std::string> aside;  // files to move aside
-  bool rebuild = false;            // write segment `generation` again from `prefix`
+  bool recoverable = false;       // in the segment (or a missing one); never a bad snapshot
+  std::vector<std::string> aside; // files to move aside
+  bool rebuild = false;           // write segment `generation` again from `prefix`
   uint64_t generation = 0;
-  uint64_t first_seq = 1;          // the rebuilt segment's first record
-  std::string prefix;              // the good frames before the damage
+  uint64_t first_seq = 1; // the rebuilt segment's first record
+  std::string prefix;     // the good frames before the damage
   int64_t records_kept = 0;
-  int64_t dropped_bytes = 0;       // bytes of the damaged file not in the rebuilt one
-  int64_t intact_after = 0;        // frames with a good header after the damage (lost too)
+  int64_t dropped_bytes = 0; // bytes of the damaged file not in the rebuilt one
+  int64_t intact_after = 0;  // frames with a good header after the damage (lost too)
 };
 
 // Everything start-up decided, before any file is changed.
@@ -388,8 +388,8 @@ struct Plan {
   DispatcherState state;
   uint64_t generation = 0;
   uint64_t next_seq = 1;
-  bool create = false;            // a fresh work dir: segment 0 is created
-  int64_t valid = 0;              // bytes of segment `generation` to keep (a torn tail is cut)
+  bool create = false; // a fresh work dir: segment 0 is created
+  int64_t valid = 0;   // bytes of segment `generation` to keep (a torn tail is cut)
   int64_t truncated = 0;
   int64_t records = 0;
   bool snapshot_loaded = false;
@@ -441,8 +441,8 @@ int64_t intact_headers_after(std::string_view d, std::size_t from) {
 // Replays segment `path` into `state`; its first record must be `expect`, which ends as the
 // number of the next record. `valid`: the bytes of good records (a torn tail after them is
 // logged). Damage: data_loss naming file, offset and record; `damage` says how to get past it.
-Status replay_segment(const std::string& path, uint64_t g, uint64_t& expect,
-                      DispatcherState& state, int64_t& records, int64_t& valid, Damage& damage) {
+Status replay_segment(const std::string& path, uint64_t g, uint64_t& expect, DispatcherState& state,
+                      int64_t& records, int64_t& valid, Damage& damage) {
   auto data = read_file(path);
   if (!data.ok())
     return data.status();
@@ -457,25 +457,27 @@ Status replay_segment(const std::string& path, uint64_t g, uint64_t& expect,
     if (pos > kHeaderBytes)
       damage.prefix.assign(d.substr(kHeaderBytes, pos - kHeaderBytes));
     damage.records_kept = in_file;
-    damage.dropped_bytes = static_cast<int64_t>(d.size()) -
-                           (pos >= kHeaderBytes ? static_cast<int64_t>(pos) : 0);
+    damage.dropped_bytes =
+      static_cast<int64_t>(d.size()) - (pos >= kHeaderBytes ? static_cast<int64_t>(pos) : 0);
     damage.intact_after = pos >= kHeaderBytes ? intact_headers_after(d, pos) : 0;
     return data_loss(path + " at byte " + std::to_string(pos) + where + ": " + why +
                      ". The dispatcher stops and changes no file; `--journal-recover` moves the "
-                     "file aside and keeps the " + plural(in_file, "record") + " before byte " +
+                     "file aside and keeps the " +
+                     plural(in_file, "record") + " before byte " +
                      std::to_string(pos >= kHeaderBytes ? pos : 0));
   };
   uint64_t first = 0;
   if (auto s = check_header(path, d, kSegmentMagic, "journal segment", first); !s.ok()) {
     (void)damaged(0, "", ""); // only records what recovery does: the whole file goes aside
-    return data_loss(s.message() + ". The dispatcher stops and changes no file; "
+    return data_loss(s.message() +
+                     ". The dispatcher stops and changes no file; "
                      "`--journal-recover` moves the file aside and starts an empty segment");
   }
   if (first != expect)
-    return damaged(16, "", "the segment starts at record " + std::to_string(first) + " but " +
-                             (expect == 1 ? std::string{"a journal starts at record 1"}
-                                          : "the snapshot ends before record " +
-                                              std::to_string(expect)));
+    return damaged(16, "",
+                   "the segment starts at record " + std::to_string(first) + " but " +
+                     (expect == 1 ? std::string{"a journal starts at record 1"}
+                                  : "the snapshot ends before record " + std::to_string(expect)));
   std::size_t pos = kHeaderBytes;
   while (pos < d.size()) {
     const std::size_t left = d.size() - pos;
@@ -503,9 +505,9 @@ Status replay_segment(const std::string& path, uint64_t g, uint64_t& expect,
                        : "the record header's checksum does not match (corrupt length or "
                          "sequence number, or not a record)");
     if (seq != expect)
-      return damaged(pos, where, "sequence number " + std::to_string(seq) + " where " +
-                                   std::to_string(expect) +
-                                   " was expected (a record is missing, repeated or misplaced)");
+      return damaged(pos, where,
+                     "sequence number " + std::to_string(seq) + " where " + std::to_string(expect) +
+                       " was expected (a record is missing, repeated or misplaced)");
     if (len > kMaxRecordBytes)
       return damaged(pos, where, "a record length of " + std::to_string(len) + " bytes");
     if (kFrameBytes + len > left) {
@@ -587,8 +589,8 @@ Status read_work_dir(const std::string& dir, Plan& plan, Damage& damage) {
     }
     plan.snapshot_loaded = true;
   }
-  const std::string base = snapshots.empty() ? std::string{"no snapshot"}
-                                             : Journal::snapshot_path(dir, g);
+  const std::string base =
+    snapshots.empty() ? std::string{"no snapshot"} : Journal::snapshot_path(dir, g);
   for (auto s : segments) {
     auto path = Journal::segment_path(dir, s);
     if (s < g) {
@@ -658,15 +660,18 @@ Status recover(const std::string& dir, const Damage& damage, const Status& why, 
   // The damage itself, without the advice to use the flag that is being used.
   const auto& m = why.message();
   const auto damage_only = m.substr(0, std::min(m.find(". The dispatcher stops"), m.size()));
-  log::warning(kLog, "--journal-recover: " + damage_only + " -- " +
-                       (r.moved_aside.empty() ? std::string{"nothing to move aside"}
-                                              : "moved the file to " + r.moved_aside) +
-                       "; kept " + plural(damage.records_kept, "record") + " of that segment, "
-                       "dropped " + plural(damage.dropped_bytes, "byte") +
-                       (damage.intact_after > 0
-                          ? " (holding at least " + plural(damage.intact_after, "intact-looking record") +
-                              " after the damage, kept in the moved file)"
-                          : std::string{}));
+  log::warning(kLog,
+               "--journal-recover: " + damage_only + " -- " +
+                 (r.moved_aside.empty() ? std::string{"nothing to move aside"}
+                                        : "moved the file to " + r.moved_aside) +
+                 "; kept " + plural(damage.records_kept, "record") +
+                 " of that segment, "
+                 "dropped " +
+                 plural(damage.dropped_bytes, "byte") +
+                 (damage.intact_after > 0
+                    ? " (holding at least " + plural(damage.intact_after, "intact-looking record") +
+                        " after the damage, kept in the moved file)"
+                    : std::string{}));
   return Status::OK();
 }
 

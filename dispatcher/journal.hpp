@@ -80,14 +80,14 @@ struct JournalOptions {
 struct JournalReplay {
   bool snapshot_loaded = false;
   uint64_t generation = 0;
-  int64_t records = 0;          // journal records replayed (after the snapshot)
-  int64_t truncated_bytes = 0;  // torn tail cut off the last segment
-  uint64_t next_record = 1;     // sequence number the next appended record gets
+  int64_t records = 0;         // journal records replayed (after the snapshot)
+  int64_t truncated_bytes = 0; // torn tail cut off the last segment
+  uint64_t next_record = 1;    // sequence number the next appended record gets
   // With JournalOptions::recover, when damage was found: where the damaged segment went and
   // how many of its bytes are not in the new one.
   std::string moved_aside;
   int64_t recovered_dropped_bytes = 0;
-  double seconds = 0;           // time spent reading and applying
+  double seconds = 0; // time spent reading and applying
 };
 
 // What the dispatcher actor needs of a journal: the file journal below, or the simulator's disk
@@ -108,7 +108,6 @@ public:
 
 class Journal final : public JournalWriter {
 public:
-
   // Opens (creating) the work dir, restores `state` from the newest snapshot and replays the
   // segments after it. Errors: io_error (cannot create/read/write the dir), data_loss (a bad
   // record or snapshot: "<file> at byte <offset>: ..."), or a record the state refused.
@@ -127,7 +126,9 @@ public:
   // Snapshot of `state` (which must include every appended record: call it from the thread
   // that appends and applies), then a new segment; older files are deleted.
   Status compact(const DispatcherState& state) override;
-  bool should_compact() const override { return segment_records_ >= options_.compact_after_records; }
+  bool should_compact() const override {
+    return segment_records_ >= options_.compact_after_records;
+  }
 
   const std::string& dir() const override { return options_.dir; }
   uint64_t generation() const { return generation_; }

@@ -58,8 +58,7 @@ struct register_dataset {
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, register_dataset& x) {
-  return f(caf::meta::type_name("register_dataset"), x.definition, x.compression,
-           x.requested_id);
+  return f(caf::meta::type_name("register_dataset"), x.definition, x.compression, x.requested_id);
 }
 
 struct dataset_registered {
@@ -90,7 +89,8 @@ inline constexpr int64_t kNextIteration = -1;
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, get_or_create_job& x) {
   return f(caf::meta::type_name("get_or_create_job"), x.dataset, x.job_name, x.policy,
-           x.num_consumers, x.target_workers, x.cross_trainer_cache, x.expected_consumers, x.iteration);
+           x.num_consumers, x.target_workers, x.cross_trainer_cache, x.expected_consumers,
+           x.iteration);
 }
 
 struct job_info {
@@ -98,8 +98,8 @@ struct job_info {
   std::string job_name; // empty for a private job
   dataset_id_t dataset;
   ShardingPolicy policy = ShardingPolicy::off;
-  bool finished = false; // the job ended before this consumer could join (it says so loudly)
-  job_actor handle;      // null when finished and released
+  bool finished = false;  // the job ended before this consumer could join (it says so loudly)
+  job_actor handle;       // null when finished and released
   int64_t repetition = 0; // named jobs: the iteration of the name this job reads (0, 1, ...)
 };
 template <class Inspector>

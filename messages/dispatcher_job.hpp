@@ -103,18 +103,15 @@ typename Inspector::result_type inspect(Inspector& f, persist_splits& x) {
 }
 
 // The job actor: tasks, consumers and the dispatcher see it through this interface.
-using job_actor = split_source_actor::extend<caf::replies_to<join_job>::with<job_joined>,
-                                             caf::replies_to<get_tasks>::with<task_list>,
-                                             caf::reacts_to<leave_job>,
-                                             caf::reacts_to<add_task>,
-                                             caf::reacts_to<remove_task>,
-                                             caf::reacts_to<drain_task>,
-                                             caf::replies_to<get_job_status>::with<job_status>>;
+using job_actor = split_source_actor::extend<
+  caf::replies_to<join_job>::with<job_joined>, caf::replies_to<get_tasks>::with<task_list>,
+  caf::reacts_to<leave_job>, caf::reacts_to<add_task>, caf::reacts_to<remove_task>,
+  caf::reacts_to<drain_task>, caf::replies_to<get_job_status>::with<job_status>>;
 
 // The dispatcher, as its job actors see it.
-using job_report_actor = caf::typed_actor<caf::replies_to<persist_splits>::with<caf::ok_atom>,
-                                          caf::reacts_to<task_finished>,
-                                          caf::reacts_to<job_finished>,
-                                          caf::reacts_to<job_released>>;
+using job_report_actor =
+  caf::typed_actor<caf::replies_to<persist_splits>::with<caf::ok_atom>,
+                   caf::reacts_to<task_finished>, caf::reacts_to<job_finished>,
+                   caf::reacts_to<job_released>>;
 
 } // namespace conveyor::msg

@@ -41,7 +41,8 @@ struct task_def {
   // fixed worker list. num_workers = 0 for OFF and DYNAMIC.
   int64_t num_workers = 0;
   int64_t worker_index = 0;
-  CacheSharing cross_trainer_cache = CacheSharing::none; // serve the job's trainers from a shared cache
+  CacheSharing cross_trainer_cache =
+    CacheSharing::none; // serve the job's trainers from a shared cache
   // Coordinated reads: the job's num_consumers (-1 = not coordinated; coordinated/round_robin.hpp).
   int64_t num_consumers = -1;
 };

@@ -14,30 +14,23 @@ constexpr caf::atom_value kCategory = caf::atom("conveyor");
 
 ErrorCode code_of(caf::sec s) {
   switch (s) {
-  case caf::sec::request_timeout:
-  case caf::sec::connection_timeout:
-    return ErrorCode::deadline_exceeded;
-  case caf::sec::cannot_connect_to_node:
-  case caf::sec::disconnect_during_handshake:
-  case caf::sec::request_receiver_down:
-  case caf::sec::remote_linking_failed:
-  case caf::sec::no_route_to_receiving_node:
-    return ErrorCode::unavailable;
-  case caf::sec::unexpected_actor_messaging_interface:
-  case caf::sec::incompatible_versions:
-  case caf::sec::incompatible_application_ids:
-    return ErrorCode::version_mismatch;
-  case caf::sec::invalid_argument:
-    return ErrorCode::invalid_argument;
-  case caf::sec::cannot_open_port:
-  case caf::sec::cannot_publish_invalid_actor:
-  case caf::sec::network_syscall_failed:
-    return ErrorCode::io_error;
-  case caf::sec::unexpected_message:
-  case caf::sec::unexpected_response:
-    return ErrorCode::internal;
-  default:
-    return ErrorCode::unavailable;
+    case caf::sec::request_timeout:
+    case caf::sec::connection_timeout: return ErrorCode::deadline_exceeded;
+    case caf::sec::cannot_connect_to_node:
+    case caf::sec::disconnect_during_handshake:
+    case caf::sec::request_receiver_down:
+    case caf::sec::remote_linking_failed:
+    case caf::sec::no_route_to_receiving_node: return ErrorCode::unavailable;
+    case caf::sec::unexpected_actor_messaging_interface:
+    case caf::sec::incompatible_versions:
+    case caf::sec::incompatible_application_ids: return ErrorCode::version_mismatch;
+    case caf::sec::invalid_argument: return ErrorCode::invalid_argument;
+    case caf::sec::cannot_open_port:
+    case caf::sec::cannot_publish_invalid_actor:
+    case caf::sec::network_syscall_failed: return ErrorCode::io_error;
+    case caf::sec::unexpected_message:
+    case caf::sec::unexpected_response: return ErrorCode::internal;
+    default: return ErrorCode::unavailable;
   }
 }
 

@@ -27,8 +27,7 @@ namespace conveyor::msg {
 // round_span (messages/protocol.hpp: the round-robin core uses it too, without CAF).
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, round_span& x) {
-  return f(caf::meta::type_name("round_span"), x.task, x.start_round, x.end_round,
-           x.served_rounds);
+  return f(caf::meta::type_name("round_span"), x.task, x.start_round, x.end_round, x.served_rounds);
 }
 
 struct join_job {
@@ -107,8 +106,8 @@ typename Inspector::result_type inspect(Inspector& f, get_tasks::lost_report& x)
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, get_tasks& x) {
-  return f(caf::meta::type_name("get_tasks"), x.consumer, x.known_version, x.hold_ns,
-           x.progress, x.round, x.round_fence, x.lost_reports, x.reading);
+  return f(caf::meta::type_name("get_tasks"), x.consumer, x.known_version, x.hold_ns, x.progress,
+           x.round, x.round_fence, x.lost_reports, x.reading);
 }
 
 struct task_info {
@@ -132,8 +131,8 @@ typename Inspector::result_type inspect(Inspector& f, task_info& x) {
 }
 
 struct task_list {
-  uint64_t version = 0;          // changes whenever the list or job_finished changes
-  std::vector<task_info> tasks;  // the job's live tasks (finished ones included)
+  uint64_t version = 0;         // changes whenever the list or job_finished changes
+  std::vector<task_info> tasks; // the job's live tasks (finished ones included)
   // Every listed task's pipeline ended (DYNAMIC: and no split is left to hand out again): a
   // consumer ends once it read each listed task to its end. May turn false again when a worker
   // joins (its new task is listed).

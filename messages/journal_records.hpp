@@ -16,8 +16,8 @@ namespace conveyor::msg {
 struct RegisterDatasetRecord {
   dataset_id_t dataset;
   std::string fingerprint;
-  std::string definition;   // to_binary form
-  uint8_t compression = 0;  // conveyor::Compression
+  std::string definition;  // to_binary form
+  uint8_t compression = 0; // conveyor::Compression
   int64_t time_us = 0;
 };
 template <class Inspector>
@@ -49,9 +49,9 @@ typename Inspector::result_type inspect(Inspector& f, RemoveWorkerRecord& x) {
 struct CreateJobRecord {
   job_id_t job = 0;
   dataset_id_t dataset;
-  std::string job_name;        // empty = private job
-  uint8_t policy = 0;          // conveyor::ShardingPolicy
-  int64_t num_consumers = -1;  // -1 = not coordinated
+  std::string job_name;       // empty = private job
+  uint8_t policy = 0;         // conveyor::ShardingPolicy
+  int64_t num_consumers = -1; // -1 = not coordinated
   std::string target_workers;
   int64_t time_us = 0;
   int64_t split_size = 0; // DYNAMIC: elements per range split, decided at creation (0 = default)
@@ -176,9 +176,9 @@ typename Inspector::result_type inspect(Inspector& f, ForgetJobRecord& x) {
 
 // The variant's alternative index is the record's tag in the journal (dispatcher/journal.hpp):
 // append new record types at the END only, never reorder (old journals must stay readable).
-using Update = std::variant<RegisterDatasetRecord, RegisterWorkerRecord, RemoveWorkerRecord,
-                            CreateJobRecord, CreateTaskRecord, FinishTaskRecord, FinishJobRecord,
-                            ReleaseJobRecord, SplitPositionRecord, CreateNamedJobRecord,
-                            ForgetJobRecord>;
+using Update =
+  std::variant<RegisterDatasetRecord, RegisterWorkerRecord, RemoveWorkerRecord, CreateJobRecord,
+               CreateTaskRecord, FinishTaskRecord, FinishJobRecord, ReleaseJobRecord,
+               SplitPositionRecord, CreateNamedJobRecord, ForgetJobRecord>;
 
 } // namespace conveyor::msg

@@ -94,7 +94,7 @@ struct job_status {
   int64_t bytes = 0;
   double elements_per_s = 0; // over about the last 10 s of consumer reports (0 once none reads)
   double bytes_per_s = 0;
-  int64_t epoch = -1;            // DYNAMIC: the job's split epoch; -1 otherwise
+  int64_t epoch = -1;             // DYNAMIC: the job's split epoch; -1 otherwise
   int64_t splits_handed_out = -1; // DYNAMIC only
   consumer_progress waiting;      // summed over its consumers
   std::string waiting_for;        // what holds production open besides running tasks, or empty

@@ -90,10 +90,10 @@ struct get_elements {
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, get_elements& x) {
-  return f(caf::meta::type_name("get_elements"), x.consumer, x.max_elements, x.max_bytes,
-           x.hold_ns, x.acks, x.reconnected, x.bulk_channel, x.trainer_id, x.round_first,
-           x.round_count, x.consumer_index, x.round_timeout_ns, x.round_resume,
-           x.round_committed_known, x.auth_token);
+  return f(caf::meta::type_name("get_elements"), x.consumer, x.max_elements, x.max_bytes, x.hold_ns,
+           x.acks, x.reconnected, x.bulk_channel, x.trainer_id, x.round_first, x.round_count,
+           x.consumer_index, x.round_timeout_ns, x.round_resume, x.round_committed_known,
+           x.auth_token);
 }
 
 // task -> consumer

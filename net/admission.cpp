@@ -25,13 +25,14 @@ Status check_admission(const std::string& required, const std::string& presented
     return Status::OK();
   if (constant_time_equal(required, presented))
     return Status::OK();
-  return permission_denied(
-    "the " + node + " requires an admission token (--auth-token, --token-file or "
-    "CONVEYOR_AUTH_TOKEN) and this " + who + " presented " +
-    (presented.empty() ? "none" : "a wrong one"));
+  return permission_denied("the " + node +
+                           " requires an admission token (--auth-token, --token-file or "
+                           "CONVEYOR_AUTH_TOKEN) and this " +
+                           who + " presented " + (presented.empty() ? "none" : "a wrong one"));
 }
 
-Expected<std::string> load_auth_token(const std::string& flag_value, const std::string& token_file) {
+Expected<std::string> load_auth_token(const std::string& flag_value,
+                                      const std::string& token_file) {
   if (!flag_value.empty() && !token_file.empty())
     return invalid_argument("give either `--auth-token` or `--token-file`, not both");
   if (!flag_value.empty())
@@ -58,8 +59,9 @@ Expected<std::string> load_auth_token(const std::string& flag_value, const std::
   if (const char* env = std::getenv("CONVEYOR_AUTH_TOKEN")) {
     // Set but empty is a mistake (a template that lost its value), not a wish for no token.
     if (*env == '\0')
-      return invalid_argument("CONVEYOR_AUTH_TOKEN is set but empty: give it the token, or unset it "
-                              "to run without an admission token");
+      return invalid_argument(
+        "CONVEYOR_AUTH_TOKEN is set but empty: give it the token, or unset it "
+        "to run without an admission token");
     return std::string{env};
   }
   return std::string{};

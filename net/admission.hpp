@@ -30,7 +30,8 @@ Status check_admission(const std::string& required, const std::string& presented
 class AdmissionGate {
 public:
   AdmissionGate() = default;
-  AdmissionGate(std::string token, std::string node) : token_(std::move(token)), node_(std::move(node)) {}
+  AdmissionGate(std::string token, std::string node)
+    : token_(std::move(token)), node_(std::move(node)) {}
   bool enabled() const { return !token_.empty(); }
   // The hot-path check: one constant-time compare, nothing allocated.
   bool accepts(std::string_view presented) const {

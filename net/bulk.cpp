@@ -194,8 +194,8 @@ caf::behavior bulk_server(caf::io::broker* self, std::string host, uint16_t port
       auto& conn = st->conns[msg.handle];
       conn.writer_key = ++st->writer_keys;
       if (st->tls) {
-        conn.session = spawn_tls_bulk_server_session(self, msg.handle, st->tls, st->writer,
-                                                     conn.writer_key);
+        conn.session =
+          spawn_tls_bulk_server_session(self, msg.handle, st->tls, st->writer, conn.writer_key);
         self->configure_read(msg.handle, receive_policy::at_most(kTlsReadChunk));
       } else {
         self->configure_read(msg.handle, receive_policy::exactly(bulk::kHelloBytes));
@@ -290,8 +290,8 @@ struct ClientConn {
   bulk::StreamReader reader; // plain TCP (TLS: the session has its own)
   caf::actor session;        // TLS bulk path only (net/bulk_tls.hpp)
   // TLS: the socket is read one whole record at a time (net/bulk_seal.hpp).
-  std::optional<bulk::RecordHeader> body; // reading this record's body (else the next header)
-  bool sealed_ok = false;                 // the session has the ack: sealed records may come
+  std::optional<bulk::RecordHeader> body;   // reading this record's body (else the next header)
+  bool sealed_ok = false;                   // the session has the ack: sealed records may come
   std::optional<bulk::RecordHeader> parked; // a sealed record's header that came before that
 };
 
@@ -314,7 +314,8 @@ struct ClientState {
 
 // The channel is gone, with all its connections: the consumer hears it (from each TLS session,
 // after the frames it still decrypts; the consumer takes the first).
-void lost_channel(caf::io::broker* self, ClientState& st, uint64_t channel, const std::string& why) {
+void lost_channel(caf::io::broker* self, ClientState& st, uint64_t channel,
+                  const std::string& why) {
   auto ch = st.channels.find(channel);
   if (ch == st.channels.end())
     return;
@@ -347,8 +348,8 @@ void connect(caf::io::broker* self, ClientState& st, uint64_t channel, uint64_t 
   auto hdl = self->add_tcp_scribe(ch.host, ch.port);
   if (!hdl) {
     lost_channel(self, st, channel,
-                 "cannot connect to the bulk port " + ch.host + ":" + std::to_string(ch.port) + ": " +
-                   self->system().render(hdl.error()));
+                 "cannot connect to the bulk port " + ch.host + ":" + std::to_string(ch.port) +
+                   ": " + self->system().render(hdl.error()));
     return;
   }
   ch.conns.push_back(*hdl);
@@ -373,7 +374,8 @@ void on_ack(caf::io::broker* self, ClientState& st, uint64_t channel, uint64_t a
   if (ch == st.channels.end())
     return;
   if (ch->second.acked > 0 && assigned != ch->second.server_channel)
-    return lost_channel(self, st, channel, "the worker put a joining bulk connection on another channel");
+    return lost_channel(self, st, channel,
+                        "the worker put a joining bulk connection on another channel");
   ch->second.server_channel = assigned;
   const std::size_t want = st.connections_per_channel();
   if (++ch->second.acked == want) {
@@ -506,8 +508,11 @@ caf::expected<BulkServer> spawn_tcp_bulk_server(caf::actor_system& sys, const st
   caf::scoped_actor self{sys};
   caf::expected<BulkServer> result{caf::sec::request_timeout};
   self->request(broker, std::chrono::seconds(5), caf::get_atom_v)
-    .receive([&](uint16_t port) { result = BulkServer{broker, port}; },
-             [&](caf::error& err) { result = std::move(err); });
+    .receive(
+      [&](uint16_t port) {
+        result = BulkServer{broker, port};
+      },
+      [&](caf::error& err) { result = std::move(err); });
   if (!result)
     caf::anon_send_exit(broker, caf::exit_reason::user_shutdown);
   return result;

@@ -28,7 +28,8 @@ std::optional<std::string> read_record_header(const char* at, RecordHeader& h) {
   if (type < 20 || type > 24 || static_cast<uint8_t>(at[1]) != 3)
     return "bytes that are neither a TLS record nor a sealed record (first byte " +
            std::to_string(type) + ")";
-  const std::size_t length = (std::size_t{static_cast<uint8_t>(at[3])} << 8) | static_cast<uint8_t>(at[4]);
+  const std::size_t length =
+    (std::size_t{static_cast<uint8_t>(at[3])} << 8) | static_cast<uint8_t>(at[4]);
   if (length == 0 || length > kMaxTlsRecordBody)
     return "a TLS record of " + std::to_string(length) + " bytes (allowed: 1.." +
            std::to_string(kMaxTlsRecordBody) + ")";
@@ -54,7 +55,7 @@ constexpr std::size_t kSlice = std::size_t{1} << 30;
 } // namespace
 
 Expected<std::unique_ptr<RecordCipher>> RecordCipher::create(const TlsStream& tls,
-                                                              uint64_t rekey_bytes) {
+                                                             uint64_t rekey_bytes) {
   std::unique_ptr<RecordCipher> c(new RecordCipher(tls, rekey_bytes));
   if (auto keys = c->derive_keys(); !keys.ok())
     return keys;
@@ -68,7 +69,8 @@ Status RecordCipher::derive_keys() {
   unsigned char context[8];
   for (int i = 0; i < 8; ++i)
     context[i] = static_cast<unsigned char>((generation_ >> (8 * i)) & 0xff);
-  auto material = tls_.export_key(bulk::kSealLabel, sizeof key_ + sizeof iv_, context, sizeof context);
+  auto material =
+    tls_.export_key(bulk::kSealLabel, sizeof key_ + sizeof iv_, context, sizeof context);
   if (!material.ok())
     return material.status();
   std::memcpy(key_, material->data(), sizeof key_);
@@ -110,8 +112,9 @@ Expected<std::size_t> RecordCipher::seal(const GatherBuffer& frame, std::size_t 
   // Every step checked: `dst` is a recycled buffer, and what it held before (another frame,
   // maybe plaintext) must never go out as if sealed.
   int n = 0;
-  bool ok = EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), nullptr, key_, nonce) == 1 &&
-            EVP_EncryptUpdate(ctx, nullptr, &n, out, static_cast<int>(bulk::kRecordHeaderBytes)) == 1;
+  bool ok =
+    EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), nullptr, key_, nonce) == 1 &&
+    EVP_EncryptUpdate(ctx, nullptr, &n, out, static_cast<int>(bulk::kRecordHeaderBytes)) == 1;
   unsigned char* at = out + bulk::kRecordHeaderBytes;
   std::size_t left = plain;
   frame.for_each_piece_from(from, [&](const char* p, std::size_t size) {
@@ -127,15 +130,18 @@ Expected<std::size_t> RecordCipher::seal(const GatherBuffer& frame, std::size_t 
   });
   ok = ok && left == 0 && EVP_EncryptFinal_ex(ctx, at, &n) == 1;
   at += n;
-  ok = ok && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, static_cast<int>(bulk::kSealTagBytes), at) == 1;
+  ok = ok && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, static_cast<int>(bulk::kSealTagBytes),
+                                 at) == 1;
   if (!ok)
-    return internal_error("AES-GCM failed to seal a bulk record of " + std::to_string(plain) + " bytes");
+    return internal_error("AES-GCM failed to seal a bulk record of " + std::to_string(plain) +
+                          " bytes");
   return bulk::sealed_size(plain);
 }
 
 Status RecordCipher::open(std::vector<char>& body) {
   if (body.size() <= bulk::kSealTagBytes)
-    return data_loss("a sealed record of " + std::to_string(body.size()) + " bytes, shorter than its tag");
+    return data_loss("a sealed record of " + std::to_string(body.size()) +
+                     " bytes, shorter than its tag");
   const std::size_t plain = body.size() - bulk::kSealTagBytes;
   unsigned char header[bulk::kRecordHeaderBytes];
   write_header(header, plain);

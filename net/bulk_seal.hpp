@@ -59,8 +59,8 @@ inline constexpr std::size_t sealed_size(std::size_t plain) {
 }
 
 struct RecordHeader {
-  bool sealed = false;   // ours (else a TLS record)
-  std::size_t body = 0;  // bytes after the header (sealed: ciphertext and tag)
+  bool sealed = false;  // ours (else a TLS record)
+  std::size_t body = 0; // bytes after the header (sealed: ciphertext and tag)
 };
 // Parses the 5 bytes at `at`; the error names what is wrong (nullopt = ok). A sealed record
 // longer than a frame may be (kMaxFrameBytes) or a TLS record longer than TLS allows is an
@@ -83,7 +83,8 @@ public:
   // Writes the next record, of bytes [from, to) of `frame`, at `dst`, which has room for
   // bulk::sealed_size(to - from) bytes; returns that size, or an error when the next key could
   // not be derived.
-  Expected<std::size_t> seal(const GatherBuffer& frame, std::size_t from, std::size_t to, char* dst);
+  Expected<std::size_t> seal(const GatherBuffer& frame, std::size_t from, std::size_t to,
+                             char* dst);
   // The next record's body (ciphertext and tag, as its header announced) decrypted in place;
   // `body` keeps the plaintext. data_loss when it fails authentication.
   Status open(std::vector<char>& body);

@@ -53,9 +53,7 @@ public:
           return Broken{"protocol error on the bulk stream: " + *bad};
         phase_ = Phase::payload;
         return std::monostate{};
-      case Phase::payload:
-        phase_ = Phase::header;
-        return Payload{header_};
+      case Phase::payload: phase_ = Phase::header; return Payload{header_};
     }
     return Broken{"bulk stream reader in an unknown phase"};
   }

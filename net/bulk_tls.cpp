@@ -31,8 +31,7 @@ void flush(Session* self, const caf::actor& broker, connection_handle hdl, TlsSt
 }
 
 // Ends the session for a failure of its own: the broker closes the connection.
-void fail(Session* self, const caf::actor& broker, connection_handle hdl,
-          const std::string& why) {
+void fail(Session* self, const caf::actor& broker, connection_handle hdl, const std::string& why) {
   self->send(broker, msg::bulk_lost_atom_v, hdl, why);
   self->quit();
 }
@@ -71,19 +70,22 @@ caf::behavior server_session(Session* self, caf::actor broker, connection_handle
       GatherBuffer record;
       tls->take_output(record.own);
       writer->send(writer_key, std::move(record)); // the broker added the connection first
-      auto keys = sent.ok() ? RecordCipher::create(*tls) : Expected<std::unique_ptr<RecordCipher>>(sent);
+      auto keys =
+        sent.ok() ? RecordCipher::create(*tls) : Expected<std::unique_ptr<RecordCipher>>(sent);
       if (!keys.ok())
         return fail(self, broker, hdl, keys.status().message());
       *cipher = std::move(*keys);
     },
     [=](msg::bulk_send_atom, GatherBuffer& frame) {
       if (!*cipher || frame.size() <= bulk::kFrameHeaderBytes)
-        return fail(self, broker, hdl, "internal error: a bulk frame before the ack or without a payload");
+        return fail(self, broker, hdl,
+                    "internal error: a bulk frame before the ack or without a payload");
       // Header and payload are a record each: the consumer reads each into a buffer of its own,
       // and the payload's becomes the elements' storage. Encrypted straight from the pieces (a
       // large tensor's storage is read in place) into the buffer the socket writes.
       const std::size_t payload = frame.size() - bulk::kFrameHeaderBytes;
-      const std::size_t total = bulk::sealed_size(bulk::kFrameHeaderBytes) + bulk::sealed_size(payload);
+      const std::size_t total =
+        bulk::sealed_size(bulk::kFrameHeaderBytes) + bulk::sealed_size(payload);
       std::vector<char> out = BufferPool::global().acquire(total, true);
       out.resize(total); // a recycled one is this long already: nothing zero-filled
       auto header = (*cipher)->seal(frame, 0, bulk::kFrameHeaderBytes, out.data());
@@ -112,9 +114,9 @@ struct ClientSession {
   std::unique_ptr<RecordCipher> cipher; // from the ack on
 };
 
-caf::behavior client_session(Session* self, caf::actor broker,
-                             connection_handle hdl, std::shared_ptr<TlsEndpoint> endpoint,
-                             caf::actor consumer, uint64_t channel, uint64_t join) {
+caf::behavior client_session(Session* self, caf::actor broker, connection_handle hdl,
+                             std::shared_ptr<TlsEndpoint> endpoint, caf::actor consumer,
+                             uint64_t channel, uint64_t join) {
   auto st = std::make_shared<ClientSession>(std::move(endpoint));
   end_with_broker(self, broker);
   // Tells the consumer first (after every frame before the failure), then the broker.
@@ -125,7 +127,7 @@ caf::behavior client_session(Session* self, caf::actor broker,
   char hello[bulk::kHelloBytes];
   bulk::write_hello(hello, join);
   auto sent = st->tls.send(hello, sizeof hello); // held until the handshake is done
-  flush(self, broker, hdl, st->tls);          // the ClientHello
+  flush(self, broker, hdl, st->tls);             // the ClientHello
   if (!sent.ok()) {
     lost("TLS bulk connection: " + sent.message());
     return {};
@@ -158,7 +160,8 @@ caf::behavior client_session(Session* self, caf::actor broker,
     // A sealed record's body (a frame header, or a payload: then it becomes the elements' storage).
     [=](msg::tls_sealed_atom, std::vector<char>& body) {
       if (!st->cipher)
-        return lost("protocol error on the TLS bulk stream: a sealed record before the worker's ack");
+        return lost(
+          "protocol error on the TLS bulk stream: a sealed record before the worker's ack");
       if (auto opened = st->cipher->open(body); !opened.ok())
         return lost("TLS bulk connection: " + opened.message());
       if (body.size() != st->reader.next_size())

@@ -27,7 +27,7 @@ namespace {
 
 constexpr const char* kLog = "bulk";
 constexpr uint64_t kWakeTag = ~uint64_t{0}; // epoll tag of the wake-up eventfd
-constexpr int kMaxIov = 64;                  // pieces per sendmsg (2 per frame: header, tensor)
+constexpr int kMaxIov = 64;                 // pieces per sendmsg (2 per frame: header, tensor)
 
 struct Conn {
   int fd = -1;
@@ -264,7 +264,9 @@ void BulkWriter::send(uint64_t key, GatherBuffer buffer) {
   impl_->post(Command{Command::Kind::send, key, -1, {}, std::move(buffer)});
 }
 
-void BulkWriter::remove(uint64_t key) { impl_->post(Command{Command::Kind::remove, key, -1, {}, {}}); }
+void BulkWriter::remove(uint64_t key) {
+  impl_->post(Command{Command::Kind::remove, key, -1, {}, {}});
+}
 
 BulkWriter::Stats BulkWriter::stats() const {
   Stats s;

@@ -43,9 +43,9 @@ public:
   void remove(uint64_t key);
 
   struct Stats {
-    int64_t buffers = 0;    // written whole
-    int64_t bytes = 0;      // written
-    int64_t syscalls = 0;   // sendmsg calls
+    int64_t buffers = 0;     // written whole
+    int64_t bytes = 0;       // written
+    int64_t syscalls = 0;    // sendmsg calls
     int64_t would_block = 0; // of them, found the socket full
   };
   Stats stats() const;

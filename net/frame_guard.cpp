@@ -28,7 +28,7 @@ namespace conveyor::actors {
 
 namespace {
 
-constexpr std::size_t kHeaderSize = 32; // caf::io::basp::header_size
+constexpr std::size_t kHeaderSize = 32;         // caf::io::basp::header_size
 constexpr std::size_t kSmallBuffer = 16 << 10;  // a connection's copy buffer at first
 constexpr std::size_t kLargeBuffer = 256 << 10; // once it carries bulk traffic
 constexpr unsigned char kClientHandshake = 0x01;
@@ -84,17 +84,17 @@ int connect_loopback(uint16_t port, uint16_t& source_port) {
 Status check_basp_header(const unsigned char* h, bool handshake_done, bool admitted,
                          const GuardLimits& limits) {
   const unsigned char op = h[0];
-  const uint32_t len = (uint32_t{h[4]} << 24) | (uint32_t{h[5]} << 16) | (uint32_t{h[6]} << 8) | h[7];
+  const uint32_t len =
+    (uint32_t{h[4]} << 24) | (uint32_t{h[5]} << 16) | (uint32_t{h[6]} << 8) | h[7];
   if (op > kMaxOperation)
     return invalid_argument("unknown BASP operation " + std::to_string(op));
   if (!handshake_done && op != kClientHandshake)
     return invalid_argument("the first frame is not a BASP client handshake (operation " +
                             std::to_string(op) + ")");
   if (handshake_done && limits.require_admission && !admitted && len > limits.preauth_max_bytes)
-    return resource_exhausted("a BASP frame announces " + std::to_string(len) +
-                              " payload bytes, more than the limit of " +
-                              std::to_string(limits.preauth_max_bytes) +
-                              " before the peer presents the admission token");
+    return resource_exhausted(
+      "a BASP frame announces " + std::to_string(len) + " payload bytes, more than the limit of " +
+      std::to_string(limits.preauth_max_bytes) + " before the peer presents the admission token");
   const uint32_t max = handshake_done ? limits.max_frame_bytes : limits.handshake_max_bytes;
   if (len > max)
     return resource_exhausted("a BASP frame announces " + std::to_string(len) +
@@ -146,8 +146,8 @@ namespace {
 struct PeerNode {
   std::string key;
   bool key_complete = false;
-  bool key_usable = true;      // false: a handshake payload over kMaxKeyBytes, never admitted
-  uint64_t key_left = 0;       // handshake payload bytes still to come
+  bool key_usable = true; // false: a handshake payload over kMaxKeyBytes, never admitted
+  uint64_t key_left = 0;  // handshake payload bytes still to come
   bool lifted = false;
 };
 
@@ -166,8 +166,8 @@ bool try_lift(FrameGuard::Shared& sh, PeerNode& peer, uint64_t me) {
 }
 
 // One connection: peer <-> CAF until either side closes, a bad frame, idleness or stop.
-void serve(std::shared_ptr<FrameGuard::Shared> sh, int client, uint64_t me, std::string peer_address,
-           std::string peer_host) {
+void serve(std::shared_ptr<FrameGuard::Shared> sh, int client, uint64_t me,
+           std::string peer_address, std::string peer_host) {
   name_this_thread("conveyor-guard");
   auto& stats = *sh->stats;
   // In Shared::unadmitted (put there by accept_loop, plain mode) until its node is admitted.
@@ -197,11 +197,12 @@ void serve(std::shared_ptr<FrameGuard::Shared> sh, int client, uint64_t me, std:
       int wait_ms = idle_ms;
       if (sh->limits.parse_basp && !handshake_done) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      handshake_deadline - std::chrono::steady_clock::now()).count();
+                      handshake_deadline - std::chrono::steady_clock::now())
+                      .count();
         if (left <= 0) {
           ++stats.closed_idle;
-          why = "no BASP handshake within " +
-                std::to_string(sh->limits.handshake_timeout.count()) + " ms";
+          why = "no BASP handshake within " + std::to_string(sh->limits.handshake_timeout.count()) +
+                " ms";
           break;
         }
         wait_ms = std::min<int>(wait_ms, static_cast<int>(left));
@@ -247,7 +248,8 @@ void serve(std::shared_ptr<FrameGuard::Shared> sh, int client, uint64_t me, std:
               peer.key_left -= k;
               peer.key_complete = peer.key_left == 0;
             }
-            out.insert(out.end(), in.begin() + static_cast<long>(i), in.begin() + static_cast<long>(i + take));
+            out.insert(out.end(), in.begin() + static_cast<long>(i),
+                       in.begin() + static_cast<long>(i + take));
             payload_left -= take;
             i += take;
             continue;
@@ -375,9 +377,10 @@ struct RefusalLog {
     std::string when;
     if (last)
       when = " in the last " +
-             std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - *last).count()) + " s";
-    log::warning(node, "refused " + std::to_string(unlogged) + " connection(s)" + when + ": " + why +
-                         " (" + std::to_string(total) + " refused so far)");
+             std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - *last).count()) +
+             " s";
+    log::warning(node, "refused " + std::to_string(unlogged) + " connection(s)" + when + ": " +
+                         why + " (" + std::to_string(total) + " refused so far)");
     last = now;
     unlogged = 0;
   }
@@ -404,7 +407,8 @@ void accept_loop(std::shared_ptr<FrameGuard::Shared> sh) {
       break;
     sockaddr_storage from{};
     socklen_t from_len = sizeof from;
-    int client = ::accept4(sh->listen_fd, reinterpret_cast<sockaddr*>(&from), &from_len, SOCK_CLOEXEC);
+    int client =
+      ::accept4(sh->listen_fd, reinterpret_cast<sockaddr*>(&from), &from_len, SOCK_CLOEXEC);
     if (client < 0)
       continue;
     const std::string host = host_of(from);
@@ -481,8 +485,8 @@ Expected<std::unique_ptr<FrameGuard>> FrameGuard::start(const std::string& host,
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* res = nullptr;
-  const std::string where = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
-                            std::to_string(port);
+  const std::string where =
+    (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
   if (int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); rc != 0)
     return io_error("cannot listen on " + where + ": " + ::gai_strerror(rc));
   int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -529,8 +533,9 @@ Expected<std::unique_ptr<FrameGuard>> FrameGuard::start(const std::string& host,
   inner_port::protect(target_port);
   if (!inner_port::accept_checked())
     log::warning(sh->node, "this process's `accept` is not the checking one (net/inner_port.hpp): "
-                           "CAF's port 127.0.0.1:" + std::to_string(target_port) +
-                           " takes connections from any local user");
+                           "CAF's port 127.0.0.1:" +
+                             std::to_string(target_port) +
+                             " takes connections from any local user");
   else
     log::info(sh->node, "CAF listens on 127.0.0.1:" + std::to_string(target_port) +
                           " behind the frame guard, for the guard's connections only");

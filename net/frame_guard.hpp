@@ -56,13 +56,13 @@ struct GuardLimits {
 
 struct GuardStats {
   std::atomic<int64_t> accepted{0};
-  std::atomic<int64_t> refused_full{0};   // closed on accept: too many connections
-  std::atomic<int64_t> refused_address{0}; // closed on accept: too many from that address
+  std::atomic<int64_t> refused_full{0};       // closed on accept: too many connections
+  std::atomic<int64_t> refused_address{0};    // closed on accept: too many from that address
   std::atomic<int64_t> evicted_unadmitted{0}; // oldest unadmitted closed to make room
   std::atomic<int64_t> closed_bad_frame{0};
-  std::atomic<int64_t> closed_preauth{0};  // of closed_bad_frame: over the pre-auth cap
-  std::atomic<int64_t> lifted{0};          // connections whose node was admitted
-  std::atomic<int64_t> closed_idle{0};     // idle, or no handshake in time
+  std::atomic<int64_t> closed_preauth{0}; // of closed_bad_frame: over the pre-auth cap
+  std::atomic<int64_t> lifted{0};         // connections whose node was admitted
+  std::atomic<int64_t> closed_idle{0};    // idle, or no handshake in time
   std::atomic<int> open{0};
 };
 

@@ -28,13 +28,15 @@ uint16_t port_of(const sockaddr_in& a) { return ntohs(a.sin_port); }
 bool admissible(int fd) {
   sockaddr_in local{};
   socklen_t len = sizeof local;
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0 || local.sin_family != AF_INET)
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0 ||
+      local.sin_family != AF_INET)
     return true; // not an IPv4 connection: CAF's inner port is 127.0.0.1 only
   if (protected_ports[port_of(local)].load() == 0)
     return true;
   sockaddr_in peer{};
   len = sizeof peer;
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0 || peer.sin_family != AF_INET)
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0 ||
+      peer.sin_family != AF_INET)
     return false;
   return peer.sin_addr.s_addr == htonl(INADDR_LOOPBACK) && guard_sources[port_of(peer)].load() != 0;
 }
@@ -43,8 +45,8 @@ void log_refusal(uint16_t peer_port) {
   const int64_t n = ++refused_count;
   if (n <= 10 || n % 1000 == 0)
     log::warning("frame guard", "closed a connection to CAF's inner port from 127.0.0.1:" +
-                                  std::to_string(peer_port) +
-                                  " that is not the frame guard's (" + std::to_string(n) +
+                                  std::to_string(peer_port) + " that is not the frame guard's (" +
+                                  std::to_string(n) +
                                   " closed so far): peers must connect to the public port");
 }
 
@@ -74,7 +76,8 @@ int64_t refused() { return refused_count.load(); }
 } // namespace conveyor::actors::inner_port
 
 // Interposed over libc's (see the header): CAF's libcaf_io binds to the executable's definition.
-extern "C" __attribute__((visibility("default"))) int accept(int fd, sockaddr* addr, socklen_t* len) {
+extern "C" __attribute__((visibility("default"))) int accept(int fd, sockaddr* addr,
+                                                             socklen_t* len) {
   using namespace conveyor::actors::inner_port;
   const auto real = next_accept();
   if (real == nullptr) {

@@ -24,7 +24,7 @@ using X509Ptr = std::unique_ptr<X509, Freer<X509, X509_free>>;
 using StorePtr = std::unique_ptr<X509_STORE, Freer<X509_STORE, X509_STORE_free>>;
 using StoreCtxPtr = std::unique_ptr<X509_STORE_CTX, Freer<X509_STORE_CTX, X509_STORE_CTX_free>>;
 
-void free_chain(STACK_OF(X509)* chain) { sk_X509_pop_free(chain, X509_free); }
+void free_chain(STACK_OF(X509) * chain) { sk_X509_pop_free(chain, X509_free); }
 using ChainPtr = std::unique_ptr<STACK_OF(X509), Freer<STACK_OF(X509), free_chain>>;
 
 // The node's own certificate must verify against the CA file the way its peers verify it (mutual

@@ -7,7 +7,6 @@
 #include <cstring>
 #include <utility>
 
-
 namespace conveyor::actors {
 
 namespace {
@@ -37,7 +36,8 @@ long out_ctrl(BIO* b, int cmd, long, void*) {
   switch (cmd) {
     case BIO_CTRL_FLUSH: return 1;
     case BIO_CTRL_WPENDING:
-    case BIO_CTRL_PENDING: return static_cast<long>(static_cast<std::vector<char>*>(BIO_get_data(b))->size());
+    case BIO_CTRL_PENDING:
+      return static_cast<long>(static_cast<std::vector<char>*>(BIO_get_data(b))->size());
     default: return 0;
   }
 }
@@ -49,7 +49,8 @@ int out_create(BIO* b) {
 
 const BIO_METHOD* out_method() {
   static BIO_METHOD* m = [] {
-    BIO_METHOD* method = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "conveyor tls out");
+    BIO_METHOD* method =
+      BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "conveyor tls out");
     BIO_meth_set_write_ex(method, out_write);
     BIO_meth_set_ctrl(method, out_ctrl);
     BIO_meth_set_create(method, out_create);
@@ -87,14 +88,16 @@ int in_read(BIO* b, char* dst, size_t size, size_t* read) {
 long in_ctrl(BIO* b, int cmd, long, void*) {
   switch (cmd) {
     case BIO_CTRL_FLUSH: return 1;
-    case BIO_CTRL_PENDING: return static_cast<long>(static_cast<detail::TlsInput*>(BIO_get_data(b))->size);
+    case BIO_CTRL_PENDING:
+      return static_cast<long>(static_cast<detail::TlsInput*>(BIO_get_data(b))->size);
     default: return 0;
   }
 }
 
 const BIO_METHOD* in_method() {
   static BIO_METHOD* m = [] {
-    BIO_METHOD* method = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "conveyor tls in");
+    BIO_METHOD* method =
+      BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "conveyor tls in");
     BIO_meth_set_read_ex(method, in_read);
     BIO_meth_set_ctrl(method, in_ctrl);
     BIO_meth_set_create(method, out_create);
@@ -109,27 +112,29 @@ const BIO_METHOD* in_method() {
 
 Expected<std::shared_ptr<TlsEndpoint>> TlsEndpoint::create(const NetworkConfig& n, Role role) {
   if (n.tls_cert.empty() || n.tls_key.empty() || n.tls_ca.empty())
-    return invalid_argument("TLS needs all three of `--tls-cert`, `--tls-key` and `--tls-ca`; got " +
-                            std::string{n.tls_cert.empty() ? "no" : "a"} + " certificate, " +
-                            (n.tls_key.empty() ? "no" : "a") + " key and " +
-                            (n.tls_ca.empty() ? "no" : "a") + " CA file");
+    return invalid_argument(
+      "TLS needs all three of `--tls-cert`, `--tls-key` and `--tls-ca`; got " +
+      std::string{n.tls_cert.empty() ? "no" : "a"} + " certificate, " +
+      (n.tls_key.empty() ? "no" : "a") + " key and " + (n.tls_ca.empty() ? "no" : "a") +
+      " CA file");
   std::unique_ptr<SSL_CTX, void (*)(SSL_CTX*)> ctx(
     SSL_CTX_new(role == Role::server ? TLS_server_method() : TLS_client_method()), SSL_CTX_free);
   if (!ctx)
     return internal_error("cannot create an OpenSSL context: " + ssl_errors());
   ERR_clear_error();
   if (SSL_CTX_use_certificate_chain_file(ctx.get(), n.tls_cert.c_str()) != 1)
-    return invalid_argument("`--tls-cert` " + n.tls_cert + " is not a readable PEM certificate: " +
-                            ssl_errors());
+    return invalid_argument("`--tls-cert` " + n.tls_cert +
+                            " is not a readable PEM certificate: " + ssl_errors());
   if (SSL_CTX_use_PrivateKey_file(ctx.get(), n.tls_key.c_str(), SSL_FILETYPE_PEM) != 1)
-    return invalid_argument("`--tls-key` " + n.tls_key +
-                            " is not a readable PEM private key or does not match `--tls-cert`: " +
-                            ssl_errors());
+    return invalid_argument(
+      "`--tls-key` " + n.tls_key +
+      " is not a readable PEM private key or does not match `--tls-cert`: " + ssl_errors());
   if (SSL_CTX_check_private_key(ctx.get()) != 1)
-    return invalid_argument("`--tls-key` " + n.tls_key + " does not match `--tls-cert` " + n.tls_cert);
+    return invalid_argument("`--tls-key` " + n.tls_key + " does not match `--tls-cert` " +
+                            n.tls_cert);
   if (SSL_CTX_load_verify_locations(ctx.get(), n.tls_ca.c_str(), nullptr) != 1)
-    return invalid_argument("`--tls-ca` " + n.tls_ca + " is not a readable PEM CA certificate: " +
-                            ssl_errors());
+    return invalid_argument("`--tls-ca` " + n.tls_ca +
+                            " is not a readable PEM CA certificate: " + ssl_errors());
   // Mutual: each side presents its certificate and requires the peer's, signed by the CA.
   SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
   // TLS 1.3 only: both ends are conveyor nodes, and the bulk path's sealed records take their
@@ -280,8 +285,8 @@ Expected<std::vector<unsigned char>> TlsStream::export_key(const char* label, st
   // (TLS 1.3 treats no context as an empty one: generation 0's key is not a special case.)
   if (SSL_export_keying_material(ssl_of(ssl_), out.data(), out.size(), label, std::strlen(label),
                                  context, context_size, 1) != 1)
-    return internal_error(std::string{"cannot derive the TLS session's keying material for "} + label +
-                          ": " + ssl_errors());
+    return internal_error(std::string{"cannot derive the TLS session's keying material for "} +
+                          label + ": " + ssl_errors());
   return out;
 }
 
@@ -291,7 +296,8 @@ void TlsStream::take_output(std::vector<char>& out) {
   if (output_.empty())
     return;
   if (out.empty())
-    out.swap(output_); // the socket's (empty) write buffer takes the records; ours keeps its capacity
+    out.swap(
+      output_); // the socket's (empty) write buffer takes the records; ours keeps its capacity
   else
     out.insert(out.end(), output_.begin(), output_.end());
   output_.clear();

@@ -57,7 +57,8 @@ private:
 // The bulk data path runs its own TLS sessions (net/tls_stream.hpp) with the same files.
 class TlsTransport : public Transport {
 public:
-  TlsTransport(caf::actor_system& sys, const NetworkConfig& network) : sys_(sys), network_(network) {}
+  TlsTransport(caf::actor_system& sys, const NetworkConfig& network)
+    : sys_(sys), network_(network) {}
 
   caf::expected<uint16_t> publish(const msg::dispatcher_actor& whom, const std::string& host,
                                   uint16_t port) override {
@@ -153,8 +154,8 @@ bool retry_later(retry_ptr self) {
 // began: CAF's heartbeat tick ended a handshake still in progress (see the caller).
 bool early_heartbeat_timeout(retry_ptr self) {
   auto& st = self->state;
-  auto limit = caf::get_or(self->system().config(), "middleman.connection-timeout",
-                           caf::timespan{0});
+  auto limit =
+    caf::get_or(self->system().config(), "middleman.connection-timeout", caf::timespan{0});
   return self->clock().now() - st.attempt_started < limit;
 }
 
@@ -244,7 +245,8 @@ std::shared_ptr<Transport> make_tcp_transport(caf::actor_system& sys) {
   return std::make_shared<TcpTransport>(sys);
 }
 
-std::shared_ptr<Transport> make_tls_transport(caf::actor_system& sys, const NetworkConfig& network) {
+std::shared_ptr<Transport> make_tls_transport(caf::actor_system& sys,
+                                              const NetworkConfig& network) {
   return std::make_shared<TlsTransport>(sys, network);
 }
 

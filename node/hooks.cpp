@@ -6,7 +6,8 @@
 #include <atomic>
 
 #ifndef CONVEYOR_SIM_HOOKS
-#error "node/hooks.cpp belongs to the simulator's build only (conveyor_hooked, -DCONVEYOR_SIM_HOOKS)"
+#error                                                                                             \
+  "node/hooks.cpp belongs to the simulator's build only (conveyor_hooked, -DCONVEYOR_SIM_HOOKS)"
 #endif
 
 namespace conveyor::actors::hooks {
@@ -14,12 +15,8 @@ namespace {
 std::atomic<Hooks*> g_hooks{nullptr};
 } // namespace
 
-Hooks* installed() noexcept {
-  return g_hooks.load(std::memory_order_acquire);
-}
+Hooks* installed() noexcept { return g_hooks.load(std::memory_order_acquire); }
 
-Hooks* install(Hooks* hooks) noexcept {
-  return g_hooks.exchange(hooks, std::memory_order_acq_rel);
-}
+Hooks* install(Hooks* hooks) noexcept { return g_hooks.exchange(hooks, std::memory_order_acq_rel); }
 
 } // namespace conveyor::actors::hooks

@@ -56,18 +56,17 @@ std::string& node_name() { // guarded by output_mutex()
 
 spdlog::level::level_enum to_spd(Level l) {
   switch (l) {
-  case Level::error: return spdlog::level::err;
-  case Level::warning: return spdlog::level::warn;
-  case Level::info: return spdlog::level::info;
-  default: return spdlog::level::debug;
+    case Level::error: return spdlog::level::err;
+    case Level::warning: return spdlog::level::warn;
+    case Level::info: return spdlog::level::info;
+    default: return spdlog::level::debug;
   }
 }
 
 // Timestamp, level and pid come from spdlog's pattern; node, component and message from us.
 const char* pattern(Format f) {
-  return f == Format::json
-           ? R"({"ts":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","pid":%P,%v})"
-           : "%Y-%m-%dT%H:%M:%S.%eZ %-5l %v";
+  return f == Format::json ? R"({"ts":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","pid":%P,%v})"
+                           : "%Y-%m-%dT%H:%M:%S.%eZ %-5l %v";
 }
 
 struct Logger {
@@ -116,19 +115,19 @@ void append_json_string(std::string& out, std::string_view s) {
   out.push_back('"');
   for (unsigned char c : s) {
     switch (c) {
-    case '"': out += "\\\""; break;
-    case '\\': out += "\\\\"; break;
-    case '\n': out += "\\n"; break;
-    case '\r': out += "\\r"; break;
-    case '\t': out += "\\t"; break;
-    default:
-      if (c < 0x20) {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\u%04x", c);
-        out += buf;
-      } else {
-        out.push_back(static_cast<char>(c));
-      }
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out.push_back(static_cast<char>(c));
+        }
     }
   }
   out.push_back('"');
@@ -151,25 +150,31 @@ void set_sink(Sink s) {
 }
 
 std::optional<Level> level_from_string(std::string_view name) {
-  if (name == "error") return Level::error;
-  if (name == "warning" || name == "warn") return Level::warning;
-  if (name == "info") return Level::info;
-  if (name == "debug") return Level::debug;
+  if (name == "error")
+    return Level::error;
+  if (name == "warning" || name == "warn")
+    return Level::warning;
+  if (name == "info")
+    return Level::info;
+  if (name == "debug")
+    return Level::debug;
   return std::nullopt;
 }
 
 const char* to_string(Level l) {
   switch (l) {
-  case Level::error: return "error";
-  case Level::warning: return "warning";
-  case Level::info: return "info";
-  default: return "debug";
+    case Level::error: return "error";
+    case Level::warning: return "warning";
+    case Level::info: return "info";
+    default: return "debug";
   }
 }
 
 std::optional<Format> format_from_string(std::string_view name) {
-  if (name == "text") return Format::text;
-  if (name == "json") return Format::json;
+  if (name == "text")
+    return Format::text;
+  if (name == "json")
+    return Format::json;
   return std::nullopt;
 }
 
@@ -178,7 +183,8 @@ std::string format_line(Level l, std::string_view component, std::string_view me
   const auto f = current_format().load();
   spdlog::pattern_formatter formatter(pattern(f), spdlog::pattern_time_type::utc, "");
   const auto text = payload(f, node_name(), component, message);
-  spdlog::details::log_msg msg("conveyor", to_spd(l), spdlog::string_view_t(text.data(), text.size()));
+  spdlog::details::log_msg msg("conveyor", to_spd(l),
+                               spdlog::string_view_t(text.data(), text.size()));
   spdlog::memory_buf_t buf;
   formatter.format(msg, buf);
   return std::string(buf.data(), buf.size());

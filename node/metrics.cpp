@@ -42,7 +42,8 @@ std::vector<prometheus::MetricFamily> to_families(const std::vector<Sample>& sam
       prometheus::MetricFamily f;
       f.name = s.name;
       f.help = s.help;
-      f.type = s.type == "counter" ? prometheus::MetricType::Counter : prometheus::MetricType::Gauge;
+      f.type =
+        s.type == "counter" ? prometheus::MetricType::Counter : prometheus::MetricType::Gauge;
       it = index.emplace(s.name, families.size()).first;
       families.push_back(std::move(f));
     }
@@ -62,9 +63,7 @@ std::vector<prometheus::MetricFamily> to_families(const std::vector<Sample>& sam
 class FunctionCollectable : public prometheus::Collectable {
 public:
   explicit FunctionCollectable(Endpoint::Collect collect) : collect_(std::move(collect)) {}
-  std::vector<prometheus::MetricFamily> Collect() const override {
-    return to_families(collect_());
-  }
+  std::vector<prometheus::MetricFamily> Collect() const override { return to_families(collect_()); }
 
 private:
   Endpoint::Collect collect_;
@@ -80,9 +79,9 @@ std::shared_ptr<TaskStats> register_task(uint64_t job, uint64_t task, std::strin
   auto& t = table();
   std::lock_guard<std::mutex> guard{t.mu};
   // Drop the entries of ended tasks here, so the table stays as small as the live tasks.
-  t.tasks.erase(std::remove_if(t.tasks.begin(), t.tasks.end(),
-                               [](const auto& w) { return w.expired(); }),
-                t.tasks.end());
+  t.tasks.erase(
+    std::remove_if(t.tasks.begin(), t.tasks.end(), [](const auto& w) { return w.expired(); }),
+    t.tasks.end());
   t.tasks.push_back(stats);
   t.recent.push_back(stats);
   while (t.recent.size() > kKeptTasks)
@@ -100,14 +99,13 @@ std::vector<Sample> task_samples() {
         live.push_back(std::move(s));
   }
   std::vector<Sample> out;
-  const auto running = std::count_if(live.begin(), live.end(),
-                                     [](const auto& s) { return !s->ended.load(); });
+  const auto running =
+    std::count_if(live.begin(), live.end(), [](const auto& s) { return !s->ended.load(); });
   out.push_back(sample("conveyor_worker_tasks", "tasks running on this worker", "gauge", {},
                        static_cast<double>(running)));
   for (const auto& s : live) {
-    std::map<std::string, std::string> l{{"job", std::to_string(s->job)},
-                                         {"task", std::to_string(s->task)},
-                                         {"dataset", s->dataset}};
+    std::map<std::string, std::string> l{
+      {"job", std::to_string(s->job)}, {"task", std::to_string(s->task)}, {"dataset", s->dataset}};
     out.push_back(sample("conveyor_task_produced_elements_total",
                          "elements the task's pipeline produced", "counter", l,
                          static_cast<double>(s->produced_elements.load())));
@@ -150,9 +148,10 @@ std::vector<Sample> status_samples(const msg::cluster_status& st) {
   out.push_back(sample("conveyor_jobs",
                        "jobs conveyor status lists: live ones and the last 100 finished", "gauge",
                        {}, static_cast<double>(st.jobs.size())));
-  out.push_back(sample("conveyor_jobs_running", "jobs whose production has not ended", "gauge", {},
-                       static_cast<double>(std::count_if(st.jobs.begin(), st.jobs.end(),
-                                                         [](const auto& j) { return !j.finished; }))));
+  out.push_back(
+    sample("conveyor_jobs_running", "jobs whose production has not ended", "gauge", {},
+           static_cast<double>(std::count_if(st.jobs.begin(), st.jobs.end(),
+                                             [](const auto& j) { return !j.finished; }))));
   for (const auto& w : st.workers) {
     std::map<std::string, std::string> l{{"worker", w.address}};
     out.push_back(sample("conveyor_worker_heartbeat_age_seconds",
@@ -180,8 +179,8 @@ std::vector<Sample> status_samples(const msg::cluster_status& st) {
                          static_cast<double>(j.bytes)));
     out.push_back(sample("conveyor_job_consumers", "consumers reading the job", "gauge", l,
                          static_cast<double>(j.consumers)));
-    out.push_back(sample("conveyor_job_tasks", "tasks of the job", "gauge", l,
-                         static_cast<double>(j.tasks)));
+    out.push_back(
+      sample("conveyor_job_tasks", "tasks of the job", "gauge", l, static_cast<double>(j.tasks)));
     if (j.splits_handed_out >= 0) {
       out.push_back(sample("conveyor_job_splits_handed_out_total", "DYNAMIC: splits handed out",
                            "counter", l, static_cast<double>(j.splits_handed_out)));

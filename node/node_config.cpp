@@ -48,8 +48,9 @@ void configure_actor_system(caf::actor_system_config& cfg, const NetworkConfig& 
     cfg.openssl_key = network.tls_key;
     cfg.openssl_cafile = network.tls_ca;
     if (!actors::openssl_error_queue_guarded())
-      log::warning("tls", "CAF's TLS connections may be cut when any peer disconnects: OpenSSL's "
-                          "error queue is not cleared before each call (net/openssl_error_queue.hpp)");
+      log::warning("tls",
+                   "CAF's TLS connections may be cut when any peer disconnects: OpenSSL's "
+                   "error queue is not cleared before each call (net/openssl_error_queue.hpp)");
   }
 }
 

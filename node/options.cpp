@@ -26,7 +26,8 @@ Expected<ShardingPolicy> parse_processing_mode(std::string_view mode) {
     return *policy;
   return invalid_argument(
     "processing mode should be a ShardingPolicy (OFF, DYNAMIC, FILE, DATA, FILE_OR_DATA, HINT), "
-    "\"parallel_epochs\", or \"distributed_epoch\". Got " + quoted(mode) + ".");
+    "\"parallel_epochs\", or \"distributed_epoch\". Got " +
+    quoted(mode) + ".");
 }
 
 Status validate_compression(std::string_view compression) {
@@ -56,7 +57,8 @@ Status validate(const DistributeOptions& o) {
       opt_to_string(o.consumer_index) + ", num_consumers=" + opt_to_string(o.num_consumers));
   if (o.num_consumers && !o.job_name)
     return invalid_argument("`job_name` must be set when setting `num_consumers`. num_consumers "
-                            "was set to " + std::to_string(*o.num_consumers) + ".");
+                            "was set to " +
+                            std::to_string(*o.num_consumers) + ".");
   if (o.expected_consumers) {
     if (*o.expected_consumers <= 0)
       return invalid_argument("`expected_consumers` must be positive, got " +
@@ -152,7 +154,8 @@ Expected<HostPort> parse_address(std::string_view address) {
     std::string_view protocol = rest.substr(0, p);
     if (protocol != "conveyor" && protocol != "tcp")
       return invalid_argument("unsupported protocol " + quoted(protocol) + " in address " +
-                              quoted(address) + "; expected \"host:port\" or "
+                              quoted(address) +
+                              "; expected \"host:port\" or "
                               "\"conveyor://host:port\"");
     rest = rest.substr(p + 3);
   }
@@ -167,7 +170,8 @@ Expected<HostPort> parse_address(std::string_view address) {
   } else {
     auto colon = rest.rfind(':');
     if (colon == std::string_view::npos)
-      return invalid_argument("address " + quoted(address) + " has no port; expected "
+      return invalid_argument("address " + quoted(address) +
+                              " has no port; expected "
                               "\"host:port\"");
     host = rest.substr(0, colon);
     port = rest.substr(colon + 1);
@@ -176,7 +180,8 @@ Expected<HostPort> parse_address(std::string_view address) {
                               "; write IPv6 hosts in brackets: \"[::1]:port\"");
   }
   if (host.empty())
-    return invalid_argument("address " + quoted(address) + " has an empty host; expected "
+    return invalid_argument("address " + quoted(address) +
+                            " has an empty host; expected "
                             "\"host:port\"");
   unsigned value = 0;
   auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);

@@ -63,11 +63,11 @@ public:
   actors::NodeSystem node;
   caf::actor_system& sys;
   std::shared_ptr<actors::Transport> transport;
-  uint16_t port = 0;       // the public port (the guard's when there is one)
-  uint16_t caf_port = 0;   // where CAF listens
+  uint16_t port = 0;     // the public port (the guard's when there is one)
+  uint16_t caf_port = 0; // where CAF listens
   std::string host;
   std::unique_ptr<metrics::Endpoint> metrics; // destroyed before the actor system (declared after)
-  std::unique_ptr<actors::FrameGuard> guard; // closed before the actor system goes
+  std::unique_ptr<actors::FrameGuard> guard;  // closed before the actor system goes
 
 private:
   std::mutex mu;
@@ -162,7 +162,8 @@ Status listen_error(caf::actor_system& sys, const caf::error& err, const std::st
     return invalid_argument(who + " cannot listen on " + where + ": `--host` " + host +
                             " is not an address of this machine");
   if (probe_errno == EACCES)
-    return io_error(who + " cannot listen on " + where + ": permission denied (ports below "
+    return io_error(who + " cannot listen on " + where +
+                    ": permission denied (ports below "
                     "1024 need privileges)");
   return io_error(who + " cannot listen on " + where + ": " + sys.render(err));
 }
@@ -270,15 +271,13 @@ Status DispatchServer::start() {
     options.recover = config_.journal_recover;
     auto journal = actors::Journal::open(options, *restored, &replay);
     if (!journal.ok())
-      return journal.status().with_context("opening the journal in --work-dir " +
-                                           config_.work_dir);
+      return journal.status().with_context("opening the journal in --work-dir " + config_.work_dir);
     start.journal = std::shared_ptr<actors::Journal>(std::move(journal).value());
     start.restored = restored;
     log::info("dispatcher", "state is journaled in " + config_.work_dir + " (" +
                               (replay.snapshot_loaded ? "snapshot + " : "") +
                               std::to_string(replay.records) + " record(s) replayed in " +
-                              std::to_string(static_cast<int64_t>(replay.seconds * 1000)) +
-                              " ms)");
+                              std::to_string(static_cast<int64_t>(replay.seconds * 1000)) + " ms)");
   } else {
     log::info("dispatcher", "state is in memory only (no --work-dir): a restarted dispatcher "
                             "forgets every dataset and job");
@@ -303,7 +302,8 @@ Status DispatchServer::start() {
     auto* sys = &ctx->sys;
     auto dispatcher = ctx->dispatcher;
     const std::string token = config_.network.auth_token;
-    const std::string mhost = config_.metrics_host.empty() ? config_.bind_host : config_.metrics_host;
+    const std::string mhost =
+      config_.metrics_host.empty() ? config_.bind_host : config_.metrics_host;
     auto endpoint = metrics::Endpoint::start(
       mhost, static_cast<uint16_t>(config_.metrics_port), [sys, dispatcher, token] {
         // Runs on the exposer's thread at each scrape: one status request, bounded.
@@ -323,8 +323,8 @@ Status DispatchServer::start() {
       return endpoint.status();
     }
     ctx->metrics = std::move(endpoint).value();
-    log::info("dispatcher", "metrics on http://" + HostPort{mhost, ctx->metrics->port()}.to_string() +
-                              "/metrics");
+    log::info("dispatcher", "metrics on http://" +
+                              HostPort{mhost, ctx->metrics->port()}.to_string() + "/metrics");
   }
   ctx_ = std::move(ctx);
   log::info("dispatcher", "listening on " + target());
@@ -383,10 +383,11 @@ Status WorkerServer::start() {
   if (config_.bind_host.empty())
     return invalid_argument("`bind_host` must not be empty");
   if (is_wildcard(config_.bind_host) && config_.advertised_address.empty())
-    return invalid_argument(
-      "the worker binds the wildcard address " + config_.bind_host +
-      " but has no advertised address: consumers cannot connect to " + config_.bind_host +
-      "; give `--advertise HOST:PORT` (e.g. the pod IP and \"%port%\") or bind a concrete `--host`");
+    return invalid_argument("the worker binds the wildcard address " + config_.bind_host +
+                            " but has no advertised address: consumers cannot connect to " +
+                            config_.bind_host +
+                            "; give `--advertise HOST:PORT` (e.g. the pod IP and \"%port%\") or "
+                            "bind a concrete `--host`");
   CONVEYOR_RETURN_IF_ERROR(validate_security(config_.network));
   if (config_.job_memory_limit < 0)
     return invalid_argument("`job_memory_limit` must be at least 0 (0 = none), got " +
@@ -399,8 +400,8 @@ Status WorkerServer::start() {
   CONVEYOR_RETURN_IF_ERROR(positive(config_.dispatcher_timeout, "dispatcher_timeout"));
   if (config_.task_buffer_elements <= 0 || config_.task_buffer_bytes <= 0)
     return invalid_argument("`task_buffer_elements` and `task_buffer_bytes` must be positive");
-  CONVEYOR_RETURN_IF_ERROR(actors::validate_worker_tags(config_.worker_tags)
-                             .with_context("`worker_tags`"));
+  CONVEYOR_RETURN_IF_ERROR(
+    actors::validate_worker_tags(config_.worker_tags).with_context("`worker_tags`"));
   if (config_.cross_trainer_cache_size_bytes <= 0)
     return invalid_argument("`cross_trainer_cache_size_bytes` must be positive, got " +
                             std::to_string(config_.cross_trainer_cache_size_bytes));
@@ -440,14 +441,15 @@ Status WorkerServer::start() {
   // The bulk data path's server (net/bulk.hpp); without one, elements travel inline.
   if (auto bulk = ctx->transport->serve_bulk(config_.bind_host, config_.bulk_port); bulk) {
     start.bulk = *bulk;
-    log::info("worker", "bulk data path on " + config_.bind_host + ":" + std::to_string(bulk->port) +
+    log::info("worker", "bulk data path on " + config_.bind_host + ":" +
+                          std::to_string(bulk->port) +
                           (config_.network.tls() ? " (mutual TLS)" : " (plain TCP)"));
   } else if (config_.bulk_port != 0) {
     return listen_error(ctx->sys, bulk.error(), "the worker's bulk data path", config_.bind_host,
                         config_.bulk_port, "--bulk-port");
   } else
-    log::warning("worker", "no bulk data path (elements travel inline): " +
-                             ctx->sys.render(bulk.error()));
+    log::warning("worker",
+                 "no bulk data path (elements travel inline): " + ctx->sys.render(bulk.error()));
   caf::actor bulk_actor = start.bulk.actor;
   ctx->worker = actors::spawn_worker(ctx->sys, std::move(start));
   bool listed_local = false;
@@ -457,8 +459,8 @@ Status WorkerServer::start() {
     caf::anon_send_exit(ctx->worker, caf::exit_reason::user_shutdown);
     return s;
   };
-  if (auto st = publish_node(*ctx, msg::worker_actor{ctx->worker}, config_.bind_host,
-                             config_.port, config_.guard, config_.network, "the worker");
+  if (auto st = publish_node(*ctx, msg::worker_actor{ctx->worker}, config_.bind_host, config_.port,
+                             config_.guard, config_.network, "the worker");
       !st.ok())
     return fail(st);
   ctx->host = config_.bind_host;
@@ -471,7 +473,8 @@ Status WorkerServer::start() {
     return fail(a.status().with_context("`advertised_address`"));
   log::info("worker", "listening on " + HostPort{ctx->host, ctx->port}.to_string());
   if (config_.metrics_port >= 0) {
-    const std::string mhost = config_.metrics_host.empty() ? config_.bind_host : config_.metrics_host;
+    const std::string mhost =
+      config_.metrics_host.empty() ? config_.bind_host : config_.metrics_host;
     auto endpoint = metrics::Endpoint::start(mhost, static_cast<uint16_t>(config_.metrics_port),
                                              [] { return metrics::task_samples(); });
     if (!endpoint.ok())
@@ -484,7 +487,7 @@ Status WorkerServer::start() {
   if (config_.in_process_reads) {
     if (actors::LocalWorkers::contains(ctx->advertised))
       return fail(Status(ErrorCode::already_exists, "a worker advertising " + ctx->advertised +
-                                 " already runs in this process"));
+                                                      " already runs in this process"));
     actors::LocalWorkers::add(ctx->advertised, bulk_actor);
     listed_local = true;
   }
@@ -517,8 +520,8 @@ Status WorkerServer::drain(std::chrono::milliseconds timeout) {
   self->request(ctx_->worker, timeout, msg::drain_atom_v)
     .receive([](bool) {},
              [&](caf::error& err) {
-               result = msg::to_status(err, "draining the worker").with_context(
-                 "waited " + std::to_string(timeout.count()) + " ms");
+               result = msg::to_status(err, "draining the worker")
+                          .with_context("waited " + std::to_string(timeout.count()) + " ms");
              });
   return result;
 }

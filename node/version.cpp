@@ -4,12 +4,8 @@
 
 namespace conveyor {
 
-const char* version() {
-  return CONVEYOR_VERSION;
-}
+const char* version() { return CONVEYOR_VERSION; }
 
-uint32_t protocol_version() {
-  return msg::kProtocolVersion;
-}
+uint32_t protocol_version() { return msg::kProtocolVersion; }
 
 } // namespace conveyor

@@ -69,7 +69,9 @@ class RecordingSink : public actors::ElementSink {
 public:
   RecordingSink(ClusterRun& run, int index) : run_(run), index_(index) {}
   Status push(actors::ReadyElements&& ready, const msg::stream_stats& stats) override;
-  void final_stats(const msg::stream_stats& stats) override { stream.lost_tasks = stats.lost_tasks; }
+  void final_stats(const msg::stream_stats& stats) override {
+    stream.lost_tasks = stats.lost_tasks;
+  }
   void finish(Status status) override;
 
   msg::stream_actor consumer;
@@ -154,7 +156,7 @@ private:
   std::vector<std::string> fired_;
   bool any_fault_ = false;
   std::vector<std::pair<std::size_t, std::size_t>> partitions_; // to heal at the end
-  std::shared_ptr<SimJournal> journal_; // the dispatcher's disk
+  std::shared_ptr<SimJournal> journal_;                         // the dispatcher's disk
   std::map<std::size_t, caf::actor> workers_; // live worker actors by slot (for drain faults)
 };
 
@@ -228,7 +230,8 @@ void ClusterRun::on_push(int index, int64_t n) {
     start_late_workers();
   // Progress-triggered faults fire between messages, never inside an actor.
   for (auto it = progress_faults_.begin(); it != progress_faults_.end();) {
-    if (expected_ > 0 && static_cast<double>(received_) >= it->first * static_cast<double>(expected_)) {
+    if (expected_ > 0 &&
+        static_cast<double>(received_) >= it->first * static_cast<double>(expected_)) {
       auto f = it->second;
       world_.after(microseconds{0}, [this, f] { fire(f); });
       it = progress_faults_.erase(it);
@@ -248,12 +251,13 @@ void ClusterRun::start_dispatcher() {
   start.request_timeout = cfg_.options.request_timeout;
   start.range_split_size = derived_.split_size;
   start.adaptive_split_size = false; // the invariants count splits of this size
-  start.round_lookahead = 16; // coordinated reads: late workers join within short runs
+  start.round_lookahead = 16;        // coordinated reads: late workers join within short runs
   start.client_timeout = cfg_.job_gc_timeout * 4;
   start.auth_token = cfg_.auth_token;
   // Its disk outlives it: a restarted dispatcher replays what was synced before the crash.
   if (!journal_)
-    journal_ = std::make_shared<SimJournal>(world_, slot, derived_.fsync_latency, derived_.compact_after);
+    journal_ =
+      std::make_shared<SimJournal>(world_, slot, derived_.fsync_latency, derived_.compact_after);
   auto restored = std::make_shared<actors::DispatcherState>();
   auto replayed = journal_->replay(*restored);
   if (!replayed.ok())
@@ -263,7 +267,8 @@ void ClusterRun::start_dispatcher() {
   start.journal = journal_;
   auto dispatcher = actors::spawn_dispatcher(node->system(), start);
   SimTransport transport{world_, slot, node->incarnation()};
-  if (auto port = transport.publish(msg::dispatcher_actor{dispatcher}, kDispatcher, kDispatcherPort);
+  if (auto port =
+        transport.publish(msg::dispatcher_actor{dispatcher}, kDispatcher, kDispatcherPort);
       !port)
     world_.violation("the dispatcher cannot publish: " + node->system().render(port.error()));
 }
@@ -306,9 +311,9 @@ void ClusterRun::start_consumer(int index) {
   if (node == nullptr)
     return;
   const auto& o = cfg_.options;
-  auto start = actors::consumer_start(
-    o, std::make_shared<SimTransport>(world_, slot, node->incarnation()),
-    conveyor::ClientConfig{}.connect_timeout, msg::kProtocolVersion);
+  auto start =
+    actors::consumer_start(o, std::make_shared<SimTransport>(world_, slot, node->incarnation()),
+                           conveyor::ClientConfig{}.connect_timeout, msg::kProtocolVersion);
   start.sink = sinks_[static_cast<std::size_t>(index)];
   start.auth_token = cfg_.auth_token;
   start.limits.max_outstanding = derived_.credits; // the seed decides the credits
@@ -338,9 +343,7 @@ void ClusterRun::fire(const Fault& f) {
   auto a = slot_of(f.node);
   switch (f.kind) {
     case Fault::Kind::crash:
-    case Fault::Kind::restart:
-      end_process(a, f);
-      break;
+    case Fault::Kind::restart: end_process(a, f); break;
     case Fault::Kind::drain: { // as SIGTERM: drain (from the worker's own node), then exit
       auto w = workers_.find(a);
       auto* node = world_.node(a);
@@ -361,8 +364,15 @@ void ClusterRun::fire(const Fault& f) {
       node->system().spawn(
         [done](caf::event_based_actor* self, caf::actor worker) -> caf::behavior {
           self->request(worker, caf::infinite, msg::drain_atom_v)
-            .then([self, done](bool) { done(); self->quit(); },
-                  [self, done](caf::error&) { done(); self->quit(); });
+            .then(
+              [self, done](bool) {
+                done();
+                self->quit();
+              },
+              [self, done](caf::error&) {
+                done();
+                self->quit();
+              });
           return {[](msg::tick_atom) {}};
         },
         w->second);
@@ -375,9 +385,7 @@ void ClusterRun::fire(const Fault& f) {
       world_.after(f.duration, [this, a, b] { world_.network().heal(a, b); });
       break;
     }
-    case Fault::Kind::disconnect:
-      world_.network().disconnect(a, slot_of(f.peer));
-      break;
+    case Fault::Kind::disconnect: world_.network().disconnect(a, slot_of(f.peer)); break;
     case Fault::Kind::slow: {
       auto b = slot_of(f.peer);
       auto before = world_.network().link_config(a, b);
@@ -508,8 +516,8 @@ SimResult ClusterRun::run() {
     world_.network().heal(a, b);
   // (A job a restarted dispatcher re-spawned waits client_timeout = 4 x job_gc_timeout for its
   // consumers to re-join, checked every job_gc_timeout.)
-  auto settle = caf::timespan{5 * cfg_.job_gc_timeout + cfg_.worker_timeout + 4 * cfg_.heartbeat_interval +
-                              milliseconds{1000}};
+  auto settle = caf::timespan{5 * cfg_.job_gc_timeout + cfg_.worker_timeout +
+                              4 * cfg_.heartbeat_interval + milliseconds{1000}};
   if (stop == StopReason::done)
     world_.run_until(nullptr, world_.now() + settle);
 
@@ -546,7 +554,8 @@ SimResult ClusterRun::run() {
   if (stop == StopReason::done)
     obs.leaks = leaks();
   else if (stop == StopReason::step_limit)
-    obs.violations.push_back("the run exceeded its budget of processed messages (a message storm?)");
+    obs.violations.push_back(
+      "the run exceeded its budget of processed messages (a message storm?)");
 
   SimResult r;
   r.seed = cfg_.seed;

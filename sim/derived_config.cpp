@@ -24,17 +24,29 @@ T pick(Rng& rng, std::initializer_list<T> choices) {
 Fault random_fault(Rng& rng, const std::string& kind_in, int workers, int consumers) {
   std::string kind = kind_in;
   if (kind == "any")
-    kind = pick<std::string>(rng, {"crash", "restart", "partition", "disconnect", "slow", "dispatcher"});
-  auto worker = [&] { return "worker-" + std::to_string(rng.below(static_cast<uint64_t>(workers))); };
+    kind =
+      pick<std::string>(rng, {"crash", "restart", "partition", "disconnect", "slow", "dispatcher"});
+  auto worker = [&] {
+    return "worker-" + std::to_string(rng.below(static_cast<uint64_t>(workers)));
+  };
   auto consumer = [&] {
     return "consumer-" + std::to_string(rng.below(static_cast<uint64_t>(consumers)));
   };
   // A link of the cluster: worker-dispatcher, worker-consumer or consumer-dispatcher.
   auto link = [&](Fault& f) {
     switch (rng.below(3)) {
-      case 0: f.node = worker(); f.peer = kDispatcher; break;
-      case 1: f.node = worker(); f.peer = consumer(); break;
-      default: f.node = consumer(); f.peer = kDispatcher; break;
+      case 0:
+        f.node = worker();
+        f.peer = kDispatcher;
+        break;
+      case 1:
+        f.node = worker();
+        f.peer = consumer();
+        break;
+      default:
+        f.node = consumer();
+        f.peer = kDispatcher;
+        break;
     }
   };
   Fault f;
@@ -69,9 +81,10 @@ std::string DerivedConfig::describe() const {
          std::to_string(task_limits.buffer_elements) + ", produce step " +
          std::to_string(task_limits.step_elements) + ", consumer step up to " +
          std::to_string(consumer_step.count()) + "us" +
-         (task_limits.bulk_min_bytes <= 1 ? ", every element on the bulk path" : "") +
-         ", fsync " + std::to_string(fsync_latency.count()) + "us" +
-         (compact_after > 0 ? ", snapshot every " + std::to_string(compact_after) + " records" : "") +
+         (task_limits.bulk_min_bytes <= 1 ? ", every element on the bulk path" : "") + ", fsync " +
+         std::to_string(fsync_latency.count()) + "us" +
+         (compact_after > 0 ? ", snapshot every " + std::to_string(compact_after) + " records"
+                            : "") +
          (cache_evicts() ? ", cross-trainer cache " +
                              std::to_string(task_limits.cross_trainer_cache_bytes) + " bytes"
                          : "");
@@ -92,9 +105,10 @@ DerivedConfig derive_config(const SimConfig& cfg, const FaultSpec& spec) {
   // A third of the runs send every element on the bulk path (frames over the simulated
   // network); derived without a draw, so that every seed keeps its other choices.
   d.task_limits.bulk_min_bytes = d.task_limits.step_elements == 16 ? 1 : std::size_t{64} << 10;
-  d.consumer_step = cfg.consumer_step.value_or(pick<microseconds>(
-    rng, {microseconds{0}, microseconds{200}, microseconds{2000}}));
-  const bool whole_epoch = cfg.options.cross_trainer_cache && cfg.options.cross_trainer_cache->finite_epoch;
+  d.consumer_step = cfg.consumer_step.value_or(
+    pick<microseconds>(rng, {microseconds{0}, microseconds{200}, microseconds{2000}}));
+  const bool whole_epoch =
+    cfg.options.cross_trainer_cache && cfg.options.cross_trainer_cache->finite_epoch;
   for (int i = 0; i < cfg.consumers; ++i) {
     const auto start = microseconds{rng.between(0, 20000)}; // (drawn either way: same seeds)
     // Whole-epoch sharing: the trainers start together (a trainer joining after the cache first
@@ -108,11 +122,13 @@ DerivedConfig derive_config(const SimConfig& cfg, const FaultSpec& spec) {
     // first request comes before the first eviction; the window then paces the trainers.
     const int64_t small = whole_epoch ? (2 * d.credits + 16) * 8 : 8 * 8;
     const int64_t medium = whole_epoch ? (8 * d.credits + 64) * 8 : 32 * 8;
-    d.task_limits.cross_trainer_cache_bytes = pick<int64_t>(cache_rng, {small, medium, never_evicts});
+    d.task_limits.cross_trainer_cache_bytes =
+      pick<int64_t>(cache_rng, {small, medium, never_evicts});
   }
   Rng fault_rng = rng.fork(7);
   Rng disk_rng = rng.fork(11);
-  d.fsync_latency = pick<microseconds>(disk_rng, {microseconds{50}, microseconds{500}, microseconds{4000}});
+  d.fsync_latency =
+    pick<microseconds>(disk_rng, {microseconds{50}, microseconds{500}, microseconds{4000}});
   d.compact_after = pick<int64_t>(disk_rng, {0, 8, 64});
   d.faults = cfg.faults;
   for (const auto& f : spec.explicit_faults)
@@ -140,23 +156,28 @@ Status validate_config(const SimConfig& config, const FaultSpec& spec) {
     return invalid_argument("`workers` must be 1..10000, got " + std::to_string(config.workers));
   if (config.consumers < 1 || config.consumers > 1000)
     return invalid_argument("`consumers` must be 1..1000, got " + std::to_string(config.consumers));
-  if (config.options.policy != ShardingPolicy::off && config.options.policy != ShardingPolicy::dynamic)
+  if (config.options.policy != ShardingPolicy::off &&
+      config.options.policy != ShardingPolicy::dynamic)
     return invalid_argument(std::string{"the simulator runs OFF and DYNAMIC jobs, got "} +
                             to_string(config.options.policy));
   CONVEYOR_RETURN_IF_ERROR(validate(config.options));
   if (!planted_bug_from_string(config.plant_bug.empty() ? "none" : config.plant_bug))
-    return invalid_argument("unknown planted bug \"" + config.plant_bug +
-                            "\" (expected duplicate-split, forget-lost-split, forget-held-split, skip-round or "
-                            "credit-off-by-one)");
+    return invalid_argument(
+      "unknown planted bug \"" + config.plant_bug +
+      "\" (expected duplicate-split, forget-lost-split, forget-held-split, skip-round or "
+      "credit-off-by-one)");
   if (config.options.num_consumers) {
     if (*config.options.num_consumers != config.consumers)
       return invalid_argument("coordinated reads in the simulator: `num_consumers` (" +
                               std::to_string(*config.options.num_consumers) +
-                              ") must equal `consumers` (" + std::to_string(config.consumers) + ")");
+                              ") must equal `consumers` (" + std::to_string(config.consumers) +
+                              ")");
     if (config.take <= 0)
-      return invalid_argument("coordinated reads in the simulator need `take` (rounds per consumer) "
-                              "> 0: the dataset is infinite");
-  } else if (config.options.cross_trainer_cache && config.options.cross_trainer_cache->finite_epoch) {
+      return invalid_argument(
+        "coordinated reads in the simulator need `take` (rounds per consumer) "
+        "> 0: the dataset is infinite");
+  } else if (config.options.cross_trainer_cache &&
+             config.options.cross_trainer_cache->finite_epoch) {
     if (config.take != -1)
       return invalid_argument("whole-epoch cross-trainer cache reads in the simulator read the "
                               "finite epoch to its end: no `take`");
@@ -164,25 +185,27 @@ Status validate_config(const SimConfig& config, const FaultSpec& spec) {
     if (config.take <= 0)
       return invalid_argument("cross-trainer cache reads in the simulator need `take` (elements "
                               "per consumer) > 0: the dataset is infinite");
-  } else if (config.take != -1 && (config.options.policy != ShardingPolicy::off ||
-                                    config.options.job_name || config.consumers != 1 ||
-                                    config.take <= 0)) {
+  } else if (config.take != -1 &&
+             (config.options.policy != ShardingPolicy::off || config.options.job_name ||
+              config.consumers != 1 || config.take <= 0)) {
     return invalid_argument("`take` is for coordinated reads (`num_consumers`), cross-trainer "
                             "cache reads and endless OFF reads (one consumer, a private job, "
                             "take > 0) only");
   }
-  const bool endless_off = config.take > 0 && !config.options.num_consumers &&
-                           !config.options.cross_trainer_cache;
+  const bool endless_off =
+    config.take > 0 && !config.options.num_consumers && !config.options.cross_trainer_cache;
   if (endless_off != (config.endless_period > 0))
     return invalid_argument("an endless OFF read (`take` without coordination or cache) needs "
                             "`endless_period` > 0 (the N of range(N).repeat()), and only it; "
-                            "got endless_period " + std::to_string(config.endless_period));
+                            "got endless_period " +
+                            std::to_string(config.endless_period));
   if (config.consumer_stagger.count() < 0)
     return invalid_argument("`consumer_stagger` must not be negative, got " +
                             std::to_string(config.consumer_stagger.count()) + " ms");
   if (config.consumer_stagger.count() > 0 && config.consumers < 2)
     return invalid_argument("`consumer_stagger` staggers the consumers of a shared job: it needs "
-                            "consumers >= 2, got " + std::to_string(config.consumers));
+                            "consumers >= 2, got " +
+                            std::to_string(config.consumers));
   if (config.late_workers < 0 || config.late_workers >= config.workers)
     return invalid_argument("`late_workers` must be in [0, workers), got " +
                             std::to_string(config.late_workers));
@@ -221,7 +244,8 @@ Status validate_config(const SimConfig& config, const FaultSpec& spec) {
     if (f.kind == Fault::Kind::drain && f.node.rfind("worker-", 0) != 0)
       return invalid_argument("fault `" + f.to_string() + "`: only workers drain");
     if ((f.kind == Fault::Kind::partition || f.kind == Fault::Kind::disconnect ||
-         f.kind == Fault::Kind::slow) && f.node == f.peer)
+         f.kind == Fault::Kind::slow) &&
+        f.node == f.peer)
       return invalid_argument("fault `" + f.to_string() + "`: a link needs two different nodes");
   }
   return Status::OK();

@@ -37,7 +37,6 @@ struct DerivedConfig {
   }
 };
 
-
 DerivedConfig derive_config(const SimConfig& config, const FaultSpec& spec);
 
 // Checks what simulate() refuses: counts, options, node names in faults, the planted bug name.

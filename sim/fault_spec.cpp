@@ -64,7 +64,8 @@ Expected<us> parse_duration(std::string_view text, const std::string& item) {
   while (i < t.size() && (std::isdigit(static_cast<unsigned char>(t[i])) || t[i] == '.'))
     ++i;
   if (i == 0)
-    return invalid_argument("fault `" + item + "`: expected a duration like 200ms, got \"" + t + "\"");
+    return invalid_argument("fault `" + item + "`: expected a duration like 200ms, got \"" + t +
+                            "\"");
   double value = std::strtod(t.substr(0, i).c_str(), nullptr);
   std::string unit = t.substr(i);
   double factor = 0;
@@ -93,8 +94,9 @@ Status parse_explicit(const std::string& item, FaultSpec& out) {
                             "crash(worker-1)@200ms or partition(worker-0,dispatcher)@30%+2s");
   auto kind = kind_from(trim(std::string_view{item}.substr(0, open)));
   if (!kind)
-    return invalid_argument("fault `" + item +
-                            "`: unknown kind (expected crash, restart, partition, disconnect, slow or drain)");
+    return invalid_argument(
+      "fault `" + item +
+      "`: unknown kind (expected crash, restart, partition, disconnect, slow or drain)");
   Fault f;
   f.kind = *kind;
   std::string args = item.substr(open + 1, close - open - 1);
@@ -251,7 +253,8 @@ Expected<FaultSpec> parse_faults(const std::string& spec) {
       char* end = nullptr;
       long v = std::strtol(n.c_str(), &end, 10);
       if (n.empty() || *end != '\0' || v < 0 || v > 1000)
-        return invalid_argument("fault `" + item + "`: the count must be 0..1000, got \"" + n + "\"");
+        return invalid_argument("fault `" + item + "`: the count must be 0..1000, got \"" + n +
+                                "\"");
       count = static_cast<int>(v);
     }
     out.random_faults.push_back(FaultSpec::Random{kind, count});

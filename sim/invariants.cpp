@@ -70,12 +70,14 @@ void check_splits(const Observation& o, std::vector<std::string>& out) {
   std::string examples;
   for (const auto& [split, n] : o.splits_delivered) {
     if (n > 1 && twice++ < kMaxExamples)
-      examples += std::string{examples.empty() ? "" : ", "} + "epoch " + std::to_string(split.first) +
-                  " #" + std::to_string(split.second) + " (" + std::to_string(n) + " times)";
+      examples += std::string{examples.empty() ? "" : ", "} + "epoch " +
+                  std::to_string(split.first) + " #" + std::to_string(split.second) + " (" +
+                  std::to_string(n) + " times)";
   }
   if (twice > 0)
-    out.push_back("DYNAMIC: " + std::to_string(twice) +
-                  " split(s) handed to tasks more than once although no fault happened: " + examples);
+    out.push_back(
+      "DYNAMIC: " + std::to_string(twice) +
+      " split(s) handed to tasks more than once although no fault happened: " + examples);
   if (o.expected_splits >= 0 &&
       static_cast<int64_t>(o.splits_delivered.size()) != o.expected_splits)
     out.push_back("DYNAMIC: " + std::to_string(o.splits_delivered.size()) + " of " +
@@ -133,7 +135,8 @@ void check_dynamic(const Observation& o, std::vector<std::string>& out) {
   } else {
     for (const auto& [k, n] : got)
       if (!expected.count(k)) {
-        out.push_back("DYNAMIC: " + show(*sample[k]) + " delivered, which the dataset does not hold");
+        out.push_back("DYNAMIC: " + show(*sample[k]) +
+                      " delivered, which the dataset does not hold");
         break;
       }
   }
@@ -204,7 +207,8 @@ void check_off(const Observation& o, std::vector<std::string>& out) {
       for (const auto& late : o.late_workers)
         if (address.rfind(late + ":", 0) == 0)
           ++late_serving;
-    if (serving.size() - late_serving + o.late_workers.size() != static_cast<std::size_t>(o.workers))
+    if (serving.size() - late_serving + o.late_workers.size() !=
+        static_cast<std::size_t>(o.workers))
       out.push_back("OFF: elements came from " + std::to_string(serving.size()) +
                     " worker(s), expected every one of the " + std::to_string(o.workers) +
                     (o.late_workers.empty() ? "" : " (a late one may serve none)"));
@@ -236,14 +240,16 @@ void check_off(const Observation& o, std::vector<std::string>& out) {
     for (const auto& [k, n] : counts)
       total += n;
     if (!counted_by_reader[src])
-      out.push_back("OFF: worker " + src + "'s stream is not the whole dataset, yet the read ended OK" +
-                    " and its reader counted no lost task" +
-                    std::string{o.faults ? " (faults fired: a lost task is counted or fails the read)" : ""} +
-                    ": " + std::to_string(total) + " element(s) received, the dataset has " +
-                    std::to_string(o.reference.size()));
+      out.push_back(
+        "OFF: worker " + src + "'s stream is not the whole dataset, yet the read ended OK" +
+        " and its reader counted no lost task" +
+        std::string{o.faults ? " (faults fired: a lost task is counted or fails the read)" : ""} +
+        ": " + std::to_string(total) + " element(s) received, the dataset has " +
+        std::to_string(o.reference.size()));
   }
   if (short_sources > counted)
-    out.push_back("OFF: " + std::to_string(short_sources) + " task stream(s) are short of the "
+    out.push_back("OFF: " + std::to_string(short_sources) +
+                  " task stream(s) are short of the "
                   "whole dataset in a read that ended OK, but its consumers counted only " +
                   std::to_string(counted) + " lost task(s)");
 }
@@ -276,11 +282,11 @@ void check_taken_streams(const Observation& o, const std::string& what, const st
                     " (" + std::to_string(got) + " received)");
     else if (s.ended && got < o.take && !o.faults)
       out.push_back(s.consumer + "'s " + what + " ended after " + std::to_string(got) + " of " +
-                    std::to_string(o.take) + " " + unit + " although no fault happened: " +
-                    s.status.to_string());
+                    std::to_string(o.take) + " " + unit +
+                    " although no fault happened: " + s.status.to_string());
     else if (s.ended && got < o.take && s.status.ok())
-      out.push_back(s.consumer + "'s " + what + " ended OK after " + std::to_string(got) +
-                    " of " + std::to_string(o.take) + " " + unit + " (a loss must be an error)");
+      out.push_back(s.consumer + "'s " + what + " ended OK after " + std::to_string(got) + " of " +
+                    std::to_string(o.take) + " " + unit + " (a loss must be an error)");
     if (s.max_unacked > o.credits)
       out.push_back("consumer memory: " + s.consumer + " held " + std::to_string(s.max_unacked) +
                     " delivered but untaken element(s), more than its " +
@@ -335,7 +341,8 @@ TaskReads reads_by_task(const ObservedStream& s) {
 // Two trainers' reads of one task are subsequences of the task's output, so the values that each
 // read once come in the same order in both. (Under DYNAMIC with faults a task's output is not
 // increasing: the splits of a lost task or consumer are made again, later, by a survivor.)
-std::optional<std::string> order_conflict(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+std::optional<std::string> order_conflict(const std::vector<int64_t>& a,
+                                          const std::vector<int64_t>& b) {
   std::map<int64_t, int> count_a, count_b;
   for (auto v : a)
     ++count_a[v];
@@ -463,8 +470,8 @@ std::vector<std::string> check_endless_off(const Observation& o) {
     for (std::size_t i = 0; i < s.elements.size(); ++i) {
       auto v = scalar_value(s.elements[i]);
       if (!v || *v < 0 || (n > 0 && *v >= n)) {
-        out.push_back("OFF: " + s.consumer + " got " + show(s.elements[i]) +
-                      ", which range(" + std::to_string(n) + ").repeat() does not hold");
+        out.push_back("OFF: " + s.consumer + " got " + show(s.elements[i]) + ", which range(" +
+                      std::to_string(n) + ").repeat() does not hold");
         return out;
       }
       per_source[i < s.sources.size() ? s.sources[i] : "?"].push_back(*v);
@@ -477,7 +484,8 @@ std::vector<std::string> check_endless_off(const Observation& o) {
           if (s.lost_tasks == 0)
             out.push_back("OFF: " + s.consumer + " got " + std::to_string(seq[k]) + " as element " +
                           std::to_string(k) + " of " + src + "'s stream (expected " +
-                          std::to_string(static_cast<int64_t>(k) % n) + ") and counted no lost task");
+                          std::to_string(static_cast<int64_t>(k) % n) +
+                          ") and counted no lost task");
           break;
         }
     }
@@ -521,8 +529,8 @@ std::vector<std::string> check_invariants(const Observation& o) {
                     " of virtual time (" + std::to_string(s.elements.size()) +
                     " element(s) received)");
     else if (s.ended && !s.status.ok() && !o.faults)
-      out.push_back(s.consumer + "'s stream failed although no fault happened: " +
-                    s.status.to_string());
+      out.push_back(s.consumer +
+                    "'s stream failed although no fault happened: " + s.status.to_string());
     if (s.max_unacked > o.credits)
       out.push_back("consumer memory: " + s.consumer + " held " + std::to_string(s.max_unacked) +
                     " delivered but untaken element(s), more than its " +

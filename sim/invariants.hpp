@@ -40,7 +40,7 @@
 namespace conveyor::sim {
 
 struct ObservedStream {
-  std::string consumer;             // "consumer-0"
+  std::string consumer; // "consumer-0"
   std::vector<Element> elements;
   std::vector<std::string> sources; // worker address (+ "/task<id>": incarnation) per element
   Status status;
@@ -79,7 +79,7 @@ struct Observation {
   std::vector<std::string> leaks;      // live protocol actors after the job ended
   std::vector<std::string> violations; // the simulator's own findings (serialization...)
   bool timed_out = false;
-  std::string time_limit;              // for the liveness message
+  std::string time_limit; // for the liveness message
   // Coordinated reads (num_consumers = coordinated > 0): each stream stops after `take` rounds
   // (cancelled by the harness); round r of every stream must be one group of consecutive ints.
   int64_t coordinated = 0;

@@ -76,9 +76,8 @@ Duration Network::transfer_delay(const LinkConfig& cfg, std::size_t bytes) {
 
 caf::strong_actor_ptr Network::make_proxy(Node& home, const caf::node_id& nid, caf::actor_id aid) {
   caf::actor_config cfg;
-  auto proxy = caf::make_actor<SimProxy, caf::strong_actor_ptr>(aid, nid, &home.system(), cfg,
-                                                                *this, home.slot(),
-                                                                home.incarnation());
+  auto proxy = caf::make_actor<SimProxy, caf::strong_actor_ptr>(
+    aid, nid, &home.system(), cfg, *this, home.slot(), home.incarnation());
   Node* owner = world_.node_by_id(nid);
   if (owner == nullptr || owner == &home || shutting_down_) {
     // Nobody answers at that node id (it crashed or restarted): connecting fails at once.
@@ -103,10 +102,10 @@ caf::strong_actor_ptr Network::make_proxy(Node& home, const caf::node_id& nid, c
   if (real == nullptr) {
     actor_exited(owner_slot, owner_inc, aid, home_slot, home_inc, caf::exit_reason::unknown);
   } else {
-    real->get()->attach_functor([this, owner_slot, owner_inc, aid, home_slot, home_inc](
-                                  const caf::error& reason) {
-      actor_exited(owner_slot, owner_inc, aid, home_slot, home_inc, reason);
-    });
+    real->get()->attach_functor(
+      [this, owner_slot, owner_inc, aid, home_slot, home_inc](const caf::error& reason) {
+        actor_exited(owner_slot, owner_inc, aid, home_slot, home_inc, reason);
+      });
   }
   if (partitioned(home_slot, owner_slot))
     arm_break_timer(home_slot, owner_slot);
@@ -119,8 +118,8 @@ void Network::actor_exited(std::size_t owner_slot, uint32_t owner_inc, caf::acto
     return;
   auto* owner = world_.node(owner_slot);
   auto* home = world_.node(home_slot);
-  if (owner == nullptr || home == nullptr || owner->incarnation() != owner_inc
-      || home->incarnation() != home_inc)
+  if (owner == nullptr || home == nullptr || owner->incarnation() != owner_inc ||
+      home->incarnation() != home_inc)
     return; // a crash already killed the proxies on the other side
   Packet p;
   p.kind = PacketKind::down;
@@ -154,17 +153,17 @@ void Network::forward(SimProxy& proxy, caf::mailbox_element_ptr what) {
   for (std::size_t i = 0; i < msg.size(); ++i) {
     auto rtti = msg.type(i);
     if (&types.portable_name(rtti) == &types.default_type_name()) {
-      world_.violation("cannot serialize a message from " + from->name() + " to " + to->name()
-                       + ": element " + std::to_string(i) + " has a type that is not registered ("
-                       + (rtti.second != nullptr ? rtti.second->name() : "?") + ")");
+      world_.violation("cannot serialize a message from " + from->name() + " to " + to->name() +
+                       ": element " + std::to_string(i) + " has a type that is not registered (" +
+                       (rtti.second != nullptr ? rtti.second->name() : "?") + ")");
       return;
     }
   }
   caf::binary_serializer sink{from->context(), p.bytes};
   if (auto err = sink(what->sender, what->stages, msg)) {
-    world_.violation("cannot serialize a message from " + from->name() + " to " + to->name()
-                     + ": " + from->system().render(err) + " (content: "
-                     + shorten(caf::to_string(msg), 200) + ")");
+    world_.violation("cannot serialize a message from " + from->name() + " to " + to->name() +
+                     ": " + from->system().render(err) +
+                     " (content: " + shorten(caf::to_string(msg), 200) + ")");
     return;
   }
   send_packet(*from, *to, std::move(p));
@@ -211,8 +210,8 @@ void Network::deliver(Node& from, Node& to, Packet p) {
   auto& trace = world_.trace();
   if (p.kind == PacketKind::down) {
     trace.record(world_.elapsed(), {kTagDown, from.slot(), to.slot(), p.dest}, [&] {
-      return from.name() + " -> " + to.name() + "  down: actor " + std::to_string(p.dest) + " exited ("
-             + to.system().render(p.reason) + ")";
+      return from.name() + " -> " + to.name() + "  down: actor " + std::to_string(p.dest) +
+             " exited (" + to.system().render(p.reason) + ")";
     });
     to.proxies().erase(from.id(), p.dest, p.reason);
     return;
@@ -230,8 +229,8 @@ void Network::deliver(Node& from, Node& to, Packet p) {
   caf::message msg;
   caf::binary_deserializer source{to.context(), p.bytes};
   if (auto err = source(sender, stages, msg)) {
-    world_.violation("cannot deserialize a message from " + from.name() + " on " + to.name() + ": "
-                     + to.system().render(err));
+    world_.violation("cannot deserialize a message from " + from.name() + " on " + to.name() +
+                     ": " + to.system().render(err));
     return;
   }
   ++delivered_;
@@ -240,14 +239,19 @@ void Network::deliver(Node& from, Node& to, Packet p) {
                {kTagDeliver, from.slot(), to.slot(), p.dest, p.mid.integer_value(),
                 Trace::hash_of(std::string_view{p.bytes.data(), p.bytes.size()})},
                [&] {
-                 return from.name() + " -> " + to.name() + "  actor " + std::to_string(p.dest)
-                        + (p.mid.is_request() ? " request " : p.mid.is_response() ? " response " : " ")
-                        + std::to_string(p.bytes.size()) + "B  "
-                        + shorten(readable(caf::to_string(msg), [this](std::size_t slot, uint32_t inc) {
-                                    if (slot >= world_.node_count())
-                                      return std::string{"?"};
-                                    return world_.slot_name(slot) + (inc > 0 ? "#" + std::to_string(inc) : "");
-                                  }), 160);
+                 return from.name() + " -> " + to.name() + "  actor " + std::to_string(p.dest) +
+                        (p.mid.is_request()    ? " request "
+                         : p.mid.is_response() ? " response "
+                                               : " ") +
+                        std::to_string(p.bytes.size()) + "B  " +
+                        shorten(readable(caf::to_string(msg),
+                                         [this](std::size_t slot, uint32_t inc) {
+                                           if (slot >= world_.node_count())
+                                             return std::string{"?"};
+                                           return world_.slot_name(slot) +
+                                                  (inc > 0 ? "#" + std::to_string(inc) : "");
+                                         }),
+                                160);
                });
   if (dst == nullptr) {
     // A request to an actor that is gone: answer it with an error, as BASP does.
@@ -272,8 +276,9 @@ void Network::deliver(Node& from, Node& to, Packet p) {
   }
   if (observer_)
     observer_(from.slot(), to.slot(), msg);
-  dst->enqueue(caf::make_mailbox_element(std::move(sender), p.mid, std::move(stages), std::move(msg)),
-               nullptr);
+  dst->enqueue(
+    caf::make_mailbox_element(std::move(sender), p.mid, std::move(stages), std::move(msg)),
+    nullptr);
 }
 
 // --- transport -----------------------------------------------------------------------------
@@ -288,18 +293,18 @@ caf::error Network::publish(Node& node, const std::string& address, caf::strong_
   }
   // Like middleman::publish: the actor becomes reachable by id from other nodes.
   node.system().registry().put(actor->id(), actor);
-  world_.trace().record(world_.elapsed(), {kTagPublish, node.slot(), actor->id()},
-                        [&] { return node.name() + " publishes actor " + std::to_string(actor->id())
-                                     + " at " + address; });
+  world_.trace().record(world_.elapsed(), {kTagPublish, node.slot(), actor->id()}, [&] {
+    return node.name() + " publishes actor " + std::to_string(actor->id()) + " at " + address;
+  });
   endpoints_[address] = Endpoint{node.slot(), node.incarnation(), std::move(actor), std::move(ifs)};
   return caf::none;
 }
 
 void Network::unpublish(Node& node, const std::string& address, const caf::actor_addr& actor) {
   auto i = endpoints_.find(address);
-  if (i != endpoints_.end() && i->second.slot == node.slot()
-      && i->second.incarnation == node.incarnation() && i->second.actor
-      && i->second.actor->address() == actor)
+  if (i != endpoints_.end() && i->second.slot == node.slot() &&
+      i->second.incarnation == node.incarnation() && i->second.actor &&
+      i->second.actor->address() == actor)
     endpoints_.erase(i);
 }
 
@@ -316,29 +321,31 @@ bool Network::connect(Node& from, const std::string& address,
   }
   if (target == nullptr || target == &from) {
     // Connection refused: nothing listens there (any more).
-    world_.after(2 * link_config(from_slot, from_slot).latency,
-                 [this, from_slot, from_inc, address, done = std::move(done)]() mutable {
-                   auto* f = world_.node(from_slot);
-                   if (f != nullptr && f->incarnation() == from_inc)
-                     done(caf::make_error(caf::sec::cannot_connect_to_node, "no node listens at",
-                                          address));
-                 },
-                 from_slot);
+    world_.after(
+      2 * link_config(from_slot, from_slot).latency,
+      [this, from_slot, from_inc, address, done = std::move(done)]() mutable {
+        auto* f = world_.node(from_slot);
+        if (f != nullptr && f->incarnation() == from_inc)
+          done(caf::make_error(caf::sec::cannot_connect_to_node, "no node listens at", address));
+      },
+      from_slot);
     return true;
   }
   if (partitioned(from_slot, target->slot())) {
     world_.trace().record(world_.elapsed(), {kTagDrop, from_slot, target->slot(), 0}, [&] {
-      return from.name() + " -> " + target->name() + "  connect to " + address + " lost in partition";
+      return from.name() + " -> " + target->name() + "  connect to " + address +
+             " lost in partition";
     });
     // SYN lost: as CAF's middleman does, the handshake ends after the connection timeout (or
     // the caller's own timeout, if shorter), and the caller may try again.
-    world_.after(connection_timeout_,
-                 [this, from_slot, from_inc, address, done = std::move(done)]() mutable {
-                   auto* f = world_.node(from_slot);
-                   if (f != nullptr && f->incarnation() == from_inc)
-                     done(caf::make_error(caf::sec::connection_timeout, "no answer from", address));
-                 },
-                 from_slot);
+    world_.after(
+      connection_timeout_,
+      [this, from_slot, from_inc, address, done = std::move(done)]() mutable {
+        auto* f = world_.node(from_slot);
+        if (f != nullptr && f->incarnation() == from_inc)
+          done(caf::make_error(caf::sec::connection_timeout, "no answer from", address));
+      },
+      from_slot);
     return true;
   }
   // The handshake is a round trip; the handle becomes a proxy on `from`, as in BASP.
@@ -347,21 +354,21 @@ bool Network::connect(Node& from, const std::string& address,
   auto aid = i->second.actor->id();
   auto nid = target->id();
   auto ifs = i->second.ifs;
-  world_.after(2 * link_config(from_slot, target_slot).latency,
-               [this, from_slot, from_inc, target_slot, target_inc, aid, nid, ifs = std::move(ifs),
-                done = std::move(done)]() mutable {
-                 auto* f = world_.node(from_slot);
-                 if (f == nullptr || f->incarnation() != from_inc)
-                   return;
-                 auto* t = world_.node(target_slot);
-                 if (t == nullptr || t->incarnation() != target_inc) {
-                   done(caf::make_error(caf::sec::cannot_connect_to_node,
-                                        "peer died during the handshake"));
-                   return;
-                 }
-                 done(Connected{nid, f->proxies().get_or_put(nid, aid), std::move(ifs)});
-               },
-               from_slot);
+  world_.after(
+    2 * link_config(from_slot, target_slot).latency,
+    [this, from_slot, from_inc, target_slot, target_inc, aid, nid, ifs = std::move(ifs),
+     done = std::move(done)]() mutable {
+      auto* f = world_.node(from_slot);
+      if (f == nullptr || f->incarnation() != from_inc)
+        return;
+      auto* t = world_.node(target_slot);
+      if (t == nullptr || t->incarnation() != target_inc) {
+        done(caf::make_error(caf::sec::cannot_connect_to_node, "peer died during the handshake"));
+        return;
+      }
+      done(Connected{nid, f->proxies().get_or_put(nid, aid), std::move(ifs)});
+    },
+    from_slot);
   return true;
 }
 

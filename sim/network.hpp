@@ -39,8 +39,8 @@ class World;
 
 struct LinkConfig {
   Duration latency = std::chrono::microseconds(200); // one way
-  Duration jitter = std::chrono::microseconds(100);  // extra delay per message, drawn in [0, jitter]
-  double bytes_per_second = 1.25e9;                  // 10 Gbit/s
+  Duration jitter = std::chrono::microseconds(100); // extra delay per message, drawn in [0, jitter]
+  double bytes_per_second = 1.25e9;                 // 10 Gbit/s
 };
 
 class Network {

@@ -15,9 +15,9 @@ const char* to_string(PlantedBug bug) {
 }
 
 std::optional<PlantedBug> planted_bug_from_string(std::string_view name) {
-  for (auto b : {PlantedBug::none, PlantedBug::duplicate_split, PlantedBug::forget_lost_split,
-                 PlantedBug::forget_held_split, PlantedBug::skip_round,
-                 PlantedBug::credit_off_by_one})
+  for (auto b :
+       {PlantedBug::none, PlantedBug::duplicate_split, PlantedBug::forget_lost_split,
+        PlantedBug::forget_held_split, PlantedBug::skip_round, PlantedBug::credit_off_by_one})
     if (name == to_string(b))
       return b;
   return std::nullopt;
@@ -44,8 +44,9 @@ PlantedBugHooks g_planted_bug_hooks;
 } // namespace
 
 PlantBug::PlantBug(PlantedBug bug)
-    : previous_(detail::planted_bug_switch().exchange(bug)),
-      previous_hooks_(actors::hooks::install(bug == PlantedBug::none ? nullptr : &g_planted_bug_hooks)) {}
+  : previous_(detail::planted_bug_switch().exchange(bug)),
+    previous_hooks_(
+      actors::hooks::install(bug == PlantedBug::none ? nullptr : &g_planted_bug_hooks)) {}
 
 PlantBug::~PlantBug() {
   actors::hooks::install(previous_hooks_);

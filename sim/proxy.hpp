@@ -16,7 +16,8 @@ class SimProxy final : public caf::actor_proxy {
 public:
   // Lives on node (home_slot, home_incarnation); stands for the actor with this proxy's own
   // id() on node node().
-  SimProxy(caf::actor_config& cfg, Network& network, std::size_t home_slot, uint32_t home_incarnation);
+  SimProxy(caf::actor_config& cfg, Network& network, std::size_t home_slot,
+           uint32_t home_incarnation);
 
   void enqueue(caf::mailbox_element_ptr what, caf::execution_unit* ctx) override;
   bool add_backlink(caf::abstract_actor* x) override;

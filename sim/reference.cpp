@@ -12,9 +12,8 @@ namespace conveyor::sim {
 namespace {
 
 bool split_transparent(const Dataset& dataset) {
-  static const std::set<std::string> per_element = {"map",     "filter",  "flat_map", "interleave",
-                                                    "unbatch", "shuffle", "prefetch", "repeat",
-                                                    "cache"};
+  static const std::set<std::string> per_element = {
+    "map", "filter", "flat_map", "interleave", "unbatch", "shuffle", "prefetch", "repeat", "cache"};
   const conveyor::Node* n = dataset.node().get();
   while (n != nullptr) {
     if (n->inputs.empty())

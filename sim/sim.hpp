@@ -99,8 +99,8 @@ struct SimConfig {
   DistributeOptions options;
   uint64_t seed = 1;
 
-  std::vector<Fault> faults;   // explicit faults
-  std::string random_faults;   // a fault spec (above); its random items are drawn per seed
+  std::vector<Fault> faults; // explicit faults
+  std::string random_faults; // a fault spec (above); its random items are drawn per seed
 
   // The network. Unset: drawn from the seed (latency 20 us .. 2 ms, jitter up to the latency).
   std::optional<std::chrono::microseconds> latency;
@@ -119,7 +119,7 @@ struct SimConfig {
   // Virtual time after which a run that has not ended fails (liveness).
   std::chrono::milliseconds time_limit{10 * 60 * 1000};
 
-  bool keep_trace = false;  // keep the readable event log in SimResult::trace
+  bool keep_trace = false; // keep the readable event log in SimResult::trace
   // Test-only: switch on a planted protocol bug ("duplicate-split", "forget-lost-split",
   // "forget-held-split", "skip-round") to check that the invariants catch it.
   std::string plant_bug;

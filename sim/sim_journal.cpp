@@ -6,8 +6,8 @@ namespace conveyor::sim {
 
 SimJournal::SimJournal(World& world, std::size_t slot, std::chrono::microseconds fsync_latency,
                        int64_t compact_after_records)
-    : world_(world), slot_(slot), fsync_latency_(fsync_latency),
-      compact_after_(compact_after_records) {}
+  : world_(world), slot_(slot), fsync_latency_(fsync_latency),
+    compact_after_(compact_after_records) {}
 
 uint64_t SimJournal::append(const msg::Update& update, Done on_durable) {
   pending_.push_back(actors::Journal::encode(update));
@@ -38,7 +38,8 @@ void SimJournal::sync() {
 }
 
 bool SimJournal::should_compact() const {
-  return compact_after_ > 0 && static_cast<int64_t>(durable_.size() + pending_.size()) >= compact_after_;
+  return compact_after_ > 0 &&
+         static_cast<int64_t>(durable_.size() + pending_.size()) >= compact_after_;
 }
 
 Status SimJournal::compact(const actors::DispatcherState& state) {
@@ -72,7 +73,8 @@ Expected<bool> SimJournal::replay(actors::DispatcherState& state) const {
     auto update = actors::Journal::decode(durable_[i]);
     if (!update.ok())
       return update.status().with_context("the simulated disk's record " + std::to_string(i));
-    CONVEYOR_RETURN_IF_ERROR(state.apply(*update).with_context("replaying record " + std::to_string(i)));
+    CONVEYOR_RETURN_IF_ERROR(
+      state.apply(*update).with_context("replaying record " + std::to_string(i)));
   }
   return true;
 }

@@ -46,9 +46,9 @@ private:
   std::chrono::microseconds fsync_latency_;
   int64_t compact_after_;
   std::string dir_ = "(simulated disk)";
-  std::string snapshot_;               // encode_snapshot output; empty = none
-  std::vector<std::string> durable_;   // encoded records after the snapshot
-  std::vector<std::string> pending_;   // appended, not synced
+  std::string snapshot_;             // encode_snapshot output; empty = none
+  std::vector<std::string> durable_; // encoded records after the snapshot
+  std::vector<std::string> pending_; // appended, not synced
   std::vector<Done> pending_done_;
   bool sync_scheduled_ = false;
   uint32_t incarnation_ = 0; // a sync scheduled before a crash does nothing after it

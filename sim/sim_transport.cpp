@@ -37,8 +37,7 @@ caf::behavior connector_impl(caf::stateful_actor<connector_state>* self, World* 
       self->state.pending.emplace(token, self->make_response_promise());
       auto me = caf::actor_cast<caf::actor>(self);
       bool answers = world->network().connect(
-        *node, host + ":" + std::to_string(port),
-        [me, token](caf::expected<Network::Connected> r) {
+        *node, host + ":" + std::to_string(port), [me, token](caf::expected<Network::Connected> r) {
           if (r)
             caf::anon_send(me, connected_atom::value, token, r->node, r->actor, r->ifs);
           else
@@ -98,8 +97,8 @@ caf::behavior bulk_server_impl(caf::stateful_actor<bulk_server_state>* self, uin
       if (actors::bulk::read_frame_header(frame.own.data(), actors::bulk::kFrameHeaderBytes, h))
         return;
       std::vector<char> payload = frame.flatten(actors::bulk::kFrameHeaderBytes);
-      self->send(c->second.first, msg::bulk_frame_atom_v, c->second.second, h.task, h.batch_seq, h.index,
-                 h.count, std::move(payload));
+      self->send(c->second.first, msg::bulk_frame_atom_v, c->second.second, h.task, h.batch_seq,
+                 h.index, h.count, std::move(payload));
     },
   };
 }
@@ -163,7 +162,8 @@ caf::behavior bulk_client_impl(caf::stateful_actor<bulk_client_state>* self, caf
 
 } // namespace
 
-caf::expected<actors::BulkServer> SimTransport::serve_bulk(const std::string& host, uint16_t wanted) {
+caf::expected<actors::BulkServer> SimTransport::serve_bulk(const std::string& host,
+                                                           uint16_t wanted) {
   (void)wanted; // simulated nodes take their ports in order: nothing to pin
   auto* node = world_.node(slot_);
   if (node == nullptr || node->incarnation() != incarnation_)
@@ -214,8 +214,8 @@ caf::expected<uint16_t> SimTransport::publish(const msg::dispatcher_actor& whom,
                       host, port);
 }
 
-caf::expected<uint16_t> SimTransport::publish(const msg::worker_actor& whom, const std::string& host,
-                                              uint16_t port) {
+caf::expected<uint16_t> SimTransport::publish(const msg::worker_actor& whom,
+                                              const std::string& host, uint16_t port) {
   auto* node = world_.node(slot_);
   if (node == nullptr)
     return caf::make_error(caf::sec::cannot_open_port, "the node is down");

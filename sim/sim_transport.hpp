@@ -37,7 +37,7 @@ private:
   World& world_;
   std::size_t slot_;
   uint32_t incarnation_;
-  std::string host_;       // the host part of what this node published
+  std::string host_;           // the host part of what this node published
   uint16_t next_port_ = 40000; // for port 0
   caf::actor connector_;
 };

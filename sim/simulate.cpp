@@ -164,7 +164,8 @@ Expected<SweepResult> sweep(const Dataset& dataset, SimConfig config, uint64_t f
         break;
     }
   }
-  out.real_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.real_seconds =
+    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
 }
 

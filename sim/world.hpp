@@ -29,11 +29,11 @@ namespace conveyor::sim {
 
 struct WorldOptions {
   uint64_t seed = 1;
-  bool keep_trace = false;          // keep readable trace lines (the hash is always computed)
+  bool keep_trace = false; // keep readable trace lines (the hash is always computed)
   Duration connection_timeout = std::chrono::seconds(5);
-  LinkConfig link;                  // default for every pair of nodes
-  ConfigureNode configure_node;     // e.g. registers the message types on every node
-  uint64_t max_steps = 20000000;    // bound on messages processed per run_until call
+  LinkConfig link;               // default for every pair of nodes
+  ConfigureNode configure_node;  // e.g. registers the message types on every node
+  uint64_t max_steps = 20000000; // bound on messages processed per run_until call
 };
 
 enum class StopReason { done, quiescent, deadline, step_limit };
@@ -131,7 +131,7 @@ private:
   std::map<std::size_t, std::size_t> runnable_; // slot -> pending jobs (> 0 only)
   std::size_t runnable_total_ = 0;
   std::set<std::pair<Time, std::size_t>> timers_; // (earliest timeout, slot)
-  std::vector<std::optional<Time>> timer_of_;      // by slot: its entry in timers_
+  std::vector<std::optional<Time>> timer_of_;     // by slot: its entry in timers_
   uint64_t next_event_seq_ = 0;
   uint64_t steps_ = 0;
   const Node* current_ = nullptr;

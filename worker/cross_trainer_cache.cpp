@@ -60,8 +60,11 @@ Status CrossTrainerCache::join(const std::string& trainer_id) {
     return Status::OK();
   if (whole_epoch_ && start_ > 0)
     return failed_precondition(
-      "trainer \"" + trainer_id + "\" joined the shared epoch after the task's cross-trainer cache "
-      "had evicted its first " + std::to_string(start_) + " element(s), which every trainer "
+      "trainer \"" + trainer_id +
+      "\" joined the shared epoch after the task's cross-trainer cache "
+      "had evicted its first " +
+      std::to_string(start_) +
+      " element(s), which every trainer "
       "reads: with whole-epoch sharing all trainers must start before the cache (" +
       std::to_string(max_bytes_) + " bytes, --cross-trainer-cache-size-bytes) fills");
   trainers_[trainer_id]; // not read yet: at the oldest cached element
@@ -100,7 +103,8 @@ Status CrossTrainerCache::add(Element element, ElementOrigin origin) {
   const auto bytes = static_cast<int64_t>(element.byte_size());
   if (bytes > max_bytes_)
     return invalid_argument("tf.data service element size is larger than cache size in bytes. "
-                            "Got element size: " + std::to_string(bytes) +
+                            "Got element size: " +
+                            std::to_string(bytes) +
                             " and cache size: " + std::to_string(max_bytes_));
   if (!can_add(bytes))
     return failed_precondition("the cross-trainer cache is full of elements a trainer has not "
@@ -120,7 +124,8 @@ int64_t CrossTrainerCache::skipped(const std::string& trainer_id) const {
   if (t == trainers_.end())
     return 0;
   // Counted when the trainer next reads; include a pending skip so the figure is current.
-  const int64_t pending = t->second.next >= 0 && t->second.next < start_ ? start_ - t->second.next : 0;
+  const int64_t pending =
+    t->second.next >= 0 && t->second.next < start_ ? start_ - t->second.next : 0;
   return t->second.skipped + pending;
 }
 
@@ -138,7 +143,8 @@ Status validate_cross_trainer_cache(bool has_job_name, int64_t cardinality,
                             "dataset through the cache's sliding window (without `finite_epoch`)");
   if (!whole_epoch && cardinality != kInfiniteCardinality)
     return invalid_argument("Cross-trainer caching requires the input dataset to be infinite. "
-                            "Got input with cardinality " + std::to_string(cardinality));
+                            "Got input with cardinality " +
+                            std::to_string(cardinality));
   if (num_consumers)
     return invalid_argument("Cross-trainer caching does not support coordinated reads. "
                             "Got number of coordinated consumers: " +

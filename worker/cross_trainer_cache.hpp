@@ -74,7 +74,7 @@ public:
 
   int64_t max_bytes() const { return max_bytes_; }
   int64_t size_bytes() const { return size_bytes_; }
-  int64_t start_index() const { return start_; }                              // oldest kept
+  int64_t start_index() const { return start_; }                                     // oldest kept
   int64_t end_index() const { return start_ + static_cast<int64_t>(cache_.size()); } // next to add
   int64_t hits() const { return hits_; }     // next() answered from elements another trainer made
   int64_t misses() const { return misses_; } // elements produced for the trainer asking

@@ -14,8 +14,9 @@ constexpr std::size_t kThroughput = 16;
 } // namespace
 
 ExecutorUnit::ExecutorUnit(caf::actor_system& sys, caf::resumable* owner,
-                           std::shared_ptr<ExecutorActors> count, std::shared_ptr<ExecutorGroup> group)
-    : caf::execution_unit(&sys), owner_(owner), count_(std::move(count)), group_(std::move(group)) {
+                           std::shared_ptr<ExecutorActors> count,
+                           std::shared_ptr<ExecutorGroup> group)
+  : caf::execution_unit(&sys), owner_(owner), count_(std::move(count)), group_(std::move(group)) {
   count_->live.fetch_add(1);
 }
 
@@ -38,9 +39,7 @@ void ExecutorUnit::exec_later(caf::resumable* job) {
 
 void ExecutorUnit::run(caf::resumable* job) {
   switch (job->resume(this, kThroughput)) {
-    case caf::resumable::resume_later:
-      exec_later(job);
-      return;
+    case caf::resumable::resume_later: exec_later(job); return;
     case caf::resumable::done: {
       // Terminated: the reference CAF took may be the last, and this unit goes with the actor.
       auto count = std::move(count_);

@@ -52,8 +52,8 @@ public:
   template <class... Ts>
   ExecutorScheduled(caf::actor_config& cfg, std::shared_ptr<ExecutorActors> count,
                     std::shared_ptr<ExecutorGroup> group, Ts&&... xs)
-      : Base(cfg, std::forward<Ts>(xs)...),
-        unit_(this->home_system(), this, std::move(count), std::move(group)) {}
+    : Base(cfg, std::forward<Ts>(xs)...),
+      unit_(this->home_system(), this, std::move(count), std::move(group)) {}
 
   void enqueue(caf::mailbox_element_ptr what, caf::execution_unit*) override {
     Base::enqueue(std::move(what), &unit_);

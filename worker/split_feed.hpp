@@ -76,7 +76,7 @@ private:
   bool outstanding_ = false; // a get_splits is on its way
   bool active_ = false;      // the pipeline has asked within the current epoch
   bool draining_ = false;
-  bool starved_ = false;     // the pipeline waited since the last request
+  bool starved_ = false; // the pipeline waited since the last request
   int64_t epoch_ = 0;
   int64_t consumed_in_epoch_ = 0;
   Status error_;

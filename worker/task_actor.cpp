@@ -95,8 +95,7 @@ void start_task(self_ptr self, TaskStart start) {
   if (st.start.def.splits)
     self->monitor(st.start.def.splits);
   self->set_down_handler([self](caf::down_msg& down) { on_down(self, down); });
-  st.stats = metrics::register_task(st.start.def.job,
-                                    st.start.def.task, st.start.def.dataset);
+  st.stats = metrics::register_task(st.start.def.job, st.start.def.task, st.start.def.dataset);
   if (st.start.def.num_consumers > 0) {
     st.rounds = std::make_unique<RoundRobinTaskServer>(st.start.def.num_consumers, st.label(),
                                                        st.start.def.compression);
@@ -109,21 +108,21 @@ void start_task(self_ptr self, TaskStart start) {
   if (!dataset.ok())
     st.start_error = dataset.status().with_context("decoding the dataset of " + st.label());
   else
-    st.start_error = st.runner->start(*dataset, st.start.functions,
-                                             WorkerShard{st.start.def.num_workers,
-                                                         st.start.def.worker_index})
+    st.start_error = st.runner
+                       ->start(*dataset, st.start.functions,
+                               WorkerShard{st.start.def.num_workers, st.start.def.worker_index})
                        .with_context("starting the pipeline of " + st.label());
   if (st.start_error.ok() && st.start.def.cross_trainer_cache != msg::CacheSharing::none)
-    st.start_error =
-      st.runner
-        ->enable_cross_trainer_cache(st.start.def.cross_trainer_cache == msg::CacheSharing::whole_epoch)
-        .with_context(st.label());
+    st.start_error = st.runner
+                       ->enable_cross_trainer_cache(st.start.def.cross_trainer_cache ==
+                                                    msg::CacheSharing::whole_epoch)
+                       .with_context(st.label());
   if (!st.start_error.ok()) {
     st.runner.reset();
     report_done(self);
   } else {
-    log::info(kLog, "started " + st.label() + " (" + to_string(st.start.def.policy) +
-                      ", dataset " + st.start.def.dataset + ")");
+    log::info(kLog, "started " + st.label() + " (" + to_string(st.start.def.policy) + ", dataset " +
+                      st.start.def.dataset + ")");
     schedule_produce(self);
   }
 }
@@ -153,7 +152,8 @@ void on_drain(self_ptr self) {
   log::info(kLog, st.label() + ": draining; handing " + std::to_string(unstarted.size()) +
                     " unstarted split(s) back to the job");
   if (!unstarted.empty())
-    self->send(st.start.def.splits, msg::splits_update{st.start.def.task, {}, std::move(unstarted)});
+    self->send(st.start.def.splits,
+               msg::splits_update{st.start.def.task, {}, std::move(unstarted)});
   st.waiting_for_split = false;
   after_step(self);
 }
@@ -279,7 +279,7 @@ class TaskActor : public Scheduled {
 public:
   template <class... Ts>
   TaskActor(caf::actor_config& cfg, TaskStart start, Ts&&... xs)
-      : Scheduled(cfg, std::forward<Ts>(xs)...), start_(std::move(start)) {
+    : Scheduled(cfg, std::forward<Ts>(xs)...), start_(std::move(start)) {
     task_actor_count.fetch_add(1, std::memory_order_relaxed);
   }
   ~TaskActor() override { task_actor_count.fetch_sub(1, std::memory_order_relaxed); }

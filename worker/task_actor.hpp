@@ -26,8 +26,8 @@ struct TaskStart {
   const FunctionRegistry* functions = nullptr; // null = the global registry
   caf::timespan split_timeout = std::chrono::seconds(10);
   caf::timespan step_time = std::chrono::milliseconds(5); // bound of one produce step
-  std::string worker_address; // for logs
-  BulkServer bulk;            // the node's bulk server (empty: payloads go inline)
+  std::string worker_address;                             // for logs
+  BulkServer bulk; // the node's bulk server (empty: payloads go inline)
   // Where this actor's batch numbers start. A worker numbers each task actor it spawns apart
   // (its count of spawned task actors << 40): a task re-created under the same id (after a
   // dispatcher restart) shares its bulk channel with the old actor, whose late frames must not

@@ -47,8 +47,8 @@ void report_done(self_ptr self) {
   else if (failed)
     error = st.runner->error().to_string();
   if (error.empty())
-    log::info(kLog, st.label() + ": pipeline ended after " +
-                      std::to_string(st.runner->produced()) + " elements");
+    log::info(kLog, st.label() + ": pipeline ended after " + std::to_string(st.runner->produced()) +
+                      " elements");
   else if (failed && st.start_error.ok() && st.runner->error().code() == ErrorCode::cancelled)
     // The stop flag ended it: the job was released or the worker exits, nothing went wrong.
     log::info(kLog, st.label() + ": pipeline stopped: " + error);
@@ -189,19 +189,18 @@ void request_splits(self_ptr self) {
   st.split_asked = std::chrono::steady_clock::now();
   // The job may hold the request while the epoch's last splits are unfinished elsewhere.
   auto hold = st.start.split_timeout / 2;
-  self->request(st.start.def.splits, st.start.split_timeout,
-                msg::get_splits{st.start.def.task, feed->epoch(), feed->request_max(),
-                                hold.count()})
+  self
+    ->request(st.start.def.splits, st.start.split_timeout,
+              msg::get_splits{st.start.def.task, feed->epoch(), feed->request_max(), hold.count()})
     .then(
       [self](msg::splits_reply& reply) {
         auto& st = self->state;
         if (st.stats) {
           st.stats->split_waits_total.fetch_add(1, std::memory_order_relaxed);
-          st.stats->split_wait_ns.fetch_add(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
-                                                                 st.split_asked)
-              .count(),
-            std::memory_order_relaxed);
+          st.stats->split_wait_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                              std::chrono::steady_clock::now() - st.split_asked)
+                                              .count(),
+                                            std::memory_order_relaxed);
         }
         SplitFeed* feed = st.runner->split_feed();
         feed->deliver(std::move(reply.splits), reply.end_of_splits, reply.empty_epoch);
@@ -210,8 +209,8 @@ void request_splits(self_ptr self) {
       },
       [self](caf::error& err) {
         auto& st = self->state;
-        st.runner->split_feed()->fail(msg::to_status(
-          err, "asking job " + std::to_string(st.start.def.job) + " for splits"));
+        st.runner->split_feed()->fail(
+          msg::to_status(err, "asking job " + std::to_string(st.start.def.job) + " for splits"));
         st.waiting_for_split = false;
         after_step(self);
       });
@@ -290,7 +289,8 @@ caf::result<msg::element_batch> on_get_elements(self_ptr self, msg::get_elements
   //   held long, this request's credit could be the one its consumer needs to read another
   //   task, whose cache in turn waits for that consumer's trainer (with one credit, two
   //   trainers and two tasks that is a deadlock).
-  const bool paced = st.runner && st.runner->shares_whole_epoch() && st.runner->buffered_elements() > 0;
+  const bool paced =
+    st.runner && st.runner->shares_whole_epoch() && st.runner->buffered_elements() > 0;
   if (st.waiting_for_split || paced) {
     hold = std::min<caf::timespan>(hold, std::chrono::milliseconds(20));
     self->delayed_send(self, hold, msg::produce_atom_v);

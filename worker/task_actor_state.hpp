@@ -30,14 +30,12 @@ inline constexpr const char* kLog = "worker";
 // its link to the worker reports the exit (see worker_actor.cpp, stop).
 // assign_task: the worker forwards a repeated assignment of this task (a restarted dispatcher's
 // job claiming it) so that the task reports to the new job actor.
-using task_full_actor = msg::task_actor::extend<caf::reacts_to<msg::produce_atom>,
-                                                caf::reacts_to<msg::drain_atom>,
-                                                caf::reacts_to<msg::leave_job>,
-                                                caf::replies_to<msg::drained_atom>::with<bool>,
-                                                caf::reacts_to<msg::assign_task>,
-                                                caf::reacts_to<msg::stop_task>,
-                                                caf::reacts_to<msg::end_rounds>,
-                                                caf::reacts_to<msg::cache_trainers>>;
+using task_full_actor =
+  msg::task_actor::extend<caf::reacts_to<msg::produce_atom>, caf::reacts_to<msg::drain_atom>,
+                          caf::reacts_to<msg::leave_job>,
+                          caf::replies_to<msg::drained_atom>::with<bool>,
+                          caf::reacts_to<msg::assign_task>, caf::reacts_to<msg::stop_task>,
+                          caf::reacts_to<msg::end_rounds>, caf::reacts_to<msg::cache_trainers>>;
 
 // A request that found nothing. It is answered when elements arrive, the pipeline ends, or —
 // at the next produce step or request after its deadline — with an empty batch. No timer:

@@ -60,8 +60,8 @@ Status TaskRunner::start(const Dataset& input, const FunctionRegistry* functions
       return failed_precondition(std::string{"sharding policy "} + to_string(policy_) +
                                  " needs the worker's place in the dispatcher's fixed worker "
                                  "list, and this task has none");
-    auto sharded = apply_sharding(input, policy_, shard.num_workers, shard.worker_index,
-                                  limits_.paths.get());
+    auto sharded =
+      apply_sharding(input, policy_, shard.num_workers, shard.worker_index, limits_.paths.get());
     if (!sharded.ok())
       return sharded.status();
     dataset = std::move(sharded).value();
@@ -188,7 +188,8 @@ TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
     const auto size = static_cast<int64_t>(item.bytes);
     // The budget counts what the item really holds (its slot, the element's objects and heap),
     // not only the payload that bounds the buffer.
-    item.charged = static_cast<int64_t>(sizeof(Item)) + std::max(size, element_heap_bytes(item.element));
+    item.charged =
+      static_cast<int64_t>(sizeof(Item)) + std::max(size, element_heap_bytes(item.element));
     if (Status room = buffer_charge_->add(item.charged); !room.ok()) {
       error_ = room;
       iterator_.reset(); // returns what the pipeline held
@@ -331,7 +332,8 @@ std::optional<msg::element_batch> TaskRunner::take_frames(msg::consumer_id_t con
   out.bulk_frames = out.num_elements;
   out.origins = std::move(origins);
   for (uint32_t i = 0; i < frames.size(); ++i)
-    bulk::write_frame_header(frames[i], bulk::FrameHeader{task, out.batch_seq, i, out.bulk_frames, 0});
+    bulk::write_frame_header(frames[i],
+                             bulk::FrameHeader{task, out.batch_seq, i, out.bulk_frames, 0});
   return out;
 }
 
@@ -347,8 +349,7 @@ Status TaskRunner::enable_cross_trainer_cache(bool whole_epoch) {
 // Cross-trainer cache: the trainer's next elements, moving produced ones from the buffer into
 // the cache when the trainer is at its end.
 std::optional<msg::element_batch> TaskRunner::take_cached(msg::consumer_id_t consumer,
-                                                          uint32_t max_elements,
-                                                          uint64_t max_bytes,
+                                                          uint32_t max_elements, uint64_t max_bytes,
                                                           const std::string& trainer) {
   const std::string who = trainer.empty() ? "consumer " + std::to_string(consumer) : trainer;
   readers_.add(consumer, who);
@@ -382,7 +383,8 @@ std::optional<msg::element_batch> TaskRunner::take_cached(msg::consumer_id_t con
     if (!*got) {
       // (Whole-epoch sharing: a full cache takes the next element only once every trainer has
       // read what it would evict; this trainer waits until then.)
-      if (buffer_.empty() || !cache_->can_add(static_cast<int64_t>(buffer_.front().element.byte_size())))
+      if (buffer_.empty() ||
+          !cache_->can_add(static_cast<int64_t>(buffer_.front().element.byte_size())))
         break;
       auto item = std::move(buffer_.front());
       buffer_.pop_front();
@@ -393,13 +395,15 @@ std::optional<msg::element_batch> TaskRunner::take_cached(msg::consumer_id_t con
         break;
       }
       if (whole_epoch && per_split_) {
-        auto sp = item.counted ? splits_.find(Key{item.origin.epoch, item.origin.index}) : splits_.end();
+        auto sp =
+          item.counted ? splits_.find(Key{item.origin.epoch, item.origin.index}) : splits_.end();
         if (sp != splits_.end()) {
           ++sp->second.cached;
           sp->second.last_index = cache_->end_index() - 1;
         }
       } else if (!whole_epoch) {
-        add_origin(first_reads, item.origin); // next() gives it to this trainer now: it was at the end
+        add_origin(first_reads,
+                   item.origin); // next() gives it to this trainer now: it was at the end
       }
       continue;
     }
@@ -463,8 +467,8 @@ std::vector<Element> TaskRunner::take_elements(std::size_t n, std::vector<std::s
 
 std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
                                                    uint32_t max_elements, uint64_t max_bytes,
-                                                   std::vector<GatherBuffer>* frames,
-                                                   uint64_t task, const std::string& trainer) {
+                                                   std::vector<GatherBuffer>* frames, uint64_t task,
+                                                   const std::string& trainer) {
   if (auto p = pending_.find(consumer); p != pending_.end()) {
     auto out = next_chunk(p->second);
     if (p->second.next_chunk >= p->second.num_chunks)
@@ -472,7 +476,8 @@ std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
     return out;
   }
   if (retired_)
-    return max_elements == 0 ? std::optional<msg::element_batch>{msg::element_batch{}} : std::nullopt;
+    return max_elements == 0 ? std::optional<msg::element_batch>{msg::element_batch{}}
+                             : std::nullopt;
   if (cache_)
     return take_cached(consumer, max_elements, max_bytes, trainer);
   if (buffer_.empty() || max_elements == 0) {
@@ -566,8 +571,8 @@ void TaskRunner::check_finished(const Key& key) {
     return;
   const SplitState& s = sp->second;
   if (shares_whole_epoch()) {
-    const bool read_by_all = s.cached == s.produced &&
-                             (s.produced == 0 || cache_->oldest_unread() > s.last_index);
+    const bool read_by_all =
+      s.cached == s.produced && (s.produced == 0 || cache_->oldest_unread() > s.last_index);
     if (!read_by_all || s.acked < s.sent)
       return;
   } else if (s.acked < s.produced) {

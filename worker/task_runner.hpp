@@ -190,7 +190,7 @@ public:
   void retire();
   bool retired() const { return retired_; }
 
-  bool ended() const { return ended_; }            // the pipeline reached its end
+  bool ended() const { return ended_; } // the pipeline reached its end
   bool failed() const { return !error_.ok(); }
   const Status& error() const { return error_; }
   bool buffer_full() const;
@@ -221,7 +221,7 @@ private:
   Compression compression_;
   TaskLimits limits_;
   std::unique_ptr<SplitFeed> feed_;
-  std::unique_ptr<MemoryBudget> budget_; // before everything that charges it
+  std::unique_ptr<MemoryBudget> budget_;        // before everything that charges it
   std::unique_ptr<MemoryCharge> buffer_charge_; // buffer_ against budget_
   IteratorContext ctx_;
   std::unique_ptr<Iterator> iterator_;
@@ -239,15 +239,15 @@ private:
   };
   using Key = std::pair<int64_t, int64_t>;
   struct Item {
-    Element element;          // kept once encoded: `frame` views its large tensors' storage
-    GatherBuffer frame;       // pre-encoded: frame header room + a one-element batch buffer
-    bool bulk = false;        // travels as a frame (encoded >= bulk_min_bytes); `frame` empty
-                              // until encoded (encode_frame)
+    Element element;              // kept once encoded: `frame` views its large tensors' storage
+    GatherBuffer frame;           // pre-encoded: frame header room + a one-element batch buffer
+    bool bulk = false;            // travels as a frame (encoded >= bulk_min_bytes); `frame` empty
+                                  // until encoded (encode_frame)
     std::size_t element_size = 0; // its encoding (encoded_element_size); with its length
                                   // prefix it adds encoded_batch_entry_size() to a batch buffer
-    std::size_t bytes = 0;    // what it counts in the buffer's byte bound
-    int64_t charged = 0;      // what it holds against the memory budget (its footprint)
-    Origin origin;            // per-split pipelines: the split and sequence it came from
+    std::size_t bytes = 0;        // what it counts in the buffer's byte bound
+    int64_t charged = 0;          // what it holds against the memory budget (its footprint)
+    Origin origin;                // per-split pipelines: the split and sequence it came from
     // Per-split: counted in its split's state (SplitState::produced). Not when that state was
     // dropped (its split handed back while still in the buffer or in production): the split may
     // run again under the same key, and this copy must not count for the new run.
@@ -282,8 +282,9 @@ private:
   // A deque of 256-item blocks: std::deque's 512-byte nodes held 3 of these ~150-byte items, so
   // it allocated and freed a node every 3 elements, a cost 8-byte elements felt. (A ring grown
   // by doubling cost the same memory as this at its largest but kept it: ~14 MiB more RSS.)
-  using ItemQueue = boost::container::deque<
-    Item, void, boost::container::deque_options_t<boost::container::block_size<256u>>>;
+  using ItemQueue =
+    boost::container::deque<Item, void,
+                            boost::container::deque_options_t<boost::container::block_size<256u>>>;
   ItemQueue buffer_;
   std::map<Key, SplitState> splits_;
   // Unacknowledged batches per consumer: batch_seq -> (split, elements) runs (none in OFF).
@@ -312,8 +313,8 @@ private:
   // Whole-epoch sharing: `trainer` holds the cache's evictions no more; splits it alone kept
   // open may finish.
   void forget_trainer(const std::string& trainer);
-  TrainerReaders readers_; // cache reads: each reader's trainer
-  std::map<msg::consumer_id_t, Status> refused_;          // (refusal)
+  TrainerReaders readers_;                       // cache reads: each reader's trainer
+  std::map<msg::consumer_id_t, Status> refused_; // (refusal)
 };
 
 } // namespace conveyor::actors

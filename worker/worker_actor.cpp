@@ -33,7 +33,7 @@ struct worker_state {
   bool started = false;
   bool registered = false;
   bool registering = false;
-  bool refused = false;          // the dispatcher refused us for good (version mismatch)
+  bool refused = false; // the dispatcher refused us for good (version mismatch)
   bool reported_first = false;
   bool warned_unreachable = false;
   bool warned_heartbeat = false;
@@ -121,18 +121,16 @@ void registration_failed(self_ptr self, const Status& status) {
   auto now = self->clock().now();
   if (!st.reported_first && now + st.backoff - st.started_at >= st.start.dispatcher_timeout) {
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(st.start.dispatcher_timeout);
-    report_first(self, Status{status.code(), "the dispatcher at " +
-                                               st.start.dispatcher.to_string() +
-                                               " did not answer within --dispatcher-timeout (" +
-                                               std::to_string(ms.count()) +
-                                               " ms): " + status.message()});
+    report_first(self,
+                 Status{status.code(), "the dispatcher at " + st.start.dispatcher.to_string() +
+                                         " did not answer within --dispatcher-timeout (" +
+                                         std::to_string(ms.count()) + " ms): " + status.message()});
     return;
   }
   if (!st.warned_unreachable) {
     st.warned_unreachable = true;
-    log::warning(kLog, "cannot register with the dispatcher at " +
-                         st.start.dispatcher.to_string() + ": " + status.to_string() +
-                         " (retrying with backoff)");
+    log::warning(kLog, "cannot register with the dispatcher at " + st.start.dispatcher.to_string() +
+                         ": " + status.to_string() + " (retrying with backoff)");
   }
   st.next_attempt = now + st.backoff;
   st.backoff = std::min<caf::timespan>(st.backoff * 2, std::chrono::seconds(2));
@@ -165,9 +163,9 @@ void send_registration(self_ptr self) {
           // A restarted dispatcher claims the tasks it journaled by assigning them again (a
           // claim may arrive before this reply: `claimed` was cleared when the dispatcher was
           // lost, not here).
-          st.claim_deadline = self->clock().now() + std::max<caf::timespan>(
-                                                      10 * st.start.heartbeat_interval,
-                                                      std::chrono::seconds(2));
+          st.claim_deadline =
+            self->clock().now() +
+            std::max<caf::timespan>(10 * st.start.heartbeat_interval, std::chrono::seconds(2));
         }
         st.ever_registered = true;
         log::info(kLog, "registered with dispatcher " + st.start.dispatcher.to_string() +
@@ -192,20 +190,19 @@ void register_now(self_ptr self) {
   auto limit = st.start.connect_timeout;
   if (!st.reported_first) // start() waits: stay within dispatcher_timeout
     limit = std::max<caf::timespan>(
-      std::min<caf::timespan>(limit, st.started_at + st.start.dispatcher_timeout -
-                                       self->clock().now()),
+      std::min<caf::timespan>(limit,
+                              st.started_at + st.start.dispatcher_timeout - self->clock().now()),
       std::chrono::milliseconds(10));
-  connect_to<msg::dispatcher_actor>(
-    self, *st.start.transport, st.start.dispatcher, limit, "the dispatcher",
-    [self](Expected<msg::dispatcher_actor> d) {
-      if (!d.ok()) {
-        registration_failed(self, d.status());
-        return;
-      }
-      self->state.dispatcher = *d;
-      self->monitor(self->state.dispatcher);
-      send_registration(self);
-    });
+  connect_to<msg::dispatcher_actor>(self, *st.start.transport, st.start.dispatcher, limit,
+                                    "the dispatcher", [self](Expected<msg::dispatcher_actor> d) {
+                                      if (!d.ok()) {
+                                        registration_failed(self, d.status());
+                                        return;
+                                      }
+                                      self->state.dispatcher = *d;
+                                      self->monitor(self->state.dispatcher);
+                                      send_registration(self);
+                                    });
 }
 
 // Drops a task that ended (its exit_msg came: tasks are linked to the worker); false when `addr`
@@ -245,8 +242,9 @@ void heartbeat(self_ptr self) {
     register_now(self);
     return;
   }
-  self->request(st.dispatcher, st.start.request_timeout,
-                msg::worker_heartbeat{st.id, st.tasks.size(), st.draining})
+  self
+    ->request(st.dispatcher, st.start.request_timeout,
+              msg::worker_heartbeat{st.id, st.tasks.size(), st.draining})
     .then(
       [self](msg::heartbeat_ack& ack) {
         auto& st = self->state;
@@ -263,8 +261,8 @@ void heartbeat(self_ptr self) {
         if (st.warned_heartbeat)
           return; // once until a heartbeat goes through again
         st.warned_heartbeat = true;
-        log::warning(kLog, "heartbeat to the dispatcher failed: " +
-                             msg::to_status(err).to_string());
+        log::warning(kLog,
+                     "heartbeat to the dispatcher failed: " + msg::to_status(err).to_string());
       });
 }
 
@@ -309,131 +307,136 @@ void check_drained(self_ptr self) {
 } // namespace
 
 worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
-  return sys.spawn([](self_ptr self, WorkerStart start) -> worker_full_actor::behavior_type {
-    self->state.start = std::move(start);
-    self->state.gate = AdmissionGate{self->state.start.auth_token, "worker"};
-    if (auto bulk = self->state.start.bulk.actor) // the bulk server ends with its worker
-      self->attach_functor([bulk] { caf::anon_send_exit(bulk, caf::exit_reason::user_shutdown); });
-    self->set_down_handler([self](caf::down_msg& down) {
-      auto& st = self->state;
-      if (st.dispatcher && down.source == st.dispatcher.address()) {
-        log::warning(kLog, "lost the dispatcher at " + st.start.dispatcher.to_string() + " (" +
-                             caf::to_string(down.reason) + "); reconnecting");
-        st.dispatcher = nullptr;
-        st.registered = false;
-        st.registering = false;
-        // Claims are asked of the next dispatcher once registered with it (its deadline starts
-        // then): a deadline left from the last one would stop the tasks while none is up.
-        st.claimed.clear();
-        st.claim_deadline.reset();
-      }
-    });
-    // Tasks are linked to the worker so that they end with it; a task that ends on its own
-    // (failed) must not take the worker down: forget it.
-    self->set_exit_handler([self](caf::exit_msg& exit) {
-      if (!forget_task(self, exit.source))
-        self->quit(exit.reason);
-    });
-    return {
-      [self](caf::connect_atom, std::string advertised) {
+  return sys.spawn(
+    [](self_ptr self, WorkerStart start) -> worker_full_actor::behavior_type {
+      self->state.start = std::move(start);
+      self->state.gate = AdmissionGate{self->state.start.auth_token, "worker"};
+      if (auto bulk = self->state.start.bulk.actor) // the bulk server ends with its worker
+        self->attach_functor(
+          [bulk] { caf::anon_send_exit(bulk, caf::exit_reason::user_shutdown); });
+      self->set_down_handler([self](caf::down_msg& down) {
         auto& st = self->state;
-        if (!from_own_process(self, "connect_atom").ok() || st.started)
-          return;
-        st.started = true;
-        st.address = std::move(advertised);
-        st.started_at = self->clock().now();
-        st.next_attempt = st.started_at;
-        st.backoff = st.start.heartbeat_interval;
-        register_now(self);
-        self->delayed_send(self, st.start.heartbeat_interval, msg::tick_atom_v);
-      },
-      [self](msg::tick_atom) {
-        if (!from_own_process(self, "tick_atom").ok())
-          return;
-        heartbeat(self);
-        self->delayed_send(self, self->state.start.heartbeat_interval, msg::tick_atom_v);
-      },
-      [self](msg::drain_atom) -> caf::result<bool> {
-        auto& st = self->state;
-        // Only this process (its SIGTERM handling) drains the worker.
-        if (auto local = from_own_process(self, "drain_atom"); !local.ok())
-          return msg::to_error(local);
-        auto promise = self->make_response_promise<bool>();
-        st.drain_promises.push_back(promise);
-        if (!st.draining) {
-          st.draining = true;
-          log::info(kLog, "draining " + std::to_string(st.tasks.size()) +
-                            " task(s): no new splits or tasks; delivering what was started");
-          for (const auto& [id, t] : st.tasks)
-            caf::send_as(caf::actor_cast<caf::actor>(self), caf::actor_cast<caf::actor>(t),
-                         msg::drain_atom_v); // with a sender on this node (the task checks)
-          // Now, not at the next tick: coordinated jobs retire this worker's tasks at a round
-          // every consumer agrees on, which takes a round trip through every consumer.
-          if (st.registered)
-            heartbeat(self);
-          check_drained(self);
+        if (st.dispatcher && down.source == st.dispatcher.address()) {
+          log::warning(kLog, "lost the dispatcher at " + st.start.dispatcher.to_string() + " (" +
+                               caf::to_string(down.reason) + "); reconnecting");
+          st.dispatcher = nullptr;
+          st.registered = false;
+          st.registering = false;
+          // Claims are asked of the next dispatcher once registered with it (its deadline starts
+          // then): a deadline left from the last one would stop the tasks while none is up.
+          st.claimed.clear();
+          st.claim_deadline.reset();
         }
-        return promise;
-      },
-      [self](msg::drained_atom) {
-        if (from_own_process(self, "drained_atom").ok())
-          check_drained(self);
-      },
-      [self](msg::assign_task& req) -> caf::result<msg::task_assigned> {
-        auto& st = self->state;
-        if (auto admitted = admit(self, req.auth_token, "assign_task (task " +
-                                                          std::to_string(req.def.task) + ")");
-            !admitted.ok())
-          return msg::to_error(admitted);
-        auto id = req.def.task;
-        if (auto t = st.tasks.find(id); t != st.tasks.end()) {
-          // Assigned again (by a restarted dispatcher's job): the running task re-attaches to
-          // the job actor in the definition, also while the worker drains (its consumers still
-          // read it, and the restored job must know it).
+      });
+      // Tasks are linked to the worker so that they end with it; a task that ends on its own
+      // (failed) must not take the worker down: forget it.
+      self->set_exit_handler([self](caf::exit_msg& exit) {
+        if (!forget_task(self, exit.source))
+          self->quit(exit.reason);
+      });
+      return {
+        [self](caf::connect_atom, std::string advertised) {
+          auto& st = self->state;
+          if (!from_own_process(self, "connect_atom").ok() || st.started)
+            return;
+          st.started = true;
+          st.address = std::move(advertised);
+          st.started_at = self->clock().now();
+          st.next_attempt = st.started_at;
+          st.backoff = st.start.heartbeat_interval;
+          register_now(self);
+          self->delayed_send(self, st.start.heartbeat_interval, msg::tick_atom_v);
+        },
+        [self](msg::tick_atom) {
+          if (!from_own_process(self, "tick_atom").ok())
+            return;
+          heartbeat(self);
+          self->delayed_send(self, self->state.start.heartbeat_interval, msg::tick_atom_v);
+        },
+        [self](msg::drain_atom) -> caf::result<bool> {
+          auto& st = self->state;
+          // Only this process (its SIGTERM handling) drains the worker.
+          if (auto local = from_own_process(self, "drain_atom"); !local.ok())
+            return msg::to_error(local);
+          auto promise = self->make_response_promise<bool>();
+          st.drain_promises.push_back(promise);
+          if (!st.draining) {
+            st.draining = true;
+            log::info(kLog, "draining " + std::to_string(st.tasks.size()) +
+                              " task(s): no new splits or tasks; delivering what was started");
+            for (const auto& [id, t] : st.tasks)
+              caf::send_as(caf::actor_cast<caf::actor>(self), caf::actor_cast<caf::actor>(t),
+                           msg::drain_atom_v); // with a sender on this node (the task checks)
+            // Now, not at the next tick: coordinated jobs retire this worker's tasks at a round
+            // every consumer agrees on, which takes a round trip through every consumer.
+            if (st.registered)
+              heartbeat(self);
+            check_drained(self);
+          }
+          return promise;
+        },
+        [self](msg::drained_atom) {
+          if (from_own_process(self, "drained_atom").ok())
+            check_drained(self);
+        },
+        [self](msg::assign_task& req) -> caf::result<msg::task_assigned> {
+          auto& st = self->state;
+          if (auto admitted = admit(self, req.auth_token,
+                                    "assign_task (task " + std::to_string(req.def.task) + ")");
+              !admitted.ok())
+            return msg::to_error(admitted);
+          auto id = req.def.task;
+          if (auto t = st.tasks.find(id); t != st.tasks.end()) {
+            // Assigned again (by a restarted dispatcher's job): the running task re-attaches to
+            // the job actor in the definition, also while the worker drains (its consumers still
+            // read it, and the restored job must know it).
+            st.claimed.insert(id);
+            caf::anon_send(caf::actor_cast<caf::actor>(t->second), std::move(req));
+            return msg::task_assigned{id, t->second};
+          }
+          if (st.draining)
+            return msg::make_error(ErrorCode::unavailable,
+                                   "worker " + st.address + " is draining; it takes no new task");
           st.claimed.insert(id);
-          caf::anon_send(caf::actor_cast<caf::actor>(t->second), std::move(req));
-          return msg::task_assigned{id, t->second};
-        }
-        if (st.draining)
-          return msg::make_error(ErrorCode::unavailable,
-                                 "worker " + st.address + " is draining; it takes no new task");
-        st.claimed.insert(id);
-        TaskStart ts;
-        ts.def = std::move(req.def);
-        ts.limits = st.start.task_limits;
-        ts.split_timeout = st.start.request_timeout;
-        ts.worker_address = st.address;
-        ts.bulk = st.start.bulk;
-        ts.gate = st.gate;
-        ts.first_batch_seq = (++st.tasks_spawned << 40) + 1;
-        ts.limits.stop = std::make_shared<std::atomic<bool>>(false);
-        st.stop_flags[id] = ts.limits.stop;
-        auto handle = spawn_task(self, std::move(ts), st.start.task_executor);
-        st.tasks[id] = handle;
-        st.task_by_addr[handle.address()] = id;
-        if (st.start.local_registry) // before the job (and so any consumer) learns of it
-          LocalWorkers::add_task(st.address, id, caf::actor_cast<caf::actor>(handle));
-        return msg::task_assigned{id, handle};
-      },
-      [self](msg::end_rounds& req) {
-        auto& st = self->state;
-        if (!admit(self, req.auth_token, "end_rounds (task " + std::to_string(req.task) + ")").ok())
-          return;
-        if (auto t = st.tasks.find(req.task); t != st.tasks.end())
-          caf::anon_send(caf::actor_cast<caf::actor>(t->second),
-                         msg::end_rounds{req.task, req.local_rounds, st.start.auth_token});
-      },
-      [self](msg::stop_task& req) {
-        auto& st = self->state;
-        if (!admit(self, req.auth_token, "stop_task (task " + std::to_string(req.task) + ")").ok())
-          return;
-        if (auto t = st.tasks.find(req.task); t != st.tasks.end()) {
-          log::info(kLog, "stopping task " + std::to_string(req.task));
-          stop(self, req.task, t->second);
-        }
-      },
-    };
-  }, std::move(start));
+          TaskStart ts;
+          ts.def = std::move(req.def);
+          ts.limits = st.start.task_limits;
+          ts.split_timeout = st.start.request_timeout;
+          ts.worker_address = st.address;
+          ts.bulk = st.start.bulk;
+          ts.gate = st.gate;
+          ts.first_batch_seq = (++st.tasks_spawned << 40) + 1;
+          ts.limits.stop = std::make_shared<std::atomic<bool>>(false);
+          st.stop_flags[id] = ts.limits.stop;
+          auto handle = spawn_task(self, std::move(ts), st.start.task_executor);
+          st.tasks[id] = handle;
+          st.task_by_addr[handle.address()] = id;
+          if (st.start.local_registry) // before the job (and so any consumer) learns of it
+            LocalWorkers::add_task(st.address, id, caf::actor_cast<caf::actor>(handle));
+          return msg::task_assigned{id, handle};
+        },
+        [self](msg::end_rounds& req) {
+          auto& st = self->state;
+          if (!admit(self, req.auth_token, "end_rounds (task " + std::to_string(req.task) + ")")
+                 .ok())
+            return;
+          if (auto t = st.tasks.find(req.task); t != st.tasks.end())
+            caf::anon_send(caf::actor_cast<caf::actor>(t->second),
+                           msg::end_rounds{req.task, req.local_rounds, st.start.auth_token});
+        },
+        [self](msg::stop_task& req) {
+          auto& st = self->state;
+          if (!admit(self, req.auth_token, "stop_task (task " + std::to_string(req.task) + ")")
+                 .ok())
+            return;
+          if (auto t = st.tasks.find(req.task); t != st.tasks.end()) {
+            log::info(kLog, "stopping task " + std::to_string(req.task));
+            stop(self, req.task, t->second);
+          }
+        },
+      };
+    },
+    std::move(start));
 }
 
 } // namespace conveyor::actors

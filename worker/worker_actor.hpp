@@ -43,9 +43,9 @@ struct WorkerStart {
   // Tasks run on the process's Executor, counted here (worker/task_actor.hpp spawn_task); null:
   // on the actor system's scheduler (the simulator).
   std::shared_ptr<ExecutorActors> task_executor;
-  BulkServer bulk;             // this node's bulk server (linked to the worker), may be empty
+  BulkServer bulk; // this node's bulk server (linked to the worker), may be empty
   uint32_t protocol_version = msg::kProtocolVersion;
-  std::string auth_token; // presented to the dispatcher when registering
+  std::string auth_token;        // presented to the dispatcher when registering
   std::vector<std::string> tags; // announced when registering (consumer/placement.hpp)
   // Lists the worker and its tasks in the process-wide LocalWorkers registry under its
   // advertised address, for LOCAL reads (worker/local_workers.hpp). WorkerServer sets it.
@@ -59,11 +59,9 @@ struct WorkerStart {
 // drain_atom: a graceful stop — the worker takes no new task, its DYNAMIC tasks take no new
 // split and hand the unstarted ones back to their jobs, every task finishes what it started
 // and serves it; the reply (true) comes once every task's output was acknowledged (OFF: taken).
-using worker_full_actor =
-  msg::worker_actor::extend<caf::reacts_to<msg::tick_atom>,
-                            caf::reacts_to<caf::connect_atom, std::string>,
-                            caf::replies_to<msg::drain_atom>::with<bool>,
-                            caf::reacts_to<msg::drained_atom>>;
+using worker_full_actor = msg::worker_actor::extend<
+  caf::reacts_to<msg::tick_atom>, caf::reacts_to<caf::connect_atom, std::string>,
+  caf::replies_to<msg::drain_atom>::with<bool>, caf::reacts_to<msg::drained_atom>>;
 
 worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start);
 

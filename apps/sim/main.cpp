@@ -24,7 +24,9 @@ constexpr CommandInfo kInfo{
   "process, on a deterministic scheduler with virtual time and a simulated network, running the\n"
   "production actors. One seed decides everything (the trace hash proves it); --runs K sweeps\n"
   "seeds S..S+K-1. Faults (--faults): KIND:N draws N faults per seed (crash, restart, partition,\n"
-  "disconnect, slow, drain: a graceful stop and a new process, dispatcher: a crash and restart from its simulated disk, any: all but drain); KIND(NODE[,PEER])@WHEN[+DURATION] places one, e.g.\n"
+  "disconnect, slow, drain: a graceful stop and a new process, dispatcher: a crash and restart "
+  "from its simulated disk, any: all but drain); KIND(NODE[,PEER])@WHEN[+DURATION] places one, "
+  "e.g.\n"
   "crash(worker-1)@200ms or partition(worker-0,dispatcher)@30%+2s. Exit codes: 0 every run\n"
   "passed, 1 an invariant failed, 2 bad arguments."};
 
@@ -60,6 +62,7 @@ void print_run(const SimResult& r, bool with_trace) {
 int run_sim(const std::vector<std::string>& args) {
   SimFlags f;
   po::options_description options("sim options");
+  // clang-format off
   options.add_options()
     ("dataset", po::value(&f.dataset)->required()->value_name("EXPR"),
      "the dataset, in the pipeline text form, e.g. 'range(1000).map(square)' (finite)")
@@ -110,10 +113,13 @@ int run_sim(const std::vector<std::string>& args) {
      "load the functions of a plugin shared library (repeatable), as workers do")
     ("trace", po::bool_switch(&f.trace), "print the readable event log of each printed run")
     ("verbose,v", po::bool_switch(&f.verbose), "print every run, not only the failed ones");
+  // clang-format on
   po::options_description hidden;
+  // clang-format off
   hidden.add_options()("plant-bug", po::value(&f.plant_bug)->value_name("NAME"),
                        "test-only: switch on a planted protocol bug (duplicate-split, forget-lost-split, forget-held-split, "
                        "skip-round)");
+  // clang-format on
   po::variables_map vm;
   if (auto stop = parse_command_line(kInfo, options, args, vm, &hidden))
     return *stop;
@@ -160,10 +166,12 @@ int run_sim(const std::vector<std::string>& args) {
       cfg.options.job_name = "sim";
   }
   if (vm["cross-trainer-finite-epoch"].as<bool>() && !vm["cross-trainer-cache"].as<bool>())
-    return bad(invalid_argument("`--cross-trainer-finite-epoch` is used only with `--cross-trainer-cache`"));
+    return bad(
+      invalid_argument("`--cross-trainer-finite-epoch` is used only with `--cross-trainer-cache`"));
   if (vm["cross-trainer-cache"].as<bool>()) {
-    cfg.options.cross_trainer_cache = CrossTrainerCacheOptions{"trainer-0", // per consumer
-                                                               vm["cross-trainer-finite-epoch"].as<bool>()};
+    cfg.options.cross_trainer_cache =
+      CrossTrainerCacheOptions{"trainer-0", // per consumer
+                               vm["cross-trainer-finite-epoch"].as<bool>()};
     if (!cfg.options.job_name)
       cfg.options.job_name = "sim";
   }

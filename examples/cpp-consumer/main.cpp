@@ -26,9 +26,11 @@ conveyor::Status register_cube() {
   def.name = "cube";
   def.kind = conveyor::FunctionKind::map;
   def.doc = "x -> x*x*x (int64 scalars)";
-  def.map = [](const conveyor::Element& in, const conveyor::Params&) -> conveyor::Expected<conveyor::Element> {
+  def.map = [](const conveyor::Element& in,
+               const conveyor::Params&) -> conveyor::Expected<conveyor::Element> {
     if (in.size() != 1)
-      return conveyor::invalid_argument("cube takes one component, got " + std::to_string(in.size()));
+      return conveyor::invalid_argument("cube takes one component, got " +
+                                        std::to_string(in.size()));
     int64_t x = in[0].as_int64();
     return conveyor::Element{conveyor::Tensor::scalar(x * x * x)};
   };
@@ -88,8 +90,9 @@ int main(int argc, char** argv) {
     if (it == seen.end() || it->second != 1)
       ++bad;
   }
-  std::printf("read %zu distinct elements of range(%lld).map(%s) from %s; %lld missing or repeated\n",
-              seen.size(), static_cast<long long>(kElements), fn.c_str(), address.c_str(),
-              static_cast<long long>(bad));
+  std::printf(
+    "read %zu distinct elements of range(%lld).map(%s) from %s; %lld missing or repeated\n",
+    seen.size(), static_cast<long long>(kElements), fn.c_str(), address.c_str(),
+    static_cast<long long>(bad));
   return bad == 0 && seen.size() == static_cast<std::size_t>(kElements) ? 0 : 1;
 }

@@ -122,9 +122,9 @@ public:
   // returns the same id. With `requested_id`: that id is used; if it already names an equal
   // definition the call succeeds, if it names another definition it is already_exists.
   // `compression`: "AUTO" or "NONE".
-  Expected<std::string> register_dataset(const Dataset& dataset,
-                                         const std::string& compression = "AUTO",
-                                         const std::optional<std::string>& requested_id = std::nullopt);
+  Expected<std::string>
+  register_dataset(const Dataset& dataset, const std::string& compression = "AUTO",
+                   const std::optional<std::string>& requested_id = std::nullopt);
 
   // register_dataset(dataset, options.compression) + from_dataset_id.
   Expected<ElementStream> distribute(const Dataset& dataset, const DistributeOptions& options = {});

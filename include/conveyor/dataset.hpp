@@ -47,7 +47,8 @@ public:
   Dataset flat_map(FunctionRef fn) const;
   // fn may also name a file source, `tfrecord` or `text_lines` (file_source_functions.hpp):
   // list_files("/d/*.tfrecord").interleave("tfrecord", 2) needs no registered function.
-  Dataset interleave(FunctionRef fn, int64_t cycle_length = kAutotune, int64_t block_length = 1) const;
+  Dataset interleave(FunctionRef fn, int64_t cycle_length = kAutotune,
+                     int64_t block_length = 1) const;
   Dataset batch(int64_t batch_size, bool drop_remainder = false) const;
   Dataset unbatch() const;
   // tf.data's padded_batch: padded_shapes per component, kUnknownDim (-1) = pad to the batch's
@@ -60,7 +61,8 @@ public:
   Dataset parse_example(std::string features) const; // the spec's text form
   // Drops elements whose production failed; always reports how many (warnings.hpp).
   Dataset ignore_errors(bool log_warning = false) const;
-  Dataset shuffle(int64_t buffer_size, int64_t seed = kNoSeed, bool reshuffle_each_iteration = true) const;
+  Dataset shuffle(int64_t buffer_size, int64_t seed = kNoSeed,
+                  bool reshuffle_each_iteration = true) const;
   Dataset repeat(int64_t count = kRepeatForever) const;
   Dataset take(int64_t count) const;
   Dataset skip(int64_t count) const;
@@ -93,7 +95,9 @@ public:
   // Stable hash of the canonical form, as 16 lowercase hex digits (serialize.hpp).
   std::string fingerprint() const;
 
-  friend bool operator==(const Dataset& a, const Dataset& b) { return graphs_equal(*a.node_, *b.node_); }
+  friend bool operator==(const Dataset& a, const Dataset& b) {
+    return graphs_equal(*a.node_, *b.node_);
+  }
   friend bool operator!=(const Dataset& a, const Dataset& b) { return !(a == b); }
 
 private:

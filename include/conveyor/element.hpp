@@ -27,7 +27,9 @@ struct Element {
   // Uses the same literal syntax as the pipeline text form (see Tensor::to_string).
   std::string to_string() const;
 
-  friend bool operator==(const Element& a, const Element& b) { return a.components == b.components; }
+  friend bool operator==(const Element& a, const Element& b) {
+    return a.components == b.components;
+  }
   friend bool operator!=(const Element& a, const Element& b) { return !(a == b); }
 };
 
@@ -38,7 +40,7 @@ using PartialShape = std::vector<int64_t>;
 
 struct TensorSpec {
   DType dtype = DType::int64;
-  PartialShape shape;      // entries may be kUnknownDim
+  PartialShape shape;        // entries may be kUnknownDim
   bool unknown_rank = false; // true when even the rank is unknown (shape is then empty)
 
   // "TensorSpec(shape=(None, 3), dtype=int64)"
@@ -53,7 +55,9 @@ struct ElementSpec {
 
   // One component prints as that spec; several as a tuple "(TensorSpec(...), TensorSpec(...))".
   std::string to_string() const;
-  friend bool operator==(const ElementSpec& a, const ElementSpec& b) { return a.components == b.components; }
+  friend bool operator==(const ElementSpec& a, const ElementSpec& b) {
+    return a.components == b.components;
+  }
 
   // True when `e` has these dtypes and shapes compatible with these partial shapes.
   bool is_compatible(const Element& e) const;

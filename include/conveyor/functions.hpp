@@ -50,8 +50,9 @@ struct FunctionDef {
   PredicateFn predicate;
   DatasetFn dataset;
   SourceFn source;
-  SpecFn output_spec;       // map: output spec from input spec; dataset: spec of the returned datasets' elements
-  ElementSpec source_spec;  // source: spec of what it yields (may be empty = unknown)
+  SpecFn
+    output_spec; // map: output spec from input spec; dataset: spec of the returned datasets' elements
+  ElementSpec source_spec; // source: spec of what it yields (may be empty = unknown)
   int64_t source_cardinality = kUnknownCardinality;
 };
 

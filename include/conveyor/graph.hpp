@@ -50,12 +50,16 @@ struct Node {
   int64_t int_attr(const std::string& k) const { return std::get<int64_t>(attrs.at(k)); }
   bool bool_attr(const std::string& k) const { return std::get<bool>(attrs.at(k)); }
   double float_attr(const std::string& k) const { return std::get<double>(attrs.at(k)); }
-  const std::string& string_attr(const std::string& k) const { return std::get<std::string>(attrs.at(k)); }
+  const std::string& string_attr(const std::string& k) const {
+    return std::get<std::string>(attrs.at(k));
+  }
   const std::vector<std::string>& strings_attr(const std::string& k) const {
     return std::get<std::vector<std::string>>(attrs.at(k));
   }
   const Element& element_attr(const std::string& k) const { return std::get<Element>(attrs.at(k)); }
-  const FunctionRef& function_attr(const std::string& k) const { return std::get<FunctionRef>(attrs.at(k)); }
+  const FunctionRef& function_attr(const std::string& k) const {
+    return std::get<FunctionRef>(attrs.at(k));
+  }
 };
 
 // Deep structural equality (inputs compared recursively).

@@ -31,15 +31,15 @@ class WorkerContext;
 // the node's port checks every BASP frame header a peer sends before CAF reads it (plain TCP),
 // caps open connections and closes idle ones. CAF itself then listens on 127.0.0.1 only.
 struct GuardConfig {
-  bool enabled = false;                  // the `conveyor` commands turn it on (--no-frame-guard)
-  uint32_t max_frame_bytes = 64u << 20;  // per BASP frame (element chunks are <= 4 MiB)
+  bool enabled = false;                 // the `conveyor` commands turn it on (--no-frame-guard)
+  uint32_t max_frame_bytes = 64u << 20; // per BASP frame (element chunks are <= 4 MiB)
   int max_connections = 256;
   int max_connections_per_address = 32; // open at once from one peer IP
   std::chrono::milliseconds idle_timeout{60000};
 };
 
 struct DispatcherConfig {
-  uint16_t port = 0;                    // 0 = pick a free port (see bound_port())
+  uint16_t port = 0; // 0 = pick a free port (see bound_port())
   std::string bind_host = "127.0.0.1";
   // Directory of the journal (dispatcher/journal.hpp): every state change is made durable there
   // before it takes effect, and a dispatcher restarted on it carries on (datasets, jobs, tasks,
@@ -108,8 +108,8 @@ private:
 };
 
 struct WorkerConfig {
-  std::string dispatcher_address;      // "host:port" of the dispatcher (required)
-  uint16_t port = 0;                   // 0 = pick a free port
+  std::string dispatcher_address; // "host:port" of the dispatcher (required)
+  uint16_t port = 0;              // 0 = pick a free port
   // The bulk data path's port (large elements, consumer <- worker) on bind_host; 0 = a free
   // one (then a worker that cannot listen serves elements inline, with a warning). A fixed port
   // that cannot be opened fails start(): firewalls and container specs name it.
@@ -142,7 +142,7 @@ struct WorkerConfig {
   std::chrono::milliseconds connect_timeout{5000};
   // How long start() waits for a dispatcher that is not up yet (a worker started first).
   std::chrono::milliseconds dispatcher_timeout{60000};
-  uint32_t protocol_version = 0;       // 0 = this build's version
+  uint32_t protocol_version = 0; // 0 = this build's version
   // Tags announced to the dispatcher (`conveyor status` shows them). "COLOCATED" marks a worker
   // running beside a trainer: consumers with target_workers AUTO in other processes skip it.
   // Each tag 1..64 of [A-Za-z0-9_.-], at most 32.

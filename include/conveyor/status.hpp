@@ -56,17 +56,25 @@ private:
   std::string message_;
 };
 
-inline Status invalid_argument(std::string m) { return {ErrorCode::invalid_argument, std::move(m)}; }
+inline Status invalid_argument(std::string m) {
+  return {ErrorCode::invalid_argument, std::move(m)};
+}
 inline Status not_found(std::string m) { return {ErrorCode::not_found, std::move(m)}; }
 inline Status data_loss(std::string m) { return {ErrorCode::data_loss, std::move(m)}; }
 inline Status unavailable(std::string m) { return {ErrorCode::unavailable, std::move(m)}; }
 inline Status unimplemented(std::string m) { return {ErrorCode::unimplemented, std::move(m)}; }
 inline Status internal_error(std::string m) { return {ErrorCode::internal, std::move(m)}; }
 inline Status io_error(std::string m) { return {ErrorCode::io_error, std::move(m)}; }
-inline Status failed_precondition(std::string m) { return {ErrorCode::failed_precondition, std::move(m)}; }
+inline Status failed_precondition(std::string m) {
+  return {ErrorCode::failed_precondition, std::move(m)};
+}
 inline Status out_of_range(std::string m) { return {ErrorCode::out_of_range, std::move(m)}; }
-inline Status permission_denied(std::string m) { return {ErrorCode::permission_denied, std::move(m)}; }
-inline Status resource_exhausted(std::string m) { return {ErrorCode::resource_exhausted, std::move(m)}; }
+inline Status permission_denied(std::string m) {
+  return {ErrorCode::permission_denied, std::move(m)};
+}
+inline Status resource_exhausted(std::string m) {
+  return {ErrorCode::resource_exhausted, std::move(m)};
+}
 
 // A value or the Status that explains why there is none.
 template <class T>
@@ -96,9 +104,9 @@ private:
 } // namespace conveyor
 
 // Early return of a non-OK Status from a function returning Status or Expected<T>.
-#define CONVEYOR_RETURN_IF_ERROR(expr)          \
-  do {                                          \
-    ::conveyor::Status _st = (expr);            \
-    if (!_st.ok())                              \
-      return _st;                               \
+#define CONVEYOR_RETURN_IF_ERROR(expr)                                                             \
+  do {                                                                                             \
+    ::conveyor::Status _st = (expr);                                                               \
+    if (!_st.ok())                                                                                 \
+      return _st;                                                                                  \
   } while (false)

@@ -25,13 +25,32 @@ std::optional<DType> dtype_from_name(std::string_view name);
 std::size_t dtype_size(DType dtype);
 
 // Maps a C++ type to its DType: bool, int32_t, int64_t, float, double, std::string.
-template <class T> struct dtype_of;
-template <> struct dtype_of<bool> { static constexpr DType value = DType::boolean; };
-template <> struct dtype_of<int32_t> { static constexpr DType value = DType::int32; };
-template <> struct dtype_of<int64_t> { static constexpr DType value = DType::int64; };
-template <> struct dtype_of<float> { static constexpr DType value = DType::float32; };
-template <> struct dtype_of<double> { static constexpr DType value = DType::float64; };
-template <> struct dtype_of<std::string> { static constexpr DType value = DType::string; };
+template <class T>
+struct dtype_of;
+template <>
+struct dtype_of<bool> {
+  static constexpr DType value = DType::boolean;
+};
+template <>
+struct dtype_of<int32_t> {
+  static constexpr DType value = DType::int32;
+};
+template <>
+struct dtype_of<int64_t> {
+  static constexpr DType value = DType::int64;
+};
+template <>
+struct dtype_of<float> {
+  static constexpr DType value = DType::float32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr DType value = DType::float64;
+};
+template <>
+struct dtype_of<std::string> {
+  static constexpr DType value = DType::string;
+};
 
 using Shape = std::vector<int64_t>; // fully known dimensions of a concrete tensor
 
@@ -103,9 +122,10 @@ public:
   // alive and unchanged for as long as any tensor views it. A numeric view must be aligned to
   // its dtype's size and hold exactly num_elements x dtype_size bytes (asserted; the codec
   // checks it before calling). The strings of a string view are the given ranges.
-  static Tensor numeric_view(DType dtype, Shape shape, StorageOwner owner, const unsigned char* data,
-                             std::size_t size);
-  static Tensor string_view_of(Shape shape, StorageOwner owner, std::vector<std::string_view> strings);
+  static Tensor numeric_view(DType dtype, Shape shape, StorageOwner owner,
+                             const unsigned char* data, std::size_t size);
+  static Tensor string_view_of(Shape shape, StorageOwner owner,
+                               std::vector<std::string_view> strings);
 
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
@@ -113,9 +133,16 @@ public:
   int64_t num_elements() const; // product of the shape (1 for a scalar)
 
   // Numeric access (T must match dtype(); bool is stored as one byte per entry).
-  template <class T> const T* data() const { return reinterpret_cast<const T*>(raw()); }
-  template <class T> T* mutable_data() { return reinterpret_cast<T*>(mutable_raw()); }
-  template <class T> T at(int64_t flat_index) const {
+  template <class T>
+  const T* data() const {
+    return reinterpret_cast<const T*>(raw());
+  }
+  template <class T>
+  T* mutable_data() {
+    return reinterpret_cast<T*>(mutable_raw());
+  }
+  template <class T>
+  T at(int64_t flat_index) const {
     T v;
     std::memcpy(&v, raw() + flat_index * sizeof(T), sizeof(T));
     return v;
@@ -163,7 +190,13 @@ public:
 
 private:
   struct StringViews; // a string tensor over someone else's storage (defined in tensor.cpp)
-  enum class Mode : unsigned char { inline_bytes, owned_bytes, viewed_bytes, owned_strings, viewed_strings };
+  enum class Mode : unsigned char {
+    inline_bytes,
+    owned_bytes,
+    viewed_bytes,
+    owned_strings,
+    viewed_strings
+  };
 
   const unsigned char* raw() const;
   std::size_t raw_size() const;
@@ -175,12 +208,12 @@ private:
   unsigned char inline_size_ = 0;
   alignas(8) unsigned char inline_[kInlineBytes] = {}; // int64/double elements read in place
   Shape shape_;
-  std::shared_ptr<std::vector<unsigned char>> owned_;     // owned_bytes
-  StorageOwner keep_;                                     // viewed_bytes / viewed_strings
-  const unsigned char* view_data_ = nullptr;              // viewed_bytes
+  std::shared_ptr<std::vector<unsigned char>> owned_; // owned_bytes
+  StorageOwner keep_;                                 // viewed_bytes / viewed_strings
+  const unsigned char* view_data_ = nullptr;          // viewed_bytes
   std::size_t view_size_ = 0;
-  std::shared_ptr<std::vector<std::string>> strings_;     // owned_strings
-  std::shared_ptr<StringViews> views_;                    // viewed_strings
+  std::shared_ptr<std::vector<std::string>> strings_; // owned_strings
+  std::shared_ptr<StringViews> views_;                // viewed_strings
 };
 
 template <class T>

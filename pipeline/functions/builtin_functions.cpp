@@ -21,7 +21,9 @@ namespace {
 // Kernels pass resolved parameters; the fallback only matters to direct callers.
 int64_t int_param(const Params& params, const char* name, int64_t fallback) {
   auto it = params.find(name);
-  return it != params.end() && std::holds_alternative<int64_t>(it->second) ? std::get<int64_t>(it->second) : fallback;
+  return it != params.end() && std::holds_alternative<int64_t>(it->second)
+           ? std::get<int64_t>(it->second)
+           : fallback;
 }
 
 double float_param(const Params& params, const char* name, double fallback) {
@@ -40,7 +42,8 @@ bool is_numeric(DType d) { return is_integer(d) || d == DType::float32 || d == D
 
 Status require_components(const char* fn, const Element& e) {
   if (e.size() == 0)
-    return invalid_argument(std::string{fn} + ": needs an element with at least one component, got ()");
+    return invalid_argument(std::string{fn} +
+                            ": needs an element with at least one component, got ()");
   return Status::OK();
 }
 
@@ -49,7 +52,8 @@ Expected<int64_t> first_int_scalar(const char* fn, const Element& e) {
   CONVEYOR_RETURN_IF_ERROR(require_components(fn, e));
   const Tensor& t = e[0];
   if (!is_integer(t.dtype()) || t.rank() != 0)
-    return invalid_argument(std::string{fn} + ": component 0 must be an int32 or int64 scalar, got " +
+    return invalid_argument(std::string{fn} +
+                            ": component 0 must be an int32 or int64 scalar, got " +
                             dtype_name(t.dtype()) + " of rank " + std::to_string(t.rank()));
   return t.as_int64();
 }
@@ -65,12 +69,14 @@ Expected<std::string> first_string_scalar(const char* fn, const Element& e) {
 
 Status require_numeric(const char* fn, std::size_t index, DType d) {
   if (!is_numeric(d))
-    return invalid_argument(std::string{fn} + ": component " + std::to_string(index) + " has dtype " +
-                            dtype_name(d) + ", expected int32, int64, float32 or float64");
+    return invalid_argument(std::string{fn} + ": component " + std::to_string(index) +
+                            " has dtype " + dtype_name(d) +
+                            ", expected int32, int64, float32 or float64");
   return Status::OK();
 }
 
-FunctionDef make_def(std::string name, FunctionKind kind, std::vector<ParamSpec> params, std::string doc) {
+FunctionDef make_def(std::string name, FunctionKind kind, std::vector<ParamSpec> params,
+                     std::string doc) {
   FunctionDef d;
   d.name = std::move(name);
   d.kind = kind;
@@ -149,7 +155,8 @@ FunctionDef identity() {
 }
 
 FunctionDef square() {
-  FunctionDef d = make_def("square", FunctionKind::map, {}, "x*x for every entry of every numeric component");
+  FunctionDef d =
+    make_def("square", FunctionKind::map, {}, "x*x for every entry of every numeric component");
   d.map = [](const Element& e, const Params&) {
     return map_numeric("square", e, [](auto x) { return wrap_mul(x, x); });
   };
@@ -158,7 +165,8 @@ FunctionDef square() {
 }
 
 FunctionDef add() {
-  FunctionDef d = make_def("add", FunctionKind::map, {{"k", int64_t{1}}}, "x + k for every entry of every numeric component");
+  FunctionDef d = make_def("add", FunctionKind::map, {{"k", int64_t{1}}},
+                           "x + k for every entry of every numeric component");
   d.map = [](const Element& e, const Params& p) {
     const int64_t k = int_param(p, "k", 1);
     return map_numeric("add", e, [k](auto x) { return wrap_add(x, static_cast<decltype(x)>(k)); });
@@ -172,7 +180,7 @@ DType scaled_dtype(DType d) { return d == DType::float64 ? DType::float64 : DTyp
 
 FunctionDef scale() {
   FunctionDef d = make_def("scale", FunctionKind::map, {{"factor", 2.0}},
-                "x * factor for every numeric entry; integers become float32");
+                           "x * factor for every numeric entry; integers become float32");
   d.map = [](const Element& e, const Params& p) -> Expected<Element> {
     const double factor = float_param(p, "factor", 2.0);
     Element out;
@@ -219,8 +227,9 @@ std::string number_text(T v) {
 }
 
 FunctionDef to_string_fn() {
-  FunctionDef d = make_def("to_string", FunctionKind::map, {},
-                "every numeric or bool entry as its decimal string (floats: shortest exact form)");
+  FunctionDef d =
+    make_def("to_string", FunctionKind::map, {},
+             "every numeric or bool entry as its decimal string (floats: shortest exact form)");
   d.map = [](const Element& e, const Params&) -> Expected<Element> {
     Element out;
     for (std::size_t c = 0; c < e.size(); ++c) {
@@ -265,8 +274,9 @@ uint64_t splitmix64(uint64_t& state) {
 }
 
 FunctionDef bytes_fn() {
-  FunctionDef d = make_def("bytes", FunctionKind::map, {{"size", int64_t{1024}}},
-                "int scalar -> a string scalar of `size` pseudo-random bytes seeded by the value");
+  FunctionDef d =
+    make_def("bytes", FunctionKind::map, {{"size", int64_t{1024}}},
+             "int scalar -> a string scalar of `size` pseudo-random bytes seeded by the value");
   d.map = [](const Element& e, const Params& p) -> Expected<Element> {
     auto value = first_int_scalar("bytes", e);
     if (!value.ok())
@@ -292,7 +302,7 @@ FunctionDef bytes_fn() {
 
 FunctionDef sleep_us() {
   FunctionDef d = make_def("sleep_us", FunctionKind::map, {{"us", int64_t{100}}},
-                "returns its element unchanged after sleeping `us` microseconds");
+                           "returns its element unchanged after sleeping `us` microseconds");
   d.map = [](const Element& e, const Params& p) -> Expected<Element> {
     const int64_t us = int_param(p, "us", 100);
     if (us < 0)
@@ -308,8 +318,9 @@ FunctionDef sleep_us() {
 // share a core, as real preprocessing does (a spin on the clock would not), so worker scaling
 // measured with it is honest.
 FunctionDef burn() {
-  FunctionDef d = make_def("burn", FunctionKind::map, {{"rounds", int64_t{1000}}},
-                "returns its element unchanged after `rounds` rounds of integer mixing (CPU work)");
+  FunctionDef d =
+    make_def("burn", FunctionKind::map, {{"rounds", int64_t{1000}}},
+             "returns its element unchanged after `rounds` rounds of integer mixing (CPU work)");
   d.map = [](const Element& e, const Params& p) -> Expected<Element> {
     const int64_t rounds = int_param(p, "rounds", 1000);
     if (rounds < 0)
@@ -337,8 +348,9 @@ int64_t floor_mod(int64_t x, int64_t m) {
 }
 
 FunctionDef mod_eq() {
-  FunctionDef d = make_def("mod_eq", FunctionKind::predicate, {{"m", int64_t{2}}, {"r", int64_t{0}}},
-                "keeps elements whose component 0 (an int scalar) x has x % m == r");
+  FunctionDef d =
+    make_def("mod_eq", FunctionKind::predicate, {{"m", int64_t{2}}, {"r", int64_t{0}}},
+             "keeps elements whose component 0 (an int scalar) x has x % m == r");
   d.predicate = [](const Element& e, const Params& p) -> Expected<bool> {
     auto x = first_int_scalar("mod_eq", e);
     if (!x.ok())
@@ -352,7 +364,8 @@ FunctionDef mod_eq() {
 }
 
 FunctionDef is_even() {
-  FunctionDef d = make_def("is_even", FunctionKind::predicate, {}, "keeps elements whose component 0 (an int scalar) is even");
+  FunctionDef d = make_def("is_even", FunctionKind::predicate, {},
+                           "keeps elements whose component 0 (an int scalar) is even");
   d.predicate = [](const Element& e, const Params&) -> Expected<bool> {
     auto x = first_int_scalar("is_even", e);
     if (!x.ok())
@@ -400,7 +413,7 @@ FunctionDef group_fn() {
 
 FunctionDef repeat_fn() {
   FunctionDef d = make_def("repeat_fn", FunctionKind::dataset, {{"count", int64_t{2}}},
-                "element -> from_tensors(element).repeat(count)");
+                           "element -> from_tensors(element).repeat(count)");
   d.dataset = [](const Element& e, const Params& p) -> Expected<Dataset> {
     const int64_t count = int_param(p, "count", 2);
     if (count < 0)
@@ -411,7 +424,8 @@ FunctionDef repeat_fn() {
   return d;
 }
 
-FunctionDef file_fn(const char* name, const char* doc, Dataset (*make)(std::vector<std::string>, std::string)) {
+FunctionDef file_fn(const char* name, const char* doc,
+                    Dataset (*make)(std::vector<std::string>, std::string)) {
   FunctionDef d = make_def(name, FunctionKind::dataset, {}, doc);
   d.dataset = [name, make](const Element& e, const Params&) -> Expected<Dataset> {
     auto file = first_string_scalar(name, e);
@@ -443,11 +457,12 @@ private:
 };
 
 FunctionDef counter() {
-  FunctionDef d = make_def("counter", FunctionKind::source, {{"start", int64_t{0}}, {"stop", int64_t{10}}},
-                "yields the int64 scalars start, start+1, ..., stop-1");
+  FunctionDef d =
+    make_def("counter", FunctionKind::source, {{"start", int64_t{0}}, {"stop", int64_t{10}}},
+             "yields the int64 scalars start, start+1, ..., stop-1");
   d.source = [](const Params& p) -> Expected<std::unique_ptr<Iterator>> {
     return std::unique_ptr<Iterator>{
-        std::make_unique<CounterIterator>(int_param(p, "start", 0), int_param(p, "stop", 10))};
+      std::make_unique<CounterIterator>(int_param(p, "start", 0), int_param(p, "stop", 10))};
   };
   d.source_spec = ElementSpec{{scalar_spec(DType::int64)}};
   // The count depends on the parameters, which a FunctionDef's fixed cardinality cannot say.
@@ -459,22 +474,23 @@ FunctionDef counter() {
 
 Status register_builtin_functions(FunctionRegistry& registry) {
   FunctionDef defs[] = {
-      identity(),
-      square(),
-      add(),
-      scale(),
-      to_string_fn(),
-      bytes_fn(),
-      sleep_us(),
-      burn(),
-      is_even(),
-      mod_eq(),
-      range_fn(),
-      repeat_fn(),
-      group_fn(),
-      file_fn("text_lines_fn", "string scalar filename -> text_lines([filename])", &Dataset::text_lines),
-      file_fn("tfrecord_fn", "string scalar filename -> tfrecord([filename])", &Dataset::tfrecord),
-      counter(),
+    identity(),
+    square(),
+    add(),
+    scale(),
+    to_string_fn(),
+    bytes_fn(),
+    sleep_us(),
+    burn(),
+    is_even(),
+    mod_eq(),
+    range_fn(),
+    repeat_fn(),
+    group_fn(),
+    file_fn("text_lines_fn", "string scalar filename -> text_lines([filename])",
+            &Dataset::text_lines),
+    file_fn("tfrecord_fn", "string scalar filename -> tfrecord([filename])", &Dataset::tfrecord),
+    counter(),
   };
   for (FunctionDef& d : defs)
     CONVEYOR_RETURN_IF_ERROR(registry.add(std::move(d)));

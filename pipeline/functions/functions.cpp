@@ -70,7 +70,9 @@ Status FunctionRegistry::add(FunctionDef def) {
   if (def.name.empty())
     return invalid_argument("a function needs a non-empty name");
   if (is_file_source_function(def.name)) // see file_source_functions.hpp
-    return invalid_argument("`" + def.name + "` is reserved: interleave/flat_map use it for the file source of that name");
+    return invalid_argument(
+      "`" + def.name +
+      "` is reserved: interleave/flat_map use it for the file source of that name");
   std::lock_guard<std::mutex> lock{mu_};
   if (defs_.count(def.name) != 0)
     return Status{ErrorCode::already_exists, "function `" + def.name + "` is already registered"};
@@ -107,11 +109,12 @@ Status FunctionRegistry::check(const FunctionRef& ref, FunctionKind kind) const 
           candidates += (candidates.empty() ? "" : ", ") + name;
     }
     return not_found("unknown function `" + ref.name + "` (registered " + to_string(kind) +
-                     " functions: " + (candidates.empty() ? std::string{"none"} : candidates) + ")");
+                     " functions: " + (candidates.empty() ? std::string{"none"} : candidates) +
+                     ")");
   }
   if (def->kind != kind)
-    return invalid_argument("function `" + ref.name + "` is a " + to_string(def->kind) + " function, expected a " +
-                            to_string(kind) + " function");
+    return invalid_argument("function `" + ref.name + "` is a " + to_string(def->kind) +
+                            " function, expected a " + to_string(kind) + " function");
   for (const auto& [name, value] : ref.params) {
     const ParamSpec* declared = nullptr;
     for (const ParamSpec& p : def->params)
@@ -121,12 +124,14 @@ Status FunctionRegistry::check(const FunctionRef& ref, FunctionKind kind) const 
       std::string known;
       for (const ParamSpec& p : def->params)
         known += (known.empty() ? "" : ", ") + p.name;
-      return invalid_argument("function `" + ref.name + "` has no parameter `" + name + "` (parameters: " +
-                              (known.empty() ? std::string{"none"} : known) + ")");
+      return invalid_argument("function `" + ref.name + "` has no parameter `" + name +
+                              "` (parameters: " + (known.empty() ? std::string{"none"} : known) +
+                              ")");
     }
     if (!param_kind_accepts(declared->default_value, value))
       return invalid_argument("function `" + ref.name + "` parameter `" + name + "` must be " +
-                              scalar_kind_name(declared->default_value) + ", got " + scalar_kind_name(value));
+                              scalar_kind_name(declared->default_value) + ", got " +
+                              scalar_kind_name(value));
   }
   return Status::OK();
 }
@@ -140,7 +145,8 @@ Params FunctionRegistry::resolve_params(const FunctionRef& ref) const {
     auto given = ref.params.find(p.name);
     if (given == ref.params.end())
       out.emplace(p.name, p.default_value);
-    else if (std::holds_alternative<double>(p.default_value) && std::holds_alternative<int64_t>(given->second))
+    else if (std::holds_alternative<double>(p.default_value) &&
+             std::holds_alternative<int64_t>(given->second))
       out.emplace(p.name, static_cast<double>(std::get<int64_t>(given->second)));
     else
       out.emplace(p.name, given->second);
@@ -176,8 +182,8 @@ Status FunctionRegistry::load_plugin(const std::string& path) {
     std::lock_guard<std::mutex> lock{mu_};
     for (const auto& [name, def] : staged.defs_)
       if (defs_.count(name) != 0)
-        return Status{ErrorCode::already_exists,
-                      "plugin `" + path + "` registers function `" + name + "`, which is already registered"};
+        return Status{ErrorCode::already_exists, "plugin `" + path + "` registers function `" +
+                                                   name + "`, which is already registered"};
     for (auto& [name, def] : staged.defs_)
       defs_.emplace(name, std::move(def));
   }

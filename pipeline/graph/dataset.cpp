@@ -54,15 +54,18 @@ Dataset Dataset::from_tensor_slices(Element element) {
 }
 
 Dataset Dataset::list_files(std::string pattern, bool shuffle, int64_t seed) {
-  return make("list_files", {}, {{"pattern", std::move(pattern)}, {"shuffle", shuffle}, {"seed", seed}});
+  return make("list_files", {},
+              {{"pattern", std::move(pattern)}, {"shuffle", shuffle}, {"seed", seed}});
 }
 
 Dataset Dataset::text_lines(std::vector<std::string> files, std::string compression_type) {
-  return make("text_lines", {}, {{"files", std::move(files)}, {"compression_type", std::move(compression_type)}});
+  return make("text_lines", {},
+              {{"files", std::move(files)}, {"compression_type", std::move(compression_type)}});
 }
 
 Dataset Dataset::tfrecord(std::vector<std::string> files, std::string compression_type) {
-  return make("tfrecord", {}, {{"files", std::move(files)}, {"compression_type", std::move(compression_type)}});
+  return make("tfrecord", {},
+              {{"files", std::move(files)}, {"compression_type", std::move(compression_type)}});
 }
 
 Dataset Dataset::source(FunctionRef fn) { return make("source", {}, {{"fn", std::move(fn)}}); }
@@ -79,18 +82,23 @@ Dataset Dataset::zip(std::vector<Dataset> inputs) {
 
 Dataset Dataset::map(FunctionRef fn, int64_t num_parallel_calls, bool deterministic) const {
   return make("map", {node_},
-              {{"fn", std::move(fn)}, {"num_parallel_calls", num_parallel_calls}, {"deterministic", deterministic}});
+              {{"fn", std::move(fn)},
+               {"num_parallel_calls", num_parallel_calls},
+               {"deterministic", deterministic}});
 }
 
 Dataset Dataset::filter(FunctionRef predicate) const {
   return make("filter", {node_}, {{"fn", std::move(predicate)}});
 }
 
-Dataset Dataset::flat_map(FunctionRef fn) const { return make("flat_map", {node_}, {{"fn", std::move(fn)}}); }
+Dataset Dataset::flat_map(FunctionRef fn) const {
+  return make("flat_map", {node_}, {{"fn", std::move(fn)}});
+}
 
 Dataset Dataset::interleave(FunctionRef fn, int64_t cycle_length, int64_t block_length) const {
-  return make("interleave", {node_},
-              {{"fn", std::move(fn)}, {"cycle_length", cycle_length}, {"block_length", block_length}});
+  return make(
+    "interleave", {node_},
+    {{"fn", std::move(fn)}, {"cycle_length", cycle_length}, {"block_length", block_length}});
 }
 
 Dataset Dataset::batch(int64_t batch_size, bool drop_remainder) const {
@@ -125,7 +133,9 @@ Dataset Dataset::ignore_errors(bool log_warning) const {
 
 Dataset Dataset::shuffle(int64_t buffer_size, int64_t seed, bool reshuffle_each_iteration) const {
   return make("shuffle", {node_},
-              {{"buffer_size", buffer_size}, {"seed", seed}, {"reshuffle_each_iteration", reshuffle_each_iteration}});
+              {{"buffer_size", buffer_size},
+               {"seed", seed},
+               {"reshuffle_each_iteration", reshuffle_each_iteration}});
 }
 
 Dataset Dataset::repeat(int64_t count) const { return make("repeat", {node_}, {{"count", count}}); }
@@ -136,7 +146,9 @@ Dataset Dataset::shard(int64_t num_shards, int64_t index) const {
   return make("shard", {node_}, {{"num_shards", num_shards}, {"index", index}});
 }
 
-Dataset Dataset::enumerate(int64_t start) const { return make("enumerate", {node_}, {{"start", start}}); }
+Dataset Dataset::enumerate(int64_t start) const {
+  return make("enumerate", {node_}, {{"start", start}});
+}
 
 Dataset Dataset::prefetch(int64_t buffer_size) const {
   return make("prefetch", {node_}, {{"buffer_size", buffer_size}});

@@ -45,7 +45,8 @@ ElementSpec prepend_dim(const ElementSpec& in, int64_t dim) {
 }
 
 // map, flat_map and interleave: the function's declared output spec.
-Expected<ElementSpec> function_spec(const Node& n, const ElementSpec& input, const FunctionRegistry& functions) {
+Expected<ElementSpec> function_spec(const Node& n, const ElementSpec& input,
+                                    const FunctionRegistry& functions) {
   const FunctionRef& ref = n.function_attr("fn");
   if (n.op != "map" && is_file_source_function(ref.name)) // lines or records: string scalars
     return ElementSpec{{scalar(DType::string)}};
@@ -75,11 +76,13 @@ Expected<ElementSpec> padded_batch_spec(const Node& n, const ElementSpec& input)
     return config.status();
   ElementSpec out = input;
   if (!config->shapes.empty() && config->shapes.size() != input.components.size())
-    return invalid_argument("padded_batch: `padded_shapes` has " + std::to_string(config->shapes.size()) +
-                            " component(s), the input's elements have " + std::to_string(input.components.size()));
+    return invalid_argument(
+      "padded_batch: `padded_shapes` has " + std::to_string(config->shapes.size()) +
+      " component(s), the input's elements have " + std::to_string(input.components.size()));
   if (!config->values.empty() && config->values.size() != input.components.size())
-    return invalid_argument("padded_batch: `padding_values` has " + std::to_string(config->values.size()) +
-                            " component(s), the input's elements have " + std::to_string(input.components.size()));
+    return invalid_argument(
+      "padded_batch: `padding_values` has " + std::to_string(config->values.size()) +
+      " component(s), the input's elements have " + std::to_string(input.components.size()));
   for (std::size_t c = 0; c < out.components.size(); ++c) {
     TensorSpec& spec = out.components[c];
     if (!config->values.empty() &&
@@ -95,8 +98,8 @@ Expected<ElementSpec> padded_batch_spec(const Node& n, const ElementSpec& input)
     const PartialShape& padded = config->shapes[c];
     if (!spec.unknown_rank && spec.shape.size() != padded.size())
       return invalid_argument("padded_batch: component " + std::to_string(c) + " has rank " +
-                              std::to_string(spec.shape.size()) + " but its padded shape has rank " +
-                              std::to_string(padded.size()));
+                              std::to_string(spec.shape.size()) +
+                              " but its padded shape has rank " + std::to_string(padded.size()));
     for (std::size_t d = 0; d < padded.size() && !spec.unknown_rank; ++d)
       if (padded[d] != kUnknownDim && spec.shape[d] != kUnknownDim && spec.shape[d] > padded[d])
         return invalid_argument("padded_batch: component " + std::to_string(c) + " dimension " +
@@ -142,8 +145,8 @@ Expected<ElementSpec> node_spec(const Node& n, const FunctionRegistry& functions
     return out;
   }
   const ElementSpec& input = inputs.at(0);
-  if (op == "filter" || op == "shuffle" || op == "repeat" || op == "take" || op == "skip" || op == "shard" ||
-      op == "prefetch" || op == "cache" || op == "ignore_errors")
+  if (op == "filter" || op == "shuffle" || op == "repeat" || op == "take" || op == "skip" ||
+      op == "shard" || op == "prefetch" || op == "cache" || op == "ignore_errors")
     return input;
   if (op == "parse_example") {
     auto spec = FeatureSpec::parse(n.string_attr("features"));
@@ -156,7 +159,8 @@ Expected<ElementSpec> node_spec(const Node& n, const FunctionRegistry& functions
   if (is_unknown(input))
     return input;
   if (op == "batch")
-    return prepend_dim(input, n.bool_attr("drop_remainder") ? n.int_attr("batch_size") : kUnknownDim);
+    return prepend_dim(input,
+                       n.bool_attr("drop_remainder") ? n.int_attr("batch_size") : kUnknownDim);
   if (op == "unbatch")
     return drop_leading_dim(input, op);
   if (op == "padded_batch")

@@ -17,7 +17,8 @@ namespace {
 
 // "<op>: `<attr>` must be <expected>, got <value>" — the shape of tf.data's ValueErrors.
 Status bad_arg(const Node& n, const char* attr, const std::string& expected, int64_t got) {
-  return invalid_argument(n.op + ": `" + attr + "` must be " + expected + ", got " + std::to_string(got));
+  return invalid_argument(n.op + ": `" + attr + "` must be " + expected + ", got " +
+                          std::to_string(got));
 }
 
 Status check_at_least(const Node& n, const char* attr, int64_t min, const std::string& expected) {
@@ -54,9 +55,12 @@ Status check_slices(const Node& n) {
       return invalid_argument(n.op + ": component " + std::to_string(i) +
                               " of `element` must have rank >= 1 to be sliced, got a scalar");
     if (e[i].shape()[0] != e[0].shape()[0])
-      return invalid_argument(n.op + ": all components of `element` must have the same size in dimension 0; "
-                              "component " + std::to_string(i) + " has " + std::to_string(e[i].shape()[0]) +
-                              ", component 0 has " + std::to_string(e[0].shape()[0]));
+      return invalid_argument(
+        n.op +
+        ": all components of `element` must have the same size in dimension 0; "
+        "component " +
+        std::to_string(i) + " has " + std::to_string(e[i].shape()[0]) + ", component 0 has " +
+        std::to_string(e[0].shape()[0]));
   }
   return Status::OK();
 }
@@ -65,7 +69,8 @@ Status check_files(const Node& n) {
   const auto& files = n.strings_attr("files");
   for (std::size_t i = 0; i < files.size(); ++i)
     if (files[i].empty())
-      return invalid_argument(n.op + ": `files` entry " + std::to_string(i) + " must be a file name, got \"\"");
+      return invalid_argument(n.op + ": `files` entry " + std::to_string(i) +
+                              " must be a file name, got \"\"");
   return Status::OK();
 }
 
@@ -78,8 +83,9 @@ Status check_shard(const Node& n) {
     return Status::OK();
   if (index < 0 || (num_shards != kShardHint && index >= num_shards))
     return bad_arg(n, "index",
-                   num_shards == kShardHint ? std::string{">= 0 or SHARD_HINT"}
-                                            : "in [0, " + std::to_string(num_shards) + ") or SHARD_HINT",
+                   num_shards == kShardHint
+                     ? std::string{">= 0 or SHARD_HINT"}
+                     : "in [0, " + std::to_string(num_shards) + ") or SHARD_HINT",
                    index);
   return Status::OK();
 }

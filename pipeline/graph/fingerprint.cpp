@@ -72,46 +72,46 @@ private:
 
   void attr(const AttrValue& value) {
     std::visit(
-        [this](const auto& v) {
-          using T = std::decay_t<decltype(v)>;
-          if constexpr (std::is_same_v<T, bool>) {
-            u8(1);
-            u8(v ? 1 : 0);
-          } else if constexpr (std::is_same_v<T, int64_t>) {
-            u8(2);
-            i64(v);
-          } else if constexpr (std::is_same_v<T, double>) {
-            u8(3);
-            f64(v);
-          } else if constexpr (std::is_same_v<T, std::string>) {
-            u8(4);
-            str(v);
-          } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
-            u8(5);
-            u64(v.size());
-            for (int64_t i : v)
-              i64(i);
-          } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
-            u8(6);
-            u64(v.size());
-            for (const auto& s : v)
-              str(s);
-          } else if constexpr (std::is_same_v<T, Element>) {
-            u8(7);
-            u64(v.components.size());
-            for (const Tensor& t : v.components)
-              tensor(t);
-          } else {
-            u8(8);
-            str(v.name);
-            u64(v.params.size());
-            for (const auto& [key, param] : v.params) {
-              str(key);
-              std::visit([this](const auto& p) { attr(AttrValue{p}); }, param);
-            }
+      [this](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          u8(1);
+          u8(v ? 1 : 0);
+        } else if constexpr (std::is_same_v<T, int64_t>) {
+          u8(2);
+          i64(v);
+        } else if constexpr (std::is_same_v<T, double>) {
+          u8(3);
+          f64(v);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          u8(4);
+          str(v);
+        } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+          u8(5);
+          u64(v.size());
+          for (int64_t i : v)
+            i64(i);
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          u8(6);
+          u64(v.size());
+          for (const auto& s : v)
+            str(s);
+        } else if constexpr (std::is_same_v<T, Element>) {
+          u8(7);
+          u64(v.components.size());
+          for (const Tensor& t : v.components)
+            tensor(t);
+        } else {
+          u8(8);
+          str(v.name);
+          u64(v.params.size());
+          for (const auto& [key, param] : v.params) {
+            str(key);
+            std::visit([this](const auto& p) { attr(AttrValue{p}); }, param);
           }
-        },
-        value);
+        }
+      },
+      value);
   }
 
   void tensor(const Tensor& t) {

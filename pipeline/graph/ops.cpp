@@ -16,37 +16,56 @@ std::vector<OpSchema> make_schemas() {
   return {
     // --- sources
     // Text form: range(stop), range(start, stop) or range(start, stop, step), as in Python.
-    {"range", 0, {req("start", K::int64), req("stop", K::int64), opt("step", K::int64, int64_t{1})}},
+    {"range",
+     0,
+     {req("start", K::int64), req("stop", K::int64), opt("step", K::int64, int64_t{1})}},
     {"from_tensors", 0, {req("element", K::element)}},
     {"from_tensor_slices", 0, {req("element", K::element)}},
     // Files matching a glob, sorted by name; shuffled (seeded) unless shuffle=false, as in
     // tf.data.Dataset.list_files.
-    {"list_files", 0, {req("pattern", K::string), opt("shuffle", K::boolean, true), opt("seed", K::int64, kNoSeed)}},
+    {"list_files",
+     0,
+     {req("pattern", K::string), opt("shuffle", K::boolean, true), opt("seed", K::int64, kNoSeed)}},
     // File sources: each entry of `files` is a file name or a glob pattern (files.hpp); the whole
     // file may be compressed ("", "ZLIB" or "GZIP").
-    {"text_lines", 0, {req("files", K::string_list), opt("compression_type", K::string, std::string{})}},
-    {"tfrecord", 0, {req("files", K::string_list), opt("compression_type", K::string, std::string{})}},
+    {"text_lines",
+     0,
+     {req("files", K::string_list), opt("compression_type", K::string, std::string{})}},
+    {"tfrecord",
+     0,
+     {req("files", K::string_list), opt("compression_type", K::string, std::string{})}},
     // A user source: a registered source function, e.g. source(my_gen(n=10)).
     {"source", 0, {req("fn", K::function)}},
     // --- transforms
-    {"map", 1, {req("fn", K::function), opt("num_parallel_calls", K::int64, int64_t{1}), opt("deterministic", K::boolean, true)}},
+    {"map",
+     1,
+     {req("fn", K::function), opt("num_parallel_calls", K::int64, int64_t{1}),
+      opt("deterministic", K::boolean, true)}},
     {"filter", 1, {req("fn", K::function)}},
     {"flat_map", 1, {req("fn", K::function)}},
     // cycle_length = kAutotune means 4 (fixed, so output order is the same on every machine).
-    {"interleave", 1, {req("fn", K::function), opt("cycle_length", K::int64, kAutotune), opt("block_length", K::int64, int64_t{1})}},
+    {"interleave",
+     1,
+     {req("fn", K::function), opt("cycle_length", K::int64, kAutotune),
+      opt("block_length", K::int64, int64_t{1})}},
     {"batch", 1, {req("batch_size", K::int64), opt("drop_remainder", K::boolean, false)}},
     // padded_shapes: one rank-1 int tensor per component ([] for a scalar; -1 = pad to the
     // longest in the batch); () pads every dimension to the batch's longest. padding_values: one
     // scalar per component; () pads with 0 / "". See kernels/padded_batch.cpp.
-    {"padded_batch", 1, {req("batch_size", K::int64), opt("padded_shapes", K::element, Element{}),
-                         opt("padding_values", K::element, Element{}), opt("drop_remainder", K::boolean, false)}},
+    {"padded_batch",
+     1,
+     {req("batch_size", K::int64), opt("padded_shapes", K::element, Element{}),
+      opt("padding_values", K::element, Element{}), opt("drop_remainder", K::boolean, false)}},
     // tf.train.Example records (scalar strings) to one component per feature (example.hpp).
     {"parse_example", 1, {req("features", K::string)}},
     // Drops elements whose production failed; log_warning logs each error, and the count dropped is
     // always logged (at the end, or when the iterator goes away). `unavailable` passes through.
     {"ignore_errors", 1, {opt("log_warning", K::boolean, false)}},
     {"unbatch", 1, {}},
-    {"shuffle", 1, {req("buffer_size", K::int64), opt("seed", K::int64, kNoSeed), opt("reshuffle_each_iteration", K::boolean, true)}},
+    {"shuffle",
+     1,
+     {req("buffer_size", K::int64), opt("seed", K::int64, kNoSeed),
+      opt("reshuffle_each_iteration", K::boolean, true)}},
     {"repeat", 1, {opt("count", K::int64, kRepeatForever)}},
     {"take", 1, {req("count", K::int64)}},
     {"skip", 1, {req("count", K::int64)}},

@@ -12,7 +12,16 @@
 
 namespace conveyor {
 
-enum class AttrKind : unsigned char { boolean, int64, float64, string, int64_list, string_list, element, function };
+enum class AttrKind : unsigned char {
+  boolean,
+  int64,
+  float64,
+  string,
+  int64_list,
+  string_list,
+  element,
+  function
+};
 
 struct AttrSpec {
   std::string name;

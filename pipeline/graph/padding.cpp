@@ -9,7 +9,8 @@ Expected<PaddingConfig> padding_config(const Node& n) {
     const Tensor& t = shapes[c];
     const std::string what = "padded_batch: `padded_shapes` component " + std::to_string(c);
     if (t.rank() != 1)
-      return invalid_argument(what + " must be a list of dimensions like [-1, 3] ([] for a scalar), got " +
+      return invalid_argument(what +
+                              " must be a list of dimensions like [-1, 3] ([] for a scalar), got " +
                               t.to_string());
     PartialShape shape;
     if (t.num_elements() > 0) {
@@ -18,8 +19,9 @@ Expected<PaddingConfig> padding_config(const Node& n) {
       for (int64_t i = 0; i < t.num_elements(); ++i) {
         const int64_t d = t.dtype() == DType::int64 ? t.at<int64_t>(i) : t.at<int32_t>(i);
         if (d < kUnknownDim)
-          return invalid_argument(what + " has dimension " + std::to_string(d) +
-                                  "; dimensions are >= 0, or -1 to pad to the longest in the batch");
+          return invalid_argument(
+            what + " has dimension " + std::to_string(d) +
+            "; dimensions are >= 0, or -1 to pad to the longest in the batch");
         shape.push_back(d);
       }
     }
@@ -32,9 +34,11 @@ Expected<PaddingConfig> padding_config(const Node& n) {
                               " must be a scalar, got " + values[c].to_string());
     config.values.push_back(values[c]);
   }
-  if (!config.shapes.empty() && !config.values.empty() && config.shapes.size() != config.values.size())
-    return invalid_argument("padded_batch: `padded_shapes` has " + std::to_string(config.shapes.size()) +
-                            " component(s) but `padding_values` has " + std::to_string(config.values.size()));
+  if (!config.shapes.empty() && !config.values.empty() &&
+      config.shapes.size() != config.values.size())
+    return invalid_argument(
+      "padded_batch: `padded_shapes` has " + std::to_string(config.shapes.size()) +
+      " component(s) but `padding_values` has " + std::to_string(config.values.size()));
   return config;
 }
 

@@ -59,8 +59,8 @@ void check_loaded_node(const Node& node) {
       if (t.dtype() == DType::boolean)
         for (unsigned char b : t.bytes())
           if (b > 1)
-            throw CorruptGraph("bool tensor in argument `" + name + "` of `" + node.op + "` holds the byte " +
-                               std::to_string(b));
+            throw CorruptGraph("bool tensor in argument `" + name + "` of `" + node.op +
+                               "` holds the byte " + std::to_string(b));
   }
 }
 
@@ -101,29 +101,29 @@ private:
   void attr(const AttrValue& value) {
     ar_(static_cast<uint8_t>(value.index()));
     std::visit(
-        [this](const auto& v) {
-          using T = std::decay_t<decltype(v)>;
-          if constexpr (std::is_same_v<T, bool>) {
-            ar_(static_cast<uint8_t>(v ? 1 : 0));
-          } else if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, double>) {
-            ar_(v);
-          } else if constexpr (std::is_same_v<T, std::string>) {
-            string(v);
-          } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
-            size(v.size());
-            for (int64_t i : v)
-              ar_(i);
-          } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
-            size(v.size());
-            for (const auto& s : v)
-              string(s);
-          } else if constexpr (std::is_same_v<T, Element>) {
-            element(v);
-          } else {
-            function(v);
-          }
-        },
-        value);
+      [this](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          ar_(static_cast<uint8_t>(v ? 1 : 0));
+        } else if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, double>) {
+          ar_(v);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          string(v);
+        } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+          size(v.size());
+          for (int64_t i : v)
+            ar_(i);
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          size(v.size());
+          for (const auto& s : v)
+            string(s);
+        } else if constexpr (std::is_same_v<T, Element>) {
+          element(v);
+        } else {
+          function(v);
+        }
+      },
+      value);
   }
 
   void element(const Element& e) {
@@ -151,16 +151,16 @@ private:
       string(key);
       ar_(static_cast<uint8_t>(value.index()));
       std::visit(
-          [this](const auto& v) {
-            using T = std::decay_t<decltype(v)>;
-            if constexpr (std::is_same_v<T, bool>)
-              ar_(static_cast<uint8_t>(v ? 1 : 0));
-            else if constexpr (std::is_same_v<T, std::string>)
-              string(v);
-            else
-              ar_(v);
-          },
-          value);
+        [this](const auto& v) {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, bool>)
+            ar_(static_cast<uint8_t>(v ? 1 : 0));
+          else if constexpr (std::is_same_v<T, std::string>)
+            string(v);
+          else
+            ar_(v);
+        },
+        value);
     }
   }
 
@@ -185,7 +185,8 @@ public:
 
   NodePtr node(int depth) {
     if (depth > serial::kMaxGraphDepth)
-      throw CorruptGraph("graph nested deeper than " + std::to_string(serial::kMaxGraphDepth) + " ops");
+      throw CorruptGraph("graph nested deeper than " + std::to_string(serial::kMaxGraphDepth) +
+                         " ops");
     auto n = std::make_shared<Node>();
     n->op = string("op name");
     uint64_t num_inputs = count("inputs", 1);
@@ -214,8 +215,8 @@ private:
   uint64_t count(const char* what, std::size_t min_bytes) {
     auto n = scalar<uint64_t>();
     if (n > buf_.remaining() / min_bytes)
-      throw CorruptGraph(std::string{"count of "} + what + " (" + std::to_string(n) + ") exceeds the " +
-                         std::to_string(buf_.remaining()) + " bytes left");
+      throw CorruptGraph(std::string{"count of "} + what + " (" + std::to_string(n) +
+                         ") exceeds the " + std::to_string(buf_.remaining()) + " bytes left");
     return n;
   }
 
@@ -253,7 +254,8 @@ private:
       }
       case 6: return element();
       case 7: return function();
-      default: throw CorruptGraph("attribute `" + name + "` has unknown kind " + std::to_string(kind));
+      default:
+        throw CorruptGraph("attribute `" + name + "` has unknown kind " + std::to_string(kind));
     }
   }
 
@@ -286,7 +288,8 @@ private:
         s = string("tensor string");
     } else {
       if (count("tensor bytes", 1) != t.bytes().size())
-        throw CorruptGraph(std::string{"payload size of a "} + dtype_name(dtype) + " tensor does not match its shape");
+        throw CorruptGraph(std::string{"payload size of a "} + dtype_name(dtype) +
+                           " tensor does not match its shape");
       ar_(cereal::binary_data(t.mutable_bytes().data(), t.mutable_bytes().size()));
     }
     return t;
@@ -304,7 +307,8 @@ private:
         case 1: value = scalar<int64_t>(); break;
         case 2: value = scalar<double>(); break;
         case 3: value = string("string parameter"); break;
-        default: throw CorruptGraph("parameter `" + key + "` has unknown kind " + std::to_string(kind));
+        default:
+          throw CorruptGraph("parameter `" + key + "` has unknown kind " + std::to_string(kind));
       }
       if (!f.params.emplace(key, std::move(value)).second)
         throw CorruptGraph("parameter `" + key + "` of `" + f.name + "` appears twice");
@@ -331,7 +335,8 @@ std::string to_binary(const Dataset& dataset) {
   for (int i = 0; i < 4; ++i)
     out.put(static_cast<char>((kGraphFormatVersion >> (8 * i)) & 0xff));
   {
-    cereal::PortableBinaryOutputArchive ar(out, cereal::PortableBinaryOutputArchive::Options::LittleEndian());
+    cereal::PortableBinaryOutputArchive ar(
+      out, cereal::PortableBinaryOutputArchive::Options::LittleEndian());
     BinaryWriter{ar}.node(*dataset.node());
   }
   return std::move(out).str();
@@ -339,22 +344,24 @@ std::string to_binary(const Dataset& dataset) {
 
 Expected<Dataset> from_binary(std::string_view bytes) {
   if (bytes.size() < kHeaderSize)
-    return data_loss("dataset graph is " + std::to_string(bytes.size()) + " bytes, too short for its " +
-                     std::to_string(kHeaderSize) + "-byte header");
+    return data_loss("dataset graph is " + std::to_string(bytes.size()) +
+                     " bytes, too short for its " + std::to_string(kHeaderSize) + "-byte header");
   if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
     return data_loss("bytes are not a conveyor dataset graph (the magic \"CNVG\" is missing)");
   uint32_t version = read_u32_le(bytes.data() + sizeof kMagic);
   if (version != kGraphFormatVersion)
-    return Status{ErrorCode::version_mismatch, "dataset graph has format version " + std::to_string(version) +
-                                                   ", this build reads version " +
-                                                   std::to_string(kGraphFormatVersion)};
+    return Status{ErrorCode::version_mismatch,
+                  "dataset graph has format version " + std::to_string(version) +
+                    ", this build reads version " + std::to_string(kGraphFormatVersion)};
   ViewBuf buf{bytes.substr(kHeaderSize)};
   std::istream in(&buf);
   try {
-    cereal::PortableBinaryInputArchive ar(in, cereal::PortableBinaryInputArchive::Options::LittleEndian());
+    cereal::PortableBinaryInputArchive ar(
+      in, cereal::PortableBinaryInputArchive::Options::LittleEndian());
     NodePtr root = BinaryReader{ar, buf}.node(1);
     if (buf.remaining() != 0)
-      return data_loss("dataset graph has " + std::to_string(buf.remaining()) + " unexpected bytes after its end");
+      return data_loss("dataset graph has " + std::to_string(buf.remaining()) +
+                       " unexpected bytes after its end");
     return Dataset{std::move(root)};
   } catch (const std::exception& e) {
     return data_loss(std::string{"corrupt dataset graph: "} + e.what());

@@ -54,9 +54,12 @@ std::string to_hex(const void* data, std::size_t n) {
 
 std::string from_hex(const std::string& hex) {
   auto digit = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    if (c >= '0' && c <= '9')
+      return c - '0';
+    if (c >= 'a' && c <= 'f')
+      return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+      return c - 'A' + 10;
     throw CorruptGraph(std::string{"hex value has the non-hex character `"} + c + "`");
   };
   if (hex.size() % 2 != 0)
@@ -125,49 +128,49 @@ private:
   // The "kind" and "value" members of an attribute or parameter.
   void attr(const AttrValue& value) {
     std::visit(
-        [this](const auto& v) {
-          using T = std::decay_t<decltype(v)>;
-          if constexpr (std::is_same_v<T, bool>) {
-            kind("bool");
-            ar_(cereal::make_nvp("value", v));
-          } else if constexpr (std::is_same_v<T, int64_t>) {
-            kind("int64");
-            ar_(cereal::make_nvp("value", v));
-          } else if constexpr (std::is_same_v<T, double>) {
-            float64(v);
-          } else if constexpr (std::is_same_v<T, std::string>) {
-            string(v);
-          } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
-            kind("int64_list");
-            begin_array("value");
-            for (int64_t i : v)
-              ar_(i);
-            ar_.finishNode();
-          } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
-            bool hex = std::any_of(v.begin(), v.end(), has_nul);
-            kind(hex ? "string_list_hex" : "string_list");
-            begin_array("value");
-            for (const auto& s : v)
-              ar_(hex ? to_hex(s.data(), s.size()) : s);
-            ar_.finishNode();
-          } else if constexpr (std::is_same_v<T, Element>) {
-            kind("element");
-            begin_array("value");
-            for (const Tensor& t : v.components) {
-              ar_.startNode();
-              tensor(t);
-              ar_.finishNode();
-            }
-            ar_.finishNode();
-          } else {
-            kind("function");
-            ar_.setNextName("value");
+      [this](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          kind("bool");
+          ar_(cereal::make_nvp("value", v));
+        } else if constexpr (std::is_same_v<T, int64_t>) {
+          kind("int64");
+          ar_(cereal::make_nvp("value", v));
+        } else if constexpr (std::is_same_v<T, double>) {
+          float64(v);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          string(v);
+        } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+          kind("int64_list");
+          begin_array("value");
+          for (int64_t i : v)
+            ar_(i);
+          ar_.finishNode();
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          bool hex = std::any_of(v.begin(), v.end(), has_nul);
+          kind(hex ? "string_list_hex" : "string_list");
+          begin_array("value");
+          for (const auto& s : v)
+            ar_(hex ? to_hex(s.data(), s.size()) : s);
+          ar_.finishNode();
+        } else if constexpr (std::is_same_v<T, Element>) {
+          kind("element");
+          begin_array("value");
+          for (const Tensor& t : v.components) {
             ar_.startNode();
-            function(v);
+            tensor(t);
             ar_.finishNode();
           }
-        },
-        value);
+          ar_.finishNode();
+        } else {
+          kind("function");
+          ar_.setNextName("value");
+          ar_.startNode();
+          function(v);
+          ar_.finishNode();
+        }
+      },
+      value);
   }
 
   void float64(double v) {
@@ -262,7 +265,8 @@ public:
 
   NodePtr node(int depth) {
     if (depth > serial::kMaxGraphDepth)
-      throw CorruptGraph("graph nested deeper than " + std::to_string(serial::kMaxGraphDepth) + " ops");
+      throw CorruptGraph("graph nested deeper than " + std::to_string(serial::kMaxGraphDepth) +
+                         " ops");
     auto n = std::make_shared<Node>();
     n->op = get<std::string>("op");
     std::size_t num_inputs = enter_array("inputs");
@@ -321,7 +325,8 @@ private:
       return get<std::string>("value");
     if (kind == "string_hex")
       return from_hex(get<std::string>("value"));
-    if (kind == "int64_list" || kind == "string_list" || kind == "string_list_hex" || kind == "element") {
+    if (kind == "int64_list" || kind == "string_list" || kind == "string_list_hex" ||
+        kind == "element") {
       std::size_t n = enter_array("value");
       AttrValue out;
       if (kind == "int64_list") {
@@ -373,7 +378,8 @@ private:
     std::size_t n = enter_array("values");
     auto entries = serial::entries_within(shape, static_cast<int64_t>(n));
     if (!entries || static_cast<std::size_t>(*entries) != n)
-      throw CorruptGraph("tensor has " + std::to_string(n) + " values, which does not match its shape");
+      throw CorruptGraph("tensor has " + std::to_string(n) +
+                         " values, which does not match its shape");
     Tensor t{*dtype, shape};
     std::size_t width = dtype_size(*dtype);
     for (std::size_t i = 0; i < n; ++i) {
@@ -383,8 +389,8 @@ private:
       } else if (hex) {
         std::string bytes = from_hex(next<std::string>());
         if (bytes.size() != width)
-          throw CorruptGraph("hex tensor entry has " + std::to_string(bytes.size()) + " bytes, expected " +
-                             std::to_string(width));
+          throw CorruptGraph("hex tensor entry has " + std::to_string(bytes.size()) +
+                             " bytes, expected " + std::to_string(width));
         std::memcpy(t.mutable_bytes().data() + i * width, bytes.data(), width);
       } else {
         switch (*dtype) {
@@ -397,7 +403,9 @@ private:
             break;
           }
           case DType::int64: t.mutable_data<int64_t>()[k] = next<int64_t>(); break;
-          case DType::float32: t.mutable_data<float>()[k] = static_cast<float>(next<double>()); break;
+          case DType::float32:
+            t.mutable_data<float>()[k] = static_cast<float>(next<double>());
+            break;
           case DType::float64: t.mutable_data<double>()[k] = next<double>(); break;
           case DType::string: break;
         }
@@ -479,7 +487,8 @@ std::string to_json(const Dataset& dataset) {
 
 Expected<Dataset> from_json(std::string_view json) {
   if (json_nesting(json) > kMaxJsonNesting)
-    return data_loss("dataset graph JSON is nested deeper than " + std::to_string(kMaxJsonNesting) + " levels");
+    return data_loss("dataset graph JSON is nested deeper than " + std::to_string(kMaxJsonNesting) +
+                     " levels");
   try {
     std::istringstream in{std::string{json}};
     JSONInputArchive ar(in);
@@ -490,9 +499,9 @@ Expected<Dataset> from_json(std::string_view json) {
     int64_t version = 0;
     ar(cereal::make_nvp("version", version));
     if (version != kGraphFormatVersion)
-      return Status{ErrorCode::version_mismatch, "dataset graph JSON has format version " + std::to_string(version) +
-                                                     ", this build reads version " +
-                                                     std::to_string(kGraphFormatVersion)};
+      return Status{ErrorCode::version_mismatch,
+                    "dataset graph JSON has format version " + std::to_string(version) +
+                      ", this build reads version " + std::to_string(kGraphFormatVersion)};
     ar.setNextName("graph");
     ar.startNode();
     NodePtr root = JsonReader{ar}.node(1);

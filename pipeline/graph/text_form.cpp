@@ -43,7 +43,9 @@ struct NamedConstant {
 const std::vector<NamedConstant>& named_constants() {
   static const std::vector<NamedConstant> constants = {
     {"SHARD_HINT", kShardHint, {{"shard", "num_shards"}, {"shard", "index"}}},
-    {"AUTOTUNE", kAutotune, {{"map", "num_parallel_calls"}, {"interleave", "cycle_length"}, {"prefetch", "buffer_size"}}},
+    {"AUTOTUNE",
+     kAutotune,
+     {{"map", "num_parallel_calls"}, {"interleave", "cycle_length"}, {"prefetch", "buffer_size"}}},
   };
   return constants;
 }
@@ -82,54 +84,55 @@ void print_function(const FunctionRef& f, std::string& out) {
     first = false;
     out += name + "=";
     std::visit(
-        [&out](const auto& v) {
-          using T = std::decay_t<decltype(v)>;
-          if constexpr (std::is_same_v<T, bool>)
-            out += v ? "true" : "false";
-          else if constexpr (std::is_same_v<T, int64_t>)
-            out += std::to_string(v);
-          else if constexpr (std::is_same_v<T, double>)
-            out += text::format_float64(v);
-          else
-            out += text::quote_string(v);
-        },
-        value);
+      [&out](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, bool>)
+          out += v ? "true" : "false";
+        else if constexpr (std::is_same_v<T, int64_t>)
+          out += std::to_string(v);
+        else if constexpr (std::is_same_v<T, double>)
+          out += text::format_float64(v);
+        else
+          out += text::quote_string(v);
+      },
+      value);
   }
   out += ')';
 }
 
-void print_value(const std::string& op, const std::string& attr, const AttrValue& value, std::string& out) {
+void print_value(const std::string& op, const std::string& attr, const AttrValue& value,
+                 std::string& out) {
   std::visit(
-      [&](const auto& v) {
-        using T = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<T, bool>) {
-          out += v ? "true" : "false";
-        } else if constexpr (std::is_same_v<T, int64_t>) {
-          print_int(op, attr, v, out);
-        } else if constexpr (std::is_same_v<T, double>) {
-          out += text::format_float64(v);
-        } else if constexpr (std::is_same_v<T, std::string>) {
-          out += text::quote_string(v);
-        } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
-          out += '[';
-          for (std::size_t i = 0; i < v.size(); ++i)
-            out += (i > 0 ? ", " : "") + std::to_string(v[i]);
-          out += ']';
-        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
-          out += '[';
-          for (std::size_t i = 0; i < v.size(); ++i)
-            out += (i > 0 ? ", " : "") + text::quote_string(v[i]);
-          out += ']';
-        } else if constexpr (std::is_same_v<T, Element>) {
-          if (op == "padded_batch" && attr == "padded_shapes")
-            out += padded_shapes_text(v); // plain lists: padded_shapes=([], [-1, 3])
-          else
-            out += v.to_string();
-        } else {
-          print_function(v, out);
-        }
-      },
-      value);
+    [&](const auto& v) {
+      using T = std::decay_t<decltype(v)>;
+      if constexpr (std::is_same_v<T, bool>) {
+        out += v ? "true" : "false";
+      } else if constexpr (std::is_same_v<T, int64_t>) {
+        print_int(op, attr, v, out);
+      } else if constexpr (std::is_same_v<T, double>) {
+        out += text::format_float64(v);
+      } else if constexpr (std::is_same_v<T, std::string>) {
+        out += text::quote_string(v);
+      } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+        out += '[';
+        for (std::size_t i = 0; i < v.size(); ++i)
+          out += (i > 0 ? ", " : "") + std::to_string(v[i]);
+        out += ']';
+      } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+        out += '[';
+        for (std::size_t i = 0; i < v.size(); ++i)
+          out += (i > 0 ? ", " : "") + text::quote_string(v[i]);
+        out += ']';
+      } else if constexpr (std::is_same_v<T, Element>) {
+        if (op == "padded_batch" && attr == "padded_shapes")
+          out += padded_shapes_text(v); // plain lists: padded_shapes=([], [-1, 3])
+        else
+          out += v.to_string();
+      } else {
+        print_function(v, out);
+      }
+    },
+    value);
 }
 
 void print_node(const Node& n, std::string& out);
@@ -148,8 +151,8 @@ void print_arguments(const Node& n, const OpSchema& schema, bool first, std::str
   // range(stop) when start is 0 and step is 1, as in Python.
   const AttrValue* start = attr("start");
   const AttrValue* step = attr("step");
-  bool short_range = n.op == "range" && start != nullptr && *start == AttrValue{int64_t{0}} && step != nullptr &&
-                     *step == AttrValue{int64_t{1}};
+  bool short_range = n.op == "range" && start != nullptr && *start == AttrValue{int64_t{0}} &&
+                     step != nullptr && *step == AttrValue{int64_t{1}};
   for (const auto& spec : schema.attrs) {
     const AttrValue* v = attr(spec.name);
     if (v == nullptr)
@@ -169,7 +172,8 @@ void print_arguments(const Node& n, const OpSchema& schema, bool first, std::str
 
 void print_node(const Node& n, std::string& out) {
   const OpSchema* schema = find_op_schema(n.op);
-  bool is_transform = schema != nullptr && schema->num_inputs == 1 && n.inputs.size() == 1 && n.inputs[0];
+  bool is_transform =
+    schema != nullptr && schema->num_inputs == 1 && n.inputs.size() == 1 && n.inputs[0];
   if (is_transform) {
     print_node(*n.inputs[0], out);
     out += '.';
@@ -236,7 +240,8 @@ std::string join_names(const std::vector<std::string>& names) {
 }
 
 // Converts one argument value to the attribute kind its schema asks for.
-Expected<AttrValue> attr_from_value(const std::string& op, const AttrSpec& spec, const TextValue& v) {
+Expected<AttrValue> attr_from_value(const std::string& op, const AttrSpec& spec,
+                                    const TextValue& v) {
   std::string what = "argument `" + spec.name + "` of `" + op + "`";
   auto wrong = [&](const char* expected) {
     return syntax_error(v.column, what + " expects " + expected + ", found " + describe(v));
@@ -279,7 +284,8 @@ Expected<AttrValue> attr_from_value(const std::string& op, const AttrSpec& spec,
       std::vector<int64_t> out;
       for (const auto& item : v.items) {
         if (item.kind != Kind::integer)
-          return syntax_error(item.column, what + " expects a list of ints, found " + describe(item) + " in it");
+          return syntax_error(item.column,
+                              what + " expects a list of ints, found " + describe(item) + " in it");
         auto i = text::int64_from_value(item);
         if (!i.ok())
           return i.status();
@@ -296,7 +302,8 @@ Expected<AttrValue> attr_from_value(const std::string& op, const AttrSpec& spec,
       std::vector<std::string> out;
       for (const auto& item : v.items) {
         if (item.kind != Kind::string)
-          return syntax_error(item.column, what + " expects a list of strings, found " + describe(item) + " in it");
+          return syntax_error(item.column, what + " expects a list of strings, found " +
+                                             describe(item) + " in it");
         out.push_back(item.text);
       }
       return AttrValue{std::move(out)};
@@ -348,12 +355,14 @@ Status bind_arguments(const OpSchema& schema, const TextValue& call, Node& node)
     int column = arg.value.column;
     if (arg.keyword.empty()) {
       if (seen_keyword)
-        return syntax_error(column, "positional argument after keyword arguments in `" + schema.name + "`");
+        return syntax_error(column,
+                            "positional argument after keyword arguments in `" + schema.name + "`");
       if (next_slot >= slots.size()) {
         if (schema.attrs.empty())
           return syntax_error(column, "`" + schema.name + "` takes no arguments");
-        return syntax_error(column, "`" + schema.name + "` takes at most " + std::to_string(slots.size()) +
-                                        " positional argument(s): " + join_names(names));
+        return syntax_error(column, "`" + schema.name + "` takes at most " +
+                                      std::to_string(slots.size()) +
+                                      " positional argument(s): " + join_names(names));
       }
       spec = slots[next_slot++];
     } else {
@@ -363,15 +372,17 @@ Status bind_arguments(const OpSchema& schema, const TextValue& call, Node& node)
                              [&](const AttrSpec& s) { return s.name == arg.keyword; });
       if (it == schema.attrs.end()) {
         if (schema.attrs.empty())
-          return syntax_error(column, "`" + schema.name + "` takes no arguments, found `" + arg.keyword + "`");
+          return syntax_error(column, "`" + schema.name + "` takes no arguments, found `" +
+                                        arg.keyword + "`");
         return syntax_error(column, "`" + schema.name + "` has no argument `" + arg.keyword + "`" +
-                                        did_you_mean(arg.keyword, names) + "; its arguments are " +
-                                        join_names(names));
+                                      did_you_mean(arg.keyword, names) + "; its arguments are " +
+                                      join_names(names));
       }
       spec = &*it;
     }
     if (node.attrs.count(spec->name) != 0)
-      return syntax_error(column, "argument `" + spec->name + "` of `" + schema.name + "` is given twice");
+      return syntax_error(column,
+                          "argument `" + spec->name + "` of `" + schema.name + "` is given twice");
     auto value = attr_from_value(schema.name, *spec, arg.value);
     if (!value.ok())
       return value.status();
@@ -384,7 +395,8 @@ Status bind_arguments(const OpSchema& schema, const TextValue& call, Node& node)
     if (node.attrs.count(spec.name) != 0)
       continue;
     if (!spec.default_value)
-      return syntax_error(call.column, "`" + schema.name + "` is missing its required argument `" + spec.name + "`");
+      return syntax_error(call.column, "`" + schema.name + "` is missing its required argument `" +
+                                         spec.name + "`");
     node.attrs.emplace(spec.name, *spec.default_value);
   }
   return Status::OK();
@@ -397,32 +409,42 @@ Expected<NodePtr> zip_from_call(const OpSchema& schema, const TextValue& call) {
   node->op = schema.name;
   for (const TextArg& arg : call.args) {
     if (!arg.keyword.empty())
-      return syntax_error(arg.keyword_column, "`" + schema.name + "` takes only datasets, found keyword `" +
-                                                  arg.keyword + "`");
+      return syntax_error(arg.keyword_column, "`" + schema.name +
+                                                "` takes only datasets, found keyword `" +
+                                                arg.keyword + "`");
     auto input = dataset_from_value(arg.value);
     if (!input.ok())
       return input.status();
     node->inputs.push_back(std::move(*input));
   }
   if (node->inputs.empty())
-    return syntax_error(call.column, "`" + schema.name + "` needs at least one dataset, as in zip(range(3), range(3))");
+    return syntax_error(call.column,
+                        "`" + schema.name +
+                          "` needs at least one dataset, as in zip(range(3), range(3))");
   return NodePtr{std::move(node)};
 }
 
 Expected<NodePtr> dataset_from_value(const TextValue& v) {
   if (v.kind != Kind::call && v.kind != Kind::method)
-    return syntax_error(v.column, "expected a dataset (a source such as range(10), or zip(...)), found " + describe(v));
+    return syntax_error(v.column,
+                        "expected a dataset (a source such as range(10), or zip(...)), found " +
+                          describe(v));
   const OpSchema* schema = find_op_schema(v.text);
   if (schema == nullptr)
-    return syntax_error(v.column, "unknown dataset op `" + v.text + "`" + did_you_mean(v.text, op_names()) +
-                                      "; known ops: " + join_names(op_names()));
+    return syntax_error(v.column, "unknown dataset op `" + v.text + "`" +
+                                    did_you_mean(v.text, op_names()) +
+                                    "; known ops: " + join_names(op_names()));
   bool is_transform = schema->num_inputs == 1;
   if (v.kind == Kind::call && is_transform)
-    return syntax_error(v.column, "`" + v.text + "` is a transform: write it after its input dataset, as in range(10)." +
-                                      v.text + "(...)");
+    return syntax_error(v.column,
+                        "`" + v.text +
+                          "` is a transform: write it after its input dataset, as in range(10)." +
+                          v.text + "(...)");
   if (v.kind == Kind::method && !is_transform)
-    return syntax_error(v.column, "`" + v.text + "` is not a transform, so it cannot follow `.`; write it as a call, as in " +
-                                      v.text + "(...)");
+    return syntax_error(
+      v.column, "`" + v.text +
+                  "` is not a transform, so it cannot follow `.`; write it as a call, as in " +
+                  v.text + "(...)");
   if (schema->num_inputs == OpSchema::kVariadic)
     return zip_from_call(*schema, v);
 

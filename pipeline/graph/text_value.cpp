@@ -32,7 +32,21 @@ namespace {
 // ------------------------------------------------------------------------------------- lexer
 
 struct Token {
-  enum class Kind { name, integer, floating, string, lparen, rparen, lbracket, rbracket, comma, dot, equals, minus, end };
+  enum class Kind {
+    name,
+    integer,
+    floating,
+    string,
+    lparen,
+    rparen,
+    lbracket,
+    rbracket,
+    comma,
+    dot,
+    equals,
+    minus,
+    end
+  };
   Kind kind;
   int column;
   std::string text; // name / number spelling / decoded string
@@ -53,9 +67,12 @@ std::string show_char(char c) {
 }
 
 int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
   return -1;
 }
 
@@ -180,8 +197,9 @@ private:
           break;
         }
         default:
-          return syntax_error(esc_col, "unknown escape `\\" + show_char(e) +
-                                           "` in a string (known: \\\\ \\\" \\' \\n \\t \\r \\0 \\xHH)");
+          return syntax_error(esc_col,
+                              "unknown escape `\\" + show_char(e) +
+                                "` in a string (known: \\\\ \\\" \\' \\n \\t \\r \\0 \\xHH)");
       }
     }
   }
@@ -209,7 +227,8 @@ public:
     if (!v.ok())
       return v;
     if (peek().kind != Token::Kind::end)
-      return syntax_error(peek().column, "unexpected " + show(peek()) + " after the end of the expression");
+      return syntax_error(peek().column,
+                          "unexpected " + show(peek()) + " after the end of the expression");
     return v;
   }
 
@@ -227,7 +246,7 @@ private:
   Status enter(int column) {
     if (++nesting_ > kMaxNesting)
       return syntax_error(column, "brackets, parentheses and calls nested deeper than " +
-                                      std::to_string(kMaxNesting) + " levels");
+                                    std::to_string(kMaxNesting) + " levels");
     return Status::OK();
   }
   // Keeps every later walk over the tree (and the graph made from it) within kMaxDepth.
@@ -239,7 +258,7 @@ private:
       v.depth = std::max(v.depth, arg.value.depth + 1);
     if (v.depth > kMaxDepth)
       return syntax_error(column, "expression deeper than " + std::to_string(kMaxDepth) +
-                                      " levels (each transform counts one)");
+                                    " levels (each transform counts one)");
     return Status::OK();
   }
 
@@ -252,14 +271,16 @@ private:
     while (at(Token::Kind::dot)) {
       next();
       if (!at(Token::Kind::name))
-        return syntax_error(peek().column, "expected a transform name after `.`, found " + show(peek()));
+        return syntax_error(peek().column,
+                            "expected a transform name after `.`, found " + show(peek()));
       const Token& name = next();
       TextValue m;
       m.kind = TextValue::Kind::method;
       m.column = name.column;
       m.text = name.text;
       if (!at(Token::Kind::lparen))
-        return syntax_error(peek().column, "expected `(` after `." + name.text + "`, found " + show(peek()));
+        return syntax_error(peek().column,
+                            "expected `(` after `." + name.text + "`, found " + show(peek()));
       next();
       CONVEYOR_RETURN_IF_ERROR(arguments(m));
       m.items.push_back(std::move(result));
@@ -293,7 +314,8 @@ private:
         bool special = n.kind == Token::Kind::name && (n.text == "inf" || n.text == "nan");
         if (!number && !special)
           return syntax_error(n.column, "expected a number after `-`, found " + show(n));
-        v.kind = n.kind == Token::Kind::integer ? TextValue::Kind::integer : TextValue::Kind::floating;
+        v.kind =
+          n.kind == Token::Kind::integer ? TextValue::Kind::integer : TextValue::Kind::floating;
         v.text = "-" + n.text;
         return v;
       }
@@ -319,10 +341,8 @@ private:
         v.kind = TextValue::Kind::list;
         CONVEYOR_RETURN_IF_ERROR(sequence(v, Token::Kind::rbracket, "]"));
         return v;
-      case Token::Kind::lparen:
-        return parenthesized(v);
-      default:
-        return syntax_error(t.column, "expected a value, found " + show(t));
+      case Token::Kind::lparen: return parenthesized(v);
+      default: return syntax_error(t.column, "expected a value, found " + show(t));
     }
   }
 
@@ -342,7 +362,7 @@ private:
     }
     if (!at(Token::Kind::comma))
       return syntax_error(peek().column, "expected `,` or `)` in the tuple opened at column " +
-                                             std::to_string(v.column) + ", found " + show(peek()));
+                                           std::to_string(v.column) + ", found " + show(peek()));
     next();
     v.items.push_back(std::move(*first));
     CONVEYOR_RETURN_IF_ERROR(sequence(v, Token::Kind::rparen, ")"));
@@ -360,9 +380,9 @@ private:
       if (at(Token::Kind::comma)) {
         next();
       } else if (!at(close)) {
-        return syntax_error(peek().column, std::string{"expected `,` or `"} + close_text + "` in the " + what +
-                                               " opened at column " + std::to_string(v.column) +
-                                               ", found " + show(peek()));
+        return syntax_error(peek().column, std::string{"expected `,` or `"} + close_text +
+                                             "` in the " + what + " opened at column " +
+                                             std::to_string(v.column) + ", found " + show(peek()));
       }
     }
     next();
@@ -387,8 +407,8 @@ private:
       if (at(Token::Kind::comma)) {
         next();
       } else if (!at(Token::Kind::rparen)) {
-        return syntax_error(peek().column, "expected `)` after the arguments of `" + call.text + "`, found " +
-                                               show(peek()));
+        return syntax_error(peek().column, "expected `)` after the arguments of `" + call.text +
+                                             "`, found " + show(peek()));
       }
     }
     next();

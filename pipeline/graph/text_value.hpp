@@ -36,8 +36,8 @@ struct TextArg;
 struct TextValue {
   enum class Kind { integer, floating, boolean, string, identifier, list, tuple, call, method };
   Kind kind = Kind::integer;
-  int column = 0;        // where the value starts; for a method, where its name starts
-  std::string text;      // number as spelled (with '-'), decoded string, or the name
+  int column = 0;   // where the value starts; for a method, where its name starts
+  std::string text; // number as spelled (with '-'), decoded string, or the name
   bool boolean = false;
   std::vector<TextValue> items; // list / tuple entries; for a method, items[0] is the receiver
   std::vector<TextArg> args;    // call / method arguments in source order

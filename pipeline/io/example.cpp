@@ -58,8 +58,9 @@ const char* list_name(DType d) {
 }
 
 std::string feature_kind(const FeatureConfig& f) {
-  return f.var_len ? std::string("var(") + dtype_name(f.dtype) + ")"
-                   : std::string(dtype_name(f.dtype)) + (f.shape.empty() ? "" : shape_text(f.shape));
+  return f.var_len
+           ? std::string("var(") + dtype_name(f.dtype) + ")"
+           : std::string(dtype_name(f.dtype)) + (f.shape.empty() ? "" : shape_text(f.shape));
 }
 
 // Splits at `;` outside string literals.
@@ -116,16 +117,19 @@ Expected<Tensor> canonical_default(const FeatureConfig& f, const Tensor& given) 
   else if (given.num_elements() == want)
     shape = f.shape;
   else
-    return invalid_argument(what + " has " + std::to_string(given.num_elements()) + " value(s) of shape " +
-                            shape_text(given.shape()) + "; the feature's shape " + shape_text(f.shape) +
-                            " needs " + std::to_string(want) + " (or one scalar)");
+    return invalid_argument(what + " has " + std::to_string(given.num_elements()) +
+                            " value(s) of shape " + shape_text(given.shape()) +
+                            "; the feature's shape " + shape_text(f.shape) + " needs " +
+                            std::to_string(want) + " (or one scalar)");
   if (f.dtype == DType::string) {
     if (given.dtype() != DType::string)
-      return invalid_argument(what + " must be a string for a string feature, got " + dtype_name(given.dtype()));
+      return invalid_argument(what + " must be a string for a string feature, got " +
+                              dtype_name(given.dtype()));
     return Tensor::from_values<std::string>(shape, given.strings());
   }
   if (given.dtype() == DType::string)
-    return invalid_argument(what + " must be a number for a " + dtype_name(f.dtype) + " feature, got a string");
+    return invalid_argument(what + " must be a number for a " + dtype_name(f.dtype) +
+                            " feature, got a string");
   if (f.dtype == DType::int64)
     return Tensor::from_values<int64_t>(shape, numeric_values<int64_t>(given));
   return Tensor::from_values<float>(shape, numeric_values<float>(given));
@@ -146,13 +150,15 @@ Expected<FeatureConfig> parse_feature(std::size_t offset, std::string_view text)
   std::string rest = trim(text.substr(colon + 1));
   const std::string where = "feature `" + f.name + "`: ";
   auto bad_dtype = [&](const std::string& found) {
-    return invalid_argument(where + "expected a dtype (int64, float32 or string), found `" + found + "`");
+    return invalid_argument(where + "expected a dtype (int64, float32 or string), found `" + found +
+                            "`");
   };
   if (rest.rfind("var(", 0) == 0 || rest.rfind("var (", 0) == 0) {
     const std::size_t open = rest.find('(');
     const std::size_t close = rest.find(')');
     if (close == std::string::npos || trim(rest.substr(close + 1)) != "")
-      return invalid_argument(where + "expected `var(DTYPE)` and nothing after it, found `" + rest + "`");
+      return invalid_argument(where + "expected `var(DTYPE)` and nothing after it, found `" + rest +
+                              "`");
     const std::string dtype = trim(rest.substr(open + 1, close - open - 1));
     auto d = feature_dtype(dtype);
     if (!d)
@@ -177,13 +183,14 @@ Expected<FeatureConfig> parse_feature(std::size_t offset, std::string_view text)
     std::size_t pos = 0;
     while (!trim(dims).empty() && pos <= dims.size()) {
       std::size_t comma = dims.find(',', pos);
-      std::string dim = trim(dims.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
+      std::string dim =
+        trim(dims.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
       char* end = nullptr;
       errno = 0;
       const long long v = dim.empty() ? -1 : std::strtoll(dim.c_str(), &end, 10);
       if (dim.empty() || errno != 0 || *end != '\0' || v < 0)
-        return invalid_argument(where + "shape dimensions must be non-negative ints, found `" + dim + "` in `[" +
-                                dims + "]`");
+        return invalid_argument(where + "shape dimensions must be non-negative ints, found `" +
+                                dim + "` in `[" + dims + "]`");
       f.shape.push_back(v);
       if (comma == std::string::npos)
         break;
@@ -193,7 +200,8 @@ Expected<FeatureConfig> parse_feature(std::size_t offset, std::string_view text)
   }
   if (!after.empty()) {
     if (after[0] != '=')
-      return invalid_argument(where + "expected `= DEFAULT` or the end of the feature, found `" + after + "`");
+      return invalid_argument(where + "expected `= DEFAULT` or the end of the feature, found `" +
+                              after + "`");
     const std::string literal = trim(after.substr(1));
     auto value = text::parse_text_value(literal);
     if (!value.ok())
@@ -212,15 +220,18 @@ template <class T, class Repeated>
 Tensor numeric_tensor(DType dtype, Shape shape, const Repeated& values) {
   Tensor t(dtype, std::move(shape));
   if (!values.empty())
-    std::memcpy(t.mutable_bytes().data(), values.data(), static_cast<std::size_t>(values.size()) * sizeof(T));
+    std::memcpy(t.mutable_bytes().data(), values.data(),
+                static_cast<std::size_t>(values.size()) * sizeof(T));
   return t;
 }
 
 // The values of `feature` as a tensor of `shape`, when it holds the list of f.dtype.
 Tensor values_tensor(const FeatureConfig& f, const tf::Feature& feature, Shape shape) {
   switch (f.dtype) {
-    case DType::int64: return numeric_tensor<int64_t>(DType::int64, std::move(shape), feature.int64_list().value());
-    case DType::float32: return numeric_tensor<float>(DType::float32, std::move(shape), feature.float_list().value());
+    case DType::int64:
+      return numeric_tensor<int64_t>(DType::int64, std::move(shape), feature.int64_list().value());
+    case DType::float32:
+      return numeric_tensor<float>(DType::float32, std::move(shape), feature.float_list().value());
     default: {
       Tensor t(DType::string, std::move(shape));
       const auto& values = feature.bytes_list().value();
@@ -236,14 +247,18 @@ Tensor values_tensor(const FeatureConfig& f, const tf::Feature& feature, Shape s
 // list set counts as an empty list.
 Expected<int64_t> count_values(const FeatureConfig& f, const tf::Feature& feature) {
   using K = tf::Feature::KindCase;
-  const K want = f.dtype == DType::int64 ? K::kInt64List : f.dtype == DType::float32 ? K::kFloatList : K::kBytesList;
+  const K want = f.dtype == DType::int64     ? K::kInt64List
+                 : f.dtype == DType::float32 ? K::kFloatList
+                                             : K::kBytesList;
   const K got = feature.kind_case();
   if (got == K::KIND_NOT_SET)
     return int64_t{0};
   if (got != want) {
-    const char* found = got == K::kInt64List ? "an int64_list" : got == K::kFloatList ? "a float_list" : "a bytes_list";
-    return invalid_argument("parse_example: feature `" + f.name + "` (" + feature_kind(f) + ") expects " +
-                            list_name(f.dtype) + ", the record has " + found);
+    const char* found = got == K::kInt64List   ? "an int64_list"
+                        : got == K::kFloatList ? "a float_list"
+                                               : "a bytes_list";
+    return invalid_argument("parse_example: feature `" + f.name + "` (" + feature_kind(f) +
+                            ") expects " + list_name(f.dtype) + ", the record has " + found);
   }
   switch (want) {
     case K::kInt64List: return int64_t{feature.int64_list().value_size()};
@@ -258,7 +273,9 @@ Tensor broadcast_default(const FeatureConfig& f) {
     return d;
   const int64_t n = product(f.shape);
   if (f.dtype == DType::string)
-    return std::move(Tensor::from_values<std::string>(f.shape, std::vector<std::string>(n, d.strings()[0]))).value();
+    return std::move(
+             Tensor::from_values<std::string>(f.shape, std::vector<std::string>(n, d.strings()[0])))
+      .value();
   Tensor t(f.dtype, f.shape);
   const std::size_t width = dtype_size(f.dtype);
   for (int64_t i = 0; i < n; ++i)
@@ -314,12 +331,15 @@ Status FeatureSpec::check() {
   std::set<std::string> names;
   for (FeatureConfig& f : features_) {
     const std::string where = "parse_example: feature `" + f.name + "`";
-    if (trim(f.name).empty() || trim(f.name) != f.name || f.name.find_first_of(":;") != std::string::npos)
-      return invalid_argument(where + ": a name must be non-empty, without `:` or `;` and without surrounding spaces");
+    if (trim(f.name).empty() || trim(f.name) != f.name ||
+        f.name.find_first_of(":;") != std::string::npos)
+      return invalid_argument(
+        where + ": a name must be non-empty, without `:` or `;` and without surrounding spaces");
     if (!names.insert(f.name).second)
       return invalid_argument(where + " is listed twice");
     if (f.dtype != DType::int64 && f.dtype != DType::float32 && f.dtype != DType::string)
-      return invalid_argument(where + ": dtype must be int64, float32 or string, got " + dtype_name(f.dtype));
+      return invalid_argument(where + ": dtype must be int64, float32 or string, got " +
+                              dtype_name(f.dtype));
     if (f.var_len) {
       if (!f.shape.empty() || f.default_value)
         return invalid_argument(where + ": a variable-length feature has no shape and no default");
@@ -327,7 +347,8 @@ Status FeatureSpec::check() {
     }
     for (int64_t d : f.shape)
       if (d < 0)
-        return invalid_argument(where + ": shape " + shape_text(f.shape) + " has a negative dimension");
+        return invalid_argument(where + ": shape " + shape_text(f.shape) +
+                                " has a negative dimension");
     if (f.default_value) {
       auto canonical = canonical_default(f, *f.default_value);
       if (!canonical.ok())
@@ -351,7 +372,8 @@ std::string FeatureSpec::to_string() const {
 ElementSpec FeatureSpec::element_spec() const {
   ElementSpec spec;
   for (const FeatureConfig& f : features_)
-    spec.components.push_back(TensorSpec{f.dtype, f.var_len ? PartialShape{kUnknownDim} : PartialShape(f.shape), false});
+    spec.components.push_back(
+      TensorSpec{f.dtype, f.var_len ? PartialShape{kUnknownDim} : PartialShape(f.shape), false});
   return spec;
 }
 
@@ -375,7 +397,8 @@ Expected<Element> parse_example(std::string_view serialized, const FeatureSpec& 
       count = *n;
     }
     if (f.var_len) {
-      out.push_back(count == 0 ? Tensor(f.dtype, Shape{0}) : values_tensor(f, it->second, Shape{count}));
+      out.push_back(count == 0 ? Tensor(f.dtype, Shape{0})
+                               : values_tensor(f, it->second, Shape{count}));
       continue;
     }
     if (count == 0 && f.default_value) {
@@ -387,15 +410,16 @@ Expected<Element> parse_example(std::string_view serialized, const FeatureSpec& 
                               ") is required (it has no default) but the record does not have it");
     const int64_t want = product(f.shape);
     if (count != want)
-      return invalid_argument("parse_example: feature `" + f.name + "` (" + feature_kind(f) + ") needs " +
-                              std::to_string(want) + " value(s) for shape " + shape_text(f.shape) +
-                              ", the record has " + std::to_string(count));
+      return invalid_argument("parse_example: feature `" + f.name + "` (" + feature_kind(f) +
+                              ") needs " + std::to_string(want) + " value(s) for shape " +
+                              shape_text(f.shape) + ", the record has " + std::to_string(count));
     out.push_back(values_tensor(f, it->second, f.shape));
   }
   return Element{std::move(out)};
 }
 
-Expected<std::string> serialize_example(const std::vector<std::pair<std::string, Tensor>>& features) {
+Expected<std::string>
+serialize_example(const std::vector<std::pair<std::string, Tensor>>& features) {
   tf::Example example;
   auto& map = *example.mutable_features()->mutable_feature();
   for (const auto& [name, t] : features) {
@@ -422,8 +446,9 @@ Expected<std::string> serialize_example(const std::vector<std::pair<std::string,
         break;
       }
       default:
-        return invalid_argument(std::string("serialize_example: feature `") + name + "` has dtype " +
-                                dtype_name(t.dtype()) + "; tf.train.Example holds int64, float32 or string");
+        return invalid_argument(std::string("serialize_example: feature `") + name +
+                                "` has dtype " + dtype_name(t.dtype()) +
+                                "; tf.train.Example holds int64, float32 or string");
     }
   }
   std::string out;

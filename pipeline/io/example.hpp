@@ -38,9 +38,9 @@ namespace conveyor {
 
 struct FeatureConfig {
   std::string name;
-  DType dtype = DType::int64;      // int64, float32 or string
+  DType dtype = DType::int64; // int64, float32 or string
   bool var_len = false;
-  Shape shape;                     // fixed-length only
+  Shape shape;                         // fixed-length only
   std::optional<Tensor> default_value; // fixed-length only: of `shape` and `dtype` once checked
 };
 
@@ -79,6 +79,7 @@ Expected<Element> parse_example(std::string_view serialized, const FeatureSpec& 
 // A serialized tf.train.Example with one feature per (name, tensor): int64 -> Int64List,
 // float32 -> FloatList, string -> BytesList (values flattened row-major); other dtypes are an
 // invalid_argument error.
-Expected<std::string> serialize_example(const std::vector<std::pair<std::string, Tensor>>& features);
+Expected<std::string>
+serialize_example(const std::vector<std::pair<std::string, Tensor>>& features);
 
 } // namespace conveyor

@@ -53,7 +53,7 @@ private:
 class InflatingInput final : public InputStream {
 public:
   InflatingInput(std::string path, std::FILE* f, FileCompression c)
-      : InputStream(std::move(path)), file_(f), compression_(c), in_(kBufferSize) {}
+    : InputStream(std::move(path)), file_(f), compression_(c), in_(kBufferSize) {}
   ~InflatingInput() override {
     if (initialized_)
       inflateEnd(&zs_);
@@ -63,7 +63,8 @@ public:
 
   Status init() {
     zs_ = z_stream{};
-    if (inflateInit2(&zs_, compression_ == FileCompression::gzip ? kGzipWindowBits : kZlibWindowBits) != Z_OK)
+    if (inflateInit2(&zs_, compression_ == FileCompression::gzip ? kGzipWindowBits
+                                                                 : kZlibWindowBits) != Z_OK)
       return internal_error("zlib cannot start inflating " + path_);
     initialized_ = true;
     return Status::OK();
@@ -87,8 +88,9 @@ public:
       }
       if (zs_.avail_in == 0 && file_eof_) {
         if (in_member_)
-          return error_ = data_loss(std::string(compression_name(compression_)) + " stream of " + path_ +
-                                    " is truncated after " + std::to_string(produced_) + " decompressed bytes");
+          return error_ = data_loss(std::string(compression_name(compression_)) + " stream of " +
+                                    path_ + " is truncated after " + std::to_string(produced_) +
+                                    " decompressed bytes");
         ended_ = true; // a clean end between members (or an empty file)
         break;
       }
@@ -108,9 +110,10 @@ public:
         continue;
       }
       if (rc != Z_OK && rc != Z_BUF_ERROR)
-        return error_ = data_loss(std::string(compression_name(compression_)) + " stream of " + path_ +
-                                  " is corrupt after " + std::to_string(produced_) + " decompressed bytes" +
-                                  (zs_.msg != nullptr ? std::string(": ") + zs_.msg : std::string()));
+        return error_ = data_loss(
+                 std::string(compression_name(compression_)) + " stream of " + path_ +
+                 " is corrupt after " + std::to_string(produced_) + " decompressed bytes" +
+                 (zs_.msg != nullptr ? std::string(": ") + zs_.msg : std::string()));
       if (rc == Z_BUF_ERROR && produced == 0 && zs_.avail_in != 0)
         return error_ = internal_error("zlib made no progress inflating " + path_);
     }
@@ -168,7 +171,7 @@ private:
 class DeflatingOutput final : public OutputStream {
 public:
   DeflatingOutput(std::string path, std::unique_ptr<OutputStream> file)
-      : OutputStream(std::move(path)), file_(std::move(file)), out_(kBufferSize) {}
+    : OutputStream(std::move(path)), file_(std::move(file)), out_(kBufferSize) {}
   ~DeflatingOutput() override {
     (void)close();
     if (initialized_)
@@ -235,7 +238,9 @@ private:
 
 } // namespace
 
-bool has_glob_chars(std::string_view entry) { return entry.find_first_of("*?[") != std::string_view::npos; }
+bool has_glob_chars(std::string_view entry) {
+  return entry.find_first_of("*?[") != std::string_view::npos;
+}
 
 std::string escape_glob(std::string_view name) {
   std::string out;
@@ -251,8 +256,10 @@ Expected<std::vector<std::string>> glob_sorted(const std::string& op, const std:
                                                const PathPolicy* paths) {
   if (paths != nullptr) { // the directory the wildcards start in, before it is listed
     const auto wildcard = pattern.find_first_of("*?[");
-    const auto slash = pattern.rfind('/', wildcard == std::string::npos ? std::string::npos : wildcard);
-    const std::string dir = slash == std::string::npos ? "." : pattern.substr(0, slash == 0 ? 1 : slash);
+    const auto slash =
+      pattern.rfind('/', wildcard == std::string::npos ? std::string::npos : wildcard);
+    const std::string dir =
+      slash == std::string::npos ? "." : pattern.substr(0, slash == 0 ? 1 : slash);
     CONVEYOR_RETURN_IF_ERROR(paths->check(dir, PathPolicy::Access::list, op));
   }
   glob_t matches{};
@@ -264,8 +271,8 @@ Expected<std::vector<std::string>> glob_sorted(const std::string& op, const std:
   if (rc == GLOB_NOMATCH)
     return not_found("`" + op + "`: no files match the pattern `" + pattern + "`");
   if (rc != 0)
-    return io_error("`" + op + "`: cannot read the directories of the pattern `" + pattern + "` (glob error " +
-                    std::to_string(rc) + ")");
+    return io_error("`" + op + "`: cannot read the directories of the pattern `" + pattern +
+                    "` (glob error " + std::to_string(rc) + ")");
   std::sort(files.begin(), files.end()); // byte order, independent of the locale
   return files;
 }
@@ -295,7 +302,8 @@ Expected<FileCompression> compression_from_name(std::string_view name, const std
     return FileCompression::zlib;
   if (name == "GZIP")
     return FileCompression::gzip;
-  return invalid_argument(what + " must be \"\", \"ZLIB\" or \"GZIP\", got \"" + std::string(name) + "\"");
+  return invalid_argument(what + " must be \"\", \"ZLIB\" or \"GZIP\", got \"" + std::string(name) +
+                          "\"");
 }
 
 const char* compression_name(FileCompression c) {
@@ -307,8 +315,8 @@ const char* compression_name(FileCompression c) {
   return "?";
 }
 
-Expected<std::unique_ptr<InputStream>> InputStream::open(const std::string& path, FileCompression compression,
-                                                         const std::string& what) {
+Expected<std::unique_ptr<InputStream>>
+InputStream::open(const std::string& path, FileCompression compression, const std::string& what) {
   auto f = open_file(path, "rbe", what);
   if (!f.ok())
     return f.status();
@@ -319,8 +327,8 @@ Expected<std::unique_ptr<InputStream>> InputStream::open(const std::string& path
   return std::unique_ptr<InputStream>(std::move(stream));
 }
 
-Expected<std::unique_ptr<OutputStream>> OutputStream::open(const std::string& path, FileCompression compression,
-                                                           const std::string& what) {
+Expected<std::unique_ptr<OutputStream>>
+OutputStream::open(const std::string& path, FileCompression compression, const std::string& what) {
   auto f = open_file(path, "wbe", what + " for writing");
   if (!f.ok())
     return f.status();

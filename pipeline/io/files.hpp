@@ -50,8 +50,8 @@ const char* compression_name(FileCompression c); // "", "ZLIB", "GZIP"
 class InputStream {
 public:
   // `what` names the file in errors: "<what> <path> does not exist".
-  static Expected<std::unique_ptr<InputStream>> open(const std::string& path, FileCompression compression,
-                                                     const std::string& what = "file");
+  static Expected<std::unique_ptr<InputStream>>
+  open(const std::string& path, FileCompression compression, const std::string& what = "file");
   virtual ~InputStream() = default;
   // Reads up to n bytes into `into`; `got` < n only at the end of the stream.
   virtual Status read(void* into, std::size_t n, std::size_t& got) = 0;
@@ -67,8 +67,8 @@ protected:
 // Writes a file, compressing when asked. close() finishes the stream; the destructor closes too.
 class OutputStream {
 public:
-  static Expected<std::unique_ptr<OutputStream>> open(const std::string& path, FileCompression compression,
-                                                      const std::string& what = "file");
+  static Expected<std::unique_ptr<OutputStream>>
+  open(const std::string& path, FileCompression compression, const std::string& what = "file");
   virtual ~OutputStream() = default;
   virtual Status write(const void* data, std::size_t n) = 0;
   virtual Status close() = 0;

@@ -64,8 +64,8 @@ bool PathPolicy::inside(const std::string& c) const {
   for (const auto& root : roots_) {
     if (root == "/")
       return true;
-    if (c == root || (c.size() > root.size() && c.compare(0, root.size(), root) == 0 &&
-                      c[root.size()] == '/'))
+    if (c == root ||
+        (c.size() > root.size() && c.compare(0, root.size(), root) == 0 && c[root.size()] == '/'))
       return true;
   }
   return false;
@@ -77,8 +77,9 @@ Status PathPolicy::refuse(const std::string& path, const std::string& resolved, 
   std::string shown = "`" + path + "`";
   if (!resolved.empty() && resolved != path)
     shown += " (resolved to `" + resolved + "`)";
-  return permission_denied("`" + op + "`: the path " + shown + " is outside the paths this " + node_ +
-                           " may " + verb + " (allowed: " + join_roots(roots_, node_) + ")");
+  return permission_denied("`" + op + "`: the path " + shown + " is outside the paths this " +
+                           node_ + " may " + verb + " (allowed: " + join_roots(roots_, node_) +
+                           ")");
 }
 
 Status PathPolicy::check(const std::string& path, Access access, const std::string& op) const {

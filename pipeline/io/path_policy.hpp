@@ -40,7 +40,7 @@ public:
 
 private:
   PathPolicy(std::vector<std::string> roots, std::string node)
-      : roots_(std::move(roots)), node_(std::move(node)) {}
+    : roots_(std::move(roots)), node_(std::move(node)) {}
   bool inside(const std::string& canonical) const;
   Status refuse(const std::string& path, const std::string& resolved, Access access,
                 const std::string& op) const;

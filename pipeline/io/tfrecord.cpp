@@ -82,7 +82,8 @@ uint32_t unmask_crc32c(uint32_t masked) {
 
 // --- writer
 
-Expected<std::unique_ptr<TFRecordWriter>> TFRecordWriter::open(const std::string& path, FileCompression compression) {
+Expected<std::unique_ptr<TFRecordWriter>> TFRecordWriter::open(const std::string& path,
+                                                               FileCompression compression) {
   auto out = OutputStream::open(path, compression, "TFRecord file");
   if (!out.ok())
     return out.status();
@@ -113,7 +114,8 @@ Status TFRecordWriter::close() {
 
 // --- reader
 
-Expected<std::unique_ptr<TFRecordReader>> TFRecordReader::open(const std::string& path, FileCompression compression) {
+Expected<std::unique_ptr<TFRecordReader>> TFRecordReader::open(const std::string& path,
+                                                               FileCompression compression) {
   auto in = InputStream::open(path, compression, "TFRecord file");
   if (!in.ok())
     return in.status();
@@ -136,8 +138,8 @@ Status TFRecordReader::read_record(std::string& record, bool& end_of_file) {
   const uint64_t start = offset_;
   const std::string where = " at byte offset " + std::to_string(start) + " in " + path_;
   auto short_read = [&](const char* field, std::size_t got, std::size_t want) {
-    return data_loss("truncated record" + where + ": " + field + " has " + std::to_string(got) + " of " +
-                     std::to_string(want) + " bytes");
+    return data_loss("truncated record" + where + ": " + field + " has " + std::to_string(got) +
+                     " of " + std::to_string(want) + " bytes");
   };
 
   unsigned char header[12];
@@ -161,13 +163,14 @@ Status TFRecordReader::read_record(std::string& record, bool& end_of_file) {
   constexpr std::size_t kChunk = std::size_t{1} << 20;
   record.clear();
   while (record.size() < length) {
-    const std::size_t want = static_cast<std::size_t>(std::min<uint64_t>(length - record.size(), kChunk));
+    const std::size_t want =
+      static_cast<std::size_t>(std::min<uint64_t>(length - record.size(), kChunk));
     const std::size_t before = record.size();
     record.resize(before + want);
     CONVEYOR_RETURN_IF_ERROR(in_->read(record.data() + before, want, got));
     if (got < want)
-      return data_loss("truncated record" + where + ": payload has " + std::to_string(before + got) + " of " +
-                       std::to_string(length) + " bytes");
+      return data_loss("truncated record" + where + ": payload has " +
+                       std::to_string(before + got) + " of " + std::to_string(length) + " bytes");
   }
   unsigned char footer[4];
   CONVEYOR_RETURN_IF_ERROR(in_->read(footer, 4, got));

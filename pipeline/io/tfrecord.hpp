@@ -18,20 +18,20 @@
 namespace conveyor {
 
 uint32_t crc32c(const void* data, std::size_t n, uint32_t crc = 0);
-uint32_t mask_crc32c(uint32_t crc);   // ((crc >> 15) | (crc << 17)) + 0xa282ead8
+uint32_t mask_crc32c(uint32_t crc); // ((crc >> 15) | (crc << 17)) + 0xa282ead8
 uint32_t unmask_crc32c(uint32_t masked);
 
 class TFRecordWriter {
 public:
-  static Expected<std::unique_ptr<TFRecordWriter>> open(const std::string& path,
-                                                        FileCompression compression = FileCompression::none);
+  static Expected<std::unique_ptr<TFRecordWriter>>
+  open(const std::string& path, FileCompression compression = FileCompression::none);
   ~TFRecordWriter();
   Status write(std::string_view record);
   Status close(); // flushes (and finishes the compressed stream); also done by the destructor
 
 private:
   TFRecordWriter(std::string path, std::unique_ptr<OutputStream> out)
-      : path_(std::move(path)), out_(std::move(out)) {}
+    : path_(std::move(path)), out_(std::move(out)) {}
   std::string path_;
   std::unique_ptr<OutputStream> out_;
   bool closed_ = false;
@@ -39,17 +39,17 @@ private:
 
 class TFRecordReader {
 public:
-  static Expected<std::unique_ptr<TFRecordReader>> open(const std::string& path,
-                                                        FileCompression compression = FileCompression::none);
+  static Expected<std::unique_ptr<TFRecordReader>>
+  open(const std::string& path, FileCompression compression = FileCompression::none);
   // Reads the next record into `record`, or sets end_of_file at a clean end. After an error
   // every further call returns the same error (the reader stays at the bad record).
   Status read(std::string& record, bool& end_of_file);
   uint64_t offset() const { return offset_; } // byte offset of the next record
-  int fd() const { return in_->fd(); }          // for checks on the opened file
+  int fd() const { return in_->fd(); }        // for checks on the opened file
 
 private:
   TFRecordReader(std::string path, std::unique_ptr<InputStream> in)
-      : path_(std::move(path)), in_(std::move(in)) {}
+    : path_(std::move(path)), in_(std::move(in)) {}
   Status read_record(std::string& record, bool& end_of_file);
   std::string path_;
   std::unique_ptr<InputStream> in_;

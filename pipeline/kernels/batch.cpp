@@ -18,14 +18,15 @@ Expected<Element> stack_elements(const std::vector<Element>& elements) {
                               std::to_string(first.size()));
     for (std::size_t c = 0; c < first.size(); ++c) {
       if (other[c].dtype() != first[c].dtype())
-        return invalid_argument(std::string("`batch`: cannot batch component ") + std::to_string(c) +
-                                " of dtypes " + dtype_name(first[c].dtype()) + " (element 0) and " +
-                                dtype_name(other[c].dtype()) + " (element " + std::to_string(e) + ")");
+        return invalid_argument(std::string("`batch`: cannot batch component ") +
+                                std::to_string(c) + " of dtypes " + dtype_name(first[c].dtype()) +
+                                " (element 0) and " + dtype_name(other[c].dtype()) + " (element " +
+                                std::to_string(e) + ")");
       if (other[c].shape() != first[c].shape())
-        return invalid_argument("`batch`: cannot batch component " + std::to_string(c) +
-                                " of shapes " + shape_string(first[c].shape()) + " (element 0) and " +
-                                shape_string(other[c].shape()) + " (element " + std::to_string(e) +
-                                "); all elements of a batch need the same shape");
+        return invalid_argument(
+          "`batch`: cannot batch component " + std::to_string(c) + " of shapes " +
+          shape_string(first[c].shape()) + " (element 0) and " + shape_string(other[c].shape()) +
+          " (element " + std::to_string(e) + "); all elements of a batch need the same shape");
     }
   }
   std::vector<Tensor> stacked;
@@ -36,7 +37,8 @@ Expected<Element> stack_elements(const std::vector<Element>& elements) {
     for (const Element& element : elements)
       bytes += static_cast<int64_t>(element[c].byte_size());
     if (first[c].dtype() == DType::string)
-      bytes += static_cast<int64_t>(elements.size() * first[c].num_elements() * sizeof(std::string));
+      bytes +=
+        static_cast<int64_t>(elements.size() * first[c].num_elements() * sizeof(std::string));
     CONVEYOR_RETURN_IF_ERROR(check_allocation(bytes, "batch"));
     std::vector<Tensor> parts;
     parts.reserve(elements.size());
@@ -104,13 +106,14 @@ private:
 MakeResult make_batch(const NodePtr& node, const KernelContext& kctx) {
   const int64_t batch_size = node->int_attr("batch_size");
   if (batch_size < 1)
-    return invalid_argument("`batch` argument `batch_size` must be positive, got " + std::to_string(batch_size));
+    return invalid_argument("`batch` argument `batch_size` must be positive, got " +
+                            std::to_string(batch_size));
   auto input = make_input(node, kctx);
   if (!input.ok())
     return input.status();
-  return IteratorPtr(std::make_unique<GroupingIterator>(std::move(*input), batch_size,
-                                                        node->bool_attr("drop_remainder"), kctx.memory(),
-                                                        "batch", stack_elements, kctx.stop()));
+  return IteratorPtr(std::make_unique<GroupingIterator>(
+    std::move(*input), batch_size, node->bool_attr("drop_remainder"), kctx.memory(), "batch",
+    stack_elements, kctx.stop()));
 }
 
 MakeResult make_unbatch(const NodePtr& node, const KernelContext& kctx) {

@@ -14,7 +14,8 @@ namespace {
 
 class MemoryReplayIterator : public Iterator {
 public:
-  explicit MemoryReplayIterator(std::shared_ptr<const MemoryCache> cache) : cache_(std::move(cache)) {}
+  explicit MemoryReplayIterator(std::shared_ptr<const MemoryCache> cache)
+    : cache_(std::move(cache)) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     end_of_sequence = next_ >= cache_->elements.size();
@@ -31,7 +32,7 @@ private:
 class MemoryRecordIterator : public Iterator {
 public:
   MemoryRecordIterator(IteratorPtr input, std::shared_ptr<MemoryCache> cache, MemoryBudget* budget)
-      : input_(std::move(input)), cache_(std::move(cache)), charge_(budget, "cache") {}
+    : input_(std::move(input)), cache_(std::move(cache)), charge_(budget, "cache") {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     end_of_sequence = false;
@@ -75,7 +76,8 @@ private:
 
 class FileReplayIterator : public Iterator {
 public:
-  explicit FileReplayIterator(std::unique_ptr<CacheFileReader> reader) : reader_(std::move(reader)) {}
+  explicit FileReplayIterator(std::unique_ptr<CacheFileReader> reader)
+    : reader_(std::move(reader)) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     return reader_->read(out, end_of_sequence);
@@ -88,7 +90,7 @@ private:
 class FileRecordIterator : public Iterator {
 public:
   FileRecordIterator(IteratorPtr input, std::string prefix)
-      : input_(std::move(input)), prefix_(std::move(prefix)) {}
+    : input_(std::move(input)), prefix_(std::move(prefix)) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     end_of_sequence = false;
@@ -159,8 +161,8 @@ MakeResult make_cache(const NodePtr& node, const KernelContext& kctx) {
     auto input = make_input(node, kctx);
     if (!input.ok())
       return input.status();
-    return IteratorPtr(std::make_unique<MemoryRecordIterator>(std::move(*input), std::move(cache),
-                                                            kctx.memory()));
+    return IteratorPtr(
+      std::make_unique<MemoryRecordIterator>(std::move(*input), std::move(cache), kctx.memory()));
   }
   // The cache file is read and written (with a temporary file beside it): both must be allowed.
   const std::string path = cache_file_path(filename);

@@ -36,8 +36,8 @@ std::string cache_file_path(const std::string& prefix) { return prefix + ".cache
 Expected<std::unique_ptr<CacheFileWriter>> CacheFileWriter::create(const std::string& prefix) {
   static std::atomic<uint64_t> next_id{0};
   const std::string final_path = cache_file_path(prefix);
-  const std::string temp_path = final_path + ".tmp-" + std::to_string(::getpid()) + "-" +
-                                std::to_string(next_id++);
+  const std::string temp_path =
+    final_path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(next_id++);
   std::FILE* file = std::fopen(temp_path.c_str(), "wb");
   if (file == nullptr)
     return io_error("`cache`: cannot create the file `" + temp_path + "`: " + errno_text());
@@ -81,7 +81,8 @@ Status CacheFileWriter::commit() {
   const bool closed = std::fclose(file_) == 0;
   file_ = nullptr;
   if (!flushed || !closed || std::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
-    Status failed = io_error("`cache`: cannot commit the file `" + final_path_ + "`: " + errno_text());
+    Status failed =
+      io_error("`cache`: cannot commit the file `" + final_path_ + "`: " + errno_text());
     std::remove(temp_path_.c_str());
     return failed;
   }
@@ -127,21 +128,24 @@ Status CacheFileReader::read(Element& element, bool& end) {
   if (length == kTrailerMarker) {
     CONVEYOR_RETURN_IF_ERROR(read_exact(header, sizeof header, "trailer"));
     if (get_u64(header) != count_)
-      return data_loss("`cache`: the file `" + path_ + "` says it holds " + std::to_string(get_u64(header)) +
-                       " elements but has " + std::to_string(count_));
+      return data_loss("`cache`: the file `" + path_ + "` says it holds " +
+                       std::to_string(get_u64(header)) + " elements but has " +
+                       std::to_string(count_));
     ended_ = end = true;
     return Status::OK();
   }
   if (length > static_cast<uint64_t>(size_) - offset_) // checked before allocating
-    return data_loss("`cache`: the file `" + path_ + "` has a corrupt record length at byte offset " +
+    return data_loss("`cache`: the file `" + path_ +
+                     "` has a corrupt record length at byte offset " +
                      std::to_string(offset_ - sizeof header));
   const uint64_t record_offset = offset_;
   buffer_.resize(length);
   CONVEYOR_RETURN_IF_ERROR(read_exact(buffer_.data(), buffer_.size(), "record"));
   auto decoded = decode_element(buffer_);
   if (!decoded.ok())
-    return decoded.status().with_context("`cache`: record at byte offset " + std::to_string(record_offset) +
-                                         " of the file `" + path_ + "`");
+    return decoded.status().with_context("`cache`: record at byte offset " +
+                                         std::to_string(record_offset) + " of the file `" + path_ +
+                                         "`");
   element = std::move(*decoded);
   ++count_;
   return Status::OK();

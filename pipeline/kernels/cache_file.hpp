@@ -28,7 +28,7 @@ public:
 
 private:
   CacheFileWriter(std::string temp_path, std::string final_path, std::FILE* file)
-      : temp_path_(std::move(temp_path)), final_path_(std::move(final_path)), file_(file) {}
+    : temp_path_(std::move(temp_path)), final_path_(std::move(final_path)), file_(file) {}
   Status write(const void* data, std::size_t n);
 
   std::string temp_path_;

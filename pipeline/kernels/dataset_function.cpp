@@ -8,7 +8,9 @@ Expected<DatasetFunction> DatasetFunction::find(const std::string& op, const Fun
                                                 const KernelContext& kctx) {
   if (is_file_source_function(ref.name)) { // a source op, not a registered function
     CONVEYOR_RETURN_IF_ERROR(check_file_source_function("`" + op + "`", ref));
-    DatasetFn fn = [ref](const Element& element, const Params&) { return file_source_dataset(ref, element); };
+    DatasetFn fn = [ref](const Element& element, const Params&) {
+      return file_source_dataset(ref, element);
+    };
     return DatasetFunction(op, ref.name, std::move(fn), ref.params, kctx.for_inner_dataset());
   }
   auto def = find_function(op, ref, FunctionKind::dataset, kctx);

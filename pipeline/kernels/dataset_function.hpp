@@ -15,9 +15,10 @@ public:
   MakeResult make_iterator(const Element& element) const;
 
 private:
-  DatasetFunction(std::string op, std::string name, DatasetFn fn, Params params, KernelContext inner)
-      : op_(std::move(op)), name_(std::move(name)), fn_(std::move(fn)), params_(std::move(params)),
-        inner_(std::move(inner)) {}
+  DatasetFunction(std::string op, std::string name, DatasetFn fn, Params params,
+                  KernelContext inner)
+    : op_(std::move(op)), name_(std::move(name)), fn_(std::move(fn)), params_(std::move(params)),
+      inner_(std::move(inner)) {}
 
   std::string op_;
   std::string name_;

@@ -36,7 +36,8 @@ MakeResult make_enumerate(const NodePtr& node, const KernelContext& kctx) {
   auto input = make_input(node, kctx);
   if (!input.ok())
     return input.status();
-  return IteratorPtr(std::make_unique<EnumerateIterator>(std::move(*input), node->int_attr("start")));
+  return IteratorPtr(
+    std::make_unique<EnumerateIterator>(std::move(*input), node->int_attr("start")));
 }
 
 } // namespace conveyor::kernels

@@ -7,9 +7,10 @@ namespace {
 
 class FilterIterator : public Iterator {
 public:
-  FilterIterator(IteratorPtr input, PredicateFn predicate, Params params, std::string name, StopCheck stop)
-      : input_(std::move(input)), predicate_(std::move(predicate)), params_(std::move(params)),
-        name_(std::move(name)), stop_(stop) {}
+  FilterIterator(IteratorPtr input, PredicateFn predicate, Params params, std::string name,
+                 StopCheck stop)
+    : input_(std::move(input)), predicate_(std::move(predicate)), params_(std::move(params)),
+      name_(std::move(name)), stop_(stop) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     for (;;) { // ends with the input, or when stopped (a predicate that drops everything)
@@ -46,8 +47,8 @@ MakeResult make_filter(const NodePtr& node, const KernelContext& kctx) {
   if (!input.ok())
     return input.status();
   return IteratorPtr(std::make_unique<FilterIterator>(std::move(*input), (*def)->predicate,
-                                                      kctx.functions().resolve_params(ref), ref.name,
-                                                      kctx.stop()));
+                                                      kctx.functions().resolve_params(ref),
+                                                      ref.name, kctx.stop()));
 }
 
 } // namespace conveyor::kernels

@@ -8,7 +8,7 @@ namespace {
 class FlatMapIterator : public Iterator {
 public:
   FlatMapIterator(IteratorPtr input, DatasetFunction fn, StopCheck stop)
-      : input_(std::move(input)), fn_(std::move(fn)), stop_(stop) {}
+    : input_(std::move(input)), fn_(std::move(fn)), stop_(stop) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     for (;;) { // ends with the input, or when stopped (many empty inner datasets)
@@ -46,7 +46,8 @@ MakeResult make_flat_map(const NodePtr& node, const KernelContext& kctx) {
   auto input = make_input(node, kctx);
   if (!input.ok())
     return input.status();
-  return IteratorPtr(std::make_unique<FlatMapIterator>(std::move(*input), std::move(*fn), kctx.stop()));
+  return IteratorPtr(
+    std::make_unique<FlatMapIterator>(std::move(*input), std::move(*fn), kctx.stop()));
 }
 
 } // namespace conveyor::kernels

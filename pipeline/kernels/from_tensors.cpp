@@ -27,8 +27,9 @@ private:
 
 class FromTensorSlicesIterator : public Iterator {
 public:
-  FromTensorSlicesIterator(Element element, int64_t num_slices, SplitProvider* provider, StopCheck stop)
-      : element_(std::move(element)), indices_("from_tensor_slices", num_slices, provider, stop) {}
+  FromTensorSlicesIterator(Element element, int64_t num_slices, SplitProvider* provider,
+                           StopCheck stop)
+    : element_(std::move(element)), indices_("from_tensor_slices", num_slices, provider, stop) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     int64_t index = 0;
@@ -62,16 +63,18 @@ MakeResult make_from_tensor_slices(const NodePtr& node, const KernelContext& kct
   for (std::size_t i = 0; i < element.size(); ++i) {
     const Shape& shape = element[i].shape();
     if (shape.empty())
-      return invalid_argument("`from_tensor_slices`: component " + std::to_string(i) +
-                              " is a scalar; every component needs at least one dimension to slice");
+      return invalid_argument(
+        "`from_tensor_slices`: component " + std::to_string(i) +
+        " is a scalar; every component needs at least one dimension to slice");
     if (num_slices >= 0 && shape[0] != num_slices)
       return invalid_argument("`from_tensor_slices`: all components must have the same first "
-                              "dimension, got shapes " + shape_string(element[0].shape()) + " and " +
-                              shape_string(shape) + " (component " + std::to_string(i) + ")");
+                              "dimension, got shapes " +
+                              shape_string(element[0].shape()) + " and " + shape_string(shape) +
+                              " (component " + std::to_string(i) + ")");
     num_slices = shape[0];
   }
-  return IteratorPtr(
-      std::make_unique<FromTensorSlicesIterator>(element, num_slices, kctx.split_provider(), kctx.stop()));
+  return IteratorPtr(std::make_unique<FromTensorSlicesIterator>(
+    element, num_slices, kctx.split_provider(), kctx.stop()));
 }
 
 } // namespace conveyor::kernels

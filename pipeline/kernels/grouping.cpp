@@ -17,7 +17,8 @@ Status GroupingIterator::get_next(Element& out, bool& end_of_sequence) {
       pending_.push_back(std::move(element));
     }
   }
-  if (pending_.empty() || (drop_remainder_ && static_cast<int64_t>(pending_.size()) < batch_size_)) {
+  if (pending_.empty() ||
+      (drop_remainder_ && static_cast<int64_t>(pending_.size()) < batch_size_)) {
     pending_ = {};
     charge_.reset();
     end_of_sequence = true;

@@ -20,8 +20,8 @@ public:
 
   GroupingIterator(IteratorPtr input, int64_t batch_size, bool drop_remainder, MemoryBudget* budget,
                    std::string op, Combine combine, StopCheck stop)
-      : input_(std::move(input)), batch_size_(batch_size), drop_remainder_(drop_remainder),
-        charge_(budget, std::move(op)), combine_(std::move(combine)), stop_(stop) {}
+    : input_(std::move(input)), batch_size_(batch_size), drop_remainder_(drop_remainder),
+      charge_(budget, std::move(op)), combine_(std::move(combine)), stop_(stop) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override;
 

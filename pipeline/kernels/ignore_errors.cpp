@@ -17,7 +17,8 @@ constexpr int64_t kMaxConsecutiveErrors = 1000000;
 
 class IgnoreErrorsIterator : public Iterator {
 public:
-  IgnoreErrorsIterator(IteratorPtr input, bool log_warning) : input_(std::move(input)), log_warning_(log_warning) {}
+  IgnoreErrorsIterator(IteratorPtr input, bool log_warning)
+    : input_(std::move(input)), log_warning_(log_warning) {}
   ~IgnoreErrorsIterator() override { report(); }
 
   Status get_next(Element& out, bool& end_of_sequence) override {
@@ -39,8 +40,9 @@ public:
         pipeline_warning("ignore_errors: dropped an element: " + st.to_string());
       if (++in_a_row >= kMaxConsecutiveErrors) {
         report();
-        return st.with_context("ignore_errors: the input failed " + std::to_string(in_a_row) +
-                               " times in a row without producing an element; giving up, last error");
+        return st.with_context(
+          "ignore_errors: the input failed " + std::to_string(in_a_row) +
+          " times in a row without producing an element; giving up, last error");
       }
     }
   }
@@ -68,7 +70,8 @@ MakeResult make_ignore_errors(const NodePtr& node, const KernelContext& kctx) {
   auto input = make_input(node, kctx);
   if (!input.ok())
     return input.status();
-  return IteratorPtr(std::make_unique<IgnoreErrorsIterator>(std::move(*input), node->bool_attr("log_warning")));
+  return IteratorPtr(
+    std::make_unique<IgnoreErrorsIterator>(std::move(*input), node->bool_attr("log_warning")));
 }
 
 } // namespace conveyor::kernels

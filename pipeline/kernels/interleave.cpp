@@ -14,10 +14,10 @@ constexpr int64_t kMaxCycleLength = 1 << 16;
 
 class InterleaveIterator : public Iterator {
 public:
-  InterleaveIterator(IteratorPtr input, DatasetFunction fn, int64_t cycle_length, int64_t block_length,
-                     StopCheck stop)
-      : input_(std::move(input)), fn_(std::move(fn)), cycle_(static_cast<std::size_t>(cycle_length)),
-        block_length_(block_length), stop_(stop) {}
+  InterleaveIterator(IteratorPtr input, DatasetFunction fn, int64_t cycle_length,
+                     int64_t block_length, StopCheck stop)
+    : input_(std::move(input)), fn_(std::move(fn)), cycle_(static_cast<std::size_t>(cycle_length)),
+      block_length_(block_length), stop_(stop) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     end_of_sequence = false;

@@ -31,10 +31,10 @@ KernelContext KernelContext::for_inner_dataset() const {
   KernelContext inner;
   inner.ctx.functions = ctx.functions;
   inner.ctx.split_provider = nullptr;
-  inner.ctx.paths = ctx.paths; // a function's dataset is confined like its parent
-  inner.ctx.memory = ctx.memory; // and counts against the same budget
+  inner.ctx.paths = ctx.paths;                   // a function's dataset is confined like its parent
+  inner.ctx.memory = ctx.memory;                 // and counts against the same budget
   inner.ctx.executor_group = ctx.executor_group; // and the same share of the executor
-  inner.ctx.stop = ctx.stop; // and stops with it
+  inner.ctx.stop = ctx.stop;                     // and stops with it
   inner.tree = std::make_shared<TreeState>();
   return inner;
 }
@@ -75,7 +75,7 @@ uint64_t iteration_seed(const Node* node, int64_t seed, bool reshuffle_each_iter
                         const KernelContext& kctx) {
   const int64_t iteration = kctx.tree->take_iteration(node);
   const uint64_t base =
-      seed == kNoSeed ? kctx.tree->random_seed(node) : static_cast<uint64_t>(seed);
+    seed == kNoSeed ? kctx.tree->random_seed(node) : static_cast<uint64_t>(seed);
   return mix_seed(base, reshuffle_each_iteration ? static_cast<uint64_t>(iteration) : 0);
 }
 

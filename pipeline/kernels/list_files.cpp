@@ -15,7 +15,7 @@ class ListFilesIterator : public Iterator {
 public:
   ListFilesIterator(std::vector<std::string> files, SplitProvider* provider,
                     const PathPolicy* paths)
-      : files_(std::move(files), provider, "list_files", paths, PathPolicy::Access::list) {}
+    : files_(std::move(files), provider, "list_files", paths, PathPolicy::Access::list) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     std::string file;

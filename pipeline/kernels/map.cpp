@@ -24,8 +24,8 @@ class MapIterator : public Iterator {
 public:
   MapIterator(IteratorPtr input, MapFn fn, Params params, std::string name, MemoryBudget* budget,
               StopCheck stop)
-      : input_(std::move(input)), fn_(std::move(fn)), params_(std::move(params)), name_(std::move(name)),
-        budget_(budget), stop_(stop) {}
+    : input_(std::move(input)), fn_(std::move(fn)), params_(std::move(params)),
+      name_(std::move(name)), budget_(budget), stop_(stop) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     Element in;
@@ -33,7 +33,7 @@ public:
     if (end_of_sequence)
       return Status::OK();
     CONVEYOR_RETURN_IF_ERROR(stop_.check("map")); // between user-function calls
-    FunctionMemoryScope scope(budget_); // a large result is checked before it is built
+    FunctionMemoryScope scope(budget_);           // a large result is checked before it is built
     auto mapped = fn_(in, params_);
     if (!mapped.ok())
       return function_error(name_, mapped.status());
@@ -55,10 +55,11 @@ public:
   ParallelMapIterator(IteratorPtr input, MapFn fn, Params params, std::string name,
                       int64_t parallelism, bool deterministic, std::shared_ptr<ExecutorGroup> group,
                       MemoryBudget* budget, StopCheck stop)
-      : group_(std::move(group)), input_(std::move(input)), fn_(std::make_shared<MapFn>(std::move(fn))),
-        params_(std::make_shared<Params>(std::move(params))), name_(std::move(name)),
-        parallelism_(parallelism), deterministic_(deterministic), budget_(budget), stop_(stop),
-        shared_(std::make_shared<Shared>()) {}
+    : group_(std::move(group)), input_(std::move(input)),
+      fn_(std::make_shared<MapFn>(std::move(fn))),
+      params_(std::make_shared<Params>(std::move(params))), name_(std::move(name)),
+      parallelism_(parallelism), deterministic_(deterministic), budget_(budget), stop_(stop),
+      shared_(std::make_shared<Shared>()) {}
 
   // The queue (declared last) is destroyed first: it drops the calls not started and waits
   // for the running ones, which only touch `shared_`, `fn_` and `params_` through their own
@@ -68,7 +69,8 @@ public:
     end_of_sequence = false;
     // Keep `parallelism_` calls in flight. An input `unavailable` takes its place in the stream
     // like an error, and the input is not asked again until the caller has received it.
-    while (!input_done_ && !waiting_for_retry_ && static_cast<int64_t>(slots_.size()) < parallelism_) {
+    while (!input_done_ && !waiting_for_retry_ &&
+           static_cast<int64_t>(slots_.size()) < parallelism_) {
       CONVEYOR_RETURN_IF_ERROR(stop_.check("map"));
       Element in;
       bool end = false;
@@ -121,7 +123,7 @@ private:
     // The budget and the stop flag outlive this iterator (IteratorContext), and so its calls:
     // the queue waits for the running ones when it is destroyed.
     queue_->submit([slot, in = std::move(in), fn = fn_, params = params_, shared = shared_,
-                   name = name_, budget = budget_, stop = stop_]() {
+                    name = name_, budget = budget_, stop = stop_]() {
       // Queued calls of a stopped pipeline do not run.
       Expected<Element> mapped = StopCheck::stopped_status("map");
       if (!stop.stopped()) {
@@ -185,7 +187,7 @@ private:
   std::shared_ptr<Shared> shared_;
   std::deque<std::shared_ptr<Slot>> slots_; // in input order
   bool input_done_ = false;
-  bool waiting_for_retry_ = false; // an input `unavailable` is queued in slots_
+  bool waiting_for_retry_ = false;   // an input `unavailable` is queued in slots_
   std::unique_ptr<WorkQueue> queue_; // last: destroyed (drained) first
 };
 
@@ -202,19 +204,19 @@ MakeResult make_map(const NodePtr& node, const KernelContext& kctx) {
   if (parallelism == kAutotune)
     parallelism = std::max<int64_t>(1, std::thread::hardware_concurrency());
   if (parallelism < 1)
-    return invalid_argument("`map` argument `num_parallel_calls` must be positive or AUTOTUNE, got " +
-                            std::to_string(parallelism));
+    return invalid_argument(
+      "`map` argument `num_parallel_calls` must be positive or AUTOTUNE, got " +
+      std::to_string(parallelism));
   auto input = make_input(node, kctx);
   if (!input.ok())
     return input.status();
   Params params = kctx.functions().resolve_params(ref);
   if (parallelism == 1)
-    return IteratorPtr(std::make_unique<MapIterator>(std::move(*input), (*def)->map, std::move(params), ref.name,
-                                                   kctx.memory(), kctx.stop()));
-  return IteratorPtr(std::make_unique<ParallelMapIterator>(std::move(*input), (*def)->map, std::move(params),
-                                                           ref.name, parallelism, node->bool_attr("deterministic"),
-                                                           kctx.executor_group(), kctx.memory(),
-                                                           kctx.stop()));
+    return IteratorPtr(std::make_unique<MapIterator>(
+      std::move(*input), (*def)->map, std::move(params), ref.name, kctx.memory(), kctx.stop()));
+  return IteratorPtr(std::make_unique<ParallelMapIterator>(
+    std::move(*input), (*def)->map, std::move(params), ref.name, parallelism,
+    node->bool_attr("deterministic"), kctx.executor_group(), kctx.memory(), kctx.stop()));
 }
 
 } // namespace conveyor::kernels

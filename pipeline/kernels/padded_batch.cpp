@@ -39,7 +39,8 @@ void copy_padded(const Tensor& src, const Shape& target, Tensor& dst, int64_t ba
     to += base;
     if (strings) {
       for (int64_t k = 0; k < run; ++k)
-        dst.mutable_strings()[static_cast<std::size_t>(to + k)] = src.strings()[static_cast<std::size_t>(from + k)];
+        dst.mutable_strings()[static_cast<std::size_t>(to + k)] =
+          src.strings()[static_cast<std::size_t>(from + k)];
     } else {
       std::memcpy(dst.mutable_bytes().data() + to * width, src.bytes().data() + from * width,
                   static_cast<std::size_t>(run) * width);
@@ -55,7 +56,8 @@ void copy_padded(const Tensor& src, const Shape& target, Tensor& dst, int64_t ba
 std::vector<unsigned char> padding_bytes(const Tensor& scalar, DType dtype) {
   const double d = scalar.as_double();
   const int64_t i = scalar.dtype() == DType::float32 || scalar.dtype() == DType::float64
-                        ? static_cast<int64_t>(d) : scalar.as_int64();
+                      ? static_cast<int64_t>(d)
+                      : scalar.as_int64();
   std::vector<unsigned char> out(dtype_size(dtype));
   auto put = [&out](auto v) { std::memcpy(out.data(), &v, sizeof v); };
   switch (dtype) {
@@ -73,17 +75,20 @@ Expected<Element> pad_and_stack(const std::vector<Element>& elements, const Padd
   const Element& first = elements.front();
   const std::size_t components = first.size();
   if (!config.shapes.empty() && config.shapes.size() != components)
-    return invalid_argument("padded_batch: `padded_shapes` has " + std::to_string(config.shapes.size()) +
+    return invalid_argument("padded_batch: `padded_shapes` has " +
+                            std::to_string(config.shapes.size()) +
                             " component(s), the elements have " + std::to_string(components));
   if (!config.values.empty() && config.values.size() != components)
-    return invalid_argument("padded_batch: `padding_values` has " + std::to_string(config.values.size()) +
+    return invalid_argument("padded_batch: `padding_values` has " +
+                            std::to_string(config.values.size()) +
                             " component(s), the elements have " + std::to_string(components));
   std::vector<Tensor> out;
   out.reserve(components);
   for (std::size_t c = 0; c < components; ++c) {
     const std::string comp = "padded_batch: component " + std::to_string(c);
     const DType dtype = first[c].dtype();
-    const std::size_t rank = config.shapes.empty() ? first[c].shape().size() : config.shapes[c].size();
+    const std::size_t rank =
+      config.shapes.empty() ? first[c].shape().size() : config.shapes[c].size();
     Shape target(rank, 0);
     for (std::size_t e = 0; e < elements.size(); ++e) {
       if (elements[e].size() != components)
@@ -95,9 +100,10 @@ Expected<Element> pad_and_stack(const std::vector<Element>& elements, const Padd
         return invalid_argument(comp + " has dtype " + dtype_name(dtype) + " in element 0 and " +
                                 dtype_name(t.dtype()) + " in element " + std::to_string(e));
       if (t.shape().size() != rank)
-        return invalid_argument(comp + " of element " + std::to_string(e) + " has shape " + shape_string(t.shape()) +
-                                (config.shapes.empty() ? ", element 0 has rank " : ", the padded shape has rank ") +
-                                std::to_string(rank));
+        return invalid_argument(
+          comp + " of element " + std::to_string(e) + " has shape " + shape_string(t.shape()) +
+          (config.shapes.empty() ? ", element 0 has rank " : ", the padded shape has rank ") +
+          std::to_string(rank));
       for (std::size_t d = 0; d < rank; ++d)
         target[d] = std::max(target[d], t.shape()[d]);
     }
@@ -107,8 +113,9 @@ Expected<Element> pad_and_stack(const std::vector<Element>& elements, const Padd
         if (want == kUnknownDim)
           continue;
         if (target[d] > want)
-          return invalid_argument(comp + ": dimension " + std::to_string(d) + " is " + std::to_string(target[d]) +
-                                  " in this batch, larger than its padded size " + std::to_string(want));
+          return invalid_argument(
+            comp + ": dimension " + std::to_string(d) + " is " + std::to_string(target[d]) +
+            " in this batch, larger than its padded size " + std::to_string(want));
         target[d] = want;
       }
     }
@@ -129,8 +136,8 @@ Expected<Element> pad_and_stack(const std::vector<Element>& elements, const Padd
     if (!config.values.empty()) {
       const Tensor& pad = config.values[c];
       if ((pad.dtype() == DType::string) != (dtype == DType::string))
-        return invalid_argument(comp + " of dtype " + dtype_name(dtype) + " cannot be padded with a " +
-                                dtype_name(pad.dtype()) + " value");
+        return invalid_argument(comp + " of dtype " + dtype_name(dtype) +
+                                " cannot be padded with a " + dtype_name(pad.dtype()) + " value");
       if (dtype == DType::string) {
         for (std::string& s : batch.mutable_strings())
           s = pad.strings()[0];
@@ -153,7 +160,8 @@ Expected<Element> pad_and_stack(const std::vector<Element>& elements, const Padd
 MakeResult make_padded_batch(const NodePtr& node, const KernelContext& kctx) {
   const int64_t batch_size = node->int_attr("batch_size");
   if (batch_size < 1)
-    return invalid_argument("`padded_batch` argument `batch_size` must be positive, got " + std::to_string(batch_size));
+    return invalid_argument("`padded_batch` argument `batch_size` must be positive, got " +
+                            std::to_string(batch_size));
   auto config = padding_config(*node);
   if (!config.ok())
     return config.status();
@@ -163,9 +171,9 @@ MakeResult make_padded_batch(const NodePtr& node, const KernelContext& kctx) {
   auto combine = [config = std::move(*config)](const std::vector<Element>& elements) {
     return pad_and_stack(elements, config);
   };
-  return IteratorPtr(std::make_unique<GroupingIterator>(std::move(*input), batch_size,
-                                                        node->bool_attr("drop_remainder"), kctx.memory(),
-                                                        "padded_batch", std::move(combine), kctx.stop()));
+  return IteratorPtr(std::make_unique<GroupingIterator>(
+    std::move(*input), batch_size, node->bool_attr("drop_remainder"), kctx.memory(), "padded_batch",
+    std::move(combine), kctx.stop()));
 }
 
 } // namespace conveyor::kernels

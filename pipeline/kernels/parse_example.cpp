@@ -9,7 +9,8 @@ namespace {
 
 class ParseExampleIterator : public Iterator {
 public:
-  ParseExampleIterator(IteratorPtr input, FeatureSpec spec) : input_(std::move(input)), spec_(std::move(spec)) {}
+  ParseExampleIterator(IteratorPtr input, FeatureSpec spec)
+    : input_(std::move(input)), spec_(std::move(spec)) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     Element in;
@@ -17,8 +18,10 @@ public:
     if (end_of_sequence)
       return Status::OK();
     if (in.size() != 1 || in[0].dtype() != DType::string || in[0].rank() != 0)
-      return invalid_argument("parse_example: expects elements that are one scalar string (a serialized "
-                              "tf.train.Example), got " + spec_of(in).to_string());
+      return invalid_argument(
+        "parse_example: expects elements that are one scalar string (a serialized "
+        "tf.train.Example), got " +
+        spec_of(in).to_string());
     auto parsed = parse_example(in[0].strings()[0], spec_);
     if (!parsed.ok())
       return parsed.status();

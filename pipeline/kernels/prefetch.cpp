@@ -30,8 +30,8 @@ class PrefetchIterator : public Iterator {
 public:
   PrefetchIterator(IteratorPtr input, int64_t capacity, MemoryBudget* budget,
                    std::shared_ptr<ExecutorGroup> group)
-      : input_(std::move(input)), capacity_(capacity), budget_(budget),
-        queue_(Executor::shared().make_queue(std::move(group))) {}
+    : input_(std::move(input)), capacity_(capacity), budget_(budget),
+      queue_(Executor::shared().make_queue(std::move(group))) {}
 
   ~PrefetchIterator() override {
     {
@@ -39,7 +39,7 @@ public:
       cancelled_ = true; // a running fill stops after the input call in progress
     }
     queue_->cancel_and_wait(); // a queued fill is dropped; a running one has returned
-    if (budget_ != nullptr) // what is still buffered goes back to the job's budget
+    if (budget_ != nullptr)    // what is still buffered goes back to the job's budget
       budget_->release(charged_.load(std::memory_order_relaxed));
   }
 
@@ -136,7 +136,8 @@ private:
     entry.status = input_->get_next(entry.element, end);
     entry.end = entry.status.ok() && end;
     if (budget_ != nullptr && entry.status.ok() && !end) {
-      const int64_t bytes = static_cast<int64_t>(sizeof(Entry)) + element_heap_bytes(entry.element); // its footprint
+      const int64_t bytes =
+        static_cast<int64_t>(sizeof(Entry)) + element_heap_bytes(entry.element); // its footprint
       entry.status = budget_->charge(bytes, "prefetch");
       if (entry.status.ok()) {
         entry.bytes = bytes;
@@ -150,17 +151,17 @@ private:
 
   IteratorPtr input_;
   int64_t capacity_;
-  MemoryBudget* budget_;                // null = no budget
-  std::atomic<int64_t> charged_{0};     // what buffered entries hold of it
+  MemoryBudget* budget_;            // null = no budget
+  std::atomic<int64_t> charged_{0}; // what buffered entries hold of it
   std::mutex mu_;
   std::condition_variable filled_; // the consumer waits for an entry
-  std::deque<Entry> buffer_; // filled by fills
-  std::deque<Entry> ready_;  // taken from buffer_, drained by the consumer without locking
+  std::deque<Entry> buffer_;       // filled by fills
+  std::deque<Entry> ready_;        // taken from buffer_, drained by the consumer without locking
   Fill fill_ = Fill::idle;
-  bool paused_ = false;    // an `unavailable` is queued or not yet retried
-  bool ended_ = false;     // the input's end is buffered: no more fills
+  bool paused_ = false; // an `unavailable` is queued or not yet retried
+  bool ended_ = false;  // the input's end is buffered: no more fills
   bool cancelled_ = false;
-  bool consumer_waiting_ = false; // notify only a thread that sleeps: wake-ups are the cost here
+  bool consumer_waiting_ = false;    // notify only a thread that sleeps: wake-ups are the cost here
   std::unique_ptr<WorkQueue> queue_; // last: destroyed first (after the destructor drained it)
 };
 
@@ -171,15 +172,16 @@ MakeResult make_prefetch(const NodePtr& node, const KernelContext& kctx) {
   if (buffer_size == kAutotune)
     buffer_size = kAutotuneBufferSize;
   if (buffer_size < 0)
-    return invalid_argument("`prefetch` argument `buffer_size` must be non-negative or AUTOTUNE, got " +
-                            std::to_string(buffer_size));
+    return invalid_argument(
+      "`prefetch` argument `buffer_size` must be non-negative or AUTOTUNE, got " +
+      std::to_string(buffer_size));
   auto input = make_input(node, kctx);
   if (!input.ok())
     return input.status();
   if (buffer_size == 0) // no buffer: nothing to prefetch
     return input;
-  return IteratorPtr(std::make_unique<PrefetchIterator>(std::move(*input), buffer_size, kctx.memory(),
-                                                        kctx.executor_group()));
+  return IteratorPtr(std::make_unique<PrefetchIterator>(std::move(*input), buffer_size,
+                                                        kctx.memory(), kctx.executor_group()));
 }
 
 } // namespace conveyor::kernels

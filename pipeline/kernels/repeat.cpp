@@ -11,7 +11,8 @@ namespace {
 class RepeatIterator : public Iterator {
 public:
   RepeatIterator(NodePtr input_node, KernelContext kctx, int64_t count, IteratorPtr first)
-      : input_node_(std::move(input_node)), kctx_(std::move(kctx)), count_(count), input_(std::move(first)) {}
+    : input_node_(std::move(input_node)), kctx_(std::move(kctx)), count_(count),
+      input_(std::move(first)) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     end_of_sequence = false;
@@ -61,7 +62,8 @@ MakeResult make_repeat(const NodePtr& node, const KernelContext& kctx) {
   auto first = make_input(node, kctx);
   if (!first.ok())
     return first.status();
-  return IteratorPtr(std::make_unique<RepeatIterator>(node->inputs.at(0), kctx, count, std::move(*first)));
+  return IteratorPtr(
+    std::make_unique<RepeatIterator>(node->inputs.at(0), kctx, count, std::move(*first)));
 }
 
 } // namespace conveyor::kernels

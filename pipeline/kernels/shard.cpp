@@ -8,7 +8,7 @@ namespace {
 class ShardIterator : public Iterator {
 public:
   ShardIterator(IteratorPtr input, int64_t num_shards, int64_t index, StopCheck stop)
-      : input_(std::move(input)), num_shards_(num_shards), index_(index), stop_(stop) {}
+    : input_(std::move(input)), num_shards_(num_shards), index_(index), stop_(stop) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     for (;;) { // ends with the input, or when stopped (a shard of many skips many)
@@ -37,17 +37,20 @@ MakeResult make_shard(const NodePtr& node, const KernelContext& kctx) {
   const int64_t num_shards = node->int_attr("num_shards");
   const int64_t index = node->int_attr("index");
   if (num_shards == kShardHint || index == kShardHint)
-    return invalid_argument("`shard(SHARD_HINT, SHARD_HINT)` is a placeholder: run the dataset under "
-                            "the HINT sharding policy, which fills in the worker count and index");
+    return invalid_argument(
+      "`shard(SHARD_HINT, SHARD_HINT)` is a placeholder: run the dataset under "
+      "the HINT sharding policy, which fills in the worker count and index");
   if (num_shards < 1)
-    return invalid_argument("`shard` argument `num_shards` must be positive, got " + std::to_string(num_shards));
+    return invalid_argument("`shard` argument `num_shards` must be positive, got " +
+                            std::to_string(num_shards));
   if (index < 0 || index >= num_shards)
-    return invalid_argument("`shard` argument `index` must be in [0, " + std::to_string(num_shards) +
-                            "), got " + std::to_string(index));
+    return invalid_argument("`shard` argument `index` must be in [0, " +
+                            std::to_string(num_shards) + "), got " + std::to_string(index));
   auto input = make_input(node, kctx);
   if (!input.ok())
     return input.status();
-  return IteratorPtr(std::make_unique<ShardIterator>(std::move(*input), num_shards, index, kctx.stop()));
+  return IteratorPtr(
+    std::make_unique<ShardIterator>(std::move(*input), num_shards, index, kctx.stop()));
 }
 
 } // namespace conveyor::kernels

@@ -11,9 +11,10 @@ namespace {
 
 class ShuffleIterator : public Iterator {
 public:
-  ShuffleIterator(IteratorPtr input, int64_t buffer_size, uint64_t seed, MemoryBudget* budget, StopCheck stop)
-      : input_(std::move(input)), buffer_size_(buffer_size), rng_(seed), charge_(budget, "shuffle"),
-        stop_(stop) {}
+  ShuffleIterator(IteratorPtr input, int64_t buffer_size, uint64_t seed, MemoryBudget* budget,
+                  StopCheck stop)
+    : input_(std::move(input)), buffer_size_(buffer_size), rng_(seed), charge_(budget, "shuffle"),
+      stop_(stop) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     end_of_sequence = false;
@@ -65,12 +66,12 @@ MakeResult make_shuffle(const NodePtr& node, const KernelContext& kctx) {
     return invalid_argument("`shuffle` argument `seed` must be non-negative (or omitted), got " +
                             std::to_string(seed));
   const uint64_t iteration_seed_value =
-      iteration_seed(node.get(), seed, node->bool_attr("reshuffle_each_iteration"), kctx);
+    iteration_seed(node.get(), seed, node->bool_attr("reshuffle_each_iteration"), kctx);
   auto input = make_input(node, kctx);
   if (!input.ok())
     return input.status();
-  return IteratorPtr(std::make_unique<ShuffleIterator>(std::move(*input), buffer_size, iteration_seed_value,
-                                                       kctx.memory(), kctx.stop()));
+  return IteratorPtr(std::make_unique<ShuffleIterator>(
+    std::move(*input), buffer_size, iteration_seed_value, kctx.memory(), kctx.stop()));
 }
 
 } // namespace conveyor::kernels

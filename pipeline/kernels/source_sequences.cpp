@@ -3,7 +3,8 @@
 namespace conveyor::kernels {
 
 IndexSequence::IndexSequence(std::string op, int64_t count, SplitProvider* provider, StopCheck stop)
-    : op_(std::move(op)), count_(count), provider_(provider), stop_(stop), end_(provider ? 0 : count) {}
+  : op_(std::move(op)), count_(count), provider_(provider), stop_(stop),
+    end_(provider ? 0 : count) {}
 
 Status IndexSequence::next(int64_t& index, bool& end) {
   CONVEYOR_RETURN_IF_ERROR(stop_.check(op_.c_str()));
@@ -27,8 +28,8 @@ Status IndexSequence::next(int64_t& index, bool& end) {
     if (split.begin < 0 || split.begin > split.end || split.end > count_)
       return out_of_range("`" + op_ + "` got split [" + std::to_string(split.begin) + ", " +
                           std::to_string(split.end) + ") (epoch " + std::to_string(split.epoch) +
-                          ", index " + std::to_string(split.index) +
-                          ") outside its elements [0, " + std::to_string(count_) + ")");
+                          ", index " + std::to_string(split.index) + ") outside its elements [0, " +
+                          std::to_string(count_) + ")");
     next_ = split.begin;
     end_ = split.end;
   }
@@ -38,8 +39,8 @@ Status IndexSequence::next(int64_t& index, bool& end) {
 
 FileSequence::FileSequence(std::vector<std::string> files, SplitProvider* provider, std::string op,
                            const PathPolicy* paths, PathPolicy::Access access)
-    : op_(std::move(op)), paths_(paths), access_(access), files_(std::move(files)),
-      provider_(provider) {}
+  : op_(std::move(op)), paths_(paths), access_(access), files_(std::move(files)),
+    provider_(provider) {}
 
 Status FileSequence::next(std::string& file, bool& end) {
   CONVEYOR_RETURN_IF_ERROR(next_unchecked(file, end));

@@ -31,7 +31,7 @@ private:
 class SkipIterator : public Iterator {
 public:
   SkipIterator(IteratorPtr input, int64_t count, StopCheck stop)
-      : input_(std::move(input)), count_(count), stop_(stop) {}
+    : input_(std::move(input)), count_(count), stop_(stop) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     for (;;) { // ends with the input, or when stopped (skipping a huge count)
@@ -54,7 +54,8 @@ private:
 
 Status check_count(const char* op, int64_t count) {
   if (count < -1)
-    return invalid_argument(std::string("`") + op + "` argument `count` must be non-negative or -1 (all), got " +
+    return invalid_argument(std::string("`") + op +
+                            "` argument `count` must be non-negative or -1 (all), got " +
                             std::to_string(count));
   return Status::OK();
 }

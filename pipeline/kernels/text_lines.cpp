@@ -16,8 +16,8 @@ class TextLinesIterator : public Iterator {
 public:
   TextLinesIterator(std::vector<std::string> files, SplitProvider* provider,
                     const PathPolicy* paths, FileCompression compression)
-      : files_(std::move(files), provider, "text_lines", paths), paths_(paths),
-        compression_(compression) {}
+    : files_(std::move(files), provider, "text_lines", paths), paths_(paths),
+      compression_(compression) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     end_of_sequence = false;
@@ -107,7 +107,7 @@ MakeResult make_text_lines(const NodePtr& node, const KernelContext& kctx) {
     files = std::move(*expanded);
   }
   return IteratorPtr(std::make_unique<TextLinesIterator>(std::move(files), kctx.split_provider(),
-                                                        kctx.paths(), *compression));
+                                                         kctx.paths(), *compression));
 }
 
 } // namespace conveyor::kernels

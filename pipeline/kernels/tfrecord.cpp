@@ -12,10 +12,10 @@ namespace {
 
 class TFRecordIterator : public Iterator {
 public:
-  TFRecordIterator(std::vector<std::string> files, SplitProvider* provider,
-                   const PathPolicy* paths, FileCompression compression)
-      : files_(std::move(files), provider, "tfrecord", paths), paths_(paths),
-        compression_(compression) {}
+  TFRecordIterator(std::vector<std::string> files, SplitProvider* provider, const PathPolicy* paths,
+                   FileCompression compression)
+    : files_(std::move(files), provider, "tfrecord", paths), paths_(paths),
+      compression_(compression) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     end_of_sequence = false;
@@ -69,7 +69,7 @@ MakeResult make_tfrecord(const NodePtr& node, const KernelContext& kctx) {
     files = std::move(*expanded);
   }
   return IteratorPtr(std::make_unique<TFRecordIterator>(std::move(files), kctx.split_provider(),
-                                                       kctx.paths(), *compression));
+                                                        kctx.paths(), *compression));
 }
 
 } // namespace conveyor::kernels

@@ -11,7 +11,7 @@ namespace {
 class ZipIterator : public Iterator {
 public:
   explicit ZipIterator(std::vector<IteratorPtr> inputs)
-      : inputs_(std::move(inputs)), parts_(inputs_.size()) {}
+    : inputs_(std::move(inputs)), parts_(inputs_.size()) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     end_of_sequence = done_;

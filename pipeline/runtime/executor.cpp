@@ -15,7 +15,8 @@ namespace {
 // Since the process's first call: ExecutorGroup::thread_time multiplies it by the running items.
 int64_t now_ns() {
   static const auto origin = std::chrono::steady_clock::now();
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - origin)
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
+                                                              origin)
     .count();
 }
 
@@ -32,8 +33,8 @@ Executor& Executor::shared() {
 }
 
 Executor::Executor(int threads, int max_threads)
-    : base_(std::max(1, threads)), max_(max_threads > 0 ? std::max(max_threads, std::max(1, threads))
-                                                        : std::max(64, 8 * std::max(1, threads))) {
+  : base_(std::max(1, threads)), max_(max_threads > 0 ? std::max(max_threads, std::max(1, threads))
+                                                      : std::max(64, 8 * std::max(1, threads))) {
   posted_ = make_group();
   std::lock_guard<std::mutex> lock(mu_);
   for (int i = 0; i < base_; ++i) {
@@ -85,9 +86,10 @@ std::shared_ptr<ExecutorGroup> Executor::take_next_group_locked(int64_t now) {
   for (const auto& g : ready_)
     least = std::min(least, g->thread_time(now));
   least_served_ = std::max(least_served_, least);
-  auto next = std::find_if(ready_.begin(), ready_.end(), [&](const std::shared_ptr<ExecutorGroup>& g) {
-    return g->thread_time(now) <= least + kLeadNs;
-  }); // (found: the least served one qualifies)
+  auto next =
+    std::find_if(ready_.begin(), ready_.end(), [&](const std::shared_ptr<ExecutorGroup>& g) {
+      return g->thread_time(now) <= least + kLeadNs;
+    }); // (found: the least served one qualifies)
   std::shared_ptr<ExecutorGroup> g = std::move(*next);
   ready_.erase(next);
   return g;
@@ -97,8 +99,9 @@ void Executor::unready_if_idle_locked(ExecutorGroup* group) {
   if (!group->in_ready || !group->ready.empty() || !group->posted.empty())
     return;
   group->in_ready = false;
-  ready_.erase(std::find_if(ready_.begin(), ready_.end(),
-                            [group](const std::shared_ptr<ExecutorGroup>& g) { return g.get() == group; }));
+  ready_.erase(
+    std::find_if(ready_.begin(), ready_.end(),
+                 [group](const std::shared_ptr<ExecutorGroup>& g) { return g.get() == group; }));
 }
 
 void Executor::post(std::function<void()> item, const std::shared_ptr<ExecutorGroup>& group) {
@@ -167,7 +170,8 @@ void Executor::supervise() {
     if (stopping_)
       break;
     for (auto id : exited_) {
-      auto it = std::find_if(extras_.begin(), extras_.end(), [id](const std::thread& t) { return t.get_id() == id; });
+      auto it = std::find_if(extras_.begin(), extras_.end(),
+                             [id](const std::thread& t) { return t.get_id() == id; });
       if (it != extras_.end()) {
         it->join(); // it has left work(): only its return remains
         extras_.erase(it);

@@ -57,10 +57,10 @@ private:
   friend class Executor;
   friend class WorkQueue;
   // Guarded by the executor's mutex.
-  std::deque<WorkQueue*> ready;              // its queues with pending items, in turn
-  std::deque<std::function<void()>> posted;  // items posted to it, in order
-  bool in_ready = false;                     // listed in Executor::ready_
-  bool posted_turn = false;                  // its next turn goes to a posted item
+  std::deque<WorkQueue*> ready;             // its queues with pending items, in turn
+  std::deque<std::function<void()>> posted; // items posted to it, in order
+  bool in_ready = false;                    // listed in Executor::ready_
+  bool posted_turn = false;                 // its next turn goes to a posted item
   // Thread time (ns of the executor's clock): `used` by its finished items, plus `running` items
   // that started at `started_sum` in total; thread_time() adds what the running ones hold so far.
   int64_t used = 0;
@@ -118,13 +118,13 @@ private:
   std::condition_variable stalled_; // wakes the supervisor: items wait and no thread is idle
   std::deque<std::shared_ptr<ExecutorGroup>> ready_; // groups with work, served in turn
   bool stopping_ = false;
-  int live_ = 0;          // threads running work()
-  int idle_ = 0;          // of which waiting for an item
-  uint64_t started_ = 0;  // items started so far (the supervisor's sign of progress)
+  int live_ = 0;             // threads running work()
+  int idle_ = 0;             // of which waiting for an item
+  uint64_t started_ = 0;     // items started so far (the supervisor's sign of progress)
   int64_t least_served_ = 0; // the least thread time of a group with work, when last looked (ns)
-  std::vector<std::thread> threads_;                 // the base threads
-  std::vector<std::thread> extras_;                  // added while items blocked
-  std::vector<std::thread::id> exited_;              // extras that left, to join
+  std::vector<std::thread> threads_;    // the base threads
+  std::vector<std::thread> extras_;     // added while items blocked
+  std::vector<std::thread::id> exited_; // extras that left, to join
   std::thread supervisor_;
   std::shared_ptr<ExecutorGroup> posted_; // post() without a group
 };
@@ -134,7 +134,7 @@ private:
 class WorkQueue {
 public:
   WorkQueue(Executor& executor, std::shared_ptr<ExecutorGroup> group)
-      : ex_(executor), group_(std::move(group)) {}
+    : ex_(executor), group_(std::move(group)) {}
   ~WorkQueue() { cancel_and_wait(); }
   WorkQueue(const WorkQueue&) = delete;
   WorkQueue& operator=(const WorkQueue&) = delete;

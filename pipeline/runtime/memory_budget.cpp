@@ -4,8 +4,8 @@ namespace conveyor {
 
 namespace {
 std::string mib(int64_t bytes) {
-  return std::to_string(bytes / (1 << 20)) + "." + std::to_string((bytes % (1 << 20)) * 10 / (1 << 20)) +
-         " MiB";
+  return std::to_string(bytes / (1 << 20)) + "." +
+         std::to_string((bytes % (1 << 20)) * 10 / (1 << 20)) + " MiB";
 }
 
 // The budget FunctionMemoryScope set on this thread (null: none).

@@ -31,7 +31,7 @@ public:
   // set the limit and `whose` the holder, for the error messages.
   explicit MemoryBudget(int64_t limit, MemoryBudget* parent = nullptr,
                         std::string flag = "--job-memory-limit", std::string whose = "the job's")
-      : limit_(limit), parent_(parent), flag_(std::move(flag)), whose_(std::move(whose)) {}
+    : limit_(limit), parent_(parent), flag_(std::move(flag)), whose_(std::move(whose)) {}
 
   // Adds `bytes` (here and in the parent), or leaves the use unchanged and returns
   // resource_exhausted.

@@ -26,7 +26,8 @@ public:
 
   static Status stopped_status(const std::string& op) {
     return Status{ErrorCode::cancelled,
-                  "`" + op + "` stopped: its pipeline was cancelled (the task stopped, e.g. its job ended)"};
+                  "`" + op +
+                    "` stopped: its pipeline was cancelled (the task stopped, e.g. its job ended)"};
   }
 
 private:

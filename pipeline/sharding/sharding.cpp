@@ -12,19 +12,20 @@ namespace conveyor {
 namespace {
 
 constexpr std::array<std::pair<ShardingPolicy, const char*>, 6> kPolicyNames{{
-    {ShardingPolicy::off, "OFF"},
-    {ShardingPolicy::dynamic, "DYNAMIC"},
-    {ShardingPolicy::file, "FILE"},
-    {ShardingPolicy::data, "DATA"},
-    {ShardingPolicy::file_or_data, "FILE_OR_DATA"},
-    {ShardingPolicy::hint, "HINT"},
+  {ShardingPolicy::off, "OFF"},
+  {ShardingPolicy::dynamic, "DYNAMIC"},
+  {ShardingPolicy::file, "FILE"},
+  {ShardingPolicy::data, "DATA"},
+  {ShardingPolicy::file_or_data, "FILE_OR_DATA"},
+  {ShardingPolicy::hint, "HINT"},
 }};
 
 bool equals_ignoring_case(std::string_view a, std::string_view b) {
   if (a.size() != b.size())
     return false;
   for (std::size_t i = 0; i < a.size(); ++i)
-    if (std::toupper(static_cast<unsigned char>(a[i])) != std::toupper(static_cast<unsigned char>(b[i])))
+    if (std::toupper(static_cast<unsigned char>(a[i])) !=
+        std::toupper(static_cast<unsigned char>(b[i])))
       return false;
   return true;
 }
@@ -82,17 +83,19 @@ Expected<Dataset> shard_files(const Dataset& dataset, int64_t n, int64_t i, bool
       found = true;
       // Glob patterns expand to their sorted matches first (the same list on every worker),
       // then each worker keeps its share, written back as patterns that match exactly one file.
-      Expected<std::vector<std::string>> expanded = expand_file_patterns(node->op, node->strings_attr("files"), paths);
+      Expected<std::vector<std::string>> expanded =
+        expand_file_patterns(node->op, node->strings_attr("files"), paths);
       if (!expanded)
         return expanded.status().with_context("FILE sharding");
       const std::vector<std::string>& files = *expanded;
       // tf.data raises this at run time; here the file list is known, so it fails up front.
       if (static_cast<int64_t>(files.size()) < n)
-        return invalid_argument("FILE sharding needs at least as many files as workers: `" + node->op +
-                                "` has " + std::to_string(files.size()) + " file(s), num_workers is " +
-                                std::to_string(n));
+        return invalid_argument("FILE sharding needs at least as many files as workers: `" +
+                                node->op + "` has " + std::to_string(files.size()) +
+                                " file(s), num_workers is " + std::to_string(n));
       std::vector<std::string> mine;
-      for (std::size_t f = static_cast<std::size_t>(i); f < files.size(); f += static_cast<std::size_t>(n))
+      for (std::size_t f = static_cast<std::size_t>(i); f < files.size();
+           f += static_cast<std::size_t>(n))
         mine.push_back(has_glob_chars(files[f]) ? escape_glob(files[f]) : files[f]);
       auto copy = std::make_shared<Node>(*node);
       copy->attrs["files"] = std::move(mine);
@@ -117,8 +120,8 @@ Expected<Dataset> shard_files(const Dataset& dataset, int64_t n, int64_t i, bool
     return root.status();
   if (!found)
     return invalid_argument(
-        "FILE sharding policy requires a file-based dataset source (list_files, text_lines or "
-        "tfrecord); this dataset has none");
+      "FILE sharding policy requires a file-based dataset source (list_files, text_lines or "
+      "tfrecord); this dataset has none");
   return Dataset(std::move(*root));
 }
 
@@ -162,28 +165,26 @@ Expected<Dataset> apply_sharding(const Dataset& dataset, ShardingPolicy policy, 
   if (num_workers <= 0)
     return invalid_argument("`num_workers` must be positive, got " + std::to_string(num_workers));
   if (worker_index < 0 || worker_index >= num_workers)
-    return invalid_argument("`worker_index` must be in [0, num_workers=" + std::to_string(num_workers) +
-                            "), got " + std::to_string(worker_index));
+    return invalid_argument("`worker_index` must be in [0, num_workers=" +
+                            std::to_string(num_workers) + "), got " + std::to_string(worker_index));
   if (!dataset.node())
     return invalid_argument("cannot shard an empty dataset graph");
   bool found_files = false;
   switch (policy) {
     case ShardingPolicy::off:
-    case ShardingPolicy::dynamic:
-      return dataset;
+    case ShardingPolicy::dynamic: return dataset;
     case ShardingPolicy::file:
       return shard_files(dataset, num_workers, worker_index, found_files, paths);
-    case ShardingPolicy::data:
-      return shard_data(dataset, num_workers, worker_index);
+    case ShardingPolicy::data: return shard_data(dataset, num_workers, worker_index);
     case ShardingPolicy::file_or_data: {
       // FILE when it works; without a file source, or with fewer files than workers, DATA.
-      Expected<Dataset> by_files = shard_files(dataset, num_workers, worker_index, found_files, paths);
+      Expected<Dataset> by_files =
+        shard_files(dataset, num_workers, worker_index, found_files, paths);
       if (by_files)
         return by_files;
       return shard_data(dataset, num_workers, worker_index);
     }
-    case ShardingPolicy::hint:
-      return fill_shard_hints(dataset, num_workers, worker_index);
+    case ShardingPolicy::hint: return fill_shard_hints(dataset, num_workers, worker_index);
   }
   return invalid_argument("unknown sharding policy " + std::to_string(static_cast<int>(policy)));
 }

@@ -16,7 +16,7 @@ namespace {
 // --- finding the splittable source -------------------------------------------------------------
 
 constexpr const char* kSplittableOpsText =
-    "range, from_tensor_slices, list_files, text_lines, tfrecord";
+  "range, from_tensor_slices, list_files, text_lines, tfrecord";
 
 bool is_splittable(const std::string& op) {
   return op == "range" || op == "from_tensor_slices" || op == "list_files" || op == "text_lines" ||
@@ -31,7 +31,8 @@ struct SourcePath {
 
 // Walks dataset inputs only: the datasets that flat_map/interleave functions build are not part
 // of this graph. A node reachable twice (zip(d, d)) is iterated twice, so it counts twice.
-void collect_sources(const Node& node, std::vector<const Node*>& path, std::vector<SourcePath>& out) {
+void collect_sources(const Node& node, std::vector<const Node*>& path,
+                     std::vector<SourcePath>& out) {
   if (is_splittable(node.op)) {
     out.push_back({&node, path});
     return;
@@ -98,7 +99,7 @@ public:
 class IndexRangeSplits final : public EpochSplits {
 public:
   IndexRangeSplits(int64_t num_elements, int64_t split_size)
-      : num_elements_(num_elements), split_size_(split_size) {}
+    : num_elements_(num_elements), split_size_(split_size) {}
 
   int64_t count() const override {
     return num_elements_ / split_size_ + (num_elements_ % split_size_ != 0 ? 1 : 0);
@@ -132,7 +133,8 @@ void deterministic_shuffle(std::vector<std::string>& items, uint64_t seed) {
   std::mt19937_64 engine(seed);
   for (std::size_t i = items.size(); i > 1; --i) {
     const uint64_t bound = i;
-    const uint64_t limit = std::numeric_limits<uint64_t>::max() - std::numeric_limits<uint64_t>::max() % bound;
+    const uint64_t limit =
+      std::numeric_limits<uint64_t>::max() - std::numeric_limits<uint64_t>::max() % bound;
     uint64_t draw = engine();
     while (draw >= limit)
       draw = engine();
@@ -144,7 +146,7 @@ void deterministic_shuffle(std::vector<std::string>& items, uint64_t seed) {
 class FileSplits final : public EpochSplits {
 public:
   FileSplits(std::vector<std::string> files, bool shuffle, int64_t seed)
-      : files_(std::move(files)), shuffle_(shuffle), seed_(seed) {}
+    : files_(std::move(files)), shuffle_(shuffle), seed_(seed) {}
 
   int64_t count() const override { return static_cast<int64_t>(files_.size()); }
 
@@ -210,7 +212,8 @@ Expected<int64_t> slice_count(const Node& node) {
   return n;
 }
 
-Expected<std::unique_ptr<EpochSplits>> make_epoch_splits(const Node& source, const SplitOptions& options) {
+Expected<std::unique_ptr<EpochSplits>> make_epoch_splits(const Node& source,
+                                                         const SplitOptions& options) {
   const std::string& op = source.op;
   if (op == "range" || op == "from_tensor_slices") {
     if (options.range_split_size <= 0)
@@ -223,14 +226,16 @@ Expected<std::unique_ptr<EpochSplits>> make_epoch_splits(const Node& source, con
   }
   if (op == "text_lines" || op == "tfrecord") {
     // Patterns expand here, on the job's side: the splits name single files.
-    Expected<std::vector<std::string>> files = expand_file_patterns(op, source.strings_attr("files"), options.paths);
+    Expected<std::vector<std::string>> files =
+      expand_file_patterns(op, source.strings_attr("files"), options.paths);
     if (!files)
       return files.status();
     return std::unique_ptr<EpochSplits>(new FileSplits(std::move(*files), false, 0));
   }
   // list_files: the files matching the pattern, sorted by name (as tf.data lists them before
   // shuffling); no match is an error, as in tf.data ("No files matched pattern").
-  Expected<std::vector<std::string>> files = glob_sorted("list_files", source.string_attr("pattern"), options.paths);
+  Expected<std::vector<std::string>> files =
+    glob_sorted("list_files", source.string_attr("pattern"), options.paths);
   if (!files)
     return files.status();
   const bool shuffle = source.bool_attr("shuffle");
@@ -249,7 +254,7 @@ Expected<std::unique_ptr<EpochSplits>> make_epoch_splits(const Node& source, con
 class SourceSplitProvider final : public SplitProvider {
 public:
   SourceSplitProvider(std::unique_ptr<EpochSplits> splits, int64_t epochs)
-      : splits_(std::move(splits)), epochs_(epochs) {}
+    : splits_(std::move(splits)), epochs_(epochs) {}
 
   Status get_next(Split& out, bool& end_of_splits) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -278,12 +283,13 @@ public:
   Status restore(const SplitPosition& pos) override {
     if (pos.epoch < 0 || pos.next_index < 0)
       return invalid_argument("split position must not be negative, got epoch " +
-                              std::to_string(pos.epoch) + ", next_index " + std::to_string(pos.next_index));
+                              std::to_string(pos.epoch) + ", next_index " +
+                              std::to_string(pos.next_index));
     std::lock_guard<std::mutex> lock(mu_);
     // The position right after the last epoch is (epochs, 0); nothing lies beyond it.
     if (past_last_epoch(pos.epoch) && !(pos.epoch == epochs_ && pos.next_index == 0))
-      return data_loss("split position epoch " + std::to_string(pos.epoch) + " is past this dataset's " +
-                       std::to_string(epochs_) + " epoch(s)");
+      return data_loss("split position epoch " + std::to_string(pos.epoch) +
+                       " is past this dataset's " + std::to_string(epochs_) + " epoch(s)");
     if (!past_last_epoch(pos.epoch) && pos.next_index > splits_->count())
       return data_loss("split position next_index " + std::to_string(pos.next_index) +
                        " is past the " + std::to_string(splits_->count()) + " splits of an epoch");
@@ -292,7 +298,9 @@ public:
   }
 
 private:
-  bool past_last_epoch(int64_t epoch) const { return epochs_ != kInfiniteCardinality && epoch >= epochs_; }
+  bool past_last_epoch(int64_t epoch) const {
+    return epochs_ != kInfiniteCardinality && epoch >= epochs_;
+  }
 
   mutable std::mutex mu_;
   std::unique_ptr<EpochSplits> splits_;
@@ -310,15 +318,15 @@ Expected<std::unique_ptr<SplitProvider>> make_split_provider(const Dataset& data
   (void)functions;
   std::vector<SourcePath> sources = splittable_sources(dataset);
   if (sources.size() != 1)
-    return invalid_argument("DYNAMIC sharding needs exactly one splittable source (" +
-                            std::string(kSplittableOpsText) + "); found " +
-                            (sources.empty() ? std::string("none") : std::to_string(sources.size())) +
-                            " in " + abbreviated_text(dataset));
+    return invalid_argument(
+      "DYNAMIC sharding needs exactly one splittable source (" + std::string(kSplittableOpsText) +
+      "); found " + (sources.empty() ? std::string("none") : std::to_string(sources.size())) +
+      " in " + abbreviated_text(dataset));
   Expected<std::unique_ptr<EpochSplits>> splits = make_epoch_splits(*sources[0].source, options);
   if (!splits)
     return splits.status();
   return std::unique_ptr<SplitProvider>(
-      new SourceSplitProvider(std::move(*splits), epochs_along(sources[0].above)));
+    new SourceSplitProvider(std::move(*splits), epochs_along(sources[0].above)));
 }
 
 int64_t num_epochs(const Dataset& dataset) {

@@ -68,9 +68,9 @@ struct SplitOptions {
 
 // The job-side provider for `dataset`. invalid_argument (naming the reason) when the dataset has
 // no splittable source or more than one, as tf.data requires for DYNAMIC sharding.
-Expected<std::unique_ptr<SplitProvider>> make_split_provider(const Dataset& dataset,
-                                                             const SplitOptions& options = {},
-                                                             const FunctionRegistry* functions = nullptr);
+Expected<std::unique_ptr<SplitProvider>>
+make_split_provider(const Dataset& dataset, const SplitOptions& options = {},
+                    const FunctionRegistry* functions = nullptr);
 
 // How many epochs of splits the dataset consumes: the product of the `repeat` counts above its
 // splittable source; kInfiniteCardinality for repeat() forever.

@@ -53,8 +53,8 @@ public:
   void release(std::vector<char>&& buf);
 
   struct Stats {
-    int64_t hits = 0;     // acquire() served from the pool
-    int64_t misses = 0;   // acquire() allocated (n >= kMinPooledBytes)
+    int64_t hits = 0;   // acquire() served from the pool
+    int64_t misses = 0; // acquire() allocated (n >= kMinPooledBytes)
     int64_t retained_bytes = 0;
     int64_t retained_buffers = 0;
   };

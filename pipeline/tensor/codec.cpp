@@ -175,7 +175,8 @@ void encode_tensor(const Tensor& t, Out& out) {
 bool probe_compresses(std::string_view sample) {
   const int bound = LZ4_compressBound(static_cast<int>(sample.size()));
   std::unique_ptr<char[]> scratch{new char[static_cast<std::size_t>(bound)]};
-  const int n = LZ4_compress_default(sample.data(), scratch.get(), static_cast<int>(sample.size()), bound);
+  const int n =
+    LZ4_compress_default(sample.data(), scratch.get(), static_cast<int>(sample.size()), bound);
   return n > 0 && saves_enough(sample.size(), static_cast<std::size_t>(n));
 }
 
@@ -201,7 +202,8 @@ bool lz4_compress(std::string_view raw, std::size_t offset, std::string& packed)
     return false;
   const int bound = LZ4_compressBound(static_cast<int>(raw.size()));
   packed.resize(offset + static_cast<std::size_t>(bound));
-  const int n = LZ4_compress_default(raw.data(), packed.data() + offset, static_cast<int>(raw.size()), bound);
+  const int n =
+    LZ4_compress_default(raw.data(), packed.data() + offset, static_cast<int>(raw.size()), bound);
   if (n <= 0)
     return false;
   packed.resize(offset + static_cast<std::size_t>(n));
@@ -216,7 +218,7 @@ class Reader {
 public:
   // `position_name` says what offsets count from: "byte offset" or "body byte offset".
   Reader(std::string_view in, std::size_t base, const char* position_name)
-      : in_(in), base_(base), position_name_(position_name) {}
+    : in_(in), base_(base), position_name_(position_name) {}
 
   std::size_t offset() const { return base_ + pos_; }
   std::size_t remaining() const { return in_.size() - pos_; }
@@ -278,7 +280,8 @@ Status decode_shape(Reader& r, Shape& shape, uint64_t& entries) {
   if (!r.read_varint(rank))
     return r.bad_varint("rank");
   if (rank > kMaxRank)
-    return r.error("rank " + std::to_string(rank) + " exceeds the maximum rank " + std::to_string(kMaxRank));
+    return r.error("rank " + std::to_string(rank) + " exceeds the maximum rank " +
+                   std::to_string(kMaxRank));
   shape.assign(rank, 0);
   uint64_t nonzero_product = 1;
   bool has_zero_dim = false;
@@ -314,7 +317,8 @@ Expected<Tensor> decode_numeric(Reader& r, DType dtype, Shape shape, uint64_t en
     for (std::size_t i = 0; i < n; ++i)
       if (static_cast<unsigned char>(payload[i]) > 1)
         return r.error("bool entry " + std::to_string(i) + " has byte value " +
-                       std::to_string(static_cast<unsigned char>(payload[i])) + ", expected 0 or 1");
+                       std::to_string(static_cast<unsigned char>(payload[i])) +
+                       ", expected 0 or 1");
   }
   std::string_view payload = r.take(n);
   const auto* p = reinterpret_cast<const unsigned char*>(payload.data());
@@ -327,19 +331,21 @@ Expected<Tensor> decode_numeric(Reader& r, DType dtype, Shape shape, uint64_t en
   return t;
 }
 
-Expected<Tensor> decode_strings(Reader& r, Shape shape, uint64_t entries, const StorageOwner& owner) {
+Expected<Tensor> decode_strings(Reader& r, Shape shape, uint64_t entries,
+                                const StorageOwner& owner) {
   // Every entry needs at least its one-byte length.
   if (entries > r.remaining())
     return r.error("string shape " + shape_text(shape) + " has " + std::to_string(entries) +
-                   " entries, more than the " + std::to_string(r.remaining()) + " bytes that remain");
+                   " entries, more than the " + std::to_string(r.remaining()) +
+                   " bytes that remain");
   std::vector<std::string_view> views(static_cast<std::size_t>(entries));
   for (std::string_view& s : views) {
     uint64_t len;
     if (!r.read_varint(len))
       return r.bad_varint("string length");
     if (len > r.remaining())
-      return r.error("string of " + std::to_string(len) + " bytes, only " + std::to_string(r.remaining()) +
-                     " remain");
+      return r.error("string of " + std::to_string(len) + " bytes, only " +
+                     std::to_string(r.remaining()) + " remain");
     s = r.take(static_cast<std::size_t>(len));
   }
   if (owner) // zero copy: the strings view the received buffer
@@ -383,7 +389,8 @@ Status decode_whole_element(Reader& r, Element& out, const StorageOwner& owner) 
   for (uint64_t i = 0; i < count; ++i) {
     auto t = decode_tensor(r, owner);
     if (!t.ok())
-      return t.status().with_context("component " + std::to_string(i) + " of " + std::to_string(count));
+      return t.status().with_context("component " + std::to_string(i) + " of " +
+                                     std::to_string(count));
     parts.push_back(std::move(*t));
   }
   if (r.remaining() != 0)
@@ -397,9 +404,9 @@ Status batch_error(const std::string& what) { return data_loss("element batch: "
 
 const char* to_string(Compression c) {
   switch (c) {
-  case Compression::none: return "NONE";
-  case Compression::lz4: return "LZ4";
-  case Compression::automatic: return "AUTO";
+    case Compression::none: return "NONE";
+    case Compression::lz4: return "LZ4";
+    case Compression::automatic: return "AUTO";
   }
   return "?";
 }
@@ -439,7 +446,9 @@ namespace {
 
 // The elements of a batch as the encoders read them: owned by the list, or held elsewhere.
 const Element& element_at(const std::vector<Element>& list, std::size_t i) { return list[i]; }
-const Element& element_at(const std::vector<const Element*>& list, std::size_t i) { return *list[i]; }
+const Element& element_at(const std::vector<const Element*>& list, std::size_t i) {
+  return *list[i];
+}
 
 // Each element's encoded size into `sizes`.
 void element_sizes(const std::vector<Element>& elements, std::vector<std::size_t>& sizes) {
@@ -531,8 +540,8 @@ void encode_batch_gather(const std::vector<Element>& elements, Compression compr
     compression == Compression::lz4 ||
     (compression == Compression::automatic && raw_size >= kAutoCompressMinBytes);
   // AUTO probes a sample as encode_batch_into does; a small body is simply tried whole.
-  const bool probe = may_compress && compression == Compression::automatic &&
-                     raw_size > 2 * kAutoProbeBytes;
+  const bool probe =
+    may_compress && compression == Compression::automatic && raw_size > 2 * kAutoProbeBytes;
   if (!may_compress || probe) {
     out.reset(prefix + kHeaderSize);
     GatherOut o{out};
@@ -598,9 +607,9 @@ Expected<BatchReader> BatchReader::open(std::string_view in, StorageOwner owner)
     return batch_error("bad magic, expected \"CVEB\" at the start of the buffer");
   const auto version = static_cast<uint8_t>(in[4]);
   if (version != kFormatVersion)
-    return Status{ErrorCode::version_mismatch, "element batch: format version " + std::to_string(version) +
-                                                   ", this build reads version " +
-                                                   std::to_string(kFormatVersion)};
+    return Status{ErrorCode::version_mismatch,
+                  "element batch: format version " + std::to_string(version) +
+                    ", this build reads version " + std::to_string(kFormatVersion)};
   const auto flags = static_cast<uint8_t>(in[5]);
   if ((flags & ~kFlagLz4) != 0)
     return batch_error("unknown flag bits " + std::to_string(flags & ~kFlagLz4) + " in the header");
@@ -610,9 +619,11 @@ Expected<BatchReader> BatchReader::open(std::string_view in, StorageOwner owner)
 
   if (flags & kFlagLz4) {
     if (body.size() > static_cast<std::size_t>(LZ4_MAX_INPUT_SIZE) ||
-        raw_size > static_cast<uint64_t>(LZ4_MAX_INPUT_SIZE) || raw_size > body.size() * kMaxLz4Ratio + 16)
-      return batch_error("header claims " + std::to_string(raw_size) + " raw bytes, more than lz4 can expand " +
-                         std::to_string(body.size()) + " compressed bytes to");
+        raw_size > static_cast<uint64_t>(LZ4_MAX_INPUT_SIZE) ||
+        raw_size > body.size() * kMaxLz4Ratio + 16)
+      return batch_error("header claims " + std::to_string(raw_size) +
+                         " raw bytes, more than lz4 can expand " + std::to_string(body.size()) +
+                         " compressed bytes to");
     // The inflated body becomes the decoded tensors' storage (no copy out of it).
     std::shared_ptr<char[]> inflated{new char[raw_size]};
     const int n = LZ4_decompress_safe(body.data(), inflated.get(), static_cast<int>(body.size()),
@@ -622,10 +633,11 @@ Expected<BatchReader> BatchReader::open(std::string_view in, StorageOwner owner)
       return batch_error("lz4 body of " + std::to_string(body.size()) +
                          " bytes does not decompress to the " + std::to_string(raw_size) +
                          " bytes the header claims");
-    body = std::string_view{static_cast<const char*>(owner.get()), static_cast<std::size_t>(raw_size)};
+    body =
+      std::string_view{static_cast<const char*>(owner.get()), static_cast<std::size_t>(raw_size)};
   } else if (raw_size != body.size()) {
-    return batch_error("header claims a body of " + std::to_string(raw_size) + " bytes, the buffer holds " +
-                       std::to_string(body.size()));
+    return batch_error("header claims a body of " + std::to_string(raw_size) +
+                       " bytes, the buffer holds " + std::to_string(body.size()));
   }
   // Every element takes at least its length byte and its component count byte.
   if (count > body.size() / 2)
@@ -640,7 +652,8 @@ Expected<BatchReader> BatchReader::open(std::string_view in, StorageOwner owner)
 
 Status BatchReader::advance(Element* out) {
   if (done())
-    return failed_precondition("element batch: all " + std::to_string(count_) + " elements were read");
+    return failed_precondition("element batch: all " + std::to_string(count_) +
+                               " elements were read");
   Reader r{body_.substr(offset_), offset_, "body byte offset"};
   // Built only on error: formatting it per element would cost more than decoding an int64.
   const auto where = [&] {
@@ -650,8 +663,9 @@ Status BatchReader::advance(Element* out) {
   if (!r.read_varint(len))
     return r.bad_varint("element length").with_context(where());
   if (len > r.remaining())
-    return r.error("element of " + std::to_string(len) + " bytes, only " +
-                   std::to_string(r.remaining()) + " remain")
+    return r
+      .error("element of " + std::to_string(len) + " bytes, only " + std::to_string(r.remaining()) +
+             " remain")
       .with_context(where());
   const std::size_t element_offset = r.offset();
   std::string_view bytes = r.take(static_cast<std::size_t>(len));

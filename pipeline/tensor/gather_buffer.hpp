@@ -70,7 +70,8 @@ struct GatherBuffer {
   std::vector<char> flatten(std::size_t from = 0) const {
     std::vector<char> out;
     out.reserve(size() > from ? size() - from : 0);
-    for_each_piece_from(from, [&](const char* p, std::size_t n) { out.insert(out.end(), p, p + n); });
+    for_each_piece_from(from,
+                        [&](const char* p, std::size_t n) { out.insert(out.end(), p, p + n); });
     return out;
   }
 

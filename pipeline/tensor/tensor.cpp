@@ -46,7 +46,8 @@ const char* dtype_name(DType dtype) {
 }
 
 std::optional<DType> dtype_from_name(std::string_view name) {
-  for (DType d : {DType::boolean, DType::int32, DType::int64, DType::float32, DType::float64, DType::string})
+  for (DType d :
+       {DType::boolean, DType::int32, DType::int64, DType::float32, DType::float64, DType::string})
     if (name == dtype_name(d))
       return d;
   return std::nullopt;
@@ -121,7 +122,8 @@ Tensor Tensor::numeric_view(DType dtype, Shape shape, StorageOwner owner, const 
   return t;
 }
 
-Tensor Tensor::string_view_of(Shape shape, StorageOwner owner, std::vector<std::string_view> strings) {
+Tensor Tensor::string_view_of(Shape shape, StorageOwner owner,
+                              std::vector<std::string_view> strings) {
   Tensor t;
   t.dtype_ = DType::string;
   t.shape_ = std::move(shape);
@@ -348,10 +350,10 @@ Expected<Tensor> Tensor::stack(const std::vector<Tensor>& parts) {
   const Tensor& first = parts.front();
   for (std::size_t i = 1; i < parts.size(); ++i) {
     if (parts[i].dtype_ != first.dtype_ || parts[i].shape_ != first.shape_)
-      return invalid_argument("stack: tensor " + std::to_string(i) + " has dtype " +
-                              dtype_name(parts[i].dtype_) + " and shape " + shape_string(parts[i].shape_) +
-                              ", expected dtype " + dtype_name(first.dtype_) + " and shape " +
-                              shape_string(first.shape_) + " like tensor 0");
+      return invalid_argument(
+        "stack: tensor " + std::to_string(i) + " has dtype " + dtype_name(parts[i].dtype_) +
+        " and shape " + shape_string(parts[i].shape_) + ", expected dtype " +
+        dtype_name(first.dtype_) + " and shape " + shape_string(first.shape_) + " like tensor 0");
   }
   Shape shape;
   shape.reserve(first.shape_.size() + 1);

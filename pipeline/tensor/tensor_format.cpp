@@ -80,7 +80,9 @@ namespace {
 
 void append_scalar(const Tensor& t, int64_t i, std::string& out) {
   switch (t.dtype()) {
-    case DType::boolean: out += t.bytes()[static_cast<std::size_t>(i)] != 0 ? "true" : "false"; break;
+    case DType::boolean:
+      out += t.bytes()[static_cast<std::size_t>(i)] != 0 ? "true" : "false";
+      break;
     case DType::int32: out += std::to_string(t.at<int32_t>(i)); break;
     case DType::int64: out += std::to_string(t.at<int64_t>(i)); break;
     case DType::float32: out += text::format_float32(t.at<float>(i)); break;

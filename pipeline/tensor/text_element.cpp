@@ -16,7 +16,8 @@ namespace {
 using Kind = TextValue::Kind;
 
 bool is_leaf(const TextValue& v) {
-  return v.kind == Kind::integer || v.kind == Kind::floating || v.kind == Kind::boolean || v.kind == Kind::string;
+  return v.kind == Kind::integer || v.kind == Kind::floating || v.kind == Kind::boolean ||
+         v.kind == Kind::string;
 }
 
 template <class F>
@@ -109,21 +110,27 @@ Status collect_leaves(const TextValue& v, std::size_t dim, const Shape& shape,
                       std::vector<const TextValue*>& leaves) {
   if (dim < shape.size()) {
     if (v.kind != Kind::list)
-      return syntax_error(v.column, "ragged list: expected a list of " + std::to_string(shape[dim]) +
-                                        " entries here, like the first one at this depth, found " + describe(v));
+      return syntax_error(
+        v.column, "ragged list: expected a list of " + std::to_string(shape[dim]) +
+                    " entries here, like the first one at this depth, found " + describe(v));
     if (static_cast<int64_t>(v.items.size()) != shape[dim])
-      return syntax_error(v.column, "ragged list: this list has length " + std::to_string(v.items.size()) +
-                                        ", the first one at this depth has length " + std::to_string(shape[dim]));
+      return syntax_error(
+        v.column, "ragged list: this list has length " + std::to_string(v.items.size()) +
+                    ", the first one at this depth has length " + std::to_string(shape[dim]));
     for (const auto& item : v.items)
       CONVEYOR_RETURN_IF_ERROR(collect_leaves(item, dim + 1, shape, leaves));
     return Status::OK();
   }
   if (v.kind == Kind::list)
-    return syntax_error(v.column, "ragged list: expected a scalar here, like the first entry at this depth, found a list");
+    return syntax_error(
+      v.column,
+      "ragged list: expected a scalar here, like the first entry at this depth, found a list");
   if (v.kind == Kind::call && dtype_from_name(v.text))
-    return syntax_error(v.column, "a dtype cast must wrap the whole tensor literal, as in int32([1, 2])");
+    return syntax_error(v.column,
+                        "a dtype cast must wrap the whole tensor literal, as in int32([1, 2])");
   if (!is_leaf(v))
-    return syntax_error(v.column, "expected a number, bool or string in a tensor literal, found " + describe(v));
+    return syntax_error(v.column, "expected a number, bool or string in a tensor literal, found " +
+                                    describe(v));
   leaves.push_back(&v);
   return Status::OK();
 }
@@ -138,8 +145,10 @@ Expected<DType> infer_dtype(const std::vector<const TextValue*>& leaves) {
     bool numeric = leaf->kind == Kind::integer || leaf->kind == Kind::floating;
     bool first_numeric = first == Kind::integer || first == Kind::floating;
     if (leaf->kind != first && !(numeric && first_numeric))
-      return syntax_error(leaf->column, std::string{"a tensor literal needs entries of one kind: the first entry is "} +
-                                            leaf_kind_name(first) + ", this one is " + leaf_kind_name(leaf->kind));
+      return syntax_error(
+        leaf->column,
+        std::string{"a tensor literal needs entries of one kind: the first entry is "} +
+          leaf_kind_name(first) + ", this one is " + leaf_kind_name(leaf->kind));
     any_float = any_float || leaf->kind == Kind::floating;
   }
   if (first == Kind::string)
@@ -152,16 +161,19 @@ Expected<DType> infer_dtype(const std::vector<const TextValue*>& leaves) {
 // The `shape=[...]` of a cast.
 Expected<Shape> shape_from_value(const TextValue& v) {
   if (v.kind != Kind::list)
-    return syntax_error(v.column, "`shape` expects a list of non-negative ints, found " + describe(v));
+    return syntax_error(v.column,
+                        "`shape` expects a list of non-negative ints, found " + describe(v));
   Shape shape;
   for (const auto& item : v.items) {
     if (item.kind != Kind::integer)
-      return syntax_error(item.column, "`shape` expects a list of non-negative ints, found " + describe(item));
+      return syntax_error(item.column,
+                          "`shape` expects a list of non-negative ints, found " + describe(item));
     auto d = int64_from_value(item);
     if (!d.ok())
       return d.status();
     if (*d < 0)
-      return syntax_error(item.column, "`shape` dimensions must be non-negative, found " + item.text);
+      return syntax_error(item.column,
+                          "`shape` dimensions must be non-negative, found " + item.text);
     shape.push_back(*d);
   }
   return shape;
@@ -181,7 +193,9 @@ Expected<int64_t> int64_from_value(const TextValue& v) {
   return value;
 }
 
-Expected<double> double_from_value(const TextValue& v) { return parse_floating<double>(v, "float64"); }
+Expected<double> double_from_value(const TextValue& v) {
+  return parse_floating<double>(v, "float64");
+}
 
 Expected<Tensor> tensor_from_value(const TextValue& v) {
   const TextValue* body = &v;
@@ -193,22 +207,26 @@ Expected<Tensor> tensor_from_value(const TextValue& v) {
     for (const auto& arg : v.args) {
       if (arg.keyword.empty()) {
         if (body != nullptr)
-          return syntax_error(arg.value.column, "`" + v.text + "(...)` takes one tensor literal, found a second one");
+          return syntax_error(arg.value.column,
+                              "`" + v.text + "(...)` takes one tensor literal, found a second one");
         body = &arg.value;
       } else if (arg.keyword == "shape") {
         if (reshape)
-          return syntax_error(arg.keyword_column, "`shape` of `" + v.text + "(...)` is given twice");
+          return syntax_error(arg.keyword_column,
+                              "`shape` of `" + v.text + "(...)` is given twice");
         auto s = shape_from_value(arg.value);
         if (!s.ok())
           return s.status();
         reshape = std::move(*s);
       } else {
-        return syntax_error(arg.keyword_column, "`" + v.text + "(...)` has no argument `" + arg.keyword +
-                                                    "` (it takes a tensor literal and an optional shape=[...])");
+        return syntax_error(arg.keyword_column,
+                            "`" + v.text + "(...)` has no argument `" + arg.keyword +
+                              "` (it takes a tensor literal and an optional shape=[...])");
       }
     }
     if (body == nullptr)
-      return syntax_error(v.column, "`" + v.text + "(...)` needs a tensor literal, as in " + v.text + "([1, 2])");
+      return syntax_error(v.column, "`" + v.text + "(...)` needs a tensor literal, as in " +
+                                      v.text + "([1, 2])");
   }
 
   Shape shape;
@@ -236,8 +254,9 @@ Expected<Tensor> tensor_from_value(const TextValue& v) {
   if (reshape) {
     auto n = serial::entries_within(*reshape, static_cast<int64_t>(leaves.size()));
     if (!n || *n != static_cast<int64_t>(leaves.size()))
-      return syntax_error(v.column, "the shape given to `" + v.text + "(...)` does not hold the literal's " +
-                                        std::to_string(leaves.size()) + " entries");
+      return syntax_error(v.column, "the shape given to `" + v.text +
+                                      "(...)` does not hold the literal's " +
+                                      std::to_string(leaves.size()) + " entries");
     shape = std::move(*reshape);
   }
 
@@ -257,7 +276,8 @@ Expected<Element> element_from_value(const TextValue& v) {
   Element e;
   for (const auto& item : v.items) {
     if (item.kind == Kind::tuple)
-      return syntax_error(item.column, "tuples cannot be nested: each component of an element is one tensor literal");
+      return syntax_error(
+        item.column, "tuples cannot be nested: each component of an element is one tensor literal");
     auto t = tensor_from_value(item);
     if (!t.ok())
       return t.status();
@@ -270,13 +290,17 @@ Expected<FunctionRef> function_from_value(const TextValue& v) {
   if (v.kind == Kind::identifier)
     return FunctionRef{v.text};
   if (v.kind != Kind::call)
-    return syntax_error(v.column, "expected a function such as `square` or `scale(factor=2.5)`, found " + describe(v));
+    return syntax_error(v.column,
+                        "expected a function such as `square` or `scale(factor=2.5)`, found " +
+                          describe(v));
   FunctionRef ref{v.text};
   for (const auto& arg : v.args) {
     if (arg.keyword.empty())
-      return syntax_error(arg.value.column, "parameters of `" + v.text + "` must be given as name=value");
+      return syntax_error(arg.value.column,
+                          "parameters of `" + v.text + "` must be given as name=value");
     if (ref.params.count(arg.keyword) != 0)
-      return syntax_error(arg.keyword_column, "parameter `" + arg.keyword + "` of `" + v.text + "` is given twice");
+      return syntax_error(arg.keyword_column,
+                          "parameter `" + arg.keyword + "` of `" + v.text + "` is given twice");
     const TextValue& p = arg.value;
     switch (p.kind) {
       case Kind::integer: {
@@ -297,7 +321,8 @@ Expected<FunctionRef> function_from_value(const TextValue& v) {
       case Kind::string: ref.params[arg.keyword] = p.text; break;
       default:
         return syntax_error(p.column, "parameter `" + arg.keyword + "` of `" + v.text +
-                                          "` must be an int, float, bool or string, found " + describe(p));
+                                        "` must be an int, float, bool or string, found " +
+                                        describe(p));
     }
   }
   return ref;

@@ -78,12 +78,12 @@ void set_python_error(const Status& st) {
 
 const char* numpy_dtype_name(DType d) {
   switch (d) {
-  case DType::boolean: return "bool";
-  case DType::int32: return "int32";
-  case DType::int64: return "int64";
-  case DType::float32: return "float32";
-  case DType::float64: return "float64";
-  case DType::string: return "object";
+    case DType::boolean: return "bool";
+    case DType::int32: return "int32";
+    case DType::int64: return "int64";
+    case DType::float32: return "float32";
+    case DType::float64: return "float64";
+    case DType::string: return "object";
   }
   return "object";
 }
@@ -104,7 +104,8 @@ py::array tensor_view(const Tensor& t, py::handle owner) {
   const void* data = t.data<unsigned char>();
   if (t.num_elements() == 0)
     return py::array(numpy_dtype(t.dtype()), shape); // nothing to share
-  return py::array(numpy_dtype(t.dtype()), std::move(shape), std::vector<py::ssize_t>{}, data, owner);
+  return py::array(numpy_dtype(t.dtype()), std::move(shape), std::vector<py::ssize_t>{}, data,
+                   owner);
 }
 
 // Strings cannot be shared with numpy: a scalar becomes `bytes`-holding 0-d object array and a
@@ -115,7 +116,8 @@ py::array string_array(const Tensor& t) {
   auto** items = static_cast<PyObject**>(out.mutable_data());
   const auto& strings = t.strings();
   for (std::size_t i = 0; i < strings.size(); ++i) {
-    PyObject* b = PyBytes_FromStringAndSize(strings[i].data(), static_cast<Py_ssize_t>(strings[i].size()));
+    PyObject* b =
+      PyBytes_FromStringAndSize(strings[i].data(), static_cast<Py_ssize_t>(strings[i].size()));
     if (b == nullptr)
       throw py::error_already_set();
     Py_XDECREF(items[i]); // numpy filled object arrays with None
@@ -167,7 +169,8 @@ Tensor tensor_from_python(py::handle value, const char* what) {
       else if (py::isinstance<py::str>(item))
         strings[i] = item.cast<std::string>(); // UTF-8
       else
-        raise(invalid_argument(std::string{what} + ": an object array must hold bytes or str, got " +
+        raise(invalid_argument(std::string{what} +
+                               ": an object array must hold bytes or str, got " +
                                std::string(py::str(py::type::of(item).attr("__name__")))));
     }
     return t;
@@ -185,9 +188,9 @@ Tensor tensor_from_python(py::handle value, const char* what) {
   else if (kind == 'f' && itemsize == 8)
     dtype = DType::float64;
   if (!dtype)
-    raise(invalid_argument(std::string{what} + ": unsupported numpy dtype " +
-                           std::string(py::str(arr.dtype())) +
-                           "; conveyor tensors are bool, int32, int64, float32, float64 or string"));
+    raise(invalid_argument(
+      std::string{what} + ": unsupported numpy dtype " + std::string(py::str(arr.dtype())) +
+      "; conveyor tensors are bool, int32, int64, float32, float64 or string"));
   Tensor t(*dtype, shape);
   // Tensors hold native-order values: a big-endian array (dtype '>i4', as read from a file
   // format that stores them so) is converted, not copied byte for byte into wrong numbers.
@@ -267,8 +270,9 @@ private:
 };
 
 Status crossed_fork(const std::string& what) {
-  return failed_precondition(what + " was created in the parent process before os.fork(): conveyor "
-                                    "iterators and servers cannot cross a fork; create them in the child");
+  return failed_precondition(what +
+                             " was created in the parent process before os.fork(): conveyor "
+                             "iterators and servers cannot cross a fork; create them in the child");
 }
 
 // ---------------------------------------------------------------- destruction without the GIL
@@ -443,22 +447,25 @@ public:
 template <class Server>
 void bind_server_control(py::class_<Server, GilFreeHolder<Server>>& cls, const char* name) {
   const std::string what = std::string{"this "} + name;
-  cls.def("start", [what](Server& s) {
-       if (s.inherited())
-         raise(crossed_fork(what));
-       Status st;
-       {
-         py::gil_scoped_release release;
-         st = s.start();
-       }
-       check(st);
-     })
-    .def("stop", [](Server& s) {
-      if (s.inherited())
-        return;
-      py::gil_scoped_release release;
-      s.stop();
-    })
+  cls
+    .def("start",
+         [what](Server& s) {
+           if (s.inherited())
+             raise(crossed_fork(what));
+           Status st;
+           {
+             py::gil_scoped_release release;
+             st = s.start();
+           }
+           check(st);
+         })
+    .def("stop",
+         [](Server& s) {
+           if (s.inherited())
+             return;
+           py::gil_scoped_release release;
+           s.stop();
+         })
     .def("join", [what](Server& s) {
       if (s.inherited())
         raise(crossed_fork(what));
@@ -474,13 +481,13 @@ Client connect(const std::string& service, int64_t connect_timeout_ms) {
   return unwrap(Client::connect(service, config));
 }
 
-DistributeOptions make_options(const std::string& processing_mode, std::optional<std::string> job_name,
-                               std::optional<int64_t> consumer_index, std::optional<int64_t> num_consumers,
-                               std::optional<int64_t> max_outstanding_requests, const std::string& compression,
-                               const std::string& target_workers, std::optional<int64_t> max_buffered_bytes,
-                               std::optional<int64_t> request_timeout_ms,
-                               std::optional<int64_t> expected_consumers,
-                               std::optional<std::string> on_worker_loss, int64_t iteration) {
+DistributeOptions
+make_options(const std::string& processing_mode, std::optional<std::string> job_name,
+             std::optional<int64_t> consumer_index, std::optional<int64_t> num_consumers,
+             std::optional<int64_t> max_outstanding_requests, const std::string& compression,
+             const std::string& target_workers, std::optional<int64_t> max_buffered_bytes,
+             std::optional<int64_t> request_timeout_ms, std::optional<int64_t> expected_consumers,
+             std::optional<std::string> on_worker_loss, int64_t iteration) {
   DistributeOptions o;
   auto policy = parse_processing_mode(processing_mode);
   if (!policy.ok())
@@ -506,8 +513,9 @@ DistributeOptions make_options(const std::string& processing_mode, std::optional
 // The C++ side of the throughput benchmark (python/bench): the same ElementStream loop a C++
 // trainer runs, for `seconds`, without the GIL. Returns (elements, bytes, seconds, cpu_seconds of
 // the consuming thread).
-py::tuple bench_cpp_stream(const std::string& service, const Dataset& dataset, const DistributeOptions& options,
-                           double warmup_s, double seconds, bool two_step) {
+py::tuple bench_cpp_stream(const std::string& service, const Dataset& dataset,
+                           const DistributeOptions& options, double warmup_s, double seconds,
+                           bool two_step) {
   using Clock = std::chrono::steady_clock;
   int64_t elements = 0, bytes = 0;
   double elapsed = 0, cpu = 0;
@@ -587,175 +595,234 @@ PYBIND11_MODULE(_conveyor, m) {
   pthread_atfork(nullptr, nullptr, &after_fork_in_child);
 
   // --- functions and datasets
-  m.def("load_plugin", [](const std::string& path) {
-    Status st;
-    {
-      py::gil_scoped_release release;
-      st = FunctionRegistry::global().load_plugin(path);
-    }
-    check(st);
-  }, py::arg("path"),
-        "Loads dataset functions from a plugin shared library into this process's registry (as\n"
-        "`conveyor worker --plugin` does), so datasets naming them validate here.");
-  m.def("function_names", [] { return FunctionRegistry::global().names(); },
-        "The names of the functions datasets can use in this process.");
-  py::class_<FunctionRef>(m, "Function", "A registered function by name, with parameters: "
-                                         "Function(\"scale\", factor=2.5)")
-    .def(py::init([](const std::string& name, py::kwargs params) { return make_function(name, params); }),
+  m.def(
+    "load_plugin",
+    [](const std::string& path) {
+      Status st;
+      {
+        py::gil_scoped_release release;
+        st = FunctionRegistry::global().load_plugin(path);
+      }
+      check(st);
+    },
+    py::arg("path"),
+    "Loads dataset functions from a plugin shared library into this process's registry (as\n"
+    "`conveyor worker --plugin` does), so datasets naming them validate here.");
+  m.def(
+    "function_names", [] { return FunctionRegistry::global().names(); },
+    "The names of the functions datasets can use in this process.");
+  py::class_<FunctionRef>(m, "Function",
+                          "A registered function by name, with parameters: "
+                          "Function(\"scale\", factor=2.5)")
+    .def(py::init(
+           [](const std::string& name, py::kwargs params) { return make_function(name, params); }),
          py::arg("name"))
     .def_readonly("name", &FunctionRef::name)
     .def("__repr__", &function_repr)
     .def("__eq__", [](const FunctionRef& a, const FunctionRef& b) { return a == b; });
   py::implicitly_convertible<py::str, FunctionRef>();
 
-  py::class_<Dataset> ds(m, "Dataset", "A tf.data-style pipeline definition, run by the service's workers.");
-  ds.def_static("range", [](int64_t stop) { return Dataset::range(stop); }, py::arg("stop"))
-    .def_static("range", [](int64_t start, int64_t stop, int64_t step) {
-      if (step == 0)
-        raise(invalid_argument("`step` must not be 0"));
-      return Dataset::range(start, stop, step);
-    }, py::arg("start"), py::arg("stop"), py::arg("step") = 1)
-    .def_static("from_tensors", [](py::object v) { return Dataset::from_tensors(element_from_python(v, "from_tensors")); },
-                py::arg("tensors"))
-    .def_static("from_tensor_slices", [](py::object v) {
-      return Dataset::from_tensor_slices(element_from_python(v, "from_tensor_slices"));
-    }, py::arg("tensors"))
-    .def_static("list_files", [](std::string pattern, bool shuffle, std::optional<int64_t> seed) {
-      return Dataset::list_files(std::move(pattern), shuffle, opt_or(seed, kNoSeed));
-    }, py::arg("file_pattern"), py::arg("shuffle") = true, py::arg("seed") = py::none())
-    .def_static("text_lines", [](std::vector<std::string> files) { return Dataset::text_lines(std::move(files)); },
-                py::arg("filenames"))
-    .def_static("text_lines", [](std::string file) { return Dataset::text_lines({std::move(file)}); },
-                py::arg("filenames"))
-    .def_static("tfrecord", [](std::vector<std::string> files) { return Dataset::tfrecord(std::move(files)); },
-                py::arg("filenames"))
-    .def_static("tfrecord", [](std::string file) { return Dataset::tfrecord({std::move(file)}); },
-                py::arg("filenames"))
+  py::class_<Dataset> ds(m, "Dataset",
+                         "A tf.data-style pipeline definition, run by the service's workers.");
+  ds.def_static(
+      "range", [](int64_t stop) { return Dataset::range(stop); }, py::arg("stop"))
+    .def_static(
+      "range",
+      [](int64_t start, int64_t stop, int64_t step) {
+        if (step == 0)
+          raise(invalid_argument("`step` must not be 0"));
+        return Dataset::range(start, stop, step);
+      },
+      py::arg("start"), py::arg("stop"), py::arg("step") = 1)
+    .def_static(
+      "from_tensors",
+      [](py::object v) { return Dataset::from_tensors(element_from_python(v, "from_tensors")); },
+      py::arg("tensors"))
+    .def_static(
+      "from_tensor_slices",
+      [](py::object v) {
+        return Dataset::from_tensor_slices(element_from_python(v, "from_tensor_slices"));
+      },
+      py::arg("tensors"))
+    .def_static(
+      "list_files",
+      [](std::string pattern, bool shuffle, std::optional<int64_t> seed) {
+        return Dataset::list_files(std::move(pattern), shuffle, opt_or(seed, kNoSeed));
+      },
+      py::arg("file_pattern"), py::arg("shuffle") = true, py::arg("seed") = py::none())
+    .def_static(
+      "text_lines",
+      [](std::vector<std::string> files) { return Dataset::text_lines(std::move(files)); },
+      py::arg("filenames"))
+    .def_static(
+      "text_lines", [](std::string file) { return Dataset::text_lines({std::move(file)}); },
+      py::arg("filenames"))
+    .def_static(
+      "tfrecord",
+      [](std::vector<std::string> files) { return Dataset::tfrecord(std::move(files)); },
+      py::arg("filenames"))
+    .def_static(
+      "tfrecord", [](std::string file) { return Dataset::tfrecord({std::move(file)}); },
+      py::arg("filenames"))
     .def_static("source", &Dataset::source, py::arg("fn"))
-    .def_static("zip", [](py::args args) {
-      // zip(a, b) or tf.data's zip((a, b))
-      py::sequence items = args;
-      if (args.size() == 1 && (py::isinstance<py::tuple>(args[0]) || py::isinstance<py::list>(args[0])))
-        items = py::reinterpret_borrow<py::sequence>(args[0]);
-      std::vector<Dataset> inputs;
-      for (py::handle h : items)
-        inputs.push_back(h.cast<Dataset>());
-      if (inputs.empty())
-        raise(invalid_argument("zip needs at least one dataset"));
-      return Dataset::zip(std::move(inputs));
-    })
-    .def_static("from_text", [](const std::string& text) { return unwrap(parse_dataset(text)); }, py::arg("text"),
-                "Parses the pipeline text form, e.g. \"range(10).map(square).batch(4)\".")
-    .def("map", [](const Dataset& d, FunctionRef fn, std::optional<int64_t> npc, bool det) {
-      return d.map(std::move(fn), opt_or(npc, 1), det);
-    }, py::arg("map_func"), py::arg("num_parallel_calls") = py::none(), py::arg("deterministic") = true)
+    .def_static("zip",
+                [](py::args args) {
+                  // zip(a, b) or tf.data's zip((a, b))
+                  py::sequence items = args;
+                  if (args.size() == 1 &&
+                      (py::isinstance<py::tuple>(args[0]) || py::isinstance<py::list>(args[0])))
+                    items = py::reinterpret_borrow<py::sequence>(args[0]);
+                  std::vector<Dataset> inputs;
+                  for (py::handle h : items)
+                    inputs.push_back(h.cast<Dataset>());
+                  if (inputs.empty())
+                    raise(invalid_argument("zip needs at least one dataset"));
+                  return Dataset::zip(std::move(inputs));
+                })
+    .def_static(
+      "from_text", [](const std::string& text) { return unwrap(parse_dataset(text)); },
+      py::arg("text"), "Parses the pipeline text form, e.g. \"range(10).map(square).batch(4)\".")
+    .def(
+      "map",
+      [](const Dataset& d, FunctionRef fn, std::optional<int64_t> npc, bool det) {
+        return d.map(std::move(fn), opt_or(npc, 1), det);
+      },
+      py::arg("map_func"), py::arg("num_parallel_calls") = py::none(),
+      py::arg("deterministic") = true)
     .def("filter", &Dataset::filter, py::arg("predicate"))
     .def("flat_map", &Dataset::flat_map, py::arg("map_func"))
-    .def("interleave", [](const Dataset& d, FunctionRef fn, std::optional<int64_t> cycle, int64_t block) {
-      return d.interleave(std::move(fn), opt_or(cycle, kAutotune), block);
-    }, py::arg("map_func"), py::arg("cycle_length") = py::none(), py::arg("block_length") = 1)
+    .def(
+      "interleave",
+      [](const Dataset& d, FunctionRef fn, std::optional<int64_t> cycle, int64_t block) {
+        return d.interleave(std::move(fn), opt_or(cycle, kAutotune), block);
+      },
+      py::arg("map_func"), py::arg("cycle_length") = py::none(), py::arg("block_length") = 1)
     .def("batch", &Dataset::batch, py::arg("batch_size"), py::arg("drop_remainder") = false)
     .def("unbatch", &Dataset::unbatch)
-    .def("shuffle", [](const Dataset& d, int64_t buffer, std::optional<int64_t> seed, bool reshuffle) {
-      return d.shuffle(buffer, opt_or(seed, kNoSeed), reshuffle);
-    }, py::arg("buffer_size"), py::arg("seed") = py::none(), py::arg("reshuffle_each_iteration") = true)
-    .def("repeat", [](const Dataset& d, std::optional<int64_t> count) {
-      return d.repeat(opt_or(count, kRepeatForever));
-    }, py::arg("count") = py::none())
+    .def(
+      "shuffle",
+      [](const Dataset& d, int64_t buffer, std::optional<int64_t> seed, bool reshuffle) {
+        return d.shuffle(buffer, opt_or(seed, kNoSeed), reshuffle);
+      },
+      py::arg("buffer_size"), py::arg("seed") = py::none(),
+      py::arg("reshuffle_each_iteration") = true)
+    .def(
+      "repeat",
+      [](const Dataset& d, std::optional<int64_t> count) {
+        return d.repeat(opt_or(count, kRepeatForever));
+      },
+      py::arg("count") = py::none())
     .def("take", &Dataset::take, py::arg("count"))
     .def("skip", &Dataset::skip, py::arg("count"))
     .def("shard", &Dataset::shard, py::arg("num_shards"), py::arg("index"))
     .def("enumerate", &Dataset::enumerate, py::arg("start") = 0)
     .def("prefetch", &Dataset::prefetch, py::arg("buffer_size") = kAutotune)
     .def("cache", &Dataset::cache, py::arg("filename") = "")
-    .def("apply", [](const Dataset& d, py::function fn) { return fn(d); }, py::arg("transformation_func"))
-    .def("validate", [](const Dataset& d) { check(d.validate()); },
-         "Checks the graph and that every function exists (raises ValueError / LookupError).")
+    .def(
+      "apply", [](const Dataset& d, py::function fn) { return fn(d); },
+      py::arg("transformation_func"))
+    .def(
+      "validate", [](const Dataset& d) { check(d.validate()); },
+      "Checks the graph and that every function exists (raises ValueError / LookupError).")
     .def("cardinality", [](const Dataset& d) { return d.cardinality(); })
-    .def_property_readonly("element_spec", [](const Dataset& d) { return unwrap(d.element_spec()).to_string(); })
+    .def_property_readonly("element_spec",
+                           [](const Dataset& d) { return unwrap(d.element_spec()).to_string(); })
     .def("fingerprint", &Dataset::fingerprint)
     .def("to_text", &Dataset::to_text)
     .def("__str__", &Dataset::to_text)
-    .def("__repr__", [](const Dataset& d) { return "Dataset.from_text(" + std::string(py::repr(py::str(d.to_text()))) + ")"; })
+    .def("__repr__",
+         [](const Dataset& d) {
+           return "Dataset.from_text(" + std::string(py::repr(py::str(d.to_text()))) + ")";
+         })
     .def("__eq__", [](const Dataset& a, const Dataset& b) { return a == b; })
     .def("__hash__", [](const Dataset& d) { return py::hash(py::str(d.fingerprint())); })
-    .def("_collect", [](const Dataset& d, int64_t limit) {
-      // Runs the pipeline here, in this process (tf.data's as_numpy_iterator, eagerly).
-      std::vector<Element> elements;
-      {
-        py::gil_scoped_release release;
-        elements = unwrap(d.collect(limit));
-      }
-      py::list out;
-      for (auto& e : elements)
-        out.append(element_to_python(std::move(e)));
-      return out;
-    }, py::arg("limit") = -1)
+    .def(
+      "_collect",
+      [](const Dataset& d, int64_t limit) {
+        // Runs the pipeline here, in this process (tf.data's as_numpy_iterator, eagerly).
+        std::vector<Element> elements;
+        {
+          py::gil_scoped_release release;
+          elements = unwrap(d.collect(limit));
+        }
+        py::list out;
+        for (auto& e : elements)
+          out.append(element_to_python(std::move(e)));
+        return out;
+      },
+      py::arg("limit") = -1)
     .def(py::pickle([](const Dataset& d) { return py::make_tuple(d.to_text()); },
                     [](py::tuple t) { return unwrap(parse_dataset(t[0].cast<std::string>())); }));
 
   // --- servers
-  py::class_<PyDispatchServer, GilFreeHolder<PyDispatchServer>> dispatch_server(m, "_DispatchServer");
+  py::class_<PyDispatchServer, GilFreeHolder<PyDispatchServer>> dispatch_server(m,
+                                                                                "_DispatchServer");
   bind_server_control(dispatch_server, "DispatchServer");
   dispatch_server
-    .def(py::init([](uint16_t port, std::string bind_host, std::string work_dir, int64_t worker_timeout_ms,
-                     int64_t job_gc_timeout_ms, int64_t range_split_size,
+    .def(py::init([](uint16_t port, std::string bind_host, std::string work_dir,
+                     int64_t worker_timeout_ms, int64_t job_gc_timeout_ms, int64_t range_split_size,
                      std::vector<std::string> allowed_paths) {
-      DispatcherConfig c;
-      c.port = port;
-      c.bind_host = std::move(bind_host);
-      c.work_dir = std::move(work_dir);
-      c.worker_timeout = milliseconds{worker_timeout_ms};
-      c.job_gc_timeout = milliseconds{job_gc_timeout_ms};
-      c.range_split_size = range_split_size;
-      c.allowed_paths = std::move(allowed_paths);
-      return new PyDispatchServer(std::move(c));
-    }), py::arg("port"), py::arg("bind_host"), py::arg("work_dir"), py::arg("worker_timeout_ms"),
-        py::arg("job_gc_timeout_ms"), py::arg("range_split_size"), py::arg("allowed_paths"))
+           DispatcherConfig c;
+           c.port = port;
+           c.bind_host = std::move(bind_host);
+           c.work_dir = std::move(work_dir);
+           c.worker_timeout = milliseconds{worker_timeout_ms};
+           c.job_gc_timeout = milliseconds{job_gc_timeout_ms};
+           c.range_split_size = range_split_size;
+           c.allowed_paths = std::move(allowed_paths);
+           return new PyDispatchServer(std::move(c));
+         }),
+         py::arg("port"), py::arg("bind_host"), py::arg("work_dir"), py::arg("worker_timeout_ms"),
+         py::arg("job_gc_timeout_ms"), py::arg("range_split_size"), py::arg("allowed_paths"))
     .def_property_readonly("bound_port", [](const PyDispatchServer& s) { return s.bound_port(); })
     .def_property_readonly("target", [](const PyDispatchServer& s) { return s.target(); });
 
   py::class_<PyWorkerServer, GilFreeHolder<PyWorkerServer>> worker_server(m, "_WorkerServer");
   bind_server_control(worker_server, "WorkerServer");
   worker_server
-    .def(py::init([](std::string dispatcher_address, uint16_t port, std::string bind_host,
-                     std::string advertised_address, int64_t heartbeat_interval_ms,
-                     std::vector<std::string> plugins, int64_t task_buffer_elements, int64_t task_buffer_bytes,
-                     int64_t connect_timeout_ms, std::vector<std::string> allowed_paths,
-                     int64_t job_memory_limit, std::vector<std::string> worker_tags) {
-      WorkerConfig c;
-      c.dispatcher_address = std::move(dispatcher_address);
-      c.port = port;
-      c.bind_host = std::move(bind_host);
-      c.advertised_address = std::move(advertised_address);
-      c.heartbeat_interval = milliseconds{heartbeat_interval_ms};
-      c.plugins = std::move(plugins);
-      c.task_buffer_elements = task_buffer_elements;
-      c.task_buffer_bytes = task_buffer_bytes;
-      // tf.data's dispatcher_timeout_ms: how long start() waits for the dispatcher in all (the
-      // worker retries within it), and so also the bound of one attempt.
-      c.connect_timeout = milliseconds{connect_timeout_ms};
-      c.dispatcher_timeout = milliseconds{connect_timeout_ms};
-      c.allowed_paths = std::move(allowed_paths);
-      c.job_memory_limit = job_memory_limit;
-      c.worker_tags = std::move(worker_tags); // validated by start(): ValueError naming the tag
-      return new PyWorkerServer(std::move(c));
-    }), py::arg("dispatcher_address"), py::arg("port"), py::arg("bind_host"), py::arg("advertised_address"),
-        py::arg("heartbeat_interval_ms"), py::arg("plugins"), py::arg("task_buffer_elements"),
-        py::arg("task_buffer_bytes"), py::arg("connect_timeout_ms"), py::arg("allowed_paths"),
-        py::arg("job_memory_limit"), py::arg("worker_tags"))
+    .def(
+      py::init([](std::string dispatcher_address, uint16_t port, std::string bind_host,
+                  std::string advertised_address, int64_t heartbeat_interval_ms,
+                  std::vector<std::string> plugins, int64_t task_buffer_elements,
+                  int64_t task_buffer_bytes, int64_t connect_timeout_ms,
+                  std::vector<std::string> allowed_paths, int64_t job_memory_limit,
+                  std::vector<std::string> worker_tags) {
+        WorkerConfig c;
+        c.dispatcher_address = std::move(dispatcher_address);
+        c.port = port;
+        c.bind_host = std::move(bind_host);
+        c.advertised_address = std::move(advertised_address);
+        c.heartbeat_interval = milliseconds{heartbeat_interval_ms};
+        c.plugins = std::move(plugins);
+        c.task_buffer_elements = task_buffer_elements;
+        c.task_buffer_bytes = task_buffer_bytes;
+        // tf.data's dispatcher_timeout_ms: how long start() waits for the dispatcher in all (the
+        // worker retries within it), and so also the bound of one attempt.
+        c.connect_timeout = milliseconds{connect_timeout_ms};
+        c.dispatcher_timeout = milliseconds{connect_timeout_ms};
+        c.allowed_paths = std::move(allowed_paths);
+        c.job_memory_limit = job_memory_limit;
+        c.worker_tags = std::move(worker_tags); // validated by start(): ValueError naming the tag
+        return new PyWorkerServer(std::move(c));
+      }),
+      py::arg("dispatcher_address"), py::arg("port"), py::arg("bind_host"),
+      py::arg("advertised_address"), py::arg("heartbeat_interval_ms"), py::arg("plugins"),
+      py::arg("task_buffer_elements"), py::arg("task_buffer_bytes"), py::arg("connect_timeout_ms"),
+      py::arg("allowed_paths"), py::arg("job_memory_limit"), py::arg("worker_tags"))
     .def_property_readonly("bound_port", [](const PyWorkerServer& s) { return s.bound_port(); })
-    .def_property_readonly("worker_address", [](const PyWorkerServer& s) { return s.worker_address(); });
+    .def_property_readonly("worker_address",
+                           [](const PyWorkerServer& s) { return s.worker_address(); });
 
   // --- the consumer API
   py::class_<DistributeOptions>(m, "_Options");
-  m.def("_make_options", &make_options, py::arg("processing_mode"), py::arg("job_name"), py::arg("consumer_index"),
-        py::arg("num_consumers"), py::arg("max_outstanding_requests"), py::arg("compression"),
-        py::arg("target_workers"), py::arg("max_buffered_bytes"), py::arg("request_timeout_ms"),
-        py::arg("expected_consumers") = py::none(), py::arg("on_worker_loss") = py::none(),
-        py::arg("iteration") = 0);
+  m.def("_make_options", &make_options, py::arg("processing_mode"), py::arg("job_name"),
+        py::arg("consumer_index"), py::arg("num_consumers"), py::arg("max_outstanding_requests"),
+        py::arg("compression"), py::arg("target_workers"), py::arg("max_buffered_bytes"),
+        py::arg("request_timeout_ms"), py::arg("expected_consumers") = py::none(),
+        py::arg("on_worker_loss") = py::none(), py::arg("iteration") = 0);
   m.attr("_NEXT_ITERATION") = kNextIteration;
-  m.def("_validate_address", [](const std::string& a) { return unwrap(parse_address(a)).to_string(); });
+  m.def("_validate_address",
+        [](const std::string& a) { return unwrap(parse_address(a)).to_string(); });
 
   py::class_<PyStream, GilFreeHolder<PyStream>>(m, "_Stream")
     .def("__iter__", [](py::object self) { return self; })
@@ -766,14 +833,15 @@ PYBIND11_MODULE(_conveyor, m) {
     .def_property_readonly("job_id", &PyStream::job_id)
     .def("stats", &PyStream::stats);
 
-  m.def("_register_dataset", [](const std::string& service, const Dataset& dataset, const std::string& compression,
-                                std::optional<std::string> dataset_id, int64_t connect_timeout_ms) {
-    auto client = connect(service, connect_timeout_ms);
-    py::gil_scoped_release release;
-    return unwrap(client.register_dataset(dataset, compression, dataset_id));
-  });
-  m.def("_distribute", [](const std::string& service, const Dataset& dataset, const DistributeOptions& options,
-                          int64_t connect_timeout_ms) {
+  m.def("_register_dataset",
+        [](const std::string& service, const Dataset& dataset, const std::string& compression,
+           std::optional<std::string> dataset_id, int64_t connect_timeout_ms) {
+          auto client = connect(service, connect_timeout_ms);
+          py::gil_scoped_release release;
+          return unwrap(client.register_dataset(dataset, compression, dataset_id));
+        });
+  m.def("_distribute", [](const std::string& service, const Dataset& dataset,
+                          const DistributeOptions& options, int64_t connect_timeout_ms) {
     auto client = connect(service, connect_timeout_ms);
     std::optional<ElementStream> stream;
     {
@@ -792,6 +860,6 @@ PYBIND11_MODULE(_conveyor, m) {
     }
     return GilFreeHolder<PyStream>(new PyStream(std::move(*stream)));
   });
-  m.def("_bench_cpp_stream", &bench_cpp_stream, py::arg("service"), py::arg("dataset"), py::arg("options"),
-        py::arg("warmup_s"), py::arg("seconds"), py::arg("two_step") = false);
+  m.def("_bench_cpp_stream", &bench_cpp_stream, py::arg("service"), py::arg("dataset"),
+        py::arg("options"), py::arg("warmup_s"), py::arg("seconds"), py::arg("two_step") = false);
 }

@@ -14,7 +14,9 @@ using namespace conveyor::testing;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+bool contains(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
 
 // Runs a command that must fail on its arguments: exit code 2 and `needle` in stderr.
 void check_bad_arguments(std::vector<std::string> args, const std::string& needle) {
@@ -36,17 +38,23 @@ std::string write_config(const std::string& name, const std::string& text) {
 
 TEST_CASE("cli: --help works on every subcommand and lists its flags") {
   const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> cases{
-      {{"dispatcher", "--help"}, {"usage: conveyor dispatcher", "--port", "--work-dir", "--worker-timeout", "--config"}},
-      {{"worker", "--help"}, {"usage: conveyor worker", "--dispatcher", "--advertise", "--plugin", "--heartbeat-interval"}},
-      {{"read", "--help"}, {"usage: conveyor read", "--dataset", "--mode", "--job-name", "--num-consumers",
-                            "--consumer-index", "--max-outstanding", "--take", "--compression",
-                            // every mode --mode accepts
-                            "off,", "dynamic,", "file,", "data,", "file_or_data", "hint"}},
-      {{"run", "--help"}, {"usage: conveyor run", "--workers", "--dataset"}},
-      {{"bench", "service", "--help"}, {"usage: conveyor bench service", "--workers", "--consumers", "--element-size"}},
-      {{"bench", "scaling", "--help"}, {"usage: conveyor bench scaling", "--workers", "--work-us", "--scheduler-threads"}},
-      {{"bench", "fairness", "--help"}, {"usage: conveyor bench fairness", "--heavy", "--elements", "--rounds", "--node-exe"}},
-      {{"--help"}, {"dispatcher", "worker", "read", "run", "bench"}},
+    {{"dispatcher", "--help"},
+     {"usage: conveyor dispatcher", "--port", "--work-dir", "--worker-timeout", "--config"}},
+    {{"worker", "--help"},
+     {"usage: conveyor worker", "--dispatcher", "--advertise", "--plugin", "--heartbeat-interval"}},
+    {{"read", "--help"},
+     {"usage: conveyor read", "--dataset", "--mode", "--job-name", "--num-consumers",
+      "--consumer-index", "--max-outstanding", "--take", "--compression",
+      // every mode --mode accepts
+      "off,", "dynamic,", "file,", "data,", "file_or_data", "hint"}},
+    {{"run", "--help"}, {"usage: conveyor run", "--workers", "--dataset"}},
+    {{"bench", "service", "--help"},
+     {"usage: conveyor bench service", "--workers", "--consumers", "--element-size"}},
+    {{"bench", "scaling", "--help"},
+     {"usage: conveyor bench scaling", "--workers", "--work-us", "--scheduler-threads"}},
+    {{"bench", "fairness", "--help"},
+     {"usage: conveyor bench fairness", "--heavy", "--elements", "--rounds", "--node-exe"}},
+    {{"--help"}, {"dispatcher", "worker", "read", "run", "bench"}},
   };
   for (const auto& [args, needles] : cases) {
     auto r = run_conveyor(args, Millis{20000}, "help");
@@ -62,7 +70,8 @@ TEST_CASE("cli: --version prints the project version and the protocol version") 
   CAPTURE(r.describe);
   CHECK(r.exit_code == 0);
   CHECK(contains(r.stdout_text, std::string("conveyor ") + CONVEYOR_VERSION + "\n"));
-  CHECK(contains(r.stdout_text, "protocol version " + std::to_string(conveyor::msg::kProtocolVersion) + "\n"));
+  CHECK(contains(r.stdout_text,
+                 "protocol version " + std::to_string(conveyor::msg::kProtocolVersion) + "\n"));
   CHECK(std::string(conveyor::version()) == CONVEYOR_VERSION);
   CHECK(conveyor::protocol_version() == conveyor::msg::kProtocolVersion);
   check_bad_arguments({"--version", "extra"}, "--version takes no arguments");
@@ -72,50 +81,67 @@ TEST_CASE("cli: bad arguments exit with 2 and name the argument") {
   // Nothing needs to listen here: every one of these is refused before any connection.
   const std::string ok_addr = "127.0.0.1:1";
   check_bad_arguments({"read", "--dataset", "range(3)"}, "dispatcher");
-  check_bad_arguments({"read", "--dispatcher", "nonsense", "--dataset", "range(3)"}, "`--dispatcher`");
-  check_bad_arguments({"read", "--dispatcher", "127.0.0.1:99999", "--dataset", "range(3)"}, "`--dispatcher`");
-  check_bad_arguments({"read", "--dispatcher", "127.0.0.1:", "--dataset", "range(3)"}, "`--dispatcher`");
+  check_bad_arguments({"read", "--dispatcher", "nonsense", "--dataset", "range(3)"},
+                      "`--dispatcher`");
+  check_bad_arguments({"read", "--dispatcher", "127.0.0.1:99999", "--dataset", "range(3)"},
+                      "`--dispatcher`");
+  check_bad_arguments({"read", "--dispatcher", "127.0.0.1:", "--dataset", "range(3)"},
+                      "`--dispatcher`");
   check_bad_arguments({"read", "--dispatcher", ok_addr}, "--dataset");
   check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3"}, "`--dataset`");
-  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--mode", "sideways"}, "`--mode`");
-  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--job-name", ""}, "job_name");
-  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--num-consumers", "2"},
-                      "consumer_index");
-  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--num-consumers", "2",
-                       "--consumer-index", "0"},
+  check_bad_arguments(
+    {"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--mode", "sideways"}, "`--mode`");
+  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--job-name", ""},
+                      "job_name");
+  check_bad_arguments(
+    {"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--num-consumers", "2"},
+    "consumer_index");
+  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--num-consumers",
+                       "2", "--consumer-index", "0"},
                       "job_name");
   check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--job-name", "j",
                        "--consumer-index", "0"},
                       "num_consumers");
-  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--compression", "ZIP"},
-                      "compression");
-  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--max-outstanding", "0"},
-                      "`--max-outstanding`");
-  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--take", "-5"}, "`--take`");
-  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--timeout-ms", "0"},
-                      "`--timeout-ms`");
-  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--no-such-flag"}, "no-such-flag");
-  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--config", "/nonexistent.ini"},
-                      "`--config`");
+  check_bad_arguments(
+    {"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--compression", "ZIP"},
+    "compression");
+  check_bad_arguments(
+    {"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--max-outstanding", "0"},
+    "`--max-outstanding`");
+  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--take", "-5"},
+                      "`--take`");
+  check_bad_arguments(
+    {"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--timeout-ms", "0"},
+    "`--timeout-ms`");
+  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--no-such-flag"},
+                      "no-such-flag");
+  check_bad_arguments(
+    {"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--config", "/nonexistent.ini"},
+    "`--config`");
   // Only a regular file, read with a cap: /dev/zero used to be read without bound (GiBs) and
   // then end in a misleading "--port is required".
   check_bad_arguments({"dispatcher", "--config", "/dev/zero"}, "not a regular file");
-  check_bad_arguments({"dispatcher", "--port", "0", "--config", write_config("huge.ini", std::string(2 << 20, '#'))},
-                      "at most 1048576");
+  check_bad_arguments(
+    {"dispatcher", "--port", "0", "--config", write_config("huge.ini", std::string(2 << 20, '#'))},
+    "at most 1048576");
   check_bad_arguments({"dispatcher", "--port", "70000"}, "`--port`");
   check_bad_arguments({"dispatcher"}, "port");
-  check_bad_arguments({"dispatcher", "--port", "0", "--worker-timeout", "-1"}, "`--worker-timeout`");
+  check_bad_arguments({"dispatcher", "--port", "0", "--worker-timeout", "-1"},
+                      "`--worker-timeout`");
   check_bad_arguments({"worker", "--dispatcher", "localhost", "--port", "0"}, "`--dispatcher`");
-  check_bad_arguments({"worker", "--dispatcher", ok_addr, "--port", "0", "--advertise", "a:b:c"}, "`--advertise`");
-  check_bad_arguments({"worker", "--dispatcher", ok_addr, "--port", "0", "--heartbeat-interval", "0"},
-                      "`--heartbeat-interval`");
+  check_bad_arguments({"worker", "--dispatcher", ok_addr, "--port", "0", "--advertise", "a:b:c"},
+                      "`--advertise`");
+  check_bad_arguments(
+    {"worker", "--dispatcher", ok_addr, "--port", "0", "--heartbeat-interval", "0"},
+    "`--heartbeat-interval`");
   check_bad_arguments({"run", "--workers", "0"}, "`--workers`");
   check_bad_arguments({"run", "--dataset", "range(3).map(no_such_function)"}, "no_such_function");
   check_bad_arguments({"bench", "service", "--element-size", "4"}, "`--element-size`");
   check_bad_arguments({"bench", "scaling", "--workers", "1,0"}, "`--workers`");
   check_bad_arguments({"bench", "fairness", "--heavy", "0"}, "`--heavy`");
-  check_bad_arguments({"worker", "--dispatcher", "127.0.0.1:1", "--port", "0", "--scheduler-threads", "2000"},
-                      "`--scheduler-threads`");
+  check_bad_arguments(
+    {"worker", "--dispatcher", "127.0.0.1:1", "--port", "0", "--scheduler-threads", "2000"},
+    "`--scheduler-threads`");
   check_bad_arguments({"nosuchcommand"}, "unknown command");
 }
 
@@ -123,39 +149,45 @@ TEST_CASE("cli: bad flags: stray words, a negative drain timeout, flags that nee
   const std::string ok_addr = "127.0.0.1:1";
   // No command takes positional arguments: a stray word is refused, named, not ignored.
   check_bad_arguments({"dispatcher", "--port", "0", "extra"}, "unexpected argument \"extra\"");
-  check_bad_arguments({"worker", "--dispatcher", ok_addr, "--port", "0", "stray"}, "unexpected argument \"stray\"");
+  check_bad_arguments({"worker", "--dispatcher", ok_addr, "--port", "0", "stray"},
+                      "unexpected argument \"stray\"");
   check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "stray"},
                       "unexpected argument \"stray\"");
-  check_bad_arguments({"status", "--dispatcher", ok_addr, "stray"}, "unexpected argument \"stray\"");
-  check_bad_arguments({"status", "--dispatcher", ok_addr, "--json", "stray"}, "unexpected argument \"stray\"");
+  check_bad_arguments({"status", "--dispatcher", ok_addr, "stray"},
+                      "unexpected argument \"stray\"");
+  check_bad_arguments({"status", "--dispatcher", ok_addr, "--json", "stray"},
+                      "unexpected argument \"stray\"");
   check_bad_arguments({"run", "--workers", "1", "stray"}, "unexpected argument \"stray\"");
   check_bad_arguments({"bench", "service", "stray"}, "unexpected argument \"stray\"");
   // Read only at shutdown, so checked at start-up.
   check_bad_arguments({"worker", "--dispatcher", ok_addr, "--port", "0", "--drain-timeout", "-1"},
                       "`--drain-timeout`");
   // The round timeout belongs to coordinated reads.
-  check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--round-timeout-ms", "5"},
-                      "`--round-timeout-ms` is used only with a coordinated read");
+  check_bad_arguments(
+    {"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--round-timeout-ms", "5"},
+    "`--round-timeout-ms` is used only with a coordinated read");
   check_bad_arguments({"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--job-name", "j",
                        "--num-consumers", "2", "--consumer-index", "0", "--round-timeout-ms", "0"},
                       "`--round-timeout-ms`");
   // The frame guard's limits need the frame guard.
-  for (const auto& flag : {"--max-frame-bytes", "--max-connections", "--max-connections-per-address",
-                           "--idle-timeout"}) {
+  for (const auto& flag : {"--max-frame-bytes", "--max-connections",
+                           "--max-connections-per-address", "--idle-timeout"}) {
     check_bad_arguments({"dispatcher", "--port", "0", "--no-frame-guard", flag, "2048"},
                         std::string{"`"} + flag + "` is a limit of the frame guard");
-    check_bad_arguments({"worker", "--dispatcher", ok_addr, "--port", "0", flag, "2048", "--no-frame-guard"},
-                        std::string{"`"} + flag + "` is a limit of the frame guard");
+    check_bad_arguments(
+      {"worker", "--dispatcher", ok_addr, "--port", "0", flag, "2048", "--no-frame-guard"},
+      std::string{"`"} + flag + "` is a limit of the frame guard");
   }
-  const std::string config = write_config("guard-off.ini", "no-frame-guard = true\nmax-connections = 9\n");
+  const std::string config =
+    write_config("guard-off.ini", "no-frame-guard = true\nmax-connections = 9\n");
   check_bad_arguments({"dispatcher", "--port", "0", "--config", config}, "`--max-connections`");
   check_bad_arguments({"dispatcher", "--port", "0", "--max-connections-per-address", "0"},
                       "`--max-connections-per-address` must be in 1..100000, got 0");
 }
 
 TEST_CASE("cli: bench scaling runs worker processes, prints its table and leaves no child behind") {
-  auto r = run_conveyor({"bench", "scaling", "--workers", "1,2", "--seconds", "0.5", "--warmup", "0.2", "--reps", "1",
-                         "--work-us", "200"},
+  auto r = run_conveyor({"bench", "scaling", "--workers", "1,2", "--seconds", "0.5", "--warmup",
+                         "0.2", "--reps", "1", "--work-us", "200"},
                         Millis{60000}, "bench-scaling");
   CAPTURE(r.describe);
   REQUIRE(r.exit_code == std::optional<int>{0});
@@ -167,12 +199,13 @@ TEST_CASE("cli: bench scaling runs worker processes, prints its table and leaves
 }
 
 TEST_CASE("cli: bench service prints its figures with their ratios and the busiest threads") {
-  auto r = run_conveyor({"bench", "service", "--element-size", "8", "--seconds", "0.5"}, Millis{60000},
-                        "bench-service");
+  auto r = run_conveyor({"bench", "service", "--element-size", "8", "--seconds", "0.5"},
+                        Millis{60000}, "bench-service");
   CAPTURE(r.describe);
   REQUIRE(r.exit_code == std::optional<int>{0});
-  for (const char* line : {"  service : ", "  raw TCP : ", "  ratio   : ", "  cpu     : ", "  copies  : ",
-                           "  allocs  : ", "  memory  : ", "  latency : range(100) end to end"})
+  for (const char* line :
+       {"  service : ", "  raw TCP : ", "  ratio   : ", "  cpu     : ", "  copies  : ",
+        "  allocs  : ", "  memory  : ", "  latency : range(100) end to end"})
     CHECK_MESSAGE(contains(r.stdout_text, line), line);
   // "threads : N ran; busiest: NAME P%, ...": the service run used the consumer's thread and the
   // workers' pipeline threads at least.
@@ -195,16 +228,17 @@ TEST_CASE("cli: bench service prints its figures with their ratios and the busie
 TEST_CASE("cli: an unreachable dispatcher is a runtime error (exit 1) within a bounded time") {
   // Port 1 on loopback: nothing listens there, so the connection is refused at once.
   const auto start = std::chrono::steady_clock::now();
-  auto r = run_conveyor({"read", "--dispatcher", "127.0.0.1:1", "--dataset", "range(3)", "--connect-timeout", "2000"},
-                        Millis{20000}, "unreachable");
+  auto r = run_conveyor(
+    {"read", "--dispatcher", "127.0.0.1:1", "--dataset", "range(3)", "--connect-timeout", "2000"},
+    Millis{20000}, "unreachable");
   CAPTURE(r.describe);
   CHECK(r.exit_code == 1);
   CHECK(contains(r.stderr_text, "127.0.0.1:1"));
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(15));
 
   // A worker waits for a dispatcher that is not up yet, up to --dispatcher-timeout.
-  auto w = run_conveyor({"worker", "--dispatcher", "127.0.0.1:1", "--port", "0", "--connect-timeout", "2000",
-                         "--dispatcher-timeout", "2000"},
+  auto w = run_conveyor({"worker", "--dispatcher", "127.0.0.1:1", "--port", "0",
+                         "--connect-timeout", "2000", "--dispatcher-timeout", "2000"},
                         Millis{20000}, "unreachable-worker");
   CAPTURE(w.describe);
   CHECK(w.exit_code == 1);
@@ -222,22 +256,24 @@ TEST_CASE("cli: a port that is already taken is a runtime error naming it") {
 
 TEST_CASE("cli: a config file supplies flags, and flags given on the command line win") {
   const std::string dispatcher_config =
-      write_config("dispatcher.ini", "# test dispatcher\nport = 0\nworker-timeout = 3000\n");
+    write_config("dispatcher.ini", "# test dispatcher\nport = 0\nworker-timeout = 3000\n");
   Cluster cluster(2, {"--config", dispatcher_config});
   // The config asks for DYNAMIC mode (each element once), overriding the OFF default; the
   // flag asks for OFF (each element twice on two workers) and wins over the config.
   const std::string read_config = write_config(
-      "read.ini", "dispatcher = " + cluster.address() + "\ndataset = range(4)\nmode = dynamic\n");
+    "read.ini", "dispatcher = " + cluster.address() + "\ndataset = range(4)\nmode = dynamic\n");
   auto from_file = run_conveyor({"read", "--config", read_config}, kReadTimeout, "read-config");
   CAPTURE(from_file.describe);
   REQUIRE(from_file.exit_code == 0);
   CHECK(sorted_ints(from_file.lines).sorted == std::vector<int64_t>{0, 1, 2, 3});
-  auto overridden = run_conveyor({"read", "--config", read_config, "--mode", "off"}, kReadTimeout, "read-config");
+  auto overridden =
+    run_conveyor({"read", "--config", read_config, "--mode", "off"}, kReadTimeout, "read-config");
   CAPTURE(overridden.describe);
   REQUIRE(overridden.exit_code == 0);
   CHECK(sorted_ints(overridden.lines).sorted == std::vector<int64_t>{0, 0, 1, 1, 2, 2, 3, 3});
 
-  const std::string bad_config = write_config("bad.ini", "dispatcher = " + cluster.address() + "\nbogus = 1\n");
+  const std::string bad_config =
+    write_config("bad.ini", "dispatcher = " + cluster.address() + "\nbogus = 1\n");
   check_bad_arguments({"read", "--config", bad_config, "--dataset", "range(1)"}, "bogus");
 }
 
@@ -248,8 +284,9 @@ TEST_CASE("cli: read --take stops early and --dataset-id reads a registered data
   REQUIRE(r.exit_code == 0);
   CHECK(r.lines == std::vector<std::string>{"0", "1", "2", "3", "4", "5", "6"});
 
-  auto missing = run_conveyor({"read", "--dispatcher", cluster.address(), "--dataset-id", "no-such-id"}, kReadTimeout,
-                              "missing-id");
+  auto missing =
+    run_conveyor({"read", "--dispatcher", cluster.address(), "--dataset-id", "no-such-id"},
+                 kReadTimeout, "missing-id");
   CAPTURE(missing.describe);
   // The dispatcher's answer, not a malformed argument: a runtime failure like the service's others.
   CHECK(missing.exit_code == 1);
@@ -258,8 +295,8 @@ TEST_CASE("cli: read --take stops early and --dataset-id reads a registered data
 
 TEST_CASE("version mismatch: nodes speaking another protocol version are refused on both sides") {
   Cluster cluster(0);
-  auto worker = run_conveyor({"worker", "--dispatcher", cluster.address(), "--port", "0", "--protocol-version", "999",
-                              "--connect-timeout", "5000"},
+  auto worker = run_conveyor({"worker", "--dispatcher", cluster.address(), "--port", "0",
+                              "--protocol-version", "999", "--connect-timeout", "5000"},
                              Millis{20000}, "old-worker");
   CAPTURE(worker.describe);
   CHECK(worker.exit_code == 1);

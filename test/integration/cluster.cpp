@@ -50,17 +50,20 @@ ChildProcess& Cluster::add_worker(std::vector<std::string> extra_flags) {
   REQUIRE_MESSAGE(w.ok(), w.status().to_string());
   workers_.push_back(std::move(w).value());
   ChildProcess& worker = *workers_.back();
-  REQUIRE_MESSAGE(worker.wait_for_output(kWorkerReady, kStartTimeout), (worker.describe() + "\n" + describe()));
+  REQUIRE_MESSAGE(worker.wait_for_output(kWorkerReady, kStartTimeout),
+                  (worker.describe() + "\n" + describe()));
   return worker;
 }
 
-CommandResult Cluster::read(const std::string& dataset, std::vector<std::string> flags, Millis timeout) const {
+CommandResult Cluster::read(const std::string& dataset, std::vector<std::string> flags,
+                            Millis timeout) const {
   std::vector<std::string> args{"read", "--dispatcher", address(), "--dataset", dataset};
   args.insert(args.end(), flags.begin(), flags.end());
   return run_conveyor(std::move(args), timeout, "read");
 }
 
-std::unique_ptr<ChildProcess> Cluster::start_read(const std::string& dataset, std::vector<std::string> flags,
+std::unique_ptr<ChildProcess> Cluster::start_read(const std::string& dataset,
+                                                  std::vector<std::string> flags,
                                                   const std::string& name) const {
   std::vector<std::string> args{"read", "--dispatcher", address(), "--dataset", dataset};
   args.insert(args.end(), flags.begin(), flags.end());

@@ -40,7 +40,8 @@ public:
   CommandResult read(const std::string& dataset, std::vector<std::string> flags = {},
                      Millis timeout = kReadTimeout) const;
   // The same, started in the background.
-  std::unique_ptr<ChildProcess> start_read(const std::string& dataset, std::vector<std::string> flags = {},
+  std::unique_ptr<ChildProcess> start_read(const std::string& dataset,
+                                           std::vector<std::string> flags = {},
                                            const std::string& name = "read") const;
 
   // Every process's output, for failure messages.

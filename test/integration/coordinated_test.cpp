@@ -25,8 +25,15 @@ std::string group_dataset(int n) {
 
 std::vector<std::string> coordinated_flags(const std::string& job, int n, int index, int take,
                                            int round_timeout_ms = 30000) {
-  return {"--job-name", job, "--num-consumers", std::to_string(n), "--consumer-index",
-          std::to_string(index), "--take", std::to_string(take), "--round-timeout-ms",
+  return {"--job-name",
+          job,
+          "--num-consumers",
+          std::to_string(n),
+          "--consumer-index",
+          std::to_string(index),
+          "--take",
+          std::to_string(take),
+          "--round-timeout-ms",
           std::to_string(round_timeout_ms)};
 }
 
@@ -36,10 +43,10 @@ constexpr Millis kFaultReadTimeout{240000};
 
 // Starts N consumers, waits for them all; returns their stdout lines.
 using Readers = std::vector<std::unique_ptr<ChildProcess>>;
-std::vector<std::vector<std::string>> read_coordinated(
-  Cluster& cluster, const std::string& job, int n, int take,
-  const std::function<void(Readers&)>& meanwhile = {},
-  const std::vector<std::string>& extra_flags = {}, Millis timeout = kReadTimeout) {
+std::vector<std::vector<std::string>>
+read_coordinated(Cluster& cluster, const std::string& job, int n, int take,
+                 const std::function<void(Readers&)>& meanwhile = {},
+                 const std::vector<std::string>& extra_flags = {}, Millis timeout = kReadTimeout) {
   Readers readers;
   for (int i = 0; i < n; ++i) {
     auto flags = coordinated_flags(job, n, i, take);
@@ -155,36 +162,46 @@ TEST_CASE("coordinated: the issue's bucketizing run, 15 consumers on 4 workers, 
 TEST_CASE("coordinated: a worker added mid-job keeps rounds aligned and serves rounds") {
   Cluster cluster(2, {"--job-gc-timeout", "300"});
   constexpr int kN = 3, kTake = 20000;
-  auto out = read_coordinated(cluster, "grow", kN, kTake, [&](Readers& readers) {
-    // The consumers are reading. Consumer 0 pauses (so every round waits for it: the rounds
-    // stop), a third worker joins, consumer 0 goes on: the new task serves rounds from a round
-    // the job chose, and no round is skipped or repeated.
-    REQUIRE_MESSAGE(readers[0]->wait_for_stdout_lines(2000, kReadTimeout), readers[0]->describe());
-    readers[0]->signal(SIGSTOP);
-    cluster.add_worker();
-    readers[0]->signal(SIGCONT);
-  }, {"--max-outstanding", "512"}); // consumers plan at most 512 rounds ahead: the new worker
-                                    // joins within ~800 rounds of where they were
+  auto out = read_coordinated(
+    cluster, "grow", kN, kTake,
+    [&](Readers& readers) {
+      // The consumers are reading. Consumer 0 pauses (so every round waits for it: the rounds
+      // stop), a third worker joins, consumer 0 goes on: the new task serves rounds from a round
+      // the job chose, and no round is skipped or repeated.
+      REQUIRE_MESSAGE(readers[0]->wait_for_stdout_lines(2000, kReadTimeout),
+                      readers[0]->describe());
+      readers[0]->signal(SIGSTOP);
+      cluster.add_worker();
+      readers[0]->signal(SIGCONT);
+    },
+    {"--max-outstanding", "512"}); // consumers plan at most 512 rounds ahead: the new worker
+                                   // joins within ~800 rounds of where they were
   CHECK_MESSAGE(aligned_rounds(out) == kTake, cluster.describe());
   CHECK_MESSAGE(tasks_that_served(out[0]) == 3, cluster.describe()); // the new one too
 }
 
-TEST_CASE("coordinated: a tagged (COLOCATED) worker added mid-read under AUTO serves rounds, aligned") {
+TEST_CASE(
+  "coordinated: a tagged (COLOCATED) worker added mid-read under AUTO serves rounds, aligned") {
   // AUTO leaves another host's COLOCATED worker to its own trainer, but coordinated reads read
   // every task (all consumers must agree on the schedule): the tagged worker joins the rounds.
   Cluster cluster(2, {"--job-gc-timeout", "300"});
   constexpr int kN = 2, kTake = 20000;
-  auto out = read_coordinated(cluster, "tagged", kN, kTake, [&](Readers& readers) {
-    REQUIRE_MESSAGE(readers[0]->wait_for_stdout_lines(2000, kReadTimeout), readers[0]->describe());
-    readers[0]->signal(SIGSTOP);
-    cluster.add_worker({"--worker-tags", "COLOCATED"});
-    readers[0]->signal(SIGCONT);
-  }, {"--max-outstanding", "512", "--target-workers", "AUTO"});
+  auto out =
+    read_coordinated(cluster, "tagged", kN, kTake,
+                     [&](Readers& readers) {
+                       REQUIRE_MESSAGE(readers[0]->wait_for_stdout_lines(2000, kReadTimeout),
+                                       readers[0]->describe());
+                       readers[0]->signal(SIGSTOP);
+                       cluster.add_worker({"--worker-tags", "COLOCATED"});
+                       readers[0]->signal(SIGCONT);
+                     },
+                     {"--max-outstanding", "512", "--target-workers", "AUTO"});
   CHECK_MESSAGE(aligned_rounds(out) == kTake, cluster.describe());
   CHECK_MESSAGE(tasks_that_served(out[0]) == 3, cluster.describe()); // the tagged one too
 }
 
-TEST_CASE("coordinated: a worker stopped with SIGTERM leaves the rounds, a restarted one joins - aligned") {
+TEST_CASE(
+  "coordinated: a worker stopped with SIGTERM leaves the rounds, a restarted one joins - aligned") {
   // SIGTERM drains the worker: the job ends its task at a round every consumer agrees on (as a
   // new worker's start round), the task serves its rounds up to there, then the worker leaves.
   // Then a worker is started again and joins at a later round. Nothing is skipped or repeated.
@@ -192,24 +209,30 @@ TEST_CASE("coordinated: a worker stopped with SIGTERM leaves the rounds, a resta
   // Enough rounds that the read outlasts the drain and the restart (30 000 once ran out during
   // the drain under ASan: 27 000 rounds in ~0.25 s).
   constexpr int kN = 3, kTake = 120000;
-  auto out = read_coordinated(cluster, "drain", kN, kTake, [&](Readers& readers) {
-    REQUIRE_MESSAGE(readers[0]->wait_for_stdout_lines(3000, kReadTimeout), readers[0]->describe());
-    cluster.worker(0).signal(SIGTERM);
-    auto code = cluster.worker(0).wait_exit(kReadTimeout);
-    REQUIRE_MESSAGE(code.has_value(), cluster.describe());
-    CHECK_MESSAGE(*code == 0, cluster.describe());
-    CHECK_MESSAGE(cluster.worker(0).stderr_text().find("drain did not complete") == std::string::npos,
-                  cluster.describe());
-    CHECK_MESSAGE(cluster.dispatcher().wait_for_output("serves its last round at", kStartTimeout),
-                  cluster.describe());
-    const auto when_drained = readers[0]->stdout_lines().size();
-    CHECK_MESSAGE(when_drained < static_cast<std::size_t>(kTake), "the read was over before the drain");
-    // A worker starts again (a restart on a new port): consumer 0 pauses so that the rounds
-    // stop while it registers, as in the test above.
-    readers[0]->signal(SIGSTOP);
-    cluster.add_worker();
-    readers[0]->signal(SIGCONT);
-  }, {"--max-outstanding", "512"}, kFaultReadTimeout);
+  auto out = read_coordinated(
+    cluster, "drain", kN, kTake,
+    [&](Readers& readers) {
+      REQUIRE_MESSAGE(readers[0]->wait_for_stdout_lines(3000, kReadTimeout),
+                      readers[0]->describe());
+      cluster.worker(0).signal(SIGTERM);
+      auto code = cluster.worker(0).wait_exit(kReadTimeout);
+      REQUIRE_MESSAGE(code.has_value(), cluster.describe());
+      CHECK_MESSAGE(*code == 0, cluster.describe());
+      CHECK_MESSAGE(cluster.worker(0).stderr_text().find("drain did not complete") ==
+                      std::string::npos,
+                    cluster.describe());
+      CHECK_MESSAGE(cluster.dispatcher().wait_for_output("serves its last round at", kStartTimeout),
+                    cluster.describe());
+      const auto when_drained = readers[0]->stdout_lines().size();
+      CHECK_MESSAGE(when_drained < static_cast<std::size_t>(kTake),
+                    "the read was over before the drain");
+      // A worker starts again (a restart on a new port): consumer 0 pauses so that the rounds
+      // stop while it registers, as in the test above.
+      readers[0]->signal(SIGSTOP);
+      cluster.add_worker();
+      readers[0]->signal(SIGCONT);
+    },
+    {"--max-outstanding", "512"}, kFaultReadTimeout);
   CHECK_MESSAGE(aligned_rounds(out) == kTake, cluster.describe());
   CHECK_MESSAGE(tasks_that_served(out[0]) == 4, cluster.describe()); // 3 first ones + the new one
 }
@@ -222,26 +245,31 @@ TEST_CASE("coordinated: a worker SIGKILLed mid-read leaves the rounds aligned - 
   // Enough rounds that the read outlasts the crash and the replacement (30 000 once ran out before
   // the crash was noticed under ASan, once reads got faster), as in the drain test above.
   constexpr int kN = 3, kTake = 120000;
-  auto out = read_coordinated(cluster, "crash", kN, kTake, [&](Readers& readers) {
-    REQUIRE_MESSAGE(readers[0]->wait_for_stdout_lines(3000, kReadTimeout), readers[0]->describe());
-    cluster.worker(0).signal(SIGKILL);
-    REQUIRE_MESSAGE(cluster.worker(0).wait_exit(kReadTimeout).has_value(), cluster.describe());
-    CHECK_MESSAGE(cluster.dispatcher().wait_for_output("leaves the coordinated rounds at a round",
-                                                       kStartTimeout),
-                  cluster.describe());
-    CHECK_MESSAGE(readers[0]->stdout_lines().size() < static_cast<std::size_t>(kTake),
-                  "the read was over before the crash");
-    // A replacement joins at a later round; consumer 0 pauses so that the rounds stop while it
-    // registers (as in the drain test above).
-    readers[0]->signal(SIGSTOP);
-    cluster.add_worker();
-    readers[0]->signal(SIGCONT);
-  }, {"--max-outstanding", "512"}, kFaultReadTimeout);
+  auto out = read_coordinated(
+    cluster, "crash", kN, kTake,
+    [&](Readers& readers) {
+      REQUIRE_MESSAGE(readers[0]->wait_for_stdout_lines(3000, kReadTimeout),
+                      readers[0]->describe());
+      cluster.worker(0).signal(SIGKILL);
+      REQUIRE_MESSAGE(cluster.worker(0).wait_exit(kReadTimeout).has_value(), cluster.describe());
+      CHECK_MESSAGE(cluster.dispatcher().wait_for_output("leaves the coordinated rounds at a round",
+                                                         kStartTimeout),
+                    cluster.describe());
+      CHECK_MESSAGE(readers[0]->stdout_lines().size() < static_cast<std::size_t>(kTake),
+                    "the read was over before the crash");
+      // A replacement joins at a later round; consumer 0 pauses so that the rounds stop while it
+      // registers (as in the drain test above).
+      readers[0]->signal(SIGSTOP);
+      cluster.add_worker();
+      readers[0]->signal(SIGCONT);
+    },
+    {"--max-outstanding", "512"}, kFaultReadTimeout);
   CHECK_MESSAGE(aligned_rounds(out) == kTake, cluster.describe());
   CHECK_MESSAGE(tasks_that_served(out[0]) == 4, cluster.describe()); // 3 first ones + the new one
 }
 
-TEST_CASE("coordinated: a consumer SIGKILLed and restarted with its index rejoins at the others' round") {
+TEST_CASE(
+  "coordinated: a consumer SIGKILLed and restarted with its index rejoins at the others' round") {
   Cluster cluster(2, {"--job-gc-timeout", "300", "--worker-timeout", "30000"});
   constexpr int kN = 3, kAgain = 3000;
   // Consumers plan at most 512 rounds ahead, so the others are near the killed one's round.
@@ -253,14 +281,15 @@ TEST_CASE("coordinated: a consumer SIGKILLed and restarted with its index rejoin
   };
   Readers readers;
   for (int i = 0; i < kN; ++i)
-    readers.push_back(cluster.start_read(group_dataset(kN), flags(i, 1000000),
-                                         "read" + std::to_string(i)));
+    readers.push_back(
+      cluster.start_read(group_dataset(kN), flags(i, 1000000), "read" + std::to_string(i)));
   REQUIRE_MESSAGE(readers[1]->wait_for_stdout_lines(2000, kReadTimeout), readers[1]->describe());
   readers[1]->signal(SIGKILL);
   REQUIRE(readers[1]->wait_exit(kStartTimeout).has_value());
   const auto before = readers[1]->stdout_lines(); // what the killed process printed
-  REQUIRE_MESSAGE(cluster.dispatcher().wait_for_output("lost the connection to consumer", kStartTimeout),
-                  cluster.describe());
+  REQUIRE_MESSAGE(
+    cluster.dispatcher().wait_for_output("lost the connection to consumer", kStartTimeout),
+    cluster.describe());
   // The same index again, in a new process: it takes the index over and rejoins.
   auto again = cluster.start_read(group_dataset(kN), flags(1, kAgain), "read1-again");
   auto code = again->wait_exit(kReadTimeout);
@@ -275,8 +304,9 @@ TEST_CASE("coordinated: a consumer SIGKILLed and restarted with its index rejoin
   // in several rounds: the first two rounds together place it).
   const long first = std::stol(after[0]), second = std::stol(after[1]);
   REQUIRE(first % kN == 1);
-  REQUIRE_MESSAGE(readers[0]->wait_for_output("\n" + std::to_string(second - 1) + "\n", kReadTimeout),
-                  readers[0]->describe());
+  REQUIRE_MESSAGE(
+    readers[0]->wait_for_output("\n" + std::to_string(second - 1) + "\n", kReadTimeout),
+    readers[0]->describe());
   const auto out0_now = readers[0]->stdout_lines();
   std::size_t r0 = out0_now.size();
   for (std::size_t r = 0; r + 1 < out0_now.size() && r0 == out0_now.size(); ++r)
@@ -286,12 +316,13 @@ TEST_CASE("coordinated: a consumer SIGKILLed and restarted with its index rejoin
   // No round is served twice to index 1, and it rejoined where the others were (they waited
   // for it; they are at most a window or two of rounds ahead).
   CHECK(r0 >= before.size());
-  CHECK_MESSAGE(r0 <= before.size() + 4 * 512, "rejoined at round " << r0 << " after "
-                                                                   << before.size());
+  CHECK_MESSAGE(r0 <= before.size() + 4 * 512,
+                "rejoined at round " << r0 << " after " << before.size());
   // The others go on through the rounds it read; then every round lines up.
   for (int i : {0, 2})
-    REQUIRE_MESSAGE(readers[static_cast<std::size_t>(i)]->wait_for_stdout_lines(r0 + kAgain, kReadTimeout),
-                    readers[static_cast<std::size_t>(i)]->describe());
+    REQUIRE_MESSAGE(
+      readers[static_cast<std::size_t>(i)]->wait_for_stdout_lines(r0 + kAgain, kReadTimeout),
+      readers[static_cast<std::size_t>(i)]->describe());
   for (auto& r : readers)
     r->stop();
   const auto out0 = readers[0]->stdout_lines(), out2 = readers[2]->stdout_lines();
@@ -322,21 +353,21 @@ TEST_CASE("coordinated: the reference's errors and the protocol's own") {
     CHECK(r.stderr_text.find("cardinality 10") != std::string::npos);
   }
   SUBCASE("consumers that disagree on num_consumers, or share an index") {
-    auto first = cluster.start_read(group_dataset(2), coordinated_flags("agree", 2, 0, 100000),
-                                    "first");
+    auto first =
+      cluster.start_read(group_dataset(2), coordinated_flags("agree", 2, 0, 100000), "first");
     // The job exists once the first consumer reads from it (it waits for consumer 1 to come,
     // which never does, so its first round never completes: nothing is printed).
     REQUIRE_MESSAGE(cluster.dispatcher().wait_for_output("created job", kStartTimeout),
                     cluster.describe());
     auto other_n = cluster.read(group_dataset(2), coordinated_flags("agree", 3, 1, 5));
     CHECK(other_n.exit_code != 0);
-    CHECK_MESSAGE(other_n.stderr_text.find("num_consumers 2; a consumer asked for num_consumers 3") !=
-                    std::string::npos,
+    CHECK_MESSAGE(other_n.stderr_text.find(
+                    "num_consumers 2; a consumer asked for num_consumers 3") != std::string::npos,
                   other_n.describe);
     auto same_index = cluster.read(group_dataset(2), coordinated_flags("agree", 2, 0, 5));
     CHECK(same_index.exit_code != 0);
-    CHECK_MESSAGE(same_index.stderr_text.find("consumer_index 0 is already read by another consumer") !=
-                    std::string::npos,
+    CHECK_MESSAGE(same_index.stderr_text.find(
+                    "consumer_index 0 is already read by another consumer") != std::string::npos,
                   same_index.describe);
     first->stop();
   }

@@ -39,8 +39,9 @@ static void two_trainers_read_the_same(const std::string& mode) {
   Cluster cluster(0, {"--job-gc-timeout", "200"}); // released soon after the trainers leave
   const std::string dataset = "range(100000000).repeat()";
   auto flags = [&](const std::string& trainer) {
-    return std::vector<std::string>{"--mode", mode, "--job-name", "ctc", "--cross-trainer-cache",
-                                    "--trainer-id", trainer, "--take", "50"};
+    return std::vector<std::string>{
+      "--mode",       mode,    "--job-name", "ctc", "--cross-trainer-cache",
+      "--trainer-id", trainer, "--take",     "50"};
   };
   // Both join the job before any worker produces: without the cache they would split 0..49.
   auto [a, b] = start_two_trainers(cluster, dataset, flags);
@@ -58,7 +59,8 @@ TEST_CASE("cross-trainer cache: two trainers of one job both read 0..49, from on
   two_trainers_read_the_same("off");
 }
 
-TEST_CASE("cross-trainer cache: DYNAMIC trainers of one job both read 0..49 from the worker's splits") {
+TEST_CASE(
+  "cross-trainer cache: DYNAMIC trainers of one job both read 0..49 from the worker's splits") {
   two_trainers_read_the_same("dynamic");
 }
 
@@ -70,8 +72,14 @@ TEST_CASE("cross-trainer cache: DYNAMIC trainers of one job both read 0..49 from
 static std::pair<std::unique_ptr<ChildProcess>, std::unique_ptr<ChildProcess>>
 start_whole_epoch(Cluster& cluster, const std::string& dataset) {
   auto flags = [](const std::string& trainer) {
-    return std::vector<std::string>{"--mode", "dynamic", "--job-name", "epoch", "--cross-trainer-cache",
-                                    "--cross-trainer-finite-epoch", "--trainer-id", trainer};
+    return std::vector<std::string>{"--mode",
+                                    "dynamic",
+                                    "--job-name",
+                                    "epoch",
+                                    "--cross-trainer-cache",
+                                    "--cross-trainer-finite-epoch",
+                                    "--trainer-id",
+                                    trainer};
   };
   auto trainers = start_two_trainers(cluster, dataset, flags);
   cluster.add_worker({"--cross-trainer-cache-size-bytes", "8000"});
@@ -81,7 +89,8 @@ start_whole_epoch(Cluster& cluster, const std::string& dataset) {
 
 // Each trainer exited 0 having printed 0..n-1 exactly once, in some order.
 static void check_read_each_once(Cluster& cluster, ChildProcess& trainer, int64_t n) {
-  REQUIRE_MESSAGE(trainer.wait_exit(kReadTimeout) == 0, std::string(trainer.describe() + cluster.describe()));
+  REQUIRE_MESSAGE(trainer.wait_exit(kReadTimeout) == 0,
+                  std::string(trainer.describe() + cluster.describe()));
   std::vector<int64_t> got;
   for (const auto& line : trainer.stdout_lines())
     got.push_back(std::stoll(line));
@@ -92,7 +101,8 @@ static void check_read_each_once(Cluster& cluster, ChildProcess& trainer, int64_
   CHECK_MESSAGE(got == expected, trainer.describe());
 }
 
-TEST_CASE("cross-trainer cache: --cross-trainer-finite-epoch - two trainers each read the whole epoch") {
+TEST_CASE(
+  "cross-trainer cache: --cross-trainer-finite-epoch - two trainers each read the whole epoch") {
   Cluster cluster(0, {"--job-gc-timeout", "200"});
   auto [a, b] = start_whole_epoch(cluster, "range(20000)");
   check_read_each_once(cluster, *a, 20000);
@@ -102,7 +112,8 @@ TEST_CASE("cross-trainer cache: --cross-trainer-finite-epoch - two trainers each
 // The same with a worker SIGKILLed mid-epoch: the job hands its splits out again, every trainer
 // gets the elements it has not read yet from them (batches carry origins, a trainer drops what
 // it already has), and both still read each element exactly once and exit 0.
-TEST_CASE("cross-trainer cache: --cross-trainer-finite-epoch - a worker SIGKILLed mid-epoch loses no trainer an element") {
+TEST_CASE("cross-trainer cache: --cross-trainer-finite-epoch - a worker SIGKILLed mid-epoch loses "
+          "no trainer an element") {
   Cluster cluster(0, {"--job-gc-timeout", "200"});
   auto [a, b] = start_whole_epoch(cluster, "range(20000).map(sleep_us(us=100))");
   REQUIRE_MESSAGE(a->wait_for_stdout_lines(3000, kReadTimeout), a->describe());
@@ -113,24 +124,28 @@ TEST_CASE("cross-trainer cache: --cross-trainer-finite-epoch - a worker SIGKILLe
 
 TEST_CASE("cross-trainer cache: the reference's errors from `conveyor read`") {
   Cluster cluster(1);
-  auto finite = cluster.read("range(10)", {"--job-name", "j", "--cross-trainer-cache", "--trainer-id", "t"});
+  auto finite =
+    cluster.read("range(10)", {"--job-name", "j", "--cross-trainer-cache", "--trainer-id", "t"});
   CHECK(finite.exit_code != 0);
-  CHECK_MESSAGE(finite.stderr_text.find("Cross-trainer caching requires the input dataset to be infinite") !=
-                  std::string::npos,
-                finite.describe);
+  CHECK_MESSAGE(
+    finite.stderr_text.find("Cross-trainer caching requires the input dataset to be infinite") !=
+      std::string::npos,
+    finite.describe);
   auto no_id = cluster.read("range(10).repeat()", {"--job-name", "j", "--cross-trainer-cache"});
   CHECK(no_id.exit_code != 0);
-  CHECK_MESSAGE(no_id.stderr_text.find("requires a non-empty trainer ID") != std::string::npos, no_id.describe);
+  CHECK_MESSAGE(no_id.stderr_text.find("requires a non-empty trainer ID") != std::string::npos,
+                no_id.describe);
   auto unnamed = cluster.read("range(10).repeat()", {"--cross-trainer-cache", "--trainer-id", "t"});
   CHECK(unnamed.exit_code != 0);
-  CHECK_MESSAGE(unnamed.stderr_text.find("Cross-trainer caching requires named jobs") != std::string::npos,
-                unnamed.describe);
-  auto coordinated = cluster.read("range(10).repeat()", {"--job-name", "j", "--cross-trainer-cache",
-                                                         "--trainer-id", "t", "--num-consumers", "2",
-                                                         "--consumer-index", "0"});
-  CHECK(coordinated.exit_code != 0);
-  CHECK_MESSAGE(coordinated.stderr_text.find("Cross-trainer caching does not support coordinated reads") !=
+  CHECK_MESSAGE(unnamed.stderr_text.find("Cross-trainer caching requires named jobs") !=
                   std::string::npos,
+                unnamed.describe);
+  auto coordinated =
+    cluster.read("range(10).repeat()", {"--job-name", "j", "--cross-trainer-cache", "--trainer-id",
+                                        "t", "--num-consumers", "2", "--consumer-index", "0"});
+  CHECK(coordinated.exit_code != 0);
+  CHECK_MESSAGE(coordinated.stderr_text.find(
+                  "Cross-trainer caching does not support coordinated reads") != std::string::npos,
                 coordinated.describe);
   auto stray = cluster.read("range(3)", {"--trainer-id", "t"});
   CHECK(stray.exit_code != 0);
@@ -139,8 +154,9 @@ TEST_CASE("cross-trainer cache: the reference's errors from `conveyor read`") {
   CHECK_MESSAGE(epoch_alone.stderr_text.find("`--cross-trainer-finite-epoch` is used only with "
                                              "`--cross-trainer-cache`") != std::string::npos,
                 epoch_alone.describe);
-  auto infinite_epoch = cluster.read("range(10).repeat()", {"--job-name", "e", "--cross-trainer-cache",
-                                                            "--trainer-id", "t", "--cross-trainer-finite-epoch"});
+  auto infinite_epoch =
+    cluster.read("range(10).repeat()", {"--job-name", "e", "--cross-trainer-cache", "--trainer-id",
+                                        "t", "--cross-trainer-finite-epoch"});
   CHECK(infinite_epoch.exit_code != 0);
   CHECK_MESSAGE(infinite_epoch.stderr_text.find("requires a finite dataset") != std::string::npos,
                 infinite_epoch.describe);

@@ -32,8 +32,8 @@ uint16_t free_port() {
 std::unique_ptr<ChildProcess> start_dispatcher(uint16_t port, const std::string& work_dir,
                                                const std::string& name,
                                                const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> args{"dispatcher", "--port", std::to_string(port),
-                                "--worker-timeout", "3000"};
+  std::vector<std::string> args{"dispatcher", "--port", std::to_string(port), "--worker-timeout",
+                                "3000"};
   args.insert(args.end(), extra.begin(), extra.end());
   if (!work_dir.empty()) {
     args.push_back("--work-dir");
@@ -49,9 +49,13 @@ std::unique_ptr<ChildProcess> start_dispatcher(uint16_t port, const std::string&
 
 std::unique_ptr<ChildProcess> start_worker(uint16_t dispatcher_port, const std::string& name,
                                            std::vector<std::string> extra = {}) {
-  std::vector<std::string> args{"worker", "--dispatcher",
-                                "127.0.0.1:" + std::to_string(dispatcher_port), "--port", "0",
-                                "--heartbeat-interval", "100"};
+  std::vector<std::string> args{"worker",
+                                "--dispatcher",
+                                "127.0.0.1:" + std::to_string(dispatcher_port),
+                                "--port",
+                                "0",
+                                "--heartbeat-interval",
+                                "100"};
   args.insert(args.end(), extra.begin(), extra.end());
   auto w = ChildProcess::conveyor(args, name);
   REQUIRE_MESSAGE(w.ok(), w.status().to_string());
@@ -82,10 +86,10 @@ void kill_dispatcher_mid_read(const std::string& mode, std::size_t copies,
   REQUIRE(w1->wait_for_output("worker: ready", kStartTimeout));
   REQUIRE(w2->wait_for_output("worker: ready", kStartTimeout));
   // OFF: ~1.8 s per worker; DYNAMIC: ~1.8 s for both together (splits of 750 elements).
-  const std::string dataset = mode == "off" ? "range(6000).map(sleep_us(us=300))"
-                                            : "range(12000).map(sleep_us(us=300))";
-  std::vector<std::string> read_args{"read", "--dispatcher", addr(port), "--dataset", dataset,
-                                     "--mode", mode};
+  const std::string dataset =
+    mode == "off" ? "range(6000).map(sleep_us(us=300))" : "range(12000).map(sleep_us(us=300))";
+  std::vector<std::string> read_args{"read",  "--dispatcher", addr(port), "--dataset",
+                                     dataset, "--mode",       mode};
   read_args.insert(read_args.end(), flags.begin(), flags.end());
   auto reader = ChildProcess::conveyor(read_args, "read");
   REQUIRE(reader.ok());
@@ -110,7 +114,8 @@ void kill_dispatcher_mid_read(const std::string& mode, std::size_t copies,
   CHECK_MESSAGE(w1->stderr_text().find("refused") == std::string::npos, w1->describe());
   CHECK_MESSAGE(w2->stderr_text().find("refused") == std::string::npos, w2->describe());
   if (mode == "dynamic") // the crash hit the epoch in the middle: some splits were held
-    CHECK_MESSAGE(d2->stderr_text().find("handing out again the") != std::string::npos, d2->describe());
+    CHECK_MESSAGE(d2->stderr_text().find("handing out again the") != std::string::npos,
+                  d2->describe());
 }
 
 } // namespace
@@ -153,9 +158,8 @@ TEST_CASE("dispatcher restart: coordinated reads go on in step - a worker that j
   std::vector<std::unique_ptr<ChildProcess>> readers;
   for (int i = 0; i < 2; ++i) {
     auto r = ChildProcess::conveyor({"read", "--dispatcher", addr(port), "--dataset", dataset,
-                                     "--job-name", "rr", "--num-consumers", "2",
-                                     "--consumer-index", std::to_string(i), "--take",
-                                     std::to_string(kTake)},
+                                     "--job-name", "rr", "--num-consumers", "2", "--consumer-index",
+                                     std::to_string(i), "--take", std::to_string(kTake)},
                                     "read" + std::to_string(i));
     REQUIRE(r.ok());
     readers.push_back(std::move(r).value());
@@ -167,7 +171,8 @@ TEST_CASE("dispatcher restart: coordinated reads go on in step - a worker that j
   d1->signal(SIGKILL);
   REQUIRE(d1->wait_exit(kStartTimeout).has_value());
   auto d2 = start_dispatcher(port, wd, "dispatcher2");
-  CHECK_MESSAGE(d2->wait_for_output("rebuilt the coordinated rounds", kReadTimeout), d2->describe());
+  CHECK_MESSAGE(d2->wait_for_output("rebuilt the coordinated rounds", kReadTimeout),
+                d2->describe());
   auto w3 = start_worker(port, "worker3");
   REQUIRE(w3->wait_for_output("worker: ready", kStartTimeout));
   std::vector<std::vector<std::string>> out;
@@ -203,9 +208,9 @@ TEST_CASE("dispatcher restart: repeated restarts keep every registered dataset")
   REQUIRE(w->wait_for_output("worker: ready", kStartTimeout));
   for (int round = 0; round < 3; ++round) {
     // Register one more dataset (ids 1000, 1001, ... in order).
-    auto fresh = run_conveyor({"read", "--dispatcher", addr(port), "--dataset",
-                               "range(" + std::to_string(round + 3) + ")"},
-                              kReadTimeout, "register");
+    auto fresh = run_conveyor(
+      {"read", "--dispatcher", addr(port), "--dataset", "range(" + std::to_string(round + 3) + ")"},
+      kReadTimeout, "register");
     REQUIRE_MESSAGE(fresh.exit_code == 0, fresh.describe);
     CHECK(fresh.lines.size() == static_cast<std::size_t>(round + 3));
     d->signal(SIGKILL);
@@ -218,9 +223,9 @@ TEST_CASE("dispatcher restart: repeated restarts keep every registered dataset")
                     "datasets: " + std::to_string(round + 1)) != status.lines.end());
     // Every dataset registered so far is still there, under its id.
     for (int j = 0; j <= round; ++j) {
-      auto again = run_conveyor({"read", "--dispatcher", addr(port), "--dataset-id",
-                                 std::to_string(1000 + j)},
-                                kReadTimeout, "reread");
+      auto again =
+        run_conveyor({"read", "--dispatcher", addr(port), "--dataset-id", std::to_string(1000 + j)},
+                     kReadTimeout, "reread");
       REQUIRE_MESSAGE(again.exit_code == 0, (again.describe + "\n" + d->describe()));
       CHECK(sorted(again.lines) == expected_sorted_lines("range(" + std::to_string(j + 3) + ")"));
     }
@@ -260,7 +265,8 @@ TEST_CASE("dispatcher restart: a cross-trainer-cache job stays one - a trainer j
   CHECK_MESSAGE(b.lines == expected, b.describe);
 }
 
-TEST_CASE("dispatcher restart: without --work-dir an OFF read (--on-worker-loss fail) fails naming the lost state, not the worker") {
+TEST_CASE("dispatcher restart: without --work-dir an OFF read (--on-worker-loss fail) fails naming "
+          "the lost state, not the worker") {
   // Two paths race: the reader's re-join finds the job unknown, or the new dispatcher stops the
   // worker's task first and the reader loses it (OFF: its elements cannot be read again). Either
   // way the error must point at the dispatcher's lost state (before, the second named only the
@@ -270,9 +276,10 @@ TEST_CASE("dispatcher restart: without --work-dir an OFF read (--on-worker-loss 
   auto w1 = start_worker(port, "worker1");
   REQUIRE(w1->wait_for_output("worker: ready", kStartTimeout));
   const std::string dataset = "range(6000).map(sleep_us(us=300))";
-  auto reader = ChildProcess::conveyor(
-    std::vector<std::string>{"read", "--dispatcher", addr(port), "--dataset", dataset,
-                             "--on-worker-loss", "fail"}, "read");
+  auto reader =
+    ChildProcess::conveyor(std::vector<std::string>{"read", "--dispatcher", addr(port), "--dataset",
+                                                    dataset, "--on-worker-loss", "fail"},
+                           "read");
   REQUIRE(reader.ok());
   REQUIRE_MESSAGE(d1->wait_for_output("created job", kReadTimeout), d1->describe());
   std::this_thread::sleep_for(std::chrono::milliseconds(600));
@@ -283,21 +290,23 @@ TEST_CASE("dispatcher restart: without --work-dir an OFF read (--on-worker-loss 
   auto rc = (*reader)->wait_exit(kReadTimeout);
   REQUIRE_MESSAGE(rc.has_value(), (*reader)->describe());
   CHECK(*rc == 1);
-  CHECK_MESSAGE((*reader)->stderr_text().find("--work-dir") != std::string::npos, (*reader)->describe());
+  CHECK_MESSAGE((*reader)->stderr_text().find("--work-dir") != std::string::npos,
+                (*reader)->describe());
 }
 
-TEST_CASE("dispatcher gone for good: the reader's error reports the whole wait for it, not its last "
-          "attempt's remaining milliseconds") {
+TEST_CASE(
+  "dispatcher gone for good: the reader's error reports the whole wait for it, not its last "
+  "attempt's remaining milliseconds") {
   // The reader retries rejoining for 30 s (ConsumerStart::dispatcher_reconnect_timeout); its
   // last attempt has only what is left of that, which the error used to report ("within 1 ms").
   auto d1 = start_dispatcher(free_port(), "", "dispatcher-gone");
   auto port = *d1->wait_listening(kStartTimeout);
   auto w1 = start_worker(port, "worker1");
   REQUIRE(w1->wait_for_output("worker: ready", kStartTimeout));
-  auto reader = ChildProcess::conveyor(
-    std::vector<std::string>{"read", "--dispatcher", addr(port), "--dataset",
-                             "range(1000000).map(sleep_us(us=2000))"},
-    "read-gone");
+  auto reader =
+    ChildProcess::conveyor(std::vector<std::string>{"read", "--dispatcher", addr(port), "--dataset",
+                                                    "range(1000000).map(sleep_us(us=2000))"},
+                           "read-gone");
   REQUIRE(reader.ok());
   // Elements flowing: the reader joined the job and reads from the worker.
   REQUIRE_MESSAGE((*reader)->wait_for_stdout_lines(20, kReadTimeout), (*reader)->describe());
@@ -325,9 +334,9 @@ TEST_CASE("dispatcher restart: a damaged journal stops the dispatcher with the f
   auto w = start_worker(port, "worker");
   REQUIRE(w->wait_for_output("worker: ready", kStartTimeout));
   for (int i = 0; i < 3; ++i) {
-    auto r = run_conveyor({"read", "--dispatcher", addr(port), "--dataset",
-                           "range(" + std::to_string(i + 3) + ")"},
-                          kReadTimeout, "register");
+    auto r = run_conveyor(
+      {"read", "--dispatcher", addr(port), "--dataset", "range(" + std::to_string(i + 3) + ")"},
+      kReadTimeout, "register");
     REQUIRE_MESSAGE(r.exit_code == 0, r.describe);
   }
   d->signal(SIGKILL);
@@ -344,8 +353,8 @@ TEST_CASE("dispatcher restart: a damaged journal stops the dispatcher with the f
   std::fill(bytes.begin() + static_cast<long>(bytes.size() / 2), bytes.end(), '\0');
   std::ofstream(segment, std::ios::binary | std::ios::trunc) << bytes;
 
-  auto refused = ChildProcess::conveyor({"dispatcher", "--port", std::to_string(port),
-                                         "--work-dir", wd}, "dispatcher-refused");
+  auto refused = ChildProcess::conveyor(
+    {"dispatcher", "--port", std::to_string(port), "--work-dir", wd}, "dispatcher-refused");
   REQUIRE(refused.ok());
   auto code = (*refused)->wait_exit(kStartTimeout);
   REQUIRE_MESSAGE(code.has_value(), (*refused)->describe());
@@ -359,7 +368,8 @@ TEST_CASE("dispatcher restart: a damaged journal stops the dispatcher with the f
   CHECK(d->wait_for_output("--journal-recover: ", kStartTimeout));
   bool moved = false;
   for (const auto& e : std::filesystem::directory_iterator(wd))
-    moved = moved || e.path().filename().string().rfind("journal-00000000000000000000.log.damaged-", 0) == 0;
+    moved = moved ||
+            e.path().filename().string().rfind("journal-00000000000000000000.log.damaged-", 0) == 0;
   CHECK(moved);
   // The first dataset was registered early in the journal: it is in the kept prefix.
   auto again = run_conveyor({"read", "--dispatcher", addr(port), "--dataset-id", "1000"},
@@ -387,8 +397,8 @@ TEST_CASE("startup order: a worker started before its dispatcher waits for it") 
 }
 
 TEST_CASE("startup order: a worker gives up after --dispatcher-timeout, naming it") {
-  auto w = start_worker(free_port(), "lonely-worker", {"--dispatcher-timeout", "700",
-                                                       "--connect-timeout", "200"});
+  auto w = start_worker(free_port(), "lonely-worker",
+                        {"--dispatcher-timeout", "700", "--connect-timeout", "200"});
   auto rc = w->wait_exit(kStartTimeout);
   REQUIRE(rc.has_value());
   CHECK(*rc != 0);
@@ -399,9 +409,9 @@ TEST_CASE("startup order: a reader started before its dispatcher retries until i
           "timeout") {
   TempDir dir;
   auto port = free_port();
-  auto reader = ChildProcess::conveyor({"read", "--dispatcher", addr(port), "--dataset",
-                                        "range(10)", "--connect-timeout", "15000"},
-                                       "early-read");
+  auto reader = ChildProcess::conveyor(
+    {"read", "--dispatcher", addr(port), "--dataset", "range(10)", "--connect-timeout", "15000"},
+    "early-read");
   REQUIRE(reader.ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(600)); // the reader is trying by now
   CHECK_FALSE((*reader)->exited());
@@ -419,8 +429,8 @@ TEST_CASE("--connect-timeout bounds connecting: an absent dispatcher fails after
   auto r = run_conveyor({"read", "--dispatcher", addr(free_port()), "--dataset", "range(3)",
                          "--connect-timeout", "1500"},
                         kReadTimeout, "read");
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-              std::chrono::steady_clock::now() - started)
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                  started)
               .count();
   CHECK(r.exit_code == 1);
   CHECK(ms >= 1400);

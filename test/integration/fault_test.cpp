@@ -62,12 +62,14 @@ void check_drained_promptly(Cluster& cluster, std::size_t worker,
                             std::chrono::steady_clock::time_point signalled, int64_t limit_ms,
                             int64_t drain_timeout_ms) {
   auto left = cluster.worker(worker).wait_exit(Millis{drain_timeout_ms + 10000});
-  const auto drain_ms = std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - signalled).count();
+  const auto drain_ms =
+    std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - signalled).count();
   CHECK_MESSAGE(left == std::optional<int>{0}, cluster.describe());
-  CHECK_MESSAGE(drain_ms < limit_ms, "drain took " << drain_ms << " ms (--drain-timeout " << drain_timeout_ms
-                                                   << ")\n" << cluster.describe());
-  CHECK_MESSAGE(cluster.worker(worker).stderr_text().find("drained: every task's output was delivered") !=
-                  std::string::npos,
+  CHECK_MESSAGE(drain_ms < limit_ms, "drain took " << drain_ms << " ms (--drain-timeout "
+                                                   << drain_timeout_ms << ")\n"
+                                                   << cluster.describe());
+  CHECK_MESSAGE(cluster.worker(worker).stderr_text().find(
+                  "drained: every task's output was delivered") != std::string::npos,
                 cluster.describe());
 }
 
@@ -81,13 +83,15 @@ TEST_CASE("fault: SIGTERM of a worker mid DYNAMIC epoch drains it: nothing lost"
   kill_worker_mid_dynamic(SIGTERM);
 }
 
-TEST_CASE("fault: OFF, --on-worker-loss fail, with a worker SIGKILLed mid-read fails loudly (never exit 0 short)") {
+TEST_CASE("fault: OFF, --on-worker-loss fail, with a worker SIGKILLed mid-read fails loudly (never "
+          "exit 0 short)") {
   Cluster cluster(2);
   auto reader = cluster.start_read("range(200000).map(sleep_us(us=20))",
                                    {"--mode", "off", "--on-worker-loss", "fail"});
   REQUIRE_MESSAGE(reader->wait_for_stdout_lines(5000, Millis{30000}), reader->describe());
   cluster.worker(1).signal(SIGKILL);
-  REQUIRE(cluster.worker(1).wait_exit(Millis{10000}).has_value()); // seen gone: not a shutdown to check
+  REQUIRE(
+    cluster.worker(1).wait_exit(Millis{10000}).has_value()); // seen gone: not a shutdown to check
   auto code = reader->wait_exit(Millis{60000});
   REQUIRE(code.has_value());
   auto n = reader->stdout_lines().size();
@@ -97,21 +101,26 @@ TEST_CASE("fault: OFF, --on-worker-loss fail, with a worker SIGKILLed mid-read f
     CHECK(reader->describe().find("worker") != std::string::npos);
 }
 
-TEST_CASE("fault: OFF (on_worker_loss continue) with a worker SIGKILLed mid-read ends OK short, never silently") {
+TEST_CASE("fault: OFF (on_worker_loss continue) with a worker SIGKILLed mid-read ends OK short, "
+          "never silently") {
   Cluster cluster(2);
-  auto reader = cluster.start_read("range(200000).map(sleep_us(us=20))", {"--mode", "off", "--stats"});
+  auto reader =
+    cluster.start_read("range(200000).map(sleep_us(us=20))", {"--mode", "off", "--stats"});
   REQUIRE_MESSAGE(reader->wait_for_stdout_lines(5000, Millis{30000}), reader->describe());
   cluster.worker(1).signal(SIGKILL);
-  REQUIRE(cluster.worker(1).wait_exit(Millis{10000}).has_value()); // seen gone: not a shutdown to check
+  REQUIRE(
+    cluster.worker(1).wait_exit(Millis{10000}).has_value()); // seen gone: not a shutdown to check
   auto code = reader->wait_exit(Millis{60000});
   REQUIRE(code.has_value());
   CHECK_MESSAGE(*code == 0, std::string(reader->describe() + cluster.describe()));
   auto n = reader->stdout_lines().size();
   CHECK(n >= 200000u); // the survivor's whole copy
   if (n < 400000u) {   // short: the warning and the count say so
-    CHECK_MESSAGE(reader->stderr_text().find("read: 1 task(s) lost before their end") != std::string::npos,
+    CHECK_MESSAGE(reader->stderr_text().find("read: 1 task(s) lost before their end") !=
+                    std::string::npos,
                   reader->describe());
-    CHECK_MESSAGE(reader->stderr_text().find("reading on with the other workers") != std::string::npos,
+    CHECK_MESSAGE(reader->stderr_text().find("reading on with the other workers") !=
+                    std::string::npos,
                   reader->describe());
   }
 }
@@ -139,7 +148,8 @@ TEST_CASE("fault: SIGTERM of a worker mid OFF read drains it: each worker's whol
   CHECK_MESSAGE(left == std::optional<int>{0}, cluster.describe());
 }
 
-TEST_CASE("fault: SIGTERM of a worker mid endless OFF read retires its task: the worker leaves at once, the reader reads on") {
+TEST_CASE("fault: SIGTERM of a worker mid endless OFF read retires its task: the worker leaves at "
+          "once, the reader reads on") {
   // An infinite dataset has no end to drain to. The task hands out nothing more, waits for the
   // reader's acknowledgements of what it sent, and tells it so (`retired`); the worker then
   // leaves, and its leaving fails nothing. Before, the draining worker served on until
@@ -155,7 +165,8 @@ TEST_CASE("fault: SIGTERM of a worker mid endless OFF read retires its task: the
   REQUIRE_MESSAGE(reader->wait_for_stdout_lines(10, Millis{30000}), reader->describe());
   cluster.worker(1).signal(SIGTERM);
   const std::size_t at_signal = reader->stdout_lines().size();
-  REQUIRE_MESSAGE(at_signal < kTake / 2, "lines at the signal: " << at_signal); // most come after it
+  REQUIRE_MESSAGE(at_signal < kTake / 2,
+                  "lines at the signal: " << at_signal); // most come after it
   check_drained_promptly(cluster, 1, std::chrono::steady_clock::now(), 2500, 3000);
   auto code = reader->wait_exit(Millis{60000});
   REQUIRE(code.has_value());
@@ -176,7 +187,8 @@ TEST_CASE("fault: a drain does not wait for a reader that died with the dispatch
   // into --drain-timeout (and SIGKILL at the end of the test).
   Cluster cluster(1);
   cluster.add_worker({"--drain-timeout", "20000"});
-  auto reader = cluster.start_read("range(1000).map(sleep_us(us=2000)).repeat()", {"--mode", "off"});
+  auto reader =
+    cluster.start_read("range(1000).map(sleep_us(us=2000)).repeat()", {"--mode", "off"});
   REQUIRE_MESSAGE(reader->wait_for_stdout_lines(200, Millis{30000}), reader->describe());
   cluster.dispatcher().signal(SIGKILL);
   reader->signal(SIGKILL);
@@ -199,14 +211,16 @@ TEST_CASE("fault: a drain does not wait for a SIGKILLed reader of a finite OFF d
   check_drained_promptly(cluster, 1, std::chrono::steady_clock::now(), 10000, 20000);
 }
 
-TEST_CASE("fault: a reader SIGKILLed mid shared DYNAMIC epoch does not hold the other's end for --client-timeout") {
+TEST_CASE("fault: a reader SIGKILLed mid shared DYNAMIC epoch does not hold the other's end for "
+          "--client-timeout") {
   // Its tasks see its node go and hand what it did not acknowledge back to the job at once (as
   // on its reconnect); before, those splits stayed out until the job dropped it after
   // --client-timeout (60 s by default), and the other reader waited that long for its end.
   Cluster cluster(2);
   constexpr int64_t kN = 6000;
   const std::string dataset = "range(6000).map(sleep_us(us=500))";
-  const std::vector<std::string> shared{"--mode", "dynamic", "--job-name", "shared", "--max-outstanding", "64"};
+  const std::vector<std::string> shared{"--mode", "dynamic",           "--job-name",
+                                        "shared", "--max-outstanding", "64"};
   auto doomed = cluster.start_read(dataset, shared, "doomed");
   auto survivor = cluster.start_read(dataset, shared, "survivor");
   REQUIRE_MESSAGE(doomed->wait_for_stdout_lines(200, Millis{30000}), doomed->describe());
@@ -214,10 +228,12 @@ TEST_CASE("fault: a reader SIGKILLed mid shared DYNAMIC epoch does not hold the 
   doomed->signal(SIGKILL);
   const auto killed = std::chrono::steady_clock::now();
   auto code = survivor->wait_exit(Millis{50000});
-  const auto took_ms = std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - killed).count();
+  const auto took_ms =
+    std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - killed).count();
   REQUIRE_MESSAGE(code.has_value(), std::string(survivor->describe() + cluster.describe()));
   CHECK_MESSAGE(*code == 0, std::string(survivor->describe() + cluster.describe()));
-  CHECK_MESSAGE(took_ms < 30000, "the survivor ended " << took_ms << " ms after the kill\n" << survivor->describe());
+  CHECK_MESSAGE(took_ms < 30000, "the survivor ended " << took_ms << " ms after the kill\n"
+                                                       << survivor->describe());
   // Each value at most once for the survivor (its repeat filter); what the doomed reader
   // acknowledged before it died is its own (the shared job is at-least-once across readers).
   auto got = sorted_values(survivor->stdout_lines());
@@ -227,7 +243,8 @@ TEST_CASE("fault: a reader SIGKILLed mid shared DYNAMIC epoch does not hold the 
   CHECK((got.empty() || (got.front() >= 0 && got.back() < kN)));
 }
 
-TEST_CASE("fault: a worker SIGKILLed mid DYNAMIC epoch and restarted on a new port takes part again") {
+TEST_CASE(
+  "fault: a worker SIGKILLed mid DYNAMIC epoch and restarted on a new port takes part again") {
   Cluster cluster(2);
   constexpr int64_t kN = 20000;
   // ~4 s on two workers: the rest of the epoch outlasts a worker's start, also under ASan.

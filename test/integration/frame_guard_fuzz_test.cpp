@@ -25,7 +25,9 @@ bool closed_by_peer(int fd, int ms) {
   char buf[4096];
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
   for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  deadline - std::chrono::steady_clock::now())
+                  .count();
     if (left <= 0)
       return false;
     pollfd p{fd, POLLIN, 0};
@@ -56,26 +58,26 @@ bool send_garbage(uint16_t port, std::mt19937_64& rng, int round) {
   std::string bytes;
   bool expect_close = true;
   switch (round % 5) {
-  case 0: // the issue's packet: a handshake announcing 0xFFFFFFFF payload bytes
-    bytes = header(1, 0xFFFFFFFFu);
-    break;
-  case 1: { // random bytes
-    bytes.resize(1 + rng() % 4096);
-    for (auto& c : bytes)
-      c = static_cast<char>(rng());
-    bytes[0] = static_cast<char>(0x07 + rng() % 0xF0); // an operation that does not exist
-    break;
-  }
-  case 2: // a plausible handshake header with a mutated, too large length
-    bytes = header(1, (64u << 10) + 1 + static_cast<uint32_t>(rng() % 0x7FFFFFFF));
-    break;
-  case 3: // a direct message before any handshake
-    bytes = header(2, static_cast<uint32_t>(rng() % 100));
-    break;
-  default: // truncated header, then we hang up
-    bytes = header(1, 10).substr(0, 1 + rng() % 30);
-    expect_close = false;
-    break;
+    case 0: // the issue's packet: a handshake announcing 0xFFFFFFFF payload bytes
+      bytes = header(1, 0xFFFFFFFFu);
+      break;
+    case 1: { // random bytes
+      bytes.resize(1 + rng() % 4096);
+      for (auto& c : bytes)
+        c = static_cast<char>(rng());
+      bytes[0] = static_cast<char>(0x07 + rng() % 0xF0); // an operation that does not exist
+      break;
+    }
+    case 2: // a plausible handshake header with a mutated, too large length
+      bytes = header(1, (64u << 10) + 1 + static_cast<uint32_t>(rng() % 0x7FFFFFFF));
+      break;
+    case 3: // a direct message before any handshake
+      bytes = header(2, static_cast<uint32_t>(rng() % 100));
+      break;
+    default: // truncated header, then we hang up
+      bytes = header(1, 10).substr(0, 1 + rng() % 30);
+      expect_close = false;
+      break;
   }
   ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
   bool closed = expect_close ? closed_by_peer(fd, 5000) : true; // generous: loaded CI boxes
@@ -90,7 +92,8 @@ TEST_CASE("frame guard fuzz: garbage and oversized frames are closed, the cluste
   if (const char* env = std::getenv("CONVEYOR_FUZZ_ROUNDS"))
     rounds = std::max(1, std::atoi(env));
   // Every connection here comes from 127.0.0.1: the per-address cap is not what is tested.
-  Cluster cluster(0, {"--max-connections", "64", "--max-connections-per-address", "200", "--idle-timeout", "60000"});
+  Cluster cluster(0, {"--max-connections", "64", "--max-connections-per-address", "200",
+                      "--idle-timeout", "60000"});
   cluster.add_worker({"--max-connections", "64"});
   auto worker_port = cluster.worker(0).wait_listening(kStartTimeout);
   REQUIRE(worker_port.ok());
@@ -99,7 +102,8 @@ TEST_CASE("frame guard fuzz: garbage and oversized frames are closed, the cluste
   int not_closed = 0;
   std::string which;
   const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < rounds && std::chrono::steady_clock::now() - start < std::chrono::seconds(60); ++i) {
+  for (int i = 0; i < rounds && std::chrono::steady_clock::now() - start < std::chrono::seconds(60);
+       ++i) {
     if (!send_garbage(cluster.port(), rng, i)) {
       ++not_closed;
       which += " dispatcher#" + std::to_string(i);
@@ -142,18 +146,19 @@ TEST_CASE("frame guard fuzz: garbage and oversized frames are closed, the cluste
   CHECK(cluster.dispatcher().wait_for_output("closed a connection", Millis{1000}));
 }
 
-TEST_CASE("frame guard: a connection over --max-connections is logged on the node, and the client's "
-          "error names the cap") {
+TEST_CASE(
+  "frame guard: a connection over --max-connections is logged on the node, and the client's "
+  "error names the cap") {
   Cluster cluster(0, {"--max-connections", "1"});
   int held = connect_loopback(cluster.port()); // the one connection the cap allows
   REQUIRE(held >= 0);
   REQUIRE_FALSE(closed_by_peer(held, 300)); // accepted (it has 10 s for its handshake)
-  auto r = run_conveyor({"status", "--dispatcher", cluster.address(), "--timeout-ms", "2000"}, Millis{20000},
-                        "over-cap");
+  auto r = run_conveyor({"status", "--dispatcher", cluster.address(), "--timeout-ms", "2000"},
+                        Millis{20000}, "over-cap");
   CAPTURE(r.describe);
   CHECK(r.exit_code == 1);
   CHECK(r.stderr_text.find("`--max-connections` cap") != std::string::npos);
-  CHECK(cluster.dispatcher().wait_for_output("1 connections are open, the cap set by `--max-connections`",
-                                             Millis{5000}));
+  CHECK(cluster.dispatcher().wait_for_output(
+    "1 connections are open, the cap set by `--max-connections`", Millis{5000}));
   ::close(held);
 }

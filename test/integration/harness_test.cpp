@@ -41,7 +41,8 @@ bool gone_within(pid_t pid, Millis timeout) {
 } // namespace
 
 TEST_CASE("harness: reads the port from the `listening on` line") {
-  auto child = shell("echo 'dispatcher: listening on 127.0.0.1:45678 (protocol 1)'; exec sleep 30", "listen");
+  auto child =
+    shell("echo 'dispatcher: listening on 127.0.0.1:45678 (protocol 1)'; exec sleep 30", "listen");
   auto port = child->wait_listening(Millis{5000});
   REQUIRE_MESSAGE(port.ok(), port.status().to_string());
   CHECK(*port == 45678);
@@ -64,8 +65,8 @@ TEST_CASE("harness: a child that exits without the startup line fails fast with 
 }
 
 TEST_CASE("harness: run_to_completion collects lines and the exit code") {
-  auto r = run_to_completion({"/bin/sh", "-c", "printf '3\\n1\\nx\\n2\\n'; echo oops >&2; exit 1"}, Millis{5000},
-                             "complete", test_log_dir());
+  auto r = run_to_completion({"/bin/sh", "-c", "printf '3\\n1\\nx\\n2\\n'; echo oops >&2; exit 1"},
+                             Millis{5000}, "complete", test_log_dir());
   REQUIRE(r.exit_code.has_value());
   CHECK(*r.exit_code == 1);
   CHECK(r.lines == std::vector<std::string>{"3", "1", "x", "2"});
@@ -76,8 +77,8 @@ TEST_CASE("harness: run_to_completion collects lines and the exit code") {
 }
 
 TEST_CASE("harness: a command past its timeout is killed and reported as such") {
-  auto r = run_to_completion({"/bin/sh", "-c", "echo started; exec sleep 30"}, Millis{300}, "timeout",
-                             test_log_dir());
+  auto r = run_to_completion({"/bin/sh", "-c", "echo started; exec sleep 30"}, Millis{300},
+                             "timeout", test_log_dir());
   CHECK_FALSE(r.exit_code.has_value());
   CHECK(r.lines == std::vector<std::string>{"started"});
 }

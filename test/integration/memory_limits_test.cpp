@@ -69,7 +69,9 @@ constexpr bool kRssBounded = true;
 
 } // namespace
 
-TEST_CASE("memory limits: with --job-memory-limit 200000000, shuffle, batch, cache, padded_batch and a 600 MB element fail with resource_exhausted while the worker stays under 400 MiB") {
+TEST_CASE(
+  "memory limits: with --job-memory-limit 200000000, shuffle, batch, cache, padded_batch and a 600 "
+  "MB element fail with resource_exhausted while the worker stays under 400 MiB") {
   Cluster cluster(0);
   auto& worker = cluster.add_worker({"--job-memory-limit", "200000000"});
   const std::vector<std::string> datasets = {
@@ -102,9 +104,11 @@ TEST_CASE("memory limits: with --job-memory-limit 200000000, shuffle, batch, cac
   CHECK(ok.lines.size() == 10);
 }
 
-TEST_CASE("memory limits: conveyor worker --memory-limit is a backstop for all jobs, refused when invalid") {
-  auto bad = conveyor::testing::run_conveyor({"worker", "--dispatcher", "127.0.0.1:1", "--port", "0", "--memory-limit=-5"},
-                                             Millis{20000}, "bad-memory-limit");
+TEST_CASE("memory limits: conveyor worker --memory-limit is a backstop for all jobs, refused when "
+          "invalid") {
+  auto bad = conveyor::testing::run_conveyor(
+    {"worker", "--dispatcher", "127.0.0.1:1", "--port", "0", "--memory-limit=-5"}, Millis{20000},
+    "bad-memory-limit");
   CHECK(bad.exit_code == 2);
   CHECK(contains(bad.stderr_text, "--memory-limit"));
   Cluster cluster(0);
@@ -125,7 +129,8 @@ TEST_CASE("cancellation: the released endless batch stops within 1 s of the work
   // the machine: it would fail the job with resource_exhausted once it holds ~2 GB.)
   Cluster cluster(0, {"--client-timeout", "2000"}); // a reader gone without a word, dropped soon
   auto& worker = cluster.add_worker({"--job-memory-limit", "2000000000"});
-  auto r = cluster.read("range(9223372036854775807).batch(9223372036854775807)", {"--timeout-ms", "1000"});
+  auto r =
+    cluster.read("range(9223372036854775807).batch(9223372036854775807)", {"--timeout-ms", "1000"});
   CAPTURE(r.describe);
   CHECK(r.exit_code != 0);
   REQUIRE_MESSAGE(worker.wait_for_output("stopping task", Millis{20000}), worker.describe());

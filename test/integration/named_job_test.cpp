@@ -41,8 +41,8 @@ TEST_CASE("named DYNAMIC job: two readers, concurrent or staggered, read each el
   const std::string dataset = "range(2000).map(sleep_us(us=500))";
   for (auto stagger : {Stagger::together, Stagger::mid_read, Stagger::after_end}) {
     CAPTURE(name_of(stagger));
-    const std::vector<std::string> flags{"--mode", "dynamic", "--job-name",
-                                         std::string{"shared-"} + name_of(stagger),
+    const std::vector<std::string> flags{"--mode",       "dynamic",
+                                         "--job-name",   std::string{"shared-"} + name_of(stagger),
                                          "--timeout-ms", "30000"};
     auto a = cluster.start_read(dataset, flags, "reader-a");
     std::unique_ptr<ChildProcess> b;
@@ -69,8 +69,8 @@ TEST_CASE("named DYNAMIC job: two readers, concurrent or staggered, read each el
   }
   // Reading the name again with the next iteration index reads the data again (tf.data: the
   // N-th re-iteration of a consumer joins iteration N).
-  const std::vector<std::string> again{"--mode", "dynamic", "--job-name", "shared-together",
-                                       "--iteration", "1"};
+  const std::vector<std::string> again{"--mode",          "dynamic",     "--job-name",
+                                       "shared-together", "--iteration", "1"};
   auto r = cluster.read("range(2000).map(sleep_us(us=500))", again);
   REQUIRE_MESSAGE(r.exit_code == 0, r.describe);
   CHECK(sorted_ints(r.lines).sorted == range_ints(kElements));

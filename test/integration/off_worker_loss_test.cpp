@@ -75,7 +75,8 @@ void check_copies(const std::vector<std::string>& lines, int64_t copies, const s
 // A SIGTERM of another worker at the same moment is left out: its retiring task, with a request
 // of this reader in flight, is then sometimes counted as lost too (docs/ARCHITECTURE.md, Not built
 // yet); the drain alone is covered by fault_test's endless-OFF SIGTERM case.
-TEST_CASE("OFF, continue: SIGKILL of a worker mid endless read - the read goes on, the SIGKILLed task counted and named") {
+TEST_CASE("OFF, continue: SIGKILL of a worker mid endless read - the read goes on, the SIGKILLed "
+          "task counted and named") {
   Cluster cluster(3);
   const std::string killed = port_of(cluster.worker(1));
   constexpr std::size_t kTake = 3000;
@@ -93,7 +94,8 @@ TEST_CASE("OFF, continue: SIGKILL of a worker mid endless read - the read goes o
   const auto err = reader->stderr_text();
   CHECK_MESSAGE(contains(err, "read: 1 task(s) lost before their end"), reader->describe());
   // The warning names the worker.
-  CHECK_MESSAGE(line_with(err, "reading on with the other workers", ":" + killed), reader->describe());
+  CHECK_MESSAGE(line_with(err, "reading on with the other workers", ":" + killed),
+                reader->describe());
 }
 
 TEST_CASE("OFF, fail: a worker SIGKILLed mid endless read fails the read, naming the worker") {
@@ -107,15 +109,17 @@ TEST_CASE("OFF, fail: a worker SIGKILLed mid endless read fails the read, naming
   auto code = reader->wait_exit(Millis{60000});
   REQUIRE(code.has_value());
   CHECK_MESSAGE(*code != 0, reader->describe());
-  CHECK_MESSAGE(line_with(reader->stderr_text(), "cannot be read", ":" + killed), reader->describe());
+  CHECK_MESSAGE(line_with(reader->stderr_text(), "cannot be read", ":" + killed),
+                reader->describe());
 }
 
 TEST_CASE("OFF: --on-worker-loss is checked, and refused with another mode") {
   Cluster cluster(1);
   auto bad = cluster.read("range(3)", {"--mode", "off", "--on-worker-loss", "ignore"});
   CHECK(bad.exit_code != 0);
-  CHECK_MESSAGE(contains(bad.stderr_text, "`--on-worker-loss` must be continue or fail, got \"ignore\""),
-                bad.stderr_text);
+  CHECK_MESSAGE(
+    contains(bad.stderr_text, "`--on-worker-loss` must be continue or fail, got \"ignore\""),
+    bad.stderr_text);
   auto dynamic = cluster.read("range(3)", {"--mode", "dynamic", "--on-worker-loss", "fail"});
   CHECK(dynamic.exit_code != 0);
   CHECK_MESSAGE(contains(dynamic.stderr_text, "applies to `--mode off` only"), dynamic.stderr_text);
@@ -144,7 +148,8 @@ void restart_mid_finite_read(bool same_port) {
   CHECK_MESSAGE(*code == 0, std::string(reader->describe() + cluster.describe()));
   check_copies(reader->stdout_lines(), 2, reader->describe());
   CHECK(static_cast<int64_t>(reader->stdout_lines().size()) > 2 * kFiniteN); // + the lost part
-  CHECK_MESSAGE(contains(reader->stderr_text(), "read: 1 task(s) lost before their end"), reader->describe());
+  CHECK_MESSAGE(contains(reader->stderr_text(), "read: 1 task(s) lost before their end"),
+                reader->describe());
 }
 
 TEST_CASE("OFF: a worker SIGKILLed mid-read and restarted on the same port starts its task over") {
@@ -166,5 +171,6 @@ TEST_CASE("OFF: a worker added mid-read gets a task and produces a whole copy") 
   CHECK_MESSAGE(*code == 0, std::string(reader->describe() + cluster.describe()));
   check_copies(reader->stdout_lines(), 2, reader->describe());
   CHECK(static_cast<int64_t>(reader->stdout_lines().size()) == 2 * kFiniteN);
-  CHECK_MESSAGE(contains(reader->stderr_text(), "read: 0 task(s) lost before their end"), reader->describe());
+  CHECK_MESSAGE(contains(reader->stderr_text(), "read: 0 task(s) lost before their end"),
+                reader->describe());
 }

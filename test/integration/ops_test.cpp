@@ -18,7 +18,9 @@ using namespace conveyor::testing;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+bool contains(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
 
 // GET http://127.0.0.1:port/path; returns the body ("" on any failure, with `error` set).
 std::string http_get(uint16_t port, const std::string& path, std::string& error) {
@@ -50,7 +52,8 @@ std::string http_get(uint16_t port, const std::string& path, std::string& error)
   }
   ::close(fd);
   auto body = resp.find("\r\n\r\n");
-  if (resp.rfind("HTTP/1.", 0) != 0 || !contains(resp.substr(0, 16), "200") || body == std::string::npos) {
+  if (resp.rfind("HTTP/1.", 0) != 0 || !contains(resp.substr(0, 16), "200") ||
+      body == std::string::npos) {
     error = "bad response: " + resp.substr(0, 200);
     return {};
   }
@@ -84,43 +87,55 @@ double sample_value(const std::string& text, const std::string& prefix) {
 double sample_sum(const std::string& text, const std::string& name) {
   double sum = 0;
   std::regex re("(^|\\n)" + name + "(\\{[^}]*\\})? ([0-9.e+-]+)");
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator(); ++it)
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator();
+       ++it)
     sum += std::stod((*it)[3].str());
   return sum;
 }
 
 } // namespace
 
-TEST_CASE("ops: node log lines carry a timestamp, the level, the node and the pid - json on request") {
+TEST_CASE(
+  "ops: node log lines carry a timestamp, the level, the node and the pid - json on request") {
   auto d = ChildProcess::conveyor({"dispatcher", "--port", "0"}, "log-text");
   REQUIRE(d.ok());
   REQUIRE((*d)->wait_listening(kStartTimeout).ok());
-  const std::regex text_line(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z info  node=dispatcher pid=(\d+) dispatcher: listening on 127\.0\.0\.1:\d+)");
+  const std::regex text_line(
+    R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z info  node=dispatcher pid=(\d+) dispatcher: listening on 127\.0\.0\.1:\d+)");
   std::smatch m;
   const auto err = (*d)->stderr_text();
   REQUIRE_MESSAGE(std::regex_search(err, m, text_line), err);
   CHECK(std::stol(m[1].str()) == (*d)->pid());
 
-  auto j = ChildProcess::conveyor({"dispatcher", "--port", "0", "--log-format", "json"}, "log-json");
+  auto j =
+    ChildProcess::conveyor({"dispatcher", "--port", "0", "--log-format", "json"}, "log-json");
   REQUIRE(j.ok());
   REQUIRE((*j)->wait_for_output("listening on", kStartTimeout));
   const auto jerr = (*j)->stderr_text();
-  CHECK_MESSAGE(std::regex_search(jerr, std::regex(R"(\{"ts":"[0-9T:.-]+Z","level":"info","pid":\d+,"node":"dispatcher","component":"dispatcher","msg":"listening on 127\.0\.0\.1:\d+"\})")), jerr);
+  CHECK_MESSAGE(
+    std::regex_search(
+      jerr,
+      std::regex(
+        R"(\{"ts":"[0-9T:.-]+Z","level":"info","pid":\d+,"node":"dispatcher","component":"dispatcher","msg":"listening on 127\.0\.0\.1:\d+"\})")),
+    jerr);
 
-  auto bad = run_conveyor({"dispatcher", "--port", "0", "--log-format", "xml"}, Millis{20000}, "log-bad");
+  auto bad =
+    run_conveyor({"dispatcher", "--port", "0", "--log-format", "xml"}, Millis{20000}, "log-bad");
   CHECK(bad.exit_code == 2);
   CHECK(contains(bad.stderr_text, "`--log-format`"));
 
   // A command's final error is a JSON line too, not a plain "conveyor read: ..." among them.
-  const std::regex json_error(R"(\{"ts":"[0-9T:.-]+Z","level":"error","pid":\d+,"node":"read","component":"read","msg":"[^\n]*`--take`[^\n]*"\}\n$)");
-  auto bad_read = run_conveyor({"read", "--dispatcher", "127.0.0.1:1", "--dataset", "range(3)", "--take", "-5",
-                                "--log-format", "json"},
+  const std::regex json_error(
+    R"(\{"ts":"[0-9T:.-]+Z","level":"error","pid":\d+,"node":"read","component":"read","msg":"[^\n]*`--take`[^\n]*"\}\n$)");
+  auto bad_read = run_conveyor({"read", "--dispatcher", "127.0.0.1:1", "--dataset", "range(3)",
+                                "--take", "-5", "--log-format", "json"},
                                Millis{20000}, "log-json-error");
   CHECK(bad_read.exit_code == 2);
   CHECK_FALSE(contains(bad_read.stderr_text, "conveyor read:"));
   CHECK_MESSAGE(std::regex_search(bad_read.stderr_text, json_error), bad_read.stderr_text);
   // A runtime failure (nothing listens there) as well.
-  const std::regex json_failure(R"(\{"ts":"[0-9T:.-]+Z","level":"error","pid":\d+,"node":"read","component":"read","msg":"cannot connect to dispatcher [^\n]*"\}\n$)");
+  const std::regex json_failure(
+    R"(\{"ts":"[0-9T:.-]+Z","level":"error","pid":\d+,"node":"read","component":"read","msg":"cannot connect to dispatcher [^\n]*"\}\n$)");
   auto failed_read = run_conveyor({"read", "--dispatcher", "127.0.0.1:1", "--dataset", "range(3)",
                                    "--connect-timeout", "500", "--log-format", "json"},
                                   Millis{20000}, "log-json-failure");
@@ -154,8 +169,10 @@ TEST_CASE("ops: a reader that leaves a shared job with elements it did not take 
   CAPTURE(r.describe);
   CHECK(r.exit_code == 0);
   CHECK(r.lines.size() == 10);
-  CHECK(std::regex_search(r.stderr_text,
-                          std::regex(R"(this consumer leaves with [1-9]\d* element\(s\) it received but its application did not take)")));
+  CHECK(std::regex_search(
+    r.stderr_text,
+    std::regex(
+      R"(this consumer leaves with [1-9]\d* element\(s\) it received but its application did not take)")));
   // A private job loses nothing of anyone's: no warning.
   auto mine = cluster.read("range(200000)", {"--take", "10"});
   CAPTURE(mine.describe);
@@ -168,12 +185,13 @@ TEST_CASE("ops: --bulk-port pins the worker's bulk data port - a taken one fails
   const auto bulk = conveyor::testing::free_loopback_port();
   REQUIRE(bulk != 0);
   auto& worker = cluster.add_worker({"--bulk-port", std::to_string(bulk)});
-  CHECK(worker.wait_for_output("bulk data path on 127.0.0.1:" + std::to_string(bulk), Millis{10000}));
+  CHECK(
+    worker.wait_for_output("bulk data path on 127.0.0.1:" + std::to_string(bulk), Millis{10000}));
   auto r = cluster.read("range(4).map(bytes(size=300000))", {"--print", "digest"});
   CAPTURE(r.describe);
   CHECK(r.exit_code == 0);
-  auto taken = run_conveyor({"worker", "--dispatcher", cluster.address(), "--port", "0", "--bulk-port",
-                             std::to_string(bulk)},
+  auto taken = run_conveyor({"worker", "--dispatcher", cluster.address(), "--port", "0",
+                             "--bulk-port", std::to_string(bulk)},
                             Millis{20000}, "bulk-port-taken");
   CAPTURE(taken.describe);
   CHECK(taken.exit_code == 1);
@@ -181,7 +199,8 @@ TEST_CASE("ops: --bulk-port pins the worker's bulk data port - a taken one fails
   CHECK(contains(taken.stderr_text, "choose another `--bulk-port`"));
 }
 
-TEST_CASE("ops: clear start-up errors: port in use, wildcard bind without --advertise, no workers") {
+TEST_CASE(
+  "ops: clear start-up errors: port in use, wildcard bind without --advertise, no workers") {
   Cluster cluster(0);
   const std::string port = std::to_string(cluster.port());
   auto taken = run_conveyor({"dispatcher", "--port", port}, Millis{20000}, "port-taken");
@@ -191,8 +210,9 @@ TEST_CASE("ops: clear start-up errors: port in use, wildcard bind without --adve
   CHECK_FALSE(contains(taken.stderr_text, "cannot_open_port"));
 
   for (const std::string host : {"0.0.0.0", "::"}) {
-    auto w = run_conveyor({"worker", "--dispatcher", cluster.address(), "--port", "0", "--host", host},
-                          Millis{20000}, "wildcard");
+    auto w =
+      run_conveyor({"worker", "--dispatcher", cluster.address(), "--port", "0", "--host", host},
+                   Millis{20000}, "wildcard");
     CAPTURE(w.describe);
     CHECK(w.exit_code == 2);
     CHECK(contains(w.stderr_text, "--advertise"));
@@ -201,7 +221,8 @@ TEST_CASE("ops: clear start-up errors: port in use, wildcard bind without --adve
   auto r = cluster.read("range(3)", {"--timeout-ms", "1500"});
   CAPTURE(r.describe);
   CHECK(r.exit_code == 1);
-  CHECK(contains(r.stderr_text, "no workers are registered with the dispatcher at " + cluster.address()));
+  CHECK(contains(r.stderr_text,
+                 "no workers are registered with the dispatcher at " + cluster.address()));
 }
 
 TEST_CASE("ops: read --stats with --take counts the elements read, and says what was prefetched "
@@ -216,8 +237,9 @@ TEST_CASE("ops: read --stats with --take counts the elements read, and says what
   REQUIRE(at != std::string::npos);
   const long long received = std::atoll(r.stderr_text.c_str() + at + 32);
   CHECK(received >= 5);
-  const bool said = contains(r.stderr_text, std::to_string(received - 5) +
-                                              " received elements were not read (prefetched beyond --take)");
+  const bool said =
+    contains(r.stderr_text, std::to_string(received - 5) +
+                              " received elements were not read (prefetched beyond --take)");
   CHECK(said == (received > 5));
 }
 
@@ -229,12 +251,16 @@ TEST_CASE("ops: conveyor status lists workers, datasets and jobs with their prog
   CHECK(sorted_ints(r.lines).sorted.size() == 100);
   CHECK(contains(r.stderr_text, "read: waiting "));
 
-  auto js = run_conveyor({"status", "--dispatcher", cluster.address(), "--json"}, Millis{20000}, "status-json");
+  auto js = run_conveyor({"status", "--dispatcher", cluster.address(), "--json"}, Millis{20000},
+                         "status-json");
   CAPTURE(js.describe);
   REQUIRE(js.exit_code == 0);
   const auto& j = js.stdout_text;
   // The job ended with its reader: its tasks are gone, and it is listed as a finished job.
-  CHECK(std::regex_search(j, std::regex(R"("workers":\[\{"id":\d+,"address":"127\.0\.0\.1:\d+","tags":\[\],"tasks":0,"heartbeat_age_ms":\d+\},\{)")));
+  CHECK(std::regex_search(
+    j,
+    std::regex(
+      R"("workers":\[\{"id":\d+,"address":"127\.0\.0\.1:\d+","tags":\[\],"tasks":0,"heartbeat_age_ms":\d+\},\{)")));
   CHECK(contains(j, "\"finished\":true"));
   CHECK(contains(j, "\"cardinality\":100"));
   CHECK(contains(j, "\"element_spec\":\"TensorSpec(shape=(), dtype=int64)\""));
@@ -243,14 +269,16 @@ TEST_CASE("ops: conveyor status lists workers, datasets and jobs with their prog
   CHECK(contains(j, "\"elements\":100,"));
   CHECK(std::regex_search(j, std::regex(R"("splits_handed_out":[1-9]\d*)")));
 
-  auto table = run_conveyor({"status", "--dispatcher", cluster.address()}, Millis{20000}, "status-table");
+  auto table =
+    run_conveyor({"status", "--dispatcher", cluster.address()}, Millis{20000}, "status-table");
   CAPTURE(table.describe);
   REQUIRE(table.exit_code == 0);
   CHECK(contains(table.stdout_text, "workers: 2"));
   CHECK(contains(table.stdout_text, "jobs: 1"));
   CHECK(contains(table.stdout_text, "trainer"));
 
-  auto down = run_conveyor({"status", "--dispatcher", "127.0.0.1:1", "--timeout-ms", "2000"}, Millis{20000}, "status-down");
+  auto down = run_conveyor({"status", "--dispatcher", "127.0.0.1:1", "--timeout-ms", "2000"},
+                           Millis{20000}, "status-down");
   CHECK(down.exit_code == 1);
   CHECK(contains(down.stderr_text, "cannot get the status of dispatcher 127.0.0.1:1"));
 }
@@ -284,15 +312,16 @@ TEST_CASE("ops: the dispatcher and workers serve Prometheus metrics over HTTP") 
   CHECK(sample_sum(w, "conveyor_task_buffered_bytes") == 0); // its buffer went with the task
   CHECK(sample_value(d, "conveyor_jobs_running ") == 0);
 
-  auto bad = run_conveyor({"dispatcher", "--port", "0", "--metrics-port", std::to_string(dport)}, Millis{20000},
-                          "metrics-taken");
+  auto bad = run_conveyor({"dispatcher", "--port", "0", "--metrics-port", std::to_string(dport)},
+                          Millis{20000}, "metrics-taken");
   CHECK(bad.exit_code == 1);
   CHECK(contains(bad.stderr_text, "metrics endpoint cannot listen"));
 }
 
 TEST_CASE("ops: deploy/ manifests and units parse and name only flags that exist") {
-  auto r = run_to_completion({"/usr/bin/python3", CONVEYOR_SOURCE_DIR "/deploy/check_deploy.py", conveyor_binary()},
-                             Millis{60000}, "check-deploy", test_log_dir());
+  auto r = run_to_completion(
+    {"/usr/bin/python3", CONVEYOR_SOURCE_DIR "/deploy/check_deploy.py", conveyor_binary()},
+    Millis{60000}, "check-deploy", test_log_dir());
   CAPTURE(r.describe);
   CHECK(r.exit_code == 0);
   CHECK(r.stdout_text.empty());

@@ -46,12 +46,14 @@ std::vector<int64_t> copies_of_range8(int copies) {
 
 } // namespace
 
-TEST_CASE("placement: tags in `conveyor status` - ANY / AUTO / LOCAL from a trainer with an in-process worker") {
+TEST_CASE("placement: tags in `conveyor status` - ANY / AUTO / LOCAL from a trainer with an "
+          "in-process worker") {
   Cluster cluster(0);
   cluster.add_worker({"--worker-tags", "COLOCATED,zone-a"}); // another trainer's worker
-  cluster.add_worker();                                       // a plain remote worker
+  cluster.add_worker();                                      // a plain remote worker
 
-  auto status = run_conveyor({"status", "--dispatcher", cluster.address()}, kStartTimeout, "status");
+  auto status =
+    run_conveyor({"status", "--dispatcher", cluster.address()}, kStartTimeout, "status");
   REQUIRE_MESSAGE(status.exit_code == 0, status.describe);
   CHECK_MESSAGE(status.stdout_text.find("COLOCATED,zone-a") != std::string::npos, status.describe);
 
@@ -79,9 +81,9 @@ TEST_CASE("placement: tags in `conveyor status` - ANY / AUTO / LOCAL from a trai
                                    "worker is found.") != std::string::npos,
                 r.describe);
   // ...and a bad tag is an argument error of the worker command.
-  auto bad = run_conveyor({"worker", "--dispatcher", cluster.address(), "--port", "0",
-                           "--worker-tags", "a\tb"},
-                          kStartTimeout, "bad-tags");
+  auto bad = run_conveyor(
+    {"worker", "--dispatcher", cluster.address(), "--port", "0", "--worker-tags", "a\tb"},
+    kStartTimeout, "bad-tags");
   CHECK(bad.exit_code != 0);
   CHECK_MESSAGE(bad.stderr_text.find("contains a control character") != std::string::npos,
                 bad.describe);

@@ -102,7 +102,8 @@ std::vector<int> loopback_listen_ports(pid_t pid) {
   while (std::getline(tcp, line)) {
     std::istringstream row(line);
     std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
-    row >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
+    row >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >>
+      inode;
     if (state == "0A" && local.rfind("0100007F:", 0) == 0 && inodes.count(inode) > 0)
       ports.push_back(static_cast<int>(std::stoul(local.substr(9), nullptr, 16)));
   }
@@ -117,7 +118,9 @@ int count_closed(const std::vector<int>& fds, Millis within) {
   const auto deadline = std::chrono::steady_clock::now() + within;
   char buf[4096];
   while (n < static_cast<int>(fds.size())) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  deadline - std::chrono::steady_clock::now())
+                  .count();
     if (left <= 0)
       break;
     std::vector<pollfd> watch;
@@ -150,8 +153,9 @@ TEST_CASE("pre-auth: handshaken strangers announcing 64 MiB frames pin no memory
     connections = std::max(1, std::atoi(env));
   const std::vector<std::string> token{"--auth-token", kTokenValue};
   // Room for every stranger and the legitimate peers: the cap on connections is not what is tested.
-  Cluster cluster(0, {"--auth-token", kTokenValue, "--max-connections", std::to_string(connections + 64),
-                      "--max-connections-per-address", std::to_string(connections + 64)});
+  Cluster cluster(0, {"--auth-token", kTokenValue, "--max-connections",
+                      std::to_string(connections + 64), "--max-connections-per-address",
+                      std::to_string(connections + 64)});
   cluster.add_worker(token);
 
   // A dataset definition over the pre-auth cap (12 000 int64 values: ~96 KB in register_dataset):
@@ -198,7 +202,8 @@ TEST_CASE("pre-auth: handshaken strangers announcing 64 MiB frames pin no memory
   CHECK(cluster.dispatcher().wait_for_output("closed a connection from 127.0.0.1:", Millis{1000}));
 }
 
-TEST_CASE("pre-auth: without a token the handshake is all it takes (frames up to --max-frame-bytes)") {
+TEST_CASE(
+  "pre-auth: without a token the handshake is all it takes (frames up to --max-frame-bytes)") {
   Cluster cluster(1);
   std::string values;
   for (int i = 0; i < 12000; ++i)
@@ -208,7 +213,8 @@ TEST_CASE("pre-auth: without a token the handshake is all it takes (frames up to
   CHECK(r.exit_code == 0);
 }
 
-TEST_CASE("pre-auth: CAF's inner port behind the guard closes any connection that is not the guard's") {
+TEST_CASE(
+  "pre-auth: CAF's inner port behind the guard closes any connection that is not the guard's") {
   const std::vector<std::string> token{"--auth-token", kTokenValue};
   Cluster cluster(0, token);
   cluster.add_worker(token);
@@ -241,7 +247,8 @@ TEST_CASE("pre-auth: CAF's inner port behind the guard closes any connection tha
                                    << " KiB (" << closed << " closed)");
   CHECK(closed == 4);
   CHECK(after - before < 16 * 1024);
-  CHECK(cluster.dispatcher().wait_for_output("closed a connection to CAF's inner port", Millis{5000}));
+  CHECK(
+    cluster.dispatcher().wait_for_output("closed a connection to CAF's inner port", Millis{5000}));
   // Through the guard everything still works.
   auto r = cluster.read("range(10)", token);
   CAPTURE(r.describe);

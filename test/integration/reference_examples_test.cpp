@@ -15,7 +15,8 @@ using namespace conveyor::testing;
 namespace {
 
 // Runs the read and returns its output as sorted integers; REQUIREs a clean exit.
-std::vector<int64_t> read_ints(const Cluster& cluster, const std::string& dataset, std::vector<std::string> flags) {
+std::vector<int64_t> read_ints(const Cluster& cluster, const std::string& dataset,
+                               std::vector<std::string> flags) {
   auto r = cluster.read(dataset, std::move(flags));
   REQUIRE_MESSAGE(r.exit_code == 0, r.describe);
   auto ints = sorted_ints(r.lines);
@@ -34,14 +35,16 @@ TEST_CASE("reference: parallel_epochs on two workers produces every element twic
   CHECK(read_ints(cluster, "range(10)", {"--mode", "parallel_epochs"}) ==
         std::vector<int64_t>{0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9});
   // The brief's smaller form, with the OFF spelling of the same mode.
-  CHECK(read_ints(cluster, "range(5)", {"--mode", "off"}) == std::vector<int64_t>{0, 0, 1, 1, 2, 2, 3, 3, 4, 4});
+  CHECK(read_ints(cluster, "range(5)", {"--mode", "off"}) ==
+        std::vector<int64_t>{0, 0, 1, 1, 2, 2, 3, 3, 4, 4});
 }
 
 TEST_CASE("reference: distributed_epoch on two workers produces every element once") {
   Cluster cluster(2);
   CHECK(read_ints(cluster, "range(10)", {"--mode", "distributed_epoch"}) ==
         std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
-  CHECK(read_ints(cluster, "range(5)", {"--mode", "dynamic"}) == std::vector<int64_t>{0, 1, 2, 3, 4});
+  CHECK(read_ints(cluster, "range(5)", {"--mode", "dynamic"}) ==
+        std::vector<int64_t>{0, 1, 2, 3, 4});
   // Many splits (range_split_size defaults to 64): still each element exactly once.
   std::vector<int64_t> all(1000);
   for (int64_t i = 0; i < 1000; ++i)
@@ -62,7 +65,8 @@ TEST_CASE("reference: two consumers sharing a named DYNAMIC job together get eac
   // that joined after the other had read everything would read the next repetition).
   Cluster cluster(0);
   const std::string dataset = "range(200).map(sleep_us(us=5000))";
-  const std::vector<std::string> flags{"--mode", "dynamic", "--job-name", "shared", "--timeout-ms", "30000"};
+  const std::vector<std::string> flags{"--mode", "dynamic",      "--job-name",
+                                       "shared", "--timeout-ms", "30000"};
   auto a = cluster.start_read(dataset, flags, "consumer-a");
   auto b = cluster.start_read(dataset, flags, "consumer-b");
   REQUIRE_MESSAGE(a->wait_for_output(kNoWorkers, kReadTimeout), a->describe());
@@ -139,7 +143,8 @@ TEST_CASE("a large element (9 MiB) arrives intact") {
   const std::string dataset = "range(3).map(bytes(size=9437184))";
   for (const char* compression : {"NONE", "AUTO"}) {
     CAPTURE(compression);
-    auto r = cluster.read(dataset, {"--mode", "dynamic", "--print", "digest", "--compression", compression});
+    auto r = cluster.read(dataset,
+                          {"--mode", "dynamic", "--print", "digest", "--compression", compression});
     REQUIRE_MESSAGE(r.exit_code == 0, r.describe);
     // Digest = size and crc32c of the element's encoding, computed here without the service.
     std::vector<std::string> expected;
@@ -149,7 +154,8 @@ TEST_CASE("a large element (9 MiB) arrives intact") {
       std::string encoded;
       encode_element(e, encoded);
       char buf[64];
-      std::snprintf(buf, sizeof buf, "%zu %08x", e.byte_size(), crc32c(encoded.data(), encoded.size()));
+      std::snprintf(buf, sizeof buf, "%zu %08x", e.byte_size(),
+                    crc32c(encoded.data(), encoded.size()));
       expected.push_back(buf);
     }
     CHECK(sorted(r.lines) == sorted(expected));
@@ -164,13 +170,17 @@ TEST_CASE("a worker started mid-job joins the running job") {
   // (3 s was not: CI once saw the job end before the new worker registered).
   const std::string dataset = "range(30).map(sleep_us(us=250000))";
   auto reader = cluster.start_read(dataset, {"--mode", "off", "--stats", "--timeout-ms", "30000"});
-  REQUIRE_MESSAGE(reader->wait_for_stdout_lines(1, kStartTimeout), (reader->describe() + "\n" + cluster.describe()));
+  REQUIRE_MESSAGE(reader->wait_for_stdout_lines(1, kStartTimeout),
+                  (reader->describe() + "\n" + cluster.describe()));
   cluster.add_worker();
   // If the job had already ended, the worker rightly got no task and the check below says nothing
   // about joining: say so instead of failing on the element count.
-  REQUIRE_MESSAGE(!reader->exited(), ("the job ended before the second worker registered; the test needs a "
-                                      "longer dataset\n" + reader->describe()));
-  REQUIRE_MESSAGE(reader->wait_exit(kReadTimeout) == 0, (reader->describe() + "\n" + cluster.describe()));
+  REQUIRE_MESSAGE(!reader->exited(),
+                  ("the job ended before the second worker registered; the test needs a "
+                   "longer dataset\n" +
+                   reader->describe()));
+  REQUIRE_MESSAGE(reader->wait_exit(kReadTimeout) == 0,
+                  (reader->describe() + "\n" + cluster.describe()));
   std::vector<int64_t> twice;
   for (int64_t i = 0; i < 30; ++i)
     twice.insert(twice.end(), {i, i});
@@ -198,7 +208,8 @@ TEST_CASE("a worker advertising another address than it binds is reached through
 
 TEST_CASE("functions from a plugin run on the workers that load it") {
   const std::string plugin = std::string(CONVEYOR_BINARY_DIR) + "/libtest_plugin.so";
-  REQUIRE_MESSAGE(std::ifstream(plugin).good(), plugin << " is missing: build the test_plugin target");
+  REQUIRE_MESSAGE(std::ifstream(plugin).good(),
+                  plugin << " is missing: build the test_plugin target");
   Cluster cluster(0);
   cluster.add_worker({"--plugin", plugin});
   // The reader checks the dataset before registering it, so it loads the plugin too.

@@ -15,7 +15,9 @@ using namespace conveyor::testing;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+bool contains(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
 
 // The pids of the nodes from the topology lines ("  worker-1    127.0.0.1:4242   pid 123").
 std::vector<pid_t> node_pids(const std::string& output) {
@@ -43,8 +45,8 @@ bool gone_within(pid_t pid, Millis timeout) {
 } // namespace
 
 TEST_CASE("run: a local cluster of 2 worker processes reads a DYNAMIC dataset once and cleans up") {
-  auto r = run_conveyor({"run", "--workers", "2", "--dataset", "range(20000).map(square)", "--mode", "dynamic",
-                         "--progress-ms", "200"},
+  auto r = run_conveyor({"run", "--workers", "2", "--dataset", "range(20000).map(square)", "--mode",
+                         "dynamic", "--progress-ms", "200"},
                         kReadTimeout, "run");
   CAPTURE(r.describe);
   REQUIRE(r.exit_code == 0);
@@ -60,11 +62,12 @@ TEST_CASE("run: a local cluster of 2 worker processes reads a DYNAMIC dataset on
     CHECK_MESSAGE(gone_within(pid, Millis{2000}), "node pid " << pid << " survived");
 }
 
-TEST_CASE("run: a user's CONVEYOR_LOG_LEVEL=warning and CONVEYOR_LOG_FORMAT=json do not hide the nodes' readiness") {
+TEST_CASE("run: a user's CONVEYOR_LOG_LEVEL=warning and CONVEYOR_LOG_FORMAT=json do not hide the "
+          "nodes' readiness") {
   // The nodes inherit the shell's environment; run reads their readiness from info lines in text.
-  auto r = run_to_completion({"/usr/bin/env", "CONVEYOR_LOG_LEVEL=warning", "CONVEYOR_LOG_FORMAT=json",
-                              conveyor_binary(), "run", "--workers", "1", "--dataset", "range(100)",
-                              "--mode", "dynamic"},
+  auto r = run_to_completion({"/usr/bin/env", "CONVEYOR_LOG_LEVEL=warning",
+                              "CONVEYOR_LOG_FORMAT=json", conveyor_binary(), "run", "--workers",
+                              "1", "--dataset", "range(100)", "--mode", "dynamic"},
                              kReadTimeout, "run-quiet-env", test_log_dir());
   CAPTURE(r.describe);
   REQUIRE(r.exit_code == 0);
@@ -72,8 +75,9 @@ TEST_CASE("run: a user's CONVEYOR_LOG_LEVEL=warning and CONVEYOR_LOG_FORMAT=json
 }
 
 TEST_CASE("run: OFF mode on 3 in-process workers produces everything three times") {
-  auto r = run_conveyor({"run", "--in-process", "--workers", "3", "--dataset", "range(100)", "--mode", "off"},
-                        kReadTimeout, "run-inproc");
+  auto r = run_conveyor(
+    {"run", "--in-process", "--workers", "3", "--dataset", "range(100)", "--mode", "off"},
+    kReadTimeout, "run-inproc");
   CAPTURE(r.describe);
   REQUIRE(r.exit_code == 0);
   CHECK(contains(r.stdout_text, "summary: 300 elements"));
@@ -81,8 +85,9 @@ TEST_CASE("run: OFF mode on 3 in-process workers produces everything three times
 
 TEST_CASE("run: Ctrl-C stops the reader and every node, and exits with 130") {
   // About 100 s of work: only an interrupt can end it within the test's time.
-  auto run = ChildProcess::conveyor(
-      {"run", "--workers", "2", "--dataset", "range(100000).map(sleep_us(us=1000))", "--mode", "dynamic"}, "run-sigint");
+  auto run = ChildProcess::conveyor({"run", "--workers", "2", "--dataset",
+                                     "range(100000).map(sleep_us(us=1000))", "--mode", "dynamic"},
+                                    "run-sigint");
   REQUIRE(run.ok());
   auto& child = **run;
   REQUIRE_MESSAGE(child.wait_for_output("first elements:\n  ", kStartTimeout), child.describe());

@@ -19,7 +19,9 @@ using namespace conveyor::testing;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+bool contains(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
 
 std::vector<std::string> operator+(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -37,8 +39,11 @@ TEST_CASE("security: a TLS + token cluster serves admitted readers - others are 
   std::ofstream(data + "/a.txt") << "alpha\nbeta\n";
 
   // The guard's connection cap and idle timeout still apply under TLS, so they are accepted there.
-  Cluster cluster(0, pki.flags() + kToken + std::vector<std::string>{"--max-connections", "64", "--idle-timeout", "60000"});
-  cluster.add_worker(pki.flags() + kToken + std::vector<std::string>{"--allow-path", data, "--max-connections", "64"});
+  Cluster cluster(0,
+                  pki.flags() + kToken +
+                    std::vector<std::string>{"--max-connections", "64", "--idle-timeout", "60000"});
+  cluster.add_worker(pki.flags() + kToken +
+                     std::vector<std::string>{"--allow-path", data, "--max-connections", "64"});
   const std::string dataset = "text_lines([\"" + data + "/a.txt\"])";
 
   SUBCASE("admitted: TLS and the token") {
@@ -48,7 +53,8 @@ TEST_CASE("security: a TLS + token cluster serves admitted readers - others are 
     CHECK(r.lines.size() == 2);
   }
   SUBCASE("no token: refused, and the dispatcher logs the refusal without the token") {
-    auto r = cluster.read(dataset, pki.flags() + std::vector<std::string>{"--connect-timeout", "5000"});
+    auto r =
+      cluster.read(dataset, pki.flags() + std::vector<std::string>{"--connect-timeout", "5000"});
     CAPTURE(r.describe);
     CHECK(r.exit_code == 1);
     CHECK(contains(r.stderr_text, "permission_denied"));
@@ -58,7 +64,8 @@ TEST_CASE("security: a TLS + token cluster serves admitted readers - others are 
     CHECK(!contains(cluster.dispatcher().describe(), "s3cret-token-for-tests"));
   }
   SUBCASE("conveyor status: answered with TLS and the token, refused without the token") {
-    const std::vector<std::string> status{"status", "--dispatcher", cluster.address(), "--timeout-ms", "5000"};
+    const std::vector<std::string> status{"status", "--dispatcher", cluster.address(),
+                                          "--timeout-ms", "5000"};
     auto ok = run_conveyor(status + pki.flags() + kToken, Millis{20000}, "status-admitted");
     CAPTURE(ok.describe);
     CHECK(ok.exit_code == 0);
@@ -71,7 +78,8 @@ TEST_CASE("security: a TLS + token cluster serves admitted readers - others are 
     CHECK(cluster.dispatcher().wait_for_output("refused a status request", Millis{5000}));
   }
   SUBCASE("an empty --auth-token is refused at start-up instead of meaning no token") {
-    auto r = run_conveyor({"dispatcher", "--port", "0", "--auth-token", ""}, Millis{20000}, "empty-token");
+    auto r =
+      run_conveyor({"dispatcher", "--port", "0", "--auth-token", ""}, Millis{20000}, "empty-token");
     CAPTURE(r.describe);
     CHECK(r.exit_code == 2);
     CHECK(contains(r.stderr_text, "`--auth-token` is empty"));
@@ -83,25 +91,27 @@ TEST_CASE("security: a TLS + token cluster serves admitted readers - others are 
     CHECK(contains(r.stderr_text, "a wrong one"));
   }
   SUBCASE("a plain (non-TLS) reader fails within its connect timeout, naming TLS") {
-    auto r = cluster.read(dataset, kToken + std::vector<std::string>{"--connect-timeout", "2000"}, Millis{20000});
+    auto r = cluster.read(dataset, kToken + std::vector<std::string>{"--connect-timeout", "2000"},
+                          Millis{20000});
     CAPTURE(r.describe);
     REQUIRE(r.exit_code.has_value());
     CHECK(*r.exit_code == 1);
     CHECK(contains(r.stderr_text, "TLS"));
   }
   SUBCASE("a certificate from another CA is refused") {
-    auto r = cluster.read(dataset, pki.flags("rogue") + kToken +
-                                       std::vector<std::string>{"--connect-timeout", "3000"},
-                          Millis{20000});
+    auto r = cluster.read(
+      dataset, pki.flags("rogue") + kToken + std::vector<std::string>{"--connect-timeout", "3000"},
+      Millis{20000});
     CAPTURE(r.describe);
     REQUIRE(r.exit_code.has_value());
     CHECK(*r.exit_code == 1);
     CHECK(r.lines.empty());
   }
   SUBCASE("a worker without the token is refused with a clear error and exits") {
-    auto w = ChildProcess::conveyor(std::vector<std::string>{"worker", "--dispatcher", cluster.address(), "--port", "0"} +
-                                        pki.flags(),
-                                    "tokenless-worker");
+    auto w = ChildProcess::conveyor(
+      std::vector<std::string>{"worker", "--dispatcher", cluster.address(), "--port", "0"} +
+        pki.flags(),
+      "tokenless-worker");
     REQUIRE(w.ok());
     auto code = (*w)->wait_exit(Millis{20000});
     CAPTURE((*w)->describe());
@@ -113,8 +123,7 @@ TEST_CASE("security: a TLS + token cluster serves admitted readers - others are 
     for (const std::string& bad :
          {std::string{"text_lines([\"/etc/passwd\"])"},
           "text_lines([\"" + data + "/../../../../../../etc/passwd\"])",
-          std::string{"list_files(\"/etc/*\")"},
-          "range(3).cache(\"" + pki.dir + "/outside\")"}) {
+          std::string{"list_files(\"/etc/*\")"}, "range(3).cache(\"" + pki.dir + "/outside\")"}) {
       auto r = cluster.read(bad, pki.flags() + kToken);
       CAPTURE(bad);
       CAPTURE(r.describe);
@@ -129,7 +138,8 @@ TEST_CASE("security: a TLS + token cluster serves admitted readers - others are 
 // The dispatcher expands the file patterns of a DYNAMIC read on its own host (the splits name
 // single files), so it is confined as the workers are: before, any directory's file names reached
 // the splits, whatever the workers' --allow-path.
-TEST_CASE("security: the dispatcher lists a DYNAMIC read's file patterns only under its --allow-path") {
+TEST_CASE(
+  "security: the dispatcher lists a DYNAMIC read's file patterns only under its --allow-path") {
   Pki pki; // for its temporary directory
   const std::string data = pki.dir + "/data", secret = pki.dir + "/secret";
   REQUIRE(::mkdir(data.c_str(), 0700) == 0);
@@ -148,9 +158,9 @@ TEST_CASE("security: the dispatcher lists a DYNAMIC read's file patterns only un
   CHECK(r.exit_code == 0);
   CHECK(sorted(r.lines) == std::vector<std::string>{"\"alpha\"", "\"beta\"", "\"gamma\""});
 
-  for (const std::string& bad : {"text_lines([\"" + secret + "/*.txt\"])",
-                                 "list_files(\"" + secret + "/*\")",
-                                 "text_lines([\"" + data + "/../secret/*.txt\"])"}) {
+  for (const std::string& bad :
+       {"text_lines([\"" + secret + "/*.txt\"])", "list_files(\"" + secret + "/*\")",
+        "text_lines([\"" + data + "/../secret/*.txt\"])"}) {
     r = cluster.read(bad, dynamic);
     CAPTURE(bad);
     CAPTURE(r.describe);
@@ -176,7 +186,8 @@ TEST_CASE("security: with TLS, readers that come and go cut no other connection"
     CHECK(r.lines.size() == static_cast<std::size_t>(3 + i));
   }
   // A long-lived reader keeps its connections while others come and go beside it.
-  auto reader = cluster.start_read("range(1000000000).map(sleep_us(us=200))", pki.flags() + kToken, "long");
+  auto reader =
+    cluster.start_read("range(1000000000).map(sleep_us(us=200))", pki.flags() + kToken, "long");
   REQUIRE_MESSAGE(reader->wait_for_stdout_lines(1, Millis{20000}), reader->describe());
   for (int i = 0; i < 3; ++i)
     CHECK(cluster.read("range(2)", pki.flags() + kToken).exit_code == 0);
@@ -197,11 +208,12 @@ TEST_CASE("security: with TLS, readers that come and go cut no other connection"
 
 TEST_CASE("security: bad TLS and token flags are refused at start-up, naming the flag") {
   Pki pki;
-  auto r = run_conveyor({"dispatcher", "--port", "0", "--tls-cert", pki.dir + "/ca-node.pem"}, Millis{20000}, "badtls");
+  auto r = run_conveyor({"dispatcher", "--port", "0", "--tls-cert", pki.dir + "/ca-node.pem"},
+                        Millis{20000}, "badtls");
   CHECK(r.exit_code == 2);
   CHECK(contains(r.stderr_text, "all three"));
-  r = run_conveyor({"dispatcher", "--port", "0", "--tls-cert", pki.dir + "/ca-node.pem", "--tls-key",
-                    pki.dir + "/rogue-node.key", "--tls-ca", pki.dir + "/ca.pem"},
+  r = run_conveyor({"dispatcher", "--port", "0", "--tls-cert", pki.dir + "/ca-node.pem",
+                    "--tls-key", pki.dir + "/rogue-node.key", "--tls-ca", pki.dir + "/ca.pem"},
                    Millis{20000}, "badtls");
   CHECK(r.exit_code == 2);
   CHECK(contains(r.stderr_text, "does not match `--tls-cert`"));
@@ -214,29 +226,34 @@ TEST_CASE("security: bad TLS and token flags are refused at start-up, naming the
       args = args + std::vector<std::string>{"--port", "0"};
     if (std::string{command} == "read")
       args = args + std::vector<std::string>{"--dataset", "range(3)"};
-    r = run_conveyor(args + std::vector<std::string>{"--tls-cert", pki.cert("rogue"), "--tls-key", pki.key("rogue"),
-                                                     "--tls-ca", pki.ca_file("ca")},
-                     Millis{20000}, "rogue-cert");
+    r =
+      run_conveyor(args + std::vector<std::string>{"--tls-cert", pki.cert("rogue"), "--tls-key",
+                                                   pki.key("rogue"), "--tls-ca", pki.ca_file("ca")},
+                   Millis{20000}, "rogue-cert");
     CAPTURE(command);
     CAPTURE(r.describe);
     CHECK(r.exit_code == 2);
-    CHECK(contains(r.stderr_text, "`--tls-cert` " + pki.cert("rogue") + " does not verify against `--tls-ca` " +
-                                    pki.ca_file("ca")));
+    CHECK(contains(r.stderr_text, "`--tls-cert` " + pki.cert("rogue") +
+                                    " does not verify against `--tls-ca` " + pki.ca_file("ca")));
   }
   // The frame guard sees only encrypted bytes under TLS: a frame-size limit would do nothing.
-  r = run_conveyor(std::vector<std::string>{"dispatcher", "--port", "0", "--max-frame-bytes", "2048"} + pki.flags(),
-                   Millis{20000}, "tls-frame-limit");
+  r = run_conveyor(
+    std::vector<std::string>{"dispatcher", "--port", "0", "--max-frame-bytes", "2048"} +
+      pki.flags(),
+    Millis{20000}, "tls-frame-limit");
   CHECK(r.exit_code == 2);
   CHECK(contains(r.stderr_text, "`--max-frame-bytes` has no effect with TLS"));
   const std::string token_file = pki.dir + "/token";
   std::ofstream(token_file) << "abc\n";
   ::chmod(token_file.c_str(), 0644);
-  r = run_conveyor({"dispatcher", "--port", "0", "--token-file", token_file}, Millis{20000}, "badtoken");
+  r = run_conveyor({"dispatcher", "--port", "0", "--token-file", token_file}, Millis{20000},
+                   "badtoken");
   CHECK(r.exit_code == 2);
   CHECK(contains(r.stderr_text, "chmod 600"));
 }
 
-TEST_CASE("security: a job passing --job-memory-limit fails at its consumer - the worker serves others") {
+TEST_CASE(
+  "security: a job passing --job-memory-limit fails at its consumer - the worker serves others") {
   Cluster cluster(0);
   cluster.add_worker({"--job-memory-limit", "1000000"});
   auto r = cluster.read("range(1000000).shuffle(1000000)");
@@ -250,19 +267,22 @@ TEST_CASE("security: a job passing --job-memory-limit fails at its consumer - th
   CHECK(ok.lines.size() == 10);
 }
 
-TEST_CASE("security: a budget below the task buffer pauses a job for its slow reader instead of failing it") {
+TEST_CASE("security: a budget below the task buffer pauses a job for its slow reader instead of "
+          "failing it") {
   // 16 MB of 80 KB batches through a 4 MB budget (the task buffer alone may hold 32 MiB), read
   // one element per request: the buffer stops at half the budget, as a full buffer does. (Small
   // enough for the sanitizer build: 200 requests.)
   Cluster cluster(0);
   cluster.add_worker({"--job-memory-limit", "4000000"});
-  auto r = cluster.read("range(2000000).batch(10000)", {"--max-outstanding", "1", "--print", "digest"});
+  auto r =
+    cluster.read("range(2000000).batch(10000)", {"--max-outstanding", "1", "--print", "digest"});
   CAPTURE(r.describe);
   CHECK(r.exit_code == 0);
   CHECK(r.lines.size() == 200);
 }
 
-TEST_CASE("security: large elements travel the TLS bulk path, byte-exact - a plain bulk peer is refused") {
+TEST_CASE(
+  "security: large elements travel the TLS bulk path, byte-exact - a plain bulk peer is refused") {
   // 300 KB elements go as bulk frames (task_runner.hpp bulk_min_bytes); under TLS the bulk
   // connection is a mutual-TLS session of its own (net/tls_stream.hpp).
   Pki pki;
@@ -284,7 +304,8 @@ TEST_CASE("security: large elements travel the TLS bulk path, byte-exact - a pla
   // several TLS connections (net/bulk.cpp) and a later batch's frames can overtake.
   auto in_order = plain.read(dataset, {"--print", "digest"});
   REQUIRE_MESSAGE(in_order.exit_code == 0, in_order.describe);
-  auto tls_in_order = tls.read(dataset, pki.flags() + std::vector<std::string>{"--print", "digest"});
+  auto tls_in_order =
+    tls.read(dataset, pki.flags() + std::vector<std::string>{"--print", "digest"});
   REQUIRE_MESSAGE(tls_in_order.exit_code == 0, tls_in_order.describe);
   CHECK(tls_in_order.lines == in_order.lines);
   CHECK_MESSAGE(worker.wait_for_output("joined", Millis{5000}), worker.describe());
@@ -306,7 +327,8 @@ TEST_CASE("security: large elements travel the TLS bulk path, byte-exact - a pla
   REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
   const char hello[16] = {'C', 'V', 'B', 'H', 1};
   CHECK(::write(fd, hello, sizeof hello) == static_cast<ssize_t>(sizeof hello));
-  CHECK_MESSAGE(worker.wait_for_output("refused a TLS bulk connection", Millis{5000}), worker.describe());
+  CHECK_MESSAGE(worker.wait_for_output("refused a TLS bulk connection", Millis{5000}),
+                worker.describe());
   char buf[64];
   ssize_t got = 0;
   while ((got = ::read(fd, buf, sizeof buf)) > 0) {
@@ -321,7 +343,8 @@ namespace {
 // session actors; plain TCP: one connection, written by the worker's bulk writer): every
 // connection of the channel breaks, the consumer hears the loss once, its DYNAMIC job hands the
 // lost splits out again, and the read ends OK with every element exactly once, byte-exact.
-void kill_worker_mid_bulk_read(const std::vector<std::string>& node_flags, const std::string& channel_up) {
+void kill_worker_mid_bulk_read(const std::vector<std::string>& node_flags,
+                               const std::string& channel_up) {
   // Long enough (2.4 s of work on one worker) that a victim slow to start (sanitizer build, busy
   // machine) still gets splits before the other worker took them all.
   const std::string dataset = "range(600).map(sleep_us(us=4000)).map(bytes(size=300000))";
@@ -337,7 +360,8 @@ void kill_worker_mid_bulk_read(const std::vector<std::string>& node_flags, const
   auto& victim = cluster.add_worker(node_flags + debug);
   auto reader = cluster.start_read(dataset, node_flags + read_flags);
   REQUIRE_MESSAGE(reader->wait_for_stdout_lines(60, kReadTimeout), reader->describe());
-  REQUIRE_MESSAGE(victim.wait_for_output(channel_up, Millis{20000}), victim.describe()); // its channel is up
+  REQUIRE_MESSAGE(victim.wait_for_output(channel_up, Millis{20000}),
+                  victim.describe()); // its channel is up
   victim.signal(SIGKILL);
   REQUIRE(victim.wait_exit(Millis{10000}).has_value()); // (the teardown then knows it was killed)
   auto code = reader->wait_exit(kReadTimeout);
@@ -368,7 +392,8 @@ TEST_CASE("fault: a worker SIGKILLed mid-read on the plain bulk path - DYNAMIC l
 // A reader SIGKILLed while the worker's bulk writer still has frames for it: the writer drops
 // that connection (its socket broke) and the worker serves the next reader, byte-exact; the
 // cluster's teardown then checks that the worker exits cleanly.
-TEST_CASE("fault: a reader SIGKILLed mid-read of large elements - the worker serves the next reader") {
+TEST_CASE(
+  "fault: a reader SIGKILLed mid-read of large elements - the worker serves the next reader") {
   Cluster cluster(1);
   const std::string small = "range(40).map(bytes(size=300000))";
   const std::vector<std::string> digests{"--mode", "off", "--print", "digest"};
@@ -384,5 +409,3 @@ TEST_CASE("fault: a reader SIGKILLed mid-read of large elements - the worker ser
   CHECK_MESSAGE(after.exit_code == 0, std::string(after.describe + cluster.describe()));
   CHECK(sorted(after.lines) == sorted(before.lines));
 }
-
-

@@ -85,7 +85,9 @@ void Stranger::stop(const std::string& token) {
 Expected<bool> Stranger::drain() {
   Expected<bool> result{Status{ErrorCode::internal, "no reply"}};
   caf::scoped_actor self{impl_->sys};
-  self->request(caf::actor_cast<caf::actor>(impl_->worker), caf::timespan{kTimeout}, msg::drain_atom_v)
+  self
+    ->request(caf::actor_cast<caf::actor>(impl_->worker), caf::timespan{kTimeout},
+              msg::drain_atom_v)
     .receive([&](bool drained) { result = drained; },
              [&](caf::error& err) { result = msg::to_status(err, "drain"); });
   return result;
@@ -109,9 +111,9 @@ Expected<bool> Stranger::send_local_only() {
 }
 
 Status Stranger::tick_dispatcher(uint16_t port) {
-  auto d = actors::connect_blocking<msg::dispatcher_actor>(impl_->sys, *impl_->transport,
-                                                           HostPort{"127.0.0.1", port},
-                                                           caf::timespan{kTimeout}, "the dispatcher");
+  auto d = actors::connect_blocking<msg::dispatcher_actor>(
+    impl_->sys, *impl_->transport, HostPort{"127.0.0.1", port}, caf::timespan{kTimeout},
+    "the dispatcher");
   if (!d.ok())
     return d.status();
   caf::scoped_actor self{impl_->sys};

@@ -32,7 +32,8 @@ TEST_CASE("worker admission: a stranger at the worker's port is refused without 
   // (a) assign_task without the token, or with a wrong one: refused, and the worker logs it.
   Status none = stranger.assign(9001, "range(10)", "");
   CHECK(none.code() == ErrorCode::permission_denied);
-  CHECK_MESSAGE(contains(none.message(), "the worker requires an admission token"), none.to_string());
+  CHECK_MESSAGE(contains(none.message(), "the worker requires an admission token"),
+                none.to_string());
   CHECK(contains(none.message(), "presented none"));
   Status wrong = stranger.assign(9001, "range(10)", "guess");
   CHECK(wrong.code() == ErrorCode::permission_denied);
@@ -74,8 +75,9 @@ TEST_CASE("worker admission: a stranger at the worker's port is refused without 
   auto task_drained = stranger.send_local_only();
   REQUIRE(!task_drained.ok());
   CHECK(task_drained.status().code() == ErrorCode::permission_denied);
-  for (const char* what : {"refused tick_atom", "refused drained_atom from", "refused connect_atom",
-                           "refused produce_atom to task 9003", "refused drained_atom to task 9003"})
+  for (const char* what :
+       {"refused tick_atom", "refused drained_atom from", "refused connect_atom",
+        "refused produce_atom to task 9003", "refused drained_atom to task 9003"})
     CHECK_MESSAGE(worker.wait_for_output(what, Millis{5000}), what);
   stranger.stop(kSecret); // (nobody reads task 9003: the worker need not drain it at exit)
   CHECK(worker.wait_for_output("stopping task 9003", Millis{5000}));
@@ -92,12 +94,13 @@ TEST_CASE("worker admission: a stranger at the worker's port is refused without 
   CHECK(r.lines.size() == 7);
 }
 
-TEST_CASE("worker admission: a worker with a token is refused by a dispatcher without one, naming it") {
+TEST_CASE(
+  "worker admission: a worker with a token is refused by a dispatcher without one, naming it") {
   // Such a worker would refuse every assign_task of that dispatcher (they carry no token).
   Cluster cluster(0);
-  auto w = ChildProcess::conveyor({"worker", "--dispatcher", cluster.address(), "--port", "0",
-                                   "--auth-token", kSecret},
-                                  "token-worker");
+  auto w = ChildProcess::conveyor(
+    {"worker", "--dispatcher", cluster.address(), "--port", "0", "--auth-token", kSecret},
+    "token-worker");
   REQUIRE(w.ok());
   auto code = (*w)->wait_exit(Millis{20000});
   CAPTURE((*w)->describe());

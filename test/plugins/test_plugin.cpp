@@ -15,13 +15,15 @@ conveyor::Expected<conveyor::Element> triple(const conveyor::Element& e, const c
 
 } // namespace
 
-extern "C" BOOST_SYMBOL_EXPORT void conveyor_register_functions(conveyor::FunctionRegistry& registry) {
+extern "C" BOOST_SYMBOL_EXPORT void
+conveyor_register_functions(conveyor::FunctionRegistry& registry) {
   conveyor::FunctionDef def;
   def.name = "plugin_triple";
   def.kind = conveyor::FunctionKind::map;
   def.doc = "x * 3 for an int64 scalar (from test_plugin)";
   def.map = triple;
-  def.output_spec = [](const conveyor::ElementSpec& in, const conveyor::Params&) -> conveyor::Expected<conveyor::ElementSpec> {
+  def.output_spec = [](const conveyor::ElementSpec& in,
+                       const conveyor::Params&) -> conveyor::Expected<conveyor::ElementSpec> {
     return in;
   };
   // A name clash is the only failure; the host reports it when it merges the registration.

@@ -32,16 +32,17 @@ TEST_CASE("conveyor-sim: --help names the program and lists the flags") {
     CHECK_MESSAGE(contains(r.stdout_text, flag), flag);
 }
 
-TEST_CASE("conveyor-sim: a run passes, a planted bug fails with a replay command, bad flags exit 2") {
-  auto ok = run_sim({"--dataset", "range(50)", "--workers", "2", "--mode", "dynamic", "--seed", "3"},
-                    "sim-run");
+TEST_CASE(
+  "conveyor-sim: a run passes, a planted bug fails with a replay command, bad flags exit 2") {
+  auto ok = run_sim(
+    {"--dataset", "range(50)", "--workers", "2", "--mode", "dynamic", "--seed", "3"}, "sim-run");
   CAPTURE(ok.describe);
   CHECK(ok.exit_code == 0);
   CHECK(contains(ok.stdout_text, "seed 3: PASS"));
 
   // The sweep of test/sim/planted_bug_test.cpp's duplicate-split case (seeds 1..30): some fail.
-  auto bug = run_sim({"--dataset", "range(200).shuffle(8, seed=3)", "--workers", "4", "--mode", "dynamic",
-                      "--runs", "30", "--plant-bug", "duplicate-split"},
+  auto bug = run_sim({"--dataset", "range(200).shuffle(8, seed=3)", "--workers", "4", "--mode",
+                      "dynamic", "--runs", "30", "--plant-bug", "duplicate-split"},
                      "sim-bug");
   CAPTURE(bug.describe);
   CHECK(bug.exit_code == 1);

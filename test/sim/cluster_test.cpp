@@ -115,7 +115,8 @@ TEST_CASE("DYNAMIC: a worker that crashes mid-job: its splits are read again, no
   CHECK(r.consumers[0].status.ok());
 }
 
-TEST_CASE("OFF, on_worker_loss fail: a worker lost mid-read fails the read, naming the worker - never short and OK") {
+TEST_CASE("OFF, on_worker_loss fail: a worker lost mid-read fails the read, naming the worker - "
+          "never short and OK") {
   auto cfg = config(2, ShardingPolicy::off, 8);
   cfg.consumer_step = 1000us; // a slow trainer: the job is still running when worker-1 is back
   cfg.options.max_outstanding_requests = 2;
@@ -128,7 +129,8 @@ TEST_CASE("OFF, on_worker_loss fail: a worker lost mid-read fails the read, nami
   CHECK(r.consumers[0].status.message().find("worker-1:6000") != std::string::npos);
 }
 
-TEST_CASE("OFF, on_worker_loss continue: a worker restarted mid-read - the read ends OK, its new task reads a whole copy") {
+TEST_CASE("OFF, on_worker_loss continue: a worker restarted mid-read - the read ends OK, its new "
+          "task reads a whole copy") {
   auto cfg = config(2, ShardingPolicy::off, 8);
   cfg.consumer_step = 1000us; // a slow trainer: the job is still running when worker-1 is back
   cfg.options.max_outstanding_requests = 2;
@@ -216,7 +218,8 @@ TEST_CASE("bad simulator configurations are refused with a message naming the pr
   CHECK(infinite.status().message().find("finite") != std::string::npos);
 }
 
-TEST_CASE("a cluster with an admission token passes it everywhere: jobs to workers, consumers to tasks") {
+TEST_CASE(
+  "a cluster with an admission token passes it everywhere: jobs to workers, consumers to tasks") {
   // Workers refuse assign_task and get_elements without the token: a hop that forgot it fails
   // the read with permission_denied.
   for (uint64_t seed = 1; seed <= 5; ++seed) {
@@ -232,7 +235,8 @@ TEST_CASE("a cluster with an admission token passes it everywhere: jobs to worke
   }
 }
 
-TEST_CASE("named DYNAMIC job: late consumers read one iteration, no duplicates across a repetition") {
+TEST_CASE(
+  "named DYNAMIC job: late consumers read one iteration, no duplicates across a repetition") {
   // Consumer i starts i x stagger late: mid-read, or after the others read everything and the
   // job ended. tf.data keys a named job by (name, iteration): a late consumer of iteration 0
   // reads what is left of it, or end of sequence, never the data again (issue 32). The

@@ -35,8 +35,8 @@ SimConfig coordinated_config(int n) {
 }
 
 conveyor::Dataset groups(int n) {
-  auto d = conveyor::parse_dataset("range(1000).flat_map(group_fn(n=" + std::to_string(n) +
-                                   ")).repeat()");
+  auto d =
+    conveyor::parse_dataset("range(1000).flat_map(group_fn(n=" + std::to_string(n) + ")).repeat()");
   REQUIRE(d.ok());
   return *d;
 }
@@ -73,11 +73,13 @@ static void sweep_join_and_slow_links(int n) {
   CHECK(joined > runs / 2);
 }
 
-TEST_CASE("CI sweep: coordinated reads stay aligned while a worker joins and links slow down - N = 2") {
+TEST_CASE(
+  "CI sweep: coordinated reads stay aligned while a worker joins and links slow down - N = 2") {
   sweep_join_and_slow_links(2);
 }
 
-TEST_CASE("CI sweep: coordinated reads stay aligned while a worker joins and links slow down - N = 3") {
+TEST_CASE(
+  "CI sweep: coordinated reads stay aligned while a worker joins and links slow down - N = 3") {
   sweep_join_and_slow_links(3);
 }
 
@@ -89,8 +91,8 @@ static bool all_rounds_read(const conveyor::SimResult& r, int64_t take, std::str
   if (!all) {
     why = r.summary() + "\n  replay: " + r.replay_command;
     for (const auto& c : r.consumers)
-      why += "\n  consumer: " + std::to_string(c.elements.size()) + " rounds, " +
-             c.status.to_string();
+      why +=
+        "\n  consumer: " + std::to_string(c.elements.size()) + " rounds, " + c.status.to_string();
     for (const auto& f : r.faults_injected)
       why += "\n  " + f;
   }
@@ -117,8 +119,8 @@ static void sweep_every_round_read(const std::string& faults, int late_workers,
       fired += f.find(fired_text) != std::string::npos ? 1 : 0;
   });
   REQUIRE_MESSAGE(s.ok(), s.status().to_string());
-  MESSAGE("coordinated with " << label << ": " << s->summary() << "; \"" << fired_text
-                              << "\" in " << fired << " run(s)");
+  MESSAGE("coordinated with " << label << ": " << s->summary() << "; \"" << fired_text << "\" in "
+                              << fired << " run(s)");
   CHECK_MESSAGE(s->failed_runs == 0, failures_of(*s));
   CHECK(complete == runs);
   CHECK(fired >= min_fired * runs / 100);
@@ -147,11 +149,13 @@ TEST_CASE("CI sweep: coordinated reads stay aligned while the dispatcher restart
   sweep_every_round_read("dispatcher:1", 1, "dispatcher restarts", "restart(dispatcher", 50);
 }
 
-TEST_CASE("CI sweep: coordinated reads stay aligned while a worker drains and the dispatcher restarts") {
+TEST_CASE(
+  "CI sweep: coordinated reads stay aligned while a worker drains and the dispatcher restarts") {
   // Both at once: the restored job may give a draining task its end round before the task's
   // worker registered again; it keeps the end_rounds for when the worker is back
   // (job_actor_tasks.cpp send_round_ends, RoundRobinJob::end_later) instead of dropping it.
-  sweep_every_round_read("drain:1,dispatcher:1", 0, "drains and dispatcher restarts", "drained and stopped", 25);
+  sweep_every_round_read("drain:1,dispatcher:1", 0, "drains and dispatcher restarts",
+                         "drained and stopped", 25);
 }
 
 TEST_CASE("planted bug: a consumer that skips a round is found by the coordinated sweep") {

@@ -66,7 +66,8 @@ TEST_CASE("CI sweep: cross-trainer cache - every trainer reads each task's seque
 // The reference's testDynamicSharding: trainers share a DYNAMIC job through the cache. Each
 // task's sequence is now the splits the job gave it; the invariants check that every trainer
 // reads it in order (whole without evictions) and that no split was made twice.
-TEST_CASE("CI sweep: cross-trainer cache under DYNAMIC - trainers share each task's split sequence") {
+TEST_CASE(
+  "CI sweep: cross-trainer cache under DYNAMIC - trainers share each task's split sequence") {
   auto d = conveyor::parse_dataset("range(1000000).repeat()");
   REQUIRE(d.ok());
   auto cfg = cache_config();
@@ -103,8 +104,8 @@ static void sweep_cache_with_faults(conveyor::ShardingPolicy policy, const std::
   const int runs = env_int("CONVEYOR_SIM_SEEDS", 500) / 10 + 1;
   auto s = conveyor::sweep(*d, cfg, 1, runs, 0, [](const conveyor::SimResult&) {});
   REQUIRE_MESSAGE(s.ok(), s.status().to_string());
-  MESSAGE("cross-trainer cache, " << std::string{conveyor::to_string(policy)} << ", faults " << faults << ": "
-                                  << s->summary());
+  MESSAGE("cross-trainer cache, " << std::string{conveyor::to_string(policy)} << ", faults "
+                                  << faults << ": " << s->summary());
   CHECK(s->runs == runs);
   CHECK(s->faults_injected >= runs);
   CHECK_MESSAGE(s->failed_runs == 0, failures_of(*s));
@@ -149,10 +150,10 @@ static void sweep_whole_epoch(conveyor::ShardingPolicy policy, const std::string
     paced += r.derived_config.find("cross-trainer cache") != std::string::npos ? 1 : 0;
   });
   REQUIRE_MESSAGE(s.ok(), s.status().to_string());
-  MESSAGE("whole-epoch sharing, " << std::string{conveyor::to_string(policy)} << ", faults " << faults << ": "
-                                  << s->summary() << "; " << ok << " of " << streams
-                                  << " trainer streams ended OK; a window that paces in " << paced
-                                  << " run(s)");
+  MESSAGE("whole-epoch sharing, " << std::string{conveyor::to_string(policy)} << ", faults "
+                                  << faults << ": " << s->summary() << "; " << ok << " of "
+                                  << streams << " trainer streams ended OK; a window that paces in "
+                                  << paced << " run(s)");
   CHECK(s->runs == runs);
   CHECK_MESSAGE(s->failed_runs == 0, failures_of(*s));
   CHECK(ok * 100 >= streams * min_ok_percent);
@@ -164,7 +165,8 @@ TEST_CASE("CI sweep: whole-epoch cross-trainer sharing - OFF, DYNAMIC") {
   sweep_whole_epoch(conveyor::ShardingPolicy::dynamic, "none", 100);
 }
 
-TEST_CASE("CI sweep: whole-epoch cross-trainer sharing with faults - DYNAMIC reads each element once") {
+TEST_CASE(
+  "CI sweep: whole-epoch cross-trainer sharing with faults - DYNAMIC reads each element once") {
   sweep_whole_epoch(conveyor::ShardingPolicy::dynamic, "any:2", 50);
 }
 

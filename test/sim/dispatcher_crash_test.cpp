@@ -77,16 +77,19 @@ TEST_CASE("dispatcher crash, a pipeline that is not per-split: every element at 
   CHECK_MESSAGE(s->failed_runs == 0, s->summary());
 }
 
-TEST_CASE("a consumer whose connection to the dispatcher breaks re-joins with its id: nothing lost") {
+TEST_CASE(
+  "a consumer whose connection to the dispatcher breaks re-joins with its id: nothing lost") {
   using conveyor::Fault;
   using std::chrono::microseconds;
   using std::chrono::milliseconds;
   for (auto policy : {ShardingPolicy::off, ShardingPolicy::dynamic}) {
     int64_t copies = policy == ShardingPolicy::off ? 3 : 1;
-    every_stream_completes(policy, copies,
-                           {Fault::disconnect("consumer-0", "dispatcher", microseconds{0}).at_fraction(0.3)});
     every_stream_completes(
       policy, copies,
-      {Fault::partition("consumer-0", "dispatcher", microseconds{0}, milliseconds{2000}).at_fraction(0.3)});
+      {Fault::disconnect("consumer-0", "dispatcher", microseconds{0}).at_fraction(0.3)});
+    every_stream_completes(
+      policy, copies,
+      {Fault::partition("consumer-0", "dispatcher", microseconds{0}, milliseconds{2000})
+         .at_fraction(0.3)});
   }
 }

@@ -21,7 +21,8 @@ namespace {
 
 // `throttled`: few batches in flight and a slow reader, so that the read outlasts the faults;
 // otherwise the seed draws credits and the reader's pace.
-void sweep_drains(conveyor::ShardingPolicy policy, const std::string& faults, bool throttled = true) {
+void sweep_drains(conveyor::ShardingPolicy policy, const std::string& faults,
+                  bool throttled = true) {
   CAPTURE(faults);
   auto d = conveyor::parse_dataset("range(2000)");
   REQUIRE(d.ok());
@@ -29,7 +30,7 @@ void sweep_drains(conveyor::ShardingPolicy policy, const std::string& faults, bo
   cfg.workers = 2;
   cfg.options.policy = policy;
   if (throttled) {
-    cfg.options.max_outstanding_requests = 4;        // few batches in flight, many requests
+    cfg.options.max_outstanding_requests = 4;            // few batches in flight, many requests
     cfg.consumer_step = std::chrono::microseconds{2000}; // the read outlasts the faults
   }
   cfg.random_faults = faults;
@@ -41,8 +42,10 @@ void sweep_drains(conveyor::ShardingPolicy policy, const std::string& faults, bo
     for (const auto& c : r.consumers)
       if (!c.status.ok()) {
         ++short_reads;
-        FAIL_CHECK("seed " << r.seed << ": the stream failed although only drains and restarts "
-                           "happened: " << c.status.to_string());
+        FAIL_CHECK("seed " << r.seed
+                           << ": the stream failed although only drains and restarts "
+                              "happened: "
+                           << c.status.to_string());
       }
   });
   REQUIRE_MESSAGE(s.ok(), s.status().to_string());

@@ -22,7 +22,8 @@ void register_my_function() {
   def.name = "my_preprocess";
   def.kind = conveyor::FunctionKind::map;
   def.doc = "10 * x + 1";
-  def.map = [](const conveyor::Element& e, const conveyor::Params&) -> conveyor::Expected<conveyor::Element> {
+  def.map = [](const conveyor::Element& e,
+               const conveyor::Params&) -> conveyor::Expected<conveyor::Element> {
     return conveyor::Element{conveyor::Tensor::scalar(10 * e[0].as_int64() + 1)};
   };
   REQUIRE(conveyor::FunctionRegistry::global().add(std::move(def)).ok());
@@ -42,9 +43,9 @@ TEST_CASE("docs example: my pipeline on 16 simulated workers, one of which crash
   cfg.faults.push_back(conveyor::Fault::crash("worker-3", 0us).at_fraction(0.5)); // halfway
 
   auto result = conveyor::simulate(pipeline, cfg);
-  REQUIRE(result.ok());                            // the configuration was valid
-  CHECK_MESSAGE(result->ok(), result->summary());  // every invariant held
-  CHECK(result->consumers[0].status.ok());         // the stream ended normally
+  REQUIRE(result.ok());                           // the configuration was valid
+  CHECK_MESSAGE(result->ok(), result->summary()); // every invariant held
+  CHECK(result->consumers[0].status.ok());        // the stream ended normally
 
   // What the trainer received: every element exactly once — the splits worker-3 had not
   // finished were handed out again, and the consumer dropped what it already had of them.

@@ -28,7 +28,8 @@ void all_pass(const SimConfig& cfg, uint64_t first_seed, int runs,
 }
 
 // W workers, C consumers, the last worker started late, random faults.
-SimConfig late_worker_config(int workers, int consumers, ShardingPolicy policy, const char* faults) {
+SimConfig late_worker_config(int workers, int consumers, ShardingPolicy policy,
+                             const char* faults) {
   SimConfig cfg;
   cfg.workers = workers;
   cfg.consumers = consumers;
@@ -43,7 +44,8 @@ SimConfig late_worker_config(int workers, int consumers, ShardingPolicy policy, 
 // A partition held a reply and its bulk frame while the consumer gave the request up and the
 // restarted dispatcher had the task started again. Delivered at the heal, the reply was not
 // taken and the frame waited for it: the consumer never ended (liveness, 600 s virtual).
-TEST_CASE("found by soak (DYNAMIC, seed 51319): a frame whose reply is not taken does not hold the read") {
+TEST_CASE(
+  "found by soak (DYNAMIC, seed 51319): a frame whose reply is not taken does not hold the read") {
   SimConfig cfg;
   cfg.workers = 3;
   cfg.consumers = 2;
@@ -56,7 +58,8 @@ TEST_CASE("found by soak (DYNAMIC, seed 51319): a frame whose reply is not taken
 // when the next one went down, the old deadline stopped every task while no dispatcher was up,
 // and the one after it had them started again. Each OFF stream was cut at ~1300 of 2000
 // elements, the new actors served all 2000 again, and the read ended OK.
-TEST_CASE("found by soak (OFF, seed 62718): a second dispatcher restart leaves the workers' tasks running") {
+TEST_CASE("found by soak (OFF, seed 62718): a second dispatcher restart leaves the workers' tasks "
+          "running") {
   SimConfig cfg;
   cfg.workers = 3;
   cfg.options.policy = ShardingPolicy::off;
@@ -68,7 +71,8 @@ TEST_CASE("found by soak (OFF, seed 62718): a second dispatcher restart leaves t
 // workers re-register at ~1.5 s, and the next dispatcher is down from 6 s to 7.5 s, across the
 // claim deadline (5 s after registering). Before the fix each read failed (tasks stopped with
 // elements in flight); now every read completes.
-TEST_CASE("two dispatcher restarts, the second across the first one's claim deadline: every OFF read completes") {
+TEST_CASE("two dispatcher restarts, the second across the first one's claim deadline: every OFF "
+          "read completes") {
   SimConfig cfg;
   cfg.workers = 3;
   cfg.options.policy = ShardingPolicy::off;
@@ -94,7 +98,8 @@ TEST_CASE("two dispatcher restarts, the second across the first one's claim dead
 //   its node (the second found its port taken; 5 of 1 500 seeds);
 // - seed 202549: late workers started only at a share of the read, and faults that ended every
 //   other worker first stopped the read for good (no element came, so the share never did).
-TEST_CASE("found by soak (late workers, seeds 141424 and 202549): a late worker starts once, and in time") {
+TEST_CASE(
+  "found by soak (late workers, seeds 141424 and 202549): a late worker starts once, and in time") {
   auto cfg = late_worker_config(4, 3, ShardingPolicy::dynamic, "any:4");
   all_pass(cfg, 141424, 1, Dataset::range(1000).map("square"));
   all_pass(cfg, 202549, 1, Dataset::range(1000).map("square"));
@@ -103,7 +108,8 @@ TEST_CASE("found by soak (late workers, seeds 141424 and 202549): a late worker 
 // A trainer of a cross-trainer cache (sliding window) whose connection to an OFF task broke
 // lost its place: the task forgot the trainer, and when it came back it read again from the
 // oldest cached element (element 0 after 27). Its place is now kept until it leaves the job.
-TEST_CASE("found by soak (cross-trainer cache, seed 160349): a trainer that reconnects reads on in order") {
+TEST_CASE(
+  "found by soak (cross-trainer cache, seed 160349): a trainer that reconnects reads on in order") {
   SimConfig cfg;
   cfg.workers = 3;
   cfg.consumers = 2;
@@ -120,7 +126,8 @@ TEST_CASE("found by soak (cross-trainer cache, seed 160349): a trainer that reco
 // schedule: round 69 gave the consumers [102, 106, 107]. The tasks now refuse a consumer the
 // job dropped: it fails loudly and hands out no round it planned alone. (8 of 300 seeds of
 // this pattern failed before.)
-TEST_CASE("found by soak (coordinated, seed 17): a consumer dropped by the job hands out no misaligned round") {
+TEST_CASE("found by soak (coordinated, seed 17): a consumer dropped by the job hands out no "
+          "misaligned round") {
   SimConfig cfg;
   cfg.workers = 3;
   cfg.consumers = 3;
@@ -140,6 +147,7 @@ TEST_CASE("found by soak (coordinated, seed 17): a consumer dropped by the job h
 // A late worker registered after the job's every task had ended (range(2000) is produced at
 // once) and got its task after the only consumer had read to the end: it served nobody, as
 // documented (docs/ARCHITECTURE.md, task assignment). The invariant expected its stream anyway.
-TEST_CASE("found by soak (OFF, seed 910369): a late worker that joins after the end may serve no consumer") {
+TEST_CASE("found by soak (OFF, seed 910369): a late worker that joins after the end may serve no "
+          "consumer") {
   all_pass(late_worker_config(3, 1, ShardingPolicy::off, "any:3"), 910369, 1, Dataset::range(2000));
 }

@@ -56,9 +56,11 @@ TEST_CASE("DYNAMIC: the exact dataset passes - a repeat and a gap are named") {
   o.streams[0] = stream({0, 1, 1}, {"w0", "w0", "w1"});
   auto f = check_invariants(o);
   REQUIRE(f.size() == 2);
-  CHECK(f[0] == "DYNAMIC: 1 element(s) delivered more often than the dataset holds them:\n"
-                "    1 delivered 2 times, the dataset holds it 1 (consumer-0 from w0, consumer-0 from w1)");
-  CHECK(f[1] == "DYNAMIC: 1 of 3 element(s) never delivered although every stream ended OK, e.g. 2");
+  CHECK(f[0] ==
+        "DYNAMIC: 1 element(s) delivered more often than the dataset holds them:\n"
+        "    1 delivered 2 times, the dataset holds it 1 (consumer-0 from w0, consumer-0 from w1)");
+  CHECK(f[1] ==
+        "DYNAMIC: 1 of 3 element(s) never delivered although every stream ended OK, e.g. 2");
 
   // With faults the checks stay on: per-split pipelines are exactly-once.
   o.faults = true;
@@ -66,7 +68,8 @@ TEST_CASE("DYNAMIC: the exact dataset passes - a repeat and a gap are named") {
   f = check_invariants(o);
   REQUIRE(f.size() == 2);
   CHECK(f[0].find("delivered more often") != std::string::npos);
-  CHECK(f[1].find("never delivered although every stream ended OK (faults fired") != std::string::npos);
+  CHECK(f[1].find("never delivered although every stream ended OK (faults fired") !=
+        std::string::npos);
   // Other pipelines: at-least-once — a repeat is allowed, a gap is not.
   o.per_split = false;
   f = check_invariants(o);
@@ -79,7 +82,8 @@ TEST_CASE("DYNAMIC: the exact dataset passes - a repeat and a gap are named") {
   CHECK(check_invariants(o).empty());
 }
 
-TEST_CASE("DYNAMIC: a split handed out twice or never is named - per-worker pipelines skip element checks") {
+TEST_CASE("DYNAMIC: a split handed out twice or never is named - per-worker pipelines skip element "
+          "checks") {
   auto o = observe(ShardingPolicy::dynamic, 2, 4);
   o.split_transparent = false; // e.g. a batch: workers batch their own splits
   o.streams.push_back(stream({0, 0, 0}, {"w0", "w0", "w1"}));
@@ -153,8 +157,8 @@ TEST_CASE("OFF: every worker's stream must be the whole dataset, in order, witho
   o.streams[0] = stream({0, 1, 2}, {"a", "a", "a"});
   o.streams[0].lost_tasks = 1;
   f = check_invariants(o);
-  CHECK(std::find(f.begin(), f.end(), "OFF: consumer-0 counted 1 lost task(s), although no fault happened") !=
-        f.end());
+  CHECK(std::find(f.begin(), f.end(),
+                  "OFF: consumer-0 counted 1 lost task(s), although no fault happened") != f.end());
   o.faults = true;
   o.streams[0] = stream({0, 1, 2, 0, 1}, {"a", "a", "a", "b", "b"});
   // ...a failed one may be short, but stays ordered and unrepeated per incarnation.
@@ -242,7 +246,8 @@ TEST_CASE("the seeded generator is the same everywhere and unbiased enough") {
   CHECK(conveyor::sim::format_time(1500us) == "0.001500s");
 }
 
-TEST_CASE("cross-trainer cache: each trainer reads each task's sequence in order, whole without evictions") {
+TEST_CASE("cross-trainer cache: each trainer reads each task's sequence in order, whole without "
+          "evictions") {
   auto o = observe(ShardingPolicy::off, 2, 0);
   o.cross_trainer_cache = true;
   o.take = 5;

@@ -32,7 +32,9 @@ typename Inspector::result_type inspect(Inspector& f, not_registered& v) {
 // function actors through a null pointer, which UBSan reports.)
 caf::behavior pong(caf::event_based_actor*, int offset) {
   return {
-    [offset](caf::ping_atom, int x) { return caf::make_message(caf::pong_atom::value, x + offset); },
+    [offset](caf::ping_atom, int x) {
+      return caf::make_message(caf::pong_atom::value, x + offset);
+    },
     [](caf::get_atom, caf::actor other, int x) {
       // Replies through a handle that arrived inside the message.
       caf::anon_send(other, caf::pong_atom::value, x);
@@ -87,11 +89,11 @@ struct TwoNodes {
                                           caf::actor_cast<caf::strong_actor_ptr>(server), {}));
     cli = world.node(a)->system().spawn(client, std::string{"client"});
     std::optional<caf::strong_actor_ptr> got;
-    REQUIRE(world.network().connect(*world.node(a), "b:1",
-                                    [&](caf::expected<Network::Connected> r) {
-                                      REQUIRE(r);
-                                      got = r->actor;
-                                    }));
+    REQUIRE(
+      world.network().connect(*world.node(a), "b:1", [&](caf::expected<Network::Connected> r) {
+        REQUIRE(r);
+        got = r->actor;
+      }));
     world.run_until([&] { return got.has_value(); }, world.now() + 1s);
     REQUIRE(got.has_value());
     proxy = caf::actor_cast<caf::actor>(*got);
@@ -151,7 +153,8 @@ TEST_CASE("a remote actor's exit reaches monitors with its own exit reason") {
   CHECK(t.cs().downs[0] == caf::exit_reason::user_shutdown);
 }
 
-TEST_CASE("a crashed node is seen as remote_link_unreachable and in-flight requests only time out") {
+TEST_CASE(
+  "a crashed node is seen as remote_link_unreachable and in-flight requests only time out") {
   TwoNodes t;
   caf::anon_send(t.cli, caf::monitor_atom::value, t.proxy);
   t.settle();

@@ -42,17 +42,17 @@ void sweep_reads_on(const std::string& faults, int late_workers, const std::stri
   const int runs = env_int("CONVEYOR_SIM_SEEDS", 500) / 5 + 1;
   int complete = 0;
   int64_t lost = 0;
-  auto s = conveyor::sweep(Dataset::range(kPeriod).repeat(), cfg, 1, runs, 0,
-                           [&](const conveyor::SimResult& r) {
-                             REQUIRE(r.consumers.size() == 1);
-                             const auto& c = r.consumers[0];
-                             lost += c.lost_tasks;
-                             if (static_cast<int64_t>(c.elements.size()) == kTake)
-                               ++complete;
-                             else
-                               FAIL_CHECK("seed " << r.seed << ": " << c.elements.size() << " of "
-                                                  << kTake << " elements, " << c.status.to_string());
-                           });
+  auto s = conveyor::sweep(
+    Dataset::range(kPeriod).repeat(), cfg, 1, runs, 0, [&](const conveyor::SimResult& r) {
+      REQUIRE(r.consumers.size() == 1);
+      const auto& c = r.consumers[0];
+      lost += c.lost_tasks;
+      if (static_cast<int64_t>(c.elements.size()) == kTake)
+        ++complete;
+      else
+        FAIL_CHECK("seed " << r.seed << ": " << c.elements.size() << " of " << kTake
+                           << " elements, " << c.status.to_string());
+    });
   REQUIRE_MESSAGE(s.ok(), s.status().to_string());
   MESSAGE("endless OFF with " << label << ": " << s->summary() << "; " << lost
                               << " lost task(s) counted");

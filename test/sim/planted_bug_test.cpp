@@ -95,7 +95,8 @@ TEST_CASE("planted bugs are off unless switched on, and the switch is scoped") {
   CHECK(hooks::installed() == nullptr);
   CHECK_FALSE(hooks::forget_lost_split());
   CHECK_FALSE(conveyor::sim::planted(PlantedBug::duplicate_split));
-  CHECK(conveyor::sim::planted_bug_from_string("forget-lost-split") == PlantedBug::forget_lost_split);
+  CHECK(conveyor::sim::planted_bug_from_string("forget-lost-split") ==
+        PlantedBug::forget_lost_split);
   CHECK_FALSE(conveyor::sim::planted_bug_from_string("other").has_value());
 }
 

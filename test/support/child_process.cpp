@@ -55,7 +55,8 @@ std::vector<std::string> child_environment() {
   for (char** e = environ; *e; ++e) {
     std::string entry = *e;
     if (!leak_check && entry.rfind("ASAN_OPTIONS=", 0) == 0) {
-      entry += (entry.size() > std::strlen("ASAN_OPTIONS=") ? ":" : "") + std::string("detect_leaks=0");
+      entry +=
+        (entry.size() > std::strlen("ASAN_OPTIONS=") ? ":" : "") + std::string("detect_leaks=0");
       have_asan_options = true;
     }
     env.push_back(std::move(entry));
@@ -75,8 +76,8 @@ std::vector<std::string> split_complete_lines(const std::string& text) {
 
 } // namespace
 
-Expected<std::unique_ptr<ChildProcess>> ChildProcess::spawn(std::vector<std::string> argv, std::string name,
-                                                            std::string log_dir) {
+Expected<std::unique_ptr<ChildProcess>> ChildProcess::spawn(std::vector<std::string> argv,
+                                                            std::string name, std::string log_dir) {
   if (argv.empty())
     return invalid_argument("ChildProcess::spawn needs a program");
   std::error_code ec;
@@ -105,7 +106,8 @@ Expected<std::unique_ptr<ChildProcess>> ChildProcess::spawn(std::vector<std::str
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   // Own process group: the destructor can kill the child and anything it started in one call.
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   posix_spawnattr_setpgroup(&attr, 0);
   sigset_t none, defaults;
   sigemptyset(&none);
@@ -303,14 +305,18 @@ std::string ChildProcess::stderr_text() const {
   return err_;
 }
 
-std::vector<std::string> ChildProcess::stdout_lines() const { return split_complete_lines(stdout_text()); }
+std::vector<std::string> ChildProcess::stdout_lines() const {
+  return split_complete_lines(stdout_text());
+}
 
 std::string ChildProcess::describe() const {
   std::lock_guard lock(mu_);
   std::ostringstream s;
-  s << "[" << name_ << " pid " << pid_ << (exited_ ? ", exit " + std::to_string(exit_code_) : ", running")
-    << "; logs " << out_log_ << " / .err]\n--- stdout (tail):\n"
-    << (out_.size() > 3000 ? "..." + out_.substr(out_.size() - 3000) : out_) << "\n--- stderr (tail):\n"
+  s << "[" << name_ << " pid " << pid_
+    << (exited_ ? ", exit " + std::to_string(exit_code_) : ", running") << "; logs " << out_log_
+    << " / .err]\n--- stdout (tail):\n"
+    << (out_.size() > 3000 ? "..." + out_.substr(out_.size() - 3000) : out_)
+    << "\n--- stderr (tail):\n"
     << (err_.size() > 3000 ? "..." + err_.substr(err_.size() - 3000) : err_);
   return s.str();
 }
@@ -339,7 +345,8 @@ Expected<uint16_t> ChildProcess::wait_listening(Millis timeout) {
   static const std::string kMarker = "listening on ";
   if (!wait_for_output(kMarker, timeout))
     return Status(ErrorCode::deadline_exceeded, "no `listening on HOST:PORT` line within " +
-                                    std::to_string(timeout.count()) + " ms\n" + describe());
+                                                  std::to_string(timeout.count()) + " ms\n" +
+                                                  describe());
   const std::string text = stdout_text() + "\n" + stderr_text();
   const auto at = text.find(kMarker) + kMarker.size();
   const auto end = text.find_first_of(" \t\r\n", at);
@@ -347,9 +354,11 @@ Expected<uint16_t> ChildProcess::wait_listening(Millis timeout) {
   const auto colon = address.rfind(':');
   unsigned port = 0;
   if (colon == std::string::npos ||
-      std::from_chars(address.data() + colon + 1, address.data() + address.size(), port).ec != std::errc{} ||
+      std::from_chars(address.data() + colon + 1, address.data() + address.size(), port).ec !=
+        std::errc{} ||
       port == 0 || port > 65535)
-    return invalid_argument("cannot read a port from `listening on " + address + "`\n" + describe());
+    return invalid_argument("cannot read a port from `listening on " + address + "`\n" +
+                            describe());
   return static_cast<uint16_t>(port);
 }
 

@@ -37,11 +37,12 @@ class ChildProcess {
 public:
   // Starts argv[0] with argv[1..] in its own process group; its output is also written to
   // `log_dir`/<name>-<pid>.out and .err (log_dir is created if needed).
-  static Expected<std::unique_ptr<ChildProcess>> spawn(std::vector<std::string> argv, std::string name,
-                                                       std::string log_dir);
+  static Expected<std::unique_ptr<ChildProcess>> spawn(std::vector<std::string> argv,
+                                                       std::string name, std::string log_dir);
 #ifdef CONVEYOR_BINARY_DIR
   // `conveyor <args...>`.
-  static Expected<std::unique_ptr<ChildProcess>> conveyor(std::vector<std::string> args, std::string name) {
+  static Expected<std::unique_ptr<ChildProcess>> conveyor(std::vector<std::string> args,
+                                                          std::string name) {
     args.insert(args.begin(), conveyor_binary());
     return spawn(std::move(args), std::move(name), test_log_dir());
   }
@@ -97,15 +98,15 @@ private:
   std::condition_variable changed_;
   std::string out_;
   std::string err_;
-  bool exited_ = false;      // seen with WNOWAIT: still a zombie, so its process group stays ours
-  bool reaped_ = false;      // waited for: pid and group id may be reused from here on
+  bool exited_ = false; // seen with WNOWAIT: still a zombie, so its process group stays ours
+  bool reaped_ = false; // waited for: pid and group id may be reused from here on
   bool pipes_closed_ = false;
   int exit_code_ = -1;
 };
 
 // The outcome of running a command to completion.
 struct CommandResult {
-  std::optional<int> exit_code; // nullopt: it ran past the timeout and was killed
+  std::optional<int> exit_code;   // nullopt: it ran past the timeout and was killed
   std::vector<std::string> lines; // stdout lines
   std::string stdout_text;
   std::string stderr_text;
@@ -117,7 +118,8 @@ CommandResult run_to_completion(std::vector<std::string> argv, Millis timeout, s
                                 std::string log_dir);
 #ifdef CONVEYOR_BINARY_DIR
 // Runs `conveyor <args...>` to completion.
-inline CommandResult run_conveyor(std::vector<std::string> args, Millis timeout, std::string name = "cmd") {
+inline CommandResult run_conveyor(std::vector<std::string> args, Millis timeout,
+                                  std::string name = "cmd") {
   args.insert(args.begin(), conveyor_binary());
   return run_to_completion(std::move(args), timeout, std::move(name), test_log_dir());
 }

@@ -25,11 +25,17 @@ struct Pki {
     const std::string script =
       "set -e; rm -rf " + dir + "; mkdir -p " + dir + "; cd " + dir + ";" +
       "for ca in ca rogue; do "
-      "openssl req -x509" + key + "-keyout $ca.key -out $ca.pem -days 1 -subj /CN=$ca >/dev/null 2>&1;"
-      "openssl req" + key + "-keyout $ca-node.key -out $ca-node.csr -subj /CN=localhost >/dev/null 2>&1;"
-      "openssl x509 -req -in $ca-node.csr -CA $ca.pem -CAkey $ca.key -CAcreateserial -out $ca-node.pem "
+      "openssl req -x509" +
+      key +
+      "-keyout $ca.key -out $ca.pem -days 1 -subj /CN=$ca >/dev/null 2>&1;"
+      "openssl req" +
+      key +
+      "-keyout $ca-node.key -out $ca-node.csr -subj /CN=localhost >/dev/null 2>&1;"
+      "openssl x509 -req -in $ca-node.csr -CA $ca.pem -CAkey $ca.key -CAcreateserial -out "
+      "$ca-node.pem "
       "-days 1 >/dev/null 2>&1; done";
-    REQUIRE_MESSAGE(std::system(script.c_str()) == 0, "openssl could not make the test certificates");
+    REQUIRE_MESSAGE(std::system(script.c_str()) == 0,
+                    "openssl could not make the test certificates");
   }
   std::string cert(const std::string& ca = "ca") const { return dir + "/" + ca + "-node.pem"; }
   std::string key(const std::string& ca = "ca") const { return dir + "/" + ca + "-node.key"; }

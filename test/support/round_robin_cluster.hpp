@@ -122,7 +122,8 @@ struct MiniCluster {
       ids[static_cast<std::size_t>(i)] = next_id++;
       REQUIRE(job.join(ids[static_cast<std::size_t>(i)], i).ok());
       auto known = planners[static_cast<std::size_t>(i)].known_schedule();
-      auto done = job.recover(ids[static_cast<std::size_t>(i)], known.active, known.gone, known.lost);
+      auto done =
+        job.recover(ids[static_cast<std::size_t>(i)], known.active, known.gone, known.lost);
       REQUIRE_MESSAGE(done.ok(), done.status().to_string());
       for (int k = 0; k < 3; ++k)
         step(); // the others read on meanwhile

@@ -33,7 +33,7 @@ struct stream_stats {
   int64_t wait_split_ns = 0;
   int64_t wait_credit_ns = 0;
   int64_t elapsed_ns = 0;
-  uint64_t job = 0;              // the job (repetition) the stream reads
+  uint64_t job = 0;               // the job (repetition) the stream reads
   int64_t duplicates_dropped = 0; // repeats of re-issued splits the consumer dropped
   int64_t lost_tasks = 0;         // OFF tasks lost before their end, read on without (continue)
   uint64_t pushed_task = 0;       // on a push: the task whose batch it carries (0 otherwise)
@@ -43,9 +43,9 @@ struct stream_stats {
 };
 
 // The consumer actor.
-using stream_actor = caf::typed_actor<caf::reacts_to<ack_atom, uint64_t>,
-                                      caf::replies_to<stats_atom>::with<stream_stats>,
-                                      caf::reacts_to<cancel_atom>>;
+using stream_actor =
+  caf::typed_actor<caf::reacts_to<ack_atom, uint64_t>,
+                   caf::replies_to<stats_atom>::with<stream_stats>, caf::reacts_to<cancel_atom>>;
 
 struct stream_batch {
   std::vector<Element> elements;

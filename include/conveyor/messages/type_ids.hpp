@@ -59,69 +59,70 @@ struct rejoin_job;
 } // namespace conveyor::msg
 
 CAF_BEGIN_TYPE_ID_BLOCK(conveyor, caf::first_custom_type_id)
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::get_elements))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::element_batch))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::origin_run))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::get_splits))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::splits_reply))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::splits_update))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::leave_job))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::task_done))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::task_def))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::assign_task))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::task_assigned))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::stop_task))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::register_worker))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::worker_registered))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::worker_heartbeat))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::heartbeat_ack))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::join_job))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::job_joined))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::get_tasks))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::task_info))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::task_list))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::add_task))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::remove_task))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::task_finished))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::job_finished))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::job_released))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::client_hello))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::dispatcher_hello))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::register_dataset))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::dataset_registered))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::get_or_create_job))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::job_info))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::get_status))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::cluster_status))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::get_job_status))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::job_status))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::rejoin_job))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::persist_splits))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::end_rounds))
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::drain_task))
-  // Atoms (at most 10 characters). Local timers and the consumer API's flow control.
-  CAF_ADD_ATOM(conveyor, conveyor::msg, tick_atom, "cv_tick")       // periodic timer
-  CAF_ADD_ATOM(conveyor, conveyor::msg, produce_atom, "cv_produce") // task: run the pipeline a step
-  CAF_ADD_ATOM(conveyor, conveyor::msg, expire_atom, "cv_expire")   // a held request's time is up
-  CAF_ADD_ATOM(conveyor, conveyor::msg, gc_atom, "cv_gc")           // job: consumer-less check
-  CAF_ADD_ATOM(conveyor, conveyor::msg, ack_atom, "cv_ack")         // consumer API: n elements taken
-  CAF_ADD_ATOM(conveyor, conveyor::msg, stats_atom, "cv_stats")     // consumer API: counters
-  CAF_ADD_ATOM(conveyor, conveyor::msg, cancel_atom, "cv_cancel")   // consumer API: stop reading
-  // Bulk data path (net/bulk.hpp), all local to one node except cv_bframe in the simulator.
-  CAF_ADD_ATOM(conveyor, conveyor::msg, bulk_send_atom, "cv_bsend")   // task -> bulk server
-  CAF_ADD_ATOM(conveyor, conveyor::msg, bulk_open_atom, "cv_bopen")   // consumer -> bulk client
-  CAF_ADD_ATOM(conveyor, conveyor::msg, bulk_ready_atom, "cv_bready") // bulk client -> consumer
-  CAF_ADD_ATOM(conveyor, conveyor::msg, bulk_frame_atom, "cv_bframe") // a frame for the consumer
-  CAF_ADD_ATOM(conveyor, conveyor::msg, bulk_lost_atom, "cv_blost")   // a channel broke
-  CAF_ADD_ATOM(conveyor, conveyor::msg, bulk_hello_atom, "cv_bhello") // simulator: open a channel
-  CAF_ADD_ATOM(conveyor, conveyor::msg, synced_atom, "cv_synced")   // dispatcher: journal durable
-  CAF_ADD_ATOM(conveyor, conveyor::msg, retry_atom, "cv_retry")     // retry after a backoff
-  CAF_ADD_ATOM(conveyor, conveyor::msg, drain_atom, "cv_drain")     // worker/task: graceful stop
-  CAF_ADD_ATOM(conveyor, conveyor::msg, drained_atom, "cv_drained") // task: drained yet?
-  CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::cache_trainers))
-  // TLS sessions of the bulk data path (net/bulk_tls.hpp), local to one node.
-  CAF_ADD_ATOM(conveyor, conveyor::msg, tls_in_atom, "cv_tlsin")   // socket bytes for a session
-  CAF_ADD_ATOM(conveyor, conveyor::msg, tls_out_atom, "cv_tlsout") // session bytes for the socket
-  CAF_ADD_ATOM(conveyor, conveyor::msg, tls_plain_atom, "cv_tlspt") // plaintext of the TLS records
-  CAF_ADD_ATOM(conveyor, conveyor::msg, tls_sealed_atom, "cv_tlsseal") // sealed records (bulk_seal.hpp)
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::get_elements))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::element_batch))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::origin_run))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::get_splits))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::splits_reply))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::splits_update))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::leave_job))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::task_done))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::task_def))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::assign_task))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::task_assigned))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::stop_task))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::register_worker))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::worker_registered))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::worker_heartbeat))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::heartbeat_ack))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::join_job))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::job_joined))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::get_tasks))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::task_info))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::task_list))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::add_task))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::remove_task))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::task_finished))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::job_finished))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::job_released))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::client_hello))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::dispatcher_hello))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::register_dataset))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::dataset_registered))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::get_or_create_job))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::job_info))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::get_status))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::cluster_status))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::get_job_status))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::job_status))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::rejoin_job))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::persist_splits))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::end_rounds))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::drain_task))
+// Atoms (at most 10 characters). Local timers and the consumer API's flow control.
+CAF_ADD_ATOM(conveyor, conveyor::msg, tick_atom, "cv_tick")       // periodic timer
+CAF_ADD_ATOM(conveyor, conveyor::msg, produce_atom, "cv_produce") // task: run the pipeline a step
+CAF_ADD_ATOM(conveyor, conveyor::msg, expire_atom, "cv_expire")   // a held request's time is up
+CAF_ADD_ATOM(conveyor, conveyor::msg, gc_atom, "cv_gc")           // job: consumer-less check
+CAF_ADD_ATOM(conveyor, conveyor::msg, ack_atom, "cv_ack")         // consumer API: n elements taken
+CAF_ADD_ATOM(conveyor, conveyor::msg, stats_atom, "cv_stats")     // consumer API: counters
+CAF_ADD_ATOM(conveyor, conveyor::msg, cancel_atom, "cv_cancel")   // consumer API: stop reading
+// Bulk data path (net/bulk.hpp), all local to one node except cv_bframe in the simulator.
+CAF_ADD_ATOM(conveyor, conveyor::msg, bulk_send_atom, "cv_bsend")   // task -> bulk server
+CAF_ADD_ATOM(conveyor, conveyor::msg, bulk_open_atom, "cv_bopen")   // consumer -> bulk client
+CAF_ADD_ATOM(conveyor, conveyor::msg, bulk_ready_atom, "cv_bready") // bulk client -> consumer
+CAF_ADD_ATOM(conveyor, conveyor::msg, bulk_frame_atom, "cv_bframe") // a frame for the consumer
+CAF_ADD_ATOM(conveyor, conveyor::msg, bulk_lost_atom, "cv_blost")   // a channel broke
+CAF_ADD_ATOM(conveyor, conveyor::msg, bulk_hello_atom, "cv_bhello") // simulator: open a channel
+CAF_ADD_ATOM(conveyor, conveyor::msg, synced_atom, "cv_synced")     // dispatcher: journal durable
+CAF_ADD_ATOM(conveyor, conveyor::msg, retry_atom, "cv_retry")       // retry after a backoff
+CAF_ADD_ATOM(conveyor, conveyor::msg, drain_atom, "cv_drain")       // worker/task: graceful stop
+CAF_ADD_ATOM(conveyor, conveyor::msg, drained_atom, "cv_drained")   // task: drained yet?
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::cache_trainers))
+// TLS sessions of the bulk data path (net/bulk_tls.hpp), local to one node.
+CAF_ADD_ATOM(conveyor, conveyor::msg, tls_in_atom, "cv_tlsin")    // socket bytes for a session
+CAF_ADD_ATOM(conveyor, conveyor::msg, tls_out_atom, "cv_tlsout")  // session bytes for the socket
+CAF_ADD_ATOM(conveyor, conveyor::msg, tls_plain_atom, "cv_tlspt") // plaintext of the TLS records
+CAF_ADD_ATOM(conveyor, conveyor::msg, tls_sealed_atom,
+             "cv_tlsseal") // sealed records (bulk_seal.hpp)
 CAF_END_TYPE_ID_BLOCK(conveyor)

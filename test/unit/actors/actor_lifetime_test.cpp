@@ -17,7 +17,8 @@ using namespace conveyor;
 using namespace conveyor::test;
 using conveyor::testing::thread_count;
 
-TEST_CASE("a worker keeps no task of jobs that ended: 30 short jobs, task objects and threads flat") {
+TEST_CASE(
+  "a worker keeps no task of jobs that ended: 30 short jobs, task objects and threads flat") {
   TestCluster cluster{1};
   auto client = cluster.client();
   auto read_one = [&](ShardingPolicy policy) {
@@ -41,6 +42,7 @@ TEST_CASE("a worker keeps no task of jobs that ended: 30 short jobs, task object
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   INFO("threads before the jobs: " << before << ", after " << kJobs << " jobs: " << thread_count());
   CHECK(thread_count() <= before + 3);
-  INFO("task actor objects before the jobs: " << tasks_before << ", after: " << actors::task_actor_objects());
+  INFO("task actor objects before the jobs: " << tasks_before
+                                              << ", after: " << actors::task_actor_objects());
   CHECK(actors::task_actor_objects() <= tasks_before);
 }

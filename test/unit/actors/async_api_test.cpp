@@ -82,8 +82,8 @@ TEST_CASE("async API errors arrive as the final batch") {
   auto sink = sys.spawn(sink_impl, done);
   ClientConfig cc = test_client_config();
   cc.connect_timeout = std::chrono::milliseconds(500);
-  auto stream = spawn_element_stream(sys, sink, "127.0.0.1:1",
-                                     StreamSource::from_id("1000"), DistributeOptions{}, cc);
+  auto stream = spawn_element_stream(sys, sink, "127.0.0.1:1", StreamSource::from_id("1000"),
+                                     DistributeOptions{}, cc);
   REQUIRE(outcome.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
   auto got = outcome.get();
   CHECK(got.status.code() == ErrorCode::unavailable);

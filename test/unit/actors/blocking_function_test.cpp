@@ -43,7 +43,8 @@ void register_map_once(std::once_flag& once, const char* name, const char* doc, 
 
 void register_blocking_map() {
   static std::once_flag once;
-  register_map_once(once, "test_block_until_released", "test helper: blocks until the test releases it",
+  register_map_once(once, "test_block_until_released",
+                    "test helper: blocks until the test releases it",
                     [](const Element& e, const Params&) -> Expected<Element> {
                       gate().wait(60s); // bounded: a failing test still ends
                       return e;
@@ -116,7 +117,8 @@ void register_spinning_map() {
 // A slow function does not block, it computes: the Executor gives the other jobs a thread once no
 // item started for Executor::kLongItems. Without that, each slow task's turn (16 messages, each a
 // one-second element) held a pool thread for up to ~16 s before the unrelated job ran.
-TEST_CASE("a slow CPU-bound user function holds only its own task: other jobs on the worker are served") {
+TEST_CASE(
+  "a slow CPU-bound user function holds only its own task: other jobs on the worker are served") {
   register_spinning_map();
   TestCluster cluster{1};
   auto client = cluster.client();
@@ -140,8 +142,9 @@ TEST_CASE("a slow CPU-bound user function holds only its own task: other jobs on
   auto fast = client.distribute(Dataset::range(10), off);
   REQUIRE_MESSAGE(fast.ok(), fast.status().to_string());
   CHECK(ints(read_all(*fast)) == std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
-  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  const auto took =
+    std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
   INFO("the unrelated job took " << took.count() << " ms next to " << kSlow << " slow ones");
   CHECK(took < 4s); // ~0.2 s here; 7-15 s without the kLongItems rule (2-core VM)
-  slow.clear(); // (their tasks stop after the element they compute)
+  slow.clear();     // (their tasks stop after the element they compute)
 }

@@ -35,7 +35,8 @@ struct Socket {
 
 } // namespace
 
-TEST_CASE("bulk server: gather frames reach a TCP consumer byte-exact, and ending the server closes it") {
+TEST_CASE(
+  "bulk server: gather frames reach a TCP consumer byte-exact, and ending the server closes it") {
   actors::NodeConfig cfg{conveyor::test::test_network()};
   caf::actor_system sys{cfg};
   auto server = actors::spawn_tcp_bulk_server(sys, "127.0.0.1", 0);

@@ -75,6 +75,7 @@ TEST_CASE("bulk stream reader: a bad ack or header breaks the channel, naming wh
     reader.apply(ack(1));
     auto event = reader.apply(header(FrameHeader{1, 1, 2, 2, 0}, 8));
     REQUIRE(std::holds_alternative<StreamReader::Broken>(event));
-    CHECK(std::get<StreamReader::Broken>(event).why.find("frame 2 of a 2-frame batch") != std::string::npos);
+    CHECK(std::get<StreamReader::Broken>(event).why.find("frame 2 of a 2-frame batch") !=
+          std::string::npos);
   }
 }

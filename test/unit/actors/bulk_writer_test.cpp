@@ -14,9 +14,9 @@
 #include "test/support/random_bytes.hpp"
 
 using namespace conveyor;
-using conveyor::testing::read_up_to;
-using conveyor::testing::random_bytes;
 using conveyor::actors::BulkWriter;
+using conveyor::testing::random_bytes;
+using conveyor::testing::read_up_to;
 
 namespace {
 
@@ -41,13 +41,13 @@ struct SocketPair {
   }
 };
 
-
 // Own bytes, a view of a string only the buffer keeps alive, own bytes again.
 GatherBuffer frame(int i, std::size_t view_bytes) {
   GatherBuffer g;
   const std::string head = "head " + std::to_string(i) + ";";
   g.own.assign(head.begin(), head.end());
-  auto storage = std::make_shared<const std::string>(random_bytes(view_bytes, static_cast<unsigned>(i)));
+  auto storage =
+    std::make_shared<const std::string>(random_bytes(view_bytes, static_cast<unsigned>(i)));
   g.add_view(storage, storage->data(), storage->size());
   const std::string tail = ";tail " + std::to_string(i);
   g.own.insert(g.own.end(), tail.begin(), tail.end());
@@ -56,7 +56,8 @@ GatherBuffer frame(int i, std::size_t view_bytes) {
 
 } // namespace
 
-TEST_CASE("bulk writer: buffers arrive whole and in order, views included, while the socket fills") {
+TEST_CASE(
+  "bulk writer: buffers arrive whole and in order, views included, while the socket fills") {
   SocketPair pair;
   const int small = 16 << 10;
   ::setsockopt(pair.ours, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
@@ -82,7 +83,7 @@ TEST_CASE("bulk writer: removing a connection closes it, whatever is left unwrit
   REQUIRE(writer.add(7, pair.ours, "test connection").ok());
   for (int i = 0; i < 64; ++i)
     writer.send(7, frame(i, 1 << 20)); // far more than the socket holds: the peer reads nothing yet
-  pair.close_ours(); // as CAF closes its own descriptor
+  pair.close_ours();                   // as CAF closes its own descriptor
   writer.remove(7);
   bool eof = false;
   const std::string got = read_up_to(pair.theirs, std::size_t{1} << 30, &eof);

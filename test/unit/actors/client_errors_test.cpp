@@ -98,12 +98,12 @@ TEST_CASE("bad arguments are refused with messages naming them") {
   CHECK(unknown_id.status().message().find(
           "dataset id \"4242\" is not registered with this dispatcher") != std::string::npos);
   // DYNAMIC needs a splittable source.
-  auto unsplittable = client.distribute(Dataset::from_tensors(Element{Tensor::scalar(int64_t{1})}),
-                                        [] {
-                                          DistributeOptions d;
-                                          d.policy = ShardingPolicy::dynamic;
-                                          return d;
-                                        }());
+  auto unsplittable =
+    client.distribute(Dataset::from_tensors(Element{Tensor::scalar(int64_t{1})}), [] {
+      DistributeOptions d;
+      d.policy = ShardingPolicy::dynamic;
+      return d;
+    }());
   REQUIRE_FALSE(unsplittable.ok());
   CHECK(unsplittable.status().message().find("DYNAMIC") != std::string::npos);
   // Bad addresses.
@@ -129,16 +129,14 @@ TEST_CASE("a protocol version mismatch is refused on both sides") {
   CHECK(client.status().code() == ErrorCode::version_mismatch);
   CHECK(client.status().message().find(
           "protocol version mismatch: the dispatcher speaks version 99, the client version " +
-            std::to_string(msg::kProtocolVersion)) !=
-        std::string::npos);
+          std::to_string(msg::kProtocolVersion)) != std::string::npos);
   WorkerConfig wc = test_worker_config();
   wc.dispatcher_address = cluster.target();
   WorkerServer worker{wc};
   auto st = worker.start();
   CHECK(st.code() == ErrorCode::version_mismatch);
   CHECK(st.message().find("the dispatcher speaks version 99, the worker version " +
-                          std::to_string(msg::kProtocolVersion)) !=
-        std::string::npos);
+                          std::to_string(msg::kProtocolVersion)) != std::string::npos);
 }
 
 TEST_CASE("an unreachable dispatcher is an error after a bounded time, never a hang") {

@@ -131,7 +131,8 @@ TEST_CASE("a named OFF job with one worker is split between its consumers") {
   options.job_name = "my_job_name";
   // Slow enough (~0.5 s) that both consumers join before the job can end: a consumer that
   // asks for a finished iteration of a named job reads end of sequence.
-  const auto slow = Dataset::range(5).map(conveyor::FunctionRef{"sleep_us", {{"us", int64_t{100000}}}});
+  const auto slow =
+    Dataset::range(5).map(conveyor::FunctionRef{"sleep_us", {{"us", int64_t{100000}}}});
   auto a = client.distribute(slow, options);
   auto b = client.distribute(slow, options);
   REQUIRE(a.ok());
@@ -157,7 +158,8 @@ TEST_CASE("a named OFF job with one worker is split between its consumers") {
   CHECK(second->job_id() != a->job_id());
 }
 
-TEST_CASE("expected_consumers: a consumer that joins after the others read everything gets end of input") {
+TEST_CASE(
+  "expected_consumers: a consumer that joins after the others read everything gets end of input") {
   // DataLoader's loader processes as consumers: one may start only after another read the whole
   // epoch. Without expected_consumers it would start the name's next repetition and the trainer
   // would see every element twice.
@@ -187,7 +189,8 @@ TEST_CASE("expected_consumers: a consumer that joins after the others read every
     REQUIRE(a.ok());
     auto b = client.distribute(Dataset::range(50), other);
     REQUIRE_FALSE(b.ok());
-    CHECK_MESSAGE(b.status().message().find("expected_consumers") != std::string::npos, b.status().to_string());
+    CHECK_MESSAGE(b.status().message().find("expected_consumers") != std::string::npos,
+                  b.status().to_string());
     (void)read_all(*a);
   }
   DistributeOptions unnamed;
@@ -275,7 +278,8 @@ TEST_CASE("a worker started mid-job gets a task for the running job (OFF: it sta
   CHECK(stream->stats().per_worker.size() == 2);
 }
 
-TEST_CASE("OFF, on_worker_loss fail: a worker that leaves mid-job fails the read loudly (never short and OK)") {
+TEST_CASE("OFF, on_worker_loss fail: a worker that leaves mid-job fails the read loudly (never "
+          "short and OK)") {
   auto r = read_off_losing_worker(/*on_worker_loss=*/"fail");
   // Never "OK" with the copy short: the read fails naming the worker, or it was complete.
   if (r.status.ok())
@@ -284,7 +288,8 @@ TEST_CASE("OFF, on_worker_loss fail: a worker that leaves mid-job fails the read
     CHECK_MESSAGE(r.status.message().find("worker") != std::string::npos, r.status.to_string());
 }
 
-TEST_CASE("OFF, on_worker_loss continue (the default): a worker that leaves mid-job - the read ends OK, the loss counted") {
+TEST_CASE("OFF, on_worker_loss continue (the default): a worker that leaves mid-job - the read "
+          "ends OK, the loss counted") {
   auto r = read_off_losing_worker(std::nullopt); // the default: continue
   REQUIRE_MESSAGE(r.status.ok(), r.status.to_string());
   CHECK(r.elements >= kLossElements); // the survivor's whole copy
@@ -294,7 +299,8 @@ TEST_CASE("OFF, on_worker_loss continue (the default): a worker that leaves mid-
     CHECK(r.lost_tasks == 0);
 }
 
-TEST_CASE("a named job's iteration that ended still refuses a consumer asking another processing mode") {
+TEST_CASE(
+  "a named job's iteration that ended still refuses a consumer asking another processing mode") {
   // Issue 32: an OFF consumer of a DYNAMIC job's name was accepted once the DYNAMIC job had
   // ended (it was erased, and the OFF consumer started the name's next repetition).
   TestCluster cluster{1};
@@ -310,6 +316,7 @@ TEST_CASE("a named job's iteration that ended still refuses a consumer asking an
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.status().code() == ErrorCode::invalid_argument);
   CHECK_MESSAGE(refused.status().message().find("runs with processing_mode DYNAMIC; a consumer "
-                                                "asked for processing_mode OFF") != std::string::npos,
+                                                "asked for processing_mode OFF") !=
+                  std::string::npos,
                 refused.status().to_string());
 }

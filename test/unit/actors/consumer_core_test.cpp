@@ -209,7 +209,8 @@ TEST_CASE("a corrupt batch is data_loss naming the worker") {
   CHECK(got.empty());
 }
 
-TEST_CASE("a batch holding another number of elements than announced is data_loss where it is decoded") {
+TEST_CASE(
+  "a batch holding another number of elements than announced is data_loss where it is decoded") {
   ConsumerCore c{ConsumerLimits{}};
   c.on_task_list(list_of(1, {1}, false));
   c.on_connected(1);
@@ -286,7 +287,8 @@ TEST_CASE("bulk: frames before or after the reply complete a batch, in order - l
   CHECK(lost.message().find("1 batch(es) in flight") != std::string::npos);
 }
 
-TEST_CASE("bulk: a later batch whose frames overtook an earlier one's waits for it - a task's order holds") {
+TEST_CASE("bulk: a later batch whose frames overtook an earlier one's waits for it - a task's "
+          "order holds") {
   // A TLS channel spreads its frames over several connections (net/bulk_frame.hpp), so batch
   // 6's frame can arrive before batch 5's although the worker sent it later.
   ConsumerLimits limits;
@@ -309,7 +311,8 @@ TEST_CASE("bulk: a later batch whose frames overtook an earlier one's waits for 
   CHECK(core.bulk_batches_waiting() == 0);
 }
 
-TEST_CASE("bulk, DYNAMIC: a broken channel with batches in flight is no loss: the task hears `reconnected`") {
+TEST_CASE("bulk, DYNAMIC: a broken channel with batches in flight is no loss: the task hears "
+          "`reconnected`") {
   ConsumerLimits limits;
   ConsumerCore core{limits};
   core.set_dynamic(true);
@@ -333,7 +336,8 @@ TEST_CASE("bulk, DYNAMIC: a broken channel with batches in flight is no loss: th
   CHECK(next[0].max_elements > 0); // its credits came back
 }
 
-TEST_CASE("bulk: frames of a batch whose reply will never be taken do not hold up the stream's end") {
+TEST_CASE(
+  "bulk: frames of a batch whose reply will never be taken do not hold up the stream's end") {
   // Seen in the simulator (seed 51319): a reply and its frame held by a partition arrive after
   // the request was given up; the frame waited for an announcement that never came, forever.
   ConsumerCore core{ConsumerLimits{}};
@@ -359,7 +363,8 @@ TEST_CASE("bulk: frames of a batch whose reply will never be taken do not hold u
   CHECK(core.finished());
 }
 
-TEST_CASE("bulk: a batch without its reply below an announced one is dropped (replies come in order)") {
+TEST_CASE(
+  "bulk: a batch without its reply below an announced one is dropped (replies come in order)") {
   ConsumerLimits limits;
   limits.max_in_flight_per_task = 3;
   ConsumerCore core{limits};
@@ -372,14 +377,15 @@ TEST_CASE("bulk: a batch without its reply below an announced one is dropped (re
   auto f5 = frame_of(50), f6 = frame_of(60);
   REQUIRE(core.on_frame(1, 5, 0, 1, f5, {f5->data(), f5->size()}, out).ok()); // request 0's
   REQUIRE(core.on_reply(reqs[1], bulk_reply(6, 1), out).ok()); // request 2 still in flight
-  CHECK(core.bulk_batches_waiting() == 1); // batch 6 only
+  CHECK(core.bulk_batches_waiting() == 1);                     // batch 6 only
   REQUIRE(core.on_frame(1, 6, 0, 1, f6, {f6->data(), f6->size()}, out).ok());
   auto got = taken(out);
   REQUIRE(got.size() == 1);
   CHECK(got[0][0].as_int64() == 60);
 }
 
-TEST_CASE("a reply that comes after its request timed out: DYNAMIC drops it, OFF fails loudly if it held elements") {
+TEST_CASE("a reply that comes after its request timed out: DYNAMIC drops it, OFF fails loudly if "
+          "it held elements") {
   for (bool dynamic : {true, false}) {
     CAPTURE(dynamic);
     ConsumerLimits limits;
@@ -407,7 +413,8 @@ TEST_CASE("a reply that comes after its request timed out: DYNAMIC drops it, OFF
 }
 
 TEST_CASE("a lost task's error names the job's sharding policy, not always OFF") {
-  for (auto policy : {ShardingPolicy::off, ShardingPolicy::data, ShardingPolicy::file, ShardingPolicy::hint}) {
+  for (auto policy :
+       {ShardingPolicy::off, ShardingPolicy::data, ShardingPolicy::file, ShardingPolicy::hint}) {
     CAPTURE(to_string(policy));
     { // the connection lost with elements in flight
       ConsumerCore c{failing()};
@@ -417,8 +424,8 @@ TEST_CASE("a lost task's error names the job's sharding policy, not always OFF")
       REQUIRE_FALSE(c.next_requests().empty());
       c.on_disconnected(1);
       REQUIRE_FALSE(c.error().ok());
-      CHECK(c.error().message().find(std::string{"cannot be read again ("} + to_string(policy) + ")") !=
-            std::string::npos);
+      CHECK(c.error().message().find(std::string{"cannot be read again ("} + to_string(policy) +
+                                     ")") != std::string::npos);
     }
     { // the task gone from the job's list before its end
       ConsumerCore c{failing()};
@@ -426,8 +433,8 @@ TEST_CASE("a lost task's error names the job's sharding policy, not always OFF")
       c.on_task_list(list_of(1, {1}, false));
       c.on_task_list(list_of(2, {}, false));
       REQUIRE_FALSE(c.error().ok());
-      CHECK(c.error().message().find(std::string{"("} + to_string(policy) + ": each worker serves its own") !=
-            std::string::npos);
+      CHECK(c.error().message().find(std::string{"("} + to_string(policy) +
+                                     ": each worker serves its own") != std::string::npos);
     }
   }
 }
@@ -464,10 +471,12 @@ TEST_CASE("OFF, fail: a task started again after serving part of its stream fail
     REQUIRE(c.on_reply(reqs[0], batch_of({1, 2, 3}), out).ok());
     c.on_task_list(listing(2, second));
     CHECK(c.error().code() == ErrorCode::unavailable);
-    CHECK(c.error().message().find("task 1 on worker w:1 was started again after it served 3 element(s)") !=
+    CHECK(c.error().message().find(
+            "task 1 on worker w:1 was started again after it served 3 element(s)") !=
           std::string::npos);
   }
-  SUBCASE("continue (the default): the old copy counts as lost, the new actor is read from its start") {
+  SUBCASE(
+    "continue (the default): the old copy counts as lost, the new actor is read from its start") {
     ConsumerCore c{ConsumerLimits{}};
     c.on_task_list(listing(1, first));
     c.on_connected(1);
@@ -549,7 +558,8 @@ TEST_CASE("OFF: batches are acknowledged too, and a retired task leaves without 
 
 // DYNAMIC: a re-issued split repeats elements already received; they are dropped by their
 // origins before anything is decoded, and the reader gets each element once.
-TEST_CASE("elements of a re-issued split already received are dropped, the rest decoded by the reader") {
+TEST_CASE(
+  "elements of a re-issued split already received are dropped, the rest decoded by the reader") {
   ConsumerCore c{ConsumerLimits{}};
   c.set_dynamic(true);
   c.on_task_list(list_of(1, {1}, false));
@@ -609,7 +619,8 @@ TEST_CASE("ReadyElements hands out one element at a time and stops at a corrupt 
   CHECK_FALSE(one);
 }
 
-TEST_CASE("ReadyElements: an empty batch buffer announced to hold elements is data_loss, not nothing") {
+TEST_CASE(
+  "ReadyElements: an empty batch buffer announced to hold elements is data_loss, not nothing") {
   ReadyElements ready;
   ready.add_encoded(std::string{}, 2, {}, "worker a");
   CHECK(ready.size() == 2);
@@ -621,7 +632,8 @@ TEST_CASE("ReadyElements: an empty batch buffer announced to hold elements is da
   CHECK(st.message().find("worker a") != std::string::npos);
 }
 
-TEST_CASE("OFF, continue (the default): a lost worker's task is counted and warned about once, the read goes on") {
+TEST_CASE("OFF, continue (the default): a lost worker's task is counted and warned about once, the "
+          "read goes on") {
   ConsumerCore c{ConsumerLimits{}};
   c.on_task_list(list_of(1, {1, 2, 3}, false));
   for (msg::task_id_t t : {1, 2, 3})
@@ -646,7 +658,8 @@ TEST_CASE("OFF, continue (the default): a lost worker's task is counted and warn
   auto warnings = c.take_warnings();
   REQUIRE(warnings.size() == 2);
   CHECK(warnings[0].find("lost the connection to worker w:1 (task 1)") != std::string::npos);
-  CHECK(warnings[1].find("lost task 2 on worker w:2 before it reached its end") != std::string::npos);
+  CHECK(warnings[1].find("lost task 2 on worker w:2 before it reached its end") !=
+        std::string::npos);
   CHECK(c.take_warnings().empty()); // each said once
   // A task added later (a new worker) is read too.
   auto added = c.on_task_list(list_of(4, {3, 4}, false));
@@ -662,7 +675,8 @@ TEST_CASE("OFF, continue (the default): a lost worker's task is counted and warn
   CHECK_FALSE(c.finished());
 }
 
-TEST_CASE("OFF, continue: late replies and a lost bulk channel count as a lost task, not an error") {
+TEST_CASE(
+  "OFF, continue: late replies and a lost bulk channel count as a lost task, not an error") {
   ConsumerLimits limits;
   limits.max_in_flight_per_task = 2;
   ConsumerCore c{limits};
@@ -713,7 +727,8 @@ TEST_CASE("on_worker_loss: continue only for OFF - static policies fail whatever
   }
 }
 
-TEST_CASE("OFF: a task unreachable past the request timeout - continue gives it up once, fail does not") {
+TEST_CASE(
+  "OFF: a task unreachable past the request timeout - continue gives it up once, fail does not") {
   ConsumerCore c{ConsumerLimits{}};
   c.on_task_list(list_of(1, {1, 2}, false));
   c.on_connected(1);

@@ -89,7 +89,8 @@ TEST_CASE("a bounded window: a trainer that falls behind skips to the oldest cac
   CHECK(cache->size_bytes() <= cache->max_bytes());
 }
 
-TEST_CASE("many trainers at random speeds: every trainer's sequence increases, gaps only from eviction") {
+TEST_CASE(
+  "many trainers at random speeds: every trainer's sequence increases, gaps only from eviction") {
   std::mt19937 rng(7);
   for (int64_t capacity : {1, 3, 16, 1000}) {
     auto cache = CrossTrainerCache::make(capacity * 8);
@@ -119,7 +120,8 @@ TEST_CASE("many trainers at random speeds: every trainer's sequence increases, g
   }
 }
 
-TEST_CASE("whole-epoch sharing: nothing is evicted before every trainer read it, the slowest paces") {
+TEST_CASE(
+  "whole-epoch sharing: nothing is evicted before every trainer read it, the slowest paces") {
   auto cache = CrossTrainerCache::make(3 * 8, true); // three 8-byte elements fit
   REQUIRE(cache.ok());
   Source src;
@@ -151,7 +153,8 @@ TEST_CASE("whole-epoch sharing: nothing is evicted before every trainer read it,
     auto late = cache->next("late");
     CHECK(late.status().code() == ErrorCode::failed_precondition);
     CHECK(late.status().message().find("trainer \"late\" joined the shared epoch after the task's "
-                                       "cross-trainer cache had evicted its first 2 element(s)") == 0);
+                                       "cross-trainer cache had evicted its first 2 element(s)") ==
+          0);
   }
   SUBCASE("a trainer that left holds nobody back") {
     CHECK(read(*cache, src, "fast") == 5); // evicts 2 (both read it)
@@ -172,7 +175,8 @@ TEST_CASE("the reference's errors") {
   Element big{Tensor::scalar(std::string(100, 'x'))};
   auto too_big = cache->add(big);
   CHECK(too_big.code() == ErrorCode::invalid_argument);
-  CHECK(too_big.message().find("tf.data service element size is larger than cache size in bytes.") == 0);
+  CHECK(too_big.message().find(
+          "tf.data service element size is larger than cache size in bytes.") == 0);
   // Whole-epoch sharing: a full cache waits for its trainers (can_add false), but an element
   // larger than the whole cache never fits: it is refused at once, not waited for (issue 32:
   // the task waited forever and the read hung).
@@ -182,7 +186,8 @@ TEST_CASE("the reference's errors") {
   CHECK(epoch->can_add(static_cast<int64_t>(big.byte_size())));
   auto refused = epoch->add(big);
   CHECK(refused.code() == ErrorCode::invalid_argument);
-  CHECK(refused.message().find("tf.data service element size is larger than cache size in bytes.") == 0);
+  CHECK(refused.message().find(
+          "tf.data service element size is larger than cache size in bytes.") == 0);
 
   CHECK(validate_cross_trainer_cache(true, kInfiniteCardinality, std::nullopt).ok());
   CHECK(validate_trainer_id("").message() ==
@@ -200,7 +205,8 @@ TEST_CASE("the reference's errors") {
   CHECK(validate_cross_trainer_cache(true, kUnknownCardinality, std::nullopt, true).ok());
   CHECK(validate_cross_trainer_cache(true, kInfiniteCardinality, std::nullopt, true)
           .message()
-          .find("Whole-epoch cross-trainer sharing (`finite_epoch`) requires a finite dataset") == 0);
+          .find("Whole-epoch cross-trainer sharing (`finite_epoch`) requires a finite dataset") ==
+        0);
   CHECK(validate_cross_trainer_cache(false, 10, std::nullopt, true).message() ==
         "Cross-trainer caching requires named jobs. Got empty `job_name`.");
   CHECK(validate_cross_trainer_cache(true, kInfiniteCardinality, 2).message() ==
@@ -331,7 +337,8 @@ TEST_CASE("cluster: DYNAMIC trainers share the workers' split output through the
 // each read every element once, in order, and then the end of the epoch, while the worker's
 // cache holds only 16 elements: the faster trainer waits for the slower one instead of either
 // skipping.
-TEST_CASE("cluster: finite_epoch - each trainer reads the whole finite epoch through a small cache") {
+TEST_CASE(
+  "cluster: finite_epoch - each trainer reads the whole finite epoch through a small cache") {
   conveyor::test::TestCluster cluster{1, conveyor::test::test_dispatcher_config(), cache_of(16)};
   auto client = cluster.client();
   auto epoch = [](const std::string& trainer) {
@@ -378,7 +385,8 @@ TEST_CASE("cluster: finite_epoch - each trainer reads the whole finite epoch thr
   CHECK(out2 == iota(300));
 }
 
-TEST_CASE("cluster: finite_epoch errors - an infinite dataset, a mismatch with the job, a late trainer") {
+TEST_CASE(
+  "cluster: finite_epoch errors - an infinite dataset, a mismatch with the job, a late trainer") {
   conveyor::test::TestCluster cluster{1, conveyor::test::test_dispatcher_config(), cache_of(4)};
   auto client = cluster.client();
   const auto epoch = whole_epoch;
@@ -386,9 +394,10 @@ TEST_CASE("cluster: finite_epoch errors - an infinite dataset, a mismatch with t
     return first_read_error(client, d, o);
   };
   auto infinite = first_error(Dataset::range(10).repeat(), epoch("t"));
-  CHECK_MESSAGE(infinite.message().find("Whole-epoch cross-trainer sharing (`finite_epoch`) requires "
-                                        "a finite dataset") != std::string::npos,
-                infinite.to_string());
+  CHECK_MESSAGE(
+    infinite.message().find("Whole-epoch cross-trainer sharing (`finite_epoch`) requires "
+                            "a finite dataset") != std::string::npos,
+    infinite.to_string());
   auto dataset = Dataset::range(1000000); // t1 cannot finish it: the job stays open
   auto running = client.distribute(dataset, epoch("t1"));
   REQUIRE(running.ok());

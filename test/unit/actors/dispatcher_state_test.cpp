@@ -45,15 +45,18 @@ TEST_CASE("workers, jobs and tasks") {
   CHECK(s.worker_by_address("h:2")->id == 2);
   CHECK(s.apply(RegisterWorkerRecord{3, "h:2", 12}).code() == ErrorCode::failed_precondition);
 
-  REQUIRE(s.apply(CreateNamedJobRecord{CreateJobRecord{s.next_job_id(), "1000", "shared", 1, -1, "AUTO", 20}, 0}).ok());
+  REQUIRE(s.apply(CreateNamedJobRecord{
+                    CreateJobRecord{s.next_job_id(), "1000", "shared", 1, -1, "AUTO", 20}, 0})
+            .ok());
   REQUIRE(s.job(1));
   CHECK(s.job(1)->policy == ShardingPolicy::dynamic);
   CHECK(s.named_job("1000", "shared", 0)->id == 1);
   CHECK(s.named_job("1000", "other", 0) == nullptr);
-  auto again = s.apply(CreateNamedJobRecord{CreateJobRecord{2, "1000", "shared", 0, -1, "AUTO", 21}, 0});
-  CHECK(again.message() == "a job named \"shared\" already exists for dataset 1000 and iteration 0");
-  CHECK(s.apply(CreateJobRecord{2, "nope", "", 0, -1, "AUTO", 21}).code() ==
-        ErrorCode::not_found);
+  auto again =
+    s.apply(CreateNamedJobRecord{CreateJobRecord{2, "1000", "shared", 0, -1, "AUTO", 21}, 0});
+  CHECK(again.message() ==
+        "a job named \"shared\" already exists for dataset 1000 and iteration 0");
+  CHECK(s.apply(CreateJobRecord{2, "nope", "", 0, -1, "AUTO", 21}).code() == ErrorCode::not_found);
 
   REQUIRE(s.apply(CreateTaskRecord{s.next_task_id(), 1, 1, 30}).ok());
   REQUIRE(s.apply(CreateTaskRecord{s.next_task_id(), 1, 2, 30}).ok());
@@ -87,10 +90,12 @@ TEST_CASE("workers, jobs and tasks") {
 }
 
 TEST_CASE("replaying the same records gives the same state and the same next ids") {
-  std::vector<Update> log = {
-    RegisterDatasetRecord{"1000", "f", "d", 0, 1}, RegisterWorkerRecord{1, "a:1", 2},
-    CreateJobRecord{1, "1000", "", 0, -1, "AUTO", 3}, CreateTaskRecord{1, 1, 1, 4},
-    FinishTaskRecord{1, "", 5}, ReleaseJobRecord{1, 6}};
+  std::vector<Update> log = {RegisterDatasetRecord{"1000", "f", "d", 0, 1},
+                             RegisterWorkerRecord{1, "a:1", 2},
+                             CreateJobRecord{1, "1000", "", 0, -1, "AUTO", 3},
+                             CreateTaskRecord{1, 1, 1, 4},
+                             FinishTaskRecord{1, "", 5},
+                             ReleaseJobRecord{1, 6}};
   DispatcherState a, b;
   for (const auto& u : log)
     REQUIRE(a.apply(u).ok());
@@ -152,7 +157,9 @@ TEST_CASE("split records: handed out and not finished is what a restart hands ou
   DispatcherState s;
   REQUIRE(add_dataset(s, "1000", "f").ok());
   REQUIRE(s.apply(CreateJobRecord{1, "1000", "", 1, -1, "AUTO", 20, 10}).ok());
-  auto split = [](int64_t index) { return JournalSplit{0, index, index * 10, index * 10 + 10, ""}; };
+  auto split = [](int64_t index) {
+    return JournalSplit{0, index, index * 10, index * 10 + 10, ""};
+  };
   // Two answers hand out splits 0-2; then 0 and 2 finish (a finish-only record).
   REQUIRE(s.apply(SplitPositionRecord{1, 0, 0, 2, 2, 30, {split(0), split(1)}, {}}).ok());
   REQUIRE(s.apply(SplitPositionRecord{1, 0, 0, 3, 3, 31, {split(2)}, {}}).ok());

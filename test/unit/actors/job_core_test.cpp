@@ -137,7 +137,8 @@ TEST_CASE("job core: a lost task's splits wait for a fresh task when the others 
   CHECK(again->splits.size() == 4); // the two that came back first, then the rest
 }
 
-TEST_CASE("job core: a split lost when every other task ended fails the job loudly (not per-split)") {
+TEST_CASE(
+  "job core: a split lost when every other task ended fails the job loudly (not per-split)") {
   auto job = dynamic_job(20, 10, /*per_split=*/false);
   job.add_task(1, 1, "a:1");
   job.add_task(2, 2, "b:1");
@@ -233,7 +234,7 @@ TEST_CASE("job core: only finished splits the task still owned count as finished
   job.add_task(2, 2, "b:1");
   auto a = job.get_splits(1, 0, 2);
   REQUIRE(a->splits.size() == 2);
-  job.task_lost(1, "gone"); // both splits go back ...
+  job.task_lost(1, "gone");         // both splits go back ...
   auto b = job.get_splits(2, 0, 2); // ... and to task 2
   REQUIRE(b->splits.size() == 2);
   std::vector<SplitKey> accepted;

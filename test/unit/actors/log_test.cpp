@@ -26,7 +26,8 @@ TEST_CASE("log: a text line has a UTC timestamp, the level, the node and the pid
   log::set_node("worker");
   const auto line = log::format_line(log::Level::warning, "worker", "task 3 stalled");
   CAPTURE(line);
-  const std::regex re(R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z warning node=worker pid=(\d+) worker: task 3 stalled$)");
+  const std::regex re(
+    R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z warning node=worker pid=(\d+) worker: task 3 stalled$)");
   std::smatch m;
   REQUIRE(std::regex_match(line, m, re));
   CHECK(std::stol(m[1].str()) == ::getpid());

@@ -6,6 +6,4 @@
 // and it keeps the broker and its tables alive: a few KiB "leaked" at exit, inside libcaf_io,
 // in tests where workers join or leave while a consumer reads. Only libcaf_io's own
 // allocations are suppressed; a leak allocated by conveyor code is still reported.
-extern "C" const char* __lsan_default_suppressions() {
-  return "leak:libcaf_io.so\n";
-}
+extern "C" const char* __lsan_default_suppressions() { return "leak:libcaf_io.so\n"; }

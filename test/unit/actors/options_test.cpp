@@ -77,11 +77,15 @@ TEST_CASE("on_worker_loss: continue or fail, OFF only, continue by default") {
   CHECK(fail_on_worker_loss(o));
   o.on_worker_loss = "Fail";
   CHECK(validate(o).code() == ErrorCode::invalid_argument);
-  CHECK(error_of(o) == "Invalid `on_worker_loss` argument: \"Fail\". Must be one of [\"continue\", \"fail\"].");
+  CHECK(error_of(o) ==
+        "Invalid `on_worker_loss` argument: \"Fail\". Must be one of [\"continue\", \"fail\"].");
   o.on_worker_loss = "fail";
   o.policy = ShardingPolicy::dynamic;
   CHECK(validate(o).code() == ErrorCode::invalid_argument);
-  CHECK(error_of(o).find("`on_worker_loss` applies to the OFF processing mode only, got processing mode DYNAMIC") == 0);
+  CHECK(
+    error_of(o).find(
+      "`on_worker_loss` applies to the OFF processing mode only, got processing mode DYNAMIC") ==
+    0);
   o.policy = ShardingPolicy::data;
   CHECK(error_of(o).find("static sharding always fails the read") != std::string::npos);
   o.on_worker_loss.reset(); // unset with another mode: nothing to ignore

@@ -32,8 +32,9 @@ TEST_CASE("target_workers: the reference's three names, exactly") {
   CHECK(*parse_target_workers("LOCAL") == TargetWorkers::local);
   auto bad = parse_target_workers("local");
   REQUIRE_FALSE(bad.ok());
-  CHECK(bad.status().message() ==
-        "Invalid `target_workers` argument: \"local\". Must be one of [\"AUTO\", \"ANY\", \"LOCAL\"].");
+  CHECK(
+    bad.status().message() ==
+    "Invalid `target_workers` argument: \"local\". Must be one of [\"AUTO\", \"ANY\", \"LOCAL\"].");
   for (auto t : {TargetWorkers::automatic, TargetWorkers::any, TargetWorkers::local})
     CHECK(*parse_target_workers(to_string(t)) == t);
 }
@@ -51,7 +52,8 @@ TEST_CASE("worker tags: parsed from a comma list, checked, COLOCATED recognised"
   CHECK(parse_worker_tags("a\tb").status().message() ==
         "worker tag \"a\tb\" contains a control character (byte 9)");
   CHECK(parse_worker_tags("x,x").status().message() == "worker tag \"x\" is given twice");
-  CHECK(validate_worker_tags(std::vector<std::string>(33, "t")).code() == ErrorCode::invalid_argument);
+  CHECK(validate_worker_tags(std::vector<std::string>(33, "t")).code() ==
+        ErrorCode::invalid_argument);
   CHECK(validate_worker_tags({std::string(256, 'a')}).ok());
   CHECK_FALSE(validate_worker_tags({std::string(257, 'a')}).ok());
 }
@@ -83,7 +85,8 @@ TEST_CASE("which tasks a consumer reads: the reference's ShouldReadFromTask") {
   CHECK_FALSE(reads_in_process(T::any, true));
 }
 
-TEST_CASE("LOCAL without a local worker, and LOCAL with coordinated reads: the reference's errors") {
+TEST_CASE(
+  "LOCAL without a local worker, and LOCAL with coordinated reads: the reference's errors") {
   using T = TargetWorkers;
   CHECK(check_target_workers(T::any, false, ShardingPolicy::off, false).ok());
   CHECK(check_target_workers(T::automatic, false, ShardingPolicy::off, false).ok());
@@ -147,7 +150,8 @@ TEST_CASE("a forked child (a DataLoader worker) does not see its parent's local 
   CHECK(LocalWorkers::contains(w.worker_address())); // the parent's registry is unchanged
 }
 
-TEST_CASE("LOCAL reads the in-process workers: small elements, and 1 MiB ones as in-process frames") {
+TEST_CASE(
+  "LOCAL reads the in-process workers: small elements, and 1 MiB ones as in-process frames") {
   auto cluster = in_process_cluster(2);
   auto client = cluster.client();
   auto small = client.distribute(Dataset::range(20), local_off());
@@ -244,13 +248,14 @@ TEST_CASE("AUTO reads a worker of this process in-process - 1 MiB elements as in
   CHECK(LocalWorkers::frames_delivered() > frames_before);
 }
 
-TEST_CASE("AUTO reads a worker of this process in-process - coordinated rounds stay aligned there") {
+TEST_CASE(
+  "AUTO reads a worker of this process in-process - coordinated rounds stay aligned there") {
   TestCluster cluster{0};
   cluster.add_worker(unreachable_over_tcp());
   cluster.add_worker(unreachable_over_tcp());
   // Element x of range expands to the group [2x, 2x+1]; each becomes 1 MiB seeded by its value.
-  auto parsed = parse_dataset(
-    "range(1000000).flat_map(group_fn(n=2)).repeat().map(bytes(size=1048576))");
+  auto parsed =
+    parse_dataset("range(1000000).flat_map(group_fn(n=2)).repeat().map(bytes(size=1048576))");
   REQUIRE(parsed.ok());
   constexpr int kRounds = 24;
   std::vector<std::vector<int64_t>> seen(2);
@@ -295,13 +300,14 @@ TEST_CASE("AUTO reads a worker of this process in-process - coordinated rounds s
   }
 }
 
-TEST_CASE("AUTO reads this process's worker in-process and another over TCP - each client shuts down") {
+TEST_CASE(
+  "AUTO reads this process's worker in-process and another over TCP - each client shuts down") {
   // The consumer then gets messages from two actor systems. CAF 0.17 resumes an actor on the
   // sender's scheduler: before ConsumerActor::enqueue kept it on its own, the consumer sometimes
   // ran on the local worker's threads, spawned there, and pinned its own system: ~Client never
   // returned (consumer_actor.cpp). Several client lifetimes, each under a watchdog.
-  TestCluster cluster{1};                       // a worker reached over TCP only
-  cluster.add_worker(unreachable_over_tcp());   // a worker reached in-process only
+  TestCluster cluster{1};                     // a worker reached over TCP only
+  cluster.add_worker(unreachable_over_tcp()); // a worker reached in-process only
   auto parsed = parse_dataset("range(4).map(bytes(size=1048576))");
   REQUIRE(parsed.ok());
   for (int round = 0; round < 12; ++round) {
@@ -329,7 +335,8 @@ TEST_CASE("AUTO reads this process's worker in-process and another over TCP - ea
   }
 }
 
-TEST_CASE("a worker with in_process_reads = false is no local worker - AUTO reads it over the network") {
+TEST_CASE(
+  "a worker with in_process_reads = false is no local worker - AUTO reads it over the network") {
   TestCluster cluster{1}; // test_worker_config(): in_process_reads = false
   CHECK(LocalWorkers::empty());
   auto parsed = parse_dataset("range(4).map(bytes(size=1048576))");
@@ -365,7 +372,8 @@ TEST_CASE("LOCAL with no worker in this process fails with the reference's error
     status = stream->next(e, end, std::chrono::seconds(10));
   }
   CHECK(status.code() == ErrorCode::invalid_argument);
-  CHECK_MESSAGE(status.message().find("Local reads require local tf.data workers") != std::string::npos,
+  CHECK_MESSAGE(status.message().find("Local reads require local tf.data workers") !=
+                  std::string::npos,
                 status.to_string());
 }
 
@@ -413,7 +421,8 @@ TEST_CASE("worker tags reach the dispatcher's status - bad tags are refused at s
   CHECK(st.message().find("`worker_tags`") != std::string::npos);
 }
 
-TEST_CASE("LOCAL with DYNAMIC: every element once, small and 1 MiB (acks over the in-process path)") {
+TEST_CASE(
+  "LOCAL with DYNAMIC: every element once, small and 1 MiB (acks over the in-process path)") {
   auto cluster = in_process_cluster(2);
   auto client = cluster.client();
   auto options = local_off();
@@ -465,8 +474,8 @@ TEST_CASE("LOCAL with DYNAMIC beside remote workers: only the read worker takes 
   // Issue 32: one in-process worker and three remote ones; a LOCAL DYNAMIC read got 0 elements
   // and waited for end of sequence, because the remote workers' tasks took splits that no LOCAL
   // reader reads. The job now hands splits only to tasks a consumer says it reads.
-  TestCluster cluster{3};                      // workers this process reads over TCP only
-  cluster.add_worker(in_process_config());     // the one LOCAL reads
+  TestCluster cluster{3};                  // workers this process reads over TCP only
+  cluster.add_worker(in_process_config()); // the one LOCAL reads
   auto client = cluster.client();
   auto options = local_off();
   options.policy = ShardingPolicy::dynamic;

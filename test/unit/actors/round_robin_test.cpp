@@ -38,7 +38,8 @@ TEST_CASE("round schedule: round r goes to the active tasks in turn - a task sta
   CHECK(*s.task_for(12) == 3);
 }
 
-TEST_CASE("task rounds: a round completes only when every consumer asked - element i to consumer i") {
+TEST_CASE(
+  "task rounds: a round completes only when every consumer asked - element i to consumer i") {
   RoundRobinTaskRounds t{3};
   REQUIRE(t.ask(0, 0, 2, 0).ok());
   REQUIRE(t.ask(2, 0, 1, 0).ok());
@@ -64,7 +65,8 @@ TEST_CASE("task rounds: a round completes only when every consumer asked - eleme
   CHECK(t.ask(3, 0, 1, 23).code() == ErrorCode::invalid_argument);
 }
 
-TEST_CASE("task rounds: many rounds complete at once, element j to consumer j mod N, in round order") {
+TEST_CASE(
+  "task rounds: many rounds complete at once, element j to consumer j mod N, in round order") {
   RoundRobinTaskRounds t{2};
   REQUIRE(t.ask(0, 0, 5, 0).ok());
   REQUIRE(t.ask(1, 0, 3, 0).ok());
@@ -98,7 +100,9 @@ TEST_CASE("restart: a new consumer of an index asks every task where it stands, 
   tasks.emplace(2, RoundRobinTaskRounds{2});
   // Before the restart: consumer 0 asked 8 rounds of each task, the old consumer 1 asked (and
   // was sent) 5 rounds of task 1 and 4 of task 2, and asked task 2 for 2 more (kept for it).
-  auto group = [](uint64_t task, int64_t local) { return static_cast<int64_t>(task) * 1000 + local; };
+  auto group = [](uint64_t task, int64_t local) {
+    return static_cast<int64_t>(task) * 1000 + local;
+  };
   for (auto& [id, t] : tasks) {
     REQUIRE(t.ask(0, 0, 8, 0).ok());
     REQUIRE(t.ask(1, 0, id == 1 ? 5 : 6, 0).ok());
@@ -192,7 +196,8 @@ TEST_CASE("task rounds: the stall error names every missing consumer after the t
   CHECK(s->find("waited 0 ms") != std::string::npos); // ns -> ms
 }
 
-TEST_CASE("job: the first tasks start at round 0 - a later one waits behind a fence every consumer acks") {
+TEST_CASE(
+  "job: the first tasks start at round 0 - a later one waits behind a fence every consumer acks") {
   RoundRobinJob job{2, 100};
   REQUIRE(job.join(1, 0).ok());
   CHECK(job.join(2, 0).code() == ErrorCode::already_exists);
@@ -227,7 +232,8 @@ TEST_CASE("job: the first tasks start at round 0 - a later one waits behind a fe
   CHECK(job.start_round(13) >= 0);
 }
 
-TEST_CASE("job: tasks created before the first list all start at round 0, whatever order they are assigned in") {
+TEST_CASE("job: tasks created before the first list all start at round 0, whatever order they are "
+          "assigned in") {
   RoundRobinJob job{2, 100};
   REQUIRE(job.join(1, 0).ok());
   job.expect(10);
@@ -267,7 +273,8 @@ TEST_CASE("planner: a list that would change planned rounds, or drops a task, is
   CHECK(q.on_tasks({{2, 3}}, -1).code() == ErrorCode::unavailable);
 }
 
-TEST_CASE("planner: replies out of order are handed out in round order - fewer than asked is asked again") {
+TEST_CASE(
+  "planner: replies out of order are handed out in round order - fewer than asked is asked again") {
   RoundRobinPlanner p{1, 2, 6};
   REQUIRE(p.on_tasks({{1, 0}, {2, 0}}, -1).ok());
   auto reqs = p.next_requests([](uint64_t) { return true; }, 100);
@@ -343,7 +350,8 @@ TEST_CASE("mini cluster: rounds stay aligned across seeds while workers drain an
   }
 }
 
-TEST_CASE("mini cluster: rounds stay aligned across seeds while workers are lost without draining") {
+TEST_CASE(
+  "mini cluster: rounds stay aligned across seeds while workers are lost without draining") {
   for (uint64_t seed = 1; seed <= 200; ++seed) {
     CAPTURE(seed);
     const int64_t n = 2 + static_cast<int64_t>(seed % 3);
@@ -409,7 +417,8 @@ TEST_CASE("mini cluster: rounds stay aligned across seeds while the dispatcher r
   }
 }
 
-TEST_CASE("job recovery: consumers that disagree on a task's start round are an error, not a guess") {
+TEST_CASE(
+  "job recovery: consumers that disagree on a task's start round are an error, not a guess") {
   RoundRobinJob job{2, 10};
   job.start_recovery();
   REQUIRE(job.join(1, 0).ok());
@@ -429,8 +438,8 @@ TEST_CASE("job recovery: the union of what the consumers know - a task only one 
   RoundRobinJob job{2, 10};
   job.start_recovery();
   job.expect(7);
-  job.add_task(7);  // listed again before the consumers came back
-  job.add_task(9);  // pending at the restart: nobody saw it start
+  job.add_task(7); // listed again before the consumers came back
+  job.add_task(9); // pending at the restart: nobody saw it start
   REQUIRE(job.join(1, 0).ok());
   REQUIRE(job.join(2, 1).ok());
   REQUIRE_FALSE(*job.recover(1, {{7, 0, -1, -1}, {8, 40, -1, -1}}, {}, {}));
@@ -465,7 +474,7 @@ TEST_CASE("job: a lost task is settled at the rounds every consumer reported rec
   auto job = job_of_two(10, 40, 30);
   CHECK(job.task_lost(10));
   REQUIRE(job.lost().size() == 1);
-  CHECK(job.lost()[0].end_round == -1); // behind a fence
+  CHECK(job.lost()[0].end_round == -1);     // behind a fence
   CHECK(job.lost()[0].served_rounds == -1); // nobody reported yet
   const auto fence = job.fence();
   CHECK(fence == 50);
@@ -517,8 +526,9 @@ TEST_CASE("round schedule: end rounds - local round counts agree with walking th
   CHECK(s.end_round(4) == -1);
 }
 
-TEST_CASE("job: a retired task's end round is told once - one whose worker the job cannot reach yet "
-          "is handed out again (end_later)") {
+TEST_CASE(
+  "job: a retired task's end round is told once - one whose worker the job cannot reach yet "
+  "is handed out again (end_later)") {
   // The job actor tells a task its end round with end_rounds; after a dispatcher restart the
   // task's worker may not have registered again, and the job keeps the end for later
   // (job_actor_tasks.cpp send_round_ends) instead of dropping it (the task would never drain).
@@ -556,4 +566,3 @@ TEST_CASE("planner: a retired task that leaves before this consumer got its roun
   CHECK(lost.code() == ErrorCode::unavailable);
   CHECK(lost.message().find("received its 4 rounds (got 0)") != std::string::npos);
 }
-

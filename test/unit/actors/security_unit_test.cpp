@@ -95,13 +95,15 @@ TEST_CASE("frame guard: with a token, a peer not yet admitted gets only the pre-
   set_len(limits.preauth_max_bytes + 1);
   auto refused = check_basp_header(h, true, false, limits);
   CHECK(refused.code() == ErrorCode::resource_exhausted);
-  CHECK(refused.message().find("before the peer presents the admission token") != std::string::npos);
+  CHECK(refused.message().find("before the peer presents the admission token") !=
+        std::string::npos);
   set_len(64u << 20); // the issue's announced frame: only for an admitted node
   CHECK(check_basp_header(h, true, false, limits).code() == ErrorCode::resource_exhausted);
   CHECK(check_basp_header(h, true, true, limits).ok());
 }
 
-TEST_CASE("admitted peers: a node's key is its client handshake payload, admitted until forgotten") {
+TEST_CASE(
+  "admitted peers: a node's key is its client handshake payload, admitted until forgotten") {
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
   const auto key = node_key(sys.node());
@@ -161,7 +163,8 @@ TEST_CASE("admission gate: the worker's check of assign_task / get_elements, one
   CHECK(wrong.message().find("gate-guess") == std::string::npos);
 }
 
-TEST_CASE("admission: a token-protected in-process cluster serves an admitted client (jobs and reads carry it)") {
+TEST_CASE("admission: a token-protected in-process cluster serves an admitted client (jobs and "
+          "reads carry it)") {
   DispatcherConfig dc = test::test_dispatcher_config();
   dc.network.auth_token = "unit-secret";
   WorkerConfig wc = test::test_worker_config();

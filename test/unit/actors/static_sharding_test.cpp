@@ -147,7 +147,8 @@ TEST_CASE("FILE: each worker reads its files - FILE_OR_DATA takes FILE when it c
   }
 }
 
-TEST_CASE("FILE_OR_DATA falls back to DATA without files - HINT fills shard(SHARD_HINT, SHARD_HINT)") {
+TEST_CASE(
+  "FILE_OR_DATA falls back to DATA without files - HINT fills shard(SHARD_HINT, SHARD_HINT)") {
   FixedCluster fixed{3};
   auto client = fixed.cluster->client();
   auto data = client.distribute(Dataset::range(12), policy(ShardingPolicy::file_or_data));
@@ -179,12 +180,15 @@ TEST_CASE("static sharding errors: no fixed list, FILE without files, fewer file
     auto no_files = client.distribute(Dataset::range(4), policy(ShardingPolicy::file));
     REQUIRE_FALSE(no_files.ok());
     CHECK(no_files.status().code() == ErrorCode::invalid_argument);
-    CHECK_MESSAGE(no_files.status().message().find("file-based dataset source") != std::string::npos,
+    CHECK_MESSAGE(no_files.status().message().find("file-based dataset source") !=
+                    std::string::npos,
                   no_files.status().to_string());
     TextFiles one{1, 3};
-    auto few = client.distribute(parse("text_lines(" + one.list() + ")"), policy(ShardingPolicy::file));
+    auto few =
+      client.distribute(parse("text_lines(" + one.list() + ")"), policy(ShardingPolicy::file));
     REQUIRE_FALSE(few.ok());
-    CHECK_MESSAGE(few.status().message().find("at least as many files as workers") != std::string::npos,
+    CHECK_MESSAGE(few.status().message().find("at least as many files as workers") !=
+                    std::string::npos,
                   few.status().to_string());
   }
 }

@@ -50,7 +50,8 @@ TEST_CASE("OFF: the whole dataset in batches, then end_of_sequence") {
   CHECK(end->num_chunks == 0);
 }
 
-TEST_CASE("OFF: a batch counts as delivered once its consumer acknowledges it (what a drain waits for)") {
+TEST_CASE(
+  "OFF: a batch counts as delivered once its consumer acknowledges it (what a drain waits for)") {
   TaskRunner r{ShardingPolicy::off, Compression::none};
   REQUIRE(r.start(Dataset::range(5), nullptr).ok());
   CHECK(r.produce() == TaskRunner::Step::ended);
@@ -69,7 +70,8 @@ TEST_CASE("OFF: a batch counts as delivered once its consumer acknowledges it (w
   CHECK_FALSE(r.awaits_ack(1));
 }
 
-TEST_CASE("an endless OFF task retires: it drops its buffer, hands out nothing more, and is drained once acknowledged") {
+TEST_CASE("an endless OFF task retires: it drops its buffer, hands out nothing more, and is "
+          "drained once acknowledged") {
   // What a draining worker does with an OFF task of an infinite dataset, which has no end to
   // drain to (task_actor's drain_atom).
   TaskRunner r{ShardingPolicy::off, Compression::none};
@@ -220,7 +222,8 @@ TEST_CASE("errors: a bad dataset fails start, a failing pipeline fails after its
   CHECK_FALSE(r.take(1, 10, 1 << 20)); // the actor answers with error()
 }
 
-TEST_CASE("batches are packed by encoded size: exactly-1 MiB elements never split into 4 MiB + 60 B") {
+TEST_CASE(
+  "batches are packed by encoded size: exactly-1 MiB elements never split into 4 MiB + 60 B") {
   // Inline path (no bulk channel): 64 KiB elements, 4 MiB requests.
   TaskLimits limits;
   limits.bulk_min_bytes = std::size_t{1} << 30; // keep everything inline
@@ -289,7 +292,9 @@ TEST_CASE("large elements are encoded ahead only within a window - the rest when
       for (auto& frame : frames) {
         const std::vector<char> f = frame.flatten();
         std::vector<Element> out;
-        REQUIRE(decode_batch({f.data() + bulk::kFrameHeaderBytes, f.size() - bulk::kFrameHeaderBytes}, out).ok());
+        REQUIRE(decode_batch(
+                  {f.data() + bulk::kFrameHeaderBytes, f.size() - bulk::kFrameHeaderBytes}, out)
+                  .ok());
         REQUIRE(out.size() == 1);
         CHECK(out[0][0].byte_size() == 1048576);
       }
@@ -304,7 +309,7 @@ TEST_CASE("large elements are encoded ahead only within a window - the rest when
     while (r.produce() == TaskRunner::Step::progress) {
     }
     CHECK(r.frames_encoded_ahead() == 4); // 4 x (1 MiB + a header) reach 4 MiB
-    CHECK(drain(r, 3) == 10);               // 3 x (1 MiB + a header) + another exceed 4 MiB
+    CHECK(drain(r, 3) == 10);             // 3 x (1 MiB + a header) + another exceed 4 MiB
     CHECK(r.frames_encoded_ahead() == 0);
   }
   SUBCASE("a window smaller than a frame still encodes and takes 2 at a time") {
@@ -361,7 +366,8 @@ TEST_CASE("frame headers: hostile lengths and indexes are refused") {
 // trainer whose read made it (moved it into the cache); another trainer's read of the same
 // element is sharing, not a delivery. So the splits finish when that trainer acknowledges, and
 // go back to the job when it reconnected without acknowledging.
-TEST_CASE("DYNAMIC + cross-trainer cache: a split counts the first trainer's read of each element") {
+TEST_CASE(
+  "DYNAMIC + cross-trainer cache: a split counts the first trainer's read of each element") {
   auto setup = [](TaskRunner& r) {
     REQUIRE(r.enable_cross_trainer_cache().ok());
     REQUIRE(r.start(Dataset::range(10), nullptr).ok());
@@ -398,7 +404,8 @@ TEST_CASE("DYNAMIC + cross-trainer cache: a split counts the first trainer's rea
 // Whole-epoch sharing (beyond the reference): a finite dataset; each trainer reads every element
 // once, the task makes each once, and a trainer at the end waits while the cache is full of
 // elements the other has not read, instead of either skipping.
-TEST_CASE("cross-trainer cache, whole epoch: every trainer reads the finite epoch once, then its end") {
+TEST_CASE(
+  "cross-trainer cache, whole epoch: every trainer reads the finite epoch once, then its end") {
   TaskLimits limits;
   limits.cross_trainer_cache_bytes = 3 * 8; // three int64 elements
   TaskRunner r{ShardingPolicy::off, Compression::none, limits};
@@ -420,7 +427,7 @@ TEST_CASE("cross-trainer cache, whole epoch: every trainer reads the finite epoc
   CHECK(take(2, "b", 1) == "batch");
   CHECK(take(1, "a", 100) == "batch"); // 1, 2, and 3 (evicting 0, which "b" read)
   CHECK(got["a"] == std::vector<int64_t>{0, 1, 2, 3});
-  CHECK(take(1, "a", 100) == "held"); // full of what "b" has not read: "a" waits
+  CHECK(take(1, "a", 100) == "held");  // full of what "b" has not read: "a" waits
   CHECK(take(2, "b", 100) == "batch"); // 1, 2, 3, then new ones until "a" holds it back
   CHECK(take(1, "a", 100) == "batch");
   for (int i = 0; i < 20; ++i) {
@@ -450,15 +457,15 @@ static std::unique_ptr<TaskRunner> whole_epoch_runner(int64_t cache_elements, in
 TEST_CASE("cross-trainer cache, whole epoch: a trainer whose readers left holds nobody back") {
   auto owned = whole_epoch_runner(2, 6);
   TaskRunner& r = *owned;
-  REQUIRE(r.take(1, 1, 1 << 20, nullptr, 0, "a"));     // 0
-  REQUIRE(r.take(2, 1, 1 << 20, nullptr, 0, "b"));     // 0
-  REQUIRE(r.take(3, 1, 1 << 20, nullptr, 0, "b"));     // 1: a second reader of trainer "b"
+  REQUIRE(r.take(1, 1, 1 << 20, nullptr, 0, "a"));       // 0
+  REQUIRE(r.take(2, 1, 1 << 20, nullptr, 0, "b"));       // 0
+  REQUIRE(r.take(3, 1, 1 << 20, nullptr, 0, "b"));       // 1: a second reader of trainer "b"
   auto ahead = r.take(1, 100, 1 << 20, nullptr, 0, "a"); // 1, 2, 3 (evicting 0 and 1)
   REQUIRE(ahead);
   CHECK(decode_ints(ahead->payload) == std::vector<int64_t>{1, 2, 3});
   CHECK_FALSE(r.take(1, 1, 1 << 20, nullptr, 0, "a")); // "b" has not read 2: "a" waits
-  CHECK_FALSE(r.reader_left(2)); // reader 3 still reads as "b"
-  CHECK(r.reader_left(3));       // "b" is gone
+  CHECK_FALSE(r.reader_left(2));                       // reader 3 still reads as "b"
+  CHECK(r.reader_left(3));                             // "b" is gone
   auto rest = r.take(1, 100, 1 << 20, nullptr, 0, "a");
   REQUIRE(rest);
   CHECK(decode_ints(rest->payload) == std::vector<int64_t>{4, 5});
@@ -467,7 +474,8 @@ TEST_CASE("cross-trainer cache, whole epoch: a trainer whose readers left holds 
 // Whole-epoch sharing: the job registers trainers before their first request reaches the task
 // (cache_trainers), so the cache keeps what they have not read; a trainer the job says left
 // holds nobody back.
-TEST_CASE("cross-trainer cache, whole epoch: trainers the job registers are kept for, until they leave") {
+TEST_CASE(
+  "cross-trainer cache, whole epoch: trainers the job registers are kept for, until they leave") {
   auto owned = whole_epoch_runner(2, 6);
   TaskRunner& r = *owned;
   CHECK_FALSE(r.cache_trainers({"a", "b"}, {})); // none left
@@ -495,7 +503,8 @@ TEST_CASE("cross-trainer cache, whole epoch: trainers the job registers are kept
 // first run's copies do not count for it. Before, the second run's split finished the moment it
 // started (nothing produced, nothing to acknowledge), so a later loss of its elements could not
 // bring it back; and under whole-epoch sharing it never finished (a simulator soak, seed 274).
-TEST_CASE("DYNAMIC: a split handed back mid-production and run again finishes with its second run") {
+TEST_CASE(
+  "DYNAMIC: a split handed back mid-production and run again finishes with its second run") {
   TaskLimits limits;
   limits.step_elements = 1; // one element per produce(): the pipeline stays inside the split
   TaskRunner r{ShardingPolicy::dynamic, Compression::none, limits};
@@ -519,7 +528,8 @@ TEST_CASE("DYNAMIC: a split handed back mid-production and run again finishes wi
   CHECK(r.take_finished().empty()); // nothing of the second run was acknowledged yet
   auto rest = r.take(2, 100, 1 << 20);
   REQUIRE(rest);
-  CHECK(decode_ints(rest->payload) == std::vector<int64_t>{3, 4, 2, 3, 4}); // first run's end, second run
+  CHECK(decode_ints(rest->payload) ==
+        std::vector<int64_t>{3, 4, 2, 3, 4}); // first run's end, second run
   CHECK(r.take_finished().empty());
   r.ack(2, {rest->batch_seq});
   CHECK(r.take_finished() == std::vector<std::pair<int64_t, int64_t>>{{0, 0}});

@@ -28,9 +28,11 @@ std::chrono::nanoseconds cpu_time(clockid_t clock) {
 
 } // namespace
 
-TEST_CASE("task stop: a stopped task's endless batch ends within 100 ms of its thread's CPU, failing with cancelled") {
+TEST_CASE("task stop: a stopped task's endless batch ends within 100 ms of its thread's CPU, "
+          "failing with cancelled") {
   for (const char* text : {"range(9223372036854775807).batch(9223372036854775807)",
-                           "range(9223372036854775807).map(add(k=1), num_parallel_calls=2).shuffle(9223372036854775807)"}) {
+                           "range(9223372036854775807).map(add(k=1), "
+                           "num_parallel_calls=2).shuffle(9223372036854775807)"}) {
     CAPTURE(text);
     TaskLimits limits;
     limits.stop = std::make_shared<std::atomic<bool>>(false);

@@ -96,7 +96,8 @@ TEST_CASE("TLS stream: mutual handshake, then frames of every size arrive byte-e
     CHECK(server.established());
     REQUIRE(shuttle(client, server, chunk).ok());
     CHECK(read_all(server, early.size()) == early);
-    for (std::size_t size : {std::size_t{1}, std::size_t{16384}, std::size_t{16385}, std::size_t{(1 << 20) + 7}}) {
+    for (std::size_t size :
+         {std::size_t{1}, std::size_t{16384}, std::size_t{16385}, std::size_t{(1 << 20) + 7}}) {
       CAPTURE(size);
       const std::string down = pattern(size, 2), up = pattern(size / 3 + 1, 3);
       REQUIRE(server.send(down.data(), down.size()).ok());
@@ -154,7 +155,8 @@ TEST_CASE("TLS stream: bad files are refused naming the flag") {
   CHECK(e.status().message().find("--tls-ca") != std::string::npos);
 }
 
-TEST_CASE("TLS files: a node certificate that does not verify against --tls-ca is refused at start-up") {
+TEST_CASE(
+  "TLS files: a node certificate that does not verify against --tls-ca is refused at start-up") {
   Pki pki;
   CHECK(validate_security(files(pki)).ok());
   CHECK(validate_security(files(pki, "rogue", "rogue")).ok());
@@ -163,7 +165,8 @@ TEST_CASE("TLS files: a node certificate that does not verify against --tls-ca i
   REQUIRE_FALSE(st.ok());
   CHECK(st.code() == ErrorCode::invalid_argument);
   CHECK(st.message().find("`--tls-cert` " + pki.cert("rogue")) != std::string::npos);
-  CHECK(st.message().find("does not verify against `--tls-ca` " + pki.ca_file("ca")) != std::string::npos);
+  CHECK(st.message().find("does not verify against `--tls-ca` " + pki.ca_file("ca")) !=
+        std::string::npos);
   // A certificate file holding the node's certificate and then more of its chain verifies too.
   const std::string chain = pki.dir + "/chain.pem";
   REQUIRE(std::system(("cat " + pki.cert() + " " + pki.ca_file() + " > " + chain).c_str()) == 0);
@@ -253,7 +256,8 @@ TEST_CASE("sealed records: a frame sealed from its pieces opens byte-exact with 
     const std::vector<char> wire = seal_frame(*keys.worker, frame);
     // Encrypted: the tensor's first 64 bytes do not appear on the wire (a shorter run could by chance).
     if (size >= 64)
-      CHECK(std::search(wire.begin(), wire.end(), tensor->begin(), tensor->begin() + 64) == wire.end());
+      CHECK(std::search(wire.begin(), wire.end(), tensor->begin(), tensor->begin() + 64) ==
+            wire.end());
     auto bodies = record_bodies(wire);
     REQUIRE(bodies.size() == 2);
     CHECK(bodies[0].size() == bulk::kFrameHeaderBytes + bulk::kSealTagBytes);
@@ -265,7 +269,8 @@ TEST_CASE("sealed records: a frame sealed from its pieces opens byte-exact with 
   }
 }
 
-TEST_CASE("sealed records: a changed bit, a lost, repeated or reordered record, or another session's keys fail") {
+TEST_CASE("sealed records: a changed bit, a lost, repeated or reordered record, or another "
+          "session's keys fail") {
   Pki pki;
   auto keys = sealed_pair(pki);
   auto tensor = std::make_shared<const std::string>(pattern(5000, 8));
@@ -294,16 +299,15 @@ TEST_CASE("sealed records: a changed bit, a lost, repeated or reordered record, 
     REQUIRE(keys.consumer->open(first[0]).ok());
     CHECK_FALSE(keys.consumer->open(copy).ok());
   }
-  SUBCASE("records of the next frame first") {
-    CHECK_FALSE(keys.consumer->open(second[0]).ok());
-  }
+  SUBCASE("records of the next frame first") { CHECK_FALSE(keys.consumer->open(second[0]).ok()); }
   SUBCASE("another session's keys") {
     auto other = sealed_pair(pki);
     CHECK_FALSE(other.consumer->open(first[0]).ok());
   }
 }
 
-TEST_CASE("sealed records: the reader tells TLS records from sealed ones and refuses the rest before reserving") {
+TEST_CASE("sealed records: the reader tells TLS records from sealed ones and refuses the rest "
+          "before reserving") {
   bulk::RecordHeader h;
   const char tls_handshake[5] = {22, 3, 3, 0x01, 0x00};
   REQUIRE_FALSE(bulk::read_record_header(tls_handshake, h));
@@ -317,7 +321,8 @@ TEST_CASE("sealed records: the reader tells TLS records from sealed ones and ref
   auto bad = bulk::read_record_header(too_long_tls, h);
   REQUIRE(bad);
   CHECK(bad->find("TLS record of 65535 bytes") != std::string::npos);
-  const char too_long_sealed[5] = {static_cast<char>(0xC5), 0x00, 0x00, 0x00, static_cast<char>(0x90)};
+  const char too_long_sealed[5] = {static_cast<char>(0xC5), 0x00, 0x00, 0x00,
+                                   static_cast<char>(0x90)};
   bad = bulk::read_record_header(too_long_sealed, h);
   REQUIRE(bad);
   CHECK(bad->find("sealed record claiming") != std::string::npos);
@@ -337,7 +342,8 @@ TEST_CASE("sealed records: no keys before the handshake is done") {
   CHECK(keys.status().message().find("before the handshake") != std::string::npos);
 }
 
-TEST_CASE("sealed records: both ends change keys at the same record, every rekey_bytes of plaintext") {
+TEST_CASE(
+  "sealed records: both ends change keys at the same record, every rekey_bytes of plaintext") {
   Pki pki;
   auto tensor = std::make_shared<const std::string>(pattern(3000, 10));
   const GatherBuffer frame = frame_of(pattern(bulk::kFrameHeaderBytes, 11), tensor, "");

@@ -29,7 +29,8 @@ std::vector<Element> seed_elements() {
     v.emplace_back(sample_tensor(d, {3}));
     v.emplace_back(sample_tensor(d, {2, 0}));
   }
-  v.emplace_back(Element{{sample_tensor(DType::string, {2, 2}), sample_tensor(DType::boolean, {4})}});
+  v.emplace_back(
+    Element{{sample_tensor(DType::string, {2, 2}), sample_tensor(DType::boolean, {4})}});
   v.emplace_back(Element{});
   return v;
 }
@@ -44,7 +45,8 @@ std::vector<Seed> make_seeds() {
     seeds.push_back({encode_batch(elements, c), true});
     seeds.push_back({encode_batch(scalars, c), true});
   }
-  seeds.push_back({encode_batch({Element{Tensor{DType::float64, {600}}}}, Compression::automatic), true});
+  seeds.push_back(
+    {encode_batch({Element{Tensor{DType::float64, {600}}}}, Compression::automatic), true});
   for (const auto& e : elements) {
     std::string s;
     encode_element(e, s);
@@ -62,51 +64,63 @@ std::string random_bytes(std::mt19937_64& rng, std::size_t n) {
 
 // Values that sit on the edges of the checks: zero, small, 2^k around lz4 and int limits.
 uint64_t interesting_u64(std::mt19937_64& rng) {
-  static const uint64_t values[] = {0,          1,          2,           255,          0x7fffffff,
-                                    0x80000000, 0xffffffff, 0x7e000000,  uint64_t{1} << 40,
-                                    ~uint64_t{0}, ~uint64_t{0} >> 1, uint64_t{1} << 63};
+  static const uint64_t values[] = {0,
+                                    1,
+                                    2,
+                                    255,
+                                    0x7fffffff,
+                                    0x80000000,
+                                    0xffffffff,
+                                    0x7e000000,
+                                    uint64_t{1} << 40,
+                                    ~uint64_t{0},
+                                    ~uint64_t{0} >> 1,
+                                    uint64_t{1} << 63};
   return (rng() % 2) ? values[rng() % (sizeof values / sizeof values[0])] : rng() % 4096;
 }
 
 std::string mutate(const std::string& base, std::mt19937_64& rng) {
   std::string s = base;
-  auto pos = [&](std::size_t size) { return size == 0 ? 0 : static_cast<std::size_t>(rng() % size); };
+  auto pos = [&](std::size_t size) {
+    return size == 0 ? 0 : static_cast<std::size_t>(rng() % size);
+  };
   switch (rng() % 8) {
-  case 0: // flip a few bytes
-    for (int k = 1 + static_cast<int>(rng() % 8); k > 0 && !s.empty(); --k)
-      s[pos(s.size())] = static_cast<char>(rng());
-    break;
-  case 1: // truncate
-    s.resize(pos(s.size() + 1));
-    break;
-  case 2: // insert random bytes
-    s.insert(pos(s.size() + 1), random_bytes(rng, 1 + rng() % 16));
-    break;
-  case 3: // delete a range
-    if (!s.empty()) {
-      const std::size_t at = pos(s.size());
-      s.erase(at, 1 + rng() % 16);
-    }
-    break;
-  case 4: // overwrite a header integer (count or raw size) with an edge value
-    if (s.size() >= 22) {
-      const uint64_t v = interesting_u64(rng);
-      const std::size_t field = (rng() % 2) ? 6 : 14;
-      for (int i = 0; i < 8; ++i)
-        s[field + i] = static_cast<char>(v >> (8 * i));
-    }
-    break;
-  case 5: // a valid-looking header over random bytes
-    s = std::string("CVEB\x01", 5) + static_cast<char>(rng() % 3) + random_bytes(rng, 16 + rng() % 64);
-    break;
-  case 6: // fully random
-    s = random_bytes(rng, rng() % 128);
-    break;
-  case 7: // splice: a prefix of this buffer, then random bytes with high bits set (varint continuation)
-    s.resize(pos(s.size() + 1));
-    for (std::size_t k = rng() % 16; k > 0; --k)
-      s += static_cast<char>(rng() | 0x80);
-    break;
+    case 0: // flip a few bytes
+      for (int k = 1 + static_cast<int>(rng() % 8); k > 0 && !s.empty(); --k)
+        s[pos(s.size())] = static_cast<char>(rng());
+      break;
+    case 1: // truncate
+      s.resize(pos(s.size() + 1));
+      break;
+    case 2: // insert random bytes
+      s.insert(pos(s.size() + 1), random_bytes(rng, 1 + rng() % 16));
+      break;
+    case 3: // delete a range
+      if (!s.empty()) {
+        const std::size_t at = pos(s.size());
+        s.erase(at, 1 + rng() % 16);
+      }
+      break;
+    case 4: // overwrite a header integer (count or raw size) with an edge value
+      if (s.size() >= 22) {
+        const uint64_t v = interesting_u64(rng);
+        const std::size_t field = (rng() % 2) ? 6 : 14;
+        for (int i = 0; i < 8; ++i)
+          s[field + i] = static_cast<char>(v >> (8 * i));
+      }
+      break;
+    case 5: // a valid-looking header over random bytes
+      s = std::string("CVEB\x01", 5) + static_cast<char>(rng() % 3) +
+          random_bytes(rng, 16 + rng() % 64);
+      break;
+    case 6: // fully random
+      s = random_bytes(rng, rng() % 128);
+      break;
+    case 7: // splice: a prefix of this buffer, then random bytes with high bits set (varint continuation)
+      s.resize(pos(s.size() + 1));
+      for (std::size_t k = rng() % 16; k > 0; --k)
+        s += static_cast<char>(rng() | 0x80);
+      break;
   }
   return s;
 }
@@ -118,7 +132,8 @@ TEST_CASE("fuzz: mutated, truncated and random buffers decode or fail cleanly") 
   // Sanity: every seed decodes before it is mutated.
   for (const Seed& seed : seeds) {
     std::vector<Element> out;
-    REQUIRE((seed.is_batch ? decode_batch(seed.bytes, out) : decode_element(seed.bytes).status()).ok());
+    REQUIRE(
+      (seed.is_batch ? decode_batch(seed.bytes, out) : decode_element(seed.bytes).status()).ok());
   }
 
   constexpr int kIterations = 20000;
@@ -138,7 +153,8 @@ TEST_CASE("fuzz: mutated, truncated and random buffers decode or fail cleanly") 
     }
     if (!st.ok()) {
       ++rejected;
-      const bool expected_code = st.code() == ErrorCode::data_loss || st.code() == ErrorCode::version_mismatch;
+      const bool expected_code =
+        st.code() == ErrorCode::data_loss || st.code() == ErrorCode::version_mismatch;
       if (!expected_code || st.message().empty() || !out.empty()) {
         if (++bad <= 5)
           FAIL_CHECK("iteration " << iterations << ": unexpected failure " << st.to_string());
@@ -150,7 +166,8 @@ TEST_CASE("fuzz: mutated, truncated and random buffers decode or fail cleanly") 
     Status re = decode_batch(encode_batch(out, Compression::automatic), again);
     if (!re.ok() || again != out) {
       if (++bad <= 5)
-        FAIL_CHECK("iteration " << iterations << ": decoded value does not re-encode: " << re.to_string());
+        FAIL_CHECK("iteration " << iterations
+                                << ": decoded value does not re-encode: " << re.to_string());
     }
   }
   MESSAGE(iterations << " inputs: " << decoded << " decoded, " << rejected << " rejected");

@@ -10,14 +10,15 @@
 #include "test/support/random_bytes.hpp"
 
 using namespace conveyor;
-using conveyor::testing::random_bytes;
 using conveyor::test::all_dtypes;
 using conveyor::test::sample_shapes;
 using conveyor::test::sample_tensor;
+using conveyor::testing::random_bytes;
 
 namespace {
 
-const Compression kAllCompressions[] = {Compression::none, Compression::lz4, Compression::automatic};
+const Compression kAllCompressions[] = {Compression::none, Compression::lz4,
+                                        Compression::automatic};
 
 constexpr std::size_t kHeaderSize = 22;
 uint8_t flags_of(const std::string& batch) { return static_cast<uint8_t>(batch.at(5)); }
@@ -58,7 +59,8 @@ std::string le64(uint64_t v) {
 }
 
 std::string header(uint8_t version, uint8_t flags, uint64_t count, uint64_t raw_size) {
-  return std::string("CVEB") + static_cast<char>(version) + static_cast<char>(flags) + le64(count) + le64(raw_size);
+  return std::string("CVEB") + static_cast<char>(version) + static_cast<char>(flags) + le64(count) +
+         le64(raw_size);
 }
 
 } // namespace
@@ -97,12 +99,13 @@ TEST_CASE("strings with NULs, empty strings and long strings survive") {
 }
 
 TEST_CASE("multi-component and zero-component elements") {
-  const Element tuple{{Tensor::scalar(int64_t{3}), Tensor::scalar("x"), sample_tensor(DType::float32, {2, 2}),
-                       Tensor::scalar(true)}};
+  const Element tuple{{Tensor::scalar(int64_t{3}), Tensor::scalar("x"),
+                       sample_tensor(DType::float32, {2, 2}), Tensor::scalar(true)}};
   CHECK(round_trip_element(tuple) == tuple);
   const Element none;
   CHECK(round_trip_element(none).size() == 0);
-  CHECK(round_trip_batch({none, tuple, none}, Compression::lz4) == std::vector<Element>{none, tuple, none});
+  CHECK(round_trip_batch({none, tuple, none}, Compression::lz4) ==
+        std::vector<Element>{none, tuple, none});
 }
 
 TEST_CASE("an empty batch round-trips and is just the header") {
@@ -130,7 +133,8 @@ TEST_CASE("the wire bytes of an int64 scalar element and of a batch") {
   CHECK(buf == std::string("\x01\x00\x02\xac\x02\x00", 6));
 
   const std::string batch = encode_batch({Element{Tensor::scalar(int64_t{5})}}, Compression::none);
-  CHECK(batch == header(1, 0, 1, 12) + std::string("\x0b\x01\x02\x00\x05\x00\x00\x00\x00\x00\x00\x00", 12));
+  CHECK(batch ==
+        header(1, 0, 1, 12) + std::string("\x0b\x01\x02\x00\x05\x00\x00\x00\x00\x00\x00\x00", 12));
 }
 
 TEST_CASE("many int64 elements per batch, with every compression") {
@@ -171,7 +175,8 @@ TEST_CASE("automatic compresses only large batches that lz4 shrinks") {
   CHECK(round_trip_batch(random, Compression::lz4) == random);
 
   // Mid-sized (compressed whole, without the 64 KiB probe) and incompressible: stays raw.
-  const std::vector<Element> mid{Element{Tensor::vector(std::vector<int64_t>(noise.begin(), noise.begin() + 1024))}};
+  const std::vector<Element> mid{
+    Element{Tensor::vector(std::vector<int64_t>(noise.begin(), noise.begin() + 1024))}};
   CHECK(flags_of(encode_batch(mid, Compression::automatic)) == 0);
 
   // Large and compressible: compressed.
@@ -189,7 +194,7 @@ TEST_CASE("decode_batch appends, and leaves the output unchanged on error") {
   CHECK(out[3] == Element{Tensor::scalar(int64_t{2})});
 
   std::string bad = encode_batch(int64_scalars(3), Compression::none);
-  bad.back() = '\x7f'; // still decodes: payload bytes are not checked
+  bad.back() = '\x7f';           // still decodes: payload bytes are not checked
   bad[kHeaderSize + 12 + 2] = 9; // second element's dtype: unknown
   const auto before = out;
   Status st = decode_batch(bad, out);
@@ -260,22 +265,25 @@ TEST_CASE("malformed batches give data_loss with a message that says what is wro
   std::string bad_flags = good;
   bad_flags[5] = 6;
   const std::vector<Case> cases{
-      {"empty", "", "element batch: buffer of 0 bytes is shorter than the 22-byte header"},
-      {"short header", good.substr(0, 21), "element batch: buffer of 21 bytes is shorter than the 22-byte header"},
-      {"bad magic", bad_magic, "element batch: bad magic, expected \"CVEB\" at the start of the buffer"},
-      {"unknown flags", bad_flags, "element batch: unknown flag bits 6 in the header"},
-      {"truncated body", good.substr(0, good.size() - 1),
-       "element batch: header claims a body of 24 bytes, the buffer holds 23"},
-      {"count too large", header(1, 0, 1000, 4) + "abcd",
-       "element batch: element count 1000 cannot fit in a body of 4 bytes"},
-      {"element length past the end", header(1, 0, 1, 2) + std::string("\x05\x00", 2),
-       "element batch: element 0 of 1: element of 5 bytes, only 1 remain (at body byte offset 1)"},
-      {"trailing bytes", header(1, 0, 1, 4) + std::string("\x01\x00\x00\x00", 4),
-       "element batch: 2 trailing bytes after the last element (at body byte offset 2)"},
-      {"lz4 expansion lie", header(1, 1, 1, 1000000) + "abcd",
-       "element batch: header claims 1000000 raw bytes, more than lz4 can expand 4 compressed bytes to"},
-      {"lz4 garbage", header(1, 1, 1, 100) + "abcd",
-       "element batch: lz4 body of 4 bytes does not decompress to the 100 bytes the header claims"},
+    {"empty", "", "element batch: buffer of 0 bytes is shorter than the 22-byte header"},
+    {"short header", good.substr(0, 21),
+     "element batch: buffer of 21 bytes is shorter than the 22-byte header"},
+    {"bad magic", bad_magic,
+     "element batch: bad magic, expected \"CVEB\" at the start of the buffer"},
+    {"unknown flags", bad_flags, "element batch: unknown flag bits 6 in the header"},
+    {"truncated body", good.substr(0, good.size() - 1),
+     "element batch: header claims a body of 24 bytes, the buffer holds 23"},
+    {"count too large", header(1, 0, 1000, 4) + "abcd",
+     "element batch: element count 1000 cannot fit in a body of 4 bytes"},
+    {"element length past the end", header(1, 0, 1, 2) + std::string("\x05\x00", 2),
+     "element batch: element 0 of 1: element of 5 bytes, only 1 remain (at body byte offset 1)"},
+    {"trailing bytes", header(1, 0, 1, 4) + std::string("\x01\x00\x00\x00", 4),
+     "element batch: 2 trailing bytes after the last element (at body byte offset 2)"},
+    {"lz4 expansion lie", header(1, 1, 1, 1000000) + "abcd",
+     "element batch: header claims 1000000 raw bytes, more than lz4 can expand 4 compressed bytes "
+     "to"},
+    {"lz4 garbage", header(1, 1, 1, 100) + "abcd",
+     "element batch: lz4 body of 4 bytes does not decompress to the 100 bytes the header claims"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.name);
@@ -298,34 +306,44 @@ TEST_CASE("malformed elements give data_loss and never allocate from a lying sha
     std::string message;
   };
   const std::vector<Case> cases{
-      {"empty", "", "element codec: truncated or overlong varint for the component count (at byte offset 0)"},
-      {"too many components", "\x05\x01",
-       "element codec: component count 5 cannot fit in the 1 bytes that remain (at byte offset 1)"},
-      {"unknown dtype", std::string("\x01\x09\x00", 3),
-       "element codec: component 0 of 1: unknown dtype code 9, expected 0..5 (at byte offset 2)"},
-      {"rank too large", "\x01\x02\xff\x01",
-       "element codec: component 0 of 1: rank 255 exceeds the maximum rank 254 (at byte offset 4)"},
-      // A 20-byte buffer that claims a [2^40] int64 tensor: refused before any allocation.
-      {"huge vector", std::string("\x01\x02\x01\x80\x80\x80\x80\x80\x20", 9) + std::string(11, '\0'),
-       "element codec: component 0 of 1: shape [1099511627776] of int64 needs 1099511627776 x 8 payload bytes, "
-       "only 11 remain (at byte offset 9)"},
-      {"shape overflow", std::string("\x01\x02\x03\x80\x80\x80\x80\x80\x20\x80\x80\x80\x80\x80\x20\x00", 16),
-       "element codec: component 0 of 1: dimension 1 (1099511627776) makes the shape exceed 1099511627776 entries "
-       "(at byte offset 15)"},
-      {"overlong varint", std::string("\x01\x02\x01") + std::string(11, '\xff'),
-       "element codec: component 0 of 1: truncated or overlong varint for the dimension (at byte offset 13)"},
-      {"payload short", std::string("\x01\x01\x01\x02\x00\x00\x00\x00\x00", 9),
-       "element codec: component 0 of 1: shape [2] of int32 needs 2 x 4 payload bytes, only 5 remain "
-       "(at byte offset 4)"},
-      {"bad bool", std::string("\x01\x00\x01\x02\x01\x02", 6),
-       "element codec: component 0 of 1: bool entry 1 has byte value 2, expected 0 or 1 (at byte offset 4)"},
-      {"string too long", std::string("\x01\x05\x00\x09" "abc", 7),
-       "element codec: component 0 of 1: string of 9 bytes, only 3 remain (at byte offset 4)"},
-      {"many strings", std::string("\x01\x05\x01\x80\x80\x04", 6) + std::string(14, '\0'),
-       "element codec: component 0 of 1: string shape [65536] has 65536 entries, more than the 14 bytes that "
-       "remain (at byte offset 6)"},
-      {"trailing", std::string("\x00\x00", 2),
-       "element codec: 1 trailing bytes after the element (at byte offset 1)"},
+    {"empty", "",
+     "element codec: truncated or overlong varint for the component count (at byte offset 0)"},
+    {"too many components", "\x05\x01",
+     "element codec: component count 5 cannot fit in the 1 bytes that remain (at byte offset 1)"},
+    {"unknown dtype", std::string("\x01\x09\x00", 3),
+     "element codec: component 0 of 1: unknown dtype code 9, expected 0..5 (at byte offset 2)"},
+    {"rank too large", "\x01\x02\xff\x01",
+     "element codec: component 0 of 1: rank 255 exceeds the maximum rank 254 (at byte offset 4)"},
+    // A 20-byte buffer that claims a [2^40] int64 tensor: refused before any allocation.
+    {"huge vector", std::string("\x01\x02\x01\x80\x80\x80\x80\x80\x20", 9) + std::string(11, '\0'),
+     "element codec: component 0 of 1: shape [1099511627776] of int64 needs 1099511627776 x 8 "
+     "payload bytes, "
+     "only 11 remain (at byte offset 9)"},
+    {"shape overflow",
+     std::string("\x01\x02\x03\x80\x80\x80\x80\x80\x20\x80\x80\x80\x80\x80\x20\x00", 16),
+     "element codec: component 0 of 1: dimension 1 (1099511627776) makes the shape exceed "
+     "1099511627776 entries "
+     "(at byte offset 15)"},
+    {"overlong varint", std::string("\x01\x02\x01") + std::string(11, '\xff'),
+     "element codec: component 0 of 1: truncated or overlong varint for the dimension (at byte "
+     "offset 13)"},
+    {"payload short", std::string("\x01\x01\x01\x02\x00\x00\x00\x00\x00", 9),
+     "element codec: component 0 of 1: shape [2] of int32 needs 2 x 4 payload bytes, only 5 remain "
+     "(at byte offset 4)"},
+    {"bad bool", std::string("\x01\x00\x01\x02\x01\x02", 6),
+     "element codec: component 0 of 1: bool entry 1 has byte value 2, expected 0 or 1 (at byte "
+     "offset 4)"},
+    {"string too long",
+     std::string("\x01\x05\x00\x09"
+                 "abc",
+                 7),
+     "element codec: component 0 of 1: string of 9 bytes, only 3 remain (at byte offset 4)"},
+    {"many strings", std::string("\x01\x05\x01\x80\x80\x04", 6) + std::string(14, '\0'),
+     "element codec: component 0 of 1: string shape [65536] has 65536 entries, more than the 14 "
+     "bytes that "
+     "remain (at byte offset 6)"},
+    {"trailing", std::string("\x00\x00", 2),
+     "element codec: 1 trailing bytes after the element (at byte offset 1)"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.name);
@@ -347,8 +365,9 @@ TEST_CASE("an empty tensor may have huge non-zero dims without allocating") {
 
 TEST_CASE("zero-copy decode: tensors view the received buffer, which they keep alive") {
   std::vector<Element> in;
-  in.push_back(Element{std::vector<Tensor>{Tensor::vector<std::string>({std::string(1000, 'a'), "b"}),
-                                           Tensor::vector<int64_t>(std::vector<int64_t>(64, 3))}});
+  in.push_back(
+    Element{std::vector<Tensor>{Tensor::vector<std::string>({std::string(1000, 'a'), "b"}),
+                                Tensor::vector<int64_t>(std::vector<int64_t>(64, 3))}});
   std::vector<char> frame(8, 'h'); // a header the caller keeps
   encode_batch_into(in, Compression::none, frame, 8);
   CHECK(std::string(frame.data(), 8) == "hhhhhhhh");
@@ -376,12 +395,13 @@ std::string gathered(const GatherBuffer& g, std::size_t prefix) {
 }
 } // namespace
 
-TEST_CASE("gather encoding: the same bytes as one buffer, large payloads as views of their storage") {
+TEST_CASE(
+  "gather encoding: the same bytes as one buffer, large payloads as views of their storage") {
   // Large and small numeric tensors and strings, several components, several elements.
   std::vector<Element> in;
-  in.push_back(Element{std::vector<Tensor>{Tensor::vector<int64_t>(std::vector<int64_t>(2048, 7)),
-                                           Tensor::scalar(int64_t{3}),
-                                           Tensor::vector<std::string>({random_bytes(9000, 1), "x"})}});
+  in.push_back(Element{std::vector<Tensor>{
+    Tensor::vector<int64_t>(std::vector<int64_t>(2048, 7)), Tensor::scalar(int64_t{3}),
+    Tensor::vector<std::string>({random_bytes(9000, 1), "x"})}});
   in.push_back(Element{Tensor::vector<float>(std::vector<float>(10, 0.5f))});
   in.push_back(Element{Tensor::scalar(random_bytes(5000, 2))});
   GatherBuffer g;
@@ -403,7 +423,8 @@ TEST_CASE("gather encoding: the same bytes as one buffer, large payloads as view
 
 TEST_CASE("gather encoding: compression keeps one buffer, AUTO keeps views when the probe fails") {
   const std::vector<Element> random{Element{Tensor::scalar(random_bytes(300000, 3))}};
-  const std::vector<Element> zeros{Element{Tensor::vector<int64_t>(std::vector<int64_t>(40000, 0))}};
+  const std::vector<Element> zeros{
+    Element{Tensor::vector<int64_t>(std::vector<int64_t>(40000, 0))}};
   // No piece holds the probe's 64 KiB: AUTO gathers its sample from 5000-byte views.
   std::vector<Tensor> small_random, small_zeros;
   for (unsigned i = 0; i < 40; ++i) {
@@ -423,7 +444,8 @@ TEST_CASE("gather encoding: compression keeps one buffer, AUTO keeps views when 
       CHECK(out == *in);
       const bool compressible = in == &zeros || in == &many_zeros;
       if (c == Compression::none || (c == Compression::automatic && !compressible)) {
-        CHECK(g.views.size() == (*in)[0].size()); // incompressible or not asked: views, uncompressed
+        CHECK(g.views.size() ==
+              (*in)[0].size()); // incompressible or not asked: views, uncompressed
         CHECK(flags_of(bytes) == 0);
       } else {
         CHECK(g.views.empty()); // compressed (or tried whole) in one buffer

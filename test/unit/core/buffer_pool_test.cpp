@@ -58,7 +58,8 @@ TEST_CASE("a caller that overwrites n bytes gets a buffer already n long when th
   CHECK(pool.stats().hits == 2);
 }
 
-TEST_CASE("a caller that clears the buffer gets a short one and leaves the long one to filled callers") {
+TEST_CASE(
+  "a caller that clears the buffer gets a short one and leaves the long one to filled callers") {
   BufferPool pool(64 << 20);
   auto empty = pool.acquire(1 << 20);
   auto full = pool.acquire(1 << 20);
@@ -85,7 +86,8 @@ TEST_CASE("a buffer more than twice the request, or too small, is not handed out
   CHECK(pool.stats().retained_buffers == 1);
 }
 
-TEST_CASE("the pool keeps at most its byte bound, dropping the oldest - small buffers are not kept") {
+TEST_CASE(
+  "the pool keeps at most its byte bound, dropping the oldest - small buffers are not kept") {
   BufferPool pool(3 << 20);
   for (int i = 0; i < 5; ++i)
     pool.release(pool.acquire(1 << 20)); // each release after the first reuses, so add fresh ones
@@ -100,7 +102,8 @@ TEST_CASE("the pool keeps at most its byte bound, dropping the oldest - small bu
   CHECK(pool.stats().retained_buffers == 3);
 }
 
-TEST_CASE("pooled storage owns the bytes without a copy and returns them when the last owner goes") {
+TEST_CASE(
+  "pooled storage owns the bytes without a copy and returns them when the last owner goes") {
   auto& pool = BufferPool::global();
   std::vector<char> buf = pool.acquire(256 << 10);
   buf.assign(256 << 10, 'x');

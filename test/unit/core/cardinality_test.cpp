@@ -27,7 +27,8 @@ TEST_CASE("sources") {
   CHECK(Dataset::range(-5).cardinality() == 0);
   CHECK(Dataset::range(INT64_MIN, INT64_MAX, INT64_MAX).cardinality() == 3);
   CHECK(Dataset::from_tensors(Element{Tensor::vector<int64_t>({1, 2, 3})}).cardinality() == 1);
-  CHECK(Dataset::from_tensor_slices(Element{Tensor::vector<int64_t>({1, 2, 3})}).cardinality() == 3);
+  CHECK(Dataset::from_tensor_slices(Element{Tensor::vector<int64_t>({1, 2, 3})}).cardinality() ==
+        3);
   CHECK(Dataset::list_files("/tmp/*.txt").cardinality() == UNKNOWN);
   CHECK(Dataset::text_lines({"a.txt"}).cardinality() == UNKNOWN);
   CHECK(Dataset::tfrecord({"a.tfrecord"}).cardinality() == UNKNOWN);

@@ -11,22 +11,28 @@ TEST_CASE("element byte size sums its components") {
 }
 
 TEST_CASE("TensorSpec prints like tf.TensorSpec") {
-  CHECK(TensorSpec{DType::int64, {kUnknownDim, 3}, false}.to_string() == "TensorSpec(shape=(None, 3), dtype=int64)");
+  CHECK(TensorSpec{DType::int64, {kUnknownDim, 3}, false}.to_string() ==
+        "TensorSpec(shape=(None, 3), dtype=int64)");
   CHECK(TensorSpec{DType::float32, {}, false}.to_string() == "TensorSpec(shape=(), dtype=float32)");
-  CHECK(TensorSpec{DType::string, {4}, false}.to_string() == "TensorSpec(shape=(4,), dtype=string)");
-  CHECK(TensorSpec{DType::boolean, {}, true}.to_string() == "TensorSpec(shape=<unknown>, dtype=bool)");
+  CHECK(TensorSpec{DType::string, {4}, false}.to_string() ==
+        "TensorSpec(shape=(4,), dtype=string)");
+  CHECK(TensorSpec{DType::boolean, {}, true}.to_string() ==
+        "TensorSpec(shape=<unknown>, dtype=bool)");
 }
 
 TEST_CASE("ElementSpec prints one component bare and several as a tuple") {
   ElementSpec one{{TensorSpec{DType::int64, {}, false}}};
   CHECK(one.to_string() == "TensorSpec(shape=(), dtype=int64)");
-  ElementSpec two{{TensorSpec{DType::int64, {}, false}, TensorSpec{DType::string, {kUnknownDim}, false}}};
-  CHECK(two.to_string() == "(TensorSpec(shape=(), dtype=int64), TensorSpec(shape=(None,), dtype=string))");
+  ElementSpec two{
+    {TensorSpec{DType::int64, {}, false}, TensorSpec{DType::string, {kUnknownDim}, false}}};
+  CHECK(two.to_string() ==
+        "(TensorSpec(shape=(), dtype=int64), TensorSpec(shape=(None,), dtype=string))");
   CHECK(ElementSpec{}.to_string() == "()");
 }
 
 TEST_CASE("spec_of describes a concrete element exactly") {
-  Element e{{Tensor::from_values<double>({2, 3}, std::vector<double>(6, 1.0)).value(), Tensor::scalar("a")}};
+  Element e{{Tensor::from_values<double>({2, 3}, std::vector<double>(6, 1.0)).value(),
+             Tensor::scalar("a")}};
   ElementSpec spec = spec_of(e);
   REQUIRE(spec.components.size() == 2);
   CHECK(spec.components[0] == TensorSpec{DType::float64, {2, 3}, false});
@@ -43,6 +49,7 @@ TEST_CASE("is_compatible honours unknown dimensions and unknown rank") {
   CHECK_FALSE(ElementSpec{{TensorSpec{DType::int32, {3}, false}}}.is_compatible(batch));
   CHECK(ElementSpec{{TensorSpec{DType::int64, {}, true}}}.is_compatible(batch));
   // The component count must match too.
-  CHECK_FALSE(ElementSpec{{TensorSpec{DType::int64, {3}, false}, TensorSpec{DType::int64, {}, false}}}
-                  .is_compatible(batch));
+  CHECK_FALSE(
+    ElementSpec{{TensorSpec{DType::int64, {3}, false}, TensorSpec{DType::int64, {}, false}}}
+      .is_compatible(batch));
 }

@@ -31,7 +31,8 @@ Status map_error(const char* name, const Element& e, Params params = {}) {
 
 bool call_predicate(const char* name, int64_t x, Params params = {}) {
   FunctionRef ref{name, std::move(params)};
-  auto out = builtin(name).predicate(Element{Tensor::scalar(x)}, FunctionRegistry::global().resolve_params(ref));
+  auto out = builtin(name).predicate(Element{Tensor::scalar(x)},
+                                     FunctionRegistry::global().resolve_params(ref));
   REQUIRE_MESSAGE(out.ok(), out.status().to_string());
   return *out;
 }
@@ -48,9 +49,10 @@ std::vector<int64_t> ints(const Dataset& d) {
 } // namespace
 
 TEST_CASE("the global registry holds the built-ins, each documented") {
-  const std::vector<std::string> expected = {"add",     "burn",          "bytes",         "counter",  "identity",   "is_even",
-                                             "mod_eq",  "range_fn",      "repeat_fn", "scale",     "sleep_us",
-                                             "square",  "text_lines_fn", "tfrecord_fn", "to_string"};
+  const std::vector<std::string> expected = {"add",           "burn",        "bytes",    "counter",
+                                             "identity",      "is_even",     "mod_eq",   "range_fn",
+                                             "repeat_fn",     "scale",       "sleep_us", "square",
+                                             "text_lines_fn", "tfrecord_fn", "to_string"};
   auto names = FunctionRegistry::global().names();
   for (const auto& n : expected) {
     CAPTURE(n);
@@ -92,7 +94,8 @@ TEST_CASE("check names the function, the kind and the parameter") {
   CHECK(param.message() == "function `scale` parameter `factor` must be a float, got a bool");
   Status unknown = g.check("nope", FunctionKind::predicate);
   CHECK(unknown.code() == ErrorCode::not_found);
-  CHECK(unknown.message() == "unknown function `nope` (registered predicate functions: is_even, mod_eq)");
+  CHECK(unknown.message() ==
+        "unknown function `nope` (registered predicate functions: is_even, mod_eq)");
   CHECK(FunctionRegistry{}.check("nope", FunctionKind::source).message() ==
         "unknown function `nope` (registered source functions: none)");
 }
@@ -100,37 +103,45 @@ TEST_CASE("check names the function, the kind and the parameter") {
 TEST_CASE("resolve_params fills defaults and widens ints to declared floats") {
   const FunctionRegistry& g = FunctionRegistry::global();
   CHECK(g.resolve_params("mod_eq") == Params{{"m", int64_t{2}}, {"r", int64_t{0}}});
-  CHECK(g.resolve_params(FunctionRef{"mod_eq", {{"r", int64_t{1}}}}) == Params{{"m", int64_t{2}}, {"r", int64_t{1}}});
-  CHECK(g.resolve_params(FunctionRef{"scale", {{"factor", int64_t{3}}}}) == Params{{"factor", 3.0}});
+  CHECK(g.resolve_params(FunctionRef{"mod_eq", {{"r", int64_t{1}}}}) ==
+        Params{{"m", int64_t{2}}, {"r", int64_t{1}}});
+  CHECK(g.resolve_params(FunctionRef{"scale", {{"factor", int64_t{3}}}}) ==
+        Params{{"factor", 3.0}});
   CHECK(g.resolve_params("square").empty());
 }
 
 TEST_CASE("numeric maps work component-wise and wrap like TensorFlow") {
   Element e{{Tensor::vector<int32_t>({-3, 4}), Tensor::scalar(1.5)}};
   CHECK(call_map("square", e) == Element{{Tensor::vector<int32_t>({9, 16}), Tensor::scalar(2.25)}});
-  CHECK(call_map("add", e, {{"k", int64_t{10}}}) == Element{{Tensor::vector<int32_t>({7, 14}), Tensor::scalar(11.5)}});
+  CHECK(call_map("add", e, {{"k", int64_t{10}}}) ==
+        Element{{Tensor::vector<int32_t>({7, 14}), Tensor::scalar(11.5)}});
   CHECK(call_map("add", e) == Element{{Tensor::vector<int32_t>({-2, 5}), Tensor::scalar(2.5)}});
   CHECK(call_map("identity", e) == e);
   // int64 overflow wraps instead of being undefined behaviour.
-  CHECK(call_map("square", Element{Tensor::scalar(int64_t{1} << 32)}) == Element{Tensor::scalar(int64_t{0})});
+  CHECK(call_map("square", Element{Tensor::scalar(int64_t{1} << 32)}) ==
+        Element{Tensor::scalar(int64_t{0})});
   CHECK(call_map("add", Element{Tensor::scalar(INT64_MAX)}) == Element{Tensor::scalar(INT64_MIN)});
   Status st = map_error("square", Element{{Tensor::scalar(int64_t{1}), Tensor::scalar("x")}});
-  CHECK(st.message() == "square: component 1 has dtype string, expected int32, int64, float32 or float64");
+  CHECK(st.message() ==
+        "square: component 1 has dtype string, expected int32, int64, float32 or float64");
   CHECK(map_error("add", Element{Tensor::scalar(true)}).code() == ErrorCode::invalid_argument);
 }
 
 TEST_CASE("scale makes floats - integers become float32") {
-  CHECK(call_map("scale", Element{Tensor::vector<int64_t>({1, 2})}) == Element{Tensor::vector<float>({2.0f, 4.0f})});
-  CHECK(call_map("scale", Element{Tensor::scalar(0.25)}, {{"factor", 4.0}}) == Element{Tensor::scalar(1.0)});
-  CHECK(call_map("scale", Element{Tensor::scalar(3.0f)}, {{"factor", int64_t{-1}}}) == Element{Tensor::scalar(-3.0f)});
+  CHECK(call_map("scale", Element{Tensor::vector<int64_t>({1, 2})}) ==
+        Element{Tensor::vector<float>({2.0f, 4.0f})});
+  CHECK(call_map("scale", Element{Tensor::scalar(0.25)}, {{"factor", 4.0}}) ==
+        Element{Tensor::scalar(1.0)});
+  CHECK(call_map("scale", Element{Tensor::scalar(3.0f)}, {{"factor", int64_t{-1}}}) ==
+        Element{Tensor::scalar(-3.0f)});
 }
 
 TEST_CASE("to_string prints numbers in decimal") {
-  Element e{{Tensor::scalar(int64_t{-42}), Tensor::scalar(0.1), Tensor::scalar(2.5f), Tensor::scalar(true),
-             Tensor::vector<int32_t>({7, 8})}};
+  Element e{{Tensor::scalar(int64_t{-42}), Tensor::scalar(0.1), Tensor::scalar(2.5f),
+             Tensor::scalar(true), Tensor::vector<int32_t>({7, 8})}};
   Element s = call_map("to_string", e);
-  CHECK(s == Element{{Tensor::scalar("-42"), Tensor::scalar("0.1"), Tensor::scalar("2.5"), Tensor::scalar("true"),
-                      Tensor::vector<std::string>({"7", "8"})}});
+  CHECK(s == Element{{Tensor::scalar("-42"), Tensor::scalar("0.1"), Tensor::scalar("2.5"),
+                      Tensor::scalar("true"), Tensor::vector<std::string>({"7", "8"})}});
   CHECK(map_error("to_string", Element{Tensor::scalar("x")}).message() ==
         "to_string: component 0 is already a string, expected a numeric or bool dtype");
 }
@@ -146,9 +157,12 @@ TEST_CASE("bytes is deterministic and sized") {
   CHECK(a == b);
   CHECK(a != c);
   CHECK(call_map("bytes", Element{Tensor::scalar(int32_t{1})})[0].byte_size() == 1024);
-  CHECK(call_map("bytes", Element{Tensor::scalar(int64_t{1})}, {{"size", int64_t{0}}})[0].byte_size() == 0);
-  CHECK(map_error("bytes", Element{Tensor::scalar(int64_t{1})}, {{"size", int64_t{-1}}}).message() ==
-        "bytes: `size` must be >= 0, got -1");
+  CHECK(
+    call_map("bytes", Element{Tensor::scalar(int64_t{1})}, {{"size", int64_t{0}}})[0].byte_size() ==
+    0);
+  CHECK(
+    map_error("bytes", Element{Tensor::scalar(int64_t{1})}, {{"size", int64_t{-1}}}).message() ==
+    "bytes: `size` must be >= 0, got -1");
   CHECK(map_error("bytes", Element{Tensor::scalar(1.0)}).message() ==
         "bytes: component 0 must be an int32 or int64 scalar, got float64 of rank 0");
 }
@@ -173,7 +187,8 @@ TEST_CASE("burn returns its element after a fixed amount of work, more rounds ta
   const auto small = time_of(20000);
   const auto large = time_of(2000000);
   CHECK(large > 10 * small);
-  CHECK(map_error("burn", e, {{"rounds", int64_t{-1}}}).message() == "burn: `rounds` must be >= 0, got -1");
+  CHECK(map_error("burn", e, {{"rounds", int64_t{-1}}}).message() ==
+        "burn: `rounds` must be >= 0, got -1");
 }
 
 TEST_CASE("predicates use Python's modulo") {
@@ -181,24 +196,28 @@ TEST_CASE("predicates use Python's modulo") {
   CHECK_FALSE(call_predicate("is_even", 7));
   CHECK(call_predicate("is_even", -2));
   CHECK(call_predicate("mod_eq", 7, {{"m", int64_t{3}}, {"r", int64_t{1}}}));
-  CHECK(call_predicate("mod_eq", -3, {{"m", int64_t{2}}, {"r", int64_t{1}}})); // -3 % 2 == 1 in Python
+  CHECK(
+    call_predicate("mod_eq", -3, {{"m", int64_t{2}}, {"r", int64_t{1}}})); // -3 % 2 == 1 in Python
   CHECK(call_predicate("mod_eq", INT64_MIN, {{"m", int64_t{-1}}, {"r", int64_t{0}}}));
-  auto zero = builtin("mod_eq").predicate(Element{Tensor::scalar(int64_t{1})}, Params{{"m", int64_t{0}}, {"r", int64_t{0}}});
+  auto zero = builtin("mod_eq").predicate(Element{Tensor::scalar(int64_t{1})},
+                                          Params{{"m", int64_t{0}}, {"r", int64_t{0}}});
   CHECK(zero.status().message() == "mod_eq: `m` must not be 0");
   auto vec = builtin("is_even").predicate(Element{Tensor::vector<int64_t>({1})}, Params{});
-  CHECK(vec.status().message() == "is_even: component 0 must be an int32 or int64 scalar, got int64 of rank 1");
+  CHECK(vec.status().message() ==
+        "is_even: component 0 must be an int32 or int64 scalar, got int64 of rank 1");
 }
 
 TEST_CASE("built-ins run inside pipelines") {
   CHECK(ints(Dataset::range(5).map("square")) == std::vector<int64_t>{0, 1, 4, 9, 16});
   CHECK(ints(Dataset::range(10).filter("is_even")) == std::vector<int64_t>{0, 2, 4, 6, 8});
-  CHECK(ints(Dataset::range(10).filter(FunctionRef{"mod_eq", {{"m", int64_t{3}}, {"r", int64_t{2}}}})) ==
-        std::vector<int64_t>{2, 5, 8});
+  CHECK(ints(Dataset::range(10).filter(FunctionRef{
+          "mod_eq", {{"m", int64_t{3}}, {"r", int64_t{2}}}})) == std::vector<int64_t>{2, 5, 8});
   CHECK(ints(Dataset::range(4).flat_map("range_fn")) == std::vector<int64_t>{0, 0, 1, 0, 1, 2});
   CHECK(ints(Dataset::range(3).flat_map(FunctionRef{"repeat_fn", {{"count", int64_t{3}}}})) ==
         std::vector<int64_t>{0, 0, 0, 1, 1, 1, 2, 2, 2});
-  CHECK(ints(Dataset::source(FunctionRef{"counter", {{"start", int64_t{2}}, {"stop", int64_t{5}}}})) ==
-        std::vector<int64_t>{2, 3, 4});
+  CHECK(
+    ints(Dataset::source(FunctionRef{"counter", {{"start", int64_t{2}}, {"stop", int64_t{5}}}})) ==
+    std::vector<int64_t>{2, 3, 4});
   CHECK(ints(Dataset::source("counter")).size() == 10);
 }
 

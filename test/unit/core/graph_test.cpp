@@ -15,31 +15,31 @@ namespace {
 std::vector<Dataset> one_of_each_op() {
   Dataset r = Dataset::range(10);
   return {
-      r,
-      Dataset::from_tensors(Element{Tensor::scalar(int64_t{1})}),
-      Dataset::from_tensor_slices(Element{Tensor::vector<int64_t>({1, 2})}),
-      Dataset::list_files("/tmp/*.txt"),
-      Dataset::text_lines({"a.txt"}),
-      Dataset::tfrecord({"a.tfrecord"}),
-      Dataset::source("counter"),
-      Dataset::zip({r, r}),
-      r.map("square"),
-      r.filter("is_even"),
-      r.flat_map("range_fn"),
-      r.interleave("range_fn"),
-      r.batch(2),
-      r.batch(2).unbatch(),
-      r.shuffle(4),
-      r.repeat(),
-      r.take(3),
-      r.skip(3),
-      r.shard(2, 0),
-      r.enumerate(),
-      r.prefetch(),
-      r.cache(),
-      r.batch(2).padded_batch(2),
-      Dataset::tfrecord({"a.tfrecord"}).parse_example("a: int64"),
-      r.ignore_errors(),
+    r,
+    Dataset::from_tensors(Element{Tensor::scalar(int64_t{1})}),
+    Dataset::from_tensor_slices(Element{Tensor::vector<int64_t>({1, 2})}),
+    Dataset::list_files("/tmp/*.txt"),
+    Dataset::text_lines({"a.txt"}),
+    Dataset::tfrecord({"a.tfrecord"}),
+    Dataset::source("counter"),
+    Dataset::zip({r, r}),
+    r.map("square"),
+    r.filter("is_even"),
+    r.flat_map("range_fn"),
+    r.interleave("range_fn"),
+    r.batch(2),
+    r.batch(2).unbatch(),
+    r.shuffle(4),
+    r.repeat(),
+    r.take(3),
+    r.skip(3),
+    r.shard(2, 0),
+    r.enumerate(),
+    r.prefetch(),
+    r.cache(),
+    r.batch(2).padded_batch(2),
+    Dataset::tfrecord({"a.tfrecord"}).parse_example("a: int64"),
+    r.ignore_errors(),
   };
 }
 
@@ -57,7 +57,8 @@ TEST_CASE("the builder covers every op and fills every schema attribute") {
     built.push_back(n.op);
   }
   for (const OpSchema& s : all_op_schemas())
-    CHECK_MESSAGE(std::find(built.begin(), built.end(), s.name) != built.end(), "no builder test for ", s.name);
+    CHECK_MESSAGE(std::find(built.begin(), built.end(), s.name) != built.end(),
+                  "no builder test for ", s.name);
 }
 
 TEST_CASE("builder defaults are the schema defaults") {

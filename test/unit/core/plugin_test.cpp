@@ -54,7 +54,8 @@ TEST_CASE("loading a plugin twice reports the clash and changes nothing") {
   REQUIRE(registry.load_plugin(kPlugin).ok());
   Status again = registry.load_plugin(kPlugin);
   CHECK(again.code() == ErrorCode::already_exists);
-  CHECK(again.message() == "plugin `" + kPlugin + "` registers function `plugin_triple`, which is already registered");
+  CHECK(again.message() ==
+        "plugin `" + kPlugin + "` registers function `plugin_triple`, which is already registered");
   CHECK(registry.names() == std::vector<std::string>{"plugin_triple"});
 }
 
@@ -75,7 +76,8 @@ TEST_CASE("missing files and libraries without the entry point are clear errors"
   if (std::ifstream{libm}.good()) {
     Status no_entry = registry.load_plugin(libm);
     CHECK(no_entry.code() == ErrorCode::invalid_argument);
-    CHECK(no_entry.message().rfind("plugin `" + libm + "` does not export `conveyor_register_functions`", 0) == 0);
+    CHECK(no_entry.message().rfind(
+            "plugin `" + libm + "` does not export `conveyor_register_functions`", 0) == 0);
   }
   CHECK(registry.names().empty());
 }

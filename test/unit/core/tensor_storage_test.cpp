@@ -57,8 +57,8 @@ TEST_CASE("numeric and string views keep their owner alive and read the owner's 
   std::memcpy(buf->data() + 32, "helloworld", 10);
   const auto* p = reinterpret_cast<const unsigned char*>(buf->data());
   Tensor n = Tensor::numeric_view(DType::int32, Shape{8}, buf, p, 32);
-  Tensor s = Tensor::string_view_of(Shape{2}, buf,
-                                    {std::string_view{buf->data() + 32, 5}, std::string_view{buf->data() + 37, 5}});
+  Tensor s = Tensor::string_view_of(
+    Shape{2}, buf, {std::string_view{buf->data() + 32, 5}, std::string_view{buf->data() + 37, 5}});
   buf.reset();
   CHECK_FALSE(watch.expired());
   CHECK(n.bytes().data() == p);

@@ -5,7 +5,8 @@
 using namespace conveyor;
 
 TEST_CASE("dtype names round-trip and unknown names are rejected") {
-  for (DType d : {DType::boolean, DType::int32, DType::int64, DType::float32, DType::float64, DType::string})
+  for (DType d :
+       {DType::boolean, DType::int32, DType::int64, DType::float32, DType::float64, DType::string})
     CHECK(dtype_from_name(dtype_name(d)) == d);
   CHECK(std::string{dtype_name(DType::boolean)} == "bool");
   CHECK_FALSE(dtype_from_name("int8").has_value());
@@ -92,14 +93,15 @@ TEST_CASE("stack rejects empty input and mismatched parts") {
   REQUIRE_FALSE(none.ok());
   CHECK(none.status().message() == "stack: needs at least one tensor, got none");
 
-  auto shapes = Tensor::stack({Tensor::vector<int64_t>({1, 2}), Tensor::vector<int64_t>({1, 2, 3})});
+  auto shapes =
+    Tensor::stack({Tensor::vector<int64_t>({1, 2}), Tensor::vector<int64_t>({1, 2, 3})});
   REQUIRE_FALSE(shapes.ok());
   CHECK(shapes.status().code() == ErrorCode::invalid_argument);
-  CHECK(shapes.status().message() ==
-        "stack: tensor 1 has dtype int64 and shape (3,), expected dtype int64 and shape (2,) like tensor 0");
+  CHECK(shapes.status().message() == "stack: tensor 1 has dtype int64 and shape (3,), expected "
+                                     "dtype int64 and shape (2,) like tensor 0");
 
   auto dtypes = Tensor::stack({Tensor::scalar(int64_t{1}), Tensor::scalar(1.0f)});
   REQUIRE_FALSE(dtypes.ok());
-  CHECK(dtypes.status().message() ==
-        "stack: tensor 1 has dtype float32 and shape (), expected dtype int64 and shape () like tensor 0");
+  CHECK(dtypes.status().message() == "stack: tensor 1 has dtype float32 and shape (), expected "
+                                     "dtype int64 and shape () like tensor 0");
 }

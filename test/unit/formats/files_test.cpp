@@ -15,7 +15,8 @@ using namespace conveyor::formats_test;
 
 namespace {
 
-std::vector<std::string> read_records(const std::string& path, FileCompression c, Status* error = nullptr) {
+std::vector<std::string> read_records(const std::string& path, FileCompression c,
+                                      Status* error = nullptr) {
   std::vector<std::string> out;
   auto reader = TFRecordReader::open(path, c);
   if (!reader.ok()) {
@@ -39,7 +40,8 @@ std::vector<std::string> read_records(const std::string& path, FileCompression c
   return out;
 }
 
-const std::vector<std::string> kRecords = {"", "a", std::string("\0\xff\n", 3), std::string(300000, 'q'), "last"};
+const std::vector<std::string> kRecords = {"", "a", std::string("\0\xff\n", 3),
+                                           std::string(300000, 'q'), "last"};
 
 // The raw records of test/data/raw-{0,1,2}.tfrecord (2, 3 and 1 records).
 const char* kRawAll = "[\"f0-r0\", \"f0-r1\", \"f1-r0\", \"f1-r1\", \"f1-r2\", \"f2-r0\"]";
@@ -72,7 +74,8 @@ TEST_CASE("the TFRecord writer and reader round trip with every compression") {
 }
 
 TEST_CASE("the reference writer's raw records read back exactly, compressed or not") {
-  CHECK(read_records(fixture("raw-1.tfrecord"), FileCompression::none) == std::vector<std::string>{"f1-r0", "f1-r1", "f1-r2"});
+  CHECK(read_records(fixture("raw-1.tfrecord"), FileCompression::none) ==
+        std::vector<std::string>{"f1-r0", "f1-r1", "f1-r2"});
   // The same Examples in all three files: the decompressed streams are byte-identical.
   const auto plain = read_records(fixture("examples.tfrecord"), FileCompression::none);
   REQUIRE(plain.size() == 5);
@@ -84,7 +87,8 @@ TEST_CASE("a wrong compression type or a damaged compressed file is a clear erro
   Status st;
   CHECK(read_records(fixture("examples.tfrecord.gz"), FileCompression::zlib, &st).empty());
   CHECK(st.code() == ErrorCode::data_loss);
-  CHECK(st.message().find("ZLIB stream of " + fixture("examples.tfrecord.gz") + " is corrupt after 0 decompressed bytes") == 0);
+  CHECK(st.message().find("ZLIB stream of " + fixture("examples.tfrecord.gz") +
+                          " is corrupt after 0 decompressed bytes") == 0);
   // A plain read of a gzip file sees garbage framing.
   CHECK(read_records(fixture("examples.tfrecord.gz"), FileCompression::none, &st).empty());
   CHECK(st.code() == ErrorCode::data_loss);
@@ -98,14 +102,18 @@ TEST_CASE("a wrong compression type or a damaged compressed file is a clear erro
   CHECK(st.message().find(" is truncated after ") != std::string::npos);
 
   Status bad = Dataset::tfrecord({"x"}, "gzip").validate();
-  CHECK(bad.message() == "tfrecord: `compression_type` must be \"\", \"ZLIB\" or \"GZIP\", got \"gzip\"");
+  CHECK(bad.message() ==
+        "tfrecord: `compression_type` must be \"\", \"ZLIB\" or \"GZIP\", got \"gzip\"");
   bad = Dataset::text_lines({"x"}, "LZ4").validate();
-  CHECK(bad.message() == "text_lines: `compression_type` must be \"\", \"ZLIB\" or \"GZIP\", got \"LZ4\"");
+  CHECK(bad.message() ==
+        "text_lines: `compression_type` must be \"\", \"ZLIB\" or \"GZIP\", got \"LZ4\"");
 }
 
 TEST_CASE("text_lines reads ZLIB files and concatenated GZIP members") {
-  CHECK(show(Dataset::text_lines({fixture("lines.txt.gz")}, "GZIP")) == "[\"alpha\", \"beta\", \"gamma\", \"delta\"]");
-  CHECK(show(Dataset::text_lines({fixture("lines.txt.zlib")}, "ZLIB")) == "[\"one\", \"two\", \"three\"]");
+  CHECK(show(Dataset::text_lines({fixture("lines.txt.gz")}, "GZIP")) ==
+        "[\"alpha\", \"beta\", \"gamma\", \"delta\"]");
+  CHECK(show(Dataset::text_lines({fixture("lines.txt.zlib")}, "ZLIB")) ==
+        "[\"one\", \"two\", \"three\"]");
   // Lines longer than the read buffer, and a last line without a newline.
   ScratchDir dir;
   const std::string long_line(200000, 'x');
@@ -125,14 +133,17 @@ TEST_CASE("glob patterns in file sources expand sorted - no match is an error na
   auto parsed = parse_dataset("tfrecord(\"" + pattern + "\")");
   REQUIRE(parsed.ok());
   CHECK(show(*parsed) == kRawAll);
-  CHECK(show(Dataset::text_lines({fixture("lines.txt.*z")}, "GZIP")) == "[\"alpha\", \"beta\", \"gamma\", \"delta\"]");
+  CHECK(show(Dataset::text_lines({fixture("lines.txt.*z")}, "GZIP")) ==
+        "[\"alpha\", \"beta\", \"gamma\", \"delta\"]");
 
   auto none = collect(Dataset::tfrecord({fixture("nothing-*.tfrecord")}));
   REQUIRE_FALSE(none.ok());
   CHECK(none.status().code() == ErrorCode::not_found);
-  CHECK(none.status().message() == "`tfrecord`: no files match the pattern `" + fixture("nothing-*.tfrecord") + "`");
+  CHECK(none.status().message() ==
+        "`tfrecord`: no files match the pattern `" + fixture("nothing-*.tfrecord") + "`");
   none = collect(Dataset::text_lines({fixture("nothing-?.txt")}));
-  CHECK(none.status().message() == "`text_lines`: no files match the pattern `" + fixture("nothing-?.txt") + "`");
+  CHECK(none.status().message() ==
+        "`text_lines`: no files match the pattern `" + fixture("nothing-?.txt") + "`");
 }
 
 TEST_CASE("glob patterns under FILE and DYNAMIC sharding") {
@@ -141,7 +152,8 @@ TEST_CASE("glob patterns under FILE and DYNAMIC sharding") {
   auto w1 = apply_sharding(ds, ShardingPolicy::file, 2, 1);
   REQUIRE(w0.ok());
   REQUIRE(w1.ok());
-  CHECK(w0->node()->strings_attr("files") == std::vector<std::string>{fixture("raw-0.tfrecord"), fixture("raw-2.tfrecord")});
+  CHECK(w0->node()->strings_attr("files") ==
+        std::vector<std::string>{fixture("raw-0.tfrecord"), fixture("raw-2.tfrecord")});
   CHECK(show(*w0) == "[\"f0-r0\", \"f0-r1\", \"f2-r0\"]");
   CHECK(show(*w1) == "[\"f1-r0\", \"f1-r1\", \"f1-r2\"]");
   auto too_many = apply_sharding(ds, ShardingPolicy::file, 4, 0);
@@ -166,7 +178,8 @@ TEST_CASE("glob patterns under FILE and DYNAMIC sharding") {
       break;
     files.push_back(split.file);
   }
-  CHECK(files == std::vector<std::string>{fixture("raw-0.tfrecord"), fixture("raw-1.tfrecord"), fixture("raw-2.tfrecord")});
+  CHECK(files == std::vector<std::string>{fixture("raw-0.tfrecord"), fixture("raw-1.tfrecord"),
+                                          fixture("raw-2.tfrecord")});
 }
 
 TEST_CASE("list_files(...).interleave(tfrecord) needs no registered function") {
@@ -176,7 +189,8 @@ TEST_CASE("list_files(...).interleave(tfrecord) needs no registered function") {
   const char* expected = "[\"f0-r0\", \"f1-r0\", \"f0-r1\", \"f1-r1\", \"f1-r2\", \"f2-r0\"]";
   Dataset built = Dataset::list_files(pattern, false).interleave("tfrecord", 2);
   CHECK(show(built) == expected);
-  auto parsed = parse_dataset("list_files(\"" + pattern + "\", shuffle=false).interleave(tfrecord, cycle_length=2)");
+  auto parsed = parse_dataset("list_files(\"" + pattern +
+                              "\", shuffle=false).interleave(tfrecord, cycle_length=2)");
   REQUIRE(parsed.ok());
   CHECK(*parsed == built);
   CHECK(show(*parsed) == expected);
@@ -187,25 +201,35 @@ TEST_CASE("list_files(...).interleave(tfrecord) needs no registered function") {
 
   // With compression, then parsed; an empty registry works too (nothing is looked up).
   FunctionRegistry empty;
-  auto gz = parse_dataset("list_files(\"" + fixture("examples.tfrecord.gz") +
-                          "\").interleave(tfrecord(compression_type=\"GZIP\")).parse_example(\"label: int64\")");
+  auto gz = parse_dataset(
+    "list_files(\"" + fixture("examples.tfrecord.gz") +
+    "\").interleave(tfrecord(compression_type=\"GZIP\")).parse_example(\"label: int64\")");
   REQUIRE(gz.ok());
   CHECK(show(*gz, &empty) == "[-2, -1, 0, 1, 2]");
-  CHECK(show(Dataset::list_files(fixture("lines.txt.zlib")).interleave(FunctionRef{"text_lines", {{"compression_type", std::string{"ZLIB"}}}})) ==
-        "[\"one\", \"two\", \"three\"]");
+  CHECK(
+    show(Dataset::list_files(fixture("lines.txt.zlib"))
+           .interleave(FunctionRef{"text_lines", {{"compression_type", std::string{"ZLIB"}}}})) ==
+    "[\"one\", \"two\", \"three\"]");
 
   // Errors: bad parameters are definition errors; the names are reserved.
-  Status st = Dataset::list_files(pattern).interleave(FunctionRef{"tfrecord", {{"compression_type", std::string{"XZ"}}}}).validate();
-  CHECK(st.message() == "interleave: `tfrecord` parameter `compression_type` must be \"\", \"ZLIB\" or \"GZIP\", got \"XZ\"");
-  st = Dataset::list_files(pattern).interleave(FunctionRef{"tfrecord", {{"buffer", int64_t{1}}}}).validate();
-  CHECK(st.message() == "interleave: `tfrecord` as a function takes only `compression_type`, got `buffer`");
+  Status st = Dataset::list_files(pattern)
+                .interleave(FunctionRef{"tfrecord", {{"compression_type", std::string{"XZ"}}}})
+                .validate();
+  CHECK(st.message() == "interleave: `tfrecord` parameter `compression_type` must be \"\", "
+                        "\"ZLIB\" or \"GZIP\", got \"XZ\"");
+  st = Dataset::list_files(pattern)
+         .interleave(FunctionRef{"tfrecord", {{"buffer", int64_t{1}}}})
+         .validate();
+  CHECK(st.message() ==
+        "interleave: `tfrecord` as a function takes only `compression_type`, got `buffer`");
   FunctionDef def;
   def.name = "tfrecord";
   def.kind = FunctionKind::dataset;
   CHECK(empty.add(def).code() == ErrorCode::invalid_argument);
   auto wrong = collect(Dataset::range(2).interleave("tfrecord"));
   REQUIRE_FALSE(wrong.ok());
-  CHECK(wrong.status().message().find("`tfrecord` as a function takes elements that are one file name") != std::string::npos);
+  CHECK(wrong.status().message().find(
+          "`tfrecord` as a function takes elements that are one file name") != std::string::npos);
 }
 
 TEST_CASE("sharding rewrites still see the file source under interleave(tfrecord)") {

@@ -11,7 +11,9 @@
 
 namespace conveyor::formats_test {
 
-std::string fixture(const std::string& name) { return std::string(CONVEYOR_SOURCE_DIR) + "/test/data/" + name; }
+std::string fixture(const std::string& name) {
+  return std::string(CONVEYOR_SOURCE_DIR) + "/test/data/" + name;
+}
 
 ScratchDir::ScratchDir() {
   std::string tmpl = std::string(CONVEYOR_BINARY_DIR) + "/formats_test_XXXXXX";

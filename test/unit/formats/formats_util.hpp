@@ -28,7 +28,8 @@ void write_bytes(const std::string& path, const std::string& bytes);
 std::string read_bytes(const std::string& path);
 
 // Every element, or the first error (as a failed Status); `registry` null = the global one.
-Expected<std::vector<Element>> collect(const Dataset& ds, const FunctionRegistry* registry = nullptr);
+Expected<std::vector<Element>> collect(const Dataset& ds,
+                                       const FunctionRegistry* registry = nullptr);
 // "[a, b, ...]" of the elements' literals.
 std::string show(const std::vector<Element>& elements);
 // collect() that must succeed, shown.

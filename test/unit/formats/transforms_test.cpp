@@ -33,7 +33,10 @@ const FunctionRegistry& test_functions() {
     grid.kind = FunctionKind::map;
     grid.map = [](const Element& e, const Params&) -> Expected<Element> {
       const int64_t x = e[0].as_int64();
-      return Element{std::move(Tensor::from_values<int64_t>({x, 4 - x}, std::vector<int64_t>(static_cast<std::size_t>(x * (4 - x)), x))).value()};
+      return Element{
+        std::move(Tensor::from_values<int64_t>(
+                    {x, 4 - x}, std::vector<int64_t>(static_cast<std::size_t>(x * (4 - x)), x)))
+          .value()};
     };
     REQUIRE(r->add(grid).ok());
     // fail_odd: x -> x, or an error for odd x.
@@ -95,7 +98,8 @@ TEST_CASE("padded_batch: tf.data's documented examples") {
   // Pad to the smallest per-batch size that fits all elements.
   CHECK(run(a.padded_batch(2)) == "[[[1, 0], [2, 2]], [[3, 3, 3, 0], [4, 4, 4, 4]]]");
   // Pad to a fixed size.
-  CHECK(run(a.padded_batch(2, {{5}})) == "[[[1, 0, 0, 0, 0], [2, 2, 0, 0, 0]], [[3, 3, 3, 0, 0], [4, 4, 4, 4, 0]]]");
+  CHECK(run(a.padded_batch(2, {{5}})) ==
+        "[[[1, 0, 0, 0, 0], [2, 2, 0, 0, 0]], [[3, 3, 3, 0, 0], [4, 4, 4, 4, 0]]]");
   // Pad with a custom value.
   CHECK(run(a.padded_batch(2, {{5}}, {Tensor::scalar(int64_t{-1})})) ==
         "[[[1, -1, -1, -1, -1], [2, 2, -1, -1, -1]], [[3, 3, 3, -1, -1], [4, 4, 4, 4, -1]]]");
@@ -103,12 +107,14 @@ TEST_CASE("padded_batch: tf.data's documented examples") {
   auto parsed = parse_dataset("zip(range(1, 4).map(fill), range(1, 4).map(grid)).padded_batch(2, "
                               "padded_shapes=([-1], [3, -1]), padding_values=(-1, 9))");
   REQUIRE(parsed.ok());
-  CHECK(run(*parsed) ==
-        "[([[1, -1], [2, 2]], [[[1, 1, 1], [9, 9, 9], [9, 9, 9]], [[2, 2, 9], [2, 2, 9], [9, 9, 9]]]), "
-        "([[3, 3, 3]], [[[3], [3], [3]]])]");
-  CHECK(*parsed == Dataset::zip({Dataset::range(1, 4).map("fill"), Dataset::range(1, 4).map("grid")})
-                       .padded_batch(2, {{kUnknownDim}, {3, kUnknownDim}},
-                                     {Tensor::scalar(int64_t{-1}), Tensor::scalar(int64_t{9})}));
+  CHECK(
+    run(*parsed) ==
+    "[([[1, -1], [2, 2]], [[[1, 1, 1], [9, 9, 9], [9, 9, 9]], [[2, 2, 9], [2, 2, 9], [9, 9, 9]]]), "
+    "([[3, 3, 3]], [[[3], [3], [3]]])]");
+  CHECK(*parsed ==
+        Dataset::zip({Dataset::range(1, 4).map("fill"), Dataset::range(1, 4).map("grid")})
+          .padded_batch(2, {{kUnknownDim}, {3, kUnknownDim}},
+                        {Tensor::scalar(int64_t{-1}), Tensor::scalar(int64_t{9})}));
 }
 
 TEST_CASE("padded_batch: drop_remainder, dtypes, strings, scalars, spec and cardinality") {
@@ -117,47 +123,59 @@ TEST_CASE("padded_batch: drop_remainder, dtypes, strings, scalars, spec and card
   CHECK(a.padded_batch(2, {}, {}, true).cardinality(&test_functions()) == 2);
   CHECK(a.padded_batch(2).cardinality(&test_functions()) == 3);
   // A float padding value for int64 converts; strings pad strings; scalars just stack.
-  CHECK(run(Dataset::range(1, 3).map("fill").padded_batch(2, {}, {Tensor::scalar(7.0f)})) == "[[[1, 7], [2, 2]]]");
-  Dataset strings = Dataset::from_tensor_slices(Element{Tensor::vector<std::string>({"a", "b"})}).batch(1);
-  CHECK(run(Dataset::zip({strings, Dataset::range(2)}).padded_batch(2, {{3}, {}}, {Tensor::scalar("-"), Tensor::scalar(int64_t{0})})) ==
+  CHECK(run(Dataset::range(1, 3).map("fill").padded_batch(2, {}, {Tensor::scalar(7.0f)})) ==
+        "[[[1, 7], [2, 2]]]");
+  Dataset strings =
+    Dataset::from_tensor_slices(Element{Tensor::vector<std::string>({"a", "b"})}).batch(1);
+  CHECK(run(Dataset::zip({strings, Dataset::range(2)})
+              .padded_batch(2, {{3}, {}}, {Tensor::scalar("-"), Tensor::scalar(int64_t{0})})) ==
         "[([[\"a\", \"-\", \"-\"], [\"b\", \"-\", \"-\"]], [0, 1])]");
   // element_spec: padded dims, None where -1 or not given, batch dim by drop_remainder.
   Dataset spec_ds = Dataset::zip({Dataset::range(3).batch(2), Dataset::range(3)});
   auto spec = spec_ds.padded_batch(4, {{5}, {}}, {}, true).element_spec();
   REQUIRE(spec.ok());
-  CHECK(spec->to_string() == "(TensorSpec(shape=(4, 5), dtype=int64), TensorSpec(shape=(4,), dtype=int64))");
+  CHECK(spec->to_string() ==
+        "(TensorSpec(shape=(4, 5), dtype=int64), TensorSpec(shape=(4,), dtype=int64))");
   spec = spec_ds.padded_batch(4).element_spec();
   REQUIRE(spec.ok());
-  CHECK(spec->to_string() == "(TensorSpec(shape=(None, None), dtype=int64), TensorSpec(shape=(None,), dtype=int64))");
+  CHECK(spec->to_string() ==
+        "(TensorSpec(shape=(None, None), dtype=int64), TensorSpec(shape=(None,), dtype=int64))");
 }
 
 TEST_CASE("padded_batch errors name the component and dimension") {
   Dataset a = Dataset::range(1, 5).map("fill");
   auto too_big = collect(a.padded_batch(2, {{3}}), &test_functions());
   REQUIRE_FALSE(too_big.ok());
-  CHECK(too_big.status().message() == "padded_batch: component 0: dimension 0 is 4 in this batch, larger than its padded size 3");
+  CHECK(too_big.status().message() ==
+        "padded_batch: component 0: dimension 0 is 4 in this batch, larger than its padded size 3");
   Status st = Dataset::range(3).padded_batch(2, {{2}}).validate();
   CHECK(st.ok()); // the shape check needs the input's spec: element_spec() and iteration report it
   auto spec = Dataset::range(3).padded_batch(2, {{2}}).element_spec();
-  CHECK(spec.status().message() == "padded_batch: component 0 has rank 0 but its padded shape has rank 1");
+  CHECK(spec.status().message() ==
+        "padded_batch: component 0 has rank 0 but its padded shape has rank 1");
   spec = Dataset::range(3).padded_batch(2, {}, {Tensor::scalar("x")}).element_spec();
-  CHECK(spec.status().message() == "padded_batch: component 0 of dtype int64 cannot be padded with a string value");
+  CHECK(spec.status().message() ==
+        "padded_batch: component 0 of dtype int64 cannot be padded with a string value");
   st = Dataset::range(3).padded_batch(2, {{-2}}).validate();
-  CHECK(st.message() == "padded_batch: `padded_shapes` component 0 has dimension -2; dimensions are >= 0, or -1 to pad to the longest in the batch");
+  CHECK(st.message() == "padded_batch: `padded_shapes` component 0 has dimension -2; dimensions "
+                        "are >= 0, or -1 to pad to the longest in the batch");
   st = Dataset::range(3).padded_batch(0).validate();
   CHECK(st.message() == "padded_batch: `batch_size` must be > 0, got 0");
   auto parsed = parse_dataset("range(3).padded_batch(2, padding_values=[1, 2])");
   REQUIRE(parsed.ok());
-  CHECK(parsed->validate().message() == "padded_batch: `padding_values` component 0 must be a scalar, got [1, 2]");
+  CHECK(parsed->validate().message() ==
+        "padded_batch: `padding_values` component 0 must be a scalar, got [1, 2]");
 }
 
-TEST_CASE("ignore_errors drops failed elements, reports the count, and passes `unavailable` through") {
+TEST_CASE(
+  "ignore_errors drops failed elements, reports the count, and passes `unavailable` through") {
   {
     Warnings warnings;
     CHECK(run(Dataset::range(7).map("fail_odd").ignore_errors()) == "[0, 2, 4, 6]");
     REQUIRE(warnings.lines.size() == 1);
-    CHECK(warnings.lines[0] == "ignore_errors: dropped 3 element(s) whose production failed (3 in all); first error: "
-                               "invalid_argument: map function `fail_odd`: odd 1");
+    CHECK(warnings.lines[0] ==
+          "ignore_errors: dropped 3 element(s) whose production failed (3 in all); first error: "
+          "invalid_argument: map function `fail_odd`: odd 1");
   }
   {
     Warnings warnings;
@@ -210,8 +228,9 @@ TEST_CASE("ignore_errors skips bad records and a corrupt file in real TFRecord i
   // Records that are not Examples are dropped after parse_example.
   auto ok = serialize_example({{"x", Tensor::scalar(int64_t{5})}});
   REQUIRE(ok.ok());
-  Dataset mixed = Dataset::from_tensor_slices(Element{Tensor::vector<std::string>({*ok, "\xff\xff", *ok})})
-                      .parse_example("x: int64")
-                      .ignore_errors();
+  Dataset mixed =
+    Dataset::from_tensor_slices(Element{Tensor::vector<std::string>({*ok, "\xff\xff", *ok})})
+      .parse_example("x: int64")
+      .ignore_errors();
   CHECK(show(mixed) == "[5, 5]");
 }

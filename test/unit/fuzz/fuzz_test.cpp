@@ -38,7 +38,8 @@ std::string read_bytes(const std::string& path) {
 }
 
 void write_bytes(const std::string& path, std::string_view data) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc).write(data.data(), static_cast<std::streamsize>(data.size()));
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+    .write(data.data(), static_cast<std::streamsize>(data.size()));
 }
 
 uint64_t env_or(const char* name, uint64_t fallback) {
@@ -47,8 +48,9 @@ uint64_t env_or(const char* name, uint64_t fallback) {
 }
 
 // The seeds: the committed files, or (CONVEYOR_FUZZ_WRITE_CORPUS=1) `generate`'s, written first.
-std::vector<std::string> load_corpus(const std::string& target,
-                                     const std::function<std::map<std::string, std::string>()>& generate) {
+std::vector<std::string>
+load_corpus(const std::string& target,
+            const std::function<std::map<std::string, std::string>()>& generate) {
   const auto dir = corpus_dir(target);
   if (env_or("CONVEYOR_FUZZ_WRITE_CORPUS", 0) == 1) {
     fs::create_directories(dir);
@@ -245,7 +247,8 @@ bool tfrecord_one(const std::string& input) {
 std::map<std::string, std::string> text_seeds() {
   return {
     {"pipeline-1", "range(100).map(square).shuffle(16, seed=3).batch(8)"},
-    {"pipeline-2", "zip(range(3), from_tensor_slices([\"a\", \"b\", \"c\"])).map(scale(factor=2.5))"},
+    {"pipeline-2",
+     "zip(range(3), from_tensor_slices([\"a\", \"b\", \"c\"])).map(scale(factor=2.5))"},
     {"pipeline-3", "range(10).filter(is_even).repeat(2).take(7).prefetch(AUTOTUNE)"},
     {"pipeline-4", "from_tensor_slices([[1, 2], [3, 4]]).padded_batch(2, drop_remainder=true)"},
     {"element-1", "(1, \"a\", [true, false], int32(7), float64(2.5))"},

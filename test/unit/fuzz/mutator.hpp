@@ -14,7 +14,8 @@ namespace conveyor::fuzz {
 
 class Mutator {
 public:
-  Mutator(uint64_t seed, std::vector<std::string> corpus) : rng_(seed), corpus_(std::move(corpus)) {}
+  Mutator(uint64_t seed, std::vector<std::string> corpus)
+    : rng_(seed), corpus_(std::move(corpus)) {}
 
   std::string next() {
     std::string s = corpus_.empty() ? std::string{} : corpus_[pick(corpus_.size())];
@@ -33,10 +34,26 @@ private:
   }
 
   void mutate(std::string& s) {
-    static const uint64_t kInteresting[] = {0, 1, 2, 7, 8, 16, 127, 128, 255, 256, 0x7fff, 0xffff,
-                                            0x7fffffff, 0x80000000ull, 0xffffffffull,
-                                            0x7fffffffffffffffull, 0x8000000000000000ull,
-                                            ~uint64_t{0}, 1ull << 31, 1ull << 40};
+    static const uint64_t kInteresting[] = {0,
+                                            1,
+                                            2,
+                                            7,
+                                            8,
+                                            16,
+                                            127,
+                                            128,
+                                            255,
+                                            256,
+                                            0x7fff,
+                                            0xffff,
+                                            0x7fffffff,
+                                            0x80000000ull,
+                                            0xffffffffull,
+                                            0x7fffffffffffffffull,
+                                            0x8000000000000000ull,
+                                            ~uint64_t{0},
+                                            1ull << 31,
+                                            1ull << 40};
     switch (pick(8)) {
       case 0: // flip a bit
         if (!s.empty())

@@ -67,10 +67,10 @@ std::string write_journal(const std::string& dir, const std::vector<Update>& rec
 struct Case {
   const char* name;
   std::function<void(const std::string& segment)> damage;
-  int64_t offset;                 // where the error must point
-  std::string record;             // "(record N" in the message, or "" for file-level damage
-  std::string why;                // part of the message
-  std::size_t kept;               // records a recovery keeps
+  int64_t offset;     // where the error must point
+  std::string record; // "(record N" in the message, or "" for file-level damage
+  std::string why;    // part of the message
+  std::size_t kept;   // records a recovery keeps
 };
 
 } // namespace
@@ -97,11 +97,16 @@ TEST_CASE("journal damage is refused naming file, offset and record, and changes
      },
      -1, "", "checksum does not match", 0},
     {"garbage appended",
-     [](const std::string& seg) { std::ofstream(seg, std::ios::binary | std::ios::app) << std::string(100, 'G'); },
+     [](const std::string& seg) {
+       std::ofstream(seg, std::ios::binary | std::ios::app) << std::string(100, 'G');
+     },
      offset_of(records, n), "(record " + std::to_string(n + 1) + ",", "header's checksum", n},
     {"zeros appended (more than a record header)",
-     [](const std::string& seg) { std::ofstream(seg, std::ios::binary | std::ios::app) << std::string(300, '\0'); },
-     offset_of(records, n), "(record " + std::to_string(n + 1) + ",", "zeros instead of a record header", n},
+     [](const std::string& seg) {
+       std::ofstream(seg, std::ios::binary | std::ios::app) << std::string(300, '\0');
+     },
+     offset_of(records, n), "(record " + std::to_string(n + 1) + ",",
+     "zeros instead of a record header", n},
     {"a complete last record with a bad payload checksum",
      [&](const std::string& seg) {
        auto d = read_bytes(seg);
@@ -115,13 +120,13 @@ TEST_CASE("journal damage is refused naming file, offset and record, and changes
        d += d.substr(static_cast<std::size_t>(offset_of(records, n - 1)));
        write_bytes(seg, d);
      },
-     offset_of(records, n), "(record " + std::to_string(n + 1) + ",", "sequence number " + std::to_string(n), n},
+     offset_of(records, n), "(record " + std::to_string(n + 1) + ",",
+     "sequence number " + std::to_string(n), n},
     {"garbage replacing the journal",
-     [](const std::string& seg) { write_bytes(seg, std::string(5000, 'x')); },
-     0, "", "bad magic", 0},
-    {"a zero-byte journal",
-     [](const std::string& seg) { write_bytes(seg, ""); },
-     0, "", "shorter than its 32-byte header", 0},
+     [](const std::string& seg) { write_bytes(seg, std::string(5000, 'x')); }, 0, "", "bad magic",
+     0},
+    {"a zero-byte journal", [](const std::string& seg) { write_bytes(seg, ""); }, 0, "",
+     "shorter than its 32-byte header", 0},
   };
   for (const auto& c : cases) {
     CAPTURE(c.name);

@@ -34,7 +34,8 @@ std::vector<Update> history(int rounds) {
     out.push_back(RegisterWorkerRecord{w2, "127.0.0.1:" + std::to_string(w2), i});
     job_id_t job = static_cast<job_id_t>(i + 1);
     if (i % 2) // a named job of its own iteration (format 8)
-      out.push_back(CreateNamedJobRecord{CreateJobRecord{job, ds, "named" + ds, 1, -1, "AUTO", i}, i});
+      out.push_back(
+        CreateNamedJobRecord{CreateJobRecord{job, ds, "named" + ds, 1, -1, "AUTO", i}, i});
     else
       out.push_back(CreateJobRecord{job, ds, "", 1, -1, "AUTO", i});
     task_id_t t1 = t++, t2 = t++;
@@ -203,7 +204,8 @@ TEST_CASE("a corrupt record before the tail stops start-up naming the file and o
   CHECK(j.status().code() == ErrorCode::data_loss);
   CHECK(j.status().message().rfind(segment + " at byte " + std::to_string(offset) +
                                      " (record 3, number 3 in this file): the record's payload "
-                                     "checksum does not match", 0) == 0);
+                                     "checksum does not match",
+                                   0) == 0);
   // Nothing was truncated: the evidence stays for the operator.
   CHECK(file_size(segment) > offset + 100);
 }
@@ -220,8 +222,7 @@ TEST_CASE("a record the state refuses stops start-up too") {
   auto j = Journal::open(JournalOptions{dir.path()}, state);
   REQUIRE_FALSE(j.ok());
   CHECK(j.status().message().find("at byte 32 (record 1, number 1 in this file): the state "
-                                  "refused the record") !=
-        std::string::npos);
+                                  "refused the record") != std::string::npos);
 }
 
 TEST_CASE("compaction: a snapshot plus a new segment replays to the same state") {
@@ -312,18 +313,21 @@ TEST_CASE("group fsync: callbacks run in append order, after their group is on d
   CHECK(j->groups_synced() <= 3);
 }
 
-TEST_CASE("named-job repetitions, split sizes and the cross-trainer cache mode survive replay and snapshots") {
+TEST_CASE("named-job repetitions, split sizes and the cross-trainer cache mode survive replay and "
+          "snapshots") {
   using conveyor::msg::CacheSharing;
   std::vector<Update> records;
   records.push_back(RegisterDatasetRecord{"1000", "fp", "def", 1, 0});
   records.push_back(CreateJobRecord{1, "1000", "trainer", 1, -1, "AUTO", 1, 512});
-  records.push_back(ReleaseJobRecord{1, 2}); // kept until forgotten; the name's next reading is repetition 1
+  records.push_back(
+    ReleaseJobRecord{1, 2}); // kept until forgotten; the name's next reading is repetition 1
   records.push_back(CreateJobRecord{2, "1000", "trainer", 1, -1, "AUTO", 3, 256});
   records.push_back(CreateJobRecord{4, "1000", "cached", 0, -1, "AUTO", 3, 0,
                                     static_cast<uint8_t>(CacheSharing::window)});
   records.push_back(CreateJobRecord{5, "1000", "epoch", 0, -1, "AUTO", 3, 0,
                                     static_cast<uint8_t>(CacheSharing::whole_epoch)});
-  records.push_back(CreateNamedJobRecord{CreateJobRecord{6, "1000", "trainer", 1, -1, "AUTO", 3, 256}, 7});
+  records.push_back(
+    CreateNamedJobRecord{CreateJobRecord{6, "1000", "trainer", 1, -1, "AUTO", 3, 256}, 7});
   records.push_back(ReleaseJobRecord{6, 4});
   records.push_back(ForgetJobRecord{6, 5}); // job GC: iteration 7 may run again
   DispatcherState live = apply_all(records);
@@ -368,7 +372,8 @@ TEST_CASE("splits held at a crash survive replay and snapshots") {
   std::vector<Update> records;
   records.push_back(RegisterDatasetRecord{"1000", "fp", "def", 1, 0});
   records.push_back(CreateJobRecord{1, "1000", "", 1, -1, "AUTO", 1, 10});
-  records.push_back(SplitPositionRecord{1, 0, 0, 2, 2, 2, {{0, 0, 0, 10, ""}, {0, 1, 10, 20, "f.txt"}}, {}});
+  records.push_back(
+    SplitPositionRecord{1, 0, 0, 2, 2, 2, {{0, 0, 0, 10, ""}, {0, 1, 10, 20, "f.txt"}}, {}});
   records.push_back(SplitPositionRecord{1, 0, 0, 0, 0, 3, {}, {{0, 0}}});
   DispatcherState live = apply_all(records);
   REQUIRE(live.job(1) != nullptr);

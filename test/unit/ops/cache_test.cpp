@@ -20,7 +20,8 @@ TEST_CASE("memory cache: a partial pass is not recorded") {
   test::register_test_functions();
   test::count_calls = 0;
   // take(2) abandons each pass of the cache early, so every pass reads the input again.
-  CHECK(test::show(Dataset::range(5).map("test_count_calls").cache().take(2).repeat(2)) == "[0, 1, 0, 1]");
+  CHECK(test::show(Dataset::range(5).map("test_count_calls").cache().take(2).repeat(2)) ==
+        "[0, 1, 0, 1]");
   CHECK(test::count_calls == 4);
 }
 
@@ -45,7 +46,8 @@ TEST_CASE("file cache: committed after a complete pass, then read by a new itera
   CHECK(!std::filesystem::exists(prefix + ".cache")); // a partial pass is not committed
   it->reset();
   // ...and leaves no temporary files behind.
-  CHECK(std::distance(std::filesystem::directory_iterator(dir.path()), std::filesystem::directory_iterator()) == 0);
+  CHECK(std::distance(std::filesystem::directory_iterator(dir.path()),
+                      std::filesystem::directory_iterator()) == 0);
 
   CHECK(test::show(ds) == "[0, 1, 4, 9, 16, 25]");
   CHECK(std::filesystem::exists(prefix + ".cache"));
@@ -60,7 +62,8 @@ TEST_CASE("file cache: committed after a complete pass, then read by a new itera
 
 TEST_CASE("file cache keeps strings, tuples and tensors intact") {
   test::TempDir dir;
-  auto ds = Dataset::zip({Dataset::range(3).map("to_string"), Dataset::range(3).batch(2).repeat(2)}).cache(dir.file("c"));
+  auto ds = Dataset::zip({Dataset::range(3).map("to_string"), Dataset::range(3).batch(2).repeat(2)})
+              .cache(dir.file("c"));
   auto first = test::show(ds);
   CHECK(first == "[(\"0\", [0, 1]), (\"1\", [2]), (\"2\", [0, 1])]");
   CHECK(test::show(ds) == first);

@@ -47,12 +47,14 @@ const FunctionRef kOneInThree("mod_eq", {{"m", int64_t{3}}, {"r", int64_t{1}}});
 
 TEST_CASE("range produces exactly the elements of its splits, then ends") {
   test::FakeSplitProvider provider({{Split{0, 0, 0, 3, ""}, Split{0, 1, 5, 7, ""}}});
-  CHECK(test::str(run_with(Dataset::range(10, 30, 2), provider).elements) == "[10, 12, 14, 20, 22]");
+  CHECK(test::str(run_with(Dataset::range(10, 30, 2), provider).elements) ==
+        "[10, 12, 14, 20, 22]");
 }
 
 TEST_CASE("from_tensor_slices produces its splits' slices - a split out of range is out_of_range") {
   test::FakeSplitProvider provider({{Split{0, 0, 2, 4, ""}}});
-  CHECK(test::str(run_with(Dataset::from_tensor_slices(test::ints({5, 6, 7, 8, 9})), provider).elements) ==
+  CHECK(test::str(
+          run_with(Dataset::from_tensor_slices(test::ints({5, 6, 7, 8, 9})), provider).elements) ==
         "[7, 8]");
   test::FakeSplitProvider bad({{Split{0, 0, 3, 9, ""}}});
   IteratorContext ctx;
@@ -68,33 +70,39 @@ TEST_CASE("from_tensor_slices produces its splits' slices - a split out of range
 
 TEST_CASE("repeat above the source asks the provider for the next epoch") {
   test::FakeSplitProvider provider(test::FakeSplitProvider::range_splits(5, 2, 2));
-  CHECK(test::str(run_with(Dataset::range(5).repeat(), provider).elements) == "[0, 1, 2, 3, 4, 0, 1, 2, 3, 4]");
+  CHECK(test::str(run_with(Dataset::range(5).repeat(), provider).elements) ==
+        "[0, 1, 2, 3, 4, 0, 1, 2, 3, 4]");
 }
 
 TEST_CASE("file sources read the files of their splits") {
   test::TempDir dir;
   test::write_file(dir.file("a"), "a1\na2\n");
   test::write_file(dir.file("b"), "b1\n");
-  test::FakeSplitProvider provider({{Split{0, 0, 0, 0, dir.file("b")}, Split{0, 1, 0, 0, dir.file("a")}}});
+  test::FakeSplitProvider provider(
+    {{Split{0, 0, 0, 0, dir.file("b")}, Split{0, 1, 0, 0, dir.file("a")}}});
   // The dataset's own file list is ignored: the provider decides.
-  CHECK(test::str(run_with(Dataset::text_lines({dir.file("a")}), provider).elements) == "[\"b1\", \"a1\", \"a2\"]");
+  CHECK(test::str(run_with(Dataset::text_lines({dir.file("a")}), provider).elements) ==
+        "[\"b1\", \"a1\", \"a2\"]");
 
   test::FakeSplitProvider files({{Split{0, 0, 0, 0, "x"}, Split{0, 1, 0, 0, "y"}}});
-  CHECK(test::str(run_with(Dataset::list_files(dir.path() + "/*"), files).elements) == "[\"x\", \"y\"]");
+  CHECK(test::str(run_with(Dataset::list_files(dir.path() + "/*"), files).elements) ==
+        "[\"x\", \"y\"]");
 }
 
-TEST_CASE("interrupted by `unavailable` at random points, the output equals the uninterrupted one") {
+TEST_CASE(
+  "interrupted by `unavailable` at random points, the output equals the uninterrupted one") {
   auto main = Dataset::range(100)
-                  .shuffle(8, 3)
-                  .repeat(2)
-                  .filter(kOneInThree)
-                  .interleave(FunctionRef("repeat_fn", {{"count", int64_t{2}}}), 3, 2)
-                  .batch(4)
-                  .shuffle(5, 9);
-  auto ds = Dataset::zip({main, Dataset::source(FunctionRef("counter", {{"start", int64_t{1000}},
-                                                                         {"stop", int64_t{100000}}}))})
-                .enumerate()
-                .take(30);
+                .shuffle(8, 3)
+                .repeat(2)
+                .filter(kOneInThree)
+                .interleave(FunctionRef("repeat_fn", {{"count", int64_t{2}}}), 3, 2)
+                .batch(4)
+                .shuffle(5, 9);
+  auto ds =
+    Dataset::zip({main, Dataset::source(FunctionRef(
+                          "counter", {{"start", int64_t{1000}}, {"stop", int64_t{100000}}}))})
+      .enumerate()
+      .take(30);
   // With one consumer taking every split in order, DYNAMIC gives the plain dataset's output.
   const std::string expected = test::show(ds);
   REQUIRE(test::run(ds).size() == 30);
@@ -114,13 +122,13 @@ TEST_CASE("interrupted by `unavailable` at random points, the output equals the 
 
 TEST_CASE("parallel map, prefetch and cache hand `unavailable` up in stream order and keep going") {
   auto ds = Dataset::range(60)
-                .map("test_sleep_desc", 3)
-                .prefetch(4)
-                .batch(5)
-                .map("identity", 2)
-                .unbatch()
-                .cache()
-                .enumerate(100);
+              .map("test_sleep_desc", 3)
+              .prefetch(4)
+              .batch(5)
+              .map("identity", 2)
+              .unbatch()
+              .cache()
+              .enumerate(100);
   const std::string expected = test::show(ds);
   for (uint64_t seed : {5, 6}) {
     CAPTURE(seed);
@@ -139,7 +147,8 @@ TEST_CASE("skip, shard and unbatch resume mid-way too") {
   CHECK(test::str(run_with(ds, flaky).elements) == expected);
 }
 
-TEST_CASE("two workers sharing the real split provider produce every element exactly once per epoch") {
+TEST_CASE(
+  "two workers sharing the real split provider produce every element exactly once per epoch") {
   auto ds = Dataset::range(100).map("square").repeat(2);
   SplitOptions options;
   options.range_split_size = 8;

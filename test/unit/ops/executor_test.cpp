@@ -67,7 +67,8 @@ TEST_CASE("executor: queues with work are served in turn, one item each") {
 
 // Per-job fairness: a job with three queues (three parallel maps) gets the threads as often as a
 // job with one queue and a posted item (its task actor), not three times as often.
-TEST_CASE("executor: groups with work are served in turn, and within a group its queues and posts") {
+TEST_CASE(
+  "executor: groups with work are served in turn, and within a group its queues and posts") {
   Executor ex(1, 1);
   RunOrder run;
   Gate gate;
@@ -113,7 +114,8 @@ TEST_CASE("executor: groups get equal thread time whatever the length of their i
     const auto start = clock::now();
     while (clock::now() < start + g.item) {
     }
-    g.held_us += std::chrono::duration_cast<std::chrono::microseconds>(clock::now() - start).count();
+    g.held_us +=
+      std::chrono::duration_cast<std::chrono::microseconds>(clock::now() - start).count();
     ++g.items;
     if (clock::now() < deadline)
       ex.post([&] { run(g); }, g.group);
@@ -126,7 +128,8 @@ TEST_CASE("executor: groups get equal thread time whatever the length of their i
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   REQUIRE(slow.done);
   REQUIRE(quick.done);
-  const double share = static_cast<double>(quick.held_us) / static_cast<double>(slow.held_us + quick.held_us);
+  const double share =
+    static_cast<double>(quick.held_us) / static_cast<double>(slow.held_us + quick.held_us);
   INFO("quick items: " << quick.items.load() << " (" << quick.held_us / 1000 << " ms), slow items: "
                        << slow.items.load() << " (" << slow.held_us / 1000 << " ms)");
   // In plain turns the quick group got 400 / 4400 = 9%.
@@ -144,7 +147,10 @@ TEST_CASE("executor: run_one runs the queue's oldest pending item on the calling
   auto q = ex.make_queue();
   std::vector<int> ran;
   std::thread::id where;
-  q->submit([&] { ran.push_back(1); where = std::this_thread::get_id(); });
+  q->submit([&] {
+    ran.push_back(1);
+    where = std::this_thread::get_id();
+  });
   q->submit([&] { ran.push_back(2); });
   CHECK(q->run_one());
   CHECK((where == std::this_thread::get_id()));
@@ -251,8 +257,9 @@ TEST_CASE("executor: items that compute get an extra thread only after kLongItem
   // Only where the spinning thread got most of a core early on: on a machine so busy that it
   // did not, it looks blocked to the supervisor (and a thread may rightly be added early).
   if (early_cpu < early / 2) {
-    MESSAGE("the spinning item got only " << early_cpu.count() / 1000000 << " ms of CPU in its first "
-                                          << early.count() << " ms: the early count is not checked");
+    MESSAGE("the spinning item got only " << early_cpu.count() / 1000000
+                                          << " ms of CPU in its first " << early.count()
+                                          << " ms: the early count is not checked");
     return;
   }
   CHECK(early_threads == 1);
@@ -281,7 +288,8 @@ TEST_CASE("executor: parallel maps and prefetches of many iterators share its th
   // thread per prefetch, 24 of them started 24 x 10 = 240 threads.
   std::vector<std::unique_ptr<Iterator>> its;
   for (int i = 0; i < 24; ++i) {
-    auto it = Dataset::range(200).map("square", 8).prefetch(4).map("square", 8).prefetch(2).make_iterator();
+    auto it =
+      Dataset::range(200).map("square", 8).prefetch(4).map("square", 8).prefetch(2).make_iterator();
     REQUIRE(it.ok());
     Element e;
     bool end = false;
@@ -310,7 +318,8 @@ TEST_CASE("executor: a pipeline completes while every executor thread is blocked
     blockers->submit([&] { gate.wait(); });
   REQUIRE(gate.wait_for_waiters(shared.threads()));
   // No executor thread is free: maps and prefetches run their queued work on this thread.
-  auto it = Dataset::range(300).map("square", 4).prefetch(2).map("square", 3).prefetch(5).make_iterator();
+  auto it =
+    Dataset::range(300).map("square", 4).prefetch(2).map("square", 3).prefetch(5).make_iterator();
   REQUIRE(it.ok());
   std::vector<Element> out;
   REQUIRE(test::drain(**it, out).ok());

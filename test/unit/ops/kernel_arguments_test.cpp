@@ -27,7 +27,8 @@ void check_rejected(const Dataset& ds, const std::string& mentions) {
 TEST_CASE("every kernel rejects out-of-range arguments with a message naming them") {
   check_rejected(Dataset::range(0, 3, 0), "`step`");
   check_rejected(Dataset::from_tensor_slices(Element{Tensor::scalar(int64_t{1})}), "scalar");
-  check_rejected(Dataset::from_tensor_slices(Element{{Tensor::vector<int64_t>({1}), Tensor::vector<int64_t>({1, 2})}}),
+  check_rejected(Dataset::from_tensor_slices(
+                   Element{{Tensor::vector<int64_t>({1}), Tensor::vector<int64_t>({1, 2})}}),
                  "[1] and [2]");
   check_rejected(Dataset::range(3).map("square", -5), "`num_parallel_calls`");
   check_rejected(Dataset::range(3).interleave("range_fn", 4, 0), "`block_length`");
@@ -45,10 +46,10 @@ TEST_CASE("every kernel rejects out-of-range arguments with a message naming the
 
 TEST_CASE("unknown or wrongly-kinded functions are errors naming the function") {
   const std::vector<std::pair<Dataset, std::string>> cases = {
-      {Dataset::range(3).map("nope_fn"), "nope_fn"},
-      {Dataset::range(3).filter("square"), "square"},
-      {Dataset::range(3).flat_map("is_even"), "is_even"},
-      {Dataset::source("range_fn"), "range_fn"},
+    {Dataset::range(3).map("nope_fn"), "nope_fn"},
+    {Dataset::range(3).filter("square"), "square"},
+    {Dataset::range(3).flat_map("is_even"), "is_even"},
+    {Dataset::source("range_fn"), "range_fn"},
   };
   for (const auto& [ds, name] : cases) {
     CAPTURE(name);

@@ -29,7 +29,8 @@ constexpr bool kHeapMeasurable = true;
 
 // Heap that `count` fresh copies of what `make` builds hold (in a reserved vector, so that only
 // the elements' own heap counts), and what element_heap_bytes says they hold.
-std::pair<int64_t, int64_t> measured_and_counted(const std::function<Element(int)>& make, int count) {
+std::pair<int64_t, int64_t> measured_and_counted(const std::function<Element(int)>& make,
+                                                 int count) {
   std::vector<Element> held;
   held.reserve(static_cast<std::size_t>(count));
   const int64_t before = heap_in_use();
@@ -48,7 +49,8 @@ Element range_element(int i) { // what range yields: one int64 scalar
 
 } // namespace
 
-TEST_CASE("memory footprint: element_heap_bytes matches the heap in use within 2x for every element shape") {
+TEST_CASE("memory footprint: element_heap_bytes matches the heap in use within 2x for every "
+          "element shape") {
   struct Shape {
     const char* name;
     std::function<Element(int)> make;
@@ -57,15 +59,24 @@ TEST_CASE("memory footprint: element_heap_bytes matches the heap in use within 2
   const std::vector<Shape> shapes = {
     {"int64 scalar", range_element, 100000},
     {"float vector [100]", [](int) { return Element{Tensor(DType::float32, {100})}; }, 20000},
-    {"int32 [2, 3]", [](int) { return Element{Tensor(DType::int32, {2, 3})}; }, 50000},
+    {"int32 [2, 3]",
+     [](int) {
+       return Element{Tensor(DType::int32, {2, 3})};
+     },
+     50000},
     {"short string", [](int) { return Element{Tensor::scalar("ab")}; }, 100000},
-    {"1 KB string", [](int i) { return Element{Tensor::scalar(std::string(1000, char('a' + i % 26)))}; }, 5000},
+    {"1 KB string",
+     [](int i) { return Element{Tensor::scalar(std::string(1000, char('a' + i % 26)))}; }, 5000},
     {"string vector [10] of 30 bytes",
-     [](int) { return Element{*Tensor::from_values<std::string>({10}, std::vector<std::string>(10, std::string(30, 'x')))}; },
+     [](int) {
+       return Element{*Tensor::from_values<std::string>(
+         {10}, std::vector<std::string>(10, std::string(30, 'x')))};
+     },
      10000},
     {"(int64, string, float64 [4]) tuple",
      [](int i) {
-       return Element{std::vector<Tensor>{Tensor::scalar(int64_t{i}), Tensor::scalar("abc"), Tensor(DType::float64, {4})}};
+       return Element{std::vector<Tensor>{Tensor::scalar(int64_t{i}), Tensor::scalar("abc"),
+                                          Tensor(DType::float64, {4})}};
      },
      50000},
     {"1 MB int64 vector", [](int) { return Element{Tensor(DType::int64, {131072})}; }, 20},
@@ -113,7 +124,8 @@ std::pair<Status, int64_t> fail_and_measure(const std::string& text, MemoryBudge
 
 } // namespace
 
-TEST_CASE("memory budget: shuffle, batch, cache, padded_batch and bytes() fail before holding twice their budget") {
+TEST_CASE("memory budget: shuffle, batch, cache, padded_batch and bytes() fail before holding "
+          "twice their budget") {
   constexpr int64_t kLimit = 20'000'000;
   const std::vector<std::pair<std::string, const char*>> cases = {
     {"range(1000000000).shuffle(1000000000)", "`shuffle`"},
@@ -161,7 +173,8 @@ TEST_CASE("memory budget: a parent budget (--memory-limit) holds for its jobs to
   CHECK(!unbounded_job.charge(1, "cache").ok());
 }
 
-TEST_CASE("memory budget: check_allocation asks the budget of the pipeline running on this thread") {
+TEST_CASE(
+  "memory budget: check_allocation asks the budget of the pipeline running on this thread") {
   CHECK(check_allocation(int64_t{1} << 40, "bytes").ok()); // no pipeline: unbounded
   MemoryBudget budget(1000);
   {

@@ -52,10 +52,11 @@ void register_test_functions() {
         v.push_back(i);
       return Element{Tensor::vector(v)};
     }));
-    add_or_fail(map_def("test_count_calls", {}, [](const Element& e, const Params&) -> Expected<Element> {
-      ++count_calls;
-      return e;
-    }));
+    add_or_fail(
+      map_def("test_count_calls", {}, [](const Element& e, const Params&) -> Expected<Element> {
+        ++count_calls;
+        return e;
+      }));
     add_or_fail(map_def("test_fail_on", {{"value", int64_t{0}}},
                         [](const Element& e, const Params& p) -> Expected<Element> {
                           auto x = int_scalar("test_fail_on", e);
@@ -66,13 +67,14 @@ void register_test_functions() {
                           return e;
                         }));
     // Sleeps longer for smaller values, so parallel calls finish out of input order.
-    add_or_fail(map_def("test_sleep_desc", {}, [](const Element& e, const Params&) -> Expected<Element> {
-      auto x = int_scalar("test_sleep_desc", e);
-      if (!x.ok())
-        return x.status();
-      std::this_thread::sleep_for(std::chrono::microseconds(200 * (8 - *x % 8)));
-      return Element{Tensor::scalar(*x * 10)};
-    }));
+    add_or_fail(
+      map_def("test_sleep_desc", {}, [](const Element& e, const Params&) -> Expected<Element> {
+        auto x = int_scalar("test_sleep_desc", e);
+        if (!x.ok())
+          return x.status();
+        std::this_thread::sleep_for(std::chrono::microseconds(200 * (8 - *x % 8)));
+        return Element{Tensor::scalar(*x * 10)};
+      }));
   });
 }
 
@@ -137,12 +139,12 @@ void write_file(const std::string& path, const std::string& content) {
   REQUIRE(f.good());
 }
 
-FakeSplitProvider::FakeSplitProvider(std::vector<std::vector<Split>> epochs, double unavailable_probability,
-                                     uint64_t seed)
-    : epochs_(std::move(epochs)), probability_(unavailable_probability), rng_(seed) {}
+FakeSplitProvider::FakeSplitProvider(std::vector<std::vector<Split>> epochs,
+                                     double unavailable_probability, uint64_t seed)
+  : epochs_(std::move(epochs)), probability_(unavailable_probability), rng_(seed) {}
 
-std::vector<std::vector<Split>> FakeSplitProvider::range_splits(int64_t num_elements, int64_t split_size,
-                                                                int64_t num_epochs) {
+std::vector<std::vector<Split>>
+FakeSplitProvider::range_splits(int64_t num_elements, int64_t split_size, int64_t num_epochs) {
   std::vector<std::vector<Split>> epochs(num_epochs);
   for (int64_t e = 0; e < num_epochs; ++e)
     for (int64_t begin = 0, i = 0; begin < num_elements; begin += split_size, ++i)

@@ -16,7 +16,8 @@ using namespace conveyor;
 namespace {
 
 // The first error of `ds` under `policy` (OK if it runs to the end); the elements in `out`.
-Status run_confined(const Dataset& ds, const PathPolicy* policy, std::vector<Element>* out = nullptr) {
+Status run_confined(const Dataset& ds, const PathPolicy* policy,
+                    std::vector<Element>* out = nullptr) {
   IteratorContext ctx;
   ctx.paths = policy;
   auto it = ds.make_iterator(ctx);
@@ -53,8 +54,9 @@ TEST_CASE("path policy: files under a root are read, others refused with the pat
   CHECK(st.code() == ErrorCode::permission_denied);
   CHECK(st.message().find("`text_lines`") != std::string::npos);
   CHECK(st.message().find(d.other.file("secret.txt")) != std::string::npos);
-  CHECK(st.message().find("--allow-path " + std::filesystem::canonical(d.allowed.path()).string()) !=
-        std::string::npos);
+  CHECK(
+    st.message().find("--allow-path " + std::filesystem::canonical(d.allowed.path()).string()) !=
+    std::string::npos);
   CHECK(out.empty());
   st = run_confined(Dataset::text_lines({"/etc/passwd"}), d.policy.get());
   CHECK(st.code() == ErrorCode::permission_denied);
@@ -67,7 +69,8 @@ TEST_CASE("path policy: `..` and symbolic links are resolved before the check") 
   Dirs d;
   // ../ out of the root
   const std::string escape = d.allowed.path() + "/../" +
-                             std::filesystem::path(d.other.path()).filename().string() + "/secret.txt";
+                             std::filesystem::path(d.other.path()).filename().string() +
+                             "/secret.txt";
   Status st = run_confined(Dataset::text_lines({escape}), d.policy.get());
   CHECK(st.code() == ErrorCode::permission_denied);
   CHECK(st.message().find("resolved to") != std::string::npos);
@@ -82,7 +85,9 @@ TEST_CASE("path policy: `..` and symbolic links are resolved before the check") 
   // `..` that stays inside is fine
   std::filesystem::create_directory(d.allowed.file("sub"));
   std::vector<Element> out;
-  CHECK(run_confined(Dataset::text_lines({d.allowed.path() + "/./sub/../a.txt"}), d.policy.get(), &out).ok());
+  CHECK(
+    run_confined(Dataset::text_lines({d.allowed.path() + "/./sub/../a.txt"}), d.policy.get(), &out)
+      .ok());
   CHECK(out.size() == 2);
   // a root that is a prefix of another directory's name does not admit it
   auto prefix_only = PathPolicy::make({d.allowed.path()});
@@ -93,7 +98,8 @@ TEST_CASE("path policy: `..` and symbolic links are resolved before the check") 
 TEST_CASE("path policy: list_files, cache and inner datasets are confined") {
   Dirs d;
   std::vector<Element> out;
-  CHECK(run_confined(Dataset::list_files(d.allowed.path() + "/*.txt", false), d.policy.get(), &out).ok());
+  CHECK(run_confined(Dataset::list_files(d.allowed.path() + "/*.txt", false), d.policy.get(), &out)
+          .ok());
   CHECK(out.size() == 1);
   Status st = run_confined(Dataset::list_files(d.other.path() + "/*.txt", false), d.policy.get());
   CHECK(st.code() == ErrorCode::permission_denied);
@@ -112,14 +118,17 @@ TEST_CASE("path policy: list_files, cache and inner datasets are confined") {
 
   // a dataset a function returns (interleave over file names) is confined like its parent
   Element names = Element{Tensor::vector(std::vector<std::string>{d.other.file("secret.txt")})};
-  st = run_confined(Dataset::from_tensor_slices(names).interleave("text_lines_fn", 1), d.policy.get());
+  st =
+    run_confined(Dataset::from_tensor_slices(names).interleave("text_lines_fn", 1), d.policy.get());
   CHECK(st.code() == ErrorCode::permission_denied);
 }
 
-TEST_CASE("path policy: a file pattern outside the roots is refused before its directory is listed") {
+TEST_CASE(
+  "path policy: a file pattern outside the roots is refused before its directory is listed") {
   Dirs d;
   std::vector<Element> out;
-  CHECK(run_confined(Dataset::text_lines({d.allowed.path() + "/*.txt"}), d.policy.get(), &out).ok());
+  CHECK(
+    run_confined(Dataset::text_lines({d.allowed.path() + "/*.txt"}), d.policy.get(), &out).ok());
   CHECK(out.size() == 2);
   // The refusal names the directory, not what it holds: no match's name, and no "no files match".
   for (const std::string& pattern : {d.other.path() + "/*.txt", d.other.path() + "/nothing*"}) {
@@ -131,17 +140,19 @@ TEST_CASE("path policy: a file pattern outside the roots is refused before its d
     st = run_confined(Dataset::tfrecord({pattern}), d.policy.get());
     CHECK(st.code() == ErrorCode::permission_denied);
     // FILE sharding expands the patterns on the worker, under the same roots.
-    auto sharded = apply_sharding(Dataset::text_lines({pattern}), ShardingPolicy::file, 1, 0, d.policy.get());
+    auto sharded =
+      apply_sharding(Dataset::text_lines({pattern}), ShardingPolicy::file, 1, 0, d.policy.get());
     REQUIRE_FALSE(sharded.ok());
     CHECK(sharded.status().code() == ErrorCode::permission_denied);
     CHECK(sharded.status().message().find("secret") == std::string::npos);
   }
-  CHECK(apply_sharding(Dataset::text_lines({d.allowed.path() + "/*.txt"}), ShardingPolicy::file, 1, 0,
-                       d.policy.get())
+  CHECK(apply_sharding(Dataset::text_lines({d.allowed.path() + "/*.txt"}), ShardingPolicy::file, 1,
+                       0, d.policy.get())
           .ok());
 }
 
-TEST_CASE("path policy: the dispatcher's DYNAMIC split providers list patterns only under its roots") {
+TEST_CASE(
+  "path policy: the dispatcher's DYNAMIC split providers list patterns only under its roots") {
   Dirs d;
   auto dispatcher = PathPolicy::make({d.allowed.path()}, "dispatcher");
   REQUIRE(dispatcher.ok());
@@ -164,7 +175,8 @@ TEST_CASE("path policy: the dispatcher's DYNAMIC split providers list patterns o
   options.paths = none->get();
   auto made = make_split_provider(Dataset::text_lines({d.allowed.path() + "/*.txt"}), options);
   REQUIRE_FALSE(made.ok());
-  CHECK(made.status().message().find("the dispatcher was started without --allow-path") != std::string::npos);
+  CHECK(made.status().message().find("the dispatcher was started without --allow-path") !=
+        std::string::npos);
 }
 
 TEST_CASE("path policy: no roots allows nothing - bad roots are refused - no policy allows all") {
@@ -202,7 +214,8 @@ Status run_budgeted(const Dataset& ds, MemoryBudget& budget, std::vector<Element
 }
 } // namespace
 
-TEST_CASE("memory budget: shuffle, batch, padded_batch, prefetch and cache charge it - passing it fails with resource_exhausted") {
+TEST_CASE("memory budget: shuffle, batch, padded_batch, prefetch and cache charge it - passing it "
+          "fails with resource_exhausted") {
   MemoryBudget small(64 << 10); // 64 KiB: 8192 int64 scalars at most
   Status st = run_budgeted(Dataset::range(100000).shuffle(100000, 1), small);
   CHECK(st.code() == ErrorCode::resource_exhausted);
@@ -228,7 +241,9 @@ TEST_CASE("memory budget: shuffle, batch, padded_batch, prefetch and cache charg
 
   MemoryBudget enough(8 << 20);
   std::vector<Element> out;
-  CHECK(run_budgeted(Dataset::range(1000).shuffle(1000, 1).batch(10).cache().repeat(2), enough, &out).ok());
+  CHECK(
+    run_budgeted(Dataset::range(1000).shuffle(1000, 1).batch(10).cache().repeat(2), enough, &out)
+      .ok());
   CHECK(out.size() == 200);
   CHECK(run_budgeted(Dataset::range(1000).prefetch(16).batch(10).prefetch(2), enough, &out).ok());
   CHECK(out.size() == 100);

@@ -45,7 +45,8 @@ TEST_CASE("from_tensors yields its one element - from_tensor_slices slices the f
 }
 
 TEST_CASE("from_tensor_slices rejects scalars and unequal first dimensions") {
-  Status scalar = test::first_error(Dataset::from_tensor_slices(Element{Tensor::scalar(int64_t{3})}));
+  Status scalar =
+    test::first_error(Dataset::from_tensor_slices(Element{Tensor::scalar(int64_t{3})}));
   CHECK(scalar.code() == ErrorCode::invalid_argument);
   CHECK(scalar.message().find("scalar") != std::string::npos);
   Element uneven{{Tensor::vector<int64_t>({1, 2}), Tensor::vector<int64_t>({1, 2, 3})}};
@@ -122,7 +123,7 @@ TEST_CASE("tfrecord yields the raw record bytes") {
   test::TempDir dir;
   const std::string binary("b\0in\xff", 5);
   for (const auto& [name, records] : std::vector<std::pair<std::string, std::vector<std::string>>>{
-           {"one", {"alpha", binary}}, {"two", {"", "omega"}}}) {
+         {"one", {"alpha", binary}}, {"two", {"", "omega"}}}) {
     auto writer = TFRecordWriter::open(dir.file(name));
     REQUIRE(writer.ok());
     for (const auto& r : records)
@@ -146,7 +147,7 @@ TEST_CASE("tfrecord on a missing file is an error naming the file") {
 }
 
 TEST_CASE("source runs the registered source function with its parameters") {
-  CHECK(show(Dataset::source(FunctionRef("counter", {{"start", int64_t{3}}, {"stop", int64_t{6}}}))) ==
-        "[3, 4, 5]");
+  CHECK(show(Dataset::source(
+          FunctionRef("counter", {{"start", int64_t{3}}, {"stop", int64_t{6}}}))) == "[3, 4, 5]");
   CHECK(test::first_error(Dataset::source("no_such_source")).code() != ErrorCode::ok);
 }

@@ -89,7 +89,8 @@ constexpr const char* kEndless = "range(9223372036854775807)";
 
 } // namespace
 
-TEST_CASE("stop flag: a stopped batch, padded_batch, shuffle, filter, skip or shard returns cancelled within 100 ms of CPU") {
+TEST_CASE("stop flag: a stopped batch, padded_batch, shuffle, filter, skip or shard returns "
+          "cancelled within 100 ms of CPU") {
   const std::string src = kEndless;
   check_stops(src + ".batch(9223372036854775807)", "`batch`");
   check_stops(src + ".padded_batch(9223372036854775807)", "`padded_batch`");
@@ -110,7 +111,8 @@ TEST_CASE("stop flag: flat_map, interleave and repeat over endless empty inner d
   check_stops("from_tensors(0).repeat().flat_map(range_fn).repeat()", "stopped");
 }
 
-TEST_CASE("stop flag: a source returns cancelled once stopped, and an unstopped pipeline runs as before") {
+TEST_CASE(
+  "stop flag: a source returns cancelled once stopped, and an unstopped pipeline runs as before") {
   test::register_test_functions();
   std::atomic<bool> stop{false};
   IteratorContext ctx;

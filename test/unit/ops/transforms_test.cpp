@@ -14,7 +14,8 @@ Dataset slices(const std::vector<int64_t>& v) { return Dataset::from_tensor_slic
 } // namespace
 
 TEST_CASE("map applies the function with its parameters") {
-  CHECK(show(Dataset::range(1, 6).map(FunctionRef("add", {{"k", int64_t{1}}}))) == "[2, 3, 4, 5, 6]");
+  CHECK(show(Dataset::range(1, 6).map(FunctionRef("add", {{"k", int64_t{1}}}))) ==
+        "[2, 3, 4, 5, 6]");
   CHECK(show(Dataset::range(4).map("square")) == "[0, 1, 4, 9]");
 }
 
@@ -40,7 +41,9 @@ TEST_CASE("parallel map without determinism yields the same elements in any orde
 TEST_CASE("a map function error names the function, and iteration goes on after it") {
   for (int64_t parallel : {int64_t{1}, int64_t{3}}) {
     test::register_test_functions();
-    auto it = Dataset::range(4).map(FunctionRef("test_fail_on", {{"value", int64_t{1}}}), parallel).make_iterator();
+    auto it = Dataset::range(4)
+                .map(FunctionRef("test_fail_on", {{"value", int64_t{1}}}), parallel)
+                .make_iterator();
     REQUIRE(it.ok());
     std::vector<std::string> seen;
     for (int i = 0; i < 5; ++i) {
@@ -66,8 +69,8 @@ TEST_CASE("map with an unknown function or a bad num_parallel_calls fails to sta
 
 TEST_CASE("filter keeps the elements the predicate accepts") {
   CHECK(show(Dataset::range(10).filter("is_even")) == "[0, 2, 4, 6, 8]");
-  CHECK(show(Dataset::range(10).filter(FunctionRef("mod_eq", {{"m", int64_t{3}}, {"r", int64_t{1}}}))) ==
-        "[1, 4, 7]");
+  CHECK(show(Dataset::range(10).filter(
+          FunctionRef("mod_eq", {{"m", int64_t{3}}, {"r", int64_t{1}}}))) == "[1, 4, 7]");
   CHECK(show(Dataset::range(0).filter("is_even")) == "[]");
 }
 
@@ -77,13 +80,17 @@ TEST_CASE("flat_map concatenates the returned datasets") {
 }
 
 TEST_CASE("interleave: tf.data's documented example") {
-  auto ds = slices({1, 2, 3, 4, 5}).interleave(FunctionRef("repeat_fn", {{"count", int64_t{6}}}), 2, 4);
-  CHECK(show(ds) == "[1, 1, 1, 1, 2, 2, 2, 2, 1, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 3, 3, 4, 4, 5, 5, 5, 5, 5, 5]");
+  auto ds =
+    slices({1, 2, 3, 4, 5}).interleave(FunctionRef("repeat_fn", {{"count", int64_t{6}}}), 2, 4);
+  CHECK(
+    show(ds) ==
+    "[1, 1, 1, 1, 2, 2, 2, 2, 1, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 3, 3, 4, 4, 5, 5, 5, 5, 5, 5]");
 }
 
 TEST_CASE("interleave: block_length 1, and cycle_length AUTOTUNE means 4") {
   CHECK(show(slices({3, 1, 2}).interleave("range_fn", 2, 1)) == "[0, 0, 1, 2, 0, 1]");
-  auto autotuned = slices({1, 2, 3, 4, 5}).interleave(FunctionRef("repeat_fn", {{"count", int64_t{2}}}));
+  auto autotuned =
+    slices({1, 2, 3, 4, 5}).interleave(FunctionRef("repeat_fn", {{"count", int64_t{2}}}));
   CHECK(show(autotuned) == "[1, 2, 3, 4, 1, 2, 3, 4, 5, 5]");
   Status bad = test::first_error(slices({1}).interleave("range_fn", 0));
   CHECK(bad.code() == ErrorCode::invalid_argument);
@@ -127,8 +134,9 @@ TEST_CASE("repeat: count times, forever, zero, and an empty input ends") {
   CHECK(show(slices({1, 2}).repeat(0)) == "[]");
   CHECK(show(slices({1, 2}).repeat().take(5)) == "[1, 2, 1, 2, 1]");
   CHECK(show(Dataset::range(0).repeat()) == "[]");
-  CHECK(show(Dataset::range(5).filter(FunctionRef("mod_eq", {{"m", int64_t{7}}, {"r", int64_t{6}}})).repeat()) ==
-        "[]");
+  CHECK(show(Dataset::range(5)
+               .filter(FunctionRef("mod_eq", {{"m", int64_t{7}}, {"r", int64_t{6}}}))
+               .repeat()) == "[]");
 }
 
 TEST_CASE("take and skip, including -1") {
@@ -160,7 +168,8 @@ TEST_CASE("enumerate prepends the int64 position") {
 }
 
 TEST_CASE("zip pairs elements and ends with the shortest input") {
-  CHECK(show(Dataset::zip({Dataset::range(1, 4), Dataset::range(4, 7)})) == "[(1, 4), (2, 5), (3, 6)]");
+  CHECK(show(Dataset::zip({Dataset::range(1, 4), Dataset::range(4, 7)})) ==
+        "[(1, 4), (2, 5), (3, 6)]");
   CHECK(show(Dataset::zip({Dataset::range(1, 4), Dataset::range(13, 15)})) == "[(1, 13), (2, 14)]");
   CHECK(show(Dataset::zip({Dataset::range(3), Dataset::range(3).batch(2), Dataset::range(5, 9)})) ==
         "[(0, [0, 1], 5), (1, [2], 6)]");
@@ -168,10 +177,14 @@ TEST_CASE("zip pairs elements and ends with the shortest input") {
 
 TEST_CASE("prefetch passes everything through in order, errors included") {
   CHECK(show(Dataset::range(3).prefetch(2)) == "[0, 1, 2]");
-  CHECK(show(Dataset::range(100).prefetch().batch(50).map("identity").unbatch().take(3)) == "[0, 1, 2]");
+  CHECK(show(Dataset::range(100).prefetch().batch(50).map("identity").unbatch().take(3)) ==
+        "[0, 1, 2]");
   CHECK(show(Dataset::range(5).prefetch(0)) == "[0, 1, 2, 3, 4]");
   test::register_test_functions();
-  auto it = Dataset::range(3).map(FunctionRef("test_fail_on", {{"value", int64_t{1}}})).prefetch(1).make_iterator();
+  auto it = Dataset::range(3)
+              .map(FunctionRef("test_fail_on", {{"value", int64_t{1}}}))
+              .prefetch(1)
+              .make_iterator();
   REQUIRE(it.ok());
   std::vector<std::string> seen;
   for (int i = 0; i < 5; ++i) {
@@ -198,30 +211,30 @@ TEST_CASE("after the end, every op keeps answering end_of_sequence") {
   test::TempDir dir;
   test::write_file(dir.file("lines"), "a\nb\n");
   const std::vector<Dataset> datasets = {
-      Dataset::range(3),
-      Dataset::from_tensors(test::ints({1})),
-      slices({1, 2}),
-      Dataset::list_files(dir.path() + "/*"),
-      Dataset::text_lines({dir.file("lines")}),
-      Dataset::source("counter"),
-      Dataset::range(3).map("square"),
-      Dataset::range(9).map("square", 3),
-      Dataset::range(3).filter("is_even"),
-      slices({2, 1}).flat_map("range_fn"),
-      slices({2, 1}).interleave("range_fn", 2),
-      Dataset::range(5).batch(2),
-      Dataset::range(4).batch(2).unbatch(),
-      Dataset::range(5).shuffle(3, 1),
-      Dataset::range(2).repeat(2),
-      Dataset::range(0).repeat(),
-      Dataset::range(5).take(2),
-      Dataset::range(5).skip(2),
-      Dataset::range(5).shard(2, 1),
-      Dataset::range(2).enumerate(),
-      Dataset::zip({Dataset::range(2), Dataset::range(3)}),
-      Dataset::range(3).prefetch(1),
-      Dataset::range(3).cache(),
-      Dataset::range(3).cache(dir.file("cache")),
+    Dataset::range(3),
+    Dataset::from_tensors(test::ints({1})),
+    slices({1, 2}),
+    Dataset::list_files(dir.path() + "/*"),
+    Dataset::text_lines({dir.file("lines")}),
+    Dataset::source("counter"),
+    Dataset::range(3).map("square"),
+    Dataset::range(9).map("square", 3),
+    Dataset::range(3).filter("is_even"),
+    slices({2, 1}).flat_map("range_fn"),
+    slices({2, 1}).interleave("range_fn", 2),
+    Dataset::range(5).batch(2),
+    Dataset::range(4).batch(2).unbatch(),
+    Dataset::range(5).shuffle(3, 1),
+    Dataset::range(2).repeat(2),
+    Dataset::range(0).repeat(),
+    Dataset::range(5).take(2),
+    Dataset::range(5).skip(2),
+    Dataset::range(5).shard(2, 1),
+    Dataset::range(2).enumerate(),
+    Dataset::zip({Dataset::range(2), Dataset::range(3)}),
+    Dataset::range(3).prefetch(1),
+    Dataset::range(3).cache(),
+    Dataset::range(3).cache(dir.file("cache")),
   };
   for (const Dataset& ds : datasets) {
     CAPTURE(ds.node()->op);

@@ -93,7 +93,8 @@ std::vector<Element> round_robin(const Dataset& ds, int workers, int64_t split_s
   std::vector<bool> done(its.size(), false);
   std::vector<Element> out;
   std::vector<int> per_worker(its.size(), 0);
-  for (int step = 0; step < kMaxElements && std::count(done.begin(), done.end(), false) > 0; ++step) {
+  for (int step = 0; step < kMaxElements && std::count(done.begin(), done.end(), false) > 0;
+       ++step) {
     const std::size_t w = static_cast<std::size_t>(step) % its.size();
     if (done[w])
       continue;
@@ -126,7 +127,8 @@ std::vector<std::string> sorted_texts(const std::vector<Element>& elements) {
 TEST_CASE("one worker: range(10).map(square).batch(3) through a provider equals plain iteration") {
   const Dataset ds = Dataset::range(10).map("square").batch(3);
   const std::vector<Element> expected = plain(ds);
-  CHECK(texts(expected) == std::vector<std::string>{"[0, 1, 4]", "[9, 16, 25]", "[36, 49, 64]", "[81]"});
+  CHECK(texts(expected) ==
+        std::vector<std::string>{"[0, 1, 4]", "[9, 16, 25]", "[36, 49, 64]", "[81]"});
   // Splits of 4 do not line up with batches of 3: batches still span splits seamlessly.
   CHECK(through_provider(ds, 4) == expected);
   CHECK(through_provider(ds, 1) == expected);
@@ -144,8 +146,8 @@ TEST_CASE("one worker: range with a start and step, and from_tensor_slices") {
   const Dataset stepped = Dataset::range(3, 30, 4).map("square");
   CHECK(through_provider(stepped, 2) == plain(stepped));
   const Dataset slices =
-      Dataset::from_tensor_slices(Element{{Tensor::vector<int64_t>({5, 6, 7, 8, 9}),
-                                           Tensor::vector<std::string>({"a", "b", "c", "d", "e"})}});
+    Dataset::from_tensor_slices(Element{{Tensor::vector<int64_t>({5, 6, 7, 8, 9}),
+                                         Tensor::vector<std::string>({"a", "b", "c", "d", "e"})}});
   CHECK(texts(plain(slices)).front() == "(5, \"a\")");
   CHECK(through_provider(slices, 2) == plain(slices));
 }
@@ -153,10 +155,12 @@ TEST_CASE("one worker: range with a start and step, and from_tensor_slices") {
 TEST_CASE("one worker: a text_lines file set through a provider equals plain iteration") {
   testing::TempDir dir;
   REQUIRE(dir.ok());
-  const Dataset ds = Dataset::text_lines({dir.write("one.txt", {"a", "b"}), dir.write("two.txt", {"c"}),
-                                          dir.write("three.txt", {"d", "e", "f"})});
+  const Dataset ds =
+    Dataset::text_lines({dir.write("one.txt", {"a", "b"}), dir.write("two.txt", {"c"}),
+                         dir.write("three.txt", {"d", "e", "f"})});
   const std::vector<Element> expected = plain(ds);
-  CHECK(texts(expected) == std::vector<std::string>{"\"a\"", "\"b\"", "\"c\"", "\"d\"", "\"e\"", "\"f\""});
+  CHECK(texts(expected) ==
+        std::vector<std::string>{"\"a\"", "\"b\"", "\"c\"", "\"d\"", "\"e\"", "\"f\""});
   CHECK(through_provider(ds, 64) == expected);
 }
 
@@ -169,7 +173,8 @@ TEST_CASE("one worker: list_files through a provider lists the same files in the
   CHECK(through_provider(sorted, 64) == plain(sorted));
   // Seeded: the provider shuffles each epoch exactly as the list_files kernel shuffles each
   // iteration, so one worker sees the plain order.
-  const Dataset shuffled = Dataset::list_files(dir.path() + "/*", /*shuffle=*/true, /*seed=*/3).repeat(2);
+  const Dataset shuffled =
+    Dataset::list_files(dir.path() + "/*", /*shuffle=*/true, /*seed=*/3).repeat(2);
   const std::vector<Element> expected = plain(shuffled);
   REQUIRE(expected.size() == 8);
   CHECK(sorted_texts(expected) == sorted_texts(plain(sorted.repeat(2))));
@@ -187,7 +192,8 @@ TEST_CASE("three workers sharing one provider see each element exactly once over
   REQUIRE(dir.ok());
   std::vector<std::string> files;
   for (int f = 0; f < 5; ++f)
-    files.push_back(dir.write("f" + std::to_string(f), {std::to_string(f) + "a", std::to_string(f) + "b"}));
+    files.push_back(
+      dir.write("f" + std::to_string(f), {std::to_string(f) + "a", std::to_string(f) + "b"}));
   const Dataset lines = Dataset::text_lines(files);
   const std::vector<std::string> all_lines = sorted_texts(plain(lines));
   REQUIRE(all_lines.size() == 10);

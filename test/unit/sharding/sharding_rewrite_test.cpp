@@ -29,8 +29,9 @@ const Dataset kFiveFiles = Dataset::text_lines({"a", "b", "c", "d", "e"}).map("p
 } // namespace
 
 TEST_CASE("policy names round-trip and parse case-insensitively") {
-  for (ShardingPolicy p : {ShardingPolicy::off, ShardingPolicy::dynamic, ShardingPolicy::file,
-                           ShardingPolicy::data, ShardingPolicy::file_or_data, ShardingPolicy::hint})
+  for (ShardingPolicy p :
+       {ShardingPolicy::off, ShardingPolicy::dynamic, ShardingPolicy::file, ShardingPolicy::data,
+        ShardingPolicy::file_or_data, ShardingPolicy::hint})
     CHECK(sharding_policy_from_string(to_string(p)) == p);
   CHECK(std::string(to_string(ShardingPolicy::file_or_data)) == "FILE_OR_DATA");
   CHECK(sharding_policy_from_string("off") == ShardingPolicy::off);
@@ -53,7 +54,8 @@ TEST_CASE("FILE keeps files i, i+n, ... of text_lines and tfrecord") {
   CHECK(to_text(worker1) == R"(text_lines(["b", "d"]).map(parse).batch(2))");
   CHECK(sharded(kFiveFiles, ShardingPolicy::file, 2, 0) ==
         Dataset::text_lines({"a", "c", "e"}).map("parse").batch(2));
-  CHECK(sharded(Dataset::tfrecord({"r0", "r1", "r2"}), ShardingPolicy::file, 3, 2) == Dataset::tfrecord({"r2"}));
+  CHECK(sharded(Dataset::tfrecord({"r0", "r1", "r2"}), ShardingPolicy::file, 3, 2) ==
+        Dataset::tfrecord({"r2"}));
   // The input graph is untouched.
   CHECK(to_text(kFiveFiles) == R"(text_lines(["a", "b", "c", "d", "e"]).map(parse).batch(2))");
 }
@@ -62,7 +64,9 @@ TEST_CASE("FILE puts shard(n, i) directly above list_files") {
   Dataset ds = Dataset::list_files("/data/*.txt", /*shuffle=*/false).map("read").prefetch(2);
   Dataset out = sharded(ds, ShardingPolicy::file, 4, 3);
   CHECK(out == Dataset::list_files("/data/*.txt", false).shard(4, 3).map("read").prefetch(2));
-  CHECK(to_text(out) == R"(list_files("/data/*.txt", shuffle=false).shard(4, 3).map(read).prefetch(buffer_size=2))");
+  CHECK(
+    to_text(out) ==
+    R"(list_files("/data/*.txt", shuffle=false).shard(4, 3).map(read).prefetch(buffer_size=2))");
 }
 
 TEST_CASE("FILE pins the seed of an unseeded shuffled list_files so that shards are disjoint") {
@@ -86,17 +90,18 @@ TEST_CASE("FILE pins the seed of an unseeded shuffled list_files so that shards 
 TEST_CASE("FILE without a file source fails as tf.data does") {
   Status st = sharding_error(Dataset::range(10).map("square"), ShardingPolicy::file, 2, 0);
   CHECK(st.code() == ErrorCode::invalid_argument);
-  CHECK(st.message() ==
-        "FILE sharding policy requires a file-based dataset source (list_files, text_lines or tfrecord); "
-        "this dataset has none");
+  CHECK(st.message() == "FILE sharding policy requires a file-based dataset source (list_files, "
+                        "text_lines or tfrecord); "
+                        "this dataset has none");
 }
 
 TEST_CASE("FILE with fewer files than workers fails - FILE_OR_DATA falls back to DATA") {
   Dataset two_files = Dataset::text_lines({"a", "b"});
   Status st = sharding_error(two_files, ShardingPolicy::file, 3, 0);
   CHECK(st.code() == ErrorCode::invalid_argument);
-  CHECK(st.message() == "FILE sharding needs at least as many files as workers: `text_lines` has 2 file(s), "
-                        "num_workers is 3");
+  CHECK(st.message() ==
+        "FILE sharding needs at least as many files as workers: `text_lines` has 2 file(s), "
+        "num_workers is 3");
   CHECK(sharded(two_files, ShardingPolicy::file_or_data, 3, 2) == two_files.shard(3, 2));
 }
 
@@ -105,13 +110,15 @@ TEST_CASE("DATA shards at the output") {
   Dataset out = sharded(ds, ShardingPolicy::data, 3, 1);
   CHECK(out == Dataset::range(10).map("square").shard(3, 1));
   CHECK(to_text(out) == "range(10).map(square).shard(3, 1)");
-  CHECK(same_node(out.node()->inputs.at(0), ds.node())); // the original pipeline is shared, not copied
+  CHECK(
+    same_node(out.node()->inputs.at(0), ds.node())); // the original pipeline is shared, not copied
 }
 
 TEST_CASE("FILE_OR_DATA is FILE with a file source and DATA without one") {
   CHECK(sharded(kFiveFiles, ShardingPolicy::file_or_data, 2, 1) ==
         Dataset::text_lines({"b", "d"}).map("parse").batch(2));
-  CHECK(sharded(Dataset::range(10), ShardingPolicy::file_or_data, 2, 1) == Dataset::range(10).shard(2, 1));
+  CHECK(sharded(Dataset::range(10), ShardingPolicy::file_or_data, 2, 1) ==
+        Dataset::range(10).shard(2, 1));
 }
 
 TEST_CASE("HINT fills every shard(SHARD_HINT, SHARD_HINT) placeholder") {
@@ -121,8 +128,9 @@ TEST_CASE("HINT fills every shard(SHARD_HINT, SHARD_HINT) placeholder") {
   CHECK(out == Dataset::range(10).shard(3, 2).map("square"));
   CHECK(to_text(out) == "range(10).shard(3, 2).map(square)");
   // Placeholders on both sides of a zip, one nested under the other's input.
-  Dataset zipped = Dataset::zip({Dataset::range(4).shard(kShardHint, kShardHint),
-                                 Dataset::range(8).shard(kShardHint, kShardHint).shard(kShardHint, kShardHint)});
+  Dataset zipped =
+    Dataset::zip({Dataset::range(4).shard(kShardHint, kShardHint),
+                  Dataset::range(8).shard(kShardHint, kShardHint).shard(kShardHint, kShardHint)});
   CHECK(sharded(zipped, ShardingPolicy::hint, 2, 1) ==
         Dataset::zip({Dataset::range(4).shard(2, 1), Dataset::range(8).shard(2, 1).shard(2, 1)}));
   // Without a placeholder, nothing changes (tf.data does the same).

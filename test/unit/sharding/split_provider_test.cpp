@@ -12,7 +12,8 @@ using namespace conveyor;
 
 namespace {
 
-std::unique_ptr<SplitProvider> provider_for(const Dataset& ds, int64_t split_size = 64, int64_t seed = kNoSeed) {
+std::unique_ptr<SplitProvider> provider_for(const Dataset& ds, int64_t split_size = 64,
+                                            int64_t seed = kNoSeed) {
   SplitOptions options;
   options.range_split_size = split_size;
   options.seed = seed;
@@ -128,7 +129,8 @@ TEST_CASE("num_epochs multiplies the repeat counts between the root and the sour
   CHECK(num_epochs(Dataset::range(10).repeat().repeat(0)) == 0);
   CHECK(num_epochs(Dataset::range(10).repeat(0).repeat()) == 0);
   // A repeat on another branch of a zip does not repeat the source.
-  Dataset zipped = Dataset::zip({Dataset::range(3).repeat(2), Dataset::from_tensors(Tensor::scalar(int64_t{1})).repeat(5)});
+  Dataset zipped = Dataset::zip(
+    {Dataset::range(3).repeat(2), Dataset::from_tensors(Tensor::scalar(int64_t{1})).repeat(5)});
   CHECK(num_epochs(zipped.repeat(3)) == 6);
 }
 
@@ -183,7 +185,8 @@ TEST_CASE("restore rejects positions the dataset cannot have") {
 }
 
 TEST_CASE("from_tensor_slices splits index ranges of dimension 0") {
-  Element element{{Tensor::vector<int64_t>({1, 2, 3, 4, 5}), Tensor::vector<std::string>({"a", "b", "c", "d", "e"})}};
+  Element element{{Tensor::vector<int64_t>({1, 2, 3, 4, 5}),
+                   Tensor::vector<std::string>({"a", "b", "c", "d", "e"})}};
   auto provider = provider_for(Dataset::from_tensor_slices(element).map("f"), 2);
   CHECK(ranges_of(one_epoch(*provider)) == Ranges{{0, 2}, {2, 4}, {4, 5}});
 }
@@ -216,7 +219,8 @@ TEST_CASE("list_files(shuffle=true, seed) reorders every epoch, the same way for
   std::vector<std::string> sorted;
   for (char name = 'a'; name <= 'h'; ++name)
     sorted.push_back(dir.write(std::string(1, name) + ".txt", {"x"}));
-  const Dataset ds = Dataset::list_files(dir.path() + "/*.txt", /*shuffle=*/true, /*seed=*/42).repeat(3);
+  const Dataset ds =
+    Dataset::list_files(dir.path() + "/*.txt", /*shuffle=*/true, /*seed=*/42).repeat(3);
 
   auto first = provider_for(ds);
   auto second = provider_for(ds);
@@ -260,23 +264,26 @@ TEST_CASE("exactly one splittable source is required") {
   auto none = make_split_provider(Dataset::from_tensors(Tensor::scalar(int64_t{1})).map("f"));
   REQUIRE_FALSE(none.ok());
   CHECK(none.status().code() == ErrorCode::invalid_argument);
-  CHECK(none.status().message() ==
-        "DYNAMIC sharding needs exactly one splittable source (range, from_tensor_slices, list_files, "
-        "text_lines, tfrecord); found none in from_tensors(1).map(f)");
+  CHECK(
+    none.status().message() ==
+    "DYNAMIC sharding needs exactly one splittable source (range, from_tensor_slices, list_files, "
+    "text_lines, tfrecord); found none in from_tensors(1).map(f)");
 
   auto two = make_split_provider(Dataset::zip({Dataset::range(3), Dataset::range(4)}));
   REQUIRE_FALSE(two.ok());
   CHECK(two.status().code() == ErrorCode::invalid_argument);
-  CHECK(two.status().message() ==
-        "DYNAMIC sharding needs exactly one splittable source (range, from_tensor_slices, list_files, "
-        "text_lines, tfrecord); found 2 in zip(range(3), range(4))");
+  CHECK(
+    two.status().message() ==
+    "DYNAMIC sharding needs exactly one splittable source (range, from_tensor_slices, list_files, "
+    "text_lines, tfrecord); found 2 in zip(range(3), range(4))");
 
   // The same source node zipped with itself is iterated twice, so it is two sources.
   const Dataset r = Dataset::range(3);
   CHECK_FALSE(make_split_provider(Dataset::zip({r, r})).ok());
   CHECK_FALSE(make_split_provider(Dataset::source("gen")).ok());
   // A non-splittable source beside the splittable one is fine; it is produced whole.
-  CHECK(make_split_provider(Dataset::zip({r, Dataset::from_tensors(Tensor::scalar(int64_t{1}))})).ok());
+  CHECK(
+    make_split_provider(Dataset::zip({r, Dataset::from_tensors(Tensor::scalar(int64_t{1}))})).ok());
   // The datasets flat_map's function builds are not part of the graph.
   CHECK(make_split_provider(r.flat_map("to_range").shuffle(4)).ok());
 }

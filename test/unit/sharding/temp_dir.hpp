@@ -13,7 +13,8 @@ namespace conveyor::testing {
 class TempDir {
 public:
   TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "conveyor-shard-XXXXXX").string();
+    std::string pattern =
+      (std::filesystem::temp_directory_path() / "conveyor-shard-XXXXXX").string();
     if (::mkdtemp(pattern.data()) != nullptr)
       path_ = pattern;
   }

@@ -22,7 +22,8 @@ using conveyor::textform_test::samples;
 namespace {
 
 constexpr const char* kChildOutputVariable = "CONVEYOR_TEXTFORM_FINGERPRINT_OUT";
-constexpr const char* kChildCase = "fingerprint child: writes the sample fingerprints to a file when asked";
+constexpr const char* kChildCase =
+  "fingerprint child: writes the sample fingerprints to a file when asked";
 
 // "<fingerprint> <canonical text>" for every sample, one per line.
 std::map<std::string, std::string> own_fingerprints() {
@@ -60,12 +61,14 @@ TEST_CASE("fingerprints are the same in a separate process") {
   ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
   REQUIRE(n > 0);
   exe[n] = '\0';
-  std::string path = testing::test_log_dir() + "/textform-fingerprints-" + std::to_string(::getpid()) + ".txt";
+  std::string path =
+    testing::test_log_dir() + "/textform-fingerprints-" + std::to_string(::getpid()) + ".txt";
   std::remove(path.c_str());
 
   ::setenv(kChildOutputVariable, path.c_str(), 1);
-  auto result = testing::run_to_completion({exe, std::string{"--test-case="} + kChildCase}, testing::Millis{60000},
-                                           "textform-fingerprint-child", testing::test_log_dir());
+  auto result = testing::run_to_completion({exe, std::string{"--test-case="} + kChildCase},
+                                           testing::Millis{60000}, "textform-fingerprint-child",
+                                           testing::test_log_dir());
   ::unsetenv(kChildOutputVariable);
   REQUIRE_MESSAGE(result.exit_code == 0, result.describe);
 
@@ -83,13 +86,14 @@ TEST_CASE("fingerprints are the same in a separate process") {
 
 TEST_CASE("fingerprints are pinned: a change to the canonical encoding must be deliberate") {
   const std::vector<std::pair<std::string, std::string>> pinned = {
-      {"range(10)", "d0d73e813f1581d6"},
-      {"range(100).map(square).shuffle(16, seed=3).batch(8)", "d49807e914cc9165"},
-      {"zip(range(3), from_tensor_slices([\"a\", \"b\", \"c\"])).map(scale(factor=2.5))", "63173ac285074192"},
-      {"from_tensor_slices((int32([1, 2, 3]), [\"x\", \"y\", \"z\"]))", "e4ebf05dc64b9518"},
-      {"range(5).map(f(b=true, i=-3, s=\"x\\ny\", x=1.0), num_parallel_calls=4)", "d2531018668576bc"},
-      {"from_tensors(float32([], shape=[0, 3]))", "de4bb45654ea5157"},
-      {"list_files(\"/d/*\", shuffle=false, seed=7)", "019b6fe401d43df0"},
+    {"range(10)", "d0d73e813f1581d6"},
+    {"range(100).map(square).shuffle(16, seed=3).batch(8)", "d49807e914cc9165"},
+    {"zip(range(3), from_tensor_slices([\"a\", \"b\", \"c\"])).map(scale(factor=2.5))",
+     "63173ac285074192"},
+    {"from_tensor_slices((int32([1, 2, 3]), [\"x\", \"y\", \"z\"]))", "e4ebf05dc64b9518"},
+    {"range(5).map(f(b=true, i=-3, s=\"x\\ny\", x=1.0), num_parallel_calls=4)", "d2531018668576bc"},
+    {"from_tensors(float32([], shape=[0, 3]))", "de4bb45654ea5157"},
+    {"list_files(\"/d/*\", shuffle=false, seed=7)", "019b6fe401d43df0"},
   };
   for (const auto& [text, expected] : pinned) {
     CAPTURE(text);
@@ -109,16 +113,20 @@ TEST_CASE("fingerprints are 16 lowercase hex digits, equal for equal definitions
 }
 
 TEST_CASE("different definitions have different fingerprints") {
-  CHECK(fingerprint(Dataset::range(10).shuffle(8, 3)) != fingerprint(Dataset::range(10).shuffle(8, 4)));
+  CHECK(fingerprint(Dataset::range(10).shuffle(8, 3)) !=
+        fingerprint(Dataset::range(10).shuffle(8, 4)));
   CHECK(fingerprint(Dataset::range(10)) != fingerprint(Dataset::range(11)));
-  CHECK(fingerprint(Dataset::range(10).map("square")) != fingerprint(Dataset::range(10).map("scale")));
+  CHECK(fingerprint(Dataset::range(10).map("square")) !=
+        fingerprint(Dataset::range(10).map("scale")));
   CHECK(fingerprint(Dataset::range(10).map(FunctionRef{"scale", {{"factor", 2.0}}})) !=
         fingerprint(Dataset::range(10).map(FunctionRef{"scale", {{"factor", int64_t{2}}}})));
   CHECK(fingerprint(Dataset::from_tensors(Element{Tensor::scalar(int64_t{1})})) !=
         fingerprint(Dataset::from_tensors(Element{Tensor::scalar(int32_t{1})})));
   CHECK(fingerprint(Dataset::from_tensors(Element{Tensor::vector<int64_t>({1, 2})})) !=
-        fingerprint(Dataset::from_tensors(Element{std::move(Tensor::from_values<int64_t>({2, 1}, {1, 2})).value()})));
-  CHECK(fingerprint(Dataset::text_lines({"ab", "c"})) != fingerprint(Dataset::text_lines({"a", "bc"})));
+        fingerprint(Dataset::from_tensors(
+          Element{std::move(Tensor::from_values<int64_t>({2, 1}, {1, 2})).value()})));
+  CHECK(fingerprint(Dataset::text_lines({"ab", "c"})) !=
+        fingerprint(Dataset::text_lines({"a", "bc"})));
   std::set<std::string> all;
   for (const auto& s : samples())
     all.insert(fingerprint(s.built));

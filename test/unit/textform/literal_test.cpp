@@ -75,7 +75,8 @@ TEST_CASE("rank >= 1 prints as nested lists, row-major") {
   CHECK(Tensor::vector<float>({1.0f, 2.5f}).to_string() == "[1.0, 2.5]");
 }
 
-TEST_CASE("tensors without entries always carry their dtype, and their shape when the lists lose it") {
+TEST_CASE(
+  "tensors without entries always carry their dtype, and their shape when the lists lose it") {
   CHECK((Tensor{DType::int64, {0}}).to_string() == "int64([])");
   CHECK((Tensor{DType::float32, {0}}).to_string() == "float32([])");
   CHECK((Tensor{DType::string, {2, 0}}).to_string() == "string([[], []])");
@@ -91,32 +92,33 @@ TEST_CASE("an element of several components prints as a tuple") {
 
 TEST_CASE("printed tensors parse back to exactly the same tensor") {
   std::vector<Tensor> tensors = {
-      Tensor::scalar(int64_t{0}),
-      Tensor::scalar(std::numeric_limits<int64_t>::min()),
-      Tensor::scalar(std::numeric_limits<int64_t>::max()),
-      Tensor::scalar(std::numeric_limits<int32_t>::min()),
-      Tensor::scalar(std::numeric_limits<int32_t>::max()),
-      Tensor::scalar(std::numeric_limits<float>::denorm_min()),
-      Tensor::scalar(std::numeric_limits<float>::max()),
-      Tensor::scalar(std::numeric_limits<float>::lowest()),
-      Tensor::scalar(std::numeric_limits<double>::denorm_min()),
-      Tensor::scalar(std::numeric_limits<double>::max()),
-      Tensor::scalar(-0.0f),
-      Tensor::scalar(-0.0),
-      Tensor::scalar(std::numeric_limits<float>::infinity()),
-      Tensor::scalar(-std::numeric_limits<double>::infinity()),
-      Tensor::scalar(std::numeric_limits<float>::quiet_NaN()),
-      Tensor::scalar(-std::numeric_limits<double>::quiet_NaN()),
-      Tensor::scalar(std::string{"controls \x01\x02\t\n\r, quote \", backslash \\, high \x7f\x80\xff"}),
-      Tensor::scalar(std::string{"\0", 1}),
-      Tensor::vector<bool>({false, true, true}),
-      tensor<double>({3, 1}, {1.0 / 3, 2e-300, -7.0}),
-      Tensor{DType::int64, {0}},
-      Tensor{DType::string, {0}},
-      Tensor{DType::float64, {3, 0}},
-      Tensor{DType::boolean, {0, 2}},
-      Tensor{DType::int32, {1, 0, 4}},
-      Tensor{DType::float32, {2, 3, 0}},
+    Tensor::scalar(int64_t{0}),
+    Tensor::scalar(std::numeric_limits<int64_t>::min()),
+    Tensor::scalar(std::numeric_limits<int64_t>::max()),
+    Tensor::scalar(std::numeric_limits<int32_t>::min()),
+    Tensor::scalar(std::numeric_limits<int32_t>::max()),
+    Tensor::scalar(std::numeric_limits<float>::denorm_min()),
+    Tensor::scalar(std::numeric_limits<float>::max()),
+    Tensor::scalar(std::numeric_limits<float>::lowest()),
+    Tensor::scalar(std::numeric_limits<double>::denorm_min()),
+    Tensor::scalar(std::numeric_limits<double>::max()),
+    Tensor::scalar(-0.0f),
+    Tensor::scalar(-0.0),
+    Tensor::scalar(std::numeric_limits<float>::infinity()),
+    Tensor::scalar(-std::numeric_limits<double>::infinity()),
+    Tensor::scalar(std::numeric_limits<float>::quiet_NaN()),
+    Tensor::scalar(-std::numeric_limits<double>::quiet_NaN()),
+    Tensor::scalar(
+      std::string{"controls \x01\x02\t\n\r, quote \", backslash \\, high \x7f\x80\xff"}),
+    Tensor::scalar(std::string{"\0", 1}),
+    Tensor::vector<bool>({false, true, true}),
+    tensor<double>({3, 1}, {1.0 / 3, 2e-300, -7.0}),
+    Tensor{DType::int64, {0}},
+    Tensor{DType::string, {0}},
+    Tensor{DType::float64, {3, 0}},
+    Tensor{DType::boolean, {0, 2}},
+    Tensor{DType::int32, {1, 0, 4}},
+    Tensor{DType::float32, {2, 3, 0}},
   };
   for (const Tensor& t : tensors)
     check_round_trip(t);
@@ -159,5 +161,6 @@ TEST_CASE("tuples give several components - parentheses alone do not") {
   CHECK(parse_ok("(1)") == Element{Tensor::scalar(int64_t{1})});
   CHECK(parse_ok("()") == Element{});
   CHECK(parse_ok("(int32(1), [true], string([]))") ==
-        Element{{Tensor::scalar(int32_t{1}), Tensor::vector<bool>({true}), Tensor{DType::string, {0}}}});
+        Element{
+          {Tensor::scalar(int32_t{1}), Tensor::vector<bool>({true}), Tensor{DType::string, {0}}}});
 }

@@ -30,12 +30,14 @@ Dataset awkward_dataset() {
   uint32_t bits = 0x7fc00123; // a NaN with payload bits
   std::memcpy(&nan_payload, &bits, sizeof bits);
   double negative_nan = -std::numeric_limits<double>::quiet_NaN();
-  Element e{{Tensor::vector<std::string>({std::string{"a\0b", 3}, "plain"}),
-             Tensor::vector<float>({nan_payload, 1.5f, -0.0f, std::numeric_limits<float>::infinity()}),
-             Tensor::vector<double>({negative_nan, 1e-310})}};
+  Element e{
+    {Tensor::vector<std::string>({std::string{"a\0b", 3}, "plain"}),
+     Tensor::vector<float>({nan_payload, 1.5f, -0.0f, std::numeric_limits<float>::infinity()}),
+     Tensor::vector<double>({negative_nan, 1e-310})}};
   return Dataset::from_tensors(e)
-      .map(FunctionRef{"f", {{"s", std::string{"x\0y", 3}}, {"d", negative_nan}, {"big", int64_t{1} << 62}}})
-      .cache(std::string{"c\0", 2});
+    .map(FunctionRef{
+      "f", {{"s", std::string{"x\0y", 3}}, {"d", negative_nan}, {"big", int64_t{1} << 62}}})
+    .cache(std::string{"c\0", 2});
 }
 
 uint32_t le32(const std::string& s, std::size_t at) {
@@ -123,7 +125,8 @@ TEST_CASE("another format version is version_mismatch naming both versions") {
   auto j = from_json(json);
   REQUIRE(!j.ok());
   CHECK(j.status().code() == ErrorCode::version_mismatch);
-  CHECK(j.status().message() == "dataset graph JSON has format version 9, this build reads version 1");
+  CHECK(j.status().message() ==
+        "dataset graph JSON has format version 9, this build reads version 1");
 }
 
 TEST_CASE("garbage binary is data_loss") {
@@ -134,7 +137,8 @@ TEST_CASE("garbage binary is data_loss") {
     CHECK(d.status().message() == expected);
   };
   check_loss("", "dataset graph is 0 bytes, too short for its 8-byte header");
-  check_loss("not a graph at all", "bytes are not a conveyor dataset graph (the magic \"CNVG\" is missing)");
+  check_loss("not a graph at all",
+             "bytes are not a conveyor dataset graph (the magic \"CNVG\" is missing)");
   std::string bytes = to_binary(Dataset::range(3));
   check_loss(bytes + "x", "dataset graph has 1 unexpected bytes after its end");
 
@@ -196,22 +200,35 @@ TEST_CASE("garbage JSON is data_loss") {
   loss("not json");
   loss("[1, 2, 3]");
   loss("{\"format\": \"conveyor.graph\"}");
-  CHECK(loss(R"({"format": "other", "version": 1})") == "JSON has \"format\": \"other\", expected \"conveyor.graph\"");
+  CHECK(loss(R"({"format": "other", "version": 1})") ==
+        "JSON has \"format\": \"other\", expected \"conveyor.graph\"");
   CHECK(loss(std::string(100000, '[')) == "dataset graph JSON is nested deeper than 2016 levels");
   const std::string head = R"({"format": "conveyor.graph", "version": 1, "graph": )";
-  loss(head + R"({"op": "range", "inputs": [], "attrs": []}})");  // missing attributes
-  loss(head + R"({"op": "nope", "inputs": [], "attrs": []}})");   // unknown op
-  loss(head + R"({"op": "range", "inputs": {}, "attrs": []}})");  // wrong type
-  loss(head + R"({"op": "take", "inputs": [], "attrs": [{"name": "count", "kind": "int64", "value": 1}]}})");
-  loss(head + R"({"op": "from_tensors", "inputs": [], "attrs": [{"name": "element", "kind": "element", "value": [
+  loss(head + R"({"op": "range", "inputs": [], "attrs": []}})"); // missing attributes
+  loss(head + R"({"op": "nope", "inputs": [], "attrs": []}})");  // unknown op
+  loss(head + R"({"op": "range", "inputs": {}, "attrs": []}})"); // wrong type
+  loss(
+    head +
+    R"({"op": "take", "inputs": [], "attrs": [{"name": "count", "kind": "int64", "value": 1}]}})");
+  loss(
+    head +
+    R"({"op": "from_tensors", "inputs": [], "attrs": [{"name": "element", "kind": "element", "value": [
       {"dtype": "int64", "shape": [3], "encoding": "plain", "values": [1, 2]}]}]}})"); // count vs shape
-  loss(head + R"({"op": "from_tensors", "inputs": [], "attrs": [{"name": "element", "kind": "element", "value": [
+  loss(
+    head +
+    R"({"op": "from_tensors", "inputs": [], "attrs": [{"name": "element", "kind": "element", "value": [
       {"dtype": "int64", "shape": [4611686018427387904, 4], "encoding": "plain", "values": []}]}]}})");
-  loss(head + R"({"op": "from_tensors", "inputs": [], "attrs": [{"name": "element", "kind": "element", "value": [
+  loss(
+    head +
+    R"({"op": "from_tensors", "inputs": [], "attrs": [{"name": "element", "kind": "element", "value": [
       {"dtype": "int32", "shape": [], "encoding": "plain", "values": [4294967296]}]}]}})"); // int32 range
-  loss(head + R"({"op": "from_tensors", "inputs": [], "attrs": [{"name": "element", "kind": "element", "value": [
+  loss(
+    head +
+    R"({"op": "from_tensors", "inputs": [], "attrs": [{"name": "element", "kind": "element", "value": [
       {"dtype": "int64", "shape": [], "encoding": "hex", "values": ["zz"]}]}]}})");
-  loss(head + R"({"op": "cache", "inputs": [], "attrs": [{"name": "filename", "kind": "strange", "value": 1}]}})");
+  loss(
+    head +
+    R"({"op": "cache", "inputs": [], "attrs": [{"name": "filename", "kind": "strange", "value": 1}]}})");
 
   // Every truncation of a real JSON document.
   std::string json = to_json(textform_test::samples().back().built);

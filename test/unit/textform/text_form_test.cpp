@@ -32,7 +32,8 @@ TEST_CASE("the samples cover every op") {
   for (const auto& s : samples())
     collect_ops(*s.built.node(), seen);
   for (const OpSchema& schema : all_op_schemas())
-    CHECK_MESSAGE(std::find(seen.begin(), seen.end(), schema.name) != seen.end(), "no sample uses ", schema.name);
+    CHECK_MESSAGE(std::find(seen.begin(), seen.end(), schema.name) != seen.end(), "no sample uses ",
+                  schema.name);
 }
 
 TEST_CASE("parsing gives exactly the builder's graph and to_text gives the canonical text") {
@@ -52,7 +53,8 @@ TEST_CASE("parse(to_text(d)) == d, and the parsed graph fills every schema attri
     CAPTURE(s.text);
     Dataset again = parse_ok(to_text(s.built));
     CHECK(again == s.built);
-    for (const Node* n = again.node().get(); n != nullptr; n = n->inputs.empty() ? nullptr : n->inputs[0].get()) {
+    for (const Node* n = again.node().get(); n != nullptr;
+         n = n->inputs.empty() ? nullptr : n->inputs[0].get()) {
       CHECK(check_node_schema(*n).ok());
       CHECK(n->attrs.size() == find_op_schema(n->op)->attrs.size());
     }
@@ -70,34 +72,35 @@ TEST_CASE("different graphs print differently") {
 
 TEST_CASE("alternative spellings parse to the canonical graph") {
   const std::vector<std::pair<std::string, std::string>> same = {
-      {"range(stop=10)", "range(10)"},
-      {"range(0, 10)", "range(10)"},
-      {"range(0, 10, 1)", "range(10)"},
-      {"range(start=2, stop=10, step=1)", "range(2, 10)"},
-      {"range(0, 10, 3)", "range(0, 10, step=3)"},
-      {"  range ( 10 )\n .batch( 8 , )\t", "range(10).batch(8)"},
-      {"range(10).batch(batch_size=8, drop_remainder=false)", "range(10).batch(8)"},
-      {"range(10).batch(drop_remainder=true, batch_size=8)", "range(10).batch(8, drop_remainder=true)"},
-      {"range(10).repeat(3)", "range(10).repeat(count=3)"},
-      {"range(10).repeat(-1)", "range(10).repeat()"},
-      {"range(10).prefetch(AUTOTUNE)", "range(10).prefetch()"},
-      {"range(10).prefetch(-1)", "range(10).prefetch()"},
-      {"range(10).map(square())", "range(10).map(square)"},
-      {"range(10).map(square, 1, true)", "range(10).map(square)"},
-      {"range(10).map(square, AUTOTUNE)", "range(10).map(square, num_parallel_calls=AUTOTUNE)"},
-      {"range(10).shard(-1, -1)", "range(10).shard(SHARD_HINT, SHARD_HINT)"},
-      {"range(10).shuffle(16, 3)", "range(10).shuffle(16, seed=3)"},
-      {"range(10).shuffle(16, -1, true)", "range(10).shuffle(16)"},
-      {"text_lines('a.txt')", "text_lines([\"a.txt\"])"},
-      {"text_lines([\"a.txt\",])", "text_lines([\"a.txt\"])"},
-      {"list_files('/d/*', true, -1)", "list_files(\"/d/*\")"},
-      {"from_tensors((1))", "from_tensors(1)"},
-      {"from_tensors([1, 2.5])", "from_tensors([1.0, 2.5])"},
-      {"from_tensors(float64([1, 2]))", "from_tensors(float64([1.0, 2.0]))"},
-      {"from_tensors(int64([1, 2, 3, 4], shape=[2, 2]))", "from_tensors([[1, 2], [3, 4]])"},
-      {"range(5).map(scale(factor=2.50))", "range(5).map(scale(factor=2.5))"},
-      {"range(5).map(f(z=1, a=2))", "range(5).map(f(a=2, z=1))"},
-      {"zip(range(3),)", "zip(range(3))"},
+    {"range(stop=10)", "range(10)"},
+    {"range(0, 10)", "range(10)"},
+    {"range(0, 10, 1)", "range(10)"},
+    {"range(start=2, stop=10, step=1)", "range(2, 10)"},
+    {"range(0, 10, 3)", "range(0, 10, step=3)"},
+    {"  range ( 10 )\n .batch( 8 , )\t", "range(10).batch(8)"},
+    {"range(10).batch(batch_size=8, drop_remainder=false)", "range(10).batch(8)"},
+    {"range(10).batch(drop_remainder=true, batch_size=8)",
+     "range(10).batch(8, drop_remainder=true)"},
+    {"range(10).repeat(3)", "range(10).repeat(count=3)"},
+    {"range(10).repeat(-1)", "range(10).repeat()"},
+    {"range(10).prefetch(AUTOTUNE)", "range(10).prefetch()"},
+    {"range(10).prefetch(-1)", "range(10).prefetch()"},
+    {"range(10).map(square())", "range(10).map(square)"},
+    {"range(10).map(square, 1, true)", "range(10).map(square)"},
+    {"range(10).map(square, AUTOTUNE)", "range(10).map(square, num_parallel_calls=AUTOTUNE)"},
+    {"range(10).shard(-1, -1)", "range(10).shard(SHARD_HINT, SHARD_HINT)"},
+    {"range(10).shuffle(16, 3)", "range(10).shuffle(16, seed=3)"},
+    {"range(10).shuffle(16, -1, true)", "range(10).shuffle(16)"},
+    {"text_lines('a.txt')", "text_lines([\"a.txt\"])"},
+    {"text_lines([\"a.txt\",])", "text_lines([\"a.txt\"])"},
+    {"list_files('/d/*', true, -1)", "list_files(\"/d/*\")"},
+    {"from_tensors((1))", "from_tensors(1)"},
+    {"from_tensors([1, 2.5])", "from_tensors([1.0, 2.5])"},
+    {"from_tensors(float64([1, 2]))", "from_tensors(float64([1.0, 2.0]))"},
+    {"from_tensors(int64([1, 2, 3, 4], shape=[2, 2]))", "from_tensors([[1, 2], [3, 4]])"},
+    {"range(5).map(scale(factor=2.50))", "range(5).map(scale(factor=2.5))"},
+    {"range(5).map(f(z=1, a=2))", "range(5).map(f(a=2, z=1))"},
+    {"zip(range(3),)", "zip(range(3))"},
   };
   for (const auto& [alt, canonical] : same) {
     CAPTURE(alt);
@@ -125,7 +128,8 @@ TEST_CASE("named constants and parameter kinds land in the graph as documented")
   const Node& shard = *d1.node();
   CHECK(shard.int_attr("num_shards") == kShardHint);
   CHECK(shard.int_attr("index") == kShardHint);
-  Dataset d2 = parse_ok("range(4).map(f(i=2, x=2.0, b=false, s=\"t\"), num_parallel_calls=AUTOTUNE)");
+  Dataset d2 =
+    parse_ok("range(4).map(f(i=2, x=2.0, b=false, s=\"t\"), num_parallel_calls=AUTOTUNE)");
   const Node& map = *d2.node();
   CHECK(map.int_attr("num_parallel_calls") == kAutotune);
   const Params& p = map.function_attr("fn").params;
@@ -135,7 +139,8 @@ TEST_CASE("named constants and parameter kinds land in the graph as documented")
   CHECK(std::get<std::string>(p.at("s")) == "t");
 }
 
-TEST_CASE("element literals: a list of equal-length lists is a rank-2 tensor, a tuple several components") {
+TEST_CASE(
+  "element literals: a list of equal-length lists is a rank-2 tensor, a tuple several components") {
   Dataset d = parse_ok("from_tensor_slices(([[1, 2, 3], [4, 5, 6]], [\"a\", \"b\"]))");
   const Element& e = d.node()->element_attr("element");
   REQUIRE(e.size() == 2);

@@ -20,9 +20,9 @@ namespace {
 class TempFile {
 public:
   explicit TempFile(const std::string& name)
-      : path_((std::filesystem::temp_directory_path() /
-               ("conveyor_tfrecord_test_" + std::to_string(::getpid()) + "_" + name))
-                  .string()) {}
+    : path_((std::filesystem::temp_directory_path() /
+             ("conveyor_tfrecord_test_" + std::to_string(::getpid()) + "_" + name))
+              .string()) {}
   ~TempFile() {
     std::error_code ec;
     std::filesystem::remove(path_, ec);
@@ -69,12 +69,11 @@ Status read_all(const std::string& path, std::vector<std::string>& records) {
 
 // "abc" as TensorFlow lays it out: length 3 (u64 LE), masked crc32c of those 8 bytes,
 // the data, masked crc32c of the data. (CRCs computed independently with a bitwise crc32c.)
-const std::string kAbcRecord{
-    "\x03\x00\x00\x00\x00\x00\x00\x00"
-    "\xb0\x99\x49\x0e"
-    "abc"
-    "\x6e\x57\xf1\x21",
-    19};
+const std::string kAbcRecord{"\x03\x00\x00\x00\x00\x00\x00\x00"
+                             "\xb0\x99\x49\x0e"
+                             "abc"
+                             "\x6e\x57\xf1\x21",
+                             19};
 
 } // namespace
 
@@ -174,14 +173,18 @@ TEST_CASE("corrupt and truncated records give data_loss naming the file and the 
   std::string bad_data_crc = good;
   bad_data_crc[19 + 17] ^= 0x40;
   const std::vector<Case> cases{
-      {"length flipped", bad_length, "corrupt record" + at + "length crc mismatch"},
-      {"length crc flipped", bad_length_crc, "corrupt record" + at + "length crc mismatch"},
-      {"data flipped", bad_data, "corrupt record" + at + "data crc mismatch"},
-      {"data crc flipped", bad_data_crc, "corrupt record" + at + "data crc mismatch"},
-      {"truncated length", good.substr(0, 19 + 5), "truncated record" + at + "length has 5 of 8 bytes"},
-      {"truncated length crc", good.substr(0, 19 + 10), "truncated record" + at + "length crc has 2 of 4 bytes"},
-      {"truncated payload", good.substr(0, 19 + 13), "truncated record" + at + "payload has 1 of 3 bytes"},
-      {"truncated payload crc", good.substr(0, 19 + 16), "truncated record" + at + "payload crc has 1 of 4 bytes"},
+    {"length flipped", bad_length, "corrupt record" + at + "length crc mismatch"},
+    {"length crc flipped", bad_length_crc, "corrupt record" + at + "length crc mismatch"},
+    {"data flipped", bad_data, "corrupt record" + at + "data crc mismatch"},
+    {"data crc flipped", bad_data_crc, "corrupt record" + at + "data crc mismatch"},
+    {"truncated length", good.substr(0, 19 + 5),
+     "truncated record" + at + "length has 5 of 8 bytes"},
+    {"truncated length crc", good.substr(0, 19 + 10),
+     "truncated record" + at + "length crc has 2 of 4 bytes"},
+    {"truncated payload", good.substr(0, 19 + 13),
+     "truncated record" + at + "payload has 1 of 3 bytes"},
+    {"truncated payload crc", good.substr(0, 19 + 16),
+     "truncated record" + at + "payload crc has 1 of 4 bytes"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.name);
@@ -208,8 +211,8 @@ TEST_CASE("a length far beyond the end of the file is a truncation, not a huge a
   std::vector<std::string> records;
   Status st = read_all(f.path(), records);
   CHECK(st.code() == ErrorCode::data_loss);
-  CHECK(st.message() == "truncated record at byte offset 0 in " + f.path() + ": payload has 10 of " +
-                            std::to_string(uint64_t{1} << 60) + " bytes");
+  CHECK(st.message() == "truncated record at byte offset 0 in " + f.path() +
+                          ": payload has 10 of " + std::to_string(uint64_t{1} << 60) + " bytes");
 }
 
 TEST_CASE("after an error the reader stays at the bad record") {
