@@ -142,17 +142,7 @@ StreamStats ElementStream::stats() const {
   StreamStats out;
   if (!ctx_)
     return out;
-  auto s = ctx_->sink->stats();
-  out.elements = s.elements;
-  out.bytes = s.bytes;
-  out.messages = s.messages;
-  out.per_worker = s.per_worker;
-  out.wait_worker_ns = s.wait_worker_ns;
-  out.wait_network_ns = s.wait_network_ns;
-  out.wait_split_ns = s.wait_split_ns;
-  out.wait_credit_ns = s.wait_credit_ns;
-  out.elapsed_ns = s.elapsed_ns;
-  out.lost_tasks = s.lost_tasks;
+  out = ctx_->sink->stats(); // the stream's part of msg::stream_stats
   return out;
 }
 

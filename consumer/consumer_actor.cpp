@@ -34,19 +34,11 @@ msg::stream_stats stats_of(self_ptr self) {
   const auto& core = self->state.core;
   const auto& st = self->state;
   msg::stream_stats s;
-  s.elements = core.elements_received() + st.round_elements();
-  s.bytes = core.bytes_received() + st.round_bytes();
+  static_cast<ReadProgress&>(s) = progress_of(self);
   s.messages = core.messages_received() + st.round_messages();
   s.per_worker = core.per_worker();
-  const auto p = progress_of(self);
-  s.wait_worker_ns = p.wait_worker_ns;
-  s.wait_network_ns = p.wait_network_ns;
-  s.wait_split_ns = p.wait_split_ns;
-  s.wait_credit_ns = p.wait_credit_ns;
-  s.elapsed_ns = p.elapsed_ns;
   s.job = st.job_id;
   s.duplicates_dropped = core.duplicates_dropped();
-  s.lost_tasks = core.lost_tasks();
   return s;
 }
 

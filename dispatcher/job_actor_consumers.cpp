@@ -28,7 +28,7 @@ void consumer_left(self_ptr self, msg::consumer_id_t id, bool finished) {
   if (auto trainer = st.core().trainer_gone(id); !trainer.empty())
     tell_trainers(self, {}, {trainer}); // its tasks' caches no longer keep elements for it
   if (auto p = st.progress.find(id); p != st.progress.end()) {
-    add_progress(st.departed, p->second);
+    st.departed += p->second;
     st.progress.erase(p);
   }
   // DYNAMIC: what the tasks sent it and it did not acknowledge no longer holds splits open.

@@ -107,7 +107,6 @@ void release(self_ptr self, const std::string& why);
 void check_consumers(self_ptr self);
 
 // job_actor_status.cpp
-void add_progress(msg::consumer_progress& sum, const msg::consumer_progress& p);
 msg::job_status job_status_of(self_ptr self);
 void sample_rate(self_ptr self);
 

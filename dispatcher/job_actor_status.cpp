@@ -4,17 +4,6 @@
 
 namespace conveyor::actors::job_detail {
 
-void add_progress(msg::consumer_progress& sum, const msg::consumer_progress& p) {
-  sum.elements += p.elements;
-  sum.bytes += p.bytes;
-  sum.wait_worker_ns += p.wait_worker_ns;
-  sum.wait_network_ns += p.wait_network_ns;
-  sum.wait_split_ns += p.wait_split_ns;
-  sum.wait_credit_ns += p.wait_credit_ns;
-  sum.elapsed_ns += p.elapsed_ns;
-  sum.lost_tasks += p.lost_tasks;
-}
-
 msg::job_status job_status_of(self_ptr self) {
   auto& st = self->state;
   msg::job_status s;
@@ -28,7 +17,7 @@ msg::job_status job_status_of(self_ptr self) {
   s.tasks = static_cast<int64_t>(st.workers.size());
   msg::consumer_progress sum = st.departed;
   for (const auto& [id, p] : st.progress)
-    add_progress(sum, p);
+    sum += p;
   s.elements = sum.elements;
   s.bytes = sum.bytes;
   s.waiting = sum;
@@ -62,7 +51,7 @@ void sample_rate(self_ptr self) {
     return;
   msg::consumer_progress sum = st.departed;
   for (const auto& [id, p] : st.progress)
-    add_progress(sum, p);
+    sum += p;
   st.rate_samples.push_back({now, sum.elements, sum.bytes});
   while (st.rate_samples.size() > 1 && now - st.rate_samples[1].at >= std::chrono::seconds(10))
     st.rate_samples.pop_front();

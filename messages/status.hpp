@@ -13,29 +13,27 @@
 
 #include <caf/meta/type_name.hpp>
 
+#include "conveyor/stats.hpp"
 #include "messages/protocol.hpp"
 #include "messages/type_ids.hpp"
 
 namespace conveyor::msg {
 
-// What one consumer received so far, and where its waiting time went (nanoseconds; the shares
+// What one consumer received so far, and where its waiting went (conveyor/stats.hpp; the shares
 // are attributed by the consumer, see consumer/wait_stats.hpp).
-struct consumer_progress {
-  int64_t elements = 0;
-  int64_t bytes = 0;
-  int64_t wait_worker_ns = 0;  // its requests were held by tasks with nothing ready
-  int64_t wait_network_ns = 0; // replies with data were on their way
-  int64_t wait_split_ns = 0;   // reserved: tasks waiting for split hand-out (reported by workers)
-  int64_t wait_credit_ns = 0;  // no request could be sent: every credit was in use
-  int64_t elapsed_ns = 0;      // since the consumer joined
-  // OFF tasks whose copy came short, read on without (on_worker_loss "continue")
-  int64_t lost_tasks = 0;
-};
+using consumer_progress = ReadProgress;
+
+} // namespace conveyor::msg
+
+namespace conveyor { // found by argument-dependent lookup of ReadProgress
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, consumer_progress& x) {
+typename Inspector::result_type inspect(Inspector& f, ReadProgress& x) {
   return f(caf::meta::type_name("consumer_progress"), x.elements, x.bytes, x.wait_worker_ns,
            x.wait_network_ns, x.wait_split_ns, x.wait_credit_ns, x.elapsed_ns, x.lost_tasks);
 }
+} // namespace conveyor
+
+namespace conveyor::msg {
 
 struct get_status {
   bool include_jobs = true;

@@ -21,6 +21,7 @@
 #include "conveyor/options.hpp"
 #include "conveyor/dataset.hpp"
 #include "conveyor/element.hpp"
+#include "conveyor/stats.hpp"
 #include "conveyor/status.hpp"
 
 namespace conveyor {
@@ -38,26 +39,6 @@ struct ClientConfig {
   std::chrono::milliseconds request_timeout{10000};
   uint32_t protocol_version = 0; // 0 = this build's version
   NetworkConfig network;
-};
-
-// What a stream has read so far.
-struct StreamStats {
-  int64_t elements = 0;
-  int64_t bytes = 0;                         // encoded bytes received
-  int64_t messages = 0;                      // element batches received
-  std::map<std::string, int64_t> per_worker; // worker address -> elements read from it
-  // "Why is my trainer waiting": time the reader was blocked with nothing to take, by cause
-  // (nanoseconds; see consumer/wait_stats.hpp): tasks held the request with nothing ready
-  // (worker compute / split wait), replies with data in transit (network), no request could be
-  // sent (credit limits). elapsed_ns: since the stream joined its job.
-  int64_t wait_worker_ns = 0;
-  int64_t wait_network_ns = 0;
-  int64_t wait_split_ns = 0;
-  int64_t wait_credit_ns = 0;
-  int64_t elapsed_ns = 0;
-  // OFF, on_worker_loss "continue": tasks whose worker left before their end — the read went on
-  // without the rest of their copy of the dataset (each also logged as a warning).
-  int64_t lost_tasks = 0;
 };
 
 // The elements of one job, pulled from the workers. Move-only. Destroying it leaves the job

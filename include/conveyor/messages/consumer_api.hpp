@@ -18,24 +18,15 @@
 
 #include "conveyor/messages/type_ids.hpp"
 #include "conveyor/element.hpp"
+#include "conveyor/stats.hpp"
 #include "conveyor/status.hpp"
 
 namespace conveyor::msg {
 
-struct stream_stats {
-  int64_t elements = 0;
-  int64_t bytes = 0;    // encoded bytes received
-  int64_t messages = 0; // element batches received
-  std::map<std::string, int64_t> per_worker;
-  // Where the reader's waiting went (consumer/wait_stats.hpp), nanoseconds.
-  int64_t wait_worker_ns = 0;
-  int64_t wait_network_ns = 0;
-  int64_t wait_split_ns = 0;
-  int64_t wait_credit_ns = 0;
-  int64_t elapsed_ns = 0;
+// StreamStats plus what the consumer knows of its own pushes. Local only (never serialized).
+struct stream_stats : StreamStats {
   uint64_t job = 0;               // the job (repetition) the stream reads
   int64_t duplicates_dropped = 0; // repeats of re-issued splits the consumer dropped
-  int64_t lost_tasks = 0;         // OFF tasks lost before their end, read on without (continue)
   uint64_t pushed_task = 0;       // on a push: the task whose batch it carries (0 otherwise)
   // On a push: which actor served that task ("id@node"; a restarted dispatcher's job has its
   // tasks re-created under their old ids). Empty when not known.
