@@ -38,6 +38,9 @@ public:
   // compression_type "" (none), "ZLIB" or "GZIP".
   static Dataset text_lines(std::vector<std::string> files, std::string compression_type = "");
   static Dataset tfrecord(std::vector<std::string> files, std::string compression_type = "");
+  // A snapshot written by `conveyor save` / save(): its elements, chunk by chunk. wait=false
+  // needs a finished snapshot; wait=true reads one while it is written, to its end.
+  static Dataset load(std::string path, bool wait = false);
   static Dataset source(FunctionRef fn); // a user source function from the registry
   static Dataset zip(std::vector<Dataset> inputs);
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "pipeline/io/example.hpp"
+#include "pipeline/io/snapshot_files.hpp"
 #include "pipeline/functions/functions.hpp"
 #include "pipeline/runtime/iterator.hpp"
 #include "pipeline/kernels/make_iterator.hpp"
@@ -66,6 +67,15 @@ Dataset Dataset::text_lines(std::vector<std::string> files, std::string compress
 Dataset Dataset::tfrecord(std::vector<std::string> files, std::string compression_type) {
   return make("tfrecord", {},
               {{"files", std::move(files)}, {"compression_type", std::move(compression_type)}});
+}
+
+Dataset Dataset::load(std::string path, bool wait) {
+  // As tf.data's load(): the element spec comes from the snapshot's metadata when it exists
+  // already (wait=true may name one that a save has not started yet: the spec is then unknown).
+  std::string spec;
+  if (auto metadata = snapshot::read_metadata(path); metadata.ok())
+    spec = metadata->element_spec;
+  return make("load", {}, {{"path", std::move(path)}, {"wait", wait}, {"element_spec", spec}});
 }
 
 Dataset Dataset::source(FunctionRef fn) { return make("source", {}, {{"fn", std::move(fn)}}); }

@@ -8,6 +8,7 @@
 // rank for every component, as functions.hpp promises.
 #include "pipeline/graph/dataset.hpp"
 #include "pipeline/io/example.hpp"
+#include "pipeline/io/snapshot_files.hpp"
 #include "pipeline/functions/file_source_functions.hpp"
 #include "pipeline/functions/functions.hpp"
 #include "pipeline/graph/ops.hpp"
@@ -121,6 +122,8 @@ Expected<ElementSpec> node_spec(const Node& n, const FunctionRegistry& functions
     return drop_leading_dim(spec_of(n.element_attr("element")), op);
   if (op == "list_files" || op == "text_lines" || op == "tfrecord")
     return ElementSpec{{scalar(DType::string)}};
+  if (op == "load") // the spec the snapshot recorded, when the builder could read it
+    return snapshot::parse_spec_components(n.string_attr("element_spec"));
   if (op == "source") {
     const FunctionDef* def = functions.find(n.function_attr("fn").name);
     if (def == nullptr)

@@ -5,6 +5,7 @@
 
 #include "pipeline/graph/dataset.hpp"
 #include "pipeline/io/example.hpp"
+#include "pipeline/io/snapshot_files.hpp"
 #include "pipeline/functions/file_source_functions.hpp"
 #include "pipeline/io/files.hpp"
 #include "pipeline/functions/functions.hpp"
@@ -108,6 +109,15 @@ Status check_arguments(const Node& n, const FunctionRegistry& functions) {
   } else if (op == "text_lines" || op == "tfrecord") {
     CONVEYOR_RETURN_IF_ERROR(check_files(n));
     return check_compression(n);
+  } else if (op == "load") {
+    if (n.string_attr("path").empty())
+      return invalid_argument("load: `path` must be a snapshot directory, got \"\"");
+    if (n.int_attr("num_shards") < 1 || n.int_attr("shard_index") < 0 ||
+        n.int_attr("shard_index") >= n.int_attr("num_shards"))
+      return invalid_argument("load: `shard_index` must be in [0, num_shards), got " +
+                              std::to_string(n.int_attr("shard_index")) + " of " +
+                              std::to_string(n.int_attr("num_shards")));
+    return snapshot::parse_spec_components(n.string_attr("element_spec")).status();
   } else if (op == "source") {
     return check_function(n, FunctionKind::source, functions);
   } else if (op == "map") {

@@ -34,6 +34,14 @@ std::vector<OpSchema> make_schemas() {
     {"tfrecord",
      0,
      {req("files", K::string_list), opt("compression_type", K::string, std::string{})}},
+    // A snapshot's elements (`conveyor save`; kernels/load.cpp): element_spec is the snapshot's
+    // (snapshot_files.hpp format; "" = unknown); num_shards/shard_index keep a share of the
+    // chunks (FILE sharding sets them).
+    {"load",
+     0,
+     {req("path", K::string), opt("wait", K::boolean, false),
+      opt("element_spec", K::string, std::string{}), opt("num_shards", K::int64, int64_t{1}),
+      opt("shard_index", K::int64, int64_t{0})}},
     // A user source: a registered source function, e.g. source(my_gen(n=10)).
     {"source", 0, {req("fn", K::function)}},
     // --- transforms

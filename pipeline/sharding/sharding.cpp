@@ -101,6 +101,15 @@ Expected<Dataset> shard_files(const Dataset& dataset, int64_t n, int64_t i, bool
       copy->attrs["files"] = std::move(mine);
       return NodePtr(std::move(copy));
     }
+    if (node->op == "load") { // chunks, not files: each worker keeps its share of them
+      found = true;
+      if (node->int_attr("num_shards") != 1)
+        return invalid_argument("FILE sharding of a `load` that is sharded already");
+      auto copy = std::make_shared<Node>(*node);
+      copy->attrs["num_shards"] = n;
+      copy->attrs["shard_index"] = i;
+      return NodePtr(std::move(copy));
+    }
     if (node->op == "list_files") {
       found = true;
       NodePtr listed = node;
@@ -120,8 +129,8 @@ Expected<Dataset> shard_files(const Dataset& dataset, int64_t n, int64_t i, bool
     return root.status();
   if (!found)
     return invalid_argument(
-      "FILE sharding policy requires a file-based dataset source (list_files, text_lines or "
-      "tfrecord); this dataset has none");
+      "FILE sharding policy requires a file-based dataset source (list_files, text_lines, "
+      "tfrecord or load); this dataset has none");
   return Dataset(std::move(*root));
 }
 

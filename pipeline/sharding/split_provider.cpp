@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "pipeline/io/files.hpp"
+#include "pipeline/io/path_policy.hpp"
+#include "pipeline/io/snapshot_files.hpp"
 #include "pipeline/graph/text_form.hpp"
 
 namespace conveyor {
@@ -16,11 +18,11 @@ namespace {
 // --- finding the splittable source -------------------------------------------------------------
 
 constexpr const char* kSplittableOpsText =
-  "range, from_tensor_slices, list_files, text_lines, tfrecord";
+  "range, from_tensor_slices, list_files, text_lines, tfrecord, load";
 
 bool is_splittable(const std::string& op) {
   return op == "range" || op == "from_tensor_slices" || op == "list_files" || op == "text_lines" ||
-         op == "tfrecord";
+         op == "tfrecord" || op == "load";
 }
 
 // One occurrence of a splittable source, with the ops on the way down to it from the root.
@@ -231,6 +233,26 @@ Expected<std::unique_ptr<EpochSplits>> make_epoch_splits(const Node& source,
     if (!files)
       return files.status();
     return std::unique_ptr<EpochSplits>(new FileSplits(std::move(*files), false, 0));
+  }
+  if (op == "load") {
+    // The chunks of a finished snapshot (one still written has no final chunk list to split).
+    const std::string dir = source.string_attr("path");
+    CONVEYOR_RETURN_IF_ERROR(check_path(options.paths, dir, PathPolicy::Access::list, "load"));
+    auto progress = snapshot::progress(dir);
+    if (!progress)
+      return progress.status().with_context("load");
+    if (progress->state != snapshot::State::done)
+      return failed_precondition(
+        "load: DYNAMIC sharding reads a finished snapshot only; the snapshot at " + dir +
+        (progress->state == snapshot::State::failed ? " failed: " + progress->error
+                                                    : " is still being written"));
+    auto chunks = snapshot::committed_chunks(dir);
+    if (!chunks)
+      return chunks.status().with_context("load");
+    std::vector<std::string> files;
+    for (const auto& c : *chunks)
+      files.push_back(c.path);
+    return std::unique_ptr<EpochSplits>(new FileSplits(std::move(files), false, 0));
   }
   // list_files: the files matching the pattern, sorted by name (as tf.data lists them before
   // shuffling); no match is an error, as in tf.data ("No files matched pattern").

@@ -23,6 +23,7 @@ from .service import (
     from_dataset_id,
     register_dataset,
 )
+from .snapshot import distributed_save, save
 
 Dataset = _conveyor.Dataset
 Function = _conveyor.Function
@@ -35,7 +36,8 @@ UNKNOWN_CARDINALITY = _conveyor.UNKNOWN_CARDINALITY
 __all__ = [
     "AUTOTUNE", "ConveyorError", "Dataset", "DispatchServer", "DispatcherConfig", "DistributedDataset",
     "Function", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "WorkerConfig", "WorkerServer",
-    "distribute", "from_dataset_id", "function_names", "load_plugin", "register_dataset",
+    "distribute", "distributed_save", "from_dataset_id", "function_names", "load_plugin",
+    "register_dataset", "save",
 ]
 
 

@@ -27,6 +27,7 @@
 #include "conveyor/client.hpp"
 #include "conveyor/options.hpp"
 #include "conveyor/server.hpp"
+#include "conveyor/snapshot.hpp"
 #include "pipeline/graph/dataset.hpp"
 #include "pipeline/tensor/element.hpp"
 #include "pipeline/functions/functions.hpp"
@@ -474,6 +475,14 @@ void bind_server_control(py::class_<Server, GilFreeHolder<Server>>& cls, const c
     });
 }
 
+py::dict save_result_dict(const SaveResult& r) {
+  py::dict d;
+  d["chunks"] = r.chunks;
+  d["elements"] = r.elements;
+  d["bytes"] = r.bytes;
+  return d;
+}
+
 Client connect(const std::string& service, int64_t connect_timeout_ms) {
   ClientConfig config;
   config.connect_timeout = milliseconds{connect_timeout_ms};
@@ -664,6 +673,8 @@ PYBIND11_MODULE(_conveyor, m) {
     .def_static(
       "tfrecord", [](std::string file) { return Dataset::tfrecord({std::move(file)}); },
       py::arg("filenames"))
+    .def_static("load", &Dataset::load, py::arg("path"), py::arg("wait") = false,
+                "A snapshot written by conveyor.save / distributed_save / `conveyor save`.")
     .def_static("source", &Dataset::source, py::arg("fn"))
     .def_static("zip",
                 [](py::args args) {
@@ -860,6 +871,31 @@ PYBIND11_MODULE(_conveyor, m) {
     }
     return GilFreeHolder<PyStream>(new PyStream(std::move(*stream)));
   });
+  // Snapshots (include/conveyor/snapshot.hpp): the GIL is free while the pipeline runs.
+  m.def("_save", [](const Dataset& dataset, const std::string& path, SaveOptions options) {
+    std::optional<Expected<SaveResult>> result;
+    {
+      py::gil_scoped_release release;
+      result.emplace(save(dataset, path, options));
+    }
+    return save_result_dict(unwrap(std::move(*result)));
+  });
+  m.def("_distributed_save",
+        [](const std::string& service, const Dataset& dataset, const std::string& path,
+           SaveOptions options, int64_t connect_timeout_ms) {
+          auto client = connect(service, connect_timeout_ms);
+          std::optional<Expected<SaveResult>> result;
+          {
+            py::gil_scoped_release release;
+            result.emplace(distributed_save(client, dataset, path, options));
+          }
+          return save_result_dict(unwrap(std::move(*result)));
+        });
+  py::class_<SaveOptions>(m, "_SaveOptions")
+    .def(py::init([](std::string compression, int64_t chunk_bytes) {
+           return SaveOptions{std::move(compression), chunk_bytes};
+         }),
+         py::arg("compression"), py::arg("chunk_bytes"));
   m.def("_bench_cpp_stream", &bench_cpp_stream, py::arg("service"), py::arg("dataset"),
         py::arg("options"), py::arg("warmup_s"), py::arg("seconds"), py::arg("two_step") = false);
 }

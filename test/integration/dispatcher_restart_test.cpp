@@ -15,56 +15,12 @@
 #include <thread>
 
 #include "test/integration/cluster.hpp"
+#include "test/integration/restartable_nodes.hpp"
 #include "test/support/free_port.hpp"
 #include "test/unit/sharding/temp_dir.hpp"
 
 using namespace conveyor;
 using namespace conveyor::testing;
-
-namespace {
-
-uint16_t free_port() {
-  auto port = conveyor::testing::free_loopback_port();
-  REQUIRE(port != 0);
-  return port;
-}
-
-std::unique_ptr<ChildProcess> start_dispatcher(uint16_t port, const std::string& work_dir,
-                                               const std::string& name,
-                                               const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> args{"dispatcher", "--port", std::to_string(port), "--worker-timeout",
-                                "3000"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  if (!work_dir.empty()) {
-    args.push_back("--work-dir");
-    args.push_back(work_dir);
-  }
-  auto d = ChildProcess::conveyor(args, name);
-  REQUIRE_MESSAGE(d.ok(), d.status().to_string());
-  auto p = (*d)->wait_listening(kStartTimeout);
-  REQUIRE_MESSAGE(p.ok(), (*d)->describe());
-  CHECK(*p == port);
-  return std::move(d).value();
-}
-
-std::unique_ptr<ChildProcess> start_worker(uint16_t dispatcher_port, const std::string& name,
-                                           std::vector<std::string> extra = {}) {
-  std::vector<std::string> args{"worker",
-                                "--dispatcher",
-                                "127.0.0.1:" + std::to_string(dispatcher_port),
-                                "--port",
-                                "0",
-                                "--heartbeat-interval",
-                                "100"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  auto w = ChildProcess::conveyor(args, name);
-  REQUIRE_MESSAGE(w.ok(), w.status().to_string());
-  return std::move(w).value();
-}
-
-std::string addr(uint16_t port) { return "127.0.0.1:" + std::to_string(port); }
-
-} // namespace
 
 namespace {
 

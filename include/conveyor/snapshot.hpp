@@ -1,0 +1,46 @@
+// Snapshots: a dataset's output saved once as chunk files, loaded many times with
+// Dataset::load(path) (the on-disk layout: pipeline/io/snapshot_files.hpp, docs/USER_GUIDE.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "conveyor/client.hpp"
+#include "conveyor/dataset.hpp"
+#include "conveyor/options.hpp"
+#include "conveyor/status.hpp"
+
+namespace conveyor {
+
+struct SaveOptions {
+  std::string compression = "lz4";  // of the chunks: "lz4" or "none"
+  int64_t chunk_bytes = 32LL << 20; // encoded bytes per chunk file (each holds >= 1 element)
+};
+
+struct SaveResult {
+  int64_t chunks = 0;
+  int64_t elements = 0;
+  int64_t bytes = 0; // encoded element bytes written
+};
+
+// How distributed_save reads by default: DYNAMIC.
+inline DistributeOptions default_save_read() {
+  DistributeOptions read;
+  read.policy = ShardingPolicy::dynamic;
+  return read;
+}
+
+// Runs `dataset` in this process and writes its output as a snapshot at `path` (a directory that
+// must not hold a snapshot yet). On failure the snapshot is marked failed with the cause (a
+// load() of it then fails with that cause) and the error is returned.
+Expected<SaveResult> save(const Dataset& dataset, const std::string& path,
+                          const SaveOptions& options = {});
+
+// The same with the dataset produced by the service's workers: a job read with `read` (DYNAMIC
+// by default: each element once across the workers, surviving worker loss and a dispatcher
+// restart with its journal) whose elements this process writes as they arrive.
+Expected<SaveResult> distributed_save(Client& client, const Dataset& dataset,
+                                      const std::string& path, const SaveOptions& options = {},
+                                      DistributeOptions read = default_save_read());
+
+} // namespace conveyor

@@ -1,0 +1,437 @@
+#include "pipeline/io/snapshot_files.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <random>
+#include <sstream>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "pipeline/io/tfrecord.hpp" // crc32c
+
+namespace conveyor::snapshot {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char kChunkMagic[8] = {'C', 'V', 'C', 'H', 'U', 'N', 'K', '1'};
+constexpr std::size_t kChunkHeaderBytes = 32;
+constexpr const char* kMetadataFile = "snapshot.metadata";
+constexpr const char* kMetadataMagic = "conveyor-snapshot";
+
+std::string errno_text() { return std::strerror(errno); }
+
+void put_u32(char* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i)
+    p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+uint32_t get_u32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i)
+    v |= static_cast<uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  return v;
+}
+void put_u64(char* p, uint64_t v) {
+  put_u32(p, static_cast<uint32_t>(v));
+  put_u32(p + 4, static_cast<uint32_t>(v >> 32));
+}
+uint64_t get_u64(const char* p) {
+  return static_cast<uint64_t>(get_u32(p)) | (static_cast<uint64_t>(get_u32(p + 4)) << 32);
+}
+uint32_t masked(const char* p, std::size_t n) { return mask_crc32c(crc32c(p, n)); }
+
+Status sync_dir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return io_error("opening directory " + dir + ": " + errno_text());
+  int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0)
+    return io_error("syncing directory " + dir + ": " + errno_text());
+  return Status::OK();
+}
+
+// Writes `pieces` to a temporary file in `dir`, syncs it (when `sync`) and renames it to
+// `final_path`: `final_path` never exists half-written. `exclusive`: refuse when it exists.
+Status write_atomically(const std::string& dir, const std::string& final_path,
+                        const std::vector<std::string_view>& pieces, bool sync, bool exclusive) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  const std::string tmp = dir + "/.tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rng());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return io_error("cannot create " + tmp + ": " + errno_text());
+  Status s = Status::OK();
+  for (std::string_view piece : pieces) {
+    const char* p = piece.data();
+    std::size_t n = piece.size();
+    while (s.ok() && n > 0) {
+      ssize_t w = ::write(fd, p, n);
+      if (w < 0 && errno == EINTR)
+        continue;
+      if (w < 0) {
+        s = io_error("writing " + tmp + ": " + errno_text());
+        break;
+      }
+      p += w;
+      n -= static_cast<std::size_t>(w);
+    }
+  }
+  if (s.ok() && sync && ::fsync(fd) != 0)
+    s = io_error("syncing " + tmp + ": " + errno_text());
+  ::close(fd);
+  if (s.ok()) {
+    // link() fails when the name exists, rename() would replace it.
+    int rc = exclusive ? ::link(tmp.c_str(), final_path.c_str())
+                       : ::rename(tmp.c_str(), final_path.c_str());
+    if (rc != 0)
+      s = errno == EEXIST ? Status{ErrorCode::already_exists, final_path + " already exists"}
+                          : io_error("renaming " + tmp + " to " + final_path + ": " + errno_text());
+  }
+  std::error_code ec;
+  fs::remove(tmp, ec); // after link(), or after a failure; gone already after rename()
+  if (s.ok() && sync)
+    s = sync_dir(dir);
+  return s;
+}
+
+Expected<std::string> read_whole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return io_error("cannot read " + path + ": " + errno_text());
+  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad())
+    return io_error("reading " + path + " failed");
+  return data;
+}
+
+bool all_digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// "chunk-S-I-N" with S 8 digits, I 10 digits, N any digits.
+bool parse_chunk_name(const std::string& name, ChunkRef& out) {
+  if (name.rfind("chunk-", 0) != 0)
+    return false;
+  std::string_view rest(name);
+  rest.remove_prefix(6);
+  auto a = rest.find('-');
+  if (a != 8)
+    return false;
+  auto b = rest.find('-', a + 1);
+  if (b != a + 11)
+    return false;
+  std::string_view s = rest.substr(0, a), i = rest.substr(a + 1, 10), n = rest.substr(b + 1);
+  if (!all_digits(s) || !all_digits(i) || !all_digits(n) || n.size() > 18)
+    return false;
+  out.stream = std::stoll(std::string(s));
+  out.index = std::stoll(std::string(i));
+  out.elements = std::stoll(std::string(n));
+  return true;
+}
+
+Expected<int64_t> parse_int(const std::string& text, const std::string& what) {
+  try {
+    std::size_t used = 0;
+    long long v = std::stoll(text, &used);
+    if (used == text.size())
+      return static_cast<int64_t>(v);
+  } catch (const std::exception&) {
+  }
+  return data_loss(what + ": not an integer: `" + text + "`");
+}
+
+} // namespace
+
+std::string format_spec_components(const ElementSpec& spec) {
+  std::string out;
+  for (std::size_t i = 0; i < spec.components.size(); ++i) {
+    const TensorSpec& c = spec.components[i];
+    if (i > 0)
+      out += ';';
+    out += dtype_name(c.dtype);
+    out += ':';
+    if (c.unknown_rank) {
+      out += '?';
+      continue;
+    }
+    out += '[';
+    for (std::size_t d = 0; d < c.shape.size(); ++d)
+      out += (d ? "," : "") + std::to_string(c.shape[d]);
+    out += ']';
+  }
+  return out;
+}
+
+Expected<ElementSpec> parse_spec_components(const std::string& text) {
+  ElementSpec spec;
+  if (text.empty())
+    return spec;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ';')) {
+    auto colon = item.find(':');
+    auto bad = [&](const std::string& why) {
+      return invalid_argument("element spec component `" + item + "`: " + why +
+                              " (expected DTYPE:[d0,d1,...] or DTYPE:?)");
+    };
+    if (colon == std::string::npos)
+      return bad("no `:`");
+    auto dtype = dtype_from_name(item.substr(0, colon));
+    if (!dtype)
+      return bad("unknown dtype");
+    TensorSpec c;
+    c.dtype = *dtype;
+    std::string shape = item.substr(colon + 1);
+    if (shape == "?") {
+      c.unknown_rank = true;
+    } else {
+      if (shape.size() < 2 || shape.front() != '[' || shape.back() != ']')
+        return bad("bad shape");
+      std::stringstream dims(shape.substr(1, shape.size() - 2));
+      std::string dim;
+      while (std::getline(dims, dim, ',')) {
+        auto v = parse_int(dim, "dimension");
+        if (!v.ok() || *v < kUnknownDim)
+          return bad("bad dimension `" + dim + "`");
+        c.shape.push_back(*v);
+      }
+    }
+    spec.components.push_back(std::move(c));
+  }
+  return spec;
+}
+
+Status create(const std::string& dir, const Metadata& metadata) {
+  if (metadata.compression != Compression::lz4 && metadata.compression != Compression::none)
+    return invalid_argument("snapshot compression must be lz4 or none");
+  if (metadata.definition.find('\n') != std::string::npos ||
+      metadata.fingerprint.find('\n') != std::string::npos)
+    return invalid_argument("snapshot metadata: the dataset's text form must be one line");
+  std::error_code ec;
+  fs::create_directories(dir + "/chunks", ec);
+  if (ec)
+    return io_error("cannot create the snapshot directory " + dir + ": " + ec.message());
+  std::string text = std::string(kMetadataMagic) + " " + std::to_string(kFormatVersion) + "\n" +
+                     "fingerprint " + metadata.fingerprint + "\n" + "compression " +
+                     (metadata.compression == Compression::lz4 ? "lz4" : "none") + "\n" +
+                     "created " + std::to_string(metadata.created_unix_s) + "\n" + "element_spec " +
+                     metadata.element_spec + "\n" + "dataset " + metadata.definition + "\n";
+  Status s = write_atomically(dir, dir + "/" + kMetadataFile, {text}, true, /*exclusive=*/true);
+  if (s.code() == ErrorCode::already_exists)
+    return Status{ErrorCode::already_exists,
+                  "a snapshot exists at " + dir +
+                    " already (snapshot.metadata): a snapshot is written once; choose another "
+                    "path or remove it"};
+  return s;
+}
+
+Expected<Metadata> read_metadata(const std::string& dir) {
+  const std::string path = dir + "/" + kMetadataFile;
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    return not_found("no snapshot at " + dir + " (no snapshot.metadata)");
+  auto text = read_whole(path);
+  if (!text.ok())
+    return text.status();
+  std::stringstream in(*text);
+  std::string line;
+  Metadata m;
+  bool versioned = false, has_fingerprint = false, has_dataset = false;
+  while (std::getline(in, line)) {
+    auto space = line.find(' ');
+    std::string key = line.substr(0, space);
+    std::string value = space == std::string::npos ? "" : line.substr(space + 1);
+    if (key == kMetadataMagic) {
+      auto v = parse_int(value, path + ": format version");
+      if (!v.ok())
+        return v.status();
+      if (*v != kFormatVersion)
+        return Status{ErrorCode::version_mismatch, path + ": snapshot format " + value +
+                                                     ", this build reads " +
+                                                     std::to_string(kFormatVersion)};
+      versioned = true;
+    } else if (key == "fingerprint") {
+      m.fingerprint = value;
+      has_fingerprint = true;
+    } else if (key == "compression") {
+      if (value != "lz4" && value != "none")
+        return data_loss(path + ": unknown compression `" + value + "`");
+      m.compression = value == "lz4" ? Compression::lz4 : Compression::none;
+    } else if (key == "created") {
+      auto v = parse_int(value, path + ": created");
+      if (!v.ok())
+        return v.status();
+      m.created_unix_s = *v;
+    } else if (key == "element_spec") {
+      m.element_spec = value;
+    } else if (key == "dataset") {
+      m.definition = value;
+      has_dataset = true;
+    }
+  }
+  if (!versioned || !has_fingerprint || !has_dataset)
+    return data_loss(path + " is not a conveyor snapshot's metadata (missing " +
+                     (!versioned         ? "its first line"
+                      : !has_fingerprint ? "fingerprint"
+                                         : "dataset") +
+                     ")");
+  return m;
+}
+
+std::string chunk_path(const std::string& dir, int64_t stream, int64_t index, int64_t elements) {
+  char name[96];
+  std::snprintf(name, sizeof name, "chunk-%08lld-%010lld-%lld", static_cast<long long>(stream),
+                static_cast<long long>(index), static_cast<long long>(elements));
+  return dir + "/chunks/" + name;
+}
+
+Expected<std::vector<ChunkRef>> committed_chunks(const std::string& dir) {
+  std::vector<ChunkRef> out;
+  std::error_code ec;
+  fs::directory_iterator it(dir + "/chunks", ec), end;
+  if (ec)
+    return io_error("cannot list " + dir + "/chunks: " + ec.message());
+  for (; it != end; it.increment(ec)) {
+    if (ec)
+      return io_error("listing " + dir + "/chunks: " + ec.message());
+    std::string name = it->path().filename().string();
+    if (name.rfind(".tmp-", 0) == 0)
+      continue;
+    ChunkRef c;
+    if (!parse_chunk_name(name, c))
+      return data_loss(dir + "/chunks holds `" + name +
+                       "`, which is not a snapshot chunk: the directory is not conveyor's alone");
+    c.path = it->path().string();
+    out.push_back(std::move(c));
+  }
+  std::sort(out.begin(), out.end(), [](const ChunkRef& a, const ChunkRef& b) {
+    return std::tie(a.stream, a.index) < std::tie(b.stream, b.index);
+  });
+  for (std::size_t i = 1; i < out.size(); ++i)
+    if (out[i].stream == out[i - 1].stream && out[i].index == out[i - 1].index)
+      return data_loss(dir + ": chunk " + std::to_string(out[i].index) + " of stream " +
+                       std::to_string(out[i].stream) + " is there twice (" + out[i - 1].path +
+                       ", " + out[i].path + ")");
+  return out;
+}
+
+Expected<ChunkRef> chunk_from_path(const std::string& path) {
+  ChunkRef c;
+  if (!parse_chunk_name(fs::path(path).filename().string(), c))
+    return data_loss("`" + path + "` does not name a snapshot chunk");
+  c.path = path;
+  return c;
+}
+
+Expected<ChunkRef> write_chunk(const std::string& dir, int64_t stream, int64_t index,
+                               const std::vector<Element>& elements, Compression compression,
+                               bool sync) {
+  if (stream < 0 || stream > 99999999 || index < 0 || index > 9999999999LL)
+    return invalid_argument("chunk stream " + std::to_string(stream) + " / index " +
+                            std::to_string(index) + " out of range");
+  std::string body = encode_batch(elements, compression);
+  char header[kChunkHeaderBytes] = {};
+  std::memcpy(header, kChunkMagic, 8);
+  put_u32(header + 8, kFormatVersion);
+  put_u32(header + 12, static_cast<uint32_t>(elements.size()));
+  put_u64(header + 16, body.size());
+  put_u32(header + 24, masked(body.data(), body.size()));
+  put_u32(header + 28, masked(header, 28));
+  ChunkRef ref{stream, index, static_cast<int64_t>(elements.size()),
+               chunk_path(dir, stream, index, static_cast<int64_t>(elements.size()))};
+  // Exclusive: a chunk, once committed, is never replaced (a restarted writer that redoes a chunk
+  // it committed before its crash is told so).
+  CONVEYOR_RETURN_IF_ERROR(write_atomically(dir + "/chunks", ref.path,
+                                            {std::string_view(header, kChunkHeaderBytes), body},
+                                            sync, /*exclusive=*/true));
+  return ref;
+}
+
+Status read_chunk(const ChunkRef& chunk, std::vector<Element>& out) {
+  auto data = read_whole(chunk.path);
+  if (!data.ok())
+    return data.status();
+  auto bad = [&](const std::string& why) {
+    return data_loss("snapshot chunk " + chunk.path + " is damaged: " + why);
+  };
+  const std::string& d = *data;
+  if (d.size() < kChunkHeaderBytes)
+    return bad("it has " + std::to_string(d.size()) + " bytes, shorter than its header");
+  if (std::memcmp(d.data(), kChunkMagic, 8) != 0)
+    return bad("no chunk header");
+  if (masked(d.data(), 28) != get_u32(d.data() + 28))
+    return bad("the header's checksum does not match");
+  if (get_u32(d.data() + 8) != kFormatVersion)
+    return Status{ErrorCode::version_mismatch, "snapshot chunk " + chunk.path + " has format " +
+                                                 std::to_string(get_u32(d.data() + 8)) +
+                                                 ", this build reads " +
+                                                 std::to_string(kFormatVersion)};
+  const uint64_t count = get_u32(d.data() + 12);
+  const uint64_t body = get_u64(d.data() + 16);
+  if (body != d.size() - kChunkHeaderBytes)
+    return bad("its header says " + std::to_string(body) + " body bytes, the file has " +
+               std::to_string(d.size() - kChunkHeaderBytes));
+  if (masked(d.data() + kChunkHeaderBytes, body) != get_u32(d.data() + 24))
+    return bad("the body's checksum does not match");
+  if (static_cast<int64_t>(count) != chunk.elements)
+    return bad("it holds " + std::to_string(count) + " elements, its name says " +
+               std::to_string(chunk.elements));
+  auto owner = std::make_shared<const std::string>(std::move(*data));
+  std::string_view view(*owner);
+  view.remove_prefix(kChunkHeaderBytes);
+  std::vector<Element> elements;
+  Status s = decode_batch(owner, view, elements);
+  if (!s.ok())
+    return bad(s.message());
+  if (elements.size() != count)
+    return bad("it decodes to " + std::to_string(elements.size()) + " elements, its header says " +
+               std::to_string(count));
+  out.insert(out.end(), std::make_move_iterator(elements.begin()),
+             std::make_move_iterator(elements.end()));
+  return Status::OK();
+}
+
+Expected<Progress> progress(const std::string& dir) {
+  std::error_code ec;
+  Progress p;
+  if (fs::exists(dir + "/ERROR", ec)) {
+    auto cause = read_whole(dir + "/ERROR");
+    if (!cause.ok())
+      return cause.status();
+    p.state = State::failed;
+    p.error = *cause;
+    while (!p.error.empty() && p.error.back() == '\n')
+      p.error.pop_back();
+  } else if (fs::exists(dir + "/DONE", ec)) {
+    p.state = State::done;
+  }
+  return p;
+}
+
+Status mark_done(const std::string& dir, int64_t chunks, int64_t elements) {
+  std::error_code ec;
+  if (fs::exists(dir + "/ERROR", ec))
+    return failed_precondition("snapshot " + dir + " is marked failed; it cannot be done too");
+  std::string text =
+    "chunks " + std::to_string(chunks) + " elements " + std::to_string(elements) + "\n";
+  return write_atomically(dir, dir + "/DONE", {text}, true, /*exclusive=*/true);
+}
+
+Status mark_failed(const std::string& dir, const Status& cause) {
+  std::error_code ec;
+  if (fs::exists(dir + "/DONE", ec))
+    return failed_precondition("snapshot " + dir + " is done; it cannot be marked failed");
+  std::string text = cause.to_string() + "\n";
+  return write_atomically(dir, dir + "/ERROR", {text}, true, /*exclusive=*/true);
+}
+
+} // namespace conveyor::snapshot

@@ -1,0 +1,41 @@
+"""Snapshots: a dataset's output saved once as chunk files and loaded many times with
+``conveyor.Dataset.load(path, wait=False)`` (as tf.data's ``Dataset.save`` / ``distributed_save``
+and ``Dataset.load``). The layout is documented in docs/USER_GUIDE.md ("Snapshots")."""
+
+import numbers
+
+from . import _conveyor
+from .service import _service_address
+
+Dataset = _conveyor.Dataset
+
+
+def _options(dataset, path, compression, chunk_bytes):
+    if not isinstance(dataset, Dataset):
+        raise TypeError(f"`dataset` must be a conveyor.Dataset, got {type(dataset).__name__}")
+    if not isinstance(path, str) or not path:
+        raise ValueError(f"`path` must be a non-empty directory name, got {path!r}")
+    if compression is None:
+        compression = "none"
+    if compression not in ("lz4", "none"):
+        raise ValueError(f"`compression` must be \"lz4\", \"none\" or None, got {compression!r}")
+    if isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, numbers.Integral) or chunk_bytes < 1:
+        raise ValueError(f"`chunk_bytes` must be a positive int, got {chunk_bytes!r}")
+    return _conveyor._SaveOptions(compression, int(chunk_bytes))
+
+
+def save(dataset, path, compression="lz4", *, chunk_bytes=32 << 20) -> dict:
+    """Runs ``dataset`` in this process and writes its output as a snapshot directory ``path``
+    (which must not hold one yet). Returns ``{"chunks", "elements", "bytes"}``. On failure the
+    snapshot is marked failed with the cause (loading it raises that cause) and the error is raised."""
+    return _conveyor._save(dataset, path, _options(dataset, path, compression, chunk_bytes))
+
+
+def distributed_save(dataset, path, service, compression="lz4", *, chunk_bytes=32 << 20,
+                     connect_timeout_ms=5000) -> dict:
+    """The same with the elements produced by the service's workers (a DYNAMIC job: each element
+    once across the workers, surviving the loss of a worker and a dispatcher restart with its
+    work dir); this process writes them as they arrive."""
+    options = _options(dataset, path, compression, chunk_bytes)
+    return _conveyor._distributed_save(_service_address(service), dataset, path, options,
+                                       connect_timeout_ms)

@@ -1,0 +1,130 @@
+// Snapshots with real processes: `conveyor save` through a cluster whose worker and dispatcher
+// are SIGKILLed mid-save, a load(wait=true) that reads while a save writes, and the command's
+// argument errors.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "conveyor/dataset.hpp"
+#include "pipeline/runtime/iterator.hpp"
+#include "test/integration/cluster.hpp"
+#include "test/integration/restartable_nodes.hpp"
+#include "test/unit/sharding/temp_dir.hpp"
+
+using namespace conveyor;
+using namespace conveyor::testing;
+
+namespace {
+
+std::vector<int64_t> iota(int64_t n) {
+  std::vector<int64_t> v(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    v[static_cast<std::size_t>(i)] = i;
+  return v;
+}
+
+std::vector<int64_t> sorted_values(const std::vector<Element>& elements) {
+  std::vector<int64_t> out;
+  for (const auto& e : elements)
+    out.push_back(e[0].at<int64_t>(0));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("snapshot: a save through the service survives a worker SIGKILL and a dispatcher "
+          "SIGKILL, and its load yields every element exactly once") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string wd = dir.path() + "/work", snap = dir.path() + "/snap";
+  auto d1 = start_dispatcher(free_port(), wd, "dispatcher1");
+  const uint16_t port = *d1->wait_listening(kStartTimeout);
+  std::vector<std::unique_ptr<ChildProcess>> workers;
+  for (int i = 0; i < 3; ++i) {
+    workers.push_back(start_worker(port, "worker" + std::to_string(i + 1)));
+    REQUIRE(workers.back()->wait_for_output("worker: ready", kStartTimeout));
+  }
+  // ~1.2 s of work on 3 workers; small chunks, so many commits happen around the kills.
+  const std::string dataset = "range(12000).map(sleep_us(us=300))";
+  auto saver = ChildProcess::conveyor({"save", "--dispatcher", addr(port), "--dataset", dataset,
+                                       "--path", snap, "--chunk-bytes", "4000"},
+                                      "save");
+  REQUIRE(saver.ok());
+  REQUIRE_MESSAGE(d1->wait_for_output("created job", kReadTimeout), d1->describe());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  workers[2]->signal(SIGKILL);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  REQUIRE_FALSE((*saver)->exited()); // the save was not over yet
+  d1->signal(SIGKILL);
+  REQUIRE(d1->wait_exit(kStartTimeout).has_value());
+  auto d2 = start_dispatcher(port, wd, "dispatcher2");
+  auto rc = (*saver)->wait_exit(kReadTimeout);
+  REQUIRE_MESSAGE(rc.has_value(), (*saver)->describe());
+  REQUIRE_MESSAGE(*rc == 0, ((*saver)->describe() + "\n" + d2->describe()));
+  CHECK((*saver)->stdout_text().find("saved 12000 elements") != std::string::npos);
+  auto loaded = Dataset::load(snap).collect();
+  REQUIRE_MESSAGE(loaded.ok(), loaded.status().to_string());
+  CHECK(sorted_values(*loaded) == iota(12000));
+}
+
+TEST_CASE("snapshot: load(wait=true) started before a save reads everything exactly once while "
+          "the save runs") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string snap = dir.path() + "/snap";
+  auto it = Dataset::load(snap, /*wait=*/true).make_iterator();
+  REQUIRE(it.ok());
+  // ~1 s of work in the saving process, committed in ~40 chunks.
+  auto saver = ChildProcess::conveyor({"save", "--dataset", "range(4000).map(sleep_us(us=250))",
+                                       "--path", snap, "--chunk-bytes", "1000"},
+                                      "save");
+  REQUIRE(saver.ok());
+  std::vector<Element> got;
+  bool first_before_exit = false;
+  for (;;) {
+    Element e;
+    bool end = false;
+    auto st = (*it)->get_next(e, end);
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+    if (end)
+      break;
+    if (got.empty())
+      first_before_exit = !(*saver)->exited();
+    got.push_back(std::move(e));
+  }
+  auto rc = (*saver)->wait_exit(kReadTimeout);
+  REQUIRE(rc.has_value());
+  CHECK_MESSAGE(*rc == 0, (*saver)->describe());
+  CHECK(first_before_exit);
+  CHECK(sorted_values(got) == iota(4000));
+}
+
+TEST_CASE("snapshot: `conveyor save` refuses bad arguments and an existing snapshot (exit 2)") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string snap = dir.path() + "/snap";
+  auto run = [](std::vector<std::string> args) {
+    args.insert(args.begin(), "save");
+    return run_conveyor(args, kReadTimeout);
+  };
+  auto ok = run({"--dataset", "range(10)", "--path", snap});
+  CHECK_MESSAGE(ok.exit_code == 0, ok.describe);
+  CHECK(ok.stdout_text.find("saved 10 elements in 1 chunks") != std::string::npos);
+  auto again = run({"--dataset", "range(10)", "--path", snap});
+  CHECK(again.exit_code == 2);
+  CHECK(again.stderr_text.find("written once") != std::string::npos);
+  auto compression = run({"--dataset", "range(10)", "--path", snap + "2", "--compression", "zstd"});
+  CHECK(compression.exit_code == 2);
+  CHECK(compression.stderr_text.find("`--compression` must be lz4 or none") != std::string::npos);
+  auto infinite = run({"--dataset", "range(10).repeat()", "--path", snap + "3"});
+  CHECK(infinite.exit_code == 2);
+  CHECK(infinite.stderr_text.find("infinite") != std::string::npos);
+  auto timeout = run({"--dataset", "range(10)", "--path", snap + "4", "--connect-timeout", "10"});
+  CHECK(timeout.exit_code == 2);
+  CHECK(timeout.stderr_text.find("only with `--dispatcher`") != std::string::npos);
+}
