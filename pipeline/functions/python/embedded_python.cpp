@@ -11,6 +11,7 @@
 #include <atomic>
 #include <climits>
 #include <thread>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -26,15 +27,40 @@ namespace conveyor::python {
 
 namespace {
 
+// A pipeline thread keeps one Python thread state between calls: without it PyGILState_Release
+// deletes the state after every call and the next call makes a new one. Made only on a thread
+// that does not hold the GIL (its constructor lets the GIL go); left alone once Python ends.
+class KeptThreadState {
+public:
+  KeptThreadState() : state_(PyGILState_Ensure()), saved_(PyEval_SaveThread()) {}
+  ~KeptThreadState() {
+    if (Py_IsInitialized() && !_Py_IsFinalizing()) {
+      PyEval_RestoreThread(saved_);
+      PyGILState_Release(state_);
+    }
+  }
+
+private:
+  PyGILState_STATE state_;
+  PyThreadState* saved_;
+};
+
 // A pipeline thread's hold on the GIL (it may be a thread Python has never seen).
 class GilHold {
 public:
-  GilHold() : state_(PyGILState_Ensure()) {}
+  GilHold() : state_(ensure()) {}
   ~GilHold() { PyGILState_Release(state_); }
   GilHold(const GilHold&) = delete;
   GilHold& operator=(const GilHold&) = delete;
 
 private:
+  static PyGILState_STATE ensure() {
+    thread_local std::unique_ptr<KeptThreadState> kept;
+    if (!kept && PyGILState_Check() == 0)
+      kept = std::make_unique<KeptThreadState>();
+    return PyGILState_Ensure();
+  }
+
   PyGILState_STATE state_;
 };
 

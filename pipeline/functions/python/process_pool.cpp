@@ -313,13 +313,11 @@ private:
     const std::string summary = reply.substr(a + 1, b - a - 1);
     const std::string traceback = reply.substr(b + 1);
     if (!module.empty())
-      return not_found("Python function `" + name + "`: cannot import module `" + module +
-                       "` on " + worker + " (pool process " + std::to_string(pid_) + ": " +
-                       summary +
+      return not_found("Python function `" + name + "`: cannot import module `" + module + "` on " +
+                       worker + " (pool process " + std::to_string(pid_) + ": " + summary +
                        "); start the worker with `--python-path DIR` naming the directory "
                        "that holds it, or install it there");
-    return invalid_argument("Python function `" + name + "` raised " + summary + "\n" +
-                            traceback);
+    return invalid_argument("Python function `" + name + "` raised " + summary + "\n" + traceback);
   }
 
   Expected<Element> decode(const std::string& reply, const std::string& name) const {
@@ -344,9 +342,8 @@ private:
         return internal_error("Python pool: a reply outside the output region");
       auto dtype = dtype_from_name(dtype_text);
       if (!dtype)
-        return invalid_argument(what + " (component " + std::to_string(c) +
-                                ") has numpy dtype " + dtype_text +
-                                ", which conveyor tensors do not hold");
+        return invalid_argument(what + " (component " + std::to_string(c) + ") has numpy dtype " +
+                                dtype_text + ", which conveyor tensors do not hold");
       Tensor t(*dtype, shape);
       if (*dtype == DType::string) {
         auto& strings = t.mutable_strings();
@@ -435,8 +432,8 @@ std::vector<int> ProcessPool::pids() const {
   return pids_;
 }
 
-Expected<Element> ProcessPool::call(const std::string& function, bool is_import,
-                                    const Element& in, int64_t processes, const std::string& name,
+Expected<Element> ProcessPool::call(const std::string& function, bool is_import, const Element& in,
+                                    int64_t processes, const std::string& name,
                                     const std::string& worker) {
   const uint64_t id = function_id((is_import ? "import:" : "pickle:") + function);
   for (int attempt = 0;; ++attempt) {
