@@ -172,6 +172,10 @@ def test_parallel_map_runs_in_pool_processes(cluster):
     pids = set(ints(read(ds, cluster.target)))
     assert os.getpid() not in pids and 1 <= len(pids) <= 2
     assert pids <= set(pool_processes())
+    for pid in pids:  # only its own socket: none of the worker's connections leak into it
+        sockets = [fd for fd in os.listdir(f"/proc/{pid}/fd")
+                   if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")]
+        assert sockets == ["3"], sockets
 
 
 def test_pool_moves_tuples_strings_and_large_arrays(cluster):

@@ -14,8 +14,12 @@ namespace conveyor::python {
 
 const char* pool_worker_script() {
   return R"PY(
-import base64, importlib, mmap, os, pickle, socket, struct, sys, traceback
+import base64, importlib, mmap, os, pickle, signal, socket, struct, sys, traceback
 import numpy as np
+
+# Ctrl-C in the worker's terminal reaches its whole process group: the worker decides when the pool
+# ends (this process leaves when its socket closes).
+signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=int(sys.argv[1]))
 sys.path[:0] = sys.argv[2:]  # the worker's sys.path first: its --python-path, the client's modules
@@ -152,6 +156,8 @@ while True:
         module = getattr(e, "name", None) if isinstance(e, ImportError) else None
         text = "%s: %s" % (type(e).__name__, e) if str(e) else type(e).__name__
         tb = "".join(traceback.format_exception(type(e), e, e.__traceback__)).rstrip("\n")
+        if len(tb) > 65536:  # a reply is one socket message: keep the end, where the error is
+            tb = "...\n" + tb[-65536:]
         sock.send(b"E" + (module or "").encode() + b"\0" + text.encode() + b"\0" + tb.encode())
 )PY";
 }

@@ -94,6 +94,9 @@ public:
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, fds[1], 3); // dup2 clears close-on-exec
+    // Nothing else of the worker's: a descriptor someone opened without close-on-exec (a
+    // library's socket) would stay open in the pool process after the worker closed it.
+    posix_spawn_file_actions_addclosefrom_np(&actions, 4);
     std::vector<std::string> args = {python, "-c", pool_worker_script(), "3"};
     args.insert(args.end(), sys_path.begin(), sys_path.end());
     std::vector<char*> argv;
