@@ -148,8 +148,10 @@ def test_unknown_function_names_the_plugin_flag():
 
 # ---------------------------------------------------------------- the pool of interpreter processes
 
-def pool_processes():
-    """This process's children that run the pool program (their command line carries it)."""
+def pool_processes(parent=None):
+    """The children of `parent` (this process) that run the pool program (their command line
+    carries it)."""
+    parent = parent or os.getpid()
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -161,7 +163,7 @@ def pool_processes():
                 cmdline = f.read()
         except OSError:
             continue
-        if ppid == os.getpid() and b"conveyor-pool-out" in cmdline:
+        if ppid == parent and b"conveyor-pool-out" in cmdline:
             found.append(int(entry))
     return found
 
@@ -247,6 +249,19 @@ class WorkerProcess:
             self.lines.put(line)
         self.lines.put(None)
 
+    def drain_output(self):
+        """What the worker logged after it got ready (once it has stopped)."""
+        out = []
+        while True:
+            try:
+                line = self.lines.get(timeout=10)
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            out.append(line)
+        return "".join(out)
+
     def stop(self):
         self.proc.terminate()
         try:
@@ -324,6 +339,31 @@ def test_worker_process_pool(dispatcher, module_dir):
             read(ds, dispatcher.target)
     finally:
         worker.stop()
+
+
+@needs_binary
+def test_worker_process_pool_survives_sigkill_of_a_pool_process(dispatcher):
+    import signal
+
+    worker = WorkerProcess(dispatcher.target)
+    try:
+        def slow(x):
+            import time as t
+            t.sleep(0.005)
+            return x * 2
+
+        n = 300
+        it = iter(conveyor.distribute(conveyor.Dataset.range(n).map(slow, num_parallel_calls=2),
+                                      service=dispatcher.target, processing_mode="distributed_epoch"))
+        got = [int(next(it)) for _ in range(20)]
+        victims = pool_processes(worker.proc.pid)
+        assert victims, "the worker started no pool process"
+        os.kill(victims[0], signal.SIGKILL)
+        got += ints(it)
+        assert sorted(got) == [2 * i for i in range(n)]
+    finally:
+        worker.stop()
+    assert "running the element again" in "".join(worker.output) + worker.drain_output()
 
 
 @needs_binary
