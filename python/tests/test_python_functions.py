@@ -298,6 +298,17 @@ def test_worker_process_runs_lambdas_closures_and_module_functions(dispatcher, m
 
 
 @needs_binary
+def test_worker_process_flat_map_returning_a_dataset(dispatcher):
+    # the function builds a conveyor.Dataset on the worker: the package must be on its path
+    worker = WorkerProcess(dispatcher.target, "--python-path", os.path.join(BUILD, "python"))
+    try:
+        ds = conveyor.Dataset.range(4).flat_map(lambda x: conveyor.Dataset.range(int(x)).map("square"))
+        assert sorted(ints(read(ds, dispatcher.target))) == [0, 0, 0, 1, 1, 4]
+    finally:
+        worker.stop()
+
+
+@needs_binary
 def test_worker_process_exception_carries_the_traceback(dispatcher):
     worker = WorkerProcess(dispatcher.target)
     try:
