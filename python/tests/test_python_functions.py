@@ -95,6 +95,10 @@ def test_tuples_in_and_out_strings_and_arrays(cluster):
     arrays = read(big, cluster.target)
     assert sorted(float(a[0, 0]) for a in arrays) == [0.0, 1.0]
     assert all(a.shape == (256, 256) and a.dtype == np.float32 for a in arrays)
+    # big-endian and strided results are converted to native, contiguous tensors
+    odd = conveyor.Dataset.range(2).map(lambda x: (np.arange(3, dtype=">i4") + x, np.eye(3)[:, 0]))
+    got = sorted((a.tolist(), b.tolist()) for a, b in read(odd, cluster.target))
+    assert got == [([0, 1, 2], [1.0, 0.0, 0.0]), ([1, 2, 3], [1.0, 0.0, 0.0])]
 
 
 def test_arguments_are_read_only(cluster):
@@ -187,6 +191,9 @@ def test_pool_moves_tuples_strings_and_large_arrays(cluster):
     assert sorted(s for s, _ in got) == sorted([b"a!", b"bb!", b"!", b"c!", b"d!", b"e!"])
     assert all(a.shape == (512, 1024) and a[0, 0] == a[-1, -1] for _, a in got)
     assert sorted(float(a[0, 0]) for _, a in got) == [float(i) for i in range(6)]
+    # arguments returned unchanged come back as the worker's own components
+    swapped = read(ds.map(lambda i, s: (s, i), num_parallel_calls=2), cluster.target)
+    assert sorted((int(i), s) for s, i in swapped) == list(enumerate([b"a", b"bb", b"", b"c", b"d", b"e"]))
 
 
 def test_pool_exception_carries_the_traceback(cluster):

@@ -131,13 +131,15 @@ public:
                       processes == kAutotune
                         ? std::max<int64_t>(2, std::thread::hardware_concurrency())
                         : processes);
-    return call<Element>(in, params, [](py::handle result, const std::string& what) {
-      return element_from_python(result, "the result of " + what);
-    });
+    return call<Element>(
+      in, params, [](py::handle result, const std::string& what, const Arguments& passed) {
+        return element_from_python(result, "the result of " + what, &passed);
+      });
   }
 
   Expected<bool> predicate(const Element& in, const Params& params) override {
-    return call<bool>(in, params, [](py::handle result, const std::string&) -> Expected<bool> {
+    return call<bool>(in, params,
+                      [](py::handle result, const std::string&, const Arguments&) -> Expected<bool> {
       // numpy's truth rules: a 0-d or one-entry array is fine, a longer one raises (caught as
       // the function's error by call()).
       const int truth = PyObject_IsTrue(result.ptr());
@@ -151,7 +153,8 @@ public:
   // Dataset.from_tensor_slices takes them (an array, a list, a tuple of arrays, any iterable).
   Expected<Dataset> dataset(const Element& in, const Params& params) override {
     return call<Dataset>(
-      in, params, [](py::handle result, const std::string& what) -> Expected<Dataset> {
+      in, params,
+      [](py::handle result, const std::string& what, const Arguments&) -> Expected<Dataset> {
         if (py::hasattr(result, "to_text") && py::hasattr(result, "fingerprint"))
           return parse_dataset(result.attr("to_text")().cast<std::string>());
         py::object rows = py::reinterpret_borrow<py::object>(result);
@@ -343,8 +346,9 @@ private:
         return fn.status();
       const std::string what = "Python function `" + name + "`";
       try {
-        py::object result = (*fn)(*element_to_arguments(in));
-        return convert(result, what);
+        Arguments passed{element_to_arguments(in), &in};
+        py::object result = (*fn)(*passed.args);
+        return convert(result, what, passed);
       } catch (py::error_already_set& e) {
         PythonError error = describe(e);
         return invalid_argument(what + " raised " + error.summary + "\n" + error.traceback);

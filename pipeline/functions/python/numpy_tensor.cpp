@@ -20,6 +20,28 @@ py::dtype numpy_dtype(DType d) {
   return py::dtype(d == DType::string ? std::string{"object"} : std::string{dtype_name(d)});
 }
 
+// Leaked: used until the process ends, and never released after the interpreter is gone.
+py::module_& numpy() {
+  static auto* module = new py::module_(py::module_::import("numpy"));
+  return *module;
+}
+
+// The DType of a numpy dtype, by numpy's name (tf.data's names are numpy's); remembered per numpy
+// type number once found (under the GIL, as every call here). Error: the numpy name.
+Expected<DType> dtype_of(const py::dtype& dtype) {
+  static std::optional<DType> known[64];
+  const int num = py::detail::array_descriptor_proxy(dtype.ptr())->type_num;
+  if (num >= 0 && num < 64 && known[num])
+    return *known[num];
+  const std::string name = py::str(py::handle(dtype)).cast<std::string>();
+  std::optional<DType> found = dtype_from_name(name);
+  if (!found || *found == DType::string)
+    return invalid_argument(name);
+  if (num >= 0 && num < 64)
+    known[num] = found;
+  return *found;
+}
+
 std::string type_name(py::handle value) {
   return py::str(py::type::of(value).attr("__name__")).cast<std::string>();
 }
@@ -70,8 +92,8 @@ Expected<Tensor> tensor_from_python(py::handle value, const std::string& what) {
   if (value.is_none())
     return invalid_argument(what + " is None; a function must return a value (an array, a "
                                    "number, bytes/str, or a tuple of them)");
-  py::module_ np = py::module_::import("numpy");
-  py::array arr = np.attr("asarray")(value);
+  py::array arr = py::array::check_(value) ? py::reinterpret_borrow<py::array>(value)
+                                            : py::array(numpy().attr("asarray")(value));
   const char kind = arr.dtype().kind();
   Shape shape(arr.shape(), arr.shape() + arr.ndim());
   if (kind == 'O' || kind == 'S' || kind == 'U') {
@@ -88,27 +110,44 @@ Expected<Tensor> tensor_from_python(py::handle value, const std::string& what) {
     }
     return t;
   }
-  const std::string numpy_name = py::str(arr.dtype()).cast<std::string>();
-  std::optional<DType> dtype = dtype_from_name(numpy_name);
-  if (!dtype || *dtype == DType::string)
-    return invalid_argument(what + " has numpy dtype " + numpy_name +
+  // Tensors hold native-order values: a big-endian array is converted, not copied byte for byte.
+  if (py::detail::array_descriptor_proxy(arr.dtype().ptr())->byteorder == '>')
+    arr = arr.attr("astype")(arr.dtype().attr("newbyteorder")("="));
+  auto dtype = dtype_of(arr.dtype());
+  if (!dtype.ok())
+    return invalid_argument(what + " has numpy dtype " + dtype.status().message() +
                             ", which conveyor tensors do not hold");
   Tensor t(*dtype, shape);
-  // Tensors hold native-order values: a big-endian array is converted, not copied byte for byte.
-  if (!arr.dtype().attr("isnative").cast<bool>())
-    arr = arr.attr("astype")(arr.dtype().attr("newbyteorder")("="));
-  py::array contiguous = np.attr("ascontiguousarray")(arr);
+  if ((arr.flags() & py::array::c_style) == 0)
+    arr = numpy().attr("ascontiguousarray")(arr);
   if (t.num_elements() > 0)
-    std::memcpy(t.mutable_data<unsigned char>(), contiguous.data(), t.bytes().size());
+    std::memcpy(t.mutable_data<unsigned char>(), arr.data(), t.bytes().size());
   return t;
 }
 
-Expected<Element> element_from_python(py::handle value, const std::string& what) {
+namespace {
+
+// `item` itself when it is one of the arguments (returned unchanged: `lambda image, label:
+// (augment(image), label)`), else a copy.
+Expected<Tensor> component_from_python(py::handle item, const std::string& what,
+                                       const Arguments* passed) {
+  if (passed != nullptr && passed->element != nullptr)
+    for (std::size_t j = 0; j < passed->args.size() && j < passed->element->size(); ++j)
+      if (passed->args[j].ptr() == item.ptr())
+        return (*passed->element)[j];
+  return tensor_from_python(item, what);
+}
+
+} // namespace
+
+Expected<Element> element_from_python(py::handle value, const std::string& what,
+                                      const Arguments* passed) {
   if (py::isinstance<py::tuple>(value)) {
     std::vector<Tensor> parts;
     std::size_t i = 0;
     for (py::handle item : value) {
-      auto t = tensor_from_python(item, what + " (component " + std::to_string(i++) + ")");
+      auto t =
+        component_from_python(item, what + " (component " + std::to_string(i++) + ")", passed);
       if (!t.ok())
         return t.status();
       parts.push_back(std::move(*t));
@@ -117,7 +156,7 @@ Expected<Element> element_from_python(py::handle value, const std::string& what)
       return invalid_argument(what + " is an empty tuple; an element needs a component");
     return Element{std::move(parts)};
   }
-  auto t = tensor_from_python(value, what);
+  auto t = component_from_python(value, what, passed);
   if (!t.ok())
     return t.status();
   return Element{std::move(*t)};

@@ -26,8 +26,17 @@ pybind11::tuple element_to_arguments(const Element& element);
 // `what` names the value in errors ("the result of map function `f`").
 Expected<Tensor> tensor_from_python(pybind11::handle value, const std::string& what);
 
+// The arguments a function was called with (element_to_arguments) and the element they view: a
+// result component that *is* one of the arguments is that component again, not a copy. Hidden,
+// as pybind11's types are.
+struct __attribute__((visibility("hidden"))) Arguments {
+  pybind11::tuple args;
+  const Element* element = nullptr;
+};
+
 // A function's result as an element: a tuple is a multi-component element, anything else one
 // component.
-Expected<Element> element_from_python(pybind11::handle value, const std::string& what);
+Expected<Element> element_from_python(pybind11::handle value, const std::string& what,
+                                      const Arguments* passed = nullptr);
 
 } // namespace conveyor::python

@@ -6,7 +6,8 @@
 //   request: "<QBQQI" fn id, load kind (0 loaded, 1 pickle, 2 import), load offset, load length,
 //            component count; per component: name length "B" + dtype name, "I" rank, "q" * rank
 //            dims, "QQ" offset, length (strings: a table of "QQ" offset, length per entry).
-//   reply:   b"K" + the same component layout (offsets into the output region), or
+//   reply:   b"K" + the same component layout (offsets into the output region; dtype "@J": the
+//            function returned argument J unchanged), or
 //            b"E" + module NUL summary NUL traceback (module: the one an ImportError names).
 #include "pipeline/functions/python/process_pool.hpp"
 
@@ -82,7 +83,7 @@ def ensure_out(size):
     return True
 
 
-def encode(result):
+def encode(result, args):
     parts = result if isinstance(result, tuple) else (result,)
     if not parts:
         raise ValueError("the function returned an empty tuple; an element needs a component")
@@ -91,6 +92,10 @@ def encode(result):
     for value in parts:
         if value is None:
             raise ValueError("the function returned None")
+        same = [j for j, a in enumerate(args) if a is value]
+        if same:  # an argument returned unchanged: the worker reuses its component
+            prepared.append(("@%d" % same[0], (), None))
+            continue
         a = np.asarray(value)
         if a.dtype.kind in "OSU":
             items = [x if isinstance(x, bytes) else str(x).encode() if isinstance(x, str) else None
@@ -112,6 +117,9 @@ def encode(result):
         name = dtype.encode()
         header += [struct.pack("<B", len(name)), name, struct.pack("<I", len(shape)),
                    struct.pack("<%dq" % len(shape), *shape)]
+        if payload is None:
+            header.append(struct.pack("<QQ", 0, 0))
+            continue
         if dtype == "string":
             table_at = pos
             pos += 16 * len(payload)
@@ -149,7 +157,7 @@ while True:
                 raise RuntimeError("function %d was never sent to this pool process" % fn_id)
             functions[fn_id] = load(kind, bytes(in_map[load_at:load_at + load_len]))
         args = read_components(msg, 25, in_map)
-        reply, grew = encode(functions[fn_id](*args))
+        reply, grew = encode(functions[fn_id](*args), args)
         del args
         socket.send_fds(sock, [reply], [out_fd] if grew else [])
     except BaseException as e:  # noqa: BLE001 - every failure goes back to the worker

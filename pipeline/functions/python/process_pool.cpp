@@ -195,7 +195,7 @@ public:
         return {st, false};
     if (reply[0] == 'E')
       return {function_error(reply, name, worker), false};
-    return {decode(reply, name), false};
+    return {decode(reply, in, name), false};
   }
 
 private:
@@ -323,7 +323,8 @@ private:
     return invalid_argument("Python function `" + name + "` raised " + summary + "\n" + traceback);
   }
 
-  Expected<Element> decode(const std::string& reply, const std::string& name) const {
+  Expected<Element> decode(const std::string& reply, const Element& in,
+                           const std::string& name) const {
     const std::string what = "the result of Python function `" + name + "`";
     Reader r(reply.data() + 1, reply.size() - 1);
     uint32_t count = 0;
@@ -343,6 +344,13 @@ private:
       uint64_t offset = 0, length = 0;
       if (!r.get(offset) || !r.get(length) || offset > out_size_ || length > out_size_ - offset)
         return internal_error("Python pool: a reply outside the output region");
+      if (!dtype_text.empty() && dtype_text[0] == '@') { // argument J returned unchanged
+        const std::size_t j = std::strtoul(dtype_text.c_str() + 1, nullptr, 10);
+        if (j >= in.size())
+          return internal_error("Python pool: a reply naming a missing argument");
+        parts.push_back(in[j]);
+        continue;
+      }
       auto dtype = dtype_from_name(dtype_text);
       if (!dtype)
         return invalid_argument(what + " (component " + std::to_string(c) + ") has numpy dtype " +

@@ -109,3 +109,19 @@ TEST_CASE("--python-path entries must be directories") {
   CHECK(st.message() == "--python-path `/nonexistent/conveyor-python-path` is not a directory");
   CHECK(python::add_python_path(CONVEYOR_SOURCE_DIR "/python/tests").ok());
 }
+
+TEST_CASE("an argument returned unchanged is the same tensor, not a copy") {
+  REQUIRE(python::add_python_path(CONVEYOR_SOURCE_DIR "/test/unit/python").ok());
+  std::vector<int64_t> values(100);
+  Tensor big = Tensor::vector<int64_t>(values);
+  auto same = Dataset::from_tensors(Element{big}).map(py("python", "conveyor_test_functions:same"))
+                .collect();
+  REQUIRE(same.ok());
+  CHECK((*same)[0][0].data<unsigned char>() == big.data<unsigned char>());
+  auto swapped = Dataset::from_tensors(Element{{big, Tensor::scalar(std::string{"label"})}})
+                   .map(py("python", "conveyor_test_functions:swap"))
+                   .collect();
+  REQUIRE(swapped.ok());
+  CHECK((*swapped)[0][0].string_at(0) == "label");
+  CHECK((*swapped)[0][1].data<unsigned char>() == big.data<unsigned char>());
+}
