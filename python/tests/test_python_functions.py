@@ -196,6 +196,35 @@ def test_pool_moves_tuples_strings_and_large_arrays(cluster):
     assert sorted((int(i), s) for s, i in swapped) == list(enumerate([b"a", b"bb", b"", b"c", b"d", b"e"]))
 
 
+def test_a_forked_child_gets_its_own_pool(cluster):
+    # the parent's pool exists (earlier tests); a child's in-process workers start their own
+    read(conveyor.Dataset.range(4).map(lambda x: x, num_parallel_calls=2), cluster.target)
+    parent_pool = set(pool_processes())
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: a fresh cluster, a pool map, its pool processes' parent reported
+        code = 1
+        try:
+            os.close(r)
+            d = conveyor.DispatchServer(port=0)
+            wk = conveyor.WorkerServer(dispatcher_address=d.target, port=0)
+            ds = conveyor.Dataset.range(20).map(lambda x: np.int64(os.getppid()), num_parallel_calls=2)
+            parents = set(ints(conveyor.distribute(ds, d.target, "distributed_epoch")))
+            os.write(w, repr(sorted(parents)).encode())
+            wk.stop()
+            d.stop()
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r) as f:
+        reported = f.read()
+    _, status = os.waitpid(pid, 0)
+    assert status == 0, reported
+    assert reported == repr([pid])  # the child's pool processes are the child's own children
+    assert parent_pool <= set(pool_processes())
+
+
 def test_pool_exception_carries_the_traceback(cluster):
     ds = conveyor.Dataset.range(30).map(lambda x: failing_on_17(x), num_parallel_calls=2)
     with pytest.raises(ValueError) as raised:

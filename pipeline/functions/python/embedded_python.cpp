@@ -131,22 +131,22 @@ public:
                       processes == kAutotune
                         ? std::max<int64_t>(2, std::thread::hardware_concurrency())
                         : processes);
-    return call<Element>(
-      in, params, [](py::handle result, const std::string& what, const Arguments& passed) {
-        return element_from_python(result, "the result of " + what, &passed);
-      });
+    return call<Element>(in, params,
+                         [](py::handle result, const std::string& what, const Arguments& passed) {
+                           return element_from_python(result, "the result of " + what, &passed);
+                         });
   }
 
   Expected<bool> predicate(const Element& in, const Params& params) override {
-    return call<bool>(in, params,
-                      [](py::handle result, const std::string&, const Arguments&) -> Expected<bool> {
-      // numpy's truth rules: a 0-d or one-entry array is fine, a longer one raises (caught as
-      // the function's error by call()).
-      const int truth = PyObject_IsTrue(result.ptr());
-      if (truth < 0)
-        throw py::error_already_set();
-      return truth != 0;
-    });
+    return call<bool>(
+      in, params, [](py::handle result, const std::string&, const Arguments&) -> Expected<bool> {
+        // numpy's truth rules: a 0-d or one-entry array is fine, a longer one raises (caught as
+        // the function's error by call()).
+        const int truth = PyObject_IsTrue(result.ptr());
+        if (truth < 0)
+          throw py::error_already_set();
+        return truth != 0;
+      });
   }
 
   // The function returns a conveyor Dataset (its text form travels) or rows, as
@@ -208,28 +208,37 @@ private:
                          worker_name());
   }
 
-  // The pool runs the interpreter this process runs (or embeds), with its sys.path.
+  // The pool runs the interpreter this process runs (or embeds), with its sys.path. A process
+  // forked from the one that made the pool (os.fork in the client) makes its own: the inherited
+  // pool's processes answer the parent.
   Expected<ProcessPool*> ensure_pool() {
     CONVEYOR_RETURN_IF_ERROR(ensure_started());
-    std::call_once(pool_once_, [this] {
-      GilHold gil;
-      try {
-        py::module_ sys = py::module_::import("sys");
-        std::string python =
-          started_here_ ? CONVEYOR_PYTHON_EXECUTABLE : sys.attr("executable").cast<std::string>();
-        if (python.empty())
-          python = CONVEYOR_PYTHON_EXECUTABLE;
-        std::vector<std::string> path;
-        for (py::handle entry : sys.attr("path"))
-          path.push_back(py::str(entry).cast<std::string>());
-        pool_ = new ProcessPool(std::move(python), std::move(path)); // lives as the runtime
-      } catch (py::error_already_set& e) {
-        pool_status_ = internal_error("cannot start the Python pool: " + describe(e).summary);
-      }
-    });
-    if (pool_ == nullptr)
-      return pool_status_;
-    return pool_;
+    {
+      std::lock_guard<std::mutex> lock{pool_mu_}; // never held while waiting for the GIL
+      if (pool_ != nullptr && pool_pid_ == ::getpid())
+        return pool_;
+    }
+    GilHold gil; // the GIL first, then pool_mu_
+    std::lock_guard<std::mutex> lock{pool_mu_};
+    if (pool_ != nullptr && pool_pid_ == ::getpid())
+      return pool_;
+    try {
+      py::module_ sys = py::module_::import("sys");
+      std::string python =
+        started_here_ ? CONVEYOR_PYTHON_EXECUTABLE : sys.attr("executable").cast<std::string>();
+      if (python.empty())
+        python = CONVEYOR_PYTHON_EXECUTABLE;
+      std::vector<std::string> path;
+      for (py::handle entry : sys.attr("path"))
+        path.push_back(py::str(entry).cast<std::string>());
+      // Never destroyed (a forked child's inherited one included: its processes are the
+      // parent's to end).
+      pool_ = new ProcessPool(std::move(python), std::move(path));
+      pool_pid_ = ::getpid();
+      return pool_;
+    } catch (py::error_already_set& e) {
+      return internal_error("cannot start the Python pool: " + describe(e).summary);
+    }
   }
 
   std::string worker_name() {
@@ -363,11 +372,11 @@ private:
   std::once_flag start_once_;
   std::atomic<bool> started_{false};
   bool started_here_ = false; // written once, under start_once_
-  std::once_flag pool_once_;
-  ProcessPool* pool_ = nullptr; // written once, under pool_once_; never destroyed
-  Status pool_status_;
-  Status start_status_; // written once, under start_once_
-  std::mutex mu_;       // the fields below; taken after the GIL, never before it
+  std::mutex pool_mu_;
+  ProcessPool* pool_ = nullptr; // under pool_mu_
+  pid_t pool_pid_ = 0;          // the process that made pool_
+  Status start_status_;         // written once, under start_once_
+  std::mutex mu_;               // the fields below; taken after the GIL, never before it
   std::vector<std::string> paths_;
   std::size_t applied_paths_ = 0;
   std::string worker_name_;

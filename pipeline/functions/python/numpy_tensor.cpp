@@ -93,7 +93,7 @@ Expected<Tensor> tensor_from_python(py::handle value, const std::string& what) {
     return invalid_argument(what + " is None; a function must return a value (an array, a "
                                    "number, bytes/str, or a tuple of them)");
   py::array arr = py::array::check_(value) ? py::reinterpret_borrow<py::array>(value)
-                                            : py::array(numpy().attr("asarray")(value));
+                                           : py::array(numpy().attr("asarray")(value));
   const char kind = arr.dtype().kind();
   Shape shape(arr.shape(), arr.shape() + arr.ndim());
   if (kind == 'O' || kind == 'S' || kind == 'U') {

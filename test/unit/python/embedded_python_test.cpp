@@ -114,8 +114,8 @@ TEST_CASE("an argument returned unchanged is the same tensor, not a copy") {
   REQUIRE(python::add_python_path(CONVEYOR_SOURCE_DIR "/test/unit/python").ok());
   std::vector<int64_t> values(100);
   Tensor big = Tensor::vector<int64_t>(values);
-  auto same = Dataset::from_tensors(Element{big}).map(py("python", "conveyor_test_functions:same"))
-                .collect();
+  auto same =
+    Dataset::from_tensors(Element{big}).map(py("python", "conveyor_test_functions:same")).collect();
   REQUIRE(same.ok());
   CHECK((*same)[0][0].data<unsigned char>() == big.data<unsigned char>());
   auto swapped = Dataset::from_tensors(Element{{big, Tensor::scalar(std::string{"label"})}})
