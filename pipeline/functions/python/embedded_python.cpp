@@ -126,6 +126,11 @@ class EmbeddedPython final : public PythonRuntime {
 public:
   Expected<Element> map(const Element& in, const Params& params) override {
     const int64_t processes = int_param(params, "processes");
+    if (processes < kAutotune)
+      return invalid_argument("Python function `" + param(params, "qualname") +
+                              "`: `processes` must be 0 or 1 (the worker's interpreter), more "
+                              "(a pool of that many processes) or -1 (AUTOTUNE), got " +
+                              std::to_string(processes));
     if (processes > 1 || processes == kAutotune)
       return pool_map(in, params,
                       processes == kAutotune

@@ -97,6 +97,13 @@ TEST_CASE("a module the worker cannot import is named, with the worker") {
   auto bad = Dataset::range(1).map(py("python", "no-colon")).collect();
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().message().find("expected \"package.module:function\"") != std::string::npos);
+  auto negative =
+    Dataset::range(1)
+      .map(FunctionRef{"python",
+                       {{"import", std::string{"operator:neg"}}, {"processes", int64_t{-2}}}})
+      .collect();
+  REQUIRE_FALSE(negative.ok());
+  CHECK(negative.status().message().find("`processes` must be 0 or 1") != std::string::npos);
   auto neither = Dataset::range(1).map(FunctionRef{"python"}).collect();
   REQUIRE_FALSE(neither.ok());
   CHECK(neither.status().message().find("needs exactly one of the parameters `pickle` and "
@@ -124,4 +131,31 @@ TEST_CASE("an argument returned unchanged is the same tensor, not a copy") {
   REQUIRE(swapped.ok());
   CHECK((*swapped)[0][0].string_at(0) == "label");
   CHECK((*swapped)[0][1].data<unsigned char>() == big.data<unsigned char>());
+}
+
+TEST_CASE("processes > 1 runs the function in a pool of interpreter processes") {
+  // (before the pool starts: its processes take the worker's sys.path as it is then)
+  REQUIRE(python::add_python_path(CONVEYOR_SOURCE_DIR "/test/unit/python").ok());
+  FunctionRef neg{"python", {{"import", std::string{"operator:neg"}}, {"processes", int64_t{2}}}};
+  python::install_embedded_python();
+  std::vector<int64_t> expected;
+  for (int64_t i = 0; i < 40; ++i)
+    expected.push_back(-i);
+  CHECK(ints(Dataset::range(40).map(neg, 2)) == expected);
+  // strings and several components travel through the shared memory too
+  auto swapped =
+    Dataset::from_tensors(Element{{Tensor::vector<int64_t>({1, 2, 3}), Tensor::scalar("x")}})
+      .map(FunctionRef{
+        "python",
+        {{"import", std::string{"conveyor_test_functions:swap"}}, {"processes", int64_t{2}}}})
+      .collect();
+  REQUIRE_MESSAGE(swapped.ok(), swapped.status().to_string());
+  CHECK((*swapped)[0][0].string_at(0) == "x");
+  CHECK((*swapped)[0][1] == Tensor::vector<int64_t>({1, 2, 3}));
+  FunctionRef log{"python", {{"import", std::string{"math:log"}}, {"processes", int64_t{2}}}};
+  auto failed = Dataset::range(2).map(log, 2).collect();
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.status().message().rfind("map function `python` on element 0: Python function "
+                                        "`math:log` raised ValueError: math domain error",
+                                        0) == 0);
 }
