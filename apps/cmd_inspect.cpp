@@ -1,6 +1,8 @@
 // `conveyor inspect EXPR [--json] [--plugin PATH]...` — parses a dataset expression in the text
 // form (pipeline/graph/text_form.hpp) and prints its canonical text, fingerprint, cardinality and
-// element_spec, and with --json the graph as JSON.
+// element_spec, and with --json the graph as JSON. `conveyor inspect --functions [--plugin
+// PATH]...` lists the registered functions instead: kind, parameters with kinds and defaults,
+// where each comes from (built in or which plugin), and its one-line doc.
 // Exit codes: 0 fine, 1 the dataset parses but is invalid (e.g. an unknown function),
 // 2 bad flags or an expression that does not parse (shown with a caret under the column).
 #include <boost/program_options.hpp>
@@ -15,6 +17,7 @@
 #include "apps/subcommand.hpp"
 #include "pipeline/graph/dataset.hpp"
 #include "pipeline/functions/functions.hpp"
+#include "pipeline/functions/plugin_info.hpp"
 #include "pipeline/graph/serialize.hpp"
 #include "pipeline/graph/text_form.hpp"
 
@@ -25,7 +28,26 @@ namespace po = boost::program_options;
 
 constexpr const char* kUsage =
   "usage: conveyor inspect EXPR [--json] [--plugin PATH]...\n"
+  "       conveyor inspect --functions [--plugin PATH]...\n"
   "  e.g. conveyor inspect 'range(100).map(square).shuffle(16, seed=3).batch(8)'\n";
+
+// One line per function, grouped by kind: "map  scale(factor: float = 2.0)  [built in]  doc".
+void print_functions(const FunctionRegistry& registry) {
+  for (FunctionKind kind :
+       {FunctionKind::map, FunctionKind::predicate, FunctionKind::dataset, FunctionKind::source}) {
+    for (const std::string& name : registry.names()) {
+      const FunctionDef* def = registry.find(name);
+      if (def == nullptr || def->kind != kind)
+        continue;
+      const std::string plugin = plugin_defining(name);
+      const std::string origin = plugin.empty() ? "built in" : "plugin " + plugin;
+      std::printf("%-9s %s  [%s]  %s\n", to_string(kind), describe_function(*def).c_str(),
+                  origin.c_str(), def->doc.c_str());
+    }
+  }
+  std::vector<std::string> plugins = loaded_plugin_paths();
+  std::printf("plugins loaded: %zu\n", plugins.size());
+}
 
 // The 1-based column of a text-form error ("column 17: ..."), or 0 when it names none.
 int error_column(const std::string& message) {
@@ -68,6 +90,8 @@ int run_inspect(const std::vector<std::string>& args) {
   flags.add_options()
       ("help,h", "print this help")
       ("json", "also print the graph as JSON")
+      ("functions", "list the registered functions (with --plugin: theirs too) with their "
+       "parameters instead of inspecting an expression")
       ("plugin", po::value<std::vector<std::string>>()->composing(),
        "load functions from this plugin shared library (repeatable)");
   // clang-format on
@@ -94,7 +118,12 @@ int run_inspect(const std::vector<std::string>& args) {
       << flags;
     return 0;
   }
-  if (vm.count("expr") == 0) {
+  const bool list_functions = vm.count("functions") != 0;
+  if (list_functions && (vm.count("expr") != 0 || vm.count("json") != 0)) {
+    std::cerr << "conveyor inspect: --functions takes no expression and no --json\n" << kUsage;
+    return 2;
+  }
+  if (!list_functions && vm.count("expr") == 0) {
     std::cerr << "conveyor inspect: missing the dataset expression\n" << kUsage;
     return 2;
   }
@@ -109,6 +138,11 @@ int run_inspect(const std::vector<std::string>& args) {
         return 2;
       }
     }
+  }
+
+  if (list_functions) {
+    print_functions(registry);
+    return 0;
   }
 
   const std::string expr = vm["expr"].as<std::string>();

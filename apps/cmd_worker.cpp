@@ -6,6 +6,9 @@
 #include "node/log.hpp"
 #include "consumer/placement.hpp"
 #include "conveyor/server.hpp"
+#ifdef CONVEYOR_PYTHON_FUNCTIONS
+#include "pipeline/functions/python/embedded_python.hpp"
+#endif
 
 namespace conveyor::apps {
 namespace {
@@ -50,6 +53,8 @@ int run_worker(const std::vector<std::string>& args) {
        "how often to send the dispatcher a heartbeat")
       ("plugin", po::value<std::vector<std::string>>()->composing()->value_name("LIB.so"),
        "shared library with more dataset functions (repeatable)")
+      ("python-path", po::value<std::vector<std::string>>()->composing()->value_name("DIR"),
+       "put DIR in front of sys.path for the modules of Python functions (repeatable)")
       ("allow-path", po::value<std::vector<std::string>>()->composing()->value_name("DIR"),
        "directory datasets may read and write files under (text_lines, tfrecord, list_files, "
        "cache; repeatable; links and `..` resolved). Without it datasets may not touch files")
@@ -175,6 +180,18 @@ int run_worker(const std::vector<std::string>& args) {
     return report_status(kInfo.name, st.with_context("--worker-tags"));
   if (vm.count("plugin"))
     config.plugins = vm["plugin"].as<std::vector<std::string>>();
+  if (vm.count("python-path")) {
+#ifdef CONVEYOR_PYTHON_FUNCTIONS
+    for (const auto& dir : vm["python-path"].as<std::vector<std::string>>())
+      if (auto st = python::add_python_path(dir); !st.ok())
+        return report_status(kInfo.name, st);
+#else
+    return report_status(kInfo.name,
+                         unimplemented("--python-path: this worker was built without Python "
+                                       "functions (configure it with python3-dev and "
+                                       "pybind11-dev installed)"));
+#endif
+  }
   config.protocol_version = vm["protocol-version"].as<uint32_t>();
   if (auto st = apply_security_options(vm, config.network); !st.ok())
     return report_status(kInfo.name, st);
@@ -191,8 +208,11 @@ int run_worker(const std::vector<std::string>& args) {
   WorkerServer server{config};
   if (auto st = server.start(); !st.ok())
     return report_error(kInfo.name, "cannot start: " + st.to_string(), exit_code_for(st));
-  // start() returns once the dispatcher accepted the registration: from here on, new jobs and
-  // running ones get a task here. Scripts and tests wait for this line.
+    // start() returns once the dispatcher accepted the registration: from here on, new jobs and
+    // running ones get a task here. Scripts and tests wait for this line.
+#ifdef CONVEYOR_PYTHON_FUNCTIONS
+  python::set_python_worker_name("worker " + server.worker_address());
+#endif
   log::info("worker", "ready: registered with dispatcher " + config.dispatcher_address +
                         ", serving consumers at " + server.worker_address());
   wait_for_stop_signal();

@@ -10,6 +10,9 @@
 #include "apps/subcommand.hpp"
 #include "conveyor/version.hpp"
 #include "messages/protocol.hpp"
+#ifdef CONVEYOR_PYTHON_FUNCTIONS
+#include "pipeline/functions/python/embedded_python.hpp"
+#endif
 
 namespace conveyor::apps {
 namespace {
@@ -58,6 +61,10 @@ Subcommand::Subcommand(const char* name, const char* summary, SubcommandFn fn) {
 int main(int argc, char** argv) {
   using namespace conveyor::apps;
   tune_malloc();
+#ifdef CONVEYOR_PYTHON_FUNCTIONS
+  // Workers (and `run`, `bench`) run Python functions in an interpreter started on first use.
+  conveyor::python::install_embedded_python();
+#endif
   if (argc < 2) {
     usage(stderr);
     return 2;

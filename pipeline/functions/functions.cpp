@@ -7,6 +7,9 @@
 #include <boost/filesystem/operations.hpp>
 
 #include "pipeline/functions/builtin_functions.hpp"
+#include "pipeline/functions/plugin_info.hpp"
+#include "pipeline/functions/python_functions.hpp"
+#include "pipeline/graph/text_literals.hpp"
 
 namespace conveyor {
 
@@ -35,11 +38,23 @@ bool param_kind_accepts(const Scalar& declared, const Scalar& given) {
 struct LoadedPlugins {
   std::mutex mu;
   std::vector<boost::dll::shared_library> libraries;
+  std::vector<std::string> paths;                // as given to load_plugin, for messages
+  std::map<std::string, std::string> defined_by; // function name -> plugin path
 };
 
 LoadedPlugins& loaded_plugins() {
   static auto* plugins = new LoadedPlugins;
   return *plugins;
+}
+
+std::string scalar_to_text(const Scalar& v) {
+  switch (v.index()) {
+    case 0: return std::get<bool>(v) ? "true" : "false";
+    case 1: return std::to_string(std::get<int64_t>(v));
+    case 2: return text::format_float64(std::get<double>(v));
+    case 3: return text::quote_string(std::get<std::string>(v));
+  }
+  return "?";
 }
 
 } // namespace
@@ -60,6 +75,8 @@ FunctionRegistry& FunctionRegistry::global() {
     auto* r = new FunctionRegistry;
     Status st = register_builtin_functions(*r);
     assert(st.ok() && "built-in functions must register cleanly");
+    st = register_python_functions(*r);
+    assert(st.ok() && "the Python functions' entries must register cleanly");
     (void)st;
     return r;
   }();
@@ -108,9 +125,15 @@ Status FunctionRegistry::check(const FunctionRef& ref, FunctionKind kind) const 
         if (d->kind == kind)
           candidates += (candidates.empty() ? "" : ", ") + name;
     }
+    // Functions beyond the built-in ones come from plugins: say so, and which are loaded here.
+    std::string plugins;
+    for (const std::string& path : loaded_plugin_paths())
+      plugins += (plugins.empty() ? "" : ", ") + path;
     return not_found("unknown function `" + ref.name + "` (registered " + to_string(kind) +
                      " functions: " + (candidates.empty() ? std::string{"none"} : candidates) +
-                     ")");
+                     "). Functions beyond the built-in ones come from plugins, loaded on every "
+                     "worker and the dispatcher with `--plugin LIB.so`; plugins loaded here: " +
+                     (plugins.empty() ? std::string{"none"} : plugins));
   }
   if (def->kind != kind)
     return invalid_argument("function `" + ref.name + "` is a " + to_string(def->kind) +
@@ -190,7 +213,34 @@ Status FunctionRegistry::load_plugin(const std::string& path) {
   auto& plugins = loaded_plugins();
   std::lock_guard<std::mutex> plugins_lock{plugins.mu};
   plugins.libraries.push_back(std::move(library));
+  plugins.paths.push_back(path);
+  for (const auto& [name, def] : staged.defs_)
+    plugins.defined_by.emplace(name, path);
   return Status::OK();
+}
+
+std::string plugin_defining(const std::string& function_name) {
+  auto& plugins = loaded_plugins();
+  std::lock_guard<std::mutex> lock{plugins.mu};
+  auto it = plugins.defined_by.find(function_name);
+  return it == plugins.defined_by.end() ? std::string{} : it->second;
+}
+
+std::vector<std::string> loaded_plugin_paths() {
+  auto& plugins = loaded_plugins();
+  std::lock_guard<std::mutex> lock{plugins.mu};
+  return plugins.paths;
+}
+
+std::string describe_function(const FunctionDef& def) {
+  std::string out = def.name + "(";
+  for (std::size_t i = 0; i < def.params.size(); ++i) {
+    const ParamSpec& p = def.params[i];
+    static const char* const kinds[] = {"bool", "int", "float", "string"};
+    out += (i == 0 ? "" : ", ") + p.name + ": " + kinds[p.default_value.index()] + " = " +
+           scalar_to_text(p.default_value);
+  }
+  return out + ")";
 }
 
 } // namespace conveyor

@@ -22,10 +22,12 @@ Expected<DatasetFunction> DatasetFunction::find(const std::string& op, const Fun
                          kctx.for_inner_dataset());
 }
 
-MakeResult DatasetFunction::make_iterator(const Element& element) const {
+MakeResult DatasetFunction::make_iterator(const Element& element, int64_t index) const {
   auto dataset = fn_(element, params_);
   if (!dataset.ok())
-    return dataset.status().with_context(op_ + " function `" + name_ + "`");
+    return dataset.status().with_context(
+      op_ + " function `" + name_ + "`" +
+      (index >= 0 ? " on element " + std::to_string(index) : std::string{}));
   KernelContext fresh = inner_;
   fresh.tree = std::make_shared<TreeState>(); // every returned dataset is new
   auto it = make_kernel(dataset->node(), fresh);

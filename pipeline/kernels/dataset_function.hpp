@@ -11,8 +11,9 @@ public:
   static Expected<DatasetFunction> find(const std::string& op, const FunctionRef& ref,
                                         const KernelContext& kctx);
 
-  // An iterator over fn(element), with the same functions but no split provider.
-  MakeResult make_iterator(const Element& element) const;
+  // An iterator over fn(element), with the same functions but no split provider. `index` (the
+  // element's place in the op's input, counted from 0; -1: not counted) goes into errors.
+  MakeResult make_iterator(const Element& element, int64_t index = -1) const;
 
 private:
   DatasetFunction(std::string op, std::string name, DatasetFn fn, Params params,

@@ -18,9 +18,11 @@ public:
       CONVEYOR_RETURN_IF_ERROR(input_->get_next(out, end_of_sequence));
       if (end_of_sequence)
         return Status::OK();
+      const int64_t index = next_index_++;
       auto keep = predicate_(out, params_);
-      if (!keep.ok())
-        return keep.status().with_context("filter predicate `" + name_ + "`");
+      if (!keep.ok()) // the index counts the filter's input elements, as map's does
+        return keep.status().with_context("filter predicate `" + name_ + "` on element " +
+                                          std::to_string(index));
       if (*keep)
         return Status::OK();
     }
@@ -32,6 +34,7 @@ private:
   Params params_;
   std::string name_;
   StopCheck stop_;
+  int64_t next_index_ = 0;
 };
 
 } // namespace

@@ -23,7 +23,7 @@ public:
       CONVEYOR_RETURN_IF_ERROR(input_->get_next(in, end_of_sequence));
       if (end_of_sequence)
         return Status::OK();
-      auto inner = fn_.make_iterator(in);
+      auto inner = fn_.make_iterator(in, next_index_++);
       if (!inner.ok())
         return inner.status();
       current_ = std::move(*inner);
@@ -35,6 +35,7 @@ private:
   DatasetFunction fn_;
   IteratorPtr current_;
   StopCheck stop_;
+  int64_t next_index_ = 0;
 };
 
 } // namespace

@@ -16,8 +16,10 @@ namespace conveyor::kernels {
 
 namespace {
 
-Status function_error(const std::string& name, const Status& status) {
-  return status.with_context("map function `" + name + "`");
+// `index` counts the map's input elements on this iterator from 0, so a failing element can be
+// found again (tf.data names the function; the index is what makes a bad record findable).
+Status function_error(const std::string& name, int64_t index, const Status& status) {
+  return status.with_context("map function `" + name + "` on element " + std::to_string(index));
 }
 
 class MapIterator : public Iterator {
@@ -34,9 +36,10 @@ public:
       return Status::OK();
     CONVEYOR_RETURN_IF_ERROR(stop_.check("map")); // between user-function calls
     FunctionMemoryScope scope(budget_);           // a large result is checked before it is built
+    const int64_t index = next_index_++;
     auto mapped = fn_(in, params_);
     if (!mapped.ok())
-      return function_error(name_, mapped.status());
+      return function_error(name_, index, mapped.status());
     out = std::move(*mapped);
     return Status::OK();
   }
@@ -48,6 +51,7 @@ private:
   std::string name_;
   MemoryBudget* budget_;
   StopCheck stop_;
+  int64_t next_index_ = 0;
 };
 
 class ParallelMapIterator : public Iterator {
@@ -88,7 +92,7 @@ public:
         input_done_ = true;
         break;
       } else {
-        submit(slot, std::move(in));
+        submit(slot, std::move(in), next_index_++);
       }
       slots_.push_back(std::move(slot));
     }
@@ -117,13 +121,13 @@ private:
     bool consumer_waiting = false; // notify only then: wake-ups are the cost of small calls
   };
 
-  void submit(const std::shared_ptr<Slot>& slot, Element in) {
+  void submit(const std::shared_ptr<Slot>& slot, Element in, int64_t index) {
     if (!queue_)
       queue_ = Executor::shared().make_queue(group_);
     // The budget and the stop flag outlive this iterator (IteratorContext), and so its calls:
     // the queue waits for the running ones when it is destroyed.
     queue_->submit([slot, in = std::move(in), fn = fn_, params = params_, shared = shared_,
-                    name = name_, budget = budget_, stop = stop_]() {
+                    name = name_, index, budget = budget_, stop = stop_]() {
       // Queued calls of a stopped pipeline do not run.
       Expected<Element> mapped = StopCheck::stopped_status("map");
       if (!stop.stopped()) {
@@ -131,7 +135,7 @@ private:
         mapped = (*fn)(in, *params);
       }
       if (!mapped.ok())
-        mapped = function_error(name, mapped.status());
+        mapped = function_error(name, index, mapped.status());
       std::lock_guard<std::mutex> lock(shared->mu);
       slot->result = std::move(mapped);
       slot->done = true;
@@ -187,7 +191,8 @@ private:
   std::shared_ptr<Shared> shared_;
   std::deque<std::shared_ptr<Slot>> slots_; // in input order
   bool input_done_ = false;
-  bool waiting_for_retry_ = false;   // an input `unavailable` is queued in slots_
+  bool waiting_for_retry_ = false; // an input `unavailable` is queued in slots_
+  int64_t next_index_ = 0;
   std::unique_ptr<WorkQueue> queue_; // last: destroyed (drained) first
 };
 

@@ -33,6 +33,9 @@
 #include "pipeline/functions/functions.hpp"
 #include "pipeline/runtime/iterator.hpp"
 #include "pipeline/graph/text_form.hpp"
+#ifdef CONVEYOR_PYTHON_FUNCTIONS
+#include "pipeline/functions/python/embedded_python.hpp"
+#endif
 
 namespace py = pybind11;
 using namespace conveyor;
@@ -239,6 +242,24 @@ FunctionRef make_function(const std::string& name, const py::kwargs& params) {
                              std::string(py::str(py::type::of(v).attr("__name__")))));
   }
   return fn;
+}
+
+// The function argument of map/filter/flat_map: a registered function (a Function or its name),
+// or Python code (a callable, or "package.module:function"), which conveyor/_pyfunc.py turns into
+// a reference to the `python*` functions that run it on the workers.
+// `processes` (map's num_parallel_calls when above 1, or AUTOTUNE) runs Python code in a pool of
+// interpreter processes on the worker.
+FunctionRef function_arg(py::handle fn, const char* op, int64_t processes = 0) {
+  if (py::isinstance<FunctionRef>(fn))
+    return fn.cast<FunctionRef>();
+  if (py::isinstance<py::str>(fn)) {
+    auto name = fn.cast<std::string>();
+    if (name.find(':') == std::string::npos)
+      return FunctionRef{std::move(name)};
+  }
+  return py::module_::import("conveyor._pyfunc")
+    .attr("python_function")(fn, op, processes)
+    .cast<FunctionRef>();
 }
 
 std::string function_repr(const FunctionRef& fn) {
@@ -602,6 +623,11 @@ PYBIND11_MODULE(_conveyor, m) {
   m.attr("UNKNOWN_CARDINALITY") = kUnknownCardinality;
   m.attr("_CAPSULE_NAME") = kCapsuleName;
   pthread_atfork(nullptr, nullptr, &after_fork_in_child);
+#ifdef CONVEYOR_PYTHON_FUNCTIONS
+  // In-process workers run Python functions in this interpreter (their pipeline threads take
+  // the GIL; every wait here releases it).
+  python::install_embedded_python();
+#endif
 
   // --- functions and datasets
   m.def(
@@ -695,13 +721,22 @@ PYBIND11_MODULE(_conveyor, m) {
       py::arg("text"), "Parses the pipeline text form, e.g. \"range(10).map(square).batch(4)\".")
     .def(
       "map",
-      [](const Dataset& d, FunctionRef fn, std::optional<int64_t> npc, bool det) {
-        return d.map(std::move(fn), opt_or(npc, 1), det);
+      [](const Dataset& d, py::object fn, std::optional<int64_t> npc, bool det) {
+        const int64_t parallel = opt_or(npc, 1);
+        return d.map(function_arg(fn, "map", parallel == 1 ? 0 : parallel), parallel, det);
       },
       py::arg("map_func"), py::arg("num_parallel_calls") = py::none(),
-      py::arg("deterministic") = true)
-    .def("filter", &Dataset::filter, py::arg("predicate"))
-    .def("flat_map", &Dataset::flat_map, py::arg("map_func"))
+      py::arg("deterministic") = true,
+      "map_func: a registered function (name or Function), any picklable Python callable, or\n"
+      "\"package.module:function\"; Python code runs on the workers (docs/PYTHON.md).")
+    .def(
+      "filter",
+      [](const Dataset& d, py::object fn) { return d.filter(function_arg(fn, "filter")); },
+      py::arg("predicate"))
+    .def(
+      "flat_map",
+      [](const Dataset& d, py::object fn) { return d.flat_map(function_arg(fn, "flat_map")); },
+      py::arg("map_func"))
     .def(
       "interleave",
       [](const Dataset& d, FunctionRef fn, std::optional<int64_t> cycle, int64_t block) {

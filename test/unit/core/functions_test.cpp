@@ -6,6 +6,8 @@
 
 #include "pipeline/graph/dataset.hpp"
 #include "pipeline/functions/functions.hpp"
+#include "pipeline/functions/plugin_info.hpp"
+#include "pipeline/functions/python_functions.hpp"
 
 using namespace conveyor;
 
@@ -94,10 +96,36 @@ TEST_CASE("check names the function, the kind and the parameter") {
   CHECK(param.message() == "function `scale` parameter `factor` must be a float, got a bool");
   Status unknown = g.check("nope", FunctionKind::predicate);
   CHECK(unknown.code() == ErrorCode::not_found);
-  CHECK(unknown.message() ==
-        "unknown function `nope` (registered predicate functions: is_even, mod_eq)");
-  CHECK(FunctionRegistry{}.check("nope", FunctionKind::source).message() ==
-        "unknown function `nope` (registered source functions: none)");
+  // (the Python entries are registered in every build: their runtime may be missing, not the name)
+  CHECK(unknown.message().rfind("unknown function `nope` (registered predicate functions: "
+                                "is_even, mod_eq, python_filter). Functions beyond the built-in "
+                                "ones come from plugins, loaded on every worker and the "
+                                "dispatcher with `--plugin LIB.so`; plugins loaded here: ",
+                                0) == 0);
+  CHECK(FunctionRegistry{}
+          .check("nope", FunctionKind::source)
+          .message()
+          .rfind("unknown function `nope` (registered source functions: none). ", 0) == 0);
+}
+
+TEST_CASE("describe_function names every parameter with its kind and default") {
+  CHECK(describe_function(builtin("scale")) == "scale(factor: float = 2.0)");
+  CHECK(describe_function(builtin("square")) == "square()");
+  CHECK(describe_function(builtin("python")) ==
+        "python(pickle: string = \"\", import: string = \"\", qualname: string = \"\", processes: "
+        "int = 0)");
+}
+
+TEST_CASE("a Python function without an installed runtime says the build has none") {
+  if (python_runtime() != nullptr)
+    return; // a binary with the embedded interpreter installed (not this one)
+  auto mapped = builtin("python").map(Element{Tensor::scalar(int64_t{1})},
+                                      Params{{"qualname", std::string{"double"}}});
+  REQUIRE_FALSE(mapped.ok());
+  CHECK(mapped.status().code() == ErrorCode::unimplemented);
+  CHECK(mapped.status().message() ==
+        "cannot run Python function `double`: this worker was built without Python functions "
+        "(configure it with python3-dev and pybind11-dev installed)");
 }
 
 TEST_CASE("resolve_params fills defaults and widens ints to declared floats") {

@@ -1,10 +1,12 @@
 // Plugins: FunctionRegistry::load_plugin with the test_plugin library built next to the tests.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "pipeline/graph/dataset.hpp"
 #include "pipeline/functions/functions.hpp"
+#include "pipeline/functions/plugin_info.hpp"
 #include "pipeline/runtime/iterator.hpp"
 
 using namespace conveyor;
@@ -47,6 +49,14 @@ TEST_CASE("a plugin's functions are registered and usable in a map") {
   auto spec = d.element_spec(&registry);
   REQUIRE(spec.ok());
   CHECK(spec->to_string() == "TensorSpec(shape=(), dtype=int64)");
+  // The process remembers what it loaded: unknown functions point at plugins, naming these.
+  CHECK(plugin_defining("plugin_triple") == kPlugin);
+  CHECK(plugin_defining("square").empty());
+  const auto loaded = loaded_plugin_paths();
+  CHECK(std::find(loaded.begin(), loaded.end(), kPlugin) != loaded.end());
+  const std::string unknown = registry.check("nope", FunctionKind::map).message();
+  CHECK(unknown.find("`--plugin LIB.so`; plugins loaded here: ") != std::string::npos);
+  CHECK(unknown.find(kPlugin) != std::string::npos);
 }
 
 TEST_CASE("loading a plugin twice reports the clash and changes nothing") {

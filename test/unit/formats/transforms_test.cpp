@@ -175,7 +175,7 @@ TEST_CASE(
     REQUIRE(warnings.lines.size() == 1);
     CHECK(warnings.lines[0] ==
           "ignore_errors: dropped 3 element(s) whose production failed (3 in all); first error: "
-          "invalid_argument: map function `fail_odd`: odd 1");
+          "invalid_argument: map function `fail_odd` on element 1: odd 1");
   }
   {
     Warnings warnings;

@@ -1,0 +1,165 @@
+// Tensors <-> numpy (see the header). Errors are values: a worker must not throw into a kernel.
+#include "pipeline/functions/python/numpy_tensor.hpp"
+
+#include <pybind11/numpy.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace conveyor::python {
+
+namespace {
+
+constexpr const char* kCapsuleName = "conveyor.WorkerElement";
+
+// numpy's name for a DType: tf.data's names are numpy's, except that strings are objects.
+py::dtype numpy_dtype(DType d) {
+  return py::dtype(d == DType::string ? std::string{"object"} : std::string{dtype_name(d)});
+}
+
+// Leaked: used until the process ends, and never released after the interpreter is gone.
+py::module_& numpy() {
+  static auto* module = new py::module_(py::module_::import("numpy"));
+  return *module;
+}
+
+// The DType of a numpy dtype, by numpy's name (tf.data's names are numpy's); remembered per numpy
+// type number once found (under the GIL, as every call here). Error: the numpy name.
+Expected<DType> dtype_of(const py::dtype& dtype) {
+  static std::optional<DType> known[64];
+  const int num = py::detail::array_descriptor_proxy(dtype.ptr())->type_num;
+  if (num >= 0 && num < 64 && known[num])
+    return *known[num];
+  const std::string name = py::str(py::handle(dtype)).cast<std::string>();
+  std::optional<DType> found = dtype_from_name(name);
+  if (!found || *found == DType::string)
+    return invalid_argument(name);
+  if (num >= 0 && num < 64)
+    known[num] = found;
+  return *found;
+}
+
+std::string type_name(py::handle value) {
+  return py::str(py::type::of(value).attr("__name__")).cast<std::string>();
+}
+
+} // namespace
+
+py::object tensor_to_numpy(const Tensor& t, py::handle owner) {
+  std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
+  if (t.dtype() == DType::string) {
+    if (t.rank() == 0) {
+      const std::string_view s = t.string_at(0);
+      return py::bytes(s.data(), s.size());
+    }
+    py::array out(numpy_dtype(DType::string), shape);
+    auto** items = static_cast<PyObject**>(out.mutable_data());
+    for (int64_t i = 0; i < t.num_elements(); ++i) {
+      const std::string_view s = t.string_at(i);
+      PyObject* b = PyBytes_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size()));
+      if (b == nullptr)
+        throw py::error_already_set();
+      Py_XDECREF(items[i]); // numpy filled object arrays with None
+      items[i] = b;
+    }
+    return std::move(out);
+  }
+  py::array out = t.num_elements() == 0
+                    ? py::array(numpy_dtype(t.dtype()), shape)
+                    : py::array(numpy_dtype(t.dtype()), std::move(shape),
+                                std::vector<py::ssize_t>{}, t.data<unsigned char>(), owner);
+  // The storage is shared (other elements, the dataset's own tensors): a function that writes
+  // into its argument gets numpy's "read-only" error instead of changing them.
+  out.attr("flags").attr("writeable") = false;
+  return std::move(out);
+}
+
+py::tuple element_to_arguments(const Element& element) {
+  auto* held = new Element(element); // shares the storage; the capsule releases it
+  py::capsule owner(held, kCapsuleName, [](PyObject* capsule) {
+    delete static_cast<Element*>(PyCapsule_GetPointer(capsule, kCapsuleName));
+  });
+  py::tuple args(held->size());
+  for (std::size_t i = 0; i < held->size(); ++i)
+    args[i] = tensor_to_numpy((*held)[i], owner);
+  return args;
+}
+
+Expected<Tensor> tensor_from_python(py::handle value, const std::string& what) {
+  if (value.is_none())
+    return invalid_argument(what + " is None; a function must return a value (an array, a "
+                                   "number, bytes/str, or a tuple of them)");
+  py::array arr = py::array::check_(value) ? py::reinterpret_borrow<py::array>(value)
+                                           : py::array(numpy().attr("asarray")(value));
+  const char kind = arr.dtype().kind();
+  Shape shape(arr.shape(), arr.shape() + arr.ndim());
+  if (kind == 'O' || kind == 'S' || kind == 'U') {
+    Tensor t(DType::string, shape);
+    py::list flat = arr.attr("reshape")(-1).attr("tolist")();
+    auto& strings = t.mutable_strings();
+    for (std::size_t i = 0; i < strings.size(); ++i) {
+      py::handle item = flat[i];
+      if (py::isinstance<py::bytes>(item) || py::isinstance<py::str>(item))
+        strings[i] = item.cast<std::string>(); // str as UTF-8
+      else
+        return invalid_argument(what + ": an object array must hold bytes or str, got " +
+                                type_name(item));
+    }
+    return t;
+  }
+  // Tensors hold native-order values: a big-endian array is converted, not copied byte for byte.
+  if (py::detail::array_descriptor_proxy(arr.dtype().ptr())->byteorder == '>')
+    arr = arr.attr("astype")(arr.dtype().attr("newbyteorder")("="));
+  auto dtype = dtype_of(arr.dtype());
+  if (!dtype.ok())
+    return invalid_argument(what + " has numpy dtype " + dtype.status().message() +
+                            ", which conveyor tensors do not hold");
+  Tensor t(*dtype, shape);
+  if ((arr.flags() & py::array::c_style) == 0)
+    arr = numpy().attr("ascontiguousarray")(arr);
+  if (t.num_elements() > 0)
+    std::memcpy(t.mutable_data<unsigned char>(), arr.data(), t.bytes().size());
+  return t;
+}
+
+namespace {
+
+// `item` itself when it is one of the arguments (returned unchanged: `lambda image, label:
+// (augment(image), label)`), else a copy.
+Expected<Tensor> component_from_python(py::handle item, const std::string& what,
+                                       const Arguments* passed) {
+  if (passed != nullptr && passed->element != nullptr)
+    for (std::size_t j = 0; j < passed->args.size() && j < passed->element->size(); ++j)
+      if (passed->args[j].ptr() == item.ptr())
+        return (*passed->element)[j];
+  return tensor_from_python(item, what);
+}
+
+} // namespace
+
+Expected<Element> element_from_python(py::handle value, const std::string& what,
+                                      const Arguments* passed) {
+  if (py::isinstance<py::tuple>(value)) {
+    std::vector<Tensor> parts;
+    std::size_t i = 0;
+    for (py::handle item : value) {
+      auto t =
+        component_from_python(item, what + " (component " + std::to_string(i++) + ")", passed);
+      if (!t.ok())
+        return t.status();
+      parts.push_back(std::move(*t));
+    }
+    if (parts.empty())
+      return invalid_argument(what + " is an empty tuple; an element needs a component");
+    return Element{std::move(parts)};
+  }
+  auto t = component_from_python(value, what, passed);
+  if (!t.ok())
+    return t.status();
+  return Element{std::move(*t)};
+}
+
+} // namespace conveyor::python

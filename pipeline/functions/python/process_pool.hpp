@@ -1,0 +1,61 @@
+// A pool of Python interpreter processes for Python maps with num_parallel_calls > 1: one
+// interpreter runs one call at a time (the GIL), so CPU-bound functions scale only across
+// processes. Each pool process is `PYTHON -c <pool_worker_script()> FD`, started with
+// posix_spawn; element payloads go through two shared memory regions per process (memfd + mmap):
+// the worker writes an element's tensors into the input region once, the function gets numpy
+// views of it, and its results come back through the process's output region, copied once into
+// the new element. A process that dies mid-call (SIGKILL, OOM killer) is replaced and the element
+// is run again on the replacement, with a warning; a second death in a row fails the element
+// loudly. Nothing is dropped silently.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "conveyor/element.hpp"
+#include "pipeline/runtime/status.hpp"
+
+namespace conveyor::python {
+
+// The text of the program a pool process runs (pool_worker_script.cpp).
+const char* pool_worker_script();
+
+class PoolProcess;
+
+class ProcessPool {
+public:
+  // `python`: the interpreter to start (the one the worker embeds or runs in); `sys_path`: the
+  // worker interpreter's sys.path, put in front of each pool process's own.
+  ProcessPool(std::string python, std::vector<std::string> sys_path);
+  ~ProcessPool();
+
+  // Runs the function (pickled bytes, or "module:function" when `is_import`) on `in` in a pool
+  // process; at most `processes` of them exist (the pool grows to the largest count asked for).
+  // `name` and `worker` name it in errors.
+  Expected<Element> call(const std::string& function, bool is_import, const Element& in,
+                         int64_t processes, const std::string& name, const std::string& worker);
+
+  // The pool processes' ids (tests kill one to check recovery).
+  std::vector<int> pids() const;
+
+private:
+  Expected<std::unique_ptr<PoolProcess>> take(int64_t processes);
+  void give_back(std::unique_ptr<PoolProcess> process);
+  void forget(int pid); // a process that died and was reaped
+  uint64_t function_id(const std::string& key);
+
+  std::string python_;
+  std::vector<std::string> sys_path_;
+  mutable std::mutex mu_;
+  std::condition_variable idle_changed_;
+  std::vector<std::unique_ptr<PoolProcess>> idle_;
+  std::vector<int> pids_; // every live process, idle or busy
+  int64_t started_ = 0;   // live processes
+  std::unordered_map<std::string, uint64_t> function_ids_;
+};
+
+} // namespace conveyor::python

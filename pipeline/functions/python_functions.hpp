@@ -1,0 +1,44 @@
+// Python functions on the workers: the registry entries `python` (map), `python_filter`
+// (predicate) and `python_flat_map` (dataset). Their parameters carry the user's function:
+//   pickle    base64 of a cloudpickled callable (lambdas, closures), or
+//   import    "package.module:function", imported on the worker;
+//   qualname  how messages name it (the callable's qualified name).
+// The entries exist in every build, so dispatchers and graph validation treat them like any other
+// function; running one needs the process's PythonRuntime, which the embedded interpreter
+// (pipeline/functions/python/) installs. Without it a call fails with "this worker was built
+// without Python functions".
+#pragma once
+
+#include <string>
+
+#include "conveyor/dataset.hpp"
+#include "conveyor/element.hpp"
+#include "conveyor/graph.hpp"
+#include "pipeline/runtime/status.hpp"
+
+namespace conveyor {
+
+class FunctionRegistry;
+
+inline constexpr const char* kPythonMapFunction = "python";
+inline constexpr const char* kPythonFilterFunction = "python_filter";
+inline constexpr const char* kPythonFlatMapFunction = "python_flat_map";
+
+class PythonRuntime {
+public:
+  virtual ~PythonRuntime() = default;
+  virtual Expected<Element> map(const Element& in, const Params& params) = 0;
+  virtual Expected<bool> predicate(const Element& in, const Params& params) = 0;
+  virtual Expected<Dataset> dataset(const Element& in, const Params& params) = 0;
+};
+
+// The process's runtime; never destroyed once installed (nullptr: none).
+void set_python_runtime(PythonRuntime* runtime);
+PythonRuntime* python_runtime();
+
+// True for the three names above.
+bool is_python_function(const std::string& name);
+
+Status register_python_functions(FunctionRegistry& registry);
+
+} // namespace conveyor

@@ -1,0 +1,161 @@
+// The embedded interpreter that runs Python functions on a worker (pipeline/functions/python/):
+// functions named by "module:function" (the stdlib's, so no pickling is needed here), through the
+// registry entries `python`, `python_filter`, `python_flat_map` and real pipelines.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "pipeline/functions/functions.hpp"
+#include "pipeline/functions/python/embedded_python.hpp"
+#include "pipeline/functions/python_functions.hpp"
+#include "pipeline/graph/dataset.hpp"
+
+using namespace conveyor;
+
+namespace {
+
+FunctionRef py(const char* registered, const char* import) {
+  python::install_embedded_python();
+  return FunctionRef{registered, {{"import", std::string{import}}}};
+}
+
+std::vector<int64_t> ints(const Dataset& d) {
+  auto elements = d.collect();
+  REQUIRE_MESSAGE(elements.ok(), elements.status().to_string());
+  std::vector<int64_t> out;
+  for (const Element& e : *elements)
+    out.push_back(e[0].as_int64());
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("a Python map, filter and flat_map run in the embedded interpreter") {
+  CHECK(ints(Dataset::range(4).map(py("python", "operator:neg"))) ==
+        std::vector<int64_t>{0, -1, -2, -3});
+  CHECK(ints(Dataset::range(4).filter(py("python_filter", "operator:truth"))) ==
+        std::vector<int64_t>{1, 2, 3});
+  // numpy.arange(x) returns rows: 0..x-1 for every x
+  CHECK(ints(Dataset::range(4).flat_map(py("python_flat_map", "numpy:arange"))) ==
+        std::vector<int64_t>{0, 0, 1, 0, 1, 2});
+  // several parallel calls share the interpreter (each takes the GIL on its own thread)
+  CHECK(ints(Dataset::range(50).map(py("python", "operator:neg"), 4)).size() == 50);
+}
+
+TEST_CASE("arguments are read-only numpy views, and results of any dtype and strings come back") {
+  auto bytes = Dataset::from_tensors(Element{Tensor::scalar(std::string{"abc"})})
+                 .map(py("python", "builtins:len"))
+                 .collect();
+  REQUIRE(bytes.ok());
+  CHECK((*bytes)[0][0].as_int64() == 3); // a string scalar arrives as bytes
+  auto floats = Dataset::range(3).map(py("python", "math:sqrt")).collect();
+  REQUIRE(floats.ok());
+  CHECK((*floats)[2][0].dtype() == DType::float64);
+  CHECK((*floats)[1][0].as_double() == 1.0);
+  auto names = Dataset::range(2).map(py("python", "builtins:str")).collect();
+  REQUIRE(names.ok());
+  CHECK((*names)[1][0].string_at(0) == "1");
+  // Writing into an argument would change storage other elements share.
+  Tensor shared = Tensor::vector<int64_t>({1, 2, 3});
+  auto write = Dataset::from_tensors(Element{shared})
+                 .map(py("python", "numpy:negative"))
+                 .map(py("python", "numpy.random:shuffle"))
+                 .collect();
+  REQUIRE_FALSE(write.ok());
+  CHECK(write.status().message().find("read-only") != std::string::npos);
+}
+
+TEST_CASE("an exception names the function, the element index and carries the traceback") {
+  auto failed = Dataset::range(3).map(py("python", "math:log")).collect();
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.status().code() == ErrorCode::invalid_argument);
+  const std::string m = failed.status().message();
+  CAPTURE(m);
+  // math.log is C code: its traceback is the exception line alone (a Python function's has frames,
+  // python/tests/test_python_functions.py)
+  CHECK(m == "map function `python` on element 0: Python function `math:log` raised "
+             "ValueError: math domain error\nValueError: math domain error");
+  // ignore_errors skips it, and the rest arrive
+  CHECK(ints(Dataset::range(3)
+               .map(py("python", "math:log"))
+               .ignore_errors()
+               .map(py("python", "math:ceil"))) == std::vector<int64_t>{0, 1});
+}
+
+TEST_CASE("a module the worker cannot import is named, with the worker") {
+  python::set_python_worker_name("worker 127.0.0.1:1234");
+  auto failed = Dataset::range(1).map(py("python", "no_such_module_for_conveyor:f")).collect();
+  python::set_python_worker_name("");
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.status().code() == ErrorCode::not_found);
+  CHECK(failed.status().message().find(
+          "cannot import module `no_such_module_for_conveyor` on worker 127.0.0.1:1234") !=
+        std::string::npos);
+  CHECK(failed.status().message().find("--python-path") != std::string::npos);
+
+  auto bad = Dataset::range(1).map(py("python", "no-colon")).collect();
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("expected \"package.module:function\"") != std::string::npos);
+  auto negative =
+    Dataset::range(1)
+      .map(FunctionRef{"python",
+                       {{"import", std::string{"operator:neg"}}, {"processes", int64_t{-2}}}})
+      .collect();
+  REQUIRE_FALSE(negative.ok());
+  CHECK(negative.status().message().find("`processes` must be 0 or 1") != std::string::npos);
+  auto neither = Dataset::range(1).map(FunctionRef{"python"}).collect();
+  REQUIRE_FALSE(neither.ok());
+  CHECK(neither.status().message().find("needs exactly one of the parameters `pickle` and "
+                                        "`import`") != std::string::npos);
+}
+
+TEST_CASE("--python-path entries must be directories") {
+  Status st = python::add_python_path("/nonexistent/conveyor-python-path");
+  CHECK(st.code() == ErrorCode::invalid_argument);
+  CHECK(st.message() == "--python-path `/nonexistent/conveyor-python-path` is not a directory");
+  CHECK(python::add_python_path(CONVEYOR_SOURCE_DIR "/python/tests").ok());
+}
+
+TEST_CASE("an argument returned unchanged is the same tensor, not a copy") {
+  REQUIRE(python::add_python_path(CONVEYOR_SOURCE_DIR "/test/unit/python").ok());
+  std::vector<int64_t> values(100);
+  Tensor big = Tensor::vector<int64_t>(values);
+  auto same =
+    Dataset::from_tensors(Element{big}).map(py("python", "conveyor_test_functions:same")).collect();
+  REQUIRE(same.ok());
+  CHECK((*same)[0][0].data<unsigned char>() == big.data<unsigned char>());
+  auto swapped = Dataset::from_tensors(Element{{big, Tensor::scalar(std::string{"label"})}})
+                   .map(py("python", "conveyor_test_functions:swap"))
+                   .collect();
+  REQUIRE(swapped.ok());
+  CHECK((*swapped)[0][0].string_at(0) == "label");
+  CHECK((*swapped)[0][1].data<unsigned char>() == big.data<unsigned char>());
+}
+
+TEST_CASE("processes > 1 runs the function in a pool of interpreter processes") {
+  // (before the pool starts: its processes take the worker's sys.path as it is then)
+  REQUIRE(python::add_python_path(CONVEYOR_SOURCE_DIR "/test/unit/python").ok());
+  FunctionRef neg{"python", {{"import", std::string{"operator:neg"}}, {"processes", int64_t{2}}}};
+  python::install_embedded_python();
+  std::vector<int64_t> expected;
+  for (int64_t i = 0; i < 40; ++i)
+    expected.push_back(-i);
+  CHECK(ints(Dataset::range(40).map(neg, 2)) == expected);
+  // strings and several components travel through the shared memory too
+  auto swapped =
+    Dataset::from_tensors(Element{{Tensor::vector<int64_t>({1, 2, 3}), Tensor::scalar("x")}})
+      .map(FunctionRef{
+        "python",
+        {{"import", std::string{"conveyor_test_functions:swap"}}, {"processes", int64_t{2}}}})
+      .collect();
+  REQUIRE_MESSAGE(swapped.ok(), swapped.status().to_string());
+  CHECK((*swapped)[0][0].string_at(0) == "x");
+  CHECK((*swapped)[0][1] == Tensor::vector<int64_t>({1, 2, 3}));
+  FunctionRef log{"python", {{"import", std::string{"math:log"}}, {"processes", int64_t{2}}}};
+  auto failed = Dataset::range(2).map(log, 2).collect();
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.status().message().rfind("map function `python` on element 0: Python function "
+                                        "`math:log` raised ValueError: math domain error",
+                                        0) == 0);
+}
