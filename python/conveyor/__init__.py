@@ -23,6 +23,7 @@ from .service import (
     from_dataset_id,
     register_dataset,
 )
+from .trainer import TrainerDataset, TrainerIterator
 
 Dataset = _conveyor.Dataset
 Function = _conveyor.Function
@@ -36,6 +37,7 @@ __all__ = [
     "AUTOTUNE", "ConveyorError", "Dataset", "DispatchServer", "DispatcherConfig", "DistributedDataset",
     "Function", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "WorkerConfig", "WorkerServer",
     "distribute", "from_dataset_id", "function_names", "load_plugin", "register_dataset",
+    "TrainerDataset", "TrainerIterator",
 ]
 
 
