@@ -13,6 +13,7 @@
 from . import _conveyor
 from .errors import *  # noqa: F401,F403  (registers the exception classes with the extension)
 from .errors import ConveyorError
+from .dataset_ops import FixedLenFeature, VarLenFeature, parse_example_dataset  # adds Dataset methods
 from .service import (
     DispatchServer,
     DispatcherConfig,
@@ -37,7 +38,7 @@ __all__ = [
     "AUTOTUNE", "ConveyorError", "Dataset", "DispatchServer", "DispatcherConfig", "DistributedDataset",
     "Function", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "WorkerConfig", "WorkerServer",
     "distribute", "from_dataset_id", "function_names", "load_plugin", "register_dataset",
-    "TrainerDataset", "TrainerIterator",
+    "FixedLenFeature", "VarLenFeature", "parse_example_dataset", "TrainerDataset", "TrainerIterator",
 ]
 
 
