@@ -306,7 +306,17 @@ def _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                 expected_consumers=expected_consumers, on_worker_loss=on_worker_loss)
 
 
-def distribute(dataset: Optional[Dataset] = None, service=None, processing_mode: Optional[str] = None,
+class _Required:
+    # distribute()'s service and processing_mode when not given: they have defaults only so that
+    # the dataset can be left out (the Dataset.apply form); an explicit None is checked as before.
+    def __repr__(self):
+        return "<required>"
+
+
+_REQUIRED = _Required()
+
+
+def distribute(dataset: Optional[Dataset] = None, service=_REQUIRED, processing_mode=_REQUIRED,
                job_name: Optional[str] = None,
                consumer_index: Optional[int] = None, num_consumers: Optional[int] = None,
                max_outstanding_requests: Optional[int] = None, compression: str = "AUTO",
@@ -328,7 +338,7 @@ def distribute(dataset: Optional[Dataset] = None, service=None, processing_mode:
     Without ``dataset`` (keywords only) it returns tf.data's transformation for Dataset.apply:
     ``ds.apply(distribute(service=..., processing_mode=...)).map(fn).prefetch(2)``."""
     for name, value in (("service", service), ("processing_mode", processing_mode)):
-        if value is None:
+        if value is _REQUIRED:
             raise TypeError(f"distribute() missing required argument `{name}`")
     opts = _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                           max_outstanding_requests, compression, target_workers,
