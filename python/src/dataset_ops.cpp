@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "pipeline/io/example.hpp"
+#include "pipeline/io/files.hpp"
 
 namespace py = pybind11;
 using namespace conveyor;
@@ -147,6 +148,30 @@ Tensor default_tensor(const std::string& feature, py::handle value) {
   return floats ? Tensor::vector<double>(as_double) : Tensor::vector<int64_t>(as_int);
 }
 
+// tf.data's compression_type of file sources: None or "" (none), "ZLIB", "GZIP".
+std::string file_compression(const std::optional<std::string>& type, const char* op) {
+  const std::string name = type.value_or("");
+  auto c = compression_from_name(name, std::string{op} + ": `compression_type`");
+  if (!c.ok())
+    fail(c.status());
+  return name;
+}
+
+Dataset interleave(const Dataset& d, FunctionRef fn, std::optional<int64_t> cycle_length,
+                   std::optional<int64_t> block_length, std::optional<int64_t> num_parallel_calls,
+                   std::optional<bool> deterministic) {
+  // The kernel reads its cycle on one thread: num_parallel_calls > 1 would be a request it does
+  // not carry out. Its order is deterministic=True's, which deterministic=False allows too
+  // (tf.data: "allowed to yield elements out of order").
+  (void)deterministic;
+  if (num_parallel_calls && *num_parallel_calls != 1)
+    fail(invalid_argument("interleave: `num_parallel_calls` must be None or 1 (conveyor's "
+                          "interleave reads its cycle sequentially; parallelize the map inside it "
+                          "or add workers), got " +
+                          std::to_string(*num_parallel_calls)));
+  return d.interleave(std::move(fn), cycle_length.value_or(kAutotune), block_length.value_or(1));
+}
+
 // features: (name, dtype name, var_len, shape, default or None) in output order.
 using FeatureArgs = std::tuple<std::string, std::string, bool, Shape, py::object>;
 
@@ -172,6 +197,35 @@ Dataset parse_example(const Dataset& d, const std::vector<FeatureArgs>& features
 
 void bind_dataset_ops(py::class_<Dataset>& ds, void (*raise)(const Status&)) {
   g_raise = raise;
+  using Files = std::vector<std::string>;
+  const auto none = py::none();
+  ds.def_static(
+      "text_lines",
+      [](Files files, std::optional<std::string> compression) {
+        return Dataset::text_lines(std::move(files), file_compression(compression, "text_lines"));
+      },
+      py::arg("filenames"), py::arg("compression_type") = none)
+    .def_static(
+      "text_lines",
+      [](std::string file, std::optional<std::string> compression) {
+        return Dataset::text_lines({std::move(file)}, file_compression(compression, "text_lines"));
+      },
+      py::arg("filenames"), py::arg("compression_type") = none)
+    .def_static(
+      "tfrecord",
+      [](Files files, std::optional<std::string> compression) {
+        return Dataset::tfrecord(std::move(files), file_compression(compression, "tfrecord"));
+      },
+      py::arg("filenames"), py::arg("compression_type") = none)
+    .def_static(
+      "tfrecord",
+      [](std::string file, std::optional<std::string> compression) {
+        return Dataset::tfrecord({std::move(file)}, file_compression(compression, "tfrecord"));
+      },
+      py::arg("filenames"), py::arg("compression_type") = none)
+    .def("interleave", &interleave, py::arg("map_func"), py::arg("cycle_length") = none,
+         py::arg("block_length") = none, py::arg("num_parallel_calls") = none,
+         py::arg("deterministic") = none);
   ds.def("_padded_batch", &padded_batch, py::arg("batch_size"), py::arg("padded_shapes"),
          py::arg("padding_values"), py::arg("drop_remainder"))
     .def("_parse_example", &parse_example, py::arg("features"))

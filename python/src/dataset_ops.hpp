@@ -1,6 +1,7 @@
-// The Dataset ops whose Python arguments need more than a plain conversion (padded_batch,
-// parse_example, ignore_errors): private helpers `_padded_batch` / `_parse_example` that the
-// package's dataset_ops.py calls after checking tf.data's argument forms, and `ignore_errors`.
+// The Dataset ops whose Python arguments need more than a plain conversion: the file sources'
+// compression_type, interleave's tf.data options, ignore_errors, and private helpers
+// `_padded_batch` / `_parse_example` that the package's dataset_ops.py calls after checking
+// tf.data's argument forms.
 #pragma once
 
 #include <pybind11/pybind11.h>

@@ -32,7 +32,6 @@
 #include "pipeline/functions/functions.hpp"
 #include "pipeline/runtime/iterator.hpp"
 #include "pipeline/graph/text_form.hpp"
-#include "pipeline/io/files.hpp"
 
 #include "dataset_ops.hpp"
 
@@ -251,15 +250,6 @@ std::string function_repr(const FunctionRef& fn) {
 }
 
 int64_t opt_or(const std::optional<int64_t>& v, int64_t fallback) { return v ? *v : fallback; }
-
-// tf.data's compression_type of file sources: None or "" (none), "ZLIB", "GZIP".
-std::string file_compression(const std::optional<std::string>& type, const char* op) {
-  const std::string name = type.value_or("");
-  auto c = compression_from_name(name, std::string{op} + ": `compression_type`");
-  if (!c.ok())
-    raise(c.status());
-  return name;
-}
 
 // ---------------------------------------------------------------- fork
 
@@ -662,30 +652,6 @@ PYBIND11_MODULE(_conveyor, m) {
         return Dataset::list_files(std::move(pattern), shuffle, opt_or(seed, kNoSeed));
       },
       py::arg("file_pattern"), py::arg("shuffle") = true, py::arg("seed") = py::none())
-    .def_static(
-      "text_lines",
-      [](std::vector<std::string> files, std::optional<std::string> compression) {
-        return Dataset::text_lines(std::move(files), file_compression(compression, "text_lines"));
-      },
-      py::arg("filenames"), py::arg("compression_type") = py::none())
-    .def_static(
-      "text_lines",
-      [](std::string file, std::optional<std::string> compression) {
-        return Dataset::text_lines({std::move(file)}, file_compression(compression, "text_lines"));
-      },
-      py::arg("filenames"), py::arg("compression_type") = py::none())
-    .def_static(
-      "tfrecord",
-      [](std::vector<std::string> files, std::optional<std::string> compression) {
-        return Dataset::tfrecord(std::move(files), file_compression(compression, "tfrecord"));
-      },
-      py::arg("filenames"), py::arg("compression_type") = py::none())
-    .def_static(
-      "tfrecord",
-      [](std::string file, std::optional<std::string> compression) {
-        return Dataset::tfrecord({std::move(file)}, file_compression(compression, "tfrecord"));
-      },
-      py::arg("filenames"), py::arg("compression_type") = py::none())
     .def_static("source", &Dataset::source, py::arg("fn"))
     .def_static("zip",
                 [](py::args args) {
@@ -713,25 +679,6 @@ PYBIND11_MODULE(_conveyor, m) {
       py::arg("deterministic") = true)
     .def("filter", &Dataset::filter, py::arg("predicate"))
     .def("flat_map", &Dataset::flat_map, py::arg("map_func"))
-    .def(
-      "interleave",
-      [](const Dataset& d, FunctionRef fn, std::optional<int64_t> cycle,
-         std::optional<int64_t> block, std::optional<int64_t> parallel,
-         std::optional<bool> deterministic) {
-        // The kernel reads its cycle on one thread: num_parallel_calls > 1 would be a request
-        // it does not carry out. Its order is deterministic=True's, which deterministic=False
-        // allows too (tf.data: "allowed to yield elements out of order").
-        (void)deterministic;
-        if (parallel && *parallel != 1)
-          raise(invalid_argument(
-            "interleave: `num_parallel_calls` must be None or 1 (conveyor's interleave reads its "
-            "cycle sequentially; parallelize the map inside it or add workers), got " +
-            std::to_string(*parallel)));
-        return d.interleave(std::move(fn), opt_or(cycle, kAutotune), opt_or(block, 1));
-      },
-      py::arg("map_func"), py::arg("cycle_length") = py::none(),
-      py::arg("block_length") = py::none(), py::arg("num_parallel_calls") = py::none(),
-      py::arg("deterministic") = py::none())
     .def("batch", &Dataset::batch, py::arg("batch_size"), py::arg("drop_remainder") = false)
     .def("unbatch", &Dataset::unbatch)
     .def(
