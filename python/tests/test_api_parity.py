@@ -154,6 +154,13 @@ def test_parse_example_argument_errors():
         ds.parse_example("label int64")
 
 
+def test_text_lines_compression_type(target):
+    gz = conveyor.Dataset.text_lines(os.path.join(DATA, "lines.txt.gz"), compression_type="GZIP")
+    assert read(target, gz) == [b"alpha", b"beta", b"gamma", b"delta"]
+    zl = conveyor.Dataset.text_lines([os.path.join(DATA, "lines.txt.zlib")], compression_type="ZLIB")
+    assert read(target, zl) == [b"one", b"two", b"three"]
+
+
 def test_compression_type_errors_name_the_argument():
     with pytest.raises(ValueError, match="`compression_type`"):
         conveyor.Dataset.tfrecord("x.tfrecord", compression_type="BZ2")
