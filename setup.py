@@ -49,6 +49,9 @@ class CMakeBuild(build_ext):
 
 os.makedirs(SCRATCH, exist_ok=True)
 setup(
+    # Here rather than in pyproject.toml's [tool.setuptools], which Debian's setuptools 66 calls beta.
+    package_dir={"": "python"},
+    packages=["conveyor"],
     ext_modules=[Extension("conveyor._conveyor", sources=[])],
     cmdclass={"build_ext": CMakeBuild},
     options={"build": {"build_base": SCRATCH}, "egg_info": {"egg_base": SCRATCH}},
