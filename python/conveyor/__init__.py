@@ -13,6 +13,7 @@
 from . import _conveyor
 from .errors import *  # noqa: F401,F403  (registers the exception classes with the extension)
 from .errors import ConveyorError
+from .dataset_ops import FixedLenFeature, VarLenFeature, parse_example_dataset  # adds Dataset methods
 from .service import (
     DispatchServer,
     DispatcherConfig,
@@ -24,6 +25,7 @@ from .service import (
     register_dataset,
 )
 from .snapshot import distributed_save, save
+from .trainer import TrainerDataset, TrainerIterator
 
 Dataset = _conveyor.Dataset
 Function = _conveyor.Function
@@ -37,7 +39,8 @@ __all__ = [
     "AUTOTUNE", "ConveyorError", "Dataset", "DispatchServer", "DispatcherConfig", "DistributedDataset",
     "Function", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "WorkerConfig", "WorkerServer",
     "distribute", "distributed_save", "from_dataset_id", "function_names", "load_plugin",
-    "register_dataset", "save",
+    "register_dataset", "save", "FixedLenFeature", "VarLenFeature", "parse_example_dataset",
+    "TrainerDataset", "TrainerIterator",
 ]
 
 

@@ -16,6 +16,7 @@ import weakref
 from typing import Optional, Sequence
 
 from . import _conveyor
+from .trainer import TrainerOps
 
 Dataset = _conveyor.Dataset
 
@@ -238,13 +239,15 @@ def register_dataset(service, dataset: Dataset, compression: str = "AUTO",
     return _conveyor._register_dataset(service, dataset, compression, dataset_id, connect_timeout_ms)
 
 
-class DistributedDataset:
+class DistributedDataset(TrainerOps):
     """The elements of a dataset read through the service. Every iter() joins (or creates) a job
     and returns an iterator of numpy arrays (a tuple of them for several components; scalars are
     0-d arrays, string scalars bytes). Arrays share the received buffers: no copy. As in tf.data
     service, a named job is keyed by its name and the iteration: the k-th iter() of this object
     reads iteration k of the name, shared with every consumer reading that iteration; once the
-    iteration ended, a consumer asking for it reads nothing (until the dispatcher's job GC)."""
+    iteration ended, a consumer asking for it reads nothing (until the dispatcher's job GC).
+    map/filter/batch/unbatch/shuffle/prefetch/take/skip continue the pipeline in this process
+    (trainer.py), as tf.data allows after distribute."""
 
     def __init__(self, service, dataset=None, dataset_id=None, *, connect_timeout_ms, **options):
         self.service = _service_address(service)
@@ -303,7 +306,18 @@ def _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                 expected_consumers=expected_consumers, on_worker_loss=on_worker_loss)
 
 
-def distribute(dataset: Dataset, service, processing_mode: str, job_name: Optional[str] = None,
+class _Required:
+    # distribute()'s service and processing_mode when not given: they have defaults only so that
+    # the dataset can be left out (the Dataset.apply form); an explicit None is checked as before.
+    def __repr__(self):
+        return "<required>"
+
+
+_REQUIRED = _Required()
+
+
+def distribute(dataset: Optional[Dataset] = None, service=_REQUIRED, processing_mode=_REQUIRED,
+               job_name: Optional[str] = None,
                consumer_index: Optional[int] = None, num_consumers: Optional[int] = None,
                max_outstanding_requests: Optional[int] = None, compression: str = "AUTO",
                target_workers: str = "AUTO", *, max_buffered_bytes: Optional[int] = None,
@@ -320,14 +334,45 @@ def distribute(dataset: Dataset, service, processing_mode: str, job_name: Option
     of reading the data again (ConveyorIterableDataset sets it to DataLoader's num_workers).
     on_worker_loss (OFF only): "continue" (the default for OFF, as tf.data) reads on when a worker
     leaves before its end, with a warning and the count in the iterator's stats()["lost_tasks"];
-    "fail" raises instead. Given with another processing mode it is a ValueError."""
-    if not isinstance(dataset, Dataset):
-        raise TypeError(f"`dataset` must be a conveyor.Dataset, got {type(dataset).__name__}")
+    "fail" raises instead. Given with another processing mode it is a ValueError.
+    Without ``dataset`` (keywords only) it returns tf.data's transformation for Dataset.apply:
+    ``ds.apply(distribute(service=..., processing_mode=...)).map(fn).prefetch(2)``."""
+    for name, value in (("service", service), ("processing_mode", processing_mode)):
+        if value is _REQUIRED:
+            raise TypeError(f"distribute() missing required argument `{name}`")
     opts = _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                           max_outstanding_requests, compression, target_workers,
                           max_buffered_bytes, request_timeout_ms, expected_consumers,
                           on_worker_loss)
+    if dataset is None:
+        return _distribute_transformation(service, connect_timeout_ms, opts)
+    if not isinstance(dataset, Dataset):
+        raise TypeError(f"`dataset` must be a conveyor.Dataset, got {type(dataset).__name__}")
     return DistributedDataset(service, dataset=dataset, connect_timeout_ms=connect_timeout_ms, **opts)
+
+
+def _distribute_transformation(service, connect_timeout_ms, opts):
+    # The options are checked now, as distribute(dataset, ...) checks them: a typo fails at the
+    # call, not at apply().
+    _service_address(service)
+    _check_option_types(dict(opts), connect_timeout_ms)
+    _conveyor._make_options(**{**opts, "compression": _compression(opts["compression"])})
+
+    def apply_distribute(dataset):
+        if not isinstance(dataset, Dataset):
+            raise TypeError(f"`dataset` must be a conveyor.Dataset, got {type(dataset).__name__}")
+        return DistributedDataset(service, dataset=dataset, connect_timeout_ms=connect_timeout_ms,
+                                  **opts)
+
+    return apply_distribute
+
+
+def _dataset_distribute(self, service, processing_mode, **kwargs):
+    """Shorthand for conveyor.distribute(self, service, processing_mode, ...)."""
+    return distribute(self, service, processing_mode, **kwargs)
+
+
+Dataset.distribute = _dataset_distribute
 
 
 def from_dataset_id(processing_mode: str, service, dataset_id: str, job_name: Optional[str] = None,

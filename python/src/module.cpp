@@ -37,6 +37,8 @@
 #include "pipeline/functions/python/embedded_python.hpp"
 #endif
 
+#include "dataset_ops.hpp"
+
 namespace py = pybind11;
 using namespace conveyor;
 using std::chrono::milliseconds;
@@ -685,20 +687,6 @@ PYBIND11_MODULE(_conveyor, m) {
         return Dataset::list_files(std::move(pattern), shuffle, opt_or(seed, kNoSeed));
       },
       py::arg("file_pattern"), py::arg("shuffle") = true, py::arg("seed") = py::none())
-    .def_static(
-      "text_lines",
-      [](std::vector<std::string> files) { return Dataset::text_lines(std::move(files)); },
-      py::arg("filenames"))
-    .def_static(
-      "text_lines", [](std::string file) { return Dataset::text_lines({std::move(file)}); },
-      py::arg("filenames"))
-    .def_static(
-      "tfrecord",
-      [](std::vector<std::string> files) { return Dataset::tfrecord(std::move(files)); },
-      py::arg("filenames"))
-    .def_static(
-      "tfrecord", [](std::string file) { return Dataset::tfrecord({std::move(file)}); },
-      py::arg("filenames"))
     .def_static("load", &Dataset::load, py::arg("path"), py::arg("wait") = false,
                 "A snapshot written by conveyor.save / distributed_save / `conveyor save`.")
     .def_static("source", &Dataset::source, py::arg("fn"))
@@ -737,12 +725,6 @@ PYBIND11_MODULE(_conveyor, m) {
       "flat_map",
       [](const Dataset& d, py::object fn) { return d.flat_map(function_arg(fn, "flat_map")); },
       py::arg("map_func"))
-    .def(
-      "interleave",
-      [](const Dataset& d, FunctionRef fn, std::optional<int64_t> cycle, int64_t block) {
-        return d.interleave(std::move(fn), opt_or(cycle, kAutotune), block);
-      },
-      py::arg("map_func"), py::arg("cycle_length") = py::none(), py::arg("block_length") = 1)
     .def("batch", &Dataset::batch, py::arg("batch_size"), py::arg("drop_remainder") = false)
     .def("unbatch", &Dataset::unbatch)
     .def(
@@ -799,6 +781,7 @@ PYBIND11_MODULE(_conveyor, m) {
       py::arg("limit") = -1)
     .def(py::pickle([](const Dataset& d) { return py::make_tuple(d.to_text()); },
                     [](py::tuple t) { return unwrap(parse_dataset(t[0].cast<std::string>())); }));
+  conveyor_python::bind_dataset_ops(ds, &raise);
 
   // --- servers
   py::class_<PyDispatchServer, GilFreeHolder<PyDispatchServer>> dispatch_server(m,

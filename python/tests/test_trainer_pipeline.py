@@ -1,0 +1,194 @@
+"""The trainer-side pipeline: ops after distribute run in this process on what the service delivers
+(tf.data's `ds.apply(distribute(...)).map(...).prefetch(...)`)."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import conveyor
+from conftest import Cluster
+
+
+@pytest.fixture(scope="module")
+def one_worker():
+    # One worker and OFF: the elements arrive in the dataset's order, so orders can be checked.
+    c = Cluster(workers=1)
+    yield c
+    c.stop()
+
+
+def read(cluster, ds, mode="parallel_epochs", **kwargs):
+    return conveyor.distribute(ds, cluster.target, mode, **kwargs)
+
+
+def ints(it):
+    return [int(x) for x in it]
+
+
+def test_iterating_the_distributed_dataset_is_unchanged(one_worker):
+    dd = read(one_worker, conveyor.Dataset.range(5))
+    it = iter(dd)
+    assert not isinstance(it, conveyor.TrainerIterator)  # the extension's stream, as before
+    assert ints(it) == [0, 1, 2, 3, 4]
+    assert isinstance(it.job_id, int) or it.job_id is not None
+
+
+def test_apply_distribute_then_map_batch_prefetch(one_worker):
+    ds = conveyor.Dataset.range(10)
+    pipeline = (ds.apply(conveyor.distribute(service=one_worker.target,
+                                             processing_mode="parallel_epochs"))
+                .map(lambda x: x * 2).batch(3).prefetch(2))
+    assert isinstance(pipeline, conveyor.TrainerDataset)
+    got = [b.tolist() for b in pipeline]
+    assert got == [[0, 2, 4], [6, 8, 10], [12, 14, 16], [18]]
+    # Each iteration reads the service again, as iterating the DistributedDataset does.
+    assert [b.tolist() for b in pipeline] == got
+
+
+def test_dataset_distribute_shorthand_and_dynamic_mode(cluster):
+    got = ints(conveyor.Dataset.range(50).distribute(cluster.target, "distributed_epoch")
+               .map(lambda x: x + 1))
+    assert sorted(got) == list(range(1, 51))
+
+
+def test_map_unpacks_tuples_and_batch_keeps_structures(one_worker):
+    ds = conveyor.Dataset.from_tensor_slices((np.arange(4, dtype=np.int32), np.arange(4) * 0.5))
+    out = list(read(one_worker, ds).map(lambda i, f: {"i": i, "sum": i + f, "name": b"e%d" % i})
+               .batch(2))
+    assert len(out) == 2
+    first = out[0]
+    assert sorted(first) == ["i", "name", "sum"]
+    assert first["i"].dtype == np.int32 and first["i"].tolist() == [0, 1]
+    assert first["sum"].tolist() == [0.0, 1.5]
+    assert first["name"].dtype == object and first["name"].tolist() == [b"e0", b"e1"]
+    # A tuple element batches per component.
+    pairs = list(read(one_worker, ds).batch(3, drop_remainder=True))
+    assert len(pairs) == 1 and pairs[0][0].tolist() == [0, 1, 2] and pairs[0][1].tolist() == [0, .5, 1]
+
+
+def test_filter_and_its_predicate_must_return_a_bool(one_worker):
+    got = ints(read(one_worker, conveyor.Dataset.range(10)).filter(lambda x: x % 3 == 0))
+    assert got == [0, 3, 6, 9]
+    with pytest.raises(TypeError, match="predicate"):
+        list(read(one_worker, conveyor.Dataset.range(3)).filter(lambda x: x))
+
+
+def test_unbatch_gives_back_the_elements(one_worker):
+    ds = conveyor.Dataset.range(7).batch(3)
+    rows = list(read(one_worker, ds).unbatch())
+    assert [int(r) for r in rows] == list(range(7))
+    assert all(isinstance(r, np.ndarray) and r.shape == () for r in rows)
+    strings = list(read(one_worker, conveyor.Dataset.range(4).map("to_string").batch(2)).unbatch())
+    assert strings == [b"0", b"1", b"2", b"3"]  # string scalars are bytes, as the service gives them
+    with pytest.raises(ValueError, match="non-scalar"):
+        list(read(one_worker, conveyor.Dataset.range(2)).unbatch())
+
+
+def test_shuffle_is_seeded_and_reshuffles_per_iteration(one_worker):
+    ds = conveyor.Dataset.range(40)
+    fixed = read(one_worker, ds).shuffle(16, seed=7, reshuffle_each_iteration=False)
+    a, b = ints(fixed), ints(fixed)
+    assert sorted(a) == list(range(40)) and a != list(range(40))
+    assert a == b
+    again = ints(read(one_worker, ds).shuffle(16, seed=7, reshuffle_each_iteration=False))
+    assert again == a  # the same seed gives the same order
+    reshuffled = read(one_worker, ds).shuffle(16, seed=7)
+    c, d = ints(reshuffled), ints(reshuffled)
+    assert sorted(c) == sorted(d) == list(range(40)) and c != d
+    assert ints(read(one_worker, ds).shuffle(16, seed=7)) == c  # iteration k is reproducible
+
+
+def test_take_and_skip(one_worker):
+    dd = read(one_worker, conveyor.Dataset.range(100))
+    assert ints(dd.take(3)) == [0, 1, 2]
+    assert ints(dd.skip(97)) == [97, 98, 99]
+    assert ints(dd.take(-1).skip(-1)) == []
+    assert len(ints(dd.take(-1))) == 100
+
+
+def test_take_leaves_the_job_when_done(one_worker):
+    # An endless dataset: take(5) must end, and leave the job rather than read on.
+    it = iter(read(one_worker, conveyor.Dataset.range(10**9)).take(5))
+    assert ints(it) == [0, 1, 2, 3, 4]
+
+
+def test_parallel_map_keeps_order_unless_told_not_to(one_worker):
+    def slow(x):
+        time.sleep(0.002 * (int(x) % 3))
+        return x * 10
+
+    dd = read(one_worker, conveyor.Dataset.range(30))
+    assert ints(dd.map(slow, num_parallel_calls=4)) == [x * 10 for x in range(30)]
+    assert ints(dd.map(slow, num_parallel_calls=conveyor.AUTOTUNE)) == [x * 10 for x in range(30)]
+    loose = ints(dd.map(slow, num_parallel_calls=4, deterministic=False))
+    assert sorted(loose) == [x * 10 for x in range(30)]
+
+
+def test_errors_in_user_functions_arrive_in_order_through_prefetch(one_worker):
+    def boom(x):
+        if int(x) == 5:
+            raise RuntimeError("element five")
+        return x
+
+    it = iter(read(one_worker, conveyor.Dataset.range(10)).map(boom).prefetch(4))
+    got = []
+    with pytest.raises(RuntimeError, match="element five"):
+        for x in it:
+            got.append(int(x))
+    assert got == [0, 1, 2, 3, 4]
+
+
+def test_close_stops_the_prefetch_thread(one_worker):
+    before = {t.ident for t in threading.enumerate()}
+    it = iter(read(one_worker, conveyor.Dataset.range(10**9)).prefetch(4))
+    assert int(next(it)) == 0
+    prefetchers = [t for t in threading.enumerate()
+                   if t.ident not in before and t.name == "conveyor-prefetch"]
+    assert len(prefetchers) == 1
+    with it:
+        pass  # leaving the block closes it
+    prefetchers[0].join(timeout=10)
+    assert not prefetchers[0].is_alive()
+    with pytest.raises(StopIteration):
+        next(it)
+
+
+def test_batch_of_differing_shapes_names_the_component(one_worker):
+    ds = conveyor.Dataset.range(1, 4)
+    with pytest.raises(ValueError, match="different shapes in component 0"):
+        list(read(one_worker, ds).map(lambda x: np.zeros(int(x))).batch(3))
+
+
+def test_argument_errors_name_the_argument(one_worker):
+    dd = read(one_worker, conveyor.Dataset.range(3))
+    with pytest.raises(ValueError, match="`batch_size` must be >= 1"):
+        dd.batch(0)
+    with pytest.raises(TypeError, match="`batch_size` must be an int"):
+        dd.batch("2")
+    with pytest.raises(TypeError, match="`drop_remainder` must be a bool"):
+        dd.batch(2, drop_remainder=None)
+    with pytest.raises(TypeError, match="`map_func` must be a callable"):
+        dd.map("square")  # registered functions run on the workers: Dataset.map
+    with pytest.raises(ValueError, match="`num_parallel_calls` must be >= 1 or AUTOTUNE"):
+        dd.map(abs, num_parallel_calls=0)
+    with pytest.raises(ValueError, match="`buffer_size` must be >= 1"):
+        dd.shuffle(0)
+    with pytest.raises(ValueError, match="`buffer_size` must be >= 0 or AUTOTUNE"):
+        dd.prefetch(-5)
+    with pytest.raises(ValueError, match="`count` must be >= -1"):
+        dd.take(-2)
+    with pytest.raises(TypeError, match="missing required argument `service`"):
+        conveyor.distribute(processing_mode="parallel_epochs")
+    # The transformation form checks the options at once, as distribute(dataset, ...) does.
+    with pytest.raises(ValueError, match="processing_mode"):
+        conveyor.distribute(service=one_worker.target, processing_mode=3)
+    with pytest.raises(TypeError, match="conveyor.Dataset"):
+        conveyor.distribute(service=one_worker.target, processing_mode="parallel_epochs")([1, 2])
+
+
+def test_repr_shows_the_pipeline(one_worker):
+    p = read(one_worker, conveyor.Dataset.range(3)).batch(2).prefetch(1)
+    assert repr(p).endswith(".batch(2, drop_remainder=False).prefetch(1)")
+    assert p.distributed_dataset.dataset == conveyor.Dataset.range(3)
