@@ -4,6 +4,7 @@
 
 #include "net/admission.hpp"
 #include "node/log.hpp"
+#include "pipeline/functions/functions.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -161,6 +162,15 @@ void add_log_level_option(po::options_description& options, const char* default_
        "log line format: text (timestamp, level, node, pid, message) or json (one object per "
        "line, for log collectors; CONVEYOR_LOG_FORMAT sets it when this flag is not given)");
   // clang-format on
+}
+
+Status load_plugin_flags(const po::variables_map& vm) {
+  if (vm.count("plugin") == 0)
+    return Status::OK();
+  for (const auto& lib : vm["plugin"].as<std::vector<std::string>>())
+    if (auto st = FunctionRegistry::global().load_plugin(lib); !st.ok())
+      return Status(st.code(), "`--plugin` " + lib + ": " + st.message());
+  return Status::OK();
 }
 
 Status apply_log_level(const po::variables_map& vm) {

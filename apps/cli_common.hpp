@@ -74,6 +74,10 @@ void add_log_level_option(po::options_description& options, const char* default_
 // variable) for an unknown value.
 Status apply_log_level(const po::variables_map& vm);
 
+// Loads every `--plugin LIB.so` into the global function registry; the error names the flag and
+// the library.
+Status load_plugin_flags(const po::variables_map& vm);
+
 // For the benchmarks: adds `--log-level`/`--log-format` (default `log_level`) and, when
 // `network` is given, `--scheduler-threads`; parses (parse_command_line) and applies them.
 // The exit code to stop with (--help, or a bad argument, reported), or nullopt to go on.

@@ -163,10 +163,8 @@ int run_read(const std::vector<std::string>& args) {
   auto address = parse_address_flag("--dispatcher", f.dispatcher);
   if (!address.ok())
     return bad(address.status());
-  if (vm.count("plugin"))
-    for (const auto& path : vm["plugin"].as<std::vector<std::string>>())
-      if (auto st = FunctionRegistry::global().load_plugin(path); !st.ok())
-        return bad(Status(st.code(), "`--plugin` " + path + ": " + st.message()));
+  if (auto st = load_plugin_flags(vm); !st.ok())
+    return bad(st);
   if (f.dataset_text.empty() == f.dataset_id.empty())
     return bad(invalid_argument("give exactly one of `--dataset EXPR` and `--dataset-id ID`"));
   std::optional<Dataset> dataset;

@@ -50,10 +50,8 @@ int run_save(const std::vector<std::string>& args) {
   if (auto st = apply_log_level(vm); !st.ok())
     return report_status(kInfo.name, st);
   const auto bad = [](const Status& st) { return report_status(kInfo.name, st); };
-  if (vm.count("plugin"))
-    for (const auto& lib : vm["plugin"].as<std::vector<std::string>>())
-      if (auto st = FunctionRegistry::global().load_plugin(lib); !st.ok())
-        return bad(Status(st.code(), "`--plugin` " + lib + ": " + st.message()));
+  if (auto st = load_plugin_flags(vm); !st.ok())
+    return bad(st);
   auto dataset = parse_dataset(dataset_text);
   if (!dataset.ok())
     return bad(Status(dataset.status().code(), "`--dataset`: " + dataset.status().message()));

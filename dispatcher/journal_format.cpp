@@ -12,32 +12,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dispatcher/journal.hpp"   // kJournalFormatVersion
-#include "pipeline/io/tfrecord.hpp" // crc32c
+#include "dispatcher/journal.hpp" // kJournalFormatVersion
 
 namespace conveyor::actors::journal_format {
 
 namespace fs = std::filesystem;
-
-void put_u32(char* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i)
-    p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-}
-uint32_t get_u32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i)
-    v |= static_cast<uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
-  return v;
-}
-void put_u64(char* p, uint64_t v) {
-  put_u32(p, static_cast<uint32_t>(v));
-  put_u32(p + 4, static_cast<uint32_t>(v >> 32));
-}
-uint64_t get_u64(const char* p) {
-  return static_cast<uint64_t>(get_u32(p)) | (static_cast<uint64_t>(get_u32(p + 4)) << 32);
-}
-
-uint32_t masked(const char* p, std::size_t n) { return mask_crc32c(crc32c(p, n)); }
 
 void append_frame(std::string& out, uint64_t seq, std::string_view payload) {
   char head[kFrameBytes];
@@ -56,33 +35,6 @@ std::string header(const char (&magic)[8], uint64_t seq) {
   put_u64(h + 16, seq);
   put_u32(h + 24, masked(h, 24));
   return std::string(h, kHeaderBytes);
-}
-
-std::string errno_text() { return std::strerror(errno); }
-
-Status write_all(int fd, const char* data, std::size_t n, const std::string& path) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, data, n);
-    if (w < 0) {
-      if (errno == EINTR)
-        continue;
-      return io_error("writing " + path + ": " + errno_text());
-    }
-    data += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  return Status::OK();
-}
-
-Status sync_dir(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0)
-    return io_error("opening directory " + dir + ": " + errno_text());
-  int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0)
-    return io_error("syncing directory " + dir + ": " + errno_text());
-  return Status::OK();
 }
 
 Status write_whole_file(const std::string& dir, const std::string& path, std::string_view data,
@@ -104,16 +56,6 @@ Status write_whole_file(const std::string& dir, const std::string& path, std::st
     fs::remove(tmp, ec);
   }
   return s;
-}
-
-Expected<std::string> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return io_error("cannot read " + path + ": " + errno_text());
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad())
-    return io_error("reading " + path + " failed");
-  return data;
 }
 
 bool all_zero(std::string_view s) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "pipeline/io/durable_file.hpp"
 #include "pipeline/runtime/status.hpp"
 
 namespace conveyor::actors::journal_format {
@@ -18,26 +19,25 @@ inline constexpr std::size_t kHeaderBytes = 32;       // magic, version, 0, seq,
 inline constexpr std::size_t kFrameBytes = 20;        // length, seq, header crc, payload crc
 inline constexpr uint32_t kMaxRecordBytes = 1u << 30; // a snapshot is one frame
 
-void put_u32(char* p, uint32_t v);
-uint32_t get_u32(const char* p);
-void put_u64(char* p, uint64_t v);
-uint64_t get_u64(const char* p);
-// The masked CRC32C of n bytes (TFRecord's masking).
-uint32_t masked(const char* p, std::size_t n);
+using durable::get_u32;
+using durable::get_u64;
+using durable::masked;
+using durable::put_u32;
+using durable::put_u64;
 
 // A frame: length | seq | crc(length + seq) | crc(payload) | payload.
 void append_frame(std::string& out, uint64_t seq, std::string_view payload);
 // A file header: magic | version | 0 | seq | crc(the 24 bytes before) | 0.
 std::string header(const char (&magic)[8], uint64_t seq);
 
-std::string errno_text();
-Status write_all(int fd, const char* data, std::size_t n, const std::string& path);
-Status sync_dir(const std::string& dir);
+using durable::errno_text;
+using durable::read_file;
+using durable::sync_dir;
+using durable::write_all;
 // Writes `path.tmp`, syncs it and renames it to `path`: `path` never exists half-written.
 // The directory is synced only when `sync` (tests of the format skip every fsync).
 Status write_whole_file(const std::string& dir, const std::string& path, std::string_view data,
                         bool sync);
-Expected<std::string> read_file(const std::string& path);
 bool all_zero(std::string_view s);
 // Parses a "<prefix>-<20 digits><suffix>" name; false for anything else.
 bool parse_generation(const std::string& name, const std::string& prefix, const std::string& suffix,

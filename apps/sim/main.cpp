@@ -125,10 +125,8 @@ int run_sim(const std::vector<std::string>& args) {
     return *stop;
 
   const auto bad = [](const Status& st) { return report_status(kInfo.name, st); };
-  if (vm.count("plugin"))
-    for (const auto& lib : vm["plugin"].as<std::vector<std::string>>())
-      if (auto st = FunctionRegistry::global().load_plugin(lib); !st.ok())
-        return bad(st.with_context("`--plugin " + lib + "`"));
+  if (auto st = load_plugin_flags(vm); !st.ok())
+    return bad(st);
   auto dataset = parse_dataset(f.dataset);
   if (!dataset.ok())
     return bad(Status(dataset.status().code(), "`--dataset`: " + dataset.status().message()));

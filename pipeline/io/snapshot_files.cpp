@@ -15,11 +15,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "pipeline/io/tfrecord.hpp" // crc32c
+#include "pipeline/io/durable_file.hpp"
 
 namespace conveyor::snapshot {
 
 namespace fs = std::filesystem;
+using namespace durable;
 
 namespace {
 
@@ -27,38 +28,6 @@ constexpr char kChunkMagic[8] = {'C', 'V', 'C', 'H', 'U', 'N', 'K', '1'};
 constexpr std::size_t kChunkHeaderBytes = 32;
 constexpr const char* kMetadataFile = "snapshot.metadata";
 constexpr const char* kMetadataMagic = "conveyor-snapshot";
-
-std::string errno_text() { return std::strerror(errno); }
-
-void put_u32(char* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i)
-    p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-}
-uint32_t get_u32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i)
-    v |= static_cast<uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
-  return v;
-}
-void put_u64(char* p, uint64_t v) {
-  put_u32(p, static_cast<uint32_t>(v));
-  put_u32(p + 4, static_cast<uint32_t>(v >> 32));
-}
-uint64_t get_u64(const char* p) {
-  return static_cast<uint64_t>(get_u32(p)) | (static_cast<uint64_t>(get_u32(p + 4)) << 32);
-}
-uint32_t masked(const char* p, std::size_t n) { return mask_crc32c(crc32c(p, n)); }
-
-Status sync_dir(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0)
-    return io_error("opening directory " + dir + ": " + errno_text());
-  int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0)
-    return io_error("syncing directory " + dir + ": " + errno_text());
-  return Status::OK();
-}
 
 // Writes `pieces` to a temporary file in `dir`, syncs it (when `sync`) and renames it to
 // `final_path`: `final_path` never exists half-written. `exclusive`: refuse when it exists.
@@ -70,21 +39,9 @@ Status write_atomically(const std::string& dir, const std::string& final_path,
   if (fd < 0)
     return io_error("cannot create " + tmp + ": " + errno_text());
   Status s = Status::OK();
-  for (std::string_view piece : pieces) {
-    const char* p = piece.data();
-    std::size_t n = piece.size();
-    while (s.ok() && n > 0) {
-      ssize_t w = ::write(fd, p, n);
-      if (w < 0 && errno == EINTR)
-        continue;
-      if (w < 0) {
-        s = io_error("writing " + tmp + ": " + errno_text());
-        break;
-      }
-      p += w;
-      n -= static_cast<std::size_t>(w);
-    }
-  }
+  for (std::string_view piece : pieces)
+    if (s.ok())
+      s = write_all(fd, piece.data(), piece.size(), tmp);
   if (s.ok() && sync && ::fsync(fd) != 0)
     s = io_error("syncing " + tmp + ": " + errno_text());
   ::close(fd);
@@ -101,16 +58,6 @@ Status write_atomically(const std::string& dir, const std::string& final_path,
   if (s.ok() && sync)
     s = sync_dir(dir);
   return s;
-}
-
-Expected<std::string> read_whole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return io_error("cannot read " + path + ": " + errno_text());
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad())
-    return io_error("reading " + path + " failed");
-  return data;
 }
 
 bool all_digits(std::string_view s) {
@@ -239,7 +186,7 @@ Expected<Metadata> read_metadata(const std::string& dir) {
   std::error_code ec;
   if (!fs::exists(path, ec))
     return not_found("no snapshot at " + dir + " (no snapshot.metadata)");
-  auto text = read_whole(path);
+  auto text = read_file(path);
   if (!text.ok())
     return text.status();
   std::stringstream in(*text);
@@ -357,7 +304,7 @@ Expected<ChunkRef> write_chunk(const std::string& dir, int64_t stream, int64_t i
 }
 
 Status read_chunk(const ChunkRef& chunk, std::vector<Element>& out) {
-  auto data = read_whole(chunk.path);
+  auto data = read_file(chunk.path);
   if (!data.ok())
     return data.status();
   auto bad = [&](const std::string& why) {
@@ -404,7 +351,7 @@ Expected<Progress> progress(const std::string& dir) {
   std::error_code ec;
   Progress p;
   if (fs::exists(dir + "/ERROR", ec)) {
-    auto cause = read_whole(dir + "/ERROR");
+    auto cause = read_file(dir + "/ERROR");
     if (!cause.ok())
       return cause.status();
     p.state = State::failed;
