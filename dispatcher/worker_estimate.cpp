@@ -36,7 +36,8 @@ void WorkerEstimator::observe(double now_s, const std::vector<JobCounters>& jobs
       continue;
     JobCounters base; // zeros: the job's whole life
     double secs = 0;
-    if (auto it = last_.find(c.job); it != last_.end() && it->second.counters.elapsed_ns <= c.elapsed_ns) {
+    if (auto it = last_.find(c.job);
+        it != last_.end() && it->second.counters.elapsed_ns <= c.elapsed_ns) {
       base = it->second.counters;
       secs = now_s - it->second.at;
     } else {
@@ -46,7 +47,8 @@ void WorkerEstimator::observe(double now_s, const std::vector<JobCounters>& jobs
     JobEstimate e;
     e.job = c.job;
     const double elapsed = static_cast<double>(c.elapsed_ns - base.elapsed_ns);
-    const double waited = static_cast<double>(c.wait_worker_ns - base.wait_worker_ns);
+    const double waited = static_cast<double>((c.wait_worker_ns + c.wait_network_ns) -
+                                              (base.wait_worker_ns + base.wait_network_ns));
     e.wait_share = elapsed > 0 ? std::clamp(waited / elapsed, 0.0, 1.0) : 0.0;
     e.elements_per_s = secs > 0 ? static_cast<double>(c.elements - base.elements) / secs : 0.0;
     e.desired = workers_needed(c.tasks, c.consumers, e.wait_share, tolerated_);

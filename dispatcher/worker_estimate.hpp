@@ -4,14 +4,16 @@
 // counters every autoscale interval (dispatcher_actor_autoscale.cpp).
 //
 // Over the window since the previous observation, for each job its consumers delivered r
-// elements/s and spent a share w of their time waiting on workers (consumer/wait_stats.hpp:
-// requests held by tasks with nothing ready). Its n tasks (one per worker serving it) then made
+// elements/s and spent a share w of their time waiting on workers (consumer/wait_stats.hpp's
+// worker and network causes: a task that holds a request until its next element is ready and
+// then replies looks like transfer time to the consumer, which classifies by the last reply, so
+// both count). Its n tasks (one per worker serving it) then made
 // at least r/n elements/s each, and a trainer that never waited on workers would consume
 // r/(1-w). Workers needed: n(1-t)/(1-w), rounded up, where t is the wait share still
 // tolerated. When w <= t the workers keep up and the estimate stays n: the consumers' view
 // cannot tell how much of the workers is idle, so finding a smaller count is the autoscaler's
-// job (it probes one worker less, autoscale_policy.hpp). Network and credit waits are not
-// counted: more workers do not shorten them (`conveyor status` shows them next to the estimate).
+// job (it probes one worker less, autoscale_policy.hpp). Credit and split waits are not counted:
+// more workers do not shorten them (`conveyor status` shows them next to the estimate).
 //
 // The total is the largest job's need, not the sum: every worker runs a task of every job, so a
 // worker added serves all jobs at once.
@@ -26,11 +28,12 @@ namespace conveyor::actors {
 // A job's cumulative counters as its status reports them (msg::job_status).
 struct JobCounters {
   uint64_t job = 0;
-  bool finished = false;  // production ended: it needs no worker any more
-  int64_t consumers = 0;  // reading now
-  int64_t tasks = 0;      // workers serving it
-  int64_t elements = 0;   // delivered, summed over consumers
-  int64_t wait_worker_ns = 0;
+  bool finished = false;      // production ended: it needs no worker any more
+  int64_t consumers = 0;      // reading now
+  int64_t tasks = 0;          // workers serving it
+  int64_t elements = 0;       // delivered, summed over consumers
+  int64_t wait_worker_ns = 0; // consumer/wait_stats.hpp's causes, summed over consumers
+  int64_t wait_network_ns = 0;
   int64_t elapsed_ns = 0; // consumers' reading time, summed over consumers
 };
 

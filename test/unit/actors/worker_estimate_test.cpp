@@ -25,8 +25,9 @@ TEST_CASE("worker estimate: consumption over per-worker production, from the wai
 TEST_CASE("worker estimate: windows over the observations, per job and in total") {
   WorkerEstimator est{0.0};
   CHECK(est.total() == -1);
-  JobCounters a{1, false, 1, 2, 1000, 5'000'000'000, 10'000'000'000}; // 50% waiting so far
-  JobCounters b{2, false, 2, 2, 400, 0, 20'000'000'000};              // never waiting
+  // 50% waiting so far (30% for the worker, 20% in transfer: both count)
+  JobCounters a{1, false, 1, 2, 1000, 3'000'000'000, 2'000'000'000, 10'000'000'000};
+  JobCounters b{2, false, 2, 2, 400, 0, 0, 20'000'000'000}; // never waiting
   est.observe(100.0, {a, b});
   REQUIRE(est.job(1) != nullptr);
   CHECK(est.job(1)->wait_share == doctest::Approx(0.5));
@@ -64,10 +65,10 @@ TEST_CASE("worker estimate: windows over the observations, per job and in total"
 
 TEST_CASE("worker estimate: a job's counters that went back (a restarted job) start a new window") {
   WorkerEstimator est{0.0};
-  est.observe(0.0, {JobCounters{7, false, 1, 1, 100, 9'000'000'000, 10'000'000'000}});
+  est.observe(0.0, {JobCounters{7, false, 1, 1, 100, 9'000'000'000, 0, 10'000'000'000}});
   CHECK(est.job(7)->desired == 10);
   // Counters smaller than last time: measured over their own life, not as a negative window.
-  est.observe(5.0, {JobCounters{7, false, 1, 1, 10, 0, 1'000'000'000}});
+  est.observe(5.0, {JobCounters{7, false, 1, 1, 10, 0, 0, 1'000'000'000}});
   CHECK(est.job(7)->wait_share == doctest::Approx(0.0));
   CHECK(est.job(7)->desired == 1);
 }
