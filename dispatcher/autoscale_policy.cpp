@@ -48,10 +48,9 @@ AutoscaleDecision AutoscalePolicy::decide(const AutoscaleObservation& o) {
     target_ = clamp(o.workers);
     last_change_s_ = o.now_s;
     return {target_, target_ != o.workers,
-            "starting at " + std::to_string(target_) + " workers (" +
-              std::to_string(o.workers) + " registered, bounds " +
-              std::to_string(config_.min_workers) + ".." + std::to_string(config_.max_workers) +
-              ")"};
+            "starting at " + std::to_string(target_) + " workers (" + std::to_string(o.workers) +
+              " registered, bounds " + std::to_string(config_.min_workers) + ".." +
+              std::to_string(config_.max_workers) + ")"};
   }
   if (!o.has_readers) {
     low_rounds_ = 0;
@@ -77,8 +76,8 @@ AutoscaleDecision AutoscalePolicy::decide(const AutoscaleObservation& o) {
       floor_demand_ = o.demand;
       came_down_from_ = 0;
       return move(o.now_s, clamp(back),
-                  share + " at " + std::to_string(target_) + " workers after a step down: back to " +
-                    std::to_string(clamp(back)));
+                  share + " at " + std::to_string(target_) +
+                    " workers after a step down: back to " + std::to_string(clamp(back)));
     }
     const int64_t up = clamp(std::max(target_ + 1, o.estimate));
     if (up == target_)

@@ -39,11 +39,11 @@ struct AutoscaleConfig {
 Status validate(const AutoscaleConfig& c);
 
 struct AutoscaleObservation {
-  double now_s = 0;       // any steady clock, seconds
-  int64_t workers = 0;    // registered now
-  double wait_share = 0;  // the trainers' share of time waiting on workers (0..1)
-  int64_t estimate = -1;  // workers needed (WorkerEstimator::total), -1 unknown
-  double demand = -1;     // elements/s the readers would take without waiting, -1 unknown
+  double now_s = 0;      // any steady clock, seconds
+  int64_t workers = 0;   // registered now
+  double wait_share = 0; // the trainers' share of time waiting on workers (0..1)
+  int64_t estimate = -1; // workers needed (WorkerEstimator::total), -1 unknown
+  double demand = -1;    // elements/s the readers would take without waiting, -1 unknown
   bool has_readers = false;
 };
 
@@ -71,10 +71,10 @@ private:
   double last_change_s_ = 0;
   int low_rounds_ = 0;
   int64_t came_down_from_ = 0; // the count before the last move down (0: the last move was up)
-  int64_t floor_ = 0;      // do not probe below this count ...
-  double floor_until_ = 0; // ... until then
-  double block_s_ = 0;     // how long the current floor blocks (doubles at each failed probe)
-  double floor_demand_ = -1; // the readers' demand when the floor was set
+  int64_t floor_ = 0;          // do not probe below this count ...
+  double floor_until_ = 0;     // ... until then
+  double block_s_ = 0;         // how long the current floor blocks (doubles at each failed probe)
+  double floor_demand_ = -1;   // the readers' demand when the floor was set
 };
 
 } // namespace conveyor::actors

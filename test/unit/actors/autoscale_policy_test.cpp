@@ -46,10 +46,10 @@ TEST_CASE("autoscale policy: climbs to the estimate, holds in the band, probes d
   CHECK_FALSE(p.decide(obs(10, 2, 0.5, 4)).changed); // cooldown
   d = p.decide(obs(30, 2, 0.5, 4));
   CHECK(d.changed);
-  CHECK(d.target == 4); // straight to the estimate
+  CHECK(d.target == 4);                              // straight to the estimate
   CHECK_FALSE(p.decide(obs(70, 3, 0.5, 8)).changed); // the workers have not come yet
   d = p.decide(obs(70, 4, 0.5, 20));
-  CHECK(d.target == 8); // bounded by max_workers
+  CHECK(d.target == 8);                                // bounded by max_workers
   CHECK_FALSE(p.decide(obs(200, 8, 0.5, 20)).changed); // at max: holds
   CHECK_FALSE(p.decide(obs(300, 8, 0.07)).changed);    // in the band
   // Low for settle_rounds (3) observations: probe one less.
@@ -87,7 +87,7 @@ TEST_CASE("autoscale policy: no readers, no signal - and min_workers is kept") {
 namespace {
 
 struct Model {
-  double demand;    // elements/s the trainer would take
+  double demand;     // elements/s the trainer would take
   double per_worker; // elements/s one worker makes
   double wait(int64_t n) const { return std::max(0.0, 1.0 - n * per_worker / demand); }
 };
@@ -103,8 +103,8 @@ int64_t oracle(const Model& m, const AutoscaleConfig& c) {
 
 struct Run {
   int64_t final_target = 0;
-  int changes_late = 0;     // target changes in the last hour
-  int off_late = 0;         // observations of the last hour more than one worker off `best`
+  int changes_late = 0; // target changes in the last hour
+  int off_late = 0;     // observations of the last hour more than one worker off `best`
   // After the first half hour (the climb past the need and the probes back down): a step down
   // within 10 cooldowns of a step up (a see-saw).
   int quick_reversals = 0;
@@ -130,7 +130,8 @@ Run run(AutoscalePolicy& p, const Model& m, int64_t best, int64_t& workers, doub
     const double demand = std::min(m.demand, workers * m.per_worker) / (1.0 - std::min(w, 0.95));
     auto d = p.decide(AutoscaleObservation{t, workers, w, estimate, demand, true});
     if (d.changed) {
-      if (d.target < workers && t - last_up < 10 * p.config().cooldown_s && t >= end - seconds + 1800)
+      if (d.target < workers && t - last_up < 10 * p.config().cooldown_s &&
+          t >= end - seconds + 1800)
         ++r.quick_reversals;
       if (d.target > workers)
         last_up = t;
