@@ -39,8 +39,7 @@ std::string progress_line(double secs, int64_t read, const StreamStats& s, doubl
     std::snprintf(buf, sizeof buf, "; %.0f%% of %lld", 100 * done, static_cast<long long>(total));
     line += buf;
     if (rate > 0 && read < total) {
-      std::snprintf(buf, sizeof buf, ", ETA %.0f s",
-                    static_cast<double>(total - read) / rate);
+      std::snprintf(buf, sizeof buf, ", ETA %.0f s", static_cast<double>(total - read) / rate);
       line += buf;
     }
   }
@@ -54,9 +53,8 @@ void ReadProgress::tick(Clock::time_point now, int64_t read, const ElementStream
   const StreamStats s = stream.stats();
   const double rate = static_cast<double>(read - last_read_) / since;
   const double byte_rate = static_cast<double>(s.bytes - last_bytes_) / since;
-  const std::string line =
-    progress_line(std::chrono::duration<double>(now - start_).count(), read, s, rate, byte_rate,
-                  total_);
+  const std::string line = progress_line(std::chrono::duration<double>(now - start_).count(), read,
+                                         s, rate, byte_rate, total_);
   // On a terminal: back to the line's start, and clear what a longer line left behind.
   if (terminal_)
     std::fprintf(err_, "\r%s\x1b[K", line.c_str());

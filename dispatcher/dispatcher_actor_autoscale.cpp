@@ -54,13 +54,13 @@ void start_autoscaler(self_ptr self) {
   if (st.start.scale_command.empty())
     return;
   st.autoscaler.emplace(st.start.autoscale);
-  st.scale_command = std::make_shared<ScaleCommand>(
-    st.start.scale_command, [](bool failed, const std::string& line) {
-      if (failed)
-        log::warning(kLog, line);
-      else
-        log::info(kLog, line);
-    });
+  st.scale_command = std::make_shared<ScaleCommand>(st.start.scale_command,
+                                                    [](bool failed, const std::string& line) {
+                                                      if (failed)
+                                                        log::warning(kLog, line);
+                                                      else
+                                                        log::info(kLog, line);
+                                                    });
 }
 
 void estimate_if_due(self_ptr self) {

@@ -134,14 +134,15 @@ TEST_CASE("health: a worker is live at once and ready only once registered with 
 }
 
 TEST_CASE("autoscale: --scale-command runs with the count the dispatcher computed") {
-  const fs::path out = fs::path(test_log_dir()) /
-                       ("scale-" + std::to_string(::getpid()) + "-" +
-                        std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+  const fs::path out =
+    fs::path(test_log_dir()) /
+    ("scale-" + std::to_string(::getpid()) + "-" +
+     std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
   fs::create_directories(out.parent_path());
   // The command writes its argument; cooldown 0 and a short interval so it decides at once.
   Cluster cluster(1, {"--scale-command", "printf '%s' {n} > '" + out.string() + "'",
-                      "--max-workers", "6", "--autoscale-interval-ms", "200",
-                      "--scale-cooldown-ms", "0", "--metrics-port", "0"});
+                      "--max-workers", "6", "--autoscale-interval-ms", "200", "--scale-cooldown-ms",
+                      "0", "--metrics-port", "0"});
   // One worker at 50 elements/s and a reader that takes them at once: it waits nearly all the
   // time, so the target climbs (to the estimate, then one more each interval while the workers
   // asked for do not come: the command here starts none) up to --max-workers.
@@ -199,9 +200,9 @@ TEST_CASE("read: --progress reports on stderr once a second and leaves stdout to
     "read: [0-9]+ elements, [0-9.]+ [KMGT]?i?B in [0-9]+ s, [0-9]+ elements/s \\([^)]*\\); "
     "waiting [0-9]+%: worker [0-9]+%, network [0-9]+%, split [0-9]+%, credit [0-9]+%; [0-9]+% of "
     "60");
-  const auto lines = std::distance(
-    std::sregex_iterator(r.stderr_text.begin(), r.stderr_text.end(), progress),
-    std::sregex_iterator());
+  const auto lines =
+    std::distance(std::sregex_iterator(r.stderr_text.begin(), r.stderr_text.end(), progress),
+                  std::sregex_iterator());
   CHECK(lines >= 2);
 
   // Not a terminal and no flag: quiet; --progress=off: quiet.
