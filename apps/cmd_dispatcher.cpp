@@ -24,6 +24,8 @@ int run_dispatcher(const std::vector<std::string>& args) {
   int64_t job_gc_timeout_ms = 0;
   int64_t client_timeout_ms = 0;
   int64_t range_split_size = 0;
+  int64_t autoscale_interval_ms = 0;
+  int64_t scale_cooldown_ms = 0;
   DispatcherConfig defaults;
   po::options_description options("dispatcher options");
   // clang-format off
@@ -58,7 +60,20 @@ int run_dispatcher(const std::vector<std::string>& args) {
       ("worker-addresses", po::value<std::vector<std::string>>()->multitoken()->value_name("HOST:PORT,..."),
        "the fixed worker list (advertised addresses, comma-separated or repeated) that the static "
        "sharding policies FILE/DATA/FILE_OR_DATA/HINT need; workers not in it are refused. "
-       "HOST:%port% matches one worker of HOST on any port (tf.data's template)");
+       "HOST:%port% matches one worker of HOST on any port (tf.data's template)")
+      ("autoscale-interval-ms", po::value(&autoscale_interval_ms)->default_value(defaults.autoscale_interval.count())->value_name("MS"),
+       "how often the worker estimate (conveyor_desired_workers, `conveyor status`) is made, and "
+       "the autoscaler decides with --scale-command")
+      ("scale-command", po::value<std::string>()->value_name("'CMD {n}'"),
+       "autoscale: run CMD through /bin/sh with {n} replaced by the worker count whenever the "
+       "autoscaler's target changes (e.g. 'kubectl scale deployment/conveyor-worker "
+       "--replicas={n}'); failures are logged and counted, never fatal")
+      ("min-workers", po::value<int64_t>()->default_value(defaults.min_workers)->value_name("N"),
+       "with --scale-command: never scale below N workers")
+      ("max-workers", po::value<int64_t>()->default_value(defaults.max_workers)->value_name("N"),
+       "with --scale-command: never scale above N workers")
+      ("scale-cooldown-ms", po::value(&scale_cooldown_ms)->default_value(defaults.scale_cooldown.count())->value_name("MS"),
+       "with --scale-command: wait this long after a change before deciding again");
   // clang-format on
   po::options_description hidden;
   // clang-format off
@@ -113,6 +128,24 @@ int run_dispatcher(const std::vector<std::string>& args) {
   config.worker_timeout = *worker_timeout;
   config.job_gc_timeout = *job_gc_timeout;
   config.range_split_size = range_split_size;
+  auto autoscale_interval = check_millis("--autoscale-interval-ms", autoscale_interval_ms);
+  if (!autoscale_interval.ok())
+    return report_status(kInfo.name, autoscale_interval.status());
+  config.autoscale_interval = *autoscale_interval;
+  if (vm.count("scale-command")) {
+    config.scale_command = vm["scale-command"].as<std::string>();
+    config.min_workers = vm["min-workers"].as<int64_t>();
+    config.max_workers = vm["max-workers"].as<int64_t>();
+    if (auto st = check_at_least("--scale-cooldown-ms", scale_cooldown_ms, 0); !st.ok())
+      return report_status(kInfo.name, st);
+    config.scale_cooldown = std::chrono::milliseconds{scale_cooldown_ms};
+  } else {
+    // Bounds without an actuator would be accepted and never used.
+    for (const char* flag : {"min-workers", "max-workers", "scale-cooldown-ms"})
+      if (!vm[flag].defaulted())
+        return report_status(kInfo.name, invalid_argument(std::string{"`--"} + flag +
+                                                          "` is used only with `--scale-command`"));
+  }
   if (vm.count("allow-path"))
     config.allowed_paths = vm["allow-path"].as<std::vector<std::string>>();
   if (vm.count("worker-addresses"))

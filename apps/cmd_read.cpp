@@ -1,4 +1,6 @@
 // `conveyor read`: reads a dataset through the service and prints one element per line.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <optional>
@@ -7,6 +9,7 @@
 #include "node/log.hpp"
 #include "consumer/status_client.hpp"
 #include "apps/cli_common.hpp"
+#include "apps/read_progress.hpp"
 #include "apps/subcommand.hpp"
 #include "conveyor/client.hpp"
 #include "pipeline/tensor/codec.hpp"
@@ -142,7 +145,11 @@ int run_read(const std::vector<std::string>& args) {
       ("plugin", po::value<std::vector<std::string>>()->composing()->value_name("LIB.so"),
        "load dataset functions from a plugin, as the workers do (the dataset is checked here "
        "before it is registered; repeatable)")
-      ("stats", po::bool_switch(&f.stats), "print elements, bytes and per-worker counts to stderr at the end");
+      ("stats", po::bool_switch(&f.stats), "print elements, bytes and per-worker counts to stderr at the end")
+      ("progress", po::value<std::string>()->default_value("auto")->implicit_value("on")->value_name("on|off|auto"),
+       "a progress line on stderr every second (elements, bytes, rate, waiting by cause, ETA "
+       "when the total is known): --progress or --progress=on always, --progress=off never, auto "
+       "(the default) when stderr is a terminal");
   // clang-format on
   po::options_description hidden;
   // clang-format off
@@ -247,6 +254,16 @@ int run_read(const std::vector<std::string>& args) {
     return bad(invalid_argument("`--print` must be text, digest or none, got \"" +
                                 vm["print"].as<std::string>() + "\""));
   f.print = *print;
+  const std::string progress_flag = vm["progress"].as<std::string>();
+  if (progress_flag != "on" && progress_flag != "off" && progress_flag != "auto")
+    return bad(
+      invalid_argument("`--progress` must be on, off or auto, got \"" + progress_flag + "\""));
+  const bool stderr_terminal = ::isatty(STDERR_FILENO) == 1;
+  const bool show_progress = progress_flag == "on" || (progress_flag == "auto" && stderr_terminal);
+  // The total, for the ETA: --take, or the dataset's cardinality where each element is read once.
+  int64_t total = f.take;
+  if (total < 0 && dataset && opts.policy == ShardingPolicy::dynamic && !opts.num_consumers)
+    total = dataset->cardinality() >= 0 ? dataset->cardinality() : -1;
 
   // --- the service
   install_stop_signals();
@@ -283,6 +300,9 @@ int run_read(const std::vector<std::string>& args) {
   constexpr milliseconds kFlushEvery{100};
   auto last_flush = Clock::now();
   int64_t count = 0;
+  std::optional<ReadProgress> progress;
+  if (show_progress)
+    progress.emplace(stderr, stderr_terminal, total, Clock::now());
   Status failure;
   auto last_element = Clock::now();
   bool warned_no_workers = false;
@@ -291,6 +311,8 @@ int run_read(const std::vector<std::string>& args) {
     Element element;
     bool end = false;
     Status st = stream->next(element, end, kSlice);
+    if (progress)
+      progress->tick(Clock::now(), count, *stream);
     if (st.code() == ErrorCode::deadline_exceeded) {
       std::fflush(out);
       last_flush = Clock::now();
@@ -352,6 +374,8 @@ int run_read(const std::vector<std::string>& args) {
     }
   }
   std::fflush(out);
+  if (progress)
+    progress->finish();
   if (f.stats) {
     const StreamStats s = stream->stats();
     // What the reader printed, then what arrived: with --take the stream has prefetched more

@@ -17,7 +17,9 @@ constexpr CommandInfo kInfo{
   "Asks a running dispatcher what it holds: its workers (address, tags, tasks, time since the\n"
   "last heartbeat), its datasets (id, fingerprint, element spec, cardinality) and its live jobs\n"
   "(mode, consumers, elements and bytes delivered, rate, epoch and splits, and the share of\n"
-  "the consumers' time spent waiting, by cause)."};
+  "the consumers' time spent waiting, by cause), and the workers the jobs need for their readers\n"
+  "not to wait on workers (the dispatcher's estimate; with --scale-command, the autoscaler's\n"
+  "target)."};
 
 std::string json_string(const std::string& s) {
   std::string out;
@@ -79,9 +81,14 @@ std::string to_json(const msg::cluster_status& s) {
          ",\"network\":" + num(share(w.wait_network_ns, w.elapsed_ns)) +
          ",\"split\":" + num(share(w.wait_split_ns, w.elapsed_ns)) +
          ",\"credit\":" + num(share(w.wait_credit_ns, w.elapsed_ns)) + "}" +
-         ",\"waiting_for\":" + json_string(j.waiting_for) + "}";
+         ",\"waiting_for\":" + json_string(j.waiting_for) +
+         ",\"desired_workers\":" + std::to_string(j.desired_workers) +
+         ",\"recent_worker_wait\":" + num(j.recent_worker_wait) + "}";
   }
-  return o + "]}";
+  return o + "],\"desired_workers\":" + std::to_string(s.desired_workers) +
+         ",\"autoscale_target\":" + std::to_string(s.autoscale_target) +
+         ",\"scale_commands\":" + std::to_string(s.scale_commands) +
+         ",\"scale_command_failures\":" + std::to_string(s.scale_command_failures) + "}";
 }
 
 void print_table(const msg::cluster_status& s) {
@@ -131,7 +138,20 @@ void print_table(const msg::cluster_status& s) {
                 j.elements_per_s, progress.c_str(), waiting, j.finished ? "  finished" : "");
     if (!j.waiting_for.empty())
       std::printf("        waits for %s\n", j.waiting_for.c_str());
+    if (j.desired_workers >= 0)
+      std::printf("        needs %" PRId64 " worker(s): its readers waited on workers %.0f%% of "
+                  "the last interval\n",
+                  j.desired_workers, 100 * j.recent_worker_wait);
   }
+  std::printf("\nworkers needed: %s", s.desired_workers < 0 ? "not estimated yet"
+                                      : s.desired_workers == 0
+                                        ? "0 (no job has readers)"
+                                        : std::to_string(s.desired_workers).c_str());
+  if (s.autoscale_target >= 0)
+    std::printf("; autoscaler target %" PRId64 " (%" PRId64 " scale command(s) run, %" PRId64
+                " failed)",
+                s.autoscale_target, s.scale_commands, s.scale_command_failures);
+  std::printf("\n");
 }
 
 int run_status(const std::vector<std::string>& args) {

@@ -9,6 +9,11 @@
   reachable address: --tls-cert/--tls-key/--tls-ca and an admission token flag, and workers --allow-path;
 - metrics: every dispatcher and worker serves them (--metrics-port), a pod's Prometheus annotation
   names that port, and instances of a systemd template unit do not share one;
+- probes and resources: every dispatcher and worker container has a liveness probe on /healthz and
+  a readiness probe on /readyz of its metrics port, and resource requests and limits for cpu and
+  memory (limits not below requests);
+- the dispatcher lists the files of DYNAMIC file jobs: it has --allow-path on a mount of the same
+  volume claim the workers mount at their --allow-path;
 - a worker's stop timeout (systemd TimeoutStopSec, Kubernetes terminationGracePeriodSeconds)
   exceeds its --drain-timeout plus a margin, so a draining worker is not killed;
 - under ProtectSystem=strict, --work-dir and a worker's --allow-path are writable (StateDirectory,
@@ -141,8 +146,51 @@ def under(path, roots):
 
 # --- Kubernetes ---------------------------------------------------------------------------------
 
+QUANTITY = re.compile(r"^([0-9.]+)(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
+SUFFIX = {None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20,
+          "Gi": 2**30, "Ti": 2**40}
+
+
+def quantity(v):
+    m = QUANTITY.match(str(v))
+    return float(m.group(1)) * SUFFIX[m.group(2)] if m else None
+
+
+def check_probes_and_resources(where, c, metrics_port):
+    ports = {p.get("name"): p.get("containerPort") for p in c.get("ports", [])}
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        get = (c.get(probe) or {}).get("httpGet") or {}
+        port = get.get("port")
+        port = ports.get(port, port)
+        if get.get("path") != path or str(port) != str(metrics_port):
+            problems.append(f"{where}: {probe} is not an httpGet of {path} on the metrics port "
+                            f"{metrics_port}")
+    res = c.get("resources") or {}
+    for kind in ("requests", "limits"):
+        for r in ("cpu", "memory"):
+            if quantity((res.get(kind) or {}).get(r)) is None:
+                problems.append(f"{where}: no resources.{kind}.{r}")
+    for r in ("cpu", "memory"):
+        req = quantity((res.get("requests") or {}).get(r))
+        lim = quantity((res.get("limits") or {}).get(r))
+        if req is not None and lim is not None and lim < req:
+            problems.append(f"{where}: resources.limits.{r} is below resources.requests.{r}")
+
+
+def claims_at(spec, c, paths):
+    """The volume claims mounted in container c at (or above) any of `paths`."""
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    out = set()
+    for m in c.get("volumeMounts", []):
+        if any(under(p, [m["mountPath"]]) for p in paths):
+            claim = (volumes.get(m["name"], {}).get("persistentVolumeClaim") or {}).get("claimName")
+            if claim:
+                out.add(claim)
+    return out
+
 def check_k8s(binary):
     kinds = {}
+    data_claims = {"dispatcher": None, "worker": set()}
     for path in sorted(glob.glob(os.path.join(ROOT, "deploy", "k8s", "*.yaml"))):
         rel = os.path.relpath(path, ROOT)
         try:
@@ -170,6 +218,13 @@ def check_k8s(binary):
                             problems.append(f"{where}: --{f}={v} is on none of the container's "
                                             "volumes")
                 ports = flag_values(args[1:], "metrics-port")
+                if ports:
+                    check_probes_and_resources(where, c, ports[-1])
+                allowed = flag_values(args[1:], "allow-path")
+                if args[0] == "dispatcher":
+                    data_claims["dispatcher"] = claims_at(spec, c, allowed)
+                else:
+                    data_claims["worker"] |= claims_at(spec, c, allowed)
                 if not ports:
                     problems.append(f"{where}: no --metrics-port")
                 elif annotations.get("prometheus.io/scrape") != "true" or \
@@ -183,6 +238,10 @@ def check_k8s(binary):
                         problems.append(f"{where}: terminationGracePeriodSeconds {grace} is not "
                                         f"above the drain timeout ({drain:g} s) plus "
                                         f"{DRAIN_MARGIN_S} s: a draining worker would be killed")
+    if data_claims["dispatcher"] is not None and \
+            not data_claims["dispatcher"] & data_claims["worker"]:
+        problems.append("k8s: the dispatcher has no --allow-path on the volume claim the workers "
+                        "mount at their --allow-path (DYNAMIC file jobs list their files there)")
     sts = kinds.get("StatefulSet", [])
     if not any("dispatcher" == (s["spec"]["template"]["spec"]["containers"][0]["args"] or [""])[0]
                and s["spec"].get("volumeClaimTemplates") for s in sts):

@@ -194,6 +194,7 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
       self->state.started = self->clock().now();
       self->state.journal = self->state.start.journal;
       restore(self);
+      start_autoscaler(self);
       self->set_down_handler([self](caf::down_msg& down) {
         auto& st = self->state;
         for (const auto& [id, w] : st.workers)
@@ -323,6 +324,7 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
           check_heartbeats(self);
           forget_released_jobs(self);
           compact_if_due(self);
+          estimate_if_due(self);
           auto period = std::max<caf::timespan>(self->state.start.worker_timeout / 4,
                                                 std::chrono::milliseconds(10));
           self->delayed_send(self, period, msg::tick_atom_v);

@@ -30,6 +30,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/timespan.hpp>
 
+#include "dispatcher/autoscale_policy.hpp"
 #include "messages/dispatcher_consumer.hpp"
 #include "messages/type_ids.hpp"
 #include "pipeline/io/path_policy.hpp"
@@ -63,6 +64,12 @@ struct DispatcherStart {
   // Null: state in memory only. Otherwise the opened journal and the state it replayed.
   std::shared_ptr<JournalWriter> journal;
   std::shared_ptr<DispatcherState> restored;
+  // The worker estimate (dispatcher/worker_estimate.hpp) is made every autoscale_interval from
+  // the jobs' status (0 = never: the simulator's default); with a scale_command ("CMD {n}",
+  // dispatcher/scale_command.hpp) the autoscaler (dispatcher/autoscale_policy.hpp) acts on it.
+  caf::timespan autoscale_interval{0};
+  AutoscaleConfig autoscale;
+  std::string scale_command;
 };
 
 using dispatcher_full_actor =

@@ -4,6 +4,7 @@
 //   dispatcher_actor_jobs.cpp     jobs: creating or finding one, its tasks, starting its actor
 //   dispatcher_actor_workers.cpp  workers and datasets: registering, adopting, removing
 //   dispatcher_actor_status.cpp   `conveyor status`: the cluster's state
+//   dispatcher_actor_autoscale.cpp  the worker estimate and the autoscaler, every interval
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -20,6 +22,8 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "dispatcher/dispatcher_actor.hpp"
+#include "dispatcher/scale_command.hpp"
+#include "dispatcher/worker_estimate.hpp"
 #include "dispatcher/dispatcher_state.hpp"
 #include "dispatcher/job_actor.hpp"
 #include "dispatcher/journal.hpp"
@@ -61,6 +65,12 @@ struct dispatcher_state {
   uint64_t last_seq = 0;    // records appended
   uint64_t durable_seq = 0; // records the journal reported durable
   std::deque<std::pair<uint64_t, std::function<void()>>> waiting;
+  // The worker estimate and, with --scale-command, the autoscaler and its actuator.
+  WorkerEstimator estimator;
+  std::optional<AutoscalePolicy> autoscaler;
+  std::shared_ptr<ScaleCommand> scale_command;
+  caf::actor_clock::time_point last_estimate{};
+  bool estimating = false; // the jobs' status was asked for and not all have answered
 };
 
 using self_ptr = dispatcher_full_actor::stateful_pointer<dispatcher_state>;
@@ -91,6 +101,12 @@ void remove_worker(self_ptr self, msg::worker_id_t id, const std::string& reason
 Status check_admitted_sender(self_ptr self, const char* what);
 caf::expected<msg::dataset_registered> register_dataset(self_ptr self, msg::register_dataset& req);
 caf::expected<msg::worker_registered> register_worker(self_ptr self, msg::register_worker& req);
+
+// dispatcher_actor_autoscale.cpp
+void start_autoscaler(self_ptr self);
+void estimate_if_due(self_ptr self);
+void add_estimates(const dispatcher_state& st, msg::cluster_status& status);
+void add_estimate(const dispatcher_state& st, msg::job_status& job);
 
 // dispatcher_actor_status.cpp
 const msg::dataset_status& dataset_facts(self_ptr self, const DatasetEntry& d);

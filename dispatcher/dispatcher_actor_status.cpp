@@ -93,6 +93,7 @@ caf::result<msg::cluster_status> get_status(self_ptr self, const msg::get_status
     if (st.state.dataset(id))
       status->datasets.push_back(facts);
   }
+  add_estimates(st, *status);
   if (req.include_jobs)
     for (const auto& js : st.finished_jobs)
       status->jobs.push_back(js);
@@ -105,6 +106,7 @@ caf::result<msg::cluster_status> get_status(self_ptr self, const msg::get_status
       js.name = entry->name;
       js.dataset = entry->dataset;
     }
+    add_estimate(self->state, js);
     status->jobs.push_back(std::move(js));
     if (--*pending == 0) {
       std::sort(status->jobs.begin(), status->jobs.end(),

@@ -96,12 +96,18 @@ struct job_status {
   int64_t splits_handed_out = -1; // DYNAMIC only
   consumer_progress waiting;      // summed over its consumers
   std::string waiting_for;        // what holds production open besides running tasks, or empty
+  // The dispatcher's worker estimate (dispatcher/worker_estimate.hpp) over its last autoscale
+  // interval: workers the job needs for its consumers not to wait on workers, and their share
+  // of time waiting on workers then. -1: not estimated (no consumers, or not observed yet).
+  int64_t desired_workers = -1;
+  double recent_worker_wait = -1;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_status& x) {
   return f(caf::meta::type_name("job_status"), x.id, x.name, x.dataset, x.mode, x.finished,
            x.age_ms, x.consumers, x.tasks, x.elements, x.bytes, x.elements_per_s, x.bytes_per_s,
-           x.epoch, x.splits_handed_out, x.waiting, x.waiting_for);
+           x.epoch, x.splits_handed_out, x.waiting, x.waiting_for, x.desired_workers,
+           x.recent_worker_wait);
 }
 
 struct cluster_status {
@@ -111,11 +117,18 @@ struct cluster_status {
   std::vector<worker_status> workers;
   std::vector<dataset_status> datasets;
   std::vector<job_status> jobs;
+  // The worker estimate over all jobs (-1 before the first estimate; 0: no job has readers),
+  // the autoscaler's target (-1: no --scale-command), and its actuator's runs and failures.
+  int64_t desired_workers = -1;
+  int64_t autoscale_target = -1;
+  int64_t scale_commands = 0;
+  int64_t scale_command_failures = 0;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, cluster_status& x) {
   return f(caf::meta::type_name("cluster_status"), x.dispatcher, x.protocol_version, x.uptime_ms,
-           x.workers, x.datasets, x.jobs);
+           x.workers, x.datasets, x.jobs, x.desired_workers, x.autoscale_target, x.scale_commands,
+           x.scale_command_failures);
 }
 
 } // namespace conveyor::msg

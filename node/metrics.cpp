@@ -4,6 +4,8 @@
 #include <deque>
 #include <mutex>
 
+#include <CivetServer.h>
+#include <civetweb.h>
 #include <prometheus/collectable.h>
 #include <prometheus/exposer.h>
 #include <prometheus/metric_family.h>
@@ -68,6 +70,59 @@ public:
 private:
   Endpoint::Collect collect_;
 };
+
+// /healthz and /readyz, answered by civetweb's begin_request callback before the exposer's
+// handlers see the request. The callback has no user data of its own, so each endpoint's
+// readiness is found by the port the request came in on.
+struct ReadyTable {
+  std::mutex mu;
+  std::map<int, std::shared_ptr<const Endpoint::Ready>> by_port;
+};
+
+ReadyTable& ready_table() {
+  static ReadyTable t;
+  return t;
+}
+
+int answer(mg_connection* conn, int code, const std::string& body) {
+  mg_printf(conn,
+            "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: "
+            "%zu\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
+            code, code == 200 ? "OK" : "Service Unavailable", body.size());
+  mg_write(conn, body.data(), body.size());
+  return code;
+}
+
+int health_request(mg_connection* conn) {
+  const mg_request_info* ri = mg_get_request_info(conn);
+  if (ri == nullptr || ri->local_uri == nullptr)
+    return 0;
+  const std::string uri = ri->local_uri;
+  if (uri == "/healthz")
+    return answer(conn, 200, "ok\n");
+  if (uri != "/readyz")
+    return 0; // the exposer's (/metrics) or its 404
+  std::shared_ptr<const Endpoint::Ready> ready;
+  {
+    auto& t = ready_table();
+    std::lock_guard<std::mutex> guard{t.mu};
+    if (auto it = t.by_port.find(ri->server_port); it != t.by_port.end())
+      ready = it->second;
+  }
+  if (!ready)
+    return answer(conn, 503, "not ready: starting\n");
+  std::string why = *ready ? (*ready)() : std::string{};
+  return why.empty() ? answer(conn, 200, "ready\n") : answer(conn, 503, "not ready: " + why + "\n");
+}
+
+const CivetCallbacks* health_callbacks() {
+  static const CivetCallbacks callbacks = [] {
+    CivetCallbacks c;
+    c.begin_request = health_request;
+    return c;
+  }();
+  return &callbacks;
+}
 
 } // namespace
 
@@ -148,6 +203,23 @@ std::vector<Sample> status_samples(const msg::cluster_status& st) {
   out.push_back(sample("conveyor_jobs",
                        "jobs conveyor status lists: live ones and the last 100 finished", "gauge",
                        {}, static_cast<double>(st.jobs.size())));
+  constexpr const char* kDesired =
+    "workers needed for the trainers not to wait on workers (the dispatcher's estimate; per "
+    "job, and without a job label for the cluster: the largest job's need)";
+  if (st.desired_workers >= 0)
+    out.push_back(sample("conveyor_desired_workers", kDesired, "gauge", {},
+                         static_cast<double>(st.desired_workers)));
+  if (st.autoscale_target >= 0) {
+    out.push_back(sample("conveyor_autoscale_target_workers",
+                         "the autoscaler's worker count (--scale-command)", "gauge", {},
+                         static_cast<double>(st.autoscale_target)));
+    out.push_back(sample("conveyor_scale_commands_total", "scale commands run", "counter", {},
+                         static_cast<double>(st.scale_commands)));
+    out.push_back(sample("conveyor_scale_command_failures_total",
+                         "scale commands that failed (could not start, exited non-zero or timed "
+                         "out)",
+                         "counter", {}, static_cast<double>(st.scale_command_failures)));
+  }
   out.push_back(
     sample("conveyor_jobs_running", "jobs whose production has not ended", "gauge", {},
            static_cast<double>(std::count_if(st.jobs.begin(), st.jobs.end(),
@@ -198,6 +270,9 @@ std::vector<Sample> status_samples(const msg::cluster_status& st) {
                            "time the job's consumers waited with nothing to read, by cause",
                            "counter", lc, static_cast<double>(ns) / 1e9));
     }
+    if (j.desired_workers >= 0)
+      out.push_back(sample("conveyor_desired_workers", kDesired, "gauge", l,
+                           static_cast<double>(j.desired_workers)));
     out.push_back(sample("conveyor_job_lost_tasks_total",
                          "OFF tasks lost before their end that the job's consumers read on "
                          "without (on_worker_loss \"continue\": a short copy)",
@@ -215,8 +290,17 @@ std::string to_text(const std::vector<Sample>& samples) {
 }
 
 struct Endpoint::Impl {
+  int port = -1; // its entry in the ready table (-1: none yet)
   std::unique_ptr<prometheus::Exposer> exposer;
   std::shared_ptr<FunctionCollectable> collectable;
+  ~Impl() {
+    // Out of the table first: the exposer's destructor then waits for requests in flight.
+    if (port >= 0) {
+      auto& t = ready_table();
+      std::lock_guard<std::mutex> guard{t.mu};
+      t.by_port.erase(port);
+    }
+  }
 };
 
 Endpoint::Endpoint(std::unique_ptr<Impl> impl, uint16_t port)
@@ -225,14 +309,16 @@ Endpoint::Endpoint(std::unique_ptr<Impl> impl, uint16_t port)
 Endpoint::~Endpoint() = default;
 
 Expected<std::unique_ptr<Endpoint>> Endpoint::start(const std::string& host, uint16_t port,
-                                                    Collect collect) {
+                                                    Collect collect, Ready ready) {
   auto impl = std::make_unique<Impl>();
   // civetweb's listening_ports syntax: "host:port", with IPv6 hosts in brackets.
   std::string bind = host.find(':') != std::string::npos && host.front() != '['
                        ? "[" + host + "]:" + std::to_string(port)
                        : host + ":" + std::to_string(port);
   try {
-    impl->exposer = std::make_unique<prometheus::Exposer>(bind, /*num_threads=*/1);
+    // Two threads: a slow /readyz (it asks the dispatcher) does not hold up a scrape.
+    impl->exposer =
+      std::make_unique<prometheus::Exposer>(bind, /*num_threads=*/2, health_callbacks());
   } catch (const std::exception& e) {
     return io_error("the metrics endpoint cannot listen on " + HostPort{host, port}.to_string() +
                     ": " + e.what() +
@@ -244,6 +330,12 @@ Expected<std::unique_ptr<Endpoint>> Endpoint::start(const std::string& host, uin
   impl->exposer->RegisterCollectable(impl->collectable);
   auto ports = impl->exposer->GetListeningPorts();
   uint16_t bound = ports.empty() ? port : static_cast<uint16_t>(ports.front());
+  {
+    auto& t = ready_table();
+    std::lock_guard<std::mutex> guard{t.mu};
+    t.by_port[bound] = std::make_shared<const Ready>(std::move(ready));
+  }
+  impl->port = bound;
   return std::unique_ptr<Endpoint>(new Endpoint(std::move(impl), bound));
 }
 

@@ -2,7 +2,8 @@
 // prometheus-cpp's exposer (civetweb). No prometheus or CAF types in this header.
 //
 // The dispatcher's metrics are computed at scrape time from its `conveyor status` answer
-// (workers, heartbeat ages, jobs, delivered elements/bytes, consumers' waiting time by cause).
+// (workers, heartbeat ages, jobs, delivered elements/bytes, consumers' waiting time by cause,
+// the worker estimate conveyor_desired_workers and the autoscaler's target and commands).
 // A worker's come from per-task counters its task actors update (TaskStats below): produced and
 // delivered elements, delivered bytes, buffer fill, pauses on a full buffer (consumers' credits),
 // split waits. A task's series disappear when the task ends, so the endpoint never grows.
@@ -61,13 +62,18 @@ std::vector<Sample> status_samples(const msg::cluster_status& status);
 // Renders samples in the Prometheus text format (for tests and tools without the exposer).
 std::string to_text(const std::vector<Sample>& samples);
 
-// The HTTP endpoint: GET /metrics on host:port serves what `collect` returns at each scrape.
+// The HTTP endpoint: GET /metrics on host:port serves what `collect` returns at each scrape;
+// GET /healthz answers 200 while the process serves HTTP at all (liveness), GET /readyz 200 when
+// `ready` returns "" and 503 with its reason otherwise (readiness: a worker registered with its
+// dispatcher, a dispatcher with its journal replayed that answers requests).
 class Endpoint {
 public:
   using Collect = std::function<std::vector<Sample>()>;
-  // port 0 = a free port. io_error naming host:port when it cannot listen.
+  using Ready = std::function<std::string()>; // "" = ready, else why not
+  // port 0 = a free port. io_error naming host:port when it cannot listen. Without `ready`,
+  // /readyz answers as /healthz.
   static Expected<std::unique_ptr<Endpoint>> start(const std::string& host, uint16_t port,
-                                                   Collect collect);
+                                                   Collect collect, Ready ready = {});
   ~Endpoint();
   uint16_t port() const { return port_; }
 

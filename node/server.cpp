@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <future>
@@ -23,6 +24,7 @@
 #include "worker/executor_scheduled.hpp"
 #include "net/frame_guard.hpp"
 #include "dispatcher/journal.hpp"
+#include "dispatcher/scale_command.hpp"
 #include "worker/local_workers.hpp"
 #include "node/log.hpp"
 #include "node/metrics.hpp"
@@ -86,6 +88,8 @@ public:
   using NodeContext::NodeContext;
   actors::worker_full_actor worker;
   std::string advertised;
+  // Registered with the dispatcher (its first registration succeeded): the worker's /readyz.
+  std::shared_ptr<std::atomic<bool>> registered = std::make_shared<std::atomic<bool>>(false);
   // The worker's task actors, which run on the process's Executor (worker/executor_scheduled.hpp)
   // and end with the worker: stop() waits for them (bounded), and this waits for the rest (a task
   // that was inside a user function) before the actor system goes, as CAF waits for its own.
@@ -237,6 +241,16 @@ Status DispatchServer::start() {
     return invalid_argument("`range_split_size` must be positive, got " +
                             std::to_string(config_.range_split_size));
   actors::DispatcherStart start;
+  CONVEYOR_RETURN_IF_ERROR(positive(config_.autoscale_interval, "autoscale_interval"));
+  start.autoscale_interval = config_.autoscale_interval;
+  start.autoscale.min_workers = config_.min_workers;
+  start.autoscale.max_workers = config_.max_workers;
+  start.autoscale.cooldown_s = std::chrono::duration<double>(config_.scale_cooldown).count();
+  if (!config_.scale_command.empty()) {
+    CONVEYOR_RETURN_IF_ERROR(actors::ScaleCommand::validate(config_.scale_command));
+    CONVEYOR_RETURN_IF_ERROR(actors::validate(start.autoscale));
+    start.scale_command = config_.scale_command;
+  }
   auto paths = confinement(config_.allowed_paths, config_.allow_all_paths, "dispatcher");
   if (!paths.ok())
     return paths.status();
@@ -305,7 +319,8 @@ Status DispatchServer::start() {
     const std::string mhost =
       config_.metrics_host.empty() ? config_.bind_host : config_.metrics_host;
     auto endpoint = metrics::Endpoint::start(
-      mhost, static_cast<uint16_t>(config_.metrics_port), [sys, dispatcher, token] {
+      mhost, static_cast<uint16_t>(config_.metrics_port),
+      [sys, dispatcher, token] {
         // Runs on the exposer's thread at each scrape: one status request, bounded.
         std::vector<metrics::Sample> out;
         caf::scoped_actor self{*sys};
@@ -315,6 +330,16 @@ Status DispatchServer::start() {
                      log::warning("dispatcher", "metrics scrape: " + sys->render(err));
                    });
         return out;
+      },
+      // Ready: the journal is replayed (before the endpoint starts) and the dispatcher answers.
+      [sys, dispatcher, token]() -> std::string {
+        std::string why;
+        caf::scoped_actor self{*sys};
+        self->request(dispatcher, std::chrono::seconds(2), msg::get_status{false, token})
+          .receive(
+            [](msg::cluster_status&) {},
+            [&](caf::error& err) { why = "the dispatcher does not answer: " + sys->render(err); });
+        return why;
       });
     if (!endpoint.ok()) {
       ctx->guard.reset();
@@ -437,7 +462,11 @@ Status WorkerServer::start() {
   start.tags = config_.worker_tags;
   start.local_registry = config_.in_process_reads; // consumers here read it in-process
   start.protocol_version = version_or_default(config_.protocol_version);
-  start.on_first_registration = [registered](Status s) { registered->set_value(std::move(s)); };
+  start.on_first_registration = [registered, ready = ctx->registered](Status s) {
+    if (s.ok())
+      ready->store(true);
+    registered->set_value(std::move(s));
+  };
   // The bulk data path's server (net/bulk.hpp); without one, elements travel inline.
   if (auto bulk = ctx->transport->serve_bulk(config_.bind_host, config_.bulk_port); bulk) {
     start.bulk = *bulk;
@@ -475,8 +504,12 @@ Status WorkerServer::start() {
   if (config_.metrics_port >= 0) {
     const std::string mhost =
       config_.metrics_host.empty() ? config_.bind_host : config_.metrics_host;
-    auto endpoint = metrics::Endpoint::start(mhost, static_cast<uint16_t>(config_.metrics_port),
-                                             [] { return metrics::task_samples(); });
+    auto endpoint = metrics::Endpoint::start(
+      mhost, static_cast<uint16_t>(config_.metrics_port), [] { return metrics::task_samples(); },
+      [ready = ctx->registered, d = dispatcher->to_string()]() -> std::string {
+        return ready->load() ? std::string{}
+                             : "not registered with the dispatcher at " + d + " yet";
+      });
     if (!endpoint.ok())
       return fail(endpoint.status());
     ctx->metrics = std::move(endpoint).value();

@@ -77,6 +77,16 @@ struct DispatcherConfig {
   // -1 = none, 0 = a free port (see metrics_port()).
   int metrics_port = -1;
   std::string metrics_host;
+  // Every autoscale_interval the dispatcher estimates the workers its jobs need for their
+  // trainers not to wait on workers (conveyor_desired_workers, `conveyor status`). With a
+  // scale_command ("CMD {n}", run through /bin/sh with {n} = the worker count) it also acts on
+  // it: hill climbing on the trainers' wait share, between min_workers and max_workers, at most
+  // one change per scale_cooldown (docs/OPERATIONS.md "Autoscaling"). Empty = estimate only.
+  std::chrono::milliseconds autoscale_interval{5000};
+  std::string scale_command;
+  int64_t min_workers = 1;
+  int64_t max_workers = 64;
+  std::chrono::milliseconds scale_cooldown{30000};
   NetworkConfig network;
   GuardConfig guard;
 };
