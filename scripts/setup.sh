@@ -6,7 +6,7 @@ packages=(g++ cmake ninja-build libcaf-dev libcereal-dev liblz4-dev doctest-dev
           libboost-dev libboost-program-options-dev libboost-filesystem-dev
           pybind11-dev python3-dev python3-numpy python3-pytest python3-torch
           libspdlog-dev prometheus-cpp-dev python3-yaml
-          libssl-dev openssl libprotobuf-dev protobuf-compiler zlib1g-dev python3-protobuf
+          libssl-dev openssl libprotobuf-dev protobuf-compiler zlib1g-dev libcurl4-openssl-dev python3-protobuf
           clang-format)
 missing=()
 for p in "${packages[@]}"; do

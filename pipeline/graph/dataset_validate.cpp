@@ -6,6 +6,7 @@
 #include "pipeline/graph/dataset.hpp"
 #include "pipeline/io/example.hpp"
 #include "pipeline/functions/file_source_functions.hpp"
+#include "pipeline/io/csv.hpp"
 #include "pipeline/io/files.hpp"
 #include "pipeline/functions/functions.hpp"
 #include "pipeline/graph/ops.hpp"
@@ -108,6 +109,16 @@ Status check_arguments(const Node& n, const FunctionRegistry& functions) {
   } else if (op == "text_lines" || op == "tfrecord") {
     CONVEYOR_RETURN_IF_ERROR(check_files(n));
     return check_compression(n);
+  } else if (op == "csv") {
+    CONVEYOR_RETURN_IF_ERROR(check_files(n));
+    CONVEYOR_RETURN_IF_ERROR(check_compression(n));
+    auto delim = csv_delimiter(n.string_attr("field_delim"));
+    if (!delim.ok())
+      return delim.status();
+    auto columns = csv_columns(n.strings_attr("column_types"),
+                               std::get<std::vector<int64_t>>(n.attrs.at("select_cols")),
+                               n.element_attr("record_defaults"));
+    return columns.ok() ? Status::OK() : columns.status();
   } else if (op == "source") {
     return check_function(n, FunctionKind::source, functions);
   } else if (op == "map") {

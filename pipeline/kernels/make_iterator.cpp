@@ -25,6 +25,7 @@ MakeResult make_kernel(const NodePtr& node, const KernelContext& kctx) {
     {"list_files", make_list_files},
     {"text_lines", make_text_lines},
     {"tfrecord", make_tfrecord},
+    {"csv", make_csv},
     {"source", make_source},
     {"map", make_map},
     {"filter", make_filter},
