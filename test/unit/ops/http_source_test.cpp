@@ -7,6 +7,7 @@
 #include "pipeline/io/files.hpp"
 #include "pipeline/io/http.hpp"
 #include "pipeline/io/path_policy.hpp"
+#include "conveyor/sharding.hpp"
 #include "pipeline/io/tfrecord.hpp"
 #include "pipeline/sharding/split_provider.hpp"
 #include "test/support/http_server.hpp"
@@ -277,4 +278,20 @@ TEST_CASE("http: credentials from a headers file, never shown, and servers witho
   auto whole = fetch(plain.url("/a.txt"));
   REQUIRE_MESSAGE(whole.ok(), whole.status().to_string());
   CHECK(*whole == kText);
+}
+
+TEST_CASE("http: FILE sharding hands out URLs as it hands out files, never as patterns") {
+  const std::vector<std::string> urls{"http://h/a?sig=1", "http://h/b?sig=[2]", "http://h/c"};
+  auto w0 = apply_sharding(Dataset::tfrecord(urls), ShardingPolicy::file, 2, 0);
+  auto w1 = apply_sharding(Dataset::csv(urls, {"string"}), ShardingPolicy::file, 2, 1);
+  REQUIRE(w0.ok());
+  REQUIRE(w1.ok());
+  CHECK(*w0 == Dataset::tfrecord({"http://h/a?sig=1", "http://h/c"}));
+  CHECK(*w1 == Dataset::csv({"http://h/b?sig=[2]"}, {"string"}));
+  // With a policy (the dispatcher's), URLs outside its prefixes fail the job up front.
+  auto policy = PathPolicy::make({"http://h/a"});
+  REQUIRE(policy.ok());
+  auto refused = apply_sharding(Dataset::tfrecord(urls), ShardingPolicy::file, 2, 0, policy->get());
+  CHECK(refused.status().code() == ErrorCode::permission_denied);
+  CHECK(contains(refused.status().message(), "the URL `http://h/b?...` is outside the URLs"));
 }
