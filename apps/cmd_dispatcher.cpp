@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "apps/cli_common.hpp"
+#include "apps/http_flags.hpp"
 #include "apps/subcommand.hpp"
 #include "node/log.hpp"
 #include "conveyor/server.hpp"
@@ -82,6 +83,8 @@ int run_dispatcher(const std::vector<std::string>& args) {
                       ("journal-compact-after", po::value<int64_t>()->default_value(0),
                        "records after which the journal is folded into a snapshot (tests)");
   // clang-format on
+  add_allow_url_option(options, "that DYNAMIC and FILE-sharded jobs may name (checked when the "
+                                "job is made; the workers check again when they read)");
   add_metrics_options(options);
   add_guard_options(options);
   add_security_options(options);
@@ -148,6 +151,8 @@ int run_dispatcher(const std::vector<std::string>& args) {
   }
   if (vm.count("allow-path"))
     config.allowed_paths = vm["allow-path"].as<std::vector<std::string>>();
+  if (auto st = apply_allow_url_option(vm, config.allowed_paths); !st.ok())
+    return report_status(kInfo.name, st);
   if (vm.count("worker-addresses"))
     for (const auto& arg : vm["worker-addresses"].as<std::vector<std::string>>())
       for (std::size_t b = 0; b <= arg.size();) {

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "apps/cli_common.hpp"
+#include "apps/http_flags.hpp"
 #include "apps/subcommand.hpp"
 #include "node/log.hpp"
 #include "consumer/placement.hpp"
@@ -91,6 +92,8 @@ int run_worker(const std::vector<std::string>& args) {
   hidden.add_options()("protocol-version", po::value<uint32_t>()->default_value(0),
                        "speak another protocol version (tests of the version check)");
   // clang-format on
+  add_allow_url_option(options, "datasets may read objects under (text_lines, tfrecord, csv)");
+  add_http_client_options(options);
   add_metrics_options(options);
   add_guard_options(options);
   add_security_options(options);
@@ -201,6 +204,10 @@ int run_worker(const std::vector<std::string>& args) {
     return report_status(kInfo.name, st);
   if (vm.count("allow-path"))
     config.allowed_paths = vm["allow-path"].as<std::vector<std::string>>();
+  if (auto st = apply_allow_url_option(vm, config.allowed_paths); !st.ok())
+    return report_status(kInfo.name, st);
+  if (auto st = apply_http_client_options(vm); !st.ok())
+    return report_status(kInfo.name, st);
 
   if (auto st = apply_metrics_options(vm, config.metrics_port, config.metrics_host); !st.ok())
     return report_status(kInfo.name, st);

@@ -44,6 +44,7 @@ class ConveyorConan(ConanFile):
         self.requires("prometheus-cpp/1.1.0")   # node/metrics.cpp
         self.requires("protobuf/3.21.12")       # pipeline/io/example.cpp (libprotobuf-lite)
         self.requires("zlib/1.2.13")            # pipeline/io/files.cpp (GZIP/ZLIB files)
+        self.requires("libcurl/8.6.0")          # pipeline/io/http.cpp (http(s):// objects)
         self.requires("openssl/3.0.13")         # TLS (CAF's openssl module, start-up checks)
         self.requires("cereal/1.3.2", visible=False)
 
@@ -80,7 +81,7 @@ class ConveyorConan(ConanFile):
         c["pipeline"].libs = ["conveyor_pipeline"]
         c["pipeline"].set_property("cmake_target_name", "conveyor::pipeline")
         c["pipeline"].requires = ["lz4::lz4", "boost::filesystem", "protobuf::libprotobuf-lite",
-                                  "zlib::zlib"]
+                                  "zlib::zlib", "libcurl::libcurl"]
         if self.settings.os in ("Linux", "FreeBSD"):
             c["pipeline"].system_libs = ["pthread", "dl"]
         c["messages"].libs = ["conveyor_messages"]

@@ -34,6 +34,7 @@
 #include "worker/worker_actor.hpp"
 #include "messages/all.hpp"
 #include "pipeline/functions/functions.hpp"
+#include "pipeline/io/http.hpp"
 #include "pipeline/io/path_policy.hpp"
 
 namespace conveyor {
@@ -124,6 +125,9 @@ void log_confinement(const char* node, const PathPolicy* paths, const std::strin
   else
     for (const auto& root : paths->roots())
       log::info(node, what + " may " + verb + " files under " + root);
+  if (paths)
+    for (const auto& prefix : paths->url_prefixes())
+      log::info(node, what + " may read URLs under " + redact_url(prefix));
 }
 
 Status positive(std::chrono::milliseconds d, const char* name) {

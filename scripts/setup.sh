@@ -7,7 +7,7 @@ packages=(g++ cmake ninja-build libcaf-dev libcereal-dev liblz4-dev doctest-dev
           pybind11-dev python3-dev python3-numpy python3-pytest python3-torch python3-cloudpickle
           python3-venv python3-pip python3-setuptools python3-wheel
           libspdlog-dev prometheus-cpp-dev libcivetweb-dev python3-yaml
-          libssl-dev openssl libprotobuf-dev protobuf-compiler zlib1g-dev python3-protobuf
+          libssl-dev openssl libprotobuf-dev protobuf-compiler zlib1g-dev libcurl4-openssl-dev python3-protobuf
           clang-format)
 missing=()
 for p in "${packages[@]}"; do

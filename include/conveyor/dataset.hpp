@@ -41,6 +41,14 @@ public:
   // A snapshot written by `conveyor save` / save(): its elements, chunk by chunk. wait=false
   // needs a finished snapshot; wait=true reads one while it is written, to its end.
   static Dataset load(std::string path, bool wait = false);
+  // CSV/TSV records as tf.data's CsvDataset: one scalar per column of type column_types[i]
+  // ("int32", "int64", "float32", "float64", "string"). record_defaults: {} (every value
+  // required) or one per column, a scalar default or an empty rank-1 tensor (required);
+  // select_cols: the file's columns to keep, increasing ({} = all). Files may be URLs.
+  static Dataset csv(std::vector<std::string> files, std::vector<std::string> column_types,
+                     bool header = false, std::string field_delim = ",", std::string na_value = "",
+                     std::vector<int64_t> select_cols = {}, Element record_defaults = {},
+                     bool use_quote_delim = true, std::string compression_type = "");
   static Dataset source(FunctionRef fn); // a user source function from the registry
   static Dataset zip(std::vector<Dataset> inputs);
 

@@ -78,6 +78,22 @@ Dataset Dataset::load(std::string path, bool wait) {
   return make("load", {}, {{"path", std::move(path)}, {"wait", wait}, {"element_spec", spec}});
 }
 
+Dataset Dataset::csv(std::vector<std::string> files, std::vector<std::string> column_types,
+                     bool header, std::string field_delim, std::string na_value,
+                     std::vector<int64_t> select_cols, Element record_defaults,
+                     bool use_quote_delim, std::string compression_type) {
+  return make("csv", {},
+              {{"files", std::move(files)},
+               {"column_types", std::move(column_types)},
+               {"header", header},
+               {"field_delim", std::move(field_delim)},
+               {"na_value", std::move(na_value)},
+               {"select_cols", std::move(select_cols)},
+               {"record_defaults", std::move(record_defaults)},
+               {"use_quote_delim", use_quote_delim},
+               {"compression_type", std::move(compression_type)}});
+}
+
 Dataset Dataset::source(FunctionRef fn) { return make("source", {}, {{"fn", std::move(fn)}}); }
 
 Dataset Dataset::zip(std::vector<Dataset> inputs) {

@@ -7,6 +7,7 @@
 // function without output_spec keeps its input's component count and dtypes but reports unknown
 // rank for every component, as functions.hpp promises.
 #include "pipeline/graph/dataset.hpp"
+#include "pipeline/io/csv.hpp"
 #include "pipeline/io/example.hpp"
 #include "pipeline/io/snapshot_files.hpp"
 #include "pipeline/functions/file_source_functions.hpp"
@@ -124,6 +125,16 @@ Expected<ElementSpec> node_spec(const Node& n, const FunctionRegistry& functions
     return ElementSpec{{scalar(DType::string)}};
   if (op == "load") // the spec the snapshot recorded, when the builder could read it
     return snapshot::parse_spec_components(n.string_attr("element_spec"));
+  if (op == "csv") {
+    ElementSpec spec;
+    for (const std::string& type : n.strings_attr("column_types")) {
+      auto dtype = csv_column_type(type, "csv: `column_types` entry");
+      if (!dtype.ok())
+        return dtype.status();
+      spec.components.push_back(scalar(*dtype));
+    }
+    return spec;
+  }
   if (op == "source") {
     const FunctionDef* def = functions.find(n.function_attr("fn").name);
     if (def == nullptr)

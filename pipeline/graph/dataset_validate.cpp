@@ -7,6 +7,7 @@
 #include "pipeline/io/example.hpp"
 #include "pipeline/io/snapshot_files.hpp"
 #include "pipeline/functions/file_source_functions.hpp"
+#include "pipeline/io/csv.hpp"
 #include "pipeline/io/files.hpp"
 #include "pipeline/functions/functions.hpp"
 #include "pipeline/graph/ops.hpp"
@@ -118,6 +119,16 @@ Status check_arguments(const Node& n, const FunctionRegistry& functions) {
                               std::to_string(n.int_attr("shard_index")) + " of " +
                               std::to_string(n.int_attr("num_shards")));
     return snapshot::parse_spec_components(n.string_attr("element_spec")).status();
+  } else if (op == "csv") {
+    CONVEYOR_RETURN_IF_ERROR(check_files(n));
+    CONVEYOR_RETURN_IF_ERROR(check_compression(n));
+    auto delim = csv_delimiter(n.string_attr("field_delim"));
+    if (!delim.ok())
+      return delim.status();
+    auto columns = csv_columns(n.strings_attr("column_types"),
+                               std::get<std::vector<int64_t>>(n.attrs.at("select_cols")),
+                               n.element_attr("record_defaults"));
+    return columns.ok() ? Status::OK() : columns.status();
   } else if (op == "source") {
     return check_function(n, FunctionKind::source, functions);
   } else if (op == "map") {

@@ -42,6 +42,17 @@ std::vector<OpSchema> make_schemas() {
      {req("path", K::string), opt("wait", K::boolean, false),
       opt("element_spec", K::string, std::string{}), opt("num_shards", K::int64, int64_t{1}),
       opt("shard_index", K::int64, int64_t{0})}},
+    // CSV/TSV files with typed columns, as tf.data's CsvDataset (pipeline/io/csv.hpp): one scalar
+    // per column; record_defaults per column a scalar default or [] (required), () = all
+    // required; select_cols the file columns to keep (() = all).
+    {"csv",
+     0,
+     {req("files", K::string_list), req("column_types", K::string_list),
+      opt("header", K::boolean, false), opt("field_delim", K::string, std::string{","}),
+      opt("na_value", K::string, std::string{}),
+      opt("select_cols", K::int64_list, std::vector<int64_t>{}),
+      opt("record_defaults", K::element, Element{}), opt("use_quote_delim", K::boolean, true),
+      opt("compression_type", K::string, std::string{})}},
     // A user source: a registered source function, e.g. source(my_gen(n=10)).
     {"source", 0, {req("fn", K::function)}},
     // --- transforms

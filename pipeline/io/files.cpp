@@ -1,8 +1,10 @@
 // Glob expansion and (de)compressing file streams (files.hpp), on glob(3) and zlib.
 #include "pipeline/io/files.hpp"
+#include "pipeline/io/http.hpp"
 #include "pipeline/io/path_policy.hpp"
 
 #include <glob.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -33,11 +35,15 @@ constexpr int kGzipWindowBits = 16 + 15;
 
 // --- reading
 
-class PlainInput final : public InputStream {
+class FileSource final : public ByteSource {
 public:
-  PlainInput(std::string path, std::FILE* f) : InputStream(std::move(path)), file_(f) {}
-  ~PlainInput() override { std::fclose(file_); }
+  FileSource(std::string path, std::FILE* f) : path_(std::move(path)), file_(f) {}
+  ~FileSource() override { std::fclose(file_); }
   int fd() const override { return ::fileno(file_); }
+  int64_t size() const override {
+    struct stat st {};
+    return ::fstat(fd(), &st) == 0 && S_ISREG(st.st_mode) ? static_cast<int64_t>(st.st_size) : -1;
+  }
 
   Status read(void* into, std::size_t n, std::size_t& got) override {
     got = std::fread(into, 1, n, file_);
@@ -47,19 +53,45 @@ public:
   }
 
 private:
+  std::string path_;
   std::FILE* file_;
+};
+
+class HttpSource final : public ByteSource {
+public:
+  explicit HttpSource(std::unique_ptr<HttpReader> r) : reader_(std::move(r)) {}
+  int fd() const override { return -1; }
+  int64_t size() const override { return reader_->size(); }
+  Status read(void* into, std::size_t n, std::size_t& got) override {
+    return reader_->read(into, n, got);
+  }
+
+private:
+  std::unique_ptr<HttpReader> reader_;
+};
+
+class PlainInput final : public InputStream {
+public:
+  PlainInput(std::string path, std::unique_ptr<ByteSource> source)
+    : InputStream(std::move(path)), source_(std::move(source)) {}
+  int fd() const override { return source_->fd(); }
+  Status read(void* into, std::size_t n, std::size_t& got) override {
+    return source_->read(into, n, got);
+  }
+
+private:
+  std::unique_ptr<ByteSource> source_;
 };
 
 class InflatingInput final : public InputStream {
 public:
-  InflatingInput(std::string path, std::FILE* f, FileCompression c)
-    : InputStream(std::move(path)), file_(f), compression_(c), in_(kBufferSize) {}
+  InflatingInput(std::string path, std::unique_ptr<ByteSource> source, FileCompression c)
+    : InputStream(std::move(path)), source_(std::move(source)), compression_(c), in_(kBufferSize) {}
   ~InflatingInput() override {
     if (initialized_)
       inflateEnd(&zs_);
-    std::fclose(file_);
   }
-  int fd() const override { return ::fileno(file_); }
+  int fd() const override { return source_->fd(); }
 
   Status init() {
     zs_ = z_stream{};
@@ -77,12 +109,11 @@ public:
     auto* out = static_cast<unsigned char*>(into);
     while (got < n && !ended_) {
       if (zs_.avail_in == 0 && !file_eof_) {
-        const std::size_t r = std::fread(in_.data(), 1, in_.size(), file_);
-        if (r < in_.size()) {
-          if (std::ferror(file_))
-            return error_ = io_error(os_error("cannot read", path_));
+        std::size_t r = 0;
+        if (Status st = source_->read(in_.data(), in_.size(), r); !st.ok())
+          return error_ = st;
+        if (r < in_.size())
           file_eof_ = true;
-        }
         zs_.next_in = in_.data();
         zs_.avail_in = static_cast<uInt>(r);
       }
@@ -121,7 +152,7 @@ public:
   }
 
 private:
-  std::FILE* file_;
+  std::unique_ptr<ByteSource> source_;
   FileCompression compression_;
   std::vector<unsigned char> in_;
   z_stream zs_{};
@@ -239,10 +270,12 @@ private:
 } // namespace
 
 bool has_glob_chars(std::string_view entry) {
-  return entry.find_first_of("*?[") != std::string_view::npos;
+  return !is_url(entry) && entry.find_first_of("*?[") != std::string_view::npos;
 }
 
 std::string escape_glob(std::string_view name) {
+  if (is_url(name)) // never expanded: escaping would change the URL
+    return std::string(name);
   std::string out;
   for (char c : name) {
     if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\')
@@ -254,6 +287,11 @@ std::string escape_glob(std::string_view name) {
 
 Expected<std::vector<std::string>> glob_sorted(const std::string& op, const std::string& pattern,
                                                const PathPolicy* paths) {
+  if (is_url(pattern))
+    return invalid_argument("`" + op + "`: `" + redact_url(pattern) +
+                            "` is a URL, and HTTP has no directory listing: pass URLs to the file "
+                            "source itself (text_lines, tfrecord, csv), or read a list of them "
+                            "with text_lines");
   if (paths != nullptr) { // the directory the wildcards start in, before it is listed
     const auto wildcard = pattern.find_first_of("*?[");
     const auto slash =
@@ -284,6 +322,10 @@ Expected<std::vector<std::string>> expand_file_patterns(const std::string& op,
   out.reserve(entries.size());
   for (const std::string& entry : entries) {
     if (!has_glob_chars(entry)) {
+      // A URL is checked here already, so that a job reading outside --allow-url is refused
+      // where it is made (the dispatcher, for DYNAMIC sharding), not only when it is read.
+      if (paths != nullptr && is_url(entry))
+        CONVEYOR_RETURN_IF_ERROR(paths->check(entry, PathPolicy::Access::read, op));
       out.push_back(entry);
       continue;
     }
@@ -315,14 +357,29 @@ const char* compression_name(FileCompression c) {
   return "?";
 }
 
-Expected<std::unique_ptr<InputStream>>
-InputStream::open(const std::string& path, FileCompression compression, const std::string& what) {
-  auto f = open_file(path, "rbe", what);
+Expected<std::unique_ptr<ByteSource>> ByteSource::open(const std::string& name,
+                                                       const std::string& what) {
+  if (is_url(name)) {
+    auto reader = HttpReader::open(name, what);
+    if (!reader.ok())
+      return reader.status();
+    return std::unique_ptr<ByteSource>(new HttpSource(std::move(*reader)));
+  }
+  auto f = open_file(name, "rbe", what);
   if (!f.ok())
     return f.status();
+  return std::unique_ptr<ByteSource>(new FileSource(name, *f));
+}
+
+Expected<std::unique_ptr<InputStream>>
+InputStream::open(const std::string& path, FileCompression compression, const std::string& what) {
+  auto source = ByteSource::open(path, what);
+  if (!source.ok())
+    return source.status();
+  const std::string shown = is_url(path) ? redact_url(path) : path;
   if (compression == FileCompression::none)
-    return std::unique_ptr<InputStream>(new PlainInput(path, *f));
-  auto stream = std::make_unique<InflatingInput>(path, *f, compression);
+    return std::unique_ptr<InputStream>(new PlainInput(shown, std::move(*source)));
+  auto stream = std::make_unique<InflatingInput>(shown, std::move(*source), compression);
   CONVEYOR_RETURN_IF_ERROR(stream->init());
   return std::unique_ptr<InputStream>(std::move(stream));
 }

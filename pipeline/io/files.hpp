@@ -8,6 +8,9 @@
 // opened). A backslash escapes a pattern character: escape_glob() gives the pattern that matches
 // exactly one given name (used where expanded names are written back into a graph).
 //
+// URLs: an entry starting with http:// or https:// (http.hpp) is an object name, never a pattern,
+// and is opened over HTTP; `?` in it is its query.
+//
 // FileCompression: "" (none), "ZLIB" (an RFC 1950 zlib stream) or "GZIP" (RFC 1952; concatenated
 // members are read one after the other), exactly as TensorFlow's TFRecordOptions and
 // TextLineDataset name them. The whole file is one compressed stream.
@@ -45,7 +48,20 @@ enum class FileCompression : unsigned char { none, zlib, gzip };
 Expected<FileCompression> compression_from_name(std::string_view name, const std::string& what);
 const char* compression_name(FileCompression c); // "", "ZLIB", "GZIP"
 
-// Reads a file's (decompressed) bytes. Errors name the path; a corrupt compressed stream is
+// The raw bytes of a local file or of an HTTP(S) object (http.hpp), before decompression.
+class ByteSource {
+public:
+  // `what` names the file in errors: "<what> <path> does not exist".
+  static Expected<std::unique_ptr<ByteSource>> open(const std::string& name,
+                                                    const std::string& what = "file");
+  virtual ~ByteSource() = default;
+  // Reads up to n bytes into `into`; `got` < n only at the end.
+  virtual Status read(void* into, std::size_t n, std::size_t& got) = 0;
+  virtual int64_t size() const = 0; // bytes; -1 when unknown
+  virtual int fd() const = 0;       // -1 when it is not a local file
+};
+
+// Reads a file's or an object's (decompressed) bytes. Errors name the path; a corrupt compressed stream is
 // data_loss naming the offset in the decompressed stream where it broke.
 class InputStream {
 public:
@@ -55,7 +71,8 @@ public:
   virtual ~InputStream() = default;
   // Reads up to n bytes into `into`; `got` < n only at the end of the stream.
   virtual Status read(void* into, std::size_t n, std::size_t& got) = 0;
-  // The opened file's descriptor, for checks on what was really opened (path confinement).
+  // The opened file's descriptor, for checks on what was really opened (path confinement);
+  // -1 for a URL.
   virtual int fd() const = 0;
   const std::string& path() const { return path_; }
 

@@ -1,4 +1,5 @@
 #include "pipeline/io/path_policy.hpp"
+#include "pipeline/io/http.hpp"
 
 #include <unistd.h>
 
@@ -38,13 +39,29 @@ Expected<std::string> normalise(const std::string& path) {
   return s;
 }
 
+bool url_inside(const std::string& url, const std::string& prefix) {
+  if (url.compare(0, prefix.size(), prefix) != 0)
+    return false;
+  if (url.size() == prefix.size() || prefix.back() == '/')
+    return true;
+  const char next = url[prefix.size()];
+  return next == '/' || next == '?';
+}
+
 } // namespace
 
 Expected<std::shared_ptr<const PathPolicy>> PathPolicy::make(const std::vector<std::string>& roots,
                                                              const std::string& node) {
-  std::vector<std::string> canonical;
+  std::vector<std::string> canonical, urls;
   for (const auto& root : roots) {
     std::error_code ec;
+    if (is_url(root)) {
+      auto normal = normalize_url(root);
+      if (!normal.ok())
+        return invalid_argument("`--allow-url` " + normal.status().message());
+      urls.push_back(std::move(*normal));
+      continue;
+    }
     if (root.empty())
       return invalid_argument("`--allow-path` must not be empty");
     fs::path c = fs::canonical(fs::path(root), ec);
@@ -57,7 +74,8 @@ Expected<std::shared_ptr<const PathPolicy>> PathPolicy::make(const std::vector<s
       s.pop_back();
     canonical.push_back(s);
   }
-  return std::shared_ptr<const PathPolicy>(new PathPolicy(std::move(canonical), node));
+  return std::shared_ptr<const PathPolicy>(
+    new PathPolicy(std::move(canonical), std::move(urls), node));
 }
 
 bool PathPolicy::inside(const std::string& c) const {
@@ -82,7 +100,30 @@ Status PathPolicy::refuse(const std::string& path, const std::string& resolved, 
                            ")");
 }
 
+Status PathPolicy::check_url(const std::string& url, Access access, const std::string& op) const {
+  const std::string shown = redact_url(url);
+  if (access != Access::read)
+    return permission_denied("`" + op + "`: cannot " +
+                             (access == Access::write ? "write to" : "list") + " the URL `" +
+                             shown + "`: URLs are only read");
+  auto normal = normalize_url(url);
+  if (!normal.ok())
+    return invalid_argument("`" + op + "`: " + normal.status().message());
+  for (const auto& prefix : url_prefixes_)
+    if (url_inside(*normal, prefix))
+      return Status::OK();
+  std::string allowed;
+  for (const auto& prefix : url_prefixes_)
+    allowed += (allowed.empty() ? "--allow-url " : ", --allow-url ") + redact_url(prefix);
+  if (allowed.empty())
+    allowed = "none: the " + node_ + " was started without --allow-url";
+  return permission_denied("`" + op + "`: the URL `" + shown + "` is outside the URLs this " +
+                           node_ + " may read (allowed: " + allowed + ")");
+}
+
 Status PathPolicy::check(const std::string& path, Access access, const std::string& op) const {
+  if (is_url(path))
+    return check_url(path, access, op);
   auto c = normalise(path);
   if (!c.ok())
     return invalid_argument("`" + op + "`: " + c.status().message());
@@ -92,6 +133,8 @@ Status PathPolicy::check(const std::string& path, Access access, const std::stri
 }
 
 Status PathPolicy::check_open_file(int fd, const std::string& path, const std::string& op) const {
+  if (fd < 0) // a URL: checked by name (check_url), there is no file behind it
+    return Status::OK();
   char buf[4096];
   const std::string link = "/proc/self/fd/" + std::to_string(fd);
   ssize_t n = ::readlink(link.c_str(), buf, sizeof buf - 1);

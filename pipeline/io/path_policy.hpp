@@ -6,6 +6,12 @@
 // pointing outside it are refused. Files a reader opened are checked once more through
 // /proc/self/fd, so a link swapped in between the check and the open is caught too.
 //
+// URLs (http.hpp) are confined by prefixes instead (`--allow-url PREFIX`, or an http(s) entry of
+// --allow-path / allowed_paths): a URL may be read when its normalised form (normalize_url) starts
+// with a normalised prefix at a boundary (the prefix ends in `/`, or the URL goes on with `/`, `?`
+// or nothing), so `http://h/data` admits `http://h/data/x` but not `http://h/database`. URLs are
+// never written or listed.
+//
 // No policy in the context (nullptr) = unrestricted: the library used in-process on the user's own
 // files. A policy with no roots allows nothing (the worker's default).
 #pragma once
@@ -20,8 +26,8 @@ namespace conveyor {
 
 class PathPolicy {
 public:
-  // The roots, each an existing directory (resolved to its canonical path).
-  // invalid_argument naming the root otherwise.
+  // The roots, each an existing directory (resolved to its canonical path) or an http(s) URL
+  // prefix. invalid_argument naming the root otherwise.
   // `node` names who is confined in refusals ("worker", "dispatcher": the dispatcher lists the
   // files of DYNAMIC file sources under its own --allow-path).
   static Expected<std::shared_ptr<const PathPolicy>> make(const std::vector<std::string>& roots,
@@ -37,14 +43,17 @@ public:
   Status check_open_file(int fd, const std::string& path, const std::string& op) const;
 
   const std::vector<std::string>& roots() const { return roots_; }
+  const std::vector<std::string>& url_prefixes() const { return url_prefixes_; } // normalised
 
 private:
-  PathPolicy(std::vector<std::string> roots, std::string node)
-    : roots_(std::move(roots)), node_(std::move(node)) {}
+  PathPolicy(std::vector<std::string> roots, std::vector<std::string> urls, std::string node)
+    : roots_(std::move(roots)), url_prefixes_(std::move(urls)), node_(std::move(node)) {}
   bool inside(const std::string& canonical) const;
+  Status check_url(const std::string& url, Access access, const std::string& op) const;
   Status refuse(const std::string& path, const std::string& resolved, Access access,
                 const std::string& op) const;
   std::vector<std::string> roots_; // canonical, without a trailing '/'
+  std::vector<std::string> url_prefixes_;
   std::string node_;
 };
 

@@ -119,7 +119,8 @@ Expected<std::unique_ptr<TFRecordReader>> TFRecordReader::open(const std::string
   auto in = InputStream::open(path, compression, "TFRecord file");
   if (!in.ok())
     return in.status();
-  return std::unique_ptr<TFRecordReader>(new TFRecordReader(path, std::move(*in)));
+  std::string shown = (*in)->path(); // the name errors may show: a URL without its query
+  return std::unique_ptr<TFRecordReader>(new TFRecordReader(std::move(shown), std::move(*in)));
 }
 
 Status TFRecordReader::read(std::string& record, bool& end_of_file) {

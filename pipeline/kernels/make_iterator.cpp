@@ -26,6 +26,7 @@ MakeResult make_kernel(const NodePtr& node, const KernelContext& kctx) {
     {"text_lines", make_text_lines},
     {"tfrecord", make_tfrecord},
     {"load", make_load},
+    {"csv", make_csv},
     {"source", make_source},
     {"map", make_map},
     {"filter", make_filter},

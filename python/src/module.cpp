@@ -689,6 +689,39 @@ PYBIND11_MODULE(_conveyor, m) {
       py::arg("file_pattern"), py::arg("shuffle") = true, py::arg("seed") = py::none())
     .def_static("load", &Dataset::load, py::arg("path"), py::arg("wait") = false,
                 "A snapshot written by conveyor.save / distributed_save / `conveyor save`.")
+    .def_static(
+      "csv",
+      [](py::object filenames, std::vector<std::string> column_types, bool header,
+         std::string field_delim, std::string na_value,
+         std::optional<std::vector<int64_t>> select_cols, py::object record_defaults,
+         bool use_quote_delim, std::string compression_type) {
+        std::vector<std::string> files;
+        if (py::isinstance<py::str>(filenames))
+          files.push_back(filenames.cast<std::string>());
+        else
+          files = filenames.cast<std::vector<std::string>>();
+        // record_defaults: None (every column required) or one entry per column, None for a
+        // required one (tf.data's dtype entry), else the default.
+        Element defaults;
+        if (!record_defaults.is_none())
+          for (py::handle entry : record_defaults)
+            defaults.components.push_back(entry.is_none()
+                                            ? Tensor::vector<int64_t>({})
+                                            : tensor_from_python(entry, "csv `record_defaults`"));
+        Dataset d =
+          Dataset::csv(std::move(files), std::move(column_types), header, std::move(field_delim),
+                       std::move(na_value), select_cols.value_or(std::vector<int64_t>{}),
+                       std::move(defaults), use_quote_delim, std::move(compression_type));
+        if (Status st = d.validate(); !st.ok())
+          raise(st);
+        return d;
+      },
+      py::arg("filenames"), py::arg("column_types"), py::arg("header") = false,
+      py::arg("field_delim") = ",", py::arg("na_value") = "", py::arg("select_cols") = py::none(),
+      py::arg("record_defaults") = py::none(), py::arg("use_quote_delim") = true,
+      py::arg("compression_type") = "",
+      "CSV/TSV records as tf.data's CsvDataset: one scalar per column of type column_types[i] "
+      "(\"int32\", \"int64\", \"float32\", \"float64\", \"string\"). Files may be http(s) URLs.")
     .def_static("source", &Dataset::source, py::arg("fn"))
     .def_static("zip",
                 [](py::args args) {

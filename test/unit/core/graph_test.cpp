@@ -39,6 +39,7 @@ std::vector<Dataset> one_of_each_op() {
     r.cache(),
     r.batch(2).padded_batch(2),
     Dataset::tfrecord({"a.tfrecord"}).parse_example("a: int64"),
+    Dataset::csv({"a.csv"}, {"int64"}),
     r.ignore_errors(),
   };
 }
