@@ -11,6 +11,7 @@
 """
 
 from . import _conveyor
+from .dtypes import bfloat16, bfloat16_dtype, bfloat16_to_float32, is_bfloat16
 from .errors import *  # noqa: F401,F403  (registers the exception classes with the extension)
 from .errors import ConveyorError
 from .service import (
@@ -36,6 +37,7 @@ __all__ = [
     "AUTOTUNE", "ConveyorError", "Dataset", "DispatchServer", "DispatcherConfig", "DistributedDataset",
     "Function", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "WorkerConfig", "WorkerServer",
     "distribute", "from_dataset_id", "function_names", "load_plugin", "register_dataset",
+    "bfloat16", "bfloat16_dtype", "bfloat16_to_float32", "is_bfloat16",
 ]
 
 
