@@ -12,45 +12,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "conveyor/dtype.hpp"
 #include "conveyor/status.hpp"
 
 namespace conveyor {
-
-enum class DType : unsigned char { boolean = 0, int32, int64, float32, float64, string };
-
-// "bool", "int32", "int64", "float32", "float64", "string" (tf.data's names).
-const char* dtype_name(DType dtype);
-std::optional<DType> dtype_from_name(std::string_view name);
-// Bytes per entry; 0 for string.
-std::size_t dtype_size(DType dtype);
-
-// Maps a C++ type to its DType: bool, int32_t, int64_t, float, double, std::string.
-template <class T>
-struct dtype_of;
-template <>
-struct dtype_of<bool> {
-  static constexpr DType value = DType::boolean;
-};
-template <>
-struct dtype_of<int32_t> {
-  static constexpr DType value = DType::int32;
-};
-template <>
-struct dtype_of<int64_t> {
-  static constexpr DType value = DType::int64;
-};
-template <>
-struct dtype_of<float> {
-  static constexpr DType value = DType::float32;
-};
-template <>
-struct dtype_of<double> {
-  static constexpr DType value = DType::float64;
-};
-template <>
-struct dtype_of<std::string> {
-  static constexpr DType value = DType::string;
-};
 
 using Shape = std::vector<int64_t>; // fully known dimensions of a concrete tensor
 
@@ -101,10 +66,20 @@ public:
 
   // Scalars.
   static Tensor scalar(bool v);
+  static Tensor scalar(int8_t v);
+  static Tensor scalar(int16_t v);
   static Tensor scalar(int32_t v);
   static Tensor scalar(int64_t v);
+  static Tensor scalar(uint8_t v);
+  static Tensor scalar(uint16_t v);
+  static Tensor scalar(uint32_t v);
+  static Tensor scalar(uint64_t v);
+  static Tensor scalar(float16 v);
+  static Tensor scalar(bfloat16 v);
   static Tensor scalar(float v);
   static Tensor scalar(double v);
+  static Tensor scalar(std::complex<float> v);
+  static Tensor scalar(std::complex<double> v);
   static Tensor scalar(std::string v);
   static Tensor scalar(const char* v) { return scalar(std::string{v}); }
 
@@ -132,7 +107,8 @@ public:
   int rank() const { return static_cast<int>(shape_.size()); }
   int64_t num_elements() const; // product of the shape (1 for a scalar)
 
-  // Numeric access (T must match dtype(); bool is stored as one byte per entry).
+  // Numeric access (T must match dtype(), as dtype_of<T> names it; bool is stored as one byte
+  // per entry, float16 and bfloat16 as their 16-bit patterns).
   template <class T>
   const T* data() const {
     return reinterpret_cast<const T*>(raw());
@@ -166,8 +142,8 @@ public:
   // storage.
   StorageOwner storage_owner() const;
 
-  // The scalar's value as int64 / double, converting any numeric or bool dtype.
-  // Precondition: num_elements() == 1 and dtype() != string.
+  // The scalar's value as int64 / double, converting any numeric or bool dtype (a complex one
+  // gives its real part). Precondition: num_elements() == 1 and dtype() != string.
   int64_t as_int64() const;
   double as_double() const;
 
@@ -182,7 +158,8 @@ public:
 
   // Literal in the pipeline text form: 3, 2.5, true, "a\"b", [[1, 2], [3, 4]];
   // non-default dtypes are wrapped in a cast so that parsing gives back the same tensor:
-  // int32([1, 2]), float64(0.5). (int64 and float32 are the literal defaults, like tf.constant.)
+  // int32([1, 2]), float64(0.5), complex64([complex(1.0, -2.0)]). (int64 and float32 are the
+  // literal defaults, like tf.constant.)
   std::string to_string() const;
 
   friend bool operator==(const Tensor& a, const Tensor& b);
@@ -206,7 +183,7 @@ private:
   DType dtype_ = DType::int64;
   Mode mode_ = Mode::inline_bytes;
   unsigned char inline_size_ = 0;
-  alignas(8) unsigned char inline_[kInlineBytes] = {}; // int64/double elements read in place
+  alignas(8) unsigned char inline_[kInlineBytes] = {}; // int64/double/complex read in place
   Shape shape_;
   std::shared_ptr<std::vector<unsigned char>> owned_; // owned_bytes
   StorageOwner keep_;                                 // viewed_bytes / viewed_strings

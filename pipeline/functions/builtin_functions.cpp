@@ -5,11 +5,15 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <complex>
 #include <chrono>
 #include <thread>
 #include <type_traits>
 
+#include "pipeline/functions/dtype_functions.hpp"
 #include "pipeline/functions/functions.hpp"
+#include "pipeline/tensor/dtype_convert.hpp"
 #include "pipeline/runtime/memory_budget.hpp"
 
 namespace conveyor {
@@ -37,8 +41,10 @@ double float_param(const Params& params, const char* name, double fallback) {
   return fallback;
 }
 
-bool is_integer(DType d) { return d == DType::int32 || d == DType::int64; }
-bool is_numeric(DType d) { return is_integer(d) || d == DType::float32 || d == DType::float64; }
+bool is_integer(DType d) { return dtype_is_integer(d); }
+// Every dtype arithmetic is defined on: integers, floats (half floats computed in float32 and
+// rounded back, as TensorFlow's CPU kernels do) and complex.
+bool is_numeric(DType d) { return is_integer(d) || dtype_is_floating(d) || dtype_is_complex(d); }
 
 Status require_components(const char* fn, const Element& e) {
   if (e.size() == 0)
@@ -52,8 +58,7 @@ Expected<int64_t> first_int_scalar(const char* fn, const Element& e) {
   CONVEYOR_RETURN_IF_ERROR(require_components(fn, e));
   const Tensor& t = e[0];
   if (!is_integer(t.dtype()) || t.rank() != 0)
-    return invalid_argument(std::string{fn} +
-                            ": component 0 must be an int32 or int64 scalar, got " +
+    return invalid_argument(std::string{fn} + ": component 0 must be an integer scalar, got " +
                             dtype_name(t.dtype()) + " of rank " + std::to_string(t.rank()));
   return t.as_int64();
 }
@@ -71,7 +76,7 @@ Status require_numeric(const char* fn, std::size_t index, DType d) {
   if (!is_numeric(d))
     return invalid_argument(std::string{fn} + ": component " + std::to_string(index) +
                             " has dtype " + dtype_name(d) +
-                            ", expected int32, int64, float32 or float64");
+                            ", expected a numeric dtype (an integer, float or complex)");
   return Status::OK();
 }
 
@@ -87,12 +92,12 @@ FunctionDef make_def(std::string name, FunctionKind kind, std::vector<ParamSpec>
 
 TensorSpec scalar_spec(DType d) { return TensorSpec{d, {}, false}; }
 
-// Integer arithmetic wraps on overflow, as TensorFlow's does, instead of being undefined.
+// Integer arithmetic wraps on overflow, as TensorFlow's does, instead of being undefined. It is
+// done in uint64_t: narrower unsigned types would promote to (overflowing) int.
 template <class T>
 T wrap_mul(T a, T b) {
   if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
+    return static_cast<T>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
   } else {
     return a * b;
   }
@@ -100,11 +105,60 @@ T wrap_mul(T a, T b) {
 template <class T>
 T wrap_add(T a, T b) {
   if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+    return static_cast<T>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
   } else {
     return a + b;
   }
+}
+
+// Calls f(T{}) with the C++ type that computes on a numeric dtype's entries (float for the half
+// floats, whose entries are converted on the way in and out).
+template <class F>
+void visit_numeric(DType d, F&& f) {
+  switch (d) {
+    case DType::int8: f(int8_t{}); break;
+    case DType::int16: f(int16_t{}); break;
+    case DType::int32: f(int32_t{}); break;
+    case DType::int64: f(int64_t{}); break;
+    case DType::uint8: f(uint8_t{}); break;
+    case DType::uint16: f(uint16_t{}); break;
+    case DType::uint32: f(uint32_t{}); break;
+    case DType::uint64: f(uint64_t{}); break;
+    case DType::float16:
+    case DType::bfloat16:
+    case DType::float32: f(float{}); break;
+    case DType::float64: f(double{}); break;
+    case DType::complex64: f(std::complex<float>{}); break;
+    case DType::complex128: f(std::complex<double>{}); break;
+    default: break;
+  }
+}
+
+// Entry i of a numeric tensor as T (visit_numeric's type for its dtype), and back.
+template <class T>
+T get_entry(const Tensor& t, int64_t i) {
+  if (t.dtype() == DType::float16)
+    return static_cast<T>(t.at<float16>(i).to_float());
+  if (t.dtype() == DType::bfloat16)
+    return static_cast<T>(t.at<bfloat16>(i).to_float());
+  return t.at<T>(i);
+}
+template <class T>
+void set_entry(Tensor& t, int64_t i, T v) {
+  unsigned char* p = t.mutable_data<unsigned char>();
+  if constexpr (std::is_same_v<T, float>) {
+    if (t.dtype() == DType::float16) {
+      const float16 h = float16::from_float(v);
+      std::memcpy(p + static_cast<std::size_t>(i) * sizeof h, &h, sizeof h);
+      return;
+    }
+    if (t.dtype() == DType::bfloat16) {
+      const bfloat16 h = bfloat16::from_float(v);
+      std::memcpy(p + static_cast<std::size_t>(i) * sizeof h, &h, sizeof h);
+      return;
+    }
+  }
+  std::memcpy(p + static_cast<std::size_t>(i) * sizeof v, &v, sizeof v);
 }
 
 // Applies `op` (a generic lambda T -> T) to every entry of every numeric component.
@@ -115,23 +169,11 @@ Expected<Element> map_numeric(const char* fn, const Element& in, Op op) {
     Tensor& t = out[c];
     CONVEYOR_RETURN_IF_ERROR(require_numeric(fn, c, t.dtype()));
     const int64_t n = t.num_elements();
-    auto apply = [&](auto tag) {
+    visit_numeric(t.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      T* p = t.mutable_data<T>();
-      for (int64_t i = 0; i < n; ++i) {
-        T v;
-        std::memcpy(&v, p + i, sizeof(T));
-        v = op(v);
-        std::memcpy(p + i, &v, sizeof(T));
-      }
-    };
-    switch (t.dtype()) {
-      case DType::int32: apply(int32_t{}); break;
-      case DType::int64: apply(int64_t{}); break;
-      case DType::float32: apply(float{}); break;
-      case DType::float64: apply(double{}); break;
-      default: break;
-    }
+      for (int64_t i = 0; i < n; ++i)
+        set_entry<T>(t, i, op(get_entry<T>(t, i)));
+    });
   }
   return out;
 }
@@ -175,8 +217,9 @@ FunctionDef add() {
   return d;
 }
 
-// Floats keep their dtype; integers become float32, like tf.cast(x, tf.float32) * factor.
-DType scaled_dtype(DType d) { return d == DType::float64 ? DType::float64 : DType::float32; }
+// Floats and complex keep their dtype; integers become float32, like
+// tf.cast(x, tf.float32) * factor.
+DType scaled_dtype(DType d) { return is_integer(d) ? DType::float32 : d; }
 
 FunctionDef scale() {
   FunctionDef d = make_def("scale", FunctionKind::map, {{"factor", 2.0}},
@@ -189,20 +232,11 @@ FunctionDef scale() {
       CONVEYOR_RETURN_IF_ERROR(require_numeric("scale", c, t.dtype()));
       Tensor r{scaled_dtype(t.dtype()), t.shape()};
       for (int64_t i = 0; i < t.num_elements(); ++i) {
-        double v = 0;
-        switch (t.dtype()) {
-          case DType::int32: v = t.at<int32_t>(i); break;
-          case DType::int64: v = static_cast<double>(t.at<int64_t>(i)); break;
-          case DType::float32: v = t.at<float>(i); break;
-          default: v = t.at<double>(i); break;
-        }
-        if (r.dtype() == DType::float64) {
-          const double s = v * factor;
-          std::memcpy(r.mutable_data<double>() + i, &s, sizeof s);
-        } else {
-          const float s = static_cast<float>(v * factor);
-          std::memcpy(r.mutable_data<float>() + i, &s, sizeof s);
-        }
+        EntryValue v = load_entry(t, i);
+        v.re *= factor;
+        v.im *= factor;
+        v.integral = false;
+        store_entry(r, i, v);
       }
       out.components.push_back(std::move(r));
     }
@@ -240,13 +274,24 @@ FunctionDef to_string_fn() {
       Tensor r{DType::string, t.shape()};
       for (int64_t i = 0; i < t.num_elements(); ++i) {
         std::string& s = r.mutable_strings()[i];
-        switch (t.dtype()) {
-          case DType::boolean: s = t.at<unsigned char>(i) != 0 ? "true" : "false"; break;
-          case DType::int32: s = number_text(t.at<int32_t>(i)); break;
-          case DType::int64: s = number_text(t.at<int64_t>(i)); break;
-          case DType::float32: s = number_text(t.at<float>(i)); break;
-          default: s = number_text(t.at<double>(i)); break;
+        if (t.dtype() == DType::boolean) {
+          s = t.at<unsigned char>(i) != 0 ? "true" : "false";
+          continue;
         }
+        visit_numeric(t.dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          const T v = get_entry<T>(t, i);
+          if constexpr (std::is_same_v<T, std::complex<float>> ||
+                        std::is_same_v<T, std::complex<double>>) {
+            // Python's spelling, without its parentheses: 1+2j, 1-0.5j.
+            s = number_text(v.real()) + (std::signbit(v.imag()) ? "" : "+") +
+                number_text(v.imag()) + "j";
+          } else if constexpr (sizeof(T) == 1) {
+            s = number_text(static_cast<int>(v)); // int8_t/uint8_t are numbers, not characters
+          } else {
+            s = number_text(v);
+          }
+        });
       }
       out.components.push_back(std::move(r));
     }
@@ -479,6 +524,8 @@ Status register_builtin_functions(FunctionRegistry& registry) {
     add(),
     scale(),
     to_string_fn(),
+    cast_function(),
+    bitcast_function(),
     bytes_fn(),
     sleep_us(),
     burn(),

@@ -135,6 +135,13 @@ private:
         }
         case DType::float64: f64(t.at<double>(i)); break;
         case DType::string: str(t.strings()[static_cast<std::size_t>(i)]); break;
+        default: { // the later dtypes: their little-endian bytes, as the codec carries them
+          const std::size_t width = dtype_size(t.dtype());
+          const unsigned char* p = t.bytes().data() + static_cast<std::size_t>(i) * width;
+          for (std::size_t b = 0; b < width; ++b)
+            u8(p[b]);
+          break;
+        }
       }
     }
   }
@@ -147,8 +154,9 @@ private:
       case DType::float32: return 4;
       case DType::float64: return 5;
       case DType::string: return 6;
+      default: break;
     }
-    return 0;
+    return static_cast<uint8_t>(static_cast<unsigned>(d) + 1); // 7.. for the codes 6..
   }
 
   uint64_t h_ = 14695981039346656037ull; // FNV-1a 64-bit offset basis

@@ -269,9 +269,10 @@ private:
 
   Tensor tensor() {
     auto dtype_index = scalar<uint8_t>();
-    if (dtype_index > static_cast<uint8_t>(DType::string))
+    const std::optional<DType> known = dtype_from_code(dtype_index);
+    if (!known)
       throw CorruptGraph("tensor has unknown dtype " + std::to_string(dtype_index));
-    auto dtype = static_cast<DType>(dtype_index);
+    const DType dtype = *known;
     Shape shape(count("tensor dimensions", 8));
     for (auto& d : shape)
       d = scalar<int64_t>();

@@ -217,7 +217,7 @@ private:
           case DType::int64: ar_(t.at<int64_t>(i)); break;
           case DType::float32: ar_(static_cast<double>(t.at<float>(i))); break;
           case DType::float64: ar_(t.at<double>(i)); break;
-          case DType::string: break;
+          default: break; // plain_keeps() sends every other dtype hex-encoded
         }
       }
     }
@@ -238,7 +238,10 @@ private:
           if (!json_keeps(t.at<double>(i)))
             return false;
         return true;
-      default: return true;
+      case DType::boolean:
+      case DType::int32:
+      case DType::int64: return true;
+      default: return false; // uint64 exceeds JSON's int64, half floats and complex have no form
     }
   }
 
@@ -407,7 +410,9 @@ private:
             t.mutable_data<float>()[k] = static_cast<float>(next<double>());
             break;
           case DType::float64: t.mutable_data<double>()[k] = next<double>(); break;
-          case DType::string: break;
+          default:
+            throw CorruptGraph(std::string{"a "} + dtype_name(*dtype) +
+                               " tensor must have the hex encoding, found plain");
         }
       }
     }

@@ -10,6 +10,7 @@
 
 #include "pipeline/io/proto/example.pb.h"
 #include "pipeline/graph/text_value.hpp"
+#include "pipeline/tensor/dtype_convert.hpp"
 
 namespace conveyor {
 
@@ -88,25 +89,6 @@ std::vector<std::pair<std::size_t, std::string_view>> split_features(std::string
   return parts;
 }
 
-// Values of a numeric tensor converted to T.
-template <class T>
-std::vector<T> numeric_values(const Tensor& t) {
-  std::vector<T> out(static_cast<std::size_t>(t.num_elements()));
-  for (int64_t i = 0; i < t.num_elements(); ++i) {
-    T v{};
-    switch (t.dtype()) {
-      case DType::boolean: v = static_cast<T>(t.bytes()[static_cast<std::size_t>(i)] != 0); break;
-      case DType::int32: v = static_cast<T>(t.at<int32_t>(i)); break;
-      case DType::int64: v = static_cast<T>(t.at<int64_t>(i)); break;
-      case DType::float32: v = static_cast<T>(t.at<float>(i)); break;
-      case DType::float64: v = static_cast<T>(t.at<double>(i)); break;
-      case DType::string: break;
-    }
-    out[static_cast<std::size_t>(i)] = v;
-  }
-  return out;
-}
-
 // The default as a tensor of the feature's dtype: a scalar, or of exactly the feature's shape.
 Expected<Tensor> canonical_default(const FeatureConfig& f, const Tensor& given) {
   const std::string what = "feature `" + f.name + "`: default_value";
@@ -130,9 +112,14 @@ Expected<Tensor> canonical_default(const FeatureConfig& f, const Tensor& given) 
   if (given.dtype() == DType::string)
     return invalid_argument(what + " must be a number for a " + dtype_name(f.dtype) +
                             " feature, got a string");
-  if (f.dtype == DType::int64)
-    return Tensor::from_values<int64_t>(shape, numeric_values<int64_t>(given));
-  return Tensor::from_values<float>(shape, numeric_values<float>(given));
+  // A number of any dtype converts as tf.cast would (the feature is int64 or float32).
+  auto converted = cast_tensor(given, f.dtype, what);
+  if (!converted.ok())
+    return converted.status();
+  Tensor out{f.dtype, shape};
+  if (out.num_elements() > 0)
+    std::memcpy(out.mutable_bytes().data(), converted->bytes().data(), out.bytes().size());
+  return out;
 }
 
 Status spec_error(std::size_t offset, const std::string& message) {

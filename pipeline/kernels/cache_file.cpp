@@ -12,7 +12,11 @@ namespace conveyor::kernels {
 
 namespace {
 
-constexpr char kMagic[8] = {'C', 'V', 'Y', 'C', 'A', 'C', 'H', '1'};
+// Version 2 may hold the dtypes of element codec codes 6..15 (int8..uint64, float16, bfloat16,
+// complex): an older build says the file is of a newer version instead of failing on an element.
+// Version 1 files hold a subset of version 2 and are still read.
+constexpr char kMagic[8] = {'C', 'V', 'Y', 'C', 'A', 'C', 'H', '2'};
+constexpr char kMagicV1[8] = {'C', 'V', 'Y', 'C', 'A', 'C', 'H', '1'};
 constexpr uint64_t kTrailerMarker = ~uint64_t{0};
 
 void put_u64(std::string& out, uint64_t v) {
@@ -103,9 +107,14 @@ Expected<std::unique_ptr<CacheFileReader>> CacheFileReader::open(const std::stri
     return io_error("`cache`: cannot find the size of the file `" + path + "`: " + errno_text());
   char magic[sizeof kMagic];
   CONVEYOR_RETURN_IF_ERROR(reader->read_exact(magic, sizeof magic, "header"));
-  if (std::memcmp(magic, kMagic, sizeof kMagic) != 0)
-    return data_loss("`cache`: the file `" + path + "` is not a conveyor cache file (bad magic)");
-  return reader;
+  if (std::memcmp(magic, kMagic, sizeof kMagic) == 0 ||
+      std::memcmp(magic, kMagicV1, sizeof kMagicV1) == 0)
+    return reader;
+  if (std::memcmp(magic, kMagic, sizeof kMagic - 1) == 0)
+    return Status{ErrorCode::version_mismatch,
+                  "`cache`: the file `" + path + "` is a conveyor cache file of format version " +
+                    std::string(1, magic[7]) + ", this build reads versions 1 and 2"};
+  return data_loss("`cache`: the file `" + path + "` is not a conveyor cache file (bad magic)");
 }
 
 CacheFileReader::~CacheFileReader() { std::fclose(file_); }

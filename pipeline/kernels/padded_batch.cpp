@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "pipeline/tensor/dtype_convert.hpp"
 #include "pipeline/kernels/grouping.hpp"
 #include "pipeline/kernels/kernel.hpp"
 #include "pipeline/graph/padding.hpp"
@@ -53,22 +54,12 @@ void copy_padded(const Tensor& src, const Shape& target, Tensor& dst, int64_t ba
   }
 }
 
+// The padding scalar converted to the component's dtype as tf.cast would (numbers of any dtype
+// pad any numeric or bool component).
 std::vector<unsigned char> padding_bytes(const Tensor& scalar, DType dtype) {
-  const double d = scalar.as_double();
-  const int64_t i = scalar.dtype() == DType::float32 || scalar.dtype() == DType::float64
-                      ? static_cast<int64_t>(d)
-                      : scalar.as_int64();
-  std::vector<unsigned char> out(dtype_size(dtype));
-  auto put = [&out](auto v) { std::memcpy(out.data(), &v, sizeof v); };
-  switch (dtype) {
-    case DType::boolean: out[0] = d != 0 ? 1 : 0; break;
-    case DType::int32: put(static_cast<int32_t>(i)); break;
-    case DType::int64: put(i); break;
-    case DType::float32: put(static_cast<float>(d)); break;
-    case DType::float64: put(d); break;
-    case DType::string: break;
-  }
-  return out;
+  Tensor converted{dtype, Shape{}};
+  store_entry(converted, 0, load_entry(scalar, 0));
+  return converted.bytes().to_vector();
 }
 
 Expected<Element> pad_and_stack(const std::vector<Element>& elements, const PaddingConfig& config) {

@@ -4,7 +4,8 @@
 //   num_components, then per component:
 //     dtype (1 byte, DType's value) | rank | dims[rank] | payload
 //     payload of a numeric tensor: num_entries * dtype_size raw little-endian bytes
-//       (bool: one byte per entry, 0 or 1)
+//       (bool: one byte per entry, 0 or 1; float16/bfloat16: their 16-bit patterns; complex:
+//       real then imaginary part)
 //     payload of a string tensor: per entry, length | bytes
 //
 // Batch buffer:
@@ -33,6 +34,8 @@ namespace conveyor {
 namespace {
 
 constexpr char kMagic[4] = {'C', 'V', 'E', 'B'};
+// The dtypes of codes 6..15 did not change the version: a reader without them refuses their
+// codes by name (decode_tensor), and peers of another protocol version never exchange batches.
 constexpr uint8_t kFormatVersion = 1;
 constexpr uint8_t kFlagLz4 = 1;
 constexpr std::size_t kHeaderSize = 4 + 1 + 1 + 8 + 8;
@@ -323,7 +326,8 @@ Expected<Tensor> decode_numeric(Reader& r, DType dtype, Shape shape, uint64_t en
   std::string_view payload = r.take(n);
   const auto* p = reinterpret_cast<const unsigned char*>(payload.data());
   // Zero copy: the tensor views the received buffer (numeric views must be aligned).
-  if (owner && n > Tensor::kInlineBytes && reinterpret_cast<std::uintptr_t>(p) % entry_size == 0)
+  if (owner && n > Tensor::kInlineBytes &&
+      reinterpret_cast<std::uintptr_t>(p) % dtype_alignment(dtype) == 0)
     return Tensor::numeric_view(dtype, std::move(shape), owner, p, n);
   Tensor t{dtype, std::move(shape)};
   if (n > 0)
@@ -361,10 +365,11 @@ Expected<Tensor> decode_tensor(Reader& r, const StorageOwner& owner) {
   uint8_t code;
   if (!r.read_u8(code))
     return r.error("truncated before the dtype");
-  if (code > static_cast<uint8_t>(DType::string))
+  const std::optional<DType> known = dtype_from_code(code);
+  if (!known)
     return r.error("unknown dtype code " + std::to_string(code) + ", expected 0.." +
-                   std::to_string(static_cast<int>(DType::string)));
-  const auto dtype = static_cast<DType>(code);
+                   std::to_string(kNumDTypes - 1));
+  const DType dtype = *known;
   Shape shape;
   uint64_t entries = 0;
   CONVEYOR_RETURN_IF_ERROR(decode_shape(r, shape, entries));

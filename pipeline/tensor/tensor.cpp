@@ -2,6 +2,8 @@
 // tensor_format.cpp).
 #include "pipeline/tensor/tensor.hpp"
 
+#include "pipeline/tensor/dtype_convert.hpp"
+
 #include <algorithm>
 #include <cassert>
 #include <mutex>
@@ -32,38 +34,6 @@ Tensor make_scalar(T v) {
 }
 
 } // namespace
-
-const char* dtype_name(DType dtype) {
-  switch (dtype) {
-    case DType::boolean: return "bool";
-    case DType::int32: return "int32";
-    case DType::int64: return "int64";
-    case DType::float32: return "float32";
-    case DType::float64: return "float64";
-    case DType::string: return "string";
-  }
-  return "unknown";
-}
-
-std::optional<DType> dtype_from_name(std::string_view name) {
-  for (DType d :
-       {DType::boolean, DType::int32, DType::int64, DType::float32, DType::float64, DType::string})
-    if (name == dtype_name(d))
-      return d;
-  return std::nullopt;
-}
-
-std::size_t dtype_size(DType dtype) {
-  switch (dtype) {
-    case DType::boolean: return 1;
-    case DType::int32: return 4;
-    case DType::int64: return 8;
-    case DType::float32: return 4;
-    case DType::float64: return 8;
-    case DType::string: return 0;
-  }
-  return 0;
-}
 
 struct Tensor::StringViews {
   std::vector<std::string_view> views;
@@ -108,7 +78,7 @@ Tensor Tensor::numeric_view(DType dtype, Shape shape, StorageOwner owner, const 
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
   assert(static_cast<std::size_t>(t.num_elements()) * dtype_size(dtype) == size);
-  assert(reinterpret_cast<std::uintptr_t>(data) % dtype_size(dtype) == 0);
+  assert(reinterpret_cast<std::uintptr_t>(data) % dtype_alignment(dtype) == 0);
   if (size <= kInlineBytes) { // small: inline is cheaper than holding the owner
     t.inline_size_ = static_cast<unsigned char>(size);
     if (size > 0)
@@ -272,10 +242,20 @@ Tensor Tensor::scalar(bool v) {
   t.inline_[0] = v ? 1 : 0;
   return t;
 }
+Tensor Tensor::scalar(int8_t v) { return make_scalar(v); }
+Tensor Tensor::scalar(int16_t v) { return make_scalar(v); }
 Tensor Tensor::scalar(int32_t v) { return make_scalar(v); }
 Tensor Tensor::scalar(int64_t v) { return make_scalar(v); }
+Tensor Tensor::scalar(uint8_t v) { return make_scalar(v); }
+Tensor Tensor::scalar(uint16_t v) { return make_scalar(v); }
+Tensor Tensor::scalar(uint32_t v) { return make_scalar(v); }
+Tensor Tensor::scalar(uint64_t v) { return make_scalar(v); }
+Tensor Tensor::scalar(float16 v) { return make_scalar(v); }
+Tensor Tensor::scalar(bfloat16 v) { return make_scalar(v); }
 Tensor Tensor::scalar(float v) { return make_scalar(v); }
 Tensor Tensor::scalar(double v) { return make_scalar(v); }
+Tensor Tensor::scalar(std::complex<float> v) { return make_scalar(v); }
+Tensor Tensor::scalar(std::complex<double> v) { return make_scalar(v); }
 Tensor Tensor::scalar(std::string v) {
   Tensor t{DType::string, Shape{}};
   (*t.strings_)[0] = std::move(v);
@@ -291,28 +271,16 @@ int64_t Tensor::num_elements() const {
 
 int64_t Tensor::as_int64() const {
   assert(num_elements() == 1 && dtype_ != DType::string);
-  switch (dtype_) {
-    case DType::boolean: return raw()[0] != 0 ? 1 : 0;
-    case DType::int32: return at<int32_t>(0);
-    case DType::int64: return at<int64_t>(0);
-    case DType::float32: return static_cast<int64_t>(at<float>(0));
-    case DType::float64: return static_cast<int64_t>(at<double>(0));
-    case DType::string: break;
-  }
-  return 0;
+  if (dtype_ == DType::int64)
+    return at<int64_t>(0);
+  Tensor out{DType::int64, Shape{}};
+  store_entry(out, 0, load_entry(*this, 0));
+  return out.at<int64_t>(0);
 }
 
 double Tensor::as_double() const {
   assert(num_elements() == 1 && dtype_ != DType::string);
-  switch (dtype_) {
-    case DType::boolean: return raw()[0] != 0 ? 1.0 : 0.0;
-    case DType::int32: return at<int32_t>(0);
-    case DType::int64: return static_cast<double>(at<int64_t>(0));
-    case DType::float32: return at<float>(0);
-    case DType::float64: return at<double>(0);
-    case DType::string: break;
-  }
-  return 0.0;
+  return static_cast<double>(load_entry(*this, 0).re);
 }
 
 Tensor Tensor::slice(int64_t i) const {

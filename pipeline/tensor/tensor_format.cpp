@@ -6,6 +6,9 @@
 //                                    floats (like tf.constant), bool, string
 //   [[1, 2], [3, 4]]                 rank >= 1 as nested lists, row-major
 //   int32(3), float64([0.5, 1.0])    any other dtype wraps the whole literal in a cast
+//   uint8([0, 255]), float16(0.5)    (float16/bfloat16 print their exact value as a float)
+//   complex64([complex(1.0, -2.0)])  a complex entry is complex(real, imag); a plain number
+//                                    in a complex literal has a zero imaginary part
 //   int64([]), string([[], []])      a tensor with no entries always carries a cast, since an
 //                                    empty list says nothing about its dtype
 //   float32([], shape=[0, 3])        ... and its shape when dimensions follow a zero dimension
@@ -83,10 +86,31 @@ void append_scalar(const Tensor& t, int64_t i, std::string& out) {
     case DType::boolean:
       out += t.bytes()[static_cast<std::size_t>(i)] != 0 ? "true" : "false";
       break;
+    case DType::int8: out += std::to_string(t.at<int8_t>(i)); break;
+    case DType::int16: out += std::to_string(t.at<int16_t>(i)); break;
     case DType::int32: out += std::to_string(t.at<int32_t>(i)); break;
     case DType::int64: out += std::to_string(t.at<int64_t>(i)); break;
+    case DType::uint8: out += std::to_string(t.at<uint8_t>(i)); break;
+    case DType::uint16: out += std::to_string(t.at<uint16_t>(i)); break;
+    case DType::uint32: out += std::to_string(t.at<uint32_t>(i)); break;
+    case DType::uint64: out += std::to_string(t.at<uint64_t>(i)); break;
+    // A half float's value is exactly a float32, whose shortest form reads back to the same bits.
+    case DType::float16: out += text::format_float32(t.at<float16>(i).to_float()); break;
+    case DType::bfloat16: out += text::format_float32(t.at<bfloat16>(i).to_float()); break;
     case DType::float32: out += text::format_float32(t.at<float>(i)); break;
     case DType::float64: out += text::format_float64(t.at<double>(i)); break;
+    case DType::complex64: {
+      const auto c = t.at<std::complex<float>>(i);
+      out +=
+        "complex(" + text::format_float32(c.real()) + ", " + text::format_float32(c.imag()) + ")";
+      break;
+    }
+    case DType::complex128: {
+      const auto c = t.at<std::complex<double>>(i);
+      out +=
+        "complex(" + text::format_float64(c.real()) + ", " + text::format_float64(c.imag()) + ")";
+      break;
+    }
     case DType::string: out += text::quote_string(t.strings()[static_cast<std::size_t>(i)]); break;
   }
 }
@@ -108,7 +132,9 @@ void append_nested(const Tensor& t, std::size_t dim, int64_t& flat, std::string&
 
 // int64 and float32 are what bare int and float literals mean; bool and string literals are
 // unambiguous. Everything else needs its cast.
-bool is_literal_default(DType d) { return d != DType::int32 && d != DType::float64; }
+bool is_literal_default(DType d) {
+  return d == DType::int64 || d == DType::float32 || d == DType::boolean || d == DType::string;
+}
 
 // Nested lists stop at the first zero dimension, so the dimensions after it need `shape=`.
 bool shape_lost_in_lists(const Shape& shape) {

@@ -2,7 +2,11 @@
 // The literal rules (which dtype a bare literal gets, how casts and shape= work) are described
 // in tensor_format.cpp, which prints them.
 #include <charconv>
+#include <cmath>
+#include <complex>
+#include <cstring>
 #include <limits>
+#include <type_traits>
 #include <optional>
 #include <string>
 
@@ -15,9 +19,12 @@ namespace {
 
 using Kind = TextValue::Kind;
 
+// `complex(re, im)`: one entry of a complex literal.
+bool is_complex_leaf(const TextValue& v) { return v.kind == Kind::call && v.text == "complex"; }
+
 bool is_leaf(const TextValue& v) {
   return v.kind == Kind::integer || v.kind == Kind::floating || v.kind == Kind::boolean ||
-         v.kind == Kind::string;
+         v.kind == Kind::string || is_complex_leaf(v);
 }
 
 template <class F>
@@ -40,6 +47,67 @@ Expected<F> parse_floating(const TextValue& v, const char* dtype) {
   return negative ? -value : value;
 }
 
+// An int literal into an integer dtype of any width and signedness, refusing what does not fit.
+template <class I>
+Status fill_integer(Tensor& t, int64_t i, const TextValue& leaf) {
+  const char* b = leaf.text.data();
+  const char* e = b + leaf.text.size();
+  I value = 0;
+  auto [end, ec] = std::from_chars(b, e, value);
+  if (ec == std::errc::result_out_of_range ||
+      (ec != std::errc{} && std::is_unsigned_v<I> && !leaf.text.empty() && leaf.text[0] == '-'))
+    return syntax_error(leaf.column,
+                        "int literal `" + leaf.text + "` does not fit in " + dtype_name(t.dtype()));
+  if (ec != std::errc{} || end != e)
+    return syntax_error(leaf.column, "malformed int `" + leaf.text + "`");
+  t.mutable_data<I>()[i] = value;
+  return Status::OK();
+}
+
+// A float literal rounded to a half float, refusing finite values beyond its range.
+template <class H>
+Status fill_half(Tensor& t, int64_t i, const TextValue& leaf) {
+  auto v = parse_floating<float>(leaf, dtype_name(t.dtype()));
+  if (!v.ok())
+    return v.status();
+  const H h = H::from_float(*v);
+  if (std::isfinite(*v) && std::isinf(h.to_float()))
+    return syntax_error(leaf.column, "float literal `" + leaf.text + "` is out of range for " +
+                                       dtype_name(t.dtype()));
+  std::memcpy(t.mutable_data<unsigned char>() + static_cast<std::size_t>(i) * sizeof(H), &h,
+              sizeof(H));
+  return Status::OK();
+}
+
+// A complex entry: complex(re, im) with numbers for both, or a plain number (imaginary part 0).
+template <class F>
+Status fill_complex(Tensor& t, int64_t i, const TextValue& leaf) {
+  F parts[2] = {0, 0};
+  if (is_complex_leaf(leaf)) {
+    if (leaf.args.size() != 2 || !leaf.args[0].keyword.empty() || !leaf.args[1].keyword.empty())
+      return syntax_error(leaf.column, "`complex(...)` takes two numbers, the real and the "
+                                       "imaginary part, as in complex(1.0, -2.0)");
+    for (int k = 0; k < 2; ++k) {
+      const TextValue& p = leaf.args[static_cast<std::size_t>(k)].value;
+      if (p.kind != Kind::integer && p.kind != Kind::floating)
+        return syntax_error(p.column, "`complex(...)` takes two numbers, found " + describe(p));
+      auto v = parse_floating<F>(p, dtype_name(t.dtype()));
+      if (!v.ok())
+        return v.status();
+      parts[k] = *v;
+    }
+  } else {
+    auto v = parse_floating<F>(leaf, dtype_name(t.dtype()));
+    if (!v.ok())
+      return v.status();
+    parts[0] = *v;
+  }
+  const std::complex<F> c{parts[0], parts[1]};
+  std::memcpy(t.mutable_data<unsigned char>() + static_cast<std::size_t>(i) * sizeof c, &c,
+              sizeof c);
+  return Status::OK();
+}
+
 Status fill_entry(Tensor& t, int64_t i, const TextValue& leaf) {
   switch (t.dtype()) {
     case DType::boolean:
@@ -48,22 +116,16 @@ Status fill_entry(Tensor& t, int64_t i, const TextValue& leaf) {
     case DType::string:
       t.mutable_strings()[static_cast<std::size_t>(i)] = leaf.text;
       return Status::OK();
-    case DType::int32: {
-      auto v = int64_from_value(leaf);
-      if (!v.ok())
-        return v.status();
-      if (*v < std::numeric_limits<int32_t>::min() || *v > std::numeric_limits<int32_t>::max())
-        return syntax_error(leaf.column, "int literal `" + leaf.text + "` does not fit in int32");
-      t.mutable_data<int32_t>()[i] = static_cast<int32_t>(*v);
-      return Status::OK();
-    }
-    case DType::int64: {
-      auto v = int64_from_value(leaf);
-      if (!v.ok())
-        return v.status();
-      t.mutable_data<int64_t>()[i] = *v;
-      return Status::OK();
-    }
+    case DType::int8: return fill_integer<int8_t>(t, i, leaf);
+    case DType::int16: return fill_integer<int16_t>(t, i, leaf);
+    case DType::int32: return fill_integer<int32_t>(t, i, leaf);
+    case DType::int64: return fill_integer<int64_t>(t, i, leaf);
+    case DType::uint8: return fill_integer<uint8_t>(t, i, leaf);
+    case DType::uint16: return fill_integer<uint16_t>(t, i, leaf);
+    case DType::uint32: return fill_integer<uint32_t>(t, i, leaf);
+    case DType::uint64: return fill_integer<uint64_t>(t, i, leaf);
+    case DType::float16: return fill_half<float16>(t, i, leaf);
+    case DType::bfloat16: return fill_half<bfloat16>(t, i, leaf);
     case DType::float32: {
       auto v = parse_floating<float>(leaf, "float32");
       if (!v.ok())
@@ -78,21 +140,24 @@ Status fill_entry(Tensor& t, int64_t i, const TextValue& leaf) {
       t.mutable_data<double>()[i] = *v;
       return Status::OK();
     }
+    case DType::complex64: return fill_complex<float>(t, i, leaf);
+    case DType::complex128: return fill_complex<double>(t, i, leaf);
   }
   return internal_error("unknown dtype");
 }
 
 // Which leaf kinds a dtype accepts (ints widen to floats, as in tf.constant).
-bool accepts(DType dtype, Kind leaf) {
-  switch (dtype) {
-    case DType::boolean: return leaf == Kind::boolean;
-    case DType::string: return leaf == Kind::string;
-    case DType::int32:
-    case DType::int64: return leaf == Kind::integer;
-    case DType::float32:
-    case DType::float64: return leaf == Kind::integer || leaf == Kind::floating;
-  }
-  return false;
+bool accepts(DType dtype, const TextValue& leaf) {
+  const Kind k = leaf.kind;
+  if (dtype == DType::boolean)
+    return k == Kind::boolean;
+  if (dtype == DType::string)
+    return k == Kind::string;
+  if (dtype_is_integer(dtype))
+    return k == Kind::integer;
+  if (dtype_is_complex(dtype))
+    return k == Kind::integer || k == Kind::floating || is_complex_leaf(leaf);
+  return k == Kind::integer || k == Kind::floating;
 }
 
 const char* leaf_kind_name(Kind k) {
@@ -100,6 +165,7 @@ const char* leaf_kind_name(Kind k) {
     case Kind::boolean: return "a bool";
     case Kind::string: return "a string";
     case Kind::integer: return "an int";
+    case Kind::call: return "a complex";
     default: return "a float";
   }
 }
@@ -135,22 +201,28 @@ Status collect_leaves(const TextValue& v, std::size_t dim, const Shape& shape,
   return Status::OK();
 }
 
-// The dtype a literal without a cast gets: string, bool, float32 if any entry is a float, else int64.
+// The dtype a literal without a cast gets: string, bool, complex128 if any entry is a complex,
+// float32 if any entry is a float, else int64.
 Expected<DType> infer_dtype(const std::vector<const TextValue*>& leaves) {
   if (leaves.empty())
     return DType::float32; // like tf.constant([])
   Kind first = leaves.front()->kind;
   bool any_float = false;
+  bool any_complex = false;
   for (const TextValue* leaf : leaves) {
-    bool numeric = leaf->kind == Kind::integer || leaf->kind == Kind::floating;
-    bool first_numeric = first == Kind::integer || first == Kind::floating;
+    bool numeric = leaf->kind == Kind::integer || leaf->kind == Kind::floating ||
+                   leaf->kind == Kind::call; // complex(re, im), the only call that is a leaf
+    bool first_numeric = first == Kind::integer || first == Kind::floating || first == Kind::call;
     if (leaf->kind != first && !(numeric && first_numeric))
       return syntax_error(
         leaf->column,
         std::string{"a tensor literal needs entries of one kind: the first entry is "} +
           leaf_kind_name(first) + ", this one is " + leaf_kind_name(leaf->kind));
     any_float = any_float || leaf->kind == Kind::floating;
+    any_complex = any_complex || leaf->kind == Kind::call;
   }
+  if (any_complex)
+    return DType::complex128; // like tf.constant(1 + 2j): Python's complex is double
   if (first == Kind::string)
     return DType::string;
   if (first == Kind::boolean)
@@ -242,7 +314,7 @@ Expected<Tensor> tensor_from_value(const TextValue& v) {
   if (cast) {
     dtype = *cast;
     for (const TextValue* leaf : leaves)
-      if (!accepts(dtype, leaf->kind))
+      if (!accepts(dtype, *leaf))
         return syntax_error(leaf->column, "`" + v.text + "(...)` cannot hold " + describe(*leaf));
   } else {
     auto inferred = infer_dtype(leaves);

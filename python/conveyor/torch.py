@@ -5,8 +5,13 @@
     for x, y in torch.utils.data.DataLoader(ds, batch_size=None):   # batch in the pipeline
         ...
 
-Numeric components become tensors over the received buffers (torch.from_numpy: no copy); string
-components stay bytes / numpy object arrays (torch has no string tensors).
+Numeric components become tensors over the received buffers (torch.from_numpy: no copy), of the
+same dtype: bool, int8..int64, uint8, float16, float32, float64, complex64, complex128, and
+bfloat16 (conveyor's bfloat16 arrays, see conveyor.dtypes) as torch.bfloat16. torch before 2.3
+has no uint16, uint32 or uint64: such components stay numpy arrays (no copy, no silent widening;
+convert them yourself, e.g. ``torch.from_numpy(a.astype(np.int64))``); where torch has those
+dtypes they become torch tensors too. String components stay bytes / numpy object arrays (torch
+has no string tensors).
 """
 
 import numpy as np
@@ -14,6 +19,7 @@ import torch
 import torch.utils.data
 
 from . import _conveyor
+from .dtypes import is_bfloat16
 from .service import DistributedDataset, distribute
 
 _NEXT_ITERATION = _conveyor._NEXT_ITERATION
@@ -24,7 +30,14 @@ def to_torch(element):
     if isinstance(element, tuple):
         return tuple(to_torch(part) for part in element)
     if isinstance(element, np.ndarray) and element.dtype != object:
-        return torch.from_numpy(element)
+        if is_bfloat16(element):  # the same bits, reinterpreted: no copy
+            return torch.from_numpy(element.view(np.int16)).view(torch.bfloat16)
+        try:
+            return torch.from_numpy(element)
+        except TypeError:
+            if element.dtype.kind == "u":  # uint16/32/64 on a torch without them
+                return element
+            raise
     return element
 
 

@@ -57,13 +57,18 @@ inline Tensor sample_tensor(DType dtype, const Shape& shape) {
                     std::string("\0x", 2));
       return *Tensor::from_values<std::string>(shape, v);
     }
+    default: { // the later dtypes: distinct byte patterns (any pattern is a valid entry)
+      Tensor t{dtype, shape};
+      auto& bytes = t.mutable_bytes();
+      for (std::size_t i = 0; i < bytes.size(); ++i)
+        bytes[i] = static_cast<unsigned char>(i * 37 + 11);
+      return t;
+    }
   }
-  return Tensor{};
 }
 
 inline const std::vector<DType>& all_dtypes() {
-  static const std::vector<DType> d{DType::boolean, DType::int32,   DType::int64,
-                                    DType::float32, DType::float64, DType::string};
+  static const std::vector<DType> d(kAllDTypes.begin(), kAllDTypes.end());
   return d;
 }
 

@@ -310,8 +310,8 @@ TEST_CASE("malformed elements give data_loss and never allocate from a lying sha
      "element codec: truncated or overlong varint for the component count (at byte offset 0)"},
     {"too many components", "\x05\x01",
      "element codec: component count 5 cannot fit in the 1 bytes that remain (at byte offset 1)"},
-    {"unknown dtype", std::string("\x01\x09\x00", 3),
-     "element codec: component 0 of 1: unknown dtype code 9, expected 0..5 (at byte offset 2)"},
+    {"unknown dtype", std::string("\x01\x10\x00", 3),
+     "element codec: component 0 of 1: unknown dtype code 16, expected 0..15 (at byte offset 2)"},
     {"rank too large", "\x01\x02\xff\x01",
      "element codec: component 0 of 1: rank 255 exceeds the maximum rank 254 (at byte offset 4)"},
     // A 20-byte buffer that claims a [2^40] int64 tensor: refused before any allocation.

@@ -66,8 +66,8 @@ TEST_CASE("spec errors") {
           .rfind("error: map: unknown function `no_such_fn`", 0) == 0);
   CHECK(spec(Dataset::range(3).batch(0)) == "error: batch: `batch_size` must be > 0, got 0");
   CHECK(spec(Dataset::range(3).map("to_string").map("square")) ==
-        "error: map(square): square: component 0 has dtype string, expected int32, int64, float32 "
-        "or float64");
+        "error: map(square): square: component 0 has dtype string, expected a numeric dtype (an "
+        "integer, float or complex)");
 }
 
 TEST_CASE("functions without declared specs") {
