@@ -183,7 +183,8 @@ def _service_address(service, what="service"):
     return service
 
 
-_STRING_OPTIONS = ("processing_mode", "job_name", "compression", "target_workers", "on_worker_loss")
+_STRING_OPTIONS = ("processing_mode", "job_name", "compression", "target_workers", "on_worker_loss",
+                   "data_transfer_protocol")
 
 
 def _compression(compression):
@@ -205,7 +206,7 @@ def _check_option_types(options, connect_timeout_ms):
     options["compression"] = _compression(options.get("compression", "AUTO"))
     for name in _STRING_OPTIONS:
         value = options.get(name)
-        if name in ("job_name", "on_worker_loss") and value is None:
+        if name in ("job_name", "on_worker_loss", "data_transfer_protocol") and value is None:
             continue
         if not isinstance(value, str):
             if name == "processing_mode":
@@ -292,7 +293,8 @@ class DistributedDataset:
 
 def _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                    max_outstanding_requests, compression, target_workers, max_buffered_bytes,
-                   request_timeout_ms, expected_consumers=None, on_worker_loss=None):
+                   request_timeout_ms, expected_consumers=None, on_worker_loss=None,
+                   data_transfer_protocol=None):
     if not isinstance(processing_mode, str):
         # tf.data's ShardingPolicy enum values print as ShardingPolicy.OFF etc.
         processing_mode = getattr(processing_mode, "name", processing_mode)
@@ -300,7 +302,8 @@ def _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                 num_consumers=num_consumers, max_outstanding_requests=max_outstanding_requests,
                 compression=compression, target_workers=target_workers,
                 max_buffered_bytes=max_buffered_bytes, request_timeout_ms=request_timeout_ms,
-                expected_consumers=expected_consumers, on_worker_loss=on_worker_loss)
+                expected_consumers=expected_consumers, on_worker_loss=on_worker_loss,
+                data_transfer_protocol=data_transfer_protocol)
 
 
 def distribute(dataset: Dataset, service, processing_mode: str, job_name: Optional[str] = None,
@@ -310,7 +313,8 @@ def distribute(dataset: Dataset, service, processing_mode: str, job_name: Option
                request_timeout_ms: Optional[int] = None,
                connect_timeout_ms: int = 5000,
                expected_consumers: Optional[int] = None,
-               on_worker_loss: Optional[str] = None) -> DistributedDataset:
+               on_worker_loss: Optional[str] = None,
+               data_transfer_protocol: Optional[str] = None) -> DistributedDataset:
     """Reads ``dataset`` through the service at ``service`` ("host:port" or a DispatchServer).
     processing_mode: "parallel_epochs" (OFF: every worker produces the whole dataset) or
     "distributed_epoch" (DYNAMIC: each element of an epoch once across the workers); the
@@ -320,13 +324,16 @@ def distribute(dataset: Dataset, service, processing_mode: str, job_name: Option
     of reading the data again (ConveyorIterableDataset sets it to DataLoader's num_workers).
     on_worker_loss (OFF only): "continue" (the default for OFF, as tf.data) reads on when a worker
     leaves before its end, with a warning and the count in the iterator's stats()["lost_tasks"];
-    "fail" raises instead. Given with another processing mode it is a ValueError."""
+    "fail" raises instead. Given with another processing mode it is a ValueError.
+    data_transfer_protocol: None, "grpc" or "bulk" (conveyor's default: messages, large elements
+    on the workers' bulk channel; tf.data's "grpc" maps to it) or "caf" (every element in
+    messages); anything else is a ValueError naming these."""
     if not isinstance(dataset, Dataset):
         raise TypeError(f"`dataset` must be a conveyor.Dataset, got {type(dataset).__name__}")
     opts = _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                           max_outstanding_requests, compression, target_workers,
                           max_buffered_bytes, request_timeout_ms, expected_consumers,
-                          on_worker_loss)
+                          on_worker_loss, data_transfer_protocol)
     return DistributedDataset(service, dataset=dataset, connect_timeout_ms=connect_timeout_ms, **opts)
 
 
@@ -335,14 +342,16 @@ def from_dataset_id(processing_mode: str, service, dataset_id: str, job_name: Op
                     max_outstanding_requests: Optional[int] = None, target_workers: str = "AUTO", *,
                     max_buffered_bytes: Optional[int] = None, request_timeout_ms: Optional[int] = None,
                     connect_timeout_ms: int = 5000,
-                    expected_consumers: Optional[int] = None) -> DistributedDataset:
+                    expected_consumers: Optional[int] = None,
+                    data_transfer_protocol: Optional[str] = None) -> DistributedDataset:
     """Reads the registered dataset ``dataset_id`` (from register_dataset), as tf.data service's
     from_dataset_id; the arguments are distribute()'s."""
     if not isinstance(dataset_id, str) or not dataset_id:
         raise ValueError(f"`dataset_id` must be a non-empty string, got {dataset_id!r}")
     opts = _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                           max_outstanding_requests, "AUTO", target_workers, max_buffered_bytes,
-                          request_timeout_ms, expected_consumers)
+                          request_timeout_ms, expected_consumers,
+                          data_transfer_protocol=data_transfer_protocol)
     return DistributedDataset(service, dataset_id=dataset_id, connect_timeout_ms=connect_timeout_ms, **opts)
 
 
