@@ -136,6 +136,9 @@ int run_read(const std::vector<std::string>& args) {
        "worker's cache fills)")
       ("compression", po::value<std::string>()->default_value("AUTO")->value_name("AUTO|NONE"),
        "wire compression of the elements")
+      ("data-transfer-protocol", po::value<std::string>()->value_name("grpc|bulk|caf"),
+       "how elements travel: grpc and bulk mean conveyor's default (messages, large elements on "
+       "the workers' bulk channel); caf keeps every element in messages (no bulk connection)")
       ("timeout-ms", po::value(&f.timeout_ms)->default_value(60000)->value_name("T"),
        "fail when no element arrives for T milliseconds")
       ("connect-timeout", po::value(&f.connect_timeout_ms)->default_value(5000)->value_name("MS"),
@@ -228,6 +231,13 @@ int run_read(const std::vector<std::string>& args) {
     opts.on_worker_loss = std::move(loss);
   }
   opts.compression = vm["compression"].as<std::string>();
+  if (vm.count("data-transfer-protocol")) {
+    auto protocol = vm["data-transfer-protocol"].as<std::string>();
+    if (!validate_data_transfer_protocol(protocol).ok())
+      return bad(invalid_argument("`--data-transfer-protocol` must be grpc, bulk or caf, got \"" +
+                                  protocol + "\""));
+    opts.data_transfer_protocol = std::move(protocol);
+  }
   opts.target_workers = vm["target-workers"].as<std::string>();
   if (vm["cross-trainer-cache"].as<bool>())
     opts.cross_trainer_cache =

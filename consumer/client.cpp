@@ -86,6 +86,11 @@ Status ElementStream::next(Element& out, bool& end_of_sequence, std::chrono::mil
   if (!ctx_)
     return failed_precondition("the stream was moved from");
   auto& c = *ctx_;
+  if (c.sink->cancelled()) { // (cancel() from another thread: nothing more is handed out)
+    c.ended = true;
+    c.final_status = Status{ErrorCode::cancelled, "the stream was cancelled"};
+    return c.final_status;
+  }
   for (;;) {
     // Decoded here, on the reader's thread, into the caller's element (consumer/ready_elements.hpp).
     bool got = false;
@@ -122,6 +127,15 @@ Status ElementStream::next(Element& out, bool& end_of_sequence, std::chrono::mil
                       "no element arrived within " + std::to_string(timeout.count()) + " ms"};
     }
   }
+}
+
+void ElementStream::cancel() {
+  if (!ctx_)
+    return;
+  // The blocked reader wakes now; the consumer actor leaves the job (its cancel_atom handler
+  // says so when it drops elements a named job's other consumers will not get).
+  ctx_->sink->cancel();
+  caf::anon_send(ctx_->consumer, msg::cancel_atom_v);
 }
 
 ElementStream::iterator& ElementStream::iterator::operator++() {

@@ -224,6 +224,7 @@ ConsumerStart consumer_start(const DistributeOptions& options, std::shared_ptr<T
   start.limits.max_outstanding = options.max_outstanding_requests.value_or(65536);
   start.limits.max_bytes = options.max_buffered_bytes;
   start.limits.fail_on_worker_loss = fail_on_worker_loss(options);
+  start.bulk_channels = uses_bulk_channel(options);
   start.request_timeout = caf::timespan{options.request_timeout};
   start.task_refresh = caf::timespan{options.task_refresh_interval};
   start.connect_timeout = caf::timespan{connect_timeout};

@@ -55,6 +55,9 @@ struct ConsumerStart {
   Compression compression = Compression::automatic;
   msg::get_or_create_job job_request; // its dataset is filled in after registering
   std::string trainer_id;             // cross-trainer cache: sent with every get_elements
+  // Large elements take a worker's bulk channel once it names its port; false: every element
+  // comes in messages (DistributeOptions::data_transfer_protocol "caf").
+  bool bulk_channels = true;
   // Coordinated reads (job_request.num_consumers set): this consumer's index, and how long a
   // round may wait for the others (coordinated/round_robin.hpp).
   int64_t consumer_index = -1;

@@ -36,7 +36,7 @@ WorkerLink* current_channel(self_ptr self, uint64_t channel, const std::string*&
 void open_bulk(self_ptr self, const std::string& worker, uint16_t port) {
   auto& st = self->state;
   auto& link = st.workers[worker];
-  if (link.bulk != WorkerLink::Bulk::none || port == 0)
+  if (link.bulk != WorkerLink::Bulk::none || port == 0 || !st.start.bulk_channels)
     return;
   if (link.local) { // in-process channel: the worker's bulk server sends frames as messages
     auto server = LocalWorkers::bulk_server(worker);

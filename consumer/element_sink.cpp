@@ -48,10 +48,22 @@ void QueueSink::finish(Status status) {
   cv_.notify_all();
 }
 
+void QueueSink::cancel() {
+  {
+    std::lock_guard<std::mutex> guard{mu_};
+    cancelled_.store(true, std::memory_order_release);
+  }
+  cv_.notify_all();
+}
+
 QueueSink::Wait QueueSink::take_all(ReadyElements& out, std::chrono::milliseconds timeout,
                                     Status& status) {
   std::unique_lock<std::mutex> lock{mu_};
-  cv_.wait_for(lock, timeout, [this] { return !queue_.empty() || finished_; });
+  cv_.wait_for(lock, timeout, [this] { return !queue_.empty() || finished_ || cancelled(); });
+  if (cancelled()) {
+    status = Status{ErrorCode::cancelled, "the stream was cancelled"};
+    return Wait::error;
+  }
   if (!queue_.empty()) {
     out.append(std::move(queue_)); // (leaves queue_ empty)
     return Wait::elements;

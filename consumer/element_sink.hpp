@@ -5,6 +5,7 @@
 // them on its own thread, other sinks when they take them.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -49,6 +50,11 @@ public:
   // otherwise the error that ended the stream, or deadline_exceeded.
   Status wait_joined(std::chrono::milliseconds timeout, msg::job_id_t& job);
 
+  // The reader cancelled the stream (any thread): a waiting take_all() returns `cancelled` at
+  // once, and so does every later one, whatever is queued or arrives.
+  void cancel();
+  bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
+
   enum class Wait { elements, end, error, timeout };
   // Moves every queued element to `out` (waiting up to `timeout` for one), for the reader to
   // decode. `error` fills `status`.
@@ -60,6 +66,7 @@ private:
   std::condition_variable cv_;
   ReadyElements queue_;
   bool finished_ = false;
+  std::atomic<bool> cancelled_{false}; // (set under mu_; read without it on the reader's fast path)
   std::optional<msg::job_id_t> job_;
   Status final_;
   msg::stream_stats stats_;

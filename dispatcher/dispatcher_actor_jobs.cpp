@@ -265,6 +265,25 @@ caf::error check_named_job_agrees(const JobEntry& job, const msg::get_or_create_
   return {};
 }
 
+// The same definition registered with another compression is another dataset (so another job
+// of the same name): consumers asking one name with different compressions are refused instead
+// of reading two jobs (each element twice).
+caf::error check_named_job_compression(self_ptr self, const DatasetEntry& dataset,
+                                       const msg::get_or_create_job& req) {
+  for (const auto* job : self->state.state.jobs_named(*req.job_name)) {
+    const auto* other =
+      job->dataset == dataset.id ? nullptr : self->state.state.dataset(job->dataset);
+    if (other && other->fingerprint == dataset.fingerprint &&
+        other->compression != dataset.compression)
+      return msg::make_error(
+        ErrorCode::invalid_argument,
+        "job \"" + *req.job_name + "\" runs with compression " + to_string(other->compression) +
+          "; a consumer asked for compression " + to_string(dataset.compression) +
+          " (consumers of one named job must agree on its options)");
+  }
+  return {};
+}
+
 // What the dataset's definition must allow: the cache sharing, coordinated reads (infinite), and
 // a static sharding policy's rewrite (checked here so the job fails now, not every task later).
 caf::error check_definition(self_ptr self, const msg::get_or_create_job& req,
@@ -365,6 +384,8 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
         return refused;
       return job_info_of(self, job->id);
     }
+    if (auto refused = check_named_job_compression(self, *dataset, req))
+      return refused;
   }
   auto definition = from_binary(dataset->definition);
   if (!definition.ok())

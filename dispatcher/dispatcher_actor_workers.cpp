@@ -111,13 +111,20 @@ caf::expected<msg::dataset_registered> register_dataset(self_ptr self, msg::regi
       return msg::make_error(ErrorCode::invalid_argument,
                              "the requested dataset id must not be empty");
     if (const auto* existing = st.state.dataset(id)) {
+      if (existing->fingerprint == fp && existing->compression != req.compression)
+        return msg::make_error(ErrorCode::invalid_argument,
+                               "dataset id \"" + id + "\" is already registered with compression " +
+                                 to_string(existing->compression) +
+                                 "; this registration asked for compression " +
+                                 to_string(req.compression) +
+                                 " (a dataset's compression is fixed when it is registered)");
       if (existing->fingerprint == fp)
         return msg::dataset_registered{id};
       return msg::make_error(ErrorCode::already_exists,
                              "dataset id \"" + id +
                                "\" is already registered with another definition");
     }
-  } else if (const auto* existing = st.state.dataset_by_fingerprint(fp)) {
+  } else if (const auto* existing = st.state.dataset_by_fingerprint(fp, req.compression)) {
     return msg::dataset_registered{existing->id};
   } else {
     id = st.state.next_dataset_id();

@@ -7,6 +7,15 @@ namespace conveyor::actors {
 
 using namespace conveyor::msg;
 
+namespace {
+// The fingerprint index's key: AUTO keeps the bare fingerprint, another compression is suffixed.
+std::string fingerprint_key(const std::string& fingerprint, Compression compression) {
+  if (compression == Compression::automatic)
+    return fingerprint;
+  return fingerprint + "/" + to_string(compression);
+}
+} // namespace
+
 Status DispatcherState::apply(const Update& update) {
   return std::visit([this](const auto& record) { return apply_one(record); }, update);
 }
@@ -18,7 +27,9 @@ Status DispatcherState::apply_one(const RegisterDatasetRecord& r) {
     return failed_precondition("dataset id \"" + r.dataset + "\" is already registered");
   datasets_[r.dataset] =
     DatasetEntry{r.dataset, r.fingerprint, r.definition, static_cast<Compression>(r.compression)};
-  dataset_by_fingerprint_.emplace(r.fingerprint, r.dataset); // the first id keeps the fingerprint
+  // The first id keeps the fingerprint.
+  dataset_by_fingerprint_.emplace(
+    fingerprint_key(r.fingerprint, static_cast<Compression>(r.compression)), r.dataset);
   // Generated ids are decimal numbers; never hand out one that a user requested.
   if (!r.dataset.empty() &&
       std::all_of(r.dataset.begin(), r.dataset.end(),
@@ -239,7 +250,7 @@ Status DispatcherState::restore(const StateSnapshot& s) {
     if (d.id.empty() || fresh.datasets_.count(d.id))
       return data_loss("snapshot: dataset id \"" + d.id + "\" is empty or repeated");
     fresh.datasets_[d.id] = d;
-    fresh.dataset_by_fingerprint_.emplace(d.fingerprint, d.id);
+    fresh.dataset_by_fingerprint_.emplace(fingerprint_key(d.fingerprint, d.compression), d.id);
   }
   for (const auto& w : s.workers)
     if (!fresh.workers_.emplace(w.id, w).second)
@@ -328,8 +339,9 @@ const DatasetEntry* DispatcherState::dataset(const dataset_id_t& id) const {
   return i == datasets_.end() ? nullptr : &i->second;
 }
 
-const DatasetEntry* DispatcherState::dataset_by_fingerprint(const std::string& fp) const {
-  auto i = dataset_by_fingerprint_.find(fp);
+const DatasetEntry* DispatcherState::dataset_by_fingerprint(const std::string& fp,
+                                                            Compression compression) const {
+  auto i = dataset_by_fingerprint_.find(fingerprint_key(fp, compression));
   return i == dataset_by_fingerprint_.end() ? nullptr : dataset(i->second);
 }
 
@@ -361,6 +373,15 @@ const JobEntry* DispatcherState::named_job(const dataset_id_t& dataset, const st
                                            int64_t iteration) const {
   auto i = named_jobs_.find({dataset, name, iteration});
   return i == named_jobs_.end() ? nullptr : job(i->second);
+}
+
+std::vector<const JobEntry*> DispatcherState::jobs_named(const std::string& name) const {
+  std::vector<const JobEntry*> out;
+  for (const auto& [key, id] : named_jobs_)
+    if (std::get<1>(key) == name)
+      if (const auto* j = job(id))
+        out.push_back(j);
+  return out;
 }
 
 const JobEntry* DispatcherState::live_named_job(const dataset_id_t& dataset,

@@ -135,7 +135,11 @@ public:
 
   // --- lookups (nullptr when unknown)
   const DatasetEntry* dataset(const msg::dataset_id_t& id) const;
-  const DatasetEntry* dataset_by_fingerprint(const std::string& fingerprint) const;
+  // The dataset registered with this definition and compression (the same definition with
+  // another compression is another dataset, as in tf.data, where compression is part of it).
+  const DatasetEntry*
+  dataset_by_fingerprint(const std::string& fingerprint,
+                         Compression compression = Compression::automatic) const;
   const WorkerEntry* worker(msg::worker_id_t id) const; // live workers only
   const WorkerEntry* worker_by_address(const std::string& address) const;
   std::vector<const WorkerEntry*> workers() const;
@@ -150,6 +154,8 @@ public:
   // Released named jobs kept for their iteration (job GC forgets them).
   std::vector<const JobEntry*> released_named_jobs() const;
   std::vector<const JobEntry*> unfinished_jobs() const; // neither finished nor released
+  // Every job of a name, of any dataset and iteration (released ones too, until forgotten).
+  std::vector<const JobEntry*> jobs_named(const std::string& name) const;
   const TaskEntry* task(msg::task_id_t id) const;
   // Live (not removed) tasks.
   std::vector<const TaskEntry*> tasks_of_worker(msg::worker_id_t worker) const;
@@ -176,8 +182,8 @@ private:
   Status create_job(const msg::CreateJobRecord& r, int64_t iteration); // iteration < 0: the next
 
   std::map<msg::dataset_id_t, DatasetEntry> datasets_;
-  std::map<std::string, msg::dataset_id_t> dataset_by_fingerprint_;
-  std::map<msg::worker_id_t, WorkerEntry> workers_; // live
+  std::map<std::string, msg::dataset_id_t> dataset_by_fingerprint_; // (fingerprint_key)
+  std::map<msg::worker_id_t, WorkerEntry> workers_;                 // live
   std::map<msg::job_id_t, JobEntry> jobs_;
   using NamedKey = std::tuple<msg::dataset_id_t, std::string, int64_t>; // dataset, name, iteration
   std::map<NamedKey, msg::job_id_t> named_jobs_; // released ones too, until forgotten

@@ -222,9 +222,27 @@ Expected<JobCore::SplitAnswer> JobCore::get_splits(msg::task_id_t task, int64_t 
     return failed_precondition("a task asked for splits of epoch " + std::to_string(epoch) +
                                " but the job is only in epoch " + std::to_string(epoch_));
   max = std::max<uint32_t>(1, max);
-  if (!has_reader(task) && (!requeue_.empty() || !exhausted_)) {
-    a.hold = true; // splits it took would be stranded: wait for a reader or the epoch's end
-    return a;
+  if (!has_reader(task)) {
+    // Whether the epoch has a split left only the provider knows. Holding while it was merely not
+    // exhausted held a task nobody reads forever once its readers' tasks had ended (a task that
+    // got no split in an epoch asks for the next, which nothing else pulls to its end): the job
+    // never ended. So ask: a split taken here waits at the front of the queue (handed out before
+    // any other, so a journaled position never passes it unhanded) for a task some consumer reads.
+    if (requeue_.empty() && !exhausted_) {
+      Split s;
+      bool end = false;
+      CONVEYOR_RETURN_IF_ERROR(provider_->get_next(s, end));
+      if (end) {
+        exhausted_ = true;
+      } else {
+        ++handed_in_epoch_[epoch_];
+        requeue_.push_front(std::move(s));
+      }
+    }
+    if (!requeue_.empty()) {
+      a.hold = true; // splits it took would be stranded: wait for a reader or the epoch's end
+      return a;
+    }
   }
   while (a.splits.size() < max && !requeue_.empty()) {
     a.splits.push_back(std::move(requeue_.front()));

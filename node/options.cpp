@@ -48,6 +48,19 @@ bool fail_on_worker_loss(const DistributeOptions& options) {
   return options.on_worker_loss && *options.on_worker_loss == "fail";
 }
 
+Status validate_data_transfer_protocol(std::string_view protocol) {
+  if (protocol == "grpc" || protocol == "bulk" || protocol == "caf")
+    return Status::OK();
+  return invalid_argument("Invalid `data_transfer_protocol` argument: " + quoted(protocol) +
+                          ". Must be one of [\"grpc\", \"bulk\", \"caf\"] (\"grpc\" and "
+                          "\"bulk\": conveyor's default, messages and its bulk channel; \"caf\": "
+                          "messages only).");
+}
+
+bool uses_bulk_channel(const DistributeOptions& options) {
+  return !options.data_transfer_protocol || *options.data_transfer_protocol != "caf";
+}
+
 Status validate(const DistributeOptions& o) {
   if (o.job_name && o.job_name->empty())
     return invalid_argument("`job_name` must not be empty");
@@ -126,6 +139,8 @@ Status validate(const DistributeOptions& o) {
            ? " (DYNAMIC hands a lost worker's splits to the other workers: nothing is lost)"
            : " (static sharding always fails the read: a lost shard is in no other copy)"));
   }
+  if (o.data_transfer_protocol)
+    CONVEYOR_RETURN_IF_ERROR(validate_data_transfer_protocol(*o.data_transfer_protocol));
   if (o.num_consumers && o.target_workers == "LOCAL")
     return invalid_argument(
       "Coordinated reads require non-local workers, but `target_workers` is \"LOCAL\".");

@@ -135,12 +135,20 @@ void on_drain(self_ptr self) {
   SplitFeed* feed = st.runner ? st.runner->split_feed() : nullptr;
   if (!feed && st.runner && !st.rounds && st.runner->endless() && !st.runner->retired()) {
     // OFF of an infinite dataset never reaches an end to drain to: it retires instead.
-    // Held requests are answered now (empty): the next ones carry the consumers' acks.
+    // Held requests are answered now (empty): `retired` to a consumer that acknowledged
+    // everything, else its next request carries its acks.
     st.runner->retire();
     log::info(kLog, st.label() + ": draining an endless OFF task: it hands out nothing more "
-                                 "and retires once its consumers acknowledged what they were sent");
-    for (auto& h : st.held)
-      h.promise.deliver(msg::element_batch{});
+                                 "and retires once its consumers acknowledged what they were "
+                                 "sent and were told");
+    for (auto& h : st.held) {
+      msg::element_batch reply;
+      const auto consumer = h.request.consumer;
+      reply.retired = !st.runner->has_pending(consumer) && !st.runner->awaits_ack(consumer);
+      if (reply.retired)
+        st.told_retired.insert(consumer);
+      h.promise.deliver(std::move(reply));
+    }
     st.held.clear();
     st.update_stats();
     return;
@@ -190,6 +198,7 @@ void on_leave_job(self_ptr self, msg::leave_job& left) {
     after_step(self); // answers its held requests (with an error)
   } else if (st.runner && !st.rounds) {
     st.runner->forget_unacknowledged(left.consumer);
+    st.told_retired.insert(left.consumer); // it reads no more: a drain need not tell it
     if (freed)
       serve_held(self);
   }
@@ -217,6 +226,13 @@ caf::result<bool> on_drained(self_ptr self) {
     return true;
   if (!(st.runner->ended() || st.runner->failed() || st.runner->retired()))
     return false;
+  // Retired: every consumer still there must have been told (a reply with `retired`). One that
+  // was not (its credits went to other tasks while this one retired) would count the task as
+  // lost once the worker leaves; it asks again as soon as it has a credit for this task.
+  if (st.runner->retired() && !st.runner->failed())
+    for (const auto& [addr, consumer] : st.consumers)
+      if (!st.told_retired.count(consumer))
+        return false;
   // OFF too: a batch taken but not yet received would be lost with the worker (the
   // simulator found OFF drains ending a few elements short of the epoch).
   return st.runner->all_acknowledged();

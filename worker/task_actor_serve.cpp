@@ -80,6 +80,8 @@ bool answer(self_ptr self, const msg::get_elements& req, Deliver&& deliver, Fail
   if (st.runner->retired() && !st.runner->has_pending(req.consumer)) {
     msg::element_batch reply;
     reply.retired = !st.runner->awaits_ack(req.consumer);
+    if (reply.retired)
+      st.told_retired.insert(req.consumer);
     deliver(std::move(reply));
     return true;
   }

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <deque>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 
@@ -65,6 +66,10 @@ struct task_state {
   // drops it (--client-timeout).
   std::map<caf::actor_addr, msg::consumer_id_t> consumers;
   bool asked = false; // some consumer asked (so `consumers` empty means: every one of them went)
+  // A retired endless OFF task (its worker drains): the consumers that were answered `retired`
+  // or left. The drain waits for every consumer in `consumers`: one that never heard of the
+  // retirement would count the task as lost when the worker leaves.
+  std::set<msg::consumer_id_t> told_retired;
   bool produce_scheduled = false;
   bool waiting_for_split = false;
   bool reported_done = false;

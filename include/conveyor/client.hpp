@@ -79,6 +79,12 @@ public:
   iterator begin() { return iterator{this}; }
   iterator end() { return iterator{}; }
 
+  // Stops the stream from any thread, also while next() blocks in another: that call returns
+  // `cancelled` at once, and so does every later one (elements already received are dropped).
+  // The stream leaves its job as on destruction (a private job is then released; a named job's
+  // other consumers read on). Idempotent. Not to be called concurrently with a move of the stream.
+  void cancel();
+
   // The error that stopped range-for iteration; OK otherwise.
   const Status& status() const { return status_; }
   // The job this stream reads ("<job id>" as the dispatcher names it).

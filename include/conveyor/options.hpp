@@ -130,7 +130,20 @@ struct DistributeOptions {
   // static policies (FILE, DATA, ...) always fail, since a lost shard's elements are in no other
   // copy. Unset = "continue" for OFF.
   std::optional<std::string> on_worker_loss;
+  // How elements travel from the workers (the reference's data_transfer_protocol). conveyor has
+  // two paths: CAF messages (control, and small elements inline) and its bulk channel (a
+  // separate connection per worker that large elements take as frames, without a copy into a
+  // message). "grpc" (the reference's default, which conveyor does not speak) and "bulk" both
+  // mean conveyor's default: messages, and the bulk channel once a worker names its port; "caf"
+  // keeps every element in CAF messages (no bulk channel: for networks that allow only the
+  // workers' main port). Unset = the default. Anything else is refused, naming these values.
+  std::optional<std::string> data_transfer_protocol;
 };
+
+// "grpc", "bulk" or "caf" (case-sensitive); invalid_argument naming the allowed values otherwise.
+Status validate_data_transfer_protocol(std::string_view protocol);
+// Whether these options let large elements take the bulk channel (all but "caf").
+bool uses_bulk_channel(const DistributeOptions& options);
 
 // "continue" or "fail" (case-sensitive); invalid_argument naming the argument otherwise.
 Status validate_on_worker_loss(std::string_view on_worker_loss);
@@ -141,7 +154,8 @@ bool fail_on_worker_loss(const DistributeOptions& options);
 // expected): empty job_name; num_consumers without job_name; consumer_index without
 // num_consumers or vice versa; consumer_index out of range; bad compression; bad
 // target_workers; max_outstanding_requests <= 0; non-positive timeouts (round_timeout too);
-// on_worker_loss not "continue"/"fail", or set with a processing mode other than OFF.
+// on_worker_loss not "continue"/"fail", or set with a processing mode other than OFF;
+// data_transfer_protocol not one of "grpc", "bulk", "caf".
 // Returns `unimplemented` ("not supported yet") for the parts later issues fill in.
 Status validate(const DistributeOptions& options);
 

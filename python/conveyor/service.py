@@ -184,7 +184,8 @@ def _service_address(service, what="service"):
     return service
 
 
-_STRING_OPTIONS = ("processing_mode", "job_name", "compression", "target_workers", "on_worker_loss")
+_STRING_OPTIONS = ("processing_mode", "job_name", "compression", "target_workers", "on_worker_loss",
+                   "data_transfer_protocol")
 
 
 def _compression(compression):
@@ -206,7 +207,7 @@ def _check_option_types(options, connect_timeout_ms):
     options["compression"] = _compression(options.get("compression", "AUTO"))
     for name in _STRING_OPTIONS:
         value = options.get(name)
-        if name in ("job_name", "on_worker_loss") and value is None:
+        if name in ("job_name", "on_worker_loss", "data_transfer_protocol") and value is None:
             continue
         if not isinstance(value, str):
             if name == "processing_mode":
@@ -295,7 +296,8 @@ class DistributedDataset(TrainerOps):
 
 def _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                    max_outstanding_requests, compression, target_workers, max_buffered_bytes,
-                   request_timeout_ms, expected_consumers=None, on_worker_loss=None):
+                   request_timeout_ms, expected_consumers=None, on_worker_loss=None,
+                   data_transfer_protocol=None):
     if not isinstance(processing_mode, str):
         # tf.data's ShardingPolicy enum values print as ShardingPolicy.OFF etc.
         processing_mode = getattr(processing_mode, "name", processing_mode)
@@ -303,7 +305,8 @@ def _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                 num_consumers=num_consumers, max_outstanding_requests=max_outstanding_requests,
                 compression=compression, target_workers=target_workers,
                 max_buffered_bytes=max_buffered_bytes, request_timeout_ms=request_timeout_ms,
-                expected_consumers=expected_consumers, on_worker_loss=on_worker_loss)
+                expected_consumers=expected_consumers, on_worker_loss=on_worker_loss,
+                data_transfer_protocol=data_transfer_protocol)
 
 
 class _Required:
@@ -324,7 +327,8 @@ def distribute(dataset: Optional[Dataset] = None, service=_REQUIRED, processing_
                request_timeout_ms: Optional[int] = None,
                connect_timeout_ms: int = 5000,
                expected_consumers: Optional[int] = None,
-               on_worker_loss: Optional[str] = None) -> DistributedDataset:
+               on_worker_loss: Optional[str] = None,
+               data_transfer_protocol: Optional[str] = None) -> DistributedDataset:
     """Reads ``dataset`` through the service at ``service`` ("host:port" or a DispatchServer).
     processing_mode: "parallel_epochs" (OFF: every worker produces the whole dataset) or
     "distributed_epoch" (DYNAMIC: each element of an epoch once across the workers); the
@@ -336,14 +340,17 @@ def distribute(dataset: Optional[Dataset] = None, service=_REQUIRED, processing_
     leaves before its end, with a warning and the count in the iterator's stats()["lost_tasks"];
     "fail" raises instead. Given with another processing mode it is a ValueError.
     Without ``dataset`` (keywords only) it returns tf.data's transformation for Dataset.apply:
-    ``ds.apply(distribute(service=..., processing_mode=...)).map(fn).prefetch(2)``."""
+    ``ds.apply(distribute(service=..., processing_mode=...)).map(fn).prefetch(2)``.
+    data_transfer_protocol: None, "grpc" or "bulk" (conveyor's default: messages, large elements
+    on the workers' bulk channel; tf.data's "grpc" maps to it) or "caf" (every element in
+    messages); anything else is a ValueError naming these."""
     for name, value in (("service", service), ("processing_mode", processing_mode)):
         if value is _REQUIRED:
             raise TypeError(f"distribute() missing required argument `{name}`")
     opts = _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                           max_outstanding_requests, compression, target_workers,
                           max_buffered_bytes, request_timeout_ms, expected_consumers,
-                          on_worker_loss)
+                          on_worker_loss, data_transfer_protocol)
     if dataset is None:
         return _distribute_transformation(service, connect_timeout_ms, opts)
     if not isinstance(dataset, Dataset):
@@ -380,14 +387,16 @@ def from_dataset_id(processing_mode: str, service, dataset_id: str, job_name: Op
                     max_outstanding_requests: Optional[int] = None, target_workers: str = "AUTO", *,
                     max_buffered_bytes: Optional[int] = None, request_timeout_ms: Optional[int] = None,
                     connect_timeout_ms: int = 5000,
-                    expected_consumers: Optional[int] = None) -> DistributedDataset:
+                    expected_consumers: Optional[int] = None,
+                    data_transfer_protocol: Optional[str] = None) -> DistributedDataset:
     """Reads the registered dataset ``dataset_id`` (from register_dataset), as tf.data service's
     from_dataset_id; the arguments are distribute()'s."""
     if not isinstance(dataset_id, str) or not dataset_id:
         raise ValueError(f"`dataset_id` must be a non-empty string, got {dataset_id!r}")
     opts = _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                           max_outstanding_requests, "AUTO", target_workers, max_buffered_bytes,
-                          request_timeout_ms, expected_consumers)
+                          request_timeout_ms, expected_consumers,
+                          data_transfer_protocol=data_transfer_protocol)
     return DistributedDataset(service, dataset_id=dataset_id, connect_timeout_ms=connect_timeout_ms, **opts)
 
 

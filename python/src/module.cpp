@@ -409,17 +409,25 @@ public:
     return element_to_python(std::move(e));
   }
 
-  // Any thread may close: a thread waiting in next() on this stream notices within one wait
-  // slice (100 ms) and gets StopIteration. Leaving the job and stopping the stream's actor system
-  // happen after mu_ is released, so readers see the close at once. Idempotent.
+  // Any thread may close: a thread waiting in next() on this stream wakes at once
+  // (ElementStream::cancel) and gets StopIteration. Leaving the job and stopping the stream's
+  // actor system happen after mu_ is released. Idempotent.
   void close() {
     if (inherited())
       return; // the parent's stream: the parent leaves its job, not this child
     closing_ = true;
     py::gil_scoped_release release;
+    {
+      // Not under mu_: a reader holds it while it waits. cancel_mu_ keeps stream_ from being
+      // swapped away meanwhile.
+      std::lock_guard<std::mutex> guard(cancel_mu_);
+      if (stream_)
+        stream_->cancel();
+    }
     std::optional<ElementStream> closed; // destroyed first, before the GIL is taken back
     {
       std::lock_guard<std::mutex> lock(mu_);
+      std::lock_guard<std::mutex> guard(cancel_mu_);
       closed.swap(stream_);
     }
   }
@@ -477,6 +485,10 @@ private:
     }
     if (!waiting_) {
       Status st = stream_->next(e, end, milliseconds{0});
+      if (closing_) { // closed meanwhile: cancelled, which a closed iterator reports as its end
+        end = true;
+        return Status::OK();
+      }
       if (st.code() != ErrorCode::deadline_exceeded)
         return st;
     }
@@ -492,6 +504,10 @@ private:
           return Status::OK();
         }
         st = stream_->next(e, end, milliseconds{100});
+        if (closing_) {
+          end = true;
+          return Status::OK();
+        }
         if (st.code() == ErrorCode::deadline_exceeded)
           lock.unlock();
       }
@@ -509,6 +525,7 @@ private:
   std::atomic<bool> waiting_{false}; // the last element had to be waited for (a hint only)
   std::atomic<bool> closing_{false};
   std::mutex mu_;
+  std::mutex cancel_mu_; // held to cancel stream_ and, with mu_, to swap it away
   std::optional<ElementStream> stream_;
 };
 
@@ -575,7 +592,8 @@ make_options(const std::string& processing_mode, std::optional<std::string> job_
              std::optional<int64_t> max_outstanding_requests, const std::string& compression,
              const std::string& target_workers, std::optional<int64_t> max_buffered_bytes,
              std::optional<int64_t> request_timeout_ms, std::optional<int64_t> expected_consumers,
-             std::optional<std::string> on_worker_loss, int64_t iteration) {
+             std::optional<std::string> on_worker_loss, int64_t iteration,
+             std::optional<std::string> data_transfer_protocol) {
   DistributeOptions o;
   auto policy = parse_processing_mode(processing_mode);
   if (!policy.ok())
@@ -586,6 +604,7 @@ make_options(const std::string& processing_mode, std::optional<std::string> job_
   o.num_consumers = num_consumers;
   o.expected_consumers = expected_consumers;
   o.on_worker_loss = std::move(on_worker_loss);
+  o.data_transfer_protocol = std::move(data_transfer_protocol);
   o.iteration = iteration;
   o.max_outstanding_requests = max_outstanding_requests;
   o.compression = compression;
@@ -937,7 +956,8 @@ PYBIND11_MODULE(_conveyor, m) {
         py::arg("consumer_index"), py::arg("num_consumers"), py::arg("max_outstanding_requests"),
         py::arg("compression"), py::arg("target_workers"), py::arg("max_buffered_bytes"),
         py::arg("request_timeout_ms"), py::arg("expected_consumers") = py::none(),
-        py::arg("on_worker_loss") = py::none(), py::arg("iteration") = 0);
+        py::arg("on_worker_loss") = py::none(), py::arg("iteration") = 0,
+        py::arg("data_transfer_protocol") = py::none());
   m.attr("_NEXT_ITERATION") = kNextIteration;
   m.def("_validate_address",
         [](const std::string& a) { return unwrap(parse_address(a)).to_string(); });

@@ -141,6 +141,9 @@ def test_empty_service_and_none_compression(cluster):
     (dict(compression="GZIP"), ValueError, "Invalid `compression` argument"),
     (dict(target_workers="SOMEWHERE"), ValueError, "Invalid `target_workers` argument"),
     (dict(on_worker_loss="fail"), ValueError, "`on_worker_loss` applies to the OFF processing mode only"),
+    (dict(data_transfer_protocol="http"), ValueError,
+     'Invalid `data_transfer_protocol` argument: "http". Must be one of ["grpc", "bulk", "caf"]'),
+    (dict(data_transfer_protocol=3), ValueError, "`data_transfer_protocol` must be a string"),
     (dict(consumer_index=0, num_consumers=2), ValueError, "`job_name` must be set when setting `num_consumers`"),
     (dict(num_consumers=2, job_name="j"), ValueError, "Must either set both `consumer_index` and `num_consumers`"),
     (dict(job_name="j", consumer_index=0), ValueError, "consumer_index"),
@@ -155,6 +158,13 @@ def test_option_validation_errors(cluster, kwargs, exc, text):
     with pytest.raises(exc) as info:
         iter(conveyor.distribute(conveyor.Dataset.range(3), cluster.target, **args))
     assert text in str(info.value)  # the C++ validator's text, unchanged
+
+
+@pytest.mark.parametrize("protocol", [None, "grpc", "bulk", "caf"])
+def test_data_transfer_protocol_names_conveyors_paths(cluster, protocol):
+    ds = conveyor.distribute(conveyor.Dataset.range(5), cluster.target, "distributed_epoch",
+                             data_transfer_protocol=protocol)
+    assert sorted(ints(ds)) == list(range(5))
 
 
 def test_local_target_workers_read_the_in_process_workers(cluster):

@@ -45,6 +45,7 @@ TEST_CASE("cli: --help works on every subcommand and lists its flags") {
     {{"read", "--help"},
      {"usage: conveyor read", "--dataset", "--mode", "--job-name", "--num-consumers",
       "--consumer-index", "--max-outstanding", "--take", "--compression",
+      "--data-transfer-protocol",
       // every mode --mode accepts
       "off,", "dynamic,", "file,", "data,", "file_or_data", "hint"}},
     {{"run", "--help"}, {"usage: conveyor run", "--workers", "--dataset"}},
@@ -105,6 +106,9 @@ TEST_CASE("cli: bad arguments exit with 2 and name the argument") {
   check_bad_arguments(
     {"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--compression", "ZIP"},
     "compression");
+  check_bad_arguments(
+    {"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--data-transfer-protocol", "http"},
+    "`--data-transfer-protocol` must be grpc, bulk or caf, got \"http\"");
   check_bad_arguments(
     {"read", "--dispatcher", ok_addr, "--dataset", "range(3)", "--max-outstanding", "0"},
     "`--max-outstanding`");
@@ -310,4 +314,16 @@ TEST_CASE("version mismatch: nodes speaking another protocol version are refused
   CHECK(contains(reader.stderr_text, "version"));
   // The dispatcher says so too.
   CHECK_MESSAGE(cluster.dispatcher().wait_for_output("version", Millis{5000}), cluster.describe());
+}
+
+TEST_CASE("cli: read --data-transfer-protocol: grpc, bulk and caf each read every element") {
+  Cluster cluster(1);
+  // 1 MiB elements: the default path takes the bulk channel; caf keeps them in messages.
+  for (const char* protocol : {"grpc", "bulk", "caf"}) {
+    CAPTURE(protocol);
+    auto r = cluster.read("range(6).map(bytes(size=1048576))",
+                          {"--data-transfer-protocol", protocol, "--print", "digest"});
+    CHECK_MESSAGE(r.exit_code == 0, r.describe);
+    CHECK(r.lines.size() == 6);
+  }
 }

@@ -22,12 +22,20 @@ TEST_CASE("datasets are found by id and by fingerprint") {
   CHECK(s.next_dataset_id() == "1001");
   REQUIRE(s.dataset("1000"));
   CHECK(s.dataset("1000")->definition == "def-aaaa");
-  REQUIRE(s.dataset_by_fingerprint("aaaa"));
-  CHECK(s.dataset_by_fingerprint("aaaa")->id == "1000");
+  // (add_dataset registers with compression 0, NONE: the index is keyed by both.)
+  REQUIRE(s.dataset_by_fingerprint("aaaa", Compression::none));
+  CHECK(s.dataset_by_fingerprint("aaaa", Compression::none)->id == "1000");
+  CHECK(s.dataset_by_fingerprint("aaaa") == nullptr); // AUTO: another dataset
   CHECK(s.dataset("1001") == nullptr);
   // A requested id is a new id for the same definition; the fingerprint keeps its first id.
   REQUIRE(add_dataset(s, "mine", "aaaa").ok());
-  CHECK(s.dataset_by_fingerprint("aaaa")->id == "1000");
+  CHECK(s.dataset_by_fingerprint("aaaa", Compression::none)->id == "1000");
+  // The same definition registered with AUTO is found under AUTO only.
+  REQUIRE(s.apply(RegisterDatasetRecord{"auto", "aaaa", "def-aaaa",
+                                        static_cast<uint8_t>(Compression::automatic), 1})
+            .ok());
+  CHECK(s.dataset_by_fingerprint("aaaa")->id == "auto");
+  CHECK(s.dataset_by_fingerprint("aaaa", Compression::none)->id == "1000");
   auto dup = add_dataset(s, "mine", "bbbb");
   CHECK(dup.code() == ErrorCode::failed_precondition);
   CHECK(dup.message() == "dataset id \"mine\" is already registered");

@@ -292,3 +292,72 @@ TEST_CASE("job core: without static sharding no shard is waited for") {
   CHECK(job.production_ended());
   CHECK(job.waiting_for().empty());
 }
+
+TEST_CASE("job core: a task nobody reads takes no split, and ends once its readers used the "
+          "dataset up") {
+  // Issue 32 (LOCAL DYNAMIC beside remote workers): task 2 is read by no consumer. Its first
+  // request is held (the split the job looked at waits for task 1). After task 1 read the only
+  // epoch, task 2 (which got nothing in epoch 0) asks for epoch 1: the job must find out that the
+  // dataset has no epoch 1 instead of holding it forever (the job then never ended).
+  auto job = dynamic_job(30, 10); // 3 splits, one epoch
+  job.add_task(1, 1, "local:1");
+  job.add_task(2, 2, "remote:1");
+  job.task_assigned(1);
+  job.task_assigned(2);
+  job.require_reader(1);
+  job.require_reader(2);
+  auto consumer = job.join(0);
+  CHECK(job.set_reading(consumer, {1}));
+  auto unread = job.get_splits(2, 0, 4);
+  REQUIRE(unread.ok());
+  CHECK(unread->hold);
+  CHECK(unread->splits.empty());
+  auto read = job.get_splits(1, 0, 4);
+  REQUIRE(read.ok());
+  REQUIRE(read->splits.size() == 3);
+  CHECK(read->splits[0].index == 0); // the split task 2's request looked at comes first
+  job.splits_update(1, {SplitKey{0, 0}, SplitKey{0, 1}, SplitKey{0, 2}}, {});
+  auto end1 = job.get_splits(1, 0, 4);
+  REQUIRE(end1.ok());
+  CHECK(end1->end_of_splits);
+  auto end2 = job.get_splits(2, 0, 4);
+  REQUIRE(end2.ok());
+  CHECK(end2->end_of_splits);
+  // Task 2 had no split in epoch 0: it asks for the next epoch, which this dataset does not have.
+  auto next = job.get_splits(2, 1, 4);
+  REQUIRE(next.ok());
+  CHECK_FALSE(next->hold);
+  CHECK(next->end_of_splits);
+  CHECK(next->empty_epoch);
+}
+
+TEST_CASE("job core: with repeat() a task nobody reads keeps waiting - the epoch's splits go to "
+          "the read task") {
+  conveyor::SplitOptions o;
+  o.range_split_size = 10;
+  auto p = conveyor::make_split_provider(Dataset::range(20).repeat(), o);
+  REQUIRE(p.ok());
+  JobCore job{std::move(p).value(), true};
+  job.add_task(1, 1, "local:1");
+  job.add_task(2, 2, "remote:1");
+  job.task_assigned(1);
+  job.task_assigned(2);
+  job.require_reader(1);
+  job.require_reader(2);
+  auto consumer = job.join(0);
+  job.set_reading(consumer, {1});
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    CAPTURE(epoch);
+    auto unread = job.get_splits(2, epoch, 4);
+    REQUIRE(unread.ok());
+    CHECK(unread->hold);
+    auto read = job.get_splits(1, epoch, 4);
+    REQUIRE(read.ok());
+    REQUIRE(read->splits.size() == 2);
+    job.splits_update(1, {SplitKey{epoch, 0}, SplitKey{epoch, 1}}, {});
+    auto end = job.get_splits(1, epoch, 4);
+    REQUIRE(end.ok());
+    CHECK(end->end_of_splits);
+    CHECK_FALSE(end->empty_epoch);
+  }
+}

@@ -464,16 +464,13 @@ TEST_CASE("metrics: the dispatcher's samples carry each worker's tags") {
   CHECK(found);
 }
 
-// NOT FIXED YET (skipped): the job now hands the DYNAMIC splits only to the task the LOCAL
-// reader reads (the log shows that task's pipeline producing all 300 elements, none stranded on
-// the remote workers), but the consumer still receives nothing from it and the read times out
-// after 0 elements: the remaining cause is on the consumer side (LOCAL + DYNAMIC + skipped
-// remote tasks; LOCAL DYNAMIC with only local workers, and LOCAL OFF beside remote workers, work).
-TEST_CASE("LOCAL with DYNAMIC beside remote workers: only the read worker takes splits, no hang" *
-          doctest::skip()) {
-  // Issue 32: one in-process worker and three remote ones; a LOCAL DYNAMIC read got 0 elements
-  // and waited for end of sequence, because the remote workers' tasks took splits that no LOCAL
-  // reader reads. The job now hands splits only to tasks a consumer says it reads.
+TEST_CASE("LOCAL with DYNAMIC beside remote workers: only the read worker takes splits, no hang") {
+  // Issue 32: one in-process worker and three remote ones; a LOCAL DYNAMIC read waited for end
+  // of sequence, first because the remote workers' tasks took splits that no LOCAL reader reads
+  // (the job now hands splits only to tasks a consumer says it reads), then because those
+  // tasks, with no split in the epoch, waited for the next one, which the job held for a reader
+  // for good: the job never ended (JobCore::get_splits now asks the provider whether the epoch
+  // has a split left).
   TestCluster cluster{3};                  // workers this process reads over TCP only
   cluster.add_worker(in_process_config()); // the one LOCAL reads
   auto client = cluster.client();
