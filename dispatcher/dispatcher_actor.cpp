@@ -54,7 +54,7 @@ void after_durable(self_ptr self, std::function<void()> fn) {
 // change before it is on disk.
 Status persist(self_ptr self, msg::Update update, std::function<void()> then) {
   auto& st = self->state;
-  Status s = st.state.apply(update);
+  Status s = st.cluster.apply(update);
   if (!s.ok()) {
     log::error(kLog, "internal: an update record was refused: " + s.to_string());
     return s;
@@ -133,7 +133,7 @@ void compact_if_due(self_ptr self) {
   auto& st = self->state;
   if (!st.journal || !st.journal->should_compact())
     return;
-  if (auto s = st.journal->compact(st.state); !s.ok())
+  if (auto s = st.journal->compact(st.cluster); !s.ok())
     log::warning(kLog, "compacting the journal failed (it keeps growing; retried later): " +
                          s.to_string());
 }
@@ -144,12 +144,12 @@ void restore(self_ptr self) {
   auto& st = self->state;
   if (!st.start.restored)
     return;
-  st.state = *st.start.restored;
+  st.cluster = *st.start.restored;
   st.start.restored.reset();
   auto now = self->clock().now();
-  for (const auto* w : st.state.workers())
+  for (const auto* w : st.cluster.workers())
     st.workers[w->id] = LiveWorker{msg::worker_actor{}, now};
-  std::vector<const JobEntry*> jobs = st.state.unfinished_jobs();
+  std::vector<const JobEntry*> jobs = st.cluster.unfinished_jobs();
   int running = 0;
   for (const auto* job : jobs) {
     auto js = job_start(self, *job);
@@ -165,16 +165,16 @@ void restore(self_ptr self) {
     // The job knows its tasks at once, also those whose workers are not back yet: until they
     // come back or are removed after worker_timeout, its production is not over.
     if (auto j = st.jobs.find(id); j != st.jobs.end())
-      for (const auto* t : st.state.tasks_of_job(id))
-        if (const auto* w = st.state.worker(t->worker))
+      for (const auto* t : st.cluster.tasks_of_job(id))
+        if (const auto* w = st.cluster.worker(t->worker))
           self->send(j->second, msg::add_task{t->id, t->worker, w->address, {}});
     ++running;
   }
-  auto snapshot = st.state.snapshot();
+  auto snapshot = st.cluster.snapshot();
   // `conveyor status` lists datasets from these facts, computed at registration: without them
   // a restored dispatcher listed 0 datasets (issue 33 item 6).
   for (const auto& d : snapshot.datasets)
-    if (const auto* entry = st.state.dataset(d.id))
+    if (const auto* entry = st.cluster.dataset(d.id))
       (void)dataset_facts(self, *entry);
   log::info(kLog, "restored from the journal: " + std::to_string(snapshot.datasets.size()) +
                     " dataset(s), " + std::to_string(snapshot.jobs.size()) + " job(s) (" +
@@ -264,7 +264,7 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
         [self](msg::persist_splits& req) -> caf::result<caf::ok_atom> {
           auto job = req.record.job;
           Status s = Status::OK();
-          if (!self->state.state.job(job))
+          if (!self->state.cluster.job(job))
             s = not_found("job " + std::to_string(job) + " does not exist");
           else
             s = persist(self, req.record);
@@ -282,14 +282,14 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
             return msg::heartbeat_ack{false};
           w->second.last_heartbeat = self->clock().now();
           if (hb.draining) // repeated with every heartbeat; the jobs ignore what they know
-            for (const auto* t : st.state.tasks_of_worker(hb.worker))
+            for (const auto* t : st.cluster.tasks_of_worker(hb.worker))
               if (auto j = st.jobs.find(t->job); j != st.jobs.end())
                 self->send(j->second, msg::drain_task{t->id});
           return msg::heartbeat_ack{true};
         },
         [self](msg::get_status& req) { return get_status(self, req); },
         [self](msg::task_finished& done) {
-          const auto* task = self->state.state.task(done.task);
+          const auto* task = self->state.cluster.task(done.task);
           if (task && !task->finished)
             (void)persist(self,
                           msg::FinishTaskRecord{done.task, done.error, now_us(self)}); // logged
@@ -299,7 +299,7 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
         },
         [self](msg::job_released& released) {
           auto& st = self->state;
-          if (const auto* entry = st.state.job(released.job)) {
+          if (const auto* entry = st.cluster.job(released.job)) {
             auto js = std::move(released.final_status);
             js.id = released.job;
             js.name = entry->name;
@@ -310,9 +310,9 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
             while (st.finished_jobs.size() > kMaxFinishedJobs)
               st.finished_jobs.pop_front();
           }
-          if (const auto* entry = st.state.job(released.job); entry && !entry->released) {
+          if (const auto* entry = st.cluster.job(released.job); entry && !entry->released) {
             (void)persist(self, msg::ReleaseJobRecord{released.job, now_us(self)}); // logged
-            if (const auto* kept = st.state.job(released.job); kept && kept->released)
+            if (const auto* kept = st.cluster.job(released.job); kept && kept->released)
               st.released_at[released.job] = self->clock().now(); // a named job: until GC
           }
           st.jobs.erase(released.job);

@@ -17,7 +17,7 @@ double seconds_of(caf::actor_clock::time_point t) {
   return std::chrono::duration<double>(t.time_since_epoch()).count();
 }
 
-int64_t registered_workers(const dispatcher_state& st) {
+int64_t registered_workers(const dispatcher_actor_state& st) {
   int64_t n = 0;
   for (const auto& [id, w] : st.workers)
     if (w.handle) // a worker restored from the journal counts once it registered again
@@ -101,7 +101,7 @@ void estimate_if_due(self_ptr self) {
         [one_done](caf::error&) { one_done(); });
 }
 
-void add_estimates(const dispatcher_state& st, msg::cluster_status& status) {
+void add_estimates(const dispatcher_actor_state& st, msg::cluster_status& status) {
   status.desired_workers = st.estimator.total();
   status.autoscale_target = st.autoscaler ? st.autoscaler->target() : -1;
   if (st.scale_command) {
@@ -110,7 +110,7 @@ void add_estimates(const dispatcher_state& st, msg::cluster_status& status) {
   }
 }
 
-void add_estimate(const dispatcher_state& st, msg::job_status& job) {
+void add_estimate(const dispatcher_actor_state& st, msg::job_status& job) {
   if (const auto* e = st.estimator.job(job.id)) {
     job.desired_workers = e->desired;
     job.recent_worker_wait = e->wait_share;

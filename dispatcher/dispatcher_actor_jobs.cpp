@@ -33,7 +33,7 @@ namespace conveyor::actors::dispatcher_detail {
 // Where `address` stands in the fixed worker list (static sharding), or -1. An exact entry
 // first; else a "host:%port%" entry of its host (tf.data's template) that no other live worker
 // holds: the live workers take those in registration (id) order, a registering one after them.
-int64_t fixed_index(const dispatcher_state& st, const std::string& address) {
+int64_t fixed_index(const dispatcher_actor_state& st, const std::string& address) {
   const auto& list = st.start.worker_addresses;
   auto it = std::find(list.begin(), list.end(), address);
   if (it != list.end())
@@ -48,7 +48,7 @@ int64_t fixed_index(const dispatcher_state& st, const std::string& address) {
         return static_cast<int64_t>(i);
     return -1;
   };
-  for (const auto* w : st.state.workers()) {
+  for (const auto* w : st.cluster.workers()) {
     auto index = claim(w->address);
     if (w->address == address)
       return index;
@@ -62,9 +62,9 @@ bool is_static(ShardingPolicy p) {
 
 // What a job learns of its task on a live worker: the handle, the worker's tags and, for static
 // sharding, the worker's place in the fixed list (registration admitted listed ones only).
-msg::add_task task_on_worker(const dispatcher_state& st, msg::task_id_t task, ShardingPolicy policy,
-                             msg::worker_id_t worker, const std::string& address,
-                             const LiveWorker& live) {
+msg::add_task task_on_worker(const dispatcher_actor_state& st, msg::task_id_t task,
+                             ShardingPolicy policy, msg::worker_id_t worker,
+                             const std::string& address, const LiveWorker& live) {
   msg::add_task add{task, worker, address, live.handle};
   add.worker_tags = live.tags;
   if (is_static(policy)) {
@@ -79,17 +79,17 @@ void create_task(self_ptr self, msg::job_id_t job, msg::worker_id_t worker) {
   auto& st = self->state;
   // (The job's actor may not run yet: it is spawned once the job's record is durable, before
   // this task's effect runs.)
-  const auto* job_entry = st.state.job(job);
+  const auto* job_entry = st.cluster.job(job);
   auto w = st.workers.find(worker);
-  const auto* entry = st.state.worker(worker);
+  const auto* entry = st.cluster.worker(worker);
   if (!job_entry || job_entry->finished || job_entry->released || w == st.workers.end() || !entry)
     return;
   if (!w->second.handle)
     return; // restored, not back yet: it gets its tasks when it registers again
-  for (const auto* t : st.state.tasks_of_worker(worker))
+  for (const auto* t : st.cluster.tasks_of_worker(worker))
     if (t->job == job)
       return; // it has one
-  auto task = st.state.next_task_id();
+  auto task = st.cluster.next_task_id();
   std::string address = entry->address;
   auto add = task_on_worker(st, task, job_entry->policy, worker, address, w->second);
   (void)persist(self, msg::CreateTaskRecord{task, job, worker, now_us(self)}, [self, job, add] {
@@ -102,7 +102,7 @@ void create_task(self_ptr self, msg::job_id_t job, msg::worker_id_t worker) {
 // ids are copied first: create_task changes the state that unfinished_jobs() points into.
 void create_tasks_for_live_jobs(self_ptr self, msg::worker_id_t worker) {
   std::vector<msg::job_id_t> jobs;
-  for (const auto* job : self->state.state.unfinished_jobs())
+  for (const auto* job : self->state.cluster.unfinished_jobs())
     jobs.push_back(job->id);
   for (auto job : jobs)
     create_task(self, job, worker);
@@ -111,7 +111,7 @@ void create_tasks_for_live_jobs(self_ptr self, msg::worker_id_t worker) {
 // What a consumer learns about a job: its handle while its actor runs.
 caf::expected<msg::job_info> job_info_of(self_ptr self, msg::job_id_t id) {
   auto& st = self->state;
-  const auto* job = st.state.job(id);
+  const auto* job = st.cluster.job(id);
   if (!job)
     return msg::make_error(ErrorCode::not_found,
                            "job " + std::to_string(id) +
@@ -130,7 +130,7 @@ caf::expected<msg::job_info> job_info_of(self_ptr self, msg::job_id_t id) {
 // the journaled position when `entry` has one.
 Expected<JobStart> job_start(self_ptr self, const JobEntry& entry) {
   auto& st = self->state;
-  const auto* dataset = st.state.dataset(entry.dataset);
+  const auto* dataset = st.cluster.dataset(entry.dataset);
   if (!dataset)
     return not_found("dataset id \"" + entry.dataset + "\" is not registered");
   auto definition = from_binary(dataset->definition);
@@ -270,9 +270,9 @@ caf::error check_named_job_agrees(const JobEntry& job, const msg::get_or_create_
 // of reading two jobs (each element twice).
 caf::error check_named_job_compression(self_ptr self, const DatasetEntry& dataset,
                                        const msg::get_or_create_job& req) {
-  for (const auto* job : self->state.state.jobs_named(*req.job_name)) {
+  for (const auto* job : self->state.cluster.jobs_named(*req.job_name)) {
     const auto* other =
-      job->dataset == dataset.id ? nullptr : self->state.state.dataset(job->dataset);
+      job->dataset == dataset.id ? nullptr : self->state.cluster.dataset(job->dataset);
     if (other && other->fingerprint == dataset.fingerprint &&
         other->compression != dataset.compression)
       return msg::make_error(
@@ -358,7 +358,7 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
   auto& st = self->state;
   if (auto admitted = check_admitted_sender(self, "creating a job"); !admitted.ok())
     return msg::to_error(admitted);
-  const auto* dataset = st.state.dataset(req.dataset);
+  const auto* dataset = st.cluster.dataset(req.dataset);
   if (!dataset)
     return msg::make_error(ErrorCode::not_found, "dataset id \"" + req.dataset +
                                                    "\" is not registered with this dispatcher");
@@ -373,11 +373,11 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
   if (req.job_name) {
     const JobEntry* existing = nullptr;
     if (req.iteration == msg::kNextIteration) {
-      existing = st.state.live_named_job(req.dataset, *req.job_name);
-      iteration = st.state.next_iteration(req.dataset, *req.job_name);
+      existing = st.cluster.live_named_job(req.dataset, *req.job_name);
+      iteration = st.cluster.next_iteration(req.dataset, *req.job_name);
     } else {
       iteration = req.iteration;
-      existing = st.state.named_job(req.dataset, *req.job_name, iteration);
+      existing = st.cluster.named_job(req.dataset, *req.job_name, iteration);
     }
     if (const auto* job = existing) {
       if (auto refused = check_named_job_agrees(*job, req))
@@ -392,7 +392,7 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
     return msg::to_error(definition.status());
   if (auto refused = check_definition(self, req, *definition))
     return refused;
-  auto id = st.state.next_job_id();
+  auto id = st.cluster.next_job_id();
   JobEntry planned = plan_job(self, req, id, *definition);
   auto js = job_start(self, planned); // checked before the record is made
   if (!js.ok())
@@ -441,7 +441,7 @@ void forget_released_jobs(self_ptr self) {
   auto& st = self->state;
   auto now = self->clock().now();
   std::vector<msg::job_id_t> due;
-  for (const auto* job : st.state.released_named_jobs()) {
+  for (const auto* job : st.cluster.released_named_jobs()) {
     auto [at, fresh] = st.released_at.emplace(job->id, now); // restored ones: from now
     if (!fresh && now - at->second >= st.start.job_gc_timeout)
       due.push_back(job->id);

@@ -42,10 +42,10 @@ struct LiveWorker {
   std::vector<std::string> tags = {};
 };
 
-struct dispatcher_state {
+struct dispatcher_actor_state {
   static inline const char* name = "conveyor.dispatcher";
   DispatcherStart start;
-  DispatcherState state;
+  DispatcherState cluster; // datasets, workers, jobs, tasks: what the journal records
   std::map<msg::worker_id_t, LiveWorker> workers;
   std::map<msg::job_id_t, job_full_actor> jobs; // running job actors
   std::set<caf::actor_addr> job_addrs;          // job actors not yet exited
@@ -73,7 +73,7 @@ struct dispatcher_state {
   bool estimating = false; // the jobs' status was asked for and not all have answered
 };
 
-using self_ptr = dispatcher_full_actor::stateful_pointer<dispatcher_state>;
+using self_ptr = dispatcher_full_actor::stateful_pointer<dispatcher_actor_state>;
 
 // dispatcher_actor.cpp
 int64_t now_us(self_ptr self);
@@ -85,10 +85,10 @@ void compact_if_due(self_ptr self);
 
 // dispatcher_actor_jobs.cpp
 void create_tasks_for_live_jobs(self_ptr self, msg::worker_id_t worker);
-msg::add_task task_on_worker(const dispatcher_state& st, msg::task_id_t task, ShardingPolicy policy,
-                             msg::worker_id_t worker, const std::string& address,
-                             const LiveWorker& live);
-int64_t fixed_index(const dispatcher_state& st, const std::string& address);
+msg::add_task task_on_worker(const dispatcher_actor_state& st, msg::task_id_t task,
+                             ShardingPolicy policy, msg::worker_id_t worker,
+                             const std::string& address, const LiveWorker& live);
+int64_t fixed_index(const dispatcher_actor_state& st, const std::string& address);
 // Job GC of ended named iterations (dispatcher_actor_jobs.cpp).
 void forget_released_jobs(self_ptr self);
 caf::expected<msg::job_info> job_info_of(self_ptr self, msg::job_id_t id);
@@ -105,8 +105,8 @@ caf::expected<msg::worker_registered> register_worker(self_ptr self, msg::regist
 // dispatcher_actor_autoscale.cpp
 void start_autoscaler(self_ptr self);
 void estimate_if_due(self_ptr self);
-void add_estimates(const dispatcher_state& st, msg::cluster_status& status);
-void add_estimate(const dispatcher_state& st, msg::job_status& job);
+void add_estimates(const dispatcher_actor_state& st, msg::cluster_status& status);
+void add_estimate(const dispatcher_actor_state& st, msg::job_status& job);
 
 // dispatcher_actor_status.cpp
 const msg::dataset_status& dataset_facts(self_ptr self, const DatasetEntry& d);

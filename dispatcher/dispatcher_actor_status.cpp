@@ -64,11 +64,11 @@ caf::result<msg::cluster_status> get_status(self_ptr self, const msg::get_status
   status->protocol_version = st.start.protocol_version;
   status->uptime_ms =
     std::chrono::duration_cast<std::chrono::milliseconds>(now - st.started).count();
-  for (const auto* w : st.state.workers()) {
+  for (const auto* w : st.cluster.workers()) {
     msg::worker_status ws;
     ws.id = w->id;
     ws.address = w->address;
-    ws.tasks = static_cast<int64_t>(st.state.tasks_of_worker(w->id).size());
+    ws.tasks = static_cast<int64_t>(st.cluster.tasks_of_worker(w->id).size());
     if (auto live = st.workers.find(w->id); live != st.workers.end()) {
       ws.heartbeat_age_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(now - live->second.last_heartbeat)
@@ -79,18 +79,18 @@ caf::result<msg::cluster_status> get_status(self_ptr self, const msg::get_status
   }
   std::set<msg::dataset_id_t> listed;
   for (const auto& [id, job] : st.jobs)
-    if (const auto* entry = st.state.job(id))
+    if (const auto* entry = st.cluster.job(id))
       listed.insert(entry->dataset);
   // Every dataset a live job reads, plus the most recent ones (bounded: a long-lived
   // dispatcher may hold many).
   constexpr std::size_t kMaxDatasets = 100;
   for (const auto& id : listed)
-    if (const auto* d = st.state.dataset(id))
+    if (const auto* d = st.cluster.dataset(id))
       (void)dataset_facts(self, *d);
   for (const auto& [id, facts] : st.dataset_facts) {
     if (status->datasets.size() >= kMaxDatasets)
       break;
-    if (st.state.dataset(id))
+    if (st.cluster.dataset(id))
       status->datasets.push_back(facts);
   }
   add_estimates(st, *status);
@@ -102,7 +102,7 @@ caf::result<msg::cluster_status> get_status(self_ptr self, const msg::get_status
   auto promise = self->make_response_promise<msg::cluster_status>();
   auto pending = std::make_shared<std::size_t>(st.jobs.size());
   auto deliver_one = [self, status, pending, promise](msg::job_status js) mutable {
-    if (const auto* entry = self->state.state.job(js.id)) {
+    if (const auto* entry = self->state.cluster.job(js.id)) {
       js.name = entry->name;
       js.dataset = entry->dataset;
     }
@@ -121,7 +121,7 @@ caf::result<msg::cluster_status> get_status(self_ptr self, const msg::get_status
             [self, jid, deliver_one](caf::error&) mutable {
               msg::job_status js;
               js.id = jid;
-              if (const auto* entry = self->state.state.job(jid)) {
+              if (const auto* entry = self->state.cluster.job(jid)) {
                 js.mode = to_string(entry->policy);
                 js.finished = entry->finished;
               }

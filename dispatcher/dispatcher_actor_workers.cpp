@@ -33,12 +33,12 @@ namespace conveyor::actors::dispatcher_detail {
 
 void remove_worker(self_ptr self, msg::worker_id_t id, const std::string& reason) {
   auto& st = self->state;
-  const auto* entry = st.state.worker(id);
+  const auto* entry = st.cluster.worker(id);
   if (!entry)
     return;
   std::string address = entry->address;
   std::vector<std::pair<msg::task_id_t, msg::job_id_t>> tasks;
-  for (const auto* t : st.state.tasks_of_worker(id))
+  for (const auto* t : st.cluster.tasks_of_worker(id))
     tasks.emplace_back(t->id, t->job);
   if (!persist(self, msg::RemoveWorkerRecord{id, reason, now_us(self)}, [self, tasks, reason] {
          for (const auto& [task, job] : tasks)
@@ -110,7 +110,7 @@ caf::expected<msg::dataset_registered> register_dataset(self_ptr self, msg::regi
     if (id.empty())
       return msg::make_error(ErrorCode::invalid_argument,
                              "the requested dataset id must not be empty");
-    if (const auto* existing = st.state.dataset(id)) {
+    if (const auto* existing = st.cluster.dataset(id)) {
       if (existing->fingerprint == fp && existing->compression != req.compression)
         return msg::make_error(ErrorCode::invalid_argument,
                                "dataset id \"" + id + "\" is already registered with compression " +
@@ -124,17 +124,17 @@ caf::expected<msg::dataset_registered> register_dataset(self_ptr self, msg::regi
                              "dataset id \"" + id +
                                "\" is already registered with another definition");
     }
-  } else if (const auto* existing = st.state.dataset_by_fingerprint(fp, req.compression)) {
+  } else if (const auto* existing = st.cluster.dataset_by_fingerprint(fp, req.compression)) {
     return msg::dataset_registered{existing->id};
   } else {
-    id = st.state.next_dataset_id();
+    id = st.cluster.next_dataset_id();
   }
   const auto definition_bytes = req.definition.size();
   msg::RegisterDatasetRecord record{id, fp, std::move(req.definition),
                                     static_cast<uint8_t>(req.compression), now_us(self)};
   if (auto s = persist(self, std::move(record)); !s.ok())
     return msg::to_error(s);
-  (void)dataset_facts(self, *st.state.dataset(id));
+  (void)dataset_facts(self, *st.cluster.dataset(id));
   // By id and fingerprint only: the text form of a dataset holding tensors can be megabytes.
   log::info(kLog, "registered dataset " + id + " (fingerprint " + fp + ", " +
                     std::to_string(definition_bytes) + " bytes, compression " +
@@ -149,7 +149,7 @@ caf::expected<msg::worker_registered> adopt_worker(self_ptr self, msg::worker_id
                                                    msg::worker_actor handle,
                                                    std::vector<std::string> tags) {
   auto& st = self->state;
-  const auto* entry = st.state.worker(id);
+  const auto* entry = st.cluster.worker(id);
   auto& live = st.workers[id];
   live.handle = handle;
   live.tags = std::move(tags);
@@ -157,11 +157,11 @@ caf::expected<msg::worker_registered> adopt_worker(self_ptr self, msg::worker_id
   self->monitor(handle);
   std::string address = entry->address;
   std::vector<msg::job_id_t> has;
-  for (const auto* t : st.state.tasks_of_worker(id)) {
+  for (const auto* t : st.cluster.tasks_of_worker(id)) {
     has.push_back(t->job);
     // Finished ones too: a task whose pipeline ended may still hold elements its consumers
     // have not read; the job must list it again, or the worker stops it as unclaimed.
-    const auto* job = st.state.job(t->job);
+    const auto* job = st.cluster.job(t->job);
     if (auto j = st.jobs.find(t->job); j != st.jobs.end() && job)
       self->send(j->second, task_on_worker(st, t->id, job->policy, id, address, live));
   }
@@ -210,13 +210,13 @@ caf::expected<msg::worker_registered> register_worker(self_ptr self, msg::regist
     log::warning(kLog, "refused " + why);
     return msg::make_error(ErrorCode::permission_denied, why); // final: the worker does not retry
   }
-  if (const auto* old = st.state.worker_by_address(req.address)) {
+  if (const auto* old = st.cluster.worker_by_address(req.address)) {
     auto w = st.workers.find(old->id);
     if (w != st.workers.end() && !w->second.handle)
       return adopt_worker(self, old->id, req.worker, req.worker_tags);
     remove_worker(self, old->id, "it registered again");
   }
-  auto id = st.state.next_worker_id();
+  auto id = st.cluster.next_worker_id();
   if (auto s = persist(self, msg::RegisterWorkerRecord{id, req.address, now_us(self)}); !s.ok())
     return msg::to_error(s);
   self->monitor(req.worker);
