@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "py_status.hpp"
 #include "pipeline/io/example.hpp"
 #include "pipeline/io/files.hpp"
 
@@ -18,17 +19,7 @@ namespace conveyor_python {
 
 namespace {
 
-void (*g_raise)(const Status&) = nullptr;
-
-[[noreturn]] void fail(const Status& st) {
-  g_raise(st);
-  throw std::logic_error(st.message()); // not reached: g_raise throws
-}
-
-void check(const Status& st) {
-  if (!st.ok())
-    fail(st);
-}
+[[noreturn]] void fail(const Status& st) { raise(st); }
 
 std::string type_name(py::handle v) { return py::str(py::type::of(v).attr("__name__")); }
 
@@ -195,8 +186,7 @@ Dataset parse_example(const Dataset& d, const std::vector<FeatureArgs>& features
 
 } // namespace
 
-void bind_dataset_ops(py::class_<Dataset>& ds, void (*raise)(const Status&)) {
-  g_raise = raise;
+void bind_dataset_ops(py::class_<Dataset>& ds) {
   using Files = std::vector<std::string>;
   const auto none = py::none();
   ds.def_static(

@@ -11,8 +11,7 @@
 
 namespace conveyor_python {
 
-// `raise` turns a Status into the Python exception registered for its code (module.cpp's).
-void bind_dataset_ops(pybind11::class_<conveyor::Dataset>& ds,
-                      void (*raise)(const conveyor::Status&));
+// Errors are raised as py_status.hpp's StatusError (the module's exception classes).
+void bind_dataset_ops(pybind11::class_<conveyor::Dataset>& ds);
 
 } // namespace conveyor_python

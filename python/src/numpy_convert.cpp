@@ -1,0 +1,214 @@
+#include "numpy_convert.hpp"
+
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "py_status.hpp"
+
+namespace py = pybind11;
+using namespace conveyor;
+
+namespace conveyor_python {
+
+namespace {
+
+// ---------------------------------------------------------------- elements -> numpy
+
+// The numpy dtype of each DType. bfloat16 has none in numpy: its tensors come out as uint16
+// arrays of the bit patterns whose dtype carries the metadata {"conveyor_dtype": "bfloat16"}
+// (conveyor.bfloat16_dtype), which is how such an array is recognized on the way back in.
+const char* numpy_dtype_name(DType d) {
+  switch (d) {
+    case DType::boolean: return "bool";
+    case DType::int8: return "int8";
+    case DType::int16: return "int16";
+    case DType::int32: return "int32";
+    case DType::int64: return "int64";
+    case DType::uint8: return "uint8";
+    case DType::uint16: return "uint16";
+    case DType::uint32: return "uint32";
+    case DType::uint64: return "uint64";
+    case DType::float16: return "float16";
+    case DType::bfloat16: return "uint16";
+    case DType::float32: return "float32";
+    case DType::float64: return "float64";
+    case DType::complex64: return "complex64";
+    case DType::complex128: return "complex128";
+    case DType::string: return "object";
+  }
+  return "object";
+}
+
+constexpr const char* kDTypeMetadataKey = "conveyor_dtype";
+
+// numpy dtype objects, made once per DType (leaked: used until the process exits).
+const py::dtype& numpy_dtype(DType d) {
+  static std::vector<py::dtype*> cache(kNumDTypes, nullptr);
+  auto i = static_cast<std::size_t>(d);
+  if (cache[i] == nullptr) {
+    if (d == DType::bfloat16) {
+      py::dict metadata;
+      metadata[kDTypeMetadataKey] = "bfloat16";
+      py::object dt =
+        py::module_::import("numpy").attr("dtype")("uint16", py::arg("metadata") = metadata);
+      cache[i] = new py::dtype(py::reinterpret_borrow<py::dtype>(dt));
+    } else {
+      cache[i] = new py::dtype(numpy_dtype_name(d));
+    }
+  }
+  return *cache[i];
+}
+
+// The DType of a numpy array's dtype; nullopt for one conveyor has no dtype for.
+std::optional<DType> dtype_of_numpy(const py::dtype& dt) {
+  const char kind = dt.kind();
+  const auto size = dt.itemsize();
+  py::object metadata = dt.attr("metadata"); // None, or a read-only mapping
+  if (!metadata.is_none() && size == 2 && (kind == 'u' || kind == 'i')) {
+    py::object tag = metadata.attr("get")(kDTypeMetadataKey);
+    if (!tag.is_none() && py::str(tag).cast<std::string>() == "bfloat16")
+      return DType::bfloat16;
+  }
+  if (kind == 'V' && size == 2 && py::str(dt.attr("name")).cast<std::string>() == "bfloat16")
+    return DType::bfloat16; // ml_dtypes' bfloat16, where it is installed
+  const auto sized = [size](DType one, DType two, DType four, DType eight) -> std::optional<DType> {
+    switch (size) {
+      case 1: return one;
+      case 2: return two;
+      case 4: return four;
+      case 8: return eight;
+      default: return std::nullopt;
+    }
+  };
+  switch (kind) {
+    case 'b': return DType::boolean;
+    case 'i': return sized(DType::int8, DType::int16, DType::int32, DType::int64);
+    case 'u': return sized(DType::uint8, DType::uint16, DType::uint32, DType::uint64);
+    case 'f':
+      if (size == 2)
+        return DType::float16;
+      if (size == 4)
+        return DType::float32;
+      if (size == 8)
+        return DType::float64;
+      return std::nullopt;
+    case 'c':
+      if (size == 8)
+        return DType::complex64;
+      if (size == 16)
+        return DType::complex128;
+      return std::nullopt;
+    default: return std::nullopt;
+  }
+}
+
+// A numeric tensor as an array over its own storage; `owner` (the capsule owning the Element)
+// becomes the array's base, so the storage lives as long as any array (or view) over it.
+py::array tensor_view(const Tensor& t, py::handle owner) {
+  std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
+  const void* data = t.data<unsigned char>();
+  if (t.num_elements() == 0)
+    return py::array(numpy_dtype(t.dtype()), shape); // nothing to share
+  return py::array(numpy_dtype(t.dtype()), std::move(shape), std::vector<py::ssize_t>{}, data,
+                   owner);
+}
+
+// Strings cannot be shared with numpy: a scalar becomes `bytes`-holding 0-d object array and a
+// tensor an object array of `bytes` (as tf.data's as_numpy_iterator gives).
+py::array string_array(const Tensor& t) {
+  std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
+  py::array out(numpy_dtype(DType::string), shape);
+  auto** items = static_cast<PyObject**>(out.mutable_data());
+  const auto& strings = t.strings();
+  for (std::size_t i = 0; i < strings.size(); ++i) {
+    PyObject* b =
+      PyBytes_FromStringAndSize(strings[i].data(), static_cast<Py_ssize_t>(strings[i].size()));
+    if (b == nullptr)
+      throw py::error_already_set();
+    Py_XDECREF(items[i]); // numpy filled object arrays with None
+    items[i] = b;
+  }
+  return out;
+}
+
+} // namespace
+
+// Element -> one array (one component) or a tuple of arrays. Takes the Element over.
+py::object element_to_python(Element&& e) {
+  auto* owned = new Element(std::move(e));
+  py::capsule owner(owned, kCapsuleName, [](PyObject* cap) {
+    delete static_cast<Element*>(PyCapsule_GetPointer(cap, kCapsuleName));
+  });
+  const auto convert = [&](const Tensor& t) -> py::object {
+    if (t.dtype() == DType::string && t.rank() == 0) {
+      const std::string& s = t.strings()[0];
+      return py::bytes(s.data(), s.size()); // as tf.data's as_numpy_iterator
+    }
+    if (t.dtype() == DType::string)
+      return string_array(t);
+    return tensor_view(t, owner);
+  };
+  if (owned->size() == 1)
+    return convert((*owned)[0]);
+  py::tuple out(owned->size());
+  for (std::size_t i = 0; i < owned->size(); ++i)
+    out[i] = convert((*owned)[i]);
+  return std::move(out);
+}
+
+// ---------------------------------------------------------------- python -> elements
+
+Tensor tensor_from_python(py::handle value, const char* what) {
+  py::module_ np = py::module_::import("numpy");
+  py::array arr = np.attr("asarray")(value);
+  const char kind = arr.dtype().kind();
+  Shape shape(arr.shape(), arr.shape() + arr.ndim());
+  if (kind == 'O' || kind == 'S' || kind == 'U') {
+    Tensor t(DType::string, shape);
+    py::list flat = arr.attr("reshape")(-1).attr("tolist")();
+    auto& strings = t.mutable_strings();
+    for (std::size_t i = 0; i < strings.size(); ++i) {
+      py::handle item = flat[i];
+      if (py::isinstance<py::bytes>(item))
+        strings[i] = item.cast<std::string>();
+      else if (py::isinstance<py::str>(item))
+        strings[i] = item.cast<std::string>(); // UTF-8
+      else
+        raise(invalid_argument(std::string{what} +
+                               ": an object array must hold bytes or str, got " +
+                               std::string(py::str(py::type::of(item).attr("__name__")))));
+    }
+    return t;
+  }
+  const std::optional<DType> dtype = dtype_of_numpy(arr.dtype());
+  if (!dtype)
+    raise(invalid_argument(std::string{what} + ": unsupported numpy dtype " +
+                           std::string(py::str(arr.dtype())) + "; conveyor tensors are " +
+                           dtype_names() + " (bfloat16: see conveyor.bfloat16)"));
+  Tensor t(*dtype, shape);
+  // Tensors hold native-order values: a big-endian array (dtype '>i4', as read from a file
+  // format that stores them so) is converted, not copied byte for byte into wrong numbers.
+  if (!arr.dtype().attr("isnative").cast<bool>())
+    arr = arr.attr("astype")(arr.dtype().attr("newbyteorder")("="));
+  py::array contiguous = np.attr("ascontiguousarray")(arr);
+  if (t.num_elements() > 0)
+    std::memcpy(t.mutable_bytes().data(), contiguous.data(), t.bytes().size());
+  return t;
+}
+
+// A tuple is a multi-component element; anything else one tensor (as tf.data's from_tensors).
+Element element_from_python(py::handle value, const char* what) {
+  if (py::isinstance<py::tuple>(value)) {
+    std::vector<Tensor> parts;
+    for (py::handle item : value)
+      parts.push_back(tensor_from_python(item, what));
+    if (parts.empty())
+      raise(invalid_argument(std::string{what} + ": an element needs at least one component"));
+    return Element{std::move(parts)};
+  }
+  return Element{tensor_from_python(value, what)};
+}
+
+} // namespace conveyor_python
