@@ -5,104 +5,17 @@
 #include <string>
 #include <vector>
 
+#include "pipeline/functions/python/numpy_dtypes.hpp"
 #include "py_status.hpp"
 
 namespace py = pybind11;
 using namespace conveyor;
+using conveyor::python::dtype_of_numpy;
+using conveyor::python::numpy_dtype;
 
 namespace conveyor_python {
 
 namespace {
-
-// ---------------------------------------------------------------- elements -> numpy
-
-// The numpy dtype of each DType. bfloat16 has none in numpy: its tensors come out as uint16
-// arrays of the bit patterns whose dtype carries the metadata {"conveyor_dtype": "bfloat16"}
-// (conveyor.bfloat16_dtype), which is how such an array is recognized on the way back in.
-const char* numpy_dtype_name(DType d) {
-  switch (d) {
-    case DType::boolean: return "bool";
-    case DType::int8: return "int8";
-    case DType::int16: return "int16";
-    case DType::int32: return "int32";
-    case DType::int64: return "int64";
-    case DType::uint8: return "uint8";
-    case DType::uint16: return "uint16";
-    case DType::uint32: return "uint32";
-    case DType::uint64: return "uint64";
-    case DType::float16: return "float16";
-    case DType::bfloat16: return "uint16";
-    case DType::float32: return "float32";
-    case DType::float64: return "float64";
-    case DType::complex64: return "complex64";
-    case DType::complex128: return "complex128";
-    case DType::string: return "object";
-  }
-  return "object";
-}
-
-constexpr const char* kDTypeMetadataKey = "conveyor_dtype";
-
-// numpy dtype objects, made once per DType (leaked: used until the process exits).
-const py::dtype& numpy_dtype(DType d) {
-  static std::vector<py::dtype*> cache(kNumDTypes, nullptr);
-  auto i = static_cast<std::size_t>(d);
-  if (cache[i] == nullptr) {
-    if (d == DType::bfloat16) {
-      py::dict metadata;
-      metadata[kDTypeMetadataKey] = "bfloat16";
-      py::object dt =
-        py::module_::import("numpy").attr("dtype")("uint16", py::arg("metadata") = metadata);
-      cache[i] = new py::dtype(py::reinterpret_borrow<py::dtype>(dt));
-    } else {
-      cache[i] = new py::dtype(numpy_dtype_name(d));
-    }
-  }
-  return *cache[i];
-}
-
-// The DType of a numpy array's dtype; nullopt for one conveyor has no dtype for.
-std::optional<DType> dtype_of_numpy(const py::dtype& dt) {
-  const char kind = dt.kind();
-  const auto size = dt.itemsize();
-  py::object metadata = dt.attr("metadata"); // None, or a read-only mapping
-  if (!metadata.is_none() && size == 2 && (kind == 'u' || kind == 'i')) {
-    py::object tag = metadata.attr("get")(kDTypeMetadataKey);
-    if (!tag.is_none() && py::str(tag).cast<std::string>() == "bfloat16")
-      return DType::bfloat16;
-  }
-  if (kind == 'V' && size == 2 && py::str(dt.attr("name")).cast<std::string>() == "bfloat16")
-    return DType::bfloat16; // ml_dtypes' bfloat16, where it is installed
-  const auto sized = [size](DType one, DType two, DType four, DType eight) -> std::optional<DType> {
-    switch (size) {
-      case 1: return one;
-      case 2: return two;
-      case 4: return four;
-      case 8: return eight;
-      default: return std::nullopt;
-    }
-  };
-  switch (kind) {
-    case 'b': return DType::boolean;
-    case 'i': return sized(DType::int8, DType::int16, DType::int32, DType::int64);
-    case 'u': return sized(DType::uint8, DType::uint16, DType::uint32, DType::uint64);
-    case 'f':
-      if (size == 2)
-        return DType::float16;
-      if (size == 4)
-        return DType::float32;
-      if (size == 8)
-        return DType::float64;
-      return std::nullopt;
-    case 'c':
-      if (size == 8)
-        return DType::complex64;
-      if (size == 16)
-        return DType::complex128;
-      return std::nullopt;
-    default: return std::nullopt;
-  }
-}
 
 // A numeric tensor as an array over its own storage; `owner` (the capsule owning the Element)
 // becomes the array's base, so the storage lives as long as any array (or view) over it.

@@ -77,6 +77,20 @@ def test_every_dtype_round_trips_through_a_cluster(cluster, mode):
             _same(g, w)
 
 
+def test_every_dtype_through_a_python_map_on_the_workers(cluster):
+    # The workers' Python functions take and give every dtype (bfloat16 keeps its mark): the copy
+    # makes each result a new array, converted back rather than passed through.
+    arrays = [np.stack([a] * 2) for a in _awkward()]
+    arrays[10] = conveyor.bfloat16(arrays[10], bits=True)
+    ds = conveyor.Dataset.from_tensor_slices(tuple(arrays)).map(
+        lambda *xs: tuple(np.array(x, copy=True) for x in xs))
+    got = list(conveyor.distribute(ds, service=cluster.target, processing_mode="distributed_epoch"))
+    assert len(got) == 2
+    for element in got:
+        for g, w in zip(element, _awkward()):
+            _same(g, w)
+
+
 def test_unsupported_numpy_dtypes_name_the_supported_ones():
     with pytest.raises(ValueError, match=r"unsupported numpy dtype complex256.*uint16.*bfloat16"):
         conveyor.Dataset.from_tensors(np.zeros(2, np.clongdouble))

@@ -1,10 +1,12 @@
 // Tensors <-> numpy (see the header). Errors are values: a worker must not throw into a kernel.
 #include "pipeline/functions/python/numpy_tensor.hpp"
+#include "pipeline/functions/python/numpy_dtypes.hpp"
 
 #include <pybind11/numpy.h>
 
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace py = pybind11;
@@ -15,29 +17,24 @@ namespace {
 
 constexpr const char* kCapsuleName = "conveyor.WorkerElement";
 
-// numpy's name for a DType: tf.data's names are numpy's, except that strings are objects.
-py::dtype numpy_dtype(DType d) {
-  return py::dtype(d == DType::string ? std::string{"object"} : std::string{dtype_name(d)});
-}
-
 // Leaked: used until the process ends, and never released after the interpreter is gone.
 py::module_& numpy() {
   static auto* module = new py::module_(py::module_::import("numpy"));
   return *module;
 }
 
-// The DType of a numpy dtype, by numpy's name (tf.data's names are numpy's); remembered per numpy
-// type number once found (under the GIL, as every call here). Error: the numpy name.
+// The DType of a numpy dtype (numpy_dtypes.hpp), remembered per numpy type number for dtypes
+// without metadata (a bfloat16-marked uint16 shares uint16's number). Error: numpy's name.
 Expected<DType> dtype_of(const py::dtype& dtype) {
   static std::optional<DType> known[64];
   const int num = py::detail::array_descriptor_proxy(dtype.ptr())->type_num;
-  if (num >= 0 && num < 64 && known[num])
+  const bool plain = dtype.attr("metadata").is_none();
+  if (plain && num >= 0 && num < 64 && known[num])
     return *known[num];
-  const std::string name = py::str(py::handle(dtype)).cast<std::string>();
-  std::optional<DType> found = dtype_from_name(name);
-  if (!found || *found == DType::string)
-    return invalid_argument(name);
-  if (num >= 0 && num < 64)
+  std::optional<DType> found = dtype_of_numpy(dtype);
+  if (!found)
+    return invalid_argument(py::str(py::handle(dtype)).cast<std::string>());
+  if (plain && num >= 0 && num < 64)
     known[num] = found;
   return *found;
 }
