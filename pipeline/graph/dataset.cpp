@@ -75,7 +75,12 @@ Dataset Dataset::load(std::string path, bool wait) {
   std::string spec;
   if (auto metadata = snapshot::read_metadata(path); metadata.ok())
     spec = metadata->element_spec;
-  return make("load", {}, {{"path", std::move(path)}, {"wait", wait}, {"element_spec", spec}});
+  return make("load", {},
+              {{"path", std::move(path)},
+               {"wait", wait},
+               {"element_spec", spec},
+               {"num_shards", int64_t{1}},
+               {"shard_index", int64_t{0}}});
 }
 
 Dataset Dataset::csv(std::vector<std::string> files, std::vector<std::string> column_types,

@@ -164,8 +164,10 @@ Status CsvRecordReader::next(std::vector<std::string>& fields, std::vector<bool>
 }
 
 Expected<DType> csv_column_type(const std::string& name, const std::string& what) {
+  // tf.data's CsvDataset record types; the other dtypes are a cast() after the source.
   auto dtype = dtype_from_name(name);
-  if (!dtype || *dtype == DType::boolean)
+  if (!dtype || (*dtype != DType::int32 && *dtype != DType::int64 && *dtype != DType::float32 &&
+                 *dtype != DType::float64 && *dtype != DType::string))
     return invalid_argument(what +
                             " must be \"int32\", \"int64\", \"float32\", \"float64\" or "
                             "\"string\", got \"" +

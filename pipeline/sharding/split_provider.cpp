@@ -22,8 +22,7 @@ constexpr const char* kSplittableOpsText =
 
 bool is_splittable(const std::string& op) {
   return op == "range" || op == "from_tensor_slices" || op == "list_files" || op == "text_lines" ||
-         op == "tfrecord" || op == "csv" ||
-         op == "load";
+         op == "tfrecord" || op == "csv" || op == "load";
 }
 
 // One occurrence of a splittable source, with the ops on the way down to it from the root.

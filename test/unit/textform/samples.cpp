@@ -37,6 +37,7 @@ std::vector<Sample> make_samples() {
     {"list_files(\"/d/*\", shuffle=false, seed=7)", Dataset::list_files("/d/*", false, 7)},
     {"text_lines([\"a.txt\", \"b \\\"q\\\".txt\"])", Dataset::text_lines({"a.txt", "b \"q\".txt"})},
     {"tfrecord([\"x.tfrecord\"])", Dataset::tfrecord({"x.tfrecord"})},
+    {"load(\"/no/snapshot/here\", wait=true)", Dataset::load("/no/snapshot/here", true)},
     {"csv([\"x.csv\"], [\"int64\", \"string\"], header=true, field_delim=\";\", select_cols=[0, "
      "2])",
      Dataset::csv({"x.csv"}, {"int64", "string"}, true, ";", "", {0, 2})},
