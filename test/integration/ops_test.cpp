@@ -12,6 +12,7 @@
 #include <doctest/doctest.h>
 
 #include "test/integration/cluster.hpp"
+#include "test/integration/node_http.hpp"
 #include "test/support/free_port.hpp"
 
 using namespace conveyor::testing;
@@ -24,49 +25,12 @@ bool contains(const std::string& text, const std::string& needle) {
 
 // GET http://127.0.0.1:port/path; returns the body ("" on any failure, with `error` set).
 std::string http_get(uint16_t port, const std::string& path, std::string& error) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    error = "socket failed";
+  HttpReply reply = conveyor::testing::http_get(port, path);
+  if (reply.code != 200) {
+    error = reply.code == 0 ? "no HTTP answer" : "HTTP status " + std::to_string(reply.code);
     return {};
   }
-  timeval tv{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    error = "connect failed";
-    return {};
-  }
-  const std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-  (void)!::write(fd, req.data(), req.size());
-  std::string resp;
-  char buf[65536];
-  for (;;) {
-    auto n = ::read(fd, buf, sizeof buf);
-    if (n <= 0)
-      break;
-    resp.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  auto body = resp.find("\r\n\r\n");
-  if (resp.rfind("HTTP/1.", 0) != 0 || !contains(resp.substr(0, 16), "200") ||
-      body == std::string::npos) {
-    error = "bad response: " + resp.substr(0, 200);
-    return {};
-  }
-  return resp.substr(body + 4);
-}
-
-// The port from a "metrics on http://HOST:PORT/metrics" log line.
-uint16_t metrics_port_of(ChildProcess& p) {
-  REQUIRE(p.wait_for_output("/metrics", kStartTimeout));
-  std::smatch m;
-  const std::string text = p.stderr_text();
-  REQUIRE(std::regex_search(text, m, std::regex(R"(metrics on http://[^ ]*:(\d+)/metrics)")));
-  return static_cast<uint16_t>(std::stoi(m[1].str()));
+  return reply.body;
 }
 
 // The value of the first sample line starting with `prefix` (name plus labels), or -1.

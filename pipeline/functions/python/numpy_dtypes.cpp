@@ -13,25 +13,10 @@ namespace {
 // arrays of the bit patterns whose dtype carries the metadata {"conveyor_dtype": "bfloat16"}
 // (conveyor.bfloat16_dtype), which is how such an array is recognized on the way back in.
 const char* numpy_dtype_name(DType d) {
-  switch (d) {
-    case DType::boolean: return "bool";
-    case DType::int8: return "int8";
-    case DType::int16: return "int16";
-    case DType::int32: return "int32";
-    case DType::int64: return "int64";
-    case DType::uint8: return "uint8";
-    case DType::uint16: return "uint16";
-    case DType::uint32: return "uint32";
-    case DType::uint64: return "uint64";
-    case DType::float16: return "float16";
-    case DType::bfloat16: return "uint16";
-    case DType::float32: return "float32";
-    case DType::float64: return "float64";
-    case DType::complex64: return "complex64";
-    case DType::complex128: return "complex128";
-    case DType::string: return "object";
-  }
-  return "object";
+  // tf.data's dtype names are numpy's, but for strings (objects) and bfloat16 (marked uint16).
+  if (d == DType::string)
+    return "object";
+  return d == DType::bfloat16 ? "uint16" : dtype_name(d);
 }
 
 constexpr const char* kDTypeMetadataKey = "conveyor_dtype";
