@@ -78,23 +78,8 @@ Tensor tensor_from_python(py::handle value, const char* what) {
   py::array arr = np.attr("asarray")(value);
   const char kind = arr.dtype().kind();
   Shape shape(arr.shape(), arr.shape() + arr.ndim());
-  if (kind == 'O' || kind == 'S' || kind == 'U') {
-    Tensor t(DType::string, shape);
-    py::list flat = arr.attr("reshape")(-1).attr("tolist")();
-    auto& strings = t.mutable_strings();
-    for (std::size_t i = 0; i < strings.size(); ++i) {
-      py::handle item = flat[i];
-      if (py::isinstance<py::bytes>(item))
-        strings[i] = item.cast<std::string>();
-      else if (py::isinstance<py::str>(item))
-        strings[i] = item.cast<std::string>(); // UTF-8
-      else
-        raise(invalid_argument(std::string{what} +
-                               ": an object array must hold bytes or str, got " +
-                               std::string(py::str(py::type::of(item).attr("__name__")))));
-    }
-    return t;
-  }
+  if (kind == 'O' || kind == 'S' || kind == 'U')
+    return unwrap(conveyor::python::string_tensor_from_numpy(arr, what));
   const std::optional<DType> dtype = dtype_of_numpy(arr.dtype());
   if (!dtype)
     raise(invalid_argument(std::string{what} + ": unsupported numpy dtype " +

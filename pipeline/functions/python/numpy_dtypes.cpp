@@ -84,4 +84,18 @@ std::optional<DType> dtype_of_numpy(const py::dtype& dt) {
   }
 }
 
+Expected<Tensor> string_tensor_from_numpy(const py::array& arr, const std::string& what) {
+  Tensor t(DType::string, Shape(arr.shape(), arr.shape() + arr.ndim()));
+  py::list flat = arr.attr("reshape")(-1).attr("tolist")();
+  auto& strings = t.mutable_strings();
+  for (std::size_t i = 0; i < strings.size(); ++i) {
+    py::handle item = flat[i];
+    if (!py::isinstance<py::bytes>(item) && !py::isinstance<py::str>(item))
+      return invalid_argument(what + ": an object array must hold bytes or str, got " +
+                              py::str(py::type::of(item).attr("__name__")).cast<std::string>());
+    strings[i] = item.cast<std::string>(); // str as UTF-8
+  }
+  return t;
+}
+
 } // namespace conveyor::python

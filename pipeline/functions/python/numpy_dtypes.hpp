@@ -7,6 +7,7 @@
 #include <pybind11/numpy.h>
 
 #include <optional>
+#include <string>
 
 #include "conveyor/tensor.hpp"
 
@@ -17,5 +18,9 @@ const pybind11::dtype& numpy_dtype(DType d);
 // The DType of a numpy dtype; nullopt for one conveyor has no dtype for (strings are not
 // numpy dtypes here: object/bytes/str arrays are the callers' to convert).
 std::optional<DType> dtype_of_numpy(const pybind11::dtype& dt);
+
+// An object/bytes/str array (dtype kind O, S or U) as a string tensor of its shape: bytes as
+// they are, str as UTF-8; any other item is invalid_argument naming `what` and the item's type.
+Expected<Tensor> string_tensor_from_numpy(const pybind11::array& arr, const std::string& what);
 
 } // namespace conveyor::python

@@ -39,10 +39,6 @@ Expected<DType> dtype_of(const py::dtype& dtype) {
   return *found;
 }
 
-std::string type_name(py::handle value) {
-  return py::str(py::type::of(value).attr("__name__")).cast<std::string>();
-}
-
 } // namespace
 
 py::object tensor_to_numpy(const Tensor& t, py::handle owner) {
@@ -93,20 +89,8 @@ Expected<Tensor> tensor_from_python(py::handle value, const std::string& what) {
                                            : py::array(numpy().attr("asarray")(value));
   const char kind = arr.dtype().kind();
   Shape shape(arr.shape(), arr.shape() + arr.ndim());
-  if (kind == 'O' || kind == 'S' || kind == 'U') {
-    Tensor t(DType::string, shape);
-    py::list flat = arr.attr("reshape")(-1).attr("tolist")();
-    auto& strings = t.mutable_strings();
-    for (std::size_t i = 0; i < strings.size(); ++i) {
-      py::handle item = flat[i];
-      if (py::isinstance<py::bytes>(item) || py::isinstance<py::str>(item))
-        strings[i] = item.cast<std::string>(); // str as UTF-8
-      else
-        return invalid_argument(what + ": an object array must hold bytes or str, got " +
-                                type_name(item));
-    }
-    return t;
-  }
+  if (kind == 'O' || kind == 'S' || kind == 'U')
+    return string_tensor_from_numpy(arr, what);
   // Tensors hold native-order values: a big-endian array is converted, not copied byte for byte.
   if (py::detail::array_descriptor_proxy(arr.dtype().ptr())->byteorder == '>')
     arr = arr.attr("astype")(arr.dtype().attr("newbyteorder")("="));
