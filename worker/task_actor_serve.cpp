@@ -41,6 +41,15 @@ void report_done(self_ptr self) {
   if (!failed && st.runner->split_feed() && !st.runner->all_acknowledged())
     return;
   st.reported_done = true;
+  // The stop flag ended it (the job was released, or the worker exits after its drain or
+  // without one): that is no outcome of the task. Reported as an error it failed the whole job
+  // ("task failed: cancelled") when a drained worker exited; the job learns of the exit from
+  // the lost connection, where a drain, DYNAMIC's re-issue or OFF's loss rules apply.
+  if (failed && st.start_error.ok() && st.runner->error().code() == ErrorCode::cancelled &&
+      st.start.limits.stop && st.start.limits.stop->load()) {
+    log::info(kLog, st.label() + ": pipeline stopped: " + st.runner->error().to_string());
+    return;
+  }
   std::string error;
   if (!st.start_error.ok())
     error = st.start_error.to_string();
@@ -49,9 +58,6 @@ void report_done(self_ptr self) {
   if (error.empty())
     log::info(kLog, st.label() + ": pipeline ended after " + std::to_string(st.runner->produced()) +
                       " elements");
-  else if (failed && st.start_error.ok() && st.runner->error().code() == ErrorCode::cancelled)
-    // The stop flag ended it: the job was released or the worker exits, nothing went wrong.
-    log::info(kLog, st.label() + ": pipeline stopped: " + error);
   else
     log::error(kLog, st.label() + ": pipeline failed: " + error);
   // (drained: a drain, not the job, ended its splits; the job's production is not over.)

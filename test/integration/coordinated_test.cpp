@@ -200,15 +200,8 @@ TEST_CASE(
   CHECK_MESSAGE(tasks_that_served(out[0]) == 3, cluster.describe()); // the tagged one too
 }
 
-// Known race, not fixed yet: a reader still asking the drained worker's retired task is answered
-// "task failed: cancelled" once the worker stops (3 of 4 runs of the sanitizer build, and seen in
-// the normal build after this stop's merges). Recorded in docs/ARCHITECTURE.md, "Not built yet":
-// skipped, not deleted, so that the fix turns it back on (`--no-skip` runs it now).
-inline constexpr bool kSigtermRoundsRaceOpen = true;
-
 TEST_CASE(
-  "coordinated: a worker stopped with SIGTERM leaves the rounds, a restarted one joins - aligned" *
-  doctest::skip(kSigtermRoundsRaceOpen)) {
+  "coordinated: a worker stopped with SIGTERM leaves the rounds, a restarted one joins - aligned") {
   // SIGTERM drains the worker: the job ends its task at a round every consumer agrees on (as a
   // new worker's start round), the task serves its rounds up to there, then the worker leaves.
   // Then a worker is started again and joins at a later round. Nothing is skipped or repeated.
