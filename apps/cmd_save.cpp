@@ -24,6 +24,7 @@ int run_save(const std::vector<std::string>& args) {
   std::string dispatcher, dataset_text, path;
   SaveOptions save;
   int64_t connect_timeout_ms = 5000;
+  int64_t stall_timeout_ms = 0;
   po::options_description options("save options");
   // clang-format off
   options.add_options()
@@ -39,6 +40,9 @@ int run_save(const std::vector<std::string>& args) {
        "encoded element bytes per chunk file")
       ("connect-timeout", po::value(&connect_timeout_ms)->default_value(5000)->value_name("MS"),
        "with --dispatcher: fail when it does not answer within MS milliseconds")
+      ("stall-timeout", po::value(&stall_timeout_ms)->default_value(0)->value_name("MS"),
+       "with --dispatcher: fail when no element arrived for MS milliseconds (e.g. no worker is\n"
+       "registered); 0 waits as long as it takes, warning every 30 s")
       ("plugin", po::value<std::vector<std::string>>()->composing()->value_name("LIB.so"),
        "load dataset functions from a plugin (repeatable)");
   // clang-format on
@@ -65,6 +69,11 @@ int run_save(const std::vector<std::string>& args) {
     return bad(connect_timeout.status());
   if (dispatcher.empty() && !vm["connect-timeout"].defaulted())
     return bad(invalid_argument("`--connect-timeout` is used only with `--dispatcher`"));
+  if (dispatcher.empty() && !vm["stall-timeout"].defaulted())
+    return bad(invalid_argument("`--stall-timeout` is used only with `--dispatcher`"));
+  if (auto st = check_at_least("--stall-timeout", stall_timeout_ms, 0); !st.ok())
+    return bad(st);
+  save.stall_timeout = std::chrono::milliseconds(stall_timeout_ms);
 
   Expected<SaveResult> result = invalid_argument("unreachable");
   if (dispatcher.empty()) {

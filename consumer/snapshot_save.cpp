@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "conveyor/snapshot.hpp"
+#include "node/log.hpp"
 #include "pipeline/graph/text_form.hpp"
 #include "pipeline/io/snapshot_writer.hpp"
 #include "pipeline/runtime/iterator.hpp"
@@ -33,6 +34,10 @@ Expected<snapshot::WriterOptions> writer_options(const Dataset& dataset, const s
   else
     return invalid_argument("save: `compression` must be \"lz4\" or \"none\", got \"" +
                             options.compression + "\"");
+  if (options.stall_timeout.count() < 0)
+    return invalid_argument(
+      "save: `stall_timeout` must be >= 0 (0: wait as long as it takes), got " +
+      std::to_string(options.stall_timeout.count()) + " ms");
   if (options.chunk_bytes < 1)
     return invalid_argument("save: `chunk_bytes` must be positive, got " +
                             std::to_string(options.chunk_bytes));
@@ -106,10 +111,27 @@ Expected<SaveResult> distributed_save(Client& client, const Dataset& dataset,
   CONVEYOR_RETURN_IF_ERROR(create_snapshot(dataset, path, *w));
   ElementStream& elements = *stream;
   return write_all(path, *w, [&](Element& out, bool& end) {
-    for (;;) { // a slow worker is no failure: only a final error ends the save
-      Status s = elements.next(out, end);
+    using Clock = std::chrono::steady_clock;
+    constexpr auto kWarnEvery = std::chrono::seconds(30);
+    const auto since = Clock::now();
+    auto warned = since;
+    for (;;) { // a slow worker is no failure: only a final error or the stall timeout ends it
+      Status s = elements.next(out, end, std::chrono::seconds(1)); // to check the waits below
       if (s.code() != ErrorCode::deadline_exceeded)
         return s;
+      const auto now = Clock::now();
+      const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - since);
+      if (options.stall_timeout.count() > 0 && waited >= options.stall_timeout)
+        return Status{ErrorCode::deadline_exceeded,
+                      "distributed_save: no element arrived for " + std::to_string(waited.count()) +
+                        " ms (stall_timeout " + std::to_string(options.stall_timeout.count()) +
+                        " ms): is a worker registered with the dispatcher and producing?"};
+      if (now - warned >= kWarnEvery) {
+        warned = now;
+        log::warning("save", "distributed_save: waiting " + std::to_string(waited.count() / 1000) +
+                               " s for the next element (is a worker registered with the "
+                               "dispatcher?)");
+      }
     }
   });
 }

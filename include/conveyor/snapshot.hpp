@@ -2,6 +2,7 @@
 // Dataset::load(path) (the on-disk layout: pipeline/io/snapshot_files.hpp, docs/USER_GUIDE.md).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -15,6 +16,10 @@ namespace conveyor {
 struct SaveOptions {
   std::string compression = "lz4";  // of the chunks: "lz4" or "none"
   int64_t chunk_bytes = 32LL << 20; // encoded bytes per chunk file (each holds >= 1 element)
+  // distributed_save only: fail (deadline_exceeded, the snapshot marked failed) when no element
+  // arrived for this long, e.g. no worker is registered. 0: wait as long as it takes (as
+  // tf.data); a warning is logged every 30 s of waiting either way.
+  std::chrono::milliseconds stall_timeout{0};
 };
 
 struct SaveResult {

@@ -10,7 +10,7 @@ from .service import _service_address
 Dataset = _conveyor.Dataset
 
 
-def _options(dataset, path, compression, chunk_bytes):
+def _options(dataset, path, compression, chunk_bytes, stall_timeout_ms=0):
     if not isinstance(dataset, Dataset):
         raise TypeError(f"`dataset` must be a conveyor.Dataset, got {type(dataset).__name__}")
     if not isinstance(path, str) or not path:
@@ -21,7 +21,11 @@ def _options(dataset, path, compression, chunk_bytes):
         raise ValueError(f"`compression` must be \"lz4\", \"none\" or None, got {compression!r}")
     if isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, numbers.Integral) or chunk_bytes < 1:
         raise ValueError(f"`chunk_bytes` must be a positive int, got {chunk_bytes!r}")
-    return _conveyor._SaveOptions(compression, int(chunk_bytes))
+    if (isinstance(stall_timeout_ms, bool) or not isinstance(stall_timeout_ms, numbers.Integral)
+            or stall_timeout_ms < 0):
+        raise ValueError(f"`stall_timeout_ms` must be an int >= 0 (0: wait as long as it takes), "
+                         f"got {stall_timeout_ms!r}")
+    return _conveyor._SaveOptions(compression, int(chunk_bytes), int(stall_timeout_ms))
 
 
 def save(dataset, path, compression="lz4", *, chunk_bytes=32 << 20) -> dict:
@@ -32,10 +36,12 @@ def save(dataset, path, compression="lz4", *, chunk_bytes=32 << 20) -> dict:
 
 
 def distributed_save(dataset, path, service, compression="lz4", *, chunk_bytes=32 << 20,
-                     connect_timeout_ms=5000) -> dict:
+                     connect_timeout_ms=5000, stall_timeout_ms=0) -> dict:
     """The same with the elements produced by the service's workers (a DYNAMIC job: each element
     once across the workers, surviving the loss of a worker and a dispatcher restart with its
-    work dir); this process writes them as they arrive."""
-    options = _options(dataset, path, compression, chunk_bytes)
+    work dir); this process writes them as they arrive. ``stall_timeout_ms`` > 0 fails the save
+    (and marks the snapshot failed) when no element arrived for that long, e.g. without workers;
+    0 waits as long as it takes, logging a warning every 30 s."""
+    options = _options(dataset, path, compression, chunk_bytes, stall_timeout_ms)
     return _conveyor._distributed_save(_service_address(service), dataset, path, options,
                                        connect_timeout_ms)

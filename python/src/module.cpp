@@ -754,10 +754,11 @@ PYBIND11_MODULE(_conveyor, m) {
           return save_result_dict(unwrap(std::move(*result)));
         });
   py::class_<SaveOptions>(m, "_SaveOptions")
-    .def(py::init([](std::string compression, int64_t chunk_bytes) {
-           return SaveOptions{std::move(compression), chunk_bytes};
+    .def(py::init([](std::string compression, int64_t chunk_bytes, int64_t stall_timeout_ms) {
+           return SaveOptions{std::move(compression), chunk_bytes,
+                              std::chrono::milliseconds(stall_timeout_ms)};
          }),
-         py::arg("compression"), py::arg("chunk_bytes"));
+         py::arg("compression"), py::arg("chunk_bytes"), py::arg("stall_timeout_ms") = 0);
   m.def("_bench_cpp_stream", &bench_cpp_stream, py::arg("service"), py::arg("dataset"),
         py::arg("options"), py::arg("warmup_s"), py::arg("seconds"), py::arg("two_step") = false);
 }

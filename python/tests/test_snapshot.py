@@ -56,3 +56,19 @@ def test_save_errors_name_the_argument(tmp_path):
         conveyor.save(ds, str(tmp_path / "a"))
     with pytest.raises(conveyor.InvalidArgumentError, match="infinite"):
         conveyor.save(ds.repeat(), str(tmp_path / "b"))
+
+
+def test_distributed_save_without_workers_fails_after_its_stall_timeout(tmp_path):
+    dispatcher = conveyor.DispatchServer(port=0, allowed_paths=[str(tmp_path)])
+    try:
+        with pytest.raises(ValueError, match="`stall_timeout_ms`"):
+            conveyor.distributed_save(conveyor.Dataset.range(5), str(tmp_path / "x"), dispatcher,
+                                      stall_timeout_ms=-1)
+        path = str(tmp_path / "s")
+        with pytest.raises(conveyor.DeadlineExceededError, match="no element arrived for"):
+            conveyor.distributed_save(conveyor.Dataset.range(5), path, dispatcher,
+                                      stall_timeout_ms=1000)
+        with pytest.raises(conveyor.ConveyorError, match="no element arrived for"):
+            conveyor.save(conveyor.Dataset.load(path), str(tmp_path / "copy"))  # runs the load here
+    finally:
+        dispatcher.stop()

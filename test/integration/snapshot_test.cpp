@@ -128,3 +128,43 @@ TEST_CASE("snapshot: `conveyor save` refuses bad arguments and an existing snaps
   CHECK(timeout.exit_code == 2);
   CHECK(timeout.stderr_text.find("only with `--dispatcher`") != std::string::npos);
 }
+
+TEST_CASE("snapshot: a distributed save with no worker fails after --stall-timeout and marks the "
+          "snapshot failed; without it the save waits") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string wd = dir.path() + "/work", snap = dir.path() + "/snap";
+  auto d = start_dispatcher(free_port(), wd, "dispatcher");
+  const uint16_t port = *d->wait_listening(kStartTimeout);
+  auto stalled = run_conveyor({"save", "--dispatcher", addr(port), "--dataset", "range(100)",
+                               "--path", snap, "--stall-timeout", "1500"},
+                              kReadTimeout);
+  CHECK_MESSAGE(stalled.exit_code == 1, stalled.describe);
+  CHECK_MESSAGE(stalled.stderr_text.find("no element arrived for") != std::string::npos,
+                stalled.describe);
+  CHECK(stalled.stderr_text.find("stall_timeout 1500 ms") != std::string::npos);
+  // The snapshot records the cause: a load fails with it.
+  auto loaded = Dataset::load(snap).make_iterator();
+  std::string load_error = loaded.ok() ? "" : loaded.status().to_string();
+  if (loaded.ok()) {
+    Element e;
+    bool end = false;
+    load_error = (*loaded)->get_next(e, end).to_string();
+  }
+  CHECK_MESSAGE(load_error.find("no element arrived for") != std::string::npos, load_error);
+  // Without the flag the save waits for a worker: one that registers late completes it.
+  auto waiting = ChildProcess::conveyor(
+    {"save", "--dispatcher", addr(port), "--dataset", "range(100)", "--path", snap + "2"}, "save");
+  REQUIRE(waiting.ok());
+  REQUIRE_MESSAGE(d->wait_for_output("created job", kReadTimeout), d->describe());
+  auto worker = start_worker(port, "worker");
+  auto rc = (*waiting)->wait_exit(kReadTimeout);
+  REQUIRE(rc.has_value());
+  CHECK_MESSAGE(*rc == 0, (*waiting)->describe());
+  auto bad =
+    run_conveyor({"save", "--dataset", "range(10)", "--path", snap + "3", "--stall-timeout", "10"},
+                 kReadTimeout);
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.stderr_text.find("`--stall-timeout` is used only with `--dispatcher`") !=
+        std::string::npos);
+}
