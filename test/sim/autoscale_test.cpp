@@ -99,3 +99,13 @@ TEST_CASE("autoscale loop: converges to the oracle count, does not flap, scales 
   MESSAGE(runs << " seeds, " << failed << " failed");
   CHECK(failed == 0);
 }
+
+TEST_CASE("autoscale loop: a seed replays the same run") {
+  const auto c = draw(7);
+  const auto a = conveyor::sim::run_autoscale_loop(c);
+  const auto b = conveyor::sim::run_autoscale_loop(c);
+  CHECK(a.describe() == b.describe());
+  CHECK(a.received == b.received);
+  CHECK(a.end_s == b.end_s);
+  CHECK(a.changes.size() >= 2); // it scaled up and down: the run is not trivially equal
+}
