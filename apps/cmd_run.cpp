@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -22,6 +23,7 @@
 
 #include "apps/child_nodes.hpp"
 #include "apps/cli_common.hpp"
+#include "apps/local_autoscale.hpp"
 #include "apps/subcommand.hpp"
 #include "conveyor/client.hpp"
 #include "conveyor/server.hpp"
@@ -34,10 +36,14 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr CommandInfo kInfo{
-  "run", "[--workers N] [--dataset EXPR] [--mode dynamic|off] [--take N] [flags]",
+  "run",
+  "[--workers N] [--dataset EXPR] [--mode dynamic|off] [--take N] [--autoscale --min-workers A "
+  "--max-workers B] [flags]",
   "Starts a local cluster (a dispatcher and N workers, each a child process of this binary, on\n"
   "127.0.0.1 with free ports), reads a sample pipeline through it and prints the topology, a few\n"
-  "elements, progress and a throughput summary. Ctrl-C stops everything cleanly."};
+  "elements, progress and a throughput summary. With --autoscale the dispatcher's autoscaler\n"
+  "decides the worker count and run starts and drains worker processes to follow it.\n"
+  "Ctrl-C stops everything cleanly."};
 
 // The default sample: four million squares in batches of 256 (a few seconds), read in DYNAMIC
 // mode, so the workers share one epoch and every element arrives exactly once.
@@ -52,7 +58,8 @@ public:
   // DYNAMIC file sources (--allow-path).
   std::vector<std::string> allow_paths;
 
-  Status start_processes(int workers, int64_t range_split_size, const std::string& log_dir) {
+  Status start_processes(int workers, int64_t range_split_size, const std::string& log_dir,
+                         const std::vector<std::string>& extra_dispatcher_flags) {
     std::vector<std::string> path_flags;
     for (const auto& dir : allow_paths) {
       path_flags.push_back("--allow-path");
@@ -61,6 +68,9 @@ public:
     std::vector<std::string> dispatcher_flags{"--range-split-size",
                                               std::to_string(range_split_size)};
     dispatcher_flags.insert(dispatcher_flags.end(), path_flags.begin(), path_flags.end());
+    dispatcher_flags.insert(dispatcher_flags.end(), extra_dispatcher_flags.begin(),
+                            extra_dispatcher_flags.end());
+    worker_flags_ = path_flags;
     // Every worker registered before the job starts, so that an OFF job produces everything N times.
     CONVEYOR_RETURN_IF_ERROR(
       start_process_cluster(children_, workers, "", dispatcher_flags, path_flags, log_dir));
@@ -86,6 +96,9 @@ public:
   }
 
   const std::string& dispatcher_address() const { return dispatcher_address_; }
+  // The child processes (the dispatcher first), for the autoscaler to add and drain workers.
+  std::vector<ChildNode>& children() { return children_; }
+  const std::vector<std::string>& worker_flags() const { return worker_flags_; }
 
   // role, address, pid (0 in-process)
   struct NodeInfo {
@@ -128,6 +141,7 @@ private:
   std::unique_ptr<DispatchServer> dispatcher_;
   std::vector<std::unique_ptr<WorkerServer>> workers_;
   std::string dispatcher_address_;
+  std::vector<std::string> worker_flags_;
 };
 
 std::string human_rate(double per_second) {
@@ -153,10 +167,54 @@ struct RunFlags {
   bool in_process = false;
   std::string log_dir;
   std::vector<std::string> allow_paths;
+  bool autoscale = false;
+  LocalAutoscaleConfig scale;
+  int64_t step_us = 0;
 };
+
+// The --autoscale flags: refused without it (they would be ignored), checked with it; fills
+// f.scale and the starting worker count.
+Status check_autoscale_flags(const po::variables_map& vm, RunFlags& f, int64_t min_workers,
+                             int64_t max_workers, int64_t interval_ms, int64_t cooldown_ms) {
+  if (!f.autoscale) {
+    for (const char* flag :
+         {"min-workers", "max-workers", "autoscale-interval-ms", "scale-cooldown-ms"})
+      if (!vm[flag].defaulted())
+        return invalid_argument(std::string{"`--"} + flag + "` is used only with `--autoscale`");
+    return Status::OK();
+  }
+  if (f.in_process)
+    return invalid_argument("`--autoscale` starts and drains worker processes: it cannot be used "
+                            "with `--in-process`");
+  if (auto mode = parse_processing_mode(f.mode); mode.ok() && *mode != ShardingPolicy::dynamic)
+    return invalid_argument("`--autoscale` needs `--mode dynamic` (an OFF job's output depends on "
+                            "the worker count), got `--mode " +
+                            f.mode + "`");
+  CONVEYOR_RETURN_IF_ERROR(check_at_least("--min-workers", min_workers, 1));
+  CONVEYOR_RETURN_IF_ERROR(check_at_least("--max-workers", max_workers, min_workers));
+  if (max_workers > 64)
+    return invalid_argument("`--max-workers` must be at most 64 on one machine, got " +
+                            std::to_string(max_workers));
+  auto interval = check_millis("--autoscale-interval-ms", interval_ms);
+  if (!interval.ok())
+    return interval.status();
+  auto cooldown = check_millis("--scale-cooldown-ms", cooldown_ms, /*allow_zero=*/true);
+  if (!cooldown.ok())
+    return cooldown.status();
+  f.scale = {min_workers, max_workers, *interval, *cooldown};
+  if (vm["workers"].defaulted())
+    f.workers = min_workers;
+  else if (f.workers < min_workers || f.workers > max_workers)
+    return invalid_argument("`--workers` (the starting count with `--autoscale`) must be within "
+                            "`--min-workers` " +
+                            std::to_string(min_workers) + " and `--max-workers` " +
+                            std::to_string(max_workers) + ", got " + std::to_string(f.workers));
+  return Status::OK();
+}
 
 int run_run(const std::vector<std::string>& args) {
   RunFlags f;
+  int64_t min_workers = 1, max_workers = 4, interval_ms = 1000, cooldown_ms = 3000;
   po::options_description options("run options");
   // clang-format off
   options.add_options()
@@ -180,7 +238,23 @@ int run_run(const std::vector<std::string>& args) {
        "directory the dataset may read and write files under (repeatable; default: the current "
        "directory)")
       ("log-dir", po::value(&f.log_dir)->value_name("DIR"),
-       "where the child nodes write their logs (default: a new /tmp/conveyor-run-* directory)");
+       "where the child nodes write their logs (default: a new /tmp/conveyor-run-* directory)")
+      ("max-outstanding", po::value<int64_t>()->value_name("M"),
+       "at most M elements requested ahead (default: automatic)")
+      ("step-us", po::value(&f.step_us)->default_value(0)->value_name("US"),
+       "the reader's time per element before it takes the next, as a trainer's step (0 = read as "
+       "fast as possible)")
+      ("autoscale", po::bool_switch(&f.autoscale),
+       "let the dispatcher's autoscaler decide the worker count: run starts worker processes and "
+       "drains them (SIGTERM) to follow it; starts with --workers when given, else --min-workers")
+      ("min-workers", po::value(&min_workers)->default_value(1)->value_name("A"),
+       "with --autoscale: never fewer workers")
+      ("max-workers", po::value(&max_workers)->default_value(4)->value_name("B"),
+       "with --autoscale: never more workers (at most 64)")
+      ("autoscale-interval-ms", po::value(&interval_ms)->default_value(1000)->value_name("MS"),
+       "with --autoscale: how often the dispatcher observes the job and decides")
+      ("scale-cooldown-ms", po::value(&cooldown_ms)->default_value(3000)->value_name("MS"),
+       "with --autoscale: how long the dispatcher waits after a change before deciding again");
   // clang-format on
   add_log_level_option(options, "warning");
   po::variables_map vm;
@@ -190,7 +264,12 @@ int run_run(const std::vector<std::string>& args) {
     return report_status(kInfo.name, st);
 
   const auto bad = [](const Status& st) { return report_status(kInfo.name, st); };
+  if (auto st = check_autoscale_flags(vm, f, min_workers, max_workers, interval_ms, cooldown_ms);
+      !st.ok())
+    return bad(st);
   if (auto st = check_at_least("--workers", f.workers, 1); !st.ok())
+    return bad(st);
+  if (auto st = check_at_least("--step-us", f.step_us, 0); !st.ok())
     return bad(st);
   if (f.workers > 64)
     return bad(invalid_argument("`--workers` must be at most 64 on one machine, got " +
@@ -205,6 +284,12 @@ int run_run(const std::vector<std::string>& args) {
   if (!policy.ok())
     return bad(Status(policy.status().code(), "`--mode`: " + policy.status().message()));
   opts.policy = *policy;
+  if (vm.count("max-outstanding")) {
+    const int64_t m = vm["max-outstanding"].as<int64_t>();
+    if (auto st = check_at_least("--max-outstanding", m, 1); !st.ok())
+      return bad(st);
+    opts.max_outstanding_requests = m;
+  }
   if (auto st = validate(opts); !st.ok())
     return bad(Status(st.code(), "`--mode`: " + st.message()));
   if (f.take < -1)
@@ -242,7 +327,12 @@ int run_run(const std::vector<std::string>& args) {
     } else if (::access(f.log_dir.c_str(), W_OK) != 0) {
       return bad(invalid_argument("`--log-dir` \"" + f.log_dir + "\" is not a writable directory"));
     }
-    started = cluster.start_processes(static_cast<int>(f.workers), f.range_split_size, f.log_dir);
+    if (f.autoscale) // a target left in a reused --log-dir by an earlier run is not this one's
+      ::unlink((f.log_dir + "/scale-target").c_str());
+    started = cluster.start_processes(
+      static_cast<int>(f.workers), f.range_split_size, f.log_dir,
+      f.autoscale ? autoscale_dispatcher_flags(f.scale, f.log_dir + "/scale-target")
+                  : std::vector<std::string>{});
   }
   if (!started.ok()) {
     cluster.stop();
@@ -283,6 +373,20 @@ int run_run(const std::vector<std::string>& args) {
     return report_status(kInfo.name, stream.status());
 
   const auto start = Clock::now();
+  std::optional<LocalAutoscaler> scaler;
+  std::size_t events_shown = 0;
+  if (f.autoscale) {
+    scaler.emplace(cluster.children(), self_executable(), cluster.dispatcher_address(),
+                   cluster.worker_flags(), f.log_dir, f.log_dir + "/scale-target");
+    scaler->start();
+    std::printf("autoscale: %lld worker(s), bounds %lld..%lld; the dispatcher decides every %lld "
+                "ms (cooldown %lld ms)\n",
+                static_cast<long long>(f.workers), static_cast<long long>(f.scale.min_workers),
+                static_cast<long long>(f.scale.max_workers),
+                static_cast<long long>(f.scale.interval.count()),
+                static_cast<long long>(f.scale.cooldown.count()));
+  }
+  auto last_poll = start;
   auto last_progress = start;
   auto last_element = start;
   int64_t count = 0, payload_bytes = 0;
@@ -314,6 +418,19 @@ int run_run(const std::vector<std::string>& args) {
           text = text.substr(0, 97) + "...";
         std::printf("  %s\n", text.c_str());
       }
+      if (f.step_us > 0)
+        std::this_thread::sleep_for(std::chrono::microseconds{f.step_us});
+    }
+    if (scaler && now - last_poll >= milliseconds{100}) {
+      last_poll = now;
+      scaler->poll();
+      for (; events_shown < scaler->events().size(); ++events_shown) {
+        const auto& ev = scaler->events()[events_shown];
+        std::printf("autoscale: %lld -> %lld workers at %.1f s (%s)\n",
+                    static_cast<long long>(ev.from), static_cast<long long>(ev.to), ev.at_s,
+                    ev.detail.c_str());
+      }
+      std::fflush(stdout);
     }
     if (now - last_progress >= *progress_every) {
       const double secs = std::chrono::duration<double>(now - start).count();
@@ -338,13 +455,24 @@ int run_run(const std::vector<std::string>& args) {
     for (const auto& node : cluster.nodes())
       if (node.address == worker)
         role = node.role + " (" + worker + ")";
+    if (scaler)
+      for (const auto& node : scaler->drained())
+        if (node.address == worker)
+          role = node.role + " (" + worker + ", drained)";
     std::printf("  %s: %lld elements\n", role.c_str(), static_cast<long long>(n));
   }
   std::fflush(stdout);
 
   // Leave the job before the cluster goes away.
   { ElementStream done = std::move(stream).value(); }
-  const auto died = cluster.died();
+  auto died = cluster.died();
+  if (scaler) {
+    std::printf("  autoscale: %zu change(s), %lld worker(s) at the end\n", scaler->events().size(),
+                static_cast<long long>(scaler->live_workers()));
+    scaler->stop(milliseconds{35000}); // past the workers' 30 s --drain-timeout
+    for (auto& d : scaler->failures())
+      died.push_back(d);
+  }
   cluster.stop();
   std::printf("cluster stopped\n");
   if (stop_requested()) { // a terminal's Ctrl-C also reached the nodes: their exits are expected

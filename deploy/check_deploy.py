@@ -18,6 +18,12 @@
   exceeds its --drain-timeout plus a margin, so a draining worker is not killed;
 - under ProtectSystem=strict, --work-dir and a worker's --allow-path are writable (StateDirectory,
   ReadWritePaths); in a pod, every file flag names a path under one of the container's mounts;
+- the HorizontalPodAutoscaler (deploy/k8s/hpa.yaml) scales a worker Deployment of the manifests on
+  the external metric conveyor_desired_workers with a target of 1 per pod (replicas = the estimate),
+  the Prometheus adapter's values (deploy/prometheus-adapter.yaml) serve that metric from the
+  cluster's series, and no dispatcher also runs a --scale-command (two actuators would fight);
+- the kustomize base (deploy/kustomize/base) renders exactly the objects of deploy/k8s: read here
+  (resources only), and with `kubectl kustomize` too where kubectl is installed;
 - the Dockerfile is a multi-stage Debian 12 build running the README's build command as a non-root
   user, and its runtime stage installs the package of every shared library the binary links
   (`ldd`, `dpkg-query -S`), less those debian:12-slim already has.
@@ -27,7 +33,9 @@ usage: check_deploy.py CONVEYOR_BINARY   (exit 0 = fine; otherwise one line per 
 import glob
 import os
 import re
+import json
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -265,6 +273,90 @@ def check_k8s(binary):
             ok = True
     if not ok:
         problems.append("k8s: no worker Deployment advertising its pod IP (downward API)")
+    check_hpa(kinds)
+
+
+def check_hpa(kinds):
+    hpas = kinds.get("HorizontalPodAutoscaler", [])
+    workers = {d["metadata"]["name"] for d in kinds.get("Deployment", [])
+               if (d["spec"]["template"]["spec"]["containers"][0].get("args") or [""])[0] == "worker"}
+    if not hpas:
+        problems.append("k8s: no HorizontalPodAutoscaler for the workers")
+    for h in hpas:
+        where = f"k8s HorizontalPodAutoscaler/{h['metadata']['name']}"
+        spec = h.get("spec", {})
+        ref = spec.get("scaleTargetRef", {})
+        if ref.get("kind") != "Deployment" or ref.get("name") not in workers:
+            problems.append(f"{where}: scaleTargetRef {ref.get('kind')}/{ref.get('name')} is not a "
+                            "worker Deployment of the manifests")
+        lo, hi = spec.get("minReplicas", 1), spec.get("maxReplicas", 0)
+        if not 1 <= lo <= hi:
+            problems.append(f"{where}: needs 1 <= minReplicas ({lo}) <= maxReplicas ({hi})")
+        metrics = spec.get("metrics", [])
+        external = [m.get("external", {}) for m in metrics if m.get("type") == "External"]
+        if len(metrics) != 1 or len(external) != 1 or \
+                external[0].get("metric", {}).get("name") != "conveyor_desired_workers":
+            problems.append(f"{where}: needs exactly one metric, the external "
+                            "conveyor_desired_workers")
+        elif external[0].get("target", {}) != {"type": "AverageValue", "averageValue": "1"}:
+            problems.append(f"{where}: the target must be averageValue \"1\" (replicas = the "
+                            "estimate), got {external[0].get('target')}")
+    for s in kinds.get("StatefulSet", []) + kinds.get("Deployment", []):
+        for c in s["spec"]["template"]["spec"]["containers"]:
+            if hpas and flag_values(c.get("args", [])[1:], "scale-command"):
+                problems.append(f"k8s {s['kind']}/{s['metadata']['name']}: --scale-command next to "
+                                "the HorizontalPodAutoscaler: two actuators would fight")
+    path = os.path.join(ROOT, "deploy", "prometheus-adapter.yaml")
+    try:
+        values = yaml.safe_load(open(path)) or {}
+    except (OSError, yaml.YAMLError) as e:
+        problems.append(f"deploy/prometheus-adapter.yaml: cannot read: {e}")
+        return
+    rules = (values.get("rules") or {}).get("external") or []
+    if not any(r.get("name", {}).get("as") == "conveyor_desired_workers" and
+               'job_name=""' in r.get("metricsQuery", "") and
+               "<<.LabelMatchers>>" in r.get("metricsQuery", "") for r in rules):
+        problems.append("deploy/prometheus-adapter.yaml: no external rule serving "
+                        "conveyor_desired_workers from the cluster's series (job_name=\"\") with "
+                        "the HPA's label matchers")
+
+
+def canonical(docs):
+    return sorted(json.dumps(d, sort_keys=True) for d in docs if d)
+
+
+def check_kustomize():
+    base = os.path.join(ROOT, "deploy", "kustomize", "base")
+    rel = os.path.relpath(base, ROOT)
+    try:
+        k = yaml.safe_load(open(os.path.join(base, "kustomization.yaml"))) or {}
+    except (OSError, yaml.YAMLError) as e:
+        problems.append(f"{rel}/kustomization.yaml: cannot read: {e}")
+        return
+    # This reader knows `resources` only: a patch or generator would change what renders.
+    extra = set(k) - {"apiVersion", "kind", "resources"}
+    if extra:
+        problems.append(f"{rel}/kustomization.yaml: fields this check does not render: "
+                        f"{sorted(extra)}")
+    rendered = []
+    for r in k.get("resources", []):
+        try:
+            rendered += list(yaml.safe_load_all(open(os.path.join(base, r))))
+        except (OSError, yaml.YAMLError) as e:
+            problems.append(f"{rel}/{r}: cannot read: {e}")
+    shipped = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "deploy", "k8s", "*.yaml"))):
+        shipped += list(yaml.safe_load_all(open(path)))
+    if canonical(rendered) != canonical(shipped):
+        problems.append(f"{rel}: does not render the objects of deploy/k8s (copy the changed "
+                        "manifest, or list the new one under resources)")
+    if shutil.which("kubectl"):
+        out = subprocess.run(["kubectl", "kustomize", base], capture_output=True, text=True,
+                             timeout=120)
+        if out.returncode != 0:
+            problems.append(f"kubectl kustomize {rel} failed: {out.stderr.strip()}")
+        elif canonical(yaml.safe_load_all(out.stdout)) != canonical(shipped):
+            problems.append(f"kubectl kustomize {rel} does not render the objects of deploy/k8s")
 
 
 # --- systemd ------------------------------------------------------------------------------------
@@ -488,6 +580,7 @@ def main():
         return 2
     binary = sys.argv[1]
     check_k8s(binary)
+    check_kustomize()
     check_systemd(binary)
     check_dockerfile(binary)
     for p in problems:

@@ -1,0 +1,123 @@
+// `conveyor run --autoscale`: run follows the dispatcher's autoscaler with worker processes. A
+// reader waiting on a CPU-bound map gets a second worker; a trainer that the workers outpace
+// lets one drain (SIGTERM); either way the DYNAMIC read ends OK with exactly N elements (only a
+// loss and a repeat that cancel out could hide; the simulator's drain sweeps check identities),
+// and no node outlives the command. The flags are refused where they would be ignored.
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include <doctest/doctest.h>
+
+#include "test/integration/cluster.hpp"
+
+using namespace conveyor::testing;
+
+namespace {
+
+bool contains(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
+
+// Every "pid N" in the output: the topology lines and the workers run started later.
+std::vector<pid_t> node_pids(const std::string& output) {
+  std::vector<pid_t> pids;
+  static const std::regex kPid(R"(pid (\d+))");
+  for (std::sregex_iterator it(output.begin(), output.end(), kPid), end; it != end; ++it)
+    pids.push_back(std::stoi((*it)[1]));
+  return pids;
+}
+
+bool gone_within(pid_t pid, Millis timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string pid_field, comm, state;
+    if (!(stat >> pid_field >> comm >> state) || state == "Z" || state == "X")
+      return true;
+    if (std::chrono::steady_clock::now() > deadline)
+      return false;
+    std::this_thread::sleep_for(Millis{10});
+  }
+}
+
+void check_bad_arguments(std::vector<std::string> args, const std::string& needle) {
+  auto r = run_conveyor(args, Millis{20000}, "run-autoscale-badargs");
+  CAPTURE(r.describe);
+  REQUIRE(r.exit_code.has_value());
+  CHECK(*r.exit_code == 2);
+  CHECK(contains(r.stderr_text, needle));
+}
+
+} // namespace
+
+TEST_CASE("run --autoscale: a reader waiting on a CPU-bound map gets a second worker, and every "
+          "DYNAMIC element arrives once") {
+  // One worker makes a few hundred elements/s; the reader takes them as fast as they come, so
+  // it waits on the worker nearly all the time: the autoscaler climbs at its first decision.
+  auto r = run_conveyor({"run", "--autoscale", "--min-workers", "1", "--max-workers", "2",
+                         "--dataset", "range(1500).map(burn(rounds=3000000))", "--range-split-size",
+                         "20", "--autoscale-interval-ms", "300", "--scale-cooldown-ms", "600",
+                         "--progress-ms", "1000"},
+                        Millis{120000}, "run-autoscale-up");
+  CAPTURE(r.describe);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.stdout_text, "autoscale: 1 worker(s), bounds 1..2"));
+  CHECK(contains(r.stdout_text, "autoscale: 1 -> 2 workers at"));
+  CHECK(contains(r.stdout_text, "starting worker-2 (pid "));
+  CHECK(contains(r.stdout_text, "summary: 1500 elements"));
+  CHECK(contains(r.stdout_text, "  worker-2 (127.0.0.1:")); // the new worker served the job
+  for (pid_t pid : node_pids(r.stdout_text))
+    CHECK_MESSAGE(gone_within(pid, Millis{2000}), "node pid " << pid << " survived");
+}
+
+TEST_CASE("run --autoscale: a trainer the workers outpace lets one drain, and the read still "
+          "gets every DYNAMIC element once") {
+  // Two workers make thousands of elements/s; the trainer takes one every 3 ms and at most 32
+  // are requested ahead, so the job is still producing when the autoscaler probes one worker
+  // less: worker-2 drains while its splits are being read.
+  auto r = run_conveyor({"run",
+                         "--autoscale",
+                         "--workers",
+                         "2",
+                         "--min-workers",
+                         "1",
+                         "--max-workers",
+                         "2",
+                         "--dataset",
+                         "range(3000).map(burn(rounds=100000))",
+                         "--range-split-size",
+                         "10",
+                         "--max-outstanding",
+                         "32",
+                         "--step-us",
+                         "3000",
+                         "--autoscale-interval-ms",
+                         "300",
+                         "--scale-cooldown-ms",
+                         "600",
+                         "--progress-ms",
+                         "1000"},
+                        Millis{120000}, "run-autoscale-down");
+  CAPTURE(r.describe);
+  REQUIRE(r.exit_code == 0); // a drained worker that exited non-zero fails the run
+  CHECK(contains(r.stdout_text, "autoscale: 2 -> 1 workers at"));
+  CHECK(contains(r.stdout_text, "draining worker-2"));
+  CHECK(contains(r.stdout_text, "summary: 3000 elements"));
+  for (pid_t pid : node_pids(r.stdout_text))
+    CHECK_MESSAGE(gone_within(pid, Millis{2000}), "node pid " << pid << " survived");
+}
+
+TEST_CASE("run: the autoscale flags are refused where they would be ignored or cannot work") {
+  check_bad_arguments({"run", "--min-workers", "2"},
+                      "`--min-workers` is used only with `--autoscale`");
+  check_bad_arguments({"run", "--scale-cooldown-ms", "10"},
+                      "`--scale-cooldown-ms` is used only with `--autoscale`");
+  check_bad_arguments({"run", "--autoscale", "--mode", "off"},
+                      "`--autoscale` needs `--mode dynamic`");
+  check_bad_arguments({"run", "--autoscale", "--in-process"}, "cannot be used with `--in-process`");
+  check_bad_arguments({"run", "--autoscale", "--min-workers", "3", "--max-workers", "2"},
+                      "`--max-workers` must be at least 3, got 2");
+  check_bad_arguments({"run", "--autoscale", "--workers", "5", "--max-workers", "4"},
+                      "`--workers` (the starting count with `--autoscale`) must be within");
+}
