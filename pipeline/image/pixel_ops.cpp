@@ -1,0 +1,126 @@
+#include "pipeline/image/pixel_ops.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "pipeline/runtime/memory_budget.hpp"
+
+namespace conveyor::image {
+
+Status require_hwc(const char* fn, const Tensor& t) {
+  if (t.rank() != 3 || t.dtype() == DType::string)
+    return invalid_argument(std::string{fn} +
+                            ": expected an image of shape [height, width, channels], got " +
+                            dtype_name(t.dtype()) + " of rank " + std::to_string(t.rank()));
+  return Status::OK();
+}
+
+Expected<Tensor> crop(const char* fn, const Tensor& in, int64_t top, int64_t left, int64_t height,
+                      int64_t width) {
+  CONVEYOR_RETURN_IF_ERROR(require_hwc(fn, in));
+  const int64_t H = in.shape()[0], W = in.shape()[1], C = in.shape()[2];
+  if (height <= 0 || width <= 0 || height > H || width > W)
+    return invalid_argument(std::string{fn} + ": a " + std::to_string(height) + "x" +
+                            std::to_string(width) + " crop does not fit in a " +
+                            std::to_string(H) + "x" + std::to_string(W) + " image");
+  Tensor out{in.dtype(), {height, width, C}};
+  const std::size_t px = dtype_size(in.dtype()) * static_cast<std::size_t>(C);
+  const unsigned char* src = in.bytes().data();
+  unsigned char* dst = out.mutable_data<unsigned char>();
+  for (int64_t y = 0; y < height; ++y)
+    std::memcpy(dst + y * width * px, src + ((top + y) * W + left) * px, width * px);
+  return out;
+}
+
+Tensor flip_left_right(const Tensor& in) {
+  const int64_t H = in.shape()[0], W = in.shape()[1];
+  const std::size_t px = dtype_size(in.dtype()) * static_cast<std::size_t>(in.shape()[2]);
+  Tensor out{in.dtype(), in.shape()};
+  const unsigned char* src = in.bytes().data();
+  unsigned char* dst = out.mutable_data<unsigned char>();
+  for (int64_t y = 0; y < H; ++y)
+    for (int64_t x = 0; x < W; ++x)
+      std::memcpy(dst + (y * W + x) * px, src + (y * W + (W - 1 - x)) * px, px);
+  return out;
+}
+
+Tensor to_chw(const Tensor& in) {
+  const int64_t H = in.shape()[0], W = in.shape()[1], C = in.shape()[2];
+  const std::size_t size = dtype_size(in.dtype());
+  Tensor out{in.dtype(), {C, H, W}};
+  const unsigned char* src = in.bytes().data();
+  unsigned char* dst = out.mutable_data<unsigned char>();
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t i = 0; i < H * W; ++i)
+      std::memcpy(dst + (c * H * W + i) * size, src + (i * C + c) * size, size);
+  return out;
+}
+
+Expected<std::vector<double>> parse_floats(const char* fn, const char* param,
+                                           const std::string& text) {
+  std::vector<double> out;
+  const char* p = text.c_str();
+  while (true) {
+    char* end = nullptr;
+    const double v = std::strtod(p, &end);
+    if (end == p || !std::isfinite(v))
+      return invalid_argument(std::string{fn} + ": `" + param +
+                              "` must be comma-separated numbers (one, or one per channel), "
+                              "got \"" +
+                              text + "\"");
+    out.push_back(v);
+    while (*end == ' ')
+      ++end;
+    if (*end == '\0')
+      return out;
+    if (*end != ',')
+      return invalid_argument(std::string{fn} + ": `" + param +
+                              "` must be comma-separated numbers, got \"" + text + "\"");
+    p = end + 1;
+  }
+}
+
+Expected<Tensor> normalize(const Tensor& in, const std::vector<double>& mean,
+                           const std::vector<double>& stddev, double scale, DType out_dtype) {
+  CONVEYOR_RETURN_IF_ERROR(require_hwc("normalize", in));
+  if (in.dtype() != DType::uint8 && in.dtype() != DType::float32)
+    return invalid_argument(std::string{"normalize: expected a uint8 or float32 image, got "} +
+                            dtype_name(in.dtype()));
+  const int64_t C = in.shape()[2];
+  for (const auto* v : {&mean, &stddev}) {
+    if (v->size() != 1 && static_cast<int64_t>(v->size()) != C)
+      return invalid_argument(std::string{"normalize: `"} + (v == &mean ? "mean" : "std") +
+                              "` has " + std::to_string(v->size()) +
+                              " values, expected 1 or one per channel (" + std::to_string(C) +
+                              ")");
+  }
+  std::vector<float> mul(C), add(C);
+  for (int64_t c = 0; c < C; ++c) {
+    const double s = stddev[stddev.size() == 1 ? 0 : c];
+    if (s == 0.0)
+      return invalid_argument("normalize: `std` must not contain 0");
+    mul[c] = static_cast<float>(scale / s);
+    add[c] = static_cast<float>(-mean[mean.size() == 1 ? 0 : c] / s);
+  }
+  CONVEYOR_RETURN_IF_ERROR(check_allocation(in.num_elements() * 4, "normalize"));
+  Tensor out{out_dtype, in.shape()};
+  const int64_t n = in.num_elements();
+  auto value = [&](int64_t i) {
+    const float x = in.dtype() == DType::uint8 ? static_cast<float>(in.data<uint8_t>()[i])
+                                               : in.data<float>()[i];
+    return x * mul[i % C] + add[i % C];
+  };
+  if (out_dtype == DType::float32) {
+    float* dst = out.mutable_data<float>();
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = value(i);
+  } else {
+    float16* dst = out.mutable_data<float16>();
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = float16::from_float(value(i));
+  }
+  return out;
+}
+
+} // namespace conveyor::image
