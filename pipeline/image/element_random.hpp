@@ -17,7 +17,7 @@ class ElementRandom {
 public:
   ElementRandom(int64_t seed, std::string_view op, const Element& e);
   uint64_t next();
-  double uniform(double lo, double hi); // [lo, hi)
+  double uniform(double lo, double hi);    // [lo, hi)
   int64_t integer(int64_t lo, int64_t hi); // [lo, hi], lo <= hi
 
 private:

@@ -16,8 +16,8 @@ namespace conveyor::image {
 namespace {
 
 Status corrupt(ImageFormat format, const std::string& why) {
-  return invalid_argument(std::string{"decode_image: corrupt or truncated "} +
-                          format_name(format) + " image: " + why);
+  return invalid_argument(std::string{"decode_image: corrupt or truncated "} + format_name(format) +
+                          " image: " + why);
 }
 
 // Asked before the pixels are allocated: a huge header fails instead of exhausting memory.
@@ -33,7 +33,8 @@ Expected<Tensor> allocate(ImageFormat format, int64_t height, int64_t width, int
 void rgb_to_gray(const unsigned char* rgb, unsigned char* gray, std::size_t pixels, int stride) {
   for (std::size_t i = 0; i < pixels; ++i) {
     const unsigned char* p = rgb + i * stride;
-    gray[i] = static_cast<unsigned char>((p[0] * 19595 + p[1] * 38470 + p[2] * 7471 + 0x8000) >> 16);
+    gray[i] =
+      static_cast<unsigned char>((p[0] * 19595 + p[1] * 38470 + p[2] * 7471 + 0x8000) >> 16);
   }
 }
 
@@ -232,9 +233,9 @@ Expected<Tensor> decode_image(std::string_view bytes, int channels) {
     const auto c = static_cast<unsigned char>(bytes[i]);
     head += std::string{hex[c >> 4], hex[c & 15]} + (i + 1 < bytes.size() && i < 7 ? " " : "");
   }
-  return invalid_argument(
-    "decode_image: not a JPEG, PNG or WebP image (" + std::to_string(bytes.size()) +
-    " bytes, starting " + (head.empty() ? std::string{"with nothing"} : head) + ")");
+  return invalid_argument("decode_image: not a JPEG, PNG or WebP image (" +
+                          std::to_string(bytes.size()) + " bytes, starting " +
+                          (head.empty() ? std::string{"with nothing"} : head) + ")");
 }
 
 } // namespace conveyor::image

@@ -22,8 +22,8 @@ Expected<Tensor> crop(const char* fn, const Tensor& in, int64_t top, int64_t lef
   const int64_t H = in.shape()[0], W = in.shape()[1], C = in.shape()[2];
   if (height <= 0 || width <= 0 || height > H || width > W)
     return invalid_argument(std::string{fn} + ": a " + std::to_string(height) + "x" +
-                            std::to_string(width) + " crop does not fit in a " +
-                            std::to_string(H) + "x" + std::to_string(W) + " image");
+                            std::to_string(width) + " crop does not fit in a " + std::to_string(H) +
+                            "x" + std::to_string(W) + " image");
   Tensor out{in.dtype(), {height, width, C}};
   const std::size_t px = dtype_size(in.dtype()) * static_cast<std::size_t>(C);
   const unsigned char* src = in.bytes().data();
@@ -33,12 +33,48 @@ Expected<Tensor> crop(const char* fn, const Tensor& in, int64_t top, int64_t lef
   return out;
 }
 
+namespace {
+
+// Pixels as fixed-size blocks, so the copies below compile to moves instead of memcpy calls.
+template <std::size_t N>
+struct Block {
+  unsigned char b[N];
+};
+
+template <std::size_t N>
+void flip_rows(const unsigned char* src, unsigned char* dst, int64_t H, int64_t W) {
+  const auto* s = reinterpret_cast<const Block<N>*>(src);
+  auto* d = reinterpret_cast<Block<N>*>(dst);
+  for (int64_t y = 0; y < H; ++y)
+    for (int64_t x = 0; x < W; ++x)
+      d[y * W + x] = s[y * W + (W - 1 - x)];
+}
+
+template <class T>
+void transpose_chw(const T* src, T* dst, int64_t HW, int64_t C) {
+  for (int64_t c = 0; c < C; ++c) {
+    T* out = dst + c * HW;
+    for (int64_t i = 0; i < HW; ++i)
+      out[i] = src[i * C + c];
+  }
+}
+
+} // namespace
+
 Tensor flip_left_right(const Tensor& in) {
   const int64_t H = in.shape()[0], W = in.shape()[1];
   const std::size_t px = dtype_size(in.dtype()) * static_cast<std::size_t>(in.shape()[2]);
   Tensor out{in.dtype(), in.shape()};
   const unsigned char* src = in.bytes().data();
   unsigned char* dst = out.mutable_data<unsigned char>();
+  switch (px) {
+    case 1: flip_rows<1>(src, dst, H, W); return out;
+    case 3: flip_rows<3>(src, dst, H, W); return out;
+    case 4: flip_rows<4>(src, dst, H, W); return out;
+    case 12: flip_rows<12>(src, dst, H, W); return out;
+    case 16: flip_rows<16>(src, dst, H, W); return out;
+    default: break;
+  }
   for (int64_t y = 0; y < H; ++y)
     for (int64_t x = 0; x < W; ++x)
       std::memcpy(dst + (y * W + x) * px, src + (y * W + (W - 1 - x)) * px, px);
@@ -47,13 +83,24 @@ Tensor flip_left_right(const Tensor& in) {
 
 Tensor to_chw(const Tensor& in) {
   const int64_t H = in.shape()[0], W = in.shape()[1], C = in.shape()[2];
-  const std::size_t size = dtype_size(in.dtype());
   Tensor out{in.dtype(), {C, H, W}};
   const unsigned char* src = in.bytes().data();
   unsigned char* dst = out.mutable_data<unsigned char>();
-  for (int64_t c = 0; c < C; ++c)
-    for (int64_t i = 0; i < H * W; ++i)
-      std::memcpy(dst + (c * H * W + i) * size, src + (i * C + c) * size, size);
+  switch (dtype_size(in.dtype())) {
+    case 1: transpose_chw(src, dst, H * W, C); break;
+    case 2:
+      transpose_chw(reinterpret_cast<const uint16_t*>(src), reinterpret_cast<uint16_t*>(dst), H * W,
+                    C);
+      break;
+    case 4:
+      transpose_chw(reinterpret_cast<const uint32_t*>(src), reinterpret_cast<uint32_t*>(dst), H * W,
+                    C);
+      break;
+    default:
+      transpose_chw(reinterpret_cast<const uint64_t*>(src), reinterpret_cast<uint64_t*>(dst), H * W,
+                    C);
+      break;
+  }
   return out;
 }
 
@@ -92,8 +139,7 @@ Expected<Tensor> normalize(const Tensor& in, const std::vector<double>& mean,
     if (v->size() != 1 && static_cast<int64_t>(v->size()) != C)
       return invalid_argument(std::string{"normalize: `"} + (v == &mean ? "mean" : "std") +
                               "` has " + std::to_string(v->size()) +
-                              " values, expected 1 or one per channel (" + std::to_string(C) +
-                              ")");
+                              " values, expected 1 or one per channel (" + std::to_string(C) + ")");
   }
   std::vector<float> mul(C), add(C);
   for (int64_t c = 0; c < C; ++c) {
@@ -105,20 +151,28 @@ Expected<Tensor> normalize(const Tensor& in, const std::vector<double>& mean,
   }
   CONVEYOR_RETURN_IF_ERROR(check_allocation(in.num_elements() * 4, "normalize"));
   Tensor out{out_dtype, in.shape()};
-  const int64_t n = in.num_elements();
-  auto value = [&](int64_t i) {
-    const float x = in.dtype() == DType::uint8 ? static_cast<float>(in.data<uint8_t>()[i])
-                                               : in.data<float>()[i];
-    return x * mul[i % C] + add[i % C];
+  const int64_t pixels = in.num_elements() / C;
+  // Pixel by pixel, channel by channel: no division or dtype test per value.
+  const auto run = [&](auto load, auto store) {
+    for (int64_t p = 0; p < pixels; ++p)
+      for (int64_t c = 0; c < C; ++c)
+        store(p * C + c, load(p * C + c) * mul[c] + add[c]);
   };
-  if (out_dtype == DType::float32) {
-    float* dst = out.mutable_data<float>();
-    for (int64_t i = 0; i < n; ++i)
-      dst[i] = value(i);
+  const auto store_to = [&](auto load) {
+    if (out_dtype == DType::float32) {
+      float* dst = out.mutable_data<float>();
+      run(load, [dst](int64_t i, float v) { dst[i] = v; });
+    } else {
+      float16* dst = out.mutable_data<float16>();
+      run(load, [dst](int64_t i, float v) { dst[i] = float16::from_float(v); });
+    }
+  };
+  if (in.dtype() == DType::uint8) {
+    const uint8_t* src = in.data<uint8_t>();
+    store_to([src](int64_t i) { return static_cast<float>(src[i]); });
   } else {
-    float16* dst = out.mutable_data<float16>();
-    for (int64_t i = 0; i < n; ++i)
-      dst[i] = float16::from_float(value(i));
+    const float* src = in.data<float>();
+    store_to([src](int64_t i) { return src[i]; });
   }
   return out;
 }

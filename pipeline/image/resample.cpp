@@ -79,35 +79,77 @@ AxisWeights axis_weights(int64_t in, int64_t out, ResizeMethod method, bool anti
   return w;
 }
 
+// One output row of the horizontal pass. The accumulators are named locals for 1, 3 and 4
+// channels, so they stay in registers (an array of them was kept on the stack).
+template <int C>
+void horizontal_row(const float* row, const AxisWeights& wx, int64_t out_w, int64_t channels,
+                    float* out) {
+  for (int64_t x = 0; x < out_w; ++x) {
+    const float* w = wx.weights.data() + wx.offset[x];
+    const float* p = row + wx.first[x] * channels;
+    const int64_t n = wx.count[x];
+    if constexpr (C == 1) {
+      float a0 = 0;
+      for (int64_t k = 0; k < n; ++k)
+        a0 += w[k] * p[k];
+      out[x] = a0;
+    } else if constexpr (C == 3) {
+      float a0 = 0, a1 = 0, a2 = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        const float wk = w[k];
+        const float* q = p + 3 * k;
+        a0 += wk * q[0];
+        a1 += wk * q[1];
+        a2 += wk * q[2];
+      }
+      out[3 * x] = a0, out[3 * x + 1] = a1, out[3 * x + 2] = a2;
+    } else if constexpr (C == 4) {
+      float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        const float wk = w[k];
+        const float* q = p + 4 * k;
+        a0 += wk * q[0];
+        a1 += wk * q[1];
+        a2 += wk * q[2];
+        a3 += wk * q[3];
+      }
+      out[4 * x] = a0, out[4 * x + 1] = a1, out[4 * x + 2] = a2, out[4 * x + 3] = a3;
+    } else {
+      float* o = out + x * channels;
+      for (int64_t c = 0; c < channels; ++c)
+        o[c] = 0.0f;
+      for (int64_t k = 0; k < n; ++k)
+        for (int64_t c = 0; c < channels; ++c)
+          o[c] += w[k] * p[k * channels + c];
+    }
+  }
+}
+
+// The vertical pass first: over whole rows it is one contiguous multiply-add per tap, which
+// vectorizes (and converts uint8 on the way), and it leaves only out_h rows for the horizontal
+// pass, whose gathers do not vectorize.
 template <class T>
 void resample(const T* src, int64_t src_stride_row, const Region& r, int64_t channels,
               const AxisWeights& wy, const AxisWeights& wx, int64_t out_h, int64_t out_w,
               float* dst) {
-  // Horizontal pass over the rows the vertical pass needs: [r.height, out_w, channels].
-  std::vector<float> rows(static_cast<std::size_t>(r.height * out_w * channels), 0.0f);
-  std::vector<float> acc(static_cast<std::size_t>(channels));
-  for (int64_t y = 0; y < r.height; ++y) {
-    const T* row = src + (r.top + y) * src_stride_row + r.left * channels;
-    float* out = rows.data() + y * out_w * channels;
-    for (int64_t x = 0; x < out_w; ++x) {
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      const float* w = wx.weights.data() + wx.offset[x];
-      const T* p = row + wx.first[x] * channels;
-      for (int64_t k = 0; k < wx.count[x]; ++k)
-        for (int64_t c = 0; c < channels; ++c)
-          acc[c] += w[k] * static_cast<float>(p[k * channels + c]);
-      std::copy(acc.begin(), acc.end(), out + x * channels);
-    }
-  }
-  const int64_t line = out_w * channels;
+  const int64_t line = r.width * channels;
+  std::vector<float> column(static_cast<std::size_t>(line));
   for (int64_t y = 0; y < out_h; ++y) {
-    float* out = dst + y * line;
-    std::fill(out, out + line, 0.0f);
+    float* __restrict acc = column.data();
+    std::fill(acc, acc + line, 0.0f);
     const float* w = wy.weights.data() + wy.offset[y];
     for (int64_t k = 0; k < wy.count[y]; ++k) {
-      const float* in = rows.data() + (wy.first[y] + k) * line;
+      const T* __restrict in = src + (r.top + wy.first[y] + k) * src_stride_row + r.left * channels;
+      const float wk = w[k];
       for (int64_t i = 0; i < line; ++i)
-        out[i] += w[k] * in[i];
+        acc[i] += wk * static_cast<float>(in[i]);
+    }
+    float* out = dst + y * out_w * channels;
+    switch (channels) {
+      case 1: horizontal_row<1>(acc, wx, out_w, channels, out); break;
+      case 3: horizontal_row<3>(acc, wx, out_w, channels, out); break;
+      case 4: horizontal_row<4>(acc, wx, out_w, channels, out); break;
+      default: horizontal_row<0>(acc, wx, out_w, channels, out); break;
     }
   }
 }
