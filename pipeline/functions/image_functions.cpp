@@ -51,8 +51,8 @@ using TensorOp = std::function<Expected<Tensor>(const Tensor&, const Element& in
 // The target's spec from its input spec.
 using TensorSpecOp = std::function<Expected<TensorSpec>(const TensorSpec&, const Params&)>;
 
-FunctionDef image_def(const char* name, std::vector<ParamSpec> params, std::string doc,
-                      TensorOp op, TensorSpecOp spec) {
+FunctionDef image_def(const char* name, std::vector<ParamSpec> params, std::string doc, TensorOp op,
+                      TensorSpecOp spec) {
   FunctionDef d;
   d.name = name;
   d.kind = FunctionKind::map;
@@ -344,8 +344,8 @@ Expected<std::size_t> image_target(const char* fn, std::size_t components, const
   if (index >= 0) {
     if (static_cast<std::size_t>(index) >= components)
       return invalid_argument(std::string{fn} + ": index=" + std::to_string(index) +
-                              " is out of range for an element of " +
-                              std::to_string(components) + " components");
+                              " is out of range for an element of " + std::to_string(components) +
+                              " components");
     return static_cast<std::size_t>(index);
   }
   if (index != -1)
@@ -358,14 +358,9 @@ Expected<std::size_t> image_target(const char* fn, std::size_t components, const
 }
 
 Status register_image_functions(FunctionRegistry& registry) {
-  FunctionDef defs[] = {decode_fn(),
-                        resize_fn(),
-                        center_crop_fn(),
-                        random_crop_fn(),
-                        random_resized_crop_fn(),
-                        flip_fn(),
-                        normalize_fn(),
-                        to_chw_fn()};
+  FunctionDef defs[] = {
+    decode_fn(), resize_fn(),    center_crop_fn(), random_crop_fn(), random_resized_crop_fn(),
+    flip_fn(),   normalize_fn(), to_chw_fn()};
   for (FunctionDef& d : defs)
     CONVEYOR_RETURN_IF_ERROR(registry.add(std::move(d)));
   return Status::OK();

@@ -97,12 +97,9 @@ TEST_CASE("decode_image: truncated, corrupt and unknown bytes are errors naming 
   struct Case {
     std::string bytes;
     const char* format;
-  } cases[] = {{jpeg.substr(0, jpeg.size() / 2), "JPEG"},
-               {jpeg.substr(0, 20), "JPEG"},
-               {png.substr(0, png.size() / 2), "PNG"},
-               {png.substr(0, 30), "PNG"},
-               {webp.substr(0, webp.size() / 2), "WebP"},
-               {webp.substr(0, 16), "WebP"}};
+  } cases[] = {{jpeg.substr(0, jpeg.size() / 2), "JPEG"}, {jpeg.substr(0, 20), "JPEG"},
+               {png.substr(0, png.size() / 2), "PNG"},    {png.substr(0, 30), "PNG"},
+               {webp.substr(0, webp.size() / 2), "WebP"}, {webp.substr(0, 16), "WebP"}};
   for (const Case& c : cases) {
     CAPTURE(c.format);
     CAPTURE(c.bytes.size());
@@ -121,8 +118,7 @@ TEST_CASE("decode_image: truncated, corrupt and unknown bytes are errors naming 
                                         "46 38 39 61 2e 2e)") != std::string::npos);
   auto bad_channels = image::decode_image(png, 2);
   REQUIRE_FALSE(bad_channels.ok());
-  CHECK(bad_channels.status().message() ==
-        "decode_image: `channels` must be 0, 1, 3 or 4, got 2");
+  CHECK(bad_channels.status().message() == "decode_image: `channels` must be 0, 1, 3 or 4, got 2");
 }
 
 TEST_CASE("decode_image in a pipeline: the map error names the element, ignore_errors skips it") {
@@ -130,8 +126,8 @@ TEST_CASE("decode_image in a pipeline: the map error names the element, ignore_e
   Tensor files{DType::string, {3}};
   files.mutable_strings() = {encode_png(px, 6, 6, 3), "not an image",
                              encode_png(test_pixels(6, 6, 3, 1), 6, 6, 3)};
-  const Dataset ds =
-    Dataset::from_tensor_slices(Element{files}).map(FunctionRef{"decode_image", {{"channels", int64_t{3}}}});
+  const Dataset ds = Dataset::from_tensor_slices(Element{files})
+                       .map(FunctionRef{"decode_image", {{"channels", int64_t{3}}}});
   auto it = ds.make_iterator();
   REQUIRE(it.ok());
   Element e;

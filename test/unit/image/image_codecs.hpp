@@ -54,8 +54,7 @@ inline std::string encode_jpeg(const std::vector<unsigned char>& px, int h, int 
   return out;
 }
 
-inline std::string encode_webp_lossless(const std::vector<unsigned char>& px, int h, int w,
-                                        int c) {
+inline std::string encode_webp_lossless(const std::vector<unsigned char>& px, int h, int w, int c) {
   uint8_t* buf = nullptr;
   const std::size_t size = c == 4 ? WebPEncodeLosslessRGBA(px.data(), w, h, w * 4, &buf)
                                   : WebPEncodeLosslessRGB(px.data(), w, h, w * 3, &buf);

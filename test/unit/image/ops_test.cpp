@@ -39,7 +39,8 @@ std::vector<float> floats(const Tensor& t) {
   return {t.data<float>(), t.data<float>() + t.num_elements()};
 }
 
-TEST_CASE("resize: tf.image.resize's weights for bilinear (with and without antialias), area, nearest") {
+TEST_CASE(
+  "resize: tf.image.resize's weights for bilinear (with and without antialias), area, nearest") {
   const Tensor row = image_of({0, 10, 20, 30}, 1, 4, 1);
   const Params half{{"height", int64_t{1}}, {"width", int64_t{2}}};
   Params plain = half;
@@ -66,12 +67,13 @@ TEST_CASE("resize: tf.image.resize's weights for bilinear (with and without anti
   CHECK(test::pixels_of(u8) == std::vector<unsigned char>{0, 3, 8, 13, 18, 23, 28, 30});
 }
 
-TEST_CASE("resize: a constant image stays constant, channels are kept apart and float input works") {
+TEST_CASE(
+  "resize: a constant image stays constant, channels are kept apart and float input works") {
   const Tensor flat = image_of(std::vector<unsigned char>(5 * 7 * 3, 77), 5, 7, 3);
   for (const char* m : {"bilinear", "area", "nearest"}) {
     CAPTURE(m);
-    const Tensor out = call_ok("resize", flat,
-                               {{"height", int64_t{3}}, {"width", int64_t{11}}, {"method", std::string{m}}});
+    const Tensor out = call_ok(
+      "resize", flat, {{"height", int64_t{3}}, {"width", int64_t{11}}, {"method", std::string{m}}});
     CHECK(out.shape() == Shape{3, 11, 3});
     for (float v : floats(out))
       CHECK(v == doctest::Approx(77));
@@ -88,11 +90,14 @@ TEST_CASE("resize: bad arguments are errors naming them") {
   auto no_size = call("resize", img);
   REQUIRE_FALSE(no_size.ok());
   CHECK(no_size.status().message() == "resize: the output size must be positive, got 0x0");
-  auto method = call("resize", img, {{"height", int64_t{2}}, {"width", int64_t{2}}, {"method", std::string{"cubic"}}});
+  auto method =
+    call("resize", img,
+         {{"height", int64_t{2}}, {"width", int64_t{2}}, {"method", std::string{"cubic"}}});
   REQUIRE_FALSE(method.ok());
   CHECK(method.status().message() ==
         "resize: `method` must be \"bilinear\", \"area\" or \"nearest\", got \"cubic\"");
-  auto bytes = call("resize", Element{Tensor::scalar("x")}, {{"height", int64_t{2}}, {"width", int64_t{2}}});
+  auto bytes =
+    call("resize", Element{Tensor::scalar("x")}, {{"height", int64_t{2}}, {"width", int64_t{2}}});
   REQUIRE_FALSE(bytes.ok());
   CHECK(bytes.status().message().find("expected a uint8 or float32 image") != std::string::npos);
 }
@@ -145,7 +150,8 @@ TEST_CASE("random_resized_crop: torchvision's region, fallback and output size")
   CHECK(call_ok("random_resized_crop", img, p) == out);
   auto bad = call("random_resized_crop", img, {{"scale_min", 0.5}, {"scale_max", 0.2}});
   REQUIRE_FALSE(bad.ok());
-  CHECK(bad.status().message().find("expected 0 < scale_min <= scale_max <= 1") != std::string::npos);
+  CHECK(bad.status().message().find("expected 0 < scale_min <= scale_max <= 1") !=
+        std::string::npos);
 }
 
 TEST_CASE("random_flip_left_right: mirrors about half the elements, the same ones every time") {
@@ -167,10 +173,9 @@ TEST_CASE("random_flip_left_right: mirrors about half the elements, the same one
 
 TEST_CASE("normalize: (x * scale - mean) / std per channel, as float32 or float16") {
   const Tensor img = image_of({0, 255, 51, 102}, 1, 2, 2);
-  const Tensor f = call_ok("normalize", img,
-                           {{"mean", std::string{"0.5, 0.25"}},
-                            {"std", std::string{"0.5"}},
-                            {"scale", 1.0 / 255}});
+  const Tensor f = call_ok(
+    "normalize", img,
+    {{"mean", std::string{"0.5, 0.25"}}, {"std", std::string{"0.5"}}, {"scale", 1.0 / 255}});
   const auto v = floats(f);
   CHECK(v[0] == doctest::Approx(-1.0));
   CHECK(v[1] == doctest::Approx(1.5));
@@ -188,7 +193,8 @@ TEST_CASE("normalize: (x * scale - mean) / std per channel, as float32 or float1
   CHECK(zero.status().message() == "normalize: `std` must not contain 0");
   auto text = call("normalize", img, {{"mean", std::string{"a"}}});
   REQUIRE_FALSE(text.ok());
-  CHECK(text.status().message().find("`mean` must be comma-separated numbers") != std::string::npos);
+  CHECK(text.status().message().find("`mean` must be comma-separated numbers") !=
+        std::string::npos);
 }
 
 TEST_CASE("to_chw moves channels first") {
@@ -246,8 +252,9 @@ TEST_CASE("conveyor/image.hpp builds the references the text form names") {
   auto parsed = parse_dataset(text);
   REQUIRE(parsed.ok());
   CHECK(parsed->to_text() == text);
-  for (const char* t : {"map(resize(height=8, width=8, method=\"area\"))", "map(center_crop(height=2, width=2))",
-                        "map(random_crop(height=2, width=2, seed=3))", "map(random_flip_left_right(seed=1))"}) {
+  for (const char* t :
+       {"map(resize(height=8, width=8, method=\"area\"))", "map(center_crop(height=2, width=2))",
+        "map(random_crop(height=2, width=2, seed=3))", "map(random_flip_left_right(seed=1))"}) {
     CAPTURE(t);
     CHECK(parse_dataset(std::string{"range(1)."} + t).ok());
   }
