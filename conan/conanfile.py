@@ -61,6 +61,9 @@ class ConveyorConan(ConanFile):
         tc.cache_variables["CONVEYOR_BUILD_TESTS"] = self._run_tests()
         tc.cache_variables["CONVEYOR_BUILD_PYTHON"] = False  # the C++ package only
         tc.cache_variables["CONVEYOR_SIM"] = False  # the simulator is test machinery: not packaged
+        # The image ops find libturbojpeg, libpng and libwebp with pkg-config, which this recipe
+        # does not provide (no PkgConfigDeps, no requires): the conan package is built without them.
+        tc.cache_variables["CONVEYOR_IMAGE_OPS"] = False
         tc.generate()
         CMakeDeps(self).generate()
 

@@ -8,6 +8,7 @@ packages=(g++ cmake ninja-build libcaf-dev libcereal-dev liblz4-dev doctest-dev
           python3-venv python3-pip python3-setuptools python3-wheel
           libspdlog-dev prometheus-cpp-dev libcivetweb-dev python3-yaml
           libssl-dev openssl libprotobuf-dev protobuf-compiler zlib1g-dev libcurl4-openssl-dev python3-protobuf
+          libturbojpeg0-dev libpng-dev libwebp-dev python3-pil
           clang-format)
 missing=()
 for p in "${packages[@]}"; do

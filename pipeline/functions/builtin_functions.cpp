@@ -13,6 +13,9 @@
 
 #include "pipeline/functions/dtype_functions.hpp"
 #include "pipeline/functions/functions.hpp"
+#ifdef CONVEYOR_IMAGE_OPS
+#include "pipeline/functions/image_functions.hpp"
+#endif
 #include "pipeline/tensor/dtype_convert.hpp"
 #include "pipeline/runtime/memory_budget.hpp"
 
@@ -541,6 +544,9 @@ Status register_builtin_functions(FunctionRegistry& registry) {
   };
   for (FunctionDef& d : defs)
     CONVEYOR_RETURN_IF_ERROR(registry.add(std::move(d)));
+#ifdef CONVEYOR_IMAGE_OPS
+  CONVEYOR_RETURN_IF_ERROR(register_image_functions(registry));
+#endif
   return Status::OK();
 }
 

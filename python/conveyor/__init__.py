@@ -14,6 +14,7 @@ from . import _conveyor
 from .dtypes import bfloat16, bfloat16_dtype, bfloat16_to_float32, is_bfloat16
 from .errors import *  # noqa: F401,F403  (registers the exception classes with the extension)
 from .errors import ConveyorError
+from . import image  # conveyor.image.decode(...), resize(...): image ops on the workers
 from .dataset_ops import FixedLenFeature, VarLenFeature, parse_example_dataset  # adds Dataset methods
 from .service import (
     DispatchServer,
@@ -42,6 +43,7 @@ __all__ = [
     "distribute", "distributed_save", "from_dataset_id", "function_names", "load_plugin",
     "register_dataset", "save", "FixedLenFeature", "VarLenFeature", "parse_example_dataset",
     "TrainerDataset", "TrainerIterator",
+    "image",
     "bfloat16", "bfloat16_dtype", "bfloat16_to_float32", "is_bfloat16",
 ]
 
