@@ -58,6 +58,10 @@ int run_dispatcher(const std::vector<std::string>& args) {
        "directory under which the file patterns of DYNAMIC file sources (text_lines, tfrecord, "
        "list_files) and FILE sharding may be listed on this host (repeatable; links and `..` "
        "resolved). Without it such jobs are refused")
+      ("snapshot-reuse", po::value<std::vector<std::string>>()->composing()->value_name("DIR"),
+       "read a registered dataset from a finished snapshot (conveyor save) of the same\n"
+       "fingerprint in DIR or one of its subdirectories instead of running it (repeatable;\n"
+       "DIR must lie under --allow-path, and under the workers' too)")
       ("worker-addresses", po::value<std::vector<std::string>>()->multitoken()->value_name("HOST:PORT,..."),
        "the fixed worker list (advertised addresses, comma-separated or repeated) that the static "
        "sharding policies FILE/DATA/FILE_OR_DATA/HINT need; workers not in it are refused. "
@@ -151,6 +155,8 @@ int run_dispatcher(const std::vector<std::string>& args) {
   }
   if (vm.count("allow-path"))
     config.allowed_paths = vm["allow-path"].as<std::vector<std::string>>();
+  if (vm.count("snapshot-reuse"))
+    config.snapshot_reuse = vm["snapshot-reuse"].as<std::vector<std::string>>();
   if (auto st = apply_allow_url_option(vm, config.allowed_paths); !st.ok())
     return report_status(kInfo.name, st);
   if (vm.count("worker-addresses"))

@@ -61,6 +61,8 @@ struct DispatcherStart {
   // Where the file patterns of DYNAMIC file sources and FILE-sharding checks may be listed
   // (--allow-path); null = unrestricted.
   std::shared_ptr<const PathPolicy> paths;
+  // --snapshot-reuse directories (dispatcher/snapshot_reuse.hpp), checked against `paths`.
+  std::vector<std::string> snapshot_reuse;
   // Null: state in memory only. Otherwise the opened journal and the state it replayed.
   std::shared_ptr<JournalWriter> journal;
   std::shared_ptr<DispatcherState> restored;

@@ -1,5 +1,6 @@
 // The dispatcher actor and its workers and datasets: registering (or adopting a restored worker
 // that registers again), removing, and registering datasets.
+#include "dispatcher/snapshot_reuse.hpp"
 #include "dispatcher/dispatcher_actor_state.hpp"
 
 #include <algorithm>
@@ -130,6 +131,17 @@ caf::expected<msg::dataset_registered> register_dataset(self_ptr self, msg::regi
     id = st.cluster.next_dataset_id();
   }
   const auto definition_bytes = req.definition.size();
+  if (!st.start.snapshot_reuse.empty()) {
+    auto reuse = find_reusable_snapshot(st.start.snapshot_reuse, fp);
+    for (const auto& why : reuse.passed_over)
+      log::info(kLog, "dataset " + id + " (fingerprint " + fp + "): not reusing " + why);
+    if (reuse.path) {
+      log::info(kLog, "dataset " + id + " (fingerprint " + fp +
+                        "): reading the finished snapshot at " + *reuse.path +
+                        " instead of running its pipeline (--snapshot-reuse)");
+      req.definition = std::move(reuse.definition);
+    }
+  }
   msg::RegisterDatasetRecord record{id, fp, std::move(req.definition),
                                     static_cast<uint8_t>(req.compression), now_us(self)};
   if (auto s = persist(self, std::move(record)); !s.ok())

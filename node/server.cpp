@@ -260,6 +260,13 @@ Status DispatchServer::start() {
     return paths.status();
   start.paths = std::move(*paths);
   log_confinement("dispatcher", start.paths.get(), "DYNAMIC file sources", "list");
+  for (const auto& dir : config_.snapshot_reuse) {
+    if (auto allowed =
+          check_path(start.paths.get(), dir, PathPolicy::Access::list, "`--snapshot-reuse`");
+        !allowed.ok())
+      return allowed.with_context("a reused snapshot's chunks are listed by the dispatcher");
+    start.snapshot_reuse.push_back(dir);
+  }
   for (const auto& a : config_.worker_addresses) {
     // tf.data's template: "host:%port%" matches a worker of that host on any port (one worker
     // per entry; list it as often as the host runs workers).

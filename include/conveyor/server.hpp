@@ -65,6 +65,11 @@ struct DispatcherConfig {
   // the dispatcher lists no files (as a worker without --allow-path), unless allow_all_paths.
   std::vector<std::string> allowed_paths;
   bool allow_all_paths = false; // no confinement (the user's own in-process cluster)
+  // Snapshot reuse: a dataset registered with the fingerprint of a finished snapshot (conveyor
+  // save) in one of these directories, or in one of their subdirectories, is read from it
+  // (load(DIR)) instead of running its pipeline; logged. Each must lie under allowed_paths
+  // (the dispatcher lists the chunks of DYNAMIC reads); the workers need it in theirs too.
+  std::vector<std::string> snapshot_reuse;
   // The fixed list of workers (their advertised "host:port") that the static sharding
   // policies FILE, DATA, FILE_OR_DATA and HINT need: worker i of the list reads shard i of
   // len(list). When set, a worker not in the list is refused at registration. Empty = any

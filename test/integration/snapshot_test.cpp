@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <thread>
 
 #include "conveyor/dataset.hpp"
@@ -167,4 +168,51 @@ TEST_CASE("snapshot: a distributed save with no worker fails after --stall-timeo
   CHECK(bad.exit_code == 2);
   CHECK(bad.stderr_text.find("`--stall-timeout` is used only with `--dispatcher`") !=
         std::string::npos);
+}
+
+TEST_CASE("snapshot: --snapshot-reuse reads a registered dataset from the finished snapshot of "
+          "its fingerprint instead of running it") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string lines_file = dir.path() + "/lines.txt", snaps = dir.path() + "/snaps";
+  auto write_lines = [&](const std::string& prefix) {
+    std::ofstream out(lines_file, std::ios::trunc);
+    for (int i = 0; i < 5; ++i)
+      out << prefix << i << "\n";
+  };
+  write_lines("old");
+  const std::string dataset = "text_lines(\"" + lines_file + "\")";
+  auto saved = run_conveyor({"save", "--dataset", dataset, "--path", snaps + "/one"}, kReadTimeout);
+  REQUIRE_MESSAGE(saved.exit_code == 0, saved.describe);
+  // The file changes after the save: a read that runs the pipeline sees "new", one that reads
+  // the snapshot sees "old".
+  write_lines("new");
+  auto d = start_dispatcher(free_port(), "", "dispatcher",
+                            {"--allow-path", dir.path(), "--snapshot-reuse", snaps});
+  const uint16_t port = *d->wait_listening(kStartTimeout);
+  auto worker = start_worker(port, "worker", {"--allow-path", dir.path()});
+  REQUIRE(worker->wait_for_output("worker: ready", kStartTimeout));
+  for (const char* mode : {"off", "dynamic"}) {
+    auto read = run_conveyor(
+      {"read", "--dispatcher", addr(port), "--dataset", dataset, "--mode", mode}, kReadTimeout);
+    CHECK_MESSAGE(read.exit_code == 0, read.describe);
+    CHECK_MESSAGE(read.lines.size() == 5, read.describe);
+    CHECK_MESSAGE(read.stdout_text.find("old0") != std::string::npos, read.describe);
+    CHECK_MESSAGE(read.stdout_text.find("new") == std::string::npos, read.describe);
+  }
+  CHECK_MESSAGE(
+    d->wait_for_output("reading the finished snapshot at " + snaps + "/one", kStartTimeout),
+    d->describe());
+  // Another fingerprint runs its pipeline.
+  auto other = run_conveyor({"read", "--dispatcher", addr(port), "--dataset", dataset + ".take(5)"},
+                            kReadTimeout);
+  CHECK_MESSAGE(other.exit_code == 0, other.describe);
+  CHECK_MESSAGE(other.stdout_text.find("new0") != std::string::npos, other.describe);
+  // A reuse directory the dispatcher may not list is refused at start-up.
+  auto refused = run_conveyor(
+    {"dispatcher", "--port", "0", "--allow-path", snaps + "/one", "--snapshot-reuse", dir.path()},
+    kReadTimeout);
+  CHECK_MESSAGE(refused.exit_code.value_or(0) != 0, refused.describe);
+  CHECK_MESSAGE(refused.stderr_text.find("`--snapshot-reuse`") != std::string::npos,
+                refused.describe);
 }
