@@ -11,8 +11,8 @@
 namespace conveyor::actors {
 
 struct SnapshotReuse {
-  std::optional<std::string> path;       // the finished snapshot to read, if one matches
-  std::string definition;                // then: the binary definition of load(path)
+  std::optional<std::string> path;      // the finished snapshot to read, if one matches
+  std::string definition;               // then: the binary definition of load(path)
   std::vector<std::string> passed_over; // snapshots of this fingerprint that were not usable, why
 };
 

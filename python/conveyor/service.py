@@ -29,7 +29,10 @@ class DispatcherConfig:
     """The dispatcher's settings (tf.data.experimental.service.DispatcherConfig's names where they
     exist). ``port=0`` picks a free port; ``target`` then says which. ``allowed_paths``: the
     directories under which the file patterns of "distributed_epoch" file sources may be listed
-    (none: such jobs are refused, as `conveyor dispatcher` without --allow-path)."""
+    (none: such jobs are refused, as `conveyor dispatcher` without --allow-path).
+    ``snapshot_reuse``: directories of finished snapshots (``conveyor.save``) a registered dataset
+    of the same fingerprint is read from instead of running (as `--snapshot-reuse`; each must
+    lie under ``allowed_paths``)."""
 
     port: int = 0
     bind_host: str = "127.0.0.1"
@@ -38,6 +41,7 @@ class DispatcherConfig:
     job_gc_timeout_ms: int = 60000
     range_split_size: int = 64
     allowed_paths: Sequence[str] = ()
+    snapshot_reuse: Sequence[str] = ()
 
 
 @dataclasses.dataclass
@@ -128,7 +132,8 @@ class DispatchServer(_Server):
         impl = _conveyor._DispatchServer(
             port=c.port, bind_host=c.bind_host, work_dir=c.work_dir or "",
             worker_timeout_ms=c.worker_timeout_ms, job_gc_timeout_ms=c.job_gc_timeout_ms,
-            range_split_size=c.range_split_size, allowed_paths=list(c.allowed_paths))
+            range_split_size=c.range_split_size, allowed_paths=list(c.allowed_paths),
+            snapshot_reuse=list(c.snapshot_reuse))
         super().__init__(impl, start)
 
     @property

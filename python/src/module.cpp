@@ -631,21 +631,24 @@ PYBIND11_MODULE(_conveyor, m) {
                                                                                 "_DispatchServer");
   bind_server_control(dispatch_server, "DispatchServer");
   dispatch_server
-    .def(py::init([](uint16_t port, std::string bind_host, std::string work_dir,
-                     int64_t worker_timeout_ms, int64_t job_gc_timeout_ms, int64_t range_split_size,
-                     std::vector<std::string> allowed_paths) {
-           DispatcherConfig c;
-           c.port = port;
-           c.bind_host = std::move(bind_host);
-           c.work_dir = std::move(work_dir);
-           c.worker_timeout = milliseconds{worker_timeout_ms};
-           c.job_gc_timeout = milliseconds{job_gc_timeout_ms};
-           c.range_split_size = range_split_size;
-           c.allowed_paths = std::move(allowed_paths);
-           return new PyDispatchServer(std::move(c));
-         }),
-         py::arg("port"), py::arg("bind_host"), py::arg("work_dir"), py::arg("worker_timeout_ms"),
-         py::arg("job_gc_timeout_ms"), py::arg("range_split_size"), py::arg("allowed_paths"))
+    .def(
+      py::init([](uint16_t port, std::string bind_host, std::string work_dir,
+                  int64_t worker_timeout_ms, int64_t job_gc_timeout_ms, int64_t range_split_size,
+                  std::vector<std::string> allowed_paths, std::vector<std::string> snapshot_reuse) {
+        DispatcherConfig c;
+        c.port = port;
+        c.bind_host = std::move(bind_host);
+        c.work_dir = std::move(work_dir);
+        c.worker_timeout = milliseconds{worker_timeout_ms};
+        c.job_gc_timeout = milliseconds{job_gc_timeout_ms};
+        c.range_split_size = range_split_size;
+        c.allowed_paths = std::move(allowed_paths);
+        c.snapshot_reuse = std::move(snapshot_reuse);
+        return new PyDispatchServer(std::move(c));
+      }),
+      py::arg("port"), py::arg("bind_host"), py::arg("work_dir"), py::arg("worker_timeout_ms"),
+      py::arg("job_gc_timeout_ms"), py::arg("range_split_size"), py::arg("allowed_paths"),
+      py::arg("snapshot_reuse"))
     .def_property_readonly("bound_port", [](const PyDispatchServer& s) { return s.bound_port(); })
     .def_property_readonly("target", [](const PyDispatchServer& s) { return s.target(); });
 

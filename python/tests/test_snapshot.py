@@ -72,3 +72,23 @@ def test_distributed_save_without_workers_fails_after_its_stall_timeout(tmp_path
             conveyor.save(conveyor.Dataset.load(path), str(tmp_path / "copy"))  # runs the load here
     finally:
         dispatcher.stop()
+
+
+def test_a_dispatcher_with_snapshot_reuse_reads_the_saved_output(tmp_path):
+    lines = tmp_path / "lines.txt"
+    lines.write_text("old0\nold1\n")
+    ds = conveyor.Dataset.text_lines(str(lines))
+    conveyor.save(ds, str(tmp_path / "snaps" / "one"))
+    lines.write_text("new0\nnew1\n")  # running the pipeline now would read "new"
+    root = str(tmp_path)
+    dispatcher = conveyor.DispatchServer(port=0, allowed_paths=[root],
+                                         snapshot_reuse=[str(tmp_path / "snaps")])
+    worker = conveyor.WorkerServer(dispatcher_address=dispatcher.target, port=0,
+                                   allowed_paths=[root])
+    try:
+        got = sorted(bytes(x).decode() if not isinstance(x, str) else x
+                     for x in conveyor.distribute(ds, dispatcher.target, "parallel_epochs"))
+        assert got == ["old0", "old1"]
+    finally:
+        worker.stop()
+        dispatcher.stop()
