@@ -33,6 +33,10 @@ public:
   static Dataset range(int64_t start, int64_t stop, int64_t step = 1);
   static Dataset from_tensors(Element element);
   static Dataset from_tensor_slices(Element element);
+  // Nested elements: `structure` nests the flat components (structure.hpp), e.g. a dict
+  // {"image": _, "label": _} over two components; validate() checks that the sizes agree.
+  static Dataset from_tensors(Element element, const Structure& structure);
+  static Dataset from_tensor_slices(Element element, const Structure& structure);
   static Dataset list_files(std::string pattern, bool shuffle = true, int64_t seed = kNoSeed);
   // File sources: each entry is a file name or a glob pattern (sorted expansion, files.hpp);
   // compression_type "" (none), "ZLIB" or "GZIP".

@@ -1,15 +1,20 @@
 // Element: what a dataset yields — a tuple of tensors, like a tf.data element.
-// ElementSpec: the dtypes and (partially known) shapes of a dataset's elements.
+// ElementSpec: the dtypes and (partially known) shapes of a dataset's elements, and how they nest.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "conveyor/structure.hpp"
 #include "conveyor/tensor.hpp"
 
 namespace conveyor {
 
+// An Element carries no Structure: the flat components are what kernels, codecs and the wire
+// see, and the dataset's ElementSpec (Dataset::element_spec) says how they nest. Consumers re-nest
+// with it (the Python client; to_string(element, structure) below).
 struct Element {
   std::vector<Tensor> components;
 
@@ -51,12 +56,25 @@ struct TensorSpec {
 };
 
 struct ElementSpec {
-  std::vector<TensorSpec> components;
+  ElementSpec() = default;
+  // ElementSpec{{spec, ...}}: flat components.
+  ElementSpec(std::vector<TensorSpec> parts, std::optional<Structure> nesting = std::nullopt)
+    : components(std::move(parts)), structure(std::move(nesting)) {}
 
-  // One component prints as that spec; several as a tuple "(TensorSpec(...), TensorSpec(...))".
+  std::vector<TensorSpec> components;
+  // How the components nest; nullopt is the flat tuple (Structure::flat(components.size())).
+  // When set, structure->flat_size() == components.size().
+  std::optional<Structure> structure;
+
+  // The structure, or the flat tuple when none is set.
+  Structure structure_or_flat() const {
+    return structure ? *structure : Structure::flat(components.size());
+  }
+  // As tf.data prints element_spec: one component prints as that spec, several as a tuple
+  // "(TensorSpec(...), TensorSpec(...))", a dict as "{'image': TensorSpec(...), ...}".
   std::string to_string() const;
   friend bool operator==(const ElementSpec& a, const ElementSpec& b) {
-    return a.components == b.components;
+    return a.components == b.components && a.structure_or_flat() == b.structure_or_flat();
   }
 
   // True when `e` has these dtypes and shapes compatible with these partial shapes.
@@ -77,8 +95,12 @@ std::string tuple_to_string(const Parts& parts) {
   return out + ")";
 }
 
-// The spec of one concrete element.
+// The spec of one concrete element (flat: an Element has no structure of its own).
 ElementSpec spec_of(const Element& e);
+
+// `e` nested by `structure` in the pipeline text form: {"a": 1, "b": (2, "x")}. A structure
+// whose flat_size() differs from e.size() prints the element flat.
+std::string to_string(const Element& e, const Structure& structure);
 
 // Cardinality as in tf.data: a count, or one of these two markers.
 inline constexpr int64_t kInfiniteCardinality = -1;

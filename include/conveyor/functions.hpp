@@ -36,6 +36,17 @@ using SourceFn = std::function<Expected<std::unique_ptr<Iterator>>(const Params&
 // Without it, element_spec() of a map reports unknown rank for every component.
 using SpecFn = std::function<Expected<ElementSpec>(const ElementSpec&, const Params&)>;
 
+// Map functions that act on one component of an element (the image ops) declare the parameters
+// `key` (string, default "") and `index` (int64, default -1): `key` names a top-level entry of a
+// dict element, `index` a component of a tuple. Elements carry no structure at run time, so the
+// map kernel resolves `key` against its input's element spec when it builds the pipeline and
+// hands the function `index` instead (resolve_component_key).
+Expected<std::size_t> component_of_key(const std::string& fn, const std::string& key,
+                                       const Structure* structure);
+// `params` with a non-empty `key` replaced by the `index` it names in `input`'s structure.
+Expected<Params> resolve_component_key(const std::string& fn, Params params,
+                                       const ElementSpec& input);
+
 struct ParamSpec {
   std::string name;
   Scalar default_value; // every parameter has a default; its kind fixes the accepted kind

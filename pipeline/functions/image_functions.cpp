@@ -70,7 +70,8 @@ FunctionDef image_def(const char* name, std::vector<ParamSpec> params, std::stri
     return out;
   };
   d.output_spec = [name, spec](const ElementSpec& in, const Params& p) -> Expected<ElementSpec> {
-    auto target = image_target(name, in.components.size(), p);
+    auto target =
+      image_target(name, in.components.size(), p, in.structure ? &*in.structure : nullptr);
     if (!target.ok())
       return target.status();
     auto t = spec(in.components[*target], p);
@@ -337,10 +338,17 @@ FunctionDef to_chw_fn() {
 
 } // namespace
 
-Expected<std::size_t> image_target(const char* fn, std::size_t components, const Params& params) {
-  if (!string_param(params, "key").empty())
-    return unimplemented(std::string{fn} + ": key= needs dict elements (not yet merged)");
+Expected<std::size_t> image_target(const char* fn, std::size_t components, const Params& params,
+                                   const Structure* structure) {
   const int64_t index = int_param(params, "index");
+  if (const std::string key = string_param(params, "key"); !key.empty()) {
+    if (index != -1)
+      return invalid_argument(std::string{fn} + ": give `key` or `index`, not both");
+    auto found = component_of_key(fn, key, structure);
+    if (!found.ok())
+      return found.status();
+    return *found;
+  }
   if (index >= 0) {
     if (static_cast<std::size_t>(index) >= components)
       return invalid_argument(std::string{fn} + ": index=" + std::to_string(index) +

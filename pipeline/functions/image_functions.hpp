@@ -9,8 +9,11 @@ namespace conveyor {
 
 Status register_image_functions(FunctionRegistry& registry);
 
-// Which component an image op acts on: `index=N` (a tuple's component N), or the element's only
-// component. `key=` names a dict entry, which needs dict elements.
-Expected<std::size_t> image_target(const char* fn, std::size_t components, const Params& params);
+// Which component an image op acts on: `key="jpg"` (a dict element's entry), `index=N` (a tuple's
+// component N), or the element's only component. `structure`: the input's, when known (the spec
+// rules pass it; at run time the map kernel has already turned `key` into `index`, see
+// resolve_component_key in include/conveyor/functions.hpp).
+Expected<std::size_t> image_target(const char* fn, std::size_t components, const Params& params,
+                                   const Structure* structure = nullptr);
 
 } // namespace conveyor

@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "pipeline/functions/functions.hpp"
+#include "pipeline/io/snapshot_files.hpp"
 
 namespace conveyor {
 
@@ -53,6 +54,28 @@ Status register_python_functions(FunctionRegistry& registry) {
   // > 1 (or -1, AUTOTUNE): run in a pool of that many interpreter processes (Python's
   // Dataset.map sets it from num_parallel_calls), past the GIL of the worker's interpreter.
   map.params.push_back({"processes", int64_t{0}});
+  // The output spec the client traced (snapshot_files.hpp's text, with the structure after
+  // `|`; "" = not traced): the dtypes with unknown ranks, and how the result nests.
+  map.params.push_back({"spec", std::string{}});
+  map.output_spec = [](const ElementSpec& in, const Params& params) -> Expected<ElementSpec> {
+    auto it = params.find("spec");
+    const std::string* text = it == params.end() ? nullptr : std::get_if<std::string>(&it->second);
+    if (text == nullptr || text->empty()) {
+      // Untraced: the input's dtypes, ranks unknown, flat (the function must return a flat
+      // tuple then; the client's wrapper checks it).
+      ElementSpec out = in;
+      out.structure.reset();
+      for (TensorSpec& c : out.components) {
+        c.unknown_rank = true;
+        c.shape.clear();
+      }
+      return out;
+    }
+    auto spec = snapshot::parse_spec_components(*text);
+    if (!spec.ok())
+      return spec.status().with_context("Python function" + described(params) + ": `spec`");
+    return spec;
+  };
   map.doc = "a Python callable (Dataset.map(fn) in Python): pickle=BASE64 or import=MOD:FN";
   map.map = [](const Element& in, const Params& params) -> Expected<Element> {
     auto runtime = runtime_for(params);

@@ -54,6 +54,19 @@ Dataset Dataset::from_tensor_slices(Element element) {
   return make("from_tensor_slices", {}, {{"element", std::move(element)}});
 }
 
+// The flat default is stored as "" so that a flat element builds the graph it always has.
+Dataset Dataset::from_tensors(Element element, const Structure& structure) {
+  std::string text = structure.is_flat() ? std::string{} : structure.to_string();
+  return make("from_tensors", {},
+              {{"element", std::move(element)}, {"structure", std::move(text)}});
+}
+
+Dataset Dataset::from_tensor_slices(Element element, const Structure& structure) {
+  std::string text = structure.is_flat() ? std::string{} : structure.to_string();
+  return make("from_tensor_slices", {},
+              {{"element", std::move(element)}, {"structure", std::move(text)}});
+}
+
 Dataset Dataset::list_files(std::string pattern, bool shuffle, int64_t seed) {
   return make("list_files", {},
               {{"pattern", std::move(pattern)}, {"shuffle", shuffle}, {"seed", seed}});

@@ -23,6 +23,33 @@ TensorSpec scalar(DType d) { return TensorSpec{d, {}, false}; }
 
 bool is_unknown(const ElementSpec& s) { return s.components.empty(); }
 
+Expected<ElementSpec> drop_leading_dim(const ElementSpec& in, const std::string& op);
+
+// Sets `structure` on `spec`, kept as nullopt when it is the flat default (so that specs compare
+// and print as they always have).
+ElementSpec with_structure(ElementSpec spec, Structure structure) {
+  if (structure.is_flat() && structure.flat_size() == spec.components.size())
+    spec.structure.reset();
+  else
+    spec.structure = std::move(structure);
+  return spec;
+}
+
+// from_tensors / from_tensor_slices: the element's spec nested by the `structure` attribute.
+Expected<ElementSpec> literal_spec(const Node& n) {
+  ElementSpec spec = spec_of(n.element_attr("element"));
+  const std::string& text = n.string_attr("structure");
+  if (!text.empty()) {
+    auto structure = Structure::parse(text);
+    if (!structure.ok())
+      return structure.status().with_context(n.op + ": `structure`");
+    spec = with_structure(std::move(spec), std::move(*structure));
+  }
+  if (n.op == "from_tensor_slices")
+    return drop_leading_dim(spec, n.op);
+  return spec;
+}
+
 // The spec of one row of a batch: dimension 0 dropped.
 Expected<ElementSpec> drop_leading_dim(const ElementSpec& in, const std::string& op) {
   ElementSpec out = in;
@@ -64,6 +91,7 @@ Expected<ElementSpec> function_spec(const Node& n, const ElementSpec& input,
   if (n.op != "map")
     return ElementSpec{}; // unknown: nothing says what the returned datasets hold
   ElementSpec out = input;
+  out.structure.reset(); // a function that declares no output spec returns a flat tuple
   for (TensorSpec& c : out.components) {
     c.unknown_rank = true;
     c.shape.clear();
@@ -117,10 +145,8 @@ Expected<ElementSpec> node_spec(const Node& n, const FunctionRegistry& functions
   const std::string& op = n.op;
   if (op == "range")
     return ElementSpec{{scalar(DType::int64)}};
-  if (op == "from_tensors")
-    return spec_of(n.element_attr("element"));
-  if (op == "from_tensor_slices")
-    return drop_leading_dim(spec_of(n.element_attr("element")), op);
+  if (op == "from_tensors" || op == "from_tensor_slices")
+    return literal_spec(n);
   if (op == "list_files" || op == "text_lines" || op == "tfrecord")
     return ElementSpec{{scalar(DType::string)}};
   if (op == "load") // the spec the snapshot recorded, when the builder could read it
@@ -149,14 +175,16 @@ Expected<ElementSpec> node_spec(const Node& n, const FunctionRegistry& functions
       return spec.status();
     inputs.push_back(std::move(spec).value());
   }
-  if (op == "zip") {
+  if (op == "zip") { // as tf.data: a tuple of the inputs' elements, each keeping its structure
     ElementSpec out;
+    std::vector<Structure> items;
     for (const ElementSpec& s : inputs) {
       if (is_unknown(s))
         return ElementSpec{};
       out.components.insert(out.components.end(), s.components.begin(), s.components.end());
+      items.push_back(s.structure_or_flat());
     }
-    return out;
+    return with_structure(std::move(out), Structure::tuple(std::move(items)));
   }
   const ElementSpec& input = inputs.at(0);
   if (op == "filter" || op == "shuffle" || op == "repeat" || op == "take" || op == "skip" ||
@@ -179,10 +207,11 @@ Expected<ElementSpec> node_spec(const Node& n, const FunctionRegistry& functions
     return drop_leading_dim(input, op);
   if (op == "padded_batch")
     return padded_batch_spec(n, input);
-  if (op == "enumerate") {
+  if (op == "enumerate") { // (index, element), the element keeping its structure
     ElementSpec out = input;
     out.components.insert(out.components.begin(), scalar(DType::int64));
-    return out;
+    return with_structure(std::move(out),
+                          Structure::tuple({Structure::leaf(), input.structure_or_flat()}));
   }
   return unimplemented("element_spec: op `" + op + "` has no spec rule");
 }

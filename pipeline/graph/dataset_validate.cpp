@@ -67,6 +67,22 @@ Status check_slices(const Node& n) {
   return Status::OK();
 }
 
+// from_tensors/from_tensor_slices: `structure` ("" = flat) must nest exactly the components.
+Status check_structure(const Node& n) {
+  const std::string& text = n.string_attr("structure");
+  if (text.empty())
+    return Status::OK();
+  auto structure = Structure::parse(text);
+  if (!structure.ok())
+    return structure.status().with_context(n.op + ": `structure`");
+  const std::size_t components = n.element_attr("element").size();
+  if (structure->flat_size() != components)
+    return invalid_argument(n.op + ": `structure` " + text + " has " +
+                            std::to_string(structure->flat_size()) + " leaves, `element` has " +
+                            std::to_string(components) + " component(s)");
+  return Status::OK();
+}
+
 Status check_files(const Node& n) {
   const auto& files = n.strings_attr("files");
   for (std::size_t i = 0; i < files.size(); ++i)
@@ -102,8 +118,10 @@ Status check_arguments(const Node& n, const FunctionRegistry& functions) {
     // Zero components would read as an unknown ElementSpec (see dataset_spec.cpp).
     if (n.element_attr("element").size() == 0)
       return invalid_argument("from_tensors: `element` needs at least one component, got ()");
+    return check_structure(n);
   } else if (op == "from_tensor_slices") {
-    return check_slices(n);
+    CONVEYOR_RETURN_IF_ERROR(check_slices(n));
+    return check_structure(n);
   } else if (op == "list_files") {
     if (n.string_attr("pattern").empty())
       return invalid_argument("list_files: `pattern` must be a file glob, got \"\"");

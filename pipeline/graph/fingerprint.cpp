@@ -5,7 +5,8 @@
 //
 //   "conveyor.fingerprint.v1"                      (the tag; bump it when the encoding changes)
 //   node     := str op | u64 n, node * n (inputs in order)
-//               | u64 n, (str name | attr) * n     (attributes in name order)
+//               | u64 n, (str name | attr) * n     (attributes in name order; a flat
+//                                                   from_tensors* `structure` "" left out)
 //   attr     := u8 tag | value        tags: bool 1, int64 2, float64 3, string 4, int64_list 5,
 //                                           string_list 6, element 7, function 8
 //               bool: u8 0/1 | int64: i64 | float64: u64 bit pattern | string: str
@@ -33,11 +34,21 @@ public:
     u64(n.inputs.size());
     for (const auto& in : n.inputs)
       node(*in);
-    u64(n.attrs.size());
+    u64(n.attrs.size() - (omitted(n) ? 1 : 0));
     for (const auto& [name, value] : n.attrs) {
+      if (omitted(n) && name == "structure")
+        continue;
       str(name);
       attr(value);
     }
+  }
+
+  // The `structure` of from_tensors/from_tensor_slices came after the encoding was pinned: flat
+  // (""), it is left out, so a flat dataset keeps the fingerprint it always had.
+  static bool omitted(const Node& n) {
+    auto it = n.attrs.find("structure");
+    return (n.op == "from_tensors" || n.op == "from_tensor_slices") && it != n.attrs.end() &&
+           it->second == AttrValue{std::string{}};
   }
 
   void tag(std::string_view t) { bytes(t.data(), t.size()); }

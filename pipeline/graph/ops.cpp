@@ -19,8 +19,12 @@ std::vector<OpSchema> make_schemas() {
     {"range",
      0,
      {req("start", K::int64), req("stop", K::int64), opt("step", K::int64, int64_t{1})}},
-    {"from_tensors", 0, {req("element", K::element)}},
-    {"from_tensor_slices", 0, {req("element", K::element)}},
+    // `structure` (Structure's text form, "" = flat) nests the element's flat components; the
+    // text form prints both as one nested literal: from_tensors({"a": 1, "b": (2, "x")}).
+    {"from_tensors", 0, {req("element", K::element), opt("structure", K::string, std::string{})}},
+    {"from_tensor_slices",
+     0,
+     {req("element", K::element), opt("structure", K::string, std::string{})}},
     // Files matching a glob, sorted by name; shuffled (seeded) unless shuffle=false, as in
     // tf.data.Dataset.list_files.
     {"list_files",

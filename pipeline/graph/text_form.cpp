@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "pipeline/graph/ops.hpp"
@@ -137,6 +138,11 @@ void print_value(const std::string& op, const std::string& attr, const AttrValue
 
 void print_node(const Node& n, std::string& out);
 
+// The sources whose `element` may be a nested literal, kept as flat components + `structure`.
+bool has_structure_attr(const std::string& op) {
+  return op == "from_tensors" || op == "from_tensor_slices";
+}
+
 // The arguments inside the parentheses, in canonical form; `first` is false when inputs
 // (zip's datasets) were printed before them.
 void print_arguments(const Node& n, const OpSchema& schema, bool first, std::string& out) {
@@ -153,12 +159,28 @@ void print_arguments(const Node& n, const OpSchema& schema, bool first, std::str
   const AttrValue* step = attr("step");
   bool short_range = n.op == "range" && start != nullptr && *start == AttrValue{int64_t{0}} &&
                      step != nullptr && *step == AttrValue{int64_t{1}};
+  // from_tensors/from_tensor_slices with a structure print one nested literal.
+  std::optional<Structure> nested_literal;
+  if (has_structure_attr(n.op)) {
+    const auto* text = attr("structure") ? std::get_if<std::string>(attr("structure")) : nullptr;
+    const auto* element = attr("element") ? std::get_if<Element>(attr("element")) : nullptr;
+    if (text != nullptr && element != nullptr && !text->empty())
+      if (auto s = Structure::parse(*text); s.ok() && s->flat_size() == element->size())
+        nested_literal = std::move(*s);
+  }
   for (const auto& spec : schema.attrs) {
     const AttrValue* v = attr(spec.name);
     if (v == nullptr)
       continue; // a malformed node; check_node_schema reports it, printing stays best-effort
     if (short_range && spec.name == "start")
       continue;
+    if (nested_literal && spec.name == "structure")
+      continue;
+    if (nested_literal && spec.name == "element") {
+      separator();
+      out += to_string(std::get<Element>(*v), *nested_literal);
+      continue;
+    }
     if (!spec.default_value) {
       separator();
       print_value(n.op, spec.name, *v, out);
@@ -383,6 +405,20 @@ Status bind_arguments(const OpSchema& schema, const TextValue& call, Node& node)
     if (node.attrs.count(spec->name) != 0)
       return syntax_error(column,
                           "argument `" + spec->name + "` of `" + schema.name + "` is given twice");
+    if (spec->name == "element" && has_structure_attr(schema.name)) {
+      // A nested literal: its leaves are the element, its nesting the `structure` attribute.
+      auto nested = text::nested_element_from_value(arg.value);
+      if (!nested.ok())
+        return nested.status();
+      if (!nested->structure.is_flat()) { // flat: no `structure` recorded
+        if (node.attrs.count("structure") != 0)
+          return syntax_error(column, "`" + schema.name +
+                                        "` has a nested `element` and a `structure`; give one");
+        node.attrs.emplace("structure", AttrValue{nested->structure.to_string()});
+      }
+      node.attrs.emplace(spec->name, AttrValue{std::move(nested->element)});
+      continue;
+    }
     auto value = attr_from_value(schema.name, *spec, arg.value);
     if (!value.ok())
       return value.status();

@@ -21,6 +21,7 @@ std::string describe(const TextValue& v) {
     case TextValue::Kind::identifier: return "the name `" + v.text + "`";
     case TextValue::Kind::list: return "a list";
     case TextValue::Kind::tuple: return "a tuple";
+    case TextValue::Kind::dict: return "a dict";
     case TextValue::Kind::call: return "a call `" + v.text + "(...)`";
     case TextValue::Kind::method: return "a dataset expression ending in `." + v.text + "(...)`";
   }
@@ -41,6 +42,9 @@ struct Token {
     rparen,
     lbracket,
     rbracket,
+    lbrace,
+    rbrace,
+    colon,
     comma,
     dot,
     equals,
@@ -113,6 +117,9 @@ public:
           case ')': kind = Token::Kind::rparen; break;
           case '[': kind = Token::Kind::lbracket; break;
           case ']': kind = Token::Kind::rbracket; break;
+          case '{': kind = Token::Kind::lbrace; break;
+          case '}': kind = Token::Kind::rbrace; break;
+          case ':': kind = Token::Kind::colon; break;
           case ',': kind = Token::Kind::comma; break;
           case '.': kind = Token::Kind::dot; break;
           case '=': kind = Token::Kind::equals; break;
@@ -342,6 +349,10 @@ private:
         CONVEYOR_RETURN_IF_ERROR(sequence(v, Token::Kind::rbracket, "]"));
         return v;
       case Token::Kind::lparen: return parenthesized(v);
+      case Token::Kind::lbrace:
+        v.kind = TextValue::Kind::dict;
+        CONVEYOR_RETURN_IF_ERROR(dict_entries(v));
+        return v;
       default: return syntax_error(t.column, "expected a value, found " + show(t));
     }
   }
@@ -382,6 +393,33 @@ private:
       } else if (!at(close)) {
         return syntax_error(peek().column, std::string{"expected `,` or `"} + close_text +
                                              "` in the " + what + " opened at column " +
+                                             std::to_string(v.column) + ", found " + show(peek()));
+      }
+    }
+    next();
+    return set_depth(v, v.column);
+  }
+
+  // After '{': `"key": value` entries up to '}' (a trailing comma is fine); keys in v.keys, values
+  // in v.items, in source order.
+  Status dict_entries(TextValue& v) {
+    while (!at(Token::Kind::rbrace)) {
+      if (!at(Token::Kind::string))
+        return syntax_error(peek().column, "expected a string key in the dict opened at column " +
+                                             std::to_string(v.column) + ", found " + show(peek()));
+      v.keys.push_back(next().text);
+      if (!at(Token::Kind::colon))
+        return syntax_error(peek().column,
+                            "expected `:` after the dict key, found " + show(peek()));
+      next();
+      auto item = value();
+      if (!item.ok())
+        return item.status();
+      v.items.push_back(std::move(*item));
+      if (at(Token::Kind::comma)) {
+        next();
+      } else if (!at(Token::Kind::rbrace)) {
+        return syntax_error(peek().column, "expected `,` or `}` in the dict opened at column " +
                                              std::to_string(v.column) + ", found " + show(peek()));
       }
     }

@@ -9,6 +9,7 @@
 //            | NAME | NAME '(' args ')'                     name: function, constant; call: source,
 //            | '[' [value (',' value)* [',']] ']'             zip, cast or function with params
 //            | '(' ')' | '(' value ')' | '(' value ',' [value (',' value)* [',']] ')'   tuples
+//            | '{' [STRING ':' value (',' STRING ':' value)* [',']] '}'       dicts (nested elements)
 //   args    := [arg (',' arg)* [',']]      arg := [NAME '='] value
 //   INT     := [0-9]+      FLOAT := [0-9]+ ('.' [0-9]+)? ([eE] [+-]? [0-9]+)?  (with '.' or exponent)
 //   STRING  := "..." or '...' with escapes \\ \" \' \n \t \r \0 \xHH
@@ -34,14 +35,27 @@ inline constexpr int kMaxDepth = 1000;
 struct TextArg;
 
 struct TextValue {
-  enum class Kind { integer, floating, boolean, string, identifier, list, tuple, call, method };
+  enum class Kind {
+    integer,
+    floating,
+    boolean,
+    string,
+    identifier,
+    list,
+    tuple,
+    dict,
+    call,
+    method
+  };
   Kind kind = Kind::integer;
   int column = 0;   // where the value starts; for a method, where its name starts
   std::string text; // number as spelled (with '-'), decoded string, or the name
   bool boolean = false;
-  std::vector<TextValue> items; // list / tuple entries; for a method, items[0] is the receiver
-  std::vector<TextArg> args;    // call / method arguments in source order
-  int depth = 1;                // 1 + the depth of the deepest child
+  std::vector<TextValue> items;  // list / tuple entries, dict values; for a method, items[0] is
+                                 // the receiver
+  std::vector<std::string> keys; // dict keys, one per item, in source order
+  std::vector<TextArg> args;     // call / method arguments in source order
+  int depth = 1;                 // 1 + the depth of the deepest child
 };
 
 struct TextArg {
@@ -63,6 +77,13 @@ std::string describe(const TextValue& v);
 
 // An element literal: a tuple gives one component per entry, anything else one component.
 Expected<Element> element_from_value(const TextValue& v);
+// A nested element literal (from_tensors({"a": 1, "b": (2, "x")})): tuples of tuples and dicts
+// with string keys; the leaves become the flat components in flatten order (dict keys sorted).
+struct NestedElement {
+  Element element;
+  Structure structure;
+};
+Expected<NestedElement> nested_element_from_value(const TextValue& v);
 // One tensor literal: 3, 2.5, "a", [[1, 2], [3, 4]], or a cast such as int32([1, 2]) or
 // float32([], shape=[0, 3]).
 Expected<Tensor> tensor_from_value(const TextValue& v);

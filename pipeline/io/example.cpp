@@ -358,9 +358,21 @@ std::string FeatureSpec::to_string() const {
 
 ElementSpec FeatureSpec::element_spec() const {
   ElementSpec spec;
-  for (const FeatureConfig& f : features_)
+  std::vector<std::pair<std::string, Structure>> entries;
+  bool sorted = true;
+  for (const FeatureConfig& f : features_) {
     spec.components.push_back(
       TensorSpec{f.dtype, f.var_len ? PartialShape{kUnknownDim} : PartialShape(f.shape), false});
+    sorted = sorted && (entries.empty() || entries.back().first < f.name);
+    entries.emplace_back(f.name, Structure::leaf());
+  }
+  // A dict keyed by feature name, as tf.io.parse_example returns; a dict's leaves come in sorted
+  // key order, so a spec listing its features in another order keeps that order as a tuple.
+  if (sorted && !entries.empty()) {
+    auto dict = Structure::dict(std::move(entries));
+    if (dict.ok())
+      spec.structure = std::move(*dict);
+  }
   return spec;
 }
 

@@ -2,7 +2,9 @@
 // into tensors, and writing Examples (for tests, benchmarks and tools).
 //
 // A FeatureSpec lists features in order; `parse_example` yields one component per feature, in
-// that order (tf.io.parse_single_example returns a dict; conveyor elements are tuples):
+// that order. When the names are in sorted order (the Python dict form sorts them) the element
+// spec is a dict keyed by feature name, as tf.io.parse_single_example returns; a spec in another
+// order keeps its order as a flat tuple (a dict's components are always in sorted key order):
 //   - fixed-length (tf.io.FixedLenFeature(shape, dtype, default_value)): a tensor of `shape`.
 //     The record's list must hold exactly product(shape) values (row-major). Without a default
 //     the feature is required; with one, a missing feature (or one with an empty list, as in

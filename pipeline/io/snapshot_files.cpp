@@ -115,13 +115,18 @@ std::string format_spec_components(const ElementSpec& spec) {
       out += (d ? "," : "") + std::to_string(c.shape[d]);
     out += ']';
   }
+  if (spec.structure && !spec.structure->is_flat())
+    out += "|" + spec.structure->to_string(); // its keys escape control bytes: one line
   return out;
 }
 
-Expected<ElementSpec> parse_spec_components(const std::string& text) {
+Expected<ElementSpec> parse_spec_components(const std::string& full_text) {
   ElementSpec spec;
-  if (text.empty())
+  if (full_text.empty())
     return spec;
+  // Components never hold `|`: the first one starts the structure.
+  const std::size_t bar = full_text.find('|');
+  const std::string text = full_text.substr(0, bar);
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ';')) {
@@ -153,6 +158,16 @@ Expected<ElementSpec> parse_spec_components(const std::string& text) {
       }
     }
     spec.components.push_back(std::move(c));
+  }
+  if (bar != std::string::npos) {
+    auto structure = Structure::parse(full_text.substr(bar + 1));
+    if (!structure.ok())
+      return structure.status().with_context("element spec");
+    if (structure->flat_size() != spec.components.size())
+      return invalid_argument("element spec: the structure " + structure->to_string() + " has " +
+                              std::to_string(structure->flat_size()) + " leaves for " +
+                              std::to_string(spec.components.size()) + " component(s)");
+    spec.structure = std::move(*structure);
   }
   return spec;
 }

@@ -39,7 +39,8 @@ struct Metadata {
 };
 
 // "int64:[];float32:[3,-1];string:?" (one entry per component: dtype, then the shape with -1 for
-// an unknown dimension, or ? for an unknown rank), and back. Empty = unknown spec.
+// an unknown dimension, or ? for an unknown rank), and back. Empty = unknown spec. A nested
+// element appends its structure after `|`: "int64:[];string:[]|{\"id\": _, \"label\": _}".
 std::string format_spec_components(const ElementSpec& spec);
 Expected<ElementSpec> parse_spec_components(const std::string& text);
 

@@ -215,7 +215,18 @@ MakeResult make_map(const NodePtr& node, const KernelContext& kctx) {
   auto input = make_input(node, kctx);
   if (!input.ok())
     return input.status();
-  Params params = kctx.functions().resolve_params(ref);
+  auto params = kctx.functions().resolve_params(ref);
+  if (auto key = params.find("key"); key != params.end() && key->second != Scalar{std::string{}}) {
+    // A component named by dict key: found once here, in the input's structure.
+    auto spec = Dataset(node->inputs.at(0)).element_spec(&kctx.functions());
+    if (!spec.ok())
+      return spec.status().with_context("map(" + ref.name +
+                                        "): finding key= in the input's elements");
+    auto resolved = resolve_component_key(ref.name, std::move(params), *spec);
+    if (!resolved.ok())
+      return resolved.status();
+    params = std::move(*resolved);
+  }
   if (parallelism == 1)
     return IteratorPtr(std::make_unique<MapIterator>(
       std::move(*input), (*def)->map, std::move(params), ref.name, kctx.memory(), kctx.stop()));

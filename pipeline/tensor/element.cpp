@@ -28,7 +28,25 @@ std::string TensorSpec::to_string() const {
   return "TensorSpec(shape=" + shape_text + ", dtype=" + dtype_name(dtype) + ")";
 }
 
-std::string ElementSpec::to_string() const { return tuple_to_string(components); }
+std::string ElementSpec::to_string() const {
+  if (!structure || structure->flat_size() != components.size())
+    return tuple_to_string(components);
+  std::vector<std::string> leaves;
+  leaves.reserve(components.size());
+  for (const TensorSpec& c : components)
+    leaves.push_back(c.to_string());
+  return structure->format(leaves, '\'');
+}
+
+std::string to_string(const Element& e, const Structure& structure) {
+  if (structure.flat_size() != e.size())
+    return e.to_string();
+  std::vector<std::string> leaves;
+  leaves.reserve(e.size());
+  for (const Tensor& t : e.components)
+    leaves.push_back(t.to_string());
+  return structure.format(leaves);
+}
 
 bool ElementSpec::is_compatible(const Element& e) const {
   if (e.size() != components.size())

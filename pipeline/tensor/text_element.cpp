@@ -1,6 +1,7 @@
 // Element literals, function references and numbers read out of the text form's syntax tree.
 // The literal rules (which dtype a bare literal gets, how casts and shape= work) are described
 // in tensor_format.cpp, which prints them.
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <complex>
@@ -356,6 +357,71 @@ Expected<Element> element_from_value(const TextValue& v) {
     e.components.push_back(std::move(*t));
   }
   return e;
+}
+
+namespace {
+
+// Appends the leaves of `v` to `out` and returns its structure; `path` names `v` in errors
+// (`["image"][1]`).
+Expected<Structure> collect_nested(const TextValue& v, const std::string& path, int depth,
+                                   Element& out) {
+  if (depth > kMaxNesting)
+    return syntax_error(v.column,
+                        "element nested deeper than " + std::to_string(kMaxNesting) + " levels");
+  if (v.kind == Kind::tuple) {
+    std::vector<Structure> items;
+    for (std::size_t i = 0; i < v.items.size(); ++i) {
+      auto item = collect_nested(v.items[i], path + "[" + std::to_string(i) + "]", depth + 1, out);
+      if (!item.ok())
+        return item;
+      items.push_back(std::move(*item));
+    }
+    return Structure::tuple(std::move(items));
+  }
+  if (v.kind == Kind::dict) {
+    // tf.nest flattens a dict in sorted key order: collect each value on its own, then append
+    // their leaves in that order.
+    std::vector<std::pair<std::string, std::pair<Structure, Element>>> entries;
+    for (std::size_t i = 0; i < v.items.size(); ++i) {
+      Element leaves;
+      auto item = collect_nested(v.items[i], path + "[" + quote_structure_key(v.keys[i]) + "]",
+                                 depth + 1, leaves);
+      if (!item.ok())
+        return item;
+      entries.push_back({v.keys[i], {std::move(*item), std::move(leaves)}});
+    }
+    std::sort(entries.begin(), entries.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<std::pair<std::string, Structure>> structure;
+    for (auto& [key, entry] : entries) {
+      structure.emplace_back(key, std::move(entry.first));
+      for (Tensor& t : entry.second.components)
+        out.components.push_back(std::move(t));
+    }
+    auto dict = Structure::dict(std::move(structure));
+    if (!dict.ok())
+      return syntax_error(v.column, "element" + path + ": " + dict.status().message());
+    return dict;
+  }
+  auto t = tensor_from_value(v);
+  if (!t.ok()) {
+    if (path.empty())
+      return t.status();
+    return Status{t.status().code(), "element" + path + ": " + t.status().message()};
+  }
+  out.components.push_back(std::move(*t));
+  return Structure::leaf();
+}
+
+} // namespace
+
+Expected<NestedElement> nested_element_from_value(const TextValue& v) {
+  NestedElement out;
+  auto structure = collect_nested(v, "", 0, out.element);
+  if (!structure.ok())
+    return structure.status();
+  out.structure = std::move(*structure);
+  return out;
 }
 
 Expected<FunctionRef> function_from_value(const TextValue& v) {

@@ -11,6 +11,7 @@ Python version as this one (pickled functions carry bytecode).
 import base64
 
 from . import _conveyor
+from . import _nest
 
 _REGISTERED = {"map": "python", "filter": "python_filter", "flat_map": "python_flat_map"}
 
@@ -23,10 +24,25 @@ def _describe(fn):
     return f"{module}.{qualname}" if module else qualname
 
 
-def python_function(fn, op, processes=0):
+def _trace(fn, sample, name):
+    """fn's result on `sample` (zeros shaped like the input's elements), as tf.data traces a
+    function once in the client: (its structure, its spec text for the graph, None) or
+    (None, None, why not)."""
+    try:
+        result = fn(*sample) if isinstance(sample, tuple) else fn(sample)
+        structure = _nest.structure_of(result)
+        return structure, _conveyor._spec_of_result(result, name), None
+    except Exception as e:  # noqa: BLE001 - any failure leaves the output structure untraced
+        return None, None, f"{type(e).__name__}: {e}"
+
+
+def python_function(fn, op, processes=0, sample=None):
     """A Function naming the Python code `fn` for the dataset op `op` ("map", ...). `processes`
     (map's num_parallel_calls above 1, or AUTOTUNE) runs it in a pool of interpreter processes on
-    the worker: one interpreter runs one call at a time."""
+    the worker: one interpreter runs one call at a time. `sample` (an element of zeros shaped as
+    the input's, None when its spec is unknown) gives the input's structure, and for a map is
+    traced once to learn the output's structure (a callable only: a "module:function" string
+    receives and returns flat components)."""
     registered = _REGISTERED[op]
     extra = {"processes": processes} if processes else {}
     if isinstance(fn, str):
@@ -44,8 +60,20 @@ def python_function(fn, op, processes=0):
         raise ImportError("Python functions in datasets need cloudpickle "
                           "(Debian: apt-get install python3-cloudpickle)") from e
     name = _describe(fn)
+    in_structure = _nest.structure_of(sample) if sample is not None else None
+    if _nest.is_flat(in_structure):
+        in_structure = None
+    out_structure, spec, trace_error = (None, None, "the input's element_spec is unknown")
+    if op == "map" and sample is not None:
+        out_structure, spec, trace_error = _trace(fn, sample, name)
+    if spec:
+        extra["spec"] = spec
+    wrapped = _nest.NestedFunction(fn, f"Python function `{name}`", in_structure, out_structure,
+                                   op, trace_error)
+    # _nest travels by value: a worker runs it without the conveyor package.
+    cloudpickle.register_pickle_by_value(_nest)
     try:
-        payload = cloudpickle.dumps(fn)
+        payload = cloudpickle.dumps(wrapped)
     except Exception as e:  # noqa: BLE001 - any pickling failure, named
         raise TypeError(f"`{op}`: cannot pickle the function {name}: {type(e).__name__}: {e}") from e
     return _conveyor.Function(registered, pickle=base64.b64encode(payload).decode("ascii"), qualname=name,

@@ -26,9 +26,11 @@ _NEXT_ITERATION = _conveyor._NEXT_ITERATION
 
 
 def to_torch(element):
-    """One element (an array or a tuple of arrays, as the iterator yields) as torch tensors."""
+    """One element (an array, or tuples and dicts of them, as the iterator yields) as torch tensors."""
     if isinstance(element, tuple):
         return tuple(to_torch(part) for part in element)
+    if isinstance(element, dict):  # a nested element's dict (keys in sorted order)
+        return {key: to_torch(part) for key, part in element.items()}
     if isinstance(element, np.ndarray) and element.dtype != object:
         if is_bfloat16(element):  # the same bits, reinterpreted: no copy
             return torch.from_numpy(element.view(np.int16)).view(torch.bfloat16)

@@ -39,6 +39,7 @@
 
 #include "bench_stream.hpp"
 #include "dataset_ops.hpp"
+#include "nested.hpp"
 #include "numpy_convert.hpp"
 #include "py_status.hpp"
 
@@ -93,7 +94,8 @@ FunctionRef make_function(const std::string& name, const py::kwargs& params) {
 // a reference to the `python*` functions that run it on the workers.
 // `processes` (map's num_parallel_calls when above 1, or AUTOTUNE) runs Python code in a pool of
 // interpreter processes on the worker.
-FunctionRef function_arg(py::handle fn, const char* op, int64_t processes = 0) {
+FunctionRef function_arg(py::handle fn, const char* op, int64_t processes = 0,
+                         const Dataset* input = nullptr) {
   if (py::isinstance<FunctionRef>(fn))
     return fn.cast<FunctionRef>();
   if (py::isinstance<py::str>(fn)) {
@@ -101,8 +103,10 @@ FunctionRef function_arg(py::handle fn, const char* op, int64_t processes = 0) {
     if (name.find(':') == std::string::npos)
       return FunctionRef{std::move(name)};
   }
+  py::object sample =
+    input != nullptr && PyCallable_Check(fn.ptr()) ? trace_sample(*input) : py::none();
   return py::module_::import("conveyor._pyfunc")
-    .attr("python_function")(fn, op, processes)
+    .attr("python_function")(fn, op, processes, sample)
     .cast<FunctionRef>();
 }
 
@@ -168,7 +172,9 @@ using GilFreeHolder = std::unique_ptr<T, DeleteWithoutGil>;
 // One job's elements for Python: ElementStream::next, GIL released while waiting.
 class PyStream : public ForkBound {
 public:
-  explicit PyStream(ElementStream s) : stream_(std::move(s)) {}
+  // `structure` (the dataset's, when known) nests each element; null yields them flat.
+  explicit PyStream(ElementStream s, std::shared_ptr<const Structure> structure = nullptr)
+    : stream_(std::move(s)), structure_(std::move(structure)) {}
   PyStream(const PyStream&) = delete;
   PyStream& operator=(const PyStream&) = delete;
 
@@ -192,7 +198,7 @@ public:
       raise(st);
     if (end)
       throw py::stop_iteration();
-    return element_to_python(std::move(e));
+    return element_to_python(std::move(e), structure_.get());
   }
 
   // Any thread may close: a thread waiting in next() on this stream wakes at once
@@ -313,6 +319,7 @@ private:
   std::mutex mu_;
   std::mutex cancel_mu_; // held to cancel stream_ and, with mu_, to swap it away
   std::optional<ElementStream> stream_;
+  const std::shared_ptr<const Structure> structure_;
 };
 
 // In-process servers, bound to the process that started them (see ForkBound).
@@ -483,12 +490,17 @@ PYBIND11_MODULE(_conveyor, m) {
       py::arg("start"), py::arg("stop"), py::arg("step") = 1)
     .def_static(
       "from_tensors",
-      [](py::object v) { return Dataset::from_tensors(element_from_python(v, "from_tensors")); },
+      [](py::object v) {
+        NestedElement nested = nested_from_python(v, "from_tensors");
+        return Dataset::from_tensors(std::move(nested.element), nested.structure);
+      },
       py::arg("tensors"))
     .def_static(
       "from_tensor_slices",
       [](py::object v) {
-        return Dataset::from_tensor_slices(element_from_python(v, "from_tensor_slices"));
+        NestedElement nested = nested_from_python(v, "from_tensor_slices");
+        check_slice_lengths(nested);
+        return Dataset::from_tensor_slices(std::move(nested.element), nested.structure);
       },
       py::arg("tensors"))
     .def_static(
@@ -554,7 +566,7 @@ PYBIND11_MODULE(_conveyor, m) {
       "map",
       [](const Dataset& d, py::object fn, std::optional<int64_t> npc, bool det) {
         const int64_t parallel = opt_or(npc, 1);
-        return d.map(function_arg(fn, "map", parallel == 1 ? 0 : parallel), parallel, det);
+        return d.map(function_arg(fn, "map", parallel == 1 ? 0 : parallel, &d), parallel, det);
       },
       py::arg("map_func"), py::arg("num_parallel_calls") = py::none(),
       py::arg("deterministic") = true,
@@ -562,11 +574,13 @@ PYBIND11_MODULE(_conveyor, m) {
       "\"package.module:function\"; Python code runs on the workers (docs/PYTHON.md).")
     .def(
       "filter",
-      [](const Dataset& d, py::object fn) { return d.filter(function_arg(fn, "filter")); },
+      [](const Dataset& d, py::object fn) { return d.filter(function_arg(fn, "filter", 0, &d)); },
       py::arg("predicate"))
     .def(
       "flat_map",
-      [](const Dataset& d, py::object fn) { return d.flat_map(function_arg(fn, "flat_map")); },
+      [](const Dataset& d, py::object fn) {
+        return d.flat_map(function_arg(fn, "flat_map", 0, &d));
+      },
       py::arg("map_func"))
     .def("batch", &Dataset::batch, py::arg("batch_size"), py::arg("drop_remainder") = false)
     .def("unbatch", &Dataset::unbatch)
@@ -616,9 +630,10 @@ PYBIND11_MODULE(_conveyor, m) {
           py::gil_scoped_release release;
           elements = unwrap(d.collect(limit));
         }
+        const std::shared_ptr<const Structure> structure = structure_of(d);
         py::list out;
         for (auto& e : elements)
-          out.append(element_to_python(std::move(e)));
+          out.append(element_to_python(std::move(e), structure.get()));
         return out;
       },
       py::arg("limit") = -1)
@@ -709,6 +724,7 @@ PYBIND11_MODULE(_conveyor, m) {
     .def_property_readonly("job_id", &PyStream::job_id)
     .def("stats", &PyStream::stats);
 
+  m.def("_spec_of_result", &spec_of_result);
   m.def("_register_dataset",
         [](const std::string& service, const Dataset& dataset, const std::string& compression,
            std::optional<std::string> dataset_id, int64_t connect_timeout_ms) {
@@ -724,7 +740,7 @@ PYBIND11_MODULE(_conveyor, m) {
       py::gil_scoped_release release;
       stream.emplace(unwrap(client.distribute(dataset, options)));
     }
-    return GilFreeHolder<PyStream>(new PyStream(std::move(*stream)));
+    return GilFreeHolder<PyStream>(new PyStream(std::move(*stream), structure_of(dataset)));
   });
   m.def("_from_dataset_id", [](const std::string& service, const std::string& dataset_id,
                                const DistributeOptions& options, int64_t connect_timeout_ms) {

@@ -1,5 +1,6 @@
 #include "numpy_convert.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -48,8 +49,35 @@ py::array string_array(const Tensor& t) {
 
 } // namespace
 
-// Element -> one array (one component) or a tuple of arrays. Takes the Element over.
-py::object element_to_python(Element&& e) {
+namespace {
+
+// The components [next, next + s.flat_size()) nested as `s`: tuples as tuples, dicts as dicts
+// (in sorted key order, as tf.nest packs them).
+template <class Convert>
+py::object pack(const Structure& s, const Element& e, std::size_t& next, const Convert& convert) {
+  switch (s.kind()) {
+    case Structure::Kind::leaf: return convert(e[next++]);
+    case Structure::Kind::tuple: {
+      py::tuple out(s.children().size());
+      for (std::size_t i = 0; i < s.children().size(); ++i)
+        out[i] = pack(s.children()[i], e, next, convert);
+      return std::move(out);
+    }
+    case Structure::Kind::dict: {
+      py::dict out;
+      for (std::size_t i = 0; i < s.children().size(); ++i)
+        out[py::str(s.keys()[i])] = pack(s.children()[i], e, next, convert);
+      return std::move(out);
+    }
+  }
+  return py::none();
+}
+
+} // namespace
+
+// Element -> one array (one component) or a tuple of arrays, or nested as `structure` when it
+// is given and matches the element's size. Takes the Element over.
+py::object element_to_python(Element&& e, const Structure* structure) {
   auto* owned = new Element(std::move(e));
   py::capsule owner(owned, kCapsuleName, [](PyObject* cap) {
     delete static_cast<Element*>(PyCapsule_GetPointer(cap, kCapsuleName));
@@ -63,6 +91,14 @@ py::object element_to_python(Element&& e) {
       return string_array(t);
     return tensor_view(t, owner);
   };
+  if (structure != nullptr && !structure->is_flat()) {
+    if (structure->flat_size() != owned->size())
+      raise(internal_error("an element of " + std::to_string(owned->size()) +
+                           " component(s) does not fit its dataset's structure " +
+                           structure->to_string()));
+    std::size_t next = 0;
+    return pack(*structure, *owned, next, convert);
+  }
   if (owned->size() == 1)
     return convert((*owned)[0]);
   py::tuple out(owned->size());
@@ -94,6 +130,61 @@ Tensor tensor_from_python(py::handle value, const char* what) {
   if (t.num_elements() > 0)
     std::memcpy(t.mutable_bytes().data(), contiguous.data(), t.bytes().size());
   return t;
+}
+
+namespace {
+
+std::string key_path(const std::string& path, const std::string& key) {
+  return path + "[" + quote_structure_key(key) + "]";
+}
+
+// Appends the leaves of `value` to `out` (their paths to `paths`) and returns its structure.
+Structure flatten(py::handle value, const char* what, const std::string& path, int depth,
+                  NestedElement& out) {
+  if (depth > 100)
+    raise(invalid_argument(std::string{what} + ": the element" + path +
+                           " is nested deeper than 100 levels"));
+  if (py::isinstance<py::tuple>(value)) {
+    std::vector<Structure> items;
+    std::size_t i = 0;
+    for (py::handle item : value)
+      items.push_back(flatten(item, what, path + "[" + std::to_string(i++) + "]", depth + 1, out));
+    return Structure::tuple(std::move(items));
+  }
+  if (py::isinstance<py::dict>(value)) {
+    // tf.nest: a dict's leaves come in sorted key order; keys must be strings.
+    std::vector<std::pair<std::string, py::handle>> entries;
+    for (auto item : py::reinterpret_borrow<py::dict>(value)) {
+      if (!py::isinstance<py::str>(item.first))
+        raise(invalid_argument(std::string{what} + ": the dict" + (path.empty() ? "" : " at ") +
+                               path + " has the key " + std::string(py::repr(item.first)) +
+                               " of type " + Py_TYPE(item.first.ptr())->tp_name +
+                               "; dict keys must be strings"));
+      entries.emplace_back(item.first.cast<std::string>(), item.second);
+    }
+    std::sort(entries.begin(), entries.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<std::pair<std::string, Structure>> structure;
+    for (const auto& [key, item] : entries)
+      structure.emplace_back(key, flatten(item, what, key_path(path, key), depth + 1, out));
+    return unwrap(Structure::dict(std::move(structure)));
+  }
+  out.element.components.push_back(
+    tensor_from_python(value, path.empty() ? what : (std::string{what} + path).c_str()));
+  out.paths.push_back(path);
+  return Structure::leaf();
+}
+
+} // namespace
+
+// tf.data's nesting rules: a tuple is a structure, a dict a structure keyed by strings, anything
+// else (a list, an array, a scalar) one tensor.
+NestedElement nested_from_python(py::handle value, const char* what) {
+  NestedElement out;
+  out.structure = flatten(value, what, "", 0, out);
+  if (out.element.size() == 0)
+    raise(invalid_argument(std::string{what} + ": an element needs at least one component"));
+  return out;
 }
 
 // A tuple is a multi-component element; anything else one tensor (as tf.data's from_tensors).

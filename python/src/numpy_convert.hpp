@@ -14,8 +14,21 @@ namespace conveyor_python {
 // The name of the capsule that owns a converted element (the arrays' base).
 inline constexpr const char* kCapsuleName = "conveyor.Element";
 
-// Element -> one array (one component) or a tuple of arrays. Takes the Element over.
-pybind11::object element_to_python(conveyor::Element&& e);
+// Element -> one array (one component) or a tuple of arrays; with a structure, nested as it says
+// (tuples as tuples, dicts as dicts). Takes the Element over.
+pybind11::object element_to_python(conveyor::Element&& e,
+                                   const conveyor::Structure* structure = nullptr);
+
+// A Python value flattened as tf.nest does: its leaves (flatten order) and how they nest, with
+// each leaf's path (`["image"][1]`, "" for a lone tensor) for error messages.
+struct NestedElement {
+  conveyor::Element element;
+  conveyor::Structure structure;
+  std::vector<std::string> paths;
+};
+// A tuple is a structure, a dict (string keys: else ValueError naming the path) a structure in
+// sorted key order, anything else one tensor (a list is a tensor, as numpy and tf.data read it).
+NestedElement nested_from_python(pybind11::handle value, const char* what);
 // One Python value as a tensor; `what` names it in errors (invalid_argument via raise()).
 conveyor::Tensor tensor_from_python(pybind11::handle value, const char* what);
 // A tuple is a multi-component element; anything else one tensor (as tf.data's from_tensors).

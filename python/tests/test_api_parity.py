@@ -111,16 +111,18 @@ def examples(compression):
 def test_tfrecord_compression_and_parse_example(target, compression):
     got = read(target, examples(compression).parse_example(FEATURES))
     assert len(got) == 5
-    # Components in sorted feature order: id, label, name, opt, pixels, scores, tags
-    # (test/data/examples.expected lists them in the fixture spec's order).
-    ids, labels, names, opts = zip(*[(int(e[0]), int(e[1]), e[2], int(e[3])) for e in got])
+    # A dict keyed by feature name, as tf.io.parse_example returns (keys in sorted order).
+    assert all(list(e) == sorted(FEATURES) for e in got)
+    ids, labels, names, opts = zip(*[(int(e["id"]), int(e["label"]), e["name"], int(e["opt"]))
+                                     for e in got])
     assert labels == (-2, -1, 0, 1, 2)
     assert ids == tuple(1000000000000 + 7919 * i for i in range(5))
     assert names[:4] == (b"rec-0", b"rec-1", b"rec-2", b"rec-3")
     assert opts == (100, -1, 102, -1, 104)  # -1: the default of a missing feature
-    assert got[1][4].dtype == np.float32 and got[1][4].tolist() == [[1.0, 1.25], [1.5, 1.75]]
-    assert got[2][5].tolist() == [-0.0, -1.5] and got[2][6].tolist() == [b"t0", b"t1"]
-    assert got[0][6].shape == (0,)
+    pixels = got[1]["pixels"]
+    assert pixels.dtype == np.float32 and pixels.tolist() == [[1.0, 1.25], [1.5, 1.75]]
+    assert got[2]["scores"].tolist() == [-0.0, -1.5] and got[2]["tags"].tolist() == [b"t0", b"t1"]
+    assert got[0]["tags"].shape == (0,)
 
 
 def test_parse_example_matches_the_text_form_and_pads(target):
@@ -132,7 +134,7 @@ def test_parse_example_matches_the_text_form_and_pads(target):
     assert ds == examples(None).apply(conveyor.parse_example_dataset(spec))
     batches = read(target, ds.padded_batch(5, padded_shapes=([], [None]),
                                            padding_values=(0, b"<pad>")))
-    labels, tags = batches[0]
+    labels, tags = batches[0]["label"], batches[0]["tags"]
     assert labels.tolist() == [-2, -1, 0, 1, 2]
     assert tags.shape == (5, 4) and tags[1].tolist() == [b"t0", b"<pad>", b"<pad>", b"<pad>"]
 
@@ -175,7 +177,7 @@ def test_ignore_errors_skips_records_that_fail(target):
     ds = conveyor.Dataset.tfrecord(files).parse_example(spec)
     with pytest.raises(conveyor.ConveyorError):
         read(target, ds)  # raw-0's records are not Examples
-    got = [int(x) for x in read(target, ds.ignore_errors())]
+    got = [int(x["label"]) for x in read(target, ds.ignore_errors())]
     assert got == [-2, -1, 0, 1, 2]
     assert ds.ignore_errors(log_warning=True) == conveyor.Dataset.from_text(
         ds.to_text() + ".ignore_errors(log_warning=true)")

@@ -128,7 +128,7 @@ def test_pipeline_to_chw_normalized_float16():
 def test_key_and_bad_arguments_are_errors():
     ds = conveyor.Dataset.from_tensors(np.array(b"x", dtype=object)).map(
         conveyor.image.decode(key="jpg"))
-    with pytest.raises(conveyor.ConveyorError, match=r"key= needs dict elements \(not yet merged\)"):
+    with pytest.raises(conveyor.ConveyorError, match=r"names an entry of a dict element"):
         local(ds)
     with pytest.raises(TypeError, match="`mean` must be a number or a sequence"):
         conveyor.image.normalize(mean=None)

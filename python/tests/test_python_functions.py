@@ -427,6 +427,6 @@ def test_inspect_lists_functions_with_their_parameters():
     out = subprocess.run([CONVEYOR, "inspect", "--functions"], capture_output=True, text=True,
                          timeout=60, check=True).stdout
     assert "scale(factor: float = 2" in out
-    assert ('python(pickle: string = "", import: string = "", qualname: string = "", processes: int = 0)'
-            '  [built in]') in out
+    assert ('python(pickle: string = "", import: string = "", qualname: string = "", processes: int = 0, '
+            'spec: string = "")  [built in]') in out
     assert "plugins loaded: 0" in out

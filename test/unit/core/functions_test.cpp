@@ -113,7 +113,7 @@ TEST_CASE("describe_function names every parameter with its kind and default") {
   CHECK(describe_function(builtin("square")) == "square()");
   CHECK(describe_function(builtin("python")) ==
         "python(pickle: string = \"\", import: string = \"\", qualname: string = \"\", processes: "
-        "int = 0)");
+        "int = 0, spec: string = \"\")");
 }
 
 TEST_CASE("a Python function without an installed runtime says the build has none") {

@@ -101,9 +101,10 @@ TEST_CASE("element_spec and cardinality of parse_example") {
                  .parse_example("a: int64; b: float[3]; c: bytes = \"\"; d: var(int64)");
   auto spec = ds.element_spec();
   REQUIRE(spec.ok());
+  // A dict keyed by feature name (the names are in sorted order), as tf.io.parse_example.
   CHECK(spec->to_string() ==
-        "(TensorSpec(shape=(), dtype=int64), TensorSpec(shape=(3,), dtype=float32), "
-        "TensorSpec(shape=(), dtype=string), TensorSpec(shape=(None,), dtype=int64))");
+        "{'a': TensorSpec(shape=(), dtype=int64), 'b': TensorSpec(shape=(3,), dtype=float32), "
+        "'c': TensorSpec(shape=(), dtype=string), 'd': TensorSpec(shape=(None,), dtype=int64)}");
   CHECK(ds.cardinality() == 1);
   // Synonyms are canonicalised by the builder's FeatureSpec path.
   auto fs = FeatureSpec::parse("a: int64; b: float[3]; c: bytes = \"\"; d: var(int64)");

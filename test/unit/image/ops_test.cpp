@@ -221,7 +221,45 @@ TEST_CASE("image ops: index= picks a tuple's component, key= waits for dict elem
         "to_chw: index=2 is out of range for an element of 2 components");
   auto key = call("decode_image", pair, {{"key", std::string{"jpg"}}});
   REQUIRE_FALSE(key.ok());
-  CHECK(key.status().message() == "decode_image: key= needs dict elements (not yet merged)");
+  CHECK(key.status().message() ==
+        "decode_image: key=\"jpg\" names an entry of a dict element, but the input's elements "
+        "are a flat tuple (use index=N for a tuple's component)");
+}
+
+TEST_CASE("image ops: key= names the entry of a dict element (resolved against the structure)") {
+  const auto px = test_pixels(6, 5, 3);
+  auto structure = Structure::dict({{"jpg", Structure::leaf()}, {"cls", Structure::leaf()}});
+  REQUIRE(structure.ok());
+  // Sorted keys: "cls" is component 0, "jpg" component 1.
+  const Element sample{{Tensor::scalar(int64_t{7}), Tensor::scalar(encode_png(px, 6, 5, 3))}};
+  const Dataset ds = Dataset::from_tensors(sample, *structure)
+                       .map(FunctionRef{"decode_image", {{"key", std::string{"jpg"}}}});
+  auto spec = ds.element_spec();
+  REQUIRE_MESSAGE(spec.ok(), spec.status().to_string());
+  CHECK(spec->components[1].dtype == DType::uint8);
+  CHECK(spec->components[0].dtype == DType::int64);
+  auto it = ds.make_iterator();
+  REQUIRE_MESSAGE(it.ok(), it.status().to_string());
+  Element got;
+  bool end = false;
+  REQUIRE((*it)->get_next(got, end).ok());
+  REQUIRE_FALSE(end);
+  CHECK(got[0] == Tensor::scalar(int64_t{7}));
+  CHECK(got[1].shape() == Shape{6, 5, 3});
+  CHECK(pixels_of(got[1]) == px);
+  // A key the dict lacks, and key= with index=, are errors naming the function.
+  auto missing = Dataset::from_tensors(sample, *structure)
+                   .map(FunctionRef{"decode_image", {{"key", std::string{"png"}}}})
+                   .make_iterator();
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().message().find("decode_image") != std::string::npos);
+  CHECK(missing.status().message().find("png") != std::string::npos);
+  auto both =
+    Dataset::from_tensors(sample, *structure)
+      .map(FunctionRef{"decode_image", {{"key", std::string{"jpg"}}, {"index", int64_t{1}}}})
+      .make_iterator();
+  REQUIRE_FALSE(both.ok());
+  CHECK(both.status().message().find("not both") != std::string::npos);
 }
 
 TEST_CASE("image ops: output specs for element_spec()") {

@@ -251,6 +251,24 @@ TEST_CASE("snapshot: save() then load() gives the dataset back, with its element
         std::string::npos);
 }
 
+TEST_CASE("snapshot: a nested dataset's structure is saved and load() gives it back") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  auto ds = *parse_dataset(
+    "from_tensor_slices({\"label\": [1, 2, 3], \"pair\": ([4, 5, 6], [\"a\", \"b\", \"c\"])})");
+  auto saved = save(ds, dir.path() + "/nested");
+  REQUIRE_MESSAGE(saved.ok(), saved.status().to_string());
+  auto metadata = snapshot::read_metadata(dir.path() + "/nested");
+  REQUIRE(metadata.ok());
+  CHECK(metadata->element_spec == "int64:[];int64:[];string:[]|{\"label\": _, \"pair\": (_, _)}");
+  auto loaded = Dataset::load(dir.path() + "/nested");
+  REQUIRE(loaded.element_spec().ok());
+  CHECK(loaded.element_spec()->to_string() == ds.element_spec()->to_string());
+  CHECK(loaded.element_spec().value() == ds.element_spec().value());
+  CHECK(loaded.batch(3).element_spec()->structure_or_flat().to_string() ==
+        "{\"label\": _, \"pair\": (_, _)}");
+}
+
 TEST_CASE("snapshot: a failing pipeline marks the snapshot failed with its cause") {
   TempDir dir;
   REQUIRE(dir.ok());
