@@ -224,7 +224,7 @@ TEST_CASE("ops: conveyor status lists workers, datasets and jobs with their prog
   CHECK(std::regex_search(
     j,
     std::regex(
-      R"("workers":\[\{"id":\d+,"address":"127\.0\.0\.1:\d+","tags":\[\],"tasks":0,"heartbeat_age_ms":\d+\},\{)")));
+      R"("workers":\[\{"id":\d+,"address":"127\.0\.0\.1:\d+","tags":\[\],"tasks":0,"heartbeat_age_ms":\d+,"tenants":\[[^\]]*\]\},\{)")));
   CHECK(contains(j, "\"finished\":true"));
   CHECK(contains(j, "\"cardinality\":100"));
   CHECK(contains(j, "\"element_spec\":\"TensorSpec(shape=(), dtype=int64)\""));
