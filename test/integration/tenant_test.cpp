@@ -47,7 +47,8 @@ TEST_CASE("tenants: weights 3:1 share one saturated worker's thread time 0.75/0.
   CHECK(light == doctest::Approx(0.25).epsilon(0.1 / 0.25));
 }
 
-TEST_CASE("tenants: a job's tenant and weight reach status, and a named job or a tenant keeps them") {
+TEST_CASE(
+  "tenants: a job's tenant and weight reach status, and a named job or a tenant keeps them") {
   Cluster cluster(1, {"--job-gc-timeout", "60000"});
   auto running =
     cluster.start_read("range(1000000000).map(burn(rounds=1000))",
