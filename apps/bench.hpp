@@ -19,10 +19,12 @@ struct Benchmark {
 // /proc/loadavg's line: printed beside every figure, since these machines are shared.
 std::string load_average();
 
-// Opens an OFF job of `dataset` and waits up to `first_within` for its first element, so that
-// the job runs when this returns; errors name it `what` ("job 3"), also one that ends at once.
+// Opens a job of `dataset` (OFF unless `options` say otherwise) and waits up to `first_within`
+// for its first element, so that the job runs when this returns; errors name it `what` ("job
+// 3"), also one that ends at once.
 Expected<ElementStream> open_running_job(Client& client, const Dataset& dataset,
                                          const std::string& what,
-                                         std::chrono::milliseconds first_within);
+                                         std::chrono::milliseconds first_within,
+                                         const DistributeOptions& options = {});
 
 } // namespace conveyor::apps

@@ -6,8 +6,17 @@
 // (pipeline/runtime/executor.hpp), so with J = N + 1 jobs on C cores the light job should take about
 // max(1, J / C) times as long as alone; in plain turns each heavy turn was ten light ones long.
 // `--node-exe` runs the nodes from another build, to compare.
+//
+// `--weights 3,1` measures the shares across tenants instead (issue 38): one endless CPU-bound
+// job per weight, each its own tenant of that weight, read continuously so that the worker stays
+// saturated (more parallel calls than threads); the worker's executor counters (its thread time
+// per tenant, from `conveyor status`) over `--seconds` give each tenant's share, against the
+// weights' proportions.
 #include <algorithm>
+#include <atomic>
+#include <map>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -16,16 +25,21 @@
 #include "apps/bench.hpp"
 #include "apps/child_nodes.hpp"
 #include "apps/cli_common.hpp"
+#include "consumer/status_client.hpp"
 #include "conveyor/client.hpp"
 
 namespace conveyor::apps {
 namespace {
 
 constexpr CommandInfo kInfo{
-  "bench fairness", "[--heavy N] [--elements K] [--rounds R] [--reps T] [--node-exe PATH]",
+  "bench fairness",
+  "[--heavy N] [--elements K] [--rounds R] [--reps T] [--weights W,W,...] [--seconds S] "
+  "[--node-exe PATH]",
   "Reads a light job (K elements of burn(rounds=R)) on a `conveyor worker` child process alone,\n"
   "then next to N endless heavy jobs (burn(rounds=10 R)), and reports how much longer it took\n"
-  "against the share of the worker's cores an equal split would give it."};
+  "against the share of the worker's cores an equal split would give it. With --weights: one\n"
+  "endless job per weight, each its own tenant, and each tenant's share of the worker's thread\n"
+  "time over S seconds against its weight's share."};
 
 Dataset burn(int64_t elements, int64_t rounds) {
   return Dataset::range(elements).map(FunctionRef{"burn", {{"rounds", rounds}}});
@@ -54,11 +68,136 @@ Expected<double> read_light(Client& client, int64_t elements, int64_t rounds) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// "3,1" -> {3, 1}: 2 to 8 weights, each in [1, 1000].
+Expected<std::vector<int64_t>> parse_weights(const std::string& text) {
+  std::vector<int64_t> out;
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const auto comma = std::min(text.find(',', at), text.size());
+    const std::string part = text.substr(at, comma - at);
+    int64_t w = 0;
+    std::size_t used = 0;
+    try {
+      w = std::stoll(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (part.empty() || used != part.size() || w < 1 || w > 1000)
+      return invalid_argument("`--weights`: \"" + part +
+                              "\" is not a weight; expected integers in [1, 1000] separated by "
+                              "commas, e.g. 3,1");
+    out.push_back(w);
+    at = comma + 1;
+  }
+  if (out.size() < 2 || out.size() > 8)
+    return invalid_argument("`--weights` needs 2 to 8 weights, got " + std::to_string(out.size()) +
+                            ": \"" + text + "\"");
+  return out;
+}
+
+// The worker's thread seconds per tenant, as of its last heartbeat.
+Expected<std::map<std::string, double>> tenant_seconds(const std::string& dispatcher) {
+  auto status = actors::fetch_status(dispatcher, std::chrono::seconds(5), false);
+  if (!status.ok())
+    return status.status();
+  if (status->workers.size() != 1)
+    return failed_precondition("expected one worker, the dispatcher lists " +
+                               std::to_string(status->workers.size()));
+  std::map<std::string, double> out;
+  for (const auto& t : status->workers.front().tenants)
+    out[t.tenant] = t.thread_seconds;
+  return out;
+}
+
+int bench_weights(const std::vector<int64_t>& weights, int64_t rounds, int64_t seconds,
+                  const std::string& node_exe) {
+  const auto bad = [](const Status& st) { return report_status(kInfo.name, st); };
+  std::vector<ChildNode> children;
+  StopChildrenOnExit stop{children};
+  if (Status st = start_bench_node_pair(children, "fairness", node_exe); !st.ok())
+    return bad(st);
+  const std::string dispatcher = children.front().address;
+  auto client = Client::connect(dispatcher);
+  if (!client.ok())
+    return bad(client.status());
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  // Many more parallel calls per job than the worker has threads: every tenant always has work,
+  // even after the executor added a thread or two on a loaded machine.
+  const int64_t parallel = 4 * static_cast<int64_t>(cores);
+  std::atomic<bool> stopping{false};
+  std::vector<std::thread> readers;
+  const auto join_readers = [&] {
+    stopping = true;
+    for (auto& r : readers)
+      r.join();
+    readers.clear();
+  };
+  std::vector<std::string> tenants;
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    DistributeOptions options;
+    options.tenant = "tenant" + std::to_string(i + 1);
+    options.tenant_weight = weights[i];
+    tenants.push_back(options.tenant);
+    auto stream = open_running_job(
+      *client,
+      Dataset::range(1000000000).map(FunctionRef{"burn", {{"rounds", rounds}}}, parallel, false),
+      "the job of " + options.tenant, std::chrono::seconds(60), options);
+    if (!stream.ok()) {
+      join_readers();
+      return bad(stream.status());
+    }
+    // Read on so that the task never stops for want of credit (bounded by `stopping`).
+    readers.emplace_back([s = std::move(*stream), &stopping]() mutable {
+      while (!stopping) {
+        Element e;
+        bool end = false;
+        if (!s.next(e, end, std::chrono::seconds(1)).ok() || end)
+          return;
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(1)); // (past the jobs' start)
+  auto before = tenant_seconds(dispatcher);
+  std::this_thread::sleep_for(std::chrono::seconds(seconds));
+  auto after = tenant_seconds(dispatcher);
+  join_readers();
+  if (!before.ok() || !after.ok())
+    return bad(!before.ok() ? before.status() : after.status());
+  double total = 0;
+  int64_t weight_sum = 0;
+  std::vector<double> used;
+  for (std::size_t i = 0; i < tenants.size(); ++i) {
+    used.push_back((*after)[tenants[i]] - (*before)[tenants[i]]);
+    total += used.back();
+    weight_sum += weights[i];
+  }
+  std::printf("worker    : %s, %u hardware threads here; each job %lld parallel calls of "
+              "burn(rounds=%lld)\n",
+              node_exe.empty() ? "this binary" : node_exe.c_str(), cores,
+              static_cast<long long>(parallel), static_cast<long long>(rounds));
+  std::printf("window    : %lld s, %.2f thread-seconds in all\n", static_cast<long long>(seconds),
+              total);
+  std::printf("%-10s %-7s %-9s %-9s %s\n", "tenant", "weight", "expected", "measured",
+              "thread-seconds");
+  double worst = 0;
+  for (std::size_t i = 0; i < tenants.size(); ++i) {
+    const double expected = static_cast<double>(weights[i]) / static_cast<double>(weight_sum);
+    const double measured = total > 0 ? used[i] / total : 0.0;
+    worst = std::max(worst, std::abs(measured - expected));
+    std::printf("%-10s %-7lld %-9.3f %-9.3f %.2f\n", tenants[i].c_str(),
+                static_cast<long long>(weights[i]), expected, measured, used[i]);
+  }
+  std::printf("deviation : %.3f (largest |measured - expected|)\n", worst);
+  return 0;
+}
+
 int bench_fairness(const std::vector<std::string>& args) {
   int64_t heavy = 3;
   int64_t elements = 300;
   int64_t rounds = 1000000;
   int64_t reps = 3;
+  int64_t seconds = 10;
+  std::string weights_text;
   std::string node_exe;
   po::options_description options("fairness benchmark options");
   // clang-format off
@@ -68,6 +207,11 @@ int bench_fairness(const std::vector<std::string>& args) {
       ("rounds,r", po::value(&rounds)->default_value(rounds)->value_name("R"),
        "burn rounds per light element (heavy elements: 10 R)")
       ("reps", po::value(&reps)->default_value(reps)->value_name("T"), "light reads alone and loaded, each")
+      ("weights", po::value(&weights_text)->value_name("W,W,..."),
+       "instead: one endless job per weight, each its own tenant of that weight, and each "
+       "tenant's measured share of the worker's thread time (uses --rounds and --seconds)")
+      ("seconds", po::value(&seconds)->default_value(seconds)->value_name("S"),
+       "with --weights: the measuring window")
       ("node-exe", po::value(&node_exe)->value_name("PATH"),
        "run the dispatcher and worker from this `conveyor` binary (default: this one)");
   // clang-format on
@@ -85,6 +229,21 @@ int bench_fairness(const std::vector<std::string>& args) {
       invalid_argument("`--rounds` must be in [1, 100000000], got " + std::to_string(rounds)));
   if (reps < 1 || reps > 20)
     return bad(invalid_argument("`--reps` must be in [1, 20], got " + std::to_string(reps)));
+  if (seconds < 1 || seconds > 3600)
+    return bad(
+      invalid_argument("`--seconds` must be in [1, 3600], got " + std::to_string(seconds)));
+  if (vm.count("seconds") && !vm["seconds"].defaulted() && weights_text.empty())
+    return bad(invalid_argument("`--seconds` is the window of --weights: give --weights too"));
+  if (!weights_text.empty()) {
+    for (const char* light_only : {"heavy", "elements", "reps"})
+      if (!vm[light_only].defaulted())
+        return bad(invalid_argument(std::string{"`--"} + light_only +
+                                    "` is for the light-job run, not with --weights"));
+    auto weights = parse_weights(weights_text);
+    if (!weights.ok())
+      return bad(weights.status());
+    return bench_weights(*weights, rounds, seconds, node_exe);
+  }
 
   std::vector<ChildNode> children;
   StopChildrenOnExit stop{children};

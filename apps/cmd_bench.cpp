@@ -18,10 +18,9 @@ std::string load_average() {
 
 Expected<ElementStream> open_running_job(Client& client, const Dataset& dataset,
                                          const std::string& what,
-                                         std::chrono::milliseconds first_within) {
-  DistributeOptions off;
-  off.policy = ShardingPolicy::off;
-  auto stream = client.distribute(dataset, off);
+                                         std::chrono::milliseconds first_within,
+                                         const DistributeOptions& options) {
+  auto stream = client.distribute(dataset, options);
   if (!stream.ok())
     return stream.status().with_context(what);
   Element e;

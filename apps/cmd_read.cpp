@@ -110,6 +110,12 @@ int run_read(const std::vector<std::string>& args) {
       ("iteration", po::value<int64_t>()->value_name("N"),
        "with --job-name: read iteration N of the named job (default 0; as in tf.data, a reader "
        "of an iteration that already ended reads nothing; N+1 reads the data again)")
+      ("tenant", po::value<std::string>()->default_value("default")->value_name("NAME"),
+       "the tenant whose share of the workers' threads this job uses (1 to 64 characters of "
+       "[A-Za-z0-9_.-])")
+      ("tenant-weight", po::value<int64_t>()->default_value(1)->value_name("W"),
+       "the tenant's weight (>= 1): a saturated worker's threads go to tenants in proportion to "
+       "their weights")
       ("num-consumers", po::value<int64_t>()->value_name("K"), "coordinated reads: number of consumers")
       ("consumer-index", po::value<int64_t>()->value_name("I"), "coordinated reads: this consumer's index")
       ("round-timeout-ms", po::value<int64_t>()->default_value(60000)->value_name("T"),
@@ -200,6 +206,10 @@ int run_read(const std::vector<std::string>& args) {
       return bad(st);
     opts.iteration = n;
   }
+  opts.tenant = vm["tenant"].as<std::string>();
+  opts.tenant_weight = vm["tenant-weight"].as<int64_t>();
+  if (auto st = check_at_least("--tenant-weight", opts.tenant_weight, 1); !st.ok())
+    return bad(st);
   if (vm.count("num-consumers"))
     opts.num_consumers = vm["num-consumers"].as<int64_t>();
   if (vm.count("consumer-index"))

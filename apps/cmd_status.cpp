@@ -3,6 +3,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "node/log.hpp"
 #include "consumer/status_client.hpp"
@@ -33,6 +34,17 @@ std::string num(double v) {
   return buf;
 }
 
+// A worker's thread time per tenant as shares of its total (0..1), in its order.
+std::vector<double> tenant_shares(const std::vector<msg::tenant_usage>& tenants) {
+  double total = 0;
+  for (const auto& t : tenants)
+    total += t.thread_seconds;
+  std::vector<double> out;
+  for (const auto& t : tenants)
+    out.push_back(total > 0 ? t.thread_seconds / total : 0.0);
+  return out;
+}
+
 // Share of the consumers' reading time spent waiting for `ns` (0..1).
 double share(int64_t ns, int64_t elapsed_ns) {
   return elapsed_ns > 0 ? static_cast<double>(ns) / static_cast<double>(elapsed_ns) : 0.0;
@@ -50,7 +62,14 @@ std::string to_json(const msg::cluster_status& s) {
     for (std::size_t t = 0; t < w.tags.size(); ++t)
       o += (t ? "," : "") + json_string(w.tags[t]);
     o += "],\"tasks\":" + std::to_string(w.tasks) +
-         ",\"heartbeat_age_ms\":" + std::to_string(w.heartbeat_age_ms) + "}";
+         ",\"heartbeat_age_ms\":" + std::to_string(w.heartbeat_age_ms) + ",\"tenants\":[";
+    const auto shares = tenant_shares(w.tenants);
+    for (std::size_t t = 0; t < w.tenants.size(); ++t)
+      o += std::string{t ? "," : ""} + "{\"tenant\":" + json_string(w.tenants[t].tenant) +
+           ",\"weight\":" + std::to_string(w.tenants[t].weight) +
+           ",\"thread_seconds\":" + num(w.tenants[t].thread_seconds) +
+           ",\"share\":" + num(shares[t]) + "}";
+    o += "]}";
   }
   o += "],\"datasets\":[";
   for (std::size_t i = 0; i < s.datasets.size(); ++i) {
@@ -83,7 +102,9 @@ std::string to_json(const msg::cluster_status& s) {
          ",\"credit\":" + num(share(w.wait_credit_ns, w.elapsed_ns)) + "}" +
          ",\"waiting_for\":" + json_string(j.waiting_for) +
          ",\"desired_workers\":" + std::to_string(j.desired_workers) +
-         ",\"recent_worker_wait\":" + num(j.recent_worker_wait) + "}";
+         ",\"recent_worker_wait\":" + num(j.recent_worker_wait) +
+         ",\"tenant\":" + json_string(j.tenant) +
+         ",\"tenant_weight\":" + std::to_string(j.tenant_weight) + "}";
   }
   return o + "],\"desired_workers\":" + std::to_string(s.desired_workers) +
          ",\"autoscale_target\":" + std::to_string(s.autoscale_target) +
@@ -105,6 +126,18 @@ void print_table(const msg::cluster_status& s) {
                 w.address.c_str(), w.tasks,
                 (std::to_string(w.heartbeat_age_ms) + " ms ago").c_str(),
                 tags.empty() ? "-" : tags.c_str());
+    if (!w.tenants.empty()) { // its executor's thread time since it started, per tenant
+      const auto shares = tenant_shares(w.tenants);
+      std::string line;
+      for (std::size_t t = 0; t < w.tenants.size(); ++t) {
+        char part[160];
+        std::snprintf(part, sizeof part, "%s%s (weight %" PRId64 ") %.0f%% of %.1f s",
+                      t ? ", " : "", w.tenants[t].tenant.c_str(), w.tenants[t].weight,
+                      100 * shares[t], w.tenants[t].thread_seconds);
+        line += part;
+      }
+      std::printf("         thread share: %s\n", line.c_str());
+    }
   }
   std::printf("\ndatasets: %zu\n", s.datasets.size());
   if (!s.datasets.empty())
@@ -136,6 +169,7 @@ void print_table(const msg::cluster_status& s) {
                 static_cast<uint64_t>(j.id), j.name.empty() ? "(private)" : j.name.c_str(),
                 j.dataset.c_str(), j.mode.c_str(), j.consumers, j.tasks, j.elements, j.bytes,
                 j.elements_per_s, progress.c_str(), waiting, j.finished ? "  finished" : "");
+    std::printf("        tenant %s, weight %" PRId64 "\n", j.tenant.c_str(), j.tenant_weight);
     if (!j.waiting_for.empty())
       std::printf("        waits for %s\n", j.waiting_for.c_str());
     if (j.desired_workers >= 0)

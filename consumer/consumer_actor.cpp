@@ -242,6 +242,8 @@ ConsumerStart consumer_start(const DistributeOptions& options, std::shared_ptr<T
   start.job_request.expected_consumers = options.expected_consumers.value_or(1);
   static_assert(kNextIteration == msg::kNextIteration);
   start.job_request.iteration = options.iteration;
+  start.job_request.tenant = options.tenant;
+  start.job_request.tenant_weight = options.tenant_weight;
   if (options.num_consumers) {
     start.job_request.num_consumers = *options.num_consumers;
     start.consumer_index = options.consumer_index.value_or(-1);

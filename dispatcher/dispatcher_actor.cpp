@@ -281,6 +281,7 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
           if (w == st.workers.end() || !w->second.handle) // unknown, or restored: register again
             return msg::heartbeat_ack{false};
           w->second.last_heartbeat = self->clock().now();
+          w->second.tenants = std::move(hb.tenants);
           if (hb.draining) // repeated with every heartbeat; the jobs ignore what they know
             for (const auto* t : st.cluster.tasks_of_worker(hb.worker))
               if (auto j = st.jobs.find(t->job); j != st.jobs.end())
@@ -306,6 +307,8 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
             js.dataset = entry->dataset;
             js.mode = to_string(entry->policy);
             js.finished = true;
+            js.tenant = entry->tenant;
+            js.tenant_weight = entry->tenant_weight;
             st.finished_jobs.push_back(std::move(js));
             while (st.finished_jobs.size() > kMaxFinishedJobs)
               st.finished_jobs.pop_front();

@@ -27,6 +27,7 @@
 #include "pipeline/graph/serialize.hpp"
 #include "pipeline/sharding/sharding.hpp"
 #include "pipeline/sharding/split_provider.hpp"
+#include "pipeline/runtime/tenant.hpp"
 
 namespace conveyor::actors::dispatcher_detail {
 
@@ -175,6 +176,8 @@ Expected<JobStart> job_start(self_ptr self, const JobEntry& entry) {
   js.definition = dataset->definition;
   js.policy = entry.policy;
   js.cross_trainer_cache = entry.cross_trainer_cache;
+  js.tenant = entry.tenant;
+  js.tenant_weight = entry.tenant_weight;
   js.compression = dataset->compression;
   js.dispatcher = caf::actor_cast<msg::job_report_actor>(self);
   js.request_timeout = st.start.request_timeout;
@@ -227,6 +230,8 @@ caf::error check_job_request(const msg::get_or_create_job& req) {
                            "`expected_consumers` needs a `job_name` and no `num_consumers`");
   if (req.job_name && req.job_name->empty())
     return msg::make_error(ErrorCode::invalid_argument, "`job_name` must not be empty");
+  if (auto s = validate_tenant(req.tenant, req.tenant_weight); !s.ok())
+    return msg::to_error(s);
   if (req.job_name && req.iteration < 0 && req.iteration != msg::kNextIteration)
     return msg::make_error(ErrorCode::invalid_argument,
                            "`iteration` must be non-negative (or kNextIteration), got " +
@@ -262,6 +267,25 @@ caf::error check_named_job_agrees(const JobEntry& job, const msg::get_or_create_
   if (const auto cached = job.cross_trainer_cache; cached != req.cross_trainer_cache)
     return refuse("cross_trainer_cache", msg::to_string(cached),
                   msg::to_string(req.cross_trainer_cache));
+  if (job.tenant != req.tenant)
+    return refuse("tenant", "\"" + job.tenant + "\"", "\"" + req.tenant + "\"");
+  if (job.tenant_weight != req.tenant_weight)
+    return refuse("tenant_weight", std::to_string(job.tenant_weight),
+                  std::to_string(req.tenant_weight));
+  return {};
+}
+
+// A tenant has one weight: the workers' executors share their threads by it (a second weight
+// for the same tenant would leave its share to whichever task started last).
+caf::error check_tenant_weight(self_ptr self, const msg::get_or_create_job& req) {
+  for (const auto* job : self->state.cluster.unfinished_jobs())
+    if (job->tenant == req.tenant && job->tenant_weight != req.tenant_weight)
+      return msg::make_error(ErrorCode::invalid_argument,
+                             "tenant \"" + req.tenant + "\" runs with tenant_weight " +
+                               std::to_string(job->tenant_weight) + " (job " +
+                               std::to_string(job->id) + "); a consumer asked for tenant_weight " +
+                               std::to_string(req.tenant_weight) +
+                               " (the jobs of one tenant must agree on its weight)");
   return {};
 }
 
@@ -340,6 +364,8 @@ JobEntry plan_job(self_ptr self, const msg::get_or_create_job& req, msg::job_id_
   planned.target_workers = req.target_workers;
   planned.cross_trainer_cache = req.cross_trainer_cache;
   planned.expected_consumers = req.expected_consumers;
+  planned.tenant = req.tenant;
+  planned.tenant_weight = req.tenant_weight;
   if (req.policy == ShardingPolicy::dynamic) {
     // Split size from the cardinality: about 8 splits per worker and epoch, at most 8192
     // elements (a re-issued split is read again from its start), never below the configured size.
@@ -387,6 +413,8 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
     if (auto refused = check_named_job_compression(self, *dataset, req))
       return refused;
   }
+  if (auto refused = check_tenant_weight(self, req))
+    return refused;
   auto definition = from_binary(dataset->definition);
   if (!definition.ok())
     return msg::to_error(definition.status());
@@ -409,7 +437,9 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
                                   now_us(self),
                                   planned.split_size,
                                   static_cast<uint8_t>(req.cross_trainer_cache),
-                                  req.expected_consumers};
+                                  req.expected_consumers,
+                                  req.tenant,
+                                  req.tenant_weight};
   msg::Update record = std::move(job_record);
   if (req.job_name)
     record =

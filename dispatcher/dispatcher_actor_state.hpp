@@ -40,6 +40,7 @@ struct LiveWorker {
   // Placement tags (register_worker). Not journaled: a restored worker sends them again when
   // it registers again, before it gets any task.
   std::vector<std::string> tags = {};
+  std::vector<msg::tenant_usage> tenants = {}; // its executor's, as of its last heartbeat
 };
 
 struct dispatcher_actor_state {

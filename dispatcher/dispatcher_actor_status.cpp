@@ -74,6 +74,7 @@ caf::result<msg::cluster_status> get_status(self_ptr self, const msg::get_status
         std::chrono::duration_cast<std::chrono::milliseconds>(now - live->second.last_heartbeat)
           .count();
       ws.tags = live->second.tags;
+      ws.tenants = live->second.tenants;
     }
     status->workers.push_back(std::move(ws));
   }
@@ -105,6 +106,8 @@ caf::result<msg::cluster_status> get_status(self_ptr self, const msg::get_status
     if (const auto* entry = self->state.cluster.job(js.id)) {
       js.name = entry->name;
       js.dataset = entry->dataset;
+      js.tenant = entry->tenant;
+      js.tenant_weight = entry->tenant_weight;
     }
     add_estimate(self->state, js);
     status->jobs.push_back(std::move(js));
@@ -124,6 +127,8 @@ caf::result<msg::cluster_status> get_status(self_ptr self, const msg::get_status
               if (const auto* entry = self->state.cluster.job(jid)) {
                 js.mode = to_string(entry->policy);
                 js.finished = entry->finished;
+                js.tenant = entry->tenant;
+                js.tenant_weight = entry->tenant_weight;
               }
               deliver_one(std::move(js));
             });

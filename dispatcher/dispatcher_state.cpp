@@ -101,6 +101,8 @@ Status DispatcherState::create_job(const CreateJobRecord& r, int64_t iteration) 
   job.split_size = r.split_size;
   job.cross_trainer_cache = static_cast<msg::CacheSharing>(r.cross_trainer_cache);
   job.expected_consumers = r.expected_consumers;
+  job.tenant = r.tenant;
+  job.tenant_weight = r.tenant_weight;
   if (!r.job_name.empty()) {
     named_jobs_[{r.dataset, r.job_name, iteration}] = r.job;
     job.repetition = iteration;
@@ -296,7 +298,8 @@ bool same_job(const JobEntry& a, const JobEntry& b) {
          a.num_consumers == b.num_consumers && a.target_workers == b.target_workers &&
          a.created_us == b.created_us && a.repetition == b.repetition &&
          a.split_size == b.split_size && a.cross_trainer_cache == b.cross_trainer_cache &&
-         a.expected_consumers == b.expected_consumers && a.finished == b.finished &&
+         a.expected_consumers == b.expected_consumers && a.tenant == b.tenant &&
+         a.tenant_weight == b.tenant_weight && a.finished == b.finished &&
          a.released == b.released && a.tasks == b.tasks &&
          a.has_split_position == b.has_split_position && a.split_epoch == b.split_epoch &&
          a.split_provider_epoch == b.split_provider_epoch &&

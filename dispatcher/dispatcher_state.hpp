@@ -48,6 +48,8 @@ struct JobEntry {
   int64_t split_size = 0; // DYNAMIC: elements per range split (0 = the dispatcher's default)
   msg::CacheSharing cross_trainer_cache = msg::CacheSharing::none;
   int64_t expected_consumers = 1; // named jobs: consumers that share each repetition
+  std::string tenant = "default"; // its share of the workers' executor threads, and its weight
+  int64_t tenant_weight = 1;
   bool finished = false;
   bool released = false;
   std::set<msg::task_id_t> tasks; // the job's live tasks (removed and released ones are erased)
@@ -102,9 +104,9 @@ typename Inspector::result_type inspect(Inspector& f, WorkerEntry& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, JobEntry& x) {
   return f(x.id, x.dataset, x.name, x.policy, x.num_consumers, x.target_workers, x.created_us,
-           x.repetition, x.split_size, x.cross_trainer_cache, x.expected_consumers, x.finished,
-           x.released, x.tasks, x.has_split_position, x.split_epoch, x.split_provider_epoch,
-           x.split_next_index, x.splits_handed_out, x.outstanding_splits);
+           x.repetition, x.split_size, x.cross_trainer_cache, x.expected_consumers, x.tenant,
+           x.tenant_weight, x.finished, x.released, x.tasks, x.has_split_position, x.split_epoch,
+           x.split_provider_epoch, x.split_next_index, x.splits_handed_out, x.outstanding_splits);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TaskEntry& x) {

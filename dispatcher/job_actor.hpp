@@ -29,7 +29,9 @@ struct JobStart {
   ShardingPolicy policy = ShardingPolicy::off;
   Compression compression = Compression::automatic;
   msg::CacheSharing cross_trainer_cache =
-    msg::CacheSharing::none;     // tasks serve trainers from a cache
+    msg::CacheSharing::none;      // tasks serve trainers from a cache
+  std::string tenant = "default"; // the tasks' share of the workers' threads (task_def)
+  int64_t tenant_weight = 1;
   std::shared_ptr<JobCore> core; // the job's bookkeeping (DYNAMIC: with its split provider)
   msg::job_report_actor dispatcher;
   caf::actor creator; // the consumer that created the job: gone before anyone joined -> release

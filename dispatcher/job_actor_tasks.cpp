@@ -103,6 +103,8 @@ void assign(self_ptr self, const msg::add_task& add) {
   def.policy = st.start.policy;
   def.compression = st.start.compression;
   def.cross_trainer_cache = st.start.cross_trainer_cache;
+  def.tenant = st.start.tenant;
+  def.tenant_weight = st.start.tenant_weight;
   def.splits = caf::actor_cast<msg::split_source_actor>(self);
   def.num_workers = add.num_workers;
   def.worker_index = add.worker_index;

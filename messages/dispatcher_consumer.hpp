@@ -84,13 +84,17 @@ struct get_or_create_job {
   // Named jobs: the consumer's iteration index (tf.data: how many times this consumer's dataset
   // was iterated before), or kNextIteration (the name's running job, else its next iteration).
   int64_t iteration = 0;
+  // The tenant whose share of the workers' executor threads the job's tasks use, and its weight
+  // (DistributeOptions::tenant, tenant_weight; pipeline/runtime/fair_share.hpp).
+  std::string tenant = "default";
+  int64_t tenant_weight = 1;
 };
 inline constexpr int64_t kNextIteration = -1;
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, get_or_create_job& x) {
   return f(caf::meta::type_name("get_or_create_job"), x.dataset, x.job_name, x.policy,
            x.num_consumers, x.target_workers, x.cross_trainer_cache, x.expected_consumers,
-           x.iteration);
+           x.iteration, x.tenant, x.tenant_weight);
 }
 
 struct job_info {

@@ -21,6 +21,7 @@
 
 #include "messages/job_task.hpp"
 #include "messages/protocol.hpp"
+#include "messages/tenant_usage.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/worker_consumer.hpp"
 #include "pipeline/tensor/codec.hpp"
@@ -45,12 +46,15 @@ struct task_def {
     CacheSharing::none; // serve the job's trainers from a shared cache
   // Coordinated reads: the job's num_consumers (-1 = not coordinated; coordinated/round_robin.hpp).
   int64_t num_consumers = -1;
+  // The executor share its work runs in (get_or_create_job.tenant, tenant_weight).
+  std::string tenant = "default";
+  int64_t tenant_weight = 1;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, task_def& x) {
   return f(caf::meta::type_name("task_def"), x.task, x.job, x.dataset, x.definition, x.policy,
            x.compression, x.splits, x.num_workers, x.worker_index, x.cross_trainer_cache,
-           x.num_consumers);
+           x.num_consumers, x.tenant, x.tenant_weight);
 }
 
 // job -> worker
@@ -134,10 +138,11 @@ struct worker_heartbeat {
   // reads retire the task at a round every consumer agrees on). Sent at once when the drain
   // starts, then with every heartbeat.
   bool draining = false;
+  std::vector<tenant_usage> tenants; // its executor's thread time per tenant (status shows it)
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_heartbeat& x) {
-  return f(caf::meta::type_name("worker_heartbeat"), x.worker, x.num_tasks, x.draining);
+  return f(caf::meta::type_name("worker_heartbeat"), x.worker, x.num_tasks, x.draining, x.tenants);
 }
 
 // dispatcher -> worker

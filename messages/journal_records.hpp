@@ -57,11 +57,13 @@ struct CreateJobRecord {
   int64_t split_size = 0; // DYNAMIC: elements per range split, decided at creation (0 = default)
   uint8_t cross_trainer_cache = 0; // msg::CacheSharing: its tasks serve trainers from a cache
   int64_t expected_consumers = 1;  // consumers that share each repetition of a named job
+  std::string tenant = "default";  // its share of the workers' threads (get_or_create_job)
+  int64_t tenant_weight = 1;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, CreateJobRecord& x) {
   return f(x.job, x.dataset, x.job_name, x.policy, x.num_consumers, x.target_workers, x.time_us,
-           x.split_size, x.cross_trainer_cache, x.expected_consumers);
+           x.split_size, x.cross_trainer_cache, x.expected_consumers, x.tenant, x.tenant_weight);
 }
 
 struct CreateTaskRecord {

@@ -15,6 +15,7 @@
 
 #include "conveyor/stats.hpp"
 #include "messages/protocol.hpp"
+#include "messages/tenant_usage.hpp"
 #include "messages/type_ids.hpp"
 
 namespace conveyor::msg {
@@ -58,11 +59,12 @@ struct worker_status {
   std::vector<std::string> tags;
   int64_t tasks = 0;
   int64_t heartbeat_age_ms = 0;
+  std::vector<tenant_usage> tenants; // as of its last heartbeat
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_status& x) {
   return f(caf::meta::type_name("worker_status"), x.id, x.address, x.tags, x.tasks,
-           x.heartbeat_age_ms);
+           x.heartbeat_age_ms, x.tenants);
 }
 
 struct dataset_status {
@@ -101,13 +103,15 @@ struct job_status {
   // of time waiting on workers then. -1: not estimated (no consumers, or not observed yet).
   int64_t desired_workers = -1;
   double recent_worker_wait = -1;
+  std::string tenant; // DistributeOptions::tenant, tenant_weight
+  int64_t tenant_weight = 1;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_status& x) {
   return f(caf::meta::type_name("job_status"), x.id, x.name, x.dataset, x.mode, x.finished,
            x.age_ms, x.consumers, x.tasks, x.elements, x.bytes, x.elements_per_s, x.bytes_per_s,
            x.epoch, x.splits_handed_out, x.waiting, x.waiting_for, x.desired_workers,
-           x.recent_worker_wait);
+           x.recent_worker_wait, x.tenant, x.tenant_weight);
 }
 
 struct cluster_status {

@@ -13,6 +13,7 @@
 
 #include "conveyor/options.hpp"
 #include "messages/status.hpp"
+#include "pipeline/runtime/executor.hpp"
 
 namespace conveyor::metrics {
 
@@ -189,6 +190,12 @@ std::vector<Sample> task_samples() {
                          "DYNAMIC: time the task waited for splits", "counter", l,
                          static_cast<double>(s->split_wait_ns.load()) / 1e9));
   }
+  // The executor's thread time per tenant (issue 38): how the worker's threads were shared.
+  for (const auto& u : Executor::shared().tenant_usage())
+    out.push_back(sample("conveyor_tenant_thread_seconds_total",
+                         "executor thread time the tenant's jobs held on this worker (running "
+                         "items included)",
+                         "counter", {{"tenant", u.tenant}}, u.thread_seconds));
   return out;
 }
 

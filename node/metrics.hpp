@@ -54,7 +54,8 @@ struct TaskStats {
 // task runs, and after it ended as one of the last 100 tasks registered (so a finished job's
 // totals stay visible; bounded).
 std::shared_ptr<TaskStats> register_task(uint64_t job, uint64_t task, std::string dataset);
-// The live tasks' samples (what a worker's endpoint serves).
+// The live tasks' samples and the executor's thread time per tenant (what a worker's endpoint
+// serves).
 std::vector<Sample> task_samples();
 // A cluster status as samples (what the dispatcher's endpoint serves).
 std::vector<Sample> status_samples(const msg::cluster_status& status);

@@ -5,6 +5,8 @@
 #include <cctype>
 #include <charconv>
 
+#include "pipeline/runtime/tenant.hpp"
+
 namespace conveyor {
 
 namespace {
@@ -84,6 +86,8 @@ Status validate(const DistributeOptions& o) {
       return invalid_argument("`expected_consumers` cannot be combined with `num_consumers`: a "
                               "coordinated read already waits for its num_consumers consumers");
   }
+  if (auto s = validate_tenant(o.tenant, o.tenant_weight); !s.ok())
+    return s;
   if (o.iteration < 0 && o.iteration != kNextIteration)
     return invalid_argument("`iteration` must be non-negative (or kNextIteration), got " +
                             std::to_string(o.iteration));

@@ -315,7 +315,9 @@ int task_actor_objects() { return task_actor_count.load(std::memory_order_relaxe
 msg::task_actor spawn_task(caf::local_actor* parent, TaskStart start,
                            const std::shared_ptr<ExecutorActors>& executor) {
   if (executor) { // its job's share of the Executor: the actor's resumes and its pipeline's work
-    auto group = Executor::shared().make_group();
+    // (The dispatcher checked the tenant and its weight: validate_tenant.)
+    auto group = Executor::shared().make_group(start.def.tenant,
+                                               std::max<int64_t>(1, start.def.tenant_weight));
     start.limits.executor_group = group;
     return parent->spawn<TaskActor<ExecutorScheduled<task_base>>, caf::linked>(
       std::move(start), executor, std::move(group));

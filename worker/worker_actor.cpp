@@ -17,6 +17,7 @@
 #include "node/log.hpp"
 #include "worker/task_actor.hpp"
 #include "messages/all.hpp"
+#include "pipeline/runtime/executor.hpp"
 
 namespace conveyor::actors {
 
@@ -235,6 +236,15 @@ void check_claims(self_ptr self) {
     }
 }
 
+// The executor's thread time per tenant, when the tasks run on it (not in the simulator).
+std::vector<msg::tenant_usage> tenant_usage(const worker_state& st) {
+  std::vector<msg::tenant_usage> out;
+  if (st.start.task_executor)
+    for (const auto& u : Executor::shared().tenant_usage())
+      out.push_back(msg::tenant_usage{u.tenant, u.weight, u.thread_seconds});
+  return out;
+}
+
 void heartbeat(self_ptr self) {
   auto& st = self->state;
   check_claims(self);
@@ -244,7 +254,7 @@ void heartbeat(self_ptr self) {
   }
   self
     ->request(st.dispatcher, st.start.request_timeout,
-              msg::worker_heartbeat{st.id, st.tasks.size(), st.draining})
+              msg::worker_heartbeat{st.id, st.tasks.size(), st.draining, tenant_usage(st)})
     .then(
       [self](msg::heartbeat_ack& ack) {
         auto& st = self->state;

@@ -92,6 +92,13 @@ struct DistributeOptions {
   // expected_consumers): the name's running job, else its next iteration. Needs a job_name
   // unless 0.
   int64_t iteration = 0;
+  // Beyond the reference (issue 38): the tenant whose share of the workers' executor threads
+  // this job's tasks run in, and the tenant's weight. Across tenants a saturated worker's threads
+  // go by weight (weights 3 and 1: three quarters and a quarter); within a tenant equally per
+  // job. A name of 1 to 64 characters of [A-Za-z0-9_.-]; a weight of at least 1. Consumers of a
+  // named job must agree on both, and the running jobs of one tenant on its weight.
+  std::string tenant = "default";
+  int64_t tenant_weight = 1;
   // How many elements may be requested (in flight or buffered, not yet handed to the caller)
   // at the same time. Unset = automatic (a large element count, bounded by `max_buffered_bytes`).
   std::optional<int64_t> max_outstanding_requests;

@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "pipeline/runtime/per_process.hpp"
 #include "pipeline/runtime/thread_name.hpp"
@@ -12,7 +13,7 @@ namespace conveyor {
 
 namespace {
 
-// Since the process's first call: ExecutorGroup::thread_time multiplies it by the running items.
+// Since the process's first call: ThreadTime::at multiplies it by the running items.
 int64_t now_ns() {
   static const auto origin = std::chrono::steady_clock::now();
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
@@ -34,7 +35,8 @@ Executor& Executor::shared() {
 
 Executor::Executor(int threads, int max_threads)
   : base_(std::max(1, threads)), max_(max_threads > 0 ? std::max(max_threads, std::max(1, threads))
-                                                      : std::max(64, 8 * std::max(1, threads))) {
+                                                      : std::max(64, 8 * std::max(1, threads))),
+    shares_(kLeadNs) {
   posted_ = make_group();
   std::lock_guard<std::mutex> lock(mu_);
   for (int i = 0; i < base_; ++i) {
@@ -63,7 +65,28 @@ Executor::~Executor() {
     t.join();
 }
 
-std::shared_ptr<ExecutorGroup> Executor::make_group() { return std::make_shared<ExecutorGroup>(); }
+std::shared_ptr<ExecutorGroup> Executor::make_group(const std::string& tenant, int64_t weight) {
+  if (weight < 1)
+    throw std::invalid_argument("tenant \"" + tenant + "\": the weight must be at least 1, got " +
+                                std::to_string(weight));
+  auto group = std::make_shared<ExecutorGroup>();
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& t = tenants_[tenant];
+  if (!t)
+    t = std::make_shared<ShareTenant>(tenant, weight);
+  t->weight = weight;
+  group->tenant = t;
+  return group;
+}
+
+std::vector<TenantUsage> Executor::tenant_usage() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t now = now_ns();
+  std::vector<TenantUsage> out;
+  for (const auto& [name, t] : tenants_)
+    out.push_back(TenantUsage{name, t->weight, static_cast<double>(t->time.at(now)) / 1e9});
+  return out;
+}
 
 std::unique_ptr<WorkQueue> Executor::make_queue(std::shared_ptr<ExecutorGroup> group) {
   return std::make_unique<WorkQueue>(*this, group ? std::move(group) : make_group());
@@ -74,31 +97,30 @@ void Executor::make_ready_locked(const std::shared_ptr<ExecutorGroup>& group) {
     return;
   group->in_ready = true;
   // Back after a time without work: at most kLead behind the others (no saved-up credit).
-  const int64_t now = now_ns();
-  const int64_t behind = least_served_ - kLeadNs - group->thread_time(now);
-  if (behind > 0)
-    group->used += behind;
+  shares_.on_ready(group->time, *group->tenant, now_ns());
   ready_.push_back(group);
 }
 
 std::shared_ptr<ExecutorGroup> Executor::take_next_group_locked(int64_t now) {
-  int64_t least = INT64_MAX;
-  for (const auto& g : ready_)
-    least = std::min(least, g->thread_time(now));
-  least_served_ = std::max(least_served_, least);
-  auto next =
-    std::find_if(ready_.begin(), ready_.end(), [&](const std::shared_ptr<ExecutorGroup>& g) {
-      return g->thread_time(now) <= least + kLeadNs;
-    }); // (found: the least served one qualifies)
+  const auto i = shares_.pick(
+    ready_, now,
+    [](const std::shared_ptr<ExecutorGroup>& g) -> const ThreadTime& { return g->time; },
+    [](const std::shared_ptr<ExecutorGroup>& g) -> ShareTenant& { return *g->tenant; });
+  auto next = ready_.begin() + static_cast<std::ptrdiff_t>(i);
   std::shared_ptr<ExecutorGroup> g = std::move(*next);
   ready_.erase(next);
   return g;
 }
 
+void Executor::leave_ready_locked(ExecutorGroup* group) {
+  group->in_ready = false;
+  shares_.on_unready(*group->tenant);
+}
+
 void Executor::unready_if_idle_locked(ExecutorGroup* group) {
   if (!group->in_ready || !group->ready.empty() || !group->posted.empty())
     return;
-  group->in_ready = false;
+  leave_ready_locked(group);
   ready_.erase(
     std::find_if(ready_.begin(), ready_.end(),
                  [group](const std::shared_ptr<ExecutorGroup>& g) { return g.get() == group; }));
@@ -224,8 +246,8 @@ void Executor::work(bool extra) {
     const int64_t start = now_ns();
     std::shared_ptr<ExecutorGroup> g = take_next_group_locked(start);
     std::shared_ptr<ExecutorGroup> charged = g; // holds a thread from now until the item returns
-    ++charged->running;
-    charged->started_sum += start;
+    charged->time.start(start);
+    charged->tenant->start(start);
     std::function<void()> item;
     WorkQueue* q = nullptr;
     const bool posted = !g->posted.empty() && (g->posted_turn || g->ready.empty());
@@ -247,7 +269,7 @@ void Executor::work(bool extra) {
     if (!g->posted.empty() || !g->ready.empty())
       ready_.push_back(std::move(g)); // its next turn waits for the other groups'
     else
-      g->in_ready = false;
+      leave_ready_locked(g.get());
     ++started_;
     // submit() wakes a thread only when a queue becomes ready; more work behind this item
     // wakes the next thread here, so idle threads never sleep while work waits.
@@ -260,9 +282,8 @@ void Executor::work(bool extra) {
     item = nullptr; // what it captured goes before the queue may go
     const int64_t end = now_ns();
     lock.lock();
-    charged->used += end - start;
-    --charged->running;
-    charged->started_sum -= start;
+    charged->time.finish(start, end);
+    charged->tenant->finish(start, end);
     charged.reset(); // (may be the group's last reference: then it has no work left)
     if (q && --q->running_ == 0)
       q->idle_.notify_all(); // under the lock: `q` is alive until this returns

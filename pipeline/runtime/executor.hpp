@@ -18,6 +18,11 @@
 // count leaves after `kIdleExit` without work. Short items keep the base count (a thread frees up
 // within kStall), and so do CPU-bound ones shorter than kLongItems.
 //
+// Across tenants (issue 38) the threads go by weight: every group belongs to a tenant (a job's
+// DistributeOptions::tenant and tenant_weight; "default", 1 otherwise) and the choice below is
+// made first between tenants by thread time per unit of weight, then between the tenant's groups
+// (pipeline/runtime/fair_share.hpp). With one tenant it is the per-job rule that follows.
+//
 // Fairness is per job, in thread time: every queue and posted item belongs to a group
 // (ExecutorGroup: a task makes one for its job, and its pipeline's maps and prefetches and its own
 // actor use it). Each group counts the time its items have held a thread, running ones included.
@@ -42,10 +47,14 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <string>
 #include <vector>
+
+#include "pipeline/runtime/fair_share.hpp"
 
 namespace conveyor {
 
@@ -61,12 +70,15 @@ private:
   std::deque<std::function<void()>> posted; // items posted to it, in order
   bool in_ready = false;                    // listed in Executor::ready_
   bool posted_turn = false;                 // its next turn goes to a posted item
-  // Thread time (ns of the executor's clock): `used` by its finished items, plus `running` items
-  // that started at `started_sum` in total; thread_time() adds what the running ones hold so far.
-  int64_t used = 0;
-  int64_t running = 0;
-  int64_t started_sum = 0;
-  int64_t thread_time(int64_t now) const { return used + running * now - started_sum; }
+  ThreadTime time;                          // ns of the executor's clock
+  std::shared_ptr<ShareTenant> tenant;      // never null; its time includes this group's
+};
+
+// What a tenant's groups have held of an executor's threads so far (running items included).
+struct TenantUsage {
+  std::string tenant;
+  int64_t weight = 1;
+  double thread_seconds = 0;
 };
 
 class Executor {
@@ -89,7 +101,10 @@ public:
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
-  std::shared_ptr<ExecutorGroup> make_group();
+  // A group of `tenant` (made on first use; a later weight replaces the earlier one). `weight`
+  // must be >= 1 (std::invalid_argument otherwise).
+  std::shared_ptr<ExecutorGroup> make_group(const std::string& tenant = "default",
+                                            int64_t weight = 1);
   // A queue in `group` (null: a group of its own).
   std::unique_ptr<WorkQueue> make_queue(std::shared_ptr<ExecutorGroup> group = nullptr);
   // Runs `item` on a pool thread, in `group`'s turn (null: a group shared by such posts). It
@@ -97,6 +112,8 @@ public:
   void post(std::function<void()> item, const std::shared_ptr<ExecutorGroup>& group = nullptr);
   int threads() const; // running now: the base count plus those added while items blocked
   int base_threads() const { return base_; }
+  // Every tenant that had a group here, by name.
+  std::vector<TenantUsage> tenant_usage() const;
 
 private:
   friend class WorkQueue;
@@ -107,6 +124,7 @@ private:
   // Takes the next group to serve off ready_: the first in turn within kLead of the least served.
   std::shared_ptr<ExecutorGroup> take_next_group_locked(int64_t now);
   void unready_if_idle_locked(ExecutorGroup* group); // takes it off ready_ when it has no work
+  void leave_ready_locked(ExecutorGroup* group);     // it left ready_ (no work): its tenant knows
   // Of every thread, base then extras. Only the supervisor calls it (and it alone changes the
   // thread lists while the executor runs), without the lock.
   std::vector<std::chrono::nanoseconds> cpu_times();
@@ -118,10 +136,11 @@ private:
   std::condition_variable stalled_; // wakes the supervisor: items wait and no thread is idle
   std::deque<std::shared_ptr<ExecutorGroup>> ready_; // groups with work, served in turn
   bool stopping_ = false;
-  int live_ = 0;             // threads running work()
-  int idle_ = 0;             // of which waiting for an item
-  uint64_t started_ = 0;     // items started so far (the supervisor's sign of progress)
-  int64_t least_served_ = 0; // the least thread time of a group with work, when last looked (ns)
+  int live_ = 0;         // threads running work()
+  int idle_ = 0;         // of which waiting for an item
+  uint64_t started_ = 0; // items started so far (the supervisor's sign of progress)
+  FairShare shares_;
+  std::map<std::string, std::shared_ptr<ShareTenant>> tenants_;
   std::vector<std::thread> threads_;    // the base threads
   std::vector<std::thread> extras_;     // added while items blocked
   std::vector<std::thread::id> exited_; // extras that left, to join

@@ -190,7 +190,7 @@ def _service_address(service, what="service"):
 
 
 _STRING_OPTIONS = ("processing_mode", "job_name", "compression", "target_workers", "on_worker_loss",
-                   "data_transfer_protocol")
+                   "data_transfer_protocol", "tenant")
 
 
 def _compression(compression):
@@ -223,7 +223,7 @@ def _check_option_types(options, connect_timeout_ms):
                              f"{type(value).__name__}: {value!r}")
     for name, value in options.items():
         if name not in _STRING_OPTIONS:
-            _check_int(name, value)
+            _check_int(name, value, optional=name != "tenant_weight")
     _check_int("connect_timeout_ms", connect_timeout_ms, optional=False)
 
 
@@ -302,7 +302,7 @@ class DistributedDataset(TrainerOps):
 def _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                    max_outstanding_requests, compression, target_workers, max_buffered_bytes,
                    request_timeout_ms, expected_consumers=None, on_worker_loss=None,
-                   data_transfer_protocol=None):
+                   data_transfer_protocol=None, tenant="default", tenant_weight=1):
     if not isinstance(processing_mode, str):
         # tf.data's ShardingPolicy enum values print as ShardingPolicy.OFF etc.
         processing_mode = getattr(processing_mode, "name", processing_mode)
@@ -311,7 +311,8 @@ def _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                 compression=compression, target_workers=target_workers,
                 max_buffered_bytes=max_buffered_bytes, request_timeout_ms=request_timeout_ms,
                 expected_consumers=expected_consumers, on_worker_loss=on_worker_loss,
-                data_transfer_protocol=data_transfer_protocol)
+                data_transfer_protocol=data_transfer_protocol, tenant=tenant,
+                tenant_weight=tenant_weight)
 
 
 class _Required:
@@ -333,7 +334,8 @@ def distribute(dataset: Optional[Dataset] = None, service=_REQUIRED, processing_
                connect_timeout_ms: int = 5000,
                expected_consumers: Optional[int] = None,
                on_worker_loss: Optional[str] = None,
-               data_transfer_protocol: Optional[str] = None) -> DistributedDataset:
+               data_transfer_protocol: Optional[str] = None,
+               tenant: str = "default", tenant_weight: int = 1) -> DistributedDataset:
     """Reads ``dataset`` through the service at ``service`` ("host:port" or a DispatchServer).
     processing_mode: "parallel_epochs" (OFF: every worker produces the whole dataset) or
     "distributed_epoch" (DYNAMIC: each element of an epoch once across the workers); the
@@ -348,14 +350,17 @@ def distribute(dataset: Optional[Dataset] = None, service=_REQUIRED, processing_
     ``ds.apply(distribute(service=..., processing_mode=...)).map(fn).prefetch(2)``.
     data_transfer_protocol: None, "grpc" or "bulk" (conveyor's default: messages, large elements
     on the workers' bulk channel; tf.data's "grpc" maps to it) or "caf" (every element in
-    messages); anything else is a ValueError naming these."""
+    messages); anything else is a ValueError naming these.
+    tenant, tenant_weight (beyond tf.data): the tenant whose share of the workers' threads the
+    job uses and its weight (>= 1); a saturated worker's threads go to tenants by weight, equally
+    among one tenant's jobs (docs/OPERATIONS.md "Tenants")."""
     for name, value in (("service", service), ("processing_mode", processing_mode)):
         if value is _REQUIRED:
             raise TypeError(f"distribute() missing required argument `{name}`")
     opts = _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                           max_outstanding_requests, compression, target_workers,
                           max_buffered_bytes, request_timeout_ms, expected_consumers,
-                          on_worker_loss, data_transfer_protocol)
+                          on_worker_loss, data_transfer_protocol, tenant, tenant_weight)
     if dataset is None:
         return _distribute_transformation(service, connect_timeout_ms, opts)
     if not isinstance(dataset, Dataset):
@@ -393,7 +398,8 @@ def from_dataset_id(processing_mode: str, service, dataset_id: str, job_name: Op
                     max_buffered_bytes: Optional[int] = None, request_timeout_ms: Optional[int] = None,
                     connect_timeout_ms: int = 5000,
                     expected_consumers: Optional[int] = None,
-                    data_transfer_protocol: Optional[str] = None) -> DistributedDataset:
+                    data_transfer_protocol: Optional[str] = None,
+                    tenant: str = "default", tenant_weight: int = 1) -> DistributedDataset:
     """Reads the registered dataset ``dataset_id`` (from register_dataset), as tf.data service's
     from_dataset_id; the arguments are distribute()'s."""
     if not isinstance(dataset_id, str) or not dataset_id:
@@ -401,7 +407,8 @@ def from_dataset_id(processing_mode: str, service, dataset_id: str, job_name: Op
     opts = _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                           max_outstanding_requests, "AUTO", target_workers, max_buffered_bytes,
                           request_timeout_ms, expected_consumers,
-                          data_transfer_protocol=data_transfer_protocol)
+                          data_transfer_protocol=data_transfer_protocol, tenant=tenant,
+                          tenant_weight=tenant_weight)
     return DistributedDataset(service, dataset_id=dataset_id, connect_timeout_ms=connect_timeout_ms, **opts)
 
 

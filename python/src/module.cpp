@@ -386,7 +386,8 @@ make_options(const std::string& processing_mode, std::optional<std::string> job_
              const std::string& target_workers, std::optional<int64_t> max_buffered_bytes,
              std::optional<int64_t> request_timeout_ms, std::optional<int64_t> expected_consumers,
              std::optional<std::string> on_worker_loss, int64_t iteration,
-             std::optional<std::string> data_transfer_protocol) {
+             std::optional<std::string> data_transfer_protocol, const std::string& tenant,
+             int64_t tenant_weight) {
   DistributeOptions o;
   auto policy = parse_processing_mode(processing_mode);
   if (!policy.ok())
@@ -399,6 +400,8 @@ make_options(const std::string& processing_mode, std::optional<std::string> job_
   o.on_worker_loss = std::move(on_worker_loss);
   o.data_transfer_protocol = std::move(data_transfer_protocol);
   o.iteration = iteration;
+  o.tenant = tenant;
+  o.tenant_weight = tenant_weight;
   o.max_outstanding_requests = max_outstanding_requests;
   o.compression = compression;
   o.target_workers = target_workers;
@@ -710,7 +713,8 @@ PYBIND11_MODULE(_conveyor, m) {
         py::arg("compression"), py::arg("target_workers"), py::arg("max_buffered_bytes"),
         py::arg("request_timeout_ms"), py::arg("expected_consumers") = py::none(),
         py::arg("on_worker_loss") = py::none(), py::arg("iteration") = 0,
-        py::arg("data_transfer_protocol") = py::none());
+        py::arg("data_transfer_protocol") = py::none(), py::arg("tenant") = "default",
+        py::arg("tenant_weight") = 1);
   m.attr("_NEXT_ITERATION") = kNextIteration;
   m.def("_validate_address",
         [](const std::string& a) { return unwrap(parse_address(a)).to_string(); });

@@ -335,3 +335,22 @@ def test_close_and_stats_while_another_thread_waits(cluster):
     assert not t.is_alive()
     assert time.monotonic() - start < 3
     assert outcome == ["stopped"]
+
+
+def test_a_jobs_tenant_and_weight_reach_the_service(cluster):
+    ds = conveyor.distribute(conveyor.Dataset.range(5), cluster.target, "distributed_epoch",
+                             tenant="team-a", tenant_weight=2)
+    assert ds.options["tenant"] == "team-a" and ds.options["tenant_weight"] == 2
+    assert sorted(ints(ds)) == list(range(5))
+
+
+def test_a_bad_tenant_or_weight_is_refused_naming_it():
+    ds = conveyor.Dataset.range(3)
+    with pytest.raises(ValueError, match="Invalid `tenant` argument: \"a b\""):
+        conveyor.distribute(ds, "127.0.0.1:1", "parallel_epochs", tenant="a b")
+    with pytest.raises(ValueError, match="`tenant_weight` must be at least 1, got 0"):
+        conveyor.distribute(ds, "127.0.0.1:1", "parallel_epochs", tenant_weight=0)
+    with pytest.raises(TypeError, match="`tenant_weight` must be an int"):
+        conveyor.distribute(ds, "127.0.0.1:1", "parallel_epochs", tenant_weight="3")
+    with pytest.raises(ValueError, match="`tenant` must be a string"):
+        conveyor.distribute(ds, "127.0.0.1:1", "parallel_epochs", tenant=3)

@@ -224,7 +224,7 @@ TEST_CASE("ops: conveyor status lists workers, datasets and jobs with their prog
   CHECK(std::regex_search(
     j,
     std::regex(
-      R"("workers":\[\{"id":\d+,"address":"127\.0\.0\.1:\d+","tags":\[\],"tasks":0,"heartbeat_age_ms":\d+\},\{)")));
+      R"("workers":\[\{"id":\d+,"address":"127\.0\.0\.1:\d+","tags":\[\],"tasks":0,"heartbeat_age_ms":\d+,"tenants":\[[^\]]*\]\},\{)")));
   CHECK(contains(j, "\"finished\":true"));
   CHECK(contains(j, "\"cardinality\":100"));
   CHECK(contains(j, "\"element_spec\":\"TensorSpec(shape=(), dtype=int64)\""));
@@ -253,7 +253,7 @@ TEST_CASE("ops: the dispatcher and workers serve Prometheus metrics over HTTP") 
   const auto dport = metrics_port_of(cluster.dispatcher());
   const auto wport = metrics_port_of(worker);
 
-  auto r = cluster.read("range(50)", {"--job-name", "m"});
+  auto r = cluster.read("range(50)", {"--job-name", "m", "--tenant", "team-m"});
   CAPTURE(r.describe);
   REQUIRE(r.exit_code == 0);
 
@@ -272,6 +272,8 @@ TEST_CASE("ops: the dispatcher and workers serve Prometheus metrics over HTTP") 
   CHECK(sample_value(w, "conveyor_worker_tasks ") == 0); // the job ended; its task's totals stay
   CHECK(sample_sum(w, "conveyor_task_delivered_elements_total") == 50);
   CHECK(sample_sum(w, "conveyor_task_produced_elements_total") == 50);
+  // The executor's thread time of the job's tenant (its task's items held a thread).
+  CHECK(sample_value(w, "conveyor_tenant_thread_seconds_total{tenant=\"team-m\"} ") > 0);
   CHECK(contains(w, "conveyor_task_buffered_elements{"));
   CHECK(sample_sum(w, "conveyor_task_buffered_bytes") == 0); // its buffer went with the task
   CHECK(sample_value(d, "conveyor_jobs_running ") == 0);

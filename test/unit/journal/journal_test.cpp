@@ -325,7 +325,8 @@ TEST_CASE("named-job repetitions, split sizes and the cross-trainer cache mode s
   records.push_back(CreateJobRecord{4, "1000", "cached", 0, -1, "AUTO", 3, 0,
                                     static_cast<uint8_t>(CacheSharing::window)});
   records.push_back(CreateJobRecord{5, "1000", "epoch", 0, -1, "AUTO", 3, 0,
-                                    static_cast<uint8_t>(CacheSharing::whole_epoch)});
+                                    static_cast<uint8_t>(CacheSharing::whole_epoch), 1, "team-a",
+                                    3});
   records.push_back(
     CreateNamedJobRecord{CreateJobRecord{6, "1000", "trainer", 1, -1, "AUTO", 3, 256}, 7});
   records.push_back(ReleaseJobRecord{6, 4});
@@ -354,6 +355,9 @@ TEST_CASE("named-job repetitions, split sizes and the cross-trainer cache mode s
   CHECK(restored.job(4)->cross_trainer_cache == CacheSharing::window);
   REQUIRE(restored.job(5) != nullptr);
   CHECK(restored.job(5)->cross_trainer_cache == CacheSharing::whole_epoch);
+  CHECK(restored.job(5)->tenant == "team-a"); // format 9: the job's tenant and weight
+  CHECK(restored.job(5)->tenant_weight == 3);
+  CHECK(restored.job(4)->tenant == "default");
   REQUIRE(restored.apply(ReleaseJobRecord{2, 4}).ok());
   REQUIRE(restored.apply(CreateJobRecord{3, "1000", "trainer", 1, -1, "AUTO", 5, 0}).ok());
   REQUIRE(restored.job(3) != nullptr);
@@ -361,7 +365,8 @@ TEST_CASE("named-job repetitions, split sizes and the cross-trainer cache mode s
   CHECK(restored.named_job("1000", "trainer", 0)->released); // and the ended iterations
   CHECK(restored.named_job("1000", "trainer", 1)->released);
   CHECK(restored.snapshot().jobs.size() == 5);
-  for (const Update& r : {Update{records[6]}, Update{records[8]}}) { // the format-8 records
+  for (const Update& r : {Update{records[5]}, Update{records[6]}, Update{records[8]}}) {
+    // (the format-8 records, and one with a tenant: format 9)
     auto back = Journal::decode(Journal::encode(r));
     REQUIRE(back.ok());
     CHECK(Journal::encode(*back) == Journal::encode(r));

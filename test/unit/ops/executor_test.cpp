@@ -10,6 +10,7 @@
 #include <chrono>
 #include <functional>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -135,6 +136,52 @@ TEST_CASE("executor: groups get equal thread time whatever the length of their i
   // In plain turns the quick group got 400 / 4400 = 9%.
   CHECK(share > 0.35);
   CHECK(share < 0.65);
+}
+
+// Across tenants by weight (issue 38): on one saturated thread, a tenant of weight 3 gets three
+// quarters of the thread time, whatever its items' length (real clock: a looser bound).
+TEST_CASE("executor: tenants weighted 3:1 share a saturated thread 0.75/0.25") {
+  Executor ex(1, 1);
+  using clock = std::chrono::steady_clock;
+  const auto deadline = clock::now() + std::chrono::milliseconds(800);
+  struct Group {
+    std::shared_ptr<ExecutorGroup> group;
+    std::chrono::microseconds item;
+    std::atomic<int64_t> held_us{0};
+    std::atomic<bool> done{false};
+  };
+  Group heavy{ex.make_group("heavy", 3), std::chrono::microseconds(500)};
+  Group light{ex.make_group("light", 1), std::chrono::microseconds(2000)};
+  std::function<void(Group&)> run = [&](Group& g) {
+    const auto start = clock::now();
+    while (clock::now() < start + g.item) {
+    }
+    g.held_us +=
+      std::chrono::duration_cast<std::chrono::microseconds>(clock::now() - start).count();
+    if (clock::now() < deadline)
+      ex.post([&] { run(g); }, g.group);
+    else
+      g.done = true;
+  };
+  for (Group* g : {&heavy, &light})
+    ex.post([&run, g] { run(*g); }, g->group);
+  for (int i = 0; i < 1000 && !(heavy.done && light.done); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(heavy.done);
+  REQUIRE(light.done);
+  const double share =
+    static_cast<double>(heavy.held_us) / static_cast<double>(heavy.held_us + light.held_us);
+  CHECK(share == doctest::Approx(0.75).epsilon(0.1 / 0.75));
+  // The executor's own counters say the same (what `conveyor status` and the metrics show).
+  double heavy_s = 0, light_s = 0;
+  for (const auto& u : ex.tenant_usage()) {
+    if (u.tenant == "heavy")
+      heavy_s = u.thread_seconds;
+    if (u.tenant == "light")
+      light_s = u.thread_seconds;
+  }
+  CHECK(heavy_s / (heavy_s + light_s) == doctest::Approx(0.75).epsilon(0.1 / 0.75));
+  CHECK_THROWS_AS(ex.make_group("bad", 0), std::invalid_argument);
 }
 
 TEST_CASE("executor: run_one runs the queue's oldest pending item on the calling thread") {
