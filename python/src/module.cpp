@@ -379,7 +379,8 @@ make_options(const std::string& processing_mode, std::optional<std::string> job_
              const std::string& target_workers, std::optional<int64_t> max_buffered_bytes,
              std::optional<int64_t> request_timeout_ms, std::optional<int64_t> expected_consumers,
              std::optional<std::string> on_worker_loss, int64_t iteration,
-             std::optional<std::string> data_transfer_protocol) {
+             std::optional<std::string> data_transfer_protocol,
+             std::optional<std::string> external_state_policy) {
   DistributeOptions o;
   auto policy = parse_processing_mode(processing_mode);
   if (!policy.ok())
@@ -391,6 +392,7 @@ make_options(const std::string& processing_mode, std::optional<std::string> job_
   o.expected_consumers = expected_consumers;
   o.on_worker_loss = std::move(on_worker_loss);
   o.data_transfer_protocol = std::move(data_transfer_protocol);
+  o.external_state_policy = std::move(external_state_policy);
   o.iteration = iteration;
   o.max_outstanding_requests = max_outstanding_requests;
   o.compression = compression;
@@ -692,7 +694,8 @@ PYBIND11_MODULE(_conveyor, m) {
         py::arg("compression"), py::arg("target_workers"), py::arg("max_buffered_bytes"),
         py::arg("request_timeout_ms"), py::arg("expected_consumers") = py::none(),
         py::arg("on_worker_loss") = py::none(), py::arg("iteration") = 0,
-        py::arg("data_transfer_protocol") = py::none());
+        py::arg("data_transfer_protocol") = py::none(),
+        py::arg("external_state_policy") = py::none());
   m.attr("_NEXT_ITERATION") = kNextIteration;
   m.def("_validate_address",
         [](const std::string& a) { return unwrap(parse_address(a)).to_string(); });
@@ -706,13 +709,14 @@ PYBIND11_MODULE(_conveyor, m) {
     .def_property_readonly("job_id", &PyStream::job_id)
     .def("stats", &PyStream::stats);
 
-  m.def("_register_dataset",
-        [](const std::string& service, const Dataset& dataset, const std::string& compression,
-           std::optional<std::string> dataset_id, int64_t connect_timeout_ms) {
-          auto client = connect(service, connect_timeout_ms);
-          py::gil_scoped_release release;
-          return unwrap(client.register_dataset(dataset, compression, dataset_id));
-        });
+  m.def("_register_dataset", [](const std::string& service, const Dataset& dataset,
+                                const std::string& compression,
+                                std::optional<std::string> dataset_id, int64_t connect_timeout_ms,
+                                std::optional<std::string> external_state_policy) {
+    auto client = connect(service, connect_timeout_ms);
+    py::gil_scoped_release release;
+    return unwrap(client.register_dataset(dataset, compression, dataset_id, external_state_policy));
+  });
   m.def("_distribute", [](const std::string& service, const Dataset& dataset,
                           const DistributeOptions& options, int64_t connect_timeout_ms) {
     auto client = connect(service, connect_timeout_ms);
