@@ -145,6 +145,9 @@ int run_read(const std::vector<std::string>& args) {
       ("data-transfer-protocol", po::value<std::string>()->value_name("grpc|bulk|caf"),
        "how elements travel: grpc and bulk mean conveyor's default (messages, large elements on "
        "the workers' bulk channel); caf keeps every element in messages (no bulk connection)")
+      ("external-state-policy", po::value<std::string>()->value_name("WARN|IGNORE|FAIL"),
+       "a dataset with an op with external state (random): register it with a warning (WARN, "
+       "the default), silently (IGNORE), or refuse it (FAIL)")
       ("timeout-ms", po::value(&f.timeout_ms)->default_value(60000)->value_name("T"),
        "fail when no element arrives for T milliseconds")
       ("connect-timeout", po::value(&f.connect_timeout_ms)->default_value(5000)->value_name("MS"),
@@ -247,6 +250,13 @@ int run_read(const std::vector<std::string>& args) {
       return bad(invalid_argument("`--data-transfer-protocol` must be grpc, bulk or caf, got \"" +
                                   protocol + "\""));
     opts.data_transfer_protocol = std::move(protocol);
+  }
+  if (vm.count("external-state-policy")) {
+    auto policy = vm["external-state-policy"].as<std::string>();
+    if (!validate_external_state_policy(policy).ok())
+      return bad(invalid_argument("`--external-state-policy` must be WARN, IGNORE or FAIL, got \"" +
+                                  policy + "\""));
+    opts.external_state_policy = std::move(policy);
   }
   opts.target_workers = vm["target-workers"].as<std::string>();
   if (vm["cross-trainer-cache"].as<bool>())

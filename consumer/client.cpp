@@ -11,6 +11,8 @@
 #include "node/node_config.hpp"
 #include "net/transport.hpp"
 #include "messages/all.hpp"
+#include "node/log.hpp"
+#include "pipeline/graph/external_state.hpp"
 #include "pipeline/graph/serialize.hpp"
 
 namespace conveyor {
@@ -198,13 +200,21 @@ Expected<Client> Client::connect(const std::string& address, ClientConfig config
   return Client{std::move(ctx)};
 }
 
-Expected<std::string> Client::register_dataset(const Dataset& dataset,
-                                               const std::string& compression,
-                                               const std::optional<std::string>& requested_id) {
+Expected<std::string>
+Client::register_dataset(const Dataset& dataset, const std::string& compression,
+                         const std::optional<std::string>& requested_id,
+                         const std::optional<std::string>& external_state_policy) {
   CONVEYOR_RETURN_IF_ERROR(validate_compression(compression));
   if (requested_id && requested_id->empty())
     return invalid_argument("`dataset_id` must not be empty");
   CONVEYOR_RETURN_IF_ERROR(dataset.validate());
+  auto policy = external_state_policy_from_string(external_state_policy.value_or("WARN"));
+  if (!policy.ok())
+    return policy.status();
+  std::string warning;
+  CONVEYOR_RETURN_IF_ERROR(check_external_state(dataset, *policy, &warning));
+  if (!warning.empty())
+    log::warning("conveyor.client", warning);
   msg::register_dataset req;
   req.definition = to_binary(dataset);
   req.compression = compression == "NONE" ? Compression::none : Compression::automatic;
@@ -219,7 +229,8 @@ Expected<std::string> Client::register_dataset(const Dataset& dataset,
 Expected<ElementStream> Client::distribute(const Dataset& dataset,
                                            const DistributeOptions& options) {
   CONVEYOR_RETURN_IF_ERROR(validate(options));
-  auto id = register_dataset(dataset, options.compression);
+  auto id =
+    register_dataset(dataset, options.compression, std::nullopt, options.external_state_policy);
   if (!id.ok())
     return id.status();
   return from_dataset_id(*id, options);

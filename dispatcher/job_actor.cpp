@@ -200,7 +200,11 @@ void on_gc(self_ptr self, uint64_t token) {
       check_consumers(self);
       return;
     }
-    // Named, every consumer left: released once nobody came back for job_gc_timeout.
+    // Named, every consumer left: released once nobody came back for job_gc_timeout, counted
+    // from when the last one went (tf.data: jobs with no clients for that long). When this very
+    // check dropped the last one for its heartbeats, check_consumers just armed that timer.
+    if (token != st.gc_token)
+      return;
     release(self, "no consumer for the job's GC timeout");
     return;
   }

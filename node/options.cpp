@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <charconv>
+#include "pipeline/graph/external_state.hpp"
 
 #include "pipeline/runtime/tenant.hpp"
 
@@ -57,6 +58,10 @@ Status validate_data_transfer_protocol(std::string_view protocol) {
                           ". Must be one of [\"grpc\", \"bulk\", \"caf\"] (\"grpc\" and "
                           "\"bulk\": conveyor's default, messages and its bulk channel; \"caf\": "
                           "messages only).");
+}
+
+Status validate_external_state_policy(std::string_view policy) {
+  return external_state_policy_from_string(policy).status();
 }
 
 bool uses_bulk_channel(const DistributeOptions& options) {
@@ -145,6 +150,8 @@ Status validate(const DistributeOptions& o) {
   }
   if (o.data_transfer_protocol)
     CONVEYOR_RETURN_IF_ERROR(validate_data_transfer_protocol(*o.data_transfer_protocol));
+  if (o.external_state_policy)
+    CONVEYOR_RETURN_IF_ERROR(validate_external_state_policy(*o.external_state_policy));
   if (o.num_consumers && o.target_workers == "LOCAL")
     return invalid_argument(
       "Coordinated reads require non-local workers, but `target_workers` is \"LOCAL\".");

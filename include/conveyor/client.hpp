@@ -108,10 +108,12 @@ public:
   // here, not in the middle of a job) and returns its id. Registering an equal definition again
   // returns the same id. With `requested_id`: that id is used; if it already names an equal
   // definition the call succeeds, if it names another definition it is already_exists.
-  // `compression`: "AUTO" or "NONE".
+  // `compression`: "AUTO" or "NONE". `external_state_policy`: what to do with an op with
+  // external state (DistributeOptions::external_state_policy; unset = "WARN").
   Expected<std::string>
   register_dataset(const Dataset& dataset, const std::string& compression = "AUTO",
-                   const std::optional<std::string>& requested_id = std::nullopt);
+                   const std::optional<std::string>& requested_id = std::nullopt,
+                   const std::optional<std::string>& external_state_policy = std::nullopt);
 
   // register_dataset(dataset, options.compression) + from_dataset_id.
   Expected<ElementStream> distribute(const Dataset& dataset, const DistributeOptions& options = {});

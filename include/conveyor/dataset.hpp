@@ -54,6 +54,10 @@ public:
                      std::vector<int64_t> select_cols = {}, Element record_defaults = {},
                      bool use_quote_delim = true, std::string compression_type = "");
   static Dataset source(FunctionRef fn); // a user source function from the registry
+  // tf.data's Dataset.random: pseudo-random int64 scalars, forever. With a seed every iterator
+  // yields the same sequence; kNoSeed gives each iterator a fresh one. It has external state in
+  // tf.data's sense (DistributeOptions::external_state_policy).
+  static Dataset random(int64_t seed = kNoSeed);
   static Dataset zip(std::vector<Dataset> inputs);
 
   // --- transforms
@@ -83,6 +87,11 @@ public:
   Dataset skip(int64_t count) const;
   Dataset shard(int64_t num_shards, int64_t index) const;
   Dataset enumerate(int64_t start = 0) const;
+  // This dataset's elements, then `other`'s (tf.data's concatenate). Their element specs must be
+  // compatible (same component count and dtypes, shapes of the same rank); validate() says
+  // "Incompatible dataset elements" otherwise. Under DYNAMIC sharding at most one of the two may
+  // hold a splittable source.
+  Dataset concatenate(const Dataset& other) const;
   Dataset prefetch(int64_t buffer_size = kAutotune) const;
   Dataset cache(std::string filename = "") const;
 

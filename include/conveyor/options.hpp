@@ -145,6 +145,11 @@ struct DistributeOptions {
   // keeps every element in CAF messages (no bulk channel: for networks that allow only the
   // workers' main port). Unset = the default. Anything else is refused, naming these values.
   std::optional<std::string> data_transfer_protocol;
+  // What distribute() does when the dataset holds an op with external state (tf.data's
+  // experimental_external_state_policy; in conveyor, `random`): "WARN" registers it and logs a
+  // warning naming the op, "IGNORE" registers it silently, "FAIL" refuses it
+  // (failed_precondition). Unset = "WARN", as the reference. Any case.
+  std::optional<std::string> external_state_policy;
 };
 
 // "grpc", "bulk" or "caf" (case-sensitive); invalid_argument naming the allowed values otherwise.
@@ -154,6 +159,8 @@ bool uses_bulk_channel(const DistributeOptions& options);
 
 // "continue" or "fail" (case-sensitive); invalid_argument naming the argument otherwise.
 Status validate_on_worker_loss(std::string_view on_worker_loss);
+// "WARN", "IGNORE" or "FAIL" (any case); invalid_argument naming the allowed values otherwise.
+Status validate_external_state_policy(std::string_view policy);
 // Whether an OFF read of these options fails when a worker leaves before its end.
 bool fail_on_worker_loss(const DistributeOptions& options);
 
@@ -162,7 +169,8 @@ bool fail_on_worker_loss(const DistributeOptions& options);
 // num_consumers or vice versa; consumer_index out of range; bad compression; bad
 // target_workers; max_outstanding_requests <= 0; non-positive timeouts (round_timeout too);
 // on_worker_loss not "continue"/"fail", or set with a processing mode other than OFF;
-// data_transfer_protocol not one of "grpc", "bulk", "caf".
+// data_transfer_protocol not one of "grpc", "bulk", "caf"; external_state_policy not one of
+// "WARN", "IGNORE", "FAIL".
 // Returns `unimplemented` ("not supported yet") for the parts later issues fill in.
 Status validate(const DistributeOptions& options);
 

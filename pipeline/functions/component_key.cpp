@@ -9,11 +9,10 @@ namespace conveyor {
 Expected<std::size_t> component_of_key(const std::string& fn, const std::string& key,
                                        const Structure* structure) {
   if (structure == nullptr || structure->keys().empty())
-    return invalid_argument(fn + ": key=\"" + key +
-                            "\" names an entry of a dict element, but the input's elements are " +
-                            (structure == nullptr ? std::string{"a flat tuple"}
-                                                  : structure->to_string()) +
-                            " (use index=N for a tuple's component)");
+    return invalid_argument(
+      fn + ": key=\"" + key + "\" names an entry of a dict element, but the input's elements are " +
+      (structure == nullptr ? std::string{"a flat tuple"} : structure->to_string()) +
+      " (use index=N for a tuple's component)");
   auto index = structure->index_of(key);
   if (!index.ok())
     return index.status().with_context(fn);

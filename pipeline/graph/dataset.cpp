@@ -114,6 +114,8 @@ Dataset Dataset::csv(std::vector<std::string> files, std::vector<std::string> co
 
 Dataset Dataset::source(FunctionRef fn) { return make("source", {}, {{"fn", std::move(fn)}}); }
 
+Dataset Dataset::random(int64_t seed) { return make("random", {}, {{"seed", seed}}); }
+
 Dataset Dataset::zip(std::vector<Dataset> inputs) {
   std::vector<NodePtr> nodes;
   nodes.reserve(inputs.size());
@@ -188,6 +190,10 @@ Dataset Dataset::skip(int64_t count) const { return make("skip", {node_}, {{"cou
 
 Dataset Dataset::shard(int64_t num_shards, int64_t index) const {
   return make("shard", {node_}, {{"num_shards", num_shards}, {"index", index}});
+}
+
+Dataset Dataset::concatenate(const Dataset& other) const {
+  return make("concatenate", {node_, other.node_}, {});
 }
 
 Dataset Dataset::enumerate(int64_t start) const {

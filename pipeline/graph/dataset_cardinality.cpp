@@ -2,6 +2,7 @@
 // the matching tf.data kernel). A node that fails its schema or holds a value that validate()
 // rejects has unknown cardinality: this function has no error channel.
 #include <algorithm>
+#include <limits>
 
 #include "pipeline/graph/dataset.hpp"
 #include "pipeline/functions/functions.hpp"
@@ -96,6 +97,15 @@ int64_t node_cardinality(const Node& n, const FunctionRegistry& functions) {
       counts.push_back(node_cardinality(*in, functions));
     return zip_count(counts);
   }
+  if (op == "concatenate") {
+    const int64_t a = node_cardinality(*n.inputs[0], functions);
+    const int64_t b = node_cardinality(*n.inputs[1], functions);
+    if (a == kUnknown || b == kUnknown)
+      return kUnknown;
+    if (a == kInfinite || b == kInfinite || a > std::numeric_limits<int64_t>::max() - b)
+      return kInfinite; // a sum past int64 is as good as forever
+    return a + b;
+  }
   // Every other op has zero inputs or one.
   const int64_t input = n.inputs.empty() ? kUnknown : node_cardinality(*n.inputs[0], functions);
 
@@ -103,6 +113,8 @@ int64_t node_cardinality(const Node& n, const FunctionRegistry& functions) {
     return range_count(n.int_attr("start"), n.int_attr("stop"), n.int_attr("step"));
   if (op == "from_tensors")
     return 1;
+  if (op == "random")
+    return kInfinite;
   if (op == "from_tensor_slices") {
     const Element& e = n.element_attr("element");
     return e.size() > 0 && e[0].rank() >= 1 ? e[0].shape()[0] : kUnknown;

@@ -14,6 +14,7 @@
 #include "pipeline/functions/functions.hpp"
 #include "pipeline/graph/ops.hpp"
 #include "pipeline/graph/padding.hpp"
+#include "pipeline/graph/spec_rules.hpp"
 
 namespace conveyor {
 
@@ -161,6 +162,8 @@ Expected<ElementSpec> node_spec(const Node& n, const FunctionRegistry& functions
     }
     return spec;
   }
+  if (op == "random")
+    return ElementSpec{{scalar(DType::int64)}};
   if (op == "source") {
     const FunctionDef* def = functions.find(n.function_attr("fn").name);
     if (def == nullptr)
@@ -186,6 +189,8 @@ Expected<ElementSpec> node_spec(const Node& n, const FunctionRegistry& functions
     }
     return with_structure(std::move(out), Structure::tuple(std::move(items)));
   }
+  if (op == "concatenate")
+    return concatenate_spec(inputs.at(0), inputs.at(1));
   const ElementSpec& input = inputs.at(0);
   if (op == "filter" || op == "shuffle" || op == "repeat" || op == "take" || op == "skip" ||
       op == "shard" || op == "prefetch" || op == "cache" || op == "ignore_errors")
@@ -217,6 +222,33 @@ Expected<ElementSpec> node_spec(const Node& n, const FunctionRegistry& functions
 }
 
 } // namespace
+
+Expected<ElementSpec> concatenate_spec(const ElementSpec& a, const ElementSpec& b) {
+  if (is_unknown(a) || is_unknown(b))
+    return ElementSpec{};
+  auto incompatible = [&] {
+    return invalid_argument("Incompatible dataset elements:\n  " + a.to_string() + " vs.   " +
+                            b.to_string());
+  };
+  if (a.components.size() != b.components.size())
+    return incompatible();
+  ElementSpec out = a;
+  for (std::size_t i = 0; i < out.components.size(); ++i) {
+    TensorSpec& c = out.components[i];
+    const TensorSpec& other = b.components[i];
+    if (c.dtype != other.dtype)
+      return incompatible();
+    if (c.unknown_rank || other.unknown_rank || c.shape.size() != other.shape.size()) {
+      c.shape.clear();
+      c.unknown_rank = true;
+      continue;
+    }
+    for (std::size_t d = 0; d < c.shape.size(); ++d)
+      if (c.shape[d] != other.shape[d])
+        c.shape[d] = kUnknownDim;
+  }
+  return out;
+}
 
 Expected<ElementSpec> Dataset::element_spec(const FunctionRegistry* functions) const {
   const FunctionRegistry& registry = functions != nullptr ? *functions : FunctionRegistry::global();

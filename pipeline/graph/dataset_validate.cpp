@@ -12,6 +12,7 @@
 #include "pipeline/functions/functions.hpp"
 #include "pipeline/graph/ops.hpp"
 #include "pipeline/graph/padding.hpp"
+#include "pipeline/graph/spec_rules.hpp"
 
 namespace conveyor {
 
@@ -177,6 +178,16 @@ Status check_arguments(const Node& n, const FunctionRegistry& functions) {
     return check_shard(n);
   } else if (op == "prefetch") {
     return check_autotune_or_at_least(n, "buffer_size", 0);
+  } else if (op == "concatenate") {
+    // tf.data checks the two specs when the dataset is built; here it is when it is validated.
+    auto a = Dataset{n.inputs[0]}.element_spec(&functions);
+    if (!a.ok())
+      return a.status();
+    auto b = Dataset{n.inputs[1]}.element_spec(&functions);
+    if (!b.ok())
+      return b.status();
+    auto spec = concatenate_spec(*a, *b);
+    return spec.ok() ? Status::OK() : spec.status().with_context("concatenate");
   }
   return Status::OK();
 }

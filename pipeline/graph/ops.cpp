@@ -59,6 +59,10 @@ std::vector<OpSchema> make_schemas() {
       opt("compression_type", K::string, std::string{})}},
     // A user source: a registered source function, e.g. source(my_gen(n=10)).
     {"source", 0, {req("fn", K::function)}},
+    // tf.data's Dataset.random: int64 scalars forever; seed=kNoSeed draws a fresh seed per
+    // iterator. The one op with external state (a random-seed resource in tf.data), which is
+    // what register's external_state_policy looks for.
+    {"random", 0, {opt("seed", K::int64, kNoSeed)}},
     // --- transforms
     {"map",
      1,
@@ -100,6 +104,9 @@ std::vector<OpSchema> make_schemas() {
     {"cache", 1, {opt("filename", K::string, std::string{})}},
     // --- combinators
     {"zip", OpSchema::kVariadic, {}},
+    // a.concatenate(b): a's elements, then b's; text form and builder as a method with one
+    // dataset argument (OpSchema::kBinary).
+    {"concatenate", OpSchema::kBinary, {}},
   };
 }
 
@@ -137,8 +144,8 @@ Status check_node_schema(const Node& node) {
   if (schema->num_inputs == OpSchema::kVariadic) {
     if (node.inputs.empty())
       return invalid_argument("`" + node.op + "` needs at least one input dataset");
-  } else if (static_cast<int>(node.inputs.size()) != schema->num_inputs) {
-    return invalid_argument("`" + node.op + "` takes " + std::to_string(schema->num_inputs) +
+  } else if (static_cast<int>(node.inputs.size()) != schema->input_count()) {
+    return invalid_argument("`" + node.op + "` takes " + std::to_string(schema->input_count()) +
                             " input dataset(s), got " + std::to_string(node.inputs.size()));
   }
   for (const auto& in : node.inputs)

@@ -31,11 +31,15 @@ struct AttrSpec {
 
 struct OpSchema {
   std::string name;
-  // Number of dataset inputs: 0 for sources, 1 for transforms, kVariadic for zip.
+  // Number of dataset inputs: 0 for sources, 1 for transforms, kVariadic for zip, kBinary for
+  // concatenate (two inputs, written as a method of the first taking the second).
   int num_inputs;
   // Attributes in positional order (the text form accepts them positionally or by keyword).
   std::vector<AttrSpec> attrs;
   static constexpr int kVariadic = -1;
+  static constexpr int kBinary = -2;
+  // The exact input count for fixed-arity ops (not kVariadic).
+  int input_count() const { return num_inputs == kBinary ? 2 : num_inputs; }
 };
 
 // nullptr when no op has this name.

@@ -196,11 +196,19 @@ void print_node(const Node& n, std::string& out) {
   const OpSchema* schema = find_op_schema(n.op);
   bool is_transform =
     schema != nullptr && schema->num_inputs == 1 && n.inputs.size() == 1 && n.inputs[0];
-  if (is_transform) {
+  // a.concatenate(b): the first input is the receiver, the second the one argument.
+  bool is_binary = schema != nullptr && schema->num_inputs == OpSchema::kBinary &&
+                   n.inputs.size() == 2 && n.inputs[0] && n.inputs[1];
+  if (is_transform || is_binary) {
     print_node(*n.inputs[0], out);
     out += '.';
   }
   out += n.op + "(";
+  if (is_binary) {
+    print_node(*n.inputs[1], out);
+    out += ')';
+    return;
+  }
   if (!is_transform) {
     // Sources have no inputs; zip's inputs are its arguments.
     for (std::size_t i = 0; i < n.inputs.size(); ++i) {
@@ -460,6 +468,27 @@ Expected<NodePtr> zip_from_call(const OpSchema& schema, const TextValue& call) {
   return NodePtr{std::move(node)};
 }
 
+// a.concatenate(b): a method of its first dataset taking the second, as in tf.data.
+Expected<NodePtr> binary_from_method(const OpSchema& schema, const TextValue& v) {
+  const std::string usage = "range(3)." + schema.name + "(range(3, 6))";
+  if (v.kind != Kind::method)
+    return syntax_error(v.column, "`" + schema.name +
+                                    "` follows its first dataset and takes the second, as in " +
+                                    usage);
+  if (v.args.size() != 1 || !v.args[0].keyword.empty())
+    return syntax_error(v.column,
+                        "`" + schema.name + "` takes exactly one dataset, as in " + usage);
+  auto node = std::make_shared<Node>();
+  node->op = schema.name;
+  for (const TextValue* input : {&v.items.front(), &v.args[0].value}) {
+    auto parsed = dataset_from_value(*input);
+    if (!parsed.ok())
+      return parsed.status();
+    node->inputs.push_back(std::move(*parsed));
+  }
+  return NodePtr{std::move(node)};
+}
+
 Expected<NodePtr> dataset_from_value(const TextValue& v) {
   if (v.kind != Kind::call && v.kind != Kind::method)
     return syntax_error(v.column,
@@ -470,6 +499,8 @@ Expected<NodePtr> dataset_from_value(const TextValue& v) {
     return syntax_error(v.column, "unknown dataset op `" + v.text + "`" +
                                     did_you_mean(v.text, op_names()) +
                                     "; known ops: " + join_names(op_names()));
+  if (schema->num_inputs == OpSchema::kBinary)
+    return binary_from_method(*schema, v);
   bool is_transform = schema->num_inputs == 1;
   if (v.kind == Kind::call && is_transform)
     return syntax_error(v.column,

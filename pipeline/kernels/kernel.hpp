@@ -95,6 +95,8 @@ MakeResult make_skip(const NodePtr& node, const KernelContext& kctx);
 MakeResult make_shard(const NodePtr& node, const KernelContext& kctx);
 MakeResult make_enumerate(const NodePtr& node, const KernelContext& kctx);
 MakeResult make_zip(const NodePtr& node, const KernelContext& kctx);
+MakeResult make_concatenate(const NodePtr& node, const KernelContext& kctx);
+MakeResult make_random(const NodePtr& node, const KernelContext& kctx);
 MakeResult make_prefetch(const NodePtr& node, const KernelContext& kctx);
 MakeResult make_cache(const NodePtr& node, const KernelContext& kctx);
 MakeResult make_padded_batch(const NodePtr& node, const KernelContext& kctx);

@@ -41,6 +41,8 @@ MakeResult make_kernel(const NodePtr& node, const KernelContext& kctx) {
     {"shard", make_shard},
     {"enumerate", make_enumerate},
     {"zip", make_zip},
+    {"concatenate", make_concatenate},
+    {"random", make_random},
     {"prefetch", make_prefetch},
     {"cache", make_cache},
     {"padded_batch", make_padded_batch},

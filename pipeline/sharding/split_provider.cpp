@@ -54,6 +54,24 @@ std::vector<SourcePath> splittable_sources(const Dataset& dataset) {
   return found;
 }
 
+// Names the op that joins the first two sources (zip or concatenate: where their paths from the
+// root part), since that is what the user wrote and what tf.data would split per input.
+std::string combining_op_hint(const std::vector<SourcePath>& sources) {
+  if (sources.size() < 2)
+    return "";
+  const auto& a = sources[0].above;
+  const auto& b = sources[1].above;
+  std::size_t common = 0;
+  while (common < a.size() && common < b.size() && a[common] == b[common])
+    ++common;
+  if (common == 0)
+    return "";
+  const std::string& op = a[common - 1]->op;
+  return ": `" + op +
+         "` reads several splittable sources, and conveyor gives a DYNAMIC job one split provider "
+         "(tf.data gives each source its own); use OFF, FILE or DATA sharding, or one source";
+}
+
 // Long definitions would drown the error message; the head is enough to recognise it.
 std::string abbreviated_text(const Dataset& dataset) {
   constexpr std::size_t kMaxChars = 200;
@@ -343,7 +361,7 @@ Expected<std::unique_ptr<SplitProvider>> make_split_provider(const Dataset& data
     return invalid_argument(
       "DYNAMIC sharding needs exactly one splittable source (" + std::string(kSplittableOpsText) +
       "); found " + (sources.empty() ? std::string("none") : std::to_string(sources.size())) +
-      " in " + abbreviated_text(dataset));
+      " in " + abbreviated_text(dataset) + combining_op_hint(sources));
   Expected<std::unique_ptr<EpochSplits>> splits = make_epoch_splits(*sources[0].source, options);
   if (!splits)
     return splits.status();

@@ -190,7 +190,7 @@ def _service_address(service, what="service"):
 
 
 _STRING_OPTIONS = ("processing_mode", "job_name", "compression", "target_workers", "on_worker_loss",
-                   "data_transfer_protocol", "tenant")
+                   "data_transfer_protocol", "tenant", "external_state_policy")
 
 
 def _compression(compression):
@@ -212,7 +212,8 @@ def _check_option_types(options, connect_timeout_ms):
     options["compression"] = _compression(options.get("compression", "AUTO"))
     for name in _STRING_OPTIONS:
         value = options.get(name)
-        if name in ("job_name", "on_worker_loss", "data_transfer_protocol") and value is None:
+        if name in ("job_name", "on_worker_loss", "data_transfer_protocol",
+                    "external_state_policy") and value is None:
             continue
         if not isinstance(value, str):
             if name == "processing_mode":
@@ -228,9 +229,12 @@ def _check_option_types(options, connect_timeout_ms):
 
 
 def register_dataset(service, dataset: Dataset, compression: str = "AUTO",
-                     dataset_id: Optional[str] = None, *, connect_timeout_ms: int = 5000) -> str:
+                     dataset_id: Optional[str] = None, *, connect_timeout_ms: int = 5000,
+                     external_state_policy: Optional[str] = None) -> str:
     """Registers ``dataset`` with the dispatcher and returns its id (the same id for an equal
-    definition). ``dataset_id``: use this id (AlreadyExistsError if it names another dataset)."""
+    definition). ``dataset_id``: use this id (AlreadyExistsError if it names another dataset).
+    ``external_state_policy`` (tf.data's dataset option of that name): "WARN" (None), "IGNORE"
+    or "FAIL" for a dataset with an op with external state (``Dataset.random``)."""
     if not isinstance(dataset, Dataset):
         raise TypeError(f"`dataset` must be a conveyor.Dataset, got {type(dataset).__name__}")
     service = _service_address(service)
@@ -241,8 +245,12 @@ def register_dataset(service, dataset: Dataset, compression: str = "AUTO",
     if dataset_id is not None and not isinstance(dataset_id, str):
         raise ValueError(f"`dataset_id` must be a string, but dataset_id was of type "
                          f"{type(dataset_id).__name__}: {dataset_id!r}")
+    if external_state_policy is not None and not isinstance(external_state_policy, str):
+        raise ValueError(f"`external_state_policy` must be a string, but external_state_policy was "
+                         f"of type {type(external_state_policy).__name__}: {external_state_policy!r}")
     _check_int("connect_timeout_ms", connect_timeout_ms, optional=False)
-    return _conveyor._register_dataset(service, dataset, compression, dataset_id, connect_timeout_ms)
+    return _conveyor._register_dataset(service, dataset, compression, dataset_id, connect_timeout_ms,
+                                       external_state_policy)
 
 
 class DistributedDataset(TrainerOps):
@@ -302,7 +310,8 @@ class DistributedDataset(TrainerOps):
 def _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                    max_outstanding_requests, compression, target_workers, max_buffered_bytes,
                    request_timeout_ms, expected_consumers=None, on_worker_loss=None,
-                   data_transfer_protocol=None, tenant="default", tenant_weight=1):
+                   data_transfer_protocol=None, tenant="default", tenant_weight=1,
+                   external_state_policy=None):
     if not isinstance(processing_mode, str):
         # tf.data's ShardingPolicy enum values print as ShardingPolicy.OFF etc.
         processing_mode = getattr(processing_mode, "name", processing_mode)
@@ -312,7 +321,7 @@ def _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                 max_buffered_bytes=max_buffered_bytes, request_timeout_ms=request_timeout_ms,
                 expected_consumers=expected_consumers, on_worker_loss=on_worker_loss,
                 data_transfer_protocol=data_transfer_protocol, tenant=tenant,
-                tenant_weight=tenant_weight)
+                tenant_weight=tenant_weight, external_state_policy=external_state_policy)
 
 
 class _Required:
@@ -335,7 +344,8 @@ def distribute(dataset: Optional[Dataset] = None, service=_REQUIRED, processing_
                expected_consumers: Optional[int] = None,
                on_worker_loss: Optional[str] = None,
                data_transfer_protocol: Optional[str] = None,
-               tenant: str = "default", tenant_weight: int = 1) -> DistributedDataset:
+               tenant: str = "default", tenant_weight: int = 1,
+               external_state_policy: Optional[str] = None) -> DistributedDataset:
     """Reads ``dataset`` through the service at ``service`` ("host:port" or a DispatchServer).
     processing_mode: "parallel_epochs" (OFF: every worker produces the whole dataset) or
     "distributed_epoch" (DYNAMIC: each element of an epoch once across the workers); the
@@ -353,14 +363,16 @@ def distribute(dataset: Optional[Dataset] = None, service=_REQUIRED, processing_
     messages); anything else is a ValueError naming these.
     tenant, tenant_weight (beyond tf.data): the tenant whose share of the workers' threads the
     job uses and its weight (>= 1); a saturated worker's threads go to tenants by weight, equally
-    among one tenant's jobs (docs/OPERATIONS.md "Tenants")."""
+    among one tenant's jobs (docs/OPERATIONS.md "Tenants").
+    external_state_policy: as register_dataset's (None = "WARN")."""
     for name, value in (("service", service), ("processing_mode", processing_mode)):
         if value is _REQUIRED:
             raise TypeError(f"distribute() missing required argument `{name}`")
     opts = _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                           max_outstanding_requests, compression, target_workers,
                           max_buffered_bytes, request_timeout_ms, expected_consumers,
-                          on_worker_loss, data_transfer_protocol, tenant, tenant_weight)
+                          on_worker_loss, data_transfer_protocol, tenant, tenant_weight,
+                          external_state_policy)
     if dataset is None:
         return _distribute_transformation(service, connect_timeout_ms, opts)
     if not isinstance(dataset, Dataset):

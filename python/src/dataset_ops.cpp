@@ -11,6 +11,7 @@
 #include "py_status.hpp"
 #include "pipeline/io/example.hpp"
 #include "pipeline/io/files.hpp"
+#include "pipeline/graph/spec_rules.hpp"
 
 namespace py = pybind11;
 using namespace conveyor;
@@ -230,6 +231,26 @@ void bind_dataset_ops(py::class_<Dataset>& ds) {
     .def("ignore_errors", &Dataset::ignore_errors, py::arg("log_warning") = false,
          "Drops the elements whose production failed (tf.data's ignore_errors); the number\n"
          "dropped is always logged, each error too with log_warning=True.");
+  ds.def_static(
+      "random", [](std::optional<int64_t> seed) { return Dataset::random(seed ? *seed : kNoSeed); },
+      py::arg("seed") = none,
+      "Pseudo-random int64 scalars, forever (tf.data's Dataset.random); the same sequence for\n"
+      "the same seed. It has external state: see register_dataset's external_state_policy.")
+    .def(
+      "concatenate",
+      [](const Dataset& d, const Dataset& other) {
+        // tf.data raises TypeError at once for incompatible elements; a spec that cannot be
+        // known yet (a function not registered so far) is left to validate().
+        auto a = d.element_spec();
+        auto b = other.element_spec();
+        if (a.ok() && b.ok()) {
+          auto joined = concatenate_spec(*a, *b);
+          if (!joined.ok())
+            throw py::type_error(joined.status().message());
+        }
+        return d.concatenate(other);
+      },
+      py::arg("dataset"), "This dataset's elements, then `dataset`'s (tf.data's concatenate).");
 }
 
 } // namespace conveyor_python

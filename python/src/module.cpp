@@ -387,7 +387,7 @@ make_options(const std::string& processing_mode, std::optional<std::string> job_
              std::optional<int64_t> request_timeout_ms, std::optional<int64_t> expected_consumers,
              std::optional<std::string> on_worker_loss, int64_t iteration,
              std::optional<std::string> data_transfer_protocol, const std::string& tenant,
-             int64_t tenant_weight) {
+             int64_t tenant_weight, std::optional<std::string> external_state_policy) {
   DistributeOptions o;
   auto policy = parse_processing_mode(processing_mode);
   if (!policy.ok())
@@ -399,6 +399,7 @@ make_options(const std::string& processing_mode, std::optional<std::string> job_
   o.expected_consumers = expected_consumers;
   o.on_worker_loss = std::move(on_worker_loss);
   o.data_transfer_protocol = std::move(data_transfer_protocol);
+  o.external_state_policy = std::move(external_state_policy);
   o.iteration = iteration;
   o.tenant = tenant;
   o.tenant_weight = tenant_weight;
@@ -714,7 +715,7 @@ PYBIND11_MODULE(_conveyor, m) {
         py::arg("request_timeout_ms"), py::arg("expected_consumers") = py::none(),
         py::arg("on_worker_loss") = py::none(), py::arg("iteration") = 0,
         py::arg("data_transfer_protocol") = py::none(), py::arg("tenant") = "default",
-        py::arg("tenant_weight") = 1);
+        py::arg("tenant_weight") = 1, py::arg("external_state_policy") = py::none());
   m.attr("_NEXT_ITERATION") = kNextIteration;
   m.def("_validate_address",
         [](const std::string& a) { return unwrap(parse_address(a)).to_string(); });
@@ -729,13 +730,14 @@ PYBIND11_MODULE(_conveyor, m) {
     .def("stats", &PyStream::stats);
 
   m.def("_spec_of_result", &spec_of_result);
-  m.def("_register_dataset",
-        [](const std::string& service, const Dataset& dataset, const std::string& compression,
-           std::optional<std::string> dataset_id, int64_t connect_timeout_ms) {
-          auto client = connect(service, connect_timeout_ms);
-          py::gil_scoped_release release;
-          return unwrap(client.register_dataset(dataset, compression, dataset_id));
-        });
+  m.def("_register_dataset", [](const std::string& service, const Dataset& dataset,
+                                const std::string& compression,
+                                std::optional<std::string> dataset_id, int64_t connect_timeout_ms,
+                                std::optional<std::string> external_state_policy) {
+    auto client = connect(service, connect_timeout_ms);
+    py::gil_scoped_release release;
+    return unwrap(client.register_dataset(dataset, compression, dataset_id, external_state_policy));
+  });
   m.def("_distribute", [](const std::string& service, const Dataset& dataset,
                           const DistributeOptions& options, int64_t connect_timeout_ms) {
     auto client = connect(service, connect_timeout_ms);

@@ -107,3 +107,20 @@ def test_error_classes_map_every_code():
             conveyor._conveyor._raise_status(code, "the text " + code)
         assert str(info.value) == "the text " + code
         assert isinstance(info.value, conveyor.ConveyorError) and info.value.code == code
+
+
+def test_concatenate_and_random():
+    ds = conveyor.Dataset.range(1, 4).concatenate(conveyor.Dataset.range(4, 8))
+    assert [int(x) for x in ds._collect()] == [1, 2, 3, 4, 5, 6, 7]  # tf.data's example
+    assert ds.cardinality() == 7
+    assert ds == conveyor.Dataset.from_text("range(1, 4).concatenate(range(4, 8))")
+    a = [int(x) for x in conveyor.Dataset.random(seed=5).take(10)._collect()]
+    b = [int(x) for x in conveyor.Dataset.random(5).take(10)._collect()]
+    assert a == b and len(set(a)) == 10
+    assert conveyor.Dataset.random().element_spec == "TensorSpec(shape=(), dtype=int64)"
+
+
+def test_concatenate_incompatible_elements_is_type_error():
+    strings = conveyor.Dataset.from_tensor_slices(np.array([b"a"], dtype=object))
+    with pytest.raises(TypeError, match="Incompatible dataset elements"):
+        conveyor.Dataset.range(3).concatenate(strings)

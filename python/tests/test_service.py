@@ -144,6 +144,8 @@ def test_empty_service_and_none_compression(cluster):
     (dict(data_transfer_protocol="http"), ValueError,
      'Invalid `data_transfer_protocol` argument: "http". Must be one of ["grpc", "bulk", "caf"]'),
     (dict(data_transfer_protocol=3), ValueError, "`data_transfer_protocol` must be a string"),
+    (dict(external_state_policy="STRICT"), ValueError,
+     'Invalid `external_state_policy` argument: "STRICT". Must be one of ["WARN", "IGNORE", "FAIL"]'),
     (dict(consumer_index=0, num_consumers=2), ValueError, "`job_name` must be set when setting `num_consumers`"),
     (dict(num_consumers=2, job_name="j"), ValueError, "Must either set both `consumer_index` and `num_consumers`"),
     (dict(job_name="j", consumer_index=0), ValueError, "consumer_index"),
@@ -354,3 +356,18 @@ def test_a_bad_tenant_or_weight_is_refused_naming_it():
         conveyor.distribute(ds, "127.0.0.1:1", "parallel_epochs", tenant_weight="3")
     with pytest.raises(ValueError, match="`tenant` must be a string"):
         conveyor.distribute(ds, "127.0.0.1:1", "parallel_epochs", tenant=3)
+
+
+def test_external_state_policy_for_random(cluster, capfd):
+    # tf.data's ExternalStatePolicy: WARN (the default) registers with a warning naming the op,
+    # IGNORE silently, FAIL refuses the dataset.
+    ds = conveyor.Dataset.random(seed=1).take(3)
+    what = "random(seed=1) depends on random seed generator resource."
+    capfd.readouterr()
+    assert len(ints(conveyor.distribute(ds, cluster.target, "parallel_epochs"))) == 6  # 2 workers
+    assert what in capfd.readouterr().err
+    assert len(ints(conveyor.distribute(ds, cluster.target, "parallel_epochs",
+                                        external_state_policy="IGNORE"))) == 6
+    assert what not in capfd.readouterr().err
+    with pytest.raises(conveyor.FailedPreconditionError, match="depends on random seed generator"):
+        conveyor.register_dataset(cluster.target, ds, external_state_policy="FAIL")

@@ -275,7 +275,22 @@ TEST_CASE("exactly one splittable source is required") {
   CHECK(
     two.status().message() ==
     "DYNAMIC sharding needs exactly one splittable source (range, from_tensor_slices, list_files, "
-    "text_lines, tfrecord, csv, load); found 2 in zip(range(3), range(4))");
+    "text_lines, tfrecord, csv, load); found 2 in zip(range(3), range(4)): `zip` reads several "
+    "splittable sources, and conveyor gives a DYNAMIC job one split provider (tf.data gives each "
+    "source its own); use OFF, FILE or DATA sharding, or one source");
+
+  // concatenate is named the same way, also below other ops.
+  auto joined =
+    make_split_provider(Dataset::range(50).concatenate(Dataset::range(50, 100)).map("f").batch(2));
+  REQUIRE_FALSE(joined.ok());
+  CHECK(joined.status().code() == ErrorCode::invalid_argument);
+  CHECK(joined.status().message().find("found 2 in range(50).concatenate(range(50, 100))") !=
+        std::string::npos);
+  CHECK(joined.status().message().find("`concatenate` reads several splittable sources") !=
+        std::string::npos);
+  // One splittable source beside a non-splittable one is fine, as for zip.
+  CHECK(make_split_provider(Dataset::range(5).concatenate(Dataset::random(1).take(3))).ok());
+  CHECK_FALSE(make_split_provider(Dataset::random(1)).ok());
 
   // The same source node zipped with itself is iterated twice, so it is two sources.
   const Dataset r = Dataset::range(3);

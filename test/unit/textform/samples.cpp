@@ -46,6 +46,10 @@ std::vector<Sample> make_samples() {
     {"text_lines([\"a.txt.z\"], compression_type=\"ZLIB\")",
      Dataset::text_lines({"a.txt.z"}, "ZLIB")},
     {"source(counter(stop=5))", Dataset::source(FunctionRef{"counter", {{"stop", int64_t{5}}}})},
+    {"random()", Dataset::random()},
+    {"random(seed=7).take(3)", Dataset::random(7).take(3)},
+    {"range(2).concatenate(range(5, 7).map(square)).batch(2)",
+     Dataset::range(2).concatenate(Dataset::range(5, 7).map("square")).batch(2)},
     {"zip(range(3), from_tensor_slices([\"a\", \"b\", \"c\"]))",
      Dataset::zip({Dataset::range(3), Dataset::from_tensor_slices(
                                         Element{Tensor::vector<std::string>({"a", "b", "c"})})})},
