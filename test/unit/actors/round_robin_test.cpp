@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <set>
@@ -10,6 +11,14 @@
 
 #include "coordinated/round_robin.hpp"
 #include "test/support/round_robin_cluster.hpp"
+
+// Seeds of the mini-cluster sweeps: `full` by default, scaled as CONVEYOR_SIM_SEEDS is (default
+// 500), so that the sanitizer build, which sets it low, runs a few of them.
+static uint64_t mini_cluster_seeds(uint64_t full) {
+  const char* env = std::getenv("CONVEYOR_SIM_SEEDS");
+  const long seeds = env != nullptr && *env != '\0' ? std::atol(env) : 500;
+  return std::max<uint64_t>(3, full * static_cast<uint64_t>(std::max(seeds, 0L)) / 500);
+}
 
 using conveyor::Element;
 using conveyor::ErrorCode;
@@ -297,7 +306,7 @@ TEST_CASE(
 }
 
 TEST_CASE("mini cluster: rounds stay aligned across seeds while tasks join mid-read") {
-  for (uint64_t seed = 1; seed <= 200; ++seed) {
+  for (uint64_t seed = 1; seed <= mini_cluster_seeds(200); ++seed) {
     CAPTURE(seed);
     const int64_t n = 2 + static_cast<int64_t>(seed % 3);
     MiniCluster c{n, seed};
@@ -320,7 +329,7 @@ TEST_CASE("mini cluster: rounds stay aligned across seeds while tasks join mid-r
 }
 
 TEST_CASE("mini cluster: rounds stay aligned across seeds while workers drain and others join") {
-  for (uint64_t seed = 1; seed <= 200; ++seed) {
+  for (uint64_t seed = 1; seed <= mini_cluster_seeds(200); ++seed) {
     CAPTURE(seed);
     const int64_t n = 2 + static_cast<int64_t>(seed % 3);
     MiniCluster c{n, seed};
@@ -352,7 +361,7 @@ TEST_CASE("mini cluster: rounds stay aligned across seeds while workers drain an
 
 TEST_CASE(
   "mini cluster: rounds stay aligned across seeds while workers are lost without draining") {
-  for (uint64_t seed = 1; seed <= 200; ++seed) {
+  for (uint64_t seed = 1; seed <= mini_cluster_seeds(200); ++seed) {
     CAPTURE(seed);
     const int64_t n = 2 + static_cast<int64_t>(seed % 3);
     MiniCluster c{n, seed};
@@ -386,7 +395,7 @@ TEST_CASE(
 }
 
 TEST_CASE("mini cluster: rounds stay aligned across seeds while the dispatcher restarts") {
-  for (uint64_t seed = 1; seed <= 300; ++seed) {
+  for (uint64_t seed = 1; seed <= mini_cluster_seeds(300); ++seed) {
     CAPTURE(seed);
     const int64_t n = 2 + static_cast<int64_t>(seed % 3);
     MiniCluster c{n, seed};
