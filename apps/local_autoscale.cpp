@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <thread>
 
+#include "node/shell_quote.hpp"
+
 namespace conveyor::apps {
 
 using Clock = std::chrono::steady_clock;
@@ -16,18 +18,6 @@ namespace {
 
 // A worker that is not ready this long after its start is given up (killed, reported).
 constexpr milliseconds kReadyTimeout{15000};
-
-// `s` as one /bin/sh word.
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'')
-      out += "'\\''";
-    else
-      out += c;
-  }
-  return out + "'";
-}
 
 bool is_worker(const ChildNode& n) { return n.role.rfind("worker-", 0) == 0; }
 

@@ -2,6 +2,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "node/shell_quote.hpp"
 #include "sim/cluster.hpp"
 #include "sim/derived_config.hpp"
 #include "sim/trace.hpp"
@@ -11,17 +12,6 @@
 namespace conveyor {
 
 namespace {
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'')
-      out += "'\\''";
-    else
-      out += c;
-  }
-  return out + "'";
-}
 
 std::string fault_text(const SimConfig& config) {
   std::string spec = config.random_faults;

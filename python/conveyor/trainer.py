@@ -19,6 +19,7 @@ import threading
 import numpy as np
 
 from . import _conveyor
+from ._nest import flatten as _flatten, pack as _pack, structure_of as _structure
 
 AUTOTUNE = _conveyor.AUTOTUNE
 # prefetch(AUTOTUNE) keeps this many elements ready: a fixed depth (nothing tunes it), enough to
@@ -51,41 +52,6 @@ def _call(fn, element):
 
 
 # ---------------------------------------------------------------- nested elements
-
-
-def _structure(x):
-    """A hashable description of x's nesting (tuples and dicts; leaves are None)."""
-    if isinstance(x, tuple):
-        return ("tuple", tuple(_structure(v) for v in x))
-    if isinstance(x, dict):
-        return ("dict", tuple((k, _structure(x[k])) for k in sorted(x)))
-    return None
-
-
-def _flatten(x, out):
-    if isinstance(x, tuple):
-        for v in x:
-            _flatten(v, out)
-    elif isinstance(x, dict):
-        for k in sorted(x):
-            _flatten(x[k], out)
-    else:
-        out.append(x)
-    return out
-
-
-def _pack(structure, leaves):
-    it = iter(leaves)
-
-    def build(s):
-        if s is None:
-            return next(it)
-        kind, parts = s
-        if kind == "tuple":
-            return tuple(build(p) for p in parts)
-        return {k: build(p) for k, p in parts}
-
-    return build(structure)
 
 
 def _is_string_leaf(v):
