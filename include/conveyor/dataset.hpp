@@ -53,6 +53,9 @@ public:
                      bool header = false, std::string field_delim = ",", std::string na_value = "",
                      std::vector<int64_t> select_cols = {}, Element record_defaults = {},
                      bool use_quote_delim = true, std::string compression_type = "");
+  // WebDataset tar shards: one dict per sample, {"__key__": name, EXT: bytes for EXT in keys}.
+  static Dataset webdataset(std::vector<std::string> files, std::vector<std::string> keys,
+                            std::string compression_type = "");
   static Dataset source(FunctionRef fn); // a user source function from the registry
   // tf.data's Dataset.random: pseudo-random int64 scalars, forever. With a seed every iterator
   // yields the same sequence; kNoSeed gives each iterator a fresh one. It has external state in

@@ -96,6 +96,14 @@ Dataset Dataset::load(std::string path, bool wait) {
                {"shard_index", int64_t{0}}});
 }
 
+Dataset Dataset::webdataset(std::vector<std::string> files, std::vector<std::string> keys,
+                            std::string compression_type) {
+  return make("webdataset", {},
+              {{"files", std::move(files)},
+               {"keys", std::move(keys)},
+               {"compression_type", std::move(compression_type)}});
+}
+
 Dataset Dataset::csv(std::vector<std::string> files, std::vector<std::string> column_types,
                      bool header, std::string field_delim, std::string na_value,
                      std::vector<int64_t> select_cols, Element record_defaults,

@@ -8,6 +8,7 @@
 // rank for every component, as functions.hpp promises.
 #include "pipeline/graph/dataset.hpp"
 #include "pipeline/io/csv.hpp"
+#include "pipeline/io/webdataset.hpp"
 #include "pipeline/io/example.hpp"
 #include "pipeline/io/snapshot_files.hpp"
 #include "pipeline/functions/file_source_functions.hpp"
@@ -164,6 +165,14 @@ Expected<ElementSpec> node_spec(const Node& n, const FunctionRegistry& functions
   }
   if (op == "random")
     return ElementSpec{{scalar(DType::int64)}};
+  if (op == "webdataset") {
+    auto structure = webdataset_structure(n.strings_attr("keys"));
+    if (!structure.ok())
+      return structure.status();
+    ElementSpec spec;
+    spec.components.assign(structure->flat_size(), scalar(DType::string));
+    return with_structure(std::move(spec), std::move(*structure));
+  }
   if (op == "source") {
     const FunctionDef* def = functions.find(n.function_attr("fn").name);
     if (def == nullptr)

@@ -8,6 +8,7 @@
 #include "pipeline/io/snapshot_files.hpp"
 #include "pipeline/functions/file_source_functions.hpp"
 #include "pipeline/io/csv.hpp"
+#include "pipeline/io/webdataset.hpp"
 #include "pipeline/io/files.hpp"
 #include "pipeline/functions/functions.hpp"
 #include "pipeline/graph/ops.hpp"
@@ -138,6 +139,10 @@ Status check_arguments(const Node& n, const FunctionRegistry& functions) {
                               std::to_string(n.int_attr("shard_index")) + " of " +
                               std::to_string(n.int_attr("num_shards")));
     return snapshot::parse_spec_components(n.string_attr("element_spec")).status();
+  } else if (op == "webdataset") {
+    CONVEYOR_RETURN_IF_ERROR(check_files(n));
+    CONVEYOR_RETURN_IF_ERROR(check_compression(n));
+    return webdataset_structure(n.strings_attr("keys")).status();
   } else if (op == "csv") {
     CONVEYOR_RETURN_IF_ERROR(check_files(n));
     CONVEYOR_RETURN_IF_ERROR(check_compression(n));

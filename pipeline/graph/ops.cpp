@@ -57,6 +57,12 @@ std::vector<OpSchema> make_schemas() {
       opt("select_cols", K::int64_list, std::vector<int64_t>{}),
       opt("record_defaults", K::element, Element{}), opt("use_quote_delim", K::boolean, true),
       opt("compression_type", K::string, std::string{})}},
+    // WebDataset tar shards (kernels/webdataset.cpp): one dict per sample, "__key__" and one
+    // string entry per extension in `keys`.
+    {"webdataset",
+     0,
+     {req("files", K::string_list), req("keys", K::string_list),
+      opt("compression_type", K::string, std::string{})}},
     // A user source: a registered source function, e.g. source(my_gen(n=10)).
     {"source", 0, {req("fn", K::function)}},
     // tf.data's Dataset.random: int64 scalars forever; seed=kNoSeed draws a fresh seed per

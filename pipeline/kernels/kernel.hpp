@@ -81,6 +81,7 @@ MakeResult make_text_lines(const NodePtr& node, const KernelContext& kctx);
 MakeResult make_tfrecord(const NodePtr& node, const KernelContext& kctx);
 MakeResult make_load(const NodePtr& node, const KernelContext& kctx);
 MakeResult make_csv(const NodePtr& node, const KernelContext& kctx);
+MakeResult make_webdataset(const NodePtr& node, const KernelContext& kctx);
 MakeResult make_source(const NodePtr& node, const KernelContext& kctx);
 MakeResult make_map(const NodePtr& node, const KernelContext& kctx);
 MakeResult make_filter(const NodePtr& node, const KernelContext& kctx);

@@ -27,6 +27,7 @@ MakeResult make_kernel(const NodePtr& node, const KernelContext& kctx) {
     {"tfrecord", make_tfrecord},
     {"load", make_load},
     {"csv", make_csv},
+    {"webdataset", make_webdataset},
     {"source", make_source},
     {"map", make_map},
     {"filter", make_filter},

@@ -79,7 +79,8 @@ Expected<Dataset> shard_files(const Dataset& dataset, int64_t n, int64_t i, bool
                               const PathPolicy* paths) {
   found = false;
   auto replace = [&](const NodePtr& node) -> Expected<NodePtr> {
-    if (node->op == "text_lines" || node->op == "tfrecord" || node->op == "csv") {
+    if (node->op == "text_lines" || node->op == "tfrecord" || node->op == "csv" ||
+        node->op == "webdataset") {
       found = true;
       // Glob patterns expand to their sorted matches first (the same list on every worker),
       // then each worker keeps its share, written back as patterns that match exactly one file.
@@ -130,7 +131,7 @@ Expected<Dataset> shard_files(const Dataset& dataset, int64_t n, int64_t i, bool
   if (!found)
     return invalid_argument(
       "FILE sharding policy requires a file-based dataset source (list_files, text_lines, "
-      "tfrecord, csv or load); this dataset has none");
+      "tfrecord, csv, webdataset or load); this dataset has none");
   return Dataset(std::move(*root));
 }
 

@@ -18,11 +18,11 @@ namespace {
 // --- finding the splittable source -------------------------------------------------------------
 
 constexpr const char* kSplittableOpsText =
-  "range, from_tensor_slices, list_files, text_lines, tfrecord, csv, load";
+  "range, from_tensor_slices, list_files, text_lines, tfrecord, csv, webdataset, load";
 
 bool is_splittable(const std::string& op) {
   return op == "range" || op == "from_tensor_slices" || op == "list_files" || op == "text_lines" ||
-         op == "tfrecord" || op == "csv" || op == "load";
+         op == "tfrecord" || op == "csv" || op == "webdataset" || op == "load";
 }
 
 // One occurrence of a splittable source, with the ops on the way down to it from the root.
@@ -244,7 +244,7 @@ Expected<std::unique_ptr<EpochSplits>> make_epoch_splits(const Node& source,
       return n.status();
     return std::unique_ptr<EpochSplits>(new IndexRangeSplits(*n, options.range_split_size));
   }
-  if (op == "text_lines" || op == "tfrecord" || op == "csv") {
+  if (op == "text_lines" || op == "tfrecord" || op == "csv" || op == "webdataset") {
     // Patterns expand here, on the job's side: the splits name single files.
     Expected<std::vector<std::string>> files =
       expand_file_patterns(op, source.strings_attr("files"), options.paths);

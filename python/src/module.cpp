@@ -516,6 +516,22 @@ PYBIND11_MODULE(_conveyor, m) {
     .def_static("load", &Dataset::load, py::arg("path"), py::arg("wait") = false,
                 "A snapshot written by conveyor.save / distributed_save / `conveyor save`.")
     .def_static(
+      "webdataset",
+      [](py::object filenames, std::vector<std::string> keys, std::string compression_type) {
+        std::vector<std::string> files;
+        if (py::isinstance<py::str>(filenames))
+          files.push_back(filenames.cast<std::string>());
+        else
+          files = filenames.cast<std::vector<std::string>>();
+        Dataset d =
+          Dataset::webdataset(std::move(files), std::move(keys), std::move(compression_type));
+        if (Status st = d.validate(); !st.ok())
+          raise(st);
+        return d;
+      },
+      py::arg("filenames"), py::arg("keys"), py::arg("compression_type") = "",
+      "WebDataset tar shards: one dict per sample, {\"__key__\": str, EXT: bytes for EXT in keys}.")
+    .def_static(
       "csv",
       [](py::object filenames, std::vector<std::string> column_types, bool header,
          std::string field_delim, std::string na_value,

@@ -185,3 +185,40 @@ def test_random_ops_identical_on_1_and_3_workers_dynamic():
         np.testing.assert_array_equal(img, outputs[0][i])
     reseeded = [img for img, _ in local(augmented(n, seed=50))]
     assert sum(not np.array_equal(a, b) for a, b in zip(local_out, reseeded)) > n // 2
+
+
+def test_webdataset_shards_decoded_by_key_on_workers_dynamic(tmp_path):
+    """WebDataset shards -> dicts -> decode_image(key="jpg") on 2 workers, each sample once."""
+    import tarfile
+    n, shards = 12, 3
+    want = {}
+    for s in range(shards):
+        with tarfile.open(tmp_path / f"shard-{s}.tar", "w") as tar:
+            for i in range(s, n, shards):
+                a = pixels(8 + i % 3, 9, 3, seed=i)
+                want[f"sample{i:03d}"] = (a, i)
+                for ext, data in (("png", encode(a, "PNG")), ("cls", str(i).encode())):
+                    info = tarfile.TarInfo(f"sample{i:03d}.{ext}")
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+    root = str(tmp_path)
+    ds = (conveyor.Dataset.webdataset(str(tmp_path / "shard-*.tar"), keys=["png", "cls"])
+          .map(conveyor.image.decode(channels=3, key="png")))
+    spec = ds.element_spec
+    assert set(spec) == {"__key__", "cls", "png"}
+    dispatcher = conveyor.DispatchServer(port=0, allowed_paths=[root])
+    workers = [conveyor.WorkerServer(dispatcher_address=dispatcher.target, port=0,
+                                     allowed_paths=[root]) for _ in range(2)]
+    try:
+        got = list(conveyor.distribute(ds, dispatcher.target, DYNAMIC))
+    finally:
+        for w in workers:
+            w.stop()
+        dispatcher.stop()
+    keys = [bytes(e["__key__"]).decode() if not isinstance(e["__key__"], str) else e["__key__"]
+            for e in got]
+    assert sorted(keys) == sorted(want)
+    for key, e in zip(keys, got):
+        a, i = want[key]
+        np.testing.assert_array_equal(e["png"], a)
+        assert int(bytes(e["cls"])) == i

@@ -227,11 +227,13 @@ TEST_CASE("image ops: index= picks a tuple's component, key= waits for dict elem
 }
 
 TEST_CASE("image ops: key= names the entry of a dict element (resolved against the structure)") {
+  using namespace conveyor::test;
   const auto px = test_pixels(6, 5, 3);
   auto structure = Structure::dict({{"jpg", Structure::leaf()}, {"cls", Structure::leaf()}});
   REQUIRE(structure.ok());
   // Sorted keys: "cls" is component 0, "jpg" component 1.
-  const Element sample{{Tensor::scalar(int64_t{7}), Tensor::scalar(encode_png(px, 6, 5, 3))}};
+  const Element sample{
+    std::vector<Tensor>{Tensor::scalar(int64_t{7}), Tensor::scalar(encode_png(px, 6, 5, 3))}};
   const Dataset ds = Dataset::from_tensors(sample, *structure)
                        .map(FunctionRef{"decode_image", {{"key", std::string{"jpg"}}}});
   auto spec = ds.element_spec();
