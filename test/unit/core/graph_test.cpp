@@ -40,6 +40,9 @@ std::vector<Dataset> one_of_each_op() {
     r.batch(2).padded_batch(2),
     Dataset::tfrecord({"a.tfrecord"}).parse_example("a: int64"),
     Dataset::csv({"a.csv"}, {"int64"}),
+    Dataset::webdataset({"a.tar"}, {"jpg"}),
+    Dataset::random(),
+    r.concatenate(r),
     Dataset::load("/no/snapshot/here"),
     r.ignore_errors(),
   };

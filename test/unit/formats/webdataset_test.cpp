@@ -28,7 +28,10 @@ std::string tar_of(const std::vector<std::pair<std::string, std::string>>& files
     std::snprintf(h + 124, 12, "%011llo", static_cast<unsigned long long>(data.size()));
     std::snprintf(h + 136, 12, "%011o", 0);
     h[156] = '0';
-    std::memcpy(h + 257, "ustar\0" "00", 8);
+    std::memcpy(h + 257,
+                "ustar\0"
+                "00",
+                8);
     std::memset(h + 148, ' ', 8);
     unsigned sum = 0;
     for (unsigned char c : h)
@@ -59,7 +62,8 @@ TEST_CASE("webdataset: one dict per sample, keys sorted with __key__, extensions
                                          {"s/000.json", "{}"},
                                          {"s/001.cls", "1"},
                                          {"s/001.jpg", "J1"}}));
-  write_bytes(dir.file("b.tar"), tar_of({{"002.seg.png", "P2"}, {"002.cls", "2"}, {"002.jpg", "J2"}}));
+  write_bytes(dir.file("b.tar"),
+              tar_of({{"002.seg.png", "P2"}, {"002.cls", "2"}, {"002.jpg", "J2"}}));
   const Dataset ds = Dataset::webdataset({dir.file("*.tar")}, {"jpg", "cls"});
   auto spec = ds.element_spec();
   REQUIRE_MESSAGE(spec.ok(), spec.status().to_string());
@@ -119,8 +123,8 @@ TEST_CASE("webdataset: a truncated or damaged archive is data_loss naming the sh
 }
 
 TEST_CASE("webdataset: bad keys are refused naming the argument") {
-  for (const auto& keys : std::vector<std::vector<std::string>>{{}, {""}, {"__key__"}, {"a/b"},
-                                                                {"jpg", "jpg"}}) {
+  for (const auto& keys :
+       std::vector<std::vector<std::string>>{{}, {""}, {"__key__"}, {"a/b"}, {"jpg", "jpg"}}) {
     CAPTURE(keys.size());
     Status st = Dataset::webdataset({"x.tar"}, keys).validate();
     CHECK(st.code() == ErrorCode::invalid_argument);

@@ -91,7 +91,7 @@ TEST_CASE("FILE without a file source fails as tf.data does") {
   Status st = sharding_error(Dataset::range(10).map("square"), ShardingPolicy::file, 2, 0);
   CHECK(st.code() == ErrorCode::invalid_argument);
   CHECK(st.message() == "FILE sharding policy requires a file-based dataset source (list_files, "
-                        "text_lines, tfrecord, csv or load); "
+                        "text_lines, tfrecord, csv, webdataset or load); "
                         "this dataset has none");
 }
 

@@ -267,7 +267,7 @@ TEST_CASE("exactly one splittable source is required") {
   CHECK(
     none.status().message() ==
     "DYNAMIC sharding needs exactly one splittable source (range, from_tensor_slices, list_files, "
-    "text_lines, tfrecord, csv, load); found none in from_tensors(1).map(f)");
+    "text_lines, tfrecord, csv, webdataset, load); found none in from_tensors(1).map(f)");
 
   auto two = make_split_provider(Dataset::zip({Dataset::range(3), Dataset::range(4)}));
   REQUIRE_FALSE(two.ok());
@@ -275,7 +275,8 @@ TEST_CASE("exactly one splittable source is required") {
   CHECK(
     two.status().message() ==
     "DYNAMIC sharding needs exactly one splittable source (range, from_tensor_slices, list_files, "
-    "text_lines, tfrecord, csv, load); found 2 in zip(range(3), range(4)): `zip` reads several "
+    "text_lines, tfrecord, csv, webdataset, load); found 2 in zip(range(3), range(4)): `zip` reads "
+    "several "
     "splittable sources, and conveyor gives a DYNAMIC job one split provider (tf.data gives each "
     "source its own); use OFF, FILE or DATA sharding, or one source");
 

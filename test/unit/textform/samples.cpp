@@ -47,6 +47,8 @@ std::vector<Sample> make_samples() {
      Dataset::text_lines({"a.txt.z"}, "ZLIB")},
     {"source(counter(stop=5))", Dataset::source(FunctionRef{"counter", {{"stop", int64_t{5}}}})},
     {"random()", Dataset::random()},
+    {"webdataset([\"/d/*.tar\"], [\"jpg\", \"cls\"])",
+     Dataset::webdataset({"/d/*.tar"}, {"jpg", "cls"})},
     {"random(seed=7).take(3)", Dataset::random(7).take(3)},
     {"range(2).concatenate(range(5, 7).map(square)).batch(2)",
      Dataset::range(2).concatenate(Dataset::range(5, 7).map("square")).batch(2)},
