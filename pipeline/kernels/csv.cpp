@@ -17,8 +17,8 @@ class CsvIterator : public Iterator {
 public:
   CsvIterator(std::vector<std::string> files, SplitProvider* provider, const PathPolicy* paths,
               FileCompression compression, CsvFormat format, bool header, CsvDecoder decoder)
-    : files_(std::move(files), provider, "csv", paths), paths_(paths), compression_(compression),
-      format_(format), header_(header), decoder_(std::move(decoder)) {}
+    : files_(std::move(files), provider, "csv", paths), compression_(compression), format_(format),
+      header_(header), decoder_(std::move(decoder)) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     end_of_sequence = false;
@@ -26,17 +26,13 @@ public:
     std::vector<bool> quoted;
     for (;;) {
       if (!reader_) {
-        std::string file;
-        CONVEYOR_RETURN_IF_ERROR(files_.next(file, end_of_sequence)); // path-checked
+        std::unique_ptr<InputStream> stream;
+        CONVEYOR_RETURN_IF_ERROR(
+          files_.open_next(compression_, "CSV file", stream, end_of_sequence));
         if (end_of_sequence)
           return Status::OK();
-        auto stream = InputStream::open(file, compression_, "CSV file");
-        if (!stream.ok()) // the next call moves on to the next file
-          return stream.status().with_context("`csv`");
-        if (paths_)
-          CONVEYOR_RETURN_IF_ERROR(paths_->check_open_file((*stream)->fd(), file, "csv"));
-        const std::string name = (*stream)->path();
-        reader_ = std::make_unique<CsvRecordReader>(std::move(*stream), name, format_);
+        const std::string name = stream->path();
+        reader_ = std::make_unique<CsvRecordReader>(std::move(stream), name, format_);
         if (header_) {
           bool end = false;
           Status st = reader_->next(fields, quoted, end);
@@ -62,7 +58,6 @@ public:
 
 private:
   FileSequence files_;
-  const PathPolicy* paths_;
   FileCompression compression_;
   CsvFormat format_;
   bool header_;

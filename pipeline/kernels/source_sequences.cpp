@@ -49,6 +49,21 @@ Status FileSequence::next(std::string& file, bool& end) {
   return Status::OK();
 }
 
+Status FileSequence::open_next(FileCompression compression, const std::string& what,
+                               std::unique_ptr<InputStream>& stream, bool& end) {
+  std::string file;
+  CONVEYOR_RETURN_IF_ERROR(next(file, end)); // path-checked
+  if (end)
+    return Status::OK();
+  auto opened = InputStream::open(file, compression, what);
+  if (!opened.ok())
+    return opened.status().with_context("`" + op_ + "`");
+  if (paths_)
+    CONVEYOR_RETURN_IF_ERROR(paths_->check_open_file((*opened)->fd(), file, op_));
+  stream = std::move(*opened);
+  return Status::OK();
+}
+
 Status FileSequence::next_unchecked(std::string& file, bool& end) {
   end = false;
   if (done_) {

@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "pipeline/io/files.hpp"
 #include "pipeline/io/path_policy.hpp"
 #include "pipeline/sharding/split_provider.hpp"
 #include "pipeline/runtime/status.hpp"
@@ -40,6 +42,11 @@ public:
   FileSequence(std::vector<std::string> files, SplitProvider* provider, std::string op,
                const PathPolicy* paths, PathPolicy::Access access = PathPolicy::Access::read);
   Status next(std::string& file, bool& end);
+  // The next file, opened (`what` names it in errors: "CSV file") and checked again once open
+  // (a link swapped in after the path check). An error opening one file is returned; the next
+  // call goes on with the next file.
+  Status open_next(FileCompression compression, const std::string& what,
+                   std::unique_ptr<InputStream>& stream, bool& end);
 
 private:
   Status next_unchecked(std::string& file, bool& end);

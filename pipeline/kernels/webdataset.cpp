@@ -36,8 +36,8 @@ public:
   WebDatasetIterator(std::vector<std::string> files, SplitProvider* provider,
                      const PathPolicy* paths, FileCompression compression,
                      std::vector<std::string> keys, const Structure& structure)
-    : files_(std::move(files), provider, "webdataset", paths), paths_(paths),
-      compression_(compression), keys_(std::move(keys)) {
+    : files_(std::move(files), provider, "webdataset", paths), compression_(compression),
+      keys_(std::move(keys)) {
     // The element's components in the structure's (sorted) key order, "__key__" among them.
     for (std::size_t i = 0; i < structure.keys().size(); ++i)
       slot_[structure.keys()[i]] = i;
@@ -52,17 +52,13 @@ public:
     }
     for (;;) {
       if (!reader_) {
-        std::string file;
-        CONVEYOR_RETURN_IF_ERROR(files_.next(file, end_of_sequence)); // path-checked
+        std::unique_ptr<InputStream> stream;
+        CONVEYOR_RETURN_IF_ERROR(
+          files_.open_next(compression_, "WebDataset shard", stream, end_of_sequence));
         if (end_of_sequence)
           return Status::OK();
-        auto stream = InputStream::open(file, compression_, "WebDataset shard");
-        if (!stream.ok()) // the next call moves on to the next shard
-          return stream.status().with_context("`webdataset`");
-        if (paths_)
-          CONVEYOR_RETURN_IF_ERROR(paths_->check_open_file((*stream)->fd(), file, "webdataset"));
-        const std::string name = (*stream)->path();
-        reader_ = std::make_unique<TarReader>(std::move(*stream), name);
+        const std::string name = stream->path();
+        reader_ = std::make_unique<TarReader>(std::move(stream), name);
         pending_.reset();
       }
       // Files of one sample, until the key changes or the shard ends.
@@ -143,7 +139,6 @@ private:
   }
 
   FileSequence files_;
-  const PathPolicy* paths_;
   FileCompression compression_;
   std::vector<std::string> keys_;
   std::map<std::string, std::size_t> slot_;
