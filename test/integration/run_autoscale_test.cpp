@@ -10,36 +10,11 @@
 #include <doctest/doctest.h>
 
 #include "test/integration/cluster.hpp"
+#include "test/integration/run_nodes.hpp"
 
 using namespace conveyor::testing;
 
 namespace {
-
-bool contains(const std::string& text, const std::string& needle) {
-  return text.find(needle) != std::string::npos;
-}
-
-// Every "pid N" in the output: the topology lines and the workers run started later.
-std::vector<pid_t> node_pids(const std::string& output) {
-  std::vector<pid_t> pids;
-  static const std::regex kPid(R"(pid (\d+))");
-  for (std::sregex_iterator it(output.begin(), output.end(), kPid), end; it != end; ++it)
-    pids.push_back(std::stoi((*it)[1]));
-  return pids;
-}
-
-bool gone_within(pid_t pid, Millis timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-    std::string pid_field, comm, state;
-    if (!(stat >> pid_field >> comm >> state) || state == "Z" || state == "X")
-      return true;
-    if (std::chrono::steady_clock::now() > deadline)
-      return false;
-    std::this_thread::sleep_for(Millis{10});
-  }
-}
 
 void check_bad_arguments(std::vector<std::string> args, const std::string& needle) {
   auto r = run_conveyor(args, Millis{20000}, "run-autoscale-badargs");

@@ -10,39 +10,9 @@
 #include <doctest/doctest.h>
 
 #include "test/integration/cluster.hpp"
+#include "test/integration/run_nodes.hpp"
 
 using namespace conveyor::testing;
-
-namespace {
-
-bool contains(const std::string& text, const std::string& needle) {
-  return text.find(needle) != std::string::npos;
-}
-
-// The pids of the nodes from the topology lines ("  worker-1    127.0.0.1:4242   pid 123").
-std::vector<pid_t> node_pids(const std::string& output) {
-  std::vector<pid_t> pids;
-  static const std::regex kLine(R"(pid (\d+))");
-  for (std::sregex_iterator it(output.begin(), output.end(), kLine), end; it != end; ++it)
-    pids.push_back(std::stoi((*it)[1]));
-  return pids;
-}
-
-// A zombie counts as gone (it is reaped by init once orphaned); SIGKILL takes a moment to land.
-bool gone_within(pid_t pid, Millis timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-    std::string pid_field, comm, state;
-    if (!(stat >> pid_field >> comm >> state) || state == "Z" || state == "X")
-      return true;
-    if (std::chrono::steady_clock::now() > deadline)
-      return false;
-    std::this_thread::sleep_for(Millis{10});
-  }
-}
-
-} // namespace
 
 TEST_CASE("run: a local cluster of 2 worker processes reads a DYNAMIC dataset once and cleans up") {
   auto r = run_conveyor({"run", "--workers", "2", "--dataset", "range(20000).map(square)", "--mode",
