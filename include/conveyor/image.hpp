@@ -6,6 +6,7 @@
 // tuple element (the default is the element's only component).
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "conveyor/graph.hpp"
@@ -22,14 +23,17 @@ inline FunctionRef decode(int64_t channels = 0) {
   return FunctionRef{"decode_image", {{"channels", channels}}};
 }
 
-// method: "bilinear", "area" or "nearest"; dtype: "float32" or "uint8".
+// method: "bilinear", "area" or "nearest"; dtype: "float32" or "uint8". antialias: unset = what
+// the method does (bilinear: on; area: always on; nearest: off); a contradicting value is refused.
 inline FunctionRef resize(int64_t height, int64_t width, std::string method = "bilinear",
-                          bool antialias = true, std::string dtype = "float32") {
+                          std::optional<bool> antialias = std::nullopt,
+                          std::string dtype = "float32") {
+  const bool aa = antialias.value_or(method != "nearest");
   return FunctionRef{"resize",
                      {{"height", height},
                       {"width", width},
                       {"method", std::move(method)},
-                      {"antialias", antialias},
+                      {"antialias", aa},
                       {"dtype", std::move(dtype)}}};
 }
 

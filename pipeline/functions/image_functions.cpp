@@ -133,7 +133,19 @@ Expected<ResizeOptions> resize_options(const char* fn, const Params& p) {
   auto dtype = image::resize_dtype(fn, string_param(p, "dtype"));
   if (!dtype.ok())
     return dtype.status();
-  return ResizeOptions{*method, bool_param(p, "antialias"), *dtype};
+  // tf.image.resize ignores `antialias` for area and nearest; here a value that would not
+  // describe what the method does is refused instead.
+  const bool antialias = bool_param(p, "antialias");
+  if (*method == image::ResizeMethod::nearest && antialias)
+    return invalid_argument(std::string{fn} +
+                            ": `antialias=true` has no effect with method=\"nearest\" (it "
+                            "takes one input pixel); pass antialias=false");
+  if (*method == image::ResizeMethod::area && !antialias)
+    return invalid_argument(std::string{fn} +
+                            ": method=\"area\" always anti-aliases (it averages every input "
+                            "pixel an output pixel covers); pass antialias=true, or "
+                            "method=\"bilinear\" for a resize without anti-aliasing");
+  return ResizeOptions{*method, antialias, *dtype};
 }
 std::vector<ParamSpec> resize_params(std::vector<ParamSpec> first) {
   first.push_back({"method", std::string{"bilinear"}});

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "pipeline/runtime/memory_budget.hpp"
 
@@ -44,6 +45,48 @@ struct TjDeleter {
   void operator()(void* h) const { tjDestroy(h); }
 };
 
+// libjpeg stops on a premature end with a warning and gray rows: that is data loss. Other
+// warnings (extraneous bytes, an odd marker) leave a full image, as PIL accepts it.
+Status jpeg_result(void* tj, int rc) {
+  if (rc == 0)
+    return Status::OK();
+  const std::string why = tjGetErrorStr2(tj);
+  if (tjGetErrorCode(tj) != TJERR_WARNING || why.find("Premature end") != std::string::npos)
+    return corrupt(ImageFormat::jpeg, why);
+  return Status::OK();
+}
+
+// CMYK and YCCK JPEGs (print workflows; a few in ImageNet) as Adobe writes them, inverted: the
+// RGB is PIL's convert("RGB") of the CMYK it reads, r = k * c / 255 in integers.
+Expected<Tensor> decode_cmyk_jpeg(void* tj, const unsigned char* data, unsigned long size,
+                                  int height, int width, int channels) {
+  CONVEYOR_RETURN_IF_ERROR(check_allocation(int64_t{height} * width * 4, "decode_image"));
+  std::vector<unsigned char> cmyk(static_cast<std::size_t>(height) * width * 4);
+  CONVEYOR_RETURN_IF_ERROR(
+    jpeg_result(tj, tjDecompress2(tj, data, size, cmyk.data(), width, 0, height, TJPF_CMYK, 0)));
+  auto out = allocate(ImageFormat::jpeg, height, width, channels);
+  if (!out.ok())
+    return out.status();
+  const std::size_t pixels = static_cast<std::size_t>(height) * width;
+  std::vector<unsigned char> rgb(channels == 1 ? pixels * 3 : 0);
+  unsigned char* dst = channels == 1 ? rgb.data() : out->mutable_data<unsigned char>();
+  const int stride = channels == 1 ? 3 : channels;
+  for (std::size_t i = 0; i < pixels; ++i) {
+    const unsigned char* p = cmyk.data() + i * 4;
+    const int k = p[3];
+    for (int c = 0; c < 3; ++c) {
+      // PIL: nk - MULDIV255(255 - raw, nk) with nk = k.
+      const int t = (255 - p[c]) * k + 128;
+      dst[i * stride + c] = static_cast<unsigned char>(k - (((t >> 8) + t) >> 8));
+    }
+    if (stride == 4)
+      dst[i * stride + 3] = 255;
+  }
+  if (channels == 1)
+    rgb_to_gray(rgb.data(), out->mutable_data<unsigned char>(), pixels, 3);
+  return out;
+}
+
 Expected<Tensor> decode_jpeg(std::string_view bytes, int channels) {
   std::unique_ptr<void, TjDeleter> tj{tjInitDecompress()};
   if (!tj)
@@ -56,19 +99,16 @@ Expected<Tensor> decode_jpeg(std::string_view bytes, int channels) {
     return corrupt(ImageFormat::jpeg, tjGetErrorStr2(tj.get()));
   if (channels == 0)
     channels = colorspace == TJCS_GRAY ? 1 : 3;
+  if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK)
+    return decode_cmyk_jpeg(tj.get(), data, size, height, width, channels);
   const int pixel_format = channels == 1 ? TJPF_GRAY : channels == 3 ? TJPF_RGB : TJPF_RGBA;
   auto out = allocate(ImageFormat::jpeg, height, width, channels);
   if (!out.ok())
     return out.status();
   // Accurate integer DCT and fancy upsampling: libjpeg's defaults, what PIL decodes with.
-  if (tjDecompress2(tj.get(), data, size, out->mutable_data<unsigned char>(), width, 0, height,
-                    pixel_format, 0) != 0) {
-    const std::string why = tjGetErrorStr2(tj.get());
-    // Warnings (extraneous bytes, an odd marker) leave a full image, as PIL accepts it; a
-    // premature end leaves gray rows, which is data loss.
-    if (tjGetErrorCode(tj.get()) != TJERR_WARNING || why.find("Premature end") != std::string::npos)
-      return corrupt(ImageFormat::jpeg, why);
-  }
+  CONVEYOR_RETURN_IF_ERROR(
+    jpeg_result(tj.get(), tjDecompress2(tj.get(), data, size, out->mutable_data<unsigned char>(),
+                                        width, 0, height, pixel_format, 0)));
   return out;
 }
 

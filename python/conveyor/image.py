@@ -46,11 +46,17 @@ def decode(channels=0, key=None, index=None):
     return _conveyor.Function("decode_image", **_target({"channels": channels}, key, index))
 
 
-def resize(height, width, method="bilinear", antialias=True, dtype="float32", key=None,
+def _antialias(method, antialias):
+    # None = what the method does; a value contradicting it is refused by the op.
+    return method != "nearest" if antialias is None else antialias
+
+
+def resize(height, width, method="bilinear", antialias=None, dtype="float32", key=None,
            index=None):
     """tf.image.resize (half-pixel centers): float32 out, or uint8 with dtype="uint8"."""
     return _conveyor.Function("resize", **_target(
-        {"height": height, "width": width, "method": method, "antialias": antialias,
+        {"height": height, "width": width, "method": method,
+         "antialias": _antialias(method, antialias),
          "dtype": dtype}, key, index))
 
 
@@ -65,12 +71,13 @@ def random_crop(height, width, seed=0, key=None, index=None):
 
 
 def random_resized_crop(size, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), seed=0,
-                        method="bilinear", antialias=True, dtype="float32", key=None, index=None):
+                        method="bilinear", antialias=None, dtype="float32", key=None, index=None):
     """torchvision's RandomResizedCrop to [size, size] (size: an int)."""
     return _conveyor.Function("random_resized_crop", **_target(
         {"size": size, "scale_min": float(scale[0]), "scale_max": float(scale[1]),
          "ratio_min": float(ratio[0]), "ratio_max": float(ratio[1]), "seed": seed,
-         "method": method, "antialias": antialias, "dtype": dtype}, key, index))
+         "method": method, "antialias": _antialias(method, antialias), "dtype": dtype},
+        key, index))
 
 
 def random_flip_left_right(seed=0, key=None, index=None):

@@ -74,6 +74,28 @@ def test_jpeg_decodes_bit_exact_to_pil(subsampling):
     np.testing.assert_array_equal(decode_one(gray)[..., 0], np.asarray(Image.open(io.BytesIO(gray))))
 
 
+def test_cmyk_jpeg_decodes_to_pils_rgb():
+    # Print-workflow JPEGs (a few are in ImageNet): PIL writes CMYK with the Adobe marker.
+    buf = io.BytesIO()
+    Image.fromarray(pixels(21, 30, 3, seed=5)).convert("CMYK").save(buf, "JPEG", quality=92)
+    data = buf.getvalue()
+    opened = Image.open(io.BytesIO(data))
+    assert opened.mode == "CMYK"
+    np.testing.assert_array_equal(decode_one(data), np.asarray(opened.convert("RGB")))
+    np.testing.assert_array_equal(decode_one(data, channels=1)[..., 0],
+                                  np.asarray(opened.convert("RGB").convert("L")))
+
+
+def test_resize_refuses_antialias_that_contradicts_the_method():
+    a = pixels(8, 8, 3)
+    with pytest.raises(conveyor.errors.InvalidArgumentError, match='no effect with method="nearest"'):
+        local(conveyor.Dataset.from_tensors(a).map(
+            conveyor.image.resize(4, 4, method="nearest", antialias=True)))
+    with pytest.raises(conveyor.errors.InvalidArgumentError, match='method="area" always anti-aliases'):
+        local(conveyor.Dataset.from_tensors(a).map(
+            conveyor.image.resize(4, 4, method="area", antialias=False)))
+
+
 def test_webp_lossless_decodes_bit_exact():
     a = pixels(14, 9, 3)
     data = encode(a, "WEBP", lossless=True)

@@ -9,6 +9,7 @@
 namespace conveyor {
 namespace {
 
+using test::encode_cmyk_jpeg;
 using test::encode_jpeg;
 using test::encode_png;
 using test::encode_webp_lossless;
@@ -75,6 +76,33 @@ TEST_CASE("decode_image: JPEG decodes to libjpeg's pixels, close to the encoded 
   CHECK(gray.shape() == Shape{8, 8, 1});
   CHECK(decoded(jpeg, 1).shape() == Shape{32, 48, 1});
   CHECK(decoded(jpeg, 4).shape() == Shape{32, 48, 4});
+}
+
+TEST_CASE("decode_image: a CMYK JPEG decodes to RGB as PIL converts it (Adobe-inverted ink)") {
+  // Raw values are 255 - ink: (255, 0, 255, 255) is pure magenta ink, (128, 255, 255, 128) half
+  // cyan ink over half black.
+  std::vector<unsigned char> cmyk;
+  for (int i = 0; i < 8 * 8; ++i)
+    cmyk.insert(cmyk.end(), i < 32 ? std::initializer_list<unsigned char>{255, 0, 255, 255}
+                                   : std::initializer_list<unsigned char>{128, 255, 255, 128});
+  const std::string jpeg = encode_cmyk_jpeg(cmyk, 8, 8);
+  const Tensor rgb = decoded(jpeg, 0);
+  REQUIRE(rgb.shape() == Shape{8, 8, 3});
+  const auto px = pixels_of(rgb);
+  auto near = [](int got, int want) { return std::abs(got - want) <= 3; };
+  CHECK(near(px[0], 255));
+  CHECK(near(px[1], 0));
+  CHECK(near(px[2], 255));
+  const std::size_t last = px.size() - 3; // k * c / 255: 128 * 128 / 255 = 64
+  CHECK(near(px[last], 64));
+  CHECK(near(px[last + 1], 128));
+  CHECK(near(px[last + 2], 128));
+  const Tensor rgba = decoded(jpeg, 4);
+  REQUIRE(rgba.shape() == Shape{8, 8, 4});
+  CHECK(pixels_of(rgba)[3] == 255);
+  const Tensor gray = decoded(jpeg, 1);
+  REQUIRE(gray.shape() == Shape{8, 8, 1});
+  CHECK(near(pixels_of(gray)[0], (255 * 19595 + 255 * 7471 + 0x8000) >> 16));
 }
 
 TEST_CASE("decode_image: lossless WebP gives back its pixels") {

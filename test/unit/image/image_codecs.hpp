@@ -54,6 +54,18 @@ inline std::string encode_jpeg(const std::vector<unsigned char>& px, int h, int 
   return out;
 }
 
+// A CMYK JPEG as libjpeg writes one from raw (Adobe-inverted) CMYK pixels: YCCK, 4:4:4.
+inline std::string encode_cmyk_jpeg(const std::vector<unsigned char>& cmyk, int h, int w) {
+  tjhandle tj = tjInitCompress();
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  tjCompress2(tj, cmyk.data(), w, 0, h, TJPF_CMYK, &buf, &size, TJSAMP_444, 100, 0);
+  std::string out(reinterpret_cast<char*>(buf), size);
+  tjFree(buf);
+  tjDestroy(tj);
+  return out;
+}
+
 inline std::string encode_webp_lossless(const std::vector<unsigned char>& px, int h, int w, int c) {
   uint8_t* buf = nullptr;
   const std::size_t size = c == 4 ? WebPEncodeLosslessRGBA(px.data(), w, h, w * 4, &buf)

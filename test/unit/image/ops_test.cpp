@@ -53,7 +53,10 @@ TEST_CASE(
   Params area = half;
   area["method"] = std::string{"area"};
   CHECK(floats(call_ok("resize", row, area)) == std::vector<float>{5, 25});
-  Params nearest{{"height", int64_t{1}}, {"width", int64_t{8}}, {"method", std::string{"nearest"}}};
+  Params nearest{{"height", int64_t{1}},
+                 {"width", int64_t{8}},
+                 {"method", std::string{"nearest"}},
+                 {"antialias", false}};
   CHECK(floats(call_ok("resize", row, nearest)) ==
         std::vector<float>{0, 0, 10, 10, 20, 20, 30, 30});
   // Upsampling bilinear: half-pixel centers, edges clamped.
@@ -72,8 +75,11 @@ TEST_CASE(
   const Tensor flat = image_of(std::vector<unsigned char>(5 * 7 * 3, 77), 5, 7, 3);
   for (const char* m : {"bilinear", "area", "nearest"}) {
     CAPTURE(m);
-    const Tensor out = call_ok(
-      "resize", flat, {{"height", int64_t{3}}, {"width", int64_t{11}}, {"method", std::string{m}}});
+    const Tensor out = call_ok("resize", flat,
+                               {{"height", int64_t{3}},
+                                {"width", int64_t{11}},
+                                {"method", std::string{m}},
+                                {"antialias", std::string{m} != "nearest"}});
     CHECK(out.shape() == Shape{3, 11, 3});
     for (float v : floats(out))
       CHECK(v == doctest::Approx(77));
@@ -96,6 +102,24 @@ TEST_CASE("resize: bad arguments are errors naming them") {
   REQUIRE_FALSE(method.ok());
   CHECK(method.status().message() ==
         "resize: `method` must be \"bilinear\", \"area\" or \"nearest\", got \"cubic\"");
+  // tf.image.resize ignores antialias for these methods; a value that contradicts them is refused.
+  auto nearest_aa =
+    call("resize", img,
+         {{"height", int64_t{2}}, {"width", int64_t{2}}, {"method", std::string{"nearest"}}});
+  REQUIRE_FALSE(nearest_aa.ok());
+  CHECK(nearest_aa.status().message() ==
+        "resize: `antialias=true` has no effect with method=\"nearest\" (it takes one input "
+        "pixel); pass antialias=false");
+  auto area_plain = call("resize", img,
+                         {{"height", int64_t{2}},
+                          {"width", int64_t{2}},
+                          {"method", std::string{"area"}},
+                          {"antialias", false}});
+  REQUIRE_FALSE(area_plain.ok());
+  CHECK(area_plain.status().message().find("method=\"area\" always anti-aliases") !=
+        std::string::npos);
+  CHECK(image::resize(2, 2, "nearest").params.at("antialias") == Scalar{false});
+  CHECK(image::resize(2, 2, "area").params.at("antialias") == Scalar{true});
   auto bytes =
     call("resize", Element{Tensor::scalar("x")}, {{"height", int64_t{2}}, {"width", int64_t{2}}});
   REQUIRE_FALSE(bytes.ok());
