@@ -31,9 +31,12 @@ def _floats(name, value):
     """mean/std: a number or a sequence of numbers, sent as the text form's "a,b,c"."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return repr(float(value))
+    if isinstance(value, (str, bytes)):  # iterating it would give characters
+        raise TypeError(f"`{name}` must be a number or a sequence of numbers, got "
+                        f"{type(value).__name__} {value!r}")
     try:
         values = [float(v) for v in value]
-    except TypeError:
+    except (TypeError, ValueError):
         raise TypeError(f"`{name}` must be a number or a sequence of numbers, got "
                         f"{type(value).__name__}") from None
     if not values:

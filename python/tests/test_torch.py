@@ -102,3 +102,32 @@ def test_dataloader_epochs_are_read_once_however_late_a_loader_process_starts(cl
                                          multiprocessing_context=context)
     for epoch in range(2):
         assert sorted(int(t) for t in loader) == list(range(200)), f"epoch {epoch}"
+
+
+def test_dict_elements_become_dicts_of_tensors(cluster):
+    # Nested elements: a dict's numeric entries become tensors, strings stay bytes arrays.
+    ds = conveyor.Dataset.from_tensor_slices({"x": np.arange(12, dtype=np.float32).reshape(6, 2),
+                                              "y": (np.arange(6), np.array([b"a"] * 6, dtype=object))})
+    batches = list(torch.utils.data.DataLoader(
+        ct.ConveyorIterableDataset(ds.batch(3), cluster.target, "distributed_epoch"), batch_size=None))
+    assert len(batches) == 2
+    for b in batches:
+        assert set(b) == {"x", "y"}
+        assert isinstance(b["x"], torch.Tensor) and b["x"].shape == (3, 2)
+        ids, tags = b["y"]
+        assert isinstance(ids, torch.Tensor) and ids.dtype == torch.int64
+        assert tags.dtype == object and list(tags) == [b"a"] * 3
+    got = sorted(int(i) for b in batches for i in b["y"][0])
+    assert got == list(range(6))
+
+
+@pytest.mark.parametrize("fmt", ["webdataset", "tfrecord"])
+def test_imagenet_like_example_reads_every_image_once_per_epoch(fmt):
+    env = dict(os.environ, CONVEYOR_LOG_LEVEL="warning")
+    r = subprocess.run([sys.executable, os.path.join(REPO, "examples", "imagenet_like", "train.py"),
+                        "--images", "48", "--shards", "4", "--batch-size", "16", "--size", "64",
+                        "--epochs", "2", "--format", fmt],
+                       capture_output=True, text=True, timeout=240, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "epoch 2: 48 images" in r.stdout
+    assert "every image exactly once in each of 2 epoch(s)" in r.stdout
