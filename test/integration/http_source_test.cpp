@@ -1,6 +1,7 @@
 // Remote objects through real `conveyor` processes: workers read http:// URLs served by
 // test/support/http_test_server.py (OFF and DYNAMIC, retries after injected 503s, a truncated body
-// as a failed read naming the URL, --allow-url refusals on the worker and the dispatcher).
+// as a failed read naming the URL, --allow-url refusals on the worker and the dispatcher), and
+// HTTPS verified against --http-ca-file (another CA, or the system's, is refused).
 #include <stdlib.h>
 
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include "pipeline/io/tfrecord.hpp"
 #include "test/integration/cluster.hpp"
 #include "test/support/http_server.hpp"
+#include "test/support/pki.hpp"
 
 using namespace conveyor;
 using namespace conveyor::testing;
@@ -117,5 +119,46 @@ TEST_CASE("http sources: workers read URLs, OFF and DYNAMIC, through faults and 
     CHECK(r.exit_code == 1);
     CHECK(contains(r.stderr_text, "outside the URLs this dispatcher may read"));
     CHECK_FALSE(contains(r.stdout_text, "hidden"));
+  }
+}
+
+TEST_CASE("https sources: verified against --http-ca-file; a server the CA did not sign fails the "
+          "read naming the URL") {
+  Objects objects;
+  Pki pki;
+  HttpTestServer server(objects.dir, {"--tls-cert", pki.cert(), "--tls-key", pki.key()});
+  REQUIRE_MESSAGE(server.ok(), server.error());
+  const std::string data = server.url("/data/");
+  REQUIRE(data.rfind("https://localhost:", 0) == 0);
+  const std::string files = list({data + "a.txt", data + "b.txt"});
+
+  SUBCASE("the test CA: OFF and DYNAMIC reads") {
+    const std::vector<std::string> tls{"--allow-url", data, "--http-ca-file", pki.ca_file()};
+    Cluster cluster(0, {"--allow-url", data}); // the dispatcher opens no object
+    cluster.add_worker(tls);
+    auto r = cluster.read("text_lines(" + files + ")");
+    CAPTURE(r.describe);
+    CHECK(r.exit_code == 0);
+    CHECK(sorted(r.lines) == std::vector<std::string>{"\"alpha\"", "\"beta\"", "\"gamma\""});
+    r = cluster.read("tfrecord(" + list({data + "r.tfrecord"}) + ")", {"--mode", "dynamic"});
+    CAPTURE(r.describe);
+    CHECK(r.exit_code == 0);
+    CHECK(r.lines.size() == 6);
+  }
+  SUBCASE("another CA, or the system's: the certificate is rejected") {
+    for (const std::vector<std::string>& ca :
+         {std::vector<std::string>{"--http-ca-file", pki.ca_file("rogue")},
+          std::vector<std::string>{}}) {
+      std::vector<std::string> flags{"--allow-url", data, "--http-retries", "1"};
+      flags.insert(flags.end(), ca.begin(), ca.end());
+      Cluster cluster(0, {"--allow-url", data});
+      cluster.add_worker(flags);
+      auto r = cluster.read("text_lines(" + files + ")");
+      CAPTURE(r.describe);
+      CHECK(r.exit_code == 1);
+      CHECK(contains(r.stderr_text, data + "a.txt"));
+      CHECK(contains(r.stderr_text, "certificate"));
+      CHECK(r.lines.empty());
+    }
   }
 }

@@ -3,6 +3,7 @@
 // and reaped when it goes away.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@ public:
     std::vector<std::string> argv{
       "/usr/bin/python3", CONVEYOR_SOURCE_DIR "/test/support/http_test_server.py", "--root", root};
     argv.insert(argv.end(), flags.begin(), flags.end());
+    tls_ = std::find(flags.begin(), flags.end(), "--tls-cert") != flags.end();
     auto child = ChildProcess::spawn(std::move(argv), "http-server", test_log_dir());
     if (!child.ok()) {
       error_ = child.status().to_string();
@@ -35,15 +37,17 @@ public:
   }
   bool ok() const { return port_ != 0; }
   const std::string& error() const { return error_; }
-  // "http://127.0.0.1:PORT" + path (path starts with '/').
+  // "http://127.0.0.1:PORT" + path (path starts with '/'); with --tls-cert in the flags
+  // "https://localhost:PORT" + path, the name the test certificates carry.
   std::string url(const std::string& path = "") const {
-    return "http://127.0.0.1:" + std::to_string(port_) + path;
+    return (tls_ ? "https://localhost:" : "http://127.0.0.1:") + std::to_string(port_) + path;
   }
   uint16_t port() const { return port_; }
 
 private:
   std::unique_ptr<ChildProcess> process_;
   uint16_t port_ = 0;
+  bool tls_ = false;
   std::string error_;
 };
 #endif

@@ -13,11 +13,13 @@ truncate (headers with the full Content-Length, half the body, then a clean clos
 short (a 206 whose Content-Range and body cover half the range asked for).
   --require-header 'Name: value'   every request without it gets 401
   --no-ranges                      ignore Range (always 200 with the whole file)
+  --tls-cert PEM --tls-key PEM     HTTPS instead of HTTP
 GET /_requests lists `PATH COUNT` lines: the requests served per path (faults included).
 """
 import argparse
 import os
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -122,7 +124,11 @@ def main():
     parser.add_argument("--fault", action="append", default=[])
     parser.add_argument("--require-header", default="")
     parser.add_argument("--no-ranges", action="store_true")
+    parser.add_argument("--tls-cert", help="serve HTTPS with this certificate (PEM)")
+    parser.add_argument("--tls-key", help="the certificate's private key (PEM)")
     args = parser.parse_args()
+    if bool(args.tls_cert) != bool(args.tls_key):
+        parser.error("--tls-cert and --tls-key go together")
     faults = {}
     for spec in args.fault:
         parts = spec.split(":")
@@ -137,6 +143,13 @@ def main():
     state = State(faults, args.require_header, not args.no_ranges)
     server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(root, state))
     server.daemon_threads = True
+    if args.tls_cert:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(args.tls_cert, args.tls_key)
+        # The handshake runs in the request's thread: a client that rejects the certificate
+        # (or never completes it) does not hold up the accepting loop.
+        server.socket = ctx.wrap_socket(server.socket, server_side=True,
+                                        do_handshake_on_connect=False)
     print(f"listening on 127.0.0.1:{server.server_address[1]}", flush=True)
     try:
         server.serve_forever()
