@@ -118,31 +118,60 @@ def _one_shape(shape, component):
 
 
 def _padded_shapes(padded_shapes):
-    # One component's shape is a list of dims; several components' a tuple of such lists (the
-    # nesting of tf.data's padded_shapes for a tuple element).
+    # Nested like the element (tf.data's form): a dict of shapes for a dict element (flattened in
+    # sorted key order, as the components are), a tuple of shapes for a tuple; a shape is a list
+    # of dims. A single shape is the one component's.
     if padded_shapes is None:
         return None
-    items = padded_shapes.as_list() if hasattr(padded_shapes, "as_list") else padded_shapes
-    if isinstance(items, (list, tuple)) and items and all(
-            isinstance(s, (list, tuple)) or hasattr(s, "as_list") for s in items):
-        return [_one_shape(s, c) for c, s in enumerate(items)]
-    return [_one_shape(padded_shapes, None)]
+    out = []
+
+    def walk(x, path):
+        if isinstance(x, dict):
+            for k in sorted(x):
+                walk(x[k], f"{path}[{k!r}]")
+        elif isinstance(x, (list, tuple)) and x and all(
+                isinstance(v, (list, tuple, dict)) or hasattr(v, "as_list") for v in x):
+            for i, v in enumerate(x):
+                walk(v, f"{path}[{i}]")
+        else:
+            out.append(_one_shape(x, path or None))  # raises when it is not a shape
+
+    walk(padded_shapes, "")
+    return out
+
+
+def _padding_values(padding_values):
+    # The same nesting as padded_shapes; a leaf is a value, or None for the dtype's zero.
+    if padding_values is None:
+        return None
+    out = []
+
+    def walk(x):
+        if isinstance(x, dict):
+            for k in sorted(x):
+                walk(x[k])
+        elif isinstance(x, tuple):
+            for v in x:
+                walk(v)
+        else:
+            out.append(x)
+
+    walk(padding_values)
+    return out
 
 
 def _padded_batch(self, batch_size, padded_shapes=None, padding_values=None, drop_remainder=False):
     """tf.data's padded_batch: padded_shapes per component (None / -1: the batch's longest; unset:
-    every dimension), padding_values per component (unset or None: 0, False or b"")."""
+    every dimension), padding_values per component (unset or None: 0, False or b""); both nest
+    like the element (a dict for a dict element, tuples for tuples)."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral):
         raise TypeError(f"padded_batch: `batch_size` must be an int, got "
                         f"{type(batch_size).__name__}: {batch_size!r}")
     if not isinstance(drop_remainder, (bool, np.bool_)):
         raise TypeError(f"padded_batch: `drop_remainder` must be a bool, got "
                         f"{type(drop_remainder).__name__}: {drop_remainder!r}")
-    values = None
-    if padding_values is not None:
-        values = list(padding_values) if isinstance(padding_values, tuple) else [padding_values]
-    return self._padded_batch(int(batch_size), _padded_shapes(padded_shapes), values,
-                              bool(drop_remainder))
+    return self._padded_batch(int(batch_size), _padded_shapes(padded_shapes),
+                              _padding_values(padding_values), bool(drop_remainder))
 
 
 Dataset.padded_batch = _padded_batch

@@ -131,3 +131,47 @@ def test_imagenet_like_example_reads_every_image_once_per_epoch(fmt):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "epoch 2: 48 images" in r.stdout
     assert "every image exactly once in each of 2 epoch(s)" in r.stdout
+
+
+def test_nested_dict_through_python_map_and_padded_batch_into_a_training_loop(cluster):
+    # The element: {"image": uint8[H, W, 3], "label": int64, "meta": {"id": string}}.
+    # A Python map on the workers crops each image to its own height; padded_batch pads the
+    # images to the batch's tallest with 255 and the ids with b"-"; the dicts arrive intact.
+    n = 12
+    images = np.arange(n * 6 * 4 * 3, dtype=np.uint8).reshape(n, 6, 4, 3)
+    ds = conveyor.Dataset.from_tensor_slices({
+        "image": images, "label": np.arange(n, dtype=np.int64),
+        "meta": {"id": np.array([f"id{i}".encode() for i in range(n)], dtype=object)}})
+
+    def crop(e):
+        h = 1 + int(e["label"]) % 6
+        return {"image": e["image"][:h], "label": e["label"], "meta": e["meta"]}
+
+    batched = ds.map(crop).padded_batch(
+        4, padded_shapes={"image": [None, 4, 3], "label": [], "meta": {"id": []}},
+        padding_values={"image": 255, "label": None, "meta": {"id": b"-"}})
+    loader = torch.utils.data.DataLoader(
+        ct.ConveyorIterableDataset(batched, cluster.target, "distributed_epoch"), batch_size=None)
+    model = torch.nn.Linear(4 * 3, 1)
+    seen = {}
+    for batch in loader:
+        assert set(batch) == {"image", "label", "meta"} and set(batch["meta"]) == {"id"}
+        img, labels = batch["image"], batch["label"]
+        assert img.dtype == torch.uint8 and labels.dtype == torch.int64
+        model(img.float().mean(dim=1).flatten(1)).sum().backward()  # a training step's shapes
+        for row, label, ident in zip(img, labels.tolist(), batch["meta"]["id"]):
+            h = 1 + label % 6
+            assert ident == f"id{label}".encode()
+            assert torch.equal(row[:h], torch.from_numpy(images[label][:h]))
+            assert (row[h:] == 255).all()
+            seen[label] = True
+    assert sorted(seen) == list(range(n))
+
+
+def test_padded_batch_nested_forms_are_checked():
+    ds = conveyor.Dataset.from_tensor_slices({"a": np.arange(4), "b": (np.arange(4), np.arange(4))})
+    got = ds.padded_batch(2, padded_shapes={"a": [], "b": ([], [])},
+                          padding_values={"a": -1, "b": (0, 0)})._collect()
+    assert len(got) == 2 and set(got[0]) == {"a", "b"}
+    with pytest.raises(TypeError, match=r"`padded_shapes` \(component \['b'\]\) must be a list"):
+        ds.padded_batch(2, padded_shapes={"a": [], "b": ([], "x")})
