@@ -13,6 +13,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -57,6 +58,8 @@ public:
   // Directories the workers' datasets may read and write, and the dispatcher may list for
   // DYNAMIC file sources (--allow-path).
   std::vector<std::string> allow_paths;
+  // Function plugins every worker loads (--plugin), as absolute paths.
+  std::vector<std::string> plugins;
 
   Status start_processes(int workers, int64_t range_split_size, const std::string& log_dir,
                          const std::vector<std::string>& extra_dispatcher_flags) {
@@ -71,9 +74,13 @@ public:
     dispatcher_flags.insert(dispatcher_flags.end(), extra_dispatcher_flags.begin(),
                             extra_dispatcher_flags.end());
     worker_flags_ = path_flags;
+    for (const auto& lib : plugins) {
+      worker_flags_.push_back("--plugin");
+      worker_flags_.push_back(lib);
+    }
     // Every worker registered before the job starts, so that an OFF job produces everything N times.
     CONVEYOR_RETURN_IF_ERROR(
-      start_process_cluster(children_, workers, "", dispatcher_flags, path_flags, log_dir));
+      start_process_cluster(children_, workers, "", dispatcher_flags, worker_flags_, log_dir));
     dispatcher_address_ = children_.front().address;
     return Status::OK();
   }
@@ -89,6 +96,7 @@ public:
       WorkerConfig config;
       config.dispatcher_address = dispatcher_address_;
       config.allowed_paths = allow_paths;
+      config.plugins = plugins;
       workers_.push_back(std::make_unique<WorkerServer>(config));
       CONVEYOR_RETURN_IF_ERROR(workers_.back()->start());
     }
@@ -167,6 +175,7 @@ struct RunFlags {
   bool in_process = false;
   std::string log_dir;
   std::vector<std::string> allow_paths;
+  std::vector<std::string> plugins;
   bool autoscale = false;
   LocalAutoscaleConfig scale;
   int64_t step_us = 0;
@@ -237,6 +246,8 @@ int run_run(const std::vector<std::string>& args) {
       ("allow-path", po::value(&f.allow_paths)->composing()->value_name("DIR"),
        "directory the dataset may read and write files under (repeatable; default: the current "
        "directory)")
+      ("plugin", po::value(&f.plugins)->composing()->value_name("LIB.so"),
+       "load dataset functions from a plugin, here and in every worker (repeatable)")
       ("log-dir", po::value(&f.log_dir)->value_name("DIR"),
        "where the child nodes write their logs (default: a new /tmp/conveyor-run-* directory)")
       ("max-outstanding", po::value<int64_t>()->value_name("M"),
@@ -274,6 +285,9 @@ int run_run(const std::vector<std::string>& args) {
   if (f.workers > 64)
     return bad(invalid_argument("`--workers` must be at most 64 on one machine, got " +
                                 std::to_string(f.workers)));
+  // Loaded first: the dataset is checked against the plugins' functions before any node starts.
+  if (auto st = load_plugin_flags(vm); !st.ok())
+    return bad(st);
   auto dataset = parse_dataset(f.dataset_text);
   if (!dataset.ok())
     return bad(Status(dataset.status().code(), "`--dataset`: " + dataset.status().message()));
@@ -309,6 +323,8 @@ int run_run(const std::vector<std::string>& args) {
   install_stop_signals();
   LocalCluster cluster;
   cluster.allow_paths = f.allow_paths;
+  for (const auto& lib : f.plugins)
+    cluster.plugins.push_back(std::filesystem::absolute(lib).string());
   if (cluster.allow_paths
         .empty()) { // the dataset on this command line may use the current directory
     char cwd[PATH_MAX];

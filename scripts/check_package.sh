@@ -4,7 +4,9 @@
 #       - every installed header includes only <conveyor/...>, CAF and the standard library, and
 #         all of them compile together with only -I<prefix>/include (flags from conveyor.pc);
 #       - a one-file program links with `pkg-config --libs conveyor` alone and runs;
-#       - examples/cpp-consumer builds with find_package(conveyor) and runs standalone.
+#       - examples/cpp-consumer builds with find_package(conveyor) and runs standalone;
+#       - examples/plugin builds headers-only (a few KB) and the installed `conveyor run --plugin`
+#         runs its function on worker processes.
 #       (That it holds no simulator is scripts/check_no_sim.sh's job, ctest no_sim_in_product.)
 #   scripts/check_package.sh BUILD_DIR --conan   `conan create conan/` (recipe + conan/test_package);
 #                                                exit 77 (ctest: skipped) where conan is not installed.
@@ -66,4 +68,25 @@ cmake -S "$root/examples/cpp-consumer" -B "$work/consumer" -G Ninja -DCMAKE_BUIL
   -DCMAKE_PREFIX_PATH="$prefix" "${launcher[@]}" >"$work/configure.log" || { cat "$work/configure.log"; exit 1; }
 cmake --build "$work/consumer"
 "$work/consumer/cpp-consumer"
+
+step "examples/plugin: a headers-only function plugin, loaded by the installed conveyor"
+cmake -S "$root/examples/plugin" -B "$work/plugin" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$prefix" "${launcher[@]}" >"$work/configure.log" || { cat "$work/configure.log"; exit 1; }
+cmake --build "$work/plugin"
+plugin=$work/plugin/conveyor_clip.so
+size=$(stat -c %s "$plugin")
+[ "$size" -lt 200000 ] || { echo "the plugin is $size bytes: it should hold its own code only"; exit 1; }
+"$prefix/bin/conveyor" inspect --functions --plugin "$plugin" | grep -q "clip(lo: float = 0.0, hi: float = 1.0)"
+out=$("$prefix/bin/conveyor" run --plugin "$plugin" --dataset 'range(10).map(clip(lo=2, hi=6))' \
+  --mode off --workers 2 --samples 0 --log-dir "$work")
+echo "$out" | grep -q "summary: 20 elements" || { echo "$out"; exit 1; }
+first=$("$prefix/bin/conveyor" run --plugin "$plugin" --dataset 'range(10).map(clip(lo=2, hi=6))' \
+  --mode dynamic --workers 1 --samples 10 --log-dir "$work" | sed -n '/^first elements:/,/^summary/p' |
+  grep -E '^  [0-9]' | tr -d ' ' | sort -n | tr '\n' ' ')
+[ "$first" = "2 2 2 3 4 5 6 6 6 6 " ] || { echo "clip gave: $first"; exit 1; }
+if err=$("$prefix/bin/conveyor" run --plugin "$plugin" --dataset 'range(3).map(clip(lo=5, hi=1))' \
+  --workers 1 --log-dir "$work" 2>&1); then
+  echo "clip(lo=5, hi=1) should fail"; exit 1
+fi
+echo "$err" | grep -q 'clip: `lo` (5.000000) must not be above `hi` (1.000000)' || { echo "$err"; exit 1; }
 echo "package check passed"

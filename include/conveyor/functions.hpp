@@ -56,7 +56,7 @@ struct FunctionDef {
   std::string name;
   FunctionKind kind;
   std::vector<ParamSpec> params;
-  std::string doc; // one line, shown by `conveyor functions`
+  std::string doc; // one line, shown by `conveyor inspect --functions`
   MapFn map;
   PredicateFn predicate;
   DatasetFn dataset;
