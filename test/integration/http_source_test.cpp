@@ -122,8 +122,9 @@ TEST_CASE("http sources: workers read URLs, OFF and DYNAMIC, through faults and 
   }
 }
 
-TEST_CASE("https sources: verified against --http-ca-file; a server the CA did not sign fails the "
-          "read naming the URL") {
+TEST_CASE(
+  "https sources: verified against --http-ca-file, and a server the CA did not sign fails the "
+  "read naming the URL") {
   Objects objects;
   Pki pki;
   HttpTestServer server(objects.dir, {"--tls-cert", pki.cert(), "--tls-key", pki.key()});
