@@ -21,6 +21,7 @@ import torch.utils.data
 from . import _conveyor
 from .dtypes import is_bfloat16
 from .service import DistributedDataset, distribute
+from .trainer import TrainerDataset
 
 _NEXT_ITERATION = _conveyor._NEXT_ITERATION
 
@@ -43,8 +44,28 @@ def to_torch(element):
     return element
 
 
+class _IterationOf:
+    """A DistributedDataset read at a given iteration of its job name (see __iter__ below)."""
+
+    def __init__(self, distributed, iteration):
+        self._distributed = distributed
+        self._iteration = iteration
+
+    def __iter__(self):
+        return self._distributed._iter_at(self._iteration)
+
+
+def _rebased(pipeline, base):
+    """The trainer-side ops of `pipeline` (a TrainerDataset chain) over `base` instead."""
+    if not isinstance(pipeline, TrainerDataset):
+        return base
+    return TrainerDataset(_rebased(pipeline._input, base), pipeline._make_stage,
+                          pipeline._description)
+
+
 class ConveyorIterableDataset(torch.utils.data.IterableDataset):
-    """A torch IterableDataset over a conveyor DistributedDataset, or over
+    """A torch IterableDataset over a conveyor DistributedDataset, a TrainerDataset (a
+    DistributedDataset followed by trainer-side ops such as ``.map(fn).batch(32)``), or over
     ``distribute(dataset, service, processing_mode, **kwargs)`` when given a Dataset.
 
     With DataLoader(num_workers=N > 1) every loader process becomes one consumer of the same job,
@@ -57,11 +78,17 @@ class ConveyorIterableDataset(torch.utils.data.IterableDataset):
 
     def __init__(self, source, service=None, processing_mode=None, **distribute_kwargs):
         super().__init__()
-        if isinstance(source, DistributedDataset):
+        self.pipeline = None  # the trainer-side ops, when given a TrainerDataset
+        if isinstance(source, (DistributedDataset, TrainerDataset)):
             if service is not None or processing_mode is not None or distribute_kwargs:
-                raise TypeError("ConveyorIterableDataset: pass either a DistributedDataset or a Dataset "
-                                "with service and processing_mode, not both")
-            self.distributed = source
+                raise TypeError("ConveyorIterableDataset: pass either a DistributedDataset (or a "
+                                "TrainerDataset) or a Dataset with service and processing_mode, "
+                                "not both")
+            if isinstance(source, TrainerDataset):
+                self.pipeline = source
+                self.distributed = source.distributed_dataset
+            else:
+                self.distributed = source
         else:
             if service is None or processing_mode is None:
                 raise TypeError("ConveyorIterableDataset(dataset, service, processing_mode, ...): "
@@ -79,12 +106,14 @@ class ConveyorIterableDataset(torch.utils.data.IterableDataset):
         if info is not None and info.num_workers > 1:
             source = source.with_options(expected_consumers=info.num_workers)
         if info is None:
-            it = iter(source)  # this object counts its iterations, as tf.data does
+            # The DistributedDataset counts its iterations, as tf.data does.
+            it = iter(self.pipeline if self.pipeline is not None else source)
         else:
             # A loader process gets a fresh copy of the dataset every epoch, so it cannot count
             # epochs: it reads the name's running iteration, or its next one (with
             # expected_consumers, an iteration lasts until every loader process read it).
-            it = source._iter_at(_NEXT_ITERATION if source.options.get("job_name") else 0)
+            at = _IterationOf(source, _NEXT_ITERATION if source.options.get("job_name") else 0)
+            it = iter(_rebased(self.pipeline, at))
         try:
             for element in it:
                 yield to_torch(element)

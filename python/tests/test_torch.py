@@ -175,3 +175,21 @@ def test_padded_batch_nested_forms_are_checked():
     assert len(got) == 2 and set(got[0]) == {"a", "b"}
     with pytest.raises(TypeError, match=r"`padded_shapes` \(component \['b'\]\) must be a list"):
         ds.padded_batch(2, padded_shapes={"a": [], "b": ([], "x")})
+
+
+def test_adapter_runs_trainer_side_ops_after_distribute(cluster):
+    d = conveyor.distribute(conveyor.Dataset.range(12), cluster.target, "distributed_epoch")
+    pipeline = d.map(lambda x: x * 10).batch(4)
+    batches = list(torch.utils.data.DataLoader(ct.ConveyorIterableDataset(pipeline), batch_size=None))
+    assert all(isinstance(b, torch.Tensor) and b.shape == (4,) for b in batches)
+    assert sorted(int(v) for b in batches for v in b) == [10 * i for i in range(12)]
+    with pytest.raises(TypeError, match="not both"):
+        ct.ConveyorIterableDataset(pipeline, cluster.target, "distributed_epoch")
+
+
+def test_loader_processes_run_the_trainer_ops_on_a_shared_named_job(cluster):
+    d = conveyor.distribute(conveyor.Dataset.range(300).map(conveyor.Function("sleep_us", us=3000)),
+                            cluster.target, "distributed_epoch", job_name="loader-trainer-ops")
+    loader = torch.utils.data.DataLoader(ct.ConveyorIterableDataset(d.map(lambda x: x + 1000)),
+                                         batch_size=None, num_workers=2, timeout=60)
+    assert sorted(int(t) for t in loader) == [i + 1000 for i in range(300)]
