@@ -36,14 +36,14 @@ Expected<Element> clip(const Element& in, const Params& p) {
   Element out = in; // tensors share their buffers; mutable_data copies before writing
   for (std::size_t c = 0; c < out.size(); ++c) {
     switch (out[c].dtype()) {
-    case DType::float32: clamp_all<float>(out[c], lo, hi); break;
-    case DType::float64: clamp_all<double>(out[c], lo, hi); break;
-    case DType::int32: clamp_all<int32_t>(out[c], lo, hi); break;
-    case DType::int64: clamp_all<int64_t>(out[c], lo, hi); break;
-    default:
-      return conveyor::invalid_argument("clip: component " + std::to_string(c) + " is " +
-                                        conveyor::dtype_name(out[c].dtype()) +
-                                        "; expected float32, float64, int32 or int64");
+      case DType::float32: clamp_all<float>(out[c], lo, hi); break;
+      case DType::float64: clamp_all<double>(out[c], lo, hi); break;
+      case DType::int32: clamp_all<int32_t>(out[c], lo, hi); break;
+      case DType::int64: clamp_all<int64_t>(out[c], lo, hi); break;
+      default:
+        return conveyor::invalid_argument("clip: component " + std::to_string(c) + " is " +
+                                          conveyor::dtype_name(out[c].dtype()) +
+                                          "; expected float32, float64, int32 or int64");
     }
   }
   return out;
