@@ -69,8 +69,10 @@ public:
   Dataset flat_map(FunctionRef fn) const;
   // fn may also name a file source, `tfrecord` or `text_lines` (file_source_functions.hpp):
   // list_files("/d/*.tfrecord").interleave("tfrecord", 2) needs no registered function.
-  Dataset interleave(FunctionRef fn, int64_t cycle_length = kAutotune,
-                     int64_t block_length = 1) const;
+  // num_parallel_calls > 1 (or kAutotune: the CPU count) reads that many blocks ahead in
+  // parallel; deterministic = false lets a ready block go first.
+  Dataset interleave(FunctionRef fn, int64_t cycle_length = kAutotune, int64_t block_length = 1,
+                     int64_t num_parallel_calls = 1, bool deterministic = true) const;
   Dataset batch(int64_t batch_size, bool drop_remainder = false) const;
   Dataset unbatch() const;
   // tf.data's padded_batch: padded_shapes per component, kUnknownDim (-1) = pad to the batch's

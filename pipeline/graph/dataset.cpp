@@ -149,10 +149,14 @@ Dataset Dataset::flat_map(FunctionRef fn) const {
   return make("flat_map", {node_}, {{"fn", std::move(fn)}});
 }
 
-Dataset Dataset::interleave(FunctionRef fn, int64_t cycle_length, int64_t block_length) const {
-  return make(
-    "interleave", {node_},
-    {{"fn", std::move(fn)}, {"cycle_length", cycle_length}, {"block_length", block_length}});
+Dataset Dataset::interleave(FunctionRef fn, int64_t cycle_length, int64_t block_length,
+                            int64_t num_parallel_calls, bool deterministic) const {
+  return make("interleave", {node_},
+              {{"fn", std::move(fn)},
+               {"cycle_length", cycle_length},
+               {"block_length", block_length},
+               {"num_parallel_calls", num_parallel_calls},
+               {"deterministic", deterministic}});
 }
 
 Dataset Dataset::batch(int64_t batch_size, bool drop_remainder) const {

@@ -77,10 +77,13 @@ std::vector<OpSchema> make_schemas() {
     {"filter", 1, {req("fn", K::function)}},
     {"flat_map", 1, {req("fn", K::function)}},
     // cycle_length = kAutotune means 4 (fixed, so output order is the same on every machine).
+    // num_parallel_calls > 1 reads blocks ahead on the executor, in the same order unless
+    // deterministic is false.
     {"interleave",
      1,
      {req("fn", K::function), opt("cycle_length", K::int64, kAutotune),
-      opt("block_length", K::int64, int64_t{1})}},
+      opt("block_length", K::int64, int64_t{1}), opt("num_parallel_calls", K::int64, int64_t{1}),
+      opt("deterministic", K::boolean, true)}},
     {"batch", 1, {req("batch_size", K::int64), opt("drop_remainder", K::boolean, false)}},
     // padded_shapes: one rank-1 int tensor per component ([] for a scalar; -1 = pad to the
     // longest in the batch); () pads every dimension to the batch's longest. padding_values: one

@@ -1,7 +1,11 @@
 // interleave(fn, cycle_length, block_length): keeps up to cycle_length datasets fn(x) open and takes
 // block_length elements from each in turn; a finished one is replaced by fn of the next input
 // element in its slot. Same algorithm (and so the same order) as tf.data's InterleaveDataset.
+// num_parallel_calls > 1 reads blocks ahead on the executor (parallel_interleave.hpp).
+#include <thread>
+
 #include "pipeline/kernels/dataset_function.hpp"
+#include "pipeline/kernels/parallel_interleave.hpp"
 
 namespace conveyor::kernels {
 
@@ -89,12 +93,23 @@ MakeResult make_interleave(const NodePtr& node, const KernelContext& kctx) {
   if (block_length < 1)
     return invalid_argument("`interleave` argument `block_length` must be positive, got " +
                             std::to_string(block_length));
+  int64_t parallelism = node->int_attr("num_parallel_calls");
+  if (parallelism == kAutotune)
+    parallelism = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  if (parallelism < 1)
+    return invalid_argument(
+      "`interleave` argument `num_parallel_calls` must be positive or AUTOTUNE, got " +
+      std::to_string(parallelism));
   auto fn = DatasetFunction::find("interleave", node->function_attr("fn"), kctx);
   if (!fn.ok())
     return fn.status();
   auto input = make_input(node, kctx);
   if (!input.ok())
     return input.status();
+  if (parallelism > 1)
+    return make_parallel_interleave(std::move(*input), std::move(*fn), cycle_length, block_length,
+                                    parallelism, node->bool_attr("deterministic"),
+                                    kctx.executor_group(), kctx.stop());
   return IteratorPtr(std::make_unique<InterleaveIterator>(std::move(*input), std::move(*fn),
                                                           cycle_length, block_length, kctx.stop()));
 }

@@ -152,16 +152,9 @@ std::string file_compression(const std::optional<std::string>& type, const char*
 Dataset interleave(const Dataset& d, FunctionRef fn, std::optional<int64_t> cycle_length,
                    std::optional<int64_t> block_length, std::optional<int64_t> num_parallel_calls,
                    std::optional<bool> deterministic) {
-  // The kernel reads its cycle on one thread: num_parallel_calls > 1 would be a request it does
-  // not carry out. Its order is deterministic=True's, which deterministic=False allows too
-  // (tf.data: "allowed to yield elements out of order").
-  (void)deterministic;
-  if (num_parallel_calls && *num_parallel_calls != 1)
-    fail(invalid_argument("interleave: `num_parallel_calls` must be None or 1 (conveyor's "
-                          "interleave reads its cycle sequentially; parallelize the map inside it "
-                          "or add workers), got " +
-                          std::to_string(*num_parallel_calls)));
-  return d.interleave(std::move(fn), cycle_length.value_or(kAutotune), block_length.value_or(1));
+  // tf.data: None reads the cycle sequentially; AUTOTUNE or N > 1 in parallel.
+  return d.interleave(std::move(fn), cycle_length.value_or(kAutotune), block_length.value_or(1),
+                      num_parallel_calls.value_or(1), deterministic.value_or(true));
 }
 
 // features: (name, dtype name, var_len, shape, default or None) in output order.

@@ -188,15 +188,20 @@ def test_ignore_errors_skips_records_that_fail(target):
 
 def test_interleave_options(target):
     base = conveyor.Dataset.range(1, 5)
-    ds = base.interleave("range_fn", cycle_length=2, block_length=2, num_parallel_calls=1,
-                         deterministic=False)
+    ds = base.interleave("range_fn", cycle_length=2, block_length=2)
     assert ds == conveyor.Dataset.from_text(
         "range(1, 5).interleave(range_fn, cycle_length=2, block_length=2)")
     expected = [0, 0, 1, 0, 1, 2, 0, 1, 2, 3]
     assert [int(x) for x in read(target, ds)] == expected
     assert base.interleave("range_fn") == base.interleave("range_fn", block_length=None,
                                                           num_parallel_calls=None)
-    with pytest.raises(ValueError, match="`num_parallel_calls` must be None or 1"):
-        base.interleave("range_fn", num_parallel_calls=4)
-    with pytest.raises(ValueError, match="`num_parallel_calls` must be None or 1"):
-        base.interleave("range_fn", num_parallel_calls=conveyor.AUTOTUNE)
+    # In parallel: the same order (deterministic), or the same elements (deterministic=False).
+    par = base.interleave("range_fn", cycle_length=2, block_length=2, num_parallel_calls=3)
+    assert par == conveyor.Dataset.from_text(
+        "range(1, 5).interleave(range_fn, cycle_length=2, block_length=2, num_parallel_calls=3)")
+    assert [int(x) for x in read(target, par)] == expected
+    loose = base.interleave("range_fn", cycle_length=2, block_length=2,
+                            num_parallel_calls=conveyor.AUTOTUNE, deterministic=False)
+    assert sorted(int(x) for x in read(target, loose)) == sorted(expected)
+    with pytest.raises(ValueError, match="`num_parallel_calls` must be positive or AUTOTUNE"):
+        read(target, base.interleave("range_fn", num_parallel_calls=0))
