@@ -9,14 +9,11 @@
 #include "conveyor/version.hpp"
 #include "messages/protocol.hpp"
 #include "test/integration/cluster.hpp"
+#include "test/support/text.hpp"
 
 using namespace conveyor::testing;
 
 namespace {
-
-bool contains(const std::string& text, const std::string& needle) {
-  return text.find(needle) != std::string::npos;
-}
 
 // Runs a command that must fail on its arguments: exit code 2 and `needle` in stderr.
 void check_bad_arguments(std::vector<std::string> args, const std::string& needle) {

@@ -18,15 +18,12 @@
 #include "test/integration/cluster.hpp"
 #include "test/integration/node_http.hpp"
 #include "test/support/free_port.hpp"
+#include "test/support/text.hpp"
 
 using namespace conveyor::testing;
 namespace fs = std::filesystem;
 
 namespace {
-
-bool contains(const std::string& text, const std::string& needle) {
-  return text.find(needle) != std::string::npos;
-}
 
 // Polls GET path until it answers `code` (bounded by `limit`).
 HttpReply wait_code(uint16_t port, const std::string& path, int code, Millis limit) {

@@ -13,15 +13,12 @@
 #include "test/integration/cluster.hpp"
 #include "test/support/http_server.hpp"
 #include "test/support/pki.hpp"
+#include "test/support/text.hpp"
 
 using namespace conveyor;
 using namespace conveyor::testing;
 
 namespace {
-
-bool contains(const std::string& text, const std::string& needle) {
-  return text.find(needle) != std::string::npos;
-}
 
 struct Objects {
   std::string dir;

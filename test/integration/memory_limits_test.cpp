@@ -14,15 +14,13 @@
 #include <vector>
 
 #include "test/integration/cluster.hpp"
+#include "test/support/text.hpp"
 
 using conveyor::testing::Cluster;
+using conveyor::testing::contains;
 using conveyor::testing::Millis;
 
 namespace {
-
-bool contains(const std::string& text, const std::string& needle) {
-  return text.find(needle) != std::string::npos;
-}
 
 // A /proc/PID/status size field ("VmHWM:   123456 kB"), in bytes; -1 if it cannot be read.
 int64_t status_bytes(pid_t pid, const std::string& field) {

@@ -13,8 +13,10 @@
 #include <vector>
 
 #include "test/integration/cluster.hpp"
+#include "test/support/text.hpp"
 
 using conveyor::testing::Cluster;
+using conveyor::testing::contains;
 using conveyor::testing::Millis;
 
 namespace {
@@ -36,10 +38,6 @@ std::string port_of(conveyor::testing::ChildProcess& worker) {
   auto port = worker.wait_listening(Millis{5000});
   REQUIRE_MESSAGE(port.ok(), port.status().to_string());
   return std::to_string(*port);
-}
-
-bool contains(const std::string& text, const std::string& needle) {
-  return text.find(needle) != std::string::npos;
 }
 
 // Whether one line of `text` holds both `a` and `b`.

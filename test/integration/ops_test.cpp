@@ -14,14 +14,11 @@
 #include "test/integration/cluster.hpp"
 #include "test/integration/node_http.hpp"
 #include "test/support/free_port.hpp"
+#include "test/support/text.hpp"
 
 using namespace conveyor::testing;
 
 namespace {
-
-bool contains(const std::string& text, const std::string& needle) {
-  return text.find(needle) != std::string::npos;
-}
 
 // GET http://127.0.0.1:port/path; returns the body ("" on any failure, with `error` set).
 std::string http_get(uint16_t port, const std::string& path, std::string& error) {

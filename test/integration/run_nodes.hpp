@@ -11,12 +11,9 @@
 #include <vector>
 
 #include "test/integration/cluster.hpp"
+#include "test/support/text.hpp"
 
 namespace conveyor::testing {
-
-inline bool contains(const std::string& text, const std::string& needle) {
-  return text.find(needle) != std::string::npos;
-}
 
 // Every "pid N" in the output: the topology lines ("  worker-1    127.0.0.1:4242   pid 123")
 // and the workers run starts later.

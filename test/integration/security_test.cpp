@@ -14,14 +14,11 @@
 
 #include "test/integration/cluster.hpp"
 #include "test/support/pki.hpp"
+#include "test/support/text.hpp"
 
 using namespace conveyor::testing;
 
 namespace {
-
-bool contains(const std::string& text, const std::string& needle) {
-  return text.find(needle) != std::string::npos;
-}
 
 std::vector<std::string> operator+(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());

@@ -11,14 +11,11 @@
 #include <doctest/doctest.h>
 
 #include "test/integration/cluster.hpp"
+#include "test/support/text.hpp"
 
 using namespace conveyor::testing;
 
 namespace {
-
-bool contains(const std::string& text, const std::string& needle) {
-  return text.find(needle) != std::string::npos;
-}
 
 // The measured share of `tenant` in `conveyor bench fairness --weights` output, or -1.
 double measured_share(const std::string& out, const std::string& tenant) {

@@ -6,6 +6,7 @@
 
 #include "test/integration/cluster.hpp"
 #include "test/integration/stranger.hpp"
+#include "test/support/text.hpp"
 
 using namespace conveyor;
 using namespace conveyor::testing;
@@ -13,10 +14,6 @@ using namespace conveyor::testing;
 namespace {
 
 constexpr const char* kSecret = "w0rker-s3cret-for-tests";
-
-bool contains(const std::string& text, const std::string& needle) {
-  return text.find(needle) != std::string::npos;
-}
 
 } // namespace
 

@@ -7,14 +7,11 @@
 #include <doctest/doctest.h>
 
 #include "test/support/child_process.hpp"
+#include "test/support/text.hpp"
 
 using namespace conveyor::testing;
 
 namespace {
-
-bool contains(const std::string& text, const std::string& needle) {
-  return text.find(needle) != std::string::npos;
-}
 
 CommandResult run_sim(std::vector<std::string> args, const std::string& name) {
   args.insert(args.begin(), CONVEYOR_BINARY_DIR "/conveyor-sim");

@@ -10,6 +10,7 @@
 #include <map>
 
 #include "dispatcher/journal.hpp"
+#include "test/support/text.hpp"
 #include "test/unit/journal/journal_files.hpp"
 #include "test/unit/sharding/temp_dir.hpp"
 
@@ -42,10 +43,6 @@ std::map<std::string, std::string> dir_contents(const std::string& dir) {
   for (const auto& e : fs::directory_iterator(dir))
     out[e.path().filename().string()] = read_bytes(e.path().string());
   return out;
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
 }
 
 // A work dir holding `records` (after an optional compaction of the first `compacted`).

@@ -6,14 +6,12 @@
 #include "pipeline/graph/text_form.hpp"
 #include "pipeline/io/csv.hpp"
 #include "pipeline/sharding/split_provider.hpp"
+#include "test/support/text.hpp"
 
 using namespace conveyor;
+using conveyor::testing::contains;
 
 namespace {
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 Dataset csv_of(const std::string& file, std::vector<std::string> types, bool header = false,
                std::vector<int64_t> select = {}, Element defaults = {}, std::string delim = ",",

@@ -11,15 +11,13 @@
 #include "pipeline/io/tfrecord.hpp"
 #include "pipeline/sharding/split_provider.hpp"
 #include "test/support/http_server.hpp"
+#include "test/support/text.hpp"
 
 using namespace conveyor;
+using conveyor::testing::contains;
 using conveyor::testing::HttpTestServer;
 
 namespace {
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 // Sets the process's HTTP options for one test (fast retries, small ranges), restores them after.
 class ScopedHttpOptions {
