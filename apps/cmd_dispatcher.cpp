@@ -8,6 +8,7 @@
 #include "apps/http_flags.hpp"
 #include "apps/subcommand.hpp"
 #include "node/log.hpp"
+#include "pipeline/runtime/tenant.hpp"
 #include "conveyor/server.hpp"
 
 namespace conveyor::apps {
@@ -78,7 +79,13 @@ int run_dispatcher(const std::vector<std::string>& args) {
       ("max-workers", po::value<int64_t>()->default_value(defaults.max_workers)->value_name("N"),
        "with --scale-command: never scale above N workers")
       ("scale-cooldown-ms", po::value(&scale_cooldown_ms)->default_value(defaults.scale_cooldown.count())->value_name("MS"),
-       "with --scale-command: wait this long after a change before deciding again");
+       "with --scale-command: wait this long after a change before deciding again")
+      ("tenant-max-workers", po::value<std::string>()->value_name("TENANT=N,..."),
+       "cap the workers a tenant's jobs may have tasks on together (N >= 1); its other workers "
+       "serve other tenants. Tenants not named have no cap")
+      ("tenant-max-buffer-bytes", po::value<std::string>()->value_name("TENANT=BYTES,..."),
+       "cap the bytes a tenant's tasks may buffer on each worker together (BYTES >= 1); at the "
+       "cap they stop producing until consumers take some (backpressure: nothing is dropped)");
   // clang-format on
   po::options_description hidden;
   // clang-format off
@@ -153,6 +160,14 @@ int run_dispatcher(const std::vector<std::string>& args) {
         return report_status(kInfo.name, invalid_argument(std::string{"`--"} + flag +
                                                           "` is used only with `--scale-command`"));
   }
+  for (auto [flag, caps] : {std::pair{"tenant-max-workers", &config.tenant_max_workers},
+                            std::pair{"tenant-max-buffer-bytes", &config.tenant_max_buffer_bytes}})
+    if (vm.count(flag)) {
+      auto parsed = parse_tenant_caps(vm[flag].as<std::string>(), std::string{"--"} + flag);
+      if (!parsed.ok())
+        return report_status(kInfo.name, parsed.status());
+      *caps = std::move(parsed).value();
+    }
   if (vm.count("allow-path"))
     config.allowed_paths = vm["allow-path"].as<std::vector<std::string>>();
   if (vm.count("snapshot-reuse"))

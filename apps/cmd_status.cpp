@@ -50,6 +50,31 @@ double share(int64_t ns, int64_t elapsed_ns) {
   return elapsed_ns > 0 ? static_cast<double>(ns) / static_cast<double>(elapsed_ns) : 0.0;
 }
 
+// Each tenant's caps (0 = none), the workers its tasks are on and what they buffer.
+std::string tenants_json(const std::vector<msg::tenant_status>& tenants) {
+  std::string o = "[";
+  for (std::size_t i = 0; i < tenants.size(); ++i) {
+    const auto& t = tenants[i];
+    o += std::string{i ? "," : ""} + "{\"tenant\":" + json_string(t.tenant) +
+         ",\"max_workers\":" + std::to_string(t.max_workers) +
+         ",\"workers\":" + std::to_string(t.workers) +
+         ",\"max_buffer_bytes\":" + std::to_string(t.max_buffer_bytes) +
+         ",\"buffered_bytes\":" + std::to_string(t.buffered_bytes) + "}";
+  }
+  return o + "]";
+}
+
+void print_tenants(const std::vector<msg::tenant_status>& tenants) {
+  std::printf("\ntenants: %zu\n", tenants.size());
+  if (!tenants.empty())
+    std::printf("  %-20s %-8s %-10s %-16s %s\n", "TENANT", "WORKERS", "MAX", "BUFFERED",
+                "MAX/WORKER");
+  for (const auto& t : tenants)
+    std::printf("  %-20s %-8" PRId64 " %-10s %-16" PRId64 " %s\n", t.tenant.c_str(), t.workers,
+                t.max_workers > 0 ? std::to_string(t.max_workers).c_str() : "-", t.buffered_bytes,
+                t.max_buffer_bytes > 0 ? std::to_string(t.max_buffer_bytes).c_str() : "-");
+}
+
 std::string to_json(const msg::cluster_status& s) {
   std::string o = "{\"dispatcher\":" + json_string(s.dispatcher) +
                   ",\"protocol_version\":" + std::to_string(s.protocol_version) +
@@ -68,7 +93,9 @@ std::string to_json(const msg::cluster_status& s) {
       o += std::string{t ? "," : ""} + "{\"tenant\":" + json_string(w.tenants[t].tenant) +
            ",\"weight\":" + std::to_string(w.tenants[t].weight) +
            ",\"thread_seconds\":" + num(w.tenants[t].thread_seconds) +
-           ",\"share\":" + num(shares[t]) + "}";
+           ",\"share\":" + num(shares[t]) +
+           ",\"buffered_bytes\":" + std::to_string(w.tenants[t].buffered_bytes) +
+           ",\"max_buffer_bytes\":" + std::to_string(w.tenants[t].max_buffer_bytes) + "}";
     o += "]}";
   }
   o += "],\"datasets\":[";
@@ -109,7 +136,8 @@ std::string to_json(const msg::cluster_status& s) {
   return o + "],\"desired_workers\":" + std::to_string(s.desired_workers) +
          ",\"autoscale_target\":" + std::to_string(s.autoscale_target) +
          ",\"scale_commands\":" + std::to_string(s.scale_commands) +
-         ",\"scale_command_failures\":" + std::to_string(s.scale_command_failures) + "}";
+         ",\"scale_command_failures\":" + std::to_string(s.scale_command_failures) +
+         ",\"tenants\":" + tenants_json(s.tenants) + "}";
 }
 
 void print_table(const msg::cluster_status& s) {
@@ -177,6 +205,7 @@ void print_table(const msg::cluster_status& s) {
                   "the last interval\n",
                   j.desired_workers, 100 * j.recent_worker_wait);
   }
+  print_tenants(s.tenants);
   std::printf("\nworkers needed: %s", s.desired_workers < 0 ? "not estimated yet"
                                       : s.desired_workers == 0
                                         ? "0 (no job has readers)"

@@ -34,6 +34,7 @@
 #include "messages/dispatcher_consumer.hpp"
 #include "messages/type_ids.hpp"
 #include "pipeline/io/path_policy.hpp"
+#include "pipeline/runtime/tenant.hpp"
 
 namespace conveyor::actors {
 
@@ -72,6 +73,10 @@ struct DispatcherStart {
   caf::timespan autoscale_interval{0};
   AutoscaleConfig autoscale;
   std::string scale_command;
+  // Per-tenant caps (dispatcher/tenant_caps.hpp, worker/tenant_buffers.hpp): the workers a
+  // tenant's jobs may have tasks on, and the bytes its tasks may buffer on each worker.
+  TenantCaps tenant_max_workers;
+  TenantCaps tenant_max_buffer_bytes;
 };
 
 using dispatcher_full_actor =

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "dispatcher/dispatcher_actor_state.hpp"
+#include "dispatcher/tenant_caps.hpp"
 #include "messages/all.hpp"
 #include "node/log.hpp"
 
@@ -81,11 +82,14 @@ void estimate_if_due(self_ptr self) {
     if (--*pending == 0)
       conclude(self, *counters);
   };
-  for (const auto& [id, job] : st.jobs)
+  for (const auto& [id, job] : st.jobs) {
+    const auto* entry = st.cluster.job(id);
+    const int64_t cap = entry ? cap_of(st.start.tenant_max_workers, entry->tenant) : 0;
     self->request(job, std::chrono::seconds(2), msg::get_job_status{})
       .then(
-        [counters, one_done](msg::job_status& js) {
+        [counters, one_done, cap](msg::job_status& js) {
           JobCounters c;
+          c.max_workers = cap;
           c.job = js.id;
           c.finished = js.finished;
           c.consumers = js.consumers;
@@ -99,6 +103,7 @@ void estimate_if_due(self_ptr self) {
         },
         // A job that does not answer is left out of this estimate (it is asked again next time).
         [one_done](caf::error&) { one_done(); });
+  }
 }
 
 void add_estimates(const dispatcher_actor_state& st, msg::cluster_status& status) {

@@ -28,6 +28,7 @@
 #include "pipeline/sharding/sharding.hpp"
 #include "pipeline/sharding/split_provider.hpp"
 #include "pipeline/runtime/tenant.hpp"
+#include "dispatcher/tenant_caps.hpp"
 
 namespace conveyor::actors::dispatcher_detail {
 
@@ -90,6 +91,8 @@ void create_task(self_ptr self, msg::job_id_t job, msg::worker_id_t worker) {
   for (const auto* t : st.cluster.tasks_of_worker(worker))
     if (t->job == job)
       return; // it has one
+  if (!may_place(st.cluster, st.start.tenant_max_workers, job_entry->tenant, worker))
+    return; // its tenant is at its worker cap (dispatcher/tenant_caps.hpp)
   auto task = st.cluster.next_task_id();
   std::string address = entry->address;
   auto add = task_on_worker(st, task, job_entry->policy, worker, address, w->second);
@@ -107,6 +110,24 @@ void create_tasks_for_live_jobs(self_ptr self, msg::worker_id_t worker) {
     jobs.push_back(job->id);
   for (auto job : jobs)
     create_task(self, job, worker);
+}
+
+// Jobs of tenants with a worker cap get tasks on other workers up to the cap (after one of
+// theirs was removed): their other workers serve other tenants until then.
+void place_capped_jobs(self_ptr self) {
+  auto& st = self->state;
+  if (st.start.tenant_max_workers.empty())
+    return;
+  std::vector<std::pair<msg::job_id_t, std::string>> jobs;
+  for (const auto* job : st.cluster.unfinished_jobs())
+    if (cap_of(st.start.tenant_max_workers, job->tenant) > 0)
+      jobs.emplace_back(job->id, job->tenant);
+  std::vector<msg::worker_id_t> live;
+  for (const auto& [wid, w] : st.workers)
+    live.push_back(wid);
+  for (const auto& [job, tenant] : jobs)
+    for (auto wid : placement_order(st.cluster, tenant, live))
+      create_task(self, job, wid);
 }
 
 // What a consumer learns about a job: its handle while its actor runs.
@@ -178,6 +199,7 @@ Expected<JobStart> job_start(self_ptr self, const JobEntry& entry) {
   js.cross_trainer_cache = entry.cross_trainer_cache;
   js.tenant = entry.tenant;
   js.tenant_weight = entry.tenant_weight;
+  js.tenant_max_buffer_bytes = cap_of(st.start.tenant_max_buffer_bytes, entry.tenant);
   js.compression = dataset->compression;
   js.dispatcher = caf::actor_cast<msg::job_report_actor>(self);
   js.request_timeout = st.start.request_timeout;
@@ -341,6 +363,15 @@ caf::error check_definition(self_ptr self, const msg::get_or_create_job& req,
         std::string{"sharding policy "} + to_string(req.policy) +
           " needs a fixed list of workers: start the dispatcher with --worker-addresses "
           "HOST:PORT,... (DispatcherConfig::worker_addresses)");
+    // Static sharding needs a task on every listed worker: a worker cap below the list would
+    // leave shards unread for good.
+    if (auto cap = cap_of(st.start.tenant_max_workers, req.tenant); cap > 0 && cap < n)
+      return msg::make_error(
+        ErrorCode::failed_precondition,
+        std::string{"sharding policy "} + to_string(req.policy) + " needs a task on each of the " +
+          std::to_string(n) + " listed workers, but tenant \"" + req.tenant +
+          "\" may use at most " + std::to_string(cap) +
+          " (--tenant-max-workers): use OFF or DYNAMIC sharding, or raise the cap");
     // What the rewrite can check here (a FILE policy on a source that reads no files, fewer
     // listed files than workers) fails the job now instead of every task later.
     if (auto sharded = apply_sharding(definition, req.policy, n, 0, st.start.paths.get());
@@ -459,7 +490,7 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
   std::vector<msg::worker_id_t> workers;
   for (const auto& [wid, w] : st.workers)
     workers.push_back(wid);
-  for (auto wid : workers)
+  for (auto wid : placement_order(st.cluster, req.tenant, std::move(workers)))
     create_task(self, id, wid);
   return job_info_of(self, id);
 }

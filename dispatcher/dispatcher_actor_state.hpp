@@ -86,6 +86,7 @@ void compact_if_due(self_ptr self);
 
 // dispatcher_actor_jobs.cpp
 void create_tasks_for_live_jobs(self_ptr self, msg::worker_id_t worker);
+void place_capped_jobs(self_ptr self);
 msg::add_task task_on_worker(const dispatcher_actor_state& st, msg::task_id_t task,
                              ShardingPolicy policy, msg::worker_id_t worker,
                              const std::string& address, const LiveWorker& live);

@@ -19,6 +19,7 @@
 #include "dispatcher/dispatcher_state.hpp"
 #include "dispatcher/job_actor.hpp"
 #include "dispatcher/journal.hpp"
+#include "dispatcher/tenant_caps.hpp"
 #include "net/local_sender.hpp"
 #include "net/node_key.hpp"
 #include "node/log.hpp"
@@ -47,6 +48,33 @@ const msg::dataset_status& dataset_facts(self_ptr self, const DatasetEntry& d) {
     s.cardinality = ds->cardinality();
   }
   return facts.emplace(d.id, std::move(s)).first->second;
+}
+
+// Every tenant with a cap or an unfinished job: its caps, the workers its tasks are on, and
+// what its tasks buffer on the live workers (their last heartbeats).
+std::vector<msg::tenant_status> tenant_statuses(const dispatcher_actor_state& st) {
+  std::map<std::string, msg::tenant_status> out;
+  auto entry = [&](const std::string& tenant) -> msg::tenant_status& {
+    auto& t = out[tenant];
+    t.tenant = tenant;
+    return t;
+  };
+  for (const auto& [tenant, cap] : st.start.tenant_max_workers)
+    entry(tenant).max_workers = cap;
+  for (const auto& [tenant, cap] : st.start.tenant_max_buffer_bytes)
+    entry(tenant).max_buffer_bytes = cap;
+  for (const auto* job : st.cluster.unfinished_jobs())
+    (void)entry(job->tenant);
+  for (auto& [tenant, t] : out)
+    t.workers = static_cast<int64_t>(tenant_workers(st.cluster, tenant).size());
+  for (const auto& [id, w] : st.workers)
+    for (const auto& u : w.tenants)
+      if (auto t = out.find(u.tenant); t != out.end())
+        t->second.buffered_bytes += u.buffered_bytes;
+  std::vector<msg::tenant_status> list;
+  for (auto& [tenant, t] : out)
+    list.push_back(std::move(t));
+  return list;
 }
 
 caf::result<msg::cluster_status> get_status(self_ptr self, const msg::get_status& req) {
@@ -95,6 +123,7 @@ caf::result<msg::cluster_status> get_status(self_ptr self, const msg::get_status
       status->datasets.push_back(facts);
   }
   add_estimates(st, *status);
+  status->tenants = tenant_statuses(st);
   if (req.include_jobs)
     for (const auto& js : st.finished_jobs)
       status->jobs.push_back(js);

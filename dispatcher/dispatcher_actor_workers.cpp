@@ -54,6 +54,7 @@ void remove_worker(self_ptr self, msg::worker_id_t id, const std::string& reason
   }
   log::info(kLog,
             "worker " + address + " removed (worker " + std::to_string(id) + ", " + reason + ")");
+  place_capped_jobs(self); // a capped tenant that used it may take another worker
 }
 
 // Ops in a dataset graph (shared inputs counted once).

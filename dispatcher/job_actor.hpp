@@ -32,6 +32,8 @@ struct JobStart {
     msg::CacheSharing::none;      // tasks serve trainers from a cache
   std::string tenant = "default"; // the tasks' share of the workers' threads (task_def)
   int64_t tenant_weight = 1;
+  // The bytes its tenant's tasks may buffer on each worker (--tenant-max-buffer-bytes; 0 = none).
+  int64_t tenant_max_buffer_bytes = 0;
   std::shared_ptr<JobCore> core; // the job's bookkeeping (DYNAMIC: with its split provider)
   msg::job_report_actor dispatcher;
   caf::actor creator; // the consumer that created the job: gone before anyone joined -> release

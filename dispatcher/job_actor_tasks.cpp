@@ -105,6 +105,7 @@ void assign(self_ptr self, const msg::add_task& add) {
   def.cross_trainer_cache = st.start.cross_trainer_cache;
   def.tenant = st.start.tenant;
   def.tenant_weight = st.start.tenant_weight;
+  def.tenant_max_buffer_bytes = st.start.tenant_max_buffer_bytes;
   def.splits = caf::actor_cast<msg::split_source_actor>(self);
   def.num_workers = add.num_workers;
   def.worker_index = add.worker_index;

@@ -52,10 +52,14 @@ void WorkerEstimator::observe(double now_s, const std::vector<JobCounters>& jobs
     e.wait_share = elapsed > 0 ? std::clamp(waited / elapsed, 0.0, 1.0) : 0.0;
     e.elements_per_s = secs > 0 ? static_cast<double>(c.elements - base.elements) / secs : 0.0;
     e.desired = workers_needed(c.tasks, c.consumers, e.wait_share, tolerated_);
+    if (c.max_workers > 0)
+      e.desired = std::min(e.desired, std::max(c.max_workers, c.tasks));
     total_ = std::max(total_, e.desired);
+    estimates_.push_back(e);
+    if (c.max_workers > 0 && c.tasks >= c.max_workers)
+      continue; // at its cap: more workers would not serve it
     max_wait_ = std::max(max_wait_, e.wait_share);
     demand_ += e.elements_per_s / (1.0 - std::min(e.wait_share, kMaxShare));
-    estimates_.push_back(e);
   }
   last_ = std::move(next);
 }

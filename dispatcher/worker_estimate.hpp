@@ -16,7 +16,9 @@
 // more workers do not shorten them (`conveyor status` shows them next to the estimate).
 //
 // The total is the largest job's need, not the sum: every worker runs a task of every job, so a
-// worker added serves all jobs at once.
+// worker added serves all jobs at once. Except a job of a tenant with a worker cap
+// (--tenant-max-workers): it needs at most its cap, and once it runs on that many workers its
+// wait does not count towards the autoscaler's signal (another worker would not serve it).
 #pragma once
 
 #include <cstdint>
@@ -35,6 +37,8 @@ struct JobCounters {
   int64_t wait_worker_ns = 0; // consumer/wait_stats.hpp's causes, summed over consumers
   int64_t wait_network_ns = 0;
   int64_t elapsed_ns = 0; // consumers' reading time, summed over consumers
+  // Its tenant's worker cap (--tenant-max-workers; 0 = none).
+  int64_t max_workers = 0;
 };
 
 struct JobEstimate {

@@ -49,12 +49,15 @@ struct task_def {
   // The executor share its work runs in (get_or_create_job.tenant, tenant_weight).
   std::string tenant = "default";
   int64_t tenant_weight = 1;
+  // The bytes the tenant's tasks on one worker may buffer together (--tenant-max-buffer-bytes;
+  // 0 = no cap): worker/tenant_buffers.hpp.
+  int64_t tenant_max_buffer_bytes = 0;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, task_def& x) {
   return f(caf::meta::type_name("task_def"), x.task, x.job, x.dataset, x.definition, x.policy,
            x.compression, x.splits, x.num_workers, x.worker_index, x.cross_trainer_cache,
-           x.num_consumers, x.tenant, x.tenant_weight);
+           x.num_consumers, x.tenant, x.tenant_weight, x.tenant_max_buffer_bytes);
 }
 
 // job -> worker

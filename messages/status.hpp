@@ -127,12 +127,14 @@ struct cluster_status {
   int64_t autoscale_target = -1;
   int64_t scale_commands = 0;
   int64_t scale_command_failures = 0;
+  // Every tenant with a cap or a live job, by name.
+  std::vector<tenant_status> tenants;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, cluster_status& x) {
   return f(caf::meta::type_name("cluster_status"), x.dispatcher, x.protocol_version, x.uptime_ms,
            x.workers, x.datasets, x.jobs, x.desired_workers, x.autoscale_target, x.scale_commands,
-           x.scale_command_failures);
+           x.scale_command_failures, x.tenants);
 }
 
 } // namespace conveyor::msg

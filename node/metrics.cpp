@@ -231,6 +231,23 @@ std::vector<Sample> status_samples(const msg::cluster_status& st) {
     sample("conveyor_jobs_running", "jobs whose production has not ended", "gauge", {},
            static_cast<double>(std::count_if(st.jobs.begin(), st.jobs.end(),
                                              [](const auto& j) { return !j.finished; }))));
+  for (const auto& t : st.tenants) { // issue 38: per-tenant caps
+    std::map<std::string, std::string> l{{"tenant", t.tenant}};
+    out.push_back(sample("conveyor_tenant_workers",
+                         "workers holding a task of the tenant's unfinished jobs", "gauge", l,
+                         static_cast<double>(t.workers)));
+    if (t.max_workers > 0)
+      out.push_back(sample("conveyor_tenant_max_workers",
+                           "the tenant's worker cap (--tenant-max-workers)", "gauge", l,
+                           static_cast<double>(t.max_workers)));
+    out.push_back(sample("conveyor_tenant_buffered_bytes",
+                         "bytes the tenant's tasks buffer on the workers (their last heartbeats)",
+                         "gauge", l, static_cast<double>(t.buffered_bytes)));
+    if (t.max_buffer_bytes > 0)
+      out.push_back(sample("conveyor_tenant_max_buffer_bytes",
+                           "the tenant's buffer cap on each worker (--tenant-max-buffer-bytes)",
+                           "gauge", l, static_cast<double>(t.max_buffer_bytes)));
+  }
   for (const auto& w : st.workers) {
     std::map<std::string, std::string> l{{"worker", w.address}};
     out.push_back(sample("conveyor_worker_heartbeat_age_seconds",

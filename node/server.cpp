@@ -36,6 +36,7 @@
 #include "pipeline/functions/functions.hpp"
 #include "pipeline/io/http.hpp"
 #include "pipeline/io/path_policy.hpp"
+#include "pipeline/runtime/tenant.hpp"
 
 namespace conveyor {
 
@@ -255,6 +256,11 @@ Status DispatchServer::start() {
     CONVEYOR_RETURN_IF_ERROR(actors::validate(start.autoscale));
     start.scale_command = config_.scale_command;
   }
+  CONVEYOR_RETURN_IF_ERROR(validate_tenant_caps(config_.tenant_max_workers, "tenant_max_workers"));
+  CONVEYOR_RETURN_IF_ERROR(
+    validate_tenant_caps(config_.tenant_max_buffer_bytes, "tenant_max_buffer_bytes"));
+  start.tenant_max_workers = config_.tenant_max_workers;
+  start.tenant_max_buffer_bytes = config_.tenant_max_buffer_bytes;
   auto paths = confinement(config_.allowed_paths, config_.allow_all_paths, "dispatcher");
   if (!paths.ok())
     return paths.status();

@@ -102,6 +102,9 @@ void start_task(self_ptr self, TaskStart start) {
     // Rounds hand whole elements to consumers: none is pre-encoded into a bulk frame.
     st.start.limits.bulk_min_bytes = std::numeric_limits<std::size_t>::max();
   }
+  if (st.start.tenant_buffers && !st.rounds)
+    st.tenant_slot =
+      st.start.tenant_buffers->join(st.start.def.tenant, st.start.def.tenant_max_buffer_bytes);
   st.runner = std::make_unique<TaskRunner>(st.start.def.policy, st.start.def.compression,
                                            st.start.limits, st.start.first_batch_seq);
   auto dataset = from_binary(st.start.def.definition);

@@ -15,6 +15,7 @@
 #include "net/admission.hpp"
 #include "net/bulk.hpp"
 #include "worker/task_runner.hpp"
+#include "worker/tenant_buffers.hpp"
 #include "messages/dispatcher_worker.hpp"
 #include "pipeline/functions/functions.hpp"
 
@@ -36,6 +37,8 @@ struct TaskStart {
   // The worker's admission gate: get_elements, assign_task and stop_task without its token are
   // refused (get_elements with permission_denied), once per message.
   AdmissionGate gate;
+  // The worker's per-tenant buffer accounting (null: none, e.g. a test's lone task).
+  std::shared_ptr<TenantBuffers> tenant_buffers;
 };
 
 struct ExecutorActors; // worker/executor_scheduled.hpp

@@ -22,6 +22,14 @@ void schedule_produce(self_ptr self) {
   if (st.produce_scheduled || st.waiting_for_split || !st.runner || st.runner->ended() ||
       st.runner->failed() || st.runner->buffer_full() || st.runner->retired())
     return;
+  if (st.held_by_tenant()) { // backpressure: look again once consumers may have taken some
+    const auto now = self->clock().now();
+    if (now >= st.tenant_poll_at) {
+      st.tenant_poll_at = now + kTenantPoll;
+      self->delayed_send(self, kTenantPoll, msg::produce_atom_v);
+    }
+    return;
+  }
   st.produce_scheduled = true;
   self->send(self, msg::produce_atom_v);
 }
@@ -109,8 +117,8 @@ bool answer(self_ptr self, const msg::get_elements& req, Deliver&& deliver, Fail
         st.stats->delivered_elements.fetch_add(batch->num_elements, std::memory_order_relaxed);
       st.stats->delivered_bytes.fetch_add(static_cast<int64_t>(batch->payload.size()) + frame_bytes,
                                           std::memory_order_relaxed);
-      st.update_stats();
     }
+    st.update_stats();
     deliver(std::move(*batch));
     schedule_produce(self); // taking made room in the buffer
     return true;
@@ -317,6 +325,13 @@ void on_produce(self_ptr self) {
   st.produce_scheduled = false;
   if (!st.runner)
     return;
+  if (st.held_by_tenant()) {
+    schedule_produce(self); // (the poll)
+    return;
+  }
+  // A capped tenant's task stops within the step as soon as its tenant reaches the cap.
+  TenantBuffers::Slot* capped =
+    st.tenant_slot && st.tenant_slot->capped() ? st.tenant_slot.get() : nullptr;
   const auto start = self->clock().now();
   const auto deadline = start + st.start.step_time;
   // Asking the clock after every element cost ~4% of an 8-byte element's time: while 16 more
@@ -324,6 +339,11 @@ void on_produce(self_ptr self) {
   int64_t elements = 0, skip = 0;
   auto step = st.runner->produce([&] {
     ++elements;
+    if (capped) {
+      capped->set(st.runner->buffered_bytes());
+      if (capped->held_back())
+        return true;
+    }
     if (skip > 0) {
       --skip;
       return false;

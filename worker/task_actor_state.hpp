@@ -26,6 +26,8 @@
 namespace conveyor::actors::task_detail {
 
 inline constexpr const char* kLog = "worker";
+// How often a task its tenant's buffer cap holds back looks again (task_state::tenant_poll_at).
+inline constexpr auto kTenantPoll = std::chrono::milliseconds(5);
 
 // stop_task: the worker ends the task (its job was released); the task quits itself so that
 // its link to the worker reports the exit (see worker_actor.cpp, stop).
@@ -79,7 +81,19 @@ struct task_state {
   std::shared_ptr<metrics::TaskStats> stats;
   std::chrono::steady_clock::time_point split_asked{};
 
+  // Its part of its tenant's buffered bytes on this worker (worker/tenant_buffers.hpp; null
+  // for coordinated reads: a round needs every consumer's element at once, so a cap could
+  // stop a round half made for good).
+  std::unique_ptr<TenantBuffers::Slot> tenant_slot;
+  // A task its tenant's cap holds back looks again at this time (a poll: the bytes that hold
+  // it back may be taken from another task's buffer, which cannot send it a message this
+  // actor would accept, see net/local_sender.hpp).
+  caf::actor_clock::time_point tenant_poll_at{};
+  bool held_by_tenant() const { return tenant_slot && tenant_slot->held_back(); }
+
   void update_stats() {
+    if (tenant_slot && runner)
+      tenant_slot->set(runner->buffered_bytes());
     if (!stats || !runner)
       return;
     stats->produced_elements.store(runner->produced(), std::memory_order_relaxed);

@@ -1,5 +1,6 @@
 #include "worker/worker_actor.hpp"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -44,6 +45,8 @@ struct worker_state {
   // pipeline that returns no element handles no message until the pipeline sees the flag.
   std::map<msg::task_id_t, std::shared_ptr<std::atomic<bool>>> stop_flags;
   uint64_t tasks_spawned = 0; // numbers their batches apart (TaskStart::first_batch_seq)
+  // What its tasks buffer per tenant, against the tenants' caps (--tenant-max-buffer-bytes).
+  std::shared_ptr<TenantBuffers> tenant_buffers = std::make_shared<TenantBuffers>();
   bool draining = false;
   std::vector<caf::typed_response_promise<bool>> drain_promises;
   // Reconnection: when start() began, the next allowed attempt and its backoff.
@@ -236,12 +239,21 @@ void check_claims(self_ptr self) {
     }
 }
 
-// The executor's thread time per tenant, when the tasks run on it (not in the simulator).
+// The executor's thread time per tenant, when the tasks run on it (not in the simulator), and
+// what the tenants' tasks here buffer against their caps.
 std::vector<msg::tenant_usage> tenant_usage(const worker_state& st) {
   std::vector<msg::tenant_usage> out;
   if (st.start.task_executor)
     for (const auto& u : Executor::shared().tenant_usage())
       out.push_back(msg::tenant_usage{u.tenant, u.weight, u.thread_seconds});
+  for (const auto& b : st.tenant_buffers->usage()) {
+    auto it =
+      std::find_if(out.begin(), out.end(), [&](const auto& u) { return u.tenant == b.tenant; });
+    if (it == out.end())
+      it = out.insert(out.end(), msg::tenant_usage{b.tenant, 1, 0});
+    it->buffered_bytes = b.bytes;
+    it->max_buffer_bytes = b.cap;
+  }
   return out;
 }
 
@@ -416,6 +428,7 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
           ts.bulk = st.start.bulk;
           ts.gate = st.gate;
           ts.first_batch_seq = (++st.tasks_spawned << 40) + 1;
+          ts.tenant_buffers = st.tenant_buffers;
           ts.limits.stop = std::make_shared<std::atomic<bool>>(false);
           st.stop_flags[id] = ts.limits.stop;
           auto handle = spawn_task(self, std::move(ts), st.start.task_executor);

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -92,6 +93,13 @@ struct DispatcherConfig {
   int64_t min_workers = 1;
   int64_t max_workers = 64;
   std::chrono::milliseconds scale_cooldown{30000};
+  // Per-tenant caps (docs/OPERATIONS.md "Tenant caps"), tenant -> a positive number; a tenant not
+  // named has none. tenant_max_workers: the workers a tenant's jobs may have tasks on together
+  // (its other workers serve other tenants). tenant_max_buffer_bytes: the bytes a tenant's tasks
+  // may buffer on each worker together; at the cap they stop producing until consumers take
+  // some (backpressure, nothing is dropped).
+  std::map<std::string, int64_t> tenant_max_workers;
+  std::map<std::string, int64_t> tenant_max_buffer_bytes;
   NetworkConfig network;
   GuardConfig guard;
 };

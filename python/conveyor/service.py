@@ -13,7 +13,7 @@ import numbers
 import os
 import threading
 import weakref
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 from . import _conveyor
 from .trainer import TrainerOps
@@ -32,7 +32,9 @@ class DispatcherConfig:
     (none: such jobs are refused, as `conveyor dispatcher` without --allow-path).
     ``snapshot_reuse``: directories of finished snapshots (``conveyor.save``) a registered dataset
     of the same fingerprint is read from instead of running (as `--snapshot-reuse`; each must
-    lie under ``allowed_paths``)."""
+    lie under ``allowed_paths``). ``tenant_max_workers`` and ``tenant_max_buffer_bytes``: per-tenant
+    caps, {tenant: n} (as `--tenant-max-workers` and `--tenant-max-buffer-bytes`; ValueError
+    naming the field for a bad tenant or a cap below 1)."""
 
     port: int = 0
     bind_host: str = "127.0.0.1"
@@ -42,6 +44,8 @@ class DispatcherConfig:
     range_split_size: int = 64
     allowed_paths: Sequence[str] = ()
     snapshot_reuse: Sequence[str] = ()
+    tenant_max_workers: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    tenant_max_buffer_bytes: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -133,7 +137,9 @@ class DispatchServer(_Server):
             port=c.port, bind_host=c.bind_host, work_dir=c.work_dir or "",
             worker_timeout_ms=c.worker_timeout_ms, job_gc_timeout_ms=c.job_gc_timeout_ms,
             range_split_size=c.range_split_size, allowed_paths=list(c.allowed_paths),
-            snapshot_reuse=list(c.snapshot_reuse))
+            snapshot_reuse=list(c.snapshot_reuse),
+            tenant_max_workers=dict(c.tenant_max_workers),
+            tenant_max_buffer_bytes=dict(c.tenant_max_buffer_bytes))
         super().__init__(impl, start)
 
     @property

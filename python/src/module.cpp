@@ -669,8 +669,12 @@ PYBIND11_MODULE(_conveyor, m) {
     .def(
       py::init([](uint16_t port, std::string bind_host, std::string work_dir,
                   int64_t worker_timeout_ms, int64_t job_gc_timeout_ms, int64_t range_split_size,
-                  std::vector<std::string> allowed_paths, std::vector<std::string> snapshot_reuse) {
+                  std::vector<std::string> allowed_paths, std::vector<std::string> snapshot_reuse,
+                  std::map<std::string, int64_t> tenant_max_workers,
+                  std::map<std::string, int64_t> tenant_max_buffer_bytes) {
         DispatcherConfig c;
+        c.tenant_max_workers = std::move(tenant_max_workers); // checked by start(): ValueError
+        c.tenant_max_buffer_bytes = std::move(tenant_max_buffer_bytes);
         c.port = port;
         c.bind_host = std::move(bind_host);
         c.work_dir = std::move(work_dir);
@@ -683,7 +687,7 @@ PYBIND11_MODULE(_conveyor, m) {
       }),
       py::arg("port"), py::arg("bind_host"), py::arg("work_dir"), py::arg("worker_timeout_ms"),
       py::arg("job_gc_timeout_ms"), py::arg("range_split_size"), py::arg("allowed_paths"),
-      py::arg("snapshot_reuse"))
+      py::arg("snapshot_reuse"), py::arg("tenant_max_workers"), py::arg("tenant_max_buffer_bytes"))
     .def_property_readonly("bound_port", [](const PyDispatchServer& s) { return s.bound_port(); })
     .def_property_readonly("target", [](const PyDispatchServer& s) { return s.target(); });
 

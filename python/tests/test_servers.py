@@ -82,3 +82,22 @@ def test_worker_tags_reach_the_dispatcher_and_bad_tags_are_refused():
             assert "COLOCATED,zone-a" in status.stdout
         with pytest.raises(ValueError, match="worker_tags"):
             conveyor.WorkerServer(dispatcher_address=d, worker_tags=["a\tb"])
+
+
+def test_tenant_caps_cap_a_tenants_workers_and_bad_caps_are_refused():
+    # tenant_max_workers={"small": 1}: an OFF ("parallel_epochs") job of "small" runs on one of
+    # the two workers, so it reads the dataset once; another tenant's job reads it on both.
+    config = conveyor.DispatcherConfig(tenant_max_workers={"small": 1},
+                                       tenant_max_buffer_bytes={"small": 4096})
+    with conveyor.DispatchServer(config) as d:
+        with conveyor.WorkerServer(dispatcher_address=d.target), \
+                conveyor.WorkerServer(dispatcher_address=d.target):
+            ds = conveyor.Dataset.range(200)
+            small = conveyor.distribute(ds, d.target, "parallel_epochs", tenant="small")
+            assert sorted(int(x) for x in small) == list(range(200))
+            big = conveyor.distribute(ds, d.target, "parallel_epochs", tenant="big")
+            assert sorted(int(x) for x in big) == sorted(list(range(200)) * 2)
+    with pytest.raises(ValueError, match="`tenant_max_workers`: the cap of tenant \"a\" must be at least 1"):
+        conveyor.DispatchServer(tenant_max_workers={"a": 0})
+    with pytest.raises(ValueError, match="`tenant_max_buffer_bytes`: Invalid `tenant` argument"):
+        conveyor.DispatchServer(tenant_max_buffer_bytes={"a b": 10})

@@ -72,3 +72,23 @@ TEST_CASE("worker estimate: a job's counters that went back (a restarted job) st
   CHECK(est.job(7)->wait_share == doctest::Approx(0.0));
   CHECK(est.job(7)->desired == 1);
 }
+
+TEST_CASE(
+  "worker estimate: a capped tenant's job needs at most its cap, and at it drives nothing") {
+  WorkerEstimator est{0.0};
+  // Capped at 2, on 1 worker, waiting 90%: it could use 2, not the 10 the formula gives.
+  JobCounters capped{7, false, 1, 1, 100, 9'000'000'000, 0, 10'000'000'000, 2};
+  est.observe(0.0, {capped});
+  CHECK(est.job(7)->desired == 2);
+  CHECK(est.total() == 2);
+  CHECK(est.max_wait_share() == doctest::Approx(0.9));
+  // At its cap: its wait is no signal for the autoscaler (another worker would not serve it).
+  WorkerEstimator at_cap{0.0};
+  capped.tasks = 2;
+  JobCounters other{8, false, 1, 3, 100, 1'000'000'000, 0, 10'000'000'000};
+  at_cap.observe(0.0, {capped, other});
+  CHECK(at_cap.job(7)->desired == 2);
+  CHECK(at_cap.job(7)->wait_share == doctest::Approx(0.9));
+  CHECK(at_cap.max_wait_share() == doctest::Approx(0.1));
+  CHECK(at_cap.total() == 4); // the uncapped job: 3 x 1 / 0.9, rounded up
+}

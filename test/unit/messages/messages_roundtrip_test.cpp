@@ -125,6 +125,7 @@ TEST_CASE_FIXTURE(Fixture, "dispatcher and worker messages round trip") {
   def.compression = Compression::none;
   def.tenant = "team-b";
   def.tenant_weight = 4;
+  def.tenant_max_buffer_bytes = 4096;
   auto a = round_trip(msg::assign_task{def, "tok"});
   CHECK(a.def.task == 11);
   CHECK(a.auth_token == "tok");
@@ -132,16 +133,29 @@ TEST_CASE_FIXTURE(Fixture, "dispatcher and worker messages round trip") {
   CHECK(a.def.compression == Compression::none);
   CHECK(a.def.tenant == "team-b");
   CHECK(a.def.tenant_weight == 4);
+  CHECK(a.def.tenant_max_buffer_bytes == 4096);
   auto reg = round_trip(msg::register_worker{msg::kProtocolVersion, "10.0.0.1:6000", {}, {}});
   CHECK(reg.address == "10.0.0.1:6000");
   CHECK(reg.protocol_version == msg::kProtocolVersion);
   CHECK(round_trip(msg::worker_registered{5, 1}).worker == 5);
-  auto hb = round_trip(msg::worker_heartbeat{5, 2, false, {msg::tenant_usage{"team-a", 3, 1.5}}});
+  auto hb =
+    round_trip(msg::worker_heartbeat{5, 2, false, {msg::tenant_usage{"team-a", 3, 1.5, 700, 800}}});
   CHECK(hb.num_tasks == 2);
   REQUIRE(hb.tenants.size() == 1);
   CHECK(hb.tenants[0].tenant == "team-a");
   CHECK(hb.tenants[0].weight == 3);
   CHECK(hb.tenants[0].thread_seconds == 1.5);
+  CHECK(hb.tenants[0].buffered_bytes == 700);
+  CHECK(hb.tenants[0].max_buffer_bytes == 800);
+  msg::cluster_status cs;
+  cs.tenants.push_back(msg::tenant_status{"team-a", 2, 1, 800, 700});
+  auto cs2 = round_trip(cs);
+  REQUIRE(cs2.tenants.size() == 1);
+  CHECK(cs2.tenants[0].tenant == "team-a");
+  CHECK(cs2.tenants[0].max_workers == 2);
+  CHECK(cs2.tenants[0].workers == 1);
+  CHECK(cs2.tenants[0].max_buffer_bytes == 800);
+  CHECK(cs2.tenants[0].buffered_bytes == 700);
   CHECK_FALSE(round_trip(msg::heartbeat_ack{false}).known);
   CHECK(round_trip(msg::stop_task{8}).task == 8);
   CHECK(round_trip(msg::stop_task{8, "tok"}).auth_token == "tok");
