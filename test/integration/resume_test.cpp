@@ -21,9 +21,12 @@
 #include <random>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "test/integration/cluster.hpp"
+#include "test/integration/restartable_nodes.hpp"
+#include "test/unit/sharding/temp_dir.hpp"
 
 using conveyor::testing::ChildProcess;
 using conveyor::testing::Cluster;
@@ -172,7 +175,7 @@ TEST_CASE("resume: the whole cluster restarted before each resume (no journal) -
 }
 
 TEST_CASE("resume: refused clearly - another dataset's cursor, another mode, a pipeline that "
-          "mixes splits; the same dataset reads exactly the rest") {
+          "mixes splits, and the same dataset reads exactly the rest") {
   Cluster cluster(1);
   CursorFile cursor;
   auto first = cluster.read("range(100)", {"--mode", "dynamic", "--checkpoint-to", cursor.path,
@@ -205,4 +208,55 @@ TEST_CASE("resume: refused clearly - another dataset's cursor, another mode, a p
   std::vector<std::string> all = first.lines;
   all.insert(all.end(), rest.lines.begin(), rest.lines.end());
   CHECK(conveyor::testing::sorted(all) == conveyor::testing::expected_sorted_lines("range(100)"));
+}
+
+// KNOWN BUG, skipped: with the dispatcher killed while the resumed job's partial splits still run
+// (this timing), the read gets exactly the 6000 elements it lacked but never ends: the restored
+// job does not end its epoch. Not understood yet (a dispatcher restart mid read without a resume
+// ends fine); the test reproduces it (`integration_tests --no-skip -tc='resume: the dispatcher*'`).
+TEST_CASE("resume: the dispatcher SIGKILLed mid resumed read and restarted on its work dir - the "
+          "restored job does not know the cursor, the consumer drops what it covers" *
+          doctest::skip(true)) {
+  using namespace conveyor::testing;
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string wd = dir.path() + "/work";
+  auto d1 = start_dispatcher(free_port(), wd, "dispatcher1");
+  const uint16_t port = *d1->wait_listening(kStartTimeout);
+  auto w1 = start_worker(port, "worker1");
+  auto w2 = start_worker(port, "worker2");
+  REQUIRE(w1->wait_for_output("worker: ready", kStartTimeout));
+  REQUIRE(w2->wait_for_output("worker: ready", kStartTimeout));
+  const std::string dataset = "range(8000).map(sleep_us(us=2000))";
+  CursorFile cursor;
+  const auto read = [&](std::vector<std::string> extra, const std::string& name) {
+    std::vector<std::string> args{"read",  "--dispatcher", addr(port), "--dataset",
+                                  dataset, "--mode",       "dynamic"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = ChildProcess::conveyor(args, name);
+    REQUIRE_MESSAGE(r.ok(), r.status().to_string());
+    return std::move(r).value();
+  };
+  // 2000 elements consumed, then the rest from the cursor.
+  auto first =
+    read({"--take", "2000", "--checkpoint-to", cursor.path, "--checkpoint-every", "100"}, "first");
+  REQUIRE(first->wait_exit(kReadTimeout) == std::optional<int>{0});
+  auto rest = read({"--resume-from", cursor.path}, "rest");
+  // Killed while the partial splits (handed out first, with their skip) still run: the restored
+  // job hands them out again whole, and only the consumer's cursor drops their consumed prefix.
+  REQUIRE_MESSAGE(d1->wait_for_output("resumed from a read cursor", kReadTimeout), d1->describe());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  REQUIRE_FALSE(rest->exited()); // the read was not over yet
+  d1->signal(SIGKILL);
+  REQUIRE(d1->wait_exit(kStartTimeout).has_value());
+  auto d2 = start_dispatcher(port, wd, "dispatcher2");
+  auto rc = rest->wait_exit(kReadTimeout);
+  REQUIRE_MESSAGE(rc.has_value(), rest->describe());
+  CHECK_MESSAGE(*rc == 0, std::string(rest->describe() + d2->describe()));
+  CHECK(first->stdout_lines().size() == 2000);
+  std::vector<std::string> all = first->stdout_lines();
+  const auto more = rest->stdout_lines();
+  all.insert(all.end(), more.begin(), more.end());
+  CHECK_MESSAGE(sorted(all) == expected_sorted_lines(dataset),
+                "first " << first->stdout_lines().size() << " + rest " << more.size());
 }
