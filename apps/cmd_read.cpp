@@ -9,6 +9,7 @@
 #include "node/log.hpp"
 #include "consumer/status_client.hpp"
 #include "apps/cli_common.hpp"
+#include "apps/read_checkpoint.hpp"
 #include "apps/read_progress.hpp"
 #include "apps/subcommand.hpp"
 #include "conveyor/client.hpp"
@@ -64,6 +65,8 @@ struct ReadFlags {
   int64_t connect_timeout_ms = 5000;
   PrintMode print = PrintMode::text;
   bool stats = false;
+  std::string checkpoint_to;
+  int64_t checkpoint_every = 0;
 };
 
 // What the dispatcher says job `job_id` waits for (job_status.waiting_for), or empty (also
@@ -157,6 +160,15 @@ int run_read(const std::vector<std::string>& args) {
       ("plugin", po::value<std::vector<std::string>>()->composing()->value_name("LIB.so"),
        "load dataset functions from a plugin, as the workers do (the dataset is checked here "
        "before it is registered; repeatable)")
+      ("resume-from", po::value<std::string>()->value_name("FILE"),
+       "--mode dynamic: continue a read from the cursor in FILE (written by --checkpoint-to), "
+       "in a new job: prints only the elements that cursor does not cover")
+      ("checkpoint-to", po::value(&f.checkpoint_to)->value_name("FILE"),
+       "--mode dynamic: write the read cursor (which elements were printed) to FILE, replaced "
+       "atomically, every --checkpoint-every elements and at the end; the elements are flushed "
+       "to stdout before the cursor that covers them is written")
+      ("checkpoint-every", po::value(&f.checkpoint_every)->value_name("N"),
+       "with --checkpoint-to: write the cursor after every N elements (default 1000)")
       ("stats", po::bool_switch(&f.stats), "print elements, bytes and per-worker counts to stderr at the end")
       ("progress", po::value<std::string>()->default_value("auto")->implicit_value("on")->value_name("on|off|auto"),
        "a progress line on stderr every second (elements, bytes, rate, waiting by cause, ETA "
@@ -268,8 +280,29 @@ int run_read(const std::vector<std::string>& args) {
   else if (vm["cross-trainer-finite-epoch"].as<bool>())
     return bad(
       invalid_argument("`--cross-trainer-finite-epoch` is used only with `--cross-trainer-cache`"));
-  if (auto st = validate(opts); !st.ok())
+  if (vm.count("resume-from")) {
+    auto blob = load_cursor_file("--resume-from", vm["resume-from"].as<std::string>());
+    if (!blob.ok())
+      return bad(blob.status());
+    opts.resume_from = std::move(blob).value();
+  }
+  if (vm.count("checkpoint-every") && f.checkpoint_to.empty())
+    return bad(invalid_argument("`--checkpoint-every` is used only with `--checkpoint-to`"));
+  if (!f.checkpoint_to.empty()) {
+    if (opts.policy != ShardingPolicy::dynamic)
+      return bad(invalid_argument("`--checkpoint-to` needs `--mode dynamic` (only DYNAMIC elements "
+                                  "name their split), got `--mode " +
+                                  f.mode + "`"));
+    if (!vm.count("checkpoint-every"))
+      f.checkpoint_every = 1000;
+    if (auto st = check_at_least("--checkpoint-every", f.checkpoint_every, 1); !st.ok())
+      return bad(st);
+  }
+  if (auto st = validate(opts); !st.ok()) {
+    if (opts.resume_from && st.message().find("`resume_from`") != std::string::npos)
+      return bad(Status(st.code(), "`--resume-from`: " + st.message()));
     return bad(st);
+  }
   if (f.take < -1)
     return bad(
       invalid_argument("`--take` must be -1 (all) or at least 0, got " + std::to_string(f.take)));
@@ -322,6 +355,21 @@ int run_read(const std::vector<std::string>& args) {
     return report_status(kInfo.name, stream.status());
   }
 
+  if (opts.resume_from)
+    std::fprintf(stderr, "read: resuming job %s after %lld consumed element(s)\n",
+                 stream->job_id().c_str(), static_cast<long long>(stream->consumed_total()));
+  // The cursor covers what was printed: stdout is flushed first, so a reader killed between the
+  // two has printed more than its last cursor covers, never less.
+  const auto save_checkpoint = [&]() -> Status {
+    std::fflush(out);
+    auto blob = stream->checkpoint();
+    if (!blob.ok())
+      return blob.status().with_context("`--checkpoint-to`");
+    return save_cursor_file(f.checkpoint_to, *blob);
+  };
+  if (!f.checkpoint_to.empty())
+    if (Status st = stream->checkpoint().status(); !st.ok())
+      return report_status(kInfo.name, st.with_context("`--checkpoint-to`"));
   // Lines are flushed whenever the stream has to wait, and at least every kFlushEvery, so a
   // slow job shows its elements as they come while a fast one is written in big blocks.
   static char out_buf[1 << 16];
@@ -402,8 +450,15 @@ int run_read(const std::vector<std::string>& args) {
       case PrintMode::digest: std::fprintf(out, "%s\n", digest_of(element).c_str()); break;
       case PrintMode::none: break;
     }
+    if (!f.checkpoint_to.empty() && count % f.checkpoint_every == 0)
+      if (Status st = save_checkpoint(); !st.ok()) {
+        failure = st;
+        break;
+      }
   }
   std::fflush(out);
+  if (!f.checkpoint_to.empty() && failure.ok())
+    failure = save_checkpoint();
   if (progress)
     progress->finish();
   if (f.stats) {

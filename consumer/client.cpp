@@ -14,6 +14,7 @@
 #include "node/log.hpp"
 #include "pipeline/graph/external_state.hpp"
 #include "pipeline/graph/serialize.hpp"
+#include "pipeline/sharding/read_cursor.hpp"
 
 namespace conveyor {
 
@@ -68,13 +69,44 @@ public:
   uint64_t pending_acks = 0;
   bool ended = false;
   Status final_status;
+  // The read cursor (ElementStream::checkpoint), when the read can be resumed; otherwise why not.
+  std::optional<ReadCursor> cursor;
+  std::string no_cursor;
 };
 
 } // namespace detail
 
 namespace {
 constexpr uint64_t kAckEvery = 4096;
+
+// The stream's read cursor: from `resume_from`, or empty for the job's dataset and split size.
+void set_up_cursor(detail::StreamContext& sc, const DistributeOptions& options) {
+  const msg::job_info info = sc.sink->job_info();
+  if (options.policy != ShardingPolicy::dynamic) {
+    sc.no_cursor = std::string{"it is not DYNAMIC (distributed_epoch) but "} +
+                   to_string(options.policy) + ": only DYNAMIC elements name their split";
+    return;
+  }
+  if (options.job_name) {
+    sc.no_cursor = "it reads the named job \"" + *options.job_name +
+                   "\", whose elements are shared among its consumers";
+    return;
+  }
+  if (!info.per_split || info.split_size <= 0) {
+    sc.no_cursor = "its pipeline mixes splits (only map without parallelism, filter, flat_map and "
+                   "repeat may follow the source; shuffle and batch after distribute())";
+    return;
+  }
+  if (options.resume_from) {
+    auto cursor = ReadCursor::decode(*options.resume_from, "`resume_from`"); // (validated)
+    if (cursor.ok()) {
+      sc.cursor = std::move(cursor).value();
+      return;
+    }
+  }
+  sc.cursor.emplace(info.fingerprint, info.split_size);
 }
+} // namespace
 
 // --- ElementStream
 
@@ -96,7 +128,8 @@ Status ElementStream::next(Element& out, bool& end_of_sequence, std::chrono::mil
   for (;;) {
     // Decoded here, on the reader's thread, into the caller's element (consumer/ready_elements.hpp).
     bool got = false;
-    if (Status status = c.ready.next(out, got); !status.ok()) {
+    actors::ElementOrigin origin;
+    if (Status status = c.ready.next(out, got, c.cursor ? &origin : nullptr); !status.ok()) {
       // Final: the consumer stops fetching and leaves its job now.
       c.ended = true;
       c.final_status = status;
@@ -104,6 +137,14 @@ Status ElementStream::next(Element& out, bool& end_of_sequence, std::chrono::mil
       return status;
     }
     if (got) {
+      if (c.cursor) {
+        if (origin.tagged()) {
+          c.cursor->consume(origin.epoch, origin.index, origin.seq, origin.split_end);
+        } else { // (a per-split job tags every element: never expected)
+          c.cursor.reset();
+          c.no_cursor = "an element arrived without its split";
+        }
+      }
       if (++c.pending_acks >= kAckEvery || c.ready.empty())
         c.flush_acks();
       return Status::OK();
@@ -150,6 +191,18 @@ ElementStream::iterator& ElementStream::iterator::operator++() {
   if (!s.ok() || end)
     stream_ = nullptr;
   return *this;
+}
+
+Expected<std::string> ElementStream::checkpoint() const {
+  if (!ctx_)
+    return failed_precondition("the stream was moved from");
+  if (!ctx_->cursor)
+    return failed_precondition("checkpoint(): this read cannot be resumed: " + ctx_->no_cursor);
+  return ctx_->cursor->encode();
+}
+
+int64_t ElementStream::consumed_total() const {
+  return ctx_ && ctx_->cursor ? ctx_->cursor->consumed() : 0;
 }
 
 std::string ElementStream::job_id() const { return ctx_ ? std::to_string(ctx_->job) : ""; }
@@ -264,6 +317,7 @@ Expected<ElementStream> Client::from_dataset_id(const std::string& dataset_id,
     sc->sink->wait_joined(2 * options.request_timeout + std::chrono::seconds(1), sc->job);
   if (!joined.ok())
     return joined;
+  set_up_cursor(*sc, options);
   return ElementStream{std::move(sc)};
 }
 

@@ -251,6 +251,8 @@ ConsumerStart consumer_start(const DistributeOptions& options, std::shared_ptr<T
   start.round_timeout = caf::timespan{options.round_timeout};
   if (options.job_name)
     start.job_request.job_name = *options.job_name;
+  if (options.resume_from)
+    start.job_request.resume_cursor = *options.resume_from;
   return start;
 }
 

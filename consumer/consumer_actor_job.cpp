@@ -203,8 +203,15 @@ void join(self_ptr self, const msg::job_info& info) {
       ask_again_for_named_job(self, "it was over"))
     return;
   st.job_id = info.job;
+  st.start.sink->job_details(info);
   st.start.sink->joined(info.job);
   st.core.set_policy(info.policy);
+  if (!st.start.job_request.resume_cursor.empty()) {
+    // (the dispatcher accepted it: it decodes)
+    auto cursor = ReadCursor::decode(st.start.job_request.resume_cursor, "`resume_from`");
+    if (cursor.ok())
+      st.core.resume_from(std::make_shared<const ReadCursor>(std::move(cursor).value()));
+  }
   if (st.consumer_id == 0 && (!info.handle || info.finished) && !info.job_name.empty()) {
     // tf.data: a consumer whose iteration of a named job already ended reads end of sequence
     // (its elements went to the consumers that read it), not the data again. (`finished`, not

@@ -360,7 +360,8 @@ Expected<std::vector<bool>> ConsumerCore::keep_unseen(const TaskSlot& slot,
   for (const auto& r : origins) {
     auto& seen = seen_[{r.epoch, r.index}];
     for (uint32_t k = 0; k < r.count; ++k) {
-      const bool fresh = seen.insert(r.first_seq + k);
+      const int64_t seq = r.first_seq + static_cast<int64_t>(k);
+      const bool fresh = seen.insert(seq) && !(resumed_ && resumed_->covers(r.epoch, r.index, seq));
       keep.push_back(fresh);
       if (!fresh)
         ++duplicates_;
@@ -392,7 +393,7 @@ Status ConsumerCore::deliver(TaskSlot& slot, std::string payload, uint32_t num_e
   const std::size_t bytes = payload.size();
   const std::size_t before = out.size();
   // Decoded by the reader (consumer/ready_elements.hpp), which also checks the announced count.
-  out.add_encoded(std::move(payload), num_elements, std::move(*keep), source);
+  out.add_encoded(std::move(payload), num_elements, std::move(*keep), source, origins);
   if (const std::size_t n = out.size() - before; n > 0)
     count_delivered(slot, bytes, n);
   return Status::OK();
@@ -413,7 +414,11 @@ Status ConsumerCore::deliver_frame(TaskSlot& slot, StorageOwner owner, std::stri
   if (!keep->empty() && !(*keep)[0])
     return Status::OK();
   count_delivered(slot, frame.size(), 1);
-  out.add(std::move(decoded[0]));
+  ElementOrigin where;
+  if (!origin.empty())
+    where =
+      ElementOrigin{origin[0].epoch, origin[0].index, origin[0].first_seq, origin[0].split_end};
+  out.add(std::move(decoded[0]), where);
   return Status::OK();
 }
 
@@ -590,7 +595,9 @@ Status ConsumerCore::complete_bulk(TaskSlot& slot, uint64_t batch_seq, ReadyElem
         ++run;
         k = 0;
       }
-      one.push_back(msg::origin_run{runs[run].epoch, runs[run].index, runs[run].first_seq + k, 1});
+      const auto& r = runs[run];
+      one.push_back(
+        msg::origin_run{r.epoch, r.index, r.first_seq + k, 1, r.split_end && k + 1 == r.count});
       ++k;
     }
     CONVEYOR_RETURN_IF_ERROR(deliver_frame(slot, std::move(owner), bytes, one, out));

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <string_view>
@@ -40,6 +41,7 @@
 #include "consumer/ready_elements.hpp"
 #include "messages/worker_consumer.hpp"
 #include "pipeline/tensor/element.hpp"
+#include "pipeline/sharding/read_cursor.hpp"
 #include "pipeline/sharding/sharding.hpp"
 #include "pipeline/runtime/status.hpp"
 
@@ -86,6 +88,10 @@ public:
     set_policy(dynamic ? ShardingPolicy::dynamic : ShardingPolicy::off);
   }
 
+  // A read resumed from `cursor` (DistributeOptions::resume_from): elements it covers are dropped
+  // as repeats. The job's workers skip them already; this keeps the guarantee where they cannot
+  // (a restarted dispatcher's job does not know the cursor).
+  void resume_from(std::shared_ptr<const ReadCursor> cursor) { resumed_ = std::move(cursor); }
   // A new task list from the job. Returns the tasks the consumer has not seen before: the
   // caller connects to their workers and calls on_connected() (or on_task_lost()).
   // A task that disappears from the list is dropped (DYNAMIC) or fails the read (OFF, see
@@ -259,6 +265,7 @@ private:
   std::set<std::pair<msg::task_id_t, std::string>> counted_; // (task, incarnation) counted lost
   std::vector<std::string> warnings_;
   std::map<std::pair<int64_t, int64_t>, Seen> seen_;
+  std::shared_ptr<const ReadCursor> resumed_;
   int64_t duplicates_ = 0;
   std::map<msg::task_id_t, TaskSlot> tasks_;
   std::map<uint64_t, Request> in_flight_;

@@ -2,6 +2,17 @@
 
 namespace conveyor::actors {
 
+void QueueSink::job_details(const msg::job_info& info) {
+  std::lock_guard<std::mutex> guard{mu_};
+  info_ = info;
+  info_.handle = nullptr; // (only the description is kept)
+}
+
+msg::job_info QueueSink::job_info() const {
+  std::lock_guard<std::mutex> guard{mu_};
+  return info_;
+}
+
 void QueueSink::joined(msg::job_id_t job) {
   {
     std::lock_guard<std::mutex> guard{mu_};

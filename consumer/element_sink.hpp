@@ -15,6 +15,7 @@
 
 #include "consumer/ready_elements.hpp"
 #include "messages/consumer_api.hpp"
+#include "messages/dispatcher_consumer.hpp"
 #include "messages/protocol.hpp"
 #include "pipeline/tensor/element.hpp"
 #include "pipeline/runtime/status.hpp"
@@ -26,7 +27,9 @@ public:
   virtual ~ElementSink() = default;
   // The consumer actor introduces itself before it pushes anything.
   virtual void attach(const msg::stream_actor&) {}
-  // The consumer joined job `job` (before any element of it is pushed).
+  // The consumer joined job `job` (before any element of it is pushed); job_details just before,
+  // with what the dispatcher said of the job.
+  virtual void job_details(const msg::job_info&) {}
   virtual void joined(msg::job_id_t) {}
   // An error (a batch that does not decode) ends the stream with it.
   virtual Status push(ReadyElements&& elements, const msg::stream_stats& stats) = 0;
@@ -40,7 +43,10 @@ public:
 // A thread-safe queue between the consumer actor and a blocking reader.
 class QueueSink : public ElementSink {
 public:
+  void job_details(const msg::job_info& info) override;
   void joined(msg::job_id_t job) override;
+  // What job_details() said (the stream's read cursor needs the fingerprint and split size).
+  msg::job_info job_info() const;
   Status push(ReadyElements&& elements, const msg::stream_stats& stats) override; // never decodes
   void final_stats(const msg::stream_stats& stats) override;
   void finish(Status status) override;
@@ -68,6 +74,7 @@ private:
   bool finished_ = false;
   std::atomic<bool> cancelled_{false}; // (set under mu_; read without it on the reader's fast path)
   std::optional<msg::job_id_t> job_;
+  msg::job_info info_;
   Status final_;
   msg::stream_stats stats_;
 };

@@ -8,10 +8,15 @@
 
 namespace conveyor::actors {
 
-void ReadyElements::add(Element element) {
+void ReadyElements::add(Element element, ElementOrigin origin) {
   if (runs_.empty() || runs_.back().lazy)
     runs_.emplace_back();
-  runs_.back().decoded.push_back(std::move(element));
+  Run& run = runs_.back();
+  if (origin.tagged() || !run.decoded_origins.empty()) {
+    run.decoded_origins.resize(run.decoded.size()); // (untagged before: not tagged)
+    run.decoded_origins.push_back(origin);
+  }
+  run.decoded.push_back(std::move(element));
   ++size_;
 }
 
@@ -27,10 +32,12 @@ void ReadyElements::add(std::vector<Element> elements) {
   auto& d = runs_.back().decoded;
   d.insert(d.end(), std::make_move_iterator(elements.begin()),
            std::make_move_iterator(elements.end()));
+  if (auto& o = runs_.back().decoded_origins; !o.empty())
+    o.resize(d.size()); // these are not tagged
 }
 
 void ReadyElements::add_encoded(std::string buffer, uint32_t count, std::vector<bool> keep,
-                                std::string source) {
+                                std::string source, std::vector<msg::origin_run> origins) {
   const std::size_t kept =
     keep.empty() ? count : static_cast<std::size_t>(std::count(keep.begin(), keep.end(), true));
   if (kept == 0)
@@ -41,6 +48,7 @@ void ReadyElements::add_encoded(std::string buffer, uint32_t count, std::vector<
   run.count = count;
   run.keep = std::move(keep);
   run.source = std::move(source);
+  run.origins = std::move(origins);
   runs_.push_back(std::move(run));
   size_ += kept;
 }
@@ -78,12 +86,15 @@ Status ReadyElements::fail(Status why) {
   return why;
 }
 
-Status ReadyElements::next(Element& out, bool& got) {
+Status ReadyElements::next(Element& out, bool& got, ElementOrigin* origin) {
   got = false;
   for (; front_ < runs_.size(); ++front_) {
     Run& run = runs_[front_];
     if (!run.lazy) {
       if (run.next < run.decoded.size()) {
+        if (origin)
+          *origin =
+            run.next < run.decoded_origins.size() ? run.decoded_origins[run.next] : ElementOrigin{};
         out = std::move(run.decoded[run.next++]);
         --size_;
         got = true;
@@ -102,10 +113,13 @@ Status ReadyElements::next(Element& out, bool& got) {
       }
       while (!run.reader->done()) {
         // What the consumer dropped (keep: repeats of a re-issued split) is stepped over undecoded.
-        const bool keep = run.keep.empty() || run.keep[run.reader->read()];
+        const auto position = run.reader->read();
+        const bool keep = run.keep.empty() || run.keep[position];
         if (Status st = keep ? run.reader->next(out) : run.reader->skip(); !st.ok())
           return fail(st.with_context("decoding a batch from " + run.source));
         if (keep) {
+          if (origin)
+            *origin = origin_at(run, static_cast<uint32_t>(position));
           --size_;
           got = true;
           return Status::OK();
@@ -117,6 +131,20 @@ Status ReadyElements::next(Element& out, bool& got) {
   runs_.clear();
   front_ = 0;
   return Status::OK();
+}
+
+ElementOrigin ReadyElements::origin_at(Run& run, uint32_t position) {
+  // Positions only grow within a run: the run index moves forward with them.
+  while (run.origin_run < run.origins.size() &&
+         position >= run.origin_base + run.origins[run.origin_run].count) {
+    run.origin_base += run.origins[run.origin_run].count;
+    ++run.origin_run;
+  }
+  if (run.origin_run >= run.origins.size())
+    return ElementOrigin{};
+  const auto& r = run.origins[run.origin_run];
+  const uint32_t k = position - run.origin_base;
+  return ElementOrigin{r.epoch, r.index, r.first_seq + k, r.split_end && k + 1 == r.count};
 }
 
 Status ReadyElements::take(std::vector<Element>& out) {

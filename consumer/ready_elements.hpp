@@ -14,20 +14,34 @@
 #include <string_view>
 #include <vector>
 
+#include "messages/worker_consumer.hpp"
 #include "pipeline/tensor/codec.hpp"
 #include "pipeline/tensor/element.hpp"
 #include "pipeline/runtime/status.hpp"
 
 namespace conveyor::actors {
 
+// Where a DYNAMIC element came from (msg::origin_run, one element of it): what the stream's
+// read cursor records when the element is handed out. seq < 0: not tagged.
+struct ElementOrigin {
+  int64_t epoch = 0;
+  int64_t index = 0;
+  int64_t seq = -1;
+  bool split_end = false; // the split's last element
+  bool tagged() const { return seq >= 0; }
+};
+
 class ReadyElements {
 public:
-  void add(Element element);
+  void add(Element element, ElementOrigin origin = {});
   void add(std::vector<Element> elements);
   // A batch buffer (pipeline/tensor/codec.hpp) announced to hold `count` elements, of which those whose
   // `keep` entry is false are dropped when it is decoded (empty `keep`: all are kept; otherwise
   // it has `count` entries). `source` names where it came from, for the error if it is corrupt.
-  void add_encoded(std::string buffer, uint32_t count, std::vector<bool> keep, std::string source);
+  // `origins`: where the buffer's elements came from, in order (runs over all `count`; empty:
+  // untagged).
+  void add_encoded(std::string buffer, uint32_t count, std::vector<bool> keep, std::string source,
+                   std::vector<msg::origin_run> origins = {});
   void append(ReadyElements&& more); // leaves `more` empty
 
   std::size_t size() const { return size_; } // elements, those to be dropped not counted
@@ -37,7 +51,8 @@ public:
   // same Element each time reuses its memory: no allocation per small element); got = false when
   // none is left. data_loss for a corrupt buffer or one holding another number of elements than
   // announced: the elements before the bad one were handed out, none after it will be.
-  Status next(Element& out, bool& got);
+  // `origin` (optional) gets where the element came from.
+  Status next(Element& out, bool& got, ElementOrigin* origin = nullptr);
   // Every element left, appended to `out` (next() until none is left).
   Status take(std::vector<Element>& out);
 
@@ -49,6 +64,8 @@ public:
 private:
   struct Run {
     std::vector<Element> decoded;
+    // Empty, or one per `decoded`.
+    std::vector<ElementOrigin> decoded_origins;
     std::size_t next = 0; // of `decoded`
     bool lazy = false;    // `encoded` holds the run (even if empty: a corrupt batch), not `decoded`
     std::string encoded;  // decoded lazily, by `reader`
@@ -58,8 +75,12 @@ private:
     uint32_t count = 0;
     std::vector<bool> keep;
     std::string source;
+    std::vector<msg::origin_run> origins; // of the encoded elements
+    std::size_t origin_run = 0;           // the one holding position origin_base..
+    uint32_t origin_base = 0;
   };
   Status fail(Status why); // drops everything left
+  static ElementOrigin origin_at(Run& run, uint32_t position);
   std::vector<Run> runs_;
   std::size_t front_ = 0; // runs before it were handed out
   std::size_t size_ = 0;

@@ -25,6 +25,7 @@
 #include "consumer/placement.hpp"
 #include "messages/all.hpp"
 #include "pipeline/graph/serialize.hpp"
+#include "pipeline/sharding/read_cursor.hpp"
 #include "pipeline/sharding/sharding.hpp"
 #include "pipeline/sharding/split_provider.hpp"
 #include "pipeline/runtime/tenant.hpp"
@@ -141,6 +142,14 @@ caf::expected<msg::job_info> job_info_of(self_ptr self, msg::job_id_t id) {
                              "--work-dir state?)");
   // A job whose actor is gone ended (its consumers finished or left); it is about to be erased.
   msg::job_info info{job->id, job->name, job->dataset, job->policy, true, {}, job->repetition};
+  if (const auto* dataset = st.cluster.dataset(job->dataset)) {
+    info.fingerprint = dataset->fingerprint;
+    if (job->policy == ShardingPolicy::dynamic) {
+      info.split_size = job->split_size > 0 ? job->split_size : st.start.range_split_size;
+      auto definition = from_binary(dataset->definition);
+      info.per_split = definition.ok() && is_per_split(*definition);
+    }
+  }
   if (auto h = st.jobs.find(job->id); h != st.jobs.end()) {
     info.handle = h->second;
     info.finished = job->finished || job->released;
@@ -150,7 +159,8 @@ caf::expected<msg::job_info> job_info_of(self_ptr self, msg::job_id_t id) {
 
 // The job actor's start: definition, compression and (DYNAMIC) a split provider, restored to
 // the journaled position when `entry` has one.
-Expected<JobStart> job_start(self_ptr self, const JobEntry& entry) {
+Expected<JobStart> job_start(self_ptr self, const JobEntry& entry,
+                             std::shared_ptr<const ReadCursor> resume) {
   auto& st = self->state;
   const auto* dataset = st.cluster.dataset(entry.dataset);
   if (!dataset)
@@ -171,6 +181,8 @@ Expected<JobStart> job_start(self_ptr self, const JobEntry& entry) {
       return made.status().with_context("DYNAMIC (distributed_epoch) sharding of dataset " +
                                         entry.dataset);
     provider = std::move(made).value();
+    if (resume)
+      provider = resuming_split_provider(std::move(provider), std::move(resume));
   }
   bool per_split = provider && is_per_split(*definition);
   js.core = std::make_shared<JobCore>(std::move(provider), per_split);
@@ -382,6 +394,32 @@ caf::error check_definition(self_ptr self, const msg::get_or_create_job& req,
   return {};
 }
 
+// `resume_from` (get_or_create_job.resume_cursor): a private DYNAMIC job of the cursor's dataset,
+// without the cache. The job's per-split pipeline is checked once it is made.
+Expected<std::shared_ptr<const ReadCursor>> check_resume(const msg::get_or_create_job& req,
+                                                         const DatasetEntry& dataset) {
+  if (req.resume_cursor.empty())
+    return std::shared_ptr<const ReadCursor>{};
+  auto cursor = ReadCursor::decode(req.resume_cursor, "`resume_from`");
+  if (!cursor.ok())
+    return cursor.status();
+  if (req.policy != ShardingPolicy::dynamic)
+    return invalid_argument(std::string{"`resume_from` needs the DYNAMIC processing mode "
+                                        "(distributed_epoch), got "} +
+                            to_string(req.policy));
+  if (req.job_name)
+    return invalid_argument("`resume_from` creates a private job: `job_name` must not be set "
+                            "(got \"" +
+                            *req.job_name + "\")");
+  if (req.cross_trainer_cache != msg::CacheSharing::none)
+    return invalid_argument("`resume_from` cannot be used with the cross-trainer cache");
+  if (cursor->fingerprint() != dataset.fingerprint)
+    return invalid_argument("`resume_from` is a cursor of another dataset (fingerprint " +
+                            cursor->fingerprint() + "); expected one of dataset " + req.dataset +
+                            " (fingerprint " + dataset.fingerprint + ")");
+  return std::make_shared<const ReadCursor>(std::move(cursor).value());
+}
+
 // The new job's entry (id, options, DYNAMIC split size), before its record is made.
 JobEntry plan_job(self_ptr self, const msg::get_or_create_job& req, msg::job_id_t id,
                   const Dataset& definition) {
@@ -451,12 +489,25 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
     return msg::to_error(definition.status());
   if (auto refused = check_definition(self, req, *definition))
     return refused;
+  auto resume = check_resume(req, *dataset);
+  if (!resume.ok())
+    return msg::to_error(resume.status());
   auto id = st.cluster.next_job_id();
   JobEntry planned = plan_job(self, req, id, *definition);
-  auto js = job_start(self, planned); // checked before the record is made
+  if (*resume) // the cursor names splits of its own size: the new job must cut the same ones
+    planned.split_size = (*resume)->split_size();
+  auto js = job_start(self, planned, *resume); // checked before the record is made
   if (!js.ok())
     return msg::to_error(js.status());
   const bool per_split = js->core->per_split();
+  if (*resume && !per_split)
+    return msg::make_error(ErrorCode::invalid_argument,
+                           "`resume_from` needs a per-split pipeline (only map without "
+                           "parallelism, filter, flat_map and repeat above its source, so that "
+                           "each element names its split); dataset " +
+                             req.dataset +
+                             " has other ops: shuffle and batch in the trainer "
+                             "after distribute()");
   if (auto sender = self->current_sender())
     js->creator = caf::actor_cast<caf::actor>(sender);
   msg::CreateJobRecord job_record{id,
@@ -480,13 +531,18 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
         [self, start = std::move(js).value()]() mutable { run_job(self, std::move(start)); });
       !s.ok())
     return msg::to_error(s);
-  log::info(kLog, "created job " + std::to_string(id) +
-                    (req.job_name
-                       ? " (\"" + *req.job_name + "\", iteration " + std::to_string(iteration) + ")"
-                       : std::string{" (private)"}) +
-                    " for dataset " + req.dataset + ", " + to_string(req.policy) +
-                    (per_split ? " (per-split: exactly-once under worker loss)" : "") + ", " +
-                    std::to_string(st.workers.size()) + " worker(s)");
+  log::info(
+    kLog,
+    "created job " + std::to_string(id) +
+      (req.job_name ? " (\"" + *req.job_name + "\", iteration " + std::to_string(iteration) + ")"
+                    : std::string{" (private)"}) +
+      " for dataset " + req.dataset + ", " + to_string(req.policy) +
+      (*resume ? " resumed from a read cursor (" + std::to_string((*resume)->complete_splits()) +
+                   " complete split(s) skipped, " + std::to_string((*resume)->partial_splits()) +
+                   " partial)"
+               : std::string{}) +
+      (per_split ? " (per-split: exactly-once under worker loss)" : "") + ", " +
+      std::to_string(st.workers.size()) + " worker(s)");
   std::vector<msg::worker_id_t> workers;
   for (const auto& [wid, w] : st.workers)
     workers.push_back(wid);

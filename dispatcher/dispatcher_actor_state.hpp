@@ -28,6 +28,7 @@
 #include "dispatcher/job_actor.hpp"
 #include "dispatcher/journal.hpp"
 #include "messages/all.hpp"
+#include "pipeline/sharding/read_cursor.hpp"
 
 namespace conveyor::actors::dispatcher_detail {
 
@@ -94,7 +95,9 @@ int64_t fixed_index(const dispatcher_actor_state& st, const std::string& address
 // Job GC of ended named iterations (dispatcher_actor_jobs.cpp).
 void forget_released_jobs(self_ptr self);
 caf::expected<msg::job_info> job_info_of(self_ptr self, msg::job_id_t id);
-Expected<JobStart> job_start(self_ptr self, const JobEntry& entry);
+// `resume`: a job resumed from a read cursor (get_or_create_job.resume_cursor); not journaled.
+Expected<JobStart> job_start(self_ptr self, const JobEntry& entry,
+                             std::shared_ptr<const ReadCursor> resume = nullptr);
 void run_job(self_ptr self, JobStart js);
 caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create_job& req);
 

@@ -96,7 +96,9 @@ msg::JournalSplit to_journal(const Split& s) {
 }
 
 Split from_journal(const msg::JournalSplit& s) {
-  return Split{s.epoch, s.index, s.begin, s.end, s.file};
+  // Split::skip is not journaled: a restored resumed job runs such a split whole, and the
+  // consumer drops what its read cursor covers.
+  return Split{s.epoch, s.index, s.begin, s.end, s.file, 0};
 }
 
 // A task's error as the worker reported it, "code: message" (Status::to_string): the job fails

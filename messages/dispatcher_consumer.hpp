@@ -88,13 +88,17 @@ struct get_or_create_job {
   // (DistributeOptions::tenant, tenant_weight; pipeline/runtime/fair_share.hpp).
   std::string tenant = "default";
   int64_t tenant_weight = 1;
+  // DistributeOptions::resume_from: a read cursor (pipeline/sharding/read_cursor.hpp) the new
+  // private DYNAMIC job continues from — it hands out no complete split and has the workers skip
+  // the consumed prefix of the partial ones. Empty = a read from the start.
+  std::string resume_cursor = {};
 };
 inline constexpr int64_t kNextIteration = -1;
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, get_or_create_job& x) {
   return f(caf::meta::type_name("get_or_create_job"), x.dataset, x.job_name, x.policy,
            x.num_consumers, x.target_workers, x.cross_trainer_cache, x.expected_consumers,
-           x.iteration, x.tenant, x.tenant_weight);
+           x.iteration, x.tenant, x.tenant_weight, x.resume_cursor);
 }
 
 struct job_info {
@@ -105,11 +109,17 @@ struct job_info {
   bool finished = false;  // the job ended before this consumer could join (it says so loudly)
   job_actor handle;       // null when finished and released
   int64_t repetition = 0; // named jobs: the iteration of the name this job reads (0, 1, ...)
+  // What a consumer's read cursor records (ElementStream::checkpoint): the dataset's fingerprint,
+  // the job's DYNAMIC split size, and whether its elements carry their split (a per-split
+  // pipeline: only then can a read be resumed).
+  std::string fingerprint = {};
+  int64_t split_size = 0;
+  bool per_split = false;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_info& x) {
   return f(caf::meta::type_name("job_info"), x.job, x.job_name, x.dataset, x.policy, x.finished,
-           x.handle, x.repetition);
+           x.handle, x.repetition, x.fingerprint, x.split_size, x.per_split);
 }
 
 // A consumer whose dispatcher restarted asks for its job again by id (the restarted dispatcher

@@ -25,7 +25,7 @@
 namespace conveyor {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Split& x) {
-  return f(caf::meta::type_name("Split"), x.epoch, x.index, x.begin, x.end, x.file);
+  return f(caf::meta::type_name("Split"), x.epoch, x.index, x.begin, x.end, x.file, x.skip);
 }
 } // namespace conveyor
 

@@ -37,10 +37,13 @@ struct origin_run {
   int64_t index = 0;
   int64_t first_seq = 0;
   uint32_t count = 0;
+  // The run's last element is the split's last (the task had finished producing the split):
+  // the consumer's read cursor then knows the split complete.
+  bool split_end = false;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, origin_run& x) {
-  return f(caf::meta::type_name("origin_run"), x.epoch, x.index, x.first_seq, x.count);
+  return f(caf::meta::type_name("origin_run"), x.epoch, x.index, x.first_seq, x.count, x.split_end);
 }
 
 // consumer -> task

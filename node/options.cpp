@@ -5,6 +5,7 @@
 #include <cctype>
 #include <charconv>
 #include "pipeline/graph/external_state.hpp"
+#include "pipeline/sharding/read_cursor.hpp"
 
 #include "pipeline/runtime/tenant.hpp"
 
@@ -152,6 +153,21 @@ Status validate(const DistributeOptions& o) {
     CONVEYOR_RETURN_IF_ERROR(validate_data_transfer_protocol(*o.data_transfer_protocol));
   if (o.external_state_policy)
     CONVEYOR_RETURN_IF_ERROR(validate_external_state_policy(*o.external_state_policy));
+  if (o.resume_from) {
+    CONVEYOR_RETURN_IF_ERROR(ReadCursor::decode(*o.resume_from, "`resume_from`").status());
+    if (o.policy != ShardingPolicy::dynamic)
+      return invalid_argument(std::string{"`resume_from` needs the DYNAMIC processing mode "
+                                          "(distributed_epoch): only its elements name their "
+                                          "split; got processing mode "} +
+                              to_string(o.policy));
+    if (o.job_name)
+      return invalid_argument("`resume_from` creates a private job: `job_name` must not be set "
+                              "(got \"" +
+                              *o.job_name + "\")");
+    if (o.cross_trainer_cache)
+      return invalid_argument("`resume_from` cannot be used with the cross-trainer cache (each "
+                              "trainer's position there is the cache's, not a cursor's)");
+  }
   if (o.num_consumers && o.target_workers == "LOCAL")
     return invalid_argument(
       "Coordinated reads require non-local workers, but `target_workers` is \"LOCAL\".");

@@ -168,8 +168,14 @@ TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
       const Split& c = feed_->current();
       Key key{c.epoch, c.index};
       item.origin = Origin{c.epoch, c.index, feed_->next_seq()};
+      // A resumed job: the trainer consumed this element before (Split::skip).
+      if (item.origin.seq < c.skip) {
+        ++elements; // (the step's bound counts the pipeline's work, kept or not)
+        continue;
+      }
       if (auto sp = splits_.find(key); sp != splits_.end()) {
         ++sp->second.produced;
+        sp->second.last_seq = item.origin.seq;
         item.counted = true;
       }
     }
@@ -233,7 +239,14 @@ void TaskRunner::add_origin(std::vector<msg::origin_run>& runs, const Origin& o)
 }
 
 uint64_t TaskRunner::register_batch(msg::consumer_id_t consumer,
-                                    const std::vector<msg::origin_run>& origins) {
+                                    std::vector<msg::origin_run>& origins) {
+  // A run that ends with its split's last element says so: the consumer's read cursor then
+  // knows the split complete (otherwise a resumed job runs it again to skip all of it).
+  for (auto& o : origins)
+    if (auto sp = splits_.find(Key{o.epoch, o.index});
+        sp != splits_.end() && sp->second.closed &&
+        sp->second.last_seq == o.first_seq + o.count - 1)
+      o.split_end = true;
   auto seq = next_batch_seq_++;
   // Until the consumer acknowledges it. DYNAMIC: then the batch counts for its splits.
   count_for_splits(consumer, seq, origins);

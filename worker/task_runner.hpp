@@ -230,6 +230,7 @@ private:
     Split split;
     bool closed = false;
     int64_t produced = 0;
+    int64_t last_seq = -1; // of the last element produced (origin_run::split_end)
     int64_t acked = 0;
     // Whole-epoch sharing: elements sent to trainers (acked counts their acknowledgements),
     // elements moved into the cache, and the cache index of the last one (-1: none yet).
@@ -261,7 +262,8 @@ private:
   msg::element_batch start_batch(msg::consumer_id_t consumer, std::string payload, uint32_t n,
                                  std::vector<msg::origin_run> origins);
   // A new batch for `consumer`: its number, and (DYNAMIC) its split runs await the ack.
-  uint64_t register_batch(msg::consumer_id_t consumer, const std::vector<msg::origin_run>& origins);
+  // Marks the runs that end their split (origin_run::split_end).
+  uint64_t register_batch(msg::consumer_id_t consumer, std::vector<msg::origin_run>& origins);
   // DYNAMIC: `origins` count for their splits once `consumer` acknowledges batch `batch_seq`.
   void count_for_splits(msg::consumer_id_t consumer, uint64_t batch_seq,
                         const std::vector<msg::origin_run>& origins);

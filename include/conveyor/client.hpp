@@ -85,6 +85,19 @@ public:
   // other consumers read on). Idempotent. Not to be called concurrently with a move of the stream.
   void cancel();
 
+  // A read cursor (issue 36): a small versioned blob naming exactly the elements next() has
+  // handed out so far — the dataset's fingerprint, the job's split size and, per DYNAMIC split,
+  // how many of its elements were consumed (splits consumed whole are kept as intervals). Store
+  // it with the model; DistributeOptions::resume_from continues the epoch with exactly the
+  // elements it does not cover, in a new job (also on a restarted cluster). Received but not yet
+  // handed out elements are not covered: they come again. failed_precondition for a read that
+  // cannot be resumed: not DYNAMIC, a named job (its elements are shared among its consumers),
+  // or a pipeline whose elements do not name their split (docs/SEMANTICS.md "Resumable reads").
+  Expected<std::string> checkpoint() const;
+  // Elements handed out over the whole read, the resumed-from attempts' included (0 when the
+  // read has no cursor).
+  int64_t consumed_total() const;
+
   // The error that stopped range-for iteration; OK otherwise.
   const Status& status() const { return status_; }
   // The job this stream reads ("<job id>" as the dispatcher names it).

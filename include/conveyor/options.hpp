@@ -150,6 +150,13 @@ struct DistributeOptions {
   // warning naming the op, "IGNORE" registers it silently, "FAIL" refuses it
   // (failed_precondition). Unset = "WARN", as the reference. Any case.
   std::optional<std::string> external_state_policy;
+  // Beyond the reference (issue 36): continue a DYNAMIC read from a read cursor that
+  // ElementStream::checkpoint() returned (stored by the trainer beside its model, maybe in an
+  // earlier process or before the whole cluster restarted). The new private job hands out only
+  // what the cursor does not cover: every element of the epoch is consumed once over all the
+  // attempts (docs/SEMANTICS.md "Resumable reads"). Needs the DYNAMIC mode, no job_name, no
+  // cross-trainer cache, and the cursor's own dataset (refused naming `resume_from` otherwise).
+  std::optional<std::string> resume_from;
 };
 
 // "grpc", "bulk" or "caf" (case-sensitive); invalid_argument naming the allowed values otherwise.
@@ -170,7 +177,8 @@ bool fail_on_worker_loss(const DistributeOptions& options);
 // target_workers; max_outstanding_requests <= 0; non-positive timeouts (round_timeout too);
 // on_worker_loss not "continue"/"fail", or set with a processing mode other than OFF;
 // data_transfer_protocol not one of "grpc", "bulk", "caf"; external_state_policy not one of
-// "WARN", "IGNORE", "FAIL".
+// "WARN", "IGNORE", "FAIL"; resume_from that is no read cursor, or with another mode than
+// DYNAMIC, a job_name or the cross-trainer cache.
 // Returns `unimplemented` ("not supported yet") for the parts later issues fill in.
 Status validate(const DistributeOptions& options);
 

@@ -29,6 +29,10 @@ struct Split {
   int64_t end = 0;
   // file sources: the file (list_files yields it as a string element; text_lines/tfrecord read it).
   std::string file;
+  // A job resumed from a read cursor (pipeline/sharding/read_cursor.hpp): the task drops the
+  // first `skip` elements of this split's output, which the trainer consumed before. Not part of
+  // the split's identity.
+  int64_t skip = 0;
 
   friend bool operator==(const Split& a, const Split& b) {
     return a.epoch == b.epoch && a.index == b.index && a.begin == b.begin && a.end == b.end &&

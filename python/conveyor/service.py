@@ -195,6 +195,9 @@ def _service_address(service, what="service"):
     return service
 
 
+# The key of the read cursor in a state_dict() (torchdata's Stateful protocol).
+_STATE_KEY = "conveyor_read_cursor"
+
 _STRING_OPTIONS = ("processing_mode", "job_name", "compression", "target_workers", "on_worker_loss",
                    "data_transfer_protocol", "tenant", "external_state_policy")
 
@@ -228,8 +231,19 @@ def _check_option_types(options, connect_timeout_ms):
                                  f"but processing_mode was of type {type(value).__name__}: {value!r}")
             raise ValueError(f"`{name}` must be a string, but {name} was of type "
                              f"{type(value).__name__}: {value!r}")
+    resume_from = options.get("resume_from")
+    if resume_from is not None:
+        if isinstance(resume_from, dict):  # a state_dict() passed whole
+            resume_from = resume_from.get(_STATE_KEY)
+        if isinstance(resume_from, str):
+            resume_from = resume_from.encode()
+        if not isinstance(resume_from, (bytes, bytearray)):
+            raise ValueError("`resume_from` must be the bytes of an iterator's checkpoint() (or its "
+                             f"state_dict()), but resume_from was of type "
+                             f"{type(resume_from).__name__}")
+        options["resume_from"] = bytes(resume_from)
     for name, value in options.items():
-        if name not in _STRING_OPTIONS:
+        if name not in _STRING_OPTIONS and name != "resume_from":
             _check_int(name, value, optional=name != "tenant_weight")
     _check_int("connect_timeout_ms", connect_timeout_ms, optional=False)
 
@@ -294,7 +308,37 @@ class DistributedDataset(TrainerOps):
     def __iter__(self):
         iteration = self._iterations
         self._iterations += 1
-        return self._iter_at(iteration if self._options.get("job_name") else 0)
+        stream = self._iter_at(iteration if self._options.get("job_name") else 0)
+        self._last_stream = weakref.ref(stream)
+        # A resume continues one epoch: the next iter() reads the dataset anew.
+        self._options.pop("resume_from", None)
+        return stream
+
+    # torchdata's Stateful protocol (StatefulDataLoader saves it beside the model with torch.save):
+    # the read cursor of the latest iterator (docs/PYTHON.md "Resuming a read").
+    def state_dict(self) -> dict:
+        """{"conveyor_read_cursor": bytes}: which elements the latest iterator handed out (the
+        state loaded with load_state_dict() while no iterator was made since)."""
+        last = getattr(self, "_last_stream", None)
+        stream = last() if last is not None else None
+        if stream is not None:
+            return stream.state_dict()
+        return {_STATE_KEY: self._options.get("resume_from")}
+
+    def load_state_dict(self, state: dict) -> None:
+        """The next iter() continues from `state` (a state_dict()): it reads only the elements that
+        the saved iterator had not handed out. DYNAMIC reads of a private job only (ValueError
+        otherwise, naming `resume_from`)."""
+        if not isinstance(state, dict) or _STATE_KEY not in state:
+            raise ValueError(f"`state` must be a state_dict() of a conveyor iterator (a dict with "
+                             f"\"{_STATE_KEY}\"), got {state!r:.80}")
+        options = {**self._options, "resume_from": state[_STATE_KEY]}
+        if options["resume_from"] is None:
+            options.pop("resume_from")
+        _check_option_types(options, self._connect_timeout_ms)
+        _conveyor._make_options(**options)
+        self._options = options
+        self._last_stream = None
 
     def _iter_at(self, iteration):
         """A stream of iteration `iteration` of a named job (_conveyor._NEXT_ITERATION: the name's
@@ -317,7 +361,7 @@ def _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                    max_outstanding_requests, compression, target_workers, max_buffered_bytes,
                    request_timeout_ms, expected_consumers=None, on_worker_loss=None,
                    data_transfer_protocol=None, tenant="default", tenant_weight=1,
-                   external_state_policy=None):
+                   external_state_policy=None, resume_from=None):
     if not isinstance(processing_mode, str):
         # tf.data's ShardingPolicy enum values print as ShardingPolicy.OFF etc.
         processing_mode = getattr(processing_mode, "name", processing_mode)
@@ -327,7 +371,8 @@ def _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                 max_buffered_bytes=max_buffered_bytes, request_timeout_ms=request_timeout_ms,
                 expected_consumers=expected_consumers, on_worker_loss=on_worker_loss,
                 data_transfer_protocol=data_transfer_protocol, tenant=tenant,
-                tenant_weight=tenant_weight, external_state_policy=external_state_policy)
+                tenant_weight=tenant_weight, external_state_policy=external_state_policy,
+                **({} if resume_from is None else {"resume_from": resume_from}))
 
 
 class _Required:
@@ -351,7 +396,8 @@ def distribute(dataset: Optional[Dataset] = None, service=_REQUIRED, processing_
                on_worker_loss: Optional[str] = None,
                data_transfer_protocol: Optional[str] = None,
                tenant: str = "default", tenant_weight: int = 1,
-               external_state_policy: Optional[str] = None) -> DistributedDataset:
+               external_state_policy: Optional[str] = None,
+               resume_from: Optional[bytes] = None) -> DistributedDataset:
     """Reads ``dataset`` through the service at ``service`` ("host:port" or a DispatchServer).
     processing_mode: "parallel_epochs" (OFF: every worker produces the whole dataset) or
     "distributed_epoch" (DYNAMIC: each element of an epoch once across the workers); the
@@ -370,7 +416,10 @@ def distribute(dataset: Optional[Dataset] = None, service=_REQUIRED, processing_
     tenant, tenant_weight (beyond tf.data): the tenant whose share of the workers' threads the
     job uses and its weight (>= 1); a saturated worker's threads go to tenants by weight, equally
     among one tenant's jobs (docs/OPERATIONS.md "Tenants").
-    external_state_policy: as register_dataset's (None = "WARN")."""
+    external_state_policy: as register_dataset's (None = "WARN").
+    resume_from (beyond tf.data): an iterator's checkpoint() bytes (or its state_dict()): a
+    DYNAMIC read of a private job continues with exactly the elements that iterator had not
+    handed out, also on a restarted cluster (docs/PYTHON.md "Resuming a read")."""
     for name, value in (("service", service), ("processing_mode", processing_mode)):
         if value is _REQUIRED:
             raise TypeError(f"distribute() missing required argument `{name}`")
@@ -378,7 +427,7 @@ def distribute(dataset: Optional[Dataset] = None, service=_REQUIRED, processing_
                           max_outstanding_requests, compression, target_workers,
                           max_buffered_bytes, request_timeout_ms, expected_consumers,
                           on_worker_loss, data_transfer_protocol, tenant, tenant_weight,
-                          external_state_policy)
+                          external_state_policy, resume_from)
     if dataset is None:
         return _distribute_transformation(service, connect_timeout_ms, opts)
     if not isinstance(dataset, Dataset):

@@ -232,6 +232,25 @@ public:
     return stream()->job_id();
   }
 
+  // ElementStream::checkpoint: the read cursor, bytes.
+  py::bytes checkpoint() {
+    if (inherited())
+      raise(crossed_fork("this iterator"));
+    std::string blob;
+    {
+      auto lock = lock_without_gil();
+      blob = unwrap(stream()->checkpoint());
+    }
+    return py::bytes(blob);
+  }
+
+  int64_t consumed_total() {
+    if (inherited())
+      raise(crossed_fork("this iterator"));
+    auto lock = lock_without_gil();
+    return stream()->consumed_total();
+  }
+
   py::dict stats() {
     if (inherited())
       raise(crossed_fork("this iterator"));
@@ -387,7 +406,8 @@ make_options(const std::string& processing_mode, std::optional<std::string> job_
              std::optional<int64_t> request_timeout_ms, std::optional<int64_t> expected_consumers,
              std::optional<std::string> on_worker_loss, int64_t iteration,
              std::optional<std::string> data_transfer_protocol, const std::string& tenant,
-             int64_t tenant_weight, std::optional<std::string> external_state_policy) {
+             int64_t tenant_weight, std::optional<std::string> external_state_policy,
+             std::optional<std::string> resume_from) {
   DistributeOptions o;
   auto policy = parse_processing_mode(processing_mode);
   if (!policy.ok())
@@ -400,6 +420,7 @@ make_options(const std::string& processing_mode, std::optional<std::string> job_
   o.on_worker_loss = std::move(on_worker_loss);
   o.data_transfer_protocol = std::move(data_transfer_protocol);
   o.external_state_policy = std::move(external_state_policy);
+  o.resume_from = std::move(resume_from);
   o.iteration = iteration;
   o.tenant = tenant;
   o.tenant_weight = tenant_weight;
@@ -735,7 +756,8 @@ PYBIND11_MODULE(_conveyor, m) {
         py::arg("request_timeout_ms"), py::arg("expected_consumers") = py::none(),
         py::arg("on_worker_loss") = py::none(), py::arg("iteration") = 0,
         py::arg("data_transfer_protocol") = py::none(), py::arg("tenant") = "default",
-        py::arg("tenant_weight") = 1, py::arg("external_state_policy") = py::none());
+        py::arg("tenant_weight") = 1, py::arg("external_state_policy") = py::none(),
+        py::arg("resume_from") = py::none());
   m.attr("_NEXT_ITERATION") = kNextIteration;
   m.def("_validate_address",
         [](const std::string& a) { return unwrap(parse_address(a)).to_string(); });
@@ -747,7 +769,19 @@ PYBIND11_MODULE(_conveyor, m) {
     .def("__enter__", [](py::object self) { return self; })
     .def("__exit__", [](PyStream& s, py::args) { s.close(); })
     .def_property_readonly("job_id", &PyStream::job_id)
-    .def("stats", &PyStream::stats);
+    .def("stats", &PyStream::stats)
+    .def("checkpoint", &PyStream::checkpoint,
+         "The read cursor (bytes): which elements this iterator handed out; pass it as "
+         "distribute(..., resume_from=...) to read the rest of the epoch.")
+    .def_property_readonly("consumed_total", &PyStream::consumed_total)
+    .def(
+      "state_dict",
+      [](PyStream& s) {
+        py::dict d;
+        d["conveyor_read_cursor"] = s.checkpoint();
+        return d;
+      },
+      "torchdata's Stateful protocol: {\"conveyor_read_cursor\": bytes}.");
 
   m.def("_spec_of_result", &spec_of_result);
   m.def("_register_dataset", [](const std::string& service, const Dataset& dataset,

@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -193,3 +194,42 @@ def test_loader_processes_run_the_trainer_ops_on_a_shared_named_job(cluster):
     loader = torch.utils.data.DataLoader(ct.ConveyorIterableDataset(d.map(lambda x: x + 1000)),
                                          batch_size=None, num_workers=2, timeout=60)
     assert sorted(int(t) for t in loader) == [i + 1000 for i in range(300)]
+
+
+def test_resume_example_survives_sigkill(tmp_path):
+    # examples/pytorch_resume.py, SIGKILLed after its second checkpoint (its in-process cluster
+    # dies with it), then run again: it resumes from the torch.save'd model + loader state on a
+    # new cluster, and checks that the ids it trained on over both runs are the epoch once (it
+    # exits 1 naming the repeated / missing ids otherwise).
+    import queue
+    import signal
+    import threading
+
+    script = os.path.join(REPO, "examples", "pytorch_resume.py")
+    args = [sys.executable, script, "--state-dir", str(tmp_path), "--examples", "3000",
+            "--batch-size", "16", "--checkpoint-every", "8", "--step-delay-ms", "5"]
+    env = dict(os.environ, CONVEYOR_LOG_LEVEL="warning")
+    first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    lines = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(l) for l in first.stdout], daemon=True)
+    reader.start()
+    checkpoints, out = 0, []
+    try:
+        deadline = time.monotonic() + 120
+        while checkpoints < 2 and time.monotonic() < deadline:
+            try:
+                line = lines.get(timeout=1)
+            except queue.Empty:
+                assert first.poll() is None, "".join(out)
+                continue
+            out.append(line)
+            checkpoints += line.startswith("checkpoint at step")
+        assert checkpoints == 2, "".join(out)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=30)
+    assert not any("equal one epoch" in l for l in out), "it finished before it was killed"
+    second = subprocess.run(args, capture_output=True, text=True, timeout=240, env=env)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "resumed at step" in second.stdout, second.stdout
+    assert "seen element ids over all runs equal one epoch: 3000 ids, each once" in second.stdout

@@ -1,0 +1,285 @@
+#include "pipeline/sharding/read_cursor.hpp"
+
+#include <algorithm>
+#include <iterator>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+namespace conveyor {
+
+namespace {
+
+constexpr const char* kMagic = "conveyor-read-cursor";
+
+// The complete interval holding `index`, or end().
+std::map<int64_t, int64_t>::const_iterator find_interval(const std::map<int64_t, int64_t>& set,
+                                                         int64_t index) {
+  auto it = set.upper_bound(index);
+  if (it == set.begin())
+    return set.end();
+  --it;
+  return index < it->second ? it : set.end();
+}
+
+void add_interval(std::map<int64_t, int64_t>& set, int64_t begin, int64_t end) {
+  auto it = set.upper_bound(begin);
+  if (it != set.begin()) {
+    auto prev = std::prev(it);
+    if (prev->second >= begin) { // touches or overlaps the one before: grow it
+      begin = prev->first;
+      end = std::max(end, prev->second);
+      it = set.erase(prev);
+    }
+  }
+  while (it != set.end() && it->first <= end) { // swallow the ones it reaches
+    end = std::max(end, it->second);
+    it = set.erase(it);
+  }
+  set.emplace(begin, end);
+}
+
+} // namespace
+
+bool ReadCursor::consume(int64_t epoch, int64_t index, int64_t seq, bool split_end) {
+  const Key key{epoch, index};
+  if (!last_.valid || last_.it->first != key) {
+    if (complete(epoch, index))
+      return false;
+    last_.it = partial_.try_emplace(key).first;
+    last_.valid = true;
+  }
+  Progress& p = last_.it->second;
+  bool fresh = false;
+  if (seq == p.prefix) {
+    ++p.prefix;
+    while (!p.beyond.empty() && *p.beyond.begin() == p.prefix) {
+      p.beyond.erase(p.beyond.begin());
+      ++p.prefix;
+    }
+    fresh = true;
+  } else if (seq > p.prefix) {
+    fresh = p.beyond.insert(seq).second;
+  }
+  if (split_end)
+    p.end = seq + 1;
+  if (fresh)
+    ++consumed_;
+  if (p.end >= 0 && p.prefix >= p.end)
+    mark_complete(key);
+  return fresh;
+}
+
+void ReadCursor::mark_complete(const Key& key) {
+  auto it = partial_.find(key);
+  if (it != partial_.end()) {
+    if (last_.valid && it == last_.it)
+      last_.valid = false;
+    partial_.erase(it);
+  }
+  add_interval(complete_[key.first], key.second, key.second + 1);
+}
+
+bool ReadCursor::complete(int64_t epoch, int64_t index) const {
+  auto e = complete_.find(epoch);
+  return e != complete_.end() && find_interval(e->second, index) != e->second.end();
+}
+
+bool ReadCursor::covers(int64_t epoch, int64_t index, int64_t seq) const {
+  if (complete(epoch, index))
+    return true;
+  auto it = partial_.find(Key{epoch, index});
+  if (it == partial_.end())
+    return false;
+  return seq < it->second.prefix || it->second.beyond.count(seq) > 0;
+}
+
+int64_t ReadCursor::skip(int64_t epoch, int64_t index) const {
+  if (complete(epoch, index))
+    return kSkipAll;
+  auto it = partial_.find(Key{epoch, index});
+  return it == partial_.end() ? 0 : it->second.prefix;
+}
+
+std::size_t ReadCursor::complete_splits() const {
+  std::size_t n = 0;
+  for (const auto& [epoch, set] : complete_)
+    for (const auto& [b, e] : set)
+      n += static_cast<std::size_t>(e - b);
+  return n;
+}
+
+// conveyor-read-cursor 1
+// fingerprint <hex>
+// split_size <n>
+// consumed <n>
+// complete <epoch> <begin>-<end> ...        (one line per epoch)
+// partial <epoch> <index> <prefix> <end> [<seq> ...]
+std::string ReadCursor::encode() const {
+  std::ostringstream out;
+  out << kMagic << ' ' << kVersion << '\n'
+      << "fingerprint " << fingerprint_ << '\n'
+      << "split_size " << split_size_ << '\n'
+      << "consumed " << consumed_ << '\n';
+  for (const auto& [epoch, set] : complete_) {
+    out << "complete " << epoch;
+    for (const auto& [b, e] : set)
+      out << ' ' << b << '-' << e;
+    out << '\n';
+  }
+  for (const auto& [key, p] : partial_) {
+    out << "partial " << key.first << ' ' << key.second << ' ' << p.prefix << ' ' << p.end;
+    for (int64_t s : p.beyond)
+      out << ' ' << s;
+    out << '\n';
+  }
+  return out.str();
+}
+
+Expected<ReadCursor> ReadCursor::decode(std::string_view blob, const std::string& what) {
+  const auto bad = [&](const std::string& why) {
+    return invalid_argument(what + " is not a valid conveyor read cursor (" + why +
+                            "); expected the bytes of ElementStream::checkpoint() / the "
+                            "iterator's state_dict()");
+  };
+  std::istringstream in{std::string{blob}};
+  std::string magic;
+  int version = 0;
+  if (!(in >> magic >> version) || magic != kMagic)
+    return bad("it does not start with \"" + std::string{kMagic} + " <version>\"");
+  if (version != kVersion)
+    return bad("version " + std::to_string(version) + ", this build reads version " +
+               std::to_string(kVersion));
+  ReadCursor c;
+  std::string line;
+  std::getline(in, line); // rest of the first line
+  while (std::getline(in, line)) {
+    if (line.empty())
+      continue;
+    std::istringstream ls{line};
+    std::string field;
+    ls >> field;
+    if (field == "fingerprint") {
+      ls >> c.fingerprint_;
+    } else if (field == "split_size") {
+      if (!(ls >> c.split_size_) || c.split_size_ <= 0)
+        return bad("split_size must be positive");
+    } else if (field == "consumed") {
+      if (!(ls >> c.consumed_) || c.consumed_ < 0)
+        return bad("consumed must be at least 0");
+    } else if (field == "complete") {
+      int64_t epoch = 0;
+      if (!(ls >> epoch) || epoch < 0)
+        return bad("a complete line without its epoch");
+      std::string range;
+      while (ls >> range) {
+        auto dash = range.find('-');
+        int64_t b = 0, e = 0;
+        try {
+          if (dash == std::string::npos)
+            throw std::invalid_argument(range);
+          b = std::stoll(range.substr(0, dash));
+          e = std::stoll(range.substr(dash + 1));
+        } catch (const std::exception&) {
+          return bad("\"" + range + "\" is not a split interval BEGIN-END");
+        }
+        if (b < 0 || e <= b)
+          return bad("empty or negative split interval \"" + range + "\"");
+        add_interval(c.complete_[epoch], b, e);
+      }
+    } else if (field == "partial") {
+      int64_t epoch = 0, index = 0;
+      Progress p;
+      if (!(ls >> epoch >> index >> p.prefix >> p.end) || epoch < 0 || index < 0 || p.prefix < 0 ||
+          p.end < -1)
+        return bad("a partial line must be EPOCH INDEX PREFIX END [SEQ...]");
+      int64_t s = 0;
+      while (ls >> s) {
+        if (s <= p.prefix)
+          return bad("a partial split's sequence numbers must lie beyond its prefix");
+        p.beyond.insert(s);
+      }
+      if (!ls.eof())
+        return bad("a partial line must be EPOCH INDEX PREFIX END [SEQ...]");
+      c.partial_[{epoch, index}] = std::move(p);
+    } else {
+      return bad("unknown field \"" + field + "\"");
+    }
+  }
+  if (c.fingerprint_.empty() || c.split_size_ <= 0)
+    return bad("it names no dataset fingerprint or split size");
+  return c;
+}
+
+// --- resuming a job ----------------------------------------------------------------------------
+
+namespace {
+
+class ResumingSplitProvider : public SplitProvider {
+public:
+  ResumingSplitProvider(std::unique_ptr<SplitProvider> inner,
+                        std::shared_ptr<const ReadCursor> cursor)
+    : inner_(std::move(inner)), cursor_(std::move(cursor)) {}
+
+  Status get_next(Split& out, bool& end_of_splits) override {
+    if (pending_end_) { // the held-back split was the epoch's last word
+      pending_end_ = false;
+      end_of_splits = true;
+      return Status::OK();
+    }
+    for (;;) {
+      Split s;
+      bool end = false;
+      CONVEYOR_RETURN_IF_ERROR(inner_->get_next(s, end));
+      if (end) {
+        end_of_splits = true;
+        if (!handed_in_epoch_ && held_) {
+          // Every split of this epoch is complete: hand out one that produces nothing.
+          out = std::move(*held_);
+          out.skip = ReadCursor::kSkipAll;
+          held_.reset();
+          end_of_splits = false;
+          pending_end_ = true;
+        }
+        handed_in_epoch_ = false;
+        held_.reset();
+        return Status::OK();
+      }
+      if (cursor_->complete(s.epoch, s.index)) {
+        held_ = std::move(s);
+        continue;
+      }
+      s.skip = cursor_->skip(s.epoch, s.index);
+      handed_in_epoch_ = true;
+      out = std::move(s);
+      end_of_splits = false;
+      return Status::OK();
+    }
+  }
+
+  SplitPosition position() const override { return inner_->position(); }
+
+  Status restore(const SplitPosition& pos) override {
+    pending_end_ = false;
+    handed_in_epoch_ = false;
+    held_.reset();
+    return inner_->restore(pos);
+  }
+
+private:
+  std::unique_ptr<SplitProvider> inner_;
+  std::shared_ptr<const ReadCursor> cursor_;
+  bool handed_in_epoch_ = false;
+  bool pending_end_ = false;
+  std::optional<Split> held_;
+};
+
+} // namespace
+
+std::unique_ptr<SplitProvider> resuming_split_provider(std::unique_ptr<SplitProvider> inner,
+                                                       std::shared_ptr<const ReadCursor> cursor) {
+  return std::make_unique<ResumingSplitProvider>(std::move(inner), std::move(cursor));
+}
+
+} // namespace conveyor

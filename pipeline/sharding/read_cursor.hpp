@@ -1,0 +1,106 @@
+// A resumable position in a DYNAMIC read (issue 36): which elements a trainer has *consumed*
+// (handed out by ElementStream::next), so that a restarted trainer continues with exactly the
+// rest of the epoch.
+//
+// Elements are named by their split and their sequence number within the split's output:
+// (epoch, index, seq). Splits are numbered by the job's split provider in its own order
+// (SplitProvider: `epoch` = repetition of the source, `index` = position in that epoch), which
+// is a function of the dataset and the split size only (range/from_tensor_slices: index ranges of
+// `split_size` elements; file sources: the files in listing order) — so a new job, on a new
+// cluster, cuts the same splits when it is given the same split size. The cursor records it.
+// Not deterministic: list_files(shuffle=true) without a seed (another file order per job).
+//
+// Per split the cursor keeps how many elements from the start were consumed (`prefix`), any
+// consumed beyond a gap (a re-issued split's repeats arrive out of order), and the split's size
+// once a worker said which element was its last (origin_run.split_end). A split whose every
+// element was consumed is *complete*; complete splits are kept as index intervals per epoch, so
+// the blob stays small: a prefix of the epoch plus the few splits in flight.
+//
+// The blob (encode/decode) is versioned text; a trainer stores it as opaque bytes.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "pipeline/runtime/status.hpp"
+#include "pipeline/sharding/split_provider.hpp"
+
+namespace conveyor {
+
+class ReadCursor {
+public:
+  static constexpr int kVersion = 1;
+  // A Split::skip that drops the split's whole output (kept only so its epoch is not empty).
+  static constexpr int64_t kSkipAll = std::numeric_limits<int64_t>::max();
+
+  ReadCursor() = default;
+  ReadCursor(std::string fingerprint, int64_t split_size)
+    : fingerprint_(std::move(fingerprint)), split_size_(split_size) {}
+
+  const std::string& fingerprint() const { return fingerprint_; }
+  int64_t split_size() const { return split_size_; }
+  // Elements consumed over the whole read, every resumed attempt included.
+  int64_t consumed() const { return consumed_; }
+
+  // The trainer took element `seq` of split (epoch, index); `split_end`: it is the split's last.
+  // False when the cursor already held it (a repeat: the caller handed out an element twice).
+  bool consume(int64_t epoch, int64_t index, int64_t seq, bool split_end);
+  // Whether the element was consumed.
+  bool covers(int64_t epoch, int64_t index, int64_t seq) const;
+  // Every element of the split was consumed.
+  bool complete(int64_t epoch, int64_t index) const;
+  // How many elements from the split's start were consumed (what a worker may skip); kSkipAll
+  // for a complete split.
+  int64_t skip(int64_t epoch, int64_t index) const;
+
+  std::size_t complete_splits() const;
+  std::size_t partial_splits() const { return partial_.size(); }
+
+  std::string encode() const;
+  // `what` names the argument in errors (e.g. "`resume_from`").
+  static Expected<ReadCursor> decode(std::string_view blob, const std::string& what);
+
+private:
+  struct Progress {
+    int64_t prefix = 0;
+    std::set<int64_t> beyond;
+    int64_t end = -1; // elements in the split; -1 = not known yet
+  };
+  using Key = std::pair<int64_t, int64_t>;
+  void mark_complete(const Key& key);
+
+  std::string fingerprint_;
+  int64_t split_size_ = 0;
+  int64_t consumed_ = 0;
+  std::map<Key, Progress> partial_;
+  // epoch -> complete split indices as intervals [begin, end) keyed by begin.
+  std::map<int64_t, std::map<int64_t, int64_t>> complete_;
+  // The split the last consume() went to (elements come in runs of one split). Forgotten when
+  // the cursor is copied or moved: it points into this object's map.
+  struct LastSplit {
+    bool valid = false;
+    std::map<Key, Progress>::iterator it;
+    LastSplit() = default;
+    LastSplit(const LastSplit&) {}
+    LastSplit& operator=(const LastSplit&) {
+      valid = false;
+      return *this;
+    }
+  };
+  LastSplit last_;
+};
+
+// Wraps a job's split provider for a job resumed from `cursor`: complete splits are not handed
+// out, partial ones carry Split::skip = their consumed prefix. An epoch whose every split is
+// complete still hands out one split (with skip = kSkipAll, which produces nothing), since a
+// task that saw an empty epoch would take it for the end of the dataset.
+std::unique_ptr<SplitProvider> resuming_split_provider(std::unique_ptr<SplitProvider> inner,
+                                                       std::shared_ptr<const ReadCursor> cursor);
+
+} // namespace conveyor
