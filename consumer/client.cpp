@@ -14,6 +14,7 @@
 #include "node/log.hpp"
 #include "pipeline/graph/external_state.hpp"
 #include "pipeline/graph/serialize.hpp"
+#include "pipeline/io/snapshot_files.hpp"
 #include "pipeline/sharding/read_cursor.hpp"
 
 namespace conveyor {
@@ -287,6 +288,18 @@ Expected<ElementStream> Client::distribute(const Dataset& dataset,
   if (!id.ok())
     return id.status();
   return from_dataset_id(*id, options);
+}
+
+Expected<ElementSpec> Client::element_spec(const std::string& dataset_id) {
+  if (dataset_id.empty())
+    return invalid_argument("`dataset_id` must not be empty");
+  auto reply = ctx_->ask<msg::element_spec_reply>(
+    msg::get_element_spec{dataset_id}, "asking for the element spec of dataset " + dataset_id);
+  if (!reply.ok())
+    return reply.status();
+  if (reply->spec.empty())
+    return ElementSpec{};
+  return parse_spec_components(reply->spec);
 }
 
 Expected<ElementStream> Client::from_dataset_id(const std::string& dataset_id,

@@ -252,6 +252,12 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
           return reply_when_durable<msg::job_info>(self,
                                                    [self, id] { return job_info_of(self, id); });
         },
+        [self](msg::get_element_spec& req) -> caf::result<msg::element_spec_reply> {
+          auto r = element_spec_of(self, req.dataset);
+          if (!r.ok())
+            return msg::to_error(r.status());
+          return *r;
+        },
         [self](msg::rejoin_job& req) -> caf::result<msg::job_info> {
           auto id = req.job;
           return reply_when_durable<msg::job_info>(self,

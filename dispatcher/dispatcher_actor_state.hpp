@@ -115,6 +115,8 @@ void add_estimate(const dispatcher_actor_state& st, msg::job_status& job);
 
 // dispatcher_actor_status.cpp
 const msg::dataset_status& dataset_facts(self_ptr self, const DatasetEntry& d);
+// get_element_spec: the registered dataset's spec in format_spec_components form.
+Expected<msg::element_spec_reply> element_spec_of(self_ptr self, const msg::dataset_id_t& id);
 caf::result<msg::cluster_status> get_status(self_ptr self, const msg::get_status& req);
 
 } // namespace conveyor::actors::dispatcher_detail

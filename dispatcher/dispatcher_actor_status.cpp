@@ -26,6 +26,7 @@
 #include "consumer/placement.hpp"
 #include "messages/all.hpp"
 #include "pipeline/graph/serialize.hpp"
+#include "pipeline/io/snapshot_files.hpp"
 #include "pipeline/sharding/sharding.hpp"
 #include "pipeline/sharding/split_provider.hpp"
 
@@ -75,6 +76,19 @@ std::vector<msg::tenant_status> tenant_statuses(const dispatcher_actor_state& st
   for (auto& [tenant, t] : out)
     list.push_back(std::move(t));
   return list;
+}
+
+Expected<msg::element_spec_reply> element_spec_of(self_ptr self, const msg::dataset_id_t& id) {
+  const DatasetEntry* d = self->state.cluster.dataset(id);
+  if (d == nullptr)
+    return not_found("dataset id \"" + id + "\" is not registered");
+  msg::element_spec_reply reply;
+  auto ds = from_binary(d->definition);
+  if (!ds.ok())
+    return ds.status();
+  if (auto spec = ds->element_spec(); spec.ok()) // unknown (a plugin not loaded here): ""
+    reply.spec = format_spec_components(*spec);
+  return reply;
 }
 
 caf::result<msg::cluster_status> get_status(self_ptr self, const msg::get_status& req) {

@@ -6,6 +6,8 @@
 //   client -> dispatcher  register_dataset{definition, compression, requested_id} ->
 //                         dataset_registered{id}. Same fingerprint -> same id; a requested id
 //                         naming another definition -> already_exists.
+//   client -> dispatcher  get_element_spec{dataset} -> element_spec_reply{spec}: the registered
+//                         dataset's element spec (not_found for an unknown id).
 //   client -> dispatcher  get_or_create_job{dataset, job_name, policy, ...} -> job_info{job}.
 //                         A named job is keyed by (dataset, job_name, iteration) as in tf.data:
 //                         every consumer asking for that iteration shares it (they must ask
@@ -67,6 +69,24 @@ struct dataset_registered {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, dataset_registered& x) {
   return f(caf::meta::type_name("dataset_registered"), x.dataset);
+}
+
+// A registered dataset's element spec, as tf.data's GetElementSpec: what from_dataset_id
+// re-nests the elements with when the reader has no dataset in hand.
+struct get_element_spec {
+  dataset_id_t dataset;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, get_element_spec& x) {
+  return f(caf::meta::type_name("get_element_spec"), x.dataset);
+}
+
+struct element_spec_reply {
+  std::string spec; // pipeline/io/snapshot_files.hpp format_spec_components; "" = unknown
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, element_spec_reply& x) {
+  return f(caf::meta::type_name("element_spec_reply"), x.spec);
 }
 
 struct get_or_create_job {
@@ -139,6 +159,7 @@ using dispatcher_actor =
                            caf::replies_to<client_hello>::with<dispatcher_hello>,
                            caf::replies_to<register_dataset>::with<dataset_registered>,
                            caf::replies_to<get_or_create_job>::with<job_info>,
+                           caf::replies_to<get_element_spec>::with<element_spec_reply>,
                            caf::replies_to<register_worker>::with<worker_registered>,
                            caf::replies_to<worker_heartbeat>::with<heartbeat_ack>,
                            caf::replies_to<get_status>::with<cluster_status>>;

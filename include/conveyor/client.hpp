@@ -135,6 +135,11 @@ public:
   Expected<ElementStream> from_dataset_id(const std::string& dataset_id,
                                           const DistributeOptions& options = {});
 
+  // The element spec of the registered dataset `dataset_id` (tf.data's GetElementSpec): its
+  // components and how they nest, for a reader that has only the id. not_found for an unknown
+  // id; an empty spec when the dispatcher cannot tell (a function from a plugin it lacks).
+  Expected<ElementSpec> element_spec(const std::string& dataset_id);
+
   // The dispatcher address given to connect().
   const std::string& address() const;
 

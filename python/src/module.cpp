@@ -806,11 +806,17 @@ PYBIND11_MODULE(_conveyor, m) {
                                const DistributeOptions& options, int64_t connect_timeout_ms) {
     auto client = connect(service, connect_timeout_ms);
     std::optional<ElementStream> stream;
+    std::shared_ptr<const Structure> structure;
     {
       py::gil_scoped_release release;
       stream.emplace(unwrap(client.from_dataset_id(dataset_id, options)));
+      // The reader has no dataset in hand: the elements are re-nested with the registered
+      // dataset's structure, which the dispatcher knows (tf.data fetches the element spec too).
+      auto spec = unwrap(client.element_spec(dataset_id));
+      if (spec.structure)
+        structure = std::make_shared<const Structure>(*spec.structure);
     }
-    return GilFreeHolder<PyStream>(new PyStream(std::move(*stream)));
+    return GilFreeHolder<PyStream>(new PyStream(std::move(*stream), std::move(structure)));
   });
   // Snapshots (include/conveyor/snapshot.hpp): the GIL is free while the pipeline runs.
   m.def("_save", [](const Dataset& dataset, const std::string& path, SaveOptions options) {

@@ -81,6 +81,16 @@ def test_dicts_through_batch_unbatch_and_padded_batch():
     assert_same(ds.enumerate()._collect()[1], (1, {"x": 1, "y": 2.0}))
 
 
+def test_from_dataset_id_nests_like_the_registered_dataset(cluster):
+    ds = conveyor.Dataset.from_tensor_slices({"x": np.arange(3), "y": (np.arange(3), np.arange(3) * 2)})
+    dataset_id = conveyor.register_dataset(cluster.target, ds)
+    got = list(conveyor.from_dataset_id("distributed_epoch", cluster.target, dataset_id))
+    assert sorted(int(e["x"]) for e in got) == [0, 1, 2]
+    for e in got:
+        assert set(e) == {"x", "y"} and isinstance(e["y"], tuple)
+        assert int(e["y"][1]) == 2 * int(e["x"])
+
+
 def test_zip_is_a_tuple_of_the_inputs_structures():
     a = conveyor.Dataset.from_tensor_slices((np.arange(3), np.arange(3)))
     b = conveyor.Dataset.from_tensor_slices({"k": np.arange(3)})

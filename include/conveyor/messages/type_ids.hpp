@@ -50,6 +50,8 @@ struct register_dataset;
 struct dataset_registered;
 struct get_or_create_job;
 struct job_info;
+struct get_element_spec;
+struct element_spec_reply;
 // status.hpp
 struct get_status;
 struct cluster_status;
@@ -125,4 +127,7 @@ CAF_ADD_ATOM(conveyor, conveyor::msg, tls_out_atom, "cv_tlsout")  // session byt
 CAF_ADD_ATOM(conveyor, conveyor::msg, tls_plain_atom, "cv_tlspt") // plaintext of the TLS records
 CAF_ADD_ATOM(conveyor, conveyor::msg, tls_sealed_atom,
              "cv_tlsseal") // sealed records (bulk_seal.hpp)
+// A registered dataset's element spec (dispatcher_consumer.hpp).
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::get_element_spec))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::element_spec_reply))
 CAF_END_TYPE_ID_BLOCK(conveyor)

@@ -173,3 +173,27 @@ TEST_CASE("data_transfer_protocol: grpc and bulk are the default path, caf keeps
   CHECK(read_all(*bulk_stream).size() == 24);
   CHECK(LocalWorkers::frames_delivered() > before_bulk);
 }
+
+TEST_CASE("element_spec of a registered dataset, as tf.data's GetElementSpec: structure and "
+          "components, not_found for an unknown id") {
+  TestCluster cluster{0};
+  auto client = cluster.client();
+  auto dict = Structure::dict({{"b", Structure::leaf()}, {"a", Structure::leaf()}});
+  REQUIRE(dict.ok());
+  Element columns{*Tensor::from_values<int64_t>({3}, {1, 2, 3}),
+                  *Tensor::from_values<double>({3}, {1.0, 2.0, 3.0})};
+  auto id = client.register_dataset(Dataset::from_tensor_slices(columns, *dict).batch(2));
+  REQUIRE_MESSAGE(id.ok(), id.status().to_string());
+  auto spec = client.element_spec(*id);
+  REQUIRE_MESSAGE(spec.ok(), spec.status().to_string());
+  REQUIRE(spec->structure.has_value());
+  CHECK(spec->structure->to_string() == "{\"a\": _, \"b\": _}");
+  REQUIRE(spec->components.size() == 2);
+  CHECK(spec->components[0].dtype == DType::int64);
+  CHECK(spec->components[1].dtype == DType::float64);
+  auto unknown = client.element_spec("no-such-id");
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.status().code() == ErrorCode::not_found);
+  CHECK(unknown.status().message().find("dataset id \"no-such-id\" is not registered") !=
+        std::string::npos);
+}
