@@ -141,6 +141,47 @@ TEST_CASE("snapshot: load(wait=true) started before a save reads everything exac
   CHECK(sorted_values(got) == iota(4000));
 }
 
+TEST_CASE("snapshot: load(wait=true) started before a distributed save reads what the workers "
+          "commit, every element exactly once, while the save runs") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string snap = dir.path() + "/snap";
+  const std::vector<std::string> allow{"--allow-path", dir.path()};
+  auto d = start_dispatcher(free_port(), "", "dispatcher", allow);
+  const uint16_t port = *d->wait_listening(kStartTimeout);
+  std::vector<std::unique_ptr<ChildProcess>> workers;
+  for (int i = 0; i < 2; ++i) {
+    workers.push_back(start_worker(port, "worker" + std::to_string(i + 1), allow));
+    REQUIRE(workers.back()->wait_for_output("worker: ready", kStartTimeout));
+  }
+  auto it = Dataset::load(snap, /*wait=*/true).make_iterator();
+  REQUIRE(it.ok());
+  // ~0.5 s of work on 2 workers, committed in ~40 chunks.
+  auto saver = ChildProcess::conveyor({"save", "--dispatcher", addr(port), "--dataset",
+                                       "range(4000).map(sleep_us(us=250))", "--path", snap,
+                                       "--chunk-bytes", "1000"},
+                                      "save");
+  REQUIRE(saver.ok());
+  std::vector<Element> got;
+  bool first_before_exit = false;
+  for (;;) { // bounded: the load ends at DONE, fails at ERROR
+    Element e;
+    bool end = false;
+    auto st = (*it)->get_next(e, end);
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+    if (end)
+      break;
+    if (got.empty())
+      first_before_exit = !(*saver)->exited();
+    got.push_back(std::move(e));
+  }
+  auto rc = (*saver)->wait_exit(kReadTimeout);
+  REQUIRE(rc.has_value());
+  CHECK_MESSAGE(*rc == 0, (*saver)->describe());
+  CHECK(first_before_exit);
+  CHECK(sorted_values(got) == iota(4000));
+}
+
 TEST_CASE("snapshot: `conveyor save` refuses bad arguments and an existing snapshot (exit 2)") {
   TempDir dir;
   REQUIRE(dir.ok());
