@@ -15,8 +15,9 @@ constexpr CommandInfo kInfo{
   "save", "--dataset EXPR --path DIR [--dispatcher HOST:PORT] [flags]",
   "Runs the dataset EXPR (the pipeline text form) and writes its output as a snapshot in DIR\n"
   "(chunk files; read it back with the dataset load(\"DIR\")). With --dispatcher the service's\n"
-  "workers produce the elements (a DYNAMIC job: each element once, surviving worker loss) and\n"
-  "this process writes them; without it the dataset runs in this process. Prints one summary\n"
+  "workers run the dataset (DYNAMIC splits) and write the chunks themselves, surviving worker\n"
+  "loss and a dispatcher restart; this process only waits (the dispatcher and workers need\n"
+  "--allow-path for DIR). Without it the dataset runs in this process. Prints one summary\n"
   "line. Exit codes: 0 saved, 1 the save failed (the snapshot is marked failed with the cause),\n"
   "2 bad arguments."};
 
@@ -41,8 +42,8 @@ int run_save(const std::vector<std::string>& args) {
       ("connect-timeout", po::value(&connect_timeout_ms)->default_value(5000)->value_name("MS"),
        "with --dispatcher: fail when it does not answer within MS milliseconds")
       ("stall-timeout", po::value(&stall_timeout_ms)->default_value(0)->value_name("MS"),
-       "with --dispatcher: fail when no element arrived for MS milliseconds (e.g. no worker is\n"
-       "registered); 0 waits as long as it takes, warning every 30 s")
+       "with --dispatcher: fail when no element was committed for MS milliseconds (e.g. no worker\n"
+       "is registered); 0 waits as long as it takes, warning every 30 s")
       ("plugin", po::value<std::vector<std::string>>()->composing()->value_name("LIB.so"),
        "load dataset functions from a plugin (repeatable)");
   // clang-format on

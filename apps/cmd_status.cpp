@@ -133,6 +133,17 @@ std::string to_json(const msg::cluster_status& s) {
          ",\"tenant\":" + json_string(j.tenant) +
          ",\"tenant_weight\":" + std::to_string(j.tenant_weight) + "}";
   }
+  o += "],\"snapshots\":[";
+  for (std::size_t i = 0; i < s.snapshots.size(); ++i) {
+    const auto& p = s.snapshots[i];
+    o += i ? "," : "";
+    o += "{\"path\":" + json_string(p.path) + ",\"dataset\":" + json_string(p.dataset) +
+         ",\"state\":" + json_string(p.state) + ",\"streams\":" + std::to_string(p.streams) +
+         ",\"streams_done\":" + std::to_string(p.streams_done) +
+         ",\"chunks\":" + std::to_string(p.chunks) + ",\"elements\":" + std::to_string(p.elements) +
+         ",\"bytes\":" + std::to_string(p.bytes) + ",\"elements_per_s\":" + num(p.elements_per_s) +
+         ",\"bytes_per_s\":" + num(p.bytes_per_s) + ",\"age_ms\":" + std::to_string(p.age_ms) + "}";
+  }
   return o + "],\"desired_workers\":" + std::to_string(s.desired_workers) +
          ",\"autoscale_target\":" + std::to_string(s.autoscale_target) +
          ",\"scale_commands\":" + std::to_string(s.scale_commands) +
@@ -206,6 +217,20 @@ void print_table(const msg::cluster_status& s) {
                   j.desired_workers, 100 * j.recent_worker_wait);
   }
   print_tenants(s.tenants);
+  std::printf("\nsnapshots: %zu\n", s.snapshots.size());
+  if (!s.snapshots.empty())
+    std::printf("  %-10s %-8s %-12s %-8s %-12s %-14s %-12s %s\n", "STATE", "DATASET", "STREAMS",
+                "CHUNKS", "ELEMENTS", "BYTES", "ELEM/S", "PATH");
+  for (const auto& p : s.snapshots) {
+    const bool failed = p.state.rfind("failed", 0) == 0;
+    const std::string streams =
+      std::to_string(p.streams_done) + "/" + std::to_string(p.streams) + " done";
+    std::printf("  %-10s %-8s %-12s %-8" PRId64 " %-12" PRId64 " %-14" PRId64 " %-12.0f %s\n",
+                failed ? "failed" : p.state.c_str(), p.dataset.c_str(), streams.c_str(), p.chunks,
+                p.elements, p.bytes, p.elements_per_s, p.path.c_str());
+    if (failed)
+      std::printf("        %s\n", p.state.c_str());
+  }
   std::printf("\nworkers needed: %s", s.desired_workers < 0 ? "not estimated yet"
                                       : s.desired_workers == 0
                                         ? "0 (no job has readers)"

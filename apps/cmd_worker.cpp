@@ -33,6 +33,7 @@ int run_worker(const std::vector<std::string>& args) {
   int64_t memory_limit = 0;
   int64_t dispatcher_timeout_ms = 0;
   int64_t cache_bytes = 0;
+  int64_t max_snapshots = 0;
   WorkerConfig defaults;
   po::options_description options("worker options");
   // clang-format off
@@ -74,6 +75,9 @@ int run_worker(const std::vector<std::string>& args) {
        "memory budget of all jobs' pipelines on this worker together, counted like "
        "--job-memory-limit: a backstop for many jobs at once; the job whose charge passes it fails "
        "with resource_exhausted (0 = none)")
+      ("worker-max-concurrent-snapshots", po::value(&max_snapshots)->default_value(0)->value_name("N"),
+       "distributed snapshots (`conveyor save --dispatcher`): write at most N snapshot streams at "
+       "once, one per snapshot (0 = no limit)")
       ("connect-timeout", po::value(&connect_timeout_ms)->default_value(defaults.connect_timeout.count())->value_name("MS"),
        "limit of one attempt to connect to the dispatcher (retried with backoff within it)")
       ("worker-tags", po::value<std::vector<std::string>>()->composing()->value_name("TAG,..."),
@@ -169,6 +173,9 @@ int run_worker(const std::vector<std::string>& args) {
   if (auto st = check_at_least("--memory-limit", memory_limit, 0); !st.ok())
     return report_status(kInfo.name, st);
   config.memory_limit = memory_limit;
+  if (auto st = check_at_least("--worker-max-concurrent-snapshots", max_snapshots, 0); !st.ok())
+    return report_status(kInfo.name, st);
+  config.max_concurrent_snapshots = max_snapshots;
   if (auto st = check_at_least("--cross-trainer-cache-size-bytes", cache_bytes, 1); !st.ok())
     return report_status(kInfo.name, st);
   config.cross_trainer_cache_size_bytes = cache_bytes;

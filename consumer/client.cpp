@@ -280,6 +280,23 @@ Client::register_dataset(const Dataset& dataset, const std::string& compression,
   return reply->dataset;
 }
 
+Status Client::start_snapshot(const std::string& dataset_id, const std::string& path,
+                              const std::string& compression, int64_t chunk_bytes) {
+  msg::start_snapshot req;
+  req.path = path;
+  req.dataset = dataset_id;
+  if (compression == "lz4")
+    req.compression = static_cast<uint8_t>(Compression::lz4);
+  else if (compression == "none")
+    req.compression = static_cast<uint8_t>(Compression::none);
+  else
+    return invalid_argument("`compression` must be \"lz4\" or \"none\", got \"" + compression +
+                            "\"");
+  req.chunk_bytes = chunk_bytes;
+  auto reply = ctx_->ask<msg::snapshot_started>(std::move(req), "starting the snapshot");
+  return reply.ok() ? Status::OK() : reply.status();
+}
+
 Expected<ElementStream> Client::distribute(const Dataset& dataset,
                                            const DistributeOptions& options) {
   CONVEYOR_RETURN_IF_ERROR(validate(options));

@@ -1,8 +1,11 @@
-// save() and distributed_save() (include/conveyor/snapshot.hpp): one driver over an element
-// source, so both write, count and fail alike.
+// save() (include/conveyor/snapshot.hpp): this process runs the dataset and writes its chunks;
+// distributed_save(): the service's workers write them (worker/snapshot_stream.hpp) and this
+// process waits for the snapshot to end.
 #include <chrono>
 #include <ctime>
+#include <filesystem>
 #include <functional>
+#include <thread>
 
 #include "conveyor/snapshot.hpp"
 #include "node/log.hpp"
@@ -57,16 +60,19 @@ Status create_snapshot(const Dataset& dataset, const std::string& path,
   return snapshot::create(path, m);
 }
 
+// Marks the snapshot failed with `cause` and returns it.
+Status fail_save(const std::string& path, const Status& cause) {
+  Status marked = snapshot::mark_failed(path, cause);
+  return marked.ok()
+           ? cause
+           : cause.with_context(
+               "(and the snapshot could not be marked failed: " + marked.to_string() + ")");
+}
+
 Expected<SaveResult> write_all(const std::string& path, const snapshot::WriterOptions& w,
                                const NextElement& next) {
   snapshot::StreamWriter writer(path, w);
-  auto fail = [&](const Status& cause) -> Status {
-    Status marked = snapshot::mark_failed(path, cause);
-    return marked.ok()
-             ? cause
-             : cause.with_context(
-                 "(and the snapshot could not be marked failed: " + marked.to_string() + ")");
-  };
+  auto fail = [&](const Status& cause) { return fail_save(path, cause); };
   for (;;) {
     Element element;
     bool end = false;
@@ -99,41 +105,79 @@ Expected<SaveResult> save(const Dataset& dataset, const std::string& path,
   return write_all(path, *w, [&](Element& out, bool& end) { return iterator.get_next(out, end); });
 }
 
+namespace {
+
+// What the workers committed so far (file bytes: the chunks as they lie on disk).
+Expected<SaveResult> committed_so_far(const std::string& path) {
+  auto chunks = snapshot::committed_chunks(path);
+  if (!chunks.ok())
+    return chunks.status();
+  SaveResult r;
+  for (const auto& c : *chunks) {
+    ++r.chunks;
+    r.elements += c.elements;
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(c.path, ec);
+    r.bytes += ec ? 0 : static_cast<int64_t>(size);
+  }
+  return r;
+}
+
+} // namespace
+
 Expected<SaveResult> distributed_save(Client& client, const Dataset& dataset,
-                                      const std::string& path, const SaveOptions& options,
-                                      DistributeOptions read) {
+                                      const std::string& path, const SaveOptions& options) {
   auto w = writer_options(dataset, path, options);
   if (!w.ok())
     return w.status();
-  auto stream = client.distribute(dataset, read);
-  if (!stream.ok())
-    return stream.status();
+  auto id = client.register_dataset(dataset);
+  if (!id.ok())
+    return id.status();
   CONVEYOR_RETURN_IF_ERROR(create_snapshot(dataset, path, *w));
-  ElementStream& elements = *stream;
-  return write_all(path, *w, [&](Element& out, bool& end) {
-    using Clock = std::chrono::steady_clock;
-    constexpr auto kWarnEvery = std::chrono::seconds(30);
-    const auto since = Clock::now();
-    auto warned = since;
-    for (;;) { // a slow worker is no failure: only a final error or the stall timeout ends it
-      Status s = elements.next(out, end, std::chrono::seconds(1)); // to check the waits below
-      if (s.code() != ErrorCode::deadline_exceeded)
-        return s;
-      const auto now = Clock::now();
-      const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - since);
-      if (options.stall_timeout.count() > 0 && waited >= options.stall_timeout)
-        return Status{ErrorCode::deadline_exceeded,
-                      "distributed_save: no element arrived for " + std::to_string(waited.count()) +
-                        " ms (stall_timeout " + std::to_string(options.stall_timeout.count()) +
-                        " ms): is a worker registered with the dispatcher and producing?"};
-      if (now - warned >= kWarnEvery) {
-        warned = now;
-        log::warning("save", "distributed_save: waiting " + std::to_string(waited.count() / 1000) +
-                               " s for the next element (is a worker registered with the "
-                               "dispatcher?)");
-      }
+  if (Status s = client.start_snapshot(*id, path, options.compression, options.chunk_bytes);
+      !s.ok())
+    return fail_save(path, s);
+  // The workers write; this process watches the directory (which outlives a dispatcher
+  // restart) until DONE or ERROR, or until nothing was committed for stall_timeout.
+  using Clock = std::chrono::steady_clock;
+  constexpr auto kWarnEvery = std::chrono::seconds(30);
+  constexpr auto kPoll = std::chrono::milliseconds(50);
+  auto progressed = Clock::now();
+  auto warned = progressed;
+  int64_t elements = -1;
+  for (;;) {
+    auto state = snapshot::progress(path);
+    if (!state.ok())
+      return state.status();
+    if (state->state == snapshot::State::failed)
+      return failed_precondition("distributed_save: the snapshot at " + path +
+                                 " failed: " + state->error);
+    auto committed = committed_so_far(path);
+    if (!committed.ok())
+      return committed.status();
+    if (state->state == snapshot::State::done)
+      return *committed;
+    const auto now = Clock::now();
+    if (committed->elements != elements) {
+      elements = committed->elements;
+      progressed = now;
     }
-  });
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - progressed);
+    if (options.stall_timeout.count() > 0 && waited >= options.stall_timeout)
+      return fail_save(
+        path, Status{ErrorCode::deadline_exceeded,
+                     "distributed_save: no element arrived for " + std::to_string(waited.count()) +
+                       " ms (stall_timeout " + std::to_string(options.stall_timeout.count()) +
+                       " ms): is a worker registered with the dispatcher and allowed to write " +
+                       path + " (--allow-path)?"});
+    if (now - warned >= kWarnEvery) {
+      warned = now;
+      log::warning("save", "distributed_save: no element committed for " +
+                             std::to_string(waited.count() / 1000) +
+                             " s (is a worker registered with the dispatcher?)");
+    }
+    std::this_thread::sleep_for(kPoll);
+  }
 }
 
 } // namespace conveyor

@@ -170,6 +170,7 @@ void restore(self_ptr self) {
           self->send(j->second, msg::add_task{t->id, t->worker, w->address, {}});
     ++running;
   }
+  restore_snapshots(self);
   auto snapshot = st.cluster.snapshot();
   // `conveyor status` lists datasets from these facts, computed at registration: without them
   // a restored dispatcher listed 0 datasets (issue 33 item 6).
@@ -281,7 +282,15 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
           });
         },
         [self](msg::synced_atom, uint64_t seq, std::string& error) { on_synced(self, seq, error); },
-        [self](msg::worker_heartbeat& hb) {
+        [self](msg::start_snapshot& req) -> caf::result<msg::snapshot_started> {
+          auto r = start_snapshot(self, req);
+          return reply_when_durable<msg::snapshot_started>(self, [r] { return r; });
+        },
+        [self](msg::get_snapshot_splits& req) -> caf::result<msg::snapshot_splits> {
+          auto r = snapshot_splits_for(self, req);
+          return reply_when_durable<msg::snapshot_splits>(self, [r] { return r; });
+        },
+        [self](msg::worker_heartbeat& hb) -> caf::result<msg::heartbeat_ack> {
           auto& st = self->state;
           auto w = st.workers.find(hb.worker);
           if (w == st.workers.end() || !w->second.handle) // unknown, or restored: register again
@@ -292,7 +301,12 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
             for (const auto* t : st.cluster.tasks_of_worker(hb.worker))
               if (auto j = st.jobs.find(t->job); j != st.jobs.end())
                 self->send(j->second, msg::drain_task{t->id});
-          return msg::heartbeat_ack{true};
+          msg::heartbeat_ack ack{true};
+          ack.snapshot_streams = snapshot_heartbeat(self, hb.worker, hb.snapshot_streams,
+                                                    hb.max_snapshot_streams, hb.draining);
+          // New streams are journaled before their worker learns of them.
+          return reply_when_durable<msg::heartbeat_ack>(
+            self, [ack]() -> caf::expected<msg::heartbeat_ack> { return ack; });
         },
         [self](msg::get_status& req) { return get_status(self, req); },
         [self](msg::task_finished& done) {
@@ -331,6 +345,7 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
           if (!check_local_sender(self, kLog, "tick_atom", "the dispatcher itself").ok())
             return;
           check_heartbeats(self);
+          check_snapshots(self);
           forget_released_jobs(self);
           compact_if_due(self);
           estimate_if_due(self);

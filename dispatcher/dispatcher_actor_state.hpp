@@ -5,6 +5,7 @@
 //   dispatcher_actor_workers.cpp  workers and datasets: registering, adopting, removing
 //   dispatcher_actor_status.cpp   `conveyor status`: the cluster's state
 //   dispatcher_actor_autoscale.cpp  the worker estimate and the autoscaler, every interval
+//   dispatcher_actor_snapshots.cpp  distributed snapshots: streams for workers, their splits
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,7 @@
 #include "dispatcher/journal.hpp"
 #include "messages/all.hpp"
 #include "pipeline/sharding/read_cursor.hpp"
+#include "pipeline/sharding/split_provider.hpp"
 
 namespace conveyor::actors::dispatcher_detail {
 
@@ -42,6 +44,18 @@ struct LiveWorker {
   // it registers again, before it gets any task.
   std::vector<std::string> tags = {};
   std::vector<msg::tenant_usage> tenants = {}; // its executor's, as of its last heartbeat
+};
+
+// A distributed snapshot as the dispatcher runs it (its journaled part is in `cluster`).
+struct LiveSnapshot {
+  std::shared_ptr<SplitProvider> provider;                 // null once finished
+  std::map<int64_t, msg::worker_id_t> owners;              // stream -> the worker writing it
+  std::map<int64_t, msg::snapshot_stream_report> progress; // as its writers last reported
+  caf::actor_clock::time_point started;
+  // Restored from the journal: the streams' old writers get this long to report before their
+  // streams go to other workers.
+  caf::actor_clock::time_point assign_after;
+  std::optional<caf::actor_clock::time_point> finished_at; // freezes its rate in status
 };
 
 struct dispatcher_actor_state {
@@ -73,6 +87,7 @@ struct dispatcher_actor_state {
   std::shared_ptr<ScaleCommand> scale_command;
   caf::actor_clock::time_point last_estimate{};
   bool estimating = false; // the jobs' status was asked for and not all have answered
+  std::map<std::string, LiveSnapshot> snapshots; // by directory
 };
 
 using self_ptr = dispatcher_full_actor::stateful_pointer<dispatcher_actor_state>;
@@ -112,6 +127,19 @@ void start_autoscaler(self_ptr self);
 void estimate_if_due(self_ptr self);
 void add_estimates(const dispatcher_actor_state& st, msg::cluster_status& status);
 void add_estimate(const dispatcher_actor_state& st, msg::job_status& job);
+
+// dispatcher_actor_snapshots.cpp: distributed snapshots written by the workers
+caf::expected<msg::snapshot_started> start_snapshot(self_ptr self, msg::start_snapshot& req);
+caf::expected<msg::snapshot_splits> snapshot_splits_for(self_ptr self,
+                                                        const msg::get_snapshot_splits& req);
+std::vector<msg::snapshot_stream_def>
+snapshot_heartbeat(self_ptr self, msg::worker_id_t worker,
+                   const std::vector<msg::snapshot_stream_report>& reports, int64_t max_streams,
+                   bool draining);
+void release_snapshot_streams(self_ptr self, msg::worker_id_t worker);
+void restore_snapshots(self_ptr self);
+void check_snapshots(self_ptr self);
+void add_snapshot_status(self_ptr self, msg::cluster_status& status);
 
 // dispatcher_actor_status.cpp
 const msg::dataset_status& dataset_facts(self_ptr self, const DatasetEntry& d);

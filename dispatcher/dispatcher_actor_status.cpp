@@ -138,6 +138,7 @@ caf::result<msg::cluster_status> get_status(self_ptr self, const msg::get_status
   }
   add_estimates(st, *status);
   status->tenants = tenant_statuses(st);
+  add_snapshot_status(self, *status);
   if (req.include_jobs)
     for (const auto& js : st.finished_jobs)
       status->jobs.push_back(js);

@@ -52,6 +52,7 @@ void remove_worker(self_ptr self, msg::worker_id_t id, const std::string& reason
       self->demonitor(w->second.handle.address());
     st.workers.erase(w);
   }
+  release_snapshot_streams(self, id);
   log::info(kLog,
             "worker " + address + " removed (worker " + std::to_string(id) + ", " + reason + ")");
   place_capped_jobs(self); // a capped tenant that used it may take another worker

@@ -243,6 +243,8 @@ StateSnapshot DispatcherState::snapshot() const {
   s.next_task_id = next_task_id_;
   for (const auto& [key, count] : repetitions_)
     s.repetitions.push_back(RepetitionEntry{key.first, key.second, count});
+  for (const auto& [path, snap] : snapshots_)
+    s.snapshots.push_back(snap);
   return s;
 }
 
@@ -281,6 +283,13 @@ Status DispatcherState::restore(const StateSnapshot& s) {
   fresh.next_task_id_ = s.next_task_id;
   for (const auto& r : s.repetitions)
     fresh.repetitions_[{r.dataset, r.name}] = r.count;
+  for (const auto& snap : s.snapshots) {
+    if (!fresh.datasets_.count(snap.dataset))
+      return data_loss("snapshot: the distributed snapshot at " + snap.path +
+                       " names unknown dataset " + snap.dataset);
+    if (!fresh.snapshots_.emplace(snap.path, snap).second)
+      return data_loss("snapshot: the distributed snapshot at " + snap.path + " is repeated");
+  }
   *this = std::move(fresh);
   return Status::OK();
 }
@@ -315,6 +324,23 @@ bool same_task(const TaskEntry& a, const TaskEntry& b) {
   return a.id == b.id && a.job == b.job && a.worker == b.worker && a.finished == b.finished &&
          a.removed == b.removed && a.error == b.error;
 }
+bool same_snapshot(const SnapshotEntry& a, const SnapshotEntry& b) {
+  auto same_split = [](const JournalSplit& x, const JournalSplit& y) {
+    return x.epoch == y.epoch && x.index == y.index && x.begin == y.begin && x.end == y.end &&
+           x.file == y.file;
+  };
+  auto same_stream = [&](const SnapshotStreamEntry& x, const SnapshotStreamEntry& y) {
+    return x.ended == y.ended && x.done == y.done && x.splits.size() == y.splits.size() &&
+           std::equal(x.splits.begin(), x.splits.end(), y.splits.begin(), same_split);
+  };
+  return a.path == b.path && a.dataset == b.dataset && a.compression == b.compression &&
+         a.chunk_bytes == b.chunk_bytes && a.split_size == b.split_size &&
+         a.per_split == b.per_split && a.created_us == b.created_us &&
+         a.provider_epoch == b.provider_epoch && a.next_index == b.next_index &&
+         a.exhausted == b.exhausted && a.finished == b.finished && a.error == b.error &&
+         a.streams.size() == b.streams.size() &&
+         std::equal(a.streams.begin(), a.streams.end(), b.streams.begin(), same_stream);
+}
 template <class Map, class Eq>
 bool same_map(const Map& a, const Map& b, Eq eq) {
   if (a.size() != b.size())
@@ -334,7 +360,7 @@ bool operator==(const DispatcherState& a, const DispatcherState& b) {
          same_map(a.tasks_, b.tasks_, same_task) &&
          a.next_dataset_number_ == b.next_dataset_number_ &&
          a.next_worker_id_ == b.next_worker_id_ && a.next_job_id_ == b.next_job_id_ &&
-         a.next_task_id_ == b.next_task_id_;
+         a.next_task_id_ == b.next_task_id_ && same_map(a.snapshots_, b.snapshots_, same_snapshot);
 }
 
 const DatasetEntry* DispatcherState::dataset(const dataset_id_t& id) const {

@@ -73,6 +73,29 @@ struct TaskEntry {
   std::string error;
 };
 
+// A distributed snapshot (msg::CreateSnapshotRecord ...): its streams and their splits.
+struct SnapshotStreamEntry {
+  std::vector<msg::JournalSplit> splits; // handed to the stream, by sequence number
+  bool ended = false;                    // no split after these
+  bool done = false;                     // all of its splits are in committed chunks
+};
+struct SnapshotEntry {
+  std::string path;
+  msg::dataset_id_t dataset;
+  uint8_t compression = 0;
+  int64_t chunk_bytes = 0;
+  int64_t split_size = 0;
+  bool per_split = false;
+  int64_t created_us = 0;
+  std::vector<SnapshotStreamEntry> streams;
+  // The split provider's position after the last split handed out; exhausted: it ran out.
+  int64_t provider_epoch = 0;
+  int64_t next_index = 0;
+  bool exhausted = false;
+  bool finished = false;
+  std::string error; // finished: empty = DONE
+};
+
 struct RepetitionEntry {
   msg::dataset_id_t dataset;
   std::string name;
@@ -91,6 +114,7 @@ struct StateSnapshot {
   msg::task_id_t next_task_id = 1;
   // Named jobs: how many repetitions of (dataset, name) were created (the next one's number).
   std::vector<RepetitionEntry> repetitions;
+  std::vector<SnapshotEntry> snapshots; // distributed snapshots, finished ones too
 };
 
 template <class Inspector>
@@ -117,9 +141,18 @@ typename Inspector::result_type inspect(Inspector& f, RepetitionEntry& x) {
   return f(x.dataset, x.name, x.count);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SnapshotStreamEntry& x) {
+  return f(x.splits, x.ended, x.done);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SnapshotEntry& x) {
+  return f(x.path, x.dataset, x.compression, x.chunk_bytes, x.split_size, x.per_split, x.created_us,
+           x.streams, x.provider_epoch, x.next_index, x.exhausted, x.finished, x.error);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StateSnapshot& x) {
   return f(x.datasets, x.workers, x.jobs, x.tasks, x.next_dataset_number, x.next_worker_id,
-           x.next_job_id, x.next_task_id, x.repetitions);
+           x.next_job_id, x.next_task_id, x.repetitions, x.snapshots);
 }
 
 class DispatcherState {
@@ -162,6 +195,9 @@ public:
   // Live (not removed) tasks.
   std::vector<const TaskEntry*> tasks_of_worker(msg::worker_id_t worker) const;
   std::vector<const TaskEntry*> tasks_of_job(msg::job_id_t job) const;
+  // Distributed snapshots by directory (dispatcher_state_snapshots.cpp).
+  const SnapshotEntry* snapshot_at(const std::string& path) const;
+  std::vector<const SnapshotEntry*> snapshots() const;
 
   // --- the ids the dispatcher puts into its next records
   msg::dataset_id_t next_dataset_id() const;
@@ -181,6 +217,12 @@ private:
   Status apply_one(const msg::SplitPositionRecord& r);
   Status apply_one(const msg::CreateNamedJobRecord& r);
   Status apply_one(const msg::ForgetJobRecord& r);
+  Status apply_one(const msg::CreateSnapshotRecord& r);
+  Status apply_one(const msg::AddSnapshotStreamRecord& r);
+  Status apply_one(const msg::SnapshotSplitsRecord& r);
+  Status apply_one(const msg::SnapshotStreamDoneRecord& r);
+  Status apply_one(const msg::FinishSnapshotRecord& r);
+  SnapshotEntry* unfinished_snapshot(const std::string& path, Status& why);
   Status create_job(const msg::CreateJobRecord& r, int64_t iteration); // iteration < 0: the next
 
   std::map<msg::dataset_id_t, DatasetEntry> datasets_;
@@ -191,6 +233,7 @@ private:
   std::map<NamedKey, msg::job_id_t> named_jobs_; // released ones too, until forgotten
   std::map<std::pair<msg::dataset_id_t, std::string>, int64_t> repetitions_;
   std::map<msg::task_id_t, TaskEntry> tasks_;
+  std::map<std::string, SnapshotEntry> snapshots_;
   uint64_t next_dataset_number_ = 1000;
   msg::worker_id_t next_worker_id_ = 1;
   msg::job_id_t next_job_id_ = 1;

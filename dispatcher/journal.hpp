@@ -62,9 +62,10 @@ namespace conveyor::actors {
 // 5: the cache's sharing mode (window or whole epoch) instead of the flag; 6: (unchanged records);
 // 7: sequence numbers in every frame and file header, header checksums, segments created whole;
 // 8: named jobs keyed by iteration (CreateNamedJobRecord) and kept after their end until job GC
-// (ForgetJobRecord); 9: a job's tenant and weight (CreateJobRecord, JobEntry). Older work dirs
+// (ForgetJobRecord); 9: a job's tenant and weight (CreateJobRecord, JobEntry); 10: distributed
+// snapshots (CreateSnapshotRecord ... FinishSnapshotRecord, StateSnapshot.snapshots). Older work dirs
 // are refused (the framing changed in 7).
-inline constexpr uint32_t kJournalFormatVersion = 9;
+inline constexpr uint32_t kJournalFormatVersion = 10;
 
 struct JournalOptions {
   std::string dir;

@@ -10,6 +10,7 @@
 #include "messages/job_consumer.hpp"
 #include "messages/job_task.hpp"
 #include "messages/protocol.hpp"
+#include "messages/snapshot_stream.hpp"
 #include "messages/status.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/worker_consumer.hpp"

@@ -162,6 +162,8 @@ using dispatcher_actor =
                            caf::replies_to<get_element_spec>::with<element_spec_reply>,
                            caf::replies_to<register_worker>::with<worker_registered>,
                            caf::replies_to<worker_heartbeat>::with<heartbeat_ack>,
-                           caf::replies_to<get_status>::with<cluster_status>>;
+                           caf::replies_to<get_status>::with<cluster_status>,
+                           caf::replies_to<start_snapshot>::with<snapshot_started>,
+                           caf::replies_to<get_snapshot_splits>::with<snapshot_splits>>;
 
 } // namespace conveyor::msg

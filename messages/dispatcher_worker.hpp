@@ -3,7 +3,8 @@
 //   worker -> dispatcher  register_worker{version, address, worker, tags} -> worker_registered
 //                         (a version mismatch is refused with version_mismatch)
 //   worker -> dispatcher  worker_heartbeat every heartbeat interval -> heartbeat_ack
-//                         (known = false: the dispatcher dropped this worker; register again)
+//                         (known = false: the dispatcher dropped this worker; register again;
+//                         both carry snapshot streams: messages/snapshot_stream.hpp)
 //   job    -> worker      assign_task{task_def} -> task_assigned{task}   (the job actor lives in
 //                         the dispatcher process; one task per job and worker)
 //   job    -> worker      stop_task (the job was released)
@@ -21,6 +22,7 @@
 
 #include "messages/job_task.hpp"
 #include "messages/protocol.hpp"
+#include "messages/snapshot_stream.hpp"
 #include "messages/tenant_usage.hpp"
 #include "messages/type_ids.hpp"
 #include "messages/worker_consumer.hpp"
@@ -142,19 +144,26 @@ struct worker_heartbeat {
   // starts, then with every heartbeat.
   bool draining = false;
   std::vector<tenant_usage> tenants; // its executor's thread time per tenant (status shows it)
+  // Distributed snapshots (messages/snapshot_stream.hpp): the streams it writes or finished
+  // since the last ack, and how many it may write at once (0 = no limit).
+  std::vector<snapshot_stream_report> snapshot_streams = {};
+  int64_t max_snapshot_streams = 0;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_heartbeat& x) {
-  return f(caf::meta::type_name("worker_heartbeat"), x.worker, x.num_tasks, x.draining, x.tenants);
+  return f(caf::meta::type_name("worker_heartbeat"), x.worker, x.num_tasks, x.draining, x.tenants,
+           x.snapshot_streams, x.max_snapshot_streams);
 }
 
 // dispatcher -> worker
 struct heartbeat_ack {
   bool known = true; // false: the dispatcher does not know this worker (any more)
+  // Every snapshot stream this worker is to write now; one it writes and is not listed stops.
+  std::vector<snapshot_stream_def> snapshot_streams = {};
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, heartbeat_ack& x) {
-  return f(caf::meta::type_name("heartbeat_ack"), x.known);
+  return f(caf::meta::type_name("heartbeat_ack"), x.known, x.snapshot_streams);
 }
 
 } // namespace conveyor::msg

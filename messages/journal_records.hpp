@@ -176,11 +176,82 @@ typename Inspector::result_type inspect(Inspector& f, ForgetJobRecord& x) {
   return f(x.job, x.time_us);
 }
 
+// Distributed snapshots (journal format 10; messages/snapshot_stream.hpp). A snapshot is keyed
+// by its directory. Its streams are created as workers take them; each stream reads its own
+// sequence of splits from the snapshot's one split provider, journaled before a worker sees
+// them, so that whoever writes the stream again reads the same splits.
+struct CreateSnapshotRecord {
+  std::string path;
+  dataset_id_t dataset;
+  uint8_t compression = 0; // conveyor::Compression of the chunks
+  int64_t chunk_bytes = 0;
+  int64_t split_size = 0; // elements per range split
+  bool per_split = false; // dispatcher/job_core.hpp is_per_split
+  int64_t time_us = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, CreateSnapshotRecord& x) {
+  return f(x.path, x.dataset, x.compression, x.chunk_bytes, x.split_size, x.per_split, x.time_us);
+}
+
+// Stream `stream` (the next number) of the snapshot exists.
+struct AddSnapshotStreamRecord {
+  std::string path;
+  int64_t stream = 0;
+  int64_t time_us = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, AddSnapshotStreamRecord& x) {
+  return f(x.path, x.stream, x.time_us);
+}
+
+// Splits handed to a stream: its sequence numbers first_seq, first_seq + 1, ...; `end`: the
+// provider ran out, the stream gets no split after these. provider_epoch/next_index: the
+// provider's position after them (a restart restores it).
+struct SnapshotSplitsRecord {
+  std::string path;
+  int64_t stream = 0;
+  int64_t first_seq = 0;
+  std::vector<JournalSplit> splits;
+  bool end = false;
+  int64_t provider_epoch = 0;
+  int64_t next_index = 0;
+  int64_t time_us = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SnapshotSplitsRecord& x) {
+  return f(x.path, x.stream, x.first_seq, x.splits, x.end, x.provider_epoch, x.next_index,
+           x.time_us);
+}
+
+// The stream's every split is in committed chunks (its worker said so).
+struct SnapshotStreamDoneRecord {
+  std::string path;
+  int64_t stream = 0;
+  int64_t time_us = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SnapshotStreamDoneRecord& x) {
+  return f(x.path, x.stream, x.time_us);
+}
+
+// The snapshot ended: DONE is on disk (error empty) or it failed with `error` (ERROR on disk).
+struct FinishSnapshotRecord {
+  std::string path;
+  std::string error;
+  int64_t time_us = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, FinishSnapshotRecord& x) {
+  return f(x.path, x.error, x.time_us);
+}
+
 // The variant's alternative index is the record's tag in the journal (dispatcher/journal.hpp):
 // append new record types at the END only, never reorder (old journals must stay readable).
-using Update =
-  std::variant<RegisterDatasetRecord, RegisterWorkerRecord, RemoveWorkerRecord, CreateJobRecord,
-               CreateTaskRecord, FinishTaskRecord, FinishJobRecord, ReleaseJobRecord,
-               SplitPositionRecord, CreateNamedJobRecord, ForgetJobRecord>;
+using Update = std::variant<RegisterDatasetRecord, RegisterWorkerRecord, RemoveWorkerRecord,
+                            CreateJobRecord, CreateTaskRecord, FinishTaskRecord, FinishJobRecord,
+                            ReleaseJobRecord, SplitPositionRecord, CreateNamedJobRecord,
+                            ForgetJobRecord, CreateSnapshotRecord, AddSnapshotStreamRecord,
+                            SnapshotSplitsRecord, SnapshotStreamDoneRecord, FinishSnapshotRecord>;
 
 } // namespace conveyor::msg

@@ -15,6 +15,7 @@
 
 #include "conveyor/stats.hpp"
 #include "messages/protocol.hpp"
+#include "messages/snapshot_stream.hpp"
 #include "messages/tenant_usage.hpp"
 #include "messages/type_ids.hpp"
 
@@ -129,12 +130,13 @@ struct cluster_status {
   int64_t scale_command_failures = 0;
   // Every tenant with a cap or a live job, by name.
   std::vector<tenant_status> tenants;
+  std::vector<snapshot_status> snapshots; // distributed snapshots (messages/snapshot_stream.hpp)
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, cluster_status& x) {
   return f(caf::meta::type_name("cluster_status"), x.dispatcher, x.protocol_version, x.uptime_ms,
            x.workers, x.datasets, x.jobs, x.desired_workers, x.autoscale_target, x.scale_commands,
-           x.scale_command_failures, x.tenants);
+           x.scale_command_failures, x.tenants, x.snapshots);
 }
 
 } // namespace conveyor::msg

@@ -437,6 +437,9 @@ Status WorkerServer::start() {
   if (config_.memory_limit < 0)
     return invalid_argument("`memory_limit` must be at least 0 (0 = none), got " +
                             std::to_string(config_.memory_limit));
+  if (config_.max_concurrent_snapshots < 0)
+    return invalid_argument("`max_concurrent_snapshots` must be at least 0 (0 = no limit), got " +
+                            std::to_string(config_.max_concurrent_snapshots));
   CONVEYOR_RETURN_IF_ERROR(positive(config_.heartbeat_interval, "heartbeat_interval"));
   CONVEYOR_RETURN_IF_ERROR(positive(config_.connect_timeout, "connect_timeout"));
   CONVEYOR_RETURN_IF_ERROR(positive(config_.dispatcher_timeout, "dispatcher_timeout"));
@@ -470,6 +473,7 @@ Status WorkerServer::start() {
   start.task_limits.buffer_bytes = config_.task_buffer_bytes;
   start.task_limits.paths = paths;
   start.task_limits.memory_limit = config_.job_memory_limit;
+  start.max_snapshot_streams = config_.max_concurrent_snapshots;
   if (config_.memory_limit > 0) // one budget for the worker, the parent of every job's
     start.task_limits.process_memory = std::make_shared<MemoryBudget>(
       config_.memory_limit, nullptr, "--memory-limit", "the worker's (all jobs together)");

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <map>
+#include <mutex>
 #include <set>
 
+#include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
@@ -14,7 +16,10 @@
 #include "net/admission.hpp"
 #include "net/local_sender.hpp"
 #include "net/node_key.hpp"
+#include "dispatcher/job_core.hpp"
+#include "node/node_config.hpp"
 #include "worker/local_workers.hpp"
+#include "worker/snapshot_streams.hpp"
 #include "node/log.hpp"
 #include "worker/task_actor.hpp"
 #include "messages/all.hpp"
@@ -25,6 +30,48 @@ namespace conveyor::actors {
 namespace {
 
 constexpr const char* kLog = "worker";
+
+// What the snapshot stream threads ask for their splits: the dispatcher of the moment and this
+// worker's id with it (both change when the worker registers again).
+struct SnapshotDispatcher {
+  std::mutex mutex;
+  msg::dispatcher_actor handle;
+  msg::worker_id_t worker = 0;
+};
+
+FetchStreamSplits fetch_from(caf::actor_system& sys, std::shared_ptr<SnapshotDispatcher> d,
+                             caf::timespan timeout, const msg::snapshot_stream_def& def) {
+  // Short: a stream that is stopped waits for at most one request.
+  timeout = std::min<caf::timespan>(timeout, std::chrono::seconds(2));
+  return [&sys, d, timeout, path = def.path,
+          stream = def.stream](int64_t seq) -> Expected<StreamSplits> {
+    msg::dispatcher_actor handle;
+    msg::worker_id_t worker = 0;
+    {
+      std::lock_guard<std::mutex> lock(d->mutex);
+      handle = d->handle;
+      worker = d->worker;
+    }
+    if (!handle)
+      return unavailable("not registered with a dispatcher");
+    ReleaseThreadLogger release{sys}; // declared first: it runs after ~scoped_actor
+    caf::scoped_actor self{sys};
+    Expected<StreamSplits> result{unavailable("no reply")};
+    self->request(handle, timeout, msg::get_snapshot_splits{path, stream, seq, 4, worker})
+      .receive(
+        [&](msg::snapshot_splits& reply) {
+          StreamSplits got;
+          for (const auto& j : reply.splits)
+            got.splits.push_back(from_journal(j));
+          got.end = reply.end;
+          result = std::move(got);
+        },
+        [&](caf::error& err) {
+          result = msg::to_status(err, "asking the dispatcher for the snapshot's splits");
+        });
+    return result;
+  };
+}
 
 struct worker_state {
   static inline const char* name = "conveyor.worker";
@@ -60,6 +107,9 @@ struct worker_state {
   // Admission: assign_task and stop_task must carry the worker's token (its tasks check
   // get_elements with a copy of the same gate).
   AdmissionGate gate;
+  // Distributed snapshots: the streams this worker writes (worker/snapshot_streams.hpp).
+  std::shared_ptr<SnapshotDispatcher> snapshot_dispatcher = std::make_shared<SnapshotDispatcher>();
+  std::unique_ptr<SnapshotStreams> snapshots;
 
   // The worker ends (its tasks with it): their pipelines stop now, so that its exit does not
   // wait for a pipeline that never returns.
@@ -155,6 +205,11 @@ void send_registration(self_ptr self) {
         st.backoff = st.start.heartbeat_interval;
         const auto old_id = st.id;
         st.id = reply.worker;
+        {
+          std::lock_guard<std::mutex> lock(st.snapshot_dispatcher->mutex);
+          st.snapshot_dispatcher->handle = st.dispatcher;
+          st.snapshot_dispatcher->worker = reply.worker;
+        }
         if (st.ever_registered && old_id != reply.worker && !st.tasks.empty()) {
           // Registered as a new worker: the dispatcher removed this one meanwhile, with its
           // tasks (DYNAMIC: their unfinished splits went to other tasks). Nobody will claim them.
@@ -264,13 +319,17 @@ void heartbeat(self_ptr self) {
     register_now(self);
     return;
   }
-  self
-    ->request(st.dispatcher, st.start.request_timeout,
-              msg::worker_heartbeat{st.id, st.tasks.size(), st.draining, tenant_usage(st)})
+  msg::worker_heartbeat hb{st.id, st.tasks.size(), st.draining, tenant_usage(st)};
+  if (st.snapshots)
+    hb.snapshot_streams = st.snapshots->reports();
+  hb.max_snapshot_streams = st.start.max_snapshot_streams;
+  self->request(st.dispatcher, st.start.request_timeout, std::move(hb))
     .then(
       [self](msg::heartbeat_ack& ack) {
         auto& st = self->state;
         st.warned_heartbeat = false;
+        if (ack.known && st.snapshots)
+          st.snapshots->assign(ack.snapshot_streams);
         if (!ack.known && st.registered) {
           log::warning(kLog, "the dispatcher no longer knows worker " + std::to_string(st.id) +
                                "; registering again");
@@ -333,6 +392,12 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
     [](self_ptr self, WorkerStart start) -> worker_full_actor::behavior_type {
       self->state.start = std::move(start);
       self->state.gate = AdmissionGate{self->state.start.auth_token, "worker"};
+      self->state.snapshots = std::make_unique<SnapshotStreams>(
+        [sys = &self->system(), d = self->state.snapshot_dispatcher,
+         timeout = self->state.start.request_timeout](const msg::snapshot_stream_def& def) {
+          return fetch_from(*sys, d, timeout, def);
+        },
+        self->state.start.task_limits.paths);
       if (auto bulk = self->state.start.bulk.actor) // the bulk server ends with its worker
         self->attach_functor(
           [bulk] { caf::anon_send_exit(bulk, caf::exit_reason::user_shutdown); });
@@ -344,6 +409,10 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
           st.dispatcher = nullptr;
           st.registered = false;
           st.registering = false;
+          {
+            std::lock_guard<std::mutex> lock(st.snapshot_dispatcher->mutex);
+            st.snapshot_dispatcher->handle = nullptr;
+          }
           // Claims are asked of the next dispatcher once registered with it (its deadline starts
           // then): a deadline left from the last one would stop the tasks while none is up.
           st.claimed.clear();

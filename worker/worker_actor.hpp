@@ -47,6 +47,9 @@ struct WorkerStart {
   uint32_t protocol_version = msg::kProtocolVersion;
   std::string auth_token;        // presented to the dispatcher when registering
   std::vector<std::string> tags; // announced when registering (consumer/placement.hpp)
+  // Distributed snapshots: streams it writes at once (--worker-max-concurrent-snapshots; one
+  // per snapshot; 0 = no limit).
+  int64_t max_snapshot_streams = 0;
   // Lists the worker and its tasks in the process-wide LocalWorkers registry under its
   // advertised address, for LOCAL reads (worker/local_workers.hpp). WorkerServer sets it.
   bool local_registry = false;

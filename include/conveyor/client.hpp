@@ -143,6 +143,12 @@ public:
   // The dispatcher address given to connect().
   const std::string& address() const;
 
+  // distributed_save's request (conveyor/snapshot.hpp): the dispatcher journals a snapshot of the
+  // registered dataset at `path` (whose metadata the caller created) and its workers write it.
+  // `compression`: "lz4" or "none".
+  Status start_snapshot(const std::string& dataset_id, const std::string& path,
+                        const std::string& compression, int64_t chunk_bytes);
+
 private:
   explicit Client(std::shared_ptr<detail::ClientContext> ctx);
   std::shared_ptr<detail::ClientContext> ctx_;

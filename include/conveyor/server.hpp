@@ -158,6 +158,9 @@ struct WorkerConfig {
   // job_memory_limit is 0): a charge passing it fails that job with resource_exhausted naming
   // --memory-limit. 0 = none.
   int64_t memory_limit = 0;
+  // Distributed snapshots (distributed_save): how many snapshot streams this worker writes at
+  // once, one per snapshot (0 = no limit; `--worker-max-concurrent-snapshots`).
+  int64_t max_concurrent_snapshots = 0;
   // Elements a task buffers ahead of its consumers (and a byte bound on the same buffer).
   int64_t task_buffer_elements = 65536;
   int64_t task_buffer_bytes = 32 << 20;

@@ -19,6 +19,10 @@ struct WriterOptions {
   Compression compression = Compression::lz4;
   std::size_t chunk_bytes = 64u << 20; // encoded bytes per chunk (at least one element each)
   bool sync = true;                    // fsync every chunk (tests of the format skip it)
+  // Chunks end only at split boundaries (end_of_splits), named by the last split they hold:
+  // the workers' streams of a per-split pipeline (worker/snapshot_stream.hpp), whose next
+  // writer resumes after the last committed chunk. append() then never commits by itself.
+  bool split_aligned = false;
 };
 
 class StreamWriter {
@@ -29,13 +33,18 @@ public:
   Status append(Element element);
   // Commits what is buffered (nothing when empty).
   Status finish();
+  // split_aligned: everything appended so far came from the splits up to sequence number
+  // `last_split`; commits it as chunk `last_split` when it reached chunk_bytes (or when `force`,
+  // at the end of the stream; nothing when empty).
+  Status end_of_splits(int64_t last_split, bool force);
 
   int64_t chunks() const { return chunks_; }
-  int64_t elements() const { return elements_; } // committed
-  int64_t bytes() const { return bytes_; }       // encoded bytes committed
+  int64_t elements() const { return elements_; }     // committed
+  int64_t bytes() const { return bytes_; }           // encoded bytes committed
+  int64_t file_bytes() const { return file_bytes_; } // the committed chunk files' size
 
 private:
-  Status commit();
+  Status commit(int64_t index);
 
   std::string dir_;
   WriterOptions options_;
@@ -45,6 +54,7 @@ private:
   int64_t chunks_ = 0;
   int64_t elements_ = 0;
   int64_t bytes_ = 0;
+  int64_t file_bytes_ = 0;
 };
 
 } // namespace conveyor::snapshot

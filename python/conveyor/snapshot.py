@@ -37,11 +37,13 @@ def save(dataset, path, compression="lz4", *, chunk_bytes=32 << 20) -> dict:
 
 def distributed_save(dataset, path, service, compression="lz4", *, chunk_bytes=32 << 20,
                      connect_timeout_ms=5000, stall_timeout_ms=0) -> dict:
-    """The same with the elements produced by the service's workers (a DYNAMIC job: each element
-    once across the workers, surviving the loss of a worker and a dispatcher restart with its
-    work dir); this process writes them as they arrive. ``stall_timeout_ms`` > 0 fails the save
-    (and marks the snapshot failed) when no element arrived for that long, e.g. without workers;
-    0 waits as long as it takes, logging a warning every 30 s."""
+    """The same written by the service's workers (tf.data's ``distributed_save``): the dispatcher
+    journals the snapshot and its workers write its streams from DYNAMIC splits, surviving the
+    loss of a worker and a dispatcher restart with its work dir; this process only waits for the
+    end (the dispatcher and the workers need ``path`` in their ``allowed_paths``). ``bytes`` is
+    the chunk files' size. ``stall_timeout_ms`` > 0 fails the save (and marks the snapshot
+    failed) when no element was committed for that long, e.g. without workers; 0 waits as long
+    as it takes, logging a warning every 30 s."""
     options = _options(dataset, path, compression, chunk_bytes, stall_timeout_ms)
     return _conveyor._distributed_save(_service_address(service), dataset, path, options,
                                        connect_timeout_ms)

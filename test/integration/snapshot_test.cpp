@@ -1,6 +1,7 @@
-// Snapshots with real processes: `conveyor save` through a cluster whose worker and dispatcher
-// are SIGKILLed mid-save, a load(wait=true) that reads while a save writes, and the command's
-// argument errors.
+// Snapshots with real processes: `conveyor save --dispatcher`, whose streams the workers write,
+// through a cluster whose worker and dispatcher are SIGKILLed mid-save; a load(wait=true) that
+// reads while a save writes; snapshot progress in `conveyor status`; the command's argument
+// errors.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -11,6 +12,7 @@
 #include <thread>
 
 #include "conveyor/dataset.hpp"
+#include "pipeline/io/snapshot_files.hpp"
 #include "pipeline/runtime/iterator.hpp"
 #include "test/integration/cluster.hpp"
 #include "test/integration/restartable_nodes.hpp"
@@ -28,6 +30,23 @@ std::vector<int64_t> iota(int64_t n) {
   return v;
 }
 
+// Committed chunks in the snapshot at `dir` (0 while it does not exist yet).
+int64_t committed(const std::string& dir) {
+  auto chunks = snapshot::committed_chunks(dir);
+  return chunks.ok() ? static_cast<int64_t>(chunks->size()) : 0;
+}
+
+// Waits (bounded) until at least `n` chunks are committed; false when the time ran out.
+bool wait_chunks(const std::string& dir, int64_t n, std::chrono::milliseconds within) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (committed(dir) >= n)
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
 std::vector<int64_t> sorted_values(const std::vector<Element>& elements) {
   std::vector<int64_t> out;
   for (const auto& e : elements)
@@ -36,41 +55,74 @@ std::vector<int64_t> sorted_values(const std::vector<Element>& elements) {
   return out;
 }
 
-} // namespace
-
-TEST_CASE("snapshot: a save through the service survives a worker SIGKILL and a dispatcher "
-          "SIGKILL, and its load yields every element exactly once") {
+// Saves `dataset` through 3 workers, SIGKILLs one worker after `kill_at` committed chunks and the
+// dispatcher `kill_at` chunks later, restarts the dispatcher on its work dir; the save must end
+// with DONE and its load yield `expected` (sorted) exactly once.
+void save_through_kills(const std::string& dataset, const std::vector<int64_t>& expected,
+                        const std::string& chunk_bytes, int64_t kill_at) {
   TempDir dir;
   REQUIRE(dir.ok());
   const std::string wd = dir.path() + "/work", snap = dir.path() + "/snap";
-  auto d1 = start_dispatcher(free_port(), wd, "dispatcher1");
+  const std::vector<std::string> allow{"--allow-path", dir.path()};
+  auto d1 = start_dispatcher(free_port(), wd, "dispatcher1", allow);
   const uint16_t port = *d1->wait_listening(kStartTimeout);
   std::vector<std::unique_ptr<ChildProcess>> workers;
   for (int i = 0; i < 3; ++i) {
-    workers.push_back(start_worker(port, "worker" + std::to_string(i + 1)));
+    workers.push_back(start_worker(port, "worker" + std::to_string(i + 1), allow));
     REQUIRE(workers.back()->wait_for_output("worker: ready", kStartTimeout));
   }
-  // ~1.2 s of work on 3 workers; small chunks, so many commits happen around the kills.
-  const std::string dataset = "range(12000).map(sleep_us(us=300))";
   auto saver = ChildProcess::conveyor({"save", "--dispatcher", addr(port), "--dataset", dataset,
-                                       "--path", snap, "--chunk-bytes", "4000"},
+                                       "--path", snap, "--chunk-bytes", chunk_bytes},
                                       "save");
   REQUIRE(saver.ok());
-  REQUIRE_MESSAGE(d1->wait_for_output("created job", kReadTimeout), d1->describe());
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  REQUIRE_MESSAGE(d1->wait_for_output("created snapshot", kReadTimeout), d1->describe());
+  // Each worker writes a stream of its own.
+  for (const auto& w : workers)
+    REQUIRE_MESSAGE(w->wait_for_output("writing stream", kReadTimeout), w->describe());
+  REQUIRE_MESSAGE(wait_chunks(snap, kill_at, kReadTimeout), d1->describe());
   workers[2]->signal(SIGKILL);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  REQUIRE_MESSAGE(d1->wait_for_output("lost its worker", kReadTimeout), d1->describe());
+  REQUIRE_MESSAGE(wait_chunks(snap, committed(snap) + kill_at, kReadTimeout), d1->describe());
   REQUIRE_FALSE((*saver)->exited()); // the save was not over yet
   d1->signal(SIGKILL);
   REQUIRE(d1->wait_exit(kStartTimeout).has_value());
-  auto d2 = start_dispatcher(port, wd, "dispatcher2");
+  const int64_t before_restart = committed(snap);
+  auto d2 = start_dispatcher(port, wd, "dispatcher2", allow);
+  REQUIRE_MESSAGE(d2->wait_for_output("resuming the snapshot", kReadTimeout), d2->describe());
   auto rc = (*saver)->wait_exit(kReadTimeout);
   REQUIRE_MESSAGE(rc.has_value(), (*saver)->describe());
   REQUIRE_MESSAGE(*rc == 0, ((*saver)->describe() + "\n" + d2->describe()));
-  CHECK((*saver)->stdout_text().find("saved 12000 elements") != std::string::npos);
+  CHECK((*saver)->stdout_text().find("saved " + std::to_string(expected.size()) + " elements") !=
+        std::string::npos);
+  CHECK(committed(snap) > before_restart); // written on after the restart
+  // The lost worker's stream was taken over: every stream is done.
+  CHECK_MESSAGE(d2->wait_for_output("is done", kStartTimeout), d2->describe());
   auto loaded = Dataset::load(snap).collect();
   REQUIRE_MESSAGE(loaded.ok(), loaded.status().to_string());
-  CHECK(sorted_values(*loaded) == iota(12000));
+  CHECK(sorted_values(*loaded) == expected);
+  // `conveyor status` shows the snapshot's progress.
+  auto status = run_conveyor({"status", "--dispatcher", addr(port), "--json"}, kReadTimeout);
+  REQUIRE_MESSAGE(status.exit_code == 0, status.describe);
+  CHECK_MESSAGE(status.stdout_text.find("\"state\":\"done\"") != std::string::npos,
+                status.stdout_text);
+  CHECK(status.stdout_text.find("\"streams\":3") != std::string::npos);
+}
+
+} // namespace
+
+TEST_CASE("snapshot: the workers write a save's streams, it survives a worker SIGKILL and a "
+          "dispatcher SIGKILL, and its load yields every element exactly once") {
+  // ~1.2 s of work on 3 workers (12000 x 300 us) in ~50 small chunks: both kills land mid-save.
+  save_through_kills("range(12000).map(sleep_us(us=300))", iota(12000), "4000", 4);
+}
+
+TEST_CASE("snapshot: range(10**6).map(square) saved by 3 workers through a worker SIGKILL and a "
+          "dispatcher SIGKILL loads every element exactly once") {
+  // One chunk per split (3906 elements): 256 chunks, the kills after 20 and 40 of them.
+  std::vector<int64_t> squares(1000000);
+  for (int64_t i = 0; i < 1000000; ++i)
+    squares[static_cast<std::size_t>(i)] = i * i;
+  save_through_kills("range(1000000).map(square)", squares, "1000", 20);
 }
 
 TEST_CASE("snapshot: load(wait=true) started before a save reads everything exactly once while "
@@ -88,6 +140,47 @@ TEST_CASE("snapshot: load(wait=true) started before a save reads everything exac
   std::vector<Element> got;
   bool first_before_exit = false;
   for (;;) {
+    Element e;
+    bool end = false;
+    auto st = (*it)->get_next(e, end);
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+    if (end)
+      break;
+    if (got.empty())
+      first_before_exit = !(*saver)->exited();
+    got.push_back(std::move(e));
+  }
+  auto rc = (*saver)->wait_exit(kReadTimeout);
+  REQUIRE(rc.has_value());
+  CHECK_MESSAGE(*rc == 0, (*saver)->describe());
+  CHECK(first_before_exit);
+  CHECK(sorted_values(got) == iota(4000));
+}
+
+TEST_CASE("snapshot: load(wait=true) started before a distributed save reads what the workers "
+          "commit, every element exactly once, while the save runs") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string snap = dir.path() + "/snap";
+  const std::vector<std::string> allow{"--allow-path", dir.path()};
+  auto d = start_dispatcher(free_port(), "", "dispatcher", allow);
+  const uint16_t port = *d->wait_listening(kStartTimeout);
+  std::vector<std::unique_ptr<ChildProcess>> workers;
+  for (int i = 0; i < 2; ++i) {
+    workers.push_back(start_worker(port, "worker" + std::to_string(i + 1), allow));
+    REQUIRE(workers.back()->wait_for_output("worker: ready", kStartTimeout));
+  }
+  auto it = Dataset::load(snap, /*wait=*/true).make_iterator();
+  REQUIRE(it.ok());
+  // ~0.5 s of work on 2 workers, committed in ~40 chunks.
+  auto saver = ChildProcess::conveyor({"save", "--dispatcher", addr(port), "--dataset",
+                                       "range(4000).map(sleep_us(us=250))", "--path", snap,
+                                       "--chunk-bytes", "1000"},
+                                      "save");
+  REQUIRE(saver.ok());
+  std::vector<Element> got;
+  bool first_before_exit = false;
+  for (;;) { // bounded: the load ends at DONE, fails at ERROR
     Element e;
     bool end = false;
     auto st = (*it)->get_next(e, end);
@@ -135,7 +228,8 @@ TEST_CASE("snapshot: a distributed save with no worker fails after --stall-timeo
   TempDir dir;
   REQUIRE(dir.ok());
   const std::string wd = dir.path() + "/work", snap = dir.path() + "/snap";
-  auto d = start_dispatcher(free_port(), wd, "dispatcher");
+  const std::vector<std::string> allow{"--allow-path", dir.path()};
+  auto d = start_dispatcher(free_port(), wd, "dispatcher", allow);
   const uint16_t port = *d->wait_listening(kStartTimeout);
   auto stalled = run_conveyor({"save", "--dispatcher", addr(port), "--dataset", "range(100)",
                                "--path", snap, "--stall-timeout", "1500"},
@@ -157,8 +251,8 @@ TEST_CASE("snapshot: a distributed save with no worker fails after --stall-timeo
   auto waiting = ChildProcess::conveyor(
     {"save", "--dispatcher", addr(port), "--dataset", "range(100)", "--path", snap + "2"}, "save");
   REQUIRE(waiting.ok());
-  REQUIRE_MESSAGE(d->wait_for_output("created job", kReadTimeout), d->describe());
-  auto worker = start_worker(port, "worker");
+  REQUIRE_MESSAGE(d->wait_for_output("created snapshot", kReadTimeout), d->describe());
+  auto worker = start_worker(port, "worker", allow);
   auto rc = (*waiting)->wait_exit(kReadTimeout);
   REQUIRE(rc.has_value());
   CHECK_MESSAGE(*rc == 0, (*waiting)->describe());

@@ -58,6 +58,11 @@ struct cluster_status;
 struct get_job_status;
 struct job_status;
 struct rejoin_job;
+// snapshot_stream.hpp
+struct start_snapshot;
+struct snapshot_started;
+struct get_snapshot_splits;
+struct snapshot_splits;
 } // namespace conveyor::msg
 
 CAF_BEGIN_TYPE_ID_BLOCK(conveyor, caf::first_custom_type_id)
@@ -130,4 +135,9 @@ CAF_ADD_ATOM(conveyor, conveyor::msg, tls_sealed_atom,
 // A registered dataset's element spec (dispatcher_consumer.hpp).
 CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::get_element_spec))
 CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::element_spec_reply))
+// Distributed snapshots (messages/snapshot_stream.hpp).
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::start_snapshot))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::snapshot_started))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::get_snapshot_splits))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::snapshot_splits))
 CAF_END_TYPE_ID_BLOCK(conveyor)

@@ -157,6 +157,28 @@ TEST_CASE_FIXTURE(Fixture, "dispatcher and worker messages round trip") {
   CHECK(cs2.tenants[0].max_buffer_bytes == 800);
   CHECK(cs2.tenants[0].buffered_bytes == 700);
   CHECK_FALSE(round_trip(msg::heartbeat_ack{false}).known);
+  // Distributed snapshots (protocol 18): streams ride on heartbeats and their acks.
+  msg::worker_heartbeat with_streams{5, 0, false, {}};
+  with_streams.snapshot_streams.push_back(
+    msg::snapshot_stream_report{"/s", 2, 3, 40, 500, true, ""});
+  with_streams.max_snapshot_streams = 1;
+  auto hb2 = round_trip(with_streams);
+  REQUIRE(hb2.snapshot_streams.size() == 1);
+  CHECK(hb2.snapshot_streams[0].elements == 40);
+  CHECK(hb2.snapshot_streams[0].done);
+  CHECK(hb2.max_snapshot_streams == 1);
+  msg::heartbeat_ack ack{true};
+  ack.snapshot_streams.push_back(msg::snapshot_stream_def{"/s", 2, "def", 1, 4096, true});
+  auto ack2 = round_trip(ack);
+  REQUIRE(ack2.snapshot_streams.size() == 1);
+  CHECK(ack2.snapshot_streams[0].per_split);
+  CHECK(ack2.snapshot_streams[0].chunk_bytes == 4096);
+  CHECK(round_trip(msg::start_snapshot{"/s", "1000", 1, 64}).dataset == "1000");
+  CHECK(round_trip(msg::get_snapshot_splits{"/s", 1, 7, 4, 3}).seq == 7);
+  auto splits = round_trip(msg::snapshot_splits{{msg::JournalSplit{0, 4, 10, 20, ""}}, true});
+  REQUIRE(splits.splits.size() == 1);
+  CHECK(splits.splits[0].end == 20);
+  CHECK(splits.end);
   CHECK(round_trip(msg::stop_task{8}).task == 8);
   CHECK(round_trip(msg::stop_task{8, "tok"}).auth_token == "tok");
   CHECK(round_trip(msg::leave_job{3, true, "tok"}).auth_token == "tok");

@@ -1,0 +1,217 @@
+// `conveyor bench snapshot`: distributed snapshots (conveyor/snapshot.hpp) against their plain
+// baselines, in one run, several repetitions, the load average beside each:
+//   (a) save: distributed_save of range(N).map(bytes(size=B)) written by W worker processes
+//       (default 2) vs (b) the same elements written by one local cache() file in this process
+//   (c) load: load(DIR) read to the end in this process vs (d) a raw read() of the same chunk
+//       files' bytes
+// The ratios (a)/(b) and (c)/(d) are the figures (the issue's target: >= 0.8).
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <vector>
+
+#include "apps/bench.hpp"
+#include "apps/child_nodes.hpp"
+#include "apps/cli_common.hpp"
+#include "conveyor/snapshot.hpp"
+#include "pipeline/io/snapshot_files.hpp"
+#include "pipeline/runtime/iterator.hpp"
+
+namespace conveyor::apps {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr CommandInfo kInfo{
+  "bench snapshot",
+  "[--elements N] [--element-bytes B] [--workers W] [--repetitions R] [--chunk-bytes C]",
+  "Measures distributed snapshots: save throughput on W worker processes vs the same elements\n"
+  "written by one local cache() file, and load throughput vs a raw read of the same bytes, in\n"
+  "one run (R repetitions, the load average beside each)."};
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Reads every element of `dataset` in this process; the elements read.
+Expected<int64_t> drain(const Dataset& dataset) {
+  auto it = dataset.make_iterator();
+  if (!it.ok())
+    return it.status();
+  int64_t n = 0;
+  for (;;) {
+    Element e;
+    bool end = false;
+    CONVEYOR_RETURN_IF_ERROR((*it)->get_next(e, end));
+    if (end)
+      return n;
+    ++n;
+  }
+}
+
+// read() of every committed chunk file into one buffer; the bytes read.
+Expected<int64_t> raw_read(const std::string& dir) {
+  auto chunks = snapshot::committed_chunks(dir);
+  if (!chunks.ok())
+    return chunks.status();
+  std::vector<char> buffer(4 << 20);
+  int64_t total = 0;
+  for (const auto& c : *chunks) {
+    int fd = ::open(c.path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      return io_error("cannot open " + c.path);
+    for (;;) {
+      ssize_t got = ::read(fd, buffer.data(), buffer.size());
+      if (got < 0) {
+        ::close(fd);
+        return io_error("cannot read " + c.path);
+      }
+      if (got == 0)
+        break;
+      total += got;
+    }
+    ::close(fd);
+  }
+  return total;
+}
+
+// Bytes of the files in `dir` whose names start with `prefix` (what cache(dir/prefix) wrote).
+int64_t prefix_bytes(const std::string& dir, const std::string& prefix) {
+  int64_t total = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    if (e.path().filename().string().rfind(prefix, 0) == 0 && e.is_regular_file(ec))
+      total += static_cast<int64_t>(e.file_size(ec));
+  return total;
+}
+
+Status run(int64_t elements, int64_t element_bytes, int64_t workers, int64_t repetitions,
+           int64_t chunk_bytes) {
+  std::string pattern =
+    (std::filesystem::temp_directory_path() / "conveyor-bench-snapshot-XXXXXX").string();
+  if (::mkdtemp(pattern.data()) == nullptr)
+    return io_error("cannot create a temp dir");
+  const std::string root = pattern;
+  struct Cleanup {
+    std::string d;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(d, ec);
+    }
+  } cleanup{root};
+  std::vector<ChildNode> nodes;
+  StopChildrenOnExit stop{nodes};
+  const std::vector<std::string> allow{"--allow-path", root};
+  CONVEYOR_RETURN_IF_ERROR(start_process_cluster(
+    nodes, static_cast<int>(workers), "bench-snapshot-" + std::to_string(::getpid()) + "-", allow,
+    allow, root));
+  auto client = Client::connect(nodes.front().address);
+  if (!client.ok())
+    return client.status();
+  const Dataset dataset =
+    Dataset::range(elements).map(FunctionRef{"bytes", {{"size", element_bytes}}});
+  std::printf("conveyor bench snapshot: %lld elements of %lld bytes, %lld workers, chunks of "
+              "%lld bytes, no compression\n\n",
+              static_cast<long long>(elements), static_cast<long long>(element_bytes),
+              static_cast<long long>(workers), static_cast<long long>(chunk_bytes));
+  std::printf("%-4s %-26s %-26s %-7s %-24s %-24s %-7s %s\n", "REP", "SAVE (workers) MB/s",
+              "CACHE() FILE MB/s", "RATIO", "LOAD MB/s", "RAW READ MB/s", "RATIO", "LOADAVG");
+  for (int64_t rep = 1; rep <= repetitions; ++rep) {
+    const std::string snap = root + "/snap-" + std::to_string(rep);
+    const std::string cache = root + "/cache-" + std::to_string(rep);
+    SaveOptions options;
+    options.compression = "none";
+    options.chunk_bytes = chunk_bytes;
+    auto t0 = Clock::now();
+    auto saved = distributed_save(*client, dataset, snap, options);
+    const double save_s = seconds_since(t0);
+    if (!saved.ok())
+      return saved.status().with_context("the distributed save");
+    if (saved->elements != elements)
+      return internal_error("the save wrote " + std::to_string(saved->elements) +
+                            " elements, not " + std::to_string(elements));
+    t0 = Clock::now();
+    auto cached = drain(dataset.cache(cache));
+    const double cache_s = seconds_since(t0);
+    if (!cached.ok())
+      return cached.status().with_context("the cache() baseline");
+    const double mb = static_cast<double>(saved->bytes) / 1e6;
+    const double cache_mb =
+      static_cast<double>(prefix_bytes(root, "cache-" + std::to_string(rep))) / 1e6;
+    t0 = Clock::now();
+    auto loaded = drain(Dataset::load(snap));
+    const double load_s = seconds_since(t0);
+    if (!loaded.ok())
+      return loaded.status().with_context("the load");
+    t0 = Clock::now();
+    auto raw = raw_read(snap);
+    const double raw_s = seconds_since(t0);
+    if (!raw.ok())
+      return raw.status();
+    const double save_rate = mb / save_s, cache_rate = cache_mb / cache_s;
+    const double load_rate = mb / load_s, raw_rate = static_cast<double>(*raw) / 1e6 / raw_s;
+    char a[32], b[32], c[32], d[32];
+    std::snprintf(a, sizeof a, "%.1f (%.2f s)", save_rate, save_s);
+    std::snprintf(b, sizeof b, "%.1f (%.2f s)", cache_rate, cache_s);
+    std::snprintf(c, sizeof c, "%.1f (%.3f s)", load_rate, load_s);
+    std::snprintf(d, sizeof d, "%.1f (%.3f s)", raw_rate, raw_s);
+    std::printf("%-4lld %-26s %-26s %-7.2f %-24s %-24s %-7.2f %s\n", static_cast<long long>(rep), a,
+                b, save_rate / cache_rate, c, d, load_rate / raw_rate, load_average().c_str());
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(root, ec)) // this repetition's
+      if (e.path().filename().string().rfind("cache-", 0) == 0)
+        std::filesystem::remove(e.path(), ec);
+    std::filesystem::remove_all(snap, ec);
+  }
+  return Status::OK();
+}
+
+int run_bench_snapshot(const std::vector<std::string>& args) {
+  int64_t elements = 200000, element_bytes = 1024, workers = 2, repetitions = 3;
+  int64_t chunk_bytes = 8 << 20;
+  po::options_description options("snapshot benchmark options");
+  // clang-format off
+  options.add_options()
+      ("elements,n", po::value(&elements)->default_value(elements)->value_name("N"),
+       "elements saved per repetition")
+      ("element-bytes", po::value(&element_bytes)->default_value(element_bytes)->value_name("B"),
+       "bytes per element (map(bytes(size=B)))")
+      ("workers", po::value(&workers)->default_value(workers)->value_name("W"),
+       "worker processes that write the snapshot")
+      ("repetitions", po::value(&repetitions)->default_value(repetitions)->value_name("R"),
+       "repetitions of every measurement")
+      ("chunk-bytes", po::value(&chunk_bytes)->default_value(chunk_bytes)->value_name("C"),
+       "encoded bytes per chunk file");
+  // clang-format on
+  po::variables_map vm;
+  if (auto stop = parse_command_line(kInfo, options, args, vm))
+    return *stop;
+  const auto bad = [](const Status& st) { return report_status(kInfo.name, st); };
+  if (auto st = check_at_least("--elements", elements, 1); !st.ok())
+    return bad(st);
+  if (auto st = check_at_least("--element-bytes", element_bytes, 1); !st.ok())
+    return bad(st);
+  if (auto st = check_at_least("--workers", workers, 1); !st.ok())
+    return bad(st);
+  if (auto st = check_at_least("--repetitions", repetitions, 1); !st.ok())
+    return bad(st);
+  if (auto st = check_at_least("--chunk-bytes", chunk_bytes, 1); !st.ok())
+    return bad(st);
+  if (workers > 64)
+    return bad(invalid_argument("`--workers` must be at most 64, got " + std::to_string(workers)));
+  if (Status s = run(elements, element_bytes, workers, repetitions, chunk_bytes); !s.ok())
+    return report_error(kInfo.name, s.to_string(), kExitFailure);
+  return kExitOk;
+}
+
+const Benchmark reg{"snapshot",
+                    "distributed snapshots: save on workers vs one cache() file, load vs a raw "
+                    "read",
+                    run_bench_snapshot};
+
+} // namespace
+} // namespace conveyor::apps

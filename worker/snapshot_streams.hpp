@@ -1,0 +1,58 @@
+// The snapshot streams a worker writes (worker/snapshot_stream.hpp), one thread each: the worker
+// actor hands over the dispatcher's list with every heartbeat ack (assign) and reports their
+// progress with every heartbeat (reports). A stream that is no longer listed is stopped; one
+// that ended (done or failed) is reported until the dispatcher stops listing it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "messages/snapshot_stream.hpp"
+#include "worker/snapshot_stream.hpp"
+
+namespace conveyor::actors {
+
+class SnapshotStreams {
+public:
+  // How a stream asks the dispatcher for its splits.
+  using MakeFetch = std::function<FetchStreamSplits(const msg::snapshot_stream_def&)>;
+  SnapshotStreams(MakeFetch make_fetch, std::shared_ptr<const PathPolicy> paths)
+    : make_fetch_(std::move(make_fetch)), paths_(std::move(paths)) {}
+  ~SnapshotStreams(); // stops and joins every stream
+  SnapshotStreams(const SnapshotStreams&) = delete;
+  SnapshotStreams& operator=(const SnapshotStreams&) = delete;
+
+  // The streams the dispatcher wants written now: starts the new ones, stops the others.
+  void assign(const std::vector<msg::snapshot_stream_def>& defs);
+  std::vector<msg::snapshot_stream_report> reports();
+  std::size_t running();
+
+private:
+  using Key = std::pair<std::string, int64_t>; // path, stream
+  struct Shared {
+    std::mutex mutex;
+    msg::snapshot_stream_report report;
+    std::atomic<bool> stop{false};
+    std::atomic<bool> ended{false};
+  };
+  struct Running {
+    std::shared_ptr<Shared> shared;
+    std::thread thread;
+  };
+  void reap(); // joins the threads that ended and were stopped
+
+  MakeFetch make_fetch_;
+  std::shared_ptr<const PathPolicy> paths_;
+  std::map<Key, Running> streams_;
+  std::vector<Running> stopping_;
+};
+
+} // namespace conveyor::actors
