@@ -58,7 +58,9 @@ uint64_t load_le64(const unsigned char* p) {
 
 } // namespace
 
-uint32_t crc32c(const void* data, std::size_t n, uint32_t crc) {
+namespace {
+
+uint32_t crc32c_tables(const void* data, std::size_t n, uint32_t crc) {
   const auto* p = static_cast<const unsigned char*>(data);
   uint32_t c = ~crc;
   for (; n >= 8; n -= 8, p += 8) {
@@ -71,6 +73,45 @@ uint32_t crc32c(const void* data, std::size_t n, uint32_t crc) {
   for (; n > 0; --n, ++p)
     c = (c >> 8) ^ kTables[0][(c ^ *p) & 0xff];
   return ~c;
+}
+
+#if defined(__x86_64__)
+// SSE4.2's crc32 instruction computes CRC-32C (the Castagnoli polynomial) 8 bytes at a time:
+// several times the tables' speed, which is what reading checksummed chunks is bound by.
+__attribute__((target("sse4.2"))) uint32_t crc32c_sse42(const void* data, std::size_t n,
+                                                         uint32_t crc) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  uint64_t c = ~crc;
+  for (; n >= 8; n -= 8, p += 8) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    c = __builtin_ia32_crc32di(c, v);
+  }
+  auto c32 = static_cast<uint32_t>(c);
+  for (; n > 0; --n, ++p)
+    c32 = __builtin_ia32_crc32qi(c32, *p);
+  return ~c32;
+}
+#endif
+
+using Crc32cFn = uint32_t (*)(const void*, std::size_t, uint32_t);
+
+Crc32cFn pick_crc32c() {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("sse4.2"))
+    return crc32c_sse42;
+#endif
+  return crc32c_tables;
+}
+
+const Crc32cFn kCrc32c = pick_crc32c();
+
+} // namespace
+
+uint32_t crc32c(const void* data, std::size_t n, uint32_t crc) { return kCrc32c(data, n, crc); }
+
+uint32_t crc32c_portable(const void* data, std::size_t n, uint32_t crc) {
+  return crc32c_tables(data, n, crc);
 }
 
 uint32_t mask_crc32c(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + kMaskDelta; }
