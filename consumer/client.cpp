@@ -129,7 +129,7 @@ Status ElementStream::next(Element& out, bool& end_of_sequence, std::chrono::mil
   for (;;) {
     // Decoded here, on the reader's thread, into the caller's element (consumer/ready_elements.hpp).
     bool got = false;
-    actors::ElementOrigin origin;
+    actors::DeliveredOrigin origin;
     if (Status status = c.ready.next(out, got, c.cursor ? &origin : nullptr); !status.ok()) {
       // Final: the consumer stops fetching and leaves its job now.
       c.ended = true;
@@ -316,7 +316,7 @@ Expected<ElementSpec> Client::element_spec(const std::string& dataset_id) {
     return reply.status();
   if (reply->spec.empty())
     return ElementSpec{};
-  return parse_spec_components(reply->spec);
+  return snapshot::parse_spec_components(reply->spec);
 }
 
 Expected<ElementStream> Client::from_dataset_id(const std::string& dataset_id,

@@ -414,10 +414,10 @@ Status ConsumerCore::deliver_frame(TaskSlot& slot, StorageOwner owner, std::stri
   if (!keep->empty() && !(*keep)[0])
     return Status::OK();
   count_delivered(slot, frame.size(), 1);
-  ElementOrigin where;
+  DeliveredOrigin where;
   if (!origin.empty())
     where =
-      ElementOrigin{origin[0].epoch, origin[0].index, origin[0].first_seq, origin[0].split_end};
+      DeliveredOrigin{origin[0].epoch, origin[0].index, origin[0].first_seq, origin[0].split_end};
   out.add(std::move(decoded[0]), where);
   return Status::OK();
 }

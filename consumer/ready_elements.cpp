@@ -8,7 +8,7 @@
 
 namespace conveyor::actors {
 
-void ReadyElements::add(Element element, ElementOrigin origin) {
+void ReadyElements::add(Element element, DeliveredOrigin origin) {
   if (runs_.empty() || runs_.back().lazy)
     runs_.emplace_back();
   Run& run = runs_.back();
@@ -86,7 +86,7 @@ Status ReadyElements::fail(Status why) {
   return why;
 }
 
-Status ReadyElements::next(Element& out, bool& got, ElementOrigin* origin) {
+Status ReadyElements::next(Element& out, bool& got, DeliveredOrigin* origin) {
   got = false;
   for (; front_ < runs_.size(); ++front_) {
     Run& run = runs_[front_];
@@ -94,7 +94,7 @@ Status ReadyElements::next(Element& out, bool& got, ElementOrigin* origin) {
       if (run.next < run.decoded.size()) {
         if (origin)
           *origin =
-            run.next < run.decoded_origins.size() ? run.decoded_origins[run.next] : ElementOrigin{};
+            run.next < run.decoded_origins.size() ? run.decoded_origins[run.next] : DeliveredOrigin{};
         out = std::move(run.decoded[run.next++]);
         --size_;
         got = true;
@@ -133,7 +133,7 @@ Status ReadyElements::next(Element& out, bool& got, ElementOrigin* origin) {
   return Status::OK();
 }
 
-ElementOrigin ReadyElements::origin_at(Run& run, uint32_t position) {
+DeliveredOrigin ReadyElements::origin_at(Run& run, uint32_t position) {
   // Positions only grow within a run: the run index moves forward with them.
   while (run.origin_run < run.origins.size() &&
          position >= run.origin_base + run.origins[run.origin_run].count) {
@@ -141,10 +141,10 @@ ElementOrigin ReadyElements::origin_at(Run& run, uint32_t position) {
     ++run.origin_run;
   }
   if (run.origin_run >= run.origins.size())
-    return ElementOrigin{};
+    return DeliveredOrigin{};
   const auto& r = run.origins[run.origin_run];
   const uint32_t k = position - run.origin_base;
-  return ElementOrigin{r.epoch, r.index, r.first_seq + k, r.split_end && k + 1 == r.count};
+  return DeliveredOrigin{r.epoch, r.index, r.first_seq + k, r.split_end && k + 1 == r.count};
 }
 
 Status ReadyElements::take(std::vector<Element>& out) {

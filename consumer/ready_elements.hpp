@@ -23,7 +23,7 @@ namespace conveyor::actors {
 
 // Where a DYNAMIC element came from (msg::origin_run, one element of it): what the stream's
 // read cursor records when the element is handed out. seq < 0: not tagged.
-struct ElementOrigin {
+struct DeliveredOrigin {
   int64_t epoch = 0;
   int64_t index = 0;
   int64_t seq = -1;
@@ -33,7 +33,7 @@ struct ElementOrigin {
 
 class ReadyElements {
 public:
-  void add(Element element, ElementOrigin origin = {});
+  void add(Element element, DeliveredOrigin origin = {});
   void add(std::vector<Element> elements);
   // A batch buffer (pipeline/tensor/codec.hpp) announced to hold `count` elements, of which those whose
   // `keep` entry is false are dropped when it is decoded (empty `keep`: all are kept; otherwise
@@ -52,7 +52,7 @@ public:
   // none is left. data_loss for a corrupt buffer or one holding another number of elements than
   // announced: the elements before the bad one were handed out, none after it will be.
   // `origin` (optional) gets where the element came from.
-  Status next(Element& out, bool& got, ElementOrigin* origin = nullptr);
+  Status next(Element& out, bool& got, DeliveredOrigin* origin = nullptr);
   // Every element left, appended to `out` (next() until none is left).
   Status take(std::vector<Element>& out);
 
@@ -65,7 +65,7 @@ private:
   struct Run {
     std::vector<Element> decoded;
     // Empty, or one per `decoded`.
-    std::vector<ElementOrigin> decoded_origins;
+    std::vector<DeliveredOrigin> decoded_origins;
     std::size_t next = 0; // of `decoded`
     bool lazy = false;    // `encoded` holds the run (even if empty: a corrupt batch), not `decoded`
     std::string encoded;  // decoded lazily, by `reader`
@@ -80,7 +80,7 @@ private:
     uint32_t origin_base = 0;
   };
   Status fail(Status why); // drops everything left
-  static ElementOrigin origin_at(Run& run, uint32_t position);
+  static DeliveredOrigin origin_at(Run& run, uint32_t position);
   std::vector<Run> runs_;
   std::size_t front_ = 0; // runs before it were handed out
   std::size_t size_ = 0;

@@ -87,7 +87,7 @@ Expected<msg::element_spec_reply> element_spec_of(self_ptr self, const msg::data
   if (!ds.ok())
     return ds.status();
   if (auto spec = ds->element_spec(); spec.ok()) // unknown (a plugin not loaded here): ""
-    reply.spec = format_spec_components(*spec);
+    reply.spec = snapshot::format_spec_components(*spec);
   return reply;
 }
 

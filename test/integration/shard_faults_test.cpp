@@ -1,6 +1,6 @@
 // Shard formats over HTTP while a worker is SIGKILLed mid-shard and the server fails requests
 // (503s, connection resets): every record of WebDataset, CSV and TFRecord objects arrives exactly
-// once in DYNAMIC mode, and FILE sharding splits the objects between the workers.
+// once in DYNAMIC mode; OFF gives each worker every record, FILE sharding splits the objects.
 #include <stdlib.h>
 
 #include <csignal>
@@ -115,7 +115,7 @@ TEST_CASE("http shards: a worker SIGKILLed mid-shard while the server fails requ
   }
 }
 
-TEST_CASE("http shards: FILE sharding gives each worker whole objects, every record once") {
+TEST_CASE("http shards: OFF gives every record once per worker, FILE sharding each record once") {
   ShardObjects objects;
   HttpTestServer server(objects.dir, {"--fault", "/data/w3.tar:503:1"});
   REQUIRE_MESSAGE(server.ok(), server.error());
@@ -130,9 +130,14 @@ TEST_CASE("http shards: FILE sharding gives each worker whole objects, every rec
                         "--port", std::to_string(port)});
   for (const Format& format : kFormats) {
     CAPTURE(format.name);
+    const std::string local = format.dataset(objects.dir + "/data/");
     auto r = cluster.read(format.dataset(data), {"--mode", "file"});
     CAPTURE(r.describe);
     CHECK(r.exit_code == 0);
-    CHECK(sorted(r.lines) == expected_sorted_lines(format.dataset(objects.dir + "/data/")));
+    CHECK(sorted(r.lines) == expected_sorted_lines(local));
+    r = cluster.read(format.dataset(data), {"--mode", "off"});
+    CAPTURE(r.describe);
+    CHECK(r.exit_code == 0);
+    CHECK(sorted(r.lines) == expected_sorted_lines(local, 2));
   }
 }

@@ -180,8 +180,8 @@ TEST_CASE("element_spec of a registered dataset, as tf.data's GetElementSpec: st
   auto client = cluster.client();
   auto dict = Structure::dict({{"b", Structure::leaf()}, {"a", Structure::leaf()}});
   REQUIRE(dict.ok());
-  Element columns{*Tensor::from_values<int64_t>({3}, {1, 2, 3}),
-                  *Tensor::from_values<double>({3}, {1.0, 2.0, 3.0})};
+  Element columns{std::vector<Tensor>{*Tensor::from_values<int64_t>({3}, {1, 2, 3}),
+                                      *Tensor::from_values<double>({3}, {1.0, 2.0, 3.0})}};
   auto id = client.register_dataset(Dataset::from_tensor_slices(columns, *dict).batch(2));
   REQUIRE_MESSAGE(id.ok(), id.status().to_string());
   auto spec = client.element_spec(*id);
