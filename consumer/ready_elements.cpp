@@ -93,8 +93,8 @@ Status ReadyElements::next(Element& out, bool& got, DeliveredOrigin* origin) {
     if (!run.lazy) {
       if (run.next < run.decoded.size()) {
         if (origin)
-          *origin =
-            run.next < run.decoded_origins.size() ? run.decoded_origins[run.next] : DeliveredOrigin{};
+          *origin = run.next < run.decoded_origins.size() ? run.decoded_origins[run.next]
+                                                          : DeliveredOrigin{};
         out = std::move(run.decoded[run.next++]);
         --size_;
         got = true;

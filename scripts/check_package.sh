@@ -77,15 +77,22 @@ plugin=$work/plugin/conveyor_clip.so
 size=$(stat -c %s "$plugin")
 [ "$size" -lt 200000 ] || { echo "the plugin is $size bytes: it should hold its own code only"; exit 1; }
 "$prefix/bin/conveyor" inspect --functions --plugin "$plugin" | grep -q "clip(lo: float = 0.0, hi: float = 1.0)"
-out=$("$prefix/bin/conveyor" run --plugin "$plugin" --dataset 'range(10).map(clip(lo=2, hi=6))' \
-  --mode off --workers 2 --samples 0 --log-dir "$work")
+# Each run's output (and its nodes' logs) is shown when it fails.
+run_clip() { # run_clip LOG_DIR conveyor-run-flags...
+  local logs=$1; shift
+  mkdir -p "$logs"
+  "$prefix/bin/conveyor" run --plugin "$plugin" --log-dir "$logs" "$@" 2>&1 ||
+    { echo "conveyor run $* failed"; tail -n 20 "$logs"/* 2>/dev/null; return 1; }
+}
+out=$(run_clip "$work/run-off" --dataset 'range(10).map(clip(lo=2, hi=6))' --mode off \
+  --workers 2 --samples 0) || { echo "$out"; exit 1; }
 echo "$out" | grep -q "summary: 20 elements" || { echo "$out"; exit 1; }
-first=$("$prefix/bin/conveyor" run --plugin "$plugin" --dataset 'range(10).map(clip(lo=2, hi=6))' \
-  --mode dynamic --workers 1 --samples 10 --log-dir "$work" | sed -n '/^first elements:/,/^summary/p' |
-  grep -E '^  [0-9]' | tr -d ' ' | sort -n | tr '\n' ' ')
-[ "$first" = "2 2 2 3 4 5 6 6 6 6 " ] || { echo "clip gave: $first"; exit 1; }
-if err=$("$prefix/bin/conveyor" run --plugin "$plugin" --dataset 'range(3).map(clip(lo=5, hi=1))' \
-  --workers 1 --log-dir "$work" 2>&1); then
+out=$(run_clip "$work/run-dynamic" --dataset 'range(10).map(clip(lo=2, hi=6))' --mode dynamic \
+  --workers 1 --samples 10) || { echo "$out"; exit 1; }
+first=$(echo "$out" | sed -n '/^first elements:/,/^summary/p' | grep -E '^  [0-9]' | tr -d ' ' |
+  sort -n | tr '\n' ' ')
+[ "$first" = "2 2 2 3 4 5 6 6 6 6 " ] || { echo "clip gave: $first"; echo "$out"; exit 1; }
+if err=$(run_clip "$work/run-bad" --dataset 'range(3).map(clip(lo=5, hi=1))' --workers 1); then
   echo "clip(lo=5, hi=1) should fail"; exit 1
 fi
 echo "$err" | grep -q 'clip: `lo` (5.000000) must not be above `hi` (1.000000)' || { echo "$err"; exit 1; }

@@ -79,7 +79,7 @@ uint32_t crc32c_tables(const void* data, std::size_t n, uint32_t crc) {
 // SSE4.2's crc32 instruction computes CRC-32C (the Castagnoli polynomial) 8 bytes at a time:
 // several times the tables' speed, which is what reading checksummed chunks is bound by.
 __attribute__((target("sse4.2"))) uint32_t crc32c_sse42(const void* data, std::size_t n,
-                                                         uint32_t crc) {
+                                                        uint32_t crc) {
   const auto* p = static_cast<const unsigned char*>(data);
   uint64_t c = ~crc;
   for (; n >= 8; n -= 8, p += 8) {

@@ -77,7 +77,8 @@ TEST_CASE("crc32c: the CPU's crc32 instruction (where crc32c uses it) and the ta
   for (std::size_t start = 0; start < 9; ++start)
     for (std::size_t len = 0; start + len <= buf.size(); len += 61) {
       const char* p = buf.data() + start;
-      REQUIRE_MESSAGE(crc32c(p, len) == crc32c_portable(p, len), "start " << start << " len " << len);
+      REQUIRE_MESSAGE(crc32c(p, len) == crc32c_portable(p, len),
+                      "start " << start << " len " << len);
       REQUIRE(crc32c(p, len, 0x12345678u) == crc32c_portable(p, len, 0x12345678u));
     }
   CHECK(crc32c_portable("123456789", 9) == 0xE3069283u);
