@@ -98,6 +98,7 @@ using Crc32cFn = uint32_t (*)(const void*, std::size_t, uint32_t);
 
 Crc32cFn pick_crc32c() {
 #if defined(__x86_64__)
+  __builtin_cpu_init(); // this runs as a static initializer, maybe before libgcc's own
   if (__builtin_cpu_supports("sse4.2"))
     return crc32c_sse42;
 #endif
