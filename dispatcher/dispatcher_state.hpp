@@ -223,6 +223,8 @@ private:
   Status apply_one(const msg::SnapshotStreamDoneRecord& r);
   Status apply_one(const msg::FinishSnapshotRecord& r);
   SnapshotEntry* unfinished_snapshot(const std::string& path, Status& why);
+  // Stream `stream` of the unfinished snapshot at `path` (null and `why` otherwise).
+  SnapshotStreamEntry* unfinished_stream(const std::string& path, int64_t stream, Status& why);
   Status create_job(const msg::CreateJobRecord& r, int64_t iteration); // iteration < 0: the next
 
   std::map<msg::dataset_id_t, DatasetEntry> datasets_;

@@ -31,6 +31,19 @@ SnapshotEntry* DispatcherState::unfinished_snapshot(const std::string& path, Sta
   return &s->second;
 }
 
+SnapshotStreamEntry* DispatcherState::unfinished_stream(const std::string& path, int64_t stream,
+                                                        Status& why) {
+  SnapshotEntry* s = unfinished_snapshot(path, why);
+  if (!s)
+    return nullptr;
+  if (stream < 0 || stream >= static_cast<int64_t>(s->streams.size())) {
+    why =
+      not_found("the distributed snapshot at " + path + " has no stream " + std::to_string(stream));
+    return nullptr;
+  }
+  return &s->streams[static_cast<std::size_t>(stream)];
+}
+
 Status DispatcherState::apply_one(const CreateSnapshotRecord& r) {
   if (r.path.empty())
     return invalid_argument("a distributed snapshot needs a path");
@@ -67,13 +80,11 @@ Status DispatcherState::apply_one(const AddSnapshotStreamRecord& r) {
 
 Status DispatcherState::apply_one(const SnapshotSplitsRecord& r) {
   Status why;
-  SnapshotEntry* s = unfinished_snapshot(r.path, why);
-  if (!s)
+  SnapshotStreamEntry* found = unfinished_stream(r.path, r.stream, why);
+  if (!found)
     return why;
-  if (r.stream < 0 || r.stream >= static_cast<int64_t>(s->streams.size()))
-    return not_found("the distributed snapshot at " + r.path + " has no stream " +
-                     std::to_string(r.stream));
-  auto& stream = s->streams[static_cast<std::size_t>(r.stream)];
+  auto& stream = *found;
+  SnapshotEntry* s = unfinished_snapshot(r.path, why);
   if (stream.ended)
     return failed_precondition("stream " + std::to_string(r.stream) + " of the snapshot at " +
                                r.path + " has ended; it takes no more splits");
@@ -92,13 +103,10 @@ Status DispatcherState::apply_one(const SnapshotSplitsRecord& r) {
 
 Status DispatcherState::apply_one(const SnapshotStreamDoneRecord& r) {
   Status why;
-  SnapshotEntry* s = unfinished_snapshot(r.path, why);
-  if (!s)
+  SnapshotStreamEntry* found = unfinished_stream(r.path, r.stream, why);
+  if (!found)
     return why;
-  if (r.stream < 0 || r.stream >= static_cast<int64_t>(s->streams.size()))
-    return not_found("the distributed snapshot at " + r.path + " has no stream " +
-                     std::to_string(r.stream));
-  auto& stream = s->streams[static_cast<std::size_t>(r.stream)];
+  auto& stream = *found;
   if (!stream.ended)
     return failed_precondition("stream " + std::to_string(r.stream) + " of the snapshot at " +
                                r.path + " cannot be done: its splits have not ended");
