@@ -108,6 +108,30 @@ void save_through_kills(const std::string& dataset, const std::vector<int64_t>& 
   CHECK(status.stdout_text.find("\"streams\":3") != std::string::npos);
 }
 
+// Reads a load(wait=true) iterator to its end while `saver` writes the snapshot: the first
+// element arrives before the save exits, the save exits 0, and range(n) comes out exactly once.
+// Bounded: the load ends at DONE and fails at ERROR.
+void load_while_saving(Iterator& it, ChildProcess& saver, int64_t n) {
+  std::vector<Element> got;
+  bool first_before_exit = false;
+  for (;;) {
+    Element e;
+    bool end = false;
+    auto st = it.get_next(e, end);
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+    if (end)
+      break;
+    if (got.empty())
+      first_before_exit = !saver.exited();
+    got.push_back(std::move(e));
+  }
+  auto rc = saver.wait_exit(kReadTimeout);
+  REQUIRE(rc.has_value());
+  CHECK_MESSAGE(*rc == 0, saver.describe());
+  CHECK(first_before_exit);
+  CHECK(sorted_values(got) == iota(n));
+}
+
 } // namespace
 
 TEST_CASE("snapshot: the workers write a save's streams, it survives a worker SIGKILL and a "
@@ -137,24 +161,7 @@ TEST_CASE("snapshot: load(wait=true) started before a save reads everything exac
                                        "--path", snap, "--chunk-bytes", "1000"},
                                       "save");
   REQUIRE(saver.ok());
-  std::vector<Element> got;
-  bool first_before_exit = false;
-  for (;;) {
-    Element e;
-    bool end = false;
-    auto st = (*it)->get_next(e, end);
-    REQUIRE_MESSAGE(st.ok(), st.to_string());
-    if (end)
-      break;
-    if (got.empty())
-      first_before_exit = !(*saver)->exited();
-    got.push_back(std::move(e));
-  }
-  auto rc = (*saver)->wait_exit(kReadTimeout);
-  REQUIRE(rc.has_value());
-  CHECK_MESSAGE(*rc == 0, (*saver)->describe());
-  CHECK(first_before_exit);
-  CHECK(sorted_values(got) == iota(4000));
+  load_while_saving(**it, **saver, 4000);
 }
 
 TEST_CASE("snapshot: load(wait=true) started before a distributed save reads what the workers "
@@ -178,24 +185,7 @@ TEST_CASE("snapshot: load(wait=true) started before a distributed save reads wha
                                        "--chunk-bytes", "1000"},
                                       "save");
   REQUIRE(saver.ok());
-  std::vector<Element> got;
-  bool first_before_exit = false;
-  for (;;) { // bounded: the load ends at DONE, fails at ERROR
-    Element e;
-    bool end = false;
-    auto st = (*it)->get_next(e, end);
-    REQUIRE_MESSAGE(st.ok(), st.to_string());
-    if (end)
-      break;
-    if (got.empty())
-      first_before_exit = !(*saver)->exited();
-    got.push_back(std::move(e));
-  }
-  auto rc = (*saver)->wait_exit(kReadTimeout);
-  REQUIRE(rc.has_value());
-  CHECK_MESSAGE(*rc == 0, (*saver)->describe());
-  CHECK(first_before_exit);
-  CHECK(sorted_values(got) == iota(4000));
+  load_while_saving(**it, **saver, 4000);
 }
 
 TEST_CASE("snapshot: `conveyor save` refuses bad arguments and an existing snapshot (exit 2)") {
