@@ -5,7 +5,7 @@
 // follows the dispatcher's decisions as `conveyor run --autoscale` does (apps/local_autoscale.hpp:
 // starting workers, draining the newest). Every second it records the worker count and the
 // trainer's share of time waiting for its next element; the report is that table, the wait share
-// and worker count at the end, and with --plot a PNG of both over time (python3-matplotlib).
+// and worker count at the end, and with --plot a PNG of both over time (drawn with python3-pil).
 #include <unistd.h>
 
 #include <algorithm>
@@ -37,7 +37,7 @@ constexpr CommandInfo kInfo{
   "Starts a dispatcher with the autoscaler and one worker (child processes), reads a CPU-bound\n"
   "map as a trainer taking R elements/s while following the autoscaler with worker processes,\n"
   "and reports the worker count and the trainer's wait share over time (a table; a PNG plot\n"
-  "with --plot, which needs python3-matplotlib)."};
+  "with --plot, drawn with python3-pil)."};
 
 struct Row {
   double t = 0;
@@ -46,8 +46,13 @@ struct Row {
   double wait_share = 0;
 };
 
-bool have_matplotlib() {
-  return std::system("python3 -c 'import matplotlib' >/dev/null 2>&1") == 0;
+// An interpreter with PIL (python3-pil, a dependency of the Python client and its image tests):
+// the one on PATH, else Debian's (PATH may lead to another Python first). "" when neither has it.
+std::string python_with_pil() {
+  for (const char* python : {"python3", "/usr/bin/python3"})
+    if (std::system((std::string(python) + " -c 'import PIL' >/dev/null 2>&1").c_str()) == 0)
+      return python;
+  return "";
 }
 
 Status write_csv(const std::string& path, const std::vector<Row>& rows) {
@@ -61,23 +66,56 @@ Status write_csv(const std::string& path, const std::vector<Row>& rows) {
   return Status::OK();
 }
 
-Status plot(const std::string& csv, const std::string& png, double rate) {
-  const std::string script =
-    "import csv, sys\n"
-    "import matplotlib\n"
-    "matplotlib.use('Agg')\n"
-    "import matplotlib.pyplot as plt\n"
-    "rows = list(csv.DictReader(open(sys.argv[1])))\n"
-    "t = [float(r['seconds']) for r in rows]\n"
-    "fig, (a, b) = plt.subplots(2, 1, sharex=True, figsize=(8, 5))\n"
-    "a.step(t, [int(r['workers']) for r in rows], where='post')\n"
-    "a.set_ylabel('workers')\n"
-    "b.plot(t, [100 * float(r['wait_share']) for r in rows])\n"
-    "b.axhline(10, linestyle='--', color='gray')\n"
-    "b.set_ylabel('trainer wait %')\n"
-    "b.set_xlabel('seconds')\n"
-    "a.set_title('conveyor bench autoscale: trainer at ' + sys.argv[3] + ' elements/s')\n"
-    "fig.savefig(sys.argv[2], dpi=100)\n";
+// Two panels over time, drawn with PIL: the ready workers (a step line) and the trainer's wait
+// share (with the 10 % the issue aims under, dashed).
+Status plot(const std::string& python, const std::string& csv, const std::string& png,
+            double rate) {
+  const std::string script = R"PY(
+import csv, sys
+from PIL import Image, ImageDraw
+rows = list(csv.DictReader(open(sys.argv[1])))
+t = [float(r["seconds"]) for r in rows] or [0.0]
+workers = [int(r["workers"]) for r in rows] or [0]
+wait = [100 * float(r["wait_share"]) for r in rows] or [0.0]
+W, H, L, R = 860, 560, 70, 30
+img = Image.new("RGB", (W, H), "white")
+d = ImageDraw.Draw(img)
+tmax = max(t) or 1.0
+def x(v):
+    return L + (W - L - R) * v / tmax
+d.text((L, 10), "conveyor bench autoscale: trainer at %s elements/s" % sys.argv[3], fill="black")
+top_workers = max(workers) + 1
+panels = [(50, 270, "workers", top_workers), (320, 510, "trainer wait %", 100)]
+ticks = [list(range(0, top_workers + 1, max(1, top_workers // 8))), [0, 25, 50, 75, 100]]
+for (top, bottom, label, ymax), marks in zip(panels, ticks):
+    d.rectangle([L, top, W - R, bottom], outline="black")
+    d.text((L, top - 14), label, fill="black")
+    for v in marks:
+        y = bottom - (bottom - top) * v / ymax
+        d.line([L - 4, y, L, y], fill="black")
+        d.text((L - 34, y - 6), "%d" % v, fill="black")
+def y_of(panel, v):
+    top, bottom, _, ymax = panels[panel]
+    return bottom - (bottom - top) * min(v, ymax) / ymax
+pts = []
+for i, (ti, wi) in enumerate(zip(t, workers)):
+    if i:
+        pts.append((x(ti), y_of(0, workers[i - 1])))
+    pts.append((x(ti), y_of(0, wi)))
+if len(pts) > 1:
+    d.line(pts, fill=(31, 119, 180), width=2)
+if len(t) > 1:
+    d.line([(x(a), y_of(1, b)) for a, b in zip(t, wait)], fill=(214, 39, 40), width=2)
+ten = y_of(1, 10)
+for sx in range(L, W - R, 12):
+    d.line([sx, ten, min(sx + 6, W - R), ten], fill="gray")
+for k in range(7):
+    v = tmax * k / 6
+    d.line([x(v), 510, x(v), 514], fill="black")
+    d.text((x(v) - 10, 518), "%d" % v, fill="black")
+d.text(((W - L) // 2, 538), "seconds", fill="black")
+img.save(sys.argv[2], "PNG")
+)PY";
   char tmpl[] = "/tmp/conveyor-bench-autoscale-plot-XXXXXX";
   const int fd = ::mkstemp(tmpl);
   if (fd < 0)
@@ -86,7 +124,7 @@ Status plot(const std::string& csv, const std::string& png, double rate) {
   std::ofstream(tmpl) << script;
   char r[32];
   std::snprintf(r, sizeof r, "%g", rate);
-  const std::string cmd = std::string("python3 ") + tmpl + " '" + csv + "' '" + png + "' " + r;
+  const std::string cmd = python + " " + tmpl + " '" + csv + "' '" + png + "' " + r;
   const int rc = std::system(cmd.c_str());
   ::unlink(tmpl);
   if (rc != 0)
@@ -113,7 +151,7 @@ int bench_autoscale(const std::vector<std::string>& args) {
        "the dispatcher's wait after a change")
       ("csv", po::value(&csv_path)->value_name("PATH"), "also write the table as CSV")
       ("plot", po::value(&png_path)->value_name("PNG"),
-       "also plot workers and wait share over time (needs python3-matplotlib)");
+       "also plot workers and wait share over time (a PNG drawn with python3-pil)");
   // clang-format on
   po::variables_map vm;
   if (auto stop = parse_bench_command_line(kInfo, options, args, vm, "warning"))
@@ -136,9 +174,10 @@ int bench_autoscale(const std::vector<std::string>& args) {
   auto cooldown = check_millis("--scale-cooldown-ms", cooldown_ms, /*allow_zero=*/true);
   if (!cooldown.ok())
     return bad(cooldown.status());
-  if (!png_path.empty() && !have_matplotlib())
-    return bad(failed_precondition("`--plot` needs python3-matplotlib (apt-get install "
-                                   "python3-matplotlib), which is not installed"));
+  const std::string plotter = png_path.empty() ? "" : python_with_pil();
+  if (!png_path.empty() && plotter.empty())
+    return bad(failed_precondition("`--plot` needs Python with PIL (apt-get install python3-pil), "
+                                   "which neither python3 on PATH nor /usr/bin/python3 has"));
 
   install_stop_signals();
   char tmpl[] = "/tmp/conveyor-bench-autoscale-XXXXXX";
@@ -258,7 +297,7 @@ int bench_autoscale(const std::vector<std::string>& args) {
     if (Status st = write_csv(csv, rows); !st.ok())
       return bad(st);
     if (!png_path.empty()) {
-      if (Status st = plot(csv, png_path, static_cast<double>(rate)); !st.ok())
+      if (Status st = plot(plotter, csv, png_path, static_cast<double>(rate)); !st.ok())
         return bad(st);
       std::printf("plot      : %s\n", png_path.c_str());
     }

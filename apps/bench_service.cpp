@@ -55,8 +55,11 @@ void add_service_options(po::options_description& options, BenchFlags& f) {
       ("coordinated", po::value(&f.coordinated)->default_value(0)->value_name("N"),
        "measure coordinated reads with N consumers (num_consumers N) against N uncoordinated ones; "
        "0 = off")
+      ("deterministic", po::bool_switch(&f.deterministic),
+       "with --mode dynamic and one consumer: measure deterministic=True (reproducible order) "
+       "against deterministic=False, private jobs, --reps alternating repetitions of each")
       ("reps", po::value(&f.reps)->default_value(3)->value_name("R"),
-       "--coordinated: alternating repetitions of the two runs");
+       "--coordinated, --deterministic: alternating repetitions of the two runs");
   // clang-format on
 }
 
@@ -96,8 +99,15 @@ std::optional<int> check_flags(BenchFlags& f, const po::variables_map& vm) {
       f.max_outstanding = vm["max-outstanding"].as<int64_t>();
     return std::nullopt;
   }
+  if (f.deterministic) {
+    if (f.mode != "dynamic" || f.consumers != 1 || f.tls || f.local)
+      return bad(invalid_argument("`--deterministic` compares one consumer's reads of a private "
+                                  "DYNAMIC job: it needs --mode dynamic and --consumers 1, "
+                                  "without --tls or --local"));
+    return std::nullopt;
+  }
   if (!vm["reps"].defaulted())
-    return bad(invalid_argument("`--reps` only applies with `--coordinated`"));
+    return bad(invalid_argument("`--reps` only applies with `--coordinated` or `--deterministic`"));
   return std::nullopt;
 }
 
@@ -267,6 +277,34 @@ int print_latency(const ServiceMeasures& m) {
 
 } // namespace
 
+// --deterministic: a private DYNAMIC job read in order (deterministic=True) against one read as
+// elements arrive, alternating, --reps times each; prints every run and the median ratio.
+int deterministic_runs(const BenchFlags& f, const DistributeOptions& named, const Dataset& dataset,
+                       const NetworkConfig& network) {
+  std::vector<double> rate[2];
+  for (int64_t r = 0; r < f.reps; ++r)
+    for (int det = 0; det < 2; ++det) {
+      DistributeOptions opts = named;
+      opts.job_name.reset(); // deterministic reads are private jobs: both runs are
+      opts.deterministic = det == 1;
+      ServiceMeasures m;
+      const ServiceSetup setup{f, -1, opts, dataset};
+      auto t = measure_service(setup, network, det ? "deterministic" : "arrival order", true, m);
+      if (!t)
+        return kExitFailure;
+      rate[det].push_back(t->elements_per_s());
+      std::printf("  run %lld %-13s: %12.0f elements/s %10.1f MB/s\n",
+                  static_cast<long long>(r + 1), det ? "deterministic" : "arrival",
+                  t->elements_per_s(), t->mb_per_s());
+      std::fflush(stdout);
+    }
+  const double off = median(rate[0]), on = median(rate[1]);
+  std::printf("  deterministic/arrival: %.3f (median of %lld runs each; cost %.1f%%)\n",
+              off > 0 ? on / off : 0.0, static_cast<long long>(f.reps),
+              off > 0 ? 100.0 * (1.0 - on / off) : 0.0);
+  return kExitOk;
+}
+
 int run_bench_service(const std::vector<std::string>& args) {
   BenchFlags f;
   po::options_description options("service benchmark options");
@@ -299,6 +337,8 @@ int run_bench_service(const std::vector<std::string>& args) {
   const ServiceSetup setup{f, static_cast<int>(vm["metrics-port"].as<int64_t>()), opts, *dataset};
   NetworkConfig plain_network = f.network;
   plain_network.auth_token = f.auth_token;
+  if (f.deterministic)
+    return deterministic_runs(f, opts, *dataset, plain_network);
   auto plain = measure_service(setup, plain_network, "service", false, m);
   if (!plain)
     return kExitFailure;

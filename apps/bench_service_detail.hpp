@@ -63,6 +63,7 @@ struct BenchFlags {
   bool tls = false;
   bool local = false;
   int64_t coordinated = 0;
+  bool deterministic = false; // --deterministic: deterministic=True against False
   int64_t reps = 3;
   std::string auth_token; // every node's admission token (empty = none)
   NetworkConfig network;  // every node's and consumer's scheduler threads (--scheduler-threads)

@@ -4,16 +4,22 @@
 //       (default 2) vs (b) the same elements written by one local cache() file in this process
 //   (c) load: load(DIR) read to the end in this process vs (d) a raw read() of the same chunk
 //       files' bytes
-// The ratios (a)/(b) and (c)/(d) are the figures (the target: >= 0.8).
+// The ratios (a)/(b) and (c)/(d) are the figures (the target: >= 0.8); (a) is also shown
+// against (b) plus an fsync of its files (a snapshot syncs each chunk, cache() nothing), and each
+// save's timeline (first and last chunk commits, DONE) says where its time went, and an untimed
+// extra load counts its heap allocations per element.
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <vector>
 
+#include "apps/alloc_counter.hpp"
 #include "apps/bench.hpp"
 #include "apps/child_nodes.hpp"
 #include "apps/cli_common.hpp"
@@ -31,7 +37,8 @@ constexpr CommandInfo kInfo{
   "[--elements N] [--element-bytes B] [--workers W] [--repetitions R] [--chunk-bytes C]",
   "Measures distributed snapshots: save throughput on W worker processes vs the same elements\n"
   "written by one local cache() file, and load throughput vs a raw read of the same bytes, in\n"
-  "one run (R repetitions, the load average beside each)."};
+  "one run (R repetitions, the load average beside each); RATIO+S: the save against cache()\n"
+  "plus an fsync of its files."};
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -79,6 +86,57 @@ Expected<int64_t> raw_read(const std::string& dir) {
   return total;
 }
 
+// fsync of the files in `dir` whose names start with `prefix`, and of `dir`: what the cache()
+// baseline would add to be as durable as a snapshot's chunks (each synced before its commit).
+Status sync_prefix(const std::string& dir, const std::string& prefix) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.path().filename().string().rfind(prefix, 0) != 0 || !e.is_regular_file(ec))
+      continue;
+    const int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      return io_error("cannot open " + e.path().string());
+    const int rc = ::fsync(fd);
+    ::close(fd);
+    if (rc != 0)
+      return io_error("cannot sync " + e.path().string());
+  }
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return io_error("cannot open " + dir);
+  ::fsync(fd);
+  ::close(fd);
+  return Status::OK();
+}
+
+// Seconds from `t0` (a system_clock time) to the first and last chunk commits and to DONE, by
+// the files' modification times: where a save's time goes (start-up, writing, finishing).
+struct Timeline {
+  double first = 0, last = 0, done = 0;
+};
+Timeline save_timeline(const std::string& snap, std::chrono::system_clock::time_point t0) {
+  namespace fs = std::filesystem;
+  const auto since = [&](const fs::path& p) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0)
+      return -1.0;
+    const auto t = std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(
+        std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
+    return std::chrono::duration<double>(t - t0).count();
+  };
+  Timeline out;
+  out.first = 1e9;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(snap + "/chunks", ec)) {
+    const double t = since(e.path());
+    out.first = std::min(out.first, t);
+    out.last = std::max(out.last, t);
+  }
+  out.done = since(snap + "/DONE");
+  return out;
+}
+
 // Bytes of the files in `dir` whose names start with `prefix` (what cache(dir/prefix) wrote).
 int64_t prefix_bytes(const std::string& dir, const std::string& prefix) {
   int64_t total = 0;
@@ -118,14 +176,18 @@ Status run(int64_t elements, int64_t element_bytes, int64_t workers, int64_t rep
               "%lld bytes, no compression\n\n",
               static_cast<long long>(elements), static_cast<long long>(element_bytes),
               static_cast<long long>(workers), static_cast<long long>(chunk_bytes));
-  std::printf("%-4s %-26s %-26s %-7s %-24s %-24s %-7s %s\n", "REP", "SAVE (workers) MB/s",
-              "CACHE() FILE MB/s", "RATIO", "LOAD MB/s", "RAW READ MB/s", "RATIO", "LOADAVG");
+  // RATIO+S: the save against cache() followed by an fsync of its files (the save fsyncs every
+  // chunk before it commits it; cache() alone syncs nothing).
+  std::printf("%-4s %-20s %-20s %-6s %-7s %-20s %-20s %-6s %s\n", "REP", "SAVE (workers) MB/s",
+              "CACHE() FILE MB/s", "RATIO", "RATIO+S", "LOAD MB/s", "RAW READ MB/s", "RATIO",
+              "LOADAVG");
   for (int64_t rep = 1; rep <= repetitions; ++rep) {
     const std::string snap = root + "/snap-" + std::to_string(rep);
     const std::string cache = root + "/cache-" + std::to_string(rep);
     SaveOptions options;
     options.compression = "none";
     options.chunk_bytes = chunk_bytes;
+    const auto wall0 = std::chrono::system_clock::now();
     auto t0 = Clock::now();
     auto saved = distributed_save(*client, dataset, snap, options);
     const double save_s = seconds_since(t0);
@@ -139,6 +201,8 @@ Status run(int64_t elements, int64_t element_bytes, int64_t workers, int64_t rep
     const double cache_s = seconds_since(t0);
     if (!cached.ok())
       return cached.status().with_context("the cache() baseline");
+    CONVEYOR_RETURN_IF_ERROR(sync_prefix(root, "cache-" + std::to_string(rep)));
+    const double cache_sync_s = seconds_since(t0);
     const double mb = static_cast<double>(saved->bytes) / 1e6;
     const double cache_mb =
       static_cast<double>(prefix_bytes(root, "cache-" + std::to_string(rep))) / 1e6;
@@ -159,8 +223,26 @@ Status run(int64_t elements, int64_t element_bytes, int64_t workers, int64_t rep
     std::snprintf(b, sizeof b, "%.1f (%.2f s)", cache_rate, cache_s);
     std::snprintf(c, sizeof c, "%.1f (%.3f s)", load_rate, load_s);
     std::snprintf(d, sizeof d, "%.1f (%.3f s)", raw_rate, raw_s);
-    std::printf("%-4lld %-26s %-26s %-7.2f %-24s %-24s %-7.2f %s\n", static_cast<long long>(rep), a,
-                b, save_rate / cache_rate, c, d, load_rate / raw_rate, load_average().c_str());
+    const Timeline timeline = save_timeline(snap, wall0);
+    const double cache_sync_rate = cache_mb / cache_sync_s;
+    std::printf("%-4lld %-20s %-20s %-6.2f %-7.2f %-20s %-20s %-6.2f %s\n",
+                static_cast<long long>(rep), a, b, save_rate / cache_rate,
+                save_rate / cache_sync_rate, c, d, load_rate / raw_rate, load_average().c_str());
+    std::printf("     save: first chunk committed at %.2f s, last at %.2f s, DONE at %.2f s\n",
+                timeline.first, timeline.last, timeline.done);
+    // Heap allocations per element of a load, counted in one more read after the timed ones (the
+    // counting itself is kept out of the measured rates).
+    if (alloc_counter_available()) {
+      alloc_counter_enable(true);
+      const uint64_t before = alloc_count();
+      auto counted = drain(Dataset::load(snap));
+      alloc_counter_enable(false);
+      if (!counted.ok())
+        return counted.status().with_context("the counted load");
+      std::printf("     load: %.2f heap allocations per element\n",
+                  static_cast<double>(alloc_count() - before) /
+                    static_cast<double>(std::max<int64_t>(*counted, 1)));
+    }
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator(root, ec)) // this repetition's
       if (e.path().filename().string().rfind("cache-", 0) == 0)

@@ -67,6 +67,8 @@ struct ReadFlags {
   bool stats = false;
   std::string checkpoint_to;
   int64_t checkpoint_every = 0;
+  bool deterministic = false;
+  int64_t deterministic_hold_bytes = kDefaultDeterministicHoldBytes;
 };
 
 // What the dispatcher says job `job_id` waits for (job_status.waiting_for), or empty (also
@@ -161,8 +163,15 @@ int run_read(const std::vector<std::string>& args) {
        "load dataset functions from a plugin, as the workers do (the dataset is checked here "
        "before it is registered; repeatable)")
       ("resume-from", po::value<std::string>()->value_name("FILE"),
-       "--mode dynamic: continue a read from the cursor in FILE (written by --checkpoint-to), "
-       "in a new job: prints only the elements that cursor does not cover")
+       "--mode dynamic or off: continue a read from the cursor in FILE (written by "
+       "--checkpoint-to in the same mode), in a new job: prints only the elements that cursor "
+       "does not cover")
+      ("deterministic", po::bool_switch(&f.deterministic),
+       "--mode dynamic: print the elements in the order one worker gives (splits in order, each "
+       "split's elements in order), whatever the number of workers, their speed or failures")
+      ("deterministic-hold-bytes", po::value(&f.deterministic_hold_bytes)->value_name("N"),
+       "--deterministic: once the reorder holds more than N bytes ahead of the element it waits "
+       "for, ask only the worker of the split it waits for (default 64 MiB)")
       ("checkpoint-to", po::value(&f.checkpoint_to)->value_name("FILE"),
        "--mode dynamic: write the read cursor (which elements were printed) to FILE, replaced "
        "atomically, every --checkpoint-every elements and at the end; the elements are flushed "
@@ -286,12 +295,17 @@ int run_read(const std::vector<std::string>& args) {
       return bad(blob.status());
     opts.resume_from = std::move(blob).value();
   }
+  opts.deterministic = f.deterministic;
+  if (vm.count("deterministic-hold-bytes") && !f.deterministic)
+    return bad(
+      invalid_argument("`--deterministic-hold-bytes` is used only with `--deterministic`"));
+  opts.deterministic_hold_bytes = f.deterministic_hold_bytes;
   if (vm.count("checkpoint-every") && f.checkpoint_to.empty())
     return bad(invalid_argument("`--checkpoint-every` is used only with `--checkpoint-to`"));
   if (!f.checkpoint_to.empty()) {
-    if (opts.policy != ShardingPolicy::dynamic)
-      return bad(invalid_argument("`--checkpoint-to` needs `--mode dynamic` (only DYNAMIC elements "
-                                  "name their split), got `--mode " +
+    if (opts.policy != ShardingPolicy::dynamic && opts.policy != ShardingPolicy::off)
+      return bad(invalid_argument("`--checkpoint-to` needs `--mode dynamic` or `--mode off` (only "
+                                  "their elements can be counted per split or task), got `--mode " +
                                   f.mode + "`"));
     if (!vm.count("checkpoint-every"))
       f.checkpoint_every = 1000;
@@ -301,6 +315,10 @@ int run_read(const std::vector<std::string>& args) {
   if (auto st = validate(opts); !st.ok()) {
     if (opts.resume_from && st.message().find("`resume_from`") != std::string::npos)
       return bad(Status(st.code(), "`--resume-from`: " + st.message()));
+    if (st.message().find("`deterministic_hold_bytes`") != std::string::npos)
+      return bad(Status(st.code(), "`--deterministic-hold-bytes`: " + st.message()));
+    if (opts.deterministic && st.message().find("`deterministic`") != std::string::npos)
+      return bad(Status(st.code(), "`--deterministic`: " + st.message()));
     return bad(st);
   }
   if (f.take < -1)
@@ -478,6 +496,12 @@ int run_read(const std::vector<std::string>& args) {
     for (const auto& [worker, n] : s.per_worker)
       std::fprintf(stderr, "read:   %s: %lld elements received\n", worker.c_str(),
                    static_cast<long long>(n));
+    if (opts.deterministic)
+      std::fprintf(stderr,
+                   "read: the deterministic order held at most %lld element(s), %lld bytes, at "
+                   "once\n",
+                   static_cast<long long>(s.order_held_peak),
+                   static_cast<long long>(s.order_held_peak_bytes));
     if (opts.policy == ShardingPolicy::off)
       std::fprintf(stderr, "read: %lld task(s) lost before their end (their copy is short)\n",
                    static_cast<long long>(s.lost_tasks));

@@ -49,6 +49,9 @@ msg::stream_actor spawn_element_stream(caf::actor_system& sys, msg::stream_sink_
   };
   if (auto s = validate(options); !s.ok())
     return fail_now(s);
+  if (options.deterministic) // the blocking ElementStream reorders; a sink actor gets arrivals
+    return fail_now(invalid_argument("`deterministic` is read through the blocking "
+                                     "ElementStream (Client::distribute), not a sink actor"));
   if (auto s = validate_security(client.network); !s.ok())
     return fail_now(s);
   auto start = actors::consumer_start(options, actors::make_transport(sys, client.network),

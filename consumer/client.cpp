@@ -2,12 +2,17 @@
 // requests to the dispatcher, and ElementStream over a consumer actor feeding a QueueSink.
 #include "conveyor/client.hpp"
 
+#include <deque>
+#include <utility>
+#include <vector>
+
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
 #include "consumer/consumer_actor.hpp"
 #include "consumer/element_sink.hpp"
+#include "consumer/ordered_reads.hpp"
 #include "node/node_config.hpp"
 #include "net/transport.hpp"
 #include "messages/all.hpp"
@@ -73,6 +78,26 @@ public:
   // The read cursor (ElementStream::checkpoint), when the read can be resumed; otherwise why not.
   std::optional<ReadCursor> cursor;
   std::string no_cursor;
+  // Deterministic reads (DistributeOptions::deterministic): the reorder, the splits the job saw
+  // finished (handled once every element taken before them went through the reorder), and
+  // what the reorder held when the read ended, in order.
+  std::unique_ptr<actors::OrderedReads> order;
+  std::vector<std::pair<int64_t, int64_t>> finished;
+  std::deque<actors::OrderedElement> draining;
+  // DistributeOptions::deterministic_hold_bytes, and whether the hold is over it (told to the
+  // consumer through the sink: it then asks only the task the order waits for).
+  int64_t hold_budget = 0;
+  bool hold_full = false;
+
+  void check_hold() {
+    const bool full = order && order->held_bytes() > hold_budget;
+    if (full == hold_full)
+      return;
+    hold_full = full;
+    sink->set_hold_full(full);
+    if (!full) // (the consumer asks every task again at its next step: wake it now)
+      caf::anon_send(consumer, msg::ack_atom_v, uint64_t{0});
+  }
 };
 
 } // namespace detail
@@ -80,12 +105,25 @@ public:
 namespace {
 constexpr uint64_t kAckEvery = 4096;
 
+// A resumed read continues its `resume_from` cursor (validated before the job was asked for).
+bool take_resumed_cursor(detail::StreamContext& sc, const DistributeOptions& options) {
+  if (!options.resume_from)
+    return false;
+  auto cursor = ReadCursor::decode(*options.resume_from, "`resume_from`");
+  if (!cursor.ok())
+    return false;
+  sc.cursor = std::move(cursor).value();
+  return true;
+}
+
 // The stream's read cursor: from `resume_from`, or empty for the job's dataset and split size.
 void set_up_cursor(detail::StreamContext& sc, const DistributeOptions& options) {
   const msg::job_info info = sc.sink->job_info();
-  if (options.policy != ShardingPolicy::dynamic) {
-    sc.no_cursor = std::string{"it is not DYNAMIC (distributed_epoch) but "} +
-                   to_string(options.policy) + ": only DYNAMIC elements name their split";
+  if (options.policy != ShardingPolicy::dynamic && options.policy != ShardingPolicy::off) {
+    sc.no_cursor = std::string{"it is neither DYNAMIC (distributed_epoch) nor OFF "
+                               "(parallel_epochs) but "} +
+                   to_string(options.policy) +
+                   ": only their elements can be counted per split or task";
     return;
   }
   if (options.job_name) {
@@ -93,19 +131,39 @@ void set_up_cursor(detail::StreamContext& sc, const DistributeOptions& options) 
                    "\", whose elements are shared among its consumers";
     return;
   }
+  if (options.policy == ShardingPolicy::off) {
+    if (options.num_consumers || options.cross_trainer_cache) {
+      sc.no_cursor = "an OFF read with coordinated reads or the cross-trainer cache has no "
+                     "per-task cursor";
+      return;
+    }
+    if (!info.off_refusal.empty()) {
+      sc.no_cursor = "its pipeline's output is not a function of the dataset: " + info.off_refusal;
+      return;
+    }
+    if (!take_resumed_cursor(sc, options))
+      sc.cursor = ReadCursor::off(info.fingerprint);
+    return;
+  }
   if (!info.per_split || info.split_size <= 0) {
     sc.no_cursor = "its pipeline mixes splits (only map without parallelism, filter, flat_map and "
                    "repeat may follow the source; shuffle and batch after distribute())";
     return;
   }
-  if (options.resume_from) {
-    auto cursor = ReadCursor::decode(*options.resume_from, "`resume_from`"); // (validated)
-    if (cursor.ok()) {
-      sc.cursor = std::move(cursor).value();
-      return;
-    }
-  }
-  sc.cursor.emplace(info.fingerprint, info.split_size);
+  if (!take_resumed_cursor(sc, options))
+    sc.cursor.emplace(info.fingerprint, info.split_size, info.file_seed);
+}
+
+// The reorder of a deterministic read, after set_up_cursor (a resumed one starts where its
+// cursor stands). The dispatcher refused a job that cannot be read in order.
+void set_up_order(detail::StreamContext& sc, const DistributeOptions& options) {
+  if (!options.deterministic)
+    return;
+  std::shared_ptr<const ReadCursor> resumed;
+  if (options.resume_from && sc.cursor)
+    resumed = std::make_shared<const ReadCursor>(*sc.cursor);
+  sc.order = std::make_unique<actors::OrderedReads>(kDeterministicWindow, std::move(resumed));
+  sc.hold_budget = options.deterministic_hold_bytes;
 }
 } // namespace
 
@@ -126,16 +184,49 @@ Status ElementStream::next(Element& out, bool& end_of_sequence, std::chrono::mil
     c.final_status = Status{ErrorCode::cancelled, "the stream was cancelled"};
     return c.final_status;
   }
+  auto fail = [&](Status status) {
+    // Final: the consumer stops fetching and leaves its job now.
+    c.ended = true;
+    c.final_status = status;
+    caf::anon_send(c.consumer, msg::cancel_atom_v);
+    return status;
+  };
   for (;;) {
-    // Decoded here, on the reader's thread, into the caller's element (consumer/ready_elements.hpp).
     bool got = false;
     actors::DeliveredOrigin origin;
-    if (Status status = c.ready.next(out, got, c.cursor ? &origin : nullptr); !status.ok()) {
-      // Final: the consumer stops fetching and leaves its job now.
-      c.ended = true;
-      c.final_status = status;
-      caf::anon_send(c.consumer, msg::cancel_atom_v);
-      return status;
+    if (c.order) { // a deterministic read: held elements first, in order
+      if (auto held = c.order->pop()) {
+        out = std::move(held->element);
+        origin = held->origin;
+        got = true;
+        c.check_hold();
+      } else if (!c.draining.empty()) {
+        out = std::move(c.draining.front().element);
+        origin = c.draining.front().origin;
+        c.draining.pop_front();
+        got = true;
+      }
+    }
+    if (!got) {
+      // Decoded here, on the reader's thread, into the caller's element
+      // (consumer/ready_elements.hpp).
+      const bool tag = c.cursor || c.order;
+      if (Status status = c.ready.next(out, got, tag ? &origin : nullptr); !status.ok())
+        return fail(status);
+      if (got) {
+        ++c.pending_acks; // taken in: its credit goes back, handed out or held
+        if (c.order) {
+          auto next = c.order->arrived(out, origin);
+          if (!next.ok())
+            return fail(next.status());
+          got = *next;
+          c.check_hold();
+        }
+        if (c.pending_acks >= kAckEvery || c.ready.empty())
+          c.flush_acks();
+        if (!got)
+          continue; // held: ahead of the element the order waits for
+      }
     }
     if (got) {
       if (c.cursor) {
@@ -146,22 +237,40 @@ Status ElementStream::next(Element& out, bool& end_of_sequence, std::chrono::mil
           c.no_cursor = "an element arrived without its split";
         }
       }
-      if (++c.pending_acks >= kAckEvery || c.ready.empty())
-        c.flush_acks();
       return Status::OK();
     }
+    // Nothing taken in is left: the finished splits now have all their elements in the order.
+    if (c.order && !c.finished.empty()) {
+      c.order->finished(std::exchange(c.finished, {}));
+      continue;
+    }
     if (c.ended) {
+      if (c.order && c.final_status.ok() && c.order->held() > 0) {
+        for (auto& e : c.order->drain()) // the end: nothing earlier can come any more
+          c.draining.push_back(std::move(e));
+        continue;
+      }
       end_of_sequence = c.final_status.ok();
+      if (end_of_sequence && c.cursor && c.cursor->mode() == ShardingPolicy::off &&
+          c.sink->stats().lost_tasks == 0)
+        for (const auto& [slot, base] : c.sink->task_slots()) { // read to their ends
+          c.cursor->add_slot(slot, base);
+          c.cursor->end_slot(slot);
+        }
       return c.final_status;
     }
     c.flush_acks();
     Status status;
     switch (c.sink->take_all(c.ready, timeout, status)) {
-      case actors::QueueSink::Wait::elements: break;
+      case actors::QueueSink::Wait::elements:
+        if (c.order)
+          for (auto& f : c.ready.take_finished())
+            c.finished.push_back(f);
+        break;
       case actors::QueueSink::Wait::end:
-        c.ended = true;
-        end_of_sequence = true;
-        return Status::OK();
+        c.ended = true; // (a deterministic read hands out what it holds first)
+        c.final_status = Status::OK();
+        break;
       case actors::QueueSink::Wait::error:
         c.ended = true;
         c.final_status = status;
@@ -199,6 +308,9 @@ Expected<std::string> ElementStream::checkpoint() const {
     return failed_precondition("the stream was moved from");
   if (!ctx_->cursor)
     return failed_precondition("checkpoint(): this read cannot be resumed: " + ctx_->no_cursor);
+  if (ctx_->cursor->mode() == ShardingPolicy::off) // with the slots nothing was taken from yet
+    for (const auto& [slot, base] : ctx_->sink->task_slots())
+      ctx_->cursor->add_slot(slot, base);
   return ctx_->cursor->encode();
 }
 
@@ -213,6 +325,10 @@ StreamStats ElementStream::stats() const {
   if (!ctx_)
     return out;
   out = ctx_->sink->stats(); // the stream's part of msg::stream_stats
+  if (ctx_->order) {
+    out.order_held_peak = ctx_->order->peak_held();
+    out.order_held_peak_bytes = ctx_->order->peak_held_bytes();
+  }
   return out;
 }
 
@@ -348,6 +464,7 @@ Expected<ElementStream> Client::from_dataset_id(const std::string& dataset_id,
   if (!joined.ok())
     return joined;
   set_up_cursor(*sc, options);
+  set_up_order(*sc, options);
   return ElementStream{std::move(sc)};
 }
 

@@ -253,6 +253,8 @@ ConsumerStart consumer_start(const DistributeOptions& options, std::shared_ptr<T
     start.job_request.job_name = *options.job_name;
   if (options.resume_from)
     start.job_request.resume_cursor = *options.resume_from;
+  if (options.deterministic)
+    start.job_request.deterministic_window = kDeterministicWindow;
   return start;
 }
 

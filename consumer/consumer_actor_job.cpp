@@ -116,6 +116,11 @@ void forget_dropped(self_ptr self) {
 // The job's answer to a poll: its tasks, step by step; then the next poll.
 void on_task_list(self_ptr self, msg::task_list& list) {
   auto& st = self->state;
+  if (list.finished_next > 0) { // deterministic reads: after the elements pushed already
+    st.start.sink->splits_finished(list.finished_splits);
+    st.finished_known = list.finished_next;
+  }
+  st.lowest_split_tasks = list.lowest_split_tasks;
   apply_placement(self, list);
   for (const auto& t : list.tasks)
     if (!st.tasks.count(t.task))
@@ -123,6 +128,9 @@ void on_task_list(self_ptr self, msg::task_list& list) {
   if (!apply_rounds(self, list))
     return;
   auto added = st.core.on_task_list(list);
+  for (const auto& t : added)
+    st.start.sink->task_slot(t.off_slot >= 0 ? t.off_slot : static_cast<int64_t>(t.task),
+                             t.off_skip);
   if (!st.core.error().ok()) {
     finish(self, st.core.error());
     return;
@@ -154,6 +162,7 @@ void poll_tasks(self_ptr self) {
     st.rounds->fill_poll(req);
   for (const auto& [task, handle] : st.tasks) // placement's choice: DYNAMIC gives splits only
     req.reading.push_back(task);              // to tasks some consumer reads
+  req.finished_known = st.finished_known;
   st.refetch = false;
   self->request(st.job, st.start.request_timeout, std::move(req))
     .then(
@@ -209,7 +218,7 @@ void join(self_ptr self, const msg::job_info& info) {
   if (!st.start.job_request.resume_cursor.empty()) {
     // (the dispatcher accepted it: it decodes)
     auto cursor = ReadCursor::decode(st.start.job_request.resume_cursor, "`resume_from`");
-    if (cursor.ok())
+    if (cursor.ok() && cursor->mode() == ShardingPolicy::dynamic) // (OFF: its tasks skip)
       st.core.resume_from(std::make_shared<const ReadCursor>(std::move(cursor).value()));
   }
   if (st.consumer_id == 0 && (!info.handle || info.finished) && !info.job_name.empty()) {
@@ -352,6 +361,8 @@ void try_rejoin(self_ptr self) {
             log::info(kLog, "job " + std::to_string(st.job_id) + ": re-joined it" +
                               (restarted ? " at the restarted dispatcher" : ""));
             st.core.on_job_rejoined(restarted);
+            if (restarted) // a new job actor: its finished-split log starts over
+              st.finished_known = 0;
             join(self, info);
           },
           [self](caf::error& err) {

@@ -301,6 +301,10 @@ void pump(self_ptr self) {
     deliver_rounds(self, 0);
     return;
   }
+  // A deterministic reader over its hold budget waits for the lowest unfinished split: only its
+  // task is asked, so the others stop filling the hold (they still get their acknowledgements).
+  st.core.focus_on(st.start.sink->hold_full() ? st.lowest_split_tasks
+                                              : std::vector<msg::task_id_t>{});
   for (const auto& r : st.core.next_requests())
     request_batch(self, r);
 }

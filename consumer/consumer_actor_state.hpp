@@ -93,6 +93,12 @@ struct consumer_state {
   int rejoin_attempts = 0;                     // not the last attempt's remaining milliseconds
   caf::actor_addr lost_job; // the job actor whose connection broke (same one back: a blip)
   int late_joins = 0;       // a named job ended as this consumer joined it: asked again
+  // Deterministic reads: the entries of the job's finished-split log this consumer has
+  // (task_list::finished_next), handed to the sink.
+  int64_t finished_known = 0;
+  // ... and the task of the job's lowest unfinished split (task_list::lowest_split_tasks): the
+  // only one asked for elements while the reader's reorder is over its byte budget.
+  std::vector<msg::task_id_t> lowest_split_tasks;
   // Coordinated reads only: plans rounds onto tasks and orders the elements (the core still
   // tracks tasks and connections; its credits are unused).
   std::unique_ptr<RoundRobinReader> rounds;

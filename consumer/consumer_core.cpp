@@ -137,6 +137,8 @@ std::vector<msg::task_info> ConsumerCore::on_task_list(const msg::task_list& lis
     }
     TaskSlot slot;
     slot.worker_address = t.worker_address;
+    slot.off_slot = t.off_slot >= 0 ? t.off_slot : static_cast<int64_t>(t.task);
+    slot.off_next = t.off_skip;
     if (counted_.count({t.task, incarnation})) {
       // Given up before (give_up) and listed again: read on from where its actor is, its loss
       // counted already; the task drops what it still held for this consumer.
@@ -261,6 +263,14 @@ std::vector<ConsumerCore::Request> ConsumerCore::next_requests() {
   for (const auto& [id, slot] : tasks_)
     if (slot.connected && !slot.end_of_sequence && !slot.retired)
       order.push_back(id);
+  if (!focus_.empty()) { // (the task the reader waits for must always be asked: never none)
+    std::vector<msg::task_id_t> focused;
+    for (auto id : order)
+      if (std::find(focus_.begin(), focus_.end(), id) != focus_.end())
+        focused.push_back(id);
+    if (!focused.empty())
+      order = std::move(focused);
+  }
   if (order.empty())
     return out;
   std::rotate(order.begin(), order.begin() + static_cast<long>(rotation_++ % order.size()),
@@ -358,16 +368,26 @@ Expected<std::vector<bool>> ConsumerCore::keep_unseen(const TaskSlot& slot,
                      " elements");
   keep.reserve(count);
   for (const auto& r : origins) {
-    auto& seen = seen_[{r.epoch, r.index}];
+    auto& seen = seen_[{r.source, r.epoch, r.index}];
     for (uint32_t k = 0; k < r.count; ++k) {
       const int64_t seq = r.first_seq + static_cast<int64_t>(k);
-      const bool fresh = seen.insert(seq) && !(resumed_ && resumed_->covers(r.epoch, r.index, seq));
+      // (A read cursor names splits of one source: resumed jobs have no other.)
+      const bool fresh =
+        seen.insert(seq) && !(resumed_ && r.source == 0 && resumed_->covers(r.epoch, r.index, seq));
       keep.push_back(fresh);
       if (!fresh)
         ++duplicates_;
     }
   }
   return keep;
+}
+
+std::vector<msg::origin_run> ConsumerCore::off_origins(TaskSlot& slot, uint32_t n, bool last) {
+  if (policy_ != ShardingPolicy::off || n == 0)
+    return {};
+  std::vector<msg::origin_run> runs{msg::origin_run{0, slot.off_slot, slot.off_next, n, last}};
+  slot.off_next += n;
+  return runs;
 }
 
 void ConsumerCore::count_delivered(TaskSlot& slot, std::size_t bytes, std::size_t n) {
@@ -393,7 +413,8 @@ Status ConsumerCore::deliver(TaskSlot& slot, std::string payload, uint32_t num_e
   const std::size_t bytes = payload.size();
   const std::size_t before = out.size();
   // Decoded by the reader (consumer/ready_elements.hpp), which also checks the announced count.
-  out.add_encoded(std::move(payload), num_elements, std::move(*keep), source, origins);
+  out.add_encoded(std::move(payload), num_elements, std::move(*keep), source,
+                  origins.empty() ? off_origins(slot, num_elements, slot.off_last) : origins);
   if (const std::size_t n = out.size() - before; n > 0)
     count_delivered(slot, bytes, n);
   return Status::OK();
@@ -415,9 +436,10 @@ Status ConsumerCore::deliver_frame(TaskSlot& slot, StorageOwner owner, std::stri
     return Status::OK();
   count_delivered(slot, frame.size(), 1);
   DeliveredOrigin where;
-  if (!origin.empty())
-    where =
-      DeliveredOrigin{origin[0].epoch, origin[0].index, origin[0].first_seq, origin[0].split_end};
+  // (A bulk batch completes after its reply: whether it is the task's last is not known here.)
+  auto tags = origin.empty() ? off_origins(slot, 1, false) : origin;
+  if (!tags.empty())
+    where = DeliveredOrigin{tags[0].epoch, tags[0].index, tags[0].first_seq, tags[0].split_end};
   out.add(std::move(decoded[0]), where);
   return Status::OK();
 }
@@ -455,6 +477,7 @@ Status ConsumerCore::on_reply(const Request& request, msg::element_batch batch,
     slot.retired = true;
   ++messages_;
   bytes_ += static_cast<int64_t>(batch.payload.size());
+  slot.off_last = batch.end_of_sequence;
   if (batch.bulk_frames > 0) { // the elements come as frames on the bulk channel
     auto& b = slot.bulk_batches[batch.batch_seq];
     if (b.count == 0) {
@@ -501,6 +524,7 @@ Status ConsumerCore::on_reply(const Request& request, msg::element_batch batch,
       CONVEYOR_RETURN_IF_ERROR(deliver(slot, std::move(whole), n, origins, out));
     }
   }
+  slot.off_last = false;
   if (batch.end_of_sequence)
     slot.end_of_sequence = true;
   drop_unannounced(slot);
@@ -596,8 +620,8 @@ Status ConsumerCore::complete_bulk(TaskSlot& slot, uint64_t batch_seq, ReadyElem
         k = 0;
       }
       const auto& r = runs[run];
-      one.push_back(
-        msg::origin_run{r.epoch, r.index, r.first_seq + k, 1, r.split_end && k + 1 == r.count});
+      one.push_back(msg::origin_run{r.epoch, r.index, r.first_seq + k, 1,
+                                    r.split_end && k + 1 == r.count, r.source});
       ++k;
     }
     CONVEYOR_RETURN_IF_ERROR(deliver_frame(slot, std::move(owner), bytes, one, out));

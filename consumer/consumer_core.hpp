@@ -23,7 +23,7 @@
 //
 // Every batch received is acknowledged to its task with the next request (acks): DYNAMIC tasks
 // learn which splits are safe, and a draining worker which batches arrived (OFF too). Batches of per-split pipelines carry
-// their elements' origin (split, sequence); the core drops any element whose (split, sequence)
+// their elements' origin (source, split, sequence); the core drops any element whose origin
 // it already received — repeats of a split that was handed out again.
 #pragma once
 
@@ -34,6 +34,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -127,6 +128,11 @@ public:
   // false: the caller fails the read.
   bool give_up(msg::task_id_t task, const std::string& why);
 
+  // Deterministic reads over their hold budget: only these tasks are asked for elements (the
+  // task of the split the reader waits for first); others get only their acknowledgements.
+  // Empty, or none of them connected: every task is asked.
+  void focus_on(std::vector<msg::task_id_t> tasks) { focus_ = std::move(tasks); }
+
   // The requests to send now (each already reserved).
   std::vector<Request> next_requests();
 
@@ -216,6 +222,11 @@ private:
     bool greeted = false; // (ConsumerLimits::greet_tasks)
     uint32_t in_flight = 0;
     int64_t delivered = 0; // elements handed on from this actor
+    // OFF: the read-cursor slot the task serves and the number its next element has there;
+    // whether the reply being delivered is the task's last (its last element ends the slot).
+    int64_t off_slot = -1;
+    int64_t off_next = 0;
+    bool off_last = false;
     std::vector<uint64_t> acks;
     std::map<uint64_t, Partial> partials; // by batch_seq
   };
@@ -241,6 +252,9 @@ private:
   Expected<std::vector<bool>>
   keep_unseen(const TaskSlot& slot, const std::vector<msg::origin_run>& origins, uint32_t count);
   void count_delivered(TaskSlot& slot, std::size_t bytes, std::size_t n);
+  // OFF: tags the task's next `n` elements with their slot and numbers (the read cursor counts
+  // them); empty for other policies. `last`: they end the task's output.
+  std::vector<msg::origin_run> off_origins(TaskSlot& slot, uint32_t n, bool last);
   Status complete_bulk(TaskSlot& slot, uint64_t batch_seq, ReadyElements& out);
   // Completes the task's announced bulk batches whose frames are all in, in batch order.
   Status complete_bulk_in_order(TaskSlot& slot, ReadyElements& out);
@@ -264,7 +278,7 @@ private:
   int64_t lost_tasks_ = 0;
   std::set<std::pair<msg::task_id_t, std::string>> counted_; // (task, incarnation) counted lost
   std::vector<std::string> warnings_;
-  std::map<std::pair<int64_t, int64_t>, Seen> seen_;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, Seen> seen_; // (source, epoch, index)
   std::shared_ptr<const ReadCursor> resumed_;
   int64_t duplicates_ = 0;
   std::map<msg::task_id_t, TaskSlot> tasks_;
@@ -280,7 +294,8 @@ private:
   int64_t unacked_bytes_ = 0;
   // Delivered, unacknowledged batches: {elements left, bytes per element} in delivery order.
   std::deque<std::pair<int64_t, double>> unacked_batches_;
-  std::size_t rotation_ = 0; // fairness: the task asked first rotates
+  std::size_t rotation_ = 0;          // fairness: the task asked first rotates
+  std::vector<msg::task_id_t> focus_; // (focus_on)
   int64_t elements_ = 0;
   int64_t bytes_ = 0;
   int64_t messages_ = 0;

@@ -43,6 +43,16 @@ Status QueueSink::push(ReadyElements&& elements, const msg::stream_stats& stats)
   return Status::OK();
 }
 
+void QueueSink::splits_finished(const std::vector<std::pair<int64_t, int64_t>>& splits) {
+  if (splits.empty())
+    return;
+  {
+    std::lock_guard<std::mutex> guard{mu_};
+    queue_.add_finished(splits);
+  }
+  cv_.notify_all();
+}
+
 void QueueSink::final_stats(const msg::stream_stats& stats) {
   std::lock_guard<std::mutex> guard{mu_};
   stats_ = stats;
@@ -70,12 +80,14 @@ void QueueSink::cancel() {
 QueueSink::Wait QueueSink::take_all(ReadyElements& out, std::chrono::milliseconds timeout,
                                     Status& status) {
   std::unique_lock<std::mutex> lock{mu_};
-  cv_.wait_for(lock, timeout, [this] { return !queue_.empty() || finished_ || cancelled(); });
+  cv_.wait_for(lock, timeout, [this] {
+    return !queue_.empty() || queue_.has_finished() || finished_ || cancelled();
+  });
   if (cancelled()) {
     status = Status{ErrorCode::cancelled, "the stream was cancelled"};
     return Wait::error;
   }
-  if (!queue_.empty()) {
+  if (!queue_.empty() || queue_.has_finished()) {
     out.append(std::move(queue_)); // (leaves queue_ empty)
     return Wait::elements;
   }
@@ -89,6 +101,16 @@ QueueSink::Wait QueueSink::take_all(ReadyElements& out, std::chrono::millisecond
 msg::stream_stats QueueSink::stats() const {
   std::lock_guard<std::mutex> guard{mu_};
   return stats_;
+}
+
+void QueueSink::task_slot(int64_t slot, int64_t base) {
+  std::lock_guard<std::mutex> lock(mu_);
+  task_slots_.emplace(slot, base);
+}
+
+std::map<int64_t, int64_t> QueueSink::task_slots() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return task_slots_;
 }
 
 } // namespace conveyor::actors

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -38,6 +39,16 @@ public:
   virtual void final_stats(const msg::stream_stats&) {}
   // OK = end of sequence; otherwise the error that ended the stream.
   virtual void finish(Status status) = 0;
+  // Deterministic reads: the job saw these splits finished (after every element of theirs was
+  // pushed). Only the blocking reader reorders; other sinks need not know.
+  virtual void splits_finished(const std::vector<std::pair<int64_t, int64_t>>&) {}
+  // A task joined the read: the read-cursor slot it serves and the number of its first element
+  // (task_info.off_slot/off_skip; an OFF cursor counts a slot from which nothing was taken yet).
+  virtual void task_slot(int64_t /*slot*/, int64_t /*base*/) {}
+  // Deterministic reads: the reader's reorder holds more bytes than its budget
+  // (DistributeOptions::deterministic_hold_bytes), so the consumer asks only the task of the
+  // job's lowest unfinished split (task_list::lowest_split_tasks) for elements.
+  virtual bool hold_full() const { return false; }
 };
 
 // A thread-safe queue between the consumer actor and a blocking reader.
@@ -50,6 +61,13 @@ public:
   Status push(ReadyElements&& elements, const msg::stream_stats& stats) override; // never decodes
   void final_stats(const msg::stream_stats& stats) override;
   void finish(Status status) override;
+  void splits_finished(const std::vector<std::pair<int64_t, int64_t>>& splits) override;
+  void task_slot(int64_t slot, int64_t base) override;
+  // Every task_slot() so far: slot -> base.
+  std::map<int64_t, int64_t> task_slots() const;
+  bool hold_full() const override { return hold_full_.load(std::memory_order_acquire); }
+  // The reader's side (any thread); the reader wakes the consumer when it turns false.
+  void set_hold_full(bool full) { hold_full_.store(full, std::memory_order_release); }
 
   // Waits up to `timeout` until the consumer joined its job or the stream ended. OK: joined
   // (`job` set) or ended without error before joining (a finished named job: nothing to read);
@@ -73,10 +91,12 @@ private:
   ReadyElements queue_;
   bool finished_ = false;
   std::atomic<bool> cancelled_{false}; // (set under mu_; read without it on the reader's fast path)
+  std::atomic<bool> hold_full_{false};
   std::optional<msg::job_id_t> job_;
   msg::job_info info_;
   Status final_;
   msg::stream_stats stats_;
+  std::map<int64_t, int64_t> task_slots_;
 };
 
 } // namespace conveyor::actors

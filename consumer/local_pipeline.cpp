@@ -5,18 +5,21 @@
 #include <utility>
 
 #include "conveyor/functions.hpp"
+#include "conveyor/iterator_state.hpp"
 
 namespace conveyor {
 
 namespace {
 
 constexpr const char* kSourceName = "local_source";
+constexpr const char* kCheckpointFormat = "conveyor.local_pipeline.v1";
 
 // The source() op's iterator: the pull function, until it ends or fails (then it keeps
 // returning the end, or the error: an iterator is not resumed after a final error).
 class PullIterator : public Iterator {
 public:
-  explicit PullIterator(LocalPipeline::Pull pull) : pull_(std::move(pull)) {}
+  PullIterator(LocalPipeline::Pull pull, LocalPipeline::Cursor cursor)
+    : pull_(std::move(pull)), cursor_(std::move(cursor)) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     if (done_) {
@@ -32,10 +35,43 @@ public:
     return st;
   }
 
+  Status save(IteratorStateWriter& out) override {
+    if (!cursor_)
+      return failed_precondition("LocalPipeline::checkpoint: its source has no read cursor (use "
+                                 "LocalPipeline::over(stream), "
+                                 "or give the pull function a Cursor)");
+    auto cursor = cursor_();
+    if (!cursor.ok())
+      return cursor.status();
+    out.set_read_cursor(std::move(*cursor));
+    out.put_tag(kSourceName);
+    out.put_bool(done_);
+    out.put_status(final_);
+    return Status::OK();
+  }
+
+  Status restore(IteratorStateReader& in) override {
+    CONVEYOR_RETURN_IF_ERROR(in.expect_tag(kSourceName));
+    done_ = in.get_bool();
+    final_ = in.get_status();
+    return in.status();
+  }
+
 private:
   LocalPipeline::Pull pull_;
+  LocalPipeline::Cursor cursor_;
   bool done_ = false;
   Status final_;
+};
+
+// A pipeline whose restore failed: it returns that error, never half-restored elements.
+class FailedIterator : public Iterator {
+public:
+  explicit FailedIterator(Status status) : status_(std::move(status)) {}
+  Status get_next(Element&, bool&) override { return status_; }
+
+private:
+  Status status_;
 };
 
 } // namespace
@@ -57,19 +93,19 @@ struct LocalPipeline::Shared {
   }
 };
 
-LocalPipeline::LocalPipeline(Pull source)
+LocalPipeline::LocalPipeline(Pull source, Cursor cursor)
   : LocalPipeline(std::make_shared<Shared>(), Dataset::source(FunctionRef{kSourceName})) {
   FunctionDef def;
   def.name = kSourceName;
   def.kind = FunctionKind::source;
   def.doc = "the elements a LocalPipeline reads (an ElementStream or a pull function)";
   Shared* shared = shared_.get(); // the registry holding this function lives in *shared
-  def.source = [shared,
-                pull = std::move(source)](const Params&) -> Expected<std::unique_ptr<Iterator>> {
+  def.source = [shared, pull = std::move(source),
+                cursor = std::move(cursor)](const Params&) -> Expected<std::unique_ptr<Iterator>> {
     if (shared->started.exchange(true))
       return failed_precondition("LocalPipeline: its source was already read by another pipeline "
                                  "derived from it (a source is read once)");
-    return std::unique_ptr<Iterator>(std::make_unique<PullIterator>(pull));
+    return std::unique_ptr<Iterator>(std::make_unique<PullIterator>(pull, cursor));
   };
   (void)shared_->functions.add(std::move(def));
 }
@@ -117,16 +153,94 @@ LocalPipeline LocalPipeline::prefetch(int64_t buffer_size) const {
   return {shared_, dataset_.prefetch(buffer_size)};
 }
 
+Status LocalPipeline::start() {
+  if (iterator_)
+    return Status::OK();
+  IteratorContext ctx;
+  ctx.functions = &shared_->functions;
+  auto it = dataset_.make_iterator(ctx); // validates the ops' arguments first
+  if (!it.ok())
+    return it.status();
+  iterator_ = std::move(*it);
+  return Status::OK();
+}
+
 Status LocalPipeline::next(Element& out, bool& end_of_sequence) {
-  if (!iterator_) {
-    IteratorContext ctx;
-    ctx.functions = &shared_->functions;
-    auto it = dataset_.make_iterator(ctx); // validates the ops' arguments first
-    if (!it.ok())
-      return it.status();
-    iterator_ = std::move(*it);
-  }
+  CONVEYOR_RETURN_IF_ERROR(start());
   return iterator_->get_next(out, end_of_sequence);
+}
+
+Expected<std::string> LocalPipeline::checkpoint() {
+  CONVEYOR_RETURN_IF_ERROR(start());
+  IteratorStateWriter ops;
+  if (Status st = iterator_->save(ops); !st.ok())
+    return st.with_context("LocalPipeline::checkpoint");
+  IteratorStateWriter blob;
+  blob.put_bytes(kCheckpointFormat);
+  blob.put_bytes(to_text());
+  blob.put_bytes(ops.read_cursor());
+  blob.put_bytes(ops.bytes());
+  return blob.bytes();
+}
+
+namespace {
+
+struct ParsedCheckpoint {
+  std::string text;
+  std::string read_cursor;
+  std::string ops;
+};
+
+Expected<ParsedCheckpoint> parse_checkpoint(const std::string& checkpoint) {
+  IteratorStateReader in(checkpoint);
+  const std::string format = in.get_bytes();
+  if (in.status().ok() && format != kCheckpointFormat) {
+    if (format.rfind("conveyor.local_pipeline.", 0) != 0)
+      return data_loss("LocalPipeline checkpoint: not a checkpoint of a LocalPipeline");
+    return Status(ErrorCode::version_mismatch, "LocalPipeline checkpoint: format `" + format +
+                                                 "`, this build reads `" + kCheckpointFormat + "`");
+  }
+  ParsedCheckpoint parsed;
+  parsed.text = in.get_bytes();
+  parsed.read_cursor = in.get_bytes();
+  parsed.ops = in.get_bytes();
+  if (!in.status().ok() || !in.at_end())
+    return data_loss("LocalPipeline checkpoint: not a checkpoint of a LocalPipeline, or truncated");
+  return parsed;
+}
+
+} // namespace
+
+Expected<std::string> LocalPipeline::read_cursor_of(const std::string& checkpoint) {
+  auto parsed = parse_checkpoint(checkpoint);
+  if (!parsed.ok())
+    return parsed.status();
+  return std::move(parsed->read_cursor);
+}
+
+Status LocalPipeline::restore(const std::string& checkpoint) {
+  if (iterator_)
+    return failed_precondition("LocalPipeline::restore: call it before the first next()");
+  Status st = [&]() -> Status {
+    auto parsed = parse_checkpoint(checkpoint);
+    if (!parsed.ok())
+      return parsed.status();
+    if (parsed->text != to_text())
+      return invalid_argument("the checkpoint is of the pipeline `" + parsed->text +
+                              "`, this one is `" + to_text() + "`");
+    CONVEYOR_RETURN_IF_ERROR(start());
+    IteratorStateReader in(parsed->ops);
+    CONVEYOR_RETURN_IF_ERROR(iterator_->restore(in));
+    if (!in.at_end())
+      return data_loss("pipeline state: bytes left over after the last op");
+    return Status::OK();
+  }();
+  if (!st.ok()) {
+    st = st.with_context("LocalPipeline::restore");
+    // Not to be read as if fresh, nor half restored: it returns the error.
+    iterator_ = std::make_unique<FailedIterator>(st);
+  }
+  return st;
 }
 
 std::string LocalPipeline::to_text() const { return dataset_.to_text(); }

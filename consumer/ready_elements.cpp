@@ -63,6 +63,8 @@ void ReadyElements::append(ReadyElements&& more) {
   more.runs_.clear();
   more.front_ = 0;
   more.size_ = 0;
+  finished_.insert(finished_.end(), more.finished_.begin(), more.finished_.end());
+  more.finished_.clear();
 }
 
 Status ReadyElements::decode(std::string_view buffer, uint32_t count, const std::string& source,

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "messages/worker_consumer.hpp"
@@ -43,6 +44,15 @@ public:
   void add_encoded(std::string buffer, uint32_t count, std::vector<bool> keep, std::string source,
                    std::vector<msg::origin_run> origins = {});
   void append(ReadyElements&& more); // leaves `more` empty
+
+  // Deterministic reads: splits the job saw finished (task_list::finished_splits). They travel
+  // behind the elements pushed before them, so a reader that took every element before it
+  // handles them has each finished split's elements in hand.
+  void add_finished(const std::vector<std::pair<int64_t, int64_t>>& splits) {
+    finished_.insert(finished_.end(), splits.begin(), splits.end());
+  }
+  bool has_finished() const { return !finished_.empty(); }
+  std::vector<std::pair<int64_t, int64_t>> take_finished() { return std::exchange(finished_, {}); }
 
   std::size_t size() const { return size_; } // elements, those to be dropped not counted
   bool empty() const { return size_ == 0; }
@@ -84,6 +94,7 @@ private:
   std::vector<Run> runs_;
   std::size_t front_ = 0; // runs before it were handed out
   std::size_t size_ = 0;
+  std::vector<std::pair<int64_t, int64_t>> finished_;
 };
 
 } // namespace conveyor::actors

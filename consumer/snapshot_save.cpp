@@ -141,9 +141,13 @@ Expected<SaveResult> distributed_save(Client& client, const Dataset& dataset,
   // restart) until DONE or ERROR, or until nothing was committed for stall_timeout.
   using Clock = std::chrono::steady_clock;
   constexpr auto kWarnEvery = std::chrono::seconds(30);
-  constexpr auto kPoll = std::chrono::milliseconds(50);
+  // DONE/ERROR are two stat() calls, checked often (a short save must not wait out a long
+  // poll); the committed chunks, a directory listing, only count towards stall_timeout.
+  constexpr auto kPoll = std::chrono::milliseconds(5);
+  constexpr auto kCountEvery = std::chrono::milliseconds(200);
   auto progressed = Clock::now();
   auto warned = progressed;
+  auto counted = progressed - kCountEvery;
   int64_t elements = -1;
   for (;;) {
     auto state = snapshot::progress(path);
@@ -152,15 +156,18 @@ Expected<SaveResult> distributed_save(Client& client, const Dataset& dataset,
     if (state->state == snapshot::State::failed)
       return failed_precondition("distributed_save: the snapshot at " + path +
                                  " failed: " + state->error);
-    auto committed = committed_so_far(path);
-    if (!committed.ok())
-      return committed.status();
     if (state->state == snapshot::State::done)
-      return *committed;
+      return committed_so_far(path);
     const auto now = Clock::now();
-    if (committed->elements != elements) {
-      elements = committed->elements;
-      progressed = now;
+    if (now - counted >= kCountEvery) {
+      counted = now;
+      auto committed = committed_so_far(path);
+      if (!committed.ok())
+        return committed.status();
+      if (committed->elements != elements) {
+        elements = committed->elements;
+        progressed = now;
+      }
     }
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - progressed);
     if (options.stall_timeout.count() > 0 && waited >= options.stall_timeout)

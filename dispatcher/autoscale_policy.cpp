@@ -56,6 +56,12 @@ AutoscaleDecision AutoscalePolicy::decide(const AutoscaleObservation& o) {
     low_rounds_ = 0;
     return hold("no job has readers");
   }
+  // Counted at every observation (cooldowns included), so a slowdown is seen as soon as the
+  // policy may act on it.
+  if (floor_ > 0 && o.demand >= 0 && floor_demand_ > 0 && o.demand < 0.8 * floor_demand_)
+    ++demand_low_rounds_;
+  else
+    demand_low_rounds_ = 0;
   const double since = o.now_s - last_change_s_;
   if (since < config_.cooldown_s)
     return hold("cooling down after the last change");
@@ -92,8 +98,7 @@ AutoscaleDecision AutoscalePolicy::decide(const AutoscaleObservation& o) {
     const int64_t down = target_ - 1;
     if (down < config_.min_workers)
       return hold(share + ", already at --min-workers " + std::to_string(target_));
-    if (down < floor_ && o.now_s < floor_until_ && o.demand >= 0 && floor_demand_ > 0 &&
-        o.demand < 0.8 * floor_demand_) {
+    if (down < floor_ && o.now_s < floor_until_ && demand_low_rounds_ >= config_.settle_rounds) {
       floor_ = 0; // the trainers slowed: what was too few may do now
       block_s_ = 0;
     }

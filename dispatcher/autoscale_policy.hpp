@@ -10,9 +10,10 @@
 // When the share climbs above `high_wait` after a move down (at once, or later, as noise shows
 // the smaller count was too small after all), the move is undone and the count it left is a floor
 // the policy does not probe below for 10 cooldowns (doubling each time at the same count, so a
-// cluster at its right size probes ever more rarely). A floor is lifted at once when the readers'
+// cluster at its right size probes ever more rarely). A floor is lifted early when the readers'
 // demand (the elements/s they would take without waiting) falls under 80% of what it was when the
-// floor was set: the trainers slowed, and fewer workers may do now. After every change it
+// floor was set, for `settle_rounds` observations in a row (one interval's demand is noisy): the
+// trainers slowed, and fewer workers may do now. After every change it
 // waits `cooldown` before deciding again (new workers register, pipelines warm up), and holds
 // while the registered workers have not reached the target yet (for up to 3 cooldowns: an
 // actuator that failed does not block the policy for good). Targets stay within
@@ -75,6 +76,7 @@ private:
   double floor_until_ = 0;     // ... until then
   double block_s_ = 0;         // how long the current floor blocks (doubles at each failed probe)
   double floor_demand_ = -1;   // the readers' demand when the floor was set
+  int demand_low_rounds_ = 0;  // observations in a row with the demand under 80% of that
 };
 
 } // namespace conveyor::actors

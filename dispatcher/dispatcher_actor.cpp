@@ -111,6 +111,15 @@ caf::result<T> reply_when_durable(self_ptr self, std::function<caf::expected<T>(
   return rp;
 }
 
+// Runs `then` once everything journaled so far is durable (at once without a journal).
+void when_durable(self_ptr self, std::function<void()> then) {
+  auto& st = self->state;
+  if (!st.journal || st.durable_seq >= st.last_seq)
+    then();
+  else
+    st.waiting.emplace_back(st.last_seq, std::move(then));
+}
+
 std::string version_refusal(uint32_t ours, uint32_t theirs, const std::string& who) {
   return "protocol version mismatch: the dispatcher speaks version " + std::to_string(ours) +
          ", the " + who + " version " + std::to_string(theirs);
@@ -266,7 +275,18 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
         },
         [self](msg::register_worker& req) -> caf::result<msg::worker_registered> {
           auto r = register_worker(self, req);
-          return reply_when_durable<msg::worker_registered>(self, [r] { return r; });
+          // A nudge is heeded only once the worker holds its registration reply, so it follows
+          // the reply (delivered first, in order on the same connection).
+          auto rp = self->make_response_promise<msg::worker_registered>();
+          when_durable(self, [self, rp, r, worker = req.worker]() mutable {
+            if (!r) {
+              rp.deliver(r.error());
+              return;
+            }
+            rp.deliver(*r);
+            nudge_if_snapshots_wait(self, worker);
+          });
+          return rp;
         },
         [self](msg::persist_splits& req) -> caf::result<caf::ok_atom> {
           auto job = req.record.job;
@@ -339,6 +359,7 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
               st.released_at[released.job] = self->clock().now(); // a named job: until GC
           }
           st.jobs.erase(released.job);
+          st.off_slots.erase(released.job);
         },
         [self](msg::tick_atom) {
           // Its own timer only: from a peer it would drive journal compaction at will.

@@ -23,6 +23,7 @@
 // every unfinished job.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -73,6 +74,10 @@ struct DispatcherStart {
   caf::timespan autoscale_interval{0};
   AutoscaleConfig autoscale;
   std::string scale_command;
+  // An in-process actuator instead of scale_command (the simulator's, sim/autoscale_actuator.hpp):
+  // the autoscaler acts when either is set, and a changed target goes to this one (called on the
+  // dispatcher actor: it must not block).
+  std::function<void(int64_t target)> scale_to;
   // Per-tenant caps (dispatcher/tenant_caps.hpp, worker/tenant_buffers.hpp): the workers a
   // tenant's jobs may have tasks on, and the bytes its tasks may buffer on each worker.
   TenantCaps tenant_max_workers;

@@ -43,6 +43,12 @@ void conclude(self_ptr self, const std::vector<JobCounters>& jobs) {
   auto d = st.autoscaler->decide(o);
   if (!d.changed)
     return;
+  if (st.start.scale_to) {
+    log::info(kLog,
+              "autoscale: " + d.reason + "; scaling to " + std::to_string(d.target) + " workers");
+    st.start.scale_to(d.target);
+    return;
+  }
   log::info(kLog, "autoscale: " + d.reason + "; running the scale command for " +
                     std::to_string(d.target) + " workers");
   st.scale_command->request(d.target);
@@ -52,9 +58,11 @@ void conclude(self_ptr self, const std::vector<JobCounters>& jobs) {
 
 void start_autoscaler(self_ptr self) {
   auto& st = self->state;
-  if (st.start.scale_command.empty())
+  if (st.start.scale_command.empty() && !st.start.scale_to)
     return;
   st.autoscaler.emplace(st.start.autoscale);
+  if (st.start.scale_to)
+    return;
   st.scale_command = std::make_shared<ScaleCommand>(st.start.scale_command,
                                                     [](bool failed, const std::string& line) {
                                                       if (failed)

@@ -9,7 +9,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <algorithm>
 #include <set>
 
 #include <caf/stateful_actor.hpp>
@@ -18,6 +17,7 @@
 #include "net/admission.hpp"
 #include "worker/cross_trainer_cache.hpp"
 #include "dispatcher/dispatcher_state.hpp"
+#include "dispatcher/file_order_seed.hpp"
 #include "dispatcher/job_actor.hpp"
 #include "dispatcher/journal.hpp"
 #include "net/local_sender.hpp"
@@ -25,7 +25,9 @@
 #include "consumer/placement.hpp"
 #include "messages/all.hpp"
 #include "pipeline/graph/serialize.hpp"
+#include "pipeline/sharding/multi_source.hpp"
 #include "pipeline/sharding/read_cursor.hpp"
+#include "pipeline/sharding/read_order.hpp"
 #include "pipeline/sharding/sharding.hpp"
 #include "pipeline/sharding/split_provider.hpp"
 #include "pipeline/runtime/tenant.hpp"
@@ -94,9 +96,14 @@ void create_task(self_ptr self, msg::job_id_t job, msg::worker_id_t worker) {
       return; // it has one
   if (!may_place(st.cluster, st.start.tenant_max_workers, job_entry->tenant, worker))
     return; // its tenant is at its worker cap (dispatcher/tenant_caps.hpp)
+  auto slots = st.off_slots.find(job);
+  if (slots != st.off_slots.end() && slots->second.taken >= slots->second.slots.size())
+    return; // a resumed OFF read: every slot has its task
   auto task = st.cluster.next_task_id();
   std::string address = entry->address;
   auto add = task_on_worker(st, task, job_entry->policy, worker, address, w->second);
+  if (slots != st.off_slots.end())
+    std::tie(add.off_slot, add.off_skip) = slots->second.slots[slots->second.taken++];
   (void)persist(self, msg::CreateTaskRecord{task, job, worker, now_us(self)}, [self, job, add] {
     if (auto j = self->state.jobs.find(job); j != self->state.jobs.end())
       self->send(j->second, add);
@@ -146,8 +153,13 @@ caf::expected<msg::job_info> job_info_of(self_ptr self, msg::job_id_t id) {
     info.fingerprint = dataset->fingerprint;
     if (job->policy == ShardingPolicy::dynamic) {
       info.split_size = job->split_size > 0 ? job->split_size : st.start.range_split_size;
+      info.file_seed = job->file_seed;
       auto definition = from_binary(dataset->definition);
       info.per_split = definition.ok() && is_per_split(*definition);
+    } else if (job->policy == ShardingPolicy::off) {
+      auto definition = from_binary(dataset->definition);
+      info.off_refusal =
+        definition.ok() ? off_resume_refusal(*definition) : definition.status().message();
     }
   }
   if (auto h = st.jobs.find(job->id); h != st.jobs.end()) {
@@ -169,23 +181,32 @@ Expected<JobStart> job_start(self_ptr self, const JobEntry& entry,
   if (!definition.ok())
     return definition.status();
   JobStart js;
-  std::unique_ptr<SplitProvider> provider;
+  std::vector<std::unique_ptr<SplitProvider>> providers; // one per splittable source
   if (entry.policy == ShardingPolicy::dynamic) {
     SplitOptions options;
     // The split size was decided when the job was created (journaled with it), so a restarted
     // dispatcher cuts the same splits; 0 (an older record): the configured size.
     options.range_split_size = entry.split_size > 0 ? entry.split_size : st.start.range_split_size;
     options.paths = st.start.paths.get();
-    auto made = make_split_provider(*definition, options);
+    options.seed = entry.file_seed >= 0 ? entry.file_seed : kNoSeed;
+    auto made = make_split_providers(*definition, options);
     if (!made.ok())
       return made.status().with_context("DYNAMIC (distributed_epoch) sharding of dataset " +
                                         entry.dataset);
-    provider = std::move(made).value();
+    providers = std::move(made).value();
+    if (resume && providers.size() != 1)
+      return invalid_argument("`resume_from` needs a dataset with one splittable source (a read "
+                              "cursor names the splits of one source); dataset " +
+                              entry.dataset + " has " + std::to_string(providers.size()) +
+                              " (zip or concatenate of sources)");
     if (resume)
-      provider = resuming_split_provider(std::move(provider), std::move(resume));
+      providers[0] = resuming_split_provider(std::move(providers[0]), std::move(resume));
   }
-  bool per_split = provider && is_per_split(*definition);
-  js.core = std::make_shared<JobCore>(std::move(provider), per_split);
+  // Several sources: per-split only as a concatenation (zip pairs elements of two splits).
+  bool per_split =
+    providers.size() == 1 ? is_per_split(*definition) : is_per_split_concatenation(*definition);
+  const auto num_sources = static_cast<int64_t>(providers.size());
+  js.core = std::make_shared<JobCore>(std::move(providers), per_split);
   if (is_static(entry.policy))
     js.core->require_shards(st.start.worker_addresses);
   js.core->expect_consumers(entry.expected_consumers);
@@ -200,8 +221,26 @@ Expected<JobStart> job_start(self_ptr self, const JobEntry& entry,
     Status s = js.core->restore_splits(
       entry.split_epoch, entry.splits_handed_out,
       SplitPosition{entry.split_provider_epoch, entry.split_next_index}, std::move(outstanding));
+    for (const auto& p : entry.source_positions) {
+      if (!s.ok())
+        break;
+      if (p.source >= num_sources)
+        s = data_loss("the journal has a split position of source " + std::to_string(p.source) +
+                      " but the dataset has " + std::to_string(num_sources) +
+                      " splittable source(s)");
+      else
+        s =
+          js.core->restore_source(p.source, p.epoch, SplitPosition{p.provider_epoch, p.next_index});
+    }
     if (!s.ok())
       return s.with_context("restoring the split position of job " + std::to_string(entry.id));
+  }
+  if (entry.deterministic_window > 0) { // a restored deterministic job: its window and log
+    js.core->set_deterministic(entry.deterministic_window);
+    std::vector<SplitKey> log;
+    for (const auto& k : entry.finished_log)
+      log.emplace_back(k.source, k.epoch, k.index);
+    js.core->restore_finished(log);
   }
   js.id = entry.id;
   js.name = entry.name;
@@ -394,8 +433,9 @@ caf::error check_definition(self_ptr self, const msg::get_or_create_job& req,
   return {};
 }
 
-// `resume_from` (get_or_create_job.resume_cursor): a private DYNAMIC job of the cursor's dataset,
-// without the cache. The job's per-split pipeline is checked once it is made.
+// `resume_from` (get_or_create_job.resume_cursor): a private DYNAMIC or OFF job of the cursor's
+// dataset and mode, without the cache. A DYNAMIC job's per-split pipeline is checked once it is
+// made; an OFF job's pipeline must give the same output on every run.
 Expected<std::shared_ptr<const ReadCursor>> check_resume(const msg::get_or_create_job& req,
                                                          const DatasetEntry& dataset) {
   if (req.resume_cursor.empty())
@@ -403,10 +443,20 @@ Expected<std::shared_ptr<const ReadCursor>> check_resume(const msg::get_or_creat
   auto cursor = ReadCursor::decode(req.resume_cursor, "`resume_from`");
   if (!cursor.ok())
     return cursor.status();
-  if (req.policy != ShardingPolicy::dynamic)
-    return invalid_argument(std::string{"`resume_from` needs the DYNAMIC processing mode "
-                                        "(distributed_epoch), got "} +
-                            to_string(req.policy));
+  if (auto why = resume_mode_refusal(cursor->mode(), req.policy); !why.empty())
+    return invalid_argument(why);
+  if (req.policy == ShardingPolicy::off && req.num_consumers)
+    return invalid_argument("`resume_from` of an OFF read cannot be used with coordinated reads "
+                            "(`num_consumers`): their rounds have an order of their own");
+  if (req.policy == ShardingPolicy::off) {
+    auto definition = from_binary(dataset.definition);
+    if (!definition.ok())
+      return definition.status();
+    if (auto why = off_resume_refusal(*definition); !why.empty())
+      return invalid_argument("`resume_from` of an OFF read needs a pipeline whose output is a "
+                              "function of the dataset: " +
+                              why + " (dataset " + req.dataset + ")");
+  }
   if (req.job_name)
     return invalid_argument("`resume_from` creates a private job: `job_name` must not be set "
                             "(got \"" +
@@ -418,6 +468,37 @@ Expected<std::shared_ptr<const ReadCursor>> check_resume(const msg::get_or_creat
                             cursor->fingerprint() + "); expected one of dataset " + req.dataset +
                             " (fingerprint " + dataset.fingerprint + ")");
   return std::make_shared<const ReadCursor>(std::move(cursor).value());
+}
+
+// A resumed OFF job's slots: one task per slot whose task had not ended, skipping what was
+// consumed. When every slot ended, one task that produces nothing (skip all), so that the job
+// has a task to end with: the read then ends at once.
+dispatcher_actor_state::OffSlots off_slots_of(const ReadCursor& cursor) {
+  dispatcher_actor_state::OffSlots out;
+  for (const auto& [slot, s] : cursor.slots())
+    if (!s.ended)
+      out.slots.emplace_back(slot, s.consumed);
+  if (out.slots.empty() && !cursor.slots().empty())
+    out.slots.emplace_back(cursor.slots().begin()->first, ReadCursor::kSkipAll);
+  return out;
+}
+
+// `deterministic` (get_or_create_job.deterministic_window): the one consumer of a private
+// DYNAMIC job of a per-split pipeline reorders its elements by split; nothing else names them.
+caf::error check_deterministic(const msg::get_or_create_job& req, bool per_split) {
+  if (req.deterministic_window <= 0)
+    return {};
+  const char* why = deterministic_refusal(req.policy, static_cast<bool>(req.job_name),
+                                          static_cast<bool>(req.num_consumers),
+                                          req.cross_trainer_cache != msg::CacheSharing::none);
+  if (!why && !per_split)
+    why = "needs a per-split pipeline of one splittable source (only map without parallelism, "
+          "filter, flat_map and repeat above it, so that each element names its split): shuffle "
+          "and batch in the trainer after distribute()";
+  if (!why)
+    return {};
+  return msg::make_error(ErrorCode::invalid_argument,
+                         std::string{"`deterministic` "} + why + "; dataset " + req.dataset);
 }
 
 // The new job's entry (id, options, DYNAMIC split size), before its record is made.
@@ -445,6 +526,14 @@ JobEntry plan_job(self_ptr self, const msg::get_or_create_job& req, msg::job_id_
       planned.split_size = std::clamp<int64_t>(card / (8 * workers), st.start.range_split_size,
                                                std::max<int64_t>(st.start.range_split_size, 8192));
     }
+    planned.file_seed = file_order_seed(id, now_us(self));
+    // A deterministic read's consumer holds up to its window of splits ahead of the one it waits
+    // for: smaller splits bound that (at most kDeterministicMaxSplit elements each, unless the
+    // configured size is larger).
+    if (req.deterministic_window > 0)
+      planned.split_size =
+        std::min<int64_t>(planned.split_size, std::max<int64_t>(st.start.range_split_size,
+                                                                msg::kDeterministicMaxSplit));
   }
   return planned;
 }
@@ -460,6 +549,8 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
   if (auto target = parse_target_workers(req.target_workers); !target.ok())
     return msg::to_error(target.status());
   if (auto refused = check_job_request(req))
+    return refused;
+  if (auto refused = check_deterministic(req, true)) // (its pipeline is checked once made)
     return refused;
   // tf.data's key: (job name, the consumer's iteration index). The iteration's job, running or
   // ended (kept until job GC: a consumer arriving after its end reads end of sequence, not the
@@ -496,11 +587,13 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
   JobEntry planned = plan_job(self, req, id, *definition);
   if (*resume) // the cursor names splits of its own size: the new job must cut the same ones
     planned.split_size = (*resume)->split_size();
-  auto js = job_start(self, planned, *resume); // checked before the record is made
+  if (*resume && (*resume)->file_seed() >= 0) // and list the files in the same order
+    planned.file_seed = (*resume)->file_seed();
+  auto js = job_start(self, planned, req.policy == ShardingPolicy::off ? nullptr : *resume);
   if (!js.ok())
     return msg::to_error(js.status());
   const bool per_split = js->core->per_split();
-  if (*resume && !per_split)
+  if (*resume && req.policy == ShardingPolicy::dynamic && !per_split)
     return msg::make_error(ErrorCode::invalid_argument,
                            "`resume_from` needs a per-split pipeline (only map without "
                            "parallelism, filter, flat_map and repeat above its source, so that "
@@ -508,6 +601,10 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
                              req.dataset +
                              " has other ops: shuffle and batch in the trainer "
                              "after distribute()");
+  // A deterministic read's order and a read cursor name the splits of one source.
+  if (auto refused = check_deterministic(req, per_split && js->core->num_sources() == 1))
+    return refused;
+  js->core->set_deterministic(req.deterministic_window);
   if (auto sender = self->current_sender())
     js->creator = caf::actor_cast<caf::actor>(sender);
   msg::CreateJobRecord job_record{id,
@@ -521,7 +618,9 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
                                   static_cast<uint8_t>(req.cross_trainer_cache),
                                   req.expected_consumers,
                                   req.tenant,
-                                  req.tenant_weight};
+                                  req.tenant_weight,
+                                  planned.file_seed,
+                                  req.deterministic_window};
   msg::Update record = std::move(job_record);
   if (req.job_name)
     record =
@@ -546,6 +645,9 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
   std::vector<msg::worker_id_t> workers;
   for (const auto& [wid, w] : st.workers)
     workers.push_back(wid);
+  // (A cursor without slots was saved before the read knew any task: a fresh OFF job.)
+  if (*resume && req.policy == ShardingPolicy::off && !(*resume)->slots().empty())
+    st.off_slots[id] = off_slots_of(**resume);
   for (auto wid : placement_order(st.cluster, req.tenant, std::move(workers)))
     create_task(self, id, wid);
   return job_info_of(self, id);

@@ -9,10 +9,14 @@
 // journaled splits, resumes after the stream's last committed chunk (worker/snapshot_stream.hpp).
 // Who writes which stream is not journaled: a restarted dispatcher learns it from the workers'
 // heartbeats and split requests, and gives the old writers worker_timeout before it hands their
-// streams to others.
+// streams to others. When streams start waiting for workers (a snapshot starts, a stream loses
+// its worker) every registered worker is nudged to send its heartbeat now: a save starts within
+// a round trip instead of within a heartbeat interval, and the periodic heartbeat stays the
+// fallback for a nudge that is lost.
 #include <algorithm>
 
 #include "dispatcher/dispatcher_actor_state.hpp"
+#include "dispatcher/file_order_seed.hpp"
 #include "dispatcher/job_core.hpp"
 #include "node/log.hpp"
 #include "pipeline/graph/serialize.hpp"
@@ -29,15 +33,33 @@ std::string stream_name(const std::string& path, int64_t stream) {
   return "stream " + std::to_string(stream) + " of the snapshot at " + path;
 }
 
+// A snapshot's list_files(shuffle=True) sources without a seed take one from its creation time
+// (journaled), so a restarted dispatcher lists the files in the order the committed splits name.
 Expected<std::shared_ptr<SplitProvider>> snapshot_provider(self_ptr self, const Dataset& dataset,
-                                                           int64_t split_size) {
+                                                           int64_t split_size, int64_t created_us) {
   SplitOptions options;
   options.range_split_size = split_size;
   options.paths = self->state.start.paths.get();
+  options.seed = file_order_seed(0, created_us);
   auto made = make_split_provider(dataset, options);
   if (!made.ok())
     return made.status().with_context("distributed_save reads the dataset with DYNAMIC sharding");
   return std::shared_ptr<SplitProvider>(std::move(made).value());
+}
+
+// `worker` writes the stream from now on: in memory, and journaled when the journal names
+// another writer (a restarted dispatcher gives the stream back to it).
+void set_writer(self_ptr self, LiveSnapshot& live, const std::string& path, int64_t stream,
+                msg::worker_id_t worker) {
+  live.owners[stream] = worker;
+  const SnapshotEntry* snap = self->state.cluster.snapshot_at(path);
+  if (!snap || stream < 0 || stream >= static_cast<int64_t>(snap->streams.size()) ||
+      snap->streams[static_cast<std::size_t>(stream)].writer == worker)
+    return;
+  if (Status s = persist(self, msg::SnapshotStreamWriterRecord{path, stream, worker, now_us(self)});
+      !s.ok())
+    log::warning(kLog, "cannot journal the writer of " + stream_name(path, stream) + ": " +
+                         s.to_string());
 }
 
 void finish(self_ptr self, const std::string& path, const std::string& error) {
@@ -92,6 +114,14 @@ void finish_if_complete(self_ptr self, const std::string& path) {
   finish(self, path, "");
 }
 
+// Every registered worker sends its heartbeat now (its ack carries the streams it may take).
+void nudge_workers(self_ptr self) {
+  auto& st = self->state;
+  for (const auto& [id, w] : st.workers)
+    if (w.handle)
+      self->send(w.handle, msg::snapshot_nudge{st.start.auth_token});
+}
+
 msg::snapshot_stream_def stream_def(self_ptr self, const SnapshotEntry& snap, int64_t stream) {
   msg::snapshot_stream_def def;
   def.path = snap.path;
@@ -143,12 +173,13 @@ caf::expected<msg::snapshot_started> start_snapshot(self_ptr self, msg::start_sn
   if (auto card = dataset->cardinality(); st.start.adaptive_split_size && card > 0)
     split_size = std::clamp<int64_t>(card / 256, st.start.range_split_size,
                                      std::max<int64_t>(st.start.range_split_size, 8192));
-  auto provider = snapshot_provider(self, *dataset, split_size);
+  const int64_t created_us = now_us(self);
+  auto provider = snapshot_provider(self, *dataset, split_size, created_us);
   if (!provider.ok())
     return bad(provider.status());
   msg::CreateSnapshotRecord record{req.path,        req.dataset, req.compression,
                                    req.chunk_bytes, split_size,  is_per_split(*dataset),
-                                   now_us(self)};
+                                   created_us};
   if (auto s = persist(self, record); !s.ok())
     return bad(s);
   LiveSnapshot live;
@@ -156,6 +187,8 @@ caf::expected<msg::snapshot_started> start_snapshot(self_ptr self, msg::start_sn
   live.started = self->clock().now();
   live.assign_after = live.started;
   st.snapshots[req.path] = std::move(live);
+  // Nudged before the record is durable: the heartbeats' acks wait for that (reply_when_durable).
+  nudge_workers(self);
   log::info(kLog, "created snapshot at " + req.path + " (dataset " + req.dataset + ", " +
                     (record.per_split ? "per-split" : "not per-split") + ", splits of " +
                     std::to_string(split_size) + " elements)");
@@ -178,8 +211,10 @@ caf::expected<msg::snapshot_splits> snapshot_splits_for(self_ptr self,
   // A restarted dispatcher learns the writers from them; another worker's stream is not this
   // one's (yet): it asks again until its heartbeat ack drops the stream.
   auto owner = live.owners.find(req.stream);
-  if (owner == live.owners.end() && st.workers.count(req.worker))
-    owner = live.owners.emplace(req.stream, req.worker).first;
+  if (owner == live.owners.end() && st.workers.count(req.worker)) {
+    set_writer(self, live, req.path, req.stream, req.worker);
+    owner = live.owners.find(req.stream);
+  }
   if (owner == live.owners.end() || owner->second != req.worker)
     return bad(unavailable(stream_name(req.path, req.stream) + " is not assigned to worker " +
                            std::to_string(req.worker)));
@@ -248,8 +283,10 @@ snapshot_heartbeat(self_ptr self, msg::worker_id_t worker,
       continue;
     auto& live = st.snapshots[r.path];
     auto owner = live.owners.find(r.stream);
-    if (owner == live.owners.end() && !snap->streams[static_cast<std::size_t>(r.stream)].done)
-      owner = live.owners.emplace(r.stream, worker).first; // a restarted dispatcher learns it
+    if (owner == live.owners.end() && !snap->streams[static_cast<std::size_t>(r.stream)].done) {
+      set_writer(self, live, r.path, r.stream, worker); // a restarted dispatcher learns it
+      owner = live.owners.find(r.stream);
+    }
     if (owner == live.owners.end() || owner->second != worker)
       continue; // not (any more) this worker's stream
     live.progress[r.stream] = r;
@@ -305,7 +342,7 @@ snapshot_heartbeat(self_ptr self, msg::worker_id_t worker,
     }
     if (take < 0)
       continue;
-    live.owners[take] = worker;
+    set_writer(self, live, snap->path, take, worker);
     log::info(kLog, stream_name(snap->path, take) + " goes to worker " + std::to_string(worker));
     out.push_back(stream_def(self, *st.cluster.snapshot_at(snap->path), take));
   }
@@ -313,6 +350,7 @@ snapshot_heartbeat(self_ptr self, msg::worker_id_t worker,
 }
 
 void release_snapshot_streams(self_ptr self, msg::worker_id_t worker) {
+  bool released = false;
   for (auto& [path, live] : self->state.snapshots)
     for (auto o = live.owners.begin(); o != live.owners.end();) {
       if (o->second != worker) {
@@ -322,7 +360,18 @@ void release_snapshot_streams(self_ptr self, msg::worker_id_t worker) {
       log::warning(kLog, stream_name(path, o->first) + " lost its worker " +
                            std::to_string(worker) + "; another worker takes it over");
       o = live.owners.erase(o);
+      released = true;
     }
+  if (released)
+    nudge_workers(self);
+}
+
+void nudge_if_snapshots_wait(self_ptr self, const msg::worker_actor& worker) {
+  const auto& snaps = self->state.snapshots;
+  const bool waiting =
+    std::any_of(snaps.begin(), snaps.end(), [](const auto& s) { return !s.second.finished_at; });
+  if (waiting && worker)
+    self->send(worker, msg::snapshot_nudge{self->state.start.auth_token});
 }
 
 void restore_snapshots(self_ptr self) {
@@ -337,6 +386,16 @@ void restore_snapshots(self_ptr self) {
     LiveSnapshot live;
     live.started = now;
     live.assign_after = now + st.start.worker_timeout;
+    // A stream stays with its journaled writer while that worker is known: it gets the stream
+    // back when it registers again (or the stream is released when the worker is removed).
+    for (std::size_t i = 0; i < snap->streams.size(); ++i) {
+      const SnapshotStreamEntry& stream = snap->streams[i];
+      if (stream.done || stream.writer == 0 || !st.workers.count(stream.writer))
+        continue;
+      live.owners[static_cast<int64_t>(i)] = stream.writer;
+      log::info(kLog, stream_name(path, static_cast<int64_t>(i)) + " stays with worker " +
+                        std::to_string(stream.writer) + " (journaled)");
+    }
     const DatasetEntry* d = st.cluster.dataset(snap->dataset);
     auto dataset = d ? from_binary(d->definition) : Expected<Dataset>(not_found("no dataset"));
     if (!dataset.ok()) {
@@ -344,7 +403,7 @@ void restore_snapshots(self_ptr self) {
       fail(self, path, "cannot restore its dataset: " + dataset.status().to_string());
       continue;
     }
-    auto provider = snapshot_provider(self, *dataset, snap->split_size);
+    auto provider = snapshot_provider(self, *dataset, snap->split_size, snap->created_us);
     Status restored = provider.ok() ? Status::OK() : provider.status();
     if (restored.ok())
       restored = (*provider)->restore(SplitPosition{snap->provider_epoch, snap->next_index});

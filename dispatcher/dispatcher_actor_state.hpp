@@ -88,6 +88,14 @@ struct dispatcher_actor_state {
   caf::actor_clock::time_point last_estimate{};
   bool estimating = false; // the jobs' status was asked for and not all have answered
   std::map<std::string, LiveSnapshot> snapshots; // by directory
+  // OFF jobs resumed from a read cursor: their slots (slot, consumed) in the order tasks take
+  // them, and how many were taken. A worker beyond them gets no task of the job. Not journaled:
+  // a restarted dispatcher does not know them (docs/SEMANTICS.md "Resuming an OFF read").
+  struct OffSlots {
+    std::vector<std::pair<int64_t, int64_t>> slots;
+    std::size_t taken = 0;
+  };
+  std::map<msg::job_id_t, OffSlots> off_slots;
 };
 
 using self_ptr = dispatcher_full_actor::stateful_pointer<dispatcher_actor_state>;
@@ -137,6 +145,9 @@ snapshot_heartbeat(self_ptr self, msg::worker_id_t worker,
                    const std::vector<msg::snapshot_stream_report>& reports, int64_t max_streams,
                    bool draining);
 void release_snapshot_streams(self_ptr self, msg::worker_id_t worker);
+// A worker that just registered heartbeats now when an unfinished snapshot may have a stream
+// for it, instead of at its first periodic heartbeat.
+void nudge_if_snapshots_wait(self_ptr self, const msg::worker_actor& worker);
 void restore_snapshots(self_ptr self);
 void check_snapshots(self_ptr self);
 void add_snapshot_status(self_ptr self, msg::cluster_status& status);

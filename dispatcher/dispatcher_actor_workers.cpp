@@ -157,8 +157,9 @@ caf::expected<msg::dataset_registered> register_dataset(self_ptr self, msg::regi
 }
 
 // A worker the restarted dispatcher knows from its journal registers again: it keeps its id and
-// its tasks (its task actors kept serving; each job learns the task again and the worker
-// answers with the running task), and gets a task for every unfinished job it lacks.
+// its tasks (each job learns the task again; the worker answers with the running task if it is
+// OFF, which kept serving, else with a fresh one under the same id: the old one quits with its
+// lost job), and gets a task for every unfinished job it lacks.
 caf::expected<msg::worker_registered> adopt_worker(self_ptr self, msg::worker_id_t id,
                                                    msg::worker_actor handle,
                                                    std::vector<std::string> tags) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <tuple>
 
 namespace conveyor::actors {
 
@@ -13,6 +14,20 @@ std::string fingerprint_key(const std::string& fingerprint, Compression compress
   if (compression == Compression::automatic)
     return fingerprint;
   return fingerprint + "/" + to_string(compression);
+}
+
+// A deterministic job's finished-split log grows by the record's entries and forgets those its
+// consumer had. A record lost in a crash of the job's request leaves a gap: numbering the kept
+// entries back from the newest then counts them too high, which keeps more, never fewer.
+void log_finished(JobEntry& j, const SplitPositionRecord& r) {
+  auto& log = j.finished_log;
+  log.insert(log.end(), r.finished.begin(), r.finished.end());
+  j.finished_log_next =
+    std::max(j.finished_log_next, r.finished_first + static_cast<int64_t>(r.finished.size()));
+  const int64_t first = j.finished_log_next - static_cast<int64_t>(log.size());
+  const int64_t drop =
+    std::clamp<int64_t>(r.finished_known - first, 0, static_cast<int64_t>(log.size()));
+  log.erase(log.begin(), log.begin() + drop);
 }
 } // namespace
 
@@ -103,6 +118,8 @@ Status DispatcherState::create_job(const CreateJobRecord& r, int64_t iteration) 
   job.expected_consumers = r.expected_consumers;
   job.tenant = r.tenant;
   job.tenant_weight = r.tenant_weight;
+  job.file_seed = r.file_seed;
+  job.deterministic_window = r.deterministic_window;
   if (!r.job_name.empty()) {
     named_jobs_[{r.dataset, r.job_name, iteration}] = r.job;
     job.repetition = iteration;
@@ -169,6 +186,7 @@ Status DispatcherState::apply_one(const ReleaseJobRecord& r) {
     job->second.released = true;
     job->second.has_split_position = false;
     job->second.outstanding_splits.clear();
+    job->second.source_positions.clear();
     return Status::OK();
   }
   jobs_.erase(job);
@@ -200,30 +218,53 @@ Status DispatcherState::apply_one(const SplitPositionRecord& r) {
                                " is not DYNAMIC; it has no splits");
   // A record that only reports finished splits leaves the position alone: the job may have
   // moved on with answers whose records are not in the journal yet.
+  if (r.source < 0)
+    return invalid_argument("a split position of source " + std::to_string(r.source) +
+                            "; sources are numbered from 0");
   if (!r.handed.empty() || r.finished.empty()) {
     j.has_split_position = true;
-    j.split_epoch = r.epoch;
-    j.split_provider_epoch = r.provider_epoch;
-    j.split_next_index = r.next_index;
     j.splits_handed_out = r.handed_out;
+    if (r.source == 0) {
+      j.split_epoch = r.epoch;
+      j.split_provider_epoch = r.provider_epoch;
+      j.split_next_index = r.next_index;
+    } else {
+      auto& ps = j.source_positions;
+      auto p = std::lower_bound(
+        ps.begin(), ps.end(), r.source,
+        [](const SourceSplitPosition& x, int64_t source) { return x.source < source; });
+      SourceSplitPosition pos{r.source, r.epoch, r.provider_epoch, r.next_index};
+      if (p != ps.end() && p->source == r.source)
+        *p = pos;
+      else
+        ps.insert(p, pos);
+    }
   }
+  using Key = std::tuple<int64_t, int64_t, int64_t>; // (source, epoch, index)
   auto& out = j.outstanding_splits;
-  auto at = [&out](int64_t epoch, int64_t index) {
-    return std::lower_bound(out.begin(), out.end(), std::make_pair(epoch, index),
-                            [](const JournalSplit& s, const std::pair<int64_t, int64_t>& k) {
-                              return std::make_pair(s.epoch, s.index) < k;
-                            });
+  auto at = [&out](const Key& key) {
+    return std::lower_bound(out.begin(), out.end(), key, [](const JournalSplit& s, const Key& k) {
+      return Key{s.source, s.epoch, s.index} < k;
+    });
+  };
+  auto same = [](const JournalSplit& s, const Key& k) {
+    return Key{s.source, s.epoch, s.index} == k;
   };
   for (const auto& s : r.handed) { // a re-issued split replaces its earlier hand-out
-    auto i = at(s.epoch, s.index);
-    if (i != out.end() && i->epoch == s.epoch && i->index == s.index)
+    Key key{s.source, s.epoch, s.index};
+    auto i = at(key);
+    if (i != out.end() && same(*i, key))
       *i = s;
     else
       out.insert(i, s);
   }
-  for (const auto& k : r.finished)
-    if (auto i = at(k.epoch, k.index); i != out.end() && i->epoch == k.epoch && i->index == k.index)
+  for (const auto& k : r.finished) {
+    Key key{k.source, k.epoch, k.index};
+    if (auto i = at(key); i != out.end() && same(*i, key))
       out.erase(i);
+  }
+  if (j.deterministic_window > 0 && r.finished_first >= 0)
+    log_finished(j, r);
   return Status::OK();
 }
 
@@ -308,16 +349,24 @@ bool same_job(const JobEntry& a, const JobEntry& b) {
          a.created_us == b.created_us && a.repetition == b.repetition &&
          a.split_size == b.split_size && a.cross_trainer_cache == b.cross_trainer_cache &&
          a.expected_consumers == b.expected_consumers && a.tenant == b.tenant &&
-         a.tenant_weight == b.tenant_weight && a.finished == b.finished &&
-         a.released == b.released && a.tasks == b.tasks &&
+         a.tenant_weight == b.tenant_weight && a.file_seed == b.file_seed &&
+         a.finished == b.finished && a.released == b.released && a.tasks == b.tasks &&
          a.has_split_position == b.has_split_position && a.split_epoch == b.split_epoch &&
          a.split_provider_epoch == b.split_provider_epoch &&
          a.split_next_index == b.split_next_index && a.splits_handed_out == b.splits_handed_out &&
+         a.source_positions == b.source_positions &&
+         a.deterministic_window == b.deterministic_window &&
+         a.finished_log_next == b.finished_log_next &&
+         a.finished_log.size() == b.finished_log.size() &&
+         std::equal(a.finished_log.begin(), a.finished_log.end(), b.finished_log.begin(),
+                    [](const JournalSplitKey& x, const JournalSplitKey& y) {
+                      return x.epoch == y.epoch && x.index == y.index && x.source == y.source;
+                    }) &&
          a.outstanding_splits.size() == b.outstanding_splits.size() &&
          std::equal(a.outstanding_splits.begin(), a.outstanding_splits.end(),
                     b.outstanding_splits.begin(), [](const JournalSplit& x, const JournalSplit& y) {
-                      return x.epoch == y.epoch && x.index == y.index && x.begin == y.begin &&
-                             x.end == y.end && x.file == y.file;
+                      return x.source == y.source && x.epoch == y.epoch && x.index == y.index &&
+                             x.begin == y.begin && x.end == y.end && x.file == y.file;
                     });
 }
 bool same_task(const TaskEntry& a, const TaskEntry& b) {
@@ -330,7 +379,8 @@ bool same_snapshot(const SnapshotEntry& a, const SnapshotEntry& b) {
            x.file == y.file;
   };
   auto same_stream = [&](const SnapshotStreamEntry& x, const SnapshotStreamEntry& y) {
-    return x.ended == y.ended && x.done == y.done && x.splits.size() == y.splits.size() &&
+    return x.ended == y.ended && x.done == y.done && x.writer == y.writer &&
+           x.splits.size() == y.splits.size() &&
            std::equal(x.splits.begin(), x.splits.end(), y.splits.begin(), same_split);
   };
   return a.path == b.path && a.dataset == b.dataset && a.compression == b.compression &&

@@ -32,6 +32,22 @@ struct WorkerEntry {
   int64_t registered_us = 0;
 };
 
+// Where the split provider of one splittable source of a DYNAMIC job stands (msg::SplitPositionRecord).
+struct SourceSplitPosition {
+  int64_t source = 0;
+  int64_t epoch = 0; // the job's epoch of that source
+  int64_t provider_epoch = 0;
+  int64_t next_index = 0;
+  friend bool operator==(const SourceSplitPosition& a, const SourceSplitPosition& b) {
+    return a.source == b.source && a.epoch == b.epoch && a.provider_epoch == b.provider_epoch &&
+           a.next_index == b.next_index;
+  }
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SourceSplitPosition& x) {
+  return f(x.source, x.epoch, x.provider_epoch, x.next_index);
+}
+
 struct JobEntry {
   msg::job_id_t id = 0;
   msg::dataset_id_t dataset;
@@ -46,6 +62,10 @@ struct JobEntry {
   // sequence instead of the data again.
   int64_t repetition = 0;
   int64_t split_size = 0; // DYNAMIC: elements per range split (0 = the dispatcher's default)
+  // DYNAMIC: the seed of list_files(shuffle=True) sources given none, drawn when the job is made
+  // (a resumed one takes its cursor's), so a restored or resumed job lists the files in the
+  // same order and its split indices name the same files. -1: none drawn (OFF jobs).
+  int64_t file_seed = -1;
   msg::CacheSharing cross_trainer_cache = msg::CacheSharing::none;
   int64_t expected_consumers = 1; // named jobs: consumers that share each repetition
   std::string tenant = "default"; // its share of the workers' executor threads, and its weight
@@ -59,9 +79,20 @@ struct JobEntry {
   int64_t split_provider_epoch = 0;
   int64_t split_next_index = 0;
   int64_t splits_handed_out = 0;
-  // DYNAMIC: splits handed out and not finished (journaled), ordered by (epoch, index). After a
-  // restart these are handed out again: the tasks that held them went down with the dispatcher.
+  // DYNAMIC: splits handed out and not finished (journaled), ordered by (source, epoch, index).
+  // After a restart these are handed out again: the tasks that held them went down with the
+  // dispatcher.
   std::vector<msg::JournalSplit> outstanding_splits;
+  // DYNAMIC over several splittable sources: the positions of sources 1.. (split_epoch,
+  // split_provider_epoch and split_next_index above are source 0's), ordered by source.
+  std::vector<SourceSplitPosition> source_positions;
+  // Deterministic reads (0 = not): the job's window, and its finished-split log from the first
+  // entry its consumer may not have had (msg::SplitPositionRecord::finished_known) up to the
+  // entry before finished_log_next. A restored job serves this log again, so that its consumer
+  // learns of every split that finished before the restart.
+  int64_t deterministic_window = 0;
+  std::vector<msg::JournalSplitKey> finished_log;
+  int64_t finished_log_next = 0;
 };
 
 struct TaskEntry {
@@ -78,6 +109,7 @@ struct SnapshotStreamEntry {
   std::vector<msg::JournalSplit> splits; // handed to the stream, by sequence number
   bool ended = false;                    // no split after these
   bool done = false;                     // all of its splits are in committed chunks
+  msg::worker_id_t writer = 0;           // the worker writing it, as last journaled (0: none yet)
 };
 struct SnapshotEntry {
   std::string path;
@@ -129,8 +161,10 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, JobEntry& x) {
   return f(x.id, x.dataset, x.name, x.policy, x.num_consumers, x.target_workers, x.created_us,
            x.repetition, x.split_size, x.cross_trainer_cache, x.expected_consumers, x.tenant,
-           x.tenant_weight, x.finished, x.released, x.tasks, x.has_split_position, x.split_epoch,
-           x.split_provider_epoch, x.split_next_index, x.splits_handed_out, x.outstanding_splits);
+           x.tenant_weight, x.file_seed, x.finished, x.released, x.tasks, x.has_split_position,
+           x.split_epoch, x.split_provider_epoch, x.split_next_index, x.splits_handed_out,
+           x.outstanding_splits, x.source_positions, x.deterministic_window, x.finished_log,
+           x.finished_log_next);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TaskEntry& x) {
@@ -142,7 +176,7 @@ typename Inspector::result_type inspect(Inspector& f, RepetitionEntry& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SnapshotStreamEntry& x) {
-  return f(x.splits, x.ended, x.done);
+  return f(x.splits, x.ended, x.done, x.writer);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SnapshotEntry& x) {
@@ -222,6 +256,7 @@ private:
   Status apply_one(const msg::SnapshotSplitsRecord& r);
   Status apply_one(const msg::SnapshotStreamDoneRecord& r);
   Status apply_one(const msg::FinishSnapshotRecord& r);
+  Status apply_one(const msg::SnapshotStreamWriterRecord& r);
   SnapshotEntry* unfinished_snapshot(const std::string& path, Status& why);
   // Stream `stream` of the unfinished snapshot at `path` (null and `why` otherwise).
   SnapshotStreamEntry* unfinished_stream(const std::string& path, int64_t stream, Status& why);

@@ -114,6 +114,21 @@ Status DispatcherState::apply_one(const SnapshotStreamDoneRecord& r) {
   return Status::OK();
 }
 
+Status DispatcherState::apply_one(const SnapshotStreamWriterRecord& r) {
+  Status why;
+  SnapshotStreamEntry* stream = unfinished_stream(r.path, r.stream, why);
+  if (!stream)
+    return why;
+  if (stream->done)
+    return failed_precondition("stream " + std::to_string(r.stream) + " of the snapshot at " +
+                               r.path + " is done; it gets no writer");
+  if (r.worker == 0)
+    return invalid_argument("stream " + std::to_string(r.stream) + " of the snapshot at " + r.path +
+                            ": a writer needs a worker id (ids start at 1)");
+  stream->writer = r.worker;
+  return Status::OK();
+}
+
 Status DispatcherState::apply_one(const FinishSnapshotRecord& r) {
   Status why;
   SnapshotEntry* s = unfinished_snapshot(r.path, why);

@@ -131,6 +131,7 @@ caf::result<msg::task_list> on_get_tasks(self_ptr self, msg::get_tasks& req) {
     sample_rate(self);
   }
   st.core().touch(req.consumer, now_ns(self));
+  st.core().forget_finished(req.finished_known);
   if (req.consumer != 0 && st.core().set_reading(req.consumer, req.reading))
     serve_held_splits(self); // a task that waited for a reader may take splits now
   if (st.rounds && req.consumer != 0) {

@@ -9,7 +9,7 @@ namespace conveyor::actors::job_detail {
 bool try_splits(self_ptr self, const msg::get_splits& req,
                 caf::typed_response_promise<msg::splits_reply>& promise) {
   auto& st = self->state;
-  auto answer = st.core().get_splits(req.task, req.epoch, req.max);
+  auto answer = st.core().get_splits(req.task, req.epoch, req.max, req.source);
   if (!answer.ok()) {
     promise.deliver(msg::to_error(answer.status().with_context(st.label())));
     return true;
@@ -38,17 +38,18 @@ bool try_splits(self_ptr self, const msg::get_splits& req,
   // Journal hook: the hand-out position after this answer is durable before its splits leave
   // (a restarted dispatcher resumes the job's split provider there).
   auto& core = st.core();
-  auto pos = core.position();
+  auto pos = core.position(req.source);
   msg::SplitPositionRecord record{
     st.start.id,
-    core.epoch(),
+    core.epoch(req.source),
     pos.epoch,
     pos.next_index,
     core.splits_handed_out(),
     std::chrono::duration_cast<std::chrono::microseconds>(self->clock().now().time_since_epoch())
       .count(),
     {},
-    {}};
+    {},
+    req.source};
   for (const auto& s : reply.splits)
     record.handed.push_back(to_journal(s));
   self->request(st.start.dispatcher, st.start.request_timeout, msg::persist_splits{record})
@@ -67,8 +68,12 @@ void journal_finished(self_ptr self, const std::vector<SplitKey>& finished) {
   record.time_us =
     std::chrono::duration_cast<std::chrono::microseconds>(self->clock().now().time_since_epoch())
       .count();
-  for (const auto& [epoch, index] : finished)
-    record.finished.push_back(msg::JournalSplitKey{epoch, index});
+  for (const auto& [source, epoch, index] : finished)
+    record.finished.push_back(msg::JournalSplitKey{epoch, index, source});
+  if (st.core().deterministic_window() > 0) { // the entries JobCore::splits_update just logged
+    record.finished_first = st.core().finished_next() - static_cast<int64_t>(finished.size());
+    record.finished_known = st.core().finished_base();
+  }
   self->request(st.start.dispatcher, st.start.request_timeout, msg::persist_splits{record})
     .then([](caf::ok_atom) {},
           [self](caf::error& err) {

@@ -50,6 +50,8 @@ struct job_state {
   std::map<msg::task_id_t, msg::task_actor> task_handles;
   std::map<msg::task_id_t, msg::worker_actor> workers;
   std::map<msg::task_id_t, std::vector<std::string>> worker_tags; // placement: per task
+  // A resumed OFF read: each task's read-cursor slot and the elements it skips (add_task).
+  std::map<msg::task_id_t, std::pair<int64_t, int64_t>> off_slots;
   std::map<caf::actor_addr, msg::consumer_id_t> consumer_addrs;
   std::deque<HeldPoll> polls;
   std::deque<HeldSplits> held_splits;

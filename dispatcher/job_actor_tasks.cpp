@@ -12,6 +12,11 @@ msg::task_list current_list(job_state& st) {
   list.job_finished = st.core().production_ended();
   list.error = st.core().error();
   list.error_code = static_cast<uint8_t>(st.core().error_code());
+  if (st.core().deterministic_window() > 0) { // (its one consumer took the entries before)
+    list.finished_splits = st.core().finished_since(0);
+    list.finished_next = st.core().finished_next();
+    list.lowest_split_tasks = st.core().lowest_split_owners();
+  }
   for (const auto* t : st.core().listed()) {
     auto h = st.task_handles.find(t->id);
     if (h == st.task_handles.end())
@@ -19,6 +24,8 @@ msg::task_list current_list(job_state& st) {
     list.tasks.push_back(msg::task_info{t->id, t->worker, t->worker_address, h->second});
     if (auto tags = st.worker_tags.find(t->id); tags != st.worker_tags.end())
       list.tasks.back().worker_tags = tags->second;
+    if (auto slot = st.off_slots.find(t->id); slot != st.off_slots.end())
+      std::tie(list.tasks.back().off_slot, list.tasks.back().off_skip) = slot->second;
     if (st.rounds) {
       list.tasks.back().start_round = st.rounds->start_round(t->id);
       list.tasks.back().end_round = st.rounds->end_round(t->id);
@@ -110,6 +117,8 @@ void assign(self_ptr self, const msg::add_task& add) {
   def.num_workers = add.num_workers;
   def.worker_index = add.worker_index;
   def.num_consumers = st.start.num_consumers;
+  if (auto slot = st.off_slots.find(add.task); slot != st.off_slots.end())
+    def.skip = slot->second.second;
   st.workers[add.task] = add.handle;
   auto task = add.task;
   auto address = add.worker_address;
@@ -168,6 +177,8 @@ void on_add_task(self_ptr self, msg::add_task& add) {
     st.rounds->expect(add.task);
   if (!add.worker_tags.empty())
     st.worker_tags[add.task] = add.worker_tags;
+  if (add.off_slot >= 0)
+    st.off_slots[add.task] = {add.off_slot, add.off_skip};
   if (added && st.core().dynamic() && reader_may_skip(st.start.target_workers, add.worker_tags))
     st.core().require_reader(add.task);
   // Without a handle: a task a restarted dispatcher knows from its journal, whose worker
@@ -186,6 +197,7 @@ void on_remove_task(self_ptr self, msg::remove_task& rm) {
   st.task_handles.erase(rm.task);
   st.workers.erase(rm.task);
   st.worker_tags.erase(rm.task);
+  st.off_slots.erase(rm.task);
   auto v = list_version(st);
   auto before = st.core().splits_reissued();
   if (!st.core().task_lost(rm.task, rm.reason))

@@ -1,19 +1,33 @@
 #include "dispatcher/job_core.hpp"
 
+#include <optional>
+
 #include "node/hooks.hpp"
 
+#include <limits>
 #include <set>
 
 #include "pipeline/graph/graph.hpp"
+#include "pipeline/sharding/multi_source.hpp"
 
 namespace conveyor::actors {
 
-bool is_per_split(const Dataset& dataset) {
+namespace {
+
+// Whether the chain from `n` down is per-element ops over a source; `concatenation`: a
+// `concatenate` is allowed too (each input checked the same way), and each leaf must be a
+// splittable source (an input without one would be read whole by every task, outside any split).
+bool per_split_from(const conveyor::Node* n, bool concatenation) {
   static const std::set<std::string> per_element = {"map", "filter", "flat_map", "repeat"};
-  const conveyor::Node* n = dataset.node().get();
   while (n != nullptr) {
     if (n->inputs.empty())
-      return true; // the source
+      return !concatenation || splittable_source_count(*n) == 1;
+    if (concatenation && n->op == "concatenate") {
+      for (const auto& input : n->inputs)
+        if (!per_split_from(input.get(), true))
+          return false;
+      return true;
+    }
     if (n->inputs.size() != 1 || per_element.count(n->op) == 0)
       return false;
     if (n->op == "map") {
@@ -27,8 +41,61 @@ bool is_per_split(const Dataset& dataset) {
   return true;
 }
 
-JobCore::JobCore(std::unique_ptr<SplitProvider> provider, bool per_split)
-  : provider_(std::move(provider)), per_split_(per_split) {}
+} // namespace
+
+bool is_per_split(const Dataset& dataset) { return per_split_from(dataset.node().get(), false); }
+
+bool is_per_split_concatenation(const Dataset& dataset) {
+  return dataset.node() && splittable_source_count(*dataset.node()) > 1 &&
+         per_split_from(dataset.node().get(), true);
+}
+
+JobCore::JobCore(std::unique_ptr<SplitProvider> provider, bool per_split) : per_split_(per_split) {
+  if (provider) {
+    sources_.emplace_back();
+    sources_.back().provider = std::move(provider);
+  }
+}
+
+JobCore::JobCore(std::vector<std::unique_ptr<SplitProvider>> providers, bool per_split)
+  : per_split_(per_split) {
+  for (auto& p : providers) {
+    sources_.emplace_back();
+    sources_.back().provider = std::move(p);
+  }
+}
+
+int64_t JobCore::epoch(int64_t source) const {
+  return source >= 0 && source < static_cast<int64_t>(sources_.size())
+           ? sources_[static_cast<std::size_t>(source)].epoch
+           : 0;
+}
+
+SplitPosition JobCore::position(int64_t source) const {
+  return source >= 0 && source < static_cast<int64_t>(sources_.size())
+           ? sources_[static_cast<std::size_t>(source)].provider->position()
+           : SplitPosition{};
+}
+
+std::size_t JobCore::pending_reissue() const {
+  std::size_t n = 0;
+  for (const auto& src : sources_)
+    n += src.requeue.size();
+  return n;
+}
+
+bool JobCore::any_requeued() const {
+  for (const auto& src : sources_)
+    if (!src.requeue.empty())
+      return true;
+  return false;
+}
+
+bool JobCore::source_owns_any(int64_t source) const {
+  auto o = owner_.lower_bound(
+    SplitKey{source, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::min()});
+  return o != owner_.end() && std::get<0>(o->first) == source;
+}
 
 bool JobCore::add_task(msg::task_id_t id, msg::worker_id_t worker, std::string worker_address,
                        int64_t shard) {
@@ -92,13 +159,13 @@ bool JobCore::task_lost(msg::task_id_t id, const std::string& reason) {
 }
 
 msg::JournalSplit to_journal(const Split& s) {
-  return msg::JournalSplit{s.epoch, s.index, s.begin, s.end, s.file};
+  return msg::JournalSplit{s.epoch, s.index, s.begin, s.end, s.file, s.source};
 }
 
 Split from_journal(const msg::JournalSplit& s) {
   // Split::skip is not journaled: a restored resumed job runs such a split whole, and the
   // consumer drops what its read cursor covers.
-  return Split{s.epoch, s.index, s.begin, s.end, s.file, 0};
+  return Split{s.epoch, s.index, s.begin, s.end, s.file, 0, s.source};
 }
 
 // A task's error as the worker reported it, "code: message" (Status::to_string): the job fails
@@ -115,14 +182,18 @@ void JobCore::fail_with(const Task& t) {
 }
 
 void JobCore::requeue(Split split) {
+  // (a source out of range cannot own a split: owner_ only holds keys the job handed out)
+  auto source = static_cast<std::size_t>(split.source);
+  if (split.source < 0 || source >= sources_.size())
+    return;
   ++reissued_;
-  requeue_.push_back(std::move(split));
+  sources_[source].requeue.push_back(std::move(split));
 }
 
 // Splits that came back but that no task will ever ask for: every live task ended. (Per-split
 // pipelines never get here: their tasks wait at the end of an epoch until every split finished.)
 void JobCore::check_stranded() {
-  if (requeue_.empty() || !error_.empty())
+  if (!any_requeued() || !error_.empty())
     return;
   bool any_task = false;
   for (const auto& [id, t] : tasks_) {
@@ -141,7 +212,7 @@ void JobCore::check_stranded() {
       fail_with(t);
       return;
     }
-  error_ = std::to_string(requeue_.size()) +
+  error_ = std::to_string(pending_reissue()) +
            " split(s) of a lost task cannot be read again: every other task of the job already "
            "ended (the pipeline is not per-split; see README, fault tolerance)";
 }
@@ -160,7 +231,7 @@ std::vector<const JobCore::Task*> JobCore::listed() const {
 }
 
 bool JobCore::production_ended() const {
-  if (!requeue_.empty())
+  if (any_requeued())
     return false;
   // A task that ended because its worker drained says nothing about the job's splits: only
   // tasks that ran out of them do. With none (every task drained, e.g. the other workers were
@@ -207,22 +278,43 @@ std::string JobCore::waiting_for() const {
   return out;
 }
 
-Expected<JobCore::SplitAnswer> JobCore::get_splits(msg::task_id_t task, int64_t epoch,
-                                                   uint32_t max) {
-  if (!provider_)
+Expected<JobCore::SplitAnswer> JobCore::get_splits(msg::task_id_t task, int64_t epoch, uint32_t max,
+                                                   int64_t source) {
+  if (sources_.empty())
     return failed_precondition("the job is not DYNAMIC; it hands out no splits");
+  if (source < 0 || source >= static_cast<int64_t>(sources_.size()))
+    return invalid_argument("a task asked for splits of source " + std::to_string(source) +
+                            " but the job's dataset has " + std::to_string(sources_.size()) +
+                            " splittable source(s)");
   auto t = tasks_.find(task);
   if (t == tasks_.end())
     return failed_precondition("task " + std::to_string(task) + " is not part of the job");
+  Source& src = sources_[static_cast<std::size_t>(source)];
+  // The provider's splits say source 0; this job's are stamped with their source.
+  auto next = [&](Split& s, bool& end) -> Status {
+    CONVEYOR_RETURN_IF_ERROR(src.provider->get_next(s, end));
+    s.source = source;
+    return Status::OK();
+  };
   SplitAnswer a;
-  if (epoch < epoch_) {
+  if (epoch < src.epoch) {
     a.end_of_splits = true;
-    a.empty_epoch = handed_in_epoch_[epoch] == 0;
+    a.empty_epoch = src.handed_in_epoch[epoch] == 0;
     return a;
   }
-  if (epoch > epoch_)
+  if (epoch == src.epoch + 1 && sources_.size() > 1) {
+    // A task's `repeat` began its next pass while this source's epoch was not over for the job
+    // (a zip that ended on its other input). tf.data resets every split provider of the
+    // repeat's input at the end of a repetition: the epoch ends here for every task (one still
+    // in it gets end_of_splits), its splits not handed out are not read, and the next begins.
+    CONVEYOR_RETURN_IF_ERROR(src.provider->restore(SplitPosition{epoch, 0}));
+    src.epoch = epoch;
+    src.exhausted = false;
+  }
+  if (epoch > src.epoch)
     return failed_precondition("a task asked for splits of epoch " + std::to_string(epoch) +
-                               " but the job is only in epoch " + std::to_string(epoch_));
+                               " but the job is only in epoch " + std::to_string(src.epoch) +
+                               (sources_.size() > 1 ? " of source " + std::to_string(source) : ""));
   max = std::max<uint32_t>(1, max);
   if (!has_reader(task)) {
     // Whether the epoch has a split left only the provider knows. Holding while it was merely not
@@ -230,72 +322,94 @@ Expected<JobCore::SplitAnswer> JobCore::get_splits(msg::task_id_t task, int64_t 
     // got no split in an epoch asks for the next, which nothing else pulls to its end): the job
     // never ended. So ask: a split taken here waits at the front of the queue (handed out before
     // any other, so a journaled position never passes it unhanded) for a task some consumer reads.
-    if (requeue_.empty() && !exhausted_) {
+    if (src.requeue.empty() && !src.exhausted) {
       Split s;
       bool end = false;
-      CONVEYOR_RETURN_IF_ERROR(provider_->get_next(s, end));
+      CONVEYOR_RETURN_IF_ERROR(next(s, end));
       if (end) {
-        exhausted_ = true;
+        src.exhausted = true;
       } else {
-        ++handed_in_epoch_[epoch_];
-        requeue_.push_front(std::move(s));
+        ++src.handed_in_epoch[src.epoch];
+        src.requeue.push_front(std::move(s));
       }
     }
-    if (!requeue_.empty()) {
+    if (!src.requeue.empty()) {
       a.hold = true; // splits it took would be stranded: wait for a reader or the epoch's end
       return a;
     }
   }
-  while (a.splits.size() < max && !requeue_.empty()) {
-    a.splits.push_back(std::move(requeue_.front()));
-    requeue_.pop_front();
+  while (a.splits.size() < max && !src.requeue.empty()) {
+    a.splits.push_back(std::move(src.requeue.front()));
+    src.requeue.pop_front();
   }
-  while (a.splits.size() < max && !exhausted_) {
+  while (a.splits.size() < max && !src.exhausted && !beyond_window(a.splits)) {
     Split s;
     bool end = false;
-    CONVEYOR_RETURN_IF_ERROR(provider_->get_next(s, end));
+    CONVEYOR_RETURN_IF_ERROR(next(s, end));
     if (end) {
-      exhausted_ = true;
+      src.exhausted = true;
       break;
     }
-    ++handed_in_epoch_[epoch_];
+    ++src.handed_in_epoch[src.epoch];
     a.splits.push_back(std::move(s));
   }
   handed_out_ += static_cast<int64_t>(a.splits.size());
+  // Deterministic reads: the consumer hears of a new task of the lowest unfinished split with
+  // its next task list (task_list::lowest_split_tasks).
+  const auto lowest_before = lowest_split_owners();
   for (const auto& s : a.splits) {
-    owner_[{s.epoch, s.index}] = task;
-    t->second.unfinished[{s.epoch, s.index}] = s;
+    owner_[split_key_of(s)] = task;
+    t->second.unfinished[split_key_of(s)] = s;
   }
+  if (window_ > 0 && lowest_split_owners() != lowest_before)
+    ++version_;
   if (!a.splits.empty())
     return a;
-  if (per_split_ && !owner_.empty()) {
+  if (per_split_ && source_owns_any(source)) {
     a.hold = true; // the epoch's last splits may still come back
     return a;
   }
   a.end_of_splits = true;
-  a.empty_epoch = handed_in_epoch_[epoch_] == 0;
-  ++epoch_;
-  exhausted_ = false;
+  a.empty_epoch = src.handed_in_epoch[src.epoch] == 0;
+  ++src.epoch;
+  src.exhausted = false;
   return a;
 }
 
 Status JobCore::restore_splits(int64_t epoch, int64_t handed_out, const SplitPosition& position,
                                std::vector<Split> outstanding) {
-  if (!provider_)
+  if (sources_.empty())
     return failed_precondition("the job is not DYNAMIC; it has no split position");
-  if (epoch < 0 || handed_out < 0)
-    return invalid_argument("a split position with a negative epoch or count");
-  CONVEYOR_RETURN_IF_ERROR(provider_->restore(position));
-  epoch_ = epoch;
+  if (handed_out < 0)
+    return invalid_argument("a split position with a negative count");
+  CONVEYOR_RETURN_IF_ERROR(restore_source(0, epoch, position));
   handed_out_ = handed_out;
-  exhausted_ = false;
-  // The epoch had splits before the restart (an empty epoch ends a repeat() of nothing).
-  if (position.epoch == epoch && position.next_index > 0)
-    handed_in_epoch_[epoch] = position.next_index;
   if (hooks::kCompiledIn && hooks::forget_held_split() && !outstanding.empty())
     outstanding.pop_back(); // planted in simulator builds only (node/hooks.hpp)
-  for (auto& s : outstanding)
+  for (auto& s : outstanding) {
+    if (s.source < 0 || s.source >= static_cast<int64_t>(sources_.size()))
+      return invalid_argument("a journaled split of source " + std::to_string(s.source) +
+                              " but the job's dataset has " + std::to_string(sources_.size()) +
+                              " splittable source(s)");
     requeue(std::move(s));
+  }
+  return Status::OK();
+}
+
+Status JobCore::restore_source(int64_t source, int64_t epoch, const SplitPosition& position) {
+  if (source < 0 || source >= static_cast<int64_t>(sources_.size()))
+    return invalid_argument("a journaled split position of source " + std::to_string(source) +
+                            " but the job's dataset has " + std::to_string(sources_.size()) +
+                            " splittable source(s)");
+  if (epoch < 0)
+    return invalid_argument("a split position with a negative epoch");
+  Source& src = sources_[static_cast<std::size_t>(source)];
+  CONVEYOR_RETURN_IF_ERROR(src.provider->restore(position));
+  src.epoch = epoch;
+  src.exhausted = false;
+  // The epoch had splits before the restart (an empty epoch ends a repeat() of nothing).
+  if (position.epoch == epoch && position.next_index > 0)
+    src.handed_in_epoch[epoch] = position.next_index;
   return Status::OK();
 }
 
@@ -312,10 +426,14 @@ bool JobCore::splits_update(msg::task_id_t task, const std::vector<SplitKey>& fi
       t->second.unfinished.erase(key);
     if (accepted)
       accepted->push_back(key);
+    if (window_ > 0) { // the consumer hears of it with its next task list
+      finished_.push_back(key);
+      ++version_;
+    }
     changed = true;
   }
   for (const auto& s : returned) {
-    SplitKey key{s.epoch, s.index};
+    SplitKey key = split_key_of(s);
     auto o = owner_.find(key);
     if (o == owner_.end() || o->second != task)
       continue;
@@ -328,6 +446,62 @@ bool JobCore::splits_update(msg::task_id_t task, const std::vector<SplitKey>& fi
   if (changed)
     check_stranded();
   return changed;
+}
+
+bool JobCore::beyond_window(const std::vector<Split>& taking) const {
+  // Deterministic reads are per-split, so their pipeline has one splittable source.
+  if (window_ <= 0 || sources_.size() != 1)
+    return false;
+  const Source& src = sources_.front();
+  // The provider's next split: its position names it (a resuming provider may skip past it to a
+  // later one, so this can only hold back less than the window, never a split behind it).
+  const SplitPosition next = src.provider->position();
+  if (next.epoch != src.epoch)
+    return false;
+  std::optional<int64_t> lowest;
+  auto low = [&](int64_t epoch, int64_t index) {
+    if (epoch == src.epoch && (!lowest || index < *lowest))
+      lowest = index;
+  };
+  if (!owner_.empty())
+    low(std::get<1>(owner_.begin()->first), std::get<2>(owner_.begin()->first));
+  for (const auto& s : src.requeue)
+    low(s.epoch, s.index);
+  for (const auto& s : taking)
+    low(s.epoch, s.index);
+  return lowest && next.next_index - *lowest > window_;
+}
+
+std::vector<std::pair<int64_t, int64_t>> JobCore::finished_since(int64_t known) const {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  const int64_t from = std::max(known, finished_base_) - finished_base_;
+  for (auto k = finished_.begin() + std::min<int64_t>(from, static_cast<int64_t>(finished_.size()));
+       k != finished_.end(); ++k)
+    out.emplace_back(std::get<1>(*k), std::get<2>(*k));
+  return out;
+}
+
+void JobCore::forget_finished(int64_t known) {
+  while (finished_base_ < known && !finished_.empty()) {
+    finished_.pop_front();
+    ++finished_base_;
+  }
+}
+
+void JobCore::restore_finished(const std::vector<SplitKey>& log) {
+  finished_.assign(log.begin(), log.end());
+  finished_base_ = 0;
+  ++version_;
+}
+
+std::vector<msg::task_id_t> JobCore::lowest_split_owners() const {
+  if (window_ <= 0 || sources_.size() != 1 || owner_.empty())
+    return {};
+  const SplitKey lowest = owner_.begin()->first; // (source, epoch, index) order
+  for (const auto& s : sources_.front().requeue)
+    if (std::make_pair(s.epoch, s.index) < std::make_pair(std::get<1>(lowest), std::get<2>(lowest)))
+      return {}; // a lower split waits to be handed out again: its next task is not known
+  return {owner_.begin()->second};
 }
 
 msg::consumer_id_t JobCore::join(int64_t now_ns) {

@@ -25,6 +25,15 @@
 // split that comes back always finds a task to run it. For other pipelines a split is finished
 // only when its task ended and its output was acknowledged; a split that comes back when every
 // other task has ended cannot be re-run: the job fails loudly (task_list.error).
+//
+// Several splittable sources (zip, concatenate; pipeline/sharding/multi_source.hpp): one provider
+// per source, as tf.data's split_provider_index. Each source has its own epochs, hand-out queue
+// and re-issue queue; a task asks per source, and every rule above holds per source. Production
+// ends when every task's pipeline ended: a source whose splits were not all handed out (the
+// longer input of a zip) is not waited for, as in tf.data. A per-split concatenation
+// (is_per_split_concatenation) holds a task asking for `a`'s splits at the end of `a`'s epoch
+// until every split of it finished, as the one-source rule does: a split of `a` that comes back
+// then always finds a task still reading `a` to take it.
 #pragma once
 
 #include <algorithm>
@@ -35,6 +44,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "worker/trainer_readers.hpp"
@@ -46,7 +56,9 @@
 
 namespace conveyor::actors {
 
-using SplitKey = std::pair<int64_t, int64_t>; // (epoch, index)
+// (source, epoch, index): the same type as msg::split_key (messages/job_task.hpp).
+using SplitKey = std::tuple<int64_t, int64_t, int64_t>;
+inline SplitKey split_key_of(const Split& s) { return {s.source, s.epoch, s.index}; }
 
 // Whether a DYNAMIC pipeline is *per-split*: every element it outputs comes from exactly one
 // split and is produced before the pipeline reads the next split, in the same order each time
@@ -54,6 +66,12 @@ using SplitKey = std::pair<int64_t, int64_t>; // (epoch, index)
 // filter, flat_map and repeat. Only these get exactly-once delivery under worker loss
 // (README: fault tolerance); user functions must be deterministic.
 bool is_per_split(const Dataset& dataset);
+// The same rule for a dataset of several splittable sources (one split provider each,
+// pipeline/sharding/multi_source.hpp): per-split when its only combining op is `concatenate`,
+// each of whose inputs is itself per-split down to a splittable source. `a.concatenate(b)` reads
+// each element from one split of one source, and reads a split to its end before the next, so
+// its elements name (source, split, sequence). `zip` pairs elements of two splits: never.
+bool is_per_split_concatenation(const Dataset& dataset);
 
 // A split as the journal keeps it, and back.
 msg::JournalSplit to_journal(const Split& s);
@@ -76,8 +94,11 @@ public:
   // provider: DYNAMIC only (null for OFF). per_split: the pipeline's output maps back to
   // single splits (see task_runner.hpp is_per_split).
   JobCore(std::unique_ptr<SplitProvider> provider, bool per_split);
+  // DYNAMIC with one provider per splittable source, in multi_source.hpp's order (non-empty).
+  JobCore(std::vector<std::unique_ptr<SplitProvider>> providers, bool per_split);
 
-  bool dynamic() const { return provider_ != nullptr; }
+  bool dynamic() const { return !sources_.empty(); }
+  std::size_t num_sources() const { return sources_.size(); }
   bool per_split() const { return per_split_; }
 
   // --- tasks. Each returns whether consumers must see a change (the version moved).
@@ -126,22 +147,48 @@ public:
     bool end_of_splits = false;
     bool empty_epoch = false;
   };
-  Expected<SplitAnswer> get_splits(msg::task_id_t task, int64_t epoch, uint32_t max);
+  // Splits of source `source` (invalid_argument for a source the job does not have).
+  Expected<SplitAnswer> get_splits(msg::task_id_t task, int64_t epoch, uint32_t max,
+                                   int64_t source = 0);
   // Returns whether anything changed for held requests or consumers. `accepted` (optional)
   // gets the finished splits the task still owned: what the journal may count as finished.
   bool splits_update(msg::task_id_t task, const std::vector<SplitKey>& finished,
                      const std::vector<Split>& returned, std::vector<SplitKey>* accepted = nullptr);
-  int64_t epoch() const { return epoch_; }
+  int64_t epoch(int64_t source = 0) const;
+  // --- deterministic reads (DistributeOptions::deterministic; the consumer reorders into split
+  // order, consumer/ordered_stream.hpp). The job hands out no new split more than `window`
+  // splits past the lowest unfinished split of the epoch (a split handed out again is always
+  // behind it, so it is never held back): the consumer then holds at most about that many
+  // splits ahead of the one it waits for. Finished splits go to a log the consumer reads with
+  // its task list, which is how it learns a split is over (also one `filter` left empty).
+  void set_deterministic(int64_t window) { window_ = window; }
+  int64_t deterministic_window() const { return window_; }
+  // The log's entries from `known` on (earlier ones are forgotten), and the entry after the last:
+  // (epoch, index) of its one source.
+  std::vector<std::pair<int64_t, int64_t>> finished_since(int64_t known) const;
+  int64_t finished_next() const { return finished_base_ + static_cast<int64_t>(finished_.size()); }
+  // The consumer has the entries before `known`.
+  void forget_finished(int64_t known);
+  int64_t finished_base() const { return finished_base_; }
+  // A restarted dispatcher's job: the journaled log (JobEntry::finished_log). Its consumer
+  // rejoins reading the log from its start, so the entries are numbered from 0 again.
+  void restore_finished(const std::vector<SplitKey>& log);
+  // The tasks that hold the lowest unfinished split of the current epoch (what a deterministic
+  // read's consumer waits for first); empty when it is waiting to be handed out (again).
+  std::vector<msg::task_id_t> lowest_split_owners() const;
   std::size_t unfinished_splits() const { return owner_.size(); }
-  std::size_t pending_reissue() const { return requeue_.size(); }
+  std::size_t pending_reissue() const;
   int64_t splits_reissued() const { return reissued_; }
   int64_t splits_handed_out() const { return handed_out_; }
-  SplitPosition position() const { return provider_ ? provider_->position() : SplitPosition{}; }
+  SplitPosition position(int64_t source = 0) const;
   // A restarted dispatcher's job continues from its journaled hand-out position
-  // (msg::SplitPositionRecord). `outstanding`: the splits handed out before the restart and not
-  // finished; their tasks went down with the dispatcher, so they are handed out again first.
+  // (msg::SplitPositionRecord) of source 0. `outstanding`: the splits (of any source) handed out
+  // before the restart and not finished; their tasks went down with the dispatcher, so they are
+  // handed out again first.
   Status restore_splits(int64_t epoch, int64_t handed_out, const SplitPosition& position,
                         std::vector<Split> outstanding = {});
+  // The journaled position of another source (restore_splits restores source 0's).
+  Status restore_source(int64_t source, int64_t epoch, const SplitPosition& position);
 
   // --- consumers
   msg::consumer_id_t join(int64_t now_ns);
@@ -177,11 +224,24 @@ public:
   std::vector<std::string> trainers() const { return trainers_.trainers(); } // distinct, sorted
 
 private:
+  // One splittable source's hand-out state.
+  struct Source {
+    std::unique_ptr<SplitProvider> provider;
+    int64_t epoch = 0;
+    bool exhausted = false; // the provider said end_of_splits for epoch
+    std::map<int64_t, int64_t> handed_in_epoch;
+    std::deque<Split> requeue;
+  };
   void requeue(Split split);
   void fail_with(const Task& t);
   void check_stranded();
+  // Deterministic reads: the next split of the provider lies beyond the window (`taking`: the
+  // splits this answer hands out already).
+  bool beyond_window(const std::vector<Split>& taking) const;
+  bool any_requeued() const;
+  bool source_owns_any(int64_t source) const;
 
-  std::unique_ptr<SplitProvider> provider_;
+  std::vector<Source> sources_; // DYNAMIC: one per splittable source; empty for OFF
   bool per_split_ = false;
   std::map<msg::task_id_t, Task> tasks_;
   std::vector<std::string> shard_workers_; // static sharding: the fixed worker list
@@ -189,13 +249,12 @@ private:
   std::string error_;
   ErrorCode error_code_ = ErrorCode::data_loss;
   // splits
-  int64_t epoch_ = 0;
-  bool exhausted_ = false; // the provider said end_of_splits for epoch_
-  std::map<int64_t, int64_t> handed_in_epoch_;
-  std::deque<Split> requeue_;
   std::map<SplitKey, msg::task_id_t> owner_;
   int64_t reissued_ = 0;
-  int64_t handed_out_ = 0; // all epochs, re-issues included
+  int64_t handed_out_ = 0;        // all epochs, re-issues included
+  int64_t window_ = 0;            // deterministic reads: see set_deterministic (0 = off)
+  std::deque<SplitKey> finished_; // the log from entry finished_base_ on
+  int64_t finished_base_ = 0;
   // consumers
   std::map<msg::consumer_id_t, int64_t> consumers_; // -> last seen (ns)
   msg::consumer_id_t next_consumer_ = 1;

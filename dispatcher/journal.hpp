@@ -63,9 +63,15 @@ namespace conveyor::actors {
 // 7: sequence numbers in every frame and file header, header checksums, segments created whole;
 // 8: named jobs keyed by iteration (CreateNamedJobRecord) and kept after their end until job GC
 // (ForgetJobRecord); 9: a job's tenant and weight (CreateJobRecord, JobEntry); 10: distributed
-// snapshots (CreateSnapshotRecord ... FinishSnapshotRecord, StateSnapshot.snapshots). Older work dirs
-// are refused (the framing changed in 7).
-inline constexpr uint32_t kJournalFormatVersion = 10;
+// snapshots (CreateSnapshotRecord ... FinishSnapshotRecord, StateSnapshot.snapshots); 11: who
+// writes each snapshot stream (SnapshotStreamWriterRecord, SnapshotStreamEntry.writer); 12: DYNAMIC
+// over several splittable sources (the source of SplitPositionRecord, JournalSplit and
+// JournalSplitKey; JobEntry.source_positions); 13: a DYNAMIC job's file order seed
+// (CreateJobRecord.file_seed, JobEntry.file_seed); 14: deterministic reads' window and
+// finished-split log (CreateJobRecord.deterministic_window, SplitPositionRecord.finished_first/
+// finished_known, JobEntry.deterministic_window/finished_log/finished_log_next). Older work dirs
+// are refused with the version they have (the records' layout changed in 11, 12, 13 and 14).
+inline constexpr uint32_t kJournalFormatVersion = 14;
 
 struct JournalOptions {
   std::string dir;

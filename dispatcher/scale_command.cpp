@@ -64,12 +64,12 @@ void ScaleCommand::loop() {
     }
     const std::string cmd = expand(templ_, n);
     std::string error = run_one(n);
-    ++runs_;
-    if (!error.empty())
-      ++failures_;
-    if (log_)
+    if (log_) // before the counts: whoever sees a run counted finds its line logged
       log_(!error.empty(), error.empty() ? "scale command `" + cmd + "` done"
                                          : "scale command `" + cmd + "` failed: " + error);
+    if (!error.empty())
+      ++failures_;
+    ++runs_;
   }
 }
 

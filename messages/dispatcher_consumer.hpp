@@ -112,13 +112,20 @@ struct get_or_create_job {
   // private DYNAMIC job continues from — it hands out no complete split and has the workers skip
   // the consumed prefix of the partial ones. Empty = a read from the start.
   std::string resume_cursor = {};
+  // DistributeOptions::deterministic: > 0, the job hands out no split more than this many
+  // splits past the lowest unfinished one of its epoch, and tells its consumer which splits
+  // finished (task_list::finished_splits), for the consumer's reorder. 0 = off.
+  int64_t deterministic_window = 0;
 };
 inline constexpr int64_t kNextIteration = -1;
+// A deterministic read's job cuts splits of at most this many elements (unless the dispatcher's
+// --range-split-size is larger), so that its window of splits holds a bounded number of elements.
+inline constexpr int64_t kDeterministicMaxSplit = 1024;
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, get_or_create_job& x) {
   return f(caf::meta::type_name("get_or_create_job"), x.dataset, x.job_name, x.policy,
            x.num_consumers, x.target_workers, x.cross_trainer_cache, x.expected_consumers,
-           x.iteration, x.tenant, x.tenant_weight, x.resume_cursor);
+           x.iteration, x.tenant, x.tenant_weight, x.resume_cursor, x.deterministic_window);
 }
 
 struct job_info {
@@ -135,11 +142,15 @@ struct job_info {
   std::string fingerprint = {};
   int64_t split_size = 0;
   bool per_split = false;
+  int64_t file_seed = -1; // the order of list_files(shuffle=True) without a seed (JobEntry)
+  // OFF: why a read of the job's pipeline cannot be resumed (off_resume_refusal; empty: it can).
+  std::string off_refusal = {};
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_info& x) {
   return f(caf::meta::type_name("job_info"), x.job, x.job_name, x.dataset, x.policy, x.finished,
-           x.handle, x.repetition, x.fingerprint, x.split_size, x.per_split);
+           x.handle, x.repetition, x.fingerprint, x.split_size, x.per_split, x.file_seed,
+           x.off_refusal);
 }
 
 // A consumer whose dispatcher restarted asks for its job again by id (the restarted dispatcher

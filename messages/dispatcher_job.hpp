@@ -35,11 +35,14 @@ struct add_task {
   int64_t num_workers = 0;
   int64_t worker_index = 0;
   std::vector<std::string> worker_tags = {}; // the worker's tags, passed on in task_info
+  // OFF: the read-cursor slot the task serves and its start (task_info.off_slot, off_skip).
+  int64_t off_slot = -1;
+  int64_t off_skip = 0;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, add_task& x) {
   return f(caf::meta::type_name("add_task"), x.task, x.worker, x.worker_address, x.handle,
-           x.num_workers, x.worker_index, x.worker_tags);
+           x.num_workers, x.worker_index, x.worker_tags, x.off_slot, x.off_skip);
 }
 
 struct remove_task {

@@ -8,7 +8,8 @@
 //   job    -> worker      assign_task{task_def} -> task_assigned{task}   (the job actor lives in
 //                         the dispatcher process; one task per job and worker)
 //   job    -> worker      stop_task (the job was released)
-// assign_task and stop_task carry the dispatcher's admission token: a worker started with one
+//   dispatcher -> worker  snapshot_nudge (messages/snapshot_stream.hpp): heartbeat now
+// assign_task, stop_task and snapshot_nudge carry the dispatcher's admission token: a worker started with one
 // refuses them without it (anyone reaching the worker's port could otherwise run pipelines).
 #pragma once
 
@@ -54,12 +55,15 @@ struct task_def {
   // The bytes the tenant's tasks on one worker may buffer together (--tenant-max-buffer-bytes;
   // 0 = no cap): worker/tenant_buffers.hpp.
   int64_t tenant_max_buffer_bytes = 0;
+  // OFF, a resumed read (task_info.off_skip): the task skips this many elements of its
+  // pipeline's output (INT64_MAX: all of them).
+  int64_t skip = 0;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, task_def& x) {
   return f(caf::meta::type_name("task_def"), x.task, x.job, x.dataset, x.definition, x.policy,
            x.compression, x.splits, x.num_workers, x.worker_index, x.cross_trainer_cache,
-           x.num_consumers, x.tenant, x.tenant_weight, x.tenant_max_buffer_bytes);
+           x.num_consumers, x.tenant, x.tenant_weight, x.tenant_max_buffer_bytes, x.skip);
 }
 
 // job -> worker
@@ -107,8 +111,9 @@ typename Inspector::result_type inspect(Inspector& f, end_rounds& x) {
 }
 
 // The worker actor, as the dispatcher and its jobs see it.
-using worker_actor = caf::typed_actor<caf::replies_to<assign_task>::with<task_assigned>,
-                                      caf::reacts_to<stop_task>, caf::reacts_to<end_rounds>>;
+using worker_actor =
+  caf::typed_actor<caf::replies_to<assign_task>::with<task_assigned>, caf::reacts_to<stop_task>,
+                   caf::reacts_to<end_rounds>, caf::reacts_to<snapshot_nudge>>;
 
 // worker -> dispatcher
 struct register_worker {

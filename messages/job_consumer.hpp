@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <caf/actor.hpp>
@@ -99,6 +100,9 @@ struct get_tasks {
   // The tasks this consumer reads (its placement's choice, consumer/placement.hpp): DYNAMIC
   // hands splits to a task not every consumer reads only once one does (protocol 13).
   std::vector<task_id_t> reading = {};
+  // Deterministic reads: how many entries of the job's finished-split log this consumer has
+  // (task_list::finished_next of the last list it took); the job forgets those before it.
+  int64_t finished_known = 0;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, get_tasks::lost_report& x) {
@@ -107,7 +111,7 @@ typename Inspector::result_type inspect(Inspector& f, get_tasks::lost_report& x)
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, get_tasks& x) {
   return f(caf::meta::type_name("get_tasks"), x.consumer, x.known_version, x.hold_ns, x.progress,
-           x.round, x.round_fence, x.lost_reports, x.reading);
+           x.round, x.round_fence, x.lost_reports, x.reading, x.finished_known);
 }
 
 struct task_info {
@@ -123,11 +127,15 @@ struct task_info {
   // Coordinated reads: the first global round this task no longer serves (its worker drains);
   // -1 = none.
   int64_t end_round = -1;
+  // OFF: the read-cursor slot this task serves (-1: its own, named by the task id) and the
+  // number of the slot's first element it produces (a resumed read skips what was consumed).
+  int64_t off_slot = -1;
+  int64_t off_skip = 0;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, task_info& x) {
   return f(caf::meta::type_name("task_info"), x.task, x.worker, x.worker_address, x.handle,
-           x.worker_tags, x.start_round, x.end_round);
+           x.worker_tags, x.start_round, x.end_round, x.off_slot, x.off_skip);
 }
 
 struct task_list {
@@ -157,11 +165,23 @@ struct task_list {
   // consumer_index to join again with what it knows (join_job::known_*): the list's rounds,
   // fence and spans mean nothing yet; consumers read on with the schedule they have.
   bool rounds_recovering = false;
+  // Deterministic reads (get_or_create_job::deterministic_window): the splits whose every
+  // element the consumer acknowledged, in the order they finished, from log entry
+  // get_tasks::finished_known on; finished_next is the entry after the last one. Every split of
+  // an epoch finishes before any split of the next one is handed out, so the first entry of a
+  // later epoch says the earlier epoch is over.
+  std::vector<std::pair<int64_t, int64_t>> finished_splits = {}; // (epoch, index)
+  int64_t finished_next = 0;
+  // Deterministic reads: the task holding the job's lowest unfinished split (empty while it waits
+  // to be handed out again). A consumer whose reorder holds more than its byte budget asks only
+  // it for elements (DistributeOptions::deterministic_hold_bytes).
+  std::vector<task_id_t> lowest_split_tasks = {};
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, task_list& x) {
   return f(caf::meta::type_name("task_list"), x.version, x.tasks, x.job_finished, x.error,
-           x.error_code, x.round_fence, x.retired_rounds, x.lost_rounds, x.rounds_recovering);
+           x.error_code, x.round_fence, x.retired_rounds, x.lost_rounds, x.rounds_recovering,
+           x.finished_splits, x.finished_next, x.lowest_split_tasks);
 }
 
 } // namespace conveyor::msg

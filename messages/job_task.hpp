@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -25,16 +26,21 @@
 namespace conveyor {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Split& x) {
-  return f(caf::meta::type_name("Split"), x.epoch, x.index, x.begin, x.end, x.file, x.skip);
+  return f(caf::meta::type_name("Split"), x.epoch, x.index, x.begin, x.end, x.file, x.skip,
+           x.source);
 }
 } // namespace conveyor
 
 namespace conveyor::msg {
 
-// (epoch, index) of a split: what identifies it across re-issues.
-using split_key = std::pair<int64_t, int64_t>;
+// (source, epoch, index) of a split: what identifies it across re-issues. `source` is the
+// splittable source's index (pipeline/sharding/multi_source.hpp; 0 for one source).
+using split_key = std::tuple<int64_t, int64_t, int64_t>;
+inline split_key key_of(const Split& s) { return {s.source, s.epoch, s.index}; }
 
-// task -> job: up to `max` splits of the epoch the task's pipeline is in (the task keeps a
+// task -> job: up to `max` splits of source `source` (tf.data's split_provider_index: a dataset
+// with several splittable sources, zip or concatenate, has one provider per source, each with
+// its own epochs) in the epoch the task's pipeline is in for that source (the task keeps a
 // window of splits in flight). The job may hold the request up to `hold_ns` when it has
 // nothing to hand out yet but the epoch is not over (another task still holds unfinished
 // splits of it, which may come back); then it answers with neither splits nor end.
@@ -43,10 +49,11 @@ struct get_splits {
   int64_t epoch = 0;
   uint32_t max = 1;
   int64_t hold_ns = 0;
+  int64_t source = 0;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, get_splits& x) {
-  return f(caf::meta::type_name("get_splits"), x.task, x.epoch, x.max, x.hold_ns);
+  return f(caf::meta::type_name("get_splits"), x.task, x.epoch, x.max, x.hold_ns, x.source);
 }
 
 // job -> task. `splits` may hold re-issued splits of the current epoch (their `epoch` and

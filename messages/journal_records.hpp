@@ -59,11 +59,16 @@ struct CreateJobRecord {
   int64_t expected_consumers = 1;  // consumers that share each repetition of a named job
   std::string tenant = "default";  // its share of the workers' threads (get_or_create_job)
   int64_t tenant_weight = 1;
+  int64_t file_seed = -1; // DYNAMIC: list_files(shuffle=True) without a seed orders by it
+  // Deterministic reads (get_or_create_job.deterministic_window; journal format 14): the window
+  // a restored job keeps handing out splits within. 0 = not deterministic.
+  int64_t deterministic_window = 0;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, CreateJobRecord& x) {
   return f(x.job, x.dataset, x.job_name, x.policy, x.num_consumers, x.target_workers, x.time_us,
-           x.split_size, x.cross_trainer_cache, x.expected_consumers, x.tenant, x.tenant_weight);
+           x.split_size, x.cross_trainer_cache, x.expected_consumers, x.tenant, x.tenant_weight,
+           x.file_seed, x.deterministic_window);
 }
 
 struct CreateTaskRecord {
@@ -113,18 +118,20 @@ struct JournalSplit {
   int64_t begin = 0;
   int64_t end = 0;
   std::string file;
+  int64_t source = 0; // the splittable source (Split::source; journal format 12)
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, JournalSplit& x) {
-  return f(x.epoch, x.index, x.begin, x.end, x.file);
+  return f(x.epoch, x.index, x.begin, x.end, x.file, x.source);
 }
 struct JournalSplitKey {
   int64_t epoch = 0;
   int64_t index = 0;
+  int64_t source = 0;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, JournalSplitKey& x) {
-  return f(x.epoch, x.index);
+  return f(x.epoch, x.index, x.source);
 }
 
 // DYNAMIC: where a job's split hand-out stands (journal hook for the job actor). `epoch` is the
@@ -137,6 +144,14 @@ typename Inspector::result_type inspect(Inspector& f, JournalSplitKey& x) {
 // element a consumer acknowledged since the last record. Handed and not finished = held by a
 // task when the dispatcher went down: a restarted dispatcher hands those out again (the
 // consumer drops what it already has of them), so a DYNAMIC epoch survives a dispatcher crash.
+// A dataset with several splittable sources has one provider per source: `source` names the one
+// whose position epoch/provider_epoch/next_index are (an answer hands out splits of one source);
+// handed_out counts all sources (journal format 12).
+// Deterministic jobs (journal format 14): `finished` are also entries of the job's finished-split
+// log (JobCore::finished_since), which its consumer reads to learn that a split is over:
+// finished_first numbers the first of them in that log (-1: not a deterministic job's), and the
+// consumer had every entry before finished_known, so a restored job keeps only the entries from
+// there on (its consumer reads the restored log from its start).
 struct SplitPositionRecord {
   job_id_t job = 0;
   int64_t epoch = 0;
@@ -146,11 +161,14 @@ struct SplitPositionRecord {
   int64_t time_us = 0;
   std::vector<JournalSplit> handed;
   std::vector<JournalSplitKey> finished;
+  int64_t source = 0;
+  int64_t finished_first = -1;
+  int64_t finished_known = 0;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SplitPositionRecord& x) {
   return f(x.job, x.epoch, x.provider_epoch, x.next_index, x.handed_out, x.time_us, x.handed,
-           x.finished);
+           x.finished, x.source, x.finished_first, x.finished_known);
 }
 
 // A named job's iteration (tf.data keys a named job by job name and the consumer's iteration
@@ -246,12 +264,27 @@ typename Inspector::result_type inspect(Inspector& f, FinishSnapshotRecord& x) {
   return f(x.path, x.error, x.time_us);
 }
 
+// Worker `worker` writes stream `stream` (handed to it, taken over, or adopted from its report),
+// so that a restarted dispatcher gives the stream back to it when it registers again instead of
+// to whichever worker asks first.
+struct SnapshotStreamWriterRecord {
+  std::string path;
+  int64_t stream = 0;
+  worker_id_t worker = 0;
+  int64_t time_us = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SnapshotStreamWriterRecord& x) {
+  return f(x.path, x.stream, x.worker, x.time_us);
+}
+
 // The variant's alternative index is the record's tag in the journal (dispatcher/journal.hpp):
 // append new record types at the END only, never reorder (old journals must stay readable).
-using Update = std::variant<RegisterDatasetRecord, RegisterWorkerRecord, RemoveWorkerRecord,
-                            CreateJobRecord, CreateTaskRecord, FinishTaskRecord, FinishJobRecord,
-                            ReleaseJobRecord, SplitPositionRecord, CreateNamedJobRecord,
-                            ForgetJobRecord, CreateSnapshotRecord, AddSnapshotStreamRecord,
-                            SnapshotSplitsRecord, SnapshotStreamDoneRecord, FinishSnapshotRecord>;
+using Update =
+  std::variant<RegisterDatasetRecord, RegisterWorkerRecord, RemoveWorkerRecord, CreateJobRecord,
+               CreateTaskRecord, FinishTaskRecord, FinishJobRecord, ReleaseJobRecord,
+               SplitPositionRecord, CreateNamedJobRecord, ForgetJobRecord, CreateSnapshotRecord,
+               AddSnapshotStreamRecord, SnapshotSplitsRecord, SnapshotStreamDoneRecord,
+               FinishSnapshotRecord, SnapshotStreamWriterRecord>;
 
 } // namespace conveyor::msg

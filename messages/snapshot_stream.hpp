@@ -4,6 +4,8 @@
 //   client -> dispatcher  start_snapshot{path, dataset, ...} -> snapshot_started (once journaled)
 //   dispatcher -> worker  heartbeat_ack.snapshot_streams: every stream the worker is to write
 //                         (a stream not listed any more is stopped)
+//   dispatcher -> worker  snapshot_nudge: streams may wait for it (a snapshot started, a stream
+//                         lost its worker); it sends its heartbeat now, not at its next interval
 //   worker -> dispatcher  worker_heartbeat.snapshot_streams: its streams' progress, done, error
 //   worker -> dispatcher  get_snapshot_splits{path, stream, seq} -> snapshot_splits: the stream's
 //                         splits from sequence number `seq` on, journaled before the answer, so
@@ -57,6 +59,16 @@ struct snapshot_stream_def {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, snapshot_stream_def& x) {
   return f(x.path, x.stream, x.definition, x.compression, x.chunk_bytes, x.per_split);
+}
+
+// dispatcher -> worker. Only a prompt: the streams themselves come with the heartbeat's ack, so
+// a nudge lost on the way costs one heartbeat interval, nothing else.
+struct snapshot_nudge {
+  std::string auth_token = {}; // as in assign_task
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, snapshot_nudge& x) {
+  return f(caf::meta::type_name("snapshot_nudge"), x.auth_token);
 }
 
 // A stream as its worker reports it (committed chunks only).

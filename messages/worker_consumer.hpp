@@ -40,10 +40,14 @@ struct origin_run {
   // The run's last element is the split's last (the task had finished producing the split):
   // the consumer's read cursor then knows the split complete.
   bool split_end = false;
+  // The splittable source the split belongs to (a per-split concatenation reads several; the
+  // consumer drops repeats per (source, epoch, index, sequence)).
+  int64_t source = 0;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, origin_run& x) {
-  return f(caf::meta::type_name("origin_run"), x.epoch, x.index, x.first_seq, x.count, x.split_end);
+  return f(caf::meta::type_name("origin_run"), x.epoch, x.index, x.first_seq, x.count, x.split_end,
+           x.source);
 }
 
 // consumer -> task

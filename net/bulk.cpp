@@ -434,10 +434,14 @@ caf::behavior bulk_client(caf::io::broker* self, caf::actor consumer,
   st->consumer = consumer;
   st->tls = std::move(tls);
   self->monitor(consumer);
+  // The consumer ended: close on the multiplexer's next turn, not now. It may have asked for a
+  // connection in the message just before, and CAF 0.17.6 leaks a connection that is opened and
+  // closed before the multiplexer registered it (its read registration is merged away, so the
+  // stream never drops its reference to the connection).
   self->set_down_handler([self](caf::down_msg&) {
-    self->close_all();
-    self->quit(); // the TLS sessions end with this broker
-  });
+    auto me = caf::actor_cast<caf::actor>(self);
+    self->backend().post([me] { caf::anon_send_exit(me, caf::exit_reason::user_shutdown); });
+  }); // (a broker's exit closes its connections; the TLS sessions end with it)
   return {
     [=](msg::bulk_open_atom, const std::string& host, uint16_t port, uint64_t channel) {
       auto& ch = st->channels[channel];

@@ -56,6 +56,17 @@ public:
     (void)round;
     return false;
   }
+  // The simulator's virtual cost of production (its pipelines cost no virtual time otherwise):
+  // how many elements task actor `task` may make in its next step (-1: no limit). 0: none now;
+  // with `wait_ns` > 0 the task steps again after that long, with 0 such a step is already due
+  // (so a task never has more than one timer). `produced` charges what the step made. Asked
+  // from inside the task actor, so the simulator knows the node (whose CPU its tasks share).
+  virtual int64_t produce_allowance(uint64_t task, int64_t& wait_ns) {
+    (void)task;
+    (void)wait_ns;
+    return -1;
+  }
+  virtual void produced(int64_t elements) { (void)elements; }
 };
 
 // The installed hooks; null unless a simulation installed some (node/hooks.cpp, compiled only
@@ -106,6 +117,16 @@ inline bool skip_round(int64_t consumer_index, int64_t round) {
   return h != nullptr && h->skip_round(consumer_index, round);
 }
 
+// The task actor's side (worker/task_actor_serve.cpp).
+inline int64_t produce_allowance(uint64_t task, int64_t& wait_ns) {
+  Hooks* h = installed();
+  return h != nullptr ? h->produce_allowance(task, wait_ns) : -1;
+}
+inline void produced(int64_t elements) {
+  if (Hooks* h = installed())
+    h->produced(elements);
+}
+
 #else // production: declarations only, for the guarded (never evaluated) call sites
 
 class JobSplitHook { // empty: a job's state pays nothing for it
@@ -116,6 +137,8 @@ bool forget_lost_split();
 bool forget_held_split();
 bool credit_off_by_one();
 bool skip_round(int64_t consumer_index, int64_t round);
+int64_t produce_allowance(uint64_t task, int64_t& wait_ns);
+void produced(int64_t elements);
 
 #endif
 

@@ -127,11 +127,13 @@ const CivetCallbacks* health_callbacks() {
 
 } // namespace
 
-std::shared_ptr<TaskStats> register_task(uint64_t job, uint64_t task, std::string dataset) {
+std::shared_ptr<TaskStats> register_task(uint64_t job, uint64_t task, std::string dataset,
+                                         std::string tenant) {
   auto stats = std::make_shared<TaskStats>();
   stats->job = job;
   stats->task = task;
   stats->dataset = std::move(dataset);
+  stats->tenant = std::move(tenant);
   auto& t = table();
   std::lock_guard<std::mutex> guard{t.mu};
   // Drop the entries of ended tasks here, so the table stays as small as the live tasks.
@@ -190,6 +192,21 @@ std::vector<Sample> task_samples() {
                          "DYNAMIC: time the task waited for splits", "counter", l,
                          static_cast<double>(s->split_wait_ns.load()) / 1e9));
   }
+  // The bytes each tenant's tasks buffer here (issue 38), as the dispatcher's
+  // conveyor_tenant_buffered_bytes shows them from heartbeats, but current: what
+  // --tenant-max-buffer-bytes caps. A tenant whose tasks all ended is listed with 0 while they
+  // are among the kept ones, so its series drops to 0 instead of vanishing at its last value.
+  std::map<std::string, int64_t> tenant_bytes;
+  for (const auto& s : live) {
+    auto& bytes = tenant_bytes[s->tenant];
+    if (!s->ended.load())
+      bytes += s->buffered_bytes.load();
+  }
+  for (const auto& [tenant, bytes] : tenant_bytes)
+    out.push_back(sample("conveyor_worker_tenant_buffered_bytes",
+                         "bytes the tenant's tasks on this worker buffer (produced, not yet taken "
+                         "by consumers)",
+                         "gauge", {{"tenant", tenant}}, static_cast<double>(bytes)));
   // The executor's thread time per tenant (issue 38): how the worker's threads were shared.
   for (const auto& u : Executor::shared().tenant_usage())
     out.push_back(sample("conveyor_tenant_thread_seconds_total",

@@ -39,6 +39,7 @@ struct TaskStats {
   uint64_t job = 0;
   uint64_t task = 0;
   std::string dataset;
+  std::string tenant; // the job's tenant (per-tenant buffered bytes sum the live tasks' buffers)
   std::atomic<int64_t> produced_elements{0};
   std::atomic<int64_t> delivered_elements{0};
   std::atomic<int64_t> delivered_bytes{0};
@@ -53,9 +54,10 @@ struct TaskStats {
 // Registers a task's counters for this process's worker endpoint; they are listed while the
 // task runs, and after it ended as one of the last 100 tasks registered (so a finished job's
 // totals stay visible; bounded).
-std::shared_ptr<TaskStats> register_task(uint64_t job, uint64_t task, std::string dataset);
-// The live tasks' samples and the executor's thread time per tenant (what a worker's endpoint
-// serves).
+std::shared_ptr<TaskStats> register_task(uint64_t job, uint64_t task, std::string dataset,
+                                         std::string tenant = "default");
+// The live tasks' samples, the bytes each tenant's tasks buffer and the executor's thread time per
+// tenant (what a worker's endpoint serves).
 std::vector<Sample> task_samples();
 // A cluster status as samples (what the dispatcher's endpoint serves).
 std::vector<Sample> status_samples(const msg::cluster_status& status);

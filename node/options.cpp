@@ -6,6 +6,7 @@
 #include <charconv>
 #include "pipeline/graph/external_state.hpp"
 #include "pipeline/sharding/read_cursor.hpp"
+#include "pipeline/sharding/read_order.hpp"
 
 #include "pipeline/runtime/tenant.hpp"
 
@@ -115,6 +116,9 @@ Status validate(const DistributeOptions& o) {
   if (o.max_outstanding_requests && *o.max_outstanding_requests <= 0)
     return invalid_argument("`max_outstanding_requests` must be positive, got " +
                             std::to_string(*o.max_outstanding_requests));
+  if (o.deterministic_hold_bytes < 1)
+    return invalid_argument("`deterministic_hold_bytes` must be at least 1 (bytes), got " +
+                            std::to_string(o.deterministic_hold_bytes));
   if (o.max_buffered_bytes <= 0)
     return invalid_argument("`max_buffered_bytes` must be positive, got " +
                             std::to_string(o.max_buffered_bytes));
@@ -154,12 +158,11 @@ Status validate(const DistributeOptions& o) {
   if (o.external_state_policy)
     CONVEYOR_RETURN_IF_ERROR(validate_external_state_policy(*o.external_state_policy));
   if (o.resume_from) {
-    CONVEYOR_RETURN_IF_ERROR(ReadCursor::decode(*o.resume_from, "`resume_from`").status());
-    if (o.policy != ShardingPolicy::dynamic)
-      return invalid_argument(std::string{"`resume_from` needs the DYNAMIC processing mode "
-                                          "(distributed_epoch): only its elements name their "
-                                          "split; got processing mode "} +
-                              to_string(o.policy));
+    auto cursor = ReadCursor::decode(*o.resume_from, "`resume_from`");
+    if (!cursor.ok())
+      return cursor.status();
+    if (auto why = resume_mode_refusal(cursor->mode(), o.policy); !why.empty())
+      return invalid_argument(why);
     if (o.job_name)
       return invalid_argument("`resume_from` creates a private job: `job_name` must not be set "
                               "(got \"" +
@@ -167,6 +170,16 @@ Status validate(const DistributeOptions& o) {
     if (o.cross_trainer_cache)
       return invalid_argument("`resume_from` cannot be used with the cross-trainer cache (each "
                               "trainer's position there is the cache's, not a cursor's)");
+  }
+  if (o.deterministic) {
+    const char* why =
+      deterministic_refusal(o.policy, o.job_name.has_value(), o.num_consumers.has_value(),
+                            o.cross_trainer_cache.has_value());
+    if (why)
+      return invalid_argument(std::string{"`deterministic` "} + why +
+                              (o.policy != ShardingPolicy::dynamic
+                                 ? std::string{"; got processing mode "} + to_string(o.policy)
+                                 : std::string{}));
   }
   if (o.num_consumers && o.target_workers == "LOCAL")
     return invalid_argument(

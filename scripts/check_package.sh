@@ -76,7 +76,11 @@ cmake --build "$work/plugin"
 plugin=$work/plugin/conveyor_clip.so
 size=$(stat -c %s "$plugin")
 [ "$size" -lt 200000 ] || { echo "the plugin is $size bytes: it should hold its own code only"; exit 1; }
-"$prefix/bin/conveyor" inspect --functions --plugin "$plugin" | grep -q "clip(lo: float = 0.0, hi: float = 1.0)"
+# Output is captured before grep: with pipefail, `grep -q` exiting at its match
+# would fail the pipeline whenever the writer got SIGPIPE on a later write.
+functions=$("$prefix/bin/conveyor" inspect --functions --plugin "$plugin")
+grep -qF "clip(lo: float = 0.0, hi: float = 1.0)" <<<"$functions" ||
+  { echo "inspect --functions does not list the plugin's clip:"; echo "$functions"; exit 1; }
 # Each run's output (and its nodes' logs) is shown when it fails.
 run_clip() { # run_clip LOG_DIR conveyor-run-flags...
   local logs=$1; shift
@@ -86,7 +90,7 @@ run_clip() { # run_clip LOG_DIR conveyor-run-flags...
 }
 out=$(run_clip "$work/run-off" --dataset 'range(10).map(clip(lo=2, hi=6))' --mode off \
   --workers 2 --samples 0) || { echo "$out"; exit 1; }
-echo "$out" | grep -q "summary: 20 elements" || { echo "$out"; exit 1; }
+grep -q "summary: 20 elements" <<<"$out" || { echo "$out"; exit 1; }
 out=$(run_clip "$work/run-dynamic" --dataset 'range(10).map(clip(lo=2, hi=6))' --mode dynamic \
   --workers 1 --samples 10) || { echo "$out"; exit 1; }
 first=$(echo "$out" | sed -n '/^first elements:/,/^summary/p' | grep -E '^  [0-9]' | tr -d ' ' |
@@ -95,5 +99,5 @@ first=$(echo "$out" | sed -n '/^first elements:/,/^summary/p' | grep -E '^  [0-9
 if err=$(run_clip "$work/run-bad" --dataset 'range(3).map(clip(lo=5, hi=1))' --workers 1); then
   echo "clip(lo=5, hi=1) should fail"; exit 1
 fi
-echo "$err" | grep -q 'clip: `lo` (5.000000) must not be above `hi` (1.000000)' || { echo "$err"; exit 1; }
+grep -qF 'clip: `lo` (5.000000) must not be above `hi` (1.000000)' <<<"$err" || { echo "$err"; exit 1; }
 echo "package check passed"

@@ -1,8 +1,10 @@
 #include "sim/cluster.hpp"
 
 #include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include <caf/event_based_actor.hpp>
 #include <caf/send.hpp>
@@ -17,11 +19,14 @@
 #include "sim/derived_config.hpp"
 #include "sim/invariants.hpp"
 #include "sim/planted_bugs.hpp"
+#include "sim/production_cost.hpp"
+#include "sim/scale_actuator.hpp"
 #include "sim/sim_transport.hpp"
 #include "sim/world.hpp"
 #include "worker/worker_actor.hpp"
 #include "messages/all.hpp"
 #include "pipeline/graph/serialize.hpp"
+#include "pipeline/sharding/read_cursor.hpp"
 
 namespace conveyor::sim {
 
@@ -68,23 +73,47 @@ class ClusterRun;
 class RecordingSink : public actors::ElementSink {
 public:
   RecordingSink(ClusterRun& run, int index) : run_(run), index_(index) {}
+  void job_details(const msg::job_info& info) override { info_ = info; }
   Status push(actors::ReadyElements&& ready, const msg::stream_stats& stats) override;
   void final_stats(const msg::stream_stats& stats) override {
     stream.lost_tasks = stats.lost_tasks;
   }
   void finish(Status status) override;
 
+  // The trainer finished its step on the next `n` elements: they are trained on, and its
+  // checkpoint (the read cursor) now covers them.
+  void acked_elements(int64_t n);
+  // The trainer's process dies and restarts from its last checkpoint: what it received but had
+  // not finished is forgotten (the resumed read must bring it again). Returns the checkpoint
+  // ("" = none yet: the read starts over), or why this read cannot be resumed.
+  Expected<std::string> restart();
+  // As ElementStream::checkpoint() allows: DYNAMIC, a private job, a per-split pipeline.
+  bool resumable() const {
+    return info_.policy == ShardingPolicy::dynamic && info_.job_name.empty() && info_.per_split &&
+           info_.split_size > 0;
+  }
+
   msg::stream_actor consumer;
   ObservedStream stream;
   int64_t pushed = 0;
   int64_t acked = 0;
   std::map<std::string, int64_t> per_worker;
-  int64_t take = -1;      // coordinated reads: stop after this many elements
-  bool cancelled = false; // ... and it did
+  int64_t take = -1;       // coordinated reads: stop after this many elements
+  bool cancelled = false;  // ... and it did
+  Duration ended_at{0};    // when the stream ended (virtual, from the start)
+  uint64_t generation = 0; // the consumer's incarnation: a dead one's acks are dropped
 
 private:
   ClusterRun& run_;
   int index_;
+  msg::job_info info_;
+  // The cursor covers the next `n` unacked elements.
+  void cover(std::size_t n);
+
+  // Trainer restarts (resumable reads only): the cursor of the elements acked so far — the
+  // trainer's checkpoint — and the origins of those pushed but not acked yet, in order.
+  std::optional<ReadCursor> cursor_;
+  std::deque<actors::DeliveredOrigin> unacked_;
 };
 
 class ClusterRun {
@@ -132,6 +161,17 @@ private:
   void start_consumer(int index);
   void schedule_fault(const Fault& f);
   void fire(const Fault& f);
+  // Drains the worker at `slot` as SIGTERM does; `then` runs (between messages) once it drained,
+  // if the same process still runs.
+  void drain_worker(std::size_t slot, std::function<void()> then);
+  // The autoscale actuator's node operations (sim/scale_actuator.hpp).
+  ScaleActuator::Nodes actuator_nodes();
+  // The trainer at a fixed rate (SimConfig::trainer_rate): when it is done with `n` elements
+  // that arrived now, one credit returned per element.
+  void pace_trainer(int index, int64_t n);
+  // What runs when consumer `index`'s trainer finished its step on `n` elements: they are
+  // trained on, and their credits go back (nothing, if the trainer restarted meanwhile).
+  std::function<void()> finish_step(int index, int64_t n);
   // The node's process ends (crash, restart, a drained worker); a restart starts a fresh one
   // `f.duration` later.
   void end_process(std::size_t slot, const Fault& f);
@@ -158,13 +198,34 @@ private:
   std::vector<std::pair<std::size_t, std::size_t>> partitions_; // to heal at the end
   std::shared_ptr<SimJournal> journal_;                         // the dispatcher's disk
   std::map<std::size_t, caf::actor> workers_; // live worker actors by slot (for drain faults)
+  std::map<int, std::string> resume_from_;    // restarted trainers' checkpoints, by consumer
+  std::unique_ptr<ScaleActuator> actuator_;   // SimConfig::autoscale
+  int64_t scale_drained_ = 0;                 // workers the actuator drained, gone
+  std::vector<Time> trainer_free_;            // by consumer: when its trainer is free again
 };
 
 Status RecordingSink::push(actors::ReadyElements&& ready, const msg::stream_stats& stats) {
   if (cancelled) // coordinated / cache reads: the trainer stopped after `take` elements
     return Status::OK();
   std::vector<Element> elements;
-  CONVEYOR_RETURN_IF_ERROR(ready.take(elements));
+  if (resumable()) { // a cursor names each element's split
+    if (!cursor_)
+      cursor_.emplace(info_.fingerprint, info_.split_size, info_.file_seed);
+    for (;;) {
+      Element e;
+      bool got = false;
+      actors::DeliveredOrigin origin;
+      CONVEYOR_RETURN_IF_ERROR(ready.next(e, got, &origin));
+      if (!got)
+        break;
+      elements.push_back(std::move(e));
+      unacked_.push_back(origin);
+    }
+    if (planted(PlantedBug::checkpoint_early)) // the cursor covers what merely arrived
+      cover(unacked_.size());
+  } else {
+    CONVEYOR_RETURN_IF_ERROR(ready.take(elements));
+  }
   // The consumer pushes one task's batch at a time: its worker is the one whose count grew.
   std::string source = "?";
   for (const auto& [worker, count] : stats.per_worker) {
@@ -202,30 +263,58 @@ Status RecordingSink::push(actors::ReadyElements&& ready, const msg::stream_stat
   return Status::OK();
 }
 
+void RecordingSink::acked_elements(int64_t n) {
+  acked += n;
+  if (cursor_)
+    cover(static_cast<std::size_t>(n));
+}
+
+void RecordingSink::cover(std::size_t n) {
+  for (std::size_t i = 0; i < n && !unacked_.empty(); ++i) {
+    const auto& o = unacked_.front();
+    cursor_->consume(o.epoch, o.index, o.seq, o.split_end);
+    unacked_.pop_front();
+  }
+}
+
+Expected<std::string> RecordingSink::restart() {
+  if (take > 0 || (info_.job != 0 && !resumable()))
+    return failed_precondition("a trainer restart needs a resumable read (DYNAMIC, a private "
+                               "job, a per-split pipeline)");
+  // Forget what was received but not trained on: the resumed read must deliver it again.
+  const auto keep = static_cast<std::size_t>(acked);
+  if (stream.elements.size() > keep) {
+    stream.elements.resize(keep);
+    stream.sources.resize(keep);
+  }
+  pushed = acked;
+  unacked_.clear();
+  per_worker.clear(); // the new consumer counts its own
+  ++generation;
+  return cursor_ && cursor_->consumed() > 0 ? cursor_->encode() : std::string{};
+}
+
 void RecordingSink::finish(Status status) {
   if (stream.ended)
     return;
   stream.ended = true;
   stream.status = std::move(status);
+  ended_at = run_.world().elapsed();
   run_.on_finish(index_);
 }
 
 void ClusterRun::on_push(int index, int64_t n) {
   received_ += n;
   auto& sink = *sinks_[static_cast<std::size_t>(index)];
-  // The trainer takes the batch after its step, then returns the credits.
-  auto step = derived_.consumer_step.count() > 0
-                ? microseconds{world_.user_rng().between(0, derived_.consumer_step.count())}
-                : microseconds{0};
-  world_.after(
-    step,
-    [this, index, n] {
-      auto& s = *sinks_[static_cast<std::size_t>(index)];
-      s.acked += n;
-      if (s.consumer)
-        caf::anon_send(s.consumer, msg::ack_atom_v, static_cast<uint64_t>(n));
-    },
-    slot_of(sink.stream.consumer));
+  if (cfg_.trainer_rate) {
+    pace_trainer(index, n);
+  } else {
+    // The trainer takes the batch after its step, then returns the credits.
+    auto step = derived_.consumer_step.count() > 0
+                  ? microseconds{world_.user_rng().between(0, derived_.consumer_step.count())}
+                  : microseconds{0};
+    world_.after(step, finish_step(index, n), slot_of(sink.stream.consumer));
+  }
   if (late_at_percent_ > 0 && expected_ > 0 && received_ * 100 >= late_at_percent_ * expected_)
     start_late_workers();
   // Progress-triggered faults fire between messages, never inside an actor.
@@ -241,6 +330,52 @@ void ClusterRun::on_push(int index, int64_t n) {
   }
 }
 
+std::function<void()> ClusterRun::finish_step(int index, int64_t n) {
+  return [this, index, n, generation = sinks_[static_cast<std::size_t>(index)]->generation] {
+    auto& s = *sinks_[static_cast<std::size_t>(index)];
+    if (s.generation != generation)
+      return; // the trainer restarted meanwhile: this step never finished
+    s.acked_elements(n);
+    if (s.consumer)
+      caf::anon_send(s.consumer, msg::ack_atom_v, static_cast<uint64_t>(n));
+  };
+}
+
+void ClusterRun::pace_trainer(int index, int64_t n) {
+  auto& free = trainer_free_.at(static_cast<std::size_t>(index));
+  free = std::max(free, world_.now()); // it waited for these: it starts on them now
+  const auto slow_at = world_.start_time() + cfg_.trainer_slow_at;
+  for (int64_t i = 0; i < n; ++i) {
+    const double rate =
+      cfg_.trainer_slow_rate > 0 && free >= slow_at ? cfg_.trainer_slow_rate : *cfg_.trainer_rate;
+    free += std::chrono::duration_cast<Duration>(std::chrono::duration<double>(1.0 / rate));
+    world_.at(free, finish_step(index, 1),
+              slot_of(sinks_[static_cast<std::size_t>(index)]->stream.consumer));
+  }
+}
+
+ScaleActuator::Nodes ClusterRun::actuator_nodes() {
+  ScaleActuator::Nodes nodes;
+  nodes.add = [this](int index) {
+    auto name = "worker-" + std::to_string(index);
+    slots_[name] = world_.add_node(name);
+  };
+  nodes.start = [this](int index) { start_worker(index); };
+  nodes.stop = [this](int index) {
+    auto name = "worker-" + std::to_string(index);
+    auto slot = slot_of(name);
+    if (workers_.count(slot) == 0) { // not started yet (or gone): its node just ends
+      world_.crash(slot);
+      return;
+    }
+    drain_worker(slot, [this, slot, name] {
+      ++scale_drained_;
+      end_process(slot, Fault::crash(name, microseconds{0})); // for good: no restart
+    });
+  };
+  return nodes;
+}
+
 void ClusterRun::start_dispatcher() {
   auto slot = slot_of(kDispatcher);
   auto* node = world_.node(slot);
@@ -254,6 +389,11 @@ void ClusterRun::start_dispatcher() {
   start.round_lookahead = 16;        // coordinated reads: late workers join within short runs
   start.client_timeout = cfg_.job_gc_timeout * 4;
   start.auth_token = cfg_.auth_token;
+  if (cfg_.autoscale) {
+    start.autoscale_interval = cfg_.autoscale_interval;
+    start.autoscale = *cfg_.autoscale;
+    start.scale_to = [this](int64_t target) { actuator_->request(target); };
+  }
   // Its disk outlives it: a restarted dispatcher replays what was synced before the crash.
   if (!journal_)
     journal_ =
@@ -310,7 +450,9 @@ void ClusterRun::start_consumer(int index) {
   auto* node = world_.node(slot);
   if (node == nullptr)
     return;
-  const auto& o = cfg_.options;
+  DistributeOptions o = cfg_.options;
+  if (auto it = resume_from_.find(index); it != resume_from_.end() && !it->second.empty())
+    o.resume_from = it->second; // a restarted trainer continues from its checkpoint
   auto start =
     actors::consumer_start(o, std::make_shared<SimTransport>(world_, slot, node->incarnation()),
                            conveyor::ClientConfig{}.connect_timeout, msg::kProtocolVersion);
@@ -344,38 +486,12 @@ void ClusterRun::fire(const Fault& f) {
   switch (f.kind) {
     case Fault::Kind::crash:
     case Fault::Kind::restart: end_process(a, f); break;
-    case Fault::Kind::drain: { // as SIGTERM: drain (from the worker's own node), then exit
-      auto w = workers_.find(a);
-      auto* node = world_.node(a);
-      if (w == workers_.end() || node == nullptr)
-        break;
-      auto incarnation = node->incarnation();
+    case Fault::Kind::drain: {        // as SIGTERM: drain (from the worker's own node), then exit
       auto entry = fired_.size() - 1; // this fault's line: it says when the drain ended
-      auto done = [this, a, f, incarnation, entry] {
-        world_.after(std::chrono::microseconds{0}, [this, a, f, incarnation, entry] {
-          if (auto* n = world_.node(a); n != nullptr && n->incarnation() == incarnation) {
-            fired_[entry] += ", drained and stopped at " + format_time(world_.elapsed());
-            end_process(a, f);
-          }
-        });
-      };
-      // The worker travels as a spawn argument, not a capture: CAF 0.17.6 dereferences a null
-      // argument tuple when a function actor is spawned without arguments (UBSan reports it).
-      node->system().spawn(
-        [done](caf::event_based_actor* self, caf::actor worker) -> caf::behavior {
-          self->request(worker, caf::infinite, msg::drain_atom_v)
-            .then(
-              [self, done](bool) {
-                done();
-                self->quit();
-              },
-              [self, done](caf::error&) {
-                done();
-                self->quit();
-              });
-          return {[](msg::tick_atom) {}};
-        },
-        w->second);
+      drain_worker(a, [this, a, f, entry] {
+        fired_[entry] += ", drained and stopped at " + format_time(world_.elapsed());
+        end_process(a, f);
+      });
       break;
     }
     case Fault::Kind::partition: {
@@ -398,6 +514,37 @@ void ClusterRun::fire(const Fault& f) {
   }
 }
 
+void ClusterRun::drain_worker(std::size_t a, std::function<void()> then) {
+  auto w = workers_.find(a);
+  auto* node = world_.node(a);
+  if (w == workers_.end() || node == nullptr)
+    return;
+  auto incarnation = node->incarnation();
+  auto done = [this, a, incarnation, then = std::move(then)] {
+    world_.after(std::chrono::microseconds{0}, [this, a, incarnation, then] {
+      if (auto* n = world_.node(a); n != nullptr && n->incarnation() == incarnation)
+        then();
+    });
+  };
+  // The worker travels as a spawn argument, not a capture: CAF 0.17.6 dereferences a null
+  // argument tuple when a function actor is spawned without arguments (UBSan reports it).
+  node->system().spawn(
+    [done](caf::event_based_actor* self, caf::actor worker) -> caf::behavior {
+      self->request(worker, caf::infinite, msg::drain_atom_v)
+        .then(
+          [self, done](bool) {
+            done();
+            self->quit();
+          },
+          [self, done](caf::error&) {
+            done();
+            self->quit();
+          });
+      return {[](msg::tick_atom) {}};
+    },
+    w->second);
+}
+
 void ClusterRun::start_late_workers() {
   late_at_percent_ = 0;
   world_.after(microseconds{0}, [this] {
@@ -411,7 +558,14 @@ void ClusterRun::end_process(std::size_t a, const Fault& f) {
   if (f.node.rfind("consumer-", 0) == 0) {
     auto index = std::stoi(f.node.substr(9));
     auto& sink = *sinks_[static_cast<std::size_t>(index)];
-    if (!sink.stream.ended && !sink.stream.crashed) {
+    if (f.kind == Fault::Kind::restart && !sink.stream.ended) {
+      // A trainer killed and restarted from its checkpoint (DistributeOptions::resume_from).
+      auto checkpoint = sink.restart();
+      if (checkpoint.ok())
+        resume_from_[index] = *checkpoint;
+      else
+        world_.violation(f.node + " cannot restart: " + checkpoint.status().message());
+    } else if (!sink.stream.ended && !sink.stream.crashed) {
       sink.stream.crashed = true;
       ++ended_;
     }
@@ -435,6 +589,8 @@ void ClusterRun::end_process(std::size_t a, const Fault& f) {
       world_.restart(a);
       if (name == kDispatcher)
         start_dispatcher();
+      else if (name.rfind("consumer-", 0) == 0)
+        start_consumer(std::stoi(name.substr(9)));
       else
         start_worker(std::stoi(name.substr(7)));
     });
@@ -462,6 +618,16 @@ std::vector<std::string> ClusterRun::leaks() {
 SimResult ClusterRun::run() {
   auto real_start = std::chrono::steady_clock::now();
   PlantBug bug{planted_bug_from_string(cfg_.plant_bug).value_or(PlantedBug::none)};
+  // Installed after the planted bug's hooks (it forwards to them), removed before them.
+  std::unique_ptr<ProductionCost> cost;
+  if (cfg_.worker_rate)
+    cost = std::make_unique<ProductionCost>(world_, *cfg_.worker_rate, cfg_.worker_rate_noise,
+                                            cfg_.seed ^ 0xc057ULL);
+  if (cfg_.autoscale)
+    actuator_ =
+      std::make_unique<ScaleActuator>(world_, actuator_nodes(), cfg_.workers, cfg_.register_min,
+                                      cfg_.register_max, cfg_.seed ^ 0x5ca1eULL);
+  trainer_free_.assign(static_cast<std::size_t>(cfg_.consumers), world_.now());
   LogCapture capture{world_};
   expected_ = static_cast<int64_t>(ref_.elements.size()) *
               (cfg_.options.policy == ShardingPolicy::off ? cfg_.workers : 1);
@@ -482,12 +648,12 @@ SimResult ClusterRun::run() {
     sinks_.back()->take = cfg_.take; // -1 unless coordinated or cache reads
   }
   // DYNAMIC: every split that reaches a task, as the job's answers cross the network.
-  std::map<std::pair<int64_t, int64_t>, int64_t> splits;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, int64_t> splits;
   world_.network().set_observer([&splits](std::size_t, std::size_t, const caf::message& m) {
     if (m.match_elements<msg::splits_reply>()) {
       const auto& reply = m.get_as<msg::splits_reply>(0);
       for (const auto& s : reply.splits)
-        ++splits[{s.epoch, s.index}];
+        ++splits[{s.source, s.epoch, s.index}];
     }
   });
   start_dispatcher();
@@ -506,7 +672,8 @@ SimResult ClusterRun::run() {
   auto deadline = world_.start_time() + cfg_.time_limit;
   auto stop = world_.run_until([this] { return ended_ == cfg_.consumers; }, deadline);
   int live_workers = 0;
-  for (int i = 0; i < cfg_.workers; ++i)
+  const int all_workers = actuator_ ? actuator_->next_index() : cfg_.workers;
+  for (int i = 0; i < all_workers; ++i)
     if (world_.node(slot_of("worker-" + std::to_string(i))) != nullptr)
       ++live_workers;
 
@@ -523,7 +690,7 @@ SimResult ClusterRun::run() {
 
   Observation obs;
   obs.policy = cfg_.options.policy;
-  obs.workers = cfg_.workers;
+  obs.workers = all_workers;
   for (int i = cfg_.workers - cfg_.late_workers; i < cfg_.workers; ++i)
     obs.late_workers.push_back("worker-" + std::to_string(i));
   obs.reference = ref_.elements;
@@ -534,7 +701,8 @@ SimResult ClusterRun::run() {
     obs.splits_delivered = splits;
     obs.expected_splits = count_splits(dataset_, derived_.split_size);
   }
-  obs.faults = any_fault_;
+  // A scale-down drains workers as the drain fault does (their unstarted splits go out again).
+  obs.faults = any_fault_ || (actuator_ && actuator_->stopped() > 0);
   obs.credits = derived_.credits;
   if (cfg_.options.num_consumers)
     obs.coordinated = *cfg_.options.num_consumers;
@@ -562,8 +730,10 @@ SimResult ClusterRun::run() {
   r.failures = check_invariants(obs);
   r.derived_config = derived_.describe();
   r.faults_injected = fired_;
-  for (auto& s : obs.streams) {
+  for (std::size_t i = 0; i < obs.streams.size(); ++i) {
+    auto& s = obs.streams[i];
     SimConsumer c;
+    c.ended_at = sinks_[i]->ended_at;
     c.elements = std::move(s.elements);
     c.sources = std::move(s.sources);
     c.status = s.crashed ? Status{ErrorCode::unavailable, "the consumer's node crashed"} : s.status;
@@ -581,6 +751,11 @@ SimResult ClusterRun::run() {
       r.trace.push_back("... (trace truncated)");
   }
   r.replay_command = replay_command(dataset_, cfg_);
+  if (actuator_) {
+    r.scale_targets = actuator_->targets();
+    r.workers_started = actuator_->started();
+    r.workers_drained = scale_drained_;
+  }
   // Tear down while the log lines still go to the trace (actors log as they die).
   workers_.clear();
   world_.shut_down();

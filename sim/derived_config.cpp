@@ -59,6 +59,8 @@ Fault random_fault(Rng& rng, const std::string& kind_in, int workers, int consum
     f = Fault::drain(worker(), microseconds{0}, milliseconds{rng.between(50, 3000)});
   } else if (kind == "dispatcher") { // crash, restart from the simulated disk
     f = Fault::restart(kDispatcher, microseconds{0}, milliseconds{rng.between(50, 3000)});
+  } else if (kind == "trainer") { // killed, restarted from its checkpoint (resume_from)
+    f = Fault::restart(consumer(), microseconds{0}, milliseconds{rng.between(10, 2000)});
   } else if (kind == "partition") {
     f = Fault::partition("", "", microseconds{0}, milliseconds{rng.between(10, 10000)});
     link(f);
@@ -101,6 +103,8 @@ DerivedConfig derive_config(const SimConfig& cfg, const FaultSpec& spec) {
     d.credits = pick<int64_t>(rng, {1, 2, 4, 16, 64, 256, 4096});
   d.split_size = pick<int64_t>(rng, {2, 8, 64});
   d.task_limits.buffer_elements = pick<int64_t>(rng, {4, 64, 65536});
+  if (cfg.task_buffer_elements) // (drawn all the same: the other draws stay as they were)
+    d.task_limits.buffer_elements = *cfg.task_buffer_elements;
   d.task_limits.step_elements = pick<int64_t>(rng, {1, 16, 1024});
   // A third of the runs send every element on the bulk path (frames over the simulated
   // network); derived without a draw, so that every seed keeps its other choices.
@@ -151,6 +155,52 @@ DerivedConfig derive_config(const SimConfig& cfg, const FaultSpec& spec) {
   return d;
 }
 
+namespace {
+
+// A consumer restart is a trainer resumed from its checkpoint (DistributeOptions::resume_from),
+// which a read allows only when it is DYNAMIC and its job private.
+constexpr const char* kNotResumable =
+  "a consumer restarts from its read cursor, which needs a DYNAMIC read of a private job (one "
+  "consumer, no job_name, no coordinated or cross-trainer cache read); otherwise consumers can "
+  "crash but not restart";
+
+bool resumable_read(const SimConfig& c) {
+  return c.options.policy == ShardingPolicy::dynamic && c.consumers == 1 && !c.options.job_name &&
+         !c.options.num_consumers && !c.options.cross_trainer_cache && c.take <= 0;
+}
+
+// The autoscaling scenario's knobs (SimConfig::worker_rate ... register_max).
+Status validate_autoscale(const SimConfig& config) {
+  if (config.worker_rate && !(*config.worker_rate > 0))
+    return invalid_argument("`worker_rate` must be positive (elements per virtual second), got " +
+                            std::to_string(*config.worker_rate));
+  if (config.task_buffer_elements && *config.task_buffer_elements < 1)
+    return invalid_argument("`task_buffer_elements` must be at least 1, got " +
+                            std::to_string(*config.task_buffer_elements));
+  if (!(config.worker_rate_noise >= 0 && config.worker_rate_noise < 1))
+    return invalid_argument("`worker_rate_noise` must be in [0, 1), got " +
+                            std::to_string(config.worker_rate_noise));
+  if (config.trainer_rate && !(*config.trainer_rate > 0))
+    return invalid_argument("`trainer_rate` must be positive (elements per virtual second), got " +
+                            std::to_string(*config.trainer_rate));
+  if (!(config.trainer_slow_rate >= 0) || config.trainer_slow_at.count() < 0)
+    return invalid_argument("`trainer_slow_rate` and `trainer_slow_at` must not be negative");
+  if (!config.autoscale)
+    return Status::OK();
+  CONVEYOR_RETURN_IF_ERROR(actors::validate(*config.autoscale));
+  if (config.autoscale_interval.count() <= 0)
+    return invalid_argument("`autoscale_interval` must be positive, got " +
+                            std::to_string(config.autoscale_interval.count()) + " ms");
+  if (config.register_min.count() < 0 || config.register_max < config.register_min)
+    return invalid_argument("`register_min` .. `register_max` must be a range of non-negative "
+                            "delays, got " +
+                            std::to_string(config.register_min.count()) + " .. " +
+                            std::to_string(config.register_max.count()) + " ms");
+  return Status::OK();
+}
+
+} // namespace
+
 Status validate_config(const SimConfig& config, const FaultSpec& spec) {
   if (config.workers < 1 || config.workers > 10000)
     return invalid_argument("`workers` must be 1..10000, got " + std::to_string(config.workers));
@@ -164,8 +214,8 @@ Status validate_config(const SimConfig& config, const FaultSpec& spec) {
   if (!planted_bug_from_string(config.plant_bug.empty() ? "none" : config.plant_bug))
     return invalid_argument(
       "unknown planted bug \"" + config.plant_bug +
-      "\" (expected duplicate-split, forget-lost-split, forget-held-split, skip-round or "
-      "credit-off-by-one)");
+      "\" (expected duplicate-split, forget-lost-split, forget-held-split, skip-round, "
+      "credit-off-by-one or checkpoint-early)");
   if (config.options.num_consumers) {
     if (*config.options.num_consumers != config.consumers)
       return invalid_argument("coordinated reads in the simulator: `num_consumers` (" +
@@ -211,6 +261,7 @@ Status validate_config(const SimConfig& config, const FaultSpec& spec) {
                             std::to_string(config.late_workers));
   if (config.time_limit.count() <= 0)
     return invalid_argument("`time_limit` must be positive");
+  CONVEYOR_RETURN_IF_ERROR(validate_autoscale(config));
   auto known = [&](const std::string& name) {
     if (name == kDispatcher)
       return true;
@@ -225,6 +276,9 @@ Status validate_config(const SimConfig& config, const FaultSpec& spec) {
     };
     return numbered("worker-", config.workers) || numbered("consumer-", config.consumers);
   };
+  for (const auto& r : spec.random_faults)
+    if (r.kind == "trainer" && !resumable_read(config))
+      return invalid_argument("faults `trainer:" + std::to_string(r.count) + "`: " + kNotResumable);
   std::vector<Fault> all = config.faults;
   all.insert(all.end(), spec.explicit_faults.begin(), spec.explicit_faults.end());
   for (const auto& f : all) {
@@ -237,10 +291,9 @@ Status validate_config(const SimConfig& config, const FaultSpec& spec) {
                                 std::to_string(config.workers - 1) + ", consumer-0..consumer-" +
                                 std::to_string(config.consumers - 1) + ")");
     }
-    if (f.kind == Fault::Kind::restart && f.node.rfind("consumer-", 0) == 0)
-      return invalid_argument("fault `" + f.to_string() +
-                              "`: consumers can crash but not restart (a new consumer would be "
-                              "another stream)");
+    if (f.kind == Fault::Kind::restart && f.node.rfind("consumer-", 0) == 0 &&
+        !resumable_read(config))
+      return invalid_argument("fault `" + f.to_string() + "`: " + kNotResumable);
     if (f.kind == Fault::Kind::drain && f.node.rfind("worker-", 0) != 0)
       return invalid_argument("fault `" + f.to_string() + "`: only workers drain");
     if ((f.kind == Fault::Kind::partition || f.kind == Fault::Kind::disconnect ||

@@ -243,10 +243,10 @@ Expected<FaultSpec> parse_faults(const std::string& spec) {
     }
     auto colon = item.find(':');
     std::string kind = trim(std::string_view{item}.substr(0, colon));
-    if (kind != "any" && kind != "dispatcher" && !kind_from(kind))
+    if (kind != "any" && kind != "dispatcher" && kind != "trainer" && !kind_from(kind))
       return invalid_argument("fault `" + item +
                               "`: unknown kind (expected crash, restart, partition, disconnect, "
-                              "slow, dispatcher or any)");
+                              "slow, drain, dispatcher, trainer or any)");
     int count = 1;
     if (colon != std::string::npos) {
       std::string n = trim(std::string_view{item}.substr(colon + 1));

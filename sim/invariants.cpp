@@ -70,9 +70,11 @@ void check_splits(const Observation& o, std::vector<std::string>& out) {
   std::string examples;
   for (const auto& [split, n] : o.splits_delivered) {
     if (n > 1 && twice++ < kMaxExamples)
-      examples += std::string{examples.empty() ? "" : ", "} + "epoch " +
-                  std::to_string(split.first) + " #" + std::to_string(split.second) + " (" +
-                  std::to_string(n) + " times)";
+      examples += std::string{examples.empty() ? "" : ", "} +
+                  (std::get<0>(split) > 0 ? "source " + std::to_string(std::get<0>(split)) + " "
+                                          : std::string{}) +
+                  "epoch " + std::to_string(std::get<1>(split)) + " #" +
+                  std::to_string(std::get<2>(split)) + " (" + std::to_string(n) + " times)";
   }
   if (twice > 0)
     out.push_back(

@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "pipeline/tensor/element.hpp"
@@ -70,11 +71,12 @@ struct Observation {
   // repeat, cache above the source). Otherwise only the split-level checks apply: a batch or a
   // take runs per worker in DYNAMIC, as in tf.data.
   bool split_transparent = true;
-  // DYNAMIC: the pipeline is per-split (dispatcher/job_core.hpp is_per_split): exactly-once.
+  // DYNAMIC: the pipeline is per-split (dispatcher/job_core.hpp is_per_split, or
+  // is_per_split_concatenation for several sources): exactly-once.
   bool per_split = false;
-  // DYNAMIC: how often each split (epoch, index) reached a task; and how many the job should
-  // hand out in all (-1 = unknown).
-  std::map<std::pair<int64_t, int64_t>, int64_t> splits_delivered;
+  // DYNAMIC: how often each split (source, epoch, index) reached a task; and how many the job
+  // should hand out in all (-1 = unknown).
+  std::map<std::tuple<int64_t, int64_t, int64_t>, int64_t> splits_delivered;
   int64_t expected_splits = -1;
   std::vector<std::string> leaks;      // live protocol actors after the job ended
   std::vector<std::string> violations; // the simulator's own findings (serialization...)

@@ -10,14 +10,15 @@ const char* to_string(PlantedBug bug) {
     case PlantedBug::forget_held_split: return "forget-held-split";
     case PlantedBug::skip_round: return "skip-round";
     case PlantedBug::credit_off_by_one: return "credit-off-by-one";
+    case PlantedBug::checkpoint_early: return "checkpoint-early";
   }
   return "?";
 }
 
 std::optional<PlantedBug> planted_bug_from_string(std::string_view name) {
-  for (auto b :
-       {PlantedBug::none, PlantedBug::duplicate_split, PlantedBug::forget_lost_split,
-        PlantedBug::forget_held_split, PlantedBug::skip_round, PlantedBug::credit_off_by_one})
+  for (auto b : {PlantedBug::none, PlantedBug::duplicate_split, PlantedBug::forget_lost_split,
+                 PlantedBug::forget_held_split, PlantedBug::skip_round,
+                 PlantedBug::credit_off_by_one, PlantedBug::checkpoint_early})
     if (name == to_string(b))
       return b;
   return std::nullopt;

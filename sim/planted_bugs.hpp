@@ -38,6 +38,11 @@ enum class PlantedBug : uint8_t {
   // Coordinated reads: consumer_index 1 counts round 97 as planned but assigns it to no task
   // (a round-skipping off-by-one): from there on its rounds are out of step with the others'.
   skip_round,
+  // A trainer-side mistake, in the simulator's trainer (not the production code): its checkpoint
+  // covers the elements it received instead of those it finished its step on. A trainer
+  // restarted from it never gets back what it had received but not trained on: elements go
+  // missing, but only in runs where it dies between receiving and finishing a step.
+  checkpoint_early,
 };
 
 const char* to_string(PlantedBug bug);

@@ -29,6 +29,7 @@
 #include "conveyor/dataset.hpp"
 #include "conveyor/element.hpp"
 #include "conveyor/status.hpp"
+#include "dispatcher/autoscale_policy.hpp"
 
 namespace conveyor {
 
@@ -37,7 +38,8 @@ namespace conveyor {
 struct Fault {
   enum class Kind : unsigned char {
     crash,      // the node dies for good (its actors are killed; peers see down_msg)
-    restart,    // the node dies and a fresh process starts after `duration`
+    restart,    // the node dies and a fresh process starts after `duration` (a consumer:
+                // a trainer resumed from its checkpoint, DistributeOptions::resume_from)
     partition,  // the link node <-> peer holds all messages for `duration`; past the
                 // connection timeout the connection breaks (down_msg on both sides)
     disconnect, // the connection node <-> peer breaks now (both sides see down_msg)
@@ -73,8 +75,10 @@ struct Fault {
 //   KIND:N                        N faults of that kind; nodes, times and durations drawn
 //                                 from the seed (KIND: crash, restart, partition, disconnect,
 //                                 slow, drain, dispatcher — the dispatcher crashes and
-//                                 restarts from its simulated disk —, or "any" for a mix of
-//                                 all but drain)
+//                                 restarts from its simulated disk —, trainer — a consumer is
+//                                 killed and restarts from its last checkpoint, the read cursor
+//                                 of the elements it finished its step on (DYNAMIC private
+//                                 reads only) —, or "any" for a mix of all but drain and trainer)
 //   KIND(NODE[,PEER])@WHEN[+DUR]  one explicit fault; WHEN is a duration ("200ms", "1.5s",
 //                                 "300us") or a progress ("40%")
 //   none                          no faults
@@ -82,7 +86,8 @@ struct Fault {
 struct FaultSpec {
   std::vector<Fault> explicit_faults;
   struct Random {
-    std::string kind; // crash, restart, partition, disconnect, slow, drain, dispatcher, any
+    std::string
+      kind; // crash, restart, partition, disconnect, slow, drain, dispatcher, trainer, any
     int count = 0;
   };
   std::vector<Random> random_faults;
@@ -121,7 +126,8 @@ struct SimConfig {
 
   bool keep_trace = false; // keep the readable event log in SimResult::trace
   // Test-only: switch on a planted protocol bug ("duplicate-split", "forget-lost-split",
-  // "forget-held-split", "skip-round") to check that the invariants catch it.
+  // "forget-held-split", "skip-round", "credit-off-by-one", "checkpoint-early") to check that
+  // the invariants catch it.
   std::string plant_bug;
   // Coordinated reads (options.num_consumers = consumers, options.job_name set): consumer i
   // reads with consumer_index i and stops after `take` rounds; the dataset must be infinite.
@@ -154,6 +160,37 @@ struct SimConfig {
   // Admission (README "Security"): the shared token the dispatcher, its workers and the
   // consumers are all configured with (workers then check it in assign_task and get_elements).
   std::string auth_token;
+
+  // Autoscaling (issue 38; test/sim/autoscale_sim_test.cpp).
+  // Each worker's pipeline makes at most `worker_rate` elements per virtual second, as a
+  // CPU-bound map would: every element costs 1/worker_rate of the worker's time, varied by up to
+  // +-worker_rate_noise of it (sim/production_cost.hpp). Unset: production costs no virtual time.
+  std::optional<double> worker_rate;
+  double worker_rate_noise = 0.2;
+  // Elements a task holds ready (its prefetch). Unset: drawn from the seed (4, 64 or 65536). A
+  // deep prefetch hides a worker count that is too small until it ran dry.
+  std::optional<int64_t> task_buffer_elements;
+  // The trainer takes one element every 1/trainer_rate virtual seconds (returning its credit
+  // then; instead of consumer_step), and every 1/trainer_slow_rate from trainer_slow_at on
+  // (trainer_slow_rate 0: it never slows).
+  std::optional<double> trainer_rate;
+  double trainer_slow_rate = 0;
+  std::chrono::milliseconds trainer_slow_at{0};
+  // The dispatcher's autoscaler (its estimate every autoscale_interval, this policy) acting
+  // through a simulated actuator instead of --scale-command (sim/scale_actuator.hpp): a higher
+  // target starts worker nodes ("worker-<N>", N counting on from `workers`) that start their
+  // worker after a delay drawn in [register_min, register_max]; a lower one drains the newest
+  // (as SIGTERM: it delivers what it holds, then its process ends for good).
+  std::optional<actors::AutoscaleConfig> autoscale;
+  std::chrono::milliseconds autoscale_interval{1000};
+  std::chrono::milliseconds register_min{300};
+  std::chrono::milliseconds register_max{3000};
+};
+
+// A change of the autoscaler's target (SimConfig::autoscale), in virtual seconds from the start.
+struct SimScaleTarget {
+  double at_s = 0;
+  int64_t target = 0;
 };
 
 struct SimConsumer {
@@ -161,7 +198,8 @@ struct SimConsumer {
   std::vector<std::string> sources; // the worker address each element came from
   Status status;                    // how the stream ended (OK = end of sequence)
   bool ended = false;
-  int64_t lost_tasks = 0; // OFF tasks it read on without (on_worker_loss "continue")
+  int64_t lost_tasks = 0;               // OFF tasks it read on without (on_worker_loss "continue")
+  std::chrono::nanoseconds ended_at{0}; // virtual time from the start when its stream ended
 };
 
 struct SimResult {
@@ -178,6 +216,10 @@ struct SimResult {
   double real_seconds = 0;
   std::vector<std::string> trace; // with keep_trace
   std::string replay_command;     // `conveyor-sim ...` that replays this run
+  // Autoscaling runs: every target the dispatcher's autoscaler set, and what the actuator did.
+  std::vector<SimScaleTarget> scale_targets;
+  int64_t workers_started = 0; // by the actuator
+  int64_t workers_drained = 0; // by the actuator, drained and gone
 
   bool ok() const { return failures.empty(); }
   // All consumers' elements, in consumer order.

@@ -37,6 +37,7 @@ namespace conveyor::actors {
 // keeps it with the element for the task (per-split pipelines tag what they send with it).
 struct ElementOrigin {
   int64_t epoch = 0, index = 0, seq = 0;
+  int64_t source = 0; // the splittable source of the split (msg::origin_run::source)
 };
 
 class CrossTrainerCache {

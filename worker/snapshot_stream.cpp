@@ -3,10 +3,12 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
 #include <deque>
 #include <thread>
 
+#include "conveyor/iterator_state.hpp"
 #include "pipeline/functions/functions.hpp"
 #include "pipeline/graph/serialize.hpp"
 #include "pipeline/io/path_policy.hpp"
@@ -20,6 +22,7 @@ namespace conveyor::actors {
 namespace {
 
 constexpr std::chrono::milliseconds kRetryAfter{100};
+constexpr const char* kCheckpointTag = "snapshot stream";
 
 bool stopped(const std::atomic<bool>* stop) {
   return stop && stop->load(std::memory_order_relaxed);
@@ -84,6 +87,7 @@ int64_t file_bytes(const std::string& path) {
 } // namespace
 
 Status write_stream(const StreamTask& task, const FetchStreamSplits& fetch, const StreamEnv& env) {
+  bool can_save = true;
   const std::string what =
     "stream " + std::to_string(task.stream) + " of the snapshot at " + task.path;
   CONVEYOR_RETURN_IF_ERROR(check_path(env.paths, task.path, PathPolicy::Access::write, "save"));
@@ -104,16 +108,35 @@ Status write_stream(const StreamTask& task, const FetchStreamSplits& fetch, cons
     counts.elements += c.elements;
     counts.bytes += file_bytes(c.path);
   }
-  if (!task.per_split && counts.chunks > 0)
-    return failed_precondition(
-      what + " was cut short after committing " + std::to_string(counts.chunks) +
-      " chunk(s), and its pipeline is not per-split (only a source followed by sequential "
-      "map/filter/flat_map keeps each element with one split), so it cannot resume exactly once; "
-      "remove the snapshot directory and save again");
+  // Not per-split: the pipeline resumes from the checkpoint written with the last chunk.
+  std::string checkpoint;
+  int64_t first_seq = task.per_split ? resume : 0;
+  if (!task.per_split && counts.chunks > 0) {
+    auto read = snapshot::read_checkpoint(task.path, task.stream, resume - 1);
+    if (read.status().code() == ErrorCode::not_found)
+      return failed_precondition(
+        what + " was cut short after committing " + std::to_string(counts.chunks) +
+        " chunk(s) without a checkpoint of its pipeline (" +
+        snapshot::checkpoint_path(task.path, task.stream, resume - 1) +
+        ": an op of it cannot save its state, such as cache or a registered source function), and "
+        "its pipeline is not per-split, so it cannot resume exactly once; "
+        "remove the snapshot directory and save again");
+    if (!read.ok())
+      return read.status().with_context(what);
+    IteratorStateReader in(*read);
+    CONVEYOR_RETURN_IF_ERROR(in.expect_tag(kCheckpointTag).with_context(what));
+    first_seq = in.get_int();
+    checkpoint = in.get_bytes();
+    CONVEYOR_RETURN_IF_ERROR(in.status().with_context(what));
+    if (first_seq < 0 || checkpoint.empty() || !in.at_end())
+      return data_loss(what + ": checkpoint " +
+                       snapshot::checkpoint_path(task.path, task.stream, resume - 1) +
+                       " does not hold a stream's state");
+  }
   if (env.on_commit)
     env.on_commit(counts);
 
-  StreamSplitFeed splits(fetch, task.per_split ? resume : 0, env.stop, what);
+  StreamSplitFeed splits(fetch, first_seq, env.stop, what);
   IteratorContext ctx;
   ctx.functions = env.functions ? env.functions : &FunctionRegistry::global();
   ctx.paths = env.paths;
@@ -122,9 +145,44 @@ Status write_stream(const StreamTask& task, const FetchStreamSplits& fetch, cons
   auto it = dataset->make_iterator(ctx);
   if (!it.ok())
     return it.status().with_context(what);
+  if (!checkpoint.empty()) {
+    IteratorStateReader in(checkpoint);
+    Status restored = (*it)->restore(in);
+    if (restored.ok() && !in.at_end())
+      restored = data_loss("pipeline state: bytes left after the pipeline's state");
+    CONVEYOR_RETURN_IF_ERROR(restored.with_context(what + ", restoring the checkpoint of chunk " +
+                                                   std::to_string(resume - 1)));
+  }
   snapshot::WriterOptions w;
   w.stream = task.stream;
-  w.first_chunk = 0;
+  w.first_chunk = task.per_split ? 0 : resume;
+  if (!task.per_split) {
+    // The pipeline's state right after the chunk's last element, with the split it reads next:
+    // what a later writer of this stream restores. An op that cannot save leaves the chunks
+    // without a checkpoint (the stream is then written, but cannot resume).
+    w.before_commit = [&](int64_t index) {
+      if (!can_save)
+        return Status::OK();
+      IteratorStateWriter state;
+      Status saved = (*it)->save(state);
+      if (saved.code() == ErrorCode::failed_precondition) {
+        can_save = false;
+        return Status::OK();
+      }
+      CONVEYOR_RETURN_IF_ERROR(saved.with_context(what));
+      IteratorStateWriter out;
+      out.put_tag(kCheckpointTag);
+      out.put_int(splits.current() + 1);
+      out.put_bytes(state.bytes());
+      CONVEYOR_RETURN_IF_ERROR(
+        snapshot::write_checkpoint(task.path, task.stream, index, out.bytes(), env.sync));
+      // Chunk index - 1 is committed (chunks commit in order), so only its checkpoint and this
+      // one can be needed: one holding a shuffle buffer can be large.
+      if (index >= 2)
+        std::remove(snapshot::checkpoint_path(task.path, task.stream, index - 2).c_str());
+      return Status::OK();
+    };
+  }
   w.compression = task.compression;
   w.chunk_bytes = static_cast<std::size_t>(std::max<int64_t>(1, task.chunk_bytes));
   w.sync = env.sync;

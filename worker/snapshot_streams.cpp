@@ -72,31 +72,34 @@ void SnapshotStreams::assign(const std::vector<msg::snapshot_stream_def>& defs) 
               "writing stream " + std::to_string(def.stream) + " of the snapshot at " + def.path);
     Running r;
     r.shared = shared;
-    r.thread = std::thread([shared, task, fetch = make_fetch_(def), paths = paths_] {
-      StreamEnv env;
-      env.paths = paths.get();
-      env.stop = &shared->stop;
-      env.on_commit = [shared](const StreamCounts& c) {
-        std::lock_guard<std::mutex> lock(shared->mutex);
-        shared->report.chunks = c.chunks;
-        shared->report.elements = c.elements;
-        shared->report.bytes = c.bytes;
-      };
-      Status s = write_stream(task, fetch, env);
-      {
-        std::lock_guard<std::mutex> lock(shared->mutex);
+    r.thread =
+      std::thread([shared, task, fetch = make_fetch_(def), paths = paths_, on_ended = on_ended_] {
+        StreamEnv env;
+        env.paths = paths.get();
+        env.stop = &shared->stop;
+        env.on_commit = [shared](const StreamCounts& c) {
+          std::lock_guard<std::mutex> lock(shared->mutex);
+          shared->report.chunks = c.chunks;
+          shared->report.elements = c.elements;
+          shared->report.bytes = c.bytes;
+        };
+        Status s = write_stream(task, fetch, env);
+        {
+          std::lock_guard<std::mutex> lock(shared->mutex);
+          if (s.ok())
+            shared->report.done = true;
+          else if (!shared->stop.load())
+            shared->report.error = s.to_string();
+        }
         if (s.ok())
-          shared->report.done = true;
+          log::info(kLog, "stream " + std::to_string(task.stream) + " of the snapshot at " +
+                            task.path + " is written");
         else if (!shared->stop.load())
-          shared->report.error = s.to_string();
-      }
-      if (s.ok())
-        log::info(kLog, "stream " + std::to_string(task.stream) + " of the snapshot at " +
-                          task.path + " is written");
-      else if (!shared->stop.load())
-        log::error(kLog, s.to_string());
-      shared->ended.store(true);
-    });
+          log::error(kLog, s.to_string());
+        shared->ended.store(true);
+        if (on_ended && !shared->stop.load())
+          on_ended();
+      });
     streams_.emplace(std::move(key), std::move(r));
   }
 }

@@ -1,6 +1,6 @@
 // The snapshot streams a worker writes (worker/snapshot_stream.hpp), one thread each: the worker
 // actor hands over the dispatcher's list with every heartbeat ack (assign) and reports their
-// progress with every heartbeat (reports). A stream that is no longer listed is stopped; one
+// progress with every heartbeat (reports), and at once when one ends (on_ended). A stream that is no longer listed is stopped; one
 // that ended (done or failed) is reported until the dispatcher stops listing it.
 #pragma once
 
@@ -24,8 +24,12 @@ class SnapshotStreams {
 public:
   // How a stream asks the dispatcher for its splits.
   using MakeFetch = std::function<FetchStreamSplits(const msg::snapshot_stream_def&)>;
-  SnapshotStreams(MakeFetch make_fetch, std::shared_ptr<const PathPolicy> paths)
-    : make_fetch_(std::move(make_fetch)), paths_(std::move(paths)) {}
+  // `on_ended` runs on a stream's thread once it ended (done or failed), so that the worker
+  // reports it now rather than at its next heartbeat (a save waits for that report).
+  SnapshotStreams(MakeFetch make_fetch, std::shared_ptr<const PathPolicy> paths,
+                  std::function<void()> on_ended = {})
+    : make_fetch_(std::move(make_fetch)), paths_(std::move(paths)), on_ended_(std::move(on_ended)) {
+  }
   ~SnapshotStreams(); // stops and joins every stream
   SnapshotStreams(const SnapshotStreams&) = delete;
   SnapshotStreams& operator=(const SnapshotStreams&) = delete;
@@ -51,6 +55,7 @@ private:
 
   MakeFetch make_fetch_;
   std::shared_ptr<const PathPolicy> paths_;
+  std::function<void()> on_ended_;
   std::map<Key, Running> streams_;
   std::vector<Running> stopping_;
 };

@@ -13,6 +13,7 @@ void SplitFeed::close_current() {
 
 Status SplitFeed::get_next(Split& out, bool& end_of_splits) {
   active_ = true;
+  waiting_ = false;
   close_current(); // the pipeline moved past it: all of its output was produced
   if (draining_) {
     end_of_splits = true;
@@ -34,8 +35,10 @@ Status SplitFeed::get_next(Split& out, bool& end_of_splits) {
     bool skip = consumed_in_epoch_ == 0 && !empty_epoch_;
     ++epoch_;
     consumed_in_epoch_ = 0;
-    if (skip) // nothing for this task in that epoch, but the job had splits: wait for the next
+    if (skip) { // nothing for this task in that epoch, but the job had splits: wait for the next
+      waiting_ = true;
       return unavailable("waiting for a split of epoch " + std::to_string(epoch_));
+    }
     active_ = false;
     end_of_splits = true;
     return Status::OK();
@@ -43,7 +46,22 @@ Status SplitFeed::get_next(Split& out, bool& end_of_splits) {
   if (!error_.ok())
     return error_;
   starved_ = true;
+  waiting_ = true;
   return unavailable("waiting for a split of epoch " + std::to_string(epoch_) + " from the job");
+}
+
+void SplitFeed::next_repetition() {
+  // A feed not active in its epoch saw the epoch's end (or was never asked in it): nothing to
+  // move past.
+  if (!active_ || draining_ || outstanding_ || !splits_.empty())
+    return;
+  close_current(); // the pass left it: none of its output comes any more
+  end_pending_ = false;
+  empty_epoch_ = false;
+  waiting_ = false;
+  active_ = false;
+  ++epoch_;
+  consumed_in_epoch_ = 0;
 }
 
 Status SplitFeed::restore(const SplitPosition&) {
@@ -51,11 +69,16 @@ Status SplitFeed::restore(const SplitPosition&) {
 }
 
 bool SplitFeed::wants_splits() const {
+  if (!prefetch_)
+    return active_ && waiting_ && !outstanding_ && !end_pending_ && !draining_ && error_.ok() &&
+           splits_.empty();
   return active_ && !outstanding_ && !end_pending_ && !draining_ && error_.ok() &&
          splits_.size() < window_;
 }
 
 uint32_t SplitFeed::request_max() const {
+  if (!prefetch_)
+    return 1;
   return static_cast<uint32_t>(window_ > splits_.size() ? window_ - splits_.size() : 1);
 }
 

@@ -10,9 +10,18 @@
 // end_of_splits the feed asks for nothing until the pipeline asks for the next epoch (a pipeline
 // without `repeat` never does), so no split is taken that nobody reads.
 //
+// A `repeat` above several sources tells each feed when its next pass begins (next_repetition):
+// a feed whose pipeline left its epoch unfinished asks for the next epoch from then on.
+//
 // An epoch in which this task got no split is skipped, not shown to the pipeline (a `repeat`
 // above the source would end on an empty epoch): the feed asks for the next epoch instead. Only
 // an epoch that was empty for the whole job reaches the pipeline as its end.
+//
+// A dataset with several splittable sources (zip, concatenate) has one feed per source, each
+// asking for its source's splits (get_splits.source) with its own epochs. Those feeds do not
+// prefetch (set_prefetch(false)): a feed asks only when the pipeline waits for a split, as
+// tf.data's worker does. Splits buffered ahead would be left unread where a zip ended on another
+// input, and the lock-step hand-out keeps a zip of equal-length sources reading every split.
 //
 // The feed also knows where each output element of a per-split pipeline came from: the split
 // the pipeline read last (current()); a split the pipeline moved past is *closed* (all of its
@@ -24,20 +33,33 @@
 #include <utility>
 #include <vector>
 
+#include "pipeline/sharding/repetition.hpp"
 #include "pipeline/sharding/split_provider.hpp"
 #include "pipeline/runtime/status.hpp"
 
 namespace conveyor::actors {
 
-class SplitFeed : public SplitProvider {
+class SplitFeed : public SplitProvider, public RepetitionAware {
 public:
   static constexpr std::size_t kMaxWindow = 32;
   explicit SplitFeed(std::size_t window = 2) : window_(window == 0 ? 1 : window) {}
+
+  // The splittable source this feed reads (get_splits.source).
+  void set_source(int64_t source) { source_ = source; }
+  int64_t source() const { return source_; }
+  // false: ask only when the pipeline waits for a split, one at a time (several sources).
+  void set_prefetch(bool prefetch) { prefetch_ = prefetch; }
 
   // --- SplitProvider (called by the pipeline)
   Status get_next(Split& out, bool& end_of_splits) override;
   SplitPosition position() const override { return {epoch_, consumed_in_epoch_}; }
   Status restore(const SplitPosition& pos) override;
+  // --- RepetitionAware: a source left mid-epoch when the pass ended (a zip that ended on its
+  // other input) moves to its next epoch, as tf.data resets every provider; the job then ends
+  // that epoch for every task (dispatcher/job_core.hpp). Not with a request in flight or
+  // splits buffered (a feed asks only when its pipeline waits for a split, so a zip that ended
+  // on its other input leaves neither): those are read in the next pass.
+  void next_repetition() override;
 
   // --- the task actor's side
   int64_t epoch() const { return epoch_; } // the epoch the pipeline is in
@@ -77,6 +99,9 @@ private:
   bool active_ = false;      // the pipeline has asked within the current epoch
   bool draining_ = false;
   bool starved_ = false; // the pipeline waited since the last request
+  bool waiting_ = false; // the pipeline's last get_next found no split (it waits for one)
+  bool prefetch_ = true;
+  int64_t source_ = 0;
   int64_t epoch_ = 0;
   int64_t consumed_in_epoch_ = 0;
   Status error_;

@@ -79,6 +79,14 @@ void on_down(self_ptr self, caf::down_msg& down) {
   self->quit(caf::exit_reason::user_shutdown);
 }
 
+// A resumed OFF read's task (task_def.skip): its slot's consumed prefix is not produced again;
+// INT64_MAX (the slot's task had ended) produces nothing.
+Dataset resumed_slot(const Dataset& dataset, int64_t skip) {
+  if (skip == std::numeric_limits<int64_t>::max())
+    return dataset.take(0);
+  return skip > 0 ? dataset.skip(skip) : dataset;
+}
+
 // Starts the pipeline (or notes why it could not start) and watches the job.
 void start_task(self_ptr self, TaskStart start) {
   auto& st = self->state;
@@ -95,7 +103,8 @@ void start_task(self_ptr self, TaskStart start) {
   if (st.start.def.splits)
     self->monitor(st.start.def.splits);
   self->set_down_handler([self](caf::down_msg& down) { on_down(self, down); });
-  st.stats = metrics::register_task(st.start.def.job, st.start.def.task, st.start.def.dataset);
+  st.stats = metrics::register_task(st.start.def.job, st.start.def.task, st.start.def.dataset,
+                                    st.start.def.tenant);
   if (st.start.def.num_consumers > 0) {
     st.rounds = std::make_unique<RoundRobinTaskServer>(st.start.def.num_consumers, st.label(),
                                                        st.start.def.compression);
@@ -110,9 +119,13 @@ void start_task(self_ptr self, TaskStart start) {
   auto dataset = from_binary(st.start.def.definition);
   if (!dataset.ok())
     st.start_error = dataset.status().with_context("decoding the dataset of " + st.label());
+  else if (st.start.def.skip < 0 ||
+           (st.start.def.skip > 0 && st.start.def.policy != ShardingPolicy::off))
+    st.start_error = invalid_argument(st.label() + ": `skip` " + std::to_string(st.start.def.skip) +
+                                      " is for OFF tasks and at least 0");
   else
     st.start_error = st.runner
-                       ->start(*dataset, st.start.functions,
+                       ->start(resumed_slot(*dataset, st.start.def.skip), st.start.functions,
                                WorkerShard{st.start.def.num_workers, st.start.def.worker_index})
                        .with_context("starting the pipeline of " + st.label());
   if (st.start_error.ok() && st.start.def.cross_trainer_cache != msg::CacheSharing::none)
@@ -159,7 +172,10 @@ void on_drain(self_ptr self) {
   if (!feed || feed->draining())
     return;
   st.drained_before_end = !st.runner->ended();
-  auto unstarted = feed->drain();
+  std::vector<Split> unstarted;
+  for (const auto& f : st.runner->split_feeds())
+    for (auto& s : f->drain())
+      unstarted.push_back(std::move(s));
   log::info(kLog, st.label() + ": draining; handing " + std::to_string(unstarted.size()) +
                     " unstarted split(s) back to the job");
   if (!unstarted.empty())

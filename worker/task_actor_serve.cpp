@@ -5,6 +5,7 @@
 
 #include "net/local_sender.hpp"
 #include "net/node_key.hpp"
+#include "node/hooks.hpp"
 #include "worker/task_actor_state.hpp"
 
 namespace conveyor::actors::task_detail {
@@ -189,47 +190,55 @@ void report_splits(self_ptr self) {
   up.finished = st.runner->take_finished();
   up.returned = st.runner->take_lost();
   if (feed->draining() || st.runner->ended() || st.runner->failed())
-    for (auto& s : feed->take_unstarted())
-      up.returned.push_back(std::move(s));
+    for (const auto& f : st.runner->split_feeds())
+      for (auto& s : f->take_unstarted())
+        up.returned.push_back(std::move(s));
   if (up.finished.empty() && up.returned.empty())
     return;
   self->send(st.start.def.splits, std::move(up));
 }
 
+// Each feed (one per splittable source) that wants splits asks the job for its source's.
 void request_splits(self_ptr self) {
   auto& st = self->state;
-  SplitFeed* feed = st.runner ? st.runner->split_feed() : nullptr;
-  if (!feed || !feed->wants_splits() || st.runner->ended() || st.runner->failed())
+  if (!st.runner || st.runner->ended() || st.runner->failed())
     return;
-  feed->request_sent();
-  st.split_asked = std::chrono::steady_clock::now();
-  // The job may hold the request while the epoch's last splits are unfinished elsewhere.
-  auto hold = st.start.split_timeout / 2;
-  self
-    ->request(st.start.def.splits, st.start.split_timeout,
-              msg::get_splits{st.start.def.task, feed->epoch(), feed->request_max(), hold.count()})
-    .then(
-      [self](msg::splits_reply& reply) {
-        auto& st = self->state;
-        if (st.stats) {
-          st.stats->split_waits_total.fetch_add(1, std::memory_order_relaxed);
-          st.stats->split_wait_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                              std::chrono::steady_clock::now() - st.split_asked)
-                                              .count(),
-                                            std::memory_order_relaxed);
-        }
-        SplitFeed* feed = st.runner->split_feed();
-        feed->deliver(std::move(reply.splits), reply.end_of_splits, reply.empty_epoch);
-        st.waiting_for_split = false;
-        after_step(self);
-      },
-      [self](caf::error& err) {
-        auto& st = self->state;
-        st.runner->split_feed()->fail(
-          msg::to_status(err, "asking job " + std::to_string(st.start.def.job) + " for splits"));
-        st.waiting_for_split = false;
-        after_step(self);
-      });
+  for (const auto& f : st.runner->split_feeds()) {
+    SplitFeed* feed = f.get();
+    if (!feed->wants_splits())
+      continue;
+    feed->request_sent();
+    st.split_asked = std::chrono::steady_clock::now();
+    // The job may hold the request while the epoch's last splits are unfinished elsewhere.
+    auto hold = st.start.split_timeout / 2;
+    self
+      ->request(st.start.def.splits, st.start.split_timeout,
+                msg::get_splits{st.start.def.task, feed->epoch(), feed->request_max(), hold.count(),
+                                feed->source()})
+      .then(
+        [self, source = feed->source()](msg::splits_reply& reply) {
+          auto& st = self->state;
+          SplitFeed* feed = st.runner->split_feeds()[static_cast<std::size_t>(source)].get();
+          if (st.stats) {
+            st.stats->split_waits_total.fetch_add(1, std::memory_order_relaxed);
+            st.stats->split_wait_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                std::chrono::steady_clock::now() - st.split_asked)
+                                                .count(),
+                                              std::memory_order_relaxed);
+          }
+          feed->deliver(std::move(reply.splits), reply.end_of_splits, reply.empty_epoch);
+          st.waiting_for_split = false;
+          after_step(self);
+        },
+        [self, source = feed->source()](caf::error& err) {
+          auto& st = self->state;
+          SplitFeed* feed = st.runner->split_feeds()[static_cast<std::size_t>(source)].get();
+          feed->fail(
+            msg::to_status(err, "asking job " + std::to_string(st.start.def.job) + " for splits"));
+          st.waiting_for_split = false;
+          after_step(self);
+        });
+  }
 }
 
 // get_elements: coordinated reads go to round_request; otherwise acks and reconnections are
@@ -332,6 +341,18 @@ void on_produce(self_ptr self) {
   // A capped tenant's task stops within the step as soon as its tenant reaches the cap.
   TenantBuffers::Slot* capped =
     st.tenant_slot && st.tenant_slot->capped() ? st.tenant_slot.get() : nullptr;
+  // The simulator's virtual cost per element (node/hooks.hpp; compiled out of production).
+  int64_t allowance = -1;
+  if constexpr (hooks::kCompiledIn) {
+    int64_t wait_ns = 0;
+    allowance = hooks::produce_allowance(self->id(), wait_ns);
+    if (allowance == 0) {
+      st.produce_scheduled = true; // the timer's step is due: no other one meanwhile
+      if (wait_ns > 0)
+        self->delayed_send(self, caf::timespan{wait_ns}, msg::produce_atom_v);
+      return;
+    }
+  }
   const auto start = self->clock().now();
   const auto deadline = start + st.start.step_time;
   // Asking the clock after every element cost ~4% of an 8-byte element's time: while 16 more
@@ -339,6 +360,8 @@ void on_produce(self_ptr self) {
   int64_t elements = 0, skip = 0;
   auto step = st.runner->produce([&] {
     ++elements;
+    if (allowance > 0 && elements >= allowance)
+      return true;
     if (capped) {
       capped->set(st.runner->buffered_bytes());
       if (capped->held_back())
@@ -354,6 +377,9 @@ void on_produce(self_ptr self) {
     skip = (now - start) / elements * 16 < deadline - now ? 15 : 0;
     return false;
   });
+  if constexpr (hooks::kCompiledIn)
+    if (allowance > 0)
+      hooks::produced(elements);
   if (step == TaskRunner::Step::waiting_for_split)
     st.waiting_for_split = true;
   after_step(self);

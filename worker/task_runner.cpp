@@ -13,6 +13,8 @@
 
 #include "dispatcher/job_core.hpp"
 #include "net/bulk_frame.hpp"
+#include "pipeline/kernels/make_iterator.hpp"
+#include "pipeline/sharding/multi_source.hpp"
 #include "pipeline/functions/functions.hpp"
 #include "pipeline/runtime/stop_flag.hpp"
 
@@ -76,12 +78,31 @@ Status TaskRunner::start(const Dataset& input, const FunctionRegistry* functions
     ctx_.memory = budget_.get();
   }
   buffer_charge_ = std::make_unique<MemoryCharge>(budget_.get(), "task buffer");
-  if (policy_ == ShardingPolicy::dynamic) {
-    feed_ = std::make_unique<SplitFeed>();
-    ctx_.split_provider = feed_.get();
-    per_split_ = is_per_split(dataset);
+  Expected<std::unique_ptr<Iterator>> it = std::unique_ptr<Iterator>{};
+  const int64_t sources =
+    policy_ == ShardingPolicy::dynamic ? splittable_source_count(*dataset.node()) : 0;
+  if (sources > 1) {
+    // One feed per source, none prefetching (split_feed.hpp); per-split as a concatenation
+    // (its pipeline reads one split of one source at a time).
+    std::vector<SplitProvider*> providers;
+    for (int64_t i = 0; i < sources; ++i) {
+      feeds_.push_back(std::make_unique<SplitFeed>(1));
+      feeds_.back()->set_source(i);
+      feeds_.back()->set_prefetch(false);
+      providers.push_back(feeds_.back().get());
+    }
+    feed_ = feeds_[0].get();
+    per_split_ = is_per_split_concatenation(dataset);
+    it = make_split_iterator(dataset.node(), ctx_, std::move(providers));
+  } else {
+    if (policy_ == ShardingPolicy::dynamic) {
+      feeds_.push_back(std::make_unique<SplitFeed>());
+      feed_ = feeds_[0].get();
+      ctx_.split_provider = feed_;
+      per_split_ = is_per_split(dataset);
+    }
+    it = dataset.make_iterator(ctx_);
   }
-  auto it = dataset.make_iterator(ctx_);
   if (!it.ok())
     return it.status();
   iterator_ = std::move(it).value();
@@ -152,7 +173,8 @@ TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
       ended_ = true;
       iterator_.reset(); // frees the pipeline's resources now
       if (feed_) {
-        feed_->pipeline_ended();
+        for (auto& feed : feeds_)
+          feed->pipeline_ended();
         track_feed();
         finish_all_if_done();
       }
@@ -160,14 +182,15 @@ TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
     }
     Item item;
     if (per_split_) {
-      if (!feed_->has_current()) {
+      SplitFeed* in = current_feed();
+      if (in == nullptr) {
         error_ = internal_error("a per-split pipeline produced an element outside any split");
         iterator_.reset();
         return Step::failed;
       }
-      const Split& c = feed_->current();
-      Key key{c.epoch, c.index};
-      item.origin = Origin{c.epoch, c.index, feed_->next_seq()};
+      const Split& c = in->current();
+      Key key{c.source, c.epoch, c.index};
+      item.origin = Origin{c.epoch, c.index, in->next_seq(), c.source};
       // A resumed job: the trainer consumed this element before (Split::skip).
       if (item.origin.seq < c.skip) {
         ++elements; // (the step's bound counts the pipeline's work, kept or not)
@@ -231,11 +254,11 @@ msg::element_batch TaskRunner::next_chunk(Pending& p) {
 void TaskRunner::add_origin(std::vector<msg::origin_run>& runs, const Origin& o) const {
   if (!per_split_)
     return;
-  if (!runs.empty() && runs.back().epoch == o.epoch && runs.back().index == o.index &&
-      runs.back().first_seq + runs.back().count == o.seq)
+  if (!runs.empty() && runs.back().source == o.source && runs.back().epoch == o.epoch &&
+      runs.back().index == o.index && runs.back().first_seq + runs.back().count == o.seq)
     ++runs.back().count;
   else
-    runs.push_back(msg::origin_run{o.epoch, o.index, o.seq, 1});
+    runs.push_back(msg::origin_run{o.epoch, o.index, o.seq, 1, false, o.source});
 }
 
 uint64_t TaskRunner::register_batch(msg::consumer_id_t consumer,
@@ -243,7 +266,7 @@ uint64_t TaskRunner::register_batch(msg::consumer_id_t consumer,
   // A run that ends with its split's last element says so: the consumer's read cursor then
   // knows the split complete (otherwise a resumed job runs it again to skip all of it).
   for (auto& o : origins)
-    if (auto sp = splits_.find(Key{o.epoch, o.index});
+    if (auto sp = splits_.find(Key{o.source, o.epoch, o.index});
         sp != splits_.end() && sp->second.closed &&
         sp->second.last_seq == o.first_seq + o.count - 1)
       o.split_end = true;
@@ -257,9 +280,9 @@ void TaskRunner::count_for_splits(msg::consumer_id_t consumer, uint64_t batch_se
                                   const std::vector<msg::origin_run>& origins) {
   auto& runs = unacked_[consumer][batch_seq];
   for (const auto& o : origins) {
-    runs.emplace_back(Key{o.epoch, o.index}, o.count);
+    runs.emplace_back(Key{o.source, o.epoch, o.index}, o.count);
     if (shares_whole_epoch())
-      if (auto sp = splits_.find(Key{o.epoch, o.index}); sp != splits_.end())
+      if (auto sp = splits_.find(Key{o.source, o.epoch, o.index}); sp != splits_.end())
         sp->second.sent += o.count;
   }
 }
@@ -408,8 +431,9 @@ std::optional<msg::element_batch> TaskRunner::take_cached(msg::consumer_id_t con
         break;
       }
       if (whole_epoch && per_split_) {
-        auto sp =
-          item.counted ? splits_.find(Key{item.origin.epoch, item.origin.index}) : splits_.end();
+        auto sp = item.counted
+                    ? splits_.find(Key{item.origin.source, item.origin.epoch, item.origin.index})
+                    : splits_.end();
         if (sp != splits_.end()) {
           ++sp->second.cached;
           sp->second.last_index = cache_->end_index() - 1;
@@ -558,24 +582,34 @@ std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
 
 // New and closed splits of the feed: start tracking / mark complete.
 void TaskRunner::track_feed() {
-  for (auto& s : feed_->take_started()) {
-    Key key{s.epoch, s.index};
-    splits_[key].split = std::move(s);
-  }
+  for (auto& feed : feeds_)
+    for (auto& s : feed->take_started()) {
+      Key key{s.source, s.epoch, s.index};
+      splits_[key].split = std::move(s);
+    }
   if (!per_split_) {
-    feed_->take_closed();
+    for (auto& feed : feeds_)
+      feed->take_closed();
     return;
   }
-  for (const auto& s : feed_->take_closed()) {
-    Key key{s.epoch, s.index};
-    if (closing_lost_.erase(key) > 0)
-      continue; // the end of the run that was handed back, not of a new run (consumer_reconnected)
-    auto sp = splits_.find(key);
-    if (sp == splits_.end())
-      continue;
-    sp->second.closed = true;
-    check_finished(key);
-  }
+  for (auto& feed : feeds_)
+    for (const auto& s : feed->take_closed()) {
+      Key key{s.source, s.epoch, s.index};
+      if (closing_lost_.erase(key) > 0)
+        continue; // the end of the run handed back, not of a new run (consumer_reconnected)
+      auto sp = splits_.find(key);
+      if (sp == splits_.end())
+        continue;
+      sp->second.closed = true;
+      check_finished(key);
+    }
+}
+
+SplitFeed* TaskRunner::current_feed() const {
+  for (const auto& feed : feeds_)
+    if (feed->has_current())
+      return feed.get();
+  return nullptr;
 }
 
 void TaskRunner::check_finished(const Key& key) {
@@ -665,15 +699,17 @@ void TaskRunner::consumer_reconnected(msg::consumer_id_t consumer) {
     if (sp == splits_.end())
       continue;
     lost_.push_back(sp->second.split); // read again elsewhere; the consumer drops repeats
-    if (!sp->second.closed && feed_ && feed_->has_current() &&
-        Key{feed_->current().epoch, feed_->current().index} == key)
+    const SplitFeed* in = current_feed();
+    if (!sp->second.closed && in != nullptr &&
+        Key{in->current().source, in->current().epoch, in->current().index} == key)
       closing_lost_.insert(key); // still in production: its close is not a new run's
     dropped.insert(key);
     splits_.erase(sp);
   }
   // Their copies in the buffer belong to the run handed back: none counts for a new run.
   for (auto& item : buffer_)
-    if (item.counted && dropped.count(Key{item.origin.epoch, item.origin.index}))
+    if (item.counted &&
+        dropped.count(Key{item.origin.source, item.origin.epoch, item.origin.index}))
       item.counted = false;
 }
 
@@ -727,7 +763,7 @@ void TaskRunner::consumer_gone(msg::consumer_id_t consumer) {
   finish_all_if_done();
 }
 
-std::vector<std::pair<int64_t, int64_t>> TaskRunner::take_finished() {
+std::vector<std::tuple<int64_t, int64_t, int64_t>> TaskRunner::take_finished() {
   return std::exchange(finished_, {});
 }
 

@@ -21,6 +21,10 @@
 //   origin (split, sequence), sent with each batch; other pipelines' splits finish together when
 //   the pipeline ended and every batch was acknowledged. A consumer that reconnected may have
 //   lost what it was sent and did not acknowledge: those splits are handed back (take_lost()).
+//   A dataset with several splittable sources (zip, concatenate) reads each through its own
+//   feed (split_feeds(), pipeline/sharding/multi_source.hpp's order); its splits are keyed by
+//   (source, epoch, index). A concatenation of sources is per-split (its elements' origins name
+//   their source); a zip is not.
 #pragma once
 
 #include <atomic>
@@ -31,6 +35,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <boost/container/deque.hpp>
@@ -158,8 +163,10 @@ public:
   // `sizes` (optional): each element's byte size, as the buffer counted it, appended.
   std::vector<Element> take_elements(std::size_t n, std::vector<std::size_t>* sizes = nullptr);
 
-  // The split feed of a DYNAMIC task (nullptr for OFF).
-  SplitFeed* split_feed() { return feed_.get(); }
+  // The split feed of a DYNAMIC task (nullptr for OFF): source 0's.
+  SplitFeed* split_feed() { return feed_; }
+  // One feed per splittable source (empty for OFF).
+  const std::vector<std::unique_ptr<SplitFeed>>& split_feeds() const { return feeds_; }
   bool per_split() const { return per_split_; }
 
   // Delivery tracking: every batch until its consumer acknowledges it (DYNAMIC: its splits
@@ -167,7 +174,7 @@ public:
   void ack(msg::consumer_id_t consumer, const std::vector<uint64_t>& batch_seqs);
   // The consumer reconnected: its unacknowledged batches may be lost.
   void consumer_reconnected(msg::consumer_id_t consumer);
-  std::vector<std::pair<int64_t, int64_t>> take_finished();
+  std::vector<std::tuple<int64_t, int64_t, int64_t>> take_finished(); // (source, epoch, index)
   std::vector<Split> take_lost();
   // Nothing produced is waiting: buffer empty and every batch acknowledged (a batch taken but
   // not yet received would be lost with the worker: a drain waits for this).
@@ -220,9 +227,10 @@ private:
   ShardingPolicy policy_;
   Compression compression_;
   TaskLimits limits_;
-  std::unique_ptr<SplitFeed> feed_;
-  std::unique_ptr<MemoryBudget> budget_;        // before everything that charges it
-  std::unique_ptr<MemoryCharge> buffer_charge_; // buffer_ against budget_
+  std::vector<std::unique_ptr<SplitFeed>> feeds_; // DYNAMIC: one per splittable source
+  SplitFeed* feed_ = nullptr;                     // feeds_[0]
+  std::unique_ptr<MemoryBudget> budget_;          // before everything that charges it
+  std::unique_ptr<MemoryCharge> buffer_charge_;   // buffer_ against budget_
   IteratorContext ctx_;
   std::unique_ptr<Iterator> iterator_;
   using Origin = ElementOrigin; // (cross_trainer_cache.hpp)
@@ -238,7 +246,7 @@ private:
     int64_t cached = 0;
     int64_t last_index = -1;
   };
-  using Key = std::pair<int64_t, int64_t>;
+  using Key = std::tuple<int64_t, int64_t, int64_t>; // (source, epoch, index)
   struct Item {
     Element element;              // kept once encoded: `frame` views its large tensors' storage
     GatherBuffer frame;           // pre-encoded: frame header room + a one-element batch buffer
@@ -273,6 +281,9 @@ private:
   // Encodes the buffer's first bulk items ahead of requests, up to bulk_encode_ahead_bytes.
   void encode_ahead();
   void track_feed();
+  // Per-split: the feed whose split the pipeline is reading (a concatenation reads one source
+  // at a time: the others' splits are closed), or null.
+  SplitFeed* current_feed() const;
   void check_finished(const Key& key);
   // Whole-epoch sharing: a split finishes once closed, read by every trainer (the cache's
   // oldest unread element is past its last one) and every batch that carried it acknowledged;

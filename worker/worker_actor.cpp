@@ -91,6 +91,12 @@ struct worker_state {
   // Each task's stop flag (TaskLimits::stop): set with its stop_task, because a task busy in a
   // pipeline that returns no element handles no message until the pipeline sees the flag.
   std::map<msg::task_id_t, std::shared_ptr<std::atomic<bool>>> stop_flags;
+  // OFF tasks: the only ones that outlive a lost connection to their job (task_actor.cpp
+  // on_down); every other task quits when its job's dispatcher is gone.
+  std::set<msg::task_id_t> off_tasks;
+  // The stop flags of tasks replaced under their id (assign_task) until they quit, for the
+  // worker's end.
+  std::map<caf::actor_addr, std::shared_ptr<std::atomic<bool>>> replaced_stop_flags;
   uint64_t tasks_spawned = 0; // numbers their batches apart (TaskStart::first_batch_seq)
   // What its tasks buffer per tenant, against the tenants' caps (--tenant-max-buffer-bytes).
   std::shared_ptr<TenantBuffers> tenant_buffers = std::make_shared<TenantBuffers>();
@@ -115,6 +121,8 @@ struct worker_state {
   // wait for a pipeline that never returns.
   ~worker_state() {
     for (auto& entry : stop_flags)
+      entry.second->store(true, std::memory_order_relaxed);
+    for (auto& entry : replaced_stop_flags)
       entry.second->store(true, std::memory_order_relaxed);
   }
 };
@@ -271,10 +279,16 @@ bool forget_task(self_ptr self, const caf::actor_addr& addr) {
   auto t = st.task_by_addr.find(addr);
   if (t == st.task_by_addr.end())
     return false;
-  if (st.start.local_registry)
-    LocalWorkers::remove_task(st.address, t->second);
-  st.tasks.erase(t->second);
-  st.stop_flags.erase(t->second);
+  // A task replaced under its id (a restored job assigned it again while it was quitting,
+  // assign_task below) leaves its successor in place.
+  if (auto cur = st.tasks.find(t->second); cur != st.tasks.end() && cur->second.address() == addr) {
+    if (st.start.local_registry)
+      LocalWorkers::remove_task(st.address, t->second);
+    st.tasks.erase(cur);
+    st.stop_flags.erase(t->second);
+    st.off_tasks.erase(t->second);
+  }
+  st.replaced_stop_flags.erase(addr);
   st.task_by_addr.erase(t);
   return true;
 }
@@ -397,7 +411,15 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
          timeout = self->state.start.request_timeout](const msg::snapshot_stream_def& def) {
           return fetch_from(*sys, d, timeout, def);
         },
-        self->state.start.task_limits.paths);
+        self->state.start.task_limits.paths,
+        // A stream that ended is reported by a heartbeat now, sent as the worker itself (only
+        // its own node may drive its heartbeats); weak: the streams never keep the worker alive.
+        [weak = caf::weak_actor_ptr{self->ctrl()}] {
+          if (auto strong = weak.lock()) {
+            auto worker = caf::actor_cast<caf::actor>(strong);
+            caf::send_as(worker, worker, msg::tick_atom_v, true);
+          }
+        });
       if (auto bulk = self->state.start.bulk.actor) // the bulk server ends with its worker
         self->attach_functor(
           [bulk] { caf::anon_send_exit(bulk, caf::exit_reason::user_shutdown); });
@@ -444,6 +466,12 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
           heartbeat(self);
           self->delayed_send(self, self->state.start.heartbeat_interval, msg::tick_atom_v);
         },
+        [self](msg::tick_atom, bool) { // a heartbeat now (a snapshot stream ended), no timer
+          if (!from_own_process(self, "tick_atom").ok())
+            return;
+          if (self->state.registered)
+            heartbeat(self);
+        },
         [self](msg::drain_atom) -> caf::result<bool> {
           auto& st = self->state;
           // Only this process (its SIGTERM handling) drains the worker.
@@ -477,13 +505,26 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
               !admitted.ok())
             return msg::to_error(admitted);
           auto id = req.def.task;
-          if (auto t = st.tasks.find(id); t != st.tasks.end()) {
-            // Assigned again (by a restarted dispatcher's job): the running task re-attaches to
-            // the job actor in the definition, also while the worker drains (its consumers still
-            // read it, and the restored job must know it).
+          if (auto t = st.tasks.find(id); t != st.tasks.end() && st.off_tasks.count(id)) {
+            // Assigned again (by a restarted dispatcher's job): the running OFF task re-attaches
+            // to the job actor in the definition, also while the worker drains (its consumers
+            // still read it, and the restored job must know it).
             st.claimed.insert(id);
             caf::anon_send(caf::actor_cast<caf::actor>(t->second), std::move(req));
             return msg::task_assigned{id, t->second};
+          } else if (t != st.tasks.end()) {
+            // Any other task quits when its old job's dispatcher is gone, but it may not have
+            // seen that yet: one busy in its pipeline (e.g. dropping a resumed split's consumed
+            // prefix, which returns no element for seconds) reads its mailbox late. Handing the
+            // restored job that handle would leave it a task that is about to vanish unnoticed
+            // (its consumers retried it forever): a fresh one, under the same id, takes its
+            // place (the restored job hands the old one's journaled splits out again). The old
+            // one is not stopped: a stopped task answers its reader's held request with the
+            // cancellation, which fails the read; it quits on its own as it reads its mailbox,
+            // which its reader retries.
+            if (auto flag = st.stop_flags.find(id); flag != st.stop_flags.end())
+              st.replaced_stop_flags[t->second.address()] = flag->second;
+            st.tasks.erase(t);
           }
           if (st.draining)
             return msg::make_error(ErrorCode::unavailable,
@@ -500,6 +541,8 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
           ts.tenant_buffers = st.tenant_buffers;
           ts.limits.stop = std::make_shared<std::atomic<bool>>(false);
           st.stop_flags[id] = ts.limits.stop;
+          if (ts.def.policy == ShardingPolicy::off)
+            st.off_tasks.insert(id);
           auto handle = spawn_task(self, std::move(ts), st.start.task_executor);
           st.tasks[id] = handle;
           st.task_by_addr[handle.address()] = id;
@@ -515,6 +558,14 @@ worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start) {
           if (auto t = st.tasks.find(req.task); t != st.tasks.end())
             caf::anon_send(caf::actor_cast<caf::actor>(t->second),
                            msg::end_rounds{req.task, req.local_rounds, st.start.auth_token});
+        },
+        [self](msg::snapshot_nudge& req) {
+          // Snapshot streams may wait for this worker: ask for them now rather than at the next
+          // heartbeat (the periodic heartbeat stays the fallback when a nudge is lost).
+          if (!admit(self, req.auth_token, "snapshot_nudge").ok())
+            return;
+          if (self->state.registered)
+            heartbeat(self);
         },
         [self](msg::stop_task& req) {
           auto& st = self->state;

@@ -62,9 +62,11 @@ struct WorkerStart {
 // drain_atom: a graceful stop — the worker takes no new task, its DYNAMIC tasks take no new
 // split and hand the unstarted ones back to their jobs, every task finishes what it started
 // and serves it; the reply (true) comes once every task's output was acknowledged (OFF: taken).
-using worker_full_actor = msg::worker_actor::extend<
-  caf::reacts_to<msg::tick_atom>, caf::reacts_to<caf::connect_atom, std::string>,
-  caf::replies_to<msg::drain_atom>::with<bool>, caf::reacts_to<msg::drained_atom>>;
+using worker_full_actor =
+  msg::worker_actor::extend<caf::reacts_to<msg::tick_atom>, caf::reacts_to<msg::tick_atom, bool>,
+                            caf::reacts_to<caf::connect_atom, std::string>,
+                            caf::replies_to<msg::drain_atom>::with<bool>,
+                            caf::reacts_to<msg::drained_atom>>;
 
 worker_full_actor spawn_worker(caf::actor_system& sys, WorkerStart start);
 

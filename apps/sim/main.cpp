@@ -25,7 +25,8 @@ constexpr CommandInfo kInfo{
   "production actors. One seed decides everything (the trace hash proves it); --runs K sweeps\n"
   "seeds S..S+K-1. Faults (--faults): KIND:N draws N faults per seed (crash, restart, partition,\n"
   "disconnect, slow, drain: a graceful stop and a new process, dispatcher: a crash and restart "
-  "from its simulated disk, any: all but drain); KIND(NODE[,PEER])@WHEN[+DURATION] places one, "
+  "from its simulated disk, trainer: the consumer killed and resumed from its checkpoint (DYNAMIC "
+  "private reads), any: all but drain and trainer); KIND(NODE[,PEER])@WHEN[+DURATION] places one, "
   "e.g.\n"
   "crash(worker-1)@200ms or partition(worker-0,dispatcher)@30%+2s. Exit codes: 0 every run\n"
   "passed, 1 an invariant failed, 2 bad arguments."};

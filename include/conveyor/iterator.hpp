@@ -20,6 +20,8 @@ class SplitProvider;
 class PathPolicy;
 class MemoryBudget;
 class ExecutorGroup;
+class IteratorStateWriter;
+class IteratorStateReader;
 
 struct IteratorContext {
   // Never null once make_iterator starts (defaults to FunctionRegistry::global()).
@@ -51,6 +53,13 @@ public:
   // On success either fills `out` (end_of_sequence = false) or sets end_of_sequence = true.
   // After end_of_sequence, further calls keep returning end_of_sequence.
   virtual Status get_next(Element& out, bool& end_of_sequence) = 0;
+
+  // Checkpoints (conveyor/iterator_state.hpp): save() writes what this iterator holds between two
+  // get_next calls, then its input's state; restore() reads it into a fresh iterator of the same
+  // dataset before its first get_next. An iterator with threads pauses them while it saves, so
+  // its input's state is taken with nothing in flight. The default refuses (unimplemented).
+  virtual Status save(IteratorStateWriter& out);
+  virtual Status restore(IteratorStateReader& in);
 };
 
 } // namespace conveyor

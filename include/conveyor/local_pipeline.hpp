@@ -15,6 +15,18 @@
 // C++ callables are map/filter functions of a registry private to the pipeline, so batch,
 // shuffle, prefetch, take... behave as they do on a worker. The source is read once: pipelines
 // derived from one source share it, and only the first to call next() reads it.
+//
+// A checkpoint (issue 36) is the stream's read cursor plus what the ops hold between two next()
+// calls (a shuffle buffer and its generator, prefetched elements, finished parallel map calls, the
+// rest of an unbatched batch, take/skip counts), so a trainer restarted from it continues with the
+// next element it would have seen:
+//
+//   save(pipeline.checkpoint());                                  // beside the model
+//   ...
+//   options.resume_from = *LocalPipeline::read_cursor_of(blob);   // after a restart
+//   auto stream = client.distribute(dataset, options);
+//   auto pipeline = LocalPipeline::over(*stream).map(augment).shuffle(1000, 7).batch(32);
+//   pipeline.restore(blob);
 #pragma once
 
 #include <chrono>
@@ -37,14 +49,18 @@ public:
   using Pull = std::function<Status(Element& out, bool& end_of_sequence)>;
   using Map = std::function<Expected<Element>(const Element&)>;
   using Predicate = std::function<Expected<bool>(const Element&)>;
+  // The read cursor of what the source has handed out so far (checkpoint()); called while the
+  // ops' threads are paused.
+  using Cursor = std::function<Expected<std::string>()>;
 
-  explicit LocalPipeline(Pull source);
+  explicit LocalPipeline(Pull source, Cursor cursor = nullptr);
   // Reads `stream`, which must outlive the iteration; `timeout` per element as in
   // ElementStream::next (deadline_exceeded then ends the pipeline with that error).
   static LocalPipeline over(ElementStream& stream,
                             std::chrono::milliseconds timeout = ElementStream::kDefaultTimeout) {
     return LocalPipeline(
-      [&stream, timeout](Element& out, bool& end) { return stream.next(out, end, timeout); });
+      [&stream, timeout](Element& out, bool& end) { return stream.next(out, end, timeout); },
+      [&stream] { return stream.checkpoint(); });
   }
 
   LocalPipeline(LocalPipeline&&) noexcept;
@@ -70,9 +86,21 @@ public:
   // The ops in the text form, e.g. "source(local_source).map(local_fn_1).batch(4)".
   std::string to_text() const;
 
+  // A versioned blob: the source's read cursor and the ops' state, taken between two next()
+  // calls. failed_precondition when the source has no cursor or its read cannot be resumed
+  // (ElementStream::checkpoint); unimplemented for an op that cannot save its state; a
+  // parallel map's calls in flight finish first.
+  Expected<std::string> checkpoint();
+  // The read cursor inside a checkpoint: DistributeOptions::resume_from of the restored stream.
+  static Expected<std::string> read_cursor_of(const std::string& checkpoint);
+  // Before the first next(): continues from a checkpoint of a pipeline with the same ops (else
+  // invalid_argument), whose source resumes from read_cursor_of(checkpoint).
+  Status restore(const std::string& checkpoint);
+
 private:
   struct Shared; // the source and the private function registry
   LocalPipeline(std::shared_ptr<Shared> shared, Dataset dataset);
+  Status start(); // makes the iterator (the first next(), checkpoint() or restore())
 
   std::shared_ptr<Shared> shared_;
   Dataset dataset_;

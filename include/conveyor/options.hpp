@@ -64,6 +64,9 @@ struct CrossTrainerCacheOptions {
 // DistributeOptions::iteration: the named job's running iteration, else its next one.
 inline constexpr int64_t kNextIteration = -1;
 
+// DistributeOptions::deterministic_hold_bytes: the consumer's default byte credits.
+inline constexpr int64_t kDefaultDeterministicHoldBytes = int64_t{64} << 20;
+
 struct DistributeOptions {
   // Processing mode: OFF, DYNAMIC, or a static policy (FILE, DATA, FILE_OR_DATA, HINT), which
   // needs a dispatcher started with its fixed worker list (DispatcherConfig::worker_addresses).
@@ -157,7 +160,23 @@ struct DistributeOptions {
   // attempts (docs/SEMANTICS.md "Resumable reads"). Needs the DYNAMIC mode, no job_name, no
   // cross-trainer cache, and the cursor's own dataset (refused naming `resume_from` otherwise).
   std::optional<std::string> resume_from;
+  // Reproducible order (issue 36): the stream hands out the elements in their splits' order
+  // (epoch, index) and each split's elements in order, whatever the number of workers, their
+  // speed or failures — the order one worker gives. Split assignment stays dynamic; the consumer
+  // reorders, the job producing at most kDeterministicWindow splits past the lowest unfinished
+  // one (docs/SEMANTICS.md "Reproducible order"). Needs the DYNAMIC mode, a per-split pipeline,
+  // a private job (no job_name), no coordinated reads and no cross-trainer cache (refused
+  // naming `deterministic` otherwise). Works with resume_from.
+  bool deterministic = false;
+  // Deterministic reads: once the reorder holds more than this many bytes (elements that came
+  // ahead of the one it waits for), the consumer asks only the task of the job's lowest
+  // unfinished split for elements, so the hold stays about this budget (plus what requests in
+  // flight bring), whatever the element size. At least 1.
+  int64_t deterministic_hold_bytes = kDefaultDeterministicHoldBytes;
 };
+// How many splits past the lowest unfinished one a deterministic read's job hands out: what the
+// consumer may hold ahead of the split it waits for (DistributeOptions::deterministic).
+inline constexpr int64_t kDeterministicWindow = 16;
 
 // "grpc", "bulk" or "caf" (case-sensitive); invalid_argument naming the allowed values otherwise.
 Status validate_data_transfer_protocol(std::string_view protocol);
@@ -178,7 +197,8 @@ bool fail_on_worker_loss(const DistributeOptions& options);
 // on_worker_loss not "continue"/"fail", or set with a processing mode other than OFF;
 // data_transfer_protocol not one of "grpc", "bulk", "caf"; external_state_policy not one of
 // "WARN", "IGNORE", "FAIL"; resume_from that is no read cursor, or with another mode than
-// DYNAMIC, a job_name or the cross-trainer cache.
+// DYNAMIC, a job_name or the cross-trainer cache; deterministic with another mode than DYNAMIC,
+// a job_name, coordinated reads or the cross-trainer cache; deterministic_hold_bytes < 1.
 // Returns `unimplemented` ("not supported yet") for the parts later issues fill in.
 Status validate(const DistributeOptions& options);
 

@@ -43,6 +43,10 @@ struct ReadProgress {
 struct StreamStats : ReadProgress {
   int64_t messages = 0;                      // element batches received
   std::map<std::string, int64_t> per_worker; // worker address -> elements read from it
+  // Deterministic reads: the most elements (and their bytes) the reorder held at once, waiting
+  // for an earlier one (DistributeOptions::deterministic).
+  int64_t order_held_peak = 0;
+  int64_t order_held_peak_bytes = 0;
 };
 
 } // namespace conveyor

@@ -3,6 +3,7 @@
 // string per entry (row-major). Storage is shared and immutable once produced (see Tensor).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -64,6 +65,14 @@ public:
   // Zero-filled (or empty strings) tensor of the given dtype and shape.
   Tensor(DType dtype, Shape shape);
 
+  // Copies share the storage. Written out because a one-string view builds its strings() cache
+  // lazily in a const call: the copy reads that pointer atomically, as strings() writes it.
+  Tensor(const Tensor& other);
+  Tensor& operator=(const Tensor& other);
+  Tensor(Tensor&&) noexcept = default;
+  Tensor& operator=(Tensor&&) noexcept = default;
+  ~Tensor() = default;
+
   // Scalars.
   static Tensor scalar(bool v);
   static Tensor scalar(int8_t v);
@@ -101,6 +110,10 @@ public:
                              const unsigned char* data, std::size_t size);
   static Tensor string_view_of(Shape shape, StorageOwner owner,
                                std::vector<std::string_view> strings);
+  // A string view with exactly one entry (the shape's product must be 1: a scalar, [1], ...):
+  // the common scalar-bytes element (a snapshot or TFRecord record, an encoded image) held
+  // without allocating, its one view inline in the tensor.
+  static Tensor single_string_view(Shape shape, StorageOwner owner, std::string_view string);
 
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
@@ -166,17 +179,23 @@ public:
   friend bool operator!=(const Tensor& a, const Tensor& b) { return !(a == b); }
 
 private:
+  friend struct TensorInternals; // uninitialized storage for decoders (pipeline/tensor/)
   struct StringViews; // a string tensor over someone else's storage (defined in tensor.cpp)
   enum class Mode : unsigned char {
     inline_bytes,
     owned_bytes,
+    owned_raw, // numeric bytes this tensor allocated uninitialized (keep_), filled by a decoder
     viewed_bytes,
     owned_strings,
-    viewed_strings
+    viewed_strings,
+    viewed_string // one string view: view_data_/view_size_, owner in keep_
   };
 
   const unsigned char* raw() const;
   std::size_t raw_size() const;
+  std::string_view single_view() const { // viewed_string's one entry
+    return {reinterpret_cast<const char*>(view_data_), view_size_};
+  }
   unsigned char* mutable_raw();
   void allocate(std::size_t bytes); // zero-filled numeric storage
 
@@ -186,12 +205,28 @@ private:
   alignas(8) unsigned char inline_[kInlineBytes] = {}; // int64/double/complex read in place
   Shape shape_;
   std::shared_ptr<std::vector<unsigned char>> owned_; // owned_bytes
-  StorageOwner keep_;                                 // viewed_bytes / viewed_strings
-  const unsigned char* view_data_ = nullptr;          // viewed_bytes
+  StorageOwner keep_;                                 // owned_raw / viewed_bytes / viewed_string(s)
+  const unsigned char* view_data_ = nullptr;          // owned_raw / viewed_bytes / viewed_string
   std::size_t view_size_ = 0;
   std::shared_ptr<std::vector<std::string>> strings_; // owned_strings
-  std::shared_ptr<StringViews> views_;                // viewed_strings
+  // viewed_strings: the views, set once at construction. viewed_string: null until strings()
+  // builds its cache, which it publishes with an atomic compare-exchange (hence mutable).
+  mutable std::shared_ptr<StringViews> views_;
 };
+
+inline Tensor::Tensor(const Tensor& other)
+  : dtype_(other.dtype_), mode_(other.mode_), inline_size_(other.inline_size_),
+    shape_(other.shape_), owned_(other.owned_), keep_(other.keep_), view_data_(other.view_data_),
+    view_size_(other.view_size_), strings_(other.strings_),
+    views_(other.mode_ == Mode::viewed_string ? std::atomic_load(&other.views_) : other.views_) {
+  std::memcpy(inline_, other.inline_, sizeof inline_);
+}
+
+inline Tensor& Tensor::operator=(const Tensor& other) {
+  if (this != &other)
+    *this = Tensor(other);
+  return *this;
+}
 
 template <class T>
 Expected<Tensor> Tensor::from_values(Shape shape, const std::vector<T>& values) {

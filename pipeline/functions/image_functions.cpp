@@ -154,29 +154,57 @@ std::vector<ParamSpec> resize_params(std::vector<ParamSpec> first) {
   return first;
 }
 
+// resize's parameters, checked once for the run and the spec alike.
+struct ResizeParams {
+  int64_t height;
+  int64_t width;
+  ResizeOptions options;
+};
+Expected<ResizeParams> resize_params_of(const Params& p) {
+  auto o = resize_options("resize", p);
+  if (!o.ok())
+    return o.status();
+  return ResizeParams{int_param(p, "height"), int_param(p, "width"), *o};
+}
+
 FunctionDef resize_fn() {
   return image_def(
     "resize", resize_params({{"height", int64_t{0}}, {"width", int64_t{0}}}),
     "image -> [height, width, channels] as tf.image.resize (float32, or uint8 with dtype)",
     [](const Tensor& t, const Element&, const Params& p) -> Expected<Tensor> {
-      auto o = resize_options("resize", p);
-      if (!o.ok())
-        return o.status();
-      return image::resize("resize", t, int_param(p, "height"), int_param(p, "width"), o->method,
-                           o->antialias, o->dtype);
+      auto r = resize_params_of(p);
+      if (!r.ok())
+        return r.status();
+      return image::resize("resize", t, r->height, r->width, r->options.method,
+                           r->options.antialias, r->options.dtype);
     },
     [](const TensorSpec& in, const Params& p) -> Expected<TensorSpec> {
-      auto o = resize_options("resize", p);
-      if (!o.ok())
-        return o.status();
-      const int64_t h = int_param(p, "height"), w = int_param(p, "width");
-      CONVEYOR_RETURN_IF_ERROR(positive_size("resize", h, w));
-      return hwc_spec(o->dtype, h, w, spec_channels(in));
+      auto r = resize_params_of(p);
+      if (!r.ok())
+        return r.status();
+      CONVEYOR_RETURN_IF_ERROR(positive_size("resize", r->height, r->width));
+      return hwc_spec(r->options.dtype, r->height, r->width, spec_channels(in));
     });
 }
 
-TensorSpec cropped_spec(const TensorSpec& in, const Params& p) {
-  return hwc_spec(in.dtype, int_param(p, "height"), int_param(p, "width"), spec_channels(in));
+// The window of center_crop and random_crop: positive, checked for the run and the spec alike.
+struct CropSize {
+  int64_t height;
+  int64_t width;
+};
+Expected<CropSize> crop_size(const char* fn, const Params& p) {
+  const CropSize size{int_param(p, "height"), int_param(p, "width")};
+  CONVEYOR_RETURN_IF_ERROR(positive_size(fn, size.height, size.width));
+  return size;
+}
+
+TensorSpecOp cropped_spec(const char* fn) {
+  return [fn](const TensorSpec& in, const Params& p) -> Expected<TensorSpec> {
+    auto size = crop_size(fn, p);
+    if (!size.ok())
+      return size.status();
+    return hwc_spec(in.dtype, size->height, size->width, spec_channels(in));
+  };
 }
 
 FunctionDef center_crop_fn() {
@@ -184,18 +212,15 @@ FunctionDef center_crop_fn() {
     "center_crop", {{"height", int64_t{0}}, {"width", int64_t{0}}},
     "image -> its central [height, width] (offsets rounded as torchvision's CenterCrop)",
     [](const Tensor& t, const Element&, const Params& p) -> Expected<Tensor> {
-      const int64_t h = int_param(p, "height"), w = int_param(p, "width");
-      CONVEYOR_RETURN_IF_ERROR(positive_size("center_crop", h, w));
+      auto size = crop_size("center_crop", p);
+      if (!size.ok())
+        return size.status();
       CONVEYOR_RETURN_IF_ERROR(image::require_hwc("center_crop", t));
-      const auto top = static_cast<int64_t>(std::lround((t.shape()[0] - h) / 2.0));
-      const auto left = static_cast<int64_t>(std::lround((t.shape()[1] - w) / 2.0));
-      return image::crop("center_crop", t, top, left, h, w);
+      const auto top = static_cast<int64_t>(std::lround((t.shape()[0] - size->height) / 2.0));
+      const auto left = static_cast<int64_t>(std::lround((t.shape()[1] - size->width) / 2.0));
+      return image::crop("center_crop", t, top, left, size->height, size->width);
     },
-    [](const TensorSpec& in, const Params& p) -> Expected<TensorSpec> {
-      CONVEYOR_RETURN_IF_ERROR(
-        positive_size("center_crop", int_param(p, "height"), int_param(p, "width")));
-      return cropped_spec(in, p);
-    });
+    cropped_spec("center_crop"));
 }
 
 FunctionDef random_crop_fn() {
@@ -203,8 +228,10 @@ FunctionDef random_crop_fn() {
     "random_crop", {{"height", int64_t{0}}, {"width", int64_t{0}}, {"seed", int64_t{0}}},
     "image -> a [height, width] window at a random offset (per seed and element)",
     [](const Tensor& t, const Element& e, const Params& p) -> Expected<Tensor> {
-      const int64_t h = int_param(p, "height"), w = int_param(p, "width");
-      CONVEYOR_RETURN_IF_ERROR(positive_size("random_crop", h, w));
+      auto size = crop_size("random_crop", p);
+      if (!size.ok())
+        return size.status();
+      const int64_t h = size->height, w = size->width;
       CONVEYOR_RETURN_IF_ERROR(image::require_hwc("random_crop", t));
       if (h > t.shape()[0] || w > t.shape()[1])
         return image::crop("random_crop", t, 0, 0, h, w); // its error names both sizes
@@ -213,21 +240,23 @@ FunctionDef random_crop_fn() {
       const int64_t left = rng.integer(0, t.shape()[1] - w);
       return image::crop("random_crop", t, top, left, h, w);
     },
-    [](const TensorSpec& in, const Params& p) -> Expected<TensorSpec> {
-      CONVEYOR_RETURN_IF_ERROR(
-        positive_size("random_crop", int_param(p, "height"), int_param(p, "width")));
-      return cropped_spec(in, p);
-    });
+    cropped_spec("random_crop"));
 }
 
+// random_resized_crop's parameters, checked once for the run and the spec alike.
 struct RrcParams {
   int64_t size;
   image::ResizedCropRange range;
+  ResizeOptions options;
 };
 Expected<RrcParams> rrc_params(const Params& p) {
+  auto o = resize_options("random_resized_crop", p);
+  if (!o.ok())
+    return o.status();
   RrcParams r{int_param(p, "size"),
               {float_param(p, "scale_min"), float_param(p, "scale_max"),
-               float_param(p, "ratio_min"), float_param(p, "ratio_max")}};
+               float_param(p, "ratio_min"), float_param(p, "ratio_max")},
+              *o};
   const image::ResizedCropRange& g = r.range;
   if (r.size <= 0)
     return invalid_argument("random_resized_crop: `size` must be a positive int, got " +
@@ -259,24 +288,18 @@ FunctionDef random_resized_crop_fn() {
       auto r = rrc_params(p);
       if (!r.ok())
         return r.status();
-      auto o = resize_options("random_resized_crop", p);
-      if (!o.ok())
-        return o.status();
       CONVEYOR_RETURN_IF_ERROR(image::require_hwc("random_resized_crop", t));
       ElementRandom rng{int_param(p, "seed"), "random_resized_crop", e};
       const image::Region region =
         image::resized_crop_region(t.shape()[0], t.shape()[1], r->range, rng);
-      return image::resize("random_resized_crop", t, r->size, r->size, o->method, o->antialias,
-                           o->dtype, region);
+      return image::resize("random_resized_crop", t, r->size, r->size, r->options.method,
+                           r->options.antialias, r->options.dtype, region);
     },
     [](const TensorSpec& in, const Params& p) -> Expected<TensorSpec> {
       auto r = rrc_params(p);
       if (!r.ok())
         return r.status();
-      auto o = resize_options("random_resized_crop", p);
-      if (!o.ok())
-        return o.status();
-      return hwc_spec(o->dtype, r->size, r->size, spec_channels(in));
+      return hwc_spec(r->options.dtype, r->size, r->size, spec_channels(in));
     });
 }
 
@@ -294,14 +317,27 @@ FunctionDef flip_fn() {
     [](const TensorSpec& in, const Params&) -> Expected<TensorSpec> { return in; });
 }
 
-Expected<DType> normalize_dtype(const Params& p) {
+// normalize's parameters, checked once for the run and the spec alike (so a bad `mean` is
+// refused when the dataset is built, not at its first element).
+struct NormalizeParams {
+  DType dtype;
+  std::vector<double> mean;
+  std::vector<double> stddev;
+  double scale;
+};
+Expected<NormalizeParams> normalize_params(const Params& p) {
   const std::string name = string_param(p, "dtype");
-  if (name == "float32")
-    return DType::float32;
-  if (name == "float16")
-    return DType::float16;
-  return invalid_argument("normalize: `dtype` must be \"float32\" or \"float16\", got \"" + name +
-                          "\"");
+  if (name != "float32" && name != "float16")
+    return invalid_argument("normalize: `dtype` must be \"float32\" or \"float16\", got \"" + name +
+                            "\"");
+  auto mean = image::parse_floats("normalize", "mean", string_param(p, "mean"));
+  if (!mean.ok())
+    return mean.status();
+  auto stddev = image::parse_floats("normalize", "std", string_param(p, "std"));
+  if (!stddev.ok())
+    return stddev.status();
+  return NormalizeParams{name == "float32" ? DType::float32 : DType::float16, std::move(*mean),
+                         std::move(*stddev), float_param(p, "scale")};
 }
 
 FunctionDef normalize_fn() {
@@ -313,23 +349,17 @@ FunctionDef normalize_fn() {
      {"dtype", std::string{"float32"}}},
     "image -> (x * scale - mean) / std per channel (mean, std: \"a,b,c\"), float32 or float16",
     [](const Tensor& t, const Element&, const Params& p) -> Expected<Tensor> {
-      auto dtype = normalize_dtype(p);
-      if (!dtype.ok())
-        return dtype.status();
-      auto mean = image::parse_floats("normalize", "mean", string_param(p, "mean"));
-      if (!mean.ok())
-        return mean.status();
-      auto stddev = image::parse_floats("normalize", "std", string_param(p, "std"));
-      if (!stddev.ok())
-        return stddev.status();
-      return image::normalize(t, *mean, *stddev, float_param(p, "scale"), *dtype);
+      auto n = normalize_params(p);
+      if (!n.ok())
+        return n.status();
+      return image::normalize(t, n->mean, n->stddev, n->scale, n->dtype);
     },
     [](const TensorSpec& in, const Params& p) -> Expected<TensorSpec> {
-      auto dtype = normalize_dtype(p);
-      if (!dtype.ok())
-        return dtype.status();
+      auto n = normalize_params(p);
+      if (!n.ok())
+        return n.status();
       TensorSpec out = in;
-      out.dtype = *dtype;
+      out.dtype = n->dtype;
       return out;
     });
 }

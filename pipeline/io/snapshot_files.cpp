@@ -13,9 +13,14 @@
 #include <sstream>
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "pipeline/io/durable_file.hpp"
+#include "pipeline/io/tfrecord.hpp" // crc32c
+#include "pipeline/tensor/gather_buffer.hpp"
 
 namespace conveyor::snapshot {
 
@@ -26,8 +31,39 @@ namespace {
 
 constexpr char kChunkMagic[8] = {'C', 'V', 'C', 'H', 'U', 'N', 'K', '1'};
 constexpr std::size_t kChunkHeaderBytes = 32;
+constexpr char kCheckpointMagic[8] = {'C', 'V', 'C', 'K', 'P', 'T', '0', '1'};
+constexpr std::size_t kCheckpointHeaderBytes = 20;
 constexpr const char* kMetadataFile = "snapshot.metadata";
 constexpr const char* kMetadataMagic = "conveyor-snapshot";
+
+// Writes `pieces` in order with gather writes (up to 1024 pieces a call), retrying short writes.
+Status write_pieces(int fd, const std::vector<std::string_view>& pieces, const std::string& path) {
+  constexpr std::size_t kMaxIov = 1024; // IOV_MAX on Linux
+  std::size_t next = 0, offset = 0;     // the first piece not written whole, and its bytes written
+  while (next < pieces.size()) {
+    iovec iov[kMaxIov];
+    int count = 0;
+    for (std::size_t i = next; i < pieces.size() && count < static_cast<int>(kMaxIov); ++i) {
+      const std::size_t skip = i == next ? offset : 0;
+      iov[count].iov_base = const_cast<char*>(pieces[i].data() + skip);
+      iov[count].iov_len = pieces[i].size() - skip;
+      ++count;
+    }
+    const ssize_t wrote = ::writev(fd, iov, count);
+    if (wrote < 0 && errno == EINTR)
+      continue;
+    if (wrote < 0)
+      return io_error("writing " + path + ": " + errno_text());
+    auto left = static_cast<std::size_t>(wrote);
+    while (next < pieces.size() && left >= pieces[next].size() - offset) {
+      left -= pieces[next].size() - offset;
+      offset = 0;
+      ++next;
+    }
+    offset += left;
+  }
+  return Status::OK();
+}
 
 // Writes `pieces` to a temporary file in `dir`, syncs it (when `sync`) and renames it to
 // `final_path`: `final_path` never exists half-written. `exclusive`: refuse when it exists.
@@ -38,10 +74,7 @@ Status write_atomically(const std::string& dir, const std::string& final_path,
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0)
     return io_error("cannot create " + tmp + ": " + errno_text());
-  Status s = Status::OK();
-  for (std::string_view piece : pieces)
-    if (s.ok())
-      s = write_all(fd, piece.data(), piece.size(), tmp);
+  Status s = write_pieces(fd, pieces, tmp);
   if (s.ok() && sync && ::fsync(fd) != 0)
     s = io_error("syncing " + tmp + ": " + errno_text());
   ::close(fd);
@@ -300,66 +333,236 @@ Expected<ChunkRef> write_chunk(const std::string& dir, int64_t stream, int64_t i
   if (stream < 0 || stream > 99999999 || index < 0 || index > 9999999999LL)
     return invalid_argument("chunk stream " + std::to_string(stream) + " / index " +
                             std::to_string(index) + " out of range");
-  std::string body = encode_batch(elements, compression);
+  // In pieces: uncompressed, a large payload is written from the tensor that holds it rather
+  // than copied into one body buffer first (one copy per element, into the page cache).
+  GatherBuffer body;
+  encode_batch_gather(elements, compression, body, 0);
+  std::vector<std::string_view> pieces;
+  pieces.reserve(2 * body.views.size() + 2);
+  pieces.emplace_back(); // the header, below
+  uint32_t crc = 0;
+  body.for_each_piece([&](const char* p, std::size_t n) {
+    crc = crc32c(p, n, crc);
+    pieces.emplace_back(p, n);
+  });
   char header[kChunkHeaderBytes] = {};
   std::memcpy(header, kChunkMagic, 8);
   put_u32(header + 8, kFormatVersion);
   put_u32(header + 12, static_cast<uint32_t>(elements.size()));
   put_u64(header + 16, body.size());
-  put_u32(header + 24, masked(body.data(), body.size()));
+  put_u32(header + 24, mask_crc32c(crc));
   put_u32(header + 28, masked(header, 28));
+  pieces.front() = std::string_view(header, kChunkHeaderBytes);
   ChunkRef ref{stream, index, static_cast<int64_t>(elements.size()),
                chunk_path(dir, stream, index, static_cast<int64_t>(elements.size()))};
   // Exclusive: a chunk, once committed, is never replaced (a restarted writer that redoes a chunk
   // it committed before its crash is told so).
-  CONVEYOR_RETURN_IF_ERROR(write_atomically(dir + "/chunks", ref.path,
-                                            {std::string_view(header, kChunkHeaderBytes), body},
-                                            sync, /*exclusive=*/true));
+  CONVEYOR_RETURN_IF_ERROR(
+    write_atomically(dir + "/chunks", ref.path, pieces, sync, /*exclusive=*/true));
   return ref;
 }
 
+namespace {
+
+// Chunks smaller than this are read into memory, larger ones mapped read-only. A mapping costs no
+// copy between the page cache and the caller (the elements decoded from it view its pages), which
+// is what makes loading large chunks as fast as a raw read, but a mapped file truncated under the
+// reader faults (SIGBUS) at the next touch of a page past its new end. Committed chunks are never
+// rewritten or truncated by conveyor (they are linked into place exclusively and never replaced),
+// so only someone else can; a read copy is immune, and under this size it costs little.
+constexpr std::size_t kMapFromBytes = 1 << 20;
+
+struct MappedFile {
+  const char* data = nullptr;
+  std::size_t size = 0;
+  MappedFile() = default;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile() {
+    if (size > 0)
+      ::munmap(const_cast<char*>(data), size);
+  }
+};
+
+struct ChunkBytes {
+  StorageOwner owner;
+  std::string_view bytes; // the whole file
+};
+
+struct CloseFd {
+  int fd;
+  ~CloseFd() { ::close(fd); }
+};
+
+Status damaged(const ChunkRef& chunk, const std::string& why) {
+  return data_loss("snapshot chunk " + chunk.path + " is damaged: " + why);
+}
+
+// Reads exactly n bytes at `offset`; false (errno set, or 0 for end of file) when it cannot.
+bool pread_all(int fd, char* out, std::size_t n, off_t offset) {
+  while (n > 0) {
+    const ssize_t got = ::pread(fd, out, n, offset);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0) {
+      if (got == 0)
+        errno = 0;
+      return false;
+    }
+    out += got;
+    n -= static_cast<std::size_t>(got);
+    offset += got;
+  }
+  return true;
+}
+
+// The header's own checks (magic, checksum, version) and its body length against `file_size`.
+Status check_header(const ChunkRef& chunk, const char* header, uint64_t file_size) {
+  if (std::memcmp(header, kChunkMagic, 8) != 0)
+    return damaged(chunk, "no chunk header");
+  if (masked(header, 28) != get_u32(header + 28))
+    return damaged(chunk, "the header's checksum does not match");
+  if (get_u32(header + 8) != kFormatVersion)
+    return Status{ErrorCode::version_mismatch, "snapshot chunk " + chunk.path + " has format " +
+                                                 std::to_string(get_u32(header + 8)) +
+                                                 ", this build reads " +
+                                                 std::to_string(kFormatVersion)};
+  const uint64_t body = get_u64(header + 16);
+  if (body != file_size - kChunkHeaderBytes)
+    return damaged(chunk, "its header says " + std::to_string(body) + " body bytes, the file has " +
+                            std::to_string(file_size - kChunkHeaderBytes));
+  return Status::OK();
+}
+
+// The chunk file's bytes, read or mapped (see kMapFromBytes). The file's size is checked against
+// its header before anything is mapped, and again once the pages are mapped in: a chunk cut
+// short before or while it is opened fails naming it. One cut after that, while its elements are
+// alive, is the remaining window, and only for mapped chunks.
+Expected<ChunkBytes> read_chunk_file(const ChunkRef& chunk) {
+  const int fd = ::open(chunk.path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return io_error("cannot read " + chunk.path + ": " + errno_text());
+  CloseFd closer{fd}; // a mapping keeps the file without it
+  struct stat st {};
+  if (::fstat(fd, &st) != 0)
+    return io_error("cannot stat " + chunk.path + ": " + errno_text());
+  const auto size = static_cast<std::size_t>(st.st_size);
+  if (size < kChunkHeaderBytes)
+    return damaged(chunk, "it has " + std::to_string(size) + " bytes, shorter than its header");
+  char header[kChunkHeaderBytes];
+  if (!pread_all(fd, header, kChunkHeaderBytes, 0))
+    return errno == 0 ? damaged(chunk, "it ended inside its header while being read")
+                      : io_error("cannot read " + chunk.path + ": " + errno_text());
+  CONVEYOR_RETURN_IF_ERROR(check_header(chunk, header, size));
+  ChunkBytes out;
+  if (size < kMapFromBytes) {
+    auto buffer = std::make_shared<std::vector<char>>(size);
+    if (!pread_all(fd, buffer->data(), size, 0))
+      return errno == 0 ? damaged(chunk, "it was cut short while being read (expected " +
+                                           std::to_string(size) + " bytes)")
+                        : io_error("cannot read " + chunk.path + ": " + errno_text());
+    out.bytes = std::string_view(buffer->data(), size);
+    out.owner = std::move(buffer);
+    return out;
+  }
+  // MAP_POPULATE: the pages (in the page cache after the save) are mapped in one call rather
+  // than one fault per 64 KiB as the checksum walks them.
+  void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  if (p == MAP_FAILED)
+    return io_error("cannot map " + chunk.path + ": " + errno_text());
+  auto file = std::make_shared<MappedFile>();
+  file->data = static_cast<const char*>(p);
+  file->size = size;
+  if (::fstat(fd, &st) != 0)
+    return io_error("cannot stat " + chunk.path + ": " + errno_text());
+  if (static_cast<std::size_t>(st.st_size) != size)
+    return damaged(chunk, "it changed size from " + std::to_string(size) + " to " +
+                            std::to_string(st.st_size) + " bytes while being mapped");
+  out.bytes = std::string_view(file->data, size);
+  out.owner = std::move(file);
+  return out;
+}
+
+} // namespace
+
+Expected<ChunkData> open_chunk(const ChunkRef& chunk) {
+  auto file = read_chunk_file(chunk);
+  if (!file.ok())
+    return file.status();
+  const std::string_view d = file->bytes;
+  // The header again: what was read or mapped, not what was checked before (a file replaced
+  // in between).
+  CONVEYOR_RETURN_IF_ERROR(check_header(chunk, d.data(), d.size()));
+  const uint64_t count = get_u32(d.data() + 12);
+  const uint64_t body = get_u64(d.data() + 16);
+  if (masked(d.data() + kChunkHeaderBytes, body) != get_u32(d.data() + 24))
+    return damaged(chunk, "the body's checksum does not match");
+  if (static_cast<int64_t>(count) != chunk.elements)
+    return damaged(chunk, "it holds " + std::to_string(count) + " elements, its name says " +
+                            std::to_string(chunk.elements));
+  ChunkData out;
+  out.body = d.substr(kChunkHeaderBytes);
+  out.owner = std::move(file->owner);
+  return out;
+}
+
 Status read_chunk(const ChunkRef& chunk, std::vector<Element>& out) {
-  auto data = read_file(chunk.path);
+  auto data = open_chunk(chunk);
   if (!data.ok())
     return data.status();
   auto bad = [&](const std::string& why) {
     return data_loss("snapshot chunk " + chunk.path + " is damaged: " + why);
   };
-  const std::string& d = *data;
-  if (d.size() < kChunkHeaderBytes)
-    return bad("it has " + std::to_string(d.size()) + " bytes, shorter than its header");
-  if (std::memcmp(d.data(), kChunkMagic, 8) != 0)
-    return bad("no chunk header");
-  if (masked(d.data(), 28) != get_u32(d.data() + 28))
-    return bad("the header's checksum does not match");
-  if (get_u32(d.data() + 8) != kFormatVersion)
-    return Status{ErrorCode::version_mismatch, "snapshot chunk " + chunk.path + " has format " +
-                                                 std::to_string(get_u32(d.data() + 8)) +
-                                                 ", this build reads " +
-                                                 std::to_string(kFormatVersion)};
-  const uint64_t count = get_u32(d.data() + 12);
-  const uint64_t body = get_u64(d.data() + 16);
-  if (body != d.size() - kChunkHeaderBytes)
-    return bad("its header says " + std::to_string(body) + " body bytes, the file has " +
-               std::to_string(d.size() - kChunkHeaderBytes));
-  if (masked(d.data() + kChunkHeaderBytes, body) != get_u32(d.data() + 24))
-    return bad("the body's checksum does not match");
-  if (static_cast<int64_t>(count) != chunk.elements)
-    return bad("it holds " + std::to_string(count) + " elements, its name says " +
-               std::to_string(chunk.elements));
-  auto owner = std::make_shared<const std::string>(std::move(*data));
-  std::string_view view(*owner);
-  view.remove_prefix(kChunkHeaderBytes);
   std::vector<Element> elements;
-  Status s = decode_batch(owner, view, elements);
+  Status s = decode_batch(data->owner, data->body, elements);
   if (!s.ok())
     return bad(s.message());
-  if (elements.size() != count)
+  if (static_cast<int64_t>(elements.size()) != chunk.elements)
     return bad("it decodes to " + std::to_string(elements.size()) + " elements, its header says " +
-               std::to_string(count));
+               std::to_string(chunk.elements));
   out.insert(out.end(), std::make_move_iterator(elements.begin()),
              std::make_move_iterator(elements.end()));
   return Status::OK();
+}
+
+std::string checkpoint_path(const std::string& dir, int64_t stream, int64_t index) {
+  char name[48];
+  std::snprintf(name, sizeof name, "stream-%08lld-%010lld", static_cast<long long>(stream),
+                static_cast<long long>(index));
+  return dir + "/checkpoints/" + name;
+}
+
+Status write_checkpoint(const std::string& dir, int64_t stream, int64_t index,
+                        const std::string& state, bool sync) {
+  std::error_code ec;
+  fs::create_directories(dir + "/checkpoints", ec);
+  if (ec)
+    return io_error("cannot create " + dir + "/checkpoints: " + ec.message());
+  char header[kCheckpointHeaderBytes] = {};
+  std::memcpy(header, kCheckpointMagic, 8);
+  put_u64(header + 8, state.size());
+  put_u32(header + 16, masked(state.data(), state.size()));
+  return write_atomically(dir + "/checkpoints", checkpoint_path(dir, stream, index),
+                          {std::string_view(header, sizeof header), state}, sync,
+                          /*exclusive=*/false);
+}
+
+Expected<std::string> read_checkpoint(const std::string& dir, int64_t stream, int64_t index) {
+  const std::string path = checkpoint_path(dir, stream, index);
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    return not_found("no checkpoint " + path);
+  auto bytes = read_file(path);
+  if (!bytes.ok())
+    return bytes.status();
+  const std::string& b = *bytes;
+  if (b.size() < kCheckpointHeaderBytes || std::memcmp(b.data(), kCheckpointMagic, 8) != 0 ||
+      get_u64(b.data() + 8) != b.size() - kCheckpointHeaderBytes ||
+      get_u32(b.data() + 16) !=
+        masked(b.data() + kCheckpointHeaderBytes, b.size() - kCheckpointHeaderBytes))
+    return data_loss("snapshot stream checkpoint " + path +
+                     " is damaged (bad magic, length or checksum)");
+  return b.substr(kCheckpointHeaderBytes);
 }
 
 Expected<Progress> progress(const std::string& dir) {

@@ -6,6 +6,9 @@
 //   DIR/chunks/chunk-S-I-N  committed chunk I of stream S holding N elements (S, I: 8 and 10
 //                           digits, so names sort in read order)
 //   DIR/chunks/.tmp-*       a chunk being written: never read, removed by the next writer
+//   DIR/checkpoints/stream-S-I  the state of stream S's pipeline right after chunk I (streams of
+//                           a pipeline that is not per-split): written, synced and renamed into
+//                           place before chunk I commits, so a committed chunk always has one
 //   DIR/DONE                the save finished: every chunk is committed ("chunks C elements E")
 //   DIR/ERROR               the save failed: the cause, as the error that stopped it
 //
@@ -68,10 +71,31 @@ Expected<ChunkRef> chunk_from_path(const std::string& path);
 Expected<ChunkRef> write_chunk(const std::string& dir, int64_t stream, int64_t index,
                                const std::vector<Element>& elements, Compression compression,
                                bool sync = true);
-// Appends the chunk's elements to `out` (they view one buffer holding the chunk). data_loss
+// A committed chunk checked (length, both checksums, element count against its name) but not
+// decoded: `body` is its element batch buffer (codec.hpp), alive as long as `owner`: the chunk
+// file read into memory, or mapped read-only when it is 1 MiB or more. Its size is checked
+// against its header before it is mapped and again once mapped, so a chunk cut short fails
+// naming it; one truncated by someone else while its elements are alive faults the process
+// (SIGBUS) when they are touched if it was mapped (conveyor itself never rewrites or truncates
+// a committed chunk). Errors as read_chunk's.
+struct ChunkData {
+  StorageOwner owner;
+  std::string_view body;
+};
+Expected<ChunkData> open_chunk(const ChunkRef& chunk);
+// Appends the chunk's elements to `out` (they view the chunk's bytes, see open_chunk). data_loss
 // naming the chunk when it is short, long, fails a checksum, or holds another element count than
 // its name says; `out` is then left as it was.
 Status read_chunk(const ChunkRef& chunk, std::vector<Element>& out);
+
+// Stream checkpoints (see the top): 8-byte magic "CVCKPT01", body length, masked CRC32C of the
+// body, then the body (the writer's opaque state). Written atomically, replacing one a writer
+// left behind when it died between the checkpoint and its chunk.
+std::string checkpoint_path(const std::string& dir, int64_t stream, int64_t index);
+Status write_checkpoint(const std::string& dir, int64_t stream, int64_t index,
+                        const std::string& state, bool sync = true);
+// not_found when there is none; data_loss naming the file when it is damaged.
+Expected<std::string> read_checkpoint(const std::string& dir, int64_t stream, int64_t index);
 
 enum class State { writing, done, failed };
 struct Progress {

@@ -21,6 +21,8 @@ Status StreamWriter::end_of_splits(int64_t last_split, bool force) {
 }
 
 Status StreamWriter::commit(int64_t index) {
+  if (options_.before_commit)
+    CONVEYOR_RETURN_IF_ERROR(options_.before_commit(index));
   auto chunk =
     write_chunk(dir_, options_.stream, index, buffer_, options_.compression, options_.sync);
   if (!chunk.ok())

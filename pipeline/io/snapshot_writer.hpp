@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,10 @@ struct WriterOptions {
   // the workers' streams of a per-split pipeline (worker/snapshot_stream.hpp), whose next
   // writer resumes after the last committed chunk. append() then never commits by itself.
   bool split_aligned = false;
+  // Called before each chunk commits, with its index, while everything appended is in it: the
+  // worker's stream saves its pipeline's state there (snapshot_files.hpp checkpoints). An error
+  // stops the commit.
+  std::function<Status(int64_t index)> before_commit;
 };
 
 class StreamWriter {

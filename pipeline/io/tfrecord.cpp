@@ -1,5 +1,4 @@
-// TFRecord files (layout in tfrecord.hpp) and the CRC-32C (Castagnoli) checksum they use,
-// computed in software with slicing-by-8 tables built at compile time.
+// TFRecord files (layout in tfrecord.hpp); their CRC-32C is in crc32c.cpp.
 #include "pipeline/io/tfrecord.hpp"
 
 #include <algorithm>
@@ -11,29 +10,6 @@
 
 namespace conveyor {
 namespace {
-
-constexpr uint32_t kCastagnoliReversed = 0x82f63b78;
-constexpr uint32_t kMaskDelta = 0xa282ead8;
-
-using Crc32cTables = std::array<std::array<uint32_t, 256>, 8>;
-
-// tables[k][b] is the CRC of byte b followed by k zero bytes, which lets the loop below fold
-// eight input bytes per step.
-constexpr Crc32cTables make_crc32c_tables() {
-  Crc32cTables t{};
-  for (uint32_t b = 0; b < 256; ++b) {
-    uint32_t crc = b;
-    for (int bit = 0; bit < 8; ++bit)
-      crc = (crc >> 1) ^ ((crc & 1) ? kCastagnoliReversed : 0);
-    t[0][b] = crc;
-  }
-  for (uint32_t b = 0; b < 256; ++b)
-    for (std::size_t k = 1; k < 8; ++k)
-      t[k][b] = (t[k - 1][b] >> 8) ^ t[0][t[k - 1][b] & 0xff];
-  return t;
-}
-
-constexpr Crc32cTables kTables = make_crc32c_tables();
 
 uint32_t load_le32(const unsigned char* p) {
   return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
@@ -57,70 +33,6 @@ uint64_t load_le64(const unsigned char* p) {
 }
 
 } // namespace
-
-namespace {
-
-uint32_t crc32c_tables(const void* data, std::size_t n, uint32_t crc) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  uint32_t c = ~crc;
-  for (; n >= 8; n -= 8, p += 8) {
-    const uint32_t lo = load_le32(p) ^ c;
-    const uint32_t hi = load_le32(p + 4);
-    c = kTables[7][lo & 0xff] ^ kTables[6][(lo >> 8) & 0xff] ^ kTables[5][(lo >> 16) & 0xff] ^
-        kTables[4][lo >> 24] ^ kTables[3][hi & 0xff] ^ kTables[2][(hi >> 8) & 0xff] ^
-        kTables[1][(hi >> 16) & 0xff] ^ kTables[0][hi >> 24];
-  }
-  for (; n > 0; --n, ++p)
-    c = (c >> 8) ^ kTables[0][(c ^ *p) & 0xff];
-  return ~c;
-}
-
-#if defined(__x86_64__)
-// SSE4.2's crc32 instruction computes CRC-32C (the Castagnoli polynomial) 8 bytes at a time:
-// several times the tables' speed, which is what reading checksummed chunks is bound by.
-__attribute__((target("sse4.2"))) uint32_t crc32c_sse42(const void* data, std::size_t n,
-                                                        uint32_t crc) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  uint64_t c = ~crc;
-  for (; n >= 8; n -= 8, p += 8) {
-    uint64_t v;
-    std::memcpy(&v, p, 8);
-    c = __builtin_ia32_crc32di(c, v);
-  }
-  auto c32 = static_cast<uint32_t>(c);
-  for (; n > 0; --n, ++p)
-    c32 = __builtin_ia32_crc32qi(c32, *p);
-  return ~c32;
-}
-#endif
-
-using Crc32cFn = uint32_t (*)(const void*, std::size_t, uint32_t);
-
-Crc32cFn pick_crc32c() {
-#if defined(__x86_64__)
-  __builtin_cpu_init(); // this runs as a static initializer, maybe before libgcc's own
-  if (__builtin_cpu_supports("sse4.2"))
-    return crc32c_sse42;
-#endif
-  return crc32c_tables;
-}
-
-const Crc32cFn kCrc32c = pick_crc32c();
-
-} // namespace
-
-uint32_t crc32c(const void* data, std::size_t n, uint32_t crc) { return kCrc32c(data, n, crc); }
-
-uint32_t crc32c_portable(const void* data, std::size_t n, uint32_t crc) {
-  return crc32c_tables(data, n, crc);
-}
-
-uint32_t mask_crc32c(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + kMaskDelta; }
-
-uint32_t unmask_crc32c(uint32_t masked) {
-  const uint32_t rot = masked - kMaskDelta;
-  return (rot >> 17) | (rot << 15);
-}
 
 // --- writer
 

@@ -12,17 +12,11 @@
 #include <string>
 #include <string_view>
 
+#include "pipeline/io/crc32c.hpp"
 #include "pipeline/io/files.hpp"
 #include "pipeline/runtime/status.hpp"
 
 namespace conveyor {
-
-uint32_t crc32c(const void* data, std::size_t n, uint32_t crc = 0);
-// The same checksum without the CPU's crc32 instruction (crc32c uses it where there is one):
-// for tests that compare the two.
-uint32_t crc32c_portable(const void* data, std::size_t n, uint32_t crc = 0);
-uint32_t mask_crc32c(uint32_t crc); // ((crc >> 15) | (crc << 17)) + 0xa282ead8
-uint32_t unmask_crc32c(uint32_t masked);
 
 class TFRecordWriter {
 public:

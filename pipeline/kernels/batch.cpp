@@ -76,6 +76,33 @@ public:
     return Status::OK();
   }
 
+  Status save(IteratorStateWriter& out) override {
+    out.put_tag("unbatch");
+    out.put_int(row_);
+    out.put_int(rows_);
+    if (row_ < rows_) // the rest of the current batch
+      out.put_element(current_);
+    return input_->save(out);
+  }
+
+  Status restore(IteratorStateReader& in) override {
+    CONVEYOR_RETURN_IF_ERROR(in.expect_tag("unbatch"));
+    const int64_t row = in.get_int();
+    const int64_t rows = in.get_int();
+    if (row < rows)
+      current_ = in.get_element();
+    CONVEYOR_RETURN_IF_ERROR(in.status());
+    if (row < rows) {
+      CONVEYOR_RETURN_IF_ERROR(count_rows());
+      if (rows_ != rows || row < 0)
+        return data_loss("pipeline state: `unbatch` holds a batch of " + std::to_string(rows_) +
+                         " rows where its state says " + std::to_string(rows));
+    }
+    row_ = row;
+    rows_ = rows;
+    return input_->restore(in);
+  }
+
 private:
   Status count_rows() {
     row_ = rows_ = 0;

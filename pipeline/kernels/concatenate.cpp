@@ -32,6 +32,38 @@ public:
     return Status::OK();
   }
 
+  // Which input it reads (0: the first, 1: the second, 2: neither: both ended), then that input.
+  Status save(IteratorStateWriter& out) override {
+    out.put_tag("concatenate");
+    const int64_t at = current_ ? (second_ ? 0 : 1) : 2;
+    out.put_int(at);
+    return current_ ? current_->save(out) : Status::OK();
+  }
+
+  Status restore(IteratorStateReader& in) override {
+    CONVEYOR_RETURN_IF_ERROR(in.expect_tag("concatenate"));
+    const int64_t at = in.get_int();
+    CONVEYOR_RETURN_IF_ERROR(in.status());
+    if (at < 0 || at > 2)
+      return data_loss("pipeline state: `concatenate` input " + std::to_string(at) +
+                       " (expected 0, 1 or 2)");
+    if (at == 2) {
+      current_.reset();
+      second_.reset();
+      return Status::OK();
+    }
+    if (at == 1 && second_) {
+      auto next = make_kernel(second_, kctx_);
+      if (!next.ok())
+        return next.status();
+      current_ = std::move(*next);
+      second_.reset();
+    }
+    if (!current_)
+      return failed_precondition("`concatenate`: restore needs a fresh iterator");
+    return current_->restore(in);
+  }
+
 private:
   IteratorPtr current_;
   NodePtr second_; // the input still to start; null once started
@@ -41,11 +73,11 @@ private:
 } // namespace
 
 MakeResult make_concatenate(const NodePtr& node, const KernelContext& kctx) {
-  auto first = make_kernel(node->inputs[0], kctx);
+  auto first = make_kernel(node->inputs[0], kctx.for_input(*node, 0));
   if (!first.ok())
     return first.status();
-  return IteratorPtr(
-    std::make_unique<ConcatenateIterator>(std::move(*first), node->inputs[1], kctx));
+  return IteratorPtr(std::make_unique<ConcatenateIterator>(std::move(*first), node->inputs[1],
+                                                           kctx.for_input(*node, 1)));
 }
 
 } // namespace conveyor::kernels

@@ -31,17 +31,7 @@ public:
           files_.open_next(compression_, "CSV file", stream, end_of_sequence));
         if (end_of_sequence)
           return Status::OK();
-        const std::string name = stream->path();
-        reader_ = std::make_unique<CsvRecordReader>(std::move(stream), name, format_);
-        if (header_) {
-          bool end = false;
-          Status st = reader_->next(fields, quoted, end);
-          if (!st.ok()) {
-            reader_.reset();
-            return st;
-          }
-          decoder_.set_header(end ? std::vector<std::string>{} : fields);
-        }
+        CONVEYOR_RETURN_IF_ERROR(start(std::move(stream)));
       }
       bool end = false;
       Status st = reader_->next(fields, quoted, end);
@@ -49,20 +39,65 @@ public:
         reader_.reset();
         return st;
       }
-      if (!end)
+      if (!end) {
+        ++records_;
         return decoder_.decode(fields, quoted, reader_->name(), reader_->line(), out);
+      }
       reader_.reset();
       decoder_.set_header({});
     }
   }
 
+  // The position in a file is its record index (after the header): restore reopens the file,
+  // reads the header again and skips that many records.
+  Status save(IteratorStateWriter& out) override {
+    const std::string file = reader_ ? reader_->name() : std::string{};
+    files_.save_position(out, reader_ ? &file : nullptr, records_);
+    return Status::OK();
+  }
+
+  Status restore(IteratorStateReader& in) override {
+    reader_.reset();
+    std::vector<std::string> fields;
+    std::vector<bool> quoted;
+    return files_.restore_reader(
+      in, "record", records_,
+      [&](const std::string& file) -> Status {
+        auto stream = InputStream::open(file, compression_, "CSV file");
+        if (!stream.ok())
+          return stream.status().with_context("`csv`");
+        return start(std::move(*stream));
+      },
+      [&](bool& end) { return reader_->next(fields, quoted, end); });
+  }
+
 private:
+  // Reads the header of a newly opened file (when it has one).
+  Status start(std::unique_ptr<InputStream> stream) {
+    const std::string name = stream->path();
+    reader_ = std::make_unique<CsvRecordReader>(std::move(stream), name, format_);
+    records_ = 0;
+    if (!header_)
+      return Status::OK();
+    std::vector<std::string> fields;
+    std::vector<bool> quoted;
+    bool end = false;
+    Status st = reader_->next(fields, quoted, end);
+    if (!st.ok()) {
+      reader_.reset();
+      return st;
+    }
+    decoder_.set_header(end ? std::vector<std::string>{} : fields);
+    return Status::OK();
+  }
+
   FileSequence files_;
   FileCompression compression_;
   CsvFormat format_;
   bool header_;
   CsvDecoder decoder_;
   std::unique_ptr<CsvRecordReader> reader_;
+  int64_t records_ = 0; // of the open file, handed out
 };
 
 } // namespace

@@ -25,6 +25,19 @@ public:
     return Status::OK();
   }
 
+  Status save(IteratorStateWriter& out) override {
+    out.put_tag("enumerate");
+    out.put_int(next_);
+    return input_->save(out);
+  }
+
+  Status restore(IteratorStateReader& in) override {
+    CONVEYOR_RETURN_IF_ERROR(in.expect_tag("enumerate"));
+    next_ = in.get_int();
+    CONVEYOR_RETURN_IF_ERROR(in.status());
+    return input_->restore(in);
+  }
+
 private:
   IteratorPtr input_;
   int64_t next_;

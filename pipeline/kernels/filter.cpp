@@ -28,6 +28,19 @@ public:
     }
   }
 
+  Status save(IteratorStateWriter& out) override {
+    out.put_tag("filter");
+    out.put_int(next_index_);
+    return input_->save(out);
+  }
+
+  Status restore(IteratorStateReader& in) override {
+    CONVEYOR_RETURN_IF_ERROR(in.expect_tag("filter"));
+    next_index_ = in.get_int();
+    CONVEYOR_RETURN_IF_ERROR(in.status());
+    return input_->restore(in);
+  }
+
 private:
   IteratorPtr input_;
   PredicateFn predicate_;

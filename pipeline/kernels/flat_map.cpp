@@ -27,13 +27,45 @@ public:
       if (!inner.ok())
         return inner.status();
       current_ = std::move(*inner);
+      current_arg_ = std::move(in);
     }
+  }
+
+  // The open inner dataset is made again from the element that made it, then restored.
+  Status save(IteratorStateWriter& out) override {
+    out.put_tag("flat_map");
+    out.put_int(next_index_);
+    out.put_bool(current_ != nullptr);
+    if (current_) {
+      out.put_element(current_arg_);
+      CONVEYOR_RETURN_IF_ERROR(current_->save(out));
+    }
+    return input_->save(out);
+  }
+
+  Status restore(IteratorStateReader& in) override {
+    CONVEYOR_RETURN_IF_ERROR(in.expect_tag("flat_map"));
+    next_index_ = in.get_int();
+    const bool open = in.get_bool();
+    CONVEYOR_RETURN_IF_ERROR(in.status());
+    current_.reset();
+    if (open) {
+      current_arg_ = in.get_element();
+      CONVEYOR_RETURN_IF_ERROR(in.status());
+      auto inner = fn_.make_iterator(current_arg_, next_index_ - 1);
+      if (!inner.ok())
+        return inner.status();
+      current_ = std::move(*inner);
+      CONVEYOR_RETURN_IF_ERROR(current_->restore(in));
+    }
+    return input_->restore(in);
   }
 
 private:
   IteratorPtr input_;
   DatasetFunction fn_;
   IteratorPtr current_;
+  Element current_arg_; // the input element current_ was made from
   StopCheck stop_;
   int64_t next_index_ = 0;
 };

@@ -20,6 +20,17 @@ public:
     return Status::OK();
   }
 
+  Status save(IteratorStateWriter& out) override {
+    out.put_tag("from_tensors");
+    out.put_bool(done_);
+    return Status::OK();
+  }
+  Status restore(IteratorStateReader& in) override {
+    CONVEYOR_RETURN_IF_ERROR(in.expect_tag("from_tensors"));
+    done_ = in.get_bool();
+    return in.status();
+  }
+
 private:
   Element element_;
   bool done_ = false;
@@ -43,6 +54,12 @@ public:
     out = Element{std::move(parts)};
     return Status::OK();
   }
+
+  Status save(IteratorStateWriter& out) override {
+    indices_.save(out);
+    return Status::OK();
+  }
+  Status restore(IteratorStateReader& in) override { return indices_.restore(in); }
 
 private:
   Element element_;

@@ -40,4 +40,26 @@ Status GroupingIterator::get_next(Element& out, bool& end_of_sequence) {
   return Status::OK();
 }
 
+// The group being filled is state only while an input `unavailable` waits (get_next empties it
+// otherwise).
+Status GroupingIterator::save(IteratorStateWriter& out) {
+  out.put_tag(charge_.op());
+  out.put_bool(input_done_);
+  out.put_elements(pending_);
+  return input_->save(out);
+}
+
+Status GroupingIterator::restore(IteratorStateReader& in) {
+  CONVEYOR_RETURN_IF_ERROR(in.expect_tag(charge_.op()));
+  input_done_ = in.get_bool();
+  std::vector<Element> pending = in.get_elements();
+  CONVEYOR_RETURN_IF_ERROR(in.status());
+  for (Element& element : pending) {
+    CONVEYOR_RETURN_IF_ERROR(reserve_one_more(pending_, charge_));
+    CONVEYOR_RETURN_IF_ERROR(charge_.add(element_heap_bytes(element)));
+    pending_.push_back(std::move(element));
+  }
+  return input_->restore(in);
+}
+
 } // namespace conveyor::kernels

@@ -24,6 +24,8 @@ public:
       charge_(budget, std::move(op)), combine_(std::move(combine)), stop_(stop) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override;
+  Status save(IteratorStateWriter& out) override;
+  Status restore(IteratorStateReader& in) override;
 
 private:
   IteratorPtr input_;

@@ -47,6 +47,16 @@ public:
     }
   }
 
+  // The drop count is reported, not state: a restored iterator counts its own drops.
+  Status save(IteratorStateWriter& out) override {
+    out.put_tag("ignore_errors");
+    return input_->save(out);
+  }
+  Status restore(IteratorStateReader& in) override {
+    CONVEYOR_RETURN_IF_ERROR(in.expect_tag("ignore_errors"));
+    return input_->restore(in);
+  }
+
 private:
   void report() {
     if (dropped_ == reported_)

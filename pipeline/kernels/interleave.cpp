@@ -21,7 +21,7 @@ public:
   InterleaveIterator(IteratorPtr input, DatasetFunction fn, int64_t cycle_length,
                      int64_t block_length, StopCheck stop)
     : input_(std::move(input)), fn_(std::move(fn)), cycle_(static_cast<std::size_t>(cycle_length)),
-      block_length_(block_length), stop_(stop) {}
+      args_(cycle_.size()), block_length_(block_length), stop_(stop) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     end_of_sequence = false;
@@ -53,6 +53,7 @@ public:
         if (!inner.ok())
           return inner.status();
         slot = std::move(*inner);
+        args_[cycle_index_] = std::move(in);
         ++num_open_;
       } else {
         advance();
@@ -60,6 +61,48 @@ public:
     }
     end_of_sequence = true;
     return Status::OK();
+  }
+
+  // The cycle: each open slot's input element (to make its dataset again) and state.
+  Status save(IteratorStateWriter& out) override {
+    out.put_tag("interleave");
+    out.put_int(static_cast<int64_t>(cycle_index_));
+    out.put_int(block_index_);
+    out.put_bool(end_of_input_);
+    for (std::size_t i = 0; i < cycle_.size(); ++i) {
+      out.put_bool(cycle_[i] != nullptr);
+      if (cycle_[i]) {
+        out.put_element(args_[i]);
+        CONVEYOR_RETURN_IF_ERROR(cycle_[i]->save(out));
+      }
+    }
+    return input_->save(out);
+  }
+
+  Status restore(IteratorStateReader& in) override {
+    CONVEYOR_RETURN_IF_ERROR(in.expect_tag("interleave"));
+    const int64_t cycle_index = in.get_int();
+    block_index_ = in.get_int();
+    end_of_input_ = in.get_bool();
+    CONVEYOR_RETURN_IF_ERROR(in.status());
+    CONVEYOR_RETURN_IF_ERROR(check_cycle_slot(cycle_index, cycle_.size()));
+    cycle_index_ = static_cast<std::size_t>(cycle_index);
+    num_open_ = 0;
+    for (std::size_t i = 0; i < cycle_.size(); ++i) {
+      cycle_[i].reset();
+      if (!in.get_bool())
+        continue;
+      args_[i] = in.get_element();
+      CONVEYOR_RETURN_IF_ERROR(in.status());
+      auto inner = fn_.make_iterator(args_[i]);
+      if (!inner.ok())
+        return inner.status();
+      cycle_[i] = std::move(*inner);
+      ++num_open_;
+      CONVEYOR_RETURN_IF_ERROR(cycle_[i]->restore(in));
+    }
+    CONVEYOR_RETURN_IF_ERROR(in.status());
+    return input_->restore(in);
   }
 
 private:
@@ -71,6 +114,7 @@ private:
   IteratorPtr input_;
   DatasetFunction fn_;
   std::vector<IteratorPtr> cycle_;
+  std::vector<Element> args_; // the input element each open slot's dataset was made from
   int64_t block_length_;
   std::size_t cycle_index_ = 0;
   int64_t block_index_ = 0;

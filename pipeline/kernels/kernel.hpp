@@ -12,6 +12,7 @@
 
 #include "pipeline/functions/functions.hpp"
 #include "pipeline/graph/graph.hpp"
+#include "conveyor/iterator_state.hpp"
 #include "pipeline/runtime/iterator.hpp"
 #include "pipeline/runtime/memory_budget.hpp"
 #include "pipeline/runtime/stop_flag.hpp"
@@ -56,7 +57,16 @@ struct KernelContext {
   std::shared_ptr<TreeState> tree;
 
   const FunctionRegistry& functions() const { return *ctx.functions; }
-  SplitProvider* split_provider() const { return ctx.split_provider; }
+  // The providers of this subtree's splittable sources, in depth-first order
+  // (pipeline/sharding/multi_source.hpp); the root moves a lone ctx.split_provider here. A
+  // source's subtree has exactly one, or none.
+  std::vector<SplitProvider*> split_providers;
+  SplitProvider* split_provider() const {
+    return split_providers.empty() ? nullptr : split_providers.front();
+  }
+  // The context for input `i` of a multi-input node (zip, concatenate): its own slice of the
+  // split providers, in the depth-first order of split_provider.hpp.
+  KernelContext for_input(const Node& node, std::size_t i) const;
   const PathPolicy* paths() const { return ctx.paths; }
   MemoryBudget* memory() const { return ctx.memory; }
   StopCheck stop() const { return StopCheck{ctx.stop}; }

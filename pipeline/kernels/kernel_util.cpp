@@ -1,6 +1,10 @@
 // Shared kernel helpers: the per-tree state, function lookup and seed derivation.
 #include "pipeline/kernels/kernel.hpp"
 
+#include <algorithm>
+
+#include "pipeline/sharding/multi_source.hpp"
+
 namespace conveyor::kernels {
 
 int64_t TreeState::take_iteration(const Node* node) {
@@ -37,6 +41,25 @@ KernelContext KernelContext::for_inner_dataset() const {
   inner.ctx.stop = ctx.stop;                     // and stops with it
   inner.tree = std::make_shared<TreeState>();
   return inner;
+}
+
+KernelContext KernelContext::for_input(const Node& node, std::size_t i) const {
+  KernelContext input = *this;
+  if (split_providers.empty())
+    return input;
+  std::size_t first = 0;
+  for (std::size_t j = 0; j < i; ++j)
+    if (node.inputs[j])
+      first += static_cast<std::size_t>(splittable_source_count(*node.inputs[j]));
+  const std::size_t count =
+    node.inputs[i] ? static_cast<std::size_t>(splittable_source_count(*node.inputs[i])) : 0;
+  // The root checked that there is one provider per source, so the slice is in range; the
+  // clamp keeps a broken caller from reading past the vector.
+  first = std::min(first, split_providers.size());
+  const auto begin = split_providers.begin() + static_cast<std::ptrdiff_t>(first);
+  input.split_providers.assign(
+    begin, begin + static_cast<std::ptrdiff_t>(std::min(count, split_providers.size() - first)));
+  return input;
 }
 
 MakeResult make_input(const NodePtr& node, const KernelContext& kctx) {

@@ -25,6 +25,12 @@ public:
     return Status::OK();
   }
 
+  Status save(IteratorStateWriter& out) override {
+    files_.save(out);
+    return Status::OK();
+  }
+  Status restore(IteratorStateReader& in) override { return files_.restore(in); }
+
 private:
   FileSequence files_;
 };

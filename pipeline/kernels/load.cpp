@@ -5,9 +5,11 @@
 // DYNAMIC sharding the splits name chunks; num_shards/shard_index (FILE sharding) keep the
 // chunks whose (stream, index) falls to this shard.
 #include <chrono>
+#include <optional>
 #include <set>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "pipeline/io/snapshot_files.hpp"
 #include "pipeline/kernels/kernel.hpp"
@@ -26,11 +28,13 @@ public:
     : dir_(std::move(dir)), wait_(wait), num_shards_(num_shards), shard_index_(shard_index),
       splits_({}, provider, "load", paths), provider_(provider), paths_(paths), stop_(stop) {}
 
+  // A chunk is checked whole (both checksums) when it is opened; its elements are then decoded
+  // one at a time into the caller's element, viewing the mapped file (no vector of a chunk's
+  // elements, no copy).
   Status get_next(Element& out, bool& end_of_sequence) override {
     end_of_sequence = false;
-    while (next_ == buffer_.size()) {
-      buffer_.clear();
-      next_ = 0;
+    while (!reader_ || reader_->done()) {
+      reader_.reset();
       snapshot::ChunkRef chunk;
       bool end = false;
       CONVEYOR_RETURN_IF_ERROR(provider_ ? next_split(chunk, end) : next_chunk(chunk, end));
@@ -38,14 +42,91 @@ public:
         end_of_sequence = true;
         return Status::OK();
       }
-      CONVEYOR_RETURN_IF_ERROR(check_path(paths_, chunk.path, PathPolicy::Access::read, "load"));
-      CONVEYOR_RETURN_IF_ERROR(snapshot::read_chunk(chunk, buffer_).with_context("`load`"));
+      CONVEYOR_RETURN_IF_ERROR(open(chunk));
     }
-    out = std::move(buffer_[next_++]);
+    if (Status s = reader_->next(out); !s.ok()) {
+      reader_.reset(); // read no further after an error
+      return data_loss("`load`: snapshot chunk " + chunk_path_ + " is damaged: " + s.message());
+    }
+    ++in_chunk_;
+    return Status::OK();
+  }
+
+  // The chunks read (the read set, not a listing position, says what is left) and the place in
+  // the open one: restore lists the snapshot again and reopens that chunk at that element.
+  Status save(IteratorStateWriter& out) override {
+    out.put_tag("load");
+    splits_.save(out);
+    out.put_bool(started_);
+    out.put_int(static_cast<int64_t>(read_.size()));
+    for (const auto& [stream, index] : read_) {
+      out.put_int(stream);
+      out.put_int(index);
+    }
+    const bool reading = reader_ && !reader_->done();
+    out.put_bool(reading);
+    if (reading) {
+      out.put_bytes(chunk_path_);
+      out.put_int(in_chunk_);
+    }
+    return Status::OK();
+  }
+
+  Status restore(IteratorStateReader& in) override {
+    CONVEYOR_RETURN_IF_ERROR(in.expect_tag("load"));
+    CONVEYOR_RETURN_IF_ERROR(splits_.restore(in));
+    started_ = in.get_bool();
+    const int64_t count = in.get_int();
+    read_.clear();
+    for (int64_t i = 0; i < count && in.status().ok(); ++i) {
+      const int64_t stream = in.get_int();
+      read_.insert({stream, in.get_int()});
+    }
+    final_listing_ = false;
+    listed_.clear();
+    next_listed_ = 0;
+    reader_.reset();
+    const bool reading = in.get_bool();
+    CONVEYOR_RETURN_IF_ERROR(in.status());
+    if (!reading)
+      return Status::OK();
+    const std::string path = in.get_bytes();
+    const int64_t skip = in.get_int();
+    CONVEYOR_RETURN_IF_ERROR(in.status());
+    auto chunk = snapshot::chunk_from_path(path);
+    if (!chunk.ok())
+      return chunk.status().with_context("`load`");
+    if (skip < 0 || skip >= chunk->elements)
+      return data_loss("pipeline state: `load` is at element " + std::to_string(skip) + " of " +
+                       path + ", which holds " + std::to_string(chunk->elements));
+    CONVEYOR_RETURN_IF_ERROR(open(*chunk));
+    Element skipped;
+    for (int64_t i = 0; i < skip; ++i) // bounded by the chunk's element count
+      if (Status s = reader_->next(skipped); !s.ok())
+        return damaged(*chunk, s);
+    in_chunk_ = skip;
     return Status::OK();
   }
 
 private:
+  Status open(const snapshot::ChunkRef& chunk) {
+    CONVEYOR_RETURN_IF_ERROR(check_path(paths_, chunk.path, PathPolicy::Access::read, "load"));
+    auto data = snapshot::open_chunk(chunk);
+    if (!data.ok())
+      return data.status().with_context("`load`");
+    auto reader = BatchReader::open(data->body, data->owner);
+    if (!reader.ok())
+      return damaged(chunk, reader.status());
+    if (static_cast<int64_t>(reader->count()) != chunk.elements)
+      return damaged(chunk,
+                     data_loss("its batch holds " + std::to_string(reader->count()) +
+                               " elements, its header says " + std::to_string(chunk.elements)));
+    reader_.emplace(std::move(*reader));
+    chunk_path_ = chunk.path;
+    in_chunk_ = 0;
+    return Status::OK();
+  }
+
   Status next_split(snapshot::ChunkRef& chunk, bool& end) {
     std::string file;
     CONVEYOR_RETURN_IF_ERROR(splits_.next(file, end));
@@ -58,6 +139,10 @@ private:
     return Status::OK();
   }
 
+  static Status damaged(const snapshot::ChunkRef& chunk, const Status& why) {
+    return data_loss("`load`: snapshot chunk " + chunk.path + " is damaged: " + why.message());
+  }
+
   bool mine(const snapshot::ChunkRef& c) const {
     return (c.stream * 1000003 + c.index) % num_shards_ == shard_index_;
   }
@@ -65,6 +150,8 @@ private:
   // The first committed chunk not read yet (chunks may be committed out of order by concurrent
   // streams, so the read set, not a position, says what is left).
   Status next_chunk(snapshot::ChunkRef& chunk, bool& end) {
+    if (final_listing_) // DONE was seen: the listing taken after it holds every chunk
+      return next_listed(chunk, end);
     for (;;) {
       CONVEYOR_RETURN_IF_ERROR(stop_.check("load"));
       if (wait_ && !started_) { // wait=true may start before the save created the snapshot
@@ -91,6 +178,13 @@ private:
       auto chunks = snapshot::committed_chunks(dir_);
       if (!chunks.ok())
         return chunks.status().with_context("`load`");
+      if (progress->state == snapshot::State::done) {
+        // Listed once, not once per chunk (a directory listing per chunk grows with the square
+        // of the chunk count).
+        listed_ = std::move(*chunks);
+        final_listing_ = true;
+        return next_listed(chunk, end);
+      }
       for (auto& c : *chunks) {
         if (!mine(c) || read_.count({c.stream, c.index}))
           continue;
@@ -98,12 +192,23 @@ private:
         chunk = std::move(c);
         return Status::OK();
       }
-      if (progress->state == snapshot::State::done) {
-        end = true;
-        return Status::OK();
-      }
       std::this_thread::sleep_for(kPollInterval);
     }
+  }
+
+  // The next chunk of the final listing that is this shard's and not read yet.
+  Status next_listed(snapshot::ChunkRef& chunk, bool& end) {
+    for (; next_listed_ < listed_.size(); ++next_listed_) {
+      auto& c = listed_[next_listed_];
+      if (!mine(c) || read_.count({c.stream, c.index}))
+        continue;
+      read_.insert({c.stream, c.index});
+      chunk = std::move(c);
+      ++next_listed_;
+      return Status::OK();
+    }
+    end = true;
+    return Status::OK();
   }
 
   std::string dir_;
@@ -116,8 +221,12 @@ private:
   StopCheck stop_;
   bool started_ = false; // wait=true: the snapshot's metadata exists
   std::set<std::pair<int64_t, int64_t>> read_;
-  std::vector<Element> buffer_; // the current chunk's elements
-  std::size_t next_ = 0;
+  bool final_listing_ = false; // listed_ is every chunk (listed after DONE)
+  std::vector<snapshot::ChunkRef> listed_;
+  std::size_t next_listed_ = 0;
+  std::optional<BatchReader> reader_; // the current chunk's elements (it views the chunk)
+  std::string chunk_path_;
+  int64_t in_chunk_ = 0; // elements of the open chunk handed out
 };
 
 } // namespace

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "pipeline/graph/graph.hpp"
 #include "pipeline/runtime/iterator.hpp"
@@ -12,5 +13,11 @@ namespace conveyor {
 
 // Precondition: ctx.functions is set and the graph passed Dataset::validate().
 Expected<std::unique_ptr<Iterator>> make_node_iterator(const NodePtr& node, IteratorContext& ctx);
+
+// DYNAMIC sharding of several sources: `providers[i]` feeds the i-th splittable source
+// (pipeline/sharding/multi_source.hpp), one per source (invalid_argument otherwise, naming the
+// counts); ctx.split_provider must be null. The providers outlive the iterator.
+Expected<std::unique_ptr<Iterator>> make_split_iterator(const NodePtr& node, IteratorContext& ctx,
+                                                        std::vector<SplitProvider*> providers);
 
 } // namespace conveyor

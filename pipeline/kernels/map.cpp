@@ -44,6 +44,19 @@ public:
     return Status::OK();
   }
 
+  Status save(IteratorStateWriter& out) override {
+    out.put_tag("map");
+    out.put_int(next_index_);
+    return input_->save(out);
+  }
+
+  Status restore(IteratorStateReader& in) override {
+    CONVEYOR_RETURN_IF_ERROR(in.expect_tag("map"));
+    next_index_ = in.get_int();
+    CONVEYOR_RETURN_IF_ERROR(in.status());
+    return input_->restore(in);
+  }
+
 private:
   IteratorPtr input_;
   MapFn fn_;
@@ -110,6 +123,43 @@ public:
     return Status::OK();
   }
 
+  // The calls in flight finish first: their results (and errors, in their places) are state.
+  Status save(IteratorStateWriter& out) override {
+    if (waiting_for_retry_)
+      return failed_precondition("`map` cannot save its state while its input's `unavailable` "
+                                 "waits for a retry");
+    finish_all_calls();
+    out.put_tag("parallel_map");
+    out.put_int(next_index_);
+    out.put_bool(input_done_);
+    out.put_int(static_cast<int64_t>(slots_.size()));
+    for (const auto& slot : slots_) {
+      out.put_status(slot->result.status());
+      if (slot->result.ok())
+        out.put_element(*slot->result);
+    }
+    return input_->save(out);
+  }
+
+  Status restore(IteratorStateReader& in) override {
+    CONVEYOR_RETURN_IF_ERROR(in.expect_tag("parallel_map"));
+    next_index_ = in.get_int();
+    input_done_ = in.get_bool();
+    const int64_t count = in.get_int();
+    for (int64_t i = 0; i < count && in.status().ok(); ++i) {
+      auto slot = std::make_shared<Slot>();
+      Status status = in.get_status();
+      if (status.ok())
+        slot->result = in.get_element();
+      else
+        slot->result = std::move(status);
+      slot->done = true;
+      slots_.push_back(std::move(slot));
+    }
+    CONVEYOR_RETURN_IF_ERROR(in.status());
+    return input_->restore(in);
+  }
+
 private:
   struct Slot {
     Expected<Element> result = Status(ErrorCode::internal, "map call not finished");
@@ -160,6 +210,31 @@ private:
       if (auto slot = pop_finished_slot())
         return slot;
       shared_->consumer_waiting = true; // set with the check: no wake-up is missed
+      shared_->finished.wait(lock);
+      shared_->consumer_waiting = false;
+    }
+  }
+
+  // Runs or waits for every call in flight (as take_finished_slot does for one).
+  void finish_all_calls() {
+    const auto all_done = [this] {
+      for (const auto& slot : slots_)
+        if (!slot->done)
+          return false;
+      return true;
+    };
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(shared_->mu);
+        if (all_done())
+          return;
+      }
+      if (queue_ && queue_->run_one())
+        continue;
+      std::unique_lock<std::mutex> lock(shared_->mu);
+      if (all_done())
+        return;
+      shared_->consumer_waiting = true;
       shared_->finished.wait(lock);
       shared_->consumer_waiting = false;
     }

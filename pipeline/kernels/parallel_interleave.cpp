@@ -21,8 +21,11 @@ struct Block {
 };
 
 struct Slot {
-  explicit Slot(IteratorPtr it) : iterator(std::move(it)) {}
+  Slot(IteratorPtr it, Element in, int64_t index)
+    : iterator(std::move(it)), arg(std::move(in)), arg_index(index) {}
   IteratorPtr iterator; // used by one thread at a time: its fetch, or none
+  Element arg;          // the input element `iterator` was made from (a checkpoint makes it again)
+  int64_t arg_index;
   // Guarded by Shared::mu; `block` belongs to the fetch while in_flight, then to the consumer.
   bool in_flight = false;
   bool ready = false;
@@ -90,6 +93,71 @@ public:
     return Status::OK();
   }
 
+  // After the fetches in flight finish: each open slot's input element, its block read ahead but
+  // not handed out (elements, error, end) and its inner iterator's state, then the input's.
+  Status save(IteratorStateWriter& out) override {
+    wait_all();
+    out.put_tag("parallel interleave");
+    out.put_int(static_cast<int64_t>(cycle_index_));
+    out.put_int(block_index_);
+    out.put_int(next_input_index_);
+    out.put_bool(end_of_input_);
+    for (const std::shared_ptr<Slot>& slot : cycle_) {
+      out.put_bool(slot != nullptr);
+      if (!slot)
+        continue;
+      out.put_element(slot->arg);
+      out.put_int(slot->arg_index);
+      out.put_bool(slot->ready);
+      if (slot->ready) {
+        const Block& block = slot->block;
+        out.put_elements(std::vector<Element>(
+          block.elements.begin() + static_cast<std::ptrdiff_t>(slot->next), block.elements.end()));
+        out.put_status(block.status);
+        out.put_bool(block.end);
+      }
+      CONVEYOR_RETURN_IF_ERROR(slot->iterator->save(out));
+    }
+    return input_->save(out);
+  }
+
+  Status restore(IteratorStateReader& in) override {
+    wait_all();
+    CONVEYOR_RETURN_IF_ERROR(in.expect_tag("parallel interleave"));
+    const int64_t cycle_index = in.get_int();
+    block_index_ = in.get_int();
+    next_input_index_ = in.get_int();
+    end_of_input_ = in.get_bool();
+    CONVEYOR_RETURN_IF_ERROR(in.status());
+    CONVEYOR_RETURN_IF_ERROR(check_cycle_slot(cycle_index, cycle_.size()));
+    cycle_index_ = static_cast<std::size_t>(cycle_index);
+    num_open_ = 0;
+    for (std::shared_ptr<Slot>& slot : cycle_) {
+      slot.reset();
+      if (!in.get_bool())
+        continue;
+      Element arg = in.get_element();
+      const int64_t arg_index = in.get_int();
+      const bool ready = in.get_bool();
+      Block block;
+      if (ready) {
+        block.elements = in.get_elements();
+        block.status = in.get_status();
+        block.end = in.get_bool();
+      }
+      CONVEYOR_RETURN_IF_ERROR(in.status());
+      auto inner = fn_.make_iterator(arg, arg_index);
+      if (!inner.ok())
+        return inner.status();
+      slot = std::make_shared<Slot>(std::move(*inner), std::move(arg), arg_index);
+      slot->ready = ready;
+      slot->block = std::move(block);
+      ++num_open_;
+      CONVEYOR_RETURN_IF_ERROR(slot->iterator->restore(in));
+    }
+    return input_->restore(in);
+  }
+
 private:
   Status open_slot() {
     Element in;
@@ -99,12 +167,33 @@ private:
       end_of_input_ = true;
       return Status::OK();
     }
-    auto inner = fn_.make_iterator(in, next_input_index_++);
+    const int64_t index = next_input_index_++;
+    auto inner = fn_.make_iterator(in, index);
     if (!inner.ok())
       return inner.status();
-    cycle_[cycle_index_] = std::make_shared<Slot>(std::move(*inner));
+    cycle_[cycle_index_] = std::make_shared<Slot>(std::move(*inner), std::move(in), index);
     ++num_open_;
     return Status::OK();
+  }
+
+  // Until no fetch is in flight (running queued ones here): a checkpoint is taken with every
+  // inner iterator idle.
+  void wait_all() {
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(shared_->mu);
+        if (shared_->in_flight == 0)
+          return;
+      }
+      if (queue_ && queue_->run_one())
+        continue;
+      std::unique_lock<std::mutex> lock(shared_->mu);
+      if (shared_->in_flight == 0)
+        return;
+      shared_->consumer_waiting = true;
+      shared_->finished.wait(lock);
+      shared_->consumer_waiting = false;
+    }
   }
 
   void advance() {

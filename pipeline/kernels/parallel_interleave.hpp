@@ -15,4 +15,12 @@ IteratorPtr make_parallel_interleave(IteratorPtr input, DatasetFunction fn, int6
                                      int64_t block_length, int64_t parallelism, bool deterministic,
                                      std::shared_ptr<ExecutorGroup> group, StopCheck stop);
 
+// A restored interleave's current slot (sequential or parallel): data_loss when outside the cycle.
+inline Status check_cycle_slot(int64_t index, std::size_t cycle) {
+  if (index < 0 || index >= static_cast<int64_t>(cycle))
+    return data_loss("pipeline state: `interleave` slot " + std::to_string(index) +
+                     " is outside its cycle of " + std::to_string(cycle));
+  return Status::OK();
+}
+
 } // namespace conveyor::kernels

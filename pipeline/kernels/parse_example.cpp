@@ -29,6 +29,15 @@ public:
     return Status::OK();
   }
 
+  Status save(IteratorStateWriter& out) override {
+    out.put_tag("parse_example");
+    return input_->save(out);
+  }
+  Status restore(IteratorStateReader& in) override {
+    CONVEYOR_RETURN_IF_ERROR(in.expect_tag("parse_example"));
+    return input_->restore(in);
+  }
+
 private:
   IteratorPtr input_;
   FeatureSpec spec_;

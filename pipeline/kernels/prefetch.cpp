@@ -63,6 +63,51 @@ public:
     return Status::OK();
   }
 
+  // Fills pause (the one running stops after its input call), so the buffered entries and the
+  // input's state are taken with nothing in flight between them.
+  Status save(IteratorStateWriter& out) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    saving_ = true;
+    consumer_waiting_ = true;
+    filled_.wait(lock, [this] { return fill_ != Fill::running; });
+    consumer_waiting_ = false;
+    out.put_tag("prefetch");
+    out.put_bool(paused_);
+    out.put_bool(ended_);
+    out.put_int(static_cast<int64_t>(ready_.size() + buffer_.size()));
+    for (const auto* entries : {&ready_, &buffer_})
+      for (const Entry& entry : *entries) {
+        out.put_status(entry.status);
+        out.put_bool(entry.end);
+        if (entry.status.ok() && !entry.end)
+          out.put_element(entry.element);
+      }
+    lock.unlock();
+    Status st = input_->save(out); // no fill calls the input while saving_
+    lock.lock();
+    saving_ = false;
+    return st;
+  }
+
+  Status restore(IteratorStateReader& in) override {
+    CONVEYOR_RETURN_IF_ERROR(in.expect_tag("prefetch"));
+    paused_ = in.get_bool();
+    ended_ = in.get_bool();
+    const int64_t count = in.get_int();
+    for (int64_t i = 0; i < count && in.status().ok(); ++i) {
+      Entry entry;
+      entry.status = in.get_status();
+      entry.end = in.get_bool();
+      if (entry.status.ok() && !entry.end) {
+        entry.element = in.get_element();
+        CONVEYOR_RETURN_IF_ERROR(charge(entry));
+      }
+      buffer_.push_back(std::move(entry));
+    }
+    CONVEYOR_RETURN_IF_ERROR(in.status());
+    return input_->restore(in);
+  }
+
 private:
   struct Entry {
     Status status;
@@ -105,7 +150,7 @@ private:
   // Under mu_: queues a fill unless one is queued or running, the buffer is full, the input
   // ended, or an `unavailable` waits for the consumer.
   void schedule_fill() {
-    if (fill_ != Fill::idle || paused_ || ended_ || cancelled_ ||
+    if (fill_ != Fill::idle || paused_ || ended_ || cancelled_ || saving_ ||
         static_cast<int64_t>(buffer_.size()) >= capacity_)
       return;
     fill_ = Fill::queued;
@@ -117,7 +162,8 @@ private:
   void fill() {
     std::unique_lock<std::mutex> lock(mu_);
     fill_ = Fill::running;
-    while (!cancelled_ && !paused_ && !ended_ && static_cast<int64_t>(buffer_.size()) < capacity_) {
+    while (!cancelled_ && !saving_ && !paused_ && !ended_ &&
+           static_cast<int64_t>(buffer_.size()) < capacity_) {
       lock.unlock();
       Entry entry = produce();
       lock.lock();
@@ -128,6 +174,8 @@ private:
         filled_.notify_one();
     }
     fill_ = Fill::idle;
+    if (consumer_waiting_) // a save waits for this fill to stop
+      filled_.notify_one();
   }
 
   Entry produce() {
@@ -135,18 +183,24 @@ private:
     bool end = false;
     entry.status = input_->get_next(entry.element, end);
     entry.end = entry.status.ok() && end;
-    if (budget_ != nullptr && entry.status.ok() && !end) {
-      const int64_t bytes =
-        static_cast<int64_t>(sizeof(Entry)) + element_heap_bytes(entry.element); // its footprint
-      entry.status = budget_->charge(bytes, "prefetch");
-      if (entry.status.ok()) {
-        entry.bytes = bytes;
-        charged_.fetch_add(bytes, std::memory_order_relaxed);
-      } else {
-        entry.element = Element{};
-      }
-    }
+    if (entry.status.ok() && !end)
+      entry.status = charge(entry);
     return entry;
+  }
+
+  // An element entry's footprint against the job's budget; past it, the entry becomes that error.
+  Status charge(Entry& entry) {
+    if (budget_ == nullptr)
+      return Status::OK();
+    const int64_t bytes = static_cast<int64_t>(sizeof(Entry)) + element_heap_bytes(entry.element);
+    Status st = budget_->charge(bytes, "prefetch");
+    if (st.ok()) {
+      entry.bytes = bytes;
+      charged_.fetch_add(bytes, std::memory_order_relaxed);
+    } else {
+      entry.element = Element{};
+    }
+    return st;
   }
 
   IteratorPtr input_;
@@ -161,6 +215,7 @@ private:
   bool paused_ = false; // an `unavailable` is queued or not yet retried
   bool ended_ = false;  // the input's end is buffered: no more fills
   bool cancelled_ = false;
+  bool saving_ = false;              // save() runs: no fill starts or goes on
   bool consumer_waiting_ = false;    // notify only a thread that sleeps: wake-ups are the cost here
   std::unique_ptr<WorkQueue> queue_; // last: destroyed first (after the destructor drained it)
 };

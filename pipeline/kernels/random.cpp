@@ -26,6 +26,20 @@ public:
     return Status::OK();
   }
 
+  // The key too: an unseeded iterator drew it, and the restored one goes on with the same.
+  Status save(IteratorStateWriter& out) override {
+    out.put_tag("random");
+    out.put_int(static_cast<int64_t>(key_));
+    out.put_int(static_cast<int64_t>(next_));
+    return Status::OK();
+  }
+  Status restore(IteratorStateReader& in) override {
+    CONVEYOR_RETURN_IF_ERROR(in.expect_tag("random"));
+    key_ = static_cast<uint64_t>(in.get_int());
+    next_ = static_cast<uint64_t>(in.get_int());
+    return in.status();
+  }
+
 private:
   uint64_t key_;
   StopCheck stop_;

@@ -37,6 +37,12 @@ public:
     return Status::OK();
   }
 
+  Status save(IteratorStateWriter& out) override {
+    indices_.save(out);
+    return Status::OK();
+  }
+  Status restore(IteratorStateReader& in) override { return indices_.restore(in); }
+
 private:
   int64_t start_;
   int64_t step_;

@@ -1,8 +1,10 @@
 // repeat(count): the input `count` times (forever when count is kRepeatForever), each time through a
 // new input iterator. A pass that yields nothing ends the repetition, as in tf.data, so repeating an
 // empty dataset ends instead of spinning. Under DYNAMIC sharding each new pass asks the split
-// provider for the next epoch.
+// provider for the next epoch; with several sources below it, each pass also tells their providers
+// that a new repetition began (pipeline/sharding/repetition.hpp).
 #include "pipeline/kernels/kernel.hpp"
+#include "pipeline/sharding/repetition.hpp"
 
 namespace conveyor::kernels {
 
@@ -32,12 +34,47 @@ public:
         return Status::OK();
       }
       input_.reset();
+      if (kctx_.split_providers.size() > 1)
+        for (SplitProvider* provider : kctx_.split_providers)
+          if (auto* aware = dynamic_cast<RepetitionAware*>(provider))
+            aware->next_repetition();
       ++passes_done_;
       finished_ = !produced_in_pass_ || (count_ != kRepeatForever && passes_done_ >= count_);
       produced_in_pass_ = false;
     }
     end_of_sequence = true;
     return Status::OK();
+  }
+
+  // The passes done and the current pass's input (made again on restore: under DYNAMIC sharding
+  // the split provider's position is its owner's to restore).
+  Status save(IteratorStateWriter& out) override {
+    out.put_tag("repeat");
+    out.put_int(passes_done_);
+    out.put_bool(produced_in_pass_);
+    out.put_bool(finished_);
+    out.put_bool(input_ != nullptr);
+    return input_ ? input_->save(out) : Status::OK();
+  }
+
+  Status restore(IteratorStateReader& in) override {
+    CONVEYOR_RETURN_IF_ERROR(in.expect_tag("repeat"));
+    passes_done_ = in.get_int();
+    produced_in_pass_ = in.get_bool();
+    finished_ = in.get_bool();
+    const bool has_input = in.get_bool();
+    CONVEYOR_RETURN_IF_ERROR(in.status());
+    if (!has_input) {
+      input_.reset();
+      return Status::OK();
+    }
+    if (!input_) {
+      auto made = make_kernel(input_node_, kctx_);
+      if (!made.ok())
+        return made.status();
+      input_ = std::move(*made);
+    }
+    return input_->restore(in);
   }
 
 private:

@@ -23,6 +23,22 @@ public:
     }
   }
 
+  Status save(IteratorStateWriter& out) override {
+    out.put_tag("shard");
+    out.put_int(position_);
+    return input_->save(out);
+  }
+  Status restore(IteratorStateReader& in) override {
+    CONVEYOR_RETURN_IF_ERROR(in.expect_tag("shard"));
+    const int64_t position = in.get_int();
+    CONVEYOR_RETURN_IF_ERROR(in.status());
+    if (position < 0 || position >= num_shards_)
+      return data_loss("pipeline state: `shard` position " + std::to_string(position) +
+                       " is not below num_shards " + std::to_string(num_shards_));
+    position_ = position;
+    return input_->restore(in);
+  }
+
 private:
   IteratorPtr input_;
   int64_t num_shards_;

@@ -3,6 +3,8 @@
 // place the next input element takes. A seed gives the same order in every run; with
 // reshuffle_each_iteration each new iterator (e.g. the next pass of a `repeat`) derives a new order
 // from seed and iteration number.
+#include <sstream>
+
 #include "pipeline/kernels/kernel.hpp"
 
 namespace conveyor::kernels {
@@ -42,6 +44,32 @@ public:
       buffer_[pick] = std::move(buffer_.back());
     buffer_.pop_back();
     return Status::OK();
+  }
+
+  Status save(IteratorStateWriter& out) override {
+    out.put_tag("shuffle");
+    out.put_bool(input_done_);
+    std::ostringstream rng; // the standard's text form of the engine's whole state
+    rng << rng_;
+    out.put_bytes(rng.str());
+    out.put_elements(buffer_);
+    return input_->save(out);
+  }
+
+  Status restore(IteratorStateReader& in) override {
+    CONVEYOR_RETURN_IF_ERROR(in.expect_tag("shuffle"));
+    input_done_ = in.get_bool();
+    std::istringstream rng(in.get_bytes());
+    std::vector<Element> buffer = in.get_elements();
+    CONVEYOR_RETURN_IF_ERROR(in.status());
+    if (!(rng >> rng_))
+      return data_loss("pipeline state: `shuffle` holds no valid random generator state");
+    for (Element& element : buffer) {
+      CONVEYOR_RETURN_IF_ERROR(reserve_one_more(buffer_, charge_));
+      CONVEYOR_RETURN_IF_ERROR(charge_.add(element_heap_bytes(element)));
+      buffer_.push_back(std::move(element));
+    }
+    return input_->restore(in);
   }
 
 private:

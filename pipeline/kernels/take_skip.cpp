@@ -22,6 +22,25 @@ public:
     return Status::OK();
   }
 
+  Status save(IteratorStateWriter& out) override {
+    out.put_tag("take");
+    out.put_int(taken_);
+    out.put_bool(input_ != nullptr);
+    return input_ ? input_->save(out) : Status::OK();
+  }
+
+  Status restore(IteratorStateReader& in) override {
+    CONVEYOR_RETURN_IF_ERROR(in.expect_tag("take"));
+    taken_ = in.get_int();
+    const bool has_input = in.get_bool();
+    CONVEYOR_RETURN_IF_ERROR(in.status());
+    if (!has_input) { // it had taken all: the input's state was not saved
+      input_.reset();
+      return Status::OK();
+    }
+    return input_->restore(in);
+  }
+
 private:
   IteratorPtr input_;
   int64_t count_;
@@ -43,6 +62,19 @@ public:
         return Status::OK();
       ++skipped_;
     }
+  }
+
+  Status save(IteratorStateWriter& out) override {
+    out.put_tag("skip");
+    out.put_int(skipped_);
+    return input_->save(out);
+  }
+
+  Status restore(IteratorStateReader& in) override {
+    CONVEYOR_RETURN_IF_ERROR(in.expect_tag("skip"));
+    skipped_ = in.get_int();
+    CONVEYOR_RETURN_IF_ERROR(in.status());
+    return input_->restore(in);
   }
 
 private:

@@ -26,15 +26,7 @@ public:
         CONVEYOR_RETURN_IF_ERROR(files_.next(file_, end_of_sequence)); // path-checked
         if (end_of_sequence)
           return Status::OK();
-        auto stream = InputStream::open(file_, compression_);
-        if (!stream.ok()) // the next call moves on to the next file
-          return stream.status().with_context("`text_lines`");
-        if (paths_) // what was opened, not only the name that was checked
-          CONVEYOR_RETURN_IF_ERROR(paths_->check_open_file((*stream)->fd(), file_, "text_lines"));
-        stream_ = std::move(*stream);
-        buffer_.clear();
-        pos_ = 0;
-        eof_ = false;
+        CONVEYOR_RETURN_IF_ERROR(open()); // on failure the next call moves on to the next file
       }
       std::string line;
       bool got_line = false;
@@ -44,6 +36,7 @@ public:
         return st.with_context("`text_lines`");
       }
       if (got_line) {
+        ++lines_;
         if (!line.empty() && line.back() == '\r')
           line.pop_back();
         out = Element{Tensor::scalar(std::move(line))};
@@ -53,7 +46,44 @@ public:
     }
   }
 
+  // The position in a file is its line number (FileSequence::save_position).
+  Status save(IteratorStateWriter& out) override {
+    files_.save_position(out, stream_ ? &file_ : nullptr, lines_);
+    return Status::OK();
+  }
+
+  Status restore(IteratorStateReader& in) override {
+    stream_.reset();
+    std::string line;
+    return files_.restore_reader(
+      in, "line", lines_,
+      [&](const std::string& file) {
+        file_ = file;
+        return open();
+      },
+      [&](bool& end) {
+        bool got_line = false;
+        Status st = next_line(line, got_line).with_context("`text_lines`");
+        end = !got_line;
+        return st;
+      });
+  }
+
 private:
+  Status open() {
+    auto stream = InputStream::open(file_, compression_);
+    if (!stream.ok())
+      return stream.status().with_context("`text_lines`");
+    if (paths_) // what was opened, not only the name that was checked
+      CONVEYOR_RETURN_IF_ERROR(paths_->check_open_file((*stream)->fd(), file_, "text_lines"));
+    stream_ = std::move(*stream);
+    buffer_.clear();
+    pos_ = 0;
+    eof_ = false;
+    lines_ = 0;
+    return Status::OK();
+  }
+
   Status next_line(std::string& line, bool& got_line) {
     for (;;) {
       const std::size_t nl = buffer_.find('\n', pos_);
@@ -90,6 +120,7 @@ private:
   std::string buffer_;
   std::size_t pos_ = 0;
   bool eof_ = false;
+  int64_t lines_ = 0; // of the open file, handed out
 };
 
 } // namespace

@@ -21,16 +21,10 @@ public:
     end_of_sequence = false;
     for (;;) {
       if (!reader_) {
-        std::string file;
-        CONVEYOR_RETURN_IF_ERROR(files_.next(file, end_of_sequence));
+        CONVEYOR_RETURN_IF_ERROR(files_.next(file_, end_of_sequence)); // path-checked
         if (end_of_sequence)
           return Status::OK();
-        auto reader = TFRecordReader::open(file, compression_); // `file` is path-checked by files_
-        if (!reader.ok()) // the next call moves on to the next file
-          return reader.status().with_context("`tfrecord`");
-        if (paths_)
-          CONVEYOR_RETURN_IF_ERROR(paths_->check_open_file((*reader)->fd(), file, "tfrecord"));
-        reader_ = std::move(*reader);
+        CONVEYOR_RETURN_IF_ERROR(open()); // on failure the next call moves on to the next file
       }
       std::string record;
       bool end_of_file = false;
@@ -40,6 +34,7 @@ public:
         return read.with_context("`tfrecord`");
       }
       if (!end_of_file) {
+        ++records_;
         out = Element{Tensor::scalar(std::move(record))};
         return Status::OK();
       }
@@ -47,11 +42,43 @@ public:
     }
   }
 
+  // The position in a file is its record index (FileSequence::save_position), checked as the
+  // records are read again, unlike a byte offset into the middle of a record.
+  Status save(IteratorStateWriter& out) override {
+    files_.save_position(out, reader_ ? &file_ : nullptr, records_);
+    return Status::OK();
+  }
+
+  Status restore(IteratorStateReader& in) override {
+    reader_.reset();
+    std::string record;
+    return files_.restore_reader(
+      in, "record", records_,
+      [&](const std::string& file) {
+        file_ = file;
+        return open();
+      },
+      [&](bool& end) { return reader_->read(record, end).with_context("`tfrecord`"); });
+  }
+
 private:
+  Status open() {
+    auto reader = TFRecordReader::open(file_, compression_); // path-checked by files_
+    if (!reader.ok())
+      return reader.status().with_context("`tfrecord`");
+    if (paths_)
+      CONVEYOR_RETURN_IF_ERROR(paths_->check_open_file((*reader)->fd(), file_, "tfrecord"));
+    reader_ = std::move(*reader);
+    records_ = 0;
+    return Status::OK();
+  }
+
   FileSequence files_;
   const PathPolicy* paths_;
   FileCompression compression_;
   std::unique_ptr<TFRecordReader> reader_;
+  std::string file_;
+  int64_t records_ = 0; // of the open file, handed out
 };
 
 } // namespace

@@ -60,6 +60,7 @@ public:
         const std::string name = stream->path();
         reader_ = std::make_unique<TarReader>(std::move(stream), name);
         pending_.reset();
+        entries_ = 0;
       }
       // Files of one sample, until the key changes or the shard ends.
       std::string key;
@@ -79,6 +80,8 @@ public:
           reader_.reset(); // entries cannot be told apart any more: the shard ends here
           return st.with_context("`webdataset`");
         }
+        if (!end)
+          ++entries_;
         if (end) {
           shard_end = true;
           break;
@@ -115,6 +118,66 @@ public:
     }
   }
 
+  // The place in a shard is the count of its entries read (the next sample's first file, held
+  // in pending_, among them): restore reopens the shard and skips that many entries.
+  Status save(IteratorStateWriter& out) override {
+    files_.save(out);
+    out.put_tag("webdataset");
+    out.put_bool(deferred_.has_value());
+    if (deferred_)
+      out.put_status(*deferred_);
+    out.put_bool(reader_ != nullptr);
+    if (!reader_)
+      return Status::OK();
+    out.put_bytes(reader_->name());
+    out.put_int(entries_);
+    out.put_bool(pending_.has_value());
+    if (pending_) {
+      out.put_bytes(pending_->first);
+      out.put_bytes(pending_->second.first);
+      out.put_bytes(pending_->second.second);
+    }
+    return Status::OK();
+  }
+
+  Status restore(IteratorStateReader& in) override {
+    CONVEYOR_RETURN_IF_ERROR(files_.restore(in));
+    CONVEYOR_RETURN_IF_ERROR(in.expect_tag("webdataset"));
+    deferred_.reset();
+    if (in.get_bool())
+      deferred_ = in.get_status();
+    reader_.reset();
+    pending_.reset();
+    const bool reading = in.get_bool();
+    CONVEYOR_RETURN_IF_ERROR(in.status());
+    if (!reading)
+      return Status::OK();
+    const std::string shard = in.get_bytes();
+    const int64_t entries = in.get_int();
+    if (in.get_bool()) {
+      std::string key = in.get_bytes();
+      std::string ext = in.get_bytes();
+      pending_.emplace(std::move(key), std::make_pair(std::move(ext), in.get_bytes()));
+    }
+    CONVEYOR_RETURN_IF_ERROR(in.status());
+    CONVEYOR_RETURN_IF_ERROR(files_.check(shard));
+    auto stream = InputStream::open(shard, compression_, "WebDataset shard");
+    if (!stream.ok())
+      return stream.status().with_context("`webdataset`");
+    reader_ = std::make_unique<TarReader>(std::move(*stream), shard);
+    for (int64_t i = 0; i < entries; ++i) { // bounded by the checkpoint's entry count
+      TarEntry entry;
+      bool end = false;
+      CONVEYOR_RETURN_IF_ERROR(reader_->next(entry, end).with_context("`webdataset`"));
+      if (end)
+        return data_loss("`webdataset`: the checkpoint is at entry " + std::to_string(entries) +
+                         " of " + shard + ", which now has only " + std::to_string(i) +
+                         " (the file changed since)");
+    }
+    entries_ = entries;
+    return Status::OK();
+  }
+
 private:
   Status make_element(const std::string& shard, const std::string& key,
                       std::map<std::string, std::string>& files, const std::string& duplicate,
@@ -143,6 +206,7 @@ private:
   std::vector<std::string> keys_;
   std::map<std::string, std::size_t> slot_;
   std::unique_ptr<TarReader> reader_;
+  int64_t entries_ = 0;            // of the open shard, read
   std::optional<Status> deferred_; // an entry's error, returned after the sample it ended
   // The first file of the next sample, read while looking for the end of this one.
   std::optional<std::pair<std::string, std::pair<std::string, std::string>>> pending_;

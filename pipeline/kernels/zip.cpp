@@ -41,6 +41,39 @@ public:
     return Status::OK();
   }
 
+  Status save(IteratorStateWriter& out) override {
+    out.put_tag("zip");
+    out.put_bool(done_);
+    if (done_)
+      return Status::OK();
+    for (std::size_t i = 0; i < inputs_.size(); ++i) {
+      out.put_bool(parts_[i].has_value());
+      if (parts_[i])
+        out.put_element(*parts_[i]);
+      CONVEYOR_RETURN_IF_ERROR(inputs_[i]->save(out));
+    }
+    return Status::OK();
+  }
+
+  Status restore(IteratorStateReader& in) override {
+    CONVEYOR_RETURN_IF_ERROR(in.expect_tag("zip"));
+    done_ = in.get_bool();
+    CONVEYOR_RETURN_IF_ERROR(in.status());
+    if (done_) {
+      inputs_.clear();
+      parts_.clear();
+      return Status::OK();
+    }
+    for (std::size_t i = 0; i < inputs_.size(); ++i) {
+      parts_[i].reset();
+      if (in.get_bool())
+        parts_[i] = in.get_element();
+      CONVEYOR_RETURN_IF_ERROR(in.status());
+      CONVEYOR_RETURN_IF_ERROR(inputs_[i]->restore(in));
+    }
+    return Status::OK();
+  }
+
 private:
   std::vector<IteratorPtr> inputs_;
   std::vector<std::optional<Element>> parts_; // this round's elements so far
@@ -52,8 +85,8 @@ private:
 MakeResult make_zip(const NodePtr& node, const KernelContext& kctx) {
   std::vector<IteratorPtr> inputs;
   inputs.reserve(node->inputs.size());
-  for (const NodePtr& input_node : node->inputs) {
-    auto input = make_kernel(input_node, kctx);
+  for (std::size_t i = 0; i < node->inputs.size(); ++i) {
+    auto input = make_kernel(node->inputs[i], kctx.for_input(*node, i));
     if (!input.ok())
       return input.status();
     inputs.push_back(std::move(*input));

@@ -1,6 +1,9 @@
 #include "pipeline/sharding/read_cursor.hpp"
 
+#include "conveyor/graph.hpp"
+
 #include <algorithm>
+#include <set>
 #include <iterator>
 #include <optional>
 #include <sstream>
@@ -42,7 +45,35 @@ void add_interval(std::map<int64_t, int64_t>& set, int64_t begin, int64_t end) {
 
 } // namespace
 
+ReadCursor ReadCursor::off(std::string fingerprint) {
+  ReadCursor c;
+  c.mode_ = ShardingPolicy::off;
+  c.fingerprint_ = std::move(fingerprint);
+  return c;
+}
+
+void ReadCursor::add_slot(int64_t slot, int64_t base) {
+  auto [it, fresh] = slots_.try_emplace(slot);
+  if (fresh)
+    it->second.consumed = std::max<int64_t>(0, base);
+}
+
+void ReadCursor::end_slot(int64_t slot) { slots_[slot].ended = true; }
+
 bool ReadCursor::consume(int64_t epoch, int64_t index, int64_t seq, bool split_end) {
+  if (mode_ == ShardingPolicy::off) {
+    // A task's elements arrive in its order: seq is the slot's next one. (One beyond it would
+    // mean the consumer lost elements in between; they count as taken, as the read went on
+    // without them.)
+    Slot& s = slots_[index];
+    if (seq < s.consumed)
+      return false;
+    s.consumed = seq + 1;
+    if (split_end)
+      s.ended = true;
+    ++consumed_;
+    return true;
+  }
   const Key key{epoch, index};
   if (!last_.valid || last_.it->first != key) {
     if (complete(epoch, index))
@@ -110,18 +141,30 @@ std::size_t ReadCursor::complete_splits() const {
   return n;
 }
 
-// conveyor-read-cursor 1
+// conveyor-read-cursor 2
+// mode dynamic|off                          (version 1: always dynamic, no mode line)
 // fingerprint <hex>
 // split_size <n>
+// file_seed <n>                             (only when the job drew one)
 // consumed <n>
 // complete <epoch> <begin>-<end> ...        (one line per epoch)
 // partial <epoch> <index> <prefix> <end> [<seq> ...]
+// slot <slot> <consumed> <ended 0|1>        (OFF; no split_size, complete or partial lines)
 std::string ReadCursor::encode() const {
   std::ostringstream out;
   out << kMagic << ' ' << kVersion << '\n'
-      << "fingerprint " << fingerprint_ << '\n'
-      << "split_size " << split_size_ << '\n'
-      << "consumed " << consumed_ << '\n';
+      << "mode " << (mode_ == ShardingPolicy::off ? "off" : "dynamic") << '\n'
+      << "fingerprint " << fingerprint_ << '\n';
+  if (mode_ == ShardingPolicy::off) {
+    out << "consumed " << consumed_ << '\n';
+    for (const auto& [slot, s] : slots_)
+      out << "slot " << slot << ' ' << s.consumed << ' ' << (s.ended ? 1 : 0) << '\n';
+    return out.str();
+  }
+  out << "split_size " << split_size_ << '\n';
+  if (file_seed_ >= 0)
+    out << "file_seed " << file_seed_ << '\n';
+  out << "consumed " << consumed_ << '\n';
   for (const auto& [epoch, set] : complete_) {
     out << "complete " << epoch;
     for (const auto& [b, e] : set)
@@ -148,10 +191,11 @@ Expected<ReadCursor> ReadCursor::decode(std::string_view blob, const std::string
   int version = 0;
   if (!(in >> magic >> version) || magic != kMagic)
     return bad("it does not start with \"" + std::string{kMagic} + " <version>\"");
-  if (version != kVersion)
-    return bad("version " + std::to_string(version) + ", this build reads version " +
+  if (version < 1 || version > kVersion)
+    return bad("version " + std::to_string(version) + ", this build reads versions 1 to " +
                std::to_string(kVersion));
   ReadCursor c;
+  bool mode_seen = false, split_lines = false;
   std::string line;
   std::getline(in, line); // rest of the first line
   while (std::getline(in, line)) {
@@ -160,15 +204,38 @@ Expected<ReadCursor> ReadCursor::decode(std::string_view blob, const std::string
     std::istringstream ls{line};
     std::string field;
     ls >> field;
-    if (field == "fingerprint") {
+    if (field == "mode" && version >= 2 && !mode_seen) {
+      std::string mode;
+      ls >> mode;
+      if (mode == "off")
+        c.mode_ = ShardingPolicy::off;
+      else if (mode != "dynamic")
+        return bad("mode \"" + mode + "\", expected dynamic or off");
+      mode_seen = true;
+    } else if (field == "slot" && version >= 2) {
+      int64_t slot = 0;
+      Slot s;
+      int ended = 0;
+      if (!(ls >> slot >> s.consumed >> ended) || slot < 0 || s.consumed < 0 ||
+          (ended != 0 && ended != 1))
+        return bad("a slot line must be SLOT CONSUMED ENDED(0|1)");
+      s.ended = ended == 1;
+      if (!c.slots_.emplace(slot, s).second)
+        return bad("slot " + std::to_string(slot) + " appears twice");
+    } else if (field == "fingerprint") {
       ls >> c.fingerprint_;
     } else if (field == "split_size") {
+      split_lines = true;
       if (!(ls >> c.split_size_) || c.split_size_ <= 0)
         return bad("split_size must be positive");
+    } else if (field == "file_seed") {
+      if (!(ls >> c.file_seed_) || c.file_seed_ < 0)
+        return bad("file_seed must be at least 0");
     } else if (field == "consumed") {
       if (!(ls >> c.consumed_) || c.consumed_ < 0)
         return bad("consumed must be at least 0");
     } else if (field == "complete") {
+      split_lines = true;
       int64_t epoch = 0;
       if (!(ls >> epoch) || epoch < 0)
         return bad("a complete line without its epoch");
@@ -189,6 +256,7 @@ Expected<ReadCursor> ReadCursor::decode(std::string_view blob, const std::string
         add_interval(c.complete_[epoch], b, e);
       }
     } else if (field == "partial") {
+      split_lines = true;
       int64_t epoch = 0, index = 0;
       Progress p;
       if (!(ls >> epoch >> index >> p.prefix >> p.end) || epoch < 0 || index < 0 || p.prefix < 0 ||
@@ -207,9 +275,84 @@ Expected<ReadCursor> ReadCursor::decode(std::string_view blob, const std::string
       return bad("unknown field \"" + field + "\"");
     }
   }
-  if (c.fingerprint_.empty() || c.split_size_ <= 0)
-    return bad("it names no dataset fingerprint or split size");
+  if (version >= 2 && !mode_seen)
+    return bad("it has no mode line");
+  if (c.fingerprint_.empty())
+    return bad("it names no dataset fingerprint");
+  if (c.mode_ == ShardingPolicy::off) {
+    if (split_lines)
+      return bad("an OFF cursor has slots, not splits");
+    return c;
+  }
+  if (!c.slots_.empty())
+    return bad("a DYNAMIC cursor has splits, not slots");
+  if (c.split_size_ <= 0)
+    return bad("it names no split size");
   return c;
+}
+
+// --- OFF: which pipelines may resume ------------------------------------------------------------
+
+namespace {
+
+std::string unrepeatable_node(const Node& n) {
+  const auto attr = [&](const char* key) { return n.attrs.find(key); };
+  if (n.op == "shuffle" || n.op == "random" || n.op == "list_files") {
+    auto seed = attr("seed");
+    const bool unseeded = seed == n.attrs.end() || std::get_if<int64_t>(&seed->second) == nullptr ||
+                          std::get<int64_t>(seed->second) == kNoSeed;
+    const bool shuffles = n.op != "list_files" || n.bool_attr("shuffle");
+    if (unseeded && shuffles)
+      return "`" + n.op + "` without a seed draws another order on every run";
+  }
+  if (n.op == "map" || n.op == "interleave") {
+    auto det = attr("deterministic");
+    if (det != n.attrs.end() && std::get_if<bool>(&det->second) && !std::get<bool>(det->second))
+      return "`" + n.op + "` with deterministic=False gives an order that depends on timing";
+  }
+  return {};
+}
+
+} // namespace
+
+std::string off_resume_refusal(const Dataset& dataset) {
+  std::vector<NodePtr> pending{dataset.node()};
+  std::set<const Node*> seen;
+  while (!pending.empty()) { // iterative with a visited set, as Dataset::validate
+    NodePtr n = pending.back();
+    pending.pop_back();
+    if (!n || !seen.insert(n.get()).second)
+      continue;
+    if (auto why = unrepeatable_node(*n); !why.empty())
+      return why;
+    for (const NodePtr& in : n->inputs)
+      pending.push_back(in);
+  }
+  return {};
+}
+
+namespace {
+std::string mode_name(ShardingPolicy p) {
+  if (p == ShardingPolicy::dynamic)
+    return "DYNAMIC (distributed_epoch)";
+  if (p == ShardingPolicy::off)
+    return "OFF (parallel_epochs)";
+  return to_string(p);
+}
+} // namespace
+
+std::string resume_mode_refusal(ShardingPolicy cursor_mode, ShardingPolicy policy) {
+  if (policy != ShardingPolicy::dynamic && policy != ShardingPolicy::off)
+    return "`resume_from` needs the DYNAMIC (distributed_epoch) or OFF (parallel_epochs) "
+           "processing mode: only their elements can be counted per split or task; got "
+           "processing mode " +
+           std::string{to_string(policy)};
+  if (cursor_mode != policy)
+    return "`resume_from` is the cursor of " +
+           std::string{cursor_mode == ShardingPolicy::off ? "an " : "a "} + mode_name(cursor_mode) +
+           " read, but this read is " + mode_name(policy) +
+           ": a cursor resumes a read of its own mode";
+  return {};
 }
 
 // --- resuming a job ----------------------------------------------------------------------------

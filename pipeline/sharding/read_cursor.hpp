@@ -16,7 +16,13 @@
 // element was consumed is *complete*; complete splits are kept as index intervals per epoch, so
 // the blob stays small: a prefix of the epoch plus the few splits in flight.
 //
-// The blob (encode/decode) is versioned text; a trainer stores it as opaque bytes.
+// OFF reads (parallel_epochs) have *slots* instead: every task produces the whole dataset, so
+// the cursor keeps, per task the read had (its slot), how many of that task's elements were
+// consumed, counted from the slot's start over every attempt, and whether the task ended. A
+// resumed OFF read runs one task per slot that skips its consumed prefix (docs/SEMANTICS.md).
+//
+// The blob (encode/decode) is versioned text; a trainer stores it as opaque bytes. Version 2
+// adds the mode line and the slots; version 1 blobs (DYNAMIC only) still decode.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +34,7 @@
 #include <string_view>
 #include <utility>
 
+#include "conveyor/sharding.hpp"
 #include "pipeline/runtime/status.hpp"
 #include "pipeline/sharding/split_provider.hpp"
 
@@ -35,22 +42,41 @@ namespace conveyor {
 
 class ReadCursor {
 public:
-  static constexpr int kVersion = 1;
+  static constexpr int kVersion = 2;
   // A Split::skip that drops the split's whole output (kept only so its epoch is not empty).
   static constexpr int64_t kSkipAll = std::numeric_limits<int64_t>::max();
 
   ReadCursor() = default;
-  ReadCursor(std::string fingerprint, int64_t split_size)
-    : fingerprint_(std::move(fingerprint)), split_size_(split_size) {}
+  // file_seed: the job's order of list_files(shuffle=True) sources given no seed (-1: none).
+  ReadCursor(std::string fingerprint, int64_t split_size, int64_t file_seed = -1)
+    : fingerprint_(std::move(fingerprint)), split_size_(split_size), file_seed_(file_seed) {}
+  // The cursor of an OFF read of the dataset with this fingerprint.
+  static ReadCursor off(std::string fingerprint);
 
+  // DYNAMIC (splits) or OFF (slots).
+  ShardingPolicy mode() const { return mode_; }
   const std::string& fingerprint() const { return fingerprint_; }
   int64_t split_size() const { return split_size_; }
+  int64_t file_seed() const { return file_seed_; }
   // Elements consumed over the whole read, every resumed attempt included.
   int64_t consumed() const { return consumed_; }
 
   // The trainer took element `seq` of split (epoch, index); `split_end`: it is the split's last.
   // False when the cursor already held it (a repeat: the caller handed out an element twice).
+  // OFF: `index` is the slot, `seq` the element's number in the slot's output, `split_end` the
+  // task's last element (`epoch` is not used).
   bool consume(int64_t epoch, int64_t index, int64_t seq, bool split_end);
+
+  // OFF: one task's share of the read. `consumed` counts from the slot's start.
+  struct Slot {
+    int64_t consumed = 0;
+    bool ended = false;
+  };
+  const std::map<int64_t, Slot>& slots() const { return slots_; }
+  // A task of the read serves `slot` from its element `base` on (kept if the slot is known).
+  void add_slot(int64_t slot, int64_t base);
+  // The slot's task ended and every element it sent was consumed.
+  void end_slot(int64_t slot);
   // Whether the element was consumed.
   bool covers(int64_t epoch, int64_t index, int64_t seq) const;
   // Every element of the split was consumed.
@@ -75,8 +101,10 @@ private:
   using Key = std::pair<int64_t, int64_t>;
   void mark_complete(const Key& key);
 
+  ShardingPolicy mode_ = ShardingPolicy::dynamic;
   std::string fingerprint_;
   int64_t split_size_ = 0;
+  int64_t file_seed_ = -1;
   int64_t consumed_ = 0;
   std::map<Key, Progress> partial_;
   // epoch -> complete split indices as intervals [begin, end) keyed by begin.
@@ -94,7 +122,19 @@ private:
     }
   };
   LastSplit last_;
+  std::map<int64_t, Slot> slots_; // OFF
 };
+
+// Why an OFF read of `dataset` cannot be resumed ("" when it can): a resumed slot skips its
+// consumed prefix of a new task's output, so that output must be a function of the dataset
+// (no unseeded randomness, no order that depends on timing). Python functions are taken to be
+// pure (the service cannot look into them).
+std::string off_resume_refusal(const Dataset& dataset);
+
+// Why a cursor of `cursor_mode` cannot resume a read in processing mode `policy` ("" when it
+// can): only DYNAMIC and OFF reads resume, each from a cursor of its own mode. Names
+// `resume_from`.
+std::string resume_mode_refusal(ShardingPolicy cursor_mode, ShardingPolicy policy);
 
 // Wraps a job's split provider for a job resumed from `cursor`: complete splits are not handed
 // out, partial ones carry Split::skip = their consumed prefix. An epoch whose every split is

@@ -1,5 +1,7 @@
 #include "pipeline/sharding/split_provider.hpp"
 
+#include "pipeline/sharding/multi_source.hpp"
+
 #include <algorithm>
 #include <limits>
 #include <mutex>
@@ -68,8 +70,9 @@ std::string combining_op_hint(const std::vector<SourcePath>& sources) {
     return "";
   const std::string& op = a[common - 1]->op;
   return ": `" + op +
-         "` reads several splittable sources, and conveyor gives a DYNAMIC job one split provider "
-         "(tf.data gives each source its own); use OFF, FILE or DATA sharding, or one source";
+         "` reads several splittable sources, and this reads the dataset through one split "
+         "provider (a DYNAMIC job gives each source its own; a distributed_save does not); use "
+         "one source";
 }
 
 // Long definitions would drown the error message; the head is enough to recognise it.
@@ -369,6 +372,32 @@ Expected<std::unique_ptr<SplitProvider>> make_split_provider(const Dataset& data
     new SourceSplitProvider(std::move(*splits), epochs_along(sources[0].above)));
 }
 
+Expected<std::vector<std::unique_ptr<SplitProvider>>>
+make_split_providers(const Dataset& dataset, const SplitOptions& options) {
+  std::vector<SourcePath> sources = splittable_sources(dataset);
+  if (sources.empty())
+    return invalid_argument("DYNAMIC sharding needs a splittable source (" +
+                            std::string(kSplittableOpsText) + "); found none in " +
+                            abbreviated_text(dataset));
+  std::vector<std::unique_ptr<SplitProvider>> providers;
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    Expected<std::unique_ptr<EpochSplits>> splits = make_epoch_splits(*sources[i].source, options);
+    if (!splits)
+      return splits.status().with_context("splittable source " + std::to_string(i) + " (`" +
+                                          sources[i].source->op + "`)");
+    providers.emplace_back(
+      new SourceSplitProvider(std::move(*splits), epochs_along(sources[i].above)));
+  }
+  return providers;
+}
+
+int64_t splittable_source_count(const Node& node) {
+  std::vector<SourcePath> found;
+  std::vector<const Node*> path;
+  collect_sources(node, path, found);
+  return static_cast<int64_t>(found.size());
+}
+
 int64_t num_epochs(const Dataset& dataset) {
   std::vector<SourcePath> sources = splittable_sources(dataset);
   // Without exactly one source there are no splits to count epochs of; make_split_provider
@@ -376,6 +405,13 @@ int64_t num_epochs(const Dataset& dataset) {
   if (sources.size() != 1)
     return 1;
   return epochs_along(sources[0].above);
+}
+
+std::vector<int64_t> num_epochs_per_source(const Dataset& dataset) {
+  std::vector<int64_t> epochs;
+  for (const SourcePath& source : splittable_sources(dataset))
+    epochs.push_back(epochs_along(source.above));
+  return epochs;
 }
 
 } // namespace conveyor

@@ -6,8 +6,8 @@
 // the call after that starts the next epoch — as many epochs as the `repeat`s above the source
 // ask for (see num_epochs). Past the last epoch every call returns end_of_splits.
 //
-// The dispatcher's job owns one provider per job and journals its position(); on restart it
-// restores it. Workers feed the splits they receive into IteratorContext::split_provider.
+// The dispatcher's job owns one provider per splittable source (multi_source.hpp) and journals
+// each one's position(); on restart it restores them. Workers feed the splits they receive into IteratorContext::split_provider.
 #pragma once
 
 #include <cstdint>
@@ -33,10 +33,14 @@ struct Split {
   // first `skip` elements of this split's output, which the trainer consumed before. Not part of
   // the split's identity.
   int64_t skip = 0;
+  // Which splittable source of the dataset it belongs to (multi_source.hpp's depth-first index;
+  // tf.data's split_provider_index). Providers leave it 0; a job with several sources stamps
+  // each split with its provider's index. Part of the split's identity.
+  int64_t source = 0;
 
   friend bool operator==(const Split& a, const Split& b) {
-    return a.epoch == b.epoch && a.index == b.index && a.begin == b.begin && a.end == b.end &&
-           a.file == b.file;
+    return a.source == b.source && a.epoch == b.epoch && a.index == b.index && a.begin == b.begin &&
+           a.end == b.end && a.file == b.file;
   }
 };
 
@@ -70,8 +74,9 @@ struct SplitOptions {
   const PathPolicy* paths = nullptr;
 };
 
-// The job-side provider for `dataset`. invalid_argument (naming the reason) when the dataset has
-// no splittable source or more than one, as tf.data requires for DYNAMIC sharding.
+// The one provider of a dataset with exactly one splittable source (distributed_save's streams,
+// the simulator's reference); invalid_argument (naming the reason, and the op that joins several
+// sources) otherwise. A DYNAMIC job takes one per source (make_split_providers, multi_source.hpp).
 Expected<std::unique_ptr<SplitProvider>>
 make_split_provider(const Dataset& dataset, const SplitOptions& options = {},
                     const FunctionRegistry* functions = nullptr);

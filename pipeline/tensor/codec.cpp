@@ -29,6 +29,7 @@
 #include <type_traits>
 
 #include "pipeline/tensor/buffer_pool.hpp"
+#include "pipeline/tensor/tensor_internals.hpp"
 
 namespace conveyor {
 namespace {
@@ -329,10 +330,23 @@ Expected<Tensor> decode_numeric(Reader& r, DType dtype, Shape shape, uint64_t en
   if (owner && n > Tensor::kInlineBytes &&
       reinterpret_cast<std::uintptr_t>(p) % dtype_alignment(dtype) == 0)
     return Tensor::numeric_view(dtype, std::move(shape), owner, p, n);
-  Tensor t{dtype, std::move(shape)};
+  // The copy overwrites every byte: no zero-fill first.
+  Tensor t = TensorInternals::uninitialized(dtype, std::move(shape));
   if (n > 0)
     std::memcpy(t.mutable_data<unsigned char>(), p, n);
   return t;
+}
+
+// One length-prefixed string entry, viewed in r's buffer.
+Status decode_string_entry(Reader& r, std::string_view& s) {
+  uint64_t len;
+  if (!r.read_varint(len))
+    return r.bad_varint("string length");
+  if (len > r.remaining())
+    return r.error("string of " + std::to_string(len) + " bytes, only " +
+                   std::to_string(r.remaining()) + " remain");
+  s = r.take(static_cast<std::size_t>(len));
+  return Status::OK();
 }
 
 Expected<Tensor> decode_strings(Reader& r, Shape shape, uint64_t entries,
@@ -342,16 +356,14 @@ Expected<Tensor> decode_strings(Reader& r, Shape shape, uint64_t entries,
     return r.error("string shape " + shape_text(shape) + " has " + std::to_string(entries) +
                    " entries, more than the " + std::to_string(r.remaining()) +
                    " bytes that remain");
-  std::vector<std::string_view> views(static_cast<std::size_t>(entries));
-  for (std::string_view& s : views) {
-    uint64_t len;
-    if (!r.read_varint(len))
-      return r.bad_varint("string length");
-    if (len > r.remaining())
-      return r.error("string of " + std::to_string(len) + " bytes, only " +
-                     std::to_string(r.remaining()) + " remain");
-    s = r.take(static_cast<std::size_t>(len));
+  if (owner && entries == 1) { // the common scalar-bytes element: no vector, no views block
+    std::string_view s;
+    CONVEYOR_RETURN_IF_ERROR(decode_string_entry(r, s));
+    return Tensor::single_string_view(std::move(shape), owner, s);
   }
+  std::vector<std::string_view> views(static_cast<std::size_t>(entries));
+  for (std::string_view& s : views)
+    CONVEYOR_RETURN_IF_ERROR(decode_string_entry(r, s));
   if (owner) // zero copy: the strings view the received buffer
     return Tensor::string_view_of(std::move(shape), owner, std::move(views));
   Tensor t{DType::string, std::move(shape)};

@@ -3,6 +3,7 @@
 #include "pipeline/tensor/tensor.hpp"
 
 #include "pipeline/tensor/dtype_convert.hpp"
+#include "pipeline/tensor/tensor_internals.hpp"
 
 #include <algorithm>
 #include <cassert>
@@ -92,8 +93,23 @@ Tensor Tensor::numeric_view(DType dtype, Shape shape, StorageOwner owner, const 
   return t;
 }
 
+Tensor Tensor::single_string_view(Shape shape, StorageOwner owner, std::string_view string) {
+  Tensor t;
+  t.dtype_ = DType::string;
+  t.shape_ = std::move(shape);
+  assert(t.num_elements() == 1);
+  t.mode_ = Mode::viewed_string;
+  t.inline_size_ = 0;
+  t.keep_ = std::move(owner);
+  t.view_data_ = reinterpret_cast<const unsigned char*>(string.data());
+  t.view_size_ = string.size();
+  return t;
+}
+
 Tensor Tensor::string_view_of(Shape shape, StorageOwner owner,
                               std::vector<std::string_view> strings) {
+  if (strings.size() == 1)
+    return single_string_view(std::move(shape), std::move(owner), strings.front());
   Tensor t;
   t.dtype_ = DType::string;
   t.shape_ = std::move(shape);
@@ -107,10 +123,31 @@ Tensor Tensor::string_view_of(Shape shape, StorageOwner owner,
   return t;
 }
 
+Tensor TensorInternals::uninitialized(DType dtype, Shape shape) {
+  assert(dtype != DType::string);
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  const std::size_t size = static_cast<std::size_t>(t.num_elements()) * dtype_size(dtype);
+  if (size <= Tensor::kInlineBytes) { // inline bytes are zeroed already: nothing to save
+    t.inline_size_ = static_cast<unsigned char>(size);
+    return t;
+  }
+  // new[] without "()" leaves the bytes as they are; its alignment suits every dtype.
+  t.keep_ =
+    std::shared_ptr<unsigned char>(new unsigned char[size], std::default_delete<unsigned char[]>());
+  t.mode_ = Tensor::Mode::owned_raw;
+  t.inline_size_ = 0;
+  t.view_data_ = static_cast<const unsigned char*>(t.keep_.get());
+  t.view_size_ = size;
+  return t;
+}
+
 const unsigned char* Tensor::raw() const {
   switch (mode_) {
     case Mode::inline_bytes: return inline_;
     case Mode::owned_bytes: return owned_->data();
+    case Mode::owned_raw:
     case Mode::viewed_bytes: return view_data_;
     default: return nullptr;
   }
@@ -120,6 +157,7 @@ std::size_t Tensor::raw_size() const {
   switch (mode_) {
     case Mode::inline_bytes: return inline_size_;
     case Mode::owned_bytes: return owned_->size();
+    case Mode::owned_raw:
     case Mode::viewed_bytes: return view_size_;
     default: return 0;
   }
@@ -132,6 +170,11 @@ unsigned char* Tensor::mutable_raw() {
       if (owned_.use_count() > 1) // shared: copy on write
         owned_ = std::make_shared<std::vector<unsigned char>>(*owned_);
       return owned_->data();
+    case Mode::owned_raw:
+      // This tensor allocated the bytes (writable); a slice or storage_owner() holder shares them.
+      if (keep_.use_count() == 1)
+        return const_cast<unsigned char*>(view_data_);
+      [[fallthrough]];
     case Mode::viewed_bytes: {
       auto copy = std::make_shared<std::vector<unsigned char>>(view_data_, view_data_ + view_size_);
       keep_.reset();
@@ -155,6 +198,12 @@ std::vector<unsigned char>& Tensor::mutable_bytes() {
     owned_ = std::make_shared<std::vector<unsigned char>>(inline_, inline_ + inline_size_);
     mode_ = Mode::owned_bytes;
     inline_size_ = 0;
+  } else if (mode_ == Mode::owned_raw) { // the caller wants a vector: move the bytes into one
+    owned_ = std::make_shared<std::vector<unsigned char>>(view_data_, view_data_ + view_size_);
+    keep_.reset();
+    view_data_ = nullptr;
+    view_size_ = 0;
+    mode_ = Mode::owned_bytes;
   }
   mutable_raw();
   return *owned_;
@@ -162,6 +211,8 @@ std::vector<unsigned char>& Tensor::mutable_bytes() {
 
 std::string_view Tensor::string_at(int64_t i) const {
   const auto k = static_cast<std::size_t>(i);
+  if (mode_ == Mode::viewed_string)
+    return single_view();
   if (mode_ == Mode::viewed_strings)
     return views_->views[k];
   if (mode_ == Mode::owned_strings)
@@ -182,11 +233,31 @@ const std::vector<std::string>& Tensor::strings() const {
     });
     return v.materialized;
   }
+  if (mode_ == Mode::viewed_string) {
+    // Built on first use and published once: concurrent callers may each build one, the first
+    // compare-exchange wins and the others use the winner's (so the reference stays valid).
+    std::shared_ptr<StringViews> cache = std::atomic_load(&views_);
+    if (!cache) {
+      auto fresh = std::make_shared<StringViews>();
+      fresh->materialized.emplace_back(single_view());
+      if (std::atomic_compare_exchange_strong(&views_, &cache, fresh))
+        cache = std::move(fresh);
+    }
+    return cache->materialized;
+  }
   return none;
 }
 
 std::vector<std::string>& Tensor::mutable_strings() {
   static thread_local std::vector<std::string> none;
+  if (mode_ == Mode::viewed_string) {
+    strings_ = std::make_shared<std::vector<std::string>>(1, std::string{single_view()});
+    views_.reset();
+    keep_.reset();
+    view_data_ = nullptr;
+    view_size_ = 0;
+    mode_ = Mode::owned_strings;
+  }
   if (mode_ == Mode::viewed_strings) {
     auto owned = std::make_shared<std::vector<std::string>>();
     owned->reserve(views_->views.size());
@@ -210,6 +281,7 @@ bool Tensor::shares_storage() const {
   switch (mode_) {
     case Mode::inline_bytes: return false;
     case Mode::owned_bytes: return owned_.use_count() > 1;
+    case Mode::owned_raw: return keep_.use_count() > 1;
     case Mode::owned_strings: return strings_.use_count() > 1;
     default: return true;
   }
@@ -219,7 +291,9 @@ StorageOwner Tensor::storage_owner() const {
   switch (mode_) {
     case Mode::owned_bytes: return owned_;
     case Mode::owned_strings: return strings_;
+    case Mode::owned_raw:
     case Mode::viewed_bytes:
+    case Mode::viewed_string:
     case Mode::viewed_strings: return keep_;
     default: return nullptr;
   }
@@ -291,14 +365,16 @@ Tensor Tensor::slice(int64_t i) const {
     per_row *= std::max<int64_t>(d, 0);
   const auto first = static_cast<std::size_t>(i * per_row);
   if (dtype_ == DType::string) {
+    // The rows view what this tensor's strings view (a received buffer), or its own strings.
+    StorageOwner owner = mode_ == Mode::owned_strings ? StorageOwner{strings_} : keep_;
+    if (per_row == 1)
+      return single_string_view(std::move(row_shape), std::move(owner),
+                                string_at(static_cast<int64_t>(first)));
     std::vector<std::string_view> rows;
     rows.reserve(static_cast<std::size_t>(per_row));
     for (int64_t k = 0; k < per_row; ++k)
       rows.push_back(string_at(static_cast<int64_t>(first) + k));
-    // The rows view what this tensor's strings view (a received buffer), or its own strings.
-    StorageOwner owner = mode_ == Mode::viewed_strings ? keep_ : StorageOwner{strings_};
-    Tensor out = string_view_of(std::move(row_shape), std::move(owner), std::move(rows));
-    return out;
+    return string_view_of(std::move(row_shape), std::move(owner), std::move(rows));
   }
   const std::size_t row_bytes = static_cast<std::size_t>(per_row) * dtype_size(dtype_);
   const unsigned char* p = raw() + first * dtype_size(dtype_);
@@ -327,7 +403,10 @@ Expected<Tensor> Tensor::stack(const std::vector<Tensor>& parts) {
   shape.reserve(first.shape_.size() + 1);
   shape.push_back(static_cast<int64_t>(parts.size()));
   shape.insert(shape.end(), first.shape_.begin(), first.shape_.end());
-  Tensor out{first.dtype_, std::move(shape)};
+  // Numeric parts overwrite every byte of the result: no zero-fill first.
+  Tensor out = first.dtype_ == DType::string
+                 ? Tensor{first.dtype_, std::move(shape)}
+                 : TensorInternals::uninitialized(first.dtype_, std::move(shape));
   if (first.dtype_ == DType::string) {
     auto dst = out.strings_->begin();
     for (const Tensor& p : parts)
@@ -350,6 +429,8 @@ std::size_t Tensor::byte_size() const {
     return raw_size();
   if (mode_ == Mode::viewed_strings)
     return views_->total;
+  if (mode_ == Mode::viewed_string)
+    return view_size_;
   std::size_t n = 0;
   for (const auto& s : *strings_)
     n += s.size();

@@ -111,7 +111,7 @@ void append_scalar(const Tensor& t, int64_t i, std::string& out) {
         "complex(" + text::format_float64(c.real()) + ", " + text::format_float64(c.imag()) + ")";
       break;
     }
-    case DType::string: out += text::quote_string(t.strings()[static_cast<std::size_t>(i)]); break;
+    case DType::string: out += text::quote_string(t.string_at(i)); break;
   }
 }
 

@@ -16,7 +16,7 @@ import weakref
 from typing import Mapping, Optional, Sequence
 
 from . import _conveyor
-from .trainer import TrainerOps
+from .trainer import _STATE_KEY, _TRAINER_KEY, TrainerOps
 
 Dataset = _conveyor.Dataset
 
@@ -56,7 +56,9 @@ class WorkerConfig:
     ``allowed_paths``: the directories datasets may read and write files under (none: no file
     access, as `conveyor worker` without --allow-path); ``job_memory_limit``: bytes per job (0 = none).
     ``worker_tags``: tags the dispatcher shows and consumers see (tf.data's name); "COLOCATED"
-    marks a worker that runs beside a trainer, which AUTO readers of other processes leave alone."""
+    marks a worker that runs beside a trainer, which AUTO readers of other processes leave alone.
+    ``max_concurrent_snapshots``: how many snapshot streams (distributed_save, one per snapshot)
+    the worker writes at once (`--worker-max-concurrent-snapshots`); None = no limit."""
 
     dispatcher_address: str = ""
     port: int = 0
@@ -70,6 +72,17 @@ class WorkerConfig:
     allowed_paths: Sequence[str] = ()
     job_memory_limit: int = 0
     worker_tags: Sequence[str] = ()
+    max_concurrent_snapshots: Optional[int] = None
+
+
+def _max_concurrent_snapshots(value) -> int:
+    """The C++ form of WorkerConfig.max_concurrent_snapshots (0 = no limit)."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError("WorkerServer: `max_concurrent_snapshots` must be a positive integer "
+                         f"(or None for no limit), got {value!r}")
+    return value
 
 
 def _make_config(cls, config, overrides, server):
@@ -167,7 +180,8 @@ class WorkerServer(_Server):
             heartbeat_interval_ms=c.heartbeat_interval_ms, plugins=list(c.plugins),
             task_buffer_elements=c.task_buffer_elements, task_buffer_bytes=c.task_buffer_bytes,
             connect_timeout_ms=c.dispatcher_timeout_ms, allowed_paths=list(c.allowed_paths),
-            job_memory_limit=c.job_memory_limit, worker_tags=list(c.worker_tags))
+            job_memory_limit=c.job_memory_limit, worker_tags=list(c.worker_tags),
+            max_concurrent_snapshots=_max_concurrent_snapshots(c.max_concurrent_snapshots))
         super().__init__(impl, start)
 
     @property
@@ -195,11 +209,17 @@ def _service_address(service, what="service"):
     return service
 
 
-# The key of the read cursor in a state_dict() (torchdata's Stateful protocol).
-_STATE_KEY = "conveyor_read_cursor"
-
 _STRING_OPTIONS = ("processing_mode", "job_name", "compression", "target_workers", "on_worker_loss",
                    "data_transfer_protocol", "tenant", "external_state_policy")
+
+
+def _refuse_trainer_state(state, name):
+    # A trainer-side pipeline's state holds elements its ops had read: the read alone would skip
+    # them (data loss), so only the TrainerDataset it came from may load it.
+    if _TRAINER_KEY in state:
+        raise ValueError(f"`{name}` is the state_dict() of a trainer-side pipeline (it holds what "
+                         "its ops had read ahead); load it with that TrainerDataset's "
+                         "load_state_dict()")
 
 
 def _compression(compression):
@@ -234,6 +254,7 @@ def _check_option_types(options, connect_timeout_ms):
     resume_from = options.get("resume_from")
     if resume_from is not None:
         if isinstance(resume_from, dict):  # a state_dict() passed whole
+            _refuse_trainer_state(resume_from, "resume_from")
             resume_from = resume_from.get(_STATE_KEY)
         if isinstance(resume_from, str):
             resume_from = resume_from.encode()
@@ -242,8 +263,11 @@ def _check_option_types(options, connect_timeout_ms):
                              f"state_dict()), but resume_from was of type "
                              f"{type(resume_from).__name__}")
         options["resume_from"] = bytes(resume_from)
+    if "deterministic" in options and not isinstance(options["deterministic"], bool):
+        raise ValueError("`deterministic` must be a bool, but deterministic was of type "
+                         f"{type(options['deterministic']).__name__}: {options['deterministic']!r}")
     for name, value in options.items():
-        if name not in _STRING_OPTIONS and name != "resume_from":
+        if name not in _STRING_OPTIONS and name not in ("resume_from", "deterministic"):
             _check_int(name, value, optional=name != "tenant_weight")
     _check_int("connect_timeout_ms", connect_timeout_ms, optional=False)
 
@@ -254,7 +278,8 @@ def register_dataset(service, dataset: Dataset, compression: str = "AUTO",
     """Registers ``dataset`` with the dispatcher and returns its id (the same id for an equal
     definition). ``dataset_id``: use this id (AlreadyExistsError if it names another dataset).
     ``external_state_policy`` (tf.data's dataset option of that name): "WARN" (None), "IGNORE"
-    or "FAIL" for a dataset with an op with external state (``Dataset.random``)."""
+    or "FAIL" for a dataset with an op with external state (``Dataset.random``, or an op running
+    a Python function, which each worker runs with its own state)."""
     if not isinstance(dataset, Dataset):
         raise TypeError(f"`dataset` must be a conveyor.Dataset, got {type(dataset).__name__}")
     service = _service_address(service)
@@ -332,6 +357,7 @@ class DistributedDataset(TrainerOps):
         if not isinstance(state, dict) or _STATE_KEY not in state:
             raise ValueError(f"`state` must be a state_dict() of a conveyor iterator (a dict with "
                              f"\"{_STATE_KEY}\"), got {state!r:.80}")
+        _refuse_trainer_state(state, "state")
         options = {**self._options, "resume_from": state[_STATE_KEY]}
         if options["resume_from"] is None:
             options.pop("resume_from")
@@ -361,7 +387,7 @@ def _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                    max_outstanding_requests, compression, target_workers, max_buffered_bytes,
                    request_timeout_ms, expected_consumers=None, on_worker_loss=None,
                    data_transfer_protocol=None, tenant="default", tenant_weight=1,
-                   external_state_policy=None, resume_from=None):
+                   external_state_policy=None, resume_from=None, deterministic=False):
     if not isinstance(processing_mode, str):
         # tf.data's ShardingPolicy enum values print as ShardingPolicy.OFF etc.
         processing_mode = getattr(processing_mode, "name", processing_mode)
@@ -372,7 +398,8 @@ def _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                 expected_consumers=expected_consumers, on_worker_loss=on_worker_loss,
                 data_transfer_protocol=data_transfer_protocol, tenant=tenant,
                 tenant_weight=tenant_weight, external_state_policy=external_state_policy,
-                **({} if resume_from is None else {"resume_from": resume_from}))
+                **({} if resume_from is None else {"resume_from": resume_from}),
+                **({"deterministic": deterministic} if deterministic is not False else {}))
 
 
 class _Required:
@@ -397,7 +424,8 @@ def distribute(dataset: Optional[Dataset] = None, service=_REQUIRED, processing_
                data_transfer_protocol: Optional[str] = None,
                tenant: str = "default", tenant_weight: int = 1,
                external_state_policy: Optional[str] = None,
-               resume_from: Optional[bytes] = None) -> DistributedDataset:
+               resume_from: Optional[bytes] = None,
+               deterministic: bool = False) -> DistributedDataset:
     """Reads ``dataset`` through the service at ``service`` ("host:port" or a DispatchServer).
     processing_mode: "parallel_epochs" (OFF: every worker produces the whole dataset) or
     "distributed_epoch" (DYNAMIC: each element of an epoch once across the workers); the
@@ -419,7 +447,11 @@ def distribute(dataset: Optional[Dataset] = None, service=_REQUIRED, processing_
     external_state_policy: as register_dataset's (None = "WARN").
     resume_from (beyond tf.data): an iterator's checkpoint() bytes (or its state_dict()): a
     DYNAMIC read of a private job continues with exactly the elements that iterator had not
-    handed out, also on a restarted cluster (docs/PYTHON.md "Resuming a read")."""
+    handed out, also on a restarted cluster (docs/PYTHON.md "Resuming a read").
+    deterministic (beyond tf.data): a DYNAMIC read of a private job hands out the elements in the
+    order one worker gives (splits in order, each split's elements in order), whatever the
+    number of workers, their speed or failures; works with resume_from (docs/PYTHON.md
+    "Reproducible order")."""
     for name, value in (("service", service), ("processing_mode", processing_mode)):
         if value is _REQUIRED:
             raise TypeError(f"distribute() missing required argument `{name}`")
@@ -427,7 +459,7 @@ def distribute(dataset: Optional[Dataset] = None, service=_REQUIRED, processing_
                           max_outstanding_requests, compression, target_workers,
                           max_buffered_bytes, request_timeout_ms, expected_consumers,
                           on_worker_loss, data_transfer_protocol, tenant, tenant_weight,
-                          external_state_policy, resume_from)
+                          external_state_policy, resume_from, deterministic)
     if dataset is None:
         return _distribute_transformation(service, connect_timeout_ms, opts)
     if not isinstance(dataset, Dataset):

@@ -60,7 +60,7 @@ def _rebased(pipeline, base):
     if not isinstance(pipeline, TrainerDataset):
         return base
     return TrainerDataset(_rebased(pipeline._input, base), pipeline._make_stage,
-                          pipeline._description)
+                          pipeline._description, pipeline._stage)
 
 
 class ConveyorIterableDataset(torch.utils.data.IterableDataset):

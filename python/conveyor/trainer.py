@@ -8,6 +8,11 @@ reads through the service (a new job or iteration each time, as iterating the Di
 does) and applies the ops on the way. Functions are plain Python callables; elements are what the
 service's iterator yields (numpy arrays, `bytes` for string scalars, tuples for several
 components), and dicts where a function returns them.
+
+A TrainerIterator's state_dict() is the read cursor plus what the ops hold between elements (a
+shuffle buffer and its generator, a partial unbatch, prefetched elements, map results in flight,
+take/skip counts): a trainer that loads it continues with exactly the elements it had not been
+given, none twice.
 """
 
 import concurrent.futures
@@ -15,11 +20,16 @@ import os
 import queue
 import random
 import threading
+import weakref
 
 import numpy as np
 
 from . import _conveyor
 from ._nest import flatten as _flatten, pack as _pack, structure_of as _structure
+
+# The key of the read cursor in a state_dict() (torchdata's Stateful protocol); the service's
+# iterators and DistributedDataset use it too (service.py imports it from here).
+_STATE_KEY = "conveyor_read_cursor"
 
 AUTOTUNE = _conveyor.AUTOTUNE
 # prefetch(AUTOTUNE) keeps this many elements ready: a fixed depth (nothing tunes it), enough to
@@ -133,6 +143,14 @@ class _Stage:
         if up is not None and hasattr(up, "close"):
             up.close()
 
+    # What the stage holds between two next() calls (picklable; None: nothing), and its restore.
+    def _state(self):
+        return None
+
+    def _restore(self, state):
+        if state is not None:
+            raise ValueError(f"`state`: {type(self).__name__} holds no state, got {state!r:.80}")
+
 
 class _MapStage(_Stage):
     def __init__(self, upstream, fn):
@@ -156,6 +174,7 @@ class _ParallelMapStage(_Stage):
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=calls,
                                                            thread_name_prefix="conveyor-map")
         self._pending = []  # futures, in input order
+        self._ready = []  # restored results, yielded first
         self._input_done = False
 
     def _fill(self):
@@ -168,6 +187,8 @@ class _ParallelMapStage(_Stage):
             self._pending.append(self._pool.submit(_call, self._fn, element))
 
     def __next__(self):
+        if self._ready:
+            return _outcome(self._ready.pop(0))
         if self._upstream is None:
             raise StopIteration
         self._fill()
@@ -188,6 +209,28 @@ class _ParallelMapStage(_Stage):
         self._pending = []
         self._pool.shutdown(wait=False)
         super().close()
+
+    def _state(self):
+        # The calls in flight hold elements taken from upstream: their results are the state
+        # (in the order they would be yielded), once they finished.
+        outcomes = list(self._ready)
+        for f in self._pending:
+            try:
+                outcomes.append(("value", f.result()))
+            except Exception as e:  # noqa: BLE001 - the function's error, raised when its turn comes
+                outcomes.append(("error", e))
+        return {"results": outcomes, "input_done": self._input_done}
+
+    def _restore(self, state):
+        self._ready = list(state["results"])
+        self._input_done = state["input_done"]
+
+
+def _outcome(item):
+    kind, value = item
+    if kind == "error":
+        raise value
+    return value
 
 
 class _FilterStage(_Stage):
@@ -238,6 +281,14 @@ class _UnbatchStage(_Stage):
                 return row
             self._rows = _unbatch(next(self._upstream))
 
+    def _state(self):
+        rows = list(self._rows)  # the rest of the current batch
+        self._rows = iter(rows)
+        return {"rows": rows}
+
+    def _restore(self, state):
+        self._rows = iter(list(state["rows"]))
+
 
 _END = object()
 
@@ -269,6 +320,15 @@ class _ShuffleStage(_Stage):
         self._buffer = []
         super().close()
 
+    def _state(self):
+        return {"buffer": list(self._buffer), "rng": self._rng.getstate(),
+                "input_done": self._input_done}
+
+    def _restore(self, state):
+        self._buffer = list(state["buffer"])
+        self._rng.setstate(state["rng"])
+        self._input_done = state["input_done"]
+
 
 class _TakeStage(_Stage):
     def __init__(self, upstream, count):
@@ -285,6 +345,14 @@ class _TakeStage(_Stage):
                 super().close()  # nothing more is read: leave the job now, not when dropped
         return element
 
+    def _state(self):
+        return {"left": self._left}
+
+    def _restore(self, state):
+        self._left = state["left"]
+        if self._left == 0:
+            super().close()
+
 
 class _SkipStage(_Stage):
     def __init__(self, upstream, count):
@@ -298,8 +366,49 @@ class _SkipStage(_Stage):
                 self._skip -= 1
         return next(self._upstream)
 
+    def _state(self):
+        return {"skip": self._skip}
 
-def _prefetch_loop(upstream, q, stop):
+    def _restore(self, state):
+        self._skip = state["skip"]
+
+
+class _Pause:
+    """Stops a prefetch thread between two reads of its upstream, so that a state_dict() sees
+    the queue, the element in the thread's hand and everything below as one consistent cut."""
+
+    def __init__(self, stop):
+        self._cv = threading.Condition()
+        self._stop = stop
+        self._wanted = False
+        self._paused = False
+        self.holding = _END  # an element taken from upstream but not yet queued
+
+    def point(self, holding=_END):
+        """Called by the thread where it may stop; blocks while a pause is wanted."""
+        with self._cv:
+            if not self._wanted:
+                return
+            self.holding, self._paused = holding, True
+            self._cv.notify_all()
+            while self._wanted and not self._stop.is_set():
+                self._cv.wait(0.1)
+            self.holding, self._paused = _END, False
+
+    def request(self, thread):
+        with self._cv:
+            self._wanted = True
+            # Bounded by the thread's current read: it pauses right after it (or ends).
+            while not self._paused and thread.is_alive() and not self._stop.is_set():
+                self._cv.wait(0.1)
+
+    def release(self):
+        with self._cv:
+            self._wanted = False
+            self._cv.notify_all()
+
+
+def _prefetch_loop(upstream, q, stop, pause):
     # Runs on the prefetch thread; holds no reference to the _PrefetchStage, so dropping the
     # trainer's iterator closes it.
     def put(item):
@@ -308,11 +417,12 @@ def _prefetch_loop(upstream, q, stop):
                 q.put(item, timeout=0.1)
                 return True
             except queue.Full:
-                pass
+                pause.point(item)
         return False
 
     try:
         while not stop.is_set():  # ends with the upstream (StopIteration) or close()
+            pause.point()
             try:
                 element = next(upstream)
             except StopIteration:
@@ -331,12 +441,21 @@ class _PrefetchStage(_Stage):
         super().__init__(upstream)
         self._queue = queue.Queue(maxsize=buffer_size)
         self._stop = threading.Event()
+        self._pause = _Pause(self._stop)
+        self._restored = []  # (kind, value) items of a restored state, yielded first
         self._done = False
-        self._thread = threading.Thread(target=_prefetch_loop, args=(upstream, self._queue, self._stop),
+        self._thread = threading.Thread(target=_prefetch_loop,
+                                        args=(upstream, self._queue, self._stop, self._pause),
                                         name="conveyor-prefetch", daemon=True)
         self._thread.start()
 
     def __next__(self):
+        if self._restored:
+            kind, value = self._restored.pop(0)
+            if kind == "element":
+                return value
+            self._done = True
+            raise StopIteration
         if self._done:
             raise StopIteration
         while True:  # a short timeout keeps Ctrl-C working; ends with the thread's last item
@@ -361,14 +480,37 @@ class _PrefetchStage(_Stage):
         if self._thread is not threading.current_thread():
             self._thread.join(timeout=10)
 
+    def _pause_thread(self):
+        self._pause.request(self._thread)
+
+    def _resume_thread(self):
+        self._pause.release()
+
+    def _state(self):
+        # Called while the thread is paused: the queue and the element in its hand are what
+        # this stage read ahead.
+        with self._queue.mutex:
+            items = list(self._restored) + list(self._queue.queue)
+        if self._pause.holding is not _END:
+            items.append(self._pause.holding)
+        for kind, value in items:
+            if kind == "error":
+                raise ValueError(f"state_dict(): the pipeline read an error ahead ({value!r}); "
+                                 "it is raised by the next element, not saved") from value
+        return {"items": [(k, v) for k, v in items]}
+
+    def _restore(self, state):
+        self._restored = list(state["items"])
+
 
 class TrainerIterator:
     """Iterates a TrainerDataset: the ops' iterators over a service stream. close() (or dropping
     it, or leaving a `with` block) stops prefetch threads and leaves the job."""
 
-    def __init__(self, top, source):
+    def __init__(self, top, source, stages=()):
         self._top = top
-        self._source = source  # the service stream (stats(), job_id)
+        self._source = source  # the service stream (stats(), job_id, state_dict)
+        self._stages = list(stages)  # bottom first
 
     def __iter__(self):
         return self
@@ -404,8 +546,41 @@ class TrainerIterator:
         """The service stream's stats (see the DistributedDataset iterator's stats())."""
         return self._source.stats()
 
+    def state_dict(self) -> dict:
+        """torchdata's Stateful protocol: the read cursor and what each op holds, taken between
+        two next() calls; a TrainerDataset that load_state_dict()s it continues after the last
+        element this iterator returned. Prefetch threads pause meanwhile. Needs a resumable read
+        (DYNAMIC, private job): otherwise the cursor's error."""
+        prefetching = [s for s in reversed(self._stages) if isinstance(s, _PrefetchStage)]
+        for stage in prefetching:  # from the top: a paused stage no longer reads the ones below
+            stage._pause_thread()
+        try:
+            cursor = self._source.state_dict()
+            ops = [s._state() for s in self._stages]
+        finally:
+            for stage in prefetching:
+                stage._resume_thread()
+        return {**cursor, _TRAINER_KEY: {"version": _TRAINER_STATE_VERSION,
+                                         "ops": [type(s).__name__ for s in self._stages],
+                                         "state": ops}}
+
 
 # ---------------------------------------------------------------- datasets
+
+# The trainer-side part of a state_dict(), beside the service's read cursor.
+_TRAINER_KEY = "conveyor_trainer_ops"
+_TRAINER_STATE_VERSION = 1
+
+
+def _check_trainer_state(state, names):
+    part = state.get(_TRAINER_KEY) if isinstance(state, dict) else None
+    if not isinstance(part, dict) or part.get("version") != _TRAINER_STATE_VERSION:
+        raise ValueError(f"`state` must be a state_dict() of a TrainerIterator (a dict with "
+                         f"\"{_TRAINER_KEY}\" of version {_TRAINER_STATE_VERSION}), got {state!r:.80}")
+    if part.get("ops") != names:
+        raise ValueError(f"`state` was saved by a pipeline of other ops ({part.get('ops')}); this one "
+                         f"runs {names}")
+    return part["state"]
 
 
 class TrainerOps:
@@ -423,16 +598,19 @@ class TrainerOps:
         if deterministic is not None and not isinstance(deterministic, bool):
             raise TypeError(f"map: `deterministic` must be a bool or None, got {deterministic!r}")
         if num_parallel_calls is None:
-            return TrainerDataset(self, lambda up: _MapStage(up, map_func), f"map({_name(map_func)})")
+            return TrainerDataset(self, lambda up: _MapStage(up, map_func), f"map({_name(map_func)})",
+                                  _MapStage)
         calls = (os.cpu_count() or 1) if num_parallel_calls == AUTOTUNE else num_parallel_calls
         det = deterministic is not False
         return TrainerDataset(self, lambda up: _ParallelMapStage(up, map_func, calls, det),
-                              f"map({_name(map_func)}, num_parallel_calls={num_parallel_calls})")
+                              f"map({_name(map_func)}, num_parallel_calls={num_parallel_calls})",
+                              _ParallelMapStage)
 
     def filter(self, predicate):
         """Keeps the elements for which predicate(element) is True (a bool or 0-d bool array)."""
         _check_callable("predicate", predicate, "filter")
-        return TrainerDataset(self, lambda up: _FilterStage(up, predicate), f"filter({_name(predicate)})")
+        return TrainerDataset(self, lambda up: _FilterStage(up, predicate), f"filter({_name(predicate)})",
+                              _FilterStage)
 
     def batch(self, batch_size, drop_remainder=False):
         """Stacks batch_size consecutive elements per component (np.stack; string scalars into an
@@ -440,11 +618,11 @@ class TrainerOps:
         batch_size = _check_count("batch_size", batch_size, 1, op="batch")
         _check_bool("drop_remainder", drop_remainder, "batch")
         return TrainerDataset(self, lambda up: _BatchStage(up, batch_size, drop_remainder),
-                              f"batch({batch_size}, drop_remainder={drop_remainder})")
+                              f"batch({batch_size}, drop_remainder={drop_remainder})", _BatchStage)
 
     def unbatch(self):
         """Splits each element along its first dimension (every component's must agree)."""
-        return TrainerDataset(self, _UnbatchStage, "unbatch()")
+        return TrainerDataset(self, _UnbatchStage, "unbatch()", _UnbatchStage)
 
     def shuffle(self, buffer_size, seed=None, reshuffle_each_iteration=True):
         """tf.data's shuffle over a buffer of buffer_size elements. With a seed the order is
@@ -463,25 +641,26 @@ class TrainerOps:
             rng = random.Random(f"{base}/{n}" if reshuffle_each_iteration else f"{base}")
             return _ShuffleStage(up, buffer_size, rng)
 
-        return TrainerDataset(self, make, f"shuffle({buffer_size}, seed={seed})")
+        return TrainerDataset(self, make, f"shuffle({buffer_size}, seed={seed})", _ShuffleStage)
 
     def prefetch(self, buffer_size=AUTOTUNE):
         """Reads up to buffer_size elements ahead on a thread (AUTOTUNE: a fixed 8; 0: none)."""
         buffer_size = _check_count("buffer_size", buffer_size, 0, allow_autotune=True, op="prefetch")
         depth = AUTOTUNE_PREFETCH if buffer_size == AUTOTUNE else buffer_size
         if depth == 0:
-            return TrainerDataset(self, lambda up: up, "prefetch(0)")
-        return TrainerDataset(self, lambda up: _PrefetchStage(up, depth), f"prefetch({buffer_size})")
+            return TrainerDataset(self, lambda up: up, "prefetch(0)", None)
+        return TrainerDataset(self, lambda up: _PrefetchStage(up, depth), f"prefetch({buffer_size})",
+                              _PrefetchStage)
 
     def take(self, count):
         """The first count elements (-1: all). The job is left as soon as the count is read."""
         count = _check_count("count", count, -1, op="take")
-        return TrainerDataset(self, lambda up: _TakeStage(up, count), f"take({count})")
+        return TrainerDataset(self, lambda up: _TakeStage(up, count), f"take({count})", _TakeStage)
 
     def skip(self, count):
         """All but the first count elements (-1: none)."""
         count = _check_count("count", count, -1, op="skip")
-        return TrainerDataset(self, lambda up: _SkipStage(up, count), f"skip({count})")
+        return TrainerDataset(self, lambda up: _SkipStage(up, count), f"skip({count})", _SkipStage)
 
     def apply(self, transformation_func):
         """transformation_func(self), as tf.data's apply."""
@@ -504,27 +683,76 @@ class TrainerDataset(TrainerOps):
     Iterating it reads the service again (as iterating its DistributedDataset does) and returns a
     TrainerIterator."""
 
-    def __init__(self, input_dataset, make_stage, description):
+    def __init__(self, input_dataset, make_stage, description, stage):
         self._input = input_dataset
         self._make_stage = make_stage
         self._description = description
+        self._stage = stage  # the class make_stage makes (None: it adds no stage)
+        self._resume = None  # a state_dict() for the next iter()
+        self._last = None  # weakref to the latest TrainerIterator
 
-    def _open(self):
-        """(top iterator, the service stream under it)."""
+    def _open(self, stages, restore=None):
+        """(top iterator, the service stream under it); appends each stage made to `stages`.
+        `restore` (the saved states, bottom first) is given to each stage as it is made, before
+        the stage above exists: a prefetch thread starts reading at once, and must read restored
+        stages."""
         if isinstance(self._input, TrainerDataset):
-            upstream, source = self._input._open()
+            upstream, source = self._input._open(stages, restore)
         else:
             upstream = iter(self._input)  # a DistributedDataset: joins or creates a job
             source = upstream
         try:
-            return self._make_stage(upstream), source
+            stage = self._make_stage(upstream)
+            if stage is not upstream:  # prefetch(0) adds no stage
+                if restore is not None:
+                    stage._restore(restore[len(stages)])
+                stages.append(stage)
         except BaseException:
             upstream.close()
             raise
+        return stage, source
 
     def __iter__(self):
-        top, source = self._open()
-        return TrainerIterator(top, source)
+        resume, self._resume = self._resume, None
+        restore = None
+        if resume is not None:
+            restore = _check_trainer_state(resume, self._stage_names())
+            self.distributed_dataset.load_state_dict({_STATE_KEY: resume[_STATE_KEY]})
+        stages = []
+        top, source = self._open(stages, restore)
+        it = TrainerIterator(top, source, stages)
+        self._last = weakref.ref(it)
+        return it
+
+    # torchdata's Stateful protocol, as DistributedDataset's: the latest iterator's state.
+    def state_dict(self) -> dict:
+        """The state_dict() of the latest iterator (or the state loaded and not used yet)."""
+        it = self._last() if self._last is not None else None
+        if it is not None:
+            return it.state_dict()
+        if self._resume is not None:
+            return self._resume
+        raise ValueError("state_dict(): no iterator of this pipeline was made yet")
+
+    def load_state_dict(self, state: dict) -> None:
+        """The next iter() continues from `state` (a TrainerIterator's state_dict()): the read
+        resumes from its cursor and each op gets back what it held."""
+        if not isinstance(state, dict) or _STATE_KEY not in state:
+            raise ValueError(f"`state` must be a state_dict() of a TrainerIterator (a dict with "
+                             f"\"{_STATE_KEY}\" and \"{_TRAINER_KEY}\"), got {state!r:.80}")
+        _check_trainer_state(state, self._stage_names())
+        self._resume = state
+        self._last = None
+
+    def _stage_names(self):
+        """The class names of the stages an iterator of this pipeline has, bottom first."""
+        names = []
+        d = self
+        while isinstance(d, TrainerDataset):
+            if d._stage is not None:
+                names.append(d._stage.__name__)
+            d = d._input
+        return list(reversed(names))
 
     @property
     def distributed_dataset(self):

@@ -4,7 +4,7 @@
 //   - a Status error becomes the Python exception class registered for its code (errors.py), with
 //     the same message text;
 //   - an Element becomes numpy arrays that point into the received Tensor storage (no copy): the
-//     arrays' base is one capsule that owns the C++ Element;
+//     arrays' base is one object that owns the C++ Element (numpy_convert.cpp);
 //   - every wait (connect, start, next element) runs with the GIL released.
 // No consumer logic here: iteration is ElementStream::next.
 #include <pybind11/numpy.h>
@@ -40,7 +40,9 @@
 #include "bench_stream.hpp"
 #include "dataset_ops.hpp"
 #include "nested.hpp"
+#include "fork_bound.hpp"
 #include "numpy_convert.hpp"
+#include "py_stream.hpp"
 #include "py_status.hpp"
 
 namespace py = pybind11;
@@ -119,228 +121,6 @@ std::string function_repr(const FunctionRef& fn) {
 
 int64_t opt_or(const std::optional<int64_t>& v, int64_t fallback) { return v ? *v : fallback; }
 
-// ---------------------------------------------------------------- fork
-
-// Counts the forks this process is a child of (a pthread_atfork child handler, registered at
-// import). Streams and servers remember the count they were made under: one made before a fork
-// belongs to the parent, whose actor-system threads did not cross into the child and whose
-// mutexes a vanished parent thread may hold. In the child it is never used, closed or
-// destroyed (its memory is left as it is): using it raises, closing it does nothing. New ones
-// made in the child are fine.
-std::atomic<uint64_t> fork_generation{0};
-
-void after_fork_in_child() { fork_generation.fetch_add(1); }
-
-class ForkBound {
-public:
-  bool inherited() const { return generation_ != fork_generation.load(); }
-
-private:
-  uint64_t generation_ = fork_generation.load();
-};
-
-Status crossed_fork(const std::string& what) {
-  return failed_precondition(what +
-                             " was created in the parent process before os.fork(): conveyor "
-                             "iterators and servers cannot cross a fork; create them in the child");
-}
-
-// ---------------------------------------------------------------- destruction without the GIL
-
-// Destroying a server or a stream stops actors and joins threads; other Python threads keep
-// running meanwhile. During interpreter shutdown the GIL stays where it is.
-bool may_release_gil() { return PyGILState_Check() != 0 && _Py_IsFinalizing() == 0; }
-
-struct DeleteWithoutGil {
-  template <class T>
-  void operator()(T* p) const {
-    if (p->inherited())
-      return; // the parent's: destroying it would wait for threads the child does not have
-    if (may_release_gil()) {
-      py::gil_scoped_release release;
-      delete p;
-    } else {
-      delete p;
-    }
-  }
-};
-template <class T>
-using GilFreeHolder = std::unique_ptr<T, DeleteWithoutGil>;
-
-// ---------------------------------------------------------------- streams
-
-// One job's elements for Python: ElementStream::next, GIL released while waiting.
-class PyStream : public ForkBound {
-public:
-  // `structure` (the dataset's, when known) nests each element; null yields them flat.
-  explicit PyStream(ElementStream s, std::shared_ptr<const Structure> structure = nullptr)
-    : stream_(std::move(s)), structure_(std::move(structure)) {}
-  PyStream(const PyStream&) = delete;
-  PyStream& operator=(const PyStream&) = delete;
-
-  // A closed iterator is exhausted (StopIteration), as Python's own iterators are after close();
-  // so is one closed by another thread while this one waits in next().
-  py::object next() {
-    if (inherited())
-      raise(crossed_fork("this iterator"));
-    Element e;
-    bool end = false;
-    Status st;
-    {
-      std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-      if (!lock.owns_lock()) { // another thread is reading this stream: wait for it without the GIL
-        py::gil_scoped_release release;
-        lock = std::unique_lock<std::mutex>(mu_);
-      }
-      st = take(e, end, lock);
-    }
-    if (!st.ok())
-      raise(st);
-    if (end)
-      throw py::stop_iteration();
-    return element_to_python(std::move(e), structure_.get());
-  }
-
-  // Any thread may close: a thread waiting in next() on this stream wakes at once
-  // (ElementStream::cancel) and gets StopIteration. Leaving the job and stopping the stream's
-  // actor system happen after mu_ is released. Idempotent.
-  void close() {
-    if (inherited())
-      return; // the parent's stream: the parent leaves its job, not this child
-    closing_ = true;
-    py::gil_scoped_release release;
-    {
-      // Not under mu_: a reader holds it while it waits. cancel_mu_ keeps stream_ from being
-      // swapped away meanwhile.
-      std::lock_guard<std::mutex> guard(cancel_mu_);
-      if (stream_)
-        stream_->cancel();
-    }
-    std::optional<ElementStream> closed; // destroyed first, before the GIL is taken back
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      std::lock_guard<std::mutex> guard(cancel_mu_);
-      closed.swap(stream_);
-    }
-  }
-
-  // mu_ is taken without the GIL: a thread in next() may hold it while it waits for the GIL.
-  std::string job_id() {
-    if (inherited())
-      raise(crossed_fork("this iterator"));
-    auto lock = lock_without_gil();
-    return stream()->job_id();
-  }
-
-  // ElementStream::checkpoint: the read cursor, bytes.
-  py::bytes checkpoint() {
-    if (inherited())
-      raise(crossed_fork("this iterator"));
-    std::string blob;
-    {
-      auto lock = lock_without_gil();
-      blob = unwrap(stream()->checkpoint());
-    }
-    return py::bytes(blob);
-  }
-
-  int64_t consumed_total() {
-    if (inherited())
-      raise(crossed_fork("this iterator"));
-    auto lock = lock_without_gil();
-    return stream()->consumed_total();
-  }
-
-  py::dict stats() {
-    if (inherited())
-      raise(crossed_fork("this iterator"));
-    StreamStats s;
-    {
-      auto lock = lock_without_gil();
-      s = stream()->stats();
-    }
-    py::dict d;
-    d["elements"] = s.elements;
-    d["bytes"] = s.bytes;
-    d["messages"] = s.messages;
-    d["per_worker"] = s.per_worker;
-    d["lost_tasks"] = s.lost_tasks;
-    return d;
-  }
-
-private:
-  std::unique_lock<std::mutex> lock_without_gil() {
-    py::gil_scoped_release release;
-    return std::unique_lock<std::mutex>(mu_);
-  }
-
-  ElementStream* stream() {
-    if (!stream_)
-      raise(failed_precondition("the iterator was closed"));
-    return &*stream_;
-  }
-
-  // The next element; called with mu_ held (`lock`). While elements arrive faster than they are
-  // taken, ElementStream::next hands over an already received one without waiting: that fast path
-  // keeps the GIL (releasing it per element would hand it to any busy Python thread, and take up
-  // to the switch interval to get back). Once a call had to wait, the next one goes straight to
-  // the wait: a zero-timeout try would cost a futex round trip per element on a stream that is
-  // waited on anyway. Waits release the GIL, in 100 ms slices; between slices mu_ is released too
-  // (so stats() and close() from other threads get in) and Ctrl-C is checked. A closed stream
-  // ends (end = true).
-  Status take(Element& e, bool& end, std::unique_lock<std::mutex>& lock) {
-    using Clock = std::chrono::steady_clock;
-    if (closing_ || !stream_) {
-      end = true;
-      return Status::OK();
-    }
-    if (!waiting_) {
-      Status st = stream_->next(e, end, milliseconds{0});
-      if (closing_) { // closed meanwhile: cancelled, which a closed iterator reports as its end
-        end = true;
-        return Status::OK();
-      }
-      if (st.code() != ErrorCode::deadline_exceeded)
-        return st;
-    }
-    for (;;) {
-      Status st;
-      const auto start = Clock::now();
-      {
-        py::gil_scoped_release release;
-        if (!lock.owns_lock())
-          lock.lock();
-        if (closing_ || !stream_) {
-          end = true;
-          return Status::OK();
-        }
-        st = stream_->next(e, end, milliseconds{100});
-        if (closing_) {
-          end = true;
-          return Status::OK();
-        }
-        if (st.code() == ErrorCode::deadline_exceeded)
-          lock.unlock();
-      }
-      if (st.code() != ErrorCode::deadline_exceeded) {
-        // An element that was there at once means the stream runs ahead again: back to the fast path.
-        waiting_ = Clock::now() - start > std::chrono::microseconds{50};
-        return st;
-      }
-      waiting_ = true;
-      if (PyErr_CheckSignals() != 0)
-        throw py::error_already_set();
-    }
-  }
-
-  std::atomic<bool> waiting_{false}; // the last element had to be waited for (a hint only)
-  std::atomic<bool> closing_{false};
-  std::mutex mu_;
-  std::mutex cancel_mu_; // held to cancel stream_ and, with mu_, to swap it away
-  std::optional<ElementStream> stream_;
-  const std::shared_ptr<const Structure> structure_;
-};
-
 // In-process servers, bound to the process that started them (see ForkBound).
 class PyDispatchServer : public DispatchServer, public ForkBound {
 public:
@@ -407,8 +187,9 @@ make_options(const std::string& processing_mode, std::optional<std::string> job_
              std::optional<std::string> on_worker_loss, int64_t iteration,
              std::optional<std::string> data_transfer_protocol, const std::string& tenant,
              int64_t tenant_weight, std::optional<std::string> external_state_policy,
-             std::optional<std::string> resume_from) {
+             std::optional<std::string> resume_from, bool deterministic) {
   DistributeOptions o;
+  o.deterministic = deterministic;
   auto policy = parse_processing_mode(processing_mode);
   if (!policy.ok())
     raise(Status(policy.status().code(), "`processing_mode`: " + policy.status().message()));
@@ -465,7 +246,7 @@ PYBIND11_MODULE(_conveyor, m) {
   m.attr("AUTOTUNE") = kAutotune;
   m.attr("INFINITE_CARDINALITY") = kInfiniteCardinality;
   m.attr("UNKNOWN_CARDINALITY") = kUnknownCardinality;
-  m.attr("_CAPSULE_NAME") = kCapsuleName;
+  m.attr("_ElementOwner") = py::handle(reinterpret_cast<PyObject*>(element_owner_type()));
   pthread_atfork(nullptr, nullptr, &after_fork_in_child);
 #ifdef CONVEYOR_PYTHON_FUNCTIONS
   // In-process workers run Python functions in this interpreter (their pipeline threads take
@@ -721,7 +502,7 @@ PYBIND11_MODULE(_conveyor, m) {
                   std::vector<std::string> plugins, int64_t task_buffer_elements,
                   int64_t task_buffer_bytes, int64_t connect_timeout_ms,
                   std::vector<std::string> allowed_paths, int64_t job_memory_limit,
-                  std::vector<std::string> worker_tags) {
+                  std::vector<std::string> worker_tags, int64_t max_concurrent_snapshots) {
         WorkerConfig c;
         c.dispatcher_address = std::move(dispatcher_address);
         c.port = port;
@@ -738,12 +519,14 @@ PYBIND11_MODULE(_conveyor, m) {
         c.allowed_paths = std::move(allowed_paths);
         c.job_memory_limit = job_memory_limit;
         c.worker_tags = std::move(worker_tags); // validated by start(): ValueError naming the tag
+        c.max_concurrent_snapshots = max_concurrent_snapshots; // 0 = no limit (checked in Python)
         return new PyWorkerServer(std::move(c));
       }),
       py::arg("dispatcher_address"), py::arg("port"), py::arg("bind_host"),
       py::arg("advertised_address"), py::arg("heartbeat_interval_ms"), py::arg("plugins"),
       py::arg("task_buffer_elements"), py::arg("task_buffer_bytes"), py::arg("connect_timeout_ms"),
-      py::arg("allowed_paths"), py::arg("job_memory_limit"), py::arg("worker_tags"))
+      py::arg("allowed_paths"), py::arg("job_memory_limit"), py::arg("worker_tags"),
+      py::arg("max_concurrent_snapshots"))
     .def_property_readonly("bound_port", [](const PyWorkerServer& s) { return s.bound_port(); })
     .def_property_readonly("worker_address",
                            [](const PyWorkerServer& s) { return s.worker_address(); });
@@ -757,31 +540,12 @@ PYBIND11_MODULE(_conveyor, m) {
         py::arg("on_worker_loss") = py::none(), py::arg("iteration") = 0,
         py::arg("data_transfer_protocol") = py::none(), py::arg("tenant") = "default",
         py::arg("tenant_weight") = 1, py::arg("external_state_policy") = py::none(),
-        py::arg("resume_from") = py::none());
+        py::arg("resume_from") = py::none(), py::arg("deterministic") = false);
   m.attr("_NEXT_ITERATION") = kNextIteration;
   m.def("_validate_address",
         [](const std::string& a) { return unwrap(parse_address(a)).to_string(); });
 
-  py::class_<PyStream, GilFreeHolder<PyStream>>(m, "_Stream")
-    .def("__iter__", [](py::object self) { return self; })
-    .def("__next__", &PyStream::next)
-    .def("close", &PyStream::close, "Leaves the job (a private job is then released).")
-    .def("__enter__", [](py::object self) { return self; })
-    .def("__exit__", [](PyStream& s, py::args) { s.close(); })
-    .def_property_readonly("job_id", &PyStream::job_id)
-    .def("stats", &PyStream::stats)
-    .def("checkpoint", &PyStream::checkpoint,
-         "The read cursor (bytes): which elements this iterator handed out; pass it as "
-         "distribute(..., resume_from=...) to read the rest of the epoch.")
-    .def_property_readonly("consumed_total", &PyStream::consumed_total)
-    .def(
-      "state_dict",
-      [](PyStream& s) {
-        py::dict d;
-        d["conveyor_read_cursor"] = s.checkpoint();
-        return d;
-      },
-      "torchdata's Stateful protocol: {\"conveyor_read_cursor\": bytes}.");
+  bind_stream(m);
 
   m.def("_spec_of_result", &spec_of_result);
   m.def("_register_dataset", [](const std::string& service, const Dataset& dataset,

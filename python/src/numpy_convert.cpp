@@ -18,15 +18,77 @@ namespace conveyor_python {
 
 namespace {
 
-// A numeric tensor as an array over its own storage; `owner` (the capsule owning the Element)
-// becomes the array's base, so the storage lives as long as any array (or view) over it.
-py::array tensor_view(const Tensor& t, py::handle owner) {
-  std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
-  const void* data = t.data<unsigned char>();
-  if (t.num_elements() == 0)
-    return py::array(numpy_dtype(t.dtype()), shape); // nothing to share
-  return py::array(numpy_dtype(t.dtype()), std::move(shape), std::vector<py::ssize_t>{}, data,
-                   owner);
+// The base object of a received element's arrays: it holds the Element inline, in one small
+// Python allocation (a capsule needed a heap Element besides, and its name compared on
+// release), and destroys it when the last array over its storage goes.
+struct ElementOwner {
+  PyObject_HEAD Element element;
+};
+
+void element_owner_dealloc(PyObject* self) {
+  reinterpret_cast<ElementOwner*>(self)->element.~Element();
+  PyTypeObject* type = Py_TYPE(self);
+  type->tp_free(self);
+  Py_DECREF(type); // instances of a heap type hold a reference to it
+}
+
+} // namespace
+
+PyTypeObject* element_owner_type() {
+  // Made once (the GIL serializes the first call); lives as long as the process.
+  static PyTypeObject* type = [] {
+    static PyType_Slot slots[] = {
+      {Py_tp_dealloc, reinterpret_cast<void*>(&element_owner_dealloc)},
+      {Py_tp_doc, const_cast<char*>("Owns a received element; the base of its arrays.")},
+      {0, nullptr}};
+    static PyType_Spec spec = {"conveyor._conveyor._ElementOwner",
+                               static_cast<int>(sizeof(ElementOwner)), 0, Py_TPFLAGS_DEFAULT,
+                               slots};
+    PyObject* made = PyType_FromSpec(&spec);
+    if (made == nullptr)
+      throw py::error_already_set();
+    return reinterpret_cast<PyTypeObject*>(made);
+  }();
+  return type;
+}
+
+namespace {
+
+// Takes `e` over.
+py::object own_element(Element&& e) {
+  PyTypeObject* type = element_owner_type();
+  PyObject* self = type->tp_alloc(type, 0);
+  if (self == nullptr)
+    throw py::error_already_set();
+  new (&reinterpret_cast<ElementOwner*>(self)->element) Element(std::move(e));
+  return py::reinterpret_steal<py::object>(self);
+}
+
+// A numeric tensor as an array over its own storage; `owner` becomes the array's base, so the
+// storage lives as long as any array (or view) over it. Made with numpy's C API directly: shape
+// on the stack, strides computed by numpy (C order), no intermediate vectors.
+py::object tensor_view(const Tensor& t, py::handle owner) {
+  constexpr int kMaxDims = 32; // NPY_MAXDIMS
+  const py::dtype& dtype = numpy_dtype(t.dtype());
+  if (t.num_elements() == 0 || t.rank() > kMaxDims) { // nothing to share / numpy refuses it
+    std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
+    return py::array(dtype, shape);
+  }
+  Py_intptr_t dims[kMaxDims];
+  for (int i = 0; i < t.rank(); ++i)
+    dims[i] = static_cast<Py_intptr_t>(t.shape()[static_cast<std::size_t>(i)]);
+  auto& api = py::detail::npy_api::get();
+  // Writeable, as the arrays pybind11's py::array made over a base were (callers may rely on it).
+  void* data = const_cast<unsigned char*>(t.data<unsigned char>());
+  PyObject* array =
+    api.PyArray_NewFromDescr_(api.PyArray_Type_, dtype.inc_ref().ptr(), t.rank(), dims, nullptr,
+                              data, py::detail::npy_api::NPY_ARRAY_WRITEABLE_, nullptr);
+  if (array == nullptr)
+    throw py::error_already_set();
+  auto out = py::reinterpret_steal<py::object>(array);
+  if (api.PyArray_SetBaseObject_(array, owner.inc_ref().ptr()) != 0) // (steals the reference)
+    throw py::error_already_set();
+  return out;
 }
 
 // Strings cannot be shared with numpy: a scalar becomes `bytes`-holding 0-d object array and a
@@ -78,10 +140,8 @@ py::object pack(const Structure& s, const Element& e, std::size_t& next, const C
 // Element -> one array (one component) or a tuple of arrays, or nested as `structure` when it
 // is given and matches the element's size. Takes the Element over.
 py::object element_to_python(Element&& e, const Structure* structure) {
-  auto* owned = new Element(std::move(e));
-  py::capsule owner(owned, kCapsuleName, [](PyObject* cap) {
-    delete static_cast<Element*>(PyCapsule_GetPointer(cap, kCapsuleName));
-  });
+  py::object owner = own_element(std::move(e));
+  const Element* owned = &reinterpret_cast<ElementOwner*>(owner.ptr())->element;
   const auto convert = [&](const Tensor& t) -> py::object {
     if (t.dtype() == DType::string && t.rank() == 0) {
       const std::string& s = t.strings()[0];

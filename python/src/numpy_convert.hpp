@@ -11,8 +11,8 @@
 
 namespace conveyor_python {
 
-// The name of the capsule that owns a converted element (the arrays' base).
-inline constexpr const char* kCapsuleName = "conveyor.Element";
+// The type of the object that owns a converted element (the base of its arrays).
+PyTypeObject* element_owner_type();
 
 // Element -> one array (one component) or a tuple of arrays; with a structure, nested as it says
 // (tuples as tuples, dicts as dicts). Takes the Element over.

@@ -59,6 +59,21 @@ def test_lambda_map(cluster):
     assert sorted(ints(read(ds, cluster.target))) == [2 * i for i in range(10)]
 
 
+def test_python_function_has_external_state(cluster, capfd):
+    # Python code is opaque to the service: tf.data counts py_function as stateful, so WARN (the
+    # default) registers with a warning naming the op and function, FAIL refuses the dataset.
+    ds = conveyor.Dataset.range(3).map(lambda x: x + 1)
+    capfd.readouterr()
+    assert sorted(ints(conveyor.distribute(ds, cluster.target, "distributed_epoch"))) == [1, 2, 3]
+    err = capfd.readouterr().err
+    assert "`map` with the Python function" in err and "is stateful" in err, err
+    assert sorted(ints(conveyor.distribute(ds, cluster.target, "distributed_epoch",
+                                           external_state_policy="IGNORE"))) == [1, 2, 3]
+    assert "is stateful" not in capfd.readouterr().err
+    with pytest.raises(conveyor.FailedPreconditionError, match="with the Python function"):
+        conveyor.register_dataset(cluster.target, ds, external_state_policy="FAIL")
+
+
 def test_closure_map_and_parallel_calls(cluster):
     offset = np.int64(100)
 

@@ -64,8 +64,64 @@ def test_refusals_name_resume_from(cluster):
                                 resume_from=cursor)
     with pytest.raises(Exception, match="`resume_from` is a cursor of another dataset"):
         iter(other)
-    # An OFF iterator has no cursor.
-    off = iter(conveyor.distribute(conveyor.Dataset.range(5), cluster.target, "parallel_epochs"))
-    with pytest.raises(Exception, match="cannot be resumed"):
+    # An OFF iterator of an unseeded shuffle has no cursor (a new task draws another order).
+    off = iter(conveyor.distribute(conveyor.Dataset.range(5).shuffle(4), cluster.target,
+                                   "parallel_epochs"))
+    with pytest.raises(Exception, match="cannot be resumed.*`shuffle` without a seed"):
         off.checkpoint()
     off.close()
+
+
+def test_off_state_dict_resumes_each_task_copy(cluster):
+    # OFF on the fixture's 2 workers: each task produces range(200); the cursor counts per task.
+    # (Slow elements: the read learns of both tasks before it takes 150 elements. A task it had
+    # not learned of when the cursor was saved is not in the cursor.)
+    slow = conveyor.Dataset.range(200).map(conveyor.Function("sleep_us", us=1000))
+    ds = conveyor.distribute(slow, cluster.target, "parallel_epochs")
+    it = iter(ds)
+    first = _take(it, 150)
+    state = ds.state_dict()
+    it.close()
+    assert b"mode off" in state["conveyor_read_cursor"]
+    # A DYNAMIC read refuses the OFF cursor, naming both modes.
+    with pytest.raises(ValueError, match="OFF \\(parallel_epochs\\) read, but this read is DYNAMIC"):
+        conveyor.distribute(slow, cluster.target, "distributed_epoch",
+                            resume_from=state["conveyor_read_cursor"])
+    again = conveyor.distribute(slow, cluster.target, "parallel_epochs")
+    again.load_state_dict(state)
+    rest = [int(e) for e in again]
+    assert sorted(first + rest) == sorted(list(range(200)) * 2)
+
+
+def test_deterministic_order_and_resume(cluster):
+    # Two workers at their own speeds: deterministic=True gives the dataset's own order (the
+    # order one worker gives), also across a state_dict() + resume, and with empty splits.
+    ds = (conveyor.Dataset.range(1500).map(conveyor.Function("sleep_us", us=50))
+          .filter(conveyor.Function("mod_eq", m=7, r=2)))
+    expected = [x for x in range(1500) if x % 7 == 2]
+    whole = [int(e) for e in conveyor.distribute(ds, cluster.target, "distributed_epoch",
+                                                 deterministic=True)]
+    assert whole == expected
+    it = iter(conveyor.distribute(ds, cluster.target, "distributed_epoch", deterministic=True))
+    first = _take(it, 60)
+    state = it.state_dict()
+    it.close()
+    rest = [int(e) for e in conveyor.distribute(ds, cluster.target, "distributed_epoch",
+                                                deterministic=True, resume_from=state)]
+    assert first + rest == expected
+
+
+def test_deterministic_refusals_name_it(cluster):
+    with pytest.raises(ValueError, match="`deterministic` needs the DYNAMIC"):
+        conveyor.distribute(conveyor.Dataset.range(5), cluster.target, "parallel_epochs",
+                            deterministic=True)
+    with pytest.raises(ValueError, match="`deterministic` needs a private job"):
+        conveyor.distribute(conveyor.Dataset.range(5), cluster.target, "distributed_epoch",
+                            job_name="shared", deterministic=True)
+    with pytest.raises(ValueError, match="`deterministic` must be a bool"):
+        conveyor.distribute(conveyor.Dataset.range(5), cluster.target, "distributed_epoch",
+                            deterministic=1)
+    batched = conveyor.distribute(conveyor.Dataset.range(20).batch(4), cluster.target,
+                                  "distributed_epoch", deterministic=True)
+    with pytest.raises(ValueError, match="`deterministic` needs a per-split pipeline"):
+        iter(batched)

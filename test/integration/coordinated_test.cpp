@@ -14,14 +14,11 @@
 #include <vector>
 
 #include "test/integration/cluster.hpp"
+#include "test/integration/coordinated_rounds.hpp"
 
 using namespace conveyor::testing;
 
 namespace {
-
-std::string group_dataset(int n) {
-  return "range(1000000).flat_map(group_fn(n=" + std::to_string(n) + ")).repeat()";
-}
 
 std::vector<std::string> coordinated_flags(const std::string& job, int n, int index, int take,
                                            int round_timeout_ms = 30000) {
@@ -64,29 +61,6 @@ read_coordinated(Cluster& cluster, const std::string& job, int n, int take,
     CHECK_MESSAGE(out.back().size() == static_cast<std::size_t>(take), r->describe());
   }
   return out;
-}
-
-// The check. Returns the number of aligned rounds, or -(first bad round + 1).
-long aligned_rounds(const std::vector<std::vector<std::string>>& out) {
-  const auto n = static_cast<long>(out.size());
-  std::size_t rounds = out[0].size();
-  for (const auto& o : out)
-    rounds = std::min(rounds, o.size());
-  for (std::size_t r = 0; r < rounds; ++r) {
-    const long first = std::stol(out[0][r]);
-    if (first % n != 0)
-      return -static_cast<long>(r) - 1;
-    for (long i = 1; i < n; ++i)
-      if (std::stol(out[static_cast<std::size_t>(i)][r]) != first + i)
-        return -static_cast<long>(r) - 1;
-  }
-  return static_cast<long>(rounds);
-}
-
-// Each worker produces the dataset from its start (OFF), so group 0 (consumer 0 reads "0")
-// comes once from every task that served rounds.
-std::size_t tasks_that_served(const std::vector<std::string>& consumer0) {
-  return static_cast<std::size_t>(std::count(consumer0.begin(), consumer0.end(), "0"));
 }
 
 } // namespace

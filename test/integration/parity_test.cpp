@@ -1,5 +1,5 @@
-// tf.data parity on real processes (issue 32): concatenate and random read through the service,
-// DYNAMIC over several splittable sources refused naming the op, and job GC / client timeouts
+// tf.data parity on real processes (issue 32): concatenate and random read through the service
+// (DYNAMIC over several sources: multi_source_dynamic_test.cpp), and job GC / client timeouts
 // as the reference's: a job is released only --job-gc-timeout after its last consumer went
 // (also when it went by missing its heartbeats), and an iteration whose consumer heartbeats is
 // kept however long it reads.
@@ -37,22 +37,6 @@ TEST_CASE("parity: concatenate and random read through the service") {
   REQUIRE_MESSAGE(remote.exit_code == 0, remote.describe);
   REQUIRE(remote.lines.size() == 20);
   CHECK(sorted(remote.lines) == expected_sorted_lines(random));
-}
-
-TEST_CASE("parity: DYNAMIC over zip or concatenate of two sources is refused, naming the op") {
-  Cluster cluster(2);
-  for (const auto& [dataset, op] : std::vector<std::pair<std::string, std::string>>{
-         {"zip(range(100), range(100).map(square))", "zip"},
-         {"range(50).concatenate(range(50, 100))", "concatenate"}}) {
-    CAPTURE(dataset);
-    auto read = cluster.read(dataset, {"--mode", "dynamic"});
-    CHECK_MESSAGE(read.exit_code.has_value(), read.describe);
-    CHECK_MESSAGE(read.exit_code != 0, read.describe);
-    CHECK_MESSAGE(read.stderr_text.find("`" + op + "` reads several splittable sources") !=
-                    std::string::npos,
-                  read.describe);
-    CHECK(read.lines.empty());
-  }
 }
 
 TEST_CASE("job GC: a job whose reader stopped heartbeating is released --job-gc-timeout later") {

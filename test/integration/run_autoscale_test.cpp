@@ -3,6 +3,7 @@
 // lets one drain (SIGTERM); either way the DYNAMIC read ends OK with exactly N elements (only a
 // loss and a repeat that cancel out could hide; the simulator's drain sweeps check identities),
 // and no node outlives the command. The flags are refused where they would be ignored.
+#include <cstdio>
 #include <fstream>
 #include <regex>
 #include <thread>
@@ -95,4 +96,31 @@ TEST_CASE("run: the autoscale flags are refused where they would be ignored or c
                       "`--max-workers` must be at least 3, got 2");
   check_bad_arguments({"run", "--autoscale", "--workers", "5", "--max-workers", "4"},
                       "`--workers` (the starting count with `--autoscale`) must be within");
+}
+
+TEST_CASE("bench autoscale: --csv writes the table and --plot a PNG of it") {
+  const std::string csv = test_log_dir() + "/bench-autoscale.csv";
+  const std::string png = test_log_dir() + "/bench-autoscale.png";
+  std::remove(csv.c_str());
+  std::remove(png.c_str());
+  auto r = run_conveyor({"bench", "autoscale", "--seconds", "6", "--rate", "20", "--rounds", "1000",
+                         "--max-workers", "1", "--csv", csv, "--plot", png},
+                        Millis{120000}, "bench-autoscale");
+  CAPTURE(r.describe);
+  REQUIRE(r.exit_code.has_value());
+  // 0, or 1 when the start-up wait weighs on so short a run's wait share: either way it ran to
+  // its end and reported.
+  CHECK((*r.exit_code == 0 || *r.exit_code == 1));
+  std::ifstream table(csv);
+  std::string line;
+  int rows = 0;
+  REQUIRE(std::getline(table, line));
+  CHECK(line == "seconds,workers,elements_per_s,wait_share");
+  while (std::getline(table, line))
+    ++rows;
+  CHECK(rows >= 4);
+  std::ifstream image(png, std::ios::binary);
+  char signature[8] = {};
+  image.read(signature, sizeof signature);
+  CHECK(std::string(signature, sizeof signature) == std::string("\x89PNG\r\n\x1a\n", 8));
 }

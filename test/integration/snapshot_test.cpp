@@ -47,10 +47,12 @@ bool wait_chunks(const std::string& dir, int64_t n, std::chrono::milliseconds wi
   return false;
 }
 
+// Every int of the elements' first components (a batch's too), sorted.
 std::vector<int64_t> sorted_values(const std::vector<Element>& elements) {
   std::vector<int64_t> out;
   for (const auto& e : elements)
-    out.push_back(e[0].at<int64_t>(0));
+    for (int64_t k = 0; k < e[0].num_elements(); ++k)
+      out.push_back(e[0].at<int64_t>(k));
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -89,17 +91,27 @@ void save_through_kills(const std::string& dataset, const std::vector<int64_t>& 
   const int64_t before_restart = committed(snap);
   auto d2 = start_dispatcher(port, wd, "dispatcher2", allow);
   REQUIRE_MESSAGE(d2->wait_for_output("resuming the snapshot", kReadTimeout), d2->describe());
+  // Who writes which stream is journaled: the restarted dispatcher keeps the live workers'
+  // streams for them from the start rather than handing them to whoever asks first.
+  CHECK_MESSAGE(d2->wait_for_output("(journaled)", kStartTimeout), d2->describe());
   auto rc = (*saver)->wait_exit(kReadTimeout);
   REQUIRE_MESSAGE(rc.has_value(), (*saver)->describe());
   REQUIRE_MESSAGE(*rc == 0, ((*saver)->describe() + "\n" + d2->describe()));
-  CHECK((*saver)->stdout_text().find("saved " + std::to_string(expected.size()) + " elements") !=
-        std::string::npos);
   CHECK(committed(snap) > before_restart); // written on after the restart
+  // Each live worker kept its stream across the restart: none was given to another worker.
+  for (int i = 0; i < 2; ++i) {
+    const std::string out = workers[static_cast<std::size_t>(i)]->stdout_text() +
+                            workers[static_cast<std::size_t>(i)]->stderr_text();
+    CHECK_MESSAGE(out.find("gave it to another worker") == std::string::npos, out);
+  }
   // The lost worker's stream was taken over: every stream is done.
   CHECK_MESSAGE(d2->wait_for_output("is done", kStartTimeout), d2->describe());
   auto loaded = Dataset::load(snap).collect();
   REQUIRE_MESSAGE(loaded.ok(), loaded.status().to_string());
   CHECK(sorted_values(*loaded) == expected);
+  // Elements as saved (batches of a batched dataset), each once.
+  CHECK((*saver)->stdout_text().find("saved " + std::to_string(loaded->size()) + " elements") !=
+        std::string::npos);
   // `conveyor status` shows the snapshot's progress.
   auto status = run_conveyor({"status", "--dispatcher", addr(port), "--json"}, kReadTimeout);
   REQUIRE_MESSAGE(status.exit_code == 0, status.describe);
@@ -138,6 +150,15 @@ TEST_CASE("snapshot: the workers write a save's streams, it survives a worker SI
           "dispatcher SIGKILL, and its load yields every element exactly once") {
   // ~1.2 s of work on 3 workers (12000 x 300 us) in ~50 small chunks: both kills land mid-save.
   save_through_kills("range(12000).map(sleep_us(us=300))", iota(12000), "4000", 4);
+}
+
+TEST_CASE("snapshot: a pipeline that is not per-split (seeded shuffle, batch) resumes its streams "
+          "from their checkpoints through a worker SIGKILL and a dispatcher SIGKILL, every "
+          "element exactly once") {
+  // Chunks of ~50 batches of 7; the taken-over and the restarted streams restore the pipeline
+  // (its shuffle buffer, partial batch and split) saved with their last committed chunk.
+  save_through_kills("range(12000).map(sleep_us(us=300)).shuffle(64, seed=5).batch(7)", iota(12000),
+                     "4000", 4);
 }
 
 TEST_CASE("snapshot: range(10**6).map(square) saved by 3 workers through a worker SIGKILL and a "
@@ -186,6 +207,74 @@ TEST_CASE("snapshot: load(wait=true) started before a distributed save reads wha
                                       "save");
   REQUIRE(saver.ok());
   load_while_saving(**it, **saver, 4000);
+}
+
+TEST_CASE("snapshot: a distributed save starts at once, not at the workers' next heartbeat") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string snap = dir.path() + "/snap";
+  const uint16_t port = free_port();
+  auto d = ChildProcess::conveyor({"dispatcher", "--port", std::to_string(port), "--worker-timeout",
+                                   "60000", "--allow-path", dir.path()},
+                                  "dispatcher");
+  REQUIRE_MESSAGE(d.ok(), d.status().to_string());
+  REQUIRE_MESSAGE((*d)->wait_listening(kStartTimeout).ok(), (*d)->describe());
+  // Heartbeats far apart: a worker that learnt of its stream only with its next heartbeat ack
+  // would start writing up to 8 s after the save started; the dispatcher's nudge starts it now.
+  std::vector<std::unique_ptr<ChildProcess>> workers;
+  for (int i = 0; i < 2; ++i) {
+    auto w = ChildProcess::conveyor({"worker", "--dispatcher", addr(port), "--port", "0",
+                                     "--heartbeat-interval", "8000", "--allow-path", dir.path()},
+                                    "worker" + std::to_string(i + 1));
+    REQUIRE_MESSAGE(w.ok(), w.status().to_string());
+    REQUIRE_MESSAGE((*w)->wait_for_output("worker: ready", kStartTimeout), (*w)->describe());
+    workers.push_back(std::move(*w));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto saved = run_conveyor(
+    {"save", "--dispatcher", addr(port), "--dataset", "range(2000)", "--path", snap}, kReadTimeout);
+  const auto took =
+    std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  REQUIRE_MESSAGE(saved.exit_code == 0, saved.describe);
+  CHECK_MESSAGE(took < std::chrono::milliseconds(4000),
+                "the save took " << took.count() << " ms; " << (*d)->describe());
+  auto loaded = Dataset::load(snap).collect();
+  REQUIRE_MESSAGE(loaded.ok(), loaded.status().to_string());
+  CHECK(sorted_values(*loaded) == iota(2000));
+}
+
+TEST_CASE("snapshot: a worker that registers while a save waits for workers writes at once") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string snap = dir.path() + "/snap";
+  const uint16_t port = free_port();
+  auto d = ChildProcess::conveyor({"dispatcher", "--port", std::to_string(port), "--worker-timeout",
+                                   "60000", "--allow-path", dir.path()},
+                                  "dispatcher");
+  REQUIRE_MESSAGE(d.ok(), d.status().to_string());
+  REQUIRE_MESSAGE((*d)->wait_listening(kStartTimeout).ok(), (*d)->describe());
+  auto saver = ChildProcess::conveyor(
+    {"save", "--dispatcher", addr(port), "--dataset", "range(2000)", "--path", snap}, "save");
+  REQUIRE_MESSAGE(saver.ok(), saver.status().to_string());
+  REQUIRE_MESSAGE((*d)->wait_for_output("created snapshot at", kStartTimeout), (*d)->describe());
+  // The snapshot waits for a worker. This one heartbeats every 8 s: without the nudge that
+  // follows its registration it would learn of its stream only with its first heartbeat's ack.
+  const auto t0 = std::chrono::steady_clock::now();
+  auto w = ChildProcess::conveyor({"worker", "--dispatcher", addr(port), "--port", "0",
+                                   "--heartbeat-interval", "8000", "--allow-path", dir.path()},
+                                  "worker1");
+  REQUIRE_MESSAGE(w.ok(), w.status().to_string());
+  const auto code = (*saver)->wait_exit(kReadTimeout);
+  const auto took =
+    std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  REQUIRE_MESSAGE(code.has_value(), (*saver)->describe());
+  REQUIRE_MESSAGE(*code == 0, (*saver)->describe());
+  CHECK_MESSAGE(took < std::chrono::milliseconds(5000),
+                "the save ended " << took.count() << " ms after the worker started; "
+                                  << (*w)->describe());
+  auto loaded = Dataset::load(snap).collect();
+  REQUIRE_MESSAGE(loaded.ok(), loaded.status().to_string());
+  CHECK(sorted_values(*loaded) == iota(2000));
 }
 
 TEST_CASE("snapshot: `conveyor save` refuses bad arguments and an existing snapshot (exit 2)") {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sim/sim.hpp"
+#include "test/sim/sweep_support.hpp"
 
 using conveyor::Dataset;
 using conveyor::ShardingPolicy;
@@ -25,7 +26,8 @@ void every_stream_completes(ShardingPolicy policy, int64_t copies,
   cfg.faults = std::move(faults);
   const auto dataset = Dataset::range(300).map("square");
   int crashed_mid_read = 0;
-  auto s = conveyor::sweep(dataset, cfg, 1, 60, 0, [&](const conveyor::SimResult& r) {
+  const int runs = conveyor::sim_test::capped_seeds(60);
+  auto s = conveyor::sweep(dataset, cfg, 1, runs, 0, [&](const conveyor::SimResult& r) {
     INFO(r.summary());
     REQUIRE(r.consumers.size() == 1);
     const auto& c = r.consumers[0];
@@ -37,7 +39,7 @@ void every_stream_completes(ShardingPolicy policy, int64_t copies,
   });
   REQUIRE_MESSAGE(s.ok(), s.status().to_string());
   CHECK_MESSAGE(s->failed_runs == 0, s->summary());
-  CHECK(crashed_mid_read > 30); // the crashes did hit reads in progress
+  CHECK(crashed_mid_read > runs / 2); // the crashes did hit reads in progress
 }
 
 } // namespace
@@ -60,19 +62,20 @@ TEST_CASE("dispatcher crash, a pipeline that is not per-split: every element at 
   cfg.options.policy = ShardingPolicy::dynamic;
   cfg.random_faults = "dispatcher:1";
   const auto dataset = Dataset::range(200).shuffle(8, 3);
-  auto s = conveyor::sweep(dataset, cfg, 1, 40, 0, [&](const conveyor::SimResult& r) {
-    INFO(r.summary());
-    REQUIRE(r.consumers.size() == 1);
-    const auto& c = r.consumers[0];
-    CHECK(c.ended);
-    CHECK_MESSAGE(c.status.ok(), c.status.to_string());
-    std::vector<int64_t> got;
-    for (const auto& e : c.elements)
-      got.push_back(e.components.at(0).as_int64());
-    std::sort(got.begin(), got.end());
-    got.erase(std::unique(got.begin(), got.end()), got.end());
-    CHECK(got.size() == 200);
-  });
+  auto s = conveyor::sweep(dataset, cfg, 1, conveyor::sim_test::capped_seeds(40), 0,
+                           [&](const conveyor::SimResult& r) {
+                             INFO(r.summary());
+                             REQUIRE(r.consumers.size() == 1);
+                             const auto& c = r.consumers[0];
+                             CHECK(c.ended);
+                             CHECK_MESSAGE(c.status.ok(), c.status.to_string());
+                             std::vector<int64_t> got;
+                             for (const auto& e : c.elements)
+                               got.push_back(e.components.at(0).as_int64());
+                             std::sort(got.begin(), got.end());
+                             got.erase(std::unique(got.begin(), got.end()), got.end());
+                             CHECK(got.size() == 200);
+                           });
   REQUIRE_MESSAGE(s.ok(), s.status().to_string());
   CHECK_MESSAGE(s->failed_runs == 0, s->summary());
 }

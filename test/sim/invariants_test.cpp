@@ -87,16 +87,16 @@ TEST_CASE("DYNAMIC: a split handed out twice or never is named - per-worker pipe
   auto o = observe(ShardingPolicy::dynamic, 2, 4);
   o.split_transparent = false; // e.g. a batch: workers batch their own splits
   o.streams.push_back(stream({0, 0, 0}, {"w0", "w0", "w1"}));
-  o.splits_delivered = {{{0, 0}, 1}, {{0, 1}, 1}};
+  o.splits_delivered = {{{0, 0, 0}, 1}, {{0, 0, 1}, 1}};
   o.expected_splits = 2;
   CHECK(check_invariants(o).empty());
 
-  o.splits_delivered[{0, 1}] = 2;
+  o.splits_delivered[{0, 0, 1}] = 2;
   auto f = check_invariants(o);
   REQUIRE(f.size() == 1);
   CHECK(f[0] == "DYNAMIC: 1 split(s) handed to tasks more than once although no fault happened: "
                 "epoch 0 #1 (2 times)");
-  o.splits_delivered[{0, 1}] = 1;
+  o.splits_delivered[{0, 0, 1}] = 1;
   o.expected_splits = 3;
   f = check_invariants(o);
   REQUIRE(f.size() == 1);

@@ -63,6 +63,7 @@ struct start_snapshot;
 struct snapshot_started;
 struct get_snapshot_splits;
 struct snapshot_splits;
+struct snapshot_nudge;
 } // namespace conveyor::msg
 
 CAF_BEGIN_TYPE_ID_BLOCK(conveyor, caf::first_custom_type_id)
@@ -140,4 +141,5 @@ CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::start_snapshot))
 CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::snapshot_started))
 CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::get_snapshot_splits))
 CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::snapshot_splits))
+CAF_ADD_TYPE_ID(conveyor, (conveyor::msg::snapshot_nudge))
 CAF_END_TYPE_ID_BLOCK(conveyor)

@@ -1,6 +1,8 @@
 // ConsumerCore: credits, chunk reassembly, task loss and the end condition, without actors.
 #include <doctest/doctest.h>
 
+#include <set>
+
 #include <caf/all.hpp>
 
 #include "consumer/consumer_core.hpp"
@@ -588,6 +590,28 @@ TEST_CASE(
   CHECK(st.code() == ErrorCode::data_loss);
 }
 
+// A per-split concatenation: splits of two sources share (epoch, index); only the source tells
+// them apart, so elements of `b`'s split 0 are not taken for repeats of `a`'s.
+TEST_CASE("repeats are told apart by source: the same (epoch, index, seq) of two sources is kept") {
+  ConsumerCore c{ConsumerLimits{}};
+  c.set_dynamic(true);
+  c.on_task_list(list_of(1, {1}, false));
+  c.on_connected(1);
+  auto reqs = c.next_requests();
+  REQUIRE(reqs.size() >= 2);
+  auto both = batch_of({0, 1, 100, 101});
+  both.origins = {msg::origin_run{0, 0, 0, 2, false, 0}, msg::origin_run{0, 0, 0, 2, false, 1}};
+  auto again = batch_of({101, 102});
+  again.origins = {msg::origin_run{0, 0, 1, 2, false, 1}}; // b's split re-read elsewhere
+  ReadyElements out;
+  REQUIRE(c.on_reply(reqs[0], both, out).ok());
+  REQUIRE(c.on_reply(reqs[1], again, out).ok());
+  std::vector<int64_t> values;
+  for (auto& e : taken(out))
+    values.push_back(e[0].as_int64());
+  CHECK(values == std::vector<int64_t>{0, 1, 100, 101, 102});
+}
+
 // The reader's side: one element at a time, decoded into the reader's element; a corrupt batch
 // ends the stream at its bad element (what came before was handed out, nothing after is).
 TEST_CASE("ReadyElements hands out one element at a time and stops at a corrupt one") {
@@ -748,4 +772,41 @@ TEST_CASE(
   f.on_task_list(list_of(1, {1}, false));
   CHECK_FALSE(f.give_up(1, "cannot reach worker w:1")); // the caller fails the read
   CHECK(f.knows_task(1));
+}
+
+TEST_CASE("focus: only the focused task is asked for elements, the others get their acks, and with "
+          "none of them connected, every task is asked") {
+  ConsumerCore c{ConsumerLimits{}};
+  c.set_dynamic(true);
+  c.on_task_list(list_of(1, {1, 2, 3}, false));
+  c.on_connected(1);
+  c.on_connected(2);
+  auto tasks_of = [](const std::vector<ConsumerCore::Request>& reqs, bool with_elements) {
+    std::set<msg::task_id_t> out;
+    for (const auto& r : reqs)
+      if ((r.max_elements > 0) == with_elements)
+        out.insert(r.task);
+    return out;
+  };
+  c.focus_on({2});
+  auto reqs = c.next_requests();
+  CHECK(tasks_of(reqs, true) == std::set<msg::task_id_t>{2});
+  // Task 1 was not asked; once its reply to an earlier request came, it is still acknowledged.
+  ReadyElements out;
+  for (const auto& r : reqs)
+    REQUIRE(c.on_reply(r, batch_of({1}), out).ok());
+  c.focus_on({});
+  auto all = c.next_requests();
+  CHECK(tasks_of(all, true) == std::set<msg::task_id_t>{1, 2});
+  for (const auto& r : all)
+    REQUIRE(c.on_reply(r, batch_of({2}), out).ok());
+  c.focus_on({2});
+  auto acks = c.next_requests();
+  CHECK(tasks_of(acks, true) == std::set<msg::task_id_t>{2});
+  CHECK(tasks_of(acks, false).count(1) == 1); // its ack-only request
+  for (const auto& r : acks)
+    REQUIRE(c.on_reply(r, msg::element_batch{}, out).ok());
+  // The focused task is not connected (yet): nobody would be asked, so everybody is.
+  c.focus_on({3});
+  CHECK(tasks_of(c.next_requests(), true) == std::set<msg::task_id_t>{1, 2});
 }

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include "dispatcher/job_core.hpp"
+#include "dynamic_job.hpp"
 #include "pipeline/graph/dataset.hpp"
 
 using conveyor::Dataset;
@@ -9,17 +10,7 @@ using conveyor::Split;
 using conveyor::actors::JobCore;
 using conveyor::actors::SplitKey;
 
-namespace {
-
-JobCore dynamic_job(int64_t n, int64_t split_size, bool per_split = true) {
-  conveyor::SplitOptions o;
-  o.range_split_size = split_size;
-  auto p = conveyor::make_split_provider(Dataset::range(n), o);
-  REQUIRE(p.ok());
-  return JobCore{std::move(p).value(), per_split};
-}
-
-} // namespace
+using conveyor::test::dynamic_job;
 
 TEST_CASE("job core: a lost task's unfinished splits are handed out again, finished ones not") {
   auto job = dynamic_job(40, 10); // 4 splits
@@ -32,7 +23,7 @@ TEST_CASE("job core: a lost task's unfinished splits are handed out again, finis
   REQUIRE(a->splits.size() == 2);
   auto b = job.get_splits(2, 0, 2);
   REQUIRE(b->splits.size() == 2);
-  job.splits_update(1, {SplitKey{0, 0}}, {}); // task 1 finished split 0, not split 1
+  job.splits_update(1, {SplitKey{0, 0, 0}}, {}); // task 1 finished split 0, not split 1
   job.task_lost(1, "gone");
   auto again = job.get_splits(2, 0, 4);
   REQUIRE(again->splits.size() == 1);
@@ -41,7 +32,7 @@ TEST_CASE("job core: a lost task's unfinished splits are handed out again, finis
   // Per-split: the epoch ends only once every split finished.
   auto held = job.get_splits(2, 0, 4);
   CHECK(held->hold);
-  job.splits_update(2, {SplitKey{0, 1}, SplitKey{0, 2}, SplitKey{0, 3}}, {});
+  job.splits_update(2, {SplitKey{0, 0, 1}, SplitKey{0, 0, 2}, SplitKey{0, 0, 3}}, {});
   auto end = job.get_splits(2, 0, 4);
   CHECK(end->end_of_splits);
   CHECK_FALSE(end->empty_epoch);
@@ -57,7 +48,7 @@ TEST_CASE("job core: returned splits come back first - an empty epoch says so") 
   auto b = job.get_splits(2, 0, 4);
   REQUIRE(b->splits.size() == 1);
   CHECK(b->splits[0] == a->splits[0]);
-  job.splits_update(2, {SplitKey{0, 0}}, {});
+  job.splits_update(2, {SplitKey{0, 0, 0}}, {});
   auto end = job.get_splits(2, 0, 4);
   CHECK(end->end_of_splits);
   // Past the last epoch: every epoch is empty for the whole job.
@@ -97,7 +88,7 @@ TEST_CASE("job core: a task that ended because its worker drained does not end p
   REQUIRE(a.ok());
   REQUIRE(a->splits.size() == 2);
   // The drain let both splits finish; the job's other two were never handed out.
-  job.splits_update(1, {{0, a->splits[0].index}, {0, a->splits[1].index}}, {});
+  job.splits_update(1, {{0, 0, a->splits[0].index}, {0, 0, a->splits[1].index}}, {});
   job.task_done(1, "", true);
   CHECK_FALSE(job.production_ended());
   // A fresh worker's task takes the rest; its end (the splits ran out) ends production.
@@ -108,7 +99,7 @@ TEST_CASE("job core: a task that ended because its worker drained does not end p
   CHECK(b->splits.size() == 2);
   std::vector<SplitKey> done;
   for (const auto& s : b->splits)
-    done.push_back({s.epoch, s.index});
+    done.push_back(conveyor::actors::split_key_of(s));
   job.splits_update(2, done, {});
   auto end = job.get_splits(2, 0, 8);
   REQUIRE(end.ok());
@@ -222,7 +213,7 @@ TEST_CASE("job core: a restored job hands out the splits held at the crash first
   CHECK(a->splits[1] == held[1]);
   CHECK(a->splits[2].index == 3);
   CHECK(a->splits[2].begin == 30);
-  job.splits_update(7, {SplitKey{0, 0}, SplitKey{0, 2}, SplitKey{0, 3}}, {});
+  job.splits_update(7, {SplitKey{0, 0, 0}, SplitKey{0, 0, 2}, SplitKey{0, 0, 3}}, {});
   auto end = job.get_splits(7, 0, 8);
   CHECK(end->end_of_splits);
   CHECK_FALSE(end->empty_epoch);
@@ -238,11 +229,11 @@ TEST_CASE("job core: only finished splits the task still owned count as finished
   auto b = job.get_splits(2, 0, 2); // ... and to task 2
   REQUIRE(b->splits.size() == 2);
   std::vector<SplitKey> accepted;
-  job.splits_update(1, {SplitKey{0, 0}}, {}, &accepted); // a late report of the lost task
+  job.splits_update(1, {SplitKey{0, 0, 0}}, {}, &accepted); // a late report of the lost task
   CHECK(accepted.empty());
-  job.splits_update(2, {SplitKey{0, 0}}, {}, &accepted);
+  job.splits_update(2, {SplitKey{0, 0, 0}}, {}, &accepted);
   REQUIRE(accepted.size() == 1);
-  CHECK(accepted[0] == SplitKey{0, 0});
+  CHECK(accepted[0] == SplitKey{0, 0, 0});
 }
 
 TEST_CASE("job core: whole-epoch trainers - new on a first consumer, gone with the last") {
@@ -316,7 +307,7 @@ TEST_CASE("job core: a task nobody reads takes no split, and ends once its reade
   REQUIRE(read.ok());
   REQUIRE(read->splits.size() == 3);
   CHECK(read->splits[0].index == 0); // the split task 2's request looked at comes first
-  job.splits_update(1, {SplitKey{0, 0}, SplitKey{0, 1}, SplitKey{0, 2}}, {});
+  job.splits_update(1, {SplitKey{0, 0, 0}, SplitKey{0, 0, 1}, SplitKey{0, 0, 2}}, {});
   auto end1 = job.get_splits(1, 0, 4);
   REQUIRE(end1.ok());
   CHECK(end1->end_of_splits);
@@ -354,7 +345,7 @@ TEST_CASE("job core: with repeat() a task nobody reads keeps waiting - the epoch
     auto read = job.get_splits(1, epoch, 4);
     REQUIRE(read.ok());
     REQUIRE(read->splits.size() == 2);
-    job.splits_update(1, {SplitKey{epoch, 0}, SplitKey{epoch, 1}}, {});
+    job.splits_update(1, {SplitKey{0, epoch, 0}, SplitKey{0, epoch, 1}}, {});
     auto end = job.get_splits(1, epoch, 4);
     REQUIRE(end.ok());
     CHECK(end->end_of_splits);

@@ -1,6 +1,8 @@
 // TaskRunner: the task's pipeline, buffer and batching without actors.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include <memory>
 
 #include "net/bulk_frame.hpp"
@@ -204,7 +206,56 @@ TEST_CASE("DYNAMIC: the pipeline waits for splits and resumes") {
   CHECK(b->origins[0].count == 3);
   CHECK(r.take_finished().empty());
   r.ack(1, {b->batch_seq});
-  CHECK(r.take_finished() == std::vector<std::pair<int64_t, int64_t>>{{0, 0}});
+  CHECK(r.take_finished() == std::vector<std::tuple<int64_t, int64_t, int64_t>>{{0, 0, 0}});
+}
+
+TEST_CASE("DYNAMIC concatenation: per-split, each element's origin names its source") {
+  TaskRunner r{ShardingPolicy::dynamic, Compression::none};
+  REQUIRE(r.start(Dataset::range(10).concatenate(Dataset::range(100, 110)), nullptr).ok());
+  CHECK(r.per_split());
+  REQUIRE(r.split_feeds().size() == 2);
+  auto& a = *r.split_feeds()[0];
+  auto& b = *r.split_feeds()[1];
+  CHECK(r.produce() == TaskRunner::Step::waiting_for_split);
+  REQUIRE(a.wants_splits());
+  a.request_sent();
+  a.deliver({Split{0, 0, 2, 4, "", 0, 0}}, false, false);
+  r.produce(); // (its elements, then `a` asks again)
+  REQUIRE(a.wants_splits());
+  a.request_sent();
+  a.deliver({}, true, false);
+  CHECK(r.produce() == TaskRunner::Step::waiting_for_split); // then `b`
+  REQUIRE(b.wants_splits());
+  b.request_sent();
+  // The same (epoch, index) as `a`'s split: told apart by the source.
+  b.deliver({Split{0, 0, 5, 7, "", 0, 1}}, false, false);
+  r.produce();
+  REQUIRE(b.wants_splits());
+  b.request_sent();
+  b.deliver({}, true, false);
+  CHECK(r.produce() == TaskRunner::Step::ended);
+  auto batch = r.take(1, 100, 1 << 20);
+  REQUIRE(batch);
+  CHECK(decode_ints(batch->payload) == std::vector<int64_t>{2, 3, 105, 106});
+  REQUIRE(batch->origins.size() == 2);
+  CHECK(batch->origins[0].source == 0);
+  CHECK(batch->origins[0].count == 2);
+  CHECK(batch->origins[0].split_end);
+  CHECK(batch->origins[1].source == 1);
+  CHECK(batch->origins[1].index == 0);
+  CHECK(batch->origins[1].first_seq == 0);
+  CHECK(batch->origins[1].count == 2);
+  CHECK(r.take_finished().empty());
+  r.ack(1, {batch->batch_seq});
+  auto finished = r.take_finished();
+  std::sort(finished.begin(), finished.end());
+  CHECK(finished == std::vector<std::tuple<int64_t, int64_t, int64_t>>{{0, 0, 0}, {1, 0, 0}});
+}
+
+TEST_CASE("DYNAMIC zip: not per-split, elements carry no origin") {
+  TaskRunner r{ShardingPolicy::dynamic, Compression::none};
+  REQUIRE(r.start(Dataset::zip({Dataset::range(10), Dataset::range(10)}), nullptr).ok());
+  CHECK_FALSE(r.per_split());
 }
 
 TEST_CASE("errors: a bad dataset fails start, a failing pipeline fails after its buffer") {
@@ -393,7 +444,7 @@ TEST_CASE(
     r.ack(1, {a->batch_seq});
     auto finished = r.take_finished();
     std::sort(finished.begin(), finished.end());
-    CHECK(finished == std::vector<std::pair<int64_t, int64_t>>{{0, 0}, {0, 1}});
+    CHECK(finished == std::vector<std::tuple<int64_t, int64_t, int64_t>>{{0, 0, 0}, {0, 0, 1}});
   }
   SUBCASE("the first reader reconnected without acknowledging: both splits go back") {
     r.consumer_reconnected(1);
@@ -532,5 +583,5 @@ TEST_CASE(
         std::vector<int64_t>{3, 4, 2, 3, 4}); // first run's end, second run
   CHECK(r.take_finished().empty());
   r.ack(2, {rest->batch_seq});
-  CHECK(r.take_finished() == std::vector<std::pair<int64_t, int64_t>>{{0, 0}});
+  CHECK(r.take_finished() == std::vector<std::tuple<int64_t, int64_t, int64_t>>{{0, 0, 0}});
 }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "conveyor/iterator_state.hpp"
 #include "pipeline/io/tar_reader.hpp"
 #include "pipeline/sharding/sharding.hpp"
 #include "test/support/tar_archive.hpp"
@@ -121,4 +122,51 @@ TEST_CASE("webdataset: FILE sharding gives each worker whole shards") {
   }
   std::sort(keys.begin(), keys.end());
   CHECK(keys == std::vector<std::string>{"0a", "0b", "1a", "1b", "2a", "2b", "3a", "3b"});
+}
+
+TEST_CASE("webdataset: a checkpoint taken after any sample resumes at the next one") {
+  ScratchDir dir;
+  write_bytes(dir.file("a.tar"), tar_of({{"s/000.jpg", "J0"},
+                                         {"s/000.cls", "0"},
+                                         {"s/001.jpg", "J1"},
+                                         {"s/001.cls", "1"},
+                                         {"s/002.cls", "2"},
+                                         {"s/002.jpg", "J2"}}));
+  write_bytes(dir.file("b.tar"), tar_of({{"003.cls", "3"}, {"003.jpg", "J3"}}));
+  const Dataset ds = Dataset::webdataset({dir.file("*.tar")}, {"jpg", "cls"});
+  const auto collected = collect(ds);
+  REQUIRE(collected.ok());
+  const std::vector<Element>& whole = *collected;
+  REQUIRE(whole.size() == 4);
+  for (std::size_t k = 0; k <= whole.size(); ++k) {
+    CAPTURE(k);
+    auto first = ds.make_iterator();
+    REQUIRE(first.ok());
+    std::vector<std::string> got;
+    for (std::size_t i = 0; i < k; ++i) {
+      Element e;
+      bool end = false;
+      REQUIRE((*first)->get_next(e, end).ok());
+      REQUIRE_FALSE(end);
+      got.push_back(e.to_string());
+    }
+    IteratorStateWriter out;
+    REQUIRE((*first)->save(out).ok());
+    auto second = ds.make_iterator();
+    REQUIRE(second.ok());
+    IteratorStateReader in(out.bytes());
+    REQUIRE((*second)->restore(in).ok());
+    for (int i = 0; i < 10; ++i) {
+      Element e;
+      bool end = false;
+      REQUIRE((*second)->get_next(e, end).ok());
+      if (end)
+        break;
+      got.push_back(e.to_string());
+    }
+    std::vector<std::string> want;
+    for (const auto& e : whole)
+      want.push_back(e.to_string());
+    CHECK(got == want);
+  }
 }

@@ -287,11 +287,16 @@ std::map<std::string, std::string> journal_seeds() {
   (*j)->append(CreateJobRecord{1, "1000", "named", 1, -1, "AUTO", 0}, nullptr);
   (*j)->append(CreateTaskRecord{1, 1, 1, 0}, nullptr);
   (*j)->append(SplitPositionRecord{1, 0, 0, 3, 3, 0, {}, {}}, nullptr);
+  // format 12: a split of a second splittable source (zip, concatenate), handed out and finished
+  (*j)->append(SplitPositionRecord{1, 0, 0, 1, 4, 0, {JournalSplit{0, 0, 0, 64, "", 1}}, {}, 1},
+               nullptr);
+  (*j)->append(SplitPositionRecord{1, 0, 0, 0, 0, 0, {}, {JournalSplitKey{0, 0, 1}}}, nullptr);
   (*j)->append(FinishTaskRecord{1, "", 0}, nullptr);
   (*j)->append(CreateSnapshotRecord{"/s", "1000", 1, 4096, 64, true, 0}, nullptr);
   (*j)->append(AddSnapshotStreamRecord{"/s", 0, 0}, nullptr);
   (*j)->append(SnapshotSplitsRecord{"/s", 0, 0, {JournalSplit{0, 0, 0, 64, ""}}, true, 0, 1, 0},
                nullptr);
+  (*j)->append(SnapshotStreamWriterRecord{"/s", 0, 1, 0}, nullptr);
   REQUIRE((*j)->flush().ok());
   auto path = Journal::segment_path(dir.path(), 0);
   j->reset();

@@ -303,6 +303,32 @@ TEST_CASE("image ops: output specs for element_spec()") {
   CHECK(spec->components[0].shape == PartialShape{3, 8, 8});
 }
 
+TEST_CASE("image ops: bad parameters are refused by element_spec(), before any element") {
+  Tensor files{DType::string, {1}};
+  files.mutable_strings() = {"a"};
+  const Dataset decoded = Dataset::from_tensor_slices(Element{files})
+                            .map(FunctionRef{"decode_image", {{"channels", int64_t{3}}}});
+  const std::pair<FunctionRef, const char*> bad[] = {
+    {FunctionRef{"normalize", {{"mean", std::string{"a"}}}}, "`mean` must be comma-separated"},
+    {FunctionRef{"normalize", {{"dtype", std::string{"int8"}}}}, "`dtype` must be \"float32\""},
+    {FunctionRef{"center_crop", {{"height", int64_t{0}}, {"width", int64_t{4}}}},
+     "center_crop: `height` and `width` must be positive"},
+    {FunctionRef{"random_crop", {{"height", int64_t{4}}}}, "random_crop: `height` and `width`"},
+    {FunctionRef{
+       "resize",
+       {{"height", int64_t{4}}, {"width", int64_t{4}}, {"method", std::string{"nearest"}}}},
+     "`antialias=true` has no effect"},
+    {FunctionRef{"random_resized_crop", {{"scale_min", 0.5}, {"scale_max", 0.25}}},
+     "expected 0 < scale_min <= scale_max <= 1"},
+  };
+  for (const auto& [ref, expected] : bad) {
+    CAPTURE(ref.name);
+    auto spec = decoded.map(ref).element_spec(&FunctionRegistry::global());
+    REQUIRE_FALSE(spec.ok());
+    CHECK(spec.status().message().find(expected) != std::string::npos);
+  }
+}
+
 TEST_CASE("conveyor/image.hpp builds the references the text form names") {
   const Dataset ds = Dataset::range(1)
                        .map(image::on(image::decode(3), 0))

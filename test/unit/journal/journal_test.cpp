@@ -397,3 +397,93 @@ TEST_CASE("splits held at a crash survive replay and snapshots") {
   REQUIRE(restored.job(1)->outstanding_splits.size() == 1);
   CHECK(restored.job(1)->outstanding_splits[0].begin == 10);
 }
+
+TEST_CASE("splits of several sources: each source's position and held splits survive replay and "
+          "snapshots (format 12)") {
+  std::vector<Update> records;
+  records.push_back(RegisterDatasetRecord{"1000", "fp", "def", 1, 0});
+  records.push_back(CreateJobRecord{1, "1000", "", 1, -1, "AUTO", 1, 10});
+  // Source 0 hands out (0, 0); source 1 hands out its own (0, 0) and (0, 1): the same epoch and
+  // index, another split.
+  records.push_back(SplitPositionRecord{1, 0, 0, 1, 1, 2, {{0, 0, 0, 10, "", 0}}, {}, 0});
+  records.push_back(
+    SplitPositionRecord{1, 0, 0, 2, 3, 3, {{0, 0, 0, 10, "", 1}, {0, 1, 10, 20, "", 1}}, {}, 1});
+  records.push_back(SplitPositionRecord{1, 0, 0, 0, 0, 4, {}, {{0, 0, 1}}}); // source 1's (0, 0)
+  DispatcherState live = apply_all(records);
+  const auto* job = live.job(1);
+  REQUIRE(job != nullptr);
+  CHECK(job->split_next_index == 1); // source 0's position
+  REQUIRE(job->source_positions.size() == 1);
+  CHECK(job->source_positions[0].source == 1);
+  CHECK(job->source_positions[0].next_index == 2);
+  CHECK(job->splits_handed_out == 3);
+  REQUIRE(job->outstanding_splits.size() == 2); // source 0's (0, 0) and source 1's (0, 1)
+  CHECK(job->outstanding_splits[0].source == 0);
+  CHECK(job->outstanding_splits[0].index == 0);
+  CHECK(job->outstanding_splits[1].source == 1);
+  CHECK(job->outstanding_splits[1].index == 1);
+  for (const auto& r : records) {
+    auto back = Journal::decode(Journal::encode(r));
+    REQUIRE(back.ok());
+    CHECK(Journal::encode(*back) == Journal::encode(r));
+  }
+  auto snapshot = Journal::decode_snapshot(Journal::encode_snapshot(live.snapshot()));
+  REQUIRE(snapshot.ok());
+  DispatcherState restored;
+  REQUIRE(restored.restore(*snapshot).ok());
+  CHECK(restored == live);
+  REQUIRE(restored.job(1)->source_positions.size() == 1);
+  CHECK(restored.job(1)->source_positions[0].next_index == 2);
+  // A negative source is refused, not filed under source 0.
+  CHECK_FALSE(
+    restored.apply(SplitPositionRecord{1, 0, 0, 3, 4, 5, {{0, 2, 20, 30, "", -1}}, {}, -1}).ok());
+}
+
+TEST_CASE("a deterministic job's window and finished-split log survive replay and snapshots, "
+          "keeping the entries from the first its consumer may lack (format 14)") {
+  std::vector<Update> records;
+  records.push_back(RegisterDatasetRecord{"1000", "fp", "def", 1, 0});
+  CreateJobRecord create{1, "1000", "", 1, -1, "AUTO", 1, 10};
+  create.deterministic_window = 16;
+  records.push_back(create);
+  records.push_back(SplitPositionRecord{
+    1, 0, 0, 3, 3, 2, {{0, 0, 0, 10, ""}, {0, 1, 10, 20, ""}, {0, 2, 20, 30, ""}}, {}});
+  // Splits 1 and 0 finish (log entries 0 and 1); the consumer had none of the log yet.
+  records.push_back(SplitPositionRecord{1, 0, 0, 0, 0, 3, {}, {{0, 1}, {0, 0}}, 0, 0, 0});
+  // Split 2 finishes (entry 2) once the consumer had entries 0 and 1: they are forgotten.
+  records.push_back(SplitPositionRecord{1, 0, 0, 0, 0, 4, {}, {{0, 2}}, 0, 2, 2});
+  DispatcherState live = apply_all(records);
+  const auto* job = live.job(1);
+  REQUIRE(job != nullptr);
+  CHECK(job->deterministic_window == 16);
+  REQUIRE(job->finished_log.size() == 1);
+  CHECK(job->finished_log[0].index == 2);
+  CHECK(job->finished_log_next == 3);
+  CHECK(job->outstanding_splits.empty());
+  for (const auto& r : records) {
+    auto back = Journal::decode(Journal::encode(r));
+    REQUIRE(back.ok());
+    CHECK(Journal::encode(*back) == Journal::encode(r));
+  }
+  auto snapshot = Journal::decode_snapshot(Journal::encode_snapshot(live.snapshot()));
+  REQUIRE(snapshot.ok());
+  DispatcherState restored;
+  REQUIRE(restored.restore(*snapshot).ok());
+  CHECK(restored == live);
+  CHECK(restored.job(1)->deterministic_window == 16);
+  REQUIRE(restored.job(1)->finished_log.size() == 1);
+
+  SUBCASE("a record lost in between keeps more of the log, never less") {
+    DispatcherState s = apply_all({records[0], records[1], records[2], records[3]});
+    // Entries 2..4 were never journaled; entry 5 comes with the consumer at 3.
+    REQUIRE(s.apply(SplitPositionRecord{1, 0, 0, 0, 0, 5, {}, {{0, 5}}, 0, 5, 3}).ok());
+    // Counted back from the newest, entries 0 and 1 are numbered 3 and 4: both kept.
+    CHECK(s.job(1)->finished_log.size() == 3);
+    CHECK(s.job(1)->finished_log_next == 6);
+  }
+  SUBCASE("a job that is not deterministic keeps no log") {
+    DispatcherState s = apply_all(
+      {records[0], CreateJobRecord{1, "1000", "", 1, -1, "AUTO", 1, 10}, records[2], records[3]});
+    CHECK(s.job(1)->finished_log.empty());
+  }
+}

@@ -192,3 +192,29 @@ TEST_CASE("external_state_policy: random is the op with external state, WARN, IG
   CHECK(fail.code() == ErrorCode::failed_precondition);
   CHECK(fail.message().rfind("random(seed=3) depends on random seed generator resource.", 0) == 0);
 }
+
+TEST_CASE("external_state_policy: an op calling a Python function has external state") {
+  // Python code is opaque to the service: tf.data counts py_function as stateful.
+  const Params lambda{{"pickle", std::string("gASV")}, {"qualname", std::string("<lambda>")}};
+  const Dataset mapped = Dataset::range(5).map(FunctionRef("python", lambda)).batch(2);
+  CHECK(first_stateful_op(mapped) == "`map` with the Python function `<lambda>`");
+  const Dataset filtered = Dataset::range(5).filter(
+    FunctionRef("python_filter", {{"import", std::string("pkg.mod:keep")},
+                                  {"qualname", std::string("pkg.mod.keep")}}));
+  CHECK(first_stateful_op(filtered) == "`filter` with the Python function `pkg.mod.keep`");
+  // A C++ function is not.
+  CHECK(first_stateful_op(Dataset::range(5).map("square").filter("is_even")).empty());
+
+  std::string warning;
+  CHECK(check_external_state(mapped, ExternalStatePolicy::warn, &warning).ok());
+  CHECK(warning.rfind("`map` with the Python function `<lambda>` is stateful: a Python function "
+                      "is opaque to the service",
+                      0) == 0);
+  CHECK(warning.find("IGNORE silences this") != std::string::npos);
+  warning.clear();
+  CHECK(check_external_state(mapped, ExternalStatePolicy::ignore, &warning).ok());
+  CHECK(warning.empty());
+  Status fail = check_external_state(filtered, ExternalStatePolicy::fail, nullptr);
+  CHECK(fail.code() == ErrorCode::failed_precondition);
+  CHECK(fail.message().find("The dataset has external state") != std::string::npos);
+}

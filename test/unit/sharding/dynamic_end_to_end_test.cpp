@@ -9,6 +9,7 @@
 #include "pipeline/functions/functions.hpp"
 #include "pipeline/runtime/iterator.hpp"
 #include "pipeline/sharding/split_provider.hpp"
+#include "test/unit/sharding/iterator_reads.hpp"
 #include "test/unit/sharding/temp_dir.hpp"
 
 using namespace conveyor;
@@ -44,20 +45,7 @@ std::unique_ptr<Iterator> iterator_for(const Dataset& ds, SplitProvider* provide
   return std::move(*it);
 }
 
-std::vector<Element> drain(Iterator& it) {
-  std::vector<Element> out;
-  for (int i = 0; i < kMaxElements; ++i) {
-    Element e;
-    bool end = false;
-    Status st = it.get_next(e, end);
-    REQUIRE_MESSAGE(st.ok(), st.to_string());
-    if (end)
-      return out;
-    out.push_back(std::move(e));
-  }
-  FAIL("no end of sequence after " << kMaxElements << " elements");
-  return out;
-}
+std::vector<Element> drain(Iterator& it) { return testing::read_all(it, kMaxElements); }
 
 std::vector<std::string> texts(const std::vector<Element>& elements) {
   std::vector<std::string> out;
@@ -90,30 +78,7 @@ std::vector<Element> round_robin(const Dataset& ds, int workers, int64_t split_s
   std::vector<std::unique_ptr<Iterator>> its;
   for (int w = 0; w < workers; ++w)
     its.push_back(iterator_for(ds, provider->get()));
-  std::vector<bool> done(its.size(), false);
-  std::vector<Element> out;
-  std::vector<int> per_worker(its.size(), 0);
-  for (int step = 0; step < kMaxElements && std::count(done.begin(), done.end(), false) > 0;
-       ++step) {
-    const std::size_t w = static_cast<std::size_t>(step) % its.size();
-    if (done[w])
-      continue;
-    Element e;
-    bool end = false;
-    Status st = its[w]->get_next(e, end);
-    REQUIRE_MESSAGE(st.ok(), st.to_string());
-    if (end) {
-      done[w] = true;
-      continue;
-    }
-    ++per_worker[w];
-    out.push_back(std::move(e));
-  }
-  REQUIRE(std::count(done.begin(), done.end(), false) == 0);
-  // Splits really were spread: every worker produced something.
-  for (int n : per_worker)
-    CHECK(n > 0);
-  return out;
+  return testing::read_round_robin(its, kMaxElements);
 }
 
 std::vector<std::string> sorted_texts(const std::vector<Element>& elements) {

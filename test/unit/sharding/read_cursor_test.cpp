@@ -171,3 +171,94 @@ TEST_CASE("read cursor: a copied or moved cursor goes on consuming (its split ca
   CHECK(d.complete(0, 3));
   CHECK(d.consumed() == 8);
 }
+
+TEST_CASE("read cursor: OFF slots count each task's consumed elements and round-trip") {
+  ReadCursor c = ReadCursor::off("fp");
+  CHECK(c.mode() == ShardingPolicy::off);
+  c.add_slot(7, 0);  // a task nothing was taken from yet
+  c.add_slot(9, 40); // a resumed slot: its task starts at element 40
+  for (int64_t seq = 0; seq < 5; ++seq)
+    CHECK(c.consume(0, 7, seq, false));
+  CHECK_FALSE(c.consume(0, 7, 2, false)); // a repeat
+  CHECK(c.consume(0, 9, 40, false));
+  CHECK(c.consume(0, 9, 41, true)); // the task's last element
+  c.add_slot(7, 0);                 // known: kept
+  REQUIRE(c.slots().size() == 2);
+  CHECK(c.slots().at(7).consumed == 5);
+  CHECK_FALSE(c.slots().at(7).ended);
+  CHECK(c.slots().at(9).consumed == 42);
+  CHECK(c.slots().at(9).ended);
+  CHECK(c.consumed() == 7);
+  auto back = ReadCursor::decode(c.encode(), "`resume_from`");
+  REQUIRE_MESSAGE(back.ok(), back.status().to_string());
+  CHECK(back->mode() == ShardingPolicy::off);
+  CHECK(back->fingerprint() == "fp");
+  CHECK(back->consumed() == 7);
+  REQUIRE(back->slots().size() == 2);
+  CHECK(back->slots().at(7).consumed == 5);
+  CHECK(back->slots().at(9).ended);
+  back->end_slot(7);
+  CHECK(back->slots().at(7).ended);
+  // A DYNAMIC cursor says its mode too.
+  ReadCursor d{"fp", 4};
+  auto dyn = ReadCursor::decode(d.encode(), "`resume_from`");
+  REQUIRE(dyn.ok());
+  CHECK(dyn->mode() == ShardingPolicy::dynamic);
+  CHECK(d.encode().find("mode dynamic\n") != std::string::npos);
+}
+
+TEST_CASE("read cursor: a version 1 blob (DYNAMIC, no mode line) still decodes") {
+  const std::string v1 = "conveyor-read-cursor 1\nfingerprint abc\nsplit_size 8\nconsumed 10\n"
+                         "complete 0 0-1\npartial 0 1 2 -1\n";
+  auto c = ReadCursor::decode(v1, "`resume_from`");
+  REQUIRE_MESSAGE(c.ok(), c.status().to_string());
+  CHECK(c->mode() == ShardingPolicy::dynamic);
+  CHECK(c->split_size() == 8);
+  CHECK(c->complete(0, 0));
+  CHECK(c->skip(0, 1) == 2);
+  CHECK(c->consumed() == 10);
+}
+
+TEST_CASE("read cursor: bad OFF blobs are refused naming the argument") {
+  for (std::string bad :
+       {std::string{"conveyor-read-cursor 2\nfingerprint f\nslot 1 2 0\n"}, // no mode line
+        std::string{"conveyor-read-cursor 2\nmode sideways\nfingerprint f\n"},
+        std::string{"conveyor-read-cursor 2\nmode off\nfingerprint f\nslot 1 -2 0\n"},
+        std::string{"conveyor-read-cursor 2\nmode off\nfingerprint f\nslot 1 2 5\n"},
+        std::string{"conveyor-read-cursor 2\nmode off\nfingerprint f\nslot 1 2 0\nslot 1 3 0\n"},
+        std::string{"conveyor-read-cursor 2\nmode off\nfingerprint f\nsplit_size 4\n"},
+        std::string{"conveyor-read-cursor 2\nmode dynamic\nfingerprint f\nsplit_size 4\nslot 1 "
+                    "2 0\n"},
+        std::string{"conveyor-read-cursor 1\nfingerprint f\nsplit_size 4\nslot 1 2 0\n"},
+        std::string{"conveyor-read-cursor 3\nmode off\nfingerprint f\n"},
+        std::string{"conveyor-read-cursor 2\nmode off\n"}}) {
+    auto c = ReadCursor::decode(bad, "`resume_from`");
+    INFO(bad);
+    REQUIRE_FALSE(c.ok());
+    CHECK(c.status().code() == ErrorCode::invalid_argument);
+    CHECK(c.status().message().find("`resume_from`") != std::string::npos);
+  }
+}
+
+TEST_CASE("read cursor: a cursor of one mode is refused for the other, naming both") {
+  CHECK(resume_mode_refusal(ShardingPolicy::off, ShardingPolicy::off).empty());
+  CHECK(resume_mode_refusal(ShardingPolicy::dynamic, ShardingPolicy::dynamic).empty());
+  auto why = resume_mode_refusal(ShardingPolicy::dynamic, ShardingPolicy::off);
+  CHECK(why.find("`resume_from`") != std::string::npos);
+  CHECK(why.find("DYNAMIC") != std::string::npos);
+  CHECK(why.find("OFF") != std::string::npos);
+  why = resume_mode_refusal(ShardingPolicy::off, ShardingPolicy::dynamic);
+  CHECK(why.find("is the cursor of an OFF (parallel_epochs) read, but this read is DYNAMIC") !=
+        std::string::npos);
+  CHECK(resume_mode_refusal(ShardingPolicy::off, ShardingPolicy::file).find("FILE") !=
+        std::string::npos);
+}
+
+TEST_CASE("read cursor: an OFF read resumes only pipelines whose output is a function of the "
+          "dataset") {
+  CHECK(off_resume_refusal(Dataset::range(10)).empty());
+  CHECK(off_resume_refusal(Dataset::range(10).shuffle(4, 7)).empty()); // seeded
+  CHECK(off_resume_refusal(Dataset::range(10).shuffle(4)).find("`shuffle` without a seed") !=
+        std::string::npos);
+  CHECK(off_resume_refusal(Dataset::random()).find("`random` without a seed") != std::string::npos);
+}

@@ -277,8 +277,8 @@ TEST_CASE("exactly one splittable source is required") {
     "DYNAMIC sharding needs exactly one splittable source (range, from_tensor_slices, list_files, "
     "text_lines, tfrecord, csv, webdataset, load); found 2 in zip(range(3), range(4)): `zip` reads "
     "several "
-    "splittable sources, and conveyor gives a DYNAMIC job one split provider (tf.data gives each "
-    "source its own); use OFF, FILE or DATA sharding, or one source");
+    "splittable sources, and this reads the dataset through one split provider (a DYNAMIC job "
+    "gives each source its own; a distributed_save does not); use one source");
 
   // concatenate is named the same way, also below other ops.
   auto joined =

@@ -1,12 +1,15 @@
 // A distributed snapshot's stream in one process (worker/snapshot_stream.hpp): a writer stopped
 // mid-stream and a second writer of the same stream, fed the same journaled splits, write every
-// element exactly once; a pipeline that is not per-split refuses to resume after a committed
-// chunk; and the dispatcher state's snapshot records (dispatcher/dispatcher_state.hpp) survive
+// element exactly once; a pipeline that is not per-split resumes from the checkpoint written
+// with its last committed chunk (and refuses to when an op cannot save); and the dispatcher state's snapshot records (dispatcher/dispatcher_state.hpp) survive
 // the journal codec and a state snapshot.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 
@@ -18,6 +21,7 @@
 #include "pipeline/sharding/split_provider.hpp"
 #include "test/unit/sharding/temp_dir.hpp"
 #include "worker/snapshot_stream.hpp"
+#include "worker/snapshot_streams.hpp"
 
 using namespace conveyor;
 using namespace conveyor::actors;
@@ -140,12 +144,113 @@ TEST_CASE("snapshot stream: a writer stopped mid-stream is resumed by the next o
   CHECK(loaded(path) == want);
 }
 
-TEST_CASE("snapshot stream: a pipeline that is not per-split refuses to resume after a committed "
-          "chunk") {
+TEST_CASE("snapshot streams: a stream that ends calls on_ended at once, so the worker reports it "
+          "without waiting for its next heartbeat") {
   TempDir dir;
   REQUIRE(dir.ok());
   const std::string path = dir.path() + "/snap";
-  const Dataset d = Dataset::range(1000).batch(7);
+  const Dataset d = Dataset::range(100);
+  REQUIRE(create_snapshot(d, path).ok());
+  JournaledSplits journal(d);
+  std::mutex mutex;
+  std::condition_variable cv;
+  int ended = 0;
+  SnapshotStreams streams([&](const msg::snapshot_stream_def&) { return journal.fetch(); }, nullptr,
+                          [&] {
+                            std::lock_guard<std::mutex> lock(mutex);
+                            ++ended;
+                            cv.notify_all();
+                          });
+  msg::snapshot_stream_def def;
+  def.path = path;
+  def.definition = to_binary(d);
+  def.compression = static_cast<uint8_t>(Compression::none);
+  def.chunk_bytes = 200;
+  def.per_split = true;
+  streams.assign({def});
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    REQUIRE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return ended > 0; }));
+  }
+  auto reports = streams.reports();
+  REQUIRE(reports.size() == 1);
+  CHECK(reports[0].done);
+  CHECK(reports[0].elements == 100);
+  CHECK(streams.running() == 0);
+  streams.assign({}); // the dispatcher recorded it: no longer listed, and no second call
+  CHECK(ended == 1);
+}
+
+// Every int of every element, in the order the stream's chunks hold them.
+std::vector<int64_t> chunk_values(const std::string& path) {
+  std::vector<int64_t> out;
+  auto chunks = snapshot::committed_chunks(path);
+  REQUIRE(chunks.ok());
+  for (const auto& c : *chunks) {
+    std::vector<Element> elements;
+    REQUIRE(snapshot::read_chunk(c, elements).ok());
+    for (const auto& e : elements)
+      for (int64_t k = 0; k < e[0].num_elements(); ++k)
+        out.push_back(e[0].rank() == 0 ? e[0].as_int64() : e[0].at<int64_t>(k));
+  }
+  return out;
+}
+
+TEST_CASE("snapshot stream: a pipeline that is not per-split resumes from the checkpoint written "
+          "with its last committed chunk, the same elements in the same order as one writer") {
+  const Dataset d = Dataset::range(1000).shuffle(50, 3).batch(7).prefetch(2);
+  TempDir dir;
+  REQUIRE(dir.ok());
+  StreamEnv env;
+  env.sync = false;
+  // One writer, uninterrupted.
+  const std::string whole_path = dir.path() + "/whole";
+  REQUIRE(create_snapshot(d, whole_path).ok());
+  JournaledSplits whole_journal(d);
+  REQUIRE(write_stream(task_for(d, whole_path, false), whole_journal.fetch(), env).ok());
+  const std::vector<int64_t> whole = chunk_values(whole_path);
+  REQUIRE(whole.size() == 1000);
+  // Writers stopped after their 1st, 4th and 5th chunk, each followed by the next.
+  const std::string path = dir.path() + "/snap";
+  REQUIRE(create_snapshot(d, path).ok());
+  JournaledSplits journal(d);
+  auto fetch = journal.fetch();
+  std::atomic<bool> stop{false};
+  env.stop = &stop;
+  for (int64_t stop_at : {1, 4, 5}) {
+    CAPTURE(stop_at);
+    env.on_commit = [&](const StreamCounts& c) {
+      if (c.chunks >= stop_at)
+        stop.store(true);
+    };
+    stop.store(false);
+    CHECK(write_stream(task_for(d, path, false), fetch, env).code() == ErrorCode::cancelled);
+    // A writer that died after writing the next chunk's checkpoint but before the chunk: the
+    // stale checkpoint is replaced, never read.
+    auto chunks = snapshot::committed_chunks(path);
+    REQUIRE(chunks.ok());
+    REQUIRE(snapshot::write_checkpoint(path, 0, static_cast<int64_t>(chunks->size()), "junk", false)
+              .ok());
+  }
+  stop.store(false);
+  env.on_commit = nullptr;
+  REQUIRE(write_stream(task_for(d, path, false), fetch, env).ok());
+  CHECK(chunk_values(path) == whole);
+  // Only the last two chunks' checkpoints are kept.
+  auto chunks = snapshot::committed_chunks(path);
+  REQUIRE(chunks.ok());
+  const auto last = static_cast<int64_t>(chunks->size()) - 1;
+  REQUIRE(last >= 3);
+  CHECK(snapshot::read_checkpoint(path, 0, last).ok());
+  CHECK(snapshot::read_checkpoint(path, 0, last - 2).status().code() == ErrorCode::not_found);
+}
+
+TEST_CASE("snapshot stream: a pipeline with an op that cannot save refuses to resume after a "
+          "committed chunk, and a damaged checkpoint fails naming it") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string path = dir.path() + "/snap";
+  const Dataset d = Dataset::range(300).map("square").cache();
   REQUIRE(create_snapshot(d, path).ok());
   JournaledSplits journal(d);
   auto fetch = journal.fetch();
@@ -163,6 +268,19 @@ TEST_CASE("snapshot stream: a pipeline that is not per-split refuses to resume a
   Status again = write_stream(task_for(d, path, false), fetch, env);
   CHECK(again.code() == ErrorCode::failed_precondition);
   CHECK(again.message().find("cannot resume exactly once") != std::string::npos);
+  // A checkpoint that does not check out is data_loss naming its file.
+  REQUIRE(snapshot::write_checkpoint(path, 0, 0, "state", false).ok());
+  const std::string file = snapshot::checkpoint_path(path, 0, 0);
+  {
+    std::FILE* f = std::fopen(file.c_str(), "r+b");
+    REQUIRE(f != nullptr);
+    std::fseek(f, -1, SEEK_END);
+    std::fputc('X', f);
+    std::fclose(f);
+  }
+  Status damaged = write_stream(task_for(d, path, false), fetch, env);
+  CHECK(damaged.code() == ErrorCode::data_loss);
+  CHECK(damaged.message().find(file) != std::string::npos);
 }
 
 TEST_CASE("snapshot records: streams, splits, done and finish apply, replay through the journal "
@@ -179,6 +297,8 @@ TEST_CASE("snapshot records: streams, splits, done and finish apply, replay thro
     SnapshotSplitsRecord{"/s", 1, 0, {JournalSplit{0, 2, 128, 150, ""}}, true, 0, 3, 8});
   records.push_back(SnapshotSplitsRecord{"/s", 0, 2, {}, true, 0, 3, 9});
   records.push_back(SnapshotStreamDoneRecord{"/s", 1, 10});
+  records.push_back(SnapshotStreamWriterRecord{"/s", 0, 3, 10});
+  records.push_back(SnapshotStreamWriterRecord{"/s", 0, 4, 10}); // taken over
   DispatcherState state;
   for (const auto& r : records) {
     auto back = Journal::decode(Journal::encode(r));
@@ -192,6 +312,8 @@ TEST_CASE("snapshot records: streams, splits, done and finish apply, replay thro
   CHECK(s->streams[0].ended);
   CHECK_FALSE(s->streams[0].done);
   CHECK(s->streams[1].done);
+  CHECK(s->streams[0].writer == 4);
+  CHECK(s->streams[1].writer == 0);
   CHECK(s->exhausted);
   CHECK(s->next_index == 3);
   // Out of order or contradicting records are refused.
@@ -199,6 +321,9 @@ TEST_CASE("snapshot records: streams, splits, done and finish apply, replay thro
   CHECK_FALSE(state.apply(SnapshotSplitsRecord{"/s", 0, 2, {}, true, 0, 3, 11}).ok()); // ended
   CHECK_FALSE(state.apply(CreateSnapshotRecord{"/s", "1000", 1, 1, 1, true, 12}).ok());
   CHECK_FALSE(state.apply(SnapshotStreamDoneRecord{"/nowhere", 0, 12}).ok());
+  CHECK_FALSE(state.apply(SnapshotStreamWriterRecord{"/s", 1, 3, 12}).ok()); // done
+  CHECK_FALSE(state.apply(SnapshotStreamWriterRecord{"/s", 0, 0, 12}).ok()); // no worker
+  CHECK_FALSE(state.apply(SnapshotStreamWriterRecord{"/s", 7, 3, 12}).ok()); // no such stream
   DispatcherState restored;
   REQUIRE(restored.restore(state.snapshot()).ok());
   CHECK(restored == state);

@@ -124,6 +124,36 @@ TEST_CASE("snapshot: chunks round-trip every element bit for bit, in (stream, in
   CHECK(twice.status().message().find("is there twice") != std::string::npos);
 }
 
+TEST_CASE("snapshot: a chunk of many large elements (written in pieces) reads back whole") {
+  // 700 payloads of 5000 bytes: over a thousand pieces (gather writes take 1024 a call), each
+  // element's bytes written from its own tensor; lz4 encodes the same elements in one buffer.
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string snap = dir.path() + "/s";
+  REQUIRE(snapshot::create(snap, metadata_for(Dataset::range(1))).ok());
+  std::vector<Element> big;
+  for (int i = 0; i < 700; ++i) {
+    std::string payload(5000, static_cast<char>('a' + i % 26));
+    payload[static_cast<std::size_t>(i)] = '#';
+    big.push_back(
+      Element{std::vector<Tensor>{Tensor::scalar(int64_t{i}), Tensor::scalar(std::move(payload))}});
+  }
+  for (Compression c : {Compression::none, Compression::lz4})
+    REQUIRE(snapshot::write_chunk(snap, c == Compression::lz4 ? 1 : 0, 0, big, c, false).ok());
+  auto chunks = snapshot::committed_chunks(snap);
+  REQUIRE(chunks.ok());
+  REQUIRE(chunks->size() == 2);
+  for (const auto& chunk : *chunks) {
+    std::vector<Element> got;
+    REQUIRE(snapshot::read_chunk(chunk, got).ok());
+    REQUIRE(got.size() == big.size());
+    for (std::size_t i = 0; i < big.size(); ++i) {
+      REQUIRE(got[i][0].at<int64_t>(0) == static_cast<int64_t>(i));
+      REQUIRE(got[i][1].string_at(0) == big[i][1].string_at(0));
+    }
+  }
+}
+
 TEST_CASE("snapshot: a damaged chunk fails its read naming it, a partial one is never read") {
   TempDir dir;
   REQUIRE(dir.ok());
@@ -372,4 +402,59 @@ TEST_CASE("snapshot: DYNAMIC splits and FILE shards of a load cover every chunk 
   REQUIRE(snapshot::create(dir.path() + "/u", metadata_for(Dataset::range(1))).ok());
   auto unfinished = make_split_provider(Dataset::load(dir.path() + "/u"));
   CHECK(unfinished.status().code() == ErrorCode::failed_precondition);
+}
+
+TEST_CASE("snapshot: a chunk truncated by someone else fails naming it and never faults the "
+          "reader, also after its elements were read") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string snap = dir.path() + "/s";
+  REQUIRE(snapshot::create(snap, metadata_for(Dataset::range(1), Compression::none)).ok());
+  SUBCASE("a small chunk (read into memory) cut after its elements were read") {
+    // Strings: decoded, they view the chunk's bytes (int64 scalars would be copied out).
+    std::vector<Element> strings;
+    for (int i = 0; i < 100; ++i)
+      strings.push_back(Element{
+        std::vector<Tensor>{Tensor::scalar(std::string(200, static_cast<char>('a' + i % 26)))}});
+    auto chunk = snapshot::write_chunk(snap, 0, 0, strings, Compression::none, false);
+    REQUIRE(chunk.ok());
+    REQUIRE(fs::file_size(chunk->path) > 3 * 4096); // past the first page
+    std::vector<Element> got;
+    REQUIRE(snapshot::read_chunk(*chunk, got).ok());
+    fs::resize_file(chunk->path, 10);
+    // The elements stay readable: had the chunk been mapped, touching them would fault (SIGBUS).
+    REQUIRE(got.size() == strings.size());
+    for (std::size_t i = 0; i < got.size(); ++i)
+      REQUIRE(got[i][0].string_at(0) == strings[i][0].string_at(0));
+    std::vector<Element> again;
+    Status s = snapshot::read_chunk(*chunk, again);
+    CHECK(s.code() == ErrorCode::data_loss);
+    CHECK(s.message().find(chunk->path) != std::string::npos);
+    CHECK(s.message().find("shorter than its header") != std::string::npos);
+    CHECK(again.empty());
+  }
+  SUBCASE("a large chunk (mapped) cut before it is opened: refused before it is mapped") {
+    std::vector<Element> big;
+    for (int i = 0; i < 3; ++i)
+      big.push_back(Element{
+        std::vector<Tensor>{Tensor::scalar(std::string(600000, static_cast<char>('a' + i)))}});
+    auto chunk = snapshot::write_chunk(snap, 0, 0, big, Compression::none, false);
+    REQUIRE(chunk.ok());
+    const auto size = fs::file_size(chunk->path);
+    REQUIRE(size >= (1u << 20)); // over the size from which chunks are mapped
+    std::vector<Element> got;
+    REQUIRE(snapshot::read_chunk(*chunk, got).ok());
+    CHECK(got[2][0].string_at(0) == big[2][0].string_at(0));
+    got.clear(); // the mapping goes with its last element
+    fs::resize_file(chunk->path, size / 2);
+    Status s = snapshot::read_chunk(*chunk, got);
+    CHECK(s.code() == ErrorCode::data_loss);
+    CHECK(s.message().find(chunk->path) != std::string::npos);
+    CHECK(s.message().find("its header says " + std::to_string(size - 32) +
+                           " body bytes, the file has " + std::to_string(size / 2 - 32)) !=
+          std::string::npos);
+    auto opened = snapshot::open_chunk(*chunk);
+    REQUIRE_FALSE(opened.ok());
+    CHECK(opened.status().message().find(chunk->path) != std::string::npos);
+  }
 }

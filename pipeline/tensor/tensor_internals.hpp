@@ -1,0 +1,17 @@
+// What decoders inside pipeline/ may do to a Tensor that users may not: take storage whose bytes
+// are not initialized yet. Not installed; every caller overwrites all the bytes before the tensor
+// leaves it, so no user ever sees them.
+#pragma once
+
+#include "conveyor/tensor.hpp"
+
+namespace conveyor {
+
+struct TensorInternals {
+  // A numeric tensor (dtype != string) of `shape` whose bytes are uninitialized, unshared and
+  // writable through mutable_data<T>() in place (inline ones, up to Tensor::kInlineBytes, are
+  // zeroed). Saves the zero-fill of Tensor(dtype, shape) where the caller overwrites every byte.
+  static Tensor uninitialized(DType dtype, Shape shape);
+};
+
+} // namespace conveyor

@@ -1,0 +1,238 @@
+#include "py_stream.hpp"
+
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <utility>
+
+#include "numpy_convert.hpp"
+#include "py_status.hpp"
+
+namespace py = pybind11;
+using namespace conveyor;
+using std::chrono::milliseconds;
+
+namespace conveyor_python {
+
+py::object PyStream::next_or_end() {
+  if (inherited())
+    raise(crossed_fork("this iterator"));
+  Element e;
+  bool end = false;
+  Status st;
+  {
+    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock()) { // another thread is reading this stream: wait for it without the GIL
+      py::gil_scoped_release release;
+      lock = std::unique_lock<std::mutex>(mu_);
+    }
+    st = take(e, end, lock);
+  }
+  if (!st.ok())
+    raise(st);
+  if (end)
+    return py::object();
+  return element_to_python(std::move(e), structure_.get());
+}
+
+py::object PyStream::next() {
+  py::object out = next_or_end();
+  if (!out)
+    throw py::stop_iteration();
+  return out;
+}
+
+void PyStream::close() {
+  if (inherited())
+    return; // the parent's stream: the parent leaves its job, not this child
+  closing_ = true;
+  py::gil_scoped_release release;
+  {
+    // Not under mu_: a reader holds it while it waits. cancel_mu_ keeps stream_ from being
+    // swapped away meanwhile.
+    std::lock_guard<std::mutex> guard(cancel_mu_);
+    if (stream_)
+      stream_->cancel();
+  }
+  std::optional<ElementStream> closed; // destroyed first, before the GIL is taken back
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> guard(cancel_mu_);
+    // A closed iterator's cursor stays what it was: e.g. a trainer-side take() that closed the
+    // read still saves its state afterwards.
+    if (stream_ && !closed_cursor_)
+      if (auto cursor = stream_->checkpoint(); cursor.ok())
+        closed_cursor_ = std::move(cursor).value();
+    closed.swap(stream_);
+  }
+}
+
+std::string PyStream::job_id() {
+  if (inherited())
+    raise(crossed_fork("this iterator"));
+  auto lock = lock_without_gil();
+  return stream()->job_id();
+}
+
+py::bytes PyStream::checkpoint() {
+  if (inherited())
+    raise(crossed_fork("this iterator"));
+  std::string blob;
+  {
+    auto lock = lock_without_gil();
+    blob = !stream_ && closed_cursor_ ? *closed_cursor_ : unwrap(stream()->checkpoint());
+  }
+  return py::bytes(blob);
+}
+
+int64_t PyStream::consumed_total() {
+  if (inherited())
+    raise(crossed_fork("this iterator"));
+  auto lock = lock_without_gil();
+  return stream()->consumed_total();
+}
+
+py::dict PyStream::stats() {
+  if (inherited())
+    raise(crossed_fork("this iterator"));
+  StreamStats s;
+  {
+    auto lock = lock_without_gil();
+    s = stream()->stats();
+  }
+  py::dict d;
+  d["elements"] = s.elements;
+  d["bytes"] = s.bytes;
+  d["messages"] = s.messages;
+  d["per_worker"] = s.per_worker;
+  d["lost_tasks"] = s.lost_tasks;
+  return d;
+}
+
+std::unique_lock<std::mutex> PyStream::lock_without_gil() {
+  py::gil_scoped_release release;
+  return std::unique_lock<std::mutex>(mu_);
+}
+
+ElementStream* PyStream::stream() {
+  if (!stream_)
+    raise(failed_precondition("the iterator was closed"));
+  return &*stream_;
+}
+
+// The next element; called with mu_ held (`lock`). While elements arrive faster than they are
+// taken, ElementStream::next hands over an already received one without waiting: that fast path
+// keeps the GIL (releasing it per element would hand it to any busy Python thread, and take up
+// to the switch interval to get back). Once a call had to wait, the next one goes straight to
+// the wait: a zero-timeout try would cost a futex round trip per element on a stream that is
+// waited on anyway. Waits release the GIL, in 100 ms slices; between slices mu_ is released too
+// (so stats() and close() from other threads get in) and Ctrl-C is checked. A closed stream
+// ends (end = true).
+Status PyStream::take(Element& e, bool& end, std::unique_lock<std::mutex>& lock) {
+  using Clock = std::chrono::steady_clock;
+  if (closing_ || !stream_) {
+    end = true;
+    return Status::OK();
+  }
+  if (!waiting_) {
+    Status st = stream_->next(e, end, milliseconds{0});
+    if (closing_) { // closed meanwhile: cancelled, which a closed iterator reports as its end
+      end = true;
+      return Status::OK();
+    }
+    if (st.code() != ErrorCode::deadline_exceeded)
+      return st;
+  }
+  for (;;) {
+    Status st;
+    const auto start = Clock::now();
+    {
+      py::gil_scoped_release release;
+      if (!lock.owns_lock())
+        lock.lock();
+      if (closing_ || !stream_) {
+        end = true;
+        return Status::OK();
+      }
+      st = stream_->next(e, end, milliseconds{100});
+      if (closing_) {
+        end = true;
+        return Status::OK();
+      }
+      if (st.code() == ErrorCode::deadline_exceeded)
+        lock.unlock();
+    }
+    if (st.code() != ErrorCode::deadline_exceeded) {
+      // An element that was there at once means the stream runs ahead again: back to the fast path.
+      waiting_ = Clock::now() - start > std::chrono::microseconds{50};
+      return st;
+    }
+    waiting_ = true;
+    if (PyErr_CheckSignals() != 0)
+      throw py::error_already_set();
+  }
+}
+
+namespace {
+
+// `for x in stream` and next(stream) call the type's tp_iternext slot. pybind11 leaves CPython's
+// generic one there, which looks __next__ up and calls it through pybind11's dispatcher
+// (argument vectors, thread-local loader state, a C++ exception at the end): a good part of the
+// Python side's per-element overhead on small elements (docs/BENCHMARKS.md). This slot calls
+// PyStream at once, ends by returning null with no exception set (CPython's contract for an
+// exhausted iterator) and translates C++ exceptions as pybind11's dispatcher does.
+PyTypeObject* stream_type = nullptr; // _Stream (set by bind_stream)
+
+PyObject* stream_iternext(PyObject* self) {
+  try {
+    // An exact _Stream holds its PyStream first: no type lookup (a subclass goes through one).
+    PyStream* stream = nullptr;
+    if (Py_TYPE(self) == stream_type) {
+      auto held = reinterpret_cast<py::detail::instance*>(self)->get_value_and_holder();
+      if (held.holder_constructed())
+        stream = held.value_ptr<PyStream>();
+    }
+    if (stream == nullptr)
+      stream = py::handle(self).cast<PyStream*>();
+    return stream->next_or_end().release().ptr();
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (...) {
+    if (!py::detail::apply_exception_translators(
+          py::detail::get_local_internals().registered_exception_translators) &&
+        !py::detail::apply_exception_translators(
+          py::detail::get_internals().registered_exception_translators))
+      PyErr_SetString(PyExc_SystemError, "an exception escaped conveyor's stream iterator");
+  }
+  return nullptr;
+}
+
+} // namespace
+
+void bind_stream(py::module_& m) {
+  py::class_<PyStream, GilFreeHolder<PyStream>> cls(m, "_Stream");
+  cls.def("__iter__", [](py::object self) { return self; })
+    .def("__next__", &PyStream::next)
+    .def("close", &PyStream::close, "Leaves the job (a private job is then released).")
+    .def("__enter__", [](py::object self) { return self; })
+    .def("__exit__", [](PyStream& s, py::args) { s.close(); })
+    .def_property_readonly("job_id", &PyStream::job_id)
+    .def("stats", &PyStream::stats)
+    .def("checkpoint", &PyStream::checkpoint,
+         "The read cursor (bytes): which elements this iterator handed out; pass it as "
+         "distribute(..., resume_from=...) to read the rest of the epoch.")
+    .def_property_readonly("consumed_total", &PyStream::consumed_total)
+    .def(
+      "state_dict",
+      [](PyStream& s) {
+        py::dict d;
+        d["conveyor_read_cursor"] = s.checkpoint();
+        return d;
+      },
+      "torchdata's Stateful protocol: {\"conveyor_read_cursor\": bytes}.");
+  // Set after the class is complete: defining __next__ installed CPython's generic slot.
+  stream_type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+  stream_type->tp_iternext = &stream_iternext;
+}
+
+} // namespace conveyor_python

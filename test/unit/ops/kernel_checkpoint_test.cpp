@@ -1,0 +1,192 @@
+// Every kernel's save/restore (conveyor/iterator_state.hpp): a pipeline stopped after k elements
+// and restored into a fresh iterator of the same dataset continues with exactly the elements of
+// an uninterrupted run, for every k from 0 to the end (and the state of a finished one too).
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "conveyor/iterator_state.hpp"
+#include "ops_test_util.hpp"
+#include "pipeline/io/example.hpp"
+#include "pipeline/io/snapshot_files.hpp"
+#include "pipeline/io/tfrecord.hpp"
+
+using namespace conveyor;
+
+namespace {
+
+std::vector<std::string> read_all(Iterator& it, int64_t limit) {
+  std::vector<std::string> out;
+  for (int64_t i = 0; i < limit; ++i) {
+    Element e;
+    bool end = false;
+    Status st = it.get_next(e, end);
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+    if (end)
+      break;
+    out.push_back(e.to_string());
+  }
+  return out;
+}
+
+std::unique_ptr<Iterator> iterator_of(const Dataset& ds) {
+  auto it = ds.make_iterator();
+  REQUIRE_MESSAGE(it.ok(), it.status().to_string());
+  return std::move(*it);
+}
+
+// Stops at every k in [0, n] (n = the whole sequence's length) and checks the resumed rest
+// against the saved iterator's own rest, and (`repeatable`: no unseeded randomness) against an
+// uninterrupted run.
+void check_resumes(const Dataset& ds, bool repeatable = true, int64_t limit = 400) {
+  auto whole_it = iterator_of(ds);
+  const std::vector<std::string> whole = read_all(*whole_it, limit);
+  REQUIRE(!whole.empty());
+  for (int64_t k = 0; k <= static_cast<int64_t>(whole.size()); ++k) {
+    CAPTURE(k);
+    auto first = iterator_of(ds);
+    std::vector<std::string> got = read_all(*first, k);
+    IteratorStateWriter out;
+    Status saved = first->save(out);
+    REQUIRE_MESSAGE(saved.ok(), saved.to_string());
+    const std::vector<std::string> rest = read_all(*first, limit - k);
+    first.reset(); // the restored iterator stands alone
+    auto second = iterator_of(ds);
+    IteratorStateReader in(out.bytes());
+    Status restored = second->restore(in);
+    REQUIRE_MESSAGE(restored.ok(), restored.to_string());
+    CHECK(in.at_end());
+    REQUIRE(read_all(*second, limit - k) == rest);
+    got.insert(got.end(), rest.begin(), rest.end());
+    if (repeatable)
+      REQUIRE(got == whole);
+  }
+}
+
+Dataset slices(const std::vector<int64_t>& v) { return Dataset::from_tensor_slices(test::ints(v)); }
+
+} // namespace
+
+TEST_CASE("sources resume from a checkpoint at every element") {
+  test::register_test_functions();
+  const std::vector<std::pair<const char*, Dataset>> cases = {
+    {"range", Dataset::range(3, 40, 3)},
+    {"from_tensors", Dataset::from_tensors(test::ints({1, 2}))},
+    {"from_tensor_slices", slices({5, 6, 7, 8})},
+    {"random, seeded", Dataset::random(9).take(12)},
+  };
+  for (const auto& [name, ds] : cases) {
+    CAPTURE(name);
+    check_resumes(ds);
+  }
+  // Unseeded: each iterator draws its own seed; the restored one goes on with the saved one's.
+  check_resumes(Dataset::random().take(12), false);
+}
+
+TEST_CASE("file sources resume at the file and the record they stopped in") {
+  test::TempDir dir;
+  for (int f = 0; f < 3; ++f) {
+    std::string text;
+    for (int line = 0; line < 4 + f; ++line)
+      text += "f" + std::to_string(f) + " line " + std::to_string(line) + (f == 1 ? "\r\n" : "\n");
+    test::write_file(dir.file("t" + std::to_string(f) + ".txt"), text);
+    std::string csv = "a,b\n";
+    for (int row = 0; row < 3 + f; ++row)
+      csv += std::to_string(f * 10 + row) + "," + std::to_string(row) + "\n";
+    test::write_file(dir.file("c" + std::to_string(f) + ".csv"), csv);
+    auto writer = TFRecordWriter::open(dir.file("r" + std::to_string(f) + ".tfrecord"));
+    REQUIRE(writer.ok());
+    for (int rec = 0; rec < 2 + f; ++rec)
+      REQUIRE((*writer)->write("record " + std::to_string(f) + "/" + std::to_string(rec)).ok());
+    REQUIRE((*writer)->close().ok());
+  }
+  {
+    auto writer = TFRecordWriter::open(dir.file("examples.tfrecord"));
+    REQUIRE(writer.ok());
+    for (int64_t label = 0; label < 5; ++label) {
+      auto example = serialize_example({{"label", Tensor::scalar(label)}});
+      REQUIRE(example.ok());
+      REQUIRE((*writer)->write(*example).ok());
+    }
+    REQUIRE((*writer)->close().ok());
+  }
+  const std::vector<std::pair<const char*, Dataset>> cases = {
+    {"tfrecord then parse_example",
+     Dataset::tfrecord({dir.file("examples.tfrecord")}).parse_example("label: int64")},
+    {"text_lines", Dataset::text_lines({dir.path() + "/t*.txt"})},
+    {"tfrecord", Dataset::tfrecord({dir.path() + "/r*.tfrecord"})},
+    {"csv with a header", Dataset::csv({dir.path() + "/c*.csv"}, {"int64", "int64"}, true)},
+    {"list_files, seeded shuffle", Dataset::list_files(dir.path() + "/*", true, 4)},
+    {"list_files then interleaved text_lines",
+     Dataset::list_files(dir.path() + "/t*.txt", false).interleave("text_lines_fn", 2, 2)},
+  };
+  for (const auto& [name, ds] : cases) {
+    CAPTURE(name);
+    check_resumes(ds);
+  }
+  check_resumes(Dataset::list_files(dir.path() + "/*", true), false); // its own file order
+}
+
+TEST_CASE("load resumes at the chunk and the element it stopped at") {
+  test::TempDir dir;
+  const std::string snap = dir.file("snap");
+  snapshot::Metadata m;
+  m.compression = Compression::none;
+  REQUIRE(snapshot::create(snap, m).ok());
+  int64_t next = 0;
+  for (int64_t stream = 0; stream < 2; ++stream)
+    for (int64_t index = 0; index < 2; ++index) {
+      std::vector<Element> elements;
+      for (int64_t i = 0; i < 1 + 2 * stream + index; ++i)
+        elements.push_back(Element{Tensor::scalar(next++)});
+      REQUIRE(snapshot::write_chunk(snap, stream, index, elements, Compression::none, false).ok());
+    }
+  REQUIRE(snapshot::mark_done(snap, 4, next).ok());
+  check_resumes(Dataset::load(snap));
+}
+
+TEST_CASE("the other ops resume with their inputs from a checkpoint at every element") {
+  test::register_test_functions();
+  const std::vector<std::pair<const char*, Dataset>> cases = {
+    {"repeat", Dataset::range(4).repeat(3)},
+    {"repeat forever, then take", slices({1, 2, 3}).repeat().take(10)},
+    {"concatenate", Dataset::range(3).concatenate(Dataset::range(10, 14))},
+    {"zip", Dataset::zip({Dataset::range(5), slices({7, 8, 9}).repeat(2)})},
+    {"enumerate", Dataset::range(20, 25).enumerate(3)},
+    {"shard", Dataset::range(17).shard(3, 1)},
+    {"flat_map", slices({2, 0, 3, 1}).flat_map("range_fn")},
+    {"interleave", Dataset::range(1, 6).interleave("range_fn", 3, 2)},
+    {"parallel interleave", Dataset::range(1, 8).interleave("range_fn", 3, 2, 3)},
+    {"parallel interleave, a block per slot", Dataset::range(1, 6).interleave("range_fn", 2, 4, 2)},
+    {"ignore_errors",
+     Dataset::range(8).map(FunctionRef("test_fail_on", {{"value", int64_t{3}}})).ignore_errors()},
+    {"seeded shuffle, batch, unbatch, skip",
+     Dataset::range(30).shuffle(7, 2).batch(4).unbatch().skip(3)},
+  };
+  for (const auto& [name, ds] : cases) {
+    CAPTURE(name);
+    check_resumes(ds);
+  }
+}
+
+TEST_CASE("an op that cannot save says so instead of a partial checkpoint") {
+  auto it = iterator_of(Dataset::source("counter").map("square"));
+  IteratorStateWriter out;
+  Status st = it->save(out);
+  CHECK(st.code() == ErrorCode::failed_precondition);
+  CHECK(st.message().find("cannot save its state") != std::string::npos);
+}
+
+TEST_CASE("a checkpoint restores only into the same ops, naming the difference") {
+  auto it = iterator_of(Dataset::range(10).enumerate());
+  IteratorStateWriter out;
+  REQUIRE(it->save(out).ok());
+  auto other = iterator_of(Dataset::range(10).shard(2, 0));
+  IteratorStateReader in(out.bytes());
+  Status st = other->restore(in);
+  CHECK(st.code() == ErrorCode::data_loss);
+  CHECK(st.message().find("`enumerate`") != std::string::npos);
+  CHECK(st.message().find("`shard`") != std::string::npos);
+}
