@@ -82,7 +82,7 @@ def test_unbatch_gives_back_the_elements(one_worker):
     assert all(isinstance(r, np.ndarray) and r.shape == () for r in rows)
     strings = list(read(one_worker, conveyor.Dataset.range(4).map("to_string").batch(2)).unbatch())
     assert strings == [b"0", b"1", b"2", b"3"]  # string scalars are bytes, as the service gives them
-    with pytest.raises(ValueError, match="non-scalar"):
+    with pytest.raises(ValueError, match="component 0 is a scalar; every component needs a leading"):
         list(read(one_worker, conveyor.Dataset.range(2)).unbatch())
 
 
@@ -140,24 +140,43 @@ def test_errors_in_user_functions_arrive_in_order_through_prefetch(one_worker):
     assert got == [0, 1, 2, 3, 4]
 
 
-def test_close_stops_the_prefetch_thread(one_worker):
-    before = {t.ident for t in threading.enumerate()}
-    it = iter(read(one_worker, conveyor.Dataset.range(10**9)).prefetch(4))
+def test_close_stops_the_pipeline_and_leaves_the_job(one_worker):
+    # The ops run in C++ (LocalPipeline): a prefetch reads ahead on the executor's threads, not
+    # on a Python thread of its own.
+    before = set(threading.enumerate())
+    it = iter(read(one_worker, conveyor.Dataset.range(10**9)).map(lambda x: x).prefetch(4))
     assert int(next(it)) == 0
-    prefetchers = [t for t in threading.enumerate()
-                   if t.ident not in before and t.name == "conveyor-prefetch"]
-    assert len(prefetchers) == 1
+    assert set(threading.enumerate()) == before
+    stream = it._source
     with it:
         pass  # leaving the block closes it
-    prefetchers[0].join(timeout=10)
-    assert not prefetchers[0].is_alive()
     with pytest.raises(StopIteration):
+        next(it)
+    with pytest.raises(conveyor.FailedPreconditionError, match="closed"):
+        stream.job_id  # the read was closed with it: the job is left
+
+
+def test_the_end_closes_the_read(one_worker):
+    it = iter(read(one_worker, conveyor.Dataset.range(10**9)).take(3))
+    assert ints(it) == [0, 1, 2]
+    with pytest.raises(conveyor.FailedPreconditionError, match="closed"):
+        it.job_id
+    with pytest.raises(StopIteration):
+        next(it)
+
+
+def test_a_map_must_return_one_structure(one_worker):
+    it = iter(read(one_worker, conveyor.Dataset.range(4)).map(lambda x: (x, x) if int(x) == 2 else x))
+    assert int(next(it)) == 0 and int(next(it)) == 1
+    with pytest.raises(ValueError, match="returned an element that nests as \\(_, _\\) after one "
+                                         "that nested as _"):
         next(it)
 
 
 def test_batch_of_differing_shapes_names_the_component(one_worker):
     ds = conveyor.Dataset.range(1, 4)
-    with pytest.raises(ValueError, match="different shapes in component 0"):
+    with pytest.raises(ValueError, match="cannot batch component 0 of shapes \\[1\\] .element 0. and "
+                                         "\\[2\\] .element 1."):
         list(read(one_worker, ds).map(lambda x: np.zeros(int(x))).batch(3))
 
 
