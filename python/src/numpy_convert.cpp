@@ -169,7 +169,37 @@ py::object element_to_python(Element&& e, const Structure* structure) {
 
 // ---------------------------------------------------------------- python -> elements
 
+namespace {
+
+// A whole numeric tensor of a received element handed back as it came (a trainer-side map that
+// returns its input or one of its components): that tensor, sharing its storage, not a copy.
+std::optional<Tensor> received_tensor(py::handle value) {
+  if (!py::isinstance<py::array>(value))
+    return std::nullopt;
+  auto arr = py::reinterpret_borrow<py::array>(value);
+  py::object base = arr.base();
+  if (!base || Py_TYPE(base.ptr()) != element_owner_type() ||
+      (arr.flags() & py::array::c_style) == 0)
+    return std::nullopt;
+  const Element& owned = reinterpret_cast<ElementOwner*>(base.ptr())->element;
+  for (const Tensor& t : owned.components) {
+    if (t.dtype() == DType::string || t.num_elements() == 0 ||
+        t.data<unsigned char>() != arr.data() || t.rank() != arr.ndim())
+      continue;
+    if (!std::equal(t.shape().begin(), t.shape().end(), arr.shape()))
+      continue;
+    if (py::detail::npy_api::get().PyArray_EquivTypes_(numpy_dtype(t.dtype()).ptr(),
+                                                       arr.dtype().ptr()))
+      return t;
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
 Tensor tensor_from_python(py::handle value, const char* what) {
+  if (auto same = received_tensor(value))
+    return std::move(*same);
   py::module_ np = py::module_::import("numpy");
   py::array arr = np.attr("asarray")(value);
   const char kind = arr.dtype().kind();
