@@ -1,6 +1,7 @@
 """The trainer-side pipeline: ops after distribute run in this process on what the service delivers
 (tf.data's `ds.apply(distribute(...)).map(...).prefetch(...)`)."""
 
+import signal
 import threading
 import time
 
@@ -211,3 +212,44 @@ def test_repr_shows_the_pipeline(one_worker):
     p = read(one_worker, conveyor.Dataset.range(3)).batch(2).prefetch(1)
     assert repr(p).endswith(".batch(2, drop_remainder=False).prefetch(1)")
     assert p.distributed_dataset.dataset == conveyor.Dataset.range(3)
+
+
+def test_a_signal_handler_interrupts_a_waiting_next(one_worker):
+    # The C++ pipeline waits for the stream in 100 ms slices; between them the main thread runs
+    # Python's signal handlers, whose exception ends the wait and comes out of next().
+    class Interrupted(Exception):
+        pass
+
+    def handler(signum, frame):
+        raise Interrupted()
+
+    slow = conveyor.Dataset.range(2).map(conveyor.Function("sleep_us", us=2_000_000))
+    it = iter(read(one_worker, slow).map(lambda x: x).batch(1))
+    previous = signal.signal(signal.SIGALRM, handler)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        start = time.monotonic()
+        with pytest.raises(Interrupted):
+            next(it)
+        assert time.monotonic() - start < 1.5  # not when the element arrives (2 s)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        it.close()
+
+
+def test_parallel_map_errors_keep_their_class(one_worker):
+    class Odd(Exception):
+        pass
+
+    def check(x):
+        if int(x) == 7:
+            raise Odd(f"odd element {int(x)}")
+        return x
+
+    it = iter(read(one_worker, conveyor.Dataset.range(20)).map(check, num_parallel_calls=3).prefetch(2))
+    got = []
+    with pytest.raises(Odd, match="odd element 7"):
+        for x in it:
+            got.append(int(x))
+    assert got == list(range(7))
