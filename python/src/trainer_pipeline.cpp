@@ -133,7 +133,7 @@ LocalPipeline::Map map_function(PyRef fn, const std::string& name,
     try {
       const auto structure = in->get();
       py::object result = call(*fn, element_to_python(Element(e), structure.get()));
-      NestedElement nested = nested_from_python(result, what.c_str());
+      NestedElement nested = nested_from_python(result, what.c_str(), /*share_received=*/true);
       CONVEYOR_RETURN_IF_ERROR(out->check_or_set(std::move(nested.structure), what));
       return std::move(nested.element);
     } catch (py::error_already_set& err) {
