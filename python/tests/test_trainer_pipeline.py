@@ -253,3 +253,15 @@ def test_parallel_map_errors_keep_their_class(one_worker):
         for x in it:
             got.append(int(x))
     assert got == list(range(7))
+
+
+def test_a_map_returning_its_input_hands_the_tensor_back_without_a_copy(one_worker):
+    inputs = []
+
+    def keep(x):
+        inputs.append(x)
+        return x
+
+    out = list(read(one_worker, conveyor.Dataset.range(8).batch(4)).map(keep))
+    assert [o.tolist() for o in out] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert all(np.shares_memory(i, o) for i, o in zip(inputs, out))
