@@ -14,6 +14,19 @@ namespace {
 constexpr const char* kSourceName = "local_source";
 constexpr const char* kCheckpointFormat = "conveyor.local_pipeline.v1";
 
+// The source's read cursor into `out`.
+Status save_cursor(const LocalPipeline::Cursor& cursor, IteratorStateWriter& out) {
+  if (!cursor)
+    return failed_precondition("LocalPipeline::checkpoint: its source has no read cursor (use "
+                               "LocalPipeline::over(stream), "
+                               "or give the pull function a Cursor)");
+  auto blob = cursor();
+  if (!blob.ok())
+    return blob.status();
+  out.set_read_cursor(std::move(*blob));
+  return Status::OK();
+}
+
 // The source() op's iterator: the pull function, until it ends or fails (then it keeps
 // returning the end, or the error: an iterator is not resumed after a final error).
 class PullIterator : public Iterator {
@@ -36,14 +49,7 @@ public:
   }
 
   Status save(IteratorStateWriter& out) override {
-    if (!cursor_)
-      return failed_precondition("LocalPipeline::checkpoint: its source has no read cursor (use "
-                                 "LocalPipeline::over(stream), "
-                                 "or give the pull function a Cursor)");
-    auto cursor = cursor_();
-    if (!cursor.ok())
-      return cursor.status();
-    out.set_read_cursor(std::move(*cursor));
+    CONVEYOR_RETURN_IF_ERROR(save_cursor(cursor_, out));
     out.put_tag(kSourceName);
     out.put_bool(done_);
     out.put_status(final_);
@@ -78,6 +84,7 @@ private:
 
 struct LocalPipeline::Shared {
   FunctionRegistry functions; // the source and this pipeline family's callables
+  Cursor cursor;              // the source's
   std::atomic<bool> started{false};
   std::mutex mu; // guards next_id
   int64_t next_id = 0;
@@ -99,6 +106,7 @@ LocalPipeline::LocalPipeline(Pull source, Cursor cursor)
   def.name = kSourceName;
   def.kind = FunctionKind::source;
   def.doc = "the elements a LocalPipeline reads (an ElementStream or a pull function)";
+  shared_->cursor = cursor;
   Shared* shared = shared_.get(); // the registry holding this function lives in *shared
   def.source = [shared, pull = std::move(source),
                 cursor = std::move(cursor)](const Params&) -> Expected<std::unique_ptr<Iterator>> {
@@ -173,7 +181,12 @@ Status LocalPipeline::next(Element& out, bool& end_of_sequence) {
 Expected<std::string> LocalPipeline::checkpoint() {
   CONVEYOR_RETURN_IF_ERROR(start());
   IteratorStateWriter ops;
-  if (Status st = iterator_->save(ops); !st.ok())
+  Status st = iterator_->save(ops);
+  // An op that needs no more input released it (a finished take): the source is not saved,
+  // and its cursor, still what it handed out, is taken here.
+  if (st.ok() && !ops.has_read_cursor())
+    st = save_cursor(shared_->cursor, ops);
+  if (!st.ok())
     return st.with_context("LocalPipeline::checkpoint");
   IteratorStateWriter blob;
   blob.put_bytes(kCheckpointFormat);

@@ -8,7 +8,8 @@ For each element size it reads an endless dataset through the service for --seco
 (--reps times) between
   C++    : a loop over ElementStream::next in C++ without the GIL (what a C++ trainer runs), and
   Python : `for x in conveyor.distribute(...)`, taking each element as a numpy array (x.nbytes),
-(alternating which goes first) and prints elements/s, MB/s, the ratio Python / C++ (of the medians
+(alternating which goes first); --trainer-ops adds trainer-side ops after distribute on the
+Python side (the elements stay one per read, so the counts compare), and prints elements/s, MB/s, the ratio Python / C++ (of the medians
 and per adjacent run pair), the consuming thread's CPU time per element on each side (robust on a
 loaded machine: their difference is the Python per-element overhead), and at small sizes the
 wall-clock overhead 1/python_rate - 1/cpp_rate. Numeric elements: 8 B = int64 scalars, larger
@@ -38,8 +39,16 @@ def dataset_for(size):
     return conveyor.Dataset.range(n).batch(n, drop_remainder=True).cache().repeat()
 
 
-def python_run(target, ds, opts, warmup, seconds):
-    it = iter(conveyor.distribute(ds, target, **opts))
+# --trainer-ops: the ops after distribute() on the Python side (trainer.py).
+TRAINER_OPS = {
+    "none": lambda d: d,
+    "shuffle-prefetch": lambda d: d.shuffle(64, seed=1).prefetch(8),
+    "map-shuffle-prefetch": lambda d: d.map(lambda x: x).shuffle(64, seed=1).prefetch(8),
+}
+
+
+def python_run(target, ds, opts, warmup, seconds, trainer_ops="none"):
+    it = iter(TRAINER_OPS[trainer_ops](conveyor.distribute(ds, target, **opts)))
     try:
         end = time.monotonic() + warmup
         while time.monotonic() < end:
@@ -68,6 +77,8 @@ def main():
     p.add_argument("--warmup", type=float, default=1.0)
     p.add_argument("--reps", type=int, default=3, help="C++/Python run pairs per size (default 3)")
     p.add_argument("--mode", default="parallel_epochs")
+    p.add_argument("--trainer-ops", default="none", choices=sorted(TRAINER_OPS),
+                   help="trainer-side ops after distribute on the Python side (default none)")
     args = p.parse_args()
     if args.seconds <= 0 or args.seconds > 120 or args.reps < 1 or args.reps > 20:
         p.error("--seconds must be in (0, 120] and --reps in [1, 20]")
@@ -81,7 +92,7 @@ def main():
         target = dispatcher.target
     opts = dict(processing_mode=args.mode, compression="NONE")
     print(f"bench iterator: {target}, {args.workers if not args.dispatcher else '?'} worker(s), "
-          f"{args.mode}, compression NONE, {args.reps} x {args.seconds:.1f} s per side and size", flush=True)
+          f"{args.mode}, compression NONE, trainer ops {args.trainer_ops}, {args.reps} x {args.seconds:.1f} s per side and size", flush=True)
     try:
         for size in [int(s) for s in args.sizes.split(",")]:
             ds = dataset_for(size)
@@ -98,7 +109,8 @@ def main():
                         n, b, s, c = _conveyor._bench_cpp_stream(target, ds, options, args.warmup, args.seconds)
                         cpp.append((n / s, b / s / 1e6, c / n))
                     else:
-                        n, b, s, c = python_run(target, ds, opts, args.warmup, args.seconds)
+                        n, b, s, c = python_run(target, ds, opts, args.warmup, args.seconds,
+                                                    args.trainer_ops)
                         py.append((n / s, b / s / 1e6, c / n))
             pair_ratios = [p[0] / c[0] for p, c in zip(py, cpp)]
             c_el = statistics.median(r[0] for r in cpp)

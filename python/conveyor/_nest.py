@@ -7,7 +7,7 @@ and flattens the result after it, checking it against the structure traced in th
 module imports nothing from conveyor, and travels inside the pickled function (cloudpickle by
 value), so a worker needs no conveyor package to run it.
 
-A structure is described as in trainer.py: None for a tensor, ("tuple", (s, ...)) and
+A structure is described as: None for a tensor, ("tuple", (s, ...)) and
 ("dict", ((key, s), ...)) with the keys sorted, as tf.nest flattens a dict.
 """
 

@@ -59,8 +59,7 @@ def _rebased(pipeline, base):
     """The trainer-side ops of `pipeline` (a TrainerDataset chain) over `base` instead."""
     if not isinstance(pipeline, TrainerDataset):
         return base
-    return TrainerDataset(_rebased(pipeline._input, base), pipeline._make_stage,
-                          pipeline._description, pipeline._stage)
+    return TrainerDataset(_rebased(pipeline._input, base), pipeline._op, pipeline._description)
 
 
 class ConveyorIterableDataset(torch.utils.data.IterableDataset):

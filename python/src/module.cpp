@@ -44,6 +44,7 @@
 #include "numpy_convert.hpp"
 #include "py_stream.hpp"
 #include "py_status.hpp"
+#include "trainer_pipeline.hpp"
 
 namespace py = pybind11;
 using namespace conveyor;
@@ -546,6 +547,7 @@ PYBIND11_MODULE(_conveyor, m) {
         [](const std::string& a) { return unwrap(parse_address(a)).to_string(); });
 
   bind_stream(m);
+  bind_trainer_pipeline(m);
 
   m.def("_spec_of_result", &spec_of_result);
   m.def("_register_dataset", [](const std::string& service, const Dataset& dataset,

@@ -169,6 +169,36 @@ py::object element_to_python(Element&& e, const Structure* structure) {
 
 // ---------------------------------------------------------------- python -> elements
 
+namespace {
+
+// A whole numeric tensor of a received element handed back as it came (a trainer-side map that
+// returns its input or one of its components): that tensor, sharing its storage, not a copy.
+// Only where the caller asks for it: the arrays are writable, and a dataset made from one must
+// not change when the array does later.
+std::optional<Tensor> received_tensor(py::handle value) {
+  if (!py::isinstance<py::array>(value))
+    return std::nullopt;
+  auto arr = py::reinterpret_borrow<py::array>(value);
+  py::object base = arr.base();
+  if (!base || Py_TYPE(base.ptr()) != element_owner_type() ||
+      (arr.flags() & py::array::c_style) == 0)
+    return std::nullopt;
+  const Element& owned = reinterpret_cast<ElementOwner*>(base.ptr())->element;
+  for (const Tensor& t : owned.components) {
+    if (t.dtype() == DType::string || t.num_elements() == 0 ||
+        t.data<unsigned char>() != arr.data() || t.rank() != arr.ndim())
+      continue;
+    if (!std::equal(t.shape().begin(), t.shape().end(), arr.shape()))
+      continue;
+    if (py::detail::npy_api::get().PyArray_EquivTypes_(numpy_dtype(t.dtype()).ptr(),
+                                                       arr.dtype().ptr()))
+      return t;
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
 Tensor tensor_from_python(py::handle value, const char* what) {
   py::module_ np = py::module_::import("numpy");
   py::array arr = np.attr("asarray")(value);
@@ -200,7 +230,7 @@ std::string key_path(const std::string& path, const std::string& key) {
 
 // Appends the leaves of `value` to `out` (their paths to `paths`) and returns its structure.
 Structure flatten(py::handle value, const char* what, const std::string& path, int depth,
-                  NestedElement& out) {
+                  bool share_received, NestedElement& out) {
   if (depth > 100)
     raise(invalid_argument(std::string{what} + ": the element" + path +
                            " is nested deeper than 100 levels"));
@@ -208,7 +238,8 @@ Structure flatten(py::handle value, const char* what, const std::string& path, i
     std::vector<Structure> items;
     std::size_t i = 0;
     for (py::handle item : value)
-      items.push_back(flatten(item, what, path + "[" + std::to_string(i++) + "]", depth + 1, out));
+      items.push_back(flatten(item, what, path + "[" + std::to_string(i++) + "]", depth + 1,
+                              share_received, out));
     return Structure::tuple(std::move(items));
   }
   if (py::isinstance<py::dict>(value)) {
@@ -226,11 +257,14 @@ Structure flatten(py::handle value, const char* what, const std::string& path, i
               [](const auto& a, const auto& b) { return a.first < b.first; });
     std::vector<std::pair<std::string, Structure>> structure;
     for (const auto& [key, item] : entries)
-      structure.emplace_back(key, flatten(item, what, key_path(path, key), depth + 1, out));
+      structure.emplace_back(
+        key, flatten(item, what, key_path(path, key), depth + 1, share_received, out));
     return unwrap(Structure::dict(std::move(structure)));
   }
+  std::optional<Tensor> same = share_received ? received_tensor(value) : std::nullopt;
   out.element.components.push_back(
-    tensor_from_python(value, path.empty() ? what : (std::string{what} + path).c_str()));
+    same ? std::move(*same)
+         : tensor_from_python(value, path.empty() ? what : (std::string{what} + path).c_str()));
   out.paths.push_back(path);
   return Structure::leaf();
 }
@@ -239,9 +273,9 @@ Structure flatten(py::handle value, const char* what, const std::string& path, i
 
 // tf.data's nesting rules: a tuple is a structure, a dict a structure keyed by strings, anything
 // else (a list, an array, a scalar) one tensor.
-NestedElement nested_from_python(py::handle value, const char* what) {
+NestedElement nested_from_python(py::handle value, const char* what, bool share_received) {
   NestedElement out;
-  out.structure = flatten(value, what, "", 0, out);
+  out.structure = flatten(value, what, "", 0, share_received, out);
   if (out.element.size() == 0)
     raise(invalid_argument(std::string{what} + ": an element needs at least one component"));
   return out;

@@ -28,7 +28,11 @@ struct NestedElement {
 };
 // A tuple is a structure, a dict (string keys: else ValueError naming the path) a structure in
 // sorted key order, anything else one tensor (a list is a tensor, as numpy and tf.data read it).
-NestedElement nested_from_python(pybind11::handle value, const char* what);
+// `share_received`: an array that is a whole tensor of a received element (its base the
+// element's owner) becomes that tensor, sharing its storage (a trainer-side map's result);
+// otherwise every leaf is copied.
+NestedElement nested_from_python(pybind11::handle value, const char* what,
+                                 bool share_received = false);
 // One Python value as a tensor; `what` names it in errors (invalid_argument via raise()).
 conveyor::Tensor tensor_from_python(pybind11::handle value, const char* what);
 // A tuple is a multi-component element; anything else one tensor (as tf.data's from_tensors).

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <utility>
 
+#include "iter_slot.hpp"
 #include "numpy_convert.hpp"
 #include "py_status.hpp"
 
@@ -77,12 +78,39 @@ std::string PyStream::job_id() {
 py::bytes PyStream::checkpoint() {
   if (inherited())
     raise(crossed_fork("this iterator"));
-  std::string blob;
+  Expected<std::string> blob = std::string{};
   {
-    auto lock = lock_without_gil();
-    blob = !stream_ && closed_cursor_ ? *closed_cursor_ : unwrap(stream()->checkpoint());
+    py::gil_scoped_release release;
+    blob = read_cursor();
   }
-  return py::bytes(blob);
+  return py::bytes(unwrap(std::move(blob)));
+}
+
+Expected<std::string> PyStream::read_cursor() {
+  if (inherited())
+    return crossed_fork("this iterator");
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!stream_ && closed_cursor_)
+    return *closed_cursor_;
+  if (!stream_)
+    return failed_precondition("the iterator was closed");
+  return stream_->checkpoint();
+}
+
+Status PyStream::pull(Element& e, bool& end, milliseconds timeout) {
+  if (inherited())
+    return crossed_fork("this iterator");
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closing_ || !stream_) {
+    end = true;
+    return Status::OK();
+  }
+  Status st = stream_->next(e, end, timeout);
+  if (closing_) { // closed meanwhile: cancelled, which a closed iterator reports as its end
+    end = true;
+    return Status::OK();
+  }
+  return st;
 }
 
 int64_t PyStream::consumed_total() {
@@ -173,42 +201,6 @@ Status PyStream::take(Element& e, bool& end, std::unique_lock<std::mutex>& lock)
   }
 }
 
-namespace {
-
-// `for x in stream` and next(stream) call the type's tp_iternext slot. pybind11 leaves CPython's
-// generic one there, which looks __next__ up and calls it through pybind11's dispatcher
-// (argument vectors, thread-local loader state, a C++ exception at the end): a good part of the
-// Python side's per-element overhead on small elements (docs/BENCHMARKS.md). This slot calls
-// PyStream at once, ends by returning null with no exception set (CPython's contract for an
-// exhausted iterator) and translates C++ exceptions as pybind11's dispatcher does.
-PyTypeObject* stream_type = nullptr; // _Stream (set by bind_stream)
-
-PyObject* stream_iternext(PyObject* self) {
-  try {
-    // An exact _Stream holds its PyStream first: no type lookup (a subclass goes through one).
-    PyStream* stream = nullptr;
-    if (Py_TYPE(self) == stream_type) {
-      auto held = reinterpret_cast<py::detail::instance*>(self)->get_value_and_holder();
-      if (held.holder_constructed())
-        stream = held.value_ptr<PyStream>();
-    }
-    if (stream == nullptr)
-      stream = py::handle(self).cast<PyStream*>();
-    return stream->next_or_end().release().ptr();
-  } catch (py::error_already_set& e) {
-    e.restore();
-  } catch (...) {
-    if (!py::detail::apply_exception_translators(
-          py::detail::get_local_internals().registered_exception_translators) &&
-        !py::detail::apply_exception_translators(
-          py::detail::get_internals().registered_exception_translators))
-      PyErr_SetString(PyExc_SystemError, "an exception escaped conveyor's stream iterator");
-  }
-  return nullptr;
-}
-
-} // namespace
-
 void bind_stream(py::module_& m) {
   py::class_<PyStream, GilFreeHolder<PyStream>> cls(m, "_Stream");
   cls.def("__iter__", [](py::object self) { return self; })
@@ -230,9 +222,7 @@ void bind_stream(py::module_& m) {
         return d;
       },
       "torchdata's Stateful protocol: {\"conveyor_read_cursor\": bytes}.");
-  // Set after the class is complete: defining __next__ installed CPython's generic slot.
-  stream_type = reinterpret_cast<PyTypeObject*>(cls.ptr());
-  stream_type->tp_iternext = &stream_iternext;
+  IterSlot<PyStream>::install(cls);
 }
 
 } // namespace conveyor_python

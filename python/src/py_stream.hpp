@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -42,6 +43,17 @@ public:
   std::string job_id();
   // ElementStream::checkpoint: the read cursor, bytes.
   pybind11::bytes checkpoint();
+
+  // For a C++ reader on any thread that does not hold the GIL (the trainer-side pipeline's
+  // source, trainer_pipeline.cpp): the next element within `timeout` (deadline_exceeded
+  // otherwise, so that the caller can check for signals and close() gets in between waits); a
+  // closed stream ends.
+  conveyor::Status pull(conveyor::Element& e, bool& end, std::chrono::milliseconds timeout);
+  // The read cursor (what checkpoint() returns), without the GIL; a closed stream's is the one
+  // it had when it closed.
+  conveyor::Expected<std::string> read_cursor();
+  // How the elements nest (null: flat).
+  const std::shared_ptr<const conveyor::Structure>& structure() const { return structure_; }
   int64_t consumed_total();
   pybind11::dict stats();
 

@@ -1,6 +1,7 @@
 """The trainer-side pipeline: ops after distribute run in this process on what the service delivers
 (tf.data's `ds.apply(distribute(...)).map(...).prefetch(...)`)."""
 
+import signal
 import threading
 import time
 
@@ -82,7 +83,7 @@ def test_unbatch_gives_back_the_elements(one_worker):
     assert all(isinstance(r, np.ndarray) and r.shape == () for r in rows)
     strings = list(read(one_worker, conveyor.Dataset.range(4).map("to_string").batch(2)).unbatch())
     assert strings == [b"0", b"1", b"2", b"3"]  # string scalars are bytes, as the service gives them
-    with pytest.raises(ValueError, match="non-scalar"):
+    with pytest.raises(ValueError, match="component 0 is a scalar; every component needs a leading"):
         list(read(one_worker, conveyor.Dataset.range(2)).unbatch())
 
 
@@ -140,24 +141,43 @@ def test_errors_in_user_functions_arrive_in_order_through_prefetch(one_worker):
     assert got == [0, 1, 2, 3, 4]
 
 
-def test_close_stops_the_prefetch_thread(one_worker):
-    before = {t.ident for t in threading.enumerate()}
-    it = iter(read(one_worker, conveyor.Dataset.range(10**9)).prefetch(4))
+def test_close_stops_the_pipeline_and_leaves_the_job(one_worker):
+    # The ops run in C++ (LocalPipeline): a prefetch reads ahead on the executor's threads, not
+    # on a Python thread of its own.
+    before = set(threading.enumerate())
+    it = iter(read(one_worker, conveyor.Dataset.range(10**9)).map(lambda x: x).prefetch(4))
     assert int(next(it)) == 0
-    prefetchers = [t for t in threading.enumerate()
-                   if t.ident not in before and t.name == "conveyor-prefetch"]
-    assert len(prefetchers) == 1
+    assert set(threading.enumerate()) == before
+    stream = it._source
     with it:
         pass  # leaving the block closes it
-    prefetchers[0].join(timeout=10)
-    assert not prefetchers[0].is_alive()
     with pytest.raises(StopIteration):
+        next(it)
+    with pytest.raises(conveyor.FailedPreconditionError, match="closed"):
+        stream.job_id  # the read was closed with it: the job is left
+
+
+def test_the_end_closes_the_read(one_worker):
+    it = iter(read(one_worker, conveyor.Dataset.range(10**9)).take(3))
+    assert ints(it) == [0, 1, 2]
+    with pytest.raises(conveyor.FailedPreconditionError, match="closed"):
+        it.job_id
+    with pytest.raises(StopIteration):
+        next(it)
+
+
+def test_a_map_must_return_one_structure(one_worker):
+    it = iter(read(one_worker, conveyor.Dataset.range(4)).map(lambda x: (x, x) if int(x) == 2 else x))
+    assert int(next(it)) == 0 and int(next(it)) == 1
+    with pytest.raises(ValueError, match="returned an element that nests as \\(_, _\\) after one "
+                                         "that nested as _"):
         next(it)
 
 
 def test_batch_of_differing_shapes_names_the_component(one_worker):
     ds = conveyor.Dataset.range(1, 4)
-    with pytest.raises(ValueError, match="different shapes in component 0"):
+    with pytest.raises(ValueError, match="cannot batch component 0 of shapes \\[1\\] .element 0. and "
+                                         "\\[2\\] .element 1."):
         list(read(one_worker, ds).map(lambda x: np.zeros(int(x))).batch(3))
 
 
@@ -192,3 +212,56 @@ def test_repr_shows_the_pipeline(one_worker):
     p = read(one_worker, conveyor.Dataset.range(3)).batch(2).prefetch(1)
     assert repr(p).endswith(".batch(2, drop_remainder=False).prefetch(1)")
     assert p.distributed_dataset.dataset == conveyor.Dataset.range(3)
+
+
+def test_a_signal_handler_interrupts_a_waiting_next(one_worker):
+    # The C++ pipeline waits for the stream in 100 ms slices; between them the main thread runs
+    # Python's signal handlers, whose exception ends the wait and comes out of next().
+    class Interrupted(Exception):
+        pass
+
+    def handler(signum, frame):
+        raise Interrupted()
+
+    slow = conveyor.Dataset.range(2).map(conveyor.Function("sleep_us", us=2_000_000))
+    it = iter(read(one_worker, slow).map(lambda x: x).batch(1))
+    previous = signal.signal(signal.SIGALRM, handler)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        start = time.monotonic()
+        with pytest.raises(Interrupted):
+            next(it)
+        assert time.monotonic() - start < 1.5  # not when the element arrives (2 s)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        it.close()
+
+
+def test_parallel_map_errors_keep_their_class(one_worker):
+    class Odd(Exception):
+        pass
+
+    def check(x):
+        if int(x) == 7:
+            raise Odd(f"odd element {int(x)}")
+        return x
+
+    it = iter(read(one_worker, conveyor.Dataset.range(20)).map(check, num_parallel_calls=3).prefetch(2))
+    got = []
+    with pytest.raises(Odd, match="odd element 7"):
+        for x in it:
+            got.append(int(x))
+    assert got == list(range(7))
+
+
+def test_a_map_returning_its_input_hands_the_tensor_back_without_a_copy(one_worker):
+    inputs = []
+
+    def keep(x):
+        inputs.append(x)
+        return x
+
+    out = list(read(one_worker, conveyor.Dataset.range(8).batch(4)).map(keep))
+    assert [o.tolist() for o in out] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert all(np.shares_memory(i, o) for i, o in zip(inputs, out))

@@ -73,15 +73,18 @@ def test_the_state_carries_the_shuffle_buffer(cluster):
     it = iter(pipeline)
     first = [v for _ in range(5) for v in _ids(next(it))]
     state = it.state_dict()
-    shuffle_state = state["conveyor_trainer_ops"]["state"][0]
-    assert state["conveyor_trainer_ops"]["ops"][0] == "_ShuffleStage"
-    assert len(shuffle_state["buffer"]) == 31  # refilled to 32 before each output
+    assert state["conveyor_trainer_ops"]["ops"][0] == "shuffle(32, seed=5)"
     it.close()
     again = _pipeline(cluster.target, "shuffle_batch_prefetch")
     again.load_state_dict(state)
     rest = [v for batch in again for v in _ids(batch)]
-    held = [int(v) for v in shuffle_state["buffer"]]
-    assert set(held) <= set(rest)
+    # What the cursor counts as read but the trainer was not given (at least the 31 elements
+    # in the shuffle buffer) is missing from a resumed read that dropped the ops' state.
+    plain = conveyor.distribute(conveyor.Dataset.range(N), cluster.target, "distributed_epoch")
+    plain.load_state_dict({"conveyor_read_cursor": state["conveyor_read_cursor"]})
+    unread = sorted(int(v) for v in plain)
+    assert len(first) + len(unread) <= N - 31
+    assert set(unread) <= set(rest)
     assert sorted(first + rest) == list(range(N))
 
 
@@ -96,7 +99,6 @@ def test_a_finished_take_still_saves_its_state(cluster):
     got = [v for batch in it for v in _ids(batch)]
     assert len(got) == 50
     state = it.state_dict()
-    assert state["conveyor_trainer_ops"]["state"][0] == {"left": 0}
     again = pipeline()
     again.load_state_dict(state)
     assert list(again) == []

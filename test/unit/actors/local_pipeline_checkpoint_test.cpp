@@ -105,6 +105,21 @@ TEST_CASE("LocalPipeline checkpoint: a restored pipeline continues the uninterru
   }
 }
 
+TEST_CASE("LocalPipeline checkpoint: a finished take still saves the read cursor") {
+  // take() releases its input at its end: the cursor comes from the source itself then.
+  auto first = counting_from(0, 100).prefetch(3).take(5).batch(2);
+  CHECK(read(first).size() == 3);
+  auto blob = first.checkpoint();
+  REQUIRE_MESSAGE(blob.ok(), blob.status().to_string());
+  auto cursor = LocalPipeline::read_cursor_of(*blob);
+  REQUIRE(cursor.ok());
+  CHECK(std::stoll(*cursor) >= 5);
+  auto second = counting_from(std::stoll(*cursor), 100).prefetch(3).take(5).batch(2);
+  Status st = second.restore(*blob);
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
+  CHECK(read(second).empty());
+}
+
 TEST_CASE("LocalPipeline checkpoint: an unseeded shuffle goes on with its own generator") {
   constexpr int64_t kN = 60;
   for (int64_t k : {2, 25}) {
