@@ -163,9 +163,12 @@ Throughput measure_window(const BenchFlags& f, bool tls, bool extra_run, Consume
     m.allocs_before = alloc_count();
     alloc_counter_enable(true);
   }
+  uint64_t extra_allocs0 = 0;
   if (extra_run) {
     m.local_copies_before = copy_counts();
     copy_counter_enable(true);
+    extra_allocs0 = alloc_count();
+    alloc_counter_enable(true);
   }
   const auto t0 = Clock::now();
   const double cpu0 = process_cpu_seconds();
@@ -181,6 +184,8 @@ Throughput measure_window(const BenchFlags& f, bool tls, bool extra_run, Consume
     m.local_cpu = process_cpu_seconds() - cpu0;
     copy_counter_enable(false);
     m.local_copies_after = copy_counts();
+    alloc_counter_enable(false);
+    m.extra_allocs = alloc_count() - extra_allocs0;
   }
   if (plain_run) {
     copy_counter_enable(false);
@@ -196,6 +201,8 @@ Throughput measure_window(const BenchFlags& f, bool tls, bool extra_run, Consume
     m.service_threads = busiest_threads(threads0, threads1, service.seconds);
   if (tls)
     m.tls_threads = busiest_threads(threads0, threads1, service.seconds);
+  if (extra_run)
+    m.extra_threads = busiest_threads(threads0, threads1, service.seconds);
   service.elements -= before.elements;
   service.bytes -= before.bytes;
   return service;
