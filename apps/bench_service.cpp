@@ -293,15 +293,22 @@ int deterministic_runs(const BenchFlags& f, const DistributeOptions& named, cons
       if (!t)
         return kExitFailure;
       rate[det].push_back(t->elements_per_s());
-      std::printf("  run %lld %-13s: %12.0f elements/s %10.1f MB/s\n",
+      const double n = static_cast<double>(t->elements);
+      // Where the time goes: CPU and heap allocations per element (whole process), and the
+      // busiest threads (a reader thread at a full core is the limit).
+      std::printf("  run %lld %-13s: %12.0f elements/s %10.1f MB/s, %.2f us CPU and %.2f "
+                  "allocations per element; threads %s\n",
                   static_cast<long long>(r + 1), det ? "deterministic" : "arrival",
-                  t->elements_per_s(), t->mb_per_s());
+                  t->elements_per_s(), t->mb_per_s(), m.local_cpu * 1e6 / n,
+                  alloc_counter_available() ? static_cast<double>(m.extra_allocs) / n : -1.0,
+                  m.extra_threads.c_str());
       std::fflush(stdout);
     }
   const double off = median(rate[0]), on = median(rate[1]);
   std::printf("  deterministic/arrival: %.3f (median of %lld runs each; cost %.1f%%)\n",
               off > 0 ? on / off : 0.0, static_cast<long long>(f.reps),
               off > 0 ? 100.0 * (1.0 - on / off) : 0.0);
+  std::printf("  load    : %s\n", load_average().c_str());
   return kExitOk;
 }
 

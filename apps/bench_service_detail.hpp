@@ -84,6 +84,9 @@ struct ServiceMeasures {
   Status latency_error;
   CopyCounts local_copies_before, local_copies_after;
   double local_cpu = 0;
+  // The extra run's (LOCAL, --deterministic) heap allocations and busiest threads.
+  uint64_t extra_allocs = 0;
+  std::string extra_threads;
 };
 
 // What every service run reads: the flags, the job's options and its dataset.

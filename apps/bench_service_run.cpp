@@ -34,6 +34,7 @@ struct Consumers {
   struct {
     int64_t worker_ns = 0, network_ns = 0, split_ns = 0, credit_ns = 0, elapsed_ns = 0;
   } waits; // summed over the consumers (whole stream, warm-up included)
+  int64_t held_peak = 0, held_peak_bytes = 0; // deterministic reads: the most a reorder held
   std::vector<std::thread> threads;
 
   Throughput totals() {
@@ -124,6 +125,8 @@ void read_until_stopped(const ServiceSetup& setup, const std::string& target,
   consumers.waits.split_ns += stats.wait_split_ns;
   consumers.waits.credit_ns += stats.wait_credit_ns;
   consumers.waits.elapsed_ns += stats.elapsed_ns;
+  consumers.held_peak = std::max(consumers.held_peak, stats.order_held_peak);
+  consumers.held_peak_bytes = std::max(consumers.held_peak_bytes, stats.order_held_peak_bytes);
 }
 
 // Warm-up: connections, job creation, buffers filling. Then until every consumer has read from
@@ -163,9 +166,12 @@ Throughput measure_window(const BenchFlags& f, bool tls, bool extra_run, Consume
     m.allocs_before = alloc_count();
     alloc_counter_enable(true);
   }
+  uint64_t extra_allocs0 = 0;
   if (extra_run) {
     m.local_copies_before = copy_counts();
     copy_counter_enable(true);
+    extra_allocs0 = alloc_count();
+    alloc_counter_enable(true);
   }
   const auto t0 = Clock::now();
   const double cpu0 = process_cpu_seconds();
@@ -181,6 +187,8 @@ Throughput measure_window(const BenchFlags& f, bool tls, bool extra_run, Consume
     m.local_cpu = process_cpu_seconds() - cpu0;
     copy_counter_enable(false);
     m.local_copies_after = copy_counts();
+    alloc_counter_enable(false);
+    m.extra_allocs = alloc_count() - extra_allocs0;
   }
   if (plain_run) {
     copy_counter_enable(false);
@@ -196,6 +204,8 @@ Throughput measure_window(const BenchFlags& f, bool tls, bool extra_run, Consume
     m.service_threads = busiest_threads(threads0, threads1, service.seconds);
   if (tls)
     m.tls_threads = busiest_threads(threads0, threads1, service.seconds);
+  if (extra_run)
+    m.extra_threads = busiest_threads(threads0, threads1, service.seconds);
   service.elements -= before.elements;
   service.bytes -= before.bytes;
   return service;
@@ -231,6 +241,11 @@ void print_run(const char* label, const Throughput& service, const Consumers& co
       " splits %.0f%%, credit %.0f%%\n",
       waits.worker_ns / e, waits.network_ns / e, waits.split_ns / e, waits.credit_ns / e);
   }
+  if (consumers.held_peak > 0)
+    std::printf("            reorder held at most %lld elements (%.1f MB), waiting for an earlier "
+                "one\n",
+                static_cast<long long>(consumers.held_peak),
+                static_cast<double>(consumers.held_peak_bytes) / 1e6);
   std::fflush(stdout);
 }
 

@@ -88,6 +88,27 @@ public:
   // consumer through the sink: it then asks only the task the order waits for).
   int64_t hold_budget = 0;
   bool hold_full = false;
+  // Elements a deterministic read handed out from its hold leave the caller's previous element
+  // here (its tensors dropped, its component array kept), and the next element taken into the
+  // hold is decoded into one of them: a fresh Element per held element and its free cost the
+  // reader more than the reorder itself. Up to a window of splits' worth: held elements go out
+  // in bursts of a split at a time.
+  std::vector<Element> spare;
+
+  void recycle(Element&& e) {
+    if (spare.size() >=
+        static_cast<std::size_t>(kDeterministicWindow * msg::kDeterministicMaxSplit))
+      return;
+    e.components.clear(); // (a large element's frame is not kept alive here)
+    spare.push_back(std::move(e));
+  }
+  // `out` was moved into the hold: the next element is decoded into a spare one.
+  void refill(Element& out) {
+    if (spare.empty())
+      return;
+    out = std::move(spare.back());
+    spare.pop_back();
+  }
 
   void check_hold() {
     const bool full = order && order->held_bytes() > hold_budget;
@@ -196,7 +217,8 @@ Status ElementStream::next(Element& out, bool& end_of_sequence, std::chrono::mil
     actors::DeliveredOrigin origin;
     if (c.order) { // a deterministic read: held elements first, in order
       if (auto held = c.order->pop()) {
-        out = std::move(held->element);
+        std::swap(out, held->element);
+        c.recycle(std::move(held->element));
         origin = held->origin;
         got = true;
         c.check_hold();
@@ -224,8 +246,10 @@ Status ElementStream::next(Element& out, bool& end_of_sequence, std::chrono::mil
         }
         if (c.pending_acks >= kAckEvery || c.ready.empty())
           c.flush_acks();
-        if (!got)
-          continue; // held: ahead of the element the order waits for
+        if (!got) { // held: ahead of the element the order waits for
+          c.refill(out);
+          continue;
+        }
       }
     }
     if (got) {

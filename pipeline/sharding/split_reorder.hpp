@@ -19,11 +19,11 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
 #include <utility>
+#include <vector>
 
 namespace conveyor {
 
@@ -55,12 +55,12 @@ public:
   // A resumed read: the split was consumed whole before (it produces nothing here).
   void skip_split(const Key& split) {
     if (!(split < next_))
-      splits_[split].end = 0;
+      state(split).end = 0;
   }
   // A resumed read: the split's first `seq` elements were consumed before (its order starts
   // there).
   void start_split_at(const Key& split, int64_t seq) {
-    auto& s = splits_[split];
+    auto& s = state(split);
     for (; s.next < seq; ++s.next)
       if (!s.pending.empty()) {
         release(s.pending.front());
@@ -78,11 +78,13 @@ public:
   // Whether element `seq` of `split` is the next in order and nothing is held before it: then
   // it is counted as handed out (the caller hands it on without a copy into the reorder).
   bool take_if_next(const Key& split, int64_t seq, bool split_end) {
+    if (split != next_) // (the order may stand on a split that is over: move past it first)
+      settle();
     if (split != next_ || (complete_ && complete_(split)))
       return false;
-    auto& s = splits_[split];
+    auto& s = state(split);
     skip_covered(split, s);
-    if (seq != s.next || (!s.pending.empty() && s.pending.front()))
+    if (seq != s.next || (!s.pending.empty() && s.pending.front().value))
       return false;
     if (!s.pending.empty())
       s.pending.pop_front();
@@ -97,7 +99,7 @@ public:
   void all_arrived(const Key& split) {
     if (split < next_)
       return;
-    auto& s = splits_[split];
+    auto& s = state(split);
     if (s.end >= 0)
       return;
     s.end = s.next + static_cast<int64_t>(s.pending.size()); // (its last entry is an element)
@@ -106,7 +108,7 @@ public:
   void add(const Key& split, int64_t seq, T element, bool split_end) {
     if (split < next_)
       return; // a split handed out already (a repeat the caller did not drop)
-    auto& s = splits_[split];
+    auto& s = state(split);
     if (split_end)
       s.end = seq + 1;
     if (seq < s.next)
@@ -114,61 +116,43 @@ public:
     const auto at = static_cast<std::size_t>(seq - s.next);
     if (at >= s.pending.size())
       s.pending.resize(at + 1);
-    if (!s.pending[at]) {
-      s.pending[at].emplace(std::move(element));
+    Slot& slot = s.pending[at];
+    if (!slot.value) {
+      slot.value.emplace(std::move(element));
+      slot.bytes = bytes_ ? bytes_(*slot.value) : 0; // (measured once: release() reads it)
       ++held_;
-      held_bytes_ += bytes_ ? bytes_(*s.pending[at]) : 0;
+      held_bytes_ += slot.bytes;
     }
   }
   // The split's producer says it had `count` elements in all (0: filtered empty).
   void split_done(const Key& split, int64_t count) {
     if (!(split < next_))
-      splits_[split].end = count;
+      state(split).end = count;
   }
   // The epoch had `num_splits` splits (its provider's end).
   void epoch_done(int64_t epoch, int64_t num_splits) { epoch_splits_[epoch] = num_splits; }
 
   // The next element in order, if it arrived.
   std::optional<T> pop() {
-    for (;;) {
-      auto it = splits_.find(next_);
-      if (complete_ && complete_(next_)) { // a resumed read consumed all of it
-        if (it != splits_.end()) {
-          for (const auto& e : it->second.pending)
-            release(e);
-          splits_.erase(it);
-        }
-        advance();
-        continue;
-      }
-      if (it != splits_.end()) {
-        auto& s = it->second;
-        skip_covered(next_, s);
-        if (!s.pending.empty() && s.pending.front()) {
-          release(s.pending.front());
-          T out = std::move(*s.pending.front());
-          s.pending.pop_front();
-          ++s.next;
-          return out;
-        }
-        if (s.end < 0 || s.next < s.end)
-          return std::nullopt; // its next element has not come yet
-        splits_.erase(it);     // over: on to the next split
-      } else if (!over_without_state()) {
-        return std::nullopt;
-      }
-      advance();
-    }
+    SplitState* s = settle();
+    if (!s || s->pending.empty() || !s->pending.front().value)
+      return std::nullopt;
+    release(s->pending.front());
+    std::optional<T> out = std::move(s->pending.front().value);
+    s->pending.pop_front();
+    ++s->next;
+    return out;
   }
   // The read ended (every split was produced and delivered): what is held goes out in order,
   // whatever the order still waited for.
   template <typename Out>
   void drain(Out&& out) {
     for (auto& [key, s] : splits_)
-      for (auto& element : s.pending)
-        if (element)
-          out(std::move(*element));
+      for (std::size_t i = 0; i < s.pending.size(); ++i)
+        if (s.pending[i].value)
+          out(std::move(*s.pending[i].value));
     splits_.clear();
+    forget_cached();
     held_ = 0;
     held_bytes_ = 0;
   }
@@ -178,26 +162,127 @@ public:
   int64_t held_bytes() const { return held_bytes_; }
 
 private:
+  // One position of a split: the element, if it arrived, and its bytes (measured once).
+  struct Slot {
+    std::optional<T> value;
+    int64_t bytes = 0;
+  };
+  // Arrived elements of a split from seq `next` on, as a queue over a vector: elements of a split
+  // mostly arrive in order, and a vector reused from split to split (spare_) allocates nothing
+  // per element (a deque allocated and freed a block every few held elements).
+  struct Pending {
+    std::vector<Slot> slots;
+    std::size_t head = 0;
+    bool empty() const { return head == slots.size(); }
+    std::size_t size() const { return slots.size() - head; }
+    Slot& front() { return slots[head]; }
+    Slot& operator[](std::size_t i) { return slots[head + i]; }
+    void resize(std::size_t n) { slots.resize(head + n); }
+    void pop_front() {
+      slots[head].value.reset();
+      if (++head == slots.size()) {
+        slots.clear(); // (keeps its capacity)
+        head = 0;
+      } else if (head >= 1024 && 2 * head >= slots.size()) { // a split read far ahead of its head
+        slots.erase(slots.begin(), slots.begin() + static_cast<std::ptrdiff_t>(head));
+        head = 0;
+      }
+    }
+  };
   struct SplitState {
     int64_t next = 0; // the next seq in order
     int64_t end = -1; // elements in the split; -1 = not known yet
-    // Arrived elements from seq `next` on (empty slots: not arrived). Elements of a split mostly
-    // arrive in order, so this is a queue, not a map: no node per element.
-    std::deque<std::optional<T>> pending;
+    Pending pending;
   };
   // An element leaves the hold (handed out, or skipped by a resumed read).
-  void release(const std::optional<T>& e) {
-    if (!e)
+  void release(const Slot& e) {
+    if (!e.value)
       return;
     --held_;
-    held_bytes_ -= bytes_ ? bytes_(*e) : 0;
+    held_bytes_ -= e.bytes;
+  }
+
+  // The state of a split, made if it has none. Elements come in runs of one split and the order
+  // asks for its next split's at every element: both are remembered, so that most calls look
+  // nothing up in the map.
+  SplitState& state(const Key& split) {
+    if (last_ && split == last_key_)
+      return *last_;
+    if (split == next_ && next_state_known_ && next_state_)
+      return *next_state_;
+    auto [it, made] = splits_.try_emplace(split);
+    if (made && !spare_.empty()) { // a finished split's buffer, emptied
+      it->second.pending.slots = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    if (split == next_) {
+      next_state_ = &it->second;
+      next_state_known_ = true;
+    }
+    last_key_ = split;
+    last_ = &it->second;
+    return it->second;
+  }
+  // The state of next_, or null when it has none.
+  SplitState* find_next() {
+    if (!next_state_known_) {
+      auto it = splits_.find(next_);
+      next_state_ = it == splits_.end() ? nullptr : &it->second;
+      next_state_known_ = true;
+    }
+    return next_state_;
+  }
+  void forget_cached() {
+    next_state_known_ = false;
+    next_state_ = nullptr;
+    last_ = nullptr;
+  }
+  // next_'s state goes (the split is over or consumed); its buffer is kept for a later split.
+  void erase_next() {
+    auto it = splits_.find(next_);
+    if (it == splits_.end())
+      return;
+    auto& slots = it->second.pending.slots;
+    if (spare_.size() < 4 && slots.capacity() > 0) {
+      slots.clear();
+      spare_.push_back(std::move(slots));
+    }
+    splits_.erase(it);
+    forget_cached();
+  }
+
+  // Moves the order past the splits that are over (and those a resumed read consumed whole);
+  // returns the state of the split it then stands on (null when it has none yet).
+  SplitState* settle() {
+    for (;;) {
+      SplitState* s = find_next();
+      if (complete_ && complete_(next_)) { // a resumed read consumed all of it
+        if (s)
+          for (std::size_t i = 0; i < s->pending.size(); ++i)
+            release(s->pending[i]);
+        erase_next();
+        advance();
+        continue;
+      }
+      if (s) {
+        skip_covered(next_, *s);
+        if (!s->pending.empty() && s->pending.front().value)
+          return s;
+        if (s->end < 0 || s->next < s->end)
+          return s;   // its next element has not come yet
+        erase_next(); // over: on to the next split
+      } else if (!over_without_state()) {
+        return nullptr;
+      }
+      advance();
+    }
   }
 
   // Steps the split's order over the elements a resumed read's cursor covers.
   void skip_covered(const Key& split, SplitState& s) {
     if (!covers_ || (complete_ && complete_(split))) // (a complete split covers every seq)
       return;
-    while ((s.end < 0 || s.next < s.end) && (s.pending.empty() || !s.pending.front()) &&
+    while ((s.end < 0 || s.next < s.end) && (s.pending.empty() || !s.pending.front().value) &&
            covers_(split, s.next)) {
       if (!s.pending.empty())
         s.pending.pop_front();
@@ -213,6 +298,7 @@ private:
   }
 
   void advance() {
+    next_state_known_ = false;
     auto n = epoch_splits_.find(next_.first);
     if (n != epoch_splits_.end() && next_.second + 1 >= n->second) {
       // The epoch is over: the next one starts.
@@ -231,6 +317,12 @@ private:
   int64_t held_bytes_ = 0;
   std::function<bool(const Key&)> complete_;
   std::function<bool(const Key&, int64_t)> covers_;
+  // state()'s memory (pointers into splits_: a map's nodes stay where they are until erased).
+  SplitState* next_state_ = nullptr;
+  bool next_state_known_ = false;
+  Key last_key_{-1, -1};
+  SplitState* last_ = nullptr;
+  std::vector<std::vector<Slot>> spare_; // emptied buffers of finished splits
 };
 
 } // namespace conveyor
