@@ -157,9 +157,20 @@ int bench_weights(const std::vector<int64_t>& weights, int64_t rounds, int64_t s
     });
   }
   std::this_thread::sleep_for(std::chrono::seconds(1)); // (past the jobs' start)
+  const std::string load = load_average();
+  // The worker's threads over the window: its executor adds some only while items block or run
+  // long (more would let the OS scheduler, not the weights, decide who runs).
+  const std::string worker_pid = std::to_string(children.back().pid);
+  const int64_t threads_before = proc_status_number(worker_pid, "Threads");
+  int64_t threads_most = threads_before;
   auto before = tenant_seconds(dispatcher);
-  std::this_thread::sleep_for(std::chrono::seconds(seconds));
+  const auto window_end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (std::chrono::steady_clock::now() < window_end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    threads_most = std::max(threads_most, proc_status_number(worker_pid, "Threads"));
+  }
   auto after = tenant_seconds(dispatcher);
+  const int64_t threads_after = proc_status_number(worker_pid, "Threads");
   join_readers();
   if (!before.ok() || !after.ok())
     return bad(!before.ok() ? before.status() : after.status());
@@ -188,6 +199,10 @@ int bench_weights(const std::vector<int64_t>& weights, int64_t rounds, int64_t s
                 static_cast<long long>(weights[i]), expected, measured, used[i]);
   }
   std::printf("deviation : %.3f (largest |measured - expected|)\n", worst);
+  std::printf("threads   : the worker's %lld at the start, at most %lld, %lld at the end\n",
+              static_cast<long long>(threads_before), static_cast<long long>(threads_most),
+              static_cast<long long>(threads_after));
+  std::printf("load      : %s (at the start)\n", load.c_str());
   return 0;
 }
 
