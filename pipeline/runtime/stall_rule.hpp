@@ -4,8 +4,8 @@
 //
 // The supervisor looks at windows of about `kStall` in which items waited, no thread was idle and
 // none started an item. It adds a thread when one of them is blocked: it neither ran nor waited
-// for a CPU for nine tenths of the window (it slept: a lock, slow I/O, a sleep in user code),
-// unless another one waited for a core for half of it or more (the cores are what is short:
+// for a CPU for nine tenths of the window and is not runnable at its end (it slept: a lock, slow
+// I/O, a sleep in user code), unless another one waited for a core for half of it or more (the cores are what is short:
 // another thread would wait too, and the runnable ones go on to the next items). A thread that
 // was merely descheduled (on a loaded machine, runnable but waiting for a core) is not blocked:
 // counting only its CPU time took it for one, and such windows added threads until each tenant
@@ -22,11 +22,14 @@
 
 namespace conveyor {
 
-// What a thread has used so far (ns): on a CPU, and runnable but waiting for one.
+// What a thread has used so far (ns): on a CPU, and runnable but waiting for one. The kernel adds
+// a wait to `wait` only when it ends (the thread gets a core): one that waits now, on a crowded
+// core, shows none yet, hence `runnable`.
 struct ThreadUse {
   int64_t cpu = 0;
   int64_t wait = 0;
   bool wait_known = false; // false where the system does not tell (then only `cpu` counts)
+  bool runnable = false;   // running or waiting for a core when looked at (not asleep)
 };
 
 enum class StallVerdict {
@@ -55,8 +58,9 @@ public:
       const int64_t cpu = after[i].cpu - before[i].cpu;
       const int64_t wait =
         before[i].wait_known && after[i].wait_known ? after[i].wait - before[i].wait : 0;
-      blocked = blocked || cpu + wait < elapsed / 10;
-      crowded = crowded || wait >= elapsed / 2;
+      // (Runnable at the end with little CPU: it waited for a core, or it just woke up.)
+      blocked = blocked || (!after[i].runnable && cpu + wait < elapsed / 10);
+      crowded = crowded || wait >= elapsed / 2 || (after[i].runnable && cpu < elapsed / 2);
       computed_[i] += cpu;
     }
     if (blocked && !crowded) {

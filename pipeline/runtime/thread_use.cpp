@@ -28,6 +28,16 @@ ThreadUse thread_use(pthread_t thread, int tid) {
       use.wait = waited;
     std::fclose(f);
   }
+  // "TID (COMM) STATE ...": R is running or waiting for a core (COMM may hold spaces or parens).
+  const std::string stat = "/proc/self/task/" + std::to_string(tid) + "/stat";
+  if (FILE* f = std::fopen(stat.c_str(), "r")) {
+    char text[256] = {};
+    const std::size_t got = std::fread(text, 1, sizeof text - 1, f);
+    std::fclose(f);
+    const std::string line(text, got);
+    const auto close = line.rfind(')');
+    use.runnable = close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'R';
+  }
   return use;
 }
 

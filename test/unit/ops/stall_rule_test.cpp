@@ -56,6 +56,22 @@ TEST_CASE("stall rule: a thread that waited for a core on a loaded machine is no
     CHECK(window(rule, threads, kMs, 19 * kMs) == StallVerdict::none);
 }
 
+// The kernel counts a wait when it ends: a thread that has waited for a core all window long
+// shows neither CPU nor wait yet, only that it is runnable (24 threads on its core: 13 ms of CPU
+// in 1 s).
+TEST_CASE("stall rule: a runnable thread whose wait is not counted yet is not blocked") {
+  StallRule rule(kLong);
+  std::vector<ThreadUse> before{{5 * kMs, 7 * kMs, true, true}};
+  std::vector<ThreadUse> after{{5 * kMs, 7 * kMs, true, true}};
+  CHECK(rule.on_stalled(before, after, kWindow) == StallVerdict::none);
+  after[0].runnable = false; // asleep all along
+  CHECK(rule.on_stalled(before, after, kWindow) == StallVerdict::blocked);
+  // Next to a sleeping one, it shows the cores are short: no thread for the sleeper either.
+  before.push_back(before[0]);
+  after.push_back(before[0]);
+  CHECK(rule.on_stalled(before, after, kWindow) == StallVerdict::none);
+}
+
 // A thread waits for a result that a descheduled one computes (a task's step for its map's
 // call): another thread would wait for a core too, and the runnable one goes on by itself.
 TEST_CASE("stall rule: a blocked thread gets no company while another waits for a core") {
