@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <mutex>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -126,6 +127,9 @@ int bench_weights(const std::vector<int64_t>& weights, int64_t rounds, int64_t s
   const int64_t parallel = 4 * static_cast<int64_t>(cores);
   std::atomic<bool> stopping{false};
   std::vector<std::thread> readers;
+  // Why a reader stopped before the end (its tenant's share would no longer mean anything).
+  std::mutex failed_mu;
+  std::vector<std::string> failed;
   const auto join_readers = [&] {
     stopping = true;
     for (auto& r : readers)
@@ -146,23 +150,47 @@ int bench_weights(const std::vector<int64_t>& weights, int64_t rounds, int64_t s
       join_readers();
       return bad(stream.status());
     }
-    // Read on so that the task never stops for want of credit (bounded by `stopping`).
-    readers.emplace_back([s = std::move(*stream), &stopping]() mutable {
-      while (!stopping) {
-        Element e;
-        bool end = false;
-        if (!s.next(e, end, std::chrono::seconds(1)).ok() || end)
-          return;
-      }
-    });
+    // Read on so that the task never stops for want of credit (bounded by `stopping`). A wait
+    // that runs out is no reason to stop: on a loaded machine a weight-1 tenant's elements of a
+    // few ms may take over a second, and a reader that gave up ended its job (the other tenant
+    // then measured 0.96-0.99 of the threads with --rounds 4000000).
+    readers.emplace_back(
+      [s = std::move(*stream), &stopping, &failed_mu, &failed, tenant = options.tenant]() mutable {
+        while (!stopping) {
+          Element e;
+          bool end = false;
+          Status st = s.next(e, end, std::chrono::seconds(1));
+          if (st.code() == ErrorCode::deadline_exceeded)
+            continue;
+          if (!st.ok() || end) {
+            std::lock_guard<std::mutex> lock(failed_mu);
+            failed.push_back("the reader of " + tenant + " stopped: " +
+                             (end ? std::string("its endless job ended") : st.to_string()));
+            return;
+          }
+        }
+      });
   }
   std::this_thread::sleep_for(std::chrono::seconds(1)); // (past the jobs' start)
+  const std::string load = load_average();
+  // The worker's threads over the window: its executor adds some only while items block or run
+  // long (more would let the OS scheduler, not the weights, decide who runs).
+  const std::string worker_pid = std::to_string(children.back().pid);
+  const int64_t threads_before = proc_status_number(worker_pid, "Threads");
+  int64_t threads_most = threads_before;
   auto before = tenant_seconds(dispatcher);
-  std::this_thread::sleep_for(std::chrono::seconds(seconds));
+  const auto window_end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (std::chrono::steady_clock::now() < window_end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    threads_most = std::max(threads_most, proc_status_number(worker_pid, "Threads"));
+  }
   auto after = tenant_seconds(dispatcher);
+  const int64_t threads_after = proc_status_number(worker_pid, "Threads");
   join_readers();
   if (!before.ok() || !after.ok())
     return bad(!before.ok() ? before.status() : after.status());
+  if (!failed.empty())
+    return bad(failed_precondition(failed.front() + " (within the window)"));
   double total = 0;
   int64_t weight_sum = 0;
   std::vector<double> used;
@@ -188,6 +216,10 @@ int bench_weights(const std::vector<int64_t>& weights, int64_t rounds, int64_t s
                 static_cast<long long>(weights[i]), expected, measured, used[i]);
   }
   std::printf("deviation : %.3f (largest |measured - expected|)\n", worst);
+  std::printf("threads   : the worker's %lld at the start, at most %lld, %lld at the end\n",
+              static_cast<long long>(threads_before), static_cast<long long>(threads_most),
+              static_cast<long long>(threads_after));
+  std::printf("load      : %s (at the start)\n", load.c_str());
   return 0;
 }
 

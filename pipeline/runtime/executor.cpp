@@ -1,13 +1,12 @@
 #include "pipeline/runtime/executor.hpp"
 
-#include <pthread.h>
-#include <time.h>
-
 #include <algorithm>
+#include <atomic>
 #include <stdexcept>
 
 #include "pipeline/runtime/per_process.hpp"
 #include "pipeline/runtime/thread_name.hpp"
+#include "pipeline/runtime/thread_use.hpp"
 
 namespace conveyor {
 
@@ -22,8 +21,14 @@ int64_t now_ns() {
 }
 
 constexpr int64_t kLeadNs = std::chrono::nanoseconds(Executor::kLead).count();
+constexpr int64_t kIdleExitNs = std::chrono::nanoseconds(Executor::kIdleExit).count();
 
 } // namespace
+
+struct Executor::Thread {
+  std::thread thread;
+  std::atomic<int> tid{0}; // set by the thread itself as it starts
+};
 
 Executor& Executor::shared() {
   // Per process: a forked child (a PyTorch DataLoader worker) has none of the pool's threads.
@@ -41,7 +46,12 @@ Executor::Executor(int threads, int max_threads)
   std::lock_guard<std::mutex> lock(mu_);
   for (int i = 0; i < base_; ++i) {
     ++live_;
-    threads_.emplace_back([this] { work(false); });
+    auto t = std::make_unique<Thread>();
+    t->thread = std::thread([this, self = t.get()] {
+      self->tid = this_thread_tid();
+      work(false);
+    });
+    threads_.push_back(std::move(t));
   }
   supervisor_ = std::thread([this] { supervise(); });
 }
@@ -60,9 +70,9 @@ Executor::~Executor() {
   stalled_.notify_all();
   supervisor_.join();
   for (auto& t : threads_)
-    t.join();
+    t->thread.join();
   for (auto& t : extras_) // (those that left too: joinable until joined)
-    t.join();
+    t->thread.join();
 }
 
 std::shared_ptr<ExecutorGroup> Executor::make_group(const std::string& tenant, int64_t weight) {
@@ -149,77 +159,68 @@ int Executor::threads() const {
 
 void Executor::add_thread_locked() {
   ++live_;
-  extras_.emplace_back([this] { work(true); });
+  changed_at_ = now_ns();
+  auto t = std::make_unique<Thread>();
+  t->thread = std::thread([this, self = t.get()] {
+    self->tid = this_thread_tid();
+    work(true);
+  });
+  extras_.push_back(std::move(t));
 }
 
-namespace {
-
-// CPU time the thread has used (0 when the system cannot tell: then it counts as blocked).
-std::chrono::nanoseconds cpu_time(std::thread& t) {
-  clockid_t clock;
-  timespec ts{};
-  if (pthread_getcpuclockid(t.native_handle(), &clock) != 0 || clock_gettime(clock, &ts) != 0)
-    return std::chrono::nanoseconds{0};
-  return std::chrono::seconds{ts.tv_sec} + std::chrono::nanoseconds{ts.tv_nsec};
-}
-
-} // namespace
-
-std::vector<std::chrono::nanoseconds> Executor::cpu_times() {
-  std::vector<std::chrono::nanoseconds> out;
+std::vector<ThreadUse> Executor::thread_uses() {
+  std::vector<ThreadUse> out;
   for (auto* list : {&threads_, &extras_})
     for (auto& t : *list)
-      out.push_back(cpu_time(t));
+      out.push_back(thread_use(t->thread.native_handle(), t->tid));
   return out;
 }
 
-// Adds a thread while items wait, no thread is idle and none started an item for kStall, when
-// one of them is blocked (it used almost no CPU in that time: a sleep, a lock, slow I/O), or when
-// they all compute in items longer than kLongItems (a slow user function: without a thread more
-// it would hold the other jobs' work for as long as it runs; the cores are then shared, as a
-// thread per task shared them). Joins the extras that left.
+// Adds a thread while items wait, no thread is idle and none started an item for kStall, as
+// StallRule decides: when one of them is blocked (it slept: a lock, slow I/O, a sleep in user
+// code), or when they all computed for kLongItems of CPU time (a slow user function: without a
+// thread more it would hold the other jobs' work for as long as it runs; the cores are then
+// shared, as a thread per task shared them). A thread that only waited for a core (a loaded
+// machine) is neither. Joins the extras that left.
 void Executor::supervise() {
   name_this_thread("conveyor-watch");
+  StallRule rule(std::chrono::nanoseconds(kLongItems).count());
   std::unique_lock<std::mutex> lock(mu_);
-  int stalled_windows = 0; // kStall windows in a row without an item started
   while (!stopping_) {
     stalled_.wait(lock, [this] { return stopping_ || (!ready_.empty() && idle_ == 0); });
-    const uint64_t seen = started_;
-    lock.unlock(); // (the system calls need no lock: only this thread changes the thread lists)
-    const auto before = cpu_times();
-    lock.lock();
-    stalled_.wait_for(lock, kStall, [this] { return stopping_; });
-    if (stopping_)
-      break;
+    // Joined before looking: a thread that left would look blocked (it uses nothing).
     for (auto id : exited_) {
       auto it = std::find_if(extras_.begin(), extras_.end(),
-                             [id](const std::thread& t) { return t.get_id() == id; });
+                             [id](const auto& t) { return t->thread.get_id() == id; });
       if (it != extras_.end()) {
-        it->join(); // it has left work(): only its return remains
+        (*it)->thread.join(); // it has left work(): only its return remains
         extras_.erase(it);
       }
     }
     exited_.clear();
-    if (ready_.empty() || idle_ != 0 || started_ != seen || live_ >= max_) {
-      stalled_windows = 0;
-      continue;
-    }
-    ++stalled_windows;
-    // (An extra that left since `before` shifts the list: then this round adds nothing.)
-    lock.unlock();
-    const auto after = cpu_times();
+    const uint64_t seen = started_;
+    lock.unlock(); // (the system calls need no lock: only this thread changes the thread lists)
+    const auto before = thread_uses();
+    const int64_t from = now_ns();
     lock.lock();
-    if (ready_.empty() || idle_ != 0 || started_ != seen) { // (it moved meanwhile)
-      stalled_windows = 0;
+    stalled_.wait_for(lock, kStall, [this] { return stopping_; });
+    if (stopping_)
+      break;
+    // (A thread that left meanwhile is joined in the next round; nothing is decided on it.)
+    if (ready_.empty() || idle_ != 0 || started_ != seen || live_ >= max_ || !exited_.empty()) {
+      rule.reset();
       continue;
     }
-    bool blocked = false;
-    for (std::size_t i = 0; i < after.size() && after.size() == before.size(); ++i)
-      blocked = blocked || after[i] - before[i] < kStall / 10;
-    if (blocked || stalled_windows * kStall >= kLongItems) {
-      add_thread_locked();
-      stalled_windows = 0;
+    const int64_t elapsed = now_ns() - from;
+    lock.unlock();
+    const auto after = thread_uses();
+    lock.lock();
+    if (ready_.empty() || idle_ != 0 || started_ != seen || !exited_.empty()) { // (it moved)
+      rule.reset();
+      continue;
     }
+    if (rule.on_stalled(before, after, elapsed) != StallVerdict::none)
+      add_thread_locked();
   }
 }
 
@@ -287,6 +288,15 @@ void Executor::work(bool extra) {
     charged.reset(); // (may be the group's last reference: then it has no work left)
     if (q && --q->running_ == 0)
       q->idle_.notify_all(); // under the lock: `q` is alive until this returns
+    // An extra whose stall has passed leaves even while work never runs out: kept, it would
+    // hold a share of the cores that the weights no longer decide (the OS scheduler would).
+    // One at a time: if a blocked item still needs it, the supervisor adds one again.
+    if (extra && live_ > base_ && end - changed_at_ >= kIdleExitNs) {
+      --live_;
+      changed_at_ = end;
+      exited_.push_back(std::this_thread::get_id());
+      return;
+    }
   }
 }
 

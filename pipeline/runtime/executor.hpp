@@ -12,11 +12,16 @@
 //
 // A blocked or slow user function cannot starve the others: while items wait and no thread
 // started one for `kStall` (each is inside a long item), a supervisor adds a thread if one of them
-// is blocked (used under a tenth of a core meanwhile: a sleep, a slow file system, a deadlock in
-// user code), or, when all compute, once none started for `kLongItems` (slow functions then share
-// the cores with the rest, as a thread per task did); up to max_threads. A thread beyond the base
-// count leaves after `kIdleExit` without work. Short items keep the base count (a thread frees up
-// within kStall), and so do CPU-bound ones shorter than kLongItems.
+// is blocked (it slept through the window: a sleep, a slow file system, a deadlock in user code)
+// and none waited long for a core, or, when all compute, once each did for `kLongItems` of CPU
+// time (slow functions then share the cores with the rest, as a thread per task did); up to
+// max_threads (pipeline/runtime/stall_rule.hpp). A thread that only waits for a core, on a loaded
+// machine, is neither: taken for a blocked one, it grew the pool until the OS scheduler, not the
+// tenants' weights, decided who ran (issue 38). A thread beyond the base count leaves after
+// `kIdleExit` without work, or after an item once kIdleExit passed since an extra last came or
+// left (one at a time: a saturated executor keeps no extras its stall no longer needs). Short
+// items keep the base count (a thread frees up within kStall), and so do CPU-bound ones shorter
+// than kLongItems.
 //
 // Across tenants (issue 38) the threads go by weight: every group belongs to a tenant (a job's
 // DistributeOptions::tenant and tenant_weight; "default", 1 otherwise) and the choice below is
@@ -55,6 +60,7 @@
 #include <vector>
 
 #include "pipeline/runtime/fair_share.hpp"
+#include "pipeline/runtime/stall_rule.hpp"
 
 namespace conveyor {
 
@@ -117,6 +123,7 @@ public:
 
 private:
   friend class WorkQueue;
+  struct Thread; // a pool thread and its TID (for the supervisor's look at its scheduling)
   void work(bool extra);
   void supervise();
   void add_thread_locked();
@@ -127,7 +134,7 @@ private:
   void leave_ready_locked(ExecutorGroup* group);     // it left ready_ (no work): its tenant knows
   // Of every thread, base then extras. Only the supervisor calls it (and it alone changes the
   // thread lists while the executor runs), without the lock.
-  std::vector<std::chrono::nanoseconds> cpu_times();
+  std::vector<ThreadUse> thread_uses();
 
   const int base_;
   const int max_;
@@ -136,14 +143,15 @@ private:
   std::condition_variable stalled_; // wakes the supervisor: items wait and no thread is idle
   std::deque<std::shared_ptr<ExecutorGroup>> ready_; // groups with work, served in turn
   bool stopping_ = false;
-  int live_ = 0;         // threads running work()
-  int idle_ = 0;         // of which waiting for an item
-  uint64_t started_ = 0; // items started so far (the supervisor's sign of progress)
+  int live_ = 0;           // threads running work()
+  int idle_ = 0;           // of which waiting for an item
+  uint64_t started_ = 0;   // items started so far (the supervisor's sign of progress)
+  int64_t changed_at_ = 0; // now_ns() when an extra last came or left
   FairShare shares_;
   std::map<std::string, std::shared_ptr<ShareTenant>> tenants_;
-  std::vector<std::thread> threads_;    // the base threads
-  std::vector<std::thread> extras_;     // added while items blocked
-  std::vector<std::thread::id> exited_; // extras that left, to join
+  std::vector<std::unique_ptr<Thread>> threads_; // the base threads
+  std::vector<std::unique_ptr<Thread>> extras_;  // added while items blocked
+  std::vector<std::thread::id> exited_;          // extras that left, to join
   std::thread supervisor_;
   std::shared_ptr<ExecutorGroup> posted_; // post() without a group
 };

@@ -4,8 +4,10 @@
 // every executor thread is blocked in someone else's function.
 #include <doctest/doctest.h>
 
+#include <sched.h>
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -266,6 +268,41 @@ TEST_CASE("executor: threads are added while every one is blocked, and leave whe
   blockers.reset();
 }
 
+// An extra that is no longer needed leaves even while work never runs out: one added while an
+// item blocked, then computing next to the base thread, would otherwise stay for as long as the
+// executor is saturated and hold a share of the cores the weights do not decide (issue 38).
+TEST_CASE("executor: an extra leaves kIdleExit after it came, also while work never runs out") {
+  Executor ex(1);
+  Gate gate;
+  auto open_on_exit = gate.opener();
+  auto blocker = ex.make_queue();
+  blocker->submit([&] { gate.wait(); });
+  REQUIRE(gate.wait_for_waiters(1, std::chrono::seconds(10)));
+  std::atomic<int> done{0};
+  auto work = ex.make_queue();
+  constexpr int kItems = 20000; // 1 ms each: more than the test waits, on any machine
+  for (int i = 0; i < kItems; ++i)
+    work->submit([&] {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      ++done;
+    });
+  for (int i = 0; i < 1000 && done == 0; ++i) // the base thread is blocked: an extra serves
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(done > 0);
+  CHECK(ex.threads() >= 2);
+  gate.open(); // now both compute, and items wait all along
+  const auto deadline = std::chrono::steady_clock::now() + Executor::kIdleExit * 4;
+  while (ex.threads() > 1 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  INFO(done.load() << " of " << kItems << " items done");
+  CHECK(done < kItems); // (still saturated)
+  CHECK(ex.threads() == 1);
+  work.reset(); // (drops the rest)
+  blocker.reset();
+}
+
 namespace {
 std::chrono::nanoseconds thread_cpu() {
   timespec ts{};
@@ -274,43 +311,98 @@ std::chrono::nanoseconds thread_cpu() {
 }
 } // namespace
 
-// A slow CPU-bound function: threads that compute get no company for kLongItems (more threads
-// would only share the cores), then one more (the other jobs' work must not wait for as long as
-// the slow function runs).
+// A slow CPU-bound function: threads that compute get no company for kLongItems of their CPU
+// time (more threads would only share the cores), then one more (the other jobs' work must not
+// wait for as long as the slow function runs).
 TEST_CASE("executor: items that compute get an extra thread only after kLongItems") {
   Executor ex(1);
   std::atomic<bool> ran{false};
   std::atomic<bool> spun{false}; // the spinner returned (what it noted below may be read)
   int early_threads = 0;
   bool ran_while_spinning = false;
-  std::chrono::nanoseconds early_cpu{0};
   const auto early = Executor::kLongItems / 2;
   ex.post([&] { // spins (CPU-bound) while the next item waits
     const auto start = std::chrono::steady_clock::now();
     while (std::chrono::steady_clock::now() < start + early) {
     }
     early_threads = ex.threads();
-    early_cpu = thread_cpu();
-    while (std::chrono::steady_clock::now() < start + Executor::kLongItems * 5 && !ran) {
+    // (Until kLongItems of CPU time and more: on a loaded machine that takes longer than 1x.)
+    while (thread_cpu() < Executor::kLongItems * 5 &&
+           std::chrono::steady_clock::now() < start + std::chrono::seconds(30) && !ran) {
     }
     ran_while_spinning = ran;
     spun = true;
   });
   ex.post([&] { ran = true; });
-  for (int i = 0; i < 1000 && !spun; ++i)
+  for (int i = 0; i < 4000 && !spun; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   REQUIRE(spun);
   CHECK(ran);
   CHECK(ran_while_spinning); // a thread came while the spinner still spun
-  // Only where the spinning thread got most of a core early on: on a machine so busy that it
-  // did not, it looks blocked to the supervisor (and a thread may rightly be added early).
-  if (early_cpu < early / 2) {
-    MESSAGE("the spinning item got only " << early_cpu.count() / 1000000
-                                          << " ms of CPU in its first " << early.count()
-                                          << " ms: the early count is not checked");
+  CHECK(early_threads == 1); // (also on a loaded machine: waiting for a core is not blocking)
+}
+
+namespace {
+
+// Pins the calling thread to `cpu`; false where the system refuses.
+bool pin_to(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return sched_setaffinity(0, sizeof set, &set) == 0;
+}
+
+} // namespace
+
+// Issue 38: on a loaded machine a computing thread waits for a core most of the time. Taken for a
+// blocked one (by its CPU time alone), it got company every kStall, and the executor grew until
+// the tenants' weights no longer decided who ran. Here one executor thread shares a core with 24
+// spinning threads (~4% of it, under the tenth of a window that marks a blocked thread) while an
+// item waits: no thread may be added, as it waits for the core, not for something else.
+TEST_CASE("executor: a thread that only waits for a core gets no company") {
+  const int cpu = sched_getcpu();
+  REQUIRE(cpu >= 0);
+  std::atomic<bool> stop{false};
+  std::atomic<int> pinned{0};
+  std::vector<std::thread> spinners;
+  const auto bound = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (int i = 0; i < 24; ++i)
+    spinners.emplace_back([&] {
+      if (pin_to(cpu))
+        ++pinned;
+      while (!stop && std::chrono::steady_clock::now() < bound) {
+      }
+    });
+  Executor ex(1, 4);
+  std::atomic<bool> spun{false};
+  std::atomic<int> most_threads{0};
+  std::chrono::nanoseconds spin_cpu{0};
+  bool self_pinned = false;
+  ex.post([&] {
+    self_pinned = pin_to(cpu);
+    const auto start = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() < start + std::chrono::seconds(1))
+      most_threads = std::max(most_threads.load(), ex.threads());
+    spin_cpu = thread_cpu();
+    spun = true;
+  });
+  std::atomic<bool> ran{false};
+  ex.post([&] { ran = true; }); // waits for the spinner all along
+  for (int i = 0; i < 2000 && !spun; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  stop = true;
+  for (auto& t : spinners)
+    t.join();
+  REQUIRE(spun);
+  if (!self_pinned || pinned < 24) {
+    MESSAGE("sched_setaffinity refused: not checked");
     return;
   }
-  CHECK(early_threads == 1);
+  INFO("the item got " << spin_cpu.count() / 1000000 << " ms of CPU in 1 s");
+  CHECK(most_threads == 1);
+  for (int i = 0; i < 1000 && !ran; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(ran);
 }
 
 TEST_CASE("executor: a thread is added only while no item starts, up to max_threads") {
