@@ -528,7 +528,7 @@ TEST_CASE("OFF: batches are acknowledged too, and a retired task leaves without 
   REQUIRE(c.on_reply(*to_1, b, out).ok());
   // The next request to task 1 carries the acknowledgement (a draining worker waits for it).
   bool acked = false;
-  const auto more = c.next_requests();
+  auto more = c.next_requests();
   for (const auto& r : more)
     acked = acked || (r.task == 1 && r.acks == std::vector<uint64_t>{7});
   for (const auto& r : reqs) // (a request may have carried it already)

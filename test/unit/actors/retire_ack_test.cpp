@@ -5,6 +5,10 @@
 // proxy) made the consumer see the connection drop first and count the task as lost.
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <chrono>
+#include <future>
+
 #include "cluster_fixture.hpp"
 
 using namespace conveyor;
@@ -39,10 +43,22 @@ TEST_CASE("drain: a worker stopped right after its drain returns - the consumer 
     auto stream = client.distribute(Dataset::range(1000).repeat(), o);
     REQUIRE_MESSAGE(stream.ok(), stream.status().to_string());
     read_n(*stream, 200); // both tasks serve
-    auto drained = cluster.worker(1).drain(std::chrono::seconds(10));
+    // The reader reads on while the worker drains (a reader that stops taking elements never
+    // asks the retiring task again, and holds the drain until its timeout).
+    std::atomic<bool> stopped{false};
+    auto drainer = std::async(std::launch::async, [&] {
+      auto s = cluster.worker(1).drain(std::chrono::seconds(10));
+      if (s.ok())
+        cluster.stop_worker(1); // at once: nothing may still be on its way to the consumer
+      stopped = true;
+      return s;
+    });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!stopped && std::chrono::steady_clock::now() < deadline)
+      read_n(*stream, 1);
+    auto drained = drainer.get();
     REQUIRE_MESSAGE(drained.ok(), drained.to_string());
-    cluster.stop_worker(1); // at once: nothing may still be on its way to the consumer
-    read_n(*stream, 2000);  // the other worker serves on (the consumer sees the drop meanwhile)
+    read_n(*stream, 2000); // the other worker serves on (the consumer sees the drop meanwhile)
     lost_rounds += stream->stats().lost_tasks > 0;
   }
   CHECK(lost_rounds == 0);
