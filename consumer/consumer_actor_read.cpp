@@ -154,6 +154,7 @@ void request_batch(self_ptr self, const ConsumerCore::Request& r) {
                         r.acks,         r.reconnected};
   req.trainer_id = st.start.trainer_id;
   req.auth_token = st.start.auth_token; // a worker with a token refuses requests without it
+  req.retired_ack = r.retired_ack;
   std::string worker;
   uint64_t channel = 0; // the link's local id when the request goes on its bulk channel
   if (auto w = st.task_worker.find(r.task); w != st.task_worker.end()) {

@@ -244,16 +244,19 @@ std::vector<ConsumerCore::Request> ConsumerCore::next_requests() {
   // Acknowledgements never wait for credits: a task whose batches are all received but not yet
   // acknowledged gets an ack-only request (max_elements 0), so its splits can finish — also
   // after its end of sequence (a DYNAMIC task counts as done only once all is acknowledged).
+  // A retired task's mark is acknowledged the same way: its draining worker waits for that.
   for (auto& [id, slot] : tasks_) {
     const bool greet = limits_.greet_tasks && !slot.greeted;
-    if (slot.connected && (!slot.acks.empty() || greet) && slot.in_flight == 0) {
+    if (slot.connected && (!slot.acks.empty() || greet || slot.retired_ack_due) &&
+        slot.in_flight == 0) {
       slot.greeted = true;
       Request r{next_request_id_++,
                 id,
                 0,
                 limits_.max_bytes_per_request,
                 std::exchange(slot.acks, {}),
-                std::exchange(slot.reconnected, false)};
+                std::exchange(slot.reconnected, false),
+                std::exchange(slot.retired_ack_due, false)};
       ++slot.in_flight;
       in_flight_[r.id] = r;
       out.push_back(r);
@@ -350,6 +353,8 @@ void ConsumerCore::on_request_failed(const Request& request) {
     t->second.reconnected = true;
   else
     given_up_[request.id] = request.task;
+  if (request.retired_ack) // asked again: the draining worker waits for it
+    t->second.retired_ack_due = true;
   drop_unannounced(t->second);
 }
 
@@ -473,8 +478,10 @@ Status ConsumerCore::on_reply(const Request& request, msg::element_batch batch,
   // keeps every batch until then (a draining worker waits for them).
   if (batch.num_chunks > 0 && batch.chunk_index + 1 == batch.num_chunks && batch.bulk_frames == 0)
     slot.acks.push_back(batch.batch_seq);
-  if (batch.retired)
+  if (batch.retired && !slot.retired) {
     slot.retired = true;
+    slot.retired_ack_due = true; // (the answer to the acknowledgement repeats the mark)
+  }
   ++messages_;
   bytes_ += static_cast<int64_t>(batch.payload.size());
   slot.off_last = batch.end_of_sequence;

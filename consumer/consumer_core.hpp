@@ -77,6 +77,7 @@ public:
     uint64_t max_bytes = 0;
     std::vector<uint64_t> acks; // batches of this task received since the last request
     bool reconnected = false;   // first request after a reconnection to the task's worker
+    bool retired_ack = false;   // acknowledges the task's `retired` mark (asks for nothing)
   };
 
   // The job's sharding policy: DYNAMIC re-reads a lost task's splits elsewhere; every other
@@ -175,6 +176,7 @@ public:
   bool finished() const;
   bool knows_task(msg::task_id_t task) const { return tasks_.count(task) > 0; }
   // The task retired (element_batch.retired): its worker drains, and losing it loses nothing.
+  // The mark is acknowledged with one more request (retired_ack): the worker leaves only then.
   bool retired(msg::task_id_t task) const {
     auto t = tasks_.find(task);
     return t != tasks_.end() && t->second.retired;
@@ -216,8 +218,9 @@ private:
     std::map<uint64_t, BulkBatch> bulk_batches; // by batch_seq
     bool connected = false;
     bool end_of_sequence = false;
-    bool retired = false;    // served all it will and was acknowledged (element_batch.retired)
-    bool short_copy = false; // lost elements and was counted in lost_tasks_ (OFF, continue)
+    bool retired = false;         // served all it will and was acknowledged (element_batch.retired)
+    bool retired_ack_due = false; // `retired` came and is not acknowledged yet (retired_ack)
+    bool short_copy = false;      // lost elements and was counted in lost_tasks_ (OFF, continue)
     bool reconnected = false;
     bool greeted = false; // (ConsumerLimits::greet_tasks)
     uint32_t in_flight = 0;

@@ -175,8 +175,11 @@ void restore(self_ptr self) {
     // come back or are removed after worker_timeout, its production is not over.
     if (auto j = st.jobs.find(id); j != st.jobs.end())
       for (const auto* t : st.cluster.tasks_of_job(id))
-        if (const auto* w = st.cluster.worker(t->worker))
-          self->send(j->second, msg::add_task{t->id, t->worker, w->address, {}});
+        if (const auto* w = st.cluster.worker(t->worker)) {
+          msg::add_task add{t->id, t->worker, w->address, {}};
+          set_off_slot(st, add); // a resumed OFF read's slot (journal format 15)
+          self->send(j->second, add);
+        }
     ++running;
   }
   restore_snapshots(self);
@@ -359,7 +362,6 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
               st.released_at[released.job] = self->clock().now(); // a named job: until GC
           }
           st.jobs.erase(released.job);
-          st.off_slots.erase(released.job);
         },
         [self](msg::tick_atom) {
           // Its own timer only: from a peer it would drive journal compaction at will.

@@ -65,13 +65,20 @@ bool is_static(ShardingPolicy p) {
   return p != ShardingPolicy::off && p != ShardingPolicy::dynamic;
 }
 
-// What a job learns of its task on a live worker: the handle, the worker's tags and, for static
-// sharding, the worker's place in the fixed list (registration admitted listed ones only).
+void set_off_slot(const dispatcher_actor_state& st, msg::add_task& add) {
+  if (const auto* t = st.cluster.task(add.task); t && t->off_slot >= 0)
+    std::tie(add.off_slot, add.off_skip) = std::pair{t->off_slot, t->off_skip};
+}
+
+// What a job learns of its task on a live worker: the handle, the worker's tags, a resumed OFF
+// read's slot and, for static sharding, the worker's place in the fixed list (registration
+// admitted listed ones only).
 msg::add_task task_on_worker(const dispatcher_actor_state& st, msg::task_id_t task,
                              ShardingPolicy policy, msg::worker_id_t worker,
                              const std::string& address, const LiveWorker& live) {
   msg::add_task add{task, worker, address, live.handle};
   add.worker_tags = live.tags;
+  set_off_slot(st, add);
   if (is_static(policy)) {
     add.num_workers = static_cast<int64_t>(st.start.worker_addresses.size());
     add.worker_index = fixed_index(st, address);
@@ -96,15 +103,15 @@ void create_task(self_ptr self, msg::job_id_t job, msg::worker_id_t worker) {
       return; // it has one
   if (!may_place(st.cluster, st.start.tenant_max_workers, job_entry->tenant, worker))
     return; // its tenant is at its worker cap (dispatcher/tenant_caps.hpp)
-  auto slots = st.off_slots.find(job);
-  if (slots != st.off_slots.end() && slots->second.taken >= slots->second.slots.size())
+  if (job_entry->all_off_slots_taken())
     return; // a resumed OFF read: every slot has its task
   auto task = st.cluster.next_task_id();
-  std::string address = entry->address;
-  auto add = task_on_worker(st, task, job_entry->policy, worker, address, w->second);
-  if (slots != st.off_slots.end())
-    std::tie(add.off_slot, add.off_skip) = slots->second.slots[slots->second.taken++];
-  (void)persist(self, msg::CreateTaskRecord{task, job, worker, now_us(self)}, [self, job, add] {
+  const auto policy = job_entry->policy;
+  if (!persist(self, msg::CreateTaskRecord{task, job, worker, now_us(self)}).ok())
+    return;
+  // (After the record: it gave the task its slot.)
+  auto add = task_on_worker(st, task, policy, worker, entry->address, w->second);
+  after_durable(self, [self, job, add] {
     if (auto j = self->state.jobs.find(job); j != self->state.jobs.end())
       self->send(j->second, add);
   });
@@ -472,14 +479,14 @@ Expected<std::shared_ptr<const ReadCursor>> check_resume(const msg::get_or_creat
 
 // A resumed OFF job's slots: one task per slot whose task had not ended, skipping what was
 // consumed. When every slot ended, one task that produces nothing (skip all), so that the job
-// has a task to end with: the read then ends at once.
-dispatcher_actor_state::OffSlots off_slots_of(const ReadCursor& cursor) {
-  dispatcher_actor_state::OffSlots out;
+// has a task to end with: the read then ends at once. None for a cursor without slots.
+std::vector<msg::OffSlot> off_slots_of(const ReadCursor& cursor) {
+  std::vector<msg::OffSlot> out;
   for (const auto& [slot, s] : cursor.slots())
     if (!s.ended)
-      out.slots.emplace_back(slot, s.consumed);
-  if (out.slots.empty() && !cursor.slots().empty())
-    out.slots.emplace_back(cursor.slots().begin()->first, ReadCursor::kSkipAll);
+      out.push_back(msg::OffSlot{slot, s.consumed});
+  if (out.empty() && !cursor.slots().empty())
+    out.push_back(msg::OffSlot{cursor.slots().begin()->first, ReadCursor::kSkipAll});
   return out;
 }
 
@@ -621,6 +628,9 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
                                   req.tenant_weight,
                                   planned.file_seed,
                                   req.deterministic_window};
+  // (A cursor without slots was saved before the read knew any task: a fresh OFF job.)
+  if (*resume && req.policy == ShardingPolicy::off)
+    job_record.off_slots = off_slots_of(**resume);
   msg::Update record = std::move(job_record);
   if (req.job_name)
     record =
@@ -645,9 +655,6 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
   std::vector<msg::worker_id_t> workers;
   for (const auto& [wid, w] : st.workers)
     workers.push_back(wid);
-  // (A cursor without slots was saved before the read knew any task: a fresh OFF job.)
-  if (*resume && req.policy == ShardingPolicy::off && !(*resume)->slots().empty())
-    st.off_slots[id] = off_slots_of(**resume);
   for (auto wid : placement_order(st.cluster, req.tenant, std::move(workers)))
     create_task(self, id, wid);
   return job_info_of(self, id);

@@ -88,14 +88,6 @@ struct dispatcher_actor_state {
   caf::actor_clock::time_point last_estimate{};
   bool estimating = false; // the jobs' status was asked for and not all have answered
   std::map<std::string, LiveSnapshot> snapshots; // by directory
-  // OFF jobs resumed from a read cursor: their slots (slot, consumed) in the order tasks take
-  // them, and how many were taken. A worker beyond them gets no task of the job. Not journaled:
-  // a restarted dispatcher does not know them (docs/SEMANTICS.md "Resuming an OFF read").
-  struct OffSlots {
-    std::vector<std::pair<int64_t, int64_t>> slots;
-    std::size_t taken = 0;
-  };
-  std::map<msg::job_id_t, OffSlots> off_slots;
 };
 
 using self_ptr = dispatcher_full_actor::stateful_pointer<dispatcher_actor_state>;
@@ -103,6 +95,8 @@ using self_ptr = dispatcher_full_actor::stateful_pointer<dispatcher_actor_state>
 // dispatcher_actor.cpp
 int64_t now_us(self_ptr self);
 Status persist(self_ptr self, msg::Update update, std::function<void()> then = {});
+// Runs `fn` once every record persisted so far is durable.
+void after_durable(self_ptr self, std::function<void()> fn);
 std::string version_refusal(uint32_t ours, uint32_t theirs, const std::string& who);
 void restore(self_ptr self);
 void check_heartbeats(self_ptr self);
@@ -111,6 +105,8 @@ void compact_if_due(self_ptr self);
 // dispatcher_actor_jobs.cpp
 void create_tasks_for_live_jobs(self_ptr self, msg::worker_id_t worker);
 void place_capped_jobs(self_ptr self);
+// A resumed OFF read's task: the slot its record gave it (TaskEntry::off_slot), if any.
+void set_off_slot(const dispatcher_actor_state& st, msg::add_task& add);
 msg::add_task task_on_worker(const dispatcher_actor_state& st, msg::task_id_t task,
                              ShardingPolicy policy, msg::worker_id_t worker,
                              const std::string& address, const LiveWorker& live);

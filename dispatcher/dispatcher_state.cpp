@@ -120,6 +120,10 @@ Status DispatcherState::create_job(const CreateJobRecord& r, int64_t iteration) 
   job.tenant_weight = r.tenant_weight;
   job.file_seed = r.file_seed;
   job.deterministic_window = r.deterministic_window;
+  if (!r.off_slots.empty() && job.policy != ShardingPolicy::off)
+    return invalid_argument("job " + std::to_string(r.job) + ": read-cursor slots are for OFF " +
+                            "jobs, this one is " + std::string{to_string(job.policy)});
+  job.off_slots = r.off_slots;
   if (!r.job_name.empty()) {
     named_jobs_[{r.dataset, r.job_name, iteration}] = r.job;
     job.repetition = iteration;
@@ -147,8 +151,19 @@ Status DispatcherState::apply_one(const CreateTaskRecord& r) {
       return failed_precondition("job " + std::to_string(r.job) + " already has task " +
                                  std::to_string(id) + " on worker " + std::to_string(r.worker));
   }
-  tasks_[r.task] = TaskEntry{r.task, r.job, r.worker, false, false, {}};
-  job->second.tasks.insert(r.task);
+  auto& entry = job->second;
+  if (entry.all_off_slots_taken())
+    return failed_precondition("job " + std::to_string(r.job) + ": each of the " +
+                               std::to_string(entry.off_slots.size()) +
+                               " slot(s) of its resumed OFF read has its task already");
+  TaskEntry task{r.task, r.job, r.worker, false, false, {}};
+  if (!entry.off_slots.empty()) { // the next slot (in the order the job's record gave them)
+    const auto& slot = entry.off_slots[static_cast<std::size_t>(entry.off_slots_taken++)];
+    task.off_slot = slot.slot;
+    task.off_skip = slot.skip;
+  }
+  tasks_[r.task] = std::move(task);
+  entry.tasks.insert(r.task);
   next_task_id_ = std::max(next_task_id_, r.task + 1);
   return Status::OK();
 }
@@ -356,7 +371,12 @@ bool same_job(const JobEntry& a, const JobEntry& b) {
          a.split_next_index == b.split_next_index && a.splits_handed_out == b.splits_handed_out &&
          a.source_positions == b.source_positions &&
          a.deterministic_window == b.deterministic_window &&
-         a.finished_log_next == b.finished_log_next &&
+         a.finished_log_next == b.finished_log_next && a.off_slots_taken == b.off_slots_taken &&
+         a.off_slots.size() == b.off_slots.size() &&
+         std::equal(a.off_slots.begin(), a.off_slots.end(), b.off_slots.begin(),
+                    [](const OffSlot& x, const OffSlot& y) {
+                      return x.slot == y.slot && x.skip == y.skip;
+                    }) &&
          a.finished_log.size() == b.finished_log.size() &&
          std::equal(a.finished_log.begin(), a.finished_log.end(), b.finished_log.begin(),
                     [](const JournalSplitKey& x, const JournalSplitKey& y) {
@@ -371,7 +391,8 @@ bool same_job(const JobEntry& a, const JobEntry& b) {
 }
 bool same_task(const TaskEntry& a, const TaskEntry& b) {
   return a.id == b.id && a.job == b.job && a.worker == b.worker && a.finished == b.finished &&
-         a.removed == b.removed && a.error == b.error;
+         a.removed == b.removed && a.error == b.error && a.off_slot == b.off_slot &&
+         a.off_skip == b.off_skip;
 }
 bool same_snapshot(const SnapshotEntry& a, const SnapshotEntry& b) {
   auto same_split = [](const JournalSplit& x, const JournalSplit& y) {

@@ -93,6 +93,14 @@ struct JobEntry {
   int64_t deterministic_window = 0;
   std::vector<msg::JournalSplitKey> finished_log;
   int64_t finished_log_next = 0;
+  // An OFF read resumed from a read cursor (msg::CreateJobRecord::off_slots): its slots in the
+  // order tasks take them, and how many were taken (removed tasks' too: a lost OFF task's slot is
+  // not served again). A worker beyond them gets no task of the job.
+  std::vector<msg::OffSlot> off_slots;
+  int64_t off_slots_taken = 0;
+  bool all_off_slots_taken() const {
+    return !off_slots.empty() && off_slots_taken >= static_cast<int64_t>(off_slots.size());
+  }
 };
 
 struct TaskEntry {
@@ -102,6 +110,9 @@ struct TaskEntry {
   bool finished = false;
   bool removed = false; // unused: removed tasks are erased
   std::string error;
+  // A resumed OFF read's task: the slot it serves and the elements it skips (-1: none).
+  int64_t off_slot = -1;
+  int64_t off_skip = 0;
 };
 
 // A distributed snapshot (msg::CreateSnapshotRecord ...): its streams and their splits.
@@ -164,11 +175,11 @@ typename Inspector::result_type inspect(Inspector& f, JobEntry& x) {
            x.tenant_weight, x.file_seed, x.finished, x.released, x.tasks, x.has_split_position,
            x.split_epoch, x.split_provider_epoch, x.split_next_index, x.splits_handed_out,
            x.outstanding_splits, x.source_positions, x.deterministic_window, x.finished_log,
-           x.finished_log_next);
+           x.finished_log_next, x.off_slots, x.off_slots_taken);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TaskEntry& x) {
-  return f(x.id, x.job, x.worker, x.finished, x.removed, x.error);
+  return f(x.id, x.job, x.worker, x.finished, x.removed, x.error, x.off_slot, x.off_skip);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RepetitionEntry& x) {

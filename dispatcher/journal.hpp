@@ -69,9 +69,11 @@ namespace conveyor::actors {
 // JournalSplitKey; JobEntry.source_positions); 13: a DYNAMIC job's file order seed
 // (CreateJobRecord.file_seed, JobEntry.file_seed); 14: deterministic reads' window and
 // finished-split log (CreateJobRecord.deterministic_window, SplitPositionRecord.finished_first/
-// finished_known, JobEntry.deterministic_window/finished_log/finished_log_next). Older work dirs
-// are refused with the version they have (the records' layout changed in 11, 12, 13 and 14).
-inline constexpr uint32_t kJournalFormatVersion = 14;
+// finished_known, JobEntry.deterministic_window/finished_log/finished_log_next); 15: a resumed
+// OFF read's slots (CreateJobRecord.off_slots, JobEntry.off_slots/off_slots_taken,
+// TaskEntry.off_slot/off_skip). Older work dirs are refused with the version they have (the
+// records' layout changed in 11, 12, 13, 14 and 15).
+inline constexpr uint32_t kJournalFormatVersion = 15;
 
 struct JournalOptions {
   std::string dir;

@@ -46,6 +46,18 @@ typename Inspector::result_type inspect(Inspector& f, RemoveWorkerRecord& x) {
   return f(x.worker, x.reason, x.time_us);
 }
 
+// A resumed OFF read's slot (pipeline/sharding/read_cursor.hpp): the read-cursor slot a task
+// serves and how many of its elements it skips, those the cursor's reader consumed
+// (ReadCursor::kSkipAll: the slot's task had ended; it produces nothing).
+struct OffSlot {
+  int64_t slot = 0;
+  int64_t skip = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, OffSlot& x) {
+  return f(x.slot, x.skip);
+}
+
 struct CreateJobRecord {
   job_id_t job = 0;
   dataset_id_t dataset;
@@ -63,12 +75,15 @@ struct CreateJobRecord {
   // Deterministic reads (get_or_create_job.deterministic_window; journal format 14): the window
   // a restored job keeps handing out splits within. 0 = not deterministic.
   int64_t deterministic_window = 0;
+  // An OFF read resumed from a read cursor (journal format 15): its slots, in the order its tasks
+  // take them (each CreateTaskRecord of the job the next one); empty = not resumed.
+  std::vector<OffSlot> off_slots = {};
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, CreateJobRecord& x) {
   return f(x.job, x.dataset, x.job_name, x.policy, x.num_consumers, x.target_workers, x.time_us,
            x.split_size, x.cross_trainer_cache, x.expected_consumers, x.tenant, x.tenant_weight,
-           x.file_seed, x.deterministic_window);
+           x.file_seed, x.deterministic_window, x.off_slots);
 }
 
 struct CreateTaskRecord {

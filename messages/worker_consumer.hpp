@@ -94,13 +94,18 @@ struct get_elements {
   // Admission (net/admission.hpp): the token of the consumer's NetworkConfig. A worker
   // started with a token refuses a request without it (permission_denied). Never logged.
   std::string auth_token = {};
+  // The consumer received the task's `retired` mark (element_batch::retired; protocol 30). The
+  // request asks for nothing; it is answered at once. A draining worker leaves only once every
+  // consumer of its retired tasks said so (or is gone): its stop closes the connection, and a
+  // consumer that saw the connection drop before the mark counted the task as lost.
+  bool retired_ack = false;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, get_elements& x) {
   return f(caf::meta::type_name("get_elements"), x.consumer, x.max_elements, x.max_bytes, x.hold_ns,
            x.acks, x.reconnected, x.bulk_channel, x.trainer_id, x.round_first, x.round_count,
            x.consumer_index, x.round_timeout_ns, x.round_resume, x.round_committed_known,
-           x.auth_token);
+           x.auth_token, x.retired_ack);
 }
 
 // task -> consumer
@@ -132,7 +137,7 @@ struct element_batch {
   int64_t round_committed = -1;
   // The task serves this consumer nothing more, and the consumer acknowledged every batch it
   // was sent: an endless OFF task whose worker drains (TaskRunner::retire). Its leaving is then
-  // no loss.
+  // no loss. The consumer acknowledges it (get_elements::retired_ack).
   bool retired = false;
 };
 template <class Inspector>

@@ -106,9 +106,6 @@ public:
 
 namespace {
 
-// How long a drained worker waits before it may be stopped (WorkerServer::drain).
-constexpr std::chrono::milliseconds kDrainLinger{200};
-
 uint32_t version_or_default(uint32_t v) { return v == 0 ? msg::kProtocolVersion : v; }
 
 // A node's file confinement (--allow-path): null when allow_all_paths (not confined).
@@ -580,12 +577,8 @@ Status WorkerServer::drain(std::chrono::milliseconds timeout) {
                result = msg::to_status(err, "draining the worker")
                           .with_context("waited " + std::to_string(timeout.count()) + " ms");
              });
-  // The tasks' last replies (an endless OFF task's `retired` mark, which nothing acknowledges)
-  // may still sit in CAF's send buffers or the frame guard's proxy, and stop() closes both at
-  // once: a consumer that then sees the connection drop first counts the task as lost (seen
-  // under the sanitizers). A short pause lets them reach the consumers.
-  if (result.ok())
-    std::this_thread::sleep_for(kDrainLinger);
+  // (An endless OFF task's `retired` mark is acknowledged by its consumers before its drain
+  // completes: stop() right after cannot close the connection under the mark.)
   return result;
 }
 

@@ -156,13 +156,11 @@ void on_drain(self_ptr self) {
     st.runner->retire();
     log::info(kLog, st.label() + ": draining an endless OFF task: it hands out nothing more "
                                  "and retires once its consumers acknowledged what they were "
-                                 "sent and were told");
+                                 "sent and the retirement");
     for (auto& h : st.held) {
       msg::element_batch reply;
       const auto consumer = h.request.consumer;
       reply.retired = !st.runner->has_pending(consumer) && !st.runner->awaits_ack(consumer);
-      if (reply.retired)
-        st.told_retired.insert(consumer);
       h.promise.deliver(std::move(reply));
     }
     st.held.clear();
@@ -217,7 +215,7 @@ void on_leave_job(self_ptr self, msg::leave_job& left) {
     after_step(self); // answers its held requests (with an error)
   } else if (st.runner && !st.rounds) {
     st.runner->forget_unacknowledged(left.consumer);
-    st.told_retired.insert(left.consumer); // it reads no more: a drain need not tell it
+    st.retired_acked.insert(left.consumer); // it reads no more: a drain need not tell it
     if (freed)
       serve_held(self);
   }
@@ -245,12 +243,14 @@ caf::result<bool> on_drained(self_ptr self) {
     return true;
   if (!(st.runner->ended() || st.runner->failed() || st.runner->retired()))
     return false;
-  // Retired: every consumer still there must have been told (a reply with `retired`). One that
-  // was not (its credits went to other tasks while this one retired) would count the task as
-  // lost once the worker leaves; it asks again as soon as it has a credit for this task.
+  // Retired: every consumer still there must have acknowledged the `retired` mark. One that did
+  // not would count the task as lost once the worker leaves: it was not told yet (its credits
+  // went to other tasks while this one retired; it asks again as soon as it has a credit for
+  // this task), or the mark is still on its way (the worker's stop would close the connection
+  // under it).
   if (st.runner->retired() && !st.runner->failed())
     for (const auto& [addr, consumer] : st.consumers)
-      if (!st.told_retired.count(consumer))
+      if (!st.retired_acked.count(consumer))
         return false;
   // OFF too: a batch taken but not yet received would be lost with the worker (the
   // simulator found OFF drains ending a few elements short of the epoch).

@@ -91,12 +91,12 @@ bool answer(self_ptr self, const msg::get_elements& req, Deliver&& deliver, Fail
   }
   // Retired (an endless OFF task of a draining worker): the rest of a chunked batch, else at
   // once: empty while the consumer still owes acknowledgements (its next request carries
-  // them), then `retired`, after which it asks no more.
+  // them), then `retired`, which the consumer acknowledges (retired_ack) and asks no more.
   if (st.runner->retired() && !st.runner->has_pending(req.consumer)) {
     msg::element_batch reply;
     reply.retired = !st.runner->awaits_ack(req.consumer);
-    if (reply.retired)
-      st.told_retired.insert(req.consumer);
+    if (reply.retired && req.retired_ack)
+      st.retired_acked.insert(req.consumer);
     deliver(std::move(reply));
     return true;
   }

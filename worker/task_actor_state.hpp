@@ -68,10 +68,11 @@ struct task_state {
   // drops it (--client-timeout).
   std::map<caf::actor_addr, msg::consumer_id_t> consumers;
   bool asked = false; // some consumer asked (so `consumers` empty means: every one of them went)
-  // A retired endless OFF task (its worker drains): the consumers that were answered `retired`
-  // or left. The drain waits for every consumer in `consumers`: one that never heard of the
-  // retirement would count the task as lost when the worker leaves.
-  std::set<msg::consumer_id_t> told_retired;
+  // A retired endless OFF task (its worker drains): the consumers that acknowledged its
+  // `retired` mark (get_elements::retired_ack) or left. The drain waits for every consumer in
+  // `consumers`: one that has not received the mark yet (never asked again, or the reply is
+  // still on its way) would count the task as lost when the worker leaves.
+  std::set<msg::consumer_id_t> retired_acked;
   bool produce_scheduled = false;
   bool waiting_for_split = false;
   bool reported_done = false;

@@ -204,8 +204,9 @@ public:
   // The address advertised to the dispatcher ("host:port").
   std::string worker_address() const;
   // Graceful stop, first half: take no new task or split, hand unstarted splits back to their
-  // jobs, deliver what was started. OK once every task's output was acknowledged;
-  // deadline_exceeded when that took longer than `timeout`. Call stop() after it.
+  // jobs, deliver what was started. OK once every task's output was acknowledged (and an
+  // endless OFF task's consumers acknowledged its retirement: nothing is still on its way to
+  // them); deadline_exceeded when that took longer than `timeout`. Call stop() after it.
   Status drain(std::chrono::milliseconds timeout);
   void stop();
   void join();

@@ -279,3 +279,73 @@ TEST_CASE("resume: the dispatcher SIGKILLed mid resumed read and restarted on it
   CHECK_MESSAGE(sorted(all) == expected_sorted_lines(dataset),
                 "first " << first->stdout_lines().size() << " + rest " << more.size());
 }
+
+// A resumed OFF job's slots are journaled (journal format 15). Here the resumed read starts with
+// one worker for two slots: the second slot waits for a worker. The dispatcher is SIGKILLed and
+// restarted on its work dir meanwhile, and a worker that joins the restored job gets the waiting
+// slot's task (with its skip). Before, the restored job did not know its slots: the joining worker
+// got a task of the whole dataset, repeating the slot's consumed prefix.
+TEST_CASE("resume: an OFF read's slots survive a dispatcher restart - a worker that joins the "
+          "restored job serves the slot left, each slot's elements exactly once") {
+  using namespace conveyor::testing;
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string wd = dir.path() + "/work";
+  auto d1 = start_dispatcher(free_port(), wd, "dispatcher1");
+  const uint16_t port = *d1->wait_listening(kStartTimeout);
+  auto w1 = start_worker(port, "worker1");
+  auto w2 = start_worker(port, "worker2");
+  REQUIRE(w1->wait_for_output("worker: ready", kStartTimeout));
+  REQUIRE(w2->wait_for_output("worker: ready", kStartTimeout));
+  constexpr int64_t kN = 4000;
+  // ~12 s per slot: the restart and the joining worker come well before the first slot's end.
+  const std::string dataset = "range(4000).map(sleep_us(us=3000))";
+  CursorFile cursor;
+  const auto read = [&](std::vector<std::string> extra, const std::string& name) {
+    std::vector<std::string> args{"read",  "--dispatcher", addr(port), "--dataset",
+                                  dataset, "--mode",       "off"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = ChildProcess::conveyor(args, name);
+    REQUIRE_MESSAGE(r.ok(), r.status().to_string());
+    return std::move(r).value();
+  };
+  // 400 elements of the two slots (the two workers' tasks), then the cursor.
+  auto first =
+    read({"--take", "400", "--checkpoint-to", cursor.path, "--checkpoint-every", "50"}, "first");
+  REQUIRE(first->wait_exit(kReadTimeout) == std::optional<int>{0});
+  // The second worker leaves (drained) and is removed: the resumed job has a worker for one slot.
+  w2->signal(SIGTERM);
+  REQUIRE(w2->wait_exit(kStartTimeout) == std::optional<int>{0});
+  REQUIRE_MESSAGE(d1->wait_for_output("removed (worker", kStartTimeout), d1->describe());
+  auto rest = read({"--resume-from", cursor.path}, "rest");
+  REQUIRE_MESSAGE(d1->wait_for_output("resumed from a read cursor", kReadTimeout), d1->describe());
+  REQUIRE_MESSAGE(rest->wait_for_stdout_lines(100, kReadTimeout), rest->describe());
+  d1->signal(SIGKILL);
+  REQUIRE(d1->wait_exit(kStartTimeout).has_value());
+  auto d2 = start_dispatcher(port, wd, "dispatcher2");
+  auto w3 = start_worker(port, "worker3");
+  REQUIRE_MESSAGE(w3->wait_for_output("started task", kReadTimeout), w3->describe());
+  auto rc = rest->wait_exit(kReadTimeout);
+  REQUIRE_MESSAGE(rc.has_value(), rest->describe());
+  CHECK_MESSAGE(*rc == 0, std::string(rest->describe() + d2->describe() + w3->describe()));
+  REQUIRE_FALSE(w1->exited());
+  // Each value once per slot: the first read's part of it plus the resumed read's.
+  std::vector<int64_t> got;
+  for (const auto& lines : {first->stdout_lines(), rest->stdout_lines()})
+    for (const auto& l : lines)
+      got.push_back(std::stoll(l));
+  std::sort(got.begin(), got.end());
+  int64_t repeated = 0, missing = 0;
+  for (int64_t v = 0, k = 0; v < kN; ++v) {
+    int64_t c = 0;
+    for (; k < static_cast<int64_t>(got.size()) && got[static_cast<std::size_t>(k)] == v; ++k)
+      ++c;
+    missing += std::max<int64_t>(0, 2 - c);
+    repeated += std::max<int64_t>(0, c - 2);
+  }
+  CHECK_MESSAGE(got.size() == static_cast<std::size_t>(2 * kN),
+                "first " << first->stdout_lines().size() << " + rest "
+                         << rest->stdout_lines().size());
+  CHECK(missing == 0);
+  CHECK(repeated == 0);
+}

@@ -83,6 +83,7 @@ public:
   }
 
   void stop_worker(std::size_t i) { workers_.at(i).reset(); }
+  WorkerServer& worker(std::size_t i) { return *workers_.at(i); }
 
   Client client(ClientConfig cc = test_client_config()) {
     auto c = Client::connect(dispatcher_->target(), cc);

@@ -528,7 +528,8 @@ TEST_CASE("OFF: batches are acknowledged too, and a retired task leaves without 
   REQUIRE(c.on_reply(*to_1, b, out).ok());
   // The next request to task 1 carries the acknowledgement (a draining worker waits for it).
   bool acked = false;
-  for (const auto& r : c.next_requests())
+  auto more = c.next_requests();
+  for (const auto& r : more)
     acked = acked || (r.task == 1 && r.acks == std::vector<uint64_t>{7});
   for (const auto& r : reqs) // (a request may have carried it already)
     acked = acked || (r.task == 1 && r.acks == std::vector<uint64_t>{7});
@@ -537,9 +538,10 @@ TEST_CASE("OFF: batches are acknowledged too, and a retired task leaves without 
   // list fails the read.
   msg::element_batch retired;
   retired.retired = true;
-  for (const auto& r : reqs)
-    if (r.task == 1 && &r != to_1)
-      REQUIRE(c.on_reply(r, retired, out).ok());
+  for (const auto* sent : {&reqs, &more})
+    for (const auto& r : *sent)
+      if (r.task == 1 && &r != to_1)
+        REQUIRE(c.on_reply(r, retired, out).ok());
   if (!c.retired(1)) {
     auto again = c.next_requests();
     for (const auto& r : again)
@@ -547,8 +549,25 @@ TEST_CASE("OFF: batches are acknowledged too, and a retired task leaves without 
         REQUIRE(c.on_reply(r, retired, out).ok());
   }
   REQUIRE(c.retired(1));
-  for (const auto& r : c.next_requests())
-    CHECK(r.task != 1);
+  // It acknowledges the mark with a request for nothing (its draining worker waits for that),
+  // again if that request failed, and then asks it no more.
+  const auto to_task_1 = [&] {
+    std::vector<ConsumerCore::Request> sent;
+    for (const auto& r : c.next_requests())
+      if (r.task == 1)
+        sent.push_back(r);
+    return sent;
+  };
+  auto mark_ack = to_task_1();
+  REQUIRE(mark_ack.size() == 1);
+  CHECK(mark_ack[0].retired_ack);
+  CHECK(mark_ack[0].max_elements == 0);
+  c.on_request_failed(mark_ack[0]); // (timed out)
+  mark_ack = to_task_1();
+  REQUIRE(mark_ack.size() == 1);
+  CHECK(mark_ack[0].retired_ack);
+  REQUIRE(c.on_reply(mark_ack[0], retired, out).ok()); // (the answer repeats the mark)
+  CHECK(to_task_1().empty());
   c.on_disconnected(1);
   CHECK(c.error().ok());
   c.on_task_list(list_of(2, {2}, false));

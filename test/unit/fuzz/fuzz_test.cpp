@@ -297,6 +297,11 @@ std::map<std::string, std::string> journal_seeds() {
   (*j)->append(SnapshotSplitsRecord{"/s", 0, 0, {JournalSplit{0, 0, 0, 64, ""}}, true, 0, 1, 0},
                nullptr);
   (*j)->append(SnapshotStreamWriterRecord{"/s", 0, 1, 0}, nullptr);
+  // format 15: an OFF read resumed from a cursor of two slots, its first task taking the first
+  CreateJobRecord resumed{2, "1000", "", 0, -1, "AUTO", 0};
+  resumed.off_slots = {OffSlot{3, 40}, OffSlot{4, 55}};
+  (*j)->append(resumed, nullptr);
+  (*j)->append(CreateTaskRecord{2, 2, 1, 0}, nullptr);
   REQUIRE((*j)->flush().ok());
   auto path = Journal::segment_path(dir.path(), 0);
   j->reset();

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "dispatcher/journal.hpp"
+#include "pipeline/sharding/read_cursor.hpp"
 #include "test/unit/journal/journal_files.hpp"
 #include "test/unit/sharding/temp_dir.hpp"
 
@@ -485,5 +486,68 @@ TEST_CASE("a deterministic job's window and finished-split log survive replay an
     DispatcherState s = apply_all(
       {records[0], CreateJobRecord{1, "1000", "", 1, -1, "AUTO", 1, 10}, records[2], records[3]});
     CHECK(s.job(1)->finished_log.empty());
+  }
+}
+
+TEST_CASE("a resumed OFF read's slots survive replay and snapshots: each task keeps the slot its "
+          "record gave it, and no task is made beyond them (format 15)") {
+  testing::TempDir dir;
+  REQUIRE(dir.ok());
+  std::vector<Update> records;
+  records.push_back(RegisterDatasetRecord{"1000", "fp", "def", 1, 0});
+  for (worker_id_t w = 1; w <= 3; ++w)
+    records.push_back(RegisterWorkerRecord{w, "127.0.0.1:" + std::to_string(w), 0});
+  CreateJobRecord create{1, "1000", "", static_cast<uint8_t>(ShardingPolicy::off), -1, "AUTO", 1};
+  create.off_slots = {OffSlot{7, 40}, OffSlot{9, ReadCursor::kSkipAll}};
+  records.push_back(create);
+  records.push_back(CreateTaskRecord{1, 1, 2, 2});             // the slots go in the record's order
+  records.push_back(RemoveWorkerRecord{2, "no heartbeat", 3}); // a lost task keeps its slot taken
+  records.push_back(CreateTaskRecord{2, 1, 1, 4});
+  DispatcherState live = apply_all(records);
+  REQUIRE(live.task(2) != nullptr);
+  CHECK(live.task(1) == nullptr);
+  CHECK(live.task(2)->off_slot == 9);
+  CHECK(live.task(2)->off_skip == ReadCursor::kSkipAll);
+  CHECK(live.job(1)->all_off_slots_taken());
+  // Every slot has had its task: a third worker gets none (the record is refused, nothing changes).
+  DispatcherState refused = live;
+  auto third = refused.apply(CreateTaskRecord{3, 1, 3, 5});
+  CHECK(third.code() == ErrorCode::failed_precondition);
+  CHECK_MESSAGE(
+    third.message().find("each of the 2 slot(s) of its resumed OFF read has its task") !=
+      std::string::npos,
+    third.message());
+  CHECK(refused == live);
+  // Replayed from the journal, and restored from a snapshot: the same slots and tasks.
+  {
+    DispatcherState state;
+    auto j = open_ok(dir.path(), state);
+    write_all(*j, records);
+  }
+  DispatcherState replayed;
+  open_ok(dir.path(), replayed);
+  CHECK(replayed == live);
+  REQUIRE(replayed.task(2) != nullptr);
+  CHECK(replayed.task(2)->off_slot == 9);
+  auto snapshot = Journal::decode_snapshot(Journal::encode_snapshot(live.snapshot()));
+  REQUIRE(snapshot.ok());
+  DispatcherState restored;
+  REQUIRE(restored.restore(*snapshot).ok());
+  CHECK(restored == live);
+  CHECK(restored.job(1)->off_slots_taken == 2);
+
+  SUBCASE("the first task takes the first slot") {
+    DispatcherState s = apply_all({records[0], records[2], records[4], records[5]});
+    CHECK(s.task(1)->off_slot == 7);
+    CHECK(s.task(1)->off_skip == 40);
+    CHECK_FALSE(s.job(1)->all_off_slots_taken());
+  }
+  SUBCASE("slots are for OFF jobs only") {
+    CreateJobRecord dynamic = create;
+    dynamic.policy = static_cast<uint8_t>(ShardingPolicy::dynamic);
+    DispatcherState s = apply_all({records[0]});
+    auto st = s.apply(dynamic);
+    CHECK(st.code() == ErrorCode::invalid_argument);
+    CHECK(s.job(1) == nullptr);
   }
 }

@@ -110,11 +110,13 @@ TEST_CASE_FIXTURE(Fixture, "split messages round trip") {
   ge.reconnected = true;
   ge.round_resume = true;
   ge.auth_token = "tok";
+  ge.retired_ack = true;
   auto rg = round_trip(ge);
   CHECK(rg.acks == std::vector<uint64_t>{7, 9});
   CHECK(rg.reconnected);
   CHECK(rg.round_resume);
-  CHECK(rg.auth_token == "tok"); // the last field: every field before it kept its place
+  CHECK(rg.auth_token == "tok");
+  CHECK(rg.retired_ack); // the last field: every field before it kept its place
   auto d = round_trip(msg::task_done{4, "data_loss: bad"});
   CHECK(d.error == "data_loss: bad");
 }
