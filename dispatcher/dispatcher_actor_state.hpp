@@ -94,6 +94,9 @@ struct dispatcher_actor_state {
   struct OffSlots {
     std::vector<std::pair<int64_t, int64_t>> slots;
     std::size_t taken = 0;
+    // A resumed coordinated read: the cursor that made the job (the other trainers' cursors of
+    // the same global step join it: dispatcher_actor_jobs.cpp resumed_coordinated_job).
+    std::shared_ptr<const ReadCursor> coordinated;
   };
   std::map<msg::job_id_t, OffSlots> off_slots;
 };
