@@ -122,7 +122,7 @@ TEST_CASE("coordinated resume: 2 trainers on 2 workers SIGKILLed together at ran
   std::mt19937 rng{seed};
   // The killed trainers' job keeps their indices until --client-timeout; the resumed job is a
   // new one (keyed by the job their cursors were saved in), so this only frees the workers.
-  Cluster cluster(2, {"--client-timeout", "2000"});
+  Cluster cluster(2, {"--client-timeout", "2000", "--job-gc-timeout", "300"});
   std::vector<std::unique_ptr<CursorFile>> cursors;
   for (int i = 0; i < kTrainers; ++i)
     cursors.push_back(std::make_unique<CursorFile>(i));
@@ -204,7 +204,9 @@ TEST_CASE("coordinated resume: 2 trainers on 2 workers SIGKILLed together at ran
 
 TEST_CASE("coordinated resume: refused clearly - another number of trainers, another index, a "
           "read that is not coordinated, an unseeded shuffle") {
-  Cluster cluster(1);
+  // (Named jobs whose consumers left are released at once: the workers' drain at the teardown
+  // does not wait for their rounds.)
+  Cluster cluster(1, {"--client-timeout", "2000", "--job-gc-timeout", "300"});
   CursorFile c0{10}, c1{11};
   {
     auto t0 = cluster.start_read(kDataset, trainer_flags(0, c0, 20), "trainer0");
