@@ -174,7 +174,8 @@ int run_read(const std::vector<std::string>& args) {
        "--deterministic: once the reorder holds more than N bytes ahead of the element it waits "
        "for, ask only the worker of the split it waits for (default 64 MiB)")
       ("checkpoint-to", po::value(&f.checkpoint_to)->value_name("FILE"),
-       "--mode dynamic: write the read cursor (which elements were printed) to FILE, replaced "
+       "--mode dynamic or off (also with --num-consumers: this trainer's share): write the read "
+       "cursor (which elements were printed) to FILE, replaced "
        "atomically, every --checkpoint-every elements and at the end; the elements are flushed "
        "to stdout before the cursor that covers them is written")
       ("checkpoint-every", po::value(&f.checkpoint_every)->value_name("N"),
