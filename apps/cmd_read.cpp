@@ -165,7 +165,8 @@ int run_read(const std::vector<std::string>& args) {
       ("resume-from", po::value<std::string>()->value_name("FILE"),
        "--mode dynamic or off: continue a read from the cursor in FILE (written by "
        "--checkpoint-to in the same mode), in a new job: prints only the elements that cursor "
-       "does not cover")
+       "does not cover (with --num-consumers: this trainer's share of the rounds; all N trainers "
+       "resume from their cursors of the same step)")
       ("deterministic", po::bool_switch(&f.deterministic),
        "--mode dynamic: print the elements in the order one worker gives (splits in order, each "
        "split's elements in order), whatever the number of workers, their speed or failures")
@@ -173,7 +174,8 @@ int run_read(const std::vector<std::string>& args) {
        "--deterministic: once the reorder holds more than N bytes ahead of the element it waits "
        "for, ask only the worker of the split it waits for (default 64 MiB)")
       ("checkpoint-to", po::value(&f.checkpoint_to)->value_name("FILE"),
-       "--mode dynamic: write the read cursor (which elements were printed) to FILE, replaced "
+       "--mode dynamic or off (also with --num-consumers: this trainer's share): write the read "
+       "cursor (which elements were printed) to FILE, replaced "
        "atomically, every --checkpoint-every elements and at the end; the elements are flushed "
        "to stdout before the cursor that covers them is written")
       ("checkpoint-every", po::value(&f.checkpoint_every)->value_name("N"),
@@ -392,6 +394,11 @@ int run_read(const std::vector<std::string>& args) {
   // slow job shows its elements as they come while a fast one is written in big blocks.
   static char out_buf[1 << 16];
   std::setvbuf(out, out_buf, _IOFBF, sizeof out_buf);
+  // A coordinated cursor names the job it was saved in, which its next resume is keyed by: a
+  // trainer killed before its first --checkpoint-every still resumes with the others.
+  if (!f.checkpoint_to.empty() && opts.num_consumers)
+    if (Status st = save_checkpoint(); !st.ok())
+      return report_status(kInfo.name, st);
   constexpr milliseconds kSlice{50}; // how often a wait checks for Ctrl-C and flushes
   constexpr milliseconds kFlushEvery{100};
   auto last_flush = Clock::now();

@@ -147,15 +147,26 @@ void set_up_cursor(detail::StreamContext& sc, const DistributeOptions& options) 
                    ": only their elements can be counted per split or task";
     return;
   }
+  if (options.num_consumers && options.policy == ShardingPolicy::off &&
+      !options.cross_trainer_cache) {
+    // Coordinated: this trainer's share of the rounds (its element of each), per task slot.
+    if (!info.off_refusal.empty()) {
+      sc.no_cursor = "its pipeline's output is not a function of the dataset: " + info.off_refusal;
+      return;
+    }
+    if (!take_resumed_cursor(sc, options))
+      sc.cursor = ReadCursor::coordinated(info.fingerprint, *options.num_consumers,
+                                          options.consumer_index.value_or(0));
+    return;
+  }
   if (options.job_name) {
     sc.no_cursor = "it reads the named job \"" + *options.job_name +
                    "\", whose elements are shared among its consumers";
     return;
   }
   if (options.policy == ShardingPolicy::off) {
-    if (options.num_consumers || options.cross_trainer_cache) {
-      sc.no_cursor = "an OFF read with coordinated reads or the cross-trainer cache has no "
-                     "per-task cursor";
+    if (options.cross_trainer_cache) {
+      sc.no_cursor = "an OFF read with the cross-trainer cache has no per-task cursor";
       return;
     }
     if (!info.off_refusal.empty()) {
@@ -255,7 +266,11 @@ Status ElementStream::next(Element& out, bool& end_of_sequence, std::chrono::mil
     if (got) {
       if (c.cursor) {
         if (origin.tagged()) {
-          c.cursor->consume(origin.epoch, origin.index, origin.seq, origin.split_end);
+          // A coordinated trainer resumed from a later step than the job's drops the rounds
+          // its cursor has (the other trainers consume theirs).
+          if (!c.cursor->consume(origin.epoch, origin.index, origin.seq, origin.split_end) &&
+              c.cursor->coordinated())
+            continue;
         } else { // (a per-split job tags every element: never expected)
           c.cursor.reset();
           c.no_cursor = "an element arrived without its split";
@@ -276,7 +291,7 @@ Status ElementStream::next(Element& out, bool& end_of_sequence, std::chrono::mil
       }
       end_of_sequence = c.final_status.ok();
       if (end_of_sequence && c.cursor && c.cursor->mode() == ShardingPolicy::off &&
-          c.sink->stats().lost_tasks == 0)
+          !c.cursor->coordinated() && c.sink->stats().lost_tasks == 0)
         for (const auto& [slot, base] : c.sink->task_slots()) { // read to their ends
           c.cursor->add_slot(slot, base);
           c.cursor->end_slot(slot);
@@ -332,10 +347,15 @@ Expected<std::string> ElementStream::checkpoint() const {
     return failed_precondition("the stream was moved from");
   if (!ctx_->cursor)
     return failed_precondition("checkpoint(): this read cannot be resumed: " + ctx_->no_cursor);
-  if (ctx_->cursor->mode() == ShardingPolicy::off) // with the slots nothing was taken from yet
+  auto& cursor = *ctx_->cursor;
+  // With the slots nothing was taken from yet (coordinated: their base in rounds).
+  const int64_t per_count = cursor.coordinated() ? cursor.num_consumers() : 1;
+  if (cursor.mode() == ShardingPolicy::off)
     for (const auto& [slot, base] : ctx_->sink->task_slots())
-      ctx_->cursor->add_slot(slot, base);
-  return ctx_->cursor->encode();
+      cursor.add_slot(slot, base / per_count);
+  if (cursor.coordinated()) // the job its resume is keyed by (the N trainers meet in one)
+    cursor.set_job(static_cast<int64_t>(ctx_->job));
+  return cursor.encode();
 }
 
 int64_t ElementStream::consumed_total() const {

@@ -17,6 +17,8 @@ void try_rejoin(self_ptr self);
 // schedule we have.) False: the read failed.
 bool apply_rounds(self_ptr self, const msg::task_list& list) {
   auto& st = self->state;
+  if (st.rounds)
+    st.rounds->note_slots(list);
   if (!st.rounds || list.rounds_recovering)
     return true;
   if (auto s = st.rounds->on_task_list(list); !s.ok()) {

@@ -210,11 +210,13 @@ void request_batch(self_ptr self, const ConsumerCore::Request& r) {
 // (`task`: the one whose reply completed them, for the stats; 0 = none).
 void deliver_rounds(self_ptr self, msg::task_id_t task) {
   auto& st = self->state;
-  auto ready = st.rounds->take_ready();
+  std::vector<std::pair<int64_t, int64_t>> rounds; // (slot, round): for the read cursor
+  auto ready = st.rounds->take_ready(&rounds);
   if (ready.empty())
     return;
   ReadyElements elements;
-  elements.add(std::move(ready));
+  for (std::size_t k = 0; k < ready.size(); ++k)
+    elements.add(std::move(ready[k]), DeliveredOrigin{0, rounds[k].first, rounds[k].second, false});
   if (auto s = st.start.sink->push(std::move(elements), push_stats(self, task)); !s.ok())
     finish(self, s);
 }

@@ -407,7 +407,8 @@ void RoundRobinPlanner::on_request_failed(const Request& request) {
     t->requested = request.first;
 }
 
-std::vector<Element> RoundRobinPlanner::take_ready() {
+std::vector<Element>
+RoundRobinPlanner::take_ready(std::vector<std::pair<msg::task_id_t, int64_t>>* where) {
   std::vector<Element> out;
   while (true) {
     if (skipped_.count(next_deliver_)) {
@@ -430,6 +431,8 @@ std::vector<Element> RoundRobinPlanner::take_ready() {
     unacked_bytes_ += size;
     unacked_sizes_.push_back(size);
     out.push_back(std::move(*received_.front().element));
+    if (where)
+      where->emplace_back(front.task, front.local);
     received_.pop_front();
     ++next_deliver_;
   }

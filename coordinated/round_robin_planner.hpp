@@ -134,8 +134,9 @@ public:
   Status on_reply(const Request& request, std::vector<Element> elements, int64_t committed = -1);
   // The request got no reply (timeout): it is asked again.
   void on_request_failed(const Request& request);
-  // Elements of consecutive rounds ready to hand out, in round order.
-  std::vector<Element> take_ready();
+  // Elements of consecutive rounds ready to hand out, in round order; `where` (optional) gets
+  // each one's task and local round.
+  std::vector<Element> take_ready(std::vector<std::pair<msg::task_id_t, int64_t>>* where = nullptr);
   // The reader took `n` elements (frees window and bytes).
   void on_ack(int64_t n);
 

@@ -10,7 +10,8 @@ namespace conveyor::actors {
 
 RoundRobinReader::RoundRobinReader(int64_t consumer_index, int64_t num_consumers,
                                    int64_t max_outstanding, int64_t max_bytes)
-  : planner_(consumer_index, num_consumers, std::min<int64_t>(max_outstanding, 8192), max_bytes) {
+  : planner_(consumer_index, num_consumers, std::min<int64_t>(max_outstanding, 8192), max_bytes),
+    num_consumers_(std::max<int64_t>(1, num_consumers)) {
   planner_.start_resuming();
 }
 
@@ -61,8 +62,22 @@ Status RoundRobinReader::on_batch(const RoundRobinPlanner::Request& r,
   return planner_.on_reply(r, std::move(elements), batch.round_committed);
 }
 
-std::vector<Element> RoundRobinReader::take_ready() {
-  auto ready = planner_.take_ready();
+void RoundRobinReader::note_slots(const msg::task_list& list) {
+  for (const auto& t : list.tasks)
+    slots_.try_emplace(t.task, t.off_slot >= 0 ? t.off_slot : static_cast<int64_t>(t.task),
+                       t.off_skip / num_consumers_);
+}
+
+std::vector<Element>
+RoundRobinReader::take_ready(std::vector<std::pair<int64_t, int64_t>>* rounds) {
+  std::vector<std::pair<msg::task_id_t, int64_t>> where;
+  auto ready = planner_.take_ready(rounds ? &where : nullptr);
+  if (rounds)
+    for (const auto& [task, local] : where) {
+      auto it = slots_.find(task);
+      rounds->emplace_back(it == slots_.end() ? static_cast<int64_t>(task) : it->second.first,
+                           (it == slots_.end() ? 0 : it->second.second) + local);
+    }
   elements_ += static_cast<int64_t>(ready.size());
   return ready;
 }

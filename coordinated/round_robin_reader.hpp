@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "coordinated/round_robin_planner.hpp"
@@ -42,7 +44,12 @@ public:
   // planner. An error is final for the read.
   Status on_batch(const RoundRobinPlanner::Request& r, const msg::element_batch& batch);
   // Elements of consecutive complete rounds, in round order (counted as delivered).
-  std::vector<Element> take_ready();
+  // `rounds` (optional) gets each one's place for the read cursor: (task slot, the slot's round),
+  // from the slots the task lists named (note_slots).
+  std::vector<Element> take_ready(std::vector<std::pair<int64_t, int64_t>>* rounds = nullptr);
+  // The read-cursor slot of each listed task and its first local round (a resumed read's task
+  // skips the rounds its slot's trainers consumed: task_info.off_slot, off_skip = rounds * N).
+  void note_slots(const msg::task_list& list);
 
   // What this consumer received through rounds (for its stats).
   int64_t elements() const { return elements_; }
@@ -51,6 +58,8 @@ public:
 
 private:
   RoundRobinPlanner planner_;
+  int64_t num_consumers_;
+  std::map<msg::task_id_t, std::pair<int64_t, int64_t>> slots_; // task -> (slot, base round)
   int64_t elements_ = 0;
   int64_t bytes_ = 0;
   int64_t messages_ = 0;

@@ -452,9 +452,11 @@ Expected<std::shared_ptr<const ReadCursor>> check_resume(const msg::get_or_creat
     return cursor.status();
   if (auto why = resume_mode_refusal(cursor->mode(), req.policy); !why.empty())
     return invalid_argument(why);
-  if (req.policy == ShardingPolicy::off && req.num_consumers)
-    return invalid_argument("`resume_from` of an OFF read cannot be used with coordinated reads "
-                            "(`num_consumers`): their rounds have an order of their own");
+  // (The consumer_index is checked by the client: the job request does not carry it.)
+  if (auto why = coordinated_resume_refusal(*cursor, req.num_consumers ? *req.num_consumers : 0,
+                                            cursor->consumer_index());
+      !why.empty())
+    return invalid_argument(why);
   if (req.policy == ShardingPolicy::off) {
     auto definition = from_binary(dataset.definition);
     if (!definition.ok())
@@ -464,7 +466,7 @@ Expected<std::shared_ptr<const ReadCursor>> check_resume(const msg::get_or_creat
                               "function of the dataset: " +
                               why + " (dataset " + req.dataset + ")");
   }
-  if (req.job_name)
+  if (req.job_name && !cursor->coordinated())
     return invalid_argument("`resume_from` creates a private job: `job_name` must not be set "
                             "(got \"" +
                             *req.job_name + "\")");
@@ -482,12 +484,33 @@ Expected<std::shared_ptr<const ReadCursor>> check_resume(const msg::get_or_creat
 // has a task to end with: the read then ends at once. None for a cursor without slots.
 std::vector<msg::OffSlot> off_slots_of(const ReadCursor& cursor) {
   std::vector<msg::OffSlot> out;
+  // A coordinated task's local round l is its elements l*N .. l*N+N-1: skip whole rounds.
+  const int64_t per_count = cursor.coordinated() ? cursor.num_consumers() : 1;
   for (const auto& [slot, s] : cursor.slots())
     if (!s.ended)
-      out.push_back(msg::OffSlot{slot, s.consumed});
+      out.push_back(msg::OffSlot{slot, s.consumed * per_count});
   if (out.empty() && !cursor.slots().empty())
     out.push_back(msg::OffSlot{cursor.slots().begin()->first, ReadCursor::kSkipAll});
   return out;
+}
+
+// A coordinated resume (a named job with a coordinated cursor): the job another trainer of the
+// same read resumed from the same job's cursor (its global step), or nullptr (a new job is made:
+// the first of the N trainers to ask). The job its cursors were saved in is not joined, even if
+// it still runs: its schedule went on past the cursors. An error when `cursor` is behind that job.
+Expected<const JobEntry*> resumed_coordinated_job(self_ptr self, const msg::get_or_create_job& req,
+                                                  const ReadCursor& cursor) {
+  auto& st = self->state;
+  for (const auto& [id, first] : st.coordinated_resumes) {
+    const auto* job = st.cluster.job(id);
+    if (!job || job->released || job->dataset != req.dataset || job->name != *req.job_name ||
+        first->job() != cursor.job())
+      continue;
+    if (auto why = coordinated_join_refusal(*first, cursor); !why.empty())
+      return invalid_argument(why + " (job \"" + *req.job_name + "\")");
+    return job;
+  }
+  return static_cast<const JobEntry*>(nullptr);
 }
 
 // `deterministic` (get_or_create_job.deterministic_window): the one consumer of a private
@@ -563,9 +586,22 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
   // ended (kept until job GC: a consumer arriving after its end reads end of sequence, not the
   // data again), is shared if the options agree.
   int64_t iteration = 0; // named jobs: the iteration this consumer reads
+  std::shared_ptr<const ReadCursor> coordinated_resume;
+  if (req.job_name && req.num_consumers && !req.resume_cursor.empty()) {
+    auto checked = check_resume(req, *dataset);
+    if (!checked.ok())
+      return msg::to_error(checked.status());
+    coordinated_resume = std::move(checked).value();
+  }
   if (req.job_name) {
     const JobEntry* existing = nullptr;
-    if (req.iteration == msg::kNextIteration) {
+    if (coordinated_resume) { // a new iteration unless a trainer of this step made it already
+      auto joined = resumed_coordinated_job(self, req, *coordinated_resume);
+      if (!joined.ok())
+        return msg::to_error(joined.status());
+      existing = *joined;
+      iteration = st.cluster.next_iteration(req.dataset, *req.job_name);
+    } else if (req.iteration == msg::kNextIteration) {
       existing = st.cluster.live_named_job(req.dataset, *req.job_name);
       iteration = st.cluster.next_iteration(req.dataset, *req.job_name);
     } else {
@@ -646,15 +682,21 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
       (req.job_name ? " (\"" + *req.job_name + "\", iteration " + std::to_string(iteration) + ")"
                     : std::string{" (private)"}) +
       " for dataset " + req.dataset + ", " + to_string(req.policy) +
-      (*resume ? " resumed from a read cursor (" + std::to_string((*resume)->complete_splits()) +
-                   " complete split(s) skipped, " + std::to_string((*resume)->partial_splits()) +
-                   " partial)"
-               : std::string{}) +
+      (*resume && (*resume)->coordinated()
+         ? " resumed from coordinated read cursors at round " +
+             std::to_string((*resume)->consumed()) + " (" +
+             std::to_string((*resume)->slots().size()) + " task slot(s))"
+       : *resume ? " resumed from a read cursor (" + std::to_string((*resume)->complete_splits()) +
+                     " complete split(s) skipped, " + std::to_string((*resume)->partial_splits()) +
+                     " partial)"
+                 : std::string{}) +
       (per_split ? " (per-split: exactly-once under worker loss)" : "") + ", " +
       std::to_string(st.workers.size()) + " worker(s)");
   std::vector<msg::worker_id_t> workers;
   for (const auto& [wid, w] : st.workers)
     workers.push_back(wid);
+  if (*resume && (*resume)->coordinated()) // (also without slots: the others join it)
+    st.coordinated_resumes[id] = *resume;
   for (auto wid : placement_order(st.cluster, req.tenant, std::move(workers)))
     create_task(self, id, wid);
   return job_info_of(self, id);

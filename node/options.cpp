@@ -163,7 +163,12 @@ Status validate(const DistributeOptions& o) {
       return cursor.status();
     if (auto why = resume_mode_refusal(cursor->mode(), o.policy); !why.empty())
       return invalid_argument(why);
-    if (o.job_name)
+    if (auto why = coordinated_resume_refusal(*cursor, o.num_consumers.value_or(0),
+                                              o.consumer_index.value_or(0));
+        !why.empty())
+      return invalid_argument(why);
+    // (Coordinated reads are named jobs: the N trainers' resumes meet in one new job.)
+    if (o.job_name && !cursor->coordinated())
       return invalid_argument("`resume_from` creates a private job: `job_name` must not be set "
                               "(got \"" +
                               *o.job_name + "\")");

@@ -52,6 +52,14 @@ ReadCursor ReadCursor::off(std::string fingerprint) {
   return c;
 }
 
+ReadCursor ReadCursor::coordinated(std::string fingerprint, int64_t num_consumers,
+                                   int64_t consumer_index) {
+  ReadCursor c = off(std::move(fingerprint));
+  c.num_consumers_ = num_consumers;
+  c.consumer_index_ = consumer_index;
+  return c;
+}
+
 void ReadCursor::add_slot(int64_t slot, int64_t base) {
   auto [it, fresh] = slots_.try_emplace(slot);
   if (fresh)
@@ -141,20 +149,29 @@ std::size_t ReadCursor::complete_splits() const {
   return n;
 }
 
-// conveyor-read-cursor 2
-// mode dynamic|off                          (version 1: always dynamic, no mode line)
+// conveyor-read-cursor 3
+// mode dynamic|off|coordinated              (version 1: always dynamic, no mode line)
+// consumers <n> <index> <job>               (coordinated, version 3: num_consumers, the index,
+//                                            the job it was saved in)
 // fingerprint <hex>
 // split_size <n>
 // file_seed <n>                             (only when the job drew one)
 // consumed <n>
 // complete <epoch> <begin>-<end> ...        (one line per epoch)
 // partial <epoch> <index> <prefix> <end> [<seq> ...]
-// slot <slot> <consumed> <ended 0|1>        (OFF; no split_size, complete or partial lines)
+// slot <slot> <consumed> <ended 0|1>        (OFF; no split_size, complete or partial lines;
+//                                            coordinated: consumed counts local rounds)
 std::string ReadCursor::encode() const {
   std::ostringstream out;
   out << kMagic << ' ' << kVersion << '\n'
-      << "mode " << (mode_ == ShardingPolicy::off ? "off" : "dynamic") << '\n'
+      << "mode "
+      << (coordinated()                  ? "coordinated"
+          : mode_ == ShardingPolicy::off ? "off"
+                                         : "dynamic")
+      << '\n'
       << "fingerprint " << fingerprint_ << '\n';
+  if (coordinated())
+    out << "consumers " << num_consumers_ << ' ' << consumer_index_ << ' ' << job_ << '\n';
   if (mode_ == ShardingPolicy::off) {
     out << "consumed " << consumed_ << '\n';
     for (const auto& [slot, s] : slots_)
@@ -195,7 +212,7 @@ Expected<ReadCursor> ReadCursor::decode(std::string_view blob, const std::string
     return bad("version " + std::to_string(version) + ", this build reads versions 1 to " +
                std::to_string(kVersion));
   ReadCursor c;
-  bool mode_seen = false, split_lines = false;
+  bool mode_seen = false, split_lines = false, coordinated = false;
   std::string line;
   std::getline(in, line); // rest of the first line
   while (std::getline(in, line)) {
@@ -207,11 +224,18 @@ Expected<ReadCursor> ReadCursor::decode(std::string_view blob, const std::string
     if (field == "mode" && version >= 2 && !mode_seen) {
       std::string mode;
       ls >> mode;
-      if (mode == "off")
+      if (mode == "off" || (mode == "coordinated" && version >= 3))
         c.mode_ = ShardingPolicy::off;
       else if (mode != "dynamic")
-        return bad("mode \"" + mode + "\", expected dynamic or off");
+        return bad("mode \"" + mode + "\", expected dynamic or off" +
+                   std::string{version >= 3 ? " or coordinated" : ""});
+      coordinated = mode == "coordinated";
       mode_seen = true;
+    } else if (field == "consumers" && coordinated && c.num_consumers_ == 0) {
+      if (!(ls >> c.num_consumers_ >> c.consumer_index_ >> c.job_) || c.num_consumers_ <= 0 ||
+          c.consumer_index_ < 0 || c.consumer_index_ >= c.num_consumers_ || c.job_ < 0)
+        return bad("a consumers line must be NUM_CONSUMERS CONSUMER_INDEX JOB with 0 <= "
+                   "CONSUMER_INDEX < NUM_CONSUMERS");
     } else if (field == "slot" && version >= 2) {
       int64_t slot = 0;
       Slot s;
@@ -277,6 +301,8 @@ Expected<ReadCursor> ReadCursor::decode(std::string_view blob, const std::string
   }
   if (version >= 2 && !mode_seen)
     return bad("it has no mode line");
+  if (coordinated && c.num_consumers_ == 0)
+    return bad("a coordinated cursor needs its consumers line");
   if (c.fingerprint_.empty())
     return bad("it names no dataset fingerprint");
   if (c.mode_ == ShardingPolicy::off) {
@@ -352,6 +378,50 @@ std::string resume_mode_refusal(ShardingPolicy cursor_mode, ShardingPolicy polic
            std::string{cursor_mode == ShardingPolicy::off ? "an " : "a "} + mode_name(cursor_mode) +
            " read, but this read is " + mode_name(policy) +
            ": a cursor resumes a read of its own mode";
+  return {};
+}
+
+std::string coordinated_resume_refusal(const ReadCursor& cursor, int64_t num_consumers,
+                                       int64_t consumer_index) {
+  if (!cursor.coordinated()) {
+    if (num_consumers > 0)
+      return "`resume_from` is the cursor of a read that was not coordinated; this read is "
+             "coordinated (num_consumers " +
+             std::to_string(num_consumers) +
+             "): a coordinated read resumes from the cursor of its own trainer's share";
+    return {};
+  }
+  const std::string saved = "`resume_from` is the cursor of consumer_index " +
+                            std::to_string(cursor.consumer_index()) + " of a coordinated read by " +
+                            std::to_string(cursor.num_consumers()) + " consumers";
+  if (num_consumers <= 0)
+    return saved + ", but this read is not coordinated: set num_consumers " +
+           std::to_string(cursor.num_consumers()) + " and consumer_index " +
+           std::to_string(cursor.consumer_index());
+  if (num_consumers != cursor.num_consumers())
+    return saved + ", but this read has num_consumers " + std::to_string(num_consumers) +
+           ": the rounds are not re-divided among another number of trainers; resume all " +
+           std::to_string(cursor.num_consumers()) + " trainers, or start a new read for " +
+           std::to_string(num_consumers);
+  if (consumer_index != cursor.consumer_index())
+    return saved + ", but this read has consumer_index " + std::to_string(consumer_index) +
+           ": each trainer resumes from its own index's cursor";
+  return {};
+}
+
+std::string coordinated_join_refusal(const ReadCursor& job_cursor, const ReadCursor& cursor) {
+  for (const auto& [slot, s] : job_cursor.slots()) {
+    auto mine = cursor.slots().find(slot);
+    const int64_t have = mine == cursor.slots().end() ? 0 : mine->second.consumed;
+    if (have < s.consumed)
+      return "`resume_from` of consumer_index " + std::to_string(cursor.consumer_index()) +
+             " is at round " + std::to_string(cursor.consumed()) +
+             ", behind the job that consumer_index " + std::to_string(job_cursor.consumer_index()) +
+             " resumed at round " + std::to_string(job_cursor.consumed()) + " (task slot " +
+             std::to_string(slot) + ": " + std::to_string(have) +
+             " local rounds consumed, the job " + "skips " + std::to_string(s.consumed) +
+             "): resume all trainers of a coordinated read from the same global step";
+  }
   return {};
 }
 

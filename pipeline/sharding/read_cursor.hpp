@@ -21,8 +21,15 @@
 // consumed, counted from the slot's start over every attempt, and whether the task ended. A
 // resumed OFF read runs one task per slot that skips its consumed prefix (docs/SEMANTICS.md).
 //
+// Coordinated reads (num_consumers) have slots too, counted in *rounds*: a coordinated task
+// serves its local round l as its elements l*N .. l*N+N-1 (N = num_consumers), so a slot's count
+// is the local rounds whose element this consumer_index consumed; the cursor also names N, the
+// index, and the job it was saved in (the N trainers' resumes from one global step meet in one
+// new job keyed by it). `consumed` is then the rounds this consumer consumed: the global step.
+//
 // The blob (encode/decode) is versioned text; a trainer stores it as opaque bytes. Version 2
-// adds the mode line and the slots; version 1 blobs (DYNAMIC only) still decode.
+// adds the mode line and the slots; version 3 the coordinated mode. Versions 1 (DYNAMIC only)
+// and 2 still decode.
 #pragma once
 
 #include <cstdint>
@@ -42,7 +49,7 @@ namespace conveyor {
 
 class ReadCursor {
 public:
-  static constexpr int kVersion = 2;
+  static constexpr int kVersion = 3;
   // A Split::skip that drops the split's whole output (kept only so its epoch is not empty).
   static constexpr int64_t kSkipAll = std::numeric_limits<int64_t>::max();
 
@@ -52,14 +59,24 @@ public:
     : fingerprint_(std::move(fingerprint)), split_size_(split_size), file_seed_(file_seed) {}
   // The cursor of an OFF read of the dataset with this fingerprint.
   static ReadCursor off(std::string fingerprint);
+  // The cursor of consumer `consumer_index` of a coordinated read by `num_consumers` (OFF).
+  static ReadCursor coordinated(std::string fingerprint, int64_t num_consumers,
+                                int64_t consumer_index);
 
   // DYNAMIC (splits) or OFF (slots).
   ShardingPolicy mode() const { return mode_; }
   const std::string& fingerprint() const { return fingerprint_; }
   int64_t split_size() const { return split_size_; }
   int64_t file_seed() const { return file_seed_; }
-  // Elements consumed over the whole read, every resumed attempt included.
+  // Elements consumed over the whole read, every resumed attempt included (coordinated: rounds).
   int64_t consumed() const { return consumed_; }
+  // Coordinated reads (mode OFF): num_consumers (0: not coordinated), this trainer's index, and
+  // the job the cursor was saved in (0: none yet).
+  bool coordinated() const { return num_consumers_ > 0; }
+  int64_t num_consumers() const { return num_consumers_; }
+  int64_t consumer_index() const { return consumer_index_; }
+  int64_t job() const { return job_; }
+  void set_job(int64_t job) { job_ = job; }
 
   // The trainer took element `seq` of split (epoch, index); `split_end`: it is the split's last.
   // False when the cursor already held it (a repeat: the caller handed out an element twice).
@@ -122,7 +139,10 @@ private:
     }
   };
   LastSplit last_;
-  std::map<int64_t, Slot> slots_; // OFF
+  std::map<int64_t, Slot> slots_; // OFF and coordinated
+  int64_t num_consumers_ = 0;     // coordinated
+  int64_t consumer_index_ = 0;
+  int64_t job_ = 0;
 };
 
 // Why an OFF read of `dataset` cannot be resumed ("" when it can): a resumed slot skips its
@@ -135,6 +155,19 @@ std::string off_resume_refusal(const Dataset& dataset);
 // can): only DYNAMIC and OFF reads resume, each from a cursor of its own mode. Names
 // `resume_from`.
 std::string resume_mode_refusal(ShardingPolicy cursor_mode, ShardingPolicy policy);
+
+// Why a read with these coordinated options (num_consumers 0: not coordinated) cannot resume
+// from `cursor` ("" when it can): a coordinated cursor resumes only its own consumer_index among
+// the same number of consumers, and a cursor of another read only a read that is not
+// coordinated. Names `resume_from` and both numbers.
+std::string coordinated_resume_refusal(const ReadCursor& cursor, int64_t num_consumers,
+                                       int64_t consumer_index);
+
+// Why the coordinated cursor `cursor` cannot join the job another trainer of the same read
+// resumed from `job_cursor` ("" when it can): every slot the job's tasks skip must be consumed
+// at least as far by `cursor` (a trainer behind it would miss the rounds in between; one ahead
+// drops the rounds it consumed already). Names both cursors' rounds.
+std::string coordinated_join_refusal(const ReadCursor& job_cursor, const ReadCursor& cursor);
 
 // Wraps a job's split provider for a job resumed from `cursor`: complete splits are not handed
 // out, partial ones carry Split::skip = their consumed prefix. An epoch whose every split is

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "coordinated/round_robin_reader.hpp"
@@ -54,6 +55,11 @@ TEST_CASE("round-robin adapters: two readers and a task server read rounds in st
   for (int64_t i = 0; i < 2; ++i) {
     readers.emplace_back(i, 2, /*max_outstanding=*/4, /*max_bytes=*/int64_t{1} << 30);
     REQUIRE(readers.back().on_task_list(one_task_list()).ok());
+    // A resumed read's task: read-cursor slot 3, its trainers consumed 5 rounds (10 elements).
+    auto resumed = one_task_list();
+    resumed.tasks[0].off_slot = 3;
+    resumed.tasks[0].off_skip = 10;
+    readers.back().note_slots(resumed);
   }
   auto ready = [](msg::task_id_t) { return true; };
   // Resuming first: each reader probes where its index stands.
@@ -115,10 +121,14 @@ TEST_CASE("round-robin adapters: two readers and a task server read rounds in st
     auto reply = server.committed_reply();
     CHECK(reply.round_committed == 4);
     REQUIRE(readers[i].on_batch(confirms[i], reply).ok());
-    auto out = readers[i].take_ready();
+    std::vector<std::pair<int64_t, int64_t>> tags; // (slot, the slot's round) for the cursor
+    auto out = readers[i].take_ready(&tags);
     REQUIRE(out.size() == 4);
-    for (int64_t k = 0; k < 4; ++k) // consumer i gets the i-th element of each round
+    REQUIRE(tags.size() == 4);
+    for (int64_t k = 0; k < 4; ++k) { // consumer i gets the i-th element of each round
       CHECK(val(out[static_cast<std::size_t>(k)]) == 2 * k + i);
+      CHECK(tags[static_cast<std::size_t>(k)] == std::pair<int64_t, int64_t>{3, 5 + k});
+    }
     CHECK(readers[i].elements() == 4);
   }
   // The poll says where the reader stands.

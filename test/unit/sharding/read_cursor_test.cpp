@@ -230,7 +230,7 @@ TEST_CASE("read cursor: bad OFF blobs are refused naming the argument") {
         std::string{"conveyor-read-cursor 2\nmode dynamic\nfingerprint f\nsplit_size 4\nslot 1 "
                     "2 0\n"},
         std::string{"conveyor-read-cursor 1\nfingerprint f\nsplit_size 4\nslot 1 2 0\n"},
-        std::string{"conveyor-read-cursor 3\nmode off\nfingerprint f\n"},
+        std::string{"conveyor-read-cursor 4\nmode off\nfingerprint f\n"},
         std::string{"conveyor-read-cursor 2\nmode off\n"}}) {
     auto c = ReadCursor::decode(bad, "`resume_from`");
     INFO(bad);

@@ -1,0 +1,245 @@
+// Resumable coordinated reads with real processes (issue 36): 2 `conveyor read --num-consumers 2
+// --checkpoint-to` trainers of one named job on 2 workers are SIGKILLed together at random
+// points and restarted with `--resume-from` their last cursors; over all attempts each trainer
+// must consume its share of every round of the task slots exactly once.
+//
+// The dataset is range(...).repeat(): a slot's local round l is the elements 2l and 2l+1, and
+// trainer i gets 2l+i. As in resume_test.cpp, a killed attempt's covered lines are the first
+// M - M_before it printed (M: "resuming job J after M consumed element(s)" of the next attempt;
+// for a coordinated read M counts rounds). The trainers' last cursors may be at different
+// rounds: the one behind is started first (the resumed job skips what its cursor covers), the
+// one ahead joins its job and drops the rounds it had.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <csignal>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <random>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "test/integration/cluster.hpp"
+
+using conveyor::testing::ChildProcess;
+using conveyor::testing::Cluster;
+using conveyor::testing::Millis;
+
+namespace {
+
+struct CursorFile {
+  explicit CursorFile(int index) {
+    path = (std::filesystem::temp_directory_path() /
+            ("conveyor_coord_resume_" + std::to_string(::getpid()) + "_" + std::to_string(index)))
+             .string();
+    std::filesystem::remove(path);
+  }
+  ~CursorFile() {
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+    std::filesystem::remove(path + ".tmp", ec);
+  }
+  bool exists() const { return std::filesystem::exists(path); }
+  std::string text() const {
+    std::ifstream in{path};
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  // The rounds the cursor covers (its `consumed` line).
+  int64_t rounds() const {
+    static const std::regex kLine(R"(\nconsumed (\d+)\n)");
+    std::smatch m;
+    const std::string t = text();
+    REQUIRE_MESSAGE(std::regex_search(t, m, kLine), t);
+    return std::stoll(m[1]);
+  }
+  // slot -> local rounds consumed.
+  std::map<int64_t, int64_t> slots() const {
+    std::map<int64_t, int64_t> out;
+    std::istringstream in{text()};
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream ls{line};
+      std::string field;
+      int64_t slot = 0, rounds = 0;
+      if (ls >> field && field == "slot" && ls >> slot >> rounds)
+        out[slot] = rounds;
+    }
+    return out;
+  }
+  std::string path;
+};
+
+// "read: resuming job J after M consumed element(s)" -> M (REQUIREs that it was printed).
+int64_t resumed_after(ChildProcess& reader) {
+  REQUIRE_MESSAGE(reader.wait_for_output("consumed element(s)", Millis{30000}), reader.describe());
+  static const std::regex kLine(R"(resuming job \d+ after (\d+) consumed element)");
+  std::smatch m;
+  const std::string err = reader.stderr_text();
+  REQUIRE_MESSAGE(std::regex_search(err, m, kLine), err);
+  return std::stoll(m[1]);
+}
+
+constexpr int kTrainers = 2;
+const std::string kDataset = "range(100000).map(sleep_us(us=1000)).repeat()";
+
+std::vector<std::string> trainer_flags(int index, const CursorFile& cursor, int64_t take) {
+  std::vector<std::string> flags{
+    "--job-name", "coord", "--num-consumers", std::to_string(kTrainers), "--consumer-index",
+    std::to_string(index), "--round-timeout-ms", "30000", "--checkpoint-to", cursor.path,
+    // Trainer 1 saves every 7 rounds: the trainers' last
+    // cursors are often at different rounds (one ahead).
+    "--checkpoint-every", index == 1 ? "7" : "10", "--timeout-ms", "60000"};
+  if (take > 0) {
+    flags.push_back("--take");
+    flags.push_back(std::to_string(take));
+  }
+  if (cursor.exists()) {
+    flags.push_back("--resume-from");
+    flags.push_back(cursor.path);
+  }
+  return flags;
+}
+
+} // namespace
+
+TEST_CASE("coordinated resume: 2 trainers on 2 workers SIGKILLed together at random points and "
+          "resumed from their last cursors consume each slot's rounds exactly once") {
+  constexpr int64_t kRounds = 1000; // each trainer's share over all attempts
+  constexpr int kKilled = 2;
+  const uint32_t seed = std::random_device{}();
+  INFO("seed " << seed);
+  std::mt19937 rng{seed};
+  // The killed trainers' job keeps their indices until --client-timeout; the resumed job is a
+  // new one (keyed by the job their cursors were saved in), so this only frees the workers.
+  Cluster cluster(2, {"--client-timeout", "2000", "--job-gc-timeout", "300"});
+  std::vector<std::unique_ptr<CursorFile>> cursors;
+  for (int i = 0; i < kTrainers; ++i)
+    cursors.push_back(std::make_unique<CursorFile>(i));
+  std::array<std::vector<std::string>, kTrainers> consumed, last_lines;
+  std::array<int64_t, kTrainers> covered{};
+  for (int attempt = 0; attempt <= kKilled; ++attempt) {
+    CAPTURE(attempt);
+    const bool last = attempt == kKilled;
+    // The trainer behind starts first and makes the resumed job; the other joins it.
+    std::array<int64_t, kTrainers> at{};
+    for (int i = 0; i < kTrainers; ++i)
+      at[i] = cursors[i]->exists() ? cursors[i]->rounds() : 0;
+    std::vector<int> order{0, 1};
+    if (at[1] < at[0])
+      std::swap(order[0], order[1]);
+    std::array<std::unique_ptr<ChildProcess>, kTrainers> trainers;
+    for (int i : order) {
+      const bool resumed = cursors[i]->exists();
+      trainers[i] =
+        cluster.start_read(kDataset, trainer_flags(i, *cursors[i], last ? kRounds - at[i] : 0),
+                           "trainer" + std::to_string(i));
+      if (!resumed)
+        continue;
+      const int64_t m = resumed_after(*trainers[i]);
+      REQUIRE(m == at[i]);
+      REQUIRE_MESSAGE(static_cast<int64_t>(last_lines[i].size()) >= m - covered[i],
+                      "trainer " << i << "'s cursor covers " << m - covered[i]
+                                 << " rounds, the killed trainer printed " << last_lines[i].size());
+      consumed[i].insert(consumed[i].end(), last_lines[i].begin(),
+                         last_lines[i].begin() + (m - covered[i]));
+      covered[i] = m;
+    }
+    if (last) {
+      for (int i = 0; i < kTrainers; ++i) {
+        auto code = trainers[i]->wait_exit(Millis{120000});
+        REQUIRE(code.has_value());
+        REQUIRE_MESSAGE(*code == 0, std::string(trainers[i]->describe() + cluster.describe()));
+        auto lines = trainers[i]->stdout_lines();
+        CHECK(static_cast<int64_t>(lines.size()) == kRounds - covered[i]);
+        consumed[i].insert(consumed[i].end(), lines.begin(), lines.end());
+      }
+      break;
+    }
+    // Both killed once trainer 0 printed 100..300 more rounds.
+    std::uniform_int_distribution<std::size_t> kill_at{100, 300};
+    REQUIRE_MESSAGE(trainers[0]->wait_for_stdout_lines(kill_at(rng), Millis{60000}),
+                    std::string(trainers[0]->describe() + trainers[1]->describe()));
+    for (auto& t : trainers)
+      t->signal(SIGKILL);
+    for (int i = 0; i < kTrainers; ++i) {
+      REQUIRE(trainers[i]->wait_exit(Millis{30000}).has_value());
+      last_lines[i] = trainers[i]->stdout_lines();
+      REQUIRE_MESSAGE(cursors[i]->exists(), trainers[i]->describe());
+    }
+  }
+  // Both read to the same round: their last cursors name the same slots and rounds per slot.
+  const auto slots = cursors[0]->slots();
+  CHECK(cursors[1]->slots() == slots);
+  CHECK(slots.size() == 2); // one per worker's task, resumed slot by slot
+  int64_t total = 0;
+  for (const auto& [slot, rounds] : slots)
+    total += rounds;
+  CHECK(total == kRounds);
+  // Trainer i's share of slot s is 2l+i for l < rounds(s): each once over all attempts.
+  for (int i = 0; i < kTrainers; ++i) {
+    CAPTURE(i);
+    std::vector<int64_t> got, want;
+    for (const auto& l : consumed[i])
+      got.push_back(std::stoll(l));
+    for (const auto& [slot, rounds] : cursors[i]->slots())
+      for (int64_t l = 0; l < rounds; ++l)
+        want.push_back(2 * l + i);
+    std::sort(got.begin(), got.end());
+    std::sort(want.begin(), want.end());
+    CHECK(got.size() == want.size());
+    CHECK(got == want);
+  }
+}
+
+TEST_CASE("coordinated resume: refused clearly - another number of trainers, another index, a "
+          "read that is not coordinated, an unseeded shuffle") {
+  // (Named jobs whose consumers left are released at once: the workers' drain at the teardown
+  // does not wait for their rounds.)
+  Cluster cluster(1, {"--client-timeout", "2000", "--job-gc-timeout", "300"});
+  CursorFile c0{10}, c1{11};
+  {
+    auto t0 = cluster.start_read(kDataset, trainer_flags(0, c0, 20), "trainer0");
+    auto t1 = cluster.start_read(kDataset, trainer_flags(1, c1, 20), "trainer1");
+    for (auto* t : {t0.get(), t1.get()}) {
+      auto code = t->wait_exit(Millis{60000});
+      REQUIRE_MESSAGE(code == std::optional<int>{0}, std::string(t->describe()));
+    }
+  }
+  REQUIRE(c1.exists());
+  CHECK(c1.rounds() == 20);
+  const auto refused = [&](std::vector<std::string> flags, const std::vector<std::string>& says) {
+    flags.push_back("--resume-from");
+    flags.push_back(c1.path);
+    auto r = cluster.read(kDataset, flags);
+    CHECK(r.exit_code == std::optional<int>{2}); // refused before the network
+    for (const auto& s : says)
+      CHECK_MESSAGE(r.stderr_text.find(s) != std::string::npos, r.describe);
+  };
+  // 3 trainers resuming a read by 2: the rounds are not re-divided.
+  refused({"--job-name", "coord", "--num-consumers", "3", "--consumer-index", "1"},
+          {"`--resume-from`", "consumer_index 1 of a coordinated read by 2 consumers",
+           "this read has num_consumers 3"});
+  // Trainer 1's cursor for index 0.
+  refused({"--job-name", "coord", "--num-consumers", "2", "--consumer-index", "0"},
+          {"this read has consumer_index 0"});
+  // A read that is not coordinated.
+  refused({}, {"this read is not coordinated: set num_consumers 2 and consumer_index 1"});
+  // An unseeded shuffle has no cursor: a resumed task would draw another order.
+  CursorFile shuffled{12};
+  auto unseeded = cluster.read("range(100).shuffle(10).repeat()",
+                               {"--job-name", "shuffled", "--num-consumers", "2",
+                                "--consumer-index", "0", "--checkpoint-to", shuffled.path});
+  CHECK(unseeded.exit_code != std::optional<int>{0});
+  CHECK_MESSAGE(unseeded.stderr_text.find("`shuffle` without a seed") != std::string::npos,
+                unseeded.describe);
+}
