@@ -123,13 +123,15 @@ TEST_CASE("multi-source DYNAMIC: a worker SIGKILLed mid concatenate read - every
 
 // zip is not per-split (its elements pair two splits): a lost worker's splits of both sources
 // are read again, at-least-once (docs/SEMANTICS.md). Equal lengths, splits of equal size: no
-// element of either source is lost.
+// element of either source is lost. The lost splits go to a task still running, so the others
+// must not all have ended by the kill (a loud data_loss then): 2 ms per element keeps them busy
+// ~2.7 s past the 2000th line (at 0.6 ms a loaded machine's lag let them end first).
 TEST_CASE("multi-source DYNAMIC: a worker SIGKILLed mid zip read - no element of either source "
           "is lost") {
   Cluster cluster(3);
   constexpr int64_t kN = 6000;
   const std::string zipped = "zip(range(6000), range(" + std::to_string(kSecond) + ", " +
-                             std::to_string(kSecond + kN) + ")).map(sleep_us(us=600))";
+                             std::to_string(kSecond + kN) + ")).map(sleep_us(us=2000))";
   auto reader = cluster.start_read(zipped, {"--mode", "dynamic"});
   REQUIRE_MESSAGE(reader->wait_for_stdout_lines(2000, Millis{30000}), reader->describe());
   REQUIRE_FALSE(reader->exited());
