@@ -28,65 +28,38 @@
 #include <vector>
 
 #include "test/integration/cluster.hpp"
+#include "test/integration/cursor_file.hpp"
 
 using conveyor::testing::ChildProcess;
 using conveyor::testing::Cluster;
+using conveyor::testing::CursorFile;
 using conveyor::testing::Millis;
+using conveyor::testing::resumed_after;
 
 namespace {
 
-struct CursorFile {
-  explicit CursorFile(int index) {
-    path = (std::filesystem::temp_directory_path() /
-            ("conveyor_coord_resume_" + std::to_string(::getpid()) + "_" + std::to_string(index)))
-             .string();
-    std::filesystem::remove(path);
-  }
-  ~CursorFile() {
-    std::error_code ec;
-    std::filesystem::remove(path, ec);
-    std::filesystem::remove(path + ".tmp", ec);
-  }
-  bool exists() const { return std::filesystem::exists(path); }
-  std::string text() const {
-    std::ifstream in{path};
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-  // The rounds the cursor covers (its `consumed` line).
-  int64_t rounds() const {
-    static const std::regex kLine(R"(\nconsumed (\d+)\n)");
-    std::smatch m;
-    const std::string t = text();
-    REQUIRE_MESSAGE(std::regex_search(t, m, kLine), t);
-    return std::stoll(m[1]);
-  }
-  // slot -> local rounds consumed.
-  std::map<int64_t, int64_t> slots() const {
-    std::map<int64_t, int64_t> out;
-    std::istringstream in{text()};
-    std::string line;
-    while (std::getline(in, line)) {
-      std::istringstream ls{line};
-      std::string field;
-      int64_t slot = 0, rounds = 0;
-      if (ls >> field && field == "slot" && ls >> slot >> rounds)
-        out[slot] = rounds;
-    }
-    return out;
-  }
-  std::string path;
-};
-
-// "read: resuming job J after M consumed element(s)" -> M (REQUIREs that it was printed).
-int64_t resumed_after(ChildProcess& reader) {
-  REQUIRE_MESSAGE(reader.wait_for_output("consumed element(s)", Millis{30000}), reader.describe());
-  static const std::regex kLine(R"(resuming job \d+ after (\d+) consumed element)");
+// The rounds the cursor covers (its `consumed` line).
+int64_t rounds(const CursorFile& cursor) {
+  static const std::regex kLine(R"(\nconsumed (\d+)\n)");
   std::smatch m;
-  const std::string err = reader.stderr_text();
-  REQUIRE_MESSAGE(std::regex_search(err, m, kLine), err);
+  const std::string t = cursor.text();
+  REQUIRE_MESSAGE(std::regex_search(t, m, kLine), t);
   return std::stoll(m[1]);
+}
+
+// slot -> local rounds consumed.
+std::map<int64_t, int64_t> slots(const CursorFile& cursor) {
+  std::map<int64_t, int64_t> out;
+  std::istringstream in{cursor.text()};
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls{line};
+    std::string field;
+    int64_t slot = 0, rounds = 0;
+    if (ls >> field && field == "slot" && ls >> slot >> rounds)
+      out[slot] = rounds;
+  }
+  return out;
 }
 
 constexpr int kTrainers = 2;
@@ -124,7 +97,7 @@ TEST_CASE("coordinated resume: 2 trainers on 2 workers SIGKILLed together at ran
   Cluster cluster(2, {"--client-timeout", "2000", "--job-gc-timeout", "300"});
   std::vector<std::unique_ptr<CursorFile>> cursors;
   for (int i = 0; i < kTrainers; ++i)
-    cursors.push_back(std::make_unique<CursorFile>(i));
+    cursors.push_back(std::make_unique<CursorFile>());
   std::array<std::vector<std::string>, kTrainers> consumed, last_lines;
   std::array<int64_t, kTrainers> covered{};
   for (int attempt = 0; attempt <= kKilled; ++attempt) {
@@ -133,7 +106,7 @@ TEST_CASE("coordinated resume: 2 trainers on 2 workers SIGKILLed together at ran
     // The trainer behind starts first and makes the resumed job; the other joins it.
     std::array<int64_t, kTrainers> at{};
     for (int i = 0; i < kTrainers; ++i)
-      at[i] = cursors[i]->exists() ? cursors[i]->rounds() : 0;
+      at[i] = cursors[i]->exists() ? rounds(*cursors[i]) : 0;
     std::vector<int> order{0, 1};
     if (at[1] < at[0])
       std::swap(order[0], order[1]);
@@ -178,12 +151,12 @@ TEST_CASE("coordinated resume: 2 trainers on 2 workers SIGKILLed together at ran
     }
   }
   // Both read to the same round: their last cursors name the same slots and rounds per slot.
-  const auto slots = cursors[0]->slots();
-  CHECK(cursors[1]->slots() == slots);
-  CHECK(slots.size() == 2); // one per worker's task, resumed slot by slot
+  const auto slots_of_0 = slots(*cursors[0]);
+  CHECK(slots(*cursors[1]) == slots_of_0);
+  CHECK(slots_of_0.size() == 2); // one per worker's task, resumed slot by slot
   int64_t total = 0;
-  for (const auto& [slot, rounds] : slots)
-    total += rounds;
+  for (const auto& [slot, n] : slots_of_0)
+    total += n;
   CHECK(total == kRounds);
   // Trainer i's share of slot s is 2l+i for l < rounds(s): each once over all attempts.
   for (int i = 0; i < kTrainers; ++i) {
@@ -191,8 +164,8 @@ TEST_CASE("coordinated resume: 2 trainers on 2 workers SIGKILLed together at ran
     std::vector<int64_t> got, want;
     for (const auto& l : consumed[i])
       got.push_back(std::stoll(l));
-    for (const auto& [slot, rounds] : cursors[i]->slots())
-      for (int64_t l = 0; l < rounds; ++l)
+    for (const auto& [slot, n] : slots(*cursors[i]))
+      for (int64_t l = 0; l < n; ++l)
         want.push_back(2 * l + i);
     std::sort(got.begin(), got.end());
     std::sort(want.begin(), want.end());
@@ -206,7 +179,7 @@ TEST_CASE("coordinated resume: refused clearly - another number of trainers, ano
   // (Named jobs whose consumers left are released at once: the workers' drain at the teardown
   // does not wait for their rounds.)
   Cluster cluster(1, {"--client-timeout", "2000", "--job-gc-timeout", "300"});
-  CursorFile c0{10}, c1{11};
+  CursorFile c0, c1;
   {
     auto t0 = cluster.start_read(kDataset, trainer_flags(0, c0, 20), "trainer0");
     auto t1 = cluster.start_read(kDataset, trainer_flags(1, c1, 20), "trainer1");
@@ -216,7 +189,7 @@ TEST_CASE("coordinated resume: refused clearly - another number of trainers, ano
     }
   }
   REQUIRE(c1.exists());
-  CHECK(c1.rounds() == 20);
+  CHECK(rounds(c1) == 20);
   const auto refused = [&](std::vector<std::string> flags, const std::vector<std::string>& says) {
     flags.push_back("--resume-from");
     flags.push_back(c1.path);
@@ -235,7 +208,7 @@ TEST_CASE("coordinated resume: refused clearly - another number of trainers, ano
   // A read that is not coordinated.
   refused({}, {"this read is not coordinated: set num_consumers 2 and consumer_index 1"});
   // An unseeded shuffle has no cursor: a resumed task would draw another order.
-  CursorFile shuffled{12};
+  CursorFile shuffled;
   auto unseeded = cluster.read("range(100).shuffle(10).repeat()",
                                {"--job-name", "shuffled", "--num-consumers", "2",
                                 "--consumer-index", "0", "--checkpoint-to", shuffled.path});

@@ -25,40 +25,44 @@
 #include <vector>
 
 #include "test/integration/cluster.hpp"
+#include "test/integration/cursor_file.hpp"
 #include "test/integration/restartable_nodes.hpp"
 #include "test/unit/sharding/temp_dir.hpp"
 
 using conveyor::testing::ChildProcess;
 using conveyor::testing::Cluster;
+using conveyor::testing::CursorFile;
 using conveyor::testing::Millis;
+using conveyor::testing::resumed_after;
 
 namespace {
 
-struct CursorFile {
-  CursorFile() {
-    static int counter = 0;
-    path = (std::filesystem::temp_directory_path() /
-            ("conveyor_resume_" + std::to_string(::getpid()) + "_" + std::to_string(++counter)))
-             .string();
-    std::filesystem::remove(path);
+using namespace conveyor::testing;
+
+// A dispatcher on its work dir `wd` (journaled) with two ready workers.
+struct JournaledPair {
+  explicit JournaledPair(const std::string& wd)
+    : dispatcher(start_dispatcher(free_port(), wd, "dispatcher1")),
+      port(*dispatcher->wait_listening(kStartTimeout)), w1(start_worker(port, "worker1")),
+      w2(start_worker(port, "worker2")) {
+    REQUIRE(w1->wait_for_output("worker: ready", kStartTimeout));
+    REQUIRE(w2->wait_for_output("worker: ready", kStartTimeout));
   }
-  ~CursorFile() {
-    std::error_code ec;
-    std::filesystem::remove(path, ec);
-    std::filesystem::remove(path + ".tmp", ec);
-  }
-  bool exists() const { return std::filesystem::exists(path); }
-  std::string path;
+  std::unique_ptr<ChildProcess> dispatcher;
+  uint16_t port;
+  std::unique_ptr<ChildProcess> w1, w2;
 };
 
-// "read: resuming job J after M consumed element(s)" -> M (REQUIREs that it was printed).
-int64_t resumed_after(ChildProcess& reader) {
-  REQUIRE_MESSAGE(reader.wait_for_output("consumed element(s)", Millis{30000}), reader.describe());
-  static const std::regex kLine(R"(resuming job \d+ after (\d+) consumed element)");
-  std::smatch m;
-  const std::string err = reader.stderr_text();
-  REQUIRE_MESSAGE(std::regex_search(err, m, kLine), err);
-  return std::stoll(m[1]);
+// `conveyor read` of `dataset` in `mode` with `extra` flags, started.
+std::unique_ptr<ChildProcess> start_read(uint16_t port, const std::string& dataset,
+                                         const std::string& mode, std::vector<std::string> extra,
+                                         const std::string& name) {
+  std::vector<std::string> args{"read",  "--dispatcher", addr(port), "--dataset",
+                                dataset, "--mode",       mode};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto r = ChildProcess::conveyor(args, name);
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
+  return std::move(r).value();
 }
 
 enum class Fault { none, worker, cluster };
@@ -240,21 +244,13 @@ TEST_CASE("resume: the dispatcher SIGKILLed mid resumed read and restarted on it
   TempDir dir;
   REQUIRE(dir.ok());
   const std::string wd = dir.path() + "/work";
-  auto d1 = start_dispatcher(free_port(), wd, "dispatcher1");
-  const uint16_t port = *d1->wait_listening(kStartTimeout);
-  auto w1 = start_worker(port, "worker1");
-  auto w2 = start_worker(port, "worker2");
-  REQUIRE(w1->wait_for_output("worker: ready", kStartTimeout));
-  REQUIRE(w2->wait_for_output("worker: ready", kStartTimeout));
+  JournaledPair nodes(wd);
+  auto& d1 = nodes.dispatcher;
+  const uint16_t port = nodes.port;
   const std::string dataset = "range(8000).map(sleep_us(us=2000))";
   CursorFile cursor;
   const auto read = [&](std::vector<std::string> extra, const std::string& name) {
-    std::vector<std::string> args{"read",  "--dispatcher", addr(port), "--dataset",
-                                  dataset, "--mode",       "dynamic"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    auto r = ChildProcess::conveyor(args, name);
-    REQUIRE_MESSAGE(r.ok(), r.status().to_string());
-    return std::move(r).value();
+    return start_read(port, dataset, "dynamic", std::move(extra), name);
   };
   // 2000 elements consumed, then the rest from the cursor.
   auto first =
@@ -291,23 +287,17 @@ TEST_CASE("resume: an OFF read's slots survive a dispatcher restart - a worker t
   TempDir dir;
   REQUIRE(dir.ok());
   const std::string wd = dir.path() + "/work";
-  auto d1 = start_dispatcher(free_port(), wd, "dispatcher1");
-  const uint16_t port = *d1->wait_listening(kStartTimeout);
-  auto w1 = start_worker(port, "worker1");
-  auto w2 = start_worker(port, "worker2");
-  REQUIRE(w1->wait_for_output("worker: ready", kStartTimeout));
-  REQUIRE(w2->wait_for_output("worker: ready", kStartTimeout));
+  JournaledPair nodes(wd);
+  auto& d1 = nodes.dispatcher;
+  auto& w1 = nodes.w1;
+  auto& w2 = nodes.w2;
+  const uint16_t port = nodes.port;
   constexpr int64_t kN = 4000;
   // ~12 s per slot: the restart and the joining worker come well before the first slot's end.
   const std::string dataset = "range(4000).map(sleep_us(us=3000))";
   CursorFile cursor;
   const auto read = [&](std::vector<std::string> extra, const std::string& name) {
-    std::vector<std::string> args{"read",  "--dispatcher", addr(port), "--dataset",
-                                  dataset, "--mode",       "off"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    auto r = ChildProcess::conveyor(args, name);
-    REQUIRE_MESSAGE(r.ok(), r.status().to_string());
-    return std::move(r).value();
+    return start_read(port, dataset, "off", std::move(extra), name);
   };
   // 400 elements of the two slots (the two workers' tasks), then the cursor.
   auto first =
