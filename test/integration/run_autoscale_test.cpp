@@ -31,8 +31,11 @@ TEST_CASE("run --autoscale: a reader waiting on a CPU-bound map gets a second wo
           "DYNAMIC element arrives once") {
   // One worker makes a few hundred elements/s; the reader takes them as fast as they come, so
   // it waits on the worker nearly all the time: the autoscaler climbs at its first decision.
+  // The first worker's task holds splits it read ahead of its output, which worker-2 cannot
+  // take: with 1500 elements the job often ended before worker-2 got one (0 elements in 4 of 6
+  // runs on an idle machine; with 4500, worker-2 made about a quarter of them).
   auto r = run_conveyor({"run", "--autoscale", "--min-workers", "1", "--max-workers", "2",
-                         "--dataset", "range(1500).map(burn(rounds=3000000))", "--range-split-size",
+                         "--dataset", "range(4500).map(burn(rounds=3000000))", "--range-split-size",
                          "20", "--autoscale-interval-ms", "300", "--scale-cooldown-ms", "600",
                          "--progress-ms", "1000"},
                         Millis{120000}, "run-autoscale-up");
@@ -41,7 +44,7 @@ TEST_CASE("run --autoscale: a reader waiting on a CPU-bound map gets a second wo
   CHECK(contains(r.stdout_text, "autoscale: 1 worker(s), bounds 1..2"));
   CHECK(contains(r.stdout_text, "autoscale: 1 -> 2 workers at"));
   CHECK(contains(r.stdout_text, "starting worker-2 (pid "));
-  CHECK(contains(r.stdout_text, "summary: 1500 elements"));
+  CHECK(contains(r.stdout_text, "summary: 4500 elements"));
   CHECK(contains(r.stdout_text, "  worker-2 (127.0.0.1:")); // the new worker served the job
   for (pid_t pid : node_pids(r.stdout_text))
     CHECK_MESSAGE(gone_within(pid, Millis{2000}), "node pid " << pid << " survived");
