@@ -98,12 +98,9 @@ TEST_CASE("dispatcher restart: coordinated reads go on in step - a worker that j
   TempDir dir;
   REQUIRE(dir.ok());
   auto wd = dir.path() + "/work";
-  auto d1 = start_dispatcher(free_port(), wd, "dispatcher1");
-  auto port = *d1->wait_listening(kStartTimeout);
-  auto w1 = start_worker(port, "worker1");
-  auto w2 = start_worker(port, "worker2");
-  REQUIRE(w1->wait_for_output("worker: ready", kStartTimeout));
-  REQUIRE(w2->wait_for_output("worker: ready", kStartTimeout));
+  JournaledPair nodes(wd);
+  auto& d1 = nodes.dispatcher;
+  const uint16_t port = nodes.port;
   // Element x expands to the group [2x, 2x+1]; ~5 000 rounds/s on two workers: ~12 s. The
   // readers read on while the dispatcher is down, and the third worker joins at the highest round
   // they reported plus the lookahead: on 2 cores beside other tests that was once past round

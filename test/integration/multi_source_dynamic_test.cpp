@@ -153,12 +153,9 @@ TEST_CASE("multi-source DYNAMIC: the dispatcher SIGKILLed mid concatenate read a
   TempDir dir;
   REQUIRE(dir.ok());
   auto wd = dir.path() + "/work";
-  auto d1 = start_dispatcher(free_port(), wd, "dispatcher1");
-  auto port = *d1->wait_listening(kStartTimeout);
-  auto w1 = start_worker(port, "worker1");
-  auto w2 = start_worker(port, "worker2");
-  REQUIRE(w1->wait_for_output("worker: ready", kStartTimeout));
-  REQUIRE(w2->wait_for_output("worker: ready", kStartTimeout));
+  JournaledPair nodes(wd);
+  auto& d1 = nodes.dispatcher;
+  const uint16_t port = nodes.port;
   constexpr int64_t kN = 6000; // ~1.8 s on both workers together
   auto reader = ChildProcess::conveyor(
     {"read", "--dispatcher", addr(port), "--dataset", concatenated(kN, 300), "--mode", "dynamic"},

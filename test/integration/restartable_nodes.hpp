@@ -1,6 +1,7 @@
 // Dispatcher and worker processes that tests stop and restart themselves (the Cluster keeps its
 // nodes for its whole life): a dispatcher on a given port and --work-dir, a worker of a
-// dispatcher port. Each REQUIREs that its process started.
+// dispatcher port, and a journaled dispatcher with two ready workers. Each REQUIREs that its
+// process started.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -54,5 +55,19 @@ inline std::unique_ptr<ChildProcess> start_worker(uint16_t dispatcher_port, cons
 }
 
 inline std::string addr(uint16_t port) { return "127.0.0.1:" + std::to_string(port); }
+
+// A dispatcher on its work dir `wd` (journaled) with two ready workers.
+struct JournaledPair {
+  explicit JournaledPair(const std::string& wd)
+    : dispatcher(start_dispatcher(free_port(), wd, "dispatcher1")),
+      port(*dispatcher->wait_listening(kStartTimeout)), w1(start_worker(port, "worker1")),
+      w2(start_worker(port, "worker2")) {
+    REQUIRE(w1->wait_for_output("worker: ready", kStartTimeout));
+    REQUIRE(w2->wait_for_output("worker: ready", kStartTimeout));
+  }
+  std::unique_ptr<ChildProcess> dispatcher;
+  uint16_t port;
+  std::unique_ptr<ChildProcess> w1, w2;
+};
 
 } // namespace conveyor::testing

@@ -39,20 +39,6 @@ namespace {
 
 using namespace conveyor::testing;
 
-// A dispatcher on its work dir `wd` (journaled) with two ready workers.
-struct JournaledPair {
-  explicit JournaledPair(const std::string& wd)
-    : dispatcher(start_dispatcher(free_port(), wd, "dispatcher1")),
-      port(*dispatcher->wait_listening(kStartTimeout)), w1(start_worker(port, "worker1")),
-      w2(start_worker(port, "worker2")) {
-    REQUIRE(w1->wait_for_output("worker: ready", kStartTimeout));
-    REQUIRE(w2->wait_for_output("worker: ready", kStartTimeout));
-  }
-  std::unique_ptr<ChildProcess> dispatcher;
-  uint16_t port;
-  std::unique_ptr<ChildProcess> w1, w2;
-};
-
 // `conveyor read` of `dataset` in `mode` with `extra` flags, started.
 std::unique_ptr<ChildProcess> start_read(uint16_t port, const std::string& dataset,
                                          const std::string& mode, std::vector<std::string> extra,
