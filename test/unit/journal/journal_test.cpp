@@ -60,6 +60,25 @@ DispatcherState apply_all(const std::vector<Update>& records) {
   return s;
 }
 
+// Each record comes back from the codec as it went in.
+void check_codec_roundtrip(const std::vector<Update>& records) {
+  for (const auto& r : records) {
+    auto back = Journal::decode(Journal::encode(r));
+    REQUIRE(back.ok());
+    CHECK(Journal::encode(*back) == Journal::encode(r));
+  }
+}
+
+// `live` through the snapshot codec and restore(): an equal state (returned for more checks).
+DispatcherState restored_from_snapshot(const DispatcherState& live) {
+  auto snapshot = Journal::decode_snapshot(Journal::encode_snapshot(live.snapshot()));
+  REQUIRE(snapshot.ok());
+  DispatcherState restored;
+  REQUIRE(restored.restore(*snapshot).ok());
+  CHECK(restored == live);
+  return restored;
+}
+
 // Appends every record and waits until all are durable.
 void write_all(Journal& j, const std::vector<Update>& records) {
   for (const auto& r : records)
@@ -385,16 +404,8 @@ TEST_CASE("splits held at a crash survive replay and snapshots") {
   REQUIRE(live.job(1) != nullptr);
   REQUIRE(live.job(1)->outstanding_splits.size() == 1);
   CHECK(live.job(1)->outstanding_splits[0].file == "f.txt");
-  for (const auto& r : records) { // the codec keeps both lists
-    auto back = Journal::decode(Journal::encode(r));
-    REQUIRE(back.ok());
-    CHECK(Journal::encode(*back) == Journal::encode(r));
-  }
-  auto snapshot = Journal::decode_snapshot(Journal::encode_snapshot(live.snapshot()));
-  REQUIRE(snapshot.ok());
-  DispatcherState restored;
-  REQUIRE(restored.restore(*snapshot).ok());
-  CHECK(restored == live);
+  check_codec_roundtrip(records); // the codec keeps both lists
+  DispatcherState restored = restored_from_snapshot(live);
   REQUIRE(restored.job(1)->outstanding_splits.size() == 1);
   CHECK(restored.job(1)->outstanding_splits[0].begin == 10);
 }
@@ -423,16 +434,8 @@ TEST_CASE("splits of several sources: each source's position and held splits sur
   CHECK(job->outstanding_splits[0].index == 0);
   CHECK(job->outstanding_splits[1].source == 1);
   CHECK(job->outstanding_splits[1].index == 1);
-  for (const auto& r : records) {
-    auto back = Journal::decode(Journal::encode(r));
-    REQUIRE(back.ok());
-    CHECK(Journal::encode(*back) == Journal::encode(r));
-  }
-  auto snapshot = Journal::decode_snapshot(Journal::encode_snapshot(live.snapshot()));
-  REQUIRE(snapshot.ok());
-  DispatcherState restored;
-  REQUIRE(restored.restore(*snapshot).ok());
-  CHECK(restored == live);
+  check_codec_roundtrip(records);
+  DispatcherState restored = restored_from_snapshot(live);
   REQUIRE(restored.job(1)->source_positions.size() == 1);
   CHECK(restored.job(1)->source_positions[0].next_index == 2);
   // A negative source is refused, not filed under source 0.
@@ -461,16 +464,8 @@ TEST_CASE("a deterministic job's window and finished-split log survive replay an
   CHECK(job->finished_log[0].index == 2);
   CHECK(job->finished_log_next == 3);
   CHECK(job->outstanding_splits.empty());
-  for (const auto& r : records) {
-    auto back = Journal::decode(Journal::encode(r));
-    REQUIRE(back.ok());
-    CHECK(Journal::encode(*back) == Journal::encode(r));
-  }
-  auto snapshot = Journal::decode_snapshot(Journal::encode_snapshot(live.snapshot()));
-  REQUIRE(snapshot.ok());
-  DispatcherState restored;
-  REQUIRE(restored.restore(*snapshot).ok());
-  CHECK(restored == live);
+  check_codec_roundtrip(records);
+  DispatcherState restored = restored_from_snapshot(live);
   CHECK(restored.job(1)->deterministic_window == 16);
   REQUIRE(restored.job(1)->finished_log.size() == 1);
 
@@ -529,11 +524,7 @@ TEST_CASE("a resumed OFF read's slots survive replay and snapshots: each task ke
   CHECK(replayed == live);
   REQUIRE(replayed.task(2) != nullptr);
   CHECK(replayed.task(2)->off_slot == 9);
-  auto snapshot = Journal::decode_snapshot(Journal::encode_snapshot(live.snapshot()));
-  REQUIRE(snapshot.ok());
-  DispatcherState restored;
-  REQUIRE(restored.restore(*snapshot).ok());
-  CHECK(restored == live);
+  DispatcherState restored = restored_from_snapshot(live);
   CHECK(restored.job(1)->off_slots_taken == 2);
 
   SUBCASE("the first task takes the first slot") {
