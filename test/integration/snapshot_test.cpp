@@ -144,6 +144,16 @@ void load_while_saving(Iterator& it, ChildProcess& saver, int64_t n) {
   CHECK(sorted_values(got) == iota(n));
 }
 
+// A dispatcher on `port` whose workers may be slow to heartbeat (60 s timeout), writing under `dir`.
+std::unique_ptr<ChildProcess> start_snapshot_dispatcher(uint16_t port, const std::string& dir) {
+  auto d = ChildProcess::conveyor({"dispatcher", "--port", std::to_string(port), "--worker-timeout",
+                                   "60000", "--allow-path", dir},
+                                  "dispatcher");
+  REQUIRE_MESSAGE(d.ok(), d.status().to_string());
+  REQUIRE_MESSAGE((*d)->wait_listening(kStartTimeout).ok(), (*d)->describe());
+  return std::move(d).value();
+}
+
 } // namespace
 
 TEST_CASE("snapshot: the workers write a save's streams, it survives a worker SIGKILL and a "
@@ -214,11 +224,7 @@ TEST_CASE("snapshot: a distributed save starts at once, not at the workers' next
   REQUIRE(dir.ok());
   const std::string snap = dir.path() + "/snap";
   const uint16_t port = free_port();
-  auto d = ChildProcess::conveyor({"dispatcher", "--port", std::to_string(port), "--worker-timeout",
-                                   "60000", "--allow-path", dir.path()},
-                                  "dispatcher");
-  REQUIRE_MESSAGE(d.ok(), d.status().to_string());
-  REQUIRE_MESSAGE((*d)->wait_listening(kStartTimeout).ok(), (*d)->describe());
+  auto d = start_snapshot_dispatcher(port, dir.path());
   // Heartbeats far apart: a worker that learnt of its stream only with its next heartbeat ack
   // would start writing up to 8 s after the save started; the dispatcher's nudge starts it now.
   std::vector<std::unique_ptr<ChildProcess>> workers;
@@ -237,7 +243,7 @@ TEST_CASE("snapshot: a distributed save starts at once, not at the workers' next
     std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
   REQUIRE_MESSAGE(saved.exit_code == 0, saved.describe);
   CHECK_MESSAGE(took < std::chrono::milliseconds(4000),
-                "the save took " << took.count() << " ms; " << (*d)->describe());
+                "the save took " << took.count() << " ms; " << d->describe());
   auto loaded = Dataset::load(snap).collect();
   REQUIRE_MESSAGE(loaded.ok(), loaded.status().to_string());
   CHECK(sorted_values(*loaded) == iota(2000));
@@ -248,15 +254,11 @@ TEST_CASE("snapshot: a worker that registers while a save waits for workers writ
   REQUIRE(dir.ok());
   const std::string snap = dir.path() + "/snap";
   const uint16_t port = free_port();
-  auto d = ChildProcess::conveyor({"dispatcher", "--port", std::to_string(port), "--worker-timeout",
-                                   "60000", "--allow-path", dir.path()},
-                                  "dispatcher");
-  REQUIRE_MESSAGE(d.ok(), d.status().to_string());
-  REQUIRE_MESSAGE((*d)->wait_listening(kStartTimeout).ok(), (*d)->describe());
+  auto d = start_snapshot_dispatcher(port, dir.path());
   auto saver = ChildProcess::conveyor(
     {"save", "--dispatcher", addr(port), "--dataset", "range(2000)", "--path", snap}, "save");
   REQUIRE_MESSAGE(saver.ok(), saver.status().to_string());
-  REQUIRE_MESSAGE((*d)->wait_for_output("created snapshot at", kStartTimeout), (*d)->describe());
+  REQUIRE_MESSAGE(d->wait_for_output("created snapshot at", kStartTimeout), d->describe());
   // The snapshot waits for a worker. This one heartbeats every 8 s: without the nudge that
   // follows its registration it would learn of its stream only with its first heartbeat's ack.
   const auto t0 = std::chrono::steady_clock::now();
