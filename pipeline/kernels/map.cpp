@@ -3,13 +3,15 @@
 // (pipeline/runtime/executor.hpp) while this iterator keeps pulling its input on the caller's thread (so
 // input errors and `unavailable` stay in stream order); a caller waiting for a result runs the
 // oldest queued call itself. deterministic=true returns results in input order, false returns
-// whichever finishes first.
+// whichever finishes first. Its waits give back the thread's lease first and end with the lease's
+// check() error (pipeline/runtime/thread_lease.hpp: the Python trainer pipeline's GIL, Ctrl-C).
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <thread>
 
 #include "pipeline/runtime/executor.hpp"
+#include "pipeline/runtime/thread_lease.hpp"
 #include "pipeline/kernels/kernel.hpp"
 
 namespace conveyor::kernels {
@@ -81,6 +83,7 @@ public:
   // The queue (declared last) is destroyed first: it drops the calls not started and waits
   // for the running ones, which only touch `shared_`, `fn_` and `params_` through their own
   // shared pointers.
+  ~ParallelMapIterator() override { give_back_lease(); } // the running calls may need it
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     end_of_sequence = false;
@@ -113,7 +116,8 @@ public:
       end_of_sequence = true;
       return Status::OK();
     }
-    auto slot = take_finished_slot();
+    std::shared_ptr<Slot> slot;
+    CONVEYOR_RETURN_IF_ERROR(take_finished_slot(slot));
     if (!slot->result.ok()) {
       if (slot->result.status().code() == ErrorCode::unavailable)
         waiting_for_retry_ = false;
@@ -128,7 +132,7 @@ public:
     if (waiting_for_retry_)
       return failed_precondition("`map` cannot save its state while its input's `unavailable` "
                                  "waits for a retry");
-    finish_all_calls();
+    CONVEYOR_RETURN_IF_ERROR(finish_all_calls());
     out.put_tag("parallel_map");
     out.put_int(next_index_);
     out.put_bool(input_done_);
@@ -197,26 +201,28 @@ private:
   // The first slot (deterministic) or the first finished one, removed from `slots_`. While
   // none is finished, runs the oldest queued call here (queued in input order, so that is the
   // one a deterministic map needs first); sleeps only while every call is running elsewhere.
-  std::shared_ptr<Slot> take_finished_slot() {
+  // An error: the thread lease's check ended the wait (the slots stay).
+  Status take_finished_slot(std::shared_ptr<Slot>& out) {
     for (;;) {
       {
         std::unique_lock<std::mutex> lock(shared_->mu);
-        if (auto slot = pop_finished_slot())
-          return slot;
+        if ((out = pop_finished_slot()))
+          return Status::OK();
       }
       if (queue_ && queue_->run_one())
         continue;
       std::unique_lock<std::mutex> lock(shared_->mu);
-      if (auto slot = pop_finished_slot())
-        return slot;
+      if ((out = pop_finished_slot()))
+        return Status::OK();
       shared_->consumer_waiting = true; // set with the check: no wake-up is missed
-      shared_->finished.wait(lock);
+      Status st = wait_giving_back(shared_->finished, lock, [this] { return any_finished(); });
       shared_->consumer_waiting = false;
+      CONVEYOR_RETURN_IF_ERROR(st);
     }
   }
 
   // Runs or waits for every call in flight (as take_finished_slot does for one).
-  void finish_all_calls() {
+  Status finish_all_calls() {
     const auto all_done = [this] {
       for (const auto& slot : slots_)
         if (!slot->done)
@@ -227,31 +233,40 @@ private:
       {
         std::lock_guard<std::mutex> lock(shared_->mu);
         if (all_done())
-          return;
+          return Status::OK();
       }
       if (queue_ && queue_->run_one())
         continue;
       std::unique_lock<std::mutex> lock(shared_->mu);
       if (all_done())
-        return;
+        return Status::OK();
       shared_->consumer_waiting = true;
-      shared_->finished.wait(lock);
+      Status st = wait_giving_back(shared_->finished, lock, all_done);
       shared_->consumer_waiting = false;
+      CONVEYOR_RETURN_IF_ERROR(st);
     }
   }
 
-  // Under shared_->mu.
-  std::shared_ptr<Slot> pop_finished_slot() {
+  // Under shared_->mu: the slot pop_finished_slot() takes (slots_.end(): none).
+  std::deque<std::shared_ptr<Slot>>::iterator find_finished_slot() {
     for (auto it = slots_.begin(); it != slots_.end(); ++it) {
-      if ((*it)->done) {
-        auto slot = std::move(*it);
-        slots_.erase(it);
-        return slot;
-      }
+      if ((*it)->done)
+        return it;
       if (deterministic_)
         break;
     }
-    return nullptr;
+    return slots_.end();
+  }
+  bool any_finished() { return find_finished_slot() != slots_.end(); }
+
+  // Under shared_->mu.
+  std::shared_ptr<Slot> pop_finished_slot() {
+    auto it = find_finished_slot();
+    if (it == slots_.end())
+      return nullptr;
+    auto slot = std::move(*it);
+    slots_.erase(it);
+    return slot;
   }
 
   std::shared_ptr<ExecutorGroup> group_; // the job's share of the executor (null: its own)

@@ -8,7 +8,10 @@
 // When the input says `unavailable`, fills pause until the consumer has received it and asks
 // again, so the retry happens on the consumer's schedule, not in a busy loop. Buffered elements
 // count against the job's memory budget from when they were produced until the consumer takes
-// them; an element past the budget is queued as that error instead.
+// them; an element past the budget is queued as that error instead. A fill is a CallRun and the
+// consumer's waits give back its thread's lease (pipeline/runtime/thread_lease.hpp): the Python
+// trainer pipeline keeps the GIL across a fill's calls, and a wait may end with the lease's
+// check() error (Ctrl-C), the buffer left as it was.
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -17,6 +20,7 @@
 #include "pipeline/runtime/executor.hpp"
 #include "pipeline/kernels/kernel.hpp"
 #include "pipeline/runtime/memory_budget.hpp"
+#include "pipeline/runtime/thread_lease.hpp"
 
 namespace conveyor::kernels {
 
@@ -38,6 +42,7 @@ public:
       std::lock_guard<std::mutex> lock(mu_);
       cancelled_ = true; // a running fill stops after the input call in progress
     }
+    give_back_lease();         // the running fill may need it to return
     queue_->cancel_and_wait(); // a queued fill is dropped; a running one has returned
     if (budget_ != nullptr)    // what is still buffered goes back to the job's budget
       budget_->release(charged_.load(std::memory_order_relaxed));
@@ -46,7 +51,7 @@ public:
   Status get_next(Element& out, bool& end_of_sequence) override {
     end_of_sequence = false;
     if (ready_.empty())
-      take_buffer();
+      CONVEYOR_RETURN_IF_ERROR(take_buffer());
     if (ready_.front().end) { // stays queued: later calls keep getting the end
       end_of_sequence = true;
       return Status::OK();
@@ -118,8 +123,9 @@ private:
   enum class Fill { idle, queued, running };
 
   // Waits for entries and moves all of them to ready_ at once (one lock and at most one wake-up
-  // per buffer, not per element), then schedules the next fill.
-  void take_buffer() {
+  // per buffer, not per element), then schedules the next fill. An error: the lease's check
+  // ended the wait (nothing taken, the fill goes on).
+  Status take_buffer() {
     std::unique_lock<std::mutex> lock(mu_);
     if (paused_ && buffer_.empty()) // the consumer already got the `unavailable`: retry now
       paused_ = false;
@@ -135,16 +141,21 @@ private:
       }
       if (spins < kSpinsBeforeSleep) {
         lock.unlock();
+        give_back_lease(); // the running fill may need it
         std::this_thread::yield();
         lock.lock();
         continue;
       }
       consumer_waiting_ = true;
-      filled_.wait(lock, [this] { return !buffer_.empty(); }); // the running fill adds one
+      // The running fill adds one.
+      Status st = wait_giving_back(filled_, lock, [this] { return !buffer_.empty(); });
       consumer_waiting_ = false;
+      if (!st.ok())
+        return st;
     }
     ready_.swap(buffer_);
     schedule_fill();
+    return Status::OK();
   }
 
   // Under mu_: queues a fill unless one is queued or running, the buffer is full, the input
@@ -160,6 +171,7 @@ private:
   // Pulls the input until the buffer is full (only one fill runs at a time: input_ is never
   // called concurrently).
   void fill() {
+    CallRun run; // a lease its calls adopt is given back before the thread goes
     std::unique_lock<std::mutex> lock(mu_);
     fill_ = Fill::running;
     while (!cancelled_ && !saving_ && !paused_ && !ended_ &&

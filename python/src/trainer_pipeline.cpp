@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "gil_lease.hpp"
 #include "iter_slot.hpp"
 #include "numpy_convert.hpp"
 #include "py_status.hpp"
@@ -129,7 +130,7 @@ LocalPipeline::Map map_function(PyRef fn, const std::string& name,
                                 std::shared_ptr<PyTrainerPipeline::Errors> errors) {
   return [fn = std::move(fn), what = "trainer-side map `" + name + "`", in = std::move(in),
           out = std::move(out), errors = std::move(errors)](const Element& e) -> Expected<Element> {
-    py::gil_scoped_acquire gil;
+    GilForCall gil;
     try {
       const auto structure = in->get();
       py::object result = call(*fn, element_to_python(Element(e), structure.get()));
@@ -149,7 +150,7 @@ LocalPipeline::Predicate filter_function(PyRef fn, const std::string& name,
                                          std::shared_ptr<PyTrainerPipeline::Errors> errors) {
   return [fn = std::move(fn), what = "trainer-side filter `" + name + "`", in = std::move(in),
           errors = std::move(errors)](const Element& e) -> Expected<bool> {
-    py::gil_scoped_acquire gil;
+    GilForCall gil;
     try {
       const auto structure = in->get();
       py::object keep = call(*fn, element_to_python(Element(e), structure.get()));
@@ -180,25 +181,27 @@ PyTrainerPipeline::PyTrainerPipeline(py::object stream, py::list ops)
     errors_(std::make_shared<Errors>()) {
   if (stream_->inherited())
     raise(crossed_fork("this iterator"));
-  const auto main_thread =
-    py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
   PyStream* source = stream_; // outlives the pipeline: close() and ~ stop the pipeline first
-  auto errors = errors_;
   LocalPipeline pipeline(
-    [source, errors, main_thread](Element& out, bool& end) -> Status {
-      // Waits in slices until an element, the end or close(); between slices the main thread
-      // runs Python's signal handlers (Ctrl-C), whose exception ends the wait.
+    [source](Element& out, bool& end) -> Status {
+      // An element already received is taken without giving up the thread's lease (the GIL).
+      ThreadLease* lease = thread_lease();
+      if (lease != nullptr) {
+        Status st = source->pull(out, end, milliseconds{0});
+        if (st.code() != ErrorCode::deadline_exceeded)
+          return st;
+      }
+      // Else waits in slices until an element, the end or close(); between slices the lease's
+      // check runs Python's signal handlers on the thread in next() (Ctrl-C), whose exception
+      // ends the wait.
       for (;;) {
+        if (lease != nullptr)
+          lease->give_back();
         Status st = source->pull(out, end, milliseconds{100});
         if (st.code() != ErrorCode::deadline_exceeded)
           return st;
-        if (PyThread_get_thread_ident() != main_thread)
-          continue;
-        py::gil_scoped_acquire gil;
-        if (PyErr_CheckSignals() != 0) {
-          py::error_already_set e;
-          return errors->hold(e, "waiting for the next element");
-        }
+        if (lease != nullptr)
+          CONVEYOR_RETURN_IF_ERROR(lease->check());
       }
     },
     [source] { return source->read_cursor(); });
@@ -257,16 +260,37 @@ PyTrainerPipeline::~PyTrainerPipeline() {
 py::object PyTrainerPipeline::next_or_end() {
   if (inherited())
     raise(crossed_fork("this iterator"));
+  if (interrupted_)
+    return py::object();
   Element e;
   bool end = false;
   Status st;
+  bool interrupted = false;
   {
-    py::gil_scoped_release release; // the pipeline's callables take it on their threads
-    std::lock_guard<std::mutex> lock(mu_);
+    // This thread keeps the GIL while the ops run on it and gives it up while they wait.
+    ConsumerGil gil([this] {
+      py::error_already_set pending;
+      return errors_->hold(pending, "waiting for the next element");
+    });
+    LeaseScope lease(&gil);
+    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock()) { // another thread's next() or checkpoint(): wait without the GIL
+      gil.give_back();
+      lock.lock();
+    }
     if (pipeline_)
       st = pipeline_->next(e, end);
     else
       end = true;
+    interrupted = gil.interrupted();
+  }
+  if (interrupted) {
+    // A signal's exception (KeyboardInterrupt) ended a wait somewhere in the ops, which may
+    // have dropped what they held: the iterator ends, as a generator does after raising. Its
+    // read is closed now (the job is left); its threads stop in close() or when it goes (a
+    // fill may be in a call that has not returned yet, which close() waits for).
+    interrupted_ = true;
+    stream_->close();
   }
   if (!st.ok())
     raise_status(st);
@@ -298,6 +322,9 @@ void PyTrainerPipeline::close() {
 py::tuple PyTrainerPipeline::checkpoint() {
   if (inherited())
     raise(crossed_fork("this iterator"));
+  if (interrupted_)
+    raise(failed_precondition("state_dict(): the iterator was closed when a signal's exception "
+                              "(e.g. KeyboardInterrupt) ended its next()"));
   Expected<std::string> blob = std::string{};
   {
     py::gil_scoped_release release; // a prefetch's fill may be in a callable: it finishes first

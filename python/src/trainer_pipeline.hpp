@@ -2,10 +2,14 @@
 // (`distribute(...).map(fn).shuffle(64).batch(32).prefetch(2)`) run by LocalPipeline
 // (consumer/local_pipeline.cpp), the one implementation C++ trainers use too, over a _Stream.
 // Python callables of map and filter are called with the GIL from whichever thread runs them
-// (the caller's, or the executor's for a parallel map or a prefetch fill): next() and
-// checkpoint() release the GIL while the pipeline runs. An exception a callable raises travels
+// (the caller's, or the executor's for a parallel map or a prefetch fill); checkpoint()
+// releases the GIL while the pipeline saves. An exception a callable raises travels
 // through the pipeline as an error Status that names it, and next() raises the same exception
 // object again (its class and message kept), in the order the pipeline reports errors.
+// The thread in next() keeps the GIL while ops run on it and gives it up when they wait; a
+// prefetch fill's calls take it once per fill (gil_lease.hpp). Waits check for signals every
+// 100 ms: a signal handler's exception (KeyboardInterrupt) comes out of next(), and the
+// iterator is then closed (later next() calls: StopIteration; state_dict(): an error).
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -57,6 +61,7 @@ private:
   std::shared_ptr<Slot> out_slot_;                  // the last op's
   std::mutex mu_;                                   // one next()/checkpoint()/close() at a time
   std::optional<conveyor::LocalPipeline> pipeline_; // reset by close()
+  bool interrupted_ = false; // a signal's exception ended a next(): closed (touched with the GIL)
 };
 
 // Defines _conveyor._TrainerPipeline on `m`.

@@ -238,6 +238,46 @@ def test_a_signal_handler_interrupts_a_waiting_next(one_worker):
         it.close()
 
 
+def test_a_signal_interrupts_a_next_waiting_behind_a_prefetch_fill(one_worker):
+    # next() waits for a prefetch's fill running on an executor thread (a map call blocked
+    # there): the wait checks for signals every 100 ms, the handler's exception comes out of
+    # next(), and the iterator is closed then (as a generator after raising).
+    class Interrupted(Exception):
+        pass
+
+    def handler(signum, frame):
+        raise Interrupted()
+
+    release = threading.Event()
+
+    def blocks_off_the_main_thread(x):
+        # A fill the consumer runs itself returns at once; one on an executor thread blocks.
+        if threading.current_thread() is not threading.main_thread():
+            release.wait(10)
+        return x
+
+    it = iter(read(one_worker, conveyor.Dataset.range(10**9)).map(blocks_off_the_main_thread)
+              .prefetch(2))
+    previous = signal.signal(signal.SIGALRM, handler)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        start = time.monotonic()
+        with pytest.raises(Interrupted):
+            for _ in range(10**6):  # until a fill lands on an executor thread and next() waits
+                next(it)
+        waited = time.monotonic() - start
+        assert waited < 3, f"the interrupt took {waited:.1f} s (the blocked call's 10 s?)"
+        with pytest.raises(StopIteration):
+            next(it)
+        with pytest.raises(conveyor.FailedPreconditionError, match="closed"):
+            it.state_dict()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        release.set()
+        it.close()
+
+
 def test_parallel_map_errors_keep_their_class(one_worker):
     class Odd(Exception):
         pass
