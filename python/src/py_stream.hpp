@@ -44,10 +44,11 @@ public:
   // ElementStream::checkpoint: the read cursor, bytes.
   pybind11::bytes checkpoint();
 
-  // For a C++ reader on any thread that does not hold the GIL (the trainer-side pipeline's
-  // source, trainer_pipeline.cpp): the next element within `timeout` (deadline_exceeded
-  // otherwise, so that the caller can check for signals and close() gets in between waits); a
-  // closed stream ends.
+  // For a C++ reader on any thread (the trainer-side pipeline's source, trainer_pipeline.cpp),
+  // holding the GIL only for a zero `timeout`: the next element within `timeout`
+  // (deadline_exceeded otherwise, so that the caller can check for signals and close() gets in
+  // between waits); a closed stream ends. Takes mu_, which no holder keeps while it waits for
+  // the GIL.
   conveyor::Status pull(conveyor::Element& e, bool& end, std::chrono::milliseconds timeout);
   // The read cursor (what checkpoint() returns), without the GIL; a closed stream's is the one
   // it had when it closed.
