@@ -100,7 +100,20 @@ Expected<std::string> PyStream::read_cursor() {
 Status PyStream::pull(Element& e, bool& end, milliseconds timeout) {
   if (inherited())
     return crossed_fork("this iterator");
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  return pull_locked(e, end, timeout);
+}
+
+Status PyStream::try_pull(Element& e, bool& end) {
+  if (inherited())
+    return crossed_fork("this iterator");
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock())
+    return Status(ErrorCode::deadline_exceeded, "the stream is busy");
+  return pull_locked(e, end, milliseconds{0});
+}
+
+Status PyStream::pull_locked(Element& e, bool& end, milliseconds timeout) {
   if (closing_ || !stream_) {
     end = true;
     return Status::OK();

@@ -44,12 +44,14 @@ public:
   // ElementStream::checkpoint: the read cursor, bytes.
   pybind11::bytes checkpoint();
 
-  // For a C++ reader on any thread (the trainer-side pipeline's source, trainer_pipeline.cpp),
-  // holding the GIL only for a zero `timeout`: the next element within `timeout`
-  // (deadline_exceeded otherwise, so that the caller can check for signals and close() gets in
-  // between waits); a closed stream ends. Takes mu_, which no holder keeps while it waits for
-  // the GIL.
+  // For a C++ reader on any thread that does not hold the GIL (the trainer-side pipeline's
+  // source, trainer_pipeline.cpp): the next element within `timeout` (deadline_exceeded
+  // otherwise, so that the caller can check for signals and close() gets in between waits); a
+  // closed stream ends.
   conveyor::Status pull(conveyor::Element& e, bool& end, std::chrono::milliseconds timeout);
+  // pull() without waiting, also with the GIL held: deadline_exceeded when no element is ready
+  // or another thread holds the stream (which may be waiting for the GIL).
+  conveyor::Status try_pull(conveyor::Element& e, bool& end);
   // The read cursor (what checkpoint() returns), without the GIL; a closed stream's is the one
   // it had when it closed.
   conveyor::Expected<std::string> read_cursor();
@@ -62,6 +64,8 @@ private:
   std::unique_lock<std::mutex> lock_without_gil();
   conveyor::ElementStream* stream();
   conveyor::Status take(conveyor::Element& e, bool& end, std::unique_lock<std::mutex>& lock);
+  // pull() with mu_ held.
+  conveyor::Status pull_locked(conveyor::Element& e, bool& end, std::chrono::milliseconds timeout);
 
   std::atomic<bool> waiting_{false}; // the last element had to be waited for (a hint only)
   std::atomic<bool> closing_{false};

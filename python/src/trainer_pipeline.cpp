@@ -187,7 +187,7 @@ PyTrainerPipeline::PyTrainerPipeline(py::object stream, py::list ops)
       // An element already received is taken without giving up the thread's lease (the GIL).
       ThreadLease* lease = thread_lease();
       if (lease != nullptr) {
-        Status st = source->pull(out, end, milliseconds{0});
+        Status st = source->try_pull(out, end);
         if (st.code() != ErrorCode::deadline_exceeded)
           return st;
       }
