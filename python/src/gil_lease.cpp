@@ -64,8 +64,8 @@ conveyor::Status ConsumerGil::check() {
   take();
   if (PyErr_CheckSignals() == 0)
     return conveyor::Status::OK();
-  interrupted_ = true;
-  return on_signal_();
+  interruption_ = on_signal_();
+  return interruption_;
 }
 
 GilForCall::GilForCall() {

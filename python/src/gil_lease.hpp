@@ -43,12 +43,13 @@ public:
   std::chrono::milliseconds check_interval() const override {
     return std::chrono::milliseconds{100};
   }
-  bool interrupted() const { return interrupted_; } // a check() returned an error
+  // The error a check() returned (OK: none): the signal's exception, held by on_signal.
+  const conveyor::Status& interruption() const { return interruption_; }
 
 private:
   std::function<conveyor::Status()> on_signal_;
   PyThreadState* saved_ = nullptr; // while given back
-  bool interrupted_ = false;
+  conveyor::Status interruption_;
 };
 
 // The GIL for one Python call on this thread: through its lease (kept after the call), an

@@ -265,7 +265,7 @@ py::object PyTrainerPipeline::next_or_end() {
   Element e;
   bool end = false;
   Status st;
-  bool interrupted = false;
+  Status interruption;
   {
     // This thread keeps the GIL while the ops run on it and gives it up while they wait.
     ConsumerGil gil([this] {
@@ -282,15 +282,18 @@ py::object PyTrainerPipeline::next_or_end() {
       st = pipeline_->next(e, end);
     else
       end = true;
-    interrupted = gil.interrupted();
+    interruption = gil.interruption();
   }
-  if (interrupted) {
+  if (!interruption.ok()) {
     // A signal's exception (KeyboardInterrupt) ended a wait somewhere in the ops, which may
     // have dropped what they held: the iterator ends, as a generator does after raising. Its
     // read is closed now (the job is left); its threads stop in close() or when it goes (a
     // fill may be in a call that has not returned yet, which close() waits for).
     interrupted_ = true;
     stream_->close();
+    // Raised even where the ops returned something else first (an element or an earlier
+    // error, e.g. a fill run here put the interrupt behind them): the caller asked to stop.
+    raise_status(interruption);
   }
   if (!st.ok())
     raise_status(st);
