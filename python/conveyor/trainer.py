@@ -13,8 +13,11 @@ The ops run in C++: the LocalPipeline that C++ trainers use (consumer/local_pipe
 _conveyor._TrainerPipeline, python/src/trainer_pipeline.cpp), so batch, shuffle, prefetch, take...
 are the workers' kernels, and this module only checks arguments and keeps the state_dict().
 Python functions of map and filter are called back with the GIL (a parallel map's calls and a
-prefetch's reads on the process's executor threads); their exceptions come out of next() as
-raised, in order.
+prefetch's reads on the process's executor threads; a fill takes it once for its calls, and the
+thread in next() keeps it until the pipeline waits: python/src/gil_lease.hpp); their exceptions
+come out of next() as raised, in order. Ctrl-C interrupts a next() that waits (for the service or
+for another thread's fill) within 100 ms; the iterator is closed then, as a generator after it
+raised.
 
 A TrainerIterator's state_dict() is the read cursor plus the LocalPipeline checkpoint: what the
 ops hold between elements (a shuffle buffer and its generator, a partial unbatch, prefetched
