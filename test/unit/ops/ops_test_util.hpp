@@ -16,7 +16,9 @@
 
 namespace conveyor::test {
 
-// Registers the test_ functions into the global registry (idempotent).
+// Registers the test_ functions into the global registry (idempotent). Sources
+// test_saving_source(n) and test_unsaved_source(n) yield 0..n-1; only the first one's iterator
+// saves its position.
 void register_test_functions();
 // How many times test_count_calls ran.
 extern std::atomic<int64_t> count_calls;
