@@ -111,8 +111,8 @@ void finish_if_complete(self_ptr self, const std::string& path) {
   }
   // Done: no stream resumes, so their checkpoints go (again after a restart: idempotent).
   if (Status s = snapshot::remove_checkpoints(path); !s.ok())
-    log::warning(kLog, "the snapshot at " + path + " is done, but its stream checkpoints stay: " +
-                         s.to_string());
+    log::warning(kLog, "the snapshot at " + path +
+                         " is done, but its stream checkpoints stay: " + s.to_string());
   log::info(kLog, "the snapshot at " + path + " is done: " + std::to_string(elements) +
                     " elements in " + std::to_string(chunks->size()) + " chunks from " +
                     std::to_string(snap->streams.size()) + " stream(s)");

@@ -157,10 +157,10 @@ private:
   std::shared_ptr<MemoryCache> cache_;
   std::vector<Element> recorded_;
   bool tainted_ = false;
-  MemoryCharge charge_;      // recorded_, handed to the cache when the pass completes
-  int64_t position_ = 0;     // elements delivered in this pass
-  bool refilling_ = false;   // restored from a pass that read the complete cache
-  int64_t refill_ = 0;       // elements still to record without delivering them
+  MemoryCharge charge_;    // recorded_, handed to the cache when the pass completes
+  int64_t position_ = 0;   // elements delivered in this pass
+  bool refilling_ = false; // restored from a pass that read the complete cache
+  int64_t refill_ = 0;     // elements still to record without delivering them
 };
 
 class FileReplayIterator : public Iterator {
@@ -187,9 +187,9 @@ public:
     if (!state.ok())
       return state.status();
     if (state->complete && state->file_size != reader_->size())
-      return data_loss("`cache`: the file `" + reader_->path() + "` changed since the checkpoint: " +
-                       std::to_string(state->file_size) + " bytes then, " +
-                       std::to_string(reader_->size()) + " now");
+      return data_loss("`cache`: the file `" + reader_->path() +
+                       "` changed since the checkpoint: " + std::to_string(state->file_size) +
+                       " bytes then, " + std::to_string(reader_->size()) + " now");
     return reader_->skip(static_cast<uint64_t>(state->position));
   }
 

@@ -14,12 +14,12 @@
 namespace conveyor::kernels {
 
 struct CacheState {
-  bool complete = false;    // the pass read a complete cache; false: it was filling one
-  int64_t position = 0;     // the elements this pass delivered
-  bool ended = false;       // the pass saw its end
-  int64_t file_size = -1;   // a complete file cache's size (another size on restore: data_loss)
-  bool recording = true;    // filling: the pass will still be recorded when it ends
-  Status pending;           // filling a file: the error reported in place of the end
+  bool complete = false;  // the pass read a complete cache; false: it was filling one
+  int64_t position = 0;   // the elements this pass delivered
+  bool ended = false;     // the pass saw its end
+  int64_t file_size = -1; // a complete file cache's size (another size on restore: data_loss)
+  bool recording = true;  // filling: the pass will still be recorded when it ends
+  Status pending;         // filling a file: the error reported in place of the end
   std::optional<std::string> input; // filling, before the end: the input's state
 
   // The input's state into `input` (a read cursor it sets is passed on to `out`).

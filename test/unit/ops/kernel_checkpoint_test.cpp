@@ -288,7 +288,8 @@ TEST_CASE("a file cache that vanished or changed since the checkpoint is data_lo
 TEST_CASE("registered source functions resume when their registration says how") {
   test::register_test_functions();
   // counter: FunctionDef::source_checkpoint = skip_by_count.
-  check_resumes(Dataset::source(FunctionRef("counter", {{"start", int64_t{2}}, {"stop", int64_t{9}}})));
+  check_resumes(
+    Dataset::source(FunctionRef("counter", {{"start", int64_t{2}}, {"stop", int64_t{9}}})));
   // Its iterator's own save/restore.
   check_resumes(Dataset::source(FunctionRef("test_saving_source", {{"n", int64_t{6}}})).repeat(2));
 }
