@@ -138,14 +138,14 @@ public:
   }
 
 private:
-  // The input's next element, recorded.
+  // The input's next element, recorded unless the pass cannot become the cache.
   Status next_recorded(Element& out, bool& end_of_sequence) {
     Status status = input_->get_next(out, end_of_sequence);
     if (!status.ok()) {
       tainted_ = tainted_ || status.code() != ErrorCode::unavailable;
       return status;
     }
-    if (end_of_sequence)
+    if (end_of_sequence || tainted_)
       return Status::OK();
     CONVEYOR_RETURN_IF_ERROR(reserve_one_more(recorded_, charge_));
     CONVEYOR_RETURN_IF_ERROR(charge_.add(element_heap_bytes(out)));
