@@ -294,6 +294,37 @@ TEST_CASE("registered source functions resume when their registration says how")
   check_resumes(Dataset::source(FunctionRef("test_saving_source", {{"n", int64_t{6}}})).repeat(2));
 }
 
+TEST_CASE("an input that yields fewer elements when run again is data_loss: a skip_by_count "
+          "source, a memory cache's refill") {
+  test::register_test_functions();
+  auto restored_then_shortened = [](const Dataset& ds, int64_t k) {
+    test::varying_length = 6;
+    auto first = iterator_of(ds);
+    read_all(*first, k);
+    IteratorStateWriter out;
+    REQUIRE(first->save(out).ok());
+    test::varying_length = 1;
+    auto second = iterator_of(ds);
+    IteratorStateReader in(out.bytes());
+    REQUIRE(second->restore(in).ok());
+    Element e;
+    bool end = false;
+    Status st = second->get_next(e, end);
+    test::varying_length = 5;
+    return st;
+  };
+  const Status source = restored_then_shortened(Dataset::source("test_varying_source"), 4);
+  CHECK(source.code() == ErrorCode::data_loss);
+  CHECK_MESSAGE(source.message().find("source function `test_varying_source` ended after 1 "
+                                      "elements on restore, before the 4") != std::string::npos,
+                source.message());
+  const Status refill =
+    restored_then_shortened(Dataset::source("test_varying_source").cache().repeat(2), 8);
+  CHECK(refill.code() == ErrorCode::data_loss);
+  CHECK_MESSAGE(refill.message().find("refilling the memory cache") != std::string::npos,
+                refill.message());
+}
+
 TEST_CASE("an op that cannot save says so instead of a partial checkpoint") {
   test::register_test_functions();
   auto it = iterator_of(Dataset::source("test_unsaved_source").map("square"));

@@ -15,6 +15,7 @@
 namespace conveyor::test {
 
 std::atomic<int64_t> count_calls{0};
+std::atomic<int64_t> varying_length{5};
 
 namespace {
 
@@ -78,6 +79,19 @@ FunctionDef counter_def(std::string name, bool saves) {
   return d;
 }
 
+// Yields 0..varying_length-1, registered skip_by_count (which it breaks when the length changes).
+FunctionDef varying_def() {
+  FunctionDef d;
+  d.name = "test_varying_source";
+  d.kind = FunctionKind::source;
+  d.doc = "test helper";
+  d.source = [](const Params&) -> Expected<std::unique_ptr<Iterator>> {
+    return std::unique_ptr<Iterator>(std::make_unique<TestCounter>(varying_length.load(), false));
+  };
+  d.source_checkpoint = SourceCheckpoint::skip_by_count;
+  return d;
+}
+
 void add_or_fail(FunctionDef def) {
   Status st = FunctionRegistry::global().add(std::move(def));
   REQUIRE_MESSAGE(st.ok(), st.to_string());
@@ -123,6 +137,7 @@ void register_test_functions() {
       }));
     add_or_fail(counter_def("test_saving_source", true));
     add_or_fail(counter_def("test_unsaved_source", false));
+    add_or_fail(varying_def());
   });
 }
 
