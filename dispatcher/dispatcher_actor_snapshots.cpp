@@ -83,8 +83,9 @@ void fail(self_ptr self, const std::string& path, const std::string& error) {
   finish(self, path, error);
 }
 
-// Ends the snapshot once every stream is done and the splits ran out: DONE on disk, then the
-// record (a crash in between finds DONE on restart and only records it).
+// Ends the snapshot once every stream is done and the splits ran out: DONE on disk, the streams'
+// checkpoints removed, then the record (a crash in between finds DONE on restart, removes what is
+// left of the checkpoints and records it).
 void finish_if_complete(self_ptr self, const std::string& path) {
   const SnapshotEntry* snap = self->state.cluster.snapshot_at(path);
   if (!snap || snap->finished || !snap->exhausted || snap->streams.empty())
@@ -108,6 +109,10 @@ void finish_if_complete(self_ptr self, const std::string& path) {
     if (Status s = snapshot::mark_done(path, n, elements); !s.ok())
       return fail(self, path, s.to_string());
   }
+  // Done: no stream resumes, so their checkpoints go (again after a restart: idempotent).
+  if (Status s = snapshot::remove_checkpoints(path); !s.ok())
+    log::warning(kLog, "the snapshot at " + path +
+                         " is done, but its stream checkpoints stay: " + s.to_string());
   log::info(kLog, "the snapshot at " + path + " is done: " + std::to_string(elements) +
                     " elements in " + std::to_string(chunks->size()) + " chunks from " +
                     std::to_string(snap->streams.size()) + " stream(s)");

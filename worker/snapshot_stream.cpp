@@ -118,7 +118,8 @@ Status write_stream(const StreamTask& task, const FetchStreamSplits& fetch, cons
         what + " was cut short after committing " + std::to_string(counts.chunks) +
         " chunk(s) without a checkpoint of its pipeline (" +
         snapshot::checkpoint_path(task.path, task.stream, resume - 1) +
-        ": an op of it cannot save its state, such as cache or a registered source function), and "
+        ": an op of it cannot save its state, such as a registered source function whose iterator "
+        "does not save), and "
         "its pipeline is not per-split, so it cannot resume exactly once; "
         "remove the snapshot directory and save again");
     if (!read.ok())

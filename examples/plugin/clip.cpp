@@ -1,9 +1,10 @@
 // `clip(lo=0.0, hi=1.0)`: every number of every component clamped to [lo, hi], as np.clip.
 // A template for your own functions: copy this directory, rename the function, keep the entry
 // point. Map, filter (FunctionKind::predicate), flat_map/interleave (dataset) and source
-// functions register the same way (conveyor/functions.hpp).
+// functions register the same way (conveyor/functions.hpp); `ramp` below is a source.
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include <conveyor/functions.hpp>
@@ -49,6 +50,22 @@ Expected<Element> clip(const Element& in, const Params& p) {
   return out;
 }
 
+// `ramp(start=0, stop=10)`: a source of the int64 scalars start, ..., stop-1.
+class Ramp : public conveyor::Iterator {
+public:
+  Ramp(int64_t next, int64_t stop) : next_(next), stop_(stop) {}
+  conveyor::Status get_next(Element& out, bool& end_of_sequence) override {
+    end_of_sequence = next_ >= stop_;
+    if (!end_of_sequence)
+      out = Element{Tensor::scalar(next_++)};
+    return conveyor::Status::OK();
+  }
+
+private:
+  int64_t next_;
+  int64_t stop_;
+};
+
 } // namespace
 
 // The entry point conveyor looks for (exported with default visibility).
@@ -65,4 +82,21 @@ conveyor_register_functions(conveyor::FunctionRegistry& registry) {
                        const Params&) -> Expected<conveyor::ElementSpec> { return in; };
   // A name clash is the only failure; the host reports it when it loads the plugin.
   (void)registry.add(std::move(def));
+
+  conveyor::FunctionDef ramp;
+  ramp.name = "ramp";
+  ramp.kind = conveyor::FunctionKind::source;
+  ramp.params = {{"start", int64_t{0}}, {"stop", int64_t{10}}};
+  ramp.doc = "the int64 scalars start, ..., stop-1 (examples/plugin)";
+  ramp.source = [](const Params& p) -> Expected<std::unique_ptr<conveyor::Iterator>> {
+    return std::unique_ptr<conveyor::Iterator>(
+      std::make_unique<Ramp>(std::get<int64_t>(p.at("start")), std::get<int64_t>(p.at("stop"))));
+  };
+  // Checkpoints (LocalPipeline::checkpoint, a snapshot stream's resume): the same parameters
+  // give the same elements, so a restore makes a new Ramp and skips the elements already read.
+  // A source whose elements depend on more than its parameters overrides Iterator::save and
+  // restore instead (conveyor/iterator_state.hpp) and leaves source_checkpoint at `iterator`;
+  // one that does neither makes such checkpoints fail, naming it.
+  ramp.source_checkpoint = conveyor::SourceCheckpoint::skip_by_count;
+  (void)registry.add(std::move(ramp));
 }

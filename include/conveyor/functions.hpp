@@ -47,6 +47,19 @@ Expected<std::size_t> component_of_key(const std::string& fn, const std::string&
 Expected<Params> resolve_component_key(const std::string& fn, Params params,
                                        const ElementSpec& input);
 
+// How a source function's iterator saves its position (Iterator::save / restore, the checkpoints of
+// conveyor/iterator_state.hpp: LocalPipeline::checkpoint, resumed snapshot streams).
+enum class SourceCheckpoint : unsigned char {
+  // The iterator's own save/restore: override them to write (and read back) what it holds between
+  // two elements. Iterator's defaults refuse with failed_precondition, and the pipeline then
+  // cannot save (the error names the function).
+  iterator,
+  // The source yields the same elements, in the same order, for the same parameters: a restore
+  // makes a new iterator and passes over as many elements as the saved one had returned (cost:
+  // re-reading them). One that then ends sooner fails with data_loss.
+  skip_by_count,
+};
+
 struct ParamSpec {
   std::string name;
   Scalar default_value; // every parameter has a default; its kind fixes the accepted kind
@@ -65,6 +78,7 @@ struct FunctionDef {
     output_spec; // map: output spec from input spec; dataset: spec of the returned datasets' elements
   ElementSpec source_spec; // source: spec of what it yields (may be empty = unknown)
   int64_t source_cardinality = kUnknownCardinality;
+  SourceCheckpoint source_checkpoint = SourceCheckpoint::iterator; // source: see above
 };
 
 class FunctionRegistry {

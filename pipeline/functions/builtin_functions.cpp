@@ -515,6 +515,7 @@ FunctionDef counter() {
   d.source_spec = ElementSpec{{scalar_spec(DType::int64)}};
   // The count depends on the parameters, which a FunctionDef's fixed cardinality cannot say.
   d.source_cardinality = kUnknownCardinality;
+  d.source_checkpoint = SourceCheckpoint::skip_by_count; // a function of its parameters
   return d;
 }
 

@@ -565,6 +565,26 @@ Expected<std::string> read_checkpoint(const std::string& dir, int64_t stream, in
   return b.substr(kCheckpointHeaderBytes);
 }
 
+Status remove_checkpoints(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir + "/DONE", ec))
+    return failed_precondition("snapshot " + dir +
+                               " is not done: its streams may still need their checkpoints");
+  const std::string live = dir + "/checkpoints", doomed = dir + "/.checkpoints-removed";
+  if (fs::exists(live, ec)) {
+    fs::remove_all(doomed, ec); // one a crash left behind
+    if (ec)
+      return io_error("cannot remove " + doomed + ": " + ec.message());
+    fs::rename(live, doomed, ec);
+    if (ec)
+      return io_error("cannot rename " + live + " to " + doomed + ": " + ec.message());
+  }
+  fs::remove_all(doomed, ec);
+  if (ec)
+    return io_error("cannot remove " + doomed + ": " + ec.message());
+  return Status::OK();
+}
+
 Expected<Progress> progress(const std::string& dir) {
   std::error_code ec;
   Progress p;

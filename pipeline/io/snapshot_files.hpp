@@ -96,6 +96,11 @@ Status write_checkpoint(const std::string& dir, int64_t stream, int64_t index,
                         const std::string& state, bool sync = true);
 // not_found when there is none; data_loss naming the file when it is damaged.
 Expected<std::string> read_checkpoint(const std::string& dir, int64_t stream, int64_t index);
+// Removes the streams' checkpoints of a DONE snapshot (no stream resumes any more); refused
+// (failed_precondition) before DONE. DIR/checkpoints is first renamed out of the way, so a crash
+// never leaves a partial set under its name, and the call is idempotent: a later one finishes
+// what a crash cut short.
+Status remove_checkpoints(const std::string& dir);
 
 enum class State { writing, done, failed };
 struct Progress {

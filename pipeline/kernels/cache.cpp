@@ -3,9 +3,18 @@
 // iterator tree (e.g. the passes of a `repeat` above). Otherwise the pass goes to a file
 // (cache_file.hpp) committed only when the pass completes; any later iterator, in this process or
 // a later one, reads the committed file. A pass that saw an input error is not recorded.
+//
+// Checkpoints (cache_state.hpp): a filling pass saves its input's state and its count; a restored
+// one goes on from the input's state but is not recorded (its first elements went with the saved
+// process, and a partial file's temporary file is not reopened), so the next pass records the
+// cache from the start. A pass reading a complete cache saves its count: a file cache is reopened
+// and that many records skipped (a file gone or of another size is data_loss naming it); a memory
+// cache, gone with its process, is refilled by running the input again, the elements the pass
+// had delivered recorded but not delivered again.
 #include <utility>
 
 #include "pipeline/kernels/cache_file.hpp"
+#include "pipeline/kernels/cache_state.hpp"
 #include "pipeline/kernels/kernel.hpp"
 
 namespace conveyor::kernels {
@@ -21,6 +30,32 @@ public:
     end_of_sequence = next_ >= cache_->elements.size();
     if (!end_of_sequence)
       out = cache_->elements[next_++];
+    return Status::OK();
+  }
+
+  Status save(IteratorStateWriter& out) override {
+    CacheState state;
+    state.complete = true;
+    state.position = static_cast<int64_t>(next_);
+    state.write(out);
+    return Status::OK();
+  }
+
+  // Also takes a filling pass's state: this tree's cache is that pass, complete.
+  Status restore(IteratorStateReader& in) override {
+    auto state = CacheState::read(in);
+    if (!state.ok())
+      return state.status();
+    const std::size_t size = cache_->elements.size();
+    if (state->ended) {
+      next_ = size;
+      return Status::OK();
+    }
+    if (static_cast<uint64_t>(state->position) > size)
+      return data_loss("`cache`: the memory cache holds " + std::to_string(size) +
+                       " elements, fewer than the " + std::to_string(state->position) +
+                       " the checkpoint had read");
+    next_ = static_cast<std::size_t>(state->position);
     return Status::OK();
   }
 
@@ -40,15 +75,19 @@ public:
       end_of_sequence = true;
       return Status::OK();
     }
-    Status status = input_->get_next(out, end_of_sequence);
-    if (!status.ok()) {
-      tainted_ = tainted_ || status.code() != ErrorCode::unavailable;
-      return status;
+    // A restored pass of a complete cache: its input again, recorded up to where it stood.
+    while (refill_ > 0) {
+      CONVEYOR_RETURN_IF_ERROR(next_recorded(out, end_of_sequence));
+      if (end_of_sequence)
+        return data_loss("`cache`: refilling the memory cache, its input ended after " +
+                         std::to_string(recorded_.size()) + " elements, before the " +
+                         std::to_string(position_) +
+                         " the checkpoint had read (the input is not deterministic)");
+      --refill_;
     }
+    CONVEYOR_RETURN_IF_ERROR(next_recorded(out, end_of_sequence));
     if (!end_of_sequence) {
-      CONVEYOR_RETURN_IF_ERROR(reserve_one_more(recorded_, charge_));
-      CONVEYOR_RETURN_IF_ERROR(charge_.add(element_heap_bytes(out)));
-      recorded_.push_back(out);
+      ++position_;
       return Status::OK();
     }
     input_.reset();
@@ -66,12 +105,62 @@ public:
     return Status::OK();
   }
 
+  Status save(IteratorStateWriter& out) override {
+    CacheState state;
+    state.complete = refilling_;
+    state.position = position_;
+    state.ended = !input_;
+    state.recording = !tainted_;
+    if (input_ && !refilling_)
+      CONVEYOR_RETURN_IF_ERROR(state.save_input(*input_, out));
+    state.write(out);
+    return Status::OK();
+  }
+
+  Status restore(IteratorStateReader& in) override {
+    auto state = CacheState::read(in);
+    if (!state.ok())
+      return state.status();
+    position_ = state->position;
+    if (state->ended) {
+      input_.reset();
+      return Status::OK();
+    }
+    if (state->complete) { // refilled from this iterator's fresh input (get_next)
+      refilling_ = true;
+      refill_ = state->position;
+      return Status::OK();
+    }
+    CONVEYOR_RETURN_IF_ERROR(state->restore_input(*input_));
+    // The elements delivered before the checkpoint are not in recorded_: not a whole pass.
+    tainted_ = !state->recording || state->position > 0;
+    return Status::OK();
+  }
+
 private:
+  // The input's next element, recorded unless the pass cannot become the cache.
+  Status next_recorded(Element& out, bool& end_of_sequence) {
+    Status status = input_->get_next(out, end_of_sequence);
+    if (!status.ok()) {
+      tainted_ = tainted_ || status.code() != ErrorCode::unavailable;
+      return status;
+    }
+    if (end_of_sequence || tainted_)
+      return Status::OK();
+    CONVEYOR_RETURN_IF_ERROR(reserve_one_more(recorded_, charge_));
+    CONVEYOR_RETURN_IF_ERROR(charge_.add(element_heap_bytes(out)));
+    recorded_.push_back(out);
+    return Status::OK();
+  }
+
   IteratorPtr input_;
   std::shared_ptr<MemoryCache> cache_;
   std::vector<Element> recorded_;
   bool tainted_ = false;
-  MemoryCharge charge_; // recorded_, handed to the cache when the pass completes
+  MemoryCharge charge_;    // recorded_, handed to the cache when the pass completes
+  int64_t position_ = 0;   // elements delivered in this pass
+  bool refilling_ = false; // restored from a pass that read the complete cache
+  int64_t refill_ = 0;     // elements still to record without delivering them
 };
 
 class FileReplayIterator : public Iterator {
@@ -81,6 +170,27 @@ public:
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     return reader_->read(out, end_of_sequence);
+  }
+
+  Status save(IteratorStateWriter& out) override {
+    CacheState state;
+    state.complete = true;
+    state.position = static_cast<int64_t>(reader_->elements_read());
+    state.file_size = reader_->size();
+    state.write(out);
+    return Status::OK();
+  }
+
+  // Also takes a filling pass's state: the file was committed since, by that pass or another.
+  Status restore(IteratorStateReader& in) override {
+    auto state = CacheState::read(in);
+    if (!state.ok())
+      return state.status();
+    if (state->complete && state->file_size != reader_->size())
+      return data_loss("`cache`: the file `" + reader_->path() +
+                       "` changed since the checkpoint: " + std::to_string(state->file_size) +
+                       " bytes then, " + std::to_string(reader_->size()) + " now");
+    return reader_->skip(static_cast<uint64_t>(state->position));
   }
 
 private:
@@ -113,6 +223,7 @@ public:
       return status;
     }
     if (!end_of_sequence) {
+      ++position_;
       if (writer_) {
         Status appended = writer_->append(out);
         if (!appended.ok()) { // the element is still delivered; the failure is reported at the end
@@ -134,6 +245,38 @@ public:
     return Status::OK();
   }
 
+  Status save(IteratorStateWriter& out) override {
+    CacheState state;
+    state.position = position_;
+    state.ended = !input_;
+    state.recording = !tainted_;
+    state.pending = cache_error_;
+    if (input_)
+      CONVEYOR_RETURN_IF_ERROR(state.save_input(*input_, out));
+    state.write(out);
+    return Status::OK();
+  }
+
+  // A filling pass goes on unwritten: the saved pass's temporary file is not reopened (its
+  // process may still write it, or it died with it); the next pass writes the file from the
+  // start.
+  Status restore(IteratorStateReader& in) override {
+    auto state = CacheState::read(in);
+    if (!state.ok())
+      return state.status();
+    if (state->complete)
+      return data_loss("`cache`: the file `" + cache_file_path(prefix_) +
+                       "` that the checkpoint was reading is gone");
+    position_ = state->position;
+    cache_error_ = state->pending;
+    tainted_ = !state->recording || state->position > 0;
+    if (state->ended) {
+      input_.reset();
+      return Status::OK();
+    }
+    return state->restore_input(*input_);
+  }
+
 private:
   void taint() {
     tainted_ = true;
@@ -144,7 +287,8 @@ private:
   std::string prefix_;
   std::unique_ptr<CacheFileWriter> writer_;
   bool tainted_ = false;
-  Status cache_error_; // why this pass could not be cached
+  Status cache_error_;   // why this pass could not be cached
+  int64_t position_ = 0; // elements delivered in this pass
 };
 
 } // namespace

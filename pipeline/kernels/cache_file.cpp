@@ -127,26 +127,36 @@ Status CacheFileReader::read_exact(void* data, std::size_t n, const char* what) 
   return Status::OK();
 }
 
-Status CacheFileReader::read(Element& element, bool& end) {
-  end = ended_;
-  if (ended_)
-    return Status::OK();
+Status CacheFileReader::read_length(uint64_t& length) {
   unsigned char header[8];
   CONVEYOR_RETURN_IF_ERROR(read_exact(header, sizeof header, "record length"));
-  const uint64_t length = get_u64(header);
+  length = get_u64(header);
   if (length == kTrailerMarker) {
     CONVEYOR_RETURN_IF_ERROR(read_exact(header, sizeof header, "trailer"));
     if (get_u64(header) != count_)
       return data_loss("`cache`: the file `" + path_ + "` says it holds " +
                        std::to_string(get_u64(header)) + " elements but has " +
                        std::to_string(count_));
-    ended_ = end = true;
+    ended_ = true;
     return Status::OK();
   }
-  if (length > static_cast<uint64_t>(size_) - offset_) // checked before allocating
+  if (length > static_cast<uint64_t>(size_) - offset_) // checked before allocating or seeking
     return data_loss("`cache`: the file `" + path_ +
                      "` has a corrupt record length at byte offset " +
                      std::to_string(offset_ - sizeof header));
+  return Status::OK();
+}
+
+Status CacheFileReader::read(Element& element, bool& end) {
+  end = ended_;
+  if (ended_)
+    return Status::OK();
+  uint64_t length = 0;
+  CONVEYOR_RETURN_IF_ERROR(read_length(length));
+  if (ended_) {
+    end = true;
+    return Status::OK();
+  }
   const uint64_t record_offset = offset_;
   buffer_.resize(length);
   CONVEYOR_RETURN_IF_ERROR(read_exact(buffer_.data(), buffer_.size(), "record"));
@@ -157,6 +167,24 @@ Status CacheFileReader::read(Element& element, bool& end) {
                                          "`");
   element = std::move(*decoded);
   ++count_;
+  return Status::OK();
+}
+
+Status CacheFileReader::skip(uint64_t n) {
+  const uint64_t target = count_ + n;
+  while (count_ < target) {
+    uint64_t length = 0;
+    if (!ended_)
+      CONVEYOR_RETURN_IF_ERROR(read_length(length));
+    if (ended_)
+      return data_loss("`cache`: the file `" + path_ + "` holds " + std::to_string(count_) +
+                       " elements, fewer than the " + std::to_string(target) +
+                       " a checkpoint had read from it (it changed since)");
+    if (std::fseek(file_, static_cast<long>(length), SEEK_CUR) != 0)
+      return io_error("`cache`: cannot seek in the file `" + path_ + "`: " + errno_text());
+    offset_ += length;
+    ++count_;
+  }
   return Status::OK();
 }
 

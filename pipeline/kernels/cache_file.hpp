@@ -45,10 +45,18 @@ public:
   ~CacheFileReader();
   // data_loss (naming the file and offset) for a truncated or corrupt file.
   Status read(Element& element, bool& end);
+  // Passes over the next `n` elements without decoding them (a restored iterator's position);
+  // data_loss naming the file when it holds fewer.
+  Status skip(uint64_t n);
+  const std::string& path() const { return path_; }
+  int64_t size() const { return size_; }
+  uint64_t elements_read() const { return count_; }
 
 private:
   CacheFileReader(std::string path, std::FILE* file) : path_(std::move(path)), file_(file) {}
   Status read_exact(void* data, std::size_t n, const char* what);
+  // The next record's length, or kTrailer (checked) at the end; data_loss for a corrupt one.
+  Status read_length(uint64_t& length);
 
   std::string path_;
   std::FILE* file_;

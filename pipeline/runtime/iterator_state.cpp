@@ -9,15 +9,15 @@ namespace conveyor {
 
 namespace {
 
-// Ops without save: those whose state lives outside conveyor (a registered source function, a
-// cache being filled or replayed).
+// The default, for iterators that do not override save: a registered source function's (the
+// source kernel names the function) unless its registration says skip_by_count.
 constexpr const char* kCannotSave =
   "an op of this pipeline cannot save its state (ops that can: the sources range, "
   "from_tensors, from_tensor_slices, list_files, text_lines, tfrecord, csv, webdataset, load, "
-  "random and a "
-  "LocalPipeline's source; map, filter, flat_map, interleave, batch, padded_batch, "
-  "unbatch, shuffle, take, skip, shard, repeat, concatenate, zip, enumerate, ignore_errors, "
-  "parse_example, prefetch)";
+  "random, a LocalPipeline's source, and a registered source function whose iterator overrides "
+  "Iterator::save/restore or whose FunctionDef says source_checkpoint = skip_by_count; map, "
+  "filter, flat_map, interleave, batch, padded_batch, unbatch, shuffle, take, skip, shard, "
+  "repeat, concatenate, zip, enumerate, ignore_errors, parse_example, prefetch, cache)";
 
 } // namespace
 

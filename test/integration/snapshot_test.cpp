@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -106,6 +107,9 @@ void save_through_kills(const std::string& dataset, const std::vector<int64_t>& 
   }
   // The lost worker's stream was taken over: every stream is done.
   CHECK_MESSAGE(d2->wait_for_output("is done", kStartTimeout), d2->describe());
+  // Done: the streams' checkpoints are no longer needed (the log line comes after their removal).
+  CHECK_FALSE(std::filesystem::exists(snap + "/checkpoints"));
+  CHECK(snapshot::progress(snap).value().state == snapshot::State::done);
   auto loaded = Dataset::load(snap).collect();
   REQUIRE_MESSAGE(loaded.ok(), loaded.status().to_string());
   CHECK(sorted_values(*loaded) == expected);
@@ -169,6 +173,14 @@ TEST_CASE("snapshot: a pipeline that is not per-split (seeded shuffle, batch) re
   // (its shuffle buffer, partial batch and split) saved with their last committed chunk.
   save_through_kills("range(12000).map(sleep_us(us=300)).shuffle(64, seed=5).batch(7)", iota(12000),
                      "4000", 4);
+}
+
+TEST_CASE("snapshot: a `cache` pipeline's streams resume from their checkpoints through a worker "
+          "SIGKILL and a dispatcher SIGKILL, every element exactly once") {
+  // The taken-over and the restarted streams restore the memory cache's filling pass (its
+  // input's state) saved with their last committed chunk.
+  save_through_kills("range(12000).map(sleep_us(us=300)).shuffle(64, seed=5).cache().batch(7)",
+                     iota(12000), "4000", 4);
 }
 
 TEST_CASE("snapshot: range(10**6).map(square) saved by 3 workers through a worker SIGKILL and a "

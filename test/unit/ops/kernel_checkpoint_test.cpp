@@ -3,6 +3,7 @@
 // an uninterrupted run, for every k from 0 to the end (and the state of a finished one too).
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -39,13 +40,22 @@ std::unique_ptr<Iterator> iterator_of(const Dataset& ds) {
 
 // Stops at every k in [0, n] (n = the whole sequence's length) and checks the resumed rest
 // against the saved iterator's own rest, and (`repeatable`: no unseeded randomness) against an
-// uninterrupted run.
-void check_resumes(const Dataset& ds, bool repeatable = true, int64_t limit = 400) {
+// uninterrupted run. `before_run` runs before the uninterrupted and the saved iterator are made,
+// `before_restore` before the restored one (a file cache removed, ...).
+void check_resumes(const Dataset& ds, bool repeatable = true, int64_t limit = 400,
+                   const std::function<void()>& before_run = {},
+                   const std::function<void()>& before_restore = {}) {
+  auto call = [](const std::function<void()>& f) {
+    if (f)
+      f();
+  };
+  call(before_run);
   auto whole_it = iterator_of(ds);
   const std::vector<std::string> whole = read_all(*whole_it, limit);
   REQUIRE(!whole.empty());
   for (int64_t k = 0; k <= static_cast<int64_t>(whole.size()); ++k) {
     CAPTURE(k);
+    call(before_run);
     auto first = iterator_of(ds);
     std::vector<std::string> got = read_all(*first, k);
     IteratorStateWriter out;
@@ -53,6 +63,7 @@ void check_resumes(const Dataset& ds, bool repeatable = true, int64_t limit = 40
     REQUIRE_MESSAGE(saved.ok(), saved.to_string());
     const std::vector<std::string> rest = read_all(*first, limit - k);
     first.reset(); // the restored iterator stands alone
+    call(before_restore);
     auto second = iterator_of(ds);
     IteratorStateReader in(out.bytes());
     Status restored = second->restore(in);
@@ -171,12 +182,159 @@ TEST_CASE("the other ops resume with their inputs from a checkpoint at every ele
   }
 }
 
+TEST_CASE("a memory cache resumes mid first pass, at its end and in a later repetition") {
+  test::register_test_functions();
+  const std::vector<std::pair<const char*, Dataset>> cases = {
+    {"one pass", Dataset::range(5).map("square").cache()},
+    {"repeated", Dataset::range(4).cache().repeat(3)},
+    {"repeated, shuffled once below", Dataset::range(6).shuffle(6, 4, false).cache().repeat(2)},
+    {"a pass cut short by take", Dataset::range(5).cache().take(3).repeat(2)},
+  };
+  for (const auto& [name, ds] : cases) {
+    CAPTURE(name);
+    check_resumes(ds);
+  }
+}
+
+TEST_CASE("a memory cache restored mid first pass records the next pass; restored in a later "
+          "repetition it refills from its input once") {
+  test::register_test_functions();
+  const Dataset ds = Dataset::range(4).map("test_count_calls").cache().repeat(4);
+  auto restored_after = [&](int64_t k) {
+    auto first = iterator_of(ds);
+    read_all(*first, k);
+    IteratorStateWriter out;
+    REQUIRE(first->save(out).ok());
+    auto second = iterator_of(ds);
+    IteratorStateReader in(out.bytes());
+    REQUIRE(second->restore(in).ok());
+    test::count_calls = 0;
+    const std::vector<std::string> rest = read_all(*second, 100);
+    CHECK(static_cast<int64_t>(rest.size()) == 16 - k);
+    return test::count_calls.load();
+  };
+  // Mid first pass: the rest of the pass (not recorded: its first two went with the saved
+  // iterator), then the second pass runs the input again and is recorded for the last two.
+  CHECK(restored_after(2) == 2 + 4);
+  // Mid third pass: the input once, its first two elements recorded without being delivered.
+  CHECK(restored_after(10) == 4);
+}
+
+TEST_CASE("a file cache resumes mid first pass, at its end and in a later repetition; a partial "
+          "file is not continued, the next pass writes it") {
+  test::register_test_functions();
+  test::TempDir dir;
+  const std::string prefix = dir.file("c");
+  const std::string file = prefix + ".cache";
+  auto remove = [&] { std::filesystem::remove(file); };
+  // Each run starts without the file. The restored iterator finds the file the saved one's rest
+  // committed (a filling state then skips by count in the committed file) ...
+  check_resumes(Dataset::range(4).map("square").cache(prefix).repeat(3), true, 400, remove);
+  // ... or, removed again, none: the restored pass goes on from its input's state.
+  check_resumes(Dataset::range(5).cache(prefix), true, 400, remove, remove);
+
+  // Stopped mid first pass; the saved iterator dies with its temporary file.
+  remove();
+  const Dataset ds = Dataset::range(4).map("test_count_calls").cache(prefix).repeat(2);
+  auto first = iterator_of(ds);
+  CHECK(read_all(*first, 2) == std::vector<std::string>{"0", "1"});
+  IteratorStateWriter out;
+  REQUIRE(first->save(out).ok());
+  first.reset();
+  auto second = iterator_of(ds);
+  IteratorStateReader in(out.bytes());
+  REQUIRE(second->restore(in).ok());
+  test::count_calls = 0;
+  CHECK(read_all(*second, 2) == std::vector<std::string>{"2", "3"});
+  CHECK_FALSE(std::filesystem::exists(file)); // the rest of a pass is not a cache
+  CHECK(read_all(*second, 100) == std::vector<std::string>{"0", "1", "2", "3"});
+  CHECK(test::count_calls == 2 + 4);
+  CHECK(std::filesystem::exists(file)); // written by the second pass
+}
+
+TEST_CASE("a file cache that vanished or changed since the checkpoint is data_loss naming it") {
+  test::TempDir dir;
+  const std::string prefix = dir.file("c");
+  const std::string file = prefix + ".cache";
+  const Dataset ds = Dataset::range(4).cache(prefix).repeat(2);
+  auto saved_in_second_pass = [&] {
+    auto it = iterator_of(ds);
+    read_all(*it, 6);
+    IteratorStateWriter out;
+    REQUIRE(it->save(out).ok());
+    return out.bytes();
+  };
+  auto restore_error = [&](const std::string& state) {
+    auto it = iterator_of(ds);
+    IteratorStateReader in(state);
+    return it->restore(in);
+  };
+  std::string state = saved_in_second_pass();
+  std::filesystem::remove(file);
+  Status gone = restore_error(state);
+  CHECK(gone.code() == ErrorCode::data_loss);
+  CHECK_MESSAGE(gone.message().find(file) != std::string::npos, gone.message());
+  CHECK(gone.message().find("is gone") != std::string::npos);
+
+  state = saved_in_second_pass();
+  std::filesystem::remove(file);
+  REQUIRE(test::run(Dataset::range(9).cache(prefix)).size() == 9); // same name, other content
+  Status changed = restore_error(state);
+  CHECK(changed.code() == ErrorCode::data_loss);
+  CHECK_MESSAGE(changed.message().find(file) != std::string::npos, changed.message());
+  CHECK(changed.message().find("changed since the checkpoint") != std::string::npos);
+}
+
+TEST_CASE("registered source functions resume when their registration says how") {
+  test::register_test_functions();
+  // counter: FunctionDef::source_checkpoint = skip_by_count.
+  check_resumes(
+    Dataset::source(FunctionRef("counter", {{"start", int64_t{2}}, {"stop", int64_t{9}}})));
+  // Its iterator's own save/restore.
+  check_resumes(Dataset::source(FunctionRef("test_saving_source", {{"n", int64_t{6}}})).repeat(2));
+}
+
+TEST_CASE("an input that yields fewer elements when run again is data_loss: a skip_by_count "
+          "source, a memory cache's refill") {
+  test::register_test_functions();
+  auto restored_then_shortened = [](const Dataset& ds, int64_t k) {
+    test::varying_length = 6;
+    auto first = iterator_of(ds);
+    read_all(*first, k);
+    IteratorStateWriter out;
+    REQUIRE(first->save(out).ok());
+    test::varying_length = 1;
+    auto second = iterator_of(ds);
+    IteratorStateReader in(out.bytes());
+    REQUIRE(second->restore(in).ok());
+    Element e;
+    bool end = false;
+    Status st = second->get_next(e, end);
+    test::varying_length = 5;
+    return st;
+  };
+  const Status source = restored_then_shortened(Dataset::source("test_varying_source"), 4);
+  CHECK(source.code() == ErrorCode::data_loss);
+  CHECK_MESSAGE(source.message().find("source function `test_varying_source` ended after 1 "
+                                      "elements on restore, before the 4") != std::string::npos,
+                source.message());
+  const Status refill =
+    restored_then_shortened(Dataset::source("test_varying_source").cache().repeat(2), 8);
+  CHECK(refill.code() == ErrorCode::data_loss);
+  CHECK_MESSAGE(refill.message().find("refilling the memory cache") != std::string::npos,
+                refill.message());
+}
+
 TEST_CASE("an op that cannot save says so instead of a partial checkpoint") {
-  auto it = iterator_of(Dataset::source("counter").map("square"));
+  test::register_test_functions();
+  auto it = iterator_of(Dataset::source("test_unsaved_source").map("square"));
   IteratorStateWriter out;
   Status st = it->save(out);
   CHECK(st.code() == ErrorCode::failed_precondition);
   CHECK(st.message().find("cannot save its state") != std::string::npos);
+  CHECK_MESSAGE(st.message().find("source function `test_unsaved_source`") != std::string::npos,
+                st.message());
+  CHECK(st.message().find("skip_by_count") != std::string::npos);
 }
 
 TEST_CASE("a checkpoint restores only into the same ops, naming the difference") {

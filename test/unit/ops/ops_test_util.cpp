@@ -10,9 +10,12 @@
 
 #include <doctest/doctest.h>
 
+#include "conveyor/iterator_state.hpp"
+
 namespace conveyor::test {
 
 std::atomic<int64_t> count_calls{0};
+std::atomic<int64_t> varying_length{5};
 
 namespace {
 
@@ -29,6 +32,63 @@ FunctionDef map_def(std::string name, std::vector<ParamSpec> params, MapFn fn) {
   d.params = std::move(params);
   d.doc = "test helper";
   d.map = std::move(fn);
+  return d;
+}
+
+// Yields 0..n-1 (parameter `n`); with `saves`, its iterator saves and restores its position.
+class TestCounter : public Iterator {
+public:
+  TestCounter(int64_t n, bool saves) : n_(n), saves_(saves) {}
+  Status get_next(Element& out, bool& end_of_sequence) override {
+    end_of_sequence = next_ >= n_;
+    if (!end_of_sequence)
+      out = Element{Tensor::scalar(next_++)};
+    return Status::OK();
+  }
+  Status save(IteratorStateWriter& out) override {
+    if (!saves_)
+      return Iterator::save(out);
+    out.put_tag("test_counter");
+    out.put_int(next_);
+    return Status::OK();
+  }
+  Status restore(IteratorStateReader& in) override {
+    if (!saves_)
+      return Iterator::restore(in);
+    CONVEYOR_RETURN_IF_ERROR(in.expect_tag("test_counter"));
+    next_ = in.get_int();
+    return in.status();
+  }
+
+private:
+  int64_t n_;
+  bool saves_;
+  int64_t next_ = 0;
+};
+
+FunctionDef counter_def(std::string name, bool saves) {
+  FunctionDef d;
+  d.name = std::move(name);
+  d.kind = FunctionKind::source;
+  d.params = {{"n", int64_t{5}}};
+  d.doc = "test helper";
+  d.source = [saves](const Params& p) -> Expected<std::unique_ptr<Iterator>> {
+    return std::unique_ptr<Iterator>(
+      std::make_unique<TestCounter>(std::get<int64_t>(p.at("n")), saves));
+  };
+  return d;
+}
+
+// Yields 0..varying_length-1, registered skip_by_count (which it breaks when the length changes).
+FunctionDef varying_def() {
+  FunctionDef d;
+  d.name = "test_varying_source";
+  d.kind = FunctionKind::source;
+  d.doc = "test helper";
+  d.source = [](const Params&) -> Expected<std::unique_ptr<Iterator>> {
+    return std::unique_ptr<Iterator>(std::make_unique<TestCounter>(varying_length.load(), false));
+  };
+  d.source_checkpoint = SourceCheckpoint::skip_by_count;
   return d;
 }
 
@@ -75,6 +135,9 @@ void register_test_functions() {
         std::this_thread::sleep_for(std::chrono::microseconds(200 * (8 - *x % 8)));
         return Element{Tensor::scalar(*x * 10)};
       }));
+    add_or_fail(counter_def("test_saving_source", true));
+    add_or_fail(counter_def("test_unsaved_source", false));
+    add_or_fail(varying_def());
   });
 }
 

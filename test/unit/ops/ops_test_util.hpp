@@ -16,10 +16,14 @@
 
 namespace conveyor::test {
 
-// Registers the test_ functions into the global registry (idempotent).
+// Registers the test_ functions into the global registry (idempotent). Sources
+// test_saving_source(n) and test_unsaved_source(n) yield 0..n-1; only the first one's iterator
+// saves its position. Source test_varying_source yields 0..varying_length-1 and is registered
+// skip_by_count.
 void register_test_functions();
 // How many times test_count_calls ran.
 extern std::atomic<int64_t> count_calls;
+extern std::atomic<int64_t> varying_length;
 
 // All elements of `it`; the status of the first error (or OK). Stops after `limit` elements.
 Status drain(Iterator& it, std::vector<Element>& out, int64_t limit = 100000);

@@ -225,6 +225,30 @@ TEST_CASE("snapshot: a snapshot is written once, and metadata errors are clear")
   CHECK(snapshot::read_metadata(snap).status().code() == ErrorCode::version_mismatch);
 }
 
+TEST_CASE("snapshot: a DONE snapshot's stream checkpoints are removed, also what a crash left "
+          "halfway; not before DONE") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string snap = dir.path() + "/snap";
+  REQUIRE(snapshot::create(snap, metadata_for(Dataset::range(3))).ok());
+  REQUIRE(snapshot::write_checkpoint(snap, 0, 0, "state 0", false).ok());
+  REQUIRE(snapshot::write_checkpoint(snap, 1, 4, "state 4", false).ok());
+  Status early = snapshot::remove_checkpoints(snap);
+  CHECK(early.code() == ErrorCode::failed_precondition);
+  CHECK(snapshot::read_checkpoint(snap, 1, 4).ok());
+  REQUIRE(snapshot::mark_done(snap, 0, 0).ok());
+  // A removal a crash cut short: the renamed directory is still there, and a new checkpoints
+  // directory too (written by no one after DONE, but the removal must not care).
+  fs::create_directories(snap + "/.checkpoints-removed");
+  std::ofstream(snap + "/.checkpoints-removed/stream-00000000-0000000009") << "x";
+  REQUIRE(snapshot::remove_checkpoints(snap).ok());
+  CHECK_FALSE(fs::exists(snap + "/checkpoints"));
+  CHECK_FALSE(fs::exists(snap + "/.checkpoints-removed"));
+  CHECK(snapshot::read_checkpoint(snap, 1, 4).status().code() == ErrorCode::not_found);
+  CHECK(snapshot::remove_checkpoints(snap).ok()); // idempotent
+  CHECK(snapshot::progress(snap).value().state == snapshot::State::done);
+}
+
 TEST_CASE("snapshot: load refuses an unfinished snapshot without wait, fails with a failed "
           "one's cause, and says which path has none") {
   TempDir dir;
