@@ -163,12 +163,6 @@ std::string resume_mode_refusal(ShardingPolicy cursor_mode, ShardingPolicy polic
 std::string coordinated_resume_refusal(const ReadCursor& cursor, int64_t num_consumers,
                                        int64_t consumer_index);
 
-// Why the coordinated cursor `cursor` cannot join the job another trainer of the same read
-// resumed from `job_cursor` ("" when it can): every slot the job's tasks skip must be consumed
-// at least as far by `cursor` (a trainer behind it would miss the rounds in between; one ahead
-// drops the rounds it consumed already). Names both cursors' rounds.
-std::string coordinated_join_refusal(const ReadCursor& job_cursor, const ReadCursor& cursor);
-
 // Wraps a job's split provider for a job resumed from `cursor`: complete splits are not handed
 // out, partial ones carry Split::skip = their consumed prefix. An epoch whose every split is
 // complete still hands out one split (with skip = kSkipAll, which produces nothing), since a
