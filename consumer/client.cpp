@@ -357,7 +357,8 @@ Expected<std::string> ElementStream::checkpoint() const {
   // (its last batch may not have said it was the last; the end came in an empty reply).
   if (cursor.mode() == ShardingPolicy::off && !cursor.coordinated())
     for (const auto& [slot, end] : ctx_->sink->task_slot_ends())
-      if (auto s = cursor.slots().find(slot); s != cursor.slots().end() && s->second.consumed >= end)
+      if (auto s = cursor.slots().find(slot);
+          s != cursor.slots().end() && s->second.consumed >= end)
         cursor.end_slot(slot);
   if (cursor.coordinated()) // the job its resume is keyed by (the N trainers meet in one)
     cursor.set_job(static_cast<int64_t>(ctx_->job));

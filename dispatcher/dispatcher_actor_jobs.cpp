@@ -523,9 +523,9 @@ Status bring_cursor(self_ptr self, msg::job_id_t id, const ReadCursor& cursor) {
       return invalid_argument(why + " (job \"" + job->name + "\")");
     return Status::OK();
   }
-  CONVEYOR_RETURN_IF_ERROR(persist(self, msg::CoordinatedResumeRecord{id, cursor.consumer_index(),
-                                                                      coordinated_shares(cursor),
-                                                                      now_us(self)}));
+  CONVEYOR_RETURN_IF_ERROR(
+    persist(self, msg::CoordinatedResumeRecord{id, cursor.consumer_index(),
+                                               coordinated_shares(cursor), now_us(self)}));
   job = st.cluster.job(id);
   if (job->awaiting_cursors()) {
     log::info(kLog, "job " + std::to_string(id) + ": consumer_index " +
@@ -540,11 +540,12 @@ Status bring_cursor(self_ptr self, msg::job_id_t id, const ReadCursor& cursor) {
     slots += " " + std::to_string(s.slot) + "@" +
              (s.skip == ReadCursor::kSkipAll ? std::string{"end"}
                                              : std::to_string(s.skip / job->num_consumers));
-  log::info(kLog, "job " + std::to_string(id) + ": all " + std::to_string(job->num_consumers) +
-                    " trainers' cursors are here (the last: consumer_index " +
-                    std::to_string(cursor.consumer_index()) + " at round " +
-                    std::to_string(cursor.consumed()) + "); it starts its slots at the least " +
-                    "round over them (slot@round):" + (slots.empty() ? " none, a fresh read" : slots));
+  log::info(kLog,
+            "job " + std::to_string(id) + ": all " + std::to_string(job->num_consumers) +
+              " trainers' cursors are here (the last: consumer_index " +
+              std::to_string(cursor.consumer_index()) + " at round " +
+              std::to_string(cursor.consumed()) + "); it starts its slots at the least " +
+              "round over them (slot@round):" + (slots.empty() ? " none, a fresh read" : slots));
   std::vector<msg::worker_id_t> workers;
   for (const auto& [wid, w] : st.workers)
     workers.push_back(wid);

@@ -126,8 +126,8 @@ Status DispatcherState::create_job(const CreateJobRecord& r, int64_t iteration) 
     return invalid_argument("job " + std::to_string(r.job) + ": read-cursor slots are for OFF " +
                             "jobs, this one is " + std::string{to_string(job.policy)});
   job.off_slots = r.off_slots;
-  if (r.resumed_from >= 0 && (job.policy != ShardingPolicy::off || job.num_consumers <= 0 ||
-                              !r.off_slots.empty()))
+  if (r.resumed_from >= 0 &&
+      (job.policy != ShardingPolicy::off || job.num_consumers <= 0 || !r.off_slots.empty()))
     return invalid_argument("job " + std::to_string(r.job) +
                             ": only a coordinated OFF job resumes from its trainers' cursors, "
                             "its slots coming with them");
@@ -429,8 +429,7 @@ bool same_job(const JobEntry& a, const JobEntry& b) {
                     [](const ResumeShare& x, const ResumeShare& y) {
                       return x.consumer_index == y.consumer_index && same_slots(x.slots, y.slots);
                     }) &&
-         same_slots(a.off_slots, b.off_slots) &&
-         a.finished_log.size() == b.finished_log.size() &&
+         same_slots(a.off_slots, b.off_slots) && a.finished_log.size() == b.finished_log.size() &&
          std::equal(a.finished_log.begin(), a.finished_log.end(), b.finished_log.begin(),
                     [](const JournalSplitKey& x, const JournalSplitKey& y) {
                       return x.epoch == y.epoch && x.index == y.index && x.source == y.source;

@@ -86,7 +86,6 @@ std::vector<std::string> trainer_flags(int index, const CursorFile& cursor, int6
   return flags;
 }
 
-
 using Starter = std::function<std::unique_ptr<ChildProcess>(std::vector<std::string> flags,
                                                             const std::string& name)>;
 
@@ -243,8 +242,9 @@ TEST_CASE("coordinated resume: the dispatcher SIGKILLed and restarted between th
   auto order = trainers.ahead_first();
   std::swap(order[0], order[1]);
   trainers.start(starter, order[0], kRounds - trainers.at(order[0]));
-  REQUIRE_MESSAGE(dispatcher->wait_for_output("resumed from coordinated read cursors", kStartTimeout),
-                  dispatcher->describe());
+  REQUIRE_MESSAGE(
+    dispatcher->wait_for_output("resumed from coordinated read cursors", kStartTimeout),
+    dispatcher->describe());
   dispatcher->signal(SIGKILL);
   REQUIRE(dispatcher->wait_exit(kStartTimeout).has_value());
   dispatcher = start_dispatcher(port, wd, "dispatcher2", flags);

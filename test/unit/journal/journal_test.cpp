@@ -567,8 +567,8 @@ TEST_CASE("a resumed coordinated read starts at the least of its N trainers' cur
   records.push_back(RegisterDatasetRecord{"1000", "fp", "def", 1, 0});
   for (worker_id_t w = 1; w <= 3; ++w)
     records.push_back(RegisterWorkerRecord{w, "127.0.0.1:" + std::to_string(w), 0});
-  CreateJobRecord create{1, "1000", "coord", static_cast<uint8_t>(ShardingPolicy::off), 2, "AUTO",
-                         1};
+  CreateJobRecord create{1, "1000", "coord", static_cast<uint8_t>(ShardingPolicy::off),
+                         2, "AUTO", 1};
   create.resumed_from = 17;
   records.push_back(CreateNamedJobRecord{create, 0});
   records.push_back(CoordinatedResumeRecord{1, 1, ahead, 2}); // the one ahead comes first
