@@ -253,6 +253,32 @@ TEST_CASE("coordinated resume: the dispatcher SIGKILLed and restarted between th
   trainers.check_exactly_once(kRounds);
 }
 
+// A resumed coordinated job has a task per slot; with fewer workers than slots the others wait,
+// and a worker that joins later takes one (with its skip), as for a resumed OFF read.
+TEST_CASE("coordinated resume: with one worker for two slots, a worker that joins later serves "
+          "the slot left, each slot's rounds exactly once") {
+  using namespace conveyor::testing;
+  constexpr int64_t kRounds = 3000; // ~6 s on one worker: the joining worker comes well before
+  Cluster cluster(2, {"--client-timeout", "2000", "--job-gc-timeout", "300"});
+  const Starter starter = [&](std::vector<std::string> flags, const std::string& name) {
+    return cluster.start_read(kDataset, std::move(flags), name);
+  };
+  Trainers trainers;
+  for (int i = 0; i < kTrainers; ++i)
+    trainers.start(starter, i, 0);
+  trainers.kill_after(150);
+  // The second worker leaves (drained) and is removed: the resumed job has a worker for one slot.
+  auto& w2 = cluster.worker(1);
+  w2.signal(SIGTERM);
+  REQUIRE(w2.wait_exit(kStartTimeout) == std::optional<int>{0});
+  for (int i : trainers.ahead_first())
+    trainers.start(starter, i, kRounds - trainers.at(i));
+  auto& w3 = cluster.add_worker();
+  REQUIRE_MESSAGE(w3.wait_for_output("started task", kReadTimeout), w3.describe());
+  trainers.finish(kRounds, cluster.describe());
+  trainers.check_exactly_once(kRounds);
+}
+
 TEST_CASE("coordinated resume: refused clearly - another number of trainers, another index, a "
           "read that is not coordinated, an unseeded shuffle") {
   // (Named jobs whose consumers left are released at once: the workers' drain at the teardown
