@@ -24,8 +24,9 @@
 // Coordinated reads (num_consumers) have slots too, counted in *rounds*: a coordinated task
 // serves its local round l as its elements l*N .. l*N+N-1 (N = num_consumers), so a slot's count
 // is the local rounds whose element this consumer_index consumed; the cursor also names N, the
-// index, and the job it was saved in (the N trainers' resumes from one global step meet in one
-// new job keyed by it). `consumed` is then the rounds this consumer consumed: the global step.
+// index, and the job it was saved in (the N trainers' resumes meet in one new job keyed by it,
+// which starts at the earliest of their cursors: dispatcher/coordinated_resume.hpp). `consumed`
+// is then the rounds this consumer consumed: the global step.
 //
 // The blob (encode/decode) is versioned text; a trainer stores it as opaque bytes. Version 2
 // adds the mode line and the slots; version 3 the coordinated mode. Versions 1 (DYNAMIC only)
