@@ -353,6 +353,13 @@ Expected<std::string> ElementStream::checkpoint() const {
   if (cursor.mode() == ShardingPolicy::off)
     for (const auto& [slot, base] : ctx_->sink->task_slots())
       cursor.add_slot(slot, base / per_count);
+  // An OFF task that ended while the read goes on: its slot ended once all it sent was consumed
+  // (its last batch may not have said it was the last; the end came in an empty reply).
+  if (cursor.mode() == ShardingPolicy::off && !cursor.coordinated())
+    for (const auto& [slot, end] : ctx_->sink->task_slot_ends())
+      if (auto s = cursor.slots().find(slot);
+          s != cursor.slots().end() && s->second.consumed >= end)
+        cursor.end_slot(slot);
   if (cursor.coordinated()) // the job its resume is keyed by (the N trainers meet in one)
     cursor.set_job(static_cast<int64_t>(ctx_->job));
   return cursor.encode();

@@ -707,6 +707,19 @@ void ConsumerCore::on_ack(uint64_t n) {
   }
 }
 
+std::vector<std::pair<int64_t, int64_t>> ConsumerCore::take_ended_slots() {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  if (policy_ != ShardingPolicy::off)
+    return out;
+  for (auto& [id, slot] : tasks_)
+    if (slot.end_of_sequence && !slot.off_end_taken && slot.off_slot >= 0 &&
+        slot.partials.empty() && slot.bulk_batches.empty()) {
+      slot.off_end_taken = true;
+      out.emplace_back(slot.off_slot, slot.off_next);
+    }
+  return out;
+}
+
 bool ConsumerCore::finished() const {
   if (!error_.ok() || !job_finished_ || !in_flight_.empty())
     return false;

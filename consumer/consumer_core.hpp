@@ -174,6 +174,9 @@ public:
   void on_ack(uint64_t n);
 
   bool finished() const;
+  // OFF: the tasks whose every element came in (end of sequence, no batch partial) since the
+  // last call: (slot, the number after the slot's last element). Lost and retired tasks never.
+  std::vector<std::pair<int64_t, int64_t>> take_ended_slots();
   bool knows_task(msg::task_id_t task) const { return tasks_.count(task) > 0; }
   // The task retired (element_batch.retired): its worker drains, and losing it loses nothing.
   // The mark is acknowledged with one more request (retired_ack): the worker leaves only then.
@@ -230,6 +233,7 @@ private:
     int64_t off_slot = -1;
     int64_t off_next = 0;
     bool off_last = false;
+    bool off_end_taken = false; // take_ended_slots() named it
     std::vector<uint64_t> acks;
     std::map<uint64_t, Partial> partials; // by batch_seq
   };

@@ -113,4 +113,14 @@ std::map<int64_t, int64_t> QueueSink::task_slots() const {
   return task_slots_;
 }
 
+void QueueSink::task_slot_end(int64_t slot, int64_t end) {
+  std::lock_guard<std::mutex> lock(mu_);
+  task_slot_ends_[slot] = end;
+}
+
+std::map<int64_t, int64_t> QueueSink::task_slot_ends() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return task_slot_ends_;
+}
+
 } // namespace conveyor::actors

@@ -45,6 +45,9 @@ public:
   // A task joined the read: the read-cursor slot it serves and the number of its first element
   // (task_info.off_slot/off_skip; an OFF cursor counts a slot from which nothing was taken yet).
   virtual void task_slot(int64_t /*slot*/, int64_t /*base*/) {}
+  // An OFF task's every element came in: its slot ends at element number `end` (those before
+  // it consumed, the slot is ended in the read cursor even if the read goes on).
+  virtual void task_slot_end(int64_t /*slot*/, int64_t /*end*/) {}
   // Deterministic reads: the reader's reorder holds more bytes than its budget
   // (DistributeOptions::deterministic_hold_bytes), so the consumer asks only the task of the
   // job's lowest unfinished split (task_list::lowest_split_tasks) for elements.
@@ -65,6 +68,9 @@ public:
   void task_slot(int64_t slot, int64_t base) override;
   // Every task_slot() so far: slot -> base.
   std::map<int64_t, int64_t> task_slots() const;
+  void task_slot_end(int64_t slot, int64_t end) override;
+  // Every task_slot_end() so far: slot -> end.
+  std::map<int64_t, int64_t> task_slot_ends() const;
   bool hold_full() const override { return hold_full_.load(std::memory_order_acquire); }
   // The reader's side (any thread); the reader wakes the consumer when it turns false.
   void set_hold_full(bool full) { hold_full_.store(full, std::memory_order_release); }
@@ -97,6 +103,7 @@ private:
   Status final_;
   msg::stream_stats stats_;
   std::map<int64_t, int64_t> task_slots_;
+  std::map<int64_t, int64_t> task_slot_ends_;
 };
 
 } // namespace conveyor::actors

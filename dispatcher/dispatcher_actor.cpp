@@ -362,7 +362,6 @@ dispatcher_full_actor spawn_dispatcher(caf::actor_system& sys, DispatcherStart s
               st.released_at[released.job] = self->clock().now(); // a named job: until GC
           }
           st.jobs.erase(released.job);
-          st.coordinated_resumes.erase(released.job);
         },
         [self](msg::tick_atom) {
           // Its own timer only: from a peer it would drive journal compaction at will.

@@ -16,6 +16,7 @@
 
 #include "net/admission.hpp"
 #include "worker/cross_trainer_cache.hpp"
+#include "dispatcher/coordinated_resume.hpp"
 #include "dispatcher/dispatcher_state.hpp"
 #include "dispatcher/file_order_seed.hpp"
 #include "dispatcher/job_actor.hpp"
@@ -105,6 +106,8 @@ void create_task(self_ptr self, msg::job_id_t job, msg::worker_id_t worker) {
     return; // its tenant is at its worker cap (dispatcher/tenant_caps.hpp)
   if (job_entry->all_off_slots_taken())
     return; // a resumed OFF read: every slot has its task
+  if (job_entry->awaiting_cursors())
+    return; // a resumed coordinated read: its slots come with the last trainer's cursor
   auto task = st.cluster.next_task_id();
   const auto policy = job_entry->policy;
   if (!persist(self, msg::CreateTaskRecord{task, job, worker, now_us(self)}).ok())
@@ -482,35 +485,74 @@ Expected<std::shared_ptr<const ReadCursor>> check_resume(const msg::get_or_creat
 // A resumed OFF job's slots: one task per slot whose task had not ended, skipping what was
 // consumed. When every slot ended, one task that produces nothing (skip all), so that the job
 // has a task to end with: the read then ends at once. None for a cursor without slots.
+// (A coordinated read's slots come from all N trainers' cursors: coordinated_resume.hpp.)
 std::vector<msg::OffSlot> off_slots_of(const ReadCursor& cursor) {
   std::vector<msg::OffSlot> out;
-  // A coordinated task's local round l is its elements l*N .. l*N+N-1: skip whole rounds.
-  const int64_t per_count = cursor.coordinated() ? cursor.num_consumers() : 1;
   for (const auto& [slot, s] : cursor.slots())
     if (!s.ended)
-      out.push_back(msg::OffSlot{slot, s.consumed * per_count});
+      out.push_back(msg::OffSlot{slot, s.consumed});
   if (out.empty() && !cursor.slots().empty())
     out.push_back(msg::OffSlot{cursor.slots().begin()->first, ReadCursor::kSkipAll});
   return out;
 }
 
 // A coordinated resume (a named job with a coordinated cursor): the job another trainer of the
-// same read resumed from the same job's cursor (its global step), or nullptr (a new job is made:
-// the first of the N trainers to ask). The job its cursors were saved in is not joined, even if
-// it still runs: its schedule went on past the cursors. An error when `cursor` is behind that job.
-Expected<const JobEntry*> resumed_coordinated_job(self_ptr self, const msg::get_or_create_job& req,
-                                                  const ReadCursor& cursor) {
+// same read made from a cursor saved in the same job (JobEntry::resumed_from, journaled), or
+// nullptr (a new job is made: the first of the N trainers to ask). The job its cursors were
+// saved in is not joined, even if it still runs: its schedule went on past the cursors.
+const JobEntry* resumed_coordinated_job(self_ptr self, const msg::get_or_create_job& req,
+                                        const ReadCursor& cursor) {
+  for (const auto* job : self->state.cluster.unfinished_jobs())
+    if (job->resumed_from >= 0 && job->resumed_from == cursor.job() &&
+        job->dataset == req.dataset && job->name == *req.job_name)
+      return job;
+  return nullptr;
+}
+
+// A trainer of a resumed coordinated read brings its cursor to the job (journaled). The last of
+// the N indices to bring one decides the job's slots (the least over all cursors: the trainers
+// resume in any order, the ones ahead drop what they have), and its tasks are made. One that
+// comes after that must not be behind the slots.
+Status bring_cursor(self_ptr self, msg::job_id_t id, const ReadCursor& cursor) {
   auto& st = self->state;
-  for (const auto& [id, first] : st.coordinated_resumes) {
-    const auto* job = st.cluster.job(id);
-    if (!job || job->released || job->dataset != req.dataset || job->name != *req.job_name ||
-        first->job() != cursor.job())
-      continue;
-    if (auto why = coordinated_join_refusal(*first, cursor); !why.empty())
-      return invalid_argument(why + " (job \"" + *req.job_name + "\")");
-    return job;
+  const auto* job = st.cluster.job(id);
+  if (!job)
+    return not_found("job " + std::to_string(id) + " is gone");
+  if (!job->awaiting_cursors()) {
+    if (auto why = late_join_refusal(job->off_slots, cursor); !why.empty())
+      return invalid_argument(why + " (job \"" + job->name + "\")");
+    return Status::OK();
   }
-  return static_cast<const JobEntry*>(nullptr);
+  CONVEYOR_RETURN_IF_ERROR(
+    persist(self, msg::CoordinatedResumeRecord{id, cursor.consumer_index(),
+                                               coordinated_shares(cursor), now_us(self)}));
+  job = st.cluster.job(id);
+  if (job->awaiting_cursors()) {
+    log::info(kLog, "job " + std::to_string(id) + ": consumer_index " +
+                      std::to_string(cursor.consumer_index()) + " resumes at round " +
+                      std::to_string(cursor.consumed()) + "; " +
+                      std::to_string(job->resume_shares.size()) + " of " +
+                      std::to_string(job->num_consumers) + " trainers' cursors are here");
+    return Status::OK();
+  }
+  std::string slots;
+  for (const auto& s : job->off_slots)
+    slots += " " + std::to_string(s.slot) + "@" +
+             (s.skip == ReadCursor::kSkipAll ? std::string{"end"}
+                                             : std::to_string(s.skip / job->num_consumers));
+  log::info(kLog,
+            "job " + std::to_string(id) + ": all " + std::to_string(job->num_consumers) +
+              " trainers' cursors are here (the last: consumer_index " +
+              std::to_string(cursor.consumer_index()) + " at round " +
+              std::to_string(cursor.consumed()) + "); it starts its slots at the least " +
+              "round over them (slot@round):" + (slots.empty() ? " none, a fresh read" : slots));
+  std::vector<msg::worker_id_t> workers;
+  for (const auto& [wid, w] : st.workers)
+    workers.push_back(wid);
+  const std::string tenant = job->tenant;
+  for (auto wid : placement_order(st.cluster, tenant, std::move(workers)))
+    create_task(self, id, wid);
+  return Status::OK();
 }
 
 // `deterministic` (get_or_create_job.deterministic_window): the one consumer of a private
@@ -595,11 +637,8 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
   }
   if (req.job_name) {
     const JobEntry* existing = nullptr;
-    if (coordinated_resume) { // a new iteration unless a trainer of this step made it already
-      auto joined = resumed_coordinated_job(self, req, *coordinated_resume);
-      if (!joined.ok())
-        return msg::to_error(joined.status());
-      existing = *joined;
+    if (coordinated_resume) { // a new iteration unless a trainer of this read made it already
+      existing = resumed_coordinated_job(self, req, *coordinated_resume);
       iteration = st.cluster.next_iteration(req.dataset, *req.job_name);
     } else if (req.iteration == msg::kNextIteration) {
       existing = st.cluster.live_named_job(req.dataset, *req.job_name);
@@ -611,7 +650,11 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
     if (const auto* job = existing) {
       if (auto refused = check_named_job_agrees(*job, req))
         return refused;
-      return job_info_of(self, job->id);
+      const auto id = job->id;
+      if (coordinated_resume)
+        if (auto brought = bring_cursor(self, id, *coordinated_resume); !brought.ok())
+          return msg::to_error(brought);
+      return job_info_of(self, id);
     }
     if (auto refused = check_named_job_compression(self, *dataset, req))
       return refused;
@@ -665,8 +708,10 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
                                   planned.file_seed,
                                   req.deterministic_window};
   // (A cursor without slots was saved before the read knew any task: a fresh OFF job.)
-  if (*resume && req.policy == ShardingPolicy::off)
+  if (*resume && req.policy == ShardingPolicy::off && !(*resume)->coordinated())
     job_record.off_slots = off_slots_of(**resume);
+  if (*resume && (*resume)->coordinated()) // the key its N trainers meet by
+    job_record.resumed_from = (*resume)->job();
   msg::Update record = std::move(job_record);
   if (req.job_name)
     record =
@@ -683,9 +728,9 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
                     : std::string{" (private)"}) +
       " for dataset " + req.dataset + ", " + to_string(req.policy) +
       (*resume && (*resume)->coordinated()
-         ? " resumed from coordinated read cursors at round " +
-             std::to_string((*resume)->consumed()) + " (" +
-             std::to_string((*resume)->slots().size()) + " task slot(s))"
+         ? " resumed from coordinated read cursors of job " + std::to_string((*resume)->job()) +
+             " (its slots once all " + std::to_string(*req.num_consumers) +
+             " trainers brought theirs)"
        : *resume ? " resumed from a read cursor (" + std::to_string((*resume)->complete_splits()) +
                      " complete split(s) skipped, " + std::to_string((*resume)->partial_splits()) +
                      " partial)"
@@ -696,7 +741,8 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
   for (const auto& [wid, w] : st.workers)
     workers.push_back(wid);
   if (*resume && (*resume)->coordinated()) // (also without slots: the others join it)
-    st.coordinated_resumes[id] = *resume;
+    if (auto brought = bring_cursor(self, id, **resume); !brought.ok())
+      return msg::to_error(brought);
   for (auto wid : placement_order(st.cluster, req.tenant, std::move(workers)))
     create_task(self, id, wid);
   return job_info_of(self, id);

@@ -88,11 +88,6 @@ struct dispatcher_actor_state {
   caf::actor_clock::time_point last_estimate{};
   bool estimating = false; // the jobs' status was asked for and not all have answered
   std::map<std::string, LiveSnapshot> snapshots; // by directory
-  // Coordinated reads resumed from read cursors: the cursor that made each job, which the other
-  // trainers' cursors of the same global step join (dispatcher_actor_jobs.cpp
-  // resumed_coordinated_job). Not journaled: after a dispatcher restart, trainers that resume
-  // again make a new job from their cursors.
-  std::map<msg::job_id_t, std::shared_ptr<const ReadCursor>> coordinated_resumes;
 };
 
 using self_ptr = dispatcher_full_actor::stateful_pointer<dispatcher_actor_state>;

@@ -1,5 +1,7 @@
 #include "dispatcher/dispatcher_state.hpp"
 
+#include "dispatcher/coordinated_resume.hpp"
+
 #include <algorithm>
 #include <climits>
 #include <tuple>
@@ -124,6 +126,12 @@ Status DispatcherState::create_job(const CreateJobRecord& r, int64_t iteration) 
     return invalid_argument("job " + std::to_string(r.job) + ": read-cursor slots are for OFF " +
                             "jobs, this one is " + std::string{to_string(job.policy)});
   job.off_slots = r.off_slots;
+  if (r.resumed_from >= 0 &&
+      (job.policy != ShardingPolicy::off || job.num_consumers <= 0 || !r.off_slots.empty()))
+    return invalid_argument("job " + std::to_string(r.job) +
+                            ": only a coordinated OFF job resumes from its trainers' cursors, "
+                            "its slots coming with them");
+  job.resumed_from = r.resumed_from;
   if (!r.job_name.empty()) {
     named_jobs_[{r.dataset, r.job_name, iteration}] = r.job;
     job.repetition = iteration;
@@ -152,6 +160,11 @@ Status DispatcherState::apply_one(const CreateTaskRecord& r) {
                                  std::to_string(id) + " on worker " + std::to_string(r.worker));
   }
   auto& entry = job->second;
+  if (entry.awaiting_cursors())
+    return failed_precondition("job " + std::to_string(r.job) + ": its resumed coordinated read " +
+                               "has " + std::to_string(entry.resume_shares.size()) + " of its " +
+                               std::to_string(entry.num_consumers) +
+                               " trainers' cursors; it gets tasks once all are there");
   if (entry.all_off_slots_taken())
     return failed_precondition("job " + std::to_string(r.job) + ": each of the " +
                                std::to_string(entry.off_slots.size()) +
@@ -165,6 +178,37 @@ Status DispatcherState::apply_one(const CreateTaskRecord& r) {
   tasks_[r.task] = std::move(task);
   entry.tasks.insert(r.task);
   next_task_id_ = std::max(next_task_id_, r.task + 1);
+  return Status::OK();
+}
+
+Status DispatcherState::apply_one(const CoordinatedResumeRecord& r) {
+  auto job = jobs_.find(r.job);
+  if (job == jobs_.end())
+    return not_found("job " + std::to_string(r.job) + " does not exist");
+  auto& entry = job->second;
+  if (entry.resumed_from < 0)
+    return failed_precondition("job " + std::to_string(r.job) +
+                               " was not resumed from coordinated read cursors");
+  if (r.consumer_index < 0 || r.consumer_index >= entry.num_consumers)
+    return invalid_argument("job " + std::to_string(r.job) + ": consumer_index " +
+                            std::to_string(r.consumer_index) + " is not one of its " +
+                            std::to_string(entry.num_consumers) + " consumers");
+  if (!entry.awaiting_cursors()) // (a trainer of the decided job joins it; nothing changes)
+    return Status::OK();
+  auto& shares = entry.resume_shares;
+  auto at = std::find_if(shares.begin(), shares.end(), [&](const ResumeShare& s) {
+    return s.consumer_index >= r.consumer_index;
+  });
+  if (at != shares.end() && at->consumer_index == r.consumer_index)
+    at->slots = r.shares; // (the index again: its newer cursor)
+  else
+    shares.insert(at, ResumeShare{r.consumer_index, r.shares});
+  if (!entry.awaiting_cursors()) {
+    std::vector<std::vector<OffSlot>> all;
+    for (const auto& s : shares)
+      all.push_back(s.slots);
+    entry.off_slots = resumed_slots(all);
+  }
   return Status::OK();
 }
 
@@ -202,6 +246,8 @@ Status DispatcherState::apply_one(const ReleaseJobRecord& r) {
     job->second.has_split_position = false;
     job->second.outstanding_splits.clear();
     job->second.source_positions.clear();
+    job->second.resumed_from = -1; // trainers that resume from its cursors meet in a new job
+    job->second.resume_shares.clear();
     return Status::OK();
   }
   jobs_.erase(job);
@@ -358,6 +404,12 @@ bool same_dataset(const DatasetEntry& a, const DatasetEntry& b) {
 bool same_worker(const WorkerEntry& a, const WorkerEntry& b) {
   return a.id == b.id && a.address == b.address && a.registered_us == b.registered_us;
 }
+bool same_slots(const std::vector<OffSlot>& a, const std::vector<OffSlot>& b) {
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [](const OffSlot& x, const OffSlot& y) {
+           return x.slot == y.slot && x.skip == y.skip;
+         });
+}
 bool same_job(const JobEntry& a, const JobEntry& b) {
   return a.id == b.id && a.dataset == b.dataset && a.name == b.name && a.policy == b.policy &&
          a.num_consumers == b.num_consumers && a.target_workers == b.target_workers &&
@@ -372,12 +424,12 @@ bool same_job(const JobEntry& a, const JobEntry& b) {
          a.source_positions == b.source_positions &&
          a.deterministic_window == b.deterministic_window &&
          a.finished_log_next == b.finished_log_next && a.off_slots_taken == b.off_slots_taken &&
-         a.off_slots.size() == b.off_slots.size() &&
-         std::equal(a.off_slots.begin(), a.off_slots.end(), b.off_slots.begin(),
-                    [](const OffSlot& x, const OffSlot& y) {
-                      return x.slot == y.slot && x.skip == y.skip;
+         a.resumed_from == b.resumed_from && a.resume_shares.size() == b.resume_shares.size() &&
+         std::equal(a.resume_shares.begin(), a.resume_shares.end(), b.resume_shares.begin(),
+                    [](const ResumeShare& x, const ResumeShare& y) {
+                      return x.consumer_index == y.consumer_index && same_slots(x.slots, y.slots);
                     }) &&
-         a.finished_log.size() == b.finished_log.size() &&
+         same_slots(a.off_slots, b.off_slots) && a.finished_log.size() == b.finished_log.size() &&
          std::equal(a.finished_log.begin(), a.finished_log.end(), b.finished_log.begin(),
                     [](const JournalSplitKey& x, const JournalSplitKey& y) {
                       return x.epoch == y.epoch && x.index == y.index && x.source == y.source;

@@ -48,6 +48,16 @@ typename Inspector::result_type inspect(Inspector& f, SourceSplitPosition& x) {
   return f(x.source, x.epoch, x.provider_epoch, x.next_index);
 }
 
+// One trainer's cursor as a resumed coordinated job keeps it (msg::CoordinatedResumeRecord).
+struct ResumeShare {
+  int64_t consumer_index = 0;
+  std::vector<msg::OffSlot> slots;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ResumeShare& x) {
+  return f(x.consumer_index, x.slots);
+}
+
 struct JobEntry {
   msg::job_id_t id = 0;
   msg::dataset_id_t dataset;
@@ -100,6 +110,16 @@ struct JobEntry {
   int64_t off_slots_taken = 0;
   bool all_off_slots_taken() const {
     return !off_slots.empty() && off_slots_taken >= static_cast<int64_t>(off_slots.size());
+  }
+  // A coordinated read resumed from read cursors (msg::CreateJobRecord::resumed_from, -1: not
+  // one): the job they were saved in, and each consumer index's shares as its trainer brought
+  // them (msg::CoordinatedResumeRecord). Its slots (off_slots) are the least over all N, so it
+  // gets no task before every index brought its cursor.
+  int64_t resumed_from = -1;
+  std::vector<ResumeShare> resume_shares; // by consumer index
+
+  bool awaiting_cursors() const {
+    return resumed_from >= 0 && static_cast<int64_t>(resume_shares.size()) < num_consumers;
   }
 };
 
@@ -175,7 +195,7 @@ typename Inspector::result_type inspect(Inspector& f, JobEntry& x) {
            x.tenant_weight, x.file_seed, x.finished, x.released, x.tasks, x.has_split_position,
            x.split_epoch, x.split_provider_epoch, x.split_next_index, x.splits_handed_out,
            x.outstanding_splits, x.source_positions, x.deterministic_window, x.finished_log,
-           x.finished_log_next, x.off_slots, x.off_slots_taken);
+           x.finished_log_next, x.off_slots, x.off_slots_taken, x.resumed_from, x.resume_shares);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TaskEntry& x) {
@@ -268,6 +288,7 @@ private:
   Status apply_one(const msg::SnapshotStreamDoneRecord& r);
   Status apply_one(const msg::FinishSnapshotRecord& r);
   Status apply_one(const msg::SnapshotStreamWriterRecord& r);
+  Status apply_one(const msg::CoordinatedResumeRecord& r);
   SnapshotEntry* unfinished_snapshot(const std::string& path, Status& why);
   // Stream `stream` of the unfinished snapshot at `path` (null and `why` otherwise).
   SnapshotStreamEntry* unfinished_stream(const std::string& path, int64_t stream, Status& why);

@@ -71,9 +71,11 @@ namespace conveyor::actors {
 // finished-split log (CreateJobRecord.deterministic_window, SplitPositionRecord.finished_first/
 // finished_known, JobEntry.deterministic_window/finished_log/finished_log_next); 15: a resumed
 // OFF read's slots (CreateJobRecord.off_slots, JobEntry.off_slots/off_slots_taken,
-// TaskEntry.off_slot/off_skip). Older work dirs are refused with the version they have (the
-// records' layout changed in 11, 12, 13, 14 and 15).
-inline constexpr uint32_t kJournalFormatVersion = 15;
+// TaskEntry.off_slot/off_skip); 16: a resumed coordinated read's key and its trainers' cursors
+// (CreateJobRecord.resumed_from, CoordinatedResumeRecord, JobEntry.resumed_from/resume_shares).
+// Older work dirs are refused with the version they have (the records' layout changed in 11, 12,
+// 13, 14, 15 and 16).
+inline constexpr uint32_t kJournalFormatVersion = 16;
 
 struct JournalOptions {
   std::string dir;

@@ -78,12 +78,30 @@ struct CreateJobRecord {
   // An OFF read resumed from a read cursor (journal format 15): its slots, in the order its tasks
   // take them (each CreateTaskRecord of the job the next one); empty = not resumed.
   std::vector<OffSlot> off_slots = {};
+  // A coordinated read resumed from read cursors (journal format 16): the job the cursors were
+  // saved in, by which its N trainers meet in this job (-1: not one). Its slots come with the
+  // trainers' cursors (CoordinatedResumeRecord), not here.
+  int64_t resumed_from = -1;
 };
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, CreateJobRecord& x) {
   return f(x.job, x.dataset, x.job_name, x.policy, x.num_consumers, x.target_workers, x.time_us,
            x.split_size, x.cross_trainer_cache, x.expected_consumers, x.tenant, x.tenant_weight,
-           x.file_seed, x.deterministic_window, x.off_slots);
+           x.file_seed, x.deterministic_window, x.off_slots, x.resumed_from);
+}
+
+// A trainer of a resumed coordinated read (CreateJobRecord.resumed_from) brought its cursor:
+// per slot, the elements its rounds cover (rounds x N; ReadCursor::kSkipAll: the slot ended).
+// Once all N indices brought theirs, the job's slots are the least of them (journal format 16).
+struct CoordinatedResumeRecord {
+  job_id_t job = 0;
+  int64_t consumer_index = 0;
+  std::vector<OffSlot> shares;
+  int64_t time_us = 0;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, CoordinatedResumeRecord& x) {
+  return f(x.job, x.consumer_index, x.shares, x.time_us);
 }
 
 struct CreateTaskRecord {
@@ -300,6 +318,6 @@ using Update =
                CreateTaskRecord, FinishTaskRecord, FinishJobRecord, ReleaseJobRecord,
                SplitPositionRecord, CreateNamedJobRecord, ForgetJobRecord, CreateSnapshotRecord,
                AddSnapshotStreamRecord, SnapshotSplitsRecord, SnapshotStreamDoneRecord,
-               FinishSnapshotRecord, SnapshotStreamWriterRecord>;
+               FinishSnapshotRecord, SnapshotStreamWriterRecord, CoordinatedResumeRecord>;
 
 } // namespace conveyor::msg

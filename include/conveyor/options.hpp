@@ -160,8 +160,9 @@ struct DistributeOptions {
   // attempts (docs/SEMANTICS.md "Resumable reads"). Needs the DYNAMIC mode, no job_name, no
   // cross-trainer cache, and the cursor's own dataset (refused naming `resume_from` otherwise).
   // OFF reads resume too, and coordinated ones (num_consumers, with their job_name): each of
-  // the N trainers resumes its own share from its cursor, all from the same global step, with
-  // the same num_consumers (another number is refused naming both).
+  // the N trainers resumes its own share from its latest cursor, in any order (the job starts
+  // at the earliest once all N are there; those ahead drop what they had), with the same
+  // num_consumers (another number is refused naming both).
   std::optional<std::string> resume_from;
   // Reproducible order (issue 36): the stream hands out the elements in their splits' order
   // (epoch, index) and each split's elements in order, whatever the number of workers, their

@@ -409,22 +409,6 @@ std::string coordinated_resume_refusal(const ReadCursor& cursor, int64_t num_con
   return {};
 }
 
-std::string coordinated_join_refusal(const ReadCursor& job_cursor, const ReadCursor& cursor) {
-  for (const auto& [slot, s] : job_cursor.slots()) {
-    auto mine = cursor.slots().find(slot);
-    const int64_t have = mine == cursor.slots().end() ? 0 : mine->second.consumed;
-    if (have < s.consumed)
-      return "`resume_from` of consumer_index " + std::to_string(cursor.consumer_index()) +
-             " is at round " + std::to_string(cursor.consumed()) +
-             ", behind the job that consumer_index " + std::to_string(job_cursor.consumer_index()) +
-             " resumed at round " + std::to_string(job_cursor.consumed()) + " (task slot " +
-             std::to_string(slot) + ": " + std::to_string(have) +
-             " local rounds consumed, the job " + "skips " + std::to_string(s.consumed) +
-             "): resume all trainers of a coordinated read from the same global step";
-  }
-  return {};
-}
-
 // --- resuming a job ----------------------------------------------------------------------------
 
 namespace {

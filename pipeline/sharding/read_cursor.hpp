@@ -24,8 +24,9 @@
 // Coordinated reads (num_consumers) have slots too, counted in *rounds*: a coordinated task
 // serves its local round l as its elements l*N .. l*N+N-1 (N = num_consumers), so a slot's count
 // is the local rounds whose element this consumer_index consumed; the cursor also names N, the
-// index, and the job it was saved in (the N trainers' resumes from one global step meet in one
-// new job keyed by it). `consumed` is then the rounds this consumer consumed: the global step.
+// index, and the job it was saved in (the N trainers' resumes meet in one new job keyed by it,
+// which starts at the earliest of their cursors: dispatcher/coordinated_resume.hpp). `consumed`
+// is then the rounds this consumer consumed: the global step.
 //
 // The blob (encode/decode) is versioned text; a trainer stores it as opaque bytes. Version 2
 // adds the mode line and the slots; version 3 the coordinated mode. Versions 1 (DYNAMIC only)
@@ -162,12 +163,6 @@ std::string resume_mode_refusal(ShardingPolicy cursor_mode, ShardingPolicy polic
 // coordinated. Names `resume_from` and both numbers.
 std::string coordinated_resume_refusal(const ReadCursor& cursor, int64_t num_consumers,
                                        int64_t consumer_index);
-
-// Why the coordinated cursor `cursor` cannot join the job another trainer of the same read
-// resumed from `job_cursor` ("" when it can): every slot the job's tasks skip must be consumed
-// at least as far by `cursor` (a trainer behind it would miss the rounds in between; one ahead
-// drops the rounds it consumed already). Names both cursors' rounds.
-std::string coordinated_join_refusal(const ReadCursor& job_cursor, const ReadCursor& cursor);
 
 // Wraps a job's split provider for a job resumed from `cursor`: complete splits are not handed
 // out, partial ones carry Split::skip = their consumed prefix. An epoch whose every split is

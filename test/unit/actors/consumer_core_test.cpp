@@ -1,6 +1,7 @@
 // ConsumerCore: credits, chunk reassembly, task loss and the end condition, without actors.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <set>
 
 #include <caf/all.hpp>
@@ -828,4 +829,33 @@ TEST_CASE("focus: only the focused task is asked for elements, the others get th
   // The focused task is not connected (yet): nobody would be asked, so everybody is.
   c.focus_on({3});
   CHECK(tasks_of(c.next_requests(), true) == std::set<msg::task_id_t>{1, 2});
+}
+
+// An OFF task's end often comes in an empty reply after its last batch (which then did not say
+// it was the last): the read cursor learns of the end from take_ended_slots(), so a slot whose
+// task ended is ended in a checkpoint taken while the read goes on, not only at a clean end.
+TEST_CASE("OFF: a task that ended names its slot and end once, after all its elements came in") {
+  ConsumerCore c{ConsumerLimits{}};
+  c.set_policy(ShardingPolicy::off);
+  auto list = list_of(1, {1, 2}, false);
+  list.tasks[0].off_slot = 7;
+  list.tasks[0].off_skip = 40; // a resumed slot: its elements are numbered from 40
+  c.on_task_list(list);
+  c.on_connected(1);
+  c.on_connected(2);
+  auto reqs = c.next_requests();
+  REQUIRE(reqs.size() >= 2);
+  const auto& r1 = reqs[0].task == 1 ? reqs[0] : reqs[1];
+  ReadyElements out;
+  REQUIRE(c.on_reply(r1, batch_of({1, 2, 3}), out).ok());
+  CHECK(c.take_ended_slots().empty()); // not ended yet
+  c.on_ack(3);
+  auto again = c.next_requests();
+  auto r = std::find_if(again.begin(), again.end(), [](const auto& q) { return q.task == 1; });
+  REQUIRE(r != again.end());
+  REQUIRE(c.on_reply(*r, end_batch(), out).ok());
+  auto ended = c.take_ended_slots();
+  REQUIRE(ended.size() == 1);
+  CHECK(ended[0] == std::pair<int64_t, int64_t>{7, 43});
+  CHECK(c.take_ended_slots().empty()); // named once; task 2 (slot 2) goes on
 }

@@ -302,6 +302,13 @@ std::map<std::string, std::string> journal_seeds() {
   resumed.off_slots = {OffSlot{3, 40}, OffSlot{4, 55}};
   (*j)->append(resumed, nullptr);
   (*j)->append(CreateTaskRecord{2, 2, 1, 0}, nullptr);
+  // format 16: a coordinated read by 2 resumed from cursors saved in job 1; both trainers' shares
+  CreateJobRecord coordinated{3, "1000", "coord", 0, 2, "AUTO", 0};
+  coordinated.resumed_from = 1;
+  (*j)->append(CreateNamedJobRecord{coordinated, 1}, nullptr);
+  (*j)->append(CoordinatedResumeRecord{3, 1, {OffSlot{3, 40}, OffSlot{4, 60}}, 0}, nullptr);
+  (*j)->append(CoordinatedResumeRecord{3, 0, {OffSlot{3, 40}, OffSlot{4, 56}}, 0}, nullptr);
+  (*j)->append(CreateTaskRecord{3, 3, 1, 0}, nullptr);
   REQUIRE((*j)->flush().ok());
   auto path = Journal::segment_path(dir.path(), 0);
   j->reset();

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "dispatcher/coordinated_resume.hpp"
 #include "dispatcher/journal.hpp"
 #include "pipeline/sharding/read_cursor.hpp"
 #include "test/unit/journal/journal_files.hpp"
@@ -540,5 +541,108 @@ TEST_CASE("a resumed OFF read's slots survive replay and snapshots: each task ke
     auto st = s.apply(dynamic);
     CHECK(st.code() == ErrorCode::invalid_argument);
     CHECK(s.job(1) == nullptr);
+  }
+}
+
+// A trainer of a coordinated read by 2 (slots 5 and 6) after `rounds` rounds, served in turn,
+// saved in job 17.
+ReadCursor coordinated_after(int64_t index, int64_t rounds) {
+  ReadCursor c = ReadCursor::coordinated("fp", 2, index);
+  for (int64_t r = 0; r < rounds; ++r)
+    REQUIRE(c.consume(0, 5 + r % 2, r / 2, false));
+  c.set_job(17);
+  return c;
+}
+
+TEST_CASE("a resumed coordinated read starts at the least of its N trainers' cursors, in any "
+          "order they come, and that survives replay and snapshots (format 16)") {
+  testing::TempDir dir;
+  REQUIRE(dir.ok());
+  // Trainer 1 saved at round 9 (slot 5: 5 local rounds, slot 6: 4), trainer 0 at round 6 (3, 3).
+  const auto ahead = coordinated_shares(coordinated_after(1, 9));
+  const auto behind = coordinated_shares(coordinated_after(0, 6));
+  REQUIRE(ahead.size() == 2);
+  CHECK(ahead[0].skip == 10); // 5 rounds of 2 elements
+  std::vector<Update> records;
+  records.push_back(RegisterDatasetRecord{"1000", "fp", "def", 1, 0});
+  for (worker_id_t w = 1; w <= 3; ++w)
+    records.push_back(RegisterWorkerRecord{w, "127.0.0.1:" + std::to_string(w), 0});
+  CreateJobRecord create{1, "1000", "coord", static_cast<uint8_t>(ShardingPolicy::off),
+                         2, "AUTO", 1};
+  create.resumed_from = 17;
+  records.push_back(CreateNamedJobRecord{create, 0});
+  records.push_back(CoordinatedResumeRecord{1, 1, ahead, 2}); // the one ahead comes first
+  DispatcherState waiting = apply_all(records);
+  CHECK(waiting.job(1)->awaiting_cursors());
+  // No task before both cursors are there.
+  auto early = DispatcherState{waiting}.apply(CreateTaskRecord{1, 1, 1, 3});
+  CHECK(early.code() == ErrorCode::failed_precondition);
+  CHECK_MESSAGE(early.message().find("has 1 of its 2 trainers' cursors") != std::string::npos,
+                early.message());
+  records.push_back(CoordinatedResumeRecord{1, 0, behind, 3});
+  records.push_back(CreateTaskRecord{1, 1, 1, 4});
+  records.push_back(CreateTaskRecord{2, 1, 2, 4});
+  DispatcherState live = apply_all(records);
+  const auto* job = live.job(1);
+  REQUIRE(job != nullptr);
+  CHECK_FALSE(job->awaiting_cursors());
+  REQUIRE(job->off_slots.size() == 2); // the one behind decides: 3 rounds of each slot
+  CHECK(job->off_slots[0].slot == 5);
+  CHECK(job->off_slots[0].skip == 6);
+  CHECK(job->off_slots[1].skip == 6);
+  CHECK(live.task(2)->off_slot == 6);
+  CHECK(job->all_off_slots_taken()); // a third worker gets none
+  check_codec_roundtrip(records);
+  {
+    DispatcherState state;
+    auto j = open_ok(dir.path(), state);
+    write_all(*j, records);
+  }
+  DispatcherState replayed;
+  open_ok(dir.path(), replayed);
+  CHECK(replayed == live);
+  DispatcherState restored = restored_from_snapshot(waiting);
+  CHECK(restored.job(1)->resumed_from == 17);
+  CHECK(restored.job(1)->resume_shares.size() == 1);
+  restored_from_snapshot(live);
+
+  SUBCASE("a trainer that comes after the start is decided joins at or ahead of it") {
+    CHECK(late_join_refusal(job->off_slots, coordinated_after(1, 6)).empty());
+    CHECK(late_join_refusal(job->off_slots, coordinated_after(1, 11)).empty());
+    auto why = late_join_refusal(job->off_slots, coordinated_after(1, 4));
+    CHECK_MESSAGE(why.find("consumer_index 1 is at round 4") != std::string::npos, why);
+    CHECK_MESSAGE(why.find("2 local rounds consumed, the job skips 3") != std::string::npos, why);
+  }
+  SUBCASE("the least over the cursors: a slot one lacks starts at 0, ended slots are dropped") {
+    std::vector<std::vector<OffSlot>> shares{
+      {OffSlot{5, ReadCursor::kSkipAll}, OffSlot{6, 8}},
+      {OffSlot{5, ReadCursor::kSkipAll}, OffSlot{6, 4}, OffSlot{7, 2}}};
+    auto slots = resumed_slots(shares);
+    REQUIRE(slots.size() == 2);
+    CHECK(slots[0].slot == 6);
+    CHECK(slots[0].skip == 4);
+    CHECK(slots[1].slot == 7);
+    CHECK(slots[1].skip == 0);
+    // Every slot ended: one task that produces nothing.
+    const std::vector<OffSlot> ended{OffSlot{5, ReadCursor::kSkipAll}};
+    slots = resumed_slots(std::vector<std::vector<OffSlot>>{ended});
+    REQUIRE(slots.size() == 1);
+    CHECK(slots[0].skip == ReadCursor::kSkipAll);
+    // Saved before any task: a fresh read.
+    CHECK(resumed_slots(std::vector<std::vector<OffSlot>>(2)).empty());
+  }
+  SUBCASE("released: the key is gone (trainers resuming later make a new job)") {
+    DispatcherState s = live;
+    REQUIRE(s.apply(ReleaseJobRecord{1, 5}).ok());
+    CHECK(s.job(1)->resumed_from == -1);
+    CHECK(s.job(1)->resume_shares.empty());
+  }
+  SUBCASE("only a coordinated OFF job has trainers' cursors") {
+    DispatcherState s = apply_all({records[0]});
+    CreateJobRecord plain = create;
+    plain.num_consumers = -1;
+    CHECK(s.apply(plain).code() == ErrorCode::invalid_argument);
+    DispatcherState t = apply_all({records[0], records[1], records[2], records[3], records[4]});
+    CHECK(t.apply(CoordinatedResumeRecord{1, 2, ahead, 3}).code() == ErrorCode::invalid_argument);
   }
 }

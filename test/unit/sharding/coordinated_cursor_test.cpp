@@ -1,6 +1,6 @@
 // Coordinated read cursors (issue 36, version 3 of the blob): a trainer's share of the rounds
-// per task slot, the blob's round trip, and the refusals (another num_consumers or index, a
-// trainer behind the job another trainer resumed).
+// per task slot, the blob's round trip, and the refusals (another num_consumers or index). How
+// the N trainers' cursors make one resumed job: test/unit/journal (dispatcher/coordinated_resume).
 #include <doctest/doctest.h>
 
 #include <string>
@@ -95,18 +95,4 @@ TEST_CASE("coordinated cursor: another number of trainers or another index is re
   CHECK(why.find("was not coordinated") != std::string::npos);
   CHECK(why.find("num_consumers 2") != std::string::npos);
   CHECK(coordinated_resume_refusal(ReadCursor::off("fp"), 0, 0).empty());
-}
-
-TEST_CASE("coordinated cursor: a trainer joins the resumed job at its step or ahead, never "
-          "behind") {
-  const ReadCursor job = after_rounds(0, 6); // the trainer that made the resumed job
-  CHECK(coordinated_join_refusal(job, after_rounds(1, 6)).empty()); // the same global step
-  CHECK(coordinated_join_refusal(job, after_rounds(1, 9)).empty()); // ahead: it drops 3 rounds
-  auto why = coordinated_join_refusal(job, after_rounds(1, 4));
-  CHECK(why.find("consumer_index 1 is at round 4") != std::string::npos);
-  CHECK(why.find("consumer_index 0 resumed at round 6") != std::string::npos);
-  CHECK(why.find("same global step") != std::string::npos);
-  // A cursor saved before any round knew no slot: behind a job that skips some.
-  why = coordinated_join_refusal(job, ReadCursor::coordinated("fp", 2, 1));
-  CHECK(why.find("is at round 0") != std::string::npos);
 }
