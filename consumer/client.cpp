@@ -186,6 +186,19 @@ void set_up_cursor(detail::StreamContext& sc, const DistributeOptions& options) 
     sc.cursor.emplace(info.fingerprint, info.split_size, info.file_seed);
 }
 
+// Workers' end marks: the reorder may move past a split once its elements are in, and the
+// cursor calls it complete once they were all consumed (both wait for the elements).
+void apply_split_ends(detail::StreamContext& c) {
+  if (!c.ready.has_split_ends())
+    return;
+  for (const auto& end : c.ready.take_split_ends()) {
+    if (c.order)
+      c.order->split_ended({end.epoch, end.index}, end.count);
+    if (c.cursor)
+      c.cursor->split_ended(end.epoch, end.index, end.count);
+  }
+}
+
 // The reorder of a deterministic read, after set_up_cursor (a resumed one starts where its
 // cursor stands). The dispatcher refused a job that cannot be read in order.
 void set_up_order(detail::StreamContext& sc, const DistributeOptions& options) {
@@ -305,6 +318,7 @@ Status ElementStream::next(Element& out, bool& end_of_sequence, std::chrono::mil
         if (c.order)
           for (auto& f : c.ready.take_finished())
             c.finished.push_back(f);
+        apply_split_ends(c);
         break;
       case actors::QueueSink::Wait::end:
         c.ended = true; // (a deterministic read hands out what it holds first)

@@ -73,7 +73,7 @@ void finish(self_ptr self, Status status) {
 }
 
 void deliver(self_ptr self, Status s, ReadyElements& elements, msg::task_id_t task) {
-  if (s.ok() && !elements.empty())
+  if (s.ok() && (!elements.empty() || elements.has_split_ends()))
     s = self->state.start.sink->push(std::move(elements), push_stats(self, task));
   if (s.ok()) // (after the elements: the stream ends a slot once it consumed them)
     for (const auto& [slot, end] : self->state.core.take_ended_slots())

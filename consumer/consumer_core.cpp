@@ -395,6 +395,17 @@ std::vector<msg::origin_run> ConsumerCore::off_origins(TaskSlot& slot, uint32_t 
   return runs;
 }
 
+void ConsumerCore::take_end_marks(std::vector<msg::origin_run>& origins, ReadyElements& out) {
+  auto mark = [](const msg::origin_run& r) { return r.count == 0; };
+  auto first = std::find_if(origins.begin(), origins.end(), mark);
+  if (first == origins.end())
+    return;
+  for (auto r = first; r != origins.end(); ++r)
+    if (r->count == 0 && r->split_end)
+      out.add_split_end(SplitEnd{r->epoch, r->index, r->first_seq});
+  origins.erase(std::remove_if(first, origins.end(), mark), origins.end());
+}
+
 void ConsumerCore::count_delivered(TaskSlot& slot, std::size_t bytes, std::size_t n) {
   slot.delivered += static_cast<int64_t>(n);
   elements_ += static_cast<int64_t>(n);
@@ -482,6 +493,7 @@ Status ConsumerCore::on_reply(const Request& request, msg::element_batch batch,
     slot.retired = true;
     slot.retired_ack_due = true; // (the answer to the acknowledgement repeats the mark)
   }
+  take_end_marks(batch.origins, out); // (they tag no element; the reader applies them)
   ++messages_;
   bytes_ += static_cast<int64_t>(batch.payload.size());
   slot.off_last = batch.end_of_sequence;

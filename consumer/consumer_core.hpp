@@ -259,6 +259,8 @@ private:
   Expected<std::vector<bool>>
   keep_unseen(const TaskSlot& slot, const std::vector<msg::origin_run>& origins, uint32_t count);
   void count_delivered(TaskSlot& slot, std::size_t bytes, std::size_t n);
+  // A worker's end marks (count-0 runs, msg::origin_run) leave `origins` for `out`'s reader.
+  static void take_end_marks(std::vector<msg::origin_run>& origins, ReadyElements& out);
   // OFF: tags the task's next `n` elements with their slot and numbers (the read cursor counts
   // them); empty for other policies. `last`: they end the task's output.
   std::vector<msg::origin_run> off_origins(TaskSlot& slot, uint32_t n, bool last);

@@ -80,14 +80,12 @@ void QueueSink::cancel() {
 QueueSink::Wait QueueSink::take_all(ReadyElements& out, std::chrono::milliseconds timeout,
                                     Status& status) {
   std::unique_lock<std::mutex> lock{mu_};
-  cv_.wait_for(lock, timeout, [this] {
-    return !queue_.empty() || queue_.has_finished() || finished_ || cancelled();
-  });
+  cv_.wait_for(lock, timeout, [this] { return queue_.has_news() || finished_ || cancelled(); });
   if (cancelled()) {
     status = Status{ErrorCode::cancelled, "the stream was cancelled"};
     return Wait::error;
   }
-  if (!queue_.empty() || queue_.has_finished()) {
+  if (queue_.has_news()) {
     out.append(std::move(queue_)); // (leaves queue_ empty)
     return Wait::elements;
   }

@@ -65,6 +65,8 @@ void ReadyElements::append(ReadyElements&& more) {
   more.size_ = 0;
   finished_.insert(finished_.end(), more.finished_.begin(), more.finished_.end());
   more.finished_.clear();
+  split_ends_.insert(split_ends_.end(), more.split_ends_.begin(), more.split_ends_.end());
+  more.split_ends_.clear();
 }
 
 Status ReadyElements::decode(std::string_view buffer, uint32_t count, const std::string& source,

@@ -32,6 +32,16 @@ struct DeliveredOrigin {
   bool tagged() const { return seq >= 0; }
 };
 
+// A worker's end mark (msg::origin_run of count 0): split (epoch, index) had `count` elements.
+struct SplitEnd {
+  int64_t epoch = 0;
+  int64_t index = 0;
+  int64_t count = 0;
+  bool operator==(const SplitEnd& o) const {
+    return epoch == o.epoch && index == o.index && count == o.count;
+  }
+};
+
 class ReadyElements {
 public:
   void add(Element element, DeliveredOrigin origin = {});
@@ -53,6 +63,14 @@ public:
   }
   bool has_finished() const { return !finished_.empty(); }
   std::vector<std::pair<int64_t, int64_t>> take_finished() { return std::exchange(finished_, {}); }
+
+  // Deterministic and resumable reads: splits a worker said the size of (an end mark). The
+  // reorder and the read cursor take them as they come: each still waits for the elements.
+  void add_split_end(const SplitEnd& end) { split_ends_.push_back(end); }
+  bool has_split_ends() const { return !split_ends_.empty(); }
+  std::vector<SplitEnd> take_split_ends() { return std::exchange(split_ends_, {}); }
+  // Anything for the reader: elements, finished splits or split ends.
+  bool has_news() const { return size_ > 0 || !finished_.empty() || !split_ends_.empty(); }
 
   std::size_t size() const { return size_; } // elements, those to be dropped not counted
   bool empty() const { return size_ == 0; }
@@ -95,6 +113,7 @@ private:
   std::size_t front_ = 0; // runs before it were handed out
   std::size_t size_ = 0;
   std::vector<std::pair<int64_t, int64_t>> finished_;
+  std::vector<SplitEnd> split_ends_;
 };
 
 } // namespace conveyor::actors

@@ -38,7 +38,9 @@ struct origin_run {
   int64_t first_seq = 0;
   uint32_t count = 0;
   // The run's last element is the split's last (the task had finished producing the split):
-  // the consumer's read cursor then knows the split complete.
+  // the consumer's read cursor then knows the split complete. A run of count 0 with split_end
+  // is an *end mark*: the split had `first_seq` elements, all sent before (its last went out
+  // before the worker's pipeline moved past it); it tags no element of the batch.
   bool split_end = false;
   // The splittable source the split belongs to (a per-split concatenation reads several; the
   // consumer drops repeats per (source, epoch, index, sequence)).

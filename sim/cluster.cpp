@@ -221,11 +221,16 @@ Status RecordingSink::push(actors::ReadyElements&& ready, const msg::stream_stat
       elements.push_back(std::move(e));
       unacked_.push_back(origin);
     }
+    // A worker's end marks: a split is complete once all its elements were acked.
+    for (const auto& end : ready.take_split_ends())
+      cursor_->split_ended(end.epoch, end.index, end.count);
     if (planted(PlantedBug::checkpoint_early)) // the cursor covers what merely arrived
       cover(unacked_.size());
   } else {
     CONVEYOR_RETURN_IF_ERROR(ready.take(elements));
   }
+  if (elements.empty()) // (only end marks: the trainer has nothing to take)
+    return Status::OK();
   // The consumer pushes one task's batch at a time: its worker is the one whose count grew.
   std::string source = "?";
   for (const auto& [worker, count] : stats.per_worker) {

@@ -191,12 +191,15 @@ TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
       const Split& c = in->current();
       Key key{c.source, c.epoch, c.index};
       item.origin = Origin{c.epoch, c.index, in->next_seq(), c.source};
+      auto sp = splits_.find(key);
+      if (sp != splits_.end())
+        sp->second.end_seq = item.origin.seq + 1;
       // A resumed job: the trainer consumed this element before (Split::skip).
       if (item.origin.seq < c.skip) {
         ++elements; // (the step's bound counts the pipeline's work, kept or not)
         continue;
       }
-      if (auto sp = splits_.find(key); sp != splits_.end()) {
+      if (sp != splits_.end()) {
         ++sp->second.produced;
         sp->second.last_seq = item.origin.seq;
         item.counted = true;
@@ -265,15 +268,48 @@ uint64_t TaskRunner::register_batch(msg::consumer_id_t consumer,
                                     std::vector<msg::origin_run>& origins) {
   // A run that ends with its split's last element says so: the consumer's read cursor then
   // knows the split complete (otherwise a resumed job runs it again to skip all of it).
-  for (auto& o : origins)
-    if (auto sp = splits_.find(Key{o.source, o.epoch, o.index});
-        sp != splits_.end() && sp->second.closed &&
-        sp->second.last_seq == o.first_seq + o.count - 1)
-      o.split_end = true;
+  // One that does not (the pipeline had not moved past the split yet) gets an end mark once it
+  // has (track_feed).
+  for (auto& o : origins) {
+    auto sp = splits_.find(Key{o.source, o.epoch, o.index});
+    if (sp == splits_.end())
+      continue;
+    SplitState& s = sp->second;
+    s.sent_to = std::max(s.sent_to, o.first_seq + static_cast<int64_t>(o.count));
+    s.taker = consumer;
+    if (s.closed && s.last_seq == o.first_seq + o.count - 1)
+      o.split_end = s.end_sent = true;
+  }
   auto seq = next_batch_seq_++;
   // Until the consumer acknowledges it. DYNAMIC: then the batch counts for its splits.
   count_for_splits(consumer, seq, origins);
   return seq;
+}
+
+void TaskRunner::mark_end_later(const SplitState& s) {
+  const bool none_sent = s.produced == 0;
+  if (cache_ || s.end_sent || (!none_sent && s.sent_to < s.end_seq))
+    return; // (its last element is still in the buffer: its run will carry the end)
+  msg::origin_run run{s.split.epoch, s.split.index, s.end_seq, 0, true, s.split.source};
+  end_marks_.push_back(EndMark{none_sent, s.taker, run});
+}
+
+bool TaskRunner::has_end_marks(msg::consumer_id_t consumer) const {
+  for (const auto& m : end_marks_)
+    if (m.anyone || m.consumer == consumer)
+      return true;
+  return false;
+}
+
+void TaskRunner::attach_end_marks(msg::consumer_id_t consumer,
+                                  std::vector<msg::origin_run>& origins) {
+  if (end_marks_.empty())
+    return;
+  auto mine = [consumer](const EndMark& m) { return m.anyone || m.consumer == consumer; };
+  for (const auto& m : end_marks_)
+    if (mine(m))
+      origins.push_back(m.run);
+  end_marks_.erase(std::remove_if(end_marks_.begin(), end_marks_.end(), mine), end_marks_.end());
 }
 
 void TaskRunner::count_for_splits(msg::consumer_id_t consumer, uint64_t batch_seq,
@@ -506,6 +542,25 @@ std::optional<msg::element_batch> TaskRunner::take(msg::consumer_id_t consumer,
                                                    uint32_t max_elements, uint64_t max_bytes,
                                                    std::vector<GatherBuffer>* frames, uint64_t task,
                                                    const std::string& trainer) {
+  auto out = take_batch(consumer, max_elements, max_bytes, frames, task, trainer);
+  if (end_marks_.empty())
+    return out;
+  if (out) {
+    attach_end_marks(consumer, out->origins);
+  } else if (!failed() && has_end_marks(consumer)) {
+    // Nothing to send but what this consumer's reorder and cursor wait for: an empty reply
+    // carries it now (the consumer asks again).
+    out.emplace();
+    attach_end_marks(consumer, out->origins);
+  }
+  return out;
+}
+
+std::optional<msg::element_batch> TaskRunner::take_batch(msg::consumer_id_t consumer,
+                                                         uint32_t max_elements, uint64_t max_bytes,
+                                                         std::vector<GatherBuffer>* frames,
+                                                         uint64_t task,
+                                                         const std::string& trainer) {
   if (auto p = pending_.find(consumer); p != pending_.end()) {
     auto out = next_chunk(p->second);
     if (p->second.next_chunk >= p->second.num_chunks)
@@ -601,6 +656,7 @@ void TaskRunner::track_feed() {
       if (sp == splits_.end())
         continue;
       sp->second.closed = true;
+      mark_end_later(sp->second);
       check_finished(key);
     }
 }
@@ -751,6 +807,11 @@ bool TaskRunner::reader_left(msg::consumer_id_t consumer, bool may_return) {
 
 void TaskRunner::consumer_gone(msg::consumer_id_t consumer) {
   gone_.insert(consumer);
+  // (Its end marks concern only its own reorder and cursor.)
+  end_marks_.erase(
+    std::remove_if(end_marks_.begin(), end_marks_.end(),
+                   [consumer](const EndMark& m) { return !m.anyone && m.consumer == consumer; }),
+    end_marks_.end());
   auto c = unacked_.find(consumer);
   if (c == unacked_.end())
     return;

@@ -21,6 +21,11 @@
 //   origin (split, sequence), sent with each batch; other pipelines' splits finish together when
 //   the pipeline ended and every batch was acknowledged. A consumer that reconnected may have
 //   lost what it was sent and did not acknowledge: those splits are handed back (take_lost()).
+//   A run that ends with its split's last element says so (origin_run::split_end) when the
+//   pipeline had moved past the split when the batch was cut; otherwise the consumer that took
+//   that element gets an *end mark* (a count-0 run naming the split's size) with its next reply
+//   — an empty one if nothing else is ready, or the end_of_sequence — so its deterministic
+//   reorder need not wait for the job's finished-split log (issue 36).
 //   A dataset with several splittable sources (zip, concatenate) reads each through its own
 //   feed (split_feeds(), pipeline/sharding/multi_source.hpp's order); its splits are keyed by
 //   (source, epoch, index). A concatenation of sources is per-split (its elements' origins name
@@ -239,6 +244,12 @@ private:
     bool closed = false;
     int64_t produced = 0;
     int64_t last_seq = -1; // of the last element produced (origin_run::split_end)
+    // Its output so far, elements a resumed job skipped included (an end mark's count), and
+    // how far into it batches went out, to whom last, and whether one carried its end.
+    int64_t end_seq = 0;
+    int64_t sent_to = 0;
+    msg::consumer_id_t taker = 0;
+    bool end_sent = false;
     int64_t acked = 0;
     // Whole-epoch sharing: elements sent to trainers (acked counts their acknowledgements),
     // elements moved into the cache, and the cache index of the last one (-1: none yet).
@@ -262,6 +273,11 @@ private:
     // run again under the same key, and this copy must not count for the new run.
     bool counted = false;
   };
+  // take() without the end marks.
+  std::optional<msg::element_batch> take_batch(msg::consumer_id_t consumer, uint32_t max_elements,
+                                               uint64_t max_bytes,
+                                               std::vector<GatherBuffer>* frames, uint64_t task,
+                                               const std::string& trainer);
   std::optional<msg::element_batch> take_cached(msg::consumer_id_t consumer, uint32_t max_elements,
                                                 uint64_t max_bytes, const std::string& trainer);
   std::optional<msg::element_batch> take_frames(msg::consumer_id_t consumer, uint32_t max_elements,
@@ -276,6 +292,12 @@ private:
   void count_for_splits(msg::consumer_id_t consumer, uint64_t batch_seq,
                         const std::vector<msg::origin_run>& origins);
   void add_origin(std::vector<msg::origin_run>& runs, const Origin& origin) const;
+  // A split closed after the batch with its last element went out (unmarked: the pipeline had
+  // not moved past it then): its end mark waits for that consumer's next reply.
+  void mark_end_later(const SplitState& s);
+  // The end marks waiting for `consumer` go onto its reply (after the batch's runs).
+  void attach_end_marks(msg::consumer_id_t consumer, std::vector<msg::origin_run>& origins);
+  bool has_end_marks(msg::consumer_id_t consumer) const;
   // Encodes a bulk item's element into its frame (no-op when it has one).
   void encode_frame(Item& item);
   // Encodes the buffer's first bulk items ahead of requests, up to bulk_encode_ahead_bytes.
@@ -303,6 +325,14 @@ private:
   // Unacknowledged batches per consumer: batch_seq -> (split, elements) runs (none in OFF).
   std::map<msg::consumer_id_t, std::map<uint64_t, std::vector<std::pair<Key, int64_t>>>> unacked_;
   std::vector<Key> finished_;
+  // End marks not sent yet (origin_run of count 0 with split_end): to the consumer that took
+  // the split's last element, or to whoever asks first (`anyone`: the split sent nothing).
+  struct EndMark {
+    bool anyone = false;
+    msg::consumer_id_t consumer = 0;
+    msg::origin_run run;
+  };
+  std::vector<EndMark> end_marks_;
   // Splits handed back while the pipeline was still producing them (consumer_reconnected): the
   // pipeline's later close of that run is not the close of a new run of the same split.
   std::set<Key> closing_lost_;

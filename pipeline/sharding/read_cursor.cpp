@@ -110,6 +110,16 @@ bool ReadCursor::consume(int64_t epoch, int64_t index, int64_t seq, bool split_e
   return fresh;
 }
 
+void ReadCursor::split_ended(int64_t epoch, int64_t index, int64_t count) {
+  if (mode_ != ShardingPolicy::dynamic || complete(epoch, index))
+    return;
+  const Key key{epoch, index};
+  auto it = partial_.try_emplace(key).first;
+  it->second.end = count;
+  if (it->second.prefix >= count)
+    mark_complete(key);
+}
+
 void ReadCursor::mark_complete(const Key& key) {
   auto it = partial_.find(key);
   if (it != partial_.end()) {

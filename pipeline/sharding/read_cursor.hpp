@@ -84,6 +84,9 @@ public:
   // OFF: `index` is the slot, `seq` the element's number in the slot's output, `split_end` the
   // task's last element (`epoch` is not used).
   bool consume(int64_t epoch, int64_t index, int64_t seq, bool split_end);
+  // DYNAMIC: a worker said the split had `count` elements (an end mark, sent apart from its
+  // last element): it is complete once those were all consumed (now, or by later consume()s).
+  void split_ended(int64_t epoch, int64_t index, int64_t count);
 
   // OFF: one task's share of the read. `consumed` counts from the slot's start.
   struct Slot {

@@ -387,7 +387,8 @@ def _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                    max_outstanding_requests, compression, target_workers, max_buffered_bytes,
                    request_timeout_ms, expected_consumers=None, on_worker_loss=None,
                    data_transfer_protocol=None, tenant="default", tenant_weight=1,
-                   external_state_policy=None, resume_from=None, deterministic=False):
+                   external_state_policy=None, resume_from=None, deterministic=False,
+                   deterministic_hold_bytes=None):
     if not isinstance(processing_mode, str):
         # tf.data's ShardingPolicy enum values print as ShardingPolicy.OFF etc.
         processing_mode = getattr(processing_mode, "name", processing_mode)
@@ -399,7 +400,9 @@ def _option_kwargs(processing_mode, job_name, consumer_index, num_consumers,
                 data_transfer_protocol=data_transfer_protocol, tenant=tenant,
                 tenant_weight=tenant_weight, external_state_policy=external_state_policy,
                 **({} if resume_from is None else {"resume_from": resume_from}),
-                **({"deterministic": deterministic} if deterministic is not False else {}))
+                **({"deterministic": deterministic} if deterministic is not False else {}),
+                **({} if deterministic_hold_bytes is None
+                   else {"deterministic_hold_bytes": deterministic_hold_bytes}))
 
 
 class _Required:
@@ -425,7 +428,8 @@ def distribute(dataset: Optional[Dataset] = None, service=_REQUIRED, processing_
                tenant: str = "default", tenant_weight: int = 1,
                external_state_policy: Optional[str] = None,
                resume_from: Optional[bytes] = None,
-               deterministic: bool = False) -> DistributedDataset:
+               deterministic: bool = False,
+               deterministic_hold_bytes: Optional[int] = None) -> DistributedDataset:
     """Reads ``dataset`` through the service at ``service`` ("host:port" or a DispatchServer).
     processing_mode: "parallel_epochs" (OFF: every worker produces the whole dataset) or
     "distributed_epoch" (DYNAMIC: each element of an epoch once across the workers); the
@@ -451,7 +455,10 @@ def distribute(dataset: Optional[Dataset] = None, service=_REQUIRED, processing_
     deterministic (beyond tf.data): a DYNAMIC read of a private job hands out the elements in the
     order one worker gives (splits in order, each split's elements in order), whatever the
     number of workers, their speed or failures; works with resume_from (docs/PYTHON.md
-    "Reproducible order")."""
+    "Reproducible order").
+    deterministic_hold_bytes (with deterministic): the bytes of elements the read may hold while
+    it waits for an earlier one (None: 64 MiB); over it the consumer asks only the task the order
+    waits for. At least 1, else a ValueError naming it."""
     for name, value in (("service", service), ("processing_mode", processing_mode)):
         if value is _REQUIRED:
             raise TypeError(f"distribute() missing required argument `{name}`")
@@ -459,7 +466,8 @@ def distribute(dataset: Optional[Dataset] = None, service=_REQUIRED, processing_
                           max_outstanding_requests, compression, target_workers,
                           max_buffered_bytes, request_timeout_ms, expected_consumers,
                           on_worker_loss, data_transfer_protocol, tenant, tenant_weight,
-                          external_state_policy, resume_from, deterministic)
+                          external_state_policy, resume_from, deterministic,
+                          deterministic_hold_bytes)
     if dataset is None:
         return _distribute_transformation(service, connect_timeout_ms, opts)
     if not isinstance(dataset, Dataset):

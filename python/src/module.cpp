@@ -188,9 +188,14 @@ make_options(const std::string& processing_mode, std::optional<std::string> job_
              std::optional<std::string> on_worker_loss, int64_t iteration,
              std::optional<std::string> data_transfer_protocol, const std::string& tenant,
              int64_t tenant_weight, std::optional<std::string> external_state_policy,
-             std::optional<std::string> resume_from, bool deterministic) {
+             std::optional<std::string> resume_from, bool deterministic,
+             std::optional<int64_t> deterministic_hold_bytes) {
   DistributeOptions o;
   o.deterministic = deterministic;
+  if (deterministic_hold_bytes && !deterministic) // (not accepted and ignored)
+    raise(invalid_argument("`deterministic_hold_bytes` is used only with `deterministic=True`"));
+  if (deterministic_hold_bytes) // (validate() refuses < 1, naming it)
+    o.deterministic_hold_bytes = *deterministic_hold_bytes;
   auto policy = parse_processing_mode(processing_mode);
   if (!policy.ok())
     raise(Status(policy.status().code(), "`processing_mode`: " + policy.status().message()));
@@ -541,7 +546,8 @@ PYBIND11_MODULE(_conveyor, m) {
         py::arg("on_worker_loss") = py::none(), py::arg("iteration") = 0,
         py::arg("data_transfer_protocol") = py::none(), py::arg("tenant") = "default",
         py::arg("tenant_weight") = 1, py::arg("external_state_policy") = py::none(),
-        py::arg("resume_from") = py::none(), py::arg("deterministic") = false);
+        py::arg("resume_from") = py::none(), py::arg("deterministic") = false,
+        py::arg("deterministic_hold_bytes") = py::none());
   m.attr("_NEXT_ITERATION") = kNextIteration;
   m.def("_validate_address",
         [](const std::string& a) { return unwrap(parse_address(a)).to_string(); });

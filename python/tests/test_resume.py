@@ -125,3 +125,19 @@ def test_deterministic_refusals_name_it(cluster):
                                   "distributed_epoch", deterministic=True)
     with pytest.raises(ValueError, match="`deterministic` needs a per-split pipeline"):
         iter(batched)
+
+
+def test_deterministic_hold_bytes_bounds_the_hold_and_is_refused_below_1(cluster):
+    # A hold of 1 byte: the consumer asks only the task the order waits for; the order holds.
+    ds = conveyor.Dataset.range(300).map(conveyor.Function("sleep_us", us=20))
+    got = [int(e) for e in conveyor.distribute(ds, cluster.target, "distributed_epoch",
+                                               deterministic=True, deterministic_hold_bytes=1)]
+    assert got == list(range(300))
+    with pytest.raises(ValueError, match="`deterministic_hold_bytes` must be at least 1"):
+        conveyor.distribute(ds, cluster.target, "distributed_epoch", deterministic=True,
+                            deterministic_hold_bytes=0)
+    with pytest.raises(ValueError, match="`deterministic_hold_bytes` is used only with"):
+        conveyor.distribute(ds, cluster.target, "distributed_epoch", deterministic_hold_bytes=1024)
+    with pytest.raises(TypeError, match="`deterministic_hold_bytes` must be an int"):
+        conveyor.distribute(ds, cluster.target, "distributed_epoch", deterministic=True,
+                            deterministic_hold_bytes="1k")

@@ -859,3 +859,30 @@ TEST_CASE("OFF: a task that ended names its slot and end once, after all its ele
   CHECK(ended[0] == std::pair<int64_t, int64_t>{7, 43});
   CHECK(c.take_ended_slots().empty()); // named once; task 2 (slot 2) goes on
 }
+
+TEST_CASE("a worker's end marks go to the reader apart from the elements, also on an empty reply") {
+  ConsumerCore c{ConsumerLimits{}};
+  c.on_task_list(list_of(1, {1}, false));
+  c.on_connected(1);
+  auto reqs = c.next_requests();
+  REQUIRE(reqs.size() >= 2);
+  // Split 1's elements, and the mark of split 0 (4 elements, all sent before).
+  auto batch = batch_of({5, 6});
+  batch.origins = {msg::origin_run{0, 1, 0, 2, false, 0}, msg::origin_run{0, 0, 4, 0, true, 0}};
+  ReadyElements out;
+  REQUIRE(c.on_reply(reqs[0], batch, out).ok());
+  CHECK(out.size() == 2);
+  CHECK(out.take_split_ends() == std::vector<SplitEnd>{{0, 0, 4}});
+  DeliveredOrigin where;
+  Element e;
+  bool got = false;
+  REQUIRE(out.next(e, got, &where).ok());
+  CHECK(where.index == 1);
+  CHECK(where.seq == 0);
+  // Nothing else ready at the worker: an empty reply carries split 1's mark.
+  msg::element_batch empty;
+  empty.origins = {msg::origin_run{0, 1, 2, 0, true, 0}};
+  REQUIRE(c.on_reply(reqs[1], empty, out).ok());
+  CHECK(out.has_news());
+  CHECK(out.take_split_ends() == std::vector<SplitEnd>{{0, 1, 2}});
+}

@@ -262,3 +262,38 @@ TEST_CASE("ordered reads: an element without its split is refused") {
   auto r = order.arrived(e, DeliveredOrigin{});
   CHECK(r.status().code() == conveyor::ErrorCode::failed_precondition);
 }
+
+TEST_CASE("ordered reads: a worker's end mark moves the order past a split without the job's log") {
+  OrderedReads order(16, nullptr);
+  // Split 0's elements come without a mark on the last one (it went out before the worker's
+  // pipeline moved past the split): handed out, then split 1's are held...
+  for (int64_t seq = 0; seq < 2; ++seq) {
+    Element e = value(seq);
+    CHECK(*order.arrived(e, DeliveredOrigin{0, 0, seq, false}));
+  }
+  for (int64_t seq = 0; seq < 2; ++seq) {
+    Element e = value(10 + seq);
+    CHECK_FALSE(*order.arrived(e, DeliveredOrigin{0, 1, seq, false}));
+  }
+  CHECK_FALSE(order.pop().has_value());
+  // ...until the end mark says split 0 had 2 elements: no finished log needed.
+  order.split_ended({0, 0}, 2);
+  auto a = order.pop();
+  REQUIRE(a.has_value());
+  CHECK(value_of(a->element) == 10);
+  REQUIRE(order.pop().has_value());
+  CHECK(order.held() == 0);
+  order.split_ended({0, 1}, 2);
+  // A mark ahead of its split's last element: the order waits for that element.
+  order.split_ended({0, 2}, 2);
+  Element early = value(21);
+  CHECK_FALSE(*order.arrived(early, DeliveredOrigin{0, 2, 1, false}));
+  Element later = value(30);
+  CHECK_FALSE(*order.arrived(later, DeliveredOrigin{0, 3, 0, false}));
+  CHECK_FALSE(order.pop().has_value());
+  Element first = value(20);
+  CHECK(*order.arrived(first, DeliveredOrigin{0, 2, 0, false}));
+  CHECK(value_of(order.pop()->element) == 21);
+  CHECK(value_of(order.pop()->element) == 30); // split 2 is over: on to split 3
+  CHECK(order.held() == 0);
+}

@@ -209,6 +209,74 @@ TEST_CASE("DYNAMIC: the pipeline waits for splits and resumes") {
   CHECK(r.take_finished() == std::vector<std::tuple<int64_t, int64_t, int64_t>>{{0, 0, 0}});
 }
 
+// Issue 36: a batch cut while the pipeline had not moved past its split yet (the step ended on
+// the split's last element) cannot mark that element the split's last; its consumer's reorder
+// then waited for the job's finished-split log. The split's end now follows in an end mark.
+TEST_CASE("DYNAMIC: a split whose last element went out before the pipeline moved past it gets an "
+          "end mark with the consumer's next reply, and the last split with end_of_sequence") {
+  TaskLimits limits;
+  limits.step_elements = 3;
+  TaskRunner r{ShardingPolicy::dynamic, Compression::none, limits};
+  REQUIRE(r.start(Dataset::range(10), nullptr).ok());
+  CHECK(r.produce() == TaskRunner::Step::waiting_for_split);
+  r.split_feed()->request_sent();
+  r.split_feed()->deliver({Split{0, 0, 0, 3, ""}, Split{0, 1, 3, 6, ""}}, false, false);
+  CHECK(r.produce() == TaskRunner::Step::progress); // split 0 whole, not yet moved past
+  auto a = r.take(1, 100, 1 << 20);
+  REQUIRE(a);
+  CHECK(decode_ints(a->payload) == std::vector<int64_t>{0, 1, 2});
+  REQUIRE(a->origins.size() == 1);
+  CHECK_FALSE(a->origins[0].split_end);             // (not known when the batch was cut)
+  CHECK(r.produce() == TaskRunner::Step::progress); // past split 0: split 1's elements
+  auto b = r.take(1, 100, 1 << 20);
+  REQUIRE(b);
+  CHECK(decode_ints(b->payload) == std::vector<int64_t>{3, 4, 5});
+  REQUIRE(b->origins.size() == 2);
+  CHECK(b->origins[0].index == 1);
+  CHECK(b->origins[0].count == 3);
+  CHECK_FALSE(b->origins[0].split_end);
+  // The mark: split 0 had 3 elements; it tags none of this batch's.
+  CHECK(b->origins[1].index == 0);
+  CHECK(b->origins[1].count == 0);
+  CHECK(b->origins[1].first_seq == 3);
+  CHECK(b->origins[1].split_end);
+  CHECK_FALSE(r.take(2, 100, 1 << 20)); // another consumer gets no mark of this one's splits
+  r.split_feed()->request_sent();
+  r.split_feed()->deliver({}, true, false);
+  CHECK(r.produce() == TaskRunner::Step::ended);
+  auto end = r.take(1, 100, 1 << 20);
+  REQUIRE(end);
+  CHECK(end->end_of_sequence);
+  REQUIRE(end->origins.size() == 1);
+  CHECK(end->origins[0].index == 1);
+  CHECK(end->origins[0].first_seq == 3);
+  CHECK(end->origins[0].count == 0);
+  CHECK(end->origins[0].split_end);
+  // Marks count for no split: the acknowledgements finish both.
+  r.ack(1, {a->batch_seq, b->batch_seq});
+  auto finished = r.take_finished();
+  std::sort(finished.begin(), finished.end());
+  CHECK(finished == std::vector<std::tuple<int64_t, int64_t, int64_t>>{{0, 0, 0}, {0, 0, 1}});
+}
+
+TEST_CASE("DYNAMIC: a split that filter emptied gets an end mark of 0 elements, to whoever asks") {
+  TaskRunner r{ShardingPolicy::dynamic, Compression::none};
+  REQUIRE(r.start(parse("range(10).filter(mod_eq(m=100, r=0))"), nullptr).ok());
+  REQUIRE(r.per_split());
+  CHECK(r.produce() == TaskRunner::Step::waiting_for_split);
+  r.split_feed()->request_sent();
+  r.split_feed()->deliver({Split{0, 0, 5, 8, ""}}, false, false);
+  CHECK(r.produce() == TaskRunner::Step::waiting_for_split); // split 0 made nothing
+  auto b = r.take(7, 100, 1 << 20);
+  REQUIRE(b); // an empty reply, for the mark
+  CHECK(b->num_elements == 0);
+  REQUIRE(b->origins.size() == 1);
+  CHECK(b->origins[0].first_seq == 0);
+  CHECK(b->origins[0].count == 0);
+  CHECK(b->origins[0].split_end);
+  CHECK_FALSE(r.take(7, 100, 1 << 20)); // then nothing: the request is held
+}
+
 TEST_CASE("DYNAMIC concatenation: per-split, each element's origin names its source") {
   TaskRunner r{ShardingPolicy::dynamic, Compression::none};
   REQUIRE(r.start(Dataset::range(10).concatenate(Dataset::range(100, 110)), nullptr).ok());

@@ -262,3 +262,22 @@ TEST_CASE("read cursor: an OFF read resumes only pipelines whose output is a fun
         std::string::npos);
   CHECK(off_resume_refusal(Dataset::random()).find("`random` without a seed") != std::string::npos);
 }
+
+TEST_CASE("read cursor: a worker's end mark completes a split only once all of it was consumed") {
+  ReadCursor c{"fp", 4};
+  CHECK(c.consume(0, 0, 0, false));
+  CHECK(c.consume(0, 0, 1, false));
+  c.split_ended(0, 0, 3); // (its last element is still on its way)
+  CHECK_FALSE(c.complete(0, 0));
+  CHECK(c.consume(0, 0, 2, false));
+  CHECK(c.complete(0, 0));
+  // Told after the last element was consumed: complete at once.
+  CHECK(c.consume(0, 1, 0, false));
+  c.split_ended(0, 1, 1);
+  CHECK(c.complete(0, 1));
+  // A split `filter` emptied has nothing to consume.
+  c.split_ended(0, 2, 0);
+  CHECK(c.complete(0, 2));
+  CHECK(c.consumed() == 4);
+  CHECK(c.partial_splits() == 0);
+}
