@@ -204,10 +204,11 @@ void report_splits(self_ptr self) {
     for (const auto& f : st.runner->split_feeds())
       for (auto& s : f->take_unstarted())
         up.returned.push_back(std::move(s));
-  else if (st.runner->per_split()) {
+  else if (st.runner->per_split() && !st.runner->cross_trainer_cache()) {
     // Splits read ahead beyond the window go back for another task to take. Per-split only:
     // the job ends such a pipeline's epoch for nobody while a split of it is owned, so a split
     // handed back is read; another pipeline's other tasks may have taken that end already.
+    // Not with a cross-trainer cache: its trainers read the task's splits in the order taken.
     for (const auto& f : st.runner->split_feeds())
       for (auto& s : f->take_surplus())
         up.returned.push_back(std::move(s));
