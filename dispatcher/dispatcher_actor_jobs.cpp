@@ -591,10 +591,14 @@ JobEntry plan_job(self_ptr self, const msg::get_or_create_job& req, msg::job_id_
   if (req.policy == ShardingPolicy::dynamic) {
     // Split size from the cardinality: about 8 splits per worker and epoch, at most 8192
     // elements (a re-issued split is read again from its start), never below the configured size.
+    // With the autoscaler on, per worker it may add up to: sized for the one worker there was,
+    // the job had 8 splits, and a worker added mid-epoch found most of them taken.
     planned.split_size = st.start.range_split_size;
     auto card = definition.cardinality();
     if (st.start.adaptive_split_size && card > 0) {
       int64_t workers = std::max<int64_t>(1, static_cast<int64_t>(st.workers.size()));
+      if (st.autoscaler && st.start.autoscale_interval.count() > 0)
+        workers = std::max(workers, st.start.autoscale.max_workers);
       planned.split_size = std::clamp<int64_t>(card / (8 * workers), st.start.range_split_size,
                                                std::max<int64_t>(st.start.range_split_size, 8192));
     }

@@ -191,6 +191,10 @@ std::vector<Sample> task_samples() {
     out.push_back(sample("conveyor_task_split_wait_seconds_total",
                          "DYNAMIC: time the task waited for splits", "counter", l,
                          static_cast<double>(s->split_wait_ns.load()) / 1e9));
+    out.push_back(sample("conveyor_task_splits_ahead",
+                         "DYNAMIC: splits the task took from the job and has not started (no "
+                         "other task can take them)",
+                         "gauge", l, ended ? 0.0 : static_cast<double>(s->splits_ahead.load())));
   }
   // The bytes each tenant's tasks buffer here (issue 38), as the dispatcher's
   // conveyor_tenant_buffered_bytes shows them from heartbeats, but current: what

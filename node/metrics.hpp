@@ -48,7 +48,8 @@ struct TaskStats {
   std::atomic<int64_t> buffer_full_total{0}; // produce steps skipped: consumers had no credit
   std::atomic<int64_t> split_waits_total{0};
   std::atomic<int64_t> split_wait_ns{0};
-  std::atomic<bool> ended{false}; // the task stopped (its counters stay listed a while)
+  std::atomic<int64_t> splits_ahead{0}; // DYNAMIC: splits taken from the job, not started
+  std::atomic<bool> ended{false};       // the task stopped (its counters stay listed a while)
 };
 
 // Registers a task's counters for this process's worker endpoint; they are listed while the

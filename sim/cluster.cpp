@@ -652,13 +652,18 @@ SimResult ClusterRun::run() {
     sinks_.back()->stream.consumer = name;
     sinks_.back()->take = cfg_.take; // -1 unless coordinated or cache reads
   }
-  // DYNAMIC: every split that reaches a task, as the job's answers cross the network.
+  // DYNAMIC: every split that reaches a task, as the job's answers cross the network, less those
+  // a task handed back (a task hands back the unstarted splits beyond its read-ahead window
+  // without any fault: worker/split_feed.hpp; the job hands them out again).
   std::map<std::tuple<int64_t, int64_t, int64_t>, int64_t> splits;
   world_.network().set_observer([&splits](std::size_t, std::size_t, const caf::message& m) {
     if (m.match_elements<msg::splits_reply>()) {
       const auto& reply = m.get_as<msg::splits_reply>(0);
       for (const auto& s : reply.splits)
         ++splits[{s.source, s.epoch, s.index}];
+    } else if (m.match_elements<msg::splits_update>()) {
+      for (const auto& s : m.get_as<msg::splits_update>(0).returned)
+        --splits[{s.source, s.epoch, s.index}];
     }
   });
   start_dispatcher();
@@ -703,7 +708,9 @@ SimResult ClusterRun::run() {
   obs.split_transparent = ref_.split_transparent;
   obs.per_split = ref_.per_split;
   if (cfg_.options.policy == ShardingPolicy::dynamic) {
-    obs.splits_delivered = splits;
+    for (const auto& [key, n] : splits)
+      if (n > 0) // (handed back and never handed out again: not delivered)
+        obs.splits_delivered[key] = n;
     obs.expected_splits = count_splits(dataset_, derived_.split_size);
   }
   // A scale-down drains workers as the drain fault does (their unstarted splits go out again).

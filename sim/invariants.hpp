@@ -14,7 +14,8 @@
 //            also under worker crashes and partitions); a failed one no element twice.
 //            Other split-transparent pipelines: an OK stream holds every element at least as
 //            often as the dataset (at-least-once), exactly as often without faults. Splits:
-//            without faults each handed out exactly once; an OK run every split at least once.
+//            without faults each handed out exactly once (one a task handed back unstarted,
+//            beyond its read-ahead window, counts once less); an OK run every split at least once.
 //   cache    cross-trainer cache reads (each stream a trainer that stops after `take`): per
 //            task, every trainer reads the task's sequence in order (DYNAMIC with faults: in
 //            the same order as the others; without faults, no split made twice); with nothing

@@ -35,6 +35,7 @@ Status SplitFeed::get_next(Split& out, bool& end_of_splits) {
     bool skip = consumed_in_epoch_ == 0 && !empty_epoch_;
     ++epoch_;
     consumed_in_epoch_ = 0;
+    primed_ = false;
     if (skip) { // nothing for this task in that epoch, but the job had splits: wait for the next
       waiting_ = true;
       return unavailable("waiting for a split of epoch " + std::to_string(epoch_));
@@ -62,6 +63,7 @@ void SplitFeed::next_repetition() {
   active_ = false;
   ++epoch_;
   consumed_in_epoch_ = 0;
+  primed_ = false;
 }
 
 Status SplitFeed::restore(const SplitPosition&) {
@@ -84,16 +86,24 @@ uint32_t SplitFeed::request_max() const {
 
 void SplitFeed::deliver(std::vector<Split> splits, bool end_of_splits, bool empty_epoch) {
   outstanding_ = false;
-  if (starved_ && !splits.empty()) // the pipeline waited: keep more in flight
+  const std::size_t unread = splits_.size(); // what the pipeline had left when the answer came
+  // The pipeline waited for an answer while it had been asked ahead: keep more in flight. (Not
+  // for an epoch's first answer, which every pipeline waits for: doubling there made a slow
+  // task hold 4 splits from the start, half of a job's 8.)
+  if (starved_ && primed_ && !splits.empty())
     window_ = std::min(kMaxWindow, window_ * 2);
+  else if (unread > 0 && !splits.empty()) // asked too early: those splits covered the round trip
+    window_ = std::max(kMinWindow, window_ - std::min(window_, (unread + 1) / 2));
   starved_ = false;
   if (draining_) { // arrived after the drain began: hand them back too
     for (auto& s : splits)
       splits_.push_back(std::move(s));
     return;
   }
+  primed_ = primed_ || !splits.empty();
   for (auto& s : splits)
     splits_.push_back(std::move(s));
+  peak_buffered_ = std::max(peak_buffered_, splits_.size());
   if (end_of_splits) {
     end_pending_ = true;
     empty_epoch_ = empty_epoch;
@@ -114,6 +124,19 @@ std::vector<Split> SplitFeed::take_unstarted() {
   std::vector<Split> out(std::make_move_iterator(splits_.begin()),
                          std::make_move_iterator(splits_.end()));
   splits_.clear();
+  return out;
+}
+
+std::vector<Split> SplitFeed::take_surplus() {
+  std::vector<Split> out;
+  // (not after the epoch's end: the job ends an epoch only once none of its splits is owned)
+  if (!prefetch_ || draining_ || end_pending_)
+    return out;
+  while (splits_.size() > window_) {
+    out.push_back(std::move(splits_.back()));
+    splits_.pop_back();
+  }
+  std::reverse(out.begin(), out.end()); // in split order: the job re-issues them in that order
   return out;
 }
 

@@ -5,10 +5,15 @@
 //
 // The task actor drives it: when wants_splits() it sends get_splits{task, epoch(), request_max()}
 // to the job and calls request_sent(); the answer goes to deliver() / fail(). The feed keeps a
-// window of splits buffered or requested; the window grows (up to kMaxWindow) whenever the
-// pipeline had to wait for a split — i.e. it follows rate x round-trip time. After an
-// end_of_splits the feed asks for nothing until the pipeline asks for the next epoch (a pipeline
-// without `repeat` never does), so no split is taken that nobody reads.
+// window of splits buffered (taken from the job, not started); it asks again once fewer are
+// buffered. The window follows what the pipeline reads while an answer is on its way (rate x
+// round-trip time): it doubles (up to kMaxWindow) when the pipeline had to wait for a split it
+// had asked for ahead, and shrinks when an answer came while splits were still unread (by half
+// of them, down to one).
+// A split read ahead is one no other task can take: a worker that joins a running job (the
+// autoscaler's) only gets splits nobody holds, so a slow pipeline must not keep the window that
+// a start-up wait grew, nor the splits it took with it (take_surplus). After an end_of_splits the feed asks for nothing until the pipeline asks for the next
+// epoch (a pipeline without `repeat` never does), so no split is taken that nobody reads.
 //
 // A `repeat` above several sources tells each feed when its next pass begins (next_repetition):
 // a feed whose pipeline left its epoch unfinished asks for the next epoch from then on.
@@ -42,6 +47,7 @@ namespace conveyor::actors {
 class SplitFeed : public SplitProvider, public RepetitionAware {
 public:
   static constexpr std::size_t kMaxWindow = 32;
+  static constexpr std::size_t kMinWindow = 1;
   explicit SplitFeed(std::size_t window = 2) : window_(window == 0 ? 1 : window) {}
 
   // The splittable source this feed reads (get_splits.source).
@@ -71,12 +77,20 @@ public:
   void fail(Status error);
   bool request_outstanding() const { return outstanding_; }
   std::size_t window() const { return window_; }
+  // Splits taken from the job and not started (what no other task can take now), and the most
+  // it held at once (logged when the task ends: how far it read ahead).
+  std::size_t buffered() const { return splits_.size(); }
+  std::size_t peak_buffered() const { return peak_buffered_; }
   // Stop taking splits (a draining worker): the pipeline sees the end of its splits; returns
   // the splits it had not started.
   std::vector<Split> drain();
   bool draining() const { return draining_; }
   // The unstarted splits (a task that ends hands them back).
   std::vector<Split> take_unstarted();
+  // The unstarted splits beyond the window (it shrank), the last taken first: a per-split task
+  // hands them back, and the job hands them to the next task that asks (one that joined the
+  // job, or this one again once it needs them).
+  std::vector<Split> take_surplus();
 
   // --- origins
   bool has_current() const { return has_current_; }
@@ -93,12 +107,14 @@ private:
 
   std::size_t window_;
   std::deque<Split> splits_;
+  std::size_t peak_buffered_ = 0;
   bool end_pending_ = false; // the job said this epoch is over
   bool empty_epoch_ = false; // ...and it was empty for the whole job
   bool outstanding_ = false; // a get_splits is on its way
   bool active_ = false;      // the pipeline has asked within the current epoch
   bool draining_ = false;
   bool starved_ = false; // the pipeline waited since the last request
+  bool primed_ = false;  // splits of this epoch arrived before (a wait now: the window is short)
   bool waiting_ = false; // the pipeline's last get_next found no split (it waits for one)
   bool prefetch_ = true;
   int64_t source_ = 0;

@@ -1,6 +1,7 @@
 // The task actor serving its consumers (not coordinated reads: task_actor_rounds.cpp): answering
 // get_elements from the pipeline's buffer or holding the request, the production steps, and the
 // splits it asks for and reports (DYNAMIC).
+#include <algorithm>
 #include <optional>
 
 #include "net/local_sender.hpp"
@@ -35,6 +36,16 @@ void schedule_produce(self_ptr self) {
   self->send(self, msg::produce_atom_v);
 }
 
+// DYNAMIC: how far the task read ahead (splits taken and not started, at most at once).
+std::string read_ahead_note(TaskRunner& runner) {
+  std::size_t peak = 0;
+  for (const auto& f : runner.split_feeds())
+    peak = std::max(peak, f->peak_buffered());
+  if (runner.split_feeds().empty())
+    return "";
+  return "; it held at most " + std::to_string(peak) + " unstarted split(s) at once";
+}
+
 void report_done(self_ptr self) {
   auto& st = self->state;
   if (st.reported_done)
@@ -66,7 +77,7 @@ void report_done(self_ptr self) {
     error = st.runner->error().to_string();
   if (error.empty())
     log::info(kLog, st.label() + ": pipeline ended after " + std::to_string(st.runner->produced()) +
-                      " elements");
+                      " elements" + read_ahead_note(*st.runner));
   else
     log::error(kLog, st.label() + ": pipeline failed: " + error);
   // (drained: a drain, not the job, ended its splits; the job's production is not over.)
@@ -193,6 +204,15 @@ void report_splits(self_ptr self) {
     for (const auto& f : st.runner->split_feeds())
       for (auto& s : f->take_unstarted())
         up.returned.push_back(std::move(s));
+  else if (st.runner->per_split() && !st.runner->cross_trainer_cache()) {
+    // Splits read ahead beyond the window go back for another task to take. Per-split only:
+    // the job ends such a pipeline's epoch for nobody while a split of it is owned, so a split
+    // handed back is read; another pipeline's other tasks may have taken that end already.
+    // Not with a cross-trainer cache: its trainers read the task's splits in the order taken.
+    for (const auto& f : st.runner->split_feeds())
+      for (auto& s : f->take_surplus())
+        up.returned.push_back(std::move(s));
+  }
   if (up.finished.empty() && up.returned.empty())
     return;
   self->send(st.start.def.splits, std::move(up));

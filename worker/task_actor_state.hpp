@@ -101,6 +101,10 @@ struct task_state {
     stats->buffered_elements.store(static_cast<int64_t>(runner->buffered_elements()),
                                    std::memory_order_relaxed);
     stats->buffered_bytes.store(runner->buffered_bytes(), std::memory_order_relaxed);
+    int64_t ahead = 0;
+    for (const auto& f : runner->split_feeds())
+      ahead += static_cast<int64_t>(f->buffered());
+    stats->splits_ahead.store(ahead, std::memory_order_relaxed);
     const bool full = runner->buffer_full() && !runner->ended();
     if (full && !buffer_was_full) // the pipeline pauses: consumers have no credit left
       stats->buffer_full_total.fetch_add(1, std::memory_order_relaxed);

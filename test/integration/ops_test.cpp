@@ -273,6 +273,8 @@ TEST_CASE("ops: the dispatcher and workers serve Prometheus metrics over HTTP") 
   CHECK(sample_value(w, "conveyor_tenant_thread_seconds_total{tenant=\"team-m\"} ") > 0);
   CHECK(contains(w, "conveyor_task_buffered_elements{"));
   CHECK(sample_sum(w, "conveyor_task_buffered_bytes") == 0); // its buffer went with the task
+  CHECK(contains(w, "# TYPE conveyor_task_splits_ahead gauge"));
+  CHECK(sample_sum(w, "conveyor_task_splits_ahead") == 0); // (an ended task holds none)
   // The tenant's buffered bytes on this worker: listed, and 0 with its only task ended (the
   // sums while tasks run: unit test "worker metrics: buffered bytes per tenant ...").
   CHECK(contains(w, "# TYPE conveyor_worker_tenant_buffered_bytes gauge"));

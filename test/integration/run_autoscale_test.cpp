@@ -31,9 +31,9 @@ TEST_CASE("run --autoscale: a reader waiting on a CPU-bound map gets a second wo
           "DYNAMIC element arrives once") {
   // One worker makes a few hundred elements/s; the reader takes them as fast as they come, so
   // it waits on the worker nearly all the time: the autoscaler climbs at its first decision.
-  // The first worker's task holds splits it read ahead of its output, which worker-2 cannot
-  // take: with 1500 elements the job often ended before worker-2 got one (0 elements in 4 of 6
-  // runs on an idle machine; with 4500, worker-2 made about a quarter of them).
+  // Worker-2 takes splits nobody holds: the job's splits are sized for the autoscaler's
+  // max-workers, and the first task hands back what it read ahead beyond its window (before,
+  // with 8 splits of range(1500) and up to 4 held ahead, worker-2 often made 4 elements).
   auto r = run_conveyor({"run", "--autoscale", "--min-workers", "1", "--max-workers", "2",
                          "--dataset", "range(4500).map(burn(rounds=3000000))", "--range-split-size",
                          "20", "--autoscale-interval-ms", "300", "--scale-cooldown-ms", "600",
