@@ -196,7 +196,7 @@ TEST_CASE("a memory cache resumes mid first pass, at its end and in a later repe
   }
 }
 
-TEST_CASE("a memory cache restored mid first pass records the next pass; restored in a later "
+TEST_CASE("a memory cache restored mid first pass records the next pass, and restored in a later "
           "repetition it refills from its input once") {
   test::register_test_functions();
   const Dataset ds = Dataset::range(4).map("test_count_calls").cache().repeat(4);
@@ -220,8 +220,9 @@ TEST_CASE("a memory cache restored mid first pass records the next pass; restore
   CHECK(restored_after(10) == 4);
 }
 
-TEST_CASE("a file cache resumes mid first pass, at its end and in a later repetition; a partial "
-          "file is not continued, the next pass writes it") {
+TEST_CASE(
+  "a file cache resumes mid first pass, at its end and in a later repetition, and a partial "
+  "file is not continued, the next pass writes it") {
   test::register_test_functions();
   test::TempDir dir;
   const std::string prefix = dir.file("c");
