@@ -43,7 +43,9 @@ struct Tensor::StringViews {
   std::vector<std::string> materialized; // built by strings() on first use
 };
 
-Tensor::Tensor() : Tensor(DType::int64, Shape{}) {}
+// The int64 scalar 0 (dtype, mode and zeroed inline bytes are the members' defaults): no call
+// through allocate(), since decoders start every tensor they build from this.
+Tensor::Tensor() : inline_size_(sizeof(int64_t)) {}
 
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
   // A negative dimension is a caller bug; it holds no entries rather than a huge allocation.

@@ -22,6 +22,7 @@ TEST_CASE("a default tensor is the int64 scalar 0") {
   CHECK(t.rank() == 0);
   CHECK(t.num_elements() == 1);
   CHECK(t.as_int64() == 0);
+  CHECK(t.bytes().size() == 8); // its 8 inline bytes, set without allocate()
   CHECK(t == Tensor::scalar(int64_t{0}));
 }
 
