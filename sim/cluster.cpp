@@ -655,17 +655,18 @@ SimResult ClusterRun::run() {
   // DYNAMIC: every split that reaches a task, as the job's answers cross the network, less those
   // a task handed back (a task hands back the unstarted splits beyond its read-ahead window
   // without any fault: worker/split_feed.hpp; the job hands them out again).
-  std::map<std::tuple<int64_t, int64_t, int64_t>, int64_t> splits;
-  world_.network().set_observer([&splits](std::size_t, std::size_t, const caf::message& m) {
-    if (m.match_elements<msg::splits_reply>()) {
-      const auto& reply = m.get_as<msg::splits_reply>(0);
-      for (const auto& s : reply.splits)
-        ++splits[{s.source, s.epoch, s.index}];
-    } else if (m.match_elements<msg::splits_update>()) {
-      for (const auto& s : m.get_as<msg::splits_update>(0).returned)
-        --splits[{s.source, s.epoch, s.index}];
-    }
-  });
+  std::map<std::tuple<int64_t, int64_t, int64_t>, int64_t> splits, returned;
+  world_.network().set_observer(
+    [&splits, &returned](std::size_t, std::size_t, const caf::message& m) {
+      if (m.match_elements<msg::splits_reply>()) {
+        const auto& reply = m.get_as<msg::splits_reply>(0);
+        for (const auto& s : reply.splits)
+          ++splits[{s.source, s.epoch, s.index}];
+      } else if (m.match_elements<msg::splits_update>()) {
+        for (const auto& s : m.get_as<msg::splits_update>(0).returned)
+          ++returned[{s.source, s.epoch, s.index}];
+      }
+    });
   start_dispatcher();
   // Late workers join the running job once the consumers received a share of what they expect
   // (10 .. 60 %, drawn from the seed).
@@ -707,14 +708,21 @@ SimResult ClusterRun::run() {
   obs.reference_ordered = ref_.ordered;
   obs.split_transparent = ref_.split_transparent;
   obs.per_split = ref_.per_split;
-  if (cfg_.options.policy == ShardingPolicy::dynamic) {
-    for (const auto& [key, n] : splits)
-      if (n > 0) // (handed back and never handed out again: not delivered)
-        obs.splits_delivered[key] = n;
-    obs.expected_splits = count_splits(dataset_, derived_.split_size);
-  }
   // A scale-down drains workers as the drain fault does (their unstarted splits go out again).
   obs.faults = any_fault_ || (actuator_ && actuator_->stopped() > 0);
+  if (cfg_.options.policy == ShardingPolicy::dynamic) {
+    // Without faults a split a task handed back counts once less (the job hands it out again).
+    // With faults a return may come for a split the job already took back (a restarted
+    // trainer's job, a lost task), which the job ignores: there "reached a task" means at
+    // least once, and the element checks catch a split that was never read.
+    for (const auto& [key, n] : splits) {
+      const auto back = returned.find(key);
+      const int64_t kept = obs.faults || back == returned.end() ? n : n - back->second;
+      if (kept > 0) // (handed back and never handed out again: not delivered)
+        obs.splits_delivered[key] = kept;
+    }
+    obs.expected_splits = count_splits(dataset_, derived_.split_size);
+  }
   obs.credits = derived_.credits;
   if (cfg_.options.num_consumers)
     obs.coordinated = *cfg_.options.num_consumers;
