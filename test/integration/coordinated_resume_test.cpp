@@ -146,16 +146,27 @@ struct Trainers {
       consumed[i].insert(consumed[i].end(), lines.begin(), lines.end());
     }
   }
-  // Both read to the same round: their last cursors name the same slots and rounds per slot,
-  // and trainer i's share of slot s, 2l+i for l < rounds(s), came once over all attempts.
-  void check_exactly_once(int64_t total) {
+  // Trainer i's share of slot s, 2l+i for l < rounds(s), came once over all attempts; with
+  // `same_end`, both read to the same round: their last cursors name the same rounds per slot.
+  void check_exactly_once(int64_t total, bool same_end = true) {
     const auto slots_of_0 = slots(*cursors[0]);
-    CHECK(slots(*cursors[1]) == slots_of_0);
-    CHECK(slots_of_0.size() == 2); // one per worker's task, resumed slot by slot
-    int64_t sum = 0;
-    for (const auto& [slot, n] : slots_of_0)
-      sum += n;
-    CHECK(sum == total);
+    const auto text = [](const std::map<int64_t, int64_t>& m) {
+      std::string out;
+      for (const auto& [slot, n] : m)
+        out += " slot " + std::to_string(slot) + ": " + std::to_string(n);
+      return out;
+    };
+    if (same_end)
+      CHECK_MESSAGE(slots(*cursors[1]) == slots_of_0,
+                    "trainer 0:" << text(slots_of_0) << "; trainer 1:" << text(slots(*cursors[1])));
+    for (int i = 0; i < kTrainers; ++i) {
+      const auto own = slots(*cursors[i]);
+      CHECK_MESSAGE(own.size() == 2, text(own)); // one per worker's task, resumed slot by slot
+      int64_t sum = 0;
+      for (const auto& [slot, n] : own)
+        sum += n;
+      CHECK(sum == total);
+    }
     for (int i = 0; i < kTrainers; ++i) {
       CAPTURE(i);
       std::vector<int64_t> got, want;
@@ -276,7 +287,11 @@ TEST_CASE("coordinated resume: with one worker for two slots, a worker that join
   auto& w3 = cluster.add_worker();
   REQUIRE_MESSAGE(w3.wait_for_output("started task", kReadTimeout), w3.describe());
   trainers.finish(kRounds, cluster.describe());
-  trainers.check_exactly_once(kRounds);
+  // Not the same end: the trainer ahead drops the rounds it has of the waiting slot only once
+  // the joining worker serves that slot, so it may reach its count of new rounds before it met
+  // them (its last cursor then names more rounds of the other slot). Seen once in ~8 runs under
+  // the sanitizers, where the worker joins late.
+  trainers.check_exactly_once(kRounds, false);
 }
 
 TEST_CASE("coordinated resume: refused clearly - another number of trainers, another index, a "
