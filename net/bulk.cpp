@@ -250,10 +250,8 @@ caf::behavior bulk_server(caf::io::broker* self, std::string host, uint16_t port
     },
     [=](msg::bulk_send_atom, uint64_t channel, GatherBuffer& frame) {
       if (auto l = st->local.find(channel); l != st->local.end()) {
-        // Into a pooled buffer: the consumer's pooled_storage() hands it back once the element
-        // it holds is gone, so a steady stream maps no fresh pages (BufferPool).
         self->send(l->second.consumer, msg::bulk_frame_atom_v, l->second.consumer_channel,
-                   frame.flatten_into(BufferPool::global().acquire(frame.size())));
+                   frame.flatten());
         return;
       }
       auto ch = st->channels.find(channel);

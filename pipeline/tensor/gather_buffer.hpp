@@ -67,10 +67,8 @@ struct GatherBuffer {
 
   // The stream from byte `from` on as one buffer (a copy of every view's bytes), for the paths
   // that need one.
-  std::vector<char> flatten(std::size_t from = 0) const { return flatten_into({}, from); }
-  // The same into `out` (cleared first; its capacity kept, e.g. a BufferPool buffer's).
-  std::vector<char> flatten_into(std::vector<char> out, std::size_t from = 0) const {
-    out.clear();
+  std::vector<char> flatten(std::size_t from = 0) const {
+    std::vector<char> out;
     out.reserve(size() > from ? size() - from : 0);
     for_each_piece_from(from,
                         [&](const char* p, std::size_t n) { out.insert(out.end(), p, p + n); });

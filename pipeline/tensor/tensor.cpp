@@ -2,7 +2,6 @@
 // tensor_format.cpp).
 #include "pipeline/tensor/tensor.hpp"
 
-#include "pipeline/tensor/buffer_pool.hpp"
 #include "pipeline/tensor/dtype_convert.hpp"
 #include "pipeline/tensor/tensor_internals.hpp"
 
@@ -136,24 +135,12 @@ Tensor TensorInternals::uninitialized(DType dtype, Shape shape) {
     t.inline_size_ = static_cast<unsigned char>(size);
     return t;
   }
-  if (size >= BufferPool::kMinPooledBytes) {
-    // A large one takes a recycled buffer, already mapped (a fresh one faults in each page on
-    // its first write), and hands it back when the last tensor sharing it is gone: a reader
-    // that lets go of each decoded element before it takes the next costs no page faults per
-    // element. Only a new buffer (none pooled fits) is zero-filled here, once in its life.
-    std::vector<char> buf = BufferPool::global().acquire(size, /*filled=*/true);
-    buf.resize(size);
-    const char* data = nullptr;
-    t.keep_ = pooled_storage(std::move(buf), &data);
-    t.view_data_ = reinterpret_cast<const unsigned char*>(data); // malloc's alignment
-  } else {
-    // new[] without "()" leaves the bytes as they are; its alignment suits every dtype.
-    t.keep_ = std::shared_ptr<unsigned char>(new unsigned char[size],
-                                             std::default_delete<unsigned char[]>());
-    t.view_data_ = static_cast<const unsigned char*>(t.keep_.get());
-  }
+  // new[] without "()" leaves the bytes as they are; its alignment suits every dtype.
+  t.keep_ =
+    std::shared_ptr<unsigned char>(new unsigned char[size], std::default_delete<unsigned char[]>());
   t.mode_ = Tensor::Mode::owned_raw;
   t.inline_size_ = 0;
+  t.view_data_ = static_cast<const unsigned char*>(t.keep_.get());
   t.view_size_ = size;
   return t;
 }

@@ -253,10 +253,6 @@ PYBIND11_MODULE(_conveyor, m) {
   m.attr("INFINITE_CARDINALITY") = kInfiniteCardinality;
   m.attr("UNKNOWN_CARDINALITY") = kUnknownCardinality;
   m.attr("_ElementOwner") = py::handle(reinterpret_cast<PyObject*>(element_owner_type()));
-  m.def("_element_owners", [] { // test hook: (owners made, owners reused) so far
-    const auto c = element_owner_counts();
-    return py::make_tuple(c.made, c.reused);
-  });
   pthread_atfork(nullptr, nullptr, &after_fork_in_child);
 #ifdef CONVEYOR_PYTHON_FUNCTIONS
   // In-process workers run Python functions in this interpreter (their pipeline threads take

@@ -25,24 +25,8 @@ struct ElementOwner {
   PyObject_HEAD Element element;
 };
 
-// Owners whose arrays are all gone, kept for the next elements (as CPython keeps its floats and
-// tuples): their tensors are released at once (large storage goes back to the BufferPool), but
-// the Element keeps its components' capacity and the object its memory, so that a reader that
-// lets go of each element before the next (`for x in it`) allocates neither per element, as the
-// C++ reader that reuses one Element does not. Guarded by the GIL, as every dealloc is.
-constexpr std::size_t kSpareOwners = 4;
-ElementOwner* spare_owners[kSpareOwners];
-std::size_t spare_count = 0;
-ElementOwnerCounts owner_counts;
-
 void element_owner_dealloc(PyObject* self) {
-  auto* owner = reinterpret_cast<ElementOwner*>(self);
-  if (spare_count < kSpareOwners) {
-    owner->element.components.clear();
-    spare_owners[spare_count++] = owner; // (keeps its reference to the type)
-    return;
-  }
-  owner->element.~Element();
+  reinterpret_cast<ElementOwner*>(self)->element.~Element();
   PyTypeObject* type = Py_TYPE(self);
   type->tp_free(self);
   Py_DECREF(type); // instances of a heap type hold a reference to it
@@ -68,29 +52,17 @@ PyTypeObject* element_owner_type() {
   return type;
 }
 
-py::object new_element_owner() {
-  if (spare_count > 0) {
-    PyObject* self = reinterpret_cast<PyObject*>(spare_owners[--spare_count]);
-    _Py_NewReference(self); // back from its dealloc, as CPython's own free lists do
-    ++owner_counts.reused;
-    return py::reinterpret_steal<py::object>(self);
-  }
+namespace {
+
+// Takes `e` over.
+py::object own_element(Element&& e) {
   PyTypeObject* type = element_owner_type();
   PyObject* self = type->tp_alloc(type, 0);
   if (self == nullptr)
     throw py::error_already_set();
-  new (&reinterpret_cast<ElementOwner*>(self)->element) Element();
-  ++owner_counts.made;
+  new (&reinterpret_cast<ElementOwner*>(self)->element) Element(std::move(e));
   return py::reinterpret_steal<py::object>(self);
 }
-
-ElementOwnerCounts element_owner_counts() { return owner_counts; }
-
-Element& owned_element(py::handle owner) {
-  return reinterpret_cast<ElementOwner*>(owner.ptr())->element;
-}
-
-namespace {
 
 // A numeric tensor as an array over its own storage; `owner` becomes the array's base, so the
 // storage lives as long as any array (or view) over it. Made with numpy's C API directly: shape
@@ -168,13 +140,8 @@ py::object pack(const Structure& s, const Element& e, std::size_t& next, const C
 // Element -> one array (one component) or a tuple of arrays, or nested as `structure` when it
 // is given and matches the element's size. Takes the Element over.
 py::object element_to_python(Element&& e, const Structure* structure) {
-  py::object owner = new_element_owner();
-  owned_element(owner) = std::move(e);
-  return owned_to_python(owner, structure);
-}
-
-py::object owned_to_python(py::handle owner, const Structure* structure) {
-  const Element* owned = &owned_element(owner);
+  py::object owner = own_element(std::move(e));
+  const Element* owned = &reinterpret_cast<ElementOwner*>(owner.ptr())->element;
   const auto convert = [&](const Tensor& t) -> py::object {
     if (t.dtype() == DType::string && t.rank() == 0) {
       const std::string& s = t.strings()[0];

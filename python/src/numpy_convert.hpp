@@ -7,8 +7,6 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
-#include <cstdint>
-
 #include "pipeline/tensor/element.hpp"
 
 namespace conveyor_python {
@@ -20,20 +18,6 @@ PyTypeObject* element_owner_type();
 // (tuples as tuples, dicts as dicts). Takes the Element over.
 pybind11::object element_to_python(conveyor::Element&& e,
                                    const conveyor::Structure* structure = nullptr);
-
-// The same in two steps, for a reader that decodes straight into the owner: a new owner (a
-// recycled one where an earlier element's arrays are all gone: its Element is empty but keeps
-// its components' capacity), whose Element (owned_element, private to the caller until
-// converted; may be filled without the GIL) owned_to_python then converts.
-pybind11::object new_element_owner();
-struct ElementOwnerCounts {
-  int64_t made = 0;   // new owner objects
-  int64_t reused = 0; // recycled ones handed out again
-};
-ElementOwnerCounts element_owner_counts();
-conveyor::Element& owned_element(pybind11::handle owner);
-pybind11::object owned_to_python(pybind11::handle owner,
-                                 const conveyor::Structure* structure = nullptr);
 
 // A Python value flattened as tf.nest does: its leaves (flatten order) and how they nest, with
 // each leaf's path (`["image"][1]`, "" for a lone tensor) for error messages.

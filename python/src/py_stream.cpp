@@ -18,9 +18,7 @@ namespace conveyor_python {
 py::object PyStream::next_or_end() {
   if (inherited())
     raise(crossed_fork("this iterator"));
-  // Decoded straight into the arrays' owner (a recycled one keeps its Element's capacity).
-  py::object owner = new_element_owner();
-  Element& e = owned_element(owner);
+  Element e;
   bool end = false;
   Status st;
   {
@@ -35,7 +33,7 @@ py::object PyStream::next_or_end() {
     raise(st);
   if (end)
     return py::object();
-  return owned_to_python(owner, structure_.get());
+  return element_to_python(std::move(e), structure_.get());
 }
 
 py::object PyStream::next() {

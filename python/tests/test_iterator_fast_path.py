@@ -22,12 +22,6 @@ def one_worker():
     c.stop()
 
 
-def _owner(array):
-    while isinstance(array, np.ndarray):
-        array = array.base
-    return array
-
-
 def _rows(n):
     return conveyor.Dataset.range(n * ROW).batch(ROW)
 
@@ -71,41 +65,6 @@ def test_arrays_outlive_their_iterator(one_worker):
     assert [e["b"][1] for e in got] == [b"x", b"y", b"z"]
     owner = conveyor._conveyor._ElementOwner
     assert all(e["b"][0].shape == (2,) and type(e["b"][0].base) is owner for e in got)
-
-
-@pytest.mark.parametrize("row", [ROW, 1 << 17])  # 8 KiB, and 1 MiB: BufferPool storage
-def test_a_dropped_elements_owner_is_reused_and_a_kept_ones_data_stays(one_worker, row):
-    # Owners whose arrays are all gone are recycled (with large storage's buffers): an array
-    # or a view still alive keeps its own element's data while later ones are read.
-    ds = conveyor.Dataset.range(12 * row).batch(row)
-    it = iter(conveyor.distribute(ds, one_worker.target, "parallel_epochs"))
-    kept, views = {}, {}
-    for i, x in enumerate(it):
-        alive = {id(_owner(a)) for a in list(kept.values()) + list(views.values())}
-        assert id(_owner(x)) not in alive, i  # an owner still in use is never handed out again
-        x[0] = -1  # the arrays are writable: a write lands in this element's storage only
-        if i % 3 == 0:
-            kept[i] = x
-        elif i % 3 == 1:
-            views[i] = x[row - 4:]  # a view keeps the owner (and its storage) alive
-        del x  # every third one is let go: the next element may take its owner over
-    assert len(kept) == 4 and len(views) == 4
-    for i, x in kept.items():
-        assert x[0] == -1 and np.array_equal(x[1:], np.arange(i * row + 1, (i + 1) * row)), i
-    for i, v in views.items():
-        assert list(v) == list(range((i + 1) * row - 4, (i + 1) * row)), i
-
-
-def test_a_reader_that_lets_go_of_each_element_gets_owners_back(one_worker):
-    it = iter(conveyor.distribute(_rows(20), one_worker.target, "parallel_epochs"))
-    made, reused = conveyor._conveyor._element_owners()
-    for i in range(20):
-        x = next(it)
-        assert x[0] == i * ROW and x[-1] == (i + 1) * ROW - 1
-        del x
-    made_now, reused_now = conveyor._conveyor._element_owners()
-    assert made_now - made <= 1 and reused_now - reused >= 19  # not one new owner per element
-    it.close()
 
 
 def test_errors_keep_their_class_and_message_through_next(one_worker):
