@@ -132,8 +132,7 @@ public:
       return Status::OK();
     }
     CONVEYOR_RETURN_IF_ERROR(state->restore_input(*input_));
-    // The elements delivered before the checkpoint are not in recorded_: not a whole pass.
-    tainted_ = !state->recording || state->position > 0;
+    tainted_ = !state->restored_pass_records();
     return Status::OK();
   }
 
@@ -269,7 +268,7 @@ public:
                        "` that the checkpoint was reading is gone");
     position_ = state->position;
     cache_error_ = state->pending;
-    tainted_ = !state->recording || state->position > 0;
+    tainted_ = !state->restored_pass_records();
     if (state->ended) {
       input_.reset();
       return Status::OK();

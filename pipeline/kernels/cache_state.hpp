@@ -29,6 +29,9 @@ struct CacheState {
   static Expected<CacheState> read(IteratorStateReader& in);
   // `input` restored into `it` (a fresh iterator of the input).
   Status restore_input(Iterator& it) const;
+  // Whether a filling pass restored from this state may still become the cache: only when it
+  // was recording and had delivered nothing (the delivered elements went with the saved process).
+  bool restored_pass_records() const { return recording && position == 0; }
 };
 
 } // namespace conveyor::kernels
