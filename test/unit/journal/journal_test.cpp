@@ -94,6 +94,19 @@ std::unique_ptr<Journal> open_ok(const std::string& dir, DispatcherState& state,
   return std::move(j).value();
 }
 
+// `records` written to a fresh journal in `dir`, then replayed into a new state.
+DispatcherState replayed_through_journal(const std::string& dir,
+                                         const std::vector<Update>& records) {
+  {
+    DispatcherState state;
+    auto j = open_ok(dir, state);
+    write_all(*j, records);
+  }
+  DispatcherState replayed;
+  open_ok(dir, replayed);
+  return replayed;
+}
+
 int64_t file_size(const std::string& path) { return static_cast<int64_t>(fs::file_size(path)); }
 
 } // namespace
@@ -515,13 +528,7 @@ TEST_CASE("a resumed OFF read's slots survive replay and snapshots: each task ke
     third.message());
   CHECK(refused == live);
   // Replayed from the journal, and restored from a snapshot: the same slots and tasks.
-  {
-    DispatcherState state;
-    auto j = open_ok(dir.path(), state);
-    write_all(*j, records);
-  }
-  DispatcherState replayed;
-  open_ok(dir.path(), replayed);
+  DispatcherState replayed = replayed_through_journal(dir.path(), records);
   CHECK(replayed == live);
   REQUIRE(replayed.task(2) != nullptr);
   CHECK(replayed.task(2)->off_slot == 9);
@@ -593,13 +600,7 @@ TEST_CASE("a resumed coordinated read starts at the least of its N trainers' cur
   CHECK(live.task(2)->off_slot == 6);
   CHECK(job->all_off_slots_taken()); // a third worker gets none
   check_codec_roundtrip(records);
-  {
-    DispatcherState state;
-    auto j = open_ok(dir.path(), state);
-    write_all(*j, records);
-  }
-  DispatcherState replayed;
-  open_ok(dir.path(), replayed);
+  DispatcherState replayed = replayed_through_journal(dir.path(), records);
   CHECK(replayed == live);
   DispatcherState restored = restored_from_snapshot(waiting);
   CHECK(restored.job(1)->resumed_from == 17);
