@@ -7,12 +7,14 @@
 // Checkpoints (cache_state.hpp): a filling pass saves its input's state and its count; a restored
 // one goes on from the input's state but is not recorded (its first elements went with the saved
 // process, and a partial file's temporary file is not reopened), so the next pass records the
-// cache from the start. A pass reading a complete cache saves its count: a file cache is reopened
-// and that many records skipped (a file gone or of another size is data_loss naming it); a memory
+// cache from the start. A pass reading a complete cache saves its count and the file's identity
+// (its records' checksum): a file cache is reopened and that many records skipped (a file gone or
+// with another checksum, e.g. replaced by one of the same size, is data_loss naming it); a memory
 // cache, gone with its process, is refilled by running the input again, the elements the pass
 // had delivered recorded but not delivered again.
 #include <utility>
 
+#include "pipeline/graph/serialize.hpp"
 #include "pipeline/kernels/cache_file.hpp"
 #include "pipeline/kernels/cache_state.hpp"
 #include "pipeline/kernels/kernel.hpp"
@@ -176,6 +178,7 @@ public:
     state.complete = true;
     state.position = static_cast<int64_t>(reader_->elements_read());
     state.file_size = reader_->size();
+    state.file_checksum = reader_->checksum();
     state.write(out);
     return Status::OK();
   }
@@ -185,21 +188,31 @@ public:
     auto state = CacheState::read(in);
     if (!state.ok())
       return state.status();
-    if (state->complete && state->file_size != reader_->size())
+    if (state->complete && (state->file_size != reader_->size() ||
+                            state->file_checksum != static_cast<int64_t>(reader_->checksum())))
       return data_loss("`cache`: the file `" + reader_->path() +
-                       "` changed since the checkpoint: " + std::to_string(state->file_size) +
-                       " bytes then, " + std::to_string(reader_->size()) + " now");
+                       "` changed since the checkpoint: " + identity(*state) + " then, " +
+                       identity(reader_->size(), reader_->checksum()) + " now");
     return reader_->skip(static_cast<uint64_t>(state->position));
   }
 
 private:
+  static std::string identity(int64_t size, int64_t checksum) {
+    return std::to_string(size) + " bytes with records checksum " +
+           (checksum < 0 ? std::string("unknown (an older build's file)")
+                         : std::to_string(checksum));
+  }
+  static std::string identity(const CacheState& state) {
+    return identity(state.file_size, state.file_checksum);
+  }
+
   std::unique_ptr<CacheFileReader> reader_;
 };
 
 class FileRecordIterator : public Iterator {
 public:
-  FileRecordIterator(IteratorPtr input, std::string prefix)
-    : input_(std::move(input)), prefix_(std::move(prefix)) {}
+  FileRecordIterator(IteratorPtr input, std::string prefix, std::string fingerprint)
+    : input_(std::move(input)), prefix_(std::move(prefix)), fingerprint_(std::move(fingerprint)) {}
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     end_of_sequence = false;
@@ -208,7 +221,7 @@ public:
       return Status::OK();
     }
     if (!writer_ && !tainted_) {
-      auto writer = CacheFileWriter::create(prefix_);
+      auto writer = CacheFileWriter::create(prefix_, fingerprint_);
       if (!writer.ok()) { // reported once; the pass goes on uncached
         tainted_ = true;
         return writer.status();
@@ -284,6 +297,7 @@ private:
 
   IteratorPtr input_;
   std::string prefix_;
+  std::string fingerprint_; // of the input, which the file records
   std::unique_ptr<CacheFileWriter> writer_;
   bool tainted_ = false;
   Status cache_error_;   // why this pass could not be cached
@@ -310,7 +324,9 @@ MakeResult make_cache(const NodePtr& node, const KernelContext& kctx) {
   // The cache file is read and written (with a temporary file beside it): both must be allowed.
   const std::string path = cache_file_path(filename);
   CONVEYOR_RETURN_IF_ERROR(check_path(kctx.paths(), path, PathPolicy::Access::write, "cache"));
-  auto reader = CacheFileReader::open(filename);
+  // The file belongs to the input it records: another pipeline's file is refused when opened.
+  const std::string input_fingerprint = fingerprint(Dataset(node->inputs.at(0)));
+  auto reader = CacheFileReader::open(filename, input_fingerprint);
   if (reader.ok())
     return IteratorPtr(std::make_unique<FileReplayIterator>(std::move(*reader)));
   if (reader.status().code() != ErrorCode::not_found)
@@ -318,7 +334,8 @@ MakeResult make_cache(const NodePtr& node, const KernelContext& kctx) {
   auto input = make_input(node, kctx);
   if (!input.ok())
     return input.status();
-  return IteratorPtr(std::make_unique<FileRecordIterator>(std::move(*input), filename));
+  return IteratorPtr(
+    std::make_unique<FileRecordIterator>(std::move(*input), filename, input_fingerprint));
 }
 
 } // namespace conveyor::kernels

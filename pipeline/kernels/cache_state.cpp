@@ -6,7 +6,10 @@ namespace conveyor::kernels {
 
 namespace {
 constexpr const char* kTag = "cache";
-}
+// Written after the tag since file_checksum was added; an older state has the `complete` flag
+// there (0 or 1), and is still read (its file_checksum unknown).
+constexpr int64_t kLayout2 = -2;
+} // namespace
 
 Status CacheState::save_input(Iterator& it, IteratorStateWriter& out) {
   IteratorStateWriter nested;
@@ -19,10 +22,12 @@ Status CacheState::save_input(Iterator& it, IteratorStateWriter& out) {
 
 void CacheState::write(IteratorStateWriter& out) const {
   out.put_tag(kTag);
+  out.put_int(kLayout2);
   out.put_bool(complete);
   out.put_int(position);
   out.put_bool(ended);
   out.put_int(file_size);
+  out.put_int(file_checksum);
   out.put_bool(recording);
   out.put_status(pending);
   out.put_bool(input.has_value());
@@ -33,10 +38,14 @@ void CacheState::write(IteratorStateWriter& out) const {
 Expected<CacheState> CacheState::read(IteratorStateReader& in) {
   CONVEYOR_RETURN_IF_ERROR(in.expect_tag(kTag));
   CacheState s;
-  s.complete = in.get_bool();
+  const int64_t first = in.get_int();
+  const bool layout2 = first == kLayout2;
+  s.complete = (layout2 ? in.get_int() : first) != 0;
   s.position = in.get_int();
   s.ended = in.get_bool();
   s.file_size = in.get_int();
+  if (layout2)
+    s.file_checksum = in.get_int();
   s.recording = in.get_bool();
   s.pending = in.get_status();
   if (in.get_bool())

@@ -18,8 +18,11 @@ struct CacheState {
   int64_t position = 0;   // the elements this pass delivered
   bool ended = false;     // the pass saw its end
   int64_t file_size = -1; // a complete file cache's size (another size on restore: data_loss)
-  bool recording = true;  // filling: the pass will still be recorded when it ends
-  Status pending;         // filling a file: the error reported in place of the end
+  // A complete file cache's records checksum (cache_file.hpp), its identity: another on restore
+  // is data_loss. -1: unknown (a state of an older build, whose cache file cannot be read now).
+  int64_t file_checksum = -1;
+  bool recording = true;            // filling: the pass will still be recorded when it ends
+  Status pending;                   // filling a file: the error reported in place of the end
   std::optional<std::string> input; // filling, before the end: the input's state
 
   // The input's state into `input` (a read cursor it sets is passed on to `out`).

@@ -55,9 +55,11 @@ TEST_CASE("file cache: committed after a complete pass, then read by a new itera
   CHECK(test::show(ds) == "[0, 1, 4, 9, 16, 25]");
   CHECK(test::show(ds.repeat(2)) == "[0, 1, 4, 9, 16, 25, 0, 1, 4, 9, 16, 25]");
   CHECK(test::count_calls == 0);
-  // The file stands in for the input: a different input with the same prefix reads the file,
-  // as a later process would.
-  CHECK(test::show(Dataset::range(2).cache(prefix)) == "[0, 1, 4, 9, 16, 25]");
+  // The file stands in for its input only: another input with the same prefix is refused.
+  Status other = test::first_error(Dataset::range(2).cache(prefix));
+  CHECK(other.code() == ErrorCode::data_loss);
+  CHECK_MESSAGE(other.message().find(prefix + ".cache") != std::string::npos, other.message());
+  CHECK(other.message().find("written by another pipeline") != std::string::npos);
 }
 
 TEST_CASE("file cache keeps strings, tuples and tensors intact") {
@@ -80,6 +82,43 @@ TEST_CASE("file cache: a truncated file is data_loss naming it") {
   CHECK(st.message().find(prefix + ".cache") != std::string::npos);
   test::write_file(prefix + ".cache", "garbage!garbage!");
   CHECK(test::first_error(Dataset::range(4).cache(prefix)).code() == ErrorCode::data_loss);
+}
+
+TEST_CASE("file cache: a damaged record is data_loss naming the file, before it is delivered") {
+  test::TempDir dir;
+  const std::string prefix = dir.file("d");
+  const std::string file = prefix + ".cache";
+  CHECK(test::show(Dataset::range(3).map("to_string").cache(prefix)) == "[\"0\", \"1\", \"2\"]");
+  std::string bytes;
+  {
+    std::ifstream in(file, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  // The last record's last byte (the string "2"), just before the 20-byte trailer.
+  const std::size_t at = bytes.size() - 21;
+  REQUIRE(bytes[at] == '2');
+  bytes[at] = '7';
+  test::write_file(file, bytes);
+  auto it = Dataset::range(3).map("to_string").cache(prefix).make_iterator();
+  REQUIRE(it.ok());
+  std::vector<Element> got;
+  Status st = test::drain(**it, got);
+  CHECK(got.size() == 2);
+  CHECK(st.code() == ErrorCode::data_loss);
+  CHECK_MESSAGE(st.message().find(file) != std::string::npos, st.message());
+  CHECK(st.message().find("checksum") != std::string::npos);
+}
+
+TEST_CASE("file cache: a file of an older format (no identity) is refused, naming it") {
+  test::TempDir dir;
+  const std::string prefix = dir.file("old");
+  // A version 2 file holding no element: magic, then the trailer (all-ones, count 0).
+  test::write_file(prefix + ".cache",
+                   std::string("CVYCACH2") + std::string(8, '\xff') + std::string(8, '\0'));
+  Status st = test::first_error(Dataset::range(2).cache(prefix));
+  CHECK(st.code() == ErrorCode::version_mismatch);
+  CHECK_MESSAGE(st.message().find(prefix + ".cache") != std::string::npos, st.message());
+  CHECK(st.message().find("format version 2") != std::string::npos);
 }
 
 TEST_CASE("file cache in a missing directory reports an io_error naming the file") {
