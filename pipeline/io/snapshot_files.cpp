@@ -9,7 +9,9 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <mutex>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include <fcntl.h>
@@ -19,6 +21,7 @@
 #include <unistd.h>
 
 #include "pipeline/io/durable_file.hpp"
+#include "pipeline/io/temp_files.hpp"
 #include "pipeline/io/tfrecord.hpp" // crc32c
 #include "pipeline/tensor/gather_buffer.hpp"
 
@@ -65,12 +68,28 @@ Status write_pieces(int fd, const std::vector<std::string_view>& pieces, const s
   return Status::OK();
 }
 
+// The first write of this process into `dir` removes the temporary files there whose writers
+// are dead (a crashed process's, pipeline/io/temp_files.hpp); once, so a chunk's write does not
+// list the directory.
+Status remove_dead_writers_files_once(const std::string& dir) {
+  static std::mutex mu;
+  static std::set<std::pair<pid_t, std::string>> swept; // a forked child sweeps again
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!swept.emplace(::getpid(), dir).second)
+      return Status::OK();
+  }
+  auto removed = remove_dead_writers_files(dir, ".tmp-");
+  return removed.ok() ? Status::OK() : removed.status();
+}
+
 // Writes `pieces` to a temporary file in `dir`, syncs it (when `sync`) and renames it to
 // `final_path`: `final_path` never exists half-written. `exclusive`: refuse when it exists.
 Status write_atomically(const std::string& dir, const std::string& final_path,
                         const std::vector<std::string_view>& pieces, bool sync, bool exclusive) {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
-  const std::string tmp = dir + "/.tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rng());
+  CONVEYOR_RETURN_IF_ERROR(remove_dead_writers_files_once(dir));
+  const std::string tmp = dir + "/.tmp-" + temp_writer_tag() + "-" + std::to_string(rng());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0)
     return io_error("cannot create " + tmp + ": " + errno_text());

@@ -5,7 +5,9 @@
 //                           element spec, compression (written first; never rewritten)
 //   DIR/chunks/chunk-S-I-N  committed chunk I of stream S holding N elements (S, I: 8 and 10
 //                           digits, so names sort in read order)
-//   DIR/chunks/.tmp-*       a chunk being written: never read, removed by the next writer
+//   DIR/chunks/.tmp-TAG-N   a chunk being written: never read; TAG names its writer
+//                           (pipeline/io/temp_files.hpp), and a process's first write into a
+//                           directory removes the dead writers' ones (a crashed process's)
 //   DIR/checkpoints/stream-S-I  the state of stream S's pipeline right after chunk I (streams of
 //                           a pipeline that is not per-split): written, synced and renamed into
 //                           place before chunk I commits, so a committed chunk always has one

@@ -15,6 +15,7 @@
 #include "pipeline/graph/text_form.hpp"
 #include "pipeline/io/snapshot_files.hpp"
 #include "pipeline/io/snapshot_writer.hpp"
+#include "pipeline/io/temp_files.hpp"
 #include "pipeline/runtime/iterator.hpp"
 #include "pipeline/sharding/split_provider.hpp"
 #include "test/unit/sharding/temp_dir.hpp"
@@ -152,6 +153,30 @@ TEST_CASE("snapshot: a chunk of many large elements (written in pieces) reads ba
       REQUIRE(got[i][1].string_at(0) == big[i][1].string_at(0));
     }
   }
+}
+
+TEST_CASE("snapshot: a process's first chunk write removes dead writers' temporary chunks only") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string snap = dir.path() + "/s";
+  auto ds = Dataset::range(4);
+  REQUIRE(snapshot::create(snap, metadata_for(ds, Compression::none)).ok());
+  // TAG = pid.start.pidns.boot.host: this pid started at another time is a dead writer (the
+  // liveness rules are tested with a SIGKILLed child in test/unit/ops/cache_temp_files_test.cpp).
+  const std::string tag = temp_writer_tag();
+  const auto dot = tag.find('.');
+  const std::string dead_tag = tag.substr(0, dot) + ".1" + tag.substr(tag.find('.', dot + 1));
+  const std::string dead = snap + "/chunks/.tmp-" + dead_tag + "-7";
+  const std::string live = snap + "/chunks/.tmp-" + tag + "-8";
+  const std::string older_build = snap + "/chunks/.tmp-123-456";
+  for (const auto& path : {dead, live, older_build})
+    std::ofstream(path) << "half a chunk";
+  auto all = ds.collect();
+  REQUIRE(all.ok());
+  REQUIRE(snapshot::write_chunk(snap, 0, 0, *all, Compression::none, false).ok());
+  CHECK_FALSE(fs::exists(dead));
+  CHECK(fs::exists(live));
+  CHECK(fs::exists(older_build));
 }
 
 TEST_CASE("snapshot: a damaged chunk fails its read naming it, a partial one is never read") {
