@@ -388,7 +388,9 @@ namespace {
 // is what makes loading large chunks as fast as a raw read, but a mapped file truncated under the
 // reader faults (SIGBUS) at the next touch of a page past its new end. Committed chunks are never
 // rewritten or truncated by conveyor (they are linked into place exclusively and never replaced),
-// so only someone else can; a read copy is immune, and under this size it costs little.
+// so only someone else can; a read copy is immune, and under this size it costs little. Nothing
+// cheaper prevents the fault (docs/ARCHITECTURE.md, "Not built yet": an fstat is stale at once,
+// leases only delay the truncation and need the file's owner).
 constexpr std::size_t kMapFromBytes = 1 << 20;
 
 struct MappedFile {
