@@ -174,7 +174,8 @@ def main():
             print(f"  consuming thread CPU per element: C++ {c_cpu * 1e6:.3f} us, Python {p_cpu * 1e6:.3f} us "
                   f"-> Python overhead {(p_cpu - c_cpu) * 1e6:.3f} us per element")
             if all(r[3] is not None for r in cpp + py):
-                print(f"  other threads (producer) CPU per element: C++ run {statistics.median(r[3] for r in cpp) * 1e6:.3f} us, "
+                who = "consumer actor; the workers run elsewhere" if args.dispatcher else "producer"
+                print(f"  other threads ({who}) CPU per element: C++ run {statistics.median(r[3] for r in cpp) * 1e6:.3f} us, "
                       f"Python run {statistics.median(r[3] for r in py) * 1e6:.3f} us; page faults per element: "
                       f"C++ run {statistics.median(r[4] for r in cpp):.3f}, Python run {statistics.median(r[4] for r in py):.3f}")
             if size <= 4096:
