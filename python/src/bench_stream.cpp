@@ -5,7 +5,6 @@
 #include <chrono>
 
 #include "conveyor/client.hpp"
-#include "pipeline/runtime/malloc_tuning.hpp"
 #include "py_status.hpp"
 
 namespace py = pybind11;
@@ -25,7 +24,6 @@ py::tuple bench_cpp_stream(const std::string& service, const Dataset& dataset,
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
   };
-  tune_malloc_for_data_plane(); // as the Python iterator's process does (module.cpp)
   {
     py::gil_scoped_release release;
     auto client = unwrap(Client::connect(service));

@@ -32,7 +32,6 @@
 #include "pipeline/tensor/element.hpp"
 #include "pipeline/functions/functions.hpp"
 #include "pipeline/runtime/iterator.hpp"
-#include "pipeline/runtime/malloc_tuning.hpp"
 #include "pipeline/graph/text_form.hpp"
 #ifdef CONVEYOR_PYTHON_FUNCTIONS
 #include "pipeline/functions/python/embedded_python.hpp"
@@ -492,7 +491,6 @@ PYBIND11_MODULE(_conveyor, m) {
         c.range_split_size = range_split_size;
         c.allowed_paths = std::move(allowed_paths);
         c.snapshot_reuse = std::move(snapshot_reuse);
-        tune_malloc_for_data_plane(); // a data plane in this process from now on
         return new PyDispatchServer(std::move(c));
       }),
       py::arg("port"), py::arg("bind_host"), py::arg("work_dir"), py::arg("worker_timeout_ms"),
@@ -528,7 +526,6 @@ PYBIND11_MODULE(_conveyor, m) {
         c.job_memory_limit = job_memory_limit;
         c.worker_tags = std::move(worker_tags); // validated by start(): ValueError naming the tag
         c.max_concurrent_snapshots = max_concurrent_snapshots; // 0 = no limit (checked in Python)
-        tune_malloc_for_data_plane();
         return new PyWorkerServer(std::move(c));
       }),
       py::arg("dispatcher_address"), py::arg("port"), py::arg("bind_host"),
@@ -552,14 +549,6 @@ PYBIND11_MODULE(_conveyor, m) {
         py::arg("resume_from") = py::none(), py::arg("deterministic") = false,
         py::arg("deterministic_hold_bytes") = py::none());
   m.attr("_NEXT_ITERATION") = kNextIteration;
-  // What the process's malloc tuning did (pipeline/runtime/malloc_tuning.hpp): "applied",
-  // "environment" (left to GLIBC_TUNABLES / MALLOC_*_), or None before the first stream or server.
-  m.def("_malloc_tuning", []() -> py::object {
-    const auto made = malloc_tuning_made();
-    if (!made)
-      return py::none();
-    return py::str(*made == MallocTuning::applied ? "applied" : "environment");
-  });
   m.def("_validate_address",
         [](const std::string& a) { return unwrap(parse_address(a)).to_string(); });
 
@@ -577,7 +566,6 @@ PYBIND11_MODULE(_conveyor, m) {
   });
   m.def("_distribute", [](const std::string& service, const Dataset& dataset,
                           const DistributeOptions& options, int64_t connect_timeout_ms) {
-    tune_malloc_for_data_plane(); // this process reads batches from now on
     auto client = connect(service, connect_timeout_ms);
     std::optional<ElementStream> stream;
     {
@@ -588,7 +576,6 @@ PYBIND11_MODULE(_conveyor, m) {
   });
   m.def("_from_dataset_id", [](const std::string& service, const std::string& dataset_id,
                                const DistributeOptions& options, int64_t connect_timeout_ms) {
-    tune_malloc_for_data_plane(); // this process reads batches from now on
     auto client = connect(service, connect_timeout_ms);
     std::optional<ElementStream> stream;
     std::shared_ptr<const Structure> structure;
