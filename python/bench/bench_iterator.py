@@ -11,8 +11,11 @@ For each element size it reads an endless dataset through the service for --seco
 (alternating which goes first); --trainer-ops adds trainer-side ops after distribute on the
 Python side (the elements stay one per read, so the counts compare), and prints elements/s, MB/s, the ratio Python / C++ (of the medians
 and per adjacent run pair), the consuming thread's CPU time per element on each side (robust on a
-loaded machine: their difference is the Python per-element overhead), and at small sizes the
-wall-clock overhead 1/python_rate - 1/cpp_rate. Numeric elements: 8 B = int64 scalars, larger
+loaded machine: their difference is the Python per-element overhead), at small sizes the
+wall-clock overhead 1/python_rate - 1/cpp_rate, and (Linux) the CPU time per element of the
+process's other threads (the in-process worker and the consumer actor: the producer) and the
+process's page faults per element during each side's runs: the producer's cost is not the same
+under both readers (docs/BENCHMARKS.md). Numeric elements: 8 B = int64 scalars, larger
 sizes = int64 vectors, so the Python side gets zero-copy arrays.
 """
 
@@ -20,6 +23,7 @@ import argparse
 import os
 import statistics
 import sys
+import threading
 import time
 
 try:
@@ -37,6 +41,47 @@ def dataset_for(size):
         raise SystemExit(f"--sizes: {size} is not a multiple of 8 (elements are int64 vectors)")
     n = size // 8
     return conveyor.Dataset.range(n).batch(n, drop_remainder=True).cache().repeat()
+
+
+def other_threads():
+    """(CPU seconds of this process's threads but the calling one, minor page faults of the
+    process) from /proc, or None where there is no /proc. The other threads are the producer:
+    the consumer actor, and with the in-process cluster the worker."""
+    me = threading.get_native_id()
+    try:
+        tids = os.listdir("/proc/self/task")
+        with open("/proc/self/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    faults = int(stat[stat.rindex(")") + 2:].split()[7])
+    cpu = 0.0
+    for tid in tids:
+        if int(tid) == me:
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                cpu += int(f.read().split()[0]) / 1e9  # nanoseconds on a CPU
+        except (OSError, ValueError, IndexError):
+            pass  # the thread ended meanwhile (or no schedstat): its time is not counted
+    return cpu, faults
+
+
+def with_producer_cost(run):
+    """run() -> (elements, bytes, seconds, consumer CPU) measured; returns (elements/s, MB/s,
+    consumer CPU per element, producer CPU per element, page faults per element). The producer's
+    figures span the whole call (warm-up included) at the measured rate: None without /proc."""
+    before = other_threads()
+    start = time.monotonic()
+    n, b, s, c = run()
+    wall = time.monotonic() - start
+    after = other_threads()
+    producer = faults = None
+    if before and after:
+        elements = n / s * wall
+        producer = (after[0] - before[0]) / elements
+        faults = (after[1] - before[1]) / elements
+    return n / s, b / s / 1e6, c / n, producer, faults
 
 
 # --trainer-ops: the ops after distribute() on the Python side (trainer.py).
@@ -106,12 +151,11 @@ def main():
                 order = ("cpp", "py") if rep % 2 == 0 else ("py", "cpp")
                 for side in order:
                     if side == "cpp":
-                        n, b, s, c = _conveyor._bench_cpp_stream(target, ds, options, args.warmup, args.seconds)
-                        cpp.append((n / s, b / s / 1e6, c / n))
+                        cpp.append(with_producer_cost(lambda: _conveyor._bench_cpp_stream(
+                            target, ds, options, args.warmup, args.seconds)))
                     else:
-                        n, b, s, c = python_run(target, ds, opts, args.warmup, args.seconds,
-                                                    args.trainer_ops)
-                        py.append((n / s, b / s / 1e6, c / n))
+                        py.append(with_producer_cost(lambda: python_run(
+                            target, ds, opts, args.warmup, args.seconds, args.trainer_ops)))
             pair_ratios = [p[0] / c[0] for p, c in zip(py, cpp)]
             c_el = statistics.median(r[0] for r in cpp)
             p_el = statistics.median(r[0] for r in py)
@@ -129,6 +173,11 @@ def main():
             p_cpu = statistics.median(r[2] for r in py)
             print(f"  consuming thread CPU per element: C++ {c_cpu * 1e6:.3f} us, Python {p_cpu * 1e6:.3f} us "
                   f"-> Python overhead {(p_cpu - c_cpu) * 1e6:.3f} us per element")
+            if all(r[3] is not None for r in cpp + py):
+                who = "consumer actor; the workers run elsewhere" if args.dispatcher else "producer"
+                print(f"  other threads ({who}) CPU per element: C++ run {statistics.median(r[3] for r in cpp) * 1e6:.3f} us, "
+                      f"Python run {statistics.median(r[3] for r in py) * 1e6:.3f} us; page faults per element: "
+                      f"C++ run {statistics.median(r[4] for r in cpp):.3f}, Python run {statistics.median(r[4] for r in py):.3f}")
             if size <= 4096:
                 print(f"  Python overhead (wall, 1/python_rate - 1/cpp_rate): "
                       f"{(1 / p_el - 1 / c_el) * 1e6:.2f} us per element")
