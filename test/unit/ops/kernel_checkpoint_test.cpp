@@ -299,7 +299,7 @@ TEST_CASE("a file cache that vanished or changed since the checkpoint is data_lo
   CHECK(changed.message().find("changed since the checkpoint") != std::string::npos);
 }
 
-TEST_CASE("a cache state of the layout before file identities still restores; a complete file "
+TEST_CASE("a cache state of the layout before file identities still restores, and a complete file "
           "cache's then is data_loss (its file was of an older format)") {
   // A state saved now, rewritten in the older layout: after the tag no layout marker, and no
   // file_checksum after file_size (tag, complete, position, ended, file_size, recording, ...).
