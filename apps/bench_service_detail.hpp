@@ -64,6 +64,9 @@ struct BenchFlags {
   bool local = false;
   int64_t coordinated = 0;
   bool deterministic = false; // --deterministic: deterministic=True against False
+  // --trainer-batch N (with --deterministic): the consumer batches N elements in the trainer
+  // after distribute (LocalPipeline), as a tf.data user does; 0 = unbatched.
+  int64_t trainer_batch = 0;
   int64_t reps = 3;
   std::string auth_token; // every node's admission token (empty = none)
   NetworkConfig network;  // every node's and consumer's scheduler threads (--scheduler-threads)
