@@ -12,6 +12,8 @@
 #include <csignal>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <regex>
@@ -24,6 +26,8 @@
 #include "test/unit/sharding/temp_dir.hpp"
 #include "conveyor/options.hpp"
 #include "pipeline/graph/text_form.hpp"
+#include "pipeline/sharding/deterministic_split.hpp"
+#include "pipeline/sharding/read_cursor.hpp"
 
 using conveyor::testing::ChildProcess;
 using conveyor::testing::Cluster;
@@ -240,4 +244,28 @@ TEST_CASE("deterministic: refused clearly - OFF, a named job, a pipeline that mi
   CHECK_MESSAGE(batched.stderr_text.find("`deterministic` needs a per-split pipeline") !=
                   std::string::npos,
                 batched.describe);
+}
+
+TEST_CASE("deterministic: the job's splits are sized by the element's static bytes - 8192 "
+          "int64 scalars, 1024 strings (size unknown) - and the cursor names that size") {
+  // range(100000) on one worker: arrival order would cut 8192-element splits; before the byte
+  // rule a deterministic job cut at most 1024 whatever the element.
+  Cluster cluster(1);
+  auto split_size_of = [&](const std::string& dataset) -> int64_t {
+    const std::string cursor = temp_path("split_size");
+    std::vector<std::string> args = kDeterministic;
+    args.insert(args.end(), {"--checkpoint-to", cursor});
+    auto r = cluster.read(dataset, args);
+    REQUIRE_MESSAGE(r.exit_code == std::optional<int>{0}, r.describe);
+    CHECK(r.lines.size() == 100000);
+    std::ifstream in(cursor);
+    const std::string blob{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    std::error_code ec;
+    std::filesystem::remove(cursor, ec);
+    auto decoded = conveyor::ReadCursor::decode(blob, "the cursor file");
+    REQUIRE_MESSAGE(decoded.ok(), decoded.status().to_string());
+    return decoded->split_size();
+  };
+  CHECK(split_size_of("range(100000)") == conveyor::kDeterministicLargestSplit);
+  CHECK(split_size_of("range(100000).map(bytes(size=16))") == conveyor::kDeterministicDefaultSplit);
 }
