@@ -62,6 +62,9 @@ void add_service_options(po::options_description& options, BenchFlags& f) {
        "with --deterministic: both runs batch N elements in the trainer after distribute "
        "(LocalPipeline, as a tf.data user writes; a deterministic read refuses a worker-side "
        "batch); elements/s still counts the source's elements; 0 = unbatched")
+      ("pixels", po::bool_switch(&f.pixels),
+       "elements are uint8 tensors of shape (S,) (pixels(size=S): a size the dataset's spec "
+       "says, as an image's) instead of string scalars (bytes(size=S)); not with S = 8")
       ("reps", po::value(&f.reps)->default_value(3)->value_name("R"),
        "--coordinated, --deterministic: alternating repetitions of the two runs");
   // clang-format on
@@ -95,6 +98,9 @@ std::optional<int> check_flags(BenchFlags& f, const po::variables_map& vm) {
   if (f.trainer_batch < 0 || f.trainer_batch > (1 << 20))
     return bad(invalid_argument("`--trainer-batch` must be in [0, 1048576] (0 = unbatched), got " +
                                 std::to_string(f.trainer_batch)));
+  if (f.pixels && (f.element_size == 8 || f.coordinated > 0))
+    return bad(invalid_argument("`--pixels` needs an `--element-size` other than 8 (those are "
+                                "int64 scalars) and no `--coordinated`"));
   if (f.trainer_batch > 0 && !f.deterministic)
     return bad(invalid_argument("`--trainer-batch` only applies with `--deterministic` (it "
                                 "batches both of its runs in the trainer)"));
@@ -336,7 +342,7 @@ int run_bench_service(const std::vector<std::string>& args) {
   DistributeOptions opts;
   if (auto st = job_options(f, vm, opts); !st.ok())
     return report_status(kInfo.name, st);
-  const std::string dataset_text = dataset_for(f.element_size, opts.policy);
+  const std::string dataset_text = dataset_for(f.element_size, opts.policy, f.pixels);
   auto dataset = parse_dataset(dataset_text);
   if (!dataset.ok())
     return report_status(kInfo.name, dataset.status());
