@@ -58,6 +58,13 @@ void add_service_options(po::options_description& options, BenchFlags& f) {
       ("deterministic", po::bool_switch(&f.deterministic),
        "with --mode dynamic and one consumer: measure deterministic=True (reproducible order) "
        "against deterministic=False, private jobs, --reps alternating repetitions of each")
+      ("trainer-batch", po::value(&f.trainer_batch)->default_value(0)->value_name("N"),
+       "with --deterministic: both runs batch N elements in the trainer after distribute "
+       "(LocalPipeline, as a tf.data user writes; a deterministic read refuses a worker-side "
+       "batch); elements/s still counts the source's elements; 0 = unbatched")
+      ("pixels", po::bool_switch(&f.pixels),
+       "elements are uint8 tensors of shape (S,) (pixels(size=S): a size the dataset's spec "
+       "says, as an image's) instead of string scalars (bytes(size=S)); not with S = 8")
       ("reps", po::value(&f.reps)->default_value(3)->value_name("R"),
        "--coordinated, --deterministic: alternating repetitions of the two runs");
   // clang-format on
@@ -88,6 +95,15 @@ std::optional<int> check_flags(BenchFlags& f, const po::variables_map& vm) {
       invalid_argument("`--coordinated` must be in [0, 32], got " + std::to_string(f.coordinated)));
   if (auto st = check_at_least("--reps", f.reps, 1); !st.ok())
     return bad(st);
+  if (f.trainer_batch < 0 || f.trainer_batch > (1 << 20))
+    return bad(invalid_argument("`--trainer-batch` must be in [0, 1048576] (0 = unbatched), got " +
+                                std::to_string(f.trainer_batch)));
+  if (f.pixels && (f.element_size == 8 || f.coordinated > 0))
+    return bad(invalid_argument("`--pixels` needs an `--element-size` other than 8 (those are "
+                                "int64 scalars) and no `--coordinated`"));
+  if (f.trainer_batch > 0 && !f.deterministic)
+    return bad(invalid_argument("`--trainer-batch` only applies with `--deterministic` (it "
+                                "batches both of its runs in the trainer)"));
   if (f.coordinated > 0) {
     if (vm["mode"].as<std::string>() != "off" || f.tls || f.local ||
         vm["metrics-port"].as<int64_t>() != -1 || !vm["consumers"].defaulted())
@@ -326,7 +342,7 @@ int run_bench_service(const std::vector<std::string>& args) {
   DistributeOptions opts;
   if (auto st = job_options(f, vm, opts); !st.ok())
     return report_status(kInfo.name, st);
-  const std::string dataset_text = dataset_for(f.element_size, opts.policy);
+  const std::string dataset_text = dataset_for(f.element_size, opts.policy, f.pixels);
   auto dataset = parse_dataset(dataset_text);
   if (!dataset.ok())
     return report_status(kInfo.name, dataset.status());
@@ -338,6 +354,10 @@ int run_bench_service(const std::vector<std::string>& args) {
               static_cast<long long>(f.workers), static_cast<long long>(f.consumers),
               static_cast<long long>(f.element_size), to_string(opts.policy), f.compression.c_str(),
               f.seconds, dataset_text.c_str());
+  if (f.trainer_batch > 0)
+    std::printf("  in the trainer: .batch(%lld) after distribute (elements/s counts the "
+                "source's elements)\n",
+                static_cast<long long>(f.trainer_batch));
   std::fflush(stdout);
 
   ServiceMeasures m;

@@ -195,11 +195,12 @@ double median(std::vector<double> v) {
 // The data each worker serves. Producing it should cost little, so that the benchmark measures
 // the service and not the pipeline: the reference's own advice for measuring the ideal input
 // speed is `take(1).cache().repeat()` (002_32961d854c9a04d3.txt).
-std::string dataset_for(int64_t element_size, ShardingPolicy policy) {
+std::string dataset_for(int64_t element_size, ShardingPolicy policy, bool pixels) {
   constexpr const char* kEndless = "range(4611686018427387904)"; // 2^62: endless for a benchmark
   if (element_size == 8)
     return kEndless; // int64 scalars, 8 bytes of tensor data each
-  const std::string make = ".map(bytes(size=" + std::to_string(element_size) + "))";
+  const std::string make = std::string{pixels ? ".map(pixels(size=" : ".map(bytes(size="} +
+                           std::to_string(element_size) + "))";
   // DYNAMIC needs a splittable source with many splits, so each element is generated.
   if (policy == ShardingPolicy::dynamic)
     return kEndless + make;

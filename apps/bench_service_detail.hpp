@@ -64,6 +64,10 @@ struct BenchFlags {
   bool local = false;
   int64_t coordinated = 0;
   bool deterministic = false; // --deterministic: deterministic=True against False
+  // --trainer-batch N (with --deterministic): the consumer batches N elements in the trainer
+  // after distribute (LocalPipeline), as a tf.data user does; 0 = unbatched.
+  int64_t trainer_batch = 0;
+  bool pixels = false; // --pixels: uint8 tensors of shape (S,) instead of string scalars
   int64_t reps = 3;
   std::string auth_token; // every node's admission token (empty = none)
   NetworkConfig network;  // every node's and consumer's scheduler threads (--scheduler-threads)
@@ -114,7 +118,9 @@ struct Latency {
 };
 Expected<Latency> read_small(const std::string& dispatcher, ShardingPolicy policy, int run,
                              int64_t expected, const NetworkConfig& network);
-std::string dataset_for(int64_t element_size, ShardingPolicy policy);
+// pixels: uint8 tensors of shape (S,) (pixels(size=S), a size the spec says) instead of string
+// scalars (bytes(size=S)).
+std::string dataset_for(int64_t element_size, ShardingPolicy policy, bool pixels = false);
 Expected<NetworkConfig> throwaway_tls();
 
 // bench_service_coordinated.cpp

@@ -6,11 +6,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "apps/alloc_counter.hpp"
 #include "apps/bench_service_detail.hpp"
 #include "apps/thread_cpu.hpp"
+#include "conveyor/local_pipeline.hpp"
 #include "conveyor/server.hpp"
 
 namespace conveyor::apps::bench_service {
@@ -94,6 +96,12 @@ void read_until_stopped(const ServiceSetup& setup, const std::string& target,
   if (!stream.ok())
     return fail(stream.status());
   ConsumerCounters& mine = consumers.counters[static_cast<std::size_t>(c)];
+  // --trainer-batch: the trainer's own batch after distribute (the default timeout per element:
+  // a deadline would end the pipeline, and the stop flag is read between batches).
+  const int64_t batch = setup.flags.trainer_batch;
+  std::optional<LocalPipeline> trainer;
+  if (batch > 0)
+    trainer.emplace(LocalPipeline::over(*stream).batch(batch));
   Element e;
   auto next_check = Clock::now();
   while (!consumers.stop.load(std::memory_order_relaxed)) {
@@ -106,14 +114,16 @@ void read_until_stopped(const ServiceSetup& setup, const std::string& target,
         mine.read_every_worker = true;
     }
     bool end = false;
-    Status st = stream->next(e, end, milliseconds{200});
-    if (st.code() == ErrorCode::deadline_exceeded)
+    Status st = trainer ? trainer->next(e, end) : stream->next(e, end, milliseconds{200});
+    if (st.code() == ErrorCode::deadline_exceeded && !trainer)
       continue;
     if (!st.ok())
       return fail(st);
     if (end)
       return fail(failed_precondition("the endless dataset ended"));
-    mine.elements.fetch_add(1, std::memory_order_relaxed);
+    // a batch counts its rows: the source's elements
+    const int64_t rows = trainer && e.size() > 0 && !e[0].shape().empty() ? e[0].shape()[0] : 1;
+    mine.elements.fetch_add(rows, std::memory_order_relaxed);
     mine.bytes.fetch_add(static_cast<int64_t>(e.byte_size()), std::memory_order_relaxed);
   }
   std::lock_guard lock(consumers.mu);

@@ -20,6 +20,7 @@
 #include "pipeline/graph/external_state.hpp"
 #include "pipeline/graph/serialize.hpp"
 #include "pipeline/io/snapshot_files.hpp"
+#include "pipeline/sharding/deterministic_split.hpp"
 #include "pipeline/sharding/read_cursor.hpp"
 
 namespace conveyor {
@@ -96,8 +97,7 @@ public:
   std::vector<Element> spare;
 
   void recycle(Element&& e) {
-    if (spare.size() >=
-        static_cast<std::size_t>(kDeterministicWindow * msg::kDeterministicMaxSplit))
+    if (spare.size() >= static_cast<std::size_t>(kDeterministicWindow * kDeterministicLargestSplit))
       return;
     e.components.clear(); // (a large element's frame is not kept alive here)
     spare.push_back(std::move(e));

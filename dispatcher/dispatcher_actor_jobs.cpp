@@ -26,6 +26,8 @@
 #include "consumer/placement.hpp"
 #include "messages/all.hpp"
 #include "pipeline/graph/serialize.hpp"
+#include "conveyor/options.hpp"
+#include "pipeline/sharding/deterministic_split.hpp"
 #include "pipeline/sharding/multi_source.hpp"
 #include "pipeline/sharding/read_cursor.hpp"
 #include "pipeline/sharding/read_order.hpp"
@@ -573,6 +575,19 @@ caf::error check_deterministic(const msg::get_or_create_job& req, bool per_split
                          std::string{"`deterministic` "} + why + "; dataset " + req.dataset);
 }
 
+// A deterministic read's consumer holds up to its window of splits ahead of the one it waits
+// for, so its splits are sized by the element's bytes when the dataset's spec says them
+// (pipeline/sharding/deterministic_split.hpp; the consumer's default hold budget: the dispatcher
+// is not told the consumer's own); else at most kDeterministicDefaultSplit elements, unless the
+// configured size is larger. Never above the arrival-order size `planned`.
+int64_t deterministic_split_size(const Dataset& definition, int64_t window, int64_t planned,
+                                 int64_t configured) {
+  auto spec = definition.element_spec();
+  const auto bytes = spec.ok() ? static_element_bytes(*spec) : std::nullopt;
+  const int64_t cap = deterministic_split_cap(bytes, window, kDefaultDeterministicHoldBytes);
+  return std::min(planned, bytes ? cap : std::max(configured, cap));
+}
+
 // The new job's entry (id, options, DYNAMIC split size), before its record is made.
 JobEntry plan_job(self_ptr self, const msg::get_or_create_job& req, msg::job_id_t id,
                   const Dataset& definition) {
@@ -603,13 +618,9 @@ JobEntry plan_job(self_ptr self, const msg::get_or_create_job& req, msg::job_id_
                                                std::max<int64_t>(st.start.range_split_size, 8192));
     }
     planned.file_seed = file_order_seed(id, now_us(self));
-    // A deterministic read's consumer holds up to its window of splits ahead of the one it waits
-    // for: smaller splits bound that (at most kDeterministicMaxSplit elements each, unless the
-    // configured size is larger).
     if (req.deterministic_window > 0)
-      planned.split_size =
-        std::min<int64_t>(planned.split_size, std::max<int64_t>(st.start.range_split_size,
-                                                                msg::kDeterministicMaxSplit));
+      planned.split_size = deterministic_split_size(definition, req.deterministic_window,
+                                                    planned.split_size, st.start.range_split_size);
   }
   return planned;
 }

@@ -118,9 +118,6 @@ struct get_or_create_job {
   int64_t deterministic_window = 0;
 };
 inline constexpr int64_t kNextIteration = -1;
-// A deterministic read's job cuts splits of at most this many elements (unless the dispatcher's
-// --range-split-size is larger), so that its window of splits holds a bounded number of elements.
-inline constexpr int64_t kDeterministicMaxSplit = 1024;
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, get_or_create_job& x) {
   return f(caf::meta::type_name("get_or_create_job"), x.dataset, x.job_name, x.policy,

@@ -321,6 +321,39 @@ uint64_t splitmix64(uint64_t& state) {
   return z ^ (z >> 31);
 }
 
+// `size` pseudo-random bytes seeded by `seed` (equal seeds, equal bytes).
+void fill_pseudo_random(unsigned char* out, std::size_t size, uint64_t seed) {
+  for (std::size_t i = 0; i < size; i += 8) {
+    const uint64_t r = splitmix64(seed);
+    std::memcpy(out + i, &r, std::min<std::size_t>(8, size - i));
+  }
+}
+
+// bytes(size) as a uint8 tensor of a fixed shape (size,): an element whose byte size the
+// dataset's spec says (a deterministic read's splits are sized from it), as an image's pixels.
+FunctionDef pixels_fn() {
+  FunctionDef d = make_def(
+    "pixels", FunctionKind::map, {{"size", int64_t{1024}}},
+    "int scalar -> a uint8 tensor of shape (size,) of pseudo-random bytes seeded by the value");
+  d.map = [](const Element& e, const Params& p) -> Expected<Element> {
+    auto value = first_int_scalar("pixels", e);
+    if (!value.ok())
+      return value.status();
+    const int64_t size = int_param(p, "size", 1024);
+    if (size < 0)
+      return invalid_argument("pixels: `size` must be >= 0, got " + std::to_string(size));
+    CONVEYOR_RETURN_IF_ERROR(check_allocation(size, "pixels"));
+    Tensor out(DType::uint8, Shape{size});
+    fill_pseudo_random(out.mutable_data<uint8_t>(), static_cast<std::size_t>(size),
+                       static_cast<uint64_t>(*value));
+    return Element{std::move(out)};
+  };
+  d.output_spec = [](const ElementSpec&, const Params& p) -> Expected<ElementSpec> {
+    return ElementSpec{{TensorSpec{DType::uint8, {int_param(p, "size", 1024)}, false}}};
+  };
+  return d;
+}
+
 FunctionDef bytes_fn() {
   FunctionDef d =
     make_def("bytes", FunctionKind::map, {{"size", int64_t{1024}}},
@@ -335,11 +368,8 @@ FunctionDef bytes_fn() {
     // Asked before allocating: an element larger than the job's budget fails before it is built.
     CONVEYOR_RETURN_IF_ERROR(check_allocation(size, "bytes"));
     std::string out(static_cast<std::size_t>(size), '\0');
-    uint64_t state = static_cast<uint64_t>(*value);
-    for (std::size_t i = 0; i < out.size(); i += 8) {
-      const uint64_t r = splitmix64(state);
-      std::memcpy(&out[i], &r, std::min<std::size_t>(8, out.size() - i));
-    }
+    fill_pseudo_random(reinterpret_cast<unsigned char*>(out.data()), out.size(),
+                       static_cast<uint64_t>(*value));
     return Element{Tensor::scalar(std::move(out))};
   };
   d.output_spec = [](const ElementSpec&, const Params&) -> Expected<ElementSpec> {
@@ -531,6 +561,7 @@ Status register_builtin_functions(FunctionRegistry& registry) {
     cast_function(),
     bitcast_function(),
     bytes_fn(),
+    pixels_fn(),
     sleep_us(),
     burn(),
     is_even(),

@@ -9,9 +9,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <csignal>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <regex>
@@ -24,6 +27,10 @@
 #include "test/unit/sharding/temp_dir.hpp"
 #include "conveyor/options.hpp"
 #include "pipeline/graph/text_form.hpp"
+#include "pipeline/sharding/deterministic_split.hpp"
+#include "pipeline/sharding/read_cursor.hpp"
+#include "pipeline/io/tfrecord.hpp"
+#include "pipeline/tensor/codec.hpp"
 
 using conveyor::testing::ChildProcess;
 using conveyor::testing::Cluster;
@@ -240,4 +247,63 @@ TEST_CASE("deterministic: refused clearly - OFF, a named job, a pipeline that mi
   CHECK_MESSAGE(batched.stderr_text.find("`deterministic` needs a per-split pipeline") !=
                   std::string::npos,
                 batched.describe);
+}
+
+TEST_CASE("deterministic: the job's splits are sized by the element's static bytes - 8192 "
+          "int64 scalars, 1024 strings (size unknown) - and the cursor names that size") {
+  // range(100000) on one worker: arrival order would cut 8192-element splits; before the byte
+  // rule a deterministic job cut at most 1024 whatever the element.
+  Cluster cluster(1);
+  auto split_size_of = [&](const std::string& dataset) -> int64_t {
+    const std::string cursor = temp_path("split_size");
+    std::vector<std::string> args = kDeterministic;
+    args.insert(args.end(), {"--checkpoint-to", cursor});
+    auto r = cluster.read(dataset, args);
+    REQUIRE_MESSAGE(r.exit_code == std::optional<int>{0}, r.describe);
+    CHECK(r.lines.size() == 100000);
+    std::ifstream in(cursor);
+    const std::string blob{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    std::error_code ec;
+    std::filesystem::remove(cursor, ec);
+    auto decoded = conveyor::ReadCursor::decode(blob, "the cursor file");
+    REQUIRE_MESSAGE(decoded.ok(), decoded.status().to_string());
+    return decoded->split_size();
+  };
+  CHECK(split_size_of("range(100000)") == conveyor::kDeterministicLargestSplit);
+  CHECK(split_size_of("range(100000).map(bytes(size=16))") == conveyor::kDeterministicDefaultSplit);
+}
+
+TEST_CASE("deterministic: elements of a size the spec says (256 KiB tensors) in 16-element "
+          "splits on 2 workers - the same sequence, and the cursor names that size") {
+  // 64 MiB budget / (16 splits x 256 KiB) = 16 elements a split (the old rule: 64 here).
+  const std::string dataset = "range(400).map(pixels(size=262144)).map(sleep_us(us=500))";
+  auto digest = [](const conveyor::Element& e) {
+    std::string encoded;
+    conveyor::encode_element(e, encoded);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%zu %08x", e.byte_size(),
+                  conveyor::crc32c(encoded.data(), encoded.size()));
+    return std::string{buf};
+  };
+  auto parsed = conveyor::parse_dataset(dataset);
+  REQUIRE_MESSAGE(parsed.ok(), parsed.status().to_string());
+  auto elements = parsed->collect();
+  REQUIRE_MESSAGE(elements.ok(), elements.status().to_string());
+  std::vector<std::string> expected;
+  for (const auto& e : *elements)
+    expected.push_back(digest(e));
+  Cluster cluster(2);
+  const std::string cursor = temp_path("pixels");
+  std::vector<std::string> args = kDeterministic;
+  args.insert(args.end(), {"--print", "digest", "--checkpoint-to", cursor, "--stats"});
+  auto r = cluster.read(dataset, args);
+  REQUIRE_MESSAGE(r.exit_code == std::optional<int>{0}, r.describe);
+  CHECK_MESSAGE(r.lines == expected, cluster.describe());
+  std::ifstream in(cursor);
+  const std::string blob{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  std::error_code ec;
+  std::filesystem::remove(cursor, ec);
+  auto decoded = conveyor::ReadCursor::decode(blob, "the cursor file");
+  REQUIRE_MESSAGE(decoded.ok(), decoded.status().to_string());
+  CHECK(decoded->split_size() == 16);
 }

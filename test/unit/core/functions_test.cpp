@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include <cstring>
+
 #include "pipeline/graph/dataset.hpp"
 #include "pipeline/functions/functions.hpp"
 #include "pipeline/functions/plugin_info.hpp"
@@ -51,10 +53,10 @@ std::vector<int64_t> ints(const Dataset& d) {
 } // namespace
 
 TEST_CASE("the global registry holds the built-ins, each documented") {
-  const std::vector<std::string> expected = {"add",           "burn",        "bytes",    "counter",
-                                             "identity",      "is_even",     "mod_eq",   "range_fn",
-                                             "repeat_fn",     "scale",       "sleep_us", "square",
-                                             "text_lines_fn", "tfrecord_fn", "to_string"};
+  const std::vector<std::string> expected = {
+    "add",    "burn",          "bytes",       "counter",   "identity", "is_even",
+    "mod_eq", "pixels",        "range_fn",    "repeat_fn", "scale",    "sleep_us",
+    "square", "text_lines_fn", "tfrecord_fn", "to_string"};
   auto names = FunctionRegistry::global().names();
   for (const auto& n : expected) {
     CAPTURE(n);
@@ -194,6 +196,22 @@ TEST_CASE("bytes is deterministic and sized") {
     "bytes: `size` must be >= 0, got -1");
   CHECK(map_error("bytes", Element{Tensor::scalar(1.0)}).message() ==
         "bytes: component 0 must be an integer scalar, got float64 of rank 0");
+}
+
+TEST_CASE("pixels is bytes as a uint8 tensor of shape (size,), which its spec says") {
+  Element a = call_map("pixels", Element{Tensor::scalar(int64_t{7})}, {{"size", int64_t{37}}});
+  Element s = call_map("bytes", Element{Tensor::scalar(int64_t{7})}, {{"size", int64_t{37}}});
+  REQUIRE(a.size() == 1);
+  CHECK(a[0].dtype() == DType::uint8);
+  CHECK(a[0].shape() == Shape{37});
+  CHECK(a[0].byte_size() == 37);
+  CHECK(std::memcmp(a[0].data<uint8_t>(), s[0].strings()[0].data(), 37) == 0); // the same bytes
+  CHECK(
+    map_error("pixels", Element{Tensor::scalar(int64_t{1})}, {{"size", int64_t{-1}}}).message() ==
+    "pixels: `size` must be >= 0, got -1");
+  auto spec = Dataset::range(3).map(FunctionRef("pixels", {{"size", int64_t{37}}})).element_spec();
+  REQUIRE(spec.ok());
+  CHECK(spec->to_string() == "TensorSpec(shape=(37,), dtype=uint8)");
 }
 
 TEST_CASE("sleep_us returns its element after sleeping") {
