@@ -24,6 +24,10 @@ inline constexpr const char* kPythonMapFunction = "python";
 inline constexpr const char* kPythonFilterFunction = "python_filter";
 inline constexpr const char* kPythonFlatMapFunction = "python_flat_map";
 
+// Requests in flight per pool process of a map with `processes` > 1: the one it runs and the next,
+// waiting in its socket (process_pool.hpp). The parallel map keeps as many calls per process.
+inline constexpr int kPoolDepth = 2;
+
 class PythonRuntime {
 public:
   virtual ~PythonRuntime() = default;

@@ -72,12 +72,12 @@ private:
 class ParallelMapIterator : public Iterator {
 public:
   ParallelMapIterator(IteratorPtr input, MapFn fn, Params params, std::string name,
-                      int64_t parallelism, bool deterministic, std::shared_ptr<ExecutorGroup> group,
+                      int64_t in_flight, bool deterministic, std::shared_ptr<ExecutorGroup> group,
                       MemoryBudget* budget, StopCheck stop)
     : group_(std::move(group)), input_(std::move(input)),
       fn_(std::make_shared<MapFn>(std::move(fn))),
       params_(std::make_shared<Params>(std::move(params))), name_(std::move(name)),
-      parallelism_(parallelism), deterministic_(deterministic), budget_(budget), stop_(stop),
+      in_flight_(in_flight), deterministic_(deterministic), budget_(budget), stop_(stop),
       shared_(std::make_shared<Shared>()) {}
 
   // The queue (declared last) is destroyed first: it drops the calls not started and waits
@@ -87,10 +87,10 @@ public:
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     end_of_sequence = false;
-    // Keep `parallelism_` calls in flight. An input `unavailable` takes its place in the stream
+    // Keep `in_flight_` calls in flight. An input `unavailable` takes its place in the stream
     // like an error, and the input is not asked again until the caller has received it.
     while (!input_done_ && !waiting_for_retry_ &&
-           static_cast<int64_t>(slots_.size()) < parallelism_) {
+           static_cast<int64_t>(slots_.size()) < in_flight_) {
       CONVEYOR_RETURN_IF_ERROR(stop_.check("map"));
       Element in;
       bool end = false;
@@ -274,7 +274,7 @@ private:
   std::shared_ptr<const MapFn> fn_;
   std::shared_ptr<const Params> params_;
   std::string name_;
-  int64_t parallelism_;
+  int64_t in_flight_; // num_parallel_calls x the function's calls_per_parallel_call
   bool deterministic_;
   MemoryBudget* budget_;
   StopCheck stop_;
@@ -320,8 +320,12 @@ MakeResult make_map(const NodePtr& node, const KernelContext& kctx) {
   if (parallelism == 1)
     return IteratorPtr(std::make_unique<MapIterator>(
       std::move(*input), (*def)->map, std::move(params), ref.name, kctx.memory(), kctx.stop()));
+  // A function that queues calls (the Python pool) gets more in flight than it runs at once.
+  const int64_t per_call = (*def)->calls_per_parallel_call
+                             ? std::max<int64_t>(1, (*def)->calls_per_parallel_call(params))
+                             : 1;
   return IteratorPtr(std::make_unique<ParallelMapIterator>(
-    std::move(*input), (*def)->map, std::move(params), ref.name, parallelism,
+    std::move(*input), (*def)->map, std::move(params), ref.name, parallelism * per_call,
     node->bool_attr("deterministic"), kctx.executor_group(), kctx.memory(), kctx.stop()));
 }
 

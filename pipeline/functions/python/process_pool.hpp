@@ -5,8 +5,12 @@
 // the worker writes an element's tensors into the input region once, the function gets numpy
 // views of it, and its results come back through the process's output region, copied once into
 // the new element. A process that dies mid-call (SIGKILL, OOM killer) is replaced and the element
-// is run again on the replacement, with a warning; a second death in a row fails the element
-// loudly. Nothing is dropped silently.
+// is run again on the replacement, with a warning, and so is the request queued behind it; a
+// second death in a row fails the element loudly. Nothing is dropped silently.
+//
+// Each process holds up to kPoolDepth requests (python_functions.hpp): the one it runs and the
+// next, already in its socket, so it never waits for the worker between two calls (the parallel
+// map keeps kPoolDepth calls in flight per process).
 #pragma once
 
 #include <condition_variable>
@@ -17,6 +21,7 @@
 #include <vector>
 
 #include "conveyor/element.hpp"
+#include "pipeline/functions/python_functions.hpp"
 #include "pipeline/runtime/status.hpp"
 
 namespace conveyor::python {
@@ -39,22 +44,23 @@ public:
   Expected<Element> call(const std::string& function, bool is_import, const Element& in,
                          int64_t processes, const std::string& name, const std::string& worker);
 
-  // The pool processes' ids (tests kill one to check recovery).
+  // The pool processes' ids, and the requests each was sent and has not answered yet, in the
+  // same order (tests kill one to check recovery).
   std::vector<int> pids() const;
+  std::vector<int> requests_in_flight() const;
 
 private:
-  Expected<std::unique_ptr<PoolProcess>> take(int64_t processes);
-  void give_back(std::unique_ptr<PoolProcess> process);
-  void forget(int pid); // a process that died and was reaped
+  Expected<std::shared_ptr<PoolProcess>> take(int64_t processes);
+  void give_back(const std::shared_ptr<PoolProcess>& process);
+  void forget(const std::shared_ptr<PoolProcess>& process); // it died (and was reaped)
   uint64_t function_id(const std::string& key);
 
   std::string python_;
   std::vector<std::string> sys_path_;
   mutable std::mutex mu_;
   std::condition_variable idle_changed_;
-  std::vector<std::unique_ptr<PoolProcess>> idle_;
-  std::vector<int> pids_; // every live process, idle or busy
-  int64_t started_ = 0;   // live processes
+  std::vector<std::shared_ptr<PoolProcess>> live_; // each with its calls in flight
+  int64_t started_ = 0;                            // live processes, and those being started
   std::unordered_map<std::string, uint64_t> function_ids_;
 };
 
