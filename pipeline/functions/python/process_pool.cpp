@@ -464,10 +464,12 @@ ProcessPool::ProcessPool(std::string python, std::vector<std::string> sys_path)
 
 ProcessPool::~ProcessPool() = default;
 
-uint64_t ProcessPool::function_id(const std::string& key) {
+uint64_t ProcessPool::function_id(const std::string& function, bool is_import) {
   std::lock_guard<std::mutex> lock{mu_};
-  auto [it, added] = function_ids_.emplace(key, function_ids_.size());
-  return it->second;
+  auto& ids = function_ids_[is_import ? 1 : 0];
+  if (auto it = ids.find(function); it != ids.end())
+    return it->second;
+  return ids.emplace(function, next_function_id_++).first->second;
 }
 
 Expected<std::shared_ptr<PoolProcess>> ProcessPool::take(int64_t processes) {
@@ -543,7 +545,7 @@ std::vector<int> ProcessPool::requests_in_flight() const {
 Expected<Element> ProcessPool::call(const std::string& function, bool is_import, const Element& in,
                                     int64_t processes, const std::string& name,
                                     const std::string& worker) {
-  const uint64_t id = function_id((is_import ? "import:" : "pickle:") + function);
+  const uint64_t id = function_id(function, is_import);
   for (int deaths = 0;;) {
     auto process = take(processes);
     if (!process.ok())

@@ -53,7 +53,7 @@ private:
   Expected<std::shared_ptr<PoolProcess>> take(int64_t processes);
   void give_back(const std::shared_ptr<PoolProcess>& process);
   void forget(const std::shared_ptr<PoolProcess>& process); // it died (and was reaped)
-  uint64_t function_id(const std::string& key);
+  uint64_t function_id(const std::string& function, bool is_import);
 
   std::string python_;
   std::vector<std::string> sys_path_;
@@ -61,7 +61,8 @@ private:
   std::condition_variable idle_changed_;
   std::vector<std::shared_ptr<PoolProcess>> live_; // each with its calls in flight
   int64_t started_ = 0;                            // live processes, and those being started
-  std::unordered_map<std::string, uint64_t> function_ids_;
+  std::unordered_map<std::string, uint64_t> function_ids_[2]; // pickles, imports
+  uint64_t next_function_id_ = 0;
 };
 
 } // namespace conveyor::python
