@@ -81,6 +81,11 @@ Status register_python_functions(FunctionRegistry& registry) {
     const int64_t* processes = it == params.end() ? nullptr : std::get_if<int64_t>(&it->second);
     return processes != nullptr && (*processes > 1 || *processes == kAutotune) ? kPoolDepth : 1;
   };
+  map.map_start = [](const Element& in,
+                     const Params& params) -> std::function<Expected<Element>()> {
+    PythonRuntime* runtime = python_runtime();
+    return runtime == nullptr ? nullptr : runtime->start_map(in, params);
+  };
   map.doc = "a Python callable (Dataset.map(fn) in Python): pickle=BASE64 or import=MOD:FN";
   map.map = [](const Element& in, const Params& params) -> Expected<Element> {
     auto runtime = runtime_for(params);

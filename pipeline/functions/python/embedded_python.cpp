@@ -84,6 +84,11 @@ int64_t int_param(const Params& params, const char* key) {
            : 0;
 }
 
+int64_t pool_size(int64_t processes) {
+  return processes == kAutotune ? std::max<int64_t>(2, std::thread::hardware_concurrency())
+                                : processes;
+}
+
 std::string default_worker_name() {
   char host[HOST_NAME_MAX + 1] = {};
   if (gethostname(host, sizeof host - 1) != 0)
@@ -135,14 +140,29 @@ public:
                               "(a pool of that many processes) or -1 (AUTOTUNE), got " +
                               std::to_string(processes));
     if (processes > 1 || processes == kAutotune)
-      return pool_map(in, params,
-                      processes == kAutotune
-                        ? std::max<int64_t>(2, std::thread::hardware_concurrency())
-                        : processes);
+      return pool_map(in, params, pool_size(processes));
     return call<Element>(in, params,
                          [](py::handle result, const std::string& what, const Arguments& passed) {
                            return element_from_python(result, "the result of " + what, &passed);
                          });
+  }
+
+  std::function<Expected<Element>()> start_map(const Element& in, const Params& params) override {
+    const int64_t processes = int_param(params, "processes");
+    if (processes <= 1 && processes != kAutotune)
+      return nullptr;
+    const std::string& pickled = param_ref(params, "pickle");
+    const std::string& import = param_ref(params, "import");
+    if (pickled.empty() == import.empty())
+      return nullptr; // map() reports it
+    auto pool = ensure_pool();
+    if (!pool.ok())
+      return nullptr;
+    std::string name = param(params, "qualname");
+    if (name.empty())
+      name = import.empty() ? "<python>" : import;
+    return (*pool)->start(pickled.empty() ? import : pickled, !import.empty(), in,
+                          pool_size(processes), name, worker_name());
   }
 
   Expected<bool> predicate(const Element& in, const Params& params) override {

@@ -157,11 +157,22 @@ public:
 
   Outcome run(uint64_t fn_id, const std::string& function, bool is_import, const Element& in,
               const std::string& name, const std::string& worker) {
-    std::unique_lock<std::mutex> lock{mu_};
+    uint64_t ticket = 0;
+    if (auto sent = send_request(fn_id, function, is_import, in, name, worker, ticket); !sent.sent)
+      return sent;
+    return await_reply(ticket, in, name, worker);
+  }
+
+  // The first half of run(): `ticket` is the request's number when the outcome says `sent`
+  // (its result is then not set yet).
+  Outcome send_request(uint64_t fn_id, const std::string& function, bool is_import,
+                       const Element& in, const std::string& name, const std::string& worker,
+                       uint64_t& ticket) {
+    std::lock_guard<std::mutex> lock{mu_};
     if (dead_)
       return {internal_error(death_ + " while running Python function `" + name + "`"), true,
               false};
-    const uint64_t ticket = sent_;
+    ticket = sent_;
     const int slot = static_cast<int>(ticket % kPoolDepth);
     if (Status st = write_request(slot, fn_id, function, is_import, in); !st.ok())
       return {st, false, false};
@@ -172,6 +183,14 @@ public:
     }
     ++sent_;
     loaded_.insert(fn_id);
+    return {internal_error("Python pool: a reply not read yet"), false, true};
+  }
+
+  // The second half: reads the reply to request `ticket`, in its turn.
+  Outcome await_reply(uint64_t ticket, const Element& in, const std::string& name,
+                      const std::string& worker) {
+    const int slot = static_cast<int>(ticket % kPoolDepth);
+    std::unique_lock<std::mutex> lock{mu_};
     // The replies come in request order: wait for this request's turn to read the socket.
     turn_.wait(lock, [&] { return received_ == ticket || dead_; });
     if (dead_)
@@ -464,12 +483,14 @@ ProcessPool::ProcessPool(std::string python, std::vector<std::string> sys_path)
 
 ProcessPool::~ProcessPool() = default;
 
-uint64_t ProcessPool::function_id(const std::string& function, bool is_import) {
+std::pair<uint64_t, const std::string*> ProcessPool::function_id(const std::string& function,
+                                                                 bool is_import) {
   std::lock_guard<std::mutex> lock{mu_};
   auto& ids = function_ids_[is_import ? 1 : 0];
-  if (auto it = ids.find(function); it != ids.end())
-    return it->second;
-  return ids.emplace(function, next_function_id_++).first->second;
+  auto it = ids.find(function);
+  if (it == ids.end())
+    it = ids.emplace(function, next_function_id_++).first;
+  return {it->second, &it->first}; // (an unordered_map's entries stay where they are)
 }
 
 Expected<std::shared_ptr<PoolProcess>> ProcessPool::take(int64_t processes) {
@@ -509,6 +530,22 @@ Expected<std::shared_ptr<PoolProcess>> ProcessPool::take(int64_t processes) {
   }
 }
 
+std::shared_ptr<PoolProcess> ProcessPool::try_take(int64_t processes) {
+  std::lock_guard<std::mutex> lock{mu_};
+  std::shared_ptr<PoolProcess> chosen;
+  const std::size_t usable =
+    std::min<std::size_t>(live_.size(), static_cast<std::size_t>(processes));
+  for (std::size_t i = 0; i < usable; ++i)
+    if (chosen == nullptr || live_[i]->in_flight < chosen->in_flight)
+      chosen = live_[i];
+  // A process still to start is take()'s to start (on a thread that may wait for it).
+  if (chosen == nullptr || chosen->in_flight >= kPoolDepth ||
+      (chosen->in_flight > 0 && started_ < processes))
+    return nullptr;
+  ++chosen->in_flight;
+  return chosen;
+}
+
 void ProcessPool::give_back(const std::shared_ptr<PoolProcess>& process) {
   std::lock_guard<std::mutex> lock{mu_};
   --process->in_flight;
@@ -545,8 +582,14 @@ std::vector<int> ProcessPool::requests_in_flight() const {
 Expected<Element> ProcessPool::call(const std::string& function, bool is_import, const Element& in,
                                     int64_t processes, const std::string& name,
                                     const std::string& worker) {
-  const uint64_t id = function_id(function, is_import);
-  for (int deaths = 0;;) {
+  return call_after(0, function, is_import, in, processes, name, worker);
+}
+
+Expected<Element> ProcessPool::call_after(int deaths, const std::string& function, bool is_import,
+                                          const Element& in, int64_t processes,
+                                          const std::string& name, const std::string& worker) {
+  const uint64_t id = function_id(function, is_import).first;
+  for (;;) {
     auto process = take(processes);
     if (!process.ok())
       return process.status();
@@ -558,15 +601,87 @@ Expected<Element> ProcessPool::call(const std::string& function, bool is_import,
     forget(*process);
     if (!outcome.sent)
       continue; // it died before this element reached it: not this element's doing
-    // A killed process (OOM killer, an operator's kill) loses no element: the element runs
-    // again on a fresh process; so does the one queued behind it. Twice in a row means the
-    // element itself kills it.
-    if (++deaths == 2)
-      return outcome.result.status().with_context(
-        "the element was run again on a fresh pool process, which died too");
-    pipeline_warning(outcome.result.status().message() +
-                     "; started a new pool process and running the element again");
+    if (auto failed = after_death(deaths, outcome.result.status()); !failed.ok())
+      return failed;
   }
+}
+
+// A killed process (OOM killer, an operator's kill) loses no element: the element runs again on
+// a fresh process; so does the one queued behind it. Twice in a row means the element itself kills
+// it.
+Status ProcessPool::after_death(int& deaths, const Status& death) {
+  if (++deaths == 2)
+    return death.with_context("the element was run again on a fresh pool process, which died too");
+  pipeline_warning(death.message() + "; started a new pool process and running the element again");
+  return Status::OK();
+}
+
+// A request sent by start(); finish() reads its reply. Not finished (its map dropped it): the
+// reply is read and dropped here, so the calls queued behind it get theirs.
+class PoolCall {
+public:
+  PoolCall(ProcessPool& pool, std::shared_ptr<PoolProcess> process, uint64_t ticket,
+           const std::string* function, bool is_import, Element in, int64_t processes,
+           std::string name, std::string worker)
+    : pool_(pool), process_(std::move(process)), ticket_(ticket), function_(function),
+      is_import_(is_import), in_(std::move(in)), processes_(processes), name_(std::move(name)),
+      worker_(std::move(worker)) {}
+  ~PoolCall() {
+    if (process_ == nullptr)
+      return;
+    auto outcome = process_->await_reply(ticket_, in_, name_, worker_);
+    if (outcome.died)
+      pool_.forget(process_);
+    else
+      pool_.give_back(process_);
+  }
+
+  Expected<Element> finish() {
+    auto outcome = process_->await_reply(ticket_, in_, name_, worker_);
+    auto process = std::move(process_);
+    if (!outcome.died) {
+      pool_.give_back(process);
+      return std::move(outcome.result);
+    }
+    pool_.forget(process);
+    int deaths = 0;
+    if (auto failed = ProcessPool::after_death(deaths, outcome.result.status()); !failed.ok())
+      return failed;
+    return pool_.call_after(deaths, *function_, is_import_, in_, processes_, name_, worker_);
+  }
+
+private:
+  ProcessPool& pool_;
+  std::shared_ptr<PoolProcess> process_; // null once finished
+  uint64_t ticket_;
+  const std::string* function_; // the pool's copy (ProcessPool::function_id)
+  bool is_import_;
+  Element in_;
+  int64_t processes_;
+  std::string name_;
+  std::string worker_;
+};
+
+std::function<Expected<Element>()> ProcessPool::start(const std::string& function, bool is_import,
+                                                      const Element& in, int64_t processes,
+                                                      const std::string& name,
+                                                      const std::string& worker) {
+  auto process = try_take(processes);
+  if (process == nullptr)
+    return nullptr;
+  uint64_t ticket = 0;
+  const auto [id, kept] = function_id(function, is_import);
+  auto sent = process->send_request(id, function, is_import, in, name, worker, ticket);
+  if (!sent.sent) { // the blocking call starts a process, reports errors, runs it again
+    if (sent.died)
+      forget(process);
+    else
+      give_back(process);
+    return nullptr;
+  }
+  auto call = std::make_shared<PoolCall>(*this, std::move(process), ticket, kept, is_import, in,
+                                         processes, name, worker);
+  return [call] { return call->finish(); };
 }
 
 } // namespace conveyor::python

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -30,6 +31,7 @@ namespace conveyor::python {
 const char* pool_worker_script();
 
 class PoolProcess;
+class PoolCall;
 
 class ProcessPool {
 public:
@@ -44,16 +46,31 @@ public:
   Expected<Element> call(const std::string& function, bool is_import, const Element& in,
                          int64_t processes, const std::string& name, const std::string& worker);
 
+  // The same call in two halves: sends the request now when a process can queue it without
+  // waiting (null otherwise: use call()), and returns what waits for the result (it runs the
+  // element again if the process dies, as call() does). Dropped unfinished, it reads and drops
+  // the reply, so the requests queued behind it get theirs.
+  std::function<Expected<Element>()> start(const std::string& function, bool is_import,
+                                           const Element& in, int64_t processes,
+                                           const std::string& name, const std::string& worker);
+
   // The pool processes' ids, and the requests each was sent and has not answered yet, in the
   // same order (tests kill one to check recovery).
   std::vector<int> pids() const;
   std::vector<int> requests_in_flight() const;
 
 private:
+  friend class PoolCall;
+  Expected<Element> call_after(int deaths, const std::string& function, bool is_import,
+                               const Element& in, int64_t processes, const std::string& name,
+                               const std::string& worker);
+  static Status after_death(int& deaths, const Status& death); // warns, or fails the second
   Expected<std::shared_ptr<PoolProcess>> take(int64_t processes);
+  std::shared_ptr<PoolProcess> try_take(int64_t processes); // null: it would wait or start one
   void give_back(const std::shared_ptr<PoolProcess>& process);
   void forget(const std::shared_ptr<PoolProcess>& process); // it died (and was reaped)
-  uint64_t function_id(const std::string& function, bool is_import);
+  // The function's id in this pool, and the pool's copy of its text.
+  std::pair<uint64_t, const std::string*> function_id(const std::string& function, bool is_import);
 
   std::string python_;
   std::vector<std::string> sys_path_;

@@ -192,3 +192,35 @@ TEST_CASE("a pool process killed with two requests in flight: both elements run 
   REQUIRE(pool.pids().size() == 1);
   CHECK(pool.pids()[0] != victims[0]); // a fresh process ran them
 }
+
+TEST_CASE("pool calls started without a waiting thread: rerun after a kill, and a dropped one") {
+  python::ProcessPool pool(CONVEYOR_PYTHON_EXECUTABLE, {CONVEYOR_SOURCE_DIR "/test/unit/python"});
+  const auto scalar = [](int64_t v) { return Element{Tensor::scalar(v)}; };
+  // start() never starts a process (a thread that may wait does): a blocking call makes one.
+  CHECK(!pool.start("operator:neg", true, scalar(1), 1, "neg", "this test"));
+  auto neg = pool.call("operator:neg", true, scalar(5), 1, "neg", "this test");
+  REQUIRE_MESSAGE(neg.ok(), neg.status().to_string());
+  CHECK((*neg)[0].as_int64() == -5);
+  auto a = pool.start("conveyor_test_functions:slow", true, scalar(0), 1, "slow", "this test");
+  auto b = pool.start("conveyor_test_functions:slow", true, scalar(1), 1, "slow", "this test");
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK(!pool.start("conveyor_test_functions:slow", true, scalar(2), 1, "slow", "this test"));
+  REQUIRE(pool.requests_in_flight() == std::vector<int>{2}); // both sent, neither answered
+  const int victim = pool.pids().at(0);
+  ::kill(victim, SIGKILL);
+  auto ra = a();
+  auto rb = b();
+  REQUIRE_MESSAGE(ra.ok(), ra.status().to_string());
+  REQUIRE_MESSAGE(rb.ok(), rb.status().to_string());
+  CHECK((*ra)[0].as_int64() == 0);
+  CHECK((*rb)[0].as_int64() == 1);
+  REQUIRE(pool.pids().size() == 1);
+  CHECK(pool.pids()[0] != victim);
+  // Dropped unfinished (its map went away): its reply is read there, not by the next call.
+  pool.start("conveyor_test_functions:slow", true, scalar(7), 1, "slow", "this test");
+  auto next = pool.call("operator:neg", true, scalar(3), 1, "neg", "this test");
+  REQUIRE_MESSAGE(next.ok(), next.status().to_string());
+  CHECK((*next)[0].as_int64() == -3);
+  CHECK(pool.requests_in_flight() == std::vector<int>{0});
+}
