@@ -1,7 +1,8 @@
 // A pool of Python interpreter processes for Python maps with num_parallel_calls > 1: one
 // interpreter runs one call at a time (the GIL), so CPU-bound functions scale only across
 // processes. Each pool process is `PYTHON -c <pool_worker_script()> FD`, started with
-// posix_spawn; element payloads go through two shared memory regions per process (memfd + mmap):
+// posix_spawn; element payloads go through shared memory regions (memfd + mmap), an input and an
+// output one per request slot:
 // the worker writes an element's tensors into the input region once, the function gets numpy
 // views of it, and its results come back through the process's output region, copied once into
 // the new element. A process that dies mid-call (SIGKILL, OOM killer) is replaced and the element
@@ -10,7 +11,8 @@
 //
 // Each process holds up to kPoolDepth requests (python_functions.hpp): the one it runs and the
 // next, already in its socket, so it never waits for the worker between two calls (the parallel
-// map keeps kPoolDepth calls in flight per process).
+// map keeps kPoolDepth calls in flight per process, and sends them with start() from its own
+// thread, so no thread blocks on a queued request).
 #pragma once
 
 #include <condition_variable>
