@@ -618,8 +618,8 @@ Status ProcessPool::after_death(int& deaths, const Status& death) {
 
 // A request sent by start(); finish() reads its reply. Not finished (its map dropped it): the
 // reply is read and dropped here, so the calls queued behind it get theirs. (This waits for the
-// earlier requests' replies: a WorkQueue drops its pending items front to back, in the order they
-// were started, and its running ones read theirs meanwhile.)
+// earlier requests' replies: WorkQueue::cancel_and_wait drops its pending items front to back, in
+// the order they were started, after its running ones read theirs.)
 class PoolCall {
 public:
   PoolCall(ProcessPool& pool, std::shared_ptr<PoolProcess> process, uint64_t ticket,
