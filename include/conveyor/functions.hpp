@@ -79,6 +79,14 @@ struct FunctionDef {
   ElementSpec source_spec; // source: spec of what it yields (may be empty = unknown)
   int64_t source_cardinality = kUnknownCardinality;
   SourceCheckpoint source_checkpoint = SourceCheckpoint::iterator; // source: see above
+  // map: the calls a parallel map keeps in flight per unit of num_parallel_calls, for these
+  // parameters (null: 1). More than 1 lets a function that queues calls (the Python pool: one
+  // running and one waiting per process) start the next one without waiting for the map.
+  std::function<int64_t(const Params&)> calls_per_parallel_call;
+  // map, optional: starts a call without waiting for it when it can (the Python pool sends the
+  // request: a process then always has its next one queued, without a thread blocked per
+  // request); the returned function waits for the result. Null, or a null result: `map`.
+  std::function<std::function<Expected<Element>()>(const Element&, const Params&)> map_start;
 };
 
 class FunctionRegistry {

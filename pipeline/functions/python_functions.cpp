@@ -76,6 +76,16 @@ Status register_python_functions(FunctionRegistry& registry) {
       return spec.status().with_context("Python function" + described(params) + ": `spec`");
     return spec;
   };
+  map.calls_per_parallel_call = [](const Params& params) -> int64_t {
+    auto it = params.find("processes");
+    const int64_t* processes = it == params.end() ? nullptr : std::get_if<int64_t>(&it->second);
+    return processes != nullptr && (*processes > 1 || *processes == kAutotune) ? kPoolDepth : 1;
+  };
+  map.map_start = [](const Element& in,
+                     const Params& params) -> std::function<Expected<Element>()> {
+    PythonRuntime* runtime = python_runtime();
+    return runtime == nullptr ? nullptr : runtime->start_map(in, params);
+  };
   map.doc = "a Python callable (Dataset.map(fn) in Python): pickle=BASE64 or import=MOD:FN";
   map.map = [](const Element& in, const Params& params) -> Expected<Element> {
     auto runtime = runtime_for(params);

@@ -9,6 +9,7 @@
 // without Python functions".
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "conveyor/dataset.hpp"
@@ -24,10 +25,19 @@ inline constexpr const char* kPythonMapFunction = "python";
 inline constexpr const char* kPythonFilterFunction = "python_filter";
 inline constexpr const char* kPythonFlatMapFunction = "python_flat_map";
 
+// Requests in flight per pool process of a map with `processes` > 1: the one it runs and the next,
+// waiting in its socket (process_pool.hpp). The parallel map keeps as many calls per process.
+inline constexpr int kPoolDepth = 2;
+
 class PythonRuntime {
 public:
   virtual ~PythonRuntime() = default;
   virtual Expected<Element> map(const Element& in, const Params& params) = 0;
+  // map's call in two halves when it can start without waiting (a pool map: the request is sent
+  // now), else null; the result waits for the reply.
+  virtual std::function<Expected<Element>()> start_map(const Element&, const Params&) {
+    return nullptr;
+  }
   virtual Expected<bool> predicate(const Element& in, const Params& params) = 0;
   virtual Expected<Dataset> dataset(const Element& in, const Params& params) = 0;
 };

@@ -18,6 +18,8 @@ namespace conveyor::kernels {
 
 namespace {
 
+using MapStartFn = std::function<std::function<Expected<Element>()>(const Element&, const Params&)>;
+
 // `index` counts the map's input elements on this iterator from 0, so a failing element can be
 // found again (tf.data names the function; the index is what makes a bad record findable).
 Status function_error(const std::string& name, int64_t index, const Status& status) {
@@ -71,13 +73,13 @@ private:
 
 class ParallelMapIterator : public Iterator {
 public:
-  ParallelMapIterator(IteratorPtr input, MapFn fn, Params params, std::string name,
-                      int64_t parallelism, bool deterministic, std::shared_ptr<ExecutorGroup> group,
-                      MemoryBudget* budget, StopCheck stop)
+  ParallelMapIterator(IteratorPtr input, MapFn fn, MapStartFn start, Params params,
+                      std::string name, int64_t in_flight, bool deterministic,
+                      std::shared_ptr<ExecutorGroup> group, MemoryBudget* budget, StopCheck stop)
     : group_(std::move(group)), input_(std::move(input)),
-      fn_(std::make_shared<MapFn>(std::move(fn))),
+      fn_(std::make_shared<MapFn>(std::move(fn))), start_(std::move(start)),
       params_(std::make_shared<Params>(std::move(params))), name_(std::move(name)),
-      parallelism_(parallelism), deterministic_(deterministic), budget_(budget), stop_(stop),
+      in_flight_(in_flight), deterministic_(deterministic), budget_(budget), stop_(stop),
       shared_(std::make_shared<Shared>()) {}
 
   // The queue (declared last) is destroyed first: it drops the calls not started and waits
@@ -87,10 +89,10 @@ public:
 
   Status get_next(Element& out, bool& end_of_sequence) override {
     end_of_sequence = false;
-    // Keep `parallelism_` calls in flight. An input `unavailable` takes its place in the stream
+    // Keep `in_flight_` calls in flight. An input `unavailable` takes its place in the stream
     // like an error, and the input is not asked again until the caller has received it.
     while (!input_done_ && !waiting_for_retry_ &&
-           static_cast<int64_t>(slots_.size()) < parallelism_) {
+           static_cast<int64_t>(slots_.size()) < in_flight_) {
       CONVEYOR_RETURN_IF_ERROR(stop_.check("map"));
       Element in;
       bool end = false;
@@ -178,6 +180,19 @@ private:
   void submit(const std::shared_ptr<Slot>& slot, Element in, int64_t index) {
     if (!queue_)
       queue_ = Executor::shared().make_queue(group_);
+    // A function that can start a call without waiting (the Python pool) starts it here; the
+    // queued item only waits for its result.
+    if (start_ && !stop_.stopped()) {
+      if (auto started = start_(in, *params_)) {
+        queue_->submit([slot, started = std::move(started), shared = shared_, name = name_, index,
+                        budget = budget_]() {
+          FunctionMemoryScope scope(budget);
+          // (even when stopped: the reply is read, not left in the way of the next call's)
+          finish(*slot, *shared, started(), name, index);
+        });
+        return;
+      }
+    }
     // The budget and the stop flag outlive this iterator (IteratorContext), and so its calls:
     // the queue waits for the running ones when it is destroyed.
     queue_->submit([slot, in = std::move(in), fn = fn_, params = params_, shared = shared_,
@@ -188,14 +203,19 @@ private:
         FunctionMemoryScope scope(budget);
         mapped = (*fn)(in, *params);
       }
-      if (!mapped.ok())
-        mapped = function_error(name, index, mapped.status());
-      std::lock_guard<std::mutex> lock(shared->mu);
-      slot->result = std::move(mapped);
-      slot->done = true;
-      if (shared->consumer_waiting)
-        shared->finished.notify_one();
+      finish(*slot, *shared, std::move(mapped), name, index);
     });
+  }
+
+  static void finish(Slot& slot, Shared& shared, Expected<Element> mapped, const std::string& name,
+                     int64_t index) {
+    if (!mapped.ok())
+      mapped = function_error(name, index, mapped.status());
+    std::lock_guard<std::mutex> lock(shared.mu);
+    slot.result = std::move(mapped);
+    slot.done = true;
+    if (shared.consumer_waiting)
+      shared.finished.notify_one();
   }
 
   // The first slot (deterministic) or the first finished one, removed from `slots_`. While
@@ -272,9 +292,10 @@ private:
   std::shared_ptr<ExecutorGroup> group_; // the job's share of the executor (null: its own)
   IteratorPtr input_;
   std::shared_ptr<const MapFn> fn_;
+  MapStartFn start_; // null: every call runs fn_ on the executor
   std::shared_ptr<const Params> params_;
   std::string name_;
-  int64_t parallelism_;
+  int64_t in_flight_; // num_parallel_calls x the function's calls_per_parallel_call
   bool deterministic_;
   MemoryBudget* budget_;
   StopCheck stop_;
@@ -320,9 +341,14 @@ MakeResult make_map(const NodePtr& node, const KernelContext& kctx) {
   if (parallelism == 1)
     return IteratorPtr(std::make_unique<MapIterator>(
       std::move(*input), (*def)->map, std::move(params), ref.name, kctx.memory(), kctx.stop()));
+  // A function that queues calls (the Python pool) gets more in flight than it runs at once.
+  const int64_t per_call = (*def)->calls_per_parallel_call
+                             ? std::max<int64_t>(1, (*def)->calls_per_parallel_call(params))
+                             : 1;
   return IteratorPtr(std::make_unique<ParallelMapIterator>(
-    std::move(*input), (*def)->map, std::move(params), ref.name, parallelism,
-    node->bool_attr("deterministic"), kctx.executor_group(), kctx.memory(), kctx.stop()));
+    std::move(*input), (*def)->map, (*def)->map_start, std::move(params), ref.name,
+    parallelism * per_call, node->bool_attr("deterministic"), kctx.executor_group(), kctx.memory(),
+    kctx.stop()));
 }
 
 } // namespace conveyor::kernels

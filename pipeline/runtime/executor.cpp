@@ -353,6 +353,11 @@ void WorkQueue::cancel_and_wait() {
     ex_.unready_if_idle_locked(group_.get());
   }
   idle_.wait(lock, [this] { return running_ == 0; });
+  lock.unlock();
+  // Front to back (a deque's own destructor does not promise it): a dropped item may wait in its
+  // destructor for the ones queued before it (a started Python pool call reads its reply in turn).
+  while (!dropped.empty())
+    dropped.pop_front();
 }
 
 } // namespace conveyor

@@ -9,21 +9,29 @@ The pipelines run in this process as a worker runs them (Dataset._collect: the p
 call the function, this thread waits without the GIL), so the figures are the function's path, not
 the network's. Parts:
   overhead   `lambda x: x + 1` (a new array per element) and the identity (returned unchanged: the
-             element's own tensor goes on, no copy) on 8-byte int64 scalars and 1 MiB arrays
-             (int64 vectors: uint8 is not a tensor dtype yet), in the worker's interpreter
-             (num_parallel_calls=1) and through the pool (num_parallel_calls=2); per element, the
-             map's time (the pipeline minus the same pipeline without the map) and the plain loop
-             `for x in values: fn(x)` over numpy arrays held in memory, and their ratio.
+             element's own tensor goes on, no copy) on 8-byte int64 scalars and 1 MiB uint8 arrays,
+             in the worker's interpreter (num_parallel_calls=1) and through the pool
+             (num_parallel_calls=2); per element, side by side: the same pipeline without the map
+             (base), with it (mapped), their difference (the map's time: mapped - base, with the
+             spread of the mapped runs) and the plain loop `for x in values: fn(x)` over numpy
+             arrays held in memory, and the map's time / the loop's.
   cpu        a CPU-bound map (a pure-Python loop of --work iterations per element) with
              num_parallel_calls = each of --parallel (1: the worker's interpreter; N > 1: N pool
-             processes), elements/s, the ratio to the first and to N.
+             processes), elements/s, the ratio to the first and to N; beside each N > 1 what the
+             machine allows: N plain interpreter processes running the same loop at once (their
+             elements/s together, the same ratios).
   service    (--service) the overhead part read through an in-process dispatcher and worker.
-Each figure is the median of --reps runs after one warm-up run (which starts the pool processes).
+Every run lasts at least --seconds (after a warm-up run, which starts the pool processes, the
+element count grows until a run lasts a quarter of it, and is then scaled up; 8-byte base pipelines
+stop at MAX_ELEMENTS); each figure is the fastest of --reps runs (the least disturbed by other
+load; a slow base run no longer drives the difference negative; base and mapped are printed
+side by side with the spread of the mapped runs), and
+the load average is printed with each part.
 """
 
 import argparse
 import os
-import statistics
+import subprocess
 import sys
 import time
 
@@ -53,94 +61,207 @@ def burn(work):
     return f
 
 
+BIG = 1 << 20
+KEPT = 1000
+MAX_ELEMENTS = 1 << 26  # 8-byte base pipelines may stop here, short of --seconds
+
+
 def dataset_for(size, elements):
     if size == 8:
         return conveyor.Dataset.range(elements)
-    n = size // 8
-    return conveyor.Dataset.range(n).batch(n, drop_remainder=True).cache().repeat(elements)
+    return conveyor.Dataset.from_tensors(np.zeros(BIG, np.uint8)).repeat(elements)
 
 
 def values_for(size, elements):
     if size == 8:
         return [np.int64(i) for i in range(elements)]
-    one = np.arange(size // 8, dtype=np.int64)
-    return [one] * elements
+    return [np.zeros(BIG, np.uint8)] * elements
 
 
-def timed(run):
-    start = time.perf_counter()
-    run()
-    return time.perf_counter() - start
+def plain_loop(fn, size):
+    """`for x in values: fn(x)` over n elements: 1000 values held in memory, cycled."""
+    chunk = values_for(size, 1000)
 
-
-def median_of(reps, run):
-    run()  # warm-up: pool processes start, functions are unpickled
-    return statistics.median(timed(run) for _ in range(reps))
-
-
-def collect_seconds(ds, elements):
-    def run():
-        got = len(ds._collect())
-        if got != elements:
-            raise SystemExit(f"got {got} elements, expected {elements}")
+    def run(n):
+        for _ in range(n // len(chunk)):
+            for v in chunk:
+                fn(v)
+        for v in chunk[:n % len(chunk)]:
+            fn(v)
     return run
 
 
-def service_seconds(target, ds, elements):
-    def run():
-        got = sum(1 for _ in conveyor.distribute(ds, target, "distributed_epoch"))
-        if got != elements:
-            raise SystemExit(f"read {got} elements, expected {elements}")
+def load():
+    return "load %.2f %.2f %.2f" % os.getloadavg()
+
+
+def collect(make_ds):
+    # _collect holds what it returns: the pipeline keeps every KEPT-th element (shard), so a run of
+    # new 1 MiB arrays does not grow this process by a megabyte per element.
+    def run(n):
+        got = len(make_ds(n).shard(KEPT, 0)._collect())
+        if got != (n + KEPT - 1) // KEPT:
+            raise SystemExit(f"got {got} of {n} elements, expected every {KEPT}th")
     return run
+
+
+def through_service(target):
+    def runner(make_ds):
+        def run(n):
+            got = sum(1 for _ in conveyor.distribute(make_ds(n), target, "distributed_epoch"))
+            if got != n:
+                raise SystemExit(f"read {got} elements, expected {n}")
+        return run
+    return runner
+
+
+def cpu_seconds():
+    """(this process's CPU seconds, its live children's: the pool processes)"""
+    me, tick, children = os.getpid(), os.sysconf("SC_CLK_TCK"), 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == me:
+                children += (int(fields[11]) + int(fields[12])) / tick
+    return time.process_time(), children
+
+
+def per_element(args, run, start=100, cpu=None):
+    """Seconds per element of `run(n)`, one per rep: a warm-up run of `start` elements (it starts the
+    pool processes), runs of growing n until one lasts --seconds / 4, then --reps runs of enough
+    elements to last --seconds each. `cpu`, a list: gets
+    the CPU seconds per element of this process and of its children over the reps."""
+    run(start)  # warm-up: pool processes start, functions are unpickled (not a measure of n)
+    n = start
+    while True:
+        t0 = time.perf_counter()
+        run(n)
+        took = time.perf_counter() - t0
+        if took >= args.seconds / 4 or n >= MAX_ELEMENTS:
+            break
+        n *= 4 if took < args.seconds / 16 else 2
+    n = min(max(n, int(n * args.seconds / max(took, 1e-9) * 1.1)), MAX_ELEMENTS)
+    out = []
+    before = cpu_seconds()
+    for _ in range(args.reps):
+        t0 = time.perf_counter()
+        run(n)
+        out.append((time.perf_counter() - t0) / n)
+    if cpu is not None:
+        cpu[:] = [(b - a) / (n * args.reps) for a, b in zip(before, cpu_seconds())]
+    return out
+
+
+def us(x):
+    return f"{x * 1e6:9.2f}"
 
 
 def overhead(args, runner, label):
-    print(f"overhead per element ({label}), median of {args.reps}: map's time / plain loop")
-    for size, n in ((8, args.elements), (1 << 20, args.big_elements)):
-        base = median_of(args.reps, runner(dataset_for(size, n), n)) / n
-        values = values_for(size, n)
+    print(f"overhead per element ({label}), us, fastest of {args.reps} runs of >= {args.seconds} s; {load()}")
+    print(f"  {'':>8}   {'function':>8} {'where':<11}: {'base':>9} {'mapped':>9} {'map':>9} {'spread':>9}"
+          f" | {'loop':>9} | map/loop")
+    for size in (8, BIG):
+        base = min(per_element(args, runner(lambda n: dataset_for(size, n))))
         for fn, name in ((plus_one, "x + 1"), (identity, "identity")):
-            loop = median_of(args.reps, lambda: [fn(v) for v in values]) / n
+            loop = min(per_element(args, plain_loop(fn, size)))
             for parallel in (1, 2):
-                ds = dataset_for(size, n).map(fn, num_parallel_calls=parallel)
-                mapped = median_of(args.reps, runner(ds, n)) / n
-                where = "interpreter" if parallel == 1 else "pool of 2  "
-                share = mapped - base
-                print(f"  {size:>8} B {name:>8} {where}: {share * 1e6:9.2f} us / {loop * 1e6:8.2f} us"
-                      f" = {share / loop if loop > 0 else float('nan'):8.2f} x")
+                mapped = per_element(args, runner(
+                    lambda n: dataset_for(size, n).map(fn, num_parallel_calls=parallel)))
+                where = "interpreter" if parallel == 1 else "pool of 2"
+                share = min(mapped) - base
+                print(f"  {size:>8} B {name:>8} {where:<11}: {us(base)} {us(min(mapped))} {us(share)}"
+                      f" {us(max(mapped) - min(mapped))} | {us(loop)} | {share / loop:8.2f} x")
+
+
+# N plain interpreters running the CPU-bound loop at once: what the machine allows N processes.
+PLAIN = r"""
+import sys, time
+import numpy as np
+work, n = int(sys.argv[1]), int(sys.argv[2])
+def f(x):
+    acc = 0
+    for i in range(work):
+        acc += i * i
+    return x + (acc & 1)
+values = [np.int64(i) for i in range(n)]
+sys.stdout.write("ready\n"); sys.stdout.flush()
+sys.stdin.readline()  # all start together
+t0 = time.perf_counter()
+for v in values:
+    f(v)
+print(time.perf_counter() - t0)
+"""
+
+
+def plain_processes(args, count, elements):
+    """Elements/s of `count` plain interpreter processes each looping over elements/count."""
+    each = max(1, elements // count)
+    procs = [subprocess.Popen([sys.executable, "-c", PLAIN, str(args.work), str(each)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+             for _ in range(count)]
+    for p in procs:
+        if p.stdout.readline().strip() != "ready":
+            raise SystemExit("a plain process did not start")
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    took = max(float(p.communicate()[0]) for p in procs)
+    return each * count / took
+
+
+def cpu(args):
+    print(f"CPU-bound map ({args.work} iterations per element), elements/s, fastest of {args.reps} runs"
+          f" of >= {args.seconds} s; {load()}")
+    print("  (CPU: per element, this process + its pool processes, over the runs; plain: N plain\n"
+          "  interpreters looping at once, the most the machine gave them in --reps tries)")
+    fn = burn(args.work)
+    used = []
+    loop = per_element(args, plain_loop(fn, 8), start=10, cpu=used)
+    print(f"  plain loop:             {1 / min(loop):9.1f}/s  CPU {us(used[0])} us")
+    base = None
+    for p in (int(v) for v in args.parallel.split(",")):
+        took = per_element(args, collect(
+            lambda n: conveyor.Dataset.range(n).map(fn, num_parallel_calls=p)), start=10, cpu=used)
+        rate = 1 / min(took)
+        base = base or rate
+        line = (f"  num_parallel_calls={p:<3}: {rate:9.1f}/s  {rate / base:.2f} x the first, "
+                f"{rate / base / p:.2f} x N;  CPU {us(used[0])} + {us(used[1])} us")
+        if p > 1:
+            elements = int(rate * args.seconds) + p
+            plain = max(plain_processes(args, p, elements) for _ in range(args.reps))
+            line += (f";  {p} plain: {plain:9.1f}/s ({plain / base / p:.2f} x N; the map "
+                     f"{rate / plain:.2f} x theirs)")
+        print(line)
+    print(f"  ({load()})")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--elements", type=int, default=20000, help="elements per 8-byte run")
-    ap.add_argument("--big-elements", type=int, default=200, help="elements per 1 MiB run")
-    ap.add_argument("--cpu-elements", type=int, default=400, help="elements per CPU-bound run")
+    ap.add_argument("--seconds", type=float, default=1.0, help="the least duration of one run")
     ap.add_argument("--work", type=int, default=20000, help="loop iterations per CPU-bound element")
     ap.add_argument("--parallel", default="1,2", help="num_parallel_calls values of the CPU-bound map")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--parts", default="overhead,cpu", help="which parts: overhead, cpu (comma-separated)")
     ap.add_argument("--service", action="store_true", help="also read the overhead part through the service")
     args = ap.parse_args()
+    parts = set(args.parts.split(","))
+    if not parts <= {"overhead", "cpu"} or args.reps < 1 or args.seconds <= 0:
+        ap.error(f"--parts takes overhead and/or cpu (got {args.parts!r}); --reps >= 1; --seconds > 0")
 
-    overhead(args, collect_seconds, "the pipeline in this process")
-
-    print(f"CPU-bound map ({args.work} iterations per element), elements/s, median of {args.reps}")
-    fn = burn(args.work)
-    values = values_for(8, args.cpu_elements)
-    loop = median_of(args.reps, lambda: [fn(v) for v in values])
-    print(f"  plain loop:             {args.cpu_elements / loop:9.1f}/s")
-    base = None
-    for p in (int(v) for v in args.parallel.split(",")):
-        ds = conveyor.Dataset.range(args.cpu_elements).map(fn, num_parallel_calls=p)
-        rate = args.cpu_elements / median_of(args.reps, collect_seconds(ds, args.cpu_elements))
-        base = base or rate
-        print(f"  num_parallel_calls={p:<3}: {rate:9.1f}/s  ({rate / base:.2f} x the first, "
-              f"{rate / base / p:.2f} x N)")
+    if "overhead" in parts:
+        overhead(args, collect, "the pipeline in this process")
+    if "cpu" in parts:
+        cpu(args)
 
     if args.service:
         dispatcher = conveyor.DispatchServer()
         worker = conveyor.WorkerServer(dispatcher_address=dispatcher.target)
         try:
-            overhead(args, lambda ds, n: service_seconds(dispatcher.target, ds, n),
+            overhead(args, through_service(dispatcher.target),
                      "read through an in-process dispatcher and worker")
         finally:
             worker.stop()

@@ -268,6 +268,48 @@ def test_sigkill_of_a_pool_process_loses_no_element(cluster):
     assert sorted(got) == list(range(n))  # the element it was running ran again elsewhere
 
 
+def test_sigkill_of_a_pool_process_with_requests_queued_keeps_every_element_once_in_order(tmp_path):
+    # A pool process holds two requests (one running, the next queued in its socket): killing the
+    # one running element 20 reruns every element it held, once, and the map's order holds.
+    import signal
+
+    marker = tmp_path / "element-20"
+
+    def slow(x):
+        import os as o
+        import time as t
+        if int(x) == 20:
+            tmp = str(marker) + ".tmp"
+            with open(tmp, "w") as f:
+                f.write(str(o.getpid()))
+            o.rename(tmp, str(marker))  # whole, or not there
+        t.sleep(0.005)
+        return x
+
+    n = 300
+    ds = conveyor.Dataset.range(n).map(slow, num_parallel_calls=2)
+    got, failed = [], []
+
+    def collect():
+        try:
+            got.extend(ds._collect())
+        except Exception as e:  # noqa: BLE001 - reported below
+            failed.append(e)
+
+    reader = threading.Thread(target=collect)
+    reader.start()
+    deadline = time.monotonic() + 60
+    while not marker.exists() and reader.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert marker.exists(), "element 20 never started"
+    victim = int(marker.read_text())
+    os.kill(victim, signal.SIGKILL)
+    reader.join(120)
+    assert not reader.is_alive() and not failed, failed
+    assert ints(got) == list(range(n))
+    assert victim not in pool_processes()
+
+
 # ---------------------------------------------------------------- a real `conveyor worker` process
 
 class WorkerProcess:

@@ -67,18 +67,26 @@ private:
 // A cache this large means functions come and go (one per job): start over rather than grow.
 constexpr std::size_t kMaxCachedFunctions = 1024;
 
-std::string param(const Params& params, const char* key) {
+const std::string& param_ref(const Params& params, const char* key) {
+  static const std::string none;
   auto it = params.find(key);
   if (it == params.end() || !std::holds_alternative<std::string>(it->second))
-    return {};
+    return none;
   return std::get<std::string>(it->second);
 }
+
+std::string param(const Params& params, const char* key) { return param_ref(params, key); }
 
 int64_t int_param(const Params& params, const char* key) {
   auto it = params.find(key);
   return it != params.end() && std::holds_alternative<int64_t>(it->second)
            ? std::get<int64_t>(it->second)
            : 0;
+}
+
+int64_t pool_size(int64_t processes) {
+  return processes == kAutotune ? std::max<int64_t>(2, std::thread::hardware_concurrency())
+                                : processes;
 }
 
 std::string default_worker_name() {
@@ -132,14 +140,29 @@ public:
                               "(a pool of that many processes) or -1 (AUTOTUNE), got " +
                               std::to_string(processes));
     if (processes > 1 || processes == kAutotune)
-      return pool_map(in, params,
-                      processes == kAutotune
-                        ? std::max<int64_t>(2, std::thread::hardware_concurrency())
-                        : processes);
+      return pool_map(in, params, pool_size(processes));
     return call<Element>(in, params,
                          [](py::handle result, const std::string& what, const Arguments& passed) {
                            return element_from_python(result, "the result of " + what, &passed);
                          });
+  }
+
+  std::function<Expected<Element>()> start_map(const Element& in, const Params& params) override {
+    const int64_t processes = int_param(params, "processes");
+    if (processes <= 1 && processes != kAutotune)
+      return nullptr;
+    const std::string& pickled = param_ref(params, "pickle");
+    const std::string& import = param_ref(params, "import");
+    if (pickled.empty() == import.empty())
+      return nullptr; // map() reports it
+    auto pool = ensure_pool();
+    if (!pool.ok())
+      return nullptr;
+    std::string name = param(params, "qualname");
+    if (name.empty())
+      name = import.empty() ? "<python>" : import;
+    return (*pool)->start(pickled.empty() ? import : pickled, !import.empty(), in,
+                          pool_size(processes), name, worker_name());
   }
 
   Expected<bool> predicate(const Element& in, const Params& params) override {
@@ -197,9 +220,10 @@ public:
 
 private:
   // num_parallel_calls > 1: the call runs in a pool process, without this process's GIL.
+  // (Per element: the pickle, often kilobytes, is read in place, not copied.)
   Expected<Element> pool_map(const Element& in, const Params& params, int64_t processes) {
-    const std::string pickled = param(params, "pickle");
-    const std::string import = param(params, "import");
+    const std::string& pickled = param_ref(params, "pickle");
+    const std::string& import = param_ref(params, "import");
     std::string name = param(params, "qualname");
     if (name.empty())
       name = import.empty() ? "<python>" : import;
@@ -248,7 +272,14 @@ private:
 
   std::string worker_name() {
     std::lock_guard<std::mutex> lock{mu_};
-    return worker_name_.empty() ? default_worker_name() : worker_name_;
+    if (!worker_name_.empty())
+      return worker_name_;
+    // Made once per process (a pool map asks per element; a forked child has its own pid).
+    if (default_name_pid_ != ::getpid()) {
+      default_name_ = default_worker_name();
+      default_name_pid_ = ::getpid();
+    }
+    return default_name_;
   }
 
   // Under mu_ and the GIL: puts the pending --python-path entries in front of sys.path.
@@ -385,6 +416,8 @@ private:
   std::vector<std::string> paths_;
   std::size_t applied_paths_ = 0;
   std::string worker_name_;
+  std::string default_name_; // default_worker_name() of process default_name_pid_
+  pid_t default_name_pid_ = -1;
   // Under the GIL. Leaked with the runtime: py::objects must not be released after Python ends.
   std::unordered_map<std::string, py::object> cache_;
 };

@@ -1,11 +1,14 @@
 // The program a Python pool process runs (`python3 -c SCRIPT FD`), kept as text here so that a
 // worker needs no installed package to start its pool. Protocol (process_pool.cpp): one
-// SOCK_SEQPACKET message per request and per reply on FD; element payloads live in two shared
-// memory regions (memfd): the parent's input region, whose descriptor comes with a request when it
-// was (re)made, and this process's output region, whose descriptor goes with a reply likewise.
-//   request: "<QBQQI" fn id, load kind (0 loaded, 1 pickle, 2 import), load offset, load length,
-//            component count; per component: name length "B" + dtype name, "I" rank, "q" * rank
-//            dims, "QQ" offset, length (strings: a table of "QQ" offset, length per entry).
+// SOCK_SEQPACKET message per request and per reply on FD, replies in request order; element
+// payloads live in shared memory regions (memfd), two per request slot (the parent keeps up to
+// kPoolDepth requests in flight, request k in slot k % kPoolDepth): the parent's input region,
+// whose descriptor comes with a request when it was (re)made, and this process's output region,
+// whose descriptor goes with a reply likewise.
+//   request: "<QBBQQI" fn id, slot, load kind (0 loaded, 1 pickle, 2 import), load offset, load
+//            length, component count; per component: name length "B" + dtype name, "I" rank,
+//            "q" * rank dims, "QQ" offset, length (strings: a table of "QQ" offset, length per
+//            entry).
 //   reply:   b"K" + the same component layout (offsets into the output region; dtype "@J": the
 //            function returned argument J unchanged), or
 //            b"E" + module NUL summary NUL traceback (module: the one an ImportError names).
@@ -15,7 +18,7 @@ namespace conveyor::python {
 
 const char* pool_worker_script() {
   return R"PY(
-import base64, importlib, mmap, os, pickle, signal, socket, struct, sys, traceback
+import array, base64, importlib, mmap, os, pickle, signal, socket, struct, sys, traceback
 import numpy as np
 
 # Ctrl-C in the worker's terminal reaches its whole process group: the worker decides when the pool
@@ -24,29 +27,46 @@ signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=int(sys.argv[1]))
 sys.path[:0] = sys.argv[2:]  # the worker's sys.path first: its --python-path, the client's modules
-functions = {}
-in_map = None
-out_fd = os.memfd_create("conveyor-pool-out")
-out_map = None
-out_size = 0
+functions = {}  # fn id -> the callable, or the exception loading it raised
+SLOTS = 2  # kPoolDepth
+in_maps = [None] * SLOTS
+out_fds = [os.memfd_create("conveyor-pool-out") for _ in range(SLOTS)]
+out_maps = [None] * SLOTS
+out_sizes = [0] * SLOTS
+# Parsed once: the per-call cost is what a CPU-bound map pays per element.
+REQUEST = struct.Struct("<QBBQQ")  # then the components, from their count on
+U8, U32, QQ = struct.Struct("<B"), struct.Struct("<I"), struct.Struct("<QQ")
+FD_SPACE = socket.CMSG_SPACE(array.array("i").itemsize)
+request_buf = bytearray(1 << 20)
+request_view = memoryview(request_buf)
+dtypes = {}  # name -> np.dtype
+shape_structs = {}  # rank -> struct of the dims
+headers = {}  # (dtype name, shape) -> their bytes in a reply (before offset and length)
+
+
+def dims(rank):
+    s = shape_structs.get(rank)
+    if s is None:
+        s = shape_structs[rank] = struct.Struct("<%dq" % rank)
+    return s
 
 
 def read_components(data, pos, region):
-    (count,) = struct.unpack_from("<I", data, pos)
+    (count,) = U32.unpack_from(data, pos)
     pos += 4
     out = []
     for _ in range(count):
-        (n,) = struct.unpack_from("<B", data, pos)
+        n = data[pos]
         pos += 1
-        dtype = data[pos:pos + n].decode()
+        name = bytes(data[pos:pos + n])
         pos += n
-        (rank,) = struct.unpack_from("<I", data, pos)
+        (rank,) = U32.unpack_from(data, pos)
         pos += 4
-        shape = struct.unpack_from("<%dq" % rank, data, pos)
+        shape = dims(rank).unpack_from(data, pos)
         pos += 8 * rank
-        offset, length = struct.unpack_from("<QQ", data, pos)
+        offset, length = QQ.unpack_from(data, pos)
         pos += 16
-        if dtype == "string":
+        if name == b"string":
             table = np.frombuffer(region, dtype="<u8", count=length // 8, offset=offset)
             items = [bytes(region[int(table[2 * i]):int(table[2 * i] + table[2 * i + 1])])
                      for i in range(len(table) // 2)]
@@ -57,8 +77,11 @@ def read_components(data, pos, region):
                 arr[:] = items
                 out.append(arr.reshape(shape))
         else:
-            count_ = length // np.dtype(dtype).itemsize
-            out.append(np.frombuffer(region, dtype=dtype, count=count_, offset=offset).reshape(shape))
+            dtype = dtypes.get(name)
+            if dtype is None:
+                dtype = dtypes[name] = np.dtype(name.decode())
+            a = np.frombuffer(region, dtype=dtype, count=length // dtype.itemsize, offset=offset)
+            out.append(a.reshape(shape) if rank != 1 else a)
     return out
 
 
@@ -72,18 +95,29 @@ def load(kind, blob):
     return fn
 
 
-def ensure_out(size):
-    global out_map, out_size
-    if size <= out_size:
+def ensure_out(slot, size):
+    if size <= out_sizes[slot]:
         return False
-    new_size = max(size, 2 * out_size, 1 << 16)
-    os.ftruncate(out_fd, new_size)
-    out_map = mmap.mmap(out_fd, new_size)  # the old map goes when nothing views it any more
-    out_size = new_size
+    new_size = max(size, 2 * out_sizes[slot], 1 << 16)
+    os.ftruncate(out_fds[slot], new_size)
+    out_maps[slot] = mmap.mmap(out_fds[slot], new_size)  # the old map goes when nothing views it
+    out_sizes[slot] = new_size
     return True
 
 
-def encode(result, args):
+def header(dtype, shape):
+    key = (dtype, shape)
+    h = headers.get(key)
+    if h is None:
+        if len(headers) > 4096:  # shapes that vary per element: keep it bounded
+            headers.clear()
+        name = dtype.encode()
+        h = headers[key] = (U8.pack(len(name)) + name + U32.pack(len(shape)) +
+                            dims(len(shape)).pack(*shape))
+    return h
+
+
+def encode(slot, result, args):
     parts = result if isinstance(result, tuple) else (result,)
     if not parts:
         raise ValueError("the function returned an empty tuple; an element needs a component")
@@ -107,18 +141,18 @@ def encode(result, args):
         else:
             if not a.dtype.isnative:
                 a = a.astype(a.dtype.newbyteorder("="))
-            a = np.ascontiguousarray(a)
+            if not a.flags.c_contiguous:
+                a = np.ascontiguousarray(a)
             prepared.append((a.dtype.name, a.shape, a))
             total += a.nbytes + 16
-    grew = ensure_out(total)
-    header = [b"K", struct.pack("<I", len(prepared))]
+    grew = ensure_out(slot, total)
+    out_map = out_maps[slot]
+    reply = [b"K", U32.pack(len(prepared))]
     pos = 0
     for dtype, shape, payload in prepared:
-        name = dtype.encode()
-        header += [struct.pack("<B", len(name)), name, struct.pack("<I", len(shape)),
-                   struct.pack("<%dq" % len(shape), *shape)]
+        reply.append(header(dtype, shape))
         if payload is None:
-            header.append(struct.pack("<QQ", 0, 0))
+            reply.append(QQ.pack(0, 0))
             continue
         if dtype == "string":
             table_at = pos
@@ -129,37 +163,50 @@ def encode(result, args):
                 table += [pos, len(item)]
                 pos += len(item)
             out_map[table_at:table_at + 16 * len(payload)] = struct.pack("<%dQ" % len(table), *table)
-            header.append(struct.pack("<QQ", table_at, 16 * len(payload)))
+            reply.append(QQ.pack(table_at, 16 * len(payload)))
         else:
             n = payload.nbytes
             if n:
-                np.frombuffer(out_map, dtype=np.uint8, count=n, offset=pos)[:] = payload.view(np.uint8).reshape(-1)
-            header.append(struct.pack("<QQ", pos, n))
+                np.frombuffer(out_map, dtype=np.uint8, count=n, offset=pos)[:] = payload.reshape(-1).view(np.uint8)
+            reply.append(QQ.pack(pos, n))
             pos += n
         pos = (pos + 15) & ~15
-    return b"".join(header), grew
+    return b"".join(reply), grew
 
 
 while True:
     try:
-        msg, fds, _, _ = socket.recv_fds(sock, 1 << 20, 1)
+        size, ancdata, _, _ = sock.recvmsg_into([request_buf], FD_SPACE)
     except OSError:
         break
-    if not msg:
+    if not size:
         break
-    if fds:  # a new input region; arrays a function kept still view the old one
-        in_map = mmap.mmap(fds[0], 0, prot=mmap.PROT_READ)
-        os.close(fds[0])
+    for level, kind_, data in ancdata:  # a new input region; arrays a function kept view the old
+        if level == socket.SOL_SOCKET and kind_ == socket.SCM_RIGHTS:
+            fd = array.array("i", data[:array.array("i").itemsize])[0]
+            slot_ = request_buf[8]
+            in_maps[slot_] = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+            os.close(fd)
     try:
-        fn_id, kind, load_at, load_len = struct.unpack_from("<QBQQ", msg, 0)
-        if fn_id not in functions:
+        fn_id, slot, kind, load_at, load_len = REQUEST.unpack_from(request_buf, 0)
+        fn = functions.get(fn_id)
+        if fn is None:
             if kind == 0:
                 raise RuntimeError("function %d was never sent to this pool process" % fn_id)
-            functions[fn_id] = load(kind, bytes(in_map[load_at:load_at + load_len]))
-        args = read_components(msg, 25, in_map)
-        reply, grew = encode(functions[fn_id](*args), args)
+            try:
+                fn = load(kind, bytes(in_maps[slot][load_at:load_at + load_len]))
+            except BaseException as e:  # noqa: BLE001 - the requests queued behind it raise it too
+                fn = e
+            functions[fn_id] = fn
+        if isinstance(fn, BaseException):
+            raise fn
+        args = read_components(request_view[:size], REQUEST.size, in_maps[slot])
+        reply, grew = encode(slot, fn(*args), args)
         del args
-        socket.send_fds(sock, [reply], [out_fd] if grew else [])
+        if grew:
+            socket.send_fds(sock, [reply], [out_fds[slot]])
+        else:
+            sock.send(reply)
     except BaseException as e:  # noqa: BLE001 - every failure goes back to the worker
         module = getattr(e, "name", None) if isinstance(e, ImportError) else None
         text = "%s: %s" % (type(e).__name__, e) if str(e) else type(e).__name__

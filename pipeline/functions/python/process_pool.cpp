@@ -68,15 +68,38 @@ std::string describe_exit(int status) {
 
 } // namespace
 
-// One pool process: its socket, and the two shared memory regions.
+// One shared memory region (memfd + mmap).
+struct Region {
+  int fd = -1;
+  unsigned char* map = nullptr;
+  std::size_t size = 0;
+
+  ~Region() { reset(); }
+  void unmap() {
+    if (map != nullptr)
+      ::munmap(map, size);
+    map = nullptr;
+    size = 0;
+  }
+  void reset() {
+    unmap();
+    if (fd >= 0)
+      ::close(fd);
+    fd = -1;
+  }
+};
+
+// One pool process: its socket and, per request slot, an input and an output region. Up to
+// kPoolDepth requests are in flight on it (the next one waits in its socket while it runs one):
+// request k uses slot k % kPoolDepth, and the replies come back in request order, each read by
+// the thread that sent its request, in turn. The pool hands a process to a new call only while
+// fewer than kPoolDepth are in flight, so slot k is free again when request k + kPoolDepth is
+// written (the call of request k has copied its result out).
 class PoolProcess {
 public:
   ~PoolProcess() {
-    unmap(in_map_, in_size_);
-    unmap(out_map_, out_size_);
-    for (int fd : {sock_, in_fd_, out_fd_})
-      if (fd >= 0)
-        ::close(fd);
+    if (sock_ >= 0)
+      ::close(sock_);
     if (pid_ > 0) {
       ::kill(pid_, SIGKILL);
       int status = 0;
@@ -84,12 +107,12 @@ public:
     }
   }
 
-  static Expected<std::unique_ptr<PoolProcess>> start(const std::string& python,
+  static Expected<std::shared_ptr<PoolProcess>> start(const std::string& python,
                                                       const std::vector<std::string>& sys_path) {
     int fds[2];
     if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0)
       return io_error(std::string{"Python pool: socketpair: "} + std::strerror(errno));
-    auto process = std::unique_ptr<PoolProcess>(new PoolProcess);
+    auto process = std::shared_ptr<PoolProcess>(new PoolProcess);
     process->sock_ = fds[0];
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
@@ -110,20 +133,101 @@ public:
     if (rc != 0)
       return io_error("Python pool: cannot start `" + python + "`: " + std::strerror(rc));
     process->pid_ = pid;
+    process->pid_shown_ = pid;
     return process;
   }
 
-  int pid() const { return pid_; }
+  int pid() const { return pid_shown_; }
 
-  // The outcome of one call: `died` when the process went away (the result is then an error
-  // describing it, and the caller replaces the process).
+  // Requests sent to it and not answered yet.
+  int unanswered() {
+    std::lock_guard<std::mutex> lock{mu_};
+    return static_cast<int>(sent_ - received_);
+  }
+
+  // The outcome of one call: `died` when the process went away before its reply came (the
+  // result is then an error describing it, and the caller runs the element again elsewhere);
+  // `sent` tells whether this call's request had reached it (a call that finds the process dead
+  // before sending has not run its element there).
   struct Outcome {
-    Expected<Element> result;
+    Expected<Element> result = internal_error("Python pool: no outcome");
     bool died = false;
+    bool sent = false;
   };
 
   Outcome run(uint64_t fn_id, const std::string& function, bool is_import, const Element& in,
               const std::string& name, const std::string& worker) {
+    uint64_t ticket = 0;
+    if (auto sent = send_request(fn_id, function, is_import, in, name, worker, ticket); !sent.sent)
+      return sent;
+    return await_reply(ticket, in, name, worker);
+  }
+
+  // The first half of run(): `ticket` is the request's number when the outcome says `sent`
+  // (its result is then not set yet).
+  Outcome send_request(uint64_t fn_id, const std::string& function, bool is_import,
+                       const Element& in, const std::string& name, const std::string& worker,
+                       uint64_t& ticket) {
+    std::lock_guard<std::mutex> lock{mu_};
+    if (dead_)
+      return {internal_error(death_ + " while running Python function `" + name + "`"), true,
+              false};
+    ticket = sent_;
+    const int slot = static_cast<int>(ticket % kPoolDepth);
+    if (Status st = write_request(slot, fn_id, function, is_import, in); !st.ok())
+      return {st, false, false};
+    if (!send(slot)) {
+      mark_dead_locked(worker);
+      return {internal_error(death_ + " while running Python function `" + name + "`"), true,
+              false};
+    }
+    ++sent_;
+    loaded_.insert(fn_id);
+    return {internal_error("Python pool: a reply not read yet"), false, true};
+  }
+
+  // The second half: reads the reply to request `ticket`, in its turn.
+  Outcome await_reply(uint64_t ticket, const Element& in, const std::string& name,
+                      const std::string& worker) {
+    const int slot = static_cast<int>(ticket % kPoolDepth);
+    std::unique_lock<std::mutex> lock{mu_};
+    // The replies come in request order: wait for this request's turn to read the socket.
+    turn_.wait(lock, [&] { return received_ == ticket || dead_; });
+    if (dead_)
+      return {internal_error(death_ + " while running Python function `" + name + "`"), true, true};
+    lock.unlock(); // this thread alone reads the socket and this slot's output until its turn ends
+    int received_fd = -1;
+    const ssize_t n = receive(received_fd);
+    Outcome outcome;
+    outcome.sent = true;
+    if (n <= 0) {
+      outcome.died = true;
+    } else if (received_fd >= 0 && !map_output(slot, received_fd).ok()) {
+      outcome.result = internal_error("Python pool: cannot map the output region of process " +
+                                      std::to_string(pid_shown_));
+    } else if (reply_[0] == 'E') {
+      outcome.result =
+        function_error(std::string(reply_.data(), static_cast<std::size_t>(n)), name, worker);
+    } else {
+      outcome.result = decode(static_cast<std::size_t>(n), slot, in, name);
+    }
+    lock.lock();
+    if (outcome.died) {
+      mark_dead_locked(worker); // wakes the calls waiting for their turn: they run again too
+      outcome.result = internal_error(death_ + " while running Python function `" + name + "`");
+    } else {
+      ++received_;
+    }
+    turn_.notify_all();
+    return outcome;
+  }
+
+private:
+  PoolProcess() : reply_(kMaxReply) {}
+
+  // Under mu_: the request for `in` in slot `slot`'s input region and in request_.
+  Status write_request(int slot, uint64_t fn_id, const std::string& function, bool is_import,
+                       const Element& in) {
     const bool load = loaded_.count(fn_id) == 0;
     // Layout of the input region: the function (first call only), then each component.
     std::size_t size = load ? aligned(function.size()) : 0;
@@ -137,16 +241,19 @@ public:
         size += aligned(t.bytes().size());
       }
     }
-    if (Status st = ensure_input(size); !st.ok())
-      return {st, false};
-    std::string msg;
+    if (Status st = ensure_input(slot, size); !st.ok())
+      return st;
+    unsigned char* const region = in_[slot].map;
+    std::string& msg = request_;
+    msg.clear();
     put<uint64_t>(msg, fn_id);
+    put<uint8_t>(msg, static_cast<uint8_t>(slot));
     put<uint8_t>(msg, load ? (is_import ? 2 : 1) : 0);
     put<uint64_t>(msg, 0);
     put<uint64_t>(msg, load ? function.size() : 0);
     std::size_t pos = 0;
     if (load) {
-      std::memcpy(in_map_, function.data(), function.size());
+      std::memcpy(region, function.data(), function.size());
       pos = aligned(function.size());
     }
     put<uint32_t>(msg, static_cast<uint32_t>(in.size()));
@@ -163,8 +270,8 @@ public:
         for (int64_t i = 0; i < t.num_elements(); ++i) {
           const std::string_view s = t.string_at(i);
           const uint64_t entry[2] = {at, s.size()};
-          std::memcpy(in_map_ + table + 16 * i, entry, sizeof entry);
-          std::memcpy(in_map_ + at, s.data(), s.size());
+          std::memcpy(region + table + 16 * i, entry, sizeof entry);
+          std::memcpy(region + at, s.data(), s.size());
           at += s.size();
         }
         put<uint64_t>(msg, table);
@@ -173,90 +280,66 @@ public:
       } else {
         const ByteView bytes = t.bytes();
         if (!bytes.empty())
-          std::memcpy(in_map_ + pos, bytes.data(), bytes.size());
+          std::memcpy(region + pos, bytes.data(), bytes.size());
         put<uint64_t>(msg, pos);
         put<uint64_t>(msg, bytes.size());
         pos += aligned(bytes.size());
       }
     }
-    if (!send(msg))
-      return died(name, worker);
-    if (load)
-      loaded_.insert(fn_id);
-
-    std::string reply(kMaxReply, '\0');
-    int received_fd = -1;
-    const ssize_t n = receive(reply, received_fd);
-    if (n <= 0)
-      return died(name, worker);
-    reply.resize(static_cast<std::size_t>(n));
-    if (received_fd >= 0)
-      if (Status st = map_output(received_fd); !st.ok())
-        return {st, false};
-    if (reply[0] == 'E')
-      return {function_error(reply, name, worker), false};
-    return {decode(reply, in, name), false};
-  }
-
-private:
-  PoolProcess() = default;
-
-  static void unmap(unsigned char* map, std::size_t size) {
-    if (map != nullptr)
-      ::munmap(map, size);
-  }
-
-  Status ensure_input(std::size_t size) {
-    if (size <= in_size_ && in_fd_ >= 0)
-      return Status::OK();
-    const std::size_t new_size = std::max<std::size_t>({size, 2 * in_size_, 1 << 16});
-    if (in_fd_ < 0) {
-      in_fd_ = ::memfd_create("conveyor-pool-in", MFD_CLOEXEC);
-      if (in_fd_ < 0)
-        return io_error(std::string{"Python pool: memfd_create: "} + std::strerror(errno));
-    }
-    if (::ftruncate(in_fd_, static_cast<off_t>(new_size)) != 0)
-      return io_error(std::string{"Python pool: ftruncate: "} + std::strerror(errno));
-    unmap(in_map_, in_size_);
-    void* map = ::mmap(nullptr, new_size, PROT_READ | PROT_WRITE, MAP_SHARED, in_fd_, 0);
-    if (map == MAP_FAILED) {
-      in_map_ = nullptr;
-      in_size_ = 0;
-      return io_error(std::string{"Python pool: mmap: "} + std::strerror(errno));
-    }
-    in_map_ = static_cast<unsigned char*>(map);
-    in_size_ = new_size;
-    send_region_ = true; // the process maps the region again (its size changed)
     return Status::OK();
   }
 
-  bool send(const std::string& msg) {
-    iovec iov{const_cast<char*>(msg.data()), msg.size()};
+  Status ensure_input(int slot, std::size_t size) {
+    Region& r = in_[slot];
+    if (size <= r.size && r.fd >= 0)
+      return Status::OK();
+    const std::size_t new_size = std::max<std::size_t>({size, 2 * r.size, 1 << 16});
+    if (r.fd < 0) {
+      r.fd = ::memfd_create("conveyor-pool-in", MFD_CLOEXEC);
+      if (r.fd < 0)
+        return io_error(std::string{"Python pool: memfd_create: "} + std::strerror(errno));
+    }
+    if (::ftruncate(r.fd, static_cast<off_t>(new_size)) != 0)
+      return io_error(std::string{"Python pool: ftruncate: "} + std::strerror(errno));
+    r.unmap();
+    void* map = ::mmap(nullptr, new_size, PROT_READ | PROT_WRITE, MAP_SHARED, r.fd, 0);
+    if (map == MAP_FAILED)
+      return io_error(std::string{"Python pool: mmap: "} + std::strerror(errno));
+    r.map = static_cast<unsigned char*>(map);
+    r.size = new_size;
+    send_region_[slot] = true; // the process maps the region again (its size changed)
+    return Status::OK();
+  }
+
+  // Under mu_: request_, with slot `slot`'s input region when it was (re)made.
+  bool send(int slot) {
+    iovec iov{request_.data(), request_.size()};
     msghdr hdr{};
     hdr.msg_iov = &iov;
     hdr.msg_iovlen = 1;
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    if (send_region_) {
+    if (send_region_[slot]) {
       hdr.msg_control = control;
       hdr.msg_controllen = sizeof control;
       cmsghdr* c = CMSG_FIRSTHDR(&hdr);
       c->cmsg_level = SOL_SOCKET;
       c->cmsg_type = SCM_RIGHTS;
       c->cmsg_len = CMSG_LEN(sizeof(int));
-      std::memcpy(CMSG_DATA(c), &in_fd_, sizeof(int));
+      std::memcpy(CMSG_DATA(c), &in_[slot].fd, sizeof(int));
     }
     ssize_t sent;
     do
       sent = ::sendmsg(sock_, &hdr, MSG_NOSIGNAL);
     while (sent < 0 && errno == EINTR);
-    if (sent != static_cast<ssize_t>(msg.size()))
+    if (sent != static_cast<ssize_t>(request_.size()))
       return false;
-    send_region_ = false;
+    send_region_[slot] = false;
     return true;
   }
 
-  ssize_t receive(std::string& buffer, int& fd) {
-    iovec iov{buffer.data(), buffer.size()};
+  // Into reply_ (kept between calls: a fresh megabyte per call cost more than the call).
+  ssize_t receive(int& fd) {
+    iovec iov{reply_.data(), reply_.size()};
     msghdr hdr{};
     hdr.msg_iov = &iov;
     hdr.msg_iovlen = 1;
@@ -273,37 +356,32 @@ private:
     return n;
   }
 
-  Status map_output(int fd) {
+  Status map_output(int slot, int fd) {
+    Region& r = out_[slot];
+    r.reset();
+    r.fd = fd;
     struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-      ::close(fd);
+    if (::fstat(fd, &st) != 0)
       return io_error(std::string{"Python pool: fstat: "} + std::strerror(errno));
-    }
-    unmap(out_map_, out_size_);
-    if (out_fd_ >= 0)
-      ::close(out_fd_);
-    out_fd_ = fd;
-    out_size_ = static_cast<std::size_t>(st.st_size);
-    void* map = ::mmap(nullptr, out_size_, PROT_READ, MAP_SHARED, fd, 0);
-    if (map == MAP_FAILED) {
-      out_map_ = nullptr;
-      out_size_ = 0;
+    void* map = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED)
       return io_error(std::string{"Python pool: mmap: "} + std::strerror(errno));
-    }
-    out_map_ = static_cast<unsigned char*>(map);
+    r.map = static_cast<unsigned char*>(map);
+    r.size = static_cast<std::size_t>(st.st_size);
     return Status::OK();
   }
 
-  Outcome died(const std::string& name, const std::string& worker) {
+  // Under mu_: the process is gone (reaped once, by whichever call noticed first).
+  void mark_dead_locked(const std::string& worker) {
+    if (dead_)
+      return;
     int status = 0;
     std::string how = "closed its connection";
-    if (::waitpid(pid_, &status, 0) == pid_)
+    if (pid_ > 0 && ::waitpid(pid_, &status, 0) == pid_)
       how = describe_exit(status);
-    const int pid = pid_;
     pid_ = -1; // reaped
-    return {internal_error("Python pool process " + std::to_string(pid) + " of " + worker + " " +
-                           how + " while running Python function `" + name + "`"),
-            true};
+    dead_ = true;
+    death_ = "Python pool process " + std::to_string(pid_shown_) + " of " + worker + " " + how;
   }
 
   Status function_error(const std::string& reply, const std::string& name,
@@ -317,16 +395,18 @@ private:
     const std::string traceback = reply.substr(b + 1);
     if (!module.empty())
       return not_found("Python function `" + name + "`: cannot import module `" + module + "` on " +
-                       worker + " (pool process " + std::to_string(pid_) + ": " + summary +
+                       worker + " (pool process " + std::to_string(pid_shown_) + ": " + summary +
                        "); start the worker with `--python-path DIR` naming the directory "
                        "that holds it, or install it there");
     return invalid_argument("Python function `" + name + "` raised " + summary + "\n" + traceback);
   }
 
-  Expected<Element> decode(const std::string& reply, const Element& in,
+  Expected<Element> decode(std::size_t size, int slot, const Element& in,
                            const std::string& name) const {
     const std::string what = "the result of Python function `" + name + "`";
-    Reader r(reply.data() + 1, reply.size() - 1);
+    const std::size_t out_size = out_[slot].size;
+    const unsigned char* const out_map = out_[slot].map;
+    Reader r(reply_.data() + 1, size - 1);
     uint32_t count = 0;
     if (!r.get(count))
       return internal_error("Python pool: a malformed reply");
@@ -342,7 +422,7 @@ private:
         if (!r.get(d))
           return internal_error("Python pool: a malformed reply");
       uint64_t offset = 0, length = 0;
-      if (!r.get(offset) || !r.get(length) || offset > out_size_ || length > out_size_ - offset)
+      if (!r.get(offset) || !r.get(length) || offset > out_size || length > out_size - offset)
         return internal_error("Python pool: a reply outside the output region");
       if (!dtype_text.empty() && dtype_text[0] == '@') { // argument J returned unchanged
         const std::size_t j = std::strtoul(dtype_text.c_str() + 1, nullptr, 10);
@@ -362,32 +442,40 @@ private:
           return internal_error("Python pool: a malformed string table");
         for (std::size_t i = 0; i < strings.size(); ++i) {
           uint64_t entry[2];
-          std::memcpy(entry, out_map_ + offset + 16 * i, sizeof entry);
-          if (entry[0] > out_size_ || entry[1] > out_size_ - entry[0])
+          std::memcpy(entry, out_map + offset + 16 * i, sizeof entry);
+          if (entry[0] > out_size || entry[1] > out_size - entry[0])
             return internal_error("Python pool: a string outside the output region");
-          strings[i].assign(reinterpret_cast<const char*>(out_map_ + entry[0]), entry[1]);
+          strings[i].assign(reinterpret_cast<const char*>(out_map + entry[0]), entry[1]);
         }
       } else {
         if (length != t.bytes().size())
           return internal_error("Python pool: a reply whose size does not match its shape");
         if (length > 0)
-          std::memcpy(t.mutable_data<unsigned char>(), out_map_ + offset, length);
+          std::memcpy(t.mutable_data<unsigned char>(), out_map + offset, length);
       }
       parts.push_back(std::move(t));
     }
     return Element{std::move(parts)};
   }
 
-  pid_t pid_ = -1;
+  pid_t pid_ = -1;     // -1 once reaped
+  int pid_shown_ = -1; // for messages and pids()
   int sock_ = -1;
-  int in_fd_ = -1;
-  unsigned char* in_map_ = nullptr;
-  std::size_t in_size_ = 0;
-  bool send_region_ = false;
-  int out_fd_ = -1;
-  unsigned char* out_map_ = nullptr;
-  std::size_t out_size_ = 0;
+  std::vector<char> reply_; // the reply being read (by the call whose turn it is)
+  Region out_[kPoolDepth];  // the process's output regions (read by the call whose turn it is)
+  std::mutex mu_;           // guards what follows
+  std::condition_variable turn_;
+  std::string request_; // the request being sent
+  Region in_[kPoolDepth];
+  bool send_region_[kPoolDepth] = {};
   std::set<uint64_t> loaded_;
+  uint64_t sent_ = 0;     // requests sent
+  uint64_t received_ = 0; // replies read: the request whose reply comes next
+  bool dead_ = false;
+  std::string death_; // "Python pool process PID of WORKER was killed by signal 9"
+
+public:
+  int in_flight = 0; // calls that took it and have not returned it; guarded by ProcessPool::mu_
 };
 
 ProcessPool::ProcessPool(std::string python, std::vector<std::string> sys_path)
@@ -395,78 +483,207 @@ ProcessPool::ProcessPool(std::string python, std::vector<std::string> sys_path)
 
 ProcessPool::~ProcessPool() = default;
 
-uint64_t ProcessPool::function_id(const std::string& key) {
+std::pair<uint64_t, const std::string*> ProcessPool::function_id(const std::string& function,
+                                                                 bool is_import) {
   std::lock_guard<std::mutex> lock{mu_};
-  auto [it, added] = function_ids_.emplace(key, function_ids_.size());
-  return it->second;
+  auto& ids = function_ids_[is_import ? 1 : 0];
+  auto it = ids.find(function);
+  if (it == ids.end())
+    it = ids.emplace(function, next_function_id_++).first;
+  return {it->second, &it->first}; // (an unordered_map's entries stay where they are)
 }
 
-Expected<std::unique_ptr<PoolProcess>> ProcessPool::take(int64_t processes) {
+Expected<std::shared_ptr<PoolProcess>> ProcessPool::take(int64_t processes) {
   std::unique_lock<std::mutex> lock{mu_};
   for (;;) {
-    if (!idle_.empty()) {
-      auto process = std::move(idle_.back());
-      idle_.pop_back();
-      return process;
-    }
-    if (started_ < processes) {
-      ++started_;
-      lock.unlock();
-      auto process = PoolProcess::start(python_, sys_path_);
-      lock.lock();
-      if (!process.ok()) {
-        --started_;
-        return process.status();
+    std::shared_ptr<PoolProcess> chosen;
+    // The first `processes` only: a map of N calls runs on at most N processes, whatever a map
+    // of more grew the pool to.
+    const std::size_t usable =
+      std::min<std::size_t>(live_.size(), static_cast<std::size_t>(processes));
+    for (std::size_t i = 0; i < usable; ++i)
+      if (chosen == nullptr || live_[i]->in_flight < chosen->in_flight)
+        chosen = live_[i];
+    // An idle process first, then a new one, then a request queued behind a running one.
+    if (chosen == nullptr || chosen->in_flight > 0) {
+      if (started_ < processes) {
+        ++started_;
+        lock.unlock();
+        auto process = PoolProcess::start(python_, sys_path_);
+        lock.lock();
+        if (!process.ok()) {
+          --started_;
+          idle_changed_.notify_one();
+          return process.status();
+        }
+        (*process)->in_flight = 1;
+        live_.push_back(*process);
+        idle_changed_.notify_one(); // a call waiting for a process may queue behind this one
+        return process;
       }
-      pids_.push_back((*process)->pid());
-      return process;
+    }
+    if (chosen != nullptr && chosen->in_flight < kPoolDepth) {
+      ++chosen->in_flight;
+      return chosen;
     }
     idle_changed_.wait(lock);
   }
 }
 
-void ProcessPool::give_back(std::unique_ptr<PoolProcess> process) {
+std::shared_ptr<PoolProcess> ProcessPool::try_take(int64_t processes) {
   std::lock_guard<std::mutex> lock{mu_};
-  idle_.push_back(std::move(process));
+  std::shared_ptr<PoolProcess> chosen;
+  const std::size_t usable =
+    std::min<std::size_t>(live_.size(), static_cast<std::size_t>(processes));
+  for (std::size_t i = 0; i < usable; ++i)
+    if (chosen == nullptr || live_[i]->in_flight < chosen->in_flight)
+      chosen = live_[i];
+  // A process still to start is take()'s to start (on a thread that may wait for it).
+  if (chosen == nullptr || chosen->in_flight >= kPoolDepth ||
+      (chosen->in_flight > 0 && started_ < processes))
+    return nullptr;
+  ++chosen->in_flight;
+  return chosen;
+}
+
+void ProcessPool::give_back(const std::shared_ptr<PoolProcess>& process) {
+  std::lock_guard<std::mutex> lock{mu_};
+  --process->in_flight;
   idle_changed_.notify_one();
 }
 
-void ProcessPool::forget(int pid) {
+void ProcessPool::forget(const std::shared_ptr<PoolProcess>& process) {
   std::lock_guard<std::mutex> lock{mu_};
-  --started_;
-  pids_.erase(std::remove(pids_.begin(), pids_.end(), pid), pids_.end());
+  --process->in_flight;
+  auto it = std::find(live_.begin(), live_.end(), process);
+  if (it != live_.end()) { // the first of its calls to notice
+    live_.erase(it);
+    --started_;
+  }
   idle_changed_.notify_one();
 }
 
 std::vector<int> ProcessPool::pids() const {
   std::lock_guard<std::mutex> lock{mu_};
-  return pids_;
+  std::vector<int> out;
+  for (const auto& p : live_)
+    out.push_back(p->pid());
+  return out;
+}
+
+std::vector<int> ProcessPool::requests_in_flight() const {
+  std::lock_guard<std::mutex> lock{mu_};
+  std::vector<int> out;
+  for (const auto& p : live_)
+    out.push_back(p->unanswered());
+  return out;
 }
 
 Expected<Element> ProcessPool::call(const std::string& function, bool is_import, const Element& in,
                                     int64_t processes, const std::string& name,
                                     const std::string& worker) {
-  const uint64_t id = function_id((is_import ? "import:" : "pickle:") + function);
-  for (int attempt = 0;; ++attempt) {
+  return call_after(0, function, is_import, in, processes, name, worker);
+}
+
+Expected<Element> ProcessPool::call_after(int deaths, const std::string& function, bool is_import,
+                                          const Element& in, int64_t processes,
+                                          const std::string& name, const std::string& worker) {
+  const uint64_t id = function_id(function, is_import).first;
+  for (;;) {
     auto process = take(processes);
     if (!process.ok())
       return process.status();
-    const int pid = (*process)->pid();
     auto outcome = (*process)->run(id, function, is_import, in, name, worker);
     if (!outcome.died) {
-      give_back(std::move(*process));
+      give_back(*process);
       return std::move(outcome.result);
     }
-    process->reset();
-    forget(pid);
-    // A killed process (OOM killer, an operator's kill) loses no element: the element runs
-    // again on a fresh process. Twice in a row means the element itself kills it.
-    if (attempt == 1)
-      return outcome.result.status().with_context(
-        "the element was run again on a fresh pool process, which died too");
-    pipeline_warning(outcome.result.status().message() +
-                     "; started a new pool process and running the element again");
+    forget(*process);
+    if (!outcome.sent)
+      continue; // it died before this element reached it: not this element's doing
+    if (auto failed = after_death(deaths, outcome.result.status()); !failed.ok())
+      return failed;
   }
+}
+
+// A killed process (OOM killer, an operator's kill) loses no element: the element runs again on
+// a fresh process; so does the one queued behind it. Twice in a row means the element itself kills
+// it.
+Status ProcessPool::after_death(int& deaths, const Status& death) {
+  if (++deaths == 2)
+    return death.with_context("the element was run again on a fresh pool process, which died too");
+  pipeline_warning(death.message() + "; started a new pool process and running the element again");
+  return Status::OK();
+}
+
+// A request sent by start(); finish() reads its reply. Not finished (its map dropped it): the
+// reply is read and dropped here, so the calls queued behind it get theirs. (This waits for the
+// earlier requests' replies: WorkQueue::cancel_and_wait drops its pending items front to back, in
+// the order they were started, after its running ones read theirs.)
+class PoolCall {
+public:
+  PoolCall(ProcessPool& pool, std::shared_ptr<PoolProcess> process, uint64_t ticket,
+           const std::string* function, bool is_import, Element in, int64_t processes,
+           std::string name, std::string worker)
+    : pool_(pool), process_(std::move(process)), ticket_(ticket), function_(function),
+      is_import_(is_import), in_(std::move(in)), processes_(processes), name_(std::move(name)),
+      worker_(std::move(worker)) {}
+  ~PoolCall() {
+    if (process_ == nullptr)
+      return;
+    auto outcome = process_->await_reply(ticket_, in_, name_, worker_);
+    if (outcome.died)
+      pool_.forget(process_);
+    else
+      pool_.give_back(process_);
+  }
+
+  Expected<Element> finish() {
+    auto outcome = process_->await_reply(ticket_, in_, name_, worker_);
+    auto process = std::move(process_);
+    if (!outcome.died) {
+      pool_.give_back(process);
+      return std::move(outcome.result);
+    }
+    pool_.forget(process);
+    int deaths = 0;
+    if (auto failed = ProcessPool::after_death(deaths, outcome.result.status()); !failed.ok())
+      return failed;
+    return pool_.call_after(deaths, *function_, is_import_, in_, processes_, name_, worker_);
+  }
+
+private:
+  ProcessPool& pool_;
+  std::shared_ptr<PoolProcess> process_; // null once finished
+  uint64_t ticket_;
+  const std::string* function_; // the pool's copy (ProcessPool::function_id)
+  bool is_import_;
+  Element in_;
+  int64_t processes_;
+  std::string name_;
+  std::string worker_;
+};
+
+std::function<Expected<Element>()> ProcessPool::start(const std::string& function, bool is_import,
+                                                      const Element& in, int64_t processes,
+                                                      const std::string& name,
+                                                      const std::string& worker) {
+  auto process = try_take(processes);
+  if (process == nullptr)
+    return nullptr;
+  uint64_t ticket = 0;
+  const auto [id, kept] = function_id(function, is_import);
+  auto sent = process->send_request(id, function, is_import, in, name, worker, ticket);
+  if (!sent.sent) { // the blocking call starts a process, reports errors, runs it again
+    if (sent.died)
+      forget(process);
+    else
+      give_back(process);
+    return nullptr;
+  }
+  auto call = std::make_shared<PoolCall>(*this, std::move(process), ticket, kept, is_import, in,
+                                         processes, name, worker);
+  return [call] { return call->finish(); };
 }
 
 } // namespace conveyor::python

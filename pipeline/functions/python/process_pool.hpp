@@ -1,15 +1,22 @@
 // A pool of Python interpreter processes for Python maps with num_parallel_calls > 1: one
 // interpreter runs one call at a time (the GIL), so CPU-bound functions scale only across
 // processes. Each pool process is `PYTHON -c <pool_worker_script()> FD`, started with
-// posix_spawn; element payloads go through two shared memory regions per process (memfd + mmap):
+// posix_spawn; element payloads go through shared memory regions (memfd + mmap), an input and an
+// output one per request slot:
 // the worker writes an element's tensors into the input region once, the function gets numpy
 // views of it, and its results come back through the process's output region, copied once into
 // the new element. A process that dies mid-call (SIGKILL, OOM killer) is replaced and the element
-// is run again on the replacement, with a warning; a second death in a row fails the element
-// loudly. Nothing is dropped silently.
+// is run again on the replacement, with a warning, and so is the request queued behind it; a
+// second death in a row fails the element loudly. Nothing is dropped silently.
+//
+// Each process holds up to kPoolDepth requests (python_functions.hpp): the one it runs and the
+// next, already in its socket, so it never waits for the worker between two calls (the parallel
+// map keeps kPoolDepth calls in flight per process, and sends them with start() from its own
+// thread, so no thread blocks on a queued request).
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -17,6 +24,7 @@
 #include <vector>
 
 #include "conveyor/element.hpp"
+#include "pipeline/functions/python_functions.hpp"
 #include "pipeline/runtime/status.hpp"
 
 namespace conveyor::python {
@@ -25,6 +33,7 @@ namespace conveyor::python {
 const char* pool_worker_script();
 
 class PoolProcess;
+class PoolCall;
 
 class ProcessPool {
 public:
@@ -39,23 +48,40 @@ public:
   Expected<Element> call(const std::string& function, bool is_import, const Element& in,
                          int64_t processes, const std::string& name, const std::string& worker);
 
-  // The pool processes' ids (tests kill one to check recovery).
+  // The same call in two halves: sends the request now when a process can queue it without
+  // waiting (null otherwise: use call()), and returns what waits for the result (it runs the
+  // element again if the process dies, as call() does). Dropped unfinished, it reads and drops
+  // the reply, so the requests queued behind it get theirs.
+  std::function<Expected<Element>()> start(const std::string& function, bool is_import,
+                                           const Element& in, int64_t processes,
+                                           const std::string& name, const std::string& worker);
+
+  // The pool processes' ids, and the requests each was sent and has not answered yet, in the
+  // same order (tests kill one to check recovery).
   std::vector<int> pids() const;
+  std::vector<int> requests_in_flight() const;
 
 private:
-  Expected<std::unique_ptr<PoolProcess>> take(int64_t processes);
-  void give_back(std::unique_ptr<PoolProcess> process);
-  void forget(int pid); // a process that died and was reaped
-  uint64_t function_id(const std::string& key);
+  friend class PoolCall;
+  Expected<Element> call_after(int deaths, const std::string& function, bool is_import,
+                               const Element& in, int64_t processes, const std::string& name,
+                               const std::string& worker);
+  static Status after_death(int& deaths, const Status& death); // warns, or fails the second
+  Expected<std::shared_ptr<PoolProcess>> take(int64_t processes);
+  std::shared_ptr<PoolProcess> try_take(int64_t processes); // null: it would wait or start one
+  void give_back(const std::shared_ptr<PoolProcess>& process);
+  void forget(const std::shared_ptr<PoolProcess>& process); // it died (and was reaped)
+  // The function's id in this pool, and the pool's copy of its text.
+  std::pair<uint64_t, const std::string*> function_id(const std::string& function, bool is_import);
 
   std::string python_;
   std::vector<std::string> sys_path_;
   mutable std::mutex mu_;
   std::condition_variable idle_changed_;
-  std::vector<std::unique_ptr<PoolProcess>> idle_;
-  std::vector<int> pids_; // every live process, idle or busy
-  int64_t started_ = 0;   // live processes
-  std::unordered_map<std::string, uint64_t> function_ids_;
+  std::vector<std::shared_ptr<PoolProcess>> live_; // each with its calls in flight
+  int64_t started_ = 0;                            // live processes, and those being started
+  std::unordered_map<std::string, uint64_t> function_ids_[2]; // pickles, imports
+  uint64_t next_function_id_ = 0;
 };
 
 } // namespace conveyor::python

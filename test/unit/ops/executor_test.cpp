@@ -243,6 +243,37 @@ TEST_CASE("executor: cancel_and_wait drops what has not started and waits for wh
   CHECK_FALSE(dropped_ran);
 }
 
+TEST_CASE("executor: cancel_and_wait destroys the dropped items front to back") {
+  // (a dropped Python pool call that was started reads its reply in its destructor, after the
+  // calls started before it: destroyed out of order it would wait for one never read)
+  Executor ex(1, 1);
+  Gate gate;
+  auto open_on_exit = gate.opener();
+  auto blocker = ex.make_queue();
+  blocker->submit([&] { gate.wait(); });
+  REQUIRE(gate.wait_for_waiters(1)); // the one thread is busy: what follows stays pending
+  struct Note {
+    std::function<void()> on_destroy;
+    ~Note() { on_destroy(); }
+  };
+  std::mutex mu;
+  std::vector<int> destroyed, expected;
+  auto q = ex.make_queue();
+  for (int i = 0; i < 100; ++i) { // several of the deque's blocks
+    auto note = std::make_shared<Note>();
+    note->on_destroy = [&mu, &destroyed, i] {
+      std::lock_guard<std::mutex> lock(mu);
+      destroyed.push_back(i);
+    };
+    q->submit([note] {});
+    expected.push_back(i);
+  }
+  q->cancel_and_wait();
+  gate.open();
+  blocker.reset();
+  CHECK(destroyed == expected);
+}
+
 // Items that block (user functions that sleep, hang, wait on a slow file system) cannot starve
 // the rest: the supervisor adds a thread while items wait and none started for kStall; a thread
 // beyond the base count leaves again after kIdleExit without work.

@@ -3,11 +3,15 @@
 // registry entries `python`, `python_filter`, `python_flat_map` and real pipelines.
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <csignal>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "pipeline/functions/functions.hpp"
 #include "pipeline/functions/python/embedded_python.hpp"
+#include "pipeline/functions/python/process_pool.hpp"
 #include "pipeline/functions/python_functions.hpp"
 #include "pipeline/graph/dataset.hpp"
 
@@ -158,4 +162,65 @@ TEST_CASE("processes > 1 runs the function in a pool of interpreter processes") 
   CHECK(failed.status().message().rfind("map function `python` on element 0: Python function "
                                         "`math:log` raised ValueError: math domain error",
                                         0) == 0);
+}
+
+TEST_CASE("a pool process killed with two requests in flight: both elements run again, once each") {
+  python::ProcessPool pool(CONVEYOR_PYTHON_EXECUTABLE, {CONVEYOR_SOURCE_DIR "/test/unit/python"});
+  // One process, two calls: the first runs, the second waits in its socket behind it.
+  std::vector<Expected<Element>> results(2, internal_error("not run"));
+  std::vector<std::thread> calls;
+  for (int64_t i = 0; i < 2; ++i)
+    calls.emplace_back([&, i] {
+      results[i] = pool.call("conveyor_test_functions:slow", true, Element{Tensor::scalar(i)}, 1,
+                             "slow", "this test");
+    });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (pool.requests_in_flight() != std::vector<int>{2} &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const std::vector<int> victims = pool.pids();
+  const bool both_sent = pool.requests_in_flight() == std::vector<int>{2};
+  if (both_sent)
+    ::kill(victims.at(0), SIGKILL);
+  for (auto& t : calls)
+    t.join();
+  REQUIRE(both_sent);
+  for (int64_t i = 0; i < 2; ++i) {
+    REQUIRE_MESSAGE(results[i].ok(), results[i].status().to_string());
+    CHECK((*results[i])[0].as_int64() == i);
+  }
+  REQUIRE(pool.pids().size() == 1);
+  CHECK(pool.pids()[0] != victims[0]); // a fresh process ran them
+}
+
+TEST_CASE("pool calls started without a waiting thread: rerun after a kill, and a dropped one") {
+  python::ProcessPool pool(CONVEYOR_PYTHON_EXECUTABLE, {CONVEYOR_SOURCE_DIR "/test/unit/python"});
+  const auto scalar = [](int64_t v) { return Element{Tensor::scalar(v)}; };
+  // start() never starts a process (a thread that may wait does): a blocking call makes one.
+  CHECK(!pool.start("operator:neg", true, scalar(1), 1, "neg", "this test"));
+  auto neg = pool.call("operator:neg", true, scalar(5), 1, "neg", "this test");
+  REQUIRE_MESSAGE(neg.ok(), neg.status().to_string());
+  CHECK((*neg)[0].as_int64() == -5);
+  auto a = pool.start("conveyor_test_functions:slow", true, scalar(0), 1, "slow", "this test");
+  auto b = pool.start("conveyor_test_functions:slow", true, scalar(1), 1, "slow", "this test");
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK(!pool.start("conveyor_test_functions:slow", true, scalar(2), 1, "slow", "this test"));
+  REQUIRE(pool.requests_in_flight() == std::vector<int>{2}); // both sent, neither answered
+  const int victim = pool.pids().at(0);
+  ::kill(victim, SIGKILL);
+  auto ra = a();
+  auto rb = b();
+  REQUIRE_MESSAGE(ra.ok(), ra.status().to_string());
+  REQUIRE_MESSAGE(rb.ok(), rb.status().to_string());
+  CHECK((*ra)[0].as_int64() == 0);
+  CHECK((*rb)[0].as_int64() == 1);
+  REQUIRE(pool.pids().size() == 1);
+  CHECK(pool.pids()[0] != victim);
+  // Dropped unfinished (its map went away): its reply is read there, not by the next call.
+  pool.start("conveyor_test_functions:slow", true, scalar(7), 1, "slow", "this test");
+  auto next = pool.call("operator:neg", true, scalar(3), 1, "neg", "this test");
+  REQUIRE_MESSAGE(next.ok(), next.status().to_string());
+  CHECK((*next)[0].as_int64() == -3);
+  CHECK(pool.requests_in_flight() == std::vector<int>{0});
 }
