@@ -86,6 +86,12 @@ void ChunkReadAhead::drop() {
   queue_->cancel_and_wait();
 }
 
+void ChunkReadAhead::retire(BatchReader reader) {
+  // Queued behind the open ahead (take() runs the oldest first, and goes on until its chunk is
+  // open); dropped with it, on the dropping thread.
+  queue_->submit([reader = std::move(reader)] {});
+}
+
 bool ChunkReadAhead::ahead() const {
   std::lock_guard<std::mutex> lock(mu_);
   return !path_.empty();

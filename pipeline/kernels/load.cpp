@@ -39,6 +39,8 @@ public:
   Status get_next(Element& out, bool& end_of_sequence) override {
     end_of_sequence = false;
     while (!reader_ || reader_->done()) {
+      if (reader_)
+        ahead_.retire(std::move(*reader_));
       reader_.reset();
       snapshot::ChunkRef chunk;
       bool end = false;
