@@ -125,7 +125,7 @@ TEST_CASE("snapshot read-ahead: the next chunk is opened while the current one i
   }                                      // the element and the load go here
   CHECK_FALSE(mapped(chunks[0].path));
   CHECK_FALSE(mapped(chunks[1].path));
-  CHECK(thread_count() == threads_before);
+  CHECK(thread_count() <= threads_before); // (an extra executor thread may leave meanwhile)
 }
 
 TEST_CASE("snapshot read-ahead: a chunk is taken only under its own path, another drops it") {
