@@ -4,13 +4,9 @@
 
 namespace conveyor::kernels {
 
-namespace {
-
-Status damaged(const snapshot::ChunkRef& chunk, const Status& why) {
+Status damaged_chunk(const snapshot::ChunkRef& chunk, const Status& why) {
   return data_loss("`load`: snapshot chunk " + chunk.path + " is damaged: " + why.message());
 }
-
-} // namespace
 
 Expected<BatchReader> open_chunk_reader(const snapshot::ChunkRef& chunk) {
   auto data = snapshot::open_chunk(chunk);
@@ -18,11 +14,11 @@ Expected<BatchReader> open_chunk_reader(const snapshot::ChunkRef& chunk) {
     return data.status().with_context("`load`");
   auto reader = BatchReader::open(data->body, std::move(data->owner));
   if (!reader.ok())
-    return damaged(chunk, reader.status());
+    return damaged_chunk(chunk, reader.status());
   if (static_cast<int64_t>(reader->count()) != chunk.elements)
-    return damaged(chunk,
-                   data_loss("its batch holds " + std::to_string(reader->count()) +
-                             " elements, its header says " + std::to_string(chunk.elements)));
+    return damaged_chunk(chunk,
+                         data_loss("its batch holds " + std::to_string(reader->count()) +
+                                   " elements, its header says " + std::to_string(chunk.elements)));
   return reader;
 }
 

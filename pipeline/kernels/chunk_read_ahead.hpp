@@ -25,6 +25,8 @@ namespace conveyor::kernels {
 
 // The chunk, checked and ready to decode; errors name the chunk (data_loss for a damaged one).
 Expected<BatchReader> open_chunk_reader(const snapshot::ChunkRef& chunk);
+// data_loss "`load`: snapshot chunk PATH is damaged: WHY".
+Status damaged_chunk(const snapshot::ChunkRef& chunk, const Status& why);
 
 class ChunkReadAhead {
 public:

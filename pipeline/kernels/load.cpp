@@ -111,7 +111,7 @@ public:
     Element skipped;
     for (int64_t i = 0; i < skip; ++i) // bounded by the chunk's element count
       if (Status s = reader_->next(skipped); !s.ok())
-        return damaged(*chunk, s);
+        return damaged_chunk(*chunk, s);
     in_chunk_ = skip;
     return Status::OK();
   }
@@ -157,10 +157,6 @@ private:
       return ref.status().with_context("`load`");
     chunk = std::move(*ref);
     return Status::OK();
-  }
-
-  static Status damaged(const snapshot::ChunkRef& chunk, const Status& why) {
-    return data_loss("`load`: snapshot chunk " + chunk.path + " is damaged: " + why.message());
   }
 
   bool mine(const snapshot::ChunkRef& c) const {
