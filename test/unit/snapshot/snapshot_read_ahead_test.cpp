@@ -25,11 +25,12 @@ namespace {
 // A done snapshot of `chunks` chunks of `per_chunk` string elements of `bytes` bytes each; the
 // element i of the whole snapshot is `bytes` copies of the letter 'a' + i % 26.
 std::vector<snapshot::ChunkRef> write_snapshot(const std::string& snap, int chunks, int per_chunk,
-                                               std::size_t bytes) {
+                                               std::size_t bytes,
+                                               Compression compression = Compression::none) {
   snapshot::Metadata m;
   m.fingerprint = "read-ahead-test";
   m.definition = "read-ahead-test";
-  m.compression = Compression::none;
+  m.compression = compression;
   REQUIRE(snapshot::create(snap, m).ok());
   std::vector<snapshot::ChunkRef> out;
   for (int c = 0; c < chunks; ++c) {
@@ -37,7 +38,7 @@ std::vector<snapshot::ChunkRef> write_snapshot(const std::string& snap, int chun
     for (int i = 0; i < per_chunk; ++i)
       elements.push_back(Element{
         Tensor::scalar(std::string(bytes, static_cast<char>('a' + (c * per_chunk + i) % 26)))});
-    auto ref = snapshot::write_chunk(snap, 0, c, elements, Compression::none, false);
+    auto ref = snapshot::write_chunk(snap, 0, c, elements, compression, false);
     REQUIRE(ref.ok());
     out.push_back(*ref);
   }
@@ -78,7 +79,10 @@ TEST_CASE("snapshot read-ahead: a damaged chunk after the current one fails afte
   TempDir dir;
   REQUIRE(dir.ok());
   const std::string snap = dir.path() + "/s";
-  auto chunks = write_snapshot(snap, 3, 50, 200);
+  Compression compression = Compression::none;
+  SUBCASE("uncompressed") {}
+  SUBCASE("lz4 (inflated ahead too)") { compression = Compression::lz4; }
+  auto chunks = write_snapshot(snap, 3, 50, 200, compression);
   flip_body_byte(chunks[1].path);
   auto it = Dataset::load(snap).make_iterator();
   REQUIRE(it.ok());
