@@ -8,7 +8,10 @@
 // The read-ahead changes nothing the iterator saves and hands nothing out by itself: the iterator
 // takes an opened chunk only when that chunk becomes its current one, so a damaged chunk fails
 // after every element of the chunks before it, naming it, as without the read-ahead. At most one
-// chunk is open ahead (its bytes held until taken or dropped).
+// chunk is open ahead (its bytes held until taken or dropped). When no executor thread has
+// started the open by the time the reader needs the chunk (a busy machine), the reader runs it
+// itself (caller-runs, as prefetch does): never slower than opening it in turn, but then with no
+// overlap.
 #pragma once
 
 #include <condition_variable>
