@@ -7,7 +7,10 @@
 // The ratios (a)/(b) and (c)/(d) are the figures (the target: >= 0.8); (a) is also shown
 // against (b) plus an fsync of its files (a snapshot syncs each chunk, cache() nothing), and each
 // save's timeline (first and last chunk commits, DONE) says where its time went, and an untimed
-// extra load counts its heap allocations per element.
+// extra load counts its heap allocations per element. The load opens the next chunk on another
+// thread while it decodes one (pipeline/kernels/chunk_read_ahead.hpp), so it may use up to two
+// cores where the raw read uses one: each repetition also gives both sides' CPU time per element
+// (the process's, all its threads) and the cores each used (CPU time / wall time).
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -16,6 +19,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <vector>
 
@@ -38,10 +42,18 @@ constexpr CommandInfo kInfo{
   "Measures distributed snapshots: save throughput on W worker processes vs the same elements\n"
   "written by one local cache() file, and load throughput vs a raw read of the same bytes, in\n"
   "one run (R repetitions, the load average beside each); RATIO+S: the save against cache()\n"
-  "plus an fsync of its files."};
+  "plus an fsync of its files. The load opens the next chunk on a second thread while it\n"
+  "decodes one: its CPU time per element and the cores it used are shown beside the raw read's."};
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// CPU seconds of this process so far, every thread's.
+double process_cpu_seconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
 }
 
 // Reads every element of `dataset` in this process; the elements read.
@@ -207,13 +219,15 @@ Status run(int64_t elements, int64_t element_bytes, int64_t workers, int64_t rep
     const double cache_mb =
       static_cast<double>(prefix_bytes(root, "cache-" + std::to_string(rep))) / 1e6;
     t0 = Clock::now();
+    double cpu0 = process_cpu_seconds();
     auto loaded = drain(Dataset::load(snap));
-    const double load_s = seconds_since(t0);
+    const double load_s = seconds_since(t0), load_cpu_s = process_cpu_seconds() - cpu0;
     if (!loaded.ok())
       return loaded.status().with_context("the load");
     t0 = Clock::now();
+    cpu0 = process_cpu_seconds();
     auto raw = raw_read(snap);
-    const double raw_s = seconds_since(t0);
+    const double raw_s = seconds_since(t0), raw_cpu_s = process_cpu_seconds() - cpu0;
     if (!raw.ok())
       return raw.status();
     const double save_rate = mb / save_s, cache_rate = cache_mb / cache_s;
@@ -230,6 +244,11 @@ Status run(int64_t elements, int64_t element_bytes, int64_t workers, int64_t rep
                 save_rate / cache_sync_rate, c, d, load_rate / raw_rate, load_average().c_str());
     std::printf("     save: first chunk committed at %.2f s, last at %.2f s, DONE at %.2f s\n",
                 timeline.first, timeline.last, timeline.done);
+    const double per_element = 1e9 / static_cast<double>(std::max<int64_t>(*loaded, 1));
+    std::printf("     load: %.0f ns wall, %.0f ns CPU per element (%.2f cores); raw read: %.0f ns "
+                "wall, %.0f ns CPU (%.2f cores)\n",
+                load_s * per_element, load_cpu_s * per_element, load_cpu_s / load_s,
+                raw_s * per_element, raw_cpu_s * per_element, raw_cpu_s / raw_s);
     // Heap allocations per element of a load, counted in one more read after the timed ones (the
     // counting itself is kept out of the measured rates).
     if (alloc_counter_available()) {

@@ -3,7 +3,9 @@
 // finished snapshot only; wait=true reads the chunks as they are committed and ends when the
 // snapshot is done. A failed snapshot fails the read with the cause its writer recorded. Under
 // DYNAMIC sharding the splits name chunks; num_shards/shard_index (FILE sharding) keep the
-// chunks whose (stream, index) falls to this shard.
+// chunks whose (stream, index) falls to this shard. Once the snapshot is done (its chunks listed
+// for good), the next chunk is opened and checked ahead on the executor while this one is decoded
+// (kernels/chunk_read_ahead.hpp).
 #include <chrono>
 #include <optional>
 #include <set>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "pipeline/io/snapshot_files.hpp"
+#include "pipeline/kernels/chunk_read_ahead.hpp"
 #include "pipeline/kernels/kernel.hpp"
 #include "pipeline/kernels/source_sequences.hpp"
 
@@ -24,9 +27,11 @@ constexpr std::chrono::milliseconds kPollInterval{50};
 class LoadIterator : public Iterator {
 public:
   LoadIterator(std::string dir, bool wait, int64_t num_shards, int64_t shard_index,
-               SplitProvider* provider, const PathPolicy* paths, StopCheck stop)
+               SplitProvider* provider, const PathPolicy* paths, StopCheck stop,
+               std::shared_ptr<ExecutorGroup> group)
     : dir_(std::move(dir)), wait_(wait), num_shards_(num_shards), shard_index_(shard_index),
-      splits_({}, provider, "load", paths), provider_(provider), paths_(paths), stop_(stop) {}
+      splits_({}, provider, "load", paths), provider_(provider), paths_(paths), stop_(stop),
+      ahead_(std::move(group)) {}
 
   // A chunk is checked whole (both checksums) when it is opened; its elements are then decoded
   // one at a time into the caller's element, viewing the mapped file (no vector of a chunk's
@@ -34,6 +39,8 @@ public:
   Status get_next(Element& out, bool& end_of_sequence) override {
     end_of_sequence = false;
     while (!reader_ || reader_->done()) {
+      if (reader_)
+        ahead_.retire(std::move(*reader_));
       reader_.reset();
       snapshot::ChunkRef chunk;
       bool end = false;
@@ -78,6 +85,7 @@ public:
     started_ = in.get_bool();
     const int64_t count = in.get_int();
     read_.clear();
+    ahead_.drop();
     for (int64_t i = 0; i < count && in.status().ok(); ++i) {
       const int64_t stream = in.get_int();
       read_.insert({stream, in.get_int()});
@@ -103,28 +111,40 @@ public:
     Element skipped;
     for (int64_t i = 0; i < skip; ++i) // bounded by the chunk's element count
       if (Status s = reader_->next(skipped); !s.ok())
-        return damaged(*chunk, s);
+        return damaged_chunk(*chunk, s);
     in_chunk_ = skip;
     return Status::OK();
   }
 
 private:
+  // The chunk opened ahead when it is this one, else opened here; then the next one ahead.
   Status open(const snapshot::ChunkRef& chunk) {
     CONVEYOR_RETURN_IF_ERROR(check_path(paths_, chunk.path, PathPolicy::Access::read, "load"));
-    auto data = snapshot::open_chunk(chunk);
-    if (!data.ok())
-      return data.status().with_context("`load`");
-    auto reader = BatchReader::open(data->body, data->owner);
+    auto ahead = ahead_.take(chunk.path);
+    Expected<BatchReader> reader = ahead ? std::move(*ahead) : open_chunk_reader(chunk);
     if (!reader.ok())
-      return damaged(chunk, reader.status());
-    if (static_cast<int64_t>(reader->count()) != chunk.elements)
-      return damaged(chunk,
-                     data_loss("its batch holds " + std::to_string(reader->count()) +
-                               " elements, its header says " + std::to_string(chunk.elements)));
+      return reader.status();
     reader_.emplace(std::move(*reader));
     chunk_path_ = chunk.path;
     in_chunk_ = 0;
+    read_ahead();
     return Status::OK();
+  }
+
+  // Opens the chunk next_listed would give next, if there is one. Only from the final listing:
+  // without it the next chunk is not known yet (wait=true polls), or is the split provider's to
+  // choose (a split taken early would be lost by a save).
+  void read_ahead() {
+    if (provider_ || !final_listing_)
+      return;
+    for (std::size_t i = next_listed_; i < listed_.size(); ++i) {
+      const auto& c = listed_[i];
+      if (!mine(c) || read_.count({c.stream, c.index}))
+        continue;
+      if (check_path(paths_, c.path, PathPolicy::Access::read, "load").ok())
+        ahead_.start(c); // refused: open() says so when the chunk's turn comes
+      return;
+    }
   }
 
   Status next_split(snapshot::ChunkRef& chunk, bool& end) {
@@ -137,10 +157,6 @@ private:
       return ref.status().with_context("`load`");
     chunk = std::move(*ref);
     return Status::OK();
-  }
-
-  static Status damaged(const snapshot::ChunkRef& chunk, const Status& why) {
-    return data_loss("`load`: snapshot chunk " + chunk.path + " is damaged: " + why.message());
   }
 
   bool mine(const snapshot::ChunkRef& c) const {
@@ -227,6 +243,7 @@ private:
   std::optional<BatchReader> reader_; // the current chunk's elements (it views the chunk)
   std::string chunk_path_;
   int64_t in_chunk_ = 0; // elements of the open chunk handed out
+  ChunkReadAhead ahead_; // last: destroyed first, so its open finishes before the rest goes
 };
 
 } // namespace
@@ -245,9 +262,9 @@ MakeResult make_load(const NodePtr& node, const KernelContext& kctx) {
   if (!metadata.ok() &&
       !(metadata.status().code() == ErrorCode::not_found && node->bool_attr("wait")))
     return metadata.status().with_context("`load`");
-  return IteratorPtr(std::make_unique<LoadIterator>(dir, node->bool_attr("wait"), num_shards,
-                                                    shard_index, kctx.split_provider(),
-                                                    kctx.paths(), kctx.stop()));
+  return IteratorPtr(std::make_unique<LoadIterator>(
+    dir, node->bool_attr("wait"), num_shards, shard_index, kctx.split_provider(), kctx.paths(),
+    kctx.stop(), kctx.executor_group()));
 }
 
 } // namespace conveyor::kernels

@@ -307,8 +307,8 @@ Status decode_shape(Reader& r, Shape& shape, uint64_t& entries) {
   return Status::OK();
 }
 
-Expected<Tensor> decode_numeric(Reader& r, DType dtype, Shape shape, uint64_t entries,
-                                const StorageOwner& owner) {
+Status decode_numeric(Reader& r, DType dtype, Shape shape, uint64_t entries,
+                      const StorageOwner& owner, Tensor& out) {
   const std::size_t entry_size = dtype_size(dtype);
   if (entries > r.remaining() / entry_size)
     return r.error("shape " + shape_text(shape) + " of " + dtype_name(dtype) + " needs " +
@@ -328,13 +328,15 @@ Expected<Tensor> decode_numeric(Reader& r, DType dtype, Shape shape, uint64_t en
   const auto* p = reinterpret_cast<const unsigned char*>(payload.data());
   // Zero copy: the tensor views the received buffer (numeric views must be aligned).
   if (owner && n > Tensor::kInlineBytes &&
-      reinterpret_cast<std::uintptr_t>(p) % dtype_alignment(dtype) == 0)
-    return Tensor::numeric_view(dtype, std::move(shape), owner, p, n);
+      reinterpret_cast<std::uintptr_t>(p) % dtype_alignment(dtype) == 0) {
+    out = Tensor::numeric_view(dtype, std::move(shape), owner, p, n);
+    return Status::OK();
+  }
   // The copy overwrites every byte: no zero-fill first.
-  Tensor t = TensorInternals::uninitialized(dtype, std::move(shape));
+  out = TensorInternals::uninitialized(dtype, std::move(shape));
   if (n > 0)
-    std::memcpy(t.mutable_data<unsigned char>(), p, n);
-  return t;
+    std::memcpy(out.mutable_data<unsigned char>(), p, n);
+  return Status::OK();
 }
 
 // One length-prefixed string entry, viewed in r's buffer.
@@ -349,8 +351,8 @@ Status decode_string_entry(Reader& r, std::string_view& s) {
   return Status::OK();
 }
 
-Expected<Tensor> decode_strings(Reader& r, Shape shape, uint64_t entries,
-                                const StorageOwner& owner) {
+Status decode_strings(Reader& r, Shape shape, uint64_t entries, const StorageOwner& owner,
+                      Tensor& out) {
   // Every entry needs at least its one-byte length.
   if (entries > r.remaining())
     return r.error("string shape " + shape_text(shape) + " has " + std::to_string(entries) +
@@ -359,21 +361,25 @@ Expected<Tensor> decode_strings(Reader& r, Shape shape, uint64_t entries,
   if (owner && entries == 1) { // the common scalar-bytes element: no vector, no views block
     std::string_view s;
     CONVEYOR_RETURN_IF_ERROR(decode_string_entry(r, s));
-    return Tensor::single_string_view(std::move(shape), owner, s);
+    TensorInternals::make_single_string_view(out, std::move(shape), owner, s);
+    return Status::OK();
   }
   std::vector<std::string_view> views(static_cast<std::size_t>(entries));
   for (std::string_view& s : views)
     CONVEYOR_RETURN_IF_ERROR(decode_string_entry(r, s));
-  if (owner) // zero copy: the strings view the received buffer
-    return Tensor::string_view_of(std::move(shape), owner, std::move(views));
-  Tensor t{DType::string, std::move(shape)};
-  auto& strings = t.mutable_strings();
+  if (owner) { // zero copy: the strings view the received buffer
+    out = Tensor::string_view_of(std::move(shape), owner, std::move(views));
+    return Status::OK();
+  }
+  out = Tensor{DType::string, std::move(shape)};
+  auto& strings = out.mutable_strings();
   for (std::size_t i = 0; i < views.size(); ++i)
     strings[i].assign(views[i].data(), views[i].size());
-  return t;
+  return Status::OK();
 }
 
-Expected<Tensor> decode_tensor(Reader& r, const StorageOwner& owner) {
+// Into `out`, a default Tensor the caller made in place (no Tensor moved per element).
+Status decode_tensor(Reader& r, const StorageOwner& owner, Tensor& out) {
   uint8_t code;
   if (!r.read_u8(code))
     return r.error("truncated before the dtype");
@@ -386,8 +392,8 @@ Expected<Tensor> decode_tensor(Reader& r, const StorageOwner& owner) {
   uint64_t entries = 0;
   CONVEYOR_RETURN_IF_ERROR(decode_shape(r, shape, entries));
   if (dtype == DType::string)
-    return decode_strings(r, std::move(shape), entries, owner);
-  return decode_numeric(r, dtype, std::move(shape), entries, owner);
+    return decode_strings(r, std::move(shape), entries, owner, out);
+  return decode_numeric(r, dtype, std::move(shape), entries, owner, out);
 }
 
 // Decodes one element that must occupy all of r's buffer.
@@ -403,13 +409,9 @@ Status decode_whole_element(Reader& r, Element& out, const StorageOwner& owner) 
   auto& parts = out.components;
   parts.clear();
   parts.reserve(static_cast<std::size_t>(count));
-  for (uint64_t i = 0; i < count; ++i) {
-    auto t = decode_tensor(r, owner);
-    if (!t.ok())
-      return t.status().with_context("component " + std::to_string(i) + " of " +
-                                     std::to_string(count));
-    parts.push_back(std::move(*t));
-  }
+  for (uint64_t i = 0; i < count; ++i)
+    if (Status st = decode_tensor(r, owner, parts.emplace_back()); !st.ok())
+      return st.with_context("component " + std::to_string(i) + " of " + std::to_string(count));
   if (r.remaining() != 0)
     return r.error(std::to_string(r.remaining()) + " trailing bytes after the element");
   return Status::OK();

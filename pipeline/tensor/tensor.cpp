@@ -97,15 +97,21 @@ Tensor Tensor::numeric_view(DType dtype, Shape shape, StorageOwner owner, const 
 
 Tensor Tensor::single_string_view(Shape shape, StorageOwner owner, std::string_view string) {
   Tensor t;
+  TensorInternals::make_single_string_view(t, std::move(shape), owner, string);
+  return t;
+}
+
+void TensorInternals::make_single_string_view(Tensor& t, Shape shape, const StorageOwner& owner,
+                                              std::string_view string) {
+  assert(t.mode_ == Tensor::Mode::inline_bytes && !t.keep_); // a default Tensor
   t.dtype_ = DType::string;
   t.shape_ = std::move(shape);
   assert(t.num_elements() == 1);
-  t.mode_ = Mode::viewed_string;
+  t.mode_ = Tensor::Mode::viewed_string;
   t.inline_size_ = 0;
-  t.keep_ = std::move(owner);
+  t.keep_ = owner;
   t.view_data_ = reinterpret_cast<const unsigned char*>(string.data());
   t.view_size_ = string.size();
-  return t;
 }
 
 Tensor Tensor::string_view_of(Shape shape, StorageOwner owner,
