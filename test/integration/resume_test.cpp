@@ -23,6 +23,7 @@
 #include <regex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "test/integration/cluster.hpp"
@@ -149,6 +150,21 @@ void kill_and_resume(int64_t n, int attempts, Fault fault, const std::string& mo
   }
   CHECK(missing == 0);
   CHECK(repeated == 0);
+}
+
+// How many of the values 0..n-1 `got` lacks and has too many of, against `copies` of each.
+std::pair<int64_t, int64_t> missing_and_repeated(std::vector<int64_t> got, int64_t n,
+                                                 int64_t copies) {
+  std::sort(got.begin(), got.end());
+  int64_t missing = 0, repeated = 0;
+  for (int64_t v = 0, k = 0; v < n; ++v) {
+    int64_t c = 0;
+    for (; k < static_cast<int64_t>(got.size()) && got[static_cast<std::size_t>(k)] == v; ++k)
+      ++c;
+    missing += std::max<int64_t>(0, copies - c);
+    repeated += std::max<int64_t>(0, c - copies);
+  }
+  return {missing, repeated};
 }
 
 } // namespace
@@ -311,15 +327,7 @@ TEST_CASE("resume: an OFF read's slots survive a dispatcher restart - a worker t
   for (const auto& lines : {first->stdout_lines(), rest->stdout_lines()})
     for (const auto& l : lines)
       got.push_back(std::stoll(l));
-  std::sort(got.begin(), got.end());
-  int64_t repeated = 0, missing = 0;
-  for (int64_t v = 0, k = 0; v < kN; ++v) {
-    int64_t c = 0;
-    for (; k < static_cast<int64_t>(got.size()) && got[static_cast<std::size_t>(k)] == v; ++k)
-      ++c;
-    missing += std::max<int64_t>(0, 2 - c);
-    repeated += std::max<int64_t>(0, c - 2);
-  }
+  const auto [missing, repeated] = missing_and_repeated(got, kN, 2);
   CHECK_MESSAGE(got.size() == static_cast<std::size_t>(2 * kN),
                 "first " << first->stdout_lines().size() << " + rest "
                          << rest->stdout_lines().size());
@@ -391,15 +399,7 @@ TEST_CASE("resume: an OFF slot that ended mid-read is ended in the cursor - the 
     got.push_back(std::stoll(killed_lines[static_cast<std::size_t>(i)]));
   for (const auto& l : rest->stdout_lines())
     got.push_back(std::stoll(l));
-  std::sort(got.begin(), got.end());
-  int64_t repeated = 0, missing = 0;
-  for (int64_t v = 0, k = 0; v < kN; ++v) {
-    int64_t c = 0;
-    for (; k < static_cast<int64_t>(got.size()) && got[static_cast<std::size_t>(k)] == v; ++k)
-      ++c;
-    missing += std::max<int64_t>(0, 2 - c);
-    repeated += std::max<int64_t>(0, c - 2);
-  }
+  const auto [missing, repeated] = missing_and_repeated(got, kN, 2);
   CHECK_MESSAGE(got.size() == static_cast<std::size_t>(2 * kN),
                 "covered " << m << " + resumed " << rest->stdout_lines().size());
   CHECK(missing == 0);

@@ -493,17 +493,22 @@ std::pair<uint64_t, const std::string*> ProcessPool::function_id(const std::stri
   return {it->second, &it->first}; // (an unordered_map's entries stay where they are)
 }
 
+std::shared_ptr<PoolProcess> ProcessPool::least_busy(int64_t processes) const {
+  std::shared_ptr<PoolProcess> chosen;
+  // The first `processes` only: a map of N calls runs on at most N processes, whatever a map of
+  // more grew the pool to.
+  const std::size_t usable =
+    std::min<std::size_t>(live_.size(), static_cast<std::size_t>(processes));
+  for (std::size_t i = 0; i < usable; ++i)
+    if (chosen == nullptr || live_[i]->in_flight < chosen->in_flight)
+      chosen = live_[i];
+  return chosen;
+}
+
 Expected<std::shared_ptr<PoolProcess>> ProcessPool::take(int64_t processes) {
   std::unique_lock<std::mutex> lock{mu_};
   for (;;) {
-    std::shared_ptr<PoolProcess> chosen;
-    // The first `processes` only: a map of N calls runs on at most N processes, whatever a map
-    // of more grew the pool to.
-    const std::size_t usable =
-      std::min<std::size_t>(live_.size(), static_cast<std::size_t>(processes));
-    for (std::size_t i = 0; i < usable; ++i)
-      if (chosen == nullptr || live_[i]->in_flight < chosen->in_flight)
-        chosen = live_[i];
+    std::shared_ptr<PoolProcess> chosen = least_busy(processes);
     // An idle process first, then a new one, then a request queued behind a running one.
     if (chosen == nullptr || chosen->in_flight > 0) {
       if (started_ < processes) {
@@ -532,12 +537,7 @@ Expected<std::shared_ptr<PoolProcess>> ProcessPool::take(int64_t processes) {
 
 std::shared_ptr<PoolProcess> ProcessPool::try_take(int64_t processes) {
   std::lock_guard<std::mutex> lock{mu_};
-  std::shared_ptr<PoolProcess> chosen;
-  const std::size_t usable =
-    std::min<std::size_t>(live_.size(), static_cast<std::size_t>(processes));
-  for (std::size_t i = 0; i < usable; ++i)
-    if (chosen == nullptr || live_[i]->in_flight < chosen->in_flight)
-      chosen = live_[i];
+  std::shared_ptr<PoolProcess> chosen = least_busy(processes);
   // A process still to start is take()'s to start (on a thread that may wait for it).
   if (chosen == nullptr || chosen->in_flight >= kPoolDepth ||
       (chosen->in_flight > 0 && started_ < processes))

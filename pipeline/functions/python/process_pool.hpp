@@ -69,6 +69,9 @@ private:
   static Status after_death(int& deaths, const Status& death); // warns, or fails the second
   Expected<std::shared_ptr<PoolProcess>> take(int64_t processes);
   std::shared_ptr<PoolProcess> try_take(int64_t processes); // null: it would wait or start one
+  // Of the first `processes` live ones, the one with the fewest calls in flight (null: none);
+  // under mu_.
+  std::shared_ptr<PoolProcess> least_busy(int64_t processes) const;
   void give_back(const std::shared_ptr<PoolProcess>& process);
   void forget(const std::shared_ptr<PoolProcess>& process); // it died (and was reaped)
   // The function's id in this pool, and the pool's copy of its text.
