@@ -89,6 +89,7 @@ public:
   // consumer through the sink: it then asks only the task the order waits for).
   int64_t hold_budget = 0;
   bool hold_full = false;
+  std::pair<int64_t, int64_t> waits_for{-1, -1}; // (the split it last told the sink)
   // Elements a deterministic read handed out from its hold leave the caller's previous element
   // here (its tensors dropped, its component array kept), and the next element taken into the
   // hold is decoded into one of them: a fresh Element per held element and its free cost the
@@ -112,6 +113,14 @@ public:
 
   void check_hold() {
     const bool full = order && order->held_bytes() > hold_budget;
+    if (full && order->next_split() != waits_for) {
+      // Over budget, the consumer asks the task of this split (and no task past it): a new
+      // one wakes it, so that it stops asking a task that has moved on (issue 36).
+      waits_for = order->next_split();
+      sink->set_hold_waits_for(waits_for);
+      if (full == hold_full)
+        caf::anon_send(consumer, msg::ack_atom_v, uint64_t{0});
+    }
     if (full == hold_full)
       return;
     hold_full = full;

@@ -306,8 +306,10 @@ void pump(self_ptr self) {
   }
   // A deterministic reader over its hold budget waits for the lowest unfinished split: only its
   // task is asked, so the others stop filling the hold (they still get their acknowledgements).
-  st.core.focus_on(st.start.sink->hold_full() ? st.lowest_split_tasks
-                                              : std::vector<msg::task_id_t>{});
+  if (st.start.sink->hold_full())
+    st.core.focus_on(st.lowest_split_tasks, st.start.sink->hold_waits_for());
+  else
+    st.core.focus_on({});
   for (const auto& r : st.core.next_requests())
     request_batch(self, r);
 }

@@ -237,6 +237,53 @@ void ConsumerCore::on_task_lost(msg::task_id_t task) {
   tasks_.erase(t);
 }
 
+std::vector<msg::task_id_t> ConsumerCore::focused(const std::vector<msg::task_id_t>& order) const {
+  auto named = [&](msg::task_id_t id) {
+    return std::find(focus_.begin(), focus_.end(), id) != focus_.end();
+  };
+  auto moved_past = [&](msg::task_id_t id) {
+    const auto& slot = tasks_.at(id);
+    if (!focus_split_ || !slot.at_split)
+      return false;
+    return *slot.at_split > *focus_split_ ||
+           (*slot.at_split == *focus_split_ && slot.at_split_ended);
+  };
+  auto serving = [&](msg::task_id_t id) { // its batches are of that split, not its last yet
+    const auto& slot = tasks_.at(id);
+    return focus_split_ && slot.at_split == focus_split_ && !slot.at_split_ended;
+  };
+  // The first of these that is not empty: the tasks serving the split; those the job named
+  // that have not moved past it; those that have not; the named ones.
+  std::vector<msg::task_id_t> at, named_on, on, named_all;
+  for (auto id : order) {
+    if (named(id))
+      named_all.push_back(id);
+    if (moved_past(id))
+      continue;
+    on.push_back(id);
+    if (named(id))
+      named_on.push_back(id);
+    if (serving(id))
+      at.push_back(id);
+  }
+  for (auto* tier : {&at, &named_on, &on})
+    if (!tier->empty())
+      return *tier;
+  return named_all;
+}
+
+void ConsumerCore::note_splits(TaskSlot& slot, const std::vector<msg::origin_run>& origins) {
+  for (const auto& r : origins) {
+    const std::pair<int64_t, int64_t> split{r.epoch, r.index};
+    if (slot.at_split && split < *slot.at_split)
+      continue; // (an end mark of an earlier split)
+    if (!slot.at_split || split > *slot.at_split)
+      slot.at_split_ended = false;
+    slot.at_split = split;
+    slot.at_split_ended = slot.at_split_ended || r.split_end;
+  }
+}
+
 std::vector<ConsumerCore::Request> ConsumerCore::next_requests() {
   std::vector<Request> out;
   if (tasks_.empty())
@@ -267,12 +314,8 @@ std::vector<ConsumerCore::Request> ConsumerCore::next_requests() {
     if (slot.connected && !slot.end_of_sequence && !slot.retired)
       order.push_back(id);
   if (!focus_.empty()) { // (the task the reader waits for must always be asked: never none)
-    std::vector<msg::task_id_t> focused;
-    for (auto id : order)
-      if (std::find(focus_.begin(), focus_.end(), id) != focus_.end())
-        focused.push_back(id);
-    if (!focused.empty())
-      order = std::move(focused);
+    if (auto f = focused(order); !f.empty())
+      order = std::move(f);
   }
   if (order.empty())
     return out;
@@ -493,6 +536,7 @@ Status ConsumerCore::on_reply(const Request& request, msg::element_batch batch,
     slot.retired = true;
     slot.retired_ack_due = true; // (the answer to the acknowledgement repeats the mark)
   }
+  note_splits(slot, batch.origins);
   take_end_marks(batch.origins, out); // (they tag no element; the reader applies them)
   ++messages_;
   bytes_ += static_cast<int64_t>(batch.payload.size());

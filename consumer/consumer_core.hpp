@@ -31,6 +31,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -131,8 +132,17 @@ public:
 
   // Deterministic reads over their hold budget: only these tasks are asked for elements (the
   // task of the split the reader waits for first); others get only their acknowledgements.
-  // Empty, or none of them connected: every task is asked.
-  void focus_on(std::vector<msg::task_id_t> tasks) { focus_ = std::move(tasks); }
+  // Empty, or none of them connected: every task is asked. `waits_for`: the split the reader's
+  // order waits for. The job names its tasks only at its next task list, so a task it named
+  // that has moved past that split since (its last batch ended it or holds a later one: what it
+  // sends now is only held) is not asked; the tasks that have not moved past it are, one of
+  // them serves it. When every task has moved past it, the named ones are asked (a split
+  // handed out again goes to a task that had moved on).
+  void focus_on(std::vector<msg::task_id_t> tasks,
+                std::optional<std::pair<int64_t, int64_t>> waits_for = std::nullopt) {
+    focus_ = std::move(tasks);
+    focus_split_ = waits_for;
+  }
 
   // The requests to send now (each already reserved).
   std::vector<Request> next_requests();
@@ -228,6 +238,10 @@ private:
     bool greeted = false; // (ConsumerLimits::greet_tasks)
     uint32_t in_flight = 0;
     int64_t delivered = 0; // elements handed on from this actor
+    // Per-split pipelines: the highest split (epoch, index) its batches tagged so far, and
+    // whether they ended it (focus_on: has the task moved past the split the reader waits for?)
+    std::optional<std::pair<int64_t, int64_t>> at_split;
+    bool at_split_ended = false;
     // OFF: the read-cursor slot the task serves and the number its next element has there;
     // whether the reply being delivered is the task's last (its last element ends the slot).
     int64_t off_slot = -1;
@@ -305,6 +319,11 @@ private:
   std::deque<std::pair<int64_t, double>> unacked_batches_;
   std::size_t rotation_ = 0;          // fairness: the task asked first rotates
   std::vector<msg::task_id_t> focus_; // (focus_on)
+  std::optional<std::pair<int64_t, int64_t>> focus_split_;
+  // The tasks of `order` to ask while focused (focus_on).
+  std::vector<msg::task_id_t> focused(const std::vector<msg::task_id_t>& order) const;
+  // Notes the splits a task's batch tags (TaskSlot::at_split).
+  static void note_splits(TaskSlot& slot, const std::vector<msg::origin_run>& origins);
   int64_t elements_ = 0;
   int64_t bytes_ = 0;
   int64_t messages_ = 0;

@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "consumer/ready_elements.hpp"
@@ -52,6 +53,9 @@ public:
   // (DistributeOptions::deterministic_hold_bytes), so the consumer asks only the task of the
   // job's lowest unfinished split (task_list::lowest_split_tasks) for elements.
   virtual bool hold_full() const { return false; }
+  // ... and the split (epoch, index) its order waits for: a task the job named that has moved
+  // past it is not asked (ConsumerCore::focus_on). None: not known.
+  virtual std::optional<std::pair<int64_t, int64_t>> hold_waits_for() const { return std::nullopt; }
 };
 
 // A thread-safe queue between the consumer actor and a blocking reader.
@@ -74,6 +78,14 @@ public:
   bool hold_full() const override { return hold_full_.load(std::memory_order_acquire); }
   // The reader's side (any thread); the reader wakes the consumer when it turns false.
   void set_hold_full(bool full) { hold_full_.store(full, std::memory_order_release); }
+  std::optional<std::pair<int64_t, int64_t>> hold_waits_for() const override {
+    std::lock_guard<std::mutex> lock(waits_mu_);
+    return waits_for_;
+  }
+  void set_hold_waits_for(std::pair<int64_t, int64_t> split) {
+    std::lock_guard<std::mutex> lock(waits_mu_);
+    waits_for_ = split;
+  }
 
   // Waits up to `timeout` until the consumer joined its job or the stream ended. OK: joined
   // (`job` set) or ended without error before joining (a finished named job: nothing to read);
@@ -98,6 +110,8 @@ private:
   bool finished_ = false;
   std::atomic<bool> cancelled_{false}; // (set under mu_; read without it on the reader's fast path)
   std::atomic<bool> hold_full_{false};
+  mutable std::mutex waits_mu_; // (hold_waits_for: read by the consumer, set by the reader)
+  std::optional<std::pair<int64_t, int64_t>> waits_for_;
   std::optional<msg::job_id_t> job_;
   msg::job_info info_;
   Status final_;

@@ -1,5 +1,6 @@
 #include "dispatcher/job_core.hpp"
 
+#include <algorithm>
 #include <optional>
 
 #include "node/hooks.hpp"
@@ -187,7 +188,15 @@ void JobCore::requeue(Split split) {
   if (split.source < 0 || source >= sources_.size())
     return;
   ++reissued_;
-  sources_[source].requeue.push_back(std::move(split));
+  // In split order, whatever order they came back in: a task takes the lowest first. Two tasks
+  // handing back their surplus (SplitFeed::take_surplus) in the other order made one read a
+  // later split before an earlier one, and a deterministic reader held the later one whole
+  // (issue 36).
+  auto& queue = sources_[source].requeue;
+  auto key = [](const Split& s) { return std::make_pair(s.epoch, s.index); };
+  auto at = std::upper_bound(queue.begin(), queue.end(), split,
+                             [&](const Split& a, const Split& b) { return key(a) < key(b); });
+  queue.insert(at, std::move(split));
 }
 
 // Splits that came back but that no task will ever ask for: every live task ended. (Per-split

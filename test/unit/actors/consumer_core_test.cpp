@@ -886,3 +886,71 @@ TEST_CASE("a worker's end marks go to the reader apart from the elements, also o
   CHECK(out.has_news());
   CHECK(out.take_split_ends() == std::vector<SplitEnd>{{0, 1, 2}});
 }
+
+// Issue 36: the job names the task of its lowest unfinished split only at its next task list.
+// Over the hold budget, a named task whose batches ended the split the reader waits for (or
+// moved on to a later one) sends only elements the reader holds: it is not asked again; the
+// task that has not moved past that split is, until the reader waits for a later split.
+TEST_CASE("focus: a named task that moved past the split the reader waits for is not asked") {
+  ConsumerCore c{ConsumerLimits{}};
+  c.set_dynamic(true);
+  c.on_task_list(list_of(1, {1, 2}, false));
+  c.on_connected(1);
+  c.on_connected(2);
+  auto asked = [](const std::vector<ConsumerCore::Request>& reqs) {
+    std::set<msg::task_id_t> out;
+    for (const auto& r : reqs)
+      if (r.max_elements > 0)
+        out.insert(r.task);
+    return out;
+  };
+  auto tagged = [](std::vector<int64_t> values, int64_t index, int64_t first_seq, bool end) {
+    auto b = batch_of(values);
+    b.origins = {msg::origin_run{0, index, first_seq, static_cast<uint32_t>(values.size()), end}};
+    return b;
+  };
+  ReadyElements out;
+  // Over budget, waiting for split 0, which task 1 serves (the job named it).
+  c.focus_on({1}, std::pair<int64_t, int64_t>{0, 0});
+  auto reqs = c.next_requests();
+  REQUIRE(asked(reqs) == std::set<msg::task_id_t>{1});
+  for (const auto& r : reqs) // task 1 ends split 0 (its last element) in its reply
+    REQUIRE(c.on_reply(r, tagged({1, 2}, 0, 0, true), out).ok());
+  // The list still names task 1; the reader still waits for split 0 (its finish is not
+  // known yet): task 1 has moved past it, so task 2 is asked.
+  reqs = c.next_requests();
+  CHECK(asked(reqs) == std::set<msg::task_id_t>{2});
+  for (const auto& r : reqs) // (task 1's is an ack-only request)
+    REQUIRE(c.on_reply(r, r.task == 2 ? tagged({3}, 1, 0, false) : msg::element_batch{}, out).ok());
+  // The reader waits for split 1 now: task 2 serves it (task 1's next split is not known).
+  c.focus_on({1}, std::pair<int64_t, int64_t>{0, 1});
+  reqs = c.next_requests();
+  CHECK(asked(reqs) == std::set<msg::task_id_t>{2});
+  for (const auto& r : reqs)
+    REQUIRE(c.on_reply(r, r.task == 2 ? tagged({4}, 1, 1, false) : msg::element_batch{}, out).ok());
+  // The next task list names task 2: only it is asked.
+  c.focus_on({2}, std::pair<int64_t, int64_t>{0, 1});
+  CHECK(asked(c.next_requests()) == std::set<msg::task_id_t>{2});
+}
+
+TEST_CASE("focus: when every task moved past the split the reader waits for, the named one is "
+          "asked (the split was handed out again)") {
+  ConsumerCore c{ConsumerLimits{}};
+  c.set_dynamic(true);
+  c.on_task_list(list_of(1, {1, 2}, false));
+  c.on_connected(1);
+  c.on_connected(2);
+  ReadyElements out;
+  auto reqs = c.next_requests();
+  for (const auto& r : reqs) {
+    auto b = batch_of({1});
+    b.origins = {msg::origin_run{0, r.task == 1 ? 5 : 6, 0, 1, false}};
+    REQUIRE(c.on_reply(r, std::move(b), out).ok());
+  }
+  c.focus_on({1}, std::pair<int64_t, int64_t>{0, 2});
+  std::set<msg::task_id_t> asked;
+  for (const auto& r : c.next_requests())
+    if (r.max_elements > 0)
+      asked.insert(r.task);
+  CHECK(asked == std::set<msg::task_id_t>{1});
+}

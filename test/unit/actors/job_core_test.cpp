@@ -352,3 +352,24 @@ TEST_CASE("job core: with repeat() a task nobody reads keeps waiting - the epoch
     CHECK_FALSE(end->empty_epoch);
   }
 }
+
+// Issue 36: two tasks handed back their surplus (SplitFeed::take_surplus), the later split
+// first. The next task to ask got that one and read it before the earlier one, and a
+// deterministic reader held the later split whole (1 GB of 1 MiB elements) waiting for it.
+TEST_CASE("job core: splits handed back are handed out again in split order, lowest first") {
+  auto job = dynamic_job(60, 10); // 6 splits
+  job.add_task(1, 1, "a:1");
+  job.add_task(2, 2, "b:1");
+  auto a = job.get_splits(1, 0, 2); // splits 0, 1
+  auto b = job.get_splits(2, 0, 2); // splits 2, 3
+  REQUIRE(a->splits.size() == 2);
+  REQUIRE(b->splits.size() == 2);
+  job.splits_update(2, {}, {b->splits[1]}); // split 3 back first
+  job.splits_update(1, {}, {a->splits[1]}); // then split 1
+  auto again = job.get_splits(1, 0, 1);
+  REQUIRE(again->splits.size() == 1);
+  CHECK(again->splits[0].index == 1);
+  auto next = job.get_splits(2, 0, 1);
+  REQUIRE(next->splits.size() == 1);
+  CHECK(next->splits[0].index == 3);
+}
