@@ -15,6 +15,7 @@
 #include <set>
 
 #include "pipeline/runtime/warnings.hpp"
+#include "pipeline/tensor/tensor_internals.hpp"
 
 extern char** environ;
 
@@ -435,7 +436,10 @@ private:
       if (!dtype)
         return invalid_argument(what + " (component " + std::to_string(c) + ") has numpy dtype " +
                                 dtype_text + ", which conveyor tensors do not hold");
-      Tensor t(*dtype, shape);
+      // Numeric bytes are all copied over from the region: no zero-fill first.
+      Tensor t = *dtype == DType::string || length == 0
+                   ? Tensor(*dtype, shape)
+                   : TensorInternals::uninitialized(*dtype, shape);
       if (*dtype == DType::string) {
         auto& strings = t.mutable_strings();
         if (length != 16 * strings.size())
