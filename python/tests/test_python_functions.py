@@ -487,3 +487,49 @@ def test_inspect_lists_functions_with_their_parameters():
     assert ('python(pickle: string = "", import: string = "", qualname: string = "", processes: int = 0, '
             'spec: string = "")  [built in]') in out
     assert "plugins loaded: 0" in out
+
+
+def test_new_result_arrays_are_adopted_and_released_kept_ones_copied():
+    # A map's result array that nothing else refers to becomes the element's storage (no copy)
+    # and is released once the element goes; one the function also keeps is copied, so changing
+    # it afterwards does not change the element. (builtins: the in-process map's own
+    # interpreter, which a pickled function's globals would not share.)
+    import builtins
+    import gc
+    import weakref
+
+    builtins._conveyor_test_refs = []
+    builtins._conveyor_test_kept = []
+
+    def fresh(x):
+        import builtins
+        import weakref
+        a = np.full(1 << 17, int(x) % 251, np.uint8)
+        builtins._conveyor_test_refs.append(weakref.ref(a))
+        return a
+
+    def keep(x):
+        import builtins
+        a = np.full(1 << 17, int(x) % 251, np.uint8)
+        builtins._conveyor_test_kept.append(a)
+        return a
+
+    try:
+        refs = builtins._conveyor_test_refs
+        out = conveyor.Dataset.range(50).map(fresh)._collect()
+        assert [int(o[0]) for o in out] == [i % 251 for i in range(50)]
+        assert all(o.shape == (1 << 17,) and (o == o[0]).all() for o in out)
+        assert sum(r() is not None for r in refs) >= 50  # they are the elements' storage
+        kept_out = conveyor.Dataset.range(50).map(keep)._collect()
+        for a in builtins._conveyor_test_kept:
+            a[:] = 255
+        assert all((o == i % 251).all() for i, o in enumerate(kept_out))
+        del out
+        gc.collect()
+        deadline = time.monotonic() + 10
+        while any(r() is not None for r in refs) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not any(r() is not None for r in refs), "adopted arrays were not released"
+    finally:
+        del builtins._conveyor_test_refs
+        del builtins._conveyor_test_kept

@@ -1,10 +1,12 @@
 // Tensors <-> numpy (see the header). Errors are values: a worker must not throw into a kernel.
 #include "pipeline/functions/python/numpy_tensor.hpp"
+#include "pipeline/functions/python/array_releaser.hpp"
 #include "pipeline/functions/python/numpy_dtypes.hpp"
 #include "pipeline/tensor/tensor_internals.hpp"
 
 #include <pybind11/numpy.h>
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -111,14 +113,53 @@ Expected<Tensor> tensor_from_python(py::handle value, const std::string& what) {
 
 namespace {
 
+// Results this big are worth adopting (below it a copy costs less than the release's hand-off).
+constexpr py::ssize_t kAdoptBytes = 64 << 10;
+
+// A function's result array as the tensor's storage, without a copy, when nothing but the result
+// (or its tuple) refers to it: a new array the function made (`x + 1`), which no one else can
+// reach and so change. nullopt: copy it (kept elsewhere, a view, a subclass, small, ...).
+std::optional<Tensor> adopted(py::handle item) {
+  auto& api = py::detail::npy_api::get();
+  if (Py_TYPE(item.ptr()) != api.PyArray_Type_ || Py_REFCNT(item.ptr()) != 1)
+    return std::nullopt;
+  constexpr int kNeed = py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_ |
+                        py::detail::npy_api::NPY_ARRAY_OWNDATA_ |
+                        py::detail::npy_api::NPY_ARRAY_ALIGNED_;
+  if ((py::detail::array_proxy(item.ptr())->flags & kNeed) != kNeed)
+    return std::nullopt;
+  auto arr = py::reinterpret_borrow<py::array>(item);
+  const char kind = arr.dtype().kind();
+  if (arr.nbytes() < kAdoptBytes || kind == 'O' || kind == 'S' || kind == 'U' ||
+      py::detail::array_descriptor_proxy(arr.dtype().ptr())->byteorder == '>')
+    return std::nullopt;
+  auto dtype = dtype_of(arr.dtype());
+  if (!dtype.ok())
+    return std::nullopt; // (tensor_from_python names it)
+  const std::size_t size = static_cast<std::size_t>(arr.nbytes());
+  const auto* data = static_cast<const unsigned char*>(arr.data());
+  if (static_cast<std::size_t>(arr.size()) * dtype_size(*dtype) != size ||
+      reinterpret_cast<std::uintptr_t>(data) % dtype_size(*dtype) != 0)
+    return std::nullopt;
+  PyObject* held = arr.inc_ref().ptr(); // ours until the last tensor viewing it goes
+  StorageOwner owner(static_cast<const void*>(held), [](const void* array) {
+    release_array_later(static_cast<PyObject*>(const_cast<void*>(array)));
+  });
+  return Tensor::numeric_view(*dtype, Shape(arr.shape(), arr.shape() + arr.ndim()),
+                              std::move(owner), data, size);
+}
+
 // `item` itself when it is one of the arguments (returned unchanged: `lambda image, label:
-// (augment(image), label)`), else a copy.
+// (augment(image), label)`), a new array adopted, else a copy.
 Expected<Tensor> component_from_python(py::handle item, const std::string& what,
                                        const Arguments* passed) {
   if (passed != nullptr && passed->element != nullptr)
     for (std::size_t j = 0; j < passed->args.size() && j < passed->element->size(); ++j)
       if (passed->args[j].ptr() == item.ptr())
         return (*passed->element)[j];
+  if (passed != nullptr) // a function's result (the caller holds it: see adopted())
+    if (auto t = adopted(item))
+      return std::move(*t);
   return tensor_from_python(item, what);
 }
 

@@ -35,7 +35,8 @@ struct __attribute__((visibility("hidden"))) Arguments {
 };
 
 // A function's result as an element: a tuple is a multi-component element, anything else one
-// component.
+// component. With `passed` (a map's result, which the caller holds), a new array that nothing
+// else refers to is adopted as the tensor's storage instead of copied.
 Expected<Element> element_from_python(pybind11::handle value, const std::string& what,
                                       const Arguments* passed = nullptr);
 
