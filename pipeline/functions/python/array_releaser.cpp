@@ -69,8 +69,6 @@ private:
 
 } // namespace
 
-void release_array_later(PyObject* array) {
-  ArrayReleaser::instance().push(array);
-}
+void release_array_later(PyObject* array) { ArrayReleaser::instance().push(array); }
 
 } // namespace conveyor::python
