@@ -68,6 +68,17 @@ std::string temp_path(const std::string& what) {
     .string();
 }
 
+// The read cursor `conveyor read --checkpoint-to` wrote to `path`, decoded; the file removed.
+conveyor::ReadCursor taken_cursor(const std::string& path) {
+  std::ifstream in(path);
+  const std::string blob{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+  auto decoded = conveyor::ReadCursor::decode(blob, "the cursor file");
+  REQUIRE_MESSAGE(decoded.ok(), decoded.status().to_string());
+  return std::move(*decoded);
+}
+
 } // namespace
 
 TEST_CASE("deterministic: the same sequence on 1, 2 and 4 workers - also with a filter that "
@@ -261,13 +272,7 @@ TEST_CASE("deterministic: the job's splits are sized by the element's static byt
     auto r = cluster.read(dataset, args);
     REQUIRE_MESSAGE(r.exit_code == std::optional<int>{0}, r.describe);
     CHECK(r.lines.size() == 100000);
-    std::ifstream in(cursor);
-    const std::string blob{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    std::error_code ec;
-    std::filesystem::remove(cursor, ec);
-    auto decoded = conveyor::ReadCursor::decode(blob, "the cursor file");
-    REQUIRE_MESSAGE(decoded.ok(), decoded.status().to_string());
-    return decoded->split_size();
+    return taken_cursor(cursor).split_size();
   };
   CHECK(split_size_of("range(100000)") == conveyor::kDeterministicLargestSplit);
   CHECK(split_size_of("range(100000).map(bytes(size=16))") == conveyor::kDeterministicDefaultSplit);
@@ -299,11 +304,5 @@ TEST_CASE("deterministic: elements of a size the spec says (256 KiB tensors) in 
   auto r = cluster.read(dataset, args);
   REQUIRE_MESSAGE(r.exit_code == std::optional<int>{0}, r.describe);
   CHECK_MESSAGE(r.lines == expected, cluster.describe());
-  std::ifstream in(cursor);
-  const std::string blob{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  std::error_code ec;
-  std::filesystem::remove(cursor, ec);
-  auto decoded = conveyor::ReadCursor::decode(blob, "the cursor file");
-  REQUIRE_MESSAGE(decoded.ok(), decoded.status().to_string());
-  CHECK(decoded->split_size() == 16);
+  CHECK(taken_cursor(cursor).split_size() == 16);
 }
