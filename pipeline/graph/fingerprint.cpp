@@ -29,6 +29,8 @@ namespace {
 
 class CanonicalHasher {
 public:
+  explicit CanonicalHasher(bool skip_pickles = false) : skip_pickles_(skip_pickles) {}
+
   void node(const Node& n) {
     str(n.op);
     u64(n.inputs.size());
@@ -115,8 +117,11 @@ private:
         } else {
           u8(8);
           str(v.name);
-          u64(v.params.size());
+          const bool skip = skip_pickles_ && v.params.count("pickle") > 0;
+          u64(v.params.size() - (skip ? 1 : 0));
           for (const auto& [key, param] : v.params) {
+            if (skip && key == "pickle")
+              continue;
             str(key);
             std::visit([this](const auto& p) { attr(AttrValue{p}); }, param);
           }
@@ -171,17 +176,24 @@ private:
   }
 
   uint64_t h_ = 14695981039346656037ull; // FNV-1a 64-bit offset basis
+  bool skip_pickles_;
 };
 
-} // namespace
-
-std::string fingerprint(const Dataset& dataset) {
-  CanonicalHasher hasher;
+std::string hex_fingerprint(const Dataset& dataset, bool skip_pickles) {
+  CanonicalHasher hasher(skip_pickles);
   hasher.tag("conveyor.fingerprint.v1");
   hasher.node(*dataset.node());
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hasher.hash()));
   return hex;
+}
+
+} // namespace
+
+std::string fingerprint(const Dataset& dataset) { return hex_fingerprint(dataset, false); }
+
+std::string fingerprint_without_pickles(const Dataset& dataset) {
+  return hex_fingerprint(dataset, true);
 }
 
 } // namespace conveyor

@@ -22,5 +22,10 @@ Expected<Dataset> from_json(std::string_view json);
 
 // 16 lowercase hex digits.
 std::string fingerprint(const Dataset& dataset);
+// The same, with each function's `pickle` parameter left out (the function is then known by its
+// other parameters, e.g. a Python callable's `qualname`): a cloudpickle differs from run to run
+// (classes pickled by value get a random id), so a file that must be recognised by a later run
+// (a `cache` file) records this one. Equal to fingerprint() for a graph without pickles.
+std::string fingerprint_without_pickles(const Dataset& dataset);
 
 } // namespace conveyor

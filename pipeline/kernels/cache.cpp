@@ -325,7 +325,7 @@ MakeResult make_cache(const NodePtr& node, const KernelContext& kctx) {
   const std::string path = cache_file_path(filename);
   CONVEYOR_RETURN_IF_ERROR(check_path(kctx.paths(), path, PathPolicy::Access::write, "cache"));
   // The file belongs to the input it records: another pipeline's file is refused when opened.
-  const std::string input_fingerprint = fingerprint(Dataset(node->inputs.at(0)));
+  const std::string input_fingerprint = fingerprint_without_pickles(Dataset(node->inputs.at(0)));
   auto reader = CacheFileReader::open(filename, input_fingerprint);
   if (reader.ok())
     return IteratorPtr(std::make_unique<FileReplayIterator>(std::move(*reader)));

@@ -533,3 +533,32 @@ def test_new_result_arrays_are_adopted_and_released_kept_ones_copied():
     finally:
         del builtins._conveyor_test_refs
         del builtins._conveyor_test_kept
+
+
+def test_a_python_pipeline_run_again_reads_its_cache_file(tmp_path):
+    # A lambda's cloudpickle differs from run to run (classes pickled by value get a random id):
+    # the cache file records the input's fingerprint without pickles, so the same script run
+    # again reads its file instead of failing with "written by another pipeline".
+    calls = tmp_path / "calls"
+    script = textwrap.dedent(f"""
+        import conveyor
+        def note(x):
+            with open({str(calls)!r}, "a") as f:
+                f.write("x\\n")
+            return x * 2
+        ds = conveyor.Dataset.range(10).map(lambda x: note(x)).cache({str(tmp_path / "c")!r})
+        print(sorted(int(v) for v in ds._collect()))
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    runs = []
+    for _ in range(2):
+        before = calls.read_text().count("x") if calls.exists() else 0
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                             env=env, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == str([2 * i for i in range(10)])
+        runs.append(calls.read_text().count("x") - before)
+    # The first run calls the function for every element (and maybe once to trace it); the second
+    # reads the file (at most the trace).
+    assert runs[0] >= 10
+    assert runs[1] <= 1, runs

@@ -132,3 +132,20 @@ TEST_CASE("different definitions have different fingerprints") {
     all.insert(fingerprint(s.built));
   CHECK(all.size() == samples().size());
 }
+
+TEST_CASE("fingerprint_without_pickles: a function's pickle is left out, all else counts") {
+  auto with = [](const std::string& pickle, const std::string& qualname) {
+    return Dataset::range(10).map(
+      FunctionRef{"python_map", {{"pickle", pickle}, {"qualname", qualname}}});
+  };
+  // Two runs' cloudpickles of one lambda differ: the file fingerprint must not.
+  CHECK(fingerprint(with("AAAA", "__main__.<lambda>")) !=
+        fingerprint(with("BBBB", "__main__.<lambda>")));
+  CHECK(fingerprint_without_pickles(with("AAAA", "__main__.<lambda>")) ==
+        fingerprint_without_pickles(with("BBBB", "__main__.<lambda>")));
+  CHECK(fingerprint_without_pickles(with("AAAA", "__main__.<lambda>")) !=
+        fingerprint_without_pickles(with("AAAA", "__main__.other")));
+  // Without pickles it is the fingerprint itself (files of such graphs keep their identity).
+  for (const auto& s : samples())
+    CHECK(fingerprint_without_pickles(s.built) == fingerprint(s.built));
+}
