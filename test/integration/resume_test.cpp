@@ -194,7 +194,11 @@ TEST_CASE("resume: the whole cluster restarted before each resume (no journal) -
 
 TEST_CASE("resume: refused clearly - another dataset's cursor, another mode, a pipeline that "
           "mixes splits, and the same dataset reads exactly the rest") {
-  Cluster cluster(1);
+  // A refused read may leave the moment its job is made, before its connection to the worker:
+  // the job then waits for it to re-join, and at the end of the test its task's drain waits for
+  // it up to --drain-timeout (30 s by default) — longer than the cluster's shutdown waits.
+  Cluster cluster(0);
+  cluster.add_worker({"--drain-timeout", "3000"});
   CursorFile cursor;
   auto first = cluster.read("range(100)", {"--mode", "dynamic", "--checkpoint-to", cursor.path,
                                            "--checkpoint-every", "10", "--take", "30"});
