@@ -23,6 +23,7 @@
 #include "pipeline/io/durable_file.hpp"
 #include "pipeline/io/temp_files.hpp"
 #include "pipeline/io/tfrecord.hpp" // crc32c
+#include "pipeline/runtime/per_process.hpp"
 #include "pipeline/tensor/gather_buffer.hpp"
 
 namespace conveyor::snapshot {
@@ -72,11 +73,15 @@ Status write_pieces(int fd, const std::vector<std::string_view>& pieces, const s
 // are dead (a crashed process's, pipeline/io/temp_files.hpp); once, so a chunk's write does not
 // list the directory.
 Status remove_dead_writers_files_once(const std::string& dir) {
-  static std::mutex mu;
-  static std::set<std::pair<pid_t, std::string>> swept; // a forked child sweeps again
+  struct Swept {
+    std::mutex mu;
+    std::set<std::string> dirs;
+  };
+  static PerProcess<Swept> per_process; // a forked child sweeps again
+  Swept& swept = per_process.get([] { return new Swept; });
   {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!swept.emplace(::getpid(), dir).second)
+    std::lock_guard<std::mutex> lock(swept.mu);
+    if (!swept.dirs.insert(dir).second)
       return Status::OK();
   }
   auto removed = remove_dead_writers_files(dir, ".tmp-");

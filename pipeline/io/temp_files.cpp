@@ -6,9 +6,10 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <sstream>
 #include <vector>
+
+#include "pipeline/runtime/per_process.hpp"
 
 namespace conveyor {
 
@@ -90,16 +91,9 @@ WriterId compute_own_id() {
 }
 
 // Computed again in a forked child (a Python worker process): it must not carry its parent's.
-WriterId own_id() {
-  static std::mutex mu;
-  static pid_t pid = 0;
-  static WriterId id;
-  std::lock_guard<std::mutex> lock(mu);
-  if (pid != ::getpid()) {
-    id = compute_own_id();
-    pid = ::getpid();
-  }
-  return id;
+const WriterId& own_id() {
+  static PerProcess<const WriterId> id;
+  return id.get([] { return new WriterId(compute_own_id()); });
 }
 
 bool parse_tag(std::string_view tag, WriterId& out) {
@@ -126,7 +120,7 @@ bool parse_tag(std::string_view tag, WriterId& out) {
 } // namespace
 
 std::string temp_writer_tag() {
-  const WriterId w = own_id();
+  const WriterId& w = own_id();
   return w.pid + "." + w.start + "." + w.pidns + "." + w.boot + "." + w.host;
 }
 
@@ -134,7 +128,7 @@ TempWriter temp_writer_state(std::string_view tag) {
   WriterId w;
   if (!parse_tag(tag, w))
     return TempWriter::unknown;
-  const WriterId self = own_id();
+  const WriterId& self = own_id();
   if (w.host != self.host || self.boot == "0" || self.start == "0")
     return TempWriter::unknown; // another machine's, or no /proc to look in
   if (w.boot != self.boot)

@@ -1,12 +1,11 @@
 #include "pipeline/functions/python/array_releaser.hpp"
 
-#include <pthread.h>
-#include <unistd.h>
-
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "pipeline/runtime/per_process.hpp"
 
 namespace conveyor::python {
 namespace {
@@ -21,29 +20,22 @@ bool interpreter_ending() {
 
 class ArrayReleaser {
 public:
-  // Leaked: tensors may still go after static destructors ran.
+  // One per process (a forked child makes its own, with its own thread and an unlocked mutex);
+  // never destroyed: tensors may still go after static destructors ran.
   static ArrayReleaser& instance() {
-    static auto* releaser = new ArrayReleaser();
-    return *releaser;
+    static PerProcess<ArrayReleaser> per_process;
+    return per_process.get([] { return new ArrayReleaser; });
   }
 
   void push(PyObject* array) {
+    // Started on first use, not when made: PerProcess may make and delete a spare one.
+    std::call_once(started_, [this] { std::thread([this] { run(); }).detach(); });
     std::lock_guard<std::mutex> lock{mu_}; // a leaf lock: nothing else is taken under it
-    if (pid_ != ::getpid()) { // the first release, or a forked child (the thread stayed behind)
-      pid_ = ::getpid();
-      std::thread([this] { run(); }).detach();
-    }
     pending_.push_back(array);
     wake_.notify_one();
   }
 
 private:
-  ArrayReleaser() {
-    // A fork while the thread holds mu_ would leave the child's copy locked forever.
-    ::pthread_atfork([] { instance().mu_.lock(); }, [] { instance().mu_.unlock(); },
-                     [] { instance().mu_.unlock(); });
-  }
-
   void run() {
     std::unique_lock<std::mutex> lock{mu_};
     for (;;) {
@@ -64,7 +56,7 @@ private:
   std::mutex mu_;
   std::condition_variable wake_;
   std::vector<PyObject*> pending_;
-  pid_t pid_ = -1;
+  std::once_flag started_;
 };
 
 } // namespace
