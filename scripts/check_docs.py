@@ -12,7 +12,8 @@
    ROOT and `build` -> BUILD, so a block reads exactly as a user at the repository root types it
    (`build/conveyor ...`, `examples/...`) while the files it writes are thrown away. The ports the
    docs use for a local cluster (5050 for the dispatcher, 6001-6009 for workers) are replaced by
-   free loopback ports, so that blocks never meet another test's (or the user's) cluster. A block
+   free loopback ports below the kernel's ephemeral range, so that blocks never meet another
+   test's (or the user's) cluster, nor a port the kernel gave a connection meanwhile. A block
    runs in a process group of its own: whatever it started in the background is killed when it
    ends; the caller's CONVEYOR_* environment variables are removed. Runnable blocks must be quick (seconds) and talk only to 127.0.0.1.
 2. Flags. Every flag that `BUILD/conveyor <command> --help` (and `conveyor bench <name> --help`)
@@ -29,6 +30,7 @@ and exits 1 if anything failed, else 0.
 import argparse
 import glob
 import os
+import random
 import re
 import signal
 import socket
@@ -70,18 +72,37 @@ def fenced_blocks(path):
         yield start + 1, lang, "\n".join(body) + "\n", runnable
 
 
-def free_ports(n):
-    """n distinct free loopback ports (bound together, then released)."""
-    socks = []
+def ephemeral_low():
+    """The lowest port the kernel hands out for bind(0) and outgoing connections."""
     try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [str(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+        return int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_ports(n):
+    """n distinct free loopback ports below the kernel's ephemeral range: a port the kernel
+    picks for another test's `--port 0` node or for any outgoing connection can never be one of
+    them (a port from bind(0), released and bound again later, could be taken in between)."""
+    rng = random.SystemRandom()
+    low = ephemeral_low()
+    first = 10000 if low > 11000 else 1024
+    chosen = []
+    for _ in range(200 * n):
+        if len(chosen) == n:
+            break
+        port = rng.randrange(first, low)
+        if port in chosen:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        chosen.append(port)
+    if len(chosen) < n:
+        raise SystemExit(f"found only {len(chosen)} free loopback ports below {low}, needed {n}")
+    return [str(p) for p in chosen]
 
 
 def with_free_ports(text):
@@ -137,8 +158,12 @@ def run_block(root, build_dir, python, lang, text, timeout):
     out = log.read()
     log.close()
     if failure:
-        tail = out.decode("utf-8", "replace")[-3000:]
-        return f"{failure}; its output ends:\n{tail}"
+        text = out.decode("utf-8", "replace")
+        if len(text) <= 6000:
+            return f"{failure}; its output:\n{text}"
+        # The head too: a sanitizer report's first stack (the direct leak, the bad access) comes
+        # first and would be cut from a tail.
+        return f"{failure}; its output begins:\n{text[:3000]}\n[...]\nand ends:\n{text[-3000:]}"
     return None
 
 
