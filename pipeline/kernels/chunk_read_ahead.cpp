@@ -26,7 +26,6 @@ ChunkReadAhead::ChunkReadAhead(std::shared_ptr<ExecutorGroup> group)
   : queue_(Executor::shared().make_queue(std::move(group))) {}
 
 ChunkReadAhead::~ChunkReadAhead() {
-  stop_decoding_ = true;
   queue_->cancel_and_wait(); // before the members a running open stores into go
 }
 
@@ -38,20 +37,11 @@ void ChunkReadAhead::start(const snapshot::ChunkRef& chunk) {
     path_ = chunk.path;
     generation = ++generation_;
   }
-  stop_decoding_ = false; // nothing runs: drop() waited for the one before
   queue_->submit([this, chunk, generation] { open(chunk, generation); });
 }
 
 void ChunkReadAhead::open(const snapshot::ChunkRef& chunk, uint64_t generation) {
-  // Checked, then decoded, outside the lock (the reader may be asking whether it is ahead).
-  auto opened = [&]() -> Expected<ChunkElements> {
-    auto reader = open_chunk_reader(chunk);
-    if (!reader.ok())
-      return reader.status();
-    ChunkElements elements(std::move(*reader));
-    elements.decode_ahead(stop_decoding_);
-    return elements;
-  }();
+  auto opened = open_chunk_reader(chunk);
   std::lock_guard<std::mutex> lock(mu_);
   if (generation != generation_)
     return; // dropped meanwhile (its bytes go with `opened`)
@@ -59,14 +49,13 @@ void ChunkReadAhead::open(const snapshot::ChunkRef& chunk, uint64_t generation) 
   opened_.notify_all();
 }
 
-std::optional<Expected<ChunkElements>> ChunkReadAhead::take(const std::string& path) {
+std::optional<Expected<BatchReader>> ChunkReadAhead::take(const std::string& path) {
   std::unique_lock<std::mutex> lock(mu_);
   if (path_.empty() || path_ != path) {
     lock.unlock();
     drop();
     return std::nullopt;
   }
-  stop_decoding_ = true; // what is decoded by now is handed out, the rest decoded in turn
   while (!result_) {
     lock.unlock();
     const bool ran_here = queue_->run_one(); // not started yet: open it on this thread
@@ -74,14 +63,14 @@ std::optional<Expected<ChunkElements>> ChunkReadAhead::take(const std::string& p
     if (!ran_here)
       opened_.wait(lock, [this] { return result_.has_value(); });
   }
-  std::optional<Expected<ChunkElements>> out = std::move(result_);
+  std::optional<Expected<BatchReader>> out = std::move(result_);
   result_.reset();
   path_.clear();
   return out;
 }
 
 void ChunkReadAhead::drop() {
-  std::optional<Expected<ChunkElements>> dropped; // its bytes released after the lock
+  std::optional<Expected<BatchReader>> dropped; // its bytes released after the lock
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (path_.empty())
@@ -90,24 +79,18 @@ void ChunkReadAhead::drop() {
     ++generation_;
     dropped.swap(result_);
   }
-  stop_decoding_ = true; // a chunk being decoded ahead stops at its next element
   queue_->cancel_and_wait();
 }
 
-void ChunkReadAhead::retire(ChunkElements chunk) {
+void ChunkReadAhead::retire(BatchReader reader) {
   // Queued behind the open ahead (take() runs the oldest first, and goes on until its chunk is
   // open); dropped with it, on the dropping thread.
-  queue_->submit([chunk = std::move(chunk)] {});
+  queue_->submit([reader = std::move(reader)] {});
 }
 
 bool ChunkReadAhead::ahead() const {
   std::lock_guard<std::mutex> lock(mu_);
   return !path_.empty();
-}
-
-bool ChunkReadAhead::ready() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return result_.has_value();
 }
 
 } // namespace conveyor::kernels

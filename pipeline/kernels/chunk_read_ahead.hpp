@@ -1,21 +1,19 @@
 // Private to the `load` kernel: opening a snapshot chunk (read or mapped, both checksums checked,
-// the batch header read, an lz4 body inflated, then its elements decoded: chunk_elements.hpp)
-// one chunk ahead of the reader, on the process's executor (pipeline/runtime/executor.hpp), as
-// tf.data's snapshot reader does on reader threads. A 1 KiB-element load cannot check a chunk
-// and decode it on one core in the time a raw read copies it (docs/BENCHMARKS.md, "Where a 1 KiB
-// load's time goes"): here the next chunk is mapped, checked and decoded while the elements of
-// the current one are handed out. Nothing is decoded before both checksums pass.
+// the batch header read and an lz4 body inflated) one chunk ahead of the reader, on the process's
+// executor (pipeline/runtime/executor.hpp), as tf.data's snapshot reader does on reader threads.
+// A 1 KiB-element load cannot check a chunk and decode it on one core in the time a raw read
+// copies it (docs/BENCHMARKS.md, "Where a 1 KiB load's time goes"): here the next chunk's pages
+// are mapped and checked while the elements of the current one are decoded.
 //
 // The read-ahead changes nothing the iterator saves and hands nothing out by itself: the iterator
 // takes an opened chunk only when that chunk becomes its current one, so a damaged chunk fails
 // after every element of the chunks before it, naming it, as without the read-ahead. At most one
-// chunk is open ahead (its bytes and decoded elements held until taken or dropped). When no executor thread has
+// chunk is open ahead (its bytes held until taken or dropped). When no executor thread has
 // started the open by the time the reader needs the chunk (a busy machine), the reader runs it
 // itself (caller-runs, as prefetch does): never slower than opening it in turn, but then with no
 // overlap.
 #pragma once
 
-#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -23,7 +21,6 @@
 #include <string>
 
 #include "pipeline/io/snapshot_files.hpp"
-#include "pipeline/kernels/chunk_elements.hpp"
 #include "pipeline/runtime/executor.hpp"
 #include "pipeline/tensor/codec.hpp"
 
@@ -43,20 +40,17 @@ public:
 
   // Starts opening `chunk` on an executor thread, dropping the one ahead before (if any).
   void start(const snapshot::ChunkRef& chunk);
-  // What opening `path` gave, when it is the chunk ahead: stops its decoding ahead and waits for
-  // it, or opens it on this thread when no executor thread has started it (then decoding none
-  // ahead: the caller decodes them in turn). nullopt otherwise (the one ahead is dropped).
-  std::optional<Expected<ChunkElements>> take(const std::string& path);
+  // What opening `path` gave, when it is the chunk ahead: waits for it, or opens it on this
+  // thread when no executor thread has started it. nullopt otherwise (the one ahead is dropped).
+  std::optional<Expected<BatchReader>> take(const std::string& path);
   // Drops the chunk ahead (waits for it when it is being opened).
   void drop();
   // Lets go of a read chunk on an executor thread: when the reader held its last reference,
   // unmapping it (tens of microseconds for 8 MiB) is not the reader's wait. Elements still
   // alive keep it, as ever.
-  void retire(ChunkElements chunk);
-  // Whether a chunk is ahead (started and not taken or dropped), and whether it is opened (and
-  // decoded ahead as far as it goes).
+  void retire(BatchReader reader);
+  // Whether a chunk is ahead (started and not taken or dropped).
   bool ahead() const;
-  bool ready() const;
 
 private:
   void open(const snapshot::ChunkRef& chunk, uint64_t generation);
@@ -66,8 +60,7 @@ private:
   std::condition_variable opened_;
   std::string path_;        // of the chunk ahead ("" = none)
   uint64_t generation_ = 0; // of the chunk ahead: an item of a dropped one stores nothing
-  std::atomic<bool> stop_decoding_{false}; // the reader came for the chunk ahead, or dropped it
-  std::optional<Expected<ChunkElements>> result_;
+  std::optional<Expected<BatchReader>> result_;
 };
 
 } // namespace conveyor::kernels

@@ -4,8 +4,8 @@
 // snapshot is done. A failed snapshot fails the read with the cause its writer recorded. Under
 // DYNAMIC sharding the splits name chunks; num_shards/shard_index (FILE sharding) keep the
 // chunks whose (stream, index) falls to this shard. Once the snapshot is done (its chunks listed
-// for good), the next chunk is opened, checked and decoded ahead on the executor while this one is
-// handed out (kernels/chunk_read_ahead.hpp, kernels/chunk_elements.hpp).
+// for good), the next chunk is opened and checked ahead on the executor while this one is decoded
+// (kernels/chunk_read_ahead.hpp).
 #include <chrono>
 #include <optional>
 #include <set>
@@ -33,9 +33,9 @@ public:
       splits_({}, provider, "load", paths), provider_(provider), paths_(paths), stop_(stop),
       ahead_(std::move(group)) {}
 
-  // A chunk is checked whole (both checksums) when it is opened; its elements view its bytes (no
-  // copy). Those decoded ahead are moved into the caller's element; the others (a chunk opened
-  // in turn, or past ChunkElements::kMaxDecodedAhead) are decoded into it one at a time.
+  // A chunk is checked whole (both checksums) when it is opened; its elements are then decoded
+  // one at a time into the caller's element, viewing the mapped file (no vector of a chunk's
+  // elements, no copy).
   Status get_next(Element& out, bool& end_of_sequence) override {
     end_of_sequence = false;
     while (!reader_ || reader_->done()) {
@@ -121,16 +121,10 @@ private:
   Status open(const snapshot::ChunkRef& chunk) {
     CONVEYOR_RETURN_IF_ERROR(check_path(paths_, chunk.path, PathPolicy::Access::read, "load"));
     auto ahead = ahead_.take(chunk.path);
-    if (!ahead) {
-      auto reader = open_chunk_reader(chunk);
-      if (!reader.ok())
-        return reader.status();
-      reader_.emplace(std::move(*reader)); // decoded here, one element at a time
-    } else if (!ahead->ok()) {
-      return ahead->status();
-    } else {
-      reader_.emplace(std::move(**ahead));
-    }
+    Expected<BatchReader> reader = ahead ? std::move(*ahead) : open_chunk_reader(chunk);
+    if (!reader.ok())
+      return reader.status();
+    reader_.emplace(std::move(*reader));
     chunk_path_ = chunk.path;
     in_chunk_ = 0;
     read_ahead();
@@ -246,7 +240,7 @@ private:
   bool final_listing_ = false; // listed_ is every chunk (listed after DONE)
   std::vector<snapshot::ChunkRef> listed_;
   std::size_t next_listed_ = 0;
-  std::optional<ChunkElements> reader_; // the current chunk's elements (they view the chunk)
+  std::optional<BatchReader> reader_; // the current chunk's elements (it views the chunk)
   std::string chunk_path_;
   int64_t in_chunk_ = 0; // elements of the open chunk handed out
   ChunkReadAhead ahead_; // last: destroyed first, so its open finishes before the rest goes
