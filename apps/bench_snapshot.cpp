@@ -10,7 +10,8 @@
 // extra load counts its heap allocations per element. The load opens the next chunk on another
 // thread while it decodes one (pipeline/kernels/chunk_read_ahead.hpp), so it may use up to two
 // cores where the raw read uses one: each repetition also gives both sides' CPU time per element
-// (the process's, all its threads) and the cores each used (CPU time / wall time).
+// (the process's, all its threads), the cores each used (CPU time / wall time), and the load's
+// reader thread's own CPU time per element (the read-ahead's share excluded).
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
