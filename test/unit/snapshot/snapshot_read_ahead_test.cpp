@@ -1,6 +1,7 @@
 // load()'s read-ahead (pipeline/kernels/chunk_read_ahead.hpp): the next chunk is opened and
 // checked on the executor while the current one is read, and that changes nothing a reader sees:
-// errors come in order, naming their chunk, and a closed load leaves nothing behind.
+// errors come in order, naming their chunk, elements outlive the load, and a closed load leaves
+// nothing behind.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -10,6 +11,8 @@
 #include <thread>
 
 #include "conveyor/snapshot.hpp"
+#include "pipeline/io/crc32c.hpp"
+#include "pipeline/io/durable_file.hpp"
 #include "pipeline/io/snapshot_files.hpp"
 #include "pipeline/kernels/chunk_read_ahead.hpp"
 #include "pipeline/runtime/executor.hpp"
@@ -53,6 +56,25 @@ void flip_body_byte(const std::string& path) {
   f.get(c);
   f.seekp(-3, std::ios::end);
   f.put(static_cast<char>(c ^ 0x40));
+}
+
+// Makes element `index` of an uncompressed chunk of one-string elements undecodable (an unknown
+// dtype code) and fixes both checksums, so the chunk passes its checks and fails in the decode.
+void break_element(const snapshot::ChunkRef& chunk, const Element& like, std::size_t index) {
+  std::string bytes;
+  {
+    std::ifstream in(chunk.path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const std::size_t entry = encoded_batch_entry_size(like);
+  const std::size_t length_prefix = entry - encoded_element_size(like);
+  // Chunk header (32 bytes), batch header, then entries: length, component count (1 byte), dtype.
+  const std::size_t at = 32 + encoded_batch_header_size() + index * entry + length_prefix + 1;
+  REQUIRE(at < bytes.size());
+  bytes[at] = static_cast<char>(0xEE);
+  durable::put_u32(bytes.data() + 24, durable::masked(bytes.data() + 32, bytes.size() - 32));
+  durable::put_u32(bytes.data() + 28, durable::masked(bytes.data(), 28));
+  std::ofstream(chunk.path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
 // Whether this process maps a file whose path contains `part`.
@@ -163,4 +185,60 @@ TEST_CASE("snapshot read-ahead: a chunk is taken only under its own path, anothe
   REQUIRE(damaged.has_value());
   CHECK(damaged->status().code() == ErrorCode::data_loss);
   CHECK(damaged->status().message().find(chunks[1].path) != std::string::npos);
+}
+
+TEST_CASE("snapshot read-ahead: a chunk opened ahead with an undecodable element hands out the "
+          "current chunk, the elements before it, then data_loss naming it") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string snap = dir.path() + "/s";
+  auto chunks = write_snapshot(snap, 3, 50, 200);
+  const Element like{Tensor::scalar(std::string(200, 'a'))};
+  break_element(chunks[1], like, 20);
+
+  // Chunk 1 passes its checks when it is opened ahead: the decode fails, in its turn.
+  auto it = Dataset::load(snap).make_iterator();
+  REQUIRE(it.ok());
+  for (int i = 0; i < 70; ++i) {
+    Element e;
+    bool end = false;
+    REQUIRE((*it)->get_next(e, end).ok());
+    REQUIRE_FALSE(end);
+    REQUIRE(e[0].string_at(0) == std::string(200, static_cast<char>('a' + i % 26)));
+  }
+  Element e;
+  bool end = false;
+  Status s = (*it)->get_next(e, end);
+  CHECK(s.code() == ErrorCode::data_loss);
+  CHECK(s.message().find(chunks[1].path) != std::string::npos);
+  CHECK(s.message().find("element 20 of 50") != std::string::npos);
+}
+
+TEST_CASE("snapshot read-ahead: elements outlive the load and a chunk's mapping holds until the "
+          "last of them goes") {
+  TempDir dir;
+  REQUIRE(dir.ok());
+  const std::string snap = dir.path() + "/s";
+  auto chunks = write_snapshot(snap, 3, 1100, 1000); // mapped chunks (1.1 MB)
+  std::vector<Element> kept;
+  {
+    auto it = Dataset::load(snap).make_iterator();
+    REQUIRE(it.ok());
+    for (int i = 0; i < 1100 + 10; ++i) { // chunk 0 and the first 10 of chunk 1
+      Element e;
+      bool end = false;
+      REQUIRE((*it)->get_next(e, end).ok());
+      if (i % 100 == 0 || i >= 1100)
+        kept.push_back(std::move(e));
+    }
+  } // the load closes: chunk 2, opened ahead, goes
+  CHECK_FALSE(mapped(chunks[2].path));
+  CHECK(mapped(chunks[1].path)); // viewed by the elements kept
+  for (std::size_t k = 0; k < kept.size(); ++k) {
+    const int i = k < 11 ? static_cast<int>(k) * 100 : 1100 + static_cast<int>(k - 11);
+    CHECK(kept[k][0].string_at(0) == std::string(1000, static_cast<char>('a' + i % 26)));
+  }
+  kept.clear();
+  CHECK_FALSE(mapped(chunks[0].path));
+  CHECK_FALSE(mapped(chunks[1].path));
 }
