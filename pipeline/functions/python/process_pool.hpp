@@ -15,6 +15,7 @@
 // thread, so no thread blocks on a queued request).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -60,6 +61,9 @@ public:
   // same order (tests kill one to check recovery).
   std::vector<int> pids() const;
   std::vector<int> requests_in_flight() const;
+  // Results of kBlockBytes or more copied out of a process's output region because none of its
+  // result blocks was free (tests; see result_blocks.hpp).
+  uint64_t results_copied() const;
 
 private:
   friend class PoolCall;
@@ -85,6 +89,7 @@ private:
   int64_t started_ = 0;                            // live processes, and those being started
   std::unordered_map<std::string, uint64_t> function_ids_[2]; // pickles, imports
   uint64_t next_function_id_ = 0;
+  std::atomic<uint64_t> copied_{0};
 };
 
 } // namespace conveyor::python

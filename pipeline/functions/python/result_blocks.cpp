@@ -1,0 +1,118 @@
+// Result blocks of a pool process (see the header).
+#include "pipeline/functions/python/result_blocks.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+namespace conveyor::python {
+
+ResultBlocks::~ResultBlocks() {
+  for (Block& b : blocks_) {
+    if (b.map != nullptr)
+      ::munmap(b.map, b.size);
+    if (b.fd >= 0)
+      ::close(b.fd);
+  }
+}
+
+Status ResultBlocks::resize_locked(Block& b, std::size_t size) {
+  if (b.map != nullptr)
+    ::munmap(b.map, b.size);
+  b.map = nullptr;
+  b.size = 0;
+  // A shorter length frees the pages in both processes; the pool process's map of the block
+  // stays, unused while the block is free (a later lease tells it the new size).
+  if (::ftruncate(b.fd, static_cast<off_t>(size)) != 0)
+    return io_error(std::string{"Python pool: ftruncate of a result block: "} +
+                    std::strerror(errno));
+  if (size == 0)
+    return Status::OK();
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, b.fd, 0);
+  if (map == MAP_FAILED)
+    return io_error(std::string{"Python pool: mmap of a result block: "} + std::strerror(errno));
+  b.map = static_cast<unsigned char*>(map);
+  b.size = size;
+  return Status::OK();
+}
+
+Expected<ResultBlocks::Lease> ResultBlocks::acquire(std::size_t size) {
+  size = (size + kGranule - 1) / kGranule * kGranule;
+  std::lock_guard<std::mutex> lock{mu_};
+  int chosen = -1;
+  for (int i = 0; i < static_cast<int>(blocks_.size()); ++i) {
+    const Block& b = blocks_[i];
+    if (b.busy)
+      continue;
+    if (b.size >= size) { // the first free one big enough; else the biggest free one, grown
+      chosen = i;
+      break;
+    }
+    if (chosen < 0 || b.size > blocks_[chosen].size)
+      chosen = i;
+  }
+  if (chosen < 0 || blocks_[chosen].size < size) {
+    if (chosen < 0 && static_cast<int>(blocks_.size()) == kMaxBlocks)
+      return Lease{};
+    if (chosen < 0) {
+      Block b;
+      b.fd = ::memfd_create("conveyor-pool-result", MFD_CLOEXEC);
+      if (b.fd < 0)
+        return io_error(std::string{"Python pool: memfd_create: "} + std::strerror(errno));
+      blocks_.push_back(b);
+      chosen = static_cast<int>(blocks_.size()) - 1;
+    }
+    if (Status st = resize_locked(blocks_[chosen], size); !st.ok())
+      return st;
+  }
+  Block& b = blocks_[chosen];
+  b.busy = true;
+  return Lease{chosen, b.fd, b.size, !b.fd_sent};
+}
+
+void ResultBlocks::sent(int index) {
+  std::lock_guard<std::mutex> lock{mu_};
+  blocks_[index].fd_sent = true;
+}
+
+void ResultBlocks::release(int index) {
+  std::lock_guard<std::mutex> lock{mu_};
+  blocks_[index].busy = false;
+  int free_with_memory = 0;
+  for (const Block& b : blocks_)
+    free_with_memory += !b.busy && b.size > 0;
+  // A burst of kept results made many blocks: keep a few for reuse, give the rest's memory back
+  // (an error leaves the block as it is: still free, still mapped).
+  if (free_with_memory > kKeepFree)
+    (void)resize_locked(blocks_[index], 0);
+}
+
+const unsigned char* ResultBlocks::data(int index) const {
+  std::lock_guard<std::mutex> lock{mu_};
+  return blocks_[index].map;
+}
+
+std::size_t ResultBlocks::capacity(int index) const {
+  std::lock_guard<std::mutex> lock{mu_};
+  return blocks_[index].size;
+}
+
+StorageOwner ResultBlocks::owner(int index) {
+  std::shared_ptr<ResultBlocks> self = shared_from_this();
+  const unsigned char* map = data(index);
+  return StorageOwner(static_cast<const void*>(map),
+                      [self, index](const void*) { self->release(index); });
+}
+
+int ResultBlocks::busy() const {
+  std::lock_guard<std::mutex> lock{mu_};
+  int n = 0;
+  for (const Block& b : blocks_)
+    n += b.busy;
+  return n;
+}
+
+} // namespace conveyor::python
