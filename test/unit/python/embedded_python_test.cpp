@@ -282,13 +282,13 @@ TEST_CASE("pool results in result blocks: kept ones keep their bytes, a copy whe
 TEST_CASE("a pool process killed with two 1 MiB requests in flight: both rerun once, each with "
           "its own block") {
   python::ProcessPool pool(CONVEYOR_PYTHON_EXECUTABLE, {CONVEYOR_SOURCE_DIR "/test/unit/python"});
-  auto first = pool.call("conveyor_test_functions:plus_one", true, megabyte(100), 1, "plus_one",
-                         "this test");
+  auto first =
+    pool.call("conveyor_test_functions:plus_one", true, megabyte(100), 1, "plus_one", "this test");
   CHECK(all_bytes(first, 101));
-  auto a = pool.start("conveyor_test_functions:slow_plus_one", true, megabyte(1), 1, "slow",
-                      "this test");
-  auto b = pool.start("conveyor_test_functions:slow_plus_one", true, megabyte(2), 1, "slow",
-                      "this test");
+  auto a =
+    pool.start("conveyor_test_functions:slow_plus_one", true, megabyte(1), 1, "slow", "this test");
+  auto b =
+    pool.start("conveyor_test_functions:slow_plus_one", true, megabyte(2), 1, "slow", "this test");
   REQUIRE(a);
   REQUIRE(b);
   REQUIRE(pool.requests_in_flight() == std::vector<int>{2});
@@ -302,8 +302,8 @@ TEST_CASE("a pool process killed with two 1 MiB requests in flight: both rerun o
   CHECK(pool.pids()[0] != victim);
   std::vector<Expected<Element>> more;
   for (uint8_t v = 10; v < 14; ++v)
-    more.push_back(pool.call("conveyor_test_functions:plus_one", true, megabyte(v), 1, "plus_one",
-                             "this test"));
+    more.push_back(
+      pool.call("conveyor_test_functions:plus_one", true, megabyte(v), 1, "plus_one", "this test"));
   for (uint8_t v = 10; v < 14; ++v)
     CHECK(all_bytes(more[v - 10], v + 1));
   CHECK(all_bytes(first, 101)); // the dead process's block, still viewed
