@@ -15,7 +15,7 @@
 #include <cstring>
 #include <set>
 
-#include "pipeline/functions/python/result_blocks.hpp"
+#include "pipeline/runtime/result_blocks.hpp"
 #include "pipeline/runtime/warnings.hpp"
 #include "pipeline/tensor/tensor_internals.hpp"
 

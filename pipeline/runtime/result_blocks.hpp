@@ -1,5 +1,6 @@
-// Shared memory blocks that one pool process writes its results into, viewed in place as the new
-// elements' tensor storage (process_pool.cpp): no copy out of the pool process's output region.
+// Shared memory blocks (memfds) that one Python pool process writes its results into, viewed in
+// place as the new elements' tensor storage (pipeline/functions/python/process_pool.cpp): no copy
+// out of the pool process's output region. Nothing here needs Python (tested without it).
 // A request is given a free block; a tensor made from the reply holds the block (through its
 // StorageOwner) and the block is free again only when the last tensor viewing it is gone, on any
 // thread. The blocks outlive the pool and its process while a tensor views them (the owner holds
@@ -15,7 +16,7 @@
 #include "conveyor/tensor.hpp"
 #include "pipeline/runtime/status.hpp"
 
-namespace conveyor::python {
+namespace conveyor {
 
 class ResultBlocks : public std::enable_shared_from_this<ResultBlocks> {
 public:
@@ -62,4 +63,4 @@ private:
   std::vector<Block> blocks_;
 };
 
-} // namespace conveyor::python
+} // namespace conveyor

@@ -1,5 +1,5 @@
 // Result blocks of a pool process (see the header).
-#include "pipeline/functions/python/result_blocks.hpp"
+#include "pipeline/runtime/result_blocks.hpp"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-namespace conveyor::python {
+namespace conveyor {
 
 ResultBlocks::~ResultBlocks() {
   for (Block& b : blocks_) {
@@ -115,4 +115,4 @@ int ResultBlocks::busy() const {
   return n;
 }
 
-} // namespace conveyor::python
+} // namespace conveyor
