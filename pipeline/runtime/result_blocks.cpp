@@ -42,16 +42,22 @@ Status ResultBlocks::resize_locked(Block& b, std::size_t size) {
 Expected<ResultBlocks::Lease> ResultBlocks::acquire(std::size_t size) {
   size = (size + kGranule - 1) / kGranule * kGranule;
   std::lock_guard<std::mutex> lock{mu_};
+  // The free one big enough that was freed last (its bytes are likely still in a cache: writing
+  // 1 MiB into one of 16 rotating blocks measured twice the time of writing into a recent one);
+  // else the biggest free one, grown.
   int chosen = -1;
   for (int i = 0; i < static_cast<int>(blocks_.size()); ++i) {
     const Block& b = blocks_[i];
     if (b.busy)
       continue;
-    if (b.size >= size) { // the first free one big enough; else the biggest free one, grown
+    const bool fits = b.size >= size;
+    if (chosen < 0) {
       chosen = i;
-      break;
+      continue;
     }
-    if (chosen < 0 || b.size > blocks_[chosen].size)
+    const Block& c = blocks_[chosen];
+    const bool chosen_fits = c.size >= size;
+    if (fits != chosen_fits ? fits : fits ? b.freed > c.freed : b.size > c.size)
       chosen = i;
   }
   if (chosen < 0 || blocks_[chosen].size < size) {
@@ -81,13 +87,21 @@ void ResultBlocks::sent(int index) {
 void ResultBlocks::release(int index) {
   std::lock_guard<std::mutex> lock{mu_};
   blocks_[index].busy = false;
+  blocks_[index].freed = ++clock_;
   int free_with_memory = 0;
-  for (const Block& b : blocks_)
-    free_with_memory += !b.busy && b.size > 0;
-  // A burst of kept results made many blocks: keep a few for reuse, give the rest's memory back
-  // (an error leaves the block as it is: still free, still mapped).
+  int oldest = -1;
+  for (int i = 0; i < static_cast<int>(blocks_.size()); ++i) {
+    const Block& b = blocks_[i];
+    if (b.busy || b.size == 0)
+      continue;
+    ++free_with_memory;
+    if (oldest < 0 || b.freed < blocks_[oldest].freed)
+      oldest = i;
+  }
+  // A burst of kept results made many blocks: keep a few for reuse, give the memory of the one
+  // freed longest ago back (an error leaves it as it is: still free, still mapped).
   if (free_with_memory > kKeepFree)
-    (void)resize_locked(blocks_[index], 0);
+    (void)resize_locked(blocks_[oldest], 0);
 }
 
 const unsigned char* ResultBlocks::data(int index) const {

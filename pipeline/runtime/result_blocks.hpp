@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -56,11 +57,13 @@ private:
     std::size_t size = 0; // mapped here and the memfd's length (0: its memory given back)
     bool busy = false;
     bool fd_sent = false;
+    uint64_t freed = 0; // when it was last freed (clock_)
   };
   Status resize_locked(Block& b, std::size_t size);
 
   mutable std::mutex mu_;
   std::vector<Block> blocks_;
+  uint64_t clock_ = 0;
 };
 
 } // namespace conveyor
