@@ -100,7 +100,7 @@ struct Region {
 // request k uses slot k % kPoolDepth, and the replies come back in request order, each read by
 // the thread that sent its request, in turn. The pool hands a process to a new call only while
 // fewer than kPoolDepth are in flight, so slot k is free again when request k + kPoolDepth is
-// written (the call of request k has copied its result out).
+// written (the call of request k has read its reply, and its result block went to its tensors).
 class PoolProcess {
 public:
   ~PoolProcess() {

@@ -64,8 +64,9 @@ public:
   // same order (tests kill one to check recovery).
   std::vector<int> pids() const;
   std::vector<int> requests_in_flight() const;
-  // Results of 64 KiB or more copied out of a process's output region because none of its
-  // result blocks was free (tests; see result_blocks.hpp).
+  // Results of 64 KiB or more copied out of a process's output region: none of its result blocks
+  // was free (all viewed), or the request's was too small or none was offered (a function's first
+  // result bigger than its arguments). Tests; see result_blocks.hpp.
   uint64_t results_copied() const;
 
 private:
