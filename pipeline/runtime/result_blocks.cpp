@@ -88,20 +88,26 @@ void ResultBlocks::release(int index) {
   std::lock_guard<std::mutex> lock{mu_};
   blocks_[index].busy = false;
   blocks_[index].freed = ++clock_;
-  int free_with_memory = 0;
-  int oldest = -1;
-  for (int i = 0; i < static_cast<int>(blocks_.size()); ++i) {
-    const Block& b = blocks_[i];
-    if (b.busy || b.size == 0)
-      continue;
-    ++free_with_memory;
-    if (oldest < 0 || b.freed < blocks_[oldest].freed)
-      oldest = i;
+  // A burst of kept results made many blocks, or big ones: keep a few for reuse (at most kKeepFree,
+  // of at most kKeepFreeBytes together, but always the one just freed), and give the memory of
+  // those freed longest ago back (an error leaves one as it is: still free, still mapped).
+  for (;;) {
+    int free_with_memory = 0;
+    std::size_t bytes = 0;
+    int oldest = -1;
+    for (int i = 0; i < static_cast<int>(blocks_.size()); ++i) {
+      const Block& b = blocks_[i];
+      if (b.busy || b.size == 0)
+        continue;
+      ++free_with_memory;
+      bytes += b.size;
+      if (oldest < 0 || b.freed < blocks_[oldest].freed)
+        oldest = i;
+    }
+    if ((free_with_memory <= kKeepFree && bytes <= kKeepFreeBytes) || oldest == index ||
+        !resize_locked(blocks_[oldest], 0).ok())
+      return;
   }
-  // A burst of kept results made many blocks: keep a few for reuse, give the memory of the one
-  // freed longest ago back (an error leaves it as it is: still free, still mapped).
-  if (free_with_memory > kKeepFree)
-    (void)resize_locked(blocks_[oldest], 0);
 }
 
 const unsigned char* ResultBlocks::data(int index) const {

@@ -22,7 +22,8 @@ namespace conveyor {
 class ResultBlocks : public std::enable_shared_from_this<ResultBlocks> {
 public:
   static constexpr int kMaxBlocks = 64; // per pool process
-  static constexpr int kKeepFree = 8;   // free blocks beyond these give their memory back
+  static constexpr int kKeepFree = 8;   // free blocks beyond these give their memory back, and
+  static constexpr std::size_t kKeepFreeBytes = 64 << 20; // beyond these bytes (but the newest)
   static constexpr std::size_t kGranule = 64 << 10;
 
   // A block handed to one request: its index (the process maps it by index), its memfd (sent to

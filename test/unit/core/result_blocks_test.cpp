@@ -102,3 +102,28 @@ TEST_CASE(
   CHECK(all_bytes(views[5], 99));
   CHECK(views[5].bytes().size() == 1 << 20);
 }
+
+TEST_CASE("result blocks: big free ones give their memory back beyond 64 MiB, the newest stays") {
+  auto blocks = std::make_shared<ResultBlocks>();
+  const std::size_t big = 48 << 20; // (a memfd's pages exist only once written: none are here)
+  std::vector<int> leased;
+  for (int i = 0; i < 3; ++i) {
+    auto lease = blocks->acquire(big);
+    REQUIRE(lease.ok());
+    leased.push_back(lease->index);
+  }
+  for (int index : leased)
+    blocks->release(index);
+  CHECK(blocks->capacity(leased[0]) == 0);
+  CHECK(blocks->capacity(leased[1]) == 0);
+  CHECK(blocks->capacity(leased[2]) == big);
+  auto again = blocks->acquire(big); // the one kept, not a regrown one
+  REQUIRE(again.ok());
+  CHECK(again->index == leased[2]);
+  auto bigger = blocks->acquire(100 << 20); // more than kKeepFreeBytes alone: kept when freed
+  REQUIRE(bigger.ok());
+  blocks->release(again->index);
+  blocks->release(bigger->index);
+  CHECK(blocks->capacity(bigger->index) == 100 << 20);
+  CHECK(blocks->capacity(again->index) == 0);
+}
