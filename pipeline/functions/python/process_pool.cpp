@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <optional>
 #include <set>
 
 #include "pipeline/runtime/result_blocks.hpp"
@@ -209,7 +210,8 @@ public:
     const ssize_t n = receive(received_fd);
     Outcome outcome;
     outcome.sent = true;
-    std::size_t needed = 0; // the result's size in shared memory, as the process reports it
+    // The result's size in shared memory, as the process reports it (0: an argument returned).
+    std::optional<std::size_t> needed;
     if (n <= 0) {
       outcome.died = true;
     } else if (received_fd >= 0 && !map_output(slot, received_fd).ok()) {
@@ -223,8 +225,8 @@ public:
     }
     free_block(slot); // (a result viewing it holds it through its owner)
     lock.lock();
-    if (needed > 0)
-      result_hint_ = needed; // the next request's block is made this big
+    if (needed)
+      result_hint_ = needed; // the next request's block is made this big, or none
     if (outcome.died) {
       mark_dead_locked(worker); // wakes the calls waiting for their turn: they run again too
       outcome.result = internal_error(death_ + " while running Python function `" + name + "`");
@@ -258,7 +260,7 @@ private:
       return st;
     // A result block when the result is likely big: as big as the last result, or at first the
     // arguments (`x + 1`).
-    const std::size_t expected = result_hint_ > 0 ? result_hint_ : size;
+    const std::size_t expected = result_hint_.value_or(size);
     ResultBlocks::Lease block;
     if (expected >= kBlockBytes) {
       auto leased = blocks_->acquire(expected);
@@ -442,7 +444,7 @@ private:
   // them there (the block's owner keeps it from reuse), else are copied out of its output region.
   // `needed`: the result's size in shared memory (the next block's size).
   Expected<Element> decode(std::size_t size, int slot, const Element& in, const std::string& name,
-                           std::size_t& needed) {
+                           std::optional<std::size_t>& needed) {
     const std::string what = "the result of Python function `" + name + "`";
     Reader r(reply_.data() + 1, size - 1);
     uint8_t in_block = 0;
@@ -544,7 +546,7 @@ private:
   static_assert(kPoolDepth == 2, "the slot arrays below start as {-1, -1}");
   int slot_block_[kPoolDepth] = {-1, -1};    // the block of the request in each slot (-1: none)
   int send_block_fd_[kPoolDepth] = {-1, -1}; // its descriptor, when the process lacks it yet
-  std::size_t result_hint_ = 0;              // the last result's size in shared memory
+  std::optional<std::size_t> result_hint_;   // the last result's size in shared memory
   std::set<uint64_t> loaded_;
   uint64_t sent_ = 0;     // requests sent
   uint64_t received_ = 0; // replies read: the request whose reply comes next
