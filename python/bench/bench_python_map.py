@@ -14,7 +14,9 @@ the network's. Parts:
              (num_parallel_calls=2); per element, side by side: the same pipeline without the map
              (base), with it (mapped), their difference (the map's time: mapped - base, with the
              spread of the mapped runs) and the plain loop `for x in values: fn(x)` over numpy
-             arrays held in memory, and the map's time / the loop's.
+             arrays held in memory, and the map's time / the loop's; then the CPU time per mapped
+             element of this process and of its pool processes over the runs (what a loaded
+             machine disturbs less than the times).
   cpu        a CPU-bound map (a pure-Python loop of --work iterations per element) with
              num_parallel_calls = each of --parallel (1: the worker's interpreter; N > 1: N pool
              processes), elements/s, the ratio to the first and to N; beside each N > 1 what the
@@ -163,18 +165,20 @@ def us(x):
 def overhead(args, runner, label):
     print(f"overhead per element ({label}), us, fastest of {args.reps} runs of >= {args.seconds} s; {load()}")
     print(f"  {'':>8}   {'function':>8} {'where':<11}: {'base':>9} {'mapped':>9} {'map':>9} {'spread':>9}"
-          f" | {'loop':>9} | map/loop")
+          f" | {'loop':>9} | map/loop | CPU per mapped element: this process + pool processes")
     for size in (8, BIG):
         base = min(per_element(args, runner(lambda n: dataset_for(size, n))))
         for fn, name in ((plus_one, "x + 1"), (identity, "identity")):
             loop = min(per_element(args, plain_loop(fn, size)))
             for parallel in (1, 2):
+                used = []
                 mapped = per_element(args, runner(
-                    lambda n: dataset_for(size, n).map(fn, num_parallel_calls=parallel)))
+                    lambda n: dataset_for(size, n).map(fn, num_parallel_calls=parallel)), cpu=used)
                 where = "interpreter" if parallel == 1 else "pool of 2"
                 share = min(mapped) - base
                 print(f"  {size:>8} B {name:>8} {where:<11}: {us(base)} {us(min(mapped))} {us(share)}"
-                      f" {us(max(mapped) - min(mapped))} | {us(loop)} | {share / loop:8.2f} x")
+                      f" {us(max(mapped) - min(mapped))} | {us(loop)} | {share / loop:8.2f} x |"
+                      f" {us(used[0])} + {us(used[1])}")
 
 
 # N plain interpreters running the CPU-bound loop at once: what the machine allows N processes.

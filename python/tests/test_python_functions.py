@@ -535,6 +535,26 @@ def test_new_result_arrays_are_adopted_and_released_kept_ones_copied():
         del builtins._conveyor_test_kept
 
 
+def test_pool_results_kept_keep_their_bytes_while_later_ones_reuse_the_blocks():
+    # Through the pool, results of 64 KiB or more are viewed in the pool process's result blocks
+    # (no copy out); a block is reused only once nothing views it, so results kept here keep their
+    # bytes while later maps run, and more kept than the blocks are copied, not lost.
+    def big(x):
+        return np.full(1 << 17, int(x) % 251, np.uint8)
+
+    first = conveyor.Dataset.range(150).map(big, num_parallel_calls=2)._collect()
+    second = conveyor.Dataset.range(100, 400).map(big, num_parallel_calls=2)._collect()
+    assert [int(o[0]) for o in first] == [i % 251 for i in range(150)]
+    assert all(o.shape == (1 << 17,) and (o == o[0]).all() for o in first)
+    assert [int(o[0]) for o in second] == [i % 251 for i in range(100, 400)]
+    assert all((o == o[0]).all() for o in second)
+    del second
+    third = conveyor.Dataset.range(200).map(lambda x: np.full(1 << 17, 250 - int(x) % 251, np.uint8),
+                                            num_parallel_calls=2)._collect()
+    assert all((o == 250 - i % 251).all() for i, o in enumerate(third))
+    assert all((o == i % 251).all() for i, o in enumerate(first))
+
+
 def test_a_python_pipeline_run_again_reads_its_cache_file(tmp_path):
     # A lambda's cloudpickle differs from run to run (classes pickled by value get a random id):
     # the cache file records the input's fingerprint without pickles, so the same script run

@@ -4,12 +4,16 @@
 // payloads live in shared memory regions (memfd), two per request slot (the parent keeps up to
 // kPoolDepth requests in flight, request k in slot k % kPoolDepth): the parent's input region,
 // whose descriptor comes with a request when it was (re)made, and this process's output region,
-// whose descriptor goes with a reply likewise.
-//   request: "<QBBQQI" fn id, slot, load kind (0 loaded, 1 pickle, 2 import), load offset, load
-//            length, component count; per component: name length "B" + dtype name, "I" rank,
-//            "q" * rank dims, "QQ" offset, length (strings: a table of "QQ" offset, length per
-//            entry).
-//   reply:   b"K" + the same component layout (offsets into the output region; dtype "@J": the
+// whose descriptor goes with a reply likewise. A request may name a result block (result_blocks.hpp):
+// the parent's memfd, sent with the first request naming it, that the result goes into when it
+// fits, and that the parent's tensors then view in place.
+//   request: "<QBBQQiQBI" fn id, slot, load kind (0 loaded, 1 pickle, 2 import), load offset,
+//            load length, result block (-1: none), its size, descriptors attached (1: the input
+//            region, 2: the block, in that order), component count; per component: name length
+//            "B" + dtype name, "I" rank, "q" * rank dims, "QQ" offset, length (strings: a table of
+//            "QQ" offset, length per entry).
+//   reply:   b"K" + "<BQ" in the block (else the output region), the bytes the result needs there
+//            + the same component layout (offsets into the block or region; dtype "@J": the
 //            function returned argument J unchanged), or
 //            b"E" + module NUL summary NUL traceback (module: the one an ImportError names).
 #include "pipeline/functions/python/process_pool.hpp"
@@ -33,10 +37,12 @@ in_maps = [None] * SLOTS
 out_fds = [os.memfd_create("conveyor-pool-out") for _ in range(SLOTS)]
 out_maps = [None] * SLOTS
 out_sizes = [0] * SLOTS
+block_fds = {}  # result block index -> its memfd (the parent's)
+block_maps = {}  # index -> its map, as big as the largest size a request gave it
 # Parsed once: the per-call cost is what a CPU-bound map pays per element.
-REQUEST = struct.Struct("<QBBQQ")  # then the components, from their count on
-U8, U32, QQ = struct.Struct("<B"), struct.Struct("<I"), struct.Struct("<QQ")
-FD_SPACE = socket.CMSG_SPACE(array.array("i").itemsize)
+REQUEST = struct.Struct("<QBBQQiQB")  # then the components, from their count on
+U8, U32, QQ, BQ = struct.Struct("<B"), struct.Struct("<I"), struct.Struct("<QQ"), struct.Struct("<BQ")
+FD_SPACE = socket.CMSG_SPACE(2 * array.array("i").itemsize)
 request_buf = bytearray(1 << 20)
 request_view = memoryview(request_buf)
 dtypes = {}  # name -> np.dtype
@@ -117,7 +123,14 @@ def header(dtype, shape):
     return h
 
 
-def encode(slot, result, args):
+def block_map(block, size):
+    m = block_maps.get(block)
+    if m is None or len(m) < size:  # new, or grown by the parent while free
+        m = block_maps[block] = mmap.mmap(block_fds[block], size)
+    return m
+
+
+def encode(slot, result, args, block, block_size):
     parts = result if isinstance(result, tuple) else (result,)
     if not parts:
         raise ValueError("the function returned an empty tuple; an element needs a component")
@@ -145,9 +158,14 @@ def encode(slot, result, args):
                 a = np.ascontiguousarray(a)
             prepared.append((a.dtype.name, a.shape, a))
             total += a.nbytes + 16
-    grew = ensure_out(slot, total)
-    out_map = out_maps[slot]
-    reply = [b"K", U32.pack(len(prepared))]
+    in_block = block >= 0 and total <= block_size
+    grew = False
+    if in_block:
+        out_map = block_map(block, block_size)
+    else:
+        grew = ensure_out(slot, total)
+        out_map = out_maps[slot]
+    reply = [b"K", BQ.pack(in_block, total), U32.pack(len(prepared))]
     pos = 0
     for dtype, shape, payload in prepared:
         reply.append(header(dtype, shape))
@@ -181,14 +199,19 @@ while True:
         break
     if not size:
         break
-    for level, kind_, data in ancdata:  # a new input region; arrays a function kept view the old
+    fn_id, slot, kind, load_at, load_len, block, block_size, attached = REQUEST.unpack_from(request_buf, 0)
+    fds = []
+    for level, kind_, data in ancdata:
         if level == socket.SOL_SOCKET and kind_ == socket.SCM_RIGHTS:
-            fd = array.array("i", data[:array.array("i").itemsize])[0]
-            slot_ = request_buf[8]
-            in_maps[slot_] = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
-            os.close(fd)
+            fds.extend(array.array("i", data[:len(data) - len(data) % array.array("i").itemsize]))
+    if attached & 1:  # a new input region; arrays a function kept view the old
+        fd = fds.pop(0)
+        in_maps[slot] = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+        os.close(fd)
+    if attached & 2:  # a result block this process has not seen (kept for its later requests)
+        block_fds[block] = fds.pop(0)
+        block_maps.pop(block, None)
     try:
-        fn_id, slot, kind, load_at, load_len = REQUEST.unpack_from(request_buf, 0)
         fn = functions.get(fn_id)
         if fn is None:
             if kind == 0:
@@ -201,7 +224,7 @@ while True:
         if isinstance(fn, BaseException):
             raise fn
         args = read_components(request_view[:size], REQUEST.size, in_maps[slot])
-        reply, grew = encode(slot, fn(*args), args)
+        reply, grew = encode(slot, fn(*args), args, block, block_size)
         del args
         if grew:
             socket.send_fds(sock, [reply], [out_fds[slot]])

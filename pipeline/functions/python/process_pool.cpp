@@ -11,9 +11,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <optional>
 #include <set>
 
+#include "pipeline/runtime/result_blocks.hpp"
 #include "pipeline/runtime/warnings.hpp"
 #include "pipeline/tensor/tensor_internals.hpp"
 
@@ -25,6 +28,9 @@ namespace {
 
 constexpr std::size_t kMaxReply = 1 << 20; // a reply header or an error with its traceback
 constexpr std::size_t kAlign = 16;
+// Results this big go into a result block, viewed in place; smaller ones are copied out of the
+// output region (a copy costs less than a block's hand-off there).
+constexpr std::size_t kBlockBytes = 64 << 10;
 
 std::size_t aligned(std::size_t n) { return (n + kAlign - 1) & ~(kAlign - 1); }
 
@@ -95,7 +101,7 @@ struct Region {
 // request k uses slot k % kPoolDepth, and the replies come back in request order, each read by
 // the thread that sent its request, in turn. The pool hands a process to a new call only while
 // fewer than kPoolDepth are in flight, so slot k is free again when request k + kPoolDepth is
-// written (the call of request k has copied its result out).
+// written (the call of request k has read its reply, and its result block went to its tensors).
 class PoolProcess {
 public:
   ~PoolProcess() {
@@ -175,9 +181,12 @@ public:
               false};
     ticket = sent_;
     const int slot = static_cast<int>(ticket % kPoolDepth);
-    if (Status st = write_request(slot, fn_id, function, is_import, in); !st.ok())
+    if (Status st = write_request(slot, fn_id, function, is_import, in); !st.ok()) {
+      free_block(slot);
       return {st, false, false};
+    }
     if (!send(slot)) {
+      free_block(slot);
       mark_dead_locked(worker);
       return {internal_error(death_ + " while running Python function `" + name + "`"), true,
               false};
@@ -201,6 +210,8 @@ public:
     const ssize_t n = receive(received_fd);
     Outcome outcome;
     outcome.sent = true;
+    // The result's size in shared memory, as the process reports it (0: an argument returned).
+    std::optional<std::size_t> needed;
     if (n <= 0) {
       outcome.died = true;
     } else if (received_fd >= 0 && !map_output(slot, received_fd).ok()) {
@@ -210,9 +221,12 @@ public:
       outcome.result =
         function_error(std::string(reply_.data(), static_cast<std::size_t>(n)), name, worker);
     } else {
-      outcome.result = decode(static_cast<std::size_t>(n), slot, in, name);
+      outcome.result = decode(static_cast<std::size_t>(n), slot, in, name, needed);
     }
+    free_block(slot); // (a result viewing it holds it through its owner)
     lock.lock();
+    if (needed)
+      result_hint_ = needed; // the next request's block is made this big, or none
     if (outcome.died) {
       mark_dead_locked(worker); // wakes the calls waiting for their turn: they run again too
       outcome.result = internal_error(death_ + " while running Python function `" + name + "`");
@@ -244,6 +258,18 @@ private:
     }
     if (Status st = ensure_input(slot, size); !st.ok())
       return st;
+    // A result block when the result is likely big: as big as the last result, or at first the
+    // arguments (`x + 1`).
+    const std::size_t expected = result_hint_.value_or(size);
+    ResultBlocks::Lease block;
+    if (expected >= kBlockBytes) {
+      auto leased = blocks_->acquire(expected);
+      if (!leased.ok())
+        return leased.status();
+      block = *leased;
+    }
+    slot_block_[slot] = block.index;
+    send_block_fd_[slot] = block.send_fd ? block.fd : -1;
     unsigned char* const region = in_[slot].map;
     std::string& msg = request_;
     msg.clear();
@@ -252,6 +278,9 @@ private:
     put<uint8_t>(msg, load ? (is_import ? 2 : 1) : 0);
     put<uint64_t>(msg, 0);
     put<uint64_t>(msg, load ? function.size() : 0);
+    put<int32_t>(msg, block.index);
+    put<uint64_t>(msg, block.capacity);
+    put<uint8_t>(msg, static_cast<uint8_t>((send_region_[slot] ? 1 : 0) | (block.send_fd ? 2 : 0)));
     std::size_t pos = 0;
     if (load) {
       std::memcpy(region, function.data(), function.size());
@@ -318,15 +347,22 @@ private:
     msghdr hdr{};
     hdr.msg_iov = &iov;
     hdr.msg_iovlen = 1;
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    if (send_region_[slot]) {
+    // The descriptors the request's flags name, in order: the input region, the result block.
+    int fds[2];
+    int count = 0;
+    if (send_region_[slot])
+      fds[count++] = in_[slot].fd;
+    if (send_block_fd_[slot] >= 0)
+      fds[count++] = send_block_fd_[slot];
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof fds)] = {};
+    if (count > 0) {
       hdr.msg_control = control;
-      hdr.msg_controllen = sizeof control;
+      hdr.msg_controllen = CMSG_SPACE(count * sizeof(int));
       cmsghdr* c = CMSG_FIRSTHDR(&hdr);
       c->cmsg_level = SOL_SOCKET;
       c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int));
-      std::memcpy(CMSG_DATA(c), &in_[slot].fd, sizeof(int));
+      c->cmsg_len = CMSG_LEN(count * sizeof(int));
+      std::memcpy(CMSG_DATA(c), fds, count * sizeof(int));
     }
     ssize_t sent;
     do
@@ -335,6 +371,8 @@ private:
     if (sent != static_cast<ssize_t>(request_.size()))
       return false;
     send_region_[slot] = false;
+    if (send_block_fd_[slot] >= 0)
+      blocks_->sent(slot_block_[slot]);
     return true;
   }
 
@@ -402,15 +440,25 @@ private:
     return invalid_argument("Python function `" + name + "` raised " + summary + "\n" + traceback);
   }
 
-  Expected<Element> decode(std::size_t size, int slot, const Element& in,
-                           const std::string& name) const {
+  // The reply's element: numeric components view the slot's result block when the process wrote
+  // them there (the block's owner keeps it from reuse), else are copied out of its output region.
+  // `needed`: the result's size in shared memory (the next block's size).
+  Expected<Element> decode(std::size_t size, int slot, const Element& in, const std::string& name,
+                           std::optional<std::size_t>& needed) {
     const std::string what = "the result of Python function `" + name + "`";
-    const std::size_t out_size = out_[slot].size;
-    const unsigned char* const out_map = out_[slot].map;
     Reader r(reply_.data() + 1, size - 1);
+    uint8_t in_block = 0;
+    uint64_t total = 0;
     uint32_t count = 0;
-    if (!r.get(count))
+    if (!r.get(in_block) || !r.get(total) || !r.get(count) || (in_block && slot_block_[slot] < 0))
       return internal_error("Python pool: a malformed reply");
+    needed = total;
+    const int block = in_block ? slot_block_[slot] : -1;
+    const std::size_t out_size = block >= 0 ? blocks_->capacity(block) : out_[slot].size;
+    const unsigned char* const out_map = block >= 0 ? blocks_->data(block) : out_[slot].map;
+    StorageOwner owner; // the block's, made for its first numeric component
+    if (block < 0 && total >= kBlockBytes && copied_ != nullptr)
+      copied_->fetch_add(1, std::memory_order_relaxed); // no block was free, or big enough
     std::vector<Tensor> parts;
     for (uint32_t c = 0; c < count; ++c) {
       uint8_t name_size = 0;
@@ -436,6 +484,20 @@ private:
       if (!dtype)
         return invalid_argument(what + " (component " + std::to_string(c) + ") has numpy dtype " +
                                 dtype_text + ", which conveyor tensors do not hold");
+      if (block >= 0 && *dtype != DType::string && length > 0) {
+        uint64_t elements = 1;
+        for (int64_t d : shape)
+          elements *= d < 0 ? ~uint64_t{0} : static_cast<uint64_t>(d);
+        if (length != elements * dtype_size(*dtype) || offset % dtype_size(*dtype) != 0)
+          return internal_error("Python pool: a reply whose size does not match its shape");
+        if (owner == nullptr) {
+          owner = blocks_->owner(block);
+          slot_block_[slot] = -1; // the owner frees it
+        }
+        parts.push_back(Tensor::numeric_view(*dtype, std::move(shape), owner, out_map + offset,
+                                             static_cast<std::size_t>(length)));
+        continue;
+      }
       // Numeric bytes are all copied over from the region: no zero-fill first.
       Tensor t = *dtype == DType::string || length == 0
                    ? Tensor(*dtype, shape)
@@ -462,6 +524,13 @@ private:
     return Element{std::move(parts)};
   }
 
+  // Under mu_ or by the call whose turn it is: slot `slot`'s block is free again.
+  void free_block(int slot) {
+    if (slot_block_[slot] >= 0)
+      blocks_->release(slot_block_[slot]);
+    slot_block_[slot] = -1;
+  }
+
   pid_t pid_ = -1;     // -1 once reaped
   int pid_shown_ = -1; // for messages and pids()
   int sock_ = -1;
@@ -472,6 +541,12 @@ private:
   std::string request_; // the request being sent
   Region in_[kPoolDepth];
   bool send_region_[kPoolDepth] = {};
+  // Result blocks: shared with the tensors viewing them, so they outlive this process if need be.
+  std::shared_ptr<ResultBlocks> blocks_ = std::make_shared<ResultBlocks>();
+  static_assert(kPoolDepth == 2, "the slot arrays below start as {-1, -1}");
+  int slot_block_[kPoolDepth] = {-1, -1};    // the block of the request in each slot (-1: none)
+  int send_block_fd_[kPoolDepth] = {-1, -1}; // its descriptor, when the process lacks it yet
+  std::optional<std::size_t> result_hint_;   // the last result's size in shared memory
   std::set<uint64_t> loaded_;
   uint64_t sent_ = 0;     // requests sent
   uint64_t received_ = 0; // replies read: the request whose reply comes next
@@ -479,6 +554,7 @@ private:
   std::string death_; // "Python pool process PID of WORKER was killed by signal 9"
 
 public:
+  std::atomic<uint64_t>* copied_ = nullptr; // the pool's count of big results copied
   int in_flight = 0; // calls that took it and have not returned it; guarded by ProcessPool::mu_
 };
 
@@ -526,6 +602,7 @@ Expected<std::shared_ptr<PoolProcess>> ProcessPool::take(int64_t processes) {
           return process.status();
         }
         (*process)->in_flight = 1;
+        (*process)->copied_ = &copied_;
         live_.push_back(*process);
         idle_changed_.notify_one(); // a call waiting for a process may queue behind this one
         return process;
@@ -574,6 +651,8 @@ std::vector<int> ProcessPool::pids() const {
     out.push_back(p->pid());
   return out;
 }
+
+uint64_t ProcessPool::results_copied() const { return copied_.load(std::memory_order_relaxed); }
 
 std::vector<int> ProcessPool::requests_in_flight() const {
   std::lock_guard<std::mutex> lock{mu_};

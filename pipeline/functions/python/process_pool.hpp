@@ -4,10 +4,13 @@
 // posix_spawn; element payloads go through shared memory regions (memfd + mmap), an input and an
 // output one per request slot:
 // the worker writes an element's tensors into the input region once, the function gets numpy
-// views of it, and its results come back through the process's output region, copied once into
-// the new element. A process that dies mid-call (SIGKILL, OOM killer) is replaced and the element
-// is run again on the replacement, with a warning, and so is the request queued behind it; a
-// second death in a row fails the element loudly. Nothing is dropped silently.
+// views of it; a result of 64 KiB or more comes back in a result block (result_blocks.hpp) that
+// the new element's tensors view in place, smaller ones (and big ones when no block is free)
+// through the process's output region, copied once into the new element. A process that dies
+// mid-call (SIGKILL, OOM killer) is replaced and the element is run again on the replacement, with
+// a warning, and so is the request queued behind it (the blocks of its requests are freed, the
+// ones its earlier results' tensors view stay theirs); a second death in a row fails the element
+// loudly. Nothing is dropped silently.
 //
 // Each process holds up to kPoolDepth requests (python_functions.hpp): the one it runs and the
 // next, already in its socket, so it never waits for the worker between two calls (the parallel
@@ -15,6 +18,7 @@
 // thread, so no thread blocks on a queued request).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -60,6 +64,10 @@ public:
   // same order (tests kill one to check recovery).
   std::vector<int> pids() const;
   std::vector<int> requests_in_flight() const;
+  // Results of 64 KiB or more copied out of a process's output region: none of its result blocks
+  // was free (all viewed), or the request's was too small or none was offered (a function's first
+  // result bigger than its arguments). Tests; see result_blocks.hpp.
+  uint64_t results_copied() const;
 
 private:
   friend class PoolCall;
@@ -85,6 +93,7 @@ private:
   int64_t started_ = 0;                            // live processes, and those being started
   std::unordered_map<std::string, uint64_t> function_ids_[2]; // pickles, imports
   uint64_t next_function_id_ = 0;
+  std::atomic<uint64_t> copied_{0};
 };
 
 } // namespace conveyor::python

@@ -3,7 +3,9 @@
 // registry entries `python`, `python_filter`, `python_flat_map` and real pipelines.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <memory>
 #include <csignal>
 #include <string>
 #include <thread>
@@ -223,4 +225,89 @@ TEST_CASE("pool calls started without a waiting thread: rerun after a kill, and 
   REQUIRE_MESSAGE(next.ok(), next.status().to_string());
   CHECK((*next)[0].as_int64() == -3);
   CHECK(pool.requests_in_flight() == std::vector<int>{0});
+}
+
+namespace {
+
+// 1 MiB of `value`: big enough that pool results come back in result blocks.
+Element megabyte(uint8_t value) {
+  Tensor t(DType::uint8, Shape{1 << 20});
+  std::fill_n(t.mutable_data<uint8_t>(), 1 << 20, value);
+  return Element{std::move(t)};
+}
+
+bool all_bytes(const Expected<Element>& e, uint8_t value) {
+  REQUIRE_MESSAGE(e.ok(), e.status().to_string());
+  const ByteView bytes = (*e)[0].bytes();
+  return bytes.size() == (1u << 20) &&
+         std::all_of(bytes.begin(), bytes.end(), [&](unsigned char b) { return b == value; });
+}
+
+} // namespace
+
+TEST_CASE("pool results in result blocks: kept ones keep their bytes, a copy when none is free, "
+          "and they outlive the pool") {
+  auto pool = std::make_unique<python::ProcessPool>(
+    CONVEYOR_PYTHON_EXECUTABLE, std::vector<std::string>{CONVEYOR_SOURCE_DIR "/test/unit/python"});
+  const auto plus_one = [&](uint8_t v) {
+    return pool->call("conveyor_test_functions:plus_one", true, megabyte(v), 1, "plus_one",
+                      "this test");
+  };
+  auto kept = plus_one(0);
+  CHECK(all_bytes(kept, 1));
+  // Later results reuse the blocks they release, never the kept one's.
+  for (uint8_t v = 1; v <= 20; ++v)
+    CHECK(all_bytes(plus_one(v), v + 1));
+  CHECK(all_bytes(kept, 1));
+  CHECK(pool->results_copied() == 0); // every result was viewed in place
+  // More results kept than there are blocks: the kept one holds one, 63 more take the rest, and
+  // the last 7 are copied out of the process's output region.
+  std::vector<Expected<Element>> held;
+  for (int i = 0; i < 70; ++i)
+    held.push_back(plus_one(static_cast<uint8_t>(i)));
+  for (int i = 0; i < 70; ++i)
+    CHECK(all_bytes(held[i], static_cast<uint8_t>(i + 1)));
+  CHECK(pool->results_copied() == 7);
+  held.clear(); // their blocks are free again
+  CHECK(all_bytes(plus_one(41), 42));
+  CHECK(pool->results_copied() == 7);
+  CHECK(all_bytes(kept, 1));
+  // The pool and its processes end; the kept tensor still holds its block.
+  auto late = plus_one(9);
+  pool.reset();
+  CHECK(all_bytes(kept, 1));
+  CHECK(all_bytes(late, 10));
+}
+
+TEST_CASE("a pool process killed with two 1 MiB requests in flight: both rerun once, each with "
+          "its own block") {
+  python::ProcessPool pool(CONVEYOR_PYTHON_EXECUTABLE, {CONVEYOR_SOURCE_DIR "/test/unit/python"});
+  auto first =
+    pool.call("conveyor_test_functions:plus_one", true, megabyte(100), 1, "plus_one", "this test");
+  CHECK(all_bytes(first, 101));
+  auto a =
+    pool.start("conveyor_test_functions:slow_plus_one", true, megabyte(1), 1, "slow", "this test");
+  auto b =
+    pool.start("conveyor_test_functions:slow_plus_one", true, megabyte(2), 1, "slow", "this test");
+  REQUIRE(a);
+  REQUIRE(b);
+  REQUIRE(pool.requests_in_flight() == std::vector<int>{2});
+  const int victim = pool.pids().at(0);
+  ::kill(victim, SIGKILL);
+  auto ra = a();
+  auto rb = b();
+  CHECK(all_bytes(ra, 2));
+  CHECK(all_bytes(rb, 3));
+  REQUIRE(pool.pids().size() == 1);
+  CHECK(pool.pids()[0] != victim);
+  std::vector<Expected<Element>> more;
+  for (uint8_t v = 10; v < 14; ++v)
+    more.push_back(
+      pool.call("conveyor_test_functions:plus_one", true, megabyte(v), 1, "plus_one", "this test"));
+  for (uint8_t v = 10; v < 14; ++v)
+    CHECK(all_bytes(more[v - 10], v + 1));
+  CHECK(all_bytes(first, 101)); // the dead process's block, still viewed
+  CHECK(all_bytes(ra, 2));
+  CHECK(all_bytes(rb, 3));
+  CHECK(pool.results_copied() == 0);
 }
