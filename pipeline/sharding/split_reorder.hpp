@@ -15,6 +15,11 @@
 // far ahead of next_split() splits are produced (window(): splits at most this far ahead of the
 // next one may be held). held() counts it in elements, held_bytes() in the caller's measure
 // (`bytes`, given an element). CAF-free; the element type is the caller's.
+//
+// An entry may stand for a run of `span` consecutive elements of one split (add/take_if_next's
+// `span`, default 1): a deterministic read holds the elements a batch brought for one split as
+// one entry, still encoded (consumer/ordered_reads.hpp), so the reorder's work is per run, not
+// per element. held() counts elements (every span), `bytes` measures the whole entry.
 #pragma once
 
 #include <algorithm>
@@ -76,8 +81,9 @@ public:
     covers_ = std::move(covers);
   }
   // Whether element `seq` of `split` is the next in order and nothing is held before it: then
-  // it is counted as handed out (the caller hands it on without a copy into the reorder).
-  bool take_if_next(const Key& split, int64_t seq, bool split_end) {
+  // it (with the `span` - 1 after it) is counted as handed out (the caller hands it on without a
+  // copy into the reorder). `split_end`: the last of them is the split's last.
+  bool take_if_next(const Key& split, int64_t seq, bool split_end, int64_t span = 1) {
     if (split != next_) // (the order may stand on a split that is over: move past it first)
       settle();
     if (split != next_ || (complete_ && complete_(split)))
@@ -86,11 +92,11 @@ public:
     skip_covered(split, s);
     if (seq != s.next || (!s.pending.empty() && s.pending.front().value))
       return false;
-    if (!s.pending.empty())
-      s.pending.pop_front();
-    ++s.next;
+    for (int64_t i = 0; i < span && !s.pending.empty(); ++i) // (empty places: fresh runs never
+      s.pending.pop_front();                                 // overlap what is held)
+    s.next += span;
     if (split_end)
-      s.end = seq + 1;
+      s.end = seq + span;
     return true;
   }
   // Every element of the split arrived (its job saw each acknowledged): it ends after the last
@@ -104,23 +110,26 @@ public:
       return;
     s.end = s.next + static_cast<int64_t>(s.pending.size()); // (its last entry is an element)
   }
-  // An element arrived. `split_end`: it is its split's last.
-  void add(const Key& split, int64_t seq, T element, bool split_end) {
+  // An element arrived (with `span`: elements seq .. seq + span - 1, as one entry). `split_end`:
+  // its last is its split's last.
+  void add(const Key& split, int64_t seq, T element, bool split_end, int64_t span = 1) {
     if (split < next_)
       return; // a split handed out already (a repeat the caller did not drop)
     auto& s = state(split);
     if (split_end)
-      s.end = seq + 1;
+      s.end = seq + span;
     if (seq < s.next)
       return; // before the split's start (a resumed read's consumed prefix)
     const auto at = static_cast<std::size_t>(seq - s.next);
-    if (at >= s.pending.size())
-      s.pending.resize(at + 1);
+    const auto places = at + static_cast<std::size_t>(span > 0 ? span : 1);
+    if (places > s.pending.size())
+      s.pending.resize(places); // (the places after `at` stay empty: the entry covers them)
     Slot& slot = s.pending[at];
     if (!slot.value) {
       slot.value.emplace(std::move(element));
       slot.bytes = bytes_ ? bytes_(*slot.value) : 0; // (measured once: release() reads it)
-      ++held_;
+      slot.span = span > 0 ? span : 1;
+      held_ += slot.span;
       held_bytes_ += slot.bytes;
     }
   }
@@ -138,9 +147,11 @@ public:
     if (!s || s->pending.empty() || !s->pending.front().value)
       return std::nullopt;
     release(s->pending.front());
+    const int64_t span = s->pending.front().span;
     std::optional<T> out = std::move(s->pending.front().value);
-    s->pending.pop_front();
-    ++s->next;
+    for (int64_t i = 0; i < span && !s->pending.empty(); ++i) // (its empty places go with it)
+      s->pending.pop_front();
+    s->next += span;
     return out;
   }
   // The read ended (every split was produced and delivered): what is held goes out in order,
@@ -162,10 +173,12 @@ public:
   int64_t held_bytes() const { return held_bytes_; }
 
 private:
-  // One position of a split: the element, if it arrived, and its bytes (measured once).
+  // One position of a split: the entry that starts there, if it arrived, its bytes (measured
+  // once) and how many positions it covers (the places after it stay empty).
   struct Slot {
     std::optional<T> value;
     int64_t bytes = 0;
+    int64_t span = 1;
   };
   // Arrived elements of a split from seq `next` on, as a queue over a vector: elements of a split
   // mostly arrive in order, and a vector reused from split to split (spare_) allocates nothing
@@ -198,7 +211,7 @@ private:
   void release(const Slot& e) {
     if (!e.value)
       return;
-    --held_;
+    held_ -= e.span;
     held_bytes_ -= e.bytes;
   }
 
