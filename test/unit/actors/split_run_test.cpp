@@ -183,3 +183,35 @@ TEST_CASE("split runs: a cursor taken in the middle of a held run resumes at its
   CHECK(*order.arrived(runs[1]));
   CHECK(take(runs[1]).values == std::vector<int64_t>{20});
 }
+
+TEST_CASE("split runs: a corrupt batch fails the run that reaches it, naming where it came from") {
+  std::vector<Element> elements;
+  for (int64_t i = 0; i < 3; ++i)
+    elements.push_back(Element{Tensor::scalar(i)});
+  std::string bytes = conveyor::encode_batch(elements, Compression::none);
+  // The second element's length (after the 22-byte header and the first element, each element
+  // a length varint and its bytes) says more bytes than remain.
+  const std::size_t each = (bytes.size() - 22) / 3;
+  REQUIRE(bytes.size() == 22 + 3 * each);
+  bytes[22 + each] = 0x7f;
+  ReadyElements ready;
+  ready.add_encoded(std::move(bytes), 3, {}, "worker w", {origin_run{0, 0, 0, 3, true}});
+  SplitRun run;
+  bool got = false;
+  REQUIRE(ready.next_run(run, got).ok()); // (a whole batch's run: nothing is decoded yet)
+  REQUIRE(got);
+  Element e;
+  DeliveredOrigin origin;
+  conveyor::Status st;
+  for (int i = 0; i < 3 && st.ok(); ++i)
+    st = run.next(e, origin);
+  CHECK(st.code() == conveyor::ErrorCode::data_loss);
+  CHECK(st.message().find("worker w") != std::string::npos);
+  // A batch announced with another count is refused when its run is cut.
+  ReadyElements wrong;
+  wrong.add_encoded(conveyor::encode_batch(elements, Compression::none), 4, {}, "worker v",
+                    {origin_run{0, 0, 0, 4, true}});
+  auto refused = wrong.next_run(run, got);
+  CHECK(refused.code() == conveyor::ErrorCode::data_loss);
+  CHECK(refused.message().find("announced 4") != std::string::npos);
+}
