@@ -588,16 +588,6 @@ int64_t deterministic_split_size(const Dataset& definition, int64_t window, int6
   return std::min(planned, bytes ? cap : std::max(configured, cap));
 }
 
-// A deterministic job's window (0: not deterministic): the consumer's, widened for small
-// elements (pipeline/sharding/deterministic_split.hpp) under the consumer's default hold budget.
-int64_t deterministic_job_window(const Dataset& definition, int64_t window, int64_t split_size) {
-  if (window <= 0)
-    return window;
-  auto spec = definition.element_spec();
-  const auto bytes = spec.ok() ? static_element_bytes(*spec) : std::nullopt;
-  return deterministic_window(bytes, split_size, window, kDefaultDeterministicHoldBytes);
-}
-
 // The new job's entry (id, options, DYNAMIC split size), before its record is made.
 JobEntry plan_job(self_ptr self, const msg::get_or_create_job& req, msg::job_id_t id,
                   const Dataset& definition) {
@@ -715,10 +705,7 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
   // A deterministic read's order and a read cursor name the splits of one source.
   if (auto refused = check_deterministic(req, per_split && js->core->num_sources() == 1))
     return refused;
-  // Its window from its split size (a resumed read's too) and element size.
-  const int64_t window =
-    deterministic_job_window(*definition, req.deterministic_window, planned.split_size);
-  js->core->set_deterministic(window);
+  js->core->set_deterministic(req.deterministic_window);
   if (auto sender = self->current_sender())
     js->creator = caf::actor_cast<caf::actor>(sender);
   msg::CreateJobRecord job_record{id,
@@ -734,7 +721,7 @@ caf::expected<msg::job_info> get_or_create_job(self_ptr self, msg::get_or_create
                                   req.tenant,
                                   req.tenant_weight,
                                   planned.file_seed,
-                                  window};
+                                  req.deterministic_window};
   // (A cursor without slots was saved before the read knew any task: a fresh OFF job.)
   if (*resume && req.policy == ShardingPolicy::off && !(*resume)->coordinated())
     job_record.off_slots = off_slots_of(**resume);

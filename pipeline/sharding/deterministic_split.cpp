@@ -36,15 +36,4 @@ int64_t deterministic_split_cap(std::optional<int64_t> element_bytes, int64_t wi
                              kDeterministicLargestSplit);
 }
 
-int64_t deterministic_window(std::optional<int64_t> element_bytes, int64_t split_size,
-                             int64_t window, int64_t hold_bytes) {
-  if (!element_bytes || window >= kDeterministicLargestWindow)
-    return window;
-  const int64_t split = std::max<int64_t>(1, split_size);
-  const int64_t bytes = std::max<int64_t>(1, *element_bytes);
-  if (bytes > hold_bytes / split) // one split alone fills the budget (and no overflow below)
-    return window;
-  return std::clamp<int64_t>(hold_bytes / (split * bytes), window, kDeterministicLargestWindow);
-}
-
 } // namespace conveyor

@@ -16,9 +16,6 @@ namespace conveyor {
 inline constexpr int64_t kDeterministicDefaultSplit = 1024;
 // ...and with one: at most this many (a split lost with its worker is read again from its start).
 inline constexpr int64_t kDeterministicLargestSplit = 8192;
-// A deterministic job's window (splits handed out past the lowest unfinished) is at most this
-// many splits, however small its elements (deterministic_window).
-inline constexpr int64_t kDeterministicLargestWindow = 64;
 
 // The bytes of tensor data every element of `spec` has, when the spec says: fixed-size dtypes
 // (not string) and fully known shapes; nullopt otherwise (an unknown spec included).
@@ -29,14 +26,5 @@ std::optional<int64_t> static_element_bytes(const ElementSpec& spec);
 // kDeterministicDefaultSplit. window >= 1, hold_bytes >= 1.
 int64_t deterministic_split_cap(std::optional<int64_t> element_bytes, int64_t window,
                                 int64_t hold_bytes);
-
-// A deterministic job's window: the consumer's `window`, widened while the window's splits of
-// `split_size` elements stay within hold_bytes, up to kDeterministicLargestWindow, when the
-// element size is known. Small elements fill a 16-split window with ~1 MB (int64 scalars in
-// 8192-element splits): a worker ahead of the split the order waits for then stopped for splits
-// while the hold was far under its budget (issue 36: 0.79 -> 1.09-1.16 of arrival order's
-// throughput with 64, same session). window >= 1, split_size >= 1, hold_bytes >= 1.
-int64_t deterministic_window(std::optional<int64_t> element_bytes, int64_t split_size,
-                             int64_t window, int64_t hold_bytes);
 
 } // namespace conveyor

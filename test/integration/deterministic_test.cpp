@@ -143,13 +143,12 @@ TEST_CASE("deterministic: the dispatcher SIGKILLed mid-read and restarted on its
   CHECK_MESSAGE((*reader)->stdout_lines() == in_order(dataset), (*reader)->describe());
   // Each split has at most one element: the job hands out splits at most the window past the
   // lowest unfinished one, and the reader may not have heard yet that the ones before it
-  // finished — about twice the window at most, restart or not (one-element splits of int64
-  // scalars: the job's window is the widest, pipeline/sharding/deterministic_split.hpp).
+  // finished — about twice the window at most, restart or not.
   static const std::regex kHeld(R"(held at most (\d+) element)");
   std::smatch m;
   const std::string err = (*reader)->stderr_text();
   REQUIRE_MESSAGE(std::regex_search(err, m, kHeld), err);
-  CHECK(std::stoll(m[1]) <= 2 * conveyor::kDeterministicLargestWindow + 2);
+  CHECK(std::stoll(m[1]) <= 2 * conveyor::kDeterministicWindow + 2);
 }
 
 TEST_CASE("deterministic: the hold stays within its byte budget with large elements - the "

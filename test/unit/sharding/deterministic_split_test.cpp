@@ -52,18 +52,3 @@ TEST_CASE("deterministic split: the element bytes of datasets' inferred specs") 
   CHECK(bytes_of(Dataset::range(100)) == std::optional<int64_t>{8});
   CHECK_FALSE(bytes_of(Dataset::range(100).map(FunctionRef("bytes", {{"size", int64_t{1024}}}))));
 }
-
-TEST_CASE("deterministic window: widened for small elements while its splits fit the budget") {
-  const int64_t budget = kDefaultDeterministicHoldBytes; // 64 MiB
-  const int64_t window = kDeterministicWindow;           // 16
-  // int64 scalars in 8192-element splits: 64 KiB a split, 1024 would fit: capped at 64.
-  CHECK(deterministic_window(8, kDeterministicLargestSplit, window, budget) ==
-        kDeterministicLargestWindow);
-  CHECK(deterministic_window(1024, 4096, window, budget) == 16); // 4 MiB splits: 16 fit
-  CHECK(deterministic_window(1 << 20, 4, window, budget) == 16); // 1 MiB tensors: as before
-  CHECK(deterministic_window(4096, 1024, window, budget) == 16); // 4 MiB splits
-  CHECK(deterministic_window(1024, 2048, window, budget) == 32); // 2 MiB splits: 32 fit
-  CHECK(deterministic_window(std::nullopt, 1024, window, budget) == window); // strings: unknown
-  CHECK(deterministic_window(int64_t{1} << 40, int64_t{1} << 30, window, budget) == window);
-  CHECK(deterministic_window(8, 8192, 100, budget) == 100); // a larger window is kept
-}
