@@ -20,7 +20,6 @@
 #include "pipeline/graph/external_state.hpp"
 #include "pipeline/graph/serialize.hpp"
 #include "pipeline/io/snapshot_files.hpp"
-#include "pipeline/sharding/deterministic_split.hpp"
 #include "pipeline/sharding/read_cursor.hpp"
 
 namespace conveyor {
@@ -80,36 +79,18 @@ public:
   std::optional<ReadCursor> cursor;
   std::string no_cursor;
   // Deterministic reads (DistributeOptions::deterministic): the reorder, the splits the job saw
-  // finished (handled once every element taken before them went through the reorder), and
-  // what the reorder held when the read ended, in order.
+  // finished (handled once every element taken before them went through the reorder), the run
+  // being handed out (next in order, decoded element by element into the caller's Element),
+  // and what the reorder held when the read ended, in order.
   std::unique_ptr<actors::OrderedReads> order;
   std::vector<std::pair<int64_t, int64_t>> finished;
-  std::deque<actors::OrderedElement> draining;
+  actors::SplitRun current;
+  std::deque<actors::SplitRun> draining;
   // DistributeOptions::deterministic_hold_bytes, and whether the hold is over it (told to the
   // consumer through the sink: it then asks only the task the order waits for).
   int64_t hold_budget = 0;
   bool hold_full = false;
   std::pair<int64_t, int64_t> waits_for{-1, -1}; // (the split it last told the sink)
-  // Elements a deterministic read handed out from its hold leave the caller's previous element
-  // here (its tensors dropped, its component array kept), and the next element taken into the
-  // hold is decoded into one of them: a fresh Element per held element and its free cost the
-  // reader more than the reorder itself. Up to a window of splits' worth: held elements go out
-  // in bursts of a split at a time.
-  std::vector<Element> spare;
-
-  void recycle(Element&& e) {
-    if (spare.size() >= static_cast<std::size_t>(kDeterministicWindow * kDeterministicLargestSplit))
-      return;
-    e.components.clear(); // (a large element's frame is not kept alive here)
-    spare.push_back(std::move(e));
-  }
-  // `out` was moved into the hold: the next element is decoded into a spare one.
-  void refill(Element& out) {
-    if (spare.empty())
-      return;
-    out = std::move(spare.back());
-    spare.pop_back();
-  }
 
   void check_hold() {
     const bool full = order && order->held_bytes() > hold_budget;
@@ -208,6 +189,45 @@ void apply_split_ends(detail::StreamContext& c) {
   }
 }
 
+// A deterministic read's next element in order, decoded into `out` (got = false: none is in
+// hand). The run being handed out comes first, then held runs the order reached, then what the
+// reorder held at the read's end, then runs taken in (consumer/ordered_reads.hpp): one that is
+// next in order is handed out, any other held whole, still encoded.
+Status next_in_order(detail::StreamContext& c, Element& out, bool& got,
+                     actors::DeliveredOrigin& origin) {
+  got = false;
+  for (;;) {
+    if (!c.current.done()) {
+      if (Status status = c.current.next(out, origin); !status.ok())
+        return status;
+      got = true;
+      return Status::OK();
+    }
+    if (auto held = c.order->pop()) {
+      c.current = std::move(*held);
+      c.check_hold();
+      continue;
+    }
+    if (!c.draining.empty()) {
+      c.current = std::move(c.draining.front());
+      c.draining.pop_front();
+      continue;
+    }
+    bool taken = false;
+    if (Status status = c.ready.next_run(c.current, taken); !status.ok() || !taken)
+      return status;
+    c.pending_acks += c.current.count; // taken in: their credit goes back, handed out or held
+    auto next = c.order->arrived(c.current);
+    if (!next.ok())
+      return next.status();
+    if (!*next)
+      c.current = actors::SplitRun{}; // held (moved from)
+    c.check_hold();
+    if (c.pending_acks >= kAckEvery || c.ready.empty())
+      c.flush_acks();
+  }
+}
+
 // The reorder of a deterministic read, after set_up_cursor (a resumed one starts where its
 // cursor stands). The dispatcher refused a job that cannot be read in order.
 void set_up_order(detail::StreamContext& sc, const DistributeOptions& options) {
@@ -248,41 +268,18 @@ Status ElementStream::next(Element& out, bool& end_of_sequence, std::chrono::mil
   for (;;) {
     bool got = false;
     actors::DeliveredOrigin origin;
-    if (c.order) { // a deterministic read: held elements first, in order
-      if (auto held = c.order->pop()) {
-        std::swap(out, held->element);
-        c.recycle(std::move(held->element));
-        origin = held->origin;
-        got = true;
-        c.check_hold();
-      } else if (!c.draining.empty()) {
-        out = std::move(c.draining.front().element);
-        origin = c.draining.front().origin;
-        c.draining.pop_front();
-        got = true;
-      }
-    }
-    if (!got) {
+    if (c.order) { // a deterministic read: runs of a split, in order
+      if (Status status = next_in_order(c, out, got, origin); !status.ok())
+        return fail(status);
+    } else {
       // Decoded here, on the reader's thread, into the caller's element
       // (consumer/ready_elements.hpp).
-      const bool tag = c.cursor || c.order;
-      if (Status status = c.ready.next(out, got, tag ? &origin : nullptr); !status.ok())
+      if (Status status = c.ready.next(out, got, c.cursor ? &origin : nullptr); !status.ok())
         return fail(status);
       if (got) {
-        ++c.pending_acks; // taken in: its credit goes back, handed out or held
-        if (c.order) {
-          auto next = c.order->arrived(out, origin);
-          if (!next.ok())
-            return fail(next.status());
-          got = *next;
-          c.check_hold();
-        }
+        ++c.pending_acks; // taken in: its credit goes back
         if (c.pending_acks >= kAckEvery || c.ready.empty())
           c.flush_acks();
-        if (!got) { // held: ahead of the element the order waits for
-          c.refill(out);
-          continue;
-        }
       }
     }
     if (got) {
@@ -307,8 +304,8 @@ Status ElementStream::next(Element& out, bool& end_of_sequence, std::chrono::mil
     }
     if (c.ended) {
       if (c.order && c.final_status.ok() && c.order->held() > 0) {
-        for (auto& e : c.order->drain()) // the end: nothing earlier can come any more
-          c.draining.push_back(std::move(e));
+        for (auto& run : c.order->drain()) // the end: nothing earlier can come any more
+          c.draining.push_back(std::move(run));
         continue;
       }
       end_of_sequence = c.final_status.ok();

@@ -5,9 +5,7 @@
 namespace conveyor::actors {
 
 OrderedReads::OrderedReads(int64_t window, std::shared_ptr<const ReadCursor> resumed)
-  : reorder_(window,
-             [](const OrderedElement& e) { return static_cast<int64_t>(e.element.byte_size()); }),
-    resumed_(std::move(resumed)) {
+  : reorder_(window, [](const SplitRun& run) { return run.bytes; }), resumed_(std::move(resumed)) {
   if (resumed_) {
     const ReadCursor* cursor = resumed_.get(); // (kept alive by resumed_)
     reorder_.resume_from(
@@ -20,15 +18,18 @@ OrderedReads::OrderedReads(int64_t window, std::shared_ptr<const ReadCursor> res
   }
 }
 
-Expected<bool> OrderedReads::arrived(Element& element, const DeliveredOrigin& origin) {
+Expected<bool> OrderedReads::arrived(SplitRun& run) {
+  const DeliveredOrigin& origin = run.first;
   if (!origin.tagged())
     return failed_precondition("a deterministic read got an element without its split: its job "
                                "does not tag elements (`deterministic` needs a per-split "
                                "DYNAMIC pipeline)");
   const std::pair<int64_t, int64_t> split{origin.epoch, origin.index};
-  if (reorder_.take_if_next(split, origin.seq, origin.split_end))
+  const int64_t seq = origin.seq, span = run.count;
+  const bool split_end = origin.split_end;
+  if (reorder_.take_if_next(split, seq, split_end, span))
     return true;
-  reorder_.add(split, origin.seq, OrderedElement{std::move(element), origin}, origin.split_end);
+  reorder_.add(split, seq, std::move(run), split_end, span);
   peak_held_ = std::max(peak_held_, reorder_.held());
   peak_bytes_ = std::max(peak_bytes_, reorder_.held_bytes());
   return false;
@@ -50,11 +51,11 @@ void OrderedReads::finished(const std::vector<std::pair<int64_t, int64_t>>& spli
   }
 }
 
-std::optional<OrderedElement> OrderedReads::pop() { return reorder_.pop(); }
+std::optional<SplitRun> OrderedReads::pop() { return reorder_.pop(); }
 
-std::vector<OrderedElement> OrderedReads::drain() {
-  std::vector<OrderedElement> out;
-  reorder_.drain([&](OrderedElement&& e) { out.push_back(std::move(e)); });
+std::vector<SplitRun> OrderedReads::drain() {
+  std::vector<SplitRun> out;
+  reorder_.drain([&](SplitRun&& run) { out.push_back(std::move(run)); });
   return out;
 }
 

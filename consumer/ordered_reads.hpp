@@ -15,7 +15,13 @@
 // What it holds is what arrived ahead of the element it waits for: the job hands out no split
 // more than its window past the lowest unfinished one (dispatcher/job_core.hpp), so about that
 // many splits. An element that is next in order goes straight out (no copy into the reorder).
-// CAF-free.
+//
+// It takes elements as runs of one split (consumer/split_run.hpp: the elements a batch brought
+// for one split, consecutive in seq, still encoded): a run whose first element is next in order
+// goes out whole, any other is held as one entry until the order reaches it. A split's elements
+// come in order from the task reading it, so the reorder's work is per run (per batch), and a
+// held element is decoded once, when it goes out. held_bytes() counts a held run's share of its
+// batch buffer (the encoded bytes it keeps alive) or a bulk frame's element bytes. CAF-free.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +31,7 @@
 #include <utility>
 #include <vector>
 
-#include "consumer/ready_elements.hpp"
+#include "consumer/split_run.hpp"
 #include "pipeline/sharding/read_cursor.hpp"
 #include "pipeline/sharding/split_reorder.hpp"
 #include "pipeline/tensor/element.hpp"
@@ -33,20 +39,15 @@
 
 namespace conveyor::actors {
 
-struct OrderedElement {
-  Element element;
-  DeliveredOrigin origin;
-};
-
 class OrderedReads {
 public:
   // `resumed`: the cursor a resumed read continues from (null: from the start).
   OrderedReads(int64_t window, std::shared_ptr<const ReadCursor> resumed);
 
-  // An element taken in. True: it is the next in order, hand it out now (`element` is left as
-  // it was). False: it is held (moved from `element`). failed_precondition for an element
-  // without its split (a deterministic job tags every element).
-  Expected<bool> arrived(Element& element, const DeliveredOrigin& origin);
+  // A run of elements taken in. True: its first is the next in order, hand it out now, all of
+  // it (`run` is left as it was). False: it is held (moved from `run`). failed_precondition for
+  // elements without their split (a deterministic job tags every element).
+  Expected<bool> arrived(SplitRun& run);
   // Splits the job saw finished, in the order it did; only once every element taken in before
   // them went through arrived().
   void finished(const std::vector<std::pair<int64_t, int64_t>>& splits);
@@ -54,10 +55,10 @@ public:
   void split_ended(const std::pair<int64_t, int64_t>& split, int64_t count) {
     reorder_.split_done(split, count);
   }
-  // The next held element in order, if it arrived.
-  std::optional<OrderedElement> pop();
+  // The next held run in order, if it arrived (its elements are next, all of them).
+  std::optional<SplitRun> pop();
   // The read ended (every element was taken in): what is held goes out, in order.
-  std::vector<OrderedElement> drain();
+  std::vector<SplitRun> drain();
 
   int64_t held() const { return reorder_.held(); }
   int64_t held_bytes() const { return reorder_.held_bytes(); }
@@ -67,7 +68,7 @@ public:
   std::pair<int64_t, int64_t> next_split() const { return reorder_.next_split(); }
 
 private:
-  SplitReorder<OrderedElement> reorder_;
+  SplitReorder<SplitRun> reorder_;
   std::shared_ptr<const ReadCursor> resumed_;
   int64_t log_epoch_ = 0;                 // the epoch of the last finish
   std::map<int64_t, int64_t> last_index_; // epoch -> highest finished split index

@@ -44,10 +44,10 @@ void ReadyElements::add_encoded(std::string buffer, uint32_t count, std::vector<
     return;
   Run run;
   run.lazy = true;
-  run.encoded = std::move(buffer);
+  run.batch =
+    std::make_shared<const EncodedBatch>(EncodedBatch{std::move(buffer), std::move(source)});
   run.count = count;
   run.keep = std::move(keep);
-  run.source = std::move(source);
   run.origins = std::move(origins);
   runs_.push_back(std::move(run));
   size_ += kept;
@@ -105,22 +105,14 @@ Status ReadyElements::next(Element& out, bool& got, DeliveredOrigin* origin) {
         return Status::OK();
       }
     } else {
-      if (!run.reader) {
-        auto reader = BatchReader::open(run.encoded);
-        if (!reader.ok())
-          return fail(reader.status().with_context("decoding a batch from " + run.source));
-        if (reader->count() != run.count)
-          return fail(data_loss("a batch from " + run.source + " announced " +
-                                std::to_string(run.count) + " elements but held " +
-                                std::to_string(reader->count())));
-        run.reader.emplace(std::move(*reader));
-      }
+      if (Status st = open(run); !st.ok())
+        return st;
       while (!run.reader->done()) {
         // What the consumer dropped (keep: repeats of a re-issued split) is stepped over undecoded.
         const auto position = run.reader->read();
         const bool keep = run.keep.empty() || run.keep[position];
         if (Status st = keep ? run.reader->next(out) : run.reader->skip(); !st.ok())
-          return fail(st.with_context("decoding a batch from " + run.source));
+          return fail(st.with_context("decoding a batch from " + run.batch->source));
         if (keep) {
           if (origin)
             *origin = origin_at(run, static_cast<uint32_t>(position));
@@ -128,6 +120,89 @@ Status ReadyElements::next(Element& out, bool& got, DeliveredOrigin* origin) {
           got = true;
           return Status::OK();
         }
+      }
+    }
+    run = Run{}; // handed out: its buffers go now
+  }
+  runs_.clear();
+  front_ = 0;
+  return Status::OK();
+}
+
+Status ReadyElements::open(Run& run) {
+  if (run.reader)
+    return Status::OK();
+  auto reader = BatchReader::open(run.batch->bytes);
+  if (!reader.ok())
+    return fail(reader.status().with_context("decoding a batch from " + run.batch->source));
+  if (reader->count() != run.count)
+    return fail(data_loss("a batch from " + run.batch->source + " announced " +
+                          std::to_string(run.count) + " elements but held " +
+                          std::to_string(reader->count())));
+  run.reader.emplace(std::move(*reader));
+  return Status::OK();
+}
+
+Status ReadyElements::next_run(SplitRun& out, bool& got) {
+  got = false;
+  for (; front_ < runs_.size(); ++front_) {
+    Run& run = runs_[front_];
+    if (!run.lazy) {
+      if (run.next < run.decoded.size()) { // (a bulk frame: one element)
+        out = SplitRun{};
+        out.first =
+          run.next < run.decoded_origins.size() ? run.decoded_origins[run.next] : DeliveredOrigin{};
+        out.count = 1;
+        out.decoded = std::move(run.decoded[run.next++]);
+        out.bytes = static_cast<int64_t>(out.decoded.byte_size());
+        --size_;
+        got = true;
+        return Status::OK();
+      }
+    } else {
+      if (Status st = open(run); !st.ok())
+        return st;
+      BatchReader& reader = *run.reader;
+      while (!reader.done() && !run.keep.empty() && !run.keep[reader.read()])
+        if (Status st = reader.skip(); !st.ok()) // (dropped: a repeat)
+          return fail(st.with_context("decoding a batch from " + run.batch->source));
+      if (!reader.done()) {
+        const auto first = static_cast<uint32_t>(reader.read());
+        out = SplitRun{};
+        out.first = origin_at(run, first);
+        // The run ends with its origin run, at a dropped element or with the batch.
+        uint32_t end = run.count;
+        if (run.origin_run < run.origins.size())
+          end = std::min(end, run.origin_base + run.origins[run.origin_run].count);
+        if (!run.keep.empty())
+          for (uint32_t p = first + 1; p < end; ++p)
+            if (!run.keep[p]) {
+              end = p;
+              break;
+            }
+        if (run.origin_run < run.origins.size()) {
+          const auto& r = run.origins[run.origin_run];
+          out.first.split_end = r.split_end && end == run.origin_base + r.count;
+        }
+        out.count = end - first;
+        // Its share of the buffer (elements of one batch are about the same size).
+        out.bytes = static_cast<int64_t>(run.batch->bytes.size() * out.count / run.count);
+        out.batch = run.batch;
+        size_ -= out.count;
+        got = true;
+        if (end == run.count) { // the batch's rest: its reader goes with it
+          out.reader.emplace(std::move(reader));
+          run = Run{};
+          ++front_;
+          return Status::OK();
+        }
+        out.reader.emplace(reader); // (a copy at `first`; the batch's steps over the run)
+        for (uint32_t p = first; p < end; ++p)
+          if (Status st = reader.skip(); !st.ok()) {
+            got = false;
+            return fail(st.with_context("decoding a batch from " + run.batch->source));
+          }
+        return Status::OK();
       }
     }
     run = Run{}; // handed out: its buffers go now

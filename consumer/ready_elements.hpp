@@ -9,28 +9,20 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "consumer/split_run.hpp"
 #include "messages/worker_consumer.hpp"
 #include "pipeline/tensor/codec.hpp"
 #include "pipeline/tensor/element.hpp"
 #include "pipeline/runtime/status.hpp"
 
 namespace conveyor::actors {
-
-// Where a DYNAMIC element came from (msg::origin_run, one element of it): what the stream's
-// read cursor records when the element is handed out. seq < 0: not tagged.
-struct DeliveredOrigin {
-  int64_t epoch = 0;
-  int64_t index = 0;
-  int64_t seq = -1;
-  bool split_end = false; // the split's last element
-  bool tagged() const { return seq >= 0; }
-};
 
 // A worker's end mark (msg::origin_run of count 0): split (epoch, index) had `count` elements.
 struct SplitEnd {
@@ -81,6 +73,11 @@ public:
   // announced: the elements before the bad one were handed out, none after it will be.
   // `origin` (optional) gets where the element came from.
   Status next(Element& out, bool& got, DeliveredOrigin* origin = nullptr);
+  // Deterministic reads: the next elements as a run of one split with consecutive seqs (up to
+  // the end of their origin run, a dropped element or the batch), still encoded, into `out`;
+  // got = false when none is left. A run up to its batch's end takes the batch's reader (nothing
+  // is stepped over twice). data_loss as next().
+  Status next_run(SplitRun& out, bool& got);
   // Every element left, appended to `out` (next() until none is left).
   Status take(std::vector<Element>& out);
 
@@ -95,19 +92,18 @@ private:
     // Empty, or one per `decoded`.
     std::vector<DeliveredOrigin> decoded_origins;
     std::size_t next = 0; // of `decoded`
-    bool lazy = false;    // `encoded` holds the run (even if empty: a corrupt batch), not `decoded`
-    std::string encoded;  // decoded lazily, by `reader`
-    // Views `encoded`, which is never short enough to live inside the string (a batch has a
-    // 22-byte header), so moving the run keeps it valid.
+    bool lazy = false;    // `batch` holds the run (even if empty: a corrupt batch), not `decoded`
+    // Decoded lazily, by `reader` (which views it; shared with the SplitRuns cut from it).
+    std::shared_ptr<const EncodedBatch> batch;
     std::optional<BatchReader> reader;
     uint32_t count = 0;
     std::vector<bool> keep;
-    std::string source;
     std::vector<msg::origin_run> origins; // of the encoded elements
     std::size_t origin_run = 0;           // the one holding position origin_base..
     uint32_t origin_base = 0;
   };
   Status fail(Status why); // drops everything left
+  Status open(Run& run);   // its reader, on first use
   static DeliveredOrigin origin_at(Run& run, uint32_t position);
   std::vector<Run> runs_;
   std::size_t front_ = 0; // runs before it were handed out

@@ -15,6 +15,11 @@
 // far ahead of next_split() splits are produced (window(): splits at most this far ahead of the
 // next one may be held). held() counts it in elements, held_bytes() in the caller's measure
 // (`bytes`, given an element). CAF-free; the element type is the caller's.
+//
+// An entry may stand for a run of `span` consecutive elements of one split (add/take_if_next's
+// `span`, default 1): a deterministic read holds the elements a batch brought for one split as
+// one entry, still encoded (consumer/ordered_reads.hpp), so the reorder's work is per run, not
+// per element. held() counts elements (every span), `bytes` measures the whole entry.
 #pragma once
 
 #include <algorithm>
@@ -61,11 +66,9 @@ public:
   // there).
   void start_split_at(const Key& split, int64_t seq) {
     auto& s = state(split);
-    for (; s.next < seq; ++s.next)
-      if (!s.pending.empty()) {
-        release(s.pending.front());
-        s.pending.pop_front();
-      }
+    for (; !s.pending.empty() && s.pending.front().seq < seq; s.pending.pop_front())
+      release(s.pending.front());
+    s.next = std::max(s.next, seq);
   }
   // A resumed read, whatever its cursor holds (also elements consumed beyond a gap, which a
   // read that was not deterministic leaves): `complete` says a split was consumed whole (it is
@@ -76,21 +79,20 @@ public:
     covers_ = std::move(covers);
   }
   // Whether element `seq` of `split` is the next in order and nothing is held before it: then
-  // it is counted as handed out (the caller hands it on without a copy into the reorder).
-  bool take_if_next(const Key& split, int64_t seq, bool split_end) {
+  // it (with the `span` - 1 after it) is counted as handed out (the caller hands it on without a
+  // copy into the reorder). `split_end`: the last of them is the split's last.
+  bool take_if_next(const Key& split, int64_t seq, bool split_end, int64_t span = 1) {
     if (split != next_) // (the order may stand on a split that is over: move past it first)
       settle();
     if (split != next_ || (complete_ && complete_(split)))
       return false;
     auto& s = state(split);
     skip_covered(split, s);
-    if (seq != s.next || (!s.pending.empty() && s.pending.front().value))
+    if (seq != s.next || s.pending.next_at(s.next))
       return false;
-    if (!s.pending.empty())
-      s.pending.pop_front();
-    ++s.next;
+    s.next += span; // (fresh runs never overlap what is held)
     if (split_end)
-      s.end = seq + 1;
+      s.end = seq + span;
     return true;
   }
   // Every element of the split arrived (its job saw each acknowledged): it ends after the last
@@ -102,26 +104,24 @@ public:
     auto& s = state(split);
     if (s.end >= 0)
       return;
-    s.end = s.next + static_cast<int64_t>(s.pending.size()); // (its last entry is an element)
+    s.end = s.pending.empty() ? s.next : s.pending.back().seq + s.pending.back().span;
   }
-  // An element arrived. `split_end`: it is its split's last.
-  void add(const Key& split, int64_t seq, T element, bool split_end) {
+  // An element arrived (with `span`: elements seq .. seq + span - 1, as one entry). `split_end`:
+  // its last is its split's last.
+  void add(const Key& split, int64_t seq, T element, bool split_end, int64_t span = 1) {
     if (split < next_)
       return; // a split handed out already (a repeat the caller did not drop)
     auto& s = state(split);
     if (split_end)
-      s.end = seq + 1;
+      s.end = seq + span;
     if (seq < s.next)
       return; // before the split's start (a resumed read's consumed prefix)
-    const auto at = static_cast<std::size_t>(seq - s.next);
-    if (at >= s.pending.size())
-      s.pending.resize(at + 1);
-    Slot& slot = s.pending[at];
-    if (!slot.value) {
-      slot.value.emplace(std::move(element));
-      slot.bytes = bytes_ ? bytes_(*slot.value) : 0; // (measured once: release() reads it)
-      ++held_;
-      held_bytes_ += slot.bytes;
+    if (Entry* e = s.pending.insert(seq)) {
+      e->value.emplace(std::move(element));
+      e->bytes = bytes_ ? bytes_(*e->value) : 0; // (measured once: release() reads it)
+      e->span = span > 0 ? span : 1;
+      held_ += e->span;
+      held_bytes_ += e->bytes;
     }
   }
   // The split's producer says it had `count` elements in all (0: filtered empty).
@@ -135,12 +135,12 @@ public:
   // The next element in order, if it arrived.
   std::optional<T> pop() {
     SplitState* s = settle();
-    if (!s || s->pending.empty() || !s->pending.front().value)
+    if (!s || !s->pending.next_at(s->next))
       return std::nullopt;
     release(s->pending.front());
+    s->next += s->pending.front().span;
     std::optional<T> out = std::move(s->pending.front().value);
     s->pending.pop_front();
-    ++s->next;
     return out;
   }
   // The read ended (every split was produced and delivered): what is held goes out in order,
@@ -149,8 +149,7 @@ public:
   void drain(Out&& out) {
     for (auto& [key, s] : splits_)
       for (std::size_t i = 0; i < s.pending.size(); ++i)
-        if (s.pending[i].value)
-          out(std::move(*s.pending[i].value));
+        out(std::move(*s.pending[i].value));
     splits_.clear();
     forget_cached();
     held_ = 0;
@@ -162,29 +161,47 @@ public:
   int64_t held_bytes() const { return held_bytes_; }
 
 private:
-  // One position of a split: the element, if it arrived, and its bytes (measured once).
-  struct Slot {
-    std::optional<T> value;
+  // A held entry: the element (or run) starting at `seq`, how many positions it covers and its
+  // bytes (measured once).
+  struct Entry {
+    int64_t seq = 0;
+    int64_t span = 1;
     int64_t bytes = 0;
+    std::optional<T> value;
   };
-  // Arrived elements of a split from seq `next` on, as a queue over a vector: elements of a split
-  // mostly arrive in order, and a vector reused from split to split (spare_) allocates nothing
-  // per element (a deque allocated and freed a block every few held elements).
+  // A split's held entries in seq order, as a queue over a vector: a split's elements mostly
+  // arrive in order (appended), and a vector reused from split to split (spare_) allocates
+  // nothing per entry (a deque allocated and freed a block every few held elements). Entries
+  // only: a run of many elements is one entry, with no place per element.
   struct Pending {
-    std::vector<Slot> slots;
+    std::vector<Entry> entries;
     std::size_t head = 0;
-    bool empty() const { return head == slots.size(); }
-    std::size_t size() const { return slots.size() - head; }
-    Slot& front() { return slots[head]; }
-    Slot& operator[](std::size_t i) { return slots[head + i]; }
-    void resize(std::size_t n) { slots.resize(head + n); }
+    bool empty() const { return head == entries.size(); }
+    std::size_t size() const { return entries.size() - head; }
+    Entry& front() { return entries[head]; }
+    Entry& back() { return entries.back(); }
+    Entry& operator[](std::size_t i) { return entries[head + i]; }
+    // Whether the front entry starts at `seq` (the order's next).
+    bool next_at(int64_t seq) const { return !empty() && entries[head].seq == seq; }
+    // A new entry at `seq` in order, or null when one starts there already.
+    Entry* insert(int64_t seq) {
+      if (empty() || entries.back().seq < seq) {
+        entries.push_back(Entry{seq, 1, 0, std::nullopt});
+        return &entries.back();
+      }
+      auto at = std::lower_bound(entries.begin() + static_cast<std::ptrdiff_t>(head), entries.end(),
+                                 seq, [](const Entry& e, int64_t s) { return e.seq < s; });
+      if (at != entries.end() && at->seq == seq)
+        return nullptr;
+      return &*entries.insert(at, Entry{seq, 1, 0, std::nullopt});
+    }
     void pop_front() {
-      slots[head].value.reset();
-      if (++head == slots.size()) {
-        slots.clear(); // (keeps its capacity)
+      entries[head].value.reset();
+      if (++head == entries.size()) {
+        entries.clear(); // (keeps its capacity)
         head = 0;
-      } else if (head >= 1024 && 2 * head >= slots.size()) { // a split read far ahead of its head
-        slots.erase(slots.begin(), slots.begin() + static_cast<std::ptrdiff_t>(head));
+      } else if (head >= 1024 && 2 * head >= entries.size()) { // a split read far ahead of its head
+        entries.erase(entries.begin(), entries.begin() + static_cast<std::ptrdiff_t>(head));
         head = 0;
       }
     }
@@ -195,10 +212,8 @@ private:
     Pending pending;
   };
   // An element leaves the hold (handed out, or skipped by a resumed read).
-  void release(const Slot& e) {
-    if (!e.value)
-      return;
-    --held_;
+  void release(const Entry& e) {
+    held_ -= e.span;
     held_bytes_ -= e.bytes;
   }
 
@@ -212,7 +227,7 @@ private:
       return *next_state_;
     auto [it, made] = splits_.try_emplace(split);
     if (made && !spare_.empty()) { // a finished split's buffer, emptied
-      it->second.pending.slots = std::move(spare_.back());
+      it->second.pending.entries = std::move(spare_.back());
       spare_.pop_back();
     }
     if (split == next_) {
@@ -242,10 +257,10 @@ private:
     auto it = splits_.find(next_);
     if (it == splits_.end())
       return;
-    auto& slots = it->second.pending.slots;
-    if (spare_.size() < 4 && slots.capacity() > 0) {
-      slots.clear();
-      spare_.push_back(std::move(slots));
+    auto& entries = it->second.pending.entries;
+    if (spare_.size() < 4 && entries.capacity() > 0) {
+      entries.clear();
+      spare_.push_back(std::move(entries));
     }
     splits_.erase(it);
     forget_cached();
@@ -266,7 +281,7 @@ private:
       }
       if (s) {
         skip_covered(next_, *s);
-        if (!s->pending.empty() && s->pending.front().value)
+        if (s->pending.next_at(s->next))
           return s;
         if (s->end < 0 || s->next < s->end)
           return s;   // its next element has not come yet
@@ -282,12 +297,8 @@ private:
   void skip_covered(const Key& split, SplitState& s) {
     if (!covers_ || (complete_ && complete_(split))) // (a complete split covers every seq)
       return;
-    while ((s.end < 0 || s.next < s.end) && (s.pending.empty() || !s.pending.front().value) &&
-           covers_(split, s.next)) {
-      if (!s.pending.empty())
-        s.pending.pop_front();
+    while ((s.end < 0 || s.next < s.end) && !s.pending.next_at(s.next) && covers_(split, s.next))
       ++s.next;
-    }
   }
 
   // The next split has no state: nothing arrived for it and it is not known to be over, unless
@@ -322,7 +333,7 @@ private:
   bool next_state_known_ = false;
   Key last_key_{-1, -1};
   SplitState* last_ = nullptr;
-  std::vector<std::vector<Slot>> spare_; // emptied buffers of finished splits
+  std::vector<std::vector<Entry>> spare_; // emptied buffers of finished splits
 };
 
 } // namespace conveyor

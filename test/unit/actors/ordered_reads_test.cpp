@@ -20,11 +20,13 @@
 
 using conveyor::Dataset;
 using conveyor::Element;
+using conveyor::Expected;
 using conveyor::ReadCursor;
 using conveyor::actors::DeliveredOrigin;
 using conveyor::actors::JobCore;
 using conveyor::actors::OrderedReads;
 using conveyor::actors::SplitKey;
+using conveyor::actors::SplitRun;
 
 namespace {
 
@@ -40,6 +42,33 @@ std::vector<int64_t> indices(const std::vector<conveyor::Split>& splits) {
 Element value(int64_t v) { return Element{conveyor::Tensor::scalar(v)}; }
 
 int64_t value_of(const Element& e) { return e[0].as_int64(); }
+
+// One decoded element as a run (what a bulk frame makes).
+SplitRun one(Element e, DeliveredOrigin origin) {
+  SplitRun run;
+  run.first = origin;
+  run.count = 1;
+  run.bytes = static_cast<int64_t>(e.byte_size());
+  run.decoded = std::move(e);
+  return run;
+}
+
+// A run's values, decoded.
+std::vector<int64_t> values_of(SplitRun& run) {
+  std::vector<int64_t> out;
+  while (!run.done()) {
+    Element e;
+    DeliveredOrigin origin;
+    REQUIRE(run.next(e, origin).ok());
+    out.push_back(value_of(e));
+  }
+  return out;
+}
+
+Expected<bool> arrive(OrderedReads& order, Element e, DeliveredOrigin origin) {
+  SplitRun run = one(std::move(e), origin);
+  return order.arrived(run);
+}
 
 } // namespace
 
@@ -105,15 +134,13 @@ TEST_CASE("ordered reads: what is held is counted in bytes too, and its peak kep
   };
   // Split 1 arrives first (held), then split 0 (handed out at once).
   for (int64_t seq = 0; seq < 3; ++seq) {
-    Element e = big(1000);
-    REQUIRE_FALSE(*order.arrived(e, DeliveredOrigin{0, 1, seq, seq == 2}));
+    REQUIRE_FALSE(*arrive(order, big(1000), DeliveredOrigin{0, 1, seq, seq == 2}));
   }
   CHECK(order.held() == 3);
   CHECK(order.held_bytes() >= 3000);
   CHECK(order.held_bytes() < 3300);
   const int64_t peak = order.held_bytes();
-  Element first = big(10);
-  CHECK(*order.arrived(first, DeliveredOrigin{0, 0, 0, true}));
+  CHECK(*arrive(order, big(10), DeliveredOrigin{0, 0, 0, true}));
   for (int i = 0; i < 3; ++i)
     REQUIRE(order.pop().has_value());
   CHECK(order.held() == 0);
@@ -189,7 +216,8 @@ std::vector<int64_t> run_ordered(const std::vector<int64_t>& sizes, int epochs, 
       auto e = order.pop();
       if (!e)
         return;
-      got.push_back(value_of(e->element));
+      for (int64_t v : values_of(*e))
+        got.push_back(v);
     }
     FAIL("pop() never ran dry");
   };
@@ -198,17 +226,17 @@ std::vector<int64_t> run_ordered(const std::vector<int64_t>& sizes, int epochs, 
       order.finished({ev.split});
     } else {
       const int64_t v = ev.split.first * 10000 + ev.split.second * 100 + ev.seq;
-      Element el = value(v);
-      auto next =
-        order.arrived(el, DeliveredOrigin{ev.split.first, ev.split.second, ev.seq, ev.split_end});
+      auto next = arrive(order, value(v),
+                         DeliveredOrigin{ev.split.first, ev.split.second, ev.seq, ev.split_end});
       REQUIRE(next.ok());
       if (*next)
         got.push_back(v);
     }
     pop_all();
   }
-  for (auto& e : order.drain())
-    got.push_back(value_of(e.element));
+  for (auto& run : order.drain())
+    for (int64_t v : values_of(run))
+      got.push_back(v);
   return got;
 }
 
@@ -258,8 +286,7 @@ TEST_CASE("ordered reads: a resumed read continues after its cursor's consumed p
 
 TEST_CASE("ordered reads: an element without its split is refused") {
   OrderedReads order(4, nullptr);
-  Element e = value(1);
-  auto r = order.arrived(e, DeliveredOrigin{});
+  auto r = arrive(order, value(1), DeliveredOrigin{});
   CHECK(r.status().code() == conveyor::ErrorCode::failed_precondition);
 }
 
@@ -267,33 +294,30 @@ TEST_CASE("ordered reads: a worker's end mark moves the order past a split witho
   OrderedReads order(16, nullptr);
   // Split 0's elements come without a mark on the last one (it went out before the worker's
   // pipeline moved past the split): handed out, then split 1's are held...
-  for (int64_t seq = 0; seq < 2; ++seq) {
-    Element e = value(seq);
-    CHECK(*order.arrived(e, DeliveredOrigin{0, 0, seq, false}));
-  }
-  for (int64_t seq = 0; seq < 2; ++seq) {
-    Element e = value(10 + seq);
-    CHECK_FALSE(*order.arrived(e, DeliveredOrigin{0, 1, seq, false}));
-  }
+  for (int64_t seq = 0; seq < 2; ++seq)
+    CHECK(*arrive(order, value(seq), DeliveredOrigin{0, 0, seq, false}));
+  for (int64_t seq = 0; seq < 2; ++seq)
+    CHECK_FALSE(*arrive(order, value(10 + seq), DeliveredOrigin{0, 1, seq, false}));
   CHECK_FALSE(order.pop().has_value());
   // ...until the end mark says split 0 had 2 elements: no finished log needed.
   order.split_ended({0, 0}, 2);
   auto a = order.pop();
   REQUIRE(a.has_value());
-  CHECK(value_of(a->element) == 10);
+  CHECK(values_of(*a) == std::vector<int64_t>{10});
   REQUIRE(order.pop().has_value());
   CHECK(order.held() == 0);
   order.split_ended({0, 1}, 2);
   // A mark ahead of its split's last element: the order waits for that element.
   order.split_ended({0, 2}, 2);
-  Element early = value(21);
-  CHECK_FALSE(*order.arrived(early, DeliveredOrigin{0, 2, 1, false}));
-  Element later = value(30);
-  CHECK_FALSE(*order.arrived(later, DeliveredOrigin{0, 3, 0, false}));
+  CHECK_FALSE(*arrive(order, value(21), DeliveredOrigin{0, 2, 1, false}));
+  CHECK_FALSE(*arrive(order, value(30), DeliveredOrigin{0, 3, 0, false}));
   CHECK_FALSE(order.pop().has_value());
-  Element first = value(20);
-  CHECK(*order.arrived(first, DeliveredOrigin{0, 2, 0, false}));
-  CHECK(value_of(order.pop()->element) == 21);
-  CHECK(value_of(order.pop()->element) == 30); // split 2 is over: on to split 3
+  CHECK(*arrive(order, value(20), DeliveredOrigin{0, 2, 0, false}));
+  auto early = order.pop();
+  REQUIRE(early.has_value());
+  CHECK(values_of(*early) == std::vector<int64_t>{21});
+  auto later = order.pop(); // split 2 is over: on to split 3
+  REQUIRE(later.has_value());
+  CHECK(values_of(*later) == std::vector<int64_t>{30});
   CHECK(order.held() == 0);
 }

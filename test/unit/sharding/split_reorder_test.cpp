@@ -200,3 +200,25 @@ TEST_CASE("split reorder: all_arrived ends a split after what came - an empty on
   CHECK(pop_all(r) == std::vector<int64_t>{21});
   CHECK(r.next_split() == Reorder::Key{0, 3});
 }
+
+TEST_CASE("split reorder: an entry may span several elements of its split (a held run)") {
+  Reorder r(4);
+  r.add({0, 1}, 0, 10, false, 3); // split 1's elements 0..2 as one entry
+  r.add({0, 1}, 3, 13, true);     // and its last
+  CHECK(r.held() == 4);
+  CHECK(pop_all(r).empty());
+  CHECK(r.take_if_next({0, 0}, 0, true, 2)); // split 0's two elements go straight out
+  CHECK(pop_all(r) == std::vector<int64_t>{10, 13});
+  CHECK(r.held() == 0);
+  // A run next in order behind one that spans: split 2's 0..1 held after its 2..3 arrived.
+  r.add({0, 2}, 2, 22, false, 2);
+  CHECK(r.take_if_next({0, 2}, 0, false, 2));
+  CHECK(pop_all(r) == std::vector<int64_t>{22});
+  r.split_done({0, 2}, 4);
+  r.add({0, 3}, 0, 30, false, 5);
+  CHECK(pop_all(r) == std::vector<int64_t>{30});
+  r.all_arrived({0, 3}); // its end is after the entry's last element
+  r.add({0, 4}, 0, 40, true);
+  CHECK(pop_all(r) == std::vector<int64_t>{40});
+  CHECK(r.next_split() == Reorder::Key{0, 5}); // (split 4 ended with its marked element)
+}
