@@ -29,7 +29,12 @@ Expected<bool> OrderedReads::arrived(SplitRun& run) {
   const bool split_end = origin.split_end;
   if (reorder_.take_if_next(split, seq, split_end, span))
     return true;
-  reorder_.add(split, seq, std::move(run), split_end, span);
+  if (!reorder_.add(split, seq, std::move(run), split_end, span))
+    return data_loss("a deterministic read got elements " + std::to_string(seq) + ".." +
+                     std::to_string(seq + span - 1) + " of split " + std::to_string(split.second) +
+                     " (epoch " + std::to_string(split.first) +
+                     ") as one run, but only some of them were handed out already: the rest "
+                     "cannot be reordered apart from them");
   peak_held_ = std::max(peak_held_, reorder_.held());
   peak_bytes_ = std::max(peak_bytes_, reorder_.held_bytes());
   return false;

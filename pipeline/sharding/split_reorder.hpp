@@ -107,15 +107,20 @@ public:
     s.end = s.pending.empty() ? s.next : s.pending.back().seq + s.pending.back().span;
   }
   // An element arrived (with `span`: elements seq .. seq + span - 1, as one entry). `split_end`:
-  // its last is its split's last.
-  void add(const Key& split, int64_t seq, T element, bool split_end, int64_t span = 1) {
+  // its last is its split's last. False when the entry reaches past the order's place in its
+  // split while starting before it: a part was handed out, the rest was not, and one entry
+  // cannot be cut (the caller drops repeats and covered prefixes whole, so this is a bug: it
+  // fails the read instead of losing the rest).
+  bool add(const Key& split, int64_t seq, T element, bool split_end, int64_t span = 1) {
     if (split < next_)
-      return; // a split handed out already (a repeat the caller did not drop)
+      return true; // a split handed out already (a repeat the caller did not drop)
     auto& s = state(split);
+    if (seq < s.next && seq + span > s.next)
+      return false;
     if (split_end)
       s.end = seq + span;
     if (seq < s.next)
-      return; // before the split's start (a resumed read's consumed prefix)
+      return true; // before the split's start (a resumed read's consumed prefix)
     if (Entry* e = s.pending.insert(seq)) {
       e->value.emplace(std::move(element));
       e->bytes = bytes_ ? bytes_(*e->value) : 0; // (measured once: release() reads it)
@@ -123,6 +128,7 @@ public:
       held_ += e->span;
       held_bytes_ += e->bytes;
     }
+    return true;
   }
   // The split's producer says it had `count` elements in all (0: filtered empty).
   void split_done(const Key& split, int64_t count) {

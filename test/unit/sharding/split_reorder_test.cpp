@@ -222,3 +222,15 @@ TEST_CASE("split reorder: an entry may span several elements of its split (a hel
   CHECK(pop_all(r) == std::vector<int64_t>{40});
   CHECK(r.next_split() == Reorder::Key{0, 5}); // (split 4 ended with its marked element)
 }
+
+TEST_CASE("split reorder: an entry that starts before the order's place and reaches past it is "
+          "refused, not dropped with its unreleased rest") {
+  Reorder r(4);
+  CHECK(r.take_if_next({0, 0}, 0, false, 2));  // split 0's elements 0..1 went out
+  CHECK_FALSE(r.add({0, 0}, 1, 99, false, 3)); // 1..3: element 1 went out, 2..3 did not
+  CHECK(r.held() == 0);
+  CHECK(r.add({0, 0}, 0, 98, false, 2)); // wholly before the place: a repeat, dropped
+  CHECK(r.held() == 0);
+  CHECK(r.add({0, 0}, 2, 12, true, 2)); // the rest, on its own
+  CHECK(pop_all(r) == std::vector<int64_t>{12});
+}
