@@ -44,7 +44,7 @@ void ReadyElements::add_encoded(std::string buffer, uint32_t count, std::vector<
     return;
   Run run;
   run.lazy = true;
-  run.encoded = std::move(buffer);
+  run.encoded = std::make_shared<const std::string>(std::move(buffer));
   run.count = count;
   run.keep = std::move(keep);
   run.source = std::move(source);
@@ -106,7 +106,9 @@ Status ReadyElements::next(Element& out, bool& got, DeliveredOrigin* origin) {
       }
     } else {
       if (!run.reader) {
-        auto reader = BatchReader::open(run.encoded);
+        // Zero copy where the bound allows: the tensors view (and hold) the buffer.
+        StorageOwner owner = may_view(run.encoded) ? run.encoded : nullptr;
+        auto reader = BatchReader::open(*run.encoded, std::move(owner));
         if (!reader.ok())
           return fail(reader.status().with_context("decoding a batch from " + run.source));
         if (reader->count() != run.count)
@@ -135,6 +137,24 @@ Status ReadyElements::next(Element& out, bool& got, DeliveredOrigin* origin) {
   runs_.clear();
   front_ = 0;
   return Status::OK();
+}
+
+bool ReadyElements::may_view(const std::shared_ptr<const std::string>& buffer) {
+  const std::size_t held = pinned_bytes();
+  if (held + buffer->size() > kMaxPinnedBytes)
+    return false;
+  pinned_.push_back(Pinned{buffer, buffer->size()});
+  return true;
+}
+
+std::size_t ReadyElements::pinned_bytes() {
+  pinned_.erase(std::remove_if(pinned_.begin(), pinned_.end(),
+                               [](const Pinned& p) { return p.buffer.expired(); }),
+                pinned_.end());
+  std::size_t held = 0;
+  for (const Pinned& p : pinned_)
+    held += p.bytes;
+  return held;
 }
 
 DeliveredOrigin ReadyElements::origin_at(Run& run, uint32_t position) {

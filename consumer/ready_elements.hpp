@@ -6,7 +6,14 @@
 // on the consumer actor's thread and freed on the trainer's, 8-byte elements spent ~10% of a
 // read's CPU in cross-thread frees. The consumer actor only moves buffers. Bulk frames arrive
 // decoded: each is one element viewing its frame, which costs no allocation per element.
+//
+// Numeric tensors of an inline batch view the batch buffer too (zero copy: the codec aligns
+// their payloads): an element kept after it was read keeps its whole batch buffer alive. That
+// is bounded: while the buffers still held by elements a reader kept come to kMaxPinnedBytes,
+// further batches are decoded into copies instead.
 #pragma once
+
+#include <memory>
 
 #include <cstdint>
 #include <optional>
@@ -89,16 +96,20 @@ public:
   static Status decode(std::string_view buffer, uint32_t count, const std::string& source,
                        std::vector<Element>& out);
 
+  // The bound on batch buffers that elements handed out (or still to be) hold by viewing them.
+  static constexpr std::size_t kMaxPinnedBytes = std::size_t{64} << 20;
+  // Bytes of those buffers now (tests).
+  std::size_t pinned_bytes();
+
 private:
   struct Run {
     std::vector<Element> decoded;
     // Empty, or one per `decoded`.
     std::vector<DeliveredOrigin> decoded_origins;
     std::size_t next = 0; // of `decoded`
-    bool lazy = false;    // `encoded` holds the run (even if empty: a corrupt batch), not `decoded`
-    std::string encoded;  // decoded lazily, by `reader`
-    // Views `encoded`, which is never short enough to live inside the string (a batch has a
-    // 22-byte header), so moving the run keeps it valid.
+    bool lazy = false; // `encoded` holds the run (even if empty: a corrupt batch), not `decoded`
+    // Decoded lazily, by `reader`, which views it; shared with the decoded tensors that view it.
+    std::shared_ptr<const std::string> encoded;
     std::optional<BatchReader> reader;
     uint32_t count = 0;
     std::vector<bool> keep;
@@ -108,6 +119,14 @@ private:
     uint32_t origin_base = 0;
   };
   Status fail(Status why); // drops everything left
+  // Whether a batch buffer of `bytes` may be viewed by its elements (kMaxPinnedBytes); if so it
+  // is counted from now on, while anything holds it.
+  bool may_view(const std::shared_ptr<const std::string>& buffer);
+  struct Pinned {
+    std::weak_ptr<const std::string> buffer;
+    std::size_t bytes = 0;
+  };
+  std::vector<Pinned> pinned_;
   static DeliveredOrigin origin_at(Run& run, uint32_t position);
   std::vector<Run> runs_;
   std::size_t front_ = 0; // runs before it were handed out
