@@ -107,7 +107,7 @@ private:
     // Empty, or one per `decoded`.
     std::vector<DeliveredOrigin> decoded_origins;
     std::size_t next = 0; // of `decoded`
-    bool lazy = false; // `encoded` holds the run (even if empty: a corrupt batch), not `decoded`
+    bool lazy = false;    // `encoded` holds the run (even if empty: a corrupt batch), not `decoded`
     // Decoded lazily, by `reader`, which views it; shared with the decoded tensors that view it.
     std::shared_ptr<const std::string> encoded;
     std::optional<BatchReader> reader;

@@ -373,9 +373,9 @@ Status skip_pad(Reader& r, const char* before) {
   if (!r.read_u8(p))
     return r.error(std::string{"truncated before the pad of "} + before);
   if (p >= kPayloadAlign || p > r.remaining())
-    return r.error("pad of " + std::to_string(p) + " bytes before " + before + ", expected fewer than " +
-                   std::to_string(kPayloadAlign) + " within the " + std::to_string(r.remaining()) +
-                   " bytes that remain");
+    return r.error("pad of " + std::to_string(p) + " bytes before " + before +
+                   ", expected fewer than " + std::to_string(kPayloadAlign) + " within the " +
+                   std::to_string(r.remaining()) + " bytes that remain");
   const std::string_view zeros = r.take(p);
   for (char c : zeros)
     if (c != 0)
@@ -580,8 +580,8 @@ template <class List>
 std::size_t body_size(const List& elements, const std::vector<std::size_t>& sizes) {
   std::size_t raw_size = 0;
   for (std::size_t i = 0; i < sizes.size(); ++i)
-    raw_size += entry_prefix<StrOut>(element_at(elements, i), sizes[i], raw_size, nullptr) +
-                sizes[i];
+    raw_size +=
+      entry_prefix<StrOut>(element_at(elements, i), sizes[i], raw_size, nullptr) + sizes[i];
   return raw_size;
 }
 

@@ -64,8 +64,8 @@ TEST_CASE("inline batches: buffers held by kept elements are bounded, then eleme
   const auto batches = static_cast<int64_t>(ReadyElements::kMaxPinnedBytes / batch_bytes) + 8;
   std::vector<Element> kept; // one element of each batch: each pins its whole buffer
   for (int64_t b = 0; b < batches; ++b) {
-    ready.add_encoded(encode_batch(rows(b * kPerBatch, kPerBatch), Compression::none),
-                      kPerBatch, {}, "worker a");
+    ready.add_encoded(encode_batch(rows(b * kPerBatch, kPerBatch), Compression::none), kPerBatch,
+                      {}, "worker a");
     Element first, second;
     bool got = false;
     REQUIRE(ready.next(first, got).ok());

@@ -237,7 +237,8 @@ TEST_CASE("format version 2: every numeric payload is viewed in the received buf
     encode_batch_into(in, c, frame, 40);
     auto owner = std::make_shared<std::vector<char>>(std::move(frame));
     out.clear();
-    REQUIRE(decode_batch(owner, std::string_view{owner->data() + 40, owner->size() - 40}, out).ok());
+    REQUIRE(
+      decode_batch(owner, std::string_view{owner->data() + 40, owner->size() - 40}, out).ok());
     REQUIRE(out == in);
     for (const Element& e : out)
       for (const Tensor& t : e.components)
