@@ -10,10 +10,11 @@ import pytest
 import conveyor
 from conftest import Cluster
 
-ROW = 1024  # int64s per element: the 8 KiB elements of the iterator benchmark
-# Consecutive [1024] int64 elements of one batch lie this far apart in its buffer (codec.cpp,
-# format version 2: an 8-byte entry prefix and pad, a 5-byte element head and its 3-byte pad).
-STRIDE = 8208
+ROW = 1001  # int64s per element (not 1024: malloc's 8 KiB chunks lie 8208 bytes apart too)
+# Consecutive [1001] int64 elements of one batch lie this far apart in its buffer (codec.cpp,
+# format version 2: an entry prefix and pad of 8 bytes, an element head and pad of 8, the
+# payload); copies of them (malloc, 8016-byte chunks) do not.
+STRIDE = 8 + 8 + 8 * ROW
 
 
 @pytest.fixture(scope="module")
