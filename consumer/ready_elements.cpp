@@ -132,7 +132,9 @@ Status ReadyElements::next(Element& out, bool& got, DeliveredOrigin* origin) {
 Status ReadyElements::open(Run& run) {
   if (run.reader)
     return Status::OK();
-  auto reader = BatchReader::open(run.batch->bytes);
+  // Zero copy where the bound allows: the tensors view (and hold) the buffer.
+  StorageOwner owner = may_view(run.batch) ? StorageOwner{run.batch} : nullptr;
+  auto reader = BatchReader::open(run.batch->bytes, std::move(owner));
   if (!reader.ok())
     return fail(reader.status().with_context("decoding a batch from " + run.batch->source));
   if (reader->count() != run.count)
@@ -210,6 +212,24 @@ Status ReadyElements::next_run(SplitRun& out, bool& got) {
   runs_.clear();
   front_ = 0;
   return Status::OK();
+}
+
+bool ReadyElements::may_view(const std::shared_ptr<const EncodedBatch>& batch) {
+  const std::size_t held = pinned_bytes();
+  if (held + batch->bytes.size() > kMaxPinnedBytes)
+    return false;
+  pinned_.push_back(Pinned{batch, batch->bytes.size()});
+  return true;
+}
+
+std::size_t ReadyElements::pinned_bytes() {
+  pinned_.erase(std::remove_if(pinned_.begin(), pinned_.end(),
+                               [](const Pinned& p) { return p.buffer.expired(); }),
+                pinned_.end());
+  std::size_t held = 0;
+  for (const Pinned& p : pinned_)
+    held += p.bytes;
+  return held;
 }
 
 DeliveredOrigin ReadyElements::origin_at(Run& run, uint32_t position) {

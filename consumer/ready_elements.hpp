@@ -6,6 +6,11 @@
 // on the consumer actor's thread and freed on the trainer's, 8-byte elements spent ~10% of a
 // read's CPU in cross-thread frees. The consumer actor only moves buffers. Bulk frames arrive
 // decoded: each is one element viewing its frame, which costs no allocation per element.
+//
+// Numeric tensors of an inline batch view the batch buffer too (zero copy: the codec aligns
+// their payloads): an element kept after it was read keeps its whole batch buffer alive. That
+// is bounded: while the buffers still held by elements a reader kept come to kMaxPinnedBytes,
+// further batches are decoded into copies instead.
 #pragma once
 
 #include <cstdint>
@@ -86,6 +91,11 @@ public:
   static Status decode(std::string_view buffer, uint32_t count, const std::string& source,
                        std::vector<Element>& out);
 
+  // The bound on batch buffers that elements handed out (or still to be) hold by viewing them.
+  static constexpr std::size_t kMaxPinnedBytes = std::size_t{64} << 20;
+  // Bytes of those buffers now (tests).
+  std::size_t pinned_bytes();
+
 private:
   struct Run {
     std::vector<Element> decoded;
@@ -104,6 +114,14 @@ private:
   };
   Status fail(Status why); // drops everything left
   Status open(Run& run);   // its reader, on first use
+  // Whether a batch buffer of `bytes` may be viewed by its elements (kMaxPinnedBytes); if so it
+  // is counted from now on, while anything holds it.
+  bool may_view(const std::shared_ptr<const EncodedBatch>& batch);
+  struct Pinned {
+    std::weak_ptr<const EncodedBatch> buffer;
+    std::size_t bytes = 0;
+  };
+  std::vector<Pinned> pinned_;
   static DeliveredOrigin origin_at(Run& run, uint32_t position);
   std::vector<Run> runs_;
   std::size_t front_ = 0; // runs before it were handed out

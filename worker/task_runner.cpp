@@ -206,7 +206,7 @@ TaskRunner::Step TaskRunner::produce(const std::function<bool()>& stop_early) {
       }
     }
     item.element_size = encoded_element_size(e);
-    const std::size_t entry = encoded_batch_entry_size(item.element_size);
+    const std::size_t entry = encoded_batch_entry_size(e, item.element_size);
     if (entry >= limits_.bulk_min_bytes) {
       // Travels as a frame: encoded below (encode_ahead) or when taken. It counts its
       // uncompressed frame size in the buffer's bound, whenever it is encoded.
@@ -617,7 +617,7 @@ std::optional<msg::element_batch> TaskRunner::take_batch(msg::consumer_id_t cons
   int64_t taken_bytes = 0;
   int64_t taken_charge = 0;
   for (auto it = buffer_.begin(); it != buffer_.end() && !it->bulk && batch.size() < most; ++it) {
-    const std::size_t entry = encoded_batch_entry_size(it->element_size);
+    const std::size_t entry = encoded_batch_entry_size(it->element, it->element_size);
     if (!batch.empty() && bytes + entry > limit)
       break;
     bytes += entry;

@@ -8,11 +8,19 @@
 //       real then imaginary part)
 //     payload of a string tensor: per entry, length | bytes
 //
-// Batch buffer:
-//   header, 22 bytes, integers little-endian:
+// Batch buffer (format version 2; version 1 is still read):
+//   header, 24 bytes, integers little-endian:
 //     magic "CVEB" | format version (u8) | flags (u8) | element count (u64) | raw body size (u64)
-//   body: per element, length (varint) | element encoding — raw_size bytes in all; when flags has
+//     | 2 zero bytes (version 1: none, a 22-byte header)
+//   body: per element, entry | element encoding — raw_size bytes in all; when flags has
 //   kFlagLz4 the body is stored as one lz4 block that decompresses to exactly raw_size bytes.
+//   Version 2 aligns numeric payloads, so that a reader can view them in the received buffer
+//   (zero copy) instead of copying each: inside a batch, a numeric payload of more than
+//   Tensor::kInlineBytes is preceded by a pad (u8 p, then p zero bytes, p < 8) that puts it at a
+//   multiple of 8 bytes from its element's start; the entry is varint(2 * length + a), and where
+//   a = 1 (the element has such a payload) a pad follows (u8 q, q zero bytes, q < 8) that puts
+//   the element at a multiple of 8 bytes from the body's start (version 1: the entry is
+//   varint(length), no pads anywhere). Standalone elements (encode_element) have no pads.
 //
 // Decoding trusts nothing: every count is checked against the bytes that remain before anything
 // is allocated for it, so a short or hostile buffer can only produce a data_loss Status.
@@ -37,9 +45,14 @@ namespace {
 constexpr char kMagic[4] = {'C', 'V', 'E', 'B'};
 // The dtypes of codes 6..15 did not change the version: a reader without them refuses their
 // codes by name (decode_tensor), and peers of another protocol version never exchange batches.
-constexpr uint8_t kFormatVersion = 1;
+// 2: aligned numeric payloads (above). Version 1 buffers (snapshot files written before) are read.
+constexpr uint8_t kFormatVersion = 2;
 constexpr uint8_t kFlagLz4 = 1;
-constexpr std::size_t kHeaderSize = 4 + 1 + 1 + 8 + 8;
+constexpr std::size_t kHeaderSizeV1 = 4 + 1 + 1 + 8 + 8;
+constexpr std::size_t kHeaderSize = kHeaderSizeV1 + 2; // the body starts 8-aligned
+// Numeric payloads sit at multiples of this from the body's start (format version 2), which
+// is dtype_alignment of every dtype.
+constexpr std::size_t kPayloadAlign = 8;
 
 // TensorFlow's own limit on the rank of a tensor.
 constexpr uint64_t kMaxRank = 254;
@@ -118,6 +131,31 @@ void put_varint(Out& out, uint64_t v) {
   out.append(buf, n);
 }
 
+// Whether a tensor's payload is aligned inside a batch (format version 2): numeric ones that are
+// not kept inline by Tensor (those are copied anyway).
+bool aligned_payload(DType dtype, std::size_t bytes) {
+  return dtype != DType::string && bytes > Tensor::kInlineBytes;
+}
+bool has_aligned_payload(const Element& e) {
+  for (const Tensor& t : e.components)
+    if (aligned_payload(t.dtype(), t.bytes().size()))
+      return true;
+  return false;
+}
+// The pad count p that puts what follows the pad's count byte, written at `at`, at a multiple
+// of kPayloadAlign.
+std::size_t pad_after(std::size_t at) {
+  return (kPayloadAlign - (at + 1) % kPayloadAlign) % kPayloadAlign;
+}
+
+template <class Out>
+void put_pad(Out& out, std::size_t p) {
+  static constexpr char kZeros[kPayloadAlign] = {};
+  out.push_back(static_cast<char>(p));
+  if (p > 0)
+    out.append(kZeros, p);
+}
+
 void put_le(char* at, uint64_t v, std::size_t bytes) {
   for (std::size_t i = 0; i < bytes; ++i)
     at[i] = static_cast<char>((v >> (8 * i)) & 0xff);
@@ -130,34 +168,53 @@ uint64_t get_le(const char* at, std::size_t bytes) {
   return v;
 }
 
-std::size_t encoded_size(const Tensor& t) {
-  std::size_t n = 1 + varint_size(t.shape().size());
-  for (int64_t d : t.shape())
-    n += varint_size(static_cast<uint64_t>(d));
-  if (t.dtype() == DType::string) {
-    for (int64_t i = 0, e = t.num_elements(); i < e; ++i) {
-      const std::size_t len = t.string_at(i).size();
-      n += varint_size(len) + len;
-    }
-  } else {
-    n += t.bytes().size();
+std::size_t payload_size(const Tensor& t) {
+  if (t.dtype() != DType::string)
+    return t.bytes().size();
+  std::size_t n = 0;
+  for (int64_t i = 0, e = t.num_elements(); i < e; ++i) {
+    const std::size_t len = t.string_at(i).size();
+    n += varint_size(len) + len;
   }
   return n;
 }
 
-std::size_t encoded_size(const Element& e) {
+// `at`: the tensor's offset in its element; `aligned`: inside a batch (payload pads).
+std::size_t encoded_size(const Tensor& t, bool aligned, std::size_t at) {
+  std::size_t n = 1 + varint_size(t.shape().size());
+  for (int64_t d : t.shape())
+    n += varint_size(static_cast<uint64_t>(d));
+  if (aligned && aligned_payload(t.dtype(), t.bytes().size()))
+    n += 1 + pad_after(at + n);
+  return n + payload_size(t);
+}
+
+std::size_t encoded_size(const Element& e, bool aligned) {
+  aligned = aligned && has_aligned_payload(e); // (string payloads are not walked twice)
   std::size_t n = varint_size(e.components.size());
   for (const Tensor& t : e.components)
-    n += encoded_size(t);
+    n += encoded_size(t, aligned, n);
   return n;
 }
 
+// `at`: the tensor's offset in its element, advanced past it; `aligned` as for encoded_size.
 template <class Out>
-void encode_tensor(const Tensor& t, Out& out) {
+void encode_tensor(const Tensor& t, Out& out, bool aligned, std::size_t& at) {
   out.push_back(static_cast<char>(t.dtype()));
   put_varint(out, t.shape().size());
-  for (int64_t d : t.shape())
+  std::size_t head = 1 + varint_size(t.shape().size());
+  for (int64_t d : t.shape()) {
     put_varint(out, static_cast<uint64_t>(d));
+    head += varint_size(static_cast<uint64_t>(d));
+  }
+  at += head;
+  if (aligned && aligned_payload(t.dtype(), t.bytes().size())) {
+    const std::size_t p = pad_after(at);
+    put_pad(out, p);
+    at += 1 + p;
+  }
+  if (aligned) // (only pads need the offset; a string payload would be walked again for it)
+    at += payload_size(t);
   if (t.dtype() == DType::string) {
     for (int64_t i = 0, e = t.num_elements(); i < e; ++i) {
       const std::string_view s = t.string_at(i);
@@ -185,10 +242,12 @@ bool probe_compresses(std::string_view sample) {
 }
 
 template <class Out>
-void append_element(const Element& e, Out& out) {
+void append_element(const Element& e, Out& out, bool aligned) {
+  aligned = aligned && has_aligned_payload(e);
   put_varint(out, e.components.size());
+  std::size_t at = varint_size(e.components.size());
   for (const Tensor& t : e.components)
-    encode_tensor(t, out);
+    encode_tensor(t, out, aligned, at);
 }
 
 void write_header(char* at, uint8_t flags, uint64_t count, uint64_t raw_size) {
@@ -197,6 +256,7 @@ void write_header(char* at, uint8_t flags, uint64_t count, uint64_t raw_size) {
   at[5] = static_cast<char>(flags);
   put_le(at + 6, count, 8);
   put_le(at + 14, raw_size, 8);
+  at[22] = at[23] = 0;
 }
 
 // Compresses `raw` into one lz4 block placed after `offset` bytes of `packed` (room for the
@@ -307,9 +367,29 @@ Status decode_shape(Reader& r, Shape& shape, uint64_t& entries) {
   return Status::OK();
 }
 
-Status decode_numeric(Reader& r, DType dtype, Shape shape, uint64_t entries,
+// A pad (format version 2): its count byte, below kPayloadAlign, then that many zero bytes.
+Status skip_pad(Reader& r, const char* before) {
+  uint8_t p;
+  if (!r.read_u8(p))
+    return r.error(std::string{"truncated before the pad of "} + before);
+  if (p >= kPayloadAlign || p > r.remaining())
+    return r.error("pad of " + std::to_string(p) + " bytes before " + before +
+                   ", expected fewer than " + std::to_string(kPayloadAlign) + " within the " +
+                   std::to_string(r.remaining()) + " bytes that remain");
+  const std::string_view zeros = r.take(p);
+  for (char c : zeros)
+    if (c != 0)
+      return r.error(std::string{"non-zero pad byte before "} + before);
+  return Status::OK();
+}
+
+// `pads`: a batch of format version 2 (aligned payloads).
+Status decode_numeric(Reader& r, DType dtype, Shape shape, uint64_t entries, bool pads,
                       const StorageOwner& owner, Tensor& out) {
   const std::size_t entry_size = dtype_size(dtype);
+  // (entries <= kMaxEntries: no overflow)
+  if (pads && aligned_payload(dtype, static_cast<std::size_t>(entries * entry_size)))
+    CONVEYOR_RETURN_IF_ERROR(skip_pad(r, "a payload"));
   if (entries > r.remaining() / entry_size)
     return r.error("shape " + shape_text(shape) + " of " + dtype_name(dtype) + " needs " +
                    std::to_string(entries) + " x " + std::to_string(entry_size) +
@@ -379,7 +459,7 @@ Status decode_strings(Reader& r, Shape shape, uint64_t entries, const StorageOwn
 }
 
 // Into `out`, a default Tensor the caller made in place (no Tensor moved per element).
-Status decode_tensor(Reader& r, const StorageOwner& owner, Tensor& out) {
+Status decode_tensor(Reader& r, bool pads, const StorageOwner& owner, Tensor& out) {
   uint8_t code;
   if (!r.read_u8(code))
     return r.error("truncated before the dtype");
@@ -393,11 +473,11 @@ Status decode_tensor(Reader& r, const StorageOwner& owner, Tensor& out) {
   CONVEYOR_RETURN_IF_ERROR(decode_shape(r, shape, entries));
   if (dtype == DType::string)
     return decode_strings(r, std::move(shape), entries, owner, out);
-  return decode_numeric(r, dtype, std::move(shape), entries, owner, out);
+  return decode_numeric(r, dtype, std::move(shape), entries, pads, owner, out);
 }
 
 // Decodes one element that must occupy all of r's buffer.
-Status decode_whole_element(Reader& r, Element& out, const StorageOwner& owner) {
+Status decode_whole_element(Reader& r, Element& out, bool pads, const StorageOwner& owner) {
   uint64_t count;
   if (!r.read_varint(count))
     return r.bad_varint("component count");
@@ -410,7 +490,7 @@ Status decode_whole_element(Reader& r, Element& out, const StorageOwner& owner) 
   parts.clear();
   parts.reserve(static_cast<std::size_t>(count));
   for (uint64_t i = 0; i < count; ++i)
-    if (Status st = decode_tensor(r, owner, parts.emplace_back()); !st.ok())
+    if (Status st = decode_tensor(r, pads, owner, parts.emplace_back()); !st.ok())
       return st.with_context("component " + std::to_string(i) + " of " + std::to_string(count));
   if (r.remaining() != 0)
     return r.error(std::to_string(r.remaining()) + " trailing bytes after the element");
@@ -445,17 +525,17 @@ std::optional<Compression> compression_from_string(std::string_view name) {
 
 void encode_element(const Element& element, std::string& out) {
   // Grows geometrically, so that appending many elements to one string stays linear.
-  const std::size_t need = out.size() + encoded_size(element);
+  const std::size_t need = out.size() + encoded_size(element, false);
   if (need > out.capacity())
     out.reserve(std::max(need, 2 * out.capacity()));
   StrOut o{out};
-  append_element(element, o);
+  append_element(element, o, false);
 }
 
 Expected<Element> decode_element(std::string_view in) {
   Reader r{in, 0, "byte offset"};
   Element e;
-  Status st = decode_whole_element(r, e, nullptr);
+  Status st = decode_whole_element(r, e, false, nullptr);
   if (!st.ok())
     return st.with_context("element codec");
   return e;
@@ -473,23 +553,45 @@ const Element& element_at(const std::vector<const Element*>& list, std::size_t i
 void element_sizes(const std::vector<Element>& elements, std::vector<std::size_t>& sizes) {
   sizes.resize(elements.size());
   for (std::size_t i = 0; i < elements.size(); ++i)
-    sizes[i] = encoded_size(elements[i]);
+    sizes[i] = encoded_size(elements[i], true);
 }
 
-// The batch body's size: the entries with their length prefixes.
-std::size_t body_size(const std::vector<std::size_t>& sizes) {
+// An entry's prefix (format version 2) at body offset `at`: its varint and, for an element with
+// aligned payloads, the pad that puts the element at a multiple of kPayloadAlign. Returns the
+// prefix's size and writes it to `out` unless that is null.
+template <class Out>
+std::size_t entry_prefix(const Element& e, std::size_t size, std::size_t at, Out* out) {
+  const bool pads = has_aligned_payload(e);
+  const uint64_t v = 2 * uint64_t{size} + (pads ? 1 : 0);
+  std::size_t n = varint_size(v);
+  if (out)
+    put_varint(*out, v);
+  if (pads) {
+    const std::size_t p = pad_after(at + n);
+    if (out)
+      put_pad(*out, p);
+    n += 1 + p;
+  }
+  return n;
+}
+
+// The batch body's size: the entries with their prefixes.
+template <class List>
+std::size_t body_size(const List& elements, const std::vector<std::size_t>& sizes) {
   std::size_t raw_size = 0;
-  for (std::size_t size : sizes)
-    raw_size += encoded_batch_entry_size(size);
+  for (std::size_t i = 0; i < sizes.size(); ++i)
+    raw_size +=
+      entry_prefix<StrOut>(element_at(elements, i), sizes[i], raw_size, nullptr) + sizes[i];
   return raw_size;
 }
 
-// The batch body: each element behind its length prefix.
+// The batch body: each element behind its prefix.
 template <class List, class Out>
 void append_entries(const List& elements, const std::vector<std::size_t>& sizes, Out& out) {
+  std::size_t at = 0;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
-    put_varint(out, sizes[i]);
-    append_element(element_at(elements, i), out);
+    at += entry_prefix(element_at(elements, i), sizes[i], at, &out) + sizes[i];
+    append_element(element_at(elements, i), out, true);
   }
 }
 
@@ -498,7 +600,7 @@ void append_entries(const List& elements, const std::vector<std::size_t>& sizes,
 template <class Buffer, class Out, class List>
 void encode_batch_impl(const List& elements, const std::vector<std::size_t>& sizes,
                        Compression compression, Buffer& out, std::size_t prefix) {
-  const std::size_t raw_size = body_size(sizes);
+  const std::size_t raw_size = body_size(elements, sizes);
   out.reserve(prefix + kHeaderSize + raw_size);
   out.resize(prefix + kHeaderSize);
   Out o{out};
@@ -554,7 +656,7 @@ void encode_batch_gather(const std::vector<Element>& elements, Compression compr
                          GatherBuffer& out, std::size_t prefix) {
   std::vector<std::size_t> sizes;
   element_sizes(elements, sizes);
-  const std::size_t raw_size = body_size(sizes);
+  const std::size_t raw_size = body_size(elements, sizes);
   const bool may_compress =
     compression == Compression::lz4 ||
     (compression == Compression::automatic && raw_size >= kAutoCompressMinBytes);
@@ -602,14 +704,17 @@ std::size_t encoded_batch_size(const std::vector<Element>& elements) {
   return n;
 }
 
-std::size_t encoded_element_size(const Element& element) { return encoded_size(element); }
+std::size_t encoded_element_size(const Element& element) { return encoded_size(element, true); }
 
-std::size_t encoded_batch_entry_size(std::size_t element_size) {
-  return varint_size(element_size) + element_size;
+std::size_t encoded_batch_entry_size(const Element& element, std::size_t element_size) {
+  if (!has_aligned_payload(element))
+    return varint_size(2 * uint64_t{element_size}) + element_size;
+  // At most: the pad (its count byte and up to 7 zeros) depends on where the entry lands.
+  return varint_size(2 * uint64_t{element_size} + 1) + kPayloadAlign + element_size;
 }
 
 std::size_t encoded_batch_entry_size(const Element& element) {
-  return encoded_batch_entry_size(encoded_size(element));
+  return encoded_batch_entry_size(element, encoded_size(element, true));
 }
 
 std::size_t encoded_batch_header_size() { return kHeaderSize; }
@@ -619,22 +724,29 @@ Status decode_batch(std::string_view in, std::vector<Element>& out) {
 }
 
 Expected<BatchReader> BatchReader::open(std::string_view in, StorageOwner owner) {
-  if (in.size() < kHeaderSize)
+  if (in.size() < kHeaderSizeV1)
     return batch_error("buffer of " + std::to_string(in.size()) + " bytes is shorter than the " +
-                       std::to_string(kHeaderSize) + "-byte header");
+                       std::to_string(kHeaderSizeV1) + "-byte header");
   if (std::memcmp(in.data(), kMagic, sizeof kMagic) != 0)
     return batch_error("bad magic, expected \"CVEB\" at the start of the buffer");
   const auto version = static_cast<uint8_t>(in[4]);
-  if (version != kFormatVersion)
+  if (version != 1 && version != kFormatVersion)
     return Status{ErrorCode::version_mismatch,
                   "element batch: format version " + std::to_string(version) +
-                    ", this build reads version " + std::to_string(kFormatVersion)};
+                    ", this build reads versions 1 to " + std::to_string(kFormatVersion)};
+  const std::size_t header_size = version == 1 ? kHeaderSizeV1 : kHeaderSize;
+  if (in.size() < header_size)
+    return batch_error("buffer of " + std::to_string(in.size()) + " bytes is shorter than the " +
+                       std::to_string(header_size) + "-byte header of format version " +
+                       std::to_string(version));
+  if (version > 1 && (in[22] != 0 || in[23] != 0))
+    return batch_error("non-zero reserved header bytes");
   const auto flags = static_cast<uint8_t>(in[5]);
   if ((flags & ~kFlagLz4) != 0)
     return batch_error("unknown flag bits " + std::to_string(flags & ~kFlagLz4) + " in the header");
   const uint64_t count = get_le(in.data() + 6, 8);
   const uint64_t raw_size = get_le(in.data() + 14, 8);
-  std::string_view body = in.substr(kHeaderSize);
+  std::string_view body = in.substr(header_size);
 
   if (flags & kFlagLz4) {
     if (body.size() > static_cast<std::size_t>(LZ4_MAX_INPUT_SIZE) ||
@@ -666,6 +778,7 @@ Expected<BatchReader> BatchReader::open(std::string_view in, StorageOwner owner)
   reader.owner_ = std::move(owner);
   reader.body_ = body;
   reader.count_ = count;
+  reader.pads_ = version > 1;
   return reader;
 }
 
@@ -681,6 +794,13 @@ Status BatchReader::advance(Element* out) {
   uint64_t len;
   if (!r.read_varint(len))
     return r.bad_varint("element length").with_context(where());
+  if (pads_) { // varint(2 * length + a): a = 1, a pad before the element
+    const bool padded = (len & 1) != 0;
+    len >>= 1;
+    if (padded)
+      if (Status st = skip_pad(r, "the element"); !st.ok())
+        return st.with_context(where());
+  }
   if (len > r.remaining())
     return r
       .error("element of " + std::to_string(len) + " bytes, only " + std::to_string(r.remaining()) +
@@ -690,7 +810,7 @@ Status BatchReader::advance(Element* out) {
   std::string_view bytes = r.take(static_cast<std::size_t>(len));
   if (out != nullptr) {
     Reader element_reader{bytes, element_offset, "body byte offset"};
-    if (Status st = decode_whole_element(element_reader, *out, owner_); !st.ok())
+    if (Status st = decode_whole_element(element_reader, *out, pads_, owner_); !st.ok())
       return st.with_context(where());
   }
   offset_ = r.offset();

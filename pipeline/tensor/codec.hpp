@@ -3,7 +3,8 @@
 // One element: component count, then per component dtype, rank, dims, payload (numeric bytes,
 // or length-prefixed strings). A batch buffer holds many elements behind a small header
 // (magic, format version, flags, element count, uncompressed size) and is optionally lz4
-// compressed as a whole. Decoding never trusts the buffer: any malformed input gives a
+// compressed as a whole. In a batch, numeric payloads are 8-aligned from the buffer's start
+// (format version 2), so that a decoder given an owner views them instead of copying. Decoding never trusts the buffer: any malformed input gives a
 // data_loss Status (version_mismatch for a buffer of another format
 // version) and never reads out of bounds.
 #pragma once
@@ -50,12 +51,16 @@ void encode_batch_into(const std::vector<Element>& elements, Compression compres
 inline constexpr std::size_t kGatherViewMinBytes = 4096;
 void encode_batch_gather(const std::vector<Element>& elements, Compression compression,
                          GatherBuffer& out, std::size_t prefix);
-// Bytes of the uncompressed batch buffer for `elements`, so that batches can be packed by their
+// Bytes (at most) of the uncompressed batch buffer for `elements`, so that batches can be packed by their
 // encoded size; entry_size is one element's share (its length prefix + encoding) and
 // header_size the fixed part.
 std::size_t encoded_batch_size(const std::vector<Element>& elements);
+// An entry's size; at most that for an element with aligned payloads: its pad depends on where
+// it lands (codec.cpp).
 std::size_t encoded_batch_entry_size(const Element& element);
-std::size_t encoded_batch_entry_size(std::size_t element_size); // (from encoded_element_size)
+// The same from its encoded_element_size.
+std::size_t encoded_batch_entry_size(const Element& element, std::size_t element_size);
+// Inside a batch (its payload pads), not as encode_element writes it alone.
 std::size_t encoded_element_size(const Element& element);
 std::size_t encoded_batch_header_size();
 
@@ -89,6 +94,7 @@ private:
   std::size_t offset_ = 0;
   uint64_t count_ = 0;
   uint64_t index_ = 0;
+  bool pads_ = false; // format version 2: aligned payloads (codec.cpp)
 };
 
 } // namespace conveyor

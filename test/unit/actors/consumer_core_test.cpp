@@ -640,7 +640,7 @@ TEST_CASE("ReadyElements hands out one element at a time and stops at a corrupt 
   ready.add(Element{Tensor::scalar(int64_t{2})});
   ready.add_encoded(batch_of({3, 4, 5}).payload, 3, {true, false, true}, "worker b"); // 4: a repeat
   std::string bad = batch_of({6, 7, 8}).payload;
-  bad[22 + 12 + 2] = 9; // its second element's dtype: unknown
+  bad[24 + 12 + 2] = 9; // its second element's dtype (after the 24-byte header): unknown
   ready.add_encoded(bad, 3, {}, "worker c");
   ready.add_encoded(batch_of({9}).payload, 1, {}, "worker d");
   CHECK(ready.size() == 9);

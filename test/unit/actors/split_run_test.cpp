@@ -189,11 +189,11 @@ TEST_CASE("split runs: a corrupt batch fails the run that reaches it, naming whe
   for (int64_t i = 0; i < 3; ++i)
     elements.push_back(Element{Tensor::scalar(i)});
   std::string bytes = conveyor::encode_batch(elements, Compression::none);
-  // The second element's length (after the 22-byte header and the first element, each element
-  // a length varint and its bytes) says more bytes than remain.
-  const std::size_t each = (bytes.size() - 22) / 3;
-  REQUIRE(bytes.size() == 22 + 3 * each);
-  bytes[22 + each] = 0x7f;
+  // The second element's length (after the 24-byte header and the first element, each element
+  // a length varint and its bytes; no pads for 8-byte payloads) says more bytes than remain.
+  const std::size_t each = (bytes.size() - 24) / 3;
+  REQUIRE(bytes.size() == 24 + 3 * each);
+  bytes[24 + each] = 0x7f;
   ReadyElements ready;
   ready.add_encoded(std::move(bytes), 3, {}, "worker w", {origin_run{0, 0, 0, 3, true}});
   SplitRun run;

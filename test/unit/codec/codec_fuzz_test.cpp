@@ -109,8 +109,8 @@ std::string mutate(const std::string& base, std::mt19937_64& rng) {
           s[field + i] = static_cast<char>(v >> (8 * i));
       }
       break;
-    case 5: // a valid-looking header over random bytes
-      s = std::string("CVEB\x01", 5) + static_cast<char>(rng() % 3) +
+    case 5: // a valid-looking header (format version 1 or 2) over random bytes
+      s = std::string("CVEB") + static_cast<char>(1 + rng() % 2) + static_cast<char>(rng() % 3) +
           random_bytes(rng, 16 + rng() % 64);
       break;
     case 6: // fully random

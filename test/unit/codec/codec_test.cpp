@@ -20,7 +20,7 @@ namespace {
 const Compression kAllCompressions[] = {Compression::none, Compression::lz4,
                                         Compression::automatic};
 
-constexpr std::size_t kHeaderSize = 22;
+constexpr std::size_t kHeaderSize = 24; // format version 2 (22 in version 1)
 uint8_t flags_of(const std::string& batch) { return static_cast<uint8_t>(batch.at(5)); }
 
 Element round_trip_element(const Element& e) {
@@ -60,7 +60,7 @@ std::string le64(uint64_t v) {
 
 std::string header(uint8_t version, uint8_t flags, uint64_t count, uint64_t raw_size) {
   return std::string("CVEB") + static_cast<char>(version) + static_cast<char>(flags) + le64(count) +
-         le64(raw_size);
+         le64(raw_size) + (version >= 2 ? std::string(2, '\0') : std::string());
 }
 
 } // namespace
@@ -111,7 +111,7 @@ TEST_CASE("multi-component and zero-component elements") {
 TEST_CASE("an empty batch round-trips and is just the header") {
   for (Compression c : {Compression::none, Compression::automatic}) {
     const std::string buf = encode_batch({}, c);
-    CHECK(buf == header(1, 0, 0, 0));
+    CHECK(buf == header(2, 0, 0, 0));
   }
   CHECK(round_trip_batch({}, Compression::lz4).empty());
 }
@@ -132,9 +132,119 @@ TEST_CASE("the wire bytes of an int64 scalar element and of a batch") {
   encode_element(Element{Tensor{DType::boolean, {300, 0}}}, buf);
   CHECK(buf == std::string("\x01\x00\x02\xac\x02\x00", 6));
 
+  // In a batch the entry's varint is 2 * length (+ 1 where a pad follows: none for an 8-byte
+  // payload, which Tensor keeps inline).
   const std::string batch = encode_batch({Element{Tensor::scalar(int64_t{5})}}, Compression::none);
   CHECK(batch ==
-        header(1, 0, 1, 12) + std::string("\x0b\x01\x02\x00\x05\x00\x00\x00\x00\x00\x00\x00", 12));
+        header(2, 0, 1, 12) + std::string("\x16\x01\x02\x00\x05\x00\x00\x00\x00\x00\x00\x00", 12));
+  // A version 1 batch (snapshot files written before) still decodes.
+  std::vector<Element> out;
+  REQUIRE(decode_batch(header(1, 0, 1, 12) +
+                         std::string("\x0b\x01\x02\x00\x05\x00\x00\x00\x00\x00\x00\x00", 12),
+                       out)
+            .ok());
+  CHECK(out == std::vector<Element>{Element{Tensor::scalar(int64_t{5})}});
+}
+
+namespace {
+// [3] int64 {1, 2, 3} as one batch entry of format version 2: varint 2 * 32 + 1, a 6-byte pad
+// that puts the element at body offset 8, then count | dtype | rank | dim | a 3-byte pad that
+// puts the payload at element offset 8 | 24 payload bytes.
+std::string padded_entry() {
+  std::string e("\x41\x06\0\0\0\0\0\0", 8);
+  e += std::string("\x01\x02\x01\x03\x03\0\0\0", 8);
+  for (int64_t v : {1, 2, 3})
+    e += le64(static_cast<uint64_t>(v));
+  return e;
+}
+} // namespace
+
+TEST_CASE("format version 2: the wire bytes of an aligned payload, and malformed pads") {
+  const Element three{Tensor::vector<int64_t>({1, 2, 3})};
+  CHECK(encode_batch({three}, Compression::none) == header(2, 0, 1, 40) + padded_entry());
+  // Alone (encode_element: cache files, iterator state) an element has no pads.
+  std::string alone;
+  encode_element(three, alone);
+  CHECK(alone.size() == 4 + 24);
+
+  struct Case {
+    std::string name;
+    std::size_t at; // body byte to change
+    char value;
+    std::string message;
+  };
+  const std::vector<Case> cases{
+    {"entry pad too long", 1, 8,
+     "element batch: element 0 of 1: pad of 8 bytes before the element, expected fewer than 8 "
+     "within the 38 bytes that remain (at body byte offset 2)"},
+    {"entry pad not zero", 3, 1,
+     "element batch: element 0 of 1: non-zero pad byte before the element (at body byte offset 8)"},
+    {"payload pad too long", 12, 9,
+     "element batch: element 0 of 1: component 0 of 1: pad of 9 bytes before a payload, expected "
+     "fewer than 8 within the 27 bytes that remain (at body byte offset 13)"},
+    {"payload pad not zero", 15, 7,
+     "element batch: element 0 of 1: component 0 of 1: non-zero pad byte before a payload (at "
+     "body byte offset 16)"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    std::string bad = header(2, 0, 1, 40) + padded_entry();
+    bad[kHeaderSize + c.at] = c.value;
+    Status st = decode_batch_status(bad);
+    CHECK(st.code() == ErrorCode::data_loss);
+    CHECK(st.message() == c.message);
+  }
+  std::string reserved = header(2, 0, 1, 40) + padded_entry();
+  reserved[23] = 1;
+  CHECK(decode_batch_status(reserved).message() == "element batch: non-zero reserved header bytes");
+  CHECK(decode_batch_status(header(2, 0, 0, 0).substr(0, 23)).message() ==
+        "element batch: buffer of 23 bytes is shorter than the 24-byte header of format version 2");
+}
+
+TEST_CASE("format version 2: every numeric payload is viewed in the received buffer, 8-aligned") {
+  std::vector<Element> in;
+  in.push_back(Element{Tensor::vector<int64_t>(std::vector<int64_t>(1024, 7))});
+  in.push_back(Element{std::vector<Tensor>{
+    Tensor::scalar("abc"), Tensor::vector<float>(std::vector<float>(37, 0.5f)),
+    sample_tensor(DType::complex128, {5}), sample_tensor(DType::bfloat16, {3, 7}),
+    Tensor::vector<int8_t>(std::vector<int8_t>(101, 1)), Tensor::scalar(int64_t{9})}});
+  in.push_back(Element{Tensor::vector<std::string>({std::string(33, 'x'), "y"})});
+  in.push_back(Element{sample_tensor(DType::float64, {3, 3})});
+  for (Compression c : kAllCompressions) {
+    CAPTURE(to_string(c));
+    auto buffer = std::make_shared<const std::string>(encode_batch(in, c));
+    REQUIRE(reinterpret_cast<std::uintptr_t>(buffer->data()) % 8 == 0);
+    std::vector<Element> out;
+    REQUIRE(decode_batch(buffer, *buffer, out).ok());
+    REQUIRE(out == in);
+    std::size_t viewed = 0;
+    for (const Element& e : out)
+      for (const Tensor& t : e.components) {
+        if (t.dtype() == DType::string || t.bytes().size() <= Tensor::kInlineBytes)
+          continue;
+        CAPTURE(dtype_name(t.dtype()));
+        CHECK(reinterpret_cast<std::uintptr_t>(t.bytes().data()) % 8 == 0);
+        if (flags_of(*buffer) == 0) {
+          const auto* p = reinterpret_cast<const char*>(t.bytes().data());
+          CHECK(p >= buffer->data());
+          CHECK(p < buffer->data() + buffer->size());
+        }
+        ++viewed;
+      }
+    CHECK(viewed == 6);
+    // After a 40-byte frame header (8-aligned) the same holds.
+    std::vector<char> frame(40, 'h');
+    encode_batch_into(in, c, frame, 40);
+    auto owner = std::make_shared<std::vector<char>>(std::move(frame));
+    out.clear();
+    REQUIRE(
+      decode_batch(owner, std::string_view{owner->data() + 40, owner->size() - 40}, out).ok());
+    REQUIRE(out == in);
+    for (const Element& e : out)
+      for (const Tensor& t : e.components)
+        if (t.dtype() != DType::string && t.bytes().size() > Tensor::kInlineBytes)
+          CHECK(reinterpret_cast<std::uintptr_t>(t.bytes().data()) % 8 == 0);
+  }
 }
 
 TEST_CASE("many int64 elements per batch, with every compression") {
@@ -293,10 +403,10 @@ TEST_CASE("malformed batches give data_loss with a message that says what is wro
   }
 
   std::string future = good;
-  future[4] = 2;
+  future[4] = 3;
   Status st = decode_batch_status(future);
   CHECK(st.code() == ErrorCode::version_mismatch);
-  CHECK(st.message() == "element batch: format version 2, this build reads version 1");
+  CHECK(st.message() == "element batch: format version 3, this build reads versions 1 to 2");
 }
 
 TEST_CASE("malformed elements give data_loss and never allocate from a lying shape") {
