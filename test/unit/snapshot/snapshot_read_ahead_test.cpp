@@ -94,6 +94,22 @@ std::size_t thread_count() {
   return n;
 }
 
+// Reads `count` elements, each the 200-byte string write_snapshot wrote at its place, then
+// returns what the next read gives.
+template <typename Iterator>
+Status status_after_elements(Iterator& it, int count) {
+  for (int i = 0; i < count; ++i) {
+    Element e;
+    bool end = false;
+    REQUIRE(it.get_next(e, end).ok());
+    REQUIRE_FALSE(end);
+    REQUIRE(e[0].string_at(0) == std::string(200, static_cast<char>('a' + i % 26)));
+  }
+  Element e;
+  bool end = false;
+  return it.get_next(e, end);
+}
+
 } // namespace
 
 TEST_CASE("snapshot read-ahead: a damaged chunk after the current one fails after every element "
@@ -109,16 +125,7 @@ TEST_CASE("snapshot read-ahead: a damaged chunk after the current one fails afte
   auto it = Dataset::load(snap).make_iterator();
   REQUIRE(it.ok());
   // Chunk 0 is read whole while chunk 1 (damaged) is opened ahead; its error waits its turn.
-  for (int i = 0; i < 50; ++i) {
-    Element e;
-    bool end = false;
-    REQUIRE((*it)->get_next(e, end).ok());
-    REQUIRE_FALSE(end);
-    REQUIRE(e[0].string_at(0) == std::string(200, static_cast<char>('a' + i % 26)));
-  }
-  Element e;
-  bool end = false;
-  Status s = (*it)->get_next(e, end);
+  Status s = status_after_elements(**it, 50);
   CHECK(s.code() == ErrorCode::data_loss);
   CHECK(s.message().find(chunks[1].path) != std::string::npos);
   CHECK(s.message().find("checksum") != std::string::npos);
@@ -199,16 +206,7 @@ TEST_CASE("snapshot read-ahead: a chunk opened ahead with an undecodable element
   // Chunk 1 passes its checks when it is opened ahead: the decode fails, in its turn.
   auto it = Dataset::load(snap).make_iterator();
   REQUIRE(it.ok());
-  for (int i = 0; i < 70; ++i) {
-    Element e;
-    bool end = false;
-    REQUIRE((*it)->get_next(e, end).ok());
-    REQUIRE_FALSE(end);
-    REQUIRE(e[0].string_at(0) == std::string(200, static_cast<char>('a' + i % 26)));
-  }
-  Element e;
-  bool end = false;
-  Status s = (*it)->get_next(e, end);
+  Status s = status_after_elements(**it, 70);
   CHECK(s.code() == ErrorCode::data_loss);
   CHECK(s.message().find(chunks[1].path) != std::string::npos);
   CHECK(s.message().find("element 20 of 50") != std::string::npos);
