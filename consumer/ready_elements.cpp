@@ -215,21 +215,36 @@ Status ReadyElements::next_run(SplitRun& out, bool& got) {
 }
 
 bool ReadyElements::may_view(const std::shared_ptr<const EncodedBatch>& batch) {
-  const std::size_t held = pinned_bytes();
-  if (held + batch->bytes.size() > kMaxPinnedBytes)
+  const std::size_t bytes = batch->bytes.size();
+  if (bytes < kMinViewedBytes)
     return false;
-  pinned_.push_back(Pinned{batch, batch->bytes.size()});
+  // Over the bound, the buffers kept elements let go are counted out, at most once per half as
+  // many batches as are pinned (a reader that keeps everything does not sweep on every batch).
+  ++opened_since_sweep_;
+  if (pinned_total_ + bytes > kMaxPinnedBytes && opened_since_sweep_ > pinned_.size() / 2)
+    sweep_pinned();
+  if (pinned_total_ + bytes > kMaxPinnedBytes)
+    return false;
+  pinned_.push_back(Pinned{batch, bytes});
+  pinned_total_ += bytes;
   return true;
 }
 
-std::size_t ReadyElements::pinned_bytes() {
+void ReadyElements::sweep_pinned() {
+  opened_since_sweep_ = 0;
   pinned_.erase(std::remove_if(pinned_.begin(), pinned_.end(),
-                               [](const Pinned& p) { return p.buffer.expired(); }),
+                               [this](const Pinned& p) {
+                                 if (!p.buffer.expired())
+                                   return false;
+                                 pinned_total_ -= p.bytes;
+                                 return true;
+                               }),
                 pinned_.end());
-  std::size_t held = 0;
-  for (const Pinned& p : pinned_)
-    held += p.bytes;
-  return held;
+}
+
+std::size_t ReadyElements::pinned_bytes() {
+  sweep_pinned();
+  return pinned_total_;
 }
 
 DeliveredOrigin ReadyElements::origin_at(Run& run, uint32_t position) {

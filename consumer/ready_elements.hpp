@@ -93,6 +93,9 @@ public:
 
   // The bound on batch buffers that elements handed out (or still to be) hold by viewing them.
   static constexpr std::size_t kMaxPinnedBytes = std::size_t{64} << 20;
+  // Smaller batches are copied: a copy costs less than the bookkeeping, and a reader that keeps
+  // many tiny elements would hold an entry for each.
+  static constexpr std::size_t kMinViewedBytes = 4096;
   // Bytes of those buffers now (tests).
   std::size_t pinned_bytes();
 
@@ -122,6 +125,9 @@ private:
     std::size_t bytes = 0;
   };
   std::vector<Pinned> pinned_;
+  std::size_t pinned_total_ = 0; // of pinned_, expired ones included until a sweep
+  std::size_t opened_since_sweep_ = 0;
+  void sweep_pinned(); // drops the buffers nothing holds any more
   static DeliveredOrigin origin_at(Run& run, uint32_t position);
   std::vector<Run> runs_;
   std::size_t front_ = 0; // runs before it were handed out

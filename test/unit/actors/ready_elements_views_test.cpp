@@ -96,3 +96,36 @@ TEST_CASE("inline batches: buffers held by kept elements are bounded, then eleme
   REQUIRE(ready.next(b, got).ok());
   CHECK(consecutive_in_one_buffer(a, b));
 }
+
+TEST_CASE("inline batches: a small batch is copied, and a reader that drops its elements views "
+          "every batch however many went through") {
+  ReadyElements ready;
+  // Small: copied, nothing pinned while the element is kept.
+  ready.add_encoded(encode_batch({Element{Tensor::scalar(int64_t{7})}}, Compression::none), 1, {},
+                    "worker a");
+  Element small;
+  bool got = false;
+  REQUIRE(ready.next(small, got).ok());
+  REQUIRE(got);
+  CHECK(small[0].at<int64_t>(0) == 7);
+  CHECK(ready.pinned_bytes() == 0);
+  // Twice the bound's worth of ~1 MiB batches, each read whole and dropped: the buffers let go
+  // are counted out when the bound is reached, so every batch is still viewed.
+  constexpr int64_t kPerBatch = 128;
+  const std::size_t batch_bytes = encode_batch(rows(0, kPerBatch), Compression::none).size();
+  const auto batches = static_cast<int64_t>(2 * ReadyElements::kMaxPinnedBytes / batch_bytes);
+  int64_t viewed = 0;
+  for (int64_t b = 0; b < batches; ++b) {
+    ready.add_encoded(encode_batch(rows(b * kPerBatch, kPerBatch), Compression::none), kPerBatch,
+                      {}, "worker a");
+    Element first, second;
+    REQUIRE(ready.next(first, got).ok());
+    REQUIRE(ready.next(second, got).ok());
+    viewed += consecutive_in_one_buffer(first, second) ? 1 : 0;
+    for (int64_t rest = 2; rest < kPerBatch; ++rest) {
+      Element e;
+      REQUIRE(ready.next(e, got).ok());
+    }
+  }
+  CHECK(viewed == batches);
+}
