@@ -87,6 +87,9 @@ def free_ports(n):
     rng = random.SystemRandom()
     low = ephemeral_low()
     first = 10000 if low > 11000 else 1024
+    if low - first < 100 * n:
+        raise SystemExit(f"the kernel's ephemeral ports start at {low}: too few ports below them "
+                         f"(from {first}) to pick {n} for the docs' clusters")
     chosen = []
     for _ in range(200 * n):
         if len(chosen) == n:
