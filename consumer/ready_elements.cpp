@@ -96,11 +96,9 @@ Status ReadyElements::next(Element& out, bool& got, DeliveredOrigin* origin) {
     Run& run = runs_[front_];
     if (!run.lazy) {
       if (run.next < run.decoded.size()) {
+        const DeliveredOrigin taken = take_decoded(run, out);
         if (origin)
-          *origin = run.next < run.decoded_origins.size() ? run.decoded_origins[run.next]
-                                                          : DeliveredOrigin{};
-        out = std::move(run.decoded[run.next++]);
-        --size_;
+          *origin = taken;
         got = true;
         return Status::OK();
       }
@@ -152,12 +150,9 @@ Status ReadyElements::next_run(SplitRun& out, bool& got) {
     if (!run.lazy) {
       if (run.next < run.decoded.size()) { // (a bulk frame: one element)
         out = SplitRun{};
-        out.first =
-          run.next < run.decoded_origins.size() ? run.decoded_origins[run.next] : DeliveredOrigin{};
+        out.first = take_decoded(run, out.decoded);
         out.count = 1;
-        out.decoded = std::move(run.decoded[run.next++]);
         out.bytes = static_cast<int64_t>(out.decoded.byte_size());
-        --size_;
         got = true;
         return Status::OK();
       }
@@ -245,6 +240,14 @@ void ReadyElements::sweep_pinned() {
 std::size_t ReadyElements::pinned_bytes() {
   sweep_pinned();
   return pinned_total_;
+}
+
+DeliveredOrigin ReadyElements::take_decoded(Run& run, Element& out) {
+  const DeliveredOrigin origin =
+    run.next < run.decoded_origins.size() ? run.decoded_origins[run.next] : DeliveredOrigin{};
+  out = std::move(run.decoded[run.next++]);
+  --size_;
+  return origin;
 }
 
 DeliveredOrigin ReadyElements::origin_at(Run& run, uint32_t position) {

@@ -128,6 +128,8 @@ private:
   std::size_t pinned_total_ = 0; // of pinned_, expired ones included until a sweep
   std::size_t opened_since_sweep_ = 0;
   void sweep_pinned(); // drops the buffers nothing holds any more
+  // A decoded run's next element (a bulk frame) into `out`, and where it came from.
+  DeliveredOrigin take_decoded(Run& run, Element& out);
   static DeliveredOrigin origin_at(Run& run, uint32_t position);
   std::vector<Run> runs_;
   std::size_t front_ = 0; // runs before it were handed out
