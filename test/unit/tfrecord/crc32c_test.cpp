@@ -166,3 +166,21 @@ TEST_CASE("crc32c: random buffers split anywhere extend to the same checksum in 
     }
   }
 }
+
+TEST_CASE("crc32c: inputs of 1 MiB and more (the prefetching loop) agree with the tables at odd "
+          "lengths and offsets") {
+  std::mt19937 rng{23};
+  std::string buf((1 << 20) + 3 * 28672 + 64, '\0');
+  for (char& c : buf)
+    c = static_cast<char>(rng());
+  for (std::size_t start : {0, 1, 7, 61})
+    for (std::size_t len : {std::size_t{1} << 20, (std::size_t{1} << 20) + 1,
+                            (std::size_t{1} << 20) + 28672 - 3, (std::size_t{1} << 20) + 40001}) {
+      const char* p = buf.data() + start;
+      const uint32_t expected = crc32c_portable(p, len, 0x5eedu);
+      REQUIRE_MESSAGE(crc32c(p, len, 0x5eedu) == expected, "start " << start << " len " << len);
+      // Just under the threshold (no prefetching) continued over the rest.
+      const std::size_t cut = (std::size_t{1} << 20) - 1 - start;
+      CHECK(crc32c(p + cut, len - cut, crc32c(p, cut, 0x5eedu)) == expected);
+    }
+}
