@@ -319,7 +319,9 @@ std::vector<Crc32cImpl> available() {
     out.push_back({"sse4.2", crc32c_sse42});
     if (__builtin_cpu_supports("pclmul") && __builtin_cpu_supports("avx2") &&
         __builtin_cpu_supports("vpclmulqdq")) {
-      // The prefetching loop on any length (crc32c() uses it from kPrefetchFrom), for tests.
+      // Both loops on any length, for tests and `conveyor bench chunk-read`; "fused" is the one
+      // crc32c() runs (the plain loop under kPrefetchFrom, the prefetching one from it).
+      out.push_back({"fused-plain", crc32c_fused_blocks<false>});
       out.push_back({"fused-prefetch", crc32c_fused_blocks<true>});
       out.push_back({"fused", crc32c_fused});
     }
