@@ -81,7 +81,8 @@ struct Way {
   std::function<Status(const std::string& file, Pass& pass)> run;
 };
 
-// A mapping of `size` bytes of `file` (mmap `flags`, then `advice` when not 0), checked by `check`.
+// A mapping of `size` bytes of each file (mmap with `flags`, then each madvise `advice`), checked
+// by `check`; the map (with the advice), the check and the munmap timed apart.
 Way mapped(std::string name, std::size_t size, int flags, std::vector<int> advice,
            std::function<uint64_t(const char*, std::size_t)> check) {
   return {std::move(name), [=](const std::string& file, Pass& pass) -> Status {
