@@ -39,11 +39,23 @@ const char* pool_worker_script();
 class PoolProcess;
 class PoolCall;
 
+// The pool processes' numpy allocator (conveyor_pool_alloc.so, pool_alloc/): its path beside the
+// library or program running the pool, or "" when it is not there.
+std::string pool_allocator_module();
+
+struct PoolCounters {
+  std::atomic<uint64_t> copied{0}; // ProcessPool::results_copied()
+  std::atomic<uint64_t> placed{0}; // ProcessPool::results_placed()
+};
+
 class ProcessPool {
 public:
   // `python`: the interpreter to start (the one the worker embeds or runs in); `sys_path`: the
-  // worker interpreter's sys.path, put in front of each pool process's own.
-  ProcessPool(std::string python, std::vector<std::string> sys_path);
+  // worker interpreter's sys.path, put in front of each pool process's own; `allocator`: the
+  // pool processes' allocator module ("": none, with a warning; each result is then copied
+  // into its block by the pool process).
+  ProcessPool(std::string python, std::vector<std::string> sys_path,
+              std::string allocator = pool_allocator_module());
   ~ProcessPool();
 
   // Runs the function (pickled bytes, or "module:function" when `is_import`) on `in` in a pool
@@ -68,6 +80,11 @@ public:
   // was free (all viewed), or the request's was too small or none was offered (a function's first
   // result bigger than its arguments). Tests; see result_blocks.hpp.
   uint64_t results_copied() const;
+  // Results numpy made straight in their result block (conveyor_pool_alloc): the pool process
+  // copied nothing, and the worker views them. Not counted: results copied into a block (no
+  // allocator, or the function's result was not its new array), or kept by the function (the
+  // process holds the block until it lets the array go; the result comes by the output region).
+  uint64_t results_placed() const;
 
 private:
   friend class PoolCall;
@@ -93,7 +110,8 @@ private:
   int64_t started_ = 0;                            // live processes, and those being started
   std::unordered_map<std::string, uint64_t> function_ids_[2]; // pickles, imports
   uint64_t next_function_id_ = 0;
-  std::atomic<uint64_t> copied_{0};
+  std::string allocator_;
+  PoolCounters counters_;
 };
 
 } // namespace conveyor::python
