@@ -149,6 +149,7 @@ public:
       return io_error("Python pool: cannot start `" + python + "`: " + std::strerror(rc));
     process->pid_ = pid;
     process->pid_shown_ = pid;
+    process->no_allocator_warned_ = allocator.empty(); // the pool warned once for them all
     return process;
   }
 
