@@ -1,5 +1,7 @@
 // The program a Python pool process runs (`python3 -c SCRIPT FD`), kept as text here so that a
-// worker needs no installed package to start its pool. Protocol (process_pool.cpp): one
+// worker needs no installed package to start its pool (`python3 -c SCRIPT FD ALLOCATOR PATH...`:
+// ALLOCATOR is conveyor_pool_alloc.so's path or "", PATH the worker's sys.path). Protocol
+// (process_pool.cpp): one
 // SOCK_SEQPACKET message per request and per reply on FD, replies in request order; element
 // payloads live in shared memory regions (memfd), two per request slot (the parent keeps up to
 // kPoolDepth requests in flight, request k in slot k % kPoolDepth): the parent's input region,
@@ -12,10 +14,14 @@
 //            region, 2: the block, in that order), component count; per component: name length
 //            "B" + dtype name, "I" rank, "q" * rank dims, "QQ" offset, length (strings: a table of
 //            "QQ" offset, length per entry).
-//   reply:   b"K" + "<BQ" in the block (else the output region), the bytes the result needs there
+//   reply:   b"K" + "<BQ" flags (1: in the block, else the output region; 2: numpy made a
+//            component there, nothing was copied; 4: an array of this process lives on in the
+//            block, the worker keeps it busy; 8: no allocator), the bytes the result needs there
+//            + "<H" count + "<i" * count blocks held before and free now
 //            + the same component layout (offsets into the block or region; dtype "@J": the
 //            function returned argument J unchanged), or
-//            b"E" + module NUL summary NUL traceback (module: the one an ImportError names).
+//            b"E" (b"F": and the block is held, as flag 4) + module NUL summary NUL traceback
+//            (module: the one an ImportError names).
 #include "pipeline/functions/python/process_pool.hpp"
 
 namespace conveyor::python {

@@ -5,8 +5,10 @@
 // output one per request slot:
 // the worker writes an element's tensors into the input region once, the function gets numpy
 // views of it; a result of 64 KiB or more comes back in a result block (result_blocks.hpp) that
-// the new element's tensors view in place, smaller ones (and big ones when no block is free)
-// through the process's output region, copied once into the new element. A process that dies
+// the new element's tensors view in place (numpy in the pool process allocates it there:
+// conveyor_pool_alloc.so, pool_alloc/), smaller ones (and big ones when no block is free, or when
+// the function kept the array it made in the block) through the process's output region, copied
+// once into the new element. A process that dies
 // mid-call (SIGKILL, OOM killer) is replaced and the element is run again on the replacement, with
 // a warning, and so is the request queued behind it (the blocks of its requests are freed, the
 // ones its earlier results' tensors view stay theirs); a second death in a row fails the element
