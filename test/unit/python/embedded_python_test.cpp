@@ -388,6 +388,16 @@ TEST_CASE("a pool function that keeps and later changes its result does not chan
   CHECK(pool.results_placed() == 10);
   for (int i = 0; i < ResultBlocks::kMaxBlocks + 6; ++i)
     CHECK(all_bytes(results[i], static_cast<uint8_t>(i + 1)));
+  // A call that fails after keeping the array it made in its block: the process keeps that block
+  // (leased again, the block freed last, numpy could not place the next result there).
+  REQUIRE_FALSE(pool_call(pool, "plus_one_kept_then_raise", 3).ok());
+  std::vector<Expected<Element>> after;
+  for (uint8_t v = 50; v < 55; ++v)
+    after.push_back(pool_call(pool, "plus_one", v));
+  CHECK(pool.results_placed() == 15);
+  CHECK(all_bytes(pool_call(pool, "plus_one_kept", 60), 61)); // sets the failed call's array
+  for (uint8_t v = 50; v < 55; ++v)
+    CHECK(all_bytes(after[v - 50], v + 1));
 }
 
 TEST_CASE("without the allocator module the pool processes copy results into their blocks, with "
