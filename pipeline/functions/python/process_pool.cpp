@@ -149,7 +149,6 @@ public:
       return io_error("Python pool: cannot start `" + python + "`: " + std::strerror(rc));
     process->pid_ = pid;
     process->pid_shown_ = pid;
-    process->no_allocator_warned_ = allocator.empty(); // the pool warned once for them all
     return process;
   }
 
@@ -473,12 +472,11 @@ private:
     }
     if (flags & kHeld)
       hold_block(slot);
-    if ((flags & kNoAllocator) && !no_allocator_warned_) {
-      no_allocator_warned_ = true;
+    if ((flags & kNoAllocator) && counters_ != nullptr &&
+        !counters_->allocator_warned.exchange(true))
       pipeline_warning("Python pool process " + std::to_string(pid_shown_) +
                        " could not load conveyor_pool_alloc (its stderr says why): it copies each "
                        "result of 64 KiB or more into the worker's shared memory");
-    }
     if ((flags & kPlaced) && counters_ != nullptr)
       counters_->placed.fetch_add(1, std::memory_order_relaxed);
     uint32_t count = 0;
@@ -589,7 +587,6 @@ private:
   int send_block_fd_[kPoolDepth] = {-1, -1}; // its descriptor, when the process lacks it yet
   std::optional<std::size_t> result_hint_;   // the last result's size in shared memory
   std::set<int> held_; // blocks the process keeps (by the call whose turn it is)
-  bool no_allocator_warned_ = false;
   std::set<uint64_t> loaded_;
   uint64_t sent_ = 0;     // requests sent
   uint64_t received_ = 0; // replies read: the request whose reply comes next
@@ -604,6 +601,7 @@ public:
 ProcessPool::ProcessPool(std::string python, std::vector<std::string> sys_path,
                          std::string allocator)
   : python_(std::move(python)), sys_path_(std::move(sys_path)), allocator_(std::move(allocator)) {
+  counters_.allocator_warned = allocator_.empty(); // warned here, once for all its processes
   if (allocator_.empty())
     pipeline_warning("Python pool: no conveyor_pool_alloc.so next to this program or library (a "
                      "build without numpy's headers?): pool processes copy each result of 64 KiB "

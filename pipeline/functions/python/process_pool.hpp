@@ -46,8 +46,9 @@ class PoolCall;
 std::string pool_allocator_module();
 
 struct PoolCounters {
-  std::atomic<uint64_t> copied{0}; // ProcessPool::results_copied()
-  std::atomic<uint64_t> placed{0}; // ProcessPool::results_placed()
+  std::atomic<uint64_t> copied{0};           // ProcessPool::results_copied()
+  std::atomic<uint64_t> placed{0};           // ProcessPool::results_placed()
+  std::atomic<bool> allocator_warned{false}; // a process could not load it (warned once)
 };
 
 class ProcessPool {

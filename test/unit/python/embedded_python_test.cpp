@@ -317,8 +317,9 @@ TEST_CASE("a pool process killed with two 1 MiB requests in flight: both rerun o
 
 namespace {
 
-Expected<Element> pool_call(python::ProcessPool& pool, const std::string& function, uint8_t v) {
-  return pool.call("conveyor_test_functions:" + function, true, megabyte(v), 1, function,
+Expected<Element> pool_call(python::ProcessPool& pool, const std::string& function, uint8_t v,
+                            int64_t processes = 1) {
+  return pool.call("conveyor_test_functions:" + function, true, megabyte(v), processes, function,
                    "this test");
 }
 
@@ -413,11 +414,18 @@ TEST_CASE("without the allocator module the pool processes copy results into the
   }
   REQUIRE(warnings.messages().size() == 1);
   CHECK(warnings.messages()[0].find("no conveyor_pool_alloc.so") != std::string::npos);
-  // One the pool process cannot load: it says so (once per process).
+  // One the pool processes cannot load: they say so (once for the pool).
   python::ProcessPool pool(CONVEYOR_PYTHON_EXECUTABLE, {CONVEYOR_SOURCE_DIR "/test/unit/python"},
                            CONVEYOR_SOURCE_DIR "/no/such/conveyor_pool_alloc.so");
-  for (uint8_t v = 0; v < 3; ++v)
-    CHECK(all_bytes(pool_call(pool, "plus_one", v), v + 1));
+  std::vector<Expected<Element>> results(6, internal_error("not run"));
+  std::vector<std::thread> calls; // on two processes
+  for (uint8_t v = 0; v < 6; ++v)
+    calls.emplace_back([&, v] { results[v] = pool_call(pool, "plus_one", v, 2); });
+  for (auto& t : calls)
+    t.join();
+  REQUIRE(pool.pids().size() == 2);
+  for (uint8_t v = 0; v < 6; ++v)
+    CHECK(all_bytes(results[v], v + 1));
   CHECK(pool.results_placed() == 0);
   REQUIRE(warnings.messages().size() == 2);
   CHECK(warnings.messages()[1].find("could not load conveyor_pool_alloc") != std::string::npos);
