@@ -45,6 +45,11 @@ class CMakeBuild(build_ext):
         dest = self.get_ext_fullpath(ext.name)
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         shutil.copyfile(built, dest)
+        # The pool processes' numpy allocator, next to `_conveyor` (where the pool looks for it);
+        # absent when the build found no numpy headers (the pool then copies its results).
+        alloc = os.path.join(build_dir, "python", "conveyor", "conveyor_pool_alloc.so")
+        if os.path.exists(alloc):
+            shutil.copyfile(alloc, os.path.join(os.path.dirname(dest), "conveyor_pool_alloc.so"))
 
 
 os.makedirs(SCRATCH, exist_ok=True)

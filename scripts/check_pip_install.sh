@@ -30,7 +30,7 @@ if [ -n "$build" ]; then export CONVEYOR_BUILD_DIR=$build; fi
 
 echo "== import conveyor from the venv, read through an in-process cluster"
 cd "$work" # not the source tree: `conveyor` must come from the venv
-env -u PYTHONPATH "$work/venv/bin/python" - "$work/venv" <<'PY'
+env -u PYTHONPATH "$work/venv/bin/python" - "$work/venv" "${build:-$root/build/pip-cmake}" <<'PY'
 import os
 import sys
 
@@ -39,6 +39,11 @@ import conveyor
 venv = os.path.realpath(sys.argv[1])
 where = os.path.realpath(conveyor.__file__)
 assert where.startswith(venv + os.sep), f"conveyor imported from {where}, not from the venv {venv}"
+# The pool processes' allocator is packaged next to `_conveyor` when the build made it.
+built_alloc = os.path.join(sys.argv[2], "python", "conveyor", "conveyor_pool_alloc.so")
+if os.path.exists(built_alloc):
+    assert os.path.exists(os.path.join(os.path.dirname(where), "conveyor_pool_alloc.so")), \
+        "conveyor_pool_alloc.so was not packaged next to _conveyor"
 dispatcher = conveyor.DispatchServer()
 worker = conveyor.WorkerServer(dispatcher_address=dispatcher.target)
 ds = conveyor.Dataset.range(10).map("square")

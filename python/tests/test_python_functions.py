@@ -211,6 +211,31 @@ def test_pool_moves_tuples_strings_and_large_arrays(cluster):
     assert sorted((int(i), s) for s, i in swapped) == list(enumerate([b"a", b"bb", b"", b"c", b"d", b"e"]))
 
 
+def maps_allocator(pid):
+    with open(f"/proc/{pid}/maps") as f:
+        return "conveyor_pool_alloc.so" in f.read()
+
+
+def test_pool_results_made_in_their_blocks_stay_right_when_the_function_keeps_them(cluster):
+    # The pool processes load the allocator next to `_conveyor` (numpy then makes a big result in
+    # the worker's shared memory); a function that keeps its results and changes the one it kept
+    # last does not change the elements already read (the process keeps that memory to itself).
+    kept = []
+
+    def keep(x):
+        y = np.full(1 << 17, int(x) % 251, np.uint8)
+        if kept:
+            kept[-1][:] = 255
+        kept.append(y)
+        return y
+
+    got = read(conveyor.Dataset.range(100).map(keep, num_parallel_calls=2), cluster.target)
+    assert sorted(int(o[0]) for o in got) == sorted(i % 251 for i in range(100))
+    assert all(o.shape == (1 << 17,) and (o == o[0]).all() for o in got)
+    pids = pool_processes()
+    assert pids and all(maps_allocator(pid) for pid in pids)
+
+
 def test_a_forked_child_gets_its_own_pool(cluster):
     # the parent's pool exists (earlier tests); a child's in-process workers start their own
     read(conveyor.Dataset.range(4).map(lambda x: x, num_parallel_calls=2), cluster.target)
@@ -438,6 +463,9 @@ def test_worker_process_pool(dispatcher, module_dir):
     try:
         ds = conveyor.Dataset.range(30).map("pyfn_user_module:triple", num_parallel_calls=2)
         assert sorted(ints(read(ds, dispatcher.target))) == [3 * i for i in range(30)]
+        # its pool processes load the allocator next to `conveyor`
+        pool = pool_processes(worker.proc.pid)
+        assert pool and all(maps_allocator(pid) for pid in pool)
         ds = conveyor.Dataset.range(30).map(lambda x: 1 // int(x - 17), num_parallel_calls=2)
         with pytest.raises(ValueError, match="on element 17"):
             read(ds, dispatcher.target)

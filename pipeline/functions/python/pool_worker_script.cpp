@@ -1,5 +1,7 @@
 // The program a Python pool process runs (`python3 -c SCRIPT FD`), kept as text here so that a
-// worker needs no installed package to start its pool. Protocol (process_pool.cpp): one
+// worker needs no installed package to start its pool (`python3 -c SCRIPT FD ALLOCATOR PATH...`:
+// ALLOCATOR is conveyor_pool_alloc.so's path or "", PATH the worker's sys.path). Protocol
+// (process_pool.cpp): one
 // SOCK_SEQPACKET message per request and per reply on FD, replies in request order; element
 // payloads live in shared memory regions (memfd), two per request slot (the parent keeps up to
 // kPoolDepth requests in flight, request k in slot k % kPoolDepth): the parent's input region,
@@ -12,10 +14,14 @@
 //            region, 2: the block, in that order), component count; per component: name length
 //            "B" + dtype name, "I" rank, "q" * rank dims, "QQ" offset, length (strings: a table of
 //            "QQ" offset, length per entry).
-//   reply:   b"K" + "<BQ" in the block (else the output region), the bytes the result needs there
+//   reply:   b"K" + "<BQ" flags (1: in the block, else the output region; 2: numpy made a
+//            component there, nothing was copied; 4: an array of this process lives on in the
+//            block, the worker keeps it busy; 8: no allocator), the bytes the result needs there
+//            + "<H" count + "<i" * count blocks held before and free now
 //            + the same component layout (offsets into the block or region; dtype "@J": the
 //            function returned argument J unchanged), or
-//            b"E" + module NUL summary NUL traceback (module: the one an ImportError names).
+//            b"E" (b"F": and the block is held, as flag 4) + module NUL summary NUL traceback
+//            (module: the one an ImportError names).
 #include "pipeline/functions/python/process_pool.hpp"
 
 namespace conveyor::python {
@@ -30,7 +36,29 @@ import numpy as np
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=int(sys.argv[1]))
-sys.path[:0] = sys.argv[2:]  # the worker's sys.path first: its --python-path, the client's modules
+sys.path[:0] = sys.argv[3:]  # the worker's sys.path first: its --python-path, the client's modules
+
+
+def load_allocator(path):
+    """numpy's allocator that puts a call's big new array in its result block (conveyor_pool_alloc.cpp),
+    or None: each result is then copied into its block (the worker warns; the reason goes to stderr)."""
+    if not path:
+        return None
+    try:
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("conveyor_pool_alloc", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        module.install()
+        return module
+    except Exception as e:  # noqa: BLE001 - a missing or mismatched module: the copy still works
+        print("conveyor pool process %d: cannot load %s (%s: %s); copying results instead" %
+              (os.getpid(), path, type(e).__name__, e), file=sys.stderr, flush=True)
+        return None
+
+
+alloc = load_allocator(sys.argv[2])
+held = set()  # blocks an array of this process still lives in (the worker leases them to no one)
 functions = {}  # fn id -> the callable, or the exception loading it raised
 SLOTS = 2  # kPoolDepth
 in_maps = [None] * SLOTS
@@ -42,6 +70,10 @@ block_maps = {}  # index -> its map, as big as the largest size a request gave i
 # Parsed once: the per-call cost is what a CPU-bound map pays per element.
 REQUEST = struct.Struct("<QBBQQiQB")  # then the components, from their count on
 U8, U32, QQ, BQ = struct.Struct("<B"), struct.Struct("<I"), struct.Struct("<QQ"), struct.Struct("<BQ")
+U16, I32 = struct.Struct("<H"), struct.Struct("<i")
+# Reply flags (process_pool.cpp): the result is in the block; a component of it was made there by
+# numpy (no copy here); this process keeps the block (an array in it outlives the call); no allocator.
+IN_BLOCK, PLACED, HELD, NO_ALLOCATOR = 1, 2, 4, 8
 FD_SPACE = socket.CMSG_SPACE(2 * array.array("i").itemsize)
 request_buf = bytearray(1 << 20)
 request_view = memoryview(request_buf)
@@ -131,17 +163,22 @@ def block_map(block, size):
 
 
 def encode(slot, result, args, block, block_size):
+    """The reply's flags, size and components (after the count of released blocks), and whether
+    the output region grew."""
     parts = result if isinstance(result, tuple) else (result,)
     if not parts:
         raise ValueError("the function returned an empty tuple; an element needs a component")
+    # The array numpy made in the block during the call (0: none): a component inside it is
+    # already where the worker views it; the other components go after it.
+    live = alloc.live(block) if alloc is not None and block >= 0 else 0
     prepared = []
-    total = 0
+    total = (live + 15) & ~15
     for value in parts:
         if value is None:
             raise ValueError("the function returned None")
         same = [j for j, a in enumerate(args) if a is value]
         if same:  # an argument returned unchanged: the worker reuses its component
-            prepared.append(("@%d" % same[0], (), None))
+            prepared.append(("@%d" % same[0], (), None, -1))
             continue
         a = np.asarray(value)
         if a.dtype.kind in "OSU":
@@ -149,28 +186,36 @@ def encode(slot, result, args, block, block_size):
                      for x in a.reshape(-1).tolist()]
             if any(x is None for x in items):
                 raise ValueError("an object array must hold bytes or str")
-            prepared.append(("string", a.shape, items))
+            prepared.append(("string", a.shape, items, -1))
             total += 16 * len(items) + sum(len(x) for x in items) + 16
         else:
             if not a.dtype.isnative:
                 a = a.astype(a.dtype.newbyteorder("="))
             if not a.flags.c_contiguous:
                 a = np.ascontiguousarray(a)
-            prepared.append((a.dtype.name, a.shape, a))
-            total += a.nbytes + 16
+            at = alloc.offset(a, block) if live else -1
+            prepared.append((a.dtype.name, a.shape, a, at))
+            if at < 0:
+                total += a.nbytes + 16
     in_block = block >= 0 and total <= block_size
     grew = False
+    placed = False
     if in_block:
         out_map = block_map(block, block_size)
+        pos = (live + 15) & ~15
     else:
+        total -= (live + 15) & ~15  # laid out from 0, each component copied
+        for _, _, payload, at in prepared:
+            if at >= 0:
+                total += payload.nbytes + 16
         grew = ensure_out(slot, total)
         out_map = out_maps[slot]
-    reply = [b"K", BQ.pack(in_block, total), U32.pack(len(prepared))]
-    pos = 0
-    for dtype, shape, payload in prepared:
-        reply.append(header(dtype, shape))
+        pos = 0
+    body = [U32.pack(len(prepared))]
+    for dtype, shape, payload, at in prepared:
+        body.append(header(dtype, shape))
         if payload is None:
-            reply.append(QQ.pack(0, 0))
+            body.append(QQ.pack(0, 0))
             continue
         if dtype == "string":
             table_at = pos
@@ -181,15 +226,45 @@ def encode(slot, result, args, block, block_size):
                 table += [pos, len(item)]
                 pos += len(item)
             out_map[table_at:table_at + 16 * len(payload)] = struct.pack("<%dQ" % len(table), *table)
-            reply.append(QQ.pack(table_at, 16 * len(payload)))
+            body.append(QQ.pack(table_at, 16 * len(payload)))
+        elif in_block and at >= 0:  # numpy wrote it in the block: nothing to copy
+            body.append(QQ.pack(at, payload.nbytes))
+            placed = True
+            continue
         else:
             n = payload.nbytes
             if n:
                 np.frombuffer(out_map, dtype=np.uint8, count=n, offset=pos)[:] = payload.reshape(-1).view(np.uint8)
-            reply.append(QQ.pack(pos, n))
+            body.append(QQ.pack(pos, n))
             pos += n
         pos = (pos + 15) & ~15
-    return b"".join(reply), grew
+    flags = (IN_BLOCK if in_block else 0) | (PLACED if placed else 0) | (0 if alloc else NO_ALLOCATOR)
+    return flags, total, b"".join(body), grew
+
+
+def keep_block(slot, block, flags, total):
+    """After the call's references are gone: when an array in the request's block still lives here
+    (the function kept it, or a view of it), the worker must neither view the result there (the
+    function may change it) nor lease the block again until a later reply releases it; a result
+    written there goes by the output region instead (same layout). Returns the flags, and whether
+    the output region grew."""
+    if block < 0 or alloc is None or not alloc.live(block):
+        return flags, False
+    held.add(block)
+    if not flags & IN_BLOCK:
+        return flags | HELD, False
+    grew = ensure_out(slot, total)
+    memoryview(out_maps[slot])[:total] = memoryview(block_map(block, total))[:total]
+    return (flags & NO_ALLOCATOR) | HELD, grew
+
+
+def released():
+    """The held blocks whose arrays are gone since: the worker may lease them again."""
+    if not held:
+        return U16.pack(0)
+    free = [b for b in held if not alloc.live(b)]
+    held.difference_update(free)
+    return U16.pack(len(free)) + b"".join(I32.pack(b) for b in free)
 
 
 while True:
@@ -224,19 +299,33 @@ while True:
         if isinstance(fn, BaseException):
             raise fn
         args = read_components(request_view[:size], REQUEST.size, in_maps[slot])
-        reply, grew = encode(slot, fn(*args), args, block, block_size)
-        del args
-        if grew:
+        if alloc is not None and block >= 0:
+            alloc.arm(block, block_map(block, block_size), block_size)
+        try:
+            result = fn(*args)
+        finally:
+            if alloc is not None:
+                alloc.disarm()
+        flags, total, body, grew = encode(slot, result, args, block, block_size)
+        del args, result  # what the function kept still holds its arrays
+        flags, grew_now = keep_block(slot, block, flags, total)
+        reply = b"K" + BQ.pack(flags, total) + released() + body
+        del body
+        if grew or grew_now:
             socket.send_fds(sock, [reply], [out_fds[slot]])
         else:
             sock.send(reply)
+        continue
     except BaseException as e:  # noqa: BLE001 - every failure goes back to the worker
         module = getattr(e, "name", None) if isinstance(e, ImportError) else None
         text = "%s: %s" % (type(e).__name__, e) if str(e) else type(e).__name__
         tb = "".join(traceback.format_exception(type(e), e, e.__traceback__)).rstrip("\n")
         if len(tb) > 65536:  # a reply is one socket message: keep the end, where the error is
             tb = "...\n" + tb[-65536:]
-        sock.send(b"E" + (module or "").encode() + b"\0" + text.encode() + b"\0" + tb.encode())
+        error = (module or "").encode() + b"\0" + text.encode() + b"\0" + tb.encode()
+    args = result = None  # (a failed call's): then "F" when an array it made in the block lives on
+    kept = keep_block(slot, block, 0, 0)[0] & HELD
+    sock.send((b"F" if kept else b"E") + error)
 )PY";
 }
 

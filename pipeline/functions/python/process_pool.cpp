@@ -1,6 +1,7 @@
 // The pool of Python interpreter processes (see the header).
 #include "pipeline/functions/python/process_pool.hpp"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -65,6 +66,12 @@ private:
   std::size_t pos_ = 0;
 };
 
+// Reply flags (pool_worker_script.cpp).
+constexpr uint8_t kInBlock = 1;     // the result is in the request's block, else the output region
+constexpr uint8_t kPlaced = 2;      // numpy made a component there: the pool process copied nothing
+constexpr uint8_t kHeld = 4;        // an array of the process lives in the block: not free yet
+constexpr uint8_t kNoAllocator = 8; // the process has no conveyor_pool_alloc: it copies results
+
 std::string describe_exit(int status) {
   if (WIFSIGNALED(status))
     return "was killed by signal " + std::to_string(WTERMSIG(status));
@@ -115,7 +122,8 @@ public:
   }
 
   static Expected<std::shared_ptr<PoolProcess>> start(const std::string& python,
-                                                      const std::vector<std::string>& sys_path) {
+                                                      const std::vector<std::string>& sys_path,
+                                                      const std::string& allocator) {
     int fds[2];
     if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0)
       return io_error(std::string{"Python pool: socketpair: "} + std::strerror(errno));
@@ -127,7 +135,7 @@ public:
     // Nothing else of the worker's: a descriptor someone opened without close-on-exec (a
     // library's socket) would stay open in the pool process after the worker closed it.
     posix_spawn_file_actions_addclosefrom_np(&actions, 4);
-    std::vector<std::string> args = {python, "-c", pool_worker_script(), "3"};
+    std::vector<std::string> args = {python, "-c", pool_worker_script(), "3", allocator};
     args.insert(args.end(), sys_path.begin(), sys_path.end());
     std::vector<char*> argv;
     for (auto& a : args)
@@ -217,9 +225,11 @@ public:
     } else if (received_fd >= 0 && !map_output(slot, received_fd).ok()) {
       outcome.result = internal_error("Python pool: cannot map the output region of process " +
                                       std::to_string(pid_shown_));
-    } else if (reply_[0] == 'E') {
+    } else if (reply_[0] == 'E' || reply_[0] == 'F') {
       outcome.result =
         function_error(std::string(reply_.data(), static_cast<std::size_t>(n)), name, worker);
+      if (reply_[0] == 'F')
+        hold_block(slot); // the failed call made an array there that outlives it
     } else {
       outcome.result = decode(static_cast<std::size_t>(n), slot, in, name, needed);
     }
@@ -447,18 +457,39 @@ private:
                            std::optional<std::size_t>& needed) {
     const std::string what = "the result of Python function `" + name + "`";
     Reader r(reply_.data() + 1, size - 1);
-    uint8_t in_block = 0;
+    uint8_t flags = 0;
     uint64_t total = 0;
+    uint16_t released = 0;
+    if (!r.get(flags) || !r.get(total) || !r.get(released) ||
+        ((flags & (kInBlock | kHeld)) != 0 && slot_block_[slot] < 0) ||
+        (flags & (kInBlock | kHeld)) == (kInBlock | kHeld))
+      return internal_error("Python pool: a malformed reply");
+    for (uint16_t i = 0; i < released; ++i) { // blocks the process held: free once nothing views
+      int32_t index = -1;
+      if (!r.get(index) || held_.erase(index) == 0)
+        return internal_error("Python pool: a reply releasing a block the process did not hold");
+      blocks_->release(index);
+    }
+    if (flags & kHeld)
+      hold_block(slot);
+    if ((flags & kNoAllocator) && counters_ != nullptr &&
+        !counters_->allocator_warned.exchange(true))
+      pipeline_warning("Python pool process " + std::to_string(pid_shown_) +
+                       " could not load conveyor_pool_alloc (its stderr says why): it copies each "
+                       "result of 64 KiB or more into the worker's shared memory");
+    if ((flags & kPlaced) && counters_ != nullptr)
+      counters_->placed.fetch_add(1, std::memory_order_relaxed);
     uint32_t count = 0;
-    if (!r.get(in_block) || !r.get(total) || !r.get(count) || (in_block && slot_block_[slot] < 0))
+    if (!r.get(count))
       return internal_error("Python pool: a malformed reply");
     needed = total;
-    const int block = in_block ? slot_block_[slot] : -1;
+    const int block = (flags & kInBlock) ? slot_block_[slot] : -1;
     const std::size_t out_size = block >= 0 ? blocks_->capacity(block) : out_[slot].size;
     const unsigned char* const out_map = block >= 0 ? blocks_->data(block) : out_[slot].map;
     StorageOwner owner; // the block's, made for its first numeric component
-    if (block < 0 && total >= kBlockBytes && copied_ != nullptr)
-      copied_->fetch_add(1, std::memory_order_relaxed); // no block was free, or big enough
+    if (block < 0 && total >= kBlockBytes && counters_ != nullptr)
+      counters_->copied.fetch_add(1, std::memory_order_relaxed); // no block free, big enough, or
+                                                                 // the process kept its block
     std::vector<Tensor> parts;
     for (uint32_t c = 0; c < count; ++c) {
       uint8_t name_size = 0;
@@ -524,6 +555,14 @@ private:
     return Element{std::move(parts)};
   }
 
+  // By the call whose turn it is: the process keeps slot `slot`'s block (an array the function
+  // kept lives there), busy until a later reply releases it.
+  void hold_block(int slot) {
+    if (slot_block_[slot] >= 0)
+      held_.insert(slot_block_[slot]);
+    slot_block_[slot] = -1;
+  }
+
   // Under mu_ or by the call whose turn it is: slot `slot`'s block is free again.
   void free_block(int slot) {
     if (slot_block_[slot] >= 0)
@@ -547,6 +586,7 @@ private:
   int slot_block_[kPoolDepth] = {-1, -1};    // the block of the request in each slot (-1: none)
   int send_block_fd_[kPoolDepth] = {-1, -1}; // its descriptor, when the process lacks it yet
   std::optional<std::size_t> result_hint_;   // the last result's size in shared memory
+  std::set<int> held_; // blocks the process keeps (by the call whose turn it is)
   std::set<uint64_t> loaded_;
   uint64_t sent_ = 0;     // requests sent
   uint64_t received_ = 0; // replies read: the request whose reply comes next
@@ -554,12 +594,44 @@ private:
   std::string death_; // "Python pool process PID of WORKER was killed by signal 9"
 
 public:
-  std::atomic<uint64_t>* copied_ = nullptr; // the pool's count of big results copied
+  PoolCounters* counters_ = nullptr; // the pool's
   int in_flight = 0; // calls that took it and have not returned it; guarded by ProcessPool::mu_
 };
 
-ProcessPool::ProcessPool(std::string python, std::vector<std::string> sys_path)
-  : python_(std::move(python)), sys_path_(std::move(sys_path)) {}
+ProcessPool::ProcessPool(std::string python, std::vector<std::string> sys_path,
+                         std::string allocator)
+  : python_(std::move(python)), sys_path_(std::move(sys_path)), allocator_(std::move(allocator)) {
+  counters_.allocator_warned = allocator_.empty(); // warned here, once for all its processes
+  if (allocator_.empty())
+    pipeline_warning("Python pool: no conveyor_pool_alloc.so next to this program or library (a "
+                     "build without numpy's headers?): pool processes copy each result of 64 KiB "
+                     "or more into the worker's shared memory");
+}
+
+std::string pool_allocator_module() {
+  // Beside the code running the pool: the `_conveyor` extension (the Python client), else the
+  // program (`conveyor worker`, the tests).
+  std::vector<std::string> dirs;
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&pool_worker_script), &info) != 0 &&
+      info.dli_fname != nullptr) {
+    const std::string file = info.dli_fname;
+    if (file.find('/') != std::string::npos)
+      dirs.push_back(file.substr(0, file.rfind('/')));
+  }
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    const std::string file(exe, static_cast<std::size_t>(n));
+    dirs.push_back(file.substr(0, file.rfind('/')));
+  }
+  for (const std::string& dir : dirs) {
+    const std::string path = dir + "/conveyor_pool_alloc.so";
+    if (::access(path.c_str(), R_OK) == 0)
+      return path;
+  }
+  return "";
+}
 
 ProcessPool::~ProcessPool() = default;
 
@@ -594,7 +666,7 @@ Expected<std::shared_ptr<PoolProcess>> ProcessPool::take(int64_t processes) {
       if (started_ < processes) {
         ++started_;
         lock.unlock();
-        auto process = PoolProcess::start(python_, sys_path_);
+        auto process = PoolProcess::start(python_, sys_path_, allocator_);
         lock.lock();
         if (!process.ok()) {
           --started_;
@@ -602,7 +674,7 @@ Expected<std::shared_ptr<PoolProcess>> ProcessPool::take(int64_t processes) {
           return process.status();
         }
         (*process)->in_flight = 1;
-        (*process)->copied_ = &copied_;
+        (*process)->counters_ = &counters_;
         live_.push_back(*process);
         idle_changed_.notify_one(); // a call waiting for a process may queue behind this one
         return process;
@@ -652,7 +724,13 @@ std::vector<int> ProcessPool::pids() const {
   return out;
 }
 
-uint64_t ProcessPool::results_copied() const { return copied_.load(std::memory_order_relaxed); }
+uint64_t ProcessPool::results_copied() const {
+  return counters_.copied.load(std::memory_order_relaxed);
+}
+
+uint64_t ProcessPool::results_placed() const {
+  return counters_.placed.load(std::memory_order_relaxed);
+}
 
 std::vector<int> ProcessPool::requests_in_flight() const {
   std::lock_guard<std::mutex> lock{mu_};

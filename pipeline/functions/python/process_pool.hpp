@@ -5,8 +5,10 @@
 // output one per request slot:
 // the worker writes an element's tensors into the input region once, the function gets numpy
 // views of it; a result of 64 KiB or more comes back in a result block (result_blocks.hpp) that
-// the new element's tensors view in place, smaller ones (and big ones when no block is free)
-// through the process's output region, copied once into the new element. A process that dies
+// the new element's tensors view in place (numpy in the pool process allocates it there:
+// conveyor_pool_alloc.so, pool_alloc/), smaller ones (and big ones when no block is free, or when
+// the function kept the array it made in the block) through the process's output region, copied
+// once into the new element. A process that dies
 // mid-call (SIGKILL, OOM killer) is replaced and the element is run again on the replacement, with
 // a warning, and so is the request queued behind it (the blocks of its requests are freed, the
 // ones its earlier results' tensors view stay theirs); a second death in a row fails the element
@@ -39,11 +41,24 @@ const char* pool_worker_script();
 class PoolProcess;
 class PoolCall;
 
+// The pool processes' numpy allocator (conveyor_pool_alloc.so, pool_alloc/): its path beside the
+// library or program running the pool, or "" when it is not there.
+std::string pool_allocator_module();
+
+struct PoolCounters {
+  std::atomic<uint64_t> copied{0};           // ProcessPool::results_copied()
+  std::atomic<uint64_t> placed{0};           // ProcessPool::results_placed()
+  std::atomic<bool> allocator_warned{false}; // a process could not load it (warned once)
+};
+
 class ProcessPool {
 public:
   // `python`: the interpreter to start (the one the worker embeds or runs in); `sys_path`: the
-  // worker interpreter's sys.path, put in front of each pool process's own.
-  ProcessPool(std::string python, std::vector<std::string> sys_path);
+  // worker interpreter's sys.path, put in front of each pool process's own; `allocator`: the
+  // pool processes' allocator module ("": none, with a warning; each result is then copied
+  // into its block by the pool process).
+  ProcessPool(std::string python, std::vector<std::string> sys_path,
+              std::string allocator = pool_allocator_module());
   ~ProcessPool();
 
   // Runs the function (pickled bytes, or "module:function" when `is_import`) on `in` in a pool
@@ -68,6 +83,11 @@ public:
   // was free (all viewed), or the request's was too small or none was offered (a function's first
   // result bigger than its arguments). Tests; see result_blocks.hpp.
   uint64_t results_copied() const;
+  // Results numpy made straight in their result block (conveyor_pool_alloc): the pool process
+  // copied nothing, and the worker views them. Not counted: results copied into a block (no
+  // allocator, or the function's result was not its new array), or kept by the function (the
+  // process holds the block until it lets the array go; the result comes by the output region).
+  uint64_t results_placed() const;
 
 private:
   friend class PoolCall;
@@ -93,7 +113,8 @@ private:
   int64_t started_ = 0;                            // live processes, and those being started
   std::unordered_map<std::string, uint64_t> function_ids_[2]; // pickles, imports
   uint64_t next_function_id_ = 0;
-  std::atomic<uint64_t> copied_{0};
+  std::string allocator_;
+  PoolCounters counters_;
 };
 
 } // namespace conveyor::python

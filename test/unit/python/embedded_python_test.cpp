@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <csignal>
 #include <string>
 #include <thread>
@@ -16,6 +17,8 @@
 #include "pipeline/functions/python/process_pool.hpp"
 #include "pipeline/functions/python_functions.hpp"
 #include "pipeline/graph/dataset.hpp"
+#include "pipeline/runtime/result_blocks.hpp"
+#include "pipeline/runtime/warnings.hpp"
 
 using namespace conveyor;
 
@@ -310,4 +313,120 @@ TEST_CASE("a pool process killed with two 1 MiB requests in flight: both rerun o
   CHECK(all_bytes(ra, 2));
   CHECK(all_bytes(rb, 3));
   CHECK(pool.results_copied() == 0);
+}
+
+namespace {
+
+Expected<Element> pool_call(python::ProcessPool& pool, const std::string& function, uint8_t v,
+                            int64_t processes = 1) {
+  return pool.call("conveyor_test_functions:" + function, true, megabyte(v), processes, function,
+                   "this test");
+}
+
+// The pipeline warnings given while it lives.
+class Warnings {
+public:
+  Warnings() {
+    set_pipeline_warning_handler([this](const std::string& m) {
+      std::lock_guard<std::mutex> lock{mu_};
+      messages_.push_back(m);
+    });
+  }
+  ~Warnings() { set_pipeline_warning_handler({}); }
+  std::vector<std::string> messages() {
+    std::lock_guard<std::mutex> lock{mu_};
+    return messages_;
+  }
+
+private:
+  std::mutex mu_;
+  std::vector<std::string> messages_;
+};
+
+} // namespace
+
+TEST_CASE("a pool result numpy makes in its result block is not copied, a view inside it neither") {
+  REQUIRE_FALSE(python::pool_allocator_module().empty()); // build/conveyor_pool_alloc.so
+  python::ProcessPool pool(CONVEYOR_PYTHON_EXECUTABLE, {CONVEYOR_SOURCE_DIR "/test/unit/python"});
+  std::vector<Expected<Element>> results;
+  for (uint8_t v = 0; v < 10; ++v)
+    results.push_back(pool_call(pool, "plus_one", v));
+  for (uint8_t v = 0; v < 10; ++v)
+    CHECK(all_bytes(results[v], v + 1));
+  CHECK(pool.results_placed() == 10);
+  CHECK(pool.results_copied() == 0);
+  auto half = pool_call(pool, "plus_one_second_half", 7);
+  REQUIRE_MESSAGE(half.ok(), half.status().to_string());
+  const ByteView bytes = (*half)[0].bytes();
+  CHECK(bytes.size() == (1u << 19));
+  CHECK(std::all_of(bytes.begin(), bytes.end(), [](unsigned char b) { return b == 8; }));
+  CHECK(pool.results_placed() == 11);
+}
+
+TEST_CASE("a pool function that keeps and later changes its result does not change the elements "
+          "the worker has; its blocks are reused once it lets them go") {
+  python::ProcessPool pool(CONVEYOR_PYTHON_EXECUTABLE, {CONVEYOR_SOURCE_DIR "/test/unit/python"});
+  std::vector<Expected<Element>> results;
+  // Each call sets the array it kept last time to 255: the worker's copies must not see that. More
+  // calls than there are blocks: the process holds them all, later requests get none.
+  for (int i = 0; i < ResultBlocks::kMaxBlocks + 6; ++i)
+    results.push_back(
+      pool_call(pool, i % 2 ? "plus_one_keeps_view" : "plus_one_kept", static_cast<uint8_t>(i)));
+  auto failed = pool_call(pool, "plus_one_kept_then_raise", 3);
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.status().message().find("kept an array, then failed") != std::string::npos);
+  for (int i = 0; i < ResultBlocks::kMaxBlocks + 6; ++i)
+    CHECK(all_bytes(results[i], static_cast<uint8_t>(i + 1)));
+  CHECK(pool.results_placed() == 0);
+  CHECK(pool.results_copied() == ResultBlocks::kMaxBlocks + 6);
+  // It drops what it kept: the next reply releases the blocks, and results are placed again.
+  CHECK(all_bytes(pool_call(pool, "release_kept", 20), 21));
+  std::vector<Expected<Element>> later;
+  for (uint8_t v = 30; v < 40; ++v)
+    later.push_back(pool_call(pool, "plus_one", v));
+  for (uint8_t v = 30; v < 40; ++v)
+    CHECK(all_bytes(later[v - 30], v + 1));
+  CHECK(pool.results_placed() == 10);
+  for (int i = 0; i < ResultBlocks::kMaxBlocks + 6; ++i)
+    CHECK(all_bytes(results[i], static_cast<uint8_t>(i + 1)));
+  // A call that fails after keeping the array it made in its block: the process keeps that block
+  // (leased again, the block freed last, numpy could not place the next result there).
+  REQUIRE_FALSE(pool_call(pool, "plus_one_kept_then_raise", 3).ok());
+  std::vector<Expected<Element>> after;
+  for (uint8_t v = 50; v < 55; ++v)
+    after.push_back(pool_call(pool, "plus_one", v));
+  CHECK(pool.results_placed() == 15);
+  CHECK(all_bytes(pool_call(pool, "plus_one_kept", 60), 61)); // sets the failed call's array
+  for (uint8_t v = 50; v < 55; ++v)
+    CHECK(all_bytes(after[v - 50], v + 1));
+}
+
+TEST_CASE("without the allocator module the pool processes copy results into their blocks, with "
+          "a warning") {
+  Warnings warnings;
+  {
+    python::ProcessPool pool(CONVEYOR_PYTHON_EXECUTABLE, {CONVEYOR_SOURCE_DIR "/test/unit/python"},
+                             "");
+    for (uint8_t v = 0; v < 3; ++v)
+      CHECK(all_bytes(pool_call(pool, "plus_one", v), v + 1));
+    CHECK(pool.results_placed() == 0);
+    CHECK(pool.results_copied() == 0); // still in blocks, copied there by the pool process
+  }
+  REQUIRE(warnings.messages().size() == 1);
+  CHECK(warnings.messages()[0].find("no conveyor_pool_alloc.so") != std::string::npos);
+  // One the pool processes cannot load: they say so (once for the pool).
+  python::ProcessPool pool(CONVEYOR_PYTHON_EXECUTABLE, {CONVEYOR_SOURCE_DIR "/test/unit/python"},
+                           CONVEYOR_SOURCE_DIR "/no/such/conveyor_pool_alloc.so");
+  std::vector<Expected<Element>> results(6, internal_error("not run"));
+  std::vector<std::thread> calls; // on two processes
+  for (uint8_t v = 0; v < 6; ++v)
+    calls.emplace_back([&, v] { results[v] = pool_call(pool, "plus_one", v, 2); });
+  for (auto& t : calls)
+    t.join();
+  REQUIRE(pool.pids().size() == 2);
+  for (uint8_t v = 0; v < 6; ++v)
+    CHECK(all_bytes(results[v], v + 1));
+  CHECK(pool.results_placed() == 0);
+  REQUIRE(warnings.messages().size() == 2);
+  CHECK(warnings.messages()[1].find("could not load conveyor_pool_alloc") != std::string::npos);
 }
