@@ -831,8 +831,8 @@ bool BatchReader::next_single_string(Element& out) {
   auto& parts = out.components;
   parts.clear();
   parts.reserve(1);
-  TensorInternals::make_single_string_view(
-    parts.emplace_back(), Shape{}, owner_,
+  TensorInternals::make_scalar_string_view(
+    parts.emplace_back(), owner_,
     std::string_view{reinterpret_cast<const char*>(p + 3 + string_varint),
                      static_cast<std::size_t>(string_size)});
   offset_ = next_offset;
