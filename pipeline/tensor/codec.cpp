@@ -782,10 +782,79 @@ Expected<BatchReader> BatchReader::open(std::string_view in, StorageOwner owner)
   return reader;
 }
 
+namespace {
+
+// A varint of at most 4 bytes (values below 2^28) at p, within `end`; its size, 0 otherwise (a
+// longer or truncated one: the general decoder then reads it, or names what is wrong).
+inline std::size_t short_varint(const unsigned char* p, const unsigned char* end, uint64_t& v) {
+  v = 0;
+  for (std::size_t i = 0; i < 4 && p + i < end; ++i) {
+    v |= uint64_t{p[i] & 0x7fu} << (7 * i);
+    if ((p[i] & 0x80) == 0)
+      return i + 1;
+  }
+  return 0;
+}
+
+// How many elements ahead advance() prefetches the header it guesses (the current entry's size
+// as the stride): each element's header is found only from the one before it, so without a
+// guess every header is a cache miss in turn (docs/BENCHMARKS.md, "The reader's thread").
+constexpr std::size_t kPrefetchElements = 8;
+
+} // namespace
+
+// The common snapshot record, one scalar string viewed in the batch, decoded without the general
+// decoder's layers: the same checks, and the same Element it would give. False (nothing read)
+// for anything else or anything wrong, which the general decoder then reads or names.
+bool BatchReader::next_single_string(Element& out) {
+  const auto* base = reinterpret_cast<const unsigned char*>(body_.data());
+  const unsigned char* end = base + body_.size();
+  const unsigned char* p = base + offset_;
+  uint64_t entry;
+  const std::size_t entry_size = short_varint(p, end, entry);
+  if (entry_size == 0 || (pads_ && (entry & 1) != 0)) // (a padded element has numeric payloads)
+    return false;
+  const uint64_t len = pads_ ? entry >> 1 : entry;
+  p += entry_size;
+  // count 1, the string dtype, rank 0, then the string's length and bytes: all of the element.
+  if (len < 4 || len > static_cast<uint64_t>(end - p) || p[0] != 1 ||
+      p[1] != static_cast<unsigned char>(DType::string) || p[2] != 0)
+    return false;
+  const unsigned char* element_end = p + len;
+  uint64_t string_size;
+  const std::size_t string_varint = short_varint(p + 3, element_end, string_size);
+  if (string_varint == 0 || 3 + string_varint + string_size != len)
+    return false;
+  const std::size_t next_offset = static_cast<std::size_t>(element_end - base);
+  if (index_ + 1 == count_ && next_offset != body_.size()) // trailing bytes: the error's
+    return false;
+  auto& parts = out.components;
+  parts.clear();
+  parts.reserve(1);
+  TensorInternals::make_scalar_string_view(
+    parts.emplace_back(), owner_,
+    std::string_view{reinterpret_cast<const char*>(p + 3 + string_varint),
+                     static_cast<std::size_t>(string_size)});
+  offset_ = next_offset;
+  ++index_;
+  return true;
+}
+
 Status BatchReader::advance(Element* out) {
   if (done())
     return failed_precondition("element batch: all " + std::to_string(count_) +
                                " elements were read");
+  const std::size_t at = offset_;
+  if (out == nullptr || !owner_ || !next_single_string(*out))
+    CONVEYOR_RETURN_IF_ERROR(decode_next(out));
+  // The guessed header of an element further on, so that it is in cache when its turn comes.
+  const std::size_t ahead = offset_ + kPrefetchElements * (offset_ - at);
+  if (ahead < body_.size())
+    __builtin_prefetch(body_.data() + ahead);
+  return Status::OK();
+}
+
+Status BatchReader::decode_next(Element* out) {
   Reader r{body_.substr(offset_), offset_, "body byte offset"};
   // Built only on error: formatting it per element would cost more than decoding an int64.
   const auto where = [&] {

@@ -88,7 +88,9 @@ public:
 
 private:
   BatchReader() = default;
-  Status advance(Element* out);
+  Status advance(Element* out);          // the next element, then a prefetch of one further on
+  Status decode_next(Element* out);      // any element, or an error naming what is wrong
+  bool next_single_string(Element& out); // the common one fast (codec.cpp)
   StorageOwner owner_; // of the bytes tensors may view (the inflated body, for lz4)
   std::string_view body_;
   std::size_t offset_ = 0;

@@ -3,6 +3,8 @@
 // leaves it, so no user ever sees them.
 #pragma once
 
+#include <cassert>
+
 #include "conveyor/tensor.hpp"
 
 namespace conveyor {
@@ -16,6 +18,18 @@ struct TensorInternals {
   // decoder fills the tensor it put in the element instead of moving a built one in.
   static void make_single_string_view(Tensor& t, Shape shape, const StorageOwner& owner,
                                       std::string_view string);
+  // The same for a scalar (the default Tensor's shape), inline: the snapshot reader's fast path
+  // makes one per element.
+  static void make_scalar_string_view(Tensor& t, const StorageOwner& owner,
+                                      std::string_view string) {
+    assert(t.mode_ == Tensor::Mode::inline_bytes && !t.keep_ && t.shape_.empty()); // a default
+    t.dtype_ = DType::string;
+    t.mode_ = Tensor::Mode::viewed_string;
+    t.inline_size_ = 0;
+    t.keep_ = owner;
+    t.view_data_ = reinterpret_cast<const unsigned char*>(string.data());
+    t.view_size_ = string.size();
+  }
 };
 
 } // namespace conveyor

@@ -140,6 +140,7 @@ TEST_CASE("cli: bad arguments exit with 2 and name the argument") {
   check_bad_arguments({"bench", "service", "--element-size", "4"}, "`--element-size`");
   check_bad_arguments({"bench", "scaling", "--workers", "1,0"}, "`--workers`");
   check_bad_arguments({"bench", "fairness", "--heavy", "0"}, "`--heavy`");
+  check_bad_arguments({"bench", "snapshot-decode", "--cold-chunks", "0"}, "`--cold-chunks`");
   check_bad_arguments(
     {"worker", "--dispatcher", "127.0.0.1:1", "--port", "0", "--scheduler-threads", "2000"},
     "`--scheduler-threads`");
@@ -197,6 +198,18 @@ TEST_CASE("cli: bench scaling runs worker processes, prints its table and leaves
   CHECK(contains(r.stdout_text, "speedup: median elements/s against 1 worker's median"));
   // Its nodes drained and stopped on SIGTERM (none had to be killed).
   CHECK_FALSE(contains(r.stderr_text, "did not stop"));
+}
+
+TEST_CASE("cli: bench snapshot-decode prints the reader's decode per element and its load") {
+  auto r = run_conveyor({"bench", "snapshot-decode", "--chunks", "3", "--chunk-bytes", "65536",
+                         "--cold-chunks", "2", "--repetitions", "2"},
+                        Millis{60000}, "bench-snapshot-decode");
+  CAPTURE(r.describe);
+  REQUIRE(r.exit_code == std::optional<int>{0});
+  CHECK(contains(r.stdout_text, "3 chunks of 63 string elements of 1024 bytes"));
+  CHECK(contains(r.stdout_text, "WARM    COLD    WALK    LOAD READER"));
+  CHECK(contains(r.stdout_text, "\n1    "));
+  CHECK(contains(r.stdout_text, "\n2    "));
 }
 
 TEST_CASE("cli: bench service prints its figures with their ratios and the busiest threads") {
