@@ -583,6 +583,20 @@ def test_pool_results_kept_keep_their_bytes_while_later_ones_reuse_the_blocks():
     assert all((o == i % 251).all() for i, o in enumerate(first))
 
 
+def test_pool_arguments_with_the_same_layout_are_fresh_views_of_each_element():
+    # A pool process reuses its views of a slot's input while the elements' layout stays the same
+    # (no parsing per call): each call still sees its own element's values, and a function that
+    # sets its argument's shape in place does not change the next call's.
+    def f(x):
+        shape = x.shape
+        x.shape = (1, 2)
+        return np.array([x.sum(), len(shape), shape[0]], np.int64)
+
+    got = conveyor.Dataset.from_tensor_slices(np.arange(80).reshape(40, 2)).map(
+        f, num_parallel_calls=2)._collect()
+    assert [list(o) for o in got] == [[4 * i + 1, 1, 2] for i in range(40)]
+
+
 def test_a_python_pipeline_run_again_reads_its_cache_file(tmp_path):
     # A lambda's cloudpickle differs from run to run (classes pickled by value get a random id):
     # the cache file records the input's fingerprint without pickles, so the same script run

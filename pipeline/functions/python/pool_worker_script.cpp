@@ -80,6 +80,12 @@ request_view = memoryview(request_buf)
 dtypes = {}  # name -> np.dtype
 shape_structs = {}  # rank -> struct of the dims
 headers = {}  # (dtype name, shape) -> their bytes in a reply (before offset and length)
+# Per slot: the last request's component layout (its bytes) and the numpy views read_components
+# made of it, while the slot's input region stays the same map: the next request with the same
+# layout (same dtypes, shapes, offsets) gets fresh views of them (a function may set a view's
+# shape in place) instead of parsing it again (~1.2 us against ~0.35 us per call). None: strings
+# (their items are copied out), or nothing yet.
+arg_cache = [None] * SLOTS
 
 
 def dims(rank):
@@ -283,6 +289,7 @@ while True:
         fd = fds.pop(0)
         in_maps[slot] = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
         os.close(fd)
+        arg_cache[slot] = None
     if attached & 2:  # a result block this process has not seen (kept for its later requests)
         block_fds[block] = fds.pop(0)
         block_maps.pop(block, None)
@@ -298,7 +305,14 @@ while True:
             functions[fn_id] = fn
         if isinstance(fn, BaseException):
             raise fn
-        args = read_components(request_view[:size], REQUEST.size, in_maps[slot])
+        layout = request_view[REQUEST.size:size]
+        cached = arg_cache[slot]
+        if cached is None or cached[0] != layout:
+            args = read_components(request_view[:size], REQUEST.size, in_maps[slot])
+            numeric = all(isinstance(a, np.ndarray) and a.dtype.kind != "O" for a in args)
+            cached = arg_cache[slot] = (bytes(layout), args) if numeric else None
+        if cached is not None:  # the function gets views of the kept ones, the first time too
+            args = [a.view() for a in cached[1]]
         if alloc is not None and block >= 0:
             alloc.arm(block, block_map(block, block_size), block_size)
         try:

@@ -18,6 +18,7 @@
 #include <set>
 
 #include "pipeline/runtime/result_blocks.hpp"
+#include "pipeline/runtime/streaming_copy.hpp"
 #include "pipeline/runtime/warnings.hpp"
 #include "pipeline/tensor/tensor_internals.hpp"
 
@@ -319,8 +320,8 @@ private:
         pos = aligned(at);
       } else {
         const ByteView bytes = t.bytes();
-        if (!bytes.empty())
-          std::memcpy(region + pos, bytes.data(), bytes.size());
+        // The pool process reads it next, on another core (streaming stores for big ones).
+        copy_for_another_core(region + pos, bytes.data(), bytes.size());
         put<uint64_t>(msg, pos);
         put<uint64_t>(msg, bytes.size());
         pos += aligned(bytes.size());
