@@ -18,6 +18,7 @@
 #include <cstring>
 #include <mutex>
 
+namespace conveyor::pool_alloc {
 namespace {
 
 constexpr std::size_t kMinBytes = 64 << 10; // process_pool.cpp's kBlockBytes
@@ -238,8 +239,9 @@ PyModuleDef module = {PyModuleDef_HEAD_INIT,
                       nullptr};
 
 } // namespace
+} // namespace conveyor::pool_alloc
 
 PyMODINIT_FUNC PyInit_conveyor_pool_alloc() {
   import_array(); // returns NULL (ImportError) when numpy's C API is missing or too old
-  return PyModule_Create(&module);
+  return PyModule_Create(&conveyor::pool_alloc::module);
 }
