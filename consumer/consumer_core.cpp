@@ -313,7 +313,10 @@ std::vector<ConsumerCore::Request> ConsumerCore::next_requests() {
   for (const auto& [id, slot] : tasks_)
     if (slot.connected && !slot.end_of_sequence && !slot.retired)
       order.push_back(id);
-  if (!focus_.empty()) { // (the task the reader waits for must always be asked: never none)
+  // Over the hold budget (a split to wait for), even when the job named no task for it (its last
+  // task list came before the split was handed out): a task that moved past the split sends only
+  // what is held. The task the reader waits for must always be asked: never none.
+  if (!focus_.empty() || focus_split_) {
     if (auto f = focused(order); !f.empty())
       order = std::move(f);
   }

@@ -132,7 +132,8 @@ public:
 
   // Deterministic reads over their hold budget: only these tasks are asked for elements (the
   // task of the split the reader waits for first); others get only their acknowledgements.
-  // Empty, or none of them connected: every task is asked. `waits_for`: the split the reader's
+  // None of them connected, or none named, with `waits_for`: the tasks that have not moved past
+  // that split are asked (every task when all have); without: every task. `waits_for`: the split the reader's
   // order waits for. The job names its tasks only at its next task list, so a task it named
   // that has moved past that split since (its last batch ended it or holds a later one: what it
   // sends now is only held) is not asked; the tasks that have not moved past it are, one of

@@ -27,7 +27,8 @@ __attribute__((target("avx2"))) void stream_avx2(unsigned char* d, const unsigne
   std::size_t head = (32 - (reinterpret_cast<std::uintptr_t>(d) & 31)) & 31;
   if (head > n)
     head = n;
-  std::memcpy(d, s, head);
+  if (head > 0) // (memcpy's pointers must not be null even for no bytes)
+    std::memcpy(d, s, head);
   d += head;
   s += head;
   n -= head;
@@ -41,7 +42,8 @@ __attribute__((target("avx2"))) void stream_avx2(unsigned char* d, const unsigne
     _mm256_stream_si256(reinterpret_cast<__m256i*>(d + 64), c);
     _mm256_stream_si256(reinterpret_cast<__m256i*>(d + 96), e);
   }
-  std::memcpy(d, s, n);
+  if (n > 0)
+    std::memcpy(d, s, n);
   _mm_sfence();
 }
 
