@@ -40,10 +40,6 @@ constexpr CommandInfo kInfo{
   "checksummed while in cache, and mappings (populated, faulted, advised sequential or huge)\n"
   "checksummed with and without prefetching; map, checksum and munmap timed apart."};
 
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
 // Seconds spent in each part of one pass over every file.
 struct Pass {
   double total = 0, map = 0, check = 0, unmap = 0;
@@ -132,17 +128,10 @@ Way read_into(std::string name, char* buffer, std::size_t piece,
 }
 
 Status run(int64_t chunks, int64_t chunk_bytes, int64_t passes) {
-  std::string pattern =
-    (std::filesystem::temp_directory_path() / "conveyor-bench-chunk-read-XXXXXX").string();
-  if (::mkdtemp(pattern.data()) == nullptr)
+  const TempDir temp{"conveyor-bench-chunk-read"};
+  if (temp.path().empty())
     return io_error("cannot create a temp dir");
-  struct Cleanup {
-    std::string d;
-    ~Cleanup() {
-      std::error_code ec;
-      std::filesystem::remove_all(d, ec);
-    }
-  } cleanup{pattern};
+  const std::string& dir = temp.path();
   const auto size = static_cast<std::size_t>(chunk_bytes);
   std::vector<std::string> files;
   {
@@ -153,7 +142,7 @@ Status run(int64_t chunks, int64_t chunk_bytes, int64_t passes) {
       std::memcpy(bytes.data() + i, &v, 8);
     }
     for (int64_t f = 0; f < chunks; ++f) {
-      files.push_back(pattern + "/chunk-" + std::to_string(f));
+      files.push_back(dir + "/chunk-" + std::to_string(f));
       const int fd = ::open(files.back().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
       if (fd < 0)
         return io_error("cannot create " + files.back());

@@ -51,10 +51,6 @@ std::vector<Update> workload(int64_t n) {
   return out;
 }
 
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
 int run_bench_journal(const std::vector<std::string>& args) {
   int64_t records = 100000;
   int64_t sequential = 300;

@@ -137,14 +137,6 @@ Expected<Throughput> raw_tcp(int64_t elements, int64_t size, milliseconds limit)
   return out;
 }
 
-// CPU seconds this process used so far (every thread): a load-independent cost per element, as
-// the elements/s of a shared machine move with what else runs on it.
-double process_cpu_seconds() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
 // --- process memory (kB) from /proc/self/status: VmRSS now, VmHWM the peak
 int64_t proc_status_kb(const char* key) { return proc_status_number("self", key); }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/bench.hpp"
 #include "apps/cli_common.hpp"
 #include "apps/copy_counter.hpp"
 #include "conveyor/client.hpp"
@@ -107,8 +108,7 @@ struct ServiceSetup {
 std::optional<Throughput> measure_service(const ServiceSetup& setup, const NetworkConfig& network,
                                           const char* label, bool extra_run, ServiceMeasures& m);
 
-// bench_service_baselines.cpp
-double process_cpu_seconds();
+// bench_service_baselines.cpp (process_cpu_seconds: apps/bench.hpp)
 int64_t proc_status_kb(const char* key);
 double median(std::vector<double> v);
 Expected<Throughput> raw_tcp(int64_t elements, int64_t size, milliseconds limit);

@@ -28,6 +28,7 @@
 #include "apps/bench.hpp"
 #include "apps/child_nodes.hpp"
 #include "apps/cli_common.hpp"
+#include "apps/snapshot_reads.hpp"
 #include "conveyor/snapshot.hpp"
 #include "pipeline/io/snapshot_files.hpp"
 #include "pipeline/runtime/iterator.hpp"
@@ -46,60 +47,12 @@ constexpr CommandInfo kInfo{
   "plus an fsync of its files. The load opens the next chunk on a second thread while it\n"
   "decodes one: its CPU time per element and the cores it used are shown beside the raw read's."};
 
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// CPU seconds so far of this process (every thread's: CLOCK_PROCESS_CPUTIME_ID) or of the calling
-// thread (CLOCK_THREAD_CPUTIME_ID).
-double cpu_seconds(clockid_t clock) {
-  timespec t{};
-  ::clock_gettime(clock, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
-}
-double process_cpu_seconds() { return cpu_seconds(CLOCK_PROCESS_CPUTIME_ID); }
-double thread_cpu_seconds() { return cpu_seconds(CLOCK_THREAD_CPUTIME_ID); }
-
-// Reads every element of `dataset` in this process; the elements read.
-Expected<int64_t> drain(const Dataset& dataset) {
-  auto it = dataset.make_iterator();
-  if (!it.ok())
-    return it.status();
-  int64_t n = 0;
-  for (;;) {
-    Element e;
-    bool end = false;
-    CONVEYOR_RETURN_IF_ERROR((*it)->get_next(e, end));
-    if (end)
-      return n;
-    ++n;
-  }
-}
-
-// read() of every committed chunk file into one buffer; the bytes read.
+// read() of every committed chunk file (listed first, within the time); the bytes read.
 Expected<int64_t> raw_read(const std::string& dir) {
   auto chunks = snapshot::committed_chunks(dir);
   if (!chunks.ok())
     return chunks.status();
-  std::vector<char> buffer(4 << 20);
-  int64_t total = 0;
-  for (const auto& c : *chunks) {
-    int fd = ::open(c.path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-      return io_error("cannot open " + c.path);
-    for (;;) {
-      ssize_t got = ::read(fd, buffer.data(), buffer.size());
-      if (got < 0) {
-        ::close(fd);
-        return io_error("cannot read " + c.path);
-      }
-      if (got == 0)
-        break;
-      total += got;
-    }
-    ::close(fd);
-  }
-  return total;
+  return read_chunk_files(*chunks);
 }
 
 // fsync of the files in `dir` whose names start with `prefix`, and of `dir`: what the cache()
@@ -165,18 +118,10 @@ int64_t prefix_bytes(const std::string& dir, const std::string& prefix) {
 
 Status run(int64_t elements, int64_t element_bytes, int64_t workers, int64_t repetitions,
            int64_t chunk_bytes) {
-  std::string pattern =
-    (std::filesystem::temp_directory_path() / "conveyor-bench-snapshot-XXXXXX").string();
-  if (::mkdtemp(pattern.data()) == nullptr)
+  const TempDir temp{"conveyor-bench-snapshot"};
+  if (temp.path().empty())
     return io_error("cannot create a temp dir");
-  const std::string root = pattern;
-  struct Cleanup {
-    std::string d;
-    ~Cleanup() {
-      std::error_code ec;
-      std::filesystem::remove_all(d, ec);
-    }
-  } cleanup{root};
+  const std::string root = temp.path();
   std::vector<ChildNode> nodes;
   StopChildrenOnExit stop{nodes};
   const std::vector<std::string> allow{"--allow-path", root};

@@ -25,6 +25,7 @@
 
 #include "apps/bench.hpp"
 #include "apps/cli_common.hpp"
+#include "apps/snapshot_reads.hpp"
 #include "pipeline/io/snapshot_files.hpp"
 #include "pipeline/kernels/chunk_read_ahead.hpp"
 #include "pipeline/runtime/iterator.hpp"
@@ -41,16 +42,6 @@ constexpr CommandInfo kInfo{
   "decode of string elements of B bytes from a chunk just opened (warm) and from K chunks opened\n"
   "first (cold), the headers alone (walk), and load(DIR) drained (the reader's thread CPU and\n"
   "the wall) against a raw read of the same files; the load average beside each repetition."};
-
-double thread_cpu_seconds() {
-  timespec t{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
-}
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 // A done snapshot of `chunks` chunks of scalar strings of `element_bytes` bytes, about
 // `chunk_bytes` each; the elements written.
@@ -131,37 +122,12 @@ Expected<Decode> time_decodes(const std::vector<snapshot::ChunkRef>& chunks, int
   return out;
 }
 
-// read() of every chunk file into one reused 4 MiB buffer (`bench snapshot`'s raw read).
-Status raw_read(const std::vector<snapshot::ChunkRef>& chunks) {
-  std::vector<char> buffer(4 << 20);
-  for (const auto& c : chunks) {
-    const int fd = ::open(c.path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-      return io_error("cannot open " + c.path);
-    ssize_t got;
-    while ((got = ::read(fd, buffer.data(), buffer.size())) > 0) {
-    }
-    ::close(fd);
-    if (got < 0)
-      return io_error("cannot read " + c.path);
-  }
-  return Status::OK();
-}
-
 Status run(int64_t chunks, int64_t element_bytes, int64_t chunk_bytes, int64_t cold_chunks,
            int64_t repetitions) {
-  std::string pattern =
-    (std::filesystem::temp_directory_path() / "conveyor-bench-snapshot-decode-XXXXXX").string();
-  if (::mkdtemp(pattern.data()) == nullptr)
+  const TempDir temp{"conveyor-bench-snapshot-decode"};
+  if (temp.path().empty())
     return io_error("cannot create a temp dir");
-  struct Cleanup {
-    std::string d;
-    ~Cleanup() {
-      std::error_code ec;
-      std::filesystem::remove_all(d, ec);
-    }
-  } cleanup{pattern};
-  const std::string dir = pattern + "/snap";
+  const std::string dir = temp.path() + "/snap";
   auto elements = write_snapshot(dir, chunks, element_bytes, chunk_bytes);
   if (!elements.ok())
     return elements.status();
@@ -183,20 +149,16 @@ Status run(int64_t chunks, int64_t element_bytes, int64_t chunk_bytes, int64_t c
       return it.status();
     const double cpu0 = thread_cpu_seconds();
     auto t0 = Clock::now();
-    int64_t n = 0;
-    for (;;) {
-      Element e;
-      bool end = false;
-      CONVEYOR_RETURN_IF_ERROR((*it)->get_next(e, end));
-      if (end)
-        break;
-      ++n;
-    }
+    auto n = drain(**it);
+    if (!n.ok())
+      return n.status();
     const double load_s = seconds_since(t0), reader_s = thread_cpu_seconds() - cpu0;
     t0 = Clock::now();
-    CONVEYOR_RETURN_IF_ERROR(raw_read(*listed));
+    auto raw = read_chunk_files(*listed);
+    if (!raw.ok())
+      return raw.status();
     const double raw_s = seconds_since(t0);
-    const double per = 1e9 / static_cast<double>(std::max<int64_t>(n, 1));
+    const double per = 1e9 / static_cast<double>(std::max<int64_t>(*n, 1));
     std::printf("%-4lld %-7.1f %-7.1f %-7.1f %-12.1f %-10.1f %-9.1f %-6.2f %s\n",
                 static_cast<long long>(rep), decode->warm * 1e9, decode->cold * 1e9,
                 decode->walk * 1e9, reader_s * per, load_s * per, raw_s * per, raw_s / load_s,

@@ -1,5 +1,9 @@
 // `conveyor bench <name> [flags]` — runs one registered benchmark (apps/bench_*.cpp).
+#include <stdlib.h>
+#include <time.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
@@ -14,6 +18,33 @@ std::string load_average() {
   std::string l;
   std::getline(f, l);
   return l;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+namespace {
+double cpu_seconds(clockid_t clock) {
+  timespec t{};
+  ::clock_gettime(clock, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
+}
+} // namespace
+
+double thread_cpu_seconds() { return cpu_seconds(CLOCK_THREAD_CPUTIME_ID); }
+double process_cpu_seconds() { return cpu_seconds(CLOCK_PROCESS_CPUTIME_ID); }
+
+TempDir::TempDir(const std::string& name) {
+  std::string pattern = (std::filesystem::temp_directory_path() / (name + "-XXXXXX")).string();
+  if (::mkdtemp(pattern.data()) != nullptr)
+    path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  if (!path_.empty())
+    std::filesystem::remove_all(path_, ec);
 }
 
 Expected<ElementStream> open_running_job(Client& client, const Dataset& dataset,

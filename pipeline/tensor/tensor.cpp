@@ -103,15 +103,9 @@ Tensor Tensor::single_string_view(Shape shape, StorageOwner owner, std::string_v
 
 void TensorInternals::make_single_string_view(Tensor& t, Shape shape, const StorageOwner& owner,
                                               std::string_view string) {
-  assert(t.mode_ == Tensor::Mode::inline_bytes && !t.keep_); // a default Tensor
-  t.dtype_ = DType::string;
+  make_scalar_string_view(t, owner, string);
   t.shape_ = std::move(shape);
   assert(t.num_elements() == 1);
-  t.mode_ = Tensor::Mode::viewed_string;
-  t.inline_size_ = 0;
-  t.keep_ = owner;
-  t.view_data_ = reinterpret_cast<const unsigned char*>(string.data());
-  t.view_size_ = string.size();
 }
 
 Tensor Tensor::string_view_of(Shape shape, StorageOwner owner,
