@@ -171,8 +171,13 @@ void Executor::add_thread_locked() {
 std::vector<ThreadUse> Executor::thread_uses() {
   std::vector<ThreadUse> out;
   for (auto* list : {&threads_, &extras_})
-    for (auto& t : *list)
-      out.push_back(thread_use(t->thread.native_handle(), t->tid));
+    for (auto& t : *list) {
+      const int tid = t->tid;
+      out.push_back(thread_use(t->thread.native_handle(), tid));
+      // Not started yet: it waits for a core to begin (a crowded machine), it is not blocked.
+      if (tid == 0)
+        out.back().runnable = true;
+    }
   return out;
 }
 
