@@ -100,4 +100,19 @@ if err=$(run_clip "$work/run-bad" --dataset 'range(3).map(clip(lo=5, hi=1))' --w
   echo "clip(lo=5, hi=1) should fail"; exit 1
 fi
 grep -qF 'clip: `lo` (5.000000) must not be above `hi` (1.000000)' <<<"$err" || { echo "$err"; exit 1; }
+if [ -f "$build/conveyor_pool_alloc.so" ]; then
+  step "the installed conveyor's Python pool finds its allocator (LIBDIR/conveyor/, not bin/)"
+  compgen -G "$prefix/lib*/conveyor/conveyor_pool_alloc.so" >/dev/null ||
+    { echo "FAIL: conveyor_pool_alloc.so is not installed in LIBDIR/conveyor/"; exit 1; }
+  [ ! -e "$prefix/bin/conveyor_pool_alloc.so" ] || { echo "FAIL: a module installed in bin/"; exit 1; }
+  logs=$work/run-pool
+  mkdir -p "$logs"
+  out=$("$prefix/bin/conveyor" run --log-dir "$logs" --workers 1 --samples 3 --dataset \
+    'range(3).map(python(import="operator:neg", processes=2, qualname="operator:neg"), num_parallel_calls=2)' 2>&1) ||
+    { echo "$out"; tail -n 20 "$logs"/*; exit 1; }
+  grep -q "summary: 3 elements" <<<"$out" || { echo "$out"; exit 1; }
+  if grep -h "conveyor_pool_alloc" "$logs"/*; then
+    echo "FAIL: the installed worker's pool did not find conveyor_pool_alloc.so"; exit 1
+  fi
+fi
 echo "package check passed"

@@ -604,14 +604,15 @@ ProcessPool::ProcessPool(std::string python, std::vector<std::string> sys_path,
   : python_(std::move(python)), sys_path_(std::move(sys_path)), allocator_(std::move(allocator)) {
   counters_.allocator_warned = allocator_.empty(); // warned here, once for all its processes
   if (allocator_.empty())
-    pipeline_warning("Python pool: no conveyor_pool_alloc.so next to this program or library (a "
-                     "build without numpy's headers?): pool processes copy each result of 64 KiB "
-                     "or more into the worker's shared memory");
+    pipeline_warning("Python pool: no conveyor_pool_alloc.so next to this program or library, "
+                     "nor installed with it (a build without numpy's headers?): pool processes "
+                     "copy each result of 64 KiB or more into the worker's shared memory");
 }
 
 std::string pool_allocator_module() {
   // Beside the code running the pool: the `_conveyor` extension (the Python client), else the
-  // program (`conveyor worker`, the tests).
+  // program (`conveyor worker` and the tests in the build tree), else where `cmake --install`
+  // puts it for the installed program (LIBDIR/conveyor/, given relative to BINDIR).
   std::vector<std::string> dirs;
   Dl_info info{};
   if (::dladdr(reinterpret_cast<void*>(&pool_worker_script), &info) != 0 &&
@@ -625,6 +626,9 @@ std::string pool_allocator_module() {
   if (n > 0) {
     const std::string file(exe, static_cast<std::size_t>(n));
     dirs.push_back(file.substr(0, file.rfind('/')));
+#ifdef CONVEYOR_POOL_ALLOC_FROM_BIN
+    dirs.push_back(dirs.back() + "/" CONVEYOR_POOL_ALLOC_FROM_BIN);
+#endif
   }
   for (const std::string& dir : dirs) {
     const std::string path = dir + "/conveyor_pool_alloc.so";
