@@ -71,6 +71,7 @@ block_maps = {}  # index -> its map, as big as the largest size a request gave i
 REQUEST = struct.Struct("<QBBQQiQB")  # then the components, from their count on
 U8, U32, QQ, BQ = struct.Struct("<B"), struct.Struct("<I"), struct.Struct("<QQ"), struct.Struct("<BQ")
 U16, I32 = struct.Struct("<H"), struct.Struct("<i")
+NONE_RELEASED = U16.pack(0)
 # Reply flags (process_pool.cpp): the result is in the block; a component of it was made there by
 # numpy (no copy here); this process keeps the block (an array in it outlives the call); no allocator.
 IN_BLOCK, PLACED, HELD, NO_ALLOCATOR = 1, 2, 4, 8
@@ -78,6 +79,7 @@ FD_SPACE = socket.CMSG_SPACE(2 * array.array("i").itemsize)
 request_buf = bytearray(1 << 20)
 request_view = memoryview(request_buf)
 dtypes = {}  # name -> np.dtype
+names = {}  # np.dtype -> its name (numpy computes dtype.name in Python: ~1.5 us a call)
 shape_structs = {}  # rank -> struct of the dims
 headers = {}  # (dtype name, shape) -> their bytes in a reply (before offset and length)
 # Per slot: the last request's component layout (its bytes) and the numpy views read_components
@@ -182,12 +184,17 @@ def encode(slot, result, args, block, block_size):
     for value in parts:
         if value is None:
             raise ValueError("the function returned None")
-        same = [j for j, a in enumerate(args) if a is value]
-        if same:  # an argument returned unchanged: the worker reuses its component
-            prepared.append(("@%d" % same[0], (), None, -1))
+        for j, arg in enumerate(args):  # (a loop: a comprehension is a call per element)
+            if arg is value:  # an argument returned unchanged: the worker reuses its component
+                prepared.append(("@%d" % j, (), None, -1))
+                break
+        else:
+            j = -1
+        if j >= 0:
             continue
         a = np.asarray(value)
-        if a.dtype.kind in "OSU":
+        dtype = a.dtype
+        if dtype.kind in "OSU":
             items = [x if isinstance(x, bytes) else str(x).encode() if isinstance(x, str) else None
                      for x in a.reshape(-1).tolist()]
             if any(x is None for x in items):
@@ -195,12 +202,16 @@ def encode(slot, result, args, block, block_size):
             prepared.append(("string", a.shape, items, -1))
             total += 16 * len(items) + sum(len(x) for x in items) + 16
         else:
-            if not a.dtype.isnative:
-                a = a.astype(a.dtype.newbyteorder("="))
+            if not dtype.isnative:
+                a = a.astype(dtype.newbyteorder("="))
+                dtype = a.dtype
             if not a.flags.c_contiguous:
                 a = np.ascontiguousarray(a)
             at = alloc.offset(a, block) if live else -1
-            prepared.append((a.dtype.name, a.shape, a, at))
+            name = names.get(dtype)
+            if name is None:
+                name = names[dtype] = dtype.name
+            prepared.append((name, a.shape, a, at))
             if at < 0:
                 total += a.nbytes + 16
     in_block = block >= 0 and total <= block_size
@@ -239,8 +250,8 @@ def encode(slot, result, args, block, block_size):
             continue
         else:
             n = payload.nbytes
-            if n:
-                np.frombuffer(out_map, dtype=np.uint8, count=n, offset=pos)[:] = payload.reshape(-1).view(np.uint8)
+            if n:  # (the buffer of a C-contiguous array: its bytes; ~1 us less than a uint8 view)
+                out_map[pos:pos + n] = payload
             body.append(QQ.pack(pos, n))
             pos += n
         pos = (pos + 15) & ~15
@@ -267,7 +278,7 @@ def keep_block(slot, block, flags, total):
 def released():
     """The held blocks whose arrays are gone since: the worker may lease them again."""
     if not held:
-        return U16.pack(0)
+        return NONE_RELEASED
     free = [b for b in held if not alloc.live(b)]
     held.difference_update(free)
     return U16.pack(len(free)) + b"".join(I32.pack(b) for b in free)
