@@ -284,73 +284,84 @@ def released():
     return U16.pack(len(free)) + b"".join(I32.pack(b) for b in free)
 
 
-while True:
-    try:
-        size, ancdata, _, _ = sock.recvmsg_into([request_buf], FD_SPACE)
-    except OSError:
-        break
-    if not size:
-        break
-    fn_id, slot, kind, load_at, load_len, block, block_size, attached = REQUEST.unpack_from(request_buf, 0)
-    fds = []
-    for level, kind_, data in ancdata:
-        if level == socket.SOL_SOCKET and kind_ == socket.SCM_RIGHTS:
-            fds.extend(array.array("i", data[:len(data) - len(data) % array.array("i").itemsize]))
-    if attached & 1:  # a new input region; arrays a function kept view the old
-        fd = fds.pop(0)
-        in_maps[slot] = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
-        os.close(fd)
-        arg_cache[slot] = None
-    if attached & 2:  # a result block this process has not seen (kept for its later requests)
-        block_fds[block] = fds.pop(0)
-        block_maps.pop(block, None)
-    try:
-        fn = functions.get(fn_id)
-        if fn is None:
-            if kind == 0:
-                raise RuntimeError("function %d was never sent to this pool process" % fn_id)
-            try:
-                fn = load(kind, bytes(in_maps[slot][load_at:load_at + load_len]))
-            except BaseException as e:  # noqa: BLE001 - the requests queued behind it raise it too
-                fn = e
-            functions[fn_id] = fn
-        if isinstance(fn, BaseException):
-            raise fn
-        layout = request_view[REQUEST.size:size]
-        cached = arg_cache[slot]
-        if cached is None or cached[0] != layout:
-            args = read_components(request_view[:size], REQUEST.size, in_maps[slot])
-            numeric = all(isinstance(a, np.ndarray) and a.dtype.kind != "O" for a in args)
-            cached = arg_cache[slot] = (bytes(layout), args) if numeric else None
-        if cached is not None:  # the function gets views of the kept ones, the first time too
-            args = [a.view() for a in cached[1]]
-        if alloc is not None and block >= 0:
-            alloc.arm(block, block_map(block, block_size), block_size)
+def serve():
+    """The request loop, a function: its names are locals, not the module's dict (~1 us a call)."""
+    recv, send, unpack, header_size = sock.recvmsg_into, sock.send, REQUEST.unpack_from, REQUEST.size
+    buffers = [request_buf]
+    while True:
         try:
-            result = fn(*args)
-        finally:
-            if alloc is not None:
-                alloc.disarm()
-        flags, total, body, grew = encode(slot, result, args, block, block_size)
-        del args, result  # what the function kept still holds its arrays
-        flags, grew_now = keep_block(slot, block, flags, total)
-        reply = b"K" + BQ.pack(flags, total) + released() + body
-        del body
-        if grew or grew_now:
-            socket.send_fds(sock, [reply], [out_fds[slot]])
-        else:
-            sock.send(reply)
-        continue
-    except BaseException as e:  # noqa: BLE001 - every failure goes back to the worker
-        module = getattr(e, "name", None) if isinstance(e, ImportError) else None
-        text = "%s: %s" % (type(e).__name__, e) if str(e) else type(e).__name__
-        tb = "".join(traceback.format_exception(type(e), e, e.__traceback__)).rstrip("\n")
-        if len(tb) > 65536:  # a reply is one socket message: keep the end, where the error is
-            tb = "...\n" + tb[-65536:]
-        error = (module or "").encode() + b"\0" + text.encode() + b"\0" + tb.encode()
-    args = result = None  # (a failed call's): then "F" when an array it made in the block lives on
-    kept = keep_block(slot, block, 0, 0)[0] & HELD
-    sock.send((b"F" if kept else b"E") + error)
+            size, ancdata, _, _ = recv(buffers, FD_SPACE)
+        except OSError:
+            break
+        if not size:
+            break
+        fn_id, slot, kind, load_at, load_len, block, block_size, attached = unpack(request_buf, 0)
+        if attached:
+            fds = []
+            for level, kind_, data in ancdata:
+                if level == socket.SOL_SOCKET and kind_ == socket.SCM_RIGHTS:
+                    fds.extend(array.array("i", data[:len(data) - len(data) % array.array("i").itemsize]))
+            if attached & 1:  # a new input region; arrays a function kept view the old
+                fd = fds.pop(0)
+                in_maps[slot] = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+                os.close(fd)
+                arg_cache[slot] = None
+            if attached & 2:  # a result block this process has not seen (kept for its later requests)
+                block_fds[block] = fds.pop(0)
+                block_maps.pop(block, None)
+        armed = alloc is not None and block >= 0
+        try:
+            fn = functions.get(fn_id)
+            if fn is None:
+                if kind == 0:
+                    raise RuntimeError("function %d was never sent to this pool process" % fn_id)
+                try:
+                    fn = load(kind, bytes(in_maps[slot][load_at:load_at + load_len]))
+                except BaseException as e:  # noqa: BLE001 - the requests queued behind it raise it too
+                    fn = e
+                functions[fn_id] = fn
+            if isinstance(fn, BaseException):
+                raise fn
+            layout = request_view[header_size:size]
+            cached = arg_cache[slot]
+            if cached is None or cached[0] != layout:
+                args = read_components(request_view[:size], header_size, in_maps[slot])
+                numeric = all(isinstance(a, np.ndarray) and a.dtype.kind != "O" for a in args)
+                cached = arg_cache[slot] = (bytes(layout), args) if numeric else None
+            if cached is not None:  # the function gets views of the kept ones, the first time too
+                args = [a.view() for a in cached[1]]
+            if armed:
+                alloc.arm(block, block_map(block, block_size), block_size)
+            try:
+                result = fn(*args)
+            finally:
+                if armed:
+                    alloc.disarm()
+            flags, total, body, grew = encode(slot, result, args, block, block_size)
+            del args, result  # what the function kept still holds its arrays
+            grew_now = False
+            if armed:
+                flags, grew_now = keep_block(slot, block, flags, total)
+            reply = b"K" + BQ.pack(flags, total) + (released() if held else NONE_RELEASED) + body
+            del body
+            if grew or grew_now:
+                socket.send_fds(sock, [reply], [out_fds[slot]])
+            else:
+                send(reply)
+            continue
+        except BaseException as e:  # noqa: BLE001 - every failure goes back to the worker
+            module = getattr(e, "name", None) if isinstance(e, ImportError) else None
+            text = "%s: %s" % (type(e).__name__, e) if str(e) else type(e).__name__
+            tb = "".join(traceback.format_exception(type(e), e, e.__traceback__)).rstrip("\n")
+            if len(tb) > 65536:  # a reply is one socket message: keep the end, where the error is
+                tb = "...\n" + tb[-65536:]
+            error = (module or "").encode() + b"\0" + text.encode() + b"\0" + tb.encode()
+        args = result = None  # (a failed call's): then "F" when an array it made in the block lives on
+        kept = keep_block(slot, block, 0, 0)[0] & HELD
+        send((b"F" if kept else b"E") + error)
+
+
+serve()
 )PY";
 }
 
