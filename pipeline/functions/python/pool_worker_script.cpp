@@ -188,12 +188,12 @@ def encode(slot, result, args, block, block_size):
         if value is None:
             raise ValueError("the function returned None")
         for j, arg in enumerate(args):  # (a loop: a comprehension is a call per element)
-            if arg is value:  # an argument returned unchanged: the worker reuses its component
-                prepared.append(("@%d" % j, (), None, -1))
+            if arg is value:
                 break
         else:
             j = -1
-        if j >= 0:
+        if j >= 0:  # an argument returned unchanged: the worker reuses its component
+            prepared.append(("@%d" % j, (), None, -1))
             continue
         a = np.asarray(value)
         dtype = a.dtype
