@@ -12,8 +12,8 @@
 //   request: "<QBBQQiQBI" fn id, slot, load kind (0 loaded, 1 pickle, 2 import), load offset,
 //            load length, result block (-1: none), its size, descriptors attached (1: the input
 //            region, 2: the block, in that order), component count; per component: name length
-//            "B" + dtype name, "I" rank, "q" * rank dims, "QQ" offset, length (strings: a table of
-//            "QQ" offset, length per entry).
+//            "B" + dtype name (conveyor's: numpy's, and "bfloat16", "string"), "I" rank, "q" *
+//            rank dims, "QQ" offset, length (strings: a table of "QQ" offset, length per entry).
 //   reply:   b"K" + "<BQ" flags (1: in the block, else the output region; 2: numpy made a
 //            component there, nothing was copied; 4: an array of this process lives on in the
 //            block, the worker keeps it busy; 8: no allocator), the bytes the result needs there
