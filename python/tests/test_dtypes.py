@@ -91,6 +91,27 @@ def test_every_dtype_through_a_python_map_on_the_workers(cluster):
             _same(g, w)
 
 
+@pytest.mark.parametrize("how", ["copied", "unchanged", "big"])
+def test_every_dtype_through_a_pool_map_as_through_the_interpreter(how):
+    # num_parallel_calls=2 runs the function in pool processes (pool_worker_script.cpp), =1 in this
+    # interpreter: the same elements, bfloat16's mark and uint16 beside it included. "big": results
+    # of 64 KiB and more go in result blocks, numpy's own made there.
+    arrays = [np.stack([a] * 2) for a in _awkward()]
+    arrays[10] = conveyor.bfloat16(arrays[10], bits=True)
+    fn = {"copied": lambda *xs: tuple(np.array(x, copy=True) for x in xs),
+          "unchanged": lambda *xs: xs,
+          "big": lambda *xs: tuple(np.repeat(np.array(x, copy=True), 40000) for x in xs)}[how]
+    ds = conveyor.Dataset.from_tensor_slices(tuple(arrays))
+    pool = ds.map(fn, num_parallel_calls=2)._collect()
+    interpreter = ds.map(fn)._collect()
+    assert len(pool) == len(interpreter) == 2
+    for got, want in zip(pool, interpreter):
+        assert len(got) == len(want) == 16
+        for g, w in zip(got, want):
+            _same(g, w)
+    assert conveyor.is_bfloat16(pool[0][10]) and not conveyor.is_bfloat16(pool[0][6])
+
+
 def test_unsupported_numpy_dtypes_name_the_supported_ones():
     with pytest.raises(ValueError, match=r"unsupported numpy dtype complex256.*uint16.*bfloat16"):
         conveyor.Dataset.from_tensors(np.zeros(2, np.clongdouble))
