@@ -222,7 +222,7 @@ public:
   Outcome deliver(PoolRequest& request, const std::string& name) {
     pump();
     std::unique_lock<std::mutex> lock{mu_};
-    changed_.wait(lock, [&] { return sent_or_failed(request); });
+    sent_cv_.wait(lock, [&] { return sent_or_failed(request); });
     if (request.state == PoolRequest::State::failed)
       return failure(request, name);
     lock.unlock();
@@ -239,7 +239,7 @@ public:
       request.state = PoolRequest::State::failed;
       return false;
     }
-    changed_.wait(lock, [&] { return sent_or_failed(request); });
+    sent_cv_.wait(lock, [&] { return sent_or_failed(request); });
     return request.state == PoolRequest::State::sent;
   }
 
@@ -251,7 +251,7 @@ public:
     const std::string& worker = request.worker;
     std::unique_lock<std::mutex> lock{mu_};
     // The replies come in request order: wait for this request's turn to read the socket.
-    changed_.wait(lock, [&] { return received_ == ticket || dead_; });
+    turn_.wait(lock, [&] { return received_ == ticket || dead_; });
     if (dead_)
       return {internal_error(death_ + " while running Python function `" + name + "`"), true, true};
     lock.unlock(); // this thread alone reads the socket and this slot's output until its turn ends
@@ -285,7 +285,7 @@ public:
       ++received_;
       slot_busy_[slot] = false;
     }
-    changed_.notify_all();
+    turn_.notify_all();
     const bool queued = !waiting_.empty() && !dead_;
     lock.unlock();
     if (queued)
@@ -361,7 +361,7 @@ private:
       r.ticket = sent_++;
       r.state = PoolRequest::State::sent;
     }
-    changed_.notify_all();
+    sent_cv_.notify_all(); // (not turn_: a call waiting for its turn sleeps on)
   }
 
   // Under mu_: a slot no request holds (-1: none).
@@ -564,7 +564,8 @@ private:
       r->state = PoolRequest::State::failed;
     }
     waiting_.clear();
-    changed_.notify_all();
+    sent_cv_.notify_all();
+    turn_.notify_all();
     int status = 0;
     std::string how = "closed its connection";
     if (pid_ > 0 && ::waitpid(pid_, &status, 0) == pid_)
@@ -717,7 +718,8 @@ private:
   std::vector<char> reply_; // the reply being read (by the call whose turn it is)
   Region out_[kPoolDepth];  // the process's output regions (read by the call whose turn it is)
   std::mutex mu_;           // guards what follows
-  std::condition_variable changed_; // a request sent or failed, a turn ended, the process died
+  std::condition_variable sent_cv_; // a request was sent or failed (or the process died)
+  std::condition_variable turn_; // a turn to read a reply ended (or the process died)
   std::deque<std::shared_ptr<PoolRequest>> waiting_; // queued, not taken yet
   // Taken and not sent yet, by the order taken (sent in it: next_send_ first).
   std::map<uint64_t, std::shared_ptr<PoolRequest>> taken_;
