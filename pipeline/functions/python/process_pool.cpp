@@ -719,7 +719,7 @@ private:
   Region out_[kPoolDepth];  // the process's output regions (read by the call whose turn it is)
   std::mutex mu_;           // guards what follows
   std::condition_variable sent_cv_; // a request was sent or failed (or the process died)
-  std::condition_variable turn_; // a turn to read a reply ended (or the process died)
+  std::condition_variable turn_;    // a turn to read a reply ended (or the process died)
   std::deque<std::shared_ptr<PoolRequest>> waiting_; // queued, not taken yet
   // Taken and not sent yet, by the order taken (sent in it: next_send_ first).
   std::map<uint64_t, std::shared_ptr<PoolRequest>> taken_;
