@@ -138,6 +138,11 @@ struct PoolRequest {
   bool died = false;   // failed: the process was gone before it was sent
   Status error;        // failed, not died: why it could not be written
   std::vector<Copy> copies;
+  // Its call's thread sleeps here, woken only when what it waits for came: its turn to read its
+  // reply (or its send, `until_sent`: a dropped call), its failure, the process's death.
+  std::condition_variable wake;
+  bool sleeping = false;
+  bool until_sent = false;
 };
 
 // One pool process: its socket and, per request slot, an input and an output region. Up to
@@ -222,7 +227,10 @@ public:
   Outcome deliver(PoolRequest& request, const std::string& name) {
     pump();
     std::unique_lock<std::mutex> lock{mu_};
-    sent_cv_.wait(lock, [&] { return sent_or_failed(request); });
+    sleep(lock, request, [&] {
+      return request.state == PoolRequest::State::failed ||
+             (request.state == PoolRequest::State::sent && (received_ == request.ticket || dead_));
+    });
     if (request.state == PoolRequest::State::failed)
       return failure(request, name);
     lock.unlock();
@@ -239,7 +247,8 @@ public:
       request.state = PoolRequest::State::failed;
       return false;
     }
-    sent_cv_.wait(lock, [&] { return sent_or_failed(request); });
+    request.until_sent = true;
+    sleep(lock, request, [&] { return sent_or_failed(request); });
     return request.state == PoolRequest::State::sent;
   }
 
@@ -251,7 +260,7 @@ public:
     const std::string& worker = request.worker;
     std::unique_lock<std::mutex> lock{mu_};
     // The replies come in request order: wait for this request's turn to read the socket.
-    turn_.wait(lock, [&] { return received_ == ticket || dead_; });
+    sleep(lock, request, [&] { return received_ == ticket || dead_; });
     if (dead_)
       return {internal_error(death_ + " while running Python function `" + name + "`"), true, true};
     lock.unlock(); // this thread alone reads the socket and this slot's output until its turn ends
@@ -283,9 +292,12 @@ public:
       outcome.result = internal_error(death_ + " while running Python function `" + name + "`");
     } else {
       ++received_;
+      if (!unread_.empty() && unread_.front().get() == &request) // (else another call saw it die)
+        unread_.pop_front();
       slot_busy_[slot] = false;
+      if (!unread_.empty())
+        wake_locked(*unread_.front()); // its turn
     }
-    turn_.notify_all();
     const bool queued = !waiting_.empty() && !dead_;
     lock.unlock();
     if (queued)
@@ -295,6 +307,20 @@ public:
 
 private:
   PoolProcess() : reply_(kMaxReply) {}
+
+  // Under mu_ (held by `lock`): sleeps on the request's own condition variable until `done`.
+  template <class Done>
+  static void sleep(std::unique_lock<std::mutex>& lock, PoolRequest& r, Done done) {
+    while (!done()) {
+      r.sleeping = true;
+      r.wake.wait(lock);
+      r.sleeping = false;
+    }
+  }
+  static void wake_locked(PoolRequest& r) {
+    if (r.sleeping)
+      r.wake.notify_one();
+  }
 
   static bool sent_or_failed(const PoolRequest& r) {
     return r.state == PoolRequest::State::sent || r.state == PoolRequest::State::failed;
@@ -349,19 +375,22 @@ private:
                                    it->second->state != PoolRequest::State::copying;
          it = taken_.erase(it), ++next_send_) {
       PoolRequest& r = *it->second;
-      if (r.state == PoolRequest::State::failed)
-        continue;
-      if (dead_ || !send(r.slot)) {
+      if (r.state != PoolRequest::State::failed && (dead_ || !send(r.slot))) {
         free_block(r.slot);
         mark_dead_locked(r.worker);
         r.died = true;
         r.state = PoolRequest::State::failed;
+      }
+      if (r.state == PoolRequest::State::failed) {
+        wake_locked(r);
         continue;
       }
       r.ticket = sent_++;
       r.state = PoolRequest::State::sent;
+      unread_.push_back(it->second);
+      if (r.until_sent || r.ticket == received_)
+        wake_locked(r); // (else the reply before it wakes it: its turn)
     }
-    sent_cv_.notify_all(); // (not turn_: a call waiting for its turn sleeps on)
   }
 
   // Under mu_: a slot no request holds (-1: none).
@@ -562,10 +591,12 @@ private:
     for (const auto& r : waiting_) {
       r->died = true;
       r->state = PoolRequest::State::failed;
+      wake_locked(*r);
     }
     waiting_.clear();
-    sent_cv_.notify_all();
-    turn_.notify_all();
+    for (const auto& r : unread_)
+      wake_locked(*r);
+    unread_.clear();
     int status = 0;
     std::string how = "closed its connection";
     if (pid_ > 0 && ::waitpid(pid_, &status, 0) == pid_)
@@ -718,8 +749,7 @@ private:
   std::vector<char> reply_; // the reply being read (by the call whose turn it is)
   Region out_[kPoolDepth];  // the process's output regions (read by the call whose turn it is)
   std::mutex mu_;           // guards what follows
-  std::condition_variable sent_cv_; // a request was sent or failed (or the process died)
-  std::condition_variable turn_;    // a turn to read a reply ended (or the process died)
+  std::deque<std::shared_ptr<PoolRequest>> unread_;  // sent, replies not read, in the order sent
   std::deque<std::shared_ptr<PoolRequest>> waiting_; // queued, not taken yet
   // Taken and not sent yet, by the order taken (sent in it: next_send_ first).
   std::map<uint64_t, std::shared_ptr<PoolRequest>> taken_;
