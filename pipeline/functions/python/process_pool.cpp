@@ -20,7 +20,6 @@
 #include <set>
 
 #include "pipeline/runtime/result_blocks.hpp"
-#include "pipeline/runtime/streaming_copy.hpp"
 #include "pipeline/runtime/warnings.hpp"
 #include "pipeline/tensor/tensor_internals.hpp"
 
@@ -358,9 +357,10 @@ private:
       } else {
         if (!r->copies.empty()) {
           lock.unlock();
-          // The pool process reads it next, on another core (see streaming_copy.hpp).
+          // memcpy, not streaming stores: the pool process's function reads it next, and finds
+          // it in the shared cache (see streaming_copy.hpp).
           for (const PoolRequest::Copy& c : r->copies)
-            copy_for_another_core(c.to, c.from, c.size);
+            std::memcpy(c.to, c.from, c.size);
           lock.lock();
         }
         r->state = PoolRequest::State::ready;
@@ -484,7 +484,7 @@ private:
     }
     if (load) {
       for (const PoolRequest::Copy& c : r.copies)
-        copy_for_another_core(c.to, c.from, c.size);
+        std::memcpy(c.to, c.from, c.size);
       r.copies.clear();
       loaded_.insert(r.fn_id);
     }
