@@ -2,7 +2,8 @@
 // parallel call, up to num_parallel_calls calls are queued on the process's executor
 // (pipeline/runtime/executor.hpp) while this iterator keeps pulling its input on the caller's thread (so
 // input errors and `unavailable` stay in stream order); a caller waiting for a result runs the
-// oldest queued call itself. deterministic=true returns results in input order, false returns
+// oldest queued call itself (not while the first is a started call, the Python pool's, running
+// elsewhere: see take_finished_slot). deterministic=true returns results in input order, false returns
 // whichever finishes first. Its waits give back the thread's lease first and end with the lease's
 // check() error (pipeline/runtime/thread_lease.hpp: the Python trainer pipeline's GIL, Ctrl-C).
 #include <atomic>
