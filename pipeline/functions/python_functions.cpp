@@ -79,7 +79,7 @@ Status register_python_functions(FunctionRegistry& registry) {
   map.calls_per_parallel_call = [](const Params& params) -> int64_t {
     auto it = params.find("processes");
     const int64_t* processes = it == params.end() ? nullptr : std::get_if<int64_t>(&it->second);
-    return processes != nullptr && (*processes > 1 || *processes == kAutotune) ? kPoolDepth : 1;
+    return processes != nullptr && (*processes > 1 || *processes == kAutotune) ? kPoolCalls : 1;
   };
   map.map_start = [](const Element& in,
                      const Params& params) -> std::function<Expected<Element>()> {

@@ -26,8 +26,12 @@ inline constexpr const char* kPythonFilterFunction = "python_filter";
 inline constexpr const char* kPythonFlatMapFunction = "python_flat_map";
 
 // Requests in flight per pool process of a map with `processes` > 1: the one it runs and the next,
-// waiting in its socket (process_pool.hpp). The parallel map keeps as many calls per process.
+// waiting in its socket (process_pool.hpp).
 inline constexpr int kPoolDepth = 2;
+// Calls the parallel map keeps per pool process: those and one more, queued in the worker until a
+// reply frees a slot (the thread reading that reply copies and sends it while the process runs the
+// next).
+inline constexpr int kPoolCalls = kPoolDepth + 1;
 
 class PythonRuntime {
 public:

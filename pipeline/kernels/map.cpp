@@ -2,9 +2,11 @@
 // parallel call, up to num_parallel_calls calls are queued on the process's executor
 // (pipeline/runtime/executor.hpp) while this iterator keeps pulling its input on the caller's thread (so
 // input errors and `unavailable` stay in stream order); a caller waiting for a result runs the
-// oldest queued call itself. deterministic=true returns results in input order, false returns
+// oldest queued call itself (not while the first is a started call, the Python pool's, running
+// elsewhere: see take_finished_slot). deterministic=true returns results in input order, false returns
 // whichever finishes first. Its waits give back the thread's lease first and end with the lease's
 // check() error (pipeline/runtime/thread_lease.hpp: the Python trainer pipeline's GIL, Ctrl-C).
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -169,7 +171,9 @@ public:
 private:
   struct Slot {
     Expected<Element> result = Status(ErrorCode::internal, "map call not finished");
-    bool done = false; // guarded by Shared::mu
+    bool done = false;                // guarded by Shared::mu
+    bool started_call = false;        // start_ took it (set before it is queued)
+    std::atomic<bool> running{false}; // its queued item began (on some thread)
   };
   struct Shared {
     std::mutex mu;
@@ -184,8 +188,10 @@ private:
     // queued item only waits for its result.
     if (start_ && !stop_.stopped()) {
       if (auto started = start_(in, *params_)) {
+        slot->started_call = true;
         queue_->submit([slot, started = std::move(started), shared = shared_, name = name_, index,
                         budget = budget_]() {
+          slot->running.store(true, std::memory_order_relaxed);
           FunctionMemoryScope scope(budget);
           // (even when stopped: the reply is read, not left in the way of the next call's)
           finish(*slot, *shared, started(), name, index);
@@ -220,7 +226,10 @@ private:
 
   // The first slot (deterministic) or the first finished one, removed from `slots_`. While
   // none is finished, runs the oldest queued call here (queued in input order, so that is the
-  // one a deterministic map needs first); sleeps only while every call is running elsewhere.
+  // one a deterministic map needs first); sleeps only while every call is running elsewhere, or
+  // while the first one is a started call (the Python pool) running elsewhere: its reply comes
+  // without this thread, and the queued ones copy their elements on the executor's threads (on
+  // many cores this thread, which pulls every element, is the map's serial limit).
   // An error: the thread lease's check ended the wait (the slots stay).
   Status take_finished_slot(std::shared_ptr<Slot>& out) {
     for (;;) {
@@ -229,7 +238,9 @@ private:
         if ((out = pop_finished_slot()))
           return Status::OK();
       }
-      if (queue_ && queue_->run_one())
+      const Slot& first = *slots_.front();
+      const bool first_runs = first.started_call && first.running.load(std::memory_order_relaxed);
+      if (!first_runs && queue_ && queue_->run_one())
         continue;
       std::unique_lock<std::mutex> lock(shared_->mu);
       if ((out = pop_finished_slot()))

@@ -68,6 +68,7 @@ Executor::~Executor() {
   }
   wake_.notify_all();
   stalled_.notify_all();
+  window_.notify_all();
   supervisor_.join();
   for (auto& t : threads_)
     t->thread.join();
@@ -208,7 +209,7 @@ void Executor::supervise() {
     const auto before = thread_uses();
     const int64_t from = now_ns();
     lock.lock();
-    stalled_.wait_for(lock, kStall, [this] { return stopping_; });
+    window_.wait_for(lock, kStall, [this] { return stopping_; });
     if (stopping_)
       break;
     // (A thread that left meanwhile is joined in the next round; nothing is decided on it.)

@@ -141,6 +141,9 @@ private:
   mutable std::mutex mu_;
   std::condition_variable wake_;
   std::condition_variable stalled_; // wakes the supervisor: items wait and no thread is idle
+  // The supervisor's kStall window sleeps here, woken only to stop: the stalled_ notices of every
+  // item started while others wait (each Python pool call, issue 34) woke it once per item.
+  std::condition_variable window_;
   std::deque<std::shared_ptr<ExecutorGroup>> ready_; // groups with work, served in turn
   bool stopping_ = false;
   int live_ = 0;           // threads running work()

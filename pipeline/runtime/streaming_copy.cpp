@@ -59,11 +59,4 @@ bool streaming_copy(void* dst, const void* src, std::size_t n) {
 bool streaming_copy(void*, const void*, std::size_t) { return false; }
 #endif
 
-void copy_for_another_core(void* dst, const void* src, std::size_t n) {
-  if (n >= kStreamingCopyMin && streaming_copy(dst, src, n))
-    return;
-  if (n > 0)
-    std::memcpy(dst, src, n);
-}
-
 } // namespace conveyor

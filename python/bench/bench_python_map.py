@@ -16,7 +16,9 @@ the network's. Parts:
              spread of the mapped runs) and the plain loop `for x in values: fn(x)` over numpy
              arrays held in memory, and the map's time / the loop's; then the CPU time per mapped
              element of this process and of its pool processes over the runs (what a loaded
-             machine disturbs less than the times).
+             machine disturbs less than the times), and in brackets the part of this process's
+             that ran on this thread, the map's (it pulls every element: on many cores a pool
+             map cannot go faster than it).
   cpu        a CPU-bound map (a pure-Python loop of --work iterations per element) with
              num_parallel_calls = each of --parallel (1: the worker's interpreter; N > 1: N pool
              processes), elements/s, the ratio to the first and to N; beside each N > 1 what the
@@ -118,7 +120,8 @@ def through_service(target):
 
 
 def cpu_seconds():
-    """(this process's CPU seconds, its live children's: the pool processes)"""
+    """(this process's CPU seconds, its live children's: the pool processes, this thread's: the
+    map's thread, which pulls every element; on many cores the serial limit of a pool map)"""
     me, tick, children = os.getpid(), os.sysconf("SC_CLK_TCK"), 0
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -129,14 +132,14 @@ def cpu_seconds():
                 continue
             if int(fields[1]) == me:
                 children += (int(fields[11]) + int(fields[12])) / tick
-    return time.process_time(), children
+    return time.process_time(), children, time.thread_time()
 
 
 def per_element(args, run, start=100, cpu=None):
     """Seconds per element of `run(n)`, one per rep: a warm-up run of `start` elements (it starts the
     pool processes), runs of growing n until one lasts --seconds / 4, then --reps runs of enough
     elements to last --seconds each. `cpu`, a list: gets
-    the CPU seconds per element of this process and of its children over the reps."""
+    the CPU seconds per element of this process, of its children and of this thread over the reps."""
     run(start)  # warm-up: pool processes start, functions are unpickled (not a measure of n)
     n = start
     while True:
@@ -165,7 +168,8 @@ def us(x):
 def overhead(args, runner, label):
     print(f"overhead per element ({label}), us, fastest of {args.reps} runs of >= {args.seconds} s; {load()}")
     print(f"  {'':>8}   {'function':>8} {'where':<11}: {'base':>9} {'mapped':>9} {'map':>9} {'spread':>9}"
-          f" | {'loop':>9} | map/loop | CPU per mapped element: this process + pool processes")
+          f" | {'loop':>9} | map/loop | CPU per mapped element: this process + pool processes"
+          f" (of which the map's thread)")
     for size in (8, BIG):
         base = min(per_element(args, runner(lambda n: dataset_for(size, n))))
         for fn, name in ((plus_one, "x + 1"), (identity, "identity")):
@@ -178,7 +182,7 @@ def overhead(args, runner, label):
                 share = min(mapped) - base
                 print(f"  {size:>8} B {name:>8} {where:<11}: {us(base)} {us(min(mapped))} {us(share)}"
                       f" {us(max(mapped) - min(mapped))} | {us(loop)} | {share / loop:8.2f} x |"
-                      f" {us(used[0])} + {us(used[1])}")
+                      f" {us(used[0])} + {us(used[1])} ({us(used[2]).strip()})")
 
 
 # N plain interpreters running the CPU-bound loop at once: what the machine allows N processes.

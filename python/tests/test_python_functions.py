@@ -583,6 +583,20 @@ def test_pool_results_kept_keep_their_bytes_while_later_ones_reuse_the_blocks():
     assert all((o == i % 251).all() for i, o in enumerate(first))
 
 
+def test_pool_maps_dropped_with_calls_in_flight_leave_the_pool_right():
+    # take(k) drops the map with calls in flight: some queued in the worker (not copied yet), some
+    # sent, one running. The queued ones are withdrawn and the sent ones' replies read and dropped,
+    # so the next map's calls get their own replies.
+    rows = (np.arange(40, dtype=np.uint8)[:, None] + np.zeros(1 << 20, np.uint8)) * 3  # 1 MiB each
+    ds = conveyor.Dataset.from_tensor_slices(rows).map(lambda x: x + 1, num_parallel_calls=2)
+    for k in (1, 2, 3, 5, 8):
+        got = ds.take(k)._collect()
+        assert len(got) == k
+        assert all(np.array_equal(o, rows[i] + 1) for i, o in enumerate(got))
+    got = ds._collect()
+    assert len(got) == 40 and all(np.array_equal(o, rows[i] + 1) for i, o in enumerate(got))
+
+
 def test_pool_arguments_with_the_same_layout_are_fresh_views_of_each_element():
     # A pool process reuses its views of a slot's input while the elements' layout stays the same
     # (no parsing per call): each call still sees its own element's values, and a function that

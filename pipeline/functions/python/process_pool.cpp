@@ -14,11 +14,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <deque>
+#include <map>
 #include <optional>
 #include <set>
 
 #include "pipeline/runtime/result_blocks.hpp"
-#include "pipeline/runtime/streaming_copy.hpp"
 #include "pipeline/runtime/warnings.hpp"
 #include "pipeline/tensor/tensor_internals.hpp"
 
@@ -104,12 +105,52 @@ struct Region {
   }
 };
 
+// One call's request, from the call that took a process to its reply. It waits in the
+// process's queue for a free slot; whichever thread takes it then (the call's own, or the one
+// that read the reply freeing the slot) copies its element into the slot's input region outside
+// the process's lock, so several copies run at once and none on the map's thread; the requests
+// are sent in the order taken.
+struct PoolRequest {
+  enum class State { waiting, copying, ready, sent, failed };
+  // (a numeric component's bytes, copied outside the lock)
+  struct Copy {
+    unsigned char* to;
+    const unsigned char* from;
+    std::size_t size;
+  };
+
+  PoolRequest(uint64_t fn_id, const std::string* function, bool is_import, Element in,
+              std::string worker)
+    : fn_id(fn_id), function(function), is_import(is_import), in(std::move(in)),
+      worker(std::move(worker)) {}
+
+  const uint64_t fn_id;
+  const std::string* const function; // the pool's copy (ProcessPool::function_id)
+  const bool is_import;
+  const Element in;
+  const std::string worker;
+  // Guarded by the process's mu_.
+  State state = State::waiting;
+  int slot = -1;       // from copying on
+  uint64_t order = 0;  // the order taken (sent in it)
+  uint64_t ticket = 0; // once sent: its place in the process's reply order
+  bool died = false;   // failed: the process was gone before it was sent
+  Status error;        // failed, not died: why it could not be written
+  std::vector<Copy> copies;
+  // Its call's thread sleeps here, woken only when what it waits for came: its turn to read its
+  // reply (or its send, `until_sent`: a dropped call), its failure, the process's death.
+  std::condition_variable wake;
+  bool sleeping = false;
+  bool until_sent = false;
+};
+
 // One pool process: its socket and, per request slot, an input and an output region. Up to
-// kPoolDepth requests are in flight on it (the next one waits in its socket while it runs one):
-// request k uses slot k % kPoolDepth, and the replies come back in request order, each read by
-// the thread that sent its request, in turn. The pool hands a process to a new call only while
-// fewer than kPoolDepth are in flight, so slot k is free again when request k + kPoolDepth is
-// written (the call of request k has read its reply, and its result block went to its tensors).
+// kPoolDepth requests are in flight on it (the next one waits in its socket while it runs one),
+// each in a slot of its own from when it is taken off the queue until its reply was read (and its
+// result block went to its tensors); the replies come back in the order sent, each read by the
+// call that made its request, in turn. The pool hands a process to up to kPoolCalls calls: the
+// one past kPoolDepth waits in the queue, and the thread that reads a reply sends it (the process
+// runs the one in its socket meanwhile).
 class PoolProcess {
 public:
   ~PoolProcess() {
@@ -171,47 +212,54 @@ public:
     bool sent = false;
   };
 
-  Outcome run(uint64_t fn_id, const std::string& function, bool is_import, const Element& in,
-              const std::string& name, const std::string& worker) {
-    uint64_t ticket = 0;
-    if (auto sent = send_request(fn_id, function, is_import, in, name, worker, ticket); !sent.sent)
-      return sent;
-    return await_reply(ticket, in, name, worker);
-  }
-
-  // The first half of run(): `ticket` is the request's number when the outcome says `sent`
-  // (its result is then not set yet).
-  Outcome send_request(uint64_t fn_id, const std::string& function, bool is_import,
-                       const Element& in, const std::string& name, const std::string& worker,
-                       uint64_t& ticket) {
+  // Queues a request behind those taken before it (false: the process is gone, nothing queued).
+  bool enqueue(const std::shared_ptr<PoolRequest>& request) {
     std::lock_guard<std::mutex> lock{mu_};
     if (dead_)
-      return {internal_error(death_ + " while running Python function `" + name + "`"), true,
-              false};
-    ticket = sent_;
-    const int slot = static_cast<int>(ticket % kPoolDepth);
-    if (Status st = write_request(slot, fn_id, function, is_import, in); !st.ok()) {
-      free_block(slot);
-      return {st, false, false};
-    }
-    if (!send(slot)) {
-      free_block(slot);
-      mark_dead_locked(worker);
-      return {internal_error(death_ + " while running Python function `" + name + "`"), true,
-              false};
-    }
-    ++sent_;
-    loaded_.insert(fn_id);
-    return {internal_error("Python pool: a reply not read yet"), false, true};
+      return false;
+    waiting_.push_back(request);
+    return true;
   }
 
-  // The second half: reads the reply to request `ticket`, in its turn.
-  Outcome await_reply(uint64_t ticket, const Element& in, const std::string& name,
-                      const std::string& worker) {
-    const int slot = static_cast<int>(ticket % kPoolDepth);
+  // The call's whole request: sends what the queue lets this thread send (its own request among
+  // them when a slot is free), waits until its own was sent, then for its reply.
+  Outcome deliver(PoolRequest& request, const std::string& name) {
+    pump();
+    std::unique_lock<std::mutex> lock{mu_};
+    sleep(lock, request, [&] {
+      return request.state == PoolRequest::State::failed ||
+             (request.state == PoolRequest::State::sent && (received_ == request.ticket || dead_));
+    });
+    if (request.state == PoolRequest::State::failed)
+      return failure(request, name);
+    lock.unlock();
+    return await_reply(request, name);
+  }
+
+  // A dropped call's request: one still queued leaves the queue (false); one taken is waited for
+  // until sent (true: its reply must be read, see await_reply) or failed (false).
+  bool withdraw(PoolRequest& request) {
+    std::unique_lock<std::mutex> lock{mu_};
+    if (request.state == PoolRequest::State::waiting) {
+      waiting_.erase(std::find_if(waiting_.begin(), waiting_.end(),
+                                  [&](const auto& r) { return r.get() == &request; }));
+      request.state = PoolRequest::State::failed;
+      return false;
+    }
+    request.until_sent = true;
+    sleep(lock, request, [&] { return sent_or_failed(request); });
+    return request.state == PoolRequest::State::sent;
+  }
+
+  // Reads the reply to a sent request, in its turn; then sends what its slot lets through.
+  Outcome await_reply(PoolRequest& request, const std::string& name) {
+    const int slot = request.slot;
+    const uint64_t ticket = request.ticket;
+    const Element& in = request.in;
+    const std::string& worker = request.worker;
     std::unique_lock<std::mutex> lock{mu_};
     // The replies come in request order: wait for this request's turn to read the socket.
-    turn_.wait(lock, [&] { return received_ == ticket || dead_; });
+    sleep(lock, request, [&] { return received_ == ticket || dead_; });
     if (dead_)
       return {internal_error(death_ + " while running Python function `" + name + "`"), true, true};
     lock.unlock(); // this thread alone reads the socket and this slot's output until its turn ends
@@ -243,18 +291,125 @@ public:
       outcome.result = internal_error(death_ + " while running Python function `" + name + "`");
     } else {
       ++received_;
+      if (!unread_.empty() && unread_.front().get() == &request) // (else another call saw it die)
+        unread_.pop_front();
+      slot_busy_[slot] = false;
+      if (!unread_.empty())
+        wake_locked(*unread_.front()); // its turn
     }
-    turn_.notify_all();
+    const bool queued = !waiting_.empty() && !dead_;
+    lock.unlock();
+    if (queued)
+      pump(); // the process runs the request in its socket meanwhile
     return outcome;
   }
 
 private:
   PoolProcess() : reply_(kMaxReply) {}
 
-  // Under mu_: the request for `in` in slot `slot`'s input region and in request_.
-  Status write_request(int slot, uint64_t fn_id, const std::string& function, bool is_import,
-                       const Element& in) {
-    const bool load = loaded_.count(fn_id) == 0;
+  // Under mu_ (held by `lock`): sleeps on the request's own condition variable until `done`.
+  template <class Done>
+  static void sleep(std::unique_lock<std::mutex>& lock, PoolRequest& r, Done done) {
+    while (!done()) {
+      r.sleeping = true;
+      r.wake.wait(lock);
+      r.sleeping = false;
+    }
+  }
+  static void wake_locked(PoolRequest& r) {
+    if (r.sleeping)
+      r.wake.notify_one();
+  }
+
+  static bool sent_or_failed(const PoolRequest& r) {
+    return r.state == PoolRequest::State::sent || r.state == PoolRequest::State::failed;
+  }
+
+  // Under mu_: a failed request's outcome.
+  Outcome failure(const PoolRequest& r, const std::string& name) const {
+    if (r.died)
+      return {internal_error(death_ + " while running Python function `" + name + "`"), true,
+              false};
+    return {r.error, false, false};
+  }
+
+  // Takes queued requests while a slot is free: each is written into its slot here, its numeric
+  // bytes copied with the lock released (other threads fill other slots meanwhile), and sent in
+  // the order taken by whichever thread finishes the copy that lets it go.
+  void pump() {
+    std::unique_lock<std::mutex> lock{mu_};
+    while (!dead_ && !waiting_.empty()) {
+      const int slot = free_slot();
+      if (slot < 0)
+        return;
+      std::shared_ptr<PoolRequest> r = std::move(waiting_.front());
+      waiting_.pop_front();
+      slot_busy_[slot] = true;
+      r->slot = slot;
+      r->order = next_order_++;
+      r->state = PoolRequest::State::copying;
+      taken_.emplace(r->order, r);
+      if (Status st = write_request(*r); !st.ok()) {
+        free_block(slot);
+        slot_busy_[slot] = false;
+        r->error = st;
+        r->state = PoolRequest::State::failed;
+      } else {
+        if (!r->copies.empty()) {
+          lock.unlock();
+          // memcpy, not streaming stores: the pool process's function reads it next, and finds
+          // it in the shared cache (see streaming_copy.hpp).
+          for (const PoolRequest::Copy& c : r->copies)
+            std::memcpy(c.to, c.from, c.size);
+          lock.lock();
+        }
+        r->state = PoolRequest::State::ready;
+      }
+      send_taken_locked();
+    }
+  }
+
+  // Under mu_: sends the taken requests that are ready, in the order taken.
+  void send_taken_locked() {
+    for (auto it = taken_.begin(); it != taken_.end() && it->first == next_send_ &&
+                                   it->second->state != PoolRequest::State::copying;
+         it = taken_.erase(it), ++next_send_) {
+      PoolRequest& r = *it->second;
+      if (r.state != PoolRequest::State::failed && (dead_ || !send(r.slot))) {
+        free_block(r.slot);
+        mark_dead_locked(r.worker);
+        r.died = true;
+        r.state = PoolRequest::State::failed;
+      }
+      if (r.state == PoolRequest::State::failed) {
+        wake_locked(r);
+        continue;
+      }
+      r.ticket = sent_++;
+      r.state = PoolRequest::State::sent;
+      unread_.push_back(it->second);
+      if (r.until_sent || r.ticket == received_)
+        wake_locked(r); // (else the reply before it wakes it: its turn)
+    }
+  }
+
+  // Under mu_: a slot no request holds (-1: none).
+  int free_slot() const {
+    for (int i = 0; i < kPoolDepth; ++i)
+      if (!slot_busy_[i])
+        return i;
+    return -1;
+  }
+
+  // Under mu_: the request in its slot's input region and request_[slot]; the numeric bytes
+  // are left in `copies` (copied under the lock with the function on its first call, so no
+  // request sent before it can need the function).
+  Status write_request(PoolRequest& r) {
+    const int slot = r.slot;
+    const Element& in = r.in;
+    const std::string& function = *r.function;
+    const bool load = loaded_.count(r.fn_id) == 0;
+    r.copies.clear();
     // Layout of the input region: the function (first call only), then each component.
     std::size_t size = load ? aligned(function.size()) : 0;
     for (const Tensor& t : in.components) {
@@ -282,11 +437,11 @@ private:
     slot_block_[slot] = block.index;
     send_block_fd_[slot] = block.send_fd ? block.fd : -1;
     unsigned char* const region = in_[slot].map;
-    std::string& msg = request_;
+    std::string& msg = request_[slot];
     msg.clear();
-    put<uint64_t>(msg, fn_id);
+    put<uint64_t>(msg, r.fn_id);
     put<uint8_t>(msg, static_cast<uint8_t>(slot));
-    put<uint8_t>(msg, load ? (is_import ? 2 : 1) : 0);
+    put<uint8_t>(msg, load ? (r.is_import ? 2 : 1) : 0);
     put<uint64_t>(msg, 0);
     put<uint64_t>(msg, load ? function.size() : 0);
     put<int32_t>(msg, block.index);
@@ -320,12 +475,18 @@ private:
         pos = aligned(at);
       } else {
         const ByteView bytes = t.bytes();
-        // The pool process reads it next, on another core (streaming stores for big ones).
-        copy_for_another_core(region + pos, bytes.data(), bytes.size());
+        if (bytes.size() > 0)
+          r.copies.push_back({region + pos, bytes.data(), bytes.size()});
         put<uint64_t>(msg, pos);
         put<uint64_t>(msg, bytes.size());
         pos += aligned(bytes.size());
       }
+    }
+    if (load) {
+      for (const PoolRequest::Copy& c : r.copies)
+        std::memcpy(c.to, c.from, c.size);
+      r.copies.clear();
+      loaded_.insert(r.fn_id);
     }
     return Status::OK();
   }
@@ -352,9 +513,10 @@ private:
     return Status::OK();
   }
 
-  // Under mu_: request_, with slot `slot`'s input region when it was (re)made.
+  // Under mu_: request_[slot], with the slot's input region when it was (re)made.
   bool send(int slot) {
-    iovec iov{request_.data(), request_.size()};
+    const std::string& request = request_[slot];
+    iovec iov{const_cast<char*>(request.data()), request.size()};
     msghdr hdr{};
     hdr.msg_iov = &iov;
     hdr.msg_iovlen = 1;
@@ -379,7 +541,7 @@ private:
     do
       sent = ::sendmsg(sock_, &hdr, MSG_NOSIGNAL);
     while (sent < 0 && errno == EINTR);
-    if (sent != static_cast<ssize_t>(request_.size()))
+    if (sent != static_cast<ssize_t>(request.size()))
       return false;
     send_region_[slot] = false;
     if (send_block_fd_[slot] >= 0)
@@ -421,10 +583,20 @@ private:
     return Status::OK();
   }
 
-  // Under mu_: the process is gone (reaped once, by whichever call noticed first).
+  // Under mu_: the process is gone (reaped once, by whichever call noticed first). The queued
+  // requests fail unsent (their calls run them elsewhere), and every waiting call wakes.
   void mark_dead_locked(const std::string& worker) {
     if (dead_)
       return;
+    for (const auto& r : waiting_) {
+      r->died = true;
+      r->state = PoolRequest::State::failed;
+      wake_locked(*r);
+    }
+    waiting_.clear();
+    for (const auto& r : unread_)
+      wake_locked(*r);
+    unread_.clear();
     int status = 0;
     std::string how = "closed its connection";
     if (pid_ > 0 && ::waitpid(pid_, &status, 0) == pid_)
@@ -577,8 +749,15 @@ private:
   std::vector<char> reply_; // the reply being read (by the call whose turn it is)
   Region out_[kPoolDepth];  // the process's output regions (read by the call whose turn it is)
   std::mutex mu_;           // guards what follows
-  std::condition_variable turn_;
-  std::string request_; // the request being sent
+  std::deque<std::shared_ptr<PoolRequest>> unread_;  // sent, replies not read, in the order sent
+  std::deque<std::shared_ptr<PoolRequest>> waiting_; // queued, not taken yet
+  // Taken and not sent yet, by the order taken (sent in it: next_send_ first).
+  std::map<uint64_t, std::shared_ptr<PoolRequest>> taken_;
+  uint64_t next_order_ = 0;
+  uint64_t next_send_ = 0;
+  bool slot_busy_[kPoolDepth] = {}; // a request holds it (taken, until its reply was read)
+  // Per slot, by the request holding it: its message, input region, and result block.
+  std::string request_[kPoolDepth];
   Region in_[kPoolDepth];
   bool send_region_[kPoolDepth] = {};
   // Result blocks: shared with the tensors viewing them, so they outlive this process if need be.
@@ -697,7 +876,7 @@ std::shared_ptr<PoolProcess> ProcessPool::try_take(int64_t processes) {
   std::lock_guard<std::mutex> lock{mu_};
   std::shared_ptr<PoolProcess> chosen = least_busy(processes);
   // A process still to start is take()'s to start (on a thread that may wait for it).
-  if (chosen == nullptr || chosen->in_flight >= kPoolDepth ||
+  if (chosen == nullptr || chosen->in_flight >= kPoolCalls ||
       (chosen->in_flight > 0 && started_ < processes))
     return nullptr;
   ++chosen->in_flight;
@@ -754,12 +933,17 @@ Expected<Element> ProcessPool::call(const std::string& function, bool is_import,
 Expected<Element> ProcessPool::call_after(int deaths, const std::string& function, bool is_import,
                                           const Element& in, int64_t processes,
                                           const std::string& name, const std::string& worker) {
-  const uint64_t id = function_id(function, is_import).first;
+  const auto [id, kept] = function_id(function, is_import);
   for (;;) {
     auto process = take(processes);
     if (!process.ok())
       return process.status();
-    auto outcome = (*process)->run(id, function, is_import, in, name, worker);
+    auto request = std::make_shared<PoolRequest>(id, kept, is_import, in, worker);
+    if (!(*process)->enqueue(request)) { // it died before this element reached it
+      forget(*process);
+      continue;
+    }
+    auto outcome = (*process)->deliver(*request, name);
     if (!outcome.died) {
       give_back(*process);
       return std::move(outcome.result);
@@ -782,22 +966,28 @@ Status ProcessPool::after_death(int& deaths, const Status& death) {
   return Status::OK();
 }
 
-// A request sent by start(); finish() reads its reply. Not finished (its map dropped it): the
-// reply is read and dropped here, so the calls queued behind it get theirs. (This waits for the
-// earlier requests' replies: WorkQueue::cancel_and_wait drops its pending items front to back, in
-// the order they were started, after its running ones read theirs.)
+// A request queued by start(); finish() sends it (unless the thread reading an earlier reply did)
+// and reads its reply. Not finished (its map dropped it): a request still queued is withdrawn, and
+// the reply of one sent is read and dropped here, so the calls queued behind it get theirs. (This
+// waits for the earlier requests' replies: WorkQueue::cancel_and_wait drops its pending items
+// front to back, in the order they were started, after its running ones read theirs.)
 class PoolCall {
 public:
-  PoolCall(ProcessPool& pool, std::shared_ptr<PoolProcess> process, uint64_t ticket,
-           const std::string* function, bool is_import, Element in, int64_t processes,
-           std::string name, std::string worker)
-    : pool_(pool), process_(std::move(process)), ticket_(ticket), function_(function),
-      is_import_(is_import), in_(std::move(in)), processes_(processes), name_(std::move(name)),
-      worker_(std::move(worker)) {}
+  PoolCall(ProcessPool& pool, std::shared_ptr<PoolProcess> process,
+           std::shared_ptr<PoolRequest> request, int64_t processes, std::string name)
+    : pool_(pool), process_(std::move(process)), request_(std::move(request)),
+      processes_(processes), name_(std::move(name)) {}
   ~PoolCall() {
     if (process_ == nullptr)
       return;
-    auto outcome = process_->await_reply(ticket_, in_, name_, worker_);
+    if (!process_->withdraw(*request_)) {
+      if (request_->died)
+        pool_.forget(process_);
+      else
+        pool_.give_back(process_);
+      return;
+    }
+    auto outcome = process_->await_reply(*request_, name_);
     if (outcome.died)
       pool_.forget(process_);
     else
@@ -805,7 +995,7 @@ public:
   }
 
   Expected<Element> finish() {
-    auto outcome = process_->await_reply(ticket_, in_, name_, worker_);
+    auto outcome = process_->deliver(*request_, name_);
     auto process = std::move(process_);
     if (!outcome.died) {
       pool_.give_back(process);
@@ -813,21 +1003,20 @@ public:
     }
     pool_.forget(process);
     int deaths = 0;
-    if (auto failed = ProcessPool::after_death(deaths, outcome.result.status()); !failed.ok())
-      return failed;
-    return pool_.call_after(deaths, *function_, is_import_, in_, processes_, name_, worker_);
+    if (outcome.sent) // (one that died before this element reached it is not this element's doing)
+      if (auto failed = ProcessPool::after_death(deaths, outcome.result.status()); !failed.ok())
+        return failed;
+    // Run again as a first call runs when start() cannot queue it (a blocking call).
+    return pool_.call_after(deaths, *request_->function, request_->is_import, request_->in,
+                            processes_, name_, request_->worker);
   }
 
 private:
   ProcessPool& pool_;
   std::shared_ptr<PoolProcess> process_; // null once finished
-  uint64_t ticket_;
-  const std::string* function_; // the pool's copy (ProcessPool::function_id)
-  bool is_import_;
-  Element in_;
+  std::shared_ptr<PoolRequest> request_;
   int64_t processes_;
   std::string name_;
-  std::string worker_;
 };
 
 std::function<Expected<Element>()> ProcessPool::start(const std::string& function, bool is_import,
@@ -837,18 +1026,14 @@ std::function<Expected<Element>()> ProcessPool::start(const std::string& functio
   auto process = try_take(processes);
   if (process == nullptr)
     return nullptr;
-  uint64_t ticket = 0;
   const auto [id, kept] = function_id(function, is_import);
-  auto sent = process->send_request(id, function, is_import, in, name, worker, ticket);
-  if (!sent.sent) { // the blocking call starts a process, reports errors, runs it again
-    if (sent.died)
-      forget(process);
-    else
-      give_back(process);
+  auto request = std::make_shared<PoolRequest>(id, kept, is_import, in, worker);
+  if (!process->enqueue(request)) { // the blocking call starts a process, runs it again
+    forget(process);
     return nullptr;
   }
-  auto call = std::make_shared<PoolCall>(*this, std::move(process), ticket, kept, is_import, in,
-                                         processes, name, worker);
+  auto call =
+    std::make_shared<PoolCall>(*this, std::move(process), std::move(request), processes, name);
   return [call] { return call->finish(); };
 }
 

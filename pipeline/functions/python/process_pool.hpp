@@ -15,9 +15,12 @@
 // loudly. Nothing is dropped silently.
 //
 // Each process holds up to kPoolDepth requests (python_functions.hpp): the one it runs and the
-// next, already in its socket, so it never waits for the worker between two calls (the parallel
-// map keeps kPoolDepth calls in flight per process, and sends them with start() from its own
-// thread, so no thread blocks on a queued request).
+// next, already in its socket, so it never waits for the worker between two calls. The parallel
+// map keeps kPoolCalls calls per process, queued with start() from its own thread without copying
+// anything: the executor thread that runs the call copies its element into shared memory and
+// sends it, or, for the call past kPoolDepth, the thread that reads the reply freeing a slot does
+// (while the process runs the request in its socket). Several copies run at once, none on the
+// map's thread (on many cores the serial limit of every pool map).
 #pragma once
 
 #include <atomic>
@@ -67,10 +70,11 @@ public:
   Expected<Element> call(const std::string& function, bool is_import, const Element& in,
                          int64_t processes, const std::string& name, const std::string& worker);
 
-  // The same call in two halves: sends the request now when a process can queue it without
-  // waiting (null otherwise: use call()), and returns what waits for the result (it runs the
-  // element again if the process dies, as call() does). Dropped unfinished, it reads and drops
-  // the reply, so the requests queued behind it get theirs.
+  // The same call in two halves: queues the request now when a process can take it without
+  // waiting (null otherwise: use call()), and returns what sends it (unless a thread reading an
+  // earlier reply did) and waits for the result (it runs the element again if the process dies,
+  // as call() does). Dropped unfinished, it withdraws a request not sent yet, and reads and drops
+  // the reply of one sent, so the requests queued behind it get theirs.
   std::function<Expected<Element>()> start(const std::string& function, bool is_import,
                                            const Element& in, int64_t processes,
                                            const std::string& name, const std::string& worker);

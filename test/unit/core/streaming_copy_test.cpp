@@ -20,19 +20,14 @@ std::vector<unsigned char> pattern(std::size_t n) {
 }
 
 // Copies src[src_at, src_at + n) to dst[dst_at, ...) of a buffer filled with 0xEE around it.
-void check_copy(bool streaming, std::size_t n, std::size_t src_at, std::size_t dst_at) {
-  CAPTURE(streaming);
+void check_copy(std::size_t n, std::size_t src_at, std::size_t dst_at) {
   CAPTURE(n);
   CAPTURE(src_at);
   CAPTURE(dst_at);
   const auto src = pattern(n + src_at);
   std::vector<unsigned char> dst(n + dst_at + 256, 0xEE);
-  if (streaming) {
-    if (!streaming_copy(dst.data() + dst_at, src.data() + src_at, n))
-      return; // this CPU has no streaming path: copy_for_another_core is memcpy
-  } else {
-    copy_for_another_core(dst.data() + dst_at, src.data() + src_at, n);
-  }
+  if (!streaming_copy(dst.data() + dst_at, src.data() + src_at, n))
+    return;  // this CPU has no streaming path
   if (n > 0) // (an empty source's data() is null, which memcmp must not get)
     CHECK(std::memcmp(dst.data() + dst_at, src.data() + src_at, n) == 0);
   for (std::size_t i = 0; i < dst_at; ++i)
@@ -49,15 +44,5 @@ TEST_CASE("streaming copy: exact bytes at odd sizes and unaligned starts") {
                         std::size_t{255}, std::size_t{4097}, std::size_t{65535}})
     for (std::size_t src_at : {0, 1, 7, 32})
       for (std::size_t dst_at : {0, 1, 13, 31, 64})
-        check_copy(true, n, src_at, dst_at);
-}
-
-TEST_CASE("copy for another core: below and above the streaming size, unaligned") {
-  for (std::size_t n : {kStreamingCopyMin - 1, kStreamingCopyMin, kStreamingCopyMin + 77,
-                        std::size_t{(1 << 20) + 3}})
-    for (std::size_t src_at : {0, 5})
-      for (std::size_t dst_at : {0, 3, 32})
-        check_copy(false, n, src_at, dst_at);
-  check_copy(false, 0, 0, 0);
-  check_copy(false, 100, 1, 2);
+        check_copy(n, src_at, dst_at);
 }

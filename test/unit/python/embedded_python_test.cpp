@@ -198,36 +198,84 @@ TEST_CASE("a pool process killed with two requests in flight: both elements run 
   CHECK(pool.pids()[0] != victims[0]); // a fresh process ran them
 }
 
+namespace {
+
+// Polls (bounded: 60 s) until the pool's processes have `want` requests sent and unanswered.
+bool wait_in_flight(const python::ProcessPool& pool, const std::vector<int>& want) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (pool.requests_in_flight() != want && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return pool.requests_in_flight() == want;
+}
+
+} // namespace
+
 TEST_CASE("pool calls started without a waiting thread: rerun after a kill, and a dropped one") {
   python::ProcessPool pool(CONVEYOR_PYTHON_EXECUTABLE, {CONVEYOR_SOURCE_DIR "/test/unit/python"});
   const auto scalar = [](int64_t v) { return Element{Tensor::scalar(v)}; };
+  const auto slow = [&](int64_t v) {
+    return pool.start("conveyor_test_functions:slow", true, scalar(v), 1, "slow", "this test");
+  };
   // start() never starts a process (a thread that may wait does): a blocking call makes one.
   CHECK(!pool.start("operator:neg", true, scalar(1), 1, "neg", "this test"));
   auto neg = pool.call("operator:neg", true, scalar(5), 1, "neg", "this test");
   REQUIRE_MESSAGE(neg.ok(), neg.status().to_string());
   CHECK((*neg)[0].as_int64() == -5);
-  auto a = pool.start("conveyor_test_functions:slow", true, scalar(0), 1, "slow", "this test");
-  auto b = pool.start("conveyor_test_functions:slow", true, scalar(1), 1, "slow", "this test");
+  // kPoolCalls per process: two requests in its socket, one queued in the worker.
+  auto a = slow(0);
+  auto b = slow(1);
+  auto c = slow(2);
   REQUIRE(a);
   REQUIRE(b);
-  CHECK(!pool.start("conveyor_test_functions:slow", true, scalar(2), 1, "slow", "this test"));
-  REQUIRE(pool.requests_in_flight() == std::vector<int>{2}); // both sent, neither answered
+  REQUIRE(c);
+  CHECK(!slow(3));
+  // start() copies and sends nothing (on the map's thread): the calls' own threads do.
+  CHECK(pool.requests_in_flight() == std::vector<int>{0});
+  std::vector<Expected<Element>> results(3, internal_error("not run"));
+  std::vector<std::thread> threads;
+  threads.emplace_back([&] { results[0] = a(); }); // sends a and b (two slots), not c
+  const bool two_sent = wait_in_flight(pool, {2});
+  threads.emplace_back([&] { results[1] = b(); });
+  threads.emplace_back([&] { results[2] = c(); }); // waits for a slot
   const int victim = pool.pids().at(0);
-  ::kill(victim, SIGKILL);
-  auto ra = a();
-  auto rb = b();
-  REQUIRE_MESSAGE(ra.ok(), ra.status().to_string());
-  REQUIRE_MESSAGE(rb.ok(), rb.status().to_string());
-  CHECK((*ra)[0].as_int64() == 0);
-  CHECK((*rb)[0].as_int64() == 1);
+  if (two_sent)
+    ::kill(victim, SIGKILL); // a and b run again; c, never sent, runs as a first call
+  for (auto& t : threads)
+    t.join();
+  REQUIRE(two_sent);
+  for (int64_t i = 0; i < 3; ++i) {
+    REQUIRE_MESSAGE(results[i].ok(), results[i].status().to_string());
+    CHECK((*results[i])[0].as_int64() == i);
+  }
   REQUIRE(pool.pids().size() == 1);
   CHECK(pool.pids()[0] != victim);
-  // Dropped unfinished (its map went away): its reply is read there, not by the next call.
-  pool.start("conveyor_test_functions:slow", true, scalar(7), 1, "slow", "this test");
-  auto next = pool.call("operator:neg", true, scalar(3), 1, "neg", "this test");
-  REQUIRE_MESSAGE(next.ok(), next.status().to_string());
-  CHECK((*next)[0].as_int64() == -3);
+  // Dropped unfinished (its map went away) before anything sent it: it leaves the queue.
+  slow(7);
   CHECK(pool.requests_in_flight() == std::vector<int>{0});
+  // Dropped after another call's thread sent it: its reply is read there, not by the next call.
+  auto x = slow(8);
+  auto y = pool.start("operator:neg", true, scalar(3), 1, "neg", "this test");
+  REQUIRE(x);
+  REQUIRE(y);
+  Expected<Element> ry = internal_error("not run");
+  std::thread ty([&] { ry = y(); }); // sends x, then y, and waits for x's reply to be read
+  const bool both_sent = wait_in_flight(pool, {2});
+  x = nullptr;
+  ty.join();
+  REQUIRE(both_sent);
+  REQUIRE_MESSAGE(ry.ok(), ry.status().to_string());
+  CHECK((*ry)[0].as_int64() == -3);
+  CHECK(pool.requests_in_flight() == std::vector<int>{0});
+  // Several queued calls dropped before any copy ran: nothing is sent, the process is free.
+  auto d1 = slow(9);
+  auto d2 = slow(10);
+  auto d3 = slow(11);
+  REQUIRE(d3);
+  d1 = d2 = d3 = nullptr;
+  CHECK(pool.requests_in_flight() == std::vector<int>{0});
+  auto after = pool.call("operator:neg", true, scalar(4), 1, "neg", "this test");
+  REQUIRE_MESSAGE(after.ok(), after.status().to_string());
+  CHECK((*after)[0].as_int64() == -4);
 }
 
 namespace {
@@ -294,11 +342,15 @@ TEST_CASE("a pool process killed with two 1 MiB requests in flight: both rerun o
     pool.start("conveyor_test_functions:slow_plus_one", true, megabyte(2), 1, "slow", "this test");
   REQUIRE(a);
   REQUIRE(b);
-  REQUIRE(pool.requests_in_flight() == std::vector<int>{2});
+  Expected<Element> ra = internal_error("not run");
+  std::thread ta([&] { ra = a(); }); // sends both
+  const bool both_sent = wait_in_flight(pool, {2});
   const int victim = pool.pids().at(0);
-  ::kill(victim, SIGKILL);
-  auto ra = a();
+  if (both_sent)
+    ::kill(victim, SIGKILL);
   auto rb = b();
+  ta.join();
+  REQUIRE(both_sent);
   CHECK(all_bytes(ra, 2));
   CHECK(all_bytes(rb, 3));
   REQUIRE(pool.pids().size() == 1);
@@ -313,6 +365,34 @@ TEST_CASE("a pool process killed with two 1 MiB requests in flight: both rerun o
   CHECK(all_bytes(ra, 2));
   CHECK(all_bytes(rb, 3));
   CHECK(pool.results_copied() == 0);
+}
+
+TEST_CASE("pool calls whose threads copy their 1 MiB elements at once: each result is its own "
+          "element's") {
+  python::ProcessPool pool(CONVEYOR_PYTHON_EXECUTABLE, {CONVEYOR_SOURCE_DIR "/test/unit/python"});
+  REQUIRE(all_bytes(
+    pool.call("conveyor_test_functions:plus_one", true, megabyte(0), 1, "plus_one", "this test"),
+    1));
+  for (int round = 0; round < 20; ++round) {
+    // kPoolCalls, each finished on a thread of its own: the threads take the slots as they
+    // free up and copy into them at the same time.
+    std::vector<std::function<Expected<Element>()>> calls;
+    for (int i = 0; i < kPoolCalls; ++i) {
+      const auto v = static_cast<uint8_t>(round * 10 + i);
+      calls.push_back(pool.start("conveyor_test_functions:plus_one", true, megabyte(v), 1,
+                                 "plus_one", "this test"));
+      REQUIRE(calls.back());
+    }
+    std::vector<Expected<Element>> results(calls.size(), internal_error("not run"));
+    std::vector<std::thread> threads;
+    for (std::size_t i = 0; i < calls.size(); ++i)
+      threads.emplace_back([&, i] { results[i] = calls[i](); });
+    for (auto& t : threads)
+      t.join();
+    for (std::size_t i = 0; i < calls.size(); ++i)
+      CHECK(all_bytes(results[i], static_cast<uint8_t>(round * 10 + i + 1)));
+  }
+  CHECK(pool.requests_in_flight() == std::vector<int>{0});
 }
 
 namespace {
