@@ -358,12 +358,15 @@ void WorkQueue::cancel_and_wait() {
     group_->ready.erase(std::find(group_->ready.begin(), group_->ready.end(), this));
     ex_.unready_if_idle_locked(group_.get());
   }
-  idle_.wait(lock, [this] { return running_ == 0; });
   lock.unlock();
-  // Front to back (a deque's own destructor does not promise it): a dropped item may wait in its
-  // destructor for the ones queued before it (a started Python pool call reads its reply in turn).
+  // Before waiting for the running ones, and front to back (a deque's own destructor does not
+  // promise it): a dropped Python pool call whose request another call's thread sent reads its
+  // reply in its destructor, in turn, after the ones queued before it; the running calls queued
+  // after it wait for that reply to be read before theirs.
   while (!dropped.empty())
     dropped.pop_front();
+  lock.lock();
+  idle_.wait(lock, [this] { return running_ == 0; });
 }
 
 } // namespace conveyor

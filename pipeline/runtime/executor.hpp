@@ -174,7 +174,8 @@ public:
   // (all submitted items are running or done). Not charged to the group's thread time: the
   // caller is inside an item of its own (a task's step waiting for its map) that already is.
   bool run_one();
-  // Drops the pending items and waits until the running ones returned.
+  // Drops the pending items (destroyed first, oldest first: a dropped item may finish in its
+  // destructor what a running one waits for) and waits until the running ones returned.
   void cancel_and_wait();
 
 private:

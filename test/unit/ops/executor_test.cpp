@@ -274,6 +274,37 @@ TEST_CASE("executor: cancel_and_wait destroys the dropped items front to back") 
   CHECK(destroyed == expected);
 }
 
+TEST_CASE("executor: cancel_and_wait destroys the dropped items before it waits for the running") {
+  // (a running Python pool call waits for the reply of a request queued before its own, which
+  // another call's thread sent while its call had not started: dropped, the call reads that
+  // reply in its destructor; waiting for the running one first waited for ever)
+  Executor ex(1, 1);
+  auto q = ex.make_queue();
+  std::atomic<bool> read{false};
+  std::atomic<bool> began{false};
+  q->submit([&] {
+    began = true;
+    const auto bound = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!read && std::chrono::steady_clock::now() < bound)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  struct ReadsOnDestroy {
+    explicit ReadsOnDestroy(std::atomic<bool>& flag) : read(flag) {}
+    ~ReadsOnDestroy() { read = true; }
+    std::atomic<bool>& read;
+  };
+  auto dropped = std::make_shared<ReadsOnDestroy>(read);
+  q->submit([dropped] {}); // pending: the one thread runs the first
+  dropped.reset();
+  for (int i = 0; i < 10000 && !began; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  REQUIRE(began);
+  const auto from = std::chrono::steady_clock::now();
+  q->cancel_and_wait();
+  CHECK(read);
+  CHECK(std::chrono::steady_clock::now() - from < std::chrono::seconds(5));
+}
+
 // Items that block (user functions that sleep, hang, wait on a slow file system) cannot starve
 // the rest: the supervisor adds a thread while items wait and none started for kStall; a thread
 // beyond the base count leaves again after kIdleExit without work.
