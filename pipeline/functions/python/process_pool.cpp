@@ -132,7 +132,6 @@ struct PoolRequest {
   // Guarded by the process's mu_.
   State state = State::waiting;
   int slot = -1;       // from copying on
-  uint64_t order = 0;  // the order taken (sent in it)
   uint64_t ticket = 0; // once sent: its place in the process's reply order
   bool died = false;   // failed: the process was gone before it was sent
   Status error;        // failed, not died: why it could not be written
@@ -346,9 +345,8 @@ private:
       waiting_.pop_front();
       slot_busy_[slot] = true;
       r->slot = slot;
-      r->order = next_order_++;
       r->state = PoolRequest::State::copying;
-      taken_.emplace(r->order, r);
+      taken_.emplace(next_order_++, r);
       if (Status st = write_request(*r); !st.ok()) {
         free_block(slot);
         slot_busy_[slot] = false;
@@ -969,8 +967,9 @@ Status ProcessPool::after_death(int& deaths, const Status& death) {
 // A request queued by start(); finish() sends it (unless the thread reading an earlier reply did)
 // and reads its reply. Not finished (its map dropped it): a request still queued is withdrawn, and
 // the reply of one sent is read and dropped here, so the calls queued behind it get theirs. (This
-// waits for the earlier requests' replies: WorkQueue::cancel_and_wait drops its pending items
-// front to back, in the order they were started, after its running ones read theirs.)
+// waits for the earlier requests' replies, and running calls queued after it wait for this one:
+// WorkQueue::cancel_and_wait destroys its dropped items front to back, in the order they were
+// started, before it waits for its running ones.)
 class PoolCall {
 public:
   PoolCall(ProcessPool& pool, std::shared_ptr<PoolProcess> process,
