@@ -189,13 +189,21 @@ private:
     if (start_ && !stop_.stopped()) {
       if (auto started = start_(in, *params_)) {
         slot->started_call = true;
-        queue_->submit([slot, started = std::move(started), shared = shared_, name = name_, index,
-                        budget = budget_]() {
+        auto item = [slot, started = std::move(started), shared = shared_, name = name_, index,
+                     budget = budget_]() {
           slot->running.store(true, std::memory_order_relaxed);
           FunctionMemoryScope scope(budget);
           // (even when stopped: the reply is read, not left in the way of the next call's)
           finish(*slot, *shared, started(), name, index);
-        });
+        };
+        // Its request is on its way: what is left is the wait for its reply, which this thread
+        // does itself when it needs the result (take_finished_slot's run_one), in order; a thread
+        // woken for it would wait, then wake this one (a hand-over per element). Not with a
+        // lease (the Python trainer's GIL): the wait would hold it.
+        if (thread_lease() == nullptr)
+          queue_->submit_lazy(std::move(item));
+        else
+          queue_->submit(std::move(item));
         return;
       }
     }
@@ -242,6 +250,7 @@ private:
       const bool first_runs = first.started_call && first.running.load(std::memory_order_relaxed);
       if (!first_runs && queue_ && queue_->run_one())
         continue;
+      Executor::shared().publish_lazy(); // (what the running calls wait for may be behind them)
       std::unique_lock<std::mutex> lock(shared_->mu);
       if ((out = pop_finished_slot()))
         return Status::OK();
@@ -268,6 +277,7 @@ private:
       }
       if (queue_ && queue_->run_one())
         continue;
+      Executor::shared().publish_lazy();
       std::unique_lock<std::mutex> lock(shared_->mu);
       if (all_done())
         return Status::OK();

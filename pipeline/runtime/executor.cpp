@@ -193,7 +193,15 @@ void Executor::supervise() {
   StallRule rule(std::chrono::nanoseconds(kLongItems).count());
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
-    stalled_.wait(lock, [this] { return stopping_ || (!ready_.empty() && idle_ == 0); });
+    stalled_.wait(
+      lock, [this] { return stopping_ || (!ready_.empty() && idle_ == 0) || !lazy_.empty(); });
+    if (stopping_)
+      break;
+    if (ready_.empty() || idle_ != 0) { // lazy items only: looked at every kStall
+      window_.wait_for(lock, kStall, [this] { return stopping_; });
+      publish_stuck_lazy_locked();
+      continue;
+    }
     // Joined before looking: a thread that left would look blocked (it uses nothing).
     for (auto id : exited_) {
       auto it = std::find_if(extras_.begin(), extras_.end(),
@@ -212,6 +220,7 @@ void Executor::supervise() {
     window_.wait_for(lock, kStall, [this] { return stopping_; });
     if (stopping_)
       break;
+    publish_stuck_lazy_locked();
     // (A thread that left meanwhile is joined in the next round; nothing is decided on it.)
     if (ready_.empty() || idle_ != 0 || started_ != seen || live_ >= max_ || !exited_.empty()) {
       rule.reset();
@@ -266,6 +275,7 @@ void Executor::work(bool extra) {
       g->ready.pop_front();
       item = std::move(q->pending_.front());
       q->pending_.pop_front();
+      ++q->runs_;
       if (q->pending_.empty())
         q->in_ready_ = false;
       else
@@ -307,22 +317,64 @@ void Executor::work(bool extra) {
 }
 
 void WorkQueue::submit(std::function<void()> item) {
-  {
-    std::lock_guard<std::mutex> lock(ex_.mu_);
-    pending_.push_back(std::move(item));
-    if (in_ready_)
-      return;
-    in_ready_ = true;
-    group_->ready.push_back(this);
-    if (group_->in_ready)
-      return; // (a thread comes to it in its group's turn)
-    ex_.make_ready_locked(group_);
-    if (ex_.idle_ == 0) { // every thread busy: the supervisor watches for a stall
-      ex_.stalled_.notify_one();
-      return;
-    }
+  std::lock_guard<std::mutex> lock(ex_.mu_);
+  pending_.push_back(std::move(item));
+  make_ready_locked();
+}
+
+void WorkQueue::submit_lazy(std::function<void()> item) {
+  std::lock_guard<std::mutex> lock(ex_.mu_);
+  pending_.push_back(std::move(item));
+  if (in_ready_ || lazy_)
+    return; // (ready: it runs in turn)
+  lazy_ = true;
+  lazy_seen_ = runs_;
+  ex_.lazy_.push_back(this);
+  if (ex_.lazy_.size() == 1)
+    ex_.stalled_.notify_one(); // the supervisor looks at it every kStall
+}
+
+// Under ex_.mu_: a queue with pending items takes its turn with the threads, one of which is
+// woken (notified under the lock: a queue the supervisor publishes may go once it is released).
+void WorkQueue::make_ready_locked() {
+  forget_lazy_locked();
+  if (in_ready_)
+    return;
+  in_ready_ = true;
+  group_->ready.push_back(this);
+  if (group_->in_ready)
+    return; // (a thread comes to it in its group's turn)
+  ex_.make_ready_locked(group_);
+  if (ex_.idle_ == 0) // every thread busy: the supervisor watches for a stall
+    ex_.stalled_.notify_one();
+  else
+    ex_.wake_.notify_one();
+}
+
+void WorkQueue::forget_lazy_locked() {
+  if (!lazy_)
+    return;
+  lazy_ = false;
+  ex_.lazy_.erase(std::find(ex_.lazy_.begin(), ex_.lazy_.end(), this));
+}
+
+void Executor::publish_lazy() {
+  std::lock_guard<std::mutex> lock(mu_);
+  while (!lazy_.empty())
+    lazy_.front()->make_ready_locked(); // (takes it off lazy_)
+}
+
+// Under mu_: the lazy queues none of whose items ran since the last look go to the threads (a
+// thread that waits for one without calling publish_lazy waits at most two kStall windows).
+void Executor::publish_stuck_lazy_locked() {
+  std::vector<WorkQueue*> stuck;
+  for (WorkQueue* q : lazy_) {
+    if (q->runs_ == q->lazy_seen_)
+      stuck.push_back(q);
+    q->lazy_seen_ = q->runs_;
   }
-  ex_.wake_.notify_one();
+  for (WorkQueue* q : stuck)
+    q->make_ready_locked();
 }
 
 bool WorkQueue::run_one() {
@@ -333,6 +385,9 @@ bool WorkQueue::run_one() {
       return false;
     item = std::move(pending_.front());
     pending_.pop_front();
+    ++runs_;
+    if (pending_.empty())
+      forget_lazy_locked();
     if (pending_.empty() && in_ready_) {
       in_ready_ = false;
       group_->ready.erase(std::find(group_->ready.begin(), group_->ready.end(), this));
@@ -353,6 +408,7 @@ void WorkQueue::cancel_and_wait() {
   std::deque<std::function<void()>> dropped; // destroyed after the lock is released
   std::unique_lock<std::mutex> lock(ex_.mu_);
   dropped.swap(pending_);
+  forget_lazy_locked();
   if (in_ready_) {
     in_ready_ = false;
     group_->ready.erase(std::find(group_->ready.begin(), group_->ready.end(), this));

@@ -45,6 +45,14 @@
 // A running item waits the same way, only for what lies further up its own pipeline, so waits
 // form chains that end, never cycles (with one pool thread or with all of them blocked in user
 // functions, each iterator's own thread still makes progress).
+//
+// Lazy items (WorkQueue::submit_lazy) are for work the iterator's own thread will run anyway: a
+// Python pool call whose request is already sent, only its reply left to wait for. No thread is
+// woken for them (a thread woken to wait for the reply would then wake the iterator: a hand-over
+// per element). They still never deadlock: a thread about to wait for other threads' work hands
+// every lazy item to the threads first (publish_lazy: what it waits for may be behind one, e.g. a
+// pool call of another map read on the same thread), and the supervisor hands over a lazy queue
+// none of whose items ran for kStall.
 #pragma once
 
 #include <chrono>
@@ -120,6 +128,9 @@ public:
   int base_threads() const { return base_; }
   // Every tenant that had a group here, by name.
   std::vector<TenantUsage> tenant_usage() const;
+  // Hands every queue's lazy items (WorkQueue::submit_lazy) to the threads. Called by a thread
+  // about to wait for work on other threads, which may lie behind them.
+  void publish_lazy();
 
 private:
   friend class WorkQueue;
@@ -132,6 +143,7 @@ private:
   std::shared_ptr<ExecutorGroup> take_next_group_locked(int64_t now);
   void unready_if_idle_locked(ExecutorGroup* group); // takes it off ready_ when it has no work
   void leave_ready_locked(ExecutorGroup* group);     // it left ready_ (no work): its tenant knows
+  void publish_stuck_lazy_locked();
   // Of every thread, base then extras. Only the supervisor calls it (and it alone changes the
   // thread lists while the executor runs), without the lock.
   std::vector<ThreadUse> thread_uses();
@@ -157,6 +169,7 @@ private:
   std::vector<std::thread::id> exited_;          // extras that left, to join
   std::thread supervisor_;
   std::shared_ptr<ExecutorGroup> posted_; // post() without a group
+  std::vector<WorkQueue*> lazy_;          // queues whose pending items are all lazy, unpublished
 };
 
 // One iterator's FIFO of work on an Executor. Not copyable; destroying it drops what has not
@@ -170,6 +183,13 @@ public:
   WorkQueue& operator=(const WorkQueue&) = delete;
 
   void submit(std::function<void()> item);
+  // The same, but no thread is woken for it: the iterator that needs it next runs it with
+  // run_one (a Python pool call, whose request is already sent: only the wait for its reply is
+  // left, and a thread woken to wait for it would then wake the iterator, a hand-over per
+  // element). Lazy items go to the threads, as submit's, when a thread is about to wait for
+  // other threads' work (Executor::publish_lazy: they may be what it waits for), when this
+  // queue is submitted to, or when none of its items ran for kStall (the supervisor).
+  void submit_lazy(std::function<void()> item);
   // Runs this queue's oldest pending item on the calling thread; false when none is pending
   // (all submitted items are running or done). Not charged to the group's thread time: the
   // caller is inside an item of its own (a task's step waiting for its map) that already is.
@@ -180,11 +200,17 @@ public:
 
 private:
   friend class Executor;
+  // Under ex_.mu_: see the .cpp.
+  void make_ready_locked();
+  void forget_lazy_locked();
   Executor& ex_;
   const std::shared_ptr<ExecutorGroup> group_;
   // Guarded by ex_.mu_.
   std::deque<std::function<void()>> pending_;
   bool in_ready_ = false;
+  bool lazy_ = false;      // in ex_.lazy_: pending items, none handed to the threads yet
+  uint64_t runs_ = 0;      // items started (the supervisor's sign that a lazy queue moves)
+  uint64_t lazy_seen_ = 0; // runs_ when the supervisor last looked
   int running_ = 0;
   std::condition_variable idle_;
 };

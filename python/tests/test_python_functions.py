@@ -597,6 +597,21 @@ def test_pool_maps_dropped_with_calls_in_flight_leave_the_pool_right():
     assert len(got) == 40 and all(np.array_equal(o, rows[i] + 1) for i, o in enumerate(got))
 
 
+def test_two_pool_maps_zipped_share_the_pool_and_both_finish():
+    # One thread reads both maps; each keeps 3 calls per pool process in flight, finished by that
+    # thread. While one map's calls hold every process, the other's wait for room on the same
+    # thread, which first hands the first map's calls to the executor's threads.
+    rows = np.arange(60, dtype=np.uint8)[:, None] + np.zeros(1 << 18, np.uint8)  # 256 KiB each
+    a = conveyor.Dataset.from_tensor_slices(rows).map(lambda x: x + 1, num_parallel_calls=2)
+    b = conveyor.Dataset.range(60).map(lambda x: -x, num_parallel_calls=2)
+    got = conveyor.Dataset.zip((a, b))._collect()
+    assert len(got) == 60
+    for i, (x, y) in enumerate(got):
+        assert np.array_equal(x, rows[i] + 1) and int(y) == -i
+    for k in (1, 4, 7):  # dropped with calls of both in flight
+        assert len(conveyor.Dataset.zip((a, b)).take(k)._collect()) == k
+
+
 def test_pool_arguments_with_the_same_layout_are_fresh_views_of_each_element():
     # A pool process reuses its views of a slot's input while the elements' layout stays the same
     # (no parsing per call): each call still sees its own element's values, and a function that

@@ -17,10 +17,13 @@
 // Each process holds up to kPoolDepth requests (python_functions.hpp): the one it runs and the
 // next, already in its socket, so it never waits for the worker between two calls. The parallel
 // map keeps kPoolCalls calls per process, queued with start() from its own thread without copying
-// anything: the executor thread that runs the call copies its element into shared memory and
-// sends it, or, for the call past kPoolDepth, the thread that reads the reply freeing a slot does
-// (while the process runs the request in its socket). Several copies run at once, none on the
-// map's thread (on many cores the serial limit of every pool map).
+// anything: the thread that runs the call (the map's own, which finishes its calls in order:
+// map.cpp's lazy items) copies its element into shared memory and sends it, or, for the call past
+// kPoolDepth, the thread that reads the reply freeing a slot does (while the process runs the
+// request in its socket). A thread about to wait here (for a process with room, for its turn)
+// hands the executor's lazy items to its threads first (Executor::publish_lazy): a call it waits
+// for may be one of them. The processes run kPoolNiceIncrement nicer than the worker (the thread
+// that feeds them must not wait for a core behind them).
 #pragma once
 
 #include <atomic>

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -210,6 +211,80 @@ TEST_CASE("executor: run_one runs the queue's oldest pending item on the calling
   CHECK(ran == std::vector<int>{1, 2});
   gate.open();
   busy.reset(); // its item returned from gate.wait() before the gate goes
+}
+
+namespace {
+// Waits (bounded) until `flag` is set.
+bool wait_for_flag(const std::atomic<bool>& flag) {
+  for (int i = 0; i < 10000 && !flag; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return flag;
+}
+} // namespace
+
+TEST_CASE("executor: a lazy item wakes no thread; run_one runs it on the calling thread") {
+  Executor ex(2, 2);
+  auto q = ex.make_queue();
+  std::atomic<bool> ran{false};
+  std::thread::id where;
+  const auto from = std::chrono::steady_clock::now();
+  q->submit_lazy([&] {
+    where = std::this_thread::get_id();
+    ran = true;
+  });
+  // Another queue's item wakes a thread, which then finds no other ready work: the lazy item
+  // is not for it.
+  std::atomic<bool> other{false};
+  auto q2 = ex.make_queue();
+  q2->submit([&] { other = true; });
+  REQUIRE(wait_for_flag(other));
+  if (std::chrono::steady_clock::now() - from < Executor::kStall) // (then no supervisor look yet)
+    CHECK_FALSE(ran.load());
+  if (!ran) {
+    CHECK(q->run_one());
+    CHECK((where == std::this_thread::get_id()));
+  }
+  CHECK(ran);
+  // Dropped unrun, as submit's items.
+  auto dropped = std::make_shared<int>(0);
+  std::weak_ptr<int> watch = dropped;
+  q->submit_lazy([dropped] { ++*dropped; });
+  dropped.reset();
+  q->cancel_and_wait();
+  CHECK(watch.expired());
+}
+
+TEST_CASE("executor: publish_lazy and submit hand lazy items to the threads") {
+  Executor ex(2, 2);
+  for (const bool by_submit : {false, true}) {
+    CAPTURE(by_submit);
+    auto q = ex.make_queue();
+    std::atomic<bool> ran{false};
+    std::thread::id where;
+    q->submit_lazy([&] {
+      where = std::this_thread::get_id();
+      ran = true;
+    });
+    if (by_submit)
+      q->submit([] {});
+    else
+      ex.publish_lazy();
+    REQUIRE(wait_for_flag(ran));
+    CHECK((where != std::this_thread::get_id()));
+    q->cancel_and_wait();
+  }
+}
+
+TEST_CASE("executor: a lazy item no one runs goes to the threads after the supervisor's kStall") {
+  // (what a thread waits for without calling publish_lazy is late, never lost)
+  Executor ex(2, 2);
+  auto q = ex.make_queue();
+  std::atomic<bool> ran{false};
+  const auto from = std::chrono::steady_clock::now();
+  q->submit_lazy([&] { ran = true; });
+  REQUIRE(wait_for_flag(ran));
+  CHECK(std::chrono::steady_clock::now() - from >= Executor::kStall);
+  q->cancel_and_wait();
 }
 
 TEST_CASE("executor: cancel_and_wait drops what has not started and waits for what runs") {

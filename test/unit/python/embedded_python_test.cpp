@@ -169,6 +169,33 @@ TEST_CASE("processes > 1 runs the function in a pool of interpreter processes") 
                                         0) == 0);
 }
 
+TEST_CASE("two pool maps zipped on one thread share the pool: every element, none waits for ever") {
+  // Each map keeps 3 calls per process in flight, finished by the thread that reads the map
+  // (lazy executor items): while one map's calls hold every process, the other's calls wait for
+  // room as blocking calls on that same thread, which hands the first map's calls to the
+  // executor's threads before it waits (Executor::publish_lazy).
+  REQUIRE(python::add_python_path(CONVEYOR_SOURCE_DIR "/test/unit/python").ok());
+  python::install_embedded_python();
+  FunctionRef neg{"python", {{"import", std::string{"operator:neg"}}, {"processes", int64_t{2}}}};
+  FunctionRef pos{"python", {{"import", std::string{"operator:pos"}}, {"processes", int64_t{2}}}};
+  const auto zipped = [&](int64_t n) {
+    return Dataset::zip({Dataset::range(n).map(neg, 2), Dataset::range(n).map(pos, 2)});
+  };
+  auto all = zipped(300).collect();
+  REQUIRE_MESSAGE(all.ok(), all.status().to_string());
+  REQUIRE(all->size() == 300);
+  for (int64_t i = 0; i < 300; ++i) {
+    CHECK((*all)[i][0].as_int64() == -i);
+    CHECK((*all)[i][1].as_int64() == i);
+  }
+  // Dropped mid-read, with calls of both maps in flight, again and again.
+  for (int64_t n = 1; n <= 13; n += 3) {
+    auto some = zipped(100).take(n).collect();
+    REQUIRE_MESSAGE(some.ok(), some.status().to_string());
+    CHECK(static_cast<int64_t>(some->size()) == n);
+  }
+}
+
 TEST_CASE("a pool process killed with two requests in flight: both elements run again, once each") {
   python::ProcessPool pool(CONVEYOR_PYTHON_EXECUTABLE, {CONVEYOR_SOURCE_DIR "/test/unit/python"});
   // One process, two calls: the first runs, the second waits in its socket behind it.
