@@ -3,8 +3,9 @@
 // (pipeline/runtime/executor.hpp) while this iterator keeps pulling its input on the caller's thread (so
 // input errors and `unavailable` stay in stream order); a caller waiting for a result runs the
 // oldest queued call itself (not while the first is a started call, the Python pool's, running
-// elsewhere: see take_finished_slot). deterministic=true returns results in input order, false returns
-// whichever finishes first. Its waits give back the thread's lease first and end with the lease's
+// elsewhere: see take_finished_slot). Started calls are lazy items (WorkQueue::submit_lazy) on a
+// thread without a lease: no executor thread is woken for them, this thread runs them in order.
+// deterministic=true returns results in input order, false returns whichever finishes first. Its waits give back the thread's lease first and end with the lease's
 // check() error (pipeline/runtime/thread_lease.hpp: the Python trainer pipeline's GIL, Ctrl-C).
 #include <atomic>
 #include <condition_variable>
@@ -234,10 +235,11 @@ private:
 
   // The first slot (deterministic) or the first finished one, removed from `slots_`. While
   // none is finished, runs the oldest queued call here (queued in input order, so that is the
-  // one a deterministic map needs first); sleeps only while every call is running elsewhere, or
-  // while the first one is a started call (the Python pool) running elsewhere: its reply comes
-  // without this thread, and the queued ones copy their elements on the executor's threads (on
-  // many cores this thread, which pulls every element, is the map's serial limit).
+  // one a deterministic map needs first: a lazy started call too, whose reply it then waits for);
+  // sleeps only while every call is running elsewhere, or while the first one is a started call
+  // (the Python pool) running elsewhere: its reply comes without this thread, and the queued ones
+  // are left to the executor's threads (they copy their elements in). Before it sleeps it hands
+  // every lazy item to the threads (what the running calls wait for may be behind one).
   // An error: the thread lease's check ended the wait (the slots stay).
   Status take_finished_slot(std::shared_ptr<Slot>& out) {
     for (;;) {
