@@ -5,8 +5,9 @@
 // oldest queued call itself (not while the first is a started call, the Python pool's, running
 // elsewhere: see take_finished_slot). Started calls are lazy items (WorkQueue::submit_lazy) on a
 // thread without a lease: no executor thread is woken for them, this thread runs them in order.
-// deterministic=true returns results in input order, false returns whichever finishes first. Its waits give back the thread's lease first and end with the lease's
-// check() error (pipeline/runtime/thread_lease.hpp: the Python trainer pipeline's GIL, Ctrl-C).
+// deterministic=true returns results in input order, false returns whichever finishes first.
+// Its waits give back the thread's lease first and end with the lease's check() error
+// (pipeline/runtime/thread_lease.hpp: the Python trainer pipeline's GIL, Ctrl-C).
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -197,10 +198,11 @@ private:
           // (even when stopped: the reply is read, not left in the way of the next call's)
           finish(*slot, *shared, started(), name, index);
         };
-        // Its request is on its way: what is left is the wait for its reply, which this thread
-        // does itself when it needs the result (take_finished_slot's run_one), in order; a thread
-        // woken for it would wait, then wake this one (a hand-over per element). Not with a
-        // lease (the Python trainer's GIL): the wait would hold it.
+        // Its request waits on a process, sent by whichever call of that process runs or reads a
+        // reply first (process_pool.cpp). This thread runs the call itself when it needs the
+        // result (take_finished_slot's run_one), in order: a thread woken for it would send,
+        // wait for the reply, then wake this one (a hand-over per element). Not with a lease
+        // (the Python trainer's GIL): the wait would hold it.
         if (thread_lease() == nullptr)
           queue_->submit_lazy(std::move(item));
         else

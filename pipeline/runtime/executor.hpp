@@ -47,9 +47,9 @@
 // functions, each iterator's own thread still makes progress).
 //
 // Lazy items (WorkQueue::submit_lazy) are for work the iterator's own thread will run anyway: a
-// Python pool call whose request is already sent, only its reply left to wait for. No thread is
-// woken for them (a thread woken to wait for the reply would then wake the iterator: a hand-over
-// per element). They still never deadlock: a thread about to wait for other threads' work hands
+// Python pool call, whose result the iterator needs in order and whose request goes out with its
+// process's other calls. No thread is woken for them (a thread woken to wait for the reply would
+// then wake the iterator: a hand-over per element). They still never deadlock: a thread about to wait for other threads' work hands
 // every lazy item to the threads first (publish_lazy: what it waits for may be behind one, e.g. a
 // pool call of another map read on the same thread), and the supervisor hands over a lazy queue
 // none of whose items ran for kStall.
@@ -184,9 +184,8 @@ public:
 
   void submit(std::function<void()> item);
   // The same, but no thread is woken for it: the iterator that needs it next runs it with
-  // run_one (a Python pool call, whose request is already sent: only the wait for its reply is
-  // left, and a thread woken to wait for it would then wake the iterator, a hand-over per
-  // element). Lazy items go to the threads, as submit's, when a thread is about to wait for
+  // run_one (a Python pool call: a thread woken to wait for its reply would then wake the
+  // iterator, a hand-over per element). Lazy items go to the threads, as submit's, when a thread is about to wait for
   // other threads' work (Executor::publish_lazy: they may be what it waits for), when this
   // queue is submitted to, or when none of its items ran for kStall (the supervisor).
   void submit_lazy(std::function<void()> item);
