@@ -276,7 +276,7 @@ void Executor::work(bool extra) {
       item = std::move(q->pending_.front());
       q->pending_.pop_front();
       ++q->runs_;
-      if (q->pending_.empty())
+      if (--q->runnable_ == 0) // (the items left, if any, are lazy: not for this thread)
         q->in_ready_ = false;
       else
         g->ready.push_back(q); // its next item waits for the group's other queues
@@ -324,9 +324,9 @@ void WorkQueue::submit(std::function<void()> item) {
 
 void WorkQueue::submit_lazy(std::function<void()> item) {
   std::lock_guard<std::mutex> lock(ex_.mu_);
-  pending_.push_back(std::move(item));
-  if (in_ready_ || lazy_)
-    return; // (ready: it runs in turn)
+  pending_.push_back(std::move(item)); // (behind the runnable ones, if any: not one of them)
+  if (lazy_)
+    return;
   lazy_ = true;
   lazy_seen_ = runs_;
   ex_.lazy_.push_back(this);
@@ -337,6 +337,7 @@ void WorkQueue::submit_lazy(std::function<void()> item) {
 // Under ex_.mu_: a queue with pending items takes its turn with the threads, one of which is
 // woken (notified under the lock: a queue the supervisor publishes may go once it is released).
 void WorkQueue::make_ready_locked() {
+  runnable_ = pending_.size(); // (a FIFO: the items before a runnable one are runnable too)
   forget_lazy_locked();
   if (in_ready_)
     return;
@@ -386,9 +387,11 @@ bool WorkQueue::run_one() {
     item = std::move(pending_.front());
     pending_.pop_front();
     ++runs_;
+    if (runnable_ > 0)
+      --runnable_;
     if (pending_.empty())
       forget_lazy_locked();
-    if (pending_.empty() && in_ready_) {
+    if (runnable_ == 0 && in_ready_) {
       in_ready_ = false;
       group_->ready.erase(std::find(group_->ready.begin(), group_->ready.end(), this));
       ex_.unready_if_idle_locked(group_.get());
@@ -408,6 +411,7 @@ void WorkQueue::cancel_and_wait() {
   std::deque<std::function<void()>> dropped; // destroyed after the lock is released
   std::unique_lock<std::mutex> lock(ex_.mu_);
   dropped.swap(pending_);
+  runnable_ = 0;
   forget_lazy_locked();
   if (in_ready_) {
     in_ready_ = false;

@@ -169,7 +169,7 @@ private:
   std::vector<std::thread::id> exited_;          // extras that left, to join
   std::thread supervisor_;
   std::shared_ptr<ExecutorGroup> posted_; // post() without a group
-  std::vector<WorkQueue*> lazy_;          // queues whose pending items are all lazy, unpublished
+  std::vector<WorkQueue*> lazy_;          // queues with lazy pending items (not handed over)
 };
 
 // One iterator's FIFO of work on an Executor. Not copyable; destroying it drops what has not
@@ -207,7 +207,11 @@ private:
   // Guarded by ex_.mu_.
   std::deque<std::function<void()>> pending_;
   bool in_ready_ = false;
-  bool lazy_ = false;      // in ex_.lazy_: pending items, none handed to the threads yet
+  // The first runnable_ pending items are the threads' (queued by submit, or lazy ones handed
+  // over); the rest are lazy (submit_lazy), run only by run_one until handed over: a hand-over
+  // (publish_lazy, the supervisor) is of the items pending then, not of those submitted after.
+  std::size_t runnable_ = 0;
+  bool lazy_ = false;      // in ex_.lazy_: some pending items are lazy (runnable_ < pending)
   uint64_t runs_ = 0;      // items started (the supervisor's sign that a lazy queue moves)
   uint64_t lazy_seen_ = 0; // runs_ when the supervisor last looked
   int running_ = 0;

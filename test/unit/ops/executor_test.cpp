@@ -275,6 +275,48 @@ TEST_CASE("executor: publish_lazy and submit hand lazy items to the threads") {
   }
 }
 
+TEST_CASE("executor: a hand-over is of the lazy items pending then, not of those that follow") {
+  // (a map whose calls were handed over once, in a wait, finishes its later calls itself again)
+  Executor ex(1, 1);
+  Gate gate;
+  auto open_on_exit = gate.opener();
+  auto q = ex.make_queue();
+  std::atomic<int> by_threads{0};
+  q->submit_lazy([&] {
+    gate.wait();
+    ++by_threads;
+  });
+  q->submit_lazy([&] { ++by_threads; });
+  ex.publish_lazy();
+  REQUIRE(gate.wait_for_waiters(1)); // the one thread runs the first; the second is its next
+  const auto from = std::chrono::steady_clock::now();
+  std::atomic<bool> later_ran{false};
+  std::thread::id later_where;
+  q->submit_lazy([&] {
+    later_where = std::this_thread::get_id();
+    later_ran = true;
+  });
+  gate.open();
+  // Two items of another group after it: the thread serves the groups in turn, so it would have
+  // taken the later lazy item before the second of them, had it been handed over too.
+  auto q2 = ex.make_queue();
+  std::atomic<int> others{0};
+  q2->submit([&] { ++others; });
+  q2->submit([&] { ++others; });
+  for (int i = 0; i < 10000 && (others < 2 || by_threads < 2); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  REQUIRE(others == 2);
+  REQUIRE(by_threads == 2);
+  if (std::chrono::steady_clock::now() - from < Executor::kStall) // (no supervisor look yet)
+    CHECK_FALSE(later_ran.load());
+  if (!later_ran) {
+    CHECK(q->run_one());
+    CHECK((later_where == std::this_thread::get_id()));
+  }
+  CHECK(later_ran);
+  q->cancel_and_wait();
+}
+
 TEST_CASE("executor: a lazy item no one runs goes to the threads after the supervisor's kStall") {
   // (what a thread waits for without calling publish_lazy is late, never lost)
   Executor ex(2, 2);
