@@ -185,9 +185,10 @@ public:
   void submit(std::function<void()> item);
   // The same, but no thread is woken for it: the iterator that needs it next runs it with
   // run_one (a Python pool call: a thread woken to wait for its reply would then wake the
-  // iterator, a hand-over per element). Lazy items go to the threads, as submit's, when a thread is about to wait for
-  // other threads' work (Executor::publish_lazy: they may be what it waits for), when this
-  // queue is submitted to, or when none of its items ran for kStall (the supervisor).
+  // iterator, a hand-over per element). Lazy items go to the threads, as submit's, when a
+  // thread is about to wait for other threads' work (Executor::publish_lazy: they may be what
+  // it waits for), when this queue is submitted to, or when none of its items ran for kStall
+  // (the supervisor); each hands over the items pending then, not those submitted after.
   void submit_lazy(std::function<void()> item);
   // Runs this queue's oldest pending item on the calling thread; false when none is pending
   // (all submitted items are running or done). Not charged to the group's thread time: the
