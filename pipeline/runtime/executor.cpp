@@ -123,6 +123,13 @@ std::shared_ptr<ExecutorGroup> Executor::take_next_group_locked(int64_t now) {
   return g;
 }
 
+void Executor::wake_for_work_locked() {
+  if (idle_ == 0) // every thread busy: the supervisor watches for a stall
+    stalled_.notify_one();
+  else
+    wake_.notify_one();
+}
+
 void Executor::leave_ready_locked(ExecutorGroup* group) {
   group->in_ready = false;
   shares_.on_unready(*group->tenant);
@@ -139,18 +146,12 @@ void Executor::unready_if_idle_locked(ExecutorGroup* group) {
 
 void Executor::post(std::function<void()> item, const std::shared_ptr<ExecutorGroup>& group) {
   const auto& g = group ? group : posted_;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    g->posted.push_back(std::move(item));
-    if (g->in_ready)
-      return; // (a thread comes to it in its turn)
-    make_ready_locked(g);
-    if (idle_ == 0) { // every thread busy: the supervisor watches for a stall
-      stalled_.notify_one();
-      return;
-    }
-  }
-  wake_.notify_one();
+  std::lock_guard<std::mutex> lock(mu_);
+  g->posted.push_back(std::move(item));
+  if (g->in_ready)
+    return; // (a thread comes to it in its turn)
+  make_ready_locked(g);
+  wake_for_work_locked();
 }
 
 int Executor::threads() const {
@@ -276,9 +277,7 @@ void Executor::work(bool extra) {
       item = std::move(q->pending_.front());
       q->pending_.pop_front();
       ++q->runs_;
-      if (--q->runnable_ == 0) // (the items left, if any, are lazy: not for this thread)
-        q->in_ready_ = false;
-      else
+      if (--q->runnable_ > 0)  // (0: it leaves the turns; the items left, if any, are lazy)
         g->ready.push_back(q); // its next item waits for the group's other queues
       ++q->running_;
     }
@@ -337,19 +336,16 @@ void WorkQueue::submit_lazy(std::function<void()> item) {
 // Under ex_.mu_: a queue with pending items takes its turn with the threads, one of which is
 // woken (notified under the lock: a queue the supervisor publishes may go once it is released).
 void WorkQueue::make_ready_locked() {
+  const bool was_ready = in_ready();
   runnable_ = pending_.size(); // (a FIFO: the items before a runnable one are runnable too)
   forget_lazy_locked();
-  if (in_ready_)
+  if (was_ready)
     return;
-  in_ready_ = true;
   group_->ready.push_back(this);
   if (group_->in_ready)
     return; // (a thread comes to it in its group's turn)
   ex_.make_ready_locked(group_);
-  if (ex_.idle_ == 0) // every thread busy: the supervisor watches for a stall
-    ex_.stalled_.notify_one();
-  else
-    ex_.wake_.notify_one();
+  ex_.wake_for_work_locked();
 }
 
 void WorkQueue::forget_lazy_locked() {
@@ -387,12 +383,12 @@ bool WorkQueue::run_one() {
     item = std::move(pending_.front());
     pending_.pop_front();
     ++runs_;
-    if (runnable_ > 0)
+    const bool was_ready = in_ready();
+    if (was_ready)
       --runnable_;
     if (pending_.empty())
       forget_lazy_locked();
-    if (runnable_ == 0 && in_ready_) {
-      in_ready_ = false;
+    if (was_ready && !in_ready()) {
       group_->ready.erase(std::find(group_->ready.begin(), group_->ready.end(), this));
       ex_.unready_if_idle_locked(group_.get());
     }
@@ -411,10 +407,9 @@ void WorkQueue::cancel_and_wait() {
   std::deque<std::function<void()>> dropped; // destroyed after the lock is released
   std::unique_lock<std::mutex> lock(ex_.mu_);
   dropped.swap(pending_);
-  runnable_ = 0;
   forget_lazy_locked();
-  if (in_ready_) {
-    in_ready_ = false;
+  if (in_ready()) {
+    runnable_ = 0;
     group_->ready.erase(std::find(group_->ready.begin(), group_->ready.end(), this));
     ex_.unready_if_idle_locked(group_.get());
   }

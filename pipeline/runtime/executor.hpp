@@ -49,10 +49,10 @@
 // Lazy items (WorkQueue::submit_lazy) are for work the iterator's own thread will run anyway: a
 // Python pool call, whose result the iterator needs in order and whose request goes out with its
 // process's other calls. No thread is woken for them (a thread woken to wait for the reply would
-// then wake the iterator: a hand-over per element). They still never deadlock: a thread about to wait for other threads' work hands
-// every lazy item to the threads first (publish_lazy: what it waits for may be behind one, e.g. a
-// pool call of another map read on the same thread), and the supervisor hands over a lazy queue
-// none of whose items ran for kStall.
+// then wake the iterator: a hand-over per element). They still never deadlock: a thread about to
+// wait for other threads' work hands every lazy item to the threads first (publish_lazy: what it
+// waits for may be behind one, e.g. a pool call of another map read on the same thread), and the
+// supervisor hands over a lazy queue none of whose items ran for kStall.
 #pragma once
 
 #include <chrono>
@@ -143,6 +143,9 @@ private:
   std::shared_ptr<ExecutorGroup> take_next_group_locked(int64_t now);
   void unready_if_idle_locked(ExecutorGroup* group); // takes it off ready_ when it has no work
   void leave_ready_locked(ExecutorGroup* group);     // it left ready_ (no work): its tenant knows
+  // Work became ready: wakes an idle thread, or the supervisor when none is idle (it watches
+  // for a stall).
+  void wake_for_work_locked();
   void publish_stuck_lazy_locked();
   // Of every thread, base then extras. Only the supervisor calls it (and it alone changes the
   // thread lists while the executor runs), without the lock.
@@ -203,11 +206,11 @@ private:
   // Under ex_.mu_: see the .cpp.
   void make_ready_locked();
   void forget_lazy_locked();
+  bool in_ready() const { return runnable_ > 0; } // in its group's ready list (has a turn)
   Executor& ex_;
   const std::shared_ptr<ExecutorGroup> group_;
   // Guarded by ex_.mu_.
   std::deque<std::function<void()>> pending_;
-  bool in_ready_ = false;
   // The first runnable_ pending items are the threads' (queued by submit, or lazy ones handed
   // over); the rest are lazy (submit_lazy), run only by run_one until handed over: a hand-over
   // (publish_lazy, the supervisor) is of the items pending then, not of those submitted after.
