@@ -226,7 +226,7 @@ bool wait_for_flag(const std::atomic<bool>& flag) {
 }
 } // namespace
 
-TEST_CASE("executor: a lazy item wakes no thread; run_one runs it on the calling thread") {
+TEST_CASE("executor: a lazy item wakes no thread, and run_one runs it on the calling thread") {
   Executor ex(2, 2);
   auto q = ex.make_queue();
   std::atomic<bool> ran{false};
