@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "pipeline/runtime/memory_budget.hpp"
+#include "pipeline/tensor/tensor_internals.hpp"
 
 namespace conveyor::image {
 
@@ -27,7 +28,11 @@ Expected<Tensor> allocate(ImageFormat format, int64_t height, int64_t width, int
     return corrupt(format, "its header gives a size of " + std::to_string(height) + "x" +
                              std::to_string(width));
   CONVEYOR_RETURN_IF_ERROR(check_allocation(height * width * channels, "decode_image"));
-  return Tensor{DType::uint8, {height, width, static_cast<int64_t>(channels)}};
+  // Zeroed (a truncated image's decoder may leave rows unwritten), in the shared arena when big
+  // (a Python map downstream reads it in place).
+  Tensor t = TensorInternals::uninitialized(DType::uint8, {height, width, static_cast<int64_t>(channels)});
+  std::memset(t.mutable_data<unsigned char>(), 0, t.bytes().size());
+  return t;
 }
 
 // ITU-R 601-2 luma, in integers as PIL's convert("L") computes it.

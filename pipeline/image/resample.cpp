@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "pipeline/runtime/memory_budget.hpp"
+#include "pipeline/tensor/tensor_internals.hpp"
 
 namespace conveyor::image {
 
@@ -197,7 +198,8 @@ Expected<Tensor> resize(const char* fn, const Tensor& in, int64_t height, int64_
   CONVEYOR_RETURN_IF_ERROR(check_allocation(height * width * channels * 4, fn));
   const AxisWeights wy = axis_weights(region.height, height, method, antialias);
   const AxisWeights wx = axis_weights(region.width, width, method, antialias);
-  Tensor out{DType::float32, {height, width, channels}};
+  // (uninitialized: every value is written below; in the shared arena when big)
+  Tensor out = TensorInternals::uninitialized(DType::float32, {height, width, channels});
   float* dst = out.mutable_data<float>();
   const int64_t stride = in.shape()[1] * channels;
   if (in.dtype() == DType::uint8)
@@ -206,7 +208,7 @@ Expected<Tensor> resize(const char* fn, const Tensor& in, int64_t height, int64_
     resample(in.data<float>(), stride, region, channels, wy, wx, height, width, dst);
   if (out_dtype == DType::float32)
     return out;
-  Tensor bytes{DType::uint8, {height, width, channels}};
+  Tensor bytes = TensorInternals::uninitialized(DType::uint8, {height, width, channels});
   uint8_t* b = bytes.mutable_data<uint8_t>();
   for (int64_t i = 0; i < out.num_elements(); ++i)
     b[i] = static_cast<uint8_t>(std::clamp(std::lround(dst[i]), 0L, 255L));

@@ -3,6 +3,7 @@
 #include "pipeline/tensor/tensor.hpp"
 
 #include "pipeline/tensor/dtype_convert.hpp"
+#include "pipeline/tensor/shared_arena.hpp"
 #include "pipeline/tensor/tensor_internals.hpp"
 
 #include <algorithm>
@@ -135,9 +136,13 @@ Tensor TensorInternals::uninitialized(DType dtype, Shape shape) {
     t.inline_size_ = static_cast<unsigned char>(size);
     return t;
   }
-  // new[] without "()" leaves the bytes as they are; its alignment suits every dtype.
-  t.keep_ =
-    std::shared_ptr<unsigned char>(new unsigned char[size], std::default_delete<unsigned char[]>());
+  // Big storage in shared memory, where a pool process reads it in place (shared_arena.hpp);
+  // else new[] without "()", which leaves the bytes as they are (its alignment suits every dtype).
+  if (size >= SharedArena::kMinBytes)
+    t.keep_ = SharedArena::instance().allocate(size);
+  if (!t.keep_)
+    t.keep_ = std::shared_ptr<unsigned char>(new unsigned char[size],
+                                             std::default_delete<unsigned char[]>());
   t.mode_ = Tensor::Mode::owned_raw;
   t.inline_size_ = 0;
   t.view_data_ = static_cast<const unsigned char*>(t.keep_.get());

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "pipeline/functions/python/numpy_dtypes.hpp"
+#include "pipeline/tensor/tensor_internals.hpp"
 #include "py_status.hpp"
 
 namespace py = pybind11;
@@ -211,14 +212,16 @@ Tensor tensor_from_python(py::handle value, const char* what) {
     raise(invalid_argument(std::string{what} + ": unsupported numpy dtype " +
                            std::string(py::str(arr.dtype())) + "; conveyor tensors are " +
                            dtype_names() + " (bfloat16: see conveyor.bfloat16)"));
-  Tensor t(*dtype, shape);
+  // Uninitialized: every byte is copied below (and big storage goes to the shared arena, where
+  // a pool process reads it in place).
+  Tensor t = conveyor::TensorInternals::uninitialized(*dtype, shape);
   // Tensors hold native-order values: a big-endian array (dtype '>i4', as read from a file
   // format that stores them so) is converted, not copied byte for byte into wrong numbers.
   if (!arr.dtype().attr("isnative").cast<bool>())
     arr = arr.attr("astype")(arr.dtype().attr("newbyteorder")("="));
   py::array contiguous = np.attr("ascontiguousarray")(arr);
   if (t.num_elements() > 0)
-    std::memcpy(t.mutable_bytes().data(), contiguous.data(), t.bytes().size());
+    std::memcpy(t.mutable_data<unsigned char>(), contiguous.data(), t.bytes().size());
   return t;
 }
 

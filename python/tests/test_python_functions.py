@@ -626,6 +626,38 @@ def test_pool_arguments_with_the_same_layout_are_fresh_views_of_each_element():
     assert [list(o) for o in got] == [[4 * i + 1, 1, 2] for i in range(40)]
 
 
+def test_big_arrays_in_shared_memory_cross_a_fork_as_the_childs_own():
+    # Tensors of 64 KiB or more live in the shared arena, memory the pool processes map to read
+    # arguments in place. A forked child gets its own copy of what lives at the fork: the parent
+    # reusing that memory afterwards does not change the child's arrays, and the child's own
+    # pool maps work.
+    rows = np.arange(8, dtype=np.uint8)[:, None] + np.zeros(1 << 20, np.uint8)
+    held = conveyor.Dataset.from_tensor_slices(rows)._collect()  # views of one arena tensor
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(go_w)
+            os.read(go_r, 1)  # the parent has freed `held` and written over its memory by now
+            same = all(np.array_equal(o, rows[i]) for i, o in enumerate(held))
+            mapped = conveyor.Dataset.from_tensor_slices(rows).map(
+                lambda x: x + 2, num_parallel_calls=2)._collect()
+            code = 0 if same and all(np.array_equal(o, rows[i] + 2) for i, o in enumerate(mapped)) else 3
+        finally:
+            os._exit(code)
+    os.close(go_r)
+    where = held[0].__array_interface__["data"][0]
+    del held
+    inverted = conveyor.Dataset.from_tensor_slices(255 - rows)._collect()  # the same memory again
+    os.write(go_w, b"x")
+    os.close(go_w)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    assert all(np.array_equal(o, 255 - rows[i]) for i, o in enumerate(inverted))
+    assert inverted[0].__array_interface__["data"][0] == where  # (so the child's copy was needed)
+
+
 def test_a_python_pipeline_run_again_reads_its_cache_file(tmp_path):
     # A lambda's cloudpickle differs from run to run (classes pickled by value get a random id):
     # the cache file records the input's fingerprint without pickles, so the same script run

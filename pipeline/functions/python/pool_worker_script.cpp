@@ -67,15 +67,17 @@ out_maps = [None] * SLOTS
 out_sizes = [0] * SLOTS
 block_fds = {}  # result block index -> its memfd (the parent's)
 block_maps = {}  # index -> its map, as big as the largest size a request gave it
+chunk_maps = {}  # the worker's shared arena: chunk id -> its map (read-only; chunks never change size)
 # Parsed once: the per-call cost is what a CPU-bound map pays per element.
 REQUEST = struct.Struct("<QBBQQiQB")  # then the components, from their count on
 U8, U32, QQ, BQ = struct.Struct("<B"), struct.Struct("<I"), struct.Struct("<QQ"), struct.Struct("<BQ")
+IQQ = struct.Struct("<iQQ")  # a component's bytes: where (-1: the slot's input region, else a chunk), offset, length
 U16, I32 = struct.Struct("<H"), struct.Struct("<i")
 NONE_RELEASED = U16.pack(0)
 # Reply flags (process_pool.cpp): the result is in the block; a component of it was made there by
 # numpy (no copy here); this process keeps the block (an array in it outlives the call); no allocator.
 IN_BLOCK, PLACED, HELD, NO_ALLOCATOR = 1, 2, 4, 8
-FD_SPACE = socket.CMSG_SPACE(2 * array.array("i").itemsize)
+FD_SPACE = socket.CMSG_SPACE((2 + 8) * array.array("i").itemsize)  # region, block, kMaxNewChunks
 request_buf = bytearray(1 << 20)
 request_view = memoryview(request_buf)
 dtypes = {}  # name -> np.dtype
@@ -100,7 +102,7 @@ def dims(rank):
     return s
 
 
-def read_components(data, pos, region):
+def read_components(data, pos, slot_region):
     (count,) = U32.unpack_from(data, pos)
     pos += 4
     out = []
@@ -113,8 +115,9 @@ def read_components(data, pos, region):
         pos += 4
         shape = dims(rank).unpack_from(data, pos)
         pos += 8 * rank
-        offset, length = QQ.unpack_from(data, pos)
-        pos += 16
+        where, offset, length = IQQ.unpack_from(data, pos)
+        pos += 20
+        region = slot_region if where < 0 else chunk_maps[where]
         if name == b"string":
             table = np.frombuffer(region, dtype="<u8", count=length // 8, offset=offset)
             items = [bytes(region[int(table[2 * i]):int(table[2 * i] + table[2 * i + 1])])
@@ -315,6 +318,14 @@ def serve():
             if attached & 2:  # a result block this process has not seen (kept for its later requests)
                 block_fds[block] = fds.pop(0)
                 block_maps.pop(block, None)
+            if attached & 4:  # arena chunks to map (their ids end the request, then their count)
+                count = request_buf[size - 1]
+                size -= 1 + 4 * count
+                for chunk in struct.unpack_from("<%dI" % count, request_buf, size):
+                    fd = fds.pop(0)
+                    if chunk not in chunk_maps:  # (two requests sent before either reached here)
+                        chunk_maps[chunk] = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+                    os.close(fd)
         armed = alloc is not None and block >= 0
         try:
             fn = functions.get(fn_id)

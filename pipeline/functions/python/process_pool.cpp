@@ -13,16 +13,19 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cassert>
 #include <atomic>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <optional>
 #include <set>
+#include <unordered_set>
 
 #include "pipeline/runtime/executor.hpp"
 #include "pipeline/runtime/result_blocks.hpp"
 #include "pipeline/runtime/warnings.hpp"
+#include "pipeline/tensor/shared_arena.hpp"
 #include "pipeline/tensor/tensor_internals.hpp"
 
 extern char** environ;
@@ -69,6 +72,17 @@ private:
   std::size_t size_;
   std::size_t pos_ = 0;
 };
+
+// A request's header: what it attaches (descriptors, in this order) is the byte at kAttachedAt.
+constexpr std::size_t kAttachedAt = 8 + 1 + 1 + 8 + 8 + 4 + 8;
+constexpr uint8_t kAttachedRegion = 1; // the slot's input region (new, or grown)
+constexpr uint8_t kAttachedBlock = 2;  // the result block (new to the process)
+constexpr uint8_t kAttachedChunks = 4; // arena chunks the components lie in (new to the process)
+// A component's bytes in the slot's input region, else in the arena chunk of that id.
+constexpr int32_t kSlotRegion = -1;
+// Arena chunks one request may introduce; components in more are copied instead. (64 MiB
+// chunks: a request meets a few at most.)
+constexpr std::size_t kMaxNewChunks = 8;
 
 // Reply flags (pool_worker_script.cpp).
 constexpr uint8_t kInBlock = 1;     // the result is in the request's block, else the output region
@@ -458,6 +472,7 @@ private:
     }
     slot_block_[slot] = block.index;
     send_block_fd_[slot] = block.send_fd ? block.fd : -1;
+    send_chunks_[slot].clear();
     unsigned char* const region = in_[slot].map;
     std::string& msg = request_[slot];
     msg.clear();
@@ -468,7 +483,9 @@ private:
     put<uint64_t>(msg, load ? function.size() : 0);
     put<int32_t>(msg, block.index);
     put<uint64_t>(msg, block.capacity);
-    put<uint8_t>(msg, static_cast<uint8_t>((send_region_[slot] ? 1 : 0) | (block.send_fd ? 2 : 0)));
+    assert(msg.size() == kAttachedAt);
+    put<uint8_t>(msg, static_cast<uint8_t>((send_region_[slot] ? kAttachedRegion : 0) |
+                                           (block.send_fd ? kAttachedBlock : 0)));
     std::size_t pos = 0;
     if (load) {
       std::memcpy(region, function.data(), function.size());
@@ -492,17 +509,33 @@ private:
           std::memcpy(region + at, s.data(), s.size());
           at += s.size();
         }
+        put<int32_t>(msg, kSlotRegion);
         put<uint64_t>(msg, table);
         put<uint64_t>(msg, 16 * static_cast<uint64_t>(t.num_elements()));
         pos = aligned(at);
       } else {
         const ByteView bytes = t.bytes();
+        // Storage in the shared arena is read where it lies (the request holds the element
+        // until its reply is read); anything else is copied into the slot's region.
+        if (std::optional<SharedLocation> at = in_arena(bytes, slot)) {
+          put<int32_t>(msg, static_cast<int32_t>(at->chunk));
+          put<uint64_t>(msg, at->offset);
+          put<uint64_t>(msg, bytes.size());
+          continue;
+        }
         if (bytes.size() > 0)
           r.copies.push_back({region + pos, bytes.data(), bytes.size()});
+        put<int32_t>(msg, kSlotRegion);
         put<uint64_t>(msg, pos);
         put<uint64_t>(msg, bytes.size());
         pos += aligned(bytes.size());
       }
+    }
+    if (!send_chunks_[slot].empty()) { // their ids, then their count (the process reads from the end)
+      for (const SharedLocation& c : send_chunks_[slot])
+        put<uint32_t>(msg, c.chunk);
+      put<uint8_t>(msg, static_cast<uint8_t>(send_chunks_[slot].size()));
+      msg[kAttachedAt] = static_cast<char>(msg[kAttachedAt] | kAttachedChunks);
     }
     if (load) {
       for (const PoolRequest::Copy& c : r.copies)
@@ -511,6 +544,27 @@ private:
       loaded_.insert(r.fn_id);
     }
     return Status::OK();
+  }
+
+  // Under mu_: where `bytes` lie in the shared arena, when the process can be told (it has the
+  // chunk, or the request can carry its descriptor); nullopt: they are copied.
+  std::optional<SharedLocation> in_arena(ByteView bytes, int slot) {
+    if (bytes.size() < SharedArena::kMinBytes)
+      return std::nullopt;
+    std::optional<SharedLocation> at = SharedArena::instance().locate(bytes.data(), bytes.size());
+    if (at && chunks_sent_.count(at->chunk) == 0) {
+      std::vector<SharedLocation>& sending = send_chunks_[slot];
+      const bool listed = std::any_of(sending.begin(), sending.end(),
+                                      [&](const SharedLocation& c) { return c.chunk == at->chunk; });
+      if (!listed && sending.size() == kMaxNewChunks)
+        at.reset();
+      else if (!listed)
+        sending.push_back(*at);
+    }
+    if (counters_ != nullptr)
+      (at ? counters_->args_in_place : counters_->args_copied)
+        .fetch_add(1, std::memory_order_relaxed);
+    return at;
   }
 
   Status ensure_input(int slot, std::size_t size) {
@@ -542,13 +596,16 @@ private:
     msghdr hdr{};
     hdr.msg_iov = &iov;
     hdr.msg_iovlen = 1;
-    // The descriptors the request's flags name, in order: the input region, the result block.
-    int fds[2];
+    // The descriptors the request's flags name, in order: the input region, the result block,
+    // the arena's chunks the process maps first.
+    int fds[2 + kMaxNewChunks];
     int count = 0;
     if (send_region_[slot])
       fds[count++] = in_[slot].fd;
     if (send_block_fd_[slot] >= 0)
       fds[count++] = send_block_fd_[slot];
+    for (const SharedLocation& c : send_chunks_[slot])
+      fds[count++] = c.fd;
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof fds)] = {};
     if (count > 0) {
       hdr.msg_control = control;
@@ -568,6 +625,9 @@ private:
     send_region_[slot] = false;
     if (send_block_fd_[slot] >= 0)
       blocks_->sent(slot_block_[slot]);
+    for (const SharedLocation& c : send_chunks_[slot])
+      chunks_sent_.insert(c.chunk);
+    send_chunks_[slot].clear();
     return true;
   }
 
@@ -787,6 +847,10 @@ private:
   static_assert(kPoolDepth == 2, "the slot arrays below start as {-1, -1}");
   int slot_block_[kPoolDepth] = {-1, -1};    // the block of the request in each slot (-1: none)
   int send_block_fd_[kPoolDepth] = {-1, -1}; // its descriptor, when the process lacks it yet
+  // The arena's chunks the request in each slot sends the process (it has not mapped them yet),
+  // and those it has.
+  std::vector<SharedLocation> send_chunks_[kPoolDepth];
+  std::unordered_set<uint32_t> chunks_sent_;
   std::optional<std::size_t> result_hint_;   // the last result's size in shared memory
   std::set<int> held_; // blocks the process keeps (by the call whose turn it is)
   std::set<uint64_t> loaded_;
@@ -937,6 +1001,14 @@ uint64_t ProcessPool::results_copied() const {
 
 uint64_t ProcessPool::results_placed() const {
   return counters_.placed.load(std::memory_order_relaxed);
+}
+
+uint64_t ProcessPool::arguments_in_place() const {
+  return counters_.args_in_place.load(std::memory_order_relaxed);
+}
+
+uint64_t ProcessPool::arguments_copied() const {
+  return counters_.args_copied.load(std::memory_order_relaxed);
 }
 
 std::vector<int> ProcessPool::requests_in_flight() const {

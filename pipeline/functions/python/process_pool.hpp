@@ -54,6 +54,8 @@ std::string pool_allocator_module();
 struct PoolCounters {
   std::atomic<uint64_t> copied{0};           // ProcessPool::results_copied()
   std::atomic<uint64_t> placed{0};           // ProcessPool::results_placed()
+  std::atomic<uint64_t> args_in_place{0};    // ProcessPool::arguments_in_place()
+  std::atomic<uint64_t> args_copied{0};      // ProcessPool::arguments_copied()
   std::atomic<bool> allocator_warned{false}; // a process could not load it (warned once)
 };
 
@@ -95,6 +97,11 @@ public:
   // allocator, or the function's result was not its new array), or kept by the function (the
   // process holds the block until it lets the array go; the result comes by the output region).
   uint64_t results_placed() const;
+  // Numeric arguments of SharedArena::kMinBytes or more that the pool process read where they
+  // lie, in the worker's shared arena (shared_arena.hpp), and those copied into its input region
+  // (storage outside the arena: a view of a received frame, a tensor made on the heap). Tests.
+  uint64_t arguments_in_place() const;
+  uint64_t arguments_copied() const;
 
 private:
   friend class PoolCall;

@@ -19,6 +19,8 @@
 #include "pipeline/graph/dataset.hpp"
 #include "pipeline/runtime/result_blocks.hpp"
 #include "pipeline/runtime/warnings.hpp"
+#include "pipeline/tensor/shared_arena.hpp"
+#include "pipeline/tensor/tensor_internals.hpp"
 
 using namespace conveyor;
 
@@ -424,10 +426,15 @@ TEST_CASE("pool calls whose threads copy their 1 MiB elements at once: each resu
 
 namespace {
 
+Expected<Element> pool_call(python::ProcessPool& pool, const std::string& function,
+                            const Element& in, int64_t processes = 1) {
+  return pool.call("conveyor_test_functions:" + function, true, in, processes, function,
+                   "this test");
+}
+
 Expected<Element> pool_call(python::ProcessPool& pool, const std::string& function, uint8_t v,
                             int64_t processes = 1) {
-  return pool.call("conveyor_test_functions:" + function, true, megabyte(v), processes, function,
-                   "this test");
+  return pool_call(pool, function, megabyte(v), processes);
 }
 
 // The pipeline warnings given while it lives.
@@ -536,4 +543,53 @@ TEST_CASE("without the allocator module the pool processes copy results into the
   CHECK(pool.results_placed() == 0);
   REQUIRE(warnings.messages().size() == 2);
   CHECK(warnings.messages()[1].find("could not load conveyor_pool_alloc") != std::string::npos);
+}
+
+namespace {
+
+// 1 MiB of `value` in the shared arena (as decoders, batch and numpy arrays make them).
+Element arena_megabyte(uint8_t value) {
+  Tensor t = TensorInternals::uninitialized(DType::uint8, Shape{1 << 20});
+  std::fill_n(t.mutable_data<uint8_t>(), 1 << 20, value);
+  REQUIRE(SharedArena::instance().locate(t.bytes().data(), t.bytes().size()));
+  return Element{std::move(t)};
+}
+
+} // namespace
+
+TEST_CASE("pool arguments in the shared arena are read where they lie: each call its own bytes, "
+          "and a new process is sent the chunk again") {
+  REQUIRE(SharedArena::instance().enabled());
+  python::ProcessPool pool(CONVEYOR_PYTHON_EXECUTABLE, {CONVEYOR_SOURCE_DIR "/test/unit/python"});
+  // Each element is freed before the next is made: they take the same range in turn, so a call
+  // that read a stale copy, or ran after its element was gone, would see another value.
+  for (int v = 0; v < 40; ++v)
+    CHECK(all_bytes(pool_call(pool, "plus_one", arena_megabyte(static_cast<uint8_t>(v))), v + 1));
+  CHECK(pool.arguments_in_place() == 40);
+  CHECK(pool.arguments_copied() == 0);
+  // Storage outside the arena is copied.
+  CHECK(all_bytes(pool_call(pool, "plus_one", megabyte(7)), 8));
+  CHECK(pool.arguments_copied() == 1);
+  // Two components, one in the arena and one not.
+  Element both = arena_megabyte(3);
+  both.components.push_back(megabyte(4)[0]);
+  CHECK(all_bytes(pool.call("conveyor_test_functions:add", true, both, 1, "add", "this test"), 7));
+  CHECK(pool.arguments_in_place() == 41);
+  CHECK(pool.arguments_copied() == 2);
+  // A process started after a kill maps the chunk it was never sent.
+  const int victim = pool.pids().at(0);
+  ::kill(victim, SIGKILL);
+  for (int v = 50; v < 53; ++v)
+    CHECK(all_bytes(pool_call(pool, "plus_one", arena_megabyte(static_cast<uint8_t>(v))), v + 1));
+  REQUIRE(pool.pids().size() == 1);
+  CHECK(pool.pids()[0] != victim);
+  // With the arena off, the same tensors are made on the heap and copied.
+  SharedArena::instance().set_enabled(false);
+  Tensor heap = TensorInternals::uninitialized(DType::uint8, Shape{1 << 20});
+  SharedArena::instance().set_enabled(true);
+  std::fill_n(heap.mutable_data<uint8_t>(), 1 << 20, uint8_t{9});
+  CHECK_FALSE(SharedArena::instance().locate(heap.bytes().data(), heap.bytes().size()));
+  const uint64_t copied = pool.arguments_copied();
+  CHECK(all_bytes(pool_call(pool, "plus_one", Element{heap}), 10));
+  CHECK(pool.arguments_copied() == copied + 1);
 }
