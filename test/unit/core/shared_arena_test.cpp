@@ -323,6 +323,65 @@ TEST_CASE("shared arena: a fork's child keeps its tensors' bytes while the paren
   CHECK(arena.stats().fork_copied_bytes == 0); // the parent copied nothing
 }
 
+namespace {
+
+// A grandchild: A is an orphan of two generations ago (copied by its parent, inherited by
+// copy-on-write), C its parent's live storage (copied at this fork).
+int grandchild_checks(StorageOwner a, StorageOwner c) {
+  SharedArena& arena = SharedArena::instance();
+  int wrong = 0;
+  if (!all_bytes(bytes_of(a), kMiB, 0xA5) || !all_bytes(bytes_of(c), kMiB, 0xC3))
+    wrong |= 1;
+  if (arena.stats().fork_copied_bytes < kMiB || arena.locate(c.get(), kMiB).has_value())
+    wrong |= 2;
+  a.reset();
+  c.reset();
+  StorageOwner mine = arena.allocate(kMiB);
+  if (mine == nullptr || arena.stats().live_bytes != kMiB)
+    wrong |= 4;
+  return wrong;
+}
+
+int exit_code_of(pid_t pid) {
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+    return 255;
+  return WEXITSTATUS(status);
+}
+
+// The child between: storage of its own (C) live when it forks again.
+int middle_child(StorageOwner a) {
+  StorageOwner c = SharedArena::instance().allocate(kMiB);
+  if (c == nullptr)
+    return 1;
+  std::memset(bytes_of(c), 0xC3, kMiB);
+  const pid_t pid = ::fork();
+  if (pid < 0)
+    return 2;
+  if (pid == 0)
+    ::_exit(grandchild_checks(std::move(a), std::move(c)));
+  int wrong = exit_code_of(pid) == 0 ? 0 : 4;
+  std::memset(bytes_of(c), 0x11, kMiB); // the grandchild gone: C is ours alone
+  if (!all_bytes(bytes_of(a), kMiB, 0xA5))
+    wrong |= 8;
+  return wrong;
+}
+
+} // namespace
+
+TEST_CASE("shared arena: a grandchild keeps the bytes of both earlier generations") {
+  SharedArena& arena = SharedArena::instance();
+  StorageOwner a = arena.allocate(kMiB);
+  REQUIRE(a != nullptr);
+  std::memset(bytes_of(a), 0xA5, kMiB);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0)
+    ::_exit(middle_child(std::move(a)));
+  const int child_wrong = exit_code_of(pid);
+  CHECK(child_wrong == 0);
+}
+
 TEST_CASE("shared arena: fork with nothing live") {
   SharedArena& arena = SharedArena::instance();
   REQUIRE(arena.stats().live_bytes == 0);
