@@ -61,11 +61,11 @@ public:
   bool enabled() const;
 
   struct Stats {
-    std::size_t chunks = 0;        // mapped now
-    std::size_t live_bytes = 0;    // in allocations that live (whole granules)
-    std::size_t kept_free = 0;     // free and still backed by memory
-    uint64_t allocations = 0;      // served since the start
-    uint64_t punched = 0;          // ranges whose memory was given back
+    std::size_t chunks = 0;         // mapped now
+    std::size_t live_bytes = 0;     // in allocations that live (whole granules)
+    std::size_t kept_free = 0;      // free and still backed by memory
+    uint64_t allocations = 0;       // served since the start
+    uint64_t punched = 0;           // ranges whose memory was given back
     uint64_t fork_copied_bytes = 0; // copied by this process as a fork's child
   };
   Stats stats() const;
