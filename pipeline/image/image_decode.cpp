@@ -30,7 +30,8 @@ Expected<Tensor> allocate(ImageFormat format, int64_t height, int64_t width, int
   CONVEYOR_RETURN_IF_ERROR(check_allocation(height * width * channels, "decode_image"));
   // Zeroed (a truncated image's decoder may leave rows unwritten), in the shared arena when big
   // (a Python map downstream reads it in place).
-  Tensor t = TensorInternals::uninitialized(DType::uint8, {height, width, static_cast<int64_t>(channels)});
+  Tensor t =
+    TensorInternals::uninitialized(DType::uint8, {height, width, static_cast<int64_t>(channels)});
   std::memset(t.mutable_data<unsigned char>(), 0, t.bytes().size());
   return t;
 }

@@ -4,13 +4,87 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <vector>
+
+#include "pipeline/tensor/shared_arena.hpp"
 
 namespace conveyor {
 
+namespace {
+
+// Every ResultBlocks alive, for the fork hand-shake (never destroyed: a block's owner may
+// outlive static destruction).
+std::mutex& registry_mu() {
+  static auto* mu = new std::mutex;
+  return *mu;
+}
+std::vector<ResultBlocks*>& registry() {
+  static auto* all = new std::vector<ResultBlocks*>;
+  return *all;
+}
+
+} // namespace
+
+ResultBlocks::ResultBlocks() {
+  static const bool hooked = [] {
+    SharedArena::instance().add_fork_hooks({&fork_prepare, &fork_parent, &fork_child});
+    return true;
+  }();
+  (void)hooked;
+  std::lock_guard<std::mutex> lock{registry_mu()};
+  registry().push_back(this);
+}
+
+// Before the fork (the arena's lock held): no block changes hands until the child has copied.
+bool ResultBlocks::fork_prepare() {
+  registry_mu().lock();
+  bool viewed = false;
+  for (ResultBlocks* r : registry()) {
+    r->mu_.lock();
+    for (const Block& b : r->blocks_)
+      viewed = viewed || (b.busy && b.map != nullptr && !r->inherited_);
+  }
+  return viewed;
+}
+
+void ResultBlocks::fork_parent() {
+  for (ResultBlocks* r : registry())
+    r->mu_.unlock();
+  registry_mu().unlock();
+}
+
+// The child's only thread: the blocks its tensors view become private copies; the rest of its
+// maps and the memfds go.
+void ResultBlocks::fork_child() {
+  for (ResultBlocks* r : registry()) {
+    if (!r->inherited_) {
+      for (Block& b : r->blocks_) {
+        if (b.map != nullptr && !(b.busy && make_private(b.map, b.size, b.size, PROT_READ))) {
+          ::munmap(b.map, b.size);
+          b.map = nullptr;
+          b.size = 0;
+        }
+        if (b.fd >= 0)
+          ::close(b.fd);
+        b.fd = -1;
+      }
+      r->inherited_ = true;
+    }
+    r->mu_.unlock();
+  }
+  registry_mu().unlock();
+}
+
 ResultBlocks::~ResultBlocks() {
+  {
+    std::lock_guard<std::mutex> lock{registry_mu()};
+    std::vector<ResultBlocks*>& all = registry();
+    all.erase(std::find(all.begin(), all.end(), this));
+  }
   for (Block& b : blocks_) {
     if (b.map != nullptr)
       ::munmap(b.map, b.size);
@@ -42,6 +116,9 @@ Status ResultBlocks::resize_locked(Block& b, std::size_t size) {
 Expected<ResultBlocks::Lease> ResultBlocks::acquire(std::size_t size) {
   size = (size + kGranule - 1) / kGranule * kGranule;
   std::lock_guard<std::mutex> lock{mu_};
+  if (inherited_)
+    return failed_precondition("Python pool: a pool made before fork() is the parent's; the child "
+                               "starts its own");
   // The free one big enough that was freed last (its bytes are likely still in a cache: writing
   // 1 MiB into one of 16 rotating blocks measured twice the time of writing into a recent one);
   // else the biggest free one, grown.
@@ -86,6 +163,13 @@ void ResultBlocks::sent(int index) {
 
 void ResultBlocks::release(int index) {
   std::lock_guard<std::mutex> lock{mu_};
+  if (inherited_) { // the child's copy of a block it viewed at the fork, or nothing
+    Block& b = blocks_[index];
+    if (b.map != nullptr)
+      ::munmap(b.map, b.size);
+    b = Block{};
+    return;
+  }
   blocks_[index].busy = false;
   blocks_[index].freed = ++clock_;
   // A burst of kept results made many blocks, or big ones: keep a few for reuse (at most kKeepFree,

@@ -6,6 +6,9 @@
 // thread. The blocks outlive the pool and its process while a tensor views them (the owner holds
 // this object). When none is free (results kept by the pipeline hold them all) the request gets
 // none and its result is copied out of the output region as before, counted by the pool.
+// fork(): in the same hand-shake as the shared arena's (shared_arena.hpp), a child copies the
+// blocks its tensors view into memory of its own, closes the memfds and never touches them again
+// (the parent goes on using them): an inherited object only frees that private memory.
 #pragma once
 
 #include <cstddef>
@@ -35,6 +38,7 @@ public:
     bool send_fd = false;
   };
 
+  ResultBlocks();
   ~ResultBlocks();
 
   // A free block of at least `size` bytes (made, or grown while free, when needed), now busy; a
@@ -61,10 +65,15 @@ private:
     uint64_t freed = 0; // when it was last freed (clock_)
   };
   Status resize_locked(Block& b, std::size_t size);
+  // The fork hand-shake (SharedArena::ForkHooks), over every ResultBlocks of the process.
+  static bool fork_prepare();
+  static void fork_parent();
+  static void fork_child();
 
   mutable std::mutex mu_;
   std::vector<Block> blocks_;
   uint64_t clock_ = 0;
+  bool inherited_ = false; // made before a fork, in the child: its blocks are the parent's
 };
 
 } // namespace conveyor

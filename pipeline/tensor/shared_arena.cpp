@@ -48,9 +48,16 @@ constexpr std::size_t round_up(std::size_t n, std::size_t to) { return (n + to -
 // tensors of a few sizes in turn, few enough to stay cheap when many small ranges are kept.
 constexpr int kRecentTries = 16;
 
+// CONVEYOR_SHARED_ARENA: unset or "1" on, "0" off; anything else is said, not guessed at.
 bool enabled_by_environment() {
   const char* v = std::getenv("CONVEYOR_SHARED_ARENA");
-  return v == nullptr || std::strcmp(v, "0") != 0;
+  if (v == nullptr || std::strcmp(v, "1") == 0)
+    return true;
+  if (std::strcmp(v, "0") == 0)
+    return false;
+  pipeline_warning(std::string{"CONVEYOR_SHARED_ARENA="} + v +
+                   ": expected 0 (tensors on the heap) or 1 (in shared memory); it stays on");
+  return true;
 }
 
 } // namespace
@@ -83,7 +90,8 @@ struct SharedArena::State {
   mutable std::mutex mu;
   std::atomic<bool> on{enabled_by_environment()};
   std::vector<std::unique_ptr<Chunk>> chunks;
-  std::map<uintptr_t, Live> live;                                 // by first byte
+  std::vector<ForkHooks> hooks;   // other shared memory a fork's child copies (add_fork_hooks)
+  std::map<uintptr_t, Live> live; // by first byte
   std::map<std::pair<uint64_t, std::size_t>, Chunk*> kept_by_age; // (age, offset) -> chunk
   uint64_t clock = 0;
   uint32_t next_chunk_id = 1;
@@ -309,8 +317,11 @@ struct SharedArena::State {
   static void before_fork() {
     State& s = *the;
     s.mu.lock();
+    bool live = !s.live.empty();
+    for (const ForkHooks& h : s.hooks)
+      live = h.prepare() || live;
     // Nothing live: nothing for the child to copy, nothing to wait for.
-    if (s.live.empty())
+    if (!live)
       return;
     if (::pipe2(s.fork_pipe, O_CLOEXEC) != 0) {
       s.fork_pipe[0] = s.fork_pipe[1] = -1;
@@ -338,6 +349,8 @@ struct SharedArena::State {
                                 " (the parent could not wait for the child's copy of its tensors)");
     }
     s.fork_pipe_errno = 0;
+    for (const ForkHooks& h : s.hooks)
+      h.parent();
     s.mu.unlock();
     if (!warning.empty())
       pipeline_warning(warning);
@@ -363,6 +376,8 @@ struct SharedArena::State {
     s.stats.kept_free = 0;
     ++s.generation;
     s.fork_pipe_errno = 0;
+    for (const ForkHooks& h : s.hooks)
+      h.child();
     if (s.fork_pipe[1] >= 0) {
       const char byte = 1;
       while (::write(s.fork_pipe[1], &byte, 1) < 0 && errno == EINTR) {
@@ -374,29 +389,29 @@ struct SharedArena::State {
     s.mu.unlock();
   }
 
-  // Replaces the shared map of a live range by private memory holding the same bytes, at the
-  // same address: the tensors on it read what they read before, and the parent's later writes
-  // to the chunk no longer reach them. Returns the bytes copied.
+  // Only the requested bytes: the tail of the last granule is garbage (and poisoned).
   static std::size_t copy_to_private(unsigned char* start, const Live& l) {
-    void* copy =
-      ::mmap(nullptr, l.length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (copy != MAP_FAILED) {
-      // Only the requested bytes: the tail of the last granule is garbage (and poisoned).
-      std::memcpy(copy, start, l.requested);
-      if (::mremap(copy, l.length, l.length, MREMAP_MAYMOVE | MREMAP_FIXED, start) != MAP_FAILED)
-        return l.requested;
-      ::munmap(copy, l.length);
-    }
-    // No memory for the copy: the range stays shared with the parent. Said with write(), as
-    // nothing else is safe here.
-    static const char message[] = "conveyor pipeline: warning: shared tensor arena: a fork's child "
-                                  "could not copy a tensor (mmap/mremap failed); it stays shared\n";
-    [[maybe_unused]] ssize_t ignored = ::write(2, message, sizeof message - 1);
-    return 0;
+    return make_private(start, l.length, l.requested, PROT_READ | PROT_WRITE) ? l.requested : 0;
   }
 };
 
 SharedArena::State* SharedArena::State::the = nullptr;
+
+bool make_private(void* start, std::size_t length, std::size_t bytes, int prot) {
+  void* copy = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (copy != MAP_FAILED) {
+    std::memcpy(copy, start, bytes);
+    if ((prot == (PROT_READ | PROT_WRITE) || ::mprotect(copy, length, prot) == 0) &&
+        ::mremap(copy, length, length, MREMAP_MAYMOVE | MREMAP_FIXED, start) != MAP_FAILED)
+      return true;
+    ::munmap(copy, length);
+  }
+  // Said with write(): nothing else is safe in a fork's child.
+  static const char message[] = "conveyor pipeline: warning: a fork's child could not copy shared "
+                                "memory its tensors view (mmap/mremap failed); it stays shared\n";
+  [[maybe_unused]] ssize_t ignored = ::write(2, message, sizeof message - 1);
+  return false;
+}
 
 SharedArena::SharedArena() : state_(new State) {}
 
@@ -409,6 +424,11 @@ SharedArena& SharedArena::instance() {
     return a;
   }();
   return *arena;
+}
+
+void SharedArena::add_fork_hooks(ForkHooks hooks) {
+  std::lock_guard<std::mutex> lock{state_->mu};
+  state_->hooks.push_back(hooks);
 }
 
 StorageOwner SharedArena::allocate(std::size_t bytes) {

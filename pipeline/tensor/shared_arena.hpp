@@ -56,6 +56,18 @@ public:
   // process's arena (a view into a tensor counts); nullopt otherwise.
   std::optional<SharedLocation> locate(const void* data, std::size_t size) const;
 
+  // Other memory of this process that other processes share (a Python pool's result blocks,
+  // result_blocks.hpp) and a fork's child must make its own in the same hand-shake: `prepare`
+  // runs before the fork, with the arena's lock held (it takes its own locks, and says whether
+  // anything of it lives); `child` runs in the child (make_private, below) before the parent
+  // goes on; `parent` then releases its locks. Added once per kind, never removed.
+  struct ForkHooks {
+    bool (*prepare)() = nullptr;
+    void (*parent)() = nullptr;
+    void (*child)() = nullptr;
+  };
+  void add_fork_hooks(ForkHooks hooks);
+
   // Off: allocate() returns null from now on (tests; CONVEYOR_SHARED_ARENA=0 at first use).
   void set_enabled(bool on);
   bool enabled() const;
@@ -79,5 +91,12 @@ private:
   struct State;
   State* state_; // (the implementation's: chunks, free lists, the lock, fork hand-shake)
 };
+
+// Replaces the shared map [start, start + length) (page-aligned) by private memory with the same
+// first `bytes` bytes and protection `prot`, at the same address: a fork's child's tensors keep
+// reading what they read, and no later write of another process reaches them. Only calls that
+// are safe in a fork's child. False when there is no memory for the copy (it stays shared; said
+// on stderr).
+bool make_private(void* start, std::size_t length, std::size_t bytes, int prot);
 
 } // namespace conveyor

@@ -531,7 +531,8 @@ private:
         pos += aligned(bytes.size());
       }
     }
-    if (!send_chunks_[slot].empty()) { // their ids, then their count (the process reads from the end)
+    // The chunks new to the process: their ids, then their count (the process reads from the end).
+    if (!send_chunks_[slot].empty()) {
       for (const SharedLocation& c : send_chunks_[slot])
         put<uint32_t>(msg, c.chunk);
       put<uint8_t>(msg, static_cast<uint8_t>(send_chunks_[slot].size()));
@@ -554,8 +555,9 @@ private:
     std::optional<SharedLocation> at = SharedArena::instance().locate(bytes.data(), bytes.size());
     if (at && chunks_sent_.count(at->chunk) == 0) {
       std::vector<SharedLocation>& sending = send_chunks_[slot];
-      const bool listed = std::any_of(sending.begin(), sending.end(),
-                                      [&](const SharedLocation& c) { return c.chunk == at->chunk; });
+      const bool listed = std::any_of(sending.begin(), sending.end(), [&](const SharedLocation& c) {
+        return c.chunk == at->chunk;
+      });
       if (!listed && sending.size() == kMaxNewChunks)
         at.reset();
       else if (!listed)
@@ -851,7 +853,7 @@ private:
   // and those it has.
   std::vector<SharedLocation> send_chunks_[kPoolDepth];
   std::unordered_set<uint32_t> chunks_sent_;
-  std::optional<std::size_t> result_hint_;   // the last result's size in shared memory
+  std::optional<std::size_t> result_hint_; // the last result's size in shared memory
   std::set<int> held_; // blocks the process keeps (by the call whose turn it is)
   std::set<uint64_t> loaded_;
   uint64_t sent_ = 0;     // requests sent

@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 
 #include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <vector>
@@ -126,4 +128,60 @@ TEST_CASE("result blocks: big free ones give their memory back beyond 64 MiB, th
   blocks->release(bigger->index);
   CHECK(blocks->capacity(bigger->index) == 100 << 20);
   CHECK(blocks->capacity(again->index) == 0);
+}
+
+TEST_CASE("result blocks across fork: the child keeps the bytes it viewed, and its frees never "
+          "touch the parent's blocks") {
+  auto blocks = std::make_shared<ResultBlocks>();
+  // Free blocks past kKeepFree: in the parent, freeing one more gives the oldest's memory back
+  // (ftruncate), which a child sharing the memfds must never do to the parent.
+  std::vector<ResultBlocks::Lease> spare;
+  for (int i = 0; i < ResultBlocks::kKeepFree; ++i) {
+    auto lease = blocks->acquire(1 << 20);
+    REQUIRE(lease.ok());
+    spare.push_back(*lease);
+  }
+  for (const ResultBlocks::Lease& lease : spare)
+    blocks->release(lease.index);
+  auto leased = blocks->acquire(1 << 20);
+  REQUIRE(leased.ok());
+  fill(*leased, 7);
+  Tensor viewed = view(*blocks, *leased);
+  int go[2];
+  REQUIRE(::pipe(go) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    char byte;
+    int failed = (::read(go[0], &byte, 1) != 1) ? 1 : 0; // the parent reused the block by now
+    failed |= all_bytes(viewed, 7) ? 0 : 2;
+    viewed = Tensor(); // frees the child's copy (and must not truncate the parent's memfds)
+    failed |= blocks->acquire(1 << 20).ok() ? 4 : 0;
+    ::_exit(failed);
+  }
+  // The parent frees its view and leases the same block again, written over.
+  const int index = leased->index;
+  viewed = Tensor();
+  auto again = blocks->acquire(1 << 20);
+  REQUIRE(again.ok());
+  CHECK(again->index == index);
+  fill(*again, 9);
+  Tensor now = view(*blocks, *again);
+  REQUIRE(::write(go[1], "x", 1) == 1);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0); // 2: the child saw the parent's new bytes; 4: it leased
+  CHECK(all_bytes(now, 9));
+  // Every free block still has its memory (a truncated one would fault when written).
+  std::vector<Tensor> all;
+  for (int i = 0; i < ResultBlocks::kKeepFree; ++i) {
+    auto lease = blocks->acquire(1 << 20);
+    REQUIRE(lease.ok());
+    fill(*lease, static_cast<unsigned char>(i));
+    all.push_back(view(*blocks, *lease));
+    CHECK(all_bytes(all.back(), static_cast<unsigned char>(i)));
+  }
+  for (int fd : go)
+    ::close(fd);
 }
