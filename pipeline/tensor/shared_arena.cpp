@@ -103,7 +103,12 @@ struct SharedArena::State {
   int fork_pipe[2] = {-1, -1}; // the child says on [1] that it has copied what was live
   int fork_pipe_errno = 0;     // pipe2's at the last fork (warned after it, outside the lock)
 
-  static State* the; // for the fork handlers
+  // The process's arena, for the fork handlers. A function's static, not a class member: a plugin
+  // linking its own copy of this file must not define the same global (ASan's ODR check).
+  static State*& the() {
+    static State* state = nullptr;
+    return state;
+  }
 
   // --- free runs ---
 
@@ -315,7 +320,7 @@ struct SharedArena::State {
   // --- fork ---
 
   static void before_fork() {
-    State& s = *the;
+    State& s = *the();
     s.mu.lock();
     bool live = !s.live.empty();
     for (const ForkHooks& h : s.hooks)
@@ -330,7 +335,7 @@ struct SharedArena::State {
   }
 
   static void after_fork_in_parent() {
-    State& s = *the;
+    State& s = *the();
     if (s.fork_pipe[1] >= 0) {
       ::close(s.fork_pipe[1]);
       // A byte: the child has copied. EOF: it died first, or fork() failed (no child).
@@ -359,7 +364,7 @@ struct SharedArena::State {
   // The only thread of the new process (it holds the lock since before_fork). Iterates the
   // containers as they are, so that the copy loop does not allocate.
   static void after_fork_in_child() {
-    State& s = *the;
+    State& s = *the();
     for (const auto& [address, l] : s.live)
       s.stats.fork_copied_bytes += copy_to_private(reinterpret_cast<unsigned char*>(address), l);
     for (const auto& c : s.chunks) {
@@ -395,8 +400,6 @@ struct SharedArena::State {
   }
 };
 
-SharedArena::State* SharedArena::State::the = nullptr;
-
 bool make_private(void* start, std::size_t length, std::size_t bytes, int prot) {
   void* copy = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (copy != MAP_FAILED) {
@@ -418,7 +421,7 @@ SharedArena::SharedArena() : state_(new State) {}
 SharedArena& SharedArena::instance() {
   static SharedArena* arena = [] {
     auto* a = new SharedArena;
-    State::the = a->state_;
+    State::the() = a->state_;
     ::pthread_atfork(&State::before_fork, &State::after_fork_in_parent,
                      &State::after_fork_in_child);
     return a;

@@ -36,6 +36,14 @@ unsigned char* bytes_of(const StorageOwner& owner) {
   return static_cast<unsigned char*>(const_cast<void*>(owner.get()));
 }
 
+// A MiB of the arena's, every byte `value`.
+StorageOwner filled_mib(SharedArena& arena, unsigned char value) {
+  StorageOwner owner = arena.allocate(kMiB);
+  REQUIRE(owner != nullptr);
+  std::memset(bytes_of(owner), value, kMiB);
+  return owner;
+}
+
 bool all_bytes(const unsigned char* p, std::size_t n, unsigned char value) {
   for (std::size_t i = 0; i < n; ++i)
     if (p[i] != value)
@@ -288,9 +296,7 @@ int child_checks(StorageOwner a, int ready_fd, int go_fd) {
 
 TEST_CASE("shared arena: a fork's child keeps its tensors' bytes while the parent reuses them") {
   SharedArena& arena = SharedArena::instance();
-  StorageOwner a = arena.allocate(kMiB);
-  REQUIRE(a != nullptr);
-  std::memset(bytes_of(a), 0xA5, kMiB);
+  StorageOwner a = filled_mib(arena, 0xA5);
   const void* a_address = a.get();
   int ready[2], go[2];
   REQUIRE(::pipe(ready) == 0);
@@ -371,9 +377,7 @@ int middle_child(StorageOwner a) {
 
 TEST_CASE("shared arena: a grandchild keeps the bytes of both earlier generations") {
   SharedArena& arena = SharedArena::instance();
-  StorageOwner a = arena.allocate(kMiB);
-  REQUIRE(a != nullptr);
-  std::memset(bytes_of(a), 0xA5, kMiB);
+  StorageOwner a = filled_mib(arena, 0xA5);
   const pid_t pid = ::fork();
   REQUIRE(pid >= 0);
   if (pid == 0)
