@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cassert>
 #include <atomic>
+#include <cassert>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -446,7 +446,9 @@ private:
     const std::string& function = *r.function;
     const bool load = loaded_.count(r.fn_id) == 0;
     r.copies.clear();
-    // Layout of the input region: the function (first call only), then each component.
+    // Layout of the input region: the function (first call only), then each component. (Room
+    // for all of them: one in the shared arena is copied after all when the request cannot
+    // carry its chunk, and room left unwritten costs no memory.)
     std::size_t size = load ? aligned(function.size()) : 0;
     for (const Tensor& t : in.components) {
       if (t.dtype() == DType::string) {
