@@ -317,16 +317,17 @@ void Executor::work(bool extra) {
 
 void WorkQueue::submit(std::function<void()> item) {
   std::lock_guard<std::mutex> lock(ex_.mu_);
+  const bool listed = lazy();
   pending_.push_back(std::move(item));
-  make_ready_locked();
+  make_ready_locked(listed);
 }
 
 void WorkQueue::submit_lazy(std::function<void()> item) {
   std::lock_guard<std::mutex> lock(ex_.mu_);
+  const bool listed = lazy();
   pending_.push_back(std::move(item)); // (behind the runnable ones, if any: not one of them)
-  if (lazy_)
+  if (listed)
     return;
-  lazy_ = true;
   lazy_seen_ = runs_;
   ex_.lazy_.push_back(this);
   if (ex_.lazy_.size() == 1)
@@ -335,10 +336,11 @@ void WorkQueue::submit_lazy(std::function<void()> item) {
 
 // Under ex_.mu_: a queue with pending items takes its turn with the threads, one of which is
 // woken (notified under the lock: a queue the supervisor publishes may go once it is released).
-void WorkQueue::make_ready_locked() {
+void WorkQueue::make_ready_locked(bool listed) {
   const bool was_ready = in_ready();
   runnable_ = pending_.size(); // (a FIFO: the items before a runnable one are runnable too)
-  forget_lazy_locked();
+  if (listed)
+    unlist_lazy_locked();
   if (was_ready)
     return;
   group_->ready.push_back(this);
@@ -348,17 +350,14 @@ void WorkQueue::make_ready_locked() {
   ex_.wake_for_work_locked();
 }
 
-void WorkQueue::forget_lazy_locked() {
-  if (!lazy_)
-    return;
-  lazy_ = false;
+void WorkQueue::unlist_lazy_locked() {
   ex_.lazy_.erase(std::find(ex_.lazy_.begin(), ex_.lazy_.end(), this));
 }
 
 void Executor::publish_lazy() {
   std::lock_guard<std::mutex> lock(mu_);
   while (!lazy_.empty())
-    lazy_.front()->make_ready_locked(); // (takes it off lazy_)
+    lazy_.front()->make_ready_locked(true); // (takes it off lazy_)
 }
 
 // Under mu_: the lazy queues none of whose items ran since the last look go to the threads (a
@@ -371,7 +370,7 @@ void Executor::publish_stuck_lazy_locked() {
     q->lazy_seen_ = q->runs_;
   }
   for (WorkQueue* q : stuck)
-    q->make_ready_locked();
+    q->make_ready_locked(true);
 }
 
 bool WorkQueue::run_one() {
@@ -380,14 +379,15 @@ bool WorkQueue::run_one() {
     std::lock_guard<std::mutex> lock(ex_.mu_);
     if (pending_.empty())
       return false;
+    const bool was_ready = in_ready();
+    const bool was_lazy = lazy();
     item = std::move(pending_.front());
     pending_.pop_front();
     ++runs_;
-    const bool was_ready = in_ready();
     if (was_ready)
       --runnable_;
-    if (pending_.empty())
-      forget_lazy_locked();
+    if (was_lazy && !lazy()) // (its last lazy item)
+      unlist_lazy_locked();
     if (was_ready && !in_ready()) {
       group_->ready.erase(std::find(group_->ready.begin(), group_->ready.end(), this));
       ex_.unready_if_idle_locked(group_.get());
@@ -406,8 +406,9 @@ bool WorkQueue::run_one() {
 void WorkQueue::cancel_and_wait() {
   std::deque<std::function<void()>> dropped; // destroyed after the lock is released
   std::unique_lock<std::mutex> lock(ex_.mu_);
+  if (lazy())
+    unlist_lazy_locked();
   dropped.swap(pending_);
-  forget_lazy_locked();
   if (in_ready()) {
     runnable_ = 0;
     group_->ready.erase(std::find(group_->ready.begin(), group_->ready.end(), this));

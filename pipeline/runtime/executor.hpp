@@ -204,9 +204,11 @@ public:
 private:
   friend class Executor;
   // Under ex_.mu_: see the .cpp.
-  void make_ready_locked();
-  void forget_lazy_locked();
+  // `listed`: it is in ex_.lazy_ (lazy() before the item that made it ready was added).
+  void make_ready_locked(bool listed);
+  void unlist_lazy_locked();                      // takes it off ex_.lazy_
   bool in_ready() const { return runnable_ > 0; } // in its group's ready list (has a turn)
+  bool lazy() const { return runnable_ < pending_.size(); } // in ex_.lazy_: lazy items pending
   Executor& ex_;
   const std::shared_ptr<ExecutorGroup> group_;
   // Guarded by ex_.mu_.
@@ -215,7 +217,6 @@ private:
   // over); the rest are lazy (submit_lazy), run only by run_one until handed over: a hand-over
   // (publish_lazy, the supervisor) is of the items pending then, not of those submitted after.
   std::size_t runnable_ = 0;
-  bool lazy_ = false;      // in ex_.lazy_: some pending items are lazy (runnable_ < pending)
   uint64_t runs_ = 0;      // items started (the supervisor's sign that a lazy queue moves)
   uint64_t lazy_seen_ = 0; // runs_ when the supervisor last looked
   int running_ = 0;
