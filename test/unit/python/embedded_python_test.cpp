@@ -316,6 +316,14 @@ Element megabyte(uint8_t value) {
   return Element{std::move(t)};
 }
 
+// 1 MiB of `value` in the shared arena (as decoders, batch and numpy arrays make them).
+Element arena_megabyte(uint8_t value) {
+  Tensor t = TensorInternals::uninitialized(DType::uint8, Shape{1 << 20});
+  std::fill_n(t.mutable_data<uint8_t>(), 1 << 20, value);
+  REQUIRE(SharedArena::instance().locate(t.bytes().data(), t.bytes().size()));
+  return Element{std::move(t)};
+}
+
 bool all_bytes(const Expected<Element>& e, uint8_t value) {
   REQUIRE_MESSAGE(e.ok(), e.status().to_string());
   const ByteView bytes = (*e)[0].bytes();
@@ -361,39 +369,46 @@ TEST_CASE("pool results in result blocks: kept ones keep their bytes, a copy whe
 
 TEST_CASE("a pool process killed with two 1 MiB requests in flight: both rerun once, each with "
           "its own block") {
-  python::ProcessPool pool(CONVEYOR_PYTHON_EXECUTABLE, {CONVEYOR_SOURCE_DIR "/test/unit/python"});
-  auto first =
-    pool.call("conveyor_test_functions:plus_one", true, megabyte(100), 1, "plus_one", "this test");
-  CHECK(all_bytes(first, 101));
-  auto a =
-    pool.start("conveyor_test_functions:slow_plus_one", true, megabyte(1), 1, "slow", "this test");
-  auto b =
-    pool.start("conveyor_test_functions:slow_plus_one", true, megabyte(2), 1, "slow", "this test");
-  REQUIRE(a);
-  REQUIRE(b);
-  Expected<Element> ra = internal_error("not run");
-  std::thread ta([&] { ra = a(); }); // sends both
-  const bool both_sent = wait_in_flight(pool, {2});
-  const int victim = pool.pids().at(0);
-  if (both_sent)
-    ::kill(victim, SIGKILL);
-  auto rb = b();
-  ta.join();
-  REQUIRE(both_sent);
-  CHECK(all_bytes(ra, 2));
-  CHECK(all_bytes(rb, 3));
-  REQUIRE(pool.pids().size() == 1);
-  CHECK(pool.pids()[0] != victim);
-  std::vector<Expected<Element>> more;
-  for (uint8_t v = 10; v < 14; ++v)
-    more.push_back(
-      pool.call("conveyor_test_functions:plus_one", true, megabyte(v), 1, "plus_one", "this test"));
-  for (uint8_t v = 10; v < 14; ++v)
-    CHECK(all_bytes(more[v - 10], v + 1));
-  CHECK(all_bytes(first, 101)); // the dead process's block, still viewed
-  CHECK(all_bytes(ra, 2));
-  CHECK(all_bytes(rb, 3));
-  CHECK(pool.results_copied() == 0);
+  // Elements on the heap are copied into the process's input region; those in the shared arena
+  // are read where they lie, by the dead process and then by its replacement.
+  for (const bool in_arena : {false, true}) {
+    CAPTURE(in_arena);
+    const auto make = in_arena ? &arena_megabyte : &megabyte;
+    python::ProcessPool pool(CONVEYOR_PYTHON_EXECUTABLE, {CONVEYOR_SOURCE_DIR "/test/unit/python"});
+    auto first =
+      pool.call("conveyor_test_functions:plus_one", true, make(100), 1, "plus_one", "this test");
+    CHECK(all_bytes(first, 101));
+    auto a =
+      pool.start("conveyor_test_functions:slow_plus_one", true, make(1), 1, "slow", "this test");
+    auto b =
+      pool.start("conveyor_test_functions:slow_plus_one", true, make(2), 1, "slow", "this test");
+    REQUIRE(a);
+    REQUIRE(b);
+    Expected<Element> ra = internal_error("not run");
+    std::thread ta([&] { ra = a(); }); // sends both
+    const bool both_sent = wait_in_flight(pool, {2});
+    const int victim = pool.pids().at(0);
+    if (both_sent)
+      ::kill(victim, SIGKILL);
+    auto rb = b();
+    ta.join();
+    REQUIRE(both_sent);
+    CHECK(all_bytes(ra, 2));
+    CHECK(all_bytes(rb, 3));
+    REQUIRE(pool.pids().size() == 1);
+    CHECK(pool.pids()[0] != victim);
+    std::vector<Expected<Element>> more;
+    for (uint8_t v = 10; v < 14; ++v)
+      more.push_back(
+        pool.call("conveyor_test_functions:plus_one", true, make(v), 1, "plus_one", "this test"));
+    for (uint8_t v = 10; v < 14; ++v)
+      CHECK(all_bytes(more[v - 10], v + 1));
+    CHECK(all_bytes(first, 101)); // the dead process's block, still viewed
+    CHECK(all_bytes(ra, 2));
+    CHECK(all_bytes(rb, 3));
+    CHECK(pool.results_copied() == 0);
+    CHECK((in_arena ? pool.arguments_copied() : pool.arguments_in_place()) == 0);
+  }
 }
 
 TEST_CASE("pool calls whose threads copy their 1 MiB elements at once: each result is its own "
@@ -544,18 +559,6 @@ TEST_CASE("without the allocator module the pool processes copy results into the
   REQUIRE(warnings.messages().size() == 2);
   CHECK(warnings.messages()[1].find("could not load conveyor_pool_alloc") != std::string::npos);
 }
-
-namespace {
-
-// 1 MiB of `value` in the shared arena (as decoders, batch and numpy arrays make them).
-Element arena_megabyte(uint8_t value) {
-  Tensor t = TensorInternals::uninitialized(DType::uint8, Shape{1 << 20});
-  std::fill_n(t.mutable_data<uint8_t>(), 1 << 20, value);
-  REQUIRE(SharedArena::instance().locate(t.bytes().data(), t.bytes().size()));
-  return Element{std::move(t)};
-}
-
-} // namespace
 
 TEST_CASE("pool arguments in the shared arena are read where they lie: each call its own bytes, "
           "and a new process is sent the chunk again") {
